@@ -1,0 +1,46 @@
+/* cli.c — dispatch of `grpo SUBCOMMAND ...` through the command table. */
+#include "cli.h"
+
+#include "grpo/plugin.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#ifndef GRPO_VERSION
+#define GRPO_VERSION "dev"
+#endif
+
+static const grpo_command commands[] = {
+    {"version", cmd_version, "print the version and the plugin ABI version"},
+};
+#define N_COMMANDS (sizeof commands / sizeof commands[0])
+
+int cmd_version(int argc, char **argv) {
+    (void)argc, (void)argv;
+    printf("grpo %s (plugin ABI %d.%d)\n", GRPO_VERSION, GRPO_ABI_MAJOR, GRPO_ABI_MINOR);
+    return 0;
+}
+
+static void usage(FILE *out) {
+    fprintf(out, "usage: grpo COMMAND [ARGS]   (grpo COMMAND --help for more)\n\ncommands:\n");
+    for (size_t i = 0; i < N_COMMANDS; i++)
+        fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
+}
+
+int grpo_cli_main(int argc, char **argv) {
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
+        strcmp(argv[1], "help") == 0) {
+        usage(stdout);
+        return 0;
+    }
+    if (strcmp(argv[1], "--version") == 0) return cmd_version(argc - 1, argv + 1);
+    for (size_t i = 0; i < N_COMMANDS; i++)
+        if (strcmp(argv[1], commands[i].name) == 0) return commands[i].run(argc - 1, argv + 1);
+    fprintf(stderr, "grpo: unknown command '%s'\n", argv[1]);
+    usage(stderr);
+    return 2;
+}

@@ -1,0 +1,21 @@
+/*
+ * cli.h — the grpo command line: one table of subcommands, each implemented in its own
+ * core/cmd_*.c file as `int cmd_NAME(int argc, char **argv)` (argv[0] is the subcommand name).
+ * A command returns the process exit status: 0 success, 1 failure, 2 usage error.
+ */
+#ifndef GRPO_CLI_H
+#define GRPO_CLI_H
+
+typedef struct grpo_command {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *summary;
+} grpo_command;
+
+/* Runs the grpo command line; main() is just this. */
+int grpo_cli_main(int argc, char **argv);
+
+/* One line per subcommand (keep in the order of the table in cli.c). */
+int cmd_version(int argc, char **argv);
+
+#endif

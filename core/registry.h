@@ -1,0 +1,101 @@
+/*
+ * registry.h — packs, their manifests (pack.ini) and the registry that finds them.
+ *
+ * A pack is a directory holding pack.ini and the library it names. The registry scans a plugin
+ * path reading manifests only (no plugin code runs), so listing is safe and fast. A plugin's
+ * library is dlopen()ed only when a run uses one of its entries; the host then checks the magic,
+ * runs grpo_plugin_init and checks that the library exports exactly what the manifest promised.
+ *
+ * pack.ini:
+ *   [pack]
+ *   name = builtin                   ; namespace of the ids below
+ *   version = 0.1.0
+ *   abi = 1.0                        ; GRPO_ABI_MAJOR.GRPO_ABI_MINOR compiled against
+ *   library = libgrpo-rewards.so     ; relative to the pack directory
+ *
+ *   [builtin.format]                 ; one section per entry, named by its full id
+ *   kind = reward                    ; reward | model
+ *   description = one line
+ *
+ *   [builtin.format:pattern]         ; one section per config key of that entry
+ *   type = list                      ; string | int | float | bool | list
+ *   default = ^<think>...            ; list defaults: one line per element
+ *   help = one line
+ */
+#ifndef GRPO_REGISTRY_H
+#define GRPO_REGISTRY_H
+
+#include "grpo/plugin.h"
+#include "keytype.h"
+
+typedef enum grpo_entry_kind { GRPO_KIND_REWARD = 0, GRPO_KIND_MODEL = 1 } grpo_entry_kind;
+
+typedef struct grpo_key_def {
+    char *name;
+    grpo_key_type type;
+    char **defaults; /* [n_defaults]; list keys may have several, other keys at most one */
+    int n_defaults;
+    char *help;
+} grpo_key_def;
+
+struct grpo_pack;
+
+typedef struct grpo_entry {
+    char *id; /* "pack.name" */
+    grpo_entry_kind kind;
+    char *description;
+    grpo_key_def *keys; /* [n_keys] in manifest order */
+    int n_keys;
+    struct grpo_pack *pack; /* owner */
+} grpo_entry;
+
+typedef struct grpo_pack {
+    char *name, *version;
+    unsigned abi_major, abi_minor;
+    char *dir;           /* absolute pack directory */
+    char *manifest_path; /* dir/pack.ini */
+    char *library_path;  /* dir/<library> */
+    grpo_entry *entries; /* [n_entries] */
+    int n_entries;
+    void *handle;        /* dlopen handle once loaded, else NULL */
+    grpo_library lib;    /* filled by grpo_plugin_init once loaded */
+} grpo_pack;
+
+typedef struct grpo_registry {
+    grpo_pack **packs; /* [n_packs] */
+    int n_packs;
+} grpo_registry;
+
+/* Parses one manifest into *pack (fields owned by pack). Errors name file:line. */
+int grpo_manifest_parse(const char *manifest_path, grpo_pack *pack, grpo_error *err);
+void grpo_pack_free(grpo_pack *pack);
+
+/* The default plugin path, in search order: --plugin-path dirs (extra, may be NULL), then
+ * GRPO_PLUGIN_PATH (colon-separated), the built-in dir next to the executable, the install
+ * prefix. Returns a malloc'd NULL-terminated array of malloc'd strings. */
+char **grpo_plugin_path(const char *const *extra, int n_extra);
+void grpo_plugin_path_free(char **dirs);
+
+/* Scans each dir in dirs (NULL-terminated): every subdirectory holding a pack.ini (and a dir that
+ * is itself a pack) is parsed. The same pack directory reached twice is read once; two packs
+ * claiming one id is an error naming both manifests. Missing dirs are skipped. */
+int grpo_registry_scan(grpo_registry *reg, char *const *dirs, grpo_error *err);
+void grpo_registry_free(grpo_registry *reg);
+
+/* The entry with this id, or NULL. */
+const grpo_entry *grpo_registry_find(const grpo_registry *reg, const char *id);
+/* The entry's key definition, or NULL. */
+const grpo_key_def *grpo_entry_key(const grpo_entry *e, const char *name);
+
+/* Loads the entry's pack library (once) and returns its descriptor: a const grpo_reward_desc* or
+ * const grpo_model_desc* according to e->kind. Refuses, with a message naming the library path:
+ * dlopen failure, missing magic or init symbol, wrong tag, abi_major mismatch, newer abi_minor,
+ * a too-small magic struct, pointer/float size mismatch, init failure, and any difference between
+ * the ids the library enumerates and those the manifest lists. */
+int grpo_registry_load(grpo_registry *reg, const grpo_entry *e, const grpo_host *host,
+                       const void **desc, grpo_error *err);
+
+/* The host services table of this process (log, alloc, rng, ...), ops/tokenizer left NULL. */
+const grpo_host *grpo_default_host(void);
+
+#endif

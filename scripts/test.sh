@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# scripts/test.sh — build and run the whole test suite (ctest over the Check suites).
+# Usage: scripts/test.sh [--sanitize]   (--sanitize: a separate ASan+UBSan build in build-asan)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if [ "${1:-}" = "--sanitize" ]; then
+  cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DGRPO_SANITIZE=ON >/dev/null
+  cmake --build build-asan -j"$(nproc)"
+  ASAN_OPTIONS=detect_leaks=1 ctest --test-dir build-asan --output-on-failure -j"$(nproc)"
+else
+  scripts/setup.sh build
+  ctest --test-dir build --output-on-failure -j"$(nproc)"
+fi

@@ -1,0 +1,8 @@
+/* grpo/grpo.h — everything a plugin may include, in one header. */
+#ifndef GRPO_GRPO_H
+#define GRPO_GRPO_H
+#include "grpo/plugin.h"
+#include "grpo/reward.h"
+#include "grpo/ops.h"
+#include "grpo/model.h"
+#endif

@@ -1,0 +1,97 @@
+/*
+ * grpo/model.h — the model interface (PROVISIONAL in ABI 1.0: may change until the first model
+ * plugin ships; this notice goes when it is frozen).
+ *
+ * A model plugin describes its parameter tensors; the HOST owns memory: it allocates parameters,
+ * gradients and the two AdamW moments in one block and activations in another (llm.c's plan),
+ * loads the weights by the names the plugin gives, and hands pointers back through bind().
+ * All compute goes through host->ops (grpo/ops.h).
+ *
+ * Lifecycle (MUST sentences):
+ * - The host calls create() on the main thread; if it returns GRPO_OK the host MUST call
+ *   destroy() exactly once. bind() comes before any forward/backward/decode call.
+ * - forward(), backward(), prefill() and decode() on one instance are never called concurrently.
+ * - backward() uses the activations of the immediately preceding forward() on the same batch.
+ */
+#ifndef GRPO_MODEL_H
+#define GRPO_MODEL_H
+
+#include "grpo/plugin.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define GRPO_PARAM_NO_DECAY 1u /* excluded from weight decay (norms, biases) */
+#define GRPO_PARAM_TIED 2u     /* shares storage with another tensor; not written on save */
+
+typedef struct grpo_param_desc {
+    uint32_t struct_size;
+    const char *name;  /* Hugging Face tensor name, e.g. "model.layers.0.self_attn.q_proj.weight" */
+    int32_t ndim;      /* 1..4 */
+    int64_t shape[4];
+    uint32_t flags;    /* GRPO_PARAM_* */
+    int32_t tied_to;   /* index of the tensor it shares storage with when TIED, else -1 */
+} grpo_param_desc;
+
+/* A training batch, all arrays in backend memory, shape (B,T). */
+typedef struct grpo_batch {
+    uint32_t struct_size;
+    int32_t B, T;
+    const int32_t *ids;     /* (B,T) input token ids */
+    const int32_t *mask;    /* (B,T) 1 = real token, 0 = padding */
+    const int32_t *pos;     /* (B,T) RoPE positions (left-padded rows start at 0 at their first
+                               real token) */
+    const int32_t *targets; /* (B,T) next-token targets, -1 = no log-prob wanted */
+} grpo_batch;
+
+typedef struct grpo_model_desc {
+    uint32_t struct_size;
+    const char *id;          /* namespaced: "pack.name"; must match the manifest */
+    const char *description; /* one line */
+    const char *const *architectures; /* NULL-terminated HF "architectures" names served */
+
+    /* Parses config.json text (borrowed) and the [model] section's plugin keys. */
+    int32_t (*create)(const grpo_host *host, const char *config_json, const grpo_config *cfg,
+                      void **model, grpo_error *err);
+    void (*destroy)(void *model);
+
+    /* -- parameters -- */
+    uint32_t (*n_params)(void *model);
+    int32_t (*param)(void *model, uint32_t i, grpo_param_desc *out);
+    /* params[i] / grads[i] point into the host's block, one per tensor (grads may be NULL when
+     * the model is frozen, e.g. a reference model). */
+    int32_t (*bind)(void *model, float *const *params, float *const *grads, grpo_error *err);
+
+    /* -- training path -- */
+    uint64_t (*activation_floats)(void *model, int32_t B, int32_t T); /* size of acts */
+    /* logp (B,T) log p(targets); entropy (B,T) may be NULL; scale multiplies the logits
+     * (1/temperature). acts is the host's activation block of activation_floats() floats. */
+    int32_t (*forward)(void *model, const grpo_batch *batch, float *acts, float *logp,
+                       float *entropy, float scale, grpo_error *err);
+    /* dlogp (B,T): d loss / d logp. Accumulates (+=) into the bound gradients. */
+    int32_t (*backward)(void *model, const grpo_batch *batch, float *acts, const float *dlogp,
+                        float scale, grpo_error *err);
+
+    /* -- inference path: KV cache of R rows by S positions, laid out by the plugin -- */
+    uint64_t (*kv_floats)(void *model, int32_t R, int32_t S);
+    uint64_t (*scratch_floats)(void *model, int32_t R, int32_t T); /* for prefill/decode */
+    /* Runs the prompt rows (R,T) (left-padded; mask/pos as in grpo_batch) into the cache at
+     * positions 0..T-1 and writes the last position's logits (R,V). */
+    int32_t (*prefill)(void *model, float *kv, int32_t S, const grpo_batch *prompt,
+                       float *scratch, float *logits, grpo_error *err);
+    /* One token per row: tokens (R), pos (R), the cache slot len[r]-1 is written; cache_mask
+     * (R,S) marks real positions. Writes logits (R,V). */
+    int32_t (*decode)(void *model, float *kv, int32_t S, int32_t R, const int32_t *tokens,
+                      const int32_t *pos, const int32_t *cache_mask, const int32_t *len,
+                      float *scratch, float *logits, grpo_error *err);
+    /* Copies cache row src to row dst for positions [0,n) (to fan a prompt out to G rows). */
+    void (*kv_copy_row)(void *model, float *kv, int32_t S, int32_t dst, int32_t src, int32_t n);
+    /* (optional) auxiliary loss of the last forward (MoE), 0 when none. */
+    float (*aux_loss)(void *model);
+} grpo_model_desc;
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* GRPO_MODEL_H */

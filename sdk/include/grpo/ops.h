@@ -1,0 +1,117 @@
+/*
+ * grpo/ops.h — the kernel op table every model uses (PROVISIONAL in ABI 1.0: may change until the
+ * first model plugin ships; this notice goes when it is frozen).
+ *
+ * One table per backend (cpu, cuda), with an opaque context, in the manner of ggml's backends.
+ * All float buffers are fp32 and live in the backend's memory (host memory for cpu): a model plugin
+ * gets memory and ops from the host and never links a backend itself.
+ *
+ * Dimension letters: N tokens (= B*T), B rows, T time, C channels, I intermediate (MLP), V vocab,
+ * NH query heads, NKV key/value heads, HD head dim, R decode rows, S cache length (max positions).
+ * Linear weights use PyTorch's layout: w (OC, IC), y = x @ w^T + b.
+ *
+ * Accumulation rule: parameter gradients (dw, dbias, dwte) are ACCUMULATED (+=); activation
+ * gradients (dinp, dq, ...) are WRITTEN (=). A gradient pointer may be NULL: that gradient is
+ * skipped. Calls on one context are issued from one thread; a backend parallelises inside.
+ */
+#ifndef GRPO_OPS_H
+#define GRPO_OPS_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct grpo_ops {
+    uint32_t struct_size;
+    const char *name; /* "cpu", "cuda" */
+    void *ctx;        /* backend context, passed back as the first argument */
+
+    /* -- memory -- */
+    void *(*alloc)(void *ctx, uint64_t bytes); /* zeroed, 64-byte aligned; NULL on failure */
+    void (*free)(void *ctx, void *ptr);
+    void (*upload)(void *ctx, void *dst, const void *src, uint64_t bytes);   /* host -> backend */
+    void (*download)(void *ctx, void *dst, const void *src, uint64_t bytes); /* backend -> host */
+    void (*copy)(void *ctx, void *dst, const void *src, uint64_t bytes);     /* backend -> backend */
+    void (*zero)(void *ctx, void *dst, uint64_t bytes);
+    void (*sync)(void *ctx); /* wait for queued work (no-op on cpu) */
+
+    /* -- embedding: out (N,C) = wte[ids[n]] ; backward dwte += -- */
+    void (*embedding_forward)(void *ctx, float *out, const int32_t *ids, const float *wte,
+                              int32_t N, int32_t C);
+    void (*embedding_backward)(void *ctx, float *dwte, const float *dout, const int32_t *ids,
+                               int32_t N, int32_t C);
+
+    /* -- matmul: out (N,OC) = inp (N,IC) @ w (OC,IC)^T + bias (OC) (bias may be NULL) -- */
+    void (*matmul_forward)(void *ctx, float *out, const float *inp, const float *w,
+                           const float *bias, int32_t N, int32_t IC, int32_t OC);
+    void (*matmul_backward)(void *ctx, float *dinp, float *dw, float *dbias, const float *dout,
+                            const float *inp, const float *w, int32_t N, int32_t IC, int32_t OC);
+
+    /* -- RMSNorm over the last dim: out (N,C) = inp * rstd * w ; rstd (N) saved for backward -- */
+    void (*rmsnorm_forward)(void *ctx, float *out, float *rstd, const float *inp, const float *w,
+                            int32_t N, int32_t C, float eps);
+    void (*rmsnorm_backward)(void *ctx, float *dinp, float *dw, const float *dout,
+                             const float *inp, const float *w, const float *rstd, int32_t N,
+                             int32_t C);
+
+    /* -- RoPE, split-halves (rotate_half) layout, on x (N,NH,HD) at positions pos (N);
+     *    out may equal inp. Backward applies the inverse rotation. -- */
+    void (*rope_forward)(void *ctx, float *out, const float *inp, const int32_t *pos, int32_t N,
+                         int32_t NH, int32_t HD, float theta);
+    void (*rope_backward)(void *ctx, float *dinp, const float *dout, const int32_t *pos,
+                          int32_t N, int32_t NH, int32_t HD, float theta);
+
+    /* -- causal GQA attention with a padding mask.
+     *    q (B,T,NH,HD), k/v (B,T,NKV,HD), mask (B,T): 1 = real token, 0 = padding (never attended
+     *    to; a padding query gets zeros). out (B,T,NH,HD); lse (B,NH,T) saved for backward,
+     *    which recomputes the probabilities instead of storing (B,NH,T,T). scale = 1/sqrt(HD). -- */
+    void (*attention_forward)(void *ctx, float *out, float *lse, const float *q, const float *k,
+                              const float *v, const int32_t *mask, int32_t B, int32_t T,
+                              int32_t NH, int32_t NKV, int32_t HD);
+    void (*attention_backward)(void *ctx, float *dq, float *dk, float *dv, const float *dout,
+                               const float *out, const float *lse, const float *q,
+                               const float *k, const float *v, const int32_t *mask, int32_t B,
+                               int32_t T, int32_t NH, int32_t NKV, int32_t HD);
+    /* -- one decode step for R rows against a KV cache.
+     *    q (R,NH,HD); kcache/vcache (R,S,NKV,HD) already holding this step's k/v at len[r]-1;
+     *    cache_mask (R,S): 1 = real; positions >= len[r] are ignored. out (R,NH,HD). -- */
+    void (*attention_decode)(void *ctx, float *out, const float *q, const float *kcache,
+                             const float *vcache, const int32_t *cache_mask, const int32_t *len,
+                             int32_t R, int32_t S, int32_t NH, int32_t NKV, int32_t HD);
+
+    /* -- SwiGLU: out (N,I) = silu(gate) * up -- */
+    void (*swiglu_forward)(void *ctx, float *out, const float *gate, const float *up, int32_t N,
+                           int32_t I);
+    void (*swiglu_backward)(void *ctx, float *dgate, float *dup, const float *dout,
+                            const float *gate, const float *up, int32_t N, int32_t I);
+
+    /* -- residual: out = a + b (n floats); accumulate: y += x (used to sum activation grads) -- */
+    void (*residual_forward)(void *ctx, float *out, const float *a, const float *b, uint64_t n);
+    void (*accumulate)(void *ctx, float *y, const float *x, uint64_t n);
+
+    /* -- fused head: logits = scale * hidden (N,C) @ w (V,C)^T computed chunk by chunk (never
+     *    the full (N,V)); logp (N) = log softmax(logits)[targets[n]] (0 where targets[n] < 0);
+     *    lse (N) saved for backward; entropy (N) of the softmax (may be NULL).
+     *    Backward: dhidden = d/dhidden of sum(dlogp * logp) ; dw +=. -- */
+    void (*head_forward)(void *ctx, float *logp, float *lse, float *entropy, const float *hidden,
+                         const float *w, const int32_t *targets, int32_t N, int32_t C,
+                         int32_t V, float scale);
+    void (*head_backward)(void *ctx, float *dhidden, float *dw, const float *dlogp,
+                          const float *hidden, const float *w, const int32_t *targets,
+                          const float *lse, int32_t N, int32_t C, int32_t V, float scale);
+
+    /* -- optimizer: AdamW with decoupled weight decay on n floats, step t >= 1 (bias-corrected) -- */
+    void (*adamw)(void *ctx, float *param, const float *grad, float *m, float *v, uint64_t n,
+                  float lr, float beta1, float beta2, float eps, float weight_decay, int32_t t);
+    /* -- sum of squares of n floats (for clip-by-global-norm), returned to the host -- */
+    double (*sumsq)(void *ctx, const float *x, uint64_t n);
+    /* -- x *= s -- */
+    void (*scale)(void *ctx, float *x, float s, uint64_t n);
+} grpo_ops;
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* GRPO_OPS_H */

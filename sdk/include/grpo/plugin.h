@@ -1,0 +1,203 @@
+/*
+ * grpo/plugin.h — the plugin ABI: handshake, host services, library descriptor.
+ *
+ * A plugin library (".so" inside a pack directory, see pack.ini) includes only headers from
+ * sdk/include/grpo/. It exports exactly two functions, declared with GRPO_EXPORT:
+ *
+ *   const grpo_magic *grpo_plugin_magic(void);          -- static data, no side effects
+ *   int32_t grpo_plugin_init(const grpo_host *host, grpo_library *lib, grpo_error *err);
+ *
+ * Use GRPO_PLUGIN_MAGIC() once in one source file to define the first.
+ *
+ * Rules (the host relies on them; a plugin that breaks them is broken):
+ * - The host MUST call grpo_plugin_magic() and check it before any other call. abi_major must
+ *   equal the host's; the plugin's abi_minor must be <= the host's.
+ * - The host calls grpo_plugin_init() once per library, on the main thread. The plugin MUST only
+ *   write fields of *lib that lie inside lib->struct_size (use GRPO_HAS_FIELD).
+ * - Every struct that crosses the boundary begins with uint32_t struct_size and only ever grows
+ *   at its end. Only fixed-width types cross it: no enum, bool or long.
+ * - Strings and arrays handed to a plugin are borrowed for the duration of the call; a plugin that
+ *   keeps one MUST copy it. Whoever allocates frees.
+ * - Errors are int32_t status codes (GRPO_OK = 0, negative = failure); the text goes into the
+ *   caller-owned grpo_error passed to the call (use grpo_error_set).
+ * - The host never dlclose()s a library while an instance created from it is alive.
+ * - Plugins MUST NOT be compiled with -ffast-math (NaN means "no opinion" and must survive).
+ *
+ * ABI history (append-only; a new group of host services bumps abi_minor):
+ *   1.0  initial: log, alloc/free, rng, config access, ops table (provisional), tokenizer (provisional)
+ */
+#ifndef GRPO_PLUGIN_H
+#define GRPO_PLUGIN_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#ifdef __cplusplus
+#define GRPO_EXTERN_C extern "C"
+extern "C" {
+#else
+#define GRPO_EXTERN_C
+#endif
+
+#define GRPO_ABI_MAJOR 1
+#define GRPO_ABI_MINOR 0
+#define GRPO_MAGIC_TAG "GRPOPLG" /* 7 chars + NUL */
+
+#if defined(_WIN32)
+#define GRPO_EXPORT GRPO_EXTERN_C __declspec(dllexport)
+#else
+#define GRPO_EXPORT GRPO_EXTERN_C __attribute__((visibility("default")))
+#endif
+
+/* True when the struct behind p (whose struct_size the other side set) contains field. */
+#define GRPO_HAS_FIELD(p, type, field) \
+    ((p)->struct_size >= offsetof(type, field) + sizeof(((type *)0)->field))
+
+/* ---- status codes ---------------------------------------------------------------------- */
+#define GRPO_OK 0
+#define GRPO_ERR_INVALID (-1)     /* bad argument, bad config value, malformed input */
+#define GRPO_ERR_NOMEM (-2)       /* allocation failed */
+#define GRPO_ERR_IO (-3)          /* file or pipe error */
+#define GRPO_ERR_UNSUPPORTED (-4) /* valid request this plugin/host cannot serve */
+#define GRPO_ERR_ABI (-5)         /* version or struct size mismatch */
+#define GRPO_ERR_INTERNAL (-6)    /* a bug */
+
+/* ---- errors: caller-owned buffer ------------------------------------------------------- */
+typedef struct grpo_error {
+    uint32_t struct_size; /* sizeof(grpo_error) as the caller compiled it */
+    int32_t status;       /* last status written with grpo_error_set */
+    char message[1024];   /* NUL-terminated, one line, names the thing and what was expected */
+} grpo_error;
+
+static inline void grpo_error_init(grpo_error *err) {
+    memset(err, 0, sizeof *err);
+    err->struct_size = (uint32_t)sizeof *err;
+}
+
+/* Writes status and a printf-formatted message into err (if non-NULL); returns status. */
+static inline int32_t grpo_error_set(grpo_error *err, int32_t status, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+static inline int32_t grpo_error_set(grpo_error *err, int32_t status, const char *fmt, ...) {
+    if (err) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err->message, sizeof err->message, fmt, ap);
+        va_end(ap);
+        err->status = status;
+    }
+    return status;
+}
+
+/* ---- the handshake --------------------------------------------------------------------- */
+typedef struct grpo_magic {
+    uint32_t struct_size;    /* sizeof(grpo_magic) */
+    uint32_t abi_major;      /* GRPO_ABI_MAJOR the plugin was compiled against */
+    uint32_t abi_minor;      /* GRPO_ABI_MINOR the plugin was compiled against */
+    uint32_t sizeof_pointer; /* sizeof(void *) */
+    uint32_t sizeof_float;   /* sizeof(float) */
+    char tag[8];             /* GRPO_MAGIC_TAG */
+} grpo_magic;
+
+#define GRPO_PLUGIN_MAGIC()                                                                     \
+    GRPO_EXPORT const grpo_magic *grpo_plugin_magic(void) {                                      \
+        static const grpo_magic magic = {(uint32_t)sizeof(grpo_magic), GRPO_ABI_MAJOR,          \
+                                         GRPO_ABI_MINOR, (uint32_t)sizeof(void *),              \
+                                         (uint32_t)sizeof(float), GRPO_MAGIC_TAG};              \
+        return &magic;                                                                           \
+    }
+
+/* ---- configuration handed to a plugin instance ----------------------------------------- */
+/* The resolved keys of one run-file section ([reward.NAME] or [model]), already validated by the
+ * host against the types the pack manifest declares, with defaults filled in. A key of type list
+ * appears once per element, in order. Borrowed for the duration of create(). */
+typedef struct grpo_config {
+    uint32_t struct_size;
+    uint32_t n;                /* number of entries */
+    const char *const *keys;   /* [n] */
+    const char *const *values; /* [n] value text as written (lists: one entry per element) */
+    const char *section;       /* e.g. "reward.fmt", for error messages */
+} grpo_config;
+
+/* First value for key, or NULL. */
+static inline const char *grpo_config_get(const grpo_config *cfg, const char *key) {
+    for (uint32_t i = 0; cfg && i < cfg->n; i++)
+        if (strcmp(cfg->keys[i], key) == 0) return cfg->values[i];
+    return NULL;
+}
+
+/* Number of values for key (list keys may have several). */
+static inline uint32_t grpo_config_count(const grpo_config *cfg, const char *key) {
+    uint32_t c = 0;
+    for (uint32_t i = 0; cfg && i < cfg->n; i++) c += strcmp(cfg->keys[i], key) == 0;
+    return c;
+}
+
+/* The k-th (0-based) value for key, or NULL. */
+static inline const char *grpo_config_nth(const grpo_config *cfg, const char *key, uint32_t k) {
+    for (uint32_t i = 0; cfg && i < cfg->n; i++)
+        if (strcmp(cfg->keys[i], key) == 0 && k-- == 0) return cfg->values[i];
+    return NULL;
+}
+
+/* ---- host services --------------------------------------------------------------------- */
+#define GRPO_LOG_ERROR 0
+#define GRPO_LOG_WARN 1
+#define GRPO_LOG_INFO 2
+#define GRPO_LOG_DEBUG 3
+
+struct grpo_ops;       /* grpo/ops.h: the kernel op table (provisional in 1.0) */
+struct grpo_tokenizer; /* opaque host tokenizer */
+
+/* The host fills this table; it only ever grows at its end. A service the host lacks is NULL, so
+ * a plugin can feature-test (check GRPO_HAS_FIELD and non-NULL) instead of crashing. All services
+ * may be called from any thread unless stated otherwise. */
+typedef struct grpo_host {
+    uint32_t struct_size;
+    uint32_t abi_major;
+    uint32_t abi_minor;
+    /* -- 1.0 -- */
+    void (*log)(int32_t level, const char *who, const char *fmt, ...);
+    void *(*alloc)(uint64_t size); /* 64-byte aligned; NULL on failure */
+    void (*free)(void *ptr);
+    /* Deterministic RNG: xoshiro-style state owned by the caller, seeded by the host. */
+    uint64_t (*rng_next)(uint64_t state[4]);
+    /* The compute backend the run uses (provisional; see grpo/ops.h). NULL when none. */
+    const struct grpo_ops *ops;
+    /* Tokenizer of the policy model (provisional). tokenize writes up to cap ids and returns the
+     * full count (>cap means truncated), or a negative status. decode writes a NUL-terminated
+     * string of at most cap bytes and returns the full length. NULL when no tokenizer is loaded. */
+    const struct grpo_tokenizer *tokenizer;
+    int32_t (*tokenize)(const struct grpo_tokenizer *tok, const char *text, int32_t *ids,
+                        int32_t cap, grpo_error *err);
+    int32_t (*detokenize)(const struct grpo_tokenizer *tok, const int32_t *ids, int32_t n,
+                          char *out, int32_t cap, grpo_error *err);
+} grpo_host;
+
+/* ---- the library descriptor ------------------------------------------------------------ */
+struct grpo_reward_desc; /* grpo/reward.h */
+struct grpo_model_desc;  /* grpo/model.h */
+
+/* Filled by grpo_plugin_init. Enumeration is by index until NULL; identity is the namespaced id
+ * ("pack.name"), never the index. The descriptors MUST stay valid until the library is unloaded. */
+typedef struct grpo_library {
+    uint32_t struct_size; /* set by the host */
+    const struct grpo_reward_desc *(*get_reward)(uint32_t index); /* (optional) */
+    const struct grpo_model_desc *(*get_model)(uint32_t index);   /* (optional) */
+} grpo_library;
+
+typedef const grpo_magic *(*grpo_plugin_magic_fn)(void);
+typedef int32_t (*grpo_plugin_init_fn)(const grpo_host *host, grpo_library *lib, grpo_error *err);
+
+#define GRPO_MAGIC_SYMBOL "grpo_plugin_magic"
+#define GRPO_INIT_SYMBOL "grpo_plugin_init"
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* GRPO_PLUGIN_H */

@@ -1,0 +1,77 @@
+/*
+ * grpo/reward.h — the reward interface. A reward scores a whole batch of completions at once.
+ *
+ * Lifecycle (MUST sentences):
+ * - The host calls create() on the main thread, once per [reward.NAME] section that names this
+ *   reward. If create() returns GRPO_OK, the host MUST call destroy() on the state exactly once.
+ * - score() is called on the main thread unless flags has GRPO_REWARD_THREADSAFE, in which case
+ *   the host MAY call score() concurrently on *different* states (never on the same state).
+ * - score() writes exactly n floats to out. NaN means "no opinion": the host excludes it from that
+ *   sample's weighted sum (as TRL does with None). Returning a non-OK status fails the batch.
+ * - Everything in samples is borrowed for the duration of the call.
+ */
+#ifndef GRPO_REWARD_H
+#define GRPO_REWARD_H
+
+#include "grpo/plugin.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* One chat message of the prompt. */
+typedef struct grpo_message {
+    uint32_t struct_size;
+    const char *role;    /* "system", "user", "assistant", ... */
+    const char *content; /* UTF-8 */
+} grpo_message;
+
+/* One extra field of the dataset row (every field that is not the prompt), e.g. "answer". */
+typedef struct grpo_field {
+    uint32_t struct_size;
+    const char *key;
+    const char *json; /* the value as JSON text: "\"42\"", "42", "[1,2]", ... */
+} grpo_field;
+
+/* One sample to score. Samples of one group (same prompt) share group and differ in member. */
+typedef struct grpo_sample {
+    uint32_t struct_size;
+    const char *prompt;               /* the prompt as the policy saw it (templated text) */
+    const grpo_message *messages;     /* [n_messages] the prompt's messages; NULL if plain text */
+    uint32_t n_messages;
+    const char *completion;           /* decoded completion text, UTF-8, special tokens skipped */
+    const int32_t *completion_ids;    /* [n_completion_ids] token ids of the completion */
+    uint32_t n_completion_ids;
+    uint32_t group;                   /* index of the prompt within the batch */
+    uint32_t member;                  /* index within the group, 0..G-1 */
+    const grpo_field *fields;         /* [n_fields] extra dataset fields */
+    uint32_t n_fields;
+    uint32_t truncated;               /* 1 when the completion hit max_completion_length */
+} grpo_sample;
+
+/* JSON text of a field, or NULL. */
+static inline const char *grpo_sample_field(const grpo_sample *s, const char *key) {
+    for (uint32_t i = 0; i < s->n_fields; i++)
+        if (strcmp(s->fields[i].key, key) == 0) return s->fields[i].json;
+    return NULL;
+}
+
+#define GRPO_REWARD_THREADSAFE 1u /* score() may run concurrently on different states */
+
+typedef struct grpo_reward_desc {
+    uint32_t struct_size;
+    const char *id;          /* namespaced: "pack.name"; must match the manifest */
+    const char *description; /* one line */
+    uint32_t flags;          /* GRPO_REWARD_* */
+    /* Builds a state from the section's resolved config. */
+    int32_t (*create)(const grpo_host *host, const grpo_config *cfg, void **state, grpo_error *err);
+    /* Scores n samples: out[i] for samples[i]. */
+    int32_t (*score)(void *state, const grpo_sample *samples, uint32_t n, float *out,
+                     grpo_error *err);
+    void (*destroy)(void *state);
+} grpo_reward_desc;
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* GRPO_REWARD_H */
