@@ -17,6 +17,10 @@
  *   kind = reward                    ; reward | model
  *   description = one line
  *
+ *   [builtin.dense]                  ; a model entry also lists the HF architectures it serves
+ *   kind = model
+ *   architectures = LlamaForCausalLM, Qwen2ForCausalLM
+ *
  *   [builtin.format:pattern]         ; one section per config key of that entry
  *   type = list                      ; string | int | float | bool | list
  *   default = ^<think>...            ; list defaults: one line per element
@@ -44,6 +48,8 @@ typedef struct grpo_entry {
     char *id; /* "pack.name" */
     grpo_entry_kind kind;
     char *description;
+    char **architectures; /* [n_architectures] model entries: HF architecture names served */
+    int n_architectures;
     grpo_key_def *keys; /* [n_keys] in manifest order */
     int n_keys;
     struct grpo_pack *pack; /* owner */
@@ -84,6 +90,8 @@ void grpo_registry_free(grpo_registry *reg);
 
 /* The entry with this id, or NULL. */
 const grpo_entry *grpo_registry_find(const grpo_registry *reg, const char *id);
+/* The model entry serving this HF architecture name (config.json "architectures"), or NULL. */
+const grpo_entry *grpo_registry_find_architecture(const grpo_registry *reg, const char *arch);
 /* The entry's key definition, or NULL. */
 const grpo_key_def *grpo_entry_key(const grpo_entry *e, const char *name);
 
