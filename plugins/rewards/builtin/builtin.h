@@ -1,0 +1,16 @@
+/* builtin.h — the rewards of the built-in pack and the config readers they share. */
+#ifndef GRPO_BUILTIN_REWARDS_H
+#define GRPO_BUILTIN_REWARDS_H
+
+#include <stdlib.h>
+
+#include "grpo/reward.h"
+
+extern const grpo_reward_desc builtin_format_reward; /* format.c */
+extern const grpo_reward_desc builtin_tags_reward;   /* tags.c */
+
+/* Read a key of the section's resolved config (the host validated types against pack.ini). */
+int32_t builtin_config_float(const grpo_config *cfg, const char *key, double *out, grpo_error *err);
+int32_t builtin_config_bool(const grpo_config *cfg, const char *key, int *out, grpo_error *err);
+
+#endif

@@ -1,0 +1,121 @@
+/*
+ * format.c — builtin.format: a reward for completions whose text matches a PCRE2 pattern.
+ *
+ * Matching follows Python's re.match as MiniMind uses it: anchored at the start, '$' matches at
+ * the end or before a final newline, '.' matches newlines when dotall (re.S). full_match adds an
+ * end anchor (re.fullmatch). With the defaults the reward is exactly MiniMind's reasoning-format
+ * reward: 0.5 when the completion matches either
+ *   ^<think>\n.*?\n</think>\n<answer>\n.*?\n</answer>$   or the same with \n\n after </think>.
+ */
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
+#include <string.h>
+
+#include "builtin.h"
+
+typedef struct format_state {
+    pcre2_code **patterns; /* [n_patterns] compiled */
+    uint32_t n_patterns;
+    pcre2_match_data *match;
+    double value;
+    int sum; /* combine = sum: value per matching pattern; else value once */
+    uint32_t match_options;
+} format_state;
+
+static void format_destroy(void *state) {
+    format_state *s = state;
+    if (!s) return;
+    for (uint32_t i = 0; i < s->n_patterns; i++) pcre2_code_free(s->patterns[i]);
+    free(s->patterns);
+    pcre2_match_data_free(s->match);
+    free(s);
+}
+
+static int32_t format_compile(format_state *s, const grpo_config *cfg, int dotall,
+                              grpo_error *err) {
+    uint32_t options = PCRE2_UTF | PCRE2_MATCH_INVALID_UTF | (dotall ? PCRE2_DOTALL : 0);
+    for (uint32_t i = 0; i < s->n_patterns; i++) {
+        const char *text = grpo_config_nth(cfg, "pattern", i);
+        int code;
+        PCRE2_SIZE at;
+        s->patterns[i] = pcre2_compile((PCRE2_SPTR)text, PCRE2_ZERO_TERMINATED, options, &code, &at, NULL);
+        if (!s->patterns[i]) {
+            PCRE2_UCHAR why[256];
+            pcre2_get_error_message(code, why, sizeof why);
+            return grpo_error_set(err, GRPO_ERR_INVALID, "[%s] pattern %u '%s': %s at offset %zu",
+                                  cfg->section, i + 1, text, (const char *)why, (size_t)at);
+        }
+    }
+    return GRPO_OK;
+}
+
+static int32_t format_create(const grpo_host *host, const grpo_config *cfg, void **state,
+                             grpo_error *err) {
+    (void)host;
+    format_state *s = calloc(1, sizeof *s);
+    if (!s) return grpo_error_set(err, GRPO_ERR_NOMEM, "[%s] out of memory", cfg->section);
+    int dotall = 1, full = 0;
+    const char *combine = grpo_config_get(cfg, "combine");
+    int32_t rc = builtin_config_float(cfg, "value", &s->value, err);
+    if (rc == GRPO_OK) rc = builtin_config_bool(cfg, "dotall", &dotall, err);
+    if (rc == GRPO_OK) rc = builtin_config_bool(cfg, "full_match", &full, err);
+    if (rc == GRPO_OK && combine && strcmp(combine, "any") && strcmp(combine, "sum"))
+        rc = grpo_error_set(err, GRPO_ERR_INVALID, "[%s] combine: expected any or sum, got '%s'",
+                            cfg->section, combine);
+    s->sum = combine && !strcmp(combine, "sum");
+    s->n_patterns = grpo_config_count(cfg, "pattern");
+    if (rc == GRPO_OK && s->n_patterns == 0)
+        rc = grpo_error_set(err, GRPO_ERR_INVALID, "[%s] needs at least one pattern", cfg->section);
+    s->patterns = calloc(s->n_patterns ? s->n_patterns : 1, sizeof *s->patterns);
+    s->match = pcre2_match_data_create(1, NULL);
+    if (rc == GRPO_OK && (!s->patterns || !s->match))
+        rc = grpo_error_set(err, GRPO_ERR_NOMEM, "[%s] out of memory", cfg->section);
+    if (rc == GRPO_OK) rc = format_compile(s, cfg, dotall, err);
+    s->match_options = PCRE2_ANCHORED | (full ? PCRE2_ENDANCHORED : 0);
+    if (rc != GRPO_OK) {
+        format_destroy(s);
+        return rc;
+    }
+    *state = s;
+    return GRPO_OK;
+}
+
+/* 1 when pattern i matches text, 0 when not, negative PCRE2 error (e.g. match limit) otherwise. */
+static int format_matches(format_state *s, uint32_t i, const char *text) {
+    int rc = pcre2_match(s->patterns[i], (PCRE2_SPTR)text, strlen(text), 0, s->match_options,
+                         s->match, NULL);
+    return rc >= 0 ? 1 : rc == PCRE2_ERROR_NOMATCH ? 0 : rc;
+}
+
+static int32_t format_score(void *state, const grpo_sample *samples, uint32_t n, float *out,
+                            grpo_error *err) {
+    format_state *s = state;
+    for (uint32_t k = 0; k < n; k++) {
+        double r = 0.0;
+        for (uint32_t i = 0; i < s->n_patterns; i++) {
+            int m = format_matches(s, i, samples[k].completion);
+            if (m < 0) {
+                PCRE2_UCHAR why[256];
+                pcre2_get_error_message(m, why, sizeof why);
+                return grpo_error_set(err, GRPO_ERR_INTERNAL, "builtin.format: sample %u: %s", k,
+                                      (const char *)why);
+            }
+            if (m) {
+                r += s->value;
+                if (!s->sum) break;
+            }
+        }
+        out[k] = (float)r;
+    }
+    return GRPO_OK;
+}
+
+const grpo_reward_desc builtin_format_reward = {
+    /* .struct_size = */ sizeof(grpo_reward_desc),
+    /* .id          = */ "builtin.format",
+    /* .description = */ "Regex format reward (MiniMind's reasoning format by default)",
+    /* .flags       = */ 0, /* one match_data per state: not shareable across threads */
+    /* .create      = */ format_create,
+    /* .score       = */ format_score,
+    /* .destroy     = */ format_destroy,
+};
