@@ -1,0 +1,22 @@
+/*
+ * rng.h — the project's one random number generator: xoshiro256** seeded through splitmix64.
+ * Deterministic across platforms, so a run with the same seed samples the same tokens and resume
+ * continues the same stream (the 4-word state is saved in checkpoints).
+ */
+#ifndef GRPO_RNG_H
+#define GRPO_RNG_H
+
+#include <stdint.h>
+
+typedef struct grpo_rng {
+    uint64_t s[4];
+} grpo_rng;
+
+void grpo_rng_seed(grpo_rng *r, uint64_t seed);
+uint64_t grpo_rng_next(uint64_t s[4]); /* advances the state; the host-services entry point */
+/* Uniform in [0, 1) with 24 random bits (exactly representable as float). */
+float grpo_rng_uniform(grpo_rng *r);
+/* Uniform integer in [0, n), n > 0, without modulo bias. */
+uint64_t grpo_rng_below(grpo_rng *r, uint64_t n);
+
+#endif
