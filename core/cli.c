@@ -12,6 +12,7 @@
 
 static const grpo_command commands[] = {
     {"version", cmd_version, "print the version and the plugin ABI version"},
+    {"plot", cmd_plot, "draw metrics.jsonl as an SVG chart"},
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 

@@ -1,0 +1,43 @@
+/*
+ * metrics.h — what a person sees of a run: one JSON line of metrics per step (TRL's names where
+ * one exists: reward, reward_std, rewards/NAME/mean, kl, entropy, completions/mean_length,
+ * completions/clipped_ratio, clip_ratio/..., frac_reward_zero_std, grad_norm, learning_rate,
+ * step_time, num_tokens) and a one-line progress report. Our own additions are namespaced:
+ * throughput/tokens_per_s (tokens sampled and trained per second of the step).
+ */
+#ifndef GRPO_METRICS_H
+#define GRPO_METRICS_H
+
+#include <stdio.h>
+
+#include "grpo/plugin.h"
+
+#define GRPO_METRICS_MAX 96
+#define GRPO_METRIC_NAME_MAX 64
+
+/* The metrics of one step, in insertion order. Setting a name twice overwrites it. */
+typedef struct grpo_metric_row {
+    int n;
+    char names[GRPO_METRICS_MAX][GRPO_METRIC_NAME_MAX];
+    double values[GRPO_METRICS_MAX];
+} grpo_metric_row;
+
+void grpo_metric_row_clear(grpo_metric_row *row);
+/* Sets name = value (NaN is written as null). Names past GRPO_METRICS_MAX are dropped. */
+void grpo_metric_set(grpo_metric_row *row, const char *name, double value);
+/* The value of name, or NaN when absent. */
+double grpo_metric_get(const grpo_metric_row *row, const char *name);
+
+/* Appends {"step": step, name: value, ...} as one line to f and flushes it. */
+int grpo_metrics_write(FILE *f, long step, const grpo_metric_row *row);
+
+/* "step 12/100 ( 12%) | 3m04s left | reward 0.512 | kl 0.0012 | 1234 tok/s" to f, ending in
+ * '\r' on a terminal (overwritten by the next) and '\n' otherwise. elapsed is seconds since the
+ * run (or resume) started, steps_done the steps made in that time. */
+void grpo_progress_print(FILE *f, long step, long total, double elapsed, long steps_done,
+                         const grpo_metric_row *row);
+
+/* Seconds of a monotonic clock. */
+double grpo_now(void);
+
+#endif

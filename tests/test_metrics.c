@@ -1,0 +1,112 @@
+/* test_metrics.c — metrics JSON lines, reading them back as series, and the SVG plot. */
+#include <check.h>
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "metrics.h"
+#include "plot.h"
+
+static char *slurp(FILE *f) {
+    fflush(f);
+    long n = ftell(f);
+    rewind(f);
+    char *s = calloc(1, (size_t)n + 1);
+    ck_assert(fread(s, 1, (size_t)n, f) == (size_t)n);
+    return s;
+}
+
+START_TEST(row_is_one_json_line_with_nulls_for_nan) {
+    grpo_metric_row row;
+    grpo_metric_row_clear(&row);
+    grpo_metric_set(&row, "reward", 0.25);
+    grpo_metric_set(&row, "rewards/fmt/mean", NAN);
+    grpo_metric_set(&row, "reward", 0.5); /* overwrite keeps position */
+    FILE *f = tmpfile();
+    ck_assert_int_eq(grpo_metrics_write(f, 7, &row), 0);
+    char *s = slurp(f);
+    ck_assert_ptr_nonnull(strchr(s, '\n'));
+    ck_assert_ptr_eq(strchr(s, '\n'), s + strlen(s) - 1);
+    cJSON *j = cJSON_Parse(s);
+    ck_assert_ptr_nonnull(j);
+    ck_assert_int_eq(cJSON_GetObjectItem(j, "step")->valueint, 7);
+    ck_assert(cJSON_GetObjectItem(j, "reward")->valuedouble == 0.5);
+    ck_assert(cJSON_IsNull(cJSON_GetObjectItem(j, "rewards/fmt/mean")));
+    ck_assert_int_eq(cJSON_GetArraySize(j), 3);
+    cJSON_Delete(j);
+    free(s);
+    fclose(f);
+}
+END_TEST
+
+static void write_file(const char *path, const char *text) {
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+START_TEST(series_skip_nulls_and_absent_values) {
+    char path[] = "/tmp/grpo_metrics_XXXXXX";
+    close(mkstemp(path));
+    write_file(path, "{\"step\": 1, \"reward\": 0.1, \"kl\": null}\n\n"
+                     "{\"step\": 2, \"reward\": 0.3, \"kl\": 0.01}\n{\"step\": 3, \"kl\": 0.02}\n");
+    const char *names[] = {"reward", "kl"};
+    grpo_series s[2];
+    grpo_error err;
+    grpo_error_init(&err);
+    ck_assert_int_eq(grpo_series_read(path, names, 2, s, &err), GRPO_OK);
+    ck_assert_int_eq(s[0].n, 2);
+    ck_assert(s[0].steps[1] == 2 && s[0].values[1] == 0.3);
+    ck_assert_int_eq(s[1].n, 2);
+    ck_assert(s[1].steps[0] == 2 && s[1].values[1] == 0.02);
+
+    FILE *f = tmpfile();
+    grpo_plot_svg(f, s, 2, "t<1>");
+    char *svg = slurp(f);
+    ck_assert_ptr_nonnull(strstr(svg, "<svg"));
+    ck_assert_ptr_nonnull(strstr(svg, "t&lt;1&gt;"));
+    /* each polyline has one point per value */
+    const char *p = strstr(svg, "points=\"");
+    int points = 0;
+    for (const char *q = p + 8; *q != '"'; q++) points += *q == ',';
+    ck_assert_int_eq(points, 2);
+    free(svg);
+    fclose(f);
+    grpo_series_free(s, 2);
+    remove(path);
+}
+END_TEST
+
+START_TEST(bad_line_names_file_and_line) {
+    char path[] = "/tmp/grpo_metrics_XXXXXX";
+    close(mkstemp(path));
+    write_file(path, "{\"step\": 1, \"reward\": 0.1}\n{\"reward\": 0.2}\n");
+    const char *names[] = {"reward"};
+    grpo_series s[1];
+    grpo_error err;
+    grpo_error_init(&err);
+    ck_assert_int_eq(grpo_series_read(path, names, 1, s, &err), GRPO_ERR_INVALID);
+    char want[256];
+    snprintf(want, sizeof want, "%s:2: expected a JSON object with a numeric \"step\"", path);
+    ck_assert_str_eq(err.message, want);
+    remove(path);
+}
+END_TEST
+
+int main(void) {
+    Suite *s = suite_create("metrics");
+    TCase *tc = tcase_create("metrics");
+    tcase_add_test(tc, row_is_one_json_line_with_nulls_for_nan);
+    tcase_add_test(tc, series_skip_nulls_and_absent_values);
+    tcase_add_test(tc, bad_line_names_file_and_line);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
