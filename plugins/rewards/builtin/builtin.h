@@ -8,6 +8,7 @@
 
 extern const grpo_reward_desc builtin_format_reward; /* format.c */
 extern const grpo_reward_desc builtin_tags_reward;   /* tags.c */
+extern const grpo_reward_desc builtin_accuracy_reward; /* accuracy.c */
 
 /* Read a key of the section's resolved config (the host validated types against pack.ini). */
 int32_t builtin_config_float(const grpo_config *cfg, const char *key, double *out, grpo_error *err);
