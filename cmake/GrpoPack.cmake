@@ -17,6 +17,12 @@ function(grpo_add_pack)
   endif()
   add_library(${P_LIBRARY} MODULE ${P_SOURCES})
   target_link_libraries(${P_LIBRARY} PRIVATE grpo::sdk)
+  # A pack reaches the host only through the services table, so every symbol it uses must be
+  # resolved at link time; this turns a missing -lm into a build error instead of a dlopen one.
+  # (Sanitizer builds leave the runtime's symbols to the executable.)
+  if(NOT GRPO_SANITIZE)
+    target_link_options(${P_LIBRARY} PRIVATE -Wl,--no-undefined)
+  endif()
   set_target_properties(${P_LIBRARY} PROPERTIES
     PREFIX "lib" C_VISIBILITY_PRESET hidden CXX_VISIBILITY_PRESET hidden
     VISIBILITY_INLINES_HIDDEN ON
