@@ -12,6 +12,7 @@ extern const grpo_reward_desc builtin_accuracy_reward; /* accuracy.c */
 extern const grpo_reward_desc builtin_length_reward;   /* length.c */
 extern const grpo_reward_desc builtin_overlong_reward; /* length.c */
 extern const grpo_reward_desc builtin_repetition_reward; /* repetition.c */
+extern const grpo_reward_desc builtin_exec_reward;     /* exec.c */
 
 /* Read a key of the section's resolved config (the host validated types against pack.ini). */
 int32_t builtin_config_float(const grpo_config *cfg, const char *key, double *out, grpo_error *err);
