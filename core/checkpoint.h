@@ -1,0 +1,43 @@
+/*
+ * checkpoint.h — atomic checkpoint directories.
+ *
+ * A checkpoint is a directory ROOT/checkpoint-STEP (STEP zero-padded to 8 digits) holding whatever
+ * the trainer writes into it (the model as a Hugging Face directory, optimizer moments, state).
+ * It is built under ROOT/.checkpoint-STEP.tmp, every file fsynced, then renamed into place and
+ * the root fsynced: a reader sees a whole checkpoint or none. A failed write (full disk, ...)
+ * removes the temporary directory and leaves every earlier checkpoint as it was. After a commit
+ * only the newest `keep` checkpoints remain (keep <= 0 keeps all).
+ */
+#ifndef GRPO_CHECKPOINT_H
+#define GRPO_CHECKPOINT_H
+
+#include <stddef.h>
+
+#include "grpo/plugin.h"
+
+typedef struct grpo_ckpt {
+    char root[4096];
+    char tmp[4096];   /* ROOT/.checkpoint-STEP.tmp while open */
+    char final[4096]; /* ROOT/checkpoint-STEP */
+    long step;
+} grpo_ckpt;
+
+/* Creates ROOT (if missing) and a fresh temporary directory for step. */
+int grpo_ckpt_begin(grpo_ckpt *c, const char *root, long step, grpo_error *err);
+/* Path of file name inside the open checkpoint, written into out (size bytes). */
+int grpo_ckpt_path(const grpo_ckpt *c, const char *name, char *out, size_t size);
+/* Writes bytes to name inside the open checkpoint and fsyncs it; errors name the file. */
+int grpo_ckpt_write(grpo_ckpt *c, const char *name, const void *data, size_t len, grpo_error *err);
+/* fsyncs a file some other writer made inside the checkpoint (e.g. the safetensors writer). */
+int grpo_ckpt_sync_file(grpo_ckpt *c, const char *name, grpo_error *err);
+/* Makes the checkpoint visible (rename + fsync) and prunes to the newest keep. An existing
+ * checkpoint of the same step is replaced. On failure the temporary directory is removed. */
+int grpo_ckpt_commit(grpo_ckpt *c, int keep, grpo_error *err);
+/* Removes the temporary directory (after a failed write). */
+void grpo_ckpt_abort(grpo_ckpt *c);
+
+/* The newest complete checkpoint under root: its directory into out and its step. Returns
+ * GRPO_ERR_IO with a message naming root when there is none. */
+int grpo_ckpt_latest(const char *root, char *out, size_t size, long *step, grpo_error *err);
+
+#endif

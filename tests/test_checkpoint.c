@@ -1,0 +1,135 @@
+/* test_checkpoint.c — atomic checkpoint directories: commit, abort, prune, latest, full disk. */
+#include <check.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "checkpoint.h"
+
+static char root[256];
+
+static void setup(void) {
+    snprintf(root, sizeof root, "/tmp/grpo_ckpt_%d_XXXXXX", (int)getpid());
+    ck_assert_ptr_nonnull(mkdtemp(root));
+}
+
+static void teardown(void) {
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
+    ck_assert_int_eq(system(cmd), 0);
+}
+
+static int exists(const char *fmt, const char *a) {
+    char path[1024];
+    struct stat st;
+    snprintf(path, sizeof path, fmt, root, a);
+    return stat(path, &st) == 0;
+}
+
+static void save(long step, const char *text, int keep) {
+    grpo_ckpt c;
+    grpo_error err;
+    grpo_error_init(&err);
+    ck_assert_msg(grpo_ckpt_begin(&c, root, step, &err) == GRPO_OK, "%s", err.message);
+    ck_assert_msg(grpo_ckpt_write(&c, "state.json", text, strlen(text), &err) == GRPO_OK, "%s", err.message);
+    ck_assert_msg(grpo_ckpt_commit(&c, keep, &err) == GRPO_OK, "%s", err.message);
+}
+
+START_TEST(commit_makes_a_whole_directory_and_latest_finds_it) {
+    save(5, "{\"step\": 5}", 0);
+    save(12, "{\"step\": 12}", 0);
+    ck_assert(exists("%s/%s", "checkpoint-00000005/state.json"));
+    ck_assert(!exists("%s/%s", ".checkpoint-00000012.tmp"));
+    char dir[1024];
+    long step = 0;
+    grpo_error err;
+    grpo_error_init(&err);
+    ck_assert_int_eq(grpo_ckpt_latest(root, dir, sizeof dir, &step, &err), GRPO_OK);
+    ck_assert_int_eq(step, 12);
+    ck_assert_ptr_nonnull(strstr(dir, "/checkpoint-00000012"));
+}
+END_TEST
+
+START_TEST(keep_prunes_all_but_the_newest) {
+    for (long s = 1; s <= 5; s++) save(s * 10, "x", 2);
+    ck_assert(!exists("%s/%s", "checkpoint-00000010"));
+    ck_assert(!exists("%s/%s", "checkpoint-00000030"));
+    ck_assert(exists("%s/%s", "checkpoint-00000040"));
+    ck_assert(exists("%s/%s", "checkpoint-00000050"));
+}
+END_TEST
+
+START_TEST(an_unfinished_save_is_invisible) {
+    save(3, "old", 0);
+    grpo_ckpt c;
+    grpo_error err;
+    grpo_error_init(&err);
+    ck_assert_int_eq(grpo_ckpt_begin(&c, root, 4, &err), GRPO_OK);
+    ck_assert_int_eq(grpo_ckpt_write(&c, "state.json", "new", 3, &err), GRPO_OK);
+    /* killed here: no commit */
+    char dir[1024];
+    long step = 0;
+    ck_assert_int_eq(grpo_ckpt_latest(root, dir, sizeof dir, &step, &err), GRPO_OK);
+    ck_assert_int_eq(step, 3);
+    grpo_ckpt_abort(&c);
+    ck_assert(!exists("%s/%s", ".checkpoint-00000004.tmp"));
+}
+END_TEST
+
+START_TEST(full_disk_fails_clearly_and_keeps_the_previous_checkpoint) {
+    save(1, "previous", 0);
+    /* A file size limit makes write() fail with EFBIG, as a full disk fails with ENOSPC. */
+    signal(SIGXFSZ, SIG_IGN);
+    struct rlimit old, small = {4096, 4096};
+    getrlimit(RLIMIT_FSIZE, &old);
+    small.rlim_max = old.rlim_max;
+    ck_assert_int_eq(setrlimit(RLIMIT_FSIZE, &small), 0);
+    static char big[65536];
+    grpo_ckpt c;
+    grpo_error err;
+    grpo_error_init(&err);
+    ck_assert_int_eq(grpo_ckpt_begin(&c, root, 2, &err), GRPO_OK);
+    int rc = grpo_ckpt_write(&c, "model.safetensors", big, sizeof big, &err);
+    setrlimit(RLIMIT_FSIZE, &old);
+    ck_assert_int_eq(rc, GRPO_ERR_IO);
+    ck_assert_msg(strstr(err.message, "model.safetensors: write failed") != NULL, "%s", err.message);
+    grpo_ckpt_abort(&c);
+    char dir[1024];
+    long step = 0;
+    ck_assert_int_eq(grpo_ckpt_latest(root, dir, sizeof dir, &step, &err), GRPO_OK);
+    ck_assert_int_eq(step, 1);
+    ck_assert(exists("%s/%s", "checkpoint-00000001/state.json"));
+}
+END_TEST
+
+START_TEST(no_checkpoint_is_a_clear_error) {
+    char dir[1024];
+    long step;
+    grpo_error err;
+    grpo_error_init(&err);
+    ck_assert_int_eq(grpo_ckpt_latest(root, dir, sizeof dir, &step, &err), GRPO_ERR_IO);
+    ck_assert_ptr_nonnull(strstr(err.message, "no checkpoint to resume from"));
+    ck_assert_ptr_nonnull(strstr(err.message, root));
+}
+END_TEST
+
+int main(void) {
+    Suite *s = suite_create("checkpoint");
+    TCase *tc = tcase_create("checkpoint");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, commit_makes_a_whole_directory_and_latest_finds_it);
+    tcase_add_test(tc, keep_prunes_all_but_the_newest);
+    tcase_add_test(tc, an_unfinished_save_is_invisible);
+    tcase_add_test(tc, full_disk_fails_clearly_and_keeps_the_previous_checkpoint);
+    tcase_add_test(tc, no_checkpoint_is_a_clear_error);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
