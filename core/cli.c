@@ -12,6 +12,7 @@
 
 static const grpo_command commands[] = {
     {"version", cmd_version, "print the version and the plugin ABI version"},
+    {"plugins", cmd_plugins, "list the rewards and models on the plugin path, or show one"},
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 
