@@ -8,7 +8,37 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
+
+/* ---- suggestions ------------------------------------------------------------------------ */
+
+/* Whether needle occurs in hay, ignoring ASCII case. */
+static int contains_nocase(const char *hay, const char *needle) {
+    size_t n = strlen(needle);
+    for (; *hay; hay++)
+        if (strncasecmp(hay, needle, n) == 0) return 1;
+    return 0;
+}
+
+const char *grpo_suggest(const char *typed, const char *const *candidates, int n) {
+    /* A typo changes about one character in three at most; short names allow one edit. */
+    int len = (int)strlen(typed), limit = (len + 2) / 3;
+    if (limit < 1) limit = 1;
+    const char *best = NULL;
+    int best_d = limit + 1;
+    for (int i = 0; i < n; i++) {
+        int d = grpo_edit_distance(typed, candidates[i]);
+        if (d < best_d) best = candidates[i], best_d = d;
+    }
+    /* Else a part of a name ("loss" for loss_type): the shortest name containing it. */
+    if (!best && len >= 3)
+        for (int i = 0; i < n; i++)
+            if (contains_nocase(candidates[i], typed) &&
+                (!best || strlen(candidates[i]) < strlen(best)))
+                best = candidates[i];
+    return best;
+}
 
 /* ---- the key table, generated from config_keys.h ---------------------------------------- */
 
@@ -378,6 +408,9 @@ static void resolve_plugin_keys(loader *L, const grpo_ini_section *s, grpo_rewar
                 reward_add_value(L, r, kd->name, s->entries[j].value, s->entries[j].line);
                 set = 1;
             }
+        if (!set && !kd->has_default)
+            fail(L, s->line, "[%s] has no %s; plugin %s requires it (%s: %s)", s->name, kd->name,
+                 en->id, grpo_key_type_name(kd->type), kd->help ? kd->help : "");
         for (int d = 0; !set && d < kd->n_defaults; d++)
             reward_add_value(L, r, kd->name, kd->defaults[d], 0);
     }
@@ -728,7 +761,8 @@ int grpo_run_config_dump(const grpo_run_config *cfg, FILE *out) {
     int bad = 0;
     fprintf(out, "; The resolved configuration of %s.\n", cfg->path ? cfg->path : "(defaults)");
     fprintf(out, "; \"; default\" marks a key the file does not set. `grpo config keys` says what "
-                 "each key means.\n");
+                 "each key means.\n; Relative input paths are relative to the directory of that "
+                 "file.\n");
     for (int sec = 0; sec < N_SECTIONS; sec++) {
         fprintf(out, "\n[%s]\n", section_names[sec]);
         for (int i = 0; i < GRPO_RUN_N_KEYS; i++) {

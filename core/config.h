@@ -51,8 +51,8 @@ typedef struct grpo_reward_spec {
     double weight;            /* default 1.0 */
     int weight_line;          /* 0 = default */
     const grpo_entry *entry;  /* the manifest entry, borrowed from the registry passed to load */
-    /* The plugin's keys in manifest order, list keys once per element, defaults filled in. A
-     * manifest key with no default that the file does not set is absent. */
+    /* The plugin's keys in manifest order, list keys once per element, defaults filled in (a
+     * manifest key without a default must be set in the file; a list default may be empty). */
     uint32_t n;
     char **keys;              /* [n] */
     char **values;            /* [n] */
@@ -89,6 +89,10 @@ typedef struct grpo_run_key {
 const grpo_run_key *grpo_run_keys(void);
 /* The key section.name, or NULL. */
 const grpo_run_key *grpo_run_key_find(const char *section, const char *name);
+
+/* The candidate closest to typed (edit distance, or a name containing it), or NULL when none is
+ * close enough to be a likely typo. For "did you mean ...?". */
+const char *grpo_suggest(const char *typed, const char *const *candidates, int n);
 
 /* Flags for load. */
 #define GRPO_CONFIG_TRAIN 1u       /* a training run: GRPO_KEY_REQUIRED keys and >= 1 reward */

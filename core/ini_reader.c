@@ -9,7 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 /* ---- diagnostics ------------------------------------------------------------------------ */
 
@@ -37,58 +36,6 @@ void grpo_diag_free(grpo_diag *d) {
     for (int i = 0; i < d->n; i++) free(d->msg[i]);
     free(d->msg);
     memset(d, 0, sizeof *d);
-}
-
-/* ---- suggestions ------------------------------------------------------------------------ */
-
-int grpo_edit_distance(const char *a, const char *b) {
-    /* Optimal string alignment: insert, delete, substitute, swap two neighbours (typos). */
-    int na = (int)strlen(a), nb = (int)strlen(b), w = nb + 1;
-    int *d = malloc((size_t)(na + 1) * (size_t)w * sizeof *d); /* (na+1, nb+1) */
-    if (!d) return na > nb ? na : nb;
-    for (int i = 0; i <= na; i++) d[i * w] = i;
-    for (int j = 0; j <= nb; j++) d[j] = j;
-    for (int i = 1; i <= na; i++)
-        for (int j = 1; j <= nb; j++) {
-            int ai = tolower((unsigned char)a[i - 1]), bj = tolower((unsigned char)b[j - 1]);
-            int best = d[(i - 1) * w + j - 1] + (ai != bj);
-            if (d[(i - 1) * w + j] + 1 < best) best = d[(i - 1) * w + j] + 1;
-            if (d[i * w + j - 1] + 1 < best) best = d[i * w + j - 1] + 1;
-            if (i > 1 && j > 1 && ai == tolower((unsigned char)b[j - 2]) &&
-                tolower((unsigned char)a[i - 2]) == bj && d[(i - 2) * w + j - 2] + 1 < best)
-                best = d[(i - 2) * w + j - 2] + 1;
-            d[i * w + j] = best;
-        }
-    int r = d[na * w + nb];
-    free(d);
-    return r;
-}
-
-/* Whether needle occurs in hay, ignoring ASCII case. */
-static int contains_nocase(const char *hay, const char *needle) {
-    size_t n = strlen(needle);
-    for (; *hay; hay++)
-        if (strncasecmp(hay, needle, n) == 0) return 1;
-    return 0;
-}
-
-const char *grpo_suggest(const char *typed, const char *const *candidates, int n) {
-    /* A typo changes about one character in three at most; short names allow one edit. */
-    int len = (int)strlen(typed), limit = (len + 2) / 3;
-    if (limit < 1) limit = 1;
-    const char *best = NULL;
-    int best_d = limit + 1;
-    for (int i = 0; i < n; i++) {
-        int d = grpo_edit_distance(typed, candidates[i]);
-        if (d < best_d) best = candidates[i], best_d = d;
-    }
-    /* Else a part of a name ("loss" for loss_type): the shortest name containing it. */
-    if (!best && len >= 3)
-        for (int i = 0; i < n; i++)
-            if (contains_nocase(candidates[i], typed) &&
-                (!best || strlen(candidates[i]) < strlen(best)))
-                best = candidates[i];
-    return best;
 }
 
 /* ---- the document ----------------------------------------------------------------------- */

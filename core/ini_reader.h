@@ -81,9 +81,4 @@ int grpo_ini_read_file(grpo_ini_doc *doc, const char *path, grpo_diag *diag);
 int grpo_ini_read_string(grpo_ini_doc *doc, const char *name, const char *text, grpo_diag *diag);
 void grpo_ini_doc_free(grpo_ini_doc *doc);
 
-/* Edit distance between a and b, ignoring ASCII case (for "did you mean" suggestions). */
-int grpo_edit_distance(const char *a, const char *b);
-/* The candidate closest to typed, or NULL when none is close enough to be a likely typo. */
-const char *grpo_suggest(const char *typed, const char *const *candidates, int n);
-
 #endif

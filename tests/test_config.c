@@ -15,29 +15,40 @@
 static char *fmt_patterns[] = {"^<think>\\n.*?\\n</think>\\n<answer>\\n.*?\\n</answer>$",
                                "^<think>\\n.*?\\n</think>\\n\\n<answer>\\n.*?\\n</answer>$"};
 static char *fmt_value[] = {"0.5"}, *yes[] = {"true"}, *no[] = {"false"};
+#define KEY(n, t, defs, nd, h) \
+    {.name = n, .type = t, .defaults = defs, .n_defaults = nd, .has_default = defs != NULL, .help = h}
 static grpo_key_def fmt_keys[] = {
-    {"pattern", GRPO_KEY_LIST, fmt_patterns, 2, "PCRE2 pattern"},
-    {"value", GRPO_KEY_FLOAT, fmt_value, 1, "reward when a pattern matches"},
-    {"dotall", GRPO_KEY_BOOL, yes, 1, "'.' matches newlines"},
-    {"full_match", GRPO_KEY_BOOL, no, 1, "match to the end"},
+    KEY("pattern", GRPO_KEY_LIST, fmt_patterns, 2, "PCRE2 pattern"),
+    KEY("value", GRPO_KEY_FLOAT, fmt_value, 1, "reward when a pattern matches"),
+    KEY("dotall", GRPO_KEY_BOOL, yes, 1, "'.' matches newlines"),
+    KEY("full_match", GRPO_KEY_BOOL, no, 1, "match to the end"),
 };
 static char *tags_tag[] = {"<think>", "</think>", "<answer>", "</answer>"};
 static char *tags_value[] = {"0.25"};
 static grpo_key_def tags_keys[] = {
-    {"tag", GRPO_KEY_LIST, tags_tag, 4, "a tag to count"},
-    {"value", GRPO_KEY_FLOAT, tags_value, 1, "reward per tag found once"},
+    KEY("tag", GRPO_KEY_LIST, tags_tag, 4, "a tag to count"),
+    KEY("value", GRPO_KEY_FLOAT, tags_value, 1, "reward per tag found once"),
 };
+/* a third-party reward with a required key (no default in its manifest) */
+static grpo_key_def judge_keys[] = {KEY("url", GRPO_KEY_STRING, NULL, 0, "judge endpoint")};
 static char *dense_archs[] = {"LlamaForCausalLM"};
-static grpo_pack builtin_pack;
+static grpo_pack builtin_pack, acme_pack;
+#define ENTRY(i, k, d, kd, nk, p) \
+    {.id = i, .kind = k, .description = d, .keys = kd, .n_keys = nk, .pack = p}
 static grpo_entry builtin_entries[] = {
-    {"builtin.format", GRPO_KIND_REWARD, "regex format", NULL, 0, fmt_keys, 4, &builtin_pack},
-    {"builtin.tags", GRPO_KIND_REWARD, "tag count", NULL, 0, tags_keys, 2, &builtin_pack},
-    {"builtin.dense", GRPO_KIND_MODEL, "dense models", dense_archs, 1, NULL, 0, &builtin_pack},
+    ENTRY("builtin.format", GRPO_KIND_REWARD, "regex format", fmt_keys, 4, &builtin_pack),
+    ENTRY("builtin.tags", GRPO_KIND_REWARD, "tag count", tags_keys, 2, &builtin_pack),
+    {.id = "builtin.dense", .kind = GRPO_KIND_MODEL, .description = "dense models",
+     .architectures = dense_archs, .n_architectures = 1, .pack = &builtin_pack},
 };
-static grpo_pack builtin_pack = {"builtin", "0.1.0", 1, 0, "/nowhere", "/nowhere/pack.ini",
-                                 "/nowhere/lib.so", builtin_entries, 3, NULL, {0}};
-static grpo_pack *packs[] = {&builtin_pack};
-static const grpo_registry reg = {packs, 1};
+static grpo_entry acme_entries[] = {
+    ENTRY("acme.judge", GRPO_KIND_REWARD, "LLM judge", judge_keys, 1, &acme_pack)};
+static grpo_pack builtin_pack = {.name = "builtin", .version = "0.1.0", .abi_major = 1,
+                                 .entries = builtin_entries, .n_entries = 3};
+static grpo_pack acme_pack = {.name = "acme", .version = "1.0", .abi_major = 1,
+                              .entries = acme_entries, .n_entries = 1};
+static grpo_pack *packs[] = {&builtin_pack, &acme_pack};
+static const grpo_registry reg = {packs, 2};
 
 /* ---- helpers ---------------------------------------------------------------------------- */
 
@@ -370,9 +381,9 @@ START_TEST(unknown_plugin_suggests_nearest) {
                       ":2: no plugin 'builtin.formt' on the plugin path (did you mean "
                       "builtin.format?)",
                       0);
-    expect_text_error("[reward.x]\nplugin = acme.judge\n", 0,
-                      ":2: no plugin 'acme.judge' on the plugin path (reward plugins found: "
-                      "builtin.format, builtin.tags)",
+    expect_text_error("[reward.x]\nplugin = zzz.judge\n", 0,
+                      ":2: no plugin 'zzz.judge' on the plugin path (reward plugins found: "
+                      "builtin.format, builtin.tags, acme.judge)",
                       0);
     grpo_run_config cfg;
     grpo_diag d = {0};
@@ -407,6 +418,14 @@ START_TEST(plugin_keys_are_checked_against_the_manifest) {
                       0);
     expect_text_error("[reward.a]\nplugin = builtin.tags\nweight = heavy\n", 0,
                       ":3: reward.a.weight: expected a finite number, got 'heavy'", 0);
+    expect_text_error("\n[reward.j]\nplugin = acme.judge\n", 0,
+                      ":2: [reward.j] has no url; plugin acme.judge requires it (string: judge "
+                      "endpoint)",
+                      0);
+    grpo_run_config cfg = load_ok("t.ini", "[reward.j]\nplugin = acme.judge\nurl = http://x\n", 0);
+    grpo_config c = grpo_reward_spec_config(&cfg.rewards[0]);
+    ck_assert_str_eq(grpo_config_get(&c, "url"), "http://x");
+    grpo_run_config_free(&cfg);
 }
 END_TEST
 
@@ -591,10 +610,93 @@ START_TEST(edit_distance_and_suggestions) {
     ck_assert_int_eq(grpo_edit_distance("kitten", "sitting"), 3);
     ck_assert_int_eq(grpo_edit_distance("", "abc"), 3);
     ck_assert_int_eq(grpo_edit_distance("Beta", "beta"), 0);
-    const char *c[] = {"beta", "delta", "epsilon_low"};
-    ck_assert_str_eq(grpo_suggest("detla", c, 3), "delta");
-    ck_assert_ptr_null(grpo_suggest("zzzzzz", c, 3));
-    ck_assert_ptr_null(grpo_suggest("x", c, 3));
+    const char *c[] = {"beta", "delta", "epsilon_low", "loss_type"};
+    ck_assert_str_eq(grpo_suggest("delt", c, 4), "delta");
+    ck_assert_str_eq(grpo_suggest("epsilon", c, 4), "epsilon_low"); /* a part of the name */
+    ck_assert_ptr_null(grpo_suggest("zzzzzz", c, 4));
+    ck_assert_ptr_null(grpo_suggest("x", c, 4));
+}
+END_TEST
+
+/* ---- with the real registry: manifests read by grpo_registry_scan ---------------------- */
+
+START_TEST(resolves_against_scanned_manifests) {
+    grpo_registry scanned = {0};
+    grpo_error err;
+    grpo_error_init(&err);
+    char *dirs[] = {FIXTURES "packs", NULL};
+    ck_assert_int_eq(grpo_registry_scan(&scanned, dirs, &err), GRPO_OK);
+    grpo_run_config a, b;
+    grpo_diag d = {0};
+    int rc = grpo_run_config_load(&a, FIXTURES "cli_check.ini", &scanned,
+                                  GRPO_CONFIG_TRAIN | GRPO_CONFIG_CHECK_PATHS, &d, NULL);
+    if (rc) print_diag(&d);
+    ck_assert_int_eq(rc, GRPO_OK);
+    const grpo_reward_spec *fmt = grpo_run_config_reward(&a, "fmt");
+    grpo_config c = grpo_reward_spec_config(fmt);
+    ck_assert_uint_eq(grpo_config_count(&c, "pattern"), 1); /* the file's list replaces defaults */
+    ck_assert_str_eq(grpo_config_get(&c, "pattern"), "^<answer>.*</answer>$");
+    ck_assert_str_eq(grpo_config_get(&c, "value"), "0.5");
+    const grpo_reward_spec *judge = grpo_run_config_reward(&a, "judge");
+    ck_assert(judge->weight == -0.5);
+    c = grpo_reward_spec_config(judge);
+    ck_assert_str_eq(grpo_config_get(&c, "url"), "http://localhost:8000/score;v=1");
+    char *text = dump_to_string(&a);
+    ck_assert_int_eq(grpo_run_config_load_string(&b, FIXTURES "dump.ini", text, &scanned,
+                                                 GRPO_CONFIG_TRAIN | GRPO_CONFIG_CHECK_PATHS, &d,
+                                                 NULL),
+                     GRPO_OK);
+    assert_same_config(&a, &b);
+    /* a key the manifest gives no default must be set */
+    ck_assert_int_ne(grpo_run_config_load_string(&b, "t.ini", "[reward.j]\nplugin = cfgtest.judge\n",
+                                                 &scanned, 0, &d, NULL),
+                     GRPO_OK);
+    ck_assert(has_message(&d, "t.ini:1: [reward.j] has no url; plugin cfgtest.judge requires it "
+                              "(string: where the judge listens)",
+                          0));
+    free(text);
+    grpo_run_config_free(&a);
+    grpo_run_config_free(&b);
+    grpo_diag_free(&d);
+    grpo_registry_free(&scanned);
+}
+END_TEST
+
+START_TEST(example_run_file_is_valid) {
+    grpo_run_config cfg;
+    grpo_diag d = {0};
+    int rc = grpo_run_config_load(&cfg, GRPO_SOURCE_DIR "/examples/minimind_format.ini", &reg,
+                                  GRPO_CONFIG_TRAIN, &d, NULL);
+    if (rc) print_diag(&d);
+    ck_assert_int_eq(rc, GRPO_OK);
+    ck_assert_int_eq(cfg.grpo_loss_type, GRPO_LOSS_GRPO);
+    ck_assert(cfg.grpo_beta == 0.02 && cfg.grpo_advantage_clamp == 10);
+    ck_assert_int_eq(cfg.optim_schedule, GRPO_SCHEDULE_MINIMIND_COSINE);
+    ck_assert_int_eq(cfg.n_rewards, 2);
+    grpo_config f = grpo_reward_spec_config(grpo_run_config_reward(&cfg, "format"));
+    grpo_config t = grpo_reward_spec_config(grpo_run_config_reward(&cfg, "tags"));
+    ck_assert_uint_eq(grpo_config_count(&f, "pattern"), 2);
+    ck_assert_str_eq(grpo_config_nth(&f, "pattern", 0), fmt_patterns[0]);
+    ck_assert_str_eq(grpo_config_nth(&f, "pattern", 1), fmt_patterns[1]);
+    ck_assert_uint_eq(grpo_config_count(&t, "tag"), 4);
+    grpo_run_config_free(&cfg);
+    /* and against the real builtin pack when it is built in this tree */
+    char *dirs[] = {GRPO_PACK_BUILD_DIR, NULL};
+    grpo_registry built = {0};
+    grpo_error err;
+    grpo_error_init(&err);
+    if (grpo_registry_scan(&built, dirs, &err) != GRPO_OK || !grpo_registry_find(&built, "builtin.format")) {
+        printf("SKIP: example_run_file_is_valid against the builtin pack: not built in %s\n",
+               GRPO_PACK_BUILD_DIR);
+    } else {
+        rc = grpo_run_config_load(&cfg, GRPO_SOURCE_DIR "/examples/minimind_format.ini", &built,
+                                  GRPO_CONFIG_TRAIN, &d, NULL);
+        if (rc) print_diag(&d);
+        ck_assert_int_eq(rc, GRPO_OK);
+        grpo_run_config_free(&cfg);
+    }
+    grpo_registry_free(&built);
+    grpo_diag_free(&d);
 }
 END_TEST
 
@@ -627,6 +729,8 @@ int main(void) {
     tcase_add_test(out, dump_splits_long_values_and_keeps_leading_semicolons);
     tcase_add_test(out, dump_refuses_unwritable_values);
     tcase_add_test(out, documentation_is_a_valid_run_file_of_defaults);
+    tcase_add_test(out, resolves_against_scanned_manifests);
+    tcase_add_test(out, example_run_file_is_valid);
     suite_add_tcase(s, ok);
     suite_add_tcase(s, bad);
     suite_add_tcase(s, out);
