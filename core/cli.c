@@ -13,6 +13,8 @@
 static const grpo_command commands[] = {
     {"version", cmd_version, "print the version and the plugin ABI version"},
     {"plot", cmd_plot, "draw metrics.jsonl as an SVG chart"},
+    {"plugins", cmd_plugins, "list the rewards and models on the plugin path, or show one"},
+    {"config", cmd_config, "check a run file and print it resolved, or list every run-file key"},
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 

@@ -46,11 +46,10 @@ static char *xstrdup(const char *s) {
     return memcpy(xrealloc(NULL, n), s, n);
 }
 
-/* Edit distance between a and b (both short key names), for "did you mean" hints. */
-static int edit_distance(const char *a, const char *b) {
+int grpo_edit_distance(const char *a, const char *b) {
     size_t la = strlen(a), lb = strlen(b);
-    if (la > 63 || lb > 63) return INT_MAX;
-    int row[64];
+    if (la > 127 || lb > 127) return INT_MAX;
+    int row[128];
     for (size_t j = 0; j <= lb; j++) row[j] = (int)j;
     for (size_t i = 1; i <= la; i++) {
         int diag = row[0];
@@ -290,7 +289,7 @@ static int unknown_key(manifest_parser *p, const char *name, const char *const *
     for (int i = 0; known[i]; i++) {
         snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "",
                  known[i]);
-        int d = edit_distance(name, known[i]);
+        int d = grpo_edit_distance(name, known[i]);
         if (d < best && d <= 2 + (int)strlen(known[i]) / 4) {
             best = d;
             snprintf(hint, sizeof hint, " (did you mean '%s'?)", known[i]);

@@ -138,6 +138,17 @@ const grpo_entry *grpo_registry_find_architecture(const grpo_registry *reg, cons
     return NULL;
 }
 
+const char *grpo_registry_suggest(const grpo_registry *reg, const char *id) {
+    const char *best = NULL;
+    int best_d = 3 + (int)strlen(id) / 4; /* a few typos, more for long ids */
+    for (int i = 0; i < reg->n_packs; i++)
+        for (int j = 0; j < reg->packs[i]->n_entries; j++) {
+            int d = grpo_edit_distance(id, reg->packs[i]->entries[j].id);
+            if (d < best_d) best_d = d, best = reg->packs[i]->entries[j].id;
+        }
+    return best;
+}
+
 const grpo_key_def *grpo_entry_key(const grpo_entry *e, const char *name) {
     for (int i = 0; i < e->n_keys; i++)
         if (strcmp(e->keys[i].name, name) == 0) return &e->keys[i];

@@ -94,6 +94,10 @@ void grpo_registry_free(grpo_registry *reg);
 const grpo_entry *grpo_registry_find(const grpo_registry *reg, const char *id);
 /* The model entry serving this HF architecture name (config.json "architectures"), or NULL. */
 const grpo_entry *grpo_registry_find_architecture(const grpo_registry *reg, const char *arch);
+/* The id closest to a misspelt one (for "did you mean 'x'?"), or NULL when none is close. */
+const char *grpo_registry_suggest(const grpo_registry *reg, const char *id);
+/* Case-insensitive edit distance of two short names (INT_MAX when either is over 127 bytes). */
+int grpo_edit_distance(const char *a, const char *b);
 /* The entry's key definition, or NULL. */
 const grpo_key_def *grpo_entry_key(const grpo_entry *e, const char *name);
 

@@ -1,0 +1,134 @@
+/*
+ * config_keys.h — every key of a run file, defined once.
+ *
+ * GRPO_RUN_KEYS is an X-macro: config.h and config.c expand it to generate the fields of
+ * grpo_run_config, the key table (defaults, parsing, validation), `grpo config keys` (the
+ * documentation) and the resolved dump of `grpo config check`. Adding a key here is all it takes.
+ *
+ * One macro per value type, each called as (section, name, default, check, help):
+ *   S  string   check: flags, GRPO_KEY_REQUIRED (needed to train), GRPO_KEY_DIR / GRPO_KEY_FILE
+ *               (an input path that must exist; relative paths are relative to the run file)
+ *   I  integer  check: a range ("[1, 4096]", "(0, 1]", ">= 0", "> 0", "" for none); long long
+ *   F  float    check: a range as for I; double
+ *   B  bool     check: unused (0); true/false/yes/no/on/off/1/0; int
+ *   E  choice   check: NAME of the list GRPO_CHOICES_NAME below; the field is enum grpo_NAME
+ * Defaults are written as text and parsed by the same code as the file, so they are checked the
+ * same way. A default "@section.key" is "the value of that key" (reference.path follows
+ * model.path); such a key may only point at a key whose own default is not "@...".
+ * Anchors for the defaults: TRL's GRPOConfig and MiniMind's train_grpo.py (noted where they
+ * differ). Keep help texts to one line of at most ~150 characters.
+ */
+#ifndef GRPO_CONFIG_KEYS_H
+#define GRPO_CONFIG_KEYS_H
+
+#define GRPO_KEY_REQUIRED 1u /* string: must be set (and non-empty) in a training run file */
+#define GRPO_KEY_DIR 2u      /* string: an input directory that must exist (when non-empty) */
+#define GRPO_KEY_FILE 4u     /* string: an input file that must exist (when non-empty) */
+
+/* Choice lists: C(ENUM_CONSTANT, text). The first constant is 0. */
+#define GRPO_CHOICES_dtype(C) C(GRPO_DTYPE_F32, f32) C(GRPO_DTYPE_BF16, bf16) C(GRPO_DTYPE_F16, f16)
+#define GRPO_CHOICES_backend(C) C(GRPO_BACKEND_CPU, cpu) C(GRPO_BACKEND_CUDA, cuda)
+#define GRPO_CHOICES_truncation(C) C(GRPO_TRUNCATE_LEFT, left) C(GRPO_TRUNCATE_SKIP, skip)
+#define GRPO_CHOICES_bad_lines(C) C(GRPO_BAD_LINES_FAIL, fail) C(GRPO_BAD_LINES_SKIP, skip)
+#define GRPO_CHOICES_loss_type(C)                                                               \
+    C(GRPO_LOSS_GRPO, grpo) C(GRPO_LOSS_BNPO, bnpo) C(GRPO_LOSS_DR_GRPO, dr_grpo)               \
+    C(GRPO_LOSS_DAPO, dapo) C(GRPO_LOSS_CISPO, cispo)
+#define GRPO_CHOICES_scale_rewards(C)                                                           \
+    C(GRPO_SCALE_GROUP, group) C(GRPO_SCALE_BATCH, batch) C(GRPO_SCALE_NONE, none)
+#define GRPO_CHOICES_schedule(C)                                                                \
+    C(GRPO_SCHEDULE_CONSTANT, constant) C(GRPO_SCHEDULE_COSINE, cosine)                         \
+    C(GRPO_SCHEDULE_MINIMIND_COSINE, minimind_cosine)
+
+/* clang-format off */
+#define GRPO_RUN_KEYS(S, I, F, B, E)                                                            \
+    /* [model] the policy being trained */                                                      \
+    S(model, path, "", GRPO_KEY_REQUIRED | GRPO_KEY_DIR,                                       \
+      "Hugging Face model directory (config.json, model.safetensors, tokenizer.json) to train")  \
+    E(model, dtype, "f32", dtype,                                                               \
+      "dtype of trained weights and activations; checkpoints load from F32, F16 or BF16")       \
+    E(model, backend, "cpu", backend, "where the model runs: cpu, or cuda when built with CUDA") \
+    /* [reference] the frozen model of the KL term */                                           \
+    S(reference, path, "@model.path", GRPO_KEY_DIR,                                             \
+      "reference model directory; not loaded when grpo.beta = 0")                               \
+    /* [data] prompts */                                                                        \
+    S(data, path, "", GRPO_KEY_REQUIRED | GRPO_KEY_FILE,                                        \
+      "training prompts, JSONL: prompt (text or messages) or MiniMind conversations; "          \
+      "other fields go to rewards")                                                             \
+    S(data, eval_path, "", GRPO_KEY_FILE, "evaluation prompts, same format; empty = none")      \
+    S(data, prompt_field, "prompt", 0,                                                          \
+      "JSON field holding the prompt; lines without it are read as MiniMind conversations")     \
+    I(data, max_prompt_length, "512", "[1, 1048576]",                                           \
+      "longest prompt in tokens, chat template included")                                       \
+    E(data, truncation, "left", truncation,                                                     \
+      "a longer prompt: left = keep its last max_prompt_length tokens, skip = leave it out")    \
+    B(data, shuffle, "true", 0, "shuffle the prompts every epoch")                              \
+    I(data, seed, "@train.seed", ">= 0", "seed of the shuffle")                                 \
+    E(data, bad_lines, "fail", bad_lines,                                                       \
+      "a malformed JSONL line: fail = stop with an error naming it, skip = warn and go on")      \
+    S(data, chat_template, "", 0,                                                               \
+      "prompt format replacing the model's chat template: {prompt} = user text, \\n = newline; " \
+      "empty = the model's own (ChatML if none)")                                               \
+    /* [sampling] generation of the G completions per prompt */                                \
+    I(sampling, num_generations, "8", "[2, 4096]",                                              \
+      "completions sampled per prompt (G); advantages compare the G siblings")                  \
+    I(sampling, max_completion_length, "256", "[1, 1048576]", "most tokens per completion")      \
+    F(sampling, temperature, "1.0", "[0, 100]", "softmax temperature; 0 = greedy")              \
+    I(sampling, top_k, "0", ">= 0", "keep only the k most likely tokens; 0 = off")              \
+    F(sampling, top_p, "1.0", "(0, 1]", "nucleus: smallest set of tokens with this mass; 1 = off") \
+    F(sampling, min_p, "0.0", "[0, 1)", "drop tokens below min_p x the top probability; 0 = off") \
+    F(sampling, repetition_penalty, "1.0", "(0, 100]",                                          \
+      "penalise tokens already in the row (as transformers); 1 = off")                          \
+    I(sampling, seed, "@train.seed", ">= 0", "seed of the sampler")                             \
+    /* [grpo] advantages and loss */                                                            \
+    E(grpo, loss_type, "dapo", loss_type,                                                       \
+      "normalisation: grpo per sequence, bnpo per token, dr_grpo B*max_len, dapo batch tokens, "  \
+      "cispo (TRL default: dapo)")                                                              \
+    F(grpo, beta, "0.0", ">= 0", "KL coefficient (k3 estimator); 0 = no reference model (TRL 0; MiniMind 0.02)") \
+    F(grpo, epsilon_low, "0.2", "[0, 1)", "clip the ratio below at 1 - epsilon_low")            \
+    F(grpo, epsilon_high, "@grpo.epsilon_low", ">= 0",                                          \
+      "clip the ratio above at 1 + epsilon_high (DAPO: 0.28)")                                  \
+    F(grpo, delta, "0", ">= 0", "two-sided GRPO: also cap the ratio at delta (> 1); 0 = off")   \
+    I(grpo, num_iterations, "1", "[1, 1024]",                                                   \
+      "optimizer passes over each generation batch (mu); > 1 keeps old-policy log-probs")       \
+    E(grpo, scale_rewards, "group", scale_rewards,                                              \
+      "divide advantages by the reward std of the group, the whole batch, or none")             \
+    B(grpo, std_unbiased, "true", 0, "reward std divides by n-1 (torch.std, as TRL) instead of n") \
+    F(grpo, advantage_clamp, "0", ">= 0",                                                       \
+      "MiniMind: clamp advantages to +-c, then renormalise over the batch; 0 = off")            \
+    B(grpo, mask_truncated_completions, "false", 0,                                            \
+      "leave completions cut at max_completion_length out of the loss")                         \
+    F(grpo, aux_loss_coef, "1.0", ">= 0",                                                       \
+      "weight of the MoE router auxiliary loss the model reports; 0 = ignore it")               \
+    /* [optim] AdamW and the learning-rate schedule */                                          \
+    F(optim, lr, "1e-6", "> 0", "peak learning rate (TRL 1e-6)")                                \
+    F(optim, weight_decay, "0.0", ">= 0", "AdamW decoupled weight decay")                        \
+    F(optim, beta1, "0.9", "[0, 1)", "AdamW first-moment decay")                                \
+    F(optim, beta2, "0.999", "[0, 1)", "AdamW second-moment decay")                             \
+    F(optim, eps, "1e-8", "> 0", "AdamW epsilon")                                               \
+    F(optim, max_grad_norm, "1.0", ">= 0", "clip the global gradient norm to this; 0 = off")    \
+    E(optim, schedule, "constant", schedule,                                                    \
+      "constant; cosine decay to 0; minimind_cosine: lr/10 + lr/2 (1 + cos(pi t/T))")           \
+    I(optim, warmup_steps, "0", ">= 0", "linear warmup from 0 over this many optimizer steps")  \
+    /* [train] the loop */                                                                      \
+    I(train, steps, "1000", ">= 1", "optimizer steps to run")                                   \
+    I(train, batch_prompts, "4", "[1, 65536]", "prompts per generation batch (B); B*G completions") \
+    I(train, grad_accum, "1", "[1, 65536]",                                                     \
+      "generation batches whose gradients are summed per optimizer step")                       \
+    I(train, micro_batch, "0", ">= 0", "completions per forward/backward pass; 0 = all at once")  \
+    I(train, seed, "42", ">= 0", "seed of every random choice not given its own seed")          \
+    I(train, threads, "0", ">= 0", "CPU threads; 0 = OpenMP's default")                         \
+    /* [log] */                                                                                 \
+    S(log, dir, "runs", 0, "directory for metrics.jsonl (relative to the working directory)")   \
+    I(log, every, "1", ">= 1", "record and print metrics every this many steps")               \
+    I(log, completions_every, "0", ">= 0", "print sample completions every this many steps; 0 = never") \
+    /* [checkpoint] */                                                                          \
+    S(checkpoint, dir, "checkpoints", 0, "directory for checkpoints (relative to the working directory)") \
+    I(checkpoint, every, "100", ">= 0", "save every this many steps; 0 = only at the end")      \
+    I(checkpoint, keep, "3", ">= 0", "most recent checkpoints kept; 0 = all")
+/* clang-format on */
+
+/* The fixed sections, in the order the dump and the documentation use. */
+#define GRPO_RUN_SECTIONS(X) \
+    X(model) X(reference) X(data) X(sampling) X(grpo) X(optim) X(train) X(log) X(checkpoint)
+
+#endif
