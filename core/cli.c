@@ -13,6 +13,7 @@
 static const grpo_command commands[] = {
     {"version", cmd_version, "print the version and the plugin ABI version"},
     {"plot", cmd_plot, "draw metrics.jsonl as an SVG chart"},
+    {"reward", cmd_reward, "score prompt/completion lines with a run file's rewards (reward score)"},
     {"plugins", cmd_plugins, "list the rewards and models on the plugin path, or show one"},
     {"config", cmd_config, "check a run file and print it resolved, or list every run-file key"},
 };

@@ -18,6 +18,7 @@ int grpo_cli_main(int argc, char **argv);
 /* One line per subcommand (keep in the order of the table in cli.c). */
 int cmd_version(int argc, char **argv);
 int cmd_plot(int argc, char **argv);
+int cmd_reward(int argc, char **argv);
 int cmd_plugins(int argc, char **argv);
 int cmd_config(int argc, char **argv);
 
