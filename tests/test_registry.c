@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cli.h"
 #include "grpo/reward.h"
 #include "registry.h"
 
@@ -353,6 +354,48 @@ START_TEST(missing_library_names_the_pack) {
 }
 END_TEST
 
+/* ---- the plugins command ------------------------------------------------------------------ */
+
+/* Runs `grpo plugins ARGS... --plugin-path <good test pack>` in-process, stdout into out. */
+static int run_plugins(const char *sub, const char *id, char *out, size_t out_size) {
+    char out_path[PATH_MAX];
+    snprintf(out_path, sizeof out_path, "%s/stdout.txt", root);
+    char *argv[] = {"plugins", (char *)sub, "--plugin-path", TEST_PLUGIN_DIR "/good",
+                    (char *)id, NULL};
+    fflush(stdout);
+    ck_assert_ptr_nonnull(freopen(out_path, "w", stdout));
+    int rc = cmd_plugins(id ? 5 : 4, argv);
+    fflush(stdout);
+    FILE *f = fopen(out_path, "r");
+    size_t n = fread(out, 1, out_size - 1, f);
+    out[n] = '\0';
+    fclose(f);
+    return rc;
+}
+
+START_TEST(plugins_list_and_show_load_no_code) {
+    char mark[PATH_MAX], out[4096];
+    snprintf(mark, sizeof mark, "%s/loaded", root);
+    setenv("TP_LOAD_MARK", mark, 1); /* the test plugin's constructor writes it when loaded */
+    ck_assert_int_eq(run_plugins("list", NULL, out, sizeof out), 0);
+    ck_assert_msg(strstr(out, "ID    KIND    PACK  VERSION  DESCRIPTION\n"
+                              "tp.a  reward  tp    0.0.1    test reward a\n"
+                              "tp.b  reward  tp    0.0.1    test reward b\n"), "got:\n%s", out);
+    ck_assert_int_eq(run_plugins("show", "tp.a", out, sizeof out), 0);
+    ck_assert_msg(strstr(out, "tp.a (reward)\n  test reward a\n"), "got:\n%s", out);
+    ck_assert_msg(strstr(out, "  threshold            float  default 0.5\n      a float key\n"),
+                  "got:\n%s", out);
+    ck_assert_msg(strstr(out, "library:   /") && strstr(out, "/good/libtp-good.so\n"),
+                  "got:\n%s", out);
+    ck_assert_int_ne(access(mark, F_OK), 0); /* nothing was loaded */
+    ck_assert_int_eq(run_plugins("show", "tp.z", out, sizeof out), 1);
+    ck_assert_int_eq(run_plugins("check", NULL, out, sizeof out), 0);
+    ck_assert_msg(strstr(out, "ok    tp.a ("), "got:\n%s", out);
+    ck_assert_int_eq(access(mark, F_OK), 0); /* check does load */
+    unsetenv("TP_LOAD_MARK");
+}
+END_TEST
+
 /* ---- default host ------------------------------------------------------------------------ */
 
 START_TEST(default_host_table) {
@@ -427,6 +470,10 @@ int main(void) {
     tcase_add_test(load, init_failure_is_wrapped);
     tcase_add_test(load, missing_library_names_the_pack);
     suite_add_tcase(s, load);
+    TCase *cli = tcase_create("cli");
+    tcase_add_checked_fixture(cli, setup, teardown);
+    tcase_add_test(cli, plugins_list_and_show_load_no_code);
+    suite_add_tcase(s, cli);
     TCase *host = tcase_create("host");
     tcase_add_checked_fixture(host, setup, teardown);
     tcase_add_test(host, default_host_table);

@@ -9,6 +9,8 @@
  */
 #include "grpo/grpo.h"
 
+#include <stdlib.h>
+
 #ifndef MAGIC_MAJOR_DELTA
 #define MAGIC_MAJOR_DELTA 0
 #endif
@@ -22,6 +24,17 @@
 #endif
 
 static int init_calls;
+
+/* Runs when the library is loaded: leaves a mark in $TP_LOAD_MARK, so a test can tell whether a
+ * command loaded plugin code at all. */
+__attribute__((constructor)) static void tp_loaded(void) {
+    const char *mark = getenv("TP_LOAD_MARK");
+    FILE *f = mark ? fopen(mark, "a") : NULL;
+    if (f) {
+        fputs("loaded\n", f);
+        fclose(f);
+    }
+}
 
 #ifndef VARIANT_NO_MAGIC
 GRPO_EXPORT const grpo_magic *grpo_plugin_magic(void) {
