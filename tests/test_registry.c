@@ -356,16 +356,34 @@ END_TEST
 
 /* ---- the plugins command ------------------------------------------------------------------ */
 
-/* Runs `grpo plugins ARGS... --plugin-path <good test pack>` in-process, stdout into out. */
+/* Sends stream (stdout or stderr) to path until end_capture; returns the saved descriptor. Works
+ * with CK_FORK=no too, where the stream must come back for the rest of the run. */
+static int begin_capture(FILE *stream, const char *path) {
+    fflush(stream);
+    int saved = dup(fileno(stream));
+    FILE *f = fopen(path, "w");
+    ck_assert(saved >= 0 && f);
+    ck_assert_int_ge(dup2(fileno(f), fileno(stream)), 0);
+    fclose(f);
+    return saved;
+}
+
+static void end_capture(FILE *stream, int saved) {
+    fflush(stream);
+    dup2(saved, fileno(stream));
+    close(saved);
+}
+
+/* Runs `grpo plugins SUB [ID] --plugin-path <test pack "listed">` in-process, stdout into out.
+ * ("listed" is a copy of the good pack that no other test loads.) */
 static int run_plugins(const char *sub, const char *id, char *out, size_t out_size) {
     char out_path[PATH_MAX];
     snprintf(out_path, sizeof out_path, "%s/stdout.txt", root);
-    char *argv[] = {"plugins", (char *)sub, "--plugin-path", TEST_PLUGIN_DIR "/good",
+    char *argv[] = {"plugins", (char *)sub, "--plugin-path", TEST_PLUGIN_DIR "/listed",
                     (char *)id, NULL};
-    fflush(stdout);
-    ck_assert_ptr_nonnull(freopen(out_path, "w", stdout));
+    int saved = begin_capture(stdout, out_path);
     int rc = cmd_plugins(id ? 5 : 4, argv);
-    fflush(stdout);
+    end_capture(stdout, saved);
     FILE *f = fopen(out_path, "r");
     size_t n = fread(out, 1, out_size - 1, f);
     out[n] = '\0';
@@ -385,7 +403,7 @@ START_TEST(plugins_list_and_show_load_no_code) {
     ck_assert_msg(strstr(out, "tp.a (reward)\n  test reward a\n"), "got:\n%s", out);
     ck_assert_msg(strstr(out, "  threshold            float  default 0.5\n      a float key\n"),
                   "got:\n%s", out);
-    ck_assert_msg(strstr(out, "library:   /") && strstr(out, "/good/libtp-good.so\n"),
+    ck_assert_msg(strstr(out, "library:   /") && strstr(out, "/listed/libtp-listed.so\n"),
                   "got:\n%s", out);
     ck_assert_int_ne(access(mark, F_OK), 0); /* nothing was loaded */
     ck_assert_int_eq(run_plugins("show", "tp.z", out, sizeof out), 1);
@@ -433,10 +451,9 @@ END_TEST
 START_TEST(default_host_logs_level_and_who) {
     char log_path[PATH_MAX + 16];
     snprintf(log_path, sizeof log_path, "%s/stderr.txt", root);
-    fflush(stderr);
-    ck_assert_ptr_nonnull(freopen(log_path, "w", stderr));
+    int saved = begin_capture(stderr, log_path);
     grpo_default_host()->log(GRPO_LOG_WARN, "tp.a", "threshold %d ignored", 7);
-    fflush(stderr);
+    end_capture(stderr, saved);
     FILE *f = fopen(log_path, "r");
     char line[256] = "";
     ck_assert_ptr_nonnull(fgets(line, sizeof line, f));
