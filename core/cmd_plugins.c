@@ -75,7 +75,9 @@ static int parse_args(int argc, char **argv, plugins_args *a) {
     return 0;
 }
 
-static const char *kind_word(grpo_entry_kind k) { return k == GRPO_KIND_MODEL ? "model" : "reward"; }
+static const char *kind_word(grpo_entry_kind k) {
+    return k == GRPO_KIND_MODEL ? "model" : "reward";
+}
 
 static int by_id(const void *a, const void *b) {
     return strcmp((*(const grpo_entry *const *)a)->id, (*(const grpo_entry *const *)b)->id);

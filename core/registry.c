@@ -157,7 +157,9 @@ const grpo_key_def *grpo_entry_key(const grpo_entry *e, const char *name) {
 
 /* ---- loading ------------------------------------------------------------------------------- */
 
-static const char *kind_name(grpo_entry_kind k) { return k == GRPO_KIND_MODEL ? "model" : "reward"; }
+static const char *kind_name(grpo_entry_kind k) {
+    return k == GRPO_KIND_MODEL ? "model" : "reward";
+}
 
 /* Looks up a function symbol; NULL when absent. (dlsym returns data pointers; copying the bits
  * into a function pointer is what POSIX guarantees to work.) */
