@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "grpo/model.h"
 #include "grpo/reward.h"
 #include "registry.h"
 
@@ -323,6 +324,28 @@ START_TEST(refuses_ids_that_differ_from_the_manifest) {
 }
 END_TEST
 
+START_TEST(model_entry_loads_by_architecture) {
+    grpo_registry reg;
+    const void *desc;
+    grpo_error err;
+    ck_assert_int_eq(load_variant("with_model", &reg, &desc, &err), GRPO_OK);
+    const grpo_entry *m = grpo_registry_find_architecture(&reg, "TpForCausalLM");
+    ck_assert_ptr_nonnull(m);
+    ck_assert_int_eq(m->kind, GRPO_KIND_MODEL);
+    ck_assert_int_eq(grpo_registry_load(&reg, m, NULL, &desc, &err), GRPO_OK);
+    const grpo_model_desc *d = desc;
+    ck_assert_str_eq(d->id, "tp.m");
+    ck_assert_str_eq(d->architectures[0], "TpForCausalLM");
+    grpo_registry_free(&reg);
+}
+END_TEST
+
+START_TEST(refuses_kind_mismatch) {
+    expect_refusal("model_as_reward", GRPO_ERR_INVALID,
+                   "%1$s exports 'tp.m' as a reward, but %2$s lists it with kind = model");
+}
+END_TEST
+
 START_TEST(refuses_small_descriptor) {
     char fmt[256];
     snprintf(fmt, sizeof fmt, "%%s: reward descriptor '?' is 8 bytes; expected at least %zu",
@@ -484,6 +507,8 @@ int main(void) {
     tcase_add_test(load, refuses_missing_symbols);
     tcase_add_test(load, refuses_ids_that_differ_from_the_manifest);
     tcase_add_test(load, refuses_small_descriptor);
+    tcase_add_test(load, model_entry_loads_by_architecture);
+    tcase_add_test(load, refuses_kind_mismatch);
     tcase_add_test(load, init_failure_is_wrapped);
     tcase_add_test(load, missing_library_names_the_pack);
     suite_add_tcase(s, load);
