@@ -119,7 +119,9 @@ static const grpo_model_desc tp_model = {
     .destroy = tp_destroy,
 };
 
-__attribute__((unused)) static const grpo_model_desc *get_model(uint32_t i) { return i == 0 ? &tp_model : NULL; }
+__attribute__((unused)) static const grpo_model_desc *get_model(uint32_t i) {
+    return i == 0 ? &tp_model : NULL;
+}
 #endif
 
 #ifdef VARIANT_MODEL_AS_REWARD
