@@ -146,8 +146,11 @@ static int plugins_show(const grpo_registry *reg, const char *id, char **dirs) {
     }
     const grpo_pack *p = e->pack;
     printf("%s (%s)\n  %s\n\n", e->id, kind_word(e->kind), e->description);
-    printf("pack:      %s %s (plugin ABI %u.%u)\n", p->name, p->version, p->abi_major,
-           p->abi_minor);
+    int abi_ok = p->abi_major == GRPO_ABI_MAJOR && p->abi_minor <= GRPO_ABI_MINOR;
+    printf("pack:      %s %s (plugin ABI %u.%u", p->name, p->version, p->abi_major, p->abi_minor);
+    if (!abi_ok) printf("; this grpo has %d.%d: it will refuse the library", GRPO_ABI_MAJOR,
+                        GRPO_ABI_MINOR);
+    printf(")\n");
     printf("dir:       %s\nmanifest:  %s\nlibrary:   %s\n", p->dir, p->manifest_path,
            p->library_path);
     if (e->kind == GRPO_KIND_MODEL) {
