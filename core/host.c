@@ -3,6 +3,7 @@
  * ops and the tokenizer stay NULL here; the trainer fills its own copy when it has them.
  */
 #include "registry.h"
+#include "rng.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -32,21 +33,6 @@ static void *host_alloc(uint64_t size) {
 
 static void host_free(void *ptr) { free(ptr); }
 
-static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
-
-/* xoshiro256** (Blackman & Vigna, 2018): state owned by the caller, must not be all zero. */
-static uint64_t host_rng_next(uint64_t s[4]) {
-    uint64_t result = rotl(s[1] * 5, 7) * 9;
-    uint64_t t = s[1] << 17;
-    s[2] ^= s[0];
-    s[3] ^= s[1];
-    s[1] ^= s[2];
-    s[0] ^= s[3];
-    s[2] ^= t;
-    s[3] = rotl(s[3], 45);
-    return result;
-}
-
 static const grpo_host default_host = {
     /* .struct_size = */ sizeof(grpo_host),
     /* .abi_major   = */ GRPO_ABI_MAJOR,
@@ -54,7 +40,7 @@ static const grpo_host default_host = {
     /* .log         = */ host_log,
     /* .alloc       = */ host_alloc,
     /* .free        = */ host_free,
-    /* .rng_next    = */ host_rng_next,
+    /* .rng_next    = */ grpo_rng_next,
     /* .ops         = */ NULL,
     /* .tokenizer   = */ NULL,
     /* .tokenize    = */ NULL,
