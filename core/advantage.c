@@ -13,7 +13,7 @@
 #define ZERO_STD_ATOL 1e-8  /* torch.isclose(std, 0): |std| <= atol + rtol * 0 */
 
 grpo_advantage_opts grpo_advantage_opts_default(void) {
-    grpo_advantage_opts o = {GRPO_SCALE_GROUP, 1, 0.0f, 0};
+    grpo_advantage_opts o = {GRPO_SCALE_GROUP, 1, 0.0, 0};
     return o;
 }
 
@@ -42,7 +42,7 @@ static int check_shape(int B, int G, const grpo_advantage_opts *o, char *err, si
                  (int)o->scale);
         return -1;
     }
-    if (!(o->clip >= 0.0f) || isinf(o->clip)) {
+    if (!(o->clip >= 0.0) || isinf(o->clip)) {
         snprintf(err, err_size, "advantage.c: advantage clip must be a finite number >= 0 (0 = "
                  "off), got %g", (double)o->clip);
         return -1;
@@ -52,10 +52,10 @@ static int check_shape(int B, int G, const grpo_advantage_opts *o, char *err, si
 
 /* Clamp, MiniMind re-normalisation, then NaN -> 0; a[N] holds the raw advantages (maybe NaN). */
 static void finish(float *a, int N, const grpo_advantage_opts *o) {
-    if (o->clip > 0.0f)
+    if (o->clip > 0.0)
         for (int i = 0; i < N; i++) {
-            if (a[i] > o->clip) a[i] = o->clip; /* NaN compares false and stays NaN */
-            if (a[i] < -o->clip) a[i] = -o->clip;
+            if (a[i] > o->clip) a[i] = (float)o->clip; /* NaN compares false and stays NaN */
+            if (a[i] < -o->clip) a[i] = (float)-o->clip;
         }
     if (o->batch_renorm) {
         double mean = grpo_nanmean(a, N, 1), std = grpo_nanstd(a, N, 1, 1);

@@ -55,7 +55,7 @@ typedef enum grpo_reward_aggregation {
 typedef struct grpo_advantage_opts {
     grpo_scale_rewards scale;
     int std_unbiased; /* 1: Bessel-corrected (TRL, torch default); 0: biased */
-    float clip;       /* > 0: clamp advantages to [-clip, clip] (MiniMind legacy: 10); 0: off */
+    double clip;      /* > 0: clamp advantages to [-clip, clip] (MiniMind legacy: 10); 0: off */
     int batch_renorm; /* 1: MiniMind legacy batch re-normalisation after the clamp */
 } grpo_advantage_opts;
 

@@ -27,7 +27,7 @@ const char *grpo_loss_type_name(grpo_loss_type t) {
 }
 
 grpo_loss_opts grpo_loss_opts_default(void) {
-    grpo_loss_opts o = {GRPO_LOSS_DAPO, 0.2f, 0.2f, 0.0f, 0.0f, 0, 0.0, 1};
+    grpo_loss_opts o = {GRPO_LOSS_DAPO, 0.2, 0.2, 0.0, 0.0, 0, 0.0, 1};
     return o;
 }
 
@@ -36,10 +36,10 @@ static int check(const grpo_loss_inputs *in, const grpo_loss_opts *o, char *err,
     if (in->N < 1 || in->T < 1) bad = "N >= 1 sequences and T >= 1 tokens";
     else if (!in->logp || !in->mask || !in->adv) bad = "logp, mask and adv (not NULL)";
     else if ((unsigned)o->type >= GRPO_LOSS_TYPE_COUNT) bad = "a loss type from grpo_loss_type";
-    else if (o->beta != 0.0f && !in->ref_logp) bad = "ref_logp when beta != 0";
+    else if (o->beta != 0.0 && !in->ref_logp) bad = "ref_logp when beta != 0";
     else if (!isfinite(o->beta)) bad = "a finite beta";
-    else if (!(o->epsilon_low >= 0.0f) || !(o->epsilon_high >= 0.0f)) bad = "epsilon >= 0";
-    else if (!(o->delta >= 0.0f)) bad = "delta >= 0 (0 = off)";
+    else if (!(o->epsilon_low >= 0.0) || !(o->epsilon_high >= 0.0)) bad = "epsilon >= 0";
+    else if (!(o->delta >= 0.0)) bad = "delta >= 0 (0 = off)";
     else if (o->grad_accum_steps < 1) bad = "grad_accum_steps >= 1";
     else if (o->type == GRPO_LOSS_DR_GRPO && o->max_completion_length < 1)
         bad = "max_completion_length >= 1 for dr_grpo";
@@ -89,14 +89,14 @@ static token_terms token_forward_backward(const grpo_loss_inputs *in, const grpo
     } else {
         double lo = 1.0 - o->epsilon_low, hi = 1.0 + o->epsilon_high;
         double dc1 = r;
-        if (o->delta > 0.0f && r > o->delta) k.c1 = o->delta, dc1 = 0.0;
+        if (o->delta > 0.0 && r > o->delta) k.c1 = o->delta, dc1 = 0.0;
         double c2 = r < lo ? lo : r > hi ? hi : r, dc2 = (r >= lo && r <= hi) ? r : 0.0;
         double l1 = k.c1 * A, l2 = c2 * A;
         k.loss = -fmin(l1, l2);
         k.dloss = l1 < l2 ? -dc1 * A : l2 < l1 ? -dc2 * A : -0.5 * (dc1 + dc2) * A;
     }
     k.kl = 0.0;
-    if (o->beta != 0.0f) {
+    if (o->beta != 0.0) {
         double d = in->ref_logp[it] - lp, e = exp(d);
         k.kl = e - d - 1.0;
         k.loss += o->beta * k.kl;
@@ -143,7 +143,7 @@ int grpo_loss_forward(grpo_loss_metrics *out, const grpo_loss_inputs *in, const 
     int global = o->type == GRPO_LOSS_DAPO || o->type == GRPO_LOSS_CISPO; /* not / accum steps */
     out->loss = loss;
     out->policy_loss = global ? loss : loss * o->grad_accum_steps;
-    out->kl = o->beta != 0.0f ? kl / denom : NAN;
+    out->kl = o->beta != 0.0 ? kl / denom : NAN;
     out->entropy = in->entropy ? ent / denom : NAN;
     out->clip_low_mean = clipped ? low / denom : NAN;
     out->clip_high_mean = clipped ? high / denom : NAN;

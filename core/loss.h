@@ -74,10 +74,10 @@ const char *grpo_loss_type_name(grpo_loss_type t);
 
 typedef struct grpo_loss_opts {
     grpo_loss_type type;
-    float epsilon_low;         /* TRL epsilon (0.2) */
-    float epsilon_high;        /* TRL epsilon_high (= epsilon when unset; DAPO 0.28; cispo 5.0) */
-    float delta;               /* > 0: upper bound of the unclipped ratio; 0: off (TRL None) */
-    float beta;                /* KL coefficient; 0: no KL term, ref_logp is not read */
+    double epsilon_low;        /* TRL epsilon (0.2) */
+    double epsilon_high;       /* TRL epsilon_high (= epsilon when unset; DAPO 0.28; cispo 5.0) */
+    double delta;              /* > 0: upper bound of the unclipped ratio; 0: off (TRL None) */
+    double beta;               /* KL coefficient; 0: no KL term, ref_logp is not read */
     int max_completion_length; /* dr_grpo's constant (> 0 for dr_grpo) */
     double num_items_in_batch; /* dapo, cispo: tokens in the generation batch (see above) */
     int grad_accum_steps;      /* grpo, bnpo, dr_grpo divide by this; >= 1 */
