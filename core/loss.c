@@ -31,6 +31,33 @@ grpo_loss_opts grpo_loss_opts_default(void) {
     return o;
 }
 
+/* Every value the loss reads must be finite: adv[i], and logp / old_logp / ref_logp where the
+ * mask is not 0 (padding is never read). */
+static int check_values(const grpo_loss_inputs *in, const grpo_loss_opts *o, char *err, size_t n) {
+    for (int i = 0; i < in->N; i++) {
+        if (!isfinite(in->adv[i])) {
+            snprintf(err, n, "loss.c: adv[%d] is %g, expected a finite advantage", i, in->adv[i]);
+            return -1;
+        }
+        for (int t = 0; t < in->T; t++) {
+            size_t it = (size_t)i * in->T + t;
+            const char *bad = NULL;
+            double v = 0.0;
+            if (!isfinite(in->mask[it])) bad = "mask", v = in->mask[it];
+            else if (in->mask[it] == 0.0f) continue;
+            else if (!isfinite(in->logp[it])) bad = "logp", v = in->logp[it];
+            else if (in->old_logp && !isfinite(in->old_logp[it])) bad = "old_logp", v = in->old_logp[it];
+            else if (o->beta != 0.0 && !isfinite(in->ref_logp[it])) bad = "ref_logp", v = in->ref_logp[it];
+            if (bad) {
+                snprintf(err, n, "loss.c: %s[%d,%d] is %g, expected a finite value at a "
+                         "completion token (N=%d T=%d)", bad, i, t, v, in->N, in->T);
+                return -1;
+            }
+        }
+    }
+    return 0;
+}
+
 static int check(const grpo_loss_inputs *in, const grpo_loss_opts *o, char *err, size_t n) {
     const char *bad = NULL;
     if (in->N < 1 || in->T < 1) bad = "N >= 1 sequences and T >= 1 tokens";
@@ -46,7 +73,7 @@ static int check(const grpo_loss_inputs *in, const grpo_loss_opts *o, char *err,
     else if ((o->type == GRPO_LOSS_DAPO || o->type == GRPO_LOSS_CISPO) &&
              !(o->num_items_in_batch > 0.0))
         bad = "num_items_in_batch > 0 (tokens in the generation batch) for dapo and cispo";
-    if (!bad) return 0;
+    if (!bad) return check_values(in, o, err, n);
     snprintf(err, n, "loss.c: %s loss needs %s (N=%d T=%d)", grpo_loss_type_name(o->type), bad,
              in->N, in->T);
     return -1;

@@ -62,6 +62,10 @@ START_TEST(bad_shapes_are_errors) {
     o.clip = -1.0f;
     ck_assert_int_eq(grpo_advantages(a, NULL, r, 1, 2, &o, err, sizeof err), -1);
     ck_assert(strstr(err, "clip") != NULL);
+    o.clip = 0.0;
+    r[1] = INFINITY;
+    ck_assert_int_eq(grpo_advantages(a, NULL, r, 1, 2, &o, err, sizeof err), -1);
+    ck_assert_msg(strstr(err, "r[1] is inf") != NULL, "%s", err);
     ck_assert_int_eq(grpo_scale_rewards_parse("batch"), GRPO_SCALE_BATCH);
     ck_assert_int_eq(grpo_scale_rewards_parse("false"), GRPO_SCALE_NONE);
     ck_assert_int_eq(grpo_scale_rewards_parse("groups"), -1);

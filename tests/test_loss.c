@@ -66,6 +66,16 @@ START_TEST(bad_inputs_name_the_problem) {
     o.type = GRPO_LOSS_DR_GRPO;
     ck_assert_int_eq(grpo_loss_forward(&m, &in, &o, err, sizeof err), -1);
     ck_assert_msg(strstr(err, "max_completion_length") != NULL, "%s", err);
+    o.type = GRPO_LOSS_GRPO;
+    const float inf_logp[] = {-INFINITY};
+    in.logp = inf_logp;
+    ck_assert_int_eq(grpo_loss_forward(&m, &in, &o, err, sizeof err), -1);
+    ck_assert_msg(strstr(err, "logp[0,0]") != NULL, "%s", err);
+    in.logp = logp;
+    const float nan_adv[] = {NAN};
+    in.adv = nan_adv;
+    ck_assert_int_eq(grpo_loss_backward(NULL, &in, &o, err, sizeof err), -1);
+    ck_assert_msg(strstr(err, "adv[0]") != NULL, "%s", err);
     ck_assert_int_eq(grpo_loss_type_parse("dr_grpo", err, sizeof err), GRPO_LOSS_DR_GRPO);
     ck_assert_int_eq(grpo_loss_type_parse("sapo", err, sizeof err), -1);
     ck_assert_msg(strstr(err, "not implemented") != NULL, "%s", err);
