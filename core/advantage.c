@@ -73,7 +73,8 @@ static void fill_reward_metrics(grpo_advantage_metrics *m, const float *r, int N
 }
 
 /* Rewards are finite or NaN ("no opinion"); an infinity would turn its whole group into NaN. */
-static int check_finite_or_nan(const float *x, int n, const char *what, char *err, size_t err_size) {
+static int check_finite_or_nan(const float *x, int n, const char *what, char *err,
+                               size_t err_size) {
     for (int i = 0; i < n; i++)
         if (isinf(x[i])) {
             snprintf(err, err_size, "advantage.c: %s[%d] is %g; a reward must be finite, or NaN "

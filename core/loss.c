@@ -46,8 +46,10 @@ static int check_values(const grpo_loss_inputs *in, const grpo_loss_opts *o, cha
             if (!isfinite(in->mask[it])) bad = "mask", v = in->mask[it];
             else if (in->mask[it] == 0.0f) continue;
             else if (!isfinite(in->logp[it])) bad = "logp", v = in->logp[it];
-            else if (in->old_logp && !isfinite(in->old_logp[it])) bad = "old_logp", v = in->old_logp[it];
-            else if (o->beta != 0.0 && !isfinite(in->ref_logp[it])) bad = "ref_logp", v = in->ref_logp[it];
+            else if (in->old_logp && !isfinite(in->old_logp[it]))
+                bad = "old_logp", v = in->old_logp[it];
+            else if (o->beta != 0.0 && !isfinite(in->ref_logp[it]))
+                bad = "ref_logp", v = in->ref_logp[it];
             if (bad) {
                 snprintf(err, n, "loss.c: %s[%d,%d] is %g, expected a finite value at a "
                          "completion token (N=%d T=%d)", bad, i, t, v, in->N, in->T);
@@ -194,7 +196,8 @@ int grpo_loss_backward(float *dlogp, const grpo_loss_inputs *in, const grpo_loss
         for (int t = 0; t < T; t++) {
             size_t it = (size_t)i * T + t;
             double m = in->mask[it];
-            dlogp[it] = m == 0.0 ? 0.0f : (float)(scale * m * token_forward_backward(in, o, it, A).dloss);
+            dlogp[it] = m == 0.0 ? 0.0f
+                                 : (float)(scale * m * token_forward_backward(in, o, it, A).dloss);
         }
     }
     return 0;

@@ -89,7 +89,7 @@ grpo_loss_opts grpo_loss_opts_default(void);
 
 typedef struct grpo_loss_inputs {
     const float *logp;     /* [N,T] log-prob of each completion token under the policy */
-    const float *old_logp; /* [N,T] under the policy that sampled (num_iterations > 1); NULL: logp */
+    const float *old_logp; /* [N,T] under the sampling policy (num_iterations > 1); NULL: logp */
     const float *ref_logp; /* [N,T] under the reference model; read only when beta != 0 */
     const float *mask;     /* [N,T] completion mask (1 counts, 0 is padding / masked out) */
     const float *adv;      /* [N] advantage of each sequence */
@@ -108,7 +108,9 @@ typedef struct grpo_loss_metrics {
     double n_tokens; /* sum of the mask over this micro-batch */
 } grpo_loss_metrics;
 
-/* Loss value and metrics. Returns 0, or -1 with a message naming the bad input in err. */
+/* Loss value and metrics. Returns 0, or -1 with a message naming the bad input in err: bad shapes
+ * or options, a NULL tensor that is needed, a non-finite adv[i], or a non-finite logp / old_logp /
+ * ref_logp / mask value at a token whose mask is not 0 (names the tensor and [i,t]). */
 int grpo_loss_forward(grpo_loss_metrics *out, const grpo_loss_inputs *in, const grpo_loss_opts *o,
                       char *err, size_t err_size);
 

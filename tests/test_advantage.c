@@ -97,7 +97,8 @@ static void check_case(const cJSON *c) {
     ck_assert_msg(rc == 0, "%s: %s", name, err);
     for (int i = 0; i < N; i++) {
         ck_assert_msg(!isnan(a[i]), "%s: A[%d] is NaN", name, i);
-        ck_assert_close(a[i], want_a[i], 0.0, 1e-5 * fmax(1.0, fabs(want_a[i])), "%s: A[%d]", name, i);
+        double tol = 1e-5 * fmax(1.0, fabs(want_a[i]));
+        ck_assert_close(a[i], want_a[i], 0.0, tol, "%s: A[%d]", name, i);
     }
     ck_assert_close(m.reward, json_num(e, "reward"), 1e-6, 1e-9, "%s: reward", name);
     ck_assert_close(m.reward_std, json_num(e, "reward_std"), 1e-6, 1e-9, "%s: reward_std", name);
