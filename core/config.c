@@ -304,13 +304,15 @@ static const grpo_entry *registry_find(const grpo_registry *reg, const char *id)
     return NULL;
 }
 
-static void unknown_plugin(loader *L, const char *id, int line) {
+/* "no plugin 'x' on the plugin path" with the nearest id of that kind, or the ids there are. */
+static void unknown_plugin(loader *L, const char *id, int line, grpo_entry_kind kind) {
+    const char *word = kind == GRPO_KIND_MODEL ? "model" : "reward";
     const char **ids = NULL;
     int m = 0, cap = 0;
     for (int p = 0; L->reg && p < L->reg->n_packs; p++)
         for (int e = 0; e < L->reg->packs[p]->n_entries; e++) {
             const grpo_entry *en = &L->reg->packs[p]->entries[e];
-            if (en->kind != GRPO_KIND_REWARD) continue;
+            if (en->kind != kind) continue;
             if (m == cap) {
                 const char **t = realloc(ids, (size_t)(cap = cap ? 2 * cap : 16) * sizeof *t);
                 if (!t) break;
@@ -326,12 +328,12 @@ static void unknown_plugin(loader *L, const char *id, int line) {
     if (near)
         fail(L, line, "no plugin '%s' on the plugin path (did you mean %s?)", id, near);
     else if (m)
-        fail(L, line, "no plugin '%s' on the plugin path (reward plugins found: %s)", id, known);
+        fail(L, line, "no plugin '%s' on the plugin path (%s plugins found: %s)", id, word, known);
     else
         fail(L, line,
-             "no plugin '%s' on the plugin path (no reward plugins were found: use --plugin-path "
+             "no plugin '%s' on the plugin path (no %s plugins were found: use --plugin-path "
              "or GRPO_PLUGIN_PATH)",
-             id);
+             id, word);
     free(ids);
 }
 
@@ -477,7 +479,7 @@ static void read_reward_section(loader *L, const grpo_ini_section *s) {
     }
     r->entry = registry_find(L->reg, r->plugin);
     if (!r->entry) {
-        unknown_plugin(L, r->plugin, r->plugin_line);
+        unknown_plugin(L, r->plugin, r->plugin_line, GRPO_KIND_REWARD);
         return;
     }
     if (r->entry->kind != GRPO_KIND_REWARD) {
@@ -575,6 +577,21 @@ static void check_paths(loader *L) {
     }
 }
 
+/* model.plugin, when set, names a model entry on the plugin path. */
+static void check_model_plugin(loader *L) {
+    grpo_run_config *cfg = L->cfg;
+    int line = cfg->line[GRPO_KEYIDX_model_plugin];
+    if (!cfg->model_plugin || !cfg->model_plugin[0]) return;
+    const grpo_entry *e = registry_find(L->reg, cfg->model_plugin);
+    if (!e)
+        unknown_plugin(L, cfg->model_plugin, line, GRPO_KIND_MODEL);
+    else if (e->kind != GRPO_KIND_MODEL)
+        fail(L, line, "'%s' is a reward plugin; model.plugin needs a model plugin",
+             cfg->model_plugin);
+    else
+        cfg->model_entry = e;
+}
+
 /* Rules that tie keys together. */
 static void check_cross(loader *L) {
     grpo_run_config *cfg = L->cfg;
@@ -624,6 +641,7 @@ static int load_doc(grpo_run_config *cfg, const grpo_ini_doc *doc, const grpo_re
         }
     }
     resolve_values(&L);
+    check_model_plugin(&L);
     if (flags & GRPO_CONFIG_TRAIN) check_required(&L);
     if (flags & GRPO_CONFIG_CHECK_PATHS) check_paths(&L);
     check_cross(&L);

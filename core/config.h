@@ -70,6 +70,8 @@ typedef struct grpo_run_config {
     GRPO_RUN_KEYS(GRPO_FIELD_S_, GRPO_FIELD_I_, GRPO_FIELD_F_, GRPO_FIELD_B_, GRPO_FIELD_E_)
     char *text[GRPO_RUN_N_KEYS]; /* [GRPO_RUN_N_KEYS] each key's value as text (owned) */
     int line[GRPO_RUN_N_KEYS];   /* [GRPO_RUN_N_KEYS] line it was set on; 0 = default */
+    const grpo_entry *model_entry; /* model.plugin's entry (borrowed from the registry), or NULL
+                                    * when model.plugin is empty (chosen by architecture later) */
     grpo_reward_spec *rewards;   /* [n_rewards] in file order */
     int n_rewards;
 } grpo_run_config;

@@ -394,6 +394,15 @@ START_TEST(unknown_plugin_suggests_nearest) {
                               "found: use --plugin-path or GRPO_PLUGIN_PATH)",
                           0));
     grpo_diag_free(&d);
+    expect_text_error("[model]\nplugin = builtin.dens\n", 0,
+                      ":2: no plugin 'builtin.dens' on the plugin path (did you mean "
+                      "builtin.dense?)",
+                      0);
+    expect_text_error("[model]\nplugin = builtin.tags\n", 0,
+                      ":2: 'builtin.tags' is a reward plugin; model.plugin needs a model plugin", 0);
+    grpo_run_config model = load_ok("t.ini", "[model]\nplugin = builtin.dense\n", 0);
+    ck_assert_ptr_eq(model.model_entry, &builtin_entries[2]);
+    grpo_run_config_free(&model);
     expect_text_error("[reward.m]\nplugin = builtin.dense\n", 0,
                       ":2: 'builtin.dense' is a model plugin; [reward.m] needs a reward plugin", 0);
     expect_text_error("[reward.m]\nweight = 1\n", 0,
