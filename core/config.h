@@ -8,6 +8,8 @@
  *     plugin = builtin.format     ; pack.id of a reward on the plugin path (required)
  *     weight = 1.0                ; r = sum_k weight_k * r_k (default 1.0)
  *     pattern = ^<answer>         ; then the plugin's own keys, as its pack.ini declares them
+ * A list key is written once per element; when the file sets it, its elements replace the
+ * manifest's default list. A key whose manifest gives no default must be set.
  * The INI dialect (comments, ';' in values, continuation lines) is described in ini_reader.h.
  *
  * Every problem is reported, not just the first, each as one line
