@@ -1,6 +1,7 @@
 /*
  * cmd_plugins.c — `grpo plugins list` and `grpo plugins show ID`: what the plugin path offers.
- * Both read manifests only; no plugin code is loaded.
+ * Both read manifests only; no plugin code is loaded. `grpo plugins check [ID]...` is the one
+ * that loads: it runs the host's checks on pack libraries (for pack authors and for debugging).
  */
 #include "cli.h"
 #include "registry.h"
@@ -12,15 +13,20 @@
 static const char plugins_usage[] =
     "usage: grpo plugins list [--plugin-path DIR]...\n"
     "       grpo plugins show ID [--plugin-path DIR]...\n"
+    "       grpo plugins check [ID]... [--plugin-path DIR]...\n"
     "\n"
-    "Lists the rewards and models of every pack on the plugin path, or shows one in full.\n"
-    "Only manifests (pack.ini) are read; no plugin code runs. The plugin path is, in order:\n"
+    "list and show read manifests (pack.ini) only; no plugin code runs. check loads the\n"
+    "libraries of the given ids (all when none given) and runs every check the host makes before\n"
+    "a run uses them: ABI magic, grpo_plugin_init, exported ids = manifest ids.\n"
+    "The plugin path is, in order:\n"
     "--plugin-path dirs, GRPO_PLUGIN_PATH (colon-separated), <dir of grpo>/packs,\n"
     "<dir of grpo>/../lib/grpo/packs and the install prefix's pack dir.\n";
 
 typedef struct plugins_args {
-    const char *sub; /* "list" or "show" */
+    const char *sub; /* "list", "show" or "check" */
     const char *id;  /* show: the id */
+    const char **ids; /* [n_ids] check: the ids */
+    int n_ids;
     const char **extra; /* [n_extra] --plugin-path dirs */
     int n_extra;
 } plugins_args;
@@ -29,7 +35,8 @@ typedef struct plugins_args {
 static int parse_args(int argc, char **argv, plugins_args *a) {
     memset(a, 0, sizeof *a);
     a->extra = calloc((size_t)argc + 1, sizeof *a->extra);
-    if (!a->extra) return 2;
+    a->ids = calloc((size_t)argc + 1, sizeof *a->ids);
+    if (!a->extra || !a->ids) return 2;
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
         if (strcmp(arg, "--plugin-path") == 0) {
@@ -47,12 +54,15 @@ static int parse_args(int argc, char **argv, plugins_args *a) {
             a->sub = arg;
         } else if (!a->id && strcmp(a->sub, "show") == 0) {
             a->id = arg;
+        } else if (strcmp(a->sub, "check") == 0) {
+            a->ids[a->n_ids++] = arg;
         } else {
             fprintf(stderr, "grpo plugins: unexpected argument '%s'\n%s", arg, plugins_usage);
             return 2;
         }
     }
-    if (!a->sub || (strcmp(a->sub, "list") != 0 && strcmp(a->sub, "show") != 0)) {
+    if (!a->sub || (strcmp(a->sub, "list") != 0 && strcmp(a->sub, "show") != 0 &&
+                    strcmp(a->sub, "check") != 0)) {
         if (a->sub) fprintf(stderr, "grpo plugins: unknown subcommand '%s'\n", a->sub);
         fputs(plugins_usage, stderr);
         return 2;
@@ -65,7 +75,9 @@ static int parse_args(int argc, char **argv, plugins_args *a) {
     return 0;
 }
 
-static const char *kind_word(grpo_entry_kind k) { return k == GRPO_KIND_MODEL ? "model" : "reward"; }
+static const char *kind_word(grpo_entry_kind k) {
+    return k == GRPO_KIND_MODEL ? "model" : "reward";
+}
 
 static int by_id(const void *a, const void *b) {
     return strcmp((*(const grpo_entry *const *)a)->id, (*(const grpo_entry *const *)b)->id);
@@ -134,8 +146,11 @@ static int plugins_show(const grpo_registry *reg, const char *id, char **dirs) {
     }
     const grpo_pack *p = e->pack;
     printf("%s (%s)\n  %s\n\n", e->id, kind_word(e->kind), e->description);
-    printf("pack:      %s %s (plugin ABI %u.%u)\n", p->name, p->version, p->abi_major,
-           p->abi_minor);
+    int abi_ok = p->abi_major == GRPO_ABI_MAJOR && p->abi_minor <= GRPO_ABI_MINOR;
+    printf("pack:      %s %s (plugin ABI %u.%u", p->name, p->version, p->abi_major, p->abi_minor);
+    if (!abi_ok) printf("; this grpo has %d.%d: it will refuse the library", GRPO_ABI_MAJOR,
+                        GRPO_ABI_MINOR);
+    printf(")\n");
     printf("dir:       %s\nmanifest:  %s\nlibrary:   %s\n", p->dir, p->manifest_path,
            p->library_path);
     if (e->kind == GRPO_KIND_MODEL) {
@@ -153,6 +168,40 @@ static int plugins_show(const grpo_registry *reg, const char *id, char **dirs) {
     return 0;
 }
 
+/* Loads one entry's library through every host check; prints one line either way. */
+static int check_entry(grpo_registry *reg, const grpo_entry *e) {
+    const void *desc;
+    grpo_error err;
+    grpo_error_init(&err);
+    if (grpo_registry_load(reg, e, grpo_default_host(), &desc, &err) != GRPO_OK) {
+        printf("FAIL  %s: %s\n", e->id, err.message);
+        return 1;
+    }
+    printf("ok    %s (%s)\n", e->id, e->pack->library_path);
+    return 0;
+}
+
+static int plugins_check(grpo_registry *reg, const char **ids, int n_ids, char **dirs) {
+    int failed = 0;
+    for (int i = 0; i < n_ids; i++) {
+        const grpo_entry *e = grpo_registry_find(reg, ids[i]);
+        if (e) {
+            failed |= check_entry(reg, e);
+            continue;
+        }
+        const char *near = grpo_registry_suggest(reg, ids[i]);
+        printf("FAIL  %s: no such plugin on the plugin path%s%s%s; searched ", ids[i],
+               near ? " (did you mean '" : "", near ? near : "", near ? "'?)" : "");
+        print_path(stdout, dirs);
+        printf("\n");
+        failed = 1;
+    }
+    for (int i = 0; n_ids == 0 && i < reg->n_packs; i++)
+        for (int j = 0; j < reg->packs[i]->n_entries; j++)
+            failed |= check_entry(reg, &reg->packs[i]->entries[j]);
+    return failed;
+}
+
 int cmd_plugins(int argc, char **argv) {
     for (int i = 1; i < argc; i++)
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
@@ -162,7 +211,7 @@ int cmd_plugins(int argc, char **argv) {
     plugins_args a;
     int rc = parse_args(argc, argv, &a);
     if (rc != 0) {
-        free(a.extra);
+        free(a.extra), free(a.ids);
         return rc;
     }
     char **dirs = grpo_plugin_path(a.extra, a.n_extra);
@@ -174,11 +223,13 @@ int cmd_plugins(int argc, char **argv) {
         rc = 1;
     } else if (strcmp(a.sub, "list") == 0) {
         rc = plugins_list(&reg, dirs);
+    } else if (strcmp(a.sub, "check") == 0) {
+        rc = plugins_check(&reg, a.ids, a.n_ids, dirs);
     } else {
         rc = plugins_show(&reg, a.id, dirs);
     }
     grpo_registry_free(&reg);
     grpo_plugin_path_free(dirs);
-    free(a.extra);
+    free(a.extra), free(a.ids);
     return rc;
 }

@@ -56,7 +56,8 @@ int grpo_edit_distance(const char *a, const char *b) {
         row[0] = (int)i;
         for (size_t j = 1; j <= lb; j++) {
             int up = row[j];
-            int best = diag + (tolower((unsigned char)a[i - 1]) != tolower((unsigned char)b[j - 1]));
+            int same = tolower((unsigned char)a[i - 1]) == tolower((unsigned char)b[j - 1]);
+            int best = diag + !same;
             if (row[j] + 1 < best) best = row[j] + 1;
             if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
             row[j] = best, diag = up;
@@ -364,7 +365,7 @@ static int manifest_handler(void *user, const char *section, const char *name, c
     return 0;
 }
 
-/* ---- validation and building the pack --------------------------------------------------------- */
+/* ---- validation and building the pack ------------------------------------------------------ */
 
 static int name_chars_ok(const char *s, const char *extra) {
     if (!*s) return 0;
@@ -389,7 +390,8 @@ static int check_pack(manifest_parser *p, grpo_pack *pack) {
         return perr(p, p->name.line, "pack name '%s' is not a plain name; expected letters, "
                     "digits, '_' or '-' (no '.' or ':')", p->name.text);
     const char *abi = p->abi.text;
-    size_t d1 = strspn(abi, "0123456789"), d2 = abi[d1] == '.' ? strspn(abi + d1 + 1, "0123456789") : 0;
+    size_t d1 = strspn(abi, "0123456789");
+    size_t d2 = abi[d1] == '.' ? strspn(abi + d1 + 1, "0123456789") : 0;
     if (d1 == 0 || d1 > 5 || d2 == 0 || d2 > 5 || abi[d1 + 1 + d2] != '\0' ||
         sscanf(abi, "%u.%u", &pack->abi_major, &pack->abi_minor) != 2)
         return perr(p, p->abi.line, "abi '%s' is not MAJOR.MINOR; expected e.g. abi = %d.%d",

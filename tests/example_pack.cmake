@@ -8,6 +8,7 @@
 #   3. compile the same source with only `pkg-config --cflags grpo-sdk` (the .pc file's check)
 #   4. GRPO_PLUGIN_PATH=<the pack's install dir> <prefix>/bin/grpo plugins list: both ids appear
 #   5. grpo plugins show example.length_target names its keys and library
+#   6. grpo plugins check loads the library and passes the host's ABI and id checks
 if(NOT CMAKE_SCRIPT_MODE_FILE)
   add_test(NAME example_pack COMMAND ${CMAKE_COMMAND}
     -DSOURCE_DIR=${PROJECT_SOURCE_DIR} -DBINARY_DIR=${PROJECT_BINARY_DIR}
@@ -87,4 +88,10 @@ foreach(want "example.length_target \\(reward\\)" "target +int +default 200"
     message(FATAL_ERROR "example_pack: grpo plugins show lacks '${want}':\n${OUT}")
   endif()
 endforeach()
+# the one command that loads code: ABI magic, init and exported ids against the manifest
+run("grpo plugins check" ${CMAKE_COMMAND} -E env GRPO_PLUGIN_PATH=${plugin_dir}
+  ${grpo} plugins check example.length_target example.contains_keyword)
+if(NOT OUT MATCHES "ok +example.length_target" OR NOT OUT MATCHES "ok +example.contains_keyword")
+  message(FATAL_ERROR "example_pack: grpo plugins check did not pass both ids:\n${OUT}")
+endif()
 message(STATUS "example_pack: built against ${prefix}, listed from ${plugin_dir}")

@@ -5,12 +5,17 @@
 function(grpo_test_plugins)
   set(GRPO_PACK_OUTPUT_DIR ${CMAKE_CURRENT_BINARY_DIR}/plugins)
   set(GRPO_PACK_INSTALL_DIR "") # never installed
-  set(variants good BAD_TAG ABI_MAJOR_OLD ABI_MAJOR_NEW ABI_MINOR_NEW MAGIC_SMALL NO_MAGIC NO_INIT
-      MISSING_ID EXTRA_ID DUP_ID INIT_FAIL SMALL_DESC)
+  # LISTED is a second good one, loaded only by the `grpo plugins` test (a fresh dlopen there)
+  set(variants good LISTED BAD_TAG ABI_MAJOR_OLD ABI_MAJOR_NEW ABI_MINOR_NEW MAGIC_SMALL NO_MAGIC NO_INIT
+      MISSING_ID EXTRA_ID DUP_ID INIT_FAIL SMALL_DESC WITH_MODEL MODEL_AS_REWARD)
   foreach(v ${variants})
     string(TOLOWER ${v} name)
     set(TP_LIBRARY libtp-${name}.so)
-    configure_file(${CMAKE_CURRENT_SOURCE_DIR}/plugins/pack.ini.in
+    set(template pack.ini.in)
+    if(v MATCHES "MODEL")
+      set(template pack_model.ini.in)
+    endif()
+    configure_file(${CMAKE_CURRENT_SOURCE_DIR}/plugins/${template}
       ${CMAKE_CURRENT_BINARY_DIR}/plugins/${name}.ini @ONLY)
     grpo_add_pack(NAME ${name} LIBRARY tp-${name}
       MANIFEST ${CMAKE_CURRENT_BINARY_DIR}/plugins/${name}.ini
@@ -28,9 +33,9 @@ function(grpo_test_plugins)
   grpo_add_pack(NAME cxx LIBRARY tp-cxx MANIFEST ${CMAKE_CURRENT_BINARY_DIR}/plugins/cxx.ini
     SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/plugins/cxx_pack.cpp)
   if(TARGET test_registry)
-    add_dependencies(test_registry tp-good tp-bad_tag tp-abi_major_old
+    add_dependencies(test_registry tp-good tp-listed tp-bad_tag tp-abi_major_old
       tp-abi_major_new tp-abi_minor_new tp-magic_small tp-no_magic tp-no_init tp-missing_id
-      tp-extra_id tp-dup_id tp-init_fail tp-small_desc tp-cxx)
+      tp-extra_id tp-dup_id tp-init_fail tp-small_desc tp-with_model tp-model_as_reward tp-cxx)
   endif()
 endfunction()
 grpo_test_plugins()

@@ -10,6 +10,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cli.h"
+#include "grpo/model.h"
 #include "grpo/reward.h"
 #include "registry.h"
 
@@ -322,6 +324,28 @@ START_TEST(refuses_ids_that_differ_from_the_manifest) {
 }
 END_TEST
 
+START_TEST(model_entry_loads_by_architecture) {
+    grpo_registry reg;
+    const void *desc;
+    grpo_error err;
+    ck_assert_int_eq(load_variant("with_model", &reg, &desc, &err), GRPO_OK);
+    const grpo_entry *m = grpo_registry_find_architecture(&reg, "TpForCausalLM");
+    ck_assert_ptr_nonnull(m);
+    ck_assert_int_eq(m->kind, GRPO_KIND_MODEL);
+    ck_assert_int_eq(grpo_registry_load(&reg, m, NULL, &desc, &err), GRPO_OK);
+    const grpo_model_desc *d = desc;
+    ck_assert_str_eq(d->id, "tp.m");
+    ck_assert_str_eq(d->architectures[0], "TpForCausalLM");
+    grpo_registry_free(&reg);
+}
+END_TEST
+
+START_TEST(refuses_kind_mismatch) {
+    expect_refusal("model_as_reward", GRPO_ERR_INVALID,
+                   "%1$s exports 'tp.m' as a reward, but %2$s lists it with kind = model");
+}
+END_TEST
+
 START_TEST(refuses_small_descriptor) {
     char fmt[256];
     snprintf(fmt, sizeof fmt, "%%s: reward descriptor '?' is 8 bytes; expected at least %zu",
@@ -350,6 +374,66 @@ START_TEST(missing_library_names_the_pack) {
     snprintf(want, sizeof want, "pack 'tp' (%s): cannot load library: %s/tp/libtp.so", m, root);
     ck_assert_msg(strncmp(err.message, want, strlen(want)) == 0, "got: %s", err.message);
     grpo_registry_free(&reg);
+}
+END_TEST
+
+/* ---- the plugins command ------------------------------------------------------------------ */
+
+/* Sends stream (stdout or stderr) to path until end_capture; returns the saved descriptor. Works
+ * with CK_FORK=no too, where the stream must come back for the rest of the run. */
+static int begin_capture(FILE *stream, const char *path) {
+    fflush(stream);
+    int saved = dup(fileno(stream));
+    FILE *f = fopen(path, "w");
+    ck_assert(saved >= 0 && f);
+    ck_assert_int_ge(dup2(fileno(f), fileno(stream)), 0);
+    fclose(f);
+    return saved;
+}
+
+static void end_capture(FILE *stream, int saved) {
+    fflush(stream);
+    dup2(saved, fileno(stream));
+    close(saved);
+}
+
+/* Runs `grpo plugins SUB [ID] --plugin-path <test pack "listed">` in-process, stdout into out.
+ * ("listed" is a copy of the good pack that no other test loads.) */
+static int run_plugins(const char *sub, const char *id, char *out, size_t out_size) {
+    char out_path[PATH_MAX];
+    snprintf(out_path, sizeof out_path, "%s/stdout.txt", root);
+    char *argv[] = {"plugins", (char *)sub, "--plugin-path", TEST_PLUGIN_DIR "/listed",
+                    (char *)id, NULL};
+    int saved = begin_capture(stdout, out_path);
+    int rc = cmd_plugins(id ? 5 : 4, argv);
+    end_capture(stdout, saved);
+    FILE *f = fopen(out_path, "r");
+    size_t n = fread(out, 1, out_size - 1, f);
+    out[n] = '\0';
+    fclose(f);
+    return rc;
+}
+
+START_TEST(plugins_list_and_show_load_no_code) {
+    char mark[PATH_MAX], out[4096];
+    snprintf(mark, sizeof mark, "%s/loaded", root);
+    setenv("TP_LOAD_MARK", mark, 1); /* the test plugin's constructor writes it when loaded */
+    ck_assert_int_eq(run_plugins("list", NULL, out, sizeof out), 0);
+    ck_assert_msg(strstr(out, "ID    KIND    PACK  VERSION  DESCRIPTION\n"
+                              "tp.a  reward  tp    0.0.1    test reward a\n"
+                              "tp.b  reward  tp    0.0.1    test reward b\n"), "got:\n%s", out);
+    ck_assert_int_eq(run_plugins("show", "tp.a", out, sizeof out), 0);
+    ck_assert_msg(strstr(out, "tp.a (reward)\n  test reward a\n"), "got:\n%s", out);
+    ck_assert_msg(strstr(out, "  threshold            float  default 0.5\n      a float key\n"),
+                  "got:\n%s", out);
+    ck_assert_msg(strstr(out, "library:   /") && strstr(out, "/listed/libtp-listed.so\n"),
+                  "got:\n%s", out);
+    ck_assert_int_ne(access(mark, F_OK), 0); /* nothing was loaded */
+    ck_assert_int_eq(run_plugins("show", "tp.z", out, sizeof out), 1);
+    ck_assert_int_eq(run_plugins("check", NULL, out, sizeof out), 0);
+    ck_assert_msg(strstr(out, "ok    tp.a ("), "got:\n%s", out);
+    ck_assert_int_eq(access(mark, F_OK), 0); /* check does load */
+    unsetenv("TP_LOAD_MARK");
 }
 END_TEST
 
@@ -390,10 +474,9 @@ END_TEST
 START_TEST(default_host_logs_level_and_who) {
     char log_path[PATH_MAX + 16];
     snprintf(log_path, sizeof log_path, "%s/stderr.txt", root);
-    fflush(stderr);
-    ck_assert_ptr_nonnull(freopen(log_path, "w", stderr));
+    int saved = begin_capture(stderr, log_path);
     grpo_default_host()->log(GRPO_LOG_WARN, "tp.a", "threshold %d ignored", 7);
-    fflush(stderr);
+    end_capture(stderr, saved);
     FILE *f = fopen(log_path, "r");
     char line[256] = "";
     ck_assert_ptr_nonnull(fgets(line, sizeof line, f));
@@ -424,9 +507,15 @@ int main(void) {
     tcase_add_test(load, refuses_missing_symbols);
     tcase_add_test(load, refuses_ids_that_differ_from_the_manifest);
     tcase_add_test(load, refuses_small_descriptor);
+    tcase_add_test(load, model_entry_loads_by_architecture);
+    tcase_add_test(load, refuses_kind_mismatch);
     tcase_add_test(load, init_failure_is_wrapped);
     tcase_add_test(load, missing_library_names_the_pack);
     suite_add_tcase(s, load);
+    TCase *cli = tcase_create("cli");
+    tcase_add_checked_fixture(cli, setup, teardown);
+    tcase_add_test(cli, plugins_list_and_show_load_no_code);
+    suite_add_tcase(s, cli);
     TCase *host = tcase_create("host");
     tcase_add_checked_fixture(host, setup, teardown);
     tcase_add_test(host, default_host_table);

@@ -86,15 +86,16 @@ static int32_t keyword_create(const grpo_host *host, const grpo_config *cfg, voi
     return GRPO_OK;
 }
 
+static int same_char(char a, char b, int case_sensitive) {
+    return case_sensitive ? a == b : tolower((unsigned char)a) == tolower((unsigned char)b);
+}
+
 /* 1 when needle occurs in hay (ASCII case folded unless case_sensitive). */
 static int contains(const char *hay, const char *needle, int case_sensitive) {
     size_t m = strlen(needle);
     for (; *hay; hay++) {
         size_t j = 0;
-        while (j < m && hay[j] &&
-               (case_sensitive ? hay[j] == needle[j]
-                               : tolower((unsigned char)hay[j]) == tolower((unsigned char)needle[j])))
-            j++;
+        while (j < m && hay[j] && same_char(hay[j], needle[j], case_sensitive)) j++;
         if (j == m) return 1;
     }
     return 0;
