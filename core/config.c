@@ -40,6 +40,14 @@ const char *grpo_suggest(const char *typed, const char *const *candidates, int n
     return best;
 }
 
+/* "a, b, c" into buf (cut short when it does not fit). */
+static void join_names(const char *const *names, int m, char *buf, size_t n) {
+    size_t len = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < m && len < n; i++)
+        len += (size_t)snprintf(buf + len, n - len, "%s%s", i ? ", " : "", names[i]);
+}
+
 /* ---- the key table, generated from config_keys.h ---------------------------------------- */
 
 #define IGNORE_(s, n, d, c, h)
@@ -321,10 +329,8 @@ static void unknown_plugin(loader *L, const char *id, int line, grpo_entry_kind 
             ids[m++] = en->id;
         }
     const char *near = grpo_suggest(id, ids, m);
-    char known[512] = "";
-    size_t len = 0;
-    for (int i = 0; i < m && len < sizeof known; i++)
-        len += (size_t)snprintf(known + len, sizeof known - len, "%s%s", i ? ", " : "", ids[i]);
+    char known[512];
+    join_names(ids, m, known, sizeof known);
     if (near)
         fail(L, line, "no plugin '%s' on the plugin path (did you mean %s?)", id, near);
     else if (m)
@@ -360,6 +366,23 @@ static int reward_add_value(loader *L, grpo_reward_spec *r, const char *key, con
     return 1;
 }
 
+static void unknown_plugin_key(loader *L, const grpo_ini_section *s, const grpo_entry *en,
+                               const grpo_ini_entry *e) {
+    const char **names = malloc(((size_t)en->n_keys + 1) * sizeof *names);
+    int m = 0;
+    for (int i = 0; names && i < en->n_keys; i++) names[m++] = en->keys[i].name;
+    const char *near = grpo_suggest(e->key, names, m);
+    char known[400];
+    join_names(names, m, known, sizeof known);
+    if (near)
+        fail(L, e->line, "unknown key '%s' for plugin %s in [%s] (did you mean %s?)", e->key,
+             en->id, s->name, near);
+    else
+        fail(L, e->line, "unknown key '%s' for plugin %s in [%s] (its keys: %s)", e->key, en->id,
+             s->name, m ? known : "none besides plugin and weight");
+    free(names);
+}
+
 /* Checks the plugin's keys written in s against the manifest entry, then lists every key of the
  * entry in manifest order: the file's values where set, else the manifest defaults. */
 static void resolve_plugin_keys(loader *L, const grpo_ini_section *s, grpo_reward_spec *r) {
@@ -370,22 +393,7 @@ static void resolve_plugin_keys(loader *L, const grpo_ini_section *s, grpo_rewar
         const grpo_key_def *kd = entry_key(en, e->key);
         char why[512];
         if (!kd) {
-            const char **names = malloc(((size_t)en->n_keys + 1) * sizeof *names);
-            int m = 0;
-            for (int i = 0; names && i < en->n_keys; i++) names[m++] = en->keys[i].name;
-            const char *near = grpo_suggest(e->key, names, m);
-            char known[400] = "";
-            size_t len = 0;
-            for (int i = 0; i < m && len < sizeof known; i++)
-                len += (size_t)snprintf(known + len, sizeof known - len, "%s%s", i ? ", " : "",
-                                        names[i]);
-            if (near)
-                fail(L, e->line, "unknown key '%s' for plugin %s in [%s] (did you mean %s?)",
-                     e->key, en->id, s->name, near);
-            else
-                fail(L, e->line, "unknown key '%s' for plugin %s in [%s] (its keys: %s)", e->key,
-                     en->id, s->name, m ? known : "none besides plugin and weight");
-            free(names);
+            unknown_plugin_key(L, s, en, e);
             continue;
         }
         if (kd->type != GRPO_KEY_LIST) {
