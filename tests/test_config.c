@@ -793,6 +793,29 @@ START_TEST(random_files_fail_cleanly_or_round_trip) {
 }
 END_TEST
 
+START_TEST(random_bytes_never_crash_the_reader) {
+    static const char alphabet[] = "[]=:;# \t\r\n\n\nabcdeilmnoprstw.0123456789-_\xc3\xa9\xff";
+    char text[700];
+    for (int iter = 0; iter < 5000; iter++) {
+        size_t n = next_rand() % (sizeof text - 1);
+        for (size_t i = 0; i < n; i++) text[i] = alphabet[next_rand() % (sizeof alphabet - 1)];
+        text[n] = '\0';
+        grpo_ini_doc doc;
+        grpo_diag d = {0};
+        int rc = grpo_ini_read_string(&doc, "b.ini", text, &d);
+        ck_assert(rc == 0 ? d.n == 0 : d.n > 0);
+        for (int s = 0; s < doc.n_sections; s++)
+            for (int e = 0; e < doc.sections[s].n_entries; e++)
+                ck_assert_int_le(doc.sections[s].entries[e].line, doc.n_lines);
+        grpo_ini_doc_free(&doc);
+        grpo_diag_free(&d);
+        grpo_run_config cfg;
+        if (grpo_run_config_load_string(&cfg, "b.ini", text, &reg, 0, NULL, NULL) == GRPO_OK)
+            grpo_run_config_free(&cfg);
+    }
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("config");
     TCase *ok = tcase_create("valid"), *bad = tcase_create("errors"), *out = tcase_create("dump");
@@ -825,6 +848,7 @@ int main(void) {
     tcase_add_test(out, resolves_against_scanned_manifests);
     tcase_add_test(out, example_run_file_is_valid);
     tcase_add_test(out, random_files_fail_cleanly_or_round_trip);
+    tcase_add_test(out, random_bytes_never_crash_the_reader);
     suite_add_tcase(s, ok);
     suite_add_tcase(s, bad);
     suite_add_tcase(s, out);
