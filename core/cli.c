@@ -12,6 +12,7 @@
 
 static const grpo_command commands[] = {
     {"version", cmd_version, "print the version and the plugin ABI version"},
+    {"model", cmd_model, "inspect a Hugging Face model directory (grpo model info DIR)"},
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 
