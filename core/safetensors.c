@@ -541,6 +541,13 @@ static int ends_with(const char *s, const char *suffix) {
     return n >= k && strcmp(s + n - k, suffix) == 0;
 }
 
+/* Names come from the file: a control character in one must not break the one-line message. */
+static int one_line(grpo_error *err, int rc) {
+    for (char *p = err ? err->message : NULL; p && *p; p++)
+        if ((unsigned char)*p < 0x20 || *p == 0x7f) *p = '?';
+    return rc;
+}
+
 int grpo_st_open(grpo_safetensors **out, const char *path, grpo_error *err) {
     *out = NULL;
     grpo_safetensors *st = calloc(1, sizeof *st);
@@ -557,14 +564,14 @@ int grpo_st_open(grpo_safetensors **out, const char *path, grpo_error *err) {
     }
     if (rc != GRPO_OK) {
         grpo_st_close(st);
-        return rc;
+        return one_line(err, rc);
     }
     *out = st;
     return GRPO_OK;
 }
 
-int grpo_st_read_f32(const grpo_safetensors *st, const char *name, float *out, int ndim,
-                     const int64_t *shape, grpo_error *err) {
+static int read_f32(const grpo_safetensors *st, const char *name, float *out, int ndim,
+                    const int64_t *shape, grpo_error *err) {
     const grpo_st_tensor *t = grpo_st_find(st, name);
     char want[256], got[256];
     if (!t)
@@ -583,6 +590,11 @@ int grpo_st_read_f32(const grpo_safetensors *st, const char *name, float *out, i
                               "%s: tensor '%s' has dtype %s; only F32, F16 and BF16 can be "
                               "loaded", t->file, name, grpo_st_dtype_name(t->dtype));
     return grpo_st_convert_f32(out, t->data, t->dtype, t->numel, err);
+}
+
+int grpo_st_read_f32(const grpo_safetensors *st, const char *name, float *out, int ndim,
+                     const int64_t *shape, grpo_error *err) {
+    return one_line(err, read_f32(st, name, out, ndim, shape, err));
 }
 
 /* ---- atomic files ------------------------------------------------------------------------- */
