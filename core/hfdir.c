@@ -131,3 +131,31 @@ int grpo_hf_save(const char *dir, const char *config_json, const grpo_st_out *te
     if (rc == GRPO_OK) rc = grpo_write_file_atomic(path, config_json, strlen(config_json), err);
     return rc;
 }
+
+int grpo_hf_config_set_dtype(const char *config_json, grpo_st_dtype dtype, char **out,
+                             grpo_error *err) {
+    const char *name = dtype == GRPO_ST_F32    ? "float32"
+                       : dtype == GRPO_ST_BF16 ? "bfloat16"
+                       : dtype == GRPO_ST_F16  ? "float16"
+                                               : NULL;
+    *out = NULL;
+    if (!name)
+        return grpo_error_set(err, GRPO_ERR_UNSUPPORTED, "config.json: no torch dtype for %s",
+                              grpo_st_dtype_name(dtype));
+    cJSON *j = cJSON_Parse(config_json ? config_json : "");
+    if (!cJSON_IsObject(j)) {
+        cJSON_Delete(j);
+        return grpo_error_set(err, GRPO_ERR_INVALID, "config.json text: expected a JSON object");
+    }
+    int found = 0;
+    const char *keys[] = {"dtype", "torch_dtype"};
+    for (int k = 0; k < 2; k++)
+        if (cJSON_GetObjectItemCaseSensitive(j, keys[k])) {
+            cJSON_ReplaceItemInObjectCaseSensitive(j, keys[k], cJSON_CreateString(name));
+            found = 1;
+        }
+    if (!found) cJSON_AddStringToObject(j, "torch_dtype", name);
+    *out = cJSON_Print(j);
+    cJSON_Delete(j);
+    return *out ? GRPO_OK : grpo_error_set(err, GRPO_ERR_NOMEM, "config.json: out of memory");
+}

@@ -44,4 +44,12 @@ int grpo_hf_read_config(const char *dir, char **json, grpo_error *err);
 int grpo_hf_save(const char *dir, const char *config_json, const grpo_st_out *tensors, size_t n,
                  grpo_st_dtype dtype, const char *tokenizer_src_dir, grpo_error *err);
 
+/* Writes into *out (malloc'd; the caller frees) config_json with its dtype entries set to the
+ * transformers name of dtype ("float32", "bfloat16", "float16"): "dtype" and "torch_dtype" where
+ * present, else a new "torch_dtype" (read by transformers 4 and 5). So from_pretrained(...,
+ * dtype="auto") builds the model in the dtype grpo_hf_save() wrote. The text is re-printed by
+ * cJSON: keys keep their order, numbers may be spelled differently (10000.0 -> 10000). */
+int grpo_hf_config_set_dtype(const char *config_json, grpo_st_dtype dtype, char **out,
+                             grpo_error *err);
+
 #endif

@@ -68,7 +68,9 @@ static float *load_all(grpo_safetensors *st, grpo_st_out *outs) {
     return block;
 }
 
-static void save_and_compare(const char *dir, grpo_st_dtype dtype) {
+/* Saves the tiny reference model to dir as dtype and checks it reads back identically; with
+ * set_dtype the saved config.json says dtype, else it is the source's text verbatim. */
+static void save_and_compare_as(const char *dir, grpo_st_dtype dtype, int set_dtype) {
     grpo_error err;
     grpo_error_init(&err);
     grpo_safetensors *ref, *back;
@@ -78,6 +80,12 @@ static void save_and_compare(const char *dir, grpo_st_dtype dtype) {
     float *block = load_all(ref, outs);
     char *config = NULL;
     ck_assert_int_eq(grpo_hf_read_config(TINY, &config, &err), GRPO_OK);
+    if (set_dtype) {
+        char *c2 = NULL;
+        ck_assert_int_eq(grpo_hf_config_set_dtype(config, dtype, &c2, &err), GRPO_OK);
+        free(config);
+        config = c2;
+    }
     ck_assert_msg(grpo_hf_save(dir, config, outs, grpo_st_count(ref), dtype, TINY, &err) ==
                       GRPO_OK, "%s", err.message);
     ck_assert_msg(grpo_hf_open_weights(dir, &back, &err) == GRPO_OK, "%s", err.message);
@@ -108,6 +116,10 @@ static void save_and_compare(const char *dir, grpo_st_dtype dtype) {
     grpo_st_close(ref);
 }
 
+static void save_and_compare(const char *dir, grpo_st_dtype dtype) {
+    save_and_compare_as(dir, dtype, 0);
+}
+
 START_TEST(save_then_load_is_identical_f32) {
     char dir[512];
     snprintf(dir, sizeof dir, "%s/a/b/out", scratch); /* parents are created */
@@ -120,6 +132,27 @@ START_TEST(save_then_load_is_identical_bf16) {
     char dir[512];
     snprintf(dir, sizeof dir, "%s/bf16", scratch);
     save_and_compare(dir, GRPO_ST_BF16);
+}
+END_TEST
+
+START_TEST(config_dtype_is_set) {
+    char *config = NULL, *out = NULL;
+    grpo_error err;
+    grpo_error_init(&err);
+    ck_assert_int_eq(grpo_hf_read_config(TINY, &config, &err), GRPO_OK);
+    ck_assert_int_eq(grpo_hf_config_set_dtype(config, GRPO_ST_BF16, &out, &err), GRPO_OK);
+    cJSON *a = cJSON_Parse(config), *b = cJSON_Parse(out);
+    ck_assert_str_eq(cJSON_GetObjectItem(b, "dtype")->valuestring, "bfloat16");
+    cJSON_ReplaceItemInObject(b, "dtype", cJSON_CreateString("float32"));
+    ck_assert(cJSON_Compare(a, b, 1)); /* nothing else changed */
+    cJSON_Delete(a), cJSON_Delete(b), free(out), free(config);
+    ck_assert_int_eq(grpo_hf_config_set_dtype("{\"x\":1}", GRPO_ST_F32, &out, &err), GRPO_OK);
+    b = cJSON_Parse(out);
+    ck_assert_str_eq(cJSON_GetObjectItem(b, "torch_dtype")->valuestring, "float32");
+    cJSON_Delete(b), free(out);
+    ck_assert_int_eq(grpo_hf_config_set_dtype("[", GRPO_ST_F32, &out, &err), GRPO_ERR_INVALID);
+    ck_assert_int_eq(grpo_hf_config_set_dtype("{}", GRPO_ST_I64, &out, &err),
+                     GRPO_ERR_UNSUPPORTED);
 }
 END_TEST
 
@@ -140,7 +173,7 @@ START_TEST(saved_dirs_for_the_python_check) {
     snprintf(dir, sizeof dir, "%s/safetensors_out/tiny_llama_f32", GRPO_BINARY_DIR);
     save_and_compare(dir, GRPO_ST_F32);
     snprintf(dir, sizeof dir, "%s/safetensors_out/tiny_llama_bf16", GRPO_BINARY_DIR);
-    save_and_compare(dir, GRPO_ST_BF16);
+    save_and_compare_as(dir, GRPO_ST_BF16, 1);
 }
 END_TEST
 
@@ -227,6 +260,7 @@ int main(void) {
     tcase_add_test(tc, config_is_read_and_checked);
     tcase_add_test(tc, save_then_load_is_identical_f32);
     tcase_add_test(tc, save_then_load_is_identical_bf16);
+    tcase_add_test(tc, config_dtype_is_set);
     tcase_add_test(tc, save_rejects_bad_config_text);
     tcase_add_test(tc, saved_dirs_for_the_python_check);
     tcase_add_test(tc, model_info_reports_what_transformers_sees);
