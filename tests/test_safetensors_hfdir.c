@@ -177,6 +177,40 @@ START_TEST(saved_dirs_for_the_python_check) {
 }
 END_TEST
 
+/* Tokenizer files of a real model (shared data; skipped when absent) are copied byte for byte. */
+START_TEST(save_copies_tokenizer_files) {
+    const char *src = GRPO_SHARED_DIR "/data/minimind3";
+    if (access(src, F_OK) != 0) {
+        printf("SKIP: %s not found\n", src);
+        return;
+    }
+    grpo_error err;
+    grpo_error_init(&err);
+    float v = 1;
+    grpo_st_out t = {"w", &v, 1, {1}};
+    ck_assert_msg(grpo_hf_save(scratch, "{}", &t, 1, GRPO_ST_F32, src, &err) == GRPO_OK, "%s",
+                  err.message);
+    int copied = 0;
+    for (int i = 0; grpo_hf_tokenizer_files[i]; i++) {
+        char a[1024], b[1024], *x = NULL, *y = NULL;
+        size_t nx = 0, ny = 0;
+        snprintf(a, sizeof a, "%s/%s", src, grpo_hf_tokenizer_files[i]);
+        snprintf(b, sizeof b, "%s/%s", scratch, grpo_hf_tokenizer_files[i]);
+        if (access(a, F_OK) != 0) {
+            ck_assert_int_ne(access(b, F_OK), 0);
+            continue;
+        }
+        ck_assert_int_eq(grpo_read_file(a, &x, &nx, &err), GRPO_OK);
+        ck_assert_int_eq(grpo_read_file(b, &y, &ny, &err), GRPO_OK);
+        ck_assert_uint_eq(nx, ny);
+        ck_assert(memcmp(x, y, nx) == 0);
+        free(x), free(y);
+        copied++;
+    }
+    ck_assert_int_ge(copied, 2); /* tokenizer.json, tokenizer_config.json at least */
+}
+END_TEST
+
 /* ---- grpo model info ------------------------------------------------------------------------ */
 
 /* Runs `grpo model ARGS...` with stdout and stderr captured into out/errout (malloc'd). */
@@ -263,6 +297,7 @@ int main(void) {
     tcase_add_test(tc, config_dtype_is_set);
     tcase_add_test(tc, save_rejects_bad_config_text);
     tcase_add_test(tc, saved_dirs_for_the_python_check);
+    tcase_add_test(tc, save_copies_tokenizer_files);
     tcase_add_test(tc, model_info_reports_what_transformers_sees);
     tcase_add_test(tc, model_info_sharded);
     tcase_add_test(tc, model_info_errors);
