@@ -305,7 +305,10 @@ static int do_slice(ctx *c, int line, jv obj, const jv *start, const jv *stop, c
         slice_indices(len, start, stop, st, &b, &e);
         jv l = jv_list_new(c->a, 0);
         l.u.list->is_tuple = obj.u.list->is_tuple;
-        for (int64_t i = b; st > 0 ? i < e : i > e; i += st) jlist_push(c->a, l.u.list, obj.u.list->items[i]);
+        for (int64_t i = b; st > 0 ? i < e : i > e;) {
+            jlist_push(c->a, l.u.list, obj.u.list->items[i]);
+            if (__builtin_add_overflow(i, st, &i)) break;
+        }
         *out = l;
         return 1;
     }
@@ -315,8 +318,10 @@ static int do_slice(ctx *c, int line, jv obj, const jv *start, const jv *stop, c
         int64_t len = (int64_t)cps->n, b, e;
         slice_indices(len, start, stop, st, &b, &e);
         jbuf buf = {0};
-        for (int64_t i = b; st > 0 ? i < e : i > e; i += st)
+        for (int64_t i = b; st > 0 ? i < e : i > e;) {
             jbuf_put(&buf, cps->items[i].u.str.s, cps->items[i].u.str.n);
+            if (__builtin_add_overflow(i, st, &i)) break;
+        }
         *out = str_from_buf(c, &buf);
         return 1;
     }
@@ -443,6 +448,8 @@ static int arith(ctx *c, int line, int op, jv a, jv b, jv *out) {
     if (op == '*' && ((a.type == JV_STR && is_int(b)) || (is_int(a) && b.type == JV_STR))) {
         jv s = a.type == JV_STR ? a : b;
         int64_t k = a.type == JV_STR ? b.u.i : a.u.i;
+        if (k > 0 && s.u.str.n && (uint64_t)k > (64u << 20) / s.u.str.n)
+            return fail(c, line, "string repetition too large (over 64 MiB)");
         jbuf buf = {0};
         for (int64_t i = 0; i < k; i++) jbuf_put(&buf, s.u.str.s, s.u.str.n);
         *out = str_from_buf(c, &buf);
@@ -452,14 +459,21 @@ static int arith(ctx *c, int line, int op, jv a, jv b, jv *out) {
         return fail(c, line, "unsupported construct: printf-style '%%' string formatting");
     if (!is_num(a) || !is_num(b)) return binop_fail(c, line, opname, a, b);
     if (is_int(a) && is_int(b) && op != '/') {
-        int64_t x = a.u.i, y = b.u.i;
+        int64_t x = a.u.i, y = b.u.i, r;
         switch (op) {
-        case '+': *out = jv_int(x + y); return 1;
-        case '-': *out = jv_int(x - y); return 1;
-        case '*': *out = jv_int(x * y); return 1;
+        case '+':
+            if (__builtin_add_overflow(x, y, &r)) return fail(c, line, "integer overflow in +");
+            return *out = jv_int(r), 1;
+        case '-':
+            if (__builtin_sub_overflow(x, y, &r)) return fail(c, line, "integer overflow in -");
+            return *out = jv_int(r), 1;
+        case '*':
+            if (__builtin_mul_overflow(x, y, &r)) return fail(c, line, "integer overflow in *");
+            return *out = jv_int(r), 1;
         case 'f':
         case '%': {
             if (y == 0) return fail(c, line, "integer division or modulo by zero");
+            if (x == INT64_MIN && y == -1) return fail(c, line, "integer overflow in //");
             int64_t q = x / y, r = x % y;
             if (r != 0 && ((r < 0) != (y < 0))) q--, r += y;
             *out = jv_int(op == 'f' ? q : r);
@@ -467,8 +481,11 @@ static int arith(ctx *c, int line, int op, jv a, jv b, jv *out) {
         }
         case 'p':
             if (y >= 0) {
-                int64_t r = 1;
-                for (int64_t i = 0; i < y; i++) r *= x;
+                if (x == 0 || x == 1) r = y == 0 ? 1 : x;
+                else if (x == -1) r = y % 2 ? -1 : 1;
+                else /* |x| >= 2 overflows within 64 steps */
+                    for (r = 1; y > 0; y--)
+                        if (__builtin_mul_overflow(r, x, &r)) return fail(c, line, "integer overflow in **");
                 *out = jv_int(r);
             } else *out = jv_float(pow((double)x, (double)y));
             return 1;
@@ -765,9 +782,10 @@ static int call_func(ctx *c, int line, const char *f, const args *a, jv *out) {
         } else return fail(c, line, "range() takes 1 to 3 arguments");
         if (step == 0) return fail(c, line, "range() arg 3 must not be zero");
         jv l = jv_list_new(c->a, 0);
-        for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) {
+        for (int64_t i = start; step > 0 ? i < stop : i > stop;) {
             if (l.u.list->n >= 100000) return fail(c, line, "range() too big (more than 100000 items)");
             jlist_push(c->a, l.u.list, jv_int(i));
+            if (__builtin_add_overflow(i, step, &i)) break;
         }
         return *out = l, 1;
     }
@@ -815,7 +833,7 @@ static int apply_test(ctx *c, int line, const char *t, jv v, const args *a, int 
             m = a0->u.i;
             if (m == 0) return fail(c, line, "divisibleby(0)");
         }
-        int64_t r = v.u.i % m;
+        int64_t r = m == -1 ? 0 : v.u.i % m;
         return *out = t[0] == 'o' ? r != 0 : r == 0, 1;
     }
     if (!strcmp(t, "sameas")) {
@@ -1018,10 +1036,12 @@ static int apply_filter(ctx *c, int line, const char *f, jv v, const args *a, jv
             while (*end == ' ' || *end == '\n' || *end == '\t') end++;
             if (end == tmp || *end) return *out = d, 1;
         } else return *out = d, 1;
+        if (to_int && !(x > -9.2e18 && x < 9.2e18)) return *out = d, 1;
         return *out = to_int ? jv_int((int64_t)x) : jv_float(x), 1;
     }
     if (!strcmp(f, "abs")) {
         if (!is_num(v)) return fail(c, line, "bad operand type for abs(): '%s'", jv_type_name(v.type));
+        if (v.type != JV_FLOAT && v.u.i == INT64_MIN) return fail(c, line, "integer overflow in abs");
         return *out = v.type == JV_FLOAT ? jv_float(fabs(v.u.f)) : jv_int(v.u.i < 0 ? -v.u.i : v.u.i), 1;
     }
     if (!strcmp(f, "round")) {
@@ -1177,6 +1197,7 @@ static int eval(ctx *c, scope *s, const jnode *n, jv *out) {
         if (!is_num(a)) return fail(c, n->line, "bad operand type for unary %c: '%s'",
                                     n->kind == JN_NEG ? '-' : '+', jv_type_name(a.type));
         if (n->kind == JN_POS) *out = a.type == JV_BOOL ? jv_int(a.u.i) : a;
+        else if (a.type != JV_FLOAT && a.u.i == INT64_MIN) return fail(c, n->line, "integer overflow in unary -");
         else *out = a.type == JV_FLOAT ? jv_float(-a.u.f) : jv_int(-a.u.i);
         return 1;
     case JN_NOT:

@@ -128,7 +128,7 @@ static int decode_string(lexer *lx, const char *s, size_t n, int line, tok *t) {
         case 'U': {
             int digits = e == 'x' ? 2 : e == 'u' ? 4 : 8;
             uint32_t cp = 0;
-            if (i + (size_t)digits >= n + 0 && i + (size_t)digits > n - 1) {
+            if (i + (size_t)digits >= n) {
                 free(b.data);
                 return lex_fail(lx, line, "truncated \\x/\\u escape in a string literal");
             }
@@ -192,7 +192,7 @@ static int lex_tag(lexer *lx, int is_block) {
         /* end of tag: "+%}", "-%}\s*", "%}\n?" (trim_blocks) or "-}}\s*", "}}" */
         if (depth == 0) {
             size_t p = pos, sign = 0;
-            if ((s[p] == '-' || (is_block && s[p] == '+')) && p + 2 < n + 0 && s[p + 1] == end &&
+            if ((s[p] == '-' || (is_block && s[p] == '+')) && p + 2 < n && s[p + 1] == end &&
                 s[p + 2] == '}')
                 sign = (size_t)s[p], p++;
             if (p + 1 < n && s[p] == end && s[p + 1] == '}') {
@@ -389,6 +389,8 @@ typedef struct parser {
     size_t err_size;
     const char *name;
     int failed;
+    int depth, sdepth; /* expression and statement nesting, bounded so hostile input cannot
+                        * overflow the stack */
 } parser;
 
 static tok *cur(parser *p) { return &p->t[p->pos]; }
@@ -713,6 +715,7 @@ static jnode *parse_primary(parser *p) {
 static jnode *parse_unary(parser *p, int with_filter) {
     int line = cur(p)->line;
     jnode *node;
+    if (++p->depth > 200) return fail_at(p, line, "%s", "expression nested too deeply (over 200 levels)");
     if (skip_op(p, "-") || (is_op(p, "+") && (p->pos++, 1))) {
         int neg = tok_is(&p->t[p->pos - 1], T_OP, "-");
         node = new_node(p, neg ? JN_NEG : JN_POS, line);
@@ -720,6 +723,7 @@ static jnode *parse_unary(parser *p, int with_filter) {
         if (!node->a) return NULL;
     } else node = parse_postfix(p, parse_primary(p));
     if (with_filter) node = parse_filter_expr(p, node);
+    p->depth--;
     return node;
 }
 
@@ -926,6 +930,7 @@ static int parse_targets(parser *p, jnode *node, int allow_attr) {
 
 static jnode *parse_if(parser *p, int line) {
     static const char *const ends[] = {"elif", "else", "endif", NULL};
+    if (++p->sdepth > 500) return fail_at(p, line, "%s", "statements nested too deeply (over 500 levels)");
     jnode *node = new_node(p, JN_IF, line);
     node->a = parse_tuple(p, 1);
     if (!node->a || !expect_block_end(p)) return NULL;
@@ -941,6 +946,7 @@ static jnode *parse_if(parser *p, int line) {
         p->pos++;
         if (!expect_block_end(p)) return NULL;
     } else if (!expect_block_end(p)) return NULL;
+    p->sdepth--;
     return p->failed ? NULL : node;
 }
 
@@ -1009,6 +1015,7 @@ static jnode *parse_statement(parser *p) {
 static jnode *parse_body(parser *p, const char *const *ends) {
     int line = cur(p)->line;
     nodevec items = {0};
+    if (++p->sdepth > 500) return fail_at(p, line, "%s", "statements nested too deeply (over 500 levels)");
     for (;;) {
         tok *t = cur(p);
         if (t->type == T_EOF) {
@@ -1070,6 +1077,7 @@ static jnode *parse_body(parser *p, const char *const *ends) {
     }
     jnode *block = new_node(p, JN_BLOCK, line);
     nv_finish(p, &items, block, 0);
+    p->sdepth--;
     return block;
 }
 
