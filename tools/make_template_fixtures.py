@@ -121,6 +121,31 @@ CONVERSATIONS = {
     ],
 }
 
+
+
+def random_conversations(count, seed=20260):
+    """Deterministic random conversations built from tricky pieces of text."""
+    import random
+    rnd = random.Random(seed)
+    pieces = ["hello", " ", "  ", "\n", "\n\n", "\t", "<think>", "</think>", "<tool_response>",
+              "</tool_response>", "{{", "}}", "{%", "%}", "'", '"', "\\", "数学", "\u3000", "🙂", "é",
+              "<|im_end|>", "<|im_start|>", "answer: 42", "\r\n", "x" * 40]
+    convs = {}
+    for k in range(count):
+        msgs = []
+        if rnd.random() < 0.5:
+            msgs.append({"role": "system", "content": "".join(rnd.choice(pieces) for _ in range(rnd.randint(0, 6)))})
+        for turn in range(rnd.randint(1, 4)):
+            for role in ("user", "assistant"):
+                msgs.append({"role": role, "content": "".join(rnd.choice(pieces) for _ in range(rnd.randint(0, 8)))})
+        if rnd.random() < 0.5:
+            msgs.pop()  # end on a user turn
+        convs[f"random_{k}"] = msgs
+    return convs
+
+
+CONVERSATIONS.update(random_conversations(12))
+
 TOOLS = [
     {
         "type": "function",
