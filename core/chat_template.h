@@ -13,7 +13,7 @@
  * Supported: text, {{ }}, {% if/elif/else %}, {% for %} (with else, filter "if", tuple targets,
  * loop.index/index0/revindex/revindex0/first/last/length/previtem/nextitem/cycle), {% set %}
  * (names, tuples, ns.attr, {% set x %}...{% endset %}), {% break/continue %}, {% generation %},
- * {% raw %}, comments, whitespace control (-/+), literals (str, int, float, bool, none, list,
+ * {% macro name(a, b=default) %} (no varargs/kwargs/caller), {% raw %}, comments, whitespace control (-/+), literals (str, int, float, bool, none, list,
  * tuple, dict), + - * / // % ** ~, comparisons, in / not in, and/or/not, x if c else y,
  * subscripts and slices (negative, [::-1], by code point on str), obj.attr / obj['key'],
  * str methods (startswith endswith split rsplit strip lstrip rstrip replace upper lower title
@@ -23,7 +23,7 @@
  * tojson trim unique upper wordcount) and tests (defined undefined none string number integer
  * float boolean true false mapping iterable sequence callable lower upper odd even divisibleby
  * sameas in eq/equalto ne lt le gt ge and their operator spellings).
- * Anything else (macros, call blocks, include/import/extends, filter blocks, printf-style %,
+ * Anything else (call blocks, include/import/extends, filter blocks, printf-style %,
  * unknown filters/tests/methods) is an error naming the construct and its line: unknown
  * statements, filters and tests at compile time (as jinja2 does), the rest at render time.
  * Known differences: str.upper/lower/title act on ASCII letters only.

@@ -56,6 +56,7 @@ typedef enum jv_type {
     JV_NS,     /* namespace(): a dict whose entries are attributes */
     JV_FUNC,   /* a global function: raise_exception, namespace, dict, range, strftime_now */
     JV_METHOD, /* a bound method: obj.name, called later */
+    JV_MACRO,  /* a {% macro %}: its node and the scope it was defined in */
 } jv_type;
 
 typedef struct jlist jlist;
@@ -78,6 +79,10 @@ struct jv {
             jv *self;
             const char *name;
         } method;
+        struct {
+            const struct jnode *node;
+            void *scope;
+        } macro;
     } u;
 };
 

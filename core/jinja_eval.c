@@ -1139,6 +1139,43 @@ static int apply_filter(ctx *c, int line, const char *f, jv v, const args *a, jv
     return fail(c, line, "unsupported filter '%s'", f);
 }
 
+/* ---- macros ------------------------------------------------------------------------------- */
+static int exec_block(ctx *c, scope *s, const jnode *block, jbuf *out);
+
+/* Calls a {% macro %}: parameters bound in a fresh scope over the defining one; the result is
+ * the rendered body. varargs/kwargs/caller are not supported. */
+static int call_macro(ctx *c, int line, jv m, const args *a, jv *out) {
+    const jnode *def = m.u.macro.node;
+    scope *ms = new_scope(c, m.u.macro.scope);
+    if (a->n_pos > def->n_names)
+        return fail(c, line, "macro '%s' takes %d arguments, got %d (varargs are not supported)",
+                    def->name, def->n_names, a->n_pos);
+    for (int k = 0; k < a->n_kw; k++) {
+        int found = 0;
+        for (int i = 0; i < def->n_names; i++) found |= strcmp(def->names[i], a->kw_names[k]) == 0;
+        if (!found)
+            return fail(c, line, "macro '%s' has no parameter '%s' (kwargs are not supported)",
+                        def->name, a->kw_names[k]);
+    }
+    for (int i = 0; i < def->n_names; i++) {
+        const jv *v = arg(a, i, def->names[i]);
+        jv val;
+        if (v) val = *v;
+        else if (def->kids[i]) {
+            if (!eval(c, ms, def->kids[i], &val)) return 0;
+        } else val = jv_undef(def->names[i]);
+        assign(c, ms, def->names[i], val);
+    }
+    jbuf body = {0};
+    int r = exec_block(c, ms, def->b, &body);
+    if (r != X_OK) {
+        free(body.data);
+        return r == X_ERR ? 0 : fail(c, line, "'break' or 'continue' outside a for loop in macro '%s'", def->name);
+    }
+    *out = str_from_buf(c, &body);
+    return 1;
+}
+
 /* ---- expressions --------------------------------------------------------------------------- */
 static int eval(ctx *c, scope *s, const jnode *n, jv *out) {
     jv a, b;
@@ -1169,6 +1206,7 @@ static int eval(ctx *c, scope *s, const jnode *n, jv *out) {
         if (!eval_args(c, s, n, &ar)) return 0;
         if (a.type == JV_FUNC) return call_func(c, n->line, a.u.func, &ar, out);
         if (a.type == JV_METHOD) return call_method(c, n->line, *a.u.method.self, a.u.method.name, &ar, out);
+        if (a.type == JV_MACRO) return call_macro(c, n->line, a, &ar, out);
         if (a.type == JV_UNDEF) return fail_undef(c, n->line, a);
         return fail(c, n->line, "'%s' object is not callable", jv_type_name(a.type));
     }
@@ -1360,6 +1398,12 @@ static int exec_node(ctx *c, scope *s, const jnode *n, jbuf *out) {
         if (r == X_ERR) return free(body.data), X_ERR;
         assign(c, s, n->names[0], str_from_buf(c, &body));
         return r;
+    }
+    case JN_MACRO: {
+        jv m = {.type = JV_MACRO};
+        m.u.macro.node = n, m.u.macro.scope = s;
+        assign(c, s, n->name, m);
+        return X_OK;
     }
     case JN_BREAK: return X_BREAK;
     case JN_CONTINUE: return X_CONTINUE;

@@ -884,6 +884,7 @@ static jnode *parse_tuple(parser *p, int with_condexpr) {
 
 /* ---- statements ---------------------------------------------------------------------------- */
 static jnode *parse_body(parser *p, const char *const *ends);
+static jnode *parse_macro(parser *p, int line);
 
 static int expect_block_end(parser *p) {
     if (cur(p)->type == T_BLOCK_END) {
@@ -986,6 +987,37 @@ static jnode *parse_set(parser *p, int line) {
     return expect_block_end(p) ? node : NULL;
 }
 
+/* {% macro name(a, b=default) %}body{% endmacro %} */
+static jnode *parse_macro(parser *p, int line) {
+    static const char *const ends[] = {"endmacro", NULL};
+    jnode *node = new_node(p, JN_MACRO, line);
+    if (cur(p)->type != T_NAME) return fail_at(p, line, "%s", "expected a macro name");
+    node->name = tok_name(p, cur(p));
+    p->pos++;
+    nodevec params = {0};
+    if (!expect_op(p, "(")) return NULL;
+    while (!p->failed && !is_op(p, ")")) {
+        if (params.n && !expect_op(p, ",")) break;
+        if (cur(p)->type != T_NAME) {
+            fail_at(p, cur(p)->line, "%s", "expected a parameter name in a macro definition");
+            break;
+        }
+        const char *pname = tok_name(p, cur(p));
+        p->pos++;
+        jnode *def = NULL;
+        if (skip_op(p, "=") && !(def = parse_expression(p, 1))) break;
+        nv_push(&params, def, pname);
+    }
+    if (p->failed || !expect_op(p, ")")) {
+        free(params.v), free(params.names);
+        return NULL;
+    }
+    nv_finish(p, &params, node, 1);
+    if (!expect_block_end(p) || !(node->b = parse_body(p, ends))) return NULL;
+    p->pos++;
+    return expect_block_end(p) ? node : NULL;
+}
+
 /* One {% ... %} statement; the name after {% is current. */
 static jnode *parse_statement(parser *p) {
     tok *t = cur(p);
@@ -1000,6 +1032,7 @@ static jnode *parse_statement(parser *p) {
         jnode *n = new_node(p, nm[0] == 'b' ? JN_BREAK : JN_CONTINUE, line);
         return expect_block_end(p) ? n : NULL;
     }
+    if (!strcmp(nm, "macro")) return parse_macro(p, line);
     if (!strcmp(nm, "generation")) { /* transformers' AssistantTracker: renders its body */
         static const char *const ends[] = {"endgeneration", NULL};
         jnode *body;
@@ -1057,7 +1090,7 @@ static jnode *parse_body(parser *p, const char *const *ends) {
             }
             if (nm->type == T_NAME && (tok_is(nm, T_NAME, "endif") || tok_is(nm, T_NAME, "endfor") ||
                                        tok_is(nm, T_NAME, "elif") || tok_is(nm, T_NAME, "else") ||
-                                       tok_is(nm, T_NAME, "endset") ||
+                                       tok_is(nm, T_NAME, "endset") || tok_is(nm, T_NAME, "endmacro") ||
                                        tok_is(nm, T_NAME, "endgeneration"))) {
                 free(items.v), free(items.names);
                 char what[128];

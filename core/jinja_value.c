@@ -172,6 +172,7 @@ const char *jv_type_name(int type) {
     case JV_NS: return "Namespace";
     case JV_FUNC: return "function";
     case JV_METHOD: return "method";
+    case JV_MACRO: return "Macro";
     default: return "?";
     }
 }
@@ -329,6 +330,7 @@ void jv_to_str(jbuf *out, jv v) {
     case JV_STR: jbuf_put(out, v.u.str.s, v.u.str.n); return;
     case JV_FUNC: jbuf_printf(out, "<function %s>", v.u.func); return;
     case JV_METHOD: jbuf_printf(out, "<built-in method %s>", v.u.method.name); return;
+    case JV_MACRO: jbuf_printf(out, "<Macro '%s'>", v.u.macro.node->name); return;
     default: jv_repr(out, v); return;
     }
 }

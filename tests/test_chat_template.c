@@ -224,9 +224,11 @@ static int try_template(const char *text, grpo_error *err) {
 
 START_TEST(unsupported_constructs_name_themselves_and_their_line) {
     grpo_error err;
-    ck_assert_int_eq(try_template("a\nb\n{% macro f() %}x{% endmacro %}", &err), GRPO_ERR_UNSUPPORTED);
-    ck_assert_ptr_nonnull(strstr(err.message, "t.jinja:3:"));
-    ck_assert_ptr_nonnull(strstr(err.message, "macro"));
+    ck_assert_int_eq(try_template("a\nb\n{% call f() %}x{% endcall %}", &err), GRPO_ERR_UNSUPPORTED);
+    ck_assert_ptr_nonnull(strstr(err.message, "t.jinja:3: unsupported construct '{% call %}'"));
+    ck_assert_int_eq(try_template("{% filter upper %}x{% endfilter %}", &err), GRPO_ERR_UNSUPPORTED);
+    ck_assert_ptr_nonnull(strstr(err.message, "t.jinja:1: unsupported construct '{% filter %}'"));
+    ck_assert_int_eq(try_template("{% macro f(*a) %}{% endmacro %}", &err), GRPO_ERR_INVALID);
     ck_assert_int_eq(try_template("{{ x }}\n{{ messages|batch(2) }}", &err), GRPO_ERR_UNSUPPORTED);
     ck_assert_ptr_nonnull(strstr(err.message, "t.jinja:2: unsupported filter 'batch'"));
     ck_assert_int_eq(try_template("\n\n{% if x is escaped %}{% endif %}", &err), GRPO_ERR_UNSUPPORTED);
