@@ -14,7 +14,8 @@
  * loop.index/index0/revindex/revindex0/first/last/length/previtem/nextitem/cycle), {% set %}
  * (names, tuples, ns.attr, {% set x %}...{% endset %}), {% break/continue %}, {% generation %},
  * {% macro name(a, b=default) %} (no varargs/kwargs/caller), {% raw %}, comments,
- * whitespace control (-/+), literals (str, int, float, bool, none, list, tuple, dict), + - * / // % ** ~, comparisons, in / not in, and/or/not, x if c else y,
+ * whitespace control (-/+), literals (str, int, float, bool, none, list, tuple, dict),
+ * + - * / // % ** ~, comparisons, in / not in, and/or/not, x if c else y,
  * subscripts and slices (negative, [::-1], by code point on str), obj.attr / obj['key'],
  * str methods (startswith endswith split rsplit strip lstrip rstrip replace upper lower title
  * capitalize find rfind count join splitlines is*), dict methods (get items keys values),
