@@ -271,3 +271,11 @@ int grpo_chat_format_simple(const char *format, const grpo_message *messages, si
     *out = b.data;
     return GRPO_OK;
 }
+
+int grpo_chat_render_messages(void *renderer, const grpo_message *messages, size_t n, char **out,
+                              grpo_error *err) {
+    const grpo_chat_renderer *r = renderer;
+    if (r->format) return grpo_chat_format_simple(r->format, messages, n, out, err);
+    if (!r->tpl) return grpo_error_set(err, GRPO_ERR_INVALID, "chat renderer has neither a template nor a format");
+    return grpo_chat_template_render(r->tpl, messages, n, &r->opt, out, err);
+}

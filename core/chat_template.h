@@ -102,4 +102,17 @@ const char *grpo_chat_template_chatml(void);
 int grpo_chat_format_simple(const char *format, const grpo_message *messages, size_t n,
                             char **out, grpo_error *err);
 
+/* How a dataset's message prompts become text: a compiled template with its options, or (when
+ * format is non-NULL) the simple format. Pass a pointer to one as the user argument of
+ * grpo_chat_render_messages, which has the grpo_render_fn signature of dataset.h. Usually
+ * opt.add_generation_prompt = 1 for prompts. Borrowed pointers; nothing is owned. */
+typedef struct grpo_chat_renderer {
+    const grpo_chat_template *tpl;
+    grpo_chat_options opt;
+    const char *format;
+} grpo_chat_renderer;
+
+int grpo_chat_render_messages(void *renderer, const grpo_message *messages, size_t n, char **out,
+                              grpo_error *err);
+
 #endif

@@ -334,6 +334,25 @@ START_TEST(load_reads_tokenizer_config_chat_template) {
 }
 END_TEST
 
+START_TEST(renderer_adapter_uses_template_or_format) {
+    grpo_chat_template *tpl = NULL;
+    grpo_error err;
+    grpo_error_init(&err);
+    ck_assert_int_eq(grpo_chat_template_compile(grpo_chat_template_chatml(), "chatml", &tpl, &err), GRPO_OK);
+    grpo_message m = {sizeof m, "user", "hi"};
+    grpo_chat_renderer r = {.tpl = tpl, .opt = {.add_generation_prompt = 1}};
+    char *out = NULL;
+    ck_assert_int_eq(grpo_chat_render_messages(&r, &m, 1, &out, &err), GRPO_OK);
+    ck_assert_str_eq(out, "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n");
+    free(out);
+    r.format = "Q: {user}\\nA:";
+    ck_assert_int_eq(grpo_chat_render_messages(&r, &m, 1, &out, &err), GRPO_OK);
+    ck_assert_str_eq(out, "Q: hi\nA:");
+    free(out);
+    grpo_chat_template_free(tpl);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("chat_template");
     TCase *tc = tcase_create("render");
@@ -345,6 +364,7 @@ int main(void) {
     tcase_add_test(tc, simple_format_fills_placeholders);
     tcase_add_test(tc, simple_format_rejects_what_it_cannot_express);
     tcase_add_test(tc, load_reads_tokenizer_config_chat_template);
+    tcase_add_test(tc, renderer_adapter_uses_template_or_format);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_set_fork_status(sr, CK_NOFORK);
