@@ -229,17 +229,20 @@ static jv str_replace(ctx *c, jv s, jv old, jv new_, int64_t count) {
     return str_from_buf(c, &b);
 }
 
-/* ASCII case mapping (non-ASCII code points are left as they are). mode: 'u', 'l', 't', 'c'. */
+/* ASCII case mapping (non-ASCII code points are left as they are). mode: 'u' upper, 'l' lower,
+ * 'c' first upper, 't' Python str.title (a word starts after any non-letter), 'T' jinja2's |title
+ * filter (a word starts only after whitespace, '-', '(', '{', '[' or '<'). */
 static jv str_case(ctx *c, jv s, int mode) {
     char *d = jarena_strdup(c->a, s.u.str.s, s.u.str.n);
     int word_start = 1;
     for (size_t i = 0; i < s.u.str.n; i++) {
         char ch = d[i];
         int alpha = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z');
-        int up = mode == 'u' || ((mode == 't') && word_start) || (mode == 'c' && i == 0);
+        int up = mode == 'u' || ((mode == 't' || mode == 'T') && word_start) || (mode == 'c' && i == 0);
         if (alpha) d[i] = up ? (char)(ch >= 'a' && ch <= 'z' ? ch - 32 : ch)
                               : (char)(ch >= 'A' && ch <= 'Z' ? ch + 32 : ch);
-        word_start = !alpha && !((unsigned char)ch >= 0x80);
+        if (mode == 'T') word_start = strchr(" \t\n\r\f\v-({[<", ch) != NULL;
+        else word_start = !alpha && !((unsigned char)ch >= 0x80);
     }
     return jv_str(d, s.u.str.n);
 }
@@ -963,7 +966,7 @@ static int apply_filter(ctx *c, int line, const char *f, jv v, const args *a, jv
     if (!strcmp(f, "lower") || !strcmp(f, "upper") || !strcmp(f, "title") || !strcmp(f, "capitalize")) {
         jv s = to_str_value(c, v);
         if (f[0] == 'c') s = str_case(c, str_case(c, s, 'l'), 'c');
-        else s = str_case(c, s, f[0] == 'l' ? 'l' : f[0] == 'u' ? 'u' : 't');
+        else s = str_case(c, s, f[0] == 'l' ? 'l' : f[0] == 'u' ? 'u' : 'T');
         return *out = s, 1;
     }
     if (!strcmp(f, "replace")) {
@@ -1030,6 +1033,7 @@ static int apply_filter(ctx *c, int line, const char *f, jv v, const args *a, jv
         double x;
         if (is_num(v)) x = num(v);
         else if (v.type == JV_STR) {
+            if (memchr(v.u.str.s, 'x', v.u.str.n) || memchr(v.u.str.s, 'X', v.u.str.n)) return *out = d, 1;
             char tmp[128], *end;
             snprintf(tmp, sizeof tmp, "%.*s", (int)(v.u.str.n < 127 ? v.u.str.n : 127), v.u.str.s);
             x = strtod(tmp, &end);
@@ -1047,11 +1051,20 @@ static int apply_filter(ctx *c, int line, const char *f, jv v, const args *a, jv
     if (!strcmp(f, "round")) {
         const jv *prec = arg(a, 0, "precision"), *meth = arg(a, 1, "method");
         if (!is_num(v)) return fail(c, line, "round expects a number, got %s", jv_type_name(v.type));
-        double p = pow(10.0, prec ? num(*prec) : 0), x = num(v) * p;
-        if (meth && meth->type == JV_STR && meth->u.str.n == 4 && !memcmp(meth->u.str.s, "ceil", 4)) x = ceil(x);
-        else if (meth && meth->type == JV_STR && meth->u.str.n == 5 && !memcmp(meth->u.str.s, "floor", 5)) x = floor(x);
-        else x = round(x);
-        return *out = jv_float(x / p), 1;
+        if (prec && !need_int(c, line, prec, "round(precision)")) return 0;
+        int64_t digits = prec ? prec->u.i : 0;
+        if (digits < 0 || digits > 300) return fail(c, line, "round: precision %lld is not supported", (long long)digits);
+        int ceil_ = meth && meth->type == JV_STR && meth->u.str.n == 4 && !memcmp(meth->u.str.s, "ceil", 4);
+        int floor_ = meth && meth->type == JV_STR && meth->u.str.n == 5 && !memcmp(meth->u.str.s, "floor", 5);
+        if (ceil_ || floor_) { /* math.ceil/floor(value * 10**p) / 10**p: always a float */
+            double p = pow(10.0, (double)digits), x = num(v) * p;
+            return *out = jv_float((ceil_ ? ceil(x) : floor(x)) / p), 1;
+        }
+        if (is_int(v)) return *out = jv_int(v.u.i), 1; /* Python round(int, p) is that int */
+        /* Python round(float, p): correctly rounded, ties to even, as printf does */
+        char tmp[400];
+        snprintf(tmp, sizeof tmp, "%.*f", (int)digits, v.u.f);
+        return *out = jv_float(strtod(tmp, NULL)), 1;
     }
     if (!strcmp(f, "sum")) {
         jlist *items;

@@ -262,6 +262,7 @@ SNIPPETS = [
     ("macro", "{% macro greet(name, punct='!') %}Hi {{ name }}{{ punct }}{% endmacro %}{{ greet('a') }} {{ greet('b', '?') }} {{ greet(name='c', punct='.') }} [{{ greet() }}]", {}),
     ("macro_scope", "{% set g = 'G' %}{% macro m(x) %}{% set y = x ~ g %}{{ y }}{% for i in [1] %}{{ loop.index }}{% endfor %}{% endmacro %}{{ m(1) }}[{{ y }}]{{ m(2) ~ m(3) }}", {}),
     ("macro_whitespace", "{% macro item(x) -%}\n  <{{ x }}>\n{%- endmacro %}\n{% for x in [1, 2] %}\n{{ item(x) }}\n{% endfor %}", {}),
+    ("title_and_round", "{{ \"they're here-now (ok) x1y\"|title }}|{{ \"they're here-now x1y\".title() }}|{{ 2.5|round }} {{ 3.5|round }} {{ 2.675|round(2) }} {{ 5|round }} {{ 2.1|round(0, 'ceil') }} {{ 2.9|round(method='floor') }} {{ -0.5|round }}|{{ '0x1A'|int }} {{ ' 7 '|int }} {{ '3.9'|int }} {{ '1e3'|int }}", {}),
     ("concat_binds_tighter_than_plus", "{{ 'a' ~ 1 + 2 }}", {}),
     ("raise_exception", "{% if true %}{{ raise_exception('bad role: ' ~ r) }}{% endif %}", {"r": "robot"}),
     ("undefined_plus", "{{ nothing + 'x' }}", {}),
