@@ -12,6 +12,7 @@
 
 static const grpo_command commands[] = {
     {"version", cmd_version, "print the version and the plugin ABI version"},
+    {"template", cmd_template, "render a chat template on messages or a dataset line"},
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 
