@@ -928,227 +928,324 @@ static int select_items(ctx *c, int line, const char *f, jv v, const args *a, jv
     return 1;
 }
 
-static int apply_filter(ctx *c, int line, const char *f, jv v, const args *a, jv *out) {
+static int filter_length_count(ctx *c, int line, const char *f, jv v, const args *a, jv *out) {
+    (void)f;
+    (void)a;
+    int64_t n = 0;
+    if (!length_of(c, line, v, &n)) return 0;
+    return *out = jv_int(n), 1;
+}
+
+static int filter_safe(ctx *c, int line, const char *f, jv v, const args *a, jv *out) {
+    (void)f;
+    (void)line;
+    (void)c;
+    (void)a;
+    return *out = v, 1;
+}
+
+static int filter_string(ctx *c, int line, const char *f, jv v, const args *a, jv *out) {
+    (void)f;
+    (void)line;
+    (void)a;
+    return *out = to_str_value(c, v), 1;
+}
+
+static int filter_trim(ctx *c, int line, const char *f, jv v, const args *a, jv *out) {
+    (void)f;
+    const jv *chars = arg(a, 0, "chars");
+    if (chars && chars->type == JV_NONE) chars = NULL;
+    if (chars && !need_str(c, line, chars, "trim")) return 0;
+    return *out = str_strip(to_str_value(c, v), chars, 3), 1;
+}
+
+static int filter_tojson(ctx *c, int line, const char *f, jv v, const args *a, jv *out) {
+    (void)f;
+    const jv *ind = arg(a, 0, "indent"), *sk = arg(a, -1, "sort_keys");
+    const jv *ea = arg(a, -1, "ensure_ascii"), *sep = arg(a, -1, "separators");
+    if (ea && jv_truthy(*ea)) return fail(c, line, "tojson(ensure_ascii=true) is not supported");
+    if (sep && sep->type != JV_NONE) return fail(c, line, "tojson(separators=...) is not supported");
+    if (ind && ind->type != JV_NONE && !need_int(c, line, ind, "tojson(indent)")) return 0;
+    jbuf b = {0};
+    char why[200];
+    if (!jv_to_json(&b, v, ind && ind->type != JV_NONE ? (int)ind->u.i : -1,
+                    sk && jv_truthy(*sk), why, sizeof why)) {
+        free(b.data);
+        return fail(c, line, "tojson: %s", why);
+    }
+    return *out = str_from_buf(c, &b), 1;
+}
+
+static int filter_default(ctx *c, int line, const char *f, jv v, const args *a, jv *out) {
+    (void)f;
+    (void)line;
+    (void)c;
+    const jv *def = arg(a, 0, "default_value"), *boolean = arg(a, 1, "boolean");
+    int use = v.type == JV_UNDEF || (boolean && jv_truthy(*boolean) && !jv_truthy(v));
+    return *out = use ? (def ? *def : jv_str("", 0)) : v, 1;
+}
+
+static int filter_case(ctx *c, int line, const char *f, jv v, const args *a, jv *out) {
+    (void)line;
+    (void)a;
+    jv s = to_str_value(c, v);
+    if (f[0] == 'c') s = str_case(c, str_case(c, s, 'l'), 'c');
+    else s = str_case(c, s, f[0] == 'l' ? 'l' : f[0] == 'u' ? 'u' : 'T');
+    return *out = s, 1;
+}
+
+static int filter_replace(ctx *c, int line, const char *f, jv v, const args *a, jv *out) {
     const jv *a0 = arg(a, 0, NULL);
-    if (!strcmp(f, "length") || !strcmp(f, "count")) {
-        int64_t n = 0;
-        if (!length_of(c, line, v, &n)) return 0;
-        return *out = jv_int(n), 1;
-    }
-    if (!strcmp(f, "safe")) return *out = v, 1;
-    if (!strcmp(f, "string")) return *out = to_str_value(c, v), 1;
-    if (!strcmp(f, "trim")) {
-        const jv *chars = arg(a, 0, "chars");
-        if (chars && chars->type == JV_NONE) chars = NULL;
-        if (chars && !need_str(c, line, chars, "trim")) return 0;
-        return *out = str_strip(to_str_value(c, v), chars, 3), 1;
-    }
-    if (!strcmp(f, "tojson")) {
-        const jv *ind = arg(a, 0, "indent"), *sk = arg(a, -1, "sort_keys");
-        const jv *ea = arg(a, -1, "ensure_ascii"), *sep = arg(a, -1, "separators");
-        if (ea && jv_truthy(*ea)) return fail(c, line, "tojson(ensure_ascii=true) is not supported");
-        if (sep && sep->type != JV_NONE) return fail(c, line, "tojson(separators=...) is not supported");
-        if (ind && ind->type != JV_NONE && !need_int(c, line, ind, "tojson(indent)")) return 0;
-        jbuf b = {0};
-        char why[200];
-        if (!jv_to_json(&b, v, ind && ind->type != JV_NONE ? (int)ind->u.i : -1,
-                        sk && jv_truthy(*sk), why, sizeof why)) {
-            free(b.data);
-            return fail(c, line, "tojson: %s", why);
+    (void)f;
+    jv s = to_str_value(c, v);
+    if (!need_str(c, line, a0, "replace") || !need_str(c, line, arg(a, 1, NULL), "replace")) return 0;
+    const jv *cnt = arg(a, 2, "count");
+    if (cnt && cnt->type != JV_NONE && !need_int(c, line, cnt, "replace")) return 0;
+    return *out = str_replace(c, s, *a0, *arg(a, 1, NULL), cnt && cnt->type != JV_NONE ? cnt->u.i : -1), 1;
+}
+
+static int filter_first_last(ctx *c, int line, const char *f, jv v, const args *a, jv *out) {
+    (void)a;
+    jlist *items;
+    if (!to_items(c, line, v, &items)) return 0;
+    if (!items->n) return *out = jv_undef(NULL), 1;
+    return *out = items->items[f[0] == 'f' ? 0 : items->n - 1], 1;
+}
+
+static int filter_join(ctx *c, int line, const char *f, jv v, const args *a, jv *out) {
+    (void)f;
+    jlist *items;
+    if (!to_items(c, line, v, &items)) return 0;
+    const jv *sep = arg(a, 0, "d"), *attr = arg(a, 1, "attribute");
+    if (sep && !need_str(c, line, sep, "join")) return 0;
+    jbuf b = {0};
+    for (size_t i = 0; i < items->n; i++) {
+        jv x = items->items[i];
+        if (attr) {
+            jbuf nb = {0};
+            jv_to_str(&nb, *attr);
+            const char *nm = jarena_strdup(c->a, nb.data ? nb.data : "", nb.len);
+            free(nb.data);
+            if (!get_attr(c, line, x, nm, &x)) return free(b.data), 0;
         }
-        return *out = str_from_buf(c, &b), 1;
+        if (i && sep) jbuf_put(&b, sep->u.str.s, sep->u.str.n);
+        jv_to_str(&b, x);
     }
-    if (!strcmp(f, "default") || !strcmp(f, "d")) {
-        const jv *def = arg(a, 0, "default_value"), *boolean = arg(a, 1, "boolean");
-        int use = v.type == JV_UNDEF || (boolean && jv_truthy(*boolean) && !jv_truthy(v));
-        return *out = use ? (def ? *def : jv_str("", 0)) : v, 1;
+    return *out = str_from_buf(c, &b), 1;
+}
+
+static int filter_list(ctx *c, int line, const char *f, jv v, const args *a, jv *out) {
+    (void)f, (void)a;
+    jlist *items;
+    if (!to_items(c, line, v, &items)) return 0;
+    jv l = jv_list_new(c->a, items->n);
+    for (size_t i = 0; i < items->n; i++) jlist_push(c->a, l.u.list, items->items[i]);
+    return *out = l, 1;
+}
+
+static int filter_reverse(ctx *c, int line, const char *f, jv v, const args *a, jv *out) {
+    (void)f, (void)a;
+    if (v.type == JV_STR) {
+        jv m1 = jv_int(-1);
+        return do_slice(c, line, v, NULL, NULL, &m1, out);
     }
-    if (!strcmp(f, "lower") || !strcmp(f, "upper") || !strcmp(f, "title") || !strcmp(f, "capitalize")) {
-        jv s = to_str_value(c, v);
-        if (f[0] == 'c') s = str_case(c, str_case(c, s, 'l'), 'c');
-        else s = str_case(c, s, f[0] == 'l' ? 'l' : f[0] == 'u' ? 'u' : 'T');
-        return *out = s, 1;
+    jlist *items;
+    if (!to_items(c, line, v, &items)) return 0;
+    jv l = jv_list_new(c->a, items->n);
+    for (size_t i = items->n; i-- > 0;) jlist_push(c->a, l.u.list, items->items[i]);
+    return *out = l, 1;
+}
+
+static int filter_items(ctx *c, int line, const char *f, jv v, const args *a, jv *out) {
+    (void)f, (void)a;
+    if (v.type == JV_UNDEF) return *out = jv_list_new(c->a, 0), 1;
+    if (v.type != JV_DICT) return fail(c, line, "items filter expects a mapping, got %s", jv_type_name(v.type));
+    args none = {0};
+    return call_method(c, line, v, "items", &none, out);
+}
+
+static int filter_number(ctx *c, int line, const char *f, jv v, const args *a, jv *out) {
+    (void)line;
+    (void)c;
+    int to_int = f[0] == 'i';
+    const jv *def = arg(a, 0, "default");
+    jv d = def ? *def : to_int ? jv_int(0) : jv_float(0.0);
+    double x;
+    if (is_num(v)) x = num(v);
+    else if (v.type == JV_STR) {
+        if (memchr(v.u.str.s, 'x', v.u.str.n) || memchr(v.u.str.s, 'X', v.u.str.n)) return *out = d, 1;
+        char tmp[128], *end;
+        snprintf(tmp, sizeof tmp, "%.*s", (int)(v.u.str.n < 127 ? v.u.str.n : 127), v.u.str.s);
+        x = strtod(tmp, &end);
+        while (*end == ' ' || *end == '\n' || *end == '\t') end++;
+        if (end == tmp || *end) return *out = d, 1;
+    } else return *out = d, 1;
+    if (to_int && !(x > -9.2e18 && x < 9.2e18)) return *out = d, 1;
+    return *out = to_int ? jv_int((int64_t)x) : jv_float(x), 1;
+}
+
+static int filter_abs(ctx *c, int line, const char *f, jv v, const args *a, jv *out) {
+    (void)f, (void)a;
+    if (!is_num(v)) return fail(c, line, "bad operand type for abs(): '%s'", jv_type_name(v.type));
+    if (v.type != JV_FLOAT && v.u.i == INT64_MIN) return fail(c, line, "integer overflow in abs");
+    return *out = v.type == JV_FLOAT ? jv_float(fabs(v.u.f)) : jv_int(v.u.i < 0 ? -v.u.i : v.u.i), 1;
+}
+
+static int filter_round(ctx *c, int line, const char *f, jv v, const args *a, jv *out) {
+    (void)f;
+    const jv *prec = arg(a, 0, "precision"), *meth = arg(a, 1, "method");
+    if (!is_num(v)) return fail(c, line, "round expects a number, got %s", jv_type_name(v.type));
+    if (prec && !need_int(c, line, prec, "round(precision)")) return 0;
+    int64_t digits = prec ? prec->u.i : 0;
+    if (digits < 0 || digits > 300) return fail(c, line, "round: precision %lld is not supported", (long long)digits);
+    int ceil_ = meth && meth->type == JV_STR && meth->u.str.n == 4 && !memcmp(meth->u.str.s, "ceil", 4);
+    int floor_ = meth && meth->type == JV_STR && meth->u.str.n == 5 && !memcmp(meth->u.str.s, "floor", 5);
+    if (ceil_ || floor_) { /* math.ceil/floor(value * 10**p) / 10**p: always a float */
+        double p = pow(10.0, (double)digits), x = num(v) * p;
+        return *out = jv_float((ceil_ ? ceil(x) : floor(x)) / p), 1;
     }
-    if (!strcmp(f, "replace")) {
-        jv s = to_str_value(c, v);
-        if (!need_str(c, line, a0, "replace") || !need_str(c, line, arg(a, 1, NULL), "replace")) return 0;
-        const jv *cnt = arg(a, 2, "count");
-        if (cnt && cnt->type != JV_NONE && !need_int(c, line, cnt, "replace")) return 0;
-        return *out = str_replace(c, s, *a0, *arg(a, 1, NULL), cnt && cnt->type != JV_NONE ? cnt->u.i : -1), 1;
+    if (is_int(v)) return *out = jv_int(v.u.i), 1; /* Python round(int, p) is that int */
+    /* Python round(float, p): correctly rounded, ties to even, as printf does */
+    char tmp[400];
+    snprintf(tmp, sizeof tmp, "%.*f", (int)digits, v.u.f);
+    return *out = jv_float(strtod(tmp, NULL)), 1;
+}
+
+static int filter_sum(ctx *c, int line, const char *f, jv v, const args *a, jv *out) {
+    const jv *a0 = arg(a, 0, NULL);
+    (void)f;
+    jlist *items;
+    if (!to_items(c, line, v, &items)) return 0;
+    jv acc = a0 ? *a0 : jv_int(0);
+    const jv *attr = arg(a, -1, "attribute");
+    for (size_t i = 0; i < items->n; i++) {
+        jv x = items->items[i];
+        if (attr && attr->type == JV_STR &&
+            !get_attr(c, line, x, jarena_strdup(c->a, attr->u.str.s, attr->u.str.n), &x))
+            return 0;
+        if (!arith(c, line, '+', acc, x, &acc)) return 0;
     }
-    if (!strcmp(f, "first") || !strcmp(f, "last")) {
-        jlist *items;
-        if (!to_items(c, line, v, &items)) return 0;
-        if (!items->n) return *out = jv_undef(NULL), 1;
-        return *out = items->items[f[0] == 'f' ? 0 : items->n - 1], 1;
+    return *out = acc, 1;
+}
+
+static int filter_wordcount(ctx *c, int line, const char *f, jv v, const args *a, jv *out) {
+    (void)f;
+    (void)a;
+    jv s = to_str_value(c, v), parts;
+    if (!str_split(c, line, s, NULL, -1, 0, &parts)) return 0;
+    return *out = jv_int((int64_t)parts.u.list->n), 1;
+}
+
+static int filter_map(ctx *c, int line, const char *f, jv v, const args *a, jv *out) {
+    const jv *a0 = arg(a, 0, NULL);
+    (void)f;
+    jlist *items;
+    if (!to_items(c, line, v, &items)) return 0;
+    const jv *attr = arg(a, -1, "attribute"), *def = arg(a, -1, "default");
+    jv l = jv_list_new(c->a, items->n);
+    args rest = {0};
+    for (int i = 1; i < a->n_pos; i++) rest.pos[rest.n_pos++] = a->pos[i];
+    if (!attr && !need_str(c, line, a0, "map")) return 0;
+    for (size_t i = 0; i < items->n; i++) {
+        jv x;
+        if (attr) {
+            if (!need_str(c, line, attr, "map(attribute)")) return 0;
+            if (!get_attr(c, line, items->items[i], jarena_strdup(c->a, attr->u.str.s, attr->u.str.n), &x))
+                return 0;
+            if (x.type == JV_UNDEF && def) x = *def;
+        } else if (!apply_filter(c, line, jarena_strdup(c->a, a0->u.str.s, a0->u.str.n),
+                                 items->items[i], &rest, &x))
+            return 0;
+        jlist_push(c->a, l.u.list, x);
     }
-    if (!strcmp(f, "join")) {
-        jlist *items;
-        if (!to_items(c, line, v, &items)) return 0;
-        const jv *sep = arg(a, 0, "d"), *attr = arg(a, 1, "attribute");
-        if (sep && !need_str(c, line, sep, "join")) return 0;
-        jbuf b = {0};
-        for (size_t i = 0; i < items->n; i++) {
-            jv x = items->items[i];
-            if (attr) {
-                jbuf nb = {0};
-                jv_to_str(&nb, *attr);
-                const char *nm = jarena_strdup(c->a, nb.data ? nb.data : "", nb.len);
-                free(nb.data);
-                if (!get_attr(c, line, x, nm, &x)) return free(b.data), 0;
-            }
-            if (i && sep) jbuf_put(&b, sep->u.str.s, sep->u.str.n);
-            jv_to_str(&b, x);
-        }
-        return *out = str_from_buf(c, &b), 1;
-    }
-    if (!strcmp(f, "list")) {
-        jlist *items;
-        if (!to_items(c, line, v, &items)) return 0;
-        jv l = jv_list_new(c->a, items->n);
-        for (size_t i = 0; i < items->n; i++) jlist_push(c->a, l.u.list, items->items[i]);
-        return *out = l, 1;
-    }
-    if (!strcmp(f, "reverse")) {
-        if (v.type == JV_STR) {
-            jv m1 = jv_int(-1);
-            return do_slice(c, line, v, NULL, NULL, &m1, out);
-        }
-        jlist *items;
-        if (!to_items(c, line, v, &items)) return 0;
-        jv l = jv_list_new(c->a, items->n);
-        for (size_t i = items->n; i-- > 0;) jlist_push(c->a, l.u.list, items->items[i]);
-        return *out = l, 1;
-    }
-    if (!strcmp(f, "items")) {
-        if (v.type == JV_UNDEF) return *out = jv_list_new(c->a, 0), 1;
-        if (v.type != JV_DICT) return fail(c, line, "items filter expects a mapping, got %s", jv_type_name(v.type));
+    return *out = l, 1;
+}
+
+static int filter_unique_sort(ctx *c, int line, const char *f, jv v, const args *a, jv *out) {
+    jlist *items;
+    if (f[0] == 'd') {
+        if (v.type != JV_DICT) return fail(c, line, "dictsort expects a mapping, got %s", jv_type_name(v.type));
         args none = {0};
-        return call_method(c, line, v, "items", &none, out);
-    }
-    if (!strcmp(f, "int") || !strcmp(f, "float")) {
-        int to_int = f[0] == 'i';
-        const jv *def = arg(a, 0, "default");
-        jv d = def ? *def : to_int ? jv_int(0) : jv_float(0.0);
-        double x;
-        if (is_num(v)) x = num(v);
-        else if (v.type == JV_STR) {
-            if (memchr(v.u.str.s, 'x', v.u.str.n) || memchr(v.u.str.s, 'X', v.u.str.n)) return *out = d, 1;
-            char tmp[128], *end;
-            snprintf(tmp, sizeof tmp, "%.*s", (int)(v.u.str.n < 127 ? v.u.str.n : 127), v.u.str.s);
-            x = strtod(tmp, &end);
-            while (*end == ' ' || *end == '\n' || *end == '\t') end++;
-            if (end == tmp || *end) return *out = d, 1;
-        } else return *out = d, 1;
-        if (to_int && !(x > -9.2e18 && x < 9.2e18)) return *out = d, 1;
-        return *out = to_int ? jv_int((int64_t)x) : jv_float(x), 1;
-    }
-    if (!strcmp(f, "abs")) {
-        if (!is_num(v)) return fail(c, line, "bad operand type for abs(): '%s'", jv_type_name(v.type));
-        if (v.type != JV_FLOAT && v.u.i == INT64_MIN) return fail(c, line, "integer overflow in abs");
-        return *out = v.type == JV_FLOAT ? jv_float(fabs(v.u.f)) : jv_int(v.u.i < 0 ? -v.u.i : v.u.i), 1;
-    }
-    if (!strcmp(f, "round")) {
-        const jv *prec = arg(a, 0, "precision"), *meth = arg(a, 1, "method");
-        if (!is_num(v)) return fail(c, line, "round expects a number, got %s", jv_type_name(v.type));
-        if (prec && !need_int(c, line, prec, "round(precision)")) return 0;
-        int64_t digits = prec ? prec->u.i : 0;
-        if (digits < 0 || digits > 300) return fail(c, line, "round: precision %lld is not supported", (long long)digits);
-        int ceil_ = meth && meth->type == JV_STR && meth->u.str.n == 4 && !memcmp(meth->u.str.s, "ceil", 4);
-        int floor_ = meth && meth->type == JV_STR && meth->u.str.n == 5 && !memcmp(meth->u.str.s, "floor", 5);
-        if (ceil_ || floor_) { /* math.ceil/floor(value * 10**p) / 10**p: always a float */
-            double p = pow(10.0, (double)digits), x = num(v) * p;
-            return *out = jv_float((ceil_ ? ceil(x) : floor(x)) / p), 1;
-        }
-        if (is_int(v)) return *out = jv_int(v.u.i), 1; /* Python round(int, p) is that int */
-        /* Python round(float, p): correctly rounded, ties to even, as printf does */
-        char tmp[400];
-        snprintf(tmp, sizeof tmp, "%.*f", (int)digits, v.u.f);
-        return *out = jv_float(strtod(tmp, NULL)), 1;
-    }
-    if (!strcmp(f, "sum")) {
-        jlist *items;
-        if (!to_items(c, line, v, &items)) return 0;
-        jv acc = a0 ? *a0 : jv_int(0);
-        const jv *attr = arg(a, -1, "attribute");
-        for (size_t i = 0; i < items->n; i++) {
-            jv x = items->items[i];
-            if (attr && attr->type == JV_STR &&
-                !get_attr(c, line, x, jarena_strdup(c->a, attr->u.str.s, attr->u.str.n), &x))
-                return 0;
-            if (!arith(c, line, '+', acc, x, &acc)) return 0;
-        }
-        return *out = acc, 1;
-    }
-    if (!strcmp(f, "wordcount")) {
-        jv s = to_str_value(c, v), parts;
-        if (!str_split(c, line, s, NULL, -1, 0, &parts)) return 0;
-        return *out = jv_int((int64_t)parts.u.list->n), 1;
-    }
-    if (!strcmp(f, "map")) {
-        jlist *items;
-        if (!to_items(c, line, v, &items)) return 0;
-        const jv *attr = arg(a, -1, "attribute"), *def = arg(a, -1, "default");
-        jv l = jv_list_new(c->a, items->n);
-        args rest = {0};
-        for (int i = 1; i < a->n_pos; i++) rest.pos[rest.n_pos++] = a->pos[i];
-        if (!attr && !need_str(c, line, a0, "map")) return 0;
-        for (size_t i = 0; i < items->n; i++) {
-            jv x;
-            if (attr) {
-                if (!need_str(c, line, attr, "map(attribute)")) return 0;
-                if (!get_attr(c, line, items->items[i], jarena_strdup(c->a, attr->u.str.s, attr->u.str.n), &x))
-                    return 0;
-                if (x.type == JV_UNDEF && def) x = *def;
-            } else if (!apply_filter(c, line, jarena_strdup(c->a, a0->u.str.s, a0->u.str.n),
-                                     items->items[i], &rest, &x))
-                return 0;
-            jlist_push(c->a, l.u.list, x);
-        }
-        return *out = l, 1;
-    }
-    if (!strcmp(f, "select") || !strcmp(f, "reject") || !strcmp(f, "selectattr") || !strcmp(f, "rejectattr"))
-        return select_items(c, line, f, v, a, out);
-    if (!strcmp(f, "unique") || !strcmp(f, "sort") || !strcmp(f, "dictsort")) {
-        jlist *items;
-        if (f[0] == 'd') {
-            if (v.type != JV_DICT) return fail(c, line, "dictsort expects a mapping, got %s", jv_type_name(v.type));
-            args none = {0};
-            jv it;
-            call_method(c, line, v, "items", &none, &it);
-            items = it.u.list;
-        } else if (!to_items(c, line, v, &items)) return 0;
-        const jv *cs = arg(a, -1, "case_sensitive"), *rev = arg(a, f[0] == 's' ? 0 : -1, "reverse");
-        const jv *attr = arg(a, -1, "attribute");
-        if (attr) return fail(c, line, "%s(attribute=...) is not supported", f);
-        int sens = cs && jv_truthy(*cs), reverse = rev && jv_truthy(*rev);
-        jv l = jv_list_new(c->a, items->n);
-        for (size_t i = 0; i < items->n; i++) {
-            jv x = items->items[i];
-            if (f[0] == 'u') {
-                int seen = 0;
-                for (size_t k = 0; k < l.u.list->n && !seen; k++) {
-                    jv y = l.u.list->items[k];
-                    seen = x.type == JV_STR && y.type == JV_STR ? sort_cmp(x, y, sens) == 0 : jv_equal(x, y);
-                }
-                if (!seen) jlist_push(c->a, l.u.list, x);
-                continue;
+        jv it;
+        call_method(c, line, v, "items", &none, &it);
+        items = it.u.list;
+    } else if (!to_items(c, line, v, &items)) return 0;
+    const jv *cs = arg(a, -1, "case_sensitive"), *rev = arg(a, f[0] == 's' ? 0 : -1, "reverse");
+    const jv *attr = arg(a, -1, "attribute");
+    if (attr) return fail(c, line, "%s(attribute=...) is not supported", f);
+    int sens = cs && jv_truthy(*cs), reverse = rev && jv_truthy(*rev);
+    jv l = jv_list_new(c->a, items->n);
+    for (size_t i = 0; i < items->n; i++) {
+        jv x = items->items[i];
+        if (f[0] == 'u') {
+            int seen = 0;
+            for (size_t k = 0; k < l.u.list->n && !seen; k++) {
+                jv y = l.u.list->items[k];
+                seen = x.type == JV_STR && y.type == JV_STR ? sort_cmp(x, y, sens) == 0 : jv_equal(x, y);
             }
-            /* stable insertion sort */
-            size_t k = l.u.list->n;
-            jlist_push(c->a, l.u.list, x);
-            while (k > 0) {
-                jv ka = l.u.list->items[k - 1], kb = x;
-                if (f[0] == 'd') ka = ka.u.list->items[0], kb = kb.u.list->items[0];
-                int cmp = sort_cmp(ka, kb, sens);
-                if (reverse ? cmp >= 0 : cmp <= 0) break;
-                l.u.list->items[k] = l.u.list->items[k - 1];
-                k--;
-            }
-            l.u.list->items[k] = x;
+            if (!seen) jlist_push(c->a, l.u.list, x);
+            continue;
         }
-        return *out = l, 1;
+        /* stable insertion sort */
+        size_t k = l.u.list->n;
+        jlist_push(c->a, l.u.list, x);
+        while (k > 0) {
+            jv ka = l.u.list->items[k - 1], kb = x;
+            if (f[0] == 'd') ka = ka.u.list->items[0], kb = kb.u.list->items[0];
+            int cmp = sort_cmp(ka, kb, sens);
+            if (reverse ? cmp >= 0 : cmp <= 0) break;
+            l.u.list->items[k] = l.u.list->items[k - 1];
+            k--;
+        }
+        l.u.list->items[k] = x;
     }
+    return *out = l, 1;
+}
+typedef int (*filter_fn)(ctx *c, int line, const char *f, jv v, const args *a, jv *out);
+
+/* Every filter, by name (jinja_parse.c checks names against the same list at compile time). */
+static const struct {
+    const char *name;
+    filter_fn fn;
+} filters[] = {
+    {"length", filter_length_count},
+    {"count", filter_length_count},
+    {"safe", filter_safe},
+    {"string", filter_string},
+    {"trim", filter_trim},
+    {"tojson", filter_tojson},
+    {"default", filter_default},
+    {"d", filter_default},
+    {"lower", filter_case},
+    {"upper", filter_case},
+    {"title", filter_case},
+    {"capitalize", filter_case},
+    {"replace", filter_replace},
+    {"first", filter_first_last},
+    {"last", filter_first_last},
+    {"join", filter_join},
+    {"list", filter_list},
+    {"reverse", filter_reverse},
+    {"items", filter_items},
+    {"int", filter_number},
+    {"float", filter_number},
+    {"abs", filter_abs},
+    {"round", filter_round},
+    {"sum", filter_sum},
+    {"wordcount", filter_wordcount},
+    {"map", filter_map},
+    {"select", select_items},
+    {"reject", select_items},
+    {"selectattr", select_items},
+    {"rejectattr", select_items},
+    {"unique", filter_unique_sort},
+    {"sort", filter_unique_sort},
+    {"dictsort", filter_unique_sort},
+};
+
+static int apply_filter(ctx *c, int line, const char *f, jv v, const args *a, jv *out) {
+    for (size_t i = 0; i < sizeof filters / sizeof filters[0]; i++)
+        if (!strcmp(f, filters[i].name)) return filters[i].fn(c, line, f, v, a, out);
     return fail(c, line, "unsupported filter '%s'", f);
 }
 
