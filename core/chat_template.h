@@ -8,7 +8,8 @@
  * tojson = json.dumps(ensure_ascii=False). The variables a template sees are those transformers
  * passes: messages (list of {role, content, ...}), add_generation_prompt, tools (None unless
  * given), documents (None), the special tokens (bos_token, eos_token when given) and any extras
- * (enable_thinking, ...).
+ * (enable_thinking, ...). tojson takes transformers' arguments (ensure_ascii, indent, separators,
+ * sort_keys).
  *
  * Supported: text, {{ }}, {% if/elif/else %}, {% for %} (with else, filter "if", tuple targets,
  * loop.index/index0/revindex/revindex0/first/last/length/previtem/nextitem/cycle), {% set %}

@@ -119,9 +119,18 @@ int jv_equal(jv a, jv b); /* Python ==, with Undefined == Undefined */
 void jv_to_str(jbuf *out, jv v);
 /* repr(v) appended to out. */
 void jv_repr(jbuf *out, jv v);
-/* json.dumps(v, ensure_ascii=False, indent=indent (<0: None), sort_keys) appended to out.
- * Returns 0 and writes why when v holds something JSON cannot encode. */
-int jv_to_json(jbuf *out, jv v, int indent, int sort_keys, char *why, size_t why_size);
+/* json.dumps options. indent: the string put once per level after each newline (NULL: None,
+ * everything on one line); item_sep/key_sep: NULL for Python's defaults ("," with an indent,
+ * ", " without; ": "). */
+typedef struct jv_json_format {
+    const char *indent;
+    const char *item_sep, *key_sep;
+    int sort_keys, ensure_ascii;
+} jv_json_format;
+
+/* json.dumps(v, ...) appended to out. Returns 0 and writes why when v holds something JSON
+ * cannot encode. */
+int jv_to_json(jbuf *out, jv v, const jv_json_format *fmt, char *why, size_t why_size);
 /* Python float repr: "1.0", "0.1", "1e+20", "inf". */
 void jv_float_repr(jbuf *out, double f);
 

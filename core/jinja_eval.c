@@ -959,17 +959,32 @@ static int filter_trim(ctx *c, int line, const char *f, jv v, const args *a, jv 
     return *out = str_strip(to_str_value(c, v), chars, 3), 1;
 }
 
+/* transformers' tojson: json.dumps(x, ensure_ascii=False, indent=None, separators=None,
+ * sort_keys=False), in that positional order. */
 static int filter_tojson(ctx *c, int line, const char *f, jv v, const args *a, jv *out) {
     (void)f;
-    const jv *ind = arg(a, 0, "indent"), *sk = arg(a, -1, "sort_keys");
-    const jv *ea = arg(a, -1, "ensure_ascii"), *sep = arg(a, -1, "separators");
-    if (ea && jv_truthy(*ea)) return fail(c, line, "tojson(ensure_ascii=true) is not supported");
-    if (sep && sep->type != JV_NONE) return fail(c, line, "tojson(separators=...) is not supported");
-    if (ind && ind->type != JV_NONE && !need_int(c, line, ind, "tojson(indent)")) return 0;
+    const jv *ea = arg(a, 0, "ensure_ascii"), *ind = arg(a, 1, "indent");
+    const jv *sep = arg(a, 2, "separators"), *sk = arg(a, 3, "sort_keys");
+    jv_json_format fmt = {.sort_keys = sk && jv_truthy(*sk), .ensure_ascii = ea && jv_truthy(*ea)};
+    if (ind && ind->type == JV_STR) fmt.indent = jarena_strdup(c->a, ind->u.str.s, ind->u.str.n);
+    else if (ind && is_int(*ind)) {
+        int64_t k = ind->u.i < 0 ? 0 : ind->u.i > 64 ? 64 : ind->u.i;
+        char *spaces = jarena_alloc(c->a, (size_t)k + 1);
+        memset(spaces, ' ', (size_t)k);
+        fmt.indent = spaces;
+    } else if (ind && ind->type != JV_NONE)
+        return fail(c, line, "tojson(indent) expects an integer, a string or none, got %s", jv_type_name(ind->type));
+    if (sep && sep->type != JV_NONE) {
+        if (sep->type != JV_LIST || sep->u.list->n != 2 || sep->u.list->items[0].type != JV_STR ||
+            sep->u.list->items[1].type != JV_STR)
+            return fail(c, line, "tojson(separators) expects a pair of strings (item, key)");
+        jv is = sep->u.list->items[0], ks = sep->u.list->items[1];
+        fmt.item_sep = jarena_strdup(c->a, is.u.str.s, is.u.str.n);
+        fmt.key_sep = jarena_strdup(c->a, ks.u.str.s, ks.u.str.n);
+    }
     jbuf b = {0};
     char why[200];
-    if (!jv_to_json(&b, v, ind && ind->type != JV_NONE ? (int)ind->u.i : -1,
-                    sk && jv_truthy(*sk), why, sizeof why)) {
+    if (!jv_to_json(&b, v, &fmt, why, sizeof why)) {
         free(b.data);
         return fail(c, line, "tojson: %s", why);
     }

@@ -336,10 +336,19 @@ void jv_to_str(jbuf *out, jv v) {
 }
 
 /* ---- json.dumps(ensure_ascii=False) -------------------------------------------------------- */
-static void json_str(jbuf *out, const char *s, size_t n) {
+static void json_str(jbuf *out, const char *s, size_t n, int ascii) {
     jbuf_putc(out, '"');
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)s[i];
+        if (ascii && c >= 0x80) { /* \uXXXX, with a surrogate pair above the BMP */
+            size_t adv;
+            uint32_t cp = ju8_decode(s + i, n - i, &adv);
+            if (cp >= 0x10000)
+                jbuf_printf(out, "\\u%04x\\u%04x", 0xD800 + ((cp - 0x10000) >> 10), 0xDC00 + ((cp - 0x10000) & 0x3FF));
+            else jbuf_printf(out, "\\u%04x", cp);
+            i += adv - 1;
+            continue;
+        }
         switch (c) {
         case '"': jbuf_puts(out, "\\\""); break;
         case '\\': jbuf_puts(out, "\\\\"); break;
@@ -356,9 +365,10 @@ static void json_str(jbuf *out, const char *s, size_t n) {
     jbuf_putc(out, '"');
 }
 
-static void json_newline(jbuf *out, int indent, int depth) {
+/* Python's indent: the indent string repeated depth times after a newline (None: no newline). */
+static void json_newline(jbuf *out, const jv_json_format *fmt, int depth) {
     jbuf_putc(out, '\n');
-    for (int i = 0; i < indent * depth; i++) jbuf_putc(out, ' ');
+    for (int i = 0; i < depth; i++) jbuf_puts(out, fmt->indent);
 }
 
 static int json_key_cmp(const void *a, const void *b) {
@@ -368,7 +378,79 @@ static int json_key_cmp(const void *a, const void *b) {
     return c ? c : (x->u.str.n > y->u.str.n) - (x->u.str.n < y->u.str.n);
 }
 
-static int json_value(jbuf *out, jv v, int indent, int sort_keys, int depth, char *why,
+static int json_value(jbuf *out, jv v, const jv_json_format *fmt, int depth, char *why,
+                      size_t why_size);
+
+/* A dict key: strings as they are; numbers, bools and None as their JSON text in quotes. */
+static int json_key(jbuf *out, jv key, const jv_json_format *fmt, char *why, size_t why_size) {
+    if (key.type == JV_STR) return json_str(out, key.u.str.s, key.u.str.n, fmt->ensure_ascii), 1;
+    if (key.type != JV_INT && key.type != JV_FLOAT && key.type != JV_BOOL && key.type != JV_NONE) {
+        snprintf(why, why_size, "keys must be str, int, float, bool or None, not %s", jv_type_name(key.type));
+        return 0;
+    }
+    jbuf tmp = {0};
+    json_value(&tmp, key, fmt, 0, why, why_size);
+    json_str(out, tmp.data, tmp.len, fmt->ensure_ascii);
+    free(tmp.data);
+    return 1;
+}
+
+/* The order dict items are written in: insertion order, or sorted by key (sort_keys). */
+static int json_order(const jdict *d, int sort_keys, size_t *order, char *why, size_t why_size) {
+    for (size_t i = 0; i < d->n; i++) order[i] = i;
+    if (!sort_keys) return 1;
+    const jv **keys = malloc(d->n * sizeof *keys);
+    if (!keys) abort();
+    for (size_t i = 0; i < d->n; i++) {
+        if (d->keys[i].type != JV_STR) {
+            free(keys);
+            snprintf(why, why_size, "tojson(sort_keys=true) needs string keys");
+            return 0;
+        }
+        keys[i] = &d->keys[i];
+    }
+    qsort(keys, d->n, sizeof *keys, json_key_cmp);
+    for (size_t i = 0; i < d->n; i++) order[i] = (size_t)(keys[i] - d->keys);
+    free(keys);
+    return 1;
+}
+
+static int json_list(jbuf *out, const jlist *l, const jv_json_format *fmt, int depth, char *why,
+                     size_t why_size) {
+    if (l->n == 0) return jbuf_puts(out, "[]"), 1;
+    jbuf_putc(out, '[');
+    for (size_t i = 0; i < l->n; i++) {
+        if (i) jbuf_puts(out, fmt->item_sep);
+        if (fmt->indent) json_newline(out, fmt, depth + 1);
+        if (!json_value(out, l->items[i], fmt, depth + 1, why, why_size)) return 0;
+    }
+    if (fmt->indent) json_newline(out, fmt, depth);
+    jbuf_putc(out, ']');
+    return 1;
+}
+
+static int json_dict(jbuf *out, const jdict *d, const jv_json_format *fmt, int depth, char *why,
+                     size_t why_size) {
+    if (d->n == 0) return jbuf_puts(out, "{}"), 1;
+    size_t *order = malloc(d->n * sizeof *order);
+    if (!order) abort();
+    int ok = json_order(d, fmt->sort_keys, order, why, why_size);
+    if (ok) jbuf_putc(out, '{');
+    for (size_t k = 0; k < d->n && ok; k++) {
+        if (k) jbuf_puts(out, fmt->item_sep);
+        if (fmt->indent) json_newline(out, fmt, depth + 1);
+        ok = json_key(out, d->keys[order[k]], fmt, why, why_size);
+        if (ok) jbuf_puts(out, fmt->key_sep);
+        ok = ok && json_value(out, d->vals[order[k]], fmt, depth + 1, why, why_size);
+    }
+    free(order);
+    if (!ok) return 0;
+    if (fmt->indent) json_newline(out, fmt, depth);
+    jbuf_putc(out, '}');
+    return 1;
+}
+
+static int json_value(jbuf *out, jv v, const jv_json_format *fmt, int depth, char *why,
                       size_t why_size) {
     switch (v.type) {
     case JV_NONE: jbuf_puts(out, "null"); return 1;
@@ -379,81 +461,20 @@ static int json_value(jbuf *out, jv v, int indent, int sort_keys, int depth, cha
         else if (isinf(v.u.f)) jbuf_puts(out, v.u.f < 0 ? "-Infinity" : "Infinity");
         else jv_float_repr(out, v.u.f);
         return 1;
-    case JV_STR: json_str(out, v.u.str.s, v.u.str.n); return 1;
-    case JV_LIST: {
-        jlist *l = v.u.list;
-        if (l->n == 0) return jbuf_puts(out, "[]"), 1;
-        jbuf_putc(out, '[');
-        for (size_t i = 0; i < l->n; i++) {
-            if (i) jbuf_putc(out, ',');
-            if (indent >= 0) json_newline(out, indent, depth + 1);
-            else if (i) jbuf_putc(out, ' ');
-            if (!json_value(out, l->items[i], indent, sort_keys, depth + 1, why, why_size))
-                return 0;
-        }
-        if (indent >= 0) json_newline(out, indent, depth);
-        jbuf_putc(out, ']');
-        return 1;
-    }
-    case JV_DICT: {
-        jdict *d = v.u.dict;
-        if (d->n == 0) return jbuf_puts(out, "{}"), 1;
-        size_t *order = malloc(d->n * sizeof *order);
-        if (!order) abort();
-        for (size_t i = 0; i < d->n; i++) order[i] = i;
-        if (sort_keys) {
-            const jv **keys = malloc(d->n * sizeof *keys);
-            if (!keys) abort();
-            for (size_t i = 0; i < d->n; i++) {
-                if (d->keys[i].type != JV_STR) {
-                    free(keys), free(order);
-                    snprintf(why, why_size, "tojson(sort_keys=true) needs string keys");
-                    return 0;
-                }
-                keys[i] = &d->keys[i];
-            }
-            qsort(keys, d->n, sizeof *keys, json_key_cmp);
-            for (size_t i = 0; i < d->n; i++) order[i] = (size_t)(keys[i] - d->keys);
-            free(keys);
-        }
-        jbuf_putc(out, '{');
-        int ok = 1;
-        for (size_t k = 0; k < d->n && ok; k++) {
-            size_t i = order[k];
-            if (k) jbuf_putc(out, ',');
-            if (indent >= 0) json_newline(out, indent, depth + 1);
-            else if (k) jbuf_putc(out, ' ');
-            jv key = d->keys[i];
-            if (key.type == JV_STR) json_str(out, key.u.str.s, key.u.str.n);
-            else if (key.type == JV_INT || key.type == JV_FLOAT || key.type == JV_BOOL ||
-                     key.type == JV_NONE) {
-                jbuf tmp = {0};
-                json_value(&tmp, key, -1, 0, 0, why, why_size);
-                json_str(out, tmp.data, tmp.len);
-                free(tmp.data);
-            } else {
-                snprintf(why, why_size, "keys must be str, int, float, bool or None, not %s",
-                         jv_type_name(key.type));
-                ok = 0;
-                break;
-            }
-            jbuf_puts(out, ": ");
-            ok = json_value(out, d->vals[i], indent, sort_keys, depth + 1, why, why_size);
-        }
-        free(order);
-        if (!ok) return 0;
-        if (indent >= 0) json_newline(out, indent, depth);
-        jbuf_putc(out, '}');
-        return 1;
-    }
+    case JV_STR: json_str(out, v.u.str.s, v.u.str.n, fmt->ensure_ascii); return 1;
+    case JV_LIST: return json_list(out, v.u.list, fmt, depth, why, why_size);
+    case JV_DICT: return json_dict(out, v.u.dict, fmt, depth, why, why_size);
     default:
         snprintf(why, why_size, "Object of type %s is not JSON serializable", jv_type_name(v.type));
         return 0;
     }
 }
 
-int jv_to_json(jbuf *out, jv v, int indent, int sort_keys, char *why, size_t why_size) {
-    return json_value(out, v, indent, sort_keys, 0, why, why_size);
+int jv_to_json(jbuf *out, jv v, const jv_json_format *fmt, char *why, size_t why_size) {
+    jv_json_format f = *fmt;
+    if (!f.item_sep) f.item_sep = f.indent ? "," : ", ";
+    if (!f.key_sep) f.key_sep = ": ";
+    return json_value(out, v, &f, 0, why, why_size);
 }
 
 /* ---- JSON reader --------------------------------------------------------------------------- */
