@@ -29,7 +29,15 @@ int grpo_chat_template_compile(const char *text, const char *name, grpo_chat_tem
     const char *nm = name ? name : "<template>";
     tpl->t.name = jarena_strdup(&tpl->t.arena, nm, strlen(nm));
     char why[900];
-    if (!jinja_parse(&tpl->t, text, strlen(text), why, sizeof why)) {
+    size_t len = strlen(text), bad = ju8_invalid_at(text, len);
+    if (bad < len) {
+        int line = 1;
+        for (size_t i = 0; i < bad; i++) line += text[i] == '\n';
+        grpo_chat_template_free(tpl);
+        return grpo_error_set(err, GRPO_ERR_INVALID, "chat template %s:%d: invalid UTF-8 at byte %zu",
+                              nm, line, bad + 1);
+    }
+    if (!jinja_parse(&tpl->t, text, len, why, sizeof why)) {
         int status = strstr(why, "unsupported") ? GRPO_ERR_UNSUPPORTED : GRPO_ERR_INVALID;
         grpo_chat_template_free(tpl);
         return grpo_error_set(err, status, "chat template %s", why);

@@ -17,32 +17,6 @@ struct grpo_dataset_store {
 };
 
 /* ---- line checks --------------------------------------------------------------------------- */
-/* Strict UTF-8 (no overlongs, no surrogates, <= U+10FFFF). Returns the offset of the first bad
- * byte, or len when the text is valid. */
-static size_t utf8_invalid_at(const unsigned char *s, size_t len) {
-    size_t i = 0;
-    while (i < len) {
-        unsigned char c = s[i];
-        size_t need;
-        uint32_t cp, min;
-        if (c < 0x80) {
-            i++;
-            continue;
-        } else if ((c & 0xE0) == 0xC0) need = 1, cp = c & 0x1F, min = 0x80;
-        else if ((c & 0xF0) == 0xE0) need = 2, cp = c & 0x0F, min = 0x800;
-        else if ((c & 0xF8) == 0xF0) need = 3, cp = c & 0x07, min = 0x10000;
-        else return i;
-        if (i + need >= len) return i;
-        for (size_t k = 1; k <= need; k++) {
-            if ((s[i + k] & 0xC0) != 0x80) return i;
-            cp = cp << 6 | (s[i + k] & 0x3F);
-        }
-        if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return i;
-        i += need + 1;
-    }
-    return len;
-}
-
 /* Skips one JSON value starting at s[i] (already known valid); returns the index after it. */
 static size_t skip_value(const char *s, size_t n, size_t i) {
     int depth = 0;
@@ -150,7 +124,7 @@ static int read_messages(line_ctx *l, const cJSON *list, const char *key, grpo_m
 
 /* Parses one non-blank line into ex. Returns 0 with l->why set when the line is bad. */
 static int parse_line(line_ctx *l, const char *s, size_t n, grpo_example *ex) {
-    size_t badpos = utf8_invalid_at((const unsigned char *)s, n);
+    size_t badpos = ju8_invalid_at(s, n);
     if (badpos < n) return bad(l, "invalid UTF-8 at byte %zu of the line", badpos + 1);
     if (memchr(s, '\0', n)) return bad(l, "NUL byte in the line");
     const char *end = NULL;

@@ -143,6 +143,9 @@ size_t ju8_len(const char *s, size_t n);                        /* code points *
 size_t ju8_offset(const char *s, size_t n, size_t cp_index);     /* byte offset of a code point */
 uint32_t ju8_decode(const char *s, size_t n, size_t *adv);       /* one code point */
 int ju8_isspace(uint32_t cp);                                    /* Python str.isspace */
+/* Strict UTF-8 check (no overlongs, no surrogates, <= U+10FFFF): the offset of the first bad
+ * byte, or len when the text is valid. */
+size_t ju8_invalid_at(const char *s, size_t len);
 
 /* ---- AST ----------------------------------------------------------------------------------- */
 typedef enum jnode_kind {

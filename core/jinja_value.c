@@ -691,6 +691,33 @@ size_t ju8_offset(const char *s, size_t n, size_t cp_index) {
     return n;
 }
 
+/* Strict UTF-8 (no overlongs, no surrogates, <= U+10FFFF). Returns the offset of the first bad
+ * byte, or len when the text is valid. */
+size_t ju8_invalid_at(const char *text, size_t len) {
+    const unsigned char *s = (const unsigned char *)text;
+    size_t i = 0;
+    while (i < len) {
+        unsigned char c = s[i];
+        size_t need;
+        uint32_t cp, min;
+        if (c < 0x80) {
+            i++;
+            continue;
+        } else if ((c & 0xE0) == 0xC0) need = 1, cp = c & 0x1F, min = 0x80;
+        else if ((c & 0xF0) == 0xE0) need = 2, cp = c & 0x0F, min = 0x800;
+        else if ((c & 0xF8) == 0xF0) need = 3, cp = c & 0x07, min = 0x10000;
+        else return i;
+        if (i + need >= len) return i;
+        for (size_t k = 1; k <= need; k++) {
+            if ((s[i + k] & 0xC0) != 0x80) return i;
+            cp = cp << 6 | (s[i + k] & 0x3F);
+        }
+        if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return i;
+        i += need + 1;
+    }
+    return len;
+}
+
 int ju8_isspace(uint32_t cp) {
     return (cp >= 0x09 && cp <= 0x0D) || (cp >= 0x1C && cp <= 0x20) || cp == 0x85 || cp == 0xA0 ||
            cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 || cp == 0x2029 ||

@@ -256,6 +256,8 @@ START_TEST(syntax_and_render_errors_have_lines) {
     ck_assert_int_eq(try_template("{% endfor %}", &err), GRPO_ERR_INVALID);
     ck_assert_int_eq(try_template("{# never closed", &err), GRPO_ERR_INVALID);
     ck_assert_int_eq(try_template("{{ 'unterminated }}", &err), GRPO_ERR_INVALID);
+    ck_assert_int_eq(try_template("ok\nbad \xc3\x28 byte", &err), GRPO_ERR_INVALID);
+    ck_assert_ptr_nonnull(strstr(err.message, "t.jinja:2: invalid UTF-8 at byte 8"));
 }
 END_TEST
 
