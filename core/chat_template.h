@@ -49,11 +49,11 @@ typedef struct grpo_chat_var {
 
 /* What apply_chat_template passes besides the messages. Zero-initialise and set what you need. */
 typedef struct grpo_chat_options {
-    int add_generation_prompt;  /* 0/1 */
-    const char *bos_token;      /* NULL: the variable is undefined */
-    const char *eos_token;      /* NULL: the variable is undefined */
-    const char *tools_json;     /* JSON list of tool schemas; NULL: tools = None */
-    const grpo_chat_var *vars;  /* [n_vars] extra variables, e.g. {"enable_thinking", "false"} */
+    int add_generation_prompt; /* 0/1 */
+    const char *bos_token;     /* NULL: the variable is undefined */
+    const char *eos_token;     /* NULL: the variable is undefined */
+    const char *tools_json;    /* JSON list of tool schemas; NULL: tools = None */
+    const grpo_chat_var *vars; /* [n_vars] extra variables, e.g. {"enable_thinking", "false"} */
     size_t n_vars;
 } grpo_chat_options;
 
@@ -70,8 +70,8 @@ int grpo_chat_template_load(const char *path, grpo_chat_template **out, grpo_err
 /* Renders messages[0..n) (role/content pairs; a NULL content is left out of the message, as
  * transformers drops None values). *out is a malloc'ed NUL-terminated UTF-8 string the caller
  * frees. Errors (raise_exception, undefined values, type errors) go to err with the line. */
-int grpo_chat_template_render(const grpo_chat_template *tpl, const grpo_message *messages,
-                              size_t n, const grpo_chat_options *opt, char **out, grpo_error *err);
+int grpo_chat_template_render(const grpo_chat_template *tpl, const grpo_message *messages, size_t n,
+                              const grpo_chat_options *opt, char **out, grpo_error *err);
 
 /* The same with messages given as a JSON list of objects, so messages may carry any keys
  * (reasoning_content, tool_calls, name, ...). Keys whose value is null are dropped and
@@ -100,8 +100,8 @@ const char *grpo_chat_template_chatml(void);
  * the shape of a GRPO prompt; anything else (a second user turn, an unknown role or
  * placeholder, an unterminated "{") is an error that says so. *out is malloc'ed.
  */
-int grpo_chat_format_simple(const char *format, const grpo_message *messages, size_t n,
-                            char **out, grpo_error *err);
+int grpo_chat_format_simple(const char *format, const grpo_message *messages, size_t n, char **out,
+                            grpo_error *err);
 
 /* How a dataset's message prompts become text: a compiled template with its options, or (when
  * format is non-NULL) the simple format. Pass a pointer to one as the user argument of

@@ -33,18 +33,18 @@ typedef struct grpo_example {
     const char *prompt;           /* the prompt text when "prompt" was a string, else NULL */
     const grpo_message *messages; /* [n_messages] when the prompt is messages, else NULL */
     uint32_t n_messages;
-    const char *response;         /* reference response ("conversations" last assistant turn) or NULL */
-    const grpo_field *fields;     /* [n_fields] the other keys, value as JSON text */
+    const char *response;     /* reference response ("conversations" last assistant turn) or NULL */
+    const grpo_field *fields; /* [n_fields] the other keys, value as JSON text */
     uint32_t n_fields;
-    uint64_t line;                /* 1-based line in the file */
+    uint64_t line; /* 1-based line in the file */
 } grpo_example;
 
 typedef struct grpo_dataset {
     char *path;
     grpo_example *examples; /* [n] */
     size_t n;
-    size_t n_skipped;       /* bad lines skipped (skip_bad_lines) */
-    char first_skip[600];    /* the message of the first skipped line, "" when none */
+    size_t n_skipped;                 /* bad lines skipped (skip_bad_lines) */
+    char first_skip[600];             /* the message of the first skipped line, "" when none */
     struct grpo_dataset_store *store; /* owns every string and array above */
 } grpo_dataset;
 

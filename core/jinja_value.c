@@ -152,7 +152,8 @@ void jdict_set(jarena *a, jdict *d, jv key, jv val) {
     if (d->n == d->cap) {
         size_t cap = d->cap ? d->cap * 2 : 8;
         jv *keys = jarena_alloc(a, cap * sizeof(jv)), *vals = jarena_alloc(a, cap * sizeof(jv));
-        if (d->n) memcpy(keys, d->keys, d->n * sizeof(jv)), memcpy(vals, d->vals, d->n * sizeof(jv));
+        if (d->n)
+            memcpy(keys, d->keys, d->n * sizeof(jv)), memcpy(vals, d->vals, d->n * sizeof(jv));
         d->keys = keys, d->vals = vals, d->cap = cap;
     }
     d->keys[d->n] = key, d->vals[d->n] = val, d->n++;
@@ -255,8 +256,10 @@ void jv_float_repr(jbuf *out, double f) {
     } else {
         for (int i = 0; i <= exp; i++) jbuf_putc(out, i < nd ? digits[i] : '0');
         jbuf_putc(out, '.');
-        if (nd > exp + 1) jbuf_put(out, digits + exp + 1, (size_t)(nd - exp - 1));
-        else jbuf_putc(out, '0');
+        if (nd > exp + 1)
+            jbuf_put(out, digits + exp + 1, (size_t)(nd - exp - 1));
+        else
+            jbuf_putc(out, '0');
     }
 }
 
@@ -267,12 +270,18 @@ static void repr_str(jbuf *out, const char *s, size_t n) {
     for (size_t i = 0; i < n;) {
         size_t adv;
         uint32_t cp = ju8_decode(s + i, n - i, &adv);
-        if (cp == (uint32_t)q || cp == '\\') jbuf_putc(out, '\\'), jbuf_putc(out, (char)cp);
-        else if (cp == '\n') jbuf_puts(out, "\\n");
-        else if (cp == '\r') jbuf_puts(out, "\\r");
-        else if (cp == '\t') jbuf_puts(out, "\\t");
-        else if (cp < 0x20 || (cp >= 0x7f && cp < 0xa1) || cp == 0xad) jbuf_printf(out, "\\x%02x", cp);
-        else jbuf_put(out, s + i, adv);
+        if (cp == (uint32_t)q || cp == '\\')
+            jbuf_putc(out, '\\'), jbuf_putc(out, (char)cp);
+        else if (cp == '\n')
+            jbuf_puts(out, "\\n");
+        else if (cp == '\r')
+            jbuf_puts(out, "\\r");
+        else if (cp == '\t')
+            jbuf_puts(out, "\\t");
+        else if (cp < 0x20 || (cp >= 0x7f && cp < 0xa1) || cp == 0xad)
+            jbuf_printf(out, "\\x%02x", cp);
+        else
+            jbuf_put(out, s + i, adv);
         i += adv;
     }
     jbuf_putc(out, q);
@@ -344,8 +353,10 @@ static void json_str(jbuf *out, const char *s, size_t n, int ascii) {
             size_t adv;
             uint32_t cp = ju8_decode(s + i, n - i, &adv);
             if (cp >= 0x10000)
-                jbuf_printf(out, "\\u%04x\\u%04x", 0xD800 + ((cp - 0x10000) >> 10), 0xDC00 + ((cp - 0x10000) & 0x3FF));
-            else jbuf_printf(out, "\\u%04x", cp);
+                jbuf_printf(out, "\\u%04x\\u%04x", 0xD800 + ((cp - 0x10000) >> 10),
+                            0xDC00 + ((cp - 0x10000) & 0x3FF));
+            else
+                jbuf_printf(out, "\\u%04x", cp);
             i += adv - 1;
             continue;
         }
@@ -358,8 +369,10 @@ static void json_str(jbuf *out, const char *s, size_t n, int ascii) {
         case '\b': jbuf_puts(out, "\\b"); break;
         case '\f': jbuf_puts(out, "\\f"); break;
         default:
-            if (c < 0x20) jbuf_printf(out, "\\u%04x", c);
-            else jbuf_putc(out, (char)c);
+            if (c < 0x20)
+                jbuf_printf(out, "\\u%04x", c);
+            else
+                jbuf_putc(out, (char)c);
         }
     }
     jbuf_putc(out, '"');
@@ -385,7 +398,8 @@ static int json_value(jbuf *out, jv v, const jv_json_format *fmt, int depth, cha
 static int json_key(jbuf *out, jv key, const jv_json_format *fmt, char *why, size_t why_size) {
     if (key.type == JV_STR) return json_str(out, key.u.str.s, key.u.str.n, fmt->ensure_ascii), 1;
     if (key.type != JV_INT && key.type != JV_FLOAT && key.type != JV_BOOL && key.type != JV_NONE) {
-        snprintf(why, why_size, "keys must be str, int, float, bool or None, not %s", jv_type_name(key.type));
+        snprintf(why, why_size, "keys must be str, int, float, bool or None, not %s",
+                 jv_type_name(key.type));
         return 0;
     }
     jbuf tmp = {0};
@@ -457,9 +471,12 @@ static int json_value(jbuf *out, jv v, const jv_json_format *fmt, int depth, cha
     case JV_BOOL: jbuf_puts(out, v.u.i ? "true" : "false"); return 1;
     case JV_INT: jbuf_printf(out, "%lld", (long long)v.u.i); return 1;
     case JV_FLOAT:
-        if (isnan(v.u.f)) jbuf_puts(out, "NaN");
-        else if (isinf(v.u.f)) jbuf_puts(out, v.u.f < 0 ? "-Infinity" : "Infinity");
-        else jv_float_repr(out, v.u.f);
+        if (isnan(v.u.f))
+            jbuf_puts(out, "NaN");
+        else if (isinf(v.u.f))
+            jbuf_puts(out, v.u.f < 0 ? "-Infinity" : "Infinity");
+        else
+            jv_float_repr(out, v.u.f);
         return 1;
     case JV_STR: json_str(out, v.u.str.s, v.u.str.n, fmt->ensure_ascii); return 1;
     case JV_LIST: return json_list(out, v.u.list, fmt, depth, why, why_size);
@@ -488,8 +505,8 @@ typedef struct jreader {
 } jreader;
 
 static void jr_ws(jreader *r) {
-    while (r->pos < r->n && (r->s[r->pos] == ' ' || r->s[r->pos] == '\t' ||
-                             r->s[r->pos] == '\n' || r->s[r->pos] == '\r'))
+    while (r->pos < r->n && (r->s[r->pos] == ' ' || r->s[r->pos] == '\t' || r->s[r->pos] == '\n' ||
+                             r->s[r->pos] == '\r'))
         r->pos++;
 }
 
@@ -503,10 +520,14 @@ static int hex4(const char *s, uint32_t *out) {
     for (int i = 0; i < 4; i++) {
         char c = s[i];
         v <<= 4;
-        if (c >= '0' && c <= '9') v |= (uint32_t)(c - '0');
-        else if (c >= 'a' && c <= 'f') v |= (uint32_t)(c - 'a' + 10);
-        else if (c >= 'A' && c <= 'F') v |= (uint32_t)(c - 'A' + 10);
-        else return 0;
+        if (c >= '0' && c <= '9')
+            v |= (uint32_t)(c - '0');
+        else if (c >= 'a' && c <= 'f')
+            v |= (uint32_t)(c - 'a' + 10);
+        else if (c >= 'A' && c <= 'F')
+            v |= (uint32_t)(c - 'A' + 10);
+        else
+            return 0;
     }
     *out = v;
     return 1;
@@ -514,8 +535,10 @@ static int hex4(const char *s, uint32_t *out) {
 
 static void put_utf8(jbuf *b, uint32_t cp) {
     char t[4];
-    if (cp < 0x80) t[0] = (char)cp, jbuf_put(b, t, 1);
-    else if (cp < 0x800) t[0] = (char)(0xC0 | cp >> 6), t[1] = (char)(0x80 | (cp & 63)), jbuf_put(b, t, 2);
+    if (cp < 0x80)
+        t[0] = (char)cp, jbuf_put(b, t, 1);
+    else if (cp < 0x800)
+        t[0] = (char)(0xC0 | cp >> 6), t[1] = (char)(0x80 | (cp & 63)), jbuf_put(b, t, 2);
     else if (cp < 0x10000)
         t[0] = (char)(0xE0 | cp >> 12), t[1] = (char)(0x80 | (cp >> 6 & 63)),
         t[2] = (char)(0x80 | (cp & 63)), jbuf_put(b, t, 3);
@@ -579,10 +602,12 @@ static int jr_number(jreader *r, jv *out) {
     if (r->pos >= r->n || r->s[r->pos] < '0' || r->s[r->pos] > '9') return jr_fail(r, "bad number");
     while (r->pos < r->n) {
         char c = r->s[r->pos];
-        if (c >= '0' && c <= '9') r->pos++;
+        if (c >= '0' && c <= '9')
+            r->pos++;
         else if (c == '.' || c == 'e' || c == 'E' || c == '+' || (c == '-' && is_float))
             is_float = 1, r->pos++;
-        else break;
+        else
+            break;
     }
     char tmp[64];
     size_t len = r->pos - start;
@@ -605,32 +630,38 @@ static int jr_value(jreader *r, jv *out) {
     if (++r->depth > 200) return jr_fail(r, "JSON nested too deeply");
     char c = r->s[r->pos];
     int ok = 1;
-    if (c == '"') ok = jr_string(r, out);
+    if (c == '"')
+        ok = jr_string(r, out);
     else if (c == '[') {
         *out = jv_list_new(r->a, 0);
         r->pos++, jr_ws(r);
-        if (r->pos < r->n && r->s[r->pos] == ']') r->pos++;
+        if (r->pos < r->n && r->s[r->pos] == ']')
+            r->pos++;
         else
             for (;;) {
                 jv item;
                 if (!jr_value(r, &item)) return 0;
                 jlist_push(r->a, out->u.list, item);
                 jr_ws(r);
-                if (r->pos < r->n && r->s[r->pos] == ',') r->pos++;
+                if (r->pos < r->n && r->s[r->pos] == ',')
+                    r->pos++;
                 else if (r->pos < r->n && r->s[r->pos] == ']') {
                     r->pos++;
                     break;
-                } else return jr_fail(r, "expected ',' or ']'");
+                } else
+                    return jr_fail(r, "expected ',' or ']'");
             }
     } else if (c == '{') {
         *out = jv_dict_new(r->a, JV_DICT);
         r->pos++, jr_ws(r);
-        if (r->pos < r->n && r->s[r->pos] == '}') r->pos++;
+        if (r->pos < r->n && r->s[r->pos] == '}')
+            r->pos++;
         else
             for (;;) {
                 jv key, val;
                 jr_ws(r);
-                if (r->pos >= r->n || r->s[r->pos] != '"') return jr_fail(r, "expected a string key");
+                if (r->pos >= r->n || r->s[r->pos] != '"')
+                    return jr_fail(r, "expected a string key");
                 if (!jr_string(r, &key)) return 0;
                 jr_ws(r);
                 if (r->pos >= r->n || r->s[r->pos] != ':') return jr_fail(r, "expected ':'");
@@ -638,17 +669,24 @@ static int jr_value(jreader *r, jv *out) {
                 if (!jr_value(r, &val)) return 0;
                 jdict_set(r->a, out->u.dict, key, val);
                 jr_ws(r);
-                if (r->pos < r->n && r->s[r->pos] == ',') r->pos++;
+                if (r->pos < r->n && r->s[r->pos] == ',')
+                    r->pos++;
                 else if (r->pos < r->n && r->s[r->pos] == '}') {
                     r->pos++;
                     break;
-                } else return jr_fail(r, "expected ',' or '}'");
+                } else
+                    return jr_fail(r, "expected ',' or '}'");
             }
-    } else if (c == '-' || (c >= '0' && c <= '9')) ok = jr_number(r, out);
-    else if (r->n - r->pos >= 4 && memcmp(r->s + r->pos, "true", 4) == 0) *out = jv_bool(1), r->pos += 4;
-    else if (r->n - r->pos >= 5 && memcmp(r->s + r->pos, "false", 5) == 0) *out = jv_bool(0), r->pos += 5;
-    else if (r->n - r->pos >= 4 && memcmp(r->s + r->pos, "null", 4) == 0) *out = jv_none(), r->pos += 4;
-    else ok = jr_fail(r, "unexpected character");
+    } else if (c == '-' || (c >= '0' && c <= '9'))
+        ok = jr_number(r, out);
+    else if (r->n - r->pos >= 4 && memcmp(r->s + r->pos, "true", 4) == 0)
+        *out = jv_bool(1), r->pos += 4;
+    else if (r->n - r->pos >= 5 && memcmp(r->s + r->pos, "false", 5) == 0)
+        *out = jv_bool(0), r->pos += 5;
+    else if (r->n - r->pos >= 4 && memcmp(r->s + r->pos, "null", 4) == 0)
+        *out = jv_none(), r->pos += 4;
+    else
+        ok = jr_fail(r, "unexpected character");
     r->depth--;
     return ok;
 }
@@ -667,7 +705,8 @@ uint32_t ju8_decode(const char *s, size_t n, size_t *adv) {
     if (u[0] < 0x80 || n < 2) return *adv = 1, u[0];
     if ((u[0] & 0xE0) == 0xC0) return *adv = 2, (uint32_t)(u[0] & 0x1F) << 6 | (u[1] & 0x3F);
     if ((u[0] & 0xF0) == 0xE0 && n >= 3)
-        return *adv = 3, (uint32_t)(u[0] & 0x0F) << 12 | (uint32_t)(u[1] & 0x3F) << 6 | (u[2] & 0x3F);
+        return *adv = 3,
+               (uint32_t)(u[0] & 0x0F) << 12 | (uint32_t)(u[1] & 0x3F) << 6 | (u[2] & 0x3F);
     if ((u[0] & 0xF8) == 0xF0 && n >= 4)
         return *adv = 4, (uint32_t)(u[0] & 0x07) << 18 | (uint32_t)(u[1] & 0x3F) << 12 |
                              (uint32_t)(u[2] & 0x3F) << 6 | (u[3] & 0x3F);
@@ -703,10 +742,14 @@ size_t ju8_invalid_at(const char *text, size_t len) {
         if (c < 0x80) {
             i++;
             continue;
-        } else if ((c & 0xE0) == 0xC0) need = 1, cp = c & 0x1F, min = 0x80;
-        else if ((c & 0xF0) == 0xE0) need = 2, cp = c & 0x0F, min = 0x800;
-        else if ((c & 0xF8) == 0xF0) need = 3, cp = c & 0x07, min = 0x10000;
-        else return i;
+        } else if ((c & 0xE0) == 0xC0)
+            need = 1, cp = c & 0x1F, min = 0x80;
+        else if ((c & 0xF0) == 0xE0)
+            need = 2, cp = c & 0x0F, min = 0x800;
+        else if ((c & 0xF8) == 0xF0)
+            need = 3, cp = c & 0x07, min = 0x10000;
+        else
+            return i;
         if (i + need >= len) return i;
         for (size_t k = 1; k <= need; k++) {
             if ((s[i + k] & 0xC0) != 0x80) return i;

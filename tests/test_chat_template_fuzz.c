@@ -28,10 +28,18 @@ static char *slurp(const char *path) {
 
 /* Returns a malloc'ed mutation of src: a few random edits drawn from template-ish pieces. */
 static char *mutate(const char *src) {
-    static const char *const pieces[] = {"{%", "%}", "{{", "}}", "{#", "#}", "-", "+", "(", ")", "[",
-                                         "]", "{", "}", "'", "\"", "\\", "|", ".", ",", ":", " is ",
-                                         " not ", " in ", " and ", "loop", "ns", "\n", "\xff", "\xe4\xbd",
-                                         "endif", "endfor", "9999999999999999999", "-1", "::-1", "~"};
+    static const char *const pieces[] = {"{%",    "%}",     "{{",
+                                         "}}",    "{#",     "#}",
+                                         "-",     "+",      "(",
+                                         ")",     "[",      "]",
+                                         "{",     "}",      "'",
+                                         "\"",    "\\",     "|",
+                                         ".",     ",",      ":",
+                                         " is ",  " not ",  " in ",
+                                         " and ", "loop",   "ns",
+                                         "\n",    "\xff",   "\xe4\xbd",
+                                         "endif", "endfor", "9999999999999999999",
+                                         "-1",    "::-1",   "~"};
     size_t n = strlen(src), cap = n + 256;
     char *s = malloc(cap);
     memcpy(s, src, n + 1);
@@ -67,8 +75,10 @@ START_TEST(mutated_templates_never_crash) {
     char *qwen3 = slurp(GRPO_SOURCE_DIR "/tests/fixtures/template/qwen3-0.6b.jinja");
     char *qwen25 = slurp(GRPO_SOURCE_DIR "/tests/fixtures/template/qwen2.5-7b-instruct.jinja");
     srcs[0] = qwen3, srcs[1] = qwen25, srcs[2] = grpo_chat_template_chatml();
-    const char *msgs = "[{\"role\":\"system\",\"content\":\"s\"},{\"role\":\"user\",\"content\":\"q\"},"
-                       "{\"role\":\"assistant\",\"content\":\"<think>r</think>a\"},{\"role\":\"user\",\"content\":\"q2\"}]";
+    const char *msgs =
+        "[{\"role\":\"system\",\"content\":\"s\"},{\"role\":\"user\",\"content\":\"q\"},"
+        "{\"role\":\"assistant\",\"content\":\"<think>r</"
+        "think>a\"},{\"role\":\"user\",\"content\":\"q2\"}]";
     grpo_chat_var var = {"enable_thinking", "false"};
     grpo_chat_options opt = {.add_generation_prompt = 1, .vars = &var, .n_vars = 1};
     int compiled = 0, rendered = 0, total = 3000;
@@ -80,12 +90,15 @@ START_TEST(mutated_templates_never_crash) {
         if (grpo_chat_template_compile(t, "fuzz", &tpl, &err) == GRPO_OK) {
             compiled++;
             char *out = NULL;
-            if (grpo_chat_template_render_json(tpl, msgs, &opt, &out, &err) == GRPO_OK) rendered++;
-            else ck_assert_msg(err.message[0] != '\0', "render failed without a message");
+            if (grpo_chat_template_render_json(tpl, msgs, &opt, &out, &err) == GRPO_OK)
+                rendered++;
+            else
+                ck_assert_msg(err.message[0] != '\0', "render failed without a message");
             free(out);
             grpo_chat_template_free(tpl);
         } else {
-            ck_assert_msg(strncmp(err.message, "chat template fuzz:", 19) == 0, "bad message: %s", err.message);
+            ck_assert_msg(strncmp(err.message, "chat template fuzz:", 19) == 0, "bad message: %s",
+                          err.message);
         }
         free(t);
     }
@@ -141,7 +154,8 @@ START_TEST(mutated_jsonl_lines_never_crash) {
             for (size_t k = 0; k < ds->n; k++)
                 for (uint32_t j = 0; j < ds->examples[k].n_fields; j++)
                     ck_assert_ptr_nonnull(ds->examples[k].fields[j].json);
-        } else ck_assert_msg(err.message[0] != '\0', "load failed without a message");
+        } else
+            ck_assert_msg(err.message[0] != '\0', "load failed without a message");
         grpo_dataset_free(ds);
         free(t);
     }
