@@ -97,9 +97,10 @@ static const char *json_kind(const cJSON *v) {
     return "something else";
 }
 
-/* Reads a list of {role, content} objects into messages. */
-static int read_messages(line_ctx *l, const cJSON *list, const char *key, grpo_message **out,
-                         uint32_t *n_out) {
+/* Reads a list of {role, content} objects into messages. With parity_roles (MiniMind's
+ * conversations) a turn without "role" is "user" at even and "assistant" at odd positions. */
+static int read_messages(line_ctx *l, const cJSON *list, const char *key, int parity_roles,
+                         grpo_message **out, uint32_t *n_out) {
     int n = cJSON_GetArraySize(list);
     if (n == 0)
         return bad(l, "\"%s\": expected a non-empty list of {\"role\", \"content\"} messages", key);
@@ -112,14 +113,17 @@ static int read_messages(line_ctx *l, const cJSON *list, const char *key, grpo_m
         if (!cJSON_IsObject(item))
             return bad(l, "\"%s\"[%d]: expected an object {\"role\", \"content\"}, got %s", key, i,
                        json_kind(item));
-        if (!cJSON_IsString(role))
+        if (!cJSON_IsString(role) && !(parity_roles && !role))
             return bad(l, "\"%s\"[%d]: expected a string \"role\", got %s", key, i,
                        role ? json_kind(role) : "none");
         if (!cJSON_IsString(content))
             return bad(l, "\"%s\"[%d]: expected a string \"content\", got %s", key, i,
                        content ? json_kind(content) : "none");
         m[i].struct_size = sizeof m[i];
-        m[i].role = jarena_strdup(l->a, role->valuestring, strlen(role->valuestring));
+        if (role)
+            m[i].role = jarena_strdup(l->a, role->valuestring, strlen(role->valuestring));
+        else
+            m[i].role = i % 2 ? "assistant" : "user";
         m[i].content = jarena_strdup(l->a, content->valuestring, strlen(content->valuestring));
         i++;
     }
@@ -175,7 +179,7 @@ static int parse_line(line_ctx *l, const char *s, size_t n, grpo_example *ex) {
             ex->prompt = jarena_strdup(l->a, prompt->valuestring, strlen(prompt->valuestring));
         else if (cJSON_IsArray(prompt)) {
             grpo_message *m;
-            if (!read_messages(l, prompt, "prompt", &m, &ex->n_messages)) goto done;
+            if (!read_messages(l, prompt, "prompt", 0, &m, &ex->n_messages)) goto done;
             ex->messages = m;
         } else {
             bad(l,
@@ -192,16 +196,21 @@ static int parse_line(line_ctx *l, const char *s, size_t n, grpo_example *ex) {
                 json_kind(conv));
             goto done;
         }
-        if (!read_messages(l, conv, "conversations", &m, &nm)) goto done;
-        if (strcmp(m[nm - 1].role, "assistant") == 0) {
-            if (nm == 1) {
-                bad(l, "\"conversations\": expected at least one turn before the final assistant "
-                       "turn");
-                goto done;
-            }
-            ex->response = m[nm - 1].content;
-            nm--;
+        if (!read_messages(l, conv, "conversations", 1, &m, &nm)) goto done;
+        if (nm < 2) {
+            bad(l, "\"conversations\": expected at least one prompt turn and the final "
+                   "assistant turn (the reference response)");
+            goto done;
         }
+        if (strcmp(m[nm - 1].role, "assistant") != 0) {
+            bad(l,
+                "\"conversations\": expected the last turn to be the assistant's reference "
+                "response, got role \"%s\"",
+                m[nm - 1].role);
+            goto done;
+        }
+        ex->response = m[nm - 1].content;
+        nm--;
         ex->messages = m, ex->n_messages = nm;
     }
     grpo_field *fields = n_extra ? jarena_alloc(l->a, (size_t)n_extra * sizeof *fields) : NULL;

@@ -41,11 +41,14 @@ START_TEST(all_three_shapes_load) {
     ck_assert_uint_eq(e->n_messages, 1);
     ck_assert_str_eq(e->messages[0].content, "你好");
     ck_assert_str_eq(e->response, "你好！有什么可以帮你？");
-    /* conversations ending on a user turn: everything is the prompt */
+    /* MiniMind turns without "role": user/assistant by position, the last is the response */
     e = &ds->examples[3];
-    ck_assert_uint_eq(e->n_messages, 4);
-    ck_assert_str_eq(e->messages[3].content, "q2");
-    ck_assert_ptr_null(e->response);
+    ck_assert_uint_eq(e->n_messages, 3);
+    ck_assert_str_eq(e->messages[0].role, "user");
+    ck_assert_str_eq(e->messages[1].role, "assistant");
+    ck_assert_str_eq(e->messages[2].role, "user");
+    ck_assert_str_eq(e->messages[2].content, "q2");
+    ck_assert_str_eq(e->response, "a2");
     grpo_dataset_free(ds);
 }
 END_TEST
@@ -108,7 +111,12 @@ START_TEST(bad_lines_fail_with_their_line_number) {
         {"{\"prompt\": \"a\", \"conversations\": []}", "not both"},
         {"{\"conversations\": \"text\"}", "\"conversations\": expected a list"},
         {"{\"conversations\": [{\"role\": \"assistant\", \"content\": \"only\"}]}",
-         "at least one turn before"},
+         "expected at least one prompt turn"},
+        {"{\"conversations\": [{\"role\": \"user\", \"content\": \"q\"}, {\"role\": \"user\", "
+         "\"content\": \"q2\"}]}",
+         "expected the last turn to be the assistant's reference response, got role \"user\""},
+        {"{\"conversations\": [{\"content\": \"q\"}, {\"content\": \"a\"}, {\"content\": \"q2\"}]}",
+         "got role \"user\""},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         grpo_error err;
