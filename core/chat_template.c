@@ -75,6 +75,18 @@ static char *read_file(const char *path, size_t *len, grpo_error *err) {
     return b.data;
 }
 
+/* In a list of {"name", "template"} (tokenizer_config.json's named templates), the template
+ * text called name, or NULL. */
+static const cJSON *named_template(const cJSON *list, const char *name) {
+    const cJSON *item;
+    cJSON_ArrayForEach(item, list) {
+        const cJSON *n = cJSON_GetObjectItemCaseSensitive(item, "name");
+        if (cJSON_IsString(n) && strcmp(n->valuestring, name) == 0)
+            return cJSON_GetObjectItemCaseSensitive(item, "template");
+    }
+    return NULL;
+}
+
 int grpo_chat_template_load(const char *path, grpo_chat_template **out, grpo_error *err) {
     size_t len;
     *out = NULL;
@@ -89,12 +101,13 @@ int grpo_chat_template_load(const char *path, grpo_chat_template **out, grpo_err
     if (pl >= 5 && strcmp(path + pl - 5, ".json") == 0) {
         cJSON *root = cJSON_Parse(text);
         const cJSON *ct = root ? cJSON_GetObjectItemCaseSensitive(root, "chat_template") : NULL;
+        if (cJSON_IsArray(ct)) ct = named_template(ct, "default");
         if (!root)
             rc = grpo_error_set(err, GRPO_ERR_INVALID, "%s: not valid JSON", path);
         else if (!cJSON_IsString(ct))
             rc = grpo_error_set(err, GRPO_ERR_INVALID,
-                                "%s: expected a string \"chat_template\" (a list of named "
-                                "templates is not supported)",
+                                "%s: expected \"chat_template\" to be a string or a list of "
+                                "{name, template} with a \"default\" one",
                                 path);
         else
             rc = grpo_chat_template_compile(ct->valuestring, path, out, err);

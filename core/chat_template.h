@@ -64,7 +64,8 @@ int grpo_chat_template_compile(const char *text, const char *name, grpo_chat_tem
                                grpo_error *err);
 
 /* Reads a template from a file: a .jinja file is the template text; a .json file is a
- * tokenizer_config.json whose "chat_template" string is used. */
+ * tokenizer_config.json whose "chat_template" is used (a string, or in a list of
+ * {"name", "template"} the one named "default"). */
 int grpo_chat_template_load(const char *path, grpo_chat_template **out, grpo_error *err);
 
 /* Renders messages[0..n) (role/content pairs; a NULL content is left out of the message, as

@@ -401,6 +401,7 @@ typedef struct parser {
     size_t err_size;
     const char *name;
     int failed;
+    char desc[96];     /* tok_desc's text */
     int depth, sdepth; /* expression and statement nesting, bounded so hostile input cannot
                         * overflow the stack */
 } parser;
@@ -437,15 +438,17 @@ static int skip_name(parser *p, const char *s) {
     return 1;
 }
 
+/* Describes a token for an error message (in p->desc, so parsers on threads never share it). */
 static const char *tok_desc(parser *p, const tok *t) {
-    static char buf[96];
-    (void)p;
+    char *buf = p->desc;
     switch (t->type) {
     case T_EOF: return "end of template";
     case T_BLOCK_END: return "end of statement '%}'";
     case T_VAR_END: return "end of print '}}'";
     case T_NAME:
-    case T_OP: snprintf(buf, sizeof buf, "'%.*s'", (int)(t->n < 60 ? t->n : 60), t->s); return buf;
+    case T_OP:
+        snprintf(buf, sizeof p->desc, "'%.*s'", (int)(t->n < 60 ? t->n : 60), t->s);
+        return buf;
     case T_STRING: return "a string";
     case T_INT:
     case T_FLOAT: return "a number";

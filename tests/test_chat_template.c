@@ -355,6 +355,22 @@ START_TEST(load_reads_tokenizer_config_chat_template) {
     ck_assert_str_eq(out, "hey|</s>");
     free(out);
     grpo_chat_template_free(tpl);
+    /* the list form: [{name, template}], "default" is used */
+    f = fopen(path, "w");
+    fputs("{\"chat_template\": [{\"name\": \"tool_use\", \"template\": \"T\"}, "
+          "{\"name\": \"default\", \"template\": \"D{{ messages|length }}\"}]}",
+          f);
+    fclose(f);
+    ck_assert_int_eq(grpo_chat_template_load(path, &tpl, &err), GRPO_OK);
+    ck_assert_int_eq(grpo_chat_template_render(tpl, &m, 1, &opt, &out, &err), GRPO_OK);
+    ck_assert_str_eq(out, "D1");
+    free(out);
+    grpo_chat_template_free(tpl);
+    f = fopen(path, "w");
+    fputs("{\"chat_template\": 3}", f);
+    fclose(f);
+    ck_assert_int_eq(grpo_chat_template_load(path, &tpl, &err), GRPO_ERR_INVALID);
+    ck_assert_ptr_nonnull(strstr(err.message, "expected \"chat_template\" to be a string"));
     remove(path);
     ck_assert_int_eq(grpo_chat_template_load(GRPO_BINARY_DIR "/no/such/file.jinja", &tpl, &err),
                      GRPO_ERR_IO);
