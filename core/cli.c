@@ -17,6 +17,7 @@ static const grpo_command commands[] = {
     {"plugins", cmd_plugins, "list the rewards and models on the plugin path, or show one"},
     {"config", cmd_config, "check a run file and print it resolved, or list every run-file key"},
     {"model", cmd_model, "inspect a Hugging Face model directory (grpo model info DIR)"},
+    {"template", cmd_template, "render a chat template on messages or a dataset line"},
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 

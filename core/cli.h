@@ -22,5 +22,6 @@ int cmd_reward(int argc, char **argv);
 int cmd_plugins(int argc, char **argv);
 int cmd_config(int argc, char **argv);
 int cmd_model(int argc, char **argv);
+int cmd_template(int argc, char **argv);
 
 #endif
