@@ -17,6 +17,7 @@ Writes, under tests/fixtures/tokenizer/:
                           "decode": [text per entry: decode(encode[i], skip_special_tokens=False)],
                           "decode_skip": [same with skip_special_tokens=True],
                           "decode_cases": [{"ids": [...], "text": str, "text_skip": str}, ...]}
+                         (a decoded text holding U+0000 is written {"hex": its UTF-8 bytes})
                          (variants only get "encode"/"encode_plain": their decoder is tiny's).
 
 Invalid UTF-8: a Python str (and a Rust &str, which is what `tokenizers` takes) cannot hold invalid
@@ -225,9 +226,14 @@ def expected(tok, corpus, vocab_size, rng, all_single_ids, full=True):
     for ids in enc[:40]:  # real encodings cut in the middle of a character
         if len(ids) > 2:
             cases.append(ids[1:-1])
-    out["decode_cases"] = [{"ids": ids, "text": tok.decode(ids, skip_special_tokens=False),
-                            "text_skip": tok.decode(ids, skip_special_tokens=True)} for ids in cases]
+    out["decode_cases"] = [{"ids": ids, "text": nul_safe(tok.decode(ids, skip_special_tokens=False)),
+                            "text_skip": nul_safe(tok.decode(ids, skip_special_tokens=True))} for ids in cases]
     return out
+
+
+def nul_safe(text):
+    """A decoded string, or {"hex": its UTF-8 bytes} when it holds U+0000 (cJSON strings stop there)."""
+    return {"hex": text.encode().hex()} if "\x00" in text else text
 
 
 def write_json(path, obj, compact_lists=True):
