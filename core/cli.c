@@ -12,6 +12,7 @@
 
 static const grpo_command commands[] = {
     {"version", cmd_version, "print the version and the plugin ABI version"},
+    {"tokenize", cmd_tokenize, "text lines -> JSON ids (or ids -> text with --decode)"},
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 

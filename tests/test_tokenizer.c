@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cli.h"
 #include "tokenizer.h"
 
 #define FIX GRPO_SOURCE_DIR "/tests/fixtures/tokenizer"
@@ -37,6 +38,7 @@ static cJSON *load_json(const char *path) {
 typedef struct corpus {
     char **text; /* raw bytes (may be invalid UTF-8) */
     size_t *len;
+    int *is_hex; /* given as hex bytes: not valid UTF-8 */
     int n;
 } corpus;
 
@@ -46,6 +48,7 @@ static corpus load_corpus(void) {
     c.n = cJSON_GetArraySize(j);
     c.text = calloc((size_t)c.n, sizeof *c.text);
     c.len = calloc((size_t)c.n, sizeof *c.len);
+    c.is_hex = calloc((size_t)c.n, sizeof *c.is_hex);
     for (int i = 0; i < c.n; i++) {
         cJSON *e = cJSON_GetArrayItem(j, i);
         cJSON *t = cJSON_GetObjectItem(e, "text"), *h = cJSON_GetObjectItem(e, "hex");
@@ -61,6 +64,7 @@ static corpus load_corpus(void) {
                 c.text[i][k] = (char)v;
             }
             c.len[i] = n;
+            c.is_hex[i] = 1;
         }
     }
     cJSON_Delete(j);
@@ -69,7 +73,7 @@ static corpus load_corpus(void) {
 
 static void free_corpus(corpus *c) {
     for (int i = 0; i < c->n; i++) free(c->text[i]);
-    free(c->text), free(c->len);
+    free(c->text), free(c->len), free(c->is_hex);
 }
 
 static int ids_equal(const grpo_tok_ids *got, const cJSON *want) {
@@ -372,6 +376,71 @@ START_TEST(minimal_model_merges_and_joins) {
 }
 END_TEST
 
+/* ---- the command line ----------------------------------------------------------------------- */
+/* `grpo tokenize` on the single-line corpus entries prints exactly the expected id arrays, and
+ * `--decode` turns them back into the lines. */
+START_TEST(cli_tokenize_round_trips) {
+    corpus c = load_corpus();
+    cJSON *exp = load_json(FIX "/expected_tiny.json");
+    const cJSON *enc = cJSON_GetObjectItem(exp, "encode");
+    char in[] = "/tmp/grpo_tok_in_XXXXXX", out[] = "/tmp/grpo_tok_out_XXXXXX";
+    close(mkstemp(in)), close(mkstemp(out));
+    FILE *f = fopen(in, "w");
+    char *want = calloc(1, 1 << 20), *lines = calloc(1, 1 << 20);
+    int n = 0;
+    for (int i = 0; i < c.n; i++) {
+        /* one-line entries whose decode gives the line back: valid UTF-8, no <mask> (its
+         * lstrip/rstrip swallow the spaces around it) */
+        if (c.is_hex[i] || memchr(c.text[i], '\n', c.len[i]) || memchr(c.text[i], '\r', c.len[i]) ||
+            strstr(c.text[i], "<mask>"))
+            continue;
+        fwrite(c.text[i], 1, c.len[i], f), fputc('\n', f);
+        char *w = cJSON_PrintUnformatted(cJSON_GetArrayItem(enc, i));
+        strcat(want, w), strcat(want, "\n");
+        strncat(lines, c.text[i], c.len[i]), strcat(lines, "\n");
+        free(w);
+        n++;
+    }
+    fclose(f);
+    char *argv[] = {"tokenize", "--tokenizer", FIX "/tiny", NULL, NULL};
+    fflush(stdout);
+    int saved_in = dup(0), saved_out = dup(1);
+    ck_assert_ptr_nonnull(freopen(in, "r", stdin));
+    ck_assert_ptr_nonnull(freopen(out, "w", stdout));
+    int rc = cmd_tokenize(3, argv);
+    fflush(stdout);
+    /* round trip: the ids just printed, decoded */
+    ck_assert_ptr_nonnull(freopen(out, "r", stdin));
+    char out2[] = "/tmp/grpo_tok_out2_XXXXXX";
+    close(mkstemp(out2));
+    ck_assert_ptr_nonnull(freopen(out2, "w", stdout));
+    argv[3] = "--decode";
+    int rc2 = cmd_tokenize(4, argv);
+    fflush(stdout);
+    dup2(saved_in, 0), dup2(saved_out, 1);
+    close(saved_in), close(saved_out);
+    clearerr(stdin);
+    ck_assert_int_eq(rc, 0);
+    ck_assert_int_eq(rc2, 0);
+    char *got = calloc(1, 1 << 20), *got2 = calloc(1, 1 << 20);
+    f = fopen(out, "r");
+    size_t got_n = fread(got, 1, (1 << 20) - 1, f);
+    fclose(f);
+    f = fopen(out2, "r");
+    size_t got2_n = fread(got2, 1, (1 << 20) - 1, f);
+    fclose(f);
+    ck_assert_int_gt(n, 50);
+    ck_assert_uint_eq(got_n, strlen(want));
+    ck_assert_str_eq(got, want);
+    ck_assert_uint_eq(got2_n, strlen(lines));
+    ck_assert_str_eq(got2, lines);
+    unlink(in), unlink(out), unlink(out2);
+    free(want), free(lines), free(got), free(got2);
+    cJSON_Delete(exp);
+    free_corpus(&c);
+}
+END_TEST
+
 /* ---- concurrency --------------------------------------------------------------------------- */
 typedef struct job {
     grpo_tokenizer *tok;
@@ -430,6 +499,7 @@ int main(void) {
     tcase_add_test(tb, bad_files_fail_clearly);
     tcase_add_test(tb, minimal_model_merges_and_joins);
     tcase_add_test(tb, concurrent_encodes_share_the_cache);
+    tcase_add_test(tb, cli_tokenize_round_trips);
     suite_add_tcase(s, tb);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
