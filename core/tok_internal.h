@@ -126,6 +126,14 @@ struct grpo_tokenizer {
     char *chat_template;
 };
 
+/* A copy of a tokenizer regex with \s and \S spelled as Unicode White_Space (Oniguruma's meaning)
+ * for PCRE2 (tok_regex.c); malloc'd, NULL on nomem. */
+char *tok_regex_translate(const char *pattern);
+/* Rust regex's \w (Alphabetic, M, Nd, Pc, Join_Control), used by single_word. */
+#define TOK_WORD_CHAR_CLASS                                                                     \
+    "[\\p{L}\\p{Nl}\\p{Nd}\\p{M}\\p{Pc}\\x{200c}\\x{200d}\\x{24b6}-\\x{24e9}\\x{1f130}-\\x{1f149}" \
+    "\\x{1f150}-\\x{1f169}\\x{1f170}-\\x{1f189}]"
+
 /* Splits a valid UTF-8 text into pieces and appends its ids (everything but the post-processor). */
 int tok_encode_text(const grpo_tokenizer *tok, const char *s, size_t len, grpo_tok_ids *out);
 int tok_ids_push(grpo_tok_ids *ids, int32_t id);

@@ -299,8 +299,14 @@ static pcre2_code *compile_regex(grpo_tokenizer *tok, const char *pattern, uint3
                                  const char *where, grpo_error *err) {
     int code;
     PCRE2_SIZE off;
-    pcre2_code *re = pcre2_compile((PCRE2_SPTR)pattern, PCRE2_ZERO_TERMINATED, PCRE2_UTF | extra,
+    char *translated = extra & PCRE2_LITERAL ? strdup(pattern) : tok_regex_translate(pattern);
+    if (!translated) {
+        grpo_error_set(err, GRPO_ERR_NOMEM, "%s: out of memory", tok->path);
+        return NULL;
+    }
+    pcre2_code *re = pcre2_compile((PCRE2_SPTR)translated, PCRE2_ZERO_TERMINATED, PCRE2_UTF | extra,
                                    &code, &off, NULL);
+    free(translated);
     if (!re) {
         PCRE2_UCHAR msg[256];
         pcre2_get_error_message(code, msg, sizeof msg);
@@ -521,7 +527,7 @@ static int32_t load_json(grpo_tokenizer *tok, const cJSON *root, grpo_error *err
         return grpo_error_set(err, GRPO_ERR_NOMEM, "%s: out of memory", tok->path);
     for (int32_t k = 0; k < tok->n_added; k++)
         if (tok->added[k].single_word && !tok->re_word_start &&
-            !(tok->re_word_start = compile_regex(tok, "\\w", PCRE2_UCP | PCRE2_ANCHORED, "single_word", err)))
+            !(tok->re_word_start = compile_regex(tok, TOK_WORD_CHAR_CLASS, PCRE2_UCP | PCRE2_ANCHORED, "single_word", err)))
             return err ? err->status : GRPO_ERR_INTERNAL;
     for (int b = 0; b < 256; b++) {
         char s[3];

@@ -99,6 +99,10 @@ def parity_corpus(rng):
         "foo_bar alone", "afoo_bar glued", "foo_bar_more", "(foo_bar)", "foo_bar",
         "<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>", "<|buffer1|><|box_start|>",
         "ſ long s 'S and 'ſ", "K\u212a kelvin", "ﬁ ligature", "e\u0301 combining accent", "Å vs A\u030a",
+        # found by tools/tokenizer_parity.py: PCRE2's \s holds U+180E, Unicode White_Space does not
+        "'LL\u180e've", "x\u180e\u180e\u180e'd y", "\u180e \u180e",
+        # single_word: a combining mark or a circled letter is a word character for Rust's \w
+        "foo_bar\u302c", "foo_bar\u0332x", "\u24b6foo_bar", "foo_bar\u2460", "<think>foo_bar〬」",
     ] + CODE_LINES
     # whitespace runs of every kind and length
     for ws in [" ", "  ", "\t", "\n", "\r\n", " \t ", "\n \n", "    ", "\u2003", "\u0085"]:
