@@ -83,8 +83,10 @@ void tok_bpe_free(tok_bpe *m);
 
 /* ---- added tokens ------------------------------------------------------------------------- */
 typedef struct tok_added {
-    char *content;
+    char *content;         /* as written (token_to_id / decode) */
     uint32_t len;
+    char *pattern;         /* what is matched: content, normalized when the token is normalized */
+    uint32_t pattern_len;
     int32_t id;
     uint8_t special, lstrip, rstrip, single_word, normalized;
 } tok_added;
@@ -94,6 +96,13 @@ typedef struct tok_added_set {
     uint8_t first[256];      /* 1 if some token starts with this byte */
     int32_t *by_first[256];  /* indices into tok->added, longest first, -1 terminated (or NULL) */
 } tok_added_set;
+
+/* ---- normalizers (tok_normalize.c) ------------------------------------------------------ */
+enum { TOK_NORM_NFC, TOK_NORM_NFD };
+#define TOK_MAX_NORMALIZERS 8
+/* Normalizes valid UTF-8 s[0..n) to form. When s is already normalized *out is NULL; otherwise
+ * *out is a malloc'd copy of *out_n bytes (caller frees). Returns 0, or -1 on nomem. */
+int tok_normalize(int form, const char *s, size_t n, char **out, size_t *out_n);
 
 /* ---- pre-tokenizers ----------------------------------------------------------------------- */
 enum { TOK_PRE_BYTELEVEL, TOK_PRE_SPLIT };
@@ -116,6 +125,8 @@ struct grpo_tokenizer {
     tok_strmap added_by_content; /* content -> index into added */
     int32_t *added_of_id;        /* (V) index into added, or -1 */
     tok_added_set raw_set, norm_set; /* normalized == 0 / normalized == 1 tokens */
+    int norm[TOK_MAX_NORMALIZERS];   /* TOK_NORM_*, applied in order */
+    int n_norm;
     pcre2_code *re_word_start;   /* ^\w (single_word), compiled only when needed */
     tok_pre *pre;                /* (n_pre) applied in order */
     int n_pre;

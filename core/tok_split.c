@@ -156,6 +156,34 @@ static char *arena_alloc(scratch *s, size_t n) {
     return p;
 }
 
+/* Takes ownership of malloc'd p (freed with the scratch). */
+static int arena_adopt(scratch *s, char *p) {
+    if (s->n_arena == s->cap_arena) {
+        size_t cap = s->cap_arena ? 2 * s->cap_arena : 16;
+        char **a = realloc(s->arena, cap * sizeof *a);
+        if (!a) {
+            free(p);
+            return -1;
+        }
+        s->arena = a, s->cap_arena = cap;
+    }
+    s->arena[s->n_arena++] = p;
+    return 0;
+}
+
+/* Runs the normalizers over text piece *pc; a changed text lives in the arena. */
+static int normalize_piece(const grpo_tokenizer *tok, piece *pc, scratch *s) {
+    for (int k = 0; k < tok->n_norm; k++) {
+        char *out;
+        size_t n;
+        if (tok_normalize(tok->norm[k], pc->p, pc->n, &out, &n)) return -1;
+        if (!out) continue;
+        if (arena_adopt(s, out)) return -1;
+        pc->p = out, pc->n = n;
+    }
+    return 0;
+}
+
 static int span_push(scratch *s, size_t a, size_t b, int match) {
     if (s->n_spans == s->cap_spans) {
         size_t cap = s->cap_spans ? s->cap_spans * 2 : 64;
@@ -176,7 +204,7 @@ static int32_t added_find(const grpo_tokenizer *tok, const tok_added_set *set, c
         if (!set->first[c]) continue;
         for (const int32_t *k = set->by_first[c]; *k >= 0; k++) {
             const tok_added *a = &tok->added[*k];
-            if (a->len <= n - i && memcmp(t + i, a->content, a->len) == 0) {
+            if (a->pattern_len <= n - i && memcmp(t + i, a->pattern, a->pattern_len) == 0) {
                 *at = i;
                 return *k;
             }
@@ -213,7 +241,7 @@ static int added_split(const grpo_tokenizer *tok, const tok_added_set *set, cons
     int32_t k;
     while (pos < n && (k = added_find(tok, set, t, n, pos, &at)) >= 0) {
         const tok_added *a = &tok->added[k];
-        size_t start = at, stop = at + a->len;
+        size_t start = at, stop = at + a->pattern_len;
         pos = stop; /* the matcher resumes after the raw match, whatever is stripped */
         if (a->single_word && !single_word_ok(tok, t, n, start, stop, s)) continue;
         if (a->lstrip) {
@@ -365,18 +393,18 @@ static int pre_apply(const tok_pre *pre, const pieces *in, pieces *out, scratch 
 int tok_encode_text(const grpo_tokenizer *tok, const char *t, size_t len, grpo_tok_ids *out) {
     scratch s = {0};
     int rc = -1;
-    /* 1. added tokens matched on the raw text; 2. (normalizer: none supported) the normalized
-     * added tokens in what is left */
+    /* 1. added tokens matched on the raw text; 2. the normalizers over what is left; 3. the
+     * normalized added tokens in the normalized text */
     if (added_split(tok, &tok->raw_set, t, len, &s.b, &s)) goto done;
     for (size_t i = 0; i < s.b.n; i++) {
         piece pc = s.b.v[i];
         if (pc.added_id >= 0) {
             if (pieces_push(&s.a, pc.p, pc.n, pc.added_id)) goto done;
-        } else if (added_split(tok, &tok->norm_set, pc.p, pc.n, &s.a, &s)) {
+        } else if (normalize_piece(tok, &pc, &s) || added_split(tok, &tok->norm_set, pc.p, pc.n, &s.a, &s)) {
             goto done;
         }
     }
-    /* 3. the pre-tokenizers, in order (a <-> b ping-pong) */
+    /* 4. the pre-tokenizers, in order (a <-> b ping-pong) */
     pieces *cur = &s.a, *nxt = &s.b;
     for (int k = 0; k < tok->n_pre; k++) {
         int r = pre_apply(&tok->pre[k], cur, nxt, &s);
@@ -387,7 +415,7 @@ int tok_encode_text(const grpo_tokenizer *tok, const char *t, size_t len, grpo_t
         pieces *tmp = cur;
         cur = nxt, nxt = tmp;
     }
-    /* 4. the model, word by word */
+    /* 5. the model, word by word */
     for (size_t i = 0; i < cur->n; i++) {
         piece pc = cur->v[i];
         if (pc.added_id >= 0 ? tok_ids_push(out, pc.added_id) : tok_bpe_word(&tok->bpe, pc.p, pc.n, out))

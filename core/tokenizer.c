@@ -244,7 +244,7 @@ static int32_t load_added(grpo_tokenizer *tok, const cJSON *added, grpo_error *e
 static int cmp_added_len_desc(const void *pa, const void *pb, void *ctx) {
     const tok_added *added = ctx;
     const tok_added *a = &added[*(const int32_t *)pa], *b = &added[*(const int32_t *)pb];
-    if (a->len != b->len) return a->len > b->len ? -1 : 1;
+    if (a->pattern_len != b->pattern_len) return a->pattern_len > b->pattern_len ? -1 : 1;
     return *(const int32_t *)pa - *(const int32_t *)pb;
 }
 
@@ -254,7 +254,7 @@ static int build_added_set(grpo_tokenizer *tok, tok_added_set *set, int normaliz
     for (int c = 0; c < 256; c++) {
         int32_t cnt = 0;
         for (int32_t k = 0; k < tok->n_added; k++)
-            cnt += tok->added[k].normalized == normalized && (unsigned char)tok->added[k].content[0] == c;
+            cnt += tok->added[k].normalized == normalized && (unsigned char)tok->added[k].pattern[0] == c;
         if (!cnt) {
             set->by_first[c] = (int32_t *)&none;
             continue;
@@ -262,7 +262,7 @@ static int build_added_set(grpo_tokenizer *tok, tok_added_set *set, int normaliz
         int32_t *v = malloc((size_t)(cnt + 1) * sizeof *v), j = 0;
         if (!v) return -1;
         for (int32_t k = 0; k < tok->n_added; k++)
-            if (tok->added[k].normalized == normalized && (unsigned char)tok->added[k].content[0] == c)
+            if (tok->added[k].normalized == normalized && (unsigned char)tok->added[k].pattern[0] == c)
                 v[j++] = k;
         qsort_r(v, (size_t)cnt, sizeof *v, cmp_added_len_desc, tok->added);
         v[cnt] = -1;
@@ -278,21 +278,46 @@ static void free_added_set(tok_added_set *set) {
 }
 
 /* ---- normalizer, pre-tokenizers, post-processor, decoder ------------------------------------- */
-static int32_t check_normalizer(grpo_tokenizer *tok, const cJSON *n, grpo_error *err) {
+static int32_t load_normalizer(grpo_tokenizer *tok, const cJSON *n, grpo_error *err) {
     if (is_null(n)) return GRPO_OK;
     const char *type = json_type(n);
     const cJSON *list = cJSON_GetObjectItemCaseSensitive(n, "normalizers");
     if (type && strcmp(type, "Sequence") == 0 && cJSON_IsArray(list)) {
         const cJSON *e;
         cJSON_ArrayForEach(e, list) {
-            int32_t rc = check_normalizer(tok, e, err);
+            int32_t rc = load_normalizer(tok, e, err);
             if (rc) return rc;
         }
         return GRPO_OK;
     }
-    return grpo_error_set(err, GRPO_ERR_UNSUPPORTED,
-                          "%s: normalizer '%s' is not supported (only null or an empty Sequence)",
-                          tok->path, type ? type : "(no type)");
+    int form = !type ? -1 : strcmp(type, "NFC") == 0 ? TOK_NORM_NFC : strcmp(type, "NFD") == 0 ? TOK_NORM_NFD : -1;
+    if (form < 0)
+        return grpo_error_set(err, GRPO_ERR_UNSUPPORTED,
+                              "%s: normalizer '%s' is not supported (NFC, NFD, Sequence)", tok->path,
+                              type ? type : "(no type)");
+    if (tok->n_norm == TOK_MAX_NORMALIZERS)
+        return grpo_error_set(err, GRPO_ERR_UNSUPPORTED, "%s: more than %d normalizers", tok->path,
+                              TOK_MAX_NORMALIZERS);
+    tok->norm[tok->n_norm++] = form;
+    return GRPO_OK;
+}
+
+/* The text an added token is matched as: normalized tokens go through the normalizers too. */
+static int32_t set_added_patterns(grpo_tokenizer *tok, grpo_error *err) {
+    for (int32_t k = 0; k < tok->n_added; k++) {
+        tok_added *a = &tok->added[k];
+        a->pattern = a->content, a->pattern_len = a->len;
+        for (int i = 0; a->normalized && i < tok->n_norm; i++) {
+            char *out;
+            size_t n;
+            if (tok_normalize(tok->norm[i], a->pattern, a->pattern_len, &out, &n))
+                return grpo_error_set(err, GRPO_ERR_NOMEM, "%s: out of memory", tok->path);
+            if (!out) continue;
+            if (a->pattern != a->content) free(a->pattern);
+            a->pattern = out, a->pattern_len = (uint32_t)n;
+        }
+    }
+    return GRPO_OK;
 }
 
 static pcre2_code *compile_regex(grpo_tokenizer *tok, const char *pattern, uint32_t extra,
@@ -518,7 +543,8 @@ static int32_t load_json(grpo_tokenizer *tok, const cJSON *root, grpo_error *err
     int32_t rc;
     if ((rc = load_model(tok, cJSON_GetObjectItemCaseSensitive(root, "model"), max_added_id(added), err)) ||
         (rc = load_added(tok, added, err)) ||
-        (rc = check_normalizer(tok, cJSON_GetObjectItemCaseSensitive(root, "normalizer"), err)) ||
+        (rc = load_normalizer(tok, cJSON_GetObjectItemCaseSensitive(root, "normalizer"), err)) ||
+        (rc = set_added_patterns(tok, err)) ||
         (rc = load_pre(tok, cJSON_GetObjectItemCaseSensitive(root, "pre_tokenizer"), err)) ||
         (rc = load_post(tok, cJSON_GetObjectItemCaseSensitive(root, "post_processor"), err)) ||
         (rc = load_decoder(tok, cJSON_GetObjectItemCaseSensitive(root, "decoder"), err)))
@@ -591,7 +617,10 @@ int32_t grpo_tokenizer_load(const char *path_or_dir, grpo_tokenizer **out, grpo_
 void grpo_tokenizer_free(grpo_tokenizer *tok) {
     if (!tok) return;
     tok_bpe_free(&tok->bpe);
-    for (int32_t k = 0; k < tok->n_added; k++) free(tok->added[k].content);
+    for (int32_t k = 0; k < tok->n_added; k++) {
+        if (tok->added[k].pattern != tok->added[k].content) free(tok->added[k].pattern);
+        free(tok->added[k].content);
+    }
     free(tok->added);
     free(tok->added_of_id);
     tok_strmap_free(&tok->added_by_content);

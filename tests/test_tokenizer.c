@@ -198,9 +198,9 @@ START_TEST(tiny_matches_tokenizers) {
 }
 END_TEST
 
-static const char *variants[] = {"qwen2_split", "llama3_split",  "prefix_space", "no_regex",
-                                 "removed",     "merged_prev",   "merged_next",  "contiguous",
-                                 "invert",      "invert_removed"};
+static const char *variants[] = {"qwen2_split", "llama3_split", "prefix_space", "no_regex",
+                                 "removed",     "merged_prev",  "merged_next",  "contiguous",
+                                 "invert",      "invert_removed", "qwen2_nfc",  "nfd"};
 
 START_TEST(variant_matches_tokenizers) {
     char tok[512], exp[512];
@@ -339,7 +339,7 @@ START_TEST(bad_files_fail_clearly) {
     expect_load_error("{\"model\": {\"type\": \"BPE\", ", "malformed JSON", NULL);
     expect_load_error("{\"model\": {\"type\": \"Unigram\", \"vocab\": []}}", "Unigram", "not supported");
     expect_load_error("{\"model\": {\"type\": \"WordPiece\", \"vocab\": {}}}", "WordPiece", "not supported");
-    expect_load_error("{" MODEL_OK ", \"normalizer\": {\"type\": \"NFC\"}}", "normalizer 'NFC'", "not supported");
+    expect_load_error("{" MODEL_OK ", \"normalizer\": {\"type\": \"NFKC\"}}", "normalizer 'NFKC'", "not supported");
     expect_load_error("{" MODEL_OK ", \"pre_tokenizer\": {\"type\": \"Whitespace\"}}", "Whitespace", "not supported");
     expect_load_error("{" MODEL_OK ", \"decoder\": {\"type\": \"WordPiece\"}}", "decoder 'WordPiece'", NULL);
     expect_load_error("{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": [\"a c\"]}}",

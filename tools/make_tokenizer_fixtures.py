@@ -103,6 +103,10 @@ def parity_corpus(rng):
         "'LL\u180e've", "x\u180e\u180e\u180e'd y", "\u180e \u180e",
         # single_word: a combining mark or a circled letter is a word character for Rust's \w
         "foo_bar\u302c", "foo_bar\u0332x", "\u24b6foo_bar", "foo_bar\u2460", "<think>foo_bar〬」",
+        # normalizers (NFC / NFD variants): Hangul, reordering, singletons, exclusions, blocking
+        "\u1100\u1161\u11a8 jamo \ud55c\u11a8", "a\u0316\u0301\u0300 reorder", "\u0344 \u0958 \u2126 \uf900 \u212b",
+        "cafe\u0301 caf\u00e9 cafe\u0301x", "\u1e0b\u0323 \u1e0d\u0307 q\u0307\u0323", "\u01c5 \ufb01 compat stays",
+        "\u0627\u0653 \u0d46\u0d3e \u0b47\u0b3e \u09c7\u09be", "\u0300\u0301 leading marks",
     ] + CODE_LINES
     # whitespace runs of every kind and length
     for ws in [" ", "  ", "\t", "\n", "\r\n", " \t ", "\n \n", "    ", "\u2003", "\u0085"]:
@@ -174,8 +178,12 @@ def make_variants(tiny):
     """name -> tokenizer.json dict: the tiny model with other pre-tokenizers and formats."""
     v = {}
 
-    def variant(name, pre=None, merges_as_strings=False, ignore_merges=None, post=None):
+    def variant(name, pre=None, merges_as_strings=False, ignore_merges=None, post=None, normalizer=None,
+                extra_added=()):
         j = copy.deepcopy(tiny)
+        if normalizer is not None:
+            j["normalizer"] = normalizer
+        j["added_tokens"] += list(extra_added)
         if pre is not None:
             j["pre_tokenizer"] = pre
         if merges_as_strings:
@@ -197,6 +205,13 @@ def make_variants(tiny):
                   "pair": [{"Sequence": {"id": "A", "type_id": 0}}, {"Sequence": {"id": "B", "type_id": 1}}],
                   "special_tokens": {"<|im_start|>": {"id": "<|im_start|>", "ids": [im_start_id],
                                                       "tokens": ["<|im_start|>"]}}})
+    # Qwen2/2.5/3 files: NFC, then the Qwen regex, then ByteLevel without its own regex; a normalized
+    # added token whose text changes under NFC
+    variant("qwen2_nfc", seq(split(QWEN2_PATTERN, "Isolated"), bytelevel(use_regex=False)),
+            normalizer={"type": "NFC"},
+            extra_added=[{"id": 517, "content": "cafe\u0301", "single_word": False, "lstrip": False,
+                          "rstrip": False, "normalized": True, "special": False}])
+    variant("nfd", normalizer={"type": "Sequence", "normalizers": [{"type": "NFD"}]})
     variant("prefix_space", bytelevel(add_prefix_space=True))
     variant("no_regex", bytelevel(use_regex=False))
     variant("removed", seq(split(r"\s+", "Removed"), bytelevel(use_regex=False)))
