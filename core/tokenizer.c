@@ -87,7 +87,9 @@ static int32_t set_token(grpo_tokenizer *tok, int32_t id, const char *s, grpo_er
     if (id < 0 || id >= m->n_ids)
         return grpo_error_set(err, GRPO_ERR_INVALID, "%s: model.vocab: id %d of '%s' out of range",
                               tok->path, id, s);
-    free(m->token[id]);
+    if (m->token[id]) /* the vocab map borrows the first spelling: a second one is an error */
+        return grpo_error_set(err, GRPO_ERR_INVALID, "%s: model.vocab: id %d is given to both '%s' "
+                              "and '%s'", tok->path, id, m->token[id], s);
     m->token_len[id] = (uint32_t)strlen(s);
     if (!(m->token[id] = xstrndup(s, m->token_len[id])))
         return grpo_error_set(err, GRPO_ERR_NOMEM, "%s: out of memory", tok->path);

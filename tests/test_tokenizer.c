@@ -376,6 +376,111 @@ START_TEST(minimal_model_merges_and_joins) {
 }
 END_TEST
 
+/* ---- properties and fuzzing ----------------------------------------------------------------- */
+static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
+static uint32_t rnd(uint32_t n) { /* xorshift64*, deterministic */
+    rng_state ^= rng_state >> 12, rng_state ^= rng_state << 25, rng_state ^= rng_state >> 27;
+    return (uint32_t)((rng_state * 0x2545F4914F6CDD1Dull) >> 33) % n;
+}
+
+/* Random bytes: ASCII, whitespace, UTF-8 characters, cut characters, special tokens. */
+static size_t random_text(char *buf, size_t cap) {
+    static const char *bits[] = {"hello", " ", "  ", "\t", "\n", "\r\n", "\xe4\xbd\xa0\xe5\xa5\xbd",
+                                 "\xf0\x9f\x98\x80", "\xe4\xbd", "\xff", "\x80", "<|im_end|>",
+                                 "<think>", "foo_bar", "'s", "123", "e\xcc\x81", "\xc2\xa0", "\x00"};
+    size_t n = 0, parts = 1 + rnd(20);
+    for (size_t p = 0; p < parts; p++) {
+        if (rnd(3) == 0) {
+            size_t k = 1 + rnd(6);
+            for (size_t i = 0; i < k && n < cap; i++) buf[n++] = (char)rnd(256);
+        } else {
+            const char *b = bits[rnd(sizeof bits / sizeof *bits)];
+            size_t len = strcmp(b, "\x00") == 0 ? 1 : strlen(b);
+            for (size_t i = 0; i < len && n < cap; i++) buf[n++] = b[i];
+        }
+    }
+    return n;
+}
+
+/* Byte-level BPE loses nothing: decode(encode(x)) is x with invalid UTF-8 replaced by U+FFFD
+ * (Python's bytes.decode("utf-8", "replace") gives the same; here U+FFFD runs are compared through
+ * a second encode/decode, which must be a fixed point). */
+START_TEST(decode_inverts_encode_on_random_bytes) {
+    const char *paths[] = {FIX "/tiny", FIX "/variants/qwen2_split"};
+    grpo_error err;
+    grpo_error_init(&err);
+    for (int t = 0; t < 2; t++) {
+        grpo_tokenizer *tok = load_ok(paths[t]);
+        for (int it = 0; it < 2000; it++) {
+            char buf[256];
+            size_t n = random_text(buf, sizeof buf);
+            int valid = 1;
+            for (size_t i = 0; i < n; i++) valid &= (unsigned char)buf[i] < 0x80;
+            grpo_tok_ids ids = {0}, ids2 = {0};
+            grpo_tok_text back = {0}, back2 = {0};
+            ck_assert_int_eq(grpo_tokenizer_encode(tok, buf, n, 0, &ids, &err), GRPO_OK);
+            ck_assert_int_eq(grpo_tokenizer_decode(tok, ids.data, ids.n, 0, &back, &err), GRPO_OK);
+            if (valid) { /* pure ASCII: exactly the input */
+                ck_assert_uint_eq(back.n, n);
+                ck_assert(memcmp(back.data, buf, n) == 0);
+            }
+            ck_assert_int_eq(grpo_tokenizer_encode(tok, back.data, back.n, 0, &ids2, &err), GRPO_OK);
+            ck_assert_int_eq(grpo_tokenizer_decode(tok, ids2.data, ids2.n, 0, &back2, &err), GRPO_OK);
+            ck_assert_uint_eq(back2.n, back.n);
+            ck_assert(memcmp(back2.data, back.data, back.n) == 0);
+            grpo_tok_ids_free(&ids), grpo_tok_ids_free(&ids2);
+            grpo_tok_text_free(&back), grpo_tok_text_free(&back2);
+        }
+        grpo_tokenizer_free(tok);
+    }
+}
+END_TEST
+
+/* A damaged tokenizer.json (truncated, bytes flipped, ranges deleted) either loads or fails with a
+ * message naming the file; it never crashes (run under ASan/UBSan in the sanitizer build). */
+START_TEST(damaged_json_fails_cleanly) {
+    FILE *f = fopen(FIX "/tiny/tokenizer.json", "rb");
+    ck_assert_ptr_nonnull(f);
+    char *orig = malloc(1 << 20);
+    size_t n = fread(orig, 1, (1 << 20) - 1, f);
+    fclose(f);
+    char *buf = malloc(n + 1);
+    int loaded = 0, failed = 0;
+    for (int it = 0; it < 300; it++) {
+        memcpy(buf, orig, n);
+        size_t m = n;
+        switch (rnd(4)) {
+        case 0: m = rnd((uint32_t)n); break;                          /* truncated */
+        case 1: for (int k = 0; k < 4; k++) buf[rnd((uint32_t)n)] = "\"{}[],:0a\\"[rnd(11)]; break;
+        case 2: { size_t a = rnd((uint32_t)n), b = a + rnd(64); if (b > n) b = n;
+                  memmove(buf + a, buf + b, n - b); m = n - (b - a); break; } /* a range deleted */
+        default: buf[rnd((uint32_t)n)] = (char)rnd(256); break;      /* any byte */
+        }
+        buf[m] = 0;
+        char *copy = strndup(buf, m);
+        const char *path = write_tmp(copy);
+        free(copy);
+        grpo_error err;
+        grpo_error_init(&err);
+        grpo_tokenizer *tok = NULL;
+        if (grpo_tokenizer_load(path, &tok, &err) == GRPO_OK) {
+            grpo_tok_ids ids = {0};
+            grpo_tokenizer_encode(tok, "Hello <|im_end|> 你好", strlen("Hello <|im_end|> 你好"), 1, &ids, &err);
+            grpo_tok_ids_free(&ids);
+            grpo_tokenizer_free(tok);
+            loaded++;
+        } else {
+            ck_assert_msg(strstr(err.message, path) != NULL, "message names no file: %s", err.message);
+            failed++;
+        }
+        cleanup_tmp();
+    }
+    printf("damaged tokenizer.json: %d loaded, %d refused with a message\n", loaded, failed);
+    ck_assert_int_gt(failed, 100);
+    free(buf), free(orig);
+}
+END_TEST
+
 /* ---- the command line ----------------------------------------------------------------------- */
 /* `grpo tokenize` on the single-line corpus entries prints exactly the expected id arrays, and
  * `--decode` turns them back into the lines. */
@@ -500,6 +605,8 @@ int main(void) {
     tcase_add_test(tb, minimal_model_merges_and_joins);
     tcase_add_test(tb, concurrent_encodes_share_the_cache);
     tcase_add_test(tb, cli_tokenize_round_trips);
+    tcase_add_test(tb, decode_inverts_encode_on_random_bytes);
+    tcase_add_test(tb, damaged_json_fails_cleanly);
     suite_add_tcase(s, tb);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
