@@ -243,6 +243,8 @@ typedef struct sym {
 
 typedef struct cand {
     int32_t rank, pos, new_id;
+    int32_t right;     /* position of the right symbol when pushed */
+    int32_t left_id, right_id; /* the pair when pushed: a changed symbol makes the candidate stale */
 } cand;
 
 static int cand_less(const cand *a, const cand *b) {
@@ -280,7 +282,7 @@ static void push_pair(const tok_bpe *m, const sym *w, int32_t pos, cand *heap, s
     int32_t next = w[pos].next;
     if (next < 0) return;
     const tok_merge_slot *mg = merge_get(m, w[pos].id, w[next].id);
-    if (mg) heap_push(heap, nh, (cand){mg->rank, pos, mg->new_id});
+    if (mg) heap_push(heap, nh, (cand){mg->rank, pos, mg->new_id, next, w[pos].id, w[next].id});
 }
 
 /* Initial symbols of a word: one per byte (byte-level) or per UTF-8 character, with unk_token,
@@ -336,8 +338,12 @@ static void merge_all(const tok_bpe *m, sym *w, int32_t n, cand *heap) {
         sym *a = &w[c.pos];
         if (a->len == 0 || a->next < 0) continue;
         sym *b = &w[a->next];
-        const tok_merge_slot *mg = merge_get(m, a->id, b->id);
-        if (!mg || mg->new_id != c.new_id) continue; /* stale: a neighbour changed */
+        /* A candidate whose pair changed since the push is stale unless the new pair makes the
+         * same token: `tokenizers` checks exactly that, so the unchanged case skips the lookup. */
+        if (a->next != c.right || a->id != c.left_id || b->id != c.right_id) {
+            const tok_merge_slot *mg = merge_get(m, a->id, b->id);
+            if (!mg || mg->new_id != c.new_id) continue;
+        }
         a->id = c.new_id;
         a->len += b->len;
         b->len = 0;
