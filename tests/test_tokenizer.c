@@ -179,10 +179,34 @@ static int check_decode(const char *name, grpo_tokenizer *tok, const cJSON *exp)
     return bad;
 }
 
+static uint64_t fnv1a64(const char *s) {
+    uint64_t h = 0xCBF29CE484222325ull;
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 0x100000001B3ull;
+    return h;
+}
+
+/* bos/eos/pad and the chat template as transformers' AutoTokenizer reads them (when recorded). */
+static void check_config(const char *name, grpo_tokenizer *tok, const cJSON *exp) {
+    const cJSON *cfg = cJSON_GetObjectItem(exp, "config");
+    if (!cfg) return;
+    ck_assert_int_eq(grpo_tokenizer_bos_id(tok), cJSON_GetObjectItem(cfg, "bos_id")->valueint);
+    ck_assert_int_eq(grpo_tokenizer_eos_id(tok), cJSON_GetObjectItem(cfg, "eos_id")->valueint);
+    ck_assert_int_eq(grpo_tokenizer_pad_id(tok), cJSON_GetObjectItem(cfg, "pad_id")->valueint);
+    const char *ct = grpo_tokenizer_chat_template(tok);
+    ck_assert_ptr_nonnull(ct);
+    ck_assert_int_eq((int)strlen(ct), cJSON_GetObjectItem(cfg, "chat_template_len")->valueint);
+    char hex[17];
+    snprintf(hex, sizeof hex, "%016llx", (unsigned long long)fnv1a64(ct));
+    ck_assert_str_eq(hex, cJSON_GetObjectItem(cfg, "chat_template_fnv1a64")->valuestring);
+    printf("parity %-14s config: bos/eos/pad and chat template (%d bytes) match transformers\n", name,
+           (int)strlen(ct));
+}
+
 static void check_parity(const char *name, const char *tok_path, const char *exp_path, int decode) {
     corpus c = load_corpus();
     cJSON *exp = load_json(exp_path);
     grpo_tokenizer *tok = load_ok(tok_path);
+    check_config(name, tok, exp);
     int ok = check_encode(name, tok, &c, exp);
     int bad = decode ? check_decode(name, tok, exp) : 0;
     ck_assert_msg(ok == c.n, "%s: %d of %d corpus entries differ from tokenizers", name, c.n - ok, c.n);
@@ -232,7 +256,7 @@ START_TEST(config_gives_special_ids_and_template) {
     grpo_tokenizer *tok = load_ok(FIX "/tiny/tokenizer.json");
     ck_assert_int_eq(grpo_tokenizer_vocab_size(tok), 517); /* 512 trained + 5 added */
     ck_assert_int_eq(grpo_tokenizer_bos_id(tok), grpo_tokenizer_token_to_id(tok, "<|im_start|>"));
-    ck_assert_int_eq(grpo_tokenizer_eos_id(tok), 2); /* {"content": "<|im_end|>"} form */
+    ck_assert_int_eq(grpo_tokenizer_eos_id(tok), 2); /* {"__type": "AddedToken", "content": ...} form */
     ck_assert_int_eq(grpo_tokenizer_pad_id(tok), 0);
     ck_assert_ptr_nonnull(grpo_tokenizer_chat_template(tok));
     ck_assert(strstr(grpo_tokenizer_chat_template(tok), "<|im_start|>") != NULL);
