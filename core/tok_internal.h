@@ -1,7 +1,11 @@
 /*
- * tok_internal.h — the parts of the tokenizer shared by core/tokenizer.c (loading, accessors),
- * core/tok_bpe.c (the BPE model and its word cache), core/tok_split.c (added tokens and
- * pre-tokenizers) and core/tok_decode.c. Not a public header.
+ * tok_internal.h — the parts of the tokenizer shared by its files. Not a public header.
+ *   core/tokenizer.c     loading tokenizer.json + tokenizer_config.json, encode entry, accessors
+ *   core/tok_bpe.c       the BPE model: vocab and merge maps, merge loop, word cache
+ *   core/tok_split.c     UTF-8 repair, added tokens, pre-tokenizers, the encode loop
+ *   core/tok_normalize.c NFC / NFD (tables: tok_unicode_tables.h, tools/make_unicode_tables.py)
+ *   core/tok_regex.c     regex translation so PCRE2 matches like Oniguruma
+ *   core/tok_decode.c    ids -> text
  *
  * Dimension letters: V id slots, M merges, A added tokens, L bytes of a word.
  */
