@@ -571,6 +571,43 @@ START_TEST(cli_tokenize_round_trips) {
 }
 END_TEST
 
+/* ---- model options (hand-computable; each also checked with tokenizers 0.23.3) -------------- */
+/* Encodes text with a tokenizer.json holding only a BPE model with the given fields. */
+static void expect_ids(const char *model_fields, const char *text, const int32_t *want, int n) {
+    char json[1024];
+    snprintf(json, sizeof json, "{\"model\": {\"type\": \"BPE\", %s}}", model_fields);
+    grpo_tokenizer *tok = load_ok(write_tmp(json));
+    cleanup_tmp();
+    grpo_error err;
+    grpo_error_init(&err);
+    grpo_tok_ids ids = {0};
+    ck_assert_int_eq(grpo_tokenizer_encode(tok, text, strlen(text), 1, &ids, &err), GRPO_OK);
+    ck_assert_msg((int)ids.n == n, "'%s' with %s: %zu ids, want %d", text, model_fields, ids.n, n);
+    for (int i = 0; i < n; i++) ck_assert_int_eq(ids.data[i], want[i]);
+    grpo_tok_ids_free(&ids);
+    grpo_tokenizer_free(tok);
+}
+
+#define ABC_VOCAB "\"vocab\": {\"a\": 0, \"b\": 1, \"c\": 2, \"ab\": 3, \"bc\": 4, \"abc\": 5}, " \
+                  "\"merges\": [\"b c\", \"a b\", \"ab c\"]"
+#define UNK_VOCAB "\"vocab\": {\"<unk>\": 0, \"a\": 1, \"b\": 2}, \"merges\": [], \"unk_token\": \"<unk>\""
+
+START_TEST(model_options_follow_tokenizers) {
+    /* "abc": b+c (rank 0) first, then a+bc is no merge: [a, bc]; ignore_merges takes "abc" whole */
+    expect_ids(ABC_VOCAB, "abc", (int32_t[]){0, 4}, 2);
+    expect_ids(ABC_VOCAB ", \"ignore_merges\": true", "abc", (int32_t[]){5}, 1);
+    /* unknown characters: one <unk> each, or one per run with fuse_unk; "é" is one character */
+    expect_ids(UNK_VOCAB, "axxb", (int32_t[]){1, 0, 0, 2}, 4);
+    expect_ids(UNK_VOCAB ", \"fuse_unk\": true", "axxb", (int32_t[]){1, 0, 2}, 3);
+    expect_ids(UNK_VOCAB ", \"fuse_unk\": true", "x\xc3\xa9", (int32_t[]){0}, 1);
+    /* byte_fallback: <0xNN> per byte when every byte of the character has one, else <unk> */
+    expect_ids("\"vocab\": {\"<unk>\": 0, \"a\": 1, \"<0x78>\": 2, \"<0xC3>\": 3}, \"merges\": [], "
+               "\"unk_token\": \"<unk>\", \"byte_fallback\": true", "ax\xc3\xa9", (int32_t[]){1, 2, 0}, 3);
+    /* no unk_token: unknown characters vanish */
+    expect_ids("\"vocab\": {\"a\": 0}, \"merges\": []", "axa", (int32_t[]){0, 0}, 2);
+}
+END_TEST
+
 /* ---- concurrency --------------------------------------------------------------------------- */
 typedef struct job {
     grpo_tokenizer *tok;
@@ -628,6 +665,7 @@ int main(void) {
     tcase_add_test(tb, host_services_truncate_and_report_full_length);
     tcase_add_test(tb, bad_files_fail_clearly);
     tcase_add_test(tb, minimal_model_merges_and_joins);
+    tcase_add_test(tb, model_options_follow_tokenizers);
     tcase_add_test(tb, concurrent_encodes_share_the_cache);
     tcase_add_test(tb, cli_tokenize_round_trips);
     tcase_add_test(tb, decode_inverts_encode_on_random_bytes);
