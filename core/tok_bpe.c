@@ -171,20 +171,39 @@ static size_t byte_level_spell(char *dst, const char *s, size_t len) {
 }
 
 /* ---- the word cache ------------------------------------------------------------------------ */
-#define CACHE_SLOTS (1u << 17) /* at most CACHE_SLOTS/2 words */
-#define CACHE_MAX_WORD 256     /* longer words are not cached */
+#define CACHE_MIN_SLOTS 1024u
+#define CACHE_MAX_SLOTS (1u << 17) /* at most CACHE_MAX_SLOTS/2 words are cached */
+#define CACHE_MAX_WORD 256         /* longer words (bytes) are not cached */
 
 int tok_bpe_init_cache(tok_bpe *m) {
     tok_cache *c = &m->cache;
     memset(c, 0, sizeof *c);
     if (pthread_mutex_init(&c->lock, NULL) != 0) return -1;
-    c->slots = calloc(CACHE_SLOTS, sizeof *c->slots);
-    c->cap = CACHE_SLOTS;
+    c->slots = calloc(CACHE_MIN_SLOTS, sizeof *c->slots);
+    c->cap = CACHE_MIN_SLOTS;
     return c->slots ? 0 : -1;
 }
 
+/* Doubles the slot table (caller holds the lock); -1 when at the bound or out of memory. */
+static int cache_grow(tok_cache *c) {
+    if (c->cap >= CACHE_MAX_SLOTS) return -1;
+    uint32_t cap = c->cap * 2;
+    struct tok_cache_slot *slots = calloc(cap, sizeof *slots);
+    if (!slots) return -1;
+    for (uint32_t i = 0; i < c->cap; i++) {
+        if (!c->slots[i].key_len) continue;
+        uint32_t j = c->slots[i].hash & (cap - 1);
+        while (slots[j].key_len) j = (j + 1) & (cap - 1);
+        slots[j] = c->slots[i];
+    }
+    free(c->slots);
+    c->slots = slots;
+    c->cap = cap;
+    return 0;
+}
+
 /* Appends the cached ids of word s to out; returns 1 on a hit, 0 on a miss, -1 on nomem. */
-static int cache_get(tok_cache *c, const char *s, uint32_t len, uint64_t h, grpo_tok_ids *out) {
+static int cache_get(tok_cache *c, const char *s, uint32_t len, uint32_t h, grpo_tok_ids *out) {
     int found = 0;
     pthread_mutex_lock(&c->lock);
     for (uint32_t j = (uint32_t)h & (c->cap - 1); c->slots[j].key_len; j = (j + 1) & (c->cap - 1)) {
@@ -211,11 +230,11 @@ static int pool_reserve(void **p, size_t *cap, size_t need, size_t elem) {
 }
 
 /* Remembers word s -> ids[0..n); silently does nothing when the cache is full. */
-static void cache_put(tok_cache *c, const char *s, uint32_t len, uint64_t h, const int32_t *ids,
+static void cache_put(tok_cache *c, const char *s, uint32_t len, uint32_t h, const int32_t *ids,
                       size_t n) {
-    if (len == 0 || len > CACHE_MAX_WORD) return;
+    if (len == 0 || len > CACHE_MAX_WORD || n > UINT16_MAX) return;
     pthread_mutex_lock(&c->lock);
-    if ((c->n + 1) * 2 > c->cap ||
+    if (((c->n + 1) * 2 > c->cap && cache_grow(c) != 0) ||
         pool_reserve((void **)&c->keys, &c->keys_cap, c->keys_n + len, 1) != 0 ||
         pool_reserve((void **)&c->ids, &c->ids_cap, c->ids_n + n, sizeof(int32_t)) != 0)
         goto done;
@@ -227,8 +246,8 @@ static void cache_put(tok_cache *c, const char *s, uint32_t len, uint64_t h, con
     }
     memcpy(c->keys + c->keys_n, s, len);
     memcpy(c->ids + c->ids_n, ids, n * sizeof(int32_t));
-    c->slots[j] = (struct tok_cache_slot){h, (uint32_t)c->keys_n, len, (uint32_t)c->ids_n,
-                                          (uint32_t)n};
+    c->slots[j] = (struct tok_cache_slot){h, (uint32_t)c->keys_n, (uint32_t)c->ids_n,
+                                          (uint16_t)len, (uint16_t)n};
     c->keys_n += len, c->ids_n += n, c->n++;
 done:
     pthread_mutex_unlock(&c->lock);
@@ -358,7 +377,7 @@ int tok_bpe_word(const tok_bpe *m, const char *s, size_t len, grpo_tok_ids *out)
     if (len == 0) return 0;
     if (len == 1 && m->byte_level && m->byte_id[(unsigned char)s[0]] >= 0)
         return tok_ids_push(out, m->byte_id[(unsigned char)s[0]]);
-    uint64_t h = tok_hash_bytes(s, len);
+    uint32_t h = (uint32_t)tok_hash_bytes(s, len);
     tok_cache *cache = (tok_cache *)&m->cache; /* the cache is the one mutable part */
     int hit = cache_get(cache, s, (uint32_t)len, h, out);
     if (hit) return hit < 0 ? -1 : 0;

@@ -48,11 +48,11 @@ typedef struct tok_merge_slot {
 /* Words already merged: raw bytes of a pre-token -> its ids. Bounded; full means no inserts. */
 typedef struct tok_cache {
     pthread_mutex_t lock;
-    struct tok_cache_slot {
-        uint64_t hash;
-        uint32_t key_off, key_len; /* into keys */
-        uint32_t ids_off, ids_len; /* into ids */
-    } *slots;                      /* (cap); key_len == 0 marks an empty slot */
+    struct tok_cache_slot {        /* 16 bytes: the table is probed once per word */
+        uint32_t hash;             /* low 32 bits of the word's hash */
+        uint32_t key_off, ids_off; /* into keys, ids */
+        uint16_t key_len, ids_len; /* key_len == 0 marks an empty slot */
+    } *slots;                      /* (cap), grows by doubling up to a bound */
     uint32_t cap, n;
     char *keys;    /* (keys_n) */
     int32_t *ids;  /* (ids_n) */
