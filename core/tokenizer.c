@@ -12,6 +12,9 @@
 #include <string.h>
 #include <sys/stat.h>
 
+/* Ids are below this bound (2^30), so V = 1 + the largest id fits int32 with room to spare. */
+#define TOK_MAX_ID (1 << 30)
+
 /* The regex of the ByteLevel pre-tokenizer (GPT-2's). */
 static const char GPT2_PATTERN[] =
     "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
@@ -165,7 +168,7 @@ static int32_t load_model(grpo_tokenizer *tok, const cJSON *model, int32_t max_a
     int32_t max_id = max_added_id;
     const cJSON *e;
     cJSON_ArrayForEach(e, vocab) {
-        if (!cJSON_IsNumber(e) || e->valuedouble < 0 || e->valuedouble > 1e9)
+        if (!cJSON_IsNumber(e) || e->valuedouble < 0 || e->valuedouble >= TOK_MAX_ID)
             return grpo_error_set(err, GRPO_ERR_INVALID,
                                   "%s: model.vocab['%s']: expected a non-negative integer id",
                                   tok->path, e->string);
@@ -199,12 +202,13 @@ static int32_t load_model(grpo_tokenizer *tok, const cJSON *model, int32_t max_a
 }
 
 /* ---- added tokens ------------------------------------------------------------------------------ */
+/* The largest id among the added tokens (ids out of range are reported by load_added). */
 static int32_t max_added_id(const cJSON *added) {
     int32_t mx = -1;
     const cJSON *a;
     cJSON_ArrayForEach(a, added) {
         const cJSON *id = cJSON_GetObjectItemCaseSensitive(a, "id");
-        if (cJSON_IsNumber(id) && id->valueint > mx) mx = id->valueint;
+        if (cJSON_IsNumber(id) && id->valuedouble < TOK_MAX_ID && id->valueint > mx) mx = id->valueint;
     }
     return mx;
 }
@@ -221,11 +225,11 @@ static int32_t load_added(grpo_tokenizer *tok, const cJSON *added, grpo_error *e
         const cJSON *id = cJSON_GetObjectItemCaseSensitive(a, "id");
         const cJSON *content = cJSON_GetObjectItemCaseSensitive(a, "content");
         int32_t k = tok->n_added;
-        if (!cJSON_IsNumber(id) || id->valueint < 0 || !cJSON_IsString(content) ||
-            !content->valuestring[0])
+        if (!cJSON_IsNumber(id) || id->valuedouble < 0 || id->valuedouble >= TOK_MAX_ID ||
+            !cJSON_IsString(content) || !content->valuestring[0])
             return grpo_error_set(err, GRPO_ERR_INVALID,
-                                  "%s: added_tokens[%d]: expected \"id\" >= 0 and a non-empty "
-                                  "\"content\"", tok->path, k);
+                                  "%s: added_tokens[%d]: expected \"id\" in [0, %d) and a non-empty "
+                                  "\"content\"", tok->path, k, TOK_MAX_ID);
         tok_added *t = &tok->added[tok->n_added++];
         t->len = (uint32_t)strlen(content->valuestring);
         if (!(t->content = xstrndup(content->valuestring, t->len)))
@@ -442,7 +446,12 @@ static int32_t load_template(grpo_tokenizer *tok, const cJSON *p, grpo_error *er
         if (!v) return grpo_error_set(err, GRPO_ERR_NOMEM, "%s: out of memory", tok->path);
         tok->template_ids = v;
         if (!ids) tok->template_ids[tok->n_template++] = -2;
-        cJSON_ArrayForEach(id, ids) tok->template_ids[tok->n_template++] = id->valueint;
+        cJSON_ArrayForEach(id, ids) {
+            if (!cJSON_IsNumber(id) || id->valuedouble < 0 || id->valuedouble >= tok->bpe.n_ids)
+                return grpo_error_set(err, GRPO_ERR_INVALID, "%s: post_processor: special token id "
+                                      "out of the vocabulary [0, %d)", tok->path, tok->bpe.n_ids);
+            tok->template_ids[tok->n_template++] = id->valueint;
+        }
     }
     return GRPO_OK;
 }

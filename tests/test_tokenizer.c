@@ -371,6 +371,14 @@ START_TEST(bad_files_fail_clearly) {
                       "merges[0]", "'c' is not in the vocab");
     expect_load_error("{" MODEL_OK ", \"pre_tokenizer\": {\"type\": \"Split\", \"pattern\": {\"Regex\": \"(\"}, "
                       "\"behavior\": \"Isolated\", \"invert\": false}}", "does not compile", NULL);
+    expect_load_error("{" MODEL_OK ", \"added_tokens\": [{\"id\": 1e12, \"content\": \"<x>\"}]}",
+                      "added_tokens[0]", "\"id\" in [0,");
+    expect_load_error("{" MODEL_OK ", \"post_processor\": {\"type\": \"TemplateProcessing\", \"single\": "
+                      "[{\"SpecialToken\": {\"id\": \"<s>\"}}], \"special_tokens\": {\"<s>\": {\"ids\": [7]}}}}",
+                      "post_processor", "out of the vocabulary");
+    expect_load_error("{" MODEL_OK ", \"post_processor\": {\"type\": \"RobertaProcessing\"}}",
+                      "post_processor 'RobertaProcessing'", "not supported");
+    expect_load_error("{" MODEL_OK ", \"truncation\": {\"max_length\": 8}}", "truncation", "not supported");
     grpo_error err;
     grpo_error_init(&err);
     grpo_tokenizer *tok = NULL;
