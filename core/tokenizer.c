@@ -700,6 +700,16 @@ int32_t grpo_tokenizer_pad_id(const grpo_tokenizer *tok) { return tok->pad_id; }
 const char *grpo_tokenizer_chat_template(const grpo_tokenizer *tok) { return tok->chat_template; }
 
 /* ---- host services ------------------------------------------------------------------------------ */
+/* These two go into grpo_host.tokenize / .detokenize: their types must stay those of the table. */
+#if defined(__GNUC__)
+_Static_assert(__builtin_types_compatible_p(__typeof__(&grpo_host_tokenize),
+                                            __typeof__(((grpo_host *)0)->tokenize)),
+               "grpo_host_tokenize does not match grpo_host.tokenize (grpo/plugin.h)");
+_Static_assert(__builtin_types_compatible_p(__typeof__(&grpo_host_detokenize),
+                                            __typeof__(((grpo_host *)0)->detokenize)),
+               "grpo_host_detokenize does not match grpo_host.detokenize (grpo/plugin.h)");
+#endif
+
 int32_t grpo_host_tokenize(const struct grpo_tokenizer *tok, const char *text, int32_t *ids,
                            int32_t cap, grpo_error *err) {
     if (!tok || !text || cap < 0 || (cap > 0 && !ids))

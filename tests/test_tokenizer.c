@@ -301,9 +301,12 @@ START_TEST(host_services_truncate_and_report_full_length) {
     grpo_tokenizer *tok = load_ok(FIX "/tiny");
     grpo_error err;
     grpo_error_init(&err);
+    /* as a plugin sees them: through the host table */
+    grpo_host host = {.struct_size = sizeof host, .tokenizer = tok, .tokenize = grpo_host_tokenize,
+                      .detokenize = grpo_host_detokenize};
     const char *text = "<|im_start|>user\nhello world<|im_end|>";
     int32_t ids[64];
-    int32_t n = grpo_host_tokenize(tok, text, ids, 64, &err);
+    int32_t n = host.tokenize(host.tokenizer, text, ids, 64, &err);
     ck_assert_int_gt(n, 3);
     ck_assert_int_le(n, 64);
     ck_assert_int_eq(ids[0], 1);
