@@ -97,6 +97,7 @@ typedef struct tok_added {
 
 /* Leftmost-longest matcher over one set of added tokens (the normalized or the raw ones). */
 typedef struct tok_added_set {
+    int only_first;          /* the one byte every token starts with (e.g. '<'), or -1 */
     uint8_t first[256];      /* 1 if some token starts with this byte */
     int32_t *by_first[256];  /* indices into tok->added, longest first, -1 terminated (or NULL) */
 } tok_added_set;

@@ -41,6 +41,11 @@ size_t tok_utf8_lossy_len(const char *s, size_t len, int *valid) {
     size_t out = 0;
     *valid = 1;
     for (size_t i = 0; i < len;) {
+        uint64_t w;
+        if (i + 8 <= len && (memcpy(&w, s + i, 8), (w & 0x8080808080808080ull) == 0)) {
+            out += 8, i += 8; /* eight ASCII bytes */
+            continue;
+        }
         unsigned char c = (unsigned char)s[i];
         if (c < 0x80) { /* ASCII fast path */
             out++, i++;
@@ -200,6 +205,11 @@ static int span_push(scratch *s, size_t a, size_t b, int match) {
 static int32_t added_find(const grpo_tokenizer *tok, const tok_added_set *set, const char *t,
                           size_t n, size_t from, size_t *at) {
     for (size_t i = from; i < n; i++) {
+        if (set->only_first >= 0) { /* all tokens start alike (often '<'): jump there */
+            const char *q = memchr(t + i, set->only_first, n - i);
+            if (!q) return -1;
+            i = (size_t)(q - t);
+        }
         unsigned char c = (unsigned char)t[i];
         if (!set->first[c]) continue;
         for (const int32_t *k = set->by_first[c]; *k >= 0; k++) {

@@ -257,6 +257,7 @@ static int cmp_added_len_desc(const void *pa, const void *pb, void *ctx) {
 /* Builds the first-byte index of the added tokens whose normalized flag equals normalized. */
 static int build_added_set(grpo_tokenizer *tok, tok_added_set *set, int normalized) {
     static const int32_t none = -1;
+    set->only_first = -1;
     for (int c = 0; c < 256; c++) {
         int32_t cnt = 0;
         for (int32_t k = 0; k < tok->n_added; k++)
@@ -274,7 +275,9 @@ static int build_added_set(grpo_tokenizer *tok, tok_added_set *set, int normaliz
         v[cnt] = -1;
         set->by_first[c] = v;
         set->first[c] = 1;
+        set->only_first = set->only_first == -1 ? c : -2;
     }
+    if (set->only_first < 0) set->only_first = -1;
     return 0;
 }
 
