@@ -17,17 +17,29 @@
 #define N_OF(a) (sizeof(a) / sizeof((a)[0]))
 
 /* Hangul syllables: S = SBASE + (L * VCOUNT + V) * TCOUNT + T */
-enum { SBASE = 0xAC00, LBASE = 0x1100, VBASE = 0x1161, TBASE = 0x11A7, LCOUNT = 19, VCOUNT = 21,
-       TCOUNT = 28, NCOUNT = VCOUNT * TCOUNT, SCOUNT = LCOUNT * NCOUNT };
+enum {
+    SBASE = 0xAC00,
+    LBASE = 0x1100,
+    VBASE = 0x1161,
+    TBASE = 0x11A7,
+    LCOUNT = 19,
+    VCOUNT = 21,
+    TCOUNT = 28,
+    NCOUNT = VCOUNT * TCOUNT,
+    SCOUNT = LCOUNT * NCOUNT
+};
 
 static int ccc_of(uint32_t c) {
     if (c < 0x300) return 0;
     size_t lo = 0, hi = N_OF(TOK_CCC);
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;
-        if (c < TOK_CCC[mid][0]) hi = mid;
-        else if (c > TOK_CCC[mid][1]) lo = mid + 1;
-        else return (int)TOK_CCC[mid][2];
+        if (c < TOK_CCC[mid][0])
+            hi = mid;
+        else if (c > TOK_CCC[mid][1])
+            lo = mid + 1;
+        else
+            return (int)TOK_CCC[mid][2];
     }
     return 0;
 }
@@ -38,9 +50,12 @@ static const uint32_t *decomp_of(uint32_t c, uint32_t *n) {
     size_t lo = 0, hi = N_OF(TOK_DECOMP);
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;
-        if (c < TOK_DECOMP[mid][0]) hi = mid;
-        else if (c > TOK_DECOMP[mid][0]) lo = mid + 1;
-        else return *n = TOK_DECOMP[mid][2], &TOK_DECOMP_POOL[TOK_DECOMP[mid][1]];
+        if (c < TOK_DECOMP[mid][0])
+            hi = mid;
+        else if (c > TOK_DECOMP[mid][0])
+            lo = mid + 1;
+        else
+            return *n = TOK_DECOMP[mid][2], &TOK_DECOMP_POOL[TOK_DECOMP[mid][1]];
     }
     return NULL;
 }
@@ -51,9 +66,12 @@ static int nfc_maybe(uint32_t c) {
     size_t lo = 0, hi = N_OF(TOK_NFC_MAYBE);
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;
-        if (c < TOK_NFC_MAYBE[mid][0]) hi = mid;
-        else if (c > TOK_NFC_MAYBE[mid][1]) lo = mid + 1;
-        else return 1;
+        if (c < TOK_NFC_MAYBE[mid][0])
+            hi = mid;
+        else if (c > TOK_NFC_MAYBE[mid][1])
+            lo = mid + 1;
+        else
+            return 1;
     }
     return 0;
 }
@@ -62,15 +80,19 @@ static int nfc_maybe(uint32_t c) {
 static uint32_t compose_pair(uint32_t a, uint32_t b) {
     if (a >= LBASE && a < LBASE + LCOUNT && b >= VBASE && b < VBASE + VCOUNT)
         return SBASE + ((a - LBASE) * VCOUNT + (b - VBASE)) * TCOUNT;
-    if (a >= SBASE && a < SBASE + SCOUNT && (a - SBASE) % TCOUNT == 0 && b > TBASE && b < TBASE + TCOUNT)
+    if (a >= SBASE && a < SBASE + SCOUNT && (a - SBASE) % TCOUNT == 0 && b > TBASE &&
+        b < TBASE + TCOUNT)
         return a + (b - TBASE);
     size_t lo = 0, hi = N_OF(TOK_COMPOSE);
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;
         const uint32_t *e = TOK_COMPOSE[mid];
-        if (a < e[0] || (a == e[0] && b < e[1])) hi = mid;
-        else if (a > e[0] || b > e[1]) lo = mid + 1;
-        else return e[2];
+        if (a < e[0] || (a == e[0] && b < e[1]))
+            hi = mid;
+        else if (a > e[0] || b > e[1])
+            lo = mid + 1;
+        else
+            return e[2];
     }
     return 0;
 }

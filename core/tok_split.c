@@ -20,9 +20,12 @@ static size_t utf8_char(const unsigned char *s, size_t n, size_t *bad) {
     size_t need;
     unsigned char lo = 0x80, hi = 0xBF; /* allowed range of the second byte */
     if (c < 0x80) return 1;
-    if (c >= 0xC2 && c <= 0xDF) need = 2;
-    else if (c >= 0xE0 && c <= 0xEF) need = 3, lo = c == 0xE0 ? 0xA0 : 0x80, hi = c == 0xED ? 0x9F : 0xBF;
-    else if (c >= 0xF0 && c <= 0xF4) need = 4, lo = c == 0xF0 ? 0x90 : 0x80, hi = c == 0xF4 ? 0x8F : 0xBF;
+    if (c >= 0xC2 && c <= 0xDF)
+        need = 2;
+    else if (c >= 0xE0 && c <= 0xEF)
+        need = 3, lo = c == 0xE0 ? 0xA0 : 0x80, hi = c == 0xED ? 0x9F : 0xBF;
+    else if (c >= 0xF0 && c <= 0xF4)
+        need = 4, lo = c == 0xF0 ? 0x90 : 0x80, hi = c == 0xF4 ? 0x8F : 0xBF;
     else {
         *bad = 1;
         return 0;
@@ -76,7 +79,8 @@ uint32_t tok_utf8_decode(const unsigned char *s, size_t *n) {
     if (s[0] < 0x80) return *n = 1, s[0];
     if (s[0] < 0xE0) return *n = 2, ((uint32_t)(s[0] & 0x1F) << 6) | (s[1] & 0x3F);
     if (s[0] < 0xF0)
-        return *n = 3, ((uint32_t)(s[0] & 0x0F) << 12) | ((uint32_t)(s[1] & 0x3F) << 6) | (s[2] & 0x3F);
+        return *n = 3,
+               ((uint32_t)(s[0] & 0x0F) << 12) | ((uint32_t)(s[1] & 0x3F) << 6) | (s[2] & 0x3F);
     return *n = 4, ((uint32_t)(s[0] & 0x07) << 18) | ((uint32_t)(s[1] & 0x3F) << 12) |
                        ((uint32_t)(s[2] & 0x3F) << 6) | (s[3] & 0x3F);
 }
@@ -200,7 +204,7 @@ static int span_push(scratch *s, size_t a, size_t b, int match) {
     return 0;
 }
 
-/* ---- added tokens ------------------------------------------------------------------------------ */
+/* ---- added tokens ---------------------------------------------------------------------------- */
 /* The leftmost-longest occurrence of a token of set in t[from..n): index into tok->added, or -1. */
 static int32_t added_find(const grpo_tokenizer *tok, const tok_added_set *set, const char *t,
                           size_t n, size_t from, size_t *at) {
@@ -245,8 +249,8 @@ static int single_word_ok(const grpo_tokenizer *tok, const char *t, size_t n, si
 }
 
 /* Splits text piece t on the tokens of set, appending to out (AddedVocabulary::find_matches). */
-static int added_split(const grpo_tokenizer *tok, const tok_added_set *set, const char *t,
-                       size_t n, pieces *out, scratch *s) {
+static int added_split(const grpo_tokenizer *tok, const tok_added_set *set, const char *t, size_t n,
+                       pieces *out, scratch *s) {
     size_t start_offset = 0, pos = 0, at = 0;
     int32_t k;
     while (pos < n && (k = added_find(tok, set, t, n, pos, &at)) >= 0) {
@@ -266,7 +270,8 @@ static int added_split(const grpo_tokenizer *tok, const tok_added_set *set, cons
         }
         if (a->rstrip) {
             size_t cl;
-            while (stop < n && is_white_space(tok_utf8_decode((const unsigned char *)t + stop, &cl)))
+            while (stop < n &&
+                   is_white_space(tok_utf8_decode((const unsigned char *)t + stop, &cl)))
                 stop += cl;
         }
         if (start_offset < start && pieces_push(out, t + start_offset, start - start_offset, -1))
@@ -278,7 +283,7 @@ static int added_split(const grpo_tokenizer *tok, const tok_added_set *set, cons
     return 0;
 }
 
-/* ---- pre-tokenizers ---------------------------------------------------------------------------- */
+/* ---- pre-tokenizers -------------------------------------------------------------------------- */
 /* Regex matches of re over t[0..n), gaps included, into s->spans (Pattern::find_matches). */
 static int find_spans(const pcre2_code *re, const char *t, size_t n, scratch *s) {
     s->n_spans = 0;
@@ -331,8 +336,10 @@ static int split_apply(const tok_pre *pre, const char *t, scratch *s, pieces *ou
         int prev_match = 0;
         for (size_t i = 0; i < n; i++) {
             int is = v[i].match;
-            if (is && !prev_match && m > 0) v[m - 1].b = v[i].b;
-            else v[m++] = (span){v[i].a, v[i].b, 0};
+            if (is && !prev_match && m > 0)
+                v[m - 1].b = v[i].b;
+            else
+                v[m++] = (span){v[i].a, v[i].b, 0};
             prev_match = is;
         }
         break;
@@ -342,8 +349,10 @@ static int split_apply(const tok_pre *pre, const char *t, scratch *s, pieces *ou
         size_t w = n; /* output grows leftwards in v[w..n) */
         for (size_t i = n; i-- > 0;) {
             int is = v[i].match;
-            if (is && !prev_match && w < n) v[w].a = v[i].a;
-            else v[--w] = (span){v[i].a, v[i].b, 0};
+            if (is && !prev_match && w < n)
+                v[w].a = v[i].a;
+            else
+                v[--w] = (span){v[i].a, v[i].b, 0};
             prev_match = is;
         }
         memmove(v, v + w, (n - w) * sizeof *v);
@@ -354,8 +363,10 @@ static int split_apply(const tok_pre *pre, const char *t, scratch *s, pieces *ou
         int prev = -1;
         for (size_t i = 0; i < n; i++) {
             int is = v[i].match;
-            if (is == prev && m > 0) v[m - 1].b = v[i].b;
-            else v[m++] = (span){v[i].a, v[i].b, 0};
+            if (is == prev && m > 0)
+                v[m - 1].b = v[i].b;
+            else
+                v[m++] = (span){v[i].a, v[i].b, 0};
             prev = is;
         }
         break;
@@ -399,7 +410,7 @@ static int pre_apply(const tok_pre *pre, const pieces *in, pieces *out, scratch 
     return 0;
 }
 
-/* ---- the encode loop --------------------------------------------------------------------------- */
+/* ---- the encode loop ------------------------------------------------------------------------- */
 int tok_encode_text(const grpo_tokenizer *tok, const char *t, size_t len, grpo_tok_ids *out) {
     scratch s = {0};
     int rc = -1;
@@ -410,7 +421,8 @@ int tok_encode_text(const grpo_tokenizer *tok, const char *t, size_t len, grpo_t
         piece pc = s.b.v[i];
         if (pc.added_id >= 0) {
             if (pieces_push(&s.a, pc.p, pc.n, pc.added_id)) goto done;
-        } else if (normalize_piece(tok, &pc, &s) || added_split(tok, &tok->norm_set, pc.p, pc.n, &s.a, &s)) {
+        } else if (normalize_piece(tok, &pc, &s) ||
+                   added_split(tok, &tok->norm_set, pc.p, pc.n, &s.a, &s)) {
             goto done;
         }
     }
@@ -428,7 +440,8 @@ int tok_encode_text(const grpo_tokenizer *tok, const char *t, size_t len, grpo_t
     /* 5. the model, word by word */
     for (size_t i = 0; i < cur->n; i++) {
         piece pc = cur->v[i];
-        if (pc.added_id >= 0 ? tok_ids_push(out, pc.added_id) : tok_bpe_word(&tok->bpe, pc.p, pc.n, out))
+        if (pc.added_id >= 0 ? tok_ids_push(out, pc.added_id)
+                             : tok_bpe_word(&tok->bpe, pc.p, pc.n, out))
             goto done;
     }
     rc = 0;
