@@ -287,7 +287,7 @@ static void free_added_set(tok_added_set *set) {
         if (set->first[c]) free(set->by_first[c]);
 }
 
-/* ---- added tokens as matched (after the normalizers) ------------------------------------------ */
+/* ---- added tokens as matched (after the normalizers) ----------------------------------------- */
 /* The text an added token is matched as: normalized tokens go through the normalizers too. */
 static int32_t set_added_patterns(grpo_tokenizer *tok, grpo_error *err) {
     for (int32_t k = 0; k < tok->n_added; k++) {
