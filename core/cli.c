@@ -18,6 +18,7 @@ static const grpo_command commands[] = {
     {"config", cmd_config, "check a run file and print it resolved, or list every run-file key"},
     {"model", cmd_model, "inspect a Hugging Face model directory (grpo model info DIR)"},
     {"template", cmd_template, "render a chat template on messages or a dataset line"},
+    {"tokenize", cmd_tokenize, "text lines -> JSON ids (or ids -> text with --decode)"},
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 

@@ -23,5 +23,6 @@ int cmd_plugins(int argc, char **argv);
 int cmd_config(int argc, char **argv);
 int cmd_model(int argc, char **argv);
 int cmd_template(int argc, char **argv);
+int cmd_tokenize(int argc, char **argv);
 
 #endif
