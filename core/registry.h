@@ -39,6 +39,8 @@ typedef struct grpo_key_def {
     grpo_key_type type;
     char **defaults; /* [n_defaults]; list keys may have several, other keys at most one */
     int n_defaults;
+    int has_default; /* 1 when the manifest gives a default (a list's may have no elements);
+                      * 0 means the run file must set the key */
     char *help;
 } grpo_key_def;
 

@@ -1,0 +1,282 @@
+/* test_manifest.c — pack.ini parsing: a valid manifest read field by field, and each malformed
+ * manifest refused with the one-line message a user must see (file, line, cause, expectation). */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "registry.h"
+
+static char dir[256];
+static char path[300];
+
+static void setup(void) {
+    snprintf(dir, sizeof dir, "/tmp/grpo_test_manifest_XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    char *real = realpath(dir, NULL); /* the parser reports absolute paths for pack dirs */
+    snprintf(dir, sizeof dir, "%s", real);
+    free(real);
+    snprintf(path, sizeof path, "%s/pack.ini", dir);
+}
+
+static void teardown(void) {
+    unlink(path);
+    rmdir(dir);
+}
+
+static int parse_text(const char *text, grpo_pack *pack, grpo_error *err) {
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(text, f);
+    fclose(f);
+    grpo_error_init(err);
+    return grpo_manifest_parse(path, pack, err);
+}
+
+/* Parses text, expects failure with exactly "PATH:LINE: why". */
+static void expect_error(const char *text, int line, const char *why) {
+    grpo_pack pack;
+    grpo_error err;
+    int rc = parse_text(text, &pack, &err);
+    char want[1024];
+    snprintf(want, sizeof want, "%s:%d: %s", path, line, why);
+    ck_assert_int_eq(rc, GRPO_ERR_INVALID);
+    ck_assert_str_eq(err.message, want);
+    ck_assert_ptr_null(pack.entries); /* nothing half-built is left behind */
+}
+
+#define PACK_HEAD "[pack]\nname = demo\nversion = 0.1.0\nabi = 1.0\nlibrary = libdemo.so\n"
+
+START_TEST(valid_manifest_is_read_completely) {
+    const char *text =
+        "; a demo pack\n"
+        "[pack]\n"
+        "name = demo\n"
+        "version = 0.1.0\n"
+        "abi = 1.0\n"
+        "library = libdemo.so   ; next to pack.ini\n"
+        "\n"
+        "[demo.format]\n"
+        "kind = reward\n"
+        "description = checks the <think> format\n"
+        "  and the answer tags\n"
+        "\n"
+        "[demo.format:pattern]\n"
+        "type = list\n"
+        "default = ^<think>\n"
+        "default = </answer>$\n"
+        "    a;b\n"
+        "help = regexes to match\n"
+        "\n"
+        "[demo.format:weight]\n"
+        "help = how much\n"
+        "type = float\n"
+        "default = 0.5\n"
+        "\n"
+        "[demo.format:name]\n"
+        "type = string\n"
+        "\n"
+        "[demo.dense]\n"
+        "kind = model\n"
+        "description = dense transformer\n"
+        "architectures = LlamaForCausalLM, Qwen2ForCausalLM\n"
+        "architectures = Qwen3ForCausalLM\n";
+    grpo_pack pack;
+    grpo_error err;
+    ck_assert_int_eq(parse_text(text, &pack, &err), GRPO_OK);
+    ck_assert_str_eq(pack.name, "demo");
+    ck_assert_str_eq(pack.version, "0.1.0");
+    ck_assert_uint_eq(pack.abi_major, 1);
+    ck_assert_uint_eq(pack.abi_minor, 0);
+    ck_assert_str_eq(pack.dir, dir);
+    ck_assert_str_eq(pack.manifest_path, path);
+    char lib[400];
+    snprintf(lib, sizeof lib, "%s/libdemo.so", dir);
+    ck_assert_str_eq(pack.library_path, lib);
+    ck_assert_ptr_null(pack.handle);
+    ck_assert_int_eq(pack.n_entries, 2);
+
+    const grpo_entry *fmt = &pack.entries[0];
+    ck_assert_str_eq(fmt->id, "demo.format");
+    ck_assert_int_eq(fmt->kind, GRPO_KIND_REWARD);
+    ck_assert_str_eq(fmt->description, "checks the <think> format and the answer tags");
+    ck_assert_ptr_eq(fmt->pack, &pack);
+    ck_assert_int_eq(fmt->n_keys, 3);
+    const grpo_key_def *k = grpo_entry_key(fmt, "pattern");
+    ck_assert_ptr_eq(k, &fmt->keys[0]); /* manifest order */
+    ck_assert_int_eq(k->type, GRPO_KEY_LIST);
+    ck_assert_int_eq(k->n_defaults, 3);
+    ck_assert_str_eq(k->defaults[0], "^<think>");
+    ck_assert_str_eq(k->defaults[1], "</answer>$");
+    ck_assert_str_eq(k->defaults[2], "a;b"); /* ';' not after a space stays in the value */
+    ck_assert_str_eq(k->help, "regexes to match");
+    k = grpo_entry_key(fmt, "weight");
+    ck_assert_int_eq(k->type, GRPO_KEY_FLOAT);
+    ck_assert(k->has_default && k->n_defaults == 1);
+    ck_assert_str_eq(k->defaults[0], "0.5");
+    k = grpo_entry_key(fmt, "name");
+    ck_assert(!k->has_default && k->n_defaults == 0);
+    ck_assert_str_eq(k->help, "");
+    ck_assert_ptr_null(grpo_entry_key(fmt, "nope"));
+
+    const grpo_entry *dense = &pack.entries[1];
+    ck_assert_int_eq(dense->kind, GRPO_KIND_MODEL);
+    ck_assert_int_eq(dense->n_architectures, 3);
+    ck_assert_str_eq(dense->architectures[0], "LlamaForCausalLM");
+    ck_assert_str_eq(dense->architectures[1], "Qwen2ForCausalLM");
+    ck_assert_str_eq(dense->architectures[2], "Qwen3ForCausalLM");
+    ck_assert_int_eq(dense->n_keys, 0);
+    grpo_pack_free(&pack);
+    ck_assert_ptr_null(pack.name);
+}
+END_TEST
+
+START_TEST(unknown_key_names_line_and_suggests) {
+    expect_error(PACK_HEAD "[demo.f]\nkind = reward\ndescripton = x\n", 8,
+                 "unknown key 'descripton' in [demo.f]; expected one of kind, description, "
+                 "architectures (did you mean 'description'?)");
+    expect_error(PACK_HEAD "librar = x.so\n[demo.f]\nkind = reward\ndescription = x\n", 6,
+                 "unknown key 'librar' in [pack]; expected one of name, version, abi, library "
+                 "(did you mean 'library'?)");
+    expect_error(PACK_HEAD "[demo.f]\nkind = reward\ndescription = x\n[demo.f:k]\ntype = int\n"
+                 "colour = red\n",
+                 11, "unknown key 'colour' in [demo.f:k]; expected one of type, default, help");
+}
+END_TEST
+
+START_TEST(too_long_line_is_refused) {
+    char text[1024];
+    char value[251];
+    memset(value, 'x', 250);
+    value[250] = '\0';
+    /* "description = " is 14 characters, so the line is 264 long */
+    snprintf(text, sizeof text, PACK_HEAD "[demo.f]\nkind = reward\ndescription = %s\n", value);
+    expect_error(text, 8, "line is 264 characters long; expected at most 197 (the system inih "
+                          "reads 200-byte lines): continue a long value on indented lines");
+    /* the longest line that fits, 197 characters, is fine */
+    memset(value, 'y', 183);
+    value[183] = '\0';
+    snprintf(text, sizeof text, PACK_HEAD "[demo.f]\nkind = reward\ndescription = %s\n", value);
+    grpo_pack pack;
+    grpo_error err;
+    ck_assert_int_eq(parse_text(text, &pack, &err), GRPO_OK);
+    ck_assert_uint_eq(strlen(pack.entries[0].description), 183);
+    grpo_pack_free(&pack);
+}
+END_TEST
+
+START_TEST(pack_section_is_checked) {
+    expect_error("[demo.f]\nkind = reward\ndescription = x\n", 1,
+                 "no [pack] section; expected [pack] with name, version, abi and library");
+    expect_error("[pack]\nname = demo\nversion = 1\nabi = 1.0\n[demo.f]\nkind = reward\n"
+                 "description = x\n",
+                 1, "[pack] has no library; expected library = <file>.so (relative to the pack "
+                    "dir)");
+    expect_error("[pack]\nname = demo\nversion = 1\nabi = 1\nlibrary = a.so\n[demo.f]\n"
+                 "kind = reward\ndescription = x\n",
+                 4, "abi '1' is not MAJOR.MINOR; expected e.g. abi = 1.0");
+    expect_error("[pack]\nname = de.mo\nversion = 1\nabi = 1.0\nlibrary = a.so\n", 2,
+                 "pack name 'de.mo' is not a plain name; expected letters, digits, '_' or '-' "
+                 "(no '.' or ':')");
+    expect_error("[pack]\nname = demo\nversion = 1\nabi = 1.0\nlibrary = /usr/lib/a.so\n"
+                 "[demo.f]\nkind = reward\ndescription = x\n",
+                 5, "library '/usr/lib/a.so' is an absolute path; expected a file name relative "
+                    "to the pack directory");
+    expect_error(PACK_HEAD, 1, "pack 'demo' declares no rewards or models; expected at least one "
+                               "[demo.NAME] section with kind = reward or model");
+    expect_error(PACK_HEAD "[pack]\n", 6, "[pack] appears twice (first at line 1); expected one "
+                                          "[pack]");
+}
+END_TEST
+
+START_TEST(entries_are_checked) {
+    expect_error(PACK_HEAD "[other.f]\nkind = reward\ndescription = x\n", 6,
+                 "id 'other.f' does not start with the pack name; expected [demo.NAME]");
+    expect_error(PACK_HEAD "[demo.f]\ndescription = x\n", 6,
+                 "[demo.f] has no kind; expected kind = reward or kind = model");
+    expect_error(PACK_HEAD "[demo.f]\nkind = rewrd\ndescription = x\n", 7,
+                 "kind 'rewrd' of [demo.f] is unknown; expected reward or model");
+    expect_error(PACK_HEAD "[demo.f]\nkind = reward\n", 6,
+                 "[demo.f] has no description; expected description = <one line>");
+    expect_error(PACK_HEAD "[demo.f]\nkind = reward\ndescription = x\narchitectures = Llama\n", 9,
+                 "[demo.f] is a reward but lists architectures; expected architectures only with "
+                 "kind = model");
+    expect_error(PACK_HEAD "[demo.f]\nkind = reward\nkind = model\n", 8,
+                 "'kind' is set twice in [demo.f] (first at line 7); expected one value "
+                 "(continue a long one on indented lines)");
+    expect_error(PACK_HEAD "[demo.f]\nkind = reward\ndescription = x\n[demo.f]\n", 9,
+                 "[demo.f] appears twice (first at line 6); expected one section per id");
+}
+END_TEST
+
+START_TEST(key_sections_are_checked) {
+    const char *head = PACK_HEAD "[demo.f]\nkind = reward\ndescription = x\n";
+    char text[1024];
+#define WITH(tail) (snprintf(text, sizeof text, "%s%s", head, tail), text)
+    expect_error(WITH("[demo.g:k]\ntype = int\n"), 9,
+                 "[demo.g:k] is a key of 'demo.g', which no [demo.g] section declares; expected "
+                 "[ID:KEY] after an [ID] section");
+    expect_error(WITH("[demo.f:k]\ndefault = 1\n"), 9,
+                 "[demo.f:k] has no type; expected type = string, int, float, bool or list");
+    expect_error(WITH("[demo.f:k]\ntype = double\n"), 10,
+                 "type 'double' of [demo.f:k] is unknown; expected string, int, float, bool or "
+                 "list");
+    expect_error(WITH("[demo.f:k]\ntype = int\ndefault = abc\n"), 11,
+                 "bad default for [demo.f:k] (type int): expected an integer, got 'abc'");
+    expect_error(WITH("[demo.f:k]\ntype = bool\ndefault = maybe\n"), 11,
+                 "bad default for [demo.f:k] (type bool): expected true or false, got 'maybe'");
+    expect_error(WITH("[demo.f:k]\ntype = float\ndefault = 1\ndefault = 2\n"), 12,
+                 "default is set twice in [demo.f:k] (first at line 11); expected one value "
+                 "(only type = list takes one line per element)");
+    expect_error(WITH("[demo.f:k-2]\ntype = int\n"), 9,
+                 "key name 'k-2' in [demo.f:k-2] is not a plain name; expected letters, digits "
+                 "and '_'");
+#undef WITH
+}
+END_TEST
+
+START_TEST(malformed_lines_are_refused) {
+    expect_error("name = demo\n[pack]\n", 1,
+                 "key 'name' comes before any section; expected it under [pack] or an entry's "
+                 "section");
+    expect_error(PACK_HEAD "[demo.f\n", 6, "section header has no closing ']'; expected [name]");
+    expect_error(PACK_HEAD "[demo.f]\njust words\n", 7,
+                 "'just words' is not a key line; expected key = value, a [section] or a ; "
+                 "comment");
+    char text[512];
+    snprintf(text, sizeof text, PACK_HEAD "[demo.%s]\n",
+             "a_very_long_entry_name_that_inih_would_cut_short");
+    expect_error(text, 6, "section name is 53 characters long; expected at most 49");
+}
+END_TEST
+
+START_TEST(missing_file_is_an_io_error) {
+    grpo_pack pack;
+    grpo_error err;
+    grpo_error_init(&err);
+    ck_assert_int_eq(grpo_manifest_parse("/nonexistent/pack.ini", &pack, &err), GRPO_ERR_IO);
+    ck_assert_str_eq(err.message, "/nonexistent/pack.ini: cannot open the pack manifest: No such "
+                                  "file or directory");
+}
+END_TEST
+
+int main(void) {
+    Suite *s = suite_create("manifest");
+    TCase *tc = tcase_create("parse");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, valid_manifest_is_read_completely);
+    tcase_add_test(tc, unknown_key_names_line_and_suggests);
+    tcase_add_test(tc, too_long_line_is_refused);
+    tcase_add_test(tc, pack_section_is_checked);
+    tcase_add_test(tc, entries_are_checked);
+    tcase_add_test(tc, key_sections_are_checked);
+    tcase_add_test(tc, malformed_lines_are_refused);
+    tcase_add_test(tc, missing_file_is_an_io_error);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
