@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "kernels.h"
@@ -304,6 +305,13 @@ START_TEST(save_reload_round_trip) {
     char dir[] = "/tmp/grpo_test_dense_XXXXXX";
     ck_assert(mkdtemp(dir) != NULL);
     ck_ok(grpo_model_save(f.m, dir, &err), &err);
+    const char *keep = getenv("GRPO_TEST_KEEP_SAVED"); /* for tools/check_hf_load.py */
+    if (keep) {
+        char kept[4200];
+        snprintf(kept, sizeof kept, "%s/%s", keep, fixtures[_i]);
+        mkdir(keep, 0755);
+        ck_ok(grpo_model_save(f.m, kept, &err), &err);
+    }
     grpo_model *m2 = NULL;
     ck_ok(grpo_model_open_dir(&m2, &f.reg, &f.host, dir, 0, &err), &err);
     ck_assert_uint_eq(m2->n_params, f.m->n_params);
