@@ -17,5 +17,7 @@ int grpo_cli_main(int argc, char **argv);
 
 /* One line per subcommand (keep in the order of the table in cli.c). */
 int cmd_version(int argc, char **argv);
+int cmd_logprobs(int argc, char **argv);
+int cmd_generate(int argc, char **argv);
 
 #endif

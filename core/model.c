@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "kernels.h"
 #include "safetensors.h"
 
 static uint64_t pad16(uint64_t n) { return (n + 15) & ~(uint64_t)15; }
@@ -480,4 +481,36 @@ int grpo_model_generate(grpo_model *m, const int32_t *prompt, const int32_t *mas
     }
     gen_free(m, &g);
     return rc;
+}
+
+/* ---- environment for commands ------------------------------------------------------------ */
+
+int grpo_model_env_open(grpo_model_env *env, const char *backend, int32_t threads,
+                        const char *const *extra_dirs, int n_extra, grpo_error *err) {
+    memset(env, 0, sizeof *env);
+    env->ops = grpo_backend_open(backend, threads, err);
+    if (!env->ops) return err->status ? err->status : GRPO_ERR_INVALID;
+    env->host = *grpo_default_host();
+    env->host.ops = env->ops;
+    char **dirs = grpo_plugin_path(extra_dirs, n_extra);
+    int rc = dirs ? grpo_registry_scan(&env->reg, dirs, err)
+                  : grpo_error_set(err, GRPO_ERR_NOMEM, "model: out of memory");
+    grpo_plugin_path_free(dirs);
+    if (rc != GRPO_OK) grpo_model_env_close(env);
+    return rc;
+}
+
+void grpo_model_env_close(grpo_model_env *env) {
+    grpo_registry_free(&env->reg);
+    grpo_backend_close(env->ops);
+    memset(env, 0, sizeof *env);
+}
+
+int32_t grpo_model_eos(const grpo_model *m) {
+    cJSON *o = cJSON_Parse(m->config_json);
+    const cJSON *e = o ? cJSON_GetObjectItemCaseSensitive(o, "eos_token_id") : NULL;
+    if (cJSON_IsArray(e)) e = cJSON_GetArrayItem(e, 0);
+    int32_t eos = cJSON_IsNumber(e) ? (int32_t)cJSON_GetNumberValue(e) : -1;
+    cJSON_Delete(o);
+    return eos;
 }
