@@ -334,6 +334,48 @@ START_TEST(greedy_generate_matches_transformers) {
 }
 END_TEST
 
+/* GRPO's fan-out: prefill a prompt once into cache row 0, kv_copy_row it to rows 1..G-1, decode
+ * the G rows: every row continues exactly like transformers' greedy generate of that prompt. */
+START_TEST(prompt_fan_out_by_kv_copy_row) {
+    fixture f;
+    grpo_error err;
+    grpo_error_init(&err);
+    fixture_open(&f, fixtures[_i], 0);
+    int64_t P;
+    int32_t *prompt = ref_tensor(&f, "gen1.prompt", &P), *want = ref_tensor(&f, "gen1.out", NULL);
+    enum { G = 3, STEPS = 4 };
+    int32_t S = (int32_t)P + STEPS;
+    ck_ok(grpo_model_reserve_kv(f.m, G, S, (int32_t)P, &err), &err);
+    int32_t *mask = malloc(P * sizeof(int32_t)), *pos = malloc(P * sizeof(int32_t));
+    for (int32_t t = 0; t < P; t++) mask[t] = 1, pos[t] = t;
+    float *logits = malloc((size_t)G * f.V * sizeof(float));
+    grpo_batch pb = {sizeof(grpo_batch), 1, (int32_t)P, prompt, mask, pos, NULL};
+    ck_ok(grpo_model_prefill(f.m, &pb, logits, &err), &err);
+    for (int32_t r = 1; r < G; r++)
+        f.m->desc->kv_copy_row(f.m->inst, &f.m->kv, r, 0, (int32_t)P);
+    int32_t cmask[G * 16] = {0}, tok[G], tpos[G], len[G];
+    ck_assert_int_le(S, 16);
+    for (int32_t step = 0; step < STEPS; step++) {
+        for (int32_t r = 0; r < G; r++) {
+            for (int32_t s = 0; s <= (int32_t)P + step; s++) cmask[r * S + s] = 1;
+            tok[r] = want[step], tpos[r] = (int32_t)P + step, len[r] = (int32_t)P + step + 1;
+        }
+        ck_ok(grpo_model_decode(f.m, G, tok, tpos, cmask, len, logits, &err), &err);
+        for (int32_t r = 0; r < G; r++) {
+            int32_t best = 0;
+            for (int32_t v = 1; v < f.V; v++)
+                if (logits[r * f.V + v] > logits[r * f.V + best]) best = v;
+            ck_assert_msg(best == want[step + 1], "%s row %d step %d: argmax %d, transformers %d",
+                          fixtures[_i], r, step, best, want[step + 1]);
+            for (int32_t v = 0; v < f.V; v++) /* same math per row; BLAS may order sums apart */
+                ck_assert(fabsf(logits[r * f.V + v] - logits[v]) < 1e-5f);
+        }
+    }
+    free(prompt), free(want), free(mask), free(pos), free(logits);
+    fixture_close(&f);
+}
+END_TEST
+
 /* save -> reload gives identical parameters; a tied head is not written. */
 START_TEST(save_reload_round_trip) {
     fixture f;
@@ -423,6 +465,7 @@ int main(void) {
     tcase_add_loop_test(tc, decode_logits_match_forward, 0, N_FIXTURES);
     tcase_add_loop_test(tc, every_gradient_matches_transformers, 0, N_FIXTURES);
     tcase_add_loop_test(tc, greedy_generate_matches_transformers, 0, N_FIXTURES);
+    tcase_add_loop_test(tc, prompt_fan_out_by_kv_copy_row, 0, N_FIXTURES);
     tcase_add_loop_test(tc, save_reload_round_trip, 0, N_FIXTURES);
     tcase_add_test(tc, unsupported_config_is_refused);
     suite_add_tcase(s, tc);
