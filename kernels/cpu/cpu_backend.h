@@ -118,6 +118,6 @@ void cpu_head_backward(void *ctx, float *dhidden, float *dw, const float *dlogp,
 
 /* ---- adamw.c ----------------------------------------------------------------------------- */
 void cpu_adamw(void *ctx, float *param, const float *grad, float *m, float *v, uint64_t n,
-               float lr, float beta1, float beta2, float eps, float weight_decay, int32_t t);
+               double lr, double beta1, double beta2, double eps, double weight_decay, int32_t t);
 
 #endif
