@@ -727,14 +727,15 @@ static void ref_head(double *logp, double *lse, double *ent, const double *hidde
 
 START_TEST(head_forward_matches_reference) {
     rng_seed(11);
-    /* V = 2500 is not a multiple of the 1024-wide vocab chunk; N = 600 spans two row blocks */
+    /* V = 2500 is not a multiple of the vocab chunk (512 or 1024 wide); N = 600 spans several
+     * row blocks */
     const int32_t N = 600, C = 16, V = 2500;
     const float scale = 1.0f / 0.7f;
     float *hidden = frandv((size_t)N * C, 1.0f), *w = frandv((size_t)V * C, 1.0f);
     int32_t *targets = malloc((size_t)N * sizeof(int32_t));
     for (int32_t n = 0; n < N; n++) targets[n] = n % 7 == 3 ? -1 : irand(V);
     targets[5] = V - 1;
-    targets[6] = 1024; /* the first entry of the second chunk */
+    targets[6] = 1024; /* the first entry of a chunk */
     float *logp = nanv(N), *lse = nanv(N), *ent = nanv(N);
     ops->head_forward(ops->ctx, logp, lse, ent, hidden, w, targets, N, C, V, scale);
     double *hd = widen(hidden, (size_t)N * C), *wd = widen(w, (size_t)V * C);
@@ -771,7 +772,7 @@ static double head_loss(void *p) {
 
 START_TEST(head_backward_finite_differences) {
     rng_seed(12);
-    const int32_t N = 6, C = 8, V = 2100; /* three vocab chunks, the last partial */
+    const int32_t N = 6, C = 8, V = 2100; /* several vocab chunks, the last partial */
     const float scale = 1.25f;
     float *hidden = frandv((size_t)N * C, 2.0f), *w = frandv((size_t)V * C, 2.0f);
     int32_t targets[6] = {5, 2099, -1, 1024, 1500, 0};
