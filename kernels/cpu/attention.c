@@ -53,7 +53,8 @@ static void softmax_row(float *row, float *lse, float *inv, const int32_t *mask,
     }
 #pragma omp simd reduction(+ : sum)
     for (int32_t j = 0; j < nvalid; j++) {
-        float p = mask[j] ? cpu_expf(row[j] - mx) : 0.0f;
+        float p = cpu_expf(row[j] - mx); /* computed everywhere, kept where real: no branch */
+        p *= (float)(mask[j] != 0);
         row[j] = p;
         sum += p;
     }
@@ -86,7 +87,8 @@ static void dsoftmax_row(float *p, float *ds, const int32_t *mask, int32_t nvali
                          float l, float D, float scale) {
 #pragma omp simd
     for (int32_t j = 0; j < nvalid; j++) {
-        float pj = mask[j] ? cpu_expf(p[j] - l) : 0.0f;
+        float pj = cpu_expf(p[j] - l);
+        pj *= (float)(mask[j] != 0);
         p[j] = pj;
         ds[j] = pj * (ds[j] - D) * scale;
     }
