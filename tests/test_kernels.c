@@ -465,8 +465,11 @@ START_TEST(swiglu_matches_reference_and_gradient) {
     float *dup2 = nanv(n);
     ops->swiglu_backward(ops->ctx, NULL, dup2, r, gate, up, N, I); /* NULL dgate skipped */
     ck_assert_mem_eq(dup2, dup, n * sizeof(float));
+    float *dgate2 = nanv(n);
+    ops->swiglu_backward(ops->ctx, dgate2, NULL, r, gate, up, N, I); /* NULL dup skipped */
+    ck_assert_mem_eq(dgate2, dgate, n * sizeof(float));
     free(gate), free(up), free(out), free(gd), free(ud), free(want), free(r), free(dgate);
-    free(dup), free(st.r), free(dup2);
+    free(dup), free(st.r), free(dup2), free(dgate2);
 }
 END_TEST
 
