@@ -802,6 +802,79 @@ START_TEST(head_backward_finite_differences) {
 }
 END_TEST
 
+/* ---- threads ------------------------------------------------------------------------------ */
+
+/* The ops that split work by thread count (tiled GEMMs, head row tasks, attention heads) give
+ * the reference result with 1, 3 and 5 threads (3 and 5 are primes: one-dimensional tile grids
+ * with ragged edges), and the same bits when run twice with the same count. */
+START_TEST(results_do_not_depend_on_thread_count) {
+    rng_seed(13);
+    const int32_t N = 70, IC = 200, OC = 190; /* N*IC*OC / 64 above the parallel threshold */
+    size_t ni = (size_t)N * IC, nw = (size_t)OC * IC, no = (size_t)N * OC;
+    float *inp = frandv(ni, 1.0f), *w = frandv(nw, 1.0f), *r = frandv(no, 1.0f);
+    double *want = dvec(no), *ind = widen(inp, ni), *wd = widen(w, nw);
+    ref_matmul(want, ind, wd, NULL, N, IC, OC);
+    const int32_t HN = 300, HC = 32, HV = 1500;
+    float *hid = frandv((size_t)HN * HC, 1.0f), *hw = frandv((size_t)HV * HC, 1.0f);
+    int32_t *tg = malloc((size_t)HN * sizeof(int32_t));
+    for (int32_t n = 0; n < HN; n++) tg[n] = irand(HV);
+    float *dl = frandv(HN, 1.0f);
+    float *first_dw = NULL, *first_dh = NULL;
+    int counts[3] = {1, 3, 5};
+    for (int c = 0; c < 3; c++) {
+        grpo_error err;
+        grpo_error_init(&err);
+        grpo_ops *o = grpo_backend_open("cpu", counts[c], &err);
+        ck_assert_ptr_nonnull(o);
+        for (int rep = 0; rep < 2; rep++) {
+            float *out = nanv(no), *dinp = nanv(ni), *dw = calloc(nw, sizeof(float));
+            o->matmul_forward(o->ctx, out, inp, w, NULL, N, IC, OC);
+            expect_close("matmul out (threads)", out, want, no, 1e-5, 1e-4);
+            o->matmul_backward(o->ctx, dinp, dw, NULL, r, inp, w, N, IC, OC);
+            float *logp = nanv(HN), *lse = nanv(HN), *dh = nanv((size_t)HN * HC);
+            float *hdw = calloc((size_t)HV * HC, sizeof(float));
+            o->head_forward(o->ctx, logp, lse, NULL, hid, hw, tg, HN, HC, HV, 1.0f);
+            o->head_backward(o->ctx, dh, hdw, dl, hid, hw, tg, lse, HN, HC, HV, 1.0f);
+            if (!first_dw) {
+                first_dw = dw, first_dh = dh;
+            } else {
+                double *a = widen(first_dw, nw), *b = widen(first_dh, (size_t)HN * HC);
+                expect_close("matmul dw (threads)", dw, a, nw, 1e-5, 1e-4);
+                expect_close("head dhidden (threads)", dh, b, (size_t)HN * HC, 1e-6, 1e-4);
+                free(a), free(b), free(dw), free(dh);
+            }
+            free(out), free(dinp), free(logp), free(lse), free(hdw);
+        }
+        grpo_backend_close(o);
+    }
+    free(inp), free(w), free(r), free(want), free(ind), free(wd), free(hid), free(hw), free(tg);
+    free(dl), free(first_dw), free(first_dh);
+}
+END_TEST
+
+START_TEST(same_thread_count_gives_same_bits) {
+    rng_seed(14);
+    att_case c = att_make(2, 100, 4, 2, 16, 9);
+    size_t nq = (size_t)2 * 100 * 4 * 16, nkv = nq / 2, nl = (size_t)2 * 4 * 100;
+    float *r = frandv(nq, 1.0f), *res[2][4];
+    for (int run = 0; run < 2; run++) {
+        float *out = nanv(nq), *lse = nanv(nl), *dq = nanv(nq), *dk = nanv(nkv);
+        ops->attention_forward(ops->ctx, out, lse, c.q, c.k, c.v, c.mask, 2, 100, 4, 2, 16);
+        ops->attention_backward(ops->ctx, dq, dk, NULL, r, out, lse, c.q, c.k, c.v, c.mask, 2,
+                                100, 4, 2, 16);
+        res[run][0] = out, res[run][1] = lse, res[run][2] = dq, res[run][3] = dk;
+    }
+    ck_assert_mem_eq(res[0][0], res[1][0], nq * sizeof(float));
+    ck_assert_mem_eq(res[0][1], res[1][1], nl * sizeof(float));
+    ck_assert_mem_eq(res[0][2], res[1][2], nq * sizeof(float));
+    ck_assert_mem_eq(res[0][3], res[1][3], nkv * sizeof(float));
+    for (int run = 0; run < 2; run++)
+        for (int i = 0; i < 4; i++) free(res[run][i]);
+    free(r);
+    att_free(&c);
+}
+END_TEST
+
 /* ---- AdamW ---------------------------------------------------------------------------------- */
 
 START_TEST(adamw_two_steps_by_hand) {
@@ -854,6 +927,8 @@ int main(void) {
     tcase_add_test(tc, attention_decode_equals_last_row_of_forward);
     tcase_add_test(tc, head_forward_matches_reference);
     tcase_add_test(tc, head_backward_finite_differences);
+    tcase_add_test(tc, results_do_not_depend_on_thread_count);
+    tcase_add_test(tc, same_thread_count_gives_same_bits);
     tcase_add_test(tc, adamw_two_steps_by_hand);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
