@@ -9,7 +9,8 @@
  *
  * 1. Raw cblas_sgemm GFLOP/s for every GEMM of one transformer layer and of the head, in the
  *    three forms the backend uses (forward NT, dinp NN, dw TN) with N = B*T tokens.
- * 2. Every op through the backend table, fwd and bwd, as time and as GFLOP/s of its useful
+ * 2. Every op through the backend table, fwd and bwd (and attention_decode of 64 rows against a
+ *    cache of T positions, not part of section 3), as time and as GFLOP/s of its useful
  *    arithmetic (causal attention counts half of the T*T scores; the head counts 2NVC forward
  *    and 4NVC backward, not the recomputation), next to the sgemm rate of section 1.
  * 3. The whole model's fwd+bwd (L = 8 layers, one head) in total, as a fraction of the sgemm
@@ -25,6 +26,7 @@
 #include "cpu/blas.h"
 
 enum { C = 512, I = 1408, V = 6400, NH = 8, NKV = 2, HD = 64, L = 8 };
+enum { DR = 64 }; /* decode rows (a GRPO generation batch) for attention_decode */
 
 /* Wall time, or with BENCH_CLOCK=cpu the calling thread's CPU time: on a shared, loaded machine
  * and with threads 1, that is about the time the kernels would take alone. */
@@ -93,7 +95,8 @@ typedef struct op_arg {
     int B, T, N;
     float *x, *y, *w, *dx, *dw, *q, *k, *v, *o, *lse, *dq, *dk, *dv, *dout, *rstd, *g, *u;
     float *logp, *hlse, *dlogp;
-    int32_t *mask, *pos, *targets;
+    int32_t *mask, *pos, *targets, *cmask, *len;
+    float *kc, *vc;
     int IC, OC;
 } op_arg;
 
@@ -114,6 +117,11 @@ static void run_att_bwd(void *p) {
     op_arg *a = p;
     a->ops->attention_backward(a->ops->ctx, a->dq, a->dk, a->dv, a->dout, a->o, a->lse, a->q, a->k,
                                a->v, a->mask, a->B, a->T, NH, NKV, HD);
+}
+static void run_decode(void *p) {
+    op_arg *a = p;
+    a->ops->attention_decode(a->ops->ctx, a->y, a->q, a->kc, a->vc, a->cmask, a->len, DR, a->T,
+                             NH, NKV, HD);
 }
 static void run_head_fwd(void *p) {
     op_arg *a = p;
@@ -200,13 +208,21 @@ int main(int argc, char **argv) {
     size_t nq = (size_t)N * NH * HD, nkv = (size_t)N * NKV * HD;
     a.x = rnd((size_t)N * I, 1.0f), a.y = rnd((size_t)N * I, 1.0f), a.w = rnd(maxw, 0.05f);
     a.dx = rnd((size_t)N * I, 1.0f), a.dw = rnd(maxw > (size_t)N * I ? maxw : (size_t)N * I, 1.0f);
-    a.q = rnd(nq, 1.0f), a.k = rnd(nkv, 1.0f), a.v = rnd(nkv, 1.0f), a.o = rnd(nq, 1.0f);
+    size_t nqd = (size_t)DR * NH * HD; /* attention_decode's q */
+    a.q = rnd(nq > nqd ? nq : nqd, 1.0f), a.k = rnd(nkv, 1.0f), a.v = rnd(nkv, 1.0f);
+    a.o = rnd(nq, 1.0f);
     a.dq = rnd(nq, 1.0f), a.dk = rnd(nkv, 1.0f), a.dv = rnd(nkv, 1.0f), a.dout = rnd(nq, 1.0f);
     a.lse = rnd((size_t)B * NH * T, 1.0f), a.rstd = rnd(N, 1.0f);
     a.g = rnd((size_t)N * I, 3.0f), a.u = rnd((size_t)N * I, 1.0f);
     a.logp = rnd(N, 1.0f), a.hlse = rnd(N, 1.0f), a.dlogp = rnd(N, 1.0f);
     a.mask = malloc((size_t)N * sizeof(int32_t)), a.pos = malloc((size_t)N * sizeof(int32_t));
     a.targets = malloc((size_t)N * sizeof(int32_t));
+    a.kc = rnd((size_t)DR * T * NKV * HD, 1.0f), a.vc = rnd((size_t)DR * T * NKV * HD, 1.0f);
+    a.cmask = malloc((size_t)DR * T * sizeof(int32_t)), a.len = malloc(DR * sizeof(int32_t));
+    for (int r = 0; r < DR; r++) {
+        a.len[r] = T;
+        for (int t = 0; t < T; t++) a.cmask[r * T + t] = t >= (r % 2 ? T / 8 : 0);
+    }
     for (int n = 0; n < N; n++) {
         int t = n % T, npad = (n / T) % 2 ? T / 8 : 0; /* every other row left-padded by T/8 */
         a.mask[n] = t >= npad;
@@ -227,6 +243,7 @@ int main(int argc, char **argv) {
         {"matmul bwd down", run_mm_bwd, 4.0 * N * I * C, I, C, L},
         {"attention fwd", run_att_fwd, 2.0 * B * NH * (double)T * T * HD, 0, 0, L},
         {"attention bwd", run_att_bwd, 4.0 * B * NH * (double)T * T * HD, 0, 0, L},
+        {"attention decode (64 rows)", run_decode, 4.0 * DR * NH * (double)T * HD, 0, 0, 0},
         {"rmsnorm fwd", run_rms_fwd, 0, 0, 0, 2 * L + 1},
         {"rmsnorm bwd", run_rms_bwd, 0, 0, 0, 2 * L + 1},
         {"rope (q and k, fwd and bwd)", run_rope_fwd, 0, 0, 0, 4 * L},
@@ -254,13 +271,14 @@ int main(int argc, char **argv) {
     if (!filter)
         printf("\n3. model fwd+bwd (%d layers + head, ops above times their count; no embedding, "
                "residual or optimizer): %.1f ms, %.1f GFLOP/s = %.1f%% of the sgemm rate\n",
-               L, model_t * 1e3, model_fl / model_t * 1e-9, 100.0 * model_fl / model_t / sgemm_rate);
+               L, model_t * 1e3, model_fl / model_t * 1e-9,
+               100.0 * model_fl / model_t / sgemm_rate);
 
     free(x), free(w), free(y);
     free(a.x), free(a.y), free(a.w), free(a.dx), free(a.dw), free(a.q), free(a.k), free(a.v);
     free(a.o), free(a.dq), free(a.dk), free(a.dv), free(a.dout), free(a.lse), free(a.rstd);
     free(a.g), free(a.u), free(a.logp), free(a.hlse), free(a.dlogp), free(a.mask), free(a.pos);
-    free(a.targets);
+    free(a.targets), free(a.kc), free(a.vc), free(a.cmask), free(a.len);
     grpo_backend_close(ops);
     return 0;
 }

@@ -648,7 +648,8 @@ static void attention_gradient_case(int32_t B, int32_t T, int32_t NH, int32_t NK
                 ck_assert(dk[((size_t)b * T + t) * NKV * HD + i] == 0.0f);
                 ck_assert(dv[((size_t)b * T + t) * NKV * HD + i] == 0.0f);
             }
-            for (int32_t i = 0; i < NH * HD; i++) ck_assert(dq[((size_t)b * T + t) * NH * HD + i] == 0.0f);
+            for (int32_t i = 0; i < NH * HD; i++)
+                ck_assert(dq[((size_t)b * T + t) * NH * HD + i] == 0.0f);
         }
     /* NULL gradients are skipped, the rest unchanged */
     float *dk2 = nanv(nkv);

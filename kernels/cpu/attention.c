@@ -251,49 +251,53 @@ void cpu_attention_backward(void *ctx_, float *dq, float *dk, float *dv, const f
 
 /* ---- decode: one new query per row against the KV cache ---------------------------------- */
 
+/* Row r, kv head g: the rep query heads of the group as one (rep, HD) matrix against the n
+ * cached keys, two small GEMMs, so each cached key and value is read once per group.
+ * sc: rep * S floats; lse/inv: rep floats. */
+static void attention_decode_group(float *out, const float *q, const float *kcache,
+                                   const float *vcache, const int32_t *cache_mask, int32_t n,
+                                   int32_t r, int32_t g, int32_t S, int32_t NH, int32_t NKV,
+                                   int32_t HD, float *sc, float *lse, float *inv) {
+    const int32_t rep = NH / NKV, ks = NKV * HD;
+    const float scale = 1.0f / sqrtf((float)HD);
+    const float *qg = q + ((size_t)r * NH + (size_t)g * rep) * HD;
+    const float *kr = kcache + (size_t)r * S * ks + (size_t)g * HD;
+    const float *vr = vcache + (size_t)r * S * ks + (size_t)g * HD;
+    const int32_t *cm = cache_mask + (size_t)r * S;
+    float *og = out + ((size_t)r * NH + (size_t)g * rep) * HD;
+    int32_t real = 0;
+    for (int32_t s = 0; s < n; s++) real += cm[s] != 0;
+    if (real == 0) { /* nothing to attend to */
+        memset(og, 0, (size_t)rep * HD * sizeof(float));
+        return;
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rep, n, HD, scale, qg, HD, kr, ks, 0.0f,
+                sc, n);
+    for (int32_t j = 0; j < rep; j++)
+        softmax_row(sc + (size_t)j * n, &lse[j], &inv[j], cm, n, n);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rep, HD, n, 1.0f, sc, n, vr, ks, 0.0f,
+                og, HD);
+    for (int32_t j = 0; j < rep; j++)
+        for (int32_t d = 0; d < HD; d++) og[(size_t)j * HD + d] *= inv[j];
+}
+
 void cpu_attention_decode(void *ctx, float *out, const float *q, const float *kcache,
                           const float *vcache, const int32_t *cache_mask, const int32_t *len,
                           int32_t R, int32_t S, int32_t NH, int32_t NKV, int32_t HD) {
     check_shapes("attention_decode", NH, NKV, HD);
-    const int32_t rep = NH / NKV, ks = NKV * HD;
-    const float scale = 1.0f / sqrtf((float)HD);
+    const int32_t rep = NH / NKV;
+    for (int32_t r = 0; r < R; r++)
+        CPU_CHECK(len[r] >= 0 && len[r] <= S, "attention_decode", "len[r] must lie in [0, S]");
     int nt = cpu_threads_for(ctx, (double)R * NH * S * HD * 2);
 #pragma omp parallel num_threads(nt)
     {
-        float *sc = malloc((size_t)(S > 0 ? S : 1) * sizeof(float));
+        float *sc = malloc(((size_t)rep * (S > 0 ? S : 1) + 2 * (size_t)rep) * sizeof(float));
         CPU_CHECK(sc != NULL, "attention_decode", "out of memory for the scores");
+        float *lse = sc + (size_t)rep * (S > 0 ? S : 1), *inv = lse + rep;
 #pragma omp for schedule(static)
-        for (int32_t rh = 0; rh < R * NH; rh++) {
-            int32_t r = rh / NH, h = rh % NH, g = h / rep;
-            int32_t n = len[r];
-            CPU_CHECK(n >= 0 && n <= S, "attention_decode", "len[r] must lie in [0, S]");
-            const float *qh = q + (size_t)rh * HD;
-            const float *kr = kcache + (size_t)r * S * ks + (size_t)g * HD;
-            const float *vr = vcache + (size_t)r * S * ks + (size_t)g * HD;
-            const int32_t *cm = cache_mask + (size_t)r * S;
-            float *o = out + (size_t)rh * HD;
-            float mx = -INFINITY;
-            for (int32_t s = 0; s < n; s++) {
-                if (!cm[s]) continue;
-                const float *kv = kr + (size_t)s * ks;
-                float dot = 0.0f;
-                for (int32_t d = 0; d < HD; d++) dot += qh[d] * kv[d];
-                sc[s] = dot * scale;
-                if (sc[s] > mx) mx = sc[s];
-            }
-            for (int32_t d = 0; d < HD; d++) o[d] = 0.0f;
-            if (mx == -INFINITY) continue; /* nothing to attend to */
-            float sum = 0.0f;
-            for (int32_t s = 0; s < n; s++) {
-                if (!cm[s]) continue;
-                float p = expf(sc[s] - mx);
-                sum += p;
-                const float *vv = vr + (size_t)s * ks;
-                for (int32_t d = 0; d < HD; d++) o[d] += p * vv[d];
-            }
-            float inv = 1.0f / sum;
-            for (int32_t d = 0; d < HD; d++) o[d] *= inv;
-        }
+        for (int32_t rg = 0; rg < R * NKV; rg++)
+            attention_decode_group(out, q, kcache, vcache, cache_mask, len[rg / NKV], rg / NKV,
+                                   rg % NKV, S, NH, NKV, HD, sc, lse, inv);
         free(sc);
     }
 }

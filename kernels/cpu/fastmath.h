@@ -18,14 +18,18 @@
 #include <stdint.h>
 #include <string.h>
 
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
+/* (not under AddressSanitizer, whose interceptors and ifunc resolvers do not mix well) */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && \
+    !defined(__SANITIZE_ADDRESS__)
 #define CPU_VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
 #define CPU_VECTOR_CLONES
 #endif
 
 /* a where mask is all ones, b where it is 0 (a select GCC vectorises at -O2; ?: it may not) */
-static inline int32_t cpu_blend(int32_t mask, int32_t a, int32_t b) { return (a & mask) | (b & ~mask); }
+static inline int32_t cpu_blend(int32_t mask, int32_t a, int32_t b) {
+    return (a & mask) | (b & ~mask);
+}
 
 static inline float cpu_expf(float x) {
     const float log2e = 1.44269504088896341f;
