@@ -18,9 +18,7 @@
 #include <stdint.h>
 #include <string.h>
 
-/* (not under AddressSanitizer, whose interceptors and ifunc resolvers do not mix well) */
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && \
-    !defined(__SANITIZE_ADDRESS__)
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
 #define CPU_VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
 #define CPU_VECTOR_CLONES
