@@ -15,6 +15,7 @@ static const grpo_command commands[] = {
     {"logprobs", cmd_logprobs, "per-token log-probs of token-id sequences (JSONL in, JSONL out)"},
     {"generate", cmd_generate, "continue a prompt of token ids (greedy or sampled)"},
     {"model", cmd_model, "inspect a Hugging Face model directory (grpo model info DIR)"},
+    {"plugins", cmd_plugins, "list the rewards and models on the plugin path, or show one"},
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 

@@ -20,5 +20,6 @@ int cmd_version(int argc, char **argv);
 int cmd_logprobs(int argc, char **argv);
 int cmd_generate(int argc, char **argv);
 int cmd_model(int argc, char **argv);
+int cmd_plugins(int argc, char **argv);
 
 #endif
