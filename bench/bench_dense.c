@@ -95,7 +95,8 @@ static double fwd_flops_per_token(int T) {
 }
 
 static double bench_sgemm(int N) {
-    float *a = malloc((size_t)N * C * 4), *b = malloc((size_t)IM * C * 4), *c = malloc((size_t)N * IM * 4);
+    float *a = malloc((size_t)N * C * 4), *b = malloc((size_t)IM * C * 4);
+    float *c = malloc((size_t)N * IM * 4);
     for (size_t i = 0; i < (size_t)N * C; i++) a[i] = randn_ish();
     for (size_t i = 0; i < (size_t)IM * C; i++) b[i] = randn_ish();
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, IM, C, 1, a, C, b, C, 0, c, IM);

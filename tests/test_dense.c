@@ -108,7 +108,8 @@ static grpo_batch full_batch(const fixture *f) {
 /* Columns [0,t) of a (B,T) array into a (B,t) one. */
 static int32_t *columns(const int32_t *a, int32_t B, int32_t T, int32_t t) {
     int32_t *o = malloc((size_t)B * t * sizeof(int32_t));
-    for (int32_t b = 0; b < B; b++) memcpy(o + (size_t)b * t, a + (size_t)b * T, t * sizeof(int32_t));
+    for (int32_t b = 0; b < B; b++)
+        memcpy(o + (size_t)b * t, a + (size_t)b * T, t * sizeof(int32_t));
     return o;
 }
 
