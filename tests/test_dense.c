@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "kernels.h"
+#include "hfdir.h"
 #include "model.h"
 #include "registry.h"
 #include "safetensors.h"
@@ -417,6 +418,69 @@ START_TEST(save_reload_round_trip) {
 }
 END_TEST
 
+/* Writes the llama fixture's tensors into dir/model.safetensors, dropping `drop`, adding an
+ * extra tensor when extra != NULL, and giving `reshape` a wrong shape; plus its config.json. */
+static void write_variant(const char *dir, const char *drop, const char *extra,
+                          const char *reshape) {
+    grpo_error err;
+    grpo_error_init(&err);
+    grpo_safetensors *st = NULL;
+    ck_ok(grpo_hf_open_weights(fixture_dir("llama"), &st, &err), &err);
+    size_t n = grpo_st_count(st), k = 0;
+    grpo_st_out *outs = calloc(n + 1, sizeof *outs);
+    for (size_t i = 0; i < n; i++) {
+        const grpo_st_tensor *t = grpo_st_at(st, i);
+        if (drop && strcmp(t->name, drop) == 0) continue;
+        float *d = malloc(t->numel * sizeof(float));
+        ck_ok(grpo_st_read_f32(st, t->name, d, t->ndim, t->shape, &err), &err);
+        outs[k] = (grpo_st_out){t->name, d, t->ndim, {0}};
+        memcpy(outs[k].shape, t->shape, sizeof t->shape);
+        if (reshape && strcmp(t->name, reshape) == 0) /* same numel, transposed shape */
+            outs[k].shape[0] = t->shape[1], outs[k].shape[1] = t->shape[0];
+        k++;
+    }
+    static float zeros[4];
+    if (extra) outs[k++] = (grpo_st_out){extra, zeros, 1, {4}};
+    char *json = NULL;
+    ck_ok(grpo_hf_read_config(fixture_dir("llama"), &json, &err), &err);
+    ck_ok(grpo_hf_save(dir, json, outs, k, GRPO_ST_F32, NULL, &err), &err);
+    for (size_t i = 0; i < k; i++)
+        if (outs[i].data != zeros) free((void *)outs[i].data);
+    free(outs), free(json);
+    grpo_st_close(st);
+}
+
+/* Loading refuses a missing, an unexpected and a mis-shaped tensor, naming file and tensor. */
+START_TEST(load_errors_name_the_tensor) {
+    fixture f;
+    fixture_open(&f, "llama", 0);
+    grpo_error err;
+    grpo_error_init(&err);
+    char dir[] = "/tmp/grpo_test_dense_bad_XXXXXX";
+    ck_assert(mkdtemp(dir) != NULL);
+    struct { const char *drop, *extra, *reshape, *want; } cases[] = {
+        {"model.norm.weight", NULL, NULL, "missing tensor model.norm.weight"},
+        {NULL, "model.layers.0.mlp.extra.weight", NULL,
+         "unexpected tensor model.layers.0.mlp.extra.weight"},
+        {NULL, NULL, "model.layers.1.mlp.gate_proj.weight",
+         "model.layers.1.mlp.gate_proj.weight"},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        write_variant(dir, cases[c].drop, cases[c].extra, cases[c].reshape);
+        grpo_model *m = NULL;
+        int rc = grpo_model_open_dir(&m, &f.reg, &f.host, dir, 0, &err);
+        ck_assert_msg(rc != GRPO_OK && m == NULL, "case %zu loaded", c);
+        ck_assert_msg(strstr(err.message, cases[c].want) && strstr(err.message, dir),
+                      "case %zu: message '%s' lacks '%s'", c, err.message, cases[c].want);
+    }
+    char path[4200];
+    const char *files[] = {"model.safetensors", "config.json"};
+    for (int i = 0; i < 2; i++) snprintf(path, sizeof path, "%s/%s", dir, files[i]), unlink(path);
+    rmdir(dir);
+    fixture_close(&f);
+}
+END_TEST
+
 START_TEST(unsupported_config_is_refused) {
     grpo_error err;
     grpo_error_init(&err);
@@ -468,6 +532,7 @@ int main(void) {
     tcase_add_loop_test(tc, greedy_generate_matches_transformers, 0, N_FIXTURES);
     tcase_add_loop_test(tc, prompt_fan_out_by_kv_copy_row, 0, N_FIXTURES);
     tcase_add_loop_test(tc, save_reload_round_trip, 0, N_FIXTURES);
+    tcase_add_test(tc, load_errors_name_the_tensor);
     tcase_add_test(tc, unsupported_config_is_refused);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
