@@ -19,6 +19,10 @@ static const grpo_command commands[] = {
     {"model", cmd_model, "inspect a Hugging Face model directory (grpo model info DIR)"},
     {"template", cmd_template, "render a chat template on messages or a dataset line"},
     {"tokenize", cmd_tokenize, "text lines -> JSON ids (or ids -> text with --decode)"},
+    {"logprobs", cmd_logprobs, "per-token log-probs of token-id sequences (JSONL in, JSONL out)"},
+    {"generate", cmd_generate, "continue a prompt of token ids (greedy or sampled)"},
+    {"model", cmd_model, "inspect a Hugging Face model directory (grpo model info DIR)"},
+    {"plugins", cmd_plugins, "list the rewards and models on the plugin path, or show one"},
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 

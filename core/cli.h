@@ -24,5 +24,9 @@ int cmd_config(int argc, char **argv);
 int cmd_model(int argc, char **argv);
 int cmd_template(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
+int cmd_logprobs(int argc, char **argv);
+int cmd_generate(int argc, char **argv);
+int cmd_model(int argc, char **argv);
+int cmd_plugins(int argc, char **argv);
 
 #endif
