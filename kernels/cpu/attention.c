@@ -15,7 +15,8 @@
  * dq, dk, dv are written (=). Query heads sharing a key/value head accumulate into private
  * (T,HD) buffers that are then summed in head order, so threads never share an output.
  *
- * Threads: OpenMP over (b, head); every thread calls (single-threaded) sgemm on its own blocks.
+ * Threads: OpenMP over (query block, b, head) forward and (b, head) backward; every thread calls
+ * (single-threaded) sgemm on its own blocks.
  * Keys before a row's first real token are skipped (left padding costs nothing).
  */
 #include "cpu/blas.h"
@@ -95,52 +96,63 @@ static void dsoftmax_row(float *p, float *ds, const int32_t *mask, int32_t nvali
     for (int32_t j = nvalid; j < nk; j++) p[j] = ds[j] = 0.0f;
 }
 
+/* Forward of the query block t0..t0+nq-1 of head h in row b, whose first real key is k0.
+ * sc: QB * T floats; blse, inv: QB floats. */
+static void attention_forward_block(float *out, float *lse, const float *q, const float *k,
+                                    const float *v, const int32_t *mask_b, int32_t b, int32_t h,
+                                    int32_t t0, int32_t nq, int32_t k0, int32_t T, int32_t NH,
+                                    int32_t NKV, int32_t HD, float *sc, float *blse, float *inv) {
+    const int32_t g = h / (NH / NKV), qs = NH * HD, ks = NKV * HD; /* row strides */
+    const float scale = 1.0f / sqrtf((float)HD);
+    const int32_t nk = t0 + nq - k0; /* keys k0 .. t0+nq-1 */
+    float *ob = out + ((size_t)b * T + t0) * qs + (size_t)h * HD;
+    float *lb = lse ? lse + ((size_t)b * NH + h) * T + t0 : NULL;
+    if (nk <= 0) { /* the whole block is left padding */
+        for (int32_t i = 0; i < nq; i++) {
+            memset(ob + (size_t)i * qs, 0, (size_t)HD * sizeof(float));
+            if (lb) lb[i] = 0.0f;
+        }
+        return;
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nq, nk, HD, scale,
+                q + ((size_t)b * T + t0) * qs + (size_t)h * HD, qs,
+                k + ((size_t)b * T + k0) * ks + (size_t)g * HD, ks, 0.0f, sc, nk);
+    softmax_block(sc, blse, inv, mask_b, t0, nq, k0, nk);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nq, HD, nk, 1.0f, sc, nk,
+                v + ((size_t)b * T + k0) * ks + (size_t)g * HD, ks, 0.0f, ob, qs);
+    for (int32_t i = 0; i < nq; i++) {
+        float *o = ob + (size_t)i * qs;
+        for (int32_t d = 0; d < HD; d++) o[d] *= inv[i];
+        if (lb) lb[i] = blse[i];
+    }
+}
+
 void cpu_attention_forward(void *ctx_, float *out, float *lse, const float *q, const float *k,
                            const float *v, const int32_t *mask, int32_t B, int32_t T, int32_t NH,
                            int32_t NKV, int32_t HD) {
     cpu_ctx *ctx = ctx_;
     check_shapes("attention_forward", NH, NKV, HD);
-    const int32_t rep = NH / NKV, qs = NH * HD, ks = NKV * HD; /* row strides of q/out, k/v */
-    const float scale = 1.0f / sqrtf((float)HD);
+    const int32_t nblocks = (T + QB - 1) / QB, heads = B * NH;
+    int32_t *k0 = malloc((size_t)(B > 0 ? B : 1) * sizeof(int32_t)); /* first real key per row */
+    CPU_CHECK(k0 != NULL, "attention_forward", "out of memory");
+    for (int32_t b = 0; b < B; b++) k0[b] = first_real(mask + (size_t)b * T, T);
     int nt = cpu_threads_for(ctx, (double)B * NH * T * T * HD);
 #pragma omp parallel num_threads(nt)
     {
         float *sc = malloc(((size_t)QB * T + 2 * QB) * sizeof(float));
         CPU_CHECK(sc != NULL, "attention_forward", "out of memory for a score block");
-        float *blse = sc + (size_t)QB * T, *inv = blse + QB;
-#pragma omp for schedule(static)
-        for (int32_t bh = 0; bh < B * NH; bh++) {
-            int32_t b = bh / NH, h = bh % NH, g = h / rep;
-            const int32_t *mask_b = mask + (size_t)b * T;
-            const float *qb = q + (size_t)b * T * qs + (size_t)h * HD;
-            const float *kb = k + (size_t)b * T * ks + (size_t)g * HD;
-            const float *vb = v + (size_t)b * T * ks + (size_t)g * HD;
-            float *ob = out + (size_t)b * T * qs + (size_t)h * HD;
-            float *lb = lse ? lse + ((size_t)b * NH + h) * T : NULL;
-            int32_t k0 = first_real(mask_b, T);
-            for (int32_t t0 = 0; t0 < T; t0 += QB) {
-                int32_t t1 = t0 + QB < T ? t0 + QB : T, nq = t1 - t0, nk = t1 - k0;
-                if (nk <= 0) { /* the whole block is left padding */
-                    for (int32_t t = t0; t < t1; t++) {
-                        memset(ob + (size_t)t * qs, 0, (size_t)HD * sizeof(float));
-                        if (lb) lb[t] = 0.0f;
-                    }
-                    continue;
-                }
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nq, nk, HD, scale,
-                            qb + (size_t)t0 * qs, qs, kb + (size_t)k0 * ks, ks, 0.0f, sc, nk);
-                softmax_block(sc, blse, inv, mask_b, t0, nq, k0, nk);
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nq, HD, nk, 1.0f, sc, nk,
-                            vb + (size_t)k0 * ks, ks, 0.0f, ob + (size_t)t0 * qs, qs);
-                for (int32_t i = 0; i < nq; i++) {
-                    float *o = ob + (size_t)(t0 + i) * qs;
-                    for (int32_t d = 0; d < HD; d++) o[d] *= inv[i];
-                    if (lb) lb[t0 + i] = blse[i];
-                }
-            }
+        /* tasks are (query block, b, h), the last blocks (the most keys) handed out first */
+#pragma omp for schedule(dynamic, 1)
+        for (int32_t task = 0; task < nblocks * heads; task++) {
+            int32_t blk = nblocks - 1 - task / heads, b = task % heads / NH, h = task % NH;
+            int32_t t0 = blk * QB, nq = t0 + QB < T ? QB : T - t0;
+            attention_forward_block(out, lse, q, k, v, mask + (size_t)b * T, b, h, t0, nq, k0[b],
+                                    T, NH, NKV, HD, sc, sc + (size_t)QB * T,
+                                    sc + (size_t)QB * T + QB);
         }
         free(sc);
     }
+    free(k0);
 }
 
 /* Backward of one (b, h): dq rows written, dkh/dvh (T,HD) private buffers written. */
