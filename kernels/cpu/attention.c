@@ -46,20 +46,23 @@ static void check_shapes(const char *op, int32_t NH, int32_t NKV, int32_t HD) {
 CPU_VECTOR_CLONES
 static void softmax_row(float *row, float *lse, float *inv, const int32_t *mask, int32_t nvalid,
                         int32_t nk) {
+    /* the loops run over whole vectors when the row has room (the extra keys are in the future,
+     * their scores are finite and their mask entries exist), masked by j < nvalid */
+    int32_t n = (nvalid + 15) / 16 * 16 < nk ? (nvalid + 15) / 16 * 16 : nk;
     float mx = -INFINITY, sum = 0.0f;
 #pragma omp simd reduction(max : mx)
-    for (int32_t j = 0; j < nvalid; j++) {
-        float s = mask[j] ? row[j] : -INFINITY;
+    for (int32_t j = 0; j < n; j++) {
+        float s = (mask[j] != 0) & (j < nvalid) ? row[j] : -INFINITY;
         mx = s > mx ? s : mx;
     }
 #pragma omp simd reduction(+ : sum)
-    for (int32_t j = 0; j < nvalid; j++) {
+    for (int32_t j = 0; j < n; j++) {
         float p = cpu_expf(row[j] - mx); /* computed everywhere, kept where real: no branch */
-        p *= (float)(mask[j] != 0);
+        p *= (float)((mask[j] != 0) & (j < nvalid));
         row[j] = p;
         sum += p;
     }
-    for (int32_t j = nvalid; j < nk; j++) row[j] = 0.0f;
+    for (int32_t j = n; j < nk; j++) row[j] = 0.0f;
     *lse = mx + logf(sum);
     *inv = 1.0f / sum;
 }
@@ -86,14 +89,15 @@ static void softmax_block(float *sc, float *lse, float *inv, const int32_t *mask
 CPU_VECTOR_CLONES
 static void dsoftmax_row(float *p, float *ds, const int32_t *mask, int32_t nvalid, int32_t nk,
                          float l, float D, float scale) {
+    int32_t n = (nvalid + 15) / 16 * 16 < nk ? (nvalid + 15) / 16 * 16 : nk; /* see softmax_row */
 #pragma omp simd
-    for (int32_t j = 0; j < nvalid; j++) {
+    for (int32_t j = 0; j < n; j++) {
         float pj = cpu_expf(p[j] - l);
-        pj *= (float)(mask[j] != 0);
+        pj *= (float)((mask[j] != 0) & (j < nvalid));
         p[j] = pj;
         ds[j] = pj * (ds[j] - D) * scale;
     }
-    for (int32_t j = nvalid; j < nk; j++) p[j] = ds[j] = 0.0f;
+    for (int32_t j = n; j < nk; j++) p[j] = ds[j] = 0.0f;
 }
 
 /* Forward of the query block t0..t0+nq-1 of head h in row b, whose first real key is k0.
