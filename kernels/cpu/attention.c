@@ -193,6 +193,7 @@ static void attention_backward_head(float *dqb, float *dkh, float *dvh, const fl
             }
             const float *o = ob + (size_t)t * qs, *d_o = dob + (size_t)t * qs;
             float D = 0.0f;
+#pragma omp simd reduction(+ : D)
             for (int32_t d = 0; d < HD; d++) D += d_o[d] * o[d];
             dsoftmax_row(p, ds, mask_b + k0, nvalid, nk, lb[t], D, scale);
         }
