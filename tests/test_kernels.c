@@ -620,6 +620,29 @@ START_TEST(attention_padded_keys_get_no_attention) {
 }
 END_TEST
 
+START_TEST(attention_all_padding_row_is_zero) {
+    rng_seed(15);
+    /* row 1 is padding only: zero output, zero lse, zero gradients, and row 0 unaffected */
+    const int32_t B = 2, T = 70, NH = 4, NKV = 2, HD = 8;
+    att_case c = att_make(B, T, NH, NKV, HD, T);
+    size_t nq = (size_t)B * T * NH * HD, nkv = (size_t)B * T * NKV * HD, row = nq / B;
+    float *out = nanv(nq), *lse = nanv((size_t)B * NH * T), *r = frandv(nq, 1.0f);
+    float *dq = nanv(nq), *dk = nanv(nkv), *dv = nanv(nkv);
+    ops->attention_forward(ops->ctx, out, lse, c.q, c.k, c.v, c.mask, B, T, NH, NKV, HD);
+    ops->attention_backward(ops->ctx, dq, dk, dv, r, out, lse, c.q, c.k, c.v, c.mask, B, T, NH,
+                            NKV, HD);
+    for (size_t i = 0; i < row; i++) ck_assert(out[row + i] == 0.0f && dq[row + i] == 0.0f);
+    for (size_t i = nkv / B; i < nkv; i++) ck_assert(dk[i] == 0.0f && dv[i] == 0.0f);
+    for (size_t i = 0; i < (size_t)NH * T; i++) ck_assert(lse[(size_t)NH * T + i] == 0.0f);
+    double *qd = widen(c.q, nq), *kd = widen(c.k, nkv), *vd = widen(c.v, nkv), *want = dvec(nq);
+    ref_attention(want, NULL, qd, kd, vd, c.mask, B, T, NH, NKV, HD);
+    expect_close("attention out beside an all-padding row", out, want, nq, 1e-5, 1e-4);
+    free(out), free(lse), free(r), free(dq), free(dk), free(dv), free(qd), free(kd), free(vd);
+    free(want);
+    att_free(&c);
+}
+END_TEST
+
 typedef struct att_st {
     double *q, *k, *v, *r;
     const int32_t *mask;
@@ -692,23 +715,25 @@ START_TEST(attention_decode_equals_last_row_of_forward) {
     size_t ncache = (size_t)B * S * NKV * HD;
     float *kc = nanv(ncache), *vc = nanv(ncache), *qd = nanv((size_t)B * NH * HD);
     int32_t cm[3 * 32], len[3];
+    /* row 0 decodes an earlier position: len = T - 4, i.e. the query of position T - 5 */
+    const int32_t last[3] = {T - 5, T - 1, T - 1};
     for (int32_t b = 0; b < B; b++) {
-        len[b] = T;
+        len[b] = last[b] + 1;
         for (int32_t s = 0; s < S; s++) cm[b * S + s] = s < T ? c.mask[b * T + s] : 1;
         memcpy(kc + (size_t)b * S * NKV * HD, c.k + (size_t)b * T * NKV * HD,
                (size_t)T * NKV * HD * sizeof(float));
         memcpy(vc + (size_t)b * S * NKV * HD, c.v + (size_t)b * T * NKV * HD,
                (size_t)T * NKV * HD * sizeof(float));
-        memcpy(qd + (size_t)b * NH * HD, c.q + ((size_t)b * T + T - 1) * NH * HD,
+        memcpy(qd + (size_t)b * NH * HD, c.q + ((size_t)b * T + last[b]) * NH * HD,
                (size_t)NH * HD * sizeof(float));
     }
     float *dec = nanv((size_t)B * NH * HD);
     ops->attention_decode(ops->ctx, dec, qd, kc, vc, cm, len, B, S, NH, NKV, HD);
     for (int32_t b = 0; b < B; b++) {
-        double *last = widen(out + ((size_t)b * T + T - 1) * NH * HD, (size_t)NH * HD);
-        expect_close("decode vs forward last row", dec + (size_t)b * NH * HD, last,
-                     (size_t)NH * HD, 1e-6, 1e-5);
-        free(last);
+        double *want = widen(out + ((size_t)b * T + last[b]) * NH * HD, (size_t)NH * HD);
+        expect_close("decode vs forward row", dec + (size_t)b * NH * HD, want, (size_t)NH * HD,
+                     1e-6, 1e-5);
+        free(want);
     }
     free(out), free(lse), free(kc), free(vc), free(qd), free(dec);
     att_free(&c);
@@ -1128,6 +1153,7 @@ int main(void) {
     tcase_add_test(tc, elementwise_ops_match_reference);
     tcase_add_test(tc, attention_forward_matches_reference_gqa);
     tcase_add_test(tc, attention_padded_keys_get_no_attention);
+    tcase_add_test(tc, attention_all_padding_row_is_zero);
     tcase_add_test(tc, attention_backward_finite_differences);
     tcase_add_test(tc, attention_decode_equals_last_row_of_forward);
     tcase_add_test(tc, head_forward_matches_reference);
