@@ -757,9 +757,10 @@ static void ref_head(double *logp, double *lse, double *ent, const double *hidde
         for (int32_t j = 0; j < V; j++) sum += exp(z[j] - mx);
         double l = mx + log(sum);
         for (int32_t j = 0; j < V; j++) h -= exp(z[j] - l) * (z[j] - l);
-        if (logp) logp[n] = targets[n] >= 0 ? z[targets[n]] - l : 0.0;
-        if (lse) lse[n] = l;
-        if (ent) ent[n] = h;
+        int skip = targets[n] < 0; /* ops.h: rows without a target are skipped, all 0 */
+        if (logp) logp[n] = skip ? 0.0 : z[targets[n]] - l;
+        if (lse) lse[n] = skip ? 0.0 : l;
+        if (ent) ent[n] = skip ? 0.0 : h;
     }
     free(z);
 }
@@ -1110,6 +1111,14 @@ START_TEST(pytorch_fused_head) {
     ops->head_forward(ops->ctx, logp, lse, ent, hidden, w, targets, N, C, V, scale);
     ops->head_backward(ops->ctx, dh, dw, dlogp, hidden, w, targets, lse, N, C, V, scale);
     expect_fixture(doc, "logp", logp, N, 1e-5, 1e-5);
+    /* torch computed lse and entropy for every row; ops.h skips rows without a target (0) */
+    for (int32_t n = 0; n < N; n++)
+        if (targets[n] < 0) {
+            ck_assert(lse[n] == 0.0f && ent[n] == 0.0f);
+            double *all = fx_doubles(doc, "lse", N), *ea = fx_doubles(doc, "entropy", N);
+            lse[n] = (float)all[n], ent[n] = (float)ea[n];
+            free(all), free(ea);
+        }
     expect_fixture(doc, "lse", lse, N, 1e-5, 1e-5);
     expect_fixture(doc, "entropy", ent, N, 1e-5, 1e-4);
     expect_fixture(doc, "dhidden", dh, (size_t)N * C, 1e-4, 1e-3);
