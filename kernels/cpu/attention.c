@@ -17,7 +17,9 @@
  *
  * Threads: OpenMP over (query block, b, head) forward and (b, head) backward; every thread calls
  * (single-threaded) sgemm on its own blocks.
- * Keys before a row's first real token are skipped (left padding costs nothing).
+ * Keys before a row's first real token are skipped (left padding costs nothing). Other padded
+ * keys enter the GEMMs and get probability 0, so k and v must be finite there too (as they are
+ * when computed from padding tokens).
  */
 #include "cpu/blas.h"
 #include <math.h>
@@ -282,12 +284,12 @@ static void attention_decode_group(float *out, const float *q, const float *kcac
     const float *vr = vcache + (size_t)r * S * ks + (size_t)g * HD;
     const int32_t *cm = cache_mask + (size_t)r * S;
     float *og = out + ((size_t)r * NH + (size_t)g * rep) * HD;
-    int32_t real = 0;
-    for (int32_t s = 0; s < n; s++) real += cm[s] != 0;
-    if (real == 0) { /* nothing to attend to */
+    int32_t s0 = first_real(cm, n); /* skip the left padding */
+    if (s0 == n) { /* nothing to attend to */
         memset(og, 0, (size_t)rep * HD * sizeof(float));
         return;
     }
+    kr += (size_t)s0 * ks, vr += (size_t)s0 * ks, cm += s0, n -= s0;
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rep, n, HD, scale, qg, HD, kr, ks, 0.0f,
                 sc, n);
     for (int32_t j = 0; j < rep; j++)
