@@ -860,9 +860,9 @@ END_TEST
 
 /* ---- threads ------------------------------------------------------------------------------ */
 
-/* The ops that split work by thread count (tiled GEMMs, head row tasks, attention heads) give
- * the reference result with 1, 3 and 5 threads (3 and 5 are primes: one-dimensional tile grids
- * with ragged edges), and the same bits when run twice with the same count. */
+/* The ops that split work by thread count (tiled GEMMs, head row tasks, attention's two task
+ * layouts) give the reference result with 1, 3 and 5 threads (3 and 5 are primes:
+ * one-dimensional tile grids with ragged edges), and attention the same bits. */
 START_TEST(results_do_not_depend_on_thread_count) {
     rng_seed(13);
     const int32_t N = 70, IC = 200, OC = 190; /* N*IC*OC / 64 above the parallel threshold */
@@ -876,12 +876,30 @@ START_TEST(results_do_not_depend_on_thread_count) {
     for (int32_t n = 0; n < HN; n++) tg[n] = irand(HV);
     float *dl = frandv(HN, 1.0f);
     float *first_dw = NULL, *first_dh = NULL;
+    /* attention: B*NKV = 6 groups take the by-group path with 1 and 3 threads, the per-head
+     * path with 5; its GEMM shapes do not depend on the thread count, so the bits must not */
+    att_case ac = att_make(3, 80, 4, 2, 8, 11);
+    size_t aq = (size_t)3 * 80 * 4 * 8, akv = aq / 2;
+    float *ar = frandv(aq, 1.0f), *first_att[3] = {NULL, NULL, NULL};
     int counts[3] = {1, 3, 5};
     for (int c = 0; c < 3; c++) {
         grpo_error err;
         grpo_error_init(&err);
         grpo_ops *o = grpo_backend_open("cpu", counts[c], &err);
         ck_assert_ptr_nonnull(o);
+        float *ao = nanv(aq), *al = nanv((size_t)3 * 4 * 80), *adq = nanv(aq), *adv = nanv(akv);
+        o->attention_forward(o->ctx, ao, al, ac.q, ac.k, ac.v, ac.mask, 3, 80, 4, 2, 8);
+        o->attention_backward(o->ctx, adq, NULL, adv, ar, ao, al, ac.q, ac.k, ac.v, ac.mask, 3,
+                              80, 4, 2, 8);
+        free(al);
+        if (!first_att[0]) {
+            first_att[0] = ao, first_att[1] = adq, first_att[2] = adv;
+        } else {
+            ck_assert_mem_eq(ao, first_att[0], aq * sizeof(float));
+            ck_assert_mem_eq(adq, first_att[1], aq * sizeof(float));
+            ck_assert_mem_eq(adv, first_att[2], akv * sizeof(float));
+            free(ao), free(adq), free(adv);
+        }
         for (int rep = 0; rep < 2; rep++) {
             float *out = nanv(no), *dinp = nanv(ni), *dw = calloc(nw, sizeof(float));
             o->matmul_forward(o->ctx, out, inp, w, NULL, N, IC, OC);
@@ -904,7 +922,9 @@ START_TEST(results_do_not_depend_on_thread_count) {
         grpo_backend_close(o);
     }
     free(inp), free(w), free(r), free(want), free(ind), free(wd), free(hid), free(hw), free(tg);
-    free(dl), free(first_dw), free(first_dh);
+    free(dl), free(first_dw), free(first_dh), free(ar);
+    for (int i = 0; i < 3; i++) free(first_att[i]);
+    att_free(&ac);
 }
 END_TEST
 

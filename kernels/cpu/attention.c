@@ -12,8 +12,10 @@
  * Backward, per query row t with P = exp(score - lse), D = dout_t . out_t:
  *   dS = P * (dout_t . v_s - D)         dq_t = scale * sum_s dS_ts k_s
  *   dk_s = scale * sum_t dS_ts q_t      dv_s = sum_t P_ts dout_t
- * dq, dk, dv are written (=). Query heads sharing a key/value head accumulate into private
- * (T,HD) buffers that are then summed in head order, so threads never share an output.
+ * dq, dk, dv are written (=). Each query head's dk/dv contribution is made in a (T,HD) buffer
+ * of its own and the buffers of a group are added in head order, by the thread that owns the
+ * group or afterwards (see cpu_attention_backward): threads never share an output, and the
+ * result has the same bits whatever the thread count.
  *
  * Threads: OpenMP over (query block, b, head) forward and (b, head) backward; every thread calls
  * (single-threaded) sgemm on its own blocks.
@@ -161,14 +163,12 @@ void cpu_attention_forward(void *ctx_, float *out, float *lse, const float *q, c
     free(k0);
 }
 
-/* Backward of one (b, h): dq rows written, dkh/dvh (T,HD) private buffers written. */
-static void attention_backward_head(float *dqb, float *dkh, float *dvh, const float *dob,
-                                    const float *ob, const float *lb, const float *qb,
-                                    const float *kb, const float *vb, const int32_t *mask_b,
-                                    int32_t T, int32_t qs, int32_t ks, int32_t HD, float scale,
-                                    float *sc, float *dp) {
-    if (dkh) memset(dkh, 0, (size_t)T * HD * sizeof(float));
-    if (dvh) memset(dvh, 0, (size_t)T * HD * sizeof(float));
+/* Backward of one (b, h): dq rows written, dkh/dvh (T rows of HD, row stride ld) accumulated. */
+static void attention_backward_head(float *dqb, float *dkh, float *dvh, int32_t ld,
+                                    const float *dob, const float *ob, const float *lb,
+                                    const float *qb, const float *kb, const float *vb,
+                                    const int32_t *mask_b, int32_t T, int32_t qs, int32_t ks,
+                                    int32_t HD, float scale, float *sc, float *dp) {
     int32_t k0 = first_real(mask_b, T);
     for (int32_t t0 = 0; t0 < T; t0 += QB) {
         int32_t t1 = t0 + QB < T ? t0 + QB : T, nq = t1 - t0, nk = t1 - k0;
@@ -204,10 +204,10 @@ static void attention_backward_head(float *dqb, float *dkh, float *dvh, const fl
                         kb + (size_t)k0 * ks, ks, 0.0f, dqb + (size_t)t0 * qs, qs);
         if (dkh) /* dK (nk,HD) += dS^T Q */
             cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, nk, HD, nq, 1.0f, dp, nk, qblk,
-                        qs, 1.0f, dkh + (size_t)k0 * HD, HD);
+                        qs, 1.0f, dkh + (size_t)k0 * ld, ld);
         if (dvh) /* dV (nk,HD) += P^T dO */
             cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, nk, HD, nq, 1.0f, sc, nk, doblk,
-                        qs, 1.0f, dvh + (size_t)k0 * HD, HD);
+                        qs, 1.0f, dvh + (size_t)k0 * ld, ld);
     }
 }
 
@@ -230,6 +230,12 @@ static void sum_groups(void *ctx, float *dst, const float *part, int32_t B, int3
     }
 }
 
+/* dst (T rows of HD, row stride ld) += src (T,HD) */
+static void add_rows(float *dst, int32_t ld, const float *src, int32_t T, int32_t HD) {
+    for (int32_t t = 0; t < T; t++)
+        for (int32_t d = 0; d < HD; d++) dst[(size_t)t * ld + d] += src[(size_t)t * HD + d];
+}
+
 void cpu_attention_backward(void *ctx_, float *dq, float *dk, float *dv, const float *dout,
                             const float *out, const float *lse, const float *q, const float *k,
                             const float *v, const int32_t *mask, int32_t B, int32_t T,
@@ -239,33 +245,58 @@ void cpu_attention_backward(void *ctx_, float *dq, float *dk, float *dv, const f
     if (!dq && !dk && !dv) return;
     const int32_t rep = NH / NKV, qs = NH * HD, ks = NKV * HD;
     const float scale = 1.0f / sqrtf((float)HD);
-    size_t head_floats = (size_t)T * HD, all = (size_t)B * NH * head_floats;
-    /* private dk/dv per query head, (B,NH,T,HD) each */
-    float *part = cpu_scratch(ctx, (dk ? all : 0) + (dv ? all : 0));
-    CPU_CHECK(part != NULL || (!dk && !dv), "attention_backward",
-              "out of memory for the per-head dk/dv buffers");
-    float *dkp = dk ? part : NULL, *dvp = dv ? part + (dk ? all : 0) : NULL;
+    const size_t hf = (size_t)T * HD; /* floats of one head's dk or dv */
     int nt = cpu_threads_for(ctx, (double)B * NH * T * T * HD);
+    /* Tasks are the B*NKV (row, kv head) groups when there are enough of them: one thread runs
+     * the group's query heads in order, each into its own (T,HD) dk/dv buffer that is then added
+     * to dk/dv. Otherwise the tasks are the B*NH heads, each into a buffer of the (B,NH,T,HD)
+     * scratch, and sum_groups adds them up afterwards, in the same order (the same bits). */
+    int by_group = B * NKV >= 2 * nt;
+    float *dkp = NULL, *dvp = NULL;
+    if (!by_group && (dk || dv)) {
+        size_t all = (size_t)B * NH * hf;
+        float *part = cpu_scratch(ctx, (dk ? all : 0) + (dv ? all : 0));
+        CPU_CHECK(part != NULL, "attention_backward", "out of memory for per-head dk/dv");
+        dkp = dk ? part : NULL, dvp = dv ? part + (dk ? all : 0) : NULL;
+    }
+    int32_t tasks = by_group ? B * NKV : B * NH;
 #pragma omp parallel num_threads(nt)
     {
-        float *sc = malloc((size_t)2 * QB * T * sizeof(float));
+        /* score and dP blocks, then (group tasks) one head's dk and dv */
+        float *sc = malloc(((size_t)2 * QB * T + (by_group ? 2 * hf : 0)) * sizeof(float));
         CPU_CHECK(sc != NULL, "attention_backward", "out of memory for a score block");
+        float *kbuf = sc + (size_t)2 * QB * T, *vbuf = kbuf + hf;
 #pragma omp for schedule(static)
-        for (int32_t bh = 0; bh < B * NH; bh++) {
-            int32_t b = bh / NH, h = bh % NH, g = h / rep;
-            size_t qoff = (size_t)b * T * qs + (size_t)h * HD;
+        for (int32_t task = 0; task < tasks; task++) {
+            int32_t b = by_group ? task / NKV : task / NH;
+            int32_t h0 = by_group ? task % NKV * rep : task % NH;
+            int32_t h1 = by_group ? h0 + rep : h0 + 1, g = h0 / rep;
             size_t koff = (size_t)b * T * ks + (size_t)g * HD;
-            attention_backward_head(dq ? dq + qoff : NULL,
-                                    dkp ? dkp + (size_t)bh * head_floats : NULL,
-                                    dvp ? dvp + (size_t)bh * head_floats : NULL, dout + qoff,
-                                    out + qoff, lse + (size_t)bh * T, q + qoff, k + koff,
-                                    v + koff, mask + (size_t)b * T, T, qs, ks, HD, scale, sc,
-                                    sc + (size_t)QB * T);
+            float *dkh = by_group ? (dk ? kbuf : NULL) : (dkp ? dkp + (size_t)task * hf : NULL);
+            float *dvh = by_group ? (dv ? vbuf : NULL) : (dvp ? dvp + (size_t)task * hf : NULL);
+            for (int32_t h = h0; h < h1; h++) {
+                size_t qoff = (size_t)b * T * qs + (size_t)h * HD;
+                if (dkh) memset(dkh, 0, hf * sizeof(float));
+                if (dvh) memset(dvh, 0, hf * sizeof(float));
+                attention_backward_head(dq ? dq + qoff : NULL, dkh, dvh, HD, dout + qoff,
+                                        out + qoff, lse + ((size_t)b * NH + h) * T, q + qoff,
+                                        k + koff, v + koff, mask + (size_t)b * T, T, qs, ks, HD,
+                                        scale, sc, sc + (size_t)QB * T);
+                if (!by_group) continue;
+                if (h == h0) { /* the group's dk/dv start at 0 */
+                    for (int32_t t = 0; t < T && dk; t++)
+                        memset(dk + koff + (size_t)t * ks, 0, (size_t)HD * sizeof(float));
+                    for (int32_t t = 0; t < T && dv; t++)
+                        memset(dv + koff + (size_t)t * ks, 0, (size_t)HD * sizeof(float));
+                }
+                if (dk) add_rows(dk + koff, ks, dkh, T, HD);
+                if (dv) add_rows(dv + koff, ks, dvh, T, HD);
+            }
         }
         free(sc);
     }
-    if (dk) sum_groups(ctx, dk, dkp, B, T, NH, NKV, HD);
-    if (dv) sum_groups(ctx, dv, dvp, B, T, NH, NKV, HD);
+    if (dkp) sum_groups(ctx, dk, dkp, B, T, NH, NKV, HD);
+    if (dvp) sum_groups(ctx, dv, dvp, B, T, NH, NKV, HD);
 }
 
 /* ---- decode: one new query per row against the KV cache ---------------------------------- */
