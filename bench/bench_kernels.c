@@ -9,8 +9,9 @@
  *
  * 1. Raw cblas_sgemm GFLOP/s for every GEMM of one transformer layer and of the head, in the
  *    three forms the backend uses (forward NT, dinp NN, dw TN) with N = B*T tokens.
- * 2. Every op through the backend table, fwd and bwd (and attention_decode of 64 rows against a
- *    cache of T positions, not part of section 3), as time and as GFLOP/s of its useful
+ * 2. Every op through the backend table, fwd and bwd (and, not part of section 3,
+ *    attention_decode of 64 rows against a cache of T positions and the head with half of the
+ *    rows prompt tokens, which it skips), as time and as GFLOP/s of its useful
  *    arithmetic (causal attention counts half of the T*T scores; the head counts 2NVC forward
  *    and 4NVC backward, not the recomputation), next to the sgemm rate of section 1.
  * 3. The whole model's fwd+bwd (L = 8 layers, one head) in total, as a fraction of the sgemm
@@ -95,7 +96,7 @@ typedef struct op_arg {
     int B, T, N;
     float *x, *y, *w, *dx, *dw, *q, *k, *v, *o, *lse, *dq, *dk, *dv, *dout, *rstd, *g, *u;
     float *logp, *hlse, *dlogp;
-    int32_t *mask, *pos, *targets, *cmask, *len;
+    int32_t *mask, *pos, *targets, *half_targets, *cmask, *len;
     float *kc, *vc;
     int IC, OC;
 } op_arg;
@@ -132,6 +133,17 @@ static void run_head_bwd(void *p) {
     op_arg *a = p;
     a->ops->head_backward(a->ops->ctx, a->dx, a->dw, a->dlogp, a->x, a->w, a->targets, a->hlse,
                           a->N, C, V, 1.0f);
+}
+/* the same with the first half of every row a prompt (target -1): those rows are skipped */
+static void run_head_fwd_half(void *p) {
+    op_arg *a = p;
+    a->ops->head_forward(a->ops->ctx, a->logp, a->hlse, NULL, a->x, a->w, a->half_targets, a->N,
+                         C, V, 1.0f);
+}
+static void run_head_bwd_half(void *p) {
+    op_arg *a = p;
+    a->ops->head_backward(a->ops->ctx, a->dx, a->dw, a->dlogp, a->x, a->w, a->half_targets,
+                          a->hlse, a->N, C, V, 1.0f);
 }
 static void run_rms_fwd(void *p) {
     op_arg *a = p;
@@ -217,6 +229,7 @@ int main(int argc, char **argv) {
     a.logp = rnd(N, 1.0f), a.hlse = rnd(N, 1.0f), a.dlogp = rnd(N, 1.0f);
     a.mask = malloc((size_t)N * sizeof(int32_t)), a.pos = malloc((size_t)N * sizeof(int32_t));
     a.targets = malloc((size_t)N * sizeof(int32_t));
+    a.half_targets = malloc((size_t)N * sizeof(int32_t));
     a.kc = rnd((size_t)DR * T * NKV * HD, 1.0f), a.vc = rnd((size_t)DR * T * NKV * HD, 1.0f);
     a.cmask = malloc((size_t)DR * T * sizeof(int32_t)), a.len = malloc(DR * sizeof(int32_t));
     for (int r = 0; r < DR; r++) {
@@ -228,6 +241,7 @@ int main(int argc, char **argv) {
         a.mask[n] = t >= npad;
         a.pos[n] = t >= npad ? t - npad : 0;
         a.targets[n] = (n * 7919) % V;
+        a.half_targets[n] = t < T / 2 ? -1 : a.targets[n];
     }
     printf("\n2. ops through the backend table (GFLOP/s of useful arithmetic; %% of sgemm rate)\n");
     double model_t = 0.0, model_fl = 0.0;
@@ -251,6 +265,8 @@ int main(int argc, char **argv) {
         {"swiglu bwd", run_swiglu_bwd, 0, 0, 0, L},
         {"head fwd", run_head_fwd, 2.0 * N * V * C, 0, 0, 1},
         {"head bwd", run_head_bwd, 4.0 * N * V * C, 0, 0, 1},
+        {"head fwd, half rows prompt", run_head_fwd_half, 1.0 * N * V * C, 0, 0, 0},
+        {"head bwd, half rows prompt", run_head_bwd_half, 2.0 * N * V * C, 0, 0, 0},
     };
     for (size_t r = 0; r < sizeof rows / sizeof rows[0]; r++) {
         if (filter && !strstr(rows[r].name, filter)) continue;
@@ -278,7 +294,7 @@ int main(int argc, char **argv) {
     free(a.x), free(a.y), free(a.w), free(a.dx), free(a.dw), free(a.q), free(a.k), free(a.v);
     free(a.o), free(a.dq), free(a.dk), free(a.dv), free(a.dout), free(a.lse), free(a.rstd);
     free(a.g), free(a.u), free(a.logp), free(a.hlse), free(a.dlogp), free(a.mask), free(a.pos);
-    free(a.targets), free(a.kc), free(a.vc), free(a.cmask), free(a.len);
+    free(a.targets), free(a.half_targets), free(a.kc), free(a.vc), free(a.cmask), free(a.len);
     grpo_backend_close(ops);
     return 0;
 }

@@ -92,8 +92,9 @@ typedef struct grpo_ops {
     void (*accumulate)(void *ctx, float *y, const float *x, uint64_t n);
 
     /* -- fused head: logits = scale * hidden (N,C) @ w (V,C)^T computed chunk by chunk (never
-     *    the full (N,V)); logp (N) = log softmax(logits)[targets[n]] (0 where targets[n] < 0);
-     *    lse (N) saved for backward; entropy (N) of the softmax (may be NULL).
+     *    the full (N,V)); logp (N) = log softmax(logits)[targets[n]]; lse (N) saved for
+     *    backward; entropy (N) of the softmax (may be NULL). Rows with targets[n] < 0 are
+     *    skipped: logp, lse, entropy and dhidden are 0 there.
      *    Backward: dhidden = d/dhidden of sum(dlogp * logp) ; dw +=. -- */
     void (*head_forward)(void *ctx, float *logp, float *lse, float *entropy, const float *hidden,
                          const float *w, const int32_t *targets, int32_t N, int32_t C,
