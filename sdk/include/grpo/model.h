@@ -74,8 +74,9 @@ typedef struct grpo_model_desc {
 
     /* -- training path -- */
     uint64_t (*activation_floats)(void *model, int32_t B, int32_t T); /* size of acts */
-    /* logp (B,T) log p(targets); entropy (B,T) may be NULL; scale multiplies the logits
-     * (1/temperature). acts is the host's activation block of activation_floats() floats. */
+    /* logp (B,T) log p(targets); entropy (B,T) may be NULL (both are 0 where targets < 0);
+     * scale multiplies the logits (1/temperature). acts is the host's activation block of
+     * activation_floats() floats. */
     int32_t (*forward)(void *model, const grpo_batch *batch, float *acts, float *logp,
                        float *entropy, float scale, grpo_error *err);
     /* dlogp (B,T): d loss / d logp. Accumulates (+=) into the bound gradients. */
