@@ -453,7 +453,7 @@ int grpo_model_generate(grpo_model *m, const int32_t *prompt, const int32_t *mas
     o->upload(o->ctx, g.d_pos, ppos, (uint64_t)R * P * sizeof(int32_t));
     o->upload(o->ctx, g.d_cmask, mask, (uint64_t)R * P * sizeof(int32_t));
     free(ppos);
-    grpo_batch pb = {sizeof(grpo_batch), R, P, g.d_tok, g.d_cmask, g.d_pos, NULL};
+    grpo_batch pb = {sizeof(grpo_batch), R, P, g.d_tok, g.d_cmask, g.d_pos, NULL, 0.0f};
     rc = grpo_model_prefill(m, &pb, g.d_logits, err);
     int32_t live = R;
     for (int32_t step = 0; rc == GRPO_OK && live > 0; step++) {

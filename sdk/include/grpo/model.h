@@ -45,6 +45,11 @@ typedef struct grpo_batch {
     const int32_t *pos;     /* (B,T) RoPE positions (left-padded rows start at 0 at their first
                                real token) */
     const int32_t *targets; /* (B,T) next-token targets, -1 = no log-prob wanted */
+    /* d loss / d aux_loss(): backward() adds aux_weight times the gradient of the auxiliary
+     * loss (MoE load balancing) of this batch. The trainer's loss is sum(dlogp * logp) +
+     * aux_weight * aux_loss(), so it passes the same micro-batch share it gives dlogp (e.g.
+     * 1/grad_accum_steps). 0, or a struct_size that ends before this field: no aux gradient. */
+    float aux_weight;
 } grpo_batch;
 
 /* A KV cache: kv_floats(R, S) floats of backend memory owned by the host. */
@@ -103,8 +108,16 @@ typedef struct grpo_model_desc {
      * compact live rows). */
     void (*kv_copy_row)(void *model, const grpo_kv_cache *kv, int32_t dst, int32_t src,
                         int32_t n);
-    /* (optional) auxiliary loss of the last forward (MoE), 0 when none. */
+    /* (optional) auxiliary loss of the last forward() (MoE load balancing), ALREADY multiplied
+     * by its coefficient from config.json (aux_loss_alpha, router_aux_loss_coef) or the
+     * [model] key that overrides it; 0 when none. Its gradient enters backward() through
+     * grpo_batch.aux_weight. */
     float (*aux_loss)(void *model);
+    /* (optional) expert load of the last forward() or prefill(): *n_layers x *n_experts floats,
+     * the number of real (mask = 1) tokens routed to each expert of each MoE layer (top-k
+     * assignments, so a row sums to K * tokens). Host memory owned by the plugin, valid until
+     * the next call into the instance; NULL (and zeros) before any forward or for a dense model. */
+    const float *(*expert_load)(void *model, int32_t *n_layers, int32_t *n_experts);
 } grpo_model_desc;
 
 #ifdef __cplusplus
