@@ -134,6 +134,44 @@ START_TEST(logp_matches_transformers) {
 }
 END_TEST
 
+/* With scale s (1/temperature) the forward gives log softmax(s * logits)[target] and the entropy
+ * of softmax(s * logits), both computed here in double from transformers' logits. */
+START_TEST(scaled_logp_and_entropy_match_transformers_logits) {
+    fixture f;
+    grpo_error err;
+    grpo_error_init(&err);
+    fixture_open(&f, fixtures[_i], 0);
+    ck_ok(grpo_model_reserve_acts(f.m, f.B, f.T, &err), &err);
+    grpo_batch b = full_batch(&f);
+    size_t NT = (size_t)f.B * f.T;
+    float *logp = calloc(NT, sizeof(float)), *ent = calloc(NT, sizeof(float));
+    float *logits = ref_tensor(&f, "logits", NULL);
+    const float scale = 0.7f;
+    ck_ok(grpo_model_forward(f.m, &b, logp, ent, scale, &err), &err);
+    double worst_lp = 0, worst_ent = 0;
+    for (size_t n = 0; n < NT; n++) {
+        if (!f.mask[n]) continue;
+        const float *z = logits + n * f.V;
+        double mx = -1e300, s = 0, u = 0;
+        for (int32_t v = 0; v < f.V; v++) mx = fmax(mx, scale * z[v]);
+        for (int32_t v = 0; v < f.V; v++) {
+            double e = exp(scale * z[v] - mx);
+            s += e, u += e * (scale * z[v] - mx);
+        }
+        double lse = mx + log(s), entropy = log(s) - u / s;
+        worst_ent = fmax(worst_ent, fabs(ent[n] - entropy));
+        if (f.targets[n] >= 0)
+            worst_lp = fmax(worst_lp, fabs(logp[n] - (scale * z[f.targets[n]] - lse)));
+    }
+    report("logp at scale 0.7", fixtures[_i], worst_lp);
+    report("entropy at scale 0.7", fixtures[_i], worst_ent);
+    ck_assert_msg(worst_lp < 1e-4 && worst_ent < 1e-4, "%s: scaled logp err %g, entropy err %g",
+                  fixtures[_i], worst_lp, worst_ent);
+    free(logp), free(ent), free(logits);
+    fixture_close(&f);
+}
+END_TEST
+
 /* Prefill of the first t columns gives transformers' logits at column t-1, for every t whose
  * column t-1 is real in every row. */
 START_TEST(prefill_logits_match_transformers) {
@@ -380,6 +418,7 @@ int main(void) {
     TCase *tc = tcase_create("transformers parity");
     tcase_set_timeout(tc, 120);
     tcase_add_loop_test(tc, logp_matches_transformers, 0, N_FIXTURES);
+    tcase_add_loop_test(tc, scaled_logp_and_entropy_match_transformers_logits, 0, N_FIXTURES);
     tcase_add_loop_test(tc, prefill_logits_match_transformers, 0, N_FIXTURES);
     tcase_add_loop_test(tc, decode_logits_match_forward, 0, N_FIXTURES);
     tcase_add_loop_test(tc, every_gradient_matches_transformers, 0, N_FIXTURES);

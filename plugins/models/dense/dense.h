@@ -118,6 +118,11 @@ void dense_acts_carve(dense_acts *a, dense_layer_acts *layers, float *block,
                       const dense_config *c, int32_t B, int32_t T, int32_t train);
 
 /* ---- compute (dense_forward.c, dense_backward.c, dense_infer.c) ---------------------------- */
+/* Layer pieces shared by the training forward and decode (dense_forward.c). */
+void dense_qkv_forward(dense_model *m, struct dense_layer_acts *la, const dense_layer_params *lp,
+                       const int32_t *pos, int32_t N);
+void dense_post_attention_forward(dense_model *m, float *out, struct dense_layer_acts *la,
+                                  float *tmp, const dense_layer_params *lp, int32_t N);
 /* Embedding + all layers over a (B,T) batch: fills a->l[*] and a->xL. */
 void dense_body_forward(dense_model *m, dense_acts *a, const int32_t *ids, const int32_t *mask,
                         const int32_t *pos, int32_t B, int32_t T);

@@ -106,25 +106,14 @@ int32_t dense_decode(void *model, const grpo_kv_cache *kv, int32_t R, const int3
                                   "dense: decode: len[%d] = %d, expected 1..%d (cache slots)", r,
                                   bad, kv->S);
         }
-    int32_t Q = c->NH * c->HD, KV = c->NKV * c->HD;
+    int32_t KV = c->NKV * c->HD;
     dense_acts a;
     dense_acts_carve(&a, m->la, scratch, c, R, 1, 0);
     o->embedding_forward(o->ctx, a.l[0].x, tokens, m->wte, R, c->C);
     for (int32_t l = 0; l < c->L; l++) {
         dense_layer_acts *la = &a.l[l];
         const dense_layer_params *lp = &m->lp[l];
-        o->rmsnorm_forward(o->ctx, la->ln1, la->ln1_rstd, la->x, lp->p[LP_LN1], R, c->C, c->eps);
-        o->matmul_forward(o->ctx, la->qraw, la->ln1, lp->p[LP_WQ], lp->p[LP_BQ], R, c->C, Q);
-        o->matmul_forward(o->ctx, la->kraw, la->ln1, lp->p[LP_WK], lp->p[LP_BK], R, c->C, KV);
-        o->matmul_forward(o->ctx, la->v, la->ln1, lp->p[LP_WV], lp->p[LP_BV], R, c->C, KV);
-        if (c->qk_norm) {
-            o->rmsnorm_forward(o->ctx, la->q, la->q_rstd, la->qraw, lp->p[LP_QNORM], R * c->NH,
-                               c->HD, c->eps);
-            o->rmsnorm_forward(o->ctx, la->k, la->k_rstd, la->kraw, lp->p[LP_KNORM], R * c->NKV,
-                               c->HD, c->eps);
-        }
-        o->rope_forward(o->ctx, la->q, la->q, pos, R, c->NH, c->HD, c->rope_theta);
-        o->rope_forward(o->ctx, la->k, la->k, pos, R, c->NKV, c->HD, c->rope_theta);
+        dense_qkv_forward(m, la, lp, pos, R);
         for (int32_t r = 0; r < R; r++) {
             uint64_t bytes = (uint64_t)KV * sizeof(float);
             o->copy(o->ctx, kv_at(m, kv, l, 0, r, hlen[r] - 1), la->k + (uint64_t)r * KV, bytes);
@@ -133,15 +122,7 @@ int32_t dense_decode(void *model, const grpo_kv_cache *kv, int32_t R, const int3
         o->attention_decode(o->ctx, la->att, la->q, kv_at(m, kv, l, 0, 0, 0),
                             kv_at(m, kv, l, 1, 0, 0), cache_mask, len, R, kv->S, c->NH, c->NKV,
                             c->HD);
-        o->matmul_forward(o->ctx, a.tmp, la->att, lp->p[LP_WO], lp->p[LP_BO], R, Q, c->C);
-        o->residual_forward(o->ctx, la->h, la->x, a.tmp, (uint64_t)R * c->C);
-        o->rmsnorm_forward(o->ctx, la->ln2, la->ln2_rstd, la->h, lp->p[LP_LN2], R, c->C, c->eps);
-        o->matmul_forward(o->ctx, la->gate, la->ln2, lp->p[LP_WGATE], NULL, R, c->C, c->I);
-        o->matmul_forward(o->ctx, la->up, la->ln2, lp->p[LP_WUP], NULL, R, c->C, c->I);
-        o->swiglu_forward(o->ctx, la->swi, la->gate, la->up, R, c->I);
-        o->matmul_forward(o->ctx, a.tmp, la->swi, lp->p[LP_WDOWN], NULL, R, c->I, c->C);
-        o->residual_forward(o->ctx, l + 1 < c->L ? a.l[l + 1].x : a.xL, la->h, a.tmp,
-                            (uint64_t)R * c->C);
+        dense_post_attention_forward(m, l + 1 < c->L ? a.l[l + 1].x : a.xL, la, a.tmp, lp, R);
     }
     m->host->free(hlen);
     logits_forward(m, logits, &a, a.xL, R);
