@@ -369,7 +369,9 @@ START_TEST(greedy_generate_matches_reference) {
 }
 END_TEST
 
-/* save -> reload gives identical parameters under the same Hugging Face names. */
+/* save -> reload gives identical parameters under the same Hugging Face names.
+ * GRPO_TEST_KEEP_SAVED=DIR also keeps DIR/<fixture> for tools/check_hf_load.py (qwen3moe loads in
+ * transformers as Qwen3MoeForCausalLM with no missing/unexpected keys). */
 START_TEST(save_reload_round_trip) {
     fixture f;
     grpo_error err;
@@ -378,6 +380,13 @@ START_TEST(save_reload_round_trip) {
     char dir[] = "/tmp/grpo_test_moe_XXXXXX";
     ck_assert(mkdtemp(dir) != NULL);
     ck_ok(grpo_model_save(f.m, dir, &err), &err);
+    const char *keep = getenv("GRPO_TEST_KEEP_SAVED"); /* for tools/check_hf_load.py */
+    if (keep) {
+        char kept[4200];
+        snprintf(kept, sizeof kept, "%s/%s", keep, fixtures[_i]);
+        mkdir(keep, 0755);
+        ck_ok(grpo_model_save(f.m, kept, &err), &err);
+    }
     grpo_model *m2 = NULL;
     ck_ok(grpo_model_open(&m2, f.desc, &f.host, dir, NULL, 0, &err), &err);
     ck_assert_uint_eq(m2->n_params, f.m->n_params);
