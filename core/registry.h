@@ -94,6 +94,10 @@ void grpo_registry_free(grpo_registry *reg);
 const grpo_entry *grpo_registry_find(const grpo_registry *reg, const char *id);
 /* The model entry serving this HF architecture name (config.json "architectures"), or NULL. */
 const grpo_entry *grpo_registry_find_architecture(const grpo_registry *reg, const char *arch);
+/* The next model entry after `after` (NULL: the first) that serves arch, in scan order; NULL
+ * when none. Several packs may serve one architecture name (MiniMindForCausalLM: dense and moe). */
+const grpo_entry *grpo_registry_next_architecture(const grpo_registry *reg, const char *arch,
+                                                  const grpo_entry *after);
 /* The entry's key definition, or NULL. */
 const grpo_key_def *grpo_entry_key(const grpo_entry *e, const char *name);
 

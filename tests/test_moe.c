@@ -405,6 +405,42 @@ START_TEST(save_reload_round_trip) {
 }
 END_TEST
 
+/* Lookup by architecture: MiniMindForCausalLM is served by dense and moe; dense refuses a
+ * use_moe config, so the MiniMind2 MoE directory opens with moe.causal_lm; Qwen3-MoE too. */
+START_TEST(open_dir_finds_the_moe_plugin) {
+    grpo_error err;
+    grpo_error_init(&err);
+    grpo_ops *ops = grpo_backend_open("cpu", 1, &err);
+    grpo_host host = *grpo_default_host();
+    host.ops = ops;
+    grpo_registry reg = {0};
+    char *dirs[] = {GRPO_PACK_BUILD_DIR, NULL};
+    ck_ok(grpo_registry_scan(&reg, dirs, &err), &err);
+    for (int i = 0; i < N_FIXTURES; i++) {
+        grpo_model *m = NULL;
+        ck_ok(grpo_model_open_dir(&m, &reg, &host, fixture_dir(fixtures[i]), 0, &err), &err);
+        ck_assert_str_eq(m->desc->id, "moe.causal_lm");
+        grpo_model_close(m);
+    }
+    /* a MiniMind config both refuse: both refusals are reported */
+    char dir[] = "/tmp/grpo_test_moe_XXXXXX", path[256];
+    ck_assert(mkdtemp(dir) != NULL);
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    FILE *f = fopen(path, "w");
+    fputs("{\"architectures\":[\"MiniMindForCausalLM\"],\"model_type\":\"minimind\","
+          "\"use_moe\":true,\"num_experts\":4,\"hidden_size\":32,\"num_hidden_layers\":1,"
+          "\"num_attention_heads\":4,\"vocab_size\":50}", f);
+    fclose(f);
+    grpo_model *m = NULL;
+    ck_assert_int_eq(grpo_model_open_dir(&m, &reg, &host, dir, 0, &err), GRPO_ERR_UNSUPPORTED);
+    ck_assert_msg(strstr(err.message, "dense.causal_lm") && strstr(err.message, "moe.causal_lm") &&
+                      strstr(err.message, "minimind-3"), "%s", err.message);
+    unlink(path), rmdir(dir);
+    grpo_registry_free(&reg);
+    grpo_backend_close(ops);
+}
+END_TEST
+
 /* What the plugin does not implement is refused by name. */
 START_TEST(unsupported_configs_are_refused) {
     grpo_error err;
@@ -493,6 +529,7 @@ int main(void) {
     tcase_add_loop_test(tc, aux_gradient_alone_matches_reference, 0, N_FIXTURES);
     tcase_add_loop_test(tc, greedy_generate_matches_reference, 0, N_FIXTURES);
     tcase_add_loop_test(tc, save_reload_round_trip, 0, N_FIXTURES);
+    tcase_add_test(tc, open_dir_finds_the_moe_plugin);
     tcase_add_test(tc, unsupported_configs_are_refused);
     tcase_add_test(tc, row_ops_gather_and_weighted_scatter);
     suite_add_tcase(s, tc);

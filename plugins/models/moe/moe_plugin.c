@@ -106,9 +106,10 @@ static const float *moe_expert_load(void *model, int32_t *n_layers, int32_t *n_e
     return m->B > 0 ? m->load : NULL;
 }
 
-/* MiniMind2 MoE checkpoints say "MiniMindForCausalLM", which the dense pack serves (lookup by
- * architecture finds dense.causal_lm, which refuses use_moe); open them with moe.causal_lm by id. */
-static const char *const architectures[] = {"Qwen3MoeForCausalLM", NULL};
+/* MiniMind2 MoE checkpoints say "MiniMindForCausalLM", as dense MiniMind ones do: both packs
+ * serve the name and each refuses the other's configs as GRPO_ERR_UNSUPPORTED (use_moe), so the
+ * host's lookup by architecture (grpo_model_open_dir) lands on the right one. */
+static const char *const architectures[] = {"Qwen3MoeForCausalLM", "MiniMindForCausalLM", NULL};
 
 static const grpo_model_desc moe_desc = {
     /* .struct_size       = */ sizeof(grpo_model_desc),
