@@ -405,6 +405,33 @@ START_TEST(save_reload_round_trip) {
 }
 END_TEST
 
+/* [model] aux_loss_coef overrides config.json's coefficient: aux_loss() scales with it. */
+START_TEST(aux_loss_coef_key_overrides_config) {
+    fixture f;
+    grpo_error err;
+    grpo_error_init(&err);
+    fixture_open(&f, "minimind2", 0); /* aux_loss_alpha 0.1 in config.json */
+    const char *keys[] = {"aux_loss_coef"}, *values[] = {"0.25"};
+    grpo_config cfg = {sizeof(grpo_config), 1, keys, values, "model"};
+    grpo_model *m = NULL;
+    ck_ok(grpo_model_open(&m, f.desc, &f.host, fixture_dir("minimind2"), &cfg, 0, &err), &err);
+    ck_ok(grpo_model_reserve_acts(m, f.B, f.T, &err), &err);
+    grpo_batch b = full_batch(&f, 0.0f);
+    float *logp = calloc((size_t)f.B * f.T, sizeof(float));
+    ck_ok(grpo_model_forward(m, &b, logp, NULL, 1.0f, &err), &err);
+    float *aux = ref_tensor(&f, "aux", NULL), got = f.desc->aux_loss(m->inst);
+    ck_assert_msg(fabs(got - 2.5 * aux[0]) <= 1e-5 * aux[0], "aux %g, want 2.5 x %g", got, aux[0]);
+    values[0] = "zero";
+    grpo_model *bad = NULL;
+    ck_assert_int_eq(grpo_model_open(&bad, f.desc, &f.host, fixture_dir("minimind2"), &cfg, 0,
+                                     &err), GRPO_ERR_INVALID);
+    ck_assert(strstr(err.message, "aux_loss_coef") != NULL);
+    free(logp), free(aux);
+    grpo_model_close(m);
+    fixture_close(&f);
+}
+END_TEST
+
 /* Lookup by architecture: MiniMindForCausalLM is served by dense and moe; dense refuses a
  * use_moe config, so the MiniMind2 MoE directory opens with moe.causal_lm; Qwen3-MoE too. */
 START_TEST(open_dir_finds_the_moe_plugin) {
@@ -529,6 +556,7 @@ int main(void) {
     tcase_add_loop_test(tc, aux_gradient_alone_matches_reference, 0, N_FIXTURES);
     tcase_add_loop_test(tc, greedy_generate_matches_reference, 0, N_FIXTURES);
     tcase_add_loop_test(tc, save_reload_round_trip, 0, N_FIXTURES);
+    tcase_add_test(tc, aux_loss_coef_key_overrides_config);
     tcase_add_test(tc, open_dir_finds_the_moe_plugin);
     tcase_add_test(tc, unsupported_configs_are_refused);
     tcase_add_test(tc, row_ops_gather_and_weighted_scatter);
