@@ -2,7 +2,9 @@
  * bench_dense.c — speed of the dense plugin on the CPU backend at the MiniMind2-small shape
  * (hidden 512, 8 layers, 8 query / 2 kv heads, intermediate 1408, vocab 6400, tied head).
  *
- *   bench_dense [--threads N] [--batch B] [--seq T] [--rows R] [--prompt P] [--new N]
+ *   build/bench/bench_dense [--threads N] [--batch B] [--seq T] [--rows R] [--prompt P]
+ *                           [--new N] [--steps S]
+ * Packs are looked for in <dir of the executable>/../packs (the build tree) and the usual path.
  *
  * Writes a random model (Llama naming, tied) to a temp HF directory, loads it through the
  * registry like any model, then measures:
@@ -93,7 +95,8 @@ static double fwd_flops_per_token(int T) {
 }
 
 static double bench_sgemm(int N) {
-    float *a = malloc((size_t)N * C * 4), *b = malloc((size_t)IM * C * 4), *c = malloc((size_t)N * IM * 4);
+    float *a = malloc((size_t)N * C * 4), *b = malloc((size_t)IM * C * 4);
+    float *c = malloc((size_t)N * IM * 4);
     for (size_t i = 0; i < (size_t)N * C; i++) a[i] = randn_ish();
     for (size_t i = 0; i < (size_t)IM * C; i++) b[i] = randn_ish();
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, IM, C, 1, a, C, b, C, 0, c, IM);
@@ -118,6 +121,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--new")) NEW = v;
         else if (!strcmp(argv[i], "--steps")) steps = v;
     }
+    if (steps < 1) steps = 1;
     grpo_error err;
     grpo_error_init(&err);
     char dir[] = "/tmp/grpo_bench_dense_XXXXXX";
@@ -125,7 +129,13 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_dense: %s\n", err.message);
         return 1;
     }
-    const char *packs[] = {GRPO_PACK_BUILD_DIR};
+    char packs_dir[4096] = ".";
+    ssize_t len = readlink("/proc/self/exe", packs_dir, sizeof packs_dir - 16);
+    if (len > 0) {
+        packs_dir[len] = '\0';
+        strcpy(strrchr(packs_dir, '/'), "/../packs");
+    }
+    const char *packs[] = {packs_dir};
     grpo_model_env env;
     grpo_model *m = NULL;
     if (grpo_model_env_open(&env, "cpu", threads, packs, 1, &err) != GRPO_OK ||

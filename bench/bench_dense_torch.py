@@ -49,7 +49,8 @@ def main():
     t0 = time.perf_counter()
     for _ in range(20):
         x @ w.T
-    print(f"sgemm ({N},{C})x({C},{IM}): {2 * N * C * IM * 20 / (time.perf_counter() - t0) / 1e9:.1f} GFLOP/s")
+    rate = 2 * N * C * IM * 20 / (time.perf_counter() - t0)
+    print(f"sgemm ({N},{C})x({C},{IM}): {rate / 1e9:.1f} GFLOP/s")
 
     ids = torch.randint(0, V, (a.batch, a.seq))
     best = 1e30

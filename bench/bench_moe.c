@@ -5,8 +5,8 @@
  *
  *   bench_moe [--threads N] [--batch B] [--seq T] [--rows R] [--prompt P] [--new N] [--steps S]
  *
- * Writes a random model (MiniMind2 MoE naming) to a temp HF directory, opens it with
- * moe.causal_lm from the built packs, then measures:
+ * Writes a random model (MiniMind2 MoE naming) to a temp HF directory, opens it by architecture
+ * from the build tree's packs (moe.causal_lm), then measures:
  *   fwd+bwd  forward + backward of (B,T) tokens (log-probs of next tokens, d logp = 1/N, plus the
  *            aux loss with aux_weight 1): tokens/s and active-parameter FLOP/s (see flops())
  *   decode   grpo_model_generate of R rows: P-token prompts + N new tokens each (no EOS)
@@ -20,7 +20,6 @@
 #include <unistd.h>
 
 #include "model.h"
-#include "registry.h"
 #include "safetensors.h"
 
 enum { C = 640, L = 8, NH = 8, NKV = 2, HD = 80, IM = 1728, E = 4, K = 2, NS = 1, V = 6400 };
@@ -123,19 +122,22 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_moe: %s\n", err.message);
         return 1;
     }
-    const char *packs[] = {GRPO_PACK_BUILD_DIR};
+    char packs_dir[4096] = "."; /* the build tree's packs: <build>/bench/../packs */
+    ssize_t len = readlink("/proc/self/exe", packs_dir, sizeof packs_dir - 16);
+    if (len > 0) {
+        packs_dir[len] = '\0';
+        strcpy(strrchr(packs_dir, '/'), "/../packs");
+    }
+    const char *packs[] = {packs_dir};
     grpo_model_env env;
     grpo_model *m = NULL;
-    const grpo_entry *e = NULL;
-    const void *desc = NULL;
     if (grpo_model_env_open(&env, "cpu", threads, packs, 1, &err) != GRPO_OK ||
-        !(e = grpo_registry_find(&env.reg, "moe.causal_lm")) ||
-        grpo_registry_load(&env.reg, e, &env.host, &desc, &err) != GRPO_OK ||
-        grpo_model_open(&m, desc, &env.host, dir, NULL, 1, &err) != GRPO_OK ||
+        grpo_model_open_dir(&m, &env.reg, &env.host, dir, 1, &err) != GRPO_OK ||
         grpo_model_reserve_acts(m, B, T, &err) != GRPO_OK) {
-        fprintf(stderr, "bench_moe: %s\n", e ? err.message : "moe.causal_lm not found");
+        fprintf(stderr, "bench_moe: %s\n", err.message);
         return 1;
     }
+    const grpo_model_desc *desc = m->desc; /* moe.causal_lm: dense refuses use_moe */
     printf("shape: hidden %d, layers %d, heads %d/%d, expert intermediate %d, %d routed top-%d + "
            "%d shared, vocab %d; threads %d\n", C, L, NH, NKV, IM, E, K, NS, V, threads);
 
@@ -160,8 +162,8 @@ int main(int argc, char **argv) {
         if (s > 0 && dt < best) best = dt;
     }
     int32_t nl, ne;
-    const float *load = ((const grpo_model_desc *)desc)->expert_load(m->inst, &nl, &ne);
-    printf("aux %.4f, layer 0 load:", ((const grpo_model_desc *)desc)->aux_loss(m->inst));
+    const float *load = desc->expert_load(m->inst, &nl, &ne);
+    printf("aux %.4f, layer 0 load:", desc->aux_loss(m->inst));
     for (int i = 0; i < ne; i++) printf(" %.0f", load[i]);
     double flops = 3 * fwd_flops_per_token(T) * N;
     printf("\nfwd+bwd (%d,%d): %.3f s/step, %.0f tokens/s, %.1f GFLOP/s (best of %d)\n", B, T,

@@ -4,6 +4,15 @@
 # plus its manifest, laid out as <GRPO_PACK_OUTPUT_DIR>/<pack>/{pack.ini,<library>.so} and
 # installed to <GRPO_PACK_INSTALL_DIR>/<pack>/. Used by the built-in packs and, through the
 # installed grpo-sdk CMake package, by third-party packs. The target links grpo::sdk (headers only).
+#
+# GRPO_PACK_OUTPUT_DIR defaults to <build dir>/packs (a ready plugin dir: point GRPO_PLUGIN_PATH
+# or --plugin-path at it). GRPO_PACK_INSTALL_DIR defaults to <libdir>/grpo/packs under the
+# project's install prefix, where a grpo installed to the same prefix finds it with no setup;
+# set it to "" to install nothing, or to grpo's own pack dir (GRPO_SDK_PACK_DIR) to install there.
+if(NOT DEFINED GRPO_PACK_INSTALL_DIR)
+  include(GNUInstallDirs)
+  set(GRPO_PACK_INSTALL_DIR ${CMAKE_INSTALL_LIBDIR}/grpo/packs)
+endif()
 function(grpo_add_pack)
   cmake_parse_arguments(P "" "NAME;MANIFEST;LIBRARY" "SOURCES" ${ARGN})
   if(NOT P_NAME OR NOT P_MANIFEST OR NOT P_SOURCES)

@@ -14,6 +14,8 @@ static const grpo_command commands[] = {
     {"version", cmd_version, "print the version and the plugin ABI version"},
     {"logprobs", cmd_logprobs, "per-token log-probs of token-id sequences (JSONL in, JSONL out)"},
     {"generate", cmd_generate, "continue a prompt of token ids (greedy or sampled)"},
+    {"model", cmd_model, "inspect a Hugging Face model directory (grpo model info DIR)"},
+    {"plugins", cmd_plugins, "list the rewards and models on the plugin path, or show one"},
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 

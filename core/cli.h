@@ -19,5 +19,7 @@ int grpo_cli_main(int argc, char **argv);
 int cmd_version(int argc, char **argv);
 int cmd_logprobs(int argc, char **argv);
 int cmd_generate(int argc, char **argv);
+int cmd_model(int argc, char **argv);
+int cmd_plugins(int argc, char **argv);
 
 #endif

@@ -80,7 +80,8 @@ int cmd_generate(int argc, char **argv) {
     int32_t n_out = 0;
     uint64_t rng[4] = {seed ^ 0x9E3779B97F4A7C15ull, seed + 1, ~seed, seed * 31 + 7};
     for (int i = 0; mask && i < P; i++) mask[i] = 1;
-    if (rc == GRPO_OK && (!mask || !out)) rc = grpo_error_set(&err, GRPO_ERR_NOMEM, "out of memory");
+    if (rc == GRPO_OK && (!mask || !out))
+        rc = grpo_error_set(&err, GRPO_ERR_NOMEM, "out of memory");
     if (rc == GRPO_OK)
         rc = grpo_model_generate(m, prompt, mask, 1, P, max_new, eos_set ? eos : grpo_model_eos(m),
                                  (float)temperature, rng, out, &n_out, &err);

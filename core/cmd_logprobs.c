@@ -62,8 +62,9 @@ static int run_batch(grpo_model *m, const seq *seqs, int n, FILE *out, grpo_erro
     int32_t *ids = calloc(NT, 4), *mask = calloc(NT, 4), *pos = calloc(NT, 4);
     int32_t *tgt = malloc(NT * 4);
     float *logp = calloc(NT, 4);
-    int rc = ids && mask && pos && tgt && logp ? GRPO_OK
-                                               : grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory");
+    int rc = GRPO_OK;
+    if (!ids || !mask || !pos || !tgt || !logp)
+        rc = grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory for a batch of (%d,%d)", n, T);
     for (int b = 0; rc == GRPO_OK && b < n; b++) { /* left padding: row b starts at column pad */
         int32_t pad = T - seqs[b].n;
         for (int32_t t = 0; t < T; t++) {

@@ -46,18 +46,18 @@ static char *xstrdup(const char *s) {
     return memcpy(xrealloc(NULL, n), s, n);
 }
 
-/* Edit distance between a and b (both short key names), for "did you mean" hints. */
-static int edit_distance(const char *a, const char *b) {
+int grpo_edit_distance(const char *a, const char *b) {
     size_t la = strlen(a), lb = strlen(b);
-    if (la > 63 || lb > 63) return INT_MAX;
-    int row[64];
+    if (la > 127 || lb > 127) return INT_MAX;
+    int row[128];
     for (size_t j = 0; j <= lb; j++) row[j] = (int)j;
     for (size_t i = 1; i <= la; i++) {
         int diag = row[0];
         row[0] = (int)i;
         for (size_t j = 1; j <= lb; j++) {
             int up = row[j];
-            int best = diag + (tolower((unsigned char)a[i - 1]) != tolower((unsigned char)b[j - 1]));
+            int same = tolower((unsigned char)a[i - 1]) == tolower((unsigned char)b[j - 1]);
+            int best = diag + !same;
             if (row[j] + 1 < best) best = row[j] + 1;
             if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
             row[j] = best, diag = up;
@@ -290,7 +290,7 @@ static int unknown_key(manifest_parser *p, const char *name, const char *const *
     for (int i = 0; known[i]; i++) {
         snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "",
                  known[i]);
-        int d = edit_distance(name, known[i]);
+        int d = grpo_edit_distance(name, known[i]);
         if (d < best && d <= 2 + (int)strlen(known[i]) / 4) {
             best = d;
             snprintf(hint, sizeof hint, " (did you mean '%s'?)", known[i]);
@@ -365,7 +365,7 @@ static int manifest_handler(void *user, const char *section, const char *name, c
     return 0;
 }
 
-/* ---- validation and building the pack --------------------------------------------------------- */
+/* ---- validation and building the pack ------------------------------------------------------ */
 
 static int name_chars_ok(const char *s, const char *extra) {
     if (!*s) return 0;
@@ -390,7 +390,8 @@ static int check_pack(manifest_parser *p, grpo_pack *pack) {
         return perr(p, p->name.line, "pack name '%s' is not a plain name; expected letters, "
                     "digits, '_' or '-' (no '.' or ':')", p->name.text);
     const char *abi = p->abi.text;
-    size_t d1 = strspn(abi, "0123456789"), d2 = abi[d1] == '.' ? strspn(abi + d1 + 1, "0123456789") : 0;
+    size_t d1 = strspn(abi, "0123456789");
+    size_t d2 = abi[d1] == '.' ? strspn(abi + d1 + 1, "0123456789") : 0;
     if (d1 == 0 || d1 > 5 || d2 == 0 || d2 > 5 || abi[d1 + 1 + d2] != '\0' ||
         sscanf(abi, "%u.%u", &pack->abi_major, &pack->abi_minor) != 2)
         return perr(p, p->abi.line, "abi '%s' is not MAJOR.MINOR; expected e.g. abi = %d.%d",

@@ -5,15 +5,13 @@
 #include "model.h"
 
 #include <cjson/cJSON.h>
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "kernels.h"
+#include "hfdir.h"
 #include "safetensors.h"
 
 static uint64_t pad16(uint64_t n) { return (n + 15) & ~(uint64_t)15; }
@@ -88,19 +86,11 @@ int grpo_model_param_index(const grpo_model *m, const char *name) {
     return -1;
 }
 
-/* The weights file of dir: the index of a sharded checkpoint, else model.safetensors. */
-static char *weights_path(const char *dir) {
-    char *idx = path_join(dir, "model.safetensors.index.json");
-    if (idx && access(idx, R_OK) == 0) return idx;
-    free(idx);
-    return path_join(dir, "model.safetensors");
-}
-
 static int load_weights(grpo_model *m, const char *dir, grpo_error *err) {
-    char *path = weights_path(dir);
-    if (!path) return grpo_error_set(err, GRPO_ERR_NOMEM, "model: out of memory");
+    char path[4096];
     grpo_safetensors *st = NULL;
-    int rc = grpo_st_open(&st, path, err);
+    int rc = grpo_hf_weights_path(dir, path, sizeof path, err);
+    if (rc == GRPO_OK) rc = grpo_hf_open_weights(dir, &st, err);
     float *tmp = NULL;
     for (uint32_t i = 0; rc == GRPO_OK && i < m->n_params; i++) {
         const grpo_param_desc *d = &m->params[i];
@@ -129,7 +119,6 @@ static int load_weights(grpo_model *m, const char *dir, grpo_error *err) {
     }
     free(tmp);
     grpo_st_close(st);
-    free(path);
     return rc;
 }
 
@@ -145,8 +134,8 @@ int grpo_model_open(grpo_model **out, const grpo_model_desc *desc, const grpo_ho
     m->ops = host->ops;
     m->trainable = trainable;
     m->dir = strdup(dir);
-    char *cfg_path = path_join(dir, "config.json");
-    int rc = m->dir && cfg_path ? grpo_read_file(cfg_path, &m->config_json, NULL, err)
+    char *cfg_path = path_join(dir, GRPO_HF_CONFIG);
+    int rc = m->dir && cfg_path ? grpo_hf_read_config(dir, &m->config_json, err)
                                 : grpo_error_set(err, GRPO_ERR_NOMEM, "model: out of memory");
     if (rc == GRPO_OK) {
         grpo_config empty = {sizeof(grpo_config), 0, NULL, NULL, "model"};
@@ -216,9 +205,9 @@ static int open_serving(grpo_model **out, grpo_registry *reg, const grpo_host *h
 int grpo_model_open_dir(grpo_model **out, grpo_registry *reg, const grpo_host *host,
                         const char *dir, int trainable, grpo_error *err) {
     *out = NULL;
-    char *cfg_path = path_join(dir, "config.json"), *json = NULL, arch[256];
+    char *cfg_path = path_join(dir, GRPO_HF_CONFIG), *json = NULL, arch[256];
     if (!cfg_path) return grpo_error_set(err, GRPO_ERR_NOMEM, "model: out of memory");
-    int rc = grpo_read_file(cfg_path, &json, NULL, err);
+    int rc = grpo_hf_read_config(dir, &json, err);
     if (rc == GRPO_OK) rc = config_architecture(json, cfg_path, arch, sizeof arch, err);
     if (rc == GRPO_OK) rc = open_serving(out, reg, host, dir, arch, cfg_path, trainable, err);
     free(json);
@@ -326,30 +315,13 @@ int32_t grpo_model_vocab(const grpo_model *m) {
     return i < 0 ? -1 : (int32_t)m->params[i].shape[0];
 }
 
-/* config.json text with "dtype"/"torch_dtype" rewritten to float32 (the saved dtype). */
-static char *saved_config(const char *json) {
-    cJSON *o = cJSON_Parse(json);
-    if (!o) return NULL;
-    const char *keys[] = {"dtype", "torch_dtype"};
-    for (int k = 0; k < 2; k++)
-        if (cJSON_GetObjectItemCaseSensitive(o, keys[k]))
-            cJSON_ReplaceItemInObjectCaseSensitive(o, keys[k], cJSON_CreateString("float32"));
-    char *text = cJSON_Print(o);
-    cJSON_Delete(o);
-    return text;
-}
-
 int grpo_model_save(const grpo_model *m, const char *dir, grpo_error *err) {
-    if (mkdir(dir, 0755) != 0 && errno != EEXIST)
-        return grpo_error_set(err, GRPO_ERR_IO, "%s: cannot create directory: %s", dir,
-                              strerror(errno));
     grpo_st_out *outs = calloc(m->n_params ? m->n_params : 1, sizeof *outs);
     float *host = malloc((m->section ? m->section : 1) * sizeof(float));
-    char *cfg_path = path_join(dir, "config.json"), *st_path = path_join(dir, "model.safetensors");
-    char *cfg_text = saved_config(m->config_json);
-    int rc = GRPO_OK;
-    if (!outs || !host || !cfg_path || !st_path || !cfg_text)
-        rc = grpo_error_set(err, GRPO_ERR_NOMEM, "model: out of memory saving to %s", dir);
+    char *cfg_text = NULL;
+    int rc = outs && host ? grpo_hf_config_set_dtype(m->config_json, GRPO_ST_F32, &cfg_text, err)
+                          : grpo_error_set(err, GRPO_ERR_NOMEM, "model: out of memory saving %s",
+                                           dir);
     size_t n = 0;
     if (rc == GRPO_OK) {
         m->ops->download(m->ops->ctx, host, m->block, m->section * sizeof(float));
@@ -362,13 +334,10 @@ int grpo_model_save(const grpo_model *m, const char *dir, grpo_error *err) {
             o->ndim = d->ndim;
             for (int j = 0; j < d->ndim; j++) o->shape[j] = d->shape[j];
         }
-        rc = grpo_st_write(st_path, outs, n, GRPO_ST_F32, err);
+        rc = grpo_hf_save(dir, cfg_text, outs, n, GRPO_ST_F32, m->dir, err);
     }
-    if (rc == GRPO_OK) rc = grpo_write_file_atomic(cfg_path, cfg_text, strlen(cfg_text), err);
     free(outs);
     free(host);
-    free(cfg_path);
-    free(st_path);
     free(cfg_text);
     return rc;
 }

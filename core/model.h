@@ -84,9 +84,10 @@ int grpo_model_decode(grpo_model *m, int32_t R, const int32_t *tokens, const int
                       const int32_t *cache_mask, const int32_t *len, float *logits,
                       grpo_error *err);
 
-/* Writes dir/config.json (the loaded text, "dtype"/"torch_dtype" set to float32) and
- * dir/model.safetensors (F32, every non-tied parameter under its HF name), each atomically.
- * Creates dir if needed. */
+/* Saves a Hugging Face directory through grpo_hf_save(): dir/model.safetensors (F32, every
+ * non-tied parameter under its HF name), dir/config.json (the loaded text with its dtype set to
+ * float32) and the tokenizer files of the directory the model was loaded from. Each file is
+ * replaced atomically; dir is created if needed. */
 int grpo_model_save(const grpo_model *m, const char *dir, grpo_error *err);
 
 /* Vocabulary size (the first dimension of model.embed_tokens.weight or lm_head.weight). */

@@ -154,6 +154,17 @@ const grpo_entry *grpo_registry_next_architecture(const grpo_registry *reg, cons
     return NULL;
 }
 
+const char *grpo_registry_suggest(const grpo_registry *reg, const char *id) {
+    const char *best = NULL;
+    int best_d = 3 + (int)strlen(id) / 4; /* a few typos, more for long ids */
+    for (int i = 0; i < reg->n_packs; i++)
+        for (int j = 0; j < reg->packs[i]->n_entries; j++) {
+            int d = grpo_edit_distance(id, reg->packs[i]->entries[j].id);
+            if (d < best_d) best_d = d, best = reg->packs[i]->entries[j].id;
+        }
+    return best;
+}
+
 const grpo_key_def *grpo_entry_key(const grpo_entry *e, const char *name) {
     for (int i = 0; i < e->n_keys; i++)
         if (strcmp(e->keys[i].name, name) == 0) return &e->keys[i];
@@ -162,7 +173,9 @@ const grpo_key_def *grpo_entry_key(const grpo_entry *e, const char *name) {
 
 /* ---- loading ------------------------------------------------------------------------------- */
 
-static const char *kind_name(grpo_entry_kind k) { return k == GRPO_KIND_MODEL ? "model" : "reward"; }
+static const char *kind_name(grpo_entry_kind k) {
+    return k == GRPO_KIND_MODEL ? "model" : "reward";
+}
 
 /* Looks up a function symbol; NULL when absent. (dlsym returns data pointers; copying the bits
  * into a function pointer is what POSIX guarantees to work.) */
@@ -242,8 +255,8 @@ static int check_export(const grpo_pack *pack, grpo_entry_kind kind, uint32_t st
                               "id once", lib, k, id);
     if (!has_functions)
         return grpo_error_set(err, GRPO_ERR_INVALID, "%s: %s '%s' lacks a required function; "
-                              "expected create, %s and destroy", lib, k, id,
-                              kind == GRPO_KIND_REWARD ? "score" : "forward");
+                              "expected %s", lib, k, id, kind == GRPO_KIND_REWARD ?
+                              "create, score and destroy" : "create and destroy");
     *s = 1;
     return GRPO_OK;
 }
@@ -274,7 +287,7 @@ static int check_exports(const grpo_pack *pack, const grpo_library *lib, grpo_er
                                 pack->library_path);
             break;
         }
-        int fns = d->struct_size >= sizeof *d && d->create && d->forward && d->destroy;
+        int fns = d->struct_size >= sizeof *d && d->create && d->destroy;
         rc = check_export(pack, GRPO_KIND_MODEL, d->struct_size, sizeof *d,
                           d->struct_size >= END_OF(grpo_model_desc, id) ? d->id : NULL, fns,
                           seen, err);

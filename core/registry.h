@@ -25,6 +25,15 @@
  *   type = list                      ; string | int | float | bool | list
  *   default = ^<think>...            ; list defaults: one line per element
  *   help = one line
+ *
+ * Reading rules (manifest.c; the system inih does the tokenising):
+ * - [pack] needs name, version, abi, library; every entry needs kind and description; a key
+ *   section needs type. Sections may come in any order. Unknown keys are errors.
+ * - Lines are at most 197 characters (inih's 200-byte buffer). A long value continues on
+ *   indented lines: joined with one space for strings, one element per line for lists (the same
+ *   as repeating "default = ..."). A key without default is required in the run file.
+ * - ';' starts an inline comment only after whitespace: "a;b" keeps its ';', "a ;b" is "a".
+ * - Every error is one line: "FILE:LINE: what was wrong; expected ...".
  */
 #ifndef GRPO_REGISTRY_H
 #define GRPO_REGISTRY_H
@@ -74,7 +83,11 @@ typedef struct grpo_registry {
     int n_packs;
 } grpo_registry;
 
-/* Parses one manifest into *pack (fields owned by pack). Errors name file:line. */
+/* Parses one manifest into *pack (fields owned by pack; free with grpo_pack_free, which does not
+ * free pack itself). pack->dir is the manifest's directory made absolute (realpath), and
+ * manifest_path / library_path are built from it. On error *pack is left empty (zeroed) and
+ * err->message is "FILE:LINE: what; expected ..." (GRPO_ERR_INVALID), or "FILE: cannot open
+ * ..." (GRPO_ERR_IO). No plugin code runs. */
 int grpo_manifest_parse(const char *manifest_path, grpo_pack *pack, grpo_error *err);
 void grpo_pack_free(grpo_pack *pack);
 
@@ -86,7 +99,8 @@ void grpo_plugin_path_free(char **dirs);
 
 /* Scans each dir in dirs (NULL-terminated): every subdirectory holding a pack.ini (and a dir that
  * is itself a pack) is parsed. The same pack directory reached twice is read once; two packs
- * claiming one id is an error naming both manifests. Missing dirs are skipped. */
+ * claiming one id is an error naming both manifests. Missing dirs are skipped. reg starts zeroed
+ * ({0}); a second scan adds to it. The first bad manifest fails the scan with its error. */
 int grpo_registry_scan(grpo_registry *reg, char *const *dirs, grpo_error *err);
 void grpo_registry_free(grpo_registry *reg);
 
@@ -98,6 +112,10 @@ const grpo_entry *grpo_registry_find_architecture(const grpo_registry *reg, cons
  * when none. Several packs may serve one architecture name (MiniMindForCausalLM: dense and moe). */
 const grpo_entry *grpo_registry_next_architecture(const grpo_registry *reg, const char *arch,
                                                   const grpo_entry *after);
+/* The id closest to a misspelt one (for "did you mean 'x'?"), or NULL when none is close. */
+const char *grpo_registry_suggest(const grpo_registry *reg, const char *id);
+/* Case-insensitive edit distance of two short names (INT_MAX when either is over 127 bytes). */
+int grpo_edit_distance(const char *a, const char *b);
 /* The entry's key definition, or NULL. */
 const grpo_key_def *grpo_entry_key(const grpo_entry *e, const char *name);
 
@@ -106,6 +124,9 @@ const grpo_key_def *grpo_entry_key(const grpo_entry *e, const char *name);
  * dlopen failure, missing magic or init symbol, wrong tag, abi_major mismatch, newer abi_minor,
  * a too-small magic struct, pointer/float size mismatch, init failure, and any difference between
  * the ids the library enumerates and those the manifest lists. */
+/* host NULL means grpo_default_host(). Main thread only. Loading is once per pack: later calls
+ * return descriptors from the same library. A loaded library is never dlclose()d (not even by
+ * grpo_registry_free), so descriptors stay valid for the life of the process. */
 int grpo_registry_load(grpo_registry *reg, const grpo_entry *e, const grpo_host *host,
                        const void **desc, grpo_error *err);
 

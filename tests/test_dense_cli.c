@@ -90,7 +90,8 @@ END_TEST
 START_TEST(generate_command_greedy_matches_transformers) {
     grpo_safetensors *st = open_ref();
     int64_t R, P, N;
-    int32_t *prompt = ref_tensor(st, "gen1.prompt", &R, &P), *want = ref_tensor(st, "gen1.out", &R, &N);
+    int32_t *prompt = ref_tensor(st, "gen1.prompt", &R, &P);
+    int32_t *want = ref_tensor(st, "gen1.out", &R, &N);
     char ids[512] = "", num[16], max_new[16];
     for (int64_t i = 0; i < P; i++)
         snprintf(num, sizeof num, "%s%d", i ? "," : "", prompt[i]), strcat(ids, num);

@@ -7,7 +7,8 @@
  * R decode rows, S cache positions.
  *
  * Layer l (pre-norm, Hugging Face LlamaDecoderLayer):
- *   h   = x + o_proj(attn(rope(qnorm?(q_proj(ln1(x)))), rope(knorm?(k_proj(ln1(x)))), v_proj(ln1(x))))
+ *   a   = ln1(x)
+ *   h   = x + o_proj(attn(rope(q_norm?(q_proj(a))), rope(k_norm?(k_proj(a))), v_proj(a)))
  *   x'  = h + down_proj(silu(gate_proj(ln2(h))) * up_proj(ln2(h)))
  * then norm(x_L) and the head (lm_head, or embed_tokens when tied).
  */

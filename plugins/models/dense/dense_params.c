@@ -89,7 +89,8 @@ int32_t dense_params_build(dense_model *m, grpo_error *err) {
             snprintf(name, sizeof name, "model.layers.%d.%s", l, slot_names[s]);
             st = add(m, name, nd, shape, nd == 1 ? GRPO_PARAM_NO_DECAY : 0, -1, s, l);
         }
-    if (st == GRPO_OK) st = add(m, "model.norm.weight", 1, cc, GRPO_PARAM_NO_DECAY, -1, SLOT_NORM, -1);
+    if (st == GRPO_OK)
+        st = add(m, "model.norm.weight", 1, cc, GRPO_PARAM_NO_DECAY, -1, SLOT_NORM, -1);
     if (st == GRPO_OK)
         st = add(m, "lm_head.weight", 2, vc, c->tied ? GRPO_PARAM_TIED : 0, c->tied ? 0 : -1,
                  SLOT_HEAD, -1);

@@ -77,7 +77,8 @@ static const char *const architectures[] = {"LlamaForCausalLM", "Qwen2ForCausalL
 static const grpo_model_desc dense_desc = {
     /* .struct_size       = */ sizeof(grpo_model_desc),
     /* .id                = */ "dense.causal_lm",
-    /* .description       = */ "dense decoder (Llama, Qwen2, Qwen3, MiniMind2): RMSNorm, RoPE, GQA, SwiGLU",
+    /* .description       = */
+    "dense decoder (Llama, Qwen2, Qwen3, MiniMind2): RMSNorm, RoPE, GQA, SwiGLU",
     /* .architectures     = */ architectures,
     /* .create            = */ dense_create,
     /* .destroy           = */ dense_destroy,
