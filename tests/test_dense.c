@@ -351,7 +351,7 @@ START_TEST(prompt_fan_out_by_kv_copy_row) {
     int32_t *mask = malloc(P * sizeof(int32_t)), *pos = malloc(P * sizeof(int32_t));
     for (int32_t t = 0; t < P; t++) mask[t] = 1, pos[t] = t;
     float *logits = malloc((size_t)G * f.V * sizeof(float));
-    grpo_batch pb = {sizeof(grpo_batch), 1, (int32_t)P, prompt, mask, pos, NULL};
+    grpo_batch pb = {sizeof(grpo_batch), 1, (int32_t)P, prompt, mask, pos, NULL, 0.0f};
     ck_ok(grpo_model_prefill(f.m, &pb, logits, &err), &err);
     for (int32_t r = 1; r < G; r++)
         f.m->desc->kv_copy_row(f.m->inst, &f.m->kv, r, 0, (int32_t)P);
