@@ -104,7 +104,8 @@ typedef struct moe_model {
     uint32_t n_params;
     grpo_param_desc *descs; /* [n_params] */
     char **names;           /* [n_params] */
-    int32_t *slot;          /* [n_params] MOE_SLOT_* or a layer slot (see moe_params.c) */
+    int32_t *slot;          /* [n_params] -1 embed, -2 norm, -3 head, else a layer slot code
+                               (moe_params.c) */
     int32_t *layer;         /* [n_params] layer index or -1 */
     float *wte, *dwte, *wnorm, *dwnorm, *whead, *dwhead;
     moe_layer_params *lp;   /* [L] */
@@ -149,7 +150,8 @@ int32_t moe_router_backward(moe_model *m, float *dlogits, const float *dw,
 /* MoE block of layer l: a->at.h -> out (N,C). */
 int32_t moe_block_forward(moe_model *m, float *out, moe_layer_acts *a, float *tmp, int32_t l,
                           int32_t N, grpo_error *err);
-/* dx (N,C) = d loss/d out -> a->dh (N,C) = d loss/d h (residual included). */
+/* ga->dx (N,C) = d loss/d out -> ga->dh (N,C) = d loss/d h (residual included); parameter
+ * grads of the block (router, experts, ln2) accumulated. */
 int32_t moe_block_backward(moe_model *m, moe_acts *ga, const moe_layer_acts *a, int32_t l,
                            int32_t N, float aux_weight, grpo_error *err);
 int32_t moe_body_forward(moe_model *m, moe_acts *a, const int32_t *ids, const int32_t *mask,
