@@ -8,6 +8,8 @@ config.json + model.safetensors (fp32) and reference.safetensors:
              norm_topk_prob, untied head, router_aux_loss_coef 0.05 (large so the aux gradient
              is visible next to the log-prob gradient). The aux loss is transformers' own
              load_balancing_loss_func over the router logits of every layer (output_router_logits).
+  qwen3moe_plain  Qwen3MoeForCausalLM, 1 layer, 3 experts top-2 WITHOUT norm_topk_prob (raw
+             softmax weights), tied head, router_aux_loss_coef 0.1.
   minimind2  MiniMind2 MoE (model_type "minimind", use_moe): Llama attention, tied head, 4 routed
              experts top-2 with norm_topk_prob (÷ sum + 1e-20), 1 shared expert added unweighted,
              seq_aux = true, aux_loss_alpha 0.1.
@@ -205,19 +207,22 @@ def qwen_row(model, ids):
 def make(name, flavour, outdir, seed):
     for attempt in range(50):
         g = torch.Generator().manual_seed(seed + 1000 * attempt)
-        if flavour == "qwen3moe":
-            cfg = Qwen3MoeConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                                 num_key_value_heads=2, head_dim=8, intermediate_size=48,
-                                 moe_intermediate_size=16, num_experts=4, num_experts_per_tok=2,
-                                 norm_topk_prob=True, router_aux_loss_coef=0.05, vocab_size=V,
+        if flavour.startswith("qwen3moe"):
+            plain = flavour == "qwen3moe_plain"
+            cfg = Qwen3MoeConfig(hidden_size=32, num_hidden_layers=1 if plain else 2,
+                                 num_attention_heads=4, num_key_value_heads=2, head_dim=8,
+                                 intermediate_size=48, moe_intermediate_size=16,
+                                 num_experts=3 if plain else 4, num_experts_per_tok=2,
+                                 norm_topk_prob=not plain,
+                                 router_aux_loss_coef=0.1 if plain else 0.05, vocab_size=V,
                                  max_position_embeddings=256, rms_norm_eps=1e-6,
-                                 tie_word_embeddings=False, bos_token_id=1, eos_token_id=None,
+                                 tie_word_embeddings=plain, bos_token_id=1, eos_token_id=None,
                                  pad_token_id=0,
                                  rope_parameters={"rope_type": "default", "rope_theta": 10000.0})
             cfg._attn_implementation = "eager"
             cfg._experts_implementation = "eager"  # the per-expert loop (fp64-capable)
             model = Qwen3MoeForCausalLM(cfg).eval()
-            E, K, coef = 4, 2, 0.05
+            E, K, coef = cfg.num_experts, 2, cfg.router_aux_loss_coef
         else:
             tok = flavour == "minimind2_tok"
             mc = dict(architectures=["MiniMindForCausalLM"], model_type="minimind",
@@ -245,7 +250,7 @@ def make(name, flavour, outdir, seed):
         router = []  # per row: list over layers of (scores (S,E), idx (S,K))
         for b in range(B):
             k = PAD[b]
-            if flavour == "qwen3moe":
+            if flavour.startswith("qwen3moe"):
                 lg, rl = qwen_row(dmodel, ids[b:b + 1, k:])
                 probs = [torch.softmax(r, -1) for r in rl]
                 router.append((rl, [(p, p.topk(K, -1).indices) for p in probs]))
@@ -263,7 +268,7 @@ def make(name, flavour, outdir, seed):
         raise SystemExit(f"{name}: no seed gives router margins > {MARGIN}")
 
     L = len(router[0][1])
-    if flavour == "qwen3moe":
+    if flavour.startswith("qwen3moe"):
         per_layer = tuple(torch.cat([router[b][0][l] for b in range(B)]) for l in range(L))
         aux = coef * load_balancing_loss_func(per_layer, E, K, None)
         gates = [dmodel.model.layers[l].mlp.gate.weight for l in range(L)]
@@ -291,7 +296,7 @@ def make(name, flavour, outdir, seed):
         ref["auxgrad." + gn] = ag
     d = os.path.join(outdir, name)
     os.makedirs(d, exist_ok=True)
-    if flavour == "qwen3moe":
+    if flavour.startswith("qwen3moe"):
         model.save_pretrained(d)
         gc = os.path.join(d, "generation_config.json")
         if os.path.exists(gc):
@@ -344,7 +349,7 @@ def make(name, flavour, outdir, seed):
 def main():
     outdir = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "tests/fixtures/moe")
     torch.manual_seed(0)
-    for i, name in enumerate(["qwen3moe", "minimind2", "minimind2_tok"]):
+    for i, name in enumerate(["qwen3moe", "minimind2", "minimind2_tok", "qwen3moe_plain"]):
         make(name, name, outdir, seed=4321 + i)
 
 
