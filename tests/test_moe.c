@@ -409,13 +409,13 @@ START_TEST(save_reload_round_trip) {
 }
 END_TEST
 
-/* [model] aux_loss_coef overrides config.json's coefficient: aux_loss() scales with it. */
-START_TEST(aux_loss_coef_key_overrides_config) {
+/* [model] router_aux_coef overrides config.json's coefficient: aux_loss() scales with it. */
+START_TEST(router_aux_coef_key_overrides_config) {
     fixture f;
     grpo_error err;
     grpo_error_init(&err);
     fixture_open(&f, "minimind2", 0); /* aux_loss_alpha 0.1 in config.json */
-    const char *keys[] = {"aux_loss_coef"}, *values[] = {"0.25"};
+    const char *keys[] = {"router_aux_coef"}, *values[] = {"0.25"};
     grpo_config cfg = {sizeof(grpo_config), 1, keys, values, "model"};
     grpo_model *m = NULL;
     ck_ok(grpo_model_open(&m, f.desc, &f.host, fixture_dir("minimind2"), &cfg, 0, &err), &err);
@@ -429,7 +429,7 @@ START_TEST(aux_loss_coef_key_overrides_config) {
     grpo_model *bad = NULL;
     ck_assert_int_eq(grpo_model_open(&bad, f.desc, &f.host, fixture_dir("minimind2"), &cfg, 0,
                                      &err), GRPO_ERR_INVALID);
-    ck_assert(strstr(err.message, "aux_loss_coef") != NULL);
+    ck_assert(strstr(err.message, "router_aux_coef") != NULL);
     free(logp), free(aux);
     grpo_model_close(m);
     fixture_close(&f);
@@ -560,7 +560,7 @@ int main(void) {
     tcase_add_loop_test(tc, aux_gradient_alone_matches_reference, 0, N_FIXTURES);
     tcase_add_loop_test(tc, greedy_generate_matches_reference, 0, N_FIXTURES);
     tcase_add_loop_test(tc, save_reload_round_trip, 0, N_FIXTURES);
-    tcase_add_test(tc, aux_loss_coef_key_overrides_config);
+    tcase_add_test(tc, router_aux_coef_key_overrides_config);
     tcase_add_test(tc, open_dir_finds_the_moe_plugin);
     tcase_add_test(tc, unsupported_configs_are_refused);
     tcase_add_test(tc, row_ops_gather_and_weighted_scatter);

@@ -45,7 +45,7 @@ typedef struct moe_config {
     int32_t norm_topk; /* divide the top-k weights by their sum (+ norm_eps) */
     float norm_eps;    /* 1e-20 (MiniMind2), 0 (Qwen3-MoE) */
     int32_t aux_kind;  /* MOE_AUX_* */
-    float aux_coef;    /* aux_loss_alpha / router_aux_loss_coef (or the [model] override) */
+    float aux_coef;    /* aux_loss_alpha / router_aux_loss_coef ([model] router_aux_coef) */
     int32_t qwen;      /* 1: Qwen3-MoE naming/defaults, 0: MiniMind2 */
 } moe_config;
 

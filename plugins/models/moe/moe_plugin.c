@@ -2,9 +2,14 @@
  * moe_plugin.c — the moe pack's exports: the magic, grpo_plugin_init and the descriptor of
  * moe.causal_lm (grpo/model.h), instance lifecycle, aux_loss() and expert_load().
  *
- * Plugin key ([model] section): aux_loss_coef (float, default -1 = the coefficient of
- * config.json: aux_loss_alpha for MiniMind2, router_aux_loss_coef for Qwen3-MoE). aux_loss()
- * returns coefficient * aux; backward() adds grpo_batch.aux_weight times its gradient.
+ * Plugin key ([model] section): router_aux_coef (float, default -1 = the coefficient of
+ * config.json: aux_loss_alpha for MiniMind2, router_aux_loss_coef for Qwen3-MoE).
+ *
+ * The aux loss and the trainer: aux_loss() returns coefficient * aux of the last forward();
+ * backward() adds grpo_batch.aux_weight times its gradient. The trainer's loss is
+ *   policy loss + [grpo] aux_loss_coef * aux_loss()
+ * so it passes aux_weight = [grpo] aux_loss_coef * (the share it gives this micro-batch's dlogp,
+ * e.g. 1 / gradient-accumulation steps), and logs aux_loss() (and expert_load()).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -27,15 +32,15 @@ static void moe_free(moe_model *m) {
     free(m);
 }
 
-/* [model] aux_loss_coef: >= 0 overrides config.json's coefficient. */
+/* [model] router_aux_coef: >= 0 replaces config.json's coefficient. */
 static int32_t apply_keys(moe_model *m, const grpo_config *cfg, grpo_error *err) {
-    const char *v = grpo_config_get(cfg, "aux_loss_coef");
+    const char *v = grpo_config_get(cfg, "router_aux_coef");
     if (!v) return GRPO_OK;
     char *end = NULL;
     double d = strtod(v, &end);
     if (end == v || *end)
         return grpo_error_set(err, GRPO_ERR_INVALID,
-                              "[%s] aux_loss_coef = \"%s\": expected a number",
+                              "[%s] router_aux_coef = \"%s\": expected a number",
                               cfg->section ? cfg->section : "model", v);
     if (d >= 0) m->cfg.aux_coef = (float)d;
     return GRPO_OK;

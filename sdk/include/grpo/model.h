@@ -109,9 +109,8 @@ typedef struct grpo_model_desc {
     void (*kv_copy_row)(void *model, const grpo_kv_cache *kv, int32_t dst, int32_t src,
                         int32_t n);
     /* (optional) auxiliary loss of the last forward() (MoE load balancing), ALREADY multiplied
-     * by its coefficient from config.json (aux_loss_alpha, router_aux_loss_coef) or the
-     * [model] key that overrides it; 0 when none. Its gradient enters backward() through
-     * grpo_batch.aux_weight. */
+     * by the model's own coefficient (config.json's aux_loss_alpha / router_aux_loss_coef);
+     * 0 when none. Its gradient enters backward() through grpo_batch.aux_weight. */
     float (*aux_loss)(void *model);
     /* (optional) expert load of the last forward() or prefill(): *n_layers x *n_experts floats,
      * the number of real (mask = 1) tokens routed to each expert of each MoE layer (top-k
