@@ -503,6 +503,12 @@ START_TEST(unsupported_configs_are_refused) {
         ck_assert_msg(strstr(err.message, cases[i].word) != NULL, "case %zu: %s", i,
                       err.message);
     }
+    /* too many experts for the router's per-token arrays */
+    void *big = NULL;
+    const char *many = "{\"model_type\":\"qwen3_moe\",\"num_experts\":100000,"
+                       "\"moe_intermediate_size\":8," BASE "}";
+    ck_assert_int_eq(desc->create(&host, many, &cfg, &big, &err), GRPO_ERR_UNSUPPORTED);
+    ck_assert(strstr(err.message, "experts") != NULL);
     /* num_experts_per_tok > experts is invalid */
     void *inst = NULL;
     const char *bad = "{\"model_type\":\"qwen3_moe\",\"num_experts\":2,\"num_experts_per_tok\":3,"

@@ -37,6 +37,9 @@ enum {
                        layer; coef = coef E / (L N_r)^2 */
 };
 
+/* Per-token router work lives in small arrays of E on the stack. */
+#define MOE_MAX_EXPERTS 1024
+
 typedef struct moe_config {
     lm_attn_config attn;
     int32_t L, V, tied;

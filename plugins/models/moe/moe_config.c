@@ -152,6 +152,10 @@ int32_t moe_config_parse(moe_config *c, const char *json, grpo_error *err) {
                                 "config.json: model_type \"%s\" is not served by moe.causal_lm "
                                 "(expected \"minimind\" with use_moe, or \"qwen3_moe\")", type);
     }
+    if (st == GRPO_OK && c->E > MOE_MAX_EXPERTS)
+        st = grpo_error_set(err, GRPO_ERR_UNSUPPORTED,
+                            "config.json: %d experts; at most %d are supported", c->E,
+                            MOE_MAX_EXPERTS);
     if (st == GRPO_OK && c->K > c->E)
         st = grpo_error_set(err, GRPO_ERR_INVALID,
                             "config.json: num_experts_per_tok (%d) exceeds the number of "

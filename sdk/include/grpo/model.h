@@ -112,10 +112,10 @@ typedef struct grpo_model_desc {
      * by the model's own coefficient (config.json's aux_loss_alpha / router_aux_loss_coef);
      * 0 when none. Its gradient enters backward() through grpo_batch.aux_weight. */
     float (*aux_loss)(void *model);
-    /* (optional) expert load of the last forward() or prefill(): *n_layers x *n_experts floats,
-     * the number of real (mask = 1) tokens routed to each expert of each MoE layer (top-k
-     * assignments, so a row sums to K * tokens). Host memory owned by the plugin, valid until
-     * the next call into the instance; NULL (and zeros) before any forward or for a dense model. */
+    /* (optional) expert load of the last forward(), prefill() or decode(): (*n_layers,
+     * *n_experts) floats, the number of real (mask = 1) tokens routed to each expert of each MoE
+     * layer (top-k assignments, so a row sums to K * tokens). Host memory owned by the plugin,
+     * valid until the next call into the instance; NULL before the first forward. */
     const float *(*expert_load)(void *model, int32_t *n_layers, int32_t *n_experts);
 } grpo_model_desc;
 
