@@ -124,9 +124,13 @@ void dense_qkv_forward(dense_model *m, struct dense_layer_acts *la, const dense_
                        const int32_t *pos, int32_t N);
 void dense_post_attention_forward(dense_model *m, float *out, struct dense_layer_acts *la,
                                   float *tmp, const dense_layer_params *lp, int32_t N);
-/* Embedding + all layers over a (B,T) batch: fills a->l[*] and a->xL. */
+/* Embedding + all layers over a (B,T) batch: fills a->l[*] and a->xL. When kv is not NULL
+ * (prefill), each layer's rotated keys and values go to cache rows 0..B-1, slots 0..T-1. */
 void dense_body_forward(dense_model *m, dense_acts *a, const int32_t *ids, const int32_t *mask,
-                        const int32_t *pos, int32_t B, int32_t T);
+                        const int32_t *pos, int32_t B, int32_t T, const grpo_kv_cache *kv);
+/* Copies keys/values (B*T, KV) of layer l into cache rows 0..B-1, slots 0..T-1 (dense_infer.c) */
+void dense_kv_store(dense_model *m, const grpo_kv_cache *kv, int32_t l, const float *k,
+                    const float *v, int32_t B, int32_t T);
 int32_t dense_forward(void *model, const grpo_batch *batch, float *acts, float *logp,
                       float *entropy, float scale, grpo_error *err);
 int32_t dense_backward(void *model, const grpo_batch *batch, float *acts, const float *dlogp,

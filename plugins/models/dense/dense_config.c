@@ -93,8 +93,15 @@ int32_t dense_config_parse(dense_config *c, const char *json, grpo_error *err) {
     if ((st = check_supported(o, err)) != GRPO_OK) goto done;
     if ((st = get_int(o, "hidden_size", -1, &c->C, err)) != GRPO_OK ||
         (st = get_int(o, "num_hidden_layers", -1, &c->L, err)) != GRPO_OK ||
-        (st = get_int(o, "num_attention_heads", -1, &c->NH, err)) != GRPO_OK ||
-        (st = get_int(o, "num_key_value_heads", c->NH, &c->NKV, err)) != GRPO_OK ||
+        (st = get_int(o, "num_attention_heads", -1, &c->NH, err)) != GRPO_OK)
+        goto done;
+    if (!get(o, "head_dim") && c->C % c->NH != 0) {
+        st = grpo_error_set(err, GRPO_ERR_INVALID,
+                            "config.json: hidden_size (%d) is not a multiple of "
+                            "num_attention_heads (%d) and there is no head_dim", c->C, c->NH);
+        goto done;
+    }
+    if ((st = get_int(o, "num_key_value_heads", c->NH, &c->NKV, err)) != GRPO_OK ||
         (st = get_int(o, "head_dim", c->C / c->NH, &c->HD, err)) != GRPO_OK ||
         (st = get_int(o, "vocab_size", -1, &c->V, err)) != GRPO_OK)
         goto done;

@@ -43,7 +43,7 @@ void dense_post_attention_forward(dense_model *m, float *out, dense_layer_acts *
 }
 
 void dense_body_forward(dense_model *m, dense_acts *a, const int32_t *ids, const int32_t *mask,
-                        const int32_t *pos, int32_t B, int32_t T) {
+                        const int32_t *pos, int32_t B, int32_t T, const grpo_kv_cache *kv) {
     const grpo_ops *o = m->ops;
     const dense_config *c = &m->cfg;
     int32_t N = B * T;
@@ -52,6 +52,7 @@ void dense_body_forward(dense_model *m, dense_acts *a, const int32_t *ids, const
         dense_layer_acts *la = &a->l[l];
         float *out = l + 1 < c->L ? a->l[l + 1].x : a->xL;
         dense_qkv_forward(m, la, &m->lp[l], pos, N);
+        if (kv) dense_kv_store(m, kv, l, la->k, la->v, B, T);
         o->attention_forward(o->ctx, la->att, la->att_lse, la->q, la->k, la->v, mask, B, T,
                              c->NH, c->NKV, c->HD);
         dense_post_attention_forward(m, out, la, a->tmp, &m->lp[l], N);
@@ -69,7 +70,7 @@ int32_t dense_forward(void *model, const grpo_batch *batch, float *acts, float *
         return grpo_error_set(err, GRPO_ERR_INVALID, "dense: forward: empty batch (%d,%d)", B, T);
     dense_acts a;
     dense_acts_carve(&a, m->la, acts, c, B, T, 1);
-    dense_body_forward(m, &a, batch->ids, batch->mask, batch->pos, B, T);
+    dense_body_forward(m, &a, batch->ids, batch->mask, batch->pos, B, T, NULL);
     const grpo_ops *o = m->ops;
     o->rmsnorm_forward(o->ctx, a.lnf, a.lnf_rstd, a.xL, m->wnorm, N, c->C, c->eps);
     o->head_forward(o->ctx, logp, a.head_lse, entropy, a.lnf, m->whead, batch->targets, N, c->C,

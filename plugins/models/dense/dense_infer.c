@@ -37,6 +37,16 @@ void dense_kv_copy_row(void *model, const grpo_kv_cache *kv, int32_t dst, int32_
             o->copy(o->ctx, kv_at(m, kv, l, kind, dst, 0), kv_at(m, kv, l, kind, src, 0), bytes);
 }
 
+void dense_kv_store(dense_model *m, const grpo_kv_cache *kv, int32_t l, const float *k,
+                    const float *v, int32_t B, int32_t T) {
+    const grpo_ops *o = m->ops;
+    uint64_t KV = (uint64_t)m->cfg.NKV * m->cfg.HD, row_bytes = (uint64_t)T * KV * sizeof(float);
+    for (int32_t b = 0; b < B; b++) {
+        o->copy(o->ctx, kv_at(m, kv, l, 0, b, 0), k + (uint64_t)b * T * KV, row_bytes);
+        o->copy(o->ctx, kv_at(m, kv, l, 1, b, 0), v + (uint64_t)b * T * KV, row_bytes);
+    }
+}
+
 /* Final norm + head on R rows of x (R,C): logits (R,V). */
 static void logits_forward(dense_model *m, float *logits, dense_acts *a, const float *x,
                            int32_t R) {
@@ -70,13 +80,7 @@ int32_t dense_prefill(void *model, const grpo_kv_cache *kv, const grpo_batch *pr
                               "is padding)", bad);
     dense_acts a;
     dense_acts_carve(&a, m->la, scratch, c, B, T, 0);
-    dense_body_forward(m, &a, prompt->ids, prompt->mask, prompt->pos, B, T);
-    uint64_t KV = (uint64_t)c->NKV * c->HD, row_bytes = (uint64_t)T * KV * sizeof(float);
-    for (int32_t l = 0; l < c->L; l++)
-        for (int32_t b = 0; b < B; b++) {
-            o->copy(o->ctx, kv_at(m, kv, l, 0, b, 0), a.l[l].k + (uint64_t)b * T * KV, row_bytes);
-            o->copy(o->ctx, kv_at(m, kv, l, 1, b, 0), a.l[l].v + (uint64_t)b * T * KV, row_bytes);
-        }
+    dense_body_forward(m, &a, prompt->ids, prompt->mask, prompt->pos, B, T, kv);
     /* gather the last column of each row into tmp (B,C), then norm + head */
     for (int32_t b = 0; b < B; b++)
         o->copy(o->ctx, a.tmp + (uint64_t)b * c->C, a.xL + ((uint64_t)b * T + T - 1) * c->C,

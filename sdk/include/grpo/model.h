@@ -105,7 +105,9 @@ typedef struct grpo_model_desc {
                       const int32_t *pos, const int32_t *cache_mask, const int32_t *len,
                       float *scratch, float *logits, grpo_error *err);
     /* Copies cache row src to row dst for slots [0,n) (to fan a prompt out to G rows, or to
-     * compact live rows). */
+     * compact live rows). To fan B prefilled rows out to G rows each (row b -> rows
+     * b*G..b*G+G-1), go from b = B-1 down to 0 so no source row is overwritten before it is
+     * read. */
     void (*kv_copy_row)(void *model, const grpo_kv_cache *kv, int32_t dst, int32_t src,
                         int32_t n);
     /* (optional) auxiliary loss of the last forward() (MoE load balancing), ALREADY multiplied
