@@ -157,8 +157,12 @@ int32_t moe_block_forward(moe_model *m, float *out, moe_layer_acts *a, float *tm
  * grads of the block (router, experts, ln2) accumulated. */
 int32_t moe_block_backward(moe_model *m, moe_acts *ga, const moe_layer_acts *a, int32_t l,
                            int32_t N, float aux_weight, grpo_error *err);
+/* Embedding + all layers over a (B,T) batch: fills a->l[*] and a->xL, the router state and the
+ * aux loss. When kv is not NULL (prefill), each layer's rotated keys and values go to cache rows
+ * 0..B-1, slots 0..T-1. */
 int32_t moe_body_forward(moe_model *m, moe_acts *a, const int32_t *ids, const int32_t *mask,
-                         const int32_t *pos, int32_t B, int32_t T, grpo_error *err);
+                         const int32_t *pos, int32_t B, int32_t T, const grpo_kv_cache *kv,
+                         grpo_error *err);
 int32_t moe_forward(void *model, const grpo_batch *batch, float *acts, float *logp,
                     float *entropy, float scale, grpo_error *err);
 int32_t moe_backward(void *model, const grpo_batch *batch, float *acts, const float *dlogp,

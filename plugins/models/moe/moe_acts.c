@@ -3,6 +3,9 @@
  * per layer the attention block's tensors (common/lm_attn.c) then the MoE block's, then the
  * top-level tensors, then (train only) the gradient buffers. Integer tensors (tok, slot) take
  * float-sized slots of the block (same size and alignment). Every tensor starts 64-byte aligned.
+ * Prefill/decode (train = 0) keep nothing for a backward pass, so all L layers share ONE set of
+ * layer buffers (layer l+1's input x is layer l's x, written once it is no longer read; the
+ * router's grouping per layer lives on the host): their scratch is about 1/L of training's.
  */
 #include "moe.h"
 
@@ -65,7 +68,7 @@ static uint64_t top_layout(moe_acts *a, float *block, const moe_config *c, uint6
 uint64_t moe_acts_floats(const moe_config *c, int32_t B, int32_t T, int32_t train) {
     uint64_t N = (uint64_t)B * T;
     uint64_t per_layer = lm_attn_acts_floats(&c->attn, N) + layer_layout(NULL, NULL, c, N);
-    return per_layer * c->L + top_layout(NULL, NULL, c, N, train);
+    return per_layer * (train ? c->L : 1) + top_layout(NULL, NULL, c, N, train);
 }
 
 void moe_acts_carve(moe_acts *a, moe_layer_acts *layers, float *block, const moe_config *c,
@@ -75,6 +78,10 @@ void moe_acts_carve(moe_acts *a, moe_layer_acts *layers, float *block, const moe
     a->l = layers;
     float *p = block;
     for (int32_t l = 0; l < c->L; l++) {
+        if (!train && l > 0) { /* forward only: every layer reuses layer 0's buffers */
+            layers[l] = layers[0];
+            continue;
+        }
         layers[l] = (moe_layer_acts){0};
         p = lm_attn_acts_carve(&layers[l].at, p, &c->attn, N);
         p += layer_layout(&layers[l], p, c, N);

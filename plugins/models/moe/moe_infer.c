@@ -57,21 +57,13 @@ int32_t moe_prefill(void *model, const grpo_kv_cache *kv, const grpo_batch *prom
                               "slots (expected 0 < B <= rows, 0 < T <= slots)", B, T, kv->R, kv->S);
     moe_acts a;
     moe_acts_carve(&a, m->la, scratch, c, B, T, 0);
-    int32_t st = moe_body_forward(m, &a, prompt->ids, prompt->mask, prompt->pos, B, T, err);
+    int32_t st = moe_body_forward(m, &a, prompt->ids, prompt->mask, prompt->pos, B, T, kv, err);
     if (st != GRPO_OK) return st;
     for (int32_t b = 0; b < B; b++) /* the router copied the mask to the host */
         if (!m->hmask[(size_t)b * T + T - 1])
             return grpo_error_set(err, GRPO_ERR_INVALID,
                                   "moe: prefill: prompt row %d is not left-padded (its last "
                                   "column is padding)", b);
-    uint64_t KV = (uint64_t)c->attn.NKV * c->attn.HD, row_bytes = (uint64_t)T * KV * sizeof(float);
-    for (int32_t l = 0; l < c->L; l++)
-        for (int32_t b = 0; b < B; b++) {
-            o->copy(o->ctx, kv_at(m, kv, l, 0, b, 0), a.l[l].at.k + (uint64_t)b * T * KV,
-                    row_bytes);
-            o->copy(o->ctx, kv_at(m, kv, l, 1, b, 0), a.l[l].at.v + (uint64_t)b * T * KV,
-                    row_bytes);
-        }
     for (int32_t b = 0; b < B; b++) /* the last column of each row into tmp (B,C) */
         o->copy(o->ctx, a.tmp + (uint64_t)b * C, a.xL + ((uint64_t)b * T + T - 1) * C,
                 (uint64_t)C * sizeof(float));
