@@ -46,9 +46,10 @@ typedef struct grpo_batch {
                                real token) */
     const int32_t *targets; /* (B,T) next-token targets, -1 = no log-prob wanted */
     /* d loss / d aux_loss(): backward() adds aux_weight times the gradient of the auxiliary
-     * loss (MoE load balancing) of this batch. The trainer's loss is sum(dlogp * logp) +
-     * aux_weight * aux_loss(), so it passes the same micro-batch share it gives dlogp (e.g.
-     * 1/grad_accum_steps). 0, or a struct_size that ends before this field: no aux gradient. */
+     * loss (MoE load balancing) of this batch. With a training loss of policy loss +
+     * [grpo] aux_loss_coef * aux_loss(), the trainer passes aux_loss_coef times the share it
+     * gives this micro-batch's dlogp (e.g. 1 / gradient-accumulation steps). 0, or a
+     * struct_size that ends before this field: no aux gradient. Unused by forward. */
     float aux_weight;
 } grpo_batch;
 
