@@ -409,6 +409,44 @@ START_TEST(save_reload_round_trip) {
 }
 END_TEST
 
+/* A few AdamW steps on -mean(logp) + aux (every fixture's batch): the log-likelihood of the
+ * targets rises and the balance loss stays finite — the gradients train the model, router
+ * included. (The trainer's own loop is tested with the trainer.) */
+START_TEST(adamw_steps_raise_logp) {
+    fixture f;
+    grpo_error err;
+    grpo_error_init(&err);
+    fixture_open(&f, fixtures[_i], 1);
+    ck_ok(grpo_model_reserve_acts(f.m, f.B, f.T, &err), &err);
+    grpo_batch b = full_batch(&f, 1.0f);
+    int32_t n = f.B * f.T, count = 0;
+    float *logp = calloc(n, sizeof(float)), *dlogp = calloc(n, sizeof(float));
+    for (int32_t i = 0; i < n; i++) count += f.targets[i] >= 0;
+    for (int32_t i = 0; i < n; i++) dlogp[i] = f.targets[i] >= 0 ? -1.0f / count : 0.0f;
+    const grpo_ops *o = f.ops;
+    double first = 0, last = 0;
+    uint64_t P = f.m->section;
+    float *params = f.m->block; /* the params section */
+    for (int step = 1; step <= 20; step++) {
+        grpo_model_zero_grad(f.m);
+        ck_ok(grpo_model_forward(f.m, &b, logp, NULL, 1.0f, &err), &err);
+        double mean = 0;
+        for (int32_t i = 0; i < n; i++) mean += logp[i] / count;
+        if (step == 1) first = mean;
+        last = mean;
+        ck_assert(isfinite(f.desc->aux_loss(f.m->inst)));
+        ck_ok(grpo_model_backward(f.m, &b, dlogp, 1.0f, &err), &err);
+        o->adamw(o->ctx, params, f.m->grads, f.m->adam_m, f.m->adam_v, P, 1e-2f, 0.9f, 0.999f,
+                 1e-8f, 0.0f, step);
+    }
+    report("mean logp gain", f.name, last - first);
+    ck_assert_msg(last > first + 0.5, "%s: mean logp %g -> %g after 20 steps", f.name, first,
+                  last);
+    free(logp), free(dlogp);
+    fixture_close(&f);
+}
+END_TEST
+
 /* [model] router_aux_coef overrides config.json's coefficient: aux_loss() scales with it. */
 START_TEST(router_aux_coef_key_overrides_config) {
     fixture f;
@@ -565,6 +603,7 @@ int main(void) {
     tcase_add_loop_test(tc, every_gradient_matches_reference, 0, N_FIXTURES);
     tcase_add_loop_test(tc, aux_gradient_alone_matches_reference, 0, N_FIXTURES);
     tcase_add_loop_test(tc, greedy_generate_matches_reference, 0, N_FIXTURES);
+    tcase_add_loop_test(tc, adamw_steps_raise_logp, 0, N_FIXTURES);
     tcase_add_loop_test(tc, save_reload_round_trip, 0, N_FIXTURES);
     tcase_add_test(tc, router_aux_coef_key_overrides_config);
     tcase_add_test(tc, open_dir_finds_the_moe_plugin);
