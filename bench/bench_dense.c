@@ -155,7 +155,7 @@ int main(int argc, char **argv) {
         ids[i] = (int32_t)(i * 7919 % V), mask[i] = 1, pos[i] = i % T;
         tgt[i] = i % T + 1 < T ? (int32_t)((i + 1) * 7919 % V) : -1, dlogp[i] = 1.0f / N;
     }
-    grpo_batch b = {sizeof b, B, T, ids, mask, pos, tgt};
+    grpo_batch b = {sizeof b, B, T, ids, mask, pos, tgt, 0.0f};
     double best = 1e30;
     for (int s = 0; s <= steps; s++) { /* step 0 warms up */
         double t0 = now();

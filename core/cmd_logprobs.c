@@ -77,7 +77,7 @@ static int run_batch(grpo_model *m, const seq *seqs, int n, FILE *out, grpo_erro
         }
     }
     /* the batch arrays live in host memory: fine for the cpu backend this command opens */
-    grpo_batch batch = {sizeof(grpo_batch), n, T, ids, mask, pos, tgt};
+    grpo_batch batch = {sizeof(grpo_batch), n, T, ids, mask, pos, tgt, 0.0f};
     if (rc == GRPO_OK) rc = grpo_model_reserve_acts(m, n, T, err);
     if (rc == GRPO_OK) rc = grpo_model_forward(m, &batch, logp, NULL, 1.0f, err);
     for (int b = 0; rc == GRPO_OK && b < n; b++) {

@@ -177,6 +177,31 @@ static int config_architecture(const char *json, const char *path, char *buf, si
     return rc;
 }
 
+/* Opens dir with the first plugin serving arch that accepts its config: a plugin that refuses it
+ * as GRPO_ERR_UNSUPPORTED (dense.causal_lm for a MiniMind config with use_moe) passes it to the
+ * next one serving the same name (moe.causal_lm). When all refuse, every refusal is reported. */
+static int open_serving(grpo_model **out, grpo_registry *reg, const grpo_host *host,
+                        const char *dir, const char *arch, const char *cfg_path, int trainable,
+                        grpo_error *err) {
+    char why[1024] = "";
+    int refused = 0;
+    for (const grpo_entry *e = grpo_registry_next_architecture(reg, arch, NULL); e;
+         e = grpo_registry_next_architecture(reg, arch, e)) {
+        const void *desc = NULL;
+        int rc = grpo_registry_load(reg, e, host, &desc, err);
+        if (rc == GRPO_OK) rc = grpo_model_open(out, desc, host, dir, NULL, trainable, err);
+        if (rc != GRPO_ERR_UNSUPPORTED) return rc;
+        size_t used = strlen(why);
+        snprintf(why + used, sizeof why - used, "%s%.64s: %.400s", refused++ ? "; " : "", e->id,
+                 err ? err->message : "unsupported");
+    }
+    if (!refused)
+        return grpo_error_set(err, GRPO_ERR_UNSUPPORTED,
+                              "%s: no model plugin serves architecture %s (see grpo plugins list)",
+                              cfg_path, arch);
+    return grpo_error_set(err, GRPO_ERR_UNSUPPORTED, "%.200s: %.800s", cfg_path, why);
+}
+
 int grpo_model_open_dir(grpo_model **out, grpo_registry *reg, const grpo_host *host,
                         const char *dir, int trainable, grpo_error *err) {
     *out = NULL;
@@ -184,14 +209,7 @@ int grpo_model_open_dir(grpo_model **out, grpo_registry *reg, const grpo_host *h
     if (!cfg_path) return grpo_error_set(err, GRPO_ERR_NOMEM, "model: out of memory");
     int rc = grpo_hf_read_config(dir, &json, err);
     if (rc == GRPO_OK) rc = config_architecture(json, cfg_path, arch, sizeof arch, err);
-    const grpo_entry *e = NULL;
-    if (rc == GRPO_OK && !(e = grpo_registry_find_architecture(reg, arch)))
-        rc = grpo_error_set(err, GRPO_ERR_UNSUPPORTED,
-                            "%s: no model plugin serves architecture %s (see grpo plugins list)",
-                            cfg_path, arch);
-    const void *desc = NULL;
-    if (rc == GRPO_OK) rc = grpo_registry_load(reg, e, host, &desc, err);
-    if (rc == GRPO_OK) rc = grpo_model_open(out, desc, host, dir, NULL, trainable, err);
+    if (rc == GRPO_OK) rc = open_serving(out, reg, host, dir, arch, cfg_path, trainable, err);
     free(json);
     free(cfg_path);
     return rc;
@@ -422,7 +440,7 @@ int grpo_model_generate(grpo_model *m, const int32_t *prompt, const int32_t *mas
     o->upload(o->ctx, g.d_pos, ppos, (uint64_t)R * P * sizeof(int32_t));
     o->upload(o->ctx, g.d_cmask, mask, (uint64_t)R * P * sizeof(int32_t));
     free(ppos);
-    grpo_batch pb = {sizeof(grpo_batch), R, P, g.d_tok, g.d_cmask, g.d_pos, NULL};
+    grpo_batch pb = {sizeof(grpo_batch), R, P, g.d_tok, g.d_cmask, g.d_pos, NULL, 0.0f};
     rc = grpo_model_prefill(m, &pb, g.d_logits, err);
     int32_t live = R;
     for (int32_t step = 0; rc == GRPO_OK && live > 0; step++) {

@@ -102,7 +102,7 @@ static void fixture_close(fixture *f) {
 }
 
 static grpo_batch full_batch(const fixture *f) {
-    grpo_batch b = {sizeof(grpo_batch), f->B, f->T, f->ids, f->mask, f->pos, f->targets};
+    grpo_batch b = {sizeof(grpo_batch), f->B, f->T, f->ids, f->mask, f->pos, f->targets, 0.0f};
     return b;
 }
 
@@ -195,7 +195,7 @@ START_TEST(prefill_logits_match_transformers) {
         if (!all_real) continue;
         int32_t *ids = columns(f.ids, f.B, f.T, t), *mask = columns(f.mask, f.B, f.T, t);
         int32_t *pos = columns(f.pos, f.B, f.T, t);
-        grpo_batch p = {sizeof(grpo_batch), f.B, t, ids, mask, pos, NULL};
+        grpo_batch p = {sizeof(grpo_batch), f.B, t, ids, mask, pos, NULL, 0.0f};
         ck_ok(grpo_model_prefill(f.m, &p, logits, &err), &err);
         double worst = 0;
         for (int32_t b = 0; b < f.B; b++)
@@ -227,7 +227,7 @@ START_TEST(decode_logits_match_forward) {
     float *logits = malloc((size_t)f.B * f.V * sizeof(float));
     int32_t *ids = columns(f.ids, f.B, f.T, t0), *mask = columns(f.mask, f.B, f.T, t0);
     int32_t *pos = columns(f.pos, f.B, f.T, t0);
-    grpo_batch p = {sizeof(grpo_batch), f.B, t0, ids, mask, pos, NULL};
+    grpo_batch p = {sizeof(grpo_batch), f.B, t0, ids, mask, pos, NULL, 0.0f};
     ck_ok(grpo_model_prefill(f.m, &p, logits, &err), &err);
     int32_t *cmask = calloc((size_t)f.B * S, sizeof(int32_t));
     int32_t tok[8], tpos[8], len[8];
@@ -355,7 +355,7 @@ START_TEST(prompt_fan_out_by_kv_copy_row) {
     int32_t *mask = malloc(P * sizeof(int32_t)), *pos = malloc(P * sizeof(int32_t));
     for (int32_t t = 0; t < P; t++) mask[t] = 1, pos[t] = t;
     float *logits = malloc((size_t)G * f.V * sizeof(float));
-    grpo_batch pb = {sizeof(grpo_batch), 1, (int32_t)P, prompt, mask, pos, NULL};
+    grpo_batch pb = {sizeof(grpo_batch), 1, (int32_t)P, prompt, mask, pos, NULL, 0.0f};
     ck_ok(grpo_model_prefill(f.m, &pb, logits, &err), &err);
     for (int32_t r = 1; r < G; r++)
         f.m->desc->kv_copy_row(f.m->inst, &f.m->kv, r, 0, (int32_t)P);

@@ -94,6 +94,7 @@ static const grpo_model_desc dense_desc = {
     /* .decode            = */ dense_decode,
     /* .kv_copy_row       = */ dense_kv_copy_row,
     /* .aux_loss          = */ NULL,
+    /* .expert_load       = */ NULL,
 };
 
 static const grpo_model_desc *get_model(uint32_t index) { return index == 0 ? &dense_desc : NULL; }

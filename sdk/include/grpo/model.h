@@ -45,6 +45,12 @@ typedef struct grpo_batch {
     const int32_t *pos;     /* (B,T) RoPE positions (left-padded rows start at 0 at their first
                                real token) */
     const int32_t *targets; /* (B,T) next-token targets, -1 = no log-prob wanted */
+    /* d loss / d aux_loss(): backward() adds aux_weight times the gradient of the auxiliary
+     * loss (MoE load balancing) of this batch. With a training loss of policy loss +
+     * [grpo] aux_loss_coef * aux_loss(), the trainer passes aux_loss_coef times the share it
+     * gives this micro-batch's dlogp (e.g. 1 / gradient-accumulation steps). 0, or a
+     * struct_size that ends before this field: no aux gradient. Unused by forward. */
+    float aux_weight;
 } grpo_batch;
 
 /* A KV cache: kv_floats(R, S) floats of backend memory owned by the host. */
@@ -106,8 +112,15 @@ typedef struct grpo_model_desc {
      * read. */
     void (*kv_copy_row)(void *model, const grpo_kv_cache *kv, int32_t dst, int32_t src,
                         int32_t n);
-    /* (optional) auxiliary loss of the last forward (MoE), 0 when none. */
+    /* (optional) auxiliary loss of the last forward() (MoE load balancing), ALREADY multiplied
+     * by the model's own coefficient (config.json's aux_loss_alpha / router_aux_loss_coef);
+     * 0 when none. Its gradient enters backward() through grpo_batch.aux_weight. */
     float (*aux_loss)(void *model);
+    /* (optional) expert load of the last forward(), prefill() or decode(): (*n_layers,
+     * *n_experts) floats, the number of real (mask = 1) tokens routed to each expert of each MoE
+     * layer (top-k assignments, so a row sums to K * tokens). Host memory owned by the plugin,
+     * valid until the next call into the instance; NULL before the first forward. */
+    const float *(*expert_load)(void *model, int32_t *n_layers, int32_t *n_experts);
 } grpo_model_desc;
 
 #ifdef __cplusplus

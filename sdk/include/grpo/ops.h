@@ -113,6 +113,23 @@ typedef struct grpo_ops {
     double (*sumsq)(void *ctx, const float *x, uint64_t n);
     /* -- x *= s -- */
     void (*scale)(void *ctx, float *x, float s, uint64_t n);
+
+    /* -- row routing (mixture of experts): M rows moved between a (N,C) tensor and a
+     *    (M,C) one by an index idx (M), each idx[m] in [0,N).
+     *    gather_rows:  out (M,C) = inp[idx[m]] (written).
+     *    scatter_add_rows: out (N,C)[idx[m]] += w[m] * inp (M,C)[m]; w (M) may be NULL (weight
+     *      1); idx may repeat (rows are added in order of m, so the result does not depend on
+     *      the thread count).
+     *    scatter_add_rows_backward: the gradient of scatter_add_rows: dinp (M,C) =
+     *      w[m] * dout[idx[m]] (written; w NULL: weight 1), dw (M) = dot(dout[idx[m]], inp[m])
+     *      (written); either output may be NULL. -- */
+    void (*gather_rows)(void *ctx, float *out, const float *inp, const int32_t *idx, int32_t M,
+                        int32_t C);
+    void (*scatter_add_rows)(void *ctx, float *out, const float *inp, const int32_t *idx,
+                             const float *w, int32_t M, int32_t C);
+    void (*scatter_add_rows_backward)(void *ctx, float *dinp, float *dw, const float *dout,
+                                      const float *inp, const int32_t *idx, const float *w,
+                                      int32_t M, int32_t C);
 } grpo_ops;
 
 #ifdef __cplusplus
