@@ -301,6 +301,7 @@ int grpo_model_decode(grpo_model *m, int32_t R, const int32_t *tokens, const int
 int32_t grpo_model_vocab(const grpo_model *m) {
     int i = grpo_model_param_index(m, "lm_head.weight");
     if (i < 0) i = grpo_model_param_index(m, "model.embed_tokens.weight");
+    if (i < 0) i = grpo_model_param_index(m, "model.tok_embeddings.weight"); /* InternLM2 */
     return i < 0 ? -1 : (int32_t)m->params[i].shape[0];
 }
 
