@@ -233,6 +233,38 @@ START_TEST(internlm2_wqkv_relayout_round_trips) {
 }
 END_TEST
 
+/* Saving an InternLM2 model writes wqkv packed again: every tensor of the saved file equals the
+ * original's, bit for bit (so transformers' InternLM2 code loads what we save). */
+START_TEST(internlm2_save_writes_the_packed_layout) {
+    grpo_error err;
+    grpo_error_init(&err);
+    grpo_ops *ops = grpo_backend_open("cpu", 0, &err);
+    ck_assert_ptr_nonnull(ops);
+    grpo_host h = *grpo_default_host();
+    h.ops = ops;
+    grpo_model *m = NULL;
+    ck_ok(grpo_model_open_dir(&m, &reg, &h, model_dir("internlm2"), 0, &err), &err);
+    char dir[] = "/tmp/grpo_rm_save_XXXXXX", path[64], cmd[128];
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    ck_ok(grpo_model_save(m, dir, &err), &err);
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    grpo_safetensors *a = NULL, *b = NULL;
+    ck_ok(grpo_st_open(&a, FIXTURES "/internlm2/model.safetensors", &err), &err);
+    ck_ok(grpo_st_open(&b, path, &err), &err);
+    ck_assert_uint_eq(grpo_st_count(a), grpo_st_count(b));
+    for (size_t i = 0; i < grpo_st_count(a); i++) {
+        const grpo_st_tensor *ta = grpo_st_at(a, i), *tb = grpo_st_find(b, ta->name);
+        ck_assert_msg(tb && tb->nbytes == ta->nbytes, "%s missing or resized", ta->name);
+        ck_assert_msg(memcmp(ta->data, tb->data, ta->nbytes) == 0, "%s differs", ta->name);
+    }
+    grpo_st_close(a), grpo_st_close(b);
+    grpo_model_close(m);
+    grpo_backend_close(ops);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
 /* ---- the reward plugin ------------------------------------------------------------------ */
 
 typedef struct plugin {
@@ -281,10 +313,10 @@ START_TEST(plugin_matches_transformers) {
         uint32_t n = 0;
         cJSON_ArrayForEach(s, cJSON_GetObjectItem(fx, "samples")) {
             uint32_t nm = sample_messages(s, "", msgs[n]) - 1;
+            const char *completion = cJSON_GetObjectItem(s, "completion")->valuestring;
             samples[n] = (grpo_sample){.struct_size = sizeof(grpo_sample), .prompt = "",
                                        .messages = msgs[n], .n_messages = nm,
-                                       .completion = cJSON_GetObjectItem(s, "completion")->valuestring,
-                                       .group = n};
+                                       .completion = completion, .group = n};
             n++;
         }
         float out[8];
@@ -385,6 +417,7 @@ static Suite *suite(void) {
     tcase_add_loop_test(tc, host_services_match_transformers, 0, N_MODELS);
     tcase_add_loop_test(tc, padding_does_not_change_hidden_states, 0, N_MODELS);
     tcase_add_test(tc, internlm2_wqkv_relayout_round_trips);
+    tcase_add_test(tc, internlm2_save_writes_the_packed_layout);
     tcase_add_loop_test(tc, plugin_matches_transformers, 0, N_MODELS);
     tcase_add_test(tc, plugin_parses_chatml_prompts);
     tcase_add_test(tc, plugin_refuses_what_it_cannot_score);

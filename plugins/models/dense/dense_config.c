@@ -66,7 +66,8 @@ static int32_t get_bool(const cJSON *o, const char *key, int32_t def) {
 
 /* head, n_labels from "architectures"[0] and id2label / num_labels. */
 static void parse_head(dense_config *c, const cJSON *o) {
-    const cJSON *a = get(o, "architectures"), *f = cJSON_IsArray(a) ? cJSON_GetArrayItem(a, 0) : NULL;
+    const cJSON *a = get(o, "architectures");
+    const cJSON *f = cJSON_IsArray(a) ? cJSON_GetArrayItem(a, 0) : NULL;
     const char *arch = cJSON_IsString(f) ? f->valuestring : "";
     size_t n = strlen(arch), k = strlen("ForSequenceClassification");
     c->head = DENSE_HEAD_LM, c->n_labels = 0;

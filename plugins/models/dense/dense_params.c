@@ -98,7 +98,8 @@ int32_t dense_params_build(dense_model *m, grpo_error *err) {
             st = dense_params_add(m, name, nd, shape, nd == 1 ? GRPO_PARAM_NO_DECAY : 0, -1, s, l);
         }
     if (st == GRPO_OK)
-        st = dense_params_add(m, "model.norm.weight", 1, cc, GRPO_PARAM_NO_DECAY, -1, SLOT_NORM, -1);
+        st = dense_params_add(m, "model.norm.weight", 1, cc, GRPO_PARAM_NO_DECAY, -1, SLOT_NORM,
+                              -1);
     if (st == GRPO_OK) st = dense_params_add_head(m, "lm_head.weight");
     if (st != GRPO_OK)
         return grpo_error_set(err, st, "dense: out of memory for the parameter names");

@@ -23,7 +23,8 @@ static int32_t config_double(const grpo_config *cfg, const char *key, double *ou
                              grpo_error *err) {
     const char *t = grpo_config_get(cfg, key);
     char *end;
-    if (!t) return grpo_error_set(err, GRPO_ERR_INVALID, "[%s] missing key '%s'", cfg->section, key);
+    if (!t)
+        return grpo_error_set(err, GRPO_ERR_INVALID, "[%s] missing key '%s'", cfg->section, key);
     *out = strtod(t, &end);
     if (end == t || *end || !isfinite(*out))
         return grpo_error_set(err, GRPO_ERR_INVALID, "[%s] %s: expected a number, got '%s'",
@@ -60,7 +61,8 @@ static int32_t read_options(rm_state *s, const grpo_config *cfg, grpo_error *err
     if (rc == GRPO_OK) rc = config_int(cfg, "label", 0, 1 << 20, &s->label, err);
     if (rc == GRPO_OK) rc = config_int(cfg, "batch_size", 1, 1 << 16, &s->batch_size, err);
     if (rc == GRPO_OK) rc = config_int(cfg, "max_length", 0, 1 << 24, &s->max_length, err);
-    if (rc == GRPO_OK) rc = config_int(cfg, "reward_token_id", -1, INT32_MAX, &s->reward_token, err);
+    if (rc == GRPO_OK)
+        rc = config_int(cfg, "reward_token_id", -1, INT32_MAX, &s->reward_token, err);
     if (rc == GRPO_OK && s->clip < 0)
         rc = grpo_error_set(err, GRPO_ERR_INVALID, "[%s] clip: expected >= 0 (0 = no clamp), got "
                             "%g", cfg->section, s->clip);

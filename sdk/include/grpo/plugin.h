@@ -230,13 +230,14 @@ typedef struct grpo_host {
                             uint64_t n, grpo_error *err);
     /* Tokenizes text with the model's OWN tokenizer.json; add_special 1 applies its
      * post-processor (transformers' add_special_tokens=True). Writes up to cap ids and returns
-     * the full count (> cap means truncated), or a negative status. */
+     * the full count (> cap means truncated), or a negative status; with cap 0, ids may be NULL
+     * (to ask for the count). */
     int32_t (*model_encode)(struct grpo_host_model *model, const char *text, int32_t add_special,
                             int32_t *ids, int32_t cap, grpo_error *err);
     /* Renders messages[0..n) with the model's OWN chat template (ChatML when it ships none), as
      * transformers' apply_chat_template(tokenize=False) with its bos/eos tokens. Writes a
      * NUL-terminated string of at most cap bytes (truncated if needed) and returns the full
-     * length without the NUL, or a negative status. */
+     * length without the NUL, or a negative status; with cap 0, out may be NULL. */
     int32_t (*model_render)(struct grpo_host_model *model, const struct grpo_message *messages,
                             uint32_t n, int32_t add_generation_prompt, char *out, int32_t cap,
                             grpo_error *err);
