@@ -1,7 +1,8 @@
 /*
- * dense_internlm2.c — InternLM2 (internlm/internlm2-*: InternLM2ForCausalLM and
- * InternLM2ForRewardModel) as a dense model: the same math as Llama under other names, with
- * q/k/v packed in one tensor.
+ * dense_internlm2.c — InternLM2 (internlm/internlm2-*) as a dense model: the same math as Llama
+ * under other names, with q/k/v packed in one tensor. Served for InternLM2ForRewardModel (tested
+ * against a reference); InternLM2ForCausalLM (output.weight) is laid out below but not listed
+ * in the pack's architectures until a test checks its log-probs.
  *
  *   model.tok_embeddings.weight                    (V,C)       = embed_tokens
  *   model.layers.{l}.attention_norm.weight         (C)         = input_layernorm

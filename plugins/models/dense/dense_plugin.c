@@ -75,7 +75,6 @@ static uint64_t dense_activation_floats(void *model, int32_t B, int32_t T) {
 
 static const char *const architectures[] = {
     "LlamaForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM", "MiniMindForCausalLM",
-    "InternLM2ForCausalLM",
     /* classifiers: hidden states only, the caller applies score / v_head */
     "LlamaForSequenceClassification", "Qwen2ForSequenceClassification",
     "Qwen3ForSequenceClassification", "InternLM2ForRewardModel", NULL};
