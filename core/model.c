@@ -86,6 +86,11 @@ int grpo_model_param_index(const grpo_model *m, const char *name) {
     return -1;
 }
 
+/* The plugin converts some tensors between the file's layout and its own (grpo/model.h). */
+static int has_relayout(const grpo_model *m) {
+    return GRPO_HAS_FIELD(m->desc, grpo_model_desc, relayout) && m->desc->relayout;
+}
+
 static int load_weights(grpo_model *m, const char *dir, grpo_error *err) {
     char path[4096];
     grpo_safetensors *st = NULL;
@@ -107,6 +112,8 @@ static int load_weights(grpo_model *m, const char *dir, grpo_error *err) {
             break;
         }
         rc = grpo_st_read_f32(st, d->name, tmp, d->ndim, d->shape, err);
+        if (rc == GRPO_OK && has_relayout(m))
+            rc = m->desc->relayout(m->inst, i, tmp, GRPO_RELAYOUT_LOAD, err);
         if (rc == GRPO_OK)
             m->ops->upload(m->ops->ctx, m->param_ptr[i], tmp, m->numel[i] * sizeof(float));
     }
@@ -312,6 +319,7 @@ int grpo_model_decode(grpo_model *m, int32_t R, const int32_t *tokens, const int
 int32_t grpo_model_vocab(const grpo_model *m) {
     int i = grpo_model_param_index(m, "lm_head.weight");
     if (i < 0) i = grpo_model_param_index(m, "model.embed_tokens.weight");
+    if (i < 0) i = grpo_model_param_index(m, "model.tok_embeddings.weight"); /* InternLM2 */
     return i < 0 ? -1 : (int32_t)m->params[i].shape[0];
 }
 
@@ -331,10 +339,14 @@ int grpo_model_save(const grpo_model *m, const char *dir, grpo_error *err) {
             grpo_st_out *o = &outs[n++];
             o->name = d->name;
             o->data = host + m->offset[i];
+            if (has_relayout(m) &&
+                (rc = m->desc->relayout(m->inst, i, host + m->offset[i], GRPO_RELAYOUT_SAVE,
+                                        err)) != GRPO_OK)
+                break;
             o->ndim = d->ndim;
             for (int j = 0; j < d->ndim; j++) o->shape[j] = d->shape[j];
         }
-        rc = grpo_hf_save(dir, cfg_text, outs, n, GRPO_ST_F32, m->dir, err);
+        if (rc == GRPO_OK) rc = grpo_hf_save(dir, cfg_text, outs, n, GRPO_ST_F32, m->dir, err);
     }
     free(outs);
     free(host);

@@ -90,7 +90,8 @@ int grpo_model_decode(grpo_model *m, int32_t R, const int32_t *tokens, const int
  * replaced atomically; dir is created if needed. */
 int grpo_model_save(const grpo_model *m, const char *dir, grpo_error *err);
 
-/* Vocabulary size (the first dimension of model.embed_tokens.weight or lm_head.weight). */
+/* Vocabulary size (the first dimension of lm_head.weight, model.embed_tokens.weight or
+ * InternLM2's model.tok_embeddings.weight), -1 when the model has none of them. */
 int32_t grpo_model_vocab(const grpo_model *m);
 
 

@@ -65,6 +65,8 @@ int32_t dense_forward(void *model, const grpo_batch *batch, float *acts, float *
     const dense_config *c = &m->cfg;
     if (!m->bound)
         return grpo_error_set(err, GRPO_ERR_INVALID, "dense: forward before bind");
+    int32_t st = dense_need_lm_head(m, "forward (log-probs)", err);
+    if (st != GRPO_OK) return st;
     int32_t B = batch->B, T = batch->T, N = B * T;
     if (B <= 0 || T <= 0)
         return grpo_error_set(err, GRPO_ERR_INVALID, "dense: forward: empty batch (%d,%d)", B, T);

@@ -63,6 +63,8 @@ int32_t dense_prefill(void *model, const grpo_kv_cache *kv, const grpo_batch *pr
     const dense_config *c = &m->cfg;
     int32_t B = prompt->B, T = prompt->T;
     if (!m->bound) return grpo_error_set(err, GRPO_ERR_INVALID, "dense: prefill before bind");
+    int32_t st = dense_need_lm_head(m, "prefill", err);
+    if (st != GRPO_OK) return st;
     if (B <= 0 || T <= 0 || B > kv->R || T > kv->S)
         return grpo_error_set(err, GRPO_ERR_INVALID,
                               "dense: prefill of (%d,%d) prompts into a cache of %d rows x %d "
@@ -96,6 +98,8 @@ int32_t dense_decode(void *model, const grpo_kv_cache *kv, int32_t R, const int3
     const grpo_ops *o = m->ops;
     const dense_config *c = &m->cfg;
     if (!m->bound) return grpo_error_set(err, GRPO_ERR_INVALID, "dense: decode before bind");
+    int32_t st = dense_need_lm_head(m, "decode", err);
+    if (st != GRPO_OK) return st;
     if (R <= 0 || R > kv->R)
         return grpo_error_set(err, GRPO_ERR_INVALID,
                               "dense: decode of %d rows with a cache of %d rows", R, kv->R);
@@ -130,5 +134,38 @@ int32_t dense_decode(void *model, const grpo_kv_cache *kv, int32_t R, const int3
     }
     m->host->free(hlen);
     logits_forward(m, logits, &a, a.xL, R);
+    return GRPO_OK;
+}
+
+int32_t dense_need_lm_head(const dense_model *m, const char *what, grpo_error *err) {
+    if (m->cfg.head == DENSE_HEAD_LM) return GRPO_OK;
+    return grpo_error_set(err, GRPO_ERR_UNSUPPORTED,
+                          "dense: %s needs an LM head, but this is a %s model (it has %s and "
+                          "serves hidden states only)", what,
+                          m->cfg.head == DENSE_HEAD_SCORE ? "sequence-classification"
+                                                          : "reward",
+                          m->cfg.head == DENSE_HEAD_SCORE ? "score.weight" : "v_head.weight");
+}
+
+int32_t dense_hidden_size(void *model) { return ((dense_model *)model)->cfg.C; }
+
+/* out (B,T,C) = norm(x_L): the body over a (B,T) batch through the forward-only scratch. */
+int32_t dense_hidden(void *model, const grpo_batch *batch, float *scratch, float *out,
+                     grpo_error *err) {
+    dense_model *m = model;
+    const grpo_ops *o = m->ops;
+    const dense_config *c = &m->cfg;
+    int32_t B = batch->B, T = batch->T;
+    if (!m->bound) return grpo_error_set(err, GRPO_ERR_INVALID, "dense: hidden before bind");
+    if (B <= 0 || T <= 0)
+        return grpo_error_set(err, GRPO_ERR_INVALID, "dense: hidden: empty batch (%d,%d)", B, T);
+    if (c->rope_max > 0 && T > c->rope_max)
+        return grpo_error_set(err, GRPO_ERR_UNSUPPORTED,
+                              "dense: %d tokens exceed max_position_embeddings (%d), past which "
+                              "dynamic NTK RoPE scaling (not implemented) applies", T, c->rope_max);
+    dense_acts a;
+    dense_acts_carve(&a, m->la, scratch, c, B, T, 0);
+    dense_body_forward(m, &a, batch->ids, batch->mask, batch->pos, B, T, NULL);
+    o->rmsnorm_forward(o->ctx, out, a.lnf_rstd, a.xL, m->wnorm, B * T, c->C, c->eps);
     return GRPO_OK;
 }

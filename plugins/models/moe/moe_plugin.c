@@ -136,6 +136,9 @@ static const grpo_model_desc moe_desc = {
     /* .kv_copy_row       = */ moe_kv_copy_row,
     /* .aux_loss          = */ moe_aux_loss,
     /* .expert_load       = */ moe_expert_load,
+    /* .hidden_size       = */ NULL, /* hidden states: not yet for MoE models */
+    /* .hidden            = */ NULL,
+    /* .relayout          = */ NULL,
 };
 
 static const grpo_model_desc *get_model(uint32_t index) { return index == 0 ? &moe_desc : NULL; }

@@ -121,7 +121,26 @@ typedef struct grpo_model_desc {
      * layer (top-k assignments, so a row sums to K * tokens). Host memory owned by the plugin,
      * valid until the next call into the instance; NULL before the first forward. */
     const float *(*expert_load)(void *model, int32_t *n_layers, int32_t *n_experts);
+
+    /* -- (optional) hidden states, for heads the caller applies itself (reward models, value
+     *    heads): the host's model_hidden service (grpo/plugin.h, ABI 1.1) needs both slots. -- */
+    /* (optional) C, the floats per token that hidden() writes. */
+    int32_t (*hidden_size)(void *model);
+    /* (optional) Final hidden states, after the final norm, of batch (ids, mask, pos as in
+     * grpo_batch; targets unused): out (B,T,C) in backend memory; scratch holds
+     * scratch_floats(B, T) floats. Padding columns hold unspecified values. */
+    int32_t (*hidden)(void *model, const grpo_batch *batch, float *scratch, float *out,
+                      grpo_error *err);
+    /* (optional) Converts parameter i between the file's layout and the plugin's, in place on
+     * host memory of the parameter's numel floats: direction GRPO_RELAYOUT_LOAD after the host
+     * read it (before upload), GRPO_RELAYOUT_SAVE on the host's copy before writing a file. A
+     * plugin whose file layout is its compute layout leaves this NULL. (E.g. InternLM2's packed
+     * wqkv, interleaved by kv group, becomes q|k|v.) */
+    int32_t (*relayout)(void *model, uint32_t i, float *data, int32_t direction, grpo_error *err);
 } grpo_model_desc;
+
+#define GRPO_RELAYOUT_LOAD 0 /* file -> plugin */
+#define GRPO_RELAYOUT_SAVE 1 /* plugin -> file */
 
 #ifdef __cplusplus
 }
