@@ -75,6 +75,15 @@ void cpu_matmul_forward(void *ctx, float *out, const float *inp, const float *w,
 void cpu_matmul_backward(void *ctx, float *dinp, float *dw, float *dbias, const float *dout,
                          const float *inp, const float *w, int32_t N, int32_t IC, int32_t OC);
 
+/* ---- matmul_small.c ---------------------------------------------------------------------- */
+/* Rows up to which matmul_forward takes the small-M path instead of a GEMM. */
+#define CPU_SMALL_M 32
+/* out (M,OC) = inp (M,IC) @ w (OC,IC)^T + bias (OC, or NULL), 1 <= M <= CPU_SMALL_M, reading
+ * each weight once for all M rows (decode). Uses ctx's scratch; call it outside parallel
+ * regions. The result does not depend on the thread count. */
+void cpu_matmul_small_forward(cpu_ctx *ctx, float *out, const float *inp, const float *w,
+                              const float *bias, int32_t M, int32_t IC, int32_t OC);
+
 /* ---- rmsnorm.c --------------------------------------------------------------------------- */
 void cpu_rmsnorm_forward(void *ctx, float *out, float *rstd, const float *inp, const float *w,
                          int32_t N, int32_t C, float eps);
