@@ -34,13 +34,14 @@
 #define SMALL_CLONES CPU_VECTOR_CLONES
 #endif
 
-/* xt (IC, MT, L) from inp (M,IC), zero in the lanes of rows >= M. */
+/* xt (IC, MT, L) from inp (M,IC), zero in the lanes of rows >= M. Written in order; the M
+ * input rows are read in parallel, each of their cache lines used for 16 steps of i. */
 static void transpose_rows(float *xt, const float *inp, int32_t M, int32_t IC, int32_t MT) {
     const int32_t W = MT * SMALL_LANES;
-    memset(xt, 0, (size_t)IC * W * sizeof(float));
-    for (int32_t m = 0; m < M; m++) {
-        const float *x = inp + (size_t)m * IC;
-        for (int32_t i = 0; i < IC; i++) xt[(size_t)i * W + m] = x[i];
+    for (int32_t i = 0; i < IC; i++) {
+        float *x = xt + (size_t)i * W;
+        for (int32_t m = 0; m < M; m++) x[m] = inp[(size_t)m * IC + i];
+        for (int32_t m = M; m < W; m++) x[m] = 0.0f;
     }
 }
 
@@ -48,14 +49,18 @@ static void transpose_rows(float *xt, const float *inp, int32_t M, int32_t IC, i
 /* L floats, 4-byte aligned (xt comes from malloc'd scratch at any 16-byte offset) */
 typedef float small_vec __attribute__((vector_size(SMALL_LANES * sizeof(float)), aligned(4)));
 
-/* acc (SMALL_OB, L): acc[j][l] = sum over i of xt[i][l] * wb[j][i], wb (SMALL_OB, IC). */
+/* acc (SMALL_OB, L): acc[j][l] = sum over i of xt[i][l] * wb[j][i], wb (SMALL_OB, IC).
+ * next: the block of w read after this one (SMALL_OB * IC floats), fetched into cache one line
+ * per step of i so that it arrives while this block is computed. */
 SMALL_CLONES
-static void small_block(float *acc, const float *xt, const float *wb, int32_t IC, int32_t W) {
+static void small_block(float *acc, const float *xt, const float *wb, const float *next,
+                        int32_t IC, int32_t W) {
     small_vec a[SMALL_OB];
 #pragma GCC unroll 16
     for (int32_t j = 0; j < SMALL_OB; j++) a[j] = (small_vec){0};
     for (int32_t i = 0; i < IC; i++) {
         small_vec x;
+        __builtin_prefetch(next + (size_t)i * SMALL_OB, 0, 2);
         memcpy(&x, xt + (size_t)i * W, sizeof x);
 #pragma GCC unroll 16
         for (int32_t j = 0; j < SMALL_OB; j++) a[j] += x * wb[(size_t)j * IC + i];
@@ -63,7 +68,9 @@ static void small_block(float *acc, const float *xt, const float *wb, int32_t IC
     memcpy(acc, a, sizeof a);
 }
 #else
-static void small_block(float *acc, const float *xt, const float *wb, int32_t IC, int32_t W) {
+static void small_block(float *acc, const float *xt, const float *wb, const float *next,
+                        int32_t IC, int32_t W) {
+    (void)next;
     for (int32_t k = 0; k < SMALL_OB * SMALL_LANES; k++) acc[k] = 0.0f;
     for (int32_t i = 0; i < IC; i++)
         for (int32_t j = 0; j < SMALL_OB; j++)
@@ -71,6 +78,15 @@ static void small_block(float *acc, const float *xt, const float *wb, int32_t IC
                 acc[j * SMALL_LANES + l] += xt[(size_t)i * W + l] * wb[(size_t)j * IC + i];
 }
 #endif
+
+/* The SMALL_OB rows of w after the block at row o0, the block's own rows when none follow. */
+static const float *next_block(const float *w, const float *wb, int32_t o0, int32_t OC,
+                                 int32_t IC) {
+    int32_t n0 = o0 + SMALL_OB;
+    if (n0 >= OC) return wb;
+    if (n0 + SMALL_OB > OC) n0 = OC - SMALL_OB; /* the last block overlaps its predecessor */
+    return w + (size_t)n0 * IC;
+}
 
 void cpu_matmul_small_forward(cpu_ctx *ctx, float *out, const float *inp, const float *w,
                               const float *bias, int32_t M, int32_t IC, int32_t OC) {
@@ -100,8 +116,11 @@ void cpu_matmul_small_forward(cpu_ctx *ctx, float *out, const float *inp, const 
         const int32_t o0 = OC >= SMALL_OB && first + SMALL_OB > OC ? OC - SMALL_OB : first;
         const int32_t o1 = first + SMALL_OB < OC ? first + SMALL_OB : OC;
         float acc[SMALL_OB * SMALL_LANES];
+        const float *wb = w + (size_t)o0 * IC;
+        /* the next block's rows, or (last block, later lane tiles) this block's again */
+        const float *next = next_block(w, wb, o0, OC, IC);
         for (int32_t t = 0; t < MT; t++) {
-            small_block(acc, xt + (size_t)t * SMALL_LANES, w + (size_t)o0 * IC, IC, W);
+            small_block(acc, xt + (size_t)t * SMALL_LANES, wb, t + 1 < MT ? wb : next, IC, W);
             int32_t m1 = M - t * SMALL_LANES < SMALL_LANES ? M - t * SMALL_LANES : SMALL_LANES;
             for (int32_t l = 0; l < m1; l++) {
                 float *o = out + (size_t)(t * SMALL_LANES + l) * OC;
