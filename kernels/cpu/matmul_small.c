@@ -8,31 +8,27 @@
  *
  *   1. inp is transposed into xt (IC, MT, L): row i holds inp[m][i] for the MT * L lanes
  *      m = 0..MT*L-1 (L = SMALL_LANES, MT = ceil(M / L) lane tiles, rows >= M are zero).
- *   2. Output columns are cut into blocks of SMALL_OB weight rows, parallel over blocks on the
- *      context's threads. For a block and a lane tile, SMALL_OB vector accumulators (one per
- *      weight row, L rows of out each) take acc[j] += xt[i] * w[o0 + j][i] for i = 0..IC-1:
- *      one vector load of xt and SMALL_OB scalar broadcasts of w per step, no horizontal sums.
- *   3. The accumulators are written to out's columns o0..o0+SMALL_OB-1 with the bias added.
+ *   2. Output columns are cut into blocks of OB weight rows, parallel over blocks on the
+ *      context's threads. For a block and a lane tile, OB vector accumulators (one per weight
+ *      row, L rows of out each) take acc[j] += xt[i] * w[o0 + j][i] for i = 0..IC-1: one
+ *      vector load of xt and OB scalar broadcasts of w per step, no horizontal sums. The next
+ *      block of w is prefetched meanwhile (the product is bound by memory bandwidth).
+ *   3. The accumulators are written to out's columns o0..o0+OB-1 with the bias added.
  *
- * Every output is the same sum in the same order whatever the thread count (a block's result
- * does not depend on which thread runs it). The vector type is GCC's generic vector extension:
- * the code is compiled for AVX-512, AVX2 and the baseline (CPU_VECTOR_CLONES) and the compiler
- * chooses the instructions; other compilers get plain loops with the same arithmetic order.
+ * OB is what the registers hold: 16 with AVX-512 (16 zmm accumulators + 1 input), 4 with AVX2
+ * (each accumulator two ymm), 2 otherwise (four 4-float vectors each). The block kernels are
+ * written with GCC's generic vector extension (the compiler picks the instructions; no
+ * intrinsics), compiled for their ISA and chosen by the CPU at run time; compilers other than
+ * GCC/clang get plain loops. Every output is
+ * the same sum in the same order whatever the thread count: a block's result does not depend
+ * on which thread runs it.
  */
 #include <string.h>
 
 #include "cpu/cpu_backend.h"
-#include "cpu/fastmath.h"
 
-#define SMALL_LANES 16 /* rows of out per vector accumulator: one AVX-512 register of fp32 */
-#define SMALL_OB 16    /* weight rows per block: 16 accumulators + 1 input vector in registers */
-
-/* x * y + acc as one FMA where the target has it (the build's -std=c11 turns contraction off) */
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
-#define SMALL_CLONES __attribute__((optimize("fp-contract=fast"))) CPU_VECTOR_CLONES
-#else
-#define SMALL_CLONES CPU_VECTOR_CLONES
-#endif
+#define SMALL_LANES 16  /* rows of out per vector accumulator: one AVX-512 register of fp32 */
+#define SMALL_OB_MAX 16 /* the most weight rows per block (AVX-512) */
 
 /* xt (IC, MT, L) from inp (M,IC), zero in the lanes of rows >= M. Written in order; the M
  * input rows are read in parallel, each of their cache lines used for 16 steps of i. */
@@ -45,46 +41,138 @@ static void transpose_rows(float *xt, const float *inp, int32_t M, int32_t IC, i
     }
 }
 
-#if defined(__GNUC__)
-/* L floats, 4-byte aligned (xt comes from malloc'd scratch at any 16-byte offset) */
-typedef float small_vec __attribute__((vector_size(SMALL_LANES * sizeof(float)), aligned(4)));
+/* One block: acc (ob, L) with acc[j][l] = sum over i of xt[i][l] * wb[j][i], wb (ob, IC) with
+ * rows IC floats apart. next: the ob * IC floats of w read after this block, prefetched into
+ * L2 one cache line per step of i so that they arrive while this block is computed. */
+typedef void small_block_fn(float *acc, const float *xt, const float *wb, const float *next,
+                            int32_t IC, int32_t W);
 
-/* acc (SMALL_OB, L): acc[j][l] = sum over i of xt[i][l] * wb[j][i], wb (SMALL_OB, IC).
- * next: the block of w read after this one (SMALL_OB * IC floats), fetched into cache one line
- * per step of i so that it arrives while this block is computed. */
-SMALL_CLONES
-static void small_block(float *acc, const float *xt, const float *wb, const float *next,
-                        int32_t IC, int32_t W) {
-    small_vec a[SMALL_OB];
+#if defined(__GNUC__)
+/* 16 and 8 floats, 4-byte aligned (xt comes from malloc'd scratch at any 16-byte offset) */
+typedef float small_v16 __attribute__((vector_size(16 * sizeof(float)), aligned(4)));
+typedef float small_v8 __attribute__((vector_size(8 * sizeof(float)), aligned(4)));
+
+/* x * w + a as one FMA where the target has it (the build's -std=c11 turns contraction off) */
+#if !defined(__clang__)
+#define SMALL_CONTRACT __attribute__((optimize("fp-contract=fast")))
+#else
+#define SMALL_CONTRACT
+#endif
+
+/* The block kernel for a constant ob with one 16-float vector per accumulator (AVX-512),
+ * inlined into the function of its ISA below. */
+SMALL_CONTRACT __attribute__((always_inline))
+static inline void small_block_v16(float *acc, const float *xt, const float *wb,
+                                   const float *next, int32_t IC, int32_t W, const int32_t ob) {
+    small_v16 a[SMALL_OB_MAX];
 #pragma GCC unroll 16
-    for (int32_t j = 0; j < SMALL_OB; j++) a[j] = (small_vec){0};
+    for (int32_t j = 0; j < ob; j++) a[j] = (small_v16){0};
     for (int32_t i = 0; i < IC; i++) {
-        small_vec x;
-        __builtin_prefetch(next + (size_t)i * SMALL_OB, 0, 2);
+        small_v16 x;
+        __builtin_prefetch(next + (size_t)i * ob, 0, 2);
         memcpy(&x, xt + (size_t)i * W, sizeof x);
 #pragma GCC unroll 16
-        for (int32_t j = 0; j < SMALL_OB; j++) a[j] += x * wb[(size_t)j * IC + i];
+        for (int32_t j = 0; j < ob; j++) a[j] += x * wb[(size_t)j * IC + i];
+    }
+    memcpy(acc, a, (size_t)ob * sizeof(small_v16));
+}
+
+/* The same with each accumulator as two 8-float halves (lanes 0-7, 8-15): AVX2 registers hold
+ * 8 floats, and a 16-float generic vector would live on the stack there. */
+SMALL_CONTRACT __attribute__((always_inline))
+static inline void small_block_v8(float *acc, const float *xt, const float *wb,
+                                  const float *next, int32_t IC, int32_t W, const int32_t ob) {
+    small_v8 lo[SMALL_OB_MAX], hi[SMALL_OB_MAX];
+#pragma GCC unroll 16
+    for (int32_t j = 0; j < ob; j++) lo[j] = hi[j] = (small_v8){0};
+    for (int32_t i = 0; i < IC; i++) {
+        small_v8 xl, xh;
+        __builtin_prefetch(next + (size_t)i * ob, 0, 2);
+        memcpy(&xl, xt + (size_t)i * W, sizeof xl);
+        memcpy(&xh, xt + (size_t)i * W + 8, sizeof xh);
+#pragma GCC unroll 16
+        for (int32_t j = 0; j < ob; j++) {
+            float wj = wb[(size_t)j * IC + i];
+            lo[j] += xl * wj, hi[j] += xh * wj;
+        }
+    }
+    for (int32_t j = 0; j < ob; j++) {
+        memcpy(acc + (size_t)j * SMALL_LANES, &lo[j], sizeof lo[j]);
+        memcpy(acc + (size_t)j * SMALL_LANES + 8, &hi[j], sizeof hi[j]);
+    }
+}
+
+#if defined(__x86_64__)
+SMALL_CONTRACT __attribute__((target("avx512f")))
+static void small_block_avx512(float *acc, const float *xt, const float *wb, const float *next,
+                               int32_t IC, int32_t W) {
+    small_block_v16(acc, xt, wb, next, IC, W, 16);
+}
+
+SMALL_CONTRACT __attribute__((target("avx2,fma")))
+static void small_block_avx2(float *acc, const float *xt, const float *wb, const float *next,
+                             int32_t IC, int32_t W) {
+    small_block_v8(acc, xt, wb, next, IC, W, 4);
+}
+#endif
+
+/* The baseline (SSE2, or any other GCC target such as NEON): ob = 2, 4-float vectors, the
+ * register width every SIMD ISA has. */
+typedef float small_v4 __attribute__((vector_size(4 * sizeof(float)), aligned(4)));
+SMALL_CONTRACT
+static void small_block_base(float *acc, const float *xt, const float *wb, const float *next,
+                             int32_t IC, int32_t W) {
+    small_v4 a[2][4];
+    for (int32_t j = 0; j < 2; j++)
+        for (int32_t q = 0; q < 4; q++) a[j][q] = (small_v4){0};
+    for (int32_t i = 0; i < IC; i++) {
+        small_v4 x[4];
+        __builtin_prefetch(next + (size_t)i * 2, 0, 2);
+        memcpy(x, xt + (size_t)i * W, sizeof x);
+#pragma GCC unroll 2
+        for (int32_t j = 0; j < 2; j++) {
+            float wj = wb[(size_t)j * IC + i];
+#pragma GCC unroll 4
+            for (int32_t q = 0; q < 4; q++) a[j][q] += x[q] * wj;
+        }
     }
     memcpy(acc, a, sizeof a);
 }
 #else
-static void small_block(float *acc, const float *xt, const float *wb, const float *next,
-                        int32_t IC, int32_t W) {
+static void small_block_base(float *acc, const float *xt, const float *wb, const float *next,
+                             int32_t IC, int32_t W) {
     (void)next;
-    for (int32_t k = 0; k < SMALL_OB * SMALL_LANES; k++) acc[k] = 0.0f;
+    for (int32_t k = 0; k < 2 * SMALL_LANES; k++) acc[k] = 0.0f;
     for (int32_t i = 0; i < IC; i++)
-        for (int32_t j = 0; j < SMALL_OB; j++)
+        for (int32_t j = 0; j < 2; j++)
             for (int32_t l = 0; l < SMALL_LANES; l++)
                 acc[j * SMALL_LANES + l] += xt[(size_t)i * W + l] * wb[(size_t)j * IC + i];
 }
 #endif
 
-/* The SMALL_OB rows of w after the block at row o0, the block's own rows when none follow. */
+/* The block kernel of this CPU and its rows per block. */
+static small_block_fn *small_pick(int32_t *ob) {
+#if defined(__GNUC__) && defined(__x86_64__)
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f")) {
+        *ob = 16;
+        return small_block_avx512;
+    }
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+        *ob = 4;
+        return small_block_avx2;
+    }
+#endif
+    *ob = 2;
+    return small_block_base;
+}
+
+/* The ob rows of w after the block at row o0, the block's own rows when none follow. */
 static const float *next_block(const float *w, const float *wb, int32_t o0, int32_t OC,
-                                 int32_t IC) {
-    int32_t n0 = o0 + SMALL_OB;
+                               int32_t IC, int32_t ob) {
+    int32_t n0 = o0 + ob;
     if (n0 >= OC) return wb;
-    if (n0 + SMALL_OB > OC) n0 = OC - SMALL_OB; /* the last block overlaps its predecessor */
+    if (n0 + ob > OC) n0 = OC - ob; /* the last block overlaps its predecessor */
     return w + (size_t)n0 * IC;
 }
 
@@ -93,34 +181,35 @@ void cpu_matmul_small_forward(cpu_ctx *ctx, float *out, const float *inp, const 
     CPU_CHECK(M >= 1 && M <= CPU_SMALL_M, "matmul_small_forward", "rows must lie in [1, 32]");
     if (OC <= 0) return;
     if (IC < 0) IC = 0;
+    int32_t ob;
+    small_block_fn *block = small_pick(&ob);
     const int32_t MT = (M + SMALL_LANES - 1) / SMALL_LANES, W = MT * SMALL_LANES;
-    /* scratch: xt (IC, W), then (OC < SMALL_OB only) w padded with zero rows to (SMALL_OB, IC) */
-    size_t nx = (size_t)IC * W, np = OC < SMALL_OB ? (size_t)SMALL_OB * IC : 0;
+    /* scratch: xt (IC, W), then (OC < ob only) w padded with zero rows to (ob, IC) */
+    size_t nx = (size_t)IC * W, np = OC < ob ? (size_t)ob * IC : 0;
     float *xt = cpu_scratch(ctx, nx + np > 0 ? nx + np : 1);
     CPU_CHECK(xt != NULL, "matmul_small_forward", "out of memory for the transposed input");
     transpose_rows(xt, inp, M, IC, MT);
     if (np) {
         memcpy(xt + nx, w, (size_t)OC * IC * sizeof(float));
-        memset(xt + nx + (size_t)OC * IC, 0, (size_t)(SMALL_OB - OC) * IC * sizeof(float));
+        memset(xt + nx + (size_t)OC * IC, 0, (size_t)(ob - OC) * IC * sizeof(float));
         w = xt + nx;
     }
-    /* Block b covers columns [b * SMALL_OB, ...). The last one, when OC is not a multiple of
-     * SMALL_OB, is computed over the SMALL_OB columns ending at OC (so it reads only rows of w)
-     * and stores the columns no earlier block has. */
-    const int32_t blocks = (OC + SMALL_OB - 1) / SMALL_OB;
+    /* Block b covers columns [b * ob, ...). The last one, when OC is not a multiple of ob, is
+     * computed over the ob columns ending at OC (so it reads only rows of w) and stores the
+     * columns no earlier block has. */
+    const int32_t blocks = (OC + ob - 1) / ob;
     int nt = cpu_threads_for(ctx, (double)M * IC * OC);
     if (nt > blocks) nt = blocks;
 #pragma omp parallel for num_threads(nt) schedule(static)
     for (int32_t blk = 0; blk < blocks; blk++) {
-        const int32_t first = blk * SMALL_OB;
-        const int32_t o0 = OC >= SMALL_OB && first + SMALL_OB > OC ? OC - SMALL_OB : first;
-        const int32_t o1 = first + SMALL_OB < OC ? first + SMALL_OB : OC;
-        float acc[SMALL_OB * SMALL_LANES];
-        const float *wb = w + (size_t)o0 * IC;
-        /* the next block's rows, or (last block, later lane tiles) this block's again */
-        const float *next = next_block(w, wb, o0, OC, IC);
+        const int32_t first = blk * ob;
+        const int32_t o0 = OC >= ob && first + ob > OC ? OC - ob : first;
+        const int32_t o1 = first + ob < OC ? first + ob : OC;
+        const float *wb = w + (size_t)o0 * IC, *next = next_block(w, wb, o0, OC, IC, ob);
+        float acc[SMALL_OB_MAX * SMALL_LANES];
         for (int32_t t = 0; t < MT; t++) {
-            small_block(acc, xt + (size_t)t * SMALL_LANES, wb, t + 1 < MT ? wb : next, IC, W);
+            /* the next block is fetched during the last lane tile (earlier ones reuse wb) */
+            block(acc, xt + (size_t)t * SMALL_LANES, wb, t + 1 < MT ? wb : next, IC, W);
             int32_t m1 = M - t * SMALL_LANES < SMALL_LANES ? M - t * SMALL_LANES : SMALL_LANES;
             for (int32_t l = 0; l < m1; l++) {
                 float *o = out + (size_t)(t * SMALL_LANES + l) * OC;
