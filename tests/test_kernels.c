@@ -37,6 +37,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpu/cpu_backend.h"
 #include "cpu/fastmath.h"
 #include "kernels.h"
 
@@ -314,7 +315,7 @@ END_TEST
  * row count across that edge, with IC/OC below, at and around its block of 16 weight rows and
  * its 16-row lane tiles (OC < 16 pads w; OC = 37 ends in a block that overlaps the previous
  * one), with and without bias. Output buffers start as NaN: every element must be written. */
-START_TEST(matmul_small_rows_match_reference) {
+static void matmul_small_sweep(grpo_ops *o) {
     rng_seed(15);
     const int32_t shapes[][2] = {{1, 1}, {7, 5}, {45, 16}, {33, 37}, {64, 130}};
     for (size_t sh = 0; sh < sizeof shapes / sizeof shapes[0]; sh++) {
@@ -327,7 +328,7 @@ START_TEST(matmul_small_rows_match_reference) {
             double *ind = widen(inp, ni), *want = dvec(no);
             for (int with_bias = 0; with_bias < 2; with_bias++) {
                 float *out = nanv(no);
-                ops->matmul_forward(ops->ctx, out, inp, w, with_bias ? bias : NULL, M, IC, OC);
+                o->matmul_forward(o->ctx, out, inp, w, with_bias ? bias : NULL, M, IC, OC);
                 ref_matmul(want, ind, wd, with_bias ? bd : NULL, M, IC, OC);
                 expect_close("matmul small-M out", out, want, no, 1e-5, 1e-4);
                 free(out);
@@ -336,6 +337,23 @@ START_TEST(matmul_small_rows_match_reference) {
         }
         free(w), free(bias), free(wd), free(bd);
     }
+}
+
+START_TEST(matmul_small_rows_match_reference) {
+    matmul_small_sweep(ops);
+}
+END_TEST
+
+/* The same with the block kernel limited to AVX2 (4 weight rows per block) and to the baseline
+ * (2 rows, 4-float vectors), so that every code path runs on an AVX-512 machine too (a CPU
+ * without AVX2 runs the baseline twice). */
+START_TEST(matmul_small_rows_every_isa_path) {
+    const int32_t limits[2] = {CPU_SIMD_AVX2, CPU_SIMD_BASE};
+    for (int k = 0; k < 2; k++) {
+        ((cpu_ctx *)ops->ctx)->simd_limit = limits[k];
+        matmul_small_sweep(ops);
+    }
+    ((cpu_ctx *)ops->ctx)->simd_limit = CPU_SIMD_ANY;
 }
 END_TEST
 
@@ -1256,6 +1274,7 @@ int main(void) {
     tcase_add_test(tc, embedding_matches_reference_and_gradient);
     tcase_add_test(tc, matmul_matches_reference_and_gradient);
     tcase_add_test(tc, matmul_small_rows_match_reference);
+    tcase_add_test(tc, matmul_small_rows_every_isa_path);
     tcase_add_test(tc, rmsnorm_matches_reference_and_gradient);
     tcase_add_test(tc, rope_matches_reference_at_nonzero_positions);
     tcase_add_test(tc, swiglu_matches_reference_and_gradient);

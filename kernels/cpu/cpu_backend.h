@@ -20,10 +20,15 @@
 #include "grpo/ops.h"
 #include "grpo/plugin.h"
 
+/* The widest vector ISA a kernel with per-ISA code (matmul_small.c) may use; the CPU's best
+ * when CPU_SIMD_ANY. Tests lower it to run every code path on one machine. */
+enum { CPU_SIMD_ANY = 0, CPU_SIMD_BASE = 1, CPU_SIMD_AVX2 = 2 };
+
 typedef struct cpu_ctx {
     int32_t threads;       /* OpenMP and OpenBLAS threads used by every op (>= 1) */
     float *scratch;        /* grow-only work buffer shared by ops (one caller thread at a time) */
     size_t scratch_floats; /* its capacity */
+    int32_t simd_limit;    /* CPU_SIMD_*: 0 (any) when the backend opens */
 } cpu_ctx;
 
 /* OpenMP threads for a parallel region over `work` scalar operations: 1 for small work, where

@@ -150,18 +150,21 @@ static void small_block_base(float *acc, const float *xt, const float *wb, const
 }
 #endif
 
-/* The block kernel of this CPU and its rows per block. */
-static small_block_fn *small_pick(int32_t *ob) {
+/* The block kernel of this CPU, at most the ISA limit (CPU_SIMD_*), and its rows per block. */
+static small_block_fn *small_pick(int32_t limit, int32_t *ob) {
 #if defined(__GNUC__) && defined(__x86_64__)
     __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f")) {
+    if (limit == CPU_SIMD_ANY && __builtin_cpu_supports("avx512f")) {
         *ob = 16;
         return small_block_avx512;
     }
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+    if ((limit == CPU_SIMD_ANY || limit >= CPU_SIMD_AVX2) && __builtin_cpu_supports("avx2") &&
+        __builtin_cpu_supports("fma")) {
         *ob = 4;
         return small_block_avx2;
     }
+#else
+    (void)limit;
 #endif
     *ob = 2;
     return small_block_base;
@@ -182,7 +185,7 @@ void cpu_matmul_small_forward(cpu_ctx *ctx, float *out, const float *inp, const 
     if (OC <= 0) return;
     if (IC < 0) IC = 0;
     int32_t ob;
-    small_block_fn *block = small_pick(&ob);
+    small_block_fn *block = small_pick(ctx->simd_limit, &ob);
     const int32_t MT = (M + SMALL_LANES - 1) / SMALL_LANES, W = MT * SMALL_LANES;
     /* scratch: xt (IC, W), then (OC < ob only) w padded with zero rows to (ob, IC) */
     size_t nx = (size_t)IC * W, np = OC < ob ? (size_t)ob * IC : 0;
