@@ -311,10 +311,11 @@ START_TEST(matmul_matches_reference_and_gradient) {
 }
 END_TEST
 
-/* The forward of 1..32 rows takes the small-M path (matmul_small.c), 33 rows the GEMM: every
- * row count across that edge, with IC/OC below, at and around its block of 16 weight rows and
- * its 16-row lane tiles (OC < 16 pads w; OC = 37 ends in a block that overlaps the previous
- * one), with and without bias. Output buffers start as NaN: every element must be written. */
+/* The forward of 1..48 rows takes the small-M path (matmul_small.c), 49 rows the GEMM: every
+ * row count across that edge (1..49: one, two and three 16-row lane tiles, full and partial),
+ * with IC/OC below, at and around its block of 16 weight rows (OC < 16 pads w; OC = 37 ends in
+ * a block that overlaps the previous one), with and without bias. Output buffers start as NaN:
+ * every element must be written. */
 static void matmul_small_sweep(grpo_ops *o) {
     rng_seed(15);
     const int32_t shapes[][2] = {{1, 1}, {7, 5}, {45, 16}, {33, 37}, {64, 130}};
@@ -322,7 +323,7 @@ static void matmul_small_sweep(grpo_ops *o) {
         const int32_t IC = shapes[sh][0], OC = shapes[sh][1];
         float *w = frandv((size_t)OC * IC, 1.0f), *bias = frandv(OC, 1.0f);
         double *wd = widen(w, (size_t)OC * IC), *bd = widen(bias, OC);
-        for (int32_t M = 1; M <= 33; M++) {
+        for (int32_t M = 1; M <= 49; M++) {
             size_t ni = (size_t)M * IC, no = (size_t)M * OC;
             float *inp = frandv(ni, 1.0f);
             double *ind = widen(inp, ni), *want = dvec(no);
@@ -977,19 +978,19 @@ END_TEST
 
 /* The small-M forward splits output columns among threads; each column is the same sum in the
  * same order whatever the split, so 1, 2, 3 and 5 threads give the same bits (OC = 300: 19
- * blocks of 16, the last overlapping; M = 16 and 27: one and two lane tiles). */
+ * blocks of 16, the last overlapping; M = 16, 27 and 40: one, two and three lane tiles). */
 START_TEST(matmul_small_rows_same_bits_any_thread_count) {
     rng_seed(16);
-    const int32_t IC = 200, OC = 300, Ms[2] = {16, 27};
+    const int32_t IC = 200, OC = 300, Ms[3] = {16, 27, 40};
     float *w = frandv((size_t)OC * IC, 1.0f), *bias = frandv(OC, 1.0f);
-    float *inp = frandv((size_t)27 * IC, 1.0f), *first[2] = {NULL, NULL};
+    float *inp = frandv((size_t)40 * IC, 1.0f), *first[3] = {NULL, NULL, NULL};
     int counts[4] = {1, 2, 3, 5};
     for (int c = 0; c < 4; c++) {
         grpo_error err;
         grpo_error_init(&err);
         grpo_ops *o = grpo_backend_open("cpu", counts[c], &err);
         ck_assert_ptr_nonnull(o);
-        for (int k = 0; k < 2; k++) {
+        for (int k = 0; k < 3; k++) {
             size_t no = (size_t)Ms[k] * OC;
             float *out = nanv(no);
             o->matmul_forward(o->ctx, out, inp, w, bias, Ms[k], IC, OC);
@@ -1002,7 +1003,7 @@ START_TEST(matmul_small_rows_same_bits_any_thread_count) {
         }
         grpo_backend_close(o);
     }
-    free(w), free(bias), free(inp), free(first[0]), free(first[1]);
+    free(w), free(bias), free(inp), free(first[0]), free(first[1]), free(first[2]);
 }
 END_TEST
 

@@ -181,7 +181,8 @@ static const float *next_block(const float *w, const float *wb, int32_t o0, int3
 
 void cpu_matmul_small_forward(cpu_ctx *ctx, float *out, const float *inp, const float *w,
                               const float *bias, int32_t M, int32_t IC, int32_t OC) {
-    CPU_CHECK(M >= 1 && M <= CPU_SMALL_M, "matmul_small_forward", "rows must lie in [1, 32]");
+    CPU_CHECK(M >= 1 && M <= CPU_SMALL_M, "matmul_small_forward",
+              "rows must lie in [1, CPU_SMALL_M = 48]");
     if (OC <= 0) return;
     if (IC < 0) IC = 0;
     int32_t ob;
