@@ -13,6 +13,13 @@
  *              tokens/s and model FLOP/s (6 * matmul params per token + attention, see flops())
  *   decode     grpo_model_generate of R rows: P-token prompts + N new tokens each (no EOS):
  *              new tokens/s over the whole call (prefill included)
+ *   matmul R   the backend's matmul_forward of R rows at each weight shape of the model, over
+ *              copies of w that fill 128 MB (so w comes from memory, as in a decode step):
+ *              GFLOP/s and GB/s of weights read, next to a plain streaming read of the same
+ *              128 MB (the memory bandwidth one thread gets); CPU time
+ * fwd+bwd and decode are reported twice: by wall time and by the process's CPU time (all its
+ * threads), which a shared machine disturbs less (it does not count time the process waits
+ * for a core; at 1 thread it is the compute time).
  * Same numbers from PyTorch: bench/bench_dense_torch.py. Results: BENCHMARKS.md.
  */
 #include <stdio.h>
@@ -32,6 +39,12 @@ enum { C = 512, L = 8, NH = 8, NKV = 2, HD = 64, IM = 1408, V = 6400 };
 static double now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static double cpu_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
@@ -94,19 +107,65 @@ static double fwd_flops_per_token(int T) {
     return 2 * mm + (double)L * 2 * T * NH * HD;
 }
 
-static double bench_sgemm(int N) {
+/* FLOP/s of cblas_sgemm (N,512)x(512,1408) by wall time; *cpu_rate by CPU time. */
+static double bench_sgemm(int N, double *cpu_rate) {
     float *a = malloc((size_t)N * C * 4), *b = malloc((size_t)IM * C * 4);
     float *c = malloc((size_t)N * IM * 4);
     for (size_t i = 0; i < (size_t)N * C; i++) a[i] = randn_ish();
     for (size_t i = 0; i < (size_t)IM * C; i++) b[i] = randn_ish();
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, IM, C, 1, a, C, b, C, 0, c, IM);
     int reps = 20;
-    double t0 = now();
+    double t0 = now(), c0 = cpu_now();
     for (int r = 0; r < reps; r++)
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, IM, C, 1, a, C, b, C, 0, c, IM);
-    double dt = now() - t0;
+    double dt = now() - t0, dc = cpu_now() - c0;
     free(a), free(b), free(c);
+    *cpu_rate = 2.0 * N * C * IM * reps / dc;
     return 2.0 * N * C * IM * reps / dt;
+}
+
+/* matmul_forward of R rows at the model's weight shapes, w cycling through 128 MB of copies. */
+static void bench_matmul_rows(const grpo_ops *o, int R) {
+    const int shapes[5][2] = {{C, NH * HD}, {C, NKV * HD}, {C, IM}, {IM, C}, {C, V}};
+    const char *names[5] = {"q, o", "k, v", "gate, up", "down", "head"};
+    const size_t pool = (size_t)128 << 20; /* bytes of weight copies */
+    float *host = malloc(pool), *x = malloc((size_t)R * IM * 4);
+    for (size_t i = 0; i < pool / 4; i++) host[i] = randn_ish();
+    for (int i = 0; i < R * IM; i++) x[i] = randn_ish();
+    /* streaming read of the pool: 4 independent sums of 64-bit words */
+    double best_read = 1e30;
+    uint64_t sum[4] = {0, 0, 0, 0};
+    for (int rep = 0; rep < 3; rep++) {
+        const uint64_t *u = (const uint64_t *)host;
+        double c0 = cpu_now();
+        for (size_t i = 0; i + 4 <= pool / 8; i += 4)
+            sum[0] += u[i], sum[1] += u[i + 1], sum[2] += u[i + 2], sum[3] += u[i + 3];
+        double dc = cpu_now() - c0;
+        if (dc < best_read) best_read = dc;
+    }
+    printf("stream read of %zu MB (1 thread): %.1f GB/s (checksum %llu)\n", pool >> 20,
+           pool / best_read / 1e9, (unsigned long long)(sum[0] + sum[1] + sum[2] + sum[3]));
+    float *w = o->alloc(o->ctx, pool), *dx = o->alloc(o->ctx, (size_t)R * IM * 4);
+    float *dy = o->alloc(o->ctx, (size_t)R * V * 4);
+    o->upload(o->ctx, w, host, pool);
+    o->upload(o->ctx, dx, x, (size_t)R * IM * 4);
+    for (int s = 0; s < 5; s++) {
+        int IC = shapes[s][0], OC = shapes[s][1];
+        size_t nw = (size_t)IC * OC, copies = pool / (nw * 4);
+        int calls = 0;
+        double c0 = cpu_now(), dc;
+        do {
+            o->matmul_forward(o->ctx, dy, dx, w + (calls % copies) * nw, NULL, R, IC, OC);
+            o->sync(o->ctx);
+            calls++;
+            dc = cpu_now() - c0;
+        } while (dc < 0.3);
+        printf("matmul %d rows, %-8s (%4d -> %4d): %7.1f us/call, %5.1f GFLOP/s, %4.1f GB/s of "
+               "weights\n", R, names[s], IC, OC, dc / calls * 1e6, 2.0 * R * nw * calls / dc / 1e9,
+               4.0 * nw * calls / dc / 1e9);
+    }
+    o->free(o->ctx, w), o->free(o->ctx, dx), o->free(o->ctx, dy);
+    free(host), free(x);
 }
 
 int main(int argc, char **argv) {
@@ -146,7 +205,9 @@ int main(int argc, char **argv) {
     }
     printf("shape: hidden %d, layers %d, heads %d/%d, intermediate %d, vocab %d; threads %d\n", C,
            L, NH, NKV, IM, V, threads);
-    printf("sgemm (%d,%d)x(%d,%d): %.1f GFLOP/s\n", B * T, C, C, IM, bench_sgemm(B * T) / 1e9);
+    double sgemm_cpu, sgemm = bench_sgemm(B * T, &sgemm_cpu);
+    printf("sgemm (%d,%d)x(%d,%d): %.1f GFLOP/s, cpu time: %.1f GFLOP/s\n", B * T, C, C, IM,
+           sgemm / 1e9, sgemm_cpu / 1e9);
 
     int N = B * T;
     int32_t *ids = malloc(N * 4), *mask = malloc(N * 4), *pos = malloc(N * 4), *tgt = malloc(N * 4);
@@ -156,34 +217,41 @@ int main(int argc, char **argv) {
         tgt[i] = i % T + 1 < T ? (int32_t)((i + 1) * 7919 % V) : -1, dlogp[i] = 1.0f / N;
     }
     grpo_batch b = {sizeof b, B, T, ids, mask, pos, tgt, 0.0f};
-    double best = 1e30;
+    double best = 1e30, best_cpu = 1e30;
     for (int s = 0; s <= steps; s++) { /* step 0 warms up */
-        double t0 = now();
+        double t0 = now(), c0 = cpu_now();
         grpo_model_zero_grad(m);
         if (grpo_model_forward(m, &b, logp, NULL, 1.0f, &err) ||
             grpo_model_backward(m, &b, dlogp, 1.0f, &err)) {
             fprintf(stderr, "bench_dense: %s\n", err.message);
             return 1;
         }
-        double dt = now() - t0;
+        double dt = now() - t0, dc = cpu_now() - c0;
         if (s > 0 && dt < best) best = dt;
+        if (s > 0 && dc < best_cpu) best_cpu = dc;
     }
     double flops = 3 * fwd_flops_per_token(T) * N;
     printf("fwd+bwd (%d,%d): %.3f s/step, %.0f tokens/s, %.1f GFLOP/s (best of %d)\n", B, T, best,
            N / best, flops / best / 1e9, steps);
+    printf("fwd+bwd (%d,%d) cpu time: %.3f s/step, %.0f tokens/s, %.1f GFLOP/s (best of %d)\n", B,
+           T, best_cpu, N / best_cpu, flops / best_cpu / 1e9, steps);
 
     int32_t *prompt = malloc((size_t)R * P * 4), *pmask = malloc((size_t)R * P * 4);
     int32_t *out = malloc((size_t)R * NEW * 4), *n_out = malloc(R * 4);
     for (int i = 0; i < R * P; i++) prompt[i] = (int32_t)(i * 104729 % V), pmask[i] = 1;
     uint64_t rng[4] = {1, 2, 3, 4};
-    double t0 = now();
+    double t0 = now(), c0 = cpu_now();
     if (grpo_model_generate(m, prompt, pmask, R, P, NEW, -1, 0.0f, rng, out, n_out, &err)) {
         fprintf(stderr, "bench_dense: %s\n", err.message);
         return 1;
     }
-    double dt = now() - t0;
+    double dt = now() - t0, dc = cpu_now() - c0;
     printf("decode %d rows, prompt %d, %d new: %.2f s, %.0f new tokens/s\n", R, P, NEW, dt,
            (double)R * NEW / dt);
+    printf("decode %d rows, prompt %d, %d new cpu time: %.2f s, %.0f new tokens/s\n", R, P, NEW,
+           dc, (double)R * NEW / dc);
+
+    bench_matmul_rows(env.ops, R);
 
     grpo_model_close(m);
     grpo_model_env_close(&env);

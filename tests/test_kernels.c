@@ -37,6 +37,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpu/cpu_backend.h"
 #include "cpu/fastmath.h"
 #include "kernels.h"
 
@@ -307,6 +308,53 @@ START_TEST(matmul_matches_reference_and_gradient) {
     free(inp), free(w), free(bias), free(ind), free(wd), free(bd), free(want), free(out);
     free(r), free(dinp), free(dw0), free(db0), free(dw), free(db), free(gw), free(gb);
     free(st.r), free(dw2), free(dinp2);
+}
+END_TEST
+
+/* The forward of 1..48 rows takes the small-M path (matmul_small.c), 49 rows the GEMM: every
+ * row count across that edge (1..49: one, two and three 16-row lane tiles, full and partial),
+ * with IC/OC below, at and around its block of 16 weight rows (OC < 16 pads w; OC = 37 ends in
+ * a block that overlaps the previous one), with and without bias. Output buffers start as NaN:
+ * every element must be written. */
+static void matmul_small_sweep(grpo_ops *o) {
+    rng_seed(15);
+    const int32_t shapes[][2] = {{1, 1}, {7, 5}, {45, 16}, {33, 37}, {64, 130}};
+    for (size_t sh = 0; sh < sizeof shapes / sizeof shapes[0]; sh++) {
+        const int32_t IC = shapes[sh][0], OC = shapes[sh][1];
+        float *w = frandv((size_t)OC * IC, 1.0f), *bias = frandv(OC, 1.0f);
+        double *wd = widen(w, (size_t)OC * IC), *bd = widen(bias, OC);
+        for (int32_t M = 1; M <= 49; M++) {
+            size_t ni = (size_t)M * IC, no = (size_t)M * OC;
+            float *inp = frandv(ni, 1.0f);
+            double *ind = widen(inp, ni), *want = dvec(no);
+            for (int with_bias = 0; with_bias < 2; with_bias++) {
+                float *out = nanv(no);
+                o->matmul_forward(o->ctx, out, inp, w, with_bias ? bias : NULL, M, IC, OC);
+                ref_matmul(want, ind, wd, with_bias ? bd : NULL, M, IC, OC);
+                expect_close("matmul small-M out", out, want, no, 1e-5, 1e-4);
+                free(out);
+            }
+            free(inp), free(ind), free(want);
+        }
+        free(w), free(bias), free(wd), free(bd);
+    }
+}
+
+START_TEST(matmul_small_rows_match_reference) {
+    matmul_small_sweep(ops);
+}
+END_TEST
+
+/* The same with the block kernel limited to AVX2 (4 weight rows per block) and to the baseline
+ * (2 rows, 4-float vectors), so that every code path runs on an AVX-512 machine too (a CPU
+ * without AVX2 runs the baseline twice). */
+START_TEST(matmul_small_rows_every_isa_path) {
+    const int32_t limits[2] = {CPU_SIMD_AVX2, CPU_SIMD_BASE};
+    for (int k = 0; k < 2; k++) {
+        ((cpu_ctx *)ops->ctx)->simd_limit = limits[k];
+        matmul_small_sweep(ops);
+    }
+    ((cpu_ctx *)ops->ctx)->simd_limit = CPU_SIMD_ANY;
 }
 END_TEST
 
@@ -928,6 +976,37 @@ START_TEST(results_do_not_depend_on_thread_count) {
 }
 END_TEST
 
+/* The small-M forward splits output columns among threads; each column is the same sum in the
+ * same order whatever the split, so 1, 2, 3 and 5 threads give the same bits (OC = 300: 19
+ * blocks of 16, the last overlapping; M = 16, 27 and 40: one, two and three lane tiles). */
+START_TEST(matmul_small_rows_same_bits_any_thread_count) {
+    rng_seed(16);
+    const int32_t IC = 200, OC = 300, Ms[3] = {16, 27, 40};
+    float *w = frandv((size_t)OC * IC, 1.0f), *bias = frandv(OC, 1.0f);
+    float *inp = frandv((size_t)40 * IC, 1.0f), *first[3] = {NULL, NULL, NULL};
+    int counts[4] = {1, 2, 3, 5};
+    for (int c = 0; c < 4; c++) {
+        grpo_error err;
+        grpo_error_init(&err);
+        grpo_ops *o = grpo_backend_open("cpu", counts[c], &err);
+        ck_assert_ptr_nonnull(o);
+        for (int k = 0; k < 3; k++) {
+            size_t no = (size_t)Ms[k] * OC;
+            float *out = nanv(no);
+            o->matmul_forward(o->ctx, out, inp, w, bias, Ms[k], IC, OC);
+            if (!first[k]) {
+                first[k] = out;
+            } else {
+                ck_assert_mem_eq(out, first[k], no * sizeof(float));
+                free(out);
+            }
+        }
+        grpo_backend_close(o);
+    }
+    free(w), free(bias), free(inp), free(first[0]), free(first[1]), free(first[2]);
+}
+END_TEST
+
 START_TEST(same_thread_count_gives_same_bits) {
     rng_seed(14);
     att_case c = att_make(2, 100, 4, 2, 16, 9);
@@ -1195,6 +1274,8 @@ int main(void) {
     tcase_add_test(tc, memory_ops_round_trip);
     tcase_add_test(tc, embedding_matches_reference_and_gradient);
     tcase_add_test(tc, matmul_matches_reference_and_gradient);
+    tcase_add_test(tc, matmul_small_rows_match_reference);
+    tcase_add_test(tc, matmul_small_rows_every_isa_path);
     tcase_add_test(tc, rmsnorm_matches_reference_and_gradient);
     tcase_add_test(tc, rope_matches_reference_at_nonzero_positions);
     tcase_add_test(tc, swiglu_matches_reference_and_gradient);
@@ -1208,6 +1289,7 @@ int main(void) {
     tcase_add_test(tc, head_backward_finite_differences);
     tcase_add_test(tc, fast_exp_within_2ulp);
     tcase_add_test(tc, results_do_not_depend_on_thread_count);
+    tcase_add_test(tc, matmul_small_rows_same_bits_any_thread_count);
     tcase_add_test(tc, same_thread_count_gives_same_bits);
     tcase_add_test(tc, adamw_two_steps_by_hand);
     suite_add_tcase(s, tc);

@@ -331,6 +331,21 @@ static void attention_decode_group(float *out, const float *q, const float *kcac
         for (int32_t d = 0; d < HD; d++) og[(size_t)j * HD + d] *= inv[j];
 }
 
+/* Asks for the n cached keys and values of row r, kv head g (from the row's first real slot)
+ * to be brought into L2 while the group before it is computed: in a decode step the cache is
+ * read from memory (all the weights of the step pass through the caches between two reads of
+ * it), and the GEMMs alone leave the memory idle while they compute. */
+static void prefetch_group(const float *kcache, const float *vcache, const int32_t *cache_mask,
+                           int32_t n, int32_t r, int32_t g, int32_t S, int32_t NKV, int32_t HD) {
+    const int32_t ks = NKV * HD;
+    size_t off = (size_t)r * S * ks + (size_t)g * HD;
+    for (int32_t s = first_real(cache_mask + (size_t)r * S, n); s < n; s++)
+        for (int32_t e = 0; e < HD; e += 16) { /* one 64-byte line per 16 floats */
+            __builtin_prefetch(kcache + off + (size_t)s * ks + e, 0, 2);
+            __builtin_prefetch(vcache + off + (size_t)s * ks + e, 0, 2);
+        }
+}
+
 void cpu_attention_decode(void *ctx, float *out, const float *q, const float *kcache,
                           const float *vcache, const int32_t *cache_mask, const int32_t *len,
                           int32_t R, int32_t S, int32_t NH, int32_t NKV, int32_t HD) {
@@ -345,9 +360,13 @@ void cpu_attention_decode(void *ctx, float *out, const float *q, const float *kc
         CPU_CHECK(sc != NULL, "attention_decode", "out of memory for the scores");
         float *lse = sc + (size_t)rep * (S > 0 ? S : 1), *inv = lse + rep;
 #pragma omp for schedule(static)
-        for (int32_t rg = 0; rg < R * NKV; rg++)
+        for (int32_t rg = 0; rg < R * NKV; rg++) {
+            if (rg + 1 < R * NKV)
+                prefetch_group(kcache, vcache, cache_mask, len[(rg + 1) / NKV], (rg + 1) / NKV,
+                               (rg + 1) % NKV, S, NKV, HD);
             attention_decode_group(out, q, kcache, vcache, cache_mask, len[rg / NKV], rg / NKV,
                                    rg % NKV, S, NH, NKV, HD, sc, lse, inv);
+        }
         free(sc);
     }
 }

@@ -20,10 +20,15 @@
 #include "grpo/ops.h"
 #include "grpo/plugin.h"
 
+/* The widest vector ISA a kernel with per-ISA code (matmul_small.c) may use; the CPU's best
+ * when CPU_SIMD_ANY. Tests lower it to run every code path on one machine. */
+enum { CPU_SIMD_ANY = 0, CPU_SIMD_BASE = 1, CPU_SIMD_AVX2 = 2 };
+
 typedef struct cpu_ctx {
     int32_t threads;       /* OpenMP and OpenBLAS threads used by every op (>= 1) */
     float *scratch;        /* grow-only work buffer shared by ops (one caller thread at a time) */
     size_t scratch_floats; /* its capacity */
+    int32_t simd_limit;    /* CPU_SIMD_*: 0 (any) when the backend opens */
 } cpu_ctx;
 
 /* OpenMP threads for a parallel region over `work` scalar operations: 1 for small work, where
@@ -74,6 +79,17 @@ void cpu_matmul_forward(void *ctx, float *out, const float *inp, const float *w,
                         const float *bias, int32_t N, int32_t IC, int32_t OC);
 void cpu_matmul_backward(void *ctx, float *dinp, float *dw, float *dbias, const float *dout,
                          const float *inp, const float *w, int32_t N, int32_t IC, int32_t OC);
+
+/* ---- matmul_small.c ---------------------------------------------------------------------- */
+/* Rows up to which matmul_forward takes the small-M path instead of a GEMM (measured at the
+ * MiniMind2-small shapes, 1 thread, weights from memory: 1.5-2x faster than OpenBLAS at 16-32
+ * rows, ~25 % at 48, even at 64, slower at 96). */
+#define CPU_SMALL_M 48
+/* out (M,OC) = inp (M,IC) @ w (OC,IC)^T + bias (OC, or NULL), 1 <= M <= CPU_SMALL_M, reading
+ * each weight once for all M rows (decode). Uses ctx's scratch; call it outside parallel
+ * regions. The result does not depend on the thread count. */
+void cpu_matmul_small_forward(cpu_ctx *ctx, float *out, const float *inp, const float *w,
+                              const float *bias, int32_t M, int32_t IC, int32_t OC);
 
 /* ---- rmsnorm.c --------------------------------------------------------------------------- */
 void cpu_rmsnorm_forward(void *ctx, float *out, float *rstd, const float *inp, const float *w,

@@ -1,5 +1,6 @@
 /*
- * matmul.c — linear layer in PyTorch's layout, all three products as OpenBLAS GEMMs.
+ * matmul.c — linear layer in PyTorch's layout, the products as OpenBLAS GEMMs (the forward of
+ * at most CPU_SMALL_M rows goes to matmul_small.c, which reads each weight once instead).
  *   forward:  out (N,OC) = inp (N,IC) @ w (OC,IC)^T + bias (OC)
  *   backward: dinp (N,IC) = dout (N,OC) @ w (OC,IC)          (written)
  *             dw (OC,IC) += dout (N,OC)^T @ inp (N,IC)        (accumulated)
@@ -11,6 +12,10 @@
 void cpu_matmul_forward(void *ctx, float *out, const float *inp, const float *w,
                         const float *bias, int32_t N, int32_t IC, int32_t OC) {
     if (N <= 0 || OC <= 0) return;
+    if (N <= CPU_SMALL_M) {
+        cpu_matmul_small_forward(ctx, out, inp, w, bias, N, IC, OC);
+        return;
+    }
     float beta = 0.0f;
     if (bias) {
         /* out starts as the bias in every row, then the GEMM adds to it */
