@@ -16,15 +16,16 @@ static int32_t get_integer(const cJSON *o, const char *key, int64_t def, int32_t
     if (!v) {
         if (def < 0)
             return grpo_error_set(err, GRPO_ERR_INVALID,
-                                  "config.json: missing \"%s\" (expected an integer >= %d)", key,
-                                  min);
+                                  "config.json: missing \"%s\" (expected a %s integer)", key,
+                                  min ? "positive" : "non-negative");
         *out = (int32_t)def;
         return GRPO_OK;
     }
     double d = cJSON_GetNumberValue(v);
     if (!cJSON_IsNumber(v) || d != floor(d) || d < min || d > 1e9)
         return grpo_error_set(err, GRPO_ERR_INVALID,
-                              "config.json: \"%s\" must be an integer >= %d", key, min);
+                              "config.json: \"%s\" must be a %s integer", key,
+                              min ? "positive" : "non-negative");
     *out = (int32_t)d;
     return GRPO_OK;
 }

@@ -6,7 +6,8 @@
  * NKV key/value heads, HD head dim, Q = NH*HD, KV = NKV*HD, I intermediate, V vocab,
  * R decode rows, S cache positions.
  *
- * Layer l (pre-norm, Hugging Face LlamaDecoderLayer):
+ * Layer l (pre-norm, Hugging Face LlamaDecoderLayer; the attention half is the shared block of
+ * plugins/models/common/lm_attn.h):
  *   a   = ln1(x)
  *   h   = x + o_proj(attn(rope(q_norm?(q_proj(a))), rope(k_norm?(k_proj(a))), v_proj(a)))
  *   x'  = h + down_proj(silu(gate_proj(ln2(h))) * up_proj(ln2(h)))
@@ -17,6 +18,7 @@
 
 #include "grpo/model.h"
 #include "grpo/ops.h"
+#include "lm_attn.h"
 
 typedef struct dense_config {
     int32_t C, L, NH, NKV, HD, I, V;
@@ -40,11 +42,15 @@ typedef struct dense_config {
 /* Parses config.json text. Unsupported features (MoE, rope scaling, sliding window, mlp bias,
  * a non-SiLU activation) are GRPO_ERR_UNSUPPORTED naming the key. */
 int32_t dense_config_parse(dense_config *c, const char *json, grpo_error *err);
+/* The attention part of c, as the shared block (lm_attn.h) takes it. */
+lm_attn_config dense_attn_config(const dense_config *c);
 
-/* Per-layer parameter slots, in the order of the parameter table. */
+/* Per-layer parameter slots, in the order of the parameter table. The attention slots are the
+ * shared block's (lm_attn.h AP_*), so lp->p / lp->g are its parameter arrays. */
 enum {
-    LP_LN1, LP_WQ, LP_BQ, LP_WK, LP_BK, LP_WV, LP_BV, LP_QNORM, LP_KNORM, LP_WO, LP_BO,
-    LP_LN2, LP_WGATE, LP_WUP, LP_WDOWN, LP_COUNT
+    LP_LN1 = AP_LN1, LP_WQ = AP_WQ, LP_BQ = AP_BQ, LP_WK = AP_WK, LP_BK = AP_BK, LP_WV = AP_WV,
+    LP_BV = AP_BV, LP_QNORM = AP_QNORM, LP_KNORM = AP_KNORM, LP_WO = AP_WO, LP_BO = AP_BO,
+    LP_LN2 = AP_COUNT, LP_WGATE, LP_WUP, LP_WDOWN, LP_COUNT
 };
 
 typedef struct dense_layer_params {
@@ -56,6 +62,7 @@ typedef struct dense_model {
     const grpo_host *host;
     const grpo_ops *ops;
     dense_config cfg;
+    lm_attn_config attn;    /* the attention part of cfg, for the shared block */
     /* parameter table: descriptors with names owned here */
     uint32_t n_params;
     grpo_param_desc *descs; /* [n_params] */
@@ -104,19 +111,7 @@ void dense_params_free(dense_model *m);
 
 /* ---- activations: one block, carved by a size table (see dense_acts.c) ------------------ */
 typedef struct dense_layer_acts {
-    float *x;        /* (N,C) layer input (the residual stream) */
-    float *ln1;      /* (N,C) */
-    float *ln1_rstd; /* (N) */
-    float *qraw;     /* (N,Q) q_proj output before q_norm (qk_norm only, else == q) */
-    float *q_rstd;   /* (N*NH) (qk_norm only) */
-    float *kraw;     /* (N,KV) (qk_norm only, else == k) */
-    float *k_rstd;   /* (N*NKV) (qk_norm only) */
-    float *q;        /* (N,Q) after norm and RoPE */
-    float *k;        /* (N,KV) after norm and RoPE */
-    float *v;        /* (N,KV) */
-    float *att;      /* (N,Q) attention output (before o_proj) */
-    float *att_lse;  /* (B,NH,T) */
-    float *h;        /* (N,C) residual after attention */
+    lm_attn_acts at; /* x (layer input, the residual stream) .. h (after attention): lm_attn.h */
     float *ln2;      /* (N,C) */
     float *ln2_rstd; /* (N) */
     float *gate;     /* (N,I) */
@@ -132,16 +127,9 @@ typedef struct dense_acts {
     float *head_lse; /* (N) */
     float *tmp;      /* (N,C) o_proj / down_proj output before the residual add */
     /* activation gradients (written, not accumulated) */
+    lm_attn_grads ag; /* the attention block's: dln, dtmp (N,C), datt, dq, dk, dv, ... */
     float *dx;       /* (N,C) gradient of the residual stream */
     float *dh;       /* (N,C) */
-    float *dln;      /* (N,C) */
-    float *dtmp;     /* (N,C) */
-    float *datt;     /* (N,Q) */
-    float *dq;       /* (N,Q) */
-    float *dqraw;    /* (N,Q) */
-    float *dk;       /* (N,KV) */
-    float *dkraw;    /* (N,KV) */
-    float *dv;       /* (N,KV) */
     float *dswi;     /* (N,I) */
     float *dgate;    /* (N,I) */
     float *dup;      /* (N,I) */
@@ -154,11 +142,10 @@ void dense_acts_carve(dense_acts *a, dense_layer_acts *layers, float *block,
                       const dense_config *c, int32_t B, int32_t T, int32_t train);
 
 /* ---- compute (dense_forward.c, dense_backward.c, dense_infer.c) ---------------------------- */
-/* Layer pieces shared by the training forward and decode (dense_forward.c). */
-void dense_qkv_forward(dense_model *m, struct dense_layer_acts *la, const dense_layer_params *lp,
-                       const int32_t *pos, int32_t N);
-void dense_post_attention_forward(dense_model *m, float *out, struct dense_layer_acts *la,
-                                  float *tmp, const dense_layer_params *lp, int32_t N);
+/* The MLP half of a layer, shared by the training forward and decode (dense_forward.c):
+ * out (N,C) = h + down(silu(gate(ln2 h)) * up(ln2 h)); tmp (N,C) is scratch. */
+void dense_mlp_forward(dense_model *m, float *out, struct dense_layer_acts *la, float *tmp,
+                       const dense_layer_params *lp, int32_t N);
 /* Embedding + all layers over a (B,T) batch: fills a->l[*] and a->xL. When kv is not NULL
  * (prefill), each layer's rotated keys and values go to cache rows 0..B-1, slots 0..T-1. */
 void dense_body_forward(dense_model *m, dense_acts *a, const int32_t *ids, const int32_t *mask,

@@ -114,23 +114,14 @@ int32_t dense_decode(void *model, const grpo_kv_cache *kv, int32_t R, const int3
                                   "dense: decode: len[%d] = %d, expected 1..%d (cache slots)", r,
                                   bad, kv->S);
         }
-    int32_t KV = c->NKV * c->HD;
     dense_acts a;
     dense_acts_carve(&a, m->la, scratch, c, R, 1, 0);
-    o->embedding_forward(o->ctx, a.l[0].x, tokens, m->wte, R, c->C);
+    o->embedding_forward(o->ctx, a.l[0].at.x, tokens, m->wte, R, c->C);
     for (int32_t l = 0; l < c->L; l++) {
         dense_layer_acts *la = &a.l[l];
-        const dense_layer_params *lp = &m->lp[l];
-        dense_qkv_forward(m, la, lp, pos, R);
-        for (int32_t r = 0; r < R; r++) {
-            uint64_t bytes = (uint64_t)KV * sizeof(float);
-            o->copy(o->ctx, kv_at(m, kv, l, 0, r, hlen[r] - 1), la->k + (uint64_t)r * KV, bytes);
-            o->copy(o->ctx, kv_at(m, kv, l, 1, r, hlen[r] - 1), la->v + (uint64_t)r * KV, bytes);
-        }
-        o->attention_decode(o->ctx, la->att, la->q, kv_at(m, kv, l, 0, 0, 0),
-                            kv_at(m, kv, l, 1, 0, 0), cache_mask, len, R, kv->S, c->NH, c->NKV,
-                            c->HD);
-        dense_post_attention_forward(m, l + 1 < c->L ? a.l[l + 1].x : a.xL, la, a.tmp, lp, R);
+        lm_attn_decode(o, &m->attn, &la->at, a.tmp, m->lp[l].p, kv_at(m, kv, l, 0, 0, 0),
+                       kv_at(m, kv, l, 1, 0, 0), kv->S, pos, cache_mask, len, hlen, R);
+        dense_mlp_forward(m, l + 1 < c->L ? a.l[l + 1].at.x : a.xL, la, a.tmp, &m->lp[l], R);
     }
     m->host->free(hlen);
     logits_forward(m, logits, &a, a.xL, R);
