@@ -19,6 +19,7 @@
 #include "grpo/model.h"
 #include "grpo/ops.h"
 #include "lm_attn.h"
+#include "lm_params.h"
 
 typedef struct dense_config {
     int32_t C, L, NH, NKV, HD, I, V;
@@ -63,12 +64,7 @@ typedef struct dense_model {
     const grpo_ops *ops;
     dense_config cfg;
     lm_attn_config attn;    /* the attention part of cfg, for the shared block */
-    /* parameter table: descriptors with names owned here */
-    uint32_t n_params;
-    grpo_param_desc *descs; /* [n_params] */
-    char **names;           /* [n_params] */
-    int32_t *slot;          /* [n_params] LP_* for layer tensors, -1 embed, -2 norm, -3 head */
-    int32_t *layer;         /* [n_params] layer index or -1 */
+    lm_param_table pt;      /* slot: LP_* for layer tensors, else LM_SLOT_* or SLOT_* below */
     /* bound pointers */
     float *wte, *dwte;         /* (V,C) embed_tokens */
     float *wnorm, *dwnorm;     /* (C) final norm */
@@ -78,17 +74,13 @@ typedef struct dense_model {
     int32_t bound;
 } dense_model;
 
-/* Slots of the parameter table outside the layer slots LP_*. */
-#define SLOT_EMBED (-1)
-#define SLOT_NORM (-2)
-#define SLOT_HEAD (-3)
+/* Slots of the parameter table outside the layer slots LP_* and lm_params.h's LM_SLOT_*. */
 #define SLOT_CLS (-4)      /* classifier head: loaded, never applied by the plugin */
 #define SLOT_WQKV (-5)     /* InternLM2 packed wqkv.weight (Q+2KV,C) */
 #define SLOT_BQKV (-6)     /* InternLM2 packed wqkv.bias (Q+2KV) */
 
-/* Adds one tensor to the parameter table (dense_params.c). */
-int32_t dense_params_add(dense_model *m, const char *name, int32_t ndim, const int64_t *shape,
-                         uint32_t flags, int32_t tied_to, int32_t slot, int32_t layer);
+/* Shape of layer slot s (ndim 1 or 2), or 0 when the architecture lacks it (dense_params.c). */
+int32_t dense_layer_shape(const dense_model *m, int32_t s, int64_t shape[2]);
 /* The head tensor of m->cfg.head (lm_head, score, v_head), tied to tensor 0 when tied. */
 int32_t dense_params_add_head(dense_model *m, const char *lm_head_name);
 

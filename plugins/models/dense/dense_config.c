@@ -130,6 +130,7 @@ done:
 }
 
 lm_attn_config dense_attn_config(const dense_config *c) {
-    lm_attn_config a = {c->C, c->NH, c->NKV, c->HD, c->eps, c->rope_theta, c->qk_norm};
-    return a;
+    return (lm_attn_config){.C = c->C, .NH = c->NH, .NKV = c->NKV, .HD = c->HD, .eps = c->eps,
+                            .rope_theta = c->rope_theta, .qk_norm = c->qk_norm,
+                            .qkv_bias = c->qkv_bias, .o_bias = c->o_bias};
 }

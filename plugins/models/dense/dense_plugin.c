@@ -5,7 +5,6 @@
  * applies the head (plugins/rewards/reward_model).
  */
 #include <stdlib.h>
-#include <string.h>
 
 #include "dense.h"
 
@@ -54,15 +53,10 @@ static void dense_destroy(void *model) {
     free(m);
 }
 
-static uint32_t dense_n_params(void *model) { return ((dense_model *)model)->n_params; }
+static uint32_t dense_n_params(void *model) { return ((dense_model *)model)->pt.n; }
 
 static int32_t dense_param(void *model, uint32_t i, grpo_param_desc *out) {
-    dense_model *m = model;
-    if (i >= m->n_params) return GRPO_ERR_INVALID;
-    uint32_t size = out->struct_size < sizeof *out ? out->struct_size : sizeof *out;
-    memcpy(out, &m->descs[i], size);
-    out->struct_size = size;
-    return GRPO_OK;
+    return lm_params_get(&((dense_model *)model)->pt, i, out);
 }
 
 static int32_t dense_bind(void *model, float *const *params, float *const *grads,

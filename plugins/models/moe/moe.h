@@ -24,6 +24,7 @@
 #include "grpo/model.h"
 #include "grpo/ops.h"
 #include "lm_attn.h"
+#include "lm_params.h"
 
 /* The auxiliary (load-balancing) loss forms; each is
  *   aux = sum over groups g of coef_g * sum_e count_{g,e} * psum_{g,e}
@@ -104,12 +105,7 @@ typedef struct moe_model {
     const grpo_host *host;
     const grpo_ops *ops;
     moe_config cfg;
-    uint32_t n_params;
-    grpo_param_desc *descs; /* [n_params] */
-    char **names;           /* [n_params] */
-    int32_t *slot;          /* [n_params] -1 embed, -2 norm, -3 head, else a layer slot code
-                               (moe_params.c) */
-    int32_t *layer;         /* [n_params] layer index or -1 */
+    lm_param_table pt;      /* slot: LM_SLOT_*, else a layer slot code (moe_params.c) */
     float *wte, *dwte, *wnorm, *dwnorm, *whead, *dwhead;
     moe_layer_params *lp;   /* [L] */
     float **wbuf;           /* backing of every lp[].ep/eg/sp/sg array */

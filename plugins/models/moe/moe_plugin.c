@@ -12,7 +12,6 @@
  * e.g. 1 / gradient-accumulation steps), and logs aux_loss() (and expert_load()).
  */
 #include <stdlib.h>
-#include <string.h>
 
 #include "moe.h"
 
@@ -83,15 +82,10 @@ static int32_t moe_create(const grpo_host *host, const char *config_json, const 
 
 static void moe_destroy(void *model) { moe_free(model); }
 
-static uint32_t moe_n_params(void *model) { return ((moe_model *)model)->n_params; }
+static uint32_t moe_n_params(void *model) { return ((moe_model *)model)->pt.n; }
 
 static int32_t moe_param(void *model, uint32_t i, grpo_param_desc *out) {
-    moe_model *m = model;
-    if (i >= m->n_params) return GRPO_ERR_INVALID;
-    uint32_t size = out->struct_size < sizeof *out ? out->struct_size : sizeof *out;
-    memcpy(out, &m->descs[i], size);
-    out->struct_size = size;
-    return GRPO_OK;
+    return lm_params_get(&((moe_model *)model)->pt, i, out);
 }
 
 static int32_t moe_bind(void *model, float *const *params, float *const *grads,
