@@ -171,5 +171,9 @@ int32_t moe_decode(void *model, const grpo_kv_cache *kv, int32_t R, const int32_
                    const int32_t *pos, const int32_t *cache_mask, const int32_t *len,
                    float *scratch, float *logits, grpo_error *err);
 void moe_kv_copy_row(void *model, const grpo_kv_cache *kv, int32_t dst, int32_t src, int32_t n);
+/* Prefill: the rotated keys and values (B*T, KV) of layer l into cache rows 0..B-1, slots
+ * 0..T-1 (moe_infer.c). */
+void moe_kv_store(moe_model *m, const grpo_kv_cache *kv, int32_t l, const lm_attn_acts *at,
+                  int32_t B, int32_t T);
 
 #endif
