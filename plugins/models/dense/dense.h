@@ -22,11 +22,9 @@
 #include "lm_params.h"
 
 typedef struct dense_config {
-    int32_t C, L, NH, NKV, HD, I, V;
-    float eps, rope_theta;
-    int32_t qkv_bias;  /* q/k/v projections have a bias (Qwen2, or attention_bias) */
-    int32_t o_bias;    /* o_proj has a bias (attention_bias in Llama/Qwen3) */
-    int32_t qk_norm;   /* per-head RMSNorm of q and k before RoPE (Qwen3) */
+    lm_attn_config attn; /* C, NH, NKV, HD, eps, rope_theta; qk_norm (Qwen3), qkv_bias (Qwen2,
+                            or attention_bias), o_bias (attention_bias in Llama/Qwen3) */
+    int32_t L, I, V;
     int32_t tied;      /* lm_head shares embed_tokens */
     int32_t internlm2; /* InternLM2 naming, packed wqkv (dense_internlm2.c) */
     int32_t head;      /* DENSE_HEAD_*: which head tensor the architecture has */
@@ -43,8 +41,6 @@ typedef struct dense_config {
 /* Parses config.json text. Unsupported features (MoE, rope scaling, sliding window, mlp bias,
  * a non-SiLU activation) are GRPO_ERR_UNSUPPORTED naming the key. */
 int32_t dense_config_parse(dense_config *c, const char *json, grpo_error *err);
-/* The attention part of c, as the shared block (lm_attn.h) takes it. */
-lm_attn_config dense_attn_config(const dense_config *c);
 
 /* Per-layer parameter slots, in the order of the parameter table. The attention slots are the
  * shared block's (lm_attn.h AP_*), so lp->p / lp->g are its parameter arrays. */
@@ -63,7 +59,6 @@ typedef struct dense_model {
     const grpo_host *host;
     const grpo_ops *ops;
     dense_config cfg;
-    lm_attn_config attn;    /* the attention part of cfg, for the shared block */
     lm_param_table pt;      /* slot: LP_* for layer tensors, else LM_SLOT_* or SLOT_* below */
     /* bound pointers */
     float *wte, *dwte;         /* (V,C) embed_tokens */

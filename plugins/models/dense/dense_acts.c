@@ -20,7 +20,7 @@ typedef struct act_entry {
 /* Fills the table for one layer (or the top-level tensors when l < 0); returns the count. */
 static int build_table(act_entry *e, dense_acts *a, dense_layer_acts *la, const dense_config *c,
                        int32_t B, int32_t T, int32_t train) {
-    uint64_t N = (uint64_t)B * T, C = c->C, I = c->I;
+    uint64_t N = (uint64_t)B * T, C = c->attn.C, I = c->I;
     int n = 0;
 #define ENTRY(f, sz) (e[n].field = &(f), e[n].floats = (sz), n++)
     if (la) { /* the MLP half; the attention half is carved by lm_attn_acts_carve */
@@ -54,20 +54,18 @@ uint64_t dense_acts_floats(const dense_config *c, int32_t B, int32_t T, int32_t 
     act_entry e[MAX_ENTRIES];
     dense_acts a;
     dense_layer_acts la;
-    lm_attn_config ac = dense_attn_config(c);
-    uint64_t N = (uint64_t)B * T, total = lm_attn_acts_floats(&ac, N);
+    uint64_t N = (uint64_t)B * T, total = lm_attn_acts_floats(&c->attn, N);
     int n = build_table(e, &a, &la, c, B, T, train);
     for (int i = 0; i < n; i++) total += padded(e[i].floats);
     if (train) total *= (uint64_t)c->L;
     n = build_table(e, &a, NULL, c, B, T, train);
     for (int i = 0; i < n; i++) total += padded(e[i].floats);
-    return total + (train ? lm_attn_grads_floats(&ac, N) : 0);
+    return total + (train ? lm_attn_grads_floats(&c->attn, N) : 0);
 }
 
 void dense_acts_carve(dense_acts *a, dense_layer_acts *layers, float *block,
                       const dense_config *c, int32_t B, int32_t T, int32_t train) {
     act_entry e[MAX_ENTRIES];
-    lm_attn_config ac = dense_attn_config(c);
     uint64_t N = (uint64_t)B * T;
     *a = (dense_acts){0};
     a->l = layers;
@@ -79,11 +77,11 @@ void dense_acts_carve(dense_acts *a, dense_layer_acts *layers, float *block,
             continue;
         }
         *la = (dense_layer_acts){0};
-        p = lm_attn_acts_carve(&la->at, p, &ac, N);
+        p = lm_attn_acts_carve(&la->at, p, &c->attn, N);
         int n = build_table(e, a, la, c, B, T, train);
         for (int i = 0; i < n; i++) *e[i].field = p, p += padded(e[i].floats);
     }
     int n = build_table(e, a, NULL, c, B, T, train);
     for (int i = 0; i < n; i++) *e[i].field = p, p += padded(e[i].floats);
-    if (train) lm_attn_grads_carve(&a->ag, p, &ac, N);
+    if (train) lm_attn_grads_carve(&a->ag, p, &c->attn, N);
 }

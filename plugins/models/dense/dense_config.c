@@ -78,36 +78,37 @@ int32_t dense_config_parse(dense_config *c, const char *json, grpo_error *err) {
     c->internlm2 = strcmp(type, "internlm2") == 0;
     parse_head(c, o);
     if ((st = check_supported(o, c->internlm2, err)) != GRPO_OK) goto done;
-    if ((st = lm_json_int(o, "hidden_size", -1, &c->C, err)) != GRPO_OK ||
+    if ((st = lm_json_int(o, "hidden_size", -1, &c->attn.C, err)) != GRPO_OK ||
         (st = lm_json_int(o, "num_hidden_layers", -1, &c->L, err)) != GRPO_OK ||
-        (st = lm_json_int(o, "num_attention_heads", -1, &c->NH, err)) != GRPO_OK)
+        (st = lm_json_int(o, "num_attention_heads", -1, &c->attn.NH, err)) != GRPO_OK)
         goto done;
-    if (!lm_json_get(o, "head_dim") && c->C % c->NH != 0) {
+    if (!lm_json_get(o, "head_dim") && c->attn.C % c->attn.NH != 0) {
         st = grpo_error_set(err, GRPO_ERR_INVALID,
                             "config.json: hidden_size (%d) is not a multiple of "
-                            "num_attention_heads (%d) and there is no head_dim", c->C, c->NH);
+                            "num_attention_heads (%d) and there is no head_dim", c->attn.C,
+                            c->attn.NH);
         goto done;
     }
-    if ((st = lm_json_int(o, "num_key_value_heads", c->NH, &c->NKV, err)) != GRPO_OK ||
-        (st = lm_json_int(o, "head_dim", c->C / c->NH, &c->HD, err)) != GRPO_OK ||
+    if ((st = lm_json_int(o, "num_key_value_heads", c->attn.NH, &c->attn.NKV, err)) != GRPO_OK ||
+        (st = lm_json_int(o, "head_dim", c->attn.C / c->attn.NH, &c->attn.HD, err)) != GRPO_OK ||
         (st = lm_json_int(o, "vocab_size", -1, &c->V, err)) != GRPO_OK)
         goto done;
-    int64_t idef = minimind ? 64 * (((int64_t)(c->C * 8 / 3) + 63) / 64) : -1;
+    int64_t idef = minimind ? 64 * (((int64_t)(c->attn.C * 8 / 3) + 63) / 64) : -1;
     if ((st = lm_json_int(o, "intermediate_size", idef, &c->I, err)) != GRPO_OK) goto done;
-    if ((st = lm_json_float(o, "rms_norm_eps", minimind ? 1e-5 : 1e-6, &c->eps, err)) != GRPO_OK)
-        goto done;
+    double eps = minimind ? 1e-5 : 1e-6;
+    if ((st = lm_json_float(o, "rms_norm_eps", eps, &c->attn.eps, err)) != GRPO_OK) goto done;
     const cJSON *rp = lm_json_get(o, "rope_parameters");
     const cJSON *rope_obj = rp && lm_json_get(rp, "rope_theta") ? rp : o;
-    if ((st = lm_json_float(rope_obj, "rope_theta", minimind ? 1e6 : 10000.0, &c->rope_theta,
+    if ((st = lm_json_float(rope_obj, "rope_theta", minimind ? 1e6 : 10000.0, &c->attn.rope_theta,
                            err)) != GRPO_OK)
         goto done;
     int32_t attention_bias = lm_json_bool(o, "attention_bias", 0);
-    c->qkv_bias = strcmp(type, "qwen2") == 0 || attention_bias;
-    c->o_bias = strcmp(type, "qwen2") != 0 && attention_bias;
-    c->qk_norm = strcmp(type, "qwen3") == 0;
+    c->attn.qkv_bias = strcmp(type, "qwen2") == 0 || attention_bias;
+    c->attn.o_bias = strcmp(type, "qwen2") != 0 && attention_bias;
+    c->attn.qk_norm = strcmp(type, "qwen3") == 0;
     c->tied = lm_json_bool(o, "tie_word_embeddings", minimind);
     if (c->internlm2) {
-        c->qkv_bias = c->o_bias = lm_json_bool(o, "bias", 1);
+        c->attn.qkv_bias = c->attn.o_bias = lm_json_bool(o, "bias", 1);
         if (lm_json_get(o, "rope_scaling") &&
             (st = lm_json_int(o, "max_position_embeddings", -1, &c->rope_max, err)) != GRPO_OK)
             goto done;
@@ -117,20 +118,14 @@ int32_t dense_config_parse(dense_config *c, const char *json, grpo_error *err) {
                             "config.json: a classifier needs num_labels >= 1 (id2label)");
         goto done;
     }
-    if (c->NH % c->NKV != 0)
+    if (c->attn.NH % c->attn.NKV != 0)
         st = grpo_error_set(err, GRPO_ERR_INVALID,
                             "config.json: num_attention_heads (%d) must be a multiple of "
-                            "num_key_value_heads (%d)", c->NH, c->NKV);
-    else if (c->HD % 2 != 0)
+                            "num_key_value_heads (%d)", c->attn.NH, c->attn.NKV);
+    else if (c->attn.HD % 2 != 0)
         st = grpo_error_set(err, GRPO_ERR_INVALID, "config.json: head_dim (%d) must be even",
-                            c->HD);
+                            c->attn.HD);
 done:
     cJSON_Delete(o);
     return st;
-}
-
-lm_attn_config dense_attn_config(const dense_config *c) {
-    return (lm_attn_config){.C = c->C, .NH = c->NH, .NKV = c->NKV, .HD = c->HD, .eps = c->eps,
-                            .rope_theta = c->rope_theta, .qk_norm = c->qk_norm,
-                            .qkv_bias = c->qkv_bias, .o_bias = c->o_bias};
 }

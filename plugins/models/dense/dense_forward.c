@@ -10,24 +10,26 @@ void dense_mlp_forward(dense_model *m, float *out, dense_layer_acts *la, float *
                        const dense_layer_params *lp, int32_t N) {
     const grpo_ops *o = m->ops;
     const dense_config *c = &m->cfg;
-    o->rmsnorm_forward(o->ctx, la->ln2, la->ln2_rstd, la->at.h, lp->p[LP_LN2], N, c->C, c->eps);
-    o->matmul_forward(o->ctx, la->gate, la->ln2, lp->p[LP_WGATE], NULL, N, c->C, c->I);
-    o->matmul_forward(o->ctx, la->up, la->ln2, lp->p[LP_WUP], NULL, N, c->C, c->I);
+    int32_t C = c->attn.C;
+    o->rmsnorm_forward(o->ctx, la->ln2, la->ln2_rstd, la->at.h, lp->p[LP_LN2], N, C, c->attn.eps);
+    o->matmul_forward(o->ctx, la->gate, la->ln2, lp->p[LP_WGATE], NULL, N, C, c->I);
+    o->matmul_forward(o->ctx, la->up, la->ln2, lp->p[LP_WUP], NULL, N, C, c->I);
     o->swiglu_forward(o->ctx, la->swi, la->gate, la->up, N, c->I);
-    o->matmul_forward(o->ctx, tmp, la->swi, lp->p[LP_WDOWN], NULL, N, c->I, c->C);
-    o->residual_forward(o->ctx, out, la->at.h, tmp, (uint64_t)N * c->C);
+    o->matmul_forward(o->ctx, tmp, la->swi, lp->p[LP_WDOWN], NULL, N, c->I, C);
+    o->residual_forward(o->ctx, out, la->at.h, tmp, (uint64_t)N * C);
 }
 
 void dense_body_forward(dense_model *m, dense_acts *a, const int32_t *ids, const int32_t *mask,
                         const int32_t *pos, int32_t B, int32_t T, const grpo_kv_cache *kv) {
     const grpo_ops *o = m->ops;
     const dense_config *c = &m->cfg;
+    int32_t C = c->attn.C;
     int32_t N = B * T;
-    o->embedding_forward(o->ctx, a->l[0].at.x, ids, m->wte, N, c->C);
+    o->embedding_forward(o->ctx, a->l[0].at.x, ids, m->wte, N, C);
     for (int32_t l = 0; l < c->L; l++) {
         dense_layer_acts *la = &a->l[l];
         float *out = l + 1 < c->L ? a->l[l + 1].at.x : a->xL;
-        lm_attn_forward(o, &m->attn, &la->at, a->tmp, m->lp[l].p, mask, pos, B, T);
+        lm_attn_forward(o, &m->cfg.attn, &la->at, a->tmp, m->lp[l].p, mask, pos, B, T);
         if (kv) dense_kv_store(m, kv, l, la->at.k, la->at.v, B, T);
         dense_mlp_forward(m, out, la, a->tmp, &m->lp[l], N);
     }
@@ -37,6 +39,7 @@ int32_t dense_forward(void *model, const grpo_batch *batch, float *acts, float *
                       float *entropy, float scale, grpo_error *err) {
     dense_model *m = model;
     const dense_config *c = &m->cfg;
+    int32_t C = c->attn.C;
     if (!m->bound)
         return grpo_error_set(err, GRPO_ERR_INVALID, "dense: forward before bind");
     int32_t st = dense_need_lm_head(m, "forward (log-probs)", err);
@@ -48,8 +51,8 @@ int32_t dense_forward(void *model, const grpo_batch *batch, float *acts, float *
     dense_acts_carve(&a, m->la, acts, c, B, T, 1);
     dense_body_forward(m, &a, batch->ids, batch->mask, batch->pos, B, T, NULL);
     const grpo_ops *o = m->ops;
-    o->rmsnorm_forward(o->ctx, a.lnf, a.lnf_rstd, a.xL, m->wnorm, N, c->C, c->eps);
-    o->head_forward(o->ctx, logp, a.head_lse, entropy, a.lnf, m->whead, batch->targets, N, c->C,
+    o->rmsnorm_forward(o->ctx, a.lnf, a.lnf_rstd, a.xL, m->wnorm, N, C, c->attn.eps);
+    o->head_forward(o->ctx, logp, a.head_lse, entropy, a.lnf, m->whead, batch->targets, N, C,
                     c->V, scale);
     return GRPO_OK;
 }

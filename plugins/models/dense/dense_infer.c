@@ -7,7 +7,9 @@
 #include "lm_infer.h"
 
 /* Floats of one cache slot of one layer: NKV*HD. */
-static uint64_t kv_width(const dense_model *m) { return (uint64_t)m->cfg.NKV * m->cfg.HD; }
+static uint64_t kv_width(const dense_model *m) {
+    return (uint64_t)m->cfg.attn.NKV * m->cfg.attn.HD;
+}
 
 uint64_t dense_kv_floats(void *model, int32_t R, int32_t S) {
     dense_model *m = model;
@@ -34,8 +36,9 @@ void dense_kv_store(dense_model *m, const grpo_kv_cache *kv, int32_t l, const fl
 static void logits_forward(dense_model *m, float *logits, dense_acts *a, const float *x,
                            int32_t R) {
     const dense_config *c = &m->cfg;
-    lm_logits_forward(m->ops, logits, a->lnf, a->lnf_rstd, x, m->wnorm, m->whead, R, c->C, c->V,
-                      c->eps);
+    int32_t C = c->attn.C;
+    lm_logits_forward(m->ops, logits, a->lnf, a->lnf_rstd, x, m->wnorm, m->whead, R, C, c->V,
+                      c->attn.eps);
 }
 
 /* The prompt mask (B,T) must be left-padded: downloaded and checked on the host. */
@@ -54,6 +57,7 @@ int32_t dense_prefill(void *model, const grpo_kv_cache *kv, const grpo_batch *pr
                       float *scratch, float *logits, grpo_error *err) {
     dense_model *m = model;
     const dense_config *c = &m->cfg;
+    int32_t C = c->attn.C;
     int32_t B = prompt->B, T = prompt->T;
     if (!m->bound) return grpo_error_set(err, GRPO_ERR_INVALID, "dense: prefill before bind");
     int32_t st = dense_need_lm_head(m, "prefill", err);
@@ -63,7 +67,7 @@ int32_t dense_prefill(void *model, const grpo_kv_cache *kv, const grpo_batch *pr
     dense_acts a;
     dense_acts_carve(&a, m->la, scratch, c, B, T, 0);
     dense_body_forward(m, &a, prompt->ids, prompt->mask, prompt->pos, B, T, kv);
-    lm_last_columns(m->ops, a.tmp, a.xL, B, T, c->C); /* tmp (B,C) */
+    lm_last_columns(m->ops, a.tmp, a.xL, B, T, C); /* tmp (B,C) */
     logits_forward(m, logits, &a, a.tmp, B);
     return GRPO_OK;
 }
@@ -74,6 +78,7 @@ int32_t dense_decode(void *model, const grpo_kv_cache *kv, int32_t R, const int3
     dense_model *m = model;
     const grpo_ops *o = m->ops;
     const dense_config *c = &m->cfg;
+    int32_t C = c->attn.C;
     if (!m->bound) return grpo_error_set(err, GRPO_ERR_INVALID, "dense: decode before bind");
     int32_t *hlen = NULL, st = dense_need_lm_head(m, "decode", err);
     if (st == GRPO_OK) st = lm_decode_lengths("dense", m->host, kv, len, R, &hlen, err);
@@ -81,10 +86,10 @@ int32_t dense_decode(void *model, const grpo_kv_cache *kv, int32_t R, const int3
     uint64_t KV = kv_width(m);
     dense_acts a;
     dense_acts_carve(&a, m->la, scratch, c, R, 1, 0);
-    o->embedding_forward(o->ctx, a.l[0].at.x, tokens, m->wte, R, c->C);
+    o->embedding_forward(o->ctx, a.l[0].at.x, tokens, m->wte, R, C);
     for (int32_t l = 0; l < c->L; l++) {
         dense_layer_acts *la = &a.l[l];
-        lm_attn_decode(o, &m->attn, &la->at, a.tmp, m->lp[l].p, lm_kv_at(kv, KV, l, 0, 0, 0),
+        lm_attn_decode(o, &m->cfg.attn, &la->at, a.tmp, m->lp[l].p, lm_kv_at(kv, KV, l, 0, 0, 0),
                        lm_kv_at(kv, KV, l, 1, 0, 0), kv->S, pos, cache_mask, len, hlen, R);
         dense_mlp_forward(m, l + 1 < c->L ? a.l[l + 1].at.x : a.xL, la, a.tmp, &m->lp[l], R);
     }
@@ -103,7 +108,7 @@ int32_t dense_need_lm_head(const dense_model *m, const char *what, grpo_error *e
                           m->cfg.head == DENSE_HEAD_SCORE ? "score.weight" : "v_head.weight");
 }
 
-int32_t dense_hidden_size(void *model) { return ((dense_model *)model)->cfg.C; }
+int32_t dense_hidden_size(void *model) { return ((dense_model *)model)->cfg.attn.C; }
 
 /* out (B,T,C) = norm(x_L): the body over a (B,T) batch through the forward-only scratch. */
 int32_t dense_hidden(void *model, const grpo_batch *batch, float *scratch, float *out,
@@ -111,6 +116,7 @@ int32_t dense_hidden(void *model, const grpo_batch *batch, float *scratch, float
     dense_model *m = model;
     const grpo_ops *o = m->ops;
     const dense_config *c = &m->cfg;
+    int32_t C = c->attn.C;
     int32_t B = batch->B, T = batch->T;
     if (!m->bound) return grpo_error_set(err, GRPO_ERR_INVALID, "dense: hidden before bind");
     if (B <= 0 || T <= 0)
@@ -122,6 +128,6 @@ int32_t dense_hidden(void *model, const grpo_batch *batch, float *scratch, float
     dense_acts a;
     dense_acts_carve(&a, m->la, scratch, c, B, T, 0);
     dense_body_forward(m, &a, batch->ids, batch->mask, batch->pos, B, T, NULL);
-    o->rmsnorm_forward(o->ctx, out, a.lnf_rstd, a.xL, m->wnorm, B * T, c->C, c->eps);
+    o->rmsnorm_forward(o->ctx, out, a.lnf_rstd, a.xL, m->wnorm, B * T, C, c->attn.eps);
     return GRPO_OK;
 }

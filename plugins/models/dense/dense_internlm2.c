@@ -39,10 +39,10 @@ static const struct {
  * the Llama-named layer (dense_params.c). */
 static int32_t layer_shape(const dense_model *m, int32_t slot, int64_t shape[2]) {
     const dense_config *c = &m->cfg;
-    int64_t QKV = (int64_t)(c->NH + 2 * c->NKV) * c->HD;
+    int64_t QKV = (int64_t)(c->attn.NH + 2 * c->attn.NKV) * c->attn.HD;
     switch (slot) {
-    case SLOT_WQKV: shape[0] = QKV, shape[1] = c->C; return 2;
-    case SLOT_BQKV: shape[0] = QKV; return c->qkv_bias ? 1 : 0;
+    case SLOT_WQKV: shape[0] = QKV, shape[1] = c->attn.C; return 2;
+    case SLOT_BQKV: shape[0] = QKV; return c->attn.qkv_bias ? 1 : 0;
     default: return dense_layer_shape(m, slot, shape);
     }
 }
@@ -52,14 +52,14 @@ int32_t dense_internlm2_params_build(dense_model *m, grpo_error *err) {
     uint32_t per_layer = sizeof names / sizeof names[0];
     int32_t st = lm_params_alloc(&m->pt, 3 + (uint32_t)c->L * per_layer, "dense", err);
     if (st != GRPO_OK) return st;
-    st = lm_params_add_embed(&m->pt, "model.tok_embeddings.weight", c->V, c->C);
+    st = lm_params_add_embed(&m->pt, "model.tok_embeddings.weight", c->V, c->attn.C);
     for (int32_t l = 0; l < c->L && st == GRPO_OK; l++)
         for (uint32_t k = 0; k < per_layer && st == GRPO_OK; k++) {
             int64_t shape[2];
             int32_t nd = layer_shape(m, names[k].slot, shape);
             if (nd) st = lm_params_add_layer(&m->pt, l, names[k].name, nd, shape, names[k].slot);
         }
-    if (st == GRPO_OK) st = lm_params_add_norm(&m->pt, c->C);
+    if (st == GRPO_OK) st = lm_params_add_norm(&m->pt, c->attn.C);
     if (st == GRPO_OK) st = dense_params_add_head(m, "output.weight");
     if (st != GRPO_OK)
         return grpo_error_set(err, st, "dense: out of memory for the parameter names");
@@ -68,8 +68,8 @@ int32_t dense_internlm2_params_build(dense_model *m, grpo_error *err) {
 
 void dense_internlm2_bind(dense_model *m, int32_t l, int32_t slot, float *p, float *g) {
     const dense_config *c = &m->cfg;
-    uint64_t w = slot == SLOT_WQKV ? (uint64_t)c->C : 1; /* floats per row */
-    uint64_t Q = (uint64_t)c->NH * c->HD, KV = (uint64_t)c->NKV * c->HD;
+    uint64_t w = slot == SLOT_WQKV ? (uint64_t)c->attn.C : 1; /* floats per row */
+    uint64_t Q = (uint64_t)c->attn.NH * c->attn.HD, KV = (uint64_t)c->attn.NKV * c->attn.HD;
     int32_t sq = slot == SLOT_WQKV ? LP_WQ : LP_BQ, sk = slot == SLOT_WQKV ? LP_WK : LP_BK,
             sv = slot == SLOT_WQKV ? LP_WV : LP_BV;
     dense_layer_params *lp = &m->lp[l];
@@ -79,8 +79,8 @@ void dense_internlm2_bind(dense_model *m, int32_t l, int32_t slot, float *p, flo
 
 /* Row of the q|k|v layout that packed row r holds. */
 static uint64_t unpacked_row(const dense_config *c, uint64_t r) {
-    uint64_t HD = (uint64_t)c->HD, g = (uint64_t)(c->NH / c->NKV);
-    uint64_t Q = (uint64_t)c->NH * HD, KV = (uint64_t)c->NKV * HD;
+    uint64_t HD = (uint64_t)c->attn.HD, g = (uint64_t)(c->attn.NH / c->attn.NKV);
+    uint64_t Q = (uint64_t)c->attn.NH * HD, KV = (uint64_t)c->attn.NKV * HD;
     uint64_t d = r % HD, head = r / HD, h = head / (g + 2), j = head % (g + 2);
     if (j < g) return (h * g + j) * HD + d;
     return (j == g ? Q : Q + KV) + h * HD + d;
@@ -92,8 +92,8 @@ int32_t dense_internlm2_relayout(void *model, uint32_t i, float *data, int32_t d
     const lm_param_table *t = &m->pt;
     if (i >= t->n || (t->slot[i] != SLOT_WQKV && t->slot[i] != SLOT_BQKV)) return GRPO_OK;
     const dense_config *c = &m->cfg;
-    uint64_t rows = (uint64_t)(c->NH + 2 * c->NKV) * c->HD;
-    uint64_t w = t->slot[i] == SLOT_WQKV ? (uint64_t)c->C : 1;
+    uint64_t rows = (uint64_t)(c->attn.NH + 2 * c->attn.NKV) * c->attn.HD;
+    uint64_t w = t->slot[i] == SLOT_WQKV ? (uint64_t)c->attn.C : 1;
     float *tmp = m->host->alloc(rows * w * sizeof(float));
     if (!tmp)
         return grpo_error_set(err, GRPO_ERR_NOMEM, "dense: out of memory unpacking %s",

@@ -25,23 +25,23 @@ static const char *const mlp_names[LP_COUNT - AP_COUNT] = {
 
 int32_t dense_layer_shape(const dense_model *m, int32_t s, int64_t shape[2]) {
     const dense_config *c = &m->cfg;
-    if (s >= 0 && s < AP_COUNT) return lm_attn_param_shape(&m->attn, s, shape);
+    if (s >= 0 && s < AP_COUNT) return lm_attn_param_shape(&m->cfg.attn, s, shape);
     switch (s) {
-    case LP_LN2: shape[0] = c->C; return 1;
-    case LP_WGATE: case LP_WUP: shape[0] = c->I, shape[1] = c->C; return 2;
-    case LP_WDOWN: shape[0] = c->C, shape[1] = c->I; return 2;
+    case LP_LN2: shape[0] = c->attn.C; return 1;
+    case LP_WGATE: case LP_WUP: shape[0] = c->I, shape[1] = c->attn.C; return 2;
+    case LP_WDOWN: shape[0] = c->attn.C, shape[1] = c->I; return 2;
     default: return 0;
     }
 }
 
 int32_t dense_params_add_head(dense_model *m, const char *lm_head_name) {
     const dense_config *c = &m->cfg;
-    int64_t lc[2] = {c->n_labels, c->C};
+    int64_t lc[2] = {c->n_labels, c->attn.C};
     if (c->head == DENSE_HEAD_SCORE)
         return lm_params_add(&m->pt, "score.weight", 2, lc, 0, -1, SLOT_CLS, -1);
     if (c->head == DENSE_HEAD_VALUE)
         return lm_params_add(&m->pt, "v_head.weight", 2, lc, 0, -1, SLOT_CLS, -1);
-    return lm_params_add_lm_head(&m->pt, lm_head_name, c->V, c->C, c->tied);
+    return lm_params_add_lm_head(&m->pt, lm_head_name, c->V, c->attn.C, c->tied);
 }
 
 int32_t dense_params_build(dense_model *m, grpo_error *err) {
@@ -49,7 +49,7 @@ int32_t dense_params_build(dense_model *m, grpo_error *err) {
     if (c->internlm2) return dense_internlm2_params_build(m, err);
     int32_t st = lm_params_alloc(&m->pt, 3 + (uint32_t)c->L * LP_COUNT, "dense", err);
     if (st != GRPO_OK) return st;
-    st = lm_params_add_embed(&m->pt, "model.embed_tokens.weight", c->V, c->C);
+    st = lm_params_add_embed(&m->pt, "model.embed_tokens.weight", c->V, c->attn.C);
     for (int32_t l = 0; l < c->L && st == GRPO_OK; l++)
         for (int32_t s = 0; s < LP_COUNT && st == GRPO_OK; s++) {
             int64_t shape[2];
@@ -57,7 +57,7 @@ int32_t dense_params_build(dense_model *m, grpo_error *err) {
             const char *name = s < AP_COUNT ? lm_attn_param_names[s] : mlp_names[s - AP_COUNT];
             if (nd) st = lm_params_add_layer(&m->pt, l, name, nd, shape, s);
         }
-    if (st == GRPO_OK) st = lm_params_add_norm(&m->pt, c->C);
+    if (st == GRPO_OK) st = lm_params_add_norm(&m->pt, c->attn.C);
     if (st == GRPO_OK) st = dense_params_add_head(m, "lm_head.weight");
     if (st != GRPO_OK)
         return grpo_error_set(err, st, "dense: out of memory for the parameter names");

@@ -27,7 +27,6 @@ static int32_t dense_create(const grpo_host *host, const char *config_json,
     m->ops = host->ops;
     int32_t st = dense_config_parse(&m->cfg, config_json, err);
     if (st == GRPO_OK) {
-        m->attn = dense_attn_config(&m->cfg);
         m->lp = calloc((size_t)m->cfg.L, sizeof *m->lp);
         m->la = calloc((size_t)m->cfg.L, sizeof *m->la);
         st = m->lp && m->la ? dense_params_build(m, err)
