@@ -41,10 +41,8 @@ static void parse_head(dense_config *c, const cJSON *o) {
 
 /* Refuses what this plugin does not implement, naming the key. */
 static int32_t check_supported(const cJSON *o, int32_t internlm2, grpo_error *err) {
-    const cJSON *act = lm_json_get(o, "hidden_act");
-    if (act && (!cJSON_IsString(act) || strcmp(act->valuestring, "silu") != 0))
-        return grpo_error_set(err, GRPO_ERR_UNSUPPORTED,
-                              "config.json: hidden_act other than \"silu\" is not supported");
+    int32_t st = lm_json_check_act_rope(o, err);
+    if (st != GRPO_OK) return st;
     const char *flags[] = {"use_moe", "mlp_bias", "use_sliding_window"};
     for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++)
         if (lm_json_bool(o, flags[i], 0))
@@ -57,75 +55,49 @@ static int32_t check_supported(const cJSON *o, int32_t internlm2, grpo_error *er
     if (rs)
         return grpo_error_set(err, GRPO_ERR_UNSUPPORTED,
                               "config.json: \"rope_scaling\" is not supported (default RoPE only)");
-    const cJSON *rp = lm_json_get(o, "rope_parameters");
-    const cJSON *rt = rp ? lm_json_get(rp, "rope_type") : NULL;
-    if (rt && (!cJSON_IsString(rt) || strcmp(rt->valuestring, "default") != 0))
-        return grpo_error_set(err, GRPO_ERR_UNSUPPORTED,
-                              "config.json: rope_parameters.rope_type must be \"default\"");
+    return GRPO_OK;
+}
+
+/* q/k/v and o_proj biases, q/k norm, the InternLM2 keys. */
+static int32_t parse_variant(dense_config *c, const cJSON *o, const char *type,
+                             grpo_error *err) {
+    int32_t attention_bias = lm_json_bool(o, "attention_bias", 0);
+    c->attn.qkv_bias = strcmp(type, "qwen2") == 0 || attention_bias;
+    c->attn.o_bias = strcmp(type, "qwen2") != 0 && attention_bias;
+    c->attn.qk_norm = strcmp(type, "qwen3") == 0;
+    if (!c->internlm2) return GRPO_OK;
+    c->attn.qkv_bias = c->attn.o_bias = lm_json_bool(o, "bias", 1);
+    if (!lm_json_get(o, "rope_scaling")) return GRPO_OK;
+    return lm_json_int(o, "max_position_embeddings", -1, &c->rope_max, err);
+}
+
+static int32_t parse(dense_config *c, const cJSON *o, grpo_error *err) {
+    const char *type = lm_json_string(o, "model_type", "llama");
+    int32_t minimind = strcmp(type, "minimind") == 0, st;
+    c->internlm2 = strcmp(type, "internlm2") == 0;
+    parse_head(c, o);
+    if ((st = check_supported(o, c->internlm2, err)) != GRPO_OK ||
+        (st = lm_json_attn_config(&c->attn, o, minimind ? 1e-5 : 1e-6,
+                                  minimind ? 1e6 : 10000.0, err)) != GRPO_OK ||
+        (st = lm_json_int(o, "num_hidden_layers", -1, &c->L, err)) != GRPO_OK ||
+        (st = lm_json_int(o, "vocab_size", -1, &c->V, err)) != GRPO_OK)
+        return st;
+    int64_t idef = minimind ? 64 * (((int64_t)(c->attn.C * 8 / 3) + 63) / 64) : -1;
+    if ((st = lm_json_int(o, "intermediate_size", idef, &c->I, err)) != GRPO_OK ||
+        (st = parse_variant(c, o, type, err)) != GRPO_OK)
+        return st;
+    c->tied = lm_json_bool(o, "tie_word_embeddings", minimind);
+    if (c->head != DENSE_HEAD_LM && c->n_labels < 1)
+        return grpo_error_set(err, GRPO_ERR_INVALID,
+                              "config.json: a classifier needs num_labels >= 1 (id2label)");
     return GRPO_OK;
 }
 
 int32_t dense_config_parse(dense_config *c, const char *json, grpo_error *err) {
     memset(c, 0, sizeof *c);
-    cJSON *o = cJSON_Parse(json);
-    if (!o || !cJSON_IsObject(o)) {
-        cJSON_Delete(o);
-        return grpo_error_set(err, GRPO_ERR_INVALID, "config.json: not a JSON object");
-    }
-    const cJSON *mt = lm_json_get(o, "model_type");
-    const char *type = mt && cJSON_IsString(mt) ? mt->valuestring : "llama";
-    int32_t minimind = strcmp(type, "minimind") == 0, st;
-    c->internlm2 = strcmp(type, "internlm2") == 0;
-    parse_head(c, o);
-    if ((st = check_supported(o, c->internlm2, err)) != GRPO_OK) goto done;
-    if ((st = lm_json_int(o, "hidden_size", -1, &c->attn.C, err)) != GRPO_OK ||
-        (st = lm_json_int(o, "num_hidden_layers", -1, &c->L, err)) != GRPO_OK ||
-        (st = lm_json_int(o, "num_attention_heads", -1, &c->attn.NH, err)) != GRPO_OK)
-        goto done;
-    if (!lm_json_get(o, "head_dim") && c->attn.C % c->attn.NH != 0) {
-        st = grpo_error_set(err, GRPO_ERR_INVALID,
-                            "config.json: hidden_size (%d) is not a multiple of "
-                            "num_attention_heads (%d) and there is no head_dim", c->attn.C,
-                            c->attn.NH);
-        goto done;
-    }
-    if ((st = lm_json_int(o, "num_key_value_heads", c->attn.NH, &c->attn.NKV, err)) != GRPO_OK ||
-        (st = lm_json_int(o, "head_dim", c->attn.C / c->attn.NH, &c->attn.HD, err)) != GRPO_OK ||
-        (st = lm_json_int(o, "vocab_size", -1, &c->V, err)) != GRPO_OK)
-        goto done;
-    int64_t idef = minimind ? 64 * (((int64_t)(c->attn.C * 8 / 3) + 63) / 64) : -1;
-    if ((st = lm_json_int(o, "intermediate_size", idef, &c->I, err)) != GRPO_OK) goto done;
-    double eps = minimind ? 1e-5 : 1e-6;
-    if ((st = lm_json_float(o, "rms_norm_eps", eps, &c->attn.eps, err)) != GRPO_OK) goto done;
-    const cJSON *rp = lm_json_get(o, "rope_parameters");
-    const cJSON *rope_obj = rp && lm_json_get(rp, "rope_theta") ? rp : o;
-    if ((st = lm_json_float(rope_obj, "rope_theta", minimind ? 1e6 : 10000.0, &c->attn.rope_theta,
-                           err)) != GRPO_OK)
-        goto done;
-    int32_t attention_bias = lm_json_bool(o, "attention_bias", 0);
-    c->attn.qkv_bias = strcmp(type, "qwen2") == 0 || attention_bias;
-    c->attn.o_bias = strcmp(type, "qwen2") != 0 && attention_bias;
-    c->attn.qk_norm = strcmp(type, "qwen3") == 0;
-    c->tied = lm_json_bool(o, "tie_word_embeddings", minimind);
-    if (c->internlm2) {
-        c->attn.qkv_bias = c->attn.o_bias = lm_json_bool(o, "bias", 1);
-        if (lm_json_get(o, "rope_scaling") &&
-            (st = lm_json_int(o, "max_position_embeddings", -1, &c->rope_max, err)) != GRPO_OK)
-            goto done;
-    }
-    if (c->head != DENSE_HEAD_LM && c->n_labels < 1) {
-        st = grpo_error_set(err, GRPO_ERR_INVALID,
-                            "config.json: a classifier needs num_labels >= 1 (id2label)");
-        goto done;
-    }
-    if (c->attn.NH % c->attn.NKV != 0)
-        st = grpo_error_set(err, GRPO_ERR_INVALID,
-                            "config.json: num_attention_heads (%d) must be a multiple of "
-                            "num_key_value_heads (%d)", c->attn.NH, c->attn.NKV);
-    else if (c->attn.HD % 2 != 0)
-        st = grpo_error_set(err, GRPO_ERR_INVALID, "config.json: head_dim (%d) must be even",
-                            c->attn.HD);
-done:
+    cJSON *o = lm_json_parse(json, err);
+    if (!o) return GRPO_ERR_INVALID;
+    int32_t st = parse(c, o, err);
     cJSON_Delete(o);
     return st;
 }
