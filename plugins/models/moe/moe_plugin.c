@@ -13,6 +13,7 @@
  */
 #include <stdlib.h>
 
+#include "lm_host.h"
 #include "moe.h"
 
 GRPO_PLUGIN_MAGIC()
@@ -48,19 +49,14 @@ static int32_t apply_keys(moe_model *m, const grpo_config *cfg, grpo_error *err)
 static int32_t moe_create(const grpo_host *host, const char *config_json, const grpo_config *cfg,
                           void **out, grpo_error *err) {
     *out = NULL;
-    if (!host || !GRPO_HAS_FIELD(host, grpo_host, ops) || !host->ops)
-        return grpo_error_set(err, GRPO_ERR_UNSUPPORTED,
-                              "moe.causal_lm: the host provides no compute backend (host->ops)");
-    if (host->ops->struct_size < sizeof(grpo_ops))
-        return grpo_error_set(err, GRPO_ERR_ABI,
-                              "moe.causal_lm: the host's op table is older (%u bytes) than this "
-                              "plugin expects (%zu: it needs gather_rows/scatter_add_rows)",
-                              host->ops->struct_size, sizeof(grpo_ops));
+    int32_t st = lm_host_check(host, "moe.causal_lm", ": it needs gather_rows/scatter_add_rows",
+                               err);
+    if (st != GRPO_OK) return st;
     moe_model *m = calloc(1, sizeof *m);
     if (!m) return grpo_error_set(err, GRPO_ERR_NOMEM, "moe.causal_lm: out of memory");
     m->host = host;
     m->ops = host->ops;
-    int32_t st = moe_config_parse(&m->cfg, config_json, err);
+    st = moe_config_parse(&m->cfg, config_json, err);
     if (st == GRPO_OK) st = apply_keys(m, cfg, err);
     if (st == GRPO_OK) {
         const moe_config *c = &m->cfg;
