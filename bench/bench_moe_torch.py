@@ -11,13 +11,14 @@ transformers' own MoE loops) at hidden 640, 8 layers, 8/2 heads, expert intermed
 
 Usage: python3 bench/bench_moe_torch.py [--threads 1] [--batch 4] [--seq 256] [--rows 16]
                                         [--prompt 32] [--new 128] [--steps 3]
+The harness (arguments, fwd+bwd and decode loops) is bench_torch_util.py.
 """
-import argparse
 import os
 import sys
-import time
 
 import torch
+
+import bench_torch_util as bench
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
 from make_moe_fixtures import MiniMind2  # noqa: E402
@@ -44,13 +45,7 @@ def seq_aux(moes, B, T):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    for k, d in [("threads", 1), ("batch", 4), ("seq", 256), ("rows", 16), ("prompt", 32),
-                 ("new", 128), ("steps", 3)]:
-        ap.add_argument("--" + k, type=int, default=d)
-    a = ap.parse_args()
-    torch.set_num_threads(a.threads)
-    torch.manual_seed(0)
+    a = bench.parse_args()
     mc = dict(hidden_size=C, num_hidden_layers=L, num_attention_heads=NH, num_key_value_heads=NKV,
               intermediate_size=IM, vocab_size=V, rms_norm_eps=1e-5, rope_theta=1e6,
               n_routed_experts=E, num_experts_per_tok=K, n_shared_experts=NS, norm_topk_prob=True)
@@ -63,33 +58,16 @@ def main():
     B, T = a.batch, a.seq
     N = B * T
     ids = torch.randint(0, V, (B, T))
-    best = 1e30
-    for s in range(a.steps + 1):
-        t0 = time.perf_counter()
-        lm.zero_grad()
-        logits = lm(input_ids=ids).logits[:, :-1]
-        logp = torch.log_softmax(logits, -1).gather(-1, ids[:, 1:, None]).squeeze(-1)
-        aux = seq_aux(model.moes(), B, T)
-        (logp.mean() + aux).backward()
-        dt = time.perf_counter() - t0
-        if s > 0:
-            best = min(best, dt)
-    flops = 3 * fwd_flops_per_token(T) * N
-    print(f"aux {aux.item():.4f}")
-    print(f"fwd+bwd ({B},{T}): {best:.3f} s/step, {N / best:.0f} tokens/s, "
-          f"{flops / best / 1e9:.1f} GFLOP/s (best of {a.steps})")
+    auxes = []
 
-    prompt = torch.randint(1, V, (a.rows, a.prompt))
-    with torch.no_grad():
-        t0 = time.perf_counter()
-        out = lm.generate(input_ids=prompt, attention_mask=torch.ones_like(prompt),
-                          do_sample=False, max_new_tokens=a.new, min_new_tokens=a.new,
-                          pad_token_id=0)
-        dt = time.perf_counter() - t0
-    assert out.shape[1] == a.prompt + a.new
-    print(f"decode {a.rows} rows, prompt {a.prompt}, {a.new} new: {dt:.2f} s, "
-          f"{a.rows * a.new / dt:.0f} new tokens/s")
+    def aux_loss():
+        auxes[:] = [seq_aux(model.moes(), B, T)]  # the last step's, for the print
+        return auxes[-1]
 
+    best = bench.fwd_bwd(lm, ids, a.steps, aux_loss)
+    print(f"aux {auxes[-1].item():.4f}")
+    bench.print_fwd_bwd(a, best, 3 * fwd_flops_per_token(T) * N)
+    bench.decode(lm, a, V)
 
 if __name__ == "__main__":
     main()

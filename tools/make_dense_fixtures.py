@@ -32,15 +32,18 @@ left-padded batch); every greedy step is checked to be finite with a top-1/top-2
 > 1e-3, so fp32 rounding differences cannot flip a token.
 
 Usage: python3 tools/make_dense_fixtures.py [OUTDIR]   (default tests/fixtures/dense)
+Shared with the other model fixture scripts: hf_fixture_util.py.
 """
 import copy
 import os
 import sys
 
 import torch
-from safetensors.torch import save_file
 from transformers import (LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM,
                           Qwen3Config, Qwen3ForCausalLM)
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import hf_fixture_util as hf  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 V = 128
@@ -67,69 +70,17 @@ GEN_PAD = [0, 2, 4]  # left padding per row of the generation batch
 P, N = 7, 10  # generation prompt length (with padding), new tokens
 
 
-def randomize(model, g):
-    """Weights big enough that logits are spread out (std ~1), so greedy margins are large."""
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if name.endswith("norm.weight"):
-                p.copy_(1.0 + 0.2 * torch.randn(p.shape, generator=g))
-            elif name.endswith("bias"):
-                p.copy_(0.1 * torch.randn(p.shape, generator=g))
-            else:
-                p.copy_(torch.randn(p.shape, generator=g) / p.shape[-1] ** 0.5)
-
-
-def left_padded(rows, pad):
-    ids = torch.zeros(len(rows), max(len(r) + k for r, k in zip(rows, pad)), dtype=torch.long)
-    mask = torch.zeros_like(ids)
-    for i, (r, k) in enumerate(zip(rows, pad)):
-        ids[i, k:k + len(r)] = torch.tensor(r)
-        mask[i, k:k + len(r)] = 1
-    return ids, mask
-
-
-def hf_positions(mask):
-    pos = mask.cumsum(-1) - 1
-    return pos.masked_fill(mask == 0, 0)
-
-
-def greedy(model, ids, mask, eos=None):
-    out = model.generate(input_ids=ids, attention_mask=mask, do_sample=False, max_new_tokens=N,
-                         min_new_tokens=0, eos_token_id=eos, pad_token_id=0,
-                         output_scores=True, return_dict_in_generate=True)
-    for step, s in enumerate(out.scores):
-        top = s.topk(2, dim=-1).values
-        done = out.sequences[:, ids.shape[1]:ids.shape[1] + step] == (-1 if eos is None else eos)
-        live = ~done.any(1)
-        assert torch.isfinite(s[live]).all(), f"greedy step {step}: non-finite logits"
-        margin = (top[live, 0] - top[live, 1]).min().item()
-        assert margin > 1e-3, f"greedy step {step}: margin {margin} too small; change the seed"
-    new = out.sequences[:, ids.shape[1]:]
-    if new.shape[1] < N:  # every row stopped early
-        new = torch.cat([new, torch.zeros(new.shape[0], N - new.shape[1], dtype=new.dtype)], 1)
-    return new
-
-
 def make(name, cls, cfg, outdir, seed):
     g = torch.Generator().manual_seed(seed)
     cfg._attn_implementation = "eager"
     model = cls(cfg).eval()
-    randomize(model, g)
+    hf.randomize(model, g)
     d = os.path.join(outdir, name)
     os.makedirs(d, exist_ok=True)
-    model.save_pretrained(d)
-    gc = os.path.join(d, "generation_config.json")
-    if os.path.exists(gc):
-        os.remove(gc)
+    hf.save_hf(model, d)
 
     # -- training batch: left-padded rows, HF positions, next-token targets
-    rows = [torch.randint(3, V, (T - k,), generator=g).tolist() for k in PAD]
-    ids, mask = left_padded(rows, PAD)
-    pos = hf_positions(mask)
-    targets = torch.full_like(ids, -1)
-    targets[:, :-1] = torch.where(mask[:, 1:] == 1, ids[:, 1:], -1)
-    targets[mask == 0] = -1
-    w = torch.randn(B, T, generator=g, dtype=torch.float64) * (targets >= 0)
+    ids, mask, pos, targets, w = hf.training_batch(g, V, T, PAD)
 
     dmodel = copy.deepcopy(model).double()
     logits = torch.zeros(B, T, V, dtype=torch.float64)
@@ -146,24 +97,8 @@ def make(name, cls, cfg, outdir, seed):
         ref["grad." + pname] = p.grad
 
     # -- greedy generation: one unpadded row, a left-padded batch, the batch with an EOS
-    with torch.no_grad():
-        p1 = torch.randint(3, V, (1, P), generator=g)
-        ref["gen1.prompt"], ref["gen1.out"] = p1, greedy(model, p1, torch.ones_like(p1))
-        grows = [torch.randint(3, V, (P - k,), generator=g).tolist() for k in GEN_PAD]
-        gids, gmask = left_padded(grows, GEN_PAD)
-        ref["genb.prompt"], ref["genb.mask"] = gids, gmask
-        ref["genb.out"] = outb = greedy(model, gids, gmask)
-        # EOS: a token of row 1 (not the pad id) whose first occurrence differs between rows, so
-        # rows stop at different steps (or never); transformers fills finished rows with pad 0.
-        def first(tok):
-            return [next((j for j, t in enumerate(r) if t == tok), N) for r in outb.tolist()]
-        eos = next(t for t in outb[1, 2:].tolist() if t != 0 and len(set(first(t))) > 1)
-        ref["gene.eos"] = torch.tensor([eos])
-        ref["gene.out"] = greedy(model, gids, gmask, eos=eos)
-
-    ref = {k: (v.to(torch.int32) if not v.is_floating_point() else v.to(torch.float32))
-           .contiguous() for k, v in ref.items()}
-    save_file(ref, os.path.join(d, "reference.safetensors"))
+    hf.generation_refs(ref, model, g, V, P, GEN_PAD, N)
+    ref = hf.save_reference(ref, os.path.join(d, "reference.safetensors"))
     stops = [(r == ref["gene.eos"][0]).nonzero().flatten().tolist()[:1] for r in ref["gene.out"]]
     print(f"{name}: {sum(p.numel() for p in model.parameters())} params, "
           f"eos {ref['gene.eos'][0].item()} first at {stops}")

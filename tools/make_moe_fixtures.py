@@ -45,6 +45,7 @@ route differently; the seed is advanced until that holds. Greedy generation runs
 run it, each step with a top-1/top-2 logit margin > 1e-3.
 
 Usage: python3 tools/make_moe_fixtures.py [OUTDIR]   (default tests/fixtures/moe)
+Shared with the other model fixture scripts: hf_fixture_util.py.
 """
 import copy
 import json
@@ -56,6 +57,9 @@ from safetensors.torch import save_file
 from torch import nn
 from transformers import LlamaConfig, LlamaForCausalLM, Qwen3MoeConfig, Qwen3MoeForCausalLM
 from transformers.models.qwen3_moe.modeling_qwen3_moe import load_balancing_loss_func
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import hf_fixture_util as hf  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 V = 64
@@ -151,46 +155,13 @@ class MiniMind2(nn.Module):
         return [layer.mlp for layer in self.lm.model.layers]
 
 
-# ---- shared helpers -------------------------------------------------------------------------
-def randomize(model, g):
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if name.endswith("norm.weight"):
-                p.copy_(1.0 + 0.2 * torch.randn(p.shape, generator=g))
-            elif name.endswith("mlp.gate.weight"):  # routers: spread probabilities (margins)
-                p.copy_(3.0 * torch.randn(p.shape, generator=g) / p.shape[-1] ** 0.5)
-            else:
-                p.copy_(torch.randn(p.shape, generator=g) / p.shape[-1] ** 0.5)
-
-
-def left_padded(rows, pad):
-    ids = torch.zeros(len(rows), max(len(r) + k for r, k in zip(rows, pad)), dtype=torch.long)
-    mask = torch.zeros_like(ids)
-    for i, (r, k) in enumerate(zip(rows, pad)):
-        ids[i, k:k + len(r)] = torch.tensor(r)
-        mask[i, k:k + len(r)] = 1
-    return ids, mask
-
-
-def hf_positions(mask):
-    return (mask.cumsum(-1) - 1).masked_fill(mask == 0, 0)
-
-
-def greedy(model, ids, mask, eos=None):
-    out = model.generate(input_ids=ids, attention_mask=mask, do_sample=False, max_new_tokens=N,
-                         min_new_tokens=0, eos_token_id=eos, pad_token_id=0,
-                         output_scores=True, return_dict_in_generate=True)
-    for step, s in enumerate(out.scores):
-        top = s.topk(2, dim=-1).values
-        done = out.sequences[:, ids.shape[1]:ids.shape[1] + step] == (-1 if eos is None else eos)
-        live = ~done.any(1)
-        assert torch.isfinite(s[live]).all(), f"greedy step {step}: non-finite logits"
-        margin = (top[live, 0] - top[live, 1]).min().item()
-        assert margin > 1e-3, f"greedy step {step}: margin {margin} too small"
-    new = out.sequences[:, ids.shape[1]:]
-    if new.shape[1] < N:
-        new = torch.cat([new, torch.zeros(new.shape[0], N - new.shape[1], dtype=new.dtype)], 1)
-    return new
+# ---- helpers (the shared ones: hf_fixture_util.py) -------------------------------------------
+def router_init(name, shape, g):
+    """Routers: spread probabilities (large top-k margins); hf_fixture_util.randomize's rule
+    for everything else."""
+    if name.endswith("mlp.gate.weight"):
+        return 3.0 * torch.randn(shape, generator=g) / shape[-1] ** 0.5
+    return None
 
 
 def topk_margin(probs, K):
@@ -236,14 +207,8 @@ def make(name, flavour, outdir, seed):
                       seq_aux=not tok, norm_topk_prob=True, torch_dtype="float32")
             model = MiniMind2(mc)
             E, K, coef = mc["n_routed_experts"], mc["num_experts_per_tok"], mc["aux_loss_alpha"]
-        randomize(model, g)
-        rows = [torch.randint(3, V, (T - k,), generator=g).tolist() for k in PAD]
-        ids, mask = left_padded(rows, PAD)
-        pos = hf_positions(mask)
-        targets = torch.full_like(ids, -1)
-        targets[:, :-1] = torch.where(mask[:, 1:] == 1, ids[:, 1:], -1)
-        targets[mask == 0] = -1
-        w = torch.randn(B, T, generator=g, dtype=torch.float64) * (targets >= 0)
+        hf.randomize(model, g, router_init)
+        ids, mask, pos, targets, w = hf.training_batch(g, V, T, PAD)
 
         dmodel = copy.deepcopy(model).double()
         logits = torch.zeros(B, T, V, dtype=torch.float64)
@@ -297,10 +262,7 @@ def make(name, flavour, outdir, seed):
     d = os.path.join(outdir, name)
     os.makedirs(d, exist_ok=True)
     if flavour.startswith("qwen3moe"):
-        model.save_pretrained(d)
-        gc = os.path.join(d, "generation_config.json")
-        if os.path.exists(gc):
-            os.remove(gc)
+        hf.save_hf(model, d)
         I = cfg.moe_intermediate_size
         for pname, p in pnames.items():
             if pname.endswith("mlp.experts.gate_up_proj"):
@@ -325,23 +287,8 @@ def make(name, flavour, outdir, seed):
             ref["grad." + pname[len("lm."):]] = p.grad
         genmodel = model.lm
 
-    with torch.no_grad():
-        p1 = torch.randint(3, V, (1, P), generator=g)
-        ref["gen1.prompt"], ref["gen1.out"] = p1, greedy(genmodel, p1, torch.ones_like(p1))
-        grows = [torch.randint(3, V, (P - k,), generator=g).tolist() for k in GEN_PAD]
-        gids, gmask = left_padded(grows, GEN_PAD)
-        ref["genb.prompt"], ref["genb.mask"] = gids, gmask
-        ref["genb.out"] = outb = greedy(genmodel, gids, gmask)
-
-        def first(tok):
-            return [next((j for j, t in enumerate(r) if t == tok), N) for r in outb.tolist()]
-        eos = next(t for t in outb[1, 2:].tolist() if t != 0 and len(set(first(t))) > 1)
-        ref["gene.eos"] = torch.tensor([eos])
-        ref["gene.out"] = greedy(genmodel, gids, gmask, eos=eos)
-
-    ref = {k: (v.to(torch.int32) if not v.is_floating_point() else v.to(torch.float32))
-           .contiguous() for k, v in ref.items()}
-    save_file(ref, os.path.join(d, "reference.safetensors"))
+    hf.generation_refs(ref, genmodel, g, V, P, GEN_PAD, N)
+    ref = hf.save_reference(ref, os.path.join(d, "reference.safetensors"))
     print(f"{name}: {sum(p.numel() for p in model.parameters())} params, router margin "
           f"{margin:.3g}, aux {ref['aux'].item():.5g}, load {load.tolist()}")
 

@@ -42,6 +42,7 @@ from transformers import (AutoTokenizer, LlamaConfig, LlamaForSequenceClassifica
                           Qwen2Config, Qwen2ForSequenceClassification)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import hf_fixture_util as hf  # noqa: E402
 import internlm2_reference as ilm  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -87,16 +88,12 @@ COMMON = dict(vocab_size=V, num_hidden_layers=2, intermediate_size=64,
 
 
 def randomize(model, g, head_std):
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if name.endswith("norm.weight"):
-                p.copy_(1.0 + 0.2 * torch.randn(p.shape, generator=g))
-            elif name.endswith("bias"):
-                p.copy_(0.1 * torch.randn(p.shape, generator=g))
-            elif name.startswith("score") or name.startswith("v_head"):
-                p.copy_(head_std * torch.randn(p.shape, generator=g))
-            else:
-                p.copy_(torch.randn(p.shape, generator=g) / p.shape[-1] ** 0.5)
+    """hf_fixture_util.randomize, with classifier heads (score, v_head) head_std * N(0,1)."""
+    def head(name, shape, g):
+        if name.startswith("score") or name.startswith("v_head"):
+            return head_std * torch.randn(shape, generator=g)
+        return None
+    hf.randomize(model, g, head)
 
 
 def write_tokenizer(d, name):
@@ -249,10 +246,7 @@ def make_seqcls(name, d, g):
     cfg._attn_implementation = "eager"
     model = cls(cfg).eval()
     randomize(model, g, 3.0 / 32 ** 0.5 * 2)
-    model.save_pretrained(d)
-    gc = os.path.join(d, "generation_config.json")
-    if os.path.exists(gc):
-        os.remove(gc)
+    hf.save_hf(model, d)
     return model, seqcls_scorer(model)
 
 

@@ -1,10 +1,31 @@
 /*
- * lm_attn.c — the shared self-attention block (see lm_attn.h): layout of its activations and
- * gradient buffers, forward, backward and one-token decode against a KV cache.
+ * lm_attn.c — the shared self-attention block (see lm_attn.h): its parameters, the layout of its
+ * activations and gradient buffers, forward, backward and one-token decode against a KV cache.
  */
 #include <stddef.h>
 
 #include "lm_attn.h"
+
+const char *const lm_attn_param_names[AP_COUNT] = {
+    "input_layernorm.weight", "self_attn.q_proj.weight", "self_attn.q_proj.bias",
+    "self_attn.k_proj.weight", "self_attn.k_proj.bias", "self_attn.v_proj.weight",
+    "self_attn.v_proj.bias", "self_attn.q_norm.weight", "self_attn.k_norm.weight",
+    "self_attn.o_proj.weight", "self_attn.o_proj.bias"};
+
+int32_t lm_attn_param_shape(const lm_attn_config *c, int32_t s, int64_t shape[2]) {
+    int64_t Q = (int64_t)c->NH * c->HD, KV = (int64_t)c->NKV * c->HD;
+    switch (s) {
+    case AP_LN1: shape[0] = c->C; return 1;
+    case AP_WQ: shape[0] = Q, shape[1] = c->C; return 2;
+    case AP_WK: case AP_WV: shape[0] = KV, shape[1] = c->C; return 2;
+    case AP_BQ: shape[0] = Q; return c->qkv_bias ? 1 : 0;
+    case AP_BK: case AP_BV: shape[0] = KV; return c->qkv_bias ? 1 : 0;
+    case AP_QNORM: case AP_KNORM: shape[0] = c->HD; return c->qk_norm ? 1 : 0;
+    case AP_WO: shape[0] = c->C, shape[1] = Q; return 2;
+    case AP_BO: shape[0] = c->C; return c->o_bias ? 1 : 0;
+    default: return 0;
+    }
+}
 
 /* Rounds each tensor up to 16 floats so every one starts 64-byte aligned. */
 static uint64_t padded(uint64_t f) { return (f + 15) & ~(uint64_t)15; }

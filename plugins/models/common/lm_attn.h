@@ -15,12 +15,22 @@
 typedef struct lm_attn_config {
     int32_t C, NH, NKV, HD;
     float eps, rope_theta;
-    int32_t qk_norm; /* per-head RMSNorm of q and k before RoPE (Qwen3) */
+    int32_t qk_norm;  /* per-head RMSNorm of q and k before RoPE (Qwen3) */
+    int32_t qkv_bias; /* q/k/v projections have a bias (parameter table only: the block */
+    int32_t o_bias;   /* o_proj has a bias             applies a bias that is not NULL) */
 } lm_attn_config;
 
 /* Parameter slots of the block, in table order; a missing tensor (no bias, no q/k norm) is NULL. */
 enum { AP_LN1, AP_WQ, AP_BQ, AP_WK, AP_BK, AP_WV, AP_BV, AP_QNORM, AP_KNORM, AP_WO, AP_BO,
        AP_COUNT };
+
+/* Hugging Face name of slot s under model.layers.{l} ("self_attn.q_proj.weight", ...). */
+extern const char *const lm_attn_param_names[AP_COUNT];
+/* Shape of slot s (ndim 1 or 2), or 0 when the block has no such tensor (a bias without
+ * qkv_bias / o_bias, a q/k norm without qk_norm):
+ *   ln1 (C), q_proj (Q,C), k_proj v_proj (KV,C), their biases (Q) (KV), q_norm k_norm (HD),
+ *   o_proj (C,Q), its bias (C). */
+int32_t lm_attn_param_shape(const lm_attn_config *c, int32_t s, int64_t shape[2]);
 
 /* Activations of one layer's block; with qk_norm off, qraw/kraw alias q/k (RoPE in place). */
 typedef struct lm_attn_acts {

@@ -6,7 +6,8 @@
  * NKV key/value heads, HD head dim, Q = NH*HD, KV = NKV*HD, I intermediate, V vocab,
  * R decode rows, S cache positions.
  *
- * Layer l (pre-norm, Hugging Face LlamaDecoderLayer):
+ * Layer l (pre-norm, Hugging Face LlamaDecoderLayer; the attention half is the shared block of
+ * plugins/models/common/lm_attn.h):
  *   a   = ln1(x)
  *   h   = x + o_proj(attn(rope(q_norm?(q_proj(a))), rope(k_norm?(k_proj(a))), v_proj(a)))
  *   x'  = h + down_proj(silu(gate_proj(ln2(h))) * up_proj(ln2(h)))
@@ -17,13 +18,13 @@
 
 #include "grpo/model.h"
 #include "grpo/ops.h"
+#include "lm_attn.h"
+#include "lm_params.h"
 
 typedef struct dense_config {
-    int32_t C, L, NH, NKV, HD, I, V;
-    float eps, rope_theta;
-    int32_t qkv_bias;  /* q/k/v projections have a bias (Qwen2, or attention_bias) */
-    int32_t o_bias;    /* o_proj has a bias (attention_bias in Llama/Qwen3) */
-    int32_t qk_norm;   /* per-head RMSNorm of q and k before RoPE (Qwen3) */
+    lm_attn_config attn; /* C, NH, NKV, HD, eps, rope_theta; qk_norm (Qwen3), qkv_bias (Qwen2,
+                            or attention_bias), o_bias (attention_bias in Llama/Qwen3) */
+    int32_t L, I, V;
     int32_t tied;      /* lm_head shares embed_tokens */
     int32_t internlm2; /* InternLM2 naming, packed wqkv (dense_internlm2.c) */
     int32_t head;      /* DENSE_HEAD_*: which head tensor the architecture has */
@@ -41,10 +42,12 @@ typedef struct dense_config {
  * a non-SiLU activation) are GRPO_ERR_UNSUPPORTED naming the key. */
 int32_t dense_config_parse(dense_config *c, const char *json, grpo_error *err);
 
-/* Per-layer parameter slots, in the order of the parameter table. */
+/* Per-layer parameter slots, in the order of the parameter table. The attention slots are the
+ * shared block's (lm_attn.h AP_*), so lp->p / lp->g are its parameter arrays. */
 enum {
-    LP_LN1, LP_WQ, LP_BQ, LP_WK, LP_BK, LP_WV, LP_BV, LP_QNORM, LP_KNORM, LP_WO, LP_BO,
-    LP_LN2, LP_WGATE, LP_WUP, LP_WDOWN, LP_COUNT
+    LP_LN1 = AP_LN1, LP_WQ = AP_WQ, LP_BQ = AP_BQ, LP_WK = AP_WK, LP_BK = AP_BK, LP_WV = AP_WV,
+    LP_BV = AP_BV, LP_QNORM = AP_QNORM, LP_KNORM = AP_KNORM, LP_WO = AP_WO, LP_BO = AP_BO,
+    LP_LN2 = AP_COUNT, LP_WGATE, LP_WUP, LP_WDOWN, LP_COUNT
 };
 
 typedef struct dense_layer_params {
@@ -56,12 +59,7 @@ typedef struct dense_model {
     const grpo_host *host;
     const grpo_ops *ops;
     dense_config cfg;
-    /* parameter table: descriptors with names owned here */
-    uint32_t n_params;
-    grpo_param_desc *descs; /* [n_params] */
-    char **names;           /* [n_params] */
-    int32_t *slot;          /* [n_params] LP_* for layer tensors, -1 embed, -2 norm, -3 head */
-    int32_t *layer;         /* [n_params] layer index or -1 */
+    lm_param_table pt;      /* slot: LP_* for layer tensors, else LM_SLOT_* or SLOT_* below */
     /* bound pointers */
     float *wte, *dwte;         /* (V,C) embed_tokens */
     float *wnorm, *dwnorm;     /* (C) final norm */
@@ -71,17 +69,13 @@ typedef struct dense_model {
     int32_t bound;
 } dense_model;
 
-/* Slots of the parameter table outside the layer slots LP_*. */
-#define SLOT_EMBED (-1)
-#define SLOT_NORM (-2)
-#define SLOT_HEAD (-3)
+/* Slots of the parameter table outside the layer slots LP_* and lm_params.h's LM_SLOT_*. */
 #define SLOT_CLS (-4)      /* classifier head: loaded, never applied by the plugin */
 #define SLOT_WQKV (-5)     /* InternLM2 packed wqkv.weight (Q+2KV,C) */
 #define SLOT_BQKV (-6)     /* InternLM2 packed wqkv.bias (Q+2KV) */
 
-/* Adds one tensor to the parameter table (dense_params.c). */
-int32_t dense_params_add(dense_model *m, const char *name, int32_t ndim, const int64_t *shape,
-                         uint32_t flags, int32_t tied_to, int32_t slot, int32_t layer);
+/* Shape of layer slot s (ndim 1 or 2), or 0 when the architecture lacks it (dense_params.c). */
+int32_t dense_layer_shape(const dense_model *m, int32_t s, int64_t shape[2]);
 /* The head tensor of m->cfg.head (lm_head, score, v_head), tied to tensor 0 when tied. */
 int32_t dense_params_add_head(dense_model *m, const char *lm_head_name);
 
@@ -104,19 +98,7 @@ void dense_params_free(dense_model *m);
 
 /* ---- activations: one block, carved by a size table (see dense_acts.c) ------------------ */
 typedef struct dense_layer_acts {
-    float *x;        /* (N,C) layer input (the residual stream) */
-    float *ln1;      /* (N,C) */
-    float *ln1_rstd; /* (N) */
-    float *qraw;     /* (N,Q) q_proj output before q_norm (qk_norm only, else == q) */
-    float *q_rstd;   /* (N*NH) (qk_norm only) */
-    float *kraw;     /* (N,KV) (qk_norm only, else == k) */
-    float *k_rstd;   /* (N*NKV) (qk_norm only) */
-    float *q;        /* (N,Q) after norm and RoPE */
-    float *k;        /* (N,KV) after norm and RoPE */
-    float *v;        /* (N,KV) */
-    float *att;      /* (N,Q) attention output (before o_proj) */
-    float *att_lse;  /* (B,NH,T) */
-    float *h;        /* (N,C) residual after attention */
+    lm_attn_acts at; /* x (layer input, the residual stream) .. h (after attention): lm_attn.h */
     float *ln2;      /* (N,C) */
     float *ln2_rstd; /* (N) */
     float *gate;     /* (N,I) */
@@ -132,16 +114,9 @@ typedef struct dense_acts {
     float *head_lse; /* (N) */
     float *tmp;      /* (N,C) o_proj / down_proj output before the residual add */
     /* activation gradients (written, not accumulated) */
+    lm_attn_grads ag; /* the attention block's: dln, dtmp (N,C), datt, dq, dk, dv, ... */
     float *dx;       /* (N,C) gradient of the residual stream */
     float *dh;       /* (N,C) */
-    float *dln;      /* (N,C) */
-    float *dtmp;     /* (N,C) */
-    float *datt;     /* (N,Q) */
-    float *dq;       /* (N,Q) */
-    float *dqraw;    /* (N,Q) */
-    float *dk;       /* (N,KV) */
-    float *dkraw;    /* (N,KV) */
-    float *dv;       /* (N,KV) */
     float *dswi;     /* (N,I) */
     float *dgate;    /* (N,I) */
     float *dup;      /* (N,I) */
@@ -154,11 +129,10 @@ void dense_acts_carve(dense_acts *a, dense_layer_acts *layers, float *block,
                       const dense_config *c, int32_t B, int32_t T, int32_t train);
 
 /* ---- compute (dense_forward.c, dense_backward.c, dense_infer.c) ---------------------------- */
-/* Layer pieces shared by the training forward and decode (dense_forward.c). */
-void dense_qkv_forward(dense_model *m, struct dense_layer_acts *la, const dense_layer_params *lp,
-                       const int32_t *pos, int32_t N);
-void dense_post_attention_forward(dense_model *m, float *out, struct dense_layer_acts *la,
-                                  float *tmp, const dense_layer_params *lp, int32_t N);
+/* The MLP half of a layer, shared by the training forward and decode (dense_forward.c):
+ * out (N,C) = h + down(silu(gate(ln2 h)) * up(ln2 h)); tmp (N,C) is scratch. */
+void dense_mlp_forward(dense_model *m, float *out, struct dense_layer_acts *la, float *tmp,
+                       const dense_layer_params *lp, int32_t N);
 /* Embedding + all layers over a (B,T) batch: fills a->l[*] and a->xL. When kv is not NULL
  * (prefill), each layer's rotated keys and values go to cache rows 0..B-1, slots 0..T-1. */
 void dense_body_forward(dense_model *m, dense_acts *a, const int32_t *ids, const int32_t *mask,

@@ -1,8 +1,9 @@
 /*
  * dense_acts.c — the activation block. One allocation (the host's), carved into the tensors of
  * dense_acts by a size table in llm.c's manner: each entry is a pointer field and its size in
- * floats for B rows of T tokens. Per-layer tensors repeat L times; with qk_norm off, qraw/kraw
- * alias q/k (RoPE runs in place) and dqraw/dkraw alias dq/dk. Gradient buffers exist only for
+ * floats for B rows of T tokens. Per-layer tensors repeat L times, each layer's attention half
+ * first (laid out by the shared block, common/lm_attn.c), then its MLP half; the attention
+ * block's gradient buffers follow the top-level tensors. Gradient buffers exist only for
  * training (train = 1). Prefill/decode (train = 0) keep nothing for a backward pass, so all L
  * layers share ONE set of layer buffers (layer l+1's input x is layer l's x, overwritten once
  * it is no longer read): their scratch is about 1/L of the training activations.
@@ -19,26 +20,10 @@ typedef struct act_entry {
 /* Fills the table for one layer (or the top-level tensors when l < 0); returns the count. */
 static int build_table(act_entry *e, dense_acts *a, dense_layer_acts *la, const dense_config *c,
                        int32_t B, int32_t T, int32_t train) {
-    uint64_t N = (uint64_t)B * T, C = c->C, I = c->I;
-    uint64_t Q = (uint64_t)c->NH * c->HD, KV = (uint64_t)c->NKV * c->HD;
+    uint64_t N = (uint64_t)B * T, C = c->attn.C, I = c->I;
     int n = 0;
 #define ENTRY(f, sz) (e[n].field = &(f), e[n].floats = (sz), n++)
-    if (la) {
-        ENTRY(la->x, N * C);
-        ENTRY(la->ln1, N * C);
-        ENTRY(la->ln1_rstd, N);
-        ENTRY(la->q, N * Q);
-        ENTRY(la->k, N * KV);
-        ENTRY(la->v, N * KV);
-        if (c->qk_norm) {
-            ENTRY(la->qraw, N * Q);
-            ENTRY(la->q_rstd, N * c->NH);
-            ENTRY(la->kraw, N * KV);
-            ENTRY(la->k_rstd, N * c->NKV);
-        }
-        ENTRY(la->att, N * Q);
-        ENTRY(la->att_lse, N * c->NH);
-        ENTRY(la->h, N * C);
+    if (la) { /* the MLP half; the attention half is carved by lm_attn_acts_carve */
         ENTRY(la->ln2, N * C);
         ENTRY(la->ln2_rstd, N);
         ENTRY(la->gate, N * I);
@@ -53,16 +38,6 @@ static int build_table(act_entry *e, dense_acts *a, dense_layer_acts *la, const 
         if (train) {
             ENTRY(a->dx, N * C);
             ENTRY(a->dh, N * C);
-            ENTRY(a->dln, N * C);
-            ENTRY(a->dtmp, N * C);
-            ENTRY(a->datt, N * Q);
-            ENTRY(a->dq, N * Q);
-            ENTRY(a->dk, N * KV);
-            ENTRY(a->dv, N * KV);
-            if (c->qk_norm) {
-                ENTRY(a->dqraw, N * Q);
-                ENTRY(a->dkraw, N * KV);
-            }
             ENTRY(a->dswi, N * I);
             ENTRY(a->dgate, N * I);
             ENTRY(a->dup, N * I);
@@ -79,18 +54,19 @@ uint64_t dense_acts_floats(const dense_config *c, int32_t B, int32_t T, int32_t 
     act_entry e[MAX_ENTRIES];
     dense_acts a;
     dense_layer_acts la;
-    uint64_t total = 0;
+    uint64_t N = (uint64_t)B * T, total = lm_attn_acts_floats(&c->attn, N);
     int n = build_table(e, &a, &la, c, B, T, train);
     for (int i = 0; i < n; i++) total += padded(e[i].floats);
     if (train) total *= (uint64_t)c->L;
     n = build_table(e, &a, NULL, c, B, T, train);
     for (int i = 0; i < n; i++) total += padded(e[i].floats);
-    return total;
+    return total + (train ? lm_attn_grads_floats(&c->attn, N) : 0);
 }
 
 void dense_acts_carve(dense_acts *a, dense_layer_acts *layers, float *block,
                       const dense_config *c, int32_t B, int32_t T, int32_t train) {
     act_entry e[MAX_ENTRIES];
+    uint64_t N = (uint64_t)B * T;
     *a = (dense_acts){0};
     a->l = layers;
     float *p = block;
@@ -101,11 +77,11 @@ void dense_acts_carve(dense_acts *a, dense_layer_acts *layers, float *block,
             continue;
         }
         *la = (dense_layer_acts){0};
+        p = lm_attn_acts_carve(&la->at, p, &c->attn, N);
         int n = build_table(e, a, la, c, B, T, train);
         for (int i = 0; i < n; i++) *e[i].field = p, p += padded(e[i].floats);
-        if (!c->qk_norm) la->qraw = la->q, la->kraw = la->k;
     }
     int n = build_table(e, a, NULL, c, B, T, train);
     for (int i = 0; i < n; i++) *e[i].field = p, p += padded(e[i].floats);
-    if (!c->qk_norm) a->dqraw = a->dq, a->dkraw = a->dk;
+    if (train) lm_attn_grads_carve(&a->ag, p, &c->attn, N);
 }

@@ -20,8 +20,6 @@
  * [0,Q) q heads in order, [Q,Q+KV) k, [Q+KV,Q+2KV) v), so the layer code sees three contiguous
  * projections, and back on save, so a saved directory is InternLM2's layout again.
  */
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "dense.h"
@@ -37,45 +35,31 @@ static const struct {
     {LP_WDOWN, "feed_forward.w2.weight"},
 };
 
-/* Shape of a layer tensor, or 0 when the config lacks it. */
-static int32_t layer_shape(const dense_config *c, int32_t slot, int64_t shape[2]) {
-    int64_t Q = (int64_t)c->NH * c->HD, KV = (int64_t)c->NKV * c->HD;
+/* Shape of a layer tensor, or 0 when the config lacks it: the packed q/k/v here, the rest as
+ * the Llama-named layer (dense_params.c). */
+static int32_t layer_shape(const dense_model *m, int32_t slot, int64_t shape[2]) {
+    const dense_config *c = &m->cfg;
+    int64_t QKV = (int64_t)(c->attn.NH + 2 * c->attn.NKV) * c->attn.HD;
     switch (slot) {
-    case LP_LN1: case LP_LN2: shape[0] = c->C; return 1;
-    case SLOT_WQKV: shape[0] = Q + 2 * KV, shape[1] = c->C; return 2;
-    case SLOT_BQKV: shape[0] = Q + 2 * KV; return c->qkv_bias ? 1 : 0;
-    case LP_WO: shape[0] = c->C, shape[1] = Q; return 2;
-    case LP_BO: shape[0] = c->C; return c->o_bias ? 1 : 0;
-    case LP_WGATE: case LP_WUP: shape[0] = c->I, shape[1] = c->C; return 2;
-    case LP_WDOWN: shape[0] = c->C, shape[1] = c->I; return 2;
-    default: return 0;
+    case SLOT_WQKV: shape[0] = QKV, shape[1] = c->attn.C; return 2;
+    case SLOT_BQKV: shape[0] = QKV; return c->attn.qkv_bias ? 1 : 0;
+    default: return dense_layer_shape(m, slot, shape);
     }
 }
 
 int32_t dense_internlm2_params_build(dense_model *m, grpo_error *err) {
     const dense_config *c = &m->cfg;
-    uint32_t per_layer = sizeof names / sizeof names[0], cap = 3 + (uint32_t)c->L * per_layer;
-    m->descs = calloc(cap, sizeof *m->descs);
-    m->names = calloc(cap, sizeof *m->names);
-    m->slot = calloc(cap, sizeof *m->slot);
-    m->layer = calloc(cap, sizeof *m->layer);
-    if (!m->descs || !m->names || !m->slot || !m->layer)
-        return grpo_error_set(err, GRPO_ERR_NOMEM, "dense: out of memory for the parameter table");
-    int64_t vc[2] = {c->V, c->C}, cc[1] = {c->C};
-    int32_t st = dense_params_add(m, "model.tok_embeddings.weight", 2, vc, 0, -1, SLOT_EMBED, -1);
-    char name[128];
+    uint32_t per_layer = sizeof names / sizeof names[0];
+    int32_t st = lm_params_alloc(&m->pt, 3 + (uint32_t)c->L * per_layer, "dense", err);
+    if (st != GRPO_OK) return st;
+    st = lm_params_add_embed(&m->pt, "model.tok_embeddings.weight", c->V, c->attn.C);
     for (int32_t l = 0; l < c->L && st == GRPO_OK; l++)
         for (uint32_t k = 0; k < per_layer && st == GRPO_OK; k++) {
             int64_t shape[2];
-            int32_t nd = layer_shape(c, names[k].slot, shape);
-            if (!nd) continue;
-            snprintf(name, sizeof name, "model.layers.%d.%s", l, names[k].name);
-            st = dense_params_add(m, name, nd, shape, nd == 1 ? GRPO_PARAM_NO_DECAY : 0, -1,
-                                  names[k].slot, l);
+            int32_t nd = layer_shape(m, names[k].slot, shape);
+            if (nd) st = lm_params_add_layer(&m->pt, l, names[k].name, nd, shape, names[k].slot);
         }
-    if (st == GRPO_OK)
-        st = dense_params_add(m, "model.norm.weight", 1, cc, GRPO_PARAM_NO_DECAY, -1, SLOT_NORM,
-                              -1);
+    if (st == GRPO_OK) st = lm_params_add_norm(&m->pt, c->attn.C);
     if (st == GRPO_OK) st = dense_params_add_head(m, "output.weight");
     if (st != GRPO_OK)
         return grpo_error_set(err, st, "dense: out of memory for the parameter names");
@@ -84,8 +68,8 @@ int32_t dense_internlm2_params_build(dense_model *m, grpo_error *err) {
 
 void dense_internlm2_bind(dense_model *m, int32_t l, int32_t slot, float *p, float *g) {
     const dense_config *c = &m->cfg;
-    uint64_t w = slot == SLOT_WQKV ? (uint64_t)c->C : 1; /* floats per row */
-    uint64_t Q = (uint64_t)c->NH * c->HD, KV = (uint64_t)c->NKV * c->HD;
+    uint64_t w = slot == SLOT_WQKV ? (uint64_t)c->attn.C : 1; /* floats per row */
+    uint64_t Q = (uint64_t)c->attn.NH * c->attn.HD, KV = (uint64_t)c->attn.NKV * c->attn.HD;
     int32_t sq = slot == SLOT_WQKV ? LP_WQ : LP_BQ, sk = slot == SLOT_WQKV ? LP_WK : LP_BK,
             sv = slot == SLOT_WQKV ? LP_WV : LP_BV;
     dense_layer_params *lp = &m->lp[l];
@@ -95,8 +79,8 @@ void dense_internlm2_bind(dense_model *m, int32_t l, int32_t slot, float *p, flo
 
 /* Row of the q|k|v layout that packed row r holds. */
 static uint64_t unpacked_row(const dense_config *c, uint64_t r) {
-    uint64_t HD = (uint64_t)c->HD, g = (uint64_t)(c->NH / c->NKV);
-    uint64_t Q = (uint64_t)c->NH * HD, KV = (uint64_t)c->NKV * HD;
+    uint64_t HD = (uint64_t)c->attn.HD, g = (uint64_t)(c->attn.NH / c->attn.NKV);
+    uint64_t Q = (uint64_t)c->attn.NH * HD, KV = (uint64_t)c->attn.NKV * HD;
     uint64_t d = r % HD, head = r / HD, h = head / (g + 2), j = head % (g + 2);
     if (j < g) return (h * g + j) * HD + d;
     return (j == g ? Q : Q + KV) + h * HD + d;
@@ -105,15 +89,15 @@ static uint64_t unpacked_row(const dense_config *c, uint64_t r) {
 int32_t dense_internlm2_relayout(void *model, uint32_t i, float *data, int32_t direction,
                                  grpo_error *err) {
     dense_model *m = model;
-    if (i >= m->n_params || (m->slot[i] != SLOT_WQKV && m->slot[i] != SLOT_BQKV))
-        return GRPO_OK;
+    const lm_param_table *t = &m->pt;
+    if (i >= t->n || (t->slot[i] != SLOT_WQKV && t->slot[i] != SLOT_BQKV)) return GRPO_OK;
     const dense_config *c = &m->cfg;
-    uint64_t rows = (uint64_t)(c->NH + 2 * c->NKV) * c->HD;
-    uint64_t w = m->slot[i] == SLOT_WQKV ? (uint64_t)c->C : 1;
+    uint64_t rows = (uint64_t)(c->attn.NH + 2 * c->attn.NKV) * c->attn.HD;
+    uint64_t w = t->slot[i] == SLOT_WQKV ? (uint64_t)c->attn.C : 1;
     float *tmp = m->host->alloc(rows * w * sizeof(float));
     if (!tmp)
         return grpo_error_set(err, GRPO_ERR_NOMEM, "dense: out of memory unpacking %s",
-                              m->names[i]);
+                              t->names[i]);
     for (uint64_t r = 0; r < rows; r++) {
         uint64_t u = unpacked_row(c, r);
         if (direction == GRPO_RELAYOUT_LOAD)

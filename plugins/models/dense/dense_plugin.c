@@ -5,9 +5,9 @@
  * applies the head (plugins/rewards/reward_model).
  */
 #include <stdlib.h>
-#include <string.h>
 
 #include "dense.h"
+#include "lm_host.h"
 
 GRPO_PLUGIN_MAGIC()
 
@@ -15,18 +15,13 @@ static int32_t dense_create(const grpo_host *host, const char *config_json,
                             const grpo_config *cfg, void **out, grpo_error *err) {
     (void)cfg; /* no plugin keys yet */
     *out = NULL;
-    if (!host || !GRPO_HAS_FIELD(host, grpo_host, ops) || !host->ops)
-        return grpo_error_set(err, GRPO_ERR_UNSUPPORTED,
-                              "dense.causal_lm: the host provides no compute backend (host->ops)");
-    if (host->ops->struct_size < sizeof(grpo_ops))
-        return grpo_error_set(err, GRPO_ERR_ABI,
-                              "dense.causal_lm: the host's op table is older (%u bytes) than this "
-                              "plugin expects (%zu)", host->ops->struct_size, sizeof(grpo_ops));
+    int32_t st = lm_host_check(host, "dense.causal_lm", "", err);
+    if (st != GRPO_OK) return st;
     dense_model *m = calloc(1, sizeof *m);
     if (!m) return grpo_error_set(err, GRPO_ERR_NOMEM, "dense.causal_lm: out of memory");
     m->host = host;
     m->ops = host->ops;
-    int32_t st = dense_config_parse(&m->cfg, config_json, err);
+    st = dense_config_parse(&m->cfg, config_json, err);
     if (st == GRPO_OK) {
         m->lp = calloc((size_t)m->cfg.L, sizeof *m->lp);
         m->la = calloc((size_t)m->cfg.L, sizeof *m->la);
@@ -53,15 +48,10 @@ static void dense_destroy(void *model) {
     free(m);
 }
 
-static uint32_t dense_n_params(void *model) { return ((dense_model *)model)->n_params; }
+static uint32_t dense_n_params(void *model) { return ((dense_model *)model)->pt.n; }
 
 static int32_t dense_param(void *model, uint32_t i, grpo_param_desc *out) {
-    dense_model *m = model;
-    if (i >= m->n_params) return GRPO_ERR_INVALID;
-    uint32_t size = out->struct_size < sizeof *out ? out->struct_size : sizeof *out;
-    memcpy(out, &m->descs[i], size);
-    out->struct_size = size;
-    return GRPO_OK;
+    return lm_params_get(&((dense_model *)model)->pt, i, out);
 }
 
 static int32_t dense_bind(void *model, float *const *params, float *const *grads,

@@ -24,6 +24,7 @@
 #include "grpo/model.h"
 #include "grpo/ops.h"
 #include "lm_attn.h"
+#include "lm_params.h"
 
 /* The auxiliary (load-balancing) loss forms; each is
  *   aux = sum over groups g of coef_g * sum_e count_{g,e} * psum_{g,e}
@@ -104,12 +105,7 @@ typedef struct moe_model {
     const grpo_host *host;
     const grpo_ops *ops;
     moe_config cfg;
-    uint32_t n_params;
-    grpo_param_desc *descs; /* [n_params] */
-    char **names;           /* [n_params] */
-    int32_t *slot;          /* [n_params] -1 embed, -2 norm, -3 head, else a layer slot code
-                               (moe_params.c) */
-    int32_t *layer;         /* [n_params] layer index or -1 */
+    lm_param_table pt;      /* slot: LM_SLOT_*, else a layer slot code (moe_params.c) */
     float *wte, *dwte, *wnorm, *dwnorm, *whead, *dwhead;
     moe_layer_params *lp;   /* [L] */
     float **wbuf;           /* backing of every lp[].ep/eg/sp/sg array */
@@ -175,5 +171,9 @@ int32_t moe_decode(void *model, const grpo_kv_cache *kv, int32_t R, const int32_
                    const int32_t *pos, const int32_t *cache_mask, const int32_t *len,
                    float *scratch, float *logits, grpo_error *err);
 void moe_kv_copy_row(void *model, const grpo_kv_cache *kv, int32_t dst, int32_t src, int32_t n);
+/* Prefill: the rotated keys and values (B*T, KV) of layer l into cache rows 0..B-1, slots
+ * 0..T-1 (moe_infer.c). */
+void moe_kv_store(moe_model *m, const grpo_kv_cache *kv, int32_t l, const lm_attn_acts *at,
+                  int32_t B, int32_t T);
 
 #endif

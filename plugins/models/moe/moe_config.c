@@ -25,10 +25,8 @@
 
 /* Features no flavour implements, refused naming the key. */
 static int32_t check_common(const cJSON *o, grpo_error *err) {
-    const cJSON *act = lm_json_get(o, "hidden_act");
-    if (act && (!cJSON_IsString(act) || strcmp(act->valuestring, "silu") != 0))
-        return grpo_error_set(err, GRPO_ERR_UNSUPPORTED,
-                              "config.json: hidden_act other than \"silu\" is not supported");
+    int32_t st = lm_json_check_act_rope(o, err);
+    if (st != GRPO_OK) return st;
     const char *flags[] = {"mlp_bias", "use_sliding_window", "inference_rope_scaling"};
     for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++)
         if (lm_json_bool(o, flags[i], 0))
@@ -38,39 +36,17 @@ static int32_t check_common(const cJSON *o, grpo_error *err) {
     if (lm_json_get(o, "rope_scaling"))
         return grpo_error_set(err, GRPO_ERR_UNSUPPORTED,
                               "config.json: \"rope_scaling\" is not supported (default RoPE only)");
-    const cJSON *rp = lm_json_get(o, "rope_parameters");
-    const cJSON *rt = rp ? lm_json_get(rp, "rope_type") : NULL;
-    if (rt && (!cJSON_IsString(rt) || strcmp(rt->valuestring, "default") != 0))
-        return grpo_error_set(err, GRPO_ERR_UNSUPPORTED,
-                              "config.json: rope_parameters.rope_type must be \"default\"");
     return GRPO_OK;
 }
 
-/* hidden size, layers, heads, vocab, eps, rope theta: the attention part. */
+/* The attention part (common/lm_json.c), layers and vocab. */
 static int32_t parse_attention(moe_config *c, const cJSON *o, double eps, double theta,
                                grpo_error *err) {
-    lm_attn_config *a = &c->attn;
     int32_t st;
-    if ((st = lm_json_int(o, "hidden_size", -1, &a->C, err)) != GRPO_OK ||
-        (st = lm_json_int(o, "num_hidden_layers", -1, &c->L, err)) != GRPO_OK ||
-        (st = lm_json_int(o, "num_attention_heads", -1, &a->NH, err)) != GRPO_OK ||
-        (st = lm_json_int(o, "num_key_value_heads", a->NH, &a->NKV, err)) != GRPO_OK ||
-        (st = lm_json_int(o, "head_dim", a->C / a->NH, &a->HD, err)) != GRPO_OK ||
-        (st = lm_json_int(o, "vocab_size", -1, &c->V, err)) != GRPO_OK ||
-        (st = lm_json_float(o, "rms_norm_eps", eps, &a->eps, err)) != GRPO_OK)
+    if ((st = lm_json_attn_config(&c->attn, o, eps, theta, err)) != GRPO_OK ||
+        (st = lm_json_int(o, "num_hidden_layers", -1, &c->L, err)) != GRPO_OK)
         return st;
-    const cJSON *rp = lm_json_get(o, "rope_parameters");
-    const cJSON *rope_obj = rp && lm_json_get(rp, "rope_theta") ? rp : o;
-    if ((st = lm_json_float(rope_obj, "rope_theta", theta, &a->rope_theta, err)) != GRPO_OK)
-        return st;
-    if (a->NH % a->NKV != 0)
-        return grpo_error_set(err, GRPO_ERR_INVALID,
-                              "config.json: num_attention_heads (%d) must be a multiple of "
-                              "num_key_value_heads (%d)", a->NH, a->NKV);
-    if (a->HD % 2 != 0)
-        return grpo_error_set(err, GRPO_ERR_INVALID, "config.json: head_dim (%d) must be even",
-                              a->HD);
-    return GRPO_OK;
+    return lm_json_int(o, "vocab_size", -1, &c->V, err);
 }
 
 static int32_t parse_minimind(moe_config *c, const cJSON *o, grpo_error *err) {
@@ -134,13 +110,9 @@ static int32_t parse_qwen3_moe(moe_config *c, const cJSON *o, grpo_error *err) {
 
 int32_t moe_config_parse(moe_config *c, const char *json, grpo_error *err) {
     memset(c, 0, sizeof *c);
-    cJSON *o = cJSON_Parse(json);
-    if (!o || !cJSON_IsObject(o)) {
-        cJSON_Delete(o);
-        return grpo_error_set(err, GRPO_ERR_INVALID, "config.json: not a JSON object");
-    }
-    const cJSON *mt = lm_json_get(o, "model_type");
-    const char *type = mt && cJSON_IsString(mt) ? mt->valuestring : "";
+    cJSON *o = lm_json_parse(json, err);
+    if (!o) return GRPO_ERR_INVALID;
+    const char *type = lm_json_string(o, "model_type", "");
     int32_t st = check_common(o, err);
     if (st == GRPO_OK) {
         if (strcmp(type, "minimind") == 0)

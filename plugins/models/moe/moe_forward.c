@@ -5,20 +5,6 @@
  */
 #include "moe.h"
 
-/* Copies the rotated keys and values (B*T, KV) of layer l into cache rows 0..B-1, slots 0..T-1
- * (the layout of moe_infer.c). */
-static void kv_store(moe_model *m, const grpo_kv_cache *kv, int32_t l, const lm_attn_acts *at,
-                     int32_t B, int32_t T) {
-    const grpo_ops *o = m->ops;
-    uint64_t KV = (uint64_t)m->cfg.attn.NKV * m->cfg.attn.HD, S = (uint64_t)kv->S;
-    uint64_t plane = (uint64_t)kv->R * S * KV, row_bytes = (uint64_t)T * KV * sizeof(float);
-    float *kc = kv->data + (uint64_t)l * 2 * plane, *vc = kc + plane;
-    for (int32_t b = 0; b < B; b++) {
-        o->copy(o->ctx, kc + (uint64_t)b * S * KV, at->k + (uint64_t)b * T * KV, row_bytes);
-        o->copy(o->ctx, vc + (uint64_t)b * S * KV, at->v + (uint64_t)b * T * KV, row_bytes);
-    }
-}
-
 int32_t moe_body_forward(moe_model *m, moe_acts *a, const int32_t *ids, const int32_t *mask,
                          const int32_t *pos, int32_t B, int32_t T, const grpo_kv_cache *kv,
                          grpo_error *err) {
@@ -31,7 +17,7 @@ int32_t moe_body_forward(moe_model *m, moe_acts *a, const int32_t *ids, const in
         moe_layer_acts *la = &a->l[l];
         float *out = l + 1 < c->L ? a->l[l + 1].at.x : a->xL;
         lm_attn_forward(o, &c->attn, &la->at, a->tmp, m->lp[l].p, mask, pos, B, T);
-        if (kv) kv_store(m, kv, l, &la->at, B, T);
+        if (kv) moe_kv_store(m, kv, l, &la->at, B, T);
         st = moe_block_forward(m, out, la, a->tmp, l, N, err);
     }
     if (st == GRPO_OK) moe_router_end(m);

@@ -16,53 +16,21 @@
  */
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "moe.h"
 
-#define SLOT_EMBED (-1)
-#define SLOT_NORM (-2)
-#define SLOT_HEAD (-3)
-
-static const char *const slot_names[MP_COUNT] = {
-    "input_layernorm.weight", "self_attn.q_proj.weight", "self_attn.q_proj.bias",
-    "self_attn.k_proj.weight", "self_attn.k_proj.bias", "self_attn.v_proj.weight",
-    "self_attn.v_proj.bias", "self_attn.q_norm.weight", "self_attn.k_norm.weight",
-    "self_attn.o_proj.weight", "self_attn.o_proj.bias", "post_attention_layernorm.weight",
-    "mlp.gate.weight"};
+/* Names of the MoE block's named slots (MP_LN2 ..); the attention's are lm_attn_param_names. */
+static const char *const moe_names[MP_COUNT - AP_COUNT] = {"post_attention_layernorm.weight",
+                                                           "mlp.gate.weight"};
 static const char *const ew_names[EW_COUNT] = {"gate_proj", "up_proj", "down_proj"};
 
-/* Shape of a named layer slot, or 0 when this architecture lacks it (biases: never). */
+/* Shape of a named layer slot, or 0 when this architecture lacks it. */
 static int32_t slot_shape(const moe_config *c, int32_t s, int64_t shape[2]) {
-    const lm_attn_config *a = &c->attn;
-    int64_t Q = (int64_t)a->NH * a->HD, KV = (int64_t)a->NKV * a->HD;
     switch (s) {
-    case AP_LN1: case MP_LN2: shape[0] = a->C; return 1;
-    case AP_WQ: shape[0] = Q; shape[1] = a->C; return 2;
-    case AP_WK: case AP_WV: shape[0] = KV; shape[1] = a->C; return 2;
-    case AP_QNORM: case AP_KNORM: shape[0] = a->HD; return a->qk_norm ? 1 : 0;
-    case AP_WO: shape[0] = a->C; shape[1] = Q; return 2;
-    case MP_ROUTER: shape[0] = c->E; shape[1] = a->C; return 2;
-    default: return 0;
+    case MP_LN2: shape[0] = c->attn.C; return 1;
+    case MP_ROUTER: shape[0] = c->E, shape[1] = c->attn.C; return 2;
+    default: return lm_attn_param_shape(&c->attn, s, shape);
     }
-}
-
-static int32_t add(moe_model *m, const char *name, int32_t ndim, int64_t d0, int64_t d1,
-                   uint32_t flags, int32_t tied_to, int32_t slot, int32_t layer) {
-    uint32_t i = m->n_params++;
-    m->names[i] = strdup(name);
-    if (!m->names[i]) return GRPO_ERR_NOMEM;
-    grpo_param_desc *d = &m->descs[i];
-    memset(d, 0, sizeof *d);
-    d->struct_size = sizeof *d;
-    d->name = m->names[i];
-    d->ndim = ndim;
-    d->shape[0] = d0, d->shape[1] = d1;
-    d->flags = flags;
-    d->tied_to = tied_to;
-    m->slot[i] = slot;
-    m->layer[i] = layer;
-    return GRPO_OK;
 }
 
 /* The 3 SwiGLU tensors of expert `index` under prefix (e.g. "mlp.experts.2"). */
@@ -71,9 +39,9 @@ static int32_t add_expert(moe_model *m, int32_t l, const char *prefix, int32_t i
     char name[160];
     int32_t st = GRPO_OK, C = m->cfg.attn.C;
     for (int32_t w = 0; w < EW_COUNT && st == GRPO_OK; w++) {
-        snprintf(name, sizeof name, "model.layers.%d.%s.%s.weight", l, prefix, ew_names[w]);
-        st = w == EW_DOWN ? add(m, name, 2, C, inter, 0, -1, slot0 + w, l)
-                          : add(m, name, 2, inter, C, 0, -1, slot0 + w, l);
+        int64_t shape[2] = {w == EW_DOWN ? C : inter, w == EW_DOWN ? inter : C};
+        snprintf(name, sizeof name, "%s.%s.weight", prefix, ew_names[w]);
+        st = lm_params_add_layer(&m->pt, l, name, 2, shape, slot0 + w);
     }
     return st;
 }
@@ -85,9 +53,8 @@ static int32_t add_layer(moe_model *m, int32_t l) {
     for (int32_t s = 0; s < MP_COUNT && st == GRPO_OK; s++) {
         int64_t shape[2] = {0, 0};
         int32_t nd = slot_shape(c, s, shape);
-        if (!nd) continue;
-        snprintf(name, sizeof name, "model.layers.%d.%s", l, slot_names[s]);
-        st = add(m, name, nd, shape[0], shape[1], nd == 1 ? GRPO_PARAM_NO_DECAY : 0, -1, s, l);
+        const char *slot_name = s < AP_COUNT ? lm_attn_param_names[s] : moe_names[s - AP_COUNT];
+        if (nd) st = lm_params_add_layer(&m->pt, l, slot_name, nd, shape, s);
     }
     for (int32_t e = 0; e < c->E && st == GRPO_OK; e++) {
         snprintf(name, sizeof name, "mlp.experts.%d", e);
@@ -103,14 +70,11 @@ static int32_t add_layer(moe_model *m, int32_t l) {
 int32_t moe_params_build(moe_model *m, grpo_error *err) {
     const moe_config *c = &m->cfg;
     uint32_t per_layer = MP_COUNT + (uint32_t)(c->E + c->NS) * EW_COUNT;
-    uint32_t cap = 3 + (uint32_t)c->L * per_layer;
-    m->descs = calloc(cap, sizeof *m->descs);
-    m->names = calloc(cap, sizeof *m->names);
-    m->slot = calloc(cap, sizeof *m->slot);
-    m->layer = calloc(cap, sizeof *m->layer);
+    int32_t st = lm_params_alloc(&m->pt, 3 + (uint32_t)c->L * per_layer, "moe", err);
+    if (st != GRPO_OK) return st;
     /* expert pointer arrays: per layer E*3 + NS*3 params and as many grads */
     m->wbuf = calloc((size_t)c->L * 2 * (c->E + c->NS) * EW_COUNT + 1, sizeof *m->wbuf);
-    if (!m->descs || !m->names || !m->slot || !m->layer || !m->wbuf)
+    if (!m->wbuf)
         return grpo_error_set(err, GRPO_ERR_NOMEM, "moe: out of memory for the parameter table");
     float **w = m->wbuf;
     for (int32_t l = 0; l < c->L; l++) {
@@ -120,42 +84,36 @@ int32_t moe_params_build(moe_model *m, grpo_error *err) {
         lp->sp = w, w += c->NS * EW_COUNT;
         lp->sg = w, w += c->NS * EW_COUNT;
     }
-    int32_t C = c->attn.C;
-    int32_t st = add(m, "model.embed_tokens.weight", 2, c->V, C, 0, -1, SLOT_EMBED, -1);
+    st = lm_params_add_embed(&m->pt, "model.embed_tokens.weight", c->V, c->attn.C);
     for (int32_t l = 0; l < c->L && st == GRPO_OK; l++) st = add_layer(m, l);
+    if (st == GRPO_OK) st = lm_params_add_norm(&m->pt, c->attn.C);
     if (st == GRPO_OK)
-        st = add(m, "model.norm.weight", 1, C, 0, GRPO_PARAM_NO_DECAY, -1, SLOT_NORM, -1);
-    if (st == GRPO_OK)
-        st = add(m, "lm_head.weight", 2, c->V, C, c->tied ? GRPO_PARAM_TIED : 0,
-                 c->tied ? 0 : -1, SLOT_HEAD, -1);
+        st = lm_params_add_lm_head(&m->pt, "lm_head.weight", c->V, c->attn.C, c->tied);
     if (st != GRPO_OK)
         return grpo_error_set(err, st, "moe: out of memory for the parameter names");
     return GRPO_OK;
 }
 
 void moe_params_free(moe_model *m) {
-    for (uint32_t i = 0; m->names && i < m->n_params; i++) free(m->names[i]);
-    free(m->names);
-    free(m->descs);
-    free(m->slot);
-    free(m->layer);
+    lm_params_free(&m->pt);
     free(m->wbuf);
 }
 
 /* bind(): points the slots at the host's block. grads may be NULL (frozen model). */
 int32_t moe_bind_params(moe_model *m, float *const *params, float *const *grads,
                         grpo_error *err) {
+    const lm_param_table *t = &m->pt;
     int32_t E = m->cfg.E;
-    for (uint32_t i = 0; i < m->n_params; i++) {
+    for (uint32_t i = 0; i < t->n; i++) {
         float *p = params[i], *g = grads ? grads[i] : NULL;
         if (!p)
             return grpo_error_set(err, GRPO_ERR_INVALID, "moe: bind: no storage for %s",
-                                  m->names[i]);
-        int32_t s = m->slot[i];
-        moe_layer_params *lp = m->layer[i] >= 0 ? &m->lp[m->layer[i]] : NULL;
-        if (s == SLOT_EMBED) m->wte = p, m->dwte = g;
-        else if (s == SLOT_NORM) m->wnorm = p, m->dwnorm = g;
-        else if (s == SLOT_HEAD) m->whead = p, m->dwhead = g;
+                                  t->names[i]);
+        int32_t s = t->slot[i];
+        moe_layer_params *lp = t->layer[i] >= 0 ? &m->lp[t->layer[i]] : NULL;
+        if (s == LM_SLOT_EMBED) m->wte = p, m->dwte = g;
+        else if (s == LM_SLOT_NORM) m->wnorm = p, m->dwnorm = g;
+        else if (s == LM_SLOT_HEAD) m->whead = p, m->dwhead = g;
         else if (s < MP_COUNT) lp->p[s] = p, lp->g[s] = g;
         else if (s < MP_COUNT + E * EW_COUNT) lp->ep[s - MP_COUNT] = p, lp->eg[s - MP_COUNT] = g;
         else {

@@ -12,8 +12,8 @@
  * e.g. 1 / gradient-accumulation steps), and logs aux_loss() (and expert_load()).
  */
 #include <stdlib.h>
-#include <string.h>
 
+#include "lm_host.h"
 #include "moe.h"
 
 GRPO_PLUGIN_MAGIC()
@@ -49,19 +49,14 @@ static int32_t apply_keys(moe_model *m, const grpo_config *cfg, grpo_error *err)
 static int32_t moe_create(const grpo_host *host, const char *config_json, const grpo_config *cfg,
                           void **out, grpo_error *err) {
     *out = NULL;
-    if (!host || !GRPO_HAS_FIELD(host, grpo_host, ops) || !host->ops)
-        return grpo_error_set(err, GRPO_ERR_UNSUPPORTED,
-                              "moe.causal_lm: the host provides no compute backend (host->ops)");
-    if (host->ops->struct_size < sizeof(grpo_ops))
-        return grpo_error_set(err, GRPO_ERR_ABI,
-                              "moe.causal_lm: the host's op table is older (%u bytes) than this "
-                              "plugin expects (%zu: it needs gather_rows/scatter_add_rows)",
-                              host->ops->struct_size, sizeof(grpo_ops));
+    int32_t st = lm_host_check(host, "moe.causal_lm", ": it needs gather_rows/scatter_add_rows",
+                               err);
+    if (st != GRPO_OK) return st;
     moe_model *m = calloc(1, sizeof *m);
     if (!m) return grpo_error_set(err, GRPO_ERR_NOMEM, "moe.causal_lm: out of memory");
     m->host = host;
     m->ops = host->ops;
-    int32_t st = moe_config_parse(&m->cfg, config_json, err);
+    st = moe_config_parse(&m->cfg, config_json, err);
     if (st == GRPO_OK) st = apply_keys(m, cfg, err);
     if (st == GRPO_OK) {
         const moe_config *c = &m->cfg;
@@ -83,15 +78,10 @@ static int32_t moe_create(const grpo_host *host, const char *config_json, const 
 
 static void moe_destroy(void *model) { moe_free(model); }
 
-static uint32_t moe_n_params(void *model) { return ((moe_model *)model)->n_params; }
+static uint32_t moe_n_params(void *model) { return ((moe_model *)model)->pt.n; }
 
 static int32_t moe_param(void *model, uint32_t i, grpo_param_desc *out) {
-    moe_model *m = model;
-    if (i >= m->n_params) return GRPO_ERR_INVALID;
-    uint32_t size = out->struct_size < sizeof *out ? out->struct_size : sizeof *out;
-    memcpy(out, &m->descs[i], size);
-    out->struct_size = size;
-    return GRPO_OK;
+    return lm_params_get(&((moe_model *)model)->pt, i, out);
 }
 
 static int32_t moe_bind(void *model, float *const *params, float *const *grads,
