@@ -2,6 +2,13 @@
  * kernels.h — compute backends. The op table itself (grpo_ops) is part of the SDK
  * (sdk/include/grpo/ops.h) because model plugins call it; this header is the host's side:
  * how a backend is opened and closed.
+ *
+ * Backends: "cpu" (OpenBLAS for GEMMs, OpenMP for the rest; always built) and "cuda" (not built
+ * yet: opening it fails with GRPO_ERR_UNSUPPORTED and says so).
+ *
+ * Lifecycle: if grpo_backend_open returns a table, the caller MUST close it with
+ * grpo_backend_close after freeing every buffer it allocated through it. Calls on one table are
+ * issued from one thread at a time.
  */
 #ifndef GRPO_KERNELS_H
 #define GRPO_KERNELS_H
@@ -9,4 +16,20 @@
 #include "grpo/ops.h"
 #include "grpo/plugin.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Opens the backend called `name` ("cpu" or "cuda") using `threads` CPU threads (<= 0: the
+ * OpenMP default, i.e. OMP_NUM_THREADS or the number of cores). Returns the op table, owned by
+ * the caller, or NULL with err set: GRPO_ERR_UNSUPPORTED for a backend that is not built here,
+ * GRPO_ERR_INVALID for an unknown name, GRPO_ERR_NOMEM. */
+grpo_ops *grpo_backend_open(const char *name, int32_t threads, grpo_error *err);
+
+/* Closes a table returned by grpo_backend_open (NULL is ignored). */
+void grpo_backend_close(grpo_ops *ops);
+
+#ifdef __cplusplus
+}
+#endif
 #endif

@@ -12,6 +12,8 @@
  *   destroy() exactly once. bind() comes before any forward/backward/decode call.
  * - forward(), backward(), prefill() and decode() on one instance are never called concurrently.
  * - backward() uses the activations of the immediately preceding forward() on the same batch.
+ * - The host table passed to create() MUST outlive the instance (the plugin keeps the pointer
+ *   to reach host->ops); config_json and cfg are borrowed for the call.
  */
 #ifndef GRPO_MODEL_H
 #define GRPO_MODEL_H
@@ -45,6 +47,13 @@ typedef struct grpo_batch {
     const int32_t *targets; /* (B,T) next-token targets, -1 = no log-prob wanted */
 } grpo_batch;
 
+/* A KV cache: kv_floats(R, S) floats of backend memory owned by the host. */
+typedef struct grpo_kv_cache {
+    uint32_t struct_size;
+    float *data;
+    int32_t R, S; /* rows and positions it was sized for */
+} grpo_kv_cache;
+
 typedef struct grpo_model_desc {
     uint32_t struct_size;
     const char *id;          /* namespaced: "pack.name"; must match the manifest */
@@ -73,20 +82,27 @@ typedef struct grpo_model_desc {
     int32_t (*backward)(void *model, const grpo_batch *batch, float *acts, const float *dlogp,
                         float scale, grpo_error *err);
 
-    /* -- inference path: KV cache of R rows by S positions, laid out by the plugin -- */
+    /* -- inference path: a KV cache of kv->R rows by kv->S positions, laid out by the plugin.
+     *    The live rows of a decode batch are rows 0..R-1 of the cache (R <= kv->R): when a row
+     *    finishes, the host moves the last live row into its slot with kv_copy_row and shrinks R.
+     *    Cache slot s of a row holds the token at column s of its (left-padded) sequence. -- */
     uint64_t (*kv_floats)(void *model, int32_t R, int32_t S);
     uint64_t (*scratch_floats)(void *model, int32_t R, int32_t T); /* for prefill/decode */
-    /* Runs the prompt rows (R,T) (left-padded; mask/pos as in grpo_batch) into the cache at
-     * positions 0..T-1 and writes the last position's logits (R,V). */
-    int32_t (*prefill)(void *model, float *kv, int32_t S, const grpo_batch *prompt,
+    /* Runs the prompt rows (B,T), B <= kv->R, T <= kv->S (left-padded: column T-1 must be real
+     * in every row; mask/pos as in grpo_batch; targets unused) into cache rows 0..B-1, slots
+     * 0..T-1, and writes the last column's logits (B,V). */
+    int32_t (*prefill)(void *model, const grpo_kv_cache *kv, const grpo_batch *prompt,
                        float *scratch, float *logits, grpo_error *err);
-    /* One token per row: tokens (R), pos (R), the cache slot len[r]-1 is written; cache_mask
-     * (R,S) marks real positions. Writes logits (R,V). */
-    int32_t (*decode)(void *model, float *kv, int32_t S, int32_t R, const int32_t *tokens,
+    /* One token per row for rows 0..R-1: tokens (R), pos (R) RoPE positions; the cache slot
+     * len[r]-1 is written and slots [0,len[r]) with cache_mask (R,kv->S) = 1 are attended to.
+     * Writes logits (R,V). scratch holds scratch_floats(R, 1) floats. */
+    int32_t (*decode)(void *model, const grpo_kv_cache *kv, int32_t R, const int32_t *tokens,
                       const int32_t *pos, const int32_t *cache_mask, const int32_t *len,
                       float *scratch, float *logits, grpo_error *err);
-    /* Copies cache row src to row dst for positions [0,n) (to fan a prompt out to G rows). */
-    void (*kv_copy_row)(void *model, float *kv, int32_t S, int32_t dst, int32_t src, int32_t n);
+    /* Copies cache row src to row dst for slots [0,n) (to fan a prompt out to G rows, or to
+     * compact live rows). */
+    void (*kv_copy_row)(void *model, const grpo_kv_cache *kv, int32_t dst, int32_t src,
+                        int32_t n);
     /* (optional) auxiliary loss of the last forward (MoE), 0 when none. */
     float (*aux_loss)(void *model);
 } grpo_model_desc;

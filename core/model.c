@@ -1,0 +1,483 @@
+/*
+ * model.c — host side of a model plugin: parameter block, loading/saving Hugging Face
+ * directories, activations and KV cache (see model.h).
+ */
+#include "model.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "safetensors.h"
+
+static uint64_t pad16(uint64_t n) { return (n + 15) & ~(uint64_t)15; }
+
+static char *path_join(const char *dir, const char *name) {
+    size_t n = strlen(dir) + strlen(name) + 2;
+    char *p = malloc(n);
+    if (p) snprintf(p, n, "%s/%s", dir, name);
+    return p;
+}
+
+/* Lays out the parameter table: numel and offsets, tied tensors sharing their target's. */
+static int layout_params(grpo_model *m, grpo_error *err) {
+    uint32_t n = m->desc->n_params(m->inst);
+    m->n_params = n;
+    m->params = calloc(n ? n : 1, sizeof *m->params);
+    m->numel = calloc(n ? n : 1, sizeof *m->numel);
+    m->offset = calloc(n ? n : 1, sizeof *m->offset);
+    m->param_ptr = calloc(n ? n : 1, sizeof *m->param_ptr);
+    m->grad_ptr = calloc(n ? n : 1, sizeof *m->grad_ptr);
+    if (!m->params || !m->numel || !m->offset || !m->param_ptr || !m->grad_ptr)
+        return grpo_error_set(err, GRPO_ERR_NOMEM, "model: out of memory for the parameter table");
+    uint64_t off = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        grpo_param_desc *d = &m->params[i];
+        d->struct_size = sizeof *d;
+        if (m->desc->param(m->inst, i, d) != GRPO_OK || !d->name || d->ndim < 1 || d->ndim > 4)
+            return grpo_error_set(err, GRPO_ERR_INTERNAL,
+                                  "model %s: parameter %u has a bad descriptor", m->desc->id, i);
+        uint64_t k = 1;
+        for (int j = 0; j < d->ndim; j++) k *= (uint64_t)d->shape[j];
+        m->numel[i] = k;
+        if (d->flags & GRPO_PARAM_TIED) {
+            int32_t t = d->tied_to;
+            if (t < 0 || (uint32_t)t >= i || m->numel[t] != k)
+                return grpo_error_set(err, GRPO_ERR_INTERNAL,
+                                      "model %s: %s is tied to tensor %d, which is not an earlier "
+                                      "tensor of the same size", m->desc->id, d->name, t);
+            m->offset[i] = m->offset[t];
+        } else {
+            m->offset[i] = off;
+            off += pad16(k);
+        }
+    }
+    m->section = off;
+    return GRPO_OK;
+}
+
+static int alloc_block(grpo_model *m, grpo_error *err) {
+    uint64_t sections = m->trainable ? 4 : 1;
+    m->block = m->ops->alloc(m->ops->ctx, sections * m->section * sizeof(float));
+    if (!m->block)
+        return grpo_error_set(err, GRPO_ERR_NOMEM,
+                              "model %s: cannot allocate %llu MiB for parameters%s", m->desc->id,
+                              (unsigned long long)(sections * m->section * 4 >> 20),
+                              m->trainable ? ", gradients and AdamW moments" : "");
+    if (m->trainable) {
+        m->grads = m->block + m->section;
+        m->adam_m = m->block + 2 * m->section;
+        m->adam_v = m->block + 3 * m->section;
+    }
+    for (uint32_t i = 0; i < m->n_params; i++) {
+        m->param_ptr[i] = m->block + m->offset[i];
+        m->grad_ptr[i] = m->trainable ? m->grads + m->offset[i] : NULL;
+    }
+    return m->desc->bind(m->inst, m->param_ptr, m->trainable ? m->grad_ptr : NULL, err);
+}
+
+int grpo_model_param_index(const grpo_model *m, const char *name) {
+    for (uint32_t i = 0; i < m->n_params; i++)
+        if (strcmp(m->params[i].name, name) == 0) return (int)i;
+    return -1;
+}
+
+/* The weights file of dir: the index of a sharded checkpoint, else model.safetensors. */
+static char *weights_path(const char *dir) {
+    char *idx = path_join(dir, "model.safetensors.index.json");
+    if (idx && access(idx, R_OK) == 0) return idx;
+    free(idx);
+    return path_join(dir, "model.safetensors");
+}
+
+static int load_weights(grpo_model *m, const char *dir, grpo_error *err) {
+    char *path = weights_path(dir);
+    if (!path) return grpo_error_set(err, GRPO_ERR_NOMEM, "model: out of memory");
+    grpo_safetensors *st = NULL;
+    int rc = grpo_st_open(&st, path, err);
+    float *tmp = NULL;
+    for (uint32_t i = 0; rc == GRPO_OK && i < m->n_params; i++) {
+        const grpo_param_desc *d = &m->params[i];
+        if (d->flags & GRPO_PARAM_TIED) continue; /* shares its target's storage */
+        free(tmp);
+        tmp = malloc(m->numel[i] * sizeof(float));
+        if (!tmp) {
+            rc = grpo_error_set(err, GRPO_ERR_NOMEM, "%s: out of memory reading %s", path, d->name);
+            break;
+        }
+        if (!grpo_st_find(st, d->name)) {
+            rc = grpo_error_set(err, GRPO_ERR_INVALID, "%s: missing tensor %s (model %s needs it)",
+                                path, d->name, m->desc->id);
+            break;
+        }
+        rc = grpo_st_read_f32(st, d->name, tmp, d->ndim, d->shape, err);
+        if (rc == GRPO_OK)
+            m->ops->upload(m->ops->ctx, m->param_ptr[i], tmp, m->numel[i] * sizeof(float));
+    }
+    for (size_t j = 0; rc == GRPO_OK && j < grpo_st_count(st); j++) {
+        const char *name = grpo_st_at(st, j)->name;
+        if (grpo_model_param_index(m, name) < 0)
+            rc = grpo_error_set(err, GRPO_ERR_INVALID,
+                                "%s: unexpected tensor %s (model %s has no such parameter)", path,
+                                name, m->desc->id);
+    }
+    free(tmp);
+    grpo_st_close(st);
+    free(path);
+    return rc;
+}
+
+int grpo_model_open(grpo_model **out, const grpo_model_desc *desc, const grpo_host *host,
+                    const char *dir, const grpo_config *cfg, int trainable, grpo_error *err) {
+    *out = NULL;
+    if (!host || !host->ops)
+        return grpo_error_set(err, GRPO_ERR_INVALID, "model: the host has no backend (ops)");
+    grpo_model *m = calloc(1, sizeof *m);
+    if (!m) return grpo_error_set(err, GRPO_ERR_NOMEM, "model: out of memory");
+    m->desc = desc;
+    m->host = *host;
+    m->ops = host->ops;
+    m->trainable = trainable;
+    m->dir = strdup(dir);
+    char *cfg_path = path_join(dir, "config.json");
+    int rc = m->dir && cfg_path ? grpo_read_file(cfg_path, &m->config_json, NULL, err)
+                                : grpo_error_set(err, GRPO_ERR_NOMEM, "model: out of memory");
+    if (rc == GRPO_OK) {
+        grpo_config empty = {sizeof(grpo_config), 0, NULL, NULL, "model"};
+        rc = desc->create(&m->host, m->config_json, cfg ? cfg : &empty, &m->inst, err);
+        if (rc != GRPO_OK) {
+            m->inst = NULL;
+            char why[sizeof err->message];
+            snprintf(why, sizeof why, "%s", err->message);
+            grpo_error_set(err, rc, "%s: %s", cfg_path, why);
+        }
+    }
+    free(cfg_path);
+    if (rc == GRPO_OK) rc = layout_params(m, err);
+    if (rc == GRPO_OK) rc = alloc_block(m, err);
+    if (rc == GRPO_OK) rc = load_weights(m, dir, err);
+    if (rc != GRPO_OK) {
+        grpo_model_close(m);
+        return rc;
+    }
+    *out = m;
+    return GRPO_OK;
+}
+
+/* The first entry of config.json's "architectures", copied into buf. */
+static int config_architecture(const char *json, const char *path, char *buf, size_t cap,
+                               grpo_error *err) {
+    cJSON *o = cJSON_Parse(json);
+    const cJSON *a = o ? cJSON_GetObjectItemCaseSensitive(o, "architectures") : NULL;
+    const cJSON *first = cJSON_IsArray(a) ? cJSON_GetArrayItem(a, 0) : NULL;
+    int rc = GRPO_OK;
+    if (!o)
+        rc = grpo_error_set(err, GRPO_ERR_INVALID, "%s: not valid JSON", path);
+    else if (!cJSON_IsString(first))
+        rc = grpo_error_set(err, GRPO_ERR_INVALID,
+                            "%s: expected \"architectures\": [\"...ForCausalLM\"]", path);
+    else
+        snprintf(buf, cap, "%s", first->valuestring);
+    cJSON_Delete(o);
+    return rc;
+}
+
+int grpo_model_open_dir(grpo_model **out, grpo_registry *reg, const grpo_host *host,
+                        const char *dir, int trainable, grpo_error *err) {
+    *out = NULL;
+    char *cfg_path = path_join(dir, "config.json"), *json = NULL, arch[256];
+    if (!cfg_path) return grpo_error_set(err, GRPO_ERR_NOMEM, "model: out of memory");
+    int rc = grpo_read_file(cfg_path, &json, NULL, err);
+    if (rc == GRPO_OK) rc = config_architecture(json, cfg_path, arch, sizeof arch, err);
+    const grpo_entry *e = NULL;
+    if (rc == GRPO_OK && !(e = grpo_registry_find_architecture(reg, arch)))
+        rc = grpo_error_set(err, GRPO_ERR_UNSUPPORTED,
+                            "%s: no model plugin serves architecture %s (see grpo plugins list)",
+                            cfg_path, arch);
+    const void *desc = NULL;
+    if (rc == GRPO_OK) rc = grpo_registry_load(reg, e, host, &desc, err);
+    if (rc == GRPO_OK) rc = grpo_model_open(out, desc, host, dir, NULL, trainable, err);
+    free(json);
+    free(cfg_path);
+    return rc;
+}
+
+void grpo_model_close(grpo_model *m) {
+    if (!m) return;
+    if (m->inst) m->desc->destroy(m->inst);
+    if (m->ops) {
+        if (m->block) m->ops->free(m->ops->ctx, m->block);
+        if (m->acts) m->ops->free(m->ops->ctx, m->acts);
+        if (m->kv.data) m->ops->free(m->ops->ctx, m->kv.data);
+        if (m->scratch) m->ops->free(m->ops->ctx, m->scratch);
+    }
+    free(m->params);
+    free(m->numel);
+    free(m->offset);
+    free(m->param_ptr);
+    free(m->grad_ptr);
+    free(m->config_json);
+    free(m->dir);
+    free(m);
+}
+
+int grpo_model_reserve_acts(grpo_model *m, int32_t B, int32_t T, grpo_error *err) {
+    if (m->acts && B <= m->acts_B && T <= m->acts_T) return GRPO_OK;
+    if (m->acts) m->ops->free(m->ops->ctx, m->acts);
+    int32_t nB = B > m->acts_B ? B : m->acts_B, nT = T > m->acts_T ? T : m->acts_T;
+    uint64_t n = m->desc->activation_floats(m->inst, nB, nT);
+    m->acts = m->ops->alloc(m->ops->ctx, n * sizeof(float));
+    if (!m->acts) {
+        m->acts_B = m->acts_T = 0;
+        return grpo_error_set(err, GRPO_ERR_NOMEM,
+                              "model %s: cannot allocate %llu MiB of activations for (%d,%d)",
+                              m->desc->id, (unsigned long long)(n * 4 >> 20), nB, nT);
+    }
+    m->acts_B = nB, m->acts_T = nT;
+    return GRPO_OK;
+}
+
+int grpo_model_reserve_kv(grpo_model *m, int32_t R, int32_t S, int32_t P, grpo_error *err) {
+    if (m->kv.data) m->ops->free(m->ops->ctx, m->kv.data);
+    if (m->scratch) m->ops->free(m->ops->ctx, m->scratch);
+    m->kv = (grpo_kv_cache){sizeof(grpo_kv_cache), NULL, R, S};
+    uint64_t nkv = m->desc->kv_floats(m->inst, R, S);
+    uint64_t ns = m->desc->scratch_floats(m->inst, R, P);
+    uint64_t nd = m->desc->scratch_floats(m->inst, R, 1);
+    if (nd > ns) ns = nd;
+    m->kv.data = m->ops->alloc(m->ops->ctx, nkv * sizeof(float));
+    m->scratch = m->ops->alloc(m->ops->ctx, ns * sizeof(float));
+    if (!m->kv.data || !m->scratch)
+        return grpo_error_set(err, GRPO_ERR_NOMEM,
+                              "model %s: cannot allocate a KV cache of %d rows x %d slots "
+                              "(%llu MiB)", m->desc->id, R, S, (unsigned long long)(nkv * 4 >> 20));
+    m->scratch_R = R, m->scratch_T = P;
+    return GRPO_OK;
+}
+
+int grpo_model_forward(grpo_model *m, const grpo_batch *b, float *logp, float *entropy,
+                       float scale, grpo_error *err) {
+    if (!m->acts || b->B > m->acts_B || b->T > m->acts_T)
+        return grpo_error_set(err, GRPO_ERR_INVALID,
+                              "model: forward of (%d,%d) but activations are reserved for (%d,%d)",
+                              b->B, b->T, m->acts_B, m->acts_T);
+    return m->desc->forward(m->inst, b, m->acts, logp, entropy, scale, err);
+}
+
+int grpo_model_backward(grpo_model *m, const grpo_batch *b, const float *dlogp, float scale,
+                        grpo_error *err) {
+    if (!m->trainable)
+        return grpo_error_set(err, GRPO_ERR_INVALID, "model: backward on a frozen model");
+    if (!m->acts || b->B > m->acts_B || b->T > m->acts_T)
+        return grpo_error_set(err, GRPO_ERR_INVALID,
+                              "model: backward of (%d,%d) but activations are reserved for (%d,%d)",
+                              b->B, b->T, m->acts_B, m->acts_T);
+    return m->desc->backward(m->inst, b, m->acts, dlogp, scale, err);
+}
+
+void grpo_model_zero_grad(grpo_model *m) {
+    if (m->grads) m->ops->zero(m->ops->ctx, m->grads, m->section * sizeof(float));
+}
+
+int grpo_model_prefill(grpo_model *m, const grpo_batch *prompt, float *logits, grpo_error *err) {
+    if (!m->kv.data || prompt->B > m->scratch_R || prompt->T > m->scratch_T)
+        return grpo_error_set(err, GRPO_ERR_INVALID,
+                              "model: prefill of (%d,%d) but the cache is reserved for (%d,%d)",
+                              prompt->B, prompt->T, m->scratch_R, m->scratch_T);
+    return m->desc->prefill(m->inst, &m->kv, prompt, m->scratch, logits, err);
+}
+
+int grpo_model_decode(grpo_model *m, int32_t R, const int32_t *tokens, const int32_t *pos,
+                      const int32_t *cache_mask, const int32_t *len, float *logits,
+                      grpo_error *err) {
+    if (!m->kv.data)
+        return grpo_error_set(err, GRPO_ERR_INVALID, "model: decode without a reserved cache");
+    return m->desc->decode(m->inst, &m->kv, R, tokens, pos, cache_mask, len, m->scratch, logits,
+                           err);
+}
+
+int32_t grpo_model_vocab(const grpo_model *m) {
+    int i = grpo_model_param_index(m, "lm_head.weight");
+    if (i < 0) i = grpo_model_param_index(m, "model.embed_tokens.weight");
+    return i < 0 ? -1 : (int32_t)m->params[i].shape[0];
+}
+
+/* config.json text with "dtype"/"torch_dtype" rewritten to float32 (the saved dtype). */
+static char *saved_config(const char *json) {
+    cJSON *o = cJSON_Parse(json);
+    if (!o) return NULL;
+    const char *keys[] = {"dtype", "torch_dtype"};
+    for (int k = 0; k < 2; k++)
+        if (cJSON_GetObjectItemCaseSensitive(o, keys[k]))
+            cJSON_ReplaceItemInObjectCaseSensitive(o, keys[k], cJSON_CreateString("float32"));
+    char *text = cJSON_Print(o);
+    cJSON_Delete(o);
+    return text;
+}
+
+int grpo_model_save(const grpo_model *m, const char *dir, grpo_error *err) {
+    if (mkdir(dir, 0755) != 0 && errno != EEXIST)
+        return grpo_error_set(err, GRPO_ERR_IO, "%s: cannot create directory: %s", dir,
+                              strerror(errno));
+    grpo_st_out *outs = calloc(m->n_params ? m->n_params : 1, sizeof *outs);
+    float *host = malloc((m->section ? m->section : 1) * sizeof(float));
+    char *cfg_path = path_join(dir, "config.json"), *st_path = path_join(dir, "model.safetensors");
+    char *cfg_text = saved_config(m->config_json);
+    int rc = GRPO_OK;
+    if (!outs || !host || !cfg_path || !st_path || !cfg_text)
+        rc = grpo_error_set(err, GRPO_ERR_NOMEM, "model: out of memory saving to %s", dir);
+    size_t n = 0;
+    if (rc == GRPO_OK) {
+        m->ops->download(m->ops->ctx, host, m->block, m->section * sizeof(float));
+        for (uint32_t i = 0; i < m->n_params; i++) {
+            const grpo_param_desc *d = &m->params[i];
+            if (d->flags & GRPO_PARAM_TIED) continue; /* transformers re-ties it on load */
+            grpo_st_out *o = &outs[n++];
+            o->name = d->name;
+            o->data = host + m->offset[i];
+            o->ndim = d->ndim;
+            for (int j = 0; j < d->ndim; j++) o->shape[j] = d->shape[j];
+        }
+        rc = grpo_st_write(st_path, outs, n, GRPO_ST_F32, err);
+    }
+    if (rc == GRPO_OK) rc = grpo_write_file_atomic(cfg_path, cfg_text, strlen(cfg_text), err);
+    free(outs);
+    free(host);
+    free(cfg_path);
+    free(st_path);
+    free(cfg_text);
+    return rc;
+}
+
+/* ---- generation ------------------------------------------------------------------------ */
+
+/* Host-side state of a decode batch: cache row i holds output row row[i]. */
+typedef struct gen_state {
+    int32_t R, S, P;
+    int32_t *row;     /* (R) output row of each live cache row */
+    int32_t *tok;     /* (R) next input token */
+    int32_t *pos;     /* (R) its RoPE position */
+    int32_t *len;     /* (R) cache slots in use after writing it */
+    int32_t *cmask;   /* (R,S) 1 = real slot */
+    float *logits;    /* (R,V) on the host */
+    /* backend copies */
+    int32_t *d_tok, *d_pos, *d_len, *d_cmask;
+    float *d_logits;
+} gen_state;
+
+/* Picks the next token from logits (V): argmax when temperature <= 0 (lowest index on ties,
+ * like torch.argmax), else a sample of softmax(logits / temperature). */
+static int32_t pick_token(const float *logits, int32_t V, float temperature, uint64_t rng[4],
+                          uint64_t (*next)(uint64_t[4])) {
+    int32_t best = 0;
+    for (int32_t v = 1; v < V; v++)
+        if (logits[v] > logits[best]) best = v;
+    if (temperature <= 0.0f) return best;
+    double sum = 0.0;
+    for (int32_t v = 0; v < V; v++) sum += exp((double)(logits[v] - logits[best]) / temperature);
+    double u = (double)(next(rng) >> 11) * 0x1.0p-53 * sum, acc = 0.0;
+    for (int32_t v = 0; v < V; v++) {
+        acc += exp((double)(logits[v] - logits[best]) / temperature);
+        if (u < acc) return v;
+    }
+    return best;
+}
+
+/* Moves cache row src into row dst (host state and KV cache, slots [0,n)). */
+static void gen_move_row(grpo_model *m, gen_state *g, int32_t dst, int32_t src, int32_t n) {
+    m->desc->kv_copy_row(m->inst, &m->kv, dst, src, n);
+    g->row[dst] = g->row[src];
+    g->tok[dst] = g->tok[src];
+    g->pos[dst] = g->pos[src];
+    g->len[dst] = g->len[src];
+    memcpy(g->cmask + (size_t)dst * g->S, g->cmask + (size_t)src * g->S,
+           (size_t)g->S * sizeof(int32_t));
+}
+
+static void gen_free(grpo_model *m, gen_state *g) {
+    free(g->row), free(g->tok), free(g->pos), free(g->len), free(g->cmask), free(g->logits);
+    void *d[] = {g->d_tok, g->d_pos, g->d_len, g->d_cmask, g->d_logits};
+    for (size_t i = 0; i < sizeof d / sizeof d[0]; i++)
+        if (d[i]) m->ops->free(m->ops->ctx, d[i]);
+}
+
+int grpo_model_generate(grpo_model *m, const int32_t *prompt, const int32_t *mask, int32_t R,
+                        int32_t P, int32_t max_new, int32_t eos, float temperature,
+                        uint64_t rng[4], int32_t *out, int32_t *n_out, grpo_error *err) {
+    const grpo_ops *o = m->ops;
+    int32_t V = grpo_model_vocab(m), S = P + max_new;
+    if (R <= 0 || P <= 0 || max_new <= 0)
+        return grpo_error_set(err, GRPO_ERR_INVALID, "generate: need R, P, max_new > 0");
+    for (int32_t r = 0; r < R; r++)
+        if (!mask[(size_t)r * P + P - 1])
+            return grpo_error_set(err, GRPO_ERR_INVALID,
+                                  "generate: prompt row %d must be left-padded", r);
+    int rc = grpo_model_reserve_kv(m, R, S, P, err);
+    if (rc != GRPO_OK) return rc;
+    gen_state g = {R, S, P, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+    g.row = malloc(R * sizeof(int32_t)), g.tok = malloc(R * sizeof(int32_t));
+    g.pos = malloc(R * sizeof(int32_t)), g.len = malloc(R * sizeof(int32_t));
+    g.cmask = calloc((size_t)R * S, sizeof(int32_t));
+    g.logits = malloc((size_t)R * V * sizeof(float));
+    g.d_tok = o->alloc(o->ctx, (uint64_t)R * P * sizeof(int32_t)); /* prefill ids, then tokens */
+    g.d_pos = o->alloc(o->ctx, (uint64_t)R * P * sizeof(int32_t));
+    g.d_len = o->alloc(o->ctx, (uint64_t)R * sizeof(int32_t));
+    g.d_cmask = o->alloc(o->ctx, (uint64_t)R * (S > P ? S : P) * sizeof(int32_t));
+    g.d_logits = o->alloc(o->ctx, (uint64_t)R * V * sizeof(float));
+    if (!g.row || !g.tok || !g.pos || !g.len || !g.cmask || !g.logits || !g.d_tok || !g.d_pos ||
+        !g.d_len || !g.d_cmask || !g.d_logits) {
+        gen_free(m, &g);
+        return grpo_error_set(err, GRPO_ERR_NOMEM, "generate: out of memory");
+    }
+    /* prefill: positions as Hugging Face computes them for left padding (cumsum(mask) - 1) */
+    int32_t *ppos = malloc((size_t)R * P * sizeof(int32_t));
+    if (!ppos) {
+        gen_free(m, &g);
+        return grpo_error_set(err, GRPO_ERR_NOMEM, "generate: out of memory");
+    }
+    for (int32_t r = 0; r < R; r++) {
+        int32_t real = 0;
+        for (int32_t t = 0; t < P; t++) {
+            ppos[(size_t)r * P + t] = mask[(size_t)r * P + t] ? real++ : 0;
+            g.cmask[(size_t)r * S + t] = mask[(size_t)r * P + t] != 0;
+        }
+        g.row[r] = r, g.pos[r] = real, g.len[r] = P + 1, n_out[r] = 0;
+    }
+    o->upload(o->ctx, g.d_tok, prompt, (uint64_t)R * P * sizeof(int32_t));
+    o->upload(o->ctx, g.d_pos, ppos, (uint64_t)R * P * sizeof(int32_t));
+    o->upload(o->ctx, g.d_cmask, mask, (uint64_t)R * P * sizeof(int32_t));
+    free(ppos);
+    grpo_batch pb = {sizeof(grpo_batch), R, P, g.d_tok, g.d_cmask, g.d_pos, NULL};
+    rc = grpo_model_prefill(m, &pb, g.d_logits, err);
+    int32_t live = R;
+    for (int32_t step = 0; rc == GRPO_OK && live > 0; step++) {
+        o->download(o->ctx, g.logits, g.d_logits, (uint64_t)live * V * sizeof(float));
+        for (int32_t i = 0; i < live; i++) {
+            int32_t t = pick_token(g.logits + (size_t)i * V, V, temperature, rng,
+                                   m->host.rng_next);
+            out[(size_t)g.row[i] * max_new + n_out[g.row[i]]++] = t;
+            g.tok[i] = t;
+        }
+        /* drop finished rows: the last live row moves into the freed cache row */
+        for (int32_t i = live - 1; i >= 0; i--)
+            if (g.tok[i] == eos || n_out[g.row[i]] == max_new) {
+                if (i != live - 1) gen_move_row(m, &g, i, live - 1, g.len[live - 1] - 1);
+                live--;
+            }
+        if (live == 0) break;
+        for (int32_t i = 0; i < live; i++) g.cmask[(size_t)i * S + g.len[i] - 1] = 1;
+        o->upload(o->ctx, g.d_tok, g.tok, (uint64_t)live * sizeof(int32_t));
+        o->upload(o->ctx, g.d_pos, g.pos, (uint64_t)live * sizeof(int32_t));
+        o->upload(o->ctx, g.d_len, g.len, (uint64_t)live * sizeof(int32_t));
+        o->upload(o->ctx, g.d_cmask, g.cmask, (uint64_t)live * S * sizeof(int32_t));
+        rc = grpo_model_decode(m, live, g.d_tok, g.d_pos, g.d_cmask, g.d_len, g.d_logits, err);
+        for (int32_t i = 0; i < live; i++) g.pos[i]++, g.len[i]++;
+    }
+    gen_free(m, &g);
+    return rc;
+}

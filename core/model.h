@@ -1,0 +1,105 @@
+/*
+ * model.h — the host side of a model: a plugin instance (grpo/model.h) plus the memory the host
+ * owns for it, loaded from and saved to a Hugging Face directory.
+ *
+ * Memory (llm.c's plan; all through the backend's ops->alloc):
+ *   block   one allocation of P floats per section: params | grads | AdamW m | AdamW v
+ *           (a frozen model, e.g. a reference model, has the params section only). P is the sum
+ *           of the sizes of the parameter tensors, each rounded up to 16 floats (64 bytes);
+ *           a TIED tensor has no storage of its own: it points at the tensor it is tied to, so
+ *           its gradient accumulates into that tensor's gradient.
+ *   acts    activation_floats(B, T) for the largest micro-batch reserved (grpo_model_reserve_acts)
+ *   kv      the KV cache for R rows of S slots + the prefill/decode scratch (grpo_model_reserve_kv)
+ *
+ * Ownership: grpo_model_open() returns a model the caller MUST grpo_model_close(); the model
+ * owns the plugin instance, every buffer above and a copy of the host table (so the host passed
+ * in need not outlive it, but host->ops MUST). Not thread-safe: one thread per model.
+ */
+#ifndef GRPO_CORE_MODEL_H
+#define GRPO_CORE_MODEL_H
+
+#include "grpo/model.h"
+#include "grpo/ops.h"
+#include "registry.h"
+
+typedef struct grpo_model {
+    const grpo_model_desc *desc;
+    void *inst;          /* plugin instance */
+    grpo_host host;      /* copy of the caller's table; host.ops is the backend */
+    const grpo_ops *ops;
+    char *dir;           /* the directory it was loaded from */
+    char *config_json;   /* text of config.json */
+    int trainable;
+
+    uint32_t n_params;
+    grpo_param_desc *params; /* [n_params] names owned by the plugin instance */
+    uint64_t *numel;         /* [n_params] */
+    uint64_t *offset;        /* [n_params] float offset inside a section (tied: the target's) */
+    uint64_t section;        /* floats per section (P) */
+    float *block;            /* (4 or 1) * P */
+    float **param_ptr;       /* [n_params] into the params section */
+    float **grad_ptr;        /* [n_params] into the grads section, NULL when frozen */
+    float *grads, *adam_m, *adam_v; /* section starts, NULL when frozen */
+
+    float *acts; /* activation block */
+    int32_t acts_B, acts_T;
+
+    grpo_kv_cache kv;   /* kv.data NULL until reserved */
+    float *scratch;
+    int32_t scratch_R, scratch_T; /* scratch fits prefill of (scratch_R, scratch_T) */
+} grpo_model;
+
+/* Creates the plugin instance from dir/config.json, allocates the block (params only when
+ * !trainable), binds, and loads every non-tied parameter by name as fp32 from
+ * dir/model.safetensors (or dir/model.safetensors.index.json). Errors name the file and the
+ * tensor: a missing tensor, a wrong shape, an unexpected tensor (one the model does not have). */
+int grpo_model_open(grpo_model **out, const grpo_model_desc *desc, const grpo_host *host,
+                    const char *dir, const grpo_config *cfg, int trainable, grpo_error *err);
+
+/* Finds the model plugin for dir/config.json's "architectures" in reg, loads it, then
+ * grpo_model_open(). host->ops must be set (the backend). */
+int grpo_model_open_dir(grpo_model **out, grpo_registry *reg, const grpo_host *host,
+                        const char *dir, int trainable, grpo_error *err);
+
+void grpo_model_close(grpo_model *m); /* NULL is fine */
+
+/* Index of the parameter called name, or -1. */
+int grpo_model_param_index(const grpo_model *m, const char *name);
+
+/* Makes the activation block large enough for (B,T) micro-batches (keeps a larger one). */
+int grpo_model_reserve_acts(grpo_model *m, int32_t B, int32_t T, grpo_error *err);
+/* Makes a KV cache of R rows by S slots and scratch for a prefill of (R, P) prompts. */
+int grpo_model_reserve_kv(grpo_model *m, int32_t R, int32_t S, int32_t P, grpo_error *err);
+
+/* Forward / backward of one micro-batch through the reserved activations (see grpo/model.h). */
+int grpo_model_forward(grpo_model *m, const grpo_batch *b, float *logp, float *entropy,
+                       float scale, grpo_error *err);
+int grpo_model_backward(grpo_model *m, const grpo_batch *b, const float *dlogp, float scale,
+                        grpo_error *err);
+void grpo_model_zero_grad(grpo_model *m);
+
+/* Prefill / decode through the reserved cache and scratch (see grpo/model.h). */
+int grpo_model_prefill(grpo_model *m, const grpo_batch *prompt, float *logits, grpo_error *err);
+int grpo_model_decode(grpo_model *m, int32_t R, const int32_t *tokens, const int32_t *pos,
+                      const int32_t *cache_mask, const int32_t *len, float *logits,
+                      grpo_error *err);
+
+/* Writes dir/config.json (the loaded text, "dtype"/"torch_dtype" set to float32) and
+ * dir/model.safetensors (F32, every non-tied parameter under its HF name), each atomically.
+ * Creates dir if needed. */
+int grpo_model_save(const grpo_model *m, const char *dir, grpo_error *err);
+
+/* Vocabulary size (the first dimension of model.embed_tokens.weight or lm_head.weight). */
+int32_t grpo_model_vocab(const grpo_model *m);
+
+
+/* Generates up to max_new tokens for R left-padded prompts (R,P) (host memory; mask 1 = real):
+ * prefill once, then batched decode of the live rows; a row stops after emitting eos (-1: never)
+ * or max_new tokens, and drops out of the batch (its cache row is reused by compaction).
+ * temperature <= 0 is greedy (argmax); else softmax sampling with the host RNG state rng.
+ * out (R,max_new) host memory receives the tokens (eos included), n_out (R) their counts.
+ * Positions follow Hugging Face's left-padding rule (cumsum(mask) - 1). */
+int grpo_model_generate(grpo_model *m, const int32_t *prompt, const int32_t *mask, int32_t R,
+                        int32_t P, int32_t max_new, int32_t eos, float temperature,
+                        uint64_t rng[4], int32_t *out, int32_t *n_out, grpo_error *err);
+#endif

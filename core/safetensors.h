@@ -1,0 +1,135 @@
+/*
+ * safetensors.h — Hugging Face .safetensors files in and out.
+ *
+ * File layout (https://huggingface.co/docs/safetensors): 8-byte little-endian header length N,
+ * N bytes of JSON {"__metadata__": {str: str}, NAME: {"dtype", "shape", "data_offsets": [b, e]}},
+ * then the data section; offsets are relative to the start of the data section (byte 8 + N).
+ *
+ * Reading: grpo_st_open() maps a file (or every shard of a model.safetensors.index.json)
+ * read-only and validates the whole header before it returns: header length within the file,
+ * valid JSON, every tensor with a known dtype, a shape without overflow, data_offsets in range
+ * with begin <= end and end - begin == product(shape) * dtype size, no two tensors overlapping,
+ * no name twice. Nothing is copied until a tensor is read: grpo_st_read_f32() converts one
+ * tensor (F32, F16 or BF16, exactly) into a caller buffer after checking the caller's shape.
+ *
+ * Writing: grpo_st_write() writes named fp32 tensors as F32 or BF16 with __metadata__
+ * {"format":"pt"}, atomically (temp file in the same directory, fsync, rename, fsync dir): a
+ * failure at any point leaves the previous file untouched.
+ *
+ * Errors: every function that can fail returns GRPO_OK or a negative GRPO_ERR_* status and writes
+ * one line into err naming the file, the tensor and what was expected. Host must be little-endian.
+ */
+#ifndef GRPO_SAFETENSORS_H
+#define GRPO_SAFETENSORS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "grpo/plugin.h"
+
+#define GRPO_ST_MAX_DIMS 8 /* more dimensions than this is an error */
+
+/* Dtypes of the safetensors format. Only F32, F16 and BF16 can be read as fp32; the others are
+ * recognised (so their sizes are validated and `grpo model info` can list them) but
+ * grpo_st_read_f32() refuses them with an error naming the tensor and the dtype. */
+typedef enum grpo_st_dtype {
+    GRPO_ST_F32 = 0,
+    GRPO_ST_F16,
+    GRPO_ST_BF16,
+    GRPO_ST_F64,
+    GRPO_ST_I64,
+    GRPO_ST_I32,
+    GRPO_ST_I16,
+    GRPO_ST_I8,
+    GRPO_ST_U64,
+    GRPO_ST_U32,
+    GRPO_ST_U16,
+    GRPO_ST_U8,
+    GRPO_ST_BOOL,
+    GRPO_ST_F8_E4M3,
+    GRPO_ST_F8_E5M2,
+    GRPO_ST_DTYPE_COUNT
+} grpo_st_dtype;
+
+/* "F32", "BF16", ... as written in the header. */
+const char *grpo_st_dtype_name(grpo_st_dtype t);
+/* Bytes per element. */
+size_t grpo_st_dtype_size(grpo_st_dtype t);
+/* Parses a header dtype string; returns -1 when it is not a safetensors dtype. */
+int grpo_st_dtype_parse(const char *name);
+
+/* One tensor of an open file. Owned by the grpo_safetensors it came from; valid until
+ * grpo_st_close(). */
+typedef struct grpo_st_tensor {
+    const char *name;               /* e.g. "model.embed_tokens.weight" */
+    grpo_st_dtype dtype;
+    int ndim;                       /* 0..GRPO_ST_MAX_DIMS (0 = scalar, one element) */
+    int64_t shape[GRPO_ST_MAX_DIMS];
+    uint64_t numel;                 /* product(shape) */
+    uint64_t nbytes;                /* numel * dtype size */
+    uint64_t begin;                 /* data_offsets[0]: offset in its file's data section */
+    const void *data;               /* nbytes bytes inside the read-only mapping (unaligned) */
+    const char *file;               /* path of the file (shard) that holds it */
+} grpo_st_tensor;
+
+/* An open checkpoint: one .safetensors file, or all shards of an index. Opaque. */
+typedef struct grpo_safetensors grpo_safetensors;
+
+/* Opens path: a .safetensors file, or a model.safetensors.index.json whose "weight_map" names
+ * the shard of every tensor (shards are looked up relative to the index's directory; each tensor
+ * must be in the shard the map names). Validates everything (see top). On success *out owns the
+ * mappings; the caller MUST grpo_st_close() it. On failure *out is NULL and err says why. */
+int grpo_st_open(grpo_safetensors **out, const char *path, grpo_error *err);
+void grpo_st_close(grpo_safetensors *st); /* NULL is fine */
+
+/* Tensors in name order: i in [0, grpo_st_count()). */
+size_t grpo_st_count(const grpo_safetensors *st);
+const grpo_st_tensor *grpo_st_at(const grpo_safetensors *st, size_t i);
+/* The tensor called name, or NULL. O(log n). */
+const grpo_st_tensor *grpo_st_find(const grpo_safetensors *st, const char *name);
+/* Number of files mapped (1, or the number of shards). */
+size_t grpo_st_n_files(const grpo_safetensors *st);
+/* A "__metadata__" string value of the (first) file, e.g. "format" -> "pt", or NULL. */
+const char *grpo_st_metadata(const grpo_safetensors *st, const char *key);
+
+/* Reads tensor name as fp32 into out (numel floats, caller-owned). The tensor must exist and
+ * have exactly the shape (ndim, shape[ndim]) the caller expects; else an error naming the file,
+ * the tensor, the expected and the actual shape. F16 and BF16 convert exactly (subnormals, inf,
+ * NaN included). */
+int grpo_st_read_f32(const grpo_safetensors *st, const char *name, float *out, int ndim,
+                     const int64_t *shape, grpo_error *err);
+/* Converts n elements of a tensor's raw data (dtype F32, F16 or BF16) to fp32. */
+int grpo_st_convert_f32(float *out, const void *data, grpo_st_dtype dtype, uint64_t n,
+                        grpo_error *err);
+
+/* Exact conversions, exposed for tests and kernels. */
+float grpo_f16_to_f32(uint16_t h);
+float grpo_bf16_to_f32(uint16_t b);
+uint16_t grpo_f32_to_bf16(float f); /* round to nearest even; NaN -> quiet NaN (0x7fc0|sign) */
+
+/* ---- writing ----------------------------------------------------------------------------- */
+
+/* One tensor to write: borrowed fp32 data of product(shape) floats. */
+typedef struct grpo_st_out {
+    const char *name;
+    const float *data;
+    int ndim;                       /* 0..GRPO_ST_MAX_DIMS */
+    int64_t shape[GRPO_ST_MAX_DIMS];
+} grpo_st_out;
+
+/* Writes the n tensors, in the given order, to path as dtype (GRPO_ST_F32 or GRPO_ST_BF16), with
+ * __metadata__ {"format":"pt"} and the header padded with spaces to a multiple of 8 bytes, so the
+ * data section (and every F32 tensor) starts 8-byte aligned. Atomic: path is either the previous
+ * file or the complete new one. Names must be unique and non-empty. */
+int grpo_st_write(const char *path, const grpo_st_out *tensors, size_t n, grpo_st_dtype dtype,
+                  grpo_error *err);
+
+/* Replaces path with the len bytes at data atomically (temp file in the same directory, fsync,
+ * rename, fsync of the directory). On failure the previous file is intact and the temp removed. */
+int grpo_write_file_atomic(const char *path, const void *data, size_t len, grpo_error *err);
+
+/* Reads a whole file into a malloc'd, NUL-terminated buffer *out (caller frees); *len (may be
+ * NULL) receives the byte count without the NUL. */
+int grpo_read_file(const char *path, char **out, size_t *len, grpo_error *err);
+
+#endif

@@ -1,0 +1,123 @@
+/*
+ * cpu_backend.h — the CPU backend's private interface: its context and one function per op of
+ * grpo_ops (sdk/include/grpo/ops.h), each defined in the file named for its family.
+ *
+ * Every op takes the context (cpu_ctx *) as a void * first argument, as the table demands.
+ * Threading: OpenMP over rows/heads for everything that is not a GEMM; GEMMs go to OpenBLAS.
+ * The two never run nested with more than one thread each: a GEMM called outside a parallel
+ * region uses ctx->threads BLAS threads, a GEMM called inside one runs between
+ * cpu_blas_serial_begin() and cpu_blas_serial_end(), i.e. single-threaded in each OpenMP thread.
+ *
+ * Shapes use the letters of ops.h: N tokens, B rows, T time, C channels, I intermediate, V vocab,
+ * NH query heads, NKV key/value heads, HD head dim, R decode rows, S cache length.
+ */
+#ifndef GRPO_CPU_BACKEND_H
+#define GRPO_CPU_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "grpo/ops.h"
+#include "grpo/plugin.h"
+
+typedef struct cpu_ctx {
+    int32_t threads;       /* OpenMP and OpenBLAS threads used by every op (>= 1) */
+    float *scratch;        /* grow-only work buffer shared by ops (one caller thread at a time) */
+    size_t scratch_floats; /* its capacity */
+} cpu_ctx;
+
+/* OpenMP threads for a parallel region over `work` scalar operations: 1 for small work, where
+ * waking the team costs more than it saves. */
+#define CPU_MIN_PARALLEL_WORK 32768
+static inline int cpu_threads_for(const void *ctx, double work) {
+    return work < CPU_MIN_PARALLEL_WORK ? 1 : ((const cpu_ctx *)ctx)->threads;
+}
+
+/* ---- cpu_backend.c: context, memory, threads --------------------------------------------- */
+
+/* Opens the CPU backend with `threads` threads (<= 0: OpenMP's default). Returns a table the
+ * caller frees with cpu_backend_close, or NULL with err set. */
+grpo_ops *cpu_backend_open(int32_t threads, grpo_error *err);
+void cpu_backend_close(grpo_ops *ops);
+
+/* A work buffer of at least n floats owned by ctx, valid until the next call; NULL if out of
+ * memory. Not thread-safe: call it outside parallel regions. */
+float *cpu_scratch(cpu_ctx *ctx, size_t n);
+/* Bracket a parallel region whose threads call BLAS themselves. */
+void cpu_blas_serial_begin(cpu_ctx *ctx);
+void cpu_blas_serial_end(cpu_ctx *ctx);
+/* Aborts with file:line and what was expected when an op is called with impossible arguments
+ * (the op table has no error return; a shape bug in a model must not become silent garbage). */
+void cpu_check_failed(const char *file, int line, const char *op, const char *what);
+#define CPU_CHECK(cond, op, what) \
+    do { if (!(cond)) cpu_check_failed(__FILE__, __LINE__, (op), (what)); } while (0)
+
+void *cpu_alloc(void *ctx, uint64_t bytes);
+void cpu_free(void *ctx, void *ptr);
+void cpu_upload(void *ctx, void *dst, const void *src, uint64_t bytes);
+void cpu_download(void *ctx, void *dst, const void *src, uint64_t bytes);
+void cpu_copy(void *ctx, void *dst, const void *src, uint64_t bytes);
+void cpu_zero(void *ctx, void *dst, uint64_t bytes);
+void cpu_sync(void *ctx);
+
+/* ---- embedding.c ------------------------------------------------------------------------- */
+void cpu_embedding_forward(void *ctx, float *out, const int32_t *ids, const float *wte, int32_t N,
+                           int32_t C);
+void cpu_embedding_backward(void *ctx, float *dwte, const float *dout, const int32_t *ids,
+                            int32_t N, int32_t C);
+
+/* ---- matmul.c ---------------------------------------------------------------------------- */
+void cpu_matmul_forward(void *ctx, float *out, const float *inp, const float *w,
+                        const float *bias, int32_t N, int32_t IC, int32_t OC);
+void cpu_matmul_backward(void *ctx, float *dinp, float *dw, float *dbias, const float *dout,
+                         const float *inp, const float *w, int32_t N, int32_t IC, int32_t OC);
+
+/* ---- rmsnorm.c --------------------------------------------------------------------------- */
+void cpu_rmsnorm_forward(void *ctx, float *out, float *rstd, const float *inp, const float *w,
+                         int32_t N, int32_t C, float eps);
+void cpu_rmsnorm_backward(void *ctx, float *dinp, float *dw, const float *dout, const float *inp,
+                          const float *w, const float *rstd, int32_t N, int32_t C);
+
+/* ---- rope.c ------------------------------------------------------------------------------ */
+void cpu_rope_forward(void *ctx, float *out, const float *inp, const int32_t *pos, int32_t N,
+                      int32_t NH, int32_t HD, float theta);
+void cpu_rope_backward(void *ctx, float *dinp, const float *dout, const int32_t *pos, int32_t N,
+                       int32_t NH, int32_t HD, float theta);
+
+/* ---- attention.c ------------------------------------------------------------------------- */
+void cpu_attention_forward(void *ctx, float *out, float *lse, const float *q, const float *k,
+                           const float *v, const int32_t *mask, int32_t B, int32_t T, int32_t NH,
+                           int32_t NKV, int32_t HD);
+void cpu_attention_backward(void *ctx, float *dq, float *dk, float *dv, const float *dout,
+                            const float *out, const float *lse, const float *q, const float *k,
+                            const float *v, const int32_t *mask, int32_t B, int32_t T,
+                            int32_t NH, int32_t NKV, int32_t HD);
+void cpu_attention_decode(void *ctx, float *out, const float *q, const float *kcache,
+                          const float *vcache, const int32_t *cache_mask, const int32_t *len,
+                          int32_t R, int32_t S, int32_t NH, int32_t NKV, int32_t HD);
+
+/* ---- swiglu.c ---------------------------------------------------------------------------- */
+void cpu_swiglu_forward(void *ctx, float *out, const float *gate, const float *up, int32_t N,
+                        int32_t I);
+void cpu_swiglu_backward(void *ctx, float *dgate, float *dup, const float *dout,
+                         const float *gate, const float *up, int32_t N, int32_t I);
+
+/* ---- residual.c -------------------------------------------------------------------------- */
+void cpu_residual_forward(void *ctx, float *out, const float *a, const float *b, uint64_t n);
+void cpu_accumulate(void *ctx, float *y, const float *x, uint64_t n);
+void cpu_scale(void *ctx, float *x, float s, uint64_t n);
+double cpu_sumsq(void *ctx, const float *x, uint64_t n);
+
+/* ---- head.c ------------------------------------------------------------------------------ */
+void cpu_head_forward(void *ctx, float *logp, float *lse, float *entropy, const float *hidden,
+                      const float *w, const int32_t *targets, int32_t N, int32_t C, int32_t V,
+                      float scale);
+void cpu_head_backward(void *ctx, float *dhidden, float *dw, const float *dlogp,
+                       const float *hidden, const float *w, const int32_t *targets,
+                       const float *lse, int32_t N, int32_t C, int32_t V, float scale);
+
+/* ---- adamw.c ----------------------------------------------------------------------------- */
+void cpu_adamw(void *ctx, float *param, const float *grad, float *m, float *v, uint64_t n,
+               float lr, float beta1, float beta2, float eps, float weight_decay, int32_t t);
+
+#endif

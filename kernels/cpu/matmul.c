@@ -1,0 +1,63 @@
+/*
+ * matmul.c — linear layer in PyTorch's layout, all three products as OpenBLAS GEMMs.
+ *   forward:  out (N,OC) = inp (N,IC) @ w (OC,IC)^T + bias (OC)
+ *   backward: dinp (N,IC) = dout (N,OC) @ w (OC,IC)          (written)
+ *             dw (OC,IC) += dout (N,OC)^T @ inp (N,IC)        (accumulated)
+ *             dbias (OC) += sum over N of dout (N,OC)         (accumulated)
+ * GEMMs are called outside any OpenMP region and use the context's BLAS threads.
+ */
+#include "cpu/blas.h"
+
+#include "cpu/cpu_backend.h"
+
+void cpu_matmul_forward(void *ctx, float *out, const float *inp, const float *w,
+                        const float *bias, int32_t N, int32_t IC, int32_t OC) {
+    if (N <= 0 || OC <= 0) return;
+    float beta = 0.0f;
+    if (bias) {
+        /* out starts as the bias in every row, then the GEMM adds to it */
+        int nt = cpu_threads_for(ctx, (double)N * OC);
+#pragma omp parallel for num_threads(nt) schedule(static)
+        for (int32_t n = 0; n < N; n++) {
+            float *o = out + (size_t)n * OC;
+            for (int32_t j = 0; j < OC; j++) o[j] = bias[j];
+        }
+        beta = 1.0f;
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, OC, IC, 1.0f, inp, IC, w, IC, beta,
+                out, OC);
+}
+
+/* Column sums of dout, split into column slices so that each thread owns its outputs. */
+#define BIAS_SLICE 256
+
+static void bias_backward(void *ctx, float *dbias, const float *dout, int32_t N, int32_t OC) {
+    int32_t slices = (OC + BIAS_SLICE - 1) / BIAS_SLICE;
+    int nt = cpu_threads_for(ctx, (double)N * OC);
+#pragma omp parallel for num_threads(nt) schedule(static)
+    for (int32_t s = 0; s < slices; s++) {
+        int32_t j0 = s * BIAS_SLICE, j1 = j0 + BIAS_SLICE < OC ? j0 + BIAS_SLICE : OC;
+        float acc[BIAS_SLICE] = {0};
+        for (int32_t n = 0; n < N; n++) {
+            const float *d = dout + (size_t)n * OC;
+            for (int32_t j = j0; j < j1; j++) acc[j - j0] += d[j];
+        }
+        for (int32_t j = j0; j < j1; j++) dbias[j] += acc[j - j0];
+    }
+}
+
+void cpu_matmul_backward(void *ctx, float *dinp, float *dw, float *dbias, const float *dout,
+                         const float *inp, const float *w, int32_t N, int32_t IC, int32_t OC) {
+    if (N <= 0 || IC <= 0 || OC <= 0) {
+        if (dinp && N > 0 && IC > 0)
+            for (int64_t i = 0; i < (int64_t)N * IC; i++) dinp[i] = 0.0f;
+        return;
+    }
+    if (dinp)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, IC, OC, 1.0f, dout, OC, w, IC,
+                    0.0f, dinp, IC);
+    if (dw)
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, IC, N, 1.0f, dout, OC, inp, IC,
+                    1.0f, dw, IC);
+    if (dbias) bias_backward(ctx, dbias, dout, N, OC);
+}

@@ -1,0 +1,387 @@
+/*
+ * test_dense.c — the dense model plugin (plugins/models/dense) against transformers.
+ *
+ * Fixtures: tests/fixtures/dense/{llama,qwen2,qwen3}/, made by tools/make_dense_fixtures.py:
+ * tiny random LlamaForCausalLM (untied, eps 1e-5: MiniMind2's naming), Qwen2ForCausalLM (q/k/v
+ * bias), Qwen3ForCausalLM (q/k norm, tied head, head_dim != hidden/heads: minimind-3's naming),
+ * and reference.safetensors with transformers' logits, log-probs, every parameter gradient of
+ * sum(w * logp) (computed in float64) and greedy generate() outputs (fp32, eager attention).
+ *
+ * Tolerances (our fp32 against the exact float64 model; logits have std ~1, |logp| < 10):
+ *   logits, logp      1e-4 absolute: fp32 rounding through 2 layers of C=32 dot products and a
+ *                     V=128 logsumexp is ~1e-6; 1e-4 leaves room for BLAS summation order
+ *                     while still catching any real error (a wrong bias or eps moves them 1e-2+).
+ *   gradients         per tensor: max |g - ref| <= 1e-4 * max |ref| + 1e-6 — relative to the
+ *                     tensor's own scale, because grads of different tensors differ by orders of
+ *                     magnitude; observed error is ~1e-6 relative.
+ *   greedy tokens     exact: the fixture script checks every greedy step has a top-1/top-2 margin
+ *                     > 1e-3, far above fp32 noise.
+ */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "kernels.h"
+#include "model.h"
+#include "registry.h"
+#include "safetensors.h"
+
+static const char *const fixtures[] = {"llama", "qwen2", "qwen3"};
+#define N_FIXTURES 3
+
+/* ---- a loaded fixture: model + reference ------------------------------------------------- */
+typedef struct fixture {
+    grpo_ops *ops;
+    grpo_host host;
+    grpo_registry reg;
+    grpo_model *m;
+    grpo_safetensors *ref;
+    int32_t B, T, V;
+    int32_t *ids, *mask, *pos, *targets; /* (B,T) */
+} fixture;
+
+/* GRPO_TEST_VERBOSE=1 prints the measured errors (for the record in reports). */
+static void report(const char *what, const char *model, double worst) {
+    if (getenv("GRPO_TEST_VERBOSE")) printf("%-8s %-40s max err %.3g\n", model, what, worst);
+}
+
+static void ck_ok(int rc, const grpo_error *err) {
+    ck_assert_msg(rc == GRPO_OK, "status %d: %s", rc, err->message);
+}
+
+static char *fixture_dir(const char *name) {
+    static char buf[4096];
+    snprintf(buf, sizeof buf, "%s/tests/fixtures/dense/%s", GRPO_SOURCE_DIR, name);
+    return buf;
+}
+
+/* A reference tensor copied into a malloc'd buffer (I32 or F32 as stored); numel in *n. */
+static void *ref_tensor(const fixture *f, const char *name, int64_t *n) {
+    const grpo_st_tensor *t = grpo_st_find(f->ref, name);
+    ck_assert_msg(t != NULL, "reference tensor %s missing", name);
+    ck_assert(t->dtype == GRPO_ST_F32 || t->dtype == GRPO_ST_I32);
+    void *p = malloc(t->nbytes ? t->nbytes : 4);
+    memcpy(p, t->data, t->nbytes);
+    if (n) *n = (int64_t)t->numel;
+    return p;
+}
+
+static void fixture_open(fixture *f, const char *name, int trainable) {
+    grpo_error err;
+    grpo_error_init(&err);
+    memset(f, 0, sizeof *f);
+    f->ops = grpo_backend_open("cpu", 0, &err);
+    ck_assert_msg(f->ops != NULL, "%s", err.message);
+    f->host = *grpo_default_host();
+    f->host.ops = f->ops;
+    char *dirs[] = {GRPO_PACK_BUILD_DIR, NULL};
+    ck_ok(grpo_registry_scan(&f->reg, dirs, &err), &err);
+    ck_ok(grpo_model_open_dir(&f->m, &f->reg, &f->host, fixture_dir(name), trainable, &err),
+          &err);
+    char path[4200];
+    snprintf(path, sizeof path, "%s/reference.safetensors", fixture_dir(name));
+    ck_ok(grpo_st_open(&f->ref, path, &err), &err);
+    const grpo_st_tensor *ids = grpo_st_find(f->ref, "ids");
+    f->B = (int32_t)ids->shape[0], f->T = (int32_t)ids->shape[1];
+    f->V = grpo_model_vocab(f->m);
+    f->ids = ref_tensor(f, "ids", NULL), f->mask = ref_tensor(f, "mask", NULL);
+    f->pos = ref_tensor(f, "pos", NULL), f->targets = ref_tensor(f, "targets", NULL);
+}
+
+static void fixture_close(fixture *f) {
+    free(f->ids), free(f->mask), free(f->pos), free(f->targets);
+    grpo_st_close(f->ref);
+    grpo_model_close(f->m);
+    grpo_registry_free(&f->reg);
+    grpo_backend_close(f->ops);
+}
+
+static grpo_batch full_batch(const fixture *f) {
+    grpo_batch b = {sizeof(grpo_batch), f->B, f->T, f->ids, f->mask, f->pos, f->targets};
+    return b;
+}
+
+/* Columns [0,t) of a (B,T) array into a (B,t) one. */
+static int32_t *columns(const int32_t *a, int32_t B, int32_t T, int32_t t) {
+    int32_t *o = malloc((size_t)B * t * sizeof(int32_t));
+    for (int32_t b = 0; b < B; b++) memcpy(o + (size_t)b * t, a + (size_t)b * T, t * sizeof(int32_t));
+    return o;
+}
+
+/* ---- tests ------------------------------------------------------------------------------- */
+
+START_TEST(logp_matches_transformers) {
+    fixture f;
+    grpo_error err;
+    grpo_error_init(&err);
+    fixture_open(&f, fixtures[_i], 0);
+    ck_ok(grpo_model_reserve_acts(f.m, f.B, f.T, &err), &err);
+    grpo_batch b = full_batch(&f);
+    float *logp = calloc((size_t)f.B * f.T, sizeof(float));
+    ck_ok(grpo_model_forward(f.m, &b, logp, NULL, 1.0f, &err), &err);
+    float *ref = ref_tensor(&f, "logp", NULL);
+    double worst = 0;
+    for (int32_t i = 0; i < f.B * f.T; i++)
+        if (f.targets[i] >= 0) worst = fmax(worst, fabs(logp[i] - ref[i]));
+    report("logp", fixtures[_i], worst);
+    ck_assert_msg(worst < 1e-4, "%s: max |logp - transformers| = %g", fixtures[_i], worst);
+    free(logp), free(ref);
+    fixture_close(&f);
+}
+END_TEST
+
+/* Prefill of the first t columns gives transformers' logits at column t-1, for every t whose
+ * column t-1 is real in every row. */
+START_TEST(prefill_logits_match_transformers) {
+    fixture f;
+    grpo_error err;
+    grpo_error_init(&err);
+    fixture_open(&f, fixtures[_i], 0);
+    float *ref = ref_tensor(&f, "logits", NULL); /* (B,T,V) */
+    ck_ok(grpo_model_reserve_kv(f.m, f.B, f.T, f.T, &err), &err);
+    float *logits = malloc((size_t)f.B * f.V * sizeof(float));
+    int checked = 0;
+    for (int32_t t = 1; t <= f.T; t++) {
+        int all_real = 1;
+        for (int32_t b = 0; b < f.B; b++) all_real &= f.mask[b * f.T + t - 1];
+        if (!all_real) continue;
+        int32_t *ids = columns(f.ids, f.B, f.T, t), *mask = columns(f.mask, f.B, f.T, t);
+        int32_t *pos = columns(f.pos, f.B, f.T, t);
+        grpo_batch p = {sizeof(grpo_batch), f.B, t, ids, mask, pos, NULL};
+        ck_ok(grpo_model_prefill(f.m, &p, logits, &err), &err);
+        double worst = 0;
+        for (int32_t b = 0; b < f.B; b++)
+            for (int32_t v = 0; v < f.V; v++)
+                worst = fmax(worst, fabs(logits[b * f.V + v] -
+                                         ref[((size_t)b * f.T + t - 1) * f.V + v]));
+        report("prefill logits", fixtures[_i], worst);
+        ck_assert_msg(worst < 1e-4, "%s: prefill t=%d: max |logit diff| = %g", fixtures[_i], t,
+                      worst);
+        checked++;
+        free(ids), free(mask), free(pos);
+    }
+    ck_assert_int_ge(checked, 5);
+    free(logits), free(ref);
+    fixture_close(&f);
+}
+END_TEST
+
+/* Prefill 4 columns, then decode the rest of the batch one column at a time: every step's logits
+ * equal the training forward's (transformers' logits at that column). */
+START_TEST(decode_logits_match_forward) {
+    fixture f;
+    grpo_error err;
+    grpo_error_init(&err);
+    fixture_open(&f, fixtures[_i], 0);
+    float *ref = ref_tensor(&f, "logits", NULL);
+    int32_t t0 = 4, S = f.T;
+    ck_ok(grpo_model_reserve_kv(f.m, f.B, S, t0, &err), &err);
+    float *logits = malloc((size_t)f.B * f.V * sizeof(float));
+    int32_t *ids = columns(f.ids, f.B, f.T, t0), *mask = columns(f.mask, f.B, f.T, t0);
+    int32_t *pos = columns(f.pos, f.B, f.T, t0);
+    grpo_batch p = {sizeof(grpo_batch), f.B, t0, ids, mask, pos, NULL};
+    ck_ok(grpo_model_prefill(f.m, &p, logits, &err), &err);
+    int32_t *cmask = calloc((size_t)f.B * S, sizeof(int32_t));
+    int32_t tok[8], tpos[8], len[8];
+    for (int32_t t = t0; t < f.T; t++) {
+        for (int32_t b = 0; b < f.B; b++) {
+            for (int32_t s = 0; s <= t; s++) cmask[b * S + s] = f.mask[b * f.T + s];
+            tok[b] = f.ids[b * f.T + t], tpos[b] = f.pos[b * f.T + t], len[b] = t + 1;
+        }
+        ck_ok(grpo_model_decode(f.m, f.B, tok, tpos, cmask, len, logits, &err), &err);
+        double worst = 0;
+        for (int32_t b = 0; b < f.B; b++)
+            for (int32_t v = 0; v < f.V; v++)
+                worst = fmax(worst, fabs(logits[b * f.V + v] -
+                                         ref[((size_t)b * f.T + t) * f.V + v]));
+        report("decode logits", fixtures[_i], worst);
+        ck_assert_msg(worst < 1e-4, "%s: decode column %d: max |logit diff| = %g", fixtures[_i],
+                      t, worst);
+    }
+    free(ids), free(mask), free(pos), free(cmask), free(logits), free(ref);
+    fixture_close(&f);
+}
+END_TEST
+
+START_TEST(every_gradient_matches_transformers) {
+    fixture f;
+    grpo_error err;
+    grpo_error_init(&err);
+    fixture_open(&f, fixtures[_i], 1);
+    ck_ok(grpo_model_reserve_acts(f.m, f.B, f.T, &err), &err);
+    grpo_batch b = full_batch(&f);
+    float *logp = calloc((size_t)f.B * f.T, sizeof(float));
+    float *dlogp = ref_tensor(&f, "dlogp", NULL);
+    grpo_model_zero_grad(f.m);
+    ck_ok(grpo_model_forward(f.m, &b, logp, NULL, 1.0f, &err), &err);
+    ck_ok(grpo_model_backward(f.m, &b, dlogp, 1.0f, &err), &err);
+    int compared = 0;
+    for (uint32_t i = 0; i < f.m->n_params; i++) {
+        const grpo_param_desc *d = &f.m->params[i];
+        if (d->flags & GRPO_PARAM_TIED) continue; /* its grad is its target's (compared there) */
+        char name[256];
+        snprintf(name, sizeof name, "grad.%s", d->name);
+        int64_t n;
+        float *ref = ref_tensor(&f, name, &n);
+        ck_assert_int_eq(n, (int64_t)f.m->numel[i]);
+        const float *g = f.m->grad_ptr[i];
+        double worst = 0, scale = 0;
+        for (int64_t k = 0; k < n; k++) {
+            worst = fmax(worst, fabs(g[k] - ref[k]));
+            scale = fmax(scale, fabs(ref[k]));
+        }
+        report(d->name, fixtures[_i], worst / scale);
+        ck_assert_msg(scale > 0, "%s: reference gradient of %s is all zero", fixtures[_i], name);
+        ck_assert_msg(worst <= 1e-4 * scale + 1e-6, "%s: %s: max |diff| %g vs max |ref| %g",
+                      fixtures[_i], d->name, worst, scale);
+        compared++;
+        free(ref);
+    }
+    ck_assert_int_eq(compared, (int)f.m->n_params - (strcmp(fixtures[_i], "qwen3") == 0));
+    /* a second backward accumulates: grads double */
+    float *g0 = malloc(f.m->numel[0] * sizeof(float));
+    memcpy(g0, f.m->grad_ptr[0], f.m->numel[0] * sizeof(float));
+    ck_ok(grpo_model_forward(f.m, &b, logp, NULL, 1.0f, &err), &err);
+    ck_ok(grpo_model_backward(f.m, &b, dlogp, 1.0f, &err), &err);
+    for (uint64_t k = 0; k < f.m->numel[0]; k++)
+        ck_assert(fabsf(f.m->grad_ptr[0][k] - 2 * g0[k]) <= 1e-5f + 1e-5f * fabsf(g0[k]));
+    free(g0), free(logp), free(dlogp);
+    fixture_close(&f);
+}
+END_TEST
+
+/* Greedy generation equals transformers' generate(): one row, a left-padded batch, and that
+ * batch with an EOS at which rows stop at different steps (rows then drop out of the batch). */
+static void check_generate(fixture *f, const char *prompt_name, const char *mask_name,
+                           const char *out_name, int32_t eos) {
+    grpo_error err;
+    grpo_error_init(&err);
+    int64_t n;
+    int32_t *prompt = ref_tensor(f, prompt_name, &n);
+    const grpo_st_tensor *pt = grpo_st_find(f->ref, prompt_name);
+    int32_t R = (int32_t)pt->shape[0], P = (int32_t)pt->shape[1];
+    int32_t *mask = mask_name ? ref_tensor(f, mask_name, NULL) : NULL;
+    if (!mask) {
+        mask = malloc((size_t)R * P * sizeof(int32_t));
+        for (int64_t i = 0; i < (int64_t)R * P; i++) mask[i] = 1;
+    }
+    int32_t *ref = ref_tensor(f, out_name, NULL);
+    int32_t N = (int32_t)grpo_st_find(f->ref, out_name)->shape[1];
+    int32_t *out = calloc((size_t)R * N, sizeof(int32_t)), *n_out = calloc(R, sizeof(int32_t));
+    uint64_t rng[4] = {1, 2, 3, 4};
+    ck_ok(grpo_model_generate(f->m, prompt, mask, R, P, N, eos, 0.0f, rng, out, n_out, &err),
+          &err);
+    for (int32_t r = 0; r < R; r++)
+        for (int32_t k = 0; k < N; k++) {
+            int32_t want = ref[r * N + k], got = k < n_out[r] ? out[r * N + k] : 0; /* HF pads 0 */
+            ck_assert_msg(got == want, "%s row %d step %d: got %d, transformers %d", out_name, r,
+                          k, got, want);
+        }
+    free(prompt), free(mask), free(ref), free(out), free(n_out);
+}
+
+START_TEST(greedy_generate_matches_transformers) {
+    fixture f;
+    fixture_open(&f, fixtures[_i], 0);
+    check_generate(&f, "gen1.prompt", NULL, "gen1.out", -1);
+    check_generate(&f, "genb.prompt", "genb.mask", "genb.out", -1);
+    int32_t *eos = ref_tensor(&f, "gene.eos", NULL);
+    check_generate(&f, "genb.prompt", "genb.mask", "gene.out", eos[0]);
+    free(eos);
+    fixture_close(&f);
+}
+END_TEST
+
+/* save -> reload gives identical parameters; a tied head is not written. */
+START_TEST(save_reload_round_trip) {
+    fixture f;
+    grpo_error err;
+    grpo_error_init(&err);
+    fixture_open(&f, fixtures[_i], 1);
+    char dir[] = "/tmp/grpo_test_dense_XXXXXX";
+    ck_assert(mkdtemp(dir) != NULL);
+    ck_ok(grpo_model_save(f.m, dir, &err), &err);
+    grpo_model *m2 = NULL;
+    ck_ok(grpo_model_open_dir(&m2, &f.reg, &f.host, dir, 0, &err), &err);
+    ck_assert_uint_eq(m2->n_params, f.m->n_params);
+    for (uint32_t i = 0; i < m2->n_params; i++) {
+        ck_assert_str_eq(m2->params[i].name, f.m->params[i].name);
+        ck_assert(memcmp(m2->param_ptr[i], f.m->param_ptr[i], m2->numel[i] * 4) == 0);
+    }
+    char path[4200];
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    grpo_safetensors *st = NULL;
+    ck_ok(grpo_st_open(&st, path, &err), &err);
+    int tied = strcmp(fixtures[_i], "qwen3") == 0;
+    ck_assert_int_eq(grpo_st_find(st, "lm_head.weight") == NULL, tied);
+    ck_assert_uint_eq(grpo_st_count(st), f.m->n_params - tied);
+    grpo_st_close(st);
+    grpo_model_close(m2);
+    unlink(path);
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    unlink(path);
+    rmdir(dir);
+    fixture_close(&f);
+}
+END_TEST
+
+START_TEST(unsupported_config_is_refused) {
+    grpo_error err;
+    grpo_error_init(&err);
+    grpo_ops *ops = grpo_backend_open("cpu", 1, &err);
+    grpo_host host = *grpo_default_host();
+    host.ops = ops;
+    grpo_registry reg = {0};
+    char *dirs[] = {GRPO_PACK_BUILD_DIR, NULL};
+    ck_ok(grpo_registry_scan(&reg, dirs, &err), &err);
+    const grpo_entry *e = grpo_registry_find_architecture(&reg, "MiniMindForCausalLM");
+    ck_assert(e != NULL);
+    ck_assert_str_eq(e->id, "dense.causal_lm");
+    const void *vd = NULL;
+    ck_ok(grpo_registry_load(&reg, e, &host, &vd, &err), &err);
+    const grpo_model_desc *desc = vd;
+    grpo_config cfg = {sizeof(grpo_config), 0, NULL, NULL, "model"};
+    void *inst = NULL;
+    const char *moe = "{\"model_type\":\"minimind\",\"hidden_size\":64,\"num_hidden_layers\":2,"
+                      "\"num_attention_heads\":4,\"vocab_size\":100,\"use_moe\":true}";
+    ck_assert_int_eq(desc->create(&host, moe, &cfg, &inst, &err), GRPO_ERR_UNSUPPORTED);
+    ck_assert(strstr(err.message, "use_moe") != NULL);
+    /* MiniMind defaults: intermediate 64*ceil(8/3*512/64) = 1408, tied head */
+    const char *mm = "{\"model_type\":\"minimind\",\"hidden_size\":512,\"num_hidden_layers\":1,"
+                     "\"num_attention_heads\":8,\"num_key_value_heads\":2,\"vocab_size\":6400}";
+    ck_ok(desc->create(&host, mm, &cfg, &inst, &err), &err);
+    grpo_param_desc d = {sizeof d, NULL, 0, {0}, 0, 0};
+    uint32_t n = desc->n_params(inst);
+    desc->param(inst, n - 1, &d);
+    ck_assert_str_eq(d.name, "lm_head.weight");
+    ck_assert(d.flags & GRPO_PARAM_TIED);
+    desc->param(inst, 8, &d); /* layer 0: ln1 q k v o ln2 gate up down -> index 8 = up */
+    ck_assert_str_eq(d.name, "model.layers.0.mlp.up_proj.weight");
+    ck_assert_int_eq(d.shape[0], 1408);
+    desc->destroy(inst);
+    grpo_registry_free(&reg);
+    grpo_backend_close(ops);
+}
+END_TEST
+
+int main(void) {
+    Suite *s = suite_create("dense");
+    TCase *tc = tcase_create("transformers parity");
+    tcase_set_timeout(tc, 120);
+    tcase_add_loop_test(tc, logp_matches_transformers, 0, N_FIXTURES);
+    tcase_add_loop_test(tc, prefill_logits_match_transformers, 0, N_FIXTURES);
+    tcase_add_loop_test(tc, decode_logits_match_forward, 0, N_FIXTURES);
+    tcase_add_loop_test(tc, every_gradient_matches_transformers, 0, N_FIXTURES);
+    tcase_add_loop_test(tc, greedy_generate_matches_transformers, 0, N_FIXTURES);
+    tcase_add_loop_test(tc, save_reload_round_trip, 0, N_FIXTURES);
+    tcase_add_test(tc, unsupported_config_is_refused);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
