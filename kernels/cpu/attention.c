@@ -15,7 +15,7 @@
  * dq, dk, dv are written (=). Query heads sharing a key/value head accumulate into private
  * (T,HD) buffers that are then summed in head order, so threads never share an output.
  *
- * Threads: OpenMP over (b, head); every thread calls single-threaded sgemm on its own blocks.
+ * Threads: OpenMP over (b, head); every thread calls (single-threaded) sgemm on its own blocks.
  * Keys before a row's first real token are skipped (left padding costs nothing).
  */
 #include "cpu/blas.h"
@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "cpu/cpu_backend.h"
+#include "cpu/fastmath.h"
 
 #define QB 64 /* queries per block: the score block is (QB, <= T) */
 
@@ -39,6 +40,28 @@ static void check_shapes(const char *op, int32_t NH, int32_t NKV, int32_t HD) {
     CPU_CHECK(HD > 0, op, "HD must be > 0");
 }
 
+/* Turns one score row (nk) into probabilities in place: the first nvalid keys are the causal
+ * ones, of which those with mask 0 get 0, and the rest are 0. Writes lse and 1/sum. */
+CPU_VECTOR_CLONES
+static void softmax_row(float *row, float *lse, float *inv, const int32_t *mask, int32_t nvalid,
+                        int32_t nk) {
+    float mx = -INFINITY, sum = 0.0f;
+#pragma omp simd reduction(max : mx)
+    for (int32_t j = 0; j < nvalid; j++) {
+        float s = mask[j] ? row[j] : -INFINITY;
+        mx = s > mx ? s : mx;
+    }
+#pragma omp simd reduction(+ : sum)
+    for (int32_t j = 0; j < nvalid; j++) {
+        float p = mask[j] ? cpu_expf(row[j] - mx) : 0.0f;
+        row[j] = p;
+        sum += p;
+    }
+    for (int32_t j = nvalid; j < nk; j++) row[j] = 0.0f;
+    *lse = mx + logf(sum);
+    *inv = 1.0f / sum;
+}
+
 /* Turns the score block sc (nq, nk) of queries t0.. against keys k0.. into probabilities in
  * place (zero where masked or in the future); writes lse and the row normalisers inv (nq). */
 static void softmax_block(float *sc, float *lse, float *inv, const int32_t *mask_b, int32_t t0,
@@ -52,20 +75,22 @@ static void softmax_block(float *sc, float *lse, float *inv, const int32_t *mask
             inv[i] = 0.0f;
             continue;
         }
-        int32_t nvalid = t - k0 + 1; /* keys k0..t */
-        float mx = -INFINITY;
-        for (int32_t j = 0; j < nvalid; j++)
-            if (mask_b[k0 + j] && row[j] > mx) mx = row[j];
-        float sum = 0.0f;
-        for (int32_t j = 0; j < nvalid; j++) {
-            float p = mask_b[k0 + j] ? expf(row[j] - mx) : 0.0f;
-            row[j] = p;
-            sum += p;
-        }
-        for (int32_t j = nvalid; j < nk; j++) row[j] = 0.0f;
-        lse[i] = mx + logf(sum);
-        inv[i] = 1.0f / sum;
+        softmax_row(row, &lse[i], &inv[i], mask_b + k0, t - k0 + 1, nk);
     }
+}
+
+/* Backward of one score row: p (nk) holds the scores, ds (nk) dout.v; on return p holds the
+ * probabilities exp(score - l) and ds the score gradient scale * p * (ds - D). */
+CPU_VECTOR_CLONES
+static void dsoftmax_row(float *p, float *ds, const int32_t *mask, int32_t nvalid, int32_t nk,
+                         float l, float D, float scale) {
+#pragma omp simd
+    for (int32_t j = 0; j < nvalid; j++) {
+        float pj = mask[j] ? cpu_expf(p[j] - l) : 0.0f;
+        p[j] = pj;
+        ds[j] = pj * (ds[j] - D) * scale;
+    }
+    for (int32_t j = nvalid; j < nk; j++) p[j] = ds[j] = 0.0f;
 }
 
 void cpu_attention_forward(void *ctx_, float *out, float *lse, const float *q, const float *k,
@@ -76,7 +101,6 @@ void cpu_attention_forward(void *ctx_, float *out, float *lse, const float *q, c
     const int32_t rep = NH / NKV, qs = NH * HD, ks = NKV * HD; /* row strides of q/out, k/v */
     const float scale = 1.0f / sqrtf((float)HD);
     int nt = cpu_threads_for(ctx, (double)B * NH * T * T * HD);
-    cpu_blas_serial_begin(ctx);
 #pragma omp parallel num_threads(nt)
     {
         float *sc = malloc(((size_t)QB * T + 2 * QB) * sizeof(float));
@@ -115,7 +139,6 @@ void cpu_attention_forward(void *ctx_, float *out, float *lse, const float *q, c
         }
         free(sc);
     }
-    cpu_blas_serial_end(ctx);
 }
 
 /* Backward of one (b, h): dq rows written, dkh/dvh (T,HD) private buffers written. */
@@ -151,14 +174,9 @@ static void attention_backward_head(float *dqb, float *dkh, float *dvh, const fl
                 continue;
             }
             const float *o = ob + (size_t)t * qs, *d_o = dob + (size_t)t * qs;
-            float D = 0.0f, l = lb[t];
+            float D = 0.0f;
             for (int32_t d = 0; d < HD; d++) D += d_o[d] * o[d];
-            for (int32_t j = 0; j < nvalid; j++) {
-                float pj = mask_b[k0 + j] ? expf(p[j] - l) : 0.0f;
-                p[j] = pj;
-                ds[j] = pj * (ds[j] - D) * scale;
-            }
-            for (int32_t j = nvalid; j < nk; j++) p[j] = ds[j] = 0.0f;
+            dsoftmax_row(p, ds, mask_b + k0, nvalid, nk, lb[t], D, scale);
         }
         if (dqb) /* dQ (nq,HD) = dS K */
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nq, HD, nk, 1.0f, dp, nk,
@@ -207,7 +225,6 @@ void cpu_attention_backward(void *ctx_, float *dq, float *dk, float *dv, const f
               "out of memory for the per-head dk/dv buffers");
     float *dkp = dk ? part : NULL, *dvp = dv ? part + (dk ? all : 0) : NULL;
     int nt = cpu_threads_for(ctx, (double)B * NH * T * T * HD);
-    cpu_blas_serial_begin(ctx);
 #pragma omp parallel num_threads(nt)
     {
         float *sc = malloc((size_t)2 * QB * T * sizeof(float));
@@ -226,7 +243,6 @@ void cpu_attention_backward(void *ctx_, float *dq, float *dk, float *dv, const f
         }
         free(sc);
     }
-    cpu_blas_serial_end(ctx);
     if (dk) sum_groups(ctx, dk, dkp, B, T, NH, NKV, HD);
     if (dv) sum_groups(ctx, dv, dvp, B, T, NH, NKV, HD);
 }

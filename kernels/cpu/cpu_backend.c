@@ -70,18 +70,6 @@ float *cpu_scratch(cpu_ctx *ctx, size_t n) {
     return p;
 }
 
-/* ---- threads ---------------------------------------------------------------------------- */
-
-/* OpenBLAS (the pthread build Debian ships) keeps its own thread pool; when our OpenMP threads
- * call it concurrently, each call must run single-threaded or the machine is oversubscribed. */
-void cpu_blas_serial_begin(cpu_ctx *ctx) {
-    if (ctx->threads > 1) openblas_set_num_threads(1);
-}
-
-void cpu_blas_serial_end(cpu_ctx *ctx) {
-    if (ctx->threads > 1) openblas_set_num_threads(ctx->threads);
-}
-
 /* ---- the table -------------------------------------------------------------------------- */
 
 grpo_ops *cpu_backend_open(int32_t threads, grpo_error *err) {
@@ -95,7 +83,8 @@ grpo_ops *cpu_backend_open(int32_t threads, grpo_error *err) {
     }
     ctx->threads = threads > 0 ? threads : omp_get_max_threads();
     if (ctx->threads < 1) ctx->threads = 1;
-    openblas_set_num_threads(ctx->threads);
+    /* one thread pool: OpenMP's (see cpu_backend.h); this is process-wide */
+    openblas_set_num_threads(1);
 
     *ops = (grpo_ops){
         /* .struct_size        = */ (uint32_t)sizeof(grpo_ops),

@@ -3,10 +3,10 @@
  * grpo_ops (sdk/include/grpo/ops.h), each defined in the file named for its family.
  *
  * Every op takes the context (cpu_ctx *) as a void * first argument, as the table demands.
- * Threading: OpenMP over rows/heads for everything that is not a GEMM; GEMMs go to OpenBLAS.
- * The two never run nested with more than one thread each: a GEMM called outside a parallel
- * region uses ctx->threads BLAS threads, a GEMM called inside one runs between
- * cpu_blas_serial_begin() and cpu_blas_serial_end(), i.e. single-threaded in each OpenMP thread.
+ * Threading: one pool, OpenMP's, of ctx->threads threads. OpenBLAS is set to one thread when the
+ * backend opens; GEMMs are parallelised by cpu_sgemm (gemm.c), which gives each OpenMP thread a
+ * tile, or are called per thread inside an op's own parallel region (attention, head). Two pools
+ * taking turns on the same cores (OpenBLAS's pthreads spin after each call) would oversubscribe.
  *
  * Shapes use the letters of ops.h: N tokens, B rows, T time, C channels, I intermediate, V vocab,
  * NH query heads, NKV key/value heads, HD head dim, R decode rows, S cache length.
@@ -43,9 +43,12 @@ void cpu_backend_close(grpo_ops *ops);
 /* A work buffer of at least n floats owned by ctx, valid until the next call; NULL if out of
  * memory. Not thread-safe: call it outside parallel regions. */
 float *cpu_scratch(cpu_ctx *ctx, size_t n);
-/* Bracket a parallel region whose threads call BLAS themselves. */
-void cpu_blas_serial_begin(cpu_ctx *ctx);
-void cpu_blas_serial_end(cpu_ctx *ctx);
+/* C (M,N) = alpha * op(A) (M,K) @ op(B) (K,N) + beta * C, row-major, op = transpose when
+ * trans_* is nonzero; lda/ldb/ldc are the row strides of A, B, C as stored. Runs on the
+ * context's threads; call it outside parallel regions. */
+void cpu_sgemm(cpu_ctx *ctx, int trans_a, int trans_b, int32_t M, int32_t N, int32_t K,
+               float alpha, const float *A, int32_t lda, const float *B, int32_t ldb, float beta,
+               float *C, int32_t ldc);
 /* Aborts with file:line and what was expected when an op is called with impossible arguments
  * (the op table has no error return; a shape bug in a model must not become silent garbage). */
 void cpu_check_failed(const char *file, int line, const char *op, const char *what);
@@ -118,6 +121,6 @@ void cpu_head_backward(void *ctx, float *dhidden, float *dw, const float *dlogp,
 
 /* ---- adamw.c ----------------------------------------------------------------------------- */
 void cpu_adamw(void *ctx, float *param, const float *grad, float *m, float *v, uint64_t n,
-               float lr, float beta1, float beta2, float eps, float weight_decay, int32_t t);
+               double lr, double beta1, double beta2, double eps, double weight_decay, int32_t t);
 
 #endif

@@ -10,17 +10,21 @@
  *   G (NB,VC) = dlogp * scale * (delta - exp(z - lse)), 0 on rows with target < 0
  *   dhidden (N,C) = sum over chunks of G @ w_chunk      (written)
  *   dw (V,C)     += G^T @ hidden                        (accumulated)
- * GEMMs run outside OpenMP regions with the context's BLAS threads; the per-row softmax work is
- * split over rows with OpenMP. The block buffer is the context's scratch.
+ * Forward: each OpenMP thread takes blocks of rows through all vocab chunks on its own (its own
+ * single-threaded sgemm and (NB,VC) buffer): no synchronisation. Backward: per vocab chunk, the
+ * threads fill G for up to NS rows (and their dhidden rows) in row blocks, then dw's chunk is one
+ * parallel GEMM over those rows; G lives in the context's scratch.
  */
 #include "cpu/blas.h"
 #include <math.h>
 #include <stdlib.h>
 
 #include "cpu/cpu_backend.h"
+#include "cpu/fastmath.h"
 
-#define NB 512  /* rows per block */
-#define VC 1024 /* vocab entries per chunk */
+#define NB 256  /* at most this many rows per forward task (rows of a logits block) */
+#define VC 512  /* vocab entries per chunk */
+#define NS 2048 /* rows whose gradient block G (NS,VC) the backward keeps at a time */
 
 /* Running softmax statistics of one row over the chunks seen so far. */
 typedef struct row_stats {
@@ -30,10 +34,11 @@ typedef struct row_stats {
 } row_stats;
 
 /* Folds one chunk row z (vc) into st. */
+CPU_VECTOR_CLONES
 static void stats_update(row_stats *st, const float *z, int32_t vc) {
     float cm = -INFINITY;
-    for (int32_t j = 0; j < vc; j++)
-        if (z[j] > cm) cm = z[j];
+#pragma omp simd reduction(max : cm)
+    for (int32_t j = 0; j < vc; j++) cm = z[j] > cm ? z[j] : cm;
     if (st->s == 0.0) {
         st->m = cm;
     } else if (cm > st->m) { /* rescale to the new max: u' = a (u + (m - m') s), s' = a s */
@@ -43,13 +48,62 @@ static void stats_update(row_stats *st, const float *z, int32_t vc) {
         st->m = cm;
     }
     float m = (float)st->m, s = 0.0f, u = 0.0f;
+#pragma omp simd reduction(+ : s, u)
     for (int32_t j = 0; j < vc; j++) {
-        float d = z[j] - m, e = expf(d);
+        float d = z[j] - m, e = cpu_expf(d);
         s += e;
         u += e * d;
     }
     st->s += s;
     st->u += u;
+}
+
+/* One row of the backward block: g (vc) holds the logits z on entry and
+ * coef * (delta_{j,tg} - exp(z_j - l)) on return (tg relative to the chunk, may be outside). */
+CPU_VECTOR_CLONES
+static void grad_row(float *g, int32_t vc, float coef, float l, int32_t tg) {
+    if (coef == 0.0f) {
+        for (int32_t j = 0; j < vc; j++) g[j] = 0.0f;
+        return;
+    }
+#pragma omp simd
+    for (int32_t j = 0; j < vc; j++) g[j] = -coef * cpu_expf(g[j] - l);
+    if (tg >= 0 && tg < vc) g[tg] += coef;
+}
+
+/* Rows per task: up to 128, fewer when N is small so that every thread gets work. */
+static int32_t rows_per_task(int32_t N, int nt) {
+    int32_t nb = (N + nt - 1) / nt;
+    nb = (nb + 15) / 16 * 16;
+    return nb < 16 ? 16 : nb > NB ? NB : nb;
+}
+
+/* logp, lse, entropy of rows n0 .. n0+nb-1, with z a (nb, VC) buffer. */
+static void head_forward_rows(float *logp, float *lse, float *entropy, const float *hidden,
+                              const float *w, const int32_t *targets, int32_t n0, int32_t nb,
+                              int32_t C, int32_t V, float scale, float *z) {
+    row_stats st[NB];
+    float zt[NB]; /* target logits */
+    for (int32_t i = 0; i < nb; i++) st[i] = (row_stats){0.0, 0.0, 0.0}, zt[i] = 0.0f;
+    for (int32_t v0 = 0; v0 < V; v0 += VC) {
+        int32_t vc = v0 + VC < V ? VC : V - v0;
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nb, vc, C, scale,
+                    hidden + (size_t)n0 * C, C, w + (size_t)v0 * C, C, 0.0f, z, vc);
+        for (int32_t i = 0; i < nb; i++) {
+            const float *zi = z + (size_t)i * vc;
+            stats_update(&st[i], zi, vc);
+            int32_t tg = targets ? targets[n0 + i] : -1;
+            if (tg >= v0 && tg < v0 + vc) zt[i] = zi[tg - v0];
+        }
+    }
+    for (int32_t i = 0; i < nb; i++) {
+        int32_t n = n0 + i, tg = targets ? targets[n] : -1;
+        CPU_CHECK(tg < V, "head_forward", "target id >= V");
+        double l = st[i].m + log(st[i].s);
+        if (lse) lse[n] = (float)l;
+        if (logp) logp[n] = tg >= 0 ? (float)((double)zt[i] - l) : 0.0f;
+        if (entropy) entropy[n] = (float)(log(st[i].s) - st[i].u / st[i].s);
+    }
 }
 
 void cpu_head_forward(void *ctx_, float *logp, float *lse, float *entropy, const float *hidden,
@@ -58,37 +112,19 @@ void cpu_head_forward(void *ctx_, float *logp, float *lse, float *entropy, const
     cpu_ctx *ctx = ctx_;
     if (N <= 0) return;
     CPU_CHECK(V > 0 && C > 0, "head_forward", "V and C must be > 0");
-    float *z = cpu_scratch(ctx, (size_t)NB * VC);
-    row_stats *st = malloc((size_t)NB * sizeof *st);
-    float *zt = malloc((size_t)NB * sizeof *zt); /* target logits of the block */
-    CPU_CHECK(z && st && zt, "head_forward", "out of memory for the logits block");
-    for (int32_t n0 = 0; n0 < N; n0 += NB) {
-        int32_t nb = n0 + NB < N ? NB : N - n0;
-        for (int32_t i = 0; i < nb; i++) st[i] = (row_stats){0.0, 0.0, 0.0};
-        for (int32_t v0 = 0; v0 < V; v0 += VC) {
-            int32_t vc = v0 + VC < V ? VC : V - v0;
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nb, vc, C, scale,
-                        hidden + (size_t)n0 * C, C, w + (size_t)v0 * C, C, 0.0f, z, vc);
-            int nt = cpu_threads_for(ctx, (double)nb * vc * 8);
-#pragma omp parallel for num_threads(nt) schedule(static)
-            for (int32_t i = 0; i < nb; i++) {
-                const float *zi = z + (size_t)i * vc;
-                stats_update(&st[i], zi, vc);
-                int32_t tg = targets ? targets[n0 + i] : -1;
-                if (tg >= v0 && tg < v0 + vc) zt[i] = zi[tg - v0];
-            }
+    int nt = cpu_threads_for(ctx, (double)N * V * C);
+    int32_t nb = rows_per_task(N, nt), tasks = (N + nb - 1) / nb;
+#pragma omp parallel num_threads(nt)
+    {
+        float *z = malloc((size_t)nb * VC * sizeof(float));
+        CPU_CHECK(z != NULL, "head_forward", "out of memory for a logits block");
+#pragma omp for schedule(static)
+        for (int32_t task = 0; task < tasks; task++) {
+            int32_t n0 = task * nb, rows = n0 + nb < N ? nb : N - n0;
+            head_forward_rows(logp, lse, entropy, hidden, w, targets, n0, rows, C, V, scale, z);
         }
-        for (int32_t i = 0; i < nb; i++) {
-            int32_t n = n0 + i, tg = targets ? targets[n] : -1;
-            CPU_CHECK(tg < V, "head_forward", "target id >= V");
-            double l = st[i].m + log(st[i].s);
-            if (lse) lse[n] = (float)l;
-            if (logp) logp[n] = tg >= 0 ? (float)((double)zt[i] - l) : 0.0f;
-            if (entropy) entropy[n] = (float)(log(st[i].s) - st[i].u / st[i].s);
-        }
+        free(z);
     }
-    free(st);
-    free(zt);
 }
 
 void cpu_head_backward(void *ctx_, float *dhidden, float *dw, const float *dlogp,
@@ -97,31 +133,33 @@ void cpu_head_backward(void *ctx_, float *dhidden, float *dw, const float *dlogp
     cpu_ctx *ctx = ctx_;
     if (N <= 0 || (!dhidden && !dw)) return;
     CPU_CHECK(V > 0 && C > 0, "head_backward", "V and C must be > 0");
-    float *g = cpu_scratch(ctx, (size_t)NB * VC);
-    CPU_CHECK(g != NULL, "head_backward", "out of memory for the logits block");
-    for (int32_t n0 = 0; n0 < N; n0 += NB) {
-        int32_t nb = n0 + NB < N ? NB : N - n0;
-        const float *hb = hidden + (size_t)n0 * C;
+    int nt = cpu_threads_for(ctx, (double)N * V * C);
+    int32_t ns = N < NS ? N : NS, nb = rows_per_task(ns, nt);
+    float *g = cpu_scratch(ctx, (size_t)ns * VC); /* G of ns rows by one vocab chunk */
+    CPU_CHECK(g != NULL, "head_backward", "out of memory for the gradient block");
+    for (int32_t s0 = 0; s0 < N; s0 += ns) {
+        int32_t rows = s0 + ns < N ? ns : N - s0, tasks = (rows + nb - 1) / nb;
         for (int32_t v0 = 0; v0 < V; v0 += VC) {
             int32_t vc = v0 + VC < V ? VC : V - v0;
             const float *wc = w + (size_t)v0 * C;
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nb, vc, C, scale, hb, C, wc, C,
-                        0.0f, g, vc);
-            int nt = cpu_threads_for(ctx, (double)nb * vc * 8);
 #pragma omp parallel for num_threads(nt) schedule(static)
-            for (int32_t i = 0; i < nb; i++) {
-                int32_t n = n0 + i, tg = targets[n];
-                float *gi = g + (size_t)i * vc;
-                float coef = tg >= 0 ? dlogp[n] * scale : 0.0f, l = lse[n];
-                for (int32_t j = 0; j < vc; j++) gi[j] = coef == 0.0f ? 0.0f : -coef * expf(gi[j] - l);
-                if (tg >= v0 && tg < v0 + vc) gi[tg - v0] += coef;
+            for (int32_t task = 0; task < tasks; task++) {
+                int32_t r0 = task * nb, n0 = s0 + r0, m = r0 + nb < rows ? nb : rows - r0;
+                float *gb = g + (size_t)r0 * vc;
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, vc, C, scale,
+                            hidden + (size_t)n0 * C, C, wc, C, 0.0f, gb, vc);
+                for (int32_t i = 0; i < m; i++) {
+                    int32_t n = n0 + i, tg = targets[n];
+                    float coef = tg >= 0 ? dlogp[n] * scale : 0.0f;
+                    grad_row(gb + (size_t)i * vc, vc, coef, lse[n], tg >= 0 ? tg - v0 : -1);
+                }
+                if (dhidden) /* dhidden (m,C) (+)= G (m,vc) @ w_chunk (vc,C) */
+                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, C, vc, 1.0f, gb, vc,
+                                wc, C, v0 == 0 ? 0.0f : 1.0f, dhidden + (size_t)n0 * C, C);
             }
-            if (dhidden)
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nb, C, vc, 1.0f, g, vc, wc,
-                            C, v0 == 0 ? 0.0f : 1.0f, dhidden + (size_t)n0 * C, C);
-            if (dw)
-                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, vc, C, nb, 1.0f, g, vc, hb,
-                            C, 1.0f, dw + (size_t)v0 * C, C);
+            if (dw) /* dw_chunk (vc,C) += G^T (vc,rows) @ hidden (rows,C) */
+                cpu_sgemm(ctx, 1, 0, vc, C, rows, 1.0f, g, vc, hidden + (size_t)s0 * C, C, 1.0f,
+                          dw + (size_t)v0 * C, C);
         }
     }
 }

@@ -4,10 +4,8 @@
  *   backward: dinp (N,IC) = dout (N,OC) @ w (OC,IC)          (written)
  *             dw (OC,IC) += dout (N,OC)^T @ inp (N,IC)        (accumulated)
  *             dbias (OC) += sum over N of dout (N,OC)         (accumulated)
- * GEMMs are called outside any OpenMP region and use the context's BLAS threads.
+ * The GEMMs run on the context's threads through cpu_sgemm (gemm.c).
  */
-#include "cpu/blas.h"
-
 #include "cpu/cpu_backend.h"
 
 void cpu_matmul_forward(void *ctx, float *out, const float *inp, const float *w,
@@ -24,8 +22,7 @@ void cpu_matmul_forward(void *ctx, float *out, const float *inp, const float *w,
         }
         beta = 1.0f;
     }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, OC, IC, 1.0f, inp, IC, w, IC, beta,
-                out, OC);
+    cpu_sgemm(ctx, 0, 1, N, OC, IC, 1.0f, inp, IC, w, IC, beta, out, OC);
 }
 
 /* Column sums of dout, split into column slices so that each thread owns its outputs. */
@@ -54,10 +51,8 @@ void cpu_matmul_backward(void *ctx, float *dinp, float *dw, float *dbias, const 
         return;
     }
     if (dinp)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, IC, OC, 1.0f, dout, OC, w, IC,
-                    0.0f, dinp, IC);
+        cpu_sgemm(ctx, 0, 0, N, IC, OC, 1.0f, dout, OC, w, IC, 0.0f, dinp, IC);
     if (dw)
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, IC, N, 1.0f, dout, OC, inp, IC,
-                    1.0f, dw, IC);
+        cpu_sgemm(ctx, 1, 0, OC, IC, N, 1.0f, dout, OC, inp, IC, 1.0f, dw, IC);
     if (dbias) bias_backward(ctx, dbias, dout, N, OC);
 }

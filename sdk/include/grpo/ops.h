@@ -102,9 +102,12 @@ typedef struct grpo_ops {
                           const float *hidden, const float *w, const int32_t *targets,
                           const float *lse, int32_t N, int32_t C, int32_t V, float scale);
 
-    /* -- optimizer: AdamW with decoupled weight decay on n floats, step t >= 1 (bias-corrected) -- */
+    /* -- optimizer: AdamW with decoupled weight decay on n floats, step t >= 1 (bias-corrected).
+     *    Hyperparameters are doubles so that 1 - beta and the bias corrections are formed from
+     *    the configured values, as PyTorch forms them from Python floats. -- */
     void (*adamw)(void *ctx, float *param, const float *grad, float *m, float *v, uint64_t n,
-                  float lr, float beta1, float beta2, float eps, float weight_decay, int32_t t);
+                  double lr, double beta1, double beta2, double eps, double weight_decay,
+                  int32_t t);
     /* -- sum of squares of n floats (for clip-by-global-norm), returned to the host -- */
     double (*sumsq)(void *ctx, const float *x, uint64_t n);
     /* -- x *= s -- */

@@ -1,0 +1,861 @@
+/*
+ * test_kernels.c — the CPU backend against plain references.
+ *
+ * Every op is compared with a naive reference written here in double precision loops, and every
+ * backward pass with central finite differences of that double reference: for a random linear
+ * functional L = sum_i r_i y_i of the output y, the backend's backward called with dout = r must
+ * give dL/dx. Inputs are drawn as floats and widened, so both sides see identical numbers.
+ *
+ * Tolerances (|got - want| <= atol + rtol * |want|):
+ * - forward, fp32 backend vs double reference: sums of O(10..1000) fp32 products of O(1) values
+ *   carry relative rounding errors of a few 1e-7 times the sum of magnitudes; atol 1e-5 and
+ *   rtol 1e-4 are ~10x above that and far below any indexing or formula mistake (O(1e-1)).
+ * - finite differences: h = 1e-4 in double gives truncation error ~h^2 * f''' ~ 1e-8 and
+ *   cancellation error ~1e-16 / h ~ 1e-12, so the FD value is good to ~1e-7; the fp32 analytic
+ *   gradient accumulates more terms than the forward, so atol 1e-4, rtol 1e-3.
+ * - RoPE: the backend rounds the angle pos * inv_freq to fp32 like Hugging Face does, the
+ *   reference does not: at positions < 300 the angle differs by < 300 * 6e-8 ~ 2e-5 rad, so
+ *   atol 1e-4 for inputs of magnitude <= 1.
+ * Parameter gradients are pre-filled with random values and must come back with the gradient
+ * added (accumulation rule); activation gradients are pre-filled with NaN and must be
+ * overwritten.
+ */
+#include <check.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels.h"
+
+static grpo_ops *ops;
+
+static void setup(void) {
+    grpo_error err;
+    grpo_error_init(&err);
+    ops = grpo_backend_open("cpu", 2, &err);
+    ck_assert_msg(ops != NULL, "cpu backend: %s", err.message);
+}
+
+static void teardown(void) {
+    grpo_backend_close(ops);
+    ops = NULL;
+}
+
+/* ---- helpers: random numbers, buffers, comparisons, finite differences ------------------- */
+
+static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
+
+static void rng_seed(uint64_t s) { rng_state = s * 0x9E3779B97F4A7C15ull + 1; }
+
+/* uniform in [-1, 1), a float */
+static float frand(void) {
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (float)((double)(rng_state >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+}
+
+static int32_t irand(int32_t n) { return (int32_t)((frand() + 1.0f) * 0.5f * (float)n) % n; }
+
+static float *fvec(size_t n) {
+    float *p = malloc((n ? n : 1) * sizeof(float));
+    ck_assert_ptr_nonnull(p);
+    return p;
+}
+
+static double *dvec(size_t n) {
+    double *p = calloc(n ? n : 1, sizeof(double));
+    ck_assert_ptr_nonnull(p);
+    return p;
+}
+
+/* n random floats in [-amp, amp) */
+static float *frandv(size_t n, float amp) {
+    float *p = fvec(n);
+    for (size_t i = 0; i < n; i++) p[i] = amp * frand();
+    return p;
+}
+
+static double *widen(const float *x, size_t n) {
+    double *d = dvec(n);
+    for (size_t i = 0; i < n; i++) d[i] = x[i];
+    return d;
+}
+
+static float *nanv(size_t n) {
+    float *p = fvec(n);
+    for (size_t i = 0; i < n; i++) p[i] = NAN;
+    return p;
+}
+
+static float *copyv(const float *x, size_t n) {
+    float *p = fvec(n);
+    memcpy(p, x, n * sizeof(float));
+    return p;
+}
+
+/* Asserts got ~ want elementwise; names the tensor and the worst index on failure. */
+static void expect_close(const char *what, const float *got, const double *want, size_t n,
+                         double atol, double rtol) {
+    for (size_t i = 0; i < n; i++) {
+        double err = fabs((double)got[i] - want[i]);
+        ck_assert_msg(err <= atol + rtol * fabs(want[i]) && !isnan(got[i]),
+                      "%s[%zu]: got %.9g, want %.9g (|err| %.3g > %.3g + %.3g*|want|)", what, i,
+                      (double)got[i], want[i], err, atol, rtol);
+    }
+}
+
+/* The gradient a parameter buffer received: after - before. */
+static float *delta(const float *after, const float *before, size_t n) {
+    float *d = fvec(n);
+    for (size_t i = 0; i < n; i++) d[i] = after[i] - before[i];
+    return d;
+}
+
+typedef double (*loss_fn)(void *st);
+
+/* Central differences of f with respect to x[i] for up to max_checks indices (all when n is
+ * smaller, else a random sample), compared with the analytic gradient grad. */
+static void fd_check(const char *what, loss_fn f, void *st, double *x, size_t n,
+                     const float *grad, size_t max_checks) {
+    const double h = 1e-4, atol = 1e-4, rtol = 1e-3;
+    size_t checks = n < max_checks ? n : max_checks;
+    for (size_t c = 0; c < checks; c++) {
+        size_t i = n <= max_checks ? c : (size_t)irand((int32_t)n);
+        double x0 = x[i];
+        x[i] = x0 + h;
+        double lp = f(st);
+        x[i] = x0 - h;
+        double lm = f(st);
+        x[i] = x0;
+        double fd = (lp - lm) / (2 * h);
+        double err = fabs((double)grad[i] - fd);
+        ck_assert_msg(err <= atol + rtol * fabs(fd), "%s[%zu]: analytic %.9g, finite diff %.9g",
+                      what, i, (double)grad[i], fd);
+    }
+}
+
+static double dot_r(const double *y, const double *r, size_t n) {
+    double s = 0.0;
+    for (size_t i = 0; i < n; i++) s += y[i] * r[i];
+    return s;
+}
+
+/* ---- the backend table --------------------------------------------------------------------- */
+
+START_TEST(cpu_backend_fills_every_op) {
+    ck_assert_str_eq(ops->name, "cpu");
+    ck_assert_uint_eq(ops->struct_size, sizeof(grpo_ops));
+    /* every slot after ctx is a function pointer; none may be NULL */
+    const char *base = (const char *)ops;
+    for (size_t off = offsetof(grpo_ops, alloc); off < sizeof(grpo_ops); off += sizeof(void *)) {
+        void *fn;
+        memcpy(&fn, base + off, sizeof fn);
+        ck_assert_msg(fn != NULL, "op slot at offset %zu is NULL", off);
+    }
+}
+END_TEST
+
+START_TEST(cuda_backend_says_not_built) {
+    grpo_error err;
+    grpo_error_init(&err);
+    ck_assert_ptr_null(grpo_backend_open("cuda", 1, &err));
+    ck_assert_int_eq(err.status, GRPO_ERR_UNSUPPORTED);
+    ck_assert_msg(strstr(err.message, "CUDA backend not built"), "message: %s", err.message);
+    grpo_error_init(&err);
+    ck_assert_ptr_null(grpo_backend_open("tpu", 1, &err));
+    ck_assert_int_eq(err.status, GRPO_ERR_INVALID);
+    ck_assert_msg(strstr(err.message, "'tpu'"), "message: %s", err.message);
+}
+END_TEST
+
+START_TEST(memory_ops_round_trip) {
+    void *ctx = ops->ctx;
+    float host[100], back[100];
+    for (int i = 0; i < 100; i++) host[i] = (float)i - 7.5f;
+    float *a = ops->alloc(ctx, sizeof host), *b = ops->alloc(ctx, sizeof host);
+    ck_assert_ptr_nonnull(a);
+    ck_assert_uint_eq((uintptr_t)a % 64, 0);
+    for (int i = 0; i < 100; i++) ck_assert(a[i] == 0.0f); /* zeroed */
+    ops->upload(ctx, a, host, sizeof host);
+    ops->copy(ctx, b, a, sizeof host);
+    ops->sync(ctx);
+    ops->download(ctx, back, b, sizeof host);
+    ck_assert_mem_eq(back, host, sizeof host);
+    ops->zero(ctx, b, 10 * sizeof(float));
+    ck_assert(b[9] == 0.0f && b[10] == host[10]);
+    ops->free(ctx, a);
+    ops->free(ctx, b);
+    ops->free(ctx, NULL);
+}
+END_TEST
+
+/* ---- embedding ------------------------------------------------------------------------------ */
+
+typedef struct emb_st {
+    const int32_t *ids;
+    double *wte, *r;
+    int32_t N, C;
+} emb_st;
+
+static void ref_embedding(double *out, const int32_t *ids, const double *wte, int32_t N,
+                          int32_t C) {
+    for (int32_t n = 0; n < N; n++)
+        for (int32_t c = 0; c < C; c++) out[(size_t)n * C + c] = wte[(size_t)ids[n] * C + c];
+}
+
+static double emb_loss(void *p) {
+    emb_st *s = p;
+    double *y = dvec((size_t)s->N * s->C);
+    ref_embedding(y, s->ids, s->wte, s->N, s->C);
+    double l = dot_r(y, s->r, (size_t)s->N * s->C);
+    free(y);
+    return l;
+}
+
+START_TEST(embedding_matches_reference_and_gradient) {
+    rng_seed(1);
+    const int32_t V = 11, C = 70, N = 600; /* N*C above the parallel threshold */
+    int32_t ids[600];
+    for (int32_t n = 0; n < N; n++) ids[n] = irand(V); /* many repeats */
+    float *wte = frandv((size_t)V * C, 1.0f), *out = nanv((size_t)N * C);
+    ops->embedding_forward(ops->ctx, out, ids, wte, N, C);
+    double *wd = widen(wte, (size_t)V * C), *want = dvec((size_t)N * C);
+    ref_embedding(want, ids, wd, N, C);
+    expect_close("embedding out", out, want, (size_t)N * C, 0.0, 0.0);
+
+    float *r = frandv((size_t)N * C, 1.0f), *dwte0 = frandv((size_t)V * C, 1.0f);
+    float *dwte = copyv(dwte0, (size_t)V * C);
+    ops->embedding_backward(ops->ctx, dwte, r, ids, N, C);
+    float *g = delta(dwte, dwte0, (size_t)V * C);
+    emb_st st = {ids, wd, widen(r, (size_t)N * C), N, C};
+    fd_check("dwte", emb_loss, &st, wd, (size_t)V * C, g, 300);
+    ops->embedding_backward(ops->ctx, NULL, r, ids, N, C); /* NULL: skipped */
+    free(wte), free(out), free(wd), free(want), free(r), free(dwte0), free(dwte), free(g);
+    free(st.r);
+}
+END_TEST
+
+/* ---- matmul --------------------------------------------------------------------------------- */
+
+typedef struct mm_st {
+    double *inp, *w, *bias, *r;
+    int32_t N, IC, OC;
+} mm_st;
+
+static void ref_matmul(double *out, const double *inp, const double *w, const double *bias,
+                       int32_t N, int32_t IC, int32_t OC) {
+    for (int32_t n = 0; n < N; n++)
+        for (int32_t o = 0; o < OC; o++) {
+            double s = bias ? bias[o] : 0.0;
+            for (int32_t i = 0; i < IC; i++) s += inp[(size_t)n * IC + i] * w[(size_t)o * IC + i];
+            out[(size_t)n * OC + o] = s;
+        }
+}
+
+static double mm_loss(void *p) {
+    mm_st *s = p;
+    double *y = dvec((size_t)s->N * s->OC);
+    ref_matmul(y, s->inp, s->w, s->bias, s->N, s->IC, s->OC);
+    double l = dot_r(y, s->r, (size_t)s->N * s->OC);
+    free(y);
+    return l;
+}
+
+START_TEST(matmul_matches_reference_and_gradient) {
+    rng_seed(2);
+    const int32_t N = 37, IC = 45, OC = 70;
+    size_t ni = (size_t)N * IC, nw = (size_t)OC * IC, no = (size_t)N * OC;
+    float *inp = frandv(ni, 1.0f), *w = frandv(nw, 1.0f), *bias = frandv(OC, 1.0f);
+    double *ind = widen(inp, ni), *wd = widen(w, nw), *bd = widen(bias, OC), *want = dvec(no);
+    float *out = nanv(no);
+    for (int with_bias = 0; with_bias < 2; with_bias++) {
+        ops->matmul_forward(ops->ctx, out, inp, w, with_bias ? bias : NULL, N, IC, OC);
+        ref_matmul(want, ind, wd, with_bias ? bd : NULL, N, IC, OC);
+        expect_close("matmul out", out, want, no, 1e-5, 1e-4);
+    }
+    float *r = frandv(no, 1.0f), *dinp = nanv(ni);
+    float *dw0 = frandv(nw, 1.0f), *db0 = frandv(OC, 1.0f);
+    float *dw = copyv(dw0, nw), *db = copyv(db0, OC);
+    ops->matmul_backward(ops->ctx, dinp, dw, db, r, inp, w, N, IC, OC);
+    float *gw = delta(dw, dw0, nw), *gb = delta(db, db0, OC);
+    mm_st st = {ind, wd, bd, widen(r, no), N, IC, OC};
+    fd_check("matmul dinp", mm_loss, &st, ind, ni, dinp, 400);
+    fd_check("matmul dw", mm_loss, &st, wd, nw, gw, 400);
+    fd_check("matmul dbias", mm_loss, &st, bd, OC, gb, 400);
+
+    /* NULL gradients are skipped; the others are unchanged by the skip */
+    float *dw2 = copyv(dw0, nw);
+    ops->matmul_backward(ops->ctx, NULL, dw2, NULL, r, inp, w, N, IC, OC);
+    for (size_t i = 0; i < nw; i++) ck_assert(dw2[i] == dw[i]);
+    float *dinp2 = nanv(ni);
+    ops->matmul_backward(ops->ctx, dinp2, NULL, NULL, r, inp, w, N, IC, OC);
+    ck_assert_mem_eq(dinp2, dinp, ni * sizeof(float));
+    free(inp), free(w), free(bias), free(ind), free(wd), free(bd), free(want), free(out);
+    free(r), free(dinp), free(dw0), free(db0), free(dw), free(db), free(gw), free(gb);
+    free(st.r), free(dw2), free(dinp2);
+}
+END_TEST
+
+/* ---- rmsnorm -------------------------------------------------------------------------------- */
+
+typedef struct rms_st {
+    double *inp, *w, *r;
+    int32_t N, C;
+    double eps;
+} rms_st;
+
+static void ref_rmsnorm(double *out, double *rstd, const double *inp, const double *w, int32_t N,
+                        int32_t C, double eps) {
+    for (int32_t n = 0; n < N; n++) {
+        const double *x = inp + (size_t)n * C;
+        double ss = 0.0;
+        for (int32_t c = 0; c < C; c++) ss += x[c] * x[c];
+        double rs = 1.0 / sqrt(ss / C + eps);
+        for (int32_t c = 0; c < C; c++) out[(size_t)n * C + c] = x[c] * rs * w[c];
+        if (rstd) rstd[n] = rs;
+    }
+}
+
+static double rms_loss(void *p) {
+    rms_st *s = p;
+    double *y = dvec((size_t)s->N * s->C);
+    ref_rmsnorm(y, NULL, s->inp, s->w, s->N, s->C, s->eps);
+    double l = dot_r(y, s->r, (size_t)s->N * s->C);
+    free(y);
+    return l;
+}
+
+START_TEST(rmsnorm_matches_reference_and_gradient) {
+    rng_seed(3);
+    const int32_t N = 300, C = 150; /* C above one 64-channel slice, not a multiple of it */
+    const float eps = 1e-5f;
+    size_t n = (size_t)N * C;
+    float *inp = frandv(n, 2.0f), *w = frandv(C, 1.0f), *out = nanv(n), *rstd = nanv(N);
+    ops->rmsnorm_forward(ops->ctx, out, rstd, inp, w, N, C, eps);
+    double *ind = widen(inp, n), *wd = widen(w, C), *want = dvec(n), *want_rstd = dvec(N);
+    ref_rmsnorm(want, want_rstd, ind, wd, N, C, eps);
+    expect_close("rmsnorm out", out, want, n, 1e-5, 1e-4);
+    expect_close("rmsnorm rstd", rstd, want_rstd, N, 1e-5, 1e-4);
+
+    float *r = frandv(n, 1.0f), *dinp = nanv(n), *dw0 = frandv(C, 1.0f), *dw = copyv(dw0, C);
+    ops->rmsnorm_backward(ops->ctx, dinp, dw, r, inp, w, rstd, N, C);
+    float *gw = delta(dw, dw0, C);
+    rms_st st = {ind, wd, widen(r, n), N, C, eps};
+    fd_check("rmsnorm dinp", rms_loss, &st, ind, n, dinp, 300);
+    fd_check("rmsnorm dw", rms_loss, &st, wd, C, gw, 300);
+
+    /* dinp may alias dout; NULL dw is skipped */
+    float *inplace = copyv(r, n);
+    ops->rmsnorm_backward(ops->ctx, inplace, NULL, inplace, inp, w, rstd, N, C);
+    ck_assert_mem_eq(inplace, dinp, n * sizeof(float));
+    free(inp), free(w), free(out), free(rstd), free(ind), free(wd), free(want), free(want_rstd);
+    free(r), free(dinp), free(dw0), free(dw), free(gw), free(st.r), free(inplace);
+}
+END_TEST
+
+/* ---- rope ----------------------------------------------------------------------------------- */
+
+typedef struct rope_st {
+    double *inp, *r;
+    const int32_t *pos;
+    int32_t N, NH, HD;
+    double theta;
+} rope_st;
+
+/* Hugging Face Llama: q*cos + rotate_half(q)*sin, rotate_half(x) = cat(-x2, x1),
+ * cos/sin = cos/sin(cat(freqs, freqs)), freqs[i] = pos * theta^(-2i/HD). */
+static void ref_rope(double *out, const double *inp, const int32_t *pos, int32_t N, int32_t NH,
+                     int32_t HD, double theta) {
+    int32_t h = HD / 2;
+    for (int32_t n = 0; n < N; n++)
+        for (int32_t hh = 0; hh < NH; hh++) {
+            const double *x = inp + ((size_t)n * NH + hh) * HD;
+            double *o = out + ((size_t)n * NH + hh) * HD;
+            for (int32_t d = 0; d < HD; d++) {
+                int32_t i = d % h;
+                double ang = pos[n] * pow(theta, -2.0 * i / HD);
+                double rot = d < h ? -x[d + h] : x[d - h];
+                o[d] = x[d] * cos(ang) + rot * sin(ang);
+            }
+        }
+}
+
+static double rope_loss(void *p) {
+    rope_st *s = p;
+    size_t n = (size_t)s->N * s->NH * s->HD;
+    double *y = dvec(n);
+    ref_rope(y, s->inp, s->pos, s->N, s->NH, s->HD, s->theta);
+    double l = dot_r(y, s->r, n);
+    free(y);
+    return l;
+}
+
+START_TEST(rope_matches_reference_at_nonzero_positions) {
+    rng_seed(4);
+    /* two rows of T = 40: one starting at position 17 (a continuation), one left-padded by 3
+     * (positions 0,0,0 then 0..36), flattened to N = 80 tokens */
+    const int32_t T = 40, N = 2 * T, NH = 3, HD = 16;
+    const float theta = 1e6f;
+    int32_t pos[80];
+    for (int32_t t = 0; t < T; t++) {
+        pos[t] = 17 + t;
+        pos[T + t] = t < 3 ? 0 : t - 3;
+    }
+    pos[T - 1] = 250; /* one large position */
+    size_t n = (size_t)N * NH * HD;
+    float *inp = frandv(n, 1.0f), *out = nanv(n);
+    ops->rope_forward(ops->ctx, out, inp, pos, N, NH, HD, theta);
+    double *ind = widen(inp, n), *want = dvec(n);
+    ref_rope(want, ind, pos, N, NH, HD, theta);
+    expect_close("rope out", out, want, n, 1e-4, 1e-4);
+    float *inplace = copyv(inp, n); /* out may equal inp */
+    ops->rope_forward(ops->ctx, inplace, inplace, pos, N, NH, HD, theta);
+    ck_assert_mem_eq(inplace, out, n * sizeof(float));
+
+    float *r = frandv(n, 1.0f), *dinp = nanv(n);
+    ops->rope_backward(ops->ctx, dinp, r, pos, N, NH, HD, theta);
+    rope_st st = {ind, widen(r, n), pos, N, NH, HD, theta};
+    fd_check("rope dinp", rope_loss, &st, ind, n, dinp, 400);
+    /* the backward is the inverse: rotating out back gives inp */
+    float *back = nanv(n);
+    ops->rope_backward(ops->ctx, back, out, pos, N, NH, HD, theta);
+    expect_close("rope inverse", back, ind, n, 1e-5, 1e-5);
+    free(inp), free(out), free(ind), free(want), free(inplace), free(r), free(dinp), free(st.r);
+    free(back);
+}
+END_TEST
+
+/* ---- swiglu --------------------------------------------------------------------------------- */
+
+typedef struct swi_st {
+    double *gate, *up, *r;
+    size_t n;
+} swi_st;
+
+static void ref_swiglu(double *out, const double *gate, const double *up, size_t n) {
+    for (size_t i = 0; i < n; i++) out[i] = gate[i] / (1.0 + exp(-gate[i])) * up[i];
+}
+
+static double swi_loss(void *p) {
+    swi_st *s = p;
+    double *y = dvec(s->n);
+    ref_swiglu(y, s->gate, s->up, s->n);
+    double l = dot_r(y, s->r, s->n);
+    free(y);
+    return l;
+}
+
+START_TEST(swiglu_matches_reference_and_gradient) {
+    rng_seed(5);
+    const int32_t N = 30, I = 1500;
+    size_t n = (size_t)N * I;
+    float *gate = frandv(n, 6.0f), *up = frandv(n, 2.0f), *out = nanv(n);
+    ops->swiglu_forward(ops->ctx, out, gate, up, N, I);
+    double *gd = widen(gate, n), *ud = widen(up, n), *want = dvec(n);
+    ref_swiglu(want, gd, ud, n);
+    expect_close("swiglu out", out, want, n, 1e-5, 1e-4);
+    float *r = frandv(n, 1.0f), *dgate = nanv(n), *dup = nanv(n);
+    ops->swiglu_backward(ops->ctx, dgate, dup, r, gate, up, N, I);
+    swi_st st = {gd, ud, widen(r, n), n};
+    fd_check("swiglu dgate", swi_loss, &st, gd, n, dgate, 300);
+    fd_check("swiglu dup", swi_loss, &st, ud, n, dup, 300);
+    float *dup2 = nanv(n);
+    ops->swiglu_backward(ops->ctx, NULL, dup2, r, gate, up, N, I); /* NULL dgate skipped */
+    ck_assert_mem_eq(dup2, dup, n * sizeof(float));
+    free(gate), free(up), free(out), free(gd), free(ud), free(want), free(r), free(dgate);
+    free(dup), free(st.r), free(dup2);
+}
+END_TEST
+
+/* ---- residual, accumulate, scale, sumsq ----------------------------------------------------- */
+
+START_TEST(elementwise_ops_match_reference) {
+    rng_seed(6);
+    const uint64_t n = 200003; /* several sumsq blocks, parallel, odd length */
+    float *a = frandv(n, 1.0f), *b = frandv(n, 1.0f), *out = nanv(n);
+    double *want = dvec(n);
+    ops->residual_forward(ops->ctx, out, a, b, n);
+    for (uint64_t i = 0; i < n; i++) want[i] = (double)a[i] + (double)b[i];
+    expect_close("residual out", out, want, n, 0.0, 6e-8); /* one fp32 rounding */
+    ops->accumulate(ops->ctx, out, a, n);
+    for (uint64_t i = 0; i < n; i++) want[i] += a[i];
+    expect_close("accumulate y", out, want, n, 1e-7, 2e-7);
+    float *x = copyv(a, n);
+    ops->scale(ops->ctx, x, -0.375f, n); /* exact in binary */
+    for (uint64_t i = 0; i < n; i++) ck_assert(x[i] == a[i] * -0.375f);
+    double ss = 0.0;
+    for (uint64_t i = 0; i < n; i++) ss += (double)a[i] * a[i];
+    double got = ops->sumsq(ops->ctx, a, n);
+    ck_assert_msg(fabs(got - ss) <= 1e-12 * ss, "sumsq %.17g want %.17g", got, ss);
+    ck_assert(ops->sumsq(ops->ctx, a, 0) == 0.0);
+    free(a), free(b), free(out), free(want), free(x);
+}
+END_TEST
+
+/* ---- attention ------------------------------------------------------------------------------ */
+
+/* Naive causal GQA with key padding, double: query head h reads kv head h / (NH/NKV). */
+static void ref_attention(double *out, double *lse, const double *q, const double *k,
+                          const double *v, const int32_t *mask, int32_t B, int32_t T, int32_t NH,
+                          int32_t NKV, int32_t HD) {
+    int32_t rep = NH / NKV;
+    double scale = 1.0 / sqrt((double)HD), *sc = dvec(T);
+    for (int32_t b = 0; b < B; b++)
+        for (int32_t h = 0; h < NH; h++)
+            for (int32_t t = 0; t < T; t++) {
+                double *o = out + (((size_t)b * T + t) * NH + h) * HD;
+                double *l = lse ? lse + ((size_t)b * NH + h) * T + t : NULL;
+                for (int32_t d = 0; d < HD; d++) o[d] = 0.0;
+                if (l) *l = 0.0;
+                if (!mask[b * T + t]) continue;
+                const double *qt = q + (((size_t)b * T + t) * NH + h) * HD;
+                double mx = -INFINITY, sum = 0.0;
+                for (int32_t s = 0; s <= t; s++) {
+                    if (!mask[b * T + s]) continue;
+                    const double *ks = k + (((size_t)b * T + s) * NKV + h / rep) * HD;
+                    double dot = 0.0;
+                    for (int32_t d = 0; d < HD; d++) dot += qt[d] * ks[d];
+                    sc[s] = dot * scale;
+                    if (sc[s] > mx) mx = sc[s];
+                }
+                for (int32_t s = 0; s <= t; s++) {
+                    if (!mask[b * T + s]) continue;
+                    double p = exp(sc[s] - mx);
+                    sum += p;
+                    const double *vs = v + (((size_t)b * T + s) * NKV + h / rep) * HD;
+                    for (int32_t d = 0; d < HD; d++) o[d] += p * vs[d];
+                }
+                for (int32_t d = 0; d < HD; d++) o[d] /= sum;
+                if (l) *l = mx + log(sum);
+            }
+    free(sc);
+}
+
+typedef struct att_case {
+    int32_t B, T, NH, NKV, HD;
+    int32_t *mask;
+    float *q, *k, *v;
+} att_case;
+
+/* Random q/k/v; row 1 (if any) left-padded by npad, row 2 (if any) right-padded by 2 and with a
+ * hole; keys and values at padding set to 50, which would dominate any softmax that saw them. */
+static att_case att_make(int32_t B, int32_t T, int32_t NH, int32_t NKV, int32_t HD, int32_t npad) {
+    att_case c = {B, T, NH, NKV, HD, NULL, NULL, NULL, NULL};
+    c.mask = malloc((size_t)B * T * sizeof(int32_t));
+    for (int32_t b = 0; b < B; b++)
+        for (int32_t t = 0; t < T; t++)
+            c.mask[b * T + t] = !(b == 1 && t < npad) && !(b == 2 && (t >= T - 2 || t == 3));
+    c.q = frandv((size_t)B * T * NH * HD, 1.5f);
+    c.k = frandv((size_t)B * T * NKV * HD, 1.5f);
+    c.v = frandv((size_t)B * T * NKV * HD, 1.0f);
+    for (int32_t b = 0; b < B; b++)
+        for (int32_t t = 0; t < T; t++)
+            if (!c.mask[b * T + t])
+                for (int32_t i = 0; i < NKV * HD; i++) {
+                    c.k[((size_t)b * T + t) * NKV * HD + i] = 50.0f;
+                    c.v[((size_t)b * T + t) * NKV * HD + i] = 50.0f;
+                }
+    return c;
+}
+
+static void att_free(att_case *c) { free(c->mask), free(c->q), free(c->k), free(c->v); }
+
+START_TEST(attention_forward_matches_reference_gqa) {
+    rng_seed(7);
+    /* T = 150 spans three 64-query blocks; NH = 4 query heads share NKV = 2 kv heads */
+    att_case c = att_make(3, 150, 4, 2, 16, 37);
+    size_t nq = (size_t)c.B * c.T * c.NH * c.HD, nkv = (size_t)c.B * c.T * c.NKV * c.HD;
+    size_t nl = (size_t)c.B * c.NH * c.T;
+    float *out = nanv(nq), *lse = nanv(nl);
+    ops->attention_forward(ops->ctx, out, lse, c.q, c.k, c.v, c.mask, c.B, c.T, c.NH, c.NKV, c.HD);
+    double *qd = widen(c.q, nq), *kd = widen(c.k, nkv), *vd = widen(c.v, nkv);
+    double *want = dvec(nq), *want_lse = dvec(nl);
+    ref_attention(want, want_lse, qd, kd, vd, c.mask, c.B, c.T, c.NH, c.NKV, c.HD);
+    expect_close("attention out", out, want, nq, 1e-5, 1e-4);
+    expect_close("attention lse", lse, want_lse, nl, 1e-5, 1e-5);
+    free(out), free(lse), free(qd), free(kd), free(vd), free(want), free(want_lse);
+    att_free(&c);
+}
+END_TEST
+
+START_TEST(attention_padded_keys_get_no_attention) {
+    rng_seed(8);
+    /* Row 1 is left-padded by npad: its real part must give exactly what the same tokens give
+     * alone (B = 1, T - npad, no padding), and its padding queries must output zeros. */
+    const int32_t T = 90, NH = 4, NKV = 2, HD = 8, npad = 70;
+    att_case c = att_make(2, T, NH, NKV, HD, npad);
+    size_t row_q = (size_t)T * NH * HD, row_kv = (size_t)T * NKV * HD;
+    float *out = nanv(2 * row_q), *lse = nanv((size_t)2 * NH * T);
+    ops->attention_forward(ops->ctx, out, lse, c.q, c.k, c.v, c.mask, 2, T, NH, NKV, HD);
+    int32_t Tr = T - npad, *mask1 = malloc((size_t)Tr * sizeof(int32_t));
+    for (int32_t t = 0; t < Tr; t++) mask1[t] = 1;
+    const float *q1 = c.q + row_q + (size_t)npad * NH * HD;
+    const float *k1 = c.k + row_kv + (size_t)npad * NKV * HD;
+    const float *v1 = c.v + row_kv + (size_t)npad * NKV * HD;
+    float *alone = nanv((size_t)Tr * NH * HD), *lse1 = nanv((size_t)NH * Tr);
+    ops->attention_forward(ops->ctx, alone, lse1, q1, k1, v1, mask1, 1, Tr, NH, NKV, HD);
+    double *alone_d = widen(alone, (size_t)Tr * NH * HD);
+    expect_close("left-padded row vs alone", out + row_q + (size_t)npad * NH * HD, alone_d,
+                 (size_t)Tr * NH * HD, 1e-6, 1e-5);
+    for (size_t i = 0; i < (size_t)npad * NH * HD; i++)
+        ck_assert_msg(out[row_q + i] == 0.0f, "padding query output [%zu] = %g", i, out[row_q + i]);
+    free(out), free(lse), free(mask1), free(alone), free(lse1), free(alone_d);
+    att_free(&c);
+}
+END_TEST
+
+typedef struct att_st {
+    double *q, *k, *v, *r;
+    const int32_t *mask;
+    int32_t B, T, NH, NKV, HD;
+} att_st;
+
+static double att_loss(void *p) {
+    att_st *s = p;
+    size_t n = (size_t)s->B * s->T * s->NH * s->HD;
+    double *y = dvec(n);
+    ref_attention(y, NULL, s->q, s->k, s->v, s->mask, s->B, s->T, s->NH, s->NKV, s->HD);
+    double l = dot_r(y, s->r, n);
+    free(y);
+    return l;
+}
+
+static void attention_gradient_case(int32_t B, int32_t T, int32_t NH, int32_t NKV, int32_t HD,
+                                    int32_t npad, size_t max_checks) {
+    att_case c = att_make(B, T, NH, NKV, HD, npad);
+    size_t nq = (size_t)B * T * NH * HD, nkv = (size_t)B * T * NKV * HD;
+    float *out = nanv(nq), *lse = nanv((size_t)B * NH * T);
+    ops->attention_forward(ops->ctx, out, lse, c.q, c.k, c.v, c.mask, B, T, NH, NKV, HD);
+    float *r = frandv(nq, 1.0f), *dq = nanv(nq), *dk = nanv(nkv), *dv = nanv(nkv);
+    ops->attention_backward(ops->ctx, dq, dk, dv, r, out, lse, c.q, c.k, c.v, c.mask, B, T, NH,
+                            NKV, HD);
+    att_st st = {widen(c.q, nq), widen(c.k, nkv), widen(c.v, nkv), widen(r, nq), c.mask,
+                 B, T, NH, NKV, HD};
+    fd_check("attention dq", att_loss, &st, st.q, nq, dq, max_checks);
+    fd_check("attention dk", att_loss, &st, st.k, nkv, dk, max_checks);
+    fd_check("attention dv", att_loss, &st, st.v, nkv, dv, max_checks);
+    /* padded keys and values get exactly zero gradient, padding queries too */
+    for (int32_t b = 0; b < B; b++)
+        for (int32_t t = 0; t < T; t++) {
+            if (c.mask[b * T + t]) continue;
+            for (int32_t i = 0; i < NKV * HD; i++) {
+                ck_assert(dk[((size_t)b * T + t) * NKV * HD + i] == 0.0f);
+                ck_assert(dv[((size_t)b * T + t) * NKV * HD + i] == 0.0f);
+            }
+            for (int32_t i = 0; i < NH * HD; i++) ck_assert(dq[((size_t)b * T + t) * NH * HD + i] == 0.0f);
+        }
+    /* NULL gradients are skipped, the rest unchanged */
+    float *dk2 = nanv(nkv);
+    ops->attention_backward(ops->ctx, NULL, dk2, NULL, r, out, lse, c.q, c.k, c.v, c.mask, B, T,
+                            NH, NKV, HD);
+    ck_assert_mem_eq(dk2, dk, nkv * sizeof(float));
+    free(out), free(lse), free(r), free(dq), free(dk), free(dv), free(dk2);
+    free(st.q), free(st.k), free(st.v), free(st.r);
+    att_free(&c);
+}
+
+START_TEST(attention_backward_finite_differences) {
+    rng_seed(9);
+    attention_gradient_case(3, 7, 4, 2, 4, 3, 100000); /* every coordinate */
+    attention_gradient_case(3, 70, 4, 2, 8, 20, 150);   /* two query blocks, a sample */
+    attention_gradient_case(1, 9, 3, 3, 6, 0, 100000);  /* plain multi-head (NKV = NH) */
+}
+END_TEST
+
+START_TEST(attention_decode_equals_last_row_of_forward) {
+    rng_seed(10);
+    /* The same sequences through attention_forward and, for their last position, through
+     * attention_decode with a cache of S > T slots (slots >= len hold NaN: must not be read). */
+    const int32_t B = 3, T = 21, NH = 4, NKV = 2, HD = 8, S = 32;
+    att_case c = att_make(B, T, NH, NKV, HD, 6);
+    for (int32_t t = T - 2; t < T; t++) c.mask[2 * T + t] = 1; /* last query of row 2 real */
+    size_t nq = (size_t)B * T * NH * HD;
+    float *out = nanv(nq), *lse = nanv((size_t)B * NH * T);
+    ops->attention_forward(ops->ctx, out, lse, c.q, c.k, c.v, c.mask, B, T, NH, NKV, HD);
+    size_t ncache = (size_t)B * S * NKV * HD;
+    float *kc = nanv(ncache), *vc = nanv(ncache), *qd = nanv((size_t)B * NH * HD);
+    int32_t cm[3 * 32], len[3];
+    for (int32_t b = 0; b < B; b++) {
+        len[b] = T;
+        for (int32_t s = 0; s < S; s++) cm[b * S + s] = s < T ? c.mask[b * T + s] : 1;
+        memcpy(kc + (size_t)b * S * NKV * HD, c.k + (size_t)b * T * NKV * HD,
+               (size_t)T * NKV * HD * sizeof(float));
+        memcpy(vc + (size_t)b * S * NKV * HD, c.v + (size_t)b * T * NKV * HD,
+               (size_t)T * NKV * HD * sizeof(float));
+        memcpy(qd + (size_t)b * NH * HD, c.q + ((size_t)b * T + T - 1) * NH * HD,
+               (size_t)NH * HD * sizeof(float));
+    }
+    float *dec = nanv((size_t)B * NH * HD);
+    ops->attention_decode(ops->ctx, dec, qd, kc, vc, cm, len, B, S, NH, NKV, HD);
+    for (int32_t b = 0; b < B; b++) {
+        double *last = widen(out + ((size_t)b * T + T - 1) * NH * HD, (size_t)NH * HD);
+        expect_close("decode vs forward last row", dec + (size_t)b * NH * HD, last,
+                     (size_t)NH * HD, 1e-6, 1e-5);
+        free(last);
+    }
+    free(out), free(lse), free(kc), free(vc), free(qd), free(dec);
+    att_free(&c);
+}
+END_TEST
+
+/* ---- fused head ----------------------------------------------------------------------------- */
+
+static void ref_head(double *logp, double *lse, double *ent, const double *hidden,
+                     const double *w, const int32_t *targets, int32_t N, int32_t C, int32_t V,
+                     double scale) {
+    double *z = dvec(V);
+    for (int32_t n = 0; n < N; n++) {
+        double mx = -INFINITY, sum = 0.0, h = 0.0;
+        for (int32_t j = 0; j < V; j++) {
+            double s = 0.0;
+            for (int32_t c = 0; c < C; c++) s += hidden[(size_t)n * C + c] * w[(size_t)j * C + c];
+            z[j] = scale * s;
+            if (z[j] > mx) mx = z[j];
+        }
+        for (int32_t j = 0; j < V; j++) sum += exp(z[j] - mx);
+        double l = mx + log(sum);
+        for (int32_t j = 0; j < V; j++) h -= exp(z[j] - l) * (z[j] - l);
+        if (logp) logp[n] = targets[n] >= 0 ? z[targets[n]] - l : 0.0;
+        if (lse) lse[n] = l;
+        if (ent) ent[n] = h;
+    }
+    free(z);
+}
+
+START_TEST(head_forward_matches_reference) {
+    rng_seed(11);
+    /* V = 2500 is not a multiple of the vocab chunk (512 or 1024 wide); N = 600 spans several
+     * row blocks */
+    const int32_t N = 600, C = 16, V = 2500;
+    const float scale = 1.0f / 0.7f;
+    float *hidden = frandv((size_t)N * C, 1.0f), *w = frandv((size_t)V * C, 1.0f);
+    int32_t *targets = malloc((size_t)N * sizeof(int32_t));
+    for (int32_t n = 0; n < N; n++) targets[n] = n % 7 == 3 ? -1 : irand(V);
+    targets[5] = V - 1;
+    targets[6] = 1024; /* the first entry of a chunk */
+    float *logp = nanv(N), *lse = nanv(N), *ent = nanv(N);
+    ops->head_forward(ops->ctx, logp, lse, ent, hidden, w, targets, N, C, V, scale);
+    double *hd = widen(hidden, (size_t)N * C), *wd = widen(w, (size_t)V * C);
+    double *wl = dvec(N), *wlse = dvec(N), *went = dvec(N);
+    ref_head(wl, wlse, went, hd, wd, targets, N, C, V, scale);
+    expect_close("head logp", logp, wl, N, 1e-5, 1e-5);
+    expect_close("head lse", lse, wlse, N, 1e-5, 1e-5);
+    expect_close("head entropy", ent, went, N, 1e-5, 1e-5);
+    for (int32_t n = 0; n < N; n++)
+        if (targets[n] < 0) ck_assert(logp[n] == 0.0f);
+    float *logp2 = nanv(N);
+    ops->head_forward(ops->ctx, logp2, lse, NULL, hidden, w, targets, N, C, V, scale);
+    ck_assert_mem_eq(logp2, logp, (size_t)N * sizeof(float)); /* entropy is optional */
+    free(hidden), free(w), free(targets), free(logp), free(lse), free(ent), free(hd), free(wd);
+    free(wl), free(wlse), free(went), free(logp2);
+}
+END_TEST
+
+typedef struct head_st {
+    double *hidden, *w, *dlogp;
+    const int32_t *targets;
+    int32_t N, C, V;
+    double scale;
+} head_st;
+
+static double head_loss(void *p) {
+    head_st *s = p;
+    double *logp = dvec(s->N);
+    ref_head(logp, NULL, NULL, s->hidden, s->w, s->targets, s->N, s->C, s->V, s->scale);
+    double l = dot_r(logp, s->dlogp, s->N);
+    free(logp);
+    return l;
+}
+
+START_TEST(head_backward_finite_differences) {
+    rng_seed(12);
+    const int32_t N = 6, C = 8, V = 2100; /* several vocab chunks, the last partial */
+    const float scale = 1.25f;
+    float *hidden = frandv((size_t)N * C, 2.0f), *w = frandv((size_t)V * C, 2.0f);
+    int32_t targets[6] = {5, 2099, -1, 1024, 1500, 0};
+    float *logp = nanv(N), *lse = nanv(N), *dlogp = frandv(N, 1.0f);
+    ops->head_forward(ops->ctx, logp, lse, NULL, hidden, w, targets, N, C, V, scale);
+    float *dh = nanv((size_t)N * C), *dw0 = frandv((size_t)V * C, 1.0f);
+    float *dw = copyv(dw0, (size_t)V * C);
+    ops->head_backward(ops->ctx, dh, dw, dlogp, hidden, w, targets, lse, N, C, V, scale);
+    float *gw = delta(dw, dw0, (size_t)V * C);
+    head_st st = {widen(hidden, (size_t)N * C), widen(w, (size_t)V * C), widen(dlogp, N), targets,
+                  N, C, V, scale};
+    fd_check("head dhidden", head_loss, &st, st.hidden, (size_t)N * C, dh, 1000);
+    fd_check("head dw", head_loss, &st, st.w, (size_t)V * C, gw, 300);
+    /* the target of row 2 is < 0: its hidden state gets no gradient */
+    for (int32_t c = 0; c < C; c++) ck_assert(dh[2 * C + c] == 0.0f);
+    /* the rows of w that are some row's target get the biggest updates: checked explicitly */
+    fd_check("head dw[target 2099]", head_loss, &st, st.w + (size_t)2099 * C, C,
+             gw + (size_t)2099 * C, C);
+    float *dh2 = nanv((size_t)N * C);
+    ops->head_backward(ops->ctx, dh2, NULL, dlogp, hidden, w, targets, lse, N, C, V, scale);
+    ck_assert_mem_eq(dh2, dh, (size_t)N * C * sizeof(float));
+    free(hidden), free(w), free(logp), free(lse), free(dlogp), free(dh), free(dw0), free(dw);
+    free(gw), free(st.hidden), free(st.w), free(st.dlogp), free(dh2);
+}
+END_TEST
+
+/* ---- AdamW ---------------------------------------------------------------------------------- */
+
+START_TEST(adamw_two_steps_by_hand) {
+    /* lr 0.1, beta1 0.9, beta2 0.999, eps 1e-8, weight decay 0.1 (decay factor 1 - 0.01 = 0.99).
+     * Element 0: p = 1, g = 2 then 2. With a constant gradient mhat = g and vhat = g^2 at every
+     * step, so each step moves by lr * g / (|g| + eps) = 0.1 * (1 - 5e-9):
+     *   p1 = 0.99 - 0.0999999995 = 0.8900000005
+     *   p2 = 0.8900000005 * 0.99 - 0.0999999995 = 0.781100000995
+     *   m2 = 0.9 * 0.2 + 0.1 * 2 = 0.38, v2 = 0.999 * 0.004 + 0.001 * 4 = 0.007996
+     * Element 1: p = -0.5, g = 1 then -1.
+     *   step 1: m = 0.1, v = 0.001, mhat = 1, vhat = 1: p1 = -0.495 - 0.1/(1 + 1e-8)
+     *           = -0.594999999
+     *   step 2: m = 0.09 - 0.1 = -0.01, v = 0.000999 + 0.001 = 0.001999 = 1 - 0.999^2, so
+     *           vhat = 1 and mhat = -0.01 / 0.19 = -1/19:
+     *           p2 = -0.594999999 * 0.99 + 0.1 / 19 / (1 + 1e-8) = -0.583786841...
+     *           (-0.58904999901 + 0.00526315784 = -0.58378684117)
+     * Element 2: p = 3, g = 0: only the decay acts: 2.97, then 2.9403. */
+    float p[3] = {1.0f, -0.5f, 3.0f}, m[3] = {0}, v[3] = {0};
+    float g1[3] = {2.0f, 1.0f, 0.0f}, g2[3] = {2.0f, -1.0f, 0.0f};
+    ops->adamw(ops->ctx, p, g1, m, v, 3, 0.1, 0.9, 0.999, 1e-8, 0.1, 1);
+    double p1[3] = {0.8900000005, -0.594999999, 2.97};
+    expect_close("adamw p after step 1", p, p1, 3, 1e-6, 1e-6);
+    ops->adamw(ops->ctx, p, g2, m, v, 3, 0.1, 0.9, 0.999, 1e-8, 0.1, 2);
+    double p2[3] = {0.781100000995, -0.58378684117, 2.9403};
+    double m2[3] = {0.38, -0.01, 0.0}, v2[3] = {0.007996, 0.001999, 0.0};
+    /* fp32: a few roundings of O(1) numbers, and m, v of one more operation each */
+    expect_close("adamw p after step 2", p, p2, 3, 1e-6, 1e-6);
+    expect_close("adamw m after step 2", m, m2, 3, 1e-8, 1e-6);
+    expect_close("adamw v after step 2", v, v2, 3, 1e-9, 1e-6);
+}
+END_TEST
+
+int main(void) {
+    Suite *s = suite_create("kernels");
+    TCase *tc = tcase_create("cpu");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, cpu_backend_fills_every_op);
+    tcase_add_test(tc, cuda_backend_says_not_built);
+    tcase_add_test(tc, memory_ops_round_trip);
+    tcase_add_test(tc, embedding_matches_reference_and_gradient);
+    tcase_add_test(tc, matmul_matches_reference_and_gradient);
+    tcase_add_test(tc, rmsnorm_matches_reference_and_gradient);
+    tcase_add_test(tc, rope_matches_reference_at_nonzero_positions);
+    tcase_add_test(tc, swiglu_matches_reference_and_gradient);
+    tcase_add_test(tc, elementwise_ops_match_reference);
+    tcase_add_test(tc, attention_forward_matches_reference_gqa);
+    tcase_add_test(tc, attention_padded_keys_get_no_attention);
+    tcase_add_test(tc, attention_backward_finite_differences);
+    tcase_add_test(tc, attention_decode_equals_last_row_of_forward);
+    tcase_add_test(tc, head_forward_matches_reference);
+    tcase_add_test(tc, head_backward_finite_differences);
+    tcase_add_test(tc, adamw_two_steps_by_hand);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
