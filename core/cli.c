@@ -16,6 +16,7 @@ static const grpo_command commands[] = {
     {"reward", cmd_reward, "score prompt/completion lines with a run file's rewards (reward score)"},
     {"plugins", cmd_plugins, "list the rewards and models on the plugin path, or show one"},
     {"config", cmd_config, "check a run file and print it resolved, or list every run-file key"},
+    {"tokenize", cmd_tokenize, "text lines -> JSON ids (or ids -> text with --decode)"},
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 

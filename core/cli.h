@@ -21,5 +21,6 @@ int cmd_plot(int argc, char **argv);
 int cmd_reward(int argc, char **argv);
 int cmd_plugins(int argc, char **argv);
 int cmd_config(int argc, char **argv);
+int cmd_tokenize(int argc, char **argv);
 
 #endif

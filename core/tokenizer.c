@@ -1,0 +1,697 @@
+/*
+ * tokenizer.c — loading a Hugging Face tokenizer.json (+ tokenizer_config.json), the encode entry
+ * point with the post-processor template, the accessors and the host services for plugins.
+ * The pieces: tok_bpe.c (model), tok_split.c (added tokens, pre-tokenizers), tok_decode.c.
+ */
+#include "tok_internal.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+/* The regex of the ByteLevel pre-tokenizer (GPT-2's). */
+static const char GPT2_PATTERN[] =
+    "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
+
+void grpo_tok_ids_free(grpo_tok_ids *ids) {
+    free(ids->data);
+    memset(ids, 0, sizeof *ids);
+}
+
+void grpo_tok_text_free(grpo_tok_text *text) {
+    free(text->data);
+    memset(text, 0, sizeof *text);
+}
+
+/* ---- small helpers -------------------------------------------------------------------------- */
+static char *read_file(const char *path, size_t *len, grpo_error *err) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        grpo_error_set(err, GRPO_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+        return NULL;
+    }
+    char *buf = NULL;
+    size_t n = 0, cap = 0;
+    for (;;) {
+        if (n + 65536 + 1 > cap) {
+            cap = cap ? cap * 2 : 1 << 20;
+            char *b = realloc(buf, cap);
+            if (!b) {
+                free(buf), fclose(f);
+                grpo_error_set(err, GRPO_ERR_NOMEM, "%s: out of memory reading", path);
+                return NULL;
+            }
+            buf = b;
+        }
+        size_t got = fread(buf + n, 1, cap - n - 1, f);
+        n += got;
+        if (got == 0) break;
+    }
+    int bad = ferror(f);
+    fclose(f);
+    if (bad) {
+        free(buf);
+        grpo_error_set(err, GRPO_ERR_IO, "%s: read error", path);
+        return NULL;
+    }
+    buf[n] = 0;
+    *len = n;
+    return buf;
+}
+
+static char *xstrndup(const char *s, size_t n) {
+    char *d = malloc(n + 1);
+    if (d) memcpy(d, s, n), d[n] = 0;
+    return d;
+}
+
+/* A field that must be a bool when present; absent or null gives def. */
+static int json_bool(const cJSON *o, const char *key, int def) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    return cJSON_IsBool(v) ? cJSON_IsTrue(v) : def;
+}
+
+static const char *json_type(const cJSON *o) {
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(o, "type");
+    return cJSON_IsString(t) ? t->valuestring : NULL;
+}
+
+static int is_null(const cJSON *v) { return !v || cJSON_IsNull(v); }
+
+/* ---- model: BPE ------------------------------------------------------------------------------ */
+static int32_t set_token(grpo_tokenizer *tok, int32_t id, const char *s, grpo_error *err) {
+    tok_bpe *m = &tok->bpe;
+    if (id < 0 || id >= m->n_ids)
+        return grpo_error_set(err, GRPO_ERR_INVALID, "%s: model.vocab: id %d of '%s' out of range",
+                              tok->path, id, s);
+    free(m->token[id]);
+    m->token_len[id] = (uint32_t)strlen(s);
+    if (!(m->token[id] = xstrndup(s, m->token_len[id])))
+        return grpo_error_set(err, GRPO_ERR_NOMEM, "%s: out of memory", tok->path);
+    return GRPO_OK;
+}
+
+static int32_t vocab_id(const tok_bpe *m, const char *s, size_t n) {
+    return tok_strmap_get(&m->vocab, s, (uint32_t)n);
+}
+
+/* One merge, given as "a b" or ["a", "b"], into the merge map with rank r. */
+static int32_t load_merge(grpo_tokenizer *tok, const cJSON *mj, int32_t r, grpo_error *err) {
+    tok_bpe *m = &tok->bpe;
+    const char *a, *b;
+    size_t na, nb;
+    if (cJSON_IsString(mj)) {
+        const char *sp = strchr(mj->valuestring, ' ');
+        if (!sp || strchr(sp + 1, ' '))
+            return grpo_error_set(err, GRPO_ERR_INVALID,
+                                  "%s: model.merges[%d] = \"%s\": expected two tokens separated "
+                                  "by one space", tok->path, r, mj->valuestring);
+        a = mj->valuestring, na = (size_t)(sp - a), b = sp + 1, nb = strlen(b);
+    } else if (cJSON_IsArray(mj) && cJSON_GetArraySize(mj) == 2 &&
+               cJSON_IsString(cJSON_GetArrayItem(mj, 0)) && cJSON_IsString(cJSON_GetArrayItem(mj, 1))) {
+        a = cJSON_GetArrayItem(mj, 0)->valuestring, na = strlen(a);
+        b = cJSON_GetArrayItem(mj, 1)->valuestring, nb = strlen(b);
+    } else {
+        return grpo_error_set(err, GRPO_ERR_INVALID,
+                              "%s: model.merges[%d]: expected \"a b\" or [\"a\", \"b\"]", tok->path, r);
+    }
+    char *ab = malloc(na + nb + 1);
+    if (!ab) return grpo_error_set(err, GRPO_ERR_NOMEM, "%s: out of memory", tok->path);
+    memcpy(ab, a, na), memcpy(ab + na, b, nb), ab[na + nb] = 0;
+    int32_t ia = vocab_id(m, a, na), ib = vocab_id(m, b, nb), iab = vocab_id(m, ab, na + nb);
+    int32_t rc = GRPO_OK;
+    if (ia < 0 || ib < 0 || iab < 0)
+        rc = grpo_error_set(err, GRPO_ERR_INVALID, "%s: model.merges[%d]: '%.*s' is not in the vocab",
+                            tok->path, r, ia < 0 ? (int)na : ib < 0 ? (int)nb : (int)(na + nb),
+                            ia < 0 ? a : ib < 0 ? b : ab);
+    else if (tok_merge_put(m, ia, ib, r, iab) != 0)
+        rc = grpo_error_set(err, GRPO_ERR_NOMEM, "%s: out of memory", tok->path);
+    free(ab);
+    return rc;
+}
+
+/* Reads model (vocab, merges, options); n_ids covers the vocab and the added tokens. */
+static int32_t load_model(grpo_tokenizer *tok, const cJSON *model, int32_t max_added_id,
+                          grpo_error *err) {
+    tok_bpe *m = &tok->bpe;
+    const char *type = json_type(model);
+    const cJSON *vocab = cJSON_GetObjectItemCaseSensitive(model, "vocab");
+    const cJSON *merges = cJSON_GetObjectItemCaseSensitive(model, "merges");
+    if (!cJSON_IsObject(model))
+        return grpo_error_set(err, GRPO_ERR_INVALID, "%s: no \"model\" object", tok->path);
+    if (type ? strcmp(type, "BPE") != 0 : !merges)
+        return grpo_error_set(err, GRPO_ERR_UNSUPPORTED,
+                              "%s: model type '%s' is not supported (only BPE)", tok->path,
+                              type ? type : "(none)");
+    if (!cJSON_IsObject(vocab) || !cJSON_IsArray(merges))
+        return grpo_error_set(err, GRPO_ERR_INVALID,
+                              "%s: model: expected \"vocab\" object and \"merges\" array", tok->path);
+    const cJSON *dropout = cJSON_GetObjectItemCaseSensitive(model, "dropout");
+    if (!is_null(dropout) && !(cJSON_IsNumber(dropout) && dropout->valuedouble == 0.0))
+        return grpo_error_set(err, GRPO_ERR_UNSUPPORTED,
+                              "%s: model.dropout is not supported (must be null)", tok->path);
+    const char *affix[] = {"continuing_subword_prefix", "end_of_word_suffix"};
+    for (int i = 0; i < 2; i++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(model, affix[i]);
+        if (!is_null(v) && !(cJSON_IsString(v) && v->valuestring[0] == 0))
+            return grpo_error_set(err, GRPO_ERR_UNSUPPORTED, "%s: model.%s is not supported",
+                                  tok->path, affix[i]);
+    }
+    int32_t max_id = max_added_id;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, vocab) {
+        if (!cJSON_IsNumber(e) || e->valuedouble < 0 || e->valuedouble > 1e9)
+            return grpo_error_set(err, GRPO_ERR_INVALID,
+                                  "%s: model.vocab['%s']: expected a non-negative integer id",
+                                  tok->path, e->string);
+        if (e->valueint > max_id) max_id = e->valueint;
+    }
+    m->n_ids = max_id + 1;
+    m->token = calloc((size_t)m->n_ids, sizeof *m->token);
+    m->token_len = calloc((size_t)m->n_ids, sizeof *m->token_len);
+    if (!m->token || !m->token_len)
+        return grpo_error_set(err, GRPO_ERR_NOMEM, "%s: out of memory", tok->path);
+    cJSON_ArrayForEach(e, vocab) {
+        int32_t rc = set_token(tok, e->valueint, e->string, err);
+        if (rc) return rc;
+        if (tok_strmap_put(&m->vocab, m->token[e->valueint], m->token_len[e->valueint], e->valueint))
+            return grpo_error_set(err, GRPO_ERR_NOMEM, "%s: out of memory", tok->path);
+    }
+    int32_t r = 0;
+    cJSON_ArrayForEach(e, merges) {
+        int32_t rc = load_merge(tok, e, r++, err);
+        if (rc) return rc;
+    }
+    m->ignore_merges = json_bool(model, "ignore_merges", 0);
+    m->fuse_unk = json_bool(model, "fuse_unk", 0);
+    m->byte_fallback = json_bool(model, "byte_fallback", 0);
+    const cJSON *unk = cJSON_GetObjectItemCaseSensitive(model, "unk_token");
+    m->unk_id = cJSON_IsString(unk) ? vocab_id(m, unk->valuestring, strlen(unk->valuestring)) : -1;
+    if (cJSON_IsString(unk) && m->unk_id < 0)
+        return grpo_error_set(err, GRPO_ERR_INVALID, "%s: model.unk_token '%s' is not in the vocab",
+                              tok->path, unk->valuestring);
+    return GRPO_OK;
+}
+
+/* ---- added tokens ------------------------------------------------------------------------------ */
+static int32_t max_added_id(const cJSON *added) {
+    int32_t mx = -1;
+    const cJSON *a;
+    cJSON_ArrayForEach(a, added) {
+        const cJSON *id = cJSON_GetObjectItemCaseSensitive(a, "id");
+        if (cJSON_IsNumber(id) && id->valueint > mx) mx = id->valueint;
+    }
+    return mx;
+}
+
+static int32_t load_added(grpo_tokenizer *tok, const cJSON *added, grpo_error *err) {
+    int32_t n = cJSON_GetArraySize(added);
+    tok->added = calloc((size_t)(n ? n : 1), sizeof *tok->added);
+    tok->added_of_id = malloc((size_t)tok->bpe.n_ids * sizeof *tok->added_of_id);
+    if (!tok->added || !tok->added_of_id)
+        return grpo_error_set(err, GRPO_ERR_NOMEM, "%s: out of memory", tok->path);
+    for (int32_t i = 0; i < tok->bpe.n_ids; i++) tok->added_of_id[i] = -1;
+    const cJSON *a;
+    cJSON_ArrayForEach(a, added) {
+        const cJSON *id = cJSON_GetObjectItemCaseSensitive(a, "id");
+        const cJSON *content = cJSON_GetObjectItemCaseSensitive(a, "content");
+        int32_t k = tok->n_added;
+        if (!cJSON_IsNumber(id) || id->valueint < 0 || !cJSON_IsString(content) ||
+            !content->valuestring[0])
+            return grpo_error_set(err, GRPO_ERR_INVALID,
+                                  "%s: added_tokens[%d]: expected \"id\" >= 0 and a non-empty "
+                                  "\"content\"", tok->path, k);
+        tok_added *t = &tok->added[tok->n_added++];
+        t->len = (uint32_t)strlen(content->valuestring);
+        if (!(t->content = xstrndup(content->valuestring, t->len)))
+            return grpo_error_set(err, GRPO_ERR_NOMEM, "%s: out of memory", tok->path);
+        t->id = id->valueint;
+        t->special = (uint8_t)json_bool(a, "special", 0);
+        t->lstrip = (uint8_t)json_bool(a, "lstrip", 0);
+        t->rstrip = (uint8_t)json_bool(a, "rstrip", 0);
+        t->single_word = (uint8_t)json_bool(a, "single_word", 0);
+        t->normalized = (uint8_t)json_bool(a, "normalized", !t->special);
+        tok->added_of_id[t->id] = k;
+        if (tok_strmap_put(&tok->added_by_content, t->content, t->len, k))
+            return grpo_error_set(err, GRPO_ERR_NOMEM, "%s: out of memory", tok->path);
+    }
+    return GRPO_OK;
+}
+
+static int cmp_added_len_desc(const void *pa, const void *pb, void *ctx) {
+    const tok_added *added = ctx;
+    const tok_added *a = &added[*(const int32_t *)pa], *b = &added[*(const int32_t *)pb];
+    if (a->len != b->len) return a->len > b->len ? -1 : 1;
+    return *(const int32_t *)pa - *(const int32_t *)pb;
+}
+
+/* Builds the first-byte index of the added tokens whose normalized flag equals normalized. */
+static int build_added_set(grpo_tokenizer *tok, tok_added_set *set, int normalized) {
+    static const int32_t none = -1;
+    for (int c = 0; c < 256; c++) {
+        int32_t cnt = 0;
+        for (int32_t k = 0; k < tok->n_added; k++)
+            cnt += tok->added[k].normalized == normalized && (unsigned char)tok->added[k].content[0] == c;
+        if (!cnt) {
+            set->by_first[c] = (int32_t *)&none;
+            continue;
+        }
+        int32_t *v = malloc((size_t)(cnt + 1) * sizeof *v), j = 0;
+        if (!v) return -1;
+        for (int32_t k = 0; k < tok->n_added; k++)
+            if (tok->added[k].normalized == normalized && (unsigned char)tok->added[k].content[0] == c)
+                v[j++] = k;
+        qsort_r(v, (size_t)cnt, sizeof *v, cmp_added_len_desc, tok->added);
+        v[cnt] = -1;
+        set->by_first[c] = v;
+        set->first[c] = 1;
+    }
+    return 0;
+}
+
+static void free_added_set(tok_added_set *set) {
+    for (int c = 0; c < 256; c++)
+        if (set->first[c]) free(set->by_first[c]);
+}
+
+/* ---- normalizer, pre-tokenizers, post-processor, decoder ------------------------------------- */
+static int32_t check_normalizer(grpo_tokenizer *tok, const cJSON *n, grpo_error *err) {
+    if (is_null(n)) return GRPO_OK;
+    const char *type = json_type(n);
+    const cJSON *list = cJSON_GetObjectItemCaseSensitive(n, "normalizers");
+    if (type && strcmp(type, "Sequence") == 0 && cJSON_IsArray(list)) {
+        const cJSON *e;
+        cJSON_ArrayForEach(e, list) {
+            int32_t rc = check_normalizer(tok, e, err);
+            if (rc) return rc;
+        }
+        return GRPO_OK;
+    }
+    return grpo_error_set(err, GRPO_ERR_UNSUPPORTED,
+                          "%s: normalizer '%s' is not supported (only null or an empty Sequence)",
+                          tok->path, type ? type : "(no type)");
+}
+
+static pcre2_code *compile_regex(grpo_tokenizer *tok, const char *pattern, uint32_t extra,
+                                 const char *where, grpo_error *err) {
+    int code;
+    PCRE2_SIZE off;
+    char *translated = extra & PCRE2_LITERAL ? strdup(pattern) : tok_regex_translate(pattern);
+    if (!translated) {
+        grpo_error_set(err, GRPO_ERR_NOMEM, "%s: out of memory", tok->path);
+        return NULL;
+    }
+    pcre2_code *re = pcre2_compile((PCRE2_SPTR)translated, PCRE2_ZERO_TERMINATED, PCRE2_UTF | extra,
+                                   &code, &off, NULL);
+    free(translated);
+    if (!re) {
+        PCRE2_UCHAR msg[256];
+        pcre2_get_error_message(code, msg, sizeof msg);
+        grpo_error_set(err, GRPO_ERR_UNSUPPORTED, "%s: %s: regex /%s/ does not compile in PCRE2 at "
+                       "offset %zu: %s", tok->path, where, pattern, (size_t)off, (char *)msg);
+        return NULL;
+    }
+    pcre2_jit_compile(re, PCRE2_JIT_COMPLETE); /* no JIT on this CPU: the interpreter does it */
+    return re;
+}
+
+static int32_t add_pre(grpo_tokenizer *tok, tok_pre p, grpo_error *err) {
+    tok_pre *v = realloc(tok->pre, (size_t)(tok->n_pre + 1) * sizeof *v);
+    if (!v) {
+        if (p.re) pcre2_code_free(p.re);
+        return grpo_error_set(err, GRPO_ERR_NOMEM, "%s: out of memory", tok->path);
+    }
+    tok->pre = v;
+    tok->pre[tok->n_pre++] = p;
+    return GRPO_OK;
+}
+
+static int32_t load_pre(grpo_tokenizer *tok, const cJSON *p, grpo_error *err) {
+    if (is_null(p)) return GRPO_OK;
+    const char *type = json_type(p);
+    if (!type) type = "(no type)";
+    if (tok->bpe.byte_level)
+        return grpo_error_set(err, GRPO_ERR_UNSUPPORTED,
+                              "%s: pre_tokenizer '%s' after ByteLevel is not supported", tok->path, type);
+    if (strcmp(type, "Sequence") == 0) {
+        const cJSON *list = cJSON_GetObjectItemCaseSensitive(p, "pretokenizers"), *e;
+        if (!cJSON_IsArray(list))
+            return grpo_error_set(err, GRPO_ERR_INVALID,
+                                  "%s: pre_tokenizer Sequence: expected a \"pretokenizers\" array", tok->path);
+        cJSON_ArrayForEach(e, list) {
+            int32_t rc = load_pre(tok, e, err);
+            if (rc) return rc;
+        }
+        return GRPO_OK;
+    }
+    tok_pre pre = {0};
+    if (strcmp(type, "ByteLevel") == 0) {
+        pre.kind = TOK_PRE_BYTELEVEL;
+        pre.add_prefix_space = json_bool(p, "add_prefix_space", 1);
+        if (json_bool(p, "use_regex", 1) &&
+            !(pre.re = compile_regex(tok, GPT2_PATTERN, PCRE2_UCP, "pre_tokenizer ByteLevel", err)))
+            return err ? err->status : GRPO_ERR_UNSUPPORTED;
+        tok->bpe.byte_level = 1;
+        return add_pre(tok, pre, err);
+    }
+    if (strcmp(type, "Split") == 0) {
+        static const char *names[] = {"Removed", "Isolated", "MergedWithPrevious", "MergedWithNext",
+                                      "Contiguous"};
+        const cJSON *pat = cJSON_GetObjectItemCaseSensitive(p, "pattern");
+        const cJSON *re = cJSON_GetObjectItemCaseSensitive(pat, "Regex");
+        const cJSON *lit = cJSON_GetObjectItemCaseSensitive(pat, "String");
+        const cJSON *beh = cJSON_GetObjectItemCaseSensitive(p, "behavior");
+        pre.kind = TOK_PRE_SPLIT;
+        pre.behavior = -1;
+        for (int i = 0; i < 5 && cJSON_IsString(beh); i++)
+            if (strcmp(beh->valuestring, names[i]) == 0) pre.behavior = i;
+        if (pre.behavior < 0)
+            return grpo_error_set(err, GRPO_ERR_UNSUPPORTED, "%s: pre_tokenizer Split: behavior '%s' "
+                                  "is not supported", tok->path, cJSON_IsString(beh) ? beh->valuestring : "?");
+        if (!cJSON_IsString(re) && !cJSON_IsString(lit))
+            return grpo_error_set(err, GRPO_ERR_INVALID, "%s: pre_tokenizer Split: expected pattern "
+                                  "{\"Regex\": ...} or {\"String\": ...}", tok->path);
+        pre.invert = json_bool(p, "invert", 0);
+        const char *src = cJSON_IsString(re) ? re->valuestring : lit->valuestring;
+        if (src[0] && !(pre.re = compile_regex(tok, src, cJSON_IsString(re) ? PCRE2_UCP : PCRE2_LITERAL,
+                                               "pre_tokenizer Split", err)))
+            return err ? err->status : GRPO_ERR_UNSUPPORTED;
+        if (!src[0]) pre.behavior = TOK_SPLIT_ISOLATED, pre.invert = 0; /* empty String: no split */
+        return add_pre(tok, pre, err);
+    }
+    return grpo_error_set(err, GRPO_ERR_UNSUPPORTED,
+                          "%s: pre_tokenizer '%s' is not supported (ByteLevel, Split, Sequence)",
+                          tok->path, type);
+}
+
+/* TemplateProcessing's "single" template: a list of ids with -2 standing for the text. */
+static int32_t load_template(grpo_tokenizer *tok, const cJSON *p, grpo_error *err) {
+    const cJSON *single = cJSON_GetObjectItemCaseSensitive(p, "single");
+    const cJSON *specials = cJSON_GetObjectItemCaseSensitive(p, "special_tokens"), *e;
+    if (tok->template_ids || !cJSON_IsArray(single))
+        return grpo_error_set(err, GRPO_ERR_UNSUPPORTED, "%s: post_processor: expected one "
+                              "TemplateProcessing with a \"single\" list", tok->path);
+    cJSON_ArrayForEach(e, single) {
+        const cJSON *sp = cJSON_GetObjectItemCaseSensitive(e, "SpecialToken");
+        const cJSON *ids = NULL, *id;
+        if (sp) {
+            const cJSON *name = cJSON_GetObjectItemCaseSensitive(sp, "id");
+            const cJSON *def = cJSON_IsString(name)
+                                   ? cJSON_GetObjectItemCaseSensitive(specials, name->valuestring) : NULL;
+            ids = cJSON_GetObjectItemCaseSensitive(def, "ids");
+            if (!cJSON_IsArray(ids))
+                return grpo_error_set(err, GRPO_ERR_INVALID, "%s: post_processor: special token '%s' "
+                                      "has no \"ids\" in special_tokens", tok->path,
+                                      cJSON_IsString(name) ? name->valuestring : "?");
+        } else if (!cJSON_GetObjectItemCaseSensitive(e, "Sequence")) {
+            return grpo_error_set(err, GRPO_ERR_INVALID, "%s: post_processor: template items must "
+                                  "be SpecialToken or Sequence", tok->path);
+        }
+        int32_t add = ids ? cJSON_GetArraySize(ids) : 1;
+        int32_t *v = realloc(tok->template_ids, (size_t)(tok->n_template + add) * sizeof *v);
+        if (!v) return grpo_error_set(err, GRPO_ERR_NOMEM, "%s: out of memory", tok->path);
+        tok->template_ids = v;
+        if (!ids) tok->template_ids[tok->n_template++] = -2;
+        cJSON_ArrayForEach(id, ids) tok->template_ids[tok->n_template++] = id->valueint;
+    }
+    return GRPO_OK;
+}
+
+static int32_t load_post(grpo_tokenizer *tok, const cJSON *p, grpo_error *err) {
+    if (is_null(p)) return GRPO_OK;
+    const char *type = json_type(p);
+    if (!type) type = "(no type)";
+    if (strcmp(type, "ByteLevel") == 0) return GRPO_OK; /* only moves offsets */
+    if (strcmp(type, "TemplateProcessing") == 0) return load_template(tok, p, err);
+    if (strcmp(type, "Sequence") == 0) {
+        const cJSON *e;
+        cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(p, "processors")) {
+            int32_t rc = load_post(tok, e, err);
+            if (rc) return rc;
+        }
+        return GRPO_OK;
+    }
+    return grpo_error_set(err, GRPO_ERR_UNSUPPORTED, "%s: post_processor '%s' is not supported "
+                          "(ByteLevel, TemplateProcessing, Sequence)", tok->path, type);
+}
+
+static int32_t load_decoder(grpo_tokenizer *tok, const cJSON *d, grpo_error *err) {
+    if (is_null(d)) return GRPO_OK;
+    const char *type = json_type(d);
+    if (!type) type = "(no type)";
+    if (strcmp(type, "ByteLevel") == 0) {
+        tok->decoder_byte_level = 1;
+        return GRPO_OK;
+    }
+    if (strcmp(type, "Sequence") == 0) {
+        const cJSON *e;
+        cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(d, "decoders")) {
+            int32_t rc = load_decoder(tok, e, err);
+            if (rc) return rc;
+        }
+        return GRPO_OK;
+    }
+    return grpo_error_set(err, GRPO_ERR_UNSUPPORTED,
+                          "%s: decoder '%s' is not supported (ByteLevel only)", tok->path, type);
+}
+
+/* ---- tokenizer_config.json -------------------------------------------------------------------- */
+static int32_t config_token_id(const grpo_tokenizer *tok, const cJSON *cfg, const char *key) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(cfg, key);
+    if (cJSON_IsObject(v)) v = cJSON_GetObjectItemCaseSensitive(v, "content");
+    return cJSON_IsString(v) ? grpo_tokenizer_token_to_id(tok, v->valuestring) : -1;
+}
+
+/* bos/eos/pad and the chat template from dir/tokenizer_config.json and dir/chat_template.jinja;
+ * both files are optional. */
+static int32_t load_config(grpo_tokenizer *tok, const char *dir, grpo_error *err) {
+    char path[4096 + 32]; /* dir is at most 4095 bytes */
+    size_t len;
+    tok->bos_id = tok->eos_id = tok->pad_id = -1;
+    snprintf(path, sizeof path, "%s/chat_template.jinja", dir);
+    struct stat st;
+    if (stat(path, &st) == 0 && !(tok->chat_template = read_file(path, &len, err)))
+        return err ? err->status : GRPO_ERR_IO;
+    snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
+    if (stat(path, &st) != 0) return GRPO_OK;
+    char *text = read_file(path, &len, err);
+    if (!text) return err ? err->status : GRPO_ERR_IO;
+    cJSON *cfg = cJSON_ParseWithLength(text, len);
+    free(text);
+    if (!cJSON_IsObject(cfg)) {
+        cJSON_Delete(cfg);
+        return grpo_error_set(err, GRPO_ERR_INVALID, "%s: not a JSON object", path);
+    }
+    tok->bos_id = config_token_id(tok, cfg, "bos_token");
+    tok->eos_id = config_token_id(tok, cfg, "eos_token");
+    tok->pad_id = config_token_id(tok, cfg, "pad_token");
+    const cJSON *ct = cJSON_GetObjectItemCaseSensitive(cfg, "chat_template"), *e;
+    if (cJSON_IsArray(ct)) /* [{"name": ..., "template": ...}]: the "default" one */
+        cJSON_ArrayForEach(e, ct) {
+            const cJSON *name = cJSON_GetObjectItemCaseSensitive(e, "name");
+            if (cJSON_IsString(name) && strcmp(name->valuestring, "default") == 0)
+                ct = cJSON_GetObjectItemCaseSensitive(e, "template");
+        }
+    if (!tok->chat_template && cJSON_IsString(ct) && !(tok->chat_template = strdup(ct->valuestring))) {
+        cJSON_Delete(cfg);
+        return grpo_error_set(err, GRPO_ERR_NOMEM, "%s: out of memory", path);
+    }
+    cJSON_Delete(cfg);
+    return GRPO_OK;
+}
+
+/* ---- load / free ------------------------------------------------------------------------------- */
+static int32_t load_json(grpo_tokenizer *tok, const cJSON *root, grpo_error *err) {
+    if (!cJSON_IsObject(root))
+        return grpo_error_set(err, GRPO_ERR_INVALID, "%s: not a JSON object", tok->path);
+    const char *strict[] = {"truncation", "padding"};
+    for (int i = 0; i < 2; i++)
+        if (!is_null(cJSON_GetObjectItemCaseSensitive(root, strict[i])))
+            return grpo_error_set(err, GRPO_ERR_UNSUPPORTED,
+                                  "%s: \"%s\" is not supported (must be null)", tok->path, strict[i]);
+    const cJSON *added = cJSON_GetObjectItemCaseSensitive(root, "added_tokens");
+    if (!is_null(added) && !cJSON_IsArray(added))
+        return grpo_error_set(err, GRPO_ERR_INVALID, "%s: \"added_tokens\" must be a list", tok->path);
+    int32_t rc;
+    if ((rc = load_model(tok, cJSON_GetObjectItemCaseSensitive(root, "model"), max_added_id(added), err)) ||
+        (rc = load_added(tok, added, err)) ||
+        (rc = check_normalizer(tok, cJSON_GetObjectItemCaseSensitive(root, "normalizer"), err)) ||
+        (rc = load_pre(tok, cJSON_GetObjectItemCaseSensitive(root, "pre_tokenizer"), err)) ||
+        (rc = load_post(tok, cJSON_GetObjectItemCaseSensitive(root, "post_processor"), err)) ||
+        (rc = load_decoder(tok, cJSON_GetObjectItemCaseSensitive(root, "decoder"), err)))
+        return rc;
+    if (build_added_set(tok, &tok->raw_set, 0) || build_added_set(tok, &tok->norm_set, 1))
+        return grpo_error_set(err, GRPO_ERR_NOMEM, "%s: out of memory", tok->path);
+    for (int32_t k = 0; k < tok->n_added; k++)
+        if (tok->added[k].single_word && !tok->re_word_start &&
+            !(tok->re_word_start = compile_regex(tok, TOK_WORD_CHAR_CLASS, PCRE2_UCP | PCRE2_ANCHORED, "single_word", err)))
+            return err ? err->status : GRPO_ERR_INTERNAL;
+    for (int b = 0; b < 256; b++) {
+        char s[3];
+        uint16_t cp = tok_byte_to_cp[b];
+        size_t n = cp < 0x80 ? (s[0] = (char)cp, 1)
+                             : (s[0] = (char)(0xC0 | (cp >> 6)), s[1] = (char)(0x80 | (cp & 0x3F)), 2);
+        tok->bpe.byte_id[b] = vocab_id(&tok->bpe, s, n);
+    }
+    if (tok_bpe_init_cache(&tok->bpe))
+        return grpo_error_set(err, GRPO_ERR_NOMEM, "%s: out of memory", tok->path);
+    return GRPO_OK;
+}
+
+int32_t grpo_tokenizer_load(const char *path_or_dir, grpo_tokenizer **out, grpo_error *err) {
+    *out = NULL;
+    struct stat st;
+    char path[4096], dir[4096];
+    if (stat(path_or_dir, &st) != 0)
+        return grpo_error_set(err, GRPO_ERR_IO, "%s: cannot open: %s", path_or_dir, strerror(errno));
+    if (S_ISDIR(st.st_mode)) {
+        snprintf(dir, sizeof dir, "%s", path_or_dir);
+        snprintf(path, sizeof path, "%s/tokenizer.json", path_or_dir);
+    } else {
+        snprintf(path, sizeof path, "%s", path_or_dir);
+        snprintf(dir, sizeof dir, "%s", path_or_dir);
+        char *slash = strrchr(dir, '/');
+        if (slash) *slash = 0;
+        else snprintf(dir, sizeof dir, ".");
+    }
+    grpo_tokenizer *tok = calloc(1, sizeof *tok);
+    if (!tok || !(tok->path = strdup(path))) {
+        free(tok);
+        return grpo_error_set(err, GRPO_ERR_NOMEM, "%s: out of memory", path);
+    }
+    size_t len;
+    char *text = read_file(path, &len, err);
+    if (!text) {
+        grpo_tokenizer_free(tok);
+        return err ? err->status : GRPO_ERR_IO;
+    }
+    cJSON *root = cJSON_ParseWithLength(text, len);
+    int32_t rc;
+    if (!root) {
+        const char *at = cJSON_GetErrorPtr();
+        size_t off = at && at >= text && at <= text + len ? (size_t)(at - text) : len;
+        rc = grpo_error_set(err, GRPO_ERR_INVALID, "%s: malformed JSON near byte %zu", path, off);
+    } else {
+        rc = load_json(tok, root, err);
+        if (rc == GRPO_OK) rc = load_config(tok, dir, err);
+    }
+    cJSON_Delete(root);
+    free(text);
+    if (rc) {
+        grpo_tokenizer_free(tok);
+        return rc;
+    }
+    *out = tok;
+    return GRPO_OK;
+}
+
+void grpo_tokenizer_free(grpo_tokenizer *tok) {
+    if (!tok) return;
+    tok_bpe_free(&tok->bpe);
+    for (int32_t k = 0; k < tok->n_added; k++) free(tok->added[k].content);
+    free(tok->added);
+    free(tok->added_of_id);
+    tok_strmap_free(&tok->added_by_content);
+    free_added_set(&tok->raw_set);
+    free_added_set(&tok->norm_set);
+    if (tok->re_word_start) pcre2_code_free(tok->re_word_start);
+    for (int i = 0; i < tok->n_pre; i++)
+        if (tok->pre[i].re) pcre2_code_free(tok->pre[i].re);
+    free(tok->pre);
+    free(tok->template_ids);
+    free(tok->chat_template);
+    free(tok->path);
+    free(tok);
+}
+
+/* ---- encode ------------------------------------------------------------------------------------ */
+int32_t grpo_tokenizer_encode(const grpo_tokenizer *tok, const char *text, size_t len,
+                              int add_special, grpo_tok_ids *out, grpo_error *err) {
+    char *fixed = NULL;
+    int valid;
+    size_t fixed_len = tok_utf8_lossy_len(text, len, &valid);
+    if (!valid) { /* invalid UTF-8: U+FFFD first */
+        if (!(fixed = malloc(fixed_len ? fixed_len : 1)))
+            return grpo_error_set(err, GRPO_ERR_NOMEM, "%s: out of memory", tok->path);
+        tok_utf8_lossy(fixed, text, len);
+        text = fixed, len = fixed_len;
+    }
+    int rc = 0;
+    if (add_special && tok->n_template) {
+        for (int i = 0; i < tok->n_template && rc == 0; i++)
+            rc = tok->template_ids[i] == -2 ? tok_encode_text(tok, text, len, out)
+                                            : tok_ids_push(out, tok->template_ids[i]);
+    } else {
+        rc = tok_encode_text(tok, text, len, out);
+    }
+    free(fixed);
+    if (rc == -2)
+        return grpo_error_set(err, GRPO_ERR_INTERNAL, "%s: PCRE2 match failed", tok->path);
+    if (rc) return grpo_error_set(err, GRPO_ERR_NOMEM, "%s: out of memory encoding %zu bytes",
+                                  tok->path, len);
+    return GRPO_OK;
+}
+
+/* ---- accessors --------------------------------------------------------------------------------- */
+int32_t grpo_tokenizer_token_to_id(const grpo_tokenizer *tok, const char *token) {
+    uint32_t n = (uint32_t)strlen(token);
+    int32_t k = tok_strmap_get(&tok->added_by_content, token, n);
+    return k >= 0 ? tok->added[k].id : vocab_id(&tok->bpe, token, n);
+}
+
+const char *grpo_tokenizer_id_to_token(const grpo_tokenizer *tok, int32_t id) {
+    if (id < 0 || id >= tok->bpe.n_ids) return NULL;
+    int32_t k = tok->added_of_id[id];
+    return k >= 0 ? tok->added[k].content : tok->bpe.token[id];
+}
+
+int grpo_tokenizer_is_special(const grpo_tokenizer *tok, int32_t id) {
+    return id >= 0 && id < tok->bpe.n_ids && tok->added_of_id[id] >= 0 &&
+           tok->added[tok->added_of_id[id]].special;
+}
+
+int32_t grpo_tokenizer_vocab_size(const grpo_tokenizer *tok) { return tok->bpe.n_ids; }
+int32_t grpo_tokenizer_bos_id(const grpo_tokenizer *tok) { return tok->bos_id; }
+int32_t grpo_tokenizer_eos_id(const grpo_tokenizer *tok) { return tok->eos_id; }
+int32_t grpo_tokenizer_pad_id(const grpo_tokenizer *tok) { return tok->pad_id; }
+const char *grpo_tokenizer_chat_template(const grpo_tokenizer *tok) { return tok->chat_template; }
+
+/* ---- host services ------------------------------------------------------------------------------ */
+int32_t grpo_host_tokenize(const struct grpo_tokenizer *tok, const char *text, int32_t *ids,
+                           int32_t cap, grpo_error *err) {
+    if (!tok || !text || cap < 0 || (cap > 0 && !ids))
+        return grpo_error_set(err, GRPO_ERR_INVALID, "tokenize: NULL tokenizer/text/ids or cap < 0");
+    grpo_tok_ids v = {0};
+    int32_t rc = grpo_tokenizer_encode(tok, text, strlen(text), 0, &v, err);
+    if (rc == GRPO_OK && v.n > INT32_MAX)
+        rc = grpo_error_set(err, GRPO_ERR_INVALID, "tokenize: %zu ids do not fit in int32", v.n);
+    if (rc == GRPO_OK) {
+        memcpy(ids, v.data, (v.n < (size_t)cap ? v.n : (size_t)cap) * sizeof *ids);
+        rc = (int32_t)v.n;
+    }
+    grpo_tok_ids_free(&v);
+    return rc;
+}
+
+int32_t grpo_host_detokenize(const struct grpo_tokenizer *tok, const int32_t *ids, int32_t n,
+                             char *out, int32_t cap, grpo_error *err) {
+    if (!tok || n < 0 || (n > 0 && !ids) || cap < 0 || (cap > 0 && !out))
+        return grpo_error_set(err, GRPO_ERR_INVALID, "detokenize: NULL tokenizer/ids/out or n, cap < 0");
+    grpo_tok_text t = {0};
+    int32_t rc = grpo_tokenizer_decode(tok, ids, (size_t)n, 0, &t, err);
+    if (rc == GRPO_OK && t.n > INT32_MAX)
+        rc = grpo_error_set(err, GRPO_ERR_INVALID, "detokenize: text too long for int32");
+    if (rc == GRPO_OK) {
+        if (cap > 0) {
+            size_t k = t.n < (size_t)cap - 1 ? t.n : (size_t)cap - 1;
+            memcpy(out, t.data, k);
+            out[k] = 0;
+        }
+        rc = (int32_t)t.n;
+    }
+    grpo_tok_text_free(&t);
+    return rc;
+}
