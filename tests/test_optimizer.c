@@ -72,7 +72,9 @@ START_TEST(adamw_clip_schedule_match_torch) {
     }
     grpo_optimizer opt;
     ck_assert(grpo_optimizer_init(&opt, ops, &o, t, NT, &err) == GRPO_OK);
-    const float *want_norm = tensor(st, "grad_norm", NULL), *want_lr = tensor(st, "lr", NULL);
+    float want_norm[8], want_lr[8];
+    memcpy(want_norm, tensor(st, "grad_norm", NULL), (size_t)steps * sizeof(float));
+    memcpy(want_lr, tensor(st, "lr", NULL), (size_t)steps * sizeof(float));
     for (int s = 0; s < steps; s++) {
         for (int mb = 0; mb < micro; mb++) /* accumulation: gradients add up */
             for (int i = 0; i < NT; i++) {
