@@ -17,6 +17,7 @@ static const grpo_command commands[] = {
     {"plugins", cmd_plugins, "list the rewards and models on the plugin path, or show one"},
     {"config", cmd_config, "check a run file and print it resolved, or list every run-file key"},
     {"tokenize", cmd_tokenize, "text lines -> JSON ids (or ids -> text with --decode)"},
+    {"init-model", cmd_init_model, "write a small random-init model + byte-level tokenizer (the embedded default)"},
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 
