@@ -18,6 +18,7 @@ static const grpo_command commands[] = {
     {"config", cmd_config, "check a run file and print it resolved, or list every run-file key"},
     {"tokenize", cmd_tokenize, "text lines -> JSON ids (or ids -> text with --decode)"},
     {"init-model", cmd_init_model, "write a small random-init model + byte-level tokenizer (the embedded default)"},
+    {"train", cmd_train, "train a policy with GRPO as a run file says (--resume continues)"},
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 

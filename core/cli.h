@@ -23,5 +23,6 @@ int cmd_plugins(int argc, char **argv);
 int cmd_config(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_init_model(int argc, char **argv);
+int cmd_train(int argc, char **argv);
 
 #endif
