@@ -19,6 +19,7 @@ static const grpo_command commands[] = {
     {"tokenize", cmd_tokenize, "text lines -> JSON ids (or ids -> text with --decode)"},
     {"init-model", cmd_init_model, "write a small random-init model + byte-level tokenizer (the embedded default)"},
     {"train", cmd_train, "train a policy with GRPO as a run file says (--resume continues)"},
+    {"sft", cmd_sft, "supervised fine-tuning on prompt/response pairs (warm start)"},
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 

@@ -24,5 +24,6 @@ int cmd_config(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_init_model(int argc, char **argv);
 int cmd_train(int argc, char **argv);
+int cmd_sft(int argc, char **argv);
 
 #endif

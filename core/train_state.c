@@ -163,3 +163,25 @@ int grpo_checkpoint_load(const char *ckpt_dir, grpo_model *m, grpo_train_state *
     if (rc == GRPO_OK && m->adam_m) rc = read_moments(ckpt_dir, m, err);
     return rc;
 }
+
+int grpo_model_export(const grpo_model *m, const char *model_dir, const char *dir,
+                      grpo_error *err) {
+    int rc = grpo_model_save(m, dir, err);
+    const char *files[] = {"tokenizer.json", "tokenizer_config.json", "chat_template.jinja"};
+    for (int i = 0; rc == GRPO_OK && i < 3; i++) {
+        char src[4200], dst[4200], *data = NULL;
+        size_t len = 0;
+        snprintf(src, sizeof src, "%s/%s", model_dir, files[i]);
+        snprintf(dst, sizeof dst, "%s/%s", dir, files[i]);
+        FILE *f = fopen(src, "rb");
+        if (!f) {
+            if (i == 0) rc = grpo_error_set(err, GRPO_ERR_IO, "export: cannot read %s", src);
+            continue;
+        }
+        fclose(f);
+        rc = grpo_read_file(src, &data, &len, err);
+        if (rc == GRPO_OK) rc = grpo_write_file_atomic(dst, data, len, err);
+        free(data);
+    }
+    return rc;
+}

@@ -38,4 +38,10 @@ int grpo_checkpoint_save(const char *root, int keep, const grpo_model *m, const 
 int grpo_checkpoint_load(const char *ckpt_dir, grpo_model *m, grpo_train_state *st,
                          grpo_error *err);
 
+
+/* Writes m as a Hugging Face directory dir (config.json, model.safetensors) plus the tokenizer
+ * files of model_dir: what `grpo sft --out` and `grpo train` users load in transformers. */
+int grpo_model_export(const grpo_model *m, const char *model_dir, const char *dir,
+                      grpo_error *err);
+
 #endif
