@@ -20,6 +20,7 @@ static const grpo_command commands[] = {
     {"init-model", cmd_init_model, "write a small random-init model + byte-level tokenizer (the embedded default)"},
     {"train", cmd_train, "train a policy with GRPO as a run file says (--resume continues)"},
     {"sft", cmd_sft, "supervised fine-tuning on prompt/response pairs (warm start)"},
+    {"eval", cmd_eval, "mean reward and accuracy on held-out prompts with the current checkpoint"},
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 

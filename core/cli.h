@@ -25,5 +25,6 @@ int cmd_tokenize(int argc, char **argv);
 int cmd_init_model(int argc, char **argv);
 int cmd_train(int argc, char **argv);
 int cmd_sft(int argc, char **argv);
+int cmd_eval(int argc, char **argv);
 
 #endif
