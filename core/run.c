@@ -1,8 +1,10 @@
 /* run.c — the setup train, sft and eval share (see run.h). */
 #include "run.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "kernels.h"
 
@@ -181,4 +183,16 @@ char *grpo_run_decode(const grpo_run *r, const int32_t *ids, int32_t n) {
         return dup_str("");
     }
     return t.data ? t.data : dup_str("");
+}
+
+int grpo_mkdirs(const char *path) {
+    char buf[4096];
+    snprintf(buf, sizeof buf, "%s", path);
+    for (char *p = buf + 1; *p; p++)
+        if (*p == '/') {
+            *p = 0;
+            if (mkdir(buf, 0777) != 0 && errno != EEXIST) return -1;
+            *p = '/';
+        }
+    return mkdir(buf, 0777) != 0 && errno != EEXIST ? -1 : 0;
 }

@@ -72,4 +72,7 @@ int32_t grpo_left_pad(int32_t *const *prompts, const size_t *n, int32_t B, int32
 /* Text of completion ids[n] with special tokens skipped (what rewards see); malloc'd. */
 char *grpo_run_decode(const grpo_run *r, const int32_t *ids, int32_t n);
 
+/* mkdir -p: creates path and its missing parents. Returns 0, or -1 with errno set. */
+int grpo_mkdirs(const char *path);
+
 #endif

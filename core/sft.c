@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "checkpoint.h"
 #include "metrics.h"
@@ -142,7 +141,9 @@ static int sft_setup(sft *s, const grpo_sft_opts *o, grpo_error *err) {
                                           cfg->data_shuffle, err);
     if (rc != GRPO_OK) return rc;
     char path[4200];
-    mkdir(cfg->log_dir, 0777);
+    if (grpo_mkdirs(cfg->log_dir) != 0)
+        return grpo_error_set(err, GRPO_ERR_IO, "cannot create log.dir %s: %s", cfg->log_dir,
+                              strerror(errno));
     snprintf(path, sizeof path, "%s/metrics.jsonl", cfg->log_dir);
     if (!(s->metrics = fopen(path, o->resume ? "a" : "w")))
         return grpo_error_set(err, GRPO_ERR_IO, "cannot open %s: %s", path, strerror(errno));

@@ -394,18 +394,6 @@ static void log_completions(trainer *t) {
 
 /* ---- setup -------------------------------------------------------------------------------- */
 
-static int mkdirs(const char *path) {
-    char buf[4096];
-    snprintf(buf, sizeof buf, "%s", path);
-    for (char *p = buf + 1; *p; p++)
-        if (*p == '/') {
-            *p = 0;
-            if (mkdir(buf, 0777) != 0 && errno != EEXIST) return -1;
-            *p = '/';
-        }
-    return mkdir(buf, 0777) != 0 && errno != EEXIST ? -1 : 0;
-}
-
 /* Keeps the lines of path whose "step" is <= step (a resumed run rewrites what follows). */
 static void metrics_truncate(const char *path, long step) {
     FILE *f = fopen(path, "r");
@@ -497,7 +485,7 @@ static int setup(trainer *t, const grpo_train_opts *o, grpo_error *err) {
     t->n_chunks = (int)cfg->train_grad_accum;
     if (!(t->chunks = calloc((size_t)t->n_chunks, sizeof *t->chunks)))
         return grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory");
-    if (mkdirs(cfg->log_dir) != 0)
+    if (grpo_mkdirs(cfg->log_dir) != 0)
         return grpo_error_set(err, GRPO_ERR_IO, "cannot create log.dir %s: %s", cfg->log_dir,
                               strerror(errno));
     if (!(t->metrics = open_log(t, "metrics.jsonl", o->resume, err))) return GRPO_ERR_IO;
