@@ -87,6 +87,9 @@ static int evaluate(const eval_opts *o, grpo_error *err) {
                                                                           : cfg->data_path)
                                : NULL;
     if (rc == GRPO_OK) rc = grpo_run_dataset(&r, path, &ds, err);
+    if (rc == GRPO_OK && cfg->n_rewards == 0)
+        rc = grpo_error_set(err, GRPO_ERR_INVALID, "%s: no [reward.NAME] section; eval needs at "
+                            "least one reward", cfg->path);
     if (rc == GRPO_OK) rc = grpo_reward_set_create(&rs, cfg, &r.reg, &r.host, err);
     size_t total = ds ? ds->n : 0;
     if (o->limit > 0 && (size_t)o->limit < total) total = (size_t)o->limit;
@@ -135,7 +138,6 @@ static int usage(FILE *f) {
 int cmd_eval(int argc, char **argv) {
     eval_opts o;
     memset(&o, 0, sizeof o);
-    o.run.training = 1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) return usage(stdout);
