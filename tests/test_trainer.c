@@ -8,6 +8,7 @@
  *     reward 1, else 0), the mean reward of the first 3 steps is below 0.35 and of the last 3
  *     above 0.7 (observed: ~0.1 -> 0.77..1.0), for every loss type (and with beta > 0, num_iterations = 2, micro-batches);
  *     a sign error anywhere in loss -> d logp -> backward -> AdamW makes it fall instead;
+ *   - sft: the response loss halves in 30 steps and the exported model evaluates;
  *   - bad input: --resume without a checkpoint, a tokenizer larger than the model's vocabulary,
  *     and a run file without rewards each fail with a message naming the problem.
  */
@@ -208,6 +209,34 @@ START_TEST(grpo_raises_an_easy_reward) {
 }
 END_TEST
 
+/* grpo sft on the embedded task: the response loss falls, and --out loads back for eval. */
+START_TEST(sft_loss_falls_and_exports) {
+    char path[512], log[512], metrics[512], out[512];
+    snprintf(path, sizeof path, "%s/sft.ini", tmp);
+    FILE *f = fopen(path, "w");
+    fprintf(f,
+            "[model]\npath = %s/model\n[data]\npath = %s/examples/arith/sft.jsonl\n"
+            "[sampling]\nmax_completion_length = 32\n[optim]\nlr = 1e-2\n"
+            "[train]\nsteps = 30\nbatch_prompts = 8\nseed = 5\nthreads = 1\n"
+            "[log]\ndir = %s/sft\n[checkpoint]\ndir = %s/sft/ckpt\nevery = 0\n"
+            "[reward.acc]\nplugin = builtin.accuracy\n",
+            tmp, GRPO_SOURCE_DIR, tmp, tmp);
+    fclose(f);
+    snprintf(log, sizeof log, "%s/sft.log", tmp), snprintf(out, sizeof out, "%s/sft_out", tmp);
+    char *args[] = {"grpo", "sft", path, "--out", out, "--plugin-path", GRPO_PACK_BUILD_DIR, NULL};
+    ck_assert_msg(run_grpo(log, args) == 0, "sft failed, see %s", log);
+    snprintf(metrics, sizeof metrics, "%s/sft/metrics.jsonl", tmp);
+    double first = mean_metric(metrics, "loss", 1, 3), last = mean_metric(metrics, "loss", 28, 30);
+    ck_assert_msg(last < 0.5 * first, "sft loss %.3f -> %.3f; expected it to halve", first, last);
+    char *eval[] = {"grpo", "eval", path, "--model", out, "--limit", "8", "--plugin-path",
+                    GRPO_PACK_BUILD_DIR, NULL};
+    ck_assert_msg(run_grpo(log, eval) == 0, "eval of the sft output failed, see %s", log);
+    char *text = slurp(log);
+    ck_assert_msg(strstr(text, "\"accuracy\"") && strstr(text, "\"n\": 8"), "%s", text);
+    free(text);
+}
+END_TEST
+
 static void expect_failure(char *const args[], const char *needle) {
     char log[512];
     snprintf(log, sizeof log, "%s/fail.log", tmp);
@@ -260,6 +289,7 @@ int main(void) {
     tcase_add_test(tc, killed_run_resumes_the_same_trajectory);
     tcase_add_loop_test(tc, grpo_raises_an_easy_reward, 0,
                         (int)(sizeof learn_variants / sizeof learn_variants[0]));
+    tcase_add_test(tc, sft_loss_falls_and_exports);
     tcase_add_test(tc, resume_without_checkpoint_fails_clearly);
     tcase_add_test(tc, tokenizer_larger_than_model_is_refused);
     tcase_add_test(tc, run_without_rewards_is_refused);
