@@ -234,13 +234,13 @@ static int usage(FILE *f) {
           "                          [--intermediate I] [--seed S] [--plugin-path DIR]...\n"
           "Writes a random-init LlamaForCausalLM and a byte-level tokenizer (with <think>,\n"
           "</think>, <answer>, </answer>, <|im_end|>) to DIR as a Hugging Face directory.\n"
-          "Defaults: --hidden 96 --layers 3 --heads 4 --kv-heads 2 --intermediate 256 --seed 0\n",
+          "Defaults: --hidden 128 --layers 4 --heads 4 --kv-heads 2 --intermediate 384 --seed 0\n",
           f);
     return f == stdout ? 0 : 2;
 }
 
 int cmd_init_model(int argc, char **argv) {
-    init_opts o = {96, 3, 4, 2, 256, 0};
+    init_opts o = {128, 4, 4, 2, 384, 0};
     const char *dir = NULL, *extra[16];
     int n_extra = 0;
     for (int i = 1; i < argc; i++) {

@@ -156,7 +156,7 @@ static int32_t drop_finished(grpo_model *m, sampler_state *s, const grpo_sampler
     return live;
 }
 
-int grpo_sample(grpo_model *m, const grpo_sampler_opts *o, const int32_t *prompt,
+int grpo_sampler_run(grpo_model *m, const grpo_sampler_opts *o, const int32_t *prompt,
                 const int32_t *pmask, int32_t B, int32_t P, grpo_rng *rng, grpo_rollout *out,
                 grpo_error *err) {
     const grpo_ops *ops = m->ops;

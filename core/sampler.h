@@ -47,7 +47,7 @@ typedef struct grpo_rollout {
 /* Samples G completions for each of the B prompt rows prompt (B,P) with pmask (B,P) (1 = real,
  * column P-1 real in every row), host memory. rng advances. out is (re)allocated to N = B*G rows
  * and T = o->max_new columns. Errors name the bad argument or come from the model. */
-int grpo_sample(grpo_model *m, const grpo_sampler_opts *o, const int32_t *prompt,
+int grpo_sampler_run(grpo_model *m, const grpo_sampler_opts *o, const int32_t *prompt,
                 const int32_t *pmask, int32_t B, int32_t P, grpo_rng *rng, grpo_rollout *out,
                 grpo_error *err);
 

@@ -92,7 +92,7 @@ START_TEST(greedy_rows_equal_transformers_generate) {
     grpo_rng rng;
     grpo_rng_seed(&rng, 1);
     grpo_rollout r = {0};
-    ck_ok(grpo_sample(f.m, &o, f.prompt, f.mask, f.R, f.P, &rng, &r, &err), &err);
+    ck_ok(grpo_sampler_run(f.m, &o, f.prompt, f.mask, f.R, f.P, &rng, &r, &err), &err);
     ck_assert_int_eq(r.N, f.R * G);
     for (int32_t n = 0; n < r.N; n++) {
         ck_assert_int_eq(r.len[n], f.N);
@@ -125,7 +125,7 @@ START_TEST(eos_ends_rows_and_cuts_the_mask) {
     grpo_rng rng;
     grpo_rng_seed(&rng, 1);
     grpo_rollout r = {0};
-    ck_ok(grpo_sample(f.m, &o, f.prompt, f.mask, f.R, f.P, &rng, &r, &err), &err);
+    ck_ok(grpo_sampler_run(f.m, &o, f.prompt, f.mask, f.R, f.P, &rng, &r, &err), &err);
     int stopped = 0, ran_out = 0;
     for (int32_t n = 0; n < r.N; n++) {
         const int32_t *w = want + (n / G) * f.N;
@@ -172,7 +172,7 @@ START_TEST(sampling_is_reproducible_per_seed) {
     for (int k = 0; k < 3; k++) {
         grpo_rng rng;
         grpo_rng_seed(&rng, seeds[k]);
-        ck_ok(grpo_sample(f.m, &o, f.prompt, f.mask, f.R, f.P, &rng, &r[k], &err), &err);
+        ck_ok(grpo_sampler_run(f.m, &o, f.prompt, f.mask, f.R, f.P, &rng, &r[k], &err), &err);
     }
     ck_assert(rollouts_equal(&r[0], &r[1]));
     ck_assert(!rollouts_equal(&r[0], &r[2]));
@@ -195,7 +195,7 @@ START_TEST(right_padded_prompt_is_refused) {
     grpo_rng rng;
     grpo_rng_seed(&rng, 1);
     grpo_rollout r = {0};
-    ck_assert_int_eq(grpo_sample(f.m, &o, prompt, mask, 1, 4, &rng, &r, &err), GRPO_ERR_INVALID);
+    ck_assert_int_eq(grpo_sampler_run(f.m, &o, prompt, mask, 1, 4, &rng, &r, &err), GRPO_ERR_INVALID);
     ck_assert_msg(strstr(err.message, "left-padded") != NULL, "%s", err.message);
     grpo_rollout_free(&r);
     fixture_close(&f);
