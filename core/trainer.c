@@ -524,7 +524,10 @@ static int train_step(trainer *t, double run_start, long steps_done, grpo_error 
     double t0 = grpo_now();
     int rc = GRPO_OK;
     int fresh = t->st.step % cfg->grpo_num_iterations == 0 || !t->chunks[0].N;
-    if (!fresh && !t->chunks[0].N) fprintf(stderr, "warning: regenerating a reused batch\n");
+    if (t->st.step % cfg->grpo_num_iterations != 0 && !t->chunks[0].N)
+        fprintf(stderr, "warning: resumed inside a num_iterations cycle: the generation batch "
+                "of step %ld is regenerated, so this run leaves the uninterrupted trajectory\n",
+                t->st.step + 1);
     for (int a = 0; fresh && rc == GRPO_OK && a < t->n_chunks; a++)
         rc = chunk_generate(t, &t->chunks[a], err);
     loss_sums sums = {0};
