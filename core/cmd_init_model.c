@@ -48,8 +48,10 @@ static void byte_token(int b, char out[5]) {
             k += !((x >= 33 && x <= 126) || (x >= 161 && x <= 172) || (x >= 174 && x <= 255));
         cp = 256 + k;
     }
-    if (cp < 0x80) out[0] = (char)cp, out[1] = 0;
-    else out[0] = (char)(0xC0 | (cp >> 6)), out[1] = (char)(0x80 | (cp & 0x3F)), out[2] = 0;
+    if (cp < 0x80)
+        out[0] = (char)cp, out[1] = 0;
+    else
+        out[0] = (char)(0xC0 | (cp >> 6)), out[1] = (char)(0x80 | (cp & 0x3F)), out[2] = 0;
 }
 
 static cJSON *tokenizer_json(void) {
@@ -151,7 +153,8 @@ static int write_json(const char *dir, const char *name, cJSON *j, grpo_error *e
 
 /* N(0, 1) by Box-Muller from the project RNG. */
 static float normal(grpo_rng *r) {
-    double u1 = (grpo_rng_next(r->s) >> 11) * 0x1.0p-53, u2 = (grpo_rng_next(r->s) >> 11) * 0x1.0p-53;
+    double u1 = (grpo_rng_next(r->s) >> 11) * 0x1.0p-53,
+           u2 = (grpo_rng_next(r->s) >> 11) * 0x1.0p-53;
     return (float)(sqrt(-2.0 * log(1.0 - u1)) * cos(2.0 * M_PI * u2));
 }
 
@@ -163,7 +166,8 @@ static int write_weights(const char *dir, const grpo_model_desc *desc, void *ins
     float **bufs = calloc(n, sizeof *bufs);
     grpo_rng rng;
     grpo_rng_seed(&rng, o->seed);
-    int rc = outs && bufs ? GRPO_OK : grpo_error_set(err, GRPO_ERR_NOMEM, "init-model: out of memory");
+    int rc =
+        outs && bufs ? GRPO_OK : grpo_error_set(err, GRPO_ERR_NOMEM, "init-model: out of memory");
     size_t k = 0;
     for (uint32_t i = 0; rc == GRPO_OK && i < n; i++) {
         grpo_param_desc d = {sizeof d, 0, 0, {0}, 0, -1};
@@ -200,8 +204,10 @@ static int init_model(const char *dir, const init_opts *o, char **plugin_dirs, g
     if (rc == GRPO_OK) rc = write_json(dir, "tokenizer_config.json", tokenizer_config_json(), err);
     cJSON *cfg = model_config_json(o);
     char *cfg_text = cJSON_Print(cfg);
-    if (rc == GRPO_OK) rc = write_json(dir, "config.json", cfg, err);
-    else cJSON_Delete(cfg);
+    if (rc == GRPO_OK)
+        rc = write_json(dir, "config.json", cfg, err);
+    else
+        cJSON_Delete(cfg);
     grpo_registry reg = {0};
     const grpo_entry *e = NULL;
     const void *desc = NULL;
@@ -252,18 +258,22 @@ int cmd_init_model(int argc, char **argv) {
                      : !strcmp(a, "--kv-heads")     ? &o.kv_heads
                      : !strcmp(a, "--intermediate") ? &o.intermediate
                                                     : NULL;
-        if (field && v) *field = atoi(v), i++;
-        else if (!strcmp(a, "--seed") && v) o.seed = strtoull(v, NULL, 10), i++;
-        else if (!strcmp(a, "--plugin-path") && v && n_extra < 16) extra[n_extra++] = v, i++;
-        else if (a[0] != '-' && !dir) dir = a;
+        if (field && v)
+            *field = atoi(v), i++;
+        else if (!strcmp(a, "--seed") && v)
+            o.seed = strtoull(v, NULL, 10), i++;
+        else if (!strcmp(a, "--plugin-path") && v && n_extra < 16)
+            extra[n_extra++] = v, i++;
+        else if (a[0] != '-' && !dir)
+            dir = a;
         else {
             fprintf(stderr, "grpo init-model: unexpected argument '%s'\n", a);
             return usage(stderr);
         }
     }
     if (!dir) return usage(stderr);
-    if (o.hidden <= 0 || o.layers <= 0 || o.heads <= 0 || o.kv_heads <= 0 ||
-        o.hidden % o.heads || o.heads % o.kv_heads || o.intermediate <= 0) {
+    if (o.hidden <= 0 || o.layers <= 0 || o.heads <= 0 || o.kv_heads <= 0 || o.hidden % o.heads ||
+        o.heads % o.kv_heads || o.intermediate <= 0) {
         fprintf(stderr, "grpo init-model: need positive sizes with hidden %% heads == 0 and "
                         "heads %% kv-heads == 0\n");
         return 2;

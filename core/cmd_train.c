@@ -8,7 +8,8 @@
 static int usage(FILE *f) {
     fputs("usage: grpo train RUN.ini [--resume] [--model DIR] [--plugin-path DIR]...\n"
           "Runs GRPO as the run file says. --resume continues from the newest checkpoint under\n"
-          "checkpoint.dir; --model replaces model.path (the policy to start from).\n", f);
+          "checkpoint.dir; --model replaces model.path (the policy to start from).\n",
+          f);
     return f == stdout ? 0 : 2;
 }
 
@@ -19,11 +20,14 @@ int cmd_train(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) return usage(stdout);
-        if (!strcmp(a, "--resume")) o.resume = 1;
-        else if (!strcmp(a, "--model") && v) o.run.model_dir = v, i++;
+        if (!strcmp(a, "--resume"))
+            o.resume = 1;
+        else if (!strcmp(a, "--model") && v)
+            o.run.model_dir = v, i++;
         else if (!strcmp(a, "--plugin-path") && v && o.run.n_extra < 16)
             o.run.extra_plugin_dirs[o.run.n_extra++] = v, i++;
-        else if (a[0] != '-' && !o.run.run_file) o.run.run_file = a;
+        else if (a[0] != '-' && !o.run.run_file)
+            o.run.run_file = a;
         else {
             fprintf(stderr, "grpo train: unexpected argument '%s'\n", a);
             return usage(stderr);

@@ -24,7 +24,7 @@
 typedef struct grpo_optim_tensor {
     float *param, *grad, *m, *v; /* (n) each, backend memory */
     uint64_t n;
-    int decay;                   /* 1: weight decay applies */
+    int decay; /* 1: weight decay applies */
 } grpo_optim_tensor;
 
 typedef struct grpo_optim_opts {
@@ -38,7 +38,7 @@ typedef struct grpo_optimizer {
     grpo_optim_opts o;
     grpo_optim_tensor *t; /* [n_tensors] */
     int n_tensors;
-    long step;            /* optimizer steps taken (the next update is step + 1 for AdamW) */
+    long step; /* optimizer steps taken (the next update is step + 1 for AdamW) */
 } grpo_optimizer;
 
 typedef struct grpo_optim_stats {

@@ -20,8 +20,10 @@ static char *simple_format(const char *f) {
     char *out = malloc(2 * n + 1);
     if (!out) return NULL;
     for (size_t i = 0; i < n;) {
-        if (!strncmp(f + i, "{prompt}", 8)) memcpy(out + k, "{user}", 6), k += 6, i += 8;
-        else out[k++] = f[i++];
+        if (!strncmp(f + i, "{prompt}", 8))
+            memcpy(out + k, "{user}", 6), k += 6, i += 8;
+        else
+            out[k++] = f[i++];
     }
     out[k] = 0;
     return out;
@@ -63,8 +65,8 @@ int grpo_run_open(grpo_run *r, const grpo_run_args *a, grpo_error *err) {
                               a->run_file);
     r->model_dir = a->model_dir ? dup_str(a->model_dir) : grpo_run_path(r, r->cfg.model_path);
     if (!r->model_dir || !r->model_dir[0])
-        return grpo_error_set(err, GRPO_ERR_INVALID, "%s: [model] path is not set (or give --model DIR)",
-                              a->run_file);
+        return grpo_error_set(err, GRPO_ERR_INVALID,
+                              "%s: [model] path is not set (or give --model DIR)", a->run_file);
     if (r->cfg.model_backend != GRPO_BACKEND_CPU || r->cfg.model_dtype != GRPO_DTYPE_F32)
         return grpo_error_set(err, GRPO_ERR_UNSUPPORTED,
                               "%s: only model.backend = cpu and model.dtype = f32 are implemented",
@@ -81,7 +83,8 @@ int grpo_run_open(grpo_run *r, const grpo_run_args *a, grpo_error *err) {
     rc = grpo_chat_template_compile(t ? t : grpo_chat_template_chatml(),
                                     t ? "chat template" : "ChatML", &r->tpl, err);
     if (rc != GRPO_OK) return rc;
-    if (r->cfg.data_chat_template[0] && !(r->simple_format = simple_format(r->cfg.data_chat_template)))
+    if (r->cfg.data_chat_template[0] &&
+        !(r->simple_format = simple_format(r->cfg.data_chat_template)))
         return grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory");
     find_eos(r);
     return GRPO_OK;
@@ -122,13 +125,12 @@ int grpo_run_dataset(grpo_run *r, const char *path, grpo_dataset **out, grpo_err
     grpo_dataset_options o = {r->cfg.data_bad_lines == GRPO_BAD_LINES_SKIP};
     int rc = grpo_dataset_load(path, &o, out, err);
     if (rc == GRPO_OK && (*out)->n_skipped)
-        fprintf(stderr, "warning: %s: skipped %zu bad lines; first: %s\n", path,
-                (*out)->n_skipped, (*out)->first_skip);
+        fprintf(stderr, "warning: %s: skipped %zu bad lines; first: %s\n", path, (*out)->n_skipped,
+                (*out)->first_skip);
     return rc;
 }
 
-static int render(void *user, const grpo_message *messages, size_t n, char **out,
-                  grpo_error *err) {
+static int render(void *user, const grpo_message *messages, size_t n, char **out, grpo_error *err) {
     grpo_run *r = user;
     if (r->simple_format) return grpo_chat_format_simple(r->simple_format, messages, n, out, err);
     grpo_chat_options o = {1, NULL, NULL, NULL, NULL, 0};

@@ -28,20 +28,20 @@ typedef struct grpo_run {
     char **plugin_dirs;
     grpo_registry reg;
     grpo_ops *ops;
-    grpo_host host;            /* default host + ops + tokenizer */
-    char *model_dir;           /* the policy's directory (model.path, or the --model override) */
+    grpo_host host;  /* default host + ops + tokenizer */
+    char *model_dir; /* the policy's directory (model.path, or the --model override) */
     grpo_tokenizer *tok;
-    grpo_chat_template *tpl;   /* model's template or ChatML; used for message prompts */
-    char *simple_format;       /* data.chat_template with {prompt} spelled {user}; NULL = none */
+    grpo_chat_template *tpl; /* model's template or ChatML; used for message prompts */
+    char *simple_format;     /* data.chat_template with {prompt} spelled {user}; NULL = none */
     int32_t eos[GRPO_SAMPLER_MAX_EOS], n_eos, pad_id;
 } grpo_run;
 
 typedef struct grpo_run_args {
     const char *run_file;
-    const char *model_dir;     /* overrides model.path when non-NULL */
+    const char *model_dir; /* overrides model.path when non-NULL */
     const char *extra_plugin_dirs[16];
     int n_extra;
-    int training;              /* 1: require rewards and the training keys */
+    int training; /* 1: require rewards and the training keys */
 } grpo_run_args;
 
 /* Loads the run file (errors: every problem, FILE:LINE), the registry, the backend

@@ -27,17 +27,17 @@ static int rollout_alloc(grpo_rollout *r, int32_t N, int32_t T) {
 
 /* Host state of the decode batch: cache row i (of the live rows) holds output row row[i]. */
 typedef struct sampler_state {
-    int32_t N, S, H, V;     /* rows, cache slots (P+T), history width (P+T), vocab */
-    int32_t *row;           /* (N) output row of each live cache row */
-    int32_t *tok;           /* (N) next input token */
-    int32_t *pos;           /* (N) its RoPE position */
-    int32_t *len;           /* (N) cache slots in use once it is written */
-    int32_t *cmask;         /* (N,S) 1 = slot attended to */
-    int32_t *hist;          /* (N,H) by output row: real prompt tokens, then completion tokens */
-    int32_t *n_hist;        /* (N) */
-    float *logits;          /* (N,V) host copy of the last logits */
-    float *row_logits;      /* (V) the row being sampled (the processors work in place) */
-    void *scratch;          /* 12*V bytes for sampling.h */
+    int32_t N, S, H, V; /* rows, cache slots (P+T), history width (P+T), vocab */
+    int32_t *row;       /* (N) output row of each live cache row */
+    int32_t *tok;       /* (N) next input token */
+    int32_t *pos;       /* (N) its RoPE position */
+    int32_t *len;       /* (N) cache slots in use once it is written */
+    int32_t *cmask;     /* (N,S) 1 = slot attended to */
+    int32_t *hist;      /* (N,H) by output row: real prompt tokens, then completion tokens */
+    int32_t *n_hist;    /* (N) */
+    float *logits;      /* (N,V) host copy of the last logits */
+    float *row_logits;  /* (V) the row being sampled (the processors work in place) */
+    void *scratch;      /* 12*V bytes for sampling.h */
     int32_t *d_tok, *d_pos, *d_len, *d_cmask; /* backend copies */
     float *d_logits;
 } sampler_state;
@@ -67,9 +67,9 @@ static int state_alloc(grpo_model *m, sampler_state *s, int32_t B, int32_t P) {
     s->d_len = o->alloc(o->ctx, (uint64_t)N * sizeof(int32_t));
     s->d_cmask = o->alloc(o->ctx, (uint64_t)(N * S > B * P ? N * S : B * P) * sizeof(int32_t));
     s->d_logits = o->alloc(o->ctx, (uint64_t)N * V * sizeof(float));
-    return s->row && s->tok && s->pos && s->len && s->cmask && s->hist && s->n_hist &&
-           s->logits && s->row_logits && s->scratch && s->d_tok && s->d_pos && s->d_len &&
-           s->d_cmask && s->d_logits;
+    return s->row && s->tok && s->pos && s->len && s->cmask && s->hist && s->n_hist && s->logits &&
+           s->row_logits && s->scratch && s->d_tok && s->d_pos && s->d_len && s->d_cmask &&
+           s->d_logits;
 }
 
 /* Prefills the B prompts into cache rows 0..B-1 and leaves their last logits (B,V) in s->logits.
@@ -100,8 +100,7 @@ static int prefill(grpo_model *m, sampler_state *s, const int32_t *prompt, const
 static void fan_out(grpo_model *m, sampler_state *s, const int32_t *prompt, const int32_t *pmask,
                     int32_t B, int32_t P, int32_t G) {
     for (int32_t b = B - 1; b >= 0; b--)
-        for (int32_t g = G - 1; g >= 0; g--)
-            m->desc->kv_copy_row(m->inst, &m->kv, b * G + g, b, P);
+        for (int32_t g = G - 1; g >= 0; g--) m->desc->kv_copy_row(m->inst, &m->kv, b * G + g, b, P);
     for (int32_t n = 0; n < s->N; n++) {
         const int32_t *pr = prompt + (size_t)(n / G) * P, *pm = pmask + (size_t)(n / G) * P;
         int32_t real = 0;
@@ -132,8 +131,8 @@ static void draw_tokens(sampler_state *s, const grpo_sampler_opts *o, int32_t li
         const float *src = s->logits + (size_t)(first ? n / o->G : i) * s->V;
         memcpy(s->row_logits, src, (size_t)s->V * sizeof(float));
         int32_t *h = s->hist + (size_t)n * s->H;
-        int32_t t = grpo_sample_token(&o->sampling, s->row_logits, s->V, h, s->n_hist[n], rng,
-                                      s->scratch);
+        int32_t t =
+            grpo_sample_token(&o->sampling, s->row_logits, s->V, h, s->n_hist[n], rng, s->scratch);
         h[s->n_hist[n]++] = t;
         out->ids[(size_t)n * out->T + out->len[n]] = t;
         out->mask[(size_t)n * out->T + out->len[n]] = 1.0f;
@@ -157,8 +156,8 @@ static int32_t drop_finished(grpo_model *m, sampler_state *s, const grpo_sampler
 }
 
 int grpo_sampler_run(grpo_model *m, const grpo_sampler_opts *o, const int32_t *prompt,
-                const int32_t *pmask, int32_t B, int32_t P, grpo_rng *rng, grpo_rollout *out,
-                grpo_error *err) {
+                     const int32_t *pmask, int32_t B, int32_t P, grpo_rng *rng, grpo_rollout *out,
+                     grpo_error *err) {
     const grpo_ops *ops = m->ops;
     if (B <= 0 || P <= 0 || o->G <= 0 || o->max_new <= 0)
         return grpo_error_set(err, GRPO_ERR_INVALID,
@@ -168,7 +167,8 @@ int grpo_sampler_run(grpo_model *m, const grpo_sampler_opts *o, const int32_t *p
         if (!pmask[(size_t)b * P + P - 1])
             return grpo_error_set(err, GRPO_ERR_INVALID,
                                   "sampler: prompt row %d is not left-padded (last column is "
-                                  "padding)", b);
+                                  "padding)",
+                                  b);
     sampler_state s = {0};
     s.N = B * o->G, s.S = P + o->max_new, s.H = P + o->max_new, s.V = grpo_model_vocab(m);
     int rc = grpo_model_reserve_kv(m, s.N, s.S, P, err);

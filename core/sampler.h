@@ -28,11 +28,11 @@
 
 typedef struct grpo_sampler_opts {
     grpo_sampling sampling;
-    int32_t G;                          /* completions per prompt */
-    int32_t max_new;                    /* T: most tokens per completion */
-    int32_t eos[GRPO_SAMPLER_MAX_EOS];  /* ids that end a completion */
-    int32_t n_eos;                      /* 0 = never stop early */
-    int32_t pad_id;                     /* written after a completion's end */
+    int32_t G;                         /* completions per prompt */
+    int32_t max_new;                   /* T: most tokens per completion */
+    int32_t eos[GRPO_SAMPLER_MAX_EOS]; /* ids that end a completion */
+    int32_t n_eos;                     /* 0 = never stop early */
+    int32_t pad_id;                    /* written after a completion's end */
 } grpo_sampler_opts;
 
 /* One generation batch's completions, host memory, owned by the struct (grpo_rollout_free). */
@@ -48,8 +48,8 @@ typedef struct grpo_rollout {
  * column P-1 real in every row), host memory. rng advances. out is (re)allocated to N = B*G rows
  * and T = o->max_new columns. Errors name the bad argument or come from the model. */
 int grpo_sampler_run(grpo_model *m, const grpo_sampler_opts *o, const int32_t *prompt,
-                const int32_t *pmask, int32_t B, int32_t P, grpo_rng *rng, grpo_rollout *out,
-                grpo_error *err);
+                     const int32_t *pmask, int32_t B, int32_t P, grpo_rng *rng, grpo_rollout *out,
+                     grpo_error *err);
 
 /* 1 when id is one of o's EOS ids. */
 int grpo_sampler_is_eos(const grpo_sampler_opts *o, int32_t id);

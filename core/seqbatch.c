@@ -31,9 +31,9 @@ int grpo_seqbatch_reset(grpo_seqbatch *s, const grpo_ops *ops, int32_t B, int32_
         s->d_pos = ops->alloc(ops->ctx, bi), s->d_targets = ops->alloc(ops->ctx, bi);
         s->d_logp = ops->alloc(ops->ctx, bf), s->d_entropy = ops->alloc(ops->ctx, bf);
         s->d_dlogp = ops->alloc(ops->ctx, bf);
-        if (!s->ids || !s->mask || !s->pos || !s->targets || !s->logp || !s->entropy ||
-            !s->dlogp || !s->d_ids || !s->d_mask || !s->d_pos || !s->d_targets || !s->d_logp ||
-            !s->d_entropy || !s->d_dlogp) {
+        if (!s->ids || !s->mask || !s->pos || !s->targets || !s->logp || !s->entropy || !s->dlogp ||
+            !s->d_ids || !s->d_mask || !s->d_pos || !s->d_targets || !s->d_logp || !s->d_entropy ||
+            !s->d_dlogp) {
             grpo_seqbatch_free(s);
             return grpo_error_set(err, GRPO_ERR_NOMEM, "batch: out of memory for (%d,%d)", B, T);
         }
@@ -64,7 +64,8 @@ static grpo_batch device_batch(const grpo_seqbatch *s) {
 int grpo_seqbatch_forward(grpo_seqbatch *s, grpo_model *m, int want_entropy, float scale,
                           grpo_error *err) {
     const grpo_ops *o = s->ops;
-    uint64_t bi = (uint64_t)s->B * s->T * sizeof(int32_t), bf = (uint64_t)s->B * s->T * sizeof(float);
+    uint64_t bi = (uint64_t)s->B * s->T * sizeof(int32_t),
+             bf = (uint64_t)s->B * s->T * sizeof(float);
     int rc = grpo_model_reserve_acts(m, s->B, s->T, err);
     if (rc != GRPO_OK) return rc;
     o->upload(o->ctx, s->d_ids, s->ids, bi);

@@ -17,9 +17,9 @@
 typedef struct grpo_seqbatch {
     const grpo_ops *ops;
     int32_t B, T;
-    size_t cap;                             /* cells allocated */
-    int32_t *ids, *mask, *pos, *targets;    /* (B,T) host */
-    float *logp, *entropy, *dlogp;          /* (B,T) host */
+    size_t cap;                                  /* cells allocated */
+    int32_t *ids, *mask, *pos, *targets;         /* (B,T) host */
+    float *logp, *entropy, *dlogp;               /* (B,T) host */
     int32_t *d_ids, *d_mask, *d_pos, *d_targets; /* backend copies */
     float *d_logp, *d_entropy, *d_dlogp;
 } grpo_seqbatch;

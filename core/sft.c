@@ -47,8 +47,8 @@ static int example_ids(sft *s, const grpo_example *ex, int32_t **ids, size_t *n,
     if (!resp)
         return grpo_error_set(err, GRPO_ERR_INVALID,
                               "%s:%llu: no response (expected a \"response\" string or a "
-                              "conversation ending in an assistant turn)", s->data->path,
-                              (unsigned long long)ex->line);
+                              "conversation ending in an assistant turn)",
+                              s->data->path, (unsigned long long)ex->line);
     int rc = grpo_run_prompt(&s->run, ex, &text, &pids, &np, keep, err);
     grpo_tok_ids r = {0};
     if (rc == GRPO_OK && *keep)
@@ -59,9 +59,11 @@ static int example_ids(sft *s, const grpo_example *ex, int32_t **ids, size_t *n,
         return rc;
     }
     size_t nr = r.n < (size_t)s->cfg->sampling_max_completion_length
-                    ? r.n : (size_t)s->cfg->sampling_max_completion_length - 1;
+                    ? r.n
+                    : (size_t)s->cfg->sampling_max_completion_length - 1;
     *ids = malloc((np + nr + 1) * sizeof(int32_t));
-    if (!*ids) rc = grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory");
+    if (!*ids)
+        rc = grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory");
     else {
         memcpy(*ids, pids, np * sizeof(int32_t));
         memcpy(*ids + np, r.data, nr * sizeof(int32_t));
@@ -122,7 +124,8 @@ static int sft_setup(sft *s, const grpo_sft_opts *o, grpo_error *err) {
     const grpo_run_config *cfg = s->cfg = &s->run.cfg;
     char ckpt[4096];
     long ck_step = 0;
-    if (o->resume && (rc = grpo_ckpt_latest(cfg->checkpoint_dir, ckpt, sizeof ckpt, &ck_step, err)) != GRPO_OK)
+    if (o->resume &&
+        (rc = grpo_ckpt_latest(cfg->checkpoint_dir, ckpt, sizeof ckpt, &ck_step, err)) != GRPO_OK)
         return rc;
     rc = grpo_run_open_model(&s->run, o->resume ? ckpt : s->run.model_dir, 1, &s->policy, err);
     grpo_optim_opts oo;
@@ -136,9 +139,10 @@ static int sft_setup(sft *s, const grpo_sft_opts *o, grpo_error *err) {
     if (rc == GRPO_OK) rc = grpo_run_dataset(&s->run, data, &s->data, err);
     free(data);
     if (rc != GRPO_OK) return rc;
-    rc = o->resume ? grpo_data_order_restore(&s->order, s->data->n, s->st.cursor, cfg->data_shuffle, err)
-                   : grpo_data_order_init(&s->order, s->data->n, (uint64_t)cfg->data_seed,
-                                          cfg->data_shuffle, err);
+    rc = o->resume
+             ? grpo_data_order_restore(&s->order, s->data->n, s->st.cursor, cfg->data_shuffle, err)
+             : grpo_data_order_init(&s->order, s->data->n, (uint64_t)cfg->data_seed,
+                                    cfg->data_shuffle, err);
     if (rc != GRPO_OK) return rc;
     char path[4200];
     if (grpo_mkdirs(cfg->log_dir) != 0)

@@ -17,7 +17,9 @@ static int copy_file(grpo_ckpt *c, const char *dir, const char *name, int option
     char *data = NULL;
     size_t len = 0;
     FILE *f = fopen(src, "rb");
-    if (!f) return optional ? GRPO_OK : grpo_error_set(err, GRPO_ERR_IO, "checkpoint: cannot read %s", src);
+    if (!f)
+        return optional ? GRPO_OK
+                        : grpo_error_set(err, GRPO_ERR_IO, "checkpoint: cannot read %s", src);
     fclose(f);
     int rc = grpo_read_file(src, &data, &len, err);
     if (rc == GRPO_OK) rc = grpo_ckpt_write(c, name, data, len, err);
@@ -31,7 +33,9 @@ static int write_moments(grpo_ckpt *c, const grpo_model *m, grpo_error *err) {
     float *host = malloc(2 * P * sizeof(float));
     grpo_st_out *outs = calloc(2 * (size_t)m->n_params, sizeof *outs);
     char **names = calloc(2 * (size_t)m->n_params, sizeof *names);
-    int rc = host && outs && names ? GRPO_OK : grpo_error_set(err, GRPO_ERR_NOMEM, "checkpoint: out of memory");
+    int rc = host && outs && names
+                 ? GRPO_OK
+                 : grpo_error_set(err, GRPO_ERR_NOMEM, "checkpoint: out of memory");
     size_t n = 0;
     if (rc == GRPO_OK) {
         m->ops->download(m->ops->ctx, host, m->adam_m, P * sizeof(float));
@@ -144,7 +148,8 @@ static int read_state(const char *dir, grpo_train_state *st, grpo_error *err) {
         cJSON_Delete(j);
         return grpo_error_set(err, GRPO_ERR_INVALID,
                               "%s: expected step, optimizer_step, num_tokens, sampler_rng (4 hex "
-                              "strings) and data_cursor", path);
+                              "strings) and data_cursor",
+                              path);
     }
     st->step = (long)step->valuedouble, st->optimizer_step = (long)ostep->valuedouble;
     st->num_tokens = tok->valuedouble;

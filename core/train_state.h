@@ -22,10 +22,10 @@
 #include "rng.h"
 
 typedef struct grpo_train_state {
-    long step;            /* training steps completed */
-    long optimizer_step;  /* AdamW steps taken (skipped non-finite steps excluded) */
-    double num_tokens;    /* tokens seen so far (TRL's num_tokens) */
-    grpo_rng rng;         /* sampler RNG */
+    long step;           /* training steps completed */
+    long optimizer_step; /* AdamW steps taken (skipped non-finite steps excluded) */
+    double num_tokens;   /* tokens seen so far (TRL's num_tokens) */
+    grpo_rng rng;        /* sampler RNG */
     grpo_data_cursor cursor;
 } grpo_train_state;
 
@@ -38,10 +38,8 @@ int grpo_checkpoint_save(const char *root, int keep, const grpo_model *m, const 
 int grpo_checkpoint_load(const char *ckpt_dir, grpo_model *m, grpo_train_state *st,
                          grpo_error *err);
 
-
 /* Writes m as a Hugging Face directory dir (config.json, model.safetensors) plus the tokenizer
  * files of model_dir: what `grpo sft --out` and `grpo train` users load in transformers. */
-int grpo_model_export(const grpo_model *m, const char *model_dir, const char *dir,
-                      grpo_error *err);
+int grpo_model_export(const grpo_model *m, const char *model_dir, const char *dir, grpo_error *err);
 
 #endif

@@ -21,16 +21,16 @@
 
 /* One generation chunk: B prompts x G completions. */
 typedef struct chunk {
-    int32_t B, G, N, P, T;       /* T: longest completion of the chunk (>= 1) */
-    int32_t *prompt, *pmask;     /* (B,P) */
-    char **prompt_text;          /* [B] */
-    const grpo_example **ex;     /* [B] */
-    grpo_rollout roll;           /* (N, max_completion_length) */
-    char **completion;           /* [N] decoded, special tokens skipped */
-    float *R;                    /* (N,K) reward function scores */
-    float *r, *adv;              /* (N) summed reward, advantage */
-    float *mask;                 /* (N,T) loss mask (truncated rows zeroed when asked) */
-    float *old_logp;             /* (N,T) when num_iterations > 1, else NULL */
+    int32_t B, G, N, P, T;   /* T: longest completion of the chunk (>= 1) */
+    int32_t *prompt, *pmask; /* (B,P) */
+    char **prompt_text;      /* [B] */
+    const grpo_example **ex; /* [B] */
+    grpo_rollout roll;       /* (N, max_completion_length) */
+    char **completion;       /* [N] decoded, special tokens skipped */
+    float *R;                /* (N,K) reward function scores */
+    float *r, *adv;          /* (N) summed reward, advantage */
+    float *mask;             /* (N,T) loss mask (truncated rows zeroed when asked) */
+    float *old_logp;         /* (N,T) when num_iterations > 1, else NULL */
     grpo_advantage_metrics am;
 } chunk;
 
@@ -41,14 +41,14 @@ typedef struct trainer {
     grpo_dataset *data;
     grpo_data_order order;
     grpo_reward_set rewards;
-    float *w;                    /* (K) reward weights */
+    float *w; /* (K) reward weights */
     grpo_optimizer opt;
     grpo_train_state st;
     grpo_sampler_opts so;
     grpo_advantage_opts ao;
-    float scale;                 /* 1 / temperature for the log-probs */
-    int32_t micro;               /* rows per forward/backward */
-    chunk *chunks;               /* [grad_accum] */
+    float scale;   /* 1 / temperature for the log-probs */
+    int32_t micro; /* rows per forward/backward */
+    chunk *chunks; /* [grad_accum] */
     int n_chunks;
     grpo_seqbatch sb;
     FILE *metrics, *completions;
@@ -72,15 +72,16 @@ static int chunk_prompts(trainer *t, chunk *c, grpo_error *err) {
     size_t *n = calloc((size_t)B, sizeof *n);
     c->prompt_text = calloc((size_t)B, sizeof *c->prompt_text);
     c->ex = calloc((size_t)B, sizeof *c->ex);
-    int rc = ids && n && c->prompt_text && c->ex ? GRPO_OK
-                                                 : grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory");
+    int rc = ids && n && c->prompt_text && c->ex
+                 ? GRPO_OK
+                 : grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory");
     size_t tries = 0;
     for (int32_t b = 0; rc == GRPO_OK && b < B;) {
         if (tries++ > t->data->n + (size_t)B)
             rc = grpo_error_set(err, GRPO_ERR_INVALID,
                                 "%s: every prompt is longer than data.max_prompt_length = %lld "
-                                "(data.truncation = skip)", t->data->path,
-                                t->cfg->data_max_prompt_length);
+                                "(data.truncation = skip)",
+                                t->data->path, t->cfg->data_max_prompt_length);
         if (rc != GRPO_OK) break;
         const grpo_example *ex = &t->data->examples[grpo_data_order_next(&t->order)];
         int keep = 0;
@@ -127,9 +128,10 @@ static int chunk_rewards(trainer *t, chunk *c, grpo_error *err) {
         int scored = 0;
         for (int32_t g = 0; g < c->G; g++) scored += !isnan(c->r[b * c->G + g]);
         if (!scored)
-            fprintf(stderr, "warning: step %ld: %s:%llu: every reward returned NaN (no opinion) for "
-                    "all %d completions of this prompt; its advantages are 0\n", t->st.step + 1,
-                    t->data->path, (unsigned long long)c->ex[b]->line, c->G);
+            fprintf(stderr,
+                    "warning: step %ld: %s:%llu: every reward returned NaN (no opinion) for "
+                    "all %d completions of this prompt; its advantages are 0\n",
+                    t->st.step + 1, t->data->path, (unsigned long long)c->ex[b]->line, c->G);
     }
     char msg[256];
     if (grpo_advantages(c->adv, &c->am, c->r, c->B, c->G, &t->ao, msg, sizeof msg) != 0)
@@ -175,11 +177,11 @@ static int chunk_batch(trainer *t, chunk *c, int32_t r0, int32_t rows, grpo_erro
 }
 
 /* Copies the completion columns of the batch's logp (rows, L) into out (rows, T). */
-static void completion_cols(const chunk *c, const float *src, int32_t rows,
-                            float *out) {
+static void completion_cols(const chunk *c, const float *src, int32_t rows, float *out) {
     int32_t L = c->P + c->T;
     for (int32_t k = 0; k < rows; k++)
-        memcpy(out + (size_t)k * c->T, src + (size_t)k * L + c->P - 1, (size_t)c->T * sizeof(float));
+        memcpy(out + (size_t)k * c->T, src + (size_t)k * L + c->P - 1,
+               (size_t)c->T * sizeof(float));
 }
 
 /* Old-policy log-probs of the whole chunk (num_iterations > 1), before any update. */
@@ -207,7 +209,8 @@ static int chunk_generate(trainer *t, chunk *c, grpo_error *err) {
     if (rc == GRPO_OK && !(c->completion = calloc((size_t)c->N, sizeof *c->completion)))
         rc = grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory");
     for (int32_t i = 0; rc == GRPO_OK && i < c->N; i++)
-        c->completion[i] = grpo_run_decode(&t->run, c->roll.ids + (size_t)i * c->roll.T, c->roll.len[i]);
+        c->completion[i] =
+            grpo_run_decode(&t->run, c->roll.ids + (size_t)i * c->roll.T, c->roll.len[i]);
     if (rc == GRPO_OK) rc = chunk_rewards(t, c, err);
     if (rc == GRPO_OK) rc = chunk_mask(t, c, err);
     if (rc == GRPO_OK && t->cfg->grpo_num_iterations > 1) rc = chunk_old_logp(t, c, err);
@@ -247,9 +250,14 @@ static int micro_step(trainer *t, chunk *c, int32_t r0, int32_t rows, const grpo
     if (rc != GRPO_OK) return rc;
     completion_cols(c, t->sb.logp, rows, logp);
     completion_cols(c, t->sb.entropy, rows, ent);
-    grpo_loss_inputs in = {logp, c->old_logp ? c->old_logp + (size_t)r0 * c->T : NULL,
-                           t->ref ? ref : NULL, c->mask + (size_t)r0 * c->T, c->adv + r0, ent,
-                           rows, c->T};
+    grpo_loss_inputs in = {logp,
+                           c->old_logp ? c->old_logp + (size_t)r0 * c->T : NULL,
+                           t->ref ? ref : NULL,
+                           c->mask + (size_t)r0 * c->T,
+                           c->adv + r0,
+                           ent,
+                           rows,
+                           c->T};
     grpo_loss_metrics m;
     char msg[256];
     if (grpo_loss_forward(&m, &in, lo, msg, sizeof msg) != 0 ||
@@ -376,12 +384,16 @@ static void log_completions(trainer *t) {
         cJSON_AddStringToObject(j, "completion", c->completion[i]);
         for (int k = 0; k < t->rewards.n; k++) {
             float v = c->R[(size_t)i * t->rewards.n + k];
-            if (isnan(v)) cJSON_AddNullToObject(rw, t->rewards.specs[k]->name);
-            else cJSON_AddNumberToObject(rw, t->rewards.specs[k]->name, v);
+            if (isnan(v))
+                cJSON_AddNullToObject(rw, t->rewards.specs[k]->name);
+            else
+                cJSON_AddNumberToObject(rw, t->rewards.specs[k]->name, v);
         }
         cJSON_AddItemToObject(j, "rewards", rw);
-        if (isnan(c->r[i])) cJSON_AddNullToObject(j, "reward");
-        else cJSON_AddNumberToObject(j, "reward", c->r[i]);
+        if (isnan(c->r[i]))
+            cJSON_AddNullToObject(j, "reward");
+        else
+            cJSON_AddNumberToObject(j, "reward", c->r[i]);
         cJSON_AddNumberToObject(j, "advantage", c->adv[i]);
         char *s = cJSON_PrintUnformatted(j);
         if (s && t->completions) fprintf(t->completions, "%s\n", s);
@@ -427,16 +439,19 @@ static int setup_models(trainer *t, int resume, grpo_error *err) {
         if (rc != GRPO_OK) {
             char msg[sizeof err->message];
             snprintf(msg, sizeof msg, "%s", err->message);
-            return grpo_error_set(err, rc, "--resume: %s (checkpoint.dir = %s; run without "
-                                  "--resume to start from model.path)", msg, cfg->checkpoint_dir);
+            return grpo_error_set(err, rc,
+                                  "--resume: %s (checkpoint.dir = %s; run without "
+                                  "--resume to start from model.path)",
+                                  msg, cfg->checkpoint_dir);
         }
         fprintf(stderr, "resuming from %s (step %ld)\n", ckpt, ck_step);
     }
     int rc = grpo_run_open_model(&t->run, resume ? ckpt : t->run.model_dir, 1, &t->policy, err);
     if (rc == GRPO_OK && cfg->grpo_beta > 0) {
         /* reference.path follows model.path (or the --model override) unless the file sets it */
-        char *ref = cfg->line[GRPO_KEYIDX_reference_path] ? grpo_run_path(&t->run, cfg->reference_path)
-                                                           : NULL;
+        char *ref = cfg->line[GRPO_KEYIDX_reference_path]
+                        ? grpo_run_path(&t->run, cfg->reference_path)
+                        : NULL;
         rc = grpo_run_open_model(&t->run, ref ? ref : t->run.model_dir, 0, &t->ref, err);
         free(ref);
     }
@@ -460,10 +475,12 @@ static int setup(trainer *t, const grpo_train_opts *o, grpo_error *err) {
     rc = data ? grpo_run_dataset(&t->run, data, &t->data, err) : GRPO_ERR_NOMEM;
     free(data);
     if (rc != GRPO_OK) return rc;
-    rc = o->resume ? grpo_data_order_restore(&t->order, t->data->n, t->st.cursor, cfg->data_shuffle, err)
-                   : grpo_data_order_init(&t->order, t->data->n, (uint64_t)cfg->data_seed,
-                                          cfg->data_shuffle, err);
-    if (rc == GRPO_OK) rc = grpo_reward_set_create(&t->rewards, cfg, &t->run.reg, &t->run.host, err);
+    rc = o->resume
+             ? grpo_data_order_restore(&t->order, t->data->n, t->st.cursor, cfg->data_shuffle, err)
+             : grpo_data_order_init(&t->order, t->data->n, (uint64_t)cfg->data_seed,
+                                    cfg->data_shuffle, err);
+    if (rc == GRPO_OK)
+        rc = grpo_reward_set_create(&t->rewards, cfg, &t->run.reg, &t->run.host, err);
     if (rc != GRPO_OK) return rc;
     if (!(t->w = malloc((size_t)t->rewards.n * sizeof(float))))
         return grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory");
@@ -472,16 +489,21 @@ static int setup(trainer *t, const grpo_train_opts *o, grpo_error *err) {
                              (float)cfg->sampling_top_p, (float)cfg->sampling_min_p,
                              (float)cfg->sampling_repetition_penalty},
                             (int32_t)cfg->sampling_num_generations,
-                            (int32_t)cfg->sampling_max_completion_length, {0}, t->run.n_eos,
+                            (int32_t)cfg->sampling_max_completion_length,
+                            {0},
+                            t->run.n_eos,
                             t->run.pad_id};
     memcpy(so.eos, t->run.eos, sizeof so.eos);
     t->so = so;
     t->scale = cfg->sampling_temperature > 0 ? (float)(1.0 / cfg->sampling_temperature) : 1.0f;
     t->ao = grpo_advantage_opts_default();
     t->ao.scale = cfg->grpo_scale_rewards, t->ao.std_unbiased = cfg->grpo_std_unbiased;
-    t->ao.clip = (float)cfg->grpo_advantage_clamp, t->ao.batch_renorm = cfg->grpo_advantage_clamp > 0;
+    t->ao.clip = (float)cfg->grpo_advantage_clamp,
+    t->ao.batch_renorm = cfg->grpo_advantage_clamp > 0;
     int32_t N = (int32_t)(cfg->train_batch_prompts * cfg->sampling_num_generations);
-    t->micro = cfg->train_micro_batch > 0 && cfg->train_micro_batch < N ? (int32_t)cfg->train_micro_batch : N;
+    t->micro = cfg->train_micro_batch > 0 && cfg->train_micro_batch < N
+                   ? (int32_t)cfg->train_micro_batch
+                   : N;
     t->n_chunks = (int)cfg->train_grad_accum;
     if (!(t->chunks = calloc((size_t)t->n_chunks, sizeof *t->chunks)))
         return grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory");
@@ -525,7 +547,8 @@ static int train_step(trainer *t, double run_start, long steps_done, grpo_error 
     int rc = GRPO_OK;
     int fresh = t->st.step % cfg->grpo_num_iterations == 0 || !t->chunks[0].N;
     if (t->st.step % cfg->grpo_num_iterations != 0 && !t->chunks[0].N)
-        fprintf(stderr, "warning: resumed inside a num_iterations cycle: the generation batch "
+        fprintf(stderr,
+                "warning: resumed inside a num_iterations cycle: the generation batch "
                 "of step %ld is regenerated, so this run leaves the uninterrupted trajectory\n",
                 t->st.step + 1);
     for (int a = 0; fresh && rc == GRPO_OK && a < t->n_chunks; a++)

@@ -195,7 +195,8 @@ START_TEST(right_padded_prompt_is_refused) {
     grpo_rng rng;
     grpo_rng_seed(&rng, 1);
     grpo_rollout r = {0};
-    ck_assert_int_eq(grpo_sampler_run(f.m, &o, prompt, mask, 1, 4, &rng, &r, &err), GRPO_ERR_INVALID);
+    ck_assert_int_eq(grpo_sampler_run(f.m, &o, prompt, mask, 1, 4, &rng, &r, &err),
+                     GRPO_ERR_INVALID);
     ck_assert_msg(strstr(err.message, "left-padded") != NULL, "%s", err.message);
     grpo_rollout_free(&r);
     fixture_close(&f);

@@ -6,7 +6,8 @@
  *     the timings step_time and throughput/...), and its final weights are identical;
  *   - learning: with a reward the tiny model can satisfy (a completion of at most 8 characters,
  *     reward 1, else 0), the mean reward of the first 3 steps is below 0.35 and of the last 3
- *     above 0.7 (observed: ~0.1 -> 0.77..1.0), for every loss type (and with beta > 0, num_iterations = 2, micro-batches);
+ *     above 0.7 (observed: ~0.1 -> 0.77..1.0), for every loss type (and with beta > 0,
+ *     num_iterations = 2, micro-batches);
  *     a sign error anywhere in loss -> d logp -> backward -> AdamW makes it fall instead;
  *   - sft: the response loss halves in 30 steps and the exported model evaluates;
  *   - bad input: --resume without a checkpoint, a tokenizer larger than the model's vocabulary,
@@ -93,7 +94,8 @@ static void setup(void) {
     snprintf(tmp, sizeof tmp, "/tmp/grpo_test_trainer_XXXXXX");
     ck_assert(mkdtemp(tmp) != NULL);
     sh("'%s/grpo' init-model '%s/model' --hidden 32 --layers 1 --heads 2 --kv-heads 1 "
-       "--intermediate 64 --seed 3 >/dev/null", GRPO_BINARY_DIR, tmp);
+       "--intermediate 64 --seed 3 >/dev/null",
+       GRPO_BINARY_DIR, tmp);
 }
 
 static void teardown(void) { sh("rm -rf '%s'", tmp); }
@@ -112,7 +114,8 @@ static void same_metrics(const char *a_path, const char *b_path, int want_lines)
             if (!strcmp(x->string, "step_time") || !strncmp(x->string, "throughput/", 11)) continue;
             cJSON *y = cJSON_GetObjectItemCaseSensitive(jb, x->string);
             ck_assert_msg(y && cJSON_Compare(x, y, 1), "line %d: %s differs: %s vs %s", lines + 1,
-                          x->string, cJSON_PrintUnformatted(x), y ? cJSON_PrintUnformatted(y) : "-");
+                          x->string, cJSON_PrintUnformatted(x),
+                          y ? cJSON_PrintUnformatted(y) : "-");
         }
         cJSON_Delete(ja), cJSON_Delete(jb);
     }
@@ -148,12 +151,15 @@ START_TEST(killed_run_resumes_the_same_trajectory) {
     free(resumed);
 
     char ma[512], mb[512];
-    snprintf(ma, sizeof ma, "%s/a/metrics.jsonl", tmp), snprintf(mb, sizeof mb, "%s/b/metrics.jsonl", tmp);
+    snprintf(ma, sizeof ma, "%s/a/metrics.jsonl", tmp),
+        snprintf(mb, sizeof mb, "%s/b/metrics.jsonl", tmp);
     same_metrics(ma, mb, 10);
     sh("cmp -s '%s/a/ckpt/checkpoint-00000010/model.safetensors' "
-       "'%s/b/ckpt/checkpoint-00000010/model.safetensors'", tmp, tmp);
+       "'%s/b/ckpt/checkpoint-00000010/model.safetensors'",
+       tmp, tmp);
     sh("cmp -s '%s/a/ckpt/checkpoint-00000010/optimizer.safetensors' "
-       "'%s/b/ckpt/checkpoint-00000010/optimizer.safetensors'", tmp, tmp);
+       "'%s/b/ckpt/checkpoint-00000010/optimizer.safetensors'",
+       tmp, tmp);
 }
 END_TEST
 
@@ -166,7 +172,8 @@ static double mean_metric(const char *path, const char *name, int from, int to) 
     for (char *l = strtok_r(text, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
         cJSON *j = cJSON_Parse(l);
         int step = cJSON_GetObjectItemCaseSensitive(j, "step")->valueint;
-        if (step >= from && step <= to) sum += cJSON_GetObjectItemCaseSensitive(j, name)->valuedouble, n++;
+        if (step >= from && step <= to)
+            sum += cJSON_GetObjectItemCaseSensitive(j, name)->valuedouble, n++;
         cJSON_Delete(j);
     }
     free(text);
@@ -202,10 +209,14 @@ START_TEST(grpo_raises_an_easy_reward) {
     char *args[] = {"grpo", "train", path, "--plugin-path", GRPO_PACK_BUILD_DIR, NULL};
     ck_assert_msg(run_grpo(log, args) == 0, "run failed, see %s", log);
     snprintf(metrics, sizeof metrics, "%s/learn/metrics.jsonl", tmp);
-    double first = mean_metric(metrics, "reward", 1, 3), last = mean_metric(metrics, "reward", 28, 30);
-    if (getenv("GRPO_TEST_VERBOSE")) printf("%s-> reward %.3f -> %.3f\n", learn_variants[_i], first, last);
-    ck_assert_msg(first < 0.35 && last > 0.7, "[grpo] %s: reward %.3f over steps 1-3, %.3f over "
-                  "28-30; expected it to rise from < 0.35 to > 0.7", learn_variants[_i], first, last);
+    double first = mean_metric(metrics, "reward", 1, 3),
+           last = mean_metric(metrics, "reward", 28, 30);
+    if (getenv("GRPO_TEST_VERBOSE"))
+        printf("%s-> reward %.3f -> %.3f\n", learn_variants[_i], first, last);
+    ck_assert_msg(first < 0.35 && last > 0.7,
+                  "[grpo] %s: reward %.3f over steps 1-3, %.3f over "
+                  "28-30; expected it to rise from < 0.35 to > 0.7",
+                  learn_variants[_i], first, last);
 }
 END_TEST
 
@@ -228,8 +239,9 @@ START_TEST(sft_loss_falls_and_exports) {
     snprintf(metrics, sizeof metrics, "%s/sft/metrics.jsonl", tmp);
     double first = mean_metric(metrics, "loss", 1, 3), last = mean_metric(metrics, "loss", 28, 30);
     ck_assert_msg(last < 0.5 * first, "sft loss %.3f -> %.3f; expected it to halve", first, last);
-    char *eval[] = {"grpo", "eval", path, "--model", out, "--limit", "8", "--plugin-path",
-                    GRPO_PACK_BUILD_DIR, NULL};
+    char *eval[] = {
+        "grpo", "eval", path, "--model", out, "--limit", "8", "--plugin-path", GRPO_PACK_BUILD_DIR,
+        NULL};
     ck_assert_msg(run_grpo(log, eval) == 0, "eval of the sft output failed, see %s", log);
     char *text = slurp(log);
     ck_assert_msg(strstr(text, "\"accuracy\"") && strstr(text, "\"n\": 8"), "%s", text);
@@ -259,12 +271,14 @@ START_TEST(tokenizer_larger_than_model_is_refused) {
     char ini[512];
     /* the tiny BPE tokenizer fixture (520 ids) has more ids than the tiny model's 264 rows */
     sh("cp -r '%s/model' '%s/model_bigtok' && cp '%s/tests/fixtures/tokenizer/tiny/tokenizer.json' "
-       "'%s/model_bigtok/'", tmp, tmp, GRPO_SOURCE_DIR, tmp);
+       "'%s/model_bigtok/'",
+       tmp, tmp, GRPO_SOURCE_DIR, tmp);
     write_run("d", "");
     snprintf(ini, sizeof ini, "%s/d.ini", tmp);
     char model[512];
     snprintf(model, sizeof model, "%s/model_bigtok", tmp);
-    char *args[] = {"grpo", "train", ini, "--model", model, "--plugin-path", GRPO_PACK_BUILD_DIR, NULL};
+    char *args[] = {"grpo", "train", ini, "--model", model, "--plugin-path", GRPO_PACK_BUILD_DIR,
+                    NULL};
     expect_failure(args, "expected vocab_size >=");
 }
 END_TEST
