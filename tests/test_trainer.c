@@ -11,7 +11,8 @@
  *     a sign error anywhere in loss -> d logp -> backward -> AdamW makes it fall instead;
  *   - sft: the response loss halves in 30 steps and the exported model evaluates;
  *   - bad input: --resume without a checkpoint, a tokenizer larger than the model's vocabulary,
- *     and a run file without rewards each fail with a message naming the problem.
+ *     and a run file without rewards each fail with a message naming the problem; a prompt whose
+ *     completions no reward can score is reported with its file:line.
  */
 #include <check.h>
 #include <cjson/cJSON.h>
@@ -295,6 +296,30 @@ START_TEST(run_without_rewards_is_refused) {
 }
 END_TEST
 
+/* Rows without the gold answer: builtin.accuracy has no opinion (NaN) on every completion; the
+ * run goes on (advantages 0) and says which prompt it could not score. */
+START_TEST(all_nan_group_is_reported) {
+    char path[512], log[512];
+    snprintf(path, sizeof path, "%s/nan.ini", tmp);
+    FILE *f = fopen(path, "w");
+    fprintf(f,
+            "[model]\npath = %s/model\n[data]\npath = %s/examples/arith/sft.jsonl\n"
+            "[sampling]\nnum_generations = 2\nmax_completion_length = 4\n"
+            "[train]\nsteps = 1\nbatch_prompts = 1\nthreads = 1\n"
+            "[log]\ndir = %s/nan\n[checkpoint]\ndir = %s/nan/ckpt\nevery = 0\n"
+            "[reward.acc]\nplugin = builtin.accuracy\n",
+            tmp, GRPO_SOURCE_DIR, tmp, tmp);
+    fclose(f);
+    snprintf(log, sizeof log, "%s/nan.log", tmp);
+    char *args[] = {"grpo", "train", path, "--plugin-path", GRPO_PACK_BUILD_DIR, NULL};
+    ck_assert_msg(run_grpo(log, args) == 0, "run failed, see %s", log);
+    char *text = slurp(log);
+    ck_assert_msg(strstr(text, "sft.jsonl:") && strstr(text, "every reward returned NaN"), "%s",
+                  text);
+    free(text);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("trainer");
     TCase *tc = tcase_create("end to end");
@@ -307,6 +332,7 @@ int main(void) {
     tcase_add_test(tc, resume_without_checkpoint_fails_clearly);
     tcase_add_test(tc, tokenizer_larger_than_model_is_refused);
     tcase_add_test(tc, run_without_rewards_is_refused);
+    tcase_add_test(tc, all_nan_group_is_reported);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
