@@ -38,7 +38,7 @@ int grpo_seqbatch_reset(grpo_seqbatch *s, const grpo_ops *ops, int32_t B, int32_
             return grpo_error_set(err, GRPO_ERR_NOMEM, "batch: out of memory for (%d,%d)", B, T);
         }
     }
-    s->B = B, s->T = T;
+    s->B = B, s->T = T, s->aux_weight = 0.0f;
     memset(s->ids, 0, n * sizeof(int32_t));
     memset(s->mask, 0, n * sizeof(int32_t));
     memset(s->dlogp, 0, n * sizeof(float));
@@ -57,7 +57,8 @@ void grpo_seqbatch_positions(grpo_seqbatch *s) {
 }
 
 static grpo_batch device_batch(const grpo_seqbatch *s) {
-    grpo_batch b = {sizeof(grpo_batch), s->B, s->T, s->d_ids, s->d_mask, s->d_pos, s->d_targets};
+    grpo_batch b = {sizeof(grpo_batch), s->B,     s->T,         s->d_ids,
+                    s->d_mask,          s->d_pos, s->d_targets, s->aux_weight};
     return b;
 }
 

@@ -23,6 +23,7 @@ typedef struct grpo_seqbatch {
     float *logp, *entropy, *dlogp;               /* (B,T) host */
     int32_t *d_ids, *d_mask, *d_pos, *d_targets; /* backend copies */
     float *d_logp, *d_entropy, *d_dlogp;
+    float aux_weight; /* d loss / d aux_loss() for backward (MoE); 0 = none (grpo_batch) */
 } grpo_seqbatch;
 
 /* Sets the shape to (B,T), growing the buffers if needed; the host arrays are cleared:

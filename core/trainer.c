@@ -202,6 +202,7 @@ static int chunk_generate(trainer *t, chunk *c, grpo_error *err) {
 typedef struct loss_sums {
     double loss, tokens, kl, entropy, low, high, region, cispo;
     double low_min, high_max;
+    double aux; /* mean MoE auxiliary loss over the micro-batches */
 } loss_sums;
 
 static void loss_add(loss_sums *s, const grpo_loss_metrics *m) {
@@ -244,6 +245,11 @@ static int micro_step(trainer *t, chunk *c, int32_t r0, int32_t rows, const grpo
         grpo_loss_backward(dl, &in, lo, msg, sizeof msg) != 0)
         return grpo_error_set(err, GRPO_ERR_INVALID, "loss: %s", msg);
     loss_add(sums, &m);
+    if (t->policy->desc->aux_loss) { /* MoE: the router loss enters with its share (model.h) */
+        double coef = t->cfg->grpo_aux_loss_coef / lo->grad_accum_steps;
+        sums->aux += t->policy->desc->aux_loss(t->policy->inst) / lo->grad_accum_steps;
+        t->sb.aux_weight = (float)coef;
+    }
     int32_t L = c->P + c->T;
     for (int32_t k = 0; k < rows; k++)
         memcpy(t->sb.dlogp + (size_t)k * L + c->P - 1, dl + (size_t)k * c->T,
@@ -255,8 +261,8 @@ static int train_on_chunks(trainer *t, loss_sums *sums, grpo_error *err) {
     const grpo_run_config *cfg = t->cfg;
     grpo_loss_opts lo = grpo_loss_opts_default();
     lo.type = cfg->grpo_loss_type;
-    lo.epsilon_low = (float)cfg->grpo_epsilon_low, lo.epsilon_high = (float)cfg->grpo_epsilon_high;
-    lo.delta = (float)cfg->grpo_delta, lo.beta = (float)cfg->grpo_beta;
+    lo.epsilon_low = cfg->grpo_epsilon_low, lo.epsilon_high = cfg->grpo_epsilon_high;
+    lo.delta = cfg->grpo_delta, lo.beta = cfg->grpo_beta;
     lo.max_completion_length = (int)cfg->sampling_max_completion_length;
     int micro_batches = 0;
     int32_t Tmax = 1;
@@ -329,6 +335,7 @@ static void reward_metrics(trainer *t, grpo_metric_row *row) {
 static void loss_metrics(trainer *t, const loss_sums *s, grpo_metric_row *row) {
     double w = s->tokens > 0 ? s->tokens : 1;
     grpo_metric_set(row, "loss", s->loss);
+    if (t->policy->desc->aux_loss) grpo_metric_set(row, "aux_loss", s->aux);
     if (t->cfg->grpo_beta > 0) grpo_metric_set(row, "kl", s->kl / w);
     grpo_metric_set(row, "entropy", s->entropy / w);
     if (t->cfg->grpo_loss_type == GRPO_LOSS_CISPO) {
