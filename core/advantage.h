@@ -41,11 +41,10 @@
 
 #include <stddef.h>
 
-typedef enum grpo_scale_rewards {
-    GRPO_SCALE_GROUP = 0, /* TRL default */
-    GRPO_SCALE_BATCH,
-    GRPO_SCALE_NONE,
-} grpo_scale_rewards;
+#include "choices.h"
+
+/* enum grpo_scale_rewards { GRPO_SCALE_GROUP = 0 (TRL default), GRPO_SCALE_BATCH,
+ * GRPO_SCALE_NONE } comes from choices.h (the run file's scale_rewards list). */
 
 typedef enum grpo_reward_aggregation {
     GRPO_AGG_SUM_THEN_NORMALIZE = 0, /* TRL default */

@@ -23,18 +23,13 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "choices.h"
 #include "config_keys.h"
 #include "grpo/plugin.h"
 #include "ini_reader.h"
 #include "keytype.h"
 #include "registry.h"
 
-/* enum grpo_dtype, grpo_backend, grpo_loss_type, ...: one per choice list of config_keys.h. */
-#define GRPO_CHOICE_CONST_(constant, text) constant,
-#define GRPO_IGNORE_(s, n, d, c, h)
-#define GRPO_CHOICE_ENUM_(s, n, d, list, h) \
-    typedef enum grpo_##list { GRPO_CHOICES_##list(GRPO_CHOICE_CONST_) } grpo_##list;
-GRPO_RUN_KEYS(GRPO_IGNORE_, GRPO_IGNORE_, GRPO_IGNORE_, GRPO_IGNORE_, GRPO_CHOICE_ENUM_)
 
 /* GRPO_KEYIDX_section_name: index of each key in grpo_run_keys() and the per-key arrays. */
 #define GRPO_KEYIDX_(s, n, d, c, h) GRPO_KEYIDX_##s##_##n,

@@ -58,14 +58,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-typedef enum grpo_loss_type {
-    GRPO_LOSS_GRPO = 0,
-    GRPO_LOSS_BNPO,
-    GRPO_LOSS_DR_GRPO,
-    GRPO_LOSS_DAPO, /* TRL default */
-    GRPO_LOSS_CISPO,
-    GRPO_LOSS_TYPE_COUNT
-} grpo_loss_type;
+#include "choices.h"
+
+/* enum grpo_loss_type { GRPO_LOSS_GRPO = 0, GRPO_LOSS_BNPO, GRPO_LOSS_DR_GRPO, GRPO_LOSS_DAPO
+ * (TRL default), GRPO_LOSS_CISPO } and GRPO_LOSS_TYPE_COUNT come from choices.h (the run file's
+ * loss_type list), so this header and config.h agree. */
 
 /* "grpo", "bnpo", "dr_grpo", "dapo", "cispo"; parse returns -1 when unknown and writes why
  * (naming the TRL loss types we do not implement) into err when err_size > 0. */

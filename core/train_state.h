@@ -1,0 +1,45 @@
+/*
+ * train_state.h — what a checkpoint holds besides the model, and writing/reading all of it.
+ *
+ * A checkpoint directory (checkpoint.h: temp dir, fsync, rename) is itself a Hugging Face model
+ * directory that loads in transformers:
+ *   config.json, model.safetensors        the policy (grpo_model_save, F32)
+ *   tokenizer.json, tokenizer_config.json the tokenizer files copied from the model directory
+ *                                         (and chat_template.jinja when present)
+ *   optimizer.safetensors                 AdamW moments: exp_avg.NAME, exp_avg_sq.NAME (F32)
+ *   trainer_state.json                    {"step", "optimizer_step", "num_tokens",
+ *                                          "sampler_rng": 4 words as hex strings,
+ *                                          "data_cursor": "seed=S epoch=E position=P n=N"}
+ * Resuming loads the model from the checkpoint directory, then grpo_train_state_load restores
+ * the moments and the counters, so the run continues the same trajectory.
+ */
+#ifndef GRPO_TRAIN_STATE_H
+#define GRPO_TRAIN_STATE_H
+
+#include "dataset.h"
+#include "model.h"
+#include "optimizer.h"
+#include "rng.h"
+
+typedef struct grpo_train_state {
+    long step;           /* training steps completed */
+    long optimizer_step; /* AdamW steps taken (skipped non-finite steps excluded) */
+    double num_tokens;   /* tokens seen so far (TRL's num_tokens) */
+    grpo_rng rng;        /* sampler RNG */
+    grpo_data_cursor cursor;
+} grpo_train_state;
+
+/* Writes checkpoint root/checkpoint-STEP atomically, keeping the newest keep (<= 0: all).
+ * model_dir is where the tokenizer files are copied from. On failure no checkpoint is lost. */
+int grpo_checkpoint_save(const char *root, int keep, const grpo_model *m, const char *model_dir,
+                         const grpo_train_state *st, grpo_error *err);
+
+/* Restores the optimizer moments of m (opened from ckpt_dir, trainable) and reads st. */
+int grpo_checkpoint_load(const char *ckpt_dir, grpo_model *m, grpo_train_state *st,
+                         grpo_error *err);
+
+/* Writes m as a Hugging Face directory dir (config.json, model.safetensors) plus the tokenizer
+ * files of model_dir: what `grpo sft --out` and `grpo train` users load in transformers. */
+int grpo_model_export(const grpo_model *m, const char *model_dir, const char *dir, grpo_error *err);
+
+#endif

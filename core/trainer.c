@@ -1,0 +1,595 @@
+/* trainer.c — the GRPO training loop (see trainer.h). */
+#include "trainer.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "advantage.h"
+#include "checkpoint.h"
+#include "loss.h"
+#include "metrics.h"
+#include "optimizer.h"
+#include "reward_sum.h"
+#include "rewards.h"
+#include "seqbatch.h"
+#include "train_state.h"
+
+/* One generation chunk: B prompts x G completions. */
+typedef struct chunk {
+    int32_t B, G, N, P, T;   /* T: longest completion of the chunk (>= 1) */
+    int32_t *prompt, *pmask; /* (B,P) */
+    char **prompt_text;      /* [B] */
+    const grpo_example **ex; /* [B] */
+    grpo_rollout roll;       /* (N, max_completion_length) */
+    char **completion;       /* [N] decoded, special tokens skipped */
+    float *R;                /* (N,K) reward function scores */
+    float *r, *adv;          /* (N) summed reward, advantage */
+    float *mask;             /* (N,T) loss mask (truncated rows zeroed when asked) */
+    float *old_logp;         /* (N,T) when num_iterations > 1, else NULL */
+    grpo_advantage_metrics am;
+} chunk;
+
+typedef struct trainer {
+    grpo_run run;
+    const grpo_run_config *cfg;
+    grpo_model *policy, *ref;
+    grpo_dataset *data;
+    grpo_data_order order;
+    grpo_reward_set rewards;
+    float *w; /* (K) reward weights */
+    grpo_optimizer opt;
+    grpo_train_state st;
+    grpo_sampler_opts so;
+    grpo_advantage_opts ao;
+    float scale;   /* 1 / temperature for the log-probs */
+    int32_t micro; /* rows per forward/backward */
+    chunk *chunks; /* [grad_accum] */
+    int n_chunks;
+    grpo_seqbatch sb;
+    FILE *metrics, *completions;
+} trainer;
+
+/* ---- chunks ------------------------------------------------------------------------------ */
+
+static void chunk_clear(chunk *c) {
+    for (int32_t b = 0; c->prompt_text && b < c->B; b++) free(c->prompt_text[b]);
+    for (int32_t n = 0; c->completion && n < c->N; n++) free(c->completion[n]);
+    free(c->prompt), free(c->pmask), free(c->prompt_text), free(c->ex), free(c->completion);
+    free(c->R), free(c->r), free(c->adv), free(c->mask), free(c->old_logp);
+    grpo_rollout_free(&c->roll);
+    memset(c, 0, sizeof *c);
+}
+
+/* Takes the next B usable prompts from the data order into c (ids left-padded). */
+static int chunk_prompts(trainer *t, chunk *c, grpo_error *err) {
+    int32_t B = (int32_t)t->cfg->train_batch_prompts;
+    int32_t **ids = calloc((size_t)B, sizeof *ids);
+    size_t *n = calloc((size_t)B, sizeof *n);
+    c->prompt_text = calloc((size_t)B, sizeof *c->prompt_text);
+    c->ex = calloc((size_t)B, sizeof *c->ex);
+    int rc = ids && n && c->prompt_text && c->ex
+                 ? GRPO_OK
+                 : grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory");
+    size_t tries = 0;
+    for (int32_t b = 0; rc == GRPO_OK && b < B;) {
+        if (tries++ > t->data->n + (size_t)B)
+            rc = grpo_error_set(err, GRPO_ERR_INVALID,
+                                "%s: every prompt is longer than data.max_prompt_length = %lld "
+                                "(data.truncation = skip)",
+                                t->data->path, t->cfg->data_max_prompt_length);
+        if (rc != GRPO_OK) break;
+        const grpo_example *ex = &t->data->examples[grpo_data_order_next(&t->order)];
+        int keep = 0;
+        rc = grpo_run_prompt(&t->run, ex, &c->prompt_text[b], &ids[b], &n[b], &keep, err);
+        if (rc == GRPO_OK && keep) c->ex[b++] = ex;
+    }
+    c->B = B;
+    if (rc == GRPO_OK) {
+        c->P = grpo_left_pad(ids, n, B, t->run.pad_id, &c->prompt, &c->pmask);
+        if (c->P < 0) rc = grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory");
+    }
+    for (int32_t b = 0; ids && b < B; b++) free(ids[b]);
+    free(ids), free(n);
+    return rc;
+}
+
+/* Scores the chunk's completions with every reward, sums them and computes the advantages. */
+static int chunk_rewards(trainer *t, chunk *c, grpo_error *err) {
+    int K = t->rewards.n;
+    grpo_sample *s = calloc((uint32_t)c->N, sizeof *s);
+    c->R = malloc((size_t)c->N * K * sizeof(float));
+    c->r = malloc((size_t)c->N * sizeof(float)), c->adv = malloc((size_t)c->N * sizeof(float));
+    if (!s || !c->R || !c->r || !c->adv) {
+        free(s);
+        return grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory");
+    }
+    for (int32_t i = 0; i < c->N; i++) {
+        const grpo_example *ex = c->ex[i / c->G];
+        s[i].struct_size = sizeof s[i];
+        s[i].prompt = c->prompt_text[i / c->G];
+        s[i].messages = ex->messages, s[i].n_messages = ex->n_messages;
+        s[i].completion = c->completion[i];
+        s[i].completion_ids = c->roll.ids + (size_t)i * c->roll.T;
+        s[i].n_completion_ids = (uint32_t)c->roll.len[i];
+        s[i].group = (uint32_t)(i / c->G), s[i].member = (uint32_t)(i % c->G);
+        s[i].fields = ex->fields, s[i].n_fields = ex->n_fields;
+        s[i].truncated = c->roll.truncated[i];
+    }
+    int rc = grpo_reward_set_score(&t->rewards, s, (uint32_t)c->N, c->R, err);
+    free(s);
+    if (rc != GRPO_OK) return rc;
+    grpo_reward_sum(c->r, c->R, t->w, c->N, K);
+    for (int32_t b = 0; b < c->B; b++) {
+        int scored = 0;
+        for (int32_t g = 0; g < c->G; g++) scored += !isnan(c->r[b * c->G + g]);
+        if (!scored)
+            fprintf(stderr,
+                    "warning: step %ld: %s:%llu: every reward returned NaN (no opinion) for "
+                    "all %d completions of this prompt; its advantages are 0\n",
+                    t->st.step + 1, t->data->path, (unsigned long long)c->ex[b]->line, c->G);
+    }
+    char msg[256];
+    if (grpo_advantages(c->adv, &c->am, c->r, c->B, c->G, &t->ao, msg, sizeof msg) != 0)
+        return grpo_error_set(err, GRPO_ERR_INVALID, "advantages: %s", msg);
+    return GRPO_OK;
+}
+
+/* The loss mask (N,T) of the chunk: the completion mask, minus truncated rows when asked. */
+static int chunk_mask(trainer *t, chunk *c, grpo_error *err) {
+    c->T = 1;
+    for (int32_t i = 0; i < c->N; i++) c->T = c->roll.len[i] > c->T ? c->roll.len[i] : c->T;
+    c->mask = calloc((size_t)c->N * c->T, sizeof(float));
+    if (!c->mask) return grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory");
+    for (int32_t i = 0; i < c->N; i++)
+        for (int32_t j = 0; j < c->T; j++)
+            c->mask[(size_t)i * c->T + j] = c->roll.mask[(size_t)i * c->roll.T + j];
+    if (t->cfg->grpo_mask_truncated_completions)
+        grpo_mask_truncated(c->mask, c->roll.truncated, c->N, c->T);
+    return GRPO_OK;
+}
+
+/* Fills t->sb with rows [r0, r0+rows) of c (prompt, then completion; see seqbatch.h). */
+static int chunk_batch(trainer *t, chunk *c, int32_t r0, int32_t rows, grpo_error *err) {
+    return grpo_seqbatch_from_rollout(&t->sb, t->run.ops, c->prompt, c->pmask, c->P, c->G,
+                                      &c->roll, r0, rows, c->T, t->run.pad_id, err);
+}
+
+/* The completion columns (rows, T) of a (rows, P+T) array of the current batch. */
+static void completion_cols(const trainer *t, const chunk *c, const float *src, float *out) {
+    grpo_seqbatch_completion(&t->sb, src, c->P, c->T, out);
+}
+
+/* Old-policy log-probs of the whole chunk (num_iterations > 1), before any update. */
+static int chunk_old_logp(trainer *t, chunk *c, grpo_error *err) {
+    c->old_logp = malloc((size_t)c->N * c->T * sizeof(float));
+    if (!c->old_logp) return grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory");
+    for (int32_t r0 = 0; r0 < c->N; r0 += t->micro) {
+        int32_t rows = c->N - r0 < t->micro ? c->N - r0 : t->micro;
+        int rc = chunk_batch(t, c, r0, rows, err);
+        if (rc == GRPO_OK) rc = grpo_seqbatch_forward(&t->sb, t->policy, 0, t->scale, err);
+        if (rc != GRPO_OK) return rc;
+        completion_cols(t, c, t->sb.logp, c->old_logp + (size_t)r0 * c->T);
+    }
+    return GRPO_OK;
+}
+
+static int chunk_generate(trainer *t, chunk *c, grpo_error *err) {
+    chunk_clear(c);
+    c->G = t->so.G;
+    int rc = chunk_prompts(t, c, err);
+    c->N = c->B * c->G;
+    if (rc == GRPO_OK)
+        rc = grpo_sampler_run(t->policy, &t->so, c->prompt, c->pmask, c->B, c->P, &t->st.rng,
+                              &c->roll, err);
+    if (rc == GRPO_OK && !(c->completion = calloc((size_t)c->N, sizeof *c->completion)))
+        rc = grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory");
+    for (int32_t i = 0; rc == GRPO_OK && i < c->N; i++)
+        c->completion[i] =
+            grpo_run_decode(&t->run, c->roll.ids + (size_t)i * c->roll.T, c->roll.len[i]);
+    if (rc == GRPO_OK) rc = chunk_rewards(t, c, err);
+    if (rc == GRPO_OK) rc = chunk_mask(t, c, err);
+    if (rc == GRPO_OK && t->cfg->grpo_num_iterations > 1) rc = chunk_old_logp(t, c, err);
+    return rc;
+}
+
+/* ---- loss over the chunks ----------------------------------------------------------------- */
+
+typedef struct loss_sums {
+    double loss, tokens, kl, entropy, low, high, region, cispo;
+    double low_min, high_max;
+    double aux; /* mean MoE auxiliary loss over the micro-batches */
+} loss_sums;
+
+static void loss_add(loss_sums *s, const grpo_loss_metrics *m) {
+    double w = m->n_tokens;
+    s->loss += m->loss, s->tokens += w;
+    s->kl += isnan(m->kl) ? 0 : m->kl * w, s->entropy += isnan(m->entropy) ? 0 : m->entropy * w;
+    s->low += isnan(m->clip_low_mean) ? 0 : m->clip_low_mean * w;
+    s->high += isnan(m->clip_high_mean) ? 0 : m->clip_high_mean * w;
+    s->region += isnan(m->clip_region_mean) ? 0 : m->clip_region_mean * w;
+    s->cispo += isnan(m->cispo_clip_ratio) ? 0 : m->cispo_clip_ratio * w;
+    if (!isnan(m->clip_low_min) && m->clip_low_min < s->low_min) s->low_min = m->clip_low_min;
+    if (!isnan(m->clip_high_max) && m->clip_high_max > s->high_max) s->high_max = m->clip_high_max;
+}
+
+/* Loss and backward of rows [r0, r0+rows) of chunk c. */
+static int micro_step(trainer *t, chunk *c, int32_t r0, int32_t rows, const grpo_loss_opts *lo,
+                      float *buf, loss_sums *sums, grpo_error *err) {
+    size_t n = (size_t)rows * c->T;
+    float *logp = buf, *ref = buf + n, *ent = buf + 2 * n, *dl = buf + 3 * n;
+    int rc = chunk_batch(t, c, r0, rows, err);
+    if (rc == GRPO_OK && t->ref) {
+        rc = grpo_seqbatch_forward(&t->sb, t->ref, 0, t->scale, err);
+        if (rc == GRPO_OK) completion_cols(t, c, t->sb.logp, ref);
+    }
+    if (rc == GRPO_OK) rc = grpo_seqbatch_forward(&t->sb, t->policy, 1, t->scale, err);
+    if (rc != GRPO_OK) return rc;
+    completion_cols(t, c, t->sb.logp, logp);
+    completion_cols(t, c, t->sb.entropy, ent);
+    grpo_loss_inputs in = {logp,
+                           c->old_logp ? c->old_logp + (size_t)r0 * c->T : NULL,
+                           t->ref ? ref : NULL,
+                           c->mask + (size_t)r0 * c->T,
+                           c->adv + r0,
+                           ent,
+                           rows,
+                           c->T};
+    grpo_loss_metrics m;
+    char msg[256];
+    if (grpo_loss_forward(&m, &in, lo, msg, sizeof msg) != 0 ||
+        grpo_loss_backward(dl, &in, lo, msg, sizeof msg) != 0)
+        return grpo_error_set(err, GRPO_ERR_INVALID, "loss: %s", msg);
+    loss_add(sums, &m);
+    if (t->policy->desc->aux_loss) { /* MoE: the router loss enters with its share (model.h) */
+        double coef = t->cfg->grpo_aux_loss_coef / lo->grad_accum_steps;
+        sums->aux += t->policy->desc->aux_loss(t->policy->inst) / lo->grad_accum_steps;
+        t->sb.aux_weight = (float)coef;
+    }
+    int32_t L = c->P + c->T;
+    for (int32_t k = 0; k < rows; k++)
+        memcpy(t->sb.dlogp + (size_t)k * L + c->P - 1, dl + (size_t)k * c->T,
+               (size_t)c->T * sizeof(float));
+    return grpo_seqbatch_backward(&t->sb, t->policy, t->scale, err);
+}
+
+static int train_on_chunks(trainer *t, loss_sums *sums, grpo_error *err) {
+    const grpo_run_config *cfg = t->cfg;
+    grpo_loss_opts lo = grpo_loss_opts_default();
+    lo.type = cfg->grpo_loss_type;
+    lo.epsilon_low = cfg->grpo_epsilon_low, lo.epsilon_high = cfg->grpo_epsilon_high;
+    lo.delta = cfg->grpo_delta, lo.beta = cfg->grpo_beta;
+    lo.max_completion_length = (int)cfg->sampling_max_completion_length;
+    int micro_batches = 0;
+    int32_t Tmax = 1;
+    lo.num_items_in_batch = 0;
+    for (int a = 0; a < t->n_chunks; a++) {
+        chunk *c = &t->chunks[a];
+        lo.num_items_in_batch += grpo_mask_sum(c->mask, c->N, c->T);
+        micro_batches += (c->N + t->micro - 1) / t->micro;
+        Tmax = c->T > Tmax ? c->T : Tmax;
+    }
+    lo.grad_accum_steps = micro_batches;
+    float *buf = malloc((size_t)t->micro * Tmax * 4 * sizeof(float));
+    if (!buf) return grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory");
+    int rc = GRPO_OK;
+    for (int a = 0; rc == GRPO_OK && a < t->n_chunks; a++) {
+        chunk *c = &t->chunks[a];
+        for (int32_t r0 = 0; rc == GRPO_OK && r0 < c->N; r0 += t->micro)
+            rc = micro_step(t, c, r0, c->N - r0 < t->micro ? c->N - r0 : t->micro, &lo, buf, sums,
+                            err);
+    }
+    free(buf);
+    return rc;
+}
+
+/* ---- metrics ------------------------------------------------------------------------------ */
+
+static void reward_metrics(trainer *t, grpo_metric_row *row) {
+    int K = t->rewards.n, N = 0;
+    for (int a = 0; a < t->n_chunks; a++) N += t->chunks[a].N;
+    float *R = malloc((size_t)N * K * sizeof(float)), *r = malloc((size_t)N * sizeof(float));
+    if (!R || !r) {
+        free(R), free(r);
+        return;
+    }
+    double zero_std = 0, len = 0, clipped = 0, term_len = 0, n_term = 0, minl = 1e30, maxl = 0;
+    int off = 0;
+    for (int a = 0; a < t->n_chunks; a++) {
+        const chunk *c = &t->chunks[a];
+        memcpy(R + (size_t)off * K, c->R, (size_t)c->N * K * sizeof(float));
+        memcpy(r + off, c->r, (size_t)c->N * sizeof(float));
+        off += c->N;
+        zero_std += c->am.frac_reward_zero_std * c->N;
+        for (int32_t i = 0; i < c->N; i++) {
+            double l = c->roll.len[i];
+            len += l, clipped += c->roll.truncated[i];
+            minl = l < minl ? l : minl, maxl = l > maxl ? l : maxl;
+            if (!c->roll.truncated[i]) term_len += l, n_term++;
+        }
+    }
+    grpo_metric_set(row, "reward", grpo_nanmean(r, N, 1));
+    grpo_metric_set(row, "reward_std", grpo_nanstd(r, N, 1, 1));
+    for (int k = 0; k < K; k++) {
+        double mean, std;
+        char name[GRPO_METRIC_NAME_MAX];
+        grpo_reward_func_stats(&mean, &std, R, N, K, k);
+        snprintf(name, sizeof name, "rewards/%s/mean", t->rewards.specs[k]->name);
+        grpo_metric_set(row, name, mean);
+        snprintf(name, sizeof name, "rewards/%s/std", t->rewards.specs[k]->name);
+        grpo_metric_set(row, name, std);
+    }
+    grpo_metric_set(row, "frac_reward_zero_std", zero_std / N);
+    grpo_metric_set(row, "completions/mean_length", len / N);
+    grpo_metric_set(row, "completions/min_length", minl);
+    grpo_metric_set(row, "completions/max_length", maxl);
+    grpo_metric_set(row, "completions/clipped_ratio", clipped / N);
+    grpo_metric_set(row, "completions/mean_terminated_length", n_term ? term_len / n_term : 0.0);
+    free(R), free(r);
+}
+
+static void loss_metrics(trainer *t, const loss_sums *s, grpo_metric_row *row) {
+    double w = s->tokens > 0 ? s->tokens : 1;
+    grpo_metric_set(row, "loss", s->loss);
+    if (t->policy->desc->aux_loss) grpo_metric_set(row, "aux_loss", s->aux);
+    if (t->cfg->grpo_beta > 0) grpo_metric_set(row, "kl", s->kl / w);
+    grpo_metric_set(row, "entropy", s->entropy / w);
+    if (t->cfg->grpo_loss_type == GRPO_LOSS_CISPO) {
+        grpo_metric_set(row, "cispo_clip_ratio", s->cispo / w);
+        return;
+    }
+    grpo_metric_set(row, "clip_ratio/low_mean", s->low / w);
+    grpo_metric_set(row, "clip_ratio/low_min", s->low_min > 1 ? 0.0 : s->low_min);
+    grpo_metric_set(row, "clip_ratio/high_mean", s->high / w);
+    grpo_metric_set(row, "clip_ratio/high_max", s->high_max);
+    grpo_metric_set(row, "clip_ratio/region_mean", s->region / w);
+}
+
+static double chunk_tokens(const trainer *t) {
+    double n = 0;
+    for (int a = 0; a < t->n_chunks; a++) {
+        const chunk *c = &t->chunks[a];
+        for (int32_t i = 0; i < c->N; i++) {
+            n += c->roll.len[i];
+            for (int32_t p = 0; p < c->P; p++) n += c->pmask[(size_t)(i / c->G) * c->P + p];
+        }
+    }
+    return n;
+}
+
+/* Every sample of the first chunk as JSON lines; the first one also on stderr. */
+static void log_completions(trainer *t) {
+    const chunk *c = &t->chunks[0];
+    for (int32_t i = 0; i < c->N; i++) {
+        cJSON *j = cJSON_CreateObject(), *rw = cJSON_CreateObject();
+        cJSON_AddNumberToObject(j, "step", (double)t->st.step);
+        cJSON_AddStringToObject(j, "prompt", c->prompt_text[i / c->G]);
+        cJSON_AddStringToObject(j, "completion", c->completion[i]);
+        for (int k = 0; k < t->rewards.n; k++) {
+            float v = c->R[(size_t)i * t->rewards.n + k];
+            if (isnan(v))
+                cJSON_AddNullToObject(rw, t->rewards.specs[k]->name);
+            else
+                cJSON_AddNumberToObject(rw, t->rewards.specs[k]->name, v);
+        }
+        cJSON_AddItemToObject(j, "rewards", rw);
+        if (isnan(c->r[i]))
+            cJSON_AddNullToObject(j, "reward");
+        else
+            cJSON_AddNumberToObject(j, "reward", c->r[i]);
+        cJSON_AddNumberToObject(j, "advantage", c->adv[i]);
+        char *s = cJSON_PrintUnformatted(j);
+        if (s && t->completions) fprintf(t->completions, "%s\n", s);
+        if (s && i == 0) fprintf(stderr, "\n[step %ld sample] %s\n", t->st.step, s);
+        free(s);
+        cJSON_Delete(j);
+    }
+    if (t->completions) fflush(t->completions);
+}
+
+/* ---- setup -------------------------------------------------------------------------------- */
+
+/* Keeps the lines of path whose "step" is <= step (a resumed run rewrites what follows). */
+static void metrics_truncate(const char *path, long step) {
+    FILE *f = fopen(path, "r");
+    if (!f) return;
+    char tmp[4200], line[65536];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *o = fopen(tmp, "w");
+    while (o && fgets(line, sizeof line, f)) {
+        const char *s = strstr(line, "\"step\":");
+        if (s && strtol(s + 7, NULL, 10) <= step) fputs(line, o);
+    }
+    fclose(f);
+    if (o && fclose(o) == 0) rename(tmp, path);
+}
+
+static FILE *open_log(const trainer *t, const char *name, int resume, grpo_error *err) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s", t->cfg->log_dir, name);
+    if (resume) metrics_truncate(path, t->st.step);
+    FILE *f = fopen(path, resume ? "a" : "w");
+    if (!f) grpo_error_set(err, GRPO_ERR_IO, "cannot open %s: %s", path, strerror(errno));
+    return f;
+}
+
+static int setup_models(trainer *t, int resume, grpo_error *err) {
+    const grpo_run_config *cfg = t->cfg;
+    char ckpt[4096] = "";
+    long ck_step = 0;
+    if (resume) {
+        int rc = grpo_ckpt_latest(cfg->checkpoint_dir, ckpt, sizeof ckpt, &ck_step, err);
+        if (rc != GRPO_OK) {
+            char msg[sizeof err->message];
+            snprintf(msg, sizeof msg, "%s", err->message);
+            return grpo_error_set(err, rc,
+                                  "--resume: %s (checkpoint.dir = %s; run without "
+                                  "--resume to start from model.path)",
+                                  msg, cfg->checkpoint_dir);
+        }
+        fprintf(stderr, "resuming from %s (step %ld)\n", ckpt, ck_step);
+    }
+    int rc = grpo_run_open_model(&t->run, resume ? ckpt : t->run.model_dir, 1, &t->policy, err);
+    if (rc == GRPO_OK && cfg->grpo_beta > 0) {
+        /* reference.path follows model.path (or the --model override) unless the file sets it */
+        char *ref = cfg->line[GRPO_KEYIDX_reference_path]
+                        ? grpo_run_path(&t->run, cfg->reference_path)
+                        : NULL;
+        rc = grpo_run_open_model(&t->run, ref ? ref : t->run.model_dir, 0, &t->ref, err);
+        free(ref);
+    }
+    grpo_optim_opts oo;
+    if (rc == GRPO_OK) rc = grpo_optim_opts_from_config(&oo, cfg, err);
+    if (rc == GRPO_OK) rc = grpo_optimizer_init_model(&t->opt, t->policy, &oo, err);
+    if (rc == GRPO_OK && resume) {
+        rc = grpo_checkpoint_load(ckpt, t->policy, &t->st, err);
+        t->opt.step = t->st.optimizer_step;
+    }
+    return rc;
+}
+
+static int setup(trainer *t, const grpo_train_opts *o, grpo_error *err) {
+    int rc = grpo_run_open(&t->run, &o->run, err);
+    if (rc != GRPO_OK) return rc;
+    const grpo_run_config *cfg = t->cfg = &t->run.cfg;
+    grpo_rng_seed(&t->st.rng, (uint64_t)cfg->sampling_seed);
+    if ((rc = setup_models(t, o->resume, err)) != GRPO_OK) return rc;
+    char *data = grpo_run_path(&t->run, cfg->data_path);
+    rc = data ? grpo_run_dataset(&t->run, data, &t->data, err) : GRPO_ERR_NOMEM;
+    free(data);
+    if (rc != GRPO_OK) return rc;
+    rc = o->resume
+             ? grpo_data_order_restore(&t->order, t->data->n, t->st.cursor, cfg->data_shuffle, err)
+             : grpo_data_order_init(&t->order, t->data->n, (uint64_t)cfg->data_seed,
+                                    cfg->data_shuffle, err);
+    if (rc == GRPO_OK)
+        rc = grpo_reward_set_create(&t->rewards, cfg, &t->run.reg, &t->run.host, err);
+    if (rc != GRPO_OK) return rc;
+    if (!(t->w = malloc((size_t)t->rewards.n * sizeof(float))))
+        return grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory");
+    grpo_reward_set_weights(&t->rewards, t->w);
+    grpo_sampler_opts so = {{(float)cfg->sampling_temperature, (int32_t)cfg->sampling_top_k,
+                             (float)cfg->sampling_top_p, (float)cfg->sampling_min_p,
+                             (float)cfg->sampling_repetition_penalty},
+                            (int32_t)cfg->sampling_num_generations,
+                            (int32_t)cfg->sampling_max_completion_length,
+                            {0},
+                            t->run.n_eos,
+                            t->run.pad_id};
+    memcpy(so.eos, t->run.eos, sizeof so.eos);
+    t->so = so;
+    t->scale = cfg->sampling_temperature > 0 ? (float)(1.0 / cfg->sampling_temperature) : 1.0f;
+    t->ao = grpo_advantage_opts_default();
+    t->ao.scale = cfg->grpo_scale_rewards, t->ao.std_unbiased = cfg->grpo_std_unbiased;
+    t->ao.clip = (float)cfg->grpo_advantage_clamp,
+    t->ao.batch_renorm = cfg->grpo_advantage_clamp > 0;
+    int32_t N = (int32_t)(cfg->train_batch_prompts * cfg->sampling_num_generations);
+    t->micro = cfg->train_micro_batch > 0 && cfg->train_micro_batch < N
+                   ? (int32_t)cfg->train_micro_batch
+                   : N;
+    t->n_chunks = (int)cfg->train_grad_accum;
+    if (!(t->chunks = calloc((size_t)t->n_chunks, sizeof *t->chunks)))
+        return grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory");
+    if (grpo_mkdirs(cfg->log_dir) != 0)
+        return grpo_error_set(err, GRPO_ERR_IO, "cannot create log.dir %s: %s", cfg->log_dir,
+                              strerror(errno));
+    if (!(t->metrics = open_log(t, "metrics.jsonl", o->resume, err))) return GRPO_ERR_IO;
+    if (cfg->log_completions_every > 0 &&
+        !(t->completions = open_log(t, "completions.jsonl", o->resume, err)))
+        return GRPO_ERR_IO;
+    return GRPO_OK;
+}
+
+static void teardown(trainer *t) {
+    for (int a = 0; t->chunks && a < t->n_chunks; a++) chunk_clear(&t->chunks[a]);
+    free(t->chunks), free(t->w);
+    if (t->metrics) fclose(t->metrics);
+    if (t->completions) fclose(t->completions);
+    grpo_seqbatch_free(&t->sb);
+    grpo_optimizer_free(&t->opt);
+    grpo_reward_set_free(&t->rewards);
+    grpo_data_order_free(&t->order);
+    grpo_dataset_free(t->data);
+    grpo_model_close(t->ref);
+    grpo_model_close(t->policy);
+    grpo_run_close(&t->run);
+}
+
+/* ---- the loop ----------------------------------------------------------------------------- */
+
+static int save(trainer *t, grpo_error *err) {
+    t->st.cursor = t->order.cur;
+    t->st.optimizer_step = t->opt.step;
+    return grpo_checkpoint_save(t->cfg->checkpoint_dir, (int)t->cfg->checkpoint_keep, t->policy,
+                                t->run.model_dir, &t->st, err);
+}
+
+static int train_step(trainer *t, double run_start, long steps_done, grpo_error *err) {
+    const grpo_run_config *cfg = t->cfg;
+    double t0 = grpo_now();
+    int rc = GRPO_OK;
+    int fresh = t->st.step % cfg->grpo_num_iterations == 0 || !t->chunks[0].N;
+    if (t->st.step % cfg->grpo_num_iterations != 0 && !t->chunks[0].N)
+        fprintf(stderr,
+                "warning: resumed inside a num_iterations cycle: the generation batch "
+                "of step %ld is regenerated, so this run leaves the uninterrupted trajectory\n",
+                t->st.step + 1);
+    for (int a = 0; fresh && rc == GRPO_OK && a < t->n_chunks; a++)
+        rc = chunk_generate(t, &t->chunks[a], err);
+    loss_sums sums = {0};
+    sums.low_min = 2, sums.high_max = 0;
+    if (rc == GRPO_OK) rc = train_on_chunks(t, &sums, err);
+    grpo_optim_stats os;
+    if (rc == GRPO_OK) rc = grpo_optimizer_step(&t->opt, &os, err);
+    if (rc != GRPO_OK) return rc;
+    if (os.skipped)
+        fprintf(stderr, "warning: step %ld: gradient norm is not finite; update skipped\n",
+                t->st.step + 1);
+    t->st.step++;
+    double tokens = chunk_tokens(t);
+    if (fresh) t->st.num_tokens += tokens;
+    double dt = grpo_now() - t0;
+    grpo_metric_row row;
+    grpo_metric_row_clear(&row);
+    reward_metrics(t, &row);
+    loss_metrics(t, &sums, &row);
+    grpo_metric_set(&row, "grad_norm", os.grad_norm);
+    grpo_metric_set(&row, "learning_rate", os.lr);
+    grpo_metric_set(&row, "num_tokens", t->st.num_tokens);
+    grpo_metric_set(&row, "step_time", dt);
+    grpo_metric_set(&row, "throughput/tokens_per_s", tokens / dt);
+    if (t->st.step % cfg->log_every == 0 || t->st.step == cfg->train_steps) {
+        grpo_metrics_write(t->metrics, t->st.step, &row);
+        grpo_progress_print(stderr, t->st.step, (long)cfg->train_steps, grpo_now() - run_start,
+                            steps_done + 1, &row);
+    }
+    if (cfg->log_completions_every > 0 && t->st.step % cfg->log_completions_every == 0)
+        log_completions(t);
+    if (cfg->checkpoint_every > 0 && t->st.step % cfg->checkpoint_every == 0 &&
+        t->st.step < cfg->train_steps)
+        rc = save(t, err);
+    return rc;
+}
+
+int grpo_train(const grpo_train_opts *o, grpo_error *err) {
+    trainer t;
+    memset(&t, 0, sizeof t);
+    int rc = setup(&t, o, err);
+    double start = grpo_now();
+    long done = 0;
+    if (rc == GRPO_OK && t.st.step >= t.cfg->train_steps)
+        fprintf(stderr, "nothing to do: step %ld of train.steps = %lld already reached\n",
+                t.st.step, t.cfg->train_steps);
+    while (rc == GRPO_OK && t.st.step < t.cfg->train_steps) rc = train_step(&t, start, done++, err);
+    if (rc == GRPO_OK && done > 0) {
+        rc = save(&t, err);
+        if (rc == GRPO_OK)
+            fprintf(stderr, "saved %s/checkpoint-%08ld\n", t.cfg->checkpoint_dir, t.st.step);
+    }
+    teardown(&t);
+    return rc;
+}
