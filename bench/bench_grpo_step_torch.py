@@ -40,6 +40,7 @@ import torch
 
 SHAPE = dict(hidden_size=512, num_hidden_layers=8, num_attention_heads=8, num_key_value_heads=2,
              intermediate_size=1408, vocab_size=6400)
+CLOCK = time.process_time  # phases are CPU seconds: the machine is shared, wall time is noisy
 RENAMES = {"<|im_end|>": "<|bench_no_eos|>", "<|endoftext|>": "<|bench_pad|>"}
 
 
@@ -105,6 +106,8 @@ def per_token_logps(model, ids, attn, n_keep):
 def grpo_step(a, policy, ref, tok, opt, prompt_ids, prompt_mask):
     """One full step; returns a dict of a few numbers (so the work cannot be skipped)."""
     B, G = prompt_ids.shape[0], a.G
+    ph = {}  # CPU seconds per phase
+    t0 = CLOCK()
     policy.eval()
     with torch.no_grad():
         out = policy.generate(input_ids=prompt_ids, attention_mask=prompt_mask, do_sample=True,
@@ -112,6 +115,8 @@ def grpo_step(a, policy, ref, tok, opt, prompt_ids, prompt_mask):
                               max_new_tokens=a.max_new_tokens,
                               num_return_sequences=G, pad_token_id=tok.pad_token_id,
                               eos_token_id=None, use_cache=True)
+    t1 = CLOCK()
+    ph["generate"] = t1 - t0
     P = prompt_ids.shape[1]
     completion = out[:, P:]  # (N, T)
     T = completion.shape[1]
@@ -123,19 +128,40 @@ def grpo_step(a, policy, ref, tok, opt, prompt_ids, prompt_mask):
     std = grouped.std(1).repeat_interleave(G)
     adv = ((r - mean) / (std + 1e-4)).unsqueeze(1)  # (N, 1)
     mask = torch.ones_like(completion, dtype=torch.float32)  # no EOS: every token counts
-    with torch.no_grad():
-        ref_logp = per_token_logps(ref, out, attn, T)
+    t2 = CLOCK()
+    ph["rewards"] = t2 - t1
+    for k in ("reference", "policy_fwd", "policy_bwd"):
+        ph[k] = 0.0
+    N = B * G
+    mb = a.micro_batch if 0 < a.micro_batch < N else N
+    loss_sum, kl_sum = 0.0, 0.0
     policy.train()
-    logp = per_token_logps(policy, out, attn, T)
-    d = ref_logp - logp
-    kl = torch.exp(d) - d - 1
-    per_token = -(torch.exp(logp - logp.detach()) * adv - a.beta * kl)
-    loss = ((per_token * mask).sum(1) / mask.sum(1)).mean()
-    loss.backward()
+    for r0 in range(0, N, mb):  # micro-batches of rows, as train.micro_batch
+        rows = slice(r0, min(r0 + mb, N))
+        ta = CLOCK()
+        with torch.no_grad():
+            ref_logp = per_token_logps(ref, out[rows], attn[rows], T)  # (mb, T)
+        tb = CLOCK()
+        logp = per_token_logps(policy, out[rows], attn[rows], T)  # (mb, T)
+        d = ref_logp - logp
+        kl = torch.exp(d) - d - 1
+        per_token = -(torch.exp(logp - logp.detach()) * adv[rows] - a.beta * kl)
+        m = mask[rows]
+        loss = ((per_token * m).sum(1) / m.sum(1)).sum() / N  # mean over all N sequences
+        tc = CLOCK()
+        loss.backward()
+        td = CLOCK()
+        ph["reference"] += tb - ta
+        ph["policy_fwd"] += tc - tb
+        ph["policy_bwd"] += td - tc
+        loss_sum += loss.item()
+        kl_sum += (kl * m).sum().item()
+    t5 = CLOCK()
     gn = torch.nn.utils.clip_grad_norm_(policy.parameters(), 1.0)
     opt.step()
     opt.zero_grad(set_to_none=True)
-    return {"T": T, "loss": loss.item(), "kl": (kl * mask).sum().item() / mask.sum().item(),
+    ph["clip_adamw"] = CLOCK() - t5
+    return {"phases": ph, "T": T, "loss": loss_sum, "kl": kl_sum / mask.sum().item(),
             "reward": r.mean().item(), "grad_norm": gn.item()}
 
 
@@ -167,17 +193,20 @@ def run(a):
         pmask[b, P - len(e):] = 1
     print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, B={a.B} G={a.G} "
           f"prompt lengths {[len(e) for e in enc]}, max_new_tokens {a.max_new_tokens}, "
-          f"beta {a.beta}", flush=True)
-    times = []
+          f"beta {a.beta}, micro_batch {a.micro_batch or a.B * a.G}", flush=True)
+    times, cpus = [], []
     for s in range(a.steps):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         m = grpo_step(a, policy, ref, tok, opt, ids, pmask)
-        dt = time.perf_counter() - t0
+        dt, dc = time.perf_counter() - t0, time.process_time() - c0
         times.append(dt)
-        print(f"step {s + 1}: {dt:.3f} s  T={m['T']} loss={m['loss']:.4g} kl={m['kl']:.3g} "
-              f"reward={m['reward']:.3g} grad_norm={m['grad_norm']:.3g}", flush=True)
+        cpus.append(dc)
+        print(f"step {s + 1}: {dt:.3f} s (cpu {dc:.3f} s)  T={m['T']} loss={m['loss']:.4g} kl={m['kl']:.3g} "
+              f"reward={m['reward']:.3g} grad_norm={m['grad_norm']:.3g}\n  phases (cpu s) "
+              + " ".join(f"{k} {v:.3f}" for k, v in m["phases"].items()), flush=True)
     timed = times[a.warmup:] or times
-    print(f"torch_step_median_s {statistics.median(timed):.3f}  (steps {a.warmup + 1}..{a.steps})")
+    print(f"torch_step_median_s {statistics.median(timed):.3f} cpu "
+          f"{statistics.median(cpus[a.warmup:] or cpus):.3f}  (steps {a.warmup + 1}..{a.steps})")
     print(f"torch_rss_mib after_import {rss_import:.0f} after_load {rss_loaded:.0f} "
           f"peak {rss_mib():.0f}")
 
@@ -195,6 +224,8 @@ def main():
     p.add_argument("--temperature", type=float, default=1.0)
     p.add_argument("--beta", type=float, default=0.02)
     p.add_argument("--lr", type=float, default=1e-6)
+    p.add_argument("--micro-batch", type=int, default=0,
+                   help="rows per reference/policy forward+backward; 0 = all B*G at once")
     p.add_argument("--steps", type=int, default=4)
     p.add_argument("--warmup", type=int, default=1)
     p.add_argument("--threads", type=int, default=1)
