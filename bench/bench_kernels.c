@@ -5,13 +5,17 @@
  *
  *   bench_kernels [B T threads [filter]]   (defaults 4 256 0; threads 0 = OpenMP's default;
  *                                          filter: run only the ops whose name contains it)
+ *   BENCH_CLOCK=cpu                        time CPU time instead of wall time (see now())
  *
  * 1. Raw cblas_sgemm GFLOP/s for every GEMM of one transformer layer and of the head, in the
  *    three forms the backend uses (forward NT, dinp NN, dw TN) with N = B*T tokens.
- * 2. Every op through the backend table, fwd and bwd, as time and as GFLOP/s of its useful
+ * 2. Every op through the backend table, fwd and bwd (and, not part of section 3,
+ *    attention_decode of 64 rows against a cache of T positions and the head with half of the
+ *    rows prompt tokens, which it skips), as time and as GFLOP/s of its useful
  *    arithmetic (causal attention counts half of the T*T scores; the head counts 2NVC forward
  *    and 4NVC backward, not the recomputation), next to the sgemm rate of section 1.
- * 3. One layer + head fwd+bwd in total, as a fraction of the sgemm rate.
+ * 3. The whole model's fwd+bwd (L = 8 layers, one head) in total, as a fraction of the sgemm
+ *    rate: the figure of merit of the backend (the target is >= 50%).
  */
 #include <math.h>
 #include <stdio.h>
@@ -22,11 +26,16 @@
 #include "kernels.h"
 #include "cpu/blas.h"
 
-enum { C = 512, I = 1408, V = 6400, NH = 8, NKV = 2, HD = 64 };
+enum { C = 512, I = 1408, V = 6400, NH = 8, NKV = 2, HD = 64, L = 8 };
+enum { DR = 64 }; /* decode rows (a GRPO generation batch) for attention_decode */
+
+/* Wall time, or with BENCH_CLOCK=cpu the calling thread's CPU time: on a shared, loaded machine
+ * and with threads 1, that is about the time the kernels would take alone. */
+static clockid_t bench_clock = CLOCK_MONOTONIC;
 
 static double now(void) {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(bench_clock, &ts);
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
@@ -87,7 +96,8 @@ typedef struct op_arg {
     int B, T, N;
     float *x, *y, *w, *dx, *dw, *q, *k, *v, *o, *lse, *dq, *dk, *dv, *dout, *rstd, *g, *u;
     float *logp, *hlse, *dlogp;
-    int32_t *mask, *pos, *targets;
+    int32_t *mask, *pos, *targets, *half_targets, *cmask, *len;
+    float *kc, *vc;
     int IC, OC;
 } op_arg;
 
@@ -109,6 +119,11 @@ static void run_att_bwd(void *p) {
     a->ops->attention_backward(a->ops->ctx, a->dq, a->dk, a->dv, a->dout, a->o, a->lse, a->q, a->k,
                                a->v, a->mask, a->B, a->T, NH, NKV, HD);
 }
+static void run_decode(void *p) {
+    op_arg *a = p;
+    a->ops->attention_decode(a->ops->ctx, a->y, a->q, a->kc, a->vc, a->cmask, a->len, DR, a->T,
+                             NH, NKV, HD);
+}
 static void run_head_fwd(void *p) {
     op_arg *a = p;
     a->ops->head_forward(a->ops->ctx, a->logp, a->hlse, NULL, a->x, a->w, a->targets, a->N, C, V,
@@ -118,6 +133,17 @@ static void run_head_bwd(void *p) {
     op_arg *a = p;
     a->ops->head_backward(a->ops->ctx, a->dx, a->dw, a->dlogp, a->x, a->w, a->targets, a->hlse,
                           a->N, C, V, 1.0f);
+}
+/* the same with the first half of every row a prompt (target -1): those rows are skipped */
+static void run_head_fwd_half(void *p) {
+    op_arg *a = p;
+    a->ops->head_forward(a->ops->ctx, a->logp, a->hlse, NULL, a->x, a->w, a->half_targets, a->N,
+                         C, V, 1.0f);
+}
+static void run_head_bwd_half(void *p) {
+    op_arg *a = p;
+    a->ops->head_backward(a->ops->ctx, a->dx, a->dw, a->dlogp, a->x, a->w, a->half_targets,
+                          a->hlse, a->N, C, V, 1.0f);
 }
 static void run_rms_fwd(void *p) {
     op_arg *a = p;
@@ -149,6 +175,8 @@ int main(int argc, char **argv) {
         return 2;
     }
     int N = B * T;
+    const char *clk = getenv("BENCH_CLOCK");
+    if (clk && strcmp(clk, "cpu") == 0) bench_clock = CLOCK_THREAD_CPUTIME_ID;
     /* section 1 runs OpenBLAS with its own threads; the backend, opened after it, runs it
      * single-threaded inside its OpenMP threads */
     if (threads > 0) openblas_set_num_threads(threads);
@@ -192,64 +220,81 @@ int main(int argc, char **argv) {
     size_t nq = (size_t)N * NH * HD, nkv = (size_t)N * NKV * HD;
     a.x = rnd((size_t)N * I, 1.0f), a.y = rnd((size_t)N * I, 1.0f), a.w = rnd(maxw, 0.05f);
     a.dx = rnd((size_t)N * I, 1.0f), a.dw = rnd(maxw > (size_t)N * I ? maxw : (size_t)N * I, 1.0f);
-    a.q = rnd(nq, 1.0f), a.k = rnd(nkv, 1.0f), a.v = rnd(nkv, 1.0f), a.o = rnd(nq, 1.0f);
+    size_t nqd = (size_t)DR * NH * HD; /* attention_decode's q */
+    a.q = rnd(nq > nqd ? nq : nqd, 1.0f), a.k = rnd(nkv, 1.0f), a.v = rnd(nkv, 1.0f);
+    a.o = rnd(nq, 1.0f);
     a.dq = rnd(nq, 1.0f), a.dk = rnd(nkv, 1.0f), a.dv = rnd(nkv, 1.0f), a.dout = rnd(nq, 1.0f);
     a.lse = rnd((size_t)B * NH * T, 1.0f), a.rstd = rnd(N, 1.0f);
     a.g = rnd((size_t)N * I, 3.0f), a.u = rnd((size_t)N * I, 1.0f);
     a.logp = rnd(N, 1.0f), a.hlse = rnd(N, 1.0f), a.dlogp = rnd(N, 1.0f);
     a.mask = malloc((size_t)N * sizeof(int32_t)), a.pos = malloc((size_t)N * sizeof(int32_t));
     a.targets = malloc((size_t)N * sizeof(int32_t));
+    a.half_targets = malloc((size_t)N * sizeof(int32_t));
+    a.kc = rnd((size_t)DR * T * NKV * HD, 1.0f), a.vc = rnd((size_t)DR * T * NKV * HD, 1.0f);
+    a.cmask = malloc((size_t)DR * T * sizeof(int32_t)), a.len = malloc(DR * sizeof(int32_t));
+    for (int r = 0; r < DR; r++) {
+        a.len[r] = T;
+        for (int t = 0; t < T; t++) a.cmask[r * T + t] = t >= (r % 2 ? T / 8 : 0);
+    }
     for (int n = 0; n < N; n++) {
         int t = n % T, npad = (n / T) % 2 ? T / 8 : 0; /* every other row left-padded by T/8 */
         a.mask[n] = t >= npad;
         a.pos[n] = t >= npad ? t - npad : 0;
         a.targets[n] = (n * 7919) % V;
+        a.half_targets[n] = t < T / 2 ? -1 : a.targets[n];
     }
     printf("\n2. ops through the backend table (GFLOP/s of useful arithmetic; %% of sgemm rate)\n");
-    double layer_t = 0.0, layer_fl = 0.0;
-    struct { const char *name; bench_fn fn; double flops; int ic, oc, layer_count; } rows[] = {
-        {"matmul fwd q+o (x2)", run_mm_fwd, 2.0 * N * C * C, C, C, 2},
-        {"matmul bwd q+o (x2)", run_mm_bwd, 4.0 * N * C * C, C, C, 2},
-        {"matmul fwd k+v (x2)", run_mm_fwd, 2.0 * N * C * NKV * HD, C, NKV * HD, 2},
-        {"matmul bwd k+v (x2)", run_mm_bwd, 4.0 * N * C * NKV * HD, C, NKV * HD, 2},
-        {"matmul fwd gate+up (x2)", run_mm_fwd, 2.0 * N * C * I, C, I, 2},
-        {"matmul bwd gate+up (x2)", run_mm_bwd, 4.0 * N * C * I, C, I, 2},
-        {"matmul fwd down", run_mm_fwd, 2.0 * N * I * C, I, C, 1},
-        {"matmul bwd down", run_mm_bwd, 4.0 * N * I * C, I, C, 1},
-        {"attention fwd", run_att_fwd, 2.0 * B * NH * (double)T * T * HD, 0, 0, 1},
-        {"attention bwd", run_att_bwd, 4.0 * B * NH * (double)T * T * HD, 0, 0, 1},
-        {"rmsnorm fwd (x2)", run_rms_fwd, 0, 0, 0, 2},
-        {"rmsnorm bwd (x2)", run_rms_bwd, 0, 0, 0, 2},
-        {"rope fwd q (x2 q,k + 2 bwd)", run_rope_fwd, 0, 0, 0, 4},
-        {"swiglu fwd", run_swiglu_fwd, 0, 0, 0, 1},
-        {"swiglu bwd", run_swiglu_bwd, 0, 0, 0, 1},
-        {"head fwd (per model)", run_head_fwd, 2.0 * N * V * C, 0, 0, 1},
-        {"head bwd (per model)", run_head_bwd, 4.0 * N * V * C, 0, 0, 1},
+    double model_t = 0.0, model_fl = 0.0;
+    /* count: how many times the op runs in one fwd+bwd of the model */
+    struct { const char *name; bench_fn fn; double flops; int ic, oc, count; } rows[] = {
+        {"matmul fwd q, o", run_mm_fwd, 2.0 * N * C * C, C, C, 2 * L},
+        {"matmul bwd q, o", run_mm_bwd, 4.0 * N * C * C, C, C, 2 * L},
+        {"matmul fwd k, v", run_mm_fwd, 2.0 * N * C * NKV * HD, C, NKV * HD, 2 * L},
+        {"matmul bwd k, v", run_mm_bwd, 4.0 * N * C * NKV * HD, C, NKV * HD, 2 * L},
+        {"matmul fwd gate, up", run_mm_fwd, 2.0 * N * C * I, C, I, 2 * L},
+        {"matmul bwd gate, up", run_mm_bwd, 4.0 * N * C * I, C, I, 2 * L},
+        {"matmul fwd down", run_mm_fwd, 2.0 * N * I * C, I, C, L},
+        {"matmul bwd down", run_mm_bwd, 4.0 * N * I * C, I, C, L},
+        {"attention fwd", run_att_fwd, 2.0 * B * NH * (double)T * T * HD, 0, 0, L},
+        {"attention bwd", run_att_bwd, 4.0 * B * NH * (double)T * T * HD, 0, 0, L},
+        {"attention decode (64 rows)", run_decode, 4.0 * DR * NH * (double)T * HD, 0, 0, 0},
+        {"rmsnorm fwd", run_rms_fwd, 0, 0, 0, 2 * L + 1},
+        {"rmsnorm bwd", run_rms_bwd, 0, 0, 0, 2 * L + 1},
+        {"rope (q and k, fwd and bwd)", run_rope_fwd, 0, 0, 0, 4 * L},
+        {"swiglu fwd", run_swiglu_fwd, 0, 0, 0, L},
+        {"swiglu bwd", run_swiglu_bwd, 0, 0, 0, L},
+        {"head fwd", run_head_fwd, 2.0 * N * V * C, 0, 0, 1},
+        {"head bwd", run_head_bwd, 4.0 * N * V * C, 0, 0, 1},
+        {"head fwd, half rows prompt", run_head_fwd_half, 1.0 * N * V * C, 0, 0, 0},
+        {"head bwd, half rows prompt", run_head_bwd_half, 2.0 * N * V * C, 0, 0, 0},
     };
     for (size_t r = 0; r < sizeof rows / sizeof rows[0]; r++) {
         if (filter && !strstr(rows[r].name, filter)) continue;
         a.IC = rows[r].ic, a.OC = rows[r].oc;
         double t = best_time(rows[r].fn, &a);
-        layer_t += t * rows[r].layer_count;
-        layer_fl += rows[r].flops * rows[r].layer_count;
+        model_t += t * rows[r].count;
+        model_fl += rows[r].flops * rows[r].count;
         if (rows[r].flops > 0 && filter)
             printf("  %-28s %8.3f ms  %7.1f GFLOP/s\n", rows[r].name, t * 1e3,
                    rows[r].flops / t * 1e-9);
         else if (rows[r].flops > 0)
-            printf("  %-28s %8.3f ms  %7.1f GFLOP/s  %5.1f%%\n", rows[r].name, t * 1e3,
-                   rows[r].flops / t * 1e-9, 100.0 * rows[r].flops / t / sgemm_rate);
+            printf("  %-28s x%-3d %8.3f ms  %7.1f GFLOP/s  %5.1f%%\n", rows[r].name,
+                   rows[r].count, t * 1e3, rows[r].flops / t * 1e-9,
+                   100.0 * rows[r].flops / t / sgemm_rate);
         else
-            printf("  %-28s %8.3f ms\n", rows[r].name, t * 1e3);
+            printf("  %-28s x%-3d %8.3f ms\n", rows[r].name, rows[r].count, t * 1e3);
     }
     if (!filter)
-        printf("\n3. one layer + head, fwd+bwd: %.1f ms, %.1f GFLOP/s = %.1f%% of the sgemm rate\n",
-               layer_t * 1e3, layer_fl / layer_t * 1e-9, 100.0 * layer_fl / layer_t / sgemm_rate);
+        printf("\n3. model fwd+bwd (%d layers + head, ops above times their count; no embedding, "
+               "residual or optimizer): %.1f ms, %.1f GFLOP/s = %.1f%% of the sgemm rate\n",
+               L, model_t * 1e3, model_fl / model_t * 1e-9,
+               100.0 * model_fl / model_t / sgemm_rate);
 
     free(x), free(w), free(y);
     free(a.x), free(a.y), free(a.w), free(a.dx), free(a.dw), free(a.q), free(a.k), free(a.v);
     free(a.o), free(a.dq), free(a.dk), free(a.dv), free(a.dout), free(a.lse), free(a.rstd);
     free(a.g), free(a.u), free(a.logp), free(a.hlse), free(a.dlogp), free(a.mask), free(a.pos);
-    free(a.targets);
+    free(a.targets), free(a.half_targets), free(a.kc), free(a.vc), free(a.cmask), free(a.len);
     grpo_backend_close(ops);
     return 0;
 }

@@ -13,7 +13,7 @@
 #define ZERO_STD_ATOL 1e-8  /* torch.isclose(std, 0): |std| <= atol + rtol * 0 */
 
 grpo_advantage_opts grpo_advantage_opts_default(void) {
-    grpo_advantage_opts o = {GRPO_SCALE_GROUP, 1, 0.0f, 0};
+    grpo_advantage_opts o = {GRPO_SCALE_GROUP, 1, 0.0, 0};
     return o;
 }
 
@@ -42,7 +42,7 @@ static int check_shape(int B, int G, const grpo_advantage_opts *o, char *err, si
                  (int)o->scale);
         return -1;
     }
-    if (!(o->clip >= 0.0f) || isinf(o->clip)) {
+    if (!(o->clip >= 0.0) || isinf(o->clip)) {
         snprintf(err, err_size, "advantage.c: advantage clip must be a finite number >= 0 (0 = "
                  "off), got %g", (double)o->clip);
         return -1;
@@ -52,10 +52,10 @@ static int check_shape(int B, int G, const grpo_advantage_opts *o, char *err, si
 
 /* Clamp, MiniMind re-normalisation, then NaN -> 0; a[N] holds the raw advantages (maybe NaN). */
 static void finish(float *a, int N, const grpo_advantage_opts *o) {
-    if (o->clip > 0.0f)
+    if (o->clip > 0.0)
         for (int i = 0; i < N; i++) {
-            if (a[i] > o->clip) a[i] = o->clip; /* NaN compares false and stays NaN */
-            if (a[i] < -o->clip) a[i] = -o->clip;
+            if (a[i] > o->clip) a[i] = (float)o->clip; /* NaN compares false and stays NaN */
+            if (a[i] < -o->clip) a[i] = (float)-o->clip;
         }
     if (o->batch_renorm) {
         double mean = grpo_nanmean(a, N, 1), std = grpo_nanstd(a, N, 1, 1);
@@ -72,12 +72,25 @@ static void fill_reward_metrics(grpo_advantage_metrics *m, const float *r, int N
     for (int i = 0; i < N; i++) m->n_unscorable += isnan(r[i]) != 0;
 }
 
+/* Rewards are finite or NaN ("no opinion"); an infinity would turn its whole group into NaN. */
+static int check_finite_or_nan(const float *x, int n, const char *what, char *err,
+                               size_t err_size) {
+    for (int i = 0; i < n; i++)
+        if (isinf(x[i])) {
+            snprintf(err, err_size, "advantage.c: %s[%d] is %g; a reward must be finite, or NaN "
+                     "for \"no opinion\"", what, i, (double)x[i]);
+            return -1;
+        }
+    return 0;
+}
+
 static int std_is_zero(double std) { return fabs(std) <= ZERO_STD_ATOL; }
 
 int grpo_advantages(float *adv, grpo_advantage_metrics *m, const float *r, int B, int G,
                     const grpo_advantage_opts *o, char *err, size_t err_size) {
     if (check_shape(B, G, o, err, err_size)) return -1;
     int N = B * G, zero_std = 0;
+    if (check_finite_or_nan(r, N, "r", err, err_size)) return -1;
     double batch_std = N > 1 ? grpo_nanstd(r, N, 1, o->std_unbiased) : 0.0;
     for (int b = 0; b < B; b++) {
         const float *rg = r + (size_t)b * G;
@@ -109,6 +122,7 @@ int grpo_advantages_gdpo(float *adv, grpo_advantage_metrics *m, const float *R, 
         return -1;
     }
     int N = B * G;
+    if (check_finite_or_nan(R, N * K, "R", err, err_size)) return -1;
     float *z = malloc(sizeof(float) * (size_t)N * K); /* [N,K] per-group normalised rewards */
     float *r = malloc(sizeof(float) * (size_t)N);     /* [N] */
     if (!z || !r) {

@@ -54,7 +54,7 @@ typedef enum grpo_reward_aggregation {
 typedef struct grpo_advantage_opts {
     grpo_scale_rewards scale;
     int std_unbiased; /* 1: Bessel-corrected (TRL, torch default); 0: biased */
-    float clip;       /* > 0: clamp advantages to [-clip, clip] (MiniMind legacy: 10); 0: off */
+    double clip;      /* > 0: clamp advantages to [-clip, clip] (MiniMind legacy: 10); 0: off */
     int batch_renorm; /* 1: MiniMind legacy batch re-normalisation after the clamp */
 } grpo_advantage_opts;
 
@@ -74,7 +74,8 @@ int grpo_scale_rewards_parse(const char *name);
 const char *grpo_scale_rewards_name(grpo_scale_rewards s);
 
 /* sum_then_normalize. adv[N] out (written, never NaN), m out (may be NULL), r[N] in (NaN =
- * unscorable). Returns 0, or -1 with a message in err when B, G or the options are invalid. */
+ * unscorable). Returns 0, or -1 with a message in err when B, G or the options are invalid or a
+ * reward is infinite. */
 int grpo_advantages(float *adv, grpo_advantage_metrics *m, const float *r, int B, int G,
                     const grpo_advantage_opts *o, char *err, size_t err_size);
 

@@ -15,7 +15,8 @@ struct grpo_chat_template {
 };
 
 static const char chatml[] =
-    "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + "
+    "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] "
+    "+ "
     "'<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' "
     "}}{% endif %}";
 
@@ -29,7 +30,15 @@ int grpo_chat_template_compile(const char *text, const char *name, grpo_chat_tem
     const char *nm = name ? name : "<template>";
     tpl->t.name = jarena_strdup(&tpl->t.arena, nm, strlen(nm));
     char why[900];
-    if (!jinja_parse(&tpl->t, text, strlen(text), why, sizeof why)) {
+    size_t len = strlen(text), bad = ju8_invalid_at(text, len);
+    if (bad < len) {
+        int line = 1;
+        for (size_t i = 0; i < bad; i++) line += text[i] == '\n';
+        grpo_chat_template_free(tpl);
+        return grpo_error_set(err, GRPO_ERR_INVALID,
+                              "chat template %s:%d: invalid UTF-8 at byte %zu", nm, line, bad + 1);
+    }
+    if (!jinja_parse(&tpl->t, text, len, why, sizeof why)) {
         int status = strstr(why, "unsupported") ? GRPO_ERR_UNSUPPORTED : GRPO_ERR_INVALID;
         grpo_chat_template_free(tpl);
         return grpo_error_set(err, status, "chat template %s", why);
@@ -66,6 +75,18 @@ static char *read_file(const char *path, size_t *len, grpo_error *err) {
     return b.data;
 }
 
+/* In a list of {"name", "template"} (tokenizer_config.json's named templates), the template
+ * text called name, or NULL. */
+static const cJSON *named_template(const cJSON *list, const char *name) {
+    const cJSON *item;
+    cJSON_ArrayForEach(item, list) {
+        const cJSON *n = cJSON_GetObjectItemCaseSensitive(item, "name");
+        if (cJSON_IsString(n) && strcmp(n->valuestring, name) == 0)
+            return cJSON_GetObjectItemCaseSensitive(item, "template");
+    }
+    return NULL;
+}
+
 int grpo_chat_template_load(const char *path, grpo_chat_template **out, grpo_error *err) {
     size_t len;
     *out = NULL;
@@ -80,15 +101,19 @@ int grpo_chat_template_load(const char *path, grpo_chat_template **out, grpo_err
     if (pl >= 5 && strcmp(path + pl - 5, ".json") == 0) {
         cJSON *root = cJSON_Parse(text);
         const cJSON *ct = root ? cJSON_GetObjectItemCaseSensitive(root, "chat_template") : NULL;
-        if (!root) rc = grpo_error_set(err, GRPO_ERR_INVALID, "%s: not valid JSON", path);
+        if (cJSON_IsArray(ct)) ct = named_template(ct, "default");
+        if (!root)
+            rc = grpo_error_set(err, GRPO_ERR_INVALID, "%s: not valid JSON", path);
         else if (!cJSON_IsString(ct))
             rc = grpo_error_set(err, GRPO_ERR_INVALID,
-                                "%s: expected a string \"chat_template\" (a list of named "
-                                "templates is not supported)",
+                                "%s: expected \"chat_template\" to be a string or a list of "
+                                "{name, template} with a \"default\" one",
                                 path);
-        else rc = grpo_chat_template_compile(ct->valuestring, path, out, err);
+        else
+            rc = grpo_chat_template_compile(ct->valuestring, path, out, err);
         cJSON_Delete(root);
-    } else rc = grpo_chat_template_compile(text, path, out, err);
+    } else
+        rc = grpo_chat_template_compile(text, path, out, err);
     free(text);
     return rc;
 }
@@ -98,7 +123,8 @@ static int set_json_var(jarena *a, jdict *g, const char *name, const char *json,
     jv v;
     char why[200];
     if (!jv_from_json(a, json, strlen(json), &v, why, sizeof why)) {
-        grpo_error_set(err, GRPO_ERR_INVALID, "chat template variable %s: bad JSON value: %s", name, why);
+        grpo_error_set(err, GRPO_ERR_INVALID, "chat template variable %s: bad JSON value: %s", name,
+                       why);
         return 0;
     }
     jdict_set(a, g, jv_cstr(name), v);
@@ -120,7 +146,9 @@ static int make_globals(jarena *a, jv messages, const grpo_chat_options *opt, jd
     if (opt->eos_token) jdict_set(a, g, jv_cstr("eos_token"), jv_cstr(opt->eos_token));
     for (size_t i = 0; i < opt->n_vars; i++) {
         if (!opt->vars[i].name || !opt->vars[i].json)
-            return grpo_error_set(err, GRPO_ERR_INVALID, "chat template variable %zu has no name or value", i), 0;
+            return grpo_error_set(err, GRPO_ERR_INVALID,
+                                  "chat template variable %zu has no name or value", i),
+                   0;
         if (!set_json_var(a, g, opt->vars[i].name, opt->vars[i].json, err)) return 0;
     }
     *out = g;
@@ -135,15 +163,16 @@ static int render(const grpo_chat_template *tpl, jarena *a, jv messages,
     char why[900];
     if (!jinja_render(&tpl->t, a, g, &buf, why, sizeof why)) {
         free(buf.data);
-        return grpo_error_set(err, strstr(why, "unsupported") ? GRPO_ERR_UNSUPPORTED : GRPO_ERR_INVALID,
+        return grpo_error_set(err,
+                              strstr(why, "unsupported") ? GRPO_ERR_UNSUPPORTED : GRPO_ERR_INVALID,
                               "chat template %s", why);
     }
     *out = buf.data;
     return GRPO_OK;
 }
 
-int grpo_chat_template_render(const grpo_chat_template *tpl, const grpo_message *messages,
-                              size_t n, const grpo_chat_options *opt, char **out, grpo_error *err) {
+int grpo_chat_template_render(const grpo_chat_template *tpl, const grpo_message *messages, size_t n,
+                              const grpo_chat_options *opt, char **out, grpo_error *err) {
     *out = NULL;
     jarena a = {0};
     jv list = jv_list_new(&a, n);
@@ -154,7 +183,8 @@ int grpo_chat_template_render(const grpo_chat_template *tpl, const grpo_message 
             return grpo_error_set(err, GRPO_ERR_INVALID, "chat message %zu has no role", i);
         }
         jdict_set(&a, m.u.dict, jv_cstr("role"), jv_cstr(messages[i].role));
-        if (messages[i].content) jdict_set(&a, m.u.dict, jv_cstr("content"), jv_cstr(messages[i].content));
+        if (messages[i].content)
+            jdict_set(&a, m.u.dict, jv_cstr("content"), jv_cstr(messages[i].content));
         jlist_push(&a, list.u.list, m);
     }
     int rc = render(tpl, &a, list, opt, out, err);
@@ -197,8 +227,9 @@ int grpo_chat_template_render_json(const grpo_chat_template *tpl, const char *me
     for (size_t i = 0; i < msgs.u.list->n; i++) {
         if (msgs.u.list->items[i].type != JV_DICT) {
             jarena_free(&a);
-            return grpo_error_set(err, GRPO_ERR_INVALID, "chat message %zu: expected an object, got %s",
-                                  i, jv_type_name(msgs.u.list->items[i].type));
+            return grpo_error_set(err, GRPO_ERR_INVALID,
+                                  "chat message %zu: expected an object, got %s", i,
+                                  jv_type_name(msgs.u.list->items[i].type));
         }
         msgs.u.list->items[i] = normalize_message(&a, msgs.u.list->items[i]);
     }
@@ -208,8 +239,8 @@ int grpo_chat_template_render_json(const grpo_chat_template *tpl, const char *me
 }
 
 /* ---- the plain format fallback ------------------------------------------------------------- */
-int grpo_chat_format_simple(const char *format, const grpo_message *messages, size_t n,
-                            char **out, grpo_error *err) {
+int grpo_chat_format_simple(const char *format, const grpo_message *messages, size_t n, char **out,
+                            grpo_error *err) {
     static const char *const roles[3] = {"system", "user", "assistant"};
     const char *content[3] = {"", NULL, ""};
     int seen[3] = {0, 0, 0};
@@ -262,12 +293,24 @@ int grpo_chat_format_simple(const char *format, const grpo_message *messages, si
             p = close;
         } else if (*p == '}') {
             free(b.data);
-            return grpo_error_set(err, GRPO_ERR_INVALID,
-                                  "simple chat format: single '}' at byte %zu (write }} for a brace)",
-                                  (size_t)(p - format));
-        } else jbuf_putc(&b, *p);
+            return grpo_error_set(
+                err, GRPO_ERR_INVALID,
+                "simple chat format: single '}' at byte %zu (write }} for a brace)",
+                (size_t)(p - format));
+        } else
+            jbuf_putc(&b, *p);
     }
     if (!b.data) jbuf_put(&b, "", 0);
     *out = b.data;
     return GRPO_OK;
+}
+
+int grpo_chat_render_messages(void *renderer, const grpo_message *messages, size_t n, char **out,
+                              grpo_error *err) {
+    const grpo_chat_renderer *r = renderer;
+    if (r->format) return grpo_chat_format_simple(r->format, messages, n, out, err);
+    if (!r->tpl)
+        return grpo_error_set(err, GRPO_ERR_INVALID,
+                              "chat renderer has neither a template nor a format");
+    return grpo_chat_template_render(r->tpl, messages, n, &r->opt, out, err);
 }

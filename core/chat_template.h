@@ -8,13 +8,15 @@
  * tojson = json.dumps(ensure_ascii=False). The variables a template sees are those transformers
  * passes: messages (list of {role, content, ...}), add_generation_prompt, tools (None unless
  * given), documents (None), the special tokens (bos_token, eos_token when given) and any extras
- * (enable_thinking, ...).
+ * (enable_thinking, ...). tojson takes transformers' arguments (ensure_ascii, indent, separators,
+ * sort_keys).
  *
  * Supported: text, {{ }}, {% if/elif/else %}, {% for %} (with else, filter "if", tuple targets,
  * loop.index/index0/revindex/revindex0/first/last/length/previtem/nextitem/cycle), {% set %}
  * (names, tuples, ns.attr, {% set x %}...{% endset %}), {% break/continue %}, {% generation %},
- * {% raw %}, comments, whitespace control (-/+), literals (str, int, float, bool, none, list,
- * tuple, dict), + - * / // % ** ~, comparisons, in / not in, and/or/not, x if c else y,
+ * {% macro name(a, b=default) %} (no varargs/kwargs/caller), {% raw %}, comments,
+ * whitespace control (-/+), literals (str, int, float, bool, none, list, tuple, dict),
+ * + - * / // % ** ~, comparisons, in / not in, and/or/not, x if c else y,
  * subscripts and slices (negative, [::-1], by code point on str), obj.attr / obj['key'],
  * str methods (startswith endswith split rsplit strip lstrip rstrip replace upper lower title
  * capitalize find rfind count join splitlines is*), dict methods (get items keys values),
@@ -23,7 +25,7 @@
  * tojson trim unique upper wordcount) and tests (defined undefined none string number integer
  * float boolean true false mapping iterable sequence callable lower upper odd even divisibleby
  * sameas in eq/equalto ne lt le gt ge and their operator spellings).
- * Anything else (macros, call blocks, include/import/extends, filter blocks, printf-style %,
+ * Anything else (call blocks, include/import/extends, filter blocks, printf-style %,
  * unknown filters/tests/methods) is an error naming the construct and its line: unknown
  * statements, filters and tests at compile time (as jinja2 does), the rest at render time.
  * Known differences: str.upper/lower/title act on ASCII letters only.
@@ -47,11 +49,11 @@ typedef struct grpo_chat_var {
 
 /* What apply_chat_template passes besides the messages. Zero-initialise and set what you need. */
 typedef struct grpo_chat_options {
-    int add_generation_prompt;  /* 0/1 */
-    const char *bos_token;      /* NULL: the variable is undefined */
-    const char *eos_token;      /* NULL: the variable is undefined */
-    const char *tools_json;     /* JSON list of tool schemas; NULL: tools = None */
-    const grpo_chat_var *vars;  /* [n_vars] extra variables, e.g. {"enable_thinking", "false"} */
+    int add_generation_prompt; /* 0/1 */
+    const char *bos_token;     /* NULL: the variable is undefined */
+    const char *eos_token;     /* NULL: the variable is undefined */
+    const char *tools_json;    /* JSON list of tool schemas; NULL: tools = None */
+    const grpo_chat_var *vars; /* [n_vars] extra variables, e.g. {"enable_thinking", "false"} */
     size_t n_vars;
 } grpo_chat_options;
 
@@ -62,14 +64,15 @@ int grpo_chat_template_compile(const char *text, const char *name, grpo_chat_tem
                                grpo_error *err);
 
 /* Reads a template from a file: a .jinja file is the template text; a .json file is a
- * tokenizer_config.json whose "chat_template" string is used. */
+ * tokenizer_config.json whose "chat_template" is used (a string, or in a list of
+ * {"name", "template"} the one named "default"). */
 int grpo_chat_template_load(const char *path, grpo_chat_template **out, grpo_error *err);
 
 /* Renders messages[0..n) (role/content pairs; a NULL content is left out of the message, as
  * transformers drops None values). *out is a malloc'ed NUL-terminated UTF-8 string the caller
  * frees. Errors (raise_exception, undefined values, type errors) go to err with the line. */
-int grpo_chat_template_render(const grpo_chat_template *tpl, const grpo_message *messages,
-                              size_t n, const grpo_chat_options *opt, char **out, grpo_error *err);
+int grpo_chat_template_render(const grpo_chat_template *tpl, const grpo_message *messages, size_t n,
+                              const grpo_chat_options *opt, char **out, grpo_error *err);
 
 /* The same with messages given as a JSON list of objects, so messages may carry any keys
  * (reasoning_content, tool_calls, name, ...). Keys whose value is null are dropped and
@@ -98,7 +101,20 @@ const char *grpo_chat_template_chatml(void);
  * the shape of a GRPO prompt; anything else (a second user turn, an unknown role or
  * placeholder, an unterminated "{") is an error that says so. *out is malloc'ed.
  */
-int grpo_chat_format_simple(const char *format, const grpo_message *messages, size_t n,
-                            char **out, grpo_error *err);
+int grpo_chat_format_simple(const char *format, const grpo_message *messages, size_t n, char **out,
+                            grpo_error *err);
+
+/* How a dataset's message prompts become text: a compiled template with its options, or (when
+ * format is non-NULL) the simple format. Pass a pointer to one as the user argument of
+ * grpo_chat_render_messages, which has the grpo_render_fn signature of dataset.h. Usually
+ * opt.add_generation_prompt = 1 for prompts. Borrowed pointers; nothing is owned. */
+typedef struct grpo_chat_renderer {
+    const grpo_chat_template *tpl;
+    grpo_chat_options opt;
+    const char *format;
+} grpo_chat_renderer;
+
+int grpo_chat_render_messages(void *renderer, const grpo_message *messages, size_t n, char **out,
+                              grpo_error *err);
 
 #endif

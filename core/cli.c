@@ -21,6 +21,13 @@ static const grpo_command commands[] = {
     {"train", cmd_train, "train a policy with GRPO as a run file says (--resume continues)"},
     {"sft", cmd_sft, "supervised fine-tuning on prompt/response pairs (warm start)"},
     {"eval", cmd_eval, "mean reward and accuracy on held-out prompts with the current checkpoint"},
+    {"model", cmd_model, "inspect a Hugging Face model directory (grpo model info DIR)"},
+    {"template", cmd_template, "render a chat template on messages or a dataset line"},
+    {"tokenize", cmd_tokenize, "text lines -> JSON ids (or ids -> text with --decode)"},
+    {"logprobs", cmd_logprobs, "per-token log-probs of token-id sequences (JSONL in, JSONL out)"},
+    {"generate", cmd_generate, "continue a prompt of token ids (greedy or sampled)"},
+    {"model", cmd_model, "inspect a Hugging Face model directory (grpo model info DIR)"},
+    {"plugins", cmd_plugins, "list the rewards and models on the plugin path, or show one"},
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 

@@ -26,5 +26,12 @@ int cmd_init_model(int argc, char **argv);
 int cmd_train(int argc, char **argv);
 int cmd_sft(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
+int cmd_model(int argc, char **argv);
+int cmd_template(int argc, char **argv);
+int cmd_tokenize(int argc, char **argv);
+int cmd_logprobs(int argc, char **argv);
+int cmd_generate(int argc, char **argv);
+int cmd_model(int argc, char **argv);
+int cmd_plugins(int argc, char **argv);
 
 #endif

@@ -11,17 +11,20 @@
 #include <string.h>
 
 static void tokenize_usage(FILE *out) {
-    fprintf(out,
-            "usage: grpo tokenize --tokenizer PATH [--no-special] [--decode [--skip-special] [--json]]\n"
-            "\n"
-            "  Reads stdin line by line (the trailing newline is not part of the text).\n"
-            "  encode (default): prints one JSON array of ids per line.\n"
-            "  --decode        : each line is a JSON array of ids; prints its text, one per line.\n"
-            "\n"
-            "  --tokenizer PATH  tokenizer.json, or a directory holding it (and tokenizer_config.json)\n"
-            "  --no-special      do not apply the post-processor template (add_special_tokens=False)\n"
-            "  --skip-special    with --decode: drop special tokens (skip_special_tokens=True)\n"
-            "  --json            with --decode: print each text as a JSON string (keeps newlines)\n");
+    fprintf(
+        out,
+        "usage: grpo tokenize --tokenizer PATH [--no-special] [--decode [--skip-special] "
+        "[--json]]\n"
+        "\n"
+        "  Reads stdin line by line (the trailing newline is not part of the text).\n"
+        "  encode (default): prints one JSON array of ids per line.\n"
+        "  --decode        : each line is a JSON array of ids; prints its text, one per line.\n"
+        "\n"
+        "  --tokenizer PATH  tokenizer.json, or a directory holding it (and "
+        "tokenizer_config.json)\n"
+        "  --no-special      do not apply the post-processor template (add_special_tokens=False)\n"
+        "  --skip-special    with --decode: drop special tokens (skip_special_tokens=True)\n"
+        "  --json            with --decode: print each text as a JSON string (keeps newlines)\n");
 }
 
 static int encode_line(const grpo_tokenizer *tok, const char *line, size_t n, int add_special) {
@@ -39,7 +42,8 @@ static int encode_line(const grpo_tokenizer *tok, const char *line, size_t n, in
     return 0;
 }
 
-static int decode_line(const grpo_tokenizer *tok, const char *line, long lineno, int skip, int json) {
+static int decode_line(const grpo_tokenizer *tok, const char *line, long lineno, int skip,
+                       int json) {
     cJSON *arr = cJSON_Parse(line);
     int n = cJSON_IsArray(arr) ? cJSON_GetArraySize(arr) : -1;
     int32_t *ids = n >= 0 ? malloc(sizeof *ids * (size_t)(n ? n : 1)) : NULL;
@@ -81,11 +85,16 @@ int cmd_tokenize(int argc, char **argv) {
     const char *path = NULL;
     int decode = 0, add_special = 1, skip = 0, json = 0;
     for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--tokenizer") == 0 && i + 1 < argc) path = argv[++i];
-        else if (strcmp(argv[i], "--decode") == 0) decode = 1;
-        else if (strcmp(argv[i], "--no-special") == 0) add_special = 0;
-        else if (strcmp(argv[i], "--skip-special") == 0) skip = 1;
-        else if (strcmp(argv[i], "--json") == 0) json = 1;
+        if (strcmp(argv[i], "--tokenizer") == 0 && i + 1 < argc)
+            path = argv[++i];
+        else if (strcmp(argv[i], "--decode") == 0)
+            decode = 1;
+        else if (strcmp(argv[i], "--no-special") == 0)
+            add_special = 0;
+        else if (strcmp(argv[i], "--skip-special") == 0)
+            skip = 1;
+        else if (strcmp(argv[i], "--json") == 0)
+            json = 1;
         else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             tokenize_usage(stdout);
             return 0;

@@ -40,6 +40,14 @@ const char *grpo_suggest(const char *typed, const char *const *candidates, int n
     return best;
 }
 
+/* "a, b, c" into buf (cut short when it does not fit). */
+static void join_names(const char *const *names, int m, char *buf, size_t n) {
+    size_t len = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < m && len < n; i++)
+        len += (size_t)snprintf(buf + len, n - len, "%s%s", i ? ", " : "", names[i]);
+}
+
 /* ---- the key table, generated from config_keys.h ---------------------------------------- */
 
 #define IGNORE_(s, n, d, c, h)
@@ -304,13 +312,15 @@ static const grpo_entry *registry_find(const grpo_registry *reg, const char *id)
     return NULL;
 }
 
-static void unknown_plugin(loader *L, const char *id, int line) {
+/* "no plugin 'x' on the plugin path" with the nearest id of that kind, or the ids there are. */
+static void unknown_plugin(loader *L, const char *id, int line, grpo_entry_kind kind) {
+    const char *word = kind == GRPO_KIND_MODEL ? "model" : "reward";
     const char **ids = NULL;
     int m = 0, cap = 0;
     for (int p = 0; L->reg && p < L->reg->n_packs; p++)
         for (int e = 0; e < L->reg->packs[p]->n_entries; e++) {
             const grpo_entry *en = &L->reg->packs[p]->entries[e];
-            if (en->kind != GRPO_KIND_REWARD) continue;
+            if (en->kind != kind) continue;
             if (m == cap) {
                 const char **t = realloc(ids, (size_t)(cap = cap ? 2 * cap : 16) * sizeof *t);
                 if (!t) break;
@@ -319,19 +329,17 @@ static void unknown_plugin(loader *L, const char *id, int line) {
             ids[m++] = en->id;
         }
     const char *near = grpo_suggest(id, ids, m);
-    char known[512] = "";
-    size_t len = 0;
-    for (int i = 0; i < m && len < sizeof known; i++)
-        len += (size_t)snprintf(known + len, sizeof known - len, "%s%s", i ? ", " : "", ids[i]);
+    char known[512];
+    join_names(ids, m, known, sizeof known);
     if (near)
         fail(L, line, "no plugin '%s' on the plugin path (did you mean %s?)", id, near);
     else if (m)
-        fail(L, line, "no plugin '%s' on the plugin path (reward plugins found: %s)", id, known);
+        fail(L, line, "no plugin '%s' on the plugin path (%s plugins found: %s)", id, word, known);
     else
         fail(L, line,
-             "no plugin '%s' on the plugin path (no reward plugins were found: use --plugin-path "
+             "no plugin '%s' on the plugin path (no %s plugins were found: use --plugin-path "
              "or GRPO_PLUGIN_PATH)",
-             id);
+             id, word);
     free(ids);
 }
 
@@ -358,6 +366,23 @@ static int reward_add_value(loader *L, grpo_reward_spec *r, const char *key, con
     return 1;
 }
 
+static void unknown_plugin_key(loader *L, const grpo_ini_section *s, const grpo_entry *en,
+                               const grpo_ini_entry *e) {
+    const char **names = malloc(((size_t)en->n_keys + 1) * sizeof *names);
+    int m = 0;
+    for (int i = 0; names && i < en->n_keys; i++) names[m++] = en->keys[i].name;
+    const char *near = grpo_suggest(e->key, names, m);
+    char known[400];
+    join_names(names, m, known, sizeof known);
+    if (near)
+        fail(L, e->line, "unknown key '%s' for plugin %s in [%s] (did you mean %s?)", e->key,
+             en->id, s->name, near);
+    else
+        fail(L, e->line, "unknown key '%s' for plugin %s in [%s] (its keys: %s)", e->key, en->id,
+             s->name, m ? known : "none besides plugin and weight");
+    free(names);
+}
+
 /* Checks the plugin's keys written in s against the manifest entry, then lists every key of the
  * entry in manifest order: the file's values where set, else the manifest defaults. */
 static void resolve_plugin_keys(loader *L, const grpo_ini_section *s, grpo_reward_spec *r) {
@@ -368,22 +393,7 @@ static void resolve_plugin_keys(loader *L, const grpo_ini_section *s, grpo_rewar
         const grpo_key_def *kd = entry_key(en, e->key);
         char why[512];
         if (!kd) {
-            const char **names = malloc(((size_t)en->n_keys + 1) * sizeof *names);
-            int m = 0;
-            for (int i = 0; names && i < en->n_keys; i++) names[m++] = en->keys[i].name;
-            const char *near = grpo_suggest(e->key, names, m);
-            char known[400] = "";
-            size_t len = 0;
-            for (int i = 0; i < m && len < sizeof known; i++)
-                len += (size_t)snprintf(known + len, sizeof known - len, "%s%s", i ? ", " : "",
-                                        names[i]);
-            if (near)
-                fail(L, e->line, "unknown key '%s' for plugin %s in [%s] (did you mean %s?)",
-                     e->key, en->id, s->name, near);
-            else
-                fail(L, e->line, "unknown key '%s' for plugin %s in [%s] (its keys: %s)", e->key,
-                     en->id, s->name, m ? known : "none besides plugin and weight");
-            free(names);
+            unknown_plugin_key(L, s, en, e);
             continue;
         }
         if (kd->type != GRPO_KEY_LIST) {
@@ -477,7 +487,7 @@ static void read_reward_section(loader *L, const grpo_ini_section *s) {
     }
     r->entry = registry_find(L->reg, r->plugin);
     if (!r->entry) {
-        unknown_plugin(L, r->plugin, r->plugin_line);
+        unknown_plugin(L, r->plugin, r->plugin_line, GRPO_KIND_REWARD);
         return;
     }
     if (r->entry->kind != GRPO_KIND_REWARD) {
@@ -575,6 +585,21 @@ static void check_paths(loader *L) {
     }
 }
 
+/* model.plugin, when set, names a model entry on the plugin path. */
+static void check_model_plugin(loader *L) {
+    grpo_run_config *cfg = L->cfg;
+    int line = cfg->line[GRPO_KEYIDX_model_plugin];
+    if (!cfg->model_plugin || !cfg->model_plugin[0]) return;
+    const grpo_entry *e = registry_find(L->reg, cfg->model_plugin);
+    if (!e)
+        unknown_plugin(L, cfg->model_plugin, line, GRPO_KIND_MODEL);
+    else if (e->kind != GRPO_KIND_MODEL)
+        fail(L, line, "'%s' is a reward plugin; model.plugin needs a model plugin",
+             cfg->model_plugin);
+    else
+        cfg->model_entry = e;
+}
+
 /* Rules that tie keys together. */
 static void check_cross(loader *L) {
     grpo_run_config *cfg = L->cfg;
@@ -624,6 +649,7 @@ static int load_doc(grpo_run_config *cfg, const grpo_ini_doc *doc, const grpo_re
         }
     }
     resolve_values(&L);
+    check_model_plugin(&L);
     if (flags & GRPO_CONFIG_TRAIN) check_required(&L);
     if (flags & GRPO_CONFIG_CHECK_PATHS) check_paths(&L);
     check_cross(&L);

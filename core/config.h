@@ -8,6 +8,8 @@
  *     plugin = builtin.format     ; pack.id of a reward on the plugin path (required)
  *     weight = 1.0                ; r = sum_k weight_k * r_k (default 1.0)
  *     pattern = ^<answer>         ; then the plugin's own keys, as its pack.ini declares them
+ * A list key is written once per element; when the file sets it, its elements replace the
+ * manifest's default list. A key whose manifest gives no default must be set.
  * The INI dialect (comments, ';' in values, continuation lines) is described in ini_reader.h.
  *
  * Every problem is reported, not just the first, each as one line
@@ -65,6 +67,8 @@ typedef struct grpo_run_config {
     GRPO_RUN_KEYS(GRPO_FIELD_S_, GRPO_FIELD_I_, GRPO_FIELD_F_, GRPO_FIELD_B_, GRPO_FIELD_E_)
     char *text[GRPO_RUN_N_KEYS]; /* [GRPO_RUN_N_KEYS] each key's value as text (owned) */
     int line[GRPO_RUN_N_KEYS];   /* [GRPO_RUN_N_KEYS] line it was set on; 0 = default */
+    const grpo_entry *model_entry; /* model.plugin's entry (borrowed from the registry), or NULL
+                                    * when model.plugin is empty (chosen by architecture later) */
     grpo_reward_spec *rewards;   /* [n_rewards] in file order */
     int n_rewards;
 } grpo_run_config;

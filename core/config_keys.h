@@ -47,6 +47,8 @@
     E(model, dtype, "f32", dtype,                                                               \
       "dtype of trained weights and activations; checkpoints load from F32, F16 or BF16")       \
     E(model, backend, "cpu", backend, "where the model runs: cpu, or cuda when built with CUDA") \
+    S(model, plugin, "", 0,                                                                     \
+      "model plugin id (pack.id); empty = the one serving the architecture in config.json")    \
     /* [reference] the frozen model of the KL term */                                           \
     S(reference, path, "@model.path", GRPO_KEY_DIR,                                             \
       "reference model directory; not loaded when grpo.beta = 0")                               \

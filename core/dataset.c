@@ -17,32 +17,6 @@ struct grpo_dataset_store {
 };
 
 /* ---- line checks --------------------------------------------------------------------------- */
-/* Strict UTF-8 (no overlongs, no surrogates, <= U+10FFFF). Returns the offset of the first bad
- * byte, or len when the text is valid. */
-static size_t utf8_invalid_at(const unsigned char *s, size_t len) {
-    size_t i = 0;
-    while (i < len) {
-        unsigned char c = s[i];
-        size_t need;
-        uint32_t cp, min;
-        if (c < 0x80) {
-            i++;
-            continue;
-        } else if ((c & 0xE0) == 0xC0) need = 1, cp = c & 0x1F, min = 0x80;
-        else if ((c & 0xF0) == 0xE0) need = 2, cp = c & 0x0F, min = 0x800;
-        else if ((c & 0xF8) == 0xF0) need = 3, cp = c & 0x07, min = 0x10000;
-        else return i;
-        if (i + need >= len) return i;
-        for (size_t k = 1; k <= need; k++) {
-            if ((s[i + k] & 0xC0) != 0x80) return i;
-            cp = cp << 6 | (s[i + k] & 0x3F);
-        }
-        if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return i;
-        i += need + 1;
-    }
-    return len;
-}
-
 /* Skips one JSON value starting at s[i] (already known valid); returns the index after it. */
 static size_t skip_value(const char *s, size_t n, size_t i) {
     int depth = 0;
@@ -52,13 +26,16 @@ static size_t skip_value(const char *s, size_t n, size_t i) {
             for (i++; i < n && s[i] != '"'; i++)
                 if (s[i] == '\\') i++;
             i++;
-        } else if (c == '[' || c == '{') depth++, i++;
-        else if (c == ']' || c == '}') depth--, i++;
+        } else if (c == '[' || c == '{')
+            depth++, i++;
+        else if (c == ']' || c == '}')
+            depth--, i++;
         else if (depth == 0) {
             while (i < n && s[i] != ',' && s[i] != '}' && s[i] != ']' && s[i] != ' ' &&
                    s[i] != '\t' && s[i] != '\r' && s[i] != '\n')
                 i++;
-        } else i++;
+        } else
+            i++;
     } while (depth > 0 && i < n);
     return i;
 }
@@ -74,8 +51,8 @@ static int raw_value(const char *s, size_t n, int k, size_t *start, size_t *end)
     for (int idx = 0;; idx++) {
         i = skip_ws(s, n, i);
         if (i >= n || s[i] != '"') return 0;
-        i = skip_value(s, n, i);          /* the key */
-        i = skip_ws(s, n, i) + 1;         /* ':' */
+        i = skip_value(s, n, i);  /* the key */
+        i = skip_ws(s, n, i) + 1; /* ':' */
         i = skip_ws(s, n, i);
         size_t vs = i;
         i = skip_value(s, n, i);
@@ -120,11 +97,13 @@ static const char *json_kind(const cJSON *v) {
     return "something else";
 }
 
-/* Reads a list of {role, content} objects into messages. */
-static int read_messages(line_ctx *l, const cJSON *list, const char *key, grpo_message **out,
-                         uint32_t *n_out) {
+/* Reads a list of {role, content} objects into messages. With parity_roles (MiniMind's
+ * conversations) a turn without "role" is "user" at even and "assistant" at odd positions. */
+static int read_messages(line_ctx *l, const cJSON *list, const char *key, int parity_roles,
+                         grpo_message **out, uint32_t *n_out) {
     int n = cJSON_GetArraySize(list);
-    if (n == 0) return bad(l, "\"%s\": expected a non-empty list of {\"role\", \"content\"} messages", key);
+    if (n == 0)
+        return bad(l, "\"%s\": expected a non-empty list of {\"role\", \"content\"} messages", key);
     grpo_message *m = jarena_alloc(l->a, (size_t)n * sizeof *m);
     int i = 0;
     const cJSON *item;
@@ -132,14 +111,19 @@ static int read_messages(line_ctx *l, const cJSON *list, const char *key, grpo_m
         const cJSON *role = cJSON_GetObjectItemCaseSensitive(item, "role");
         const cJSON *content = cJSON_GetObjectItemCaseSensitive(item, "content");
         if (!cJSON_IsObject(item))
-            return bad(l, "\"%s\"[%d]: expected an object {\"role\", \"content\"}, got %s", key, i, json_kind(item));
-        if (!cJSON_IsString(role))
-            return bad(l, "\"%s\"[%d]: expected a string \"role\", got %s", key, i, role ? json_kind(role) : "none");
+            return bad(l, "\"%s\"[%d]: expected an object {\"role\", \"content\"}, got %s", key, i,
+                       json_kind(item));
+        if (!cJSON_IsString(role) && !(parity_roles && !role))
+            return bad(l, "\"%s\"[%d]: expected a string \"role\", got %s", key, i,
+                       role ? json_kind(role) : "none");
         if (!cJSON_IsString(content))
             return bad(l, "\"%s\"[%d]: expected a string \"content\", got %s", key, i,
                        content ? json_kind(content) : "none");
         m[i].struct_size = sizeof m[i];
-        m[i].role = jarena_strdup(l->a, role->valuestring, strlen(role->valuestring));
+        if (role)
+            m[i].role = jarena_strdup(l->a, role->valuestring, strlen(role->valuestring));
+        else
+            m[i].role = i % 2 ? "assistant" : "user";
         m[i].content = jarena_strdup(l->a, content->valuestring, strlen(content->valuestring));
         i++;
     }
@@ -150,7 +134,7 @@ static int read_messages(line_ctx *l, const cJSON *list, const char *key, grpo_m
 
 /* Parses one non-blank line into ex. Returns 0 with l->why set when the line is bad. */
 static int parse_line(line_ctx *l, const char *s, size_t n, grpo_example *ex) {
-    size_t badpos = utf8_invalid_at((const unsigned char *)s, n);
+    size_t badpos = ju8_invalid_at(s, n);
     if (badpos < n) return bad(l, "invalid UTF-8 at byte %zu of the line", badpos + 1);
     if (memchr(s, '\0', n)) return bad(l, "NUL byte in the line");
     const char *end = NULL;
@@ -174,26 +158,33 @@ static int parse_line(line_ctx *l, const char *s, size_t n, grpo_example *ex) {
                 bad(l, "duplicate key \"%s\"", item->string);
                 goto done;
             }
-        if (strcmp(item->string, "prompt") == 0) prompt = item;
-        else if (strcmp(item->string, "conversations") == 0) conv = item;
-        else n_extra++;
+        if (strcmp(item->string, "prompt") == 0)
+            prompt = item;
+        else if (strcmp(item->string, "conversations") == 0)
+            conv = item;
+        else
+            n_extra++;
     }
     if (prompt && conv) {
         bad(l, "expected either \"prompt\" or \"conversations\", not both");
         goto done;
     }
     if (!prompt && !conv) {
-        bad(l, "expected a \"prompt\" (a string or a list of messages) or a \"conversations\" list");
+        bad(l,
+            "expected a \"prompt\" (a string or a list of messages) or a \"conversations\" list");
         goto done;
     }
     if (prompt) {
-        if (cJSON_IsString(prompt)) ex->prompt = jarena_strdup(l->a, prompt->valuestring, strlen(prompt->valuestring));
+        if (cJSON_IsString(prompt))
+            ex->prompt = jarena_strdup(l->a, prompt->valuestring, strlen(prompt->valuestring));
         else if (cJSON_IsArray(prompt)) {
             grpo_message *m;
-            if (!read_messages(l, prompt, "prompt", &m, &ex->n_messages)) goto done;
+            if (!read_messages(l, prompt, "prompt", 0, &m, &ex->n_messages)) goto done;
             ex->messages = m;
         } else {
-            bad(l, "\"prompt\": expected a string or a list of {\"role\", \"content\"} messages, got %s",
+            bad(l,
+                "\"prompt\": expected a string or a list of {\"role\", \"content\"} messages, got "
+                "%s",
                 json_kind(prompt));
             goto done;
         }
@@ -201,18 +192,25 @@ static int parse_line(line_ctx *l, const char *s, size_t n, grpo_example *ex) {
         grpo_message *m;
         uint32_t nm;
         if (!cJSON_IsArray(conv)) {
-            bad(l, "\"conversations\": expected a list of {\"role\", \"content\"} turns, got %s", json_kind(conv));
+            bad(l, "\"conversations\": expected a list of {\"role\", \"content\"} turns, got %s",
+                json_kind(conv));
             goto done;
         }
-        if (!read_messages(l, conv, "conversations", &m, &nm)) goto done;
-        if (strcmp(m[nm - 1].role, "assistant") == 0) {
-            if (nm == 1) {
-                bad(l, "\"conversations\": expected at least one turn before the final assistant turn");
-                goto done;
-            }
-            ex->response = m[nm - 1].content;
-            nm--;
+        if (!read_messages(l, conv, "conversations", 1, &m, &nm)) goto done;
+        if (nm < 2) {
+            bad(l, "\"conversations\": expected at least one prompt turn and the final "
+                   "assistant turn (the reference response)");
+            goto done;
         }
+        if (strcmp(m[nm - 1].role, "assistant") != 0) {
+            bad(l,
+                "\"conversations\": expected the last turn to be the assistant's reference "
+                "response, got role \"%s\"",
+                m[nm - 1].role);
+            goto done;
+        }
+        ex->response = m[nm - 1].content;
+        nm--;
         ex->messages = m, ex->n_messages = nm;
     }
     grpo_field *fields = n_extra ? jarena_alloc(l->a, (size_t)n_extra * sizeof *fields) : NULL;
@@ -246,7 +244,9 @@ int grpo_dataset_load(const char *path, const grpo_dataset_options *opt, grpo_da
     if (!opt) opt = &defaults;
     *out = NULL;
     FILE *f = fopen(path, "rb");
-    if (!f) return grpo_error_set(err, GRPO_ERR_IO, "%s: cannot open dataset: %s", path, strerror(errno));
+    if (!f)
+        return grpo_error_set(err, GRPO_ERR_IO, "%s: cannot open dataset: %s", path,
+                              strerror(errno));
     grpo_dataset *ds = calloc(1, sizeof *ds);
     if (!ds) {
         fclose(f);
@@ -288,10 +288,12 @@ int grpo_dataset_load(const char *path, const grpo_dataset_options *opt, grpo_da
         }
         ds->examples[ds->n++] = ex;
     }
-    if (rc == GRPO_OK && ferror(f)) rc = grpo_error_set(err, GRPO_ERR_IO, "%s: read error after line %" PRIu64, path, lineno);
+    if (rc == GRPO_OK && ferror(f))
+        rc = grpo_error_set(err, GRPO_ERR_IO, "%s: read error after line %" PRIu64, path, lineno);
     if (rc == GRPO_OK && ds->n == 0)
-        rc = grpo_error_set(err, GRPO_ERR_INVALID, "%s: no examples (%" PRIu64 " lines, %zu skipped)%s%s", path,
-                            lineno, ds->n_skipped, ds->n_skipped ? "; first: " : "", ds->first_skip);
+        rc = grpo_error_set(err, GRPO_ERR_INVALID,
+                            "%s: no examples (%" PRIu64 " lines, %zu skipped)%s%s", path, lineno,
+                            ds->n_skipped, ds->n_skipped ? "; first: " : "", ds->first_skip);
     free(buf);
     fclose(f);
     if (rc != GRPO_OK) {
@@ -321,7 +323,8 @@ int grpo_example_prompt_text(const grpo_example *ex, grpo_render_fn render, void
     }
     if (!render)
         return grpo_error_set(err, GRPO_ERR_INVALID,
-                              "line %" PRIu64 ": the prompt is a list of messages but no chat template "
+                              "line %" PRIu64
+                              ": the prompt is a list of messages but no chat template "
                               "(render callback) was given",
                               ex->line);
     return render(render_user, ex->messages, ex->n_messages, out, err);
@@ -365,7 +368,8 @@ uint64_t grpo_splitmix64(uint64_t *state) {
 
 /* Uniform in [0, bound) by rejection: no modulo bias. */
 static uint64_t uniform_below(uint64_t *state, uint64_t bound) {
-    uint64_t limit = UINT64_MAX - (UINT64_MAX % bound + 1) % bound; /* 2^64 - (2^64 mod bound) - 1 */
+    uint64_t limit =
+        UINT64_MAX - (UINT64_MAX % bound + 1) % bound; /* 2^64 - (2^64 mod bound) - 1 */
     for (;;) {
         uint64_t x = grpo_splitmix64(state);
         if (x <= limit) return x % bound;
@@ -390,20 +394,24 @@ int grpo_data_order_restore(grpo_data_order *o, size_t n, grpo_data_cursor cur, 
     if (n == 0) return grpo_error_set(err, GRPO_ERR_INVALID, "data order: the dataset is empty");
     if (cur.n != n)
         return grpo_error_set(err, GRPO_ERR_INVALID,
-                              "data cursor is for a dataset of %" PRIu64 " examples, this one has %zu "
+                              "data cursor is for a dataset of %" PRIu64
+                              " examples, this one has %zu "
                               "(did the data file change?)",
                               cur.n, n);
     if (cur.position > n)
-        return grpo_error_set(err, GRPO_ERR_INVALID, "data cursor position %" PRIu64 " is past the %zu examples",
+        return grpo_error_set(err, GRPO_ERR_INVALID,
+                              "data cursor position %" PRIu64 " is past the %zu examples",
                               cur.position, n);
     o->perm = malloc(n * sizeof *o->perm);
-    if (!o->perm) return grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory for a data order of %zu", n);
+    if (!o->perm)
+        return grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory for a data order of %zu", n);
     o->cur = cur, o->shuffle = shuffle;
     make_epoch(o);
     return GRPO_OK;
 }
 
-int grpo_data_order_init(grpo_data_order *o, size_t n, uint64_t seed, int shuffle, grpo_error *err) {
+int grpo_data_order_init(grpo_data_order *o, size_t n, uint64_t seed, int shuffle,
+                         grpo_error *err) {
     grpo_data_cursor c = {.seed = seed, .epoch = 0, .position = 0, .n = n};
     return grpo_data_order_restore(o, n, c, shuffle, err);
 }
@@ -422,17 +430,19 @@ void grpo_data_order_free(grpo_data_order *o) {
 }
 
 void grpo_data_cursor_format(const grpo_data_cursor *c, char *buf, size_t size) {
-    snprintf(buf, size, "seed=%" PRIu64 " epoch=%" PRIu64 " position=%" PRIu64 " n=%" PRIu64, c->seed,
-             c->epoch, c->position, c->n);
+    snprintf(buf, size, "seed=%" PRIu64 " epoch=%" PRIu64 " position=%" PRIu64 " n=%" PRIu64,
+             c->seed, c->epoch, c->position, c->n);
 }
 
 int grpo_data_cursor_parse(const char *text, grpo_data_cursor *c, grpo_error *err) {
     uint64_t s, e, p, n;
     int used = 0;
-    if (sscanf(text, "seed=%" SCNu64 " epoch=%" SCNu64 " position=%" SCNu64 " n=%" SCNu64 "%n", &s, &e, &p,
-               &n, &used) != 4 || text[used] != '\0')
+    if (sscanf(text, "seed=%" SCNu64 " epoch=%" SCNu64 " position=%" SCNu64 " n=%" SCNu64 "%n", &s,
+               &e, &p, &n, &used) != 4 ||
+        text[used] != '\0')
         return grpo_error_set(err, GRPO_ERR_INVALID,
-                              "bad data cursor '%s': expected 'seed=S epoch=E position=P n=N'", text);
+                              "bad data cursor '%s': expected 'seed=S epoch=E position=P n=N'",
+                              text);
     c->seed = s, c->epoch = e, c->position = p, c->n = n;
     return GRPO_OK;
 }

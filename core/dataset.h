@@ -4,10 +4,10 @@
  * One JSON object per line. Three shapes are accepted (TRL's two and MiniMind's):
  *   {"prompt": "text", ...}                                  the text is the prompt, used as is
  *   {"prompt": [{"role": "user", "content": "..."}, ...], ...} messages, rendered by a template
- *   {"conversations": [{"role": ..., "content": ...}, ...], ...}  MiniMind: every turn but the
- *        last is the prompt; the last turn, when it is an assistant turn, is the reference
- *        response (grpo_example.response). When the last turn is not an assistant turn, all
- *        turns are the prompt and there is no response.
+ *   {"conversations": [{"role": ..., "content": ...}, ...], ...}  MiniMind's RLAIF lines: every
+ *        turn but the last is the prompt; the last turn must be the assistant's and is the
+ *        reference response (grpo_example.response). As in MiniMind's RLAIFDataset, a turn
+ *        without "role" is "user" at even and "assistant" at odd positions.
  * Every other top-level key is kept as an extra field, key → the value's JSON text exactly as
  * written in the file (e.g. "answer": "\"42\""), and handed to rewards as grpo_field.
  * Blank lines are ignored. A bad line (invalid UTF-8, bad JSON, not an object, no prompt, a
@@ -33,18 +33,18 @@ typedef struct grpo_example {
     const char *prompt;           /* the prompt text when "prompt" was a string, else NULL */
     const grpo_message *messages; /* [n_messages] when the prompt is messages, else NULL */
     uint32_t n_messages;
-    const char *response;         /* reference response ("conversations" last assistant turn) or NULL */
-    const grpo_field *fields;     /* [n_fields] the other keys, value as JSON text */
+    const char *response;     /* reference response ("conversations" last assistant turn) or NULL */
+    const grpo_field *fields; /* [n_fields] the other keys, value as JSON text */
     uint32_t n_fields;
-    uint64_t line;                /* 1-based line in the file */
+    uint64_t line; /* 1-based line in the file */
 } grpo_example;
 
 typedef struct grpo_dataset {
     char *path;
     grpo_example *examples; /* [n] */
     size_t n;
-    size_t n_skipped;       /* bad lines skipped (skip_bad_lines) */
-    char first_skip[600];    /* the message of the first skipped line, "" when none */
+    size_t n_skipped;                 /* bad lines skipped (skip_bad_lines) */
+    char first_skip[600];             /* the message of the first skipped line, "" when none */
     struct grpo_dataset_store *store; /* owns every string and array above */
 } grpo_dataset;
 

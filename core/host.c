@@ -1,7 +1,9 @@
 /*
  * host.c — the host services table this process hands to plugins (grpo/plugin.h, grpo_host).
  * ops and the tokenizer stay NULL here; the trainer fills its own copy when it has them.
+ * The 1.1 model services are set with model_ctx NULL: the process default context (host_model.h).
  */
+#include "host_model.h"
 #include "registry.h"
 #include "rng.h"
 
@@ -45,6 +47,14 @@ static const grpo_host default_host = {
     /* .tokenizer   = */ NULL,
     /* .tokenize    = */ NULL,
     /* .detokenize  = */ NULL,
+    /* .model_ctx   = */ NULL,
+    /* .model_load  = */ grpo_hm_load,
+    /* .model_free  = */ grpo_hm_free,
+    /* .model_info  = */ grpo_hm_info,
+    /* .model_hidden = */ grpo_hm_hidden,
+    /* .model_tensor = */ grpo_hm_tensor,
+    /* .model_encode = */ grpo_hm_encode,
+    /* .model_render = */ grpo_hm_render,
 };
 
 const grpo_host *grpo_default_host(void) { return &default_host; }

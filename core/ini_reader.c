@@ -40,7 +40,7 @@ void grpo_diag_free(grpo_diag *d) {
 
 /* ---- the document ----------------------------------------------------------------------- */
 
-static grpo_ini_section *doc_add_section(grpo_ini_doc *doc, const char *name, int line) {
+static grpo_ini_section *doc_add_section(grpo_ini_doc *doc, const char *name, size_t n, int line) {
     if (doc->n_sections == doc->cap_sections) {
         int cap = doc->cap_sections ? 2 * doc->cap_sections : 16;
         grpo_ini_section *s = realloc(doc->sections, (size_t)cap * sizeof *s);
@@ -49,7 +49,7 @@ static grpo_ini_section *doc_add_section(grpo_ini_doc *doc, const char *name, in
     }
     grpo_ini_section *s = &doc->sections[doc->n_sections];
     memset(s, 0, sizeof *s);
-    if (!(s->name = strdup(name))) return NULL;
+    if (!(s->name = strndup(name, n))) return NULL;
     s->line = line;
     doc->n_sections++;
     return s;
@@ -198,14 +198,11 @@ static void classify(reader *r, const char *b, const char *e) {
         }
         r->kind = LINE_SECTION;
         r->in_key = 0, r->gap_line = 0, r->skip_continuation = 0;
-        long n = (long)(c - (s + 1));
-        char name[GRPO_INI_MAX_LINE_CHARS + 1];
-        memcpy(name, s + 1, (size_t)n);
-        name[n] = '\0';
+        int n = (int)(c - (s + 1));
         if (n > GRPO_INI_MAX_SECTION_CHARS)
-            reader_error(r, "section name '%s' is %ld characters long; inih keeps at most %d",
-                         name, n, GRPO_INI_MAX_SECTION_CHARS);
-        if (!doc_add_section(r->doc, name, r->line)) r->oom = 1;
+            reader_error(r, "section name '%.*s' is %d characters long; inih keeps at most %d",
+                         n, s + 1, n, GRPO_INI_MAX_SECTION_CHARS);
+        if (!doc_add_section(r->doc, s + 1, (size_t)n, r->line)) r->oom = 1;
     } else {
         const char *c = find_or_comment(s, t, "=:");
         if (c == t || (*c != '=' && *c != ':')) {
@@ -274,7 +271,7 @@ static int on_key(void *user, const char *section, const char *name, const char 
         reader_error(r, "internal: inih read a key here but the line reader did not");
         return 1;
     }
-    if (!doc->n_sections && !doc_add_section(doc, "", 0)) return r->oom = 1, 1;
+    if (!doc->n_sections && !doc_add_section(doc, "", 0, 0)) return r->oom = 1, 1;
     if (!section_add_entry(&doc->sections[doc->n_sections - 1], name, value, r->line)) r->oom = 1;
     return 1;
 }

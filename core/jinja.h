@@ -24,7 +24,7 @@ typedef struct jarena {
     jarena_block *head;
 } jarena;
 
-void *jarena_alloc(jarena *a, size_t n); /* zeroed; aborts on out-of-memory */
+void *jarena_alloc(jarena *a, size_t n);                 /* zeroed; aborts on out-of-memory */
 char *jarena_strdup(jarena *a, const char *s, size_t n); /* copies n bytes, adds a NUL */
 void jarena_free(jarena *a);
 
@@ -56,6 +56,7 @@ typedef enum jv_type {
     JV_NS,     /* namespace(): a dict whose entries are attributes */
     JV_FUNC,   /* a global function: raise_exception, namespace, dict, range, strftime_now */
     JV_METHOD, /* a bound method: obj.name, called later */
+    JV_MACRO,  /* a {% macro %}: its node and the scope it was defined in */
 } jv_type;
 
 typedef struct jlist jlist;
@@ -72,12 +73,16 @@ struct jv {
             size_t n;
         } str;
         jlist *list;
-        jdict *dict; /* JV_DICT, JV_NS */
+        jdict *dict;      /* JV_DICT, JV_NS */
         const char *func; /* JV_FUNC name */
         struct {
             jv *self;
             const char *name;
         } method;
+        struct {
+            const struct jnode *node;
+            void *scope;
+        } macro;
     } u;
 };
 
@@ -103,7 +108,7 @@ jv jv_list_new(jarena *a, size_t cap);
 jv jv_dict_new(jarena *a, int type); /* JV_DICT or JV_NS */
 void jlist_push(jarena *a, jlist *l, jv v);
 void jdict_set(jarena *a, jdict *d, jv key, jv val); /* replaces an existing key */
-jv *jdict_get(const jdict *d, jv key);                 /* NULL when absent */
+jv *jdict_get(const jdict *d, jv key);               /* NULL when absent */
 jv *jdict_get_str(const jdict *d, const char *key, size_t n);
 
 const char *jv_type_name(int type); /* Python's name: "str", "int", "NoneType", ... */
@@ -114,9 +119,18 @@ int jv_equal(jv a, jv b); /* Python ==, with Undefined == Undefined */
 void jv_to_str(jbuf *out, jv v);
 /* repr(v) appended to out. */
 void jv_repr(jbuf *out, jv v);
-/* json.dumps(v, ensure_ascii=False, indent=indent (<0: None), sort_keys) appended to out.
- * Returns 0 and writes why when v holds something JSON cannot encode. */
-int jv_to_json(jbuf *out, jv v, int indent, int sort_keys, char *why, size_t why_size);
+/* json.dumps options. indent: the string put once per level after each newline (NULL: None,
+ * everything on one line); item_sep/key_sep: NULL for Python's defaults ("," with an indent,
+ * ", " without; ": "). */
+typedef struct jv_json_format {
+    const char *indent;
+    const char *item_sep, *key_sep;
+    int sort_keys, ensure_ascii;
+} jv_json_format;
+
+/* json.dumps(v, ...) appended to out. Returns 0 and writes why when v holds something JSON
+ * cannot encode. */
+int jv_to_json(jbuf *out, jv v, const jv_json_format *fmt, char *why, size_t why_size);
 /* Python float repr: "1.0", "0.1", "1e+20", "inf". */
 void jv_float_repr(jbuf *out, double f);
 
@@ -125,10 +139,13 @@ void jv_float_repr(jbuf *out, double f);
 int jv_from_json(jarena *a, const char *text, size_t n, jv *out, char *why, size_t why_size);
 
 /* ---- UTF-8 helpers (Python strings index code points) -------------------------------------- */
-size_t ju8_len(const char *s, size_t n);                        /* code points */
-size_t ju8_offset(const char *s, size_t n, size_t cp_index);     /* byte offset of a code point */
-uint32_t ju8_decode(const char *s, size_t n, size_t *adv);       /* one code point */
-int ju8_isspace(uint32_t cp);                                    /* Python str.isspace */
+size_t ju8_len(const char *s, size_t n);                     /* code points */
+size_t ju8_offset(const char *s, size_t n, size_t cp_index); /* byte offset of a code point */
+uint32_t ju8_decode(const char *s, size_t n, size_t *adv);   /* one code point */
+int ju8_isspace(uint32_t cp);                                /* Python str.isspace */
+/* Strict UTF-8 check (no overlongs, no surrogates, <= U+10FFFF): the offset of the first bad
+ * byte, or len when the text is valid. */
+size_t ju8_invalid_at(const char *s, size_t len);
 
 /* ---- AST ----------------------------------------------------------------------------------- */
 typedef enum jnode_kind {
@@ -142,27 +159,27 @@ typedef enum jnode_kind {
     JN_SETBLOCK, /* names[0]: target; b: body captured as a string */
     JN_BREAK,
     JN_CONTINUE,
-    JN_MACRO,    /* name; names: params; kids: defaults (NULL = none); b: body */
+    JN_MACRO, /* name; names: params; kids: defaults (NULL = none); b: body */
     /* expressions */
-    JN_LIT,      /* lit */
-    JN_NAME,     /* name */
-    JN_GETATTR,  /* a: object, name */
-    JN_GETITEM,  /* a: object, b: key */
-    JN_SLICE,    /* a: object, b: start, c: stop, d: step (each may be NULL) */
-    JN_CALL,     /* a: callee, kids + names: args (names[i] NULL = positional) */
-    JN_FILTER,   /* a: subject, name, kids + names: args */
-    JN_TEST,     /* a: subject, name, kids: args, op: 1 when negated (is not) */
-    JN_BINOP,    /* op: '+', '-', '*', '/', 'f' (//), '%', 'p' (**), '~'; a, b */
-    JN_NEG,      /* a */
-    JN_POS,      /* a */
-    JN_NOT,      /* a */
-    JN_AND,      /* a, b */
-    JN_OR,       /* a, b */
-    JN_COMPARE,  /* a: first operand; kids: further operands; ops: one per kid */
-    JN_COND,     /* a: test, b: value, c: else value (NULL = undefined) */
-    JN_LIST,     /* kids */
-    JN_TUPLE,    /* kids */
-    JN_DICT,     /* kids: key0, val0, key1, val1, ... */
+    JN_LIT,     /* lit */
+    JN_NAME,    /* name */
+    JN_GETATTR, /* a: object, name */
+    JN_GETITEM, /* a: object, b: key */
+    JN_SLICE,   /* a: object, b: start, c: stop, d: step (each may be NULL) */
+    JN_CALL,    /* a: callee, kids + names: args (names[i] NULL = positional) */
+    JN_FILTER,  /* a: subject, name, kids + names: args */
+    JN_TEST,    /* a: subject, name, kids: args, op: 1 when negated (is not) */
+    JN_BINOP,   /* op: '+', '-', '*', '/', 'f' (//), '%', 'p' (**), '~'; a, b */
+    JN_NEG,     /* a */
+    JN_POS,     /* a */
+    JN_NOT,     /* a */
+    JN_AND,     /* a, b */
+    JN_OR,      /* a, b */
+    JN_COMPARE, /* a: first operand; kids: further operands; ops: one per kid */
+    JN_COND,    /* a: test, b: value, c: else value (NULL = undefined) */
+    JN_LIST,    /* kids */
+    JN_TUPLE,   /* kids */
+    JN_DICT,    /* kids: key0, val0, key1, val1, ... */
 } jnode_kind;
 
 /* comparison operators in JN_COMPARE.ops */
@@ -178,7 +195,8 @@ struct jnode {
     jv lit;
     jnode *a, *b, *c, *d;
     jnode **kids;
-    const char **names; /* JN_CALL/JN_FILTER: keyword names parallel to kids; JN_FOR/JN_SET: targets */
+    const char *
+        *names; /* JN_CALL/JN_FILTER: keyword names parallel to kids; JN_FOR/JN_SET: targets */
     int *ops;
     int n_kids, n_names;
 };

@@ -112,7 +112,8 @@ static jv str_strip(jv s, const jv *chars, int which) {
             int hit = 0;
             if (chars) {
                 for (size_t k = 0; k < nset; k++) hit |= set[k] == cp;
-            } else hit = ju8_isspace(cp);
+            } else
+                hit = ju8_isspace(cp);
             if (!hit) break;
             b += adv;
         }
@@ -124,7 +125,8 @@ static jv str_strip(jv s, const jv *chars, int which) {
             int hit = 0;
             if (chars) {
                 for (size_t k = 0; k < nset; k++) hit |= set[k] == cp;
-            } else hit = ju8_isspace(cp);
+            } else
+                hit = ju8_isspace(cp);
             if (!hit) break;
             e = st;
         }
@@ -174,7 +176,8 @@ static int str_split(ctx *c, int line, jv s, const jv *sep, int64_t maxsplit, in
                 end = (size_t)(hit - p);
             }
             jlist_push(c->a, tmp.u.list, jv_str(p, end));
-            for (size_t i = tmp.u.list->n; i-- > 0;) jlist_push(c->a, list.u.list, tmp.u.list->items[i]);
+            for (size_t i = tmp.u.list->n; i-- > 0;)
+                jlist_push(c->a, list.u.list, tmp.u.list->items[i]);
         }
         *out = list;
         return 1;
@@ -219,7 +222,8 @@ static jv str_replace(ctx *c, jv s, jv old, jv new_, int64_t count) {
         return str_from_buf(c, &b);
     }
     const char *hit;
-    while ((count < 0 || done < count) && (hit = memfind(p + pos, n - pos, old.u.str.s, old.u.str.n))) {
+    while ((count < 0 || done < count) &&
+           (hit = memfind(p + pos, n - pos, old.u.str.s, old.u.str.n))) {
         jbuf_put(&b, p + pos, (size_t)(hit - (p + pos)));
         jbuf_put(&b, new_.u.str.s, new_.u.str.n);
         pos = (size_t)(hit - p) + old.u.str.n;
@@ -229,17 +233,24 @@ static jv str_replace(ctx *c, jv s, jv old, jv new_, int64_t count) {
     return str_from_buf(c, &b);
 }
 
-/* ASCII case mapping (non-ASCII code points are left as they are). mode: 'u', 'l', 't', 'c'. */
+/* ASCII case mapping (non-ASCII code points are left as they are). mode: 'u' upper, 'l' lower,
+ * 'c' first upper, 't' Python str.title (a word starts after any non-letter), 'T' jinja2's |title
+ * filter (a word starts only after whitespace, '-', '(', '{', '[' or '<'). */
 static jv str_case(ctx *c, jv s, int mode) {
     char *d = jarena_strdup(c->a, s.u.str.s, s.u.str.n);
     int word_start = 1;
     for (size_t i = 0; i < s.u.str.n; i++) {
         char ch = d[i];
         int alpha = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z');
-        int up = mode == 'u' || ((mode == 't') && word_start) || (mode == 'c' && i == 0);
-        if (alpha) d[i] = up ? (char)(ch >= 'a' && ch <= 'z' ? ch - 32 : ch)
-                              : (char)(ch >= 'A' && ch <= 'Z' ? ch + 32 : ch);
-        word_start = !alpha && !((unsigned char)ch >= 0x80);
+        int up =
+            mode == 'u' || ((mode == 't' || mode == 'T') && word_start) || (mode == 'c' && i == 0);
+        if (alpha)
+            d[i] = up ? (char)(ch >= 'a' && ch <= 'z' ? ch - 32 : ch)
+                      : (char)(ch >= 'A' && ch <= 'Z' ? ch + 32 : ch);
+        if (mode == 'T')
+            word_start = strchr(" \t\n\r\f\v-({[<", ch) != NULL;
+        else
+            word_start = !alpha && !((unsigned char)ch >= 0x80);
     }
     return jv_str(d, s.u.str.n);
 }
@@ -282,14 +293,20 @@ static void slice_indices(int64_t len, const jv *start, const jv *stop, int64_t 
     int64_t lo = step < 0 ? -1 : 0, hi = step < 0 ? len - 1 : len;
     if (start) {
         *b = start->u.i;
-        if (*b < 0) *b = *b + len < lo ? lo : *b + len;
-        else if (*b > hi) *b = hi;
-    } else *b = step < 0 ? hi : lo;
+        if (*b < 0)
+            *b = *b + len < lo ? lo : *b + len;
+        else if (*b > hi)
+            *b = hi;
+    } else
+        *b = step < 0 ? hi : lo;
     if (stop) {
         *e = stop->u.i;
-        if (*e < 0) *e = *e + len < lo ? lo : *e + len;
-        else if (*e > hi) *e = hi;
-    } else *e = step < 0 ? lo : hi;
+        if (*e < 0)
+            *e = *e + len < lo ? lo : *e + len;
+        else if (*e > hi)
+            *e = hi;
+    } else
+        *e = step < 0 ? lo : hi;
 }
 
 static int do_slice(ctx *c, int line, jv obj, const jv *start, const jv *stop, const jv *step,
@@ -305,7 +322,10 @@ static int do_slice(ctx *c, int line, jv obj, const jv *start, const jv *stop, c
         slice_indices(len, start, stop, st, &b, &e);
         jv l = jv_list_new(c->a, 0);
         l.u.list->is_tuple = obj.u.list->is_tuple;
-        for (int64_t i = b; st > 0 ? i < e : i > e; i += st) jlist_push(c->a, l.u.list, obj.u.list->items[i]);
+        for (int64_t i = b; st > 0 ? i < e : i > e;) {
+            jlist_push(c->a, l.u.list, obj.u.list->items[i]);
+            if (__builtin_add_overflow(i, st, &i)) break;
+        }
         *out = l;
         return 1;
     }
@@ -315,8 +335,10 @@ static int do_slice(ctx *c, int line, jv obj, const jv *start, const jv *stop, c
         int64_t len = (int64_t)cps->n, b, e;
         slice_indices(len, start, stop, st, &b, &e);
         jbuf buf = {0};
-        for (int64_t i = b; st > 0 ? i < e : i > e; i += st)
+        for (int64_t i = b; st > 0 ? i < e : i > e;) {
             jbuf_put(&buf, cps->items[i].u.str.s, cps->items[i].u.str.n);
+            if (__builtin_add_overflow(i, st, &i)) break;
+        }
         *out = str_from_buf(c, &buf);
         return 1;
     }
@@ -326,9 +348,9 @@ static int do_slice(ctx *c, int line, jv obj, const jv *start, const jv *stop, c
 
 /* ---- attribute and item access ------------------------------------------------------------- */
 static const char *const str_methods[] = {
-    "startswith", "endswith", "split", "rsplit", "strip", "lstrip", "rstrip", "replace", "upper",
-    "lower", "title", "capitalize", "find", "rfind", "count", "join", "splitlines", "isdigit",
-    "isspace", "isalpha", "isalnum", "isupper", "islower", NULL};
+    "startswith", "endswith", "split",   "rsplit",     "strip",   "lstrip",  "rstrip",  "replace",
+    "upper",      "lower",    "title",   "capitalize", "find",    "rfind",   "count",   "join",
+    "splitlines", "isdigit",  "isspace", "isalpha",    "isalnum", "isupper", "islower", NULL};
 static const char *const dict_methods[] = {"get", "items", "keys", "values", NULL};
 
 static int in_names(const char *const *list, const char *s) {
@@ -443,6 +465,8 @@ static int arith(ctx *c, int line, int op, jv a, jv b, jv *out) {
     if (op == '*' && ((a.type == JV_STR && is_int(b)) || (is_int(a) && b.type == JV_STR))) {
         jv s = a.type == JV_STR ? a : b;
         int64_t k = a.type == JV_STR ? b.u.i : a.u.i;
+        if (k > 0 && s.u.str.n && (uint64_t)k > (64u << 20) / s.u.str.n)
+            return fail(c, line, "string repetition too large (over 64 MiB)");
         jbuf buf = {0};
         for (int64_t i = 0; i < k; i++) jbuf_put(&buf, s.u.str.s, s.u.str.n);
         *out = str_from_buf(c, &buf);
@@ -452,14 +476,21 @@ static int arith(ctx *c, int line, int op, jv a, jv b, jv *out) {
         return fail(c, line, "unsupported construct: printf-style '%%' string formatting");
     if (!is_num(a) || !is_num(b)) return binop_fail(c, line, opname, a, b);
     if (is_int(a) && is_int(b) && op != '/') {
-        int64_t x = a.u.i, y = b.u.i;
+        int64_t x = a.u.i, y = b.u.i, r;
         switch (op) {
-        case '+': *out = jv_int(x + y); return 1;
-        case '-': *out = jv_int(x - y); return 1;
-        case '*': *out = jv_int(x * y); return 1;
+        case '+':
+            if (__builtin_add_overflow(x, y, &r)) return fail(c, line, "integer overflow in +");
+            return *out = jv_int(r), 1;
+        case '-':
+            if (__builtin_sub_overflow(x, y, &r)) return fail(c, line, "integer overflow in -");
+            return *out = jv_int(r), 1;
+        case '*':
+            if (__builtin_mul_overflow(x, y, &r)) return fail(c, line, "integer overflow in *");
+            return *out = jv_int(r), 1;
         case 'f':
         case '%': {
             if (y == 0) return fail(c, line, "integer division or modulo by zero");
+            if (x == INT64_MIN && y == -1) return fail(c, line, "integer overflow in //");
             int64_t q = x / y, r = x % y;
             if (r != 0 && ((r < 0) != (y < 0))) q--, r += y;
             *out = jv_int(op == 'f' ? q : r);
@@ -467,10 +498,17 @@ static int arith(ctx *c, int line, int op, jv a, jv b, jv *out) {
         }
         case 'p':
             if (y >= 0) {
-                int64_t r = 1;
-                for (int64_t i = 0; i < y; i++) r *= x;
+                if (x == 0 || x == 1)
+                    r = y == 0 ? 1 : x;
+                else if (x == -1)
+                    r = y % 2 ? -1 : 1;
+                else /* |x| >= 2 overflows within 64 steps */
+                    for (r = 1; y > 0; y--)
+                        if (__builtin_mul_overflow(r, x, &r))
+                            return fail(c, line, "integer overflow in **");
                 *out = jv_int(r);
-            } else *out = jv_float(pow((double)x, (double)y));
+            } else
+                *out = jv_float(pow((double)x, (double)y));
             return 1;
         }
     }
@@ -506,7 +544,8 @@ static int contains(ctx *c, int line, jv needle, jv hay, int *out) {
         return 1;
     case JV_LIST:
         *out = 0;
-        for (size_t i = 0; i < hay.u.list->n && !*out; i++) *out = jv_equal(needle, hay.u.list->items[i]);
+        for (size_t i = 0; i < hay.u.list->n && !*out; i++)
+            *out = jv_equal(needle, hay.u.list->items[i]);
         return 1;
     case JV_DICT:
     case JV_NS: *out = jdict_get(hay.u.dict, needle) != NULL; return 1;
@@ -526,8 +565,10 @@ static int compare(ctx *c, int line, int op, jv a, jv b, int *out) {
     int cmp;
     if (is_num(a) && is_num(b)) {
         double x = num(a), y = num(b);
-        if (is_int(a) && is_int(b)) cmp = (a.u.i > b.u.i) - (a.u.i < b.u.i);
-        else cmp = (x > y) - (x < y);
+        if (is_int(a) && is_int(b))
+            cmp = (a.u.i > b.u.i) - (a.u.i < b.u.i);
+        else
+            cmp = (x > y) - (x < y);
         if (isnan(x) || isnan(y)) return *out = 0, 1;
     } else if (a.type == JV_STR && b.type == JV_STR) {
         size_t n = a.u.str.n < b.u.str.n ? a.u.str.n : b.u.str.n;
@@ -564,11 +605,14 @@ static int eval_args(ctx *c, scope *s, const jnode *n, args *a) {
     a->n_pos = a->n_kw = 0;
     for (int i = 0; i < n->n_kids; i++) {
         const char *kw = n->names ? n->names[i] : NULL;
-        if ((kw ? a->n_kw : a->n_pos) == 16) return fail(c, n->line, "too many arguments (at most 16)");
+        if ((kw ? a->n_kw : a->n_pos) == 16)
+            return fail(c, n->line, "too many arguments (at most 16)");
         jv v;
         if (!eval(c, s, n->kids[i], &v)) return 0;
-        if (kw) a->kw_names[a->n_kw] = kw, a->kw[a->n_kw++] = v;
-        else a->pos[a->n_pos++] = v;
+        if (kw)
+            a->kw_names[a->n_kw] = kw, a->kw[a->n_kw++] = v;
+        else
+            a->pos[a->n_pos++] = v;
     }
     return 1;
 }
@@ -583,12 +627,14 @@ static const jv *arg(const args *a, int i, const char *kw) {
 
 static int need_str(ctx *c, int line, const jv *v, const char *what) {
     if (v && v->type == JV_STR) return 1;
-    return fail(c, line, "%s expects a string, got %s", what, v ? jv_type_name(v->type) : "nothing");
+    return fail(c, line, "%s expects a string, got %s", what,
+                v ? jv_type_name(v->type) : "nothing");
 }
 
 static int need_int(ctx *c, int line, const jv *v, const char *what) {
     if (v && is_int(*v)) return 1;
-    return fail(c, line, "%s expects an integer, got %s", what, v ? jv_type_name(v->type) : "nothing");
+    return fail(c, line, "%s expects an integer, got %s", what,
+                v ? jv_type_name(v->type) : "nothing");
 }
 
 /* ---- methods ------------------------------------------------------------------------------- */
@@ -646,7 +692,8 @@ static int call_str_method(ctx *c, int line, jv s, const char *m, const args *a,
             int64_t k = 0;
             size_t pos = 0;
             const char *hit;
-            if (a0->u.str.n == 0) return *out = jv_int((int64_t)ju8_len(s.u.str.s, s.u.str.n) + 1), 1;
+            if (a0->u.str.n == 0)
+                return *out = jv_int((int64_t)ju8_len(s.u.str.s, s.u.str.n) + 1), 1;
             while ((hit = memfind(s.u.str.s + pos, s.u.str.n - pos, a0->u.str.s, a0->u.str.n)))
                 k++, pos = (size_t)(hit - s.u.str.s) + a0->u.str.n;
             return *out = jv_int(k), 1;
@@ -657,7 +704,8 @@ static int call_str_method(ctx *c, int line, jv s, const char *m, const args *a,
     }
     if (!strcmp(m, "join")) {
         jlist *items;
-        if (!a0 || !to_items(c, line, *a0, &items)) return a0 ? 0 : fail(c, line, "str.join needs an iterable");
+        if (!a0 || !to_items(c, line, *a0, &items))
+            return a0 ? 0 : fail(c, line, "str.join needs an iterable");
         jbuf b = {0};
         for (size_t i = 0; i < items->n; i++) {
             if (items->items[i].type != JV_STR) {
@@ -679,7 +727,8 @@ static int call_str_method(ctx *c, int line, jv s, const char *m, const args *a,
                 jlist_push(c->a, l.u.list, jv_str(p + st, i - st));
                 if (p[i] == '\r' && i + 1 < n && p[i + 1] == '\n') i++;
                 st = ++i;
-            } else i++;
+            } else
+                i++;
         }
         if (st < n) jlist_push(c->a, l.u.list, jv_str(p + st, n - st));
         return *out = l, 1;
@@ -691,12 +740,18 @@ static int call_str_method(ctx *c, int line, jv s, const char *m, const args *a,
         int dg = ch >= '0' && ch <= '9', lo = ch >= 'a' && ch <= 'z', up = ch >= 'A' && ch <= 'Z';
         int sp = ch == ' ' || (ch >= 9 && ch <= 13);
         any_cased |= lo || up;
-        if (!strcmp(m, "isdigit")) ok &= dg;
-        else if (!strcmp(m, "isspace")) ok &= sp;
-        else if (!strcmp(m, "isalpha")) ok &= lo || up;
-        else if (!strcmp(m, "isalnum")) ok &= lo || up || dg;
-        else if (!strcmp(m, "isupper")) ok &= !lo;
-        else if (!strcmp(m, "islower")) ok &= !up;
+        if (!strcmp(m, "isdigit"))
+            ok &= dg;
+        else if (!strcmp(m, "isspace"))
+            ok &= sp;
+        else if (!strcmp(m, "isalpha"))
+            ok &= lo || up;
+        else if (!strcmp(m, "isalnum"))
+            ok &= lo || up || dg;
+        else if (!strcmp(m, "isupper"))
+            ok &= !lo;
+        else if (!strcmp(m, "islower"))
+            ok &= !up;
     }
     if (!strcmp(m, "isupper") || !strcmp(m, "islower")) ok &= any_cased;
     return *out = jv_bool(ok), 1;
@@ -719,8 +774,10 @@ static int call_method(ctx *c, int line, jv self, const char *m, const args *a, 
         }
         jv l = jv_list_new(c->a, d->n);
         for (size_t i = 0; i < d->n; i++) {
-            if (!strcmp(m, "keys")) jlist_push(c->a, l.u.list, d->keys[i]);
-            else if (!strcmp(m, "values")) jlist_push(c->a, l.u.list, d->vals[i]);
+            if (!strcmp(m, "keys"))
+                jlist_push(c->a, l.u.list, d->keys[i]);
+            else if (!strcmp(m, "values"))
+                jlist_push(c->a, l.u.list, d->vals[i]);
             else {
                 jv t = jv_list_new(c->a, 2);
                 t.u.list->is_tuple = 1;
@@ -747,32 +804,39 @@ static int call_func(ctx *c, int line, const char *f, const args *a, jv *out) {
         jv d = jv_dict_new(c->a, f[0] == 'n' ? JV_NS : JV_DICT);
         if (a->n_pos > 1) return fail(c, line, "%s() takes at most one positional argument", f);
         if (a->n_pos == 1) {
-            if (a->pos[0].type != JV_DICT) return fail(c, line, "%s() positional argument must be a dict", f);
+            if (a->pos[0].type != JV_DICT)
+                return fail(c, line, "%s() positional argument must be a dict", f);
             for (size_t i = 0; i < a->pos[0].u.dict->n; i++)
                 jdict_set(c->a, d.u.dict, a->pos[0].u.dict->keys[i], a->pos[0].u.dict->vals[i]);
         }
-        for (int i = 0; i < a->n_kw; i++) jdict_set(c->a, d.u.dict, key_of(a->kw_names[i]), a->kw[i]);
+        for (int i = 0; i < a->n_kw; i++)
+            jdict_set(c->a, d.u.dict, key_of(a->kw_names[i]), a->kw[i]);
         return *out = d, 1;
     }
     if (!strcmp(f, "range")) {
         int64_t start = 0, stop, step = 1;
         for (int i = 0; i < a->n_pos; i++)
             if (!need_int(c, line, &a->pos[i], "range()")) return 0;
-        if (a->n_pos == 1) stop = a->pos[0].u.i;
+        if (a->n_pos == 1)
+            stop = a->pos[0].u.i;
         else if (a->n_pos == 2 || a->n_pos == 3) {
             start = a->pos[0].u.i, stop = a->pos[1].u.i;
             if (a->n_pos == 3) step = a->pos[2].u.i;
-        } else return fail(c, line, "range() takes 1 to 3 arguments");
+        } else
+            return fail(c, line, "range() takes 1 to 3 arguments");
         if (step == 0) return fail(c, line, "range() arg 3 must not be zero");
         jv l = jv_list_new(c->a, 0);
-        for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) {
-            if (l.u.list->n >= 100000) return fail(c, line, "range() too big (more than 100000 items)");
+        for (int64_t i = start; step > 0 ? i < stop : i > stop;) {
+            if (l.u.list->n >= 100000)
+                return fail(c, line, "range() too big (more than 100000 items)");
             jlist_push(c->a, l.u.list, jv_int(i));
+            if (__builtin_add_overflow(i, step, &i)) break;
         }
         return *out = l, 1;
     }
     if (!strcmp(f, "strftime_now")) {
-        if (a->n_pos != 1 || a->pos[0].type != JV_STR) return fail(c, line, "strftime_now(format) needs a format string");
+        if (a->n_pos != 1 || a->pos[0].type != JV_STR)
+            return fail(c, line, "strftime_now(format) needs a format string");
         char fmt[256], buf[512];
         snprintf(fmt, sizeof fmt, "%.*s", (int)a->pos[0].u.str.n, a->pos[0].u.str.s);
         time_t now = time(NULL);
@@ -799,8 +863,11 @@ static int apply_test(ctx *c, int line, const char *t, jv v, const args *a, int 
     if (!strcmp(t, "false")) return *out = v.type == JV_BOOL && !v.u.i, 1;
     if (!strcmp(t, "mapping")) return *out = v.type == JV_DICT, 1;
     if (!strcmp(t, "iterable"))
-        return *out = v.type == JV_STR || v.type == JV_LIST || v.type == JV_DICT || v.type == JV_UNDEF, 1;
-    if (!strcmp(t, "sequence")) return *out = v.type == JV_STR || v.type == JV_LIST || v.type == JV_DICT, 1;
+        return *out =
+                   v.type == JV_STR || v.type == JV_LIST || v.type == JV_DICT || v.type == JV_UNDEF,
+               1;
+    if (!strcmp(t, "sequence"))
+        return *out = v.type == JV_STR || v.type == JV_LIST || v.type == JV_DICT, 1;
     if (!strcmp(t, "callable")) return *out = v.type == JV_FUNC || v.type == JV_METHOD, 1;
     if (!strcmp(t, "lower") || !strcmp(t, "upper")) {
         if (v.type != JV_STR) return *out = 0, 1;
@@ -815,7 +882,7 @@ static int apply_test(ctx *c, int line, const char *t, jv v, const args *a, int 
             m = a0->u.i;
             if (m == 0) return fail(c, line, "divisibleby(0)");
         }
-        int64_t r = v.u.i % m;
+        int64_t r = m == -1 ? 0 : v.u.i % m;
         return *out = t[0] == 'o' ? r != 0 : r == 0, 1;
     }
     if (!strcmp(t, "sameas")) {
@@ -900,223 +967,408 @@ static int select_items(ctx *c, int line, const char *f, jv v, const args *a, jv
         if (test) {
             const char *tn = jarena_strdup(c->a, test->u.str.s, test->u.str.n);
             if (!apply_test(c, line, tn, x, &targs, &ok)) return 0;
-        } else ok = jv_truthy(x);
+        } else
+            ok = jv_truthy(x);
         if (ok == keep_if) jlist_push(c->a, l.u.list, items->items[i]);
     }
     *out = l;
     return 1;
 }
 
-static int apply_filter(ctx *c, int line, const char *f, jv v, const args *a, jv *out) {
+static int filter_length_count(ctx *c, int line, const char *f, jv v, const args *a, jv *out) {
+    (void)f;
+    (void)a;
+    int64_t n = 0;
+    if (!length_of(c, line, v, &n)) return 0;
+    return *out = jv_int(n), 1;
+}
+
+static int filter_safe(ctx *c, int line, const char *f, jv v, const args *a, jv *out) {
+    (void)f;
+    (void)line;
+    (void)c;
+    (void)a;
+    return *out = v, 1;
+}
+
+static int filter_string(ctx *c, int line, const char *f, jv v, const args *a, jv *out) {
+    (void)f;
+    (void)line;
+    (void)a;
+    return *out = to_str_value(c, v), 1;
+}
+
+static int filter_trim(ctx *c, int line, const char *f, jv v, const args *a, jv *out) {
+    (void)f;
+    const jv *chars = arg(a, 0, "chars");
+    if (chars && chars->type == JV_NONE) chars = NULL;
+    if (chars && !need_str(c, line, chars, "trim")) return 0;
+    return *out = str_strip(to_str_value(c, v), chars, 3), 1;
+}
+
+/* transformers' tojson: json.dumps(x, ensure_ascii=False, indent=None, separators=None,
+ * sort_keys=False), in that positional order. */
+static int filter_tojson(ctx *c, int line, const char *f, jv v, const args *a, jv *out) {
+    (void)f;
+    const jv *ea = arg(a, 0, "ensure_ascii"), *ind = arg(a, 1, "indent");
+    const jv *sep = arg(a, 2, "separators"), *sk = arg(a, 3, "sort_keys");
+    jv_json_format fmt = {.sort_keys = sk && jv_truthy(*sk), .ensure_ascii = ea && jv_truthy(*ea)};
+    if (ind && ind->type == JV_STR)
+        fmt.indent = jarena_strdup(c->a, ind->u.str.s, ind->u.str.n);
+    else if (ind && is_int(*ind)) {
+        int64_t k = ind->u.i < 0 ? 0 : ind->u.i > 64 ? 64 : ind->u.i;
+        char *spaces = jarena_alloc(c->a, (size_t)k + 1);
+        memset(spaces, ' ', (size_t)k);
+        fmt.indent = spaces;
+    } else if (ind && ind->type != JV_NONE)
+        return fail(c, line, "tojson(indent) expects an integer, a string or none, got %s",
+                    jv_type_name(ind->type));
+    if (sep && sep->type != JV_NONE) {
+        if (sep->type != JV_LIST || sep->u.list->n != 2 || sep->u.list->items[0].type != JV_STR ||
+            sep->u.list->items[1].type != JV_STR)
+            return fail(c, line, "tojson(separators) expects a pair of strings (item, key)");
+        jv is = sep->u.list->items[0], ks = sep->u.list->items[1];
+        fmt.item_sep = jarena_strdup(c->a, is.u.str.s, is.u.str.n);
+        fmt.key_sep = jarena_strdup(c->a, ks.u.str.s, ks.u.str.n);
+    }
+    jbuf b = {0};
+    char why[200];
+    if (!jv_to_json(&b, v, &fmt, why, sizeof why)) {
+        free(b.data);
+        return fail(c, line, "tojson: %s", why);
+    }
+    return *out = str_from_buf(c, &b), 1;
+}
+
+static int filter_default(ctx *c, int line, const char *f, jv v, const args *a, jv *out) {
+    (void)f;
+    (void)line;
+    (void)c;
+    const jv *def = arg(a, 0, "default_value"), *boolean = arg(a, 1, "boolean");
+    int use = v.type == JV_UNDEF || (boolean && jv_truthy(*boolean) && !jv_truthy(v));
+    return *out = use ? (def ? *def : jv_str("", 0)) : v, 1;
+}
+
+static int filter_case(ctx *c, int line, const char *f, jv v, const args *a, jv *out) {
+    (void)line;
+    (void)a;
+    jv s = to_str_value(c, v);
+    if (f[0] == 'c')
+        s = str_case(c, str_case(c, s, 'l'), 'c');
+    else
+        s = str_case(c, s, f[0] == 'l' ? 'l' : f[0] == 'u' ? 'u' : 'T');
+    return *out = s, 1;
+}
+
+static int filter_replace(ctx *c, int line, const char *f, jv v, const args *a, jv *out) {
     const jv *a0 = arg(a, 0, NULL);
-    if (!strcmp(f, "length") || !strcmp(f, "count")) {
-        int64_t n = 0;
-        if (!length_of(c, line, v, &n)) return 0;
-        return *out = jv_int(n), 1;
-    }
-    if (!strcmp(f, "safe")) return *out = v, 1;
-    if (!strcmp(f, "string")) return *out = to_str_value(c, v), 1;
-    if (!strcmp(f, "trim")) {
-        const jv *chars = arg(a, 0, "chars");
-        if (chars && chars->type == JV_NONE) chars = NULL;
-        if (chars && !need_str(c, line, chars, "trim")) return 0;
-        return *out = str_strip(to_str_value(c, v), chars, 3), 1;
-    }
-    if (!strcmp(f, "tojson")) {
-        const jv *ind = arg(a, 0, "indent"), *sk = arg(a, -1, "sort_keys");
-        const jv *ea = arg(a, -1, "ensure_ascii"), *sep = arg(a, -1, "separators");
-        if (ea && jv_truthy(*ea)) return fail(c, line, "tojson(ensure_ascii=true) is not supported");
-        if (sep && sep->type != JV_NONE) return fail(c, line, "tojson(separators=...) is not supported");
-        if (ind && ind->type != JV_NONE && !need_int(c, line, ind, "tojson(indent)")) return 0;
-        jbuf b = {0};
-        char why[200];
-        if (!jv_to_json(&b, v, ind && ind->type != JV_NONE ? (int)ind->u.i : -1,
-                        sk && jv_truthy(*sk), why, sizeof why)) {
-            free(b.data);
-            return fail(c, line, "tojson: %s", why);
+    (void)f;
+    jv s = to_str_value(c, v);
+    if (!need_str(c, line, a0, "replace") || !need_str(c, line, arg(a, 1, NULL), "replace"))
+        return 0;
+    const jv *cnt = arg(a, 2, "count");
+    if (cnt && cnt->type != JV_NONE && !need_int(c, line, cnt, "replace")) return 0;
+    return *out = str_replace(c, s, *a0, *arg(a, 1, NULL),
+                              cnt && cnt->type != JV_NONE ? cnt->u.i : -1),
+           1;
+}
+
+static int filter_first_last(ctx *c, int line, const char *f, jv v, const args *a, jv *out) {
+    (void)a;
+    jlist *items;
+    if (!to_items(c, line, v, &items)) return 0;
+    if (!items->n) return *out = jv_undef(NULL), 1;
+    return *out = items->items[f[0] == 'f' ? 0 : items->n - 1], 1;
+}
+
+static int filter_join(ctx *c, int line, const char *f, jv v, const args *a, jv *out) {
+    (void)f;
+    jlist *items;
+    if (!to_items(c, line, v, &items)) return 0;
+    const jv *sep = arg(a, 0, "d"), *attr = arg(a, 1, "attribute");
+    if (sep && !need_str(c, line, sep, "join")) return 0;
+    jbuf b = {0};
+    for (size_t i = 0; i < items->n; i++) {
+        jv x = items->items[i];
+        if (attr) {
+            jbuf nb = {0};
+            jv_to_str(&nb, *attr);
+            const char *nm = jarena_strdup(c->a, nb.data ? nb.data : "", nb.len);
+            free(nb.data);
+            if (!get_attr(c, line, x, nm, &x)) return free(b.data), 0;
         }
-        return *out = str_from_buf(c, &b), 1;
+        if (i && sep) jbuf_put(&b, sep->u.str.s, sep->u.str.n);
+        jv_to_str(&b, x);
     }
-    if (!strcmp(f, "default") || !strcmp(f, "d")) {
-        const jv *def = arg(a, 0, "default_value"), *boolean = arg(a, 1, "boolean");
-        int use = v.type == JV_UNDEF || (boolean && jv_truthy(*boolean) && !jv_truthy(v));
-        return *out = use ? (def ? *def : jv_str("", 0)) : v, 1;
+    return *out = str_from_buf(c, &b), 1;
+}
+
+static int filter_list(ctx *c, int line, const char *f, jv v, const args *a, jv *out) {
+    (void)f, (void)a;
+    jlist *items;
+    if (!to_items(c, line, v, &items)) return 0;
+    jv l = jv_list_new(c->a, items->n);
+    for (size_t i = 0; i < items->n; i++) jlist_push(c->a, l.u.list, items->items[i]);
+    return *out = l, 1;
+}
+
+static int filter_reverse(ctx *c, int line, const char *f, jv v, const args *a, jv *out) {
+    (void)f, (void)a;
+    if (v.type == JV_STR) {
+        jv m1 = jv_int(-1);
+        return do_slice(c, line, v, NULL, NULL, &m1, out);
     }
-    if (!strcmp(f, "lower") || !strcmp(f, "upper") || !strcmp(f, "title") || !strcmp(f, "capitalize")) {
-        jv s = to_str_value(c, v);
-        if (f[0] == 'c') s = str_case(c, str_case(c, s, 'l'), 'c');
-        else s = str_case(c, s, f[0] == 'l' ? 'l' : f[0] == 'u' ? 'u' : 't');
-        return *out = s, 1;
+    jlist *items;
+    if (!to_items(c, line, v, &items)) return 0;
+    jv l = jv_list_new(c->a, items->n);
+    for (size_t i = items->n; i-- > 0;) jlist_push(c->a, l.u.list, items->items[i]);
+    return *out = l, 1;
+}
+
+static int filter_items(ctx *c, int line, const char *f, jv v, const args *a, jv *out) {
+    (void)f, (void)a;
+    if (v.type == JV_UNDEF) return *out = jv_list_new(c->a, 0), 1;
+    if (v.type != JV_DICT)
+        return fail(c, line, "items filter expects a mapping, got %s", jv_type_name(v.type));
+    args none = {0};
+    return call_method(c, line, v, "items", &none, out);
+}
+
+static int filter_number(ctx *c, int line, const char *f, jv v, const args *a, jv *out) {
+    (void)line;
+    (void)c;
+    int to_int = f[0] == 'i';
+    const jv *def = arg(a, 0, "default");
+    jv d = def ? *def : to_int ? jv_int(0) : jv_float(0.0);
+    double x;
+    if (is_num(v))
+        x = num(v);
+    else if (v.type == JV_STR) {
+        if (memchr(v.u.str.s, 'x', v.u.str.n) || memchr(v.u.str.s, 'X', v.u.str.n))
+            return *out = d, 1;
+        char tmp[128], *end;
+        snprintf(tmp, sizeof tmp, "%.*s", (int)(v.u.str.n < 127 ? v.u.str.n : 127), v.u.str.s);
+        x = strtod(tmp, &end);
+        while (*end == ' ' || *end == '\n' || *end == '\t') end++;
+        if (end == tmp || *end) return *out = d, 1;
+    } else
+        return *out = d, 1;
+    if (to_int && !(x > -9.2e18 && x < 9.2e18)) return *out = d, 1;
+    return *out = to_int ? jv_int((int64_t)x) : jv_float(x), 1;
+}
+
+static int filter_abs(ctx *c, int line, const char *f, jv v, const args *a, jv *out) {
+    (void)f, (void)a;
+    if (!is_num(v)) return fail(c, line, "bad operand type for abs(): '%s'", jv_type_name(v.type));
+    if (v.type != JV_FLOAT && v.u.i == INT64_MIN) return fail(c, line, "integer overflow in abs");
+    return *out = v.type == JV_FLOAT ? jv_float(fabs(v.u.f)) : jv_int(v.u.i < 0 ? -v.u.i : v.u.i),
+           1;
+}
+
+static int filter_round(ctx *c, int line, const char *f, jv v, const args *a, jv *out) {
+    (void)f;
+    const jv *prec = arg(a, 0, "precision"), *meth = arg(a, 1, "method");
+    if (!is_num(v)) return fail(c, line, "round expects a number, got %s", jv_type_name(v.type));
+    if (prec && !need_int(c, line, prec, "round(precision)")) return 0;
+    int64_t digits = prec ? prec->u.i : 0;
+    if (digits < 0 || digits > 300)
+        return fail(c, line, "round: precision %lld is not supported", (long long)digits);
+    int ceil_ =
+        meth && meth->type == JV_STR && meth->u.str.n == 4 && !memcmp(meth->u.str.s, "ceil", 4);
+    int floor_ =
+        meth && meth->type == JV_STR && meth->u.str.n == 5 && !memcmp(meth->u.str.s, "floor", 5);
+    if (ceil_ || floor_) { /* math.ceil/floor(value * 10**p) / 10**p: always a float */
+        double p = pow(10.0, (double)digits), x = num(v) * p;
+        return *out = jv_float((ceil_ ? ceil(x) : floor(x)) / p), 1;
     }
-    if (!strcmp(f, "replace")) {
-        jv s = to_str_value(c, v);
-        if (!need_str(c, line, a0, "replace") || !need_str(c, line, arg(a, 1, NULL), "replace")) return 0;
-        const jv *cnt = arg(a, 2, "count");
-        if (cnt && cnt->type != JV_NONE && !need_int(c, line, cnt, "replace")) return 0;
-        return *out = str_replace(c, s, *a0, *arg(a, 1, NULL), cnt && cnt->type != JV_NONE ? cnt->u.i : -1), 1;
+    if (is_int(v)) return *out = jv_int(v.u.i), 1; /* Python round(int, p) is that int */
+    /* Python round(float, p): correctly rounded, ties to even, as printf does */
+    char tmp[400];
+    snprintf(tmp, sizeof tmp, "%.*f", (int)digits, v.u.f);
+    return *out = jv_float(strtod(tmp, NULL)), 1;
+}
+
+static int filter_sum(ctx *c, int line, const char *f, jv v, const args *a, jv *out) {
+    const jv *a0 = arg(a, 0, NULL);
+    (void)f;
+    jlist *items;
+    if (!to_items(c, line, v, &items)) return 0;
+    jv acc = a0 ? *a0 : jv_int(0);
+    const jv *attr = arg(a, -1, "attribute");
+    for (size_t i = 0; i < items->n; i++) {
+        jv x = items->items[i];
+        if (attr && attr->type == JV_STR &&
+            !get_attr(c, line, x, jarena_strdup(c->a, attr->u.str.s, attr->u.str.n), &x))
+            return 0;
+        if (!arith(c, line, '+', acc, x, &acc)) return 0;
     }
-    if (!strcmp(f, "first") || !strcmp(f, "last")) {
-        jlist *items;
-        if (!to_items(c, line, v, &items)) return 0;
-        if (!items->n) return *out = jv_undef(NULL), 1;
-        return *out = items->items[f[0] == 'f' ? 0 : items->n - 1], 1;
+    return *out = acc, 1;
+}
+
+static int filter_wordcount(ctx *c, int line, const char *f, jv v, const args *a, jv *out) {
+    (void)f;
+    (void)a;
+    jv s = to_str_value(c, v), parts;
+    if (!str_split(c, line, s, NULL, -1, 0, &parts)) return 0;
+    return *out = jv_int((int64_t)parts.u.list->n), 1;
+}
+
+static int filter_map(ctx *c, int line, const char *f, jv v, const args *a, jv *out) {
+    const jv *a0 = arg(a, 0, NULL);
+    (void)f;
+    jlist *items;
+    if (!to_items(c, line, v, &items)) return 0;
+    const jv *attr = arg(a, -1, "attribute"), *def = arg(a, -1, "default");
+    jv l = jv_list_new(c->a, items->n);
+    args rest = {0};
+    for (int i = 1; i < a->n_pos; i++) rest.pos[rest.n_pos++] = a->pos[i];
+    if (!attr && !need_str(c, line, a0, "map")) return 0;
+    for (size_t i = 0; i < items->n; i++) {
+        jv x;
+        if (attr) {
+            if (!need_str(c, line, attr, "map(attribute)")) return 0;
+            if (!get_attr(c, line, items->items[i],
+                          jarena_strdup(c->a, attr->u.str.s, attr->u.str.n), &x))
+                return 0;
+            if (x.type == JV_UNDEF && def) x = *def;
+        } else if (!apply_filter(c, line, jarena_strdup(c->a, a0->u.str.s, a0->u.str.n),
+                                 items->items[i], &rest, &x))
+            return 0;
+        jlist_push(c->a, l.u.list, x);
     }
-    if (!strcmp(f, "join")) {
-        jlist *items;
-        if (!to_items(c, line, v, &items)) return 0;
-        const jv *sep = arg(a, 0, "d"), *attr = arg(a, 1, "attribute");
-        if (sep && !need_str(c, line, sep, "join")) return 0;
-        jbuf b = {0};
-        for (size_t i = 0; i < items->n; i++) {
-            jv x = items->items[i];
-            if (attr) {
-                jbuf nb = {0};
-                jv_to_str(&nb, *attr);
-                const char *nm = jarena_strdup(c->a, nb.data ? nb.data : "", nb.len);
-                free(nb.data);
-                if (!get_attr(c, line, x, nm, &x)) return free(b.data), 0;
-            }
-            if (i && sep) jbuf_put(&b, sep->u.str.s, sep->u.str.n);
-            jv_to_str(&b, x);
-        }
-        return *out = str_from_buf(c, &b), 1;
-    }
-    if (!strcmp(f, "list")) {
-        jlist *items;
-        if (!to_items(c, line, v, &items)) return 0;
-        jv l = jv_list_new(c->a, items->n);
-        for (size_t i = 0; i < items->n; i++) jlist_push(c->a, l.u.list, items->items[i]);
-        return *out = l, 1;
-    }
-    if (!strcmp(f, "reverse")) {
-        if (v.type == JV_STR) {
-            jv m1 = jv_int(-1);
-            return do_slice(c, line, v, NULL, NULL, &m1, out);
-        }
-        jlist *items;
-        if (!to_items(c, line, v, &items)) return 0;
-        jv l = jv_list_new(c->a, items->n);
-        for (size_t i = items->n; i-- > 0;) jlist_push(c->a, l.u.list, items->items[i]);
-        return *out = l, 1;
-    }
-    if (!strcmp(f, "items")) {
-        if (v.type == JV_UNDEF) return *out = jv_list_new(c->a, 0), 1;
-        if (v.type != JV_DICT) return fail(c, line, "items filter expects a mapping, got %s", jv_type_name(v.type));
+    return *out = l, 1;
+}
+
+static int filter_unique_sort(ctx *c, int line, const char *f, jv v, const args *a, jv *out) {
+    jlist *items;
+    if (f[0] == 'd') {
+        if (v.type != JV_DICT)
+            return fail(c, line, "dictsort expects a mapping, got %s", jv_type_name(v.type));
         args none = {0};
-        return call_method(c, line, v, "items", &none, out);
-    }
-    if (!strcmp(f, "int") || !strcmp(f, "float")) {
-        int to_int = f[0] == 'i';
-        const jv *def = arg(a, 0, "default");
-        jv d = def ? *def : to_int ? jv_int(0) : jv_float(0.0);
-        double x;
-        if (is_num(v)) x = num(v);
-        else if (v.type == JV_STR) {
-            char tmp[128], *end;
-            snprintf(tmp, sizeof tmp, "%.*s", (int)(v.u.str.n < 127 ? v.u.str.n : 127), v.u.str.s);
-            x = strtod(tmp, &end);
-            while (*end == ' ' || *end == '\n' || *end == '\t') end++;
-            if (end == tmp || *end) return *out = d, 1;
-        } else return *out = d, 1;
-        return *out = to_int ? jv_int((int64_t)x) : jv_float(x), 1;
-    }
-    if (!strcmp(f, "abs")) {
-        if (!is_num(v)) return fail(c, line, "bad operand type for abs(): '%s'", jv_type_name(v.type));
-        return *out = v.type == JV_FLOAT ? jv_float(fabs(v.u.f)) : jv_int(v.u.i < 0 ? -v.u.i : v.u.i), 1;
-    }
-    if (!strcmp(f, "round")) {
-        const jv *prec = arg(a, 0, "precision"), *meth = arg(a, 1, "method");
-        if (!is_num(v)) return fail(c, line, "round expects a number, got %s", jv_type_name(v.type));
-        double p = pow(10.0, prec ? num(*prec) : 0), x = num(v) * p;
-        if (meth && meth->type == JV_STR && meth->u.str.n == 4 && !memcmp(meth->u.str.s, "ceil", 4)) x = ceil(x);
-        else if (meth && meth->type == JV_STR && meth->u.str.n == 5 && !memcmp(meth->u.str.s, "floor", 5)) x = floor(x);
-        else x = round(x);
-        return *out = jv_float(x / p), 1;
-    }
-    if (!strcmp(f, "sum")) {
-        jlist *items;
-        if (!to_items(c, line, v, &items)) return 0;
-        jv acc = a0 ? *a0 : jv_int(0);
-        const jv *attr = arg(a, -1, "attribute");
-        for (size_t i = 0; i < items->n; i++) {
-            jv x = items->items[i];
-            if (attr && attr->type == JV_STR &&
-                !get_attr(c, line, x, jarena_strdup(c->a, attr->u.str.s, attr->u.str.n), &x))
-                return 0;
-            if (!arith(c, line, '+', acc, x, &acc)) return 0;
-        }
-        return *out = acc, 1;
-    }
-    if (!strcmp(f, "wordcount")) {
-        jv s = to_str_value(c, v), parts;
-        if (!str_split(c, line, s, NULL, -1, 0, &parts)) return 0;
-        return *out = jv_int((int64_t)parts.u.list->n), 1;
-    }
-    if (!strcmp(f, "map")) {
-        jlist *items;
-        if (!to_items(c, line, v, &items)) return 0;
-        const jv *attr = arg(a, -1, "attribute"), *def = arg(a, -1, "default");
-        jv l = jv_list_new(c->a, items->n);
-        args rest = {0};
-        for (int i = 1; i < a->n_pos; i++) rest.pos[rest.n_pos++] = a->pos[i];
-        if (!attr && !need_str(c, line, a0, "map")) return 0;
-        for (size_t i = 0; i < items->n; i++) {
-            jv x;
-            if (attr) {
-                if (!need_str(c, line, attr, "map(attribute)")) return 0;
-                if (!get_attr(c, line, items->items[i], jarena_strdup(c->a, attr->u.str.s, attr->u.str.n), &x))
-                    return 0;
-                if (x.type == JV_UNDEF && def) x = *def;
-            } else if (!apply_filter(c, line, jarena_strdup(c->a, a0->u.str.s, a0->u.str.n),
-                                     items->items[i], &rest, &x))
-                return 0;
-            jlist_push(c->a, l.u.list, x);
-        }
-        return *out = l, 1;
-    }
-    if (!strcmp(f, "select") || !strcmp(f, "reject") || !strcmp(f, "selectattr") || !strcmp(f, "rejectattr"))
-        return select_items(c, line, f, v, a, out);
-    if (!strcmp(f, "unique") || !strcmp(f, "sort") || !strcmp(f, "dictsort")) {
-        jlist *items;
-        if (f[0] == 'd') {
-            if (v.type != JV_DICT) return fail(c, line, "dictsort expects a mapping, got %s", jv_type_name(v.type));
-            args none = {0};
-            jv it;
-            call_method(c, line, v, "items", &none, &it);
-            items = it.u.list;
-        } else if (!to_items(c, line, v, &items)) return 0;
-        const jv *cs = arg(a, -1, "case_sensitive"), *rev = arg(a, f[0] == 's' ? 0 : -1, "reverse");
-        const jv *attr = arg(a, -1, "attribute");
-        if (attr) return fail(c, line, "%s(attribute=...) is not supported", f);
-        int sens = cs && jv_truthy(*cs), reverse = rev && jv_truthy(*rev);
-        jv l = jv_list_new(c->a, items->n);
-        for (size_t i = 0; i < items->n; i++) {
-            jv x = items->items[i];
-            if (f[0] == 'u') {
-                int seen = 0;
-                for (size_t k = 0; k < l.u.list->n && !seen; k++) {
-                    jv y = l.u.list->items[k];
-                    seen = x.type == JV_STR && y.type == JV_STR ? sort_cmp(x, y, sens) == 0 : jv_equal(x, y);
-                }
-                if (!seen) jlist_push(c->a, l.u.list, x);
-                continue;
+        jv it;
+        call_method(c, line, v, "items", &none, &it);
+        items = it.u.list;
+    } else if (!to_items(c, line, v, &items))
+        return 0;
+    const jv *cs = arg(a, -1, "case_sensitive"), *rev = arg(a, f[0] == 's' ? 0 : -1, "reverse");
+    const jv *attr = arg(a, -1, "attribute");
+    if (attr) return fail(c, line, "%s(attribute=...) is not supported", f);
+    int sens = cs && jv_truthy(*cs), reverse = rev && jv_truthy(*rev);
+    jv l = jv_list_new(c->a, items->n);
+    for (size_t i = 0; i < items->n; i++) {
+        jv x = items->items[i];
+        if (f[0] == 'u') {
+            int seen = 0;
+            for (size_t k = 0; k < l.u.list->n && !seen; k++) {
+                jv y = l.u.list->items[k];
+                seen = x.type == JV_STR && y.type == JV_STR ? sort_cmp(x, y, sens) == 0
+                                                            : jv_equal(x, y);
             }
-            /* stable insertion sort */
-            size_t k = l.u.list->n;
-            jlist_push(c->a, l.u.list, x);
-            while (k > 0) {
-                jv ka = l.u.list->items[k - 1], kb = x;
-                if (f[0] == 'd') ka = ka.u.list->items[0], kb = kb.u.list->items[0];
-                int cmp = sort_cmp(ka, kb, sens);
-                if (reverse ? cmp >= 0 : cmp <= 0) break;
-                l.u.list->items[k] = l.u.list->items[k - 1];
-                k--;
-            }
-            l.u.list->items[k] = x;
+            if (!seen) jlist_push(c->a, l.u.list, x);
+            continue;
         }
-        return *out = l, 1;
+        /* stable insertion sort */
+        size_t k = l.u.list->n;
+        jlist_push(c->a, l.u.list, x);
+        while (k > 0) {
+            jv ka = l.u.list->items[k - 1], kb = x;
+            if (f[0] == 'd') ka = ka.u.list->items[0], kb = kb.u.list->items[0];
+            int cmp = sort_cmp(ka, kb, sens);
+            if (reverse ? cmp >= 0 : cmp <= 0) break;
+            l.u.list->items[k] = l.u.list->items[k - 1];
+            k--;
+        }
+        l.u.list->items[k] = x;
     }
+    return *out = l, 1;
+}
+typedef int (*filter_fn)(ctx *c, int line, const char *f, jv v, const args *a, jv *out);
+
+/* Every filter, by name (jinja_parse.c checks names against the same list at compile time). */
+static const struct {
+    const char *name;
+    filter_fn fn;
+} filters[] = {
+    {"length", filter_length_count},
+    {"count", filter_length_count},
+    {"safe", filter_safe},
+    {"string", filter_string},
+    {"trim", filter_trim},
+    {"tojson", filter_tojson},
+    {"default", filter_default},
+    {"d", filter_default},
+    {"lower", filter_case},
+    {"upper", filter_case},
+    {"title", filter_case},
+    {"capitalize", filter_case},
+    {"replace", filter_replace},
+    {"first", filter_first_last},
+    {"last", filter_first_last},
+    {"join", filter_join},
+    {"list", filter_list},
+    {"reverse", filter_reverse},
+    {"items", filter_items},
+    {"int", filter_number},
+    {"float", filter_number},
+    {"abs", filter_abs},
+    {"round", filter_round},
+    {"sum", filter_sum},
+    {"wordcount", filter_wordcount},
+    {"map", filter_map},
+    {"select", select_items},
+    {"reject", select_items},
+    {"selectattr", select_items},
+    {"rejectattr", select_items},
+    {"unique", filter_unique_sort},
+    {"sort", filter_unique_sort},
+    {"dictsort", filter_unique_sort},
+};
+
+static int apply_filter(ctx *c, int line, const char *f, jv v, const args *a, jv *out) {
+    for (size_t i = 0; i < sizeof filters / sizeof filters[0]; i++)
+        if (!strcmp(f, filters[i].name)) return filters[i].fn(c, line, f, v, a, out);
     return fail(c, line, "unsupported filter '%s'", f);
+}
+
+/* ---- macros ------------------------------------------------------------------------------- */
+static int exec_block(ctx *c, scope *s, const jnode *block, jbuf *out);
+
+/* Calls a {% macro %}: parameters bound in a fresh scope over the defining one; the result is
+ * the rendered body. varargs/kwargs/caller are not supported. */
+static int call_macro(ctx *c, int line, jv m, const args *a, jv *out) {
+    const jnode *def = m.u.macro.node;
+    scope *ms = new_scope(c, m.u.macro.scope);
+    if (a->n_pos > def->n_names)
+        return fail(c, line, "macro '%s' takes %d arguments, got %d (varargs are not supported)",
+                    def->name, def->n_names, a->n_pos);
+    for (int k = 0; k < a->n_kw; k++) {
+        int found = 0;
+        for (int i = 0; i < def->n_names; i++) found |= strcmp(def->names[i], a->kw_names[k]) == 0;
+        if (!found)
+            return fail(c, line, "macro '%s' has no parameter '%s' (kwargs are not supported)",
+                        def->name, a->kw_names[k]);
+    }
+    for (int i = 0; i < def->n_names; i++) {
+        const jv *v = arg(a, i, def->names[i]);
+        jv val;
+        if (v)
+            val = *v;
+        else if (def->kids[i]) {
+            if (!eval(c, ms, def->kids[i], &val)) return 0;
+        } else
+            val = jv_undef(def->names[i]);
+        assign(c, ms, def->names[i], val);
+    }
+    jbuf body = {0};
+    int r = exec_block(c, ms, def->b, &body);
+    if (r != X_OK) {
+        free(body.data);
+        return r == X_ERR ? 0
+                          : fail(c, line, "'break' or 'continue' outside a for loop in macro '%s'",
+                                 def->name);
+    }
+    *out = str_from_buf(c, &body);
+    return 1;
 }
 
 /* ---- expressions --------------------------------------------------------------------------- */
@@ -1126,7 +1378,8 @@ static int eval(ctx *c, scope *s, const jnode *n, jv *out) {
     case JN_LIT: *out = n->lit; return 1;
     case JN_NAME: *out = lookup(c, s, n->name); return 1;
     case JN_GETATTR: return eval(c, s, n->a, &a) && get_attr(c, n->line, a, n->name, out);
-    case JN_GETITEM: return eval(c, s, n->a, &a) && eval(c, s, n->b, &b) && get_item(c, n->line, a, b, out);
+    case JN_GETITEM:
+        return eval(c, s, n->a, &a) && eval(c, s, n->b, &b) && get_item(c, n->line, a, b, out);
     case JN_SLICE: {
         jv st, sp, step;
         if (!eval(c, s, n->a, &a)) return 0;
@@ -1143,12 +1396,17 @@ static int eval(ctx *c, scope *s, const jnode *n, jv *out) {
             jv obj;
             if (!eval(c, s, n->a->a, &obj)) return 0;
             if (!get_attr(c, n->line, obj, n->a->name, &a)) return 0;
-            if (a.type == JV_UNDEF && (obj.type == JV_STR || obj.type == JV_DICT || obj.type == JV_LIST))
-                return fail(c, n->line, "unsupported method '%s' of %s", n->a->name, jv_type_name(obj.type));
-        } else if (!eval(c, s, n->a, &a)) return 0;
+            if (a.type == JV_UNDEF &&
+                (obj.type == JV_STR || obj.type == JV_DICT || obj.type == JV_LIST))
+                return fail(c, n->line, "unsupported method '%s' of %s", n->a->name,
+                            jv_type_name(obj.type));
+        } else if (!eval(c, s, n->a, &a))
+            return 0;
         if (!eval_args(c, s, n, &ar)) return 0;
         if (a.type == JV_FUNC) return call_func(c, n->line, a.u.func, &ar, out);
-        if (a.type == JV_METHOD) return call_method(c, n->line, *a.u.method.self, a.u.method.name, &ar, out);
+        if (a.type == JV_METHOD)
+            return call_method(c, n->line, *a.u.method.self, a.u.method.name, &ar, out);
+        if (a.type == JV_MACRO) return call_macro(c, n->line, a, &ar, out);
         if (a.type == JV_UNDEF) return fail_undef(c, n->line, a);
         return fail(c, n->line, "'%s' object is not callable", jv_type_name(a.type));
     }
@@ -1174,10 +1432,15 @@ static int eval(ctx *c, scope *s, const jnode *n, jv *out) {
     case JN_NEG:
     case JN_POS:
         if (!eval(c, s, n->a, &a)) return 0;
-        if (!is_num(a)) return fail(c, n->line, "bad operand type for unary %c: '%s'",
-                                    n->kind == JN_NEG ? '-' : '+', jv_type_name(a.type));
-        if (n->kind == JN_POS) *out = a.type == JV_BOOL ? jv_int(a.u.i) : a;
-        else *out = a.type == JV_FLOAT ? jv_float(-a.u.f) : jv_int(-a.u.i);
+        if (!is_num(a))
+            return fail(c, n->line, "bad operand type for unary %c: '%s'",
+                        n->kind == JN_NEG ? '-' : '+', jv_type_name(a.type));
+        if (n->kind == JN_POS)
+            *out = a.type == JV_BOOL ? jv_int(a.u.i) : a;
+        else if (a.type != JV_FLOAT && a.u.i == INT64_MIN)
+            return fail(c, n->line, "integer overflow in unary -");
+        else
+            *out = a.type == JV_FLOAT ? jv_float(-a.u.f) : jv_int(-a.u.i);
         return 1;
     case JN_NOT:
         if (!eval(c, s, n->a, &a)) return 0;
@@ -1249,9 +1512,11 @@ static int exec_block(ctx *c, scope *s, const jnode *block, jbuf *out) {
 static int bind_targets(ctx *c, scope *s, const jnode *n, jv item) {
     if (n->n_names == 1) return assign(c, s, n->names[0], item), 1;
     if (item.type != JV_LIST)
-        return fail(c, n->line, "cannot unpack a '%s' into %d names", jv_type_name(item.type), n->n_names);
+        return fail(c, n->line, "cannot unpack a '%s' into %d names", jv_type_name(item.type),
+                    n->n_names);
     if ((int)item.u.list->n != n->n_names)
-        return fail(c, n->line, "expected %d values to unpack, got %zu", n->n_names, item.u.list->n);
+        return fail(c, n->line, "expected %d values to unpack, got %zu", n->n_names,
+                    item.u.list->n);
     for (int k = 0; k < n->n_names; k++) assign(c, s, n->names[k], item.u.list->items[k]);
     return 1;
 }
@@ -1270,7 +1535,8 @@ static jv loop_object(ctx *c, jlist *items, size_t i) {
     jdict_set(c->a, L, key_of("depth"), jv_int(1));
     jdict_set(c->a, L, key_of("depth0"), jv_int(0));
     jdict_set(c->a, L, key_of("previtem"), k > 0 ? items->items[k - 1] : jv_undef("previtem"));
-    jdict_set(c->a, L, key_of("nextitem"), k + 1 < len ? items->items[k + 1] : jv_undef("nextitem"));
+    jdict_set(c->a, L, key_of("nextitem"),
+              k + 1 < len ? items->items[k + 1] : jv_undef("nextitem"));
     jdict_set(c->a, L, key_of("cycle"), bound(c, d, "cycle"));
     return d;
 }
@@ -1307,7 +1573,8 @@ static int exec_set(ctx *c, scope *s, const jnode *n) {
     if (n->attr) {
         jv target = lookup(c, s, n->names[0]);
         if (target.type != JV_NS)
-            return fail(c, n->line, "cannot assign attribute '%s' on '%s': it is a %s, not a namespace",
+            return fail(c, n->line,
+                        "cannot assign attribute '%s' on '%s': it is a %s, not a namespace",
                         n->attr, n->names[0], jv_type_name(target.type));
         jdict_set(c->a, target.u.dict, key_of(n->attr), v);
         return X_OK;
@@ -1340,6 +1607,12 @@ static int exec_node(ctx *c, scope *s, const jnode *n, jbuf *out) {
         assign(c, s, n->names[0], str_from_buf(c, &body));
         return r;
     }
+    case JN_MACRO: {
+        jv m = {.type = JV_MACRO};
+        m.u.macro.node = n, m.u.macro.scope = s;
+        assign(c, s, n->name, m);
+        return X_OK;
+    }
     case JN_BREAK: return X_BREAK;
     case JN_CONTINUE: return X_CONTINUE;
     default: return fail(c, n->line, "internal error: node kind %d is not a statement", n->kind);
@@ -1349,8 +1622,8 @@ static int exec_node(ctx *c, scope *s, const jnode *n, jbuf *out) {
 int jinja_render(const jtemplate *t, jarena *arena, jdict *globals, jbuf *out, char *err,
                  size_t err_size) {
     ctx c = {.t = t, .a = arena, .globals = globals, .err = err, .err_size = err_size};
-    static const char *const funcs[] = {"raise_exception", "namespace", "dict", "range",
-                                        "strftime_now", NULL};
+    static const char *const funcs[] = {"raise_exception", "namespace",    "dict",
+                                        "range",           "strftime_now", NULL};
     for (int i = 0; funcs[i]; i++)
         if (!jdict_get_str(globals, funcs[i], strlen(funcs[i]))) {
             jv f = {.type = JV_FUNC};

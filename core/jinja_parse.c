@@ -128,16 +128,19 @@ static int decode_string(lexer *lx, const char *s, size_t n, int line, tok *t) {
         case 'U': {
             int digits = e == 'x' ? 2 : e == 'u' ? 4 : 8;
             uint32_t cp = 0;
-            if (i + (size_t)digits >= n + 0 && i + (size_t)digits > n - 1) {
+            if (i + (size_t)digits >= n) {
                 free(b.data);
                 return lex_fail(lx, line, "truncated \\x/\\u escape in a string literal");
             }
             for (int k = 1; k <= digits; k++) {
                 char c = s[i + (size_t)k];
                 cp <<= 4;
-                if (c >= '0' && c <= '9') cp |= (uint32_t)(c - '0');
-                else if (c >= 'a' && c <= 'f') cp |= (uint32_t)(c - 'a' + 10);
-                else if (c >= 'A' && c <= 'F') cp |= (uint32_t)(c - 'A' + 10);
+                if (c >= '0' && c <= '9')
+                    cp |= (uint32_t)(c - '0');
+                else if (c >= 'a' && c <= 'f')
+                    cp |= (uint32_t)(c - 'a' + 10);
+                else if (c >= 'A' && c <= 'F')
+                    cp |= (uint32_t)(c - 'A' + 10);
                 else {
                     free(b.data);
                     return lex_fail(lx, line, "bad hex digit in a \\x/\\u escape");
@@ -146,8 +149,10 @@ static int decode_string(lexer *lx, const char *s, size_t n, int line, tok *t) {
             i += (size_t)digits;
             char u[4];
             size_t un;
-            if (cp < 0x80) u[0] = (char)cp, un = 1;
-            else if (cp < 0x800) u[0] = (char)(0xC0 | cp >> 6), u[1] = (char)(0x80 | (cp & 63)), un = 2;
+            if (cp < 0x80)
+                u[0] = (char)cp, un = 1;
+            else if (cp < 0x800)
+                u[0] = (char)(0xC0 | cp >> 6), u[1] = (char)(0x80 | (cp & 63)), un = 2;
             else if (cp < 0x10000)
                 u[0] = (char)(0xE0 | cp >> 12), u[1] = (char)(0x80 | (cp >> 6 & 63)),
                 u[2] = (char)(0x80 | (cp & 63)), un = 3;
@@ -192,13 +197,15 @@ static int lex_tag(lexer *lx, int is_block) {
         /* end of tag: "+%}", "-%}\s*", "%}\n?" (trim_blocks) or "-}}\s*", "}}" */
         if (depth == 0) {
             size_t p = pos, sign = 0;
-            if ((s[p] == '-' || (is_block && s[p] == '+')) && p + 2 < n + 0 && s[p + 1] == end &&
+            if ((s[p] == '-' || (is_block && s[p] == '+')) && p + 2 < n && s[p + 1] == end &&
                 s[p + 2] == '}')
                 sign = (size_t)s[p], p++;
             if (p + 1 < n && s[p] == end && s[p + 1] == '}') {
                 p += 2;
-                if (sign == '-') p = skip_ws(s, n, p);
-                else if (sign == 0 && is_block && p < n && s[p] == '\n') p++;
+                if (sign == '-')
+                    p = skip_ws(s, n, p);
+                else if (sign == 0 && is_block && p < n && s[p] == '\n')
+                    p++;
                 push_tok(lx, (tok){.type = is_block ? T_BLOCK_END : T_VAR_END, .line = lx->line});
                 lx->line += count_nl(s + pos, p - pos);
                 lx->pos = p;
@@ -237,8 +244,10 @@ static int lex_tag(lexer *lx, int is_block) {
             char tmp[64];
             size_t len = e - pos < sizeof tmp - 1 ? e - pos : sizeof tmp - 1;
             memcpy(tmp, s + pos, len), tmp[len] = '\0';
-            if (is_float) t.type = T_FLOAT, t.f = strtod(tmp, NULL);
-            else t.type = T_INT, t.i = strtoll(tmp, NULL, 10);
+            if (is_float)
+                t.type = T_FLOAT, t.f = strtod(tmp, NULL);
+            else
+                t.type = T_INT, t.i = strtoll(tmp, NULL, 10);
             lx->pos = e;
         } else if (c == '\'' || c == '"') {
             size_t e = pos + 1;
@@ -291,7 +300,8 @@ static size_t match_raw(const char *s, size_t n, size_t p, const char *word) {
     size_t wl = strlen(word);
     if (p + wl > n || memcmp(s + p, word, wl) != 0) return 0;
     p = skip_ws(s, n, p + wl);
-    if (p + 3 <= n && s[p] == '-' && s[p + 1] == '%' && s[p + 2] == '}') return skip_ws(s, n, p + 3);
+    if (p + 3 <= n && s[p] == '-' && s[p + 1] == '%' && s[p + 2] == '}')
+        return skip_ws(s, n, p + 3);
     if (p + 2 <= n && s[p] == '%' && s[p + 1] == '}') return p + 2;
     return 0;
 }
@@ -317,7 +327,8 @@ static int lex(lexer *lx) {
         size_t raw_end = kind == '%' ? match_raw(s, n, open, "raw") : 0;
         /* whitespace control of the text before the tag */
         size_t keep = tlen;
-        if (sign == '-') keep = rstrip_len(text, tlen);
+        if (sign == '-')
+            keep = rstrip_len(text, tlen);
         else if (sign != '+' && kind != '{') {
             size_t l_pos = 0;
             for (size_t i = tlen; i > 0; i--)
@@ -325,8 +336,7 @@ static int lex(lexer *lx) {
                     l_pos = i;
                     break;
                 }
-            if ((l_pos > 0 || line_starting) && l_pos < tlen &&
-                skip_ws(text, tlen, l_pos) == tlen)
+            if ((l_pos > 0 || line_starting) && l_pos < tlen && skip_ws(text, tlen, l_pos) == tlen)
                 keep = l_pos;
         }
         emit_text(lx, text, keep, text_line);
@@ -364,8 +374,10 @@ static int lex(lexer *lx) {
                 }
             if (!close) return lex_fail(lx, lx->line, "missing end of comment tag '#}'");
             size_t e = close + 2;
-            if (close > after && s[close - 1] == '-') e = skip_ws(s, n, e);
-            else if (!(close > after && s[close - 1] == '+') && e < n && s[e] == '\n') e++;
+            if (close > after && s[close - 1] == '-')
+                e = skip_ws(s, n, e);
+            else if (!(close > after && s[close - 1] == '+') && e < n && s[e] == '\n')
+                e++;
             lx->line += count_nl(s + open, e - open);
             lx->pos = e;
             line_starting = s[e - 1] == '\n';
@@ -389,6 +401,9 @@ typedef struct parser {
     size_t err_size;
     const char *name;
     int failed;
+    char desc[96];     /* tok_desc's text */
+    int depth, sdepth; /* expression and statement nesting, bounded so hostile input cannot
+                        * overflow the stack */
 } parser;
 
 static tok *cur(parser *p) { return &p->t[p->pos]; }
@@ -423,15 +438,17 @@ static int skip_name(parser *p, const char *s) {
     return 1;
 }
 
+/* Describes a token for an error message (in p->desc, so parsers on threads never share it). */
 static const char *tok_desc(parser *p, const tok *t) {
-    static char buf[96];
-    (void)p;
+    char *buf = p->desc;
     switch (t->type) {
     case T_EOF: return "end of template";
     case T_BLOCK_END: return "end of statement '%}'";
     case T_VAR_END: return "end of print '}}'";
     case T_NAME:
-    case T_OP: snprintf(buf, sizeof buf, "'%.*s'", (int)(t->n < 60 ? t->n : 60), t->s); return buf;
+    case T_OP:
+        snprintf(buf, sizeof p->desc, "'%.*s'", (int)(t->n < 60 ? t->n : 60), t->s);
+        return buf;
     case T_STRING: return "a string";
     case T_INT:
     case T_FLOAT: return "a number";
@@ -522,15 +539,17 @@ static int parse_call_args(parser *p, jnode *call) {
 
 /* Names the filters this interpreter implements (unknown ones fail at compile time as in jinja2). */
 static const char *const known_filters[] = {
-    "abs", "capitalize", "count", "d", "default", "dictsort", "first", "float", "int", "items",
-    "join", "last", "length", "list", "lower", "map", "reject", "rejectattr", "replace",
-    "reverse", "round", "safe", "select", "selectattr", "sort", "string", "sum", "title",
-    "tojson", "trim", "unique", "upper", "wordcount", NULL};
+    "abs",    "capitalize", "count",      "d",          "default",   "dictsort", "first",
+    "float",  "int",        "items",      "join",       "last",      "length",   "list",
+    "lower",  "map",        "reject",     "rejectattr", "replace",   "reverse",  "round",
+    "safe",   "select",     "selectattr", "sort",       "string",    "sum",      "title",
+    "tojson", "trim",       "unique",     "upper",      "wordcount", NULL};
 static const char *const known_tests[] = {
-    "boolean", "callable", "defined", "divisibleby", "eq", "equalto", "even", "false", "float",
-    "ge", "gt", "in", "integer", "iterable", "le", "lower", "lt", "mapping", "ne", "none",
-    "number", "odd", "sameas", "sequence", "string", "true", "undefined", "upper", "==", "!=",
-    ">", ">=", "<", "<=", NULL};
+    "boolean", "callable", "defined",  "divisibleby", "eq",   "equalto",   "even",
+    "false",   "float",    "ge",       "gt",          "in",   "integer",   "iterable",
+    "le",      "lower",    "lt",       "mapping",     "ne",   "none",      "number",
+    "odd",     "sameas",   "sequence", "string",      "true", "undefined", "upper",
+    "==",      "!=",       ">",        ">=",          "<",    "<=",        NULL};
 
 static int in_list(const char *const *list, const char *s) {
     for (int i = 0; list[i]; i++)
@@ -570,7 +589,8 @@ static jnode *parse_test(parser *p, jnode *node) {
                          c->type == T_FLOAT || tok_is(c, T_OP, "(") || tok_is(c, T_OP, "[") ||
                          tok_is(c, T_OP, "{");
         if (starts_arg && !is_name(p, "else") && !is_name(p, "or") && !is_name(p, "and")) {
-            if (is_name(p, "is")) return fail_at(p, line, "%s", "you cannot chain multiple tests with is");
+            if (is_name(p, "is"))
+                return fail_at(p, line, "%s", "you cannot chain multiple tests with is");
             jnode *arg = parse_postfix(p, parse_primary(p));
             if (!arg) return NULL;
             t->kids = jarena_alloc(p->a, sizeof(jnode *));
@@ -582,13 +602,16 @@ static jnode *parse_test(parser *p, jnode *node) {
 
 static jnode *parse_filter_expr(parser *p, jnode *node) {
     while (node && !p->failed) {
-        if (is_op(p, "|")) node = parse_filter(p, node);
-        else if (is_name(p, "is")) node = parse_test(p, node);
+        if (is_op(p, "|"))
+            node = parse_filter(p, node);
+        else if (is_name(p, "is"))
+            node = parse_test(p, node);
         else if (is_op(p, "(")) {
             jnode *call = new_node(p, JN_CALL, cur(p)->line);
             call->a = node;
             node = parse_call_args(p, call) ? call : NULL;
-        } else break;
+        } else
+            break;
     }
     return p->failed ? NULL : node;
 }
@@ -630,13 +653,16 @@ static jnode *parse_postfix(parser *p, jnode *node) {
                 g->a = node, g->b = k;
                 p->pos++;
                 node = g;
-            } else return fail_at(p, line, "%s", "expected an attribute name after '.'");
-        } else if (skip_op(p, "[")) node = parse_subscript(p, node, line);
+            } else
+                return fail_at(p, line, "%s", "expected an attribute name after '.'");
+        } else if (skip_op(p, "["))
+            node = parse_subscript(p, node, line);
         else if (is_op(p, "(")) {
             jnode *call = new_node(p, JN_CALL, line);
             call->a = node;
             node = parse_call_args(p, call) ? call : NULL;
-        } else break;
+        } else
+            break;
     }
     return p->failed ? NULL : node;
 }
@@ -649,10 +675,14 @@ static jnode *parse_primary(parser *p) {
         const char *nm = tok_name(p, t);
         p->pos++;
         node = new_node(p, JN_LIT, line);
-        if (!strcmp(nm, "true") || !strcmp(nm, "True")) node->lit = jv_bool(1);
-        else if (!strcmp(nm, "false") || !strcmp(nm, "False")) node->lit = jv_bool(0);
-        else if (!strcmp(nm, "none") || !strcmp(nm, "None")) node->lit = jv_none();
-        else node->kind = JN_NAME, node->name = nm;
+        if (!strcmp(nm, "true") || !strcmp(nm, "True"))
+            node->lit = jv_bool(1);
+        else if (!strcmp(nm, "false") || !strcmp(nm, "False"))
+            node->lit = jv_bool(0);
+        else if (!strcmp(nm, "none") || !strcmp(nm, "None"))
+            node->lit = jv_none();
+        else
+            node->kind = JN_NAME, node->name = nm;
         return node;
     }
     if (t->type == T_STRING) {
@@ -713,13 +743,17 @@ static jnode *parse_primary(parser *p) {
 static jnode *parse_unary(parser *p, int with_filter) {
     int line = cur(p)->line;
     jnode *node;
+    if (++p->depth > 200)
+        return fail_at(p, line, "%s", "expression nested too deeply (over 200 levels)");
     if (skip_op(p, "-") || (is_op(p, "+") && (p->pos++, 1))) {
         int neg = tok_is(&p->t[p->pos - 1], T_OP, "-");
         node = new_node(p, neg ? JN_NEG : JN_POS, line);
         node->a = parse_unary(p, 0);
         if (!node->a) return NULL;
-    } else node = parse_postfix(p, parse_primary(p));
+    } else
+        node = parse_postfix(p, parse_primary(p));
     if (with_filter) node = parse_filter_expr(p, node);
+    p->depth--;
     return node;
 }
 
@@ -744,10 +778,14 @@ static jnode *parse_math2(parser *p) {
     jnode *l = parse_pow(p);
     for (;;) {
         int line = cur(p)->line, op = 0;
-        if (is_op(p, "*")) op = '*';
-        else if (is_op(p, "/")) op = '/';
-        else if (is_op(p, "//")) op = 'f';
-        else if (is_op(p, "%")) op = '%';
+        if (is_op(p, "*"))
+            op = '*';
+        else if (is_op(p, "/"))
+            op = '/';
+        else if (is_op(p, "//"))
+            op = 'f';
+        else if (is_op(p, "%"))
+            op = '%';
         if (!op || !l) return l;
         p->pos++;
         l = binop(p, op, l, parse_pow(p), line);
@@ -768,8 +806,10 @@ static jnode *parse_math1(parser *p) {
     jnode *l = parse_concat(p);
     for (;;) {
         int line = cur(p)->line, op = 0;
-        if (is_op(p, "+")) op = '+';
-        else if (is_op(p, "-")) op = '-';
+        if (is_op(p, "+"))
+            op = '+';
+        else if (is_op(p, "-"))
+            op = '-';
         if (!op || !l) return l;
         p->pos++;
         l = binop(p, op, l, parse_concat(p), line);
@@ -784,14 +824,22 @@ static jnode *parse_compare(parser *p) {
     int ops[64], n_ops = 0;
     for (;;) {
         int op = -1;
-        if (is_op(p, "==")) op = JC_EQ;
-        else if (is_op(p, "!=")) op = JC_NE;
-        else if (is_op(p, "<")) op = JC_LT;
-        else if (is_op(p, "<=")) op = JC_LE;
-        else if (is_op(p, ">")) op = JC_GT;
-        else if (is_op(p, ">=")) op = JC_GE;
-        else if (is_name(p, "in")) op = JC_IN;
-        else if (is_name(p, "not") && tok_is(peek(p, 1), T_NAME, "in")) op = JC_NOTIN, p->pos++;
+        if (is_op(p, "=="))
+            op = JC_EQ;
+        else if (is_op(p, "!="))
+            op = JC_NE;
+        else if (is_op(p, "<"))
+            op = JC_LT;
+        else if (is_op(p, "<="))
+            op = JC_LE;
+        else if (is_op(p, ">"))
+            op = JC_GT;
+        else if (is_op(p, ">="))
+            op = JC_GE;
+        else if (is_name(p, "in"))
+            op = JC_IN;
+        else if (is_name(p, "not") && tok_is(peek(p, 1), T_NAME, "in"))
+            op = JC_NOTIN, p->pos++;
         if (op < 0 || n_ops == 64) break;
         p->pos++;
         jnode *r = parse_math1(p);
@@ -880,6 +928,7 @@ static jnode *parse_tuple(parser *p, int with_condexpr) {
 
 /* ---- statements ---------------------------------------------------------------------------- */
 static jnode *parse_body(parser *p, const char *const *ends);
+static jnode *parse_macro(parser *p, int line);
 
 static int expect_block_end(parser *p) {
     if (cur(p)->type == T_BLOCK_END) {
@@ -926,6 +975,8 @@ static int parse_targets(parser *p, jnode *node, int allow_attr) {
 
 static jnode *parse_if(parser *p, int line) {
     static const char *const ends[] = {"elif", "else", "endif", NULL};
+    if (++p->sdepth > 500)
+        return fail_at(p, line, "%s", "statements nested too deeply (over 500 levels)");
     jnode *node = new_node(p, JN_IF, line);
     node->a = parse_tuple(p, 1);
     if (!node->a || !expect_block_end(p)) return NULL;
@@ -934,13 +985,16 @@ static jnode *parse_if(parser *p, int line) {
     tok *t = cur(p); /* the name that ended the body */
     int eline = t->line;
     p->pos++;
-    if (tok_is(t, T_NAME, "elif")) node->c = parse_if(p, eline);
+    if (tok_is(t, T_NAME, "elif"))
+        node->c = parse_if(p, eline);
     else if (tok_is(t, T_NAME, "else")) {
         static const char *const ends2[] = {"endif", NULL};
         if (!expect_block_end(p) || !(node->c = parse_body(p, ends2))) return NULL;
         p->pos++;
         if (!expect_block_end(p)) return NULL;
-    } else if (!expect_block_end(p)) return NULL;
+    } else if (!expect_block_end(p))
+        return NULL;
+    p->sdepth--;
     return p->failed ? NULL : node;
 }
 
@@ -980,6 +1034,37 @@ static jnode *parse_set(parser *p, int line) {
     return expect_block_end(p) ? node : NULL;
 }
 
+/* {% macro name(a, b=default) %}body{% endmacro %} */
+static jnode *parse_macro(parser *p, int line) {
+    static const char *const ends[] = {"endmacro", NULL};
+    jnode *node = new_node(p, JN_MACRO, line);
+    if (cur(p)->type != T_NAME) return fail_at(p, line, "%s", "expected a macro name");
+    node->name = tok_name(p, cur(p));
+    p->pos++;
+    nodevec params = {0};
+    if (!expect_op(p, "(")) return NULL;
+    while (!p->failed && !is_op(p, ")")) {
+        if (params.n && !expect_op(p, ",")) break;
+        if (cur(p)->type != T_NAME) {
+            fail_at(p, cur(p)->line, "%s", "expected a parameter name in a macro definition");
+            break;
+        }
+        const char *pname = tok_name(p, cur(p));
+        p->pos++;
+        jnode *def = NULL;
+        if (skip_op(p, "=") && !(def = parse_expression(p, 1))) break;
+        nv_push(&params, def, pname);
+    }
+    if (p->failed || !expect_op(p, ")")) {
+        free(params.v), free(params.names);
+        return NULL;
+    }
+    nv_finish(p, &params, node, 1);
+    if (!expect_block_end(p) || !(node->b = parse_body(p, ends))) return NULL;
+    p->pos++;
+    return expect_block_end(p) ? node : NULL;
+}
+
 /* One {% ... %} statement; the name after {% is current. */
 static jnode *parse_statement(parser *p) {
     tok *t = cur(p);
@@ -994,6 +1079,7 @@ static jnode *parse_statement(parser *p) {
         jnode *n = new_node(p, nm[0] == 'b' ? JN_BREAK : JN_CONTINUE, line);
         return expect_block_end(p) ? n : NULL;
     }
+    if (!strcmp(nm, "macro")) return parse_macro(p, line);
     if (!strcmp(nm, "generation")) { /* transformers' AssistantTracker: renders its body */
         static const char *const ends[] = {"endgeneration", NULL};
         jnode *body;
@@ -1009,6 +1095,8 @@ static jnode *parse_statement(parser *p) {
 static jnode *parse_body(parser *p, const char *const *ends) {
     int line = cur(p)->line;
     nodevec items = {0};
+    if (++p->sdepth > 500)
+        return fail_at(p, line, "%s", "statements nested too deeply (over 500 levels)");
     for (;;) {
         tok *t = cur(p);
         if (t->type == T_EOF) {
@@ -1034,7 +1122,8 @@ static jnode *parse_body(parser *p, const char *const *ends) {
             n->a = parse_tuple(p, 1);
             if (n->a && cur(p)->type != T_VAR_END) {
                 char what[160];
-                snprintf(what, sizeof what, "expected end of print '}}', got %s", tok_desc(p, cur(p)));
+                snprintf(what, sizeof what, "expected end of print '}}', got %s",
+                         tok_desc(p, cur(p)));
                 fail_at(p, cur(p)->line, "%s", what);
             }
             p->pos++;
@@ -1048,10 +1137,11 @@ static jnode *parse_body(parser *p, const char *const *ends) {
                     break;
                 }
             }
-            if (nm->type == T_NAME && (tok_is(nm, T_NAME, "endif") || tok_is(nm, T_NAME, "endfor") ||
-                                       tok_is(nm, T_NAME, "elif") || tok_is(nm, T_NAME, "else") ||
-                                       tok_is(nm, T_NAME, "endset") ||
-                                       tok_is(nm, T_NAME, "endgeneration"))) {
+            if (nm->type == T_NAME &&
+                (tok_is(nm, T_NAME, "endif") || tok_is(nm, T_NAME, "endfor") ||
+                 tok_is(nm, T_NAME, "elif") || tok_is(nm, T_NAME, "else") ||
+                 tok_is(nm, T_NAME, "endset") || tok_is(nm, T_NAME, "endmacro") ||
+                 tok_is(nm, T_NAME, "endgeneration"))) {
                 free(items.v), free(items.names);
                 char what[128];
                 snprintf(what, sizeof what, "unexpected '{%% %.*s %%}'", (int)nm->n, nm->s);
@@ -1070,6 +1160,7 @@ static jnode *parse_body(parser *p, const char *const *ends) {
     }
     jnode *block = new_node(p, JN_BLOCK, line);
     nv_finish(p, &items, block, 0);
+    p->sdepth--;
     return block;
 }
 
@@ -1081,18 +1172,23 @@ int jinja_parse(jtemplate *t, const char *source, size_t n, char *err, size_t er
         if (source[i] == '\r') {
             src[m++] = '\n';
             if (i + 1 < n && source[i + 1] == '\n') i++;
-        } else src[m++] = source[i];
+        } else
+            src[m++] = source[i];
     }
     if (m && src[m - 1] == '\n') m--;
     src[m] = '\0';
 
-    lexer lx = {.a = &t->arena, .src = src, .n = m, .err = err, .err_size = err_size,
-                .name = t->name};
+    lexer lx = {
+        .a = &t->arena, .src = src, .n = m, .err = err, .err_size = err_size, .name = t->name};
     if (!lex(&lx)) {
         free(lx.toks);
         return 0;
     }
-    parser p = {.a = &t->arena, .t = lx.toks, .n = lx.n_toks, .err = err, .err_size = err_size,
+    parser p = {.a = &t->arena,
+                .t = lx.toks,
+                .n = lx.n_toks,
+                .err = err,
+                .err_size = err_size,
                 .name = t->name};
     t->root = parse_body(&p, NULL);
     free(lx.toks);

@@ -152,7 +152,8 @@ void jdict_set(jarena *a, jdict *d, jv key, jv val) {
     if (d->n == d->cap) {
         size_t cap = d->cap ? d->cap * 2 : 8;
         jv *keys = jarena_alloc(a, cap * sizeof(jv)), *vals = jarena_alloc(a, cap * sizeof(jv));
-        if (d->n) memcpy(keys, d->keys, d->n * sizeof(jv)), memcpy(vals, d->vals, d->n * sizeof(jv));
+        if (d->n)
+            memcpy(keys, d->keys, d->n * sizeof(jv)), memcpy(vals, d->vals, d->n * sizeof(jv));
         d->keys = keys, d->vals = vals, d->cap = cap;
     }
     d->keys[d->n] = key, d->vals[d->n] = val, d->n++;
@@ -172,6 +173,7 @@ const char *jv_type_name(int type) {
     case JV_NS: return "Namespace";
     case JV_FUNC: return "function";
     case JV_METHOD: return "method";
+    case JV_MACRO: return "Macro";
     default: return "?";
     }
 }
@@ -254,8 +256,10 @@ void jv_float_repr(jbuf *out, double f) {
     } else {
         for (int i = 0; i <= exp; i++) jbuf_putc(out, i < nd ? digits[i] : '0');
         jbuf_putc(out, '.');
-        if (nd > exp + 1) jbuf_put(out, digits + exp + 1, (size_t)(nd - exp - 1));
-        else jbuf_putc(out, '0');
+        if (nd > exp + 1)
+            jbuf_put(out, digits + exp + 1, (size_t)(nd - exp - 1));
+        else
+            jbuf_putc(out, '0');
     }
 }
 
@@ -266,12 +270,18 @@ static void repr_str(jbuf *out, const char *s, size_t n) {
     for (size_t i = 0; i < n;) {
         size_t adv;
         uint32_t cp = ju8_decode(s + i, n - i, &adv);
-        if (cp == (uint32_t)q || cp == '\\') jbuf_putc(out, '\\'), jbuf_putc(out, (char)cp);
-        else if (cp == '\n') jbuf_puts(out, "\\n");
-        else if (cp == '\r') jbuf_puts(out, "\\r");
-        else if (cp == '\t') jbuf_puts(out, "\\t");
-        else if (cp < 0x20 || (cp >= 0x7f && cp < 0xa1) || cp == 0xad) jbuf_printf(out, "\\x%02x", cp);
-        else jbuf_put(out, s + i, adv);
+        if (cp == (uint32_t)q || cp == '\\')
+            jbuf_putc(out, '\\'), jbuf_putc(out, (char)cp);
+        else if (cp == '\n')
+            jbuf_puts(out, "\\n");
+        else if (cp == '\r')
+            jbuf_puts(out, "\\r");
+        else if (cp == '\t')
+            jbuf_puts(out, "\\t");
+        else if (cp < 0x20 || (cp >= 0x7f && cp < 0xa1) || cp == 0xad)
+            jbuf_printf(out, "\\x%02x", cp);
+        else
+            jbuf_put(out, s + i, adv);
         i += adv;
     }
     jbuf_putc(out, q);
@@ -329,15 +339,27 @@ void jv_to_str(jbuf *out, jv v) {
     case JV_STR: jbuf_put(out, v.u.str.s, v.u.str.n); return;
     case JV_FUNC: jbuf_printf(out, "<function %s>", v.u.func); return;
     case JV_METHOD: jbuf_printf(out, "<built-in method %s>", v.u.method.name); return;
+    case JV_MACRO: jbuf_printf(out, "<Macro '%s'>", v.u.macro.node->name); return;
     default: jv_repr(out, v); return;
     }
 }
 
 /* ---- json.dumps(ensure_ascii=False) -------------------------------------------------------- */
-static void json_str(jbuf *out, const char *s, size_t n) {
+static void json_str(jbuf *out, const char *s, size_t n, int ascii) {
     jbuf_putc(out, '"');
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)s[i];
+        if (ascii && c >= 0x80) { /* \uXXXX, with a surrogate pair above the BMP */
+            size_t adv;
+            uint32_t cp = ju8_decode(s + i, n - i, &adv);
+            if (cp >= 0x10000)
+                jbuf_printf(out, "\\u%04x\\u%04x", 0xD800 + ((cp - 0x10000) >> 10),
+                            0xDC00 + ((cp - 0x10000) & 0x3FF));
+            else
+                jbuf_printf(out, "\\u%04x", cp);
+            i += adv - 1;
+            continue;
+        }
         switch (c) {
         case '"': jbuf_puts(out, "\\\""); break;
         case '\\': jbuf_puts(out, "\\\\"); break;
@@ -347,16 +369,19 @@ static void json_str(jbuf *out, const char *s, size_t n) {
         case '\b': jbuf_puts(out, "\\b"); break;
         case '\f': jbuf_puts(out, "\\f"); break;
         default:
-            if (c < 0x20) jbuf_printf(out, "\\u%04x", c);
-            else jbuf_putc(out, (char)c);
+            if (c < 0x20)
+                jbuf_printf(out, "\\u%04x", c);
+            else
+                jbuf_putc(out, (char)c);
         }
     }
     jbuf_putc(out, '"');
 }
 
-static void json_newline(jbuf *out, int indent, int depth) {
+/* Python's indent: the indent string repeated depth times after a newline (None: no newline). */
+static void json_newline(jbuf *out, const jv_json_format *fmt, int depth) {
     jbuf_putc(out, '\n');
-    for (int i = 0; i < indent * depth; i++) jbuf_putc(out, ' ');
+    for (int i = 0; i < depth; i++) jbuf_puts(out, fmt->indent);
 }
 
 static int json_key_cmp(const void *a, const void *b) {
@@ -366,92 +391,107 @@ static int json_key_cmp(const void *a, const void *b) {
     return c ? c : (x->u.str.n > y->u.str.n) - (x->u.str.n < y->u.str.n);
 }
 
-static int json_value(jbuf *out, jv v, int indent, int sort_keys, int depth, char *why,
+static int json_value(jbuf *out, jv v, const jv_json_format *fmt, int depth, char *why,
+                      size_t why_size);
+
+/* A dict key: strings as they are; numbers, bools and None as their JSON text in quotes. */
+static int json_key(jbuf *out, jv key, const jv_json_format *fmt, char *why, size_t why_size) {
+    if (key.type == JV_STR) return json_str(out, key.u.str.s, key.u.str.n, fmt->ensure_ascii), 1;
+    if (key.type != JV_INT && key.type != JV_FLOAT && key.type != JV_BOOL && key.type != JV_NONE) {
+        snprintf(why, why_size, "keys must be str, int, float, bool or None, not %s",
+                 jv_type_name(key.type));
+        return 0;
+    }
+    jbuf tmp = {0};
+    json_value(&tmp, key, fmt, 0, why, why_size);
+    json_str(out, tmp.data, tmp.len, fmt->ensure_ascii);
+    free(tmp.data);
+    return 1;
+}
+
+/* The order dict items are written in: insertion order, or sorted by key (sort_keys). */
+static int json_order(const jdict *d, int sort_keys, size_t *order, char *why, size_t why_size) {
+    for (size_t i = 0; i < d->n; i++) order[i] = i;
+    if (!sort_keys) return 1;
+    const jv **keys = malloc(d->n * sizeof *keys);
+    if (!keys) abort();
+    for (size_t i = 0; i < d->n; i++) {
+        if (d->keys[i].type != JV_STR) {
+            free(keys);
+            snprintf(why, why_size, "tojson(sort_keys=true) needs string keys");
+            return 0;
+        }
+        keys[i] = &d->keys[i];
+    }
+    qsort(keys, d->n, sizeof *keys, json_key_cmp);
+    for (size_t i = 0; i < d->n; i++) order[i] = (size_t)(keys[i] - d->keys);
+    free(keys);
+    return 1;
+}
+
+static int json_list(jbuf *out, const jlist *l, const jv_json_format *fmt, int depth, char *why,
+                     size_t why_size) {
+    if (l->n == 0) return jbuf_puts(out, "[]"), 1;
+    jbuf_putc(out, '[');
+    for (size_t i = 0; i < l->n; i++) {
+        if (i) jbuf_puts(out, fmt->item_sep);
+        if (fmt->indent) json_newline(out, fmt, depth + 1);
+        if (!json_value(out, l->items[i], fmt, depth + 1, why, why_size)) return 0;
+    }
+    if (fmt->indent) json_newline(out, fmt, depth);
+    jbuf_putc(out, ']');
+    return 1;
+}
+
+static int json_dict(jbuf *out, const jdict *d, const jv_json_format *fmt, int depth, char *why,
+                     size_t why_size) {
+    if (d->n == 0) return jbuf_puts(out, "{}"), 1;
+    size_t *order = malloc(d->n * sizeof *order);
+    if (!order) abort();
+    int ok = json_order(d, fmt->sort_keys, order, why, why_size);
+    if (ok) jbuf_putc(out, '{');
+    for (size_t k = 0; k < d->n && ok; k++) {
+        if (k) jbuf_puts(out, fmt->item_sep);
+        if (fmt->indent) json_newline(out, fmt, depth + 1);
+        ok = json_key(out, d->keys[order[k]], fmt, why, why_size);
+        if (ok) jbuf_puts(out, fmt->key_sep);
+        ok = ok && json_value(out, d->vals[order[k]], fmt, depth + 1, why, why_size);
+    }
+    free(order);
+    if (!ok) return 0;
+    if (fmt->indent) json_newline(out, fmt, depth);
+    jbuf_putc(out, '}');
+    return 1;
+}
+
+static int json_value(jbuf *out, jv v, const jv_json_format *fmt, int depth, char *why,
                       size_t why_size) {
     switch (v.type) {
     case JV_NONE: jbuf_puts(out, "null"); return 1;
     case JV_BOOL: jbuf_puts(out, v.u.i ? "true" : "false"); return 1;
     case JV_INT: jbuf_printf(out, "%lld", (long long)v.u.i); return 1;
     case JV_FLOAT:
-        if (isnan(v.u.f)) jbuf_puts(out, "NaN");
-        else if (isinf(v.u.f)) jbuf_puts(out, v.u.f < 0 ? "-Infinity" : "Infinity");
-        else jv_float_repr(out, v.u.f);
+        if (isnan(v.u.f))
+            jbuf_puts(out, "NaN");
+        else if (isinf(v.u.f))
+            jbuf_puts(out, v.u.f < 0 ? "-Infinity" : "Infinity");
+        else
+            jv_float_repr(out, v.u.f);
         return 1;
-    case JV_STR: json_str(out, v.u.str.s, v.u.str.n); return 1;
-    case JV_LIST: {
-        jlist *l = v.u.list;
-        if (l->n == 0) return jbuf_puts(out, "[]"), 1;
-        jbuf_putc(out, '[');
-        for (size_t i = 0; i < l->n; i++) {
-            if (i) jbuf_putc(out, ',');
-            if (indent >= 0) json_newline(out, indent, depth + 1);
-            else if (i) jbuf_putc(out, ' ');
-            if (!json_value(out, l->items[i], indent, sort_keys, depth + 1, why, why_size))
-                return 0;
-        }
-        if (indent >= 0) json_newline(out, indent, depth);
-        jbuf_putc(out, ']');
-        return 1;
-    }
-    case JV_DICT: {
-        jdict *d = v.u.dict;
-        if (d->n == 0) return jbuf_puts(out, "{}"), 1;
-        size_t *order = malloc(d->n * sizeof *order);
-        if (!order) abort();
-        for (size_t i = 0; i < d->n; i++) order[i] = i;
-        if (sort_keys) {
-            const jv **keys = malloc(d->n * sizeof *keys);
-            if (!keys) abort();
-            for (size_t i = 0; i < d->n; i++) {
-                if (d->keys[i].type != JV_STR) {
-                    free(keys), free(order);
-                    snprintf(why, why_size, "tojson(sort_keys=true) needs string keys");
-                    return 0;
-                }
-                keys[i] = &d->keys[i];
-            }
-            qsort(keys, d->n, sizeof *keys, json_key_cmp);
-            for (size_t i = 0; i < d->n; i++) order[i] = (size_t)(keys[i] - d->keys);
-            free(keys);
-        }
-        jbuf_putc(out, '{');
-        int ok = 1;
-        for (size_t k = 0; k < d->n && ok; k++) {
-            size_t i = order[k];
-            if (k) jbuf_putc(out, ',');
-            if (indent >= 0) json_newline(out, indent, depth + 1);
-            else if (k) jbuf_putc(out, ' ');
-            jv key = d->keys[i];
-            if (key.type == JV_STR) json_str(out, key.u.str.s, key.u.str.n);
-            else if (key.type == JV_INT || key.type == JV_FLOAT || key.type == JV_BOOL ||
-                     key.type == JV_NONE) {
-                jbuf tmp = {0};
-                json_value(&tmp, key, -1, 0, 0, why, why_size);
-                json_str(out, tmp.data, tmp.len);
-                free(tmp.data);
-            } else {
-                snprintf(why, why_size, "keys must be str, int, float, bool or None, not %s",
-                         jv_type_name(key.type));
-                ok = 0;
-                break;
-            }
-            jbuf_puts(out, ": ");
-            ok = json_value(out, d->vals[i], indent, sort_keys, depth + 1, why, why_size);
-        }
-        free(order);
-        if (!ok) return 0;
-        if (indent >= 0) json_newline(out, indent, depth);
-        jbuf_putc(out, '}');
-        return 1;
-    }
+    case JV_STR: json_str(out, v.u.str.s, v.u.str.n, fmt->ensure_ascii); return 1;
+    case JV_LIST: return json_list(out, v.u.list, fmt, depth, why, why_size);
+    case JV_DICT: return json_dict(out, v.u.dict, fmt, depth, why, why_size);
     default:
         snprintf(why, why_size, "Object of type %s is not JSON serializable", jv_type_name(v.type));
         return 0;
     }
 }
 
-int jv_to_json(jbuf *out, jv v, int indent, int sort_keys, char *why, size_t why_size) {
-    return json_value(out, v, indent, sort_keys, 0, why, why_size);
+int jv_to_json(jbuf *out, jv v, const jv_json_format *fmt, char *why, size_t why_size) {
+    jv_json_format f = *fmt;
+    if (!f.item_sep) f.item_sep = f.indent ? "," : ", ";
+    if (!f.key_sep) f.key_sep = ": ";
+    return json_value(out, v, &f, 0, why, why_size);
 }
 
 /* ---- JSON reader --------------------------------------------------------------------------- */
@@ -465,8 +505,8 @@ typedef struct jreader {
 } jreader;
 
 static void jr_ws(jreader *r) {
-    while (r->pos < r->n && (r->s[r->pos] == ' ' || r->s[r->pos] == '\t' ||
-                             r->s[r->pos] == '\n' || r->s[r->pos] == '\r'))
+    while (r->pos < r->n && (r->s[r->pos] == ' ' || r->s[r->pos] == '\t' || r->s[r->pos] == '\n' ||
+                             r->s[r->pos] == '\r'))
         r->pos++;
 }
 
@@ -480,10 +520,14 @@ static int hex4(const char *s, uint32_t *out) {
     for (int i = 0; i < 4; i++) {
         char c = s[i];
         v <<= 4;
-        if (c >= '0' && c <= '9') v |= (uint32_t)(c - '0');
-        else if (c >= 'a' && c <= 'f') v |= (uint32_t)(c - 'a' + 10);
-        else if (c >= 'A' && c <= 'F') v |= (uint32_t)(c - 'A' + 10);
-        else return 0;
+        if (c >= '0' && c <= '9')
+            v |= (uint32_t)(c - '0');
+        else if (c >= 'a' && c <= 'f')
+            v |= (uint32_t)(c - 'a' + 10);
+        else if (c >= 'A' && c <= 'F')
+            v |= (uint32_t)(c - 'A' + 10);
+        else
+            return 0;
     }
     *out = v;
     return 1;
@@ -491,8 +535,10 @@ static int hex4(const char *s, uint32_t *out) {
 
 static void put_utf8(jbuf *b, uint32_t cp) {
     char t[4];
-    if (cp < 0x80) t[0] = (char)cp, jbuf_put(b, t, 1);
-    else if (cp < 0x800) t[0] = (char)(0xC0 | cp >> 6), t[1] = (char)(0x80 | (cp & 63)), jbuf_put(b, t, 2);
+    if (cp < 0x80)
+        t[0] = (char)cp, jbuf_put(b, t, 1);
+    else if (cp < 0x800)
+        t[0] = (char)(0xC0 | cp >> 6), t[1] = (char)(0x80 | (cp & 63)), jbuf_put(b, t, 2);
     else if (cp < 0x10000)
         t[0] = (char)(0xE0 | cp >> 12), t[1] = (char)(0x80 | (cp >> 6 & 63)),
         t[2] = (char)(0x80 | (cp & 63)), jbuf_put(b, t, 3);
@@ -556,10 +602,12 @@ static int jr_number(jreader *r, jv *out) {
     if (r->pos >= r->n || r->s[r->pos] < '0' || r->s[r->pos] > '9') return jr_fail(r, "bad number");
     while (r->pos < r->n) {
         char c = r->s[r->pos];
-        if (c >= '0' && c <= '9') r->pos++;
+        if (c >= '0' && c <= '9')
+            r->pos++;
         else if (c == '.' || c == 'e' || c == 'E' || c == '+' || (c == '-' && is_float))
             is_float = 1, r->pos++;
-        else break;
+        else
+            break;
     }
     char tmp[64];
     size_t len = r->pos - start;
@@ -582,32 +630,38 @@ static int jr_value(jreader *r, jv *out) {
     if (++r->depth > 200) return jr_fail(r, "JSON nested too deeply");
     char c = r->s[r->pos];
     int ok = 1;
-    if (c == '"') ok = jr_string(r, out);
+    if (c == '"')
+        ok = jr_string(r, out);
     else if (c == '[') {
         *out = jv_list_new(r->a, 0);
         r->pos++, jr_ws(r);
-        if (r->pos < r->n && r->s[r->pos] == ']') r->pos++;
+        if (r->pos < r->n && r->s[r->pos] == ']')
+            r->pos++;
         else
             for (;;) {
                 jv item;
                 if (!jr_value(r, &item)) return 0;
                 jlist_push(r->a, out->u.list, item);
                 jr_ws(r);
-                if (r->pos < r->n && r->s[r->pos] == ',') r->pos++;
+                if (r->pos < r->n && r->s[r->pos] == ',')
+                    r->pos++;
                 else if (r->pos < r->n && r->s[r->pos] == ']') {
                     r->pos++;
                     break;
-                } else return jr_fail(r, "expected ',' or ']'");
+                } else
+                    return jr_fail(r, "expected ',' or ']'");
             }
     } else if (c == '{') {
         *out = jv_dict_new(r->a, JV_DICT);
         r->pos++, jr_ws(r);
-        if (r->pos < r->n && r->s[r->pos] == '}') r->pos++;
+        if (r->pos < r->n && r->s[r->pos] == '}')
+            r->pos++;
         else
             for (;;) {
                 jv key, val;
                 jr_ws(r);
-                if (r->pos >= r->n || r->s[r->pos] != '"') return jr_fail(r, "expected a string key");
+                if (r->pos >= r->n || r->s[r->pos] != '"')
+                    return jr_fail(r, "expected a string key");
                 if (!jr_string(r, &key)) return 0;
                 jr_ws(r);
                 if (r->pos >= r->n || r->s[r->pos] != ':') return jr_fail(r, "expected ':'");
@@ -615,17 +669,24 @@ static int jr_value(jreader *r, jv *out) {
                 if (!jr_value(r, &val)) return 0;
                 jdict_set(r->a, out->u.dict, key, val);
                 jr_ws(r);
-                if (r->pos < r->n && r->s[r->pos] == ',') r->pos++;
+                if (r->pos < r->n && r->s[r->pos] == ',')
+                    r->pos++;
                 else if (r->pos < r->n && r->s[r->pos] == '}') {
                     r->pos++;
                     break;
-                } else return jr_fail(r, "expected ',' or '}'");
+                } else
+                    return jr_fail(r, "expected ',' or '}'");
             }
-    } else if (c == '-' || (c >= '0' && c <= '9')) ok = jr_number(r, out);
-    else if (r->n - r->pos >= 4 && memcmp(r->s + r->pos, "true", 4) == 0) *out = jv_bool(1), r->pos += 4;
-    else if (r->n - r->pos >= 5 && memcmp(r->s + r->pos, "false", 5) == 0) *out = jv_bool(0), r->pos += 5;
-    else if (r->n - r->pos >= 4 && memcmp(r->s + r->pos, "null", 4) == 0) *out = jv_none(), r->pos += 4;
-    else ok = jr_fail(r, "unexpected character");
+    } else if (c == '-' || (c >= '0' && c <= '9'))
+        ok = jr_number(r, out);
+    else if (r->n - r->pos >= 4 && memcmp(r->s + r->pos, "true", 4) == 0)
+        *out = jv_bool(1), r->pos += 4;
+    else if (r->n - r->pos >= 5 && memcmp(r->s + r->pos, "false", 5) == 0)
+        *out = jv_bool(0), r->pos += 5;
+    else if (r->n - r->pos >= 4 && memcmp(r->s + r->pos, "null", 4) == 0)
+        *out = jv_none(), r->pos += 4;
+    else
+        ok = jr_fail(r, "unexpected character");
     r->depth--;
     return ok;
 }
@@ -644,7 +705,8 @@ uint32_t ju8_decode(const char *s, size_t n, size_t *adv) {
     if (u[0] < 0x80 || n < 2) return *adv = 1, u[0];
     if ((u[0] & 0xE0) == 0xC0) return *adv = 2, (uint32_t)(u[0] & 0x1F) << 6 | (u[1] & 0x3F);
     if ((u[0] & 0xF0) == 0xE0 && n >= 3)
-        return *adv = 3, (uint32_t)(u[0] & 0x0F) << 12 | (uint32_t)(u[1] & 0x3F) << 6 | (u[2] & 0x3F);
+        return *adv = 3,
+               (uint32_t)(u[0] & 0x0F) << 12 | (uint32_t)(u[1] & 0x3F) << 6 | (u[2] & 0x3F);
     if ((u[0] & 0xF8) == 0xF0 && n >= 4)
         return *adv = 4, (uint32_t)(u[0] & 0x07) << 18 | (uint32_t)(u[1] & 0x3F) << 12 |
                              (uint32_t)(u[2] & 0x3F) << 6 | (u[3] & 0x3F);
@@ -666,6 +728,37 @@ size_t ju8_offset(const char *s, size_t n, size_t cp_index) {
             cp++;
         }
     return n;
+}
+
+/* Strict UTF-8 (no overlongs, no surrogates, <= U+10FFFF). Returns the offset of the first bad
+ * byte, or len when the text is valid. */
+size_t ju8_invalid_at(const char *text, size_t len) {
+    const unsigned char *s = (const unsigned char *)text;
+    size_t i = 0;
+    while (i < len) {
+        unsigned char c = s[i];
+        size_t need;
+        uint32_t cp, min;
+        if (c < 0x80) {
+            i++;
+            continue;
+        } else if ((c & 0xE0) == 0xC0)
+            need = 1, cp = c & 0x1F, min = 0x80;
+        else if ((c & 0xF0) == 0xE0)
+            need = 2, cp = c & 0x0F, min = 0x800;
+        else if ((c & 0xF8) == 0xF0)
+            need = 3, cp = c & 0x07, min = 0x10000;
+        else
+            return i;
+        if (i + need >= len) return i;
+        for (size_t k = 1; k <= need; k++) {
+            if ((s[i + k] & 0xC0) != 0x80) return i;
+            cp = cp << 6 | (s[i + k] & 0x3F);
+        }
+        if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return i;
+        i += need + 1;
+    }
+    return len;
 }
 
 int ju8_isspace(uint32_t cp) {

@@ -27,8 +27,37 @@ const char *grpo_loss_type_name(grpo_loss_type t) {
 }
 
 grpo_loss_opts grpo_loss_opts_default(void) {
-    grpo_loss_opts o = {GRPO_LOSS_DAPO, 0.2f, 0.2f, 0.0f, 0.0f, 0, 0.0, 1};
+    grpo_loss_opts o = {GRPO_LOSS_DAPO, 0.2, 0.2, 0.0, 0.0, 0, 0.0, 1};
     return o;
+}
+
+/* Every value the loss reads must be finite: adv[i], and logp / old_logp / ref_logp where the
+ * mask is not 0 (padding is never read). */
+static int check_values(const grpo_loss_inputs *in, const grpo_loss_opts *o, char *err, size_t n) {
+    for (int i = 0; i < in->N; i++) {
+        if (!isfinite(in->adv[i])) {
+            snprintf(err, n, "loss.c: adv[%d] is %g, expected a finite advantage", i, in->adv[i]);
+            return -1;
+        }
+        for (int t = 0; t < in->T; t++) {
+            size_t it = (size_t)i * in->T + t;
+            const char *bad = NULL;
+            double v = 0.0;
+            if (!isfinite(in->mask[it])) bad = "mask", v = in->mask[it];
+            else if (in->mask[it] == 0.0f) continue;
+            else if (!isfinite(in->logp[it])) bad = "logp", v = in->logp[it];
+            else if (in->old_logp && !isfinite(in->old_logp[it]))
+                bad = "old_logp", v = in->old_logp[it];
+            else if (o->beta != 0.0 && !isfinite(in->ref_logp[it]))
+                bad = "ref_logp", v = in->ref_logp[it];
+            if (bad) {
+                snprintf(err, n, "loss.c: %s[%d,%d] is %g, expected a finite value at a "
+                         "completion token (N=%d T=%d)", bad, i, t, v, in->N, in->T);
+                return -1;
+            }
+        }
+    }
+    return 0;
 }
 
 static int check(const grpo_loss_inputs *in, const grpo_loss_opts *o, char *err, size_t n) {
@@ -36,17 +65,17 @@ static int check(const grpo_loss_inputs *in, const grpo_loss_opts *o, char *err,
     if (in->N < 1 || in->T < 1) bad = "N >= 1 sequences and T >= 1 tokens";
     else if (!in->logp || !in->mask || !in->adv) bad = "logp, mask and adv (not NULL)";
     else if ((unsigned)o->type >= GRPO_LOSS_TYPE_COUNT) bad = "a loss type from grpo_loss_type";
-    else if (o->beta != 0.0f && !in->ref_logp) bad = "ref_logp when beta != 0";
+    else if (o->beta != 0.0 && !in->ref_logp) bad = "ref_logp when beta != 0";
     else if (!isfinite(o->beta)) bad = "a finite beta";
-    else if (!(o->epsilon_low >= 0.0f) || !(o->epsilon_high >= 0.0f)) bad = "epsilon >= 0";
-    else if (!(o->delta >= 0.0f)) bad = "delta >= 0 (0 = off)";
+    else if (!(o->epsilon_low >= 0.0) || !(o->epsilon_high >= 0.0)) bad = "epsilon >= 0";
+    else if (!(o->delta >= 0.0)) bad = "delta >= 0 (0 = off)";
     else if (o->grad_accum_steps < 1) bad = "grad_accum_steps >= 1";
     else if (o->type == GRPO_LOSS_DR_GRPO && o->max_completion_length < 1)
         bad = "max_completion_length >= 1 for dr_grpo";
     else if ((o->type == GRPO_LOSS_DAPO || o->type == GRPO_LOSS_CISPO) &&
              !(o->num_items_in_batch > 0.0))
         bad = "num_items_in_batch > 0 (tokens in the generation batch) for dapo and cispo";
-    if (!bad) return 0;
+    if (!bad) return check_values(in, o, err, n);
     snprintf(err, n, "loss.c: %s loss needs %s (N=%d T=%d)", grpo_loss_type_name(o->type), bad,
              in->N, in->T);
     return -1;
@@ -89,14 +118,14 @@ static token_terms token_forward_backward(const grpo_loss_inputs *in, const grpo
     } else {
         double lo = 1.0 - o->epsilon_low, hi = 1.0 + o->epsilon_high;
         double dc1 = r;
-        if (o->delta > 0.0f && r > o->delta) k.c1 = o->delta, dc1 = 0.0;
+        if (o->delta > 0.0 && r > o->delta) k.c1 = o->delta, dc1 = 0.0;
         double c2 = r < lo ? lo : r > hi ? hi : r, dc2 = (r >= lo && r <= hi) ? r : 0.0;
         double l1 = k.c1 * A, l2 = c2 * A;
         k.loss = -fmin(l1, l2);
         k.dloss = l1 < l2 ? -dc1 * A : l2 < l1 ? -dc2 * A : -0.5 * (dc1 + dc2) * A;
     }
     k.kl = 0.0;
-    if (o->beta != 0.0f) {
+    if (o->beta != 0.0) {
         double d = in->ref_logp[it] - lp, e = exp(d);
         k.kl = e - d - 1.0;
         k.loss += o->beta * k.kl;
@@ -143,7 +172,7 @@ int grpo_loss_forward(grpo_loss_metrics *out, const grpo_loss_inputs *in, const 
     int global = o->type == GRPO_LOSS_DAPO || o->type == GRPO_LOSS_CISPO; /* not / accum steps */
     out->loss = loss;
     out->policy_loss = global ? loss : loss * o->grad_accum_steps;
-    out->kl = o->beta != 0.0f ? kl / denom : NAN;
+    out->kl = o->beta != 0.0 ? kl / denom : NAN;
     out->entropy = in->entropy ? ent / denom : NAN;
     out->clip_low_mean = clipped ? low / denom : NAN;
     out->clip_high_mean = clipped ? high / denom : NAN;
@@ -167,7 +196,8 @@ int grpo_loss_backward(float *dlogp, const grpo_loss_inputs *in, const grpo_loss
         for (int t = 0; t < T; t++) {
             size_t it = (size_t)i * T + t;
             double m = in->mask[it];
-            dlogp[it] = m == 0.0 ? 0.0f : (float)(scale * m * token_forward_backward(in, o, it, A).dloss);
+            dlogp[it] = m == 0.0 ? 0.0f
+                                 : (float)(scale * m * token_forward_backward(in, o, it, A).dloss);
         }
     }
     return 0;

@@ -71,10 +71,10 @@ const char *grpo_loss_type_name(grpo_loss_type t);
 
 typedef struct grpo_loss_opts {
     grpo_loss_type type;
-    float epsilon_low;         /* TRL epsilon (0.2) */
-    float epsilon_high;        /* TRL epsilon_high (= epsilon when unset; DAPO 0.28; cispo 5.0) */
-    float delta;               /* > 0: upper bound of the unclipped ratio; 0: off (TRL None) */
-    float beta;                /* KL coefficient; 0: no KL term, ref_logp is not read */
+    double epsilon_low;        /* TRL epsilon (0.2) */
+    double epsilon_high;       /* TRL epsilon_high (= epsilon when unset; DAPO 0.28; cispo 5.0) */
+    double delta;              /* > 0: upper bound of the unclipped ratio; 0: off (TRL None) */
+    double beta;               /* KL coefficient; 0: no KL term, ref_logp is not read */
     int max_completion_length; /* dr_grpo's constant (> 0 for dr_grpo) */
     double num_items_in_batch; /* dapo, cispo: tokens in the generation batch (see above) */
     int grad_accum_steps;      /* grpo, bnpo, dr_grpo divide by this; >= 1 */
@@ -86,7 +86,7 @@ grpo_loss_opts grpo_loss_opts_default(void);
 
 typedef struct grpo_loss_inputs {
     const float *logp;     /* [N,T] log-prob of each completion token under the policy */
-    const float *old_logp; /* [N,T] under the policy that sampled (num_iterations > 1); NULL: logp */
+    const float *old_logp; /* [N,T] under the sampling policy (num_iterations > 1); NULL: logp */
     const float *ref_logp; /* [N,T] under the reference model; read only when beta != 0 */
     const float *mask;     /* [N,T] completion mask (1 counts, 0 is padding / masked out) */
     const float *adv;      /* [N] advantage of each sequence */
@@ -105,7 +105,9 @@ typedef struct grpo_loss_metrics {
     double n_tokens; /* sum of the mask over this micro-batch */
 } grpo_loss_metrics;
 
-/* Loss value and metrics. Returns 0, or -1 with a message naming the bad input in err. */
+/* Loss value and metrics. Returns 0, or -1 with a message naming the bad input in err: bad shapes
+ * or options, a NULL tensor that is needed, a non-finite adv[i], or a non-finite logp / old_logp /
+ * ref_logp / mask value at a token whose mask is not 0 (names the tensor and [i,t]). */
 int grpo_loss_forward(grpo_loss_metrics *out, const grpo_loss_inputs *in, const grpo_loss_opts *o,
                       char *err, size_t err_size);
 

@@ -5,14 +5,13 @@
 #include "model.h"
 
 #include <cjson/cJSON.h>
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
+#include "kernels.h"
+#include "hfdir.h"
 #include "safetensors.h"
 
 static uint64_t pad16(uint64_t n) { return (n + 15) & ~(uint64_t)15; }
@@ -87,19 +86,16 @@ int grpo_model_param_index(const grpo_model *m, const char *name) {
     return -1;
 }
 
-/* The weights file of dir: the index of a sharded checkpoint, else model.safetensors. */
-static char *weights_path(const char *dir) {
-    char *idx = path_join(dir, "model.safetensors.index.json");
-    if (idx && access(idx, R_OK) == 0) return idx;
-    free(idx);
-    return path_join(dir, "model.safetensors");
+/* The plugin converts some tensors between the file's layout and its own (grpo/model.h). */
+static int has_relayout(const grpo_model *m) {
+    return GRPO_HAS_FIELD(m->desc, grpo_model_desc, relayout) && m->desc->relayout;
 }
 
 static int load_weights(grpo_model *m, const char *dir, grpo_error *err) {
-    char *path = weights_path(dir);
-    if (!path) return grpo_error_set(err, GRPO_ERR_NOMEM, "model: out of memory");
+    char path[4096];
     grpo_safetensors *st = NULL;
-    int rc = grpo_st_open(&st, path, err);
+    int rc = grpo_hf_weights_path(dir, path, sizeof path, err);
+    if (rc == GRPO_OK) rc = grpo_hf_open_weights(dir, &st, err);
     float *tmp = NULL;
     for (uint32_t i = 0; rc == GRPO_OK && i < m->n_params; i++) {
         const grpo_param_desc *d = &m->params[i];
@@ -116,6 +112,8 @@ static int load_weights(grpo_model *m, const char *dir, grpo_error *err) {
             break;
         }
         rc = grpo_st_read_f32(st, d->name, tmp, d->ndim, d->shape, err);
+        if (rc == GRPO_OK && has_relayout(m))
+            rc = m->desc->relayout(m->inst, i, tmp, GRPO_RELAYOUT_LOAD, err);
         if (rc == GRPO_OK)
             m->ops->upload(m->ops->ctx, m->param_ptr[i], tmp, m->numel[i] * sizeof(float));
     }
@@ -128,7 +126,6 @@ static int load_weights(grpo_model *m, const char *dir, grpo_error *err) {
     }
     free(tmp);
     grpo_st_close(st);
-    free(path);
     return rc;
 }
 
@@ -144,8 +141,8 @@ int grpo_model_open(grpo_model **out, const grpo_model_desc *desc, const grpo_ho
     m->ops = host->ops;
     m->trainable = trainable;
     m->dir = strdup(dir);
-    char *cfg_path = path_join(dir, "config.json");
-    int rc = m->dir && cfg_path ? grpo_read_file(cfg_path, &m->config_json, NULL, err)
+    char *cfg_path = path_join(dir, GRPO_HF_CONFIG);
+    int rc = m->dir && cfg_path ? grpo_hf_read_config(dir, &m->config_json, err)
                                 : grpo_error_set(err, GRPO_ERR_NOMEM, "model: out of memory");
     if (rc == GRPO_OK) {
         grpo_config empty = {sizeof(grpo_config), 0, NULL, NULL, "model"};
@@ -187,21 +184,39 @@ static int config_architecture(const char *json, const char *path, char *buf, si
     return rc;
 }
 
+/* Opens dir with the first plugin serving arch that accepts its config: a plugin that refuses it
+ * as GRPO_ERR_UNSUPPORTED (dense.causal_lm for a MiniMind config with use_moe) passes it to the
+ * next one serving the same name (moe.causal_lm). When all refuse, every refusal is reported. */
+static int open_serving(grpo_model **out, grpo_registry *reg, const grpo_host *host,
+                        const char *dir, const char *arch, const char *cfg_path, int trainable,
+                        grpo_error *err) {
+    char why[1024] = "";
+    int refused = 0;
+    for (const grpo_entry *e = grpo_registry_next_architecture(reg, arch, NULL); e;
+         e = grpo_registry_next_architecture(reg, arch, e)) {
+        const void *desc = NULL;
+        int rc = grpo_registry_load(reg, e, host, &desc, err);
+        if (rc == GRPO_OK) rc = grpo_model_open(out, desc, host, dir, NULL, trainable, err);
+        if (rc != GRPO_ERR_UNSUPPORTED) return rc;
+        size_t used = strlen(why);
+        snprintf(why + used, sizeof why - used, "%s%.64s: %.400s", refused++ ? "; " : "", e->id,
+                 err ? err->message : "unsupported");
+    }
+    if (!refused)
+        return grpo_error_set(err, GRPO_ERR_UNSUPPORTED,
+                              "%s: no model plugin serves architecture %s (see grpo plugins list)",
+                              cfg_path, arch);
+    return grpo_error_set(err, GRPO_ERR_UNSUPPORTED, "%.200s: %.800s", cfg_path, why);
+}
+
 int grpo_model_open_dir(grpo_model **out, grpo_registry *reg, const grpo_host *host,
                         const char *dir, int trainable, grpo_error *err) {
     *out = NULL;
-    char *cfg_path = path_join(dir, "config.json"), *json = NULL, arch[256];
+    char *cfg_path = path_join(dir, GRPO_HF_CONFIG), *json = NULL, arch[256];
     if (!cfg_path) return grpo_error_set(err, GRPO_ERR_NOMEM, "model: out of memory");
-    int rc = grpo_read_file(cfg_path, &json, NULL, err);
+    int rc = grpo_hf_read_config(dir, &json, err);
     if (rc == GRPO_OK) rc = config_architecture(json, cfg_path, arch, sizeof arch, err);
-    const grpo_entry *e = NULL;
-    if (rc == GRPO_OK && !(e = grpo_registry_find_architecture(reg, arch)))
-        rc = grpo_error_set(err, GRPO_ERR_UNSUPPORTED,
-                            "%s: no model plugin serves architecture %s (see grpo plugins list)",
-                            cfg_path, arch);
-    const void *desc = NULL;
-    if (rc == GRPO_OK) rc = grpo_registry_load(reg, e, host, &desc, err);
-    if (rc == GRPO_OK) rc = grpo_model_open(out, desc, host, dir, NULL, trainable, err);
+    if (rc == GRPO_OK) rc = open_serving(out, reg, host, dir, arch, cfg_path, trainable, err);
     free(json);
     free(cfg_path);
     return rc;
@@ -304,33 +319,17 @@ int grpo_model_decode(grpo_model *m, int32_t R, const int32_t *tokens, const int
 int32_t grpo_model_vocab(const grpo_model *m) {
     int i = grpo_model_param_index(m, "lm_head.weight");
     if (i < 0) i = grpo_model_param_index(m, "model.embed_tokens.weight");
+    if (i < 0) i = grpo_model_param_index(m, "model.tok_embeddings.weight"); /* InternLM2 */
     return i < 0 ? -1 : (int32_t)m->params[i].shape[0];
 }
 
-/* config.json text with "dtype"/"torch_dtype" rewritten to float32 (the saved dtype). */
-static char *saved_config(const char *json) {
-    cJSON *o = cJSON_Parse(json);
-    if (!o) return NULL;
-    const char *keys[] = {"dtype", "torch_dtype"};
-    for (int k = 0; k < 2; k++)
-        if (cJSON_GetObjectItemCaseSensitive(o, keys[k]))
-            cJSON_ReplaceItemInObjectCaseSensitive(o, keys[k], cJSON_CreateString("float32"));
-    char *text = cJSON_Print(o);
-    cJSON_Delete(o);
-    return text;
-}
-
 int grpo_model_save(const grpo_model *m, const char *dir, grpo_error *err) {
-    if (mkdir(dir, 0755) != 0 && errno != EEXIST)
-        return grpo_error_set(err, GRPO_ERR_IO, "%s: cannot create directory: %s", dir,
-                              strerror(errno));
     grpo_st_out *outs = calloc(m->n_params ? m->n_params : 1, sizeof *outs);
     float *host = malloc((m->section ? m->section : 1) * sizeof(float));
-    char *cfg_path = path_join(dir, "config.json"), *st_path = path_join(dir, "model.safetensors");
-    char *cfg_text = saved_config(m->config_json);
-    int rc = GRPO_OK;
-    if (!outs || !host || !cfg_path || !st_path || !cfg_text)
-        rc = grpo_error_set(err, GRPO_ERR_NOMEM, "model: out of memory saving to %s", dir);
+    char *cfg_text = NULL;
+    int rc = outs && host ? grpo_hf_config_set_dtype(m->config_json, GRPO_ST_F32, &cfg_text, err)
+                          : grpo_error_set(err, GRPO_ERR_NOMEM, "model: out of memory saving %s",
+                                           dir);
     size_t n = 0;
     if (rc == GRPO_OK) {
         m->ops->download(m->ops->ctx, host, m->block, m->section * sizeof(float));
@@ -340,16 +339,17 @@ int grpo_model_save(const grpo_model *m, const char *dir, grpo_error *err) {
             grpo_st_out *o = &outs[n++];
             o->name = d->name;
             o->data = host + m->offset[i];
+            if (has_relayout(m) &&
+                (rc = m->desc->relayout(m->inst, i, host + m->offset[i], GRPO_RELAYOUT_SAVE,
+                                        err)) != GRPO_OK)
+                break;
             o->ndim = d->ndim;
             for (int j = 0; j < d->ndim; j++) o->shape[j] = d->shape[j];
         }
-        rc = grpo_st_write(st_path, outs, n, GRPO_ST_F32, err);
+        if (rc == GRPO_OK) rc = grpo_hf_save(dir, cfg_text, outs, n, GRPO_ST_F32, m->dir, err);
     }
-    if (rc == GRPO_OK) rc = grpo_write_file_atomic(cfg_path, cfg_text, strlen(cfg_text), err);
     free(outs);
     free(host);
-    free(cfg_path);
-    free(st_path);
     free(cfg_text);
     return rc;
 }
@@ -452,7 +452,7 @@ int grpo_model_generate(grpo_model *m, const int32_t *prompt, const int32_t *mas
     o->upload(o->ctx, g.d_pos, ppos, (uint64_t)R * P * sizeof(int32_t));
     o->upload(o->ctx, g.d_cmask, mask, (uint64_t)R * P * sizeof(int32_t));
     free(ppos);
-    grpo_batch pb = {sizeof(grpo_batch), R, P, g.d_tok, g.d_cmask, g.d_pos, NULL};
+    grpo_batch pb = {sizeof(grpo_batch), R, P, g.d_tok, g.d_cmask, g.d_pos, NULL, 0.0f};
     rc = grpo_model_prefill(m, &pb, g.d_logits, err);
     int32_t live = R;
     for (int32_t step = 0; rc == GRPO_OK && live > 0; step++) {
@@ -480,4 +480,36 @@ int grpo_model_generate(grpo_model *m, const int32_t *prompt, const int32_t *mas
     }
     gen_free(m, &g);
     return rc;
+}
+
+/* ---- environment for commands ------------------------------------------------------------ */
+
+int grpo_model_env_open(grpo_model_env *env, const char *backend, int32_t threads,
+                        const char *const *extra_dirs, int n_extra, grpo_error *err) {
+    memset(env, 0, sizeof *env);
+    env->ops = grpo_backend_open(backend, threads, err);
+    if (!env->ops) return err->status ? err->status : GRPO_ERR_INVALID;
+    env->host = *grpo_default_host();
+    env->host.ops = env->ops;
+    char **dirs = grpo_plugin_path(extra_dirs, n_extra);
+    int rc = dirs ? grpo_registry_scan(&env->reg, dirs, err)
+                  : grpo_error_set(err, GRPO_ERR_NOMEM, "model: out of memory");
+    grpo_plugin_path_free(dirs);
+    if (rc != GRPO_OK) grpo_model_env_close(env);
+    return rc;
+}
+
+void grpo_model_env_close(grpo_model_env *env) {
+    grpo_registry_free(&env->reg);
+    grpo_backend_close(env->ops);
+    memset(env, 0, sizeof *env);
+}
+
+int32_t grpo_model_eos(const grpo_model *m) {
+    cJSON *o = cJSON_Parse(m->config_json);
+    const cJSON *e = o ? cJSON_GetObjectItemCaseSensitive(o, "eos_token_id") : NULL;
+    if (cJSON_IsArray(e)) e = cJSON_GetArrayItem(e, 0);
+    int32_t eos = cJSON_IsNumber(e) ? (int32_t)cJSON_GetNumberValue(e) : -1;
+    cJSON_Delete(o);
+    return eos;
 }

@@ -84,12 +84,14 @@ int grpo_model_decode(grpo_model *m, int32_t R, const int32_t *tokens, const int
                       const int32_t *cache_mask, const int32_t *len, float *logits,
                       grpo_error *err);
 
-/* Writes dir/config.json (the loaded text, "dtype"/"torch_dtype" set to float32) and
- * dir/model.safetensors (F32, every non-tied parameter under its HF name), each atomically.
- * Creates dir if needed. */
+/* Saves a Hugging Face directory through grpo_hf_save(): dir/model.safetensors (F32, every
+ * non-tied parameter under its HF name), dir/config.json (the loaded text with its dtype set to
+ * float32) and the tokenizer files of the directory the model was loaded from. Each file is
+ * replaced atomically; dir is created if needed. */
 int grpo_model_save(const grpo_model *m, const char *dir, grpo_error *err);
 
-/* Vocabulary size (the first dimension of model.embed_tokens.weight or lm_head.weight). */
+/* Vocabulary size (the first dimension of lm_head.weight, model.embed_tokens.weight or
+ * InternLM2's model.tok_embeddings.weight), -1 when the model has none of them. */
 int32_t grpo_model_vocab(const grpo_model *m);
 
 
@@ -102,4 +104,22 @@ int32_t grpo_model_vocab(const grpo_model *m);
 int grpo_model_generate(grpo_model *m, const int32_t *prompt, const int32_t *mask, int32_t R,
                         int32_t P, int32_t max_new, int32_t eos, float temperature,
                         uint64_t rng[4], int32_t *out, int32_t *n_out, grpo_error *err);
+
+/* ---- what a command needs to load a model: a backend, a host table, a registry ----------- */
+typedef struct grpo_model_env {
+    grpo_ops *ops;
+    grpo_host host; /* grpo_default_host() with ops set */
+    grpo_registry reg;
+} grpo_model_env;
+
+/* Opens backend ("cpu") with threads (<= 0: default) and scans the plugin path (extra dirs
+ * first, then the default path). The caller MUST grpo_model_env_close() it after closing every
+ * model opened through it. */
+int grpo_model_env_open(grpo_model_env *env, const char *backend, int32_t threads,
+                        const char *const *extra_dirs, int n_extra, grpo_error *err);
+void grpo_model_env_close(grpo_model_env *env);
+
+/* config.json's eos_token_id (the first one when it is a list), or -1 when it has none. */
+int32_t grpo_model_eos(const grpo_model *m);
+
 #endif

@@ -138,6 +138,22 @@ const grpo_entry *grpo_registry_find_architecture(const grpo_registry *reg, cons
     return NULL;
 }
 
+const grpo_entry *grpo_registry_next_architecture(const grpo_registry *reg, const char *arch,
+                                                  const grpo_entry *after) {
+    int passed = after == NULL;
+    for (int i = 0; i < reg->n_packs; i++)
+        for (int j = 0; j < reg->packs[i]->n_entries; j++) {
+            const grpo_entry *e = &reg->packs[i]->entries[j];
+            if (!passed) {
+                passed = e == after;
+                continue;
+            }
+            for (int k = 0; e->kind == GRPO_KIND_MODEL && k < e->n_architectures; k++)
+                if (strcmp(e->architectures[k], arch) == 0) return e;
+        }
+    return NULL;
+}
+
 const char *grpo_registry_suggest(const grpo_registry *reg, const char *id) {
     const char *best = NULL;
     int best_d = 3 + (int)strlen(id) / 4; /* a few typos, more for long ids */

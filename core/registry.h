@@ -108,6 +108,10 @@ void grpo_registry_free(grpo_registry *reg);
 const grpo_entry *grpo_registry_find(const grpo_registry *reg, const char *id);
 /* The model entry serving this HF architecture name (config.json "architectures"), or NULL. */
 const grpo_entry *grpo_registry_find_architecture(const grpo_registry *reg, const char *arch);
+/* The next model entry after `after` (NULL: the first) that serves arch, in scan order; NULL
+ * when none. Several packs may serve one architecture name (MiniMindForCausalLM: dense and moe). */
+const grpo_entry *grpo_registry_next_architecture(const grpo_registry *reg, const char *arch,
+                                                  const grpo_entry *after);
 /* The id closest to a misspelt one (for "did you mean 'x'?"), or NULL when none is close. */
 const char *grpo_registry_suggest(const grpo_registry *reg, const char *id);
 /* Case-insensitive edit distance of two short names (INT_MAX when either is over 127 bytes). */

@@ -480,6 +480,10 @@ static int shard_path(char *out, size_t cap, const char *index, const char *shar
     return GRPO_OK;
 }
 
+static int str_cmp(const void *a, const void *b) {
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
 /* Prepends "what: " to the message in err (errors inside a shard also name the index). */
 static void prefix_error(grpo_error *err, const char *what) {
     if (!err) return;
@@ -502,20 +506,25 @@ static int open_index(grpo_safetensors *st, const char *path, grpo_error *err) {
                               "%s: expected a JSON object with a \"weight_map\" object", path);
     }
     char sp[4096];
-    /* open each distinct shard once, in order of first appearance */
+    /* open each distinct shard once (sorted names: model-00001-of-N first) */
+    int n_map = cJSON_GetArraySize(map);
+    const char **shards = malloc((size_t)(n_map ? n_map : 1) * sizeof *shards);
+    if (!shards) rc = grpo_error_set(err, GRPO_ERR_NOMEM, "%s: out of memory", path);
+    int n_shards = 0;
     for (const cJSON *e = map->child; e && rc == GRPO_OK; e = e->next) {
-        if (!cJSON_IsString(e)) {
+        if (!cJSON_IsString(e))
             rc = grpo_error_set(err, GRPO_ERR_INVALID,
                                 "%s: weight_map['%s'] must be a shard file name", path, e->string);
-            break;
-        }
-        const cJSON *seen = map->child;
-        while (seen != e && !(cJSON_IsString(seen) && strcmp(seen->valuestring, e->valuestring) == 0))
-            seen = seen->next;
-        if (seen != e) continue;
-        rc = shard_path(sp, sizeof sp, path, e->valuestring, err);
+        else
+            shards[n_shards++] = e->valuestring;
+    }
+    if (rc == GRPO_OK) qsort(shards, (size_t)n_shards, sizeof *shards, str_cmp);
+    for (int i = 0; i < n_shards && rc == GRPO_OK; i++) {
+        if (i > 0 && strcmp(shards[i], shards[i - 1]) == 0) continue;
+        rc = shard_path(sp, sizeof sp, path, shards[i], err);
         if (rc == GRPO_OK && (rc = add_file(st, sp, err)) != GRPO_OK) prefix_error(err, path);
     }
+    free(shards);
     if (rc == GRPO_OK && st->n_files == 0)
         rc = grpo_error_set(err, GRPO_ERR_INVALID, "%s: weight_map is empty", path);
     if (rc == GRPO_OK) rc = sort_and_check_unique(st, err);
@@ -541,6 +550,13 @@ static int ends_with(const char *s, const char *suffix) {
     return n >= k && strcmp(s + n - k, suffix) == 0;
 }
 
+/* Names come from the file: a control character in one must not break the one-line message. */
+static int one_line(grpo_error *err, int rc) {
+    for (char *p = err ? err->message : NULL; p && *p; p++)
+        if ((unsigned char)*p < 0x20 || *p == 0x7f) *p = '?';
+    return rc;
+}
+
 int grpo_st_open(grpo_safetensors **out, const char *path, grpo_error *err) {
     *out = NULL;
     grpo_safetensors *st = calloc(1, sizeof *st);
@@ -557,14 +573,14 @@ int grpo_st_open(grpo_safetensors **out, const char *path, grpo_error *err) {
     }
     if (rc != GRPO_OK) {
         grpo_st_close(st);
-        return rc;
+        return one_line(err, rc);
     }
     *out = st;
     return GRPO_OK;
 }
 
-int grpo_st_read_f32(const grpo_safetensors *st, const char *name, float *out, int ndim,
-                     const int64_t *shape, grpo_error *err) {
+static int read_f32(const grpo_safetensors *st, const char *name, float *out, int ndim,
+                    const int64_t *shape, grpo_error *err) {
     const grpo_st_tensor *t = grpo_st_find(st, name);
     char want[256], got[256];
     if (!t)
@@ -583,6 +599,11 @@ int grpo_st_read_f32(const grpo_safetensors *st, const char *name, float *out, i
                               "%s: tensor '%s' has dtype %s; only F32, F16 and BF16 can be "
                               "loaded", t->file, name, grpo_st_dtype_name(t->dtype));
     return grpo_st_convert_f32(out, t->data, t->dtype, t->numel, err);
+}
+
+int grpo_st_read_f32(const grpo_safetensors *st, const char *name, float *out, int ndim,
+                     const int64_t *shape, grpo_error *err) {
+    return one_line(err, read_f32(st, name, out, ndim, shape, err));
 }
 
 /* ---- atomic files ------------------------------------------------------------------------- */
@@ -733,6 +754,20 @@ static void sb_json_string(strbuf *b, const char *s) {
     sb_put(b, "\"", 1);
 }
 
+static int check_unique_names(const char *path, const grpo_st_out *t, size_t n, grpo_error *err) {
+    const char **names = malloc((n ? n : 1) * sizeof *names);
+    if (!names) return grpo_error_set(err, GRPO_ERR_NOMEM, "%s: out of memory", path);
+    for (size_t i = 0; i < n; i++) names[i] = t[i].name;
+    qsort(names, n, sizeof *names, str_cmp);
+    int rc = GRPO_OK;
+    for (size_t i = 1; i < n && rc == GRPO_OK; i++)
+        if (strcmp(names[i], names[i - 1]) == 0)
+            rc = grpo_error_set(err, GRPO_ERR_INVALID, "%s: tensor '%s' given twice", path,
+                                names[i]);
+    free(names);
+    return rc;
+}
+
 /* Checks the tensors to write; *numel_out[i] receives product(shape). */
 static int check_outputs(const char *path, const grpo_st_out *t, size_t n, uint64_t *numel,
                          grpo_error *err) {
@@ -752,13 +787,9 @@ static int check_outputs(const char *path, const grpo_st_out *t, size_t n, uint6
         if (ne > 0 && !t[i].data)
             return grpo_error_set(err, GRPO_ERR_INVALID, "%s: tensor '%s': data is NULL", path,
                                   t[i].name);
-        for (size_t j = 0; j < i; j++)
-            if (strcmp(t[i].name, t[j].name) == 0)
-                return grpo_error_set(err, GRPO_ERR_INVALID, "%s: tensor '%s' given twice", path,
-                                      t[i].name);
         numel[i] = ne;
     }
-    return GRPO_OK;
+    return check_unique_names(path, t, n, err);
 }
 
 /* The header JSON, padded with spaces to a multiple of 8 bytes. */

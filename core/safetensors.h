@@ -18,6 +18,16 @@
  *
  * Errors: every function that can fail returns GRPO_OK or a negative GRPO_ERR_* status and writes
  * one line into err naming the file, the tensor and what was expected. Host must be little-endian.
+ *
+ * Threads: an open grpo_safetensors is never modified after grpo_st_open(), so the lookup and read
+ * functions may run concurrently. The files are mapped, not copied: one truncated by another
+ * process while open makes later reads fault (SIGBUS), as with any mmap reader.
+ *
+ * Typical host use (shapes are the model's, e.g. from grpo_param_desc):
+ *   grpo_safetensors *st;  grpo_hf_open_weights(dir, &st, err)      -- hfdir.h
+ *   for each param p:      grpo_st_read_f32(st, p.name, params[i], p.ndim, p.shape, err)
+ *   grpo_st_close(st);
+ *   save:                  grpo_hf_save(dir, config, outs, n, GRPO_ST_BF16, src_dir, err)
  */
 #ifndef GRPO_SAFETENSORS_H
 #define GRPO_SAFETENSORS_H

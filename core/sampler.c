@@ -1,6 +1,7 @@
 /* sampler.c — prefill once per prompt, fan the KV cache out to G rows, batched decode. */
 #include "sampler.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,7 +12,7 @@ int grpo_sampler_is_eos(const grpo_sampler_opts *o, int32_t id) {
 }
 
 void grpo_rollout_free(grpo_rollout *r) {
-    free(r->ids), free(r->mask), free(r->len), free(r->truncated);
+    free(r->ids), free(r->mask), free(r->len), free(r->truncated), free(r->logp);
     memset(r, 0, sizeof *r);
 }
 
@@ -22,7 +23,8 @@ static int rollout_alloc(grpo_rollout *r, int32_t N, int32_t T) {
     r->mask = calloc((size_t)N * T, sizeof *r->mask);
     r->len = calloc((size_t)N, sizeof *r->len);
     r->truncated = calloc((size_t)N, sizeof *r->truncated);
-    return r->ids && r->mask && r->len && r->truncated;
+    r->logp = calloc((size_t)N * T, sizeof *r->logp);
+    return r->ids && r->mask && r->len && r->truncated && r->logp;
 }
 
 /* Host state of the decode batch: cache row i (of the live rows) holds output row row[i]. */
@@ -88,7 +90,7 @@ static int prefill(grpo_model *m, sampler_state *s, const int32_t *prompt, const
     o->upload(o->ctx, s->d_pos, ppos, (uint64_t)B * P * sizeof(int32_t));
     o->upload(o->ctx, s->d_cmask, pmask, (uint64_t)B * P * sizeof(int32_t));
     free(ppos);
-    grpo_batch pb = {sizeof(grpo_batch), B, P, s->d_tok, s->d_cmask, s->d_pos, NULL};
+    grpo_batch pb = {sizeof(grpo_batch), B, P, s->d_tok, s->d_cmask, s->d_pos, NULL, 0.0f};
     int rc = grpo_model_prefill(m, &pb, s->d_logits, err);
     if (rc == GRPO_OK)
         o->download(o->ctx, s->logits, s->d_logits, (uint64_t)B * s->V * sizeof(float));
@@ -122,6 +124,15 @@ static void move_row(grpo_model *m, sampler_state *s, int32_t dst, int32_t src, 
            (size_t)s->S * sizeof(int32_t));
 }
 
+/* log softmax(logits)[t] over the V logits (-INFINITY entries are filtered tokens). */
+static float log_prob(const float *logits, int32_t V, int32_t t) {
+    float mx = -INFINITY;
+    for (int32_t v = 0; v < V; v++) mx = logits[v] > mx ? logits[v] : mx;
+    double sum = 0.0;
+    for (int32_t v = 0; v < V; v++) sum += exp((double)logits[v] - mx);
+    return (float)((double)logits[t] - mx - log(sum));
+}
+
 /* Draws one token for each live row from its logits; logits_of(i) is the host logits row of
  * live row i (the prompt's prefill logits on the first step). Records tokens in out. */
 static void draw_tokens(sampler_state *s, const grpo_sampler_opts *o, int32_t live, int first,
@@ -134,6 +145,7 @@ static void draw_tokens(sampler_state *s, const grpo_sampler_opts *o, int32_t li
         int32_t t =
             grpo_sample_token(&o->sampling, s->row_logits, s->V, h, s->n_hist[n], rng, s->scratch);
         h[s->n_hist[n]++] = t;
+        out->logp[(size_t)n * out->T + out->len[n]] = log_prob(s->row_logits, s->V, t);
         out->ids[(size_t)n * out->T + out->len[n]] = t;
         out->mask[(size_t)n * out->T + out->len[n]] = 1.0f;
         out->len[n]++;

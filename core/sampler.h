@@ -42,6 +42,9 @@ typedef struct grpo_rollout {
     float *mask;        /* (N,T) completion_mask: 1 up to and including the first EOS */
     int32_t *len;       /* (N) tokens generated (EOS included) */
     uint8_t *truncated; /* (N) 1 when the row reached T tokens without an EOS */
+    float *logp;        /* (N,T) log-prob of each drawn token under the distribution it was drawn
+                           from (softmax of the processed logits; greedy: of the penalised
+                           logits); 0 past the end */
 } grpo_rollout;
 
 /* Samples G completions for each of the B prompt rows prompt (B,P) with pmask (B,P) (1 = real,

@@ -26,17 +26,21 @@ int grpo_lr_schedule_check(const grpo_lr_schedule *s, char *err, size_t err_size
     else if (!(s->lr >= 0.0) || isinf(s->lr)) bad = "lr: a finite number >= 0";
     else if (s->warmup_steps < 0) bad = "warmup_steps >= 0";
     else if (needs_total && s->total_steps < 1) bad = "total_steps >= 1";
-    else if (s->kind == GRPO_LR_COSINE_WITH_MIN_LR && !(s->min_lr_rate >= 0.0 && s->min_lr_rate <= 1.0))
+    else if (s->kind == GRPO_LR_COSINE_WITH_MIN_LR &&
+             !(s->min_lr_rate >= 0.0 && s->min_lr_rate <= 1.0))
         bad = "min_lr_rate in [0, 1]";
-    else if ((s->kind == GRPO_LR_COSINE || s->kind == GRPO_LR_COSINE_WITH_MIN_LR) && !isfinite(s->num_cycles))
+    else if ((s->kind == GRPO_LR_COSINE || s->kind == GRPO_LR_COSINE_WITH_MIN_LR) &&
+             !isfinite(s->num_cycles))
         bad = "num_cycles: a finite number";
     if (!bad) return 0;
-    snprintf(err, err_size, "schedule.c: the %s schedule needs %s", grpo_lr_kind_name(s->kind), bad);
+    snprintf(err, err_size, "schedule.c: the %s schedule needs %s", grpo_lr_kind_name(s->kind),
+             bad);
     return -1;
 }
 
 static double cosine_factor(const grpo_lr_schedule *s, long step, double min_rate) {
-    double p = (double)(step - s->warmup_steps) / fmax(1.0, (double)(s->total_steps - s->warmup_steps));
+    double span = fmax(1.0, (double)(s->total_steps - s->warmup_steps));
+    double p = (double)(step - s->warmup_steps) / span;
     double f = 0.5 * (1.0 + cos(M_PI * s->num_cycles * 2.0 * p));
     return fmax(0.0, f * (1.0 - min_rate) + min_rate);
 }

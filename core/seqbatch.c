@@ -38,7 +38,7 @@ int grpo_seqbatch_reset(grpo_seqbatch *s, const grpo_ops *ops, int32_t B, int32_
             return grpo_error_set(err, GRPO_ERR_NOMEM, "batch: out of memory for (%d,%d)", B, T);
         }
     }
-    s->B = B, s->T = T;
+    s->B = B, s->T = T, s->aux_weight = 0.0f;
     memset(s->ids, 0, n * sizeof(int32_t));
     memset(s->mask, 0, n * sizeof(int32_t));
     memset(s->dlogp, 0, n * sizeof(float));
@@ -57,7 +57,8 @@ void grpo_seqbatch_positions(grpo_seqbatch *s) {
 }
 
 static grpo_batch device_batch(const grpo_seqbatch *s) {
-    grpo_batch b = {sizeof(grpo_batch), s->B, s->T, s->d_ids, s->d_mask, s->d_pos, s->d_targets};
+    grpo_batch b = {sizeof(grpo_batch), s->B,     s->T,         s->d_ids,
+                    s->d_mask,          s->d_pos, s->d_targets, s->aux_weight};
     return b;
 }
 
@@ -85,4 +86,34 @@ int grpo_seqbatch_backward(grpo_seqbatch *s, grpo_model *m, float scale, grpo_er
     o->upload(o->ctx, s->d_dlogp, s->dlogp, (uint64_t)s->B * s->T * sizeof(float));
     grpo_batch b = device_batch(s);
     return grpo_model_backward(m, &b, s->d_dlogp, scale, err);
+}
+
+int grpo_seqbatch_from_rollout(grpo_seqbatch *s, const grpo_ops *ops, const int32_t *prompt,
+                               const int32_t *pmask, int32_t P, int32_t G, const grpo_rollout *r,
+                               int32_t r0, int32_t rows, int32_t T, int32_t pad_id,
+                               grpo_error *err) {
+    int32_t L = P + T;
+    int rc = grpo_seqbatch_reset(s, ops, rows, L, err);
+    if (rc != GRPO_OK) return rc;
+    for (int32_t k = 0; k < rows; k++) {
+        int32_t i = r0 + k, b = i / G;
+        int32_t *ids = s->ids + (size_t)k * L, *mask = s->mask + (size_t)k * L;
+        int32_t *tg = s->targets + (size_t)k * L;
+        memcpy(ids, prompt + (size_t)b * P, (size_t)P * sizeof(int32_t));
+        memcpy(mask, pmask + (size_t)b * P, (size_t)P * sizeof(int32_t));
+        for (int32_t j = 0; j < T; j++) {
+            int real = j < r->len[i];
+            ids[P + j] = real ? r->ids[(size_t)i * r->T + j] : pad_id;
+            mask[P + j] = real;
+            if (real) tg[P - 1 + j] = ids[P + j];
+        }
+    }
+    grpo_seqbatch_positions(s);
+    return GRPO_OK;
+}
+
+void grpo_seqbatch_completion(const grpo_seqbatch *s, const float *src, int32_t P, int32_t T,
+                              float *out) {
+    for (int32_t k = 0; k < s->B; k++)
+        memcpy(out + (size_t)k * T, src + (size_t)k * s->T + P - 1, (size_t)T * sizeof(float));
 }

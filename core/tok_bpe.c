@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- hashing ------------------------------------------------------------------------------ */
+/* ---- hashing --------------------------------------------------------------------------------- */
 uint64_t tok_hash_bytes(const void *p, size_t n) {
     const unsigned char *s = p;
     uint64_t h = 0x9E3779B97F4A7C15ull ^ (n * 0xC2B2AE3D27D4EB4Full);
@@ -34,7 +34,7 @@ static uint64_t hash_pair(uint64_t pair) {
     return pair ^ (pair >> 31);
 }
 
-/* ---- string -> int32 map ------------------------------------------------------------------ */
+/* ---- string -> int32 map --------------------------------------------------------------------- */
 static int strmap_grow(tok_strmap *m) {
     uint32_t cap = m->cap ? m->cap * 2 : 64;
     tok_strmap_slot *slots = calloc(cap, sizeof *slots);
@@ -85,7 +85,7 @@ void tok_strmap_free(tok_strmap *m) {
     memset(m, 0, sizeof *m);
 }
 
-/* ---- merges: (left, right) -> (rank, new id) ---------------------------------------------- */
+/* ---- merges: (left, right) -> (rank, new id) ------------------------------------------------- */
 static int merge_grow(tok_bpe *m) {
     uint32_t cap = m->merge_cap ? m->merge_cap * 2 : 1024;
     tok_merge_slot *slots = malloc((size_t)cap * sizeof *slots);
@@ -125,7 +125,7 @@ static const tok_merge_slot *merge_get(const tok_bpe *m, int32_t left, int32_t r
     return NULL;
 }
 
-/* ---- the GPT-2 byte-level alphabet --------------------------------------------------------- */
+/* ---- the GPT-2 byte-level alphabet ----------------------------------------------------------- */
 /* Printable bytes ('!'..'~', 0xA1..0xAC, 0xAE..0xFF) stand for themselves; the other 68 bytes, in
  * order, take code points 256, 257, ... (0x00..0x20 -> 256..288, 0x7F..0xA0 -> 289..322,
  * 0xAD -> 323). */
@@ -137,11 +137,11 @@ static uint16_t byte_to_cp(int b) {
 }
 
 #define B4(b) byte_to_cp_c(b), byte_to_cp_c(b + 1), byte_to_cp_c(b + 2), byte_to_cp_c(b + 3)
-#define byte_to_cp_c(b)                                                                  \
-    ((((b) >= 33 && (b) <= 126) || ((b) >= 161 && (b) <= 172) || (b) >= 174) ? (b)       \
-     : (b) <= 32                                                              ? 256 + (b) \
-     : (b) <= 160                                                             ? (b) + 162 \
-                                                                              : 323)
+#define byte_to_cp_c(b)                                                                            \
+    ((((b) >= 33 && (b) <= 126) || ((b) >= 161 && (b) <= 172) || (b) >= 174) ? (b)                 \
+     : (b) <= 32                                                             ? 256 + (b)           \
+     : (b) <= 160                                                            ? (b) + 162           \
+                                                                             : 323)
 #define B16(b) B4(b), B4(b + 4), B4(b + 8), B4(b + 12)
 const uint16_t tok_byte_to_cp[256] = {B16(0),   B16(16),  B16(32),  B16(48),  B16(64),  B16(80),
                                       B16(96),  B16(112), B16(128), B16(144), B16(160), B16(176),
@@ -170,25 +170,44 @@ static size_t byte_level_spell(char *dst, const char *s, size_t len) {
     return n;
 }
 
-/* ---- the word cache ------------------------------------------------------------------------ */
-#define CACHE_SLOTS (1u << 17) /* at most CACHE_SLOTS/2 words */
-#define CACHE_MAX_WORD 256     /* longer words are not cached */
+/* ---- the word cache -------------------------------------------------------------------------- */
+#define CACHE_MIN_SLOTS 1024u
+#define CACHE_MAX_SLOTS (1u << 17) /* at most CACHE_MAX_SLOTS/2 words are cached */
+#define CACHE_MAX_WORD 256         /* longer words (bytes) are not cached */
 
 int tok_bpe_init_cache(tok_bpe *m) {
     tok_cache *c = &m->cache;
     memset(c, 0, sizeof *c);
     if (pthread_mutex_init(&c->lock, NULL) != 0) return -1;
-    c->slots = calloc(CACHE_SLOTS, sizeof *c->slots);
-    c->cap = CACHE_SLOTS;
+    c->slots = calloc(CACHE_MIN_SLOTS, sizeof *c->slots);
+    c->cap = CACHE_MIN_SLOTS;
     return c->slots ? 0 : -1;
 }
 
+/* Doubles the slot table (caller holds the lock); -1 when at the bound or out of memory. */
+static int cache_grow(tok_cache *c) {
+    if (c->cap >= CACHE_MAX_SLOTS) return -1;
+    uint32_t cap = c->cap * 2;
+    tok_cache_slot *slots = calloc(cap, sizeof *slots);
+    if (!slots) return -1;
+    for (uint32_t i = 0; i < c->cap; i++) {
+        if (!c->slots[i].key_len) continue;
+        uint32_t j = c->slots[i].hash & (cap - 1);
+        while (slots[j].key_len) j = (j + 1) & (cap - 1);
+        slots[j] = c->slots[i];
+    }
+    free(c->slots);
+    c->slots = slots;
+    c->cap = cap;
+    return 0;
+}
+
 /* Appends the cached ids of word s to out; returns 1 on a hit, 0 on a miss, -1 on nomem. */
-static int cache_get(tok_cache *c, const char *s, uint32_t len, uint64_t h, grpo_tok_ids *out) {
+static int cache_get(tok_cache *c, const char *s, uint32_t len, uint32_t h, grpo_tok_ids *out) {
     int found = 0;
     pthread_mutex_lock(&c->lock);
     for (uint32_t j = (uint32_t)h & (c->cap - 1); c->slots[j].key_len; j = (j + 1) & (c->cap - 1)) {
-        struct tok_cache_slot *e = &c->slots[j];
+        tok_cache_slot *e = &c->slots[j];
         if (e->hash == h && e->key_len == len && memcmp(c->keys + e->key_off, s, len) == 0) {
             found = 1;
             for (uint32_t k = 0; k < e->ids_len && found == 1; k++)
@@ -211,30 +230,30 @@ static int pool_reserve(void **p, size_t *cap, size_t need, size_t elem) {
 }
 
 /* Remembers word s -> ids[0..n); silently does nothing when the cache is full. */
-static void cache_put(tok_cache *c, const char *s, uint32_t len, uint64_t h, const int32_t *ids,
+static void cache_put(tok_cache *c, const char *s, uint32_t len, uint32_t h, const int32_t *ids,
                       size_t n) {
-    if (len == 0 || len > CACHE_MAX_WORD) return;
+    if (len == 0 || len > CACHE_MAX_WORD || n > UINT16_MAX) return;
     pthread_mutex_lock(&c->lock);
-    if ((c->n + 1) * 2 > c->cap ||
+    if (((c->n + 1) * 2 > c->cap && cache_grow(c) != 0) ||
         pool_reserve((void **)&c->keys, &c->keys_cap, c->keys_n + len, 1) != 0 ||
         pool_reserve((void **)&c->ids, &c->ids_cap, c->ids_n + n, sizeof(int32_t)) != 0)
         goto done;
     uint32_t j = (uint32_t)h & (c->cap - 1);
     for (; c->slots[j].key_len; j = (j + 1) & (c->cap - 1)) {
-        struct tok_cache_slot *e = &c->slots[j];
+        tok_cache_slot *e = &c->slots[j];
         if (e->hash == h && e->key_len == len && memcmp(c->keys + e->key_off, s, len) == 0)
             goto done; /* another thread got there first */
     }
     memcpy(c->keys + c->keys_n, s, len);
     memcpy(c->ids + c->ids_n, ids, n * sizeof(int32_t));
-    c->slots[j] = (struct tok_cache_slot){h, (uint32_t)c->keys_n, len, (uint32_t)c->ids_n,
-                                          (uint32_t)n};
+    c->slots[j] = (tok_cache_slot){h, (uint32_t)c->keys_n, (uint32_t)c->ids_n, (uint16_t)len,
+                                          (uint16_t)n};
     c->keys_n += len, c->ids_n += n, c->n++;
 done:
     pthread_mutex_unlock(&c->lock);
 }
 
-/* ---- the merge loop ------------------------------------------------------------------------ */
+/* ---- the merge loop -------------------------------------------------------------------------- */
 typedef struct sym {
     int32_t id;
     int32_t prev, next; /* neighbours, -1 at the ends */
@@ -243,6 +262,9 @@ typedef struct sym {
 
 typedef struct cand {
     int32_t rank, pos, new_id;
+    int32_t right; /* position of the right symbol when pushed */
+    int32_t left_id,
+        right_id; /* the pair when pushed: a changed symbol makes the candidate stale */
 } cand;
 
 static int cand_less(const cand *a, const cand *b) {
@@ -280,7 +302,7 @@ static void push_pair(const tok_bpe *m, const sym *w, int32_t pos, cand *heap, s
     int32_t next = w[pos].next;
     if (next < 0) return;
     const tok_merge_slot *mg = merge_get(m, w[pos].id, w[next].id);
-    if (mg) heap_push(heap, nh, (cand){mg->rank, pos, mg->new_id});
+    if (mg) heap_push(heap, nh, (cand){mg->rank, pos, mg->new_id, next, w[pos].id, w[next].id});
 }
 
 /* Initial symbols of a word: one per byte (byte-level) or per UTF-8 character, with unk_token,
@@ -336,8 +358,12 @@ static void merge_all(const tok_bpe *m, sym *w, int32_t n, cand *heap) {
         sym *a = &w[c.pos];
         if (a->len == 0 || a->next < 0) continue;
         sym *b = &w[a->next];
-        const tok_merge_slot *mg = merge_get(m, a->id, b->id);
-        if (!mg || mg->new_id != c.new_id) continue; /* stale: a neighbour changed */
+        /* A candidate whose pair changed since the push is stale unless the new pair makes the
+         * same token: `tokenizers` checks exactly that, so the unchanged case skips the lookup. */
+        if (a->next != c.right || a->id != c.left_id || b->id != c.right_id) {
+            const tok_merge_slot *mg = merge_get(m, a->id, b->id);
+            if (!mg || mg->new_id != c.new_id) continue;
+        }
         a->id = c.new_id;
         a->len += b->len;
         b->len = 0;
@@ -352,7 +378,7 @@ int tok_bpe_word(const tok_bpe *m, const char *s, size_t len, grpo_tok_ids *out)
     if (len == 0) return 0;
     if (len == 1 && m->byte_level && m->byte_id[(unsigned char)s[0]] >= 0)
         return tok_ids_push(out, m->byte_id[(unsigned char)s[0]]);
-    uint64_t h = tok_hash_bytes(s, len);
+    uint32_t h = (uint32_t)tok_hash_bytes(s, len);
     tok_cache *cache = (tok_cache *)&m->cache; /* the cache is the one mutable part */
     int hit = cache_get(cache, s, (uint32_t)len, h, out);
     if (hit) return hit < 0 ? -1 : 0;

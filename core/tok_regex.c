@@ -12,7 +12,9 @@
 #include <string.h>
 
 /* Unicode White_Space, as the inside of a character class. */
-#define WHITE_SPACE "\\t-\\r\\x{20}\\x{85}\\x{a0}\\x{1680}\\x{2000}-\\x{200a}\\x{2028}\\x{2029}\\x{202f}\\x{205f}\\x{3000}"
+#define WHITE_SPACE                                                                                \
+    "\\t-\\r\\x{20}\\x{85}\\x{a0}\\x{1680}\\x{2000}-\\x{200a}\\x{2028}\\x{2029}\\x{202f}\\x{205f}" \
+    "\\x{3000}"
 
 char *tok_regex_translate(const char *p) {
     size_t n = strlen(p), cap = n * (sizeof WHITE_SPACE + 4) + 1, o = 0;

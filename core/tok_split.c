@@ -20,9 +20,12 @@ static size_t utf8_char(const unsigned char *s, size_t n, size_t *bad) {
     size_t need;
     unsigned char lo = 0x80, hi = 0xBF; /* allowed range of the second byte */
     if (c < 0x80) return 1;
-    if (c >= 0xC2 && c <= 0xDF) need = 2;
-    else if (c >= 0xE0 && c <= 0xEF) need = 3, lo = c == 0xE0 ? 0xA0 : 0x80, hi = c == 0xED ? 0x9F : 0xBF;
-    else if (c >= 0xF0 && c <= 0xF4) need = 4, lo = c == 0xF0 ? 0x90 : 0x80, hi = c == 0xF4 ? 0x8F : 0xBF;
+    if (c >= 0xC2 && c <= 0xDF)
+        need = 2;
+    else if (c >= 0xE0 && c <= 0xEF)
+        need = 3, lo = c == 0xE0 ? 0xA0 : 0x80, hi = c == 0xED ? 0x9F : 0xBF;
+    else if (c >= 0xF0 && c <= 0xF4)
+        need = 4, lo = c == 0xF0 ? 0x90 : 0x80, hi = c == 0xF4 ? 0x8F : 0xBF;
     else {
         *bad = 1;
         return 0;
@@ -41,6 +44,11 @@ size_t tok_utf8_lossy_len(const char *s, size_t len, int *valid) {
     size_t out = 0;
     *valid = 1;
     for (size_t i = 0; i < len;) {
+        uint64_t w;
+        if (i + 8 <= len && (memcpy(&w, s + i, 8), (w & 0x8080808080808080ull) == 0)) {
+            out += 8, i += 8; /* eight ASCII bytes */
+            continue;
+        }
         unsigned char c = (unsigned char)s[i];
         if (c < 0x80) { /* ASCII fast path */
             out++, i++;
@@ -71,7 +79,8 @@ uint32_t tok_utf8_decode(const unsigned char *s, size_t *n) {
     if (s[0] < 0x80) return *n = 1, s[0];
     if (s[0] < 0xE0) return *n = 2, ((uint32_t)(s[0] & 0x1F) << 6) | (s[1] & 0x3F);
     if (s[0] < 0xF0)
-        return *n = 3, ((uint32_t)(s[0] & 0x0F) << 12) | ((uint32_t)(s[1] & 0x3F) << 6) | (s[2] & 0x3F);
+        return *n = 3,
+               ((uint32_t)(s[0] & 0x0F) << 12) | ((uint32_t)(s[1] & 0x3F) << 6) | (s[2] & 0x3F);
     return *n = 4, ((uint32_t)(s[0] & 0x07) << 18) | ((uint32_t)(s[1] & 0x3F) << 12) |
                        ((uint32_t)(s[2] & 0x3F) << 6) | (s[3] & 0x3F);
 }
@@ -156,6 +165,34 @@ static char *arena_alloc(scratch *s, size_t n) {
     return p;
 }
 
+/* Takes ownership of malloc'd p (freed with the scratch). */
+static int arena_adopt(scratch *s, char *p) {
+    if (s->n_arena == s->cap_arena) {
+        size_t cap = s->cap_arena ? 2 * s->cap_arena : 16;
+        char **a = realloc(s->arena, cap * sizeof *a);
+        if (!a) {
+            free(p);
+            return -1;
+        }
+        s->arena = a, s->cap_arena = cap;
+    }
+    s->arena[s->n_arena++] = p;
+    return 0;
+}
+
+/* Runs the normalizers over text piece *pc; a changed text lives in the arena. */
+static int normalize_piece(const grpo_tokenizer *tok, piece *pc, scratch *s) {
+    for (int k = 0; k < tok->n_norm; k++) {
+        char *out;
+        size_t n;
+        if (tok_normalize(tok->norm[k], pc->p, pc->n, &out, &n)) return -1;
+        if (!out) continue;
+        if (arena_adopt(s, out)) return -1;
+        pc->p = out, pc->n = n;
+    }
+    return 0;
+}
+
 static int span_push(scratch *s, size_t a, size_t b, int match) {
     if (s->n_spans == s->cap_spans) {
         size_t cap = s->cap_spans ? s->cap_spans * 2 : 64;
@@ -167,16 +204,21 @@ static int span_push(scratch *s, size_t a, size_t b, int match) {
     return 0;
 }
 
-/* ---- added tokens ------------------------------------------------------------------------------ */
+/* ---- added tokens ---------------------------------------------------------------------------- */
 /* The leftmost-longest occurrence of a token of set in t[from..n): index into tok->added, or -1. */
 static int32_t added_find(const grpo_tokenizer *tok, const tok_added_set *set, const char *t,
                           size_t n, size_t from, size_t *at) {
     for (size_t i = from; i < n; i++) {
+        if (set->only_first >= 0) { /* all tokens start alike (often '<'): jump there */
+            const char *q = memchr(t + i, set->only_first, n - i);
+            if (!q) return -1;
+            i = (size_t)(q - t);
+        }
         unsigned char c = (unsigned char)t[i];
         if (!set->first[c]) continue;
         for (const int32_t *k = set->by_first[c]; *k >= 0; k++) {
             const tok_added *a = &tok->added[*k];
-            if (a->len <= n - i && memcmp(t + i, a->content, a->len) == 0) {
+            if (a->pattern_len <= n - i && memcmp(t + i, a->pattern, a->pattern_len) == 0) {
                 *at = i;
                 return *k;
             }
@@ -207,13 +249,13 @@ static int single_word_ok(const grpo_tokenizer *tok, const char *t, size_t n, si
 }
 
 /* Splits text piece t on the tokens of set, appending to out (AddedVocabulary::find_matches). */
-static int added_split(const grpo_tokenizer *tok, const tok_added_set *set, const char *t,
-                       size_t n, pieces *out, scratch *s) {
+static int added_split(const grpo_tokenizer *tok, const tok_added_set *set, const char *t, size_t n,
+                       pieces *out, scratch *s) {
     size_t start_offset = 0, pos = 0, at = 0;
     int32_t k;
     while (pos < n && (k = added_find(tok, set, t, n, pos, &at)) >= 0) {
         const tok_added *a = &tok->added[k];
-        size_t start = at, stop = at + a->len;
+        size_t start = at, stop = at + a->pattern_len;
         pos = stop; /* the matcher resumes after the raw match, whatever is stripped */
         if (a->single_word && !single_word_ok(tok, t, n, start, stop, s)) continue;
         if (a->lstrip) {
@@ -228,7 +270,8 @@ static int added_split(const grpo_tokenizer *tok, const tok_added_set *set, cons
         }
         if (a->rstrip) {
             size_t cl;
-            while (stop < n && is_white_space(tok_utf8_decode((const unsigned char *)t + stop, &cl)))
+            while (stop < n &&
+                   is_white_space(tok_utf8_decode((const unsigned char *)t + stop, &cl)))
                 stop += cl;
         }
         if (start_offset < start && pieces_push(out, t + start_offset, start - start_offset, -1))
@@ -240,7 +283,7 @@ static int added_split(const grpo_tokenizer *tok, const tok_added_set *set, cons
     return 0;
 }
 
-/* ---- pre-tokenizers ---------------------------------------------------------------------------- */
+/* ---- pre-tokenizers -------------------------------------------------------------------------- */
 /* Regex matches of re over t[0..n), gaps included, into s->spans (Pattern::find_matches). */
 static int find_spans(const pcre2_code *re, const char *t, size_t n, scratch *s) {
     s->n_spans = 0;
@@ -293,8 +336,10 @@ static int split_apply(const tok_pre *pre, const char *t, scratch *s, pieces *ou
         int prev_match = 0;
         for (size_t i = 0; i < n; i++) {
             int is = v[i].match;
-            if (is && !prev_match && m > 0) v[m - 1].b = v[i].b;
-            else v[m++] = (span){v[i].a, v[i].b, 0};
+            if (is && !prev_match && m > 0)
+                v[m - 1].b = v[i].b;
+            else
+                v[m++] = (span){v[i].a, v[i].b, 0};
             prev_match = is;
         }
         break;
@@ -304,8 +349,10 @@ static int split_apply(const tok_pre *pre, const char *t, scratch *s, pieces *ou
         size_t w = n; /* output grows leftwards in v[w..n) */
         for (size_t i = n; i-- > 0;) {
             int is = v[i].match;
-            if (is && !prev_match && w < n) v[w].a = v[i].a;
-            else v[--w] = (span){v[i].a, v[i].b, 0};
+            if (is && !prev_match && w < n)
+                v[w].a = v[i].a;
+            else
+                v[--w] = (span){v[i].a, v[i].b, 0};
             prev_match = is;
         }
         memmove(v, v + w, (n - w) * sizeof *v);
@@ -316,8 +363,10 @@ static int split_apply(const tok_pre *pre, const char *t, scratch *s, pieces *ou
         int prev = -1;
         for (size_t i = 0; i < n; i++) {
             int is = v[i].match;
-            if (is == prev && m > 0) v[m - 1].b = v[i].b;
-            else v[m++] = (span){v[i].a, v[i].b, 0};
+            if (is == prev && m > 0)
+                v[m - 1].b = v[i].b;
+            else
+                v[m++] = (span){v[i].a, v[i].b, 0};
             prev = is;
         }
         break;
@@ -361,22 +410,23 @@ static int pre_apply(const tok_pre *pre, const pieces *in, pieces *out, scratch 
     return 0;
 }
 
-/* ---- the encode loop --------------------------------------------------------------------------- */
+/* ---- the encode loop ------------------------------------------------------------------------- */
 int tok_encode_text(const grpo_tokenizer *tok, const char *t, size_t len, grpo_tok_ids *out) {
     scratch s = {0};
     int rc = -1;
-    /* 1. added tokens matched on the raw text; 2. (normalizer: none supported) the normalized
-     * added tokens in what is left */
+    /* 1. added tokens matched on the raw text; 2. the normalizers over what is left; 3. the
+     * normalized added tokens in the normalized text */
     if (added_split(tok, &tok->raw_set, t, len, &s.b, &s)) goto done;
     for (size_t i = 0; i < s.b.n; i++) {
         piece pc = s.b.v[i];
         if (pc.added_id >= 0) {
             if (pieces_push(&s.a, pc.p, pc.n, pc.added_id)) goto done;
-        } else if (added_split(tok, &tok->norm_set, pc.p, pc.n, &s.a, &s)) {
+        } else if (normalize_piece(tok, &pc, &s) ||
+                   added_split(tok, &tok->norm_set, pc.p, pc.n, &s.a, &s)) {
             goto done;
         }
     }
-    /* 3. the pre-tokenizers, in order (a <-> b ping-pong) */
+    /* 4. the pre-tokenizers, in order (a <-> b ping-pong) */
     pieces *cur = &s.a, *nxt = &s.b;
     for (int k = 0; k < tok->n_pre; k++) {
         int r = pre_apply(&tok->pre[k], cur, nxt, &s);
@@ -387,10 +437,11 @@ int tok_encode_text(const grpo_tokenizer *tok, const char *t, size_t len, grpo_t
         pieces *tmp = cur;
         cur = nxt, nxt = tmp;
     }
-    /* 4. the model, word by word */
+    /* 5. the model, word by word */
     for (size_t i = 0; i < cur->n; i++) {
         piece pc = cur->v[i];
-        if (pc.added_id >= 0 ? tok_ids_push(out, pc.added_id) : tok_bpe_word(&tok->bpe, pc.p, pc.n, out))
+        if (pc.added_id >= 0 ? tok_ids_push(out, pc.added_id)
+                             : tok_bpe_word(&tok->bpe, pc.p, pc.n, out))
             goto done;
     }
     rc = 0;

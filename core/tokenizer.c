@@ -1,7 +1,8 @@
 /*
  * tokenizer.c — loading a Hugging Face tokenizer.json (+ tokenizer_config.json), the encode entry
  * point with the post-processor template, the accessors and the host services for plugins.
- * The pieces: tok_bpe.c (model), tok_split.c (added tokens, pre-tokenizers), tok_decode.c.
+ * The pieces: tok_pipeline.c (normalizer, pre-tokenizer, post-processor, decoder sections),
+ * tok_bpe.c (model), tok_split.c (added tokens, pre-tokenizers), tok_decode.c.
  */
 #include "tok_internal.h"
 
@@ -12,9 +13,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-/* The regex of the ByteLevel pre-tokenizer (GPT-2's). */
-static const char GPT2_PATTERN[] =
-    "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
+/* Ids are below this bound (2^30), so V = 1 + the largest id fits int32 with room to spare. */
+#define TOK_MAX_ID (1 << 30)
 
 void grpo_tok_ids_free(grpo_tok_ids *ids) {
     free(ids->data);
@@ -26,7 +26,7 @@ void grpo_tok_text_free(grpo_tok_text *text) {
     memset(text, 0, sizeof *text);
 }
 
-/* ---- small helpers -------------------------------------------------------------------------- */
+/* ---- small helpers --------------------------------------------------------------------------- */
 static char *read_file(const char *path, size_t *len, grpo_error *err) {
     FILE *f = fopen(path, "rb");
     if (!f) {
@@ -68,26 +68,17 @@ static char *xstrndup(const char *s, size_t n) {
     return d;
 }
 
-/* A field that must be a bool when present; absent or null gives def. */
-static int json_bool(const cJSON *o, const char *key, int def) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-    return cJSON_IsBool(v) ? cJSON_IsTrue(v) : def;
-}
-
-static const char *json_type(const cJSON *o) {
-    const cJSON *t = cJSON_GetObjectItemCaseSensitive(o, "type");
-    return cJSON_IsString(t) ? t->valuestring : NULL;
-}
-
-static int is_null(const cJSON *v) { return !v || cJSON_IsNull(v); }
-
 /* ---- model: BPE ------------------------------------------------------------------------------ */
 static int32_t set_token(grpo_tokenizer *tok, int32_t id, const char *s, grpo_error *err) {
     tok_bpe *m = &tok->bpe;
     if (id < 0 || id >= m->n_ids)
         return grpo_error_set(err, GRPO_ERR_INVALID, "%s: model.vocab: id %d of '%s' out of range",
                               tok->path, id, s);
-    free(m->token[id]);
+    if (m->token[id]) /* the vocab map borrows the first spelling: a second one is an error */
+        return grpo_error_set(err, GRPO_ERR_INVALID,
+                              "%s: model.vocab: id %d is given to both '%s' "
+                              "and '%s'",
+                              tok->path, id, m->token[id], s);
     m->token_len[id] = (uint32_t)strlen(s);
     if (!(m->token[id] = xstrndup(s, m->token_len[id])))
         return grpo_error_set(err, GRPO_ERR_NOMEM, "%s: out of memory", tok->path);
@@ -108,15 +99,18 @@ static int32_t load_merge(grpo_tokenizer *tok, const cJSON *mj, int32_t r, grpo_
         if (!sp || strchr(sp + 1, ' '))
             return grpo_error_set(err, GRPO_ERR_INVALID,
                                   "%s: model.merges[%d] = \"%s\": expected two tokens separated "
-                                  "by one space", tok->path, r, mj->valuestring);
+                                  "by one space",
+                                  tok->path, r, mj->valuestring);
         a = mj->valuestring, na = (size_t)(sp - a), b = sp + 1, nb = strlen(b);
     } else if (cJSON_IsArray(mj) && cJSON_GetArraySize(mj) == 2 &&
-               cJSON_IsString(cJSON_GetArrayItem(mj, 0)) && cJSON_IsString(cJSON_GetArrayItem(mj, 1))) {
+               cJSON_IsString(cJSON_GetArrayItem(mj, 0)) &&
+               cJSON_IsString(cJSON_GetArrayItem(mj, 1))) {
         a = cJSON_GetArrayItem(mj, 0)->valuestring, na = strlen(a);
         b = cJSON_GetArrayItem(mj, 1)->valuestring, nb = strlen(b);
     } else {
         return grpo_error_set(err, GRPO_ERR_INVALID,
-                              "%s: model.merges[%d]: expected \"a b\" or [\"a\", \"b\"]", tok->path, r);
+                              "%s: model.merges[%d]: expected \"a b\" or [\"a\", \"b\"]", tok->path,
+                              r);
     }
     char *ab = malloc(na + nb + 1);
     if (!ab) return grpo_error_set(err, GRPO_ERR_NOMEM, "%s: out of memory", tok->path);
@@ -124,9 +118,14 @@ static int32_t load_merge(grpo_tokenizer *tok, const cJSON *mj, int32_t r, grpo_
     int32_t ia = vocab_id(m, a, na), ib = vocab_id(m, b, nb), iab = vocab_id(m, ab, na + nb);
     int32_t rc = GRPO_OK;
     if (ia < 0 || ib < 0 || iab < 0)
-        rc = grpo_error_set(err, GRPO_ERR_INVALID, "%s: model.merges[%d]: '%.*s' is not in the vocab",
-                            tok->path, r, ia < 0 ? (int)na : ib < 0 ? (int)nb : (int)(na + nb),
-                            ia < 0 ? a : ib < 0 ? b : ab);
+        rc = grpo_error_set(err, GRPO_ERR_INVALID,
+                            "%s: model.merges[%d]: '%.*s' is not in the vocab", tok->path, r,
+                            ia < 0   ? (int)na
+                            : ib < 0 ? (int)nb
+                                     : (int)(na + nb),
+                            ia < 0   ? a
+                            : ib < 0 ? b
+                                     : ab);
     else if (tok_merge_put(m, ia, ib, r, iab) != 0)
         rc = grpo_error_set(err, GRPO_ERR_NOMEM, "%s: out of memory", tok->path);
     free(ab);
@@ -137,7 +136,7 @@ static int32_t load_merge(grpo_tokenizer *tok, const cJSON *mj, int32_t r, grpo_
 static int32_t load_model(grpo_tokenizer *tok, const cJSON *model, int32_t max_added_id,
                           grpo_error *err) {
     tok_bpe *m = &tok->bpe;
-    const char *type = json_type(model);
+    const char *type = tok_json_type(model);
     const cJSON *vocab = cJSON_GetObjectItemCaseSensitive(model, "vocab");
     const cJSON *merges = cJSON_GetObjectItemCaseSensitive(model, "merges");
     if (!cJSON_IsObject(model))
@@ -148,22 +147,23 @@ static int32_t load_model(grpo_tokenizer *tok, const cJSON *model, int32_t max_a
                               type ? type : "(none)");
     if (!cJSON_IsObject(vocab) || !cJSON_IsArray(merges))
         return grpo_error_set(err, GRPO_ERR_INVALID,
-                              "%s: model: expected \"vocab\" object and \"merges\" array", tok->path);
+                              "%s: model: expected \"vocab\" object and \"merges\" array",
+                              tok->path);
     const cJSON *dropout = cJSON_GetObjectItemCaseSensitive(model, "dropout");
-    if (!is_null(dropout) && !(cJSON_IsNumber(dropout) && dropout->valuedouble == 0.0))
+    if (!tok_json_null(dropout) && !(cJSON_IsNumber(dropout) && dropout->valuedouble == 0.0))
         return grpo_error_set(err, GRPO_ERR_UNSUPPORTED,
                               "%s: model.dropout is not supported (must be null)", tok->path);
     const char *affix[] = {"continuing_subword_prefix", "end_of_word_suffix"};
     for (int i = 0; i < 2; i++) {
         const cJSON *v = cJSON_GetObjectItemCaseSensitive(model, affix[i]);
-        if (!is_null(v) && !(cJSON_IsString(v) && v->valuestring[0] == 0))
+        if (!tok_json_null(v) && !(cJSON_IsString(v) && v->valuestring[0] == 0))
             return grpo_error_set(err, GRPO_ERR_UNSUPPORTED, "%s: model.%s is not supported",
                                   tok->path, affix[i]);
     }
     int32_t max_id = max_added_id;
     const cJSON *e;
     cJSON_ArrayForEach(e, vocab) {
-        if (!cJSON_IsNumber(e) || e->valuedouble < 0 || e->valuedouble > 1e9)
+        if (!cJSON_IsNumber(e) || e->valuedouble < 0 || e->valuedouble >= TOK_MAX_ID)
             return grpo_error_set(err, GRPO_ERR_INVALID,
                                   "%s: model.vocab['%s']: expected a non-negative integer id",
                                   tok->path, e->string);
@@ -177,7 +177,8 @@ static int32_t load_model(grpo_tokenizer *tok, const cJSON *model, int32_t max_a
     cJSON_ArrayForEach(e, vocab) {
         int32_t rc = set_token(tok, e->valueint, e->string, err);
         if (rc) return rc;
-        if (tok_strmap_put(&m->vocab, m->token[e->valueint], m->token_len[e->valueint], e->valueint))
+        if (tok_strmap_put(&m->vocab, m->token[e->valueint], m->token_len[e->valueint],
+                           e->valueint))
             return grpo_error_set(err, GRPO_ERR_NOMEM, "%s: out of memory", tok->path);
     }
     int32_t r = 0;
@@ -185,9 +186,9 @@ static int32_t load_model(grpo_tokenizer *tok, const cJSON *model, int32_t max_a
         int32_t rc = load_merge(tok, e, r++, err);
         if (rc) return rc;
     }
-    m->ignore_merges = json_bool(model, "ignore_merges", 0);
-    m->fuse_unk = json_bool(model, "fuse_unk", 0);
-    m->byte_fallback = json_bool(model, "byte_fallback", 0);
+    m->ignore_merges = tok_json_bool(model, "ignore_merges", 0);
+    m->fuse_unk = tok_json_bool(model, "fuse_unk", 0);
+    m->byte_fallback = tok_json_bool(model, "byte_fallback", 0);
     const cJSON *unk = cJSON_GetObjectItemCaseSensitive(model, "unk_token");
     m->unk_id = cJSON_IsString(unk) ? vocab_id(m, unk->valuestring, strlen(unk->valuestring)) : -1;
     if (cJSON_IsString(unk) && m->unk_id < 0)
@@ -196,13 +197,15 @@ static int32_t load_model(grpo_tokenizer *tok, const cJSON *model, int32_t max_a
     return GRPO_OK;
 }
 
-/* ---- added tokens ------------------------------------------------------------------------------ */
+/* ---- added tokens ---------------------------------------------------------------------------- */
+/* The largest id among the added tokens (ids out of range are reported by load_added). */
 static int32_t max_added_id(const cJSON *added) {
     int32_t mx = -1;
     const cJSON *a;
     cJSON_ArrayForEach(a, added) {
         const cJSON *id = cJSON_GetObjectItemCaseSensitive(a, "id");
-        if (cJSON_IsNumber(id) && id->valueint > mx) mx = id->valueint;
+        if (cJSON_IsNumber(id) && id->valuedouble < TOK_MAX_ID && id->valueint > mx)
+            mx = id->valueint;
     }
     return mx;
 }
@@ -219,21 +222,23 @@ static int32_t load_added(grpo_tokenizer *tok, const cJSON *added, grpo_error *e
         const cJSON *id = cJSON_GetObjectItemCaseSensitive(a, "id");
         const cJSON *content = cJSON_GetObjectItemCaseSensitive(a, "content");
         int32_t k = tok->n_added;
-        if (!cJSON_IsNumber(id) || id->valueint < 0 || !cJSON_IsString(content) ||
-            !content->valuestring[0])
-            return grpo_error_set(err, GRPO_ERR_INVALID,
-                                  "%s: added_tokens[%d]: expected \"id\" >= 0 and a non-empty "
-                                  "\"content\"", tok->path, k);
+        if (!cJSON_IsNumber(id) || id->valuedouble < 0 || id->valuedouble >= TOK_MAX_ID ||
+            !cJSON_IsString(content) || !content->valuestring[0])
+            return grpo_error_set(
+                err, GRPO_ERR_INVALID,
+                "%s: added_tokens[%d]: expected \"id\" in [0, %d) and a non-empty "
+                "\"content\"",
+                tok->path, k, TOK_MAX_ID);
         tok_added *t = &tok->added[tok->n_added++];
         t->len = (uint32_t)strlen(content->valuestring);
         if (!(t->content = xstrndup(content->valuestring, t->len)))
             return grpo_error_set(err, GRPO_ERR_NOMEM, "%s: out of memory", tok->path);
         t->id = id->valueint;
-        t->special = (uint8_t)json_bool(a, "special", 0);
-        t->lstrip = (uint8_t)json_bool(a, "lstrip", 0);
-        t->rstrip = (uint8_t)json_bool(a, "rstrip", 0);
-        t->single_word = (uint8_t)json_bool(a, "single_word", 0);
-        t->normalized = (uint8_t)json_bool(a, "normalized", !t->special);
+        t->special = (uint8_t)tok_json_bool(a, "special", 0);
+        t->lstrip = (uint8_t)tok_json_bool(a, "lstrip", 0);
+        t->rstrip = (uint8_t)tok_json_bool(a, "rstrip", 0);
+        t->single_word = (uint8_t)tok_json_bool(a, "single_word", 0);
+        t->normalized = (uint8_t)tok_json_bool(a, "normalized", !t->special);
         tok->added_of_id[t->id] = k;
         if (tok_strmap_put(&tok->added_by_content, t->content, t->len, k))
             return grpo_error_set(err, GRPO_ERR_NOMEM, "%s: out of memory", tok->path);
@@ -244,17 +249,19 @@ static int32_t load_added(grpo_tokenizer *tok, const cJSON *added, grpo_error *e
 static int cmp_added_len_desc(const void *pa, const void *pb, void *ctx) {
     const tok_added *added = ctx;
     const tok_added *a = &added[*(const int32_t *)pa], *b = &added[*(const int32_t *)pb];
-    if (a->len != b->len) return a->len > b->len ? -1 : 1;
+    if (a->pattern_len != b->pattern_len) return a->pattern_len > b->pattern_len ? -1 : 1;
     return *(const int32_t *)pa - *(const int32_t *)pb;
 }
 
 /* Builds the first-byte index of the added tokens whose normalized flag equals normalized. */
 static int build_added_set(grpo_tokenizer *tok, tok_added_set *set, int normalized) {
     static const int32_t none = -1;
+    set->only_first = -1;
     for (int c = 0; c < 256; c++) {
         int32_t cnt = 0;
         for (int32_t k = 0; k < tok->n_added; k++)
-            cnt += tok->added[k].normalized == normalized && (unsigned char)tok->added[k].content[0] == c;
+            cnt += tok->added[k].normalized == normalized &&
+                   (unsigned char)tok->added[k].pattern[0] == c;
         if (!cnt) {
             set->by_first[c] = (int32_t *)&none;
             continue;
@@ -262,13 +269,16 @@ static int build_added_set(grpo_tokenizer *tok, tok_added_set *set, int normaliz
         int32_t *v = malloc((size_t)(cnt + 1) * sizeof *v), j = 0;
         if (!v) return -1;
         for (int32_t k = 0; k < tok->n_added; k++)
-            if (tok->added[k].normalized == normalized && (unsigned char)tok->added[k].content[0] == c)
+            if (tok->added[k].normalized == normalized &&
+                (unsigned char)tok->added[k].pattern[0] == c)
                 v[j++] = k;
         qsort_r(v, (size_t)cnt, sizeof *v, cmp_added_len_desc, tok->added);
         v[cnt] = -1;
         set->by_first[c] = v;
         set->first[c] = 1;
+        set->only_first = set->only_first == -1 ? c : -2;
     }
+    if (set->only_first < 0) set->only_first = -1;
     return 0;
 }
 
@@ -277,188 +287,26 @@ static void free_added_set(tok_added_set *set) {
         if (set->first[c]) free(set->by_first[c]);
 }
 
-/* ---- normalizer, pre-tokenizers, post-processor, decoder ------------------------------------- */
-static int32_t check_normalizer(grpo_tokenizer *tok, const cJSON *n, grpo_error *err) {
-    if (is_null(n)) return GRPO_OK;
-    const char *type = json_type(n);
-    const cJSON *list = cJSON_GetObjectItemCaseSensitive(n, "normalizers");
-    if (type && strcmp(type, "Sequence") == 0 && cJSON_IsArray(list)) {
-        const cJSON *e;
-        cJSON_ArrayForEach(e, list) {
-            int32_t rc = check_normalizer(tok, e, err);
-            if (rc) return rc;
+/* ---- added tokens as matched (after the normalizers) ----------------------------------------- */
+/* The text an added token is matched as: normalized tokens go through the normalizers too. */
+static int32_t set_added_patterns(grpo_tokenizer *tok, grpo_error *err) {
+    for (int32_t k = 0; k < tok->n_added; k++) {
+        tok_added *a = &tok->added[k];
+        a->pattern = a->content, a->pattern_len = a->len;
+        for (int i = 0; a->normalized && i < tok->n_norm; i++) {
+            char *out;
+            size_t n;
+            if (tok_normalize(tok->norm[i], a->pattern, a->pattern_len, &out, &n))
+                return grpo_error_set(err, GRPO_ERR_NOMEM, "%s: out of memory", tok->path);
+            if (!out) continue;
+            if (a->pattern != a->content) free(a->pattern);
+            a->pattern = out, a->pattern_len = (uint32_t)n;
         }
-        return GRPO_OK;
-    }
-    return grpo_error_set(err, GRPO_ERR_UNSUPPORTED,
-                          "%s: normalizer '%s' is not supported (only null or an empty Sequence)",
-                          tok->path, type ? type : "(no type)");
-}
-
-static pcre2_code *compile_regex(grpo_tokenizer *tok, const char *pattern, uint32_t extra,
-                                 const char *where, grpo_error *err) {
-    int code;
-    PCRE2_SIZE off;
-    char *translated = extra & PCRE2_LITERAL ? strdup(pattern) : tok_regex_translate(pattern);
-    if (!translated) {
-        grpo_error_set(err, GRPO_ERR_NOMEM, "%s: out of memory", tok->path);
-        return NULL;
-    }
-    pcre2_code *re = pcre2_compile((PCRE2_SPTR)translated, PCRE2_ZERO_TERMINATED, PCRE2_UTF | extra,
-                                   &code, &off, NULL);
-    free(translated);
-    if (!re) {
-        PCRE2_UCHAR msg[256];
-        pcre2_get_error_message(code, msg, sizeof msg);
-        grpo_error_set(err, GRPO_ERR_UNSUPPORTED, "%s: %s: regex /%s/ does not compile in PCRE2 at "
-                       "offset %zu: %s", tok->path, where, pattern, (size_t)off, (char *)msg);
-        return NULL;
-    }
-    pcre2_jit_compile(re, PCRE2_JIT_COMPLETE); /* no JIT on this CPU: the interpreter does it */
-    return re;
-}
-
-static int32_t add_pre(grpo_tokenizer *tok, tok_pre p, grpo_error *err) {
-    tok_pre *v = realloc(tok->pre, (size_t)(tok->n_pre + 1) * sizeof *v);
-    if (!v) {
-        if (p.re) pcre2_code_free(p.re);
-        return grpo_error_set(err, GRPO_ERR_NOMEM, "%s: out of memory", tok->path);
-    }
-    tok->pre = v;
-    tok->pre[tok->n_pre++] = p;
-    return GRPO_OK;
-}
-
-static int32_t load_pre(grpo_tokenizer *tok, const cJSON *p, grpo_error *err) {
-    if (is_null(p)) return GRPO_OK;
-    const char *type = json_type(p);
-    if (!type) type = "(no type)";
-    if (tok->bpe.byte_level)
-        return grpo_error_set(err, GRPO_ERR_UNSUPPORTED,
-                              "%s: pre_tokenizer '%s' after ByteLevel is not supported", tok->path, type);
-    if (strcmp(type, "Sequence") == 0) {
-        const cJSON *list = cJSON_GetObjectItemCaseSensitive(p, "pretokenizers"), *e;
-        if (!cJSON_IsArray(list))
-            return grpo_error_set(err, GRPO_ERR_INVALID,
-                                  "%s: pre_tokenizer Sequence: expected a \"pretokenizers\" array", tok->path);
-        cJSON_ArrayForEach(e, list) {
-            int32_t rc = load_pre(tok, e, err);
-            if (rc) return rc;
-        }
-        return GRPO_OK;
-    }
-    tok_pre pre = {0};
-    if (strcmp(type, "ByteLevel") == 0) {
-        pre.kind = TOK_PRE_BYTELEVEL;
-        pre.add_prefix_space = json_bool(p, "add_prefix_space", 1);
-        if (json_bool(p, "use_regex", 1) &&
-            !(pre.re = compile_regex(tok, GPT2_PATTERN, PCRE2_UCP, "pre_tokenizer ByteLevel", err)))
-            return err ? err->status : GRPO_ERR_UNSUPPORTED;
-        tok->bpe.byte_level = 1;
-        return add_pre(tok, pre, err);
-    }
-    if (strcmp(type, "Split") == 0) {
-        static const char *names[] = {"Removed", "Isolated", "MergedWithPrevious", "MergedWithNext",
-                                      "Contiguous"};
-        const cJSON *pat = cJSON_GetObjectItemCaseSensitive(p, "pattern");
-        const cJSON *re = cJSON_GetObjectItemCaseSensitive(pat, "Regex");
-        const cJSON *lit = cJSON_GetObjectItemCaseSensitive(pat, "String");
-        const cJSON *beh = cJSON_GetObjectItemCaseSensitive(p, "behavior");
-        pre.kind = TOK_PRE_SPLIT;
-        pre.behavior = -1;
-        for (int i = 0; i < 5 && cJSON_IsString(beh); i++)
-            if (strcmp(beh->valuestring, names[i]) == 0) pre.behavior = i;
-        if (pre.behavior < 0)
-            return grpo_error_set(err, GRPO_ERR_UNSUPPORTED, "%s: pre_tokenizer Split: behavior '%s' "
-                                  "is not supported", tok->path, cJSON_IsString(beh) ? beh->valuestring : "?");
-        if (!cJSON_IsString(re) && !cJSON_IsString(lit))
-            return grpo_error_set(err, GRPO_ERR_INVALID, "%s: pre_tokenizer Split: expected pattern "
-                                  "{\"Regex\": ...} or {\"String\": ...}", tok->path);
-        pre.invert = json_bool(p, "invert", 0);
-        const char *src = cJSON_IsString(re) ? re->valuestring : lit->valuestring;
-        if (src[0] && !(pre.re = compile_regex(tok, src, cJSON_IsString(re) ? PCRE2_UCP : PCRE2_LITERAL,
-                                               "pre_tokenizer Split", err)))
-            return err ? err->status : GRPO_ERR_UNSUPPORTED;
-        if (!src[0]) pre.behavior = TOK_SPLIT_ISOLATED, pre.invert = 0; /* empty String: no split */
-        return add_pre(tok, pre, err);
-    }
-    return grpo_error_set(err, GRPO_ERR_UNSUPPORTED,
-                          "%s: pre_tokenizer '%s' is not supported (ByteLevel, Split, Sequence)",
-                          tok->path, type);
-}
-
-/* TemplateProcessing's "single" template: a list of ids with -2 standing for the text. */
-static int32_t load_template(grpo_tokenizer *tok, const cJSON *p, grpo_error *err) {
-    const cJSON *single = cJSON_GetObjectItemCaseSensitive(p, "single");
-    const cJSON *specials = cJSON_GetObjectItemCaseSensitive(p, "special_tokens"), *e;
-    if (tok->template_ids || !cJSON_IsArray(single))
-        return grpo_error_set(err, GRPO_ERR_UNSUPPORTED, "%s: post_processor: expected one "
-                              "TemplateProcessing with a \"single\" list", tok->path);
-    cJSON_ArrayForEach(e, single) {
-        const cJSON *sp = cJSON_GetObjectItemCaseSensitive(e, "SpecialToken");
-        const cJSON *ids = NULL, *id;
-        if (sp) {
-            const cJSON *name = cJSON_GetObjectItemCaseSensitive(sp, "id");
-            const cJSON *def = cJSON_IsString(name)
-                                   ? cJSON_GetObjectItemCaseSensitive(specials, name->valuestring) : NULL;
-            ids = cJSON_GetObjectItemCaseSensitive(def, "ids");
-            if (!cJSON_IsArray(ids))
-                return grpo_error_set(err, GRPO_ERR_INVALID, "%s: post_processor: special token '%s' "
-                                      "has no \"ids\" in special_tokens", tok->path,
-                                      cJSON_IsString(name) ? name->valuestring : "?");
-        } else if (!cJSON_GetObjectItemCaseSensitive(e, "Sequence")) {
-            return grpo_error_set(err, GRPO_ERR_INVALID, "%s: post_processor: template items must "
-                                  "be SpecialToken or Sequence", tok->path);
-        }
-        int32_t add = ids ? cJSON_GetArraySize(ids) : 1;
-        int32_t *v = realloc(tok->template_ids, (size_t)(tok->n_template + add) * sizeof *v);
-        if (!v) return grpo_error_set(err, GRPO_ERR_NOMEM, "%s: out of memory", tok->path);
-        tok->template_ids = v;
-        if (!ids) tok->template_ids[tok->n_template++] = -2;
-        cJSON_ArrayForEach(id, ids) tok->template_ids[tok->n_template++] = id->valueint;
     }
     return GRPO_OK;
 }
 
-static int32_t load_post(grpo_tokenizer *tok, const cJSON *p, grpo_error *err) {
-    if (is_null(p)) return GRPO_OK;
-    const char *type = json_type(p);
-    if (!type) type = "(no type)";
-    if (strcmp(type, "ByteLevel") == 0) return GRPO_OK; /* only moves offsets */
-    if (strcmp(type, "TemplateProcessing") == 0) return load_template(tok, p, err);
-    if (strcmp(type, "Sequence") == 0) {
-        const cJSON *e;
-        cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(p, "processors")) {
-            int32_t rc = load_post(tok, e, err);
-            if (rc) return rc;
-        }
-        return GRPO_OK;
-    }
-    return grpo_error_set(err, GRPO_ERR_UNSUPPORTED, "%s: post_processor '%s' is not supported "
-                          "(ByteLevel, TemplateProcessing, Sequence)", tok->path, type);
-}
-
-static int32_t load_decoder(grpo_tokenizer *tok, const cJSON *d, grpo_error *err) {
-    if (is_null(d)) return GRPO_OK;
-    const char *type = json_type(d);
-    if (!type) type = "(no type)";
-    if (strcmp(type, "ByteLevel") == 0) {
-        tok->decoder_byte_level = 1;
-        return GRPO_OK;
-    }
-    if (strcmp(type, "Sequence") == 0) {
-        const cJSON *e;
-        cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(d, "decoders")) {
-            int32_t rc = load_decoder(tok, e, err);
-            if (rc) return rc;
-        }
-        return GRPO_OK;
-    }
-    return grpo_error_set(err, GRPO_ERR_UNSUPPORTED,
-                          "%s: decoder '%s' is not supported (ByteLevel only)", tok->path, type);
-}
-
-/* ---- tokenizer_config.json -------------------------------------------------------------------- */
+/* ---- tokenizer_config.json ------------------------------------------------------------------- */
 static int32_t config_token_id(const grpo_tokenizer *tok, const cJSON *cfg, const char *key) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(cfg, key);
     if (cJSON_IsObject(v)) v = cJSON_GetObjectItemCaseSensitive(v, "content");
@@ -495,7 +343,8 @@ static int32_t load_config(grpo_tokenizer *tok, const char *dir, grpo_error *err
             if (cJSON_IsString(name) && strcmp(name->valuestring, "default") == 0)
                 ct = cJSON_GetObjectItemCaseSensitive(e, "template");
         }
-    if (!tok->chat_template && cJSON_IsString(ct) && !(tok->chat_template = strdup(ct->valuestring))) {
+    if (!tok->chat_template && cJSON_IsString(ct) &&
+        !(tok->chat_template = strdup(ct->valuestring))) {
         cJSON_Delete(cfg);
         return grpo_error_set(err, GRPO_ERR_NOMEM, "%s: out of memory", path);
     }
@@ -503,37 +352,44 @@ static int32_t load_config(grpo_tokenizer *tok, const char *dir, grpo_error *err
     return GRPO_OK;
 }
 
-/* ---- load / free ------------------------------------------------------------------------------- */
+/* ---- load / free ----------------------------------------------------------------------------- */
 static int32_t load_json(grpo_tokenizer *tok, const cJSON *root, grpo_error *err) {
     if (!cJSON_IsObject(root))
         return grpo_error_set(err, GRPO_ERR_INVALID, "%s: not a JSON object", tok->path);
     const char *strict[] = {"truncation", "padding"};
     for (int i = 0; i < 2; i++)
-        if (!is_null(cJSON_GetObjectItemCaseSensitive(root, strict[i])))
+        if (!tok_json_null(cJSON_GetObjectItemCaseSensitive(root, strict[i])))
             return grpo_error_set(err, GRPO_ERR_UNSUPPORTED,
-                                  "%s: \"%s\" is not supported (must be null)", tok->path, strict[i]);
+                                  "%s: \"%s\" is not supported (must be null)", tok->path,
+                                  strict[i]);
     const cJSON *added = cJSON_GetObjectItemCaseSensitive(root, "added_tokens");
-    if (!is_null(added) && !cJSON_IsArray(added))
-        return grpo_error_set(err, GRPO_ERR_INVALID, "%s: \"added_tokens\" must be a list", tok->path);
+    if (!tok_json_null(added) && !cJSON_IsArray(added))
+        return grpo_error_set(err, GRPO_ERR_INVALID, "%s: \"added_tokens\" must be a list",
+                              tok->path);
     int32_t rc;
-    if ((rc = load_model(tok, cJSON_GetObjectItemCaseSensitive(root, "model"), max_added_id(added), err)) ||
+    if ((rc = load_model(tok, cJSON_GetObjectItemCaseSensitive(root, "model"), max_added_id(added),
+                         err)) ||
         (rc = load_added(tok, added, err)) ||
-        (rc = check_normalizer(tok, cJSON_GetObjectItemCaseSensitive(root, "normalizer"), err)) ||
-        (rc = load_pre(tok, cJSON_GetObjectItemCaseSensitive(root, "pre_tokenizer"), err)) ||
-        (rc = load_post(tok, cJSON_GetObjectItemCaseSensitive(root, "post_processor"), err)) ||
-        (rc = load_decoder(tok, cJSON_GetObjectItemCaseSensitive(root, "decoder"), err)))
+        (rc =
+             tok_load_normalizer(tok, cJSON_GetObjectItemCaseSensitive(root, "normalizer"), err)) ||
+        (rc = set_added_patterns(tok, err)) ||
+        (rc = tok_load_pre(tok, cJSON_GetObjectItemCaseSensitive(root, "pre_tokenizer"), err)) ||
+        (rc = tok_load_post(tok, cJSON_GetObjectItemCaseSensitive(root, "post_processor"), err)) ||
+        (rc = tok_load_decoder(tok, cJSON_GetObjectItemCaseSensitive(root, "decoder"), err)))
         return rc;
     if (build_added_set(tok, &tok->raw_set, 0) || build_added_set(tok, &tok->norm_set, 1))
         return grpo_error_set(err, GRPO_ERR_NOMEM, "%s: out of memory", tok->path);
     for (int32_t k = 0; k < tok->n_added; k++)
         if (tok->added[k].single_word && !tok->re_word_start &&
-            !(tok->re_word_start = compile_regex(tok, TOK_WORD_CHAR_CLASS, PCRE2_UCP | PCRE2_ANCHORED, "single_word", err)))
+            !(tok->re_word_start = tok_compile_regex(
+                  tok, TOK_WORD_CHAR_CLASS, PCRE2_UCP | PCRE2_ANCHORED, "single_word", err)))
             return err ? err->status : GRPO_ERR_INTERNAL;
     for (int b = 0; b < 256; b++) {
         char s[3];
         uint16_t cp = tok_byte_to_cp[b];
-        size_t n = cp < 0x80 ? (s[0] = (char)cp, 1)
-                             : (s[0] = (char)(0xC0 | (cp >> 6)), s[1] = (char)(0x80 | (cp & 0x3F)), 2);
+        size_t n = cp < 0x80
+                       ? (s[0] = (char)cp, 1)
+                       : (s[0] = (char)(0xC0 | (cp >> 6)), s[1] = (char)(0x80 | (cp & 0x3F)), 2);
         tok->bpe.byte_id[b] = vocab_id(&tok->bpe, s, n);
     }
     if (tok_bpe_init_cache(&tok->bpe))
@@ -546,7 +402,8 @@ int32_t grpo_tokenizer_load(const char *path_or_dir, grpo_tokenizer **out, grpo_
     struct stat st;
     char path[4096], dir[4096];
     if (stat(path_or_dir, &st) != 0)
-        return grpo_error_set(err, GRPO_ERR_IO, "%s: cannot open: %s", path_or_dir, strerror(errno));
+        return grpo_error_set(err, GRPO_ERR_IO, "%s: cannot open: %s", path_or_dir,
+                              strerror(errno));
     if (S_ISDIR(st.st_mode)) {
         snprintf(dir, sizeof dir, "%s", path_or_dir);
         snprintf(path, sizeof path, "%s/tokenizer.json", path_or_dir);
@@ -554,8 +411,10 @@ int32_t grpo_tokenizer_load(const char *path_or_dir, grpo_tokenizer **out, grpo_
         snprintf(path, sizeof path, "%s", path_or_dir);
         snprintf(dir, sizeof dir, "%s", path_or_dir);
         char *slash = strrchr(dir, '/');
-        if (slash) *slash = 0;
-        else snprintf(dir, sizeof dir, ".");
+        if (slash)
+            *slash = 0;
+        else
+            snprintf(dir, sizeof dir, ".");
     }
     grpo_tokenizer *tok = calloc(1, sizeof *tok);
     if (!tok || !(tok->path = strdup(path))) {
@@ -591,7 +450,10 @@ int32_t grpo_tokenizer_load(const char *path_or_dir, grpo_tokenizer **out, grpo_
 void grpo_tokenizer_free(grpo_tokenizer *tok) {
     if (!tok) return;
     tok_bpe_free(&tok->bpe);
-    for (int32_t k = 0; k < tok->n_added; k++) free(tok->added[k].content);
+    for (int32_t k = 0; k < tok->n_added; k++) {
+        if (tok->added[k].pattern != tok->added[k].content) free(tok->added[k].pattern);
+        free(tok->added[k].content);
+    }
     free(tok->added);
     free(tok->added_of_id);
     tok_strmap_free(&tok->added_by_content);
@@ -607,7 +469,7 @@ void grpo_tokenizer_free(grpo_tokenizer *tok) {
     free(tok);
 }
 
-/* ---- encode ------------------------------------------------------------------------------------ */
+/* ---- encode ---------------------------------------------------------------------------------- */
 int32_t grpo_tokenizer_encode(const grpo_tokenizer *tok, const char *text, size_t len,
                               int add_special, grpo_tok_ids *out, grpo_error *err) {
     char *fixed = NULL;
@@ -630,12 +492,13 @@ int32_t grpo_tokenizer_encode(const grpo_tokenizer *tok, const char *text, size_
     free(fixed);
     if (rc == -2)
         return grpo_error_set(err, GRPO_ERR_INTERNAL, "%s: PCRE2 match failed", tok->path);
-    if (rc) return grpo_error_set(err, GRPO_ERR_NOMEM, "%s: out of memory encoding %zu bytes",
-                                  tok->path, len);
+    if (rc)
+        return grpo_error_set(err, GRPO_ERR_NOMEM, "%s: out of memory encoding %zu bytes",
+                              tok->path, len);
     return GRPO_OK;
 }
 
-/* ---- accessors --------------------------------------------------------------------------------- */
+/* ---- accessors ------------------------------------------------------------------------------- */
 int32_t grpo_tokenizer_token_to_id(const grpo_tokenizer *tok, const char *token) {
     uint32_t n = (uint32_t)strlen(token);
     int32_t k = tok_strmap_get(&tok->added_by_content, token, n);
@@ -659,11 +522,22 @@ int32_t grpo_tokenizer_eos_id(const grpo_tokenizer *tok) { return tok->eos_id; }
 int32_t grpo_tokenizer_pad_id(const grpo_tokenizer *tok) { return tok->pad_id; }
 const char *grpo_tokenizer_chat_template(const grpo_tokenizer *tok) { return tok->chat_template; }
 
-/* ---- host services ------------------------------------------------------------------------------ */
+/* ---- host services --------------------------------------------------------------------------- */
+/* These two go into grpo_host.tokenize / .detokenize: their types must stay those of the table. */
+#if defined(__GNUC__)
+_Static_assert(__builtin_types_compatible_p(__typeof__(&grpo_host_tokenize),
+                                            __typeof__(((grpo_host *)0)->tokenize)),
+               "grpo_host_tokenize does not match grpo_host.tokenize (grpo/plugin.h)");
+_Static_assert(__builtin_types_compatible_p(__typeof__(&grpo_host_detokenize),
+                                            __typeof__(((grpo_host *)0)->detokenize)),
+               "grpo_host_detokenize does not match grpo_host.detokenize (grpo/plugin.h)");
+#endif
+
 int32_t grpo_host_tokenize(const struct grpo_tokenizer *tok, const char *text, int32_t *ids,
                            int32_t cap, grpo_error *err) {
     if (!tok || !text || cap < 0 || (cap > 0 && !ids))
-        return grpo_error_set(err, GRPO_ERR_INVALID, "tokenize: NULL tokenizer/text/ids or cap < 0");
+        return grpo_error_set(err, GRPO_ERR_INVALID,
+                              "tokenize: NULL tokenizer/text/ids or cap < 0");
     grpo_tok_ids v = {0};
     int32_t rc = grpo_tokenizer_encode(tok, text, strlen(text), 0, &v, err);
     if (rc == GRPO_OK && v.n > INT32_MAX)
@@ -679,7 +553,8 @@ int32_t grpo_host_tokenize(const struct grpo_tokenizer *tok, const char *text, i
 int32_t grpo_host_detokenize(const struct grpo_tokenizer *tok, const int32_t *ids, int32_t n,
                              char *out, int32_t cap, grpo_error *err) {
     if (!tok || n < 0 || (n > 0 && !ids) || cap < 0 || (cap > 0 && !out))
-        return grpo_error_set(err, GRPO_ERR_INVALID, "detokenize: NULL tokenizer/ids/out or n, cap < 0");
+        return grpo_error_set(err, GRPO_ERR_INVALID,
+                              "detokenize: NULL tokenizer/ids/out or n, cap < 0");
     grpo_tok_text t = {0};
     int32_t rc = grpo_tokenizer_decode(tok, ids, (size_t)n, 0, &t, err);
     if (rc == GRPO_OK && t.n > INT32_MAX)

@@ -5,7 +5,8 @@
  * Supported (anything else is refused at load time with a message naming the file and the part):
  *   model          BPE: vocab, merges as "a b" strings or [a, b] pairs, ignore_merges, unk_token,
  *                  fuse_unk, byte_fallback (dropout must be null/0, no subword prefix/suffix)
- *   normalizer     null (or an empty Sequence). NFC/NFKC/Lowercase/... are refused by name.
+ *   normalizer     null, NFC, NFD, Sequence of those (tables from tools/make_unicode_tables.py).
+ *                  NFKC/NFKD/Lowercase/Replace/... are refused by name.
  *   pre_tokenizer  ByteLevel (GPT-2 regex, add_prefix_space, use_regex), Split (Regex or String
  *                  pattern; behaviours Removed, Isolated, MergedWithPrevious, MergedWithNext,
  *                  Contiguous; invert), Sequence of those. Regexes run in PCRE2 (UTF + UCP).

@@ -153,35 +153,15 @@ static int chunk_mask(trainer *t, chunk *c, grpo_error *err) {
     return GRPO_OK;
 }
 
-/* Fills t->sb with rows [r0, r0+rows) of c: prompt then completion, targets on completion
- * tokens (position P-1+j predicts completion token j). */
+/* Fills t->sb with rows [r0, r0+rows) of c (prompt, then completion; see seqbatch.h). */
 static int chunk_batch(trainer *t, chunk *c, int32_t r0, int32_t rows, grpo_error *err) {
-    int32_t L = c->P + c->T;
-    int rc = grpo_seqbatch_reset(&t->sb, t->run.ops, rows, L, err);
-    if (rc != GRPO_OK) return rc;
-    for (int32_t k = 0; k < rows; k++) {
-        int32_t i = r0 + k, b = i / c->G;
-        int32_t *ids = t->sb.ids + (size_t)k * L, *mask = t->sb.mask + (size_t)k * L;
-        int32_t *tg = t->sb.targets + (size_t)k * L;
-        memcpy(ids, c->prompt + (size_t)b * c->P, (size_t)c->P * sizeof(int32_t));
-        memcpy(mask, c->pmask + (size_t)b * c->P, (size_t)c->P * sizeof(int32_t));
-        for (int32_t j = 0; j < c->T; j++) {
-            int real = j < c->roll.len[i];
-            ids[c->P + j] = real ? c->roll.ids[(size_t)i * c->roll.T + j] : t->run.pad_id;
-            mask[c->P + j] = real;
-            if (real) tg[c->P - 1 + j] = ids[c->P + j];
-        }
-    }
-    grpo_seqbatch_positions(&t->sb);
-    return GRPO_OK;
+    return grpo_seqbatch_from_rollout(&t->sb, t->run.ops, c->prompt, c->pmask, c->P, c->G,
+                                      &c->roll, r0, rows, c->T, t->run.pad_id, err);
 }
 
-/* Copies the completion columns of the batch's logp (rows, L) into out (rows, T). */
-static void completion_cols(const chunk *c, const float *src, int32_t rows, float *out) {
-    int32_t L = c->P + c->T;
-    for (int32_t k = 0; k < rows; k++)
-        memcpy(out + (size_t)k * c->T, src + (size_t)k * L + c->P - 1,
-               (size_t)c->T * sizeof(float));
+/* The completion columns (rows, T) of a (rows, P+T) array of the current batch. */
+static void completion_cols(const trainer *t, const chunk *c, const float *src, float *out) {
+    grpo_seqbatch_completion(&t->sb, src, c->P, c->T, out);
 }
 
 /* Old-policy log-probs of the whole chunk (num_iterations > 1), before any update. */
@@ -193,7 +173,7 @@ static int chunk_old_logp(trainer *t, chunk *c, grpo_error *err) {
         int rc = chunk_batch(t, c, r0, rows, err);
         if (rc == GRPO_OK) rc = grpo_seqbatch_forward(&t->sb, t->policy, 0, t->scale, err);
         if (rc != GRPO_OK) return rc;
-        completion_cols(c, t->sb.logp, rows, c->old_logp + (size_t)r0 * c->T);
+        completion_cols(t, c, t->sb.logp, c->old_logp + (size_t)r0 * c->T);
     }
     return GRPO_OK;
 }
@@ -222,6 +202,7 @@ static int chunk_generate(trainer *t, chunk *c, grpo_error *err) {
 typedef struct loss_sums {
     double loss, tokens, kl, entropy, low, high, region, cispo;
     double low_min, high_max;
+    double aux; /* mean MoE auxiliary loss over the micro-batches */
 } loss_sums;
 
 static void loss_add(loss_sums *s, const grpo_loss_metrics *m) {
@@ -244,12 +225,12 @@ static int micro_step(trainer *t, chunk *c, int32_t r0, int32_t rows, const grpo
     int rc = chunk_batch(t, c, r0, rows, err);
     if (rc == GRPO_OK && t->ref) {
         rc = grpo_seqbatch_forward(&t->sb, t->ref, 0, t->scale, err);
-        if (rc == GRPO_OK) completion_cols(c, t->sb.logp, rows, ref);
+        if (rc == GRPO_OK) completion_cols(t, c, t->sb.logp, ref);
     }
     if (rc == GRPO_OK) rc = grpo_seqbatch_forward(&t->sb, t->policy, 1, t->scale, err);
     if (rc != GRPO_OK) return rc;
-    completion_cols(c, t->sb.logp, rows, logp);
-    completion_cols(c, t->sb.entropy, rows, ent);
+    completion_cols(t, c, t->sb.logp, logp);
+    completion_cols(t, c, t->sb.entropy, ent);
     grpo_loss_inputs in = {logp,
                            c->old_logp ? c->old_logp + (size_t)r0 * c->T : NULL,
                            t->ref ? ref : NULL,
@@ -264,6 +245,11 @@ static int micro_step(trainer *t, chunk *c, int32_t r0, int32_t rows, const grpo
         grpo_loss_backward(dl, &in, lo, msg, sizeof msg) != 0)
         return grpo_error_set(err, GRPO_ERR_INVALID, "loss: %s", msg);
     loss_add(sums, &m);
+    if (t->policy->desc->aux_loss) { /* MoE: the router loss enters with its share (model.h) */
+        double coef = t->cfg->grpo_aux_loss_coef / lo->grad_accum_steps;
+        sums->aux += t->policy->desc->aux_loss(t->policy->inst) / lo->grad_accum_steps;
+        t->sb.aux_weight = (float)coef;
+    }
     int32_t L = c->P + c->T;
     for (int32_t k = 0; k < rows; k++)
         memcpy(t->sb.dlogp + (size_t)k * L + c->P - 1, dl + (size_t)k * c->T,
@@ -275,8 +261,8 @@ static int train_on_chunks(trainer *t, loss_sums *sums, grpo_error *err) {
     const grpo_run_config *cfg = t->cfg;
     grpo_loss_opts lo = grpo_loss_opts_default();
     lo.type = cfg->grpo_loss_type;
-    lo.epsilon_low = (float)cfg->grpo_epsilon_low, lo.epsilon_high = (float)cfg->grpo_epsilon_high;
-    lo.delta = (float)cfg->grpo_delta, lo.beta = (float)cfg->grpo_beta;
+    lo.epsilon_low = cfg->grpo_epsilon_low, lo.epsilon_high = cfg->grpo_epsilon_high;
+    lo.delta = cfg->grpo_delta, lo.beta = cfg->grpo_beta;
     lo.max_completion_length = (int)cfg->sampling_max_completion_length;
     int micro_batches = 0;
     int32_t Tmax = 1;
@@ -349,6 +335,7 @@ static void reward_metrics(trainer *t, grpo_metric_row *row) {
 static void loss_metrics(trainer *t, const loss_sums *s, grpo_metric_row *row) {
     double w = s->tokens > 0 ? s->tokens : 1;
     grpo_metric_set(row, "loss", s->loss);
+    if (t->policy->desc->aux_loss) grpo_metric_set(row, "aux_loss", s->aux);
     if (t->cfg->grpo_beta > 0) grpo_metric_set(row, "kl", s->kl / w);
     grpo_metric_set(row, "entropy", s->entropy / w);
     if (t->cfg->grpo_loss_type == GRPO_LOSS_CISPO) {

@@ -13,8 +13,8 @@ grpo_ops *grpo_backend_open(const char *name, int32_t threads, grpo_error *err) 
                        "backend only)");
         return NULL;
     }
-    grpo_error_set(err, GRPO_ERR_INVALID, "backend '%s': unknown backend (expected 'cpu' or 'cuda')",
-                   name);
+    grpo_error_set(err, GRPO_ERR_INVALID,
+                   "backend '%s': unknown backend (expected 'cpu' or 'cuda')", name);
     return NULL;
 }
 

@@ -9,6 +9,13 @@
  * Lifecycle: if grpo_backend_open returns a table, the caller MUST close it with
  * grpo_backend_close after freeing every buffer it allocated through it. Calls on one table are
  * issued from one thread at a time.
+ *
+ * Threads (cpu): every op runs on one OpenMP team of `threads` threads; GEMMs are tiled over that
+ * team, each tile a single-threaded OpenBLAS call. Opening the cpu backend therefore sets
+ * OpenBLAS to one thread for the whole process (openblas_set_num_threads(1)): host code that
+ * wants a parallel GEMM calls ops->matmul_forward rather than cblas directly.
+ * Ops with impossible arguments (NH not a multiple of NKV, odd HD for RoPE, a target >= V, ...)
+ * abort with file:line and what was expected; the table has no error return.
  */
 #ifndef GRPO_KERNELS_H
 #define GRPO_KERNELS_H

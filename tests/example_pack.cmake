@@ -94,4 +94,20 @@ run("grpo plugins check" ${CMAKE_COMMAND} -E env GRPO_PLUGIN_PATH=${plugin_dir}
 if(NOT OUT MATCHES "ok +example.length_target" OR NOT OUT MATCHES "ok +example.contains_keyword")
   message(FATAL_ERROR "example_pack: grpo plugins check did not pass both ids:\n${OUT}")
 endif()
-message(STATUS "example_pack: built against ${prefix}, listed from ${plugin_dir}")
+# scoring through a run file, as a run would use the pack (values by the rules in its README:
+# length_target 1 at `target`, linear to 0 at 0 and 2*target; contains_keyword case-insensitive)
+file(WRITE ${WORK_DIR}/score.ini "[reward.len]\nplugin = example.length_target\ntarget = 4\n"
+  "[reward.kw]\nplugin = example.contains_keyword\nweight = 2\nkeywords = answer\n")
+file(WRITE ${WORK_DIR}/samples.jsonl "{\"prompt\": \"p\", \"completion\": \"abcd\"}\n"
+  "{\"prompt\": \"p\", \"completion\": \"ab\"}\n{\"prompt\": \"p\", \"completion\": \"the Answer\"}\n")
+run("grpo reward score" ${CMAKE_COMMAND} -E env GRPO_PLUGIN_PATH=${plugin_dir}
+  ${grpo} reward score --config ${WORK_DIR}/score.ini --input ${WORK_DIR}/samples.jsonl)
+foreach(want "\"line\": 1, \"rewards\": {\"len\": 1, \"kw\": 0}, \"total\": 1}"
+    "\"line\": 2, \"rewards\": {\"len\": 0.5, \"kw\": 0}, \"total\": 0.5}"
+    "\"line\": 3, \"rewards\": {\"len\": 0, \"kw\": 1}, \"total\": 2}")
+  string(FIND "${OUT}" "${want}" at)
+  if(at EQUAL -1)
+    message(FATAL_ERROR "example_pack: grpo reward score lacks '${want}':\n${OUT}")
+  endif()
+endforeach()
+message(STATUS "example_pack: built against ${prefix}, listed from ${plugin_dir}, scored with")

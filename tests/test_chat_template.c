@@ -29,7 +29,8 @@ static char *slurp(const char *path) {
 static cJSON *load_fixture(void) {
     if (!fixture) {
         char *text = slurp(FIXDIR "/cases.json");
-        ck_assert_msg(text, "cannot read " FIXDIR "/cases.json (run tools/make_template_fixtures.py)");
+        ck_assert_msg(text,
+                      "cannot read " FIXDIR "/cases.json (run tools/make_template_fixtures.py)");
         fixture = cJSON_Parse(text);
         free(text);
         ck_assert_msg(fixture, "cases.json is not valid JSON");
@@ -45,7 +46,8 @@ static grpo_chat_template *template_for(const cJSON *t) {
     grpo_error err;
     grpo_error_init(&err);
     if (strcmp(src, "builtin:chatml") == 0) {
-        ck_assert_int_eq(grpo_chat_template_compile(grpo_chat_template_chatml(), "chatml", &tpl, &err), GRPO_OK);
+        ck_assert_int_eq(
+            grpo_chat_template_compile(grpo_chat_template_chatml(), "chatml", &tpl, &err), GRPO_OK);
         return tpl;
     }
     if (strncmp(src, "shared:", 7) == 0) {
@@ -76,7 +78,8 @@ typedef struct case_opts {
 static void make_opts(case_opts *co, const cJSON *tinfo, const cJSON *c) {
     memset(co, 0, sizeof *co);
     co->opt.add_generation_prompt = cJSON_IsTrue(cJSON_GetObjectItem(c, "add_generation_prompt"));
-    const cJSON *bos = cJSON_GetObjectItem(tinfo, "bos_token"), *eos = cJSON_GetObjectItem(tinfo, "eos_token");
+    const cJSON *bos = cJSON_GetObjectItem(tinfo, "bos_token"),
+                *eos = cJSON_GetObjectItem(tinfo, "eos_token");
     if (cJSON_IsString(bos)) co->opt.bos_token = bos->valuestring;
     if (cJSON_IsString(eos)) co->opt.eos_token = eos->valuestring;
     const cJSON *vars = cJSON_GetObjectItem(c, "vars"), *v;
@@ -101,8 +104,10 @@ static size_t as_messages(const cJSON *conv, grpo_message *out, size_t cap) {
     size_t n = 0;
     const cJSON *m;
     cJSON_ArrayForEach(m, conv) {
-        const cJSON *role = cJSON_GetObjectItem(m, "role"), *content = cJSON_GetObjectItem(m, "content");
-        if (n == cap || cJSON_GetArraySize(m) != 2 || !cJSON_IsString(role) || !cJSON_IsString(content))
+        const cJSON *role = cJSON_GetObjectItem(m, "role"),
+                    *content = cJSON_GetObjectItem(m, "content");
+        if (n == cap || cJSON_GetArraySize(m) != 2 || !cJSON_IsString(role) ||
+            !cJSON_IsString(content))
             return 0;
         out[n++] = (grpo_message){sizeof(grpo_message), role->valuestring, content->valuestring};
     }
@@ -111,7 +116,8 @@ static size_t as_messages(const cJSON *conv, grpo_message *out, size_t cap) {
 
 START_TEST(templates_match_transformers_byte_for_byte) {
     cJSON *fx = load_fixture();
-    const cJSON *templates = cJSON_GetObjectItem(fx, "templates"), *cases = cJSON_GetObjectItem(fx, "cases");
+    const cJSON *templates = cJSON_GetObjectItem(fx, "templates"),
+                *cases = cJSON_GetObjectItem(fx, "cases");
     const cJSON *convs = cJSON_GetObjectItem(fx, "conversations"), *t;
     int total_fail = 0;
     cJSON_ArrayForEach(t, templates) {
@@ -141,18 +147,23 @@ START_TEST(templates_match_transformers_byte_for_byte) {
                     size_t nm = as_messages(conv, m, 16);
                     if (nm) {
                         char *out2 = NULL;
-                        good = grpo_chat_template_render(tpl, m, nm, &co.opt, &out2, &err) == GRPO_OK &&
+                        good = grpo_chat_template_render(tpl, m, nm, &co.opt, &out2, &err) ==
+                                   GRPO_OK &&
                                strcmp(out2, out) == 0;
                         free(out2);
                     }
                 }
                 if (!good)
-                    fprintf(stderr, "MISMATCH %s/%s agp=%d: rc=%d %s\n--- got ---\n%s\n--- expected ---\n%s\n",
-                            name, conv_id, co.opt.add_generation_prompt, rc, rc ? err.message : "",
-                            out ? out : "", expected->valuestring);
+                    fprintf(
+                        stderr,
+                        "MISMATCH %s/%s agp=%d: rc=%d %s\n--- got ---\n%s\n--- expected ---\n%s\n",
+                        name, conv_id, co.opt.add_generation_prompt, rc, rc ? err.message : "",
+                        out ? out : "", expected->valuestring);
             } else {
                 good = rc != GRPO_OK && strstr(err.message, "undefined") != NULL;
-                if (!good) fprintf(stderr, "EXPECTED AN ERROR %s/%s: rc=%d %s\n", name, conv_id, rc, err.message);
+                if (!good)
+                    fprintf(stderr, "EXPECTED AN ERROR %s/%s: rc=%d %s\n", name, conv_id, rc,
+                            err.message);
             }
             ok += good;
             free(out);
@@ -177,7 +188,8 @@ START_TEST(snippets_match_jinja2) {
         grpo_chat_template *tpl = NULL;
         grpo_error err;
         grpo_error_init(&err);
-        int rc = grpo_chat_template_compile(cJSON_GetObjectItem(s, "template")->valuestring, name, &tpl, &err);
+        int rc = grpo_chat_template_compile(cJSON_GetObjectItem(s, "template")->valuestring, name,
+                                            &tpl, &err);
         char *out = NULL;
         if (rc == GRPO_OK) {
             const cJSON *vars = cJSON_GetObjectItem(s, "vars"), *v;
@@ -194,11 +206,13 @@ START_TEST(snippets_match_jinja2) {
             for (size_t i = 0; i < nv; i++) free(owned[i]);
         }
         const cJSON *expected = cJSON_GetObjectItem(s, "expected");
-        int good = expected ? rc == GRPO_OK && strcmp(out, expected->valuestring) == 0 : rc != GRPO_OK;
+        int good =
+            expected ? rc == GRPO_OK && strcmp(out, expected->valuestring) == 0 : rc != GRPO_OK;
         if (!good)
             fprintf(stderr, "SNIPPET %s: rc=%d %s\n  got      [%s]\n  expected [%s]\n", name, rc,
                     rc ? err.message : "", out ? out : "",
-                    expected ? expected->valuestring : cJSON_GetObjectItem(s, "error")->valuestring);
+                    expected ? expected->valuestring
+                             : cJSON_GetObjectItem(s, "error")->valuestring);
         n++, ok += good;
         free(out);
         grpo_chat_template_free(tpl);
@@ -224,18 +238,24 @@ static int try_template(const char *text, grpo_error *err) {
 
 START_TEST(unsupported_constructs_name_themselves_and_their_line) {
     grpo_error err;
-    ck_assert_int_eq(try_template("a\nb\n{% macro f() %}x{% endmacro %}", &err), GRPO_ERR_UNSUPPORTED);
-    ck_assert_ptr_nonnull(strstr(err.message, "t.jinja:3:"));
-    ck_assert_ptr_nonnull(strstr(err.message, "macro"));
+    ck_assert_int_eq(try_template("a\nb\n{% call f() %}x{% endcall %}", &err),
+                     GRPO_ERR_UNSUPPORTED);
+    ck_assert_ptr_nonnull(strstr(err.message, "t.jinja:3: unsupported construct '{% call %}'"));
+    ck_assert_int_eq(try_template("{% filter upper %}x{% endfilter %}", &err),
+                     GRPO_ERR_UNSUPPORTED);
+    ck_assert_ptr_nonnull(strstr(err.message, "t.jinja:1: unsupported construct '{% filter %}'"));
+    ck_assert_int_eq(try_template("{% macro f(*a) %}{% endmacro %}", &err), GRPO_ERR_INVALID);
     ck_assert_int_eq(try_template("{{ x }}\n{{ messages|batch(2) }}", &err), GRPO_ERR_UNSUPPORTED);
     ck_assert_ptr_nonnull(strstr(err.message, "t.jinja:2: unsupported filter 'batch'"));
-    ck_assert_int_eq(try_template("\n\n{% if x is escaped %}{% endif %}", &err), GRPO_ERR_UNSUPPORTED);
+    ck_assert_int_eq(try_template("\n\n{% if x is escaped %}{% endif %}", &err),
+                     GRPO_ERR_UNSUPPORTED);
     ck_assert_ptr_nonnull(strstr(err.message, "t.jinja:3: unsupported test 'escaped'"));
     ck_assert_int_eq(try_template("{% include 'other.jinja' %}", &err), GRPO_ERR_UNSUPPORTED);
     ck_assert_ptr_nonnull(strstr(err.message, "include"));
     ck_assert_int_eq(try_template("\n{{ '%s' % 'x' }}", &err), GRPO_ERR_UNSUPPORTED);
     ck_assert_ptr_nonnull(strstr(err.message, "t.jinja:2:"));
-    ck_assert_int_eq(try_template("{{ messages[0].content.zfill(3) }}", &err), GRPO_ERR_UNSUPPORTED);
+    ck_assert_int_eq(try_template("{{ messages[0].content.zfill(3) }}", &err),
+                     GRPO_ERR_UNSUPPORTED);
     ck_assert_ptr_nonnull(strstr(err.message, "zfill"));
 }
 END_TEST
@@ -246,14 +266,18 @@ START_TEST(syntax_and_render_errors_have_lines) {
     ck_assert_ptr_nonnull(strstr(err.message, "endif"));
     ck_assert_int_eq(try_template("\n\n{{ (1 + }}", &err), GRPO_ERR_INVALID);
     ck_assert_ptr_nonnull(strstr(err.message, "t.jinja:3:"));
-    ck_assert_int_eq(try_template("{% for m in messages %}\n{{ raise_exception('no ' ~ m.role) }}{% endfor %}", &err),
-                     GRPO_ERR_INVALID);
+    ck_assert_int_eq(
+        try_template("{% for m in messages %}\n{{ raise_exception('no ' ~ m.role) }}{% endfor %}",
+                     &err),
+        GRPO_ERR_INVALID);
     ck_assert_ptr_nonnull(strstr(err.message, "t.jinja:2: raise_exception: no user"));
     ck_assert_int_eq(try_template("{{ undefined_thing + 'x' }}", &err), GRPO_ERR_INVALID);
     ck_assert_ptr_nonnull(strstr(err.message, "'undefined_thing' is undefined"));
     ck_assert_int_eq(try_template("{% endfor %}", &err), GRPO_ERR_INVALID);
     ck_assert_int_eq(try_template("{# never closed", &err), GRPO_ERR_INVALID);
     ck_assert_int_eq(try_template("{{ 'unterminated }}", &err), GRPO_ERR_INVALID);
+    ck_assert_int_eq(try_template("ok\nbad \xc3\x28 byte", &err), GRPO_ERR_INVALID);
+    ck_assert_ptr_nonnull(strstr(err.message, "t.jinja:2: invalid UTF-8 at byte 8"));
 }
 END_TEST
 
@@ -271,7 +295,8 @@ START_TEST(extra_variables_must_be_json) {
     ck_assert_int_eq(grpo_chat_template_render(tpl, NULL, 0, &opt, &out, &err), GRPO_OK);
     ck_assert_str_eq(out, "False");
     free(out);
-    ck_assert_int_eq(grpo_chat_template_render_json(tpl, "{\"role\": 1}", &opt, &out, &err), GRPO_ERR_INVALID);
+    ck_assert_int_eq(grpo_chat_template_render_json(tpl, "{\"role\": 1}", &opt, &out, &err),
+                     GRPO_ERR_INVALID);
     ck_assert_ptr_nonnull(strstr(err.message, "expected a JSON list"));
     grpo_chat_template_free(tpl);
 }
@@ -283,7 +308,8 @@ START_TEST(simple_format_fills_placeholders) {
     grpo_error err;
     grpo_error_init(&err);
     char *out = NULL;
-    ck_assert_int_eq(grpo_chat_format_simple("S:{system}\\nU:{user}\\n{{A}}:", m, 2, &out, &err), GRPO_OK);
+    ck_assert_int_eq(grpo_chat_format_simple("S:{system}\\nU:{user}\\n{{A}}:", m, 2, &out, &err),
+                     GRPO_OK);
     ck_assert_str_eq(out, "S:Be brief.\nU:2+2? {x}\n{A}:");
     free(out);
     ck_assert_int_eq(grpo_chat_format_simple("[{system}]{user}", m + 1, 1, &out, &err), GRPO_OK);
@@ -314,7 +340,9 @@ START_TEST(load_reads_tokenizer_config_chat_template) {
     const char *path = GRPO_BINARY_DIR "/test_chat_template_config.json";
     FILE *f = fopen(path, "w");
     ck_assert_ptr_nonnull(f);
-    fputs("{\"eos_token\": \"</s>\", \"chat_template\": \"{{ messages[0]['content'] }}|{{ eos_token }}\"}", f);
+    fputs("{\"eos_token\": \"</s>\", \"chat_template\": \"{{ messages[0]['content'] }}|{{ "
+          "eos_token }}\"}",
+          f);
     fclose(f);
     grpo_chat_template *tpl = NULL;
     grpo_error err;
@@ -327,8 +355,45 @@ START_TEST(load_reads_tokenizer_config_chat_template) {
     ck_assert_str_eq(out, "hey|</s>");
     free(out);
     grpo_chat_template_free(tpl);
+    /* the list form: [{name, template}], "default" is used */
+    f = fopen(path, "w");
+    fputs("{\"chat_template\": [{\"name\": \"tool_use\", \"template\": \"T\"}, "
+          "{\"name\": \"default\", \"template\": \"D{{ messages|length }}\"}]}",
+          f);
+    fclose(f);
+    ck_assert_int_eq(grpo_chat_template_load(path, &tpl, &err), GRPO_OK);
+    ck_assert_int_eq(grpo_chat_template_render(tpl, &m, 1, &opt, &out, &err), GRPO_OK);
+    ck_assert_str_eq(out, "D1");
+    free(out);
+    grpo_chat_template_free(tpl);
+    f = fopen(path, "w");
+    fputs("{\"chat_template\": 3}", f);
+    fclose(f);
+    ck_assert_int_eq(grpo_chat_template_load(path, &tpl, &err), GRPO_ERR_INVALID);
+    ck_assert_ptr_nonnull(strstr(err.message, "expected \"chat_template\" to be a string"));
     remove(path);
-    ck_assert_int_eq(grpo_chat_template_load(GRPO_BINARY_DIR "/no/such/file.jinja", &tpl, &err), GRPO_ERR_IO);
+    ck_assert_int_eq(grpo_chat_template_load(GRPO_BINARY_DIR "/no/such/file.jinja", &tpl, &err),
+                     GRPO_ERR_IO);
+}
+END_TEST
+
+START_TEST(renderer_adapter_uses_template_or_format) {
+    grpo_chat_template *tpl = NULL;
+    grpo_error err;
+    grpo_error_init(&err);
+    ck_assert_int_eq(grpo_chat_template_compile(grpo_chat_template_chatml(), "chatml", &tpl, &err),
+                     GRPO_OK);
+    grpo_message m = {sizeof m, "user", "hi"};
+    grpo_chat_renderer r = {.tpl = tpl, .opt = {.add_generation_prompt = 1}};
+    char *out = NULL;
+    ck_assert_int_eq(grpo_chat_render_messages(&r, &m, 1, &out, &err), GRPO_OK);
+    ck_assert_str_eq(out, "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n");
+    free(out);
+    r.format = "Q: {user}\\nA:";
+    ck_assert_int_eq(grpo_chat_render_messages(&r, &m, 1, &out, &err), GRPO_OK);
+    ck_assert_str_eq(out, "Q: hi\nA:");
+    free(out);
+    grpo_chat_template_free(tpl);
 }
 END_TEST
 
@@ -343,6 +408,7 @@ int main(void) {
     tcase_add_test(tc, simple_format_fills_placeholders);
     tcase_add_test(tc, simple_format_rejects_what_it_cannot_express);
     tcase_add_test(tc, load_reads_tokenizer_config_chat_template);
+    tcase_add_test(tc, renderer_adapter_uses_template_or_format);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_set_fork_status(sr, CK_NOFORK);

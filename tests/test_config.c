@@ -394,6 +394,15 @@ START_TEST(unknown_plugin_suggests_nearest) {
                               "found: use --plugin-path or GRPO_PLUGIN_PATH)",
                           0));
     grpo_diag_free(&d);
+    expect_text_error("[model]\nplugin = builtin.dens\n", 0,
+                      ":2: no plugin 'builtin.dens' on the plugin path (did you mean "
+                      "builtin.dense?)",
+                      0);
+    expect_text_error("[model]\nplugin = builtin.tags\n", 0,
+                      ":2: 'builtin.tags' is a reward plugin; model.plugin needs a model plugin", 0);
+    grpo_run_config model = load_ok("t.ini", "[model]\nplugin = builtin.dense\n", 0);
+    ck_assert_ptr_eq(model.model_entry, &builtin_entries[2]);
+    grpo_run_config_free(&model);
     expect_text_error("[reward.m]\nplugin = builtin.dense\n", 0,
                       ":2: 'builtin.dense' is a model plugin; [reward.m] needs a reward plugin", 0);
     expect_text_error("[reward.m]\nweight = 1\n", 0,
@@ -647,6 +656,7 @@ START_TEST(resolves_against_scanned_manifests) {
                                                  NULL),
                      GRPO_OK);
     assert_same_config(&a, &b);
+    grpo_run_config_free(&b);
     /* a key the manifest gives no default must be set */
     ck_assert_int_ne(grpo_run_config_load_string(&b, "t.ini", "[reward.j]\nplugin = cfgtest.judge\n",
                                                  &scanned, 0, &d, NULL),
@@ -700,6 +710,112 @@ START_TEST(example_run_file_is_valid) {
 }
 END_TEST
 
+/* ---- random run files: no crash, every failure explained, every success round-trips ------ */
+
+static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
+static uint32_t next_rand(void) { /* xorshift64*: deterministic, fine for picking pieces */
+    rng_state ^= rng_state >> 12, rng_state ^= rng_state << 25, rng_state ^= rng_state >> 27;
+    return (uint32_t)((rng_state * 0x2545F4914F6CDD1Dull) >> 32);
+}
+
+START_TEST(random_files_fail_cleanly_or_round_trip) {
+    /* Sections with lines that are valid in them (each section used once, each line at most
+     * once, list keys excepted); now and then one line from the bad list goes anywhere. */
+    static const char *const sections[][8] = {
+        {"[model]", "path = .", "backend = cuda", "dtype=bf16", NULL},
+        {"[data]", "path = p.jsonl", "chat_template = <u>{prompt}", "    <a>\\n", "shuffle = off", NULL},
+        {"[grpo]", "beta = 0.5", "loss_type = bnpo", "delta = 2", "; comment", "", NULL},
+        {"[log]", "dir =;semi", "every = 5", "completions_every: 3", NULL},
+        {"[reward.a]", "plugin = builtin.tags", "tag = <x>", "tag = \xc3\xa9t\xc3\xa9", "weight = -1", NULL},
+        {"[reward.b]", "plugin = builtin.format", "pattern = a;b", "pattern = ^x", "  y$",
+         "value = 2", "full_match = on", NULL},
+    };
+    static const char *const bad[] = {
+        "[sampling", "[reward.]", "[zz]", "beta = -1", "value = x", "key without equals",
+        "= empty name", "\xff\xfe", "seed = 99999999999999999999", "top_p = 1e-300", "lr = 1e400",
+        "num_generations = 1", "    ;x", "  a ;b", "path = twice"};
+    const int n_sec = (int)(sizeof sections / sizeof sections[0]);
+    const int n_bad_p = (int)(sizeof bad / sizeof bad[0]);
+    char text[4096];
+    int n_ok = 0, n_bad = 0;
+    for (int iter = 0; iter < 3000; iter++) {
+        size_t len = 0;
+        int used = 0, corrupt = next_rand() % 3 == 0;
+        for (int k = 0; k < n_sec; k++) {
+            int sec = (int)(next_rand() % (unsigned)n_sec);
+            if (used & (1 << sec) || next_rand() % 3 == 0) continue;
+            used |= 1 << sec;
+            len += (size_t)snprintf(text + len, sizeof text - len, "%s\n", sections[sec][0]);
+            for (int l = 1; sections[sec][l]; l++) {
+                if (next_rand() % 4 == 0) continue;
+                if (corrupt && next_rand() % 6 == 0) {
+                    len += (size_t)snprintf(text + len, sizeof text - len, "%s\n",
+                                            bad[next_rand() % (unsigned)n_bad_p]);
+                    corrupt = 0;
+                }
+                if (next_rand() % 200 == 0) { /* now and then a line too long for inih */
+                    memset(text + len, 'w', 230);
+                    len += 230;
+                }
+                len += (size_t)snprintf(text + len, sizeof text - len, "%s%s", sections[sec][l],
+                                        next_rand() % 8 ? "\n" : "\r\n");
+            }
+        }
+        text[len] = '\0';
+        grpo_run_config a, b;
+        grpo_diag d = {0};
+        grpo_error err;
+        grpo_error_init(&err);
+        int rc = grpo_run_config_load_string(&a, "r.ini", text, &reg, 0, &d, &err);
+        if (rc != GRPO_OK) {
+            n_bad++;
+            ck_assert_int_eq(rc, GRPO_ERR_INVALID);
+            ck_assert_int_gt(d.n, 0);
+            for (int i = 0; i < d.n; i++) ck_assert_msg(strncmp(d.msg[i], "r.ini", 5) == 0, "%s", d.msg[i]);
+            ck_assert_ptr_null(strstr(err.message, "internal"));
+        } else {
+            n_ok++;
+            char *dump = dump_to_string(&a);
+            grpo_diag d2 = {0};
+            int rc2 = grpo_run_config_load_string(&b, "r.ini", dump, &reg, 0, &d2, NULL);
+            if (rc2) print_diag(&d2), fprintf(stderr, "input:\n%s\ndump:\n%s", text, dump);
+            ck_assert_int_eq(rc2, GRPO_OK);
+            assert_same_config(&a, &b);
+            grpo_run_config_free(&b);
+            grpo_diag_free(&d2);
+            free(dump);
+            grpo_run_config_free(&a);
+        }
+        grpo_diag_free(&d);
+    }
+    fprintf(stderr, "random run files: %d valid (round-tripped), %d refused\n", n_ok, n_bad);
+    ck_assert(n_ok > 100 && n_bad > 100); /* both paths exercised */
+}
+END_TEST
+
+START_TEST(random_bytes_never_crash_the_reader) {
+    static const char alphabet[] = "[]=:;# \t\r\n\n\nabcdeilmnoprstw.0123456789-_\xc3\xa9\xff";
+    char text[700];
+    for (int iter = 0; iter < 5000; iter++) {
+        size_t n = next_rand() % (sizeof text - 1);
+        for (size_t i = 0; i < n; i++) text[i] = alphabet[next_rand() % (sizeof alphabet - 1)];
+        text[n] = '\0';
+        grpo_ini_doc doc;
+        grpo_diag d = {0};
+        int rc = grpo_ini_read_string(&doc, "b.ini", text, &d);
+        ck_assert(rc == 0 ? d.n == 0 : d.n > 0);
+        for (int s = 0; s < doc.n_sections; s++)
+            for (int e = 0; e < doc.sections[s].n_entries; e++)
+                ck_assert_int_le(doc.sections[s].entries[e].line, doc.n_lines);
+        grpo_ini_doc_free(&doc);
+        grpo_diag_free(&d);
+        grpo_run_config cfg;
+        if (grpo_run_config_load_string(&cfg, "b.ini", text, &reg, 0, NULL, NULL) == GRPO_OK)
+            grpo_run_config_free(&cfg);
+    }
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("config");
     TCase *ok = tcase_create("valid"), *bad = tcase_create("errors"), *out = tcase_create("dump");
@@ -731,6 +847,8 @@ int main(void) {
     tcase_add_test(out, documentation_is_a_valid_run_file_of_defaults);
     tcase_add_test(out, resolves_against_scanned_manifests);
     tcase_add_test(out, example_run_file_is_valid);
+    tcase_add_test(out, random_files_fail_cleanly_or_round_trip);
+    tcase_add_test(out, random_bytes_never_crash_the_reader);
     suite_add_tcase(s, ok);
     suite_add_tcase(s, bad);
     suite_add_tcase(s, out);

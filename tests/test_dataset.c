@@ -19,7 +19,8 @@ START_TEST(all_three_shapes_load) {
     grpo_dataset *ds = NULL;
     grpo_error err;
     grpo_error_init(&err);
-    ck_assert_msg(grpo_dataset_load(FIXDIR "/shapes.jsonl", NULL, &ds, &err) == GRPO_OK, "%s", err.message);
+    ck_assert_msg(grpo_dataset_load(FIXDIR "/shapes.jsonl", NULL, &ds, &err) == GRPO_OK, "%s",
+                  err.message);
     ck_assert_uint_eq(ds->n, 4);
     ck_assert_uint_eq(ds->n_skipped, 0);
     /* a plain string prompt, used as is */
@@ -40,11 +41,14 @@ START_TEST(all_three_shapes_load) {
     ck_assert_uint_eq(e->n_messages, 1);
     ck_assert_str_eq(e->messages[0].content, "你好");
     ck_assert_str_eq(e->response, "你好！有什么可以帮你？");
-    /* conversations ending on a user turn: everything is the prompt */
+    /* MiniMind turns without "role": user/assistant by position, the last is the response */
     e = &ds->examples[3];
-    ck_assert_uint_eq(e->n_messages, 4);
-    ck_assert_str_eq(e->messages[3].content, "q2");
-    ck_assert_ptr_null(e->response);
+    ck_assert_uint_eq(e->n_messages, 3);
+    ck_assert_str_eq(e->messages[0].role, "user");
+    ck_assert_str_eq(e->messages[1].role, "assistant");
+    ck_assert_str_eq(e->messages[2].role, "user");
+    ck_assert_str_eq(e->messages[2].content, "q2");
+    ck_assert_str_eq(e->response, "a2");
     grpo_dataset_free(ds);
 }
 END_TEST
@@ -62,7 +66,8 @@ START_TEST(extra_fields_pass_through_as_written) {
     ck_assert_uint_eq(ds->examples[3].n_fields, 0);
     ck_assert_ptr_null(field(&ds->examples[0], "prompt"));
     /* the SDK accessor sees the same thing */
-    grpo_sample s = {.struct_size = sizeof s, .fields = ds->examples[1].fields,
+    grpo_sample s = {.struct_size = sizeof s,
+                     .fields = ds->examples[1].fields,
                      .n_fields = ds->examples[1].n_fields};
     ck_assert_str_eq(grpo_sample_field(&s, "id"), "7");
     grpo_dataset_free(ds);
@@ -91,25 +96,35 @@ START_TEST(bad_lines_fail_with_their_line_number) {
         {"{\"prompt\": \"unterminated", "bad JSON near column"},
         {"not json", "bad JSON"},
         {"{\"answer\": \"no prompt\"}", "expected a \"prompt\""},
-        {"{\"prompt\": 42}", "\"prompt\": expected a string or a list of {\"role\", \"content\"} messages, got a number"},
+        {"{\"prompt\": 42}", "\"prompt\": expected a string or a list of {\"role\", \"content\"} "
+                             "messages, got a number"},
         {"{\"prompt\": \"bad \xff utf8\"}", "invalid UTF-8 at byte 17"},
         {"{\"prompt\": \"\xed\xa0\x80 surrogate\"}", "invalid UTF-8"},
         {"{\"prompt\": \"\xc0\xaf overlong\"}", "invalid UTF-8"},
         {"[1, 2]", "expected a JSON object, got a list"},
-        {"{\"prompt\": [{\"role\": \"user\"}]}", "\"prompt\"[0]: expected a string \"content\", got none"},
-        {"{\"prompt\": [{\"role\": 1, \"content\": \"x\"}]}", "\"prompt\"[0]: expected a string \"role\", got a number"},
+        {"{\"prompt\": [{\"role\": \"user\"}]}",
+         "\"prompt\"[0]: expected a string \"content\", got none"},
+        {"{\"prompt\": [{\"role\": 1, \"content\": \"x\"}]}",
+         "\"prompt\"[0]: expected a string \"role\", got a number"},
         {"{\"prompt\": []}", "non-empty list"},
         {"{\"prompt\": \"a\", \"prompt\": \"b\"}", "duplicate key \"prompt\""},
         {"{\"prompt\": \"a\", \"conversations\": []}", "not both"},
         {"{\"conversations\": \"text\"}", "\"conversations\": expected a list"},
-        {"{\"conversations\": [{\"role\": \"assistant\", \"content\": \"only\"}]}", "at least one turn before"},
+        {"{\"conversations\": [{\"role\": \"assistant\", \"content\": \"only\"}]}",
+         "expected at least one prompt turn"},
+        {"{\"conversations\": [{\"role\": \"user\", \"content\": \"q\"}, {\"role\": \"user\", "
+         "\"content\": \"q2\"}]}",
+         "expected the last turn to be the assistant's reference response, got role \"user\""},
+        {"{\"conversations\": [{\"content\": \"q\"}, {\"content\": \"a\"}, {\"content\": \"q2\"}]}",
+         "got role \"user\""},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         grpo_error err;
         ck_assert_int_eq(load_with_line2(cases[i].line, &err), GRPO_ERR_INVALID);
-        ck_assert_msg(strstr(err.message, "test_dataset_line2.jsonl:2: "), "case %zu: %s", i, err.message);
-        ck_assert_msg(strstr(err.message, cases[i].expect), "case %zu: '%s' lacks '%s'", i, err.message,
-                      cases[i].expect);
+        ck_assert_msg(strstr(err.message, "test_dataset_line2.jsonl:2: "), "case %zu: %s", i,
+                      err.message);
+        ck_assert_msg(strstr(err.message, cases[i].expect), "case %zu: '%s' lacks '%s'", i,
+                      err.message, cases[i].expect);
     }
 }
 END_TEST
@@ -248,7 +263,8 @@ static int join_render(void *user, const grpo_message *m, size_t n, char **out, 
     size_t len = 1;
     for (size_t i = 0; i < n; i++) len += strlen(m[i].role) + strlen(m[i].content) + 2;
     *out = calloc(1, len);
-    for (size_t i = 0; i < n; i++) strcat(strcat(strcat(strcat(*out, m[i].role), ":"), m[i].content), "|");
+    for (size_t i = 0; i < n; i++)
+        strcat(strcat(strcat(strcat(*out, m[i].role), ":"), m[i].content), "|");
     return GRPO_OK;
 }
 
@@ -269,26 +285,31 @@ START_TEST(prepare_renders_tokenizes_and_applies_the_policy) {
     int32_t *ids;
     size_t n;
     int keep;
-    ck_assert_int_eq(grpo_example_prepare(&ds->examples[1], join_render, NULL, byte_tokenize, NULL, 0,
-                                          GRPO_PROMPT_SKIP, &text, &ids, &n, &keep, &err), GRPO_OK);
+    ck_assert_int_eq(grpo_example_prepare(&ds->examples[1], join_render, NULL, byte_tokenize, NULL,
+                                          0, GRPO_PROMPT_SKIP, &text, &ids, &n, &keep, &err),
+                     GRPO_OK);
     ck_assert_str_eq(text, "system:Be brief.|user:Name a colour.|");
     ck_assert_int_eq(keep, 1);
     ck_assert_uint_eq(n, strlen(text));
     free(text), free(ids);
-    ck_assert_int_eq(grpo_example_prepare(&ds->examples[1], join_render, NULL, byte_tokenize, NULL, 6,
-                                          GRPO_PROMPT_TRUNCATE_LEFT, &text, &ids, &n, &keep, &err), GRPO_OK);
+    ck_assert_int_eq(grpo_example_prepare(&ds->examples[1], join_render, NULL, byte_tokenize, NULL,
+                                          6, GRPO_PROMPT_TRUNCATE_LEFT, &text, &ids, &n, &keep,
+                                          &err),
+                     GRPO_OK);
     ck_assert_int_eq(keep, 1);
     ck_assert_uint_eq(n, 6);
     ck_assert_int_eq(ids[0], 'l'); /* the last 6 bytes: "lour.|" */
     ck_assert_int_eq(ids[5], '|');
     free(text), free(ids);
     ck_assert_int_eq(grpo_example_prepare(&ds->examples[0], NULL, NULL, byte_tokenize, NULL, 6,
-                                          GRPO_PROMPT_SKIP, &text, &ids, &n, &keep, &err), GRPO_OK);
+                                          GRPO_PROMPT_SKIP, &text, &ids, &n, &keep, &err),
+                     GRPO_OK);
     ck_assert_int_eq(keep, 0);
     ck_assert_ptr_null(text);
     /* messages without a template is an error that says so */
     ck_assert_int_eq(grpo_example_prepare(&ds->examples[1], NULL, NULL, byte_tokenize, NULL, 0,
-                                          GRPO_PROMPT_SKIP, &text, &ids, &n, &keep, &err), GRPO_ERR_INVALID);
+                                          GRPO_PROMPT_SKIP, &text, &ids, &n, &keep, &err),
+                     GRPO_ERR_INVALID);
     ck_assert_ptr_nonnull(strstr(err.message, "no chat template"));
     grpo_dataset_free(ds);
 }

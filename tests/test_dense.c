@@ -22,9 +22,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "kernels.h"
+#include "hfdir.h"
 #include "model.h"
 #include "registry.h"
 #include "safetensors.h"
@@ -100,14 +102,15 @@ static void fixture_close(fixture *f) {
 }
 
 static grpo_batch full_batch(const fixture *f) {
-    grpo_batch b = {sizeof(grpo_batch), f->B, f->T, f->ids, f->mask, f->pos, f->targets};
+    grpo_batch b = {sizeof(grpo_batch), f->B, f->T, f->ids, f->mask, f->pos, f->targets, 0.0f};
     return b;
 }
 
 /* Columns [0,t) of a (B,T) array into a (B,t) one. */
 static int32_t *columns(const int32_t *a, int32_t B, int32_t T, int32_t t) {
     int32_t *o = malloc((size_t)B * t * sizeof(int32_t));
-    for (int32_t b = 0; b < B; b++) memcpy(o + (size_t)b * t, a + (size_t)b * T, t * sizeof(int32_t));
+    for (int32_t b = 0; b < B; b++)
+        memcpy(o + (size_t)b * t, a + (size_t)b * T, t * sizeof(int32_t));
     return o;
 }
 
@@ -133,6 +136,48 @@ START_TEST(logp_matches_transformers) {
 }
 END_TEST
 
+/* With scale s (1/temperature) the forward gives log softmax(s * logits)[target] and the entropy
+ * of softmax(s * logits), both computed here in double from transformers' logits. */
+START_TEST(scaled_logp_and_entropy_match_transformers_logits) {
+    fixture f;
+    grpo_error err;
+    grpo_error_init(&err);
+    fixture_open(&f, fixtures[_i], 0);
+    ck_ok(grpo_model_reserve_acts(f.m, f.B, f.T, &err), &err);
+    grpo_batch b = full_batch(&f);
+    size_t NT = (size_t)f.B * f.T;
+    float *logp = calloc(NT, sizeof(float)), *ent = calloc(NT, sizeof(float));
+    float *logits = ref_tensor(&f, "logits", NULL);
+    const float scale = 0.7f;
+    ck_ok(grpo_model_forward(f.m, &b, logp, ent, scale, &err), &err);
+    double worst_lp = 0, worst_ent = 0;
+    for (size_t n = 0; n < NT; n++) {
+        if (!f.mask[n]) continue;
+        const float *z = logits + n * f.V;
+        double mx = -1e300, s = 0, u = 0;
+        for (int32_t v = 0; v < f.V; v++) mx = fmax(mx, scale * z[v]);
+        for (int32_t v = 0; v < f.V; v++) {
+            double e = exp(scale * z[v] - mx);
+            s += e, u += e * (scale * z[v] - mx);
+        }
+        double lse = mx + log(s), entropy = log(s) - u / s;
+        /* the head computes rows with a target only (grpo/ops.h); the others stay 0 */
+        if (f.targets[n] < 0) {
+            ck_assert_msg(ent[n] == 0.0f && logp[n] == 0.0f, "%s: row %zu without target", fixtures[_i], n);
+            continue;
+        }
+        worst_ent = fmax(worst_ent, fabs(ent[n] - entropy));
+        worst_lp = fmax(worst_lp, fabs(logp[n] - (scale * z[f.targets[n]] - lse)));
+    }
+    report("logp at scale 0.7", fixtures[_i], worst_lp);
+    report("entropy at scale 0.7", fixtures[_i], worst_ent);
+    ck_assert_msg(worst_lp < 1e-4 && worst_ent < 1e-4, "%s: scaled logp err %g, entropy err %g",
+                  fixtures[_i], worst_lp, worst_ent);
+    free(logp), free(ent), free(logits);
+    fixture_close(&f);
+}
+END_TEST
+
 /* Prefill of the first t columns gives transformers' logits at column t-1, for every t whose
  * column t-1 is real in every row. */
 START_TEST(prefill_logits_match_transformers) {
@@ -150,7 +195,7 @@ START_TEST(prefill_logits_match_transformers) {
         if (!all_real) continue;
         int32_t *ids = columns(f.ids, f.B, f.T, t), *mask = columns(f.mask, f.B, f.T, t);
         int32_t *pos = columns(f.pos, f.B, f.T, t);
-        grpo_batch p = {sizeof(grpo_batch), f.B, t, ids, mask, pos, NULL};
+        grpo_batch p = {sizeof(grpo_batch), f.B, t, ids, mask, pos, NULL, 0.0f};
         ck_ok(grpo_model_prefill(f.m, &p, logits, &err), &err);
         double worst = 0;
         for (int32_t b = 0; b < f.B; b++)
@@ -182,7 +227,7 @@ START_TEST(decode_logits_match_forward) {
     float *logits = malloc((size_t)f.B * f.V * sizeof(float));
     int32_t *ids = columns(f.ids, f.B, f.T, t0), *mask = columns(f.mask, f.B, f.T, t0);
     int32_t *pos = columns(f.pos, f.B, f.T, t0);
-    grpo_batch p = {sizeof(grpo_batch), f.B, t0, ids, mask, pos, NULL};
+    grpo_batch p = {sizeof(grpo_batch), f.B, t0, ids, mask, pos, NULL, 0.0f};
     ck_ok(grpo_model_prefill(f.m, &p, logits, &err), &err);
     int32_t *cmask = calloc((size_t)f.B * S, sizeof(int32_t));
     int32_t tok[8], tpos[8], len[8];
@@ -295,6 +340,48 @@ START_TEST(greedy_generate_matches_transformers) {
 }
 END_TEST
 
+/* GRPO's fan-out: prefill a prompt once into cache row 0, kv_copy_row it to rows 1..G-1, decode
+ * the G rows: every row continues exactly like transformers' greedy generate of that prompt. */
+START_TEST(prompt_fan_out_by_kv_copy_row) {
+    fixture f;
+    grpo_error err;
+    grpo_error_init(&err);
+    fixture_open(&f, fixtures[_i], 0);
+    int64_t P;
+    int32_t *prompt = ref_tensor(&f, "gen1.prompt", &P), *want = ref_tensor(&f, "gen1.out", NULL);
+    enum { G = 3, STEPS = 4 };
+    int32_t S = (int32_t)P + STEPS;
+    ck_ok(grpo_model_reserve_kv(f.m, G, S, (int32_t)P, &err), &err);
+    int32_t *mask = malloc(P * sizeof(int32_t)), *pos = malloc(P * sizeof(int32_t));
+    for (int32_t t = 0; t < P; t++) mask[t] = 1, pos[t] = t;
+    float *logits = malloc((size_t)G * f.V * sizeof(float));
+    grpo_batch pb = {sizeof(grpo_batch), 1, (int32_t)P, prompt, mask, pos, NULL, 0.0f};
+    ck_ok(grpo_model_prefill(f.m, &pb, logits, &err), &err);
+    for (int32_t r = 1; r < G; r++)
+        f.m->desc->kv_copy_row(f.m->inst, &f.m->kv, r, 0, (int32_t)P);
+    int32_t cmask[G * 16] = {0}, tok[G], tpos[G], len[G];
+    ck_assert_int_le(S, 16);
+    for (int32_t step = 0; step < STEPS; step++) {
+        for (int32_t r = 0; r < G; r++) {
+            for (int32_t s = 0; s <= (int32_t)P + step; s++) cmask[r * S + s] = 1;
+            tok[r] = want[step], tpos[r] = (int32_t)P + step, len[r] = (int32_t)P + step + 1;
+        }
+        ck_ok(grpo_model_decode(f.m, G, tok, tpos, cmask, len, logits, &err), &err);
+        for (int32_t r = 0; r < G; r++) {
+            int32_t best = 0;
+            for (int32_t v = 1; v < f.V; v++)
+                if (logits[r * f.V + v] > logits[r * f.V + best]) best = v;
+            ck_assert_msg(best == want[step + 1], "%s row %d step %d: argmax %d, transformers %d",
+                          fixtures[_i], r, step, best, want[step + 1]);
+            for (int32_t v = 0; v < f.V; v++) /* same math per row; BLAS may order sums apart */
+                ck_assert(fabsf(logits[r * f.V + v] - logits[v]) < 1e-5f);
+        }
+    }
+    free(prompt), free(want), free(mask), free(pos), free(logits);
+    fixture_close(&f);
+}
+END_TEST
+
 /* save -> reload gives identical parameters; a tied head is not written. */
 START_TEST(save_reload_round_trip) {
     fixture f;
@@ -304,6 +391,13 @@ START_TEST(save_reload_round_trip) {
     char dir[] = "/tmp/grpo_test_dense_XXXXXX";
     ck_assert(mkdtemp(dir) != NULL);
     ck_ok(grpo_model_save(f.m, dir, &err), &err);
+    const char *keep = getenv("GRPO_TEST_KEEP_SAVED"); /* for tools/check_hf_load.py */
+    if (keep) {
+        char kept[4200];
+        snprintf(kept, sizeof kept, "%s/%s", keep, fixtures[_i]);
+        mkdir(keep, 0755);
+        ck_ok(grpo_model_save(f.m, kept, &err), &err);
+    }
     grpo_model *m2 = NULL;
     ck_ok(grpo_model_open_dir(&m2, &f.reg, &f.host, dir, 0, &err), &err);
     ck_assert_uint_eq(m2->n_params, f.m->n_params);
@@ -323,6 +417,69 @@ START_TEST(save_reload_round_trip) {
     unlink(path);
     snprintf(path, sizeof path, "%s/config.json", dir);
     unlink(path);
+    rmdir(dir);
+    fixture_close(&f);
+}
+END_TEST
+
+/* Writes the llama fixture's tensors into dir/model.safetensors, dropping `drop`, adding an
+ * extra tensor when extra != NULL, and giving `reshape` a wrong shape; plus its config.json. */
+static void write_variant(const char *dir, const char *drop, const char *extra,
+                          const char *reshape) {
+    grpo_error err;
+    grpo_error_init(&err);
+    grpo_safetensors *st = NULL;
+    ck_ok(grpo_hf_open_weights(fixture_dir("llama"), &st, &err), &err);
+    size_t n = grpo_st_count(st), k = 0;
+    grpo_st_out *outs = calloc(n + 1, sizeof *outs);
+    for (size_t i = 0; i < n; i++) {
+        const grpo_st_tensor *t = grpo_st_at(st, i);
+        if (drop && strcmp(t->name, drop) == 0) continue;
+        float *d = malloc(t->numel * sizeof(float));
+        ck_ok(grpo_st_read_f32(st, t->name, d, t->ndim, t->shape, &err), &err);
+        outs[k] = (grpo_st_out){t->name, d, t->ndim, {0}};
+        memcpy(outs[k].shape, t->shape, sizeof t->shape);
+        if (reshape && strcmp(t->name, reshape) == 0) /* same numel, transposed shape */
+            outs[k].shape[0] = t->shape[1], outs[k].shape[1] = t->shape[0];
+        k++;
+    }
+    static float zeros[4];
+    if (extra) outs[k++] = (grpo_st_out){extra, zeros, 1, {4}};
+    char *json = NULL;
+    ck_ok(grpo_hf_read_config(fixture_dir("llama"), &json, &err), &err);
+    ck_ok(grpo_hf_save(dir, json, outs, k, GRPO_ST_F32, NULL, &err), &err);
+    for (size_t i = 0; i < k; i++)
+        if (outs[i].data != zeros) free((void *)outs[i].data);
+    free(outs), free(json);
+    grpo_st_close(st);
+}
+
+/* Loading refuses a missing, an unexpected and a mis-shaped tensor, naming file and tensor. */
+START_TEST(load_errors_name_the_tensor) {
+    fixture f;
+    fixture_open(&f, "llama", 0);
+    grpo_error err;
+    grpo_error_init(&err);
+    char dir[] = "/tmp/grpo_test_dense_bad_XXXXXX";
+    ck_assert(mkdtemp(dir) != NULL);
+    struct { const char *drop, *extra, *reshape, *want; } cases[] = {
+        {"model.norm.weight", NULL, NULL, "missing tensor model.norm.weight"},
+        {NULL, "model.layers.0.mlp.extra.weight", NULL,
+         "unexpected tensor model.layers.0.mlp.extra.weight"},
+        {NULL, NULL, "model.layers.1.mlp.gate_proj.weight",
+         "model.layers.1.mlp.gate_proj.weight"},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        write_variant(dir, cases[c].drop, cases[c].extra, cases[c].reshape);
+        grpo_model *m = NULL;
+        int rc = grpo_model_open_dir(&m, &f.reg, &f.host, dir, 0, &err);
+        ck_assert_msg(rc != GRPO_OK && m == NULL, "case %zu loaded", c);
+        ck_assert_msg(strstr(err.message, cases[c].want) && strstr(err.message, dir),
+                      "case %zu: message '%s' lacks '%s'", c, err.message, cases[c].want);
+    }
+    char path[4200];
+    const char *files[] = {"model.safetensors", "config.json"};
+    for (int i = 0; i < 2; i++) snprintf(path, sizeof path, "%s/%s", dir, files[i]), unlink(path);
     rmdir(dir);
     fixture_close(&f);
 }
@@ -372,11 +529,14 @@ int main(void) {
     TCase *tc = tcase_create("transformers parity");
     tcase_set_timeout(tc, 120);
     tcase_add_loop_test(tc, logp_matches_transformers, 0, N_FIXTURES);
+    tcase_add_loop_test(tc, scaled_logp_and_entropy_match_transformers_logits, 0, N_FIXTURES);
     tcase_add_loop_test(tc, prefill_logits_match_transformers, 0, N_FIXTURES);
     tcase_add_loop_test(tc, decode_logits_match_forward, 0, N_FIXTURES);
     tcase_add_loop_test(tc, every_gradient_matches_transformers, 0, N_FIXTURES);
     tcase_add_loop_test(tc, greedy_generate_matches_transformers, 0, N_FIXTURES);
+    tcase_add_loop_test(tc, prompt_fan_out_by_kv_copy_row, 0, N_FIXTURES);
     tcase_add_loop_test(tc, save_reload_round_trip, 0, N_FIXTURES);
+    tcase_add_test(tc, load_errors_name_the_tensor);
     tcase_add_test(tc, unsupported_config_is_refused);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);

@@ -19,14 +19,25 @@
  * Parameter gradients are pre-filled with random values and must come back with the gradient
  * added (accumulation rule); activation gradients are pre-filled with NaN and must be
  * overwritten.
+ *
+ * A second test case ("pytorch") replays small cases computed by PyTorch and Hugging Face's Llama
+ * code (fixtures written by tools/gen_kernel_fixtures.py into tests/fixtures/kernels/): values
+ * and autograd gradients of fp32 computations, so the two sides differ by fp32 rounding only
+ * (atol 1e-5, rtol 1e-4 for values; 1e-4, 1e-3 for gradients, which sum more terms). RoPE at
+ * positions ~1000 allows 1e-4: both round the angle to fp32 (measured agreement: 1e-7 here),
+ * but another libm's powf may differ from torch's pow in the last bit of inv_freq, which moves
+ * an angle of ~1000 rad by up to ~6e-5. AdamW does torch's fp32 operations in torch's order
+ * (measured: the same bits), so it gets 1e-7.
  */
 #include <check.h>
+#include <cjson/cJSON.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpu/fastmath.h"
 #include "kernels.h"
 
 static grpo_ops *ops;
@@ -465,8 +476,11 @@ START_TEST(swiglu_matches_reference_and_gradient) {
     float *dup2 = nanv(n);
     ops->swiglu_backward(ops->ctx, NULL, dup2, r, gate, up, N, I); /* NULL dgate skipped */
     ck_assert_mem_eq(dup2, dup, n * sizeof(float));
+    float *dgate2 = nanv(n);
+    ops->swiglu_backward(ops->ctx, dgate2, NULL, r, gate, up, N, I); /* NULL dup skipped */
+    ck_assert_mem_eq(dgate2, dgate, n * sizeof(float));
     free(gate), free(up), free(out), free(gd), free(ud), free(want), free(r), free(dgate);
-    free(dup), free(st.r), free(dup2);
+    free(dup), free(st.r), free(dup2), free(dgate2);
 }
 END_TEST
 
@@ -607,6 +621,29 @@ START_TEST(attention_padded_keys_get_no_attention) {
 }
 END_TEST
 
+START_TEST(attention_all_padding_row_is_zero) {
+    rng_seed(15);
+    /* row 1 is padding only: zero output, zero lse, zero gradients, and row 0 unaffected */
+    const int32_t B = 2, T = 70, NH = 4, NKV = 2, HD = 8;
+    att_case c = att_make(B, T, NH, NKV, HD, T);
+    size_t nq = (size_t)B * T * NH * HD, nkv = (size_t)B * T * NKV * HD, row = nq / B;
+    float *out = nanv(nq), *lse = nanv((size_t)B * NH * T), *r = frandv(nq, 1.0f);
+    float *dq = nanv(nq), *dk = nanv(nkv), *dv = nanv(nkv);
+    ops->attention_forward(ops->ctx, out, lse, c.q, c.k, c.v, c.mask, B, T, NH, NKV, HD);
+    ops->attention_backward(ops->ctx, dq, dk, dv, r, out, lse, c.q, c.k, c.v, c.mask, B, T, NH,
+                            NKV, HD);
+    for (size_t i = 0; i < row; i++) ck_assert(out[row + i] == 0.0f && dq[row + i] == 0.0f);
+    for (size_t i = nkv / B; i < nkv; i++) ck_assert(dk[i] == 0.0f && dv[i] == 0.0f);
+    for (size_t i = 0; i < (size_t)NH * T; i++) ck_assert(lse[(size_t)NH * T + i] == 0.0f);
+    double *qd = widen(c.q, nq), *kd = widen(c.k, nkv), *vd = widen(c.v, nkv), *want = dvec(nq);
+    ref_attention(want, NULL, qd, kd, vd, c.mask, B, T, NH, NKV, HD);
+    expect_close("attention out beside an all-padding row", out, want, nq, 1e-5, 1e-4);
+    free(out), free(lse), free(r), free(dq), free(dk), free(dv), free(qd), free(kd), free(vd);
+    free(want);
+    att_free(&c);
+}
+END_TEST
+
 typedef struct att_st {
     double *q, *k, *v, *r;
     const int32_t *mask;
@@ -645,7 +682,8 @@ static void attention_gradient_case(int32_t B, int32_t T, int32_t NH, int32_t NK
                 ck_assert(dk[((size_t)b * T + t) * NKV * HD + i] == 0.0f);
                 ck_assert(dv[((size_t)b * T + t) * NKV * HD + i] == 0.0f);
             }
-            for (int32_t i = 0; i < NH * HD; i++) ck_assert(dq[((size_t)b * T + t) * NH * HD + i] == 0.0f);
+            for (int32_t i = 0; i < NH * HD; i++)
+                ck_assert(dq[((size_t)b * T + t) * NH * HD + i] == 0.0f);
         }
     /* NULL gradients are skipped, the rest unchanged */
     float *dk2 = nanv(nkv);
@@ -678,23 +716,25 @@ START_TEST(attention_decode_equals_last_row_of_forward) {
     size_t ncache = (size_t)B * S * NKV * HD;
     float *kc = nanv(ncache), *vc = nanv(ncache), *qd = nanv((size_t)B * NH * HD);
     int32_t cm[3 * 32], len[3];
+    /* row 0 decodes an earlier position: len = T - 4, i.e. the query of position T - 5 */
+    const int32_t last[3] = {T - 5, T - 1, T - 1};
     for (int32_t b = 0; b < B; b++) {
-        len[b] = T;
+        len[b] = last[b] + 1;
         for (int32_t s = 0; s < S; s++) cm[b * S + s] = s < T ? c.mask[b * T + s] : 1;
         memcpy(kc + (size_t)b * S * NKV * HD, c.k + (size_t)b * T * NKV * HD,
                (size_t)T * NKV * HD * sizeof(float));
         memcpy(vc + (size_t)b * S * NKV * HD, c.v + (size_t)b * T * NKV * HD,
                (size_t)T * NKV * HD * sizeof(float));
-        memcpy(qd + (size_t)b * NH * HD, c.q + ((size_t)b * T + T - 1) * NH * HD,
+        memcpy(qd + (size_t)b * NH * HD, c.q + ((size_t)b * T + last[b]) * NH * HD,
                (size_t)NH * HD * sizeof(float));
     }
     float *dec = nanv((size_t)B * NH * HD);
     ops->attention_decode(ops->ctx, dec, qd, kc, vc, cm, len, B, S, NH, NKV, HD);
     for (int32_t b = 0; b < B; b++) {
-        double *last = widen(out + ((size_t)b * T + T - 1) * NH * HD, (size_t)NH * HD);
-        expect_close("decode vs forward last row", dec + (size_t)b * NH * HD, last,
-                     (size_t)NH * HD, 1e-6, 1e-5);
-        free(last);
+        double *want = widen(out + ((size_t)b * T + last[b]) * NH * HD, (size_t)NH * HD);
+        expect_close("decode vs forward row", dec + (size_t)b * NH * HD, want, (size_t)NH * HD,
+                     1e-6, 1e-5);
+        free(want);
     }
     free(out), free(lse), free(kc), free(vc), free(qd), free(dec);
     att_free(&c);
@@ -718,9 +758,10 @@ static void ref_head(double *logp, double *lse, double *ent, const double *hidde
         for (int32_t j = 0; j < V; j++) sum += exp(z[j] - mx);
         double l = mx + log(sum);
         for (int32_t j = 0; j < V; j++) h -= exp(z[j] - l) * (z[j] - l);
-        if (logp) logp[n] = targets[n] >= 0 ? z[targets[n]] - l : 0.0;
-        if (lse) lse[n] = l;
-        if (ent) ent[n] = h;
+        int skip = targets[n] < 0; /* ops.h: rows without a target are skipped, all 0 */
+        if (logp) logp[n] = skip ? 0.0 : z[targets[n]] - l;
+        if (lse) lse[n] = skip ? 0.0 : l;
+        if (ent) ent[n] = skip ? 0.0 : h;
     }
     free(z);
 }
@@ -799,6 +840,117 @@ START_TEST(head_backward_finite_differences) {
 }
 END_TEST
 
+/* ---- the vectorised exp ------------------------------------------------------------------- */
+
+START_TEST(fast_exp_within_2ulp) {
+    /* every 1e-3 over the range the softmaxes use, against exp in double: the Taylor series to
+     * degree 7 leaves 5e-9, the fp32 evaluation a few roundings: under 2 ulp (2.4e-7) */
+    double worst = 0.0;
+    for (float x = -87.0f; x <= 87.0f; x += 0.001f) {
+        double want = exp((double)x), err = fabs((double)cpu_expf(x) - want) / want;
+        if (err > worst) worst = err;
+    }
+    ck_assert_msg(worst < 2.4e-7, "worst relative error %.3g", worst);
+    ck_assert(cpu_expf(0.0f) == 1.0f && cpu_expf(-0.0f) == 1.0f);
+    ck_assert(cpu_expf(-INFINITY) < 1.2e-38f && cpu_expf(-1000.0f) >= 0.0f); /* clamped */
+    ck_assert(isfinite(cpu_expf(INFINITY)) && cpu_expf(1000.0f) > 1e38f);  /* clamped */
+    ck_assert(isnan(cpu_expf(NAN)));
+}
+END_TEST
+
+/* ---- threads ------------------------------------------------------------------------------ */
+
+/* The ops that split work by thread count (tiled GEMMs, head row tasks, attention's two task
+ * layouts) give the reference result with 1, 3 and 5 threads (3 and 5 are primes:
+ * one-dimensional tile grids with ragged edges), and attention the same bits. */
+START_TEST(results_do_not_depend_on_thread_count) {
+    rng_seed(13);
+    const int32_t N = 70, IC = 200, OC = 190; /* N*IC*OC / 64 above the parallel threshold */
+    size_t ni = (size_t)N * IC, nw = (size_t)OC * IC, no = (size_t)N * OC;
+    float *inp = frandv(ni, 1.0f), *w = frandv(nw, 1.0f), *r = frandv(no, 1.0f);
+    double *want = dvec(no), *ind = widen(inp, ni), *wd = widen(w, nw);
+    ref_matmul(want, ind, wd, NULL, N, IC, OC);
+    const int32_t HN = 300, HC = 32, HV = 1500;
+    float *hid = frandv((size_t)HN * HC, 1.0f), *hw = frandv((size_t)HV * HC, 1.0f);
+    int32_t *tg = malloc((size_t)HN * sizeof(int32_t));
+    for (int32_t n = 0; n < HN; n++) tg[n] = irand(HV);
+    float *dl = frandv(HN, 1.0f);
+    float *first_dw = NULL, *first_dh = NULL;
+    /* attention: B*NKV = 6 groups take the by-group path with 1 and 3 threads, the per-head
+     * path with 5; its GEMM shapes do not depend on the thread count, so the bits must not */
+    att_case ac = att_make(3, 80, 4, 2, 8, 11);
+    size_t aq = (size_t)3 * 80 * 4 * 8, akv = aq / 2;
+    float *ar = frandv(aq, 1.0f), *first_att[3] = {NULL, NULL, NULL};
+    int counts[3] = {1, 3, 5};
+    for (int c = 0; c < 3; c++) {
+        grpo_error err;
+        grpo_error_init(&err);
+        grpo_ops *o = grpo_backend_open("cpu", counts[c], &err);
+        ck_assert_ptr_nonnull(o);
+        float *ao = nanv(aq), *al = nanv((size_t)3 * 4 * 80), *adq = nanv(aq), *adv = nanv(akv);
+        o->attention_forward(o->ctx, ao, al, ac.q, ac.k, ac.v, ac.mask, 3, 80, 4, 2, 8);
+        o->attention_backward(o->ctx, adq, NULL, adv, ar, ao, al, ac.q, ac.k, ac.v, ac.mask, 3,
+                              80, 4, 2, 8);
+        free(al);
+        if (!first_att[0]) {
+            first_att[0] = ao, first_att[1] = adq, first_att[2] = adv;
+        } else {
+            ck_assert_mem_eq(ao, first_att[0], aq * sizeof(float));
+            ck_assert_mem_eq(adq, first_att[1], aq * sizeof(float));
+            ck_assert_mem_eq(adv, first_att[2], akv * sizeof(float));
+            free(ao), free(adq), free(adv);
+        }
+        for (int rep = 0; rep < 2; rep++) {
+            float *out = nanv(no), *dinp = nanv(ni), *dw = calloc(nw, sizeof(float));
+            o->matmul_forward(o->ctx, out, inp, w, NULL, N, IC, OC);
+            expect_close("matmul out (threads)", out, want, no, 1e-5, 1e-4);
+            o->matmul_backward(o->ctx, dinp, dw, NULL, r, inp, w, N, IC, OC);
+            float *logp = nanv(HN), *lse = nanv(HN), *dh = nanv((size_t)HN * HC);
+            float *hdw = calloc((size_t)HV * HC, sizeof(float));
+            o->head_forward(o->ctx, logp, lse, NULL, hid, hw, tg, HN, HC, HV, 1.0f);
+            o->head_backward(o->ctx, dh, hdw, dl, hid, hw, tg, lse, HN, HC, HV, 1.0f);
+            if (!first_dw) {
+                first_dw = dw, first_dh = dh;
+            } else {
+                double *a = widen(first_dw, nw), *b = widen(first_dh, (size_t)HN * HC);
+                expect_close("matmul dw (threads)", dw, a, nw, 1e-5, 1e-4);
+                expect_close("head dhidden (threads)", dh, b, (size_t)HN * HC, 1e-6, 1e-4);
+                free(a), free(b), free(dw), free(dh);
+            }
+            free(out), free(dinp), free(logp), free(lse), free(hdw);
+        }
+        grpo_backend_close(o);
+    }
+    free(inp), free(w), free(r), free(want), free(ind), free(wd), free(hid), free(hw), free(tg);
+    free(dl), free(first_dw), free(first_dh), free(ar);
+    for (int i = 0; i < 3; i++) free(first_att[i]);
+    att_free(&ac);
+}
+END_TEST
+
+START_TEST(same_thread_count_gives_same_bits) {
+    rng_seed(14);
+    att_case c = att_make(2, 100, 4, 2, 16, 9);
+    size_t nq = (size_t)2 * 100 * 4 * 16, nkv = nq / 2, nl = (size_t)2 * 4 * 100;
+    float *r = frandv(nq, 1.0f), *res[2][4];
+    for (int run = 0; run < 2; run++) {
+        float *out = nanv(nq), *lse = nanv(nl), *dq = nanv(nq), *dk = nanv(nkv);
+        ops->attention_forward(ops->ctx, out, lse, c.q, c.k, c.v, c.mask, 2, 100, 4, 2, 16);
+        ops->attention_backward(ops->ctx, dq, dk, NULL, r, out, lse, c.q, c.k, c.v, c.mask, 2,
+                                100, 4, 2, 16);
+        res[run][0] = out, res[run][1] = lse, res[run][2] = dq, res[run][3] = dk;
+    }
+    ck_assert_mem_eq(res[0][0], res[1][0], nq * sizeof(float));
+    ck_assert_mem_eq(res[0][1], res[1][1], nl * sizeof(float));
+    ck_assert_mem_eq(res[0][2], res[1][2], nq * sizeof(float));
+    ck_assert_mem_eq(res[0][3], res[1][3], nkv * sizeof(float));
+    for (int run = 0; run < 2; run++)
+        for (int i = 0; i < 4; i++) free(res[run][i]);
+    free(r);
+    att_free(&c);
+}
+END_TEST
+
 /* ---- AdamW ---------------------------------------------------------------------------------- */
 
 START_TEST(adamw_two_steps_by_hand) {
@@ -831,6 +983,208 @@ START_TEST(adamw_two_steps_by_hand) {
 }
 END_TEST
 
+/* ---- PyTorch / Hugging Face fixtures -------------------------------------------------------- */
+
+static cJSON *fixture(const char *name) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/tests/fixtures/kernels/%s.json", GRPO_SOURCE_DIR, name);
+    FILE *f = fopen(path, "rb");
+    ck_assert_msg(f != NULL, "cannot open fixture %s (run tools/gen_kernel_fixtures.py)", path);
+    fseek(f, 0, SEEK_END);
+    long len = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *text = malloc((size_t)len + 1);
+    ck_assert_ptr_nonnull(text);
+    ck_assert_int_eq(fread(text, 1, (size_t)len, f), len);
+    text[len] = 0;
+    fclose(f);
+    cJSON *doc = cJSON_Parse(text);
+    free(text);
+    ck_assert_msg(doc != NULL, "fixture %s: not valid JSON", path);
+    return doc;
+}
+
+static double fx_dim(const cJSON *doc, const char *name) {
+    const cJSON *d = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(doc, "dims"),
+                                                      name);
+    ck_assert_msg(cJSON_IsNumber(d), "fixture: dims.%s missing", name);
+    return d->valuedouble;
+}
+
+/* The array `name` of the fixture as n floats (checked), owned by the caller. */
+static float *fx_floats(const cJSON *doc, const char *name, size_t n) {
+    const cJSON *a = cJSON_GetObjectItemCaseSensitive(doc, name);
+    ck_assert_msg(cJSON_IsArray(a) && (size_t)cJSON_GetArraySize(a) == n,
+                  "fixture: %s should be an array of %zu numbers", name, n);
+    float *p = fvec(n);
+    size_t i = 0;
+    for (const cJSON *e = a->child; e; e = e->next) p[i++] = (float)e->valuedouble;
+    return p;
+}
+
+static double *fx_doubles(const cJSON *doc, const char *name, size_t n) {
+    float *f = fx_floats(doc, name, n);
+    double *d = widen(f, n);
+    free(f);
+    return d;
+}
+
+static int32_t *fx_ints(const cJSON *doc, const char *name, size_t n) {
+    const cJSON *a = cJSON_GetObjectItemCaseSensitive(doc, name);
+    ck_assert_msg(cJSON_IsArray(a) && (size_t)cJSON_GetArraySize(a) == n,
+                  "fixture: %s should be an array of %zu integers", name, n);
+    int32_t *p = malloc(n * sizeof(int32_t));
+    ck_assert_ptr_nonnull(p);
+    size_t i = 0;
+    for (const cJSON *e = a->child; e; e = e->next) p[i++] = (int32_t)e->valueint;
+    return p;
+}
+
+/* Compares got with the fixture's array `name`. */
+static void expect_fixture(const cJSON *doc, const char *name, const float *got, size_t n,
+                           double atol, double rtol) {
+    double *want = fx_doubles(doc, name, n);
+    expect_close(name, got, want, n, atol, rtol);
+    free(want);
+}
+
+START_TEST(pytorch_matmul_and_swiglu) {
+    cJSON *doc = fixture("matmul");
+    int32_t N = (int32_t)fx_dim(doc, "N"), IC = (int32_t)fx_dim(doc, "IC");
+    int32_t OC = (int32_t)fx_dim(doc, "OC");
+    size_t ni = (size_t)N * IC, nw = (size_t)OC * IC, no = (size_t)N * OC;
+    float *inp = fx_floats(doc, "inp", ni), *w = fx_floats(doc, "w", nw);
+    float *bias = fx_floats(doc, "bias", OC), *dout = fx_floats(doc, "dout", no);
+    float *out = nanv(no), *dinp = nanv(ni), *dw = calloc(nw, 4), *db = calloc(OC, 4);
+    ops->matmul_forward(ops->ctx, out, inp, w, bias, N, IC, OC);
+    ops->matmul_backward(ops->ctx, dinp, dw, db, dout, inp, w, N, IC, OC);
+    expect_fixture(doc, "out", out, no, 1e-5, 1e-4);
+    expect_fixture(doc, "dinp", dinp, ni, 1e-4, 1e-3);
+    expect_fixture(doc, "dw", dw, nw, 1e-4, 1e-3);
+    expect_fixture(doc, "dbias", db, OC, 1e-4, 1e-3);
+    free(inp), free(w), free(bias), free(dout), free(out), free(dinp), free(dw), free(db);
+    cJSON_Delete(doc);
+
+    doc = fixture("swiglu");
+    N = (int32_t)fx_dim(doc, "N");
+    int32_t I = (int32_t)fx_dim(doc, "I");
+    size_t n = (size_t)N * I;
+    float *gate = fx_floats(doc, "gate", n), *up = fx_floats(doc, "up", n);
+    float *d = fx_floats(doc, "dout", n), *o = nanv(n), *dg = nanv(n), *du = nanv(n);
+    ops->swiglu_forward(ops->ctx, o, gate, up, N, I);
+    ops->swiglu_backward(ops->ctx, dg, du, d, gate, up, N, I);
+    expect_fixture(doc, "out", o, n, 1e-5, 1e-4);
+    expect_fixture(doc, "dgate", dg, n, 1e-4, 1e-3);
+    expect_fixture(doc, "dup", du, n, 1e-4, 1e-3);
+    free(gate), free(up), free(d), free(o), free(dg), free(du);
+    cJSON_Delete(doc);
+}
+END_TEST
+
+START_TEST(pytorch_llama_rmsnorm_and_rope) {
+    cJSON *doc = fixture("rmsnorm");
+    int32_t N = (int32_t)fx_dim(doc, "N"), C = (int32_t)fx_dim(doc, "C");
+    size_t n = (size_t)N * C;
+    float *inp = fx_floats(doc, "inp", n), *w = fx_floats(doc, "w", C);
+    float *dout = fx_floats(doc, "dout", n), *out = nanv(n), *rstd = nanv(N), *dinp = nanv(n);
+    float *dw = calloc(C, 4);
+    ops->rmsnorm_forward(ops->ctx, out, rstd, inp, w, N, C, (float)fx_dim(doc, "eps"));
+    ops->rmsnorm_backward(ops->ctx, dinp, dw, dout, inp, w, rstd, N, C);
+    expect_fixture(doc, "out", out, n, 1e-5, 1e-4);
+    expect_fixture(doc, "dinp", dinp, n, 1e-4, 1e-3);
+    expect_fixture(doc, "dw", dw, C, 1e-4, 1e-3);
+    free(inp), free(w), free(dout), free(out), free(rstd), free(dinp), free(dw);
+    cJSON_Delete(doc);
+
+    doc = fixture("rope");
+    N = (int32_t)fx_dim(doc, "N");
+    int32_t NH = (int32_t)fx_dim(doc, "NH"), HD = (int32_t)fx_dim(doc, "HD");
+    n = (size_t)N * NH * HD;
+    int32_t *pos = fx_ints(doc, "pos", N);
+    float *x = fx_floats(doc, "inp", n), *d = fx_floats(doc, "dout", n);
+    float *y = nanv(n), *dx = nanv(n);
+    ops->rope_forward(ops->ctx, y, x, pos, N, NH, HD, (float)fx_dim(doc, "theta"));
+    ops->rope_backward(ops->ctx, dx, d, pos, N, NH, HD, (float)fx_dim(doc, "theta"));
+    expect_fixture(doc, "out", y, n, 1e-4, 1e-4);
+    expect_fixture(doc, "dinp", dx, n, 1e-4, 1e-4);
+    free(pos), free(x), free(d), free(y), free(dx);
+    cJSON_Delete(doc);
+}
+END_TEST
+
+START_TEST(pytorch_gqa_attention_with_left_padding) {
+    cJSON *doc = fixture("attention");
+    int32_t B = (int32_t)fx_dim(doc, "B"), T = (int32_t)fx_dim(doc, "T");
+    int32_t NH = (int32_t)fx_dim(doc, "NH"), NKV = (int32_t)fx_dim(doc, "NKV");
+    int32_t HD = (int32_t)fx_dim(doc, "HD");
+    size_t nq = (size_t)B * T * NH * HD, nkv = (size_t)B * T * NKV * HD, nl = (size_t)B * NH * T;
+    int32_t *mask = fx_ints(doc, "mask", (size_t)B * T);
+    float *q = fx_floats(doc, "q", nq), *k = fx_floats(doc, "k", nkv);
+    float *v = fx_floats(doc, "v", nkv);
+    float *dout = fx_floats(doc, "dout", nq), *out = nanv(nq), *lse = nanv(nl);
+    float *dq = nanv(nq), *dk = nanv(nkv), *dv = nanv(nkv);
+    ops->attention_forward(ops->ctx, out, lse, q, k, v, mask, B, T, NH, NKV, HD);
+    ops->attention_backward(ops->ctx, dq, dk, dv, dout, out, lse, q, k, v, mask, B, T, NH, NKV,
+                            HD);
+    expect_fixture(doc, "out", out, nq, 1e-5, 1e-4);
+    expect_fixture(doc, "lse", lse, nl, 1e-5, 1e-4);
+    expect_fixture(doc, "dq", dq, nq, 1e-4, 1e-3);
+    expect_fixture(doc, "dk", dk, nkv, 1e-4, 1e-3);
+    expect_fixture(doc, "dv", dv, nkv, 1e-4, 1e-3);
+    free(mask), free(q), free(k), free(v), free(dout), free(out), free(lse), free(dq), free(dk);
+    free(dv);
+    cJSON_Delete(doc);
+}
+END_TEST
+
+START_TEST(pytorch_fused_head) {
+    cJSON *doc = fixture("head");
+    int32_t N = (int32_t)fx_dim(doc, "N"), C = (int32_t)fx_dim(doc, "C");
+    int32_t V = (int32_t)fx_dim(doc, "V");
+    float scale = (float)fx_dim(doc, "scale");
+    float *hidden = fx_floats(doc, "hidden", (size_t)N * C);
+    float *w = fx_floats(doc, "w", (size_t)V * C);
+    int32_t *targets = fx_ints(doc, "targets", N);
+    float *dlogp = fx_floats(doc, "dlogp", N), *logp = nanv(N), *lse = nanv(N), *ent = nanv(N);
+    float *dh = nanv((size_t)N * C), *dw = calloc((size_t)V * C, 4);
+    ops->head_forward(ops->ctx, logp, lse, ent, hidden, w, targets, N, C, V, scale);
+    ops->head_backward(ops->ctx, dh, dw, dlogp, hidden, w, targets, lse, N, C, V, scale);
+    expect_fixture(doc, "logp", logp, N, 1e-5, 1e-5);
+    /* torch computed lse and entropy for every row; ops.h skips rows without a target (0) */
+    for (int32_t n = 0; n < N; n++)
+        if (targets[n] < 0) {
+            ck_assert(lse[n] == 0.0f && ent[n] == 0.0f);
+            double *all = fx_doubles(doc, "lse", N), *ea = fx_doubles(doc, "entropy", N);
+            lse[n] = (float)all[n], ent[n] = (float)ea[n];
+            free(all), free(ea);
+        }
+    expect_fixture(doc, "lse", lse, N, 1e-5, 1e-5);
+    expect_fixture(doc, "entropy", ent, N, 1e-5, 1e-4);
+    expect_fixture(doc, "dhidden", dh, (size_t)N * C, 1e-4, 1e-3);
+    expect_fixture(doc, "dw", dw, (size_t)V * C, 1e-5, 1e-3);
+    free(hidden), free(w), free(targets), free(dlogp), free(logp), free(lse), free(ent), free(dh);
+    free(dw);
+    cJSON_Delete(doc);
+}
+END_TEST
+
+START_TEST(pytorch_adamw_three_steps) {
+    cJSON *doc = fixture("adamw");
+    int32_t n = (int32_t)fx_dim(doc, "n"), steps = (int32_t)fx_dim(doc, "steps");
+    float *p = fx_floats(doc, "param0", n), *g = fx_floats(doc, "grads", (size_t)steps * n);
+    float *m = calloc(n, 4), *v = calloc(n, 4);
+    for (int32_t t = 1; t <= steps; t++)
+        ops->adamw(ops->ctx, p, g + (size_t)(t - 1) * n, m, v, n, fx_dim(doc, "lr"),
+                   fx_dim(doc, "beta1"), fx_dim(doc, "beta2"), fx_dim(doc, "eps"),
+                   fx_dim(doc, "weight_decay"), t);
+    expect_fixture(doc, "param", p, n, 1e-7, 1e-7);
+    expect_fixture(doc, "m", m, n, 1e-7, 1e-7);
+    expect_fixture(doc, "v", v, n, 1e-7, 1e-7);
+    free(p), free(g), free(m), free(v);
+    cJSON_Delete(doc);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("kernels");
     TCase *tc = tcase_create("cpu");
@@ -847,12 +1201,24 @@ int main(void) {
     tcase_add_test(tc, elementwise_ops_match_reference);
     tcase_add_test(tc, attention_forward_matches_reference_gqa);
     tcase_add_test(tc, attention_padded_keys_get_no_attention);
+    tcase_add_test(tc, attention_all_padding_row_is_zero);
     tcase_add_test(tc, attention_backward_finite_differences);
     tcase_add_test(tc, attention_decode_equals_last_row_of_forward);
     tcase_add_test(tc, head_forward_matches_reference);
     tcase_add_test(tc, head_backward_finite_differences);
+    tcase_add_test(tc, fast_exp_within_2ulp);
+    tcase_add_test(tc, results_do_not_depend_on_thread_count);
+    tcase_add_test(tc, same_thread_count_gives_same_bits);
     tcase_add_test(tc, adamw_two_steps_by_hand);
     suite_add_tcase(s, tc);
+    TCase *pt = tcase_create("pytorch");
+    tcase_add_checked_fixture(pt, setup, teardown);
+    tcase_add_test(pt, pytorch_matmul_and_swiglu);
+    tcase_add_test(pt, pytorch_llama_rmsnorm_and_rope);
+    tcase_add_test(pt, pytorch_gqa_attention_with_left_padding);
+    tcase_add_test(pt, pytorch_fused_head);
+    tcase_add_test(pt, pytorch_adamw_three_steps);
+    suite_add_tcase(s, pt);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);

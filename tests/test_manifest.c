@@ -36,6 +36,11 @@ static int parse_text(const char *text, grpo_pack *pack, grpo_error *err) {
 }
 
 /* Parses text, expects failure with exactly "PATH:LINE: why". */
+/* "MAJOR.MINOR" of this SDK, as the manifest reader suggests it. */
+#define GRPO_STR2(x) #x
+#define GRPO_STR(x) GRPO_STR2(x)
+#define GRPO_ABI_TEXT GRPO_STR(GRPO_ABI_MAJOR) "." GRPO_STR(GRPO_ABI_MINOR)
+
 static void expect_error(const char *text, int line, const char *why) {
     grpo_pack pack;
     grpo_error err;
@@ -176,7 +181,7 @@ START_TEST(pack_section_is_checked) {
                     "dir)");
     expect_error("[pack]\nname = demo\nversion = 1\nabi = 1\nlibrary = a.so\n[demo.f]\n"
                  "kind = reward\ndescription = x\n",
-                 4, "abi '1' is not MAJOR.MINOR; expected e.g. abi = 1.0");
+                 4, "abi '1' is not MAJOR.MINOR; expected e.g. abi = " GRPO_ABI_TEXT);
     expect_error("[pack]\nname = de.mo\nversion = 1\nabi = 1.0\nlibrary = a.so\n", 2,
                  "pack name 'de.mo' is not a plain name; expected letters, digits, '_' or '-' "
                  "(no '.' or ':')");

@@ -19,6 +19,7 @@
 #include "registry.h"
 #include "safetensors.h"
 #include "sampler.h"
+#include "seqbatch.h"
 
 static const char *const fixtures[] = {"llama", "qwen2", "qwen3"};
 #define N_FIXTURES 3
@@ -185,6 +186,45 @@ START_TEST(sampling_is_reproducible_per_seed) {
 }
 END_TEST
 
+/* The trainer's view of a rollout (seqbatch.h: prompt + completion, targets at P-1+j, logits
+ * scaled by 1/temperature) gives each sampled token the log-prob it was drawn with. This pins
+ * the column alignment between sampling and training. Tolerance 1e-4: the same model through
+ * two paths (KV-cached decode vs. one full forward), fp32. */
+START_TEST(training_logp_equals_sampling_logp) {
+    fixture f;
+    fixture_open(&f, fixtures[_i]);
+    grpo_error err;
+    grpo_error_init(&err);
+    const int32_t G = 3;
+    const float temp = 0.7f;
+    grpo_sampler_opts o = greedy_opts(G, f.N);
+    o.sampling.temperature = temp;
+    o.eos[0] = 5, o.n_eos = 1;
+    grpo_rng rng;
+    grpo_rng_seed(&rng, 9);
+    grpo_rollout r = {0};
+    ck_ok(grpo_sampler_run(f.m, &o, f.prompt, f.mask, f.R, f.P, &rng, &r, &err), &err);
+    int32_t T = 1;
+    for (int32_t n = 0; n < r.N; n++) T = r.len[n] > T ? r.len[n] : T;
+    grpo_seqbatch sb = {0};
+    ck_ok(grpo_seqbatch_from_rollout(&sb, f.ops, f.prompt, f.mask, f.P, G, &r, 0, r.N, T, PAD,
+                                     &err), &err);
+    ck_ok(grpo_seqbatch_forward(&sb, f.m, 0, 1.0f / temp, &err), &err);
+    float *logp = malloc((size_t)r.N * T * sizeof(float));
+    grpo_seqbatch_completion(&sb, sb.logp, f.P, T, logp);
+    for (int32_t n = 0; n < r.N; n++)
+        for (int32_t j = 0; j < r.len[n]; j++) {
+            float want = r.logp[(size_t)n * r.T + j], got = logp[(size_t)n * T + j];
+            ck_assert_msg(fabsf(got - want) <= 1e-4f, "%s row %d token %d: training logp %.6f, "
+                          "sampling logp %.6f", fixtures[_i], n, j, got, want);
+        }
+    free(logp);
+    grpo_seqbatch_free(&sb);
+    grpo_rollout_free(&r);
+    fixture_close(&f);
+}
+END_TEST
+
 START_TEST(right_padded_prompt_is_refused) {
     fixture f;
     fixture_open(&f, fixtures[0]);
@@ -210,6 +250,7 @@ int main(void) {
     tcase_add_loop_test(tc, greedy_rows_equal_transformers_generate, 0, N_FIXTURES);
     tcase_add_loop_test(tc, eos_ends_rows_and_cuts_the_mask, 0, N_FIXTURES);
     tcase_add_loop_test(tc, sampling_is_reproducible_per_seed, 0, N_FIXTURES);
+    tcase_add_loop_test(tc, training_logp_equals_sampling_logp, 0, N_FIXTURES);
     tcase_add_test(tc, right_padded_prompt_is_refused);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);

@@ -18,7 +18,7 @@
 
 #define FIX GRPO_SOURCE_DIR "/tests/fixtures/tokenizer"
 
-/* ---- fixture helpers ----------------------------------------------------------------------- */
+/* ---- fixture helpers ------------------------------------------------------------------------- */
 static cJSON *load_json(const char *path) {
     FILE *f = fopen(path, "rb");
     ck_assert_msg(f != NULL, "cannot open %s", path);
@@ -114,8 +114,10 @@ static int check_encode(const char *name, grpo_tokenizer *tok, const corpus *c, 
         ck_assert_int_eq(grpo_tokenizer_encode(tok, c->text[i], c->len[i], 0, &b, &err), GRPO_OK);
         const cJSON *want_b = cJSON_GetArrayItem(plain ? plain : enc, i);
         int good = ids_equal(&a, cJSON_GetArrayItem(enc, i)) && ids_equal(&b, want_b);
-        if (!good) print_mismatch(name, i, ids_equal(&a, cJSON_GetArrayItem(enc, i)) ? &b : &a,
-                                  ids_equal(&a, cJSON_GetArrayItem(enc, i)) ? want_b : cJSON_GetArrayItem(enc, i));
+        if (!good)
+            print_mismatch(name, i, ids_equal(&a, cJSON_GetArrayItem(enc, i)) ? &b : &a,
+                           ids_equal(&a, cJSON_GetArrayItem(enc, i)) ? want_b
+                                                                     : cJSON_GetArrayItem(enc, i));
         ok += good;
         grpo_tok_ids_free(&a), grpo_tok_ids_free(&b);
     }
@@ -162,7 +164,8 @@ static int decode_matches(grpo_tokenizer *tok, const cJSON *ids, int skip, const
 /* Decodes the expected encodings and the decode_cases; returns the number of mismatches. */
 static int check_decode(const char *name, grpo_tokenizer *tok, const cJSON *exp) {
     const cJSON *enc = cJSON_GetObjectItem(exp, "encode");
-    const cJSON *dec = cJSON_GetObjectItem(exp, "decode"), *skip = cJSON_GetObjectItem(exp, "decode_skip");
+    const cJSON *dec = cJSON_GetObjectItem(exp, "decode"),
+                *skip = cJSON_GetObjectItem(exp, "decode_skip");
     const cJSON *cases = cJSON_GetObjectItem(exp, "decode_cases"), *e;
     int bad = 0, n = 0;
     for (int i = 0; i < cJSON_GetArraySize(enc); i++, n++) {
@@ -175,32 +178,58 @@ static int check_decode(const char *name, grpo_tokenizer *tok, const cJSON *exp)
         bad += !decode_matches(tok, ids, 1, cJSON_GetObjectItem(e, "text_skip"));
         n++;
     }
-    printf("parity %-14s decode: %d mismatches in %d id lists x 2 (skip_special off/on)\n", name, bad, n);
+    printf("parity %-14s decode: %d mismatches in %d id lists x 2 (skip_special off/on)\n", name,
+           bad, n);
     return bad;
+}
+
+static uint64_t fnv1a64(const char *s) {
+    uint64_t h = 0xCBF29CE484222325ull;
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 0x100000001B3ull;
+    return h;
+}
+
+/* bos/eos/pad and the chat template as transformers' AutoTokenizer reads them (when recorded). */
+static void check_config(const char *name, grpo_tokenizer *tok, const cJSON *exp) {
+    const cJSON *cfg = cJSON_GetObjectItem(exp, "config");
+    if (!cfg) return;
+    ck_assert_int_eq(grpo_tokenizer_bos_id(tok), cJSON_GetObjectItem(cfg, "bos_id")->valueint);
+    ck_assert_int_eq(grpo_tokenizer_eos_id(tok), cJSON_GetObjectItem(cfg, "eos_id")->valueint);
+    ck_assert_int_eq(grpo_tokenizer_pad_id(tok), cJSON_GetObjectItem(cfg, "pad_id")->valueint);
+    const char *ct = grpo_tokenizer_chat_template(tok);
+    ck_assert_ptr_nonnull(ct);
+    ck_assert_int_eq((int)strlen(ct), cJSON_GetObjectItem(cfg, "chat_template_len")->valueint);
+    char hex[17];
+    snprintf(hex, sizeof hex, "%016llx", (unsigned long long)fnv1a64(ct));
+    ck_assert_str_eq(hex, cJSON_GetObjectItem(cfg, "chat_template_fnv1a64")->valuestring);
+    printf("parity %-14s config: bos/eos/pad and chat template (%d bytes) match transformers\n",
+           name, (int)strlen(ct));
 }
 
 static void check_parity(const char *name, const char *tok_path, const char *exp_path, int decode) {
     corpus c = load_corpus();
     cJSON *exp = load_json(exp_path);
     grpo_tokenizer *tok = load_ok(tok_path);
+    check_config(name, tok, exp);
     int ok = check_encode(name, tok, &c, exp);
     int bad = decode ? check_decode(name, tok, exp) : 0;
-    ck_assert_msg(ok == c.n, "%s: %d of %d corpus entries differ from tokenizers", name, c.n - ok, c.n);
+    ck_assert_msg(ok == c.n, "%s: %d of %d corpus entries differ from tokenizers", name, c.n - ok,
+                  c.n);
     ck_assert_msg(bad == 0, "%s: %d decodes differ from tokenizers", name, bad);
     grpo_tokenizer_free(tok);
     cJSON_Delete(exp);
     free_corpus(&c);
 }
 
-/* ---- parity ------------------------------------------------------------------------------- */
+/* ---- parity ---------------------------------------------------------------------------------- */
 START_TEST(tiny_matches_tokenizers) {
     check_parity("tiny", FIX "/tiny", FIX "/expected_tiny.json", 1);
 }
 END_TEST
 
-static const char *variants[] = {"qwen2_split", "llama3_split",  "prefix_space", "no_regex",
-                                 "removed",     "merged_prev",   "merged_next",  "contiguous",
-                                 "invert",      "invert_removed"};
+static const char *variants[] = {"qwen2_split", "llama3_split",   "prefix_space", "no_regex",
+                                 "removed",     "merged_prev",    "merged_next",  "contiguous",
+                                 "invert",      "invert_removed", "qwen2_nfc",    "nfd"};
 
 START_TEST(variant_matches_tokenizers) {
     char tok[512], exp[512];
@@ -212,7 +241,8 @@ END_TEST
 
 static void shared_parity(const char *name) {
     char tok[512], exp[512];
-    snprintf(tok, sizeof tok, GRPO_SHARED_DIR "/data/%s/tokenizer.json", name);
+    const char *shared = getenv("GRPO_SHARED_DIR"); /* the environment may point elsewhere */
+    snprintf(tok, sizeof tok, "%s/data/%s/tokenizer.json", shared ? shared : GRPO_SHARED_DIR, name);
     snprintf(exp, sizeof exp, FIX "/expected_%s.json", name);
     if (access(tok, R_OK) != 0) {
         printf("SKIP: %s not found (shared MiniMind tokenizer parity not checked)\n", tok);
@@ -227,18 +257,20 @@ END_TEST
 START_TEST(minimind3_matches_tokenizers) { shared_parity("minimind3"); }
 END_TEST
 
-/* ---- accessors and config ------------------------------------------------------------------ */
+/* ---- accessors and config -------------------------------------------------------------------- */
 START_TEST(config_gives_special_ids_and_template) {
     grpo_tokenizer *tok = load_ok(FIX "/tiny/tokenizer.json");
     ck_assert_int_eq(grpo_tokenizer_vocab_size(tok), 517); /* 512 trained + 5 added */
     ck_assert_int_eq(grpo_tokenizer_bos_id(tok), grpo_tokenizer_token_to_id(tok, "<|im_start|>"));
-    ck_assert_int_eq(grpo_tokenizer_eos_id(tok), 2); /* {"content": "<|im_end|>"} form */
+    ck_assert_int_eq(grpo_tokenizer_eos_id(tok),
+                     2); /* {"__type": "AddedToken", "content": ...} form */
     ck_assert_int_eq(grpo_tokenizer_pad_id(tok), 0);
     ck_assert_ptr_nonnull(grpo_tokenizer_chat_template(tok));
     ck_assert(strstr(grpo_tokenizer_chat_template(tok), "<|im_start|>") != NULL);
     ck_assert_int_eq(grpo_tokenizer_token_to_id(tok, "<think>"), 512);
     ck_assert_str_eq(grpo_tokenizer_id_to_token(tok, 512), "<think>");
-    ck_assert_int_eq(grpo_tokenizer_token_to_id(tok, "Ġ"), grpo_tokenizer_token_to_id(tok, "\xc4\xa0"));
+    ck_assert_int_eq(grpo_tokenizer_token_to_id(tok, "Ġ"),
+                     grpo_tokenizer_token_to_id(tok, "\xc4\xa0"));
     ck_assert_ptr_null(grpo_tokenizer_id_to_token(tok, 517));
     ck_assert_ptr_null(grpo_tokenizer_id_to_token(tok, -1));
     ck_assert_int_eq(grpo_tokenizer_token_to_id(tok, "no such token"), -1);
@@ -259,7 +291,9 @@ START_TEST(single_bytes_use_the_byte_level_alphabet) {
     grpo_tokenizer *tok = load_ok(FIX "/tiny");
     grpo_error err;
     grpo_error_init(&err);
-    struct { const char *text, *token; } cases[] = {{"A", "A"}, {" ", "\xc4\xa0"}, {"\n", "\xc4\x8a"}};
+    struct {
+        const char *text, *token;
+    } cases[] = {{"A", "A"}, {" ", "\xc4\xa0"}, {"\n", "\xc4\x8a"}};
     for (int i = 0; i < 3; i++) {
         grpo_tok_ids ids = {0};
         ck_assert_int_eq(grpo_tokenizer_encode(tok, cases[i].text, 1, 0, &ids, &err), GRPO_OK);
@@ -271,14 +305,19 @@ START_TEST(single_bytes_use_the_byte_level_alphabet) {
 }
 END_TEST
 
-/* ---- host services ------------------------------------------------------------------------- */
+/* ---- host services --------------------------------------------------------------------------- */
 START_TEST(host_services_truncate_and_report_full_length) {
     grpo_tokenizer *tok = load_ok(FIX "/tiny");
     grpo_error err;
     grpo_error_init(&err);
+    /* as a plugin sees them: through the host table */
+    grpo_host host = {.struct_size = sizeof host,
+                      .tokenizer = tok,
+                      .tokenize = grpo_host_tokenize,
+                      .detokenize = grpo_host_detokenize};
     const char *text = "<|im_start|>user\nhello world<|im_end|>";
     int32_t ids[64];
-    int32_t n = grpo_host_tokenize(tok, text, ids, 64, &err);
+    int32_t n = host.tokenize(host.tokenizer, text, ids, 64, &err);
     ck_assert_int_gt(n, 3);
     ck_assert_int_le(n, 64);
     ck_assert_int_eq(ids[0], 1);
@@ -287,17 +326,19 @@ START_TEST(host_services_truncate_and_report_full_length) {
     ck_assert_int_eq(few[0], 1);
     ck_assert_int_eq(few[1], -7);
     char out[256];
-    ck_assert_int_eq(grpo_host_detokenize(tok, ids, n, out, sizeof out, &err), (int32_t)strlen(text));
+    ck_assert_int_eq(grpo_host_detokenize(tok, ids, n, out, sizeof out, &err),
+                     (int32_t)strlen(text));
     ck_assert_str_eq(out, text);
     char small[6];
-    ck_assert_int_eq(grpo_host_detokenize(tok, ids, n, small, sizeof small, &err), (int32_t)strlen(text));
+    ck_assert_int_eq(grpo_host_detokenize(tok, ids, n, small, sizeof small, &err),
+                     (int32_t)strlen(text));
     ck_assert_str_eq(small, "<|im_");
     ck_assert_int_lt(grpo_host_tokenize(tok, NULL, ids, 64, &err), 0);
     grpo_tokenizer_free(tok);
 }
 END_TEST
 
-/* ---- errors -------------------------------------------------------------------------------- */
+/* ---- errors ---------------------------------------------------------------------------------- */
 static char tmpdir[256];
 
 static const char *write_tmp(const char *json) {
@@ -329,23 +370,44 @@ static void expect_load_error(const char *json, const char *want1, const char *w
     ck_assert_ptr_null(tok);
     ck_assert_msg(strstr(err.message, path) != NULL, "message names no file: %s", err.message);
     ck_assert_msg(strstr(err.message, want1) != NULL, "'%s' not in: %s", want1, err.message);
-    if (want2) ck_assert_msg(strstr(err.message, want2) != NULL, "'%s' not in: %s", want2, err.message);
+    if (want2)
+        ck_assert_msg(strstr(err.message, want2) != NULL, "'%s' not in: %s", want2, err.message);
     cleanup_tmp();
 }
 
-#define MODEL_OK "\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": 1, \"ab\": 2}, \"merges\": [\"a b\"]}"
+#define MODEL_OK                                                                                   \
+    "\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": 1, \"ab\": 2}, \"merges\": [\"a " \
+    "b\"]}"
 
 START_TEST(bad_files_fail_clearly) {
     expect_load_error("{\"model\": {\"type\": \"BPE\", ", "malformed JSON", NULL);
-    expect_load_error("{\"model\": {\"type\": \"Unigram\", \"vocab\": []}}", "Unigram", "not supported");
-    expect_load_error("{\"model\": {\"type\": \"WordPiece\", \"vocab\": {}}}", "WordPiece", "not supported");
-    expect_load_error("{" MODEL_OK ", \"normalizer\": {\"type\": \"NFC\"}}", "normalizer 'NFC'", "not supported");
-    expect_load_error("{" MODEL_OK ", \"pre_tokenizer\": {\"type\": \"Whitespace\"}}", "Whitespace", "not supported");
-    expect_load_error("{" MODEL_OK ", \"decoder\": {\"type\": \"WordPiece\"}}", "decoder 'WordPiece'", NULL);
-    expect_load_error("{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": [\"a c\"]}}",
-                      "merges[0]", "'c' is not in the vocab");
-    expect_load_error("{" MODEL_OK ", \"pre_tokenizer\": {\"type\": \"Split\", \"pattern\": {\"Regex\": \"(\"}, "
-                      "\"behavior\": \"Isolated\", \"invert\": false}}", "does not compile", NULL);
+    expect_load_error("{\"model\": {\"type\": \"Unigram\", \"vocab\": []}}", "Unigram",
+                      "not supported");
+    expect_load_error("{\"model\": {\"type\": \"WordPiece\", \"vocab\": {}}}", "WordPiece",
+                      "not supported");
+    expect_load_error("{" MODEL_OK ", \"normalizer\": {\"type\": \"NFKC\"}}", "normalizer 'NFKC'",
+                      "not supported");
+    expect_load_error("{" MODEL_OK ", \"pre_tokenizer\": {\"type\": \"Whitespace\"}}", "Whitespace",
+                      "not supported");
+    expect_load_error("{" MODEL_OK ", \"decoder\": {\"type\": \"WordPiece\"}}",
+                      "decoder 'WordPiece'", NULL);
+    expect_load_error(
+        "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": [\"a c\"]}}",
+        "merges[0]", "'c' is not in the vocab");
+    expect_load_error("{" MODEL_OK
+                      ", \"pre_tokenizer\": {\"type\": \"Split\", \"pattern\": {\"Regex\": \"(\"}, "
+                      "\"behavior\": \"Isolated\", \"invert\": false}}",
+                      "does not compile", NULL);
+    expect_load_error("{" MODEL_OK ", \"added_tokens\": [{\"id\": 1e12, \"content\": \"<x>\"}]}",
+                      "added_tokens[0]", "\"id\" in [0,");
+    expect_load_error(
+        "{" MODEL_OK ", \"post_processor\": {\"type\": \"TemplateProcessing\", \"single\": "
+        "[{\"SpecialToken\": {\"id\": \"<s>\"}}], \"special_tokens\": {\"<s>\": {\"ids\": [7]}}}}",
+        "post_processor", "out of the vocabulary");
+    expect_load_error("{" MODEL_OK ", \"post_processor\": {\"type\": \"RobertaProcessing\"}}",
+                      "post_processor 'RobertaProcessing'", "not supported");
+    expect_load_error("{" MODEL_OK ", \"truncation\": {\"max_length\": 8}}", "truncation",
+                      "not supported");
     grpo_error err;
     grpo_error_init(&err);
     grpo_tokenizer *tok = NULL;
@@ -376,7 +438,139 @@ START_TEST(minimal_model_merges_and_joins) {
 }
 END_TEST
 
-/* ---- the command line ----------------------------------------------------------------------- */
+/* ---- properties and fuzzing ------------------------------------------------------------------ */
+static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
+static uint32_t rnd(uint32_t n) { /* xorshift64*, deterministic */
+    rng_state ^= rng_state >> 12, rng_state ^= rng_state << 25, rng_state ^= rng_state >> 27;
+    return (uint32_t)((rng_state * 0x2545F4914F6CDD1Dull) >> 33) % n;
+}
+
+/* Random bytes: ASCII, whitespace, UTF-8 characters, cut characters, special tokens. */
+static size_t random_text(char *buf, size_t cap) {
+    static const char *bits[] = {"hello",
+                                 " ",
+                                 "  ",
+                                 "\t",
+                                 "\n",
+                                 "\r\n",
+                                 "\xe4\xbd\xa0\xe5\xa5\xbd",
+                                 "\xf0\x9f\x98\x80",
+                                 "\xe4\xbd",
+                                 "\xff",
+                                 "\x80",
+                                 "<|im_end|>",
+                                 "<think>",
+                                 "foo_bar",
+                                 "'s",
+                                 "123",
+                                 "e\xcc\x81",
+                                 "\xc2\xa0",
+                                 "\x00"};
+    size_t n = 0, parts = 1 + rnd(20);
+    for (size_t p = 0; p < parts; p++) {
+        if (rnd(3) == 0) {
+            size_t k = 1 + rnd(6);
+            for (size_t i = 0; i < k && n < cap; i++) buf[n++] = (char)rnd(256);
+        } else {
+            const char *b = bits[rnd(sizeof bits / sizeof *bits)];
+            size_t len = strcmp(b, "\x00") == 0 ? 1 : strlen(b);
+            for (size_t i = 0; i < len && n < cap; i++) buf[n++] = b[i];
+        }
+    }
+    return n;
+}
+
+/* Byte-level BPE loses nothing: decode(encode(x)) is x with invalid UTF-8 replaced by U+FFFD
+ * (Python's bytes.decode("utf-8", "replace") gives the same; here U+FFFD runs are compared through
+ * a second encode/decode, which must be a fixed point). */
+START_TEST(decode_inverts_encode_on_random_bytes) {
+    const char *paths[] = {FIX "/tiny", FIX "/variants/qwen2_split"};
+    grpo_error err;
+    grpo_error_init(&err);
+    for (int t = 0; t < 2; t++) {
+        grpo_tokenizer *tok = load_ok(paths[t]);
+        for (int it = 0; it < 2000; it++) {
+            char buf[256];
+            size_t n = random_text(buf, sizeof buf);
+            int valid = 1;
+            for (size_t i = 0; i < n; i++) valid &= (unsigned char)buf[i] < 0x80;
+            grpo_tok_ids ids = {0}, ids2 = {0};
+            grpo_tok_text back = {0}, back2 = {0};
+            ck_assert_int_eq(grpo_tokenizer_encode(tok, buf, n, 0, &ids, &err), GRPO_OK);
+            ck_assert_int_eq(grpo_tokenizer_decode(tok, ids.data, ids.n, 0, &back, &err), GRPO_OK);
+            if (valid) { /* pure ASCII: exactly the input */
+                ck_assert_uint_eq(back.n, n);
+                ck_assert(memcmp(back.data, buf, n) == 0);
+            }
+            ck_assert_int_eq(grpo_tokenizer_encode(tok, back.data, back.n, 0, &ids2, &err),
+                             GRPO_OK);
+            ck_assert_int_eq(grpo_tokenizer_decode(tok, ids2.data, ids2.n, 0, &back2, &err),
+                             GRPO_OK);
+            ck_assert_uint_eq(back2.n, back.n);
+            ck_assert(memcmp(back2.data, back.data, back.n) == 0);
+            grpo_tok_ids_free(&ids), grpo_tok_ids_free(&ids2);
+            grpo_tok_text_free(&back), grpo_tok_text_free(&back2);
+        }
+        grpo_tokenizer_free(tok);
+    }
+}
+END_TEST
+
+/* A damaged tokenizer.json (truncated, bytes flipped, ranges deleted) either loads or fails with a
+ * message naming the file; it never crashes (run under ASan/UBSan in the sanitizer build). */
+START_TEST(damaged_json_fails_cleanly) {
+    FILE *f = fopen(FIX "/tiny/tokenizer.json", "rb");
+    ck_assert_ptr_nonnull(f);
+    char *orig = malloc(1 << 20);
+    size_t n = fread(orig, 1, (1 << 20) - 1, f);
+    fclose(f);
+    char *buf = malloc(n + 1);
+    int loaded = 0, failed = 0;
+    for (int it = 0; it < 300; it++) {
+        memcpy(buf, orig, n);
+        size_t m = n;
+        switch (rnd(4)) {
+        case 0: m = rnd((uint32_t)n); break; /* truncated */
+        case 1:
+            for (int k = 0; k < 4; k++) buf[rnd((uint32_t)n)] = "\"{}[],:0a\\"[rnd(11)];
+            break;
+        case 2: {
+            size_t a = rnd((uint32_t)n), b = a + rnd(64);
+            if (b > n) b = n;
+            memmove(buf + a, buf + b, n - b);
+            m = n - (b - a);
+            break;
+        }                                                       /* a range deleted */
+        default: buf[rnd((uint32_t)n)] = (char)rnd(256); break; /* any byte */
+        }
+        buf[m] = 0;
+        char *copy = strndup(buf, m);
+        const char *path = write_tmp(copy);
+        free(copy);
+        grpo_error err;
+        grpo_error_init(&err);
+        grpo_tokenizer *tok = NULL;
+        if (grpo_tokenizer_load(path, &tok, &err) == GRPO_OK) {
+            grpo_tok_ids ids = {0};
+            grpo_tokenizer_encode(tok, "Hello <|im_end|> 你好", strlen("Hello <|im_end|> 你好"), 1,
+                                  &ids, &err);
+            grpo_tok_ids_free(&ids);
+            grpo_tokenizer_free(tok);
+            loaded++;
+        } else {
+            ck_assert_msg(strstr(err.message, path) != NULL, "message names no file: %s",
+                          err.message);
+            failed++;
+        }
+        cleanup_tmp();
+    }
+    printf("damaged tokenizer.json: %d loaded, %d refused with a message\n", loaded, failed);
+    ck_assert_int_gt(failed, 100);
+    free(buf), free(orig);
+}
+END_TEST
+
+/* ---- the command line ------------------------------------------------------------------------ */
 /* `grpo tokenize` on the single-line corpus entries prints exactly the expected id arrays, and
  * `--decode` turns them back into the lines. */
 START_TEST(cli_tokenize_round_trips) {
@@ -441,7 +635,47 @@ START_TEST(cli_tokenize_round_trips) {
 }
 END_TEST
 
-/* ---- concurrency --------------------------------------------------------------------------- */
+/* ---- model options (hand-computable; each also checked with tokenizers 0.23.3) --------------- */
+/* Encodes text with a tokenizer.json holding only a BPE model with the given fields. */
+static void expect_ids(const char *model_fields, const char *text, const int32_t *want, int n) {
+    char json[1024];
+    snprintf(json, sizeof json, "{\"model\": {\"type\": \"BPE\", %s}}", model_fields);
+    grpo_tokenizer *tok = load_ok(write_tmp(json));
+    cleanup_tmp();
+    grpo_error err;
+    grpo_error_init(&err);
+    grpo_tok_ids ids = {0};
+    ck_assert_int_eq(grpo_tokenizer_encode(tok, text, strlen(text), 1, &ids, &err), GRPO_OK);
+    ck_assert_msg((int)ids.n == n, "'%s' with %s: %zu ids, want %d", text, model_fields, ids.n, n);
+    for (int i = 0; i < n; i++) ck_assert_int_eq(ids.data[i], want[i]);
+    grpo_tok_ids_free(&ids);
+    grpo_tokenizer_free(tok);
+}
+
+#define ABC_VOCAB                                                                                  \
+    "\"vocab\": {\"a\": 0, \"b\": 1, \"c\": 2, \"ab\": 3, \"bc\": 4, \"abc\": 5}, "                \
+    "\"merges\": [\"b c\", \"a b\", \"ab c\"]"
+#define UNK_VOCAB                                                                                  \
+    "\"vocab\": {\"<unk>\": 0, \"a\": 1, \"b\": 2}, \"merges\": [], \"unk_token\": \"<unk>\""
+
+START_TEST(model_options_follow_tokenizers) {
+    /* "abc": b+c (rank 0) first, then a+bc is no merge: [a, bc]; ignore_merges takes "abc" whole */
+    expect_ids(ABC_VOCAB, "abc", (int32_t[]){0, 4}, 2);
+    expect_ids(ABC_VOCAB ", \"ignore_merges\": true", "abc", (int32_t[]){5}, 1);
+    /* unknown characters: one <unk> each, or one per run with fuse_unk; "é" is one character */
+    expect_ids(UNK_VOCAB, "axxb", (int32_t[]){1, 0, 0, 2}, 4);
+    expect_ids(UNK_VOCAB ", \"fuse_unk\": true", "axxb", (int32_t[]){1, 0, 2}, 3);
+    expect_ids(UNK_VOCAB ", \"fuse_unk\": true", "x\xc3\xa9", (int32_t[]){0}, 1);
+    /* byte_fallback: <0xNN> per byte when every byte of the character has one, else <unk> */
+    expect_ids("\"vocab\": {\"<unk>\": 0, \"a\": 1, \"<0x78>\": 2, \"<0xC3>\": 3}, \"merges\": [], "
+               "\"unk_token\": \"<unk>\", \"byte_fallback\": true",
+               "ax\xc3\xa9", (int32_t[]){1, 2, 0}, 3);
+    /* no unk_token: unknown characters vanish */
+    expect_ids("\"vocab\": {\"a\": 0}, \"merges\": []", "axa", (int32_t[]){0, 0}, 2);
+}
+END_TEST
+
+/* ---- concurrency ----------------------------------------------------------------------------- */
 typedef struct job {
     grpo_tokenizer *tok;
     const corpus *c;
@@ -488,7 +722,8 @@ int main(void) {
     TCase *tc = tcase_create("parity");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, tiny_matches_tokenizers);
-    tcase_add_loop_test(tc, variant_matches_tokenizers, 0, (int)(sizeof variants / sizeof *variants));
+    tcase_add_loop_test(tc, variant_matches_tokenizers, 0,
+                        (int)(sizeof variants / sizeof *variants));
     tcase_add_test(tc, minimind2_matches_tokenizers);
     tcase_add_test(tc, minimind3_matches_tokenizers);
     suite_add_tcase(s, tc);
@@ -498,8 +733,11 @@ int main(void) {
     tcase_add_test(tb, host_services_truncate_and_report_full_length);
     tcase_add_test(tb, bad_files_fail_clearly);
     tcase_add_test(tb, minimal_model_merges_and_joins);
+    tcase_add_test(tb, model_options_follow_tokenizers);
     tcase_add_test(tb, concurrent_encodes_share_the_cache);
     tcase_add_test(tb, cli_tokenize_round_trips);
+    tcase_add_test(tb, decode_inverts_encode_on_random_bytes);
+    tcase_add_test(tb, damaged_json_fails_cleanly);
     suite_add_tcase(s, tb);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

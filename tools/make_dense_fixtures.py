@@ -27,9 +27,9 @@ the reference is the exact model and our fp32 error is what the tests measure. I
 eager path turns a fully masked (padding) query row into NaN that then leaks through the values
 of the next layer, so the float64 reference runs each row on its real tokens alone (positions
 0..) — mathematically what the padded batch computes at real tokens; logits at padding
-positions are stored as 0. Generation runs transformers' generate() as users run it (fp32, left-padded batch);
-every greedy step is checked to be finite with a top-1/top-2 logit margin > 1e-3, so fp32
-rounding differences cannot flip a token.
+positions are stored as 0. Generation runs transformers' generate() as users run it (fp32,
+left-padded batch); every greedy step is checked to be finite with a top-1/top-2 logit margin
+> 1e-3, so fp32 rounding differences cannot flip a token.
 
 Usage: python3 tools/make_dense_fixtures.py [OUTDIR]   (default tests/fixtures/dense)
 """

@@ -100,6 +100,8 @@ def main():
     with open(os.path.join(shard_dir, "model.safetensors.index.json"), "w") as f:
         json.dump({"metadata": {"total_size": total}, "weight_map": weight_map}, f, indent=2)
     expected["sharded/model.safetensors.index.json"] = describe({**s1, **s2})
+    with open(os.path.join(shard_dir, "config.json"), "w") as f:
+        json.dump({"architectures": ["LlamaForCausalLM"], "model_type": "llama"}, f)
 
     with open(os.path.join(OUT, "expected.json"), "w") as f:
         json.dump(expected, f, indent=1, sort_keys=True)
@@ -117,6 +119,13 @@ def make_tiny_llama(path):
                       tie_word_embeddings=False)
     model = LlamaForCausalLM(cfg)
     model.save_pretrained(path, safe_serialization=True)
+    # what `grpo model info` must report, from the reference's own view of the model
+    info = {"architectures": cfg.architectures, "model_type": cfg.model_type,
+            "n_params": sum(p.numel() for p in model.state_dict().values()),
+            "n_tensors": len(model.state_dict())}
+    with open(path + "_expected.json", "w") as f:
+        json.dump(info, f, indent=1)
+        f.write("\n")
 
 
 if __name__ == "__main__":

@@ -121,6 +121,31 @@ CONVERSATIONS = {
     ],
 }
 
+
+
+def random_conversations(count, seed=20260):
+    """Deterministic random conversations built from tricky pieces of text."""
+    import random
+    rnd = random.Random(seed)
+    pieces = ["hello", " ", "  ", "\n", "\n\n", "\t", "<think>", "</think>", "<tool_response>",
+              "</tool_response>", "{{", "}}", "{%", "%}", "'", '"', "\\", "数学", "\u3000", "🙂", "é",
+              "<|im_end|>", "<|im_start|>", "answer: 42", "\r\n", "x" * 40]
+    convs = {}
+    for k in range(count):
+        msgs = []
+        if rnd.random() < 0.5:
+            msgs.append({"role": "system", "content": "".join(rnd.choice(pieces) for _ in range(rnd.randint(0, 6)))})
+        for turn in range(rnd.randint(1, 4)):
+            for role in ("user", "assistant"):
+                msgs.append({"role": role, "content": "".join(rnd.choice(pieces) for _ in range(rnd.randint(0, 8)))})
+        if rnd.random() < 0.5:
+            msgs.pop()  # end on a user turn
+        convs[f"random_{k}"] = msgs
+    return convs
+
+
+CONVERSATIONS.update(random_conversations(12))
+
 TOOLS = [
     {
         "type": "function",
@@ -223,7 +248,7 @@ SNIPPETS = [
     ("split_think", "{{ c.split('</think>')[0].rstrip('\\n').split('<think>')[-1].lstrip('\\n') }}|{{ c.split('</think>')[-1].lstrip('\\n') }}", {"c": "<think>\nr\n</think>\n\nanswer"}),
     ("filters", "{{ xs|length }} {{ 'héllo'|length }} {{ '  t  '|trim }} {{ nothing|default('d') }} {{ ''|default('e', true) }} {{ xs|first }} {{ xs|last }} {{ xs|join('+') }} {{ 'a'|upper }} {{ xs|reverse|list }} {{ 'ab'|list }} {{ '3'|int + 1 }} {{ '2.5'|float }} {{ -3|abs }} {{ xs|sum }} {{ 'Ab aB'|lower }} {{ 'a b'|title }} {{ 2.567|round(2) }} {{ 'abc'|replace('b', 'x') }} {{ 5|string ~ 'x' }} {{ 'a b c'|wordcount }}", {"xs": [3, 1, 2]}),
     ("filters_seq", "{{ xs|sort }} {{ xs|sort(reverse=true) }} {{ ['b', 'A', 'a']|sort }} {{ ['a', 'A', 'b']|unique|list }} {{ ms|map(attribute='role')|list }} {{ ms|selectattr('role', 'equalto', 'user')|list|length }} {{ ms|rejectattr('role', 'eq', 'user')|map(attribute='role')|join(',') }} {{ [0, 1, 2]|select|list }} {{ [1, 2, 3, 4]|select('odd')|list }} {{ d|items|list }} {{ d|dictsort }}", {"xs": [3, 1, 2], "ms": [{"role": "user"}, {"role": "assistant"}, {"role": "user"}], "d": {"b": 1, "a": 2}}),
-    ("tojson", "{{ v|tojson }}|{{ v|tojson(indent=2) }}|{{ s|tojson }}|{{ {'z': 1, 'a': [true, none]}|tojson(sort_keys=true) }}|{{ 1.0|tojson }} {{ 'é\\n\\u0001<>&'|tojson }}", {"v": {"a": [1, 2.5, None, True, "x\"y"], "b": {}, "c": [], "é": "ü"}, "s": "tab\there"}),
+    ("tojson", "{{ v|tojson }}|{{ v|tojson(indent=2) }}|{{ v|tojson(indent='\\t', separators=(';', '=')) }}|{{ v|tojson(separators=(',', ':')) }}|{{ [1, {}]|tojson(indent=0) }}|{{ 'é'|tojson(1) }}|{{ s|tojson }}|{{ {'z': 1, 'a': [true, none]}|tojson(sort_keys=true) }}|{{ 1.0|tojson }} {{ 'é\\n\\u0001<>&'|tojson }} {{ v|tojson(ensure_ascii=true) }} {{ '🙂x'|tojson(ensure_ascii=true) }}", {"v": {"a": [1, 2.5, None, True, "x\"y"], "b": {}, "c": [], "é": "ü"}, "s": "tab\there"}),
     ("tests", "{{ 1 is number }} {{ 1 is integer }} {{ 1.0 is float }} {{ true is boolean }} {{ true is integer }} {{ 'a' is string }} {{ none is none }} {{ x is defined }} {{ x is undefined }} {{ {} is mapping }} {{ [] is iterable }} {{ 3 is odd }} {{ 4 is even }} {{ 9 is divisibleby 3 }} {{ 1 is sameas true }} {{ true is sameas true }} {{ 'a' is in 'abc' }} {{ 2 is eq 2 }} {{ 'A' is upper }} {{ false is false }} {{ 0 is false }} {{ true is true }} {{ 1 is not none }}", {}),
     ("for_loop_vars", "{% for x in xs %}{{ loop.index }}{{ loop.index0 }}{{ loop.revindex }}{{ loop.revindex0 }}{{ loop.first }}{{ loop.last }}{{ loop.length }}{{ loop.previtem }}{{ loop.nextitem }}{{ loop.cycle('o', 'e') }};{% endfor %}", {"xs": ["a", "b", "c"]}),
     ("for_else_filter", "{% for x in [] %}x{% else %}empty{% endfor %} {% for x in xs if x > 1 %}{{ x }}/{{ loop.length }} {% endfor %}{% for k, v in d.items() %}{{ k }}={{ v }};{% endfor %}{% for c in 'ab' %}[{{ c }}]{% endfor %}{% for k in d %}{{ k }}{% endfor %}", {"xs": [1, 2, 3], "d": {"p": 1, "q": 2}}),
@@ -234,6 +259,10 @@ SNIPPETS = [
     ("nested_loops", "{% for m in ms %}{% for c in m.content %}{{ loop.index }}{{ c }}{% endfor %}|{{ loop.index }}{% endfor %}", {"ms": [{"content": "ab"}, {"content": "c"}]}),
     ("generation_tag", "{% for m in ms %}{% generation %}{{ m }}{% endgeneration %}{% endfor %}", {"ms": ["a", "b"]}),
     ("precedence", "{{ 1 + 2 * 3 }} {{ (1 + 2) * 3 }} {{ 2 ** 3 ** 2 }} {{ -2 ** 2 }} {{ 10 - 2 - 3 }} {{ xs|length - 1 }} {{ 'a' ~ (1 + 2) }} {{ 1 ~ 2 * 3 }} {{ not 1 == 2 }} {{ 1 if 0 else 2 if 1 else 3 }}", {"xs": [1, 2]}),
+    ("macro", "{% macro greet(name, punct='!') %}Hi {{ name }}{{ punct }}{% endmacro %}{{ greet('a') }} {{ greet('b', '?') }} {{ greet(name='c', punct='.') }} [{{ greet() }}]", {}),
+    ("macro_scope", "{% set g = 'G' %}{% macro m(x) %}{% set y = x ~ g %}{{ y }}{% for i in [1] %}{{ loop.index }}{% endfor %}{% endmacro %}{{ m(1) }}[{{ y }}]{{ m(2) ~ m(3) }}", {}),
+    ("macro_whitespace", "{% macro item(x) -%}\n  <{{ x }}>\n{%- endmacro %}\n{% for x in [1, 2] %}\n{{ item(x) }}\n{% endfor %}", {}),
+    ("title_and_round", "{{ \"they're here-now (ok) x1y\"|title }}|{{ \"they're here-now x1y\".title() }}|{{ 2.5|round }} {{ 3.5|round }} {{ 2.675|round(2) }} {{ 5|round }} {{ 2.1|round(0, 'ceil') }} {{ 2.9|round(method='floor') }} {{ -0.5|round }}|{{ '0x1A'|int }} {{ ' 7 '|int }} {{ '3.9'|int }} {{ '1e3'|int }}", {}),
     ("concat_binds_tighter_than_plus", "{{ 'a' ~ 1 + 2 }}", {}),
     ("raise_exception", "{% if true %}{{ raise_exception('bad role: ' ~ r) }}{% endif %}", {"r": "robot"}),
     ("undefined_plus", "{{ nothing + 'x' }}", {}),

@@ -19,6 +19,8 @@ Writes, under tests/fixtures/tokenizer/:
                           "decode_cases": [{"ids": [...], "text": str, "text_skip": str}, ...]}
                          (a decoded text holding U+0000 is written {"hex": its UTF-8 bytes})
                          (variants only get "encode"/"encode_plain": their decoder is tiny's).
+                         tiny and MiniMind also get "config": bos/eos/pad ids and the chat template's
+                         byte length and FNV-1a 64 hash, as transformers' AutoTokenizer reads them.
 
 Invalid UTF-8: a Python str (and a Rust &str, which is what `tokenizers` takes) cannot hold invalid
 UTF-8. The contract of the C tokenizer is that it replaces each maximal invalid subsequence of its
@@ -103,6 +105,10 @@ def parity_corpus(rng):
         "'LL\u180e've", "x\u180e\u180e\u180e'd y", "\u180e \u180e",
         # single_word: a combining mark or a circled letter is a word character for Rust's \w
         "foo_bar\u302c", "foo_bar\u0332x", "\u24b6foo_bar", "foo_bar\u2460", "<think>foo_bar〬」",
+        # normalizers (NFC / NFD variants): Hangul, reordering, singletons, exclusions, blocking
+        "\u1100\u1161\u11a8 jamo \ud55c\u11a8", "a\u0316\u0301\u0300 reorder", "\u0344 \u0958 \u2126 \uf900 \u212b",
+        "cafe\u0301 caf\u00e9 cafe\u0301x", "\u1e0b\u0323 \u1e0d\u0307 q\u0307\u0323", "\u01c5 \ufb01 compat stays",
+        "\u0627\u0653 \u0d46\u0d3e \u0b47\u0b3e \u09c7\u09be", "\u0300\u0301 leading marks",
     ] + CODE_LINES
     # whitespace runs of every kind and length
     for ws in [" ", "  ", "\t", "\n", "\r\n", " \t ", "\n \n", "    ", "\u2003", "\u0085"]:
@@ -174,8 +180,12 @@ def make_variants(tiny):
     """name -> tokenizer.json dict: the tiny model with other pre-tokenizers and formats."""
     v = {}
 
-    def variant(name, pre=None, merges_as_strings=False, ignore_merges=None, post=None):
+    def variant(name, pre=None, merges_as_strings=False, ignore_merges=None, post=None, normalizer=None,
+                extra_added=()):
         j = copy.deepcopy(tiny)
+        if normalizer is not None:
+            j["normalizer"] = normalizer
+        j["added_tokens"] += list(extra_added)
         if pre is not None:
             j["pre_tokenizer"] = pre
         if merges_as_strings:
@@ -197,6 +207,13 @@ def make_variants(tiny):
                   "pair": [{"Sequence": {"id": "A", "type_id": 0}}, {"Sequence": {"id": "B", "type_id": 1}}],
                   "special_tokens": {"<|im_start|>": {"id": "<|im_start|>", "ids": [im_start_id],
                                                       "tokens": ["<|im_start|>"]}}})
+    # Qwen2/2.5/3 files: NFC, then the Qwen regex, then ByteLevel without its own regex; a normalized
+    # added token whose text changes under NFC
+    variant("qwen2_nfc", seq(split(QWEN2_PATTERN, "Isolated"), bytelevel(use_regex=False)),
+            normalizer={"type": "NFC"},
+            extra_added=[{"id": 517, "content": "cafe\u0301", "single_word": False, "lstrip": False,
+                          "rstrip": False, "normalized": True, "special": False}])
+    variant("nfd", normalizer={"type": "Sequence", "normalizers": [{"type": "NFD"}]})
     variant("prefix_space", bytelevel(add_prefix_space=True))
     variant("no_regex", bytelevel(use_regex=False))
     variant("removed", seq(split(r"\s+", "Removed"), bytelevel(use_regex=False)))
@@ -235,6 +252,23 @@ def expected(tok, corpus, vocab_size, rng, all_single_ids, full=True):
     return out
 
 
+def fnv1a64(data):
+    h = 0xCBF29CE484222325
+    for b in data:
+        h = ((h ^ b) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+    return f"{h:016x}"
+
+
+def expected_config(directory):
+    """What transformers' AutoTokenizer reads from the directory: special ids and chat template."""
+    from transformers import AutoTokenizer
+    t = AutoTokenizer.from_pretrained(directory)
+    ct = t.chat_template
+    return {"bos_id": t.bos_token_id, "eos_id": t.eos_token_id, "pad_id": t.pad_token_id,
+            "chat_template_len": len(ct.encode()) if ct else None,
+            "chat_template_fnv1a64": fnv1a64(ct.encode()) if ct else None}
+
+
 def nul_safe(text):
     """A decoded string, or {"hex": its UTF-8 bytes} when it holds U+0000 (cJSON strings stop there)."""
     return {"hex": text.encode().hex()} if "\x00" in text else text
@@ -262,14 +296,17 @@ def main():
     tiny = train_tiny(rng)
     with open(os.path.join(out, "tiny", "tokenizer.json"), "w", encoding="utf-8") as f:
         json.dump(tiny, f, ensure_ascii=False, indent=1)
-    config = {"bos_token": "<|im_start|>", "eos_token": {"content": "<|im_end|>", "special": True},
+    config = {"bos_token": "<|im_start|>",
+              "eos_token": {"__type": "AddedToken", "content": "<|im_end|>", "lstrip": False, "normalized": False,
+                            "rstrip": False, "single_word": False, "special": True},
               "pad_token": "<|endoftext|>", "tokenizer_class": "PreTrainedTokenizerFast",
               "chat_template": "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"}
     write_json(os.path.join(out, "tiny", "tokenizer_config.json"), config, compact_lists=False)
 
     tiny_tok = Tokenizer.from_str(json.dumps(tiny))
-    write_json(os.path.join(out, "expected_tiny.json"),
-               expected(tiny_tok, corpus, tiny_tok.get_vocab_size(), rng, all_single_ids=True))
+    exp = expected(tiny_tok, corpus, tiny_tok.get_vocab_size(), rng, all_single_ids=True)
+    exp["config"] = expected_config(os.path.join(out, "tiny"))
+    write_json(os.path.join(out, "expected_tiny.json"), exp)
 
     for name, j in make_variants(tiny).items():
         d = os.path.join(out, "variants", name)
@@ -287,8 +324,9 @@ def main():
             print(f"SKIP: {path} not found; expected_{name}.json not regenerated")
             continue
         tok = Tokenizer.from_file(path)
-        write_json(os.path.join(out, f"expected_{name}.json"),
-                   expected(tok, corpus, tok.get_vocab_size(), rng, all_single_ids=False))
+        exp = expected(tok, corpus, tok.get_vocab_size(), rng, all_single_ids=False)
+        exp["config"] = expected_config(os.path.dirname(path))
+        write_json(os.path.join(out, f"expected_{name}.json"), exp)
     print(f"wrote fixtures for {len(corpus)} corpus entries under {out}")
 
 

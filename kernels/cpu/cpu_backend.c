@@ -117,6 +117,9 @@ grpo_ops *cpu_backend_open(int32_t threads, grpo_error *err) {
         /* .adamw              = */ cpu_adamw,
         /* .sumsq              = */ cpu_sumsq,
         /* .scale              = */ cpu_scale,
+        /* .gather_rows        = */ cpu_gather_rows,
+        /* .scatter_add_rows   = */ cpu_scatter_add_rows,
+        /* .scatter_add_rows_backward = */ cpu_scatter_add_rows_backward,
     };
     return ops;
 }

@@ -123,4 +123,13 @@ void cpu_head_backward(void *ctx, float *dhidden, float *dw, const float *dlogp,
 void cpu_adamw(void *ctx, float *param, const float *grad, float *m, float *v, uint64_t n,
                double lr, double beta1, double beta2, double eps, double weight_decay, int32_t t);
 
+/* ---- rows.c: gather / weighted scatter-add of rows (MoE routing) ------------------------- */
+void cpu_gather_rows(void *ctx, float *out, const float *inp, const int32_t *idx, int32_t M,
+                     int32_t C);
+void cpu_scatter_add_rows(void *ctx, float *out, const float *inp, const int32_t *idx,
+                          const float *w, int32_t M, int32_t C);
+void cpu_scatter_add_rows_backward(void *ctx, float *dinp, float *dw, const float *dout,
+                                   const float *inp, const int32_t *idx, const float *w,
+                                   int32_t M, int32_t C);
+
 #endif

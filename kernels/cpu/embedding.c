@@ -20,7 +20,7 @@ void cpu_embedding_forward(void *ctx, float *out, const int32_t *ids, const floa
 
 /* Repeated ids would race if threads split the tokens, so threads split the channels instead:
  * each owns a slice of every row of dwte and walks all tokens in order (deterministic). */
-#define EMB_SLICE 64
+#define EMB_SLICE 16 /* one cache line of each row */
 
 void cpu_embedding_backward(void *ctx, float *dwte, const float *dout, const int32_t *ids,
                             int32_t N, int32_t C) {

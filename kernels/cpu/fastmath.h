@@ -6,7 +6,8 @@
  * (ln 2 split in a high part exact in fp32 and a low part), e^r by its Taylor series to degree 7:
  * truncation < 0.3466^8 / 8! = 5e-9, so the result is within ~2 ulp of exp(x). Inputs are
  * clamped to [-87.33, 88]: below, the result is ~1e-38 instead of denormal/0 (negligible next to
- * the softmax sums >= 1 it is added to); above, 2^k would overflow the exponent field.
+ * the softmax sums >= 1 it is added to; -inf gives it too); above, 2^k would overflow the exponent
+ * field (+inf gives exp(88)). NaN stays NaN. Everything is a select, so loops vectorise.
  *
  * CPU_VECTOR_CLONES marks a hot function to be compiled for AVX-512, AVX2 and the baseline (SSE2),
  * the best chosen at load time (GCC function multi-versioning), so one binary runs everywhere.
@@ -15,23 +16,38 @@
 #define GRPO_CPU_FASTMATH_H
 
 #include <stdint.h>
+#include <string.h>
 
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
 #define CPU_VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
 #define CPU_VECTOR_CLONES
 #endif
 
-#pragma omp declare simd notinbranch
+/* a where mask is all ones, b where it is 0 (a select GCC vectorises at -O2; ?: it may not) */
+static inline int32_t cpu_blend(int32_t mask, int32_t a, int32_t b) {
+    return (a & mask) | (b & ~mask);
+}
+
 static inline float cpu_expf(float x) {
     const float log2e = 1.44269504088896341f;
     const float ln2_hi = 0.693145751953125f;      /* exact in fp32, 11 trailing zero bits */
     const float ln2_lo = 1.42860682030941723e-6f; /* ln 2 - ln2_hi */
     const float shift = 12582912.0f;              /* 1.5 * 2^23: adding it rounds to an integer */
-    x = x < -87.33654f ? -87.33654f : x;
-    x = x > 88.0f ? 88.0f : x;
-    float kf = (x * log2e + shift) - shift;
-    float r = (x - kf * ln2_hi) - kf * ln2_lo;
+    const float lo = -87.33654f, hi = 88.0f;
+    int32_t xi, loi, hii;
+    memcpy(&xi, &x, 4);
+    memcpy(&loi, &lo, 4);
+    memcpy(&hii, &hi, 4);
+    /* The clamps compare bit patterns as integers: between two negative floats the larger
+     * magnitude has the larger signed pattern, between two positive ones too. (A float compare
+     * is not turned into a vector select under -ftrapping-math.) */
+    int32_t ci = cpu_blend(-((xi > loi) & (xi < 0)), loi, xi); /* x < lo */
+    ci = cpu_blend(-(ci > hii), hii, ci);                       /* x > hi, and NaN */
+    float y;
+    memcpy(&y, &ci, 4);
+    float kf = (y * log2e + shift) - shift;
+    float r = (y - kf * ln2_hi) - kf * ln2_lo;
     float p = 1.0f / 5040.0f;
     p = p * r + 1.0f / 720.0f;
     p = p * r + 1.0f / 120.0f;
@@ -40,11 +56,14 @@ static inline float cpu_expf(float x) {
     p = p * r + 0.5f;
     p = p * r + 1.0f;
     p = p * r + 1.0f;
-    union {
-        int32_t i;
-        float f;
-    } two_k = {((int32_t)kf + 127) * 8388608}; /* (k + 127) << 23 without shifting a signed int */
-    return p * two_k.f;
+    int32_t ki = ((int32_t)kf + 127) * 8388608, oi; /* (k + 127) << 23, no signed shift */
+    float two_k, out;
+    memcpy(&two_k, &ki, 4);
+    out = p * two_k;
+    memcpy(&oi, &out, 4);
+    oi = cpu_blend(-((xi & 0x7fffffff) > 0x7f800000), xi, oi); /* NaN in, NaN out */
+    memcpy(&out, &oi, 4);
+    return out;
 }
 
 #endif

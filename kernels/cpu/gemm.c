@@ -34,7 +34,8 @@ void cpu_sgemm(cpu_ctx *ctx, int trans_a, int trans_b, int32_t M, int32_t N, int
         int32_t tn = round_up((N + nt / p - 1) / (nt / p), GEMM_ALIGN);
         if (best < 0 || tm + tn < best) best = tm + tn, pm = p, pn = nt / p;
     }
-    int32_t tm = round_up((M + pm - 1) / pm, GEMM_ALIGN), tn = round_up((N + pn - 1) / pn, GEMM_ALIGN);
+    int32_t tm = round_up((M + pm - 1) / pm, GEMM_ALIGN);
+    int32_t tn = round_up((N + pn - 1) / pn, GEMM_ALIGN);
 #pragma omp parallel for num_threads(nt) schedule(static)
     for (int32_t tile = 0; tile < pm * pn; tile++) {
         int32_t m0 = tile / pn * tm, n0 = tile % pn * tn;

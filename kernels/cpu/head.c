@@ -3,11 +3,13 @@
  *
  *   z (N,V) = scale * hidden (N,C) @ w (V,C)^T, made one (NB,VC) block at a time by sgemm
  *   lse (N) = logsumexp_j z_j, kept with an online (running max) update across vocab chunks
- *   logp (N) = z[target] - lse, 0 where target < 0
+ *   logp (N) = z[target] - lse
  *   entropy (N) = -sum_j p_j log p_j = log s - sum_j e^{z_j-m} (z_j-m) / s, where m is the
  *                 running max and s = sum_j e^{z_j-m} (optional output)
+ * Rows with target < 0 (prompt and padding positions) are skipped: logp, lse, entropy and
+ * dhidden are 0 there. The rows that are computed are gathered first, so the GEMMs stay dense.
  * Backward recomputes each block and uses d logp / d z_j = delta_{j,target} - p_j:
- *   G (NB,VC) = dlogp * scale * (delta - exp(z - lse)), 0 on rows with target < 0
+ *   G (NB,VC) = dlogp * scale * (delta - exp(z - lse))
  *   dhidden (N,C) = sum over chunks of G @ w_chunk      (written)
  *   dw (V,C)     += G^T @ hidden                        (accumulated)
  * Forward: each OpenMP thread takes blocks of rows through all vocab chunks on its own (its own
@@ -18,6 +20,7 @@
 #include "cpu/blas.h"
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cpu/cpu_backend.h"
 #include "cpu/fastmath.h"
@@ -71,37 +74,55 @@ static void grad_row(float *g, int32_t vc, float coef, float l, int32_t tg) {
     if (tg >= 0 && tg < vc) g[tg] += coef;
 }
 
-/* Rows per task: up to 128, fewer when N is small so that every thread gets work. */
+/* Rows per task: up to NB, fewer when N is small so that every thread gets work. */
 static int32_t rows_per_task(int32_t N, int nt) {
     int32_t nb = (N + nt - 1) / nt;
     nb = (nb + 15) / 16 * 16;
     return nb < 16 ? 16 : nb > NB ? NB : nb;
 }
 
-/* logp, lse, entropy of rows n0 .. n0+nb-1, with z a (nb, VC) buffer. */
+/* The rows with a target (all rows when targets is NULL) into idx (N); returns their count. */
+static int32_t wanted_rows(int32_t *idx, const int32_t *targets, int32_t N, int32_t V,
+                           const char *op) {
+    int32_t nv = 0;
+    for (int32_t n = 0; n < N; n++) {
+        if (targets && targets[n] < 0) continue;
+        CPU_CHECK(!targets || targets[n] < V, op, "target id >= V");
+        idx[nv++] = n;
+    }
+    return nv;
+}
+
+/* hb (m,C) = hidden rows idx[0..m-1] */
+static void gather_rows(float *hb, const float *hidden, const int32_t *idx, int32_t m, int32_t C) {
+    for (int32_t i = 0; i < m; i++)
+        memcpy(hb + (size_t)i * C, hidden + (size_t)idx[i] * C, (size_t)C * sizeof(float));
+}
+
+/* logp, lse, entropy of the m rows idx[0..m-1]; hb (NB,C) and z (NB,VC) are work buffers. */
 static void head_forward_rows(float *logp, float *lse, float *entropy, const float *hidden,
-                              const float *w, const int32_t *targets, int32_t n0, int32_t nb,
-                              int32_t C, int32_t V, float scale, float *z) {
+                              const float *w, const int32_t *targets, const int32_t *idx,
+                              int32_t m, int32_t C, int32_t V, float scale, float *hb, float *z) {
     row_stats st[NB];
     float zt[NB]; /* target logits */
-    for (int32_t i = 0; i < nb; i++) st[i] = (row_stats){0.0, 0.0, 0.0}, zt[i] = 0.0f;
+    for (int32_t i = 0; i < m; i++) st[i] = (row_stats){0.0, 0.0, 0.0}, zt[i] = 0.0f;
+    gather_rows(hb, hidden, idx, m, C);
     for (int32_t v0 = 0; v0 < V; v0 += VC) {
         int32_t vc = v0 + VC < V ? VC : V - v0;
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nb, vc, C, scale,
-                    hidden + (size_t)n0 * C, C, w + (size_t)v0 * C, C, 0.0f, z, vc);
-        for (int32_t i = 0; i < nb; i++) {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, vc, C, scale, hb, C,
+                    w + (size_t)v0 * C, C, 0.0f, z, vc);
+        for (int32_t i = 0; i < m; i++) {
             const float *zi = z + (size_t)i * vc;
             stats_update(&st[i], zi, vc);
-            int32_t tg = targets ? targets[n0 + i] : -1;
+            int32_t tg = targets ? targets[idx[i]] : -1;
             if (tg >= v0 && tg < v0 + vc) zt[i] = zi[tg - v0];
         }
     }
-    for (int32_t i = 0; i < nb; i++) {
-        int32_t n = n0 + i, tg = targets ? targets[n] : -1;
-        CPU_CHECK(tg < V, "head_forward", "target id >= V");
+    for (int32_t i = 0; i < m; i++) {
+        int32_t n = idx[i];
         double l = st[i].m + log(st[i].s);
         if (lse) lse[n] = (float)l;
-        if (logp) logp[n] = tg >= 0 ? (float)((double)zt[i] - l) : 0.0f;
+        if (logp) logp[n] = targets ? (float)((double)zt[i] - l) : 0.0f;
         if (entropy) entropy[n] = (float)(log(st[i].s) - st[i].u / st[i].s);
     }
 }
@@ -112,19 +133,29 @@ void cpu_head_forward(void *ctx_, float *logp, float *lse, float *entropy, const
     cpu_ctx *ctx = ctx_;
     if (N <= 0) return;
     CPU_CHECK(V > 0 && C > 0, "head_forward", "V and C must be > 0");
-    int nt = cpu_threads_for(ctx, (double)N * V * C);
-    int32_t nb = rows_per_task(N, nt), tasks = (N + nb - 1) / nb;
+    int32_t *idx = malloc((size_t)N * sizeof(int32_t));
+    CPU_CHECK(idx != NULL, "head_forward", "out of memory for the row list");
+    int32_t nv = wanted_rows(idx, targets, N, V, "head_forward");
+    for (int32_t n = 0; n < N; n++) { /* rows without a target stay 0 */
+        if (logp) logp[n] = 0.0f;
+        if (lse) lse[n] = 0.0f;
+        if (entropy) entropy[n] = 0.0f;
+    }
+    int nt = cpu_threads_for(ctx, (double)nv * V * C);
+    int32_t nb = rows_per_task(nv, nt), tasks = (nv + nb - 1) / nb;
 #pragma omp parallel num_threads(nt)
     {
-        float *z = malloc((size_t)nb * VC * sizeof(float));
+        float *z = malloc((size_t)nb * (VC + C) * sizeof(float)), *hb = z + (size_t)nb * VC;
         CPU_CHECK(z != NULL, "head_forward", "out of memory for a logits block");
 #pragma omp for schedule(static)
         for (int32_t task = 0; task < tasks; task++) {
-            int32_t n0 = task * nb, rows = n0 + nb < N ? nb : N - n0;
-            head_forward_rows(logp, lse, entropy, hidden, w, targets, n0, rows, C, V, scale, z);
+            int32_t r0 = task * nb, m = r0 + nb < nv ? nb : nv - r0;
+            head_forward_rows(logp, lse, entropy, hidden, w, targets, idx + r0, m, C, V, scale,
+                              hb, z);
         }
         free(z);
     }
+    free(idx);
 }
 
 void cpu_head_backward(void *ctx_, float *dhidden, float *dw, const float *dlogp,
@@ -132,34 +163,49 @@ void cpu_head_backward(void *ctx_, float *dhidden, float *dw, const float *dlogp
                        const float *lse, int32_t N, int32_t C, int32_t V, float scale) {
     cpu_ctx *ctx = ctx_;
     if (N <= 0 || (!dhidden && !dw)) return;
-    CPU_CHECK(V > 0 && C > 0, "head_backward", "V and C must be > 0");
-    int nt = cpu_threads_for(ctx, (double)N * V * C);
-    int32_t ns = N < NS ? N : NS, nb = rows_per_task(ns, nt);
-    float *g = cpu_scratch(ctx, (size_t)ns * VC); /* G of ns rows by one vocab chunk */
-    CPU_CHECK(g != NULL, "head_backward", "out of memory for the gradient block");
-    for (int32_t s0 = 0; s0 < N; s0 += ns) {
-        int32_t rows = s0 + ns < N ? ns : N - s0, tasks = (rows + nb - 1) / nb;
+    CPU_CHECK(V > 0 && C > 0 && targets, "head_backward", "V, C > 0 and targets required");
+    if (dhidden) memset(dhidden, 0, (size_t)N * C * sizeof(float)); /* rows without a target */
+    int32_t *idx = malloc((size_t)N * sizeof(int32_t));
+    CPU_CHECK(idx != NULL, "head_backward", "out of memory for the row list");
+    int32_t nv = wanted_rows(idx, targets, N, V, "head_backward");
+    int nt = cpu_threads_for(ctx, (double)nv * V * C);
+    int32_t ns = nv < NS ? nv : NS, nb = rows_per_task(ns, nt);
+    /* G (ns,VC), then the gathered hidden rows hb (ns,C) and their gradient dh (ns,C) */
+    float *g = cpu_scratch(ctx, (size_t)ns * (VC + 2 * C));
+    CPU_CHECK(g != NULL || nv == 0, "head_backward", "out of memory for the gradient block");
+    float *hb = g + (size_t)ns * VC, *dh = hb + (size_t)ns * C;
+    for (int32_t s0 = 0; s0 < nv; s0 += ns) {
+        int32_t rows = s0 + ns < nv ? ns : nv - s0, tasks = (rows + nb - 1) / nb;
+        const int32_t *ix = idx + s0;
+#pragma omp parallel for num_threads(nt) schedule(static)
+        for (int32_t task = 0; task < tasks; task++) {
+            int32_t r0 = task * nb, m = r0 + nb < rows ? nb : rows - r0;
+            gather_rows(hb + (size_t)r0 * C, hidden, ix + r0, m, C);
+        }
         for (int32_t v0 = 0; v0 < V; v0 += VC) {
             int32_t vc = v0 + VC < V ? VC : V - v0;
             const float *wc = w + (size_t)v0 * C;
 #pragma omp parallel for num_threads(nt) schedule(static)
             for (int32_t task = 0; task < tasks; task++) {
-                int32_t r0 = task * nb, n0 = s0 + r0, m = r0 + nb < rows ? nb : rows - r0;
+                int32_t r0 = task * nb, m = r0 + nb < rows ? nb : rows - r0;
                 float *gb = g + (size_t)r0 * vc;
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, vc, C, scale,
-                            hidden + (size_t)n0 * C, C, wc, C, 0.0f, gb, vc);
+                            hb + (size_t)r0 * C, C, wc, C, 0.0f, gb, vc);
                 for (int32_t i = 0; i < m; i++) {
-                    int32_t n = n0 + i, tg = targets[n];
-                    float coef = tg >= 0 ? dlogp[n] * scale : 0.0f;
-                    grad_row(gb + (size_t)i * vc, vc, coef, lse[n], tg >= 0 ? tg - v0 : -1);
+                    int32_t n = ix[r0 + i];
+                    grad_row(gb + (size_t)i * vc, vc, dlogp[n] * scale, lse[n], targets[n] - v0);
                 }
-                if (dhidden) /* dhidden (m,C) (+)= G (m,vc) @ w_chunk (vc,C) */
+                if (dhidden) /* dh (m,C) (+)= G (m,vc) @ w_chunk (vc,C) */
                     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, C, vc, 1.0f, gb, vc,
-                                wc, C, v0 == 0 ? 0.0f : 1.0f, dhidden + (size_t)n0 * C, C);
+                                wc, C, v0 == 0 ? 0.0f : 1.0f, dh + (size_t)r0 * C, C);
             }
-            if (dw) /* dw_chunk (vc,C) += G^T (vc,rows) @ hidden (rows,C) */
-                cpu_sgemm(ctx, 1, 0, vc, C, rows, 1.0f, g, vc, hidden + (size_t)s0 * C, C, 1.0f,
-                          dw + (size_t)v0 * C, C);
+            if (dw) /* dw_chunk (vc,C) += G^T (vc,rows) @ hb (rows,C) */
+                cpu_sgemm(ctx, 1, 0, vc, C, rows, 1.0f, g, vc, hb, C, 1.0f, dw + (size_t)v0 * C,
+                          C);
         }
+        if (dhidden)
+            for (int32_t i = 0; i < rows; i++)
+                memcpy(dhidden + (size_t)ix[i] * C, dh + (size_t)i * C, (size_t)C * sizeof(float));
     }
+    free(idx);
 }

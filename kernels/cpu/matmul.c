@@ -26,7 +26,7 @@ void cpu_matmul_forward(void *ctx, float *out, const float *inp, const float *w,
 }
 
 /* Column sums of dout, split into column slices so that each thread owns its outputs. */
-#define BIAS_SLICE 256
+#define BIAS_SLICE 16 /* one cache line of each row */
 
 static void bias_backward(void *ctx, float *dbias, const float *dout, int32_t N, int32_t OC) {
     int32_t slices = (OC + BIAS_SLICE - 1) / BIAS_SLICE;

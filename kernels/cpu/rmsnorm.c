@@ -6,6 +6,7 @@
  *   dw (C)    += sum over N of dout * inp * rstd             (accumulated)
  */
 #include <math.h>
+#include <stdlib.h>
 
 #include "cpu/cpu_backend.h"
 
@@ -25,39 +26,45 @@ void cpu_rmsnorm_forward(void *ctx, float *out, float *rstd, const float *inp, c
     }
 }
 
-/* dw in channel slices: each thread owns a slice and walks all rows in order (deterministic). */
-#define RMS_SLICE 64
-
-static void rmsnorm_dw(void *ctx, float *dw, const float *dout, const float *inp,
-                       const float *rstd, int32_t N, int32_t C) {
-    int32_t slices = (C + RMS_SLICE - 1) / RMS_SLICE;
-    int nt = cpu_threads_for(ctx, (double)N * C);
-#pragma omp parallel for num_threads(nt) schedule(static)
-    for (int32_t s = 0; s < slices; s++) {
-        int32_t c0 = s * RMS_SLICE, c1 = c0 + RMS_SLICE < C ? c0 + RMS_SLICE : C;
-        float acc[RMS_SLICE] = {0};
-        for (int32_t n = 0; n < N; n++) {
-            const float *x = inp + (size_t)n * C, *d = dout + (size_t)n * C;
-            for (int32_t c = c0; c < c1; c++) acc[c - c0] += d[c] * x[c] * rstd[n];
-        }
-        for (int32_t c = c0; c < c1; c++) dw[c] += acc[c - c0];
-    }
-}
+/* dw is summed per block of RMS_ROWS rows into a partial (C) of its own, then the partials are
+ * added in block order: parallel over rows, and the same bits whatever the thread count. */
+#define RMS_ROWS 32
 
 void cpu_rmsnorm_backward(void *ctx, float *dinp, float *dw, const float *dout, const float *inp,
                           const float *w, const float *rstd, int32_t N, int32_t C) {
-    /* dw first: dinp may overwrite dout */
-    if (dw) rmsnorm_dw(ctx, dw, dout, inp, rstd, N, C);
-    if (!dinp) return;
+    if ((!dinp && !dw) || N <= 0) return;
+    int32_t blocks = (N + RMS_ROWS - 1) / RMS_ROWS;
+    float *part = dw ? malloc((size_t)blocks * C * sizeof(float)) : NULL;
+    CPU_CHECK(part != NULL || !dw, "rmsnorm_backward", "out of memory for the dw partial sums");
     int nt = cpu_threads_for(ctx, (double)N * C);
-#pragma omp parallel for num_threads(nt) schedule(static)
-    for (int32_t n = 0; n < N; n++) {
-        const float *x = inp + (size_t)n * C, *d = dout + (size_t)n * C;
-        float *dx = dinp + (size_t)n * C;
-        float r = rstd[n], dot = 0.0f;
+#pragma omp parallel num_threads(nt)
+    {
+#pragma omp for schedule(static)
+        for (int32_t bl = 0; bl < blocks; bl++) {
+            float *pw = part ? part + (size_t)bl * C : NULL;
+            if (pw)
+                for (int32_t c = 0; c < C; c++) pw[c] = 0.0f;
+            int32_t n1 = (bl + 1) * RMS_ROWS < N ? (bl + 1) * RMS_ROWS : N;
+            for (int32_t n = bl * RMS_ROWS; n < n1; n++) {
+                const float *x = inp + (size_t)n * C, *d = dout + (size_t)n * C;
+                float r = rstd[n], dot = 0.0f;
+                if (pw) /* before dinp, which may overwrite dout */
+                    for (int32_t c = 0; c < C; c++) pw[c] += d[c] * x[c] * r;
+                if (!dinp) continue;
 #pragma omp simd reduction(+ : dot)
-        for (int32_t c = 0; c < C; c++) dot += d[c] * w[c] * x[c];
-        float k = r * r * r * dot / (float)C;
-        for (int32_t c = 0; c < C; c++) dx[c] = r * w[c] * d[c] - x[c] * k;
+                for (int32_t c = 0; c < C; c++) dot += d[c] * w[c] * x[c];
+                float k = r * r * r * dot / (float)C, *dx = dinp + (size_t)n * C;
+                for (int32_t c = 0; c < C; c++) dx[c] = r * w[c] * d[c] - x[c] * k;
+            }
+        }
+        if (dw) {
+#pragma omp for schedule(static)
+            for (int32_t c = 0; c < C; c++) {
+                float acc = 0.0f;
+                for (int32_t bl = 0; bl < blocks; bl++) acc += part[(size_t)bl * C + c];
+                dw[c] += acc;
+            }
+        }
     }
+    free(part);
 }

@@ -7,7 +7,8 @@
  * R decode rows, S cache positions.
  *
  * Layer l (pre-norm, Hugging Face LlamaDecoderLayer):
- *   h   = x + o_proj(attn(rope(qnorm?(q_proj(ln1(x)))), rope(knorm?(k_proj(ln1(x)))), v_proj(ln1(x))))
+ *   a   = ln1(x)
+ *   h   = x + o_proj(attn(rope(q_norm?(q_proj(a))), rope(k_norm?(k_proj(a))), v_proj(a)))
  *   x'  = h + down_proj(silu(gate_proj(ln2(h))) * up_proj(ln2(h)))
  * then norm(x_L) and the head (lm_head, or embed_tokens when tied).
  */
@@ -24,7 +25,17 @@ typedef struct dense_config {
     int32_t o_bias;    /* o_proj has a bias (attention_bias in Llama/Qwen3) */
     int32_t qk_norm;   /* per-head RMSNorm of q and k before RoPE (Qwen3) */
     int32_t tied;      /* lm_head shares embed_tokens */
+    int32_t internlm2; /* InternLM2 naming, packed wqkv (dense_internlm2.c) */
+    int32_t head;      /* DENSE_HEAD_*: which head tensor the architecture has */
+    int32_t n_labels;  /* rows of the score / v_head tensor (classifier heads) */
+    int32_t rope_max;  /* > 0: RoPE is exact only up to this length (dynamic NTK), else 0 */
 } dense_config;
+
+/* The head of the architecture. Classifier heads are parameters the plugin loads but does not
+ * apply: the caller reads them by name and applies them to hidden() (reward models). */
+#define DENSE_HEAD_LM 0    /* lm_head.weight (V,C) (InternLM2: output.weight) */
+#define DENSE_HEAD_SCORE 1 /* score.weight (n_labels,C): *ForSequenceClassification */
+#define DENSE_HEAD_VALUE 2 /* v_head.weight (1,C): InternLM2ForRewardModel */
 
 /* Parses config.json text. Unsupported features (MoE, rope scaling, sliding window, mlp bias,
  * a non-SiLU activation) are GRPO_ERR_UNSUPPORTED naming the key. */
@@ -59,6 +70,31 @@ typedef struct dense_model {
     struct dense_layer_acts *la; /* [L] activation pointers, re-carved per call */
     int32_t bound;
 } dense_model;
+
+/* Slots of the parameter table outside the layer slots LP_*. */
+#define SLOT_EMBED (-1)
+#define SLOT_NORM (-2)
+#define SLOT_HEAD (-3)
+#define SLOT_CLS (-4)      /* classifier head: loaded, never applied by the plugin */
+#define SLOT_WQKV (-5)     /* InternLM2 packed wqkv.weight (Q+2KV,C) */
+#define SLOT_BQKV (-6)     /* InternLM2 packed wqkv.bias (Q+2KV) */
+
+/* Adds one tensor to the parameter table (dense_params.c). */
+int32_t dense_params_add(dense_model *m, const char *name, int32_t ndim, const int64_t *shape,
+                         uint32_t flags, int32_t tied_to, int32_t slot, int32_t layer);
+/* The head tensor of m->cfg.head (lm_head, score, v_head), tied to tensor 0 when tied. */
+int32_t dense_params_add_head(dense_model *m, const char *lm_head_name);
+
+/* ---- InternLM2 (dense_internlm2.c) ---------------------------------------------------------- */
+/* InternLM2's parameter table: model.tok_embeddings, model.layers.N.attention.wqkv / wo,
+ * feed_forward.w1 / w3 / w2, attention_norm, ffn_norm, model.norm, then output / v_head. */
+int32_t dense_internlm2_params_build(dense_model *m, grpo_error *err);
+/* Points q/k/v (weights or biases) of layer l at the packed tensor p (q|k|v after relayout). */
+void dense_internlm2_bind(dense_model *m, int32_t l, int32_t slot, float *p, float *g);
+/* The relayout slot (grpo/model.h): packed wqkv rows, interleaved per kv group
+ * (g query heads, then k, then v, each HD rows), <-> q|k|v. */
+int32_t dense_internlm2_relayout(void *model, uint32_t i, float *data, int32_t direction,
+                                 grpo_error *err);
 
 /* Builds the parameter table from m->cfg. */
 int32_t dense_params_build(dense_model *m, grpo_error *err);
@@ -118,9 +154,18 @@ void dense_acts_carve(dense_acts *a, dense_layer_acts *layers, float *block,
                       const dense_config *c, int32_t B, int32_t T, int32_t train);
 
 /* ---- compute (dense_forward.c, dense_backward.c, dense_infer.c) ---------------------------- */
-/* Embedding + all layers over a (B,T) batch: fills a->l[*] and a->xL. */
+/* Layer pieces shared by the training forward and decode (dense_forward.c). */
+void dense_qkv_forward(dense_model *m, struct dense_layer_acts *la, const dense_layer_params *lp,
+                       const int32_t *pos, int32_t N);
+void dense_post_attention_forward(dense_model *m, float *out, struct dense_layer_acts *la,
+                                  float *tmp, const dense_layer_params *lp, int32_t N);
+/* Embedding + all layers over a (B,T) batch: fills a->l[*] and a->xL. When kv is not NULL
+ * (prefill), each layer's rotated keys and values go to cache rows 0..B-1, slots 0..T-1. */
 void dense_body_forward(dense_model *m, dense_acts *a, const int32_t *ids, const int32_t *mask,
-                        const int32_t *pos, int32_t B, int32_t T);
+                        const int32_t *pos, int32_t B, int32_t T, const grpo_kv_cache *kv);
+/* Copies keys/values (B*T, KV) of layer l into cache rows 0..B-1, slots 0..T-1 (dense_infer.c) */
+void dense_kv_store(dense_model *m, const grpo_kv_cache *kv, int32_t l, const float *k,
+                    const float *v, int32_t B, int32_t T);
 int32_t dense_forward(void *model, const grpo_batch *batch, float *acts, float *logp,
                       float *entropy, float scale, grpo_error *err);
 int32_t dense_backward(void *model, const grpo_batch *batch, float *acts, const float *dlogp,
@@ -134,5 +179,11 @@ int32_t dense_decode(void *model, const grpo_kv_cache *kv, int32_t R, const int3
                      float *scratch, float *logits, grpo_error *err);
 void dense_kv_copy_row(void *model, const grpo_kv_cache *kv, int32_t dst, int32_t src,
                        int32_t n);
+/* The hidden-states slots (dense_infer.c): C, and out (B,T,C) = final norm of the last layer. */
+int32_t dense_hidden_size(void *model);
+int32_t dense_hidden(void *model, const grpo_batch *batch, float *scratch, float *out,
+                     grpo_error *err);
+/* GRPO_ERR_UNSUPPORTED unless the model has an LM head (classifier models have hidden() only). */
+int32_t dense_need_lm_head(const dense_model *m, const char *what, grpo_error *err);
 
 #endif

@@ -3,7 +3,9 @@
  * dense_acts by a size table in llm.c's manner: each entry is a pointer field and its size in
  * floats for B rows of T tokens. Per-layer tensors repeat L times; with qk_norm off, qraw/kraw
  * alias q/k (RoPE runs in place) and dqraw/dkraw alias dq/dk. Gradient buffers exist only for
- * training (train = 1); prefill/decode use the forward subset.
+ * training (train = 1). Prefill/decode (train = 0) keep nothing for a backward pass, so all L
+ * layers share ONE set of layer buffers (layer l+1's input x is layer l's x, overwritten once
+ * it is no longer read): their scratch is about 1/L of the training activations.
  */
 #include "dense.h"
 
@@ -80,7 +82,7 @@ uint64_t dense_acts_floats(const dense_config *c, int32_t B, int32_t T, int32_t 
     uint64_t total = 0;
     int n = build_table(e, &a, &la, c, B, T, train);
     for (int i = 0; i < n; i++) total += padded(e[i].floats);
-    total *= (uint64_t)c->L;
+    if (train) total *= (uint64_t)c->L;
     n = build_table(e, &a, NULL, c, B, T, train);
     for (int i = 0; i < n; i++) total += padded(e[i].floats);
     return total;
@@ -94,6 +96,10 @@ void dense_acts_carve(dense_acts *a, dense_layer_acts *layers, float *block,
     float *p = block;
     for (int32_t l = 0; l < c->L; l++) {
         dense_layer_acts *la = &layers[l];
+        if (!train && l > 0) { /* forward only: every layer uses layer 0's buffers */
+            *la = layers[0];
+            continue;
+        }
         *la = (dense_layer_acts){0};
         int n = build_table(e, a, la, c, B, T, train);
         for (int i = 0; i < n; i++) *e[i].field = p, p += padded(e[i].floats);

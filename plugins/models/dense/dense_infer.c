@@ -37,6 +37,16 @@ void dense_kv_copy_row(void *model, const grpo_kv_cache *kv, int32_t dst, int32_
             o->copy(o->ctx, kv_at(m, kv, l, kind, dst, 0), kv_at(m, kv, l, kind, src, 0), bytes);
 }
 
+void dense_kv_store(dense_model *m, const grpo_kv_cache *kv, int32_t l, const float *k,
+                    const float *v, int32_t B, int32_t T) {
+    const grpo_ops *o = m->ops;
+    uint64_t KV = (uint64_t)m->cfg.NKV * m->cfg.HD, row_bytes = (uint64_t)T * KV * sizeof(float);
+    for (int32_t b = 0; b < B; b++) {
+        o->copy(o->ctx, kv_at(m, kv, l, 0, b, 0), k + (uint64_t)b * T * KV, row_bytes);
+        o->copy(o->ctx, kv_at(m, kv, l, 1, b, 0), v + (uint64_t)b * T * KV, row_bytes);
+    }
+}
+
 /* Final norm + head on R rows of x (R,C): logits (R,V). */
 static void logits_forward(dense_model *m, float *logits, dense_acts *a, const float *x,
                            int32_t R) {
@@ -53,6 +63,8 @@ int32_t dense_prefill(void *model, const grpo_kv_cache *kv, const grpo_batch *pr
     const dense_config *c = &m->cfg;
     int32_t B = prompt->B, T = prompt->T;
     if (!m->bound) return grpo_error_set(err, GRPO_ERR_INVALID, "dense: prefill before bind");
+    int32_t st = dense_need_lm_head(m, "prefill", err);
+    if (st != GRPO_OK) return st;
     if (B <= 0 || T <= 0 || B > kv->R || T > kv->S)
         return grpo_error_set(err, GRPO_ERR_INVALID,
                               "dense: prefill of (%d,%d) prompts into a cache of %d rows x %d "
@@ -70,13 +82,7 @@ int32_t dense_prefill(void *model, const grpo_kv_cache *kv, const grpo_batch *pr
                               "is padding)", bad);
     dense_acts a;
     dense_acts_carve(&a, m->la, scratch, c, B, T, 0);
-    dense_body_forward(m, &a, prompt->ids, prompt->mask, prompt->pos, B, T);
-    uint64_t KV = (uint64_t)c->NKV * c->HD, row_bytes = (uint64_t)T * KV * sizeof(float);
-    for (int32_t l = 0; l < c->L; l++)
-        for (int32_t b = 0; b < B; b++) {
-            o->copy(o->ctx, kv_at(m, kv, l, 0, b, 0), a.l[l].k + (uint64_t)b * T * KV, row_bytes);
-            o->copy(o->ctx, kv_at(m, kv, l, 1, b, 0), a.l[l].v + (uint64_t)b * T * KV, row_bytes);
-        }
+    dense_body_forward(m, &a, prompt->ids, prompt->mask, prompt->pos, B, T, kv);
     /* gather the last column of each row into tmp (B,C), then norm + head */
     for (int32_t b = 0; b < B; b++)
         o->copy(o->ctx, a.tmp + (uint64_t)b * c->C, a.xL + ((uint64_t)b * T + T - 1) * c->C,
@@ -92,6 +98,8 @@ int32_t dense_decode(void *model, const grpo_kv_cache *kv, int32_t R, const int3
     const grpo_ops *o = m->ops;
     const dense_config *c = &m->cfg;
     if (!m->bound) return grpo_error_set(err, GRPO_ERR_INVALID, "dense: decode before bind");
+    int32_t st = dense_need_lm_head(m, "decode", err);
+    if (st != GRPO_OK) return st;
     if (R <= 0 || R > kv->R)
         return grpo_error_set(err, GRPO_ERR_INVALID,
                               "dense: decode of %d rows with a cache of %d rows", R, kv->R);
@@ -106,25 +114,14 @@ int32_t dense_decode(void *model, const grpo_kv_cache *kv, int32_t R, const int3
                                   "dense: decode: len[%d] = %d, expected 1..%d (cache slots)", r,
                                   bad, kv->S);
         }
-    int32_t Q = c->NH * c->HD, KV = c->NKV * c->HD;
+    int32_t KV = c->NKV * c->HD;
     dense_acts a;
     dense_acts_carve(&a, m->la, scratch, c, R, 1, 0);
     o->embedding_forward(o->ctx, a.l[0].x, tokens, m->wte, R, c->C);
     for (int32_t l = 0; l < c->L; l++) {
         dense_layer_acts *la = &a.l[l];
         const dense_layer_params *lp = &m->lp[l];
-        o->rmsnorm_forward(o->ctx, la->ln1, la->ln1_rstd, la->x, lp->p[LP_LN1], R, c->C, c->eps);
-        o->matmul_forward(o->ctx, la->qraw, la->ln1, lp->p[LP_WQ], lp->p[LP_BQ], R, c->C, Q);
-        o->matmul_forward(o->ctx, la->kraw, la->ln1, lp->p[LP_WK], lp->p[LP_BK], R, c->C, KV);
-        o->matmul_forward(o->ctx, la->v, la->ln1, lp->p[LP_WV], lp->p[LP_BV], R, c->C, KV);
-        if (c->qk_norm) {
-            o->rmsnorm_forward(o->ctx, la->q, la->q_rstd, la->qraw, lp->p[LP_QNORM], R * c->NH,
-                               c->HD, c->eps);
-            o->rmsnorm_forward(o->ctx, la->k, la->k_rstd, la->kraw, lp->p[LP_KNORM], R * c->NKV,
-                               c->HD, c->eps);
-        }
-        o->rope_forward(o->ctx, la->q, la->q, pos, R, c->NH, c->HD, c->rope_theta);
-        o->rope_forward(o->ctx, la->k, la->k, pos, R, c->NKV, c->HD, c->rope_theta);
+        dense_qkv_forward(m, la, lp, pos, R);
         for (int32_t r = 0; r < R; r++) {
             uint64_t bytes = (uint64_t)KV * sizeof(float);
             o->copy(o->ctx, kv_at(m, kv, l, 0, r, hlen[r] - 1), la->k + (uint64_t)r * KV, bytes);
@@ -133,17 +130,42 @@ int32_t dense_decode(void *model, const grpo_kv_cache *kv, int32_t R, const int3
         o->attention_decode(o->ctx, la->att, la->q, kv_at(m, kv, l, 0, 0, 0),
                             kv_at(m, kv, l, 1, 0, 0), cache_mask, len, R, kv->S, c->NH, c->NKV,
                             c->HD);
-        o->matmul_forward(o->ctx, a.tmp, la->att, lp->p[LP_WO], lp->p[LP_BO], R, Q, c->C);
-        o->residual_forward(o->ctx, la->h, la->x, a.tmp, (uint64_t)R * c->C);
-        o->rmsnorm_forward(o->ctx, la->ln2, la->ln2_rstd, la->h, lp->p[LP_LN2], R, c->C, c->eps);
-        o->matmul_forward(o->ctx, la->gate, la->ln2, lp->p[LP_WGATE], NULL, R, c->C, c->I);
-        o->matmul_forward(o->ctx, la->up, la->ln2, lp->p[LP_WUP], NULL, R, c->C, c->I);
-        o->swiglu_forward(o->ctx, la->swi, la->gate, la->up, R, c->I);
-        o->matmul_forward(o->ctx, a.tmp, la->swi, lp->p[LP_WDOWN], NULL, R, c->I, c->C);
-        o->residual_forward(o->ctx, l + 1 < c->L ? a.l[l + 1].x : a.xL, la->h, a.tmp,
-                            (uint64_t)R * c->C);
+        dense_post_attention_forward(m, l + 1 < c->L ? a.l[l + 1].x : a.xL, la, a.tmp, lp, R);
     }
     m->host->free(hlen);
     logits_forward(m, logits, &a, a.xL, R);
+    return GRPO_OK;
+}
+
+int32_t dense_need_lm_head(const dense_model *m, const char *what, grpo_error *err) {
+    if (m->cfg.head == DENSE_HEAD_LM) return GRPO_OK;
+    return grpo_error_set(err, GRPO_ERR_UNSUPPORTED,
+                          "dense: %s needs an LM head, but this is a %s model (it has %s and "
+                          "serves hidden states only)", what,
+                          m->cfg.head == DENSE_HEAD_SCORE ? "sequence-classification"
+                                                          : "reward",
+                          m->cfg.head == DENSE_HEAD_SCORE ? "score.weight" : "v_head.weight");
+}
+
+int32_t dense_hidden_size(void *model) { return ((dense_model *)model)->cfg.C; }
+
+/* out (B,T,C) = norm(x_L): the body over a (B,T) batch through the forward-only scratch. */
+int32_t dense_hidden(void *model, const grpo_batch *batch, float *scratch, float *out,
+                     grpo_error *err) {
+    dense_model *m = model;
+    const grpo_ops *o = m->ops;
+    const dense_config *c = &m->cfg;
+    int32_t B = batch->B, T = batch->T;
+    if (!m->bound) return grpo_error_set(err, GRPO_ERR_INVALID, "dense: hidden before bind");
+    if (B <= 0 || T <= 0)
+        return grpo_error_set(err, GRPO_ERR_INVALID, "dense: hidden: empty batch (%d,%d)", B, T);
+    if (c->rope_max > 0 && T > c->rope_max)
+        return grpo_error_set(err, GRPO_ERR_UNSUPPORTED,
+                              "dense: %d tokens exceed max_position_embeddings (%d), past which "
+                              "dynamic NTK RoPE scaling (not implemented) applies", T, c->rope_max);
+    dense_acts a;
+    dense_acts_carve(&a, m->la, scratch, c, B, T, 0);
+    dense_body_forward(m, &a, batch->ids, batch->mask, batch->pos, B, T, NULL);
+    o->rmsnorm_forward(o->ctx, out, a.lnf_rstd, a.xL, m->wnorm, B * T, c->C, c->eps);
     return GRPO_OK;
 }

@@ -22,10 +22,6 @@
 
 #include "dense.h"
 
-#define SLOT_EMBED (-1)
-#define SLOT_NORM (-2)
-#define SLOT_HEAD (-3)
-
 static const char *const slot_names[LP_COUNT] = {
     "input_layernorm.weight", "self_attn.q_proj.weight", "self_attn.q_proj.bias",
     "self_attn.k_proj.weight", "self_attn.k_proj.bias", "self_attn.v_proj.weight",
@@ -51,7 +47,7 @@ static int32_t slot_shape(const dense_config *c, int32_t s, int64_t shape[2]) {
     }
 }
 
-static int32_t add(dense_model *m, const char *name, int32_t ndim, const int64_t *shape,
+int32_t dense_params_add(dense_model *m, const char *name, int32_t ndim, const int64_t *shape,
                    uint32_t flags, int32_t tied_to, int32_t slot, int32_t layer) {
     uint32_t i = m->n_params++;
     m->names[i] = strdup(name);
@@ -69,8 +65,20 @@ static int32_t add(dense_model *m, const char *name, int32_t ndim, const int64_t
     return GRPO_OK;
 }
 
+int32_t dense_params_add_head(dense_model *m, const char *lm_head_name) {
+    const dense_config *c = &m->cfg;
+    int64_t vc[2] = {c->V, c->C}, lc[2] = {c->n_labels, c->C};
+    if (c->head == DENSE_HEAD_SCORE)
+        return dense_params_add(m, "score.weight", 2, lc, 0, -1, SLOT_CLS, -1);
+    if (c->head == DENSE_HEAD_VALUE)
+        return dense_params_add(m, "v_head.weight", 2, lc, 0, -1, SLOT_CLS, -1);
+    return dense_params_add(m, lm_head_name, 2, vc, c->tied ? GRPO_PARAM_TIED : 0,
+                            c->tied ? 0 : -1, SLOT_HEAD, -1);
+}
+
 int32_t dense_params_build(dense_model *m, grpo_error *err) {
     const dense_config *c = &m->cfg;
+    if (c->internlm2) return dense_internlm2_params_build(m, err);
     uint32_t cap = 3 + (uint32_t)c->L * LP_COUNT;
     m->descs = calloc(cap, sizeof *m->descs);
     m->names = calloc(cap, sizeof *m->names);
@@ -79,7 +87,7 @@ int32_t dense_params_build(dense_model *m, grpo_error *err) {
     if (!m->descs || !m->names || !m->slot || !m->layer)
         return grpo_error_set(err, GRPO_ERR_NOMEM, "dense: out of memory for the parameter table");
     int64_t vc[2] = {c->V, c->C}, cc[1] = {c->C};
-    int32_t st = add(m, "model.embed_tokens.weight", 2, vc, 0, -1, SLOT_EMBED, -1);
+    int32_t st = dense_params_add(m, "model.embed_tokens.weight", 2, vc, 0, -1, SLOT_EMBED, -1);
     char name[128];
     for (int32_t l = 0; l < c->L && st == GRPO_OK; l++)
         for (int32_t s = 0; s < LP_COUNT && st == GRPO_OK; s++) {
@@ -87,12 +95,12 @@ int32_t dense_params_build(dense_model *m, grpo_error *err) {
             int32_t nd = slot_shape(c, s, shape);
             if (!nd) continue;
             snprintf(name, sizeof name, "model.layers.%d.%s", l, slot_names[s]);
-            st = add(m, name, nd, shape, nd == 1 ? GRPO_PARAM_NO_DECAY : 0, -1, s, l);
+            st = dense_params_add(m, name, nd, shape, nd == 1 ? GRPO_PARAM_NO_DECAY : 0, -1, s, l);
         }
-    if (st == GRPO_OK) st = add(m, "model.norm.weight", 1, cc, GRPO_PARAM_NO_DECAY, -1, SLOT_NORM, -1);
     if (st == GRPO_OK)
-        st = add(m, "lm_head.weight", 2, vc, c->tied ? GRPO_PARAM_TIED : 0, c->tied ? 0 : -1,
-                 SLOT_HEAD, -1);
+        st = dense_params_add(m, "model.norm.weight", 1, cc, GRPO_PARAM_NO_DECAY, -1, SLOT_NORM,
+                              -1);
+    if (st == GRPO_OK) st = dense_params_add_head(m, "lm_head.weight");
     if (st != GRPO_OK)
         return grpo_error_set(err, st, "dense: out of memory for the parameter names");
     return GRPO_OK;
@@ -118,6 +126,10 @@ int32_t dense_bind_params(dense_model *m, float *const *params, float *const *gr
         case SLOT_EMBED: m->wte = p, m->dwte = g; break;
         case SLOT_NORM: m->wnorm = p, m->dwnorm = g; break;
         case SLOT_HEAD: m->whead = p, m->dhead_grad = g; break;
+        case SLOT_CLS: break; /* read by the caller through the host, never applied here */
+        case SLOT_WQKV: case SLOT_BQKV:
+            dense_internlm2_bind(m, m->layer[i], m->slot[i], p, g);
+            break;
         default: m->lp[m->layer[i]].p[m->slot[i]] = p, m->lp[m->layer[i]].g[m->slot[i]] = g;
         }
     }

@@ -1,6 +1,8 @@
 /*
  * dense_plugin.c — the dense pack's exports: the magic, grpo_plugin_init and the descriptor of
- * dense.causal_lm (grpo/model.h), plus instance lifecycle.
+ * dense.causal_lm (grpo/model.h), plus instance lifecycle. Sequence-classification and reward
+ * architectures load their score / v_head tensor and serve hidden states (hidden()); the caller
+ * applies the head (plugins/rewards/reward_model).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -71,13 +73,18 @@ static uint64_t dense_activation_floats(void *model, int32_t B, int32_t T) {
     return dense_acts_floats(&((dense_model *)model)->cfg, B, T, 1);
 }
 
-static const char *const architectures[] = {"LlamaForCausalLM", "Qwen2ForCausalLM",
-                                            "Qwen3ForCausalLM", "MiniMindForCausalLM", NULL};
+static const char *const architectures[] = {
+    "LlamaForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM", "MiniMindForCausalLM",
+    /* classifiers: hidden states only, the caller applies score / v_head */
+    "LlamaForSequenceClassification", "Qwen2ForSequenceClassification",
+    "Qwen3ForSequenceClassification", "InternLM2ForRewardModel", NULL};
 
 static const grpo_model_desc dense_desc = {
     /* .struct_size       = */ sizeof(grpo_model_desc),
     /* .id                = */ "dense.causal_lm",
-    /* .description       = */ "dense decoder (Llama, Qwen2, Qwen3, MiniMind2): RMSNorm, RoPE, GQA, SwiGLU",
+    /* .description       = */
+    "dense decoder (Llama, Qwen2, Qwen3, MiniMind2, InternLM2; LM or classifier head): RMSNorm, "
+    "RoPE, GQA, SwiGLU",
     /* .architectures     = */ architectures,
     /* .create            = */ dense_create,
     /* .destroy           = */ dense_destroy,
@@ -93,6 +100,10 @@ static const grpo_model_desc dense_desc = {
     /* .decode            = */ dense_decode,
     /* .kv_copy_row       = */ dense_kv_copy_row,
     /* .aux_loss          = */ NULL,
+    /* .expert_load       = */ NULL,
+    /* .hidden_size       = */ dense_hidden_size,
+    /* .hidden            = */ dense_hidden,
+    /* .relayout          = */ dense_internlm2_relayout,
 };
 
 static const grpo_model_desc *get_model(uint32_t index) { return index == 0 ? &dense_desc : NULL; }

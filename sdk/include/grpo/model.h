@@ -45,6 +45,12 @@ typedef struct grpo_batch {
     const int32_t *pos;     /* (B,T) RoPE positions (left-padded rows start at 0 at their first
                                real token) */
     const int32_t *targets; /* (B,T) next-token targets, -1 = no log-prob wanted */
+    /* d loss / d aux_loss(): backward() adds aux_weight times the gradient of the auxiliary
+     * loss (MoE load balancing) of this batch. With a training loss of policy loss +
+     * [grpo] aux_loss_coef * aux_loss(), the trainer passes aux_loss_coef times the share it
+     * gives this micro-batch's dlogp (e.g. 1 / gradient-accumulation steps). 0, or a
+     * struct_size that ends before this field: no aux gradient. Unused by forward. */
+    float aux_weight;
 } grpo_batch;
 
 /* A KV cache: kv_floats(R, S) floats of backend memory owned by the host. */
@@ -74,8 +80,9 @@ typedef struct grpo_model_desc {
 
     /* -- training path -- */
     uint64_t (*activation_floats)(void *model, int32_t B, int32_t T); /* size of acts */
-    /* logp (B,T) log p(targets); entropy (B,T) may be NULL; scale multiplies the logits
-     * (1/temperature). acts is the host's activation block of activation_floats() floats. */
+    /* logp (B,T) log p(targets); entropy (B,T) may be NULL (both are 0 where targets < 0);
+     * scale multiplies the logits (1/temperature). acts is the host's activation block of
+     * activation_floats() floats. */
     int32_t (*forward)(void *model, const grpo_batch *batch, float *acts, float *logp,
                        float *entropy, float scale, grpo_error *err);
     /* dlogp (B,T): d loss / d logp. Accumulates (+=) into the bound gradients. */
@@ -100,12 +107,40 @@ typedef struct grpo_model_desc {
                       const int32_t *pos, const int32_t *cache_mask, const int32_t *len,
                       float *scratch, float *logits, grpo_error *err);
     /* Copies cache row src to row dst for slots [0,n) (to fan a prompt out to G rows, or to
-     * compact live rows). */
+     * compact live rows). To fan B prefilled rows out to G rows each (row b -> rows
+     * b*G..b*G+G-1), go from b = B-1 down to 0 so no source row is overwritten before it is
+     * read. */
     void (*kv_copy_row)(void *model, const grpo_kv_cache *kv, int32_t dst, int32_t src,
                         int32_t n);
-    /* (optional) auxiliary loss of the last forward (MoE), 0 when none. */
+    /* (optional) auxiliary loss of the last forward() (MoE load balancing), ALREADY multiplied
+     * by the model's own coefficient (config.json's aux_loss_alpha / router_aux_loss_coef);
+     * 0 when none. Its gradient enters backward() through grpo_batch.aux_weight. */
     float (*aux_loss)(void *model);
+    /* (optional) expert load of the last forward(), prefill() or decode(): (*n_layers,
+     * *n_experts) floats, the number of real (mask = 1) tokens routed to each expert of each MoE
+     * layer (top-k assignments, so a row sums to K * tokens). Host memory owned by the plugin,
+     * valid until the next call into the instance; NULL before the first forward. */
+    const float *(*expert_load)(void *model, int32_t *n_layers, int32_t *n_experts);
+
+    /* -- (optional) hidden states, for heads the caller applies itself (reward models, value
+     *    heads): the host's model_hidden service (grpo/plugin.h, ABI 1.1) needs both slots. -- */
+    /* (optional) C, the floats per token that hidden() writes. */
+    int32_t (*hidden_size)(void *model);
+    /* (optional) Final hidden states, after the final norm, of batch (ids, mask, pos as in
+     * grpo_batch; targets unused): out (B,T,C) in backend memory; scratch holds
+     * scratch_floats(B, T) floats. Padding columns hold unspecified values. */
+    int32_t (*hidden)(void *model, const grpo_batch *batch, float *scratch, float *out,
+                      grpo_error *err);
+    /* (optional) Converts parameter i between the file's layout and the plugin's, in place on
+     * host memory of the parameter's numel floats: direction GRPO_RELAYOUT_LOAD after the host
+     * read it (before upload), GRPO_RELAYOUT_SAVE on the host's copy before writing a file. A
+     * plugin whose file layout is its compute layout leaves this NULL. (E.g. InternLM2's packed
+     * wqkv, interleaved by kv group, becomes q|k|v.) */
+    int32_t (*relayout)(void *model, uint32_t i, float *data, int32_t direction, grpo_error *err);
 } grpo_model_desc;
+
+#define GRPO_RELAYOUT_LOAD 0 /* file -> plugin */
+#define GRPO_RELAYOUT_SAVE 1 /* plugin -> file */
 
 #ifdef __cplusplus
 }

@@ -92,8 +92,9 @@ typedef struct grpo_ops {
     void (*accumulate)(void *ctx, float *y, const float *x, uint64_t n);
 
     /* -- fused head: logits = scale * hidden (N,C) @ w (V,C)^T computed chunk by chunk (never
-     *    the full (N,V)); logp (N) = log softmax(logits)[targets[n]] (0 where targets[n] < 0);
-     *    lse (N) saved for backward; entropy (N) of the softmax (may be NULL).
+     *    the full (N,V)); logp (N) = log softmax(logits)[targets[n]]; lse (N) saved for
+     *    backward; entropy (N) of the softmax (may be NULL). Rows with targets[n] < 0 are
+     *    skipped: logp, lse, entropy and dhidden are 0 there.
      *    Backward: dhidden = d/dhidden of sum(dlogp * logp) ; dw +=. -- */
     void (*head_forward)(void *ctx, float *logp, float *lse, float *entropy, const float *hidden,
                          const float *w, const int32_t *targets, int32_t N, int32_t C,
@@ -112,6 +113,23 @@ typedef struct grpo_ops {
     double (*sumsq)(void *ctx, const float *x, uint64_t n);
     /* -- x *= s -- */
     void (*scale)(void *ctx, float *x, float s, uint64_t n);
+
+    /* -- row routing (mixture of experts): M rows moved between a (N,C) tensor and a
+     *    (M,C) one by an index idx (M), each idx[m] in [0,N).
+     *    gather_rows:  out (M,C) = inp[idx[m]] (written).
+     *    scatter_add_rows: out (N,C)[idx[m]] += w[m] * inp (M,C)[m]; w (M) may be NULL (weight
+     *      1); idx may repeat (rows are added in order of m, so the result does not depend on
+     *      the thread count).
+     *    scatter_add_rows_backward: the gradient of scatter_add_rows: dinp (M,C) =
+     *      w[m] * dout[idx[m]] (written; w NULL: weight 1), dw (M) = dot(dout[idx[m]], inp[m])
+     *      (written); either output may be NULL. -- */
+    void (*gather_rows)(void *ctx, float *out, const float *inp, const int32_t *idx, int32_t M,
+                        int32_t C);
+    void (*scatter_add_rows)(void *ctx, float *out, const float *inp, const int32_t *idx,
+                             const float *w, int32_t M, int32_t C);
+    void (*scatter_add_rows_backward)(void *ctx, float *dinp, float *dw, const float *dout,
+                                      const float *inp, const int32_t *idx, const float *w,
+                                      int32_t M, int32_t C);
 } grpo_ops;
 
 #ifdef __cplusplus

@@ -25,6 +25,8 @@
  *
  * ABI history (append-only; a new group of host services bumps abi_minor):
  *   1.0  initial: log, alloc/free, rng, config access, ops table (provisional), tokenizer (provisional)
+ *   1.1  frozen models for reward plugins: model_ctx, model_load, model_free, model_info,
+ *        model_hidden, model_tensor, model_encode, model_render (grpo_host_model_info)
  */
 #ifndef GRPO_PLUGIN_H
 #define GRPO_PLUGIN_H
@@ -43,7 +45,7 @@ extern "C" {
 #endif
 
 #define GRPO_ABI_MAJOR 1
-#define GRPO_ABI_MINOR 0
+#define GRPO_ABI_MINOR 1
 #define GRPO_MAGIC_TAG "GRPOPLG" /* 7 chars + NUL */
 
 #if defined(_WIN32)
@@ -153,6 +155,20 @@ static inline const char *grpo_config_nth(const grpo_config *cfg, const char *ke
 
 struct grpo_ops;       /* grpo/ops.h: the kernel op table (provisional in 1.0) */
 struct grpo_tokenizer; /* opaque host tokenizer */
+struct grpo_host_model; /* opaque frozen model loaded by the host (1.1) */
+struct grpo_message;    /* grpo/reward.h */
+
+/* What a plugin may know about a model the host loaded (1.1). Filled by host->model_info. */
+typedef struct grpo_host_model_info {
+    uint32_t struct_size;     /* set by the caller */
+    int32_t hidden_size;      /* C: floats per hidden state written by model_hidden */
+    int32_t vocab_size;       /* rows of the token embedding */
+    int32_t has_tokenizer;    /* 1 when the directory has a tokenizer.json */
+    int32_t bos_id, eos_id, pad_id; /* tokenizer_config.json's special tokens, -1 when absent */
+    const char *architecture; /* config.json "architectures"[0]; borrowed until model_free */
+    const char *config_json;  /* config.json text; borrowed until model_free */
+    const char *dir;          /* the directory it was loaded from; borrowed until model_free */
+} grpo_host_model_info;
 
 /* The host fills this table; it only ever grows at its end. A service the host lacks is NULL, so
  * a plugin can feature-test (check GRPO_HAS_FIELD and non-NULL) instead of crashing. All services
@@ -177,6 +193,54 @@ typedef struct grpo_host {
                         int32_t cap, grpo_error *err);
     int32_t (*detokenize)(const struct grpo_tokenizer *tok, const int32_t *ids, int32_t n,
                           char *out, int32_t cap, grpo_error *err);
+
+    /* -- 1.1: frozen models for reward plugins (e.g. a reward model). Each service is NULL when
+     *    the host has none: test GRPO_HAS_FIELD(host, grpo_host, model_render) and non-NULL.
+     * Rules (MUST sentences):
+     * - A plugin passes the host table it received (host) back as the first argument of
+     *   model_load; model_ctx is the host's private context and a plugin MUST NOT touch it.
+     * - If model_load returns GRPO_OK, the plugin MUST call model_free on *out exactly once, on
+     *   the thread that loaded it, before its own destroy() returns.
+     * - The model is frozen (no gradients) and belongs to the plugin that loaded it: the other
+     *   model_* services on one model MUST NOT be called concurrently.
+     * - Every array crosses in HOST memory (plain malloc'd floats and ints), never backend
+     *   memory; the host uploads and downloads.
+     * - All strings are UTF-8; text in is borrowed for the call. -- */
+    void *model_ctx;
+    /* Loads the Hugging Face directory dir (config.json, model.safetensors, tokenizer files) with
+     * the model plugin serving its "architectures", frozen, on the host's backend. */
+    int32_t (*model_load)(const struct grpo_host *host, const char *dir,
+                          struct grpo_host_model **out, grpo_error *err);
+    void (*model_free)(struct grpo_host_model *model); /* NULL is fine */
+    /* Fills *out (only the fields inside out->struct_size). */
+    int32_t (*model_info)(const struct grpo_host_model *model, grpo_host_model_info *out);
+    /* Final hidden states (after the model's final norm) of B rows of T tokens: ids, mask
+     * (B,T), mask 1 = real token, 0 = padding (any side; RoPE positions are cumsum(mask) - 1,
+     * so an unpadded row has positions 0..T-1). With at (B) non-NULL, out (B,C) gets row b's
+     * state at column at[b] (which must be a real token); with at NULL, out (B,T,C) gets every
+     * column (padding columns hold unspecified values). UNSUPPORTED when the model plugin has no
+     * hidden-states slot. */
+    int32_t (*model_hidden)(struct grpo_host_model *model, const int32_t *ids,
+                            const int32_t *mask, int32_t B, int32_t T, const int32_t *at,
+                            float *out, grpo_error *err);
+    /* Copies the parameter tensor called name (its Hugging Face name, e.g. "score.weight") into
+     * out, which holds n floats; n MUST equal the tensor's element count (an error says what it
+     * is). Row-major, the shape of the file. */
+    int32_t (*model_tensor)(struct grpo_host_model *model, const char *name, float *out,
+                            uint64_t n, grpo_error *err);
+    /* Tokenizes text with the model's OWN tokenizer.json; add_special 1 applies its
+     * post-processor (transformers' add_special_tokens=True). Writes up to cap ids and returns
+     * the full count (> cap means truncated), or a negative status; with cap 0, ids may be NULL
+     * (to ask for the count). */
+    int32_t (*model_encode)(struct grpo_host_model *model, const char *text, int32_t add_special,
+                            int32_t *ids, int32_t cap, grpo_error *err);
+    /* Renders messages[0..n) with the model's OWN chat template (ChatML when it ships none), as
+     * transformers' apply_chat_template(tokenize=False) with its bos/eos tokens. Writes a
+     * NUL-terminated string of at most cap bytes (truncated if needed) and returns the full
+     * length without the NUL, or a negative status; with cap 0, out may be NULL. */
+    int32_t (*model_render)(struct grpo_host_model *model, const struct grpo_message *messages,
+                            uint32_t n, int32_t add_generation_prompt, char *out, int32_t cap,
+                            grpo_error *err);
 } grpo_host;
 
 /* ---- the library descriptor ------------------------------------------------------------ */

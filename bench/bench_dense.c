@@ -1,0 +1,197 @@
+/*
+ * bench_dense.c — speed of the dense plugin on the CPU backend at the MiniMind2-small shape
+ * (hidden 512, 8 layers, 8 query / 2 kv heads, intermediate 1408, vocab 6400, tied head).
+ *
+ *   build/bench/bench_dense [--threads N] [--batch B] [--seq T] [--rows R] [--prompt P]
+ *                           [--new N] [--steps S]
+ * Packs are looked for in <dir of the executable>/../packs (the build tree) and the usual path.
+ *
+ * Writes a random model (Llama naming, tied) to a temp HF directory, loads it through the
+ * registry like any model, then measures:
+ *   sgemm      cblas_sgemm (N,512)x(512,1408): the machine's reachable FLOP/s at these shapes
+ *   fwd+bwd    forward + backward of (B,T) tokens (log-probs of next tokens, d logp = 1/N):
+ *              tokens/s and model FLOP/s (6 * matmul params per token + attention, see flops())
+ *   decode     grpo_model_generate of R rows: P-token prompts + N new tokens each (no EOS):
+ *              new tokens/s over the whole call (prefill included)
+ * Same numbers from PyTorch: bench/bench_dense_torch.py. Results: BENCHMARKS.md.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "model.h"
+#include "safetensors.h"
+#include <cblas.h>
+#undef I
+
+enum { C = 512, L = 8, NH = 8, NKV = 2, HD = 64, IM = 1408, V = 6400 };
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static uint64_t rng_state = 88172645463325252ull;
+static float randn_ish(void) { /* uniform(-1,1) is enough for timing */
+    rng_state ^= rng_state << 13, rng_state ^= rng_state >> 7, rng_state ^= rng_state << 17;
+    return (float)((rng_state >> 11) * 0x1.0p-53 * 2.0 - 1.0);
+}
+
+/* A random model of the MiniMind2-small shape as config.json + model.safetensors in dir. */
+static int write_model(const char *dir, grpo_error *err) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    FILE *f = fopen(path, "w");
+    if (!f) return grpo_error_set(err, GRPO_ERR_IO, "%s: cannot write", path);
+    fprintf(f, "{\"architectures\":[\"LlamaForCausalLM\"],\"model_type\":\"llama\","
+               "\"hidden_size\":%d,\"num_hidden_layers\":%d,\"num_attention_heads\":%d,"
+               "\"num_key_value_heads\":%d,\"intermediate_size\":%d,\"vocab_size\":%d,"
+               "\"rms_norm_eps\":1e-5,\"rope_theta\":1000000.0,\"tie_word_embeddings\":true,"
+               "\"hidden_act\":\"silu\",\"max_position_embeddings\":32768}\n",
+            C, L, NH, NKV, IM, V);
+    fclose(f);
+    const char *names[] = {"input_layernorm.weight", "self_attn.q_proj.weight",
+                           "self_attn.k_proj.weight", "self_attn.v_proj.weight",
+                           "self_attn.o_proj.weight", "post_attention_layernorm.weight",
+                           "mlp.gate_proj.weight", "mlp.up_proj.weight", "mlp.down_proj.weight"};
+    const int64_t shapes[9][2] = {{C, 0}, {NH * HD, C}, {NKV * HD, C}, {NKV * HD, C},
+                                  {C, NH * HD}, {C, 0}, {IM, C}, {IM, C}, {C, IM}};
+    int n = 2 + 9 * L;
+    grpo_st_out *t = calloc(n, sizeof *t);
+    char(*nm)[96] = calloc(n, sizeof *nm);
+    int k = 0;
+    for (int l = -1; l <= L; l++)
+        for (int j = 0; j < (l < 0 || l == L ? 1 : 9); j++, k++) {
+            const int64_t *s = l < 0 ? (const int64_t[2]){V, C} : l == L ? (const int64_t[2]){C, 0}
+                                                                             : shapes[j];
+            if (l < 0) snprintf(nm[k], 96, "model.embed_tokens.weight");
+            else if (l == L) snprintf(nm[k], 96, "model.norm.weight");
+            else snprintf(nm[k], 96, "model.layers.%d.%s", l, names[j]);
+            t[k].name = nm[k];
+            t[k].ndim = s[1] ? 2 : 1;
+            t[k].shape[0] = s[0], t[k].shape[1] = s[1];
+            int64_t numel = s[0] * (s[1] ? s[1] : 1);
+            float *d = malloc(numel * sizeof(float));
+            float sc = s[1] ? 1.0f / 22.6f : 0.0f; /* ~1/sqrt(512) for matrices, 1 for norms */
+            for (int64_t i = 0; i < numel; i++) d[i] = s[1] ? sc * randn_ish() : 1.0f;
+            t[k].data = d;
+        }
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    int rc = grpo_st_write(path, t, n, GRPO_ST_F32, err);
+    for (int i = 0; i < n; i++) free((void *)t[i].data);
+    free(t), free(nm);
+    return rc;
+}
+
+/* Model FLOPs per token of the forward: 2 per matmul weight, plus causal attention
+ * (q.k and p.v over T/2 keys on average: 2 * 2 * (T/2) * NH*HD per layer). */
+static double fwd_flops_per_token(int T) {
+    double mm = (double)L * (C * NH * HD * 2 + C * NKV * HD * 2 + 3.0 * C * IM) + (double)C * V;
+    return 2 * mm + (double)L * 2 * T * NH * HD;
+}
+
+static double bench_sgemm(int N) {
+    float *a = malloc((size_t)N * C * 4), *b = malloc((size_t)IM * C * 4);
+    float *c = malloc((size_t)N * IM * 4);
+    for (size_t i = 0; i < (size_t)N * C; i++) a[i] = randn_ish();
+    for (size_t i = 0; i < (size_t)IM * C; i++) b[i] = randn_ish();
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, IM, C, 1, a, C, b, C, 0, c, IM);
+    int reps = 20;
+    double t0 = now();
+    for (int r = 0; r < reps; r++)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, IM, C, 1, a, C, b, C, 0, c, IM);
+    double dt = now() - t0;
+    free(a), free(b), free(c);
+    return 2.0 * N * C * IM * reps / dt;
+}
+
+int main(int argc, char **argv) {
+    int threads = 2, B = 4, T = 256, R = 16, P = 32, NEW = 128, steps = 3;
+    for (int i = 1; i + 1 < argc; i += 2) {
+        int v = atoi(argv[i + 1]);
+        if (!strcmp(argv[i], "--threads")) threads = v;
+        else if (!strcmp(argv[i], "--batch")) B = v;
+        else if (!strcmp(argv[i], "--seq")) T = v;
+        else if (!strcmp(argv[i], "--rows")) R = v;
+        else if (!strcmp(argv[i], "--prompt")) P = v;
+        else if (!strcmp(argv[i], "--new")) NEW = v;
+        else if (!strcmp(argv[i], "--steps")) steps = v;
+    }
+    if (steps < 1) steps = 1;
+    grpo_error err;
+    grpo_error_init(&err);
+    char dir[] = "/tmp/grpo_bench_dense_XXXXXX";
+    if (!mkdtemp(dir) || write_model(dir, &err) != GRPO_OK) {
+        fprintf(stderr, "bench_dense: %s\n", err.message);
+        return 1;
+    }
+    char packs_dir[4096] = ".";
+    ssize_t len = readlink("/proc/self/exe", packs_dir, sizeof packs_dir - 16);
+    if (len > 0) {
+        packs_dir[len] = '\0';
+        strcpy(strrchr(packs_dir, '/'), "/../packs");
+    }
+    const char *packs[] = {packs_dir};
+    grpo_model_env env;
+    grpo_model *m = NULL;
+    if (grpo_model_env_open(&env, "cpu", threads, packs, 1, &err) != GRPO_OK ||
+        grpo_model_open_dir(&m, &env.reg, &env.host, dir, 1, &err) != GRPO_OK ||
+        grpo_model_reserve_acts(m, B, T, &err) != GRPO_OK) {
+        fprintf(stderr, "bench_dense: %s\n", err.message);
+        return 1;
+    }
+    printf("shape: hidden %d, layers %d, heads %d/%d, intermediate %d, vocab %d; threads %d\n", C,
+           L, NH, NKV, IM, V, threads);
+    printf("sgemm (%d,%d)x(%d,%d): %.1f GFLOP/s\n", B * T, C, C, IM, bench_sgemm(B * T) / 1e9);
+
+    int N = B * T;
+    int32_t *ids = malloc(N * 4), *mask = malloc(N * 4), *pos = malloc(N * 4), *tgt = malloc(N * 4);
+    float *logp = malloc(N * 4), *dlogp = malloc(N * 4);
+    for (int i = 0; i < N; i++) {
+        ids[i] = (int32_t)(i * 7919 % V), mask[i] = 1, pos[i] = i % T;
+        tgt[i] = i % T + 1 < T ? (int32_t)((i + 1) * 7919 % V) : -1, dlogp[i] = 1.0f / N;
+    }
+    grpo_batch b = {sizeof b, B, T, ids, mask, pos, tgt, 0.0f};
+    double best = 1e30;
+    for (int s = 0; s <= steps; s++) { /* step 0 warms up */
+        double t0 = now();
+        grpo_model_zero_grad(m);
+        if (grpo_model_forward(m, &b, logp, NULL, 1.0f, &err) ||
+            grpo_model_backward(m, &b, dlogp, 1.0f, &err)) {
+            fprintf(stderr, "bench_dense: %s\n", err.message);
+            return 1;
+        }
+        double dt = now() - t0;
+        if (s > 0 && dt < best) best = dt;
+    }
+    double flops = 3 * fwd_flops_per_token(T) * N;
+    printf("fwd+bwd (%d,%d): %.3f s/step, %.0f tokens/s, %.1f GFLOP/s (best of %d)\n", B, T, best,
+           N / best, flops / best / 1e9, steps);
+
+    int32_t *prompt = malloc((size_t)R * P * 4), *pmask = malloc((size_t)R * P * 4);
+    int32_t *out = malloc((size_t)R * NEW * 4), *n_out = malloc(R * 4);
+    for (int i = 0; i < R * P; i++) prompt[i] = (int32_t)(i * 104729 % V), pmask[i] = 1;
+    uint64_t rng[4] = {1, 2, 3, 4};
+    double t0 = now();
+    if (grpo_model_generate(m, prompt, pmask, R, P, NEW, -1, 0.0f, rng, out, n_out, &err)) {
+        fprintf(stderr, "bench_dense: %s\n", err.message);
+        return 1;
+    }
+    double dt = now() - t0;
+    printf("decode %d rows, prompt %d, %d new: %.2f s, %.0f new tokens/s\n", R, P, NEW, dt,
+           (double)R * NEW / dt);
+
+    grpo_model_close(m);
+    grpo_model_env_close(&env);
+    char path[512];
+    snprintf(path, sizeof path, "%s/model.safetensors", dir), unlink(path);
+    snprintf(path, sizeof path, "%s/config.json", dir), unlink(path);
+    rmdir(dir);
+    free(ids), free(mask), free(pos), free(tgt), free(logp), free(dlogp);
+    free(prompt), free(pmask), free(out), free(n_out);
+    return 0;
+}

@@ -1,0 +1,161 @@
+/* hfdir.c — find, read and write Hugging Face model directories (see hfdir.h). */
+#include "hfdir.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+const char *const grpo_hf_tokenizer_files[] = {
+    "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json",
+    "vocab.json",     "merges.txt",            "tokenizer.model",         "chat_template.jinja",
+    "generation_config.json", NULL,
+};
+
+static int join(char *out, size_t cap, const char *dir, const char *file, grpo_error *err) {
+    if (snprintf(out, cap, "%s/%s", dir, file) >= (int)cap)
+        return grpo_error_set(err, GRPO_ERR_INVALID, "%s: path too long", dir);
+    return GRPO_OK;
+}
+
+static int is_file(const char *path) {
+    struct stat sb;
+    return stat(path, &sb) == 0 && S_ISREG(sb.st_mode);
+}
+
+static int check_dir(const char *dir, grpo_error *err) {
+    struct stat sb;
+    if (stat(dir, &sb) != 0)
+        return grpo_error_set(err, GRPO_ERR_IO, "%s: cannot open model directory: %s", dir,
+                              strerror(errno));
+    if (!S_ISDIR(sb.st_mode))
+        return grpo_error_set(err, GRPO_ERR_INVALID,
+                              "%s: not a directory (expected a Hugging Face model directory with "
+                              "config.json and model.safetensors)", dir);
+    return GRPO_OK;
+}
+
+int grpo_hf_weights_path(const char *dir, char *out, size_t cap, grpo_error *err) {
+    int rc = check_dir(dir, err);
+    if (rc == GRPO_OK) rc = join(out, cap, dir, GRPO_HF_WEIGHTS, err);
+    if (rc != GRPO_OK || is_file(out)) return rc;
+    rc = join(out, cap, dir, GRPO_HF_WEIGHTS_INDEX, err);
+    if (rc != GRPO_OK || is_file(out)) return rc;
+    return grpo_error_set(err, GRPO_ERR_IO,
+                          "%s: no weights: expected " GRPO_HF_WEIGHTS " or " GRPO_HF_WEIGHTS_INDEX
+                          " (only safetensors checkpoints are supported)", dir);
+}
+
+int grpo_hf_open_weights(const char *dir, grpo_safetensors **out, grpo_error *err) {
+    char path[PATH_MAX];
+    *out = NULL;
+    int rc = grpo_hf_weights_path(dir, path, sizeof path, err);
+    return rc ? rc : grpo_st_open(out, path, err);
+}
+
+int grpo_hf_read_config(const char *dir, char **json, grpo_error *err) {
+    char path[PATH_MAX];
+    *json = NULL;
+    int rc = check_dir(dir, err);
+    if (rc == GRPO_OK) rc = join(path, sizeof path, dir, GRPO_HF_CONFIG, err);
+    if (rc == GRPO_OK) rc = grpo_read_file(path, json, NULL, err);
+    if (rc != GRPO_OK) return rc;
+    cJSON *j = cJSON_Parse(*json);
+    int ok = cJSON_IsObject(j);
+    cJSON_Delete(j);
+    if (!ok) {
+        free(*json);
+        *json = NULL;
+        return grpo_error_set(err, GRPO_ERR_INVALID, "%s: expected a JSON object", path);
+    }
+    return GRPO_OK;
+}
+
+/* mkdir -p */
+static int make_dirs(const char *dir, grpo_error *err) {
+    char p[PATH_MAX];
+    if (snprintf(p, sizeof p, "%s", dir) >= (int)sizeof p)
+        return grpo_error_set(err, GRPO_ERR_INVALID, "%s: path too long", dir);
+    for (char *s = p + 1;; s++) {
+        if (*s != '/' && *s != 0) continue;
+        char c = *s;
+        *s = 0;
+        if (mkdir(p, 0755) != 0 && errno != EEXIST)
+            return grpo_error_set(err, GRPO_ERR_IO, "%s: cannot create directory %s: %s", dir, p,
+                                  strerror(errno));
+        *s = c;
+        if (!c) break;
+    }
+    return check_dir(dir, err);
+}
+
+static int same_dir(const char *a, const char *b) {
+    struct stat sa, sb;
+    return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev &&
+           sa.st_ino == sb.st_ino;
+}
+
+static int copy_tokenizer_files(const char *dst, const char *src, grpo_error *err) {
+    if (!src || same_dir(src, dst)) return GRPO_OK;
+    int rc = check_dir(src, err);
+    for (int i = 0; rc == GRPO_OK && grpo_hf_tokenizer_files[i]; i++) {
+        char from[PATH_MAX], to[PATH_MAX], *text = NULL;
+        size_t len = 0;
+        rc = join(from, sizeof from, src, grpo_hf_tokenizer_files[i], err);
+        if (rc == GRPO_OK) rc = join(to, sizeof to, dst, grpo_hf_tokenizer_files[i], err);
+        if (rc != GRPO_OK || !is_file(from)) continue;
+        rc = grpo_read_file(from, &text, &len, err);
+        if (rc == GRPO_OK) rc = grpo_write_file_atomic(to, text, len, err);
+        free(text);
+    }
+    return rc;
+}
+
+int grpo_hf_save(const char *dir, const char *config_json, const grpo_st_out *tensors, size_t n,
+                 grpo_st_dtype dtype, const char *tokenizer_src_dir, grpo_error *err) {
+    cJSON *j = cJSON_Parse(config_json ? config_json : "");
+    int ok = cJSON_IsObject(j);
+    cJSON_Delete(j);
+    if (!ok)
+        return grpo_error_set(err, GRPO_ERR_INVALID,
+                              "%s: the config.json text to save is not a JSON object", dir);
+    char path[PATH_MAX];
+    int rc = make_dirs(dir, err);
+    if (rc == GRPO_OK) rc = join(path, sizeof path, dir, GRPO_HF_WEIGHTS, err);
+    if (rc == GRPO_OK) rc = grpo_st_write(path, tensors, n, dtype, err);
+    if (rc == GRPO_OK) rc = copy_tokenizer_files(dir, tokenizer_src_dir, err);
+    if (rc == GRPO_OK) rc = join(path, sizeof path, dir, GRPO_HF_CONFIG, err);
+    if (rc == GRPO_OK) rc = grpo_write_file_atomic(path, config_json, strlen(config_json), err);
+    return rc;
+}
+
+int grpo_hf_config_set_dtype(const char *config_json, grpo_st_dtype dtype, char **out,
+                             grpo_error *err) {
+    const char *name = dtype == GRPO_ST_F32    ? "float32"
+                       : dtype == GRPO_ST_BF16 ? "bfloat16"
+                       : dtype == GRPO_ST_F16  ? "float16"
+                                               : NULL;
+    *out = NULL;
+    if (!name)
+        return grpo_error_set(err, GRPO_ERR_UNSUPPORTED, "config.json: no torch dtype for %s",
+                              grpo_st_dtype_name(dtype));
+    cJSON *j = cJSON_Parse(config_json ? config_json : "");
+    if (!cJSON_IsObject(j)) {
+        cJSON_Delete(j);
+        return grpo_error_set(err, GRPO_ERR_INVALID, "config.json text: expected a JSON object");
+    }
+    int found = 0;
+    const char *keys[] = {"dtype", "torch_dtype"};
+    for (int k = 0; k < 2; k++)
+        if (cJSON_GetObjectItemCaseSensitive(j, keys[k])) {
+            cJSON_ReplaceItemInObjectCaseSensitive(j, keys[k], cJSON_CreateString(name));
+            found = 1;
+        }
+    if (!found) cJSON_AddStringToObject(j, "torch_dtype", name);
+    *out = cJSON_Print(j);
+    cJSON_Delete(j);
+    return *out ? GRPO_OK : grpo_error_set(err, GRPO_ERR_NOMEM, "config.json: out of memory");
+}

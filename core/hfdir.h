@@ -1,0 +1,55 @@
+/*
+ * hfdir.h — Hugging Face model directories: config.json + model.safetensors (or a sharded
+ * model.safetensors.index.json) + tokenizer files, as transformers' save_pretrained() writes
+ * them and from_pretrained() reads them.
+ *
+ * Errors: GRPO_OK or a negative GRPO_ERR_* status, with one line in err naming the directory or
+ * file and what was expected.
+ */
+#ifndef GRPO_HFDIR_H
+#define GRPO_HFDIR_H
+
+#include <stddef.h>
+
+#include "safetensors.h"
+
+#define GRPO_HF_WEIGHTS "model.safetensors"
+#define GRPO_HF_WEIGHTS_INDEX "model.safetensors.index.json"
+#define GRPO_HF_CONFIG "config.json"
+
+/* The files grpo_hf_save() copies from a source directory when they exist there. NULL-ended. */
+extern const char *const grpo_hf_tokenizer_files[];
+
+/* Writes into out (cap bytes) the path of the weights of dir: DIR/model.safetensors when it
+ * exists, else DIR/model.safetensors.index.json (transformers looks in the same order). An error
+ * names dir and both file names when neither exists. */
+int grpo_hf_weights_path(const char *dir, char *out, size_t cap, grpo_error *err);
+
+/* Opens the weights of dir (see grpo_hf_weights_path, grpo_st_open). The caller MUST
+ * grpo_st_close(*out) on success. */
+int grpo_hf_open_weights(const char *dir, grpo_safetensors **out, grpo_error *err);
+
+/* Reads DIR/config.json into *json (malloc'd, NUL-terminated; the caller frees) after checking
+ * that it is a JSON object. */
+int grpo_hf_read_config(const char *dir, char **json, grpo_error *err);
+
+/* Saves a model directory, creating dir (and its parents) when missing:
+ *   DIR/model.safetensors  the n tensors as dtype (GRPO_ST_F32 or GRPO_ST_BF16), see grpo_st_write
+ *   DIR/config.json        config_json verbatim (must be a JSON object; the caller keeps its
+ *                          "torch_dtype" consistent with dtype)
+ *   tokenizer files        each of grpo_hf_tokenizer_files present in tokenizer_src_dir (may be
+ *                          NULL; skipped when it is dir itself)
+ * Every file is replaced atomically, weights first, config.json last. A failure leaves each file
+ * either old or new and is reported. */
+int grpo_hf_save(const char *dir, const char *config_json, const grpo_st_out *tensors, size_t n,
+                 grpo_st_dtype dtype, const char *tokenizer_src_dir, grpo_error *err);
+
+/* Writes into *out (malloc'd; the caller frees) config_json with its dtype entries set to the
+ * transformers name of dtype ("float32", "bfloat16", "float16"): "dtype" and "torch_dtype" where
+ * present, else a new "torch_dtype" (read by transformers 4 and 5). So from_pretrained(...,
+ * dtype="auto") builds the model in the dtype grpo_hf_save() wrote. The text is re-printed by
+ * cJSON: keys keep their order, numbers may be spelled differently (10000.0 -> 10000). */
+int grpo_hf_config_set_dtype(const char *config_json, grpo_st_dtype dtype, char **out,
+                             grpo_error *err);
+
+#endif

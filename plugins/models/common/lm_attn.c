@@ -1,0 +1,150 @@
+/*
+ * lm_attn.c — the shared self-attention block (see lm_attn.h): layout of its activations and
+ * gradient buffers, forward, backward and one-token decode against a KV cache.
+ */
+#include <stddef.h>
+
+#include "lm_attn.h"
+
+/* Rounds each tensor up to 16 floats so every one starts 64-byte aligned. */
+static uint64_t padded(uint64_t f) { return (f + 15) & ~(uint64_t)15; }
+
+/* Carves or sizes: with block NULL only counts. Returns floats used. */
+static uint64_t acts_layout(lm_attn_acts *a, float *block, const lm_attn_config *c, uint64_t N) {
+    uint64_t Q = (uint64_t)c->NH * c->HD, KV = (uint64_t)c->NKV * c->HD, used = 0;
+    lm_attn_acts dummy;
+    if (!a) a = &dummy;
+#define PLACE(f, sz) (a->f = block ? block + used : NULL, used += padded(sz))
+    PLACE(x, N * c->C);
+    PLACE(ln1, N * c->C);
+    PLACE(ln1_rstd, N);
+    PLACE(q, N * Q);
+    PLACE(k, N * KV);
+    PLACE(v, N * KV);
+    if (c->qk_norm) {
+        PLACE(qraw, N * Q);
+        PLACE(q_rstd, N * c->NH);
+        PLACE(kraw, N * KV);
+        PLACE(k_rstd, N * c->NKV);
+    } else {
+        a->qraw = a->q, a->kraw = a->k, a->q_rstd = a->k_rstd = NULL;
+    }
+    PLACE(att, N * Q);
+    PLACE(att_lse, N * c->NH);
+    PLACE(h, N * c->C);
+#undef PLACE
+    return used;
+}
+
+uint64_t lm_attn_acts_floats(const lm_attn_config *c, uint64_t N) {
+    return acts_layout(NULL, NULL, c, N);
+}
+
+float *lm_attn_acts_carve(lm_attn_acts *a, float *block, const lm_attn_config *c, uint64_t N) {
+    return block + acts_layout(a, block, c, N);
+}
+
+static uint64_t grads_layout(lm_attn_grads *g, float *block, const lm_attn_config *c,
+                             uint64_t N) {
+    uint64_t Q = (uint64_t)c->NH * c->HD, KV = (uint64_t)c->NKV * c->HD, used = 0;
+    lm_attn_grads dummy;
+    if (!g) g = &dummy;
+#define PLACE(f, sz) (g->f = block ? block + used : NULL, used += padded(sz))
+    PLACE(dln, N * c->C);
+    PLACE(dtmp, N * c->C);
+    PLACE(datt, N * Q);
+    PLACE(dq, N * Q);
+    PLACE(dk, N * KV);
+    PLACE(dv, N * KV);
+    if (c->qk_norm) {
+        PLACE(dqraw, N * Q);
+        PLACE(dkraw, N * KV);
+    } else {
+        g->dqraw = g->dq, g->dkraw = g->dk;
+    }
+#undef PLACE
+    return used;
+}
+
+uint64_t lm_attn_grads_floats(const lm_attn_config *c, uint64_t N) {
+    return grads_layout(NULL, NULL, c, N);
+}
+
+float *lm_attn_grads_carve(lm_attn_grads *g, float *block, const lm_attn_config *c, uint64_t N) {
+    return block + grads_layout(g, block, c, N);
+}
+
+/* ln1 -> q, k, v (N rows): projections, optional per-head q/k norm, RoPE in place. */
+static void qkv_forward(const grpo_ops *o, const lm_attn_config *c, lm_attn_acts *a,
+                        float *const *p, const int32_t *pos, int32_t N) {
+    int32_t Q = c->NH * c->HD, KV = c->NKV * c->HD;
+    o->rmsnorm_forward(o->ctx, a->ln1, a->ln1_rstd, a->x, p[AP_LN1], N, c->C, c->eps);
+    o->matmul_forward(o->ctx, a->qraw, a->ln1, p[AP_WQ], p[AP_BQ], N, c->C, Q);
+    o->matmul_forward(o->ctx, a->kraw, a->ln1, p[AP_WK], p[AP_BK], N, c->C, KV);
+    o->matmul_forward(o->ctx, a->v, a->ln1, p[AP_WV], p[AP_BV], N, c->C, KV);
+    if (c->qk_norm) { /* per-head RMSNorm over HD: N*NH rows of HD */
+        o->rmsnorm_forward(o->ctx, a->q, a->q_rstd, a->qraw, p[AP_QNORM], N * c->NH, c->HD,
+                           c->eps);
+        o->rmsnorm_forward(o->ctx, a->k, a->k_rstd, a->kraw, p[AP_KNORM], N * c->NKV, c->HD,
+                           c->eps);
+    }
+    o->rope_forward(o->ctx, a->q, a->q, pos, N, c->NH, c->HD, c->rope_theta);
+    o->rope_forward(o->ctx, a->k, a->k, pos, N, c->NKV, c->HD, c->rope_theta);
+}
+
+void lm_attn_forward(const grpo_ops *o, const lm_attn_config *c, lm_attn_acts *a, float *tmp,
+                     float *const *p, const int32_t *mask, const int32_t *pos, int32_t B,
+                     int32_t T) {
+    int32_t N = B * T, Q = c->NH * c->HD;
+    qkv_forward(o, c, a, p, pos, N);
+    o->attention_forward(o->ctx, a->att, a->att_lse, a->q, a->k, a->v, mask, B, T, c->NH, c->NKV,
+                         c->HD);
+    o->matmul_forward(o->ctx, tmp, a->att, p[AP_WO], p[AP_BO], N, Q, c->C);
+    o->residual_forward(o->ctx, a->h, a->x, tmp, (uint64_t)N * c->C);
+}
+
+void lm_attn_backward(const grpo_ops *o, const lm_attn_config *c, float *dx, const float *dh,
+                      const lm_attn_grads *gb, const lm_attn_acts *a, float *const *p,
+                      float *const *g, const int32_t *mask, const int32_t *pos, int32_t B,
+                      int32_t T) {
+    int32_t N = B * T, Q = c->NH * c->HD, KV = c->NKV * c->HD;
+    o->matmul_backward(o->ctx, gb->datt, g[AP_WO], g[AP_BO], dh, a->att, p[AP_WO], N, Q, c->C);
+    o->attention_backward(o->ctx, gb->dq, gb->dk, gb->dv, gb->datt, a->att, a->att_lse, a->q,
+                          a->k, a->v, mask, B, T, c->NH, c->NKV, c->HD);
+    o->rope_backward(o->ctx, gb->dq, gb->dq, pos, N, c->NH, c->HD, c->rope_theta);
+    o->rope_backward(o->ctx, gb->dk, gb->dk, pos, N, c->NKV, c->HD, c->rope_theta);
+    if (c->qk_norm) {
+        o->rmsnorm_backward(o->ctx, gb->dqraw, g[AP_QNORM], gb->dq, a->qraw, p[AP_QNORM],
+                            a->q_rstd, N * c->NH, c->HD);
+        o->rmsnorm_backward(o->ctx, gb->dkraw, g[AP_KNORM], gb->dk, a->kraw, p[AP_KNORM],
+                            a->k_rstd, N * c->NKV, c->HD);
+    }
+    o->matmul_backward(o->ctx, gb->dln, g[AP_WQ], g[AP_BQ], gb->dqraw, a->ln1, p[AP_WQ], N, c->C,
+                       Q);
+    o->matmul_backward(o->ctx, gb->dtmp, g[AP_WK], g[AP_BK], gb->dkraw, a->ln1, p[AP_WK], N,
+                       c->C, KV);
+    o->accumulate(o->ctx, gb->dln, gb->dtmp, (uint64_t)N * c->C);
+    o->matmul_backward(o->ctx, gb->dtmp, g[AP_WV], g[AP_BV], gb->dv, a->ln1, p[AP_WV], N, c->C,
+                       KV);
+    o->accumulate(o->ctx, gb->dln, gb->dtmp, (uint64_t)N * c->C);
+    o->rmsnorm_backward(o->ctx, dx, g[AP_LN1], gb->dln, a->x, p[AP_LN1], a->ln1_rstd, N, c->C);
+    o->accumulate(o->ctx, dx, dh, (uint64_t)N * c->C); /* residual path */
+}
+
+void lm_attn_decode(const grpo_ops *o, const lm_attn_config *c, lm_attn_acts *a, float *tmp,
+                    float *const *p, float *kcache, float *vcache, int32_t S,
+                    const int32_t *pos, const int32_t *cache_mask, const int32_t *len,
+                    const int32_t *hlen, int32_t R) {
+    int32_t Q = c->NH * c->HD, KV = c->NKV * c->HD;
+    uint64_t bytes = (uint64_t)KV * sizeof(float);
+    qkv_forward(o, c, a, p, pos, R);
+    for (int32_t r = 0; r < R; r++) {
+        uint64_t slot = ((uint64_t)r * S + (uint64_t)(hlen[r] - 1)) * KV;
+        o->copy(o->ctx, kcache + slot, a->k + (uint64_t)r * KV, bytes);
+        o->copy(o->ctx, vcache + slot, a->v + (uint64_t)r * KV, bytes);
+    }
+    o->attention_decode(o->ctx, a->att, a->q, kcache, vcache, cache_mask, len, R, S, c->NH,
+                        c->NKV, c->HD);
+    o->matmul_forward(o->ctx, tmp, a->att, p[AP_WO], p[AP_BO], R, Q, c->C);
+    o->residual_forward(o->ctx, a->h, a->x, tmp, (uint64_t)R * c->C);
+}

@@ -1,0 +1,77 @@
+/*
+ * lm_attn.h — the pre-norm self-attention block shared by the decoder packs (compiled into each
+ * pack that uses it; not part of the SDK):
+ *   h = x + o_proj(attn(rope(qnorm?(q_proj(ln1(x)))), rope(knorm?(k_proj(ln1(x)))), v_proj(ln1(x))))
+ * as in Hugging Face's Llama/Qwen2/Qwen3 decoder layers, through the op table only.
+ *
+ * Dimension letters: B rows, T time, N = B*T tokens, C hidden, NH query heads, NKV key/value
+ * heads, HD head dim, Q = NH*HD, KV = NKV*HD, R decode rows, S cache slots.
+ */
+#ifndef LM_ATTN_H
+#define LM_ATTN_H
+
+#include "grpo/ops.h"
+
+typedef struct lm_attn_config {
+    int32_t C, NH, NKV, HD;
+    float eps, rope_theta;
+    int32_t qk_norm; /* per-head RMSNorm of q and k before RoPE (Qwen3) */
+} lm_attn_config;
+
+/* Parameter slots of the block, in table order; a missing tensor (no bias, no q/k norm) is NULL. */
+enum { AP_LN1, AP_WQ, AP_BQ, AP_WK, AP_BK, AP_WV, AP_BV, AP_QNORM, AP_KNORM, AP_WO, AP_BO,
+       AP_COUNT };
+
+/* Activations of one layer's block; with qk_norm off, qraw/kraw alias q/k (RoPE in place). */
+typedef struct lm_attn_acts {
+    float *x;        /* (N,C) block input (the residual stream) */
+    float *ln1;      /* (N,C) */
+    float *ln1_rstd; /* (N) */
+    float *qraw;     /* (N,Q) q_proj output (qk_norm only, else == q) */
+    float *q_rstd;   /* (N*NH) (qk_norm only) */
+    float *kraw;     /* (N,KV) (qk_norm only, else == k) */
+    float *k_rstd;   /* (N*NKV) (qk_norm only) */
+    float *q;        /* (N,Q) after norm and RoPE */
+    float *k;        /* (N,KV) after norm and RoPE */
+    float *v;        /* (N,KV) */
+    float *att;      /* (N,Q) attention output before o_proj */
+    float *att_lse;  /* (B,NH,T) */
+    float *h;        /* (N,C) x + attention */
+} lm_attn_acts;
+
+/* Gradient work buffers of the backward pass (written, never accumulated across calls);
+ * dqraw/dkraw alias dq/dk when qk_norm is off. */
+typedef struct lm_attn_grads {
+    float *dln, *dtmp;    /* (N,C) */
+    float *datt, *dq;     /* (N,Q) */
+    float *dk, *dv;       /* (N,KV) */
+    float *dqraw, *dkraw; /* (N,Q), (N,KV) */
+} lm_attn_grads;
+
+/* Floats of the forward activations of one layer (lm_attn_acts) for N tokens. */
+uint64_t lm_attn_acts_floats(const lm_attn_config *c, uint64_t N);
+/* Points a at block (which holds lm_attn_acts_floats floats, 64-byte aligned); returns the end. */
+float *lm_attn_acts_carve(lm_attn_acts *a, float *block, const lm_attn_config *c, uint64_t N);
+/* The same for the gradient buffers. */
+uint64_t lm_attn_grads_floats(const lm_attn_config *c, uint64_t N);
+float *lm_attn_grads_carve(lm_attn_grads *g, float *block, const lm_attn_config *c, uint64_t N);
+
+/* a->x (N,C) -> a->h (N,C). p: AP_COUNT parameter pointers; tmp (N,C) scratch. mask/pos (B,T). */
+void lm_attn_forward(const grpo_ops *o, const lm_attn_config *c, lm_attn_acts *a, float *tmp,
+                     float *const *p, const int32_t *mask, const int32_t *pos, int32_t B,
+                     int32_t T);
+/* dh (N,C) = d loss/d h -> dx (N,C) = d loss/d x (written, residual included); parameter grads
+ * g (AP_COUNT pointers, NULL entries skipped) accumulated. */
+void lm_attn_backward(const grpo_ops *o, const lm_attn_config *c, float *dx, const float *dh,
+                      const lm_attn_grads *gb, const lm_attn_acts *a, float *const *p,
+                      float *const *g, const int32_t *mask, const int32_t *pos, int32_t B,
+                      int32_t T);
+/* One decode step for R rows: a->x (R,C) -> a->h (R,C). This step's k/v are written to cache
+ * slot hlen[r]-1 (hlen: host copy of len) of kcache/vcache (R',S,NKV,HD) planes, rows 0..R-1;
+ * len/cache_mask as in attention_decode. */
+void lm_attn_decode(const grpo_ops *o, const lm_attn_config *c, lm_attn_acts *a, float *tmp,
+                    float *const *p, float *kcache, float *vcache, int32_t S,
+                    const int32_t *pos, const int32_t *cache_mask, const int32_t *len,
+                    const int32_t *hlen, int32_t R);
+
+#endif

@@ -1,0 +1,127 @@
+/*
+ * dense_internlm2.c — InternLM2 (internlm/internlm2-*) as a dense model: the same math as Llama
+ * under other names, with q/k/v packed in one tensor. Served for InternLM2ForRewardModel (tested
+ * against a reference); InternLM2ForCausalLM (output.weight) is laid out below but not listed
+ * in the pack's architectures until a test checks its log-probs.
+ *
+ *   model.tok_embeddings.weight                    (V,C)       = embed_tokens
+ *   model.layers.{l}.attention_norm.weight         (C)         = input_layernorm
+ *   model.layers.{l}.attention.wqkv.weight         (Q+2KV,C)   packed q/k/v (below)
+ *   model.layers.{l}.attention.wqkv.bias           (Q+2KV)     when "bias"
+ *   model.layers.{l}.attention.wo.weight           (C,Q)       = o_proj (.bias when "bias")
+ *   model.layers.{l}.ffn_norm.weight               (C)         = post_attention_layernorm
+ *   model.layers.{l}.feed_forward.w1/w3/w2.weight  (I,C),(I,C),(C,I) = gate, up, down
+ *   model.norm.weight                              (C)
+ *   output.weight (V,C) | v_head.weight (1,C)      LM head | reward head
+ *
+ * wqkv's rows are interleaved by kv group: for kv head h (0..NKV-1), the g = NH/NKV query heads
+ * of its group (heads h*g .. h*g+g-1), then its key head, then its value head, HD rows each,
+ * i.e. row ((h*(g+2) + j)*HD + d). The relayout slot turns this into q|k|v on load (rows
+ * [0,Q) q heads in order, [Q,Q+KV) k, [Q+KV,Q+2KV) v), so the layer code sees three contiguous
+ * projections, and back on save, so a saved directory is InternLM2's layout again.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dense.h"
+
+static const struct {
+    int32_t slot;
+    const char *name;
+} names[] = {
+    {LP_LN1, "attention_norm.weight"},     {SLOT_WQKV, "attention.wqkv.weight"},
+    {SLOT_BQKV, "attention.wqkv.bias"},    {LP_WO, "attention.wo.weight"},
+    {LP_BO, "attention.wo.bias"},          {LP_LN2, "ffn_norm.weight"},
+    {LP_WGATE, "feed_forward.w1.weight"},  {LP_WUP, "feed_forward.w3.weight"},
+    {LP_WDOWN, "feed_forward.w2.weight"},
+};
+
+/* Shape of a layer tensor, or 0 when the config lacks it. */
+static int32_t layer_shape(const dense_config *c, int32_t slot, int64_t shape[2]) {
+    int64_t Q = (int64_t)c->NH * c->HD, KV = (int64_t)c->NKV * c->HD;
+    switch (slot) {
+    case LP_LN1: case LP_LN2: shape[0] = c->C; return 1;
+    case SLOT_WQKV: shape[0] = Q + 2 * KV, shape[1] = c->C; return 2;
+    case SLOT_BQKV: shape[0] = Q + 2 * KV; return c->qkv_bias ? 1 : 0;
+    case LP_WO: shape[0] = c->C, shape[1] = Q; return 2;
+    case LP_BO: shape[0] = c->C; return c->o_bias ? 1 : 0;
+    case LP_WGATE: case LP_WUP: shape[0] = c->I, shape[1] = c->C; return 2;
+    case LP_WDOWN: shape[0] = c->C, shape[1] = c->I; return 2;
+    default: return 0;
+    }
+}
+
+int32_t dense_internlm2_params_build(dense_model *m, grpo_error *err) {
+    const dense_config *c = &m->cfg;
+    uint32_t per_layer = sizeof names / sizeof names[0], cap = 3 + (uint32_t)c->L * per_layer;
+    m->descs = calloc(cap, sizeof *m->descs);
+    m->names = calloc(cap, sizeof *m->names);
+    m->slot = calloc(cap, sizeof *m->slot);
+    m->layer = calloc(cap, sizeof *m->layer);
+    if (!m->descs || !m->names || !m->slot || !m->layer)
+        return grpo_error_set(err, GRPO_ERR_NOMEM, "dense: out of memory for the parameter table");
+    int64_t vc[2] = {c->V, c->C}, cc[1] = {c->C};
+    int32_t st = dense_params_add(m, "model.tok_embeddings.weight", 2, vc, 0, -1, SLOT_EMBED, -1);
+    char name[128];
+    for (int32_t l = 0; l < c->L && st == GRPO_OK; l++)
+        for (uint32_t k = 0; k < per_layer && st == GRPO_OK; k++) {
+            int64_t shape[2];
+            int32_t nd = layer_shape(c, names[k].slot, shape);
+            if (!nd) continue;
+            snprintf(name, sizeof name, "model.layers.%d.%s", l, names[k].name);
+            st = dense_params_add(m, name, nd, shape, nd == 1 ? GRPO_PARAM_NO_DECAY : 0, -1,
+                                  names[k].slot, l);
+        }
+    if (st == GRPO_OK)
+        st = dense_params_add(m, "model.norm.weight", 1, cc, GRPO_PARAM_NO_DECAY, -1, SLOT_NORM,
+                              -1);
+    if (st == GRPO_OK) st = dense_params_add_head(m, "output.weight");
+    if (st != GRPO_OK)
+        return grpo_error_set(err, st, "dense: out of memory for the parameter names");
+    return GRPO_OK;
+}
+
+void dense_internlm2_bind(dense_model *m, int32_t l, int32_t slot, float *p, float *g) {
+    const dense_config *c = &m->cfg;
+    uint64_t w = slot == SLOT_WQKV ? (uint64_t)c->C : 1; /* floats per row */
+    uint64_t Q = (uint64_t)c->NH * c->HD, KV = (uint64_t)c->NKV * c->HD;
+    int32_t sq = slot == SLOT_WQKV ? LP_WQ : LP_BQ, sk = slot == SLOT_WQKV ? LP_WK : LP_BK,
+            sv = slot == SLOT_WQKV ? LP_WV : LP_BV;
+    dense_layer_params *lp = &m->lp[l];
+    lp->p[sq] = p, lp->p[sk] = p + Q * w, lp->p[sv] = p + (Q + KV) * w;
+    lp->g[sq] = g, lp->g[sk] = g ? g + Q * w : NULL, lp->g[sv] = g ? g + (Q + KV) * w : NULL;
+}
+
+/* Row of the q|k|v layout that packed row r holds. */
+static uint64_t unpacked_row(const dense_config *c, uint64_t r) {
+    uint64_t HD = (uint64_t)c->HD, g = (uint64_t)(c->NH / c->NKV);
+    uint64_t Q = (uint64_t)c->NH * HD, KV = (uint64_t)c->NKV * HD;
+    uint64_t d = r % HD, head = r / HD, h = head / (g + 2), j = head % (g + 2);
+    if (j < g) return (h * g + j) * HD + d;
+    return (j == g ? Q : Q + KV) + h * HD + d;
+}
+
+int32_t dense_internlm2_relayout(void *model, uint32_t i, float *data, int32_t direction,
+                                 grpo_error *err) {
+    dense_model *m = model;
+    if (i >= m->n_params || (m->slot[i] != SLOT_WQKV && m->slot[i] != SLOT_BQKV))
+        return GRPO_OK;
+    const dense_config *c = &m->cfg;
+    uint64_t rows = (uint64_t)(c->NH + 2 * c->NKV) * c->HD;
+    uint64_t w = m->slot[i] == SLOT_WQKV ? (uint64_t)c->C : 1;
+    float *tmp = m->host->alloc(rows * w * sizeof(float));
+    if (!tmp)
+        return grpo_error_set(err, GRPO_ERR_NOMEM, "dense: out of memory unpacking %s",
+                              m->names[i]);
+    for (uint64_t r = 0; r < rows; r++) {
+        uint64_t u = unpacked_row(c, r);
+        if (direction == GRPO_RELAYOUT_LOAD)
+            memcpy(tmp + u * w, data + r * w, w * sizeof(float));
+        else
+            memcpy(tmp + r * w, data + u * w, w * sizeof(float));
+    }
+    memcpy(data, tmp, rows * w * sizeof(float));
+    m->host->free(tmp);
+    return GRPO_OK;
+}
