@@ -136,6 +136,7 @@ def main():
     p.add_argument("--steps", type=int, default=4)
     p.add_argument("--warmup", type=int, default=1)
     p.add_argument("--micro-batch", type=int, default=0)
+    p.add_argument("--sides", default="c,torch", help="which programs to run: c, torch or both")
     a = p.parse_args()
     os.makedirs(OUT, exist_ok=True)
     if not os.path.exists(os.path.join(OUT, "model", "model.safetensors")):
@@ -144,6 +145,7 @@ def main():
     c_all, t_all = [], []
     for r in range(a.rounds):
         order = ["c", "torch"] if r % 2 == 0 else ["torch", "c"]
+        order = [s for s in order if s in a.sides.split(",")]
         for side in order:
             tag = f"{side}_mb{a.micro_batch}_r{r}"
             res = run_c(a, tag) if side == "c" else run_torch(a, tag)
@@ -154,6 +156,13 @@ def main():
                   f", peak RSS {res['rss_mib']:.0f} MiB, "
                   f"CPU {res['cpu_pct']}%" + (", CPU phases " + " ".join(f"{k} {v:.2f}" for k, v in res["phases"].items())
                      if "phases" in res else ""), flush=True)
+    for side, res in (("C", c_all), ("torch", t_all)):
+        if res:
+            print(f"{side}: {statistics.median(x['median'] for x in res):.2f} s/step wall, "
+                  f"{statistics.median(x['cpu_median'] for x in res):.2f} s/step CPU, peak RSS "
+                  f"{statistics.median(x['rss_mib'] for x in res):.0f} MiB")
+    if not c_all or not t_all:
+        return
     cm = statistics.median(x["median"] for x in c_all)
     tm = statistics.median(x["median"] for x in t_all)
     ratios = [t["median"] / c["median"] for c, t in zip(c_all, t_all)]
