@@ -18,7 +18,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "chat_template.h"
 #include "cli.h"
@@ -26,6 +25,7 @@
 #include "model.h"
 #include "registry.h"
 #include "rng.h"
+#include "run.h"
 #include "safetensors.h"
 
 static const char *const added[] = {"<|endoftext|>", "<|im_start|>", "<|im_end|>", "<think>",
@@ -197,7 +197,7 @@ static int write_weights(const char *dir, const grpo_model_desc *desc, void *ins
 }
 
 static int init_model(const char *dir, const init_opts *o, char **plugin_dirs, grpo_error *err) {
-    if (mkdir(dir, 0777) != 0 && errno != EEXIST)
+    if (grpo_mkdirs(dir) != 0)
         return grpo_error_set(err, GRPO_ERR_IO, "init-model: cannot create %s: %s", dir,
                               strerror(errno));
     int rc = write_json(dir, "tokenizer.json", tokenizer_json(), err);
