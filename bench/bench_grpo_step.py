@@ -150,12 +150,12 @@ def main():
             tag = f"{side}_mb{a.micro_batch}_r{r}"
             res = run_c(a, tag) if side == "c" else run_torch(a, tag)
             (c_all if side == "c" else t_all).append(res)
+            phases = " ".join(f"{k} {v:.2f}" for k, v in res.get("phases", {}).items())
             print(f"round {r + 1} {side:5s}: steps {' '.join(f'{s:.2f}' for s in res['steps'])} s"
                   f" -> median {res['median']:.2f} s (CPU "
                   f"{' '.join(f'{s:.2f}' for s in res['cpu_steps'])} -> {res['cpu_median']:.2f} s)"
-                  f", peak RSS {res['rss_mib']:.0f} MiB, "
-                  f"CPU {res['cpu_pct']}%" + (", CPU phases " + " ".join(f"{k} {v:.2f}" for k, v in res["phases"].items())
-                     if "phases" in res else ""), flush=True)
+                  f", peak RSS {res['rss_mib']:.0f} MiB, CPU {res['cpu_pct']}%"
+                  + (f", CPU phases {phases}" if phases else ""), flush=True)
     for side, res in (("C", c_all), ("torch", t_all)):
         if res:
             print(f"{side}: {statistics.median(x['median'] for x in res):.2f} s/step wall, "

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """bench_grpo_step_torch.py — one full GRPO step in PyTorch eager, the reference for `grpo train`
-in bench/bench_grpo_step.sh (see bench/grpo_step.md).
+run side by side by bench/bench_grpo_step.py (see bench/grpo_step.md).
 
 Two modes:
 
@@ -19,8 +19,10 @@ Two modes:
                  policy: per-token log-probs (log_softmax + gather) with grad
                  loss: GRPO, per-sequence mean (loss_type = grpo), k3 KL * beta, advantages
                        (r - mean_g) / (std_g + 1e-4); backward; clip_grad_norm_(1.0); AdamW step
-               and prints the time of each step, the median after --warmup steps, and the peak
-               RSS of the process (getrusage ru_maxrss).
+               and prints the wall and CPU time of each step, CPU seconds per phase, the median
+               after --warmup steps, and the peak RSS of the process (getrusage ru_maxrss).
+               --micro-batch M runs the reference/policy passes M rows at a time (as
+               train.micro_batch), the loss still averaged over all B*G sequences.
 
 Usage:
   python3 bench/bench_grpo_step_torch.py --make build/bench_grpo_step/model
@@ -201,8 +203,9 @@ def run(a):
         dt, dc = time.perf_counter() - t0, time.process_time() - c0
         times.append(dt)
         cpus.append(dc)
-        print(f"step {s + 1}: {dt:.3f} s (cpu {dc:.3f} s)  T={m['T']} loss={m['loss']:.4g} kl={m['kl']:.3g} "
-              f"reward={m['reward']:.3g} grad_norm={m['grad_norm']:.3g}\n  phases (cpu s) "
+        print(f"step {s + 1}: {dt:.3f} s (cpu {dc:.3f} s)  T={m['T']} loss={m['loss']:.4g} "
+              f"kl={m['kl']:.3g} reward={m['reward']:.3g} grad_norm={m['grad_norm']:.3g}\n"
+              "  phases (cpu s) "
               + " ".join(f"{k} {v:.3f}" for k, v in m["phases"].items()), flush=True)
     timed = times[a.warmup:] or times
     print(f"torch_step_median_s {statistics.median(timed):.3f} cpu "
