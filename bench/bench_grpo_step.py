@@ -1,0 +1,185 @@
+#!/usr/bin/env python3
+"""bench_grpo_step.py — runs the one-GRPO-step benchmark side by side and prints the table of
+bench/grpo_step.md: `grpo train` (C, the real trainer, timed by its metrics' step_time) and
+bench/bench_grpo_step_torch.py (PyTorch eager, MiniMind train_grpo.py style), back to back,
+ROUNDS times, alternating which side goes first, each under /usr/bin/time -v for the peak RSS.
+
+Both sides: MiniMind2-small shape (random init, written once by --make), B=2 prompts, G=8,
+exactly 128 new tokens per row (no EOS id), temperature 1, beta 0.02 (reference model),
+loss_type grpo, AdamW, one thread (train.threads = 1, torch.set_num_threads(1),
+OMP/OPENBLAS/MKL_NUM_THREADS=1). Each process runs STEPS steps; the first WARMUP are dropped
+(first-touch of the activation memory, allocator warm-up) and the median of the rest is its time.
+
+Usage (from the repository root, after building):
+  python3 bench/bench_grpo_step.py [--rounds 3] [--steps 4] [--warmup 1] [--micro-batch 0]
+"""
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+OUT = os.path.join(ROOT, "build", "bench_grpo_step")
+ENV = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
+
+
+def cpu_seconds(pid):
+    """utime + stime of a process from /proc (clock ticks, 10 ms), or None when it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError):
+        return None
+
+
+def child_pid(pid):
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            kids = f.read().split()
+        return int(kids[0]) if kids else None
+    except OSError:
+        return None
+
+
+def timed(cmd, tag, watch=None):
+    """Runs cmd under /usr/bin/time -v; returns (stdout+stderr text, {rss_mib, cpu_pct}).
+    watch: a file the program appends one line to per step; then res["cpu_marks"] holds the
+    program's CPU seconds each time a line appeared (polled every 20 ms)."""
+    tfile = os.path.join(OUT, f"time_{tag}.txt")
+    log = open(os.path.join(OUT, f"out_{tag}.txt"), "w+")
+    p = subprocess.Popen(["/usr/bin/time", "-v", "-o", tfile] + cmd, cwd=ROOT, env=ENV,
+                         stdout=log, stderr=subprocess.STDOUT, text=True)
+    marks, seen, prog = [], 0, None
+    while p.poll() is None:
+        time.sleep(0.02)
+        if not watch:
+            continue
+        prog = prog or child_pid(p.pid)
+        try:
+            with open(watch) as f:
+                n = sum(1 for _ in f)
+        except OSError:
+            n = 0
+        if n > seen and prog:
+            c = cpu_seconds(prog)
+            if c is not None:
+                marks += [c] * (n - seen)
+                seen = n
+    log.seek(0)
+    out = log.read()
+    log.close()
+    if p.returncode != 0:
+        sys.exit(f"{' '.join(cmd)} failed ({p.returncode}):\n{out[-3000:]}")
+    t = open(tfile).read()
+    rss = int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", t).group(1)) / 1024
+    cpu = int(re.search(r"Percent of CPU this job got: (\d+)%", t).group(1))
+    return out, {"rss_mib": rss, "cpu_pct": cpu, "cpu_marks": marks}
+
+
+def run_file(steps, micro_batch):
+    """The committed run file with steps and micro_batch replaced, written under OUT."""
+    src = open(os.path.join(ROOT, "bench", "bench_grpo_step.ini")).read()
+    src = src.replace("path = ../build/bench_grpo_step/model", "path = model")
+    src = src.replace("path = bench_grpo_step_prompts.jsonl",
+                      "path = ../../bench/bench_grpo_step_prompts.jsonl")
+    src = re.sub(r"(?m)^steps = .*$", f"steps = {steps}", src)
+    src = re.sub(r"(?m)^micro_batch = .*$", f"micro_batch = {micro_batch}", src)
+    src = re.sub(r"(?m)^dir = build/bench_grpo_step/runs", f"dir = {OUT}/runs_mb{micro_batch}", src)
+    path = os.path.join(OUT, f"run_mb{micro_batch}.ini")
+    with open(path, "w") as f:
+        f.write(src)
+    return path
+
+
+def run_c(a, tag):
+    ini = run_file(a.steps, a.micro_batch)
+    metrics = os.path.join(OUT, f"runs_mb{a.micro_batch}", "metrics.jsonl")
+    if os.path.exists(metrics):
+        os.remove(metrics)
+    _, res = timed([os.path.join(ROOT, "build", "grpo"), "train", ini], tag, watch=metrics)
+    with open(metrics) as f:
+        rows = [json.loads(line) for line in f]
+    steps = [r["step_time"] for r in rows]
+    assert all(r["completions/mean_length"] == 128 for r in rows), "a row stopped early"
+    res["steps"] = steps
+    res["median"] = statistics.median(steps[a.warmup:])
+    m = res["cpu_marks"]  # CPU time between metrics lines = CPU time of steps 2..
+    res["cpu_steps"] = [m[i] - m[i - 1] for i in range(max(a.warmup, 1), len(m))]
+    res["cpu_median"] = statistics.median(res["cpu_steps"])
+    return res
+
+
+def run_torch(a, tag):
+    cmd = ["python3", os.path.join(ROOT, "bench", "bench_grpo_step_torch.py"), "--model",
+           os.path.join(OUT, "model"), "--steps", str(a.steps), "--warmup", str(a.warmup),
+           "--threads", "1", "--micro-batch", str(a.micro_batch)]
+    text, res = timed(cmd, tag)
+    res["steps"] = [float(x) for x in re.findall(r"(?m)^step \d+: ([0-9.]+) s", text)]
+    res["median"] = statistics.median(res["steps"][a.warmup:])
+    res["cpu_steps"] = [float(x) for x in re.findall(r"(?m)^step \d+: .*?\(cpu ([0-9.]+) s\)",
+                                                     text)][a.warmup:]
+    res["cpu_median"] = statistics.median(res["cpu_steps"])
+    phases = [dict((k, float(v)) for k, v in re.findall(r"(\w+) ([0-9.]+)", line))
+              for line in re.findall(r"(?m)^  phases \(cpu s\) (.*)$", text)][a.warmup:]
+    res["phases"] = {k: statistics.median(p[k] for p in phases) for k in phases[0]}
+    return res
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--steps", type=int, default=4)
+    p.add_argument("--warmup", type=int, default=1)
+    p.add_argument("--micro-batch", type=int, default=0)
+    p.add_argument("--sides", default="c,torch", help="which programs to run: c, torch or both")
+    a = p.parse_args()
+    os.makedirs(OUT, exist_ok=True)
+    if not os.path.exists(os.path.join(OUT, "model", "model.safetensors")):
+        subprocess.run(["python3", os.path.join(ROOT, "bench", "bench_grpo_step_torch.py"),
+                        "--make", os.path.join(OUT, "model")], check=True)
+    c_all, t_all = [], []
+    for r in range(a.rounds):
+        order = ["c", "torch"] if r % 2 == 0 else ["torch", "c"]
+        order = [s for s in order if s in a.sides.split(",")]
+        for side in order:
+            tag = f"{side}_mb{a.micro_batch}_r{r}"
+            res = run_c(a, tag) if side == "c" else run_torch(a, tag)
+            (c_all if side == "c" else t_all).append(res)
+            phases = " ".join(f"{k} {v:.2f}" for k, v in res.get("phases", {}).items())
+            print(f"round {r + 1} {side:5s}: steps {' '.join(f'{s:.2f}' for s in res['steps'])} s"
+                  f" -> median {res['median']:.2f} s (CPU "
+                  f"{' '.join(f'{s:.2f}' for s in res['cpu_steps'])} -> {res['cpu_median']:.2f} s)"
+                  f", peak RSS {res['rss_mib']:.0f} MiB, CPU {res['cpu_pct']}%"
+                  + (f", CPU phases {phases}" if phases else ""), flush=True)
+    for side, res in (("C", c_all), ("torch", t_all)):
+        if res:
+            print(f"{side}: {statistics.median(x['median'] for x in res):.2f} s/step wall, "
+                  f"{statistics.median(x['cpu_median'] for x in res):.2f} s/step CPU, peak RSS "
+                  f"{statistics.median(x['rss_mib'] for x in res):.0f} MiB")
+    if not c_all or not t_all:
+        return
+    cm = statistics.median(x["median"] for x in c_all)
+    tm = statistics.median(x["median"] for x in t_all)
+    ratios = [t["median"] / c["median"] for c, t in zip(c_all, t_all)]
+    cc = statistics.median(x["cpu_median"] for x in c_all)
+    tc = statistics.median(x["cpu_median"] for x in t_all)
+    crss = statistics.median(x["rss_mib"] for x in c_all)
+    trss = statistics.median(x["rss_mib"] for x in t_all)
+    print(f"\nmicro_batch {a.micro_batch or 16}: C {cm:.2f} s/step "
+          f"(rounds {min(x['median'] for x in c_all):.2f}..{max(x['median'] for x in c_all):.2f}),"
+          f" torch {tm:.2f} s/step "
+          f"(rounds {min(x['median'] for x in t_all):.2f}..{max(x['median'] for x in t_all):.2f})")
+    print(f"speed-up torch/C: {tm / cm:.2f}x (per round {' '.join(f'{x:.2f}' for x in ratios)}) "
+          f"target >= 4x: {'met' if tm / cm >= 4 else 'NOT met'}")
+    print(f"CPU time per step: C {cc:.2f} s, torch {tc:.2f} s, speed-up {tc / cc:.2f}x")
+    print(f"peak RSS: C {crss:.0f} MiB, torch {trss:.0f} MiB, C/torch {crss / trss:.2f}x "
+          f"target <= 0.5x: {'met' if crss / trss <= 0.5 else 'NOT met'}")
+
+
+if __name__ == "__main__":
+    main()
