@@ -11,23 +11,20 @@
 #endif
 
 static const grpo_command commands[] = {
-    {"version", cmd_version, "print the version and the plugin ABI version"},
-    {"plot", cmd_plot, "draw metrics.jsonl as an SVG chart"},
+    {"train", cmd_train, "train a policy with GRPO as a run file says (--resume continues)"},
+    {"sft", cmd_sft, "supervised fine-tuning on prompt/response pairs (warm start)"},
+    {"eval", cmd_eval, "mean reward and accuracy on held-out prompts with the current checkpoint"},
+    {"init-model", cmd_init_model, "write a small random-init model + byte-level tokenizer (the embedded default)"},
     {"reward", cmd_reward, "score prompt/completion lines with a run file's rewards (reward score)"},
     {"plugins", cmd_plugins, "list the rewards and models on the plugin path, or show one"},
     {"config", cmd_config, "check a run file and print it resolved, or list every run-file key"},
     {"tokenize", cmd_tokenize, "text lines -> JSON ids (or ids -> text with --decode)"},
-    {"init-model", cmd_init_model, "write a small random-init model + byte-level tokenizer (the embedded default)"},
-    {"train", cmd_train, "train a policy with GRPO as a run file says (--resume continues)"},
-    {"sft", cmd_sft, "supervised fine-tuning on prompt/response pairs (warm start)"},
-    {"eval", cmd_eval, "mean reward and accuracy on held-out prompts with the current checkpoint"},
-    {"model", cmd_model, "inspect a Hugging Face model directory (grpo model info DIR)"},
     {"template", cmd_template, "render a chat template on messages or a dataset line"},
-    {"tokenize", cmd_tokenize, "text lines -> JSON ids (or ids -> text with --decode)"},
+    {"model", cmd_model, "inspect a Hugging Face model directory (grpo model info DIR)"},
     {"logprobs", cmd_logprobs, "per-token log-probs of token-id sequences (JSONL in, JSONL out)"},
     {"generate", cmd_generate, "continue a prompt of token ids (greedy or sampled)"},
-    {"model", cmd_model, "inspect a Hugging Face model directory (grpo model info DIR)"},
-    {"plugins", cmd_plugins, "list the rewards and models on the plugin path, or show one"},
+    {"plot", cmd_plot, "draw metrics.jsonl as an SVG chart"},
+    {"version", cmd_version, "print the version and the plugin ABI version"},
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 
@@ -40,7 +37,7 @@ int cmd_version(int argc, char **argv) {
 static void usage(FILE *out) {
     fprintf(out, "usage: grpo COMMAND [ARGS]   (grpo COMMAND --help for more)\n\ncommands:\n");
     for (size_t i = 0; i < N_COMMANDS; i++)
-        fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
+        fprintf(out, "  %-11s %s\n", commands[i].name, commands[i].summary);
 }
 
 int grpo_cli_main(int argc, char **argv) {

@@ -16,22 +16,19 @@ typedef struct grpo_command {
 int grpo_cli_main(int argc, char **argv);
 
 /* One line per subcommand (keep in the order of the table in cli.c). */
-int cmd_version(int argc, char **argv);
-int cmd_plot(int argc, char **argv);
+int cmd_train(int argc, char **argv);
+int cmd_sft(int argc, char **argv);
+int cmd_eval(int argc, char **argv);
+int cmd_init_model(int argc, char **argv);
 int cmd_reward(int argc, char **argv);
 int cmd_plugins(int argc, char **argv);
 int cmd_config(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
-int cmd_init_model(int argc, char **argv);
-int cmd_train(int argc, char **argv);
-int cmd_sft(int argc, char **argv);
-int cmd_eval(int argc, char **argv);
-int cmd_model(int argc, char **argv);
 int cmd_template(int argc, char **argv);
-int cmd_tokenize(int argc, char **argv);
+int cmd_model(int argc, char **argv);
 int cmd_logprobs(int argc, char **argv);
 int cmd_generate(int argc, char **argv);
-int cmd_model(int argc, char **argv);
-int cmd_plugins(int argc, char **argv);
+int cmd_plot(int argc, char **argv);
+int cmd_version(int argc, char **argv);
 
 #endif
