@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# scripts/quickstart.sh — the README's first command: install what is missing, build, and run
-# what grpo can do today on the embedded example (list the plugins, score example completions
-# with the MiniMind format + tags rewards).
+# scripts/quickstart.sh — the README's first command: install what is missing (Debian 12), build,
+# and run the main job on the embedded default: a tiny model and tokenizer made by grpo itself,
+# an SFT warm start, GRPO on the arithmetic prompts, held-out evaluation before and after, and a
+# reward chart (runs/arith/reward.svg). See examples/arith/README.md for what it shows.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh build
-echo "== grpo plugins list"
-build/grpo plugins list
-echo "== grpo reward score --config examples/minimind_format.ini --input examples/samples.jsonl"
-build/grpo reward score --config examples/minimind_format.ini --input examples/samples.jsonl
+scripts/arith.sh
+build/grpo plot runs/arith/train/metrics.jsonl -o runs/arith/reward.svg \
+    --metrics reward,rewards/accuracy/mean,kl,completions/mean_length
+echo "== chart: runs/arith/reward.svg"
