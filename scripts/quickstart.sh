@@ -8,5 +8,5 @@ cd "$(dirname "$0")/.."
 scripts/setup.sh build
 scripts/arith.sh
 build/grpo plot runs/arith/train/metrics.jsonl -o runs/arith/reward.svg \
-    --metrics reward,rewards/accuracy/mean,kl,completions/mean_length
+    --metrics reward,rewards/accuracy/mean,rewards/format/mean,completions/mean_length
 echo "== chart: runs/arith/reward.svg"
