@@ -8,7 +8,11 @@
  *                          <|im_start|>, <|im_end|> (eos) — special — and <think>, </think>,
  *                          <answer>, </answer> — not special, so decoded completions keep them.
  *   tokenizer_config.json  eos/pad/bos tokens and the ChatML chat template
- *   config.json            LlamaForCausalLM, tied embeddings, vocab rounded up to 8
+ *   config.json            LlamaForCausalLM, tied embeddings, vocab rounded up to 8; with --moe a
+ *                          MiniMind2 MoE instead (MiniMindForCausalLM, model_type "minimind",
+ *                          use_moe: --experts routed SwiGLU experts of --intermediate, top --top-k,
+ *                          --shared shared experts, softmax router, aux_loss_alpha --aux-alpha,
+ *                          seq_aux) that moe.causal_lm serves
  *   model.safetensors      weights ~ N(0, 0.02) (projections into the residual stream scaled by
  *                          1/sqrt(2L), as GPT-2 does), RMSNorm weights 1, from --seed
  */
@@ -36,6 +40,8 @@ static const char *const added[] = {"<|endoftext|>", "<|im_start|>", "<|im_end|>
 typedef struct init_opts {
     int hidden, layers, heads, kv_heads, intermediate;
     unsigned long long seed;
+    int moe, experts, top_k, shared; /* --moe: a MiniMind2 MoE (E, K, shared experts) */
+    double aux_alpha;                /* its aux_loss_alpha */
 } init_opts;
 
 /* GPT-2's bytes_to_unicode: printable bytes map to themselves, the rest to U+0100 onwards. */
@@ -114,11 +120,29 @@ static cJSON *tokenizer_config_json(void) {
 
 static int vocab_size(void) { return (256 + N_ADDED + 7) / 8 * 8; }
 
+static const char *model_architecture(const init_opts *o) {
+    return o->moe ? "MiniMindForCausalLM" : "LlamaForCausalLM";
+}
+
+/* MiniMind2's MoE keys (its MiniMindConfig; read by plugins/models/moe/moe_config.c). */
+static void moe_config_keys(cJSON *root, const init_opts *o) {
+    cJSON_AddBoolToObject(root, "use_moe", 1);
+    cJSON_AddNumberToObject(root, "n_routed_experts", o->experts);
+    cJSON_AddNumberToObject(root, "num_experts_per_tok", o->top_k);
+    cJSON_AddNumberToObject(root, "n_shared_experts", o->shared);
+    cJSON_AddStringToObject(root, "scoring_func", "softmax");
+    cJSON_AddBoolToObject(root, "norm_topk_prob", 1);
+    cJSON_AddNumberToObject(root, "aux_loss_alpha", o->aux_alpha);
+    cJSON_AddBoolToObject(root, "seq_aux", 1);
+    cJSON_AddBoolToObject(root, "flash_attn", 0);
+    cJSON_AddNumberToObject(root, "dropout", 0.0);
+}
+
 static cJSON *model_config_json(const init_opts *o) {
     cJSON *root = cJSON_CreateObject();
     cJSON *arch = cJSON_AddArrayToObject(root, "architectures");
-    cJSON_AddItemToArray(arch, cJSON_CreateString("LlamaForCausalLM"));
-    cJSON_AddStringToObject(root, "model_type", "llama");
+    cJSON_AddItemToArray(arch, cJSON_CreateString(model_architecture(o)));
+    cJSON_AddStringToObject(root, "model_type", o->moe ? "minimind" : "llama");
     cJSON_AddNumberToObject(root, "hidden_size", o->hidden);
     cJSON_AddNumberToObject(root, "intermediate_size", o->intermediate);
     cJSON_AddNumberToObject(root, "num_hidden_layers", o->layers);
@@ -137,6 +161,7 @@ static cJSON *model_config_json(const init_opts *o) {
     cJSON_AddNumberToObject(root, "eos_token_id", 258);
     cJSON_AddNumberToObject(root, "pad_token_id", 256);
     cJSON_AddStringToObject(root, "torch_dtype", "float32");
+    if (o->moe) moe_config_keys(root, o);
     return root;
 }
 
@@ -196,6 +221,31 @@ static int write_weights(const char *dir, const grpo_model_desc *desc, void *ins
     return rc;
 }
 
+/* The first plugin serving arch that accepts cfg_text (several serve MiniMindForCausalLM: dense
+ * refuses use_moe, moe refuses its absence): its desc in *md and a new instance in *inst. */
+static int create_serving(grpo_registry *reg, const grpo_host *host, const char *arch,
+                          const char *cfg_text, const grpo_model_desc **md, void **inst,
+                          grpo_error *err) {
+    grpo_config none = {0};
+    int rc = GRPO_ERR_UNSUPPORTED;
+    for (const grpo_entry *e = grpo_registry_next_architecture(reg, arch, NULL);
+         e && rc == GRPO_ERR_UNSUPPORTED; e = grpo_registry_next_architecture(reg, arch, e)) {
+        const void *desc = NULL;
+        rc = grpo_registry_load(reg, e, NULL, &desc, err);
+        const grpo_model_desc *d = desc;
+        if (rc == GRPO_OK) rc = d->create(host, cfg_text, &none, inst, err);
+        if (rc == GRPO_OK) *md = desc;
+    }
+    if (rc != GRPO_ERR_UNSUPPORTED) return rc;
+    char why[sizeof err->message];
+    snprintf(why, sizeof why, "%s", err->message);
+    return grpo_error_set(err, GRPO_ERR_UNSUPPORTED,
+                          "init-model: no model plugin on the plugin path accepts this %s (the "
+                          "%s pack; see grpo plugins list)%s%s",
+                          arch, strcmp(arch, "LlamaForCausalLM") ? "moe" : "dense",
+                          why[0] ? ": " : "", why);
+}
+
 static int init_model(const char *dir, const init_opts *o, char **plugin_dirs, grpo_error *err) {
     if (grpo_mkdirs(dir) != 0)
         return grpo_error_set(err, GRPO_ERR_IO, "init-model: cannot create %s: %s", dir,
@@ -209,22 +259,15 @@ static int init_model(const char *dir, const init_opts *o, char **plugin_dirs, g
     else
         cJSON_Delete(cfg);
     grpo_registry reg = {0};
-    const grpo_entry *e = NULL;
-    const void *desc = NULL;
+    const grpo_model_desc *md = NULL;
     void *inst = NULL;
-    if (rc == GRPO_OK) rc = grpo_registry_scan(&reg, plugin_dirs, err);
-    if (rc == GRPO_OK && !(e = grpo_registry_find_architecture(&reg, "LlamaForCausalLM")))
-        rc = grpo_error_set(err, GRPO_ERR_UNSUPPORTED,
-                            "init-model: no model plugin serves LlamaForCausalLM on the plugin "
-                            "path (the dense pack; see grpo plugins list)");
-    if (rc == GRPO_OK) rc = grpo_registry_load(&reg, e, NULL, &desc, err);
-    const grpo_model_desc *md = desc;
-    grpo_config none = {0};
     grpo_host host = *grpo_default_host();
-    grpo_ops *ops = rc == GRPO_OK ? grpo_backend_open("cpu", 1, err) : NULL;
-    if (rc == GRPO_OK && !ops) rc = GRPO_ERR_INVALID;
+    grpo_ops *ops = NULL;
+    if (rc == GRPO_OK) rc = grpo_registry_scan(&reg, plugin_dirs, err);
+    if (rc == GRPO_OK && !(ops = grpo_backend_open("cpu", 1, err))) rc = GRPO_ERR_INVALID;
     host.ops = ops;
-    if (rc == GRPO_OK) rc = md->create(&host, cfg_text, &none, &inst, err);
+    if (rc == GRPO_OK)
+        rc = create_serving(&reg, &host, model_architecture(o), cfg_text, &md, &inst, err);
     if (rc == GRPO_OK) {
         rc = write_weights(dir, md, inst, o, err);
         md->destroy(inst);
@@ -238,15 +281,20 @@ static int init_model(const char *dir, const init_opts *o, char **plugin_dirs, g
 static int usage(FILE *f) {
     fputs("usage: grpo init-model DIR [--hidden C] [--layers L] [--heads H] [--kv-heads K]\n"
           "                          [--intermediate I] [--seed S] [--plugin-path DIR]...\n"
+          "                          [--moe [--experts E] [--top-k K] [--shared S]\n"
+          "                                 [--aux-alpha A]]\n"
           "Writes a random-init LlamaForCausalLM and a byte-level tokenizer (with <think>,\n"
           "</think>, <answer>, </answer>, <|im_end|>) to DIR as a Hugging Face directory.\n"
-          "Defaults: --hidden 128 --layers 4 --heads 4 --kv-heads 2 --intermediate 384 --seed 0\n",
+          "With --moe, a MiniMind2 MoE (MiniMindForCausalLM, use_moe) instead: E routed SwiGLU\n"
+          "experts of size I, K per token, S shared experts (served by moe.causal_lm).\n"
+          "Defaults: --hidden 128 --layers 4 --heads 4 --kv-heads 2 --intermediate 384 --seed 0\n"
+          "          --experts 4 --top-k 2 --shared 1 --aux-alpha 0.1\n",
           f);
     return f == stdout ? 0 : 2;
 }
 
 int cmd_init_model(int argc, char **argv) {
-    init_opts o = {128, 4, 4, 2, 384, 0};
+    init_opts o = {128, 4, 4, 2, 384, 0, 0, 4, 2, 1, 0.1};
     const char *dir = NULL, *extra[16];
     int n_extra = 0;
     for (int i = 1; i < argc; i++) {
@@ -257,9 +305,16 @@ int cmd_init_model(int argc, char **argv) {
                      : !strcmp(a, "--heads")        ? &o.heads
                      : !strcmp(a, "--kv-heads")     ? &o.kv_heads
                      : !strcmp(a, "--intermediate") ? &o.intermediate
+                     : !strcmp(a, "--experts")      ? &o.experts
+                     : !strcmp(a, "--top-k")        ? &o.top_k
+                     : !strcmp(a, "--shared")       ? &o.shared
                                                     : NULL;
         if (field && v)
             *field = atoi(v), i++;
+        else if (!strcmp(a, "--moe"))
+            o.moe = 1;
+        else if (!strcmp(a, "--aux-alpha") && v)
+            o.aux_alpha = atof(v), i++;
         else if (!strcmp(a, "--seed") && v)
             o.seed = strtoull(v, NULL, 10), i++;
         else if (!strcmp(a, "--plugin-path") && v && n_extra < 16)
@@ -278,6 +333,12 @@ int cmd_init_model(int argc, char **argv) {
                         "heads %% kv-heads == 0\n");
         return 2;
     }
+    if (o.moe && (o.experts <= 0 || o.top_k <= 0 || o.top_k > o.experts || o.shared < 0 ||
+                  !(o.aux_alpha >= 0))) {
+        fprintf(stderr, "grpo init-model: --moe needs --experts E > 0, 0 < --top-k <= E, "
+                        "--shared >= 0 and --aux-alpha >= 0\n");
+        return 2;
+    }
     grpo_error err;
     grpo_error_init(&err);
     char **dirs = grpo_plugin_path(extra, n_extra);
@@ -287,6 +348,8 @@ int cmd_init_model(int argc, char **argv) {
         fprintf(stderr, "grpo init-model: %s\n", err.message);
         return 1;
     }
-    printf("wrote %s (vocab %d, hidden %d, layers %d)\n", dir, vocab_size(), o.hidden, o.layers);
+    printf("wrote %s (vocab %d, hidden %d, layers %d", dir, vocab_size(), o.hidden, o.layers);
+    if (o.moe) printf(", MoE: %d experts, top-%d, %d shared", o.experts, o.top_k, o.shared);
+    printf(")\n");
     return 0;
 }

@@ -29,6 +29,44 @@ double grpo_metric_get(const grpo_metric_row *row, const char *name) {
     return i < 0 ? NAN : row->values[i];
 }
 
+/* Adds the fractions f[e] of one layer's row (E, total > 0) to the sums of max, min and cv, and
+ * each f[e] to sum_frac[e] unless sum_frac is NULL. */
+static void expert_load_layer(const double *row, int E, double *sum_max, double *sum_min,
+                              double *sum_cv, double *sum_frac) {
+    double total = 0, mx = 0, mn = 1, var = 0, mean = 1.0 / E;
+    for (int e = 0; e < E; e++) total += row[e];
+    for (int e = 0; e < E; e++) {
+        double f = row[e] / total;
+        mx = f > mx ? f : mx, mn = f < mn ? f : mn;
+        var += (f - mean) * (f - mean) / E;
+        if (sum_frac) sum_frac[e] += f;
+    }
+    *sum_max += mx, *sum_min += mn, *sum_cv += sqrt(var) / mean;
+}
+
+void grpo_metrics_expert_load(grpo_metric_row *row, const double *load, int L, int E) {
+    enum { E_NAMED = 8 };
+    double sum_max = 0, sum_min = 0, sum_cv = 0, sum_frac[E_NAMED] = {0};
+    int n = 0;
+    for (int l = 0; E > 0 && l < L; l++) {
+        double total = 0;
+        for (int e = 0; e < E; e++) total += load[(size_t)l * E + e];
+        if (!(total > 0)) continue;
+        expert_load_layer(load + (size_t)l * E, E, &sum_max, &sum_min, &sum_cv,
+                          E <= E_NAMED ? sum_frac : NULL);
+        n++;
+    }
+    if (!n) return;
+    grpo_metric_set(row, "moe/expert_load/max_frac", sum_max / n);
+    grpo_metric_set(row, "moe/expert_load/min_frac", sum_min / n);
+    grpo_metric_set(row, "moe/expert_load/cv", sum_cv / n);
+    for (int e = 0; E <= E_NAMED && e < E; e++) {
+        char name[GRPO_METRIC_NAME_MAX];
+        snprintf(name, sizeof name, "moe/expert_load/e%d", e);
+        grpo_metric_set(row, name, sum_frac[e] / n);
+    }
+}
+
 /* Metric names are ours (ASCII, no quotes), so they are written without escaping. */
 int grpo_metrics_write(FILE *f, long step, const grpo_metric_row *row) {
     fprintf(f, "{\"step\": %ld", step);

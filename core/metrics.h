@@ -3,7 +3,16 @@
  * one exists: reward, reward_std, rewards/NAME/mean, kl, entropy, completions/mean_length,
  * completions/clipped_ratio, clip_ratio/..., frac_reward_zero_std, grad_norm, learning_rate,
  * step_time, num_tokens) and a one-line progress report. Our own additions are namespaced:
- * throughput/tokens_per_s (tokens sampled and trained per second of the step).
+ * throughput/tokens_per_s (tokens sampled and trained per second of the step), and for a MoE
+ * policy (one whose model has expert_load(), grpo/model.h) aux_loss (the router's auxiliary loss,
+ * mean over micro-batches, already times the model's own coefficient) and the expert load of the
+ * step's training forwards, from the routed (top-k) assignments of real tokens: with
+ * f[l][e] = assignments to expert e in layer l / all assignments in layer l,
+ *   moe/expert_load/max_frac  mean over layers of max_e f[l][e] (1/E when balanced, 1 collapsed)
+ *   moe/expert_load/min_frac  mean over layers of min_e f[l][e] (1/E when balanced)
+ *   moe/expert_load/cv        mean over layers of std_e f[l][e] / mean_e f[l][e] (population
+ *                             std; 0 when balanced, sqrt(E-1) when one expert takes all)
+ *   moe/expert_load/eN        mean over layers of f[l][N], for each expert N when E <= 8.
  */
 #ifndef GRPO_METRICS_H
 #define GRPO_METRICS_H
@@ -27,6 +36,10 @@ void grpo_metric_row_clear(grpo_metric_row *row);
 void grpo_metric_set(grpo_metric_row *row, const char *name, double value);
 /* The value of name, or NaN when absent. */
 double grpo_metric_get(const grpo_metric_row *row, const char *name);
+
+/* The moe/expert_load/... metrics above from load (L,E): tokens routed to each expert of each
+ * layer. Layers with no assignment are skipped; nothing is set when none has any. */
+void grpo_metrics_expert_load(grpo_metric_row *row, const double *load, int L, int E);
 
 /* Appends {"step": step, name: value, ...} as one line to f and flushes it. */
 int grpo_metrics_write(FILE *f, long step, const grpo_metric_row *row);

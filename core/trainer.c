@@ -52,6 +52,8 @@ typedef struct trainer {
     int n_chunks;
     grpo_seqbatch sb;
     FILE *metrics, *completions;
+    double *load; /* (load_L,load_E) MoE expert load summed over the step's policy forwards */
+    int32_t load_L, load_E;
 } trainer;
 
 /* ---- chunks ------------------------------------------------------------------------------ */
@@ -217,6 +219,24 @@ static void loss_add(loss_sums *s, const grpo_loss_metrics *m) {
     if (!isnan(m->clip_high_max) && m->clip_high_max > s->high_max) s->high_max = m->clip_high_max;
 }
 
+/* Adds the policy's expert load of its last forward to t->load (MoE policies only). */
+static int expert_load_add(trainer *t, grpo_error *err) {
+    const grpo_model_desc *d = t->policy->desc;
+    int32_t L = 0, E = 0;
+    const float *f = GRPO_HAS_FIELD(d, grpo_model_desc, expert_load) && d->expert_load
+                         ? d->expert_load(t->policy->inst, &L, &E)
+                         : NULL;
+    if (!f || L <= 0 || E <= 0) return GRPO_OK;
+    if (!t->load || L != t->load_L || E != t->load_E) {
+        free(t->load);
+        if (!(t->load = calloc((size_t)L * E, sizeof *t->load)))
+            return grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory for the expert load");
+        t->load_L = L, t->load_E = E;
+    }
+    for (size_t i = 0; i < (size_t)L * E; i++) t->load[i] += f[i];
+    return GRPO_OK;
+}
+
 /* Loss and backward of rows [r0, r0+rows) of chunk c. */
 static int micro_step(trainer *t, chunk *c, int32_t r0, int32_t rows, const grpo_loss_opts *lo,
                       float *buf, loss_sums *sums, grpo_error *err) {
@@ -228,6 +248,7 @@ static int micro_step(trainer *t, chunk *c, int32_t r0, int32_t rows, const grpo
         if (rc == GRPO_OK) completion_cols(t, c, t->sb.logp, ref);
     }
     if (rc == GRPO_OK) rc = grpo_seqbatch_forward(&t->sb, t->policy, 1, t->scale, err);
+    if (rc == GRPO_OK) rc = expert_load_add(t, err);
     if (rc != GRPO_OK) return rc;
     completion_cols(t, c, t->sb.logp, logp);
     completion_cols(t, c, t->sb.entropy, ent);
@@ -274,6 +295,7 @@ static int train_on_chunks(trainer *t, loss_sums *sums, grpo_error *err) {
         Tmax = c->T > Tmax ? c->T : Tmax;
     }
     lo.grad_accum_steps = micro_batches;
+    if (t->load) memset(t->load, 0, (size_t)t->load_L * t->load_E * sizeof *t->load);
     float *buf = malloc((size_t)t->micro * Tmax * 4 * sizeof(float));
     if (!buf) return grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory");
     int rc = GRPO_OK;
@@ -336,6 +358,7 @@ static void loss_metrics(trainer *t, const loss_sums *s, grpo_metric_row *row) {
     double w = s->tokens > 0 ? s->tokens : 1;
     grpo_metric_set(row, "loss", s->loss);
     if (t->policy->desc->aux_loss) grpo_metric_set(row, "aux_loss", s->aux);
+    if (t->load) grpo_metrics_expert_load(row, t->load, t->load_L, t->load_E);
     if (t->cfg->grpo_beta > 0) grpo_metric_set(row, "kl", s->kl / w);
     grpo_metric_set(row, "entropy", s->entropy / w);
     if (t->cfg->grpo_loss_type == GRPO_LOSS_CISPO) {
@@ -506,7 +529,7 @@ static int setup(trainer *t, const grpo_train_opts *o, grpo_error *err) {
 
 static void teardown(trainer *t) {
     for (int a = 0; t->chunks && a < t->n_chunks; a++) chunk_clear(&t->chunks[a]);
-    free(t->chunks), free(t->w);
+    free(t->chunks), free(t->w), free(t->load);
     if (t->metrics) fclose(t->metrics);
     if (t->completions) fclose(t->completions);
     grpo_seqbatch_free(&t->sb);
