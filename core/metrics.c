@@ -29,12 +29,13 @@ double grpo_metric_get(const grpo_metric_row *row, const char *name) {
     return i < 0 ? NAN : row->values[i];
 }
 
-/* Adds the fractions f[e] of one layer's row (E, total > 0) to the sums of max, min and cv, and
- * each f[e] to sum_frac[e] unless sum_frac is NULL. */
-static void expert_load_layer(const double *row, int E, double *sum_max, double *sum_min,
-                              double *sum_cv, double *sum_frac) {
+/* Adds the fractions f[e] of one layer's row (E) to the sums of max, min and cv, and each f[e]
+ * to sum_frac[e] unless sum_frac is NULL; returns 0 (adding nothing) when the row is empty. */
+static int expert_load_layer(const double *row, int E, double *sum_max, double *sum_min,
+                             double *sum_cv, double *sum_frac) {
     double total = 0, mx = 0, mn = 1, var = 0, mean = 1.0 / E;
     for (int e = 0; e < E; e++) total += row[e];
+    if (!(total > 0)) return 0;
     for (int e = 0; e < E; e++) {
         double f = row[e] / total;
         mx = f > mx ? f : mx, mn = f < mn ? f : mn;
@@ -42,20 +43,16 @@ static void expert_load_layer(const double *row, int E, double *sum_max, double 
         if (sum_frac) sum_frac[e] += f;
     }
     *sum_max += mx, *sum_min += mn, *sum_cv += sqrt(var) / mean;
+    return 1;
 }
 
 void grpo_metrics_expert_load(grpo_metric_row *row, const double *load, int L, int E) {
     enum { E_NAMED = 8 };
     double sum_max = 0, sum_min = 0, sum_cv = 0, sum_frac[E_NAMED] = {0};
     int n = 0;
-    for (int l = 0; E > 0 && l < L; l++) {
-        double total = 0;
-        for (int e = 0; e < E; e++) total += load[(size_t)l * E + e];
-        if (!(total > 0)) continue;
-        expert_load_layer(load + (size_t)l * E, E, &sum_max, &sum_min, &sum_cv,
-                          E <= E_NAMED ? sum_frac : NULL);
-        n++;
-    }
+    for (int l = 0; E > 0 && l < L; l++)
+        n += expert_load_layer(load + (size_t)l * E, E, &sum_max, &sum_min, &sum_cv,
+                               E <= E_NAMED ? sum_frac : NULL);
     if (!n) return;
     grpo_metric_set(row, "moe/expert_load/max_frac", sum_max / n);
     grpo_metric_set(row, "moe/expert_load/min_frac", sum_min / n);

@@ -6,12 +6,14 @@
  * throughput/tokens_per_s (tokens sampled and trained per second of the step), and for a MoE
  * policy (one whose model has expert_load(), grpo/model.h) aux_loss (the router's auxiliary loss,
  * mean over micro-batches, already times the model's own coefficient) and the expert load of the
- * step's training forwards, from the routed (top-k) assignments of real tokens: with
+ * step's training forwards (every real prompt and completion token; routed top-k assignments,
+ * so each token counts K times): with
  * f[l][e] = assignments to expert e in layer l / all assignments in layer l,
- *   moe/expert_load/max_frac  mean over layers of max_e f[l][e] (1/E when balanced, 1 collapsed)
+ *   moe/expert_load/max_frac  mean over layers of max_e f[l][e] (1/E balanced; at most 1/K, as
+ *                             a token's K assignments go to K different experts)
  *   moe/expert_load/min_frac  mean over layers of min_e f[l][e] (1/E when balanced)
  *   moe/expert_load/cv        mean over layers of std_e f[l][e] / mean_e f[l][e] (population
- *                             std; 0 when balanced, sqrt(E-1) when one expert takes all)
+ *                             std; 0 when balanced, larger the more uneven)
  *   moe/expert_load/eN        mean over layers of f[l][N], for each expert N when E <= 8.
  */
 #ifndef GRPO_METRICS_H

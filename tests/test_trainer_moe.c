@@ -4,8 +4,8 @@
  *   - expert-load metrics: grpo_metrics_expert_load on hand-computed loads (a balanced layer, a
  *     collapsed one, an empty one skipped; no per-expert names past 8 experts);
  *   - metrics: every step of a run logs a finite aux_loss > 0 and moe/expert_load/{max_frac,
- *     min_frac,cv,e0..e3} that are consistent (fractions in [0,1] summing to 1, min <= 1/E <=
- *     max, cv >= 0);
+ *     min_frac,cv,e0..e3} that are consistent (fractions summing to 1, min <= 1/E <= max <= 1/K
+ *     as top-k picks K different experts, cv >= 0);
  *   - the aux gradient: with a constant reward every advantage is 0, so the policy loss has no
  *     gradient; grad_norm is then exactly 0 with [grpo] aux_loss_coef = 0 and > 0 with 1 (the
  *     router's loss reaches backward through grpo_batch.aux_weight, and only through it);
@@ -25,6 +25,7 @@
 #include "metrics.h"
 
 #define N_EXPERTS 4
+#define TOP_K 2
 
 static char tmp[256];
 
@@ -70,9 +71,9 @@ static char *slurp(const char *path) {
 static void setup(void) {
     snprintf(tmp, sizeof tmp, "/tmp/grpo_test_trainer_moe_XXXXXX");
     ck_assert(mkdtemp(tmp) != NULL);
-    sh("'%s/grpo' init-model '%s/model' --moe --experts %d --top-k 2 --shared 1 --hidden 32 "
+    sh("'%s/grpo' init-model '%s/model' --moe --experts %d --top-k %d --shared 1 --hidden 32 "
        "--layers 1 --heads 2 --kv-heads 1 --intermediate 32 --seed 3 >/dev/null",
-       GRPO_BINARY_DIR, tmp, N_EXPERTS);
+       GRPO_BINARY_DIR, tmp, N_EXPERTS, TOP_K);
 }
 
 static void teardown(void) { sh("rm -rf '%s'", tmp); }
@@ -155,7 +156,8 @@ static void check_moe_line(const cJSON *j, void *ctx) {
     double aux = metric(j, "aux_loss"), mx = metric(j, "moe/expert_load/max_frac"),
            mn = metric(j, "moe/expert_load/min_frac"), cv = metric(j, "moe/expert_load/cv");
     ck_assert_msg(aux > 0, "aux_loss %g", aux);
-    ck_assert_msg(mn <= 1.0 / N_EXPERTS + 1e-9 && mx >= 1.0 / N_EXPERTS - 1e-9 && mx <= 1 &&
+    ck_assert_msg(mn <= 1.0 / N_EXPERTS + 1e-9 && mx >= 1.0 / N_EXPERTS - 1e-9 &&
+                      mx <= 1.0 / TOP_K + 1e-9 &&
                       mn >= 0 && cv >= 0,
                   "max_frac %g min_frac %g cv %g", mx, mn, cv);
     double sum = 0;
