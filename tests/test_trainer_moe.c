@@ -1,6 +1,8 @@
 /*
  * test_trainer_moe.c — `grpo train` with a mixture-of-experts policy, through the real binary
  * (GRPO_BINARY_DIR/grpo) on a tiny MiniMind2 MoE made by `grpo init-model --moe`:
+ *   - init-model --moe: config.json is a MiniMind2 MoE with the asked sizes; --top-k above
+ *     --experts is refused naming --top-k;
  *   - expert-load metrics: grpo_metrics_expert_load on hand-computed loads (a balanced layer, a
  *     collapsed one, an empty one skipped; no per-expert names past 8 experts);
  *   - metrics: every step of a run logs a finite aux_loss > 0 and moe/expert_load/{max_frac,
@@ -228,6 +230,30 @@ START_TEST(grpo_raises_an_easy_reward_with_moe) {
 }
 END_TEST
 
+/* init-model --moe writes a MiniMind2 MoE config (moe.causal_lm's keys) and refuses bad sizes. */
+START_TEST(init_model_moe_config_and_bad_sizes) {
+    char path[512], log[512];
+    snprintf(path, sizeof path, "%s/model/config.json", tmp);
+    char *text = slurp(path);
+    cJSON *j = cJSON_Parse(text);
+    ck_assert(j != NULL);
+    const cJSON *arch = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(j, "architectures"), 0);
+    ck_assert_str_eq(arch->valuestring, "MiniMindForCausalLM");
+    ck_assert(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "use_moe")));
+    ck_assert_int_eq(cJSON_GetObjectItemCaseSensitive(j, "n_routed_experts")->valueint, N_EXPERTS);
+    ck_assert_int_eq(cJSON_GetObjectItemCaseSensitive(j, "num_experts_per_tok")->valueint, TOP_K);
+    ck_assert_int_eq(cJSON_GetObjectItemCaseSensitive(j, "n_shared_experts")->valueint, 1);
+    cJSON_Delete(j);
+    free(text);
+    snprintf(path, sizeof path, "%s/bad", tmp), snprintf(log, sizeof log, "%s/bad.log", tmp);
+    char *args[] = {"grpo", "init-model", path, "--moe", "--experts", "2", "--top-k", "3", NULL};
+    ck_assert_int_ne(run_grpo(log, args), 0);
+    text = slurp(log);
+    ck_assert_msg(text && strstr(text, "--top-k"), "%s", text ? text : "");
+    free(text);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("trainer_moe");
     TCase *unit = tcase_create("expert load metrics");
@@ -236,6 +262,7 @@ int main(void) {
     TCase *tc = tcase_create("end to end");
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, init_model_moe_config_and_bad_sizes);
     tcase_add_test(tc, every_step_logs_aux_loss_and_expert_load);
     tcase_add_test(tc, aux_gradient_enters_only_through_aux_loss_coef);
     tcase_add_test(tc, grpo_raises_an_easy_reward_with_moe);
