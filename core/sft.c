@@ -102,7 +102,8 @@ static int next_batch(sft *s, double *tokens, grpo_error *err) {
     return rc;
 }
 
-/* Forward, mean NLL over the response tokens, backward (gradient / accum). Adds the loss. */
+/* Forward, mean NLL over the response tokens (+ a MoE policy's router aux loss times
+ * grpo.aux_loss_coef, as in GRPO), backward (gradient / accum). Adds the loss. */
 static int sft_micro(sft *s, double *loss, double *tokens, grpo_error *err) {
     int rc = next_batch(s, tokens, err);
     if (rc == GRPO_OK) rc = grpo_seqbatch_forward(&s->sb, s->policy, 0, 1.0f, err);
@@ -115,6 +116,11 @@ static int sft_micro(sft *s, double *loss, double *tokens, grpo_error *err) {
             s->sb.dlogp[i] = (float)(-1.0 / denom);
         }
     *loss += sum / denom;
+    if (s->policy->desc->aux_loss) { /* MoE: d loss / d aux_loss() through grpo_batch.aux_weight */
+        double coef = s->cfg->grpo_aux_loss_coef / (double)s->cfg->train_grad_accum;
+        *loss += coef * s->policy->desc->aux_loss(s->policy->inst);
+        s->sb.aux_weight = (float)coef;
+    }
     return grpo_seqbatch_backward(&s->sb, s->policy, 1.0f, err);
 }
 
