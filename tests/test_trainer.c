@@ -200,7 +200,7 @@ START_TEST(grpo_raises_an_easy_reward) {
             "[sampling]\nnum_generations = 8\nmax_completion_length = 16\n"
             "[grpo]\n%s"
             "[optim]\nlr = 1e-2\n"
-            "[train]\nsteps = 30\nbatch_prompts = 4\nmicro_batch = 12\nseed = 5\nthreads = 1\n"
+            "[train]\nsteps = 40\nbatch_prompts = 4\nmicro_batch = 12\nseed = 5\nthreads = 1\n"
             "[log]\ndir = %s/learn\n[checkpoint]\ndir = %s/learn/ckpt\nevery = 0\n"
             "[reward.short]\nplugin = builtin.length\nmin_chars = 0\nmax_chars = 8\n"
             "inside = 1\noutside = 0\n",
@@ -211,12 +211,12 @@ START_TEST(grpo_raises_an_easy_reward) {
     ck_assert_msg(run_grpo(log, args) == 0, "run failed, see %s", log);
     snprintf(metrics, sizeof metrics, "%s/learn/metrics.jsonl", tmp);
     double first = mean_metric(metrics, "reward", 1, 3),
-           last = mean_metric(metrics, "reward", 28, 30);
+           last = mean_metric(metrics, "reward", 38, 40);
     if (getenv("GRPO_TEST_VERBOSE"))
         printf("%s-> reward %.3f -> %.3f\n", learn_variants[_i], first, last);
     ck_assert_msg(first < 0.35 && last > 0.7,
                   "[grpo] %s: reward %.3f over steps 1-3, %.3f over "
-                  "28-30; expected it to rise from < 0.35 to > 0.7",
+                  "38-40; expected it to rise from < 0.35 to > 0.7",
                   learn_variants[_i], first, last);
 }
 END_TEST
