@@ -164,17 +164,11 @@ int cmd_eval(int argc, char **argv) {
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) return usage(stdout);
         if (!strcmp(a, "--checkpoint") && v)
             o.checkpoint = v, i++;
-        else if (!strcmp(a, "--model") && v)
-            o.run.model_dir = v, i++;
         else if (!strcmp(a, "--limit") && v)
             o.limit = atol(v), i++;
         else if (!strcmp(a, "--temperature") && v)
             o.temperature = atof(v), i++;
-        else if (!strcmp(a, "--plugin-path") && v && o.run.n_extra < 16)
-            o.run.extra_plugin_dirs[o.run.n_extra++] = v, i++;
-        else if (a[0] != '-' && !o.run.run_file)
-            o.run.run_file = a;
-        else {
+        else if (!grpo_run_args_take(&o.run, argc, argv, &i)) {
             fprintf(stderr, "grpo eval: unexpected argument '%s'\n", a);
             return usage(stderr);
         }

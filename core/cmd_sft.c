@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "run.h"
 #include "sft.h"
 
 static int usage(FILE *f) {
@@ -21,15 +22,9 @@ int cmd_sft(int argc, char **argv) {
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) return usage(stdout);
         if (!strcmp(a, "--resume"))
             o.resume = 1;
-        else if (!strcmp(a, "--model") && v)
-            o.run.model_dir = v, i++;
         else if (!strcmp(a, "--out") && v)
             o.out_dir = v, i++;
-        else if (!strcmp(a, "--plugin-path") && v && o.run.n_extra < 16)
-            o.run.extra_plugin_dirs[o.run.n_extra++] = v, i++;
-        else if (a[0] != '-' && !o.run.run_file)
-            o.run.run_file = a;
-        else {
+        else if (!grpo_run_args_take(&o.run, argc, argv, &i)) {
             fprintf(stderr, "grpo sft: unexpected argument '%s'\n", a);
             return usage(stderr);
         }

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "run.h"
 #include "trainer.h"
 
 static int usage(FILE *f) {
@@ -18,17 +19,11 @@ int cmd_train(int argc, char **argv) {
     memset(&o, 0, sizeof o);
     o.run.training = 1;
     for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) return usage(stdout);
         if (!strcmp(a, "--resume"))
             o.resume = 1;
-        else if (!strcmp(a, "--model") && v)
-            o.run.model_dir = v, i++;
-        else if (!strcmp(a, "--plugin-path") && v && o.run.n_extra < 16)
-            o.run.extra_plugin_dirs[o.run.n_extra++] = v, i++;
-        else if (a[0] != '-' && !o.run.run_file)
-            o.run.run_file = a;
-        else {
+        else if (!grpo_run_args_take(&o.run, argc, argv, &i)) {
             fprintf(stderr, "grpo train: unexpected argument '%s'\n", a);
             return usage(stderr);
         }

@@ -198,3 +198,17 @@ int grpo_mkdirs(const char *path) {
         }
     return mkdir(buf, 0777) != 0 && errno != EEXIST ? -1 : 0;
 }
+
+int grpo_run_args_take(grpo_run_args *a, int argc, char **argv, int *i) {
+    const char *arg = argv[*i], *v = *i + 1 < argc ? argv[*i + 1] : NULL;
+    if (!strcmp(arg, "--model") && v)
+        a->model_dir = v;
+    else if (!strcmp(arg, "--plugin-path") && v && a->n_extra < 16)
+        a->extra_plugin_dirs[a->n_extra++] = v;
+    else if (arg[0] != '-' && !a->run_file)
+        return a->run_file = arg, 1;
+    else
+        return 0;
+    ++*i;
+    return 1;
+}

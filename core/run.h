@@ -44,6 +44,11 @@ typedef struct grpo_run_args {
     int training; /* 1: require rewards and the training keys */
 } grpo_run_args;
 
+/* Takes argv[*i] if it is one of the arguments every run command shares: --model DIR,
+ * --plugin-path DIR (repeatable) or the run file itself; advances *i past a value. Returns 1 when
+ * it took the argument, 0 when the command must look at it. */
+int grpo_run_args_take(grpo_run_args *a, int argc, char **argv, int *i);
+
 /* Loads the run file (errors: every problem, FILE:LINE), the registry, the backend
  * (train.threads), the tokenizer of the model directory and the prompt format. */
 int grpo_run_open(grpo_run *r, const grpo_run_args *a, grpo_error *err);
