@@ -29,46 +29,9 @@
 #define N_EXPERTS 4
 #define TOP_K 2
 
+#include "grpo_cli_test.h"
+
 static char tmp[256];
-
-static void sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void sh(const char *fmt, ...) {
-    char cmd[8192];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof cmd, fmt, ap);
-    va_end(ap);
-    int rc = system(cmd);
-    ck_assert_msg(rc == 0, "command failed (%d): %s", rc, cmd);
-}
-
-/* Runs the grpo binary with args (NULL-terminated), stdout+stderr to log; its exit status. */
-static int run_grpo(const char *log, char *const args[]) {
-    pid_t pid = fork();
-    ck_assert(pid >= 0);
-    if (pid == 0) {
-        FILE *f = freopen(log, "w", stdout);
-        if (f) dup2(fileno(stdout), 2);
-        execv(GRPO_BINARY_DIR "/grpo", args);
-        _exit(127);
-    }
-    int status;
-    waitpid(pid, &status, 0);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
-static char *slurp(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *s = malloc((size_t)n + 1);
-    size_t got = fread(s, 1, (size_t)n, f);
-    s[got] = 0;
-    fclose(f);
-    return s;
-}
 
 static void setup(void) {
     snprintf(tmp, sizeof tmp, "/tmp/grpo_test_trainer_moe_XXXXXX");
