@@ -6,7 +6,8 @@
  * It is built under ROOT/.checkpoint-STEP.tmp, every file fsynced, then renamed into place and
  * the root fsynced: a reader sees a whole checkpoint or none. A failed write (full disk, ...)
  * removes the temporary directory and leaves every earlier checkpoint as it was. After a commit
- * only the newest `keep` checkpoints remain (keep <= 0 keeps all).
+ * only the newest `keep` checkpoints up to its step remain (keep <= 0 keeps all). Removal never
+ * follows a symbolic link, and a checkpoint entry that is one is refused.
  */
 #ifndef GRPO_CHECKPOINT_H
 #define GRPO_CHECKPOINT_H
@@ -22,7 +23,11 @@ typedef struct grpo_ckpt {
     long step;
 } grpo_ckpt;
 
-/* Creates ROOT (if missing) and a fresh temporary directory for step. */
+/* Checks root before any work is done: not empty, created with its parents when missing,
+ * writable, and no checkpoint entry in it a symbolic link (grpo never follows one). */
+int grpo_ckpt_prepare(const char *root, grpo_error *err);
+
+/* Creates ROOT (if missing; see grpo_ckpt_prepare) and a fresh temporary directory for step. */
 int grpo_ckpt_begin(grpo_ckpt *c, const char *root, long step, grpo_error *err);
 /* Path of file name inside the open checkpoint, written into out (size bytes). */
 int grpo_ckpt_path(const grpo_ckpt *c, const char *name, char *out, size_t size);
@@ -35,6 +40,14 @@ int grpo_ckpt_sync_file(grpo_ckpt *c, const char *name, grpo_error *err);
 int grpo_ckpt_commit(grpo_ckpt *c, int keep, grpo_error *err);
 /* Removes the temporary directory (after a failed write). */
 void grpo_ckpt_abort(grpo_ckpt *c);
+
+/* Steps of the checkpoints under root, newest first, into *steps (malloc'd; the caller frees).
+ * Returns the count (0 when root does not exist), or a negative status: an entry that is a
+ * symbolic link (checkpoint-N or .checkpoint-N.tmp) is refused by name. */
+int grpo_ckpt_list(const char *root, long **steps, grpo_error *err);
+
+/* ROOT/checkpoint-STEP into out. */
+int grpo_ckpt_dir(const char *root, long step, char *out, size_t size);
 
 /* The newest complete checkpoint under root: its directory into out and its step. Returns
  * GRPO_ERR_IO with a message naming root when there is none. */

@@ -74,21 +74,22 @@ int grpo_hf_read_config(const char *dir, char **json, grpo_error *err) {
     return GRPO_OK;
 }
 
-/* mkdir -p */
+int grpo_mkdirs(const char *path) {
+    char buf[PATH_MAX];
+    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf) return errno = ENAMETOOLONG, -1;
+    for (char *p = buf + 1; *p; p++)
+        if (*p == '/') {
+            *p = 0;
+            if (mkdir(buf, 0777) != 0 && errno != EEXIST) return -1;
+            *p = '/';
+        }
+    return mkdir(buf, 0777) != 0 && errno != EEXIST ? -1 : 0;
+}
+
 static int make_dirs(const char *dir, grpo_error *err) {
-    char p[PATH_MAX];
-    if (snprintf(p, sizeof p, "%s", dir) >= (int)sizeof p)
-        return grpo_error_set(err, GRPO_ERR_INVALID, "%s: path too long", dir);
-    for (char *s = p + 1;; s++) {
-        if (*s != '/' && *s != 0) continue;
-        char c = *s;
-        *s = 0;
-        if (mkdir(p, 0755) != 0 && errno != EEXIST)
-            return grpo_error_set(err, GRPO_ERR_IO, "%s: cannot create directory %s: %s", dir, p,
-                                  strerror(errno));
-        *s = c;
-        if (!c) break;
-    }
+    if (grpo_mkdirs(dir) != 0)
+        return grpo_error_set(err, GRPO_ERR_IO, "%s: cannot create directory: %s", dir,
+                              strerror(errno));
     return check_dir(dir, err);
 }
 
@@ -98,19 +99,40 @@ static int same_dir(const char *a, const char *b) {
            sa.st_ino == sb.st_ino;
 }
 
+int grpo_hf_files_read(grpo_hf_files *f, const char *dir, grpo_error *err) {
+    memset(f, 0, sizeof *f);
+    int rc = check_dir(dir, err);
+    for (int i = 0; rc == GRPO_OK && grpo_hf_tokenizer_files[i] && f->n < 16; i++) {
+        char from[PATH_MAX];
+        rc = join(from, sizeof from, dir, grpo_hf_tokenizer_files[i], err);
+        if (rc != GRPO_OK || !is_file(from)) continue;
+        rc = grpo_read_file(from, &f->data[f->n], &f->len[f->n], err);
+        if (rc == GRPO_OK) f->name[f->n++] = grpo_hf_tokenizer_files[i];
+    }
+    return rc;
+}
+
+int grpo_hf_files_write(const grpo_hf_files *f, const char *dir, grpo_error *err) {
+    int rc = GRPO_OK;
+    for (int i = 0; rc == GRPO_OK && i < f->n; i++) {
+        char to[PATH_MAX];
+        rc = join(to, sizeof to, dir, f->name[i], err);
+        if (rc == GRPO_OK) rc = grpo_write_file_atomic(to, f->data[i], f->len[i], err);
+    }
+    return rc;
+}
+
+void grpo_hf_files_free(grpo_hf_files *f) {
+    for (int i = 0; i < f->n; i++) free(f->data[i]);
+    memset(f, 0, sizeof *f);
+}
+
 static int copy_tokenizer_files(const char *dst, const char *src, grpo_error *err) {
     if (!src || same_dir(src, dst)) return GRPO_OK;
-    int rc = check_dir(src, err);
-    for (int i = 0; rc == GRPO_OK && grpo_hf_tokenizer_files[i]; i++) {
-        char from[PATH_MAX], to[PATH_MAX], *text = NULL;
-        size_t len = 0;
-        rc = join(from, sizeof from, src, grpo_hf_tokenizer_files[i], err);
-        if (rc == GRPO_OK) rc = join(to, sizeof to, dst, grpo_hf_tokenizer_files[i], err);
-        if (rc != GRPO_OK || !is_file(from)) continue;
-        rc = grpo_read_file(from, &text, &len, err);
-        if (rc == GRPO_OK) rc = grpo_write_file_atomic(to, text, len, err);
-        free(text);
-    }
+    grpo_hf_files f;
+    int rc = grpo_hf_files_read(&f, src, err);
+    if (rc == GRPO_OK) rc = grpo_hf_files_write(&f, dst, err);
+    grpo_hf_files_free(&f);
     return rc;
 }
 

@@ -20,6 +20,26 @@
 /* The files grpo_hf_save() copies from a source directory when they exist there. NULL-ended. */
 extern const char *const grpo_hf_tokenizer_files[];
 
+/* The tokenizer files of a model directory held in memory: taken once when a model is opened,
+ * so saving it later does not depend on that directory still existing (a resumed run's
+ * checkpoint may be pruned while it trains). */
+typedef struct grpo_hf_files {
+    int n;
+    const char *name[16]; /* entries of grpo_hf_tokenizer_files */
+    char *data[16];       /* [n] malloc'd contents */
+    size_t len[16];
+} grpo_hf_files;
+
+/* Reads each of grpo_hf_tokenizer_files present in dir into f (an empty set when dir has none).
+ * The caller MUST grpo_hf_files_free(f), also on failure. */
+int grpo_hf_files_read(grpo_hf_files *f, const char *dir, grpo_error *err);
+/* Writes every file of f into dir (which must exist), each atomically and fsynced. */
+int grpo_hf_files_write(const grpo_hf_files *f, const char *dir, grpo_error *err);
+void grpo_hf_files_free(grpo_hf_files *f);
+
+/* mkdir -p: creates path and its missing parents. Returns 0, or -1 with errno set. */
+int grpo_mkdirs(const char *path);
+
 /* Writes into out (cap bytes) the path of the weights of dir: DIR/model.safetensors when it
  * exists, else DIR/model.safetensors.index.json (transformers looks in the same order). An error
  * names dir and both file names when neither exists. */

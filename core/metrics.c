@@ -1,7 +1,9 @@
 /* metrics.c — per-step metrics as JSON lines and the progress line. */
 #include "metrics.h"
 
+#include <errno.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -73,6 +75,77 @@ int grpo_metrics_write(FILE *f, long step, const grpo_metric_row *row) {
     }
     fputs("}\n", f);
     return fflush(f) == 0 && !ferror(f) ? 0 : -1;
+}
+
+static int log_failed(const grpo_run_log *l, const char *what, grpo_error *err) {
+    return grpo_error_set(err, GRPO_ERR_IO, "%s: %s failed: %s", l->path, what,
+                          strerror(errno ? errno : EIO));
+}
+
+/* Step of a log line ({"step": N, ...}), or -1 when it has none. */
+static long line_step(const char *line) {
+    const char *s = strstr(line, "\"step\":");
+    return s ? strtol(s + 7, NULL, 10) : -1;
+}
+
+/* Rewrites l->path keeping the lines of steps <= step (through a renamed temporary file). */
+static int log_cut(grpo_run_log *l, long step, grpo_error *err) {
+    FILE *in = fopen(l->path, "re");
+    if (!in) return errno == ENOENT ? GRPO_OK : log_failed(l, "open", err);
+    char tmp[4300];
+    snprintf(tmp, sizeof tmp, "%s.tmp", l->path);
+    FILE *out = fopen(tmp, "we");
+    char *line = NULL;
+    size_t cap = 0;
+    int ok = out != NULL;
+    errno = 0;
+    while (ok && getline(&line, &cap, in) >= 0) {
+        long s = line_step(line);
+        if (s >= 0 && s <= step) ok = fputs(line, out) >= 0;
+    }
+    ok = ok && !ferror(in);
+    free(line);
+    fclose(in);
+    if (out) ok = (fclose(out) == 0) && ok;
+    if (!ok || rename(tmp, l->path) != 0) {
+        int rc = log_failed(l, "cutting to the resumed step", err);
+        unlink(tmp);
+        return rc;
+    }
+    return GRPO_OK;
+}
+
+int grpo_run_log_open(grpo_run_log *l, const char *dir, const char *name, long resume_step,
+                      grpo_error *err) {
+    l->f = NULL;
+    if ((size_t)snprintf(l->path, sizeof l->path, "%s/%s", dir, name) >= sizeof l->path)
+        return grpo_error_set(err, GRPO_ERR_INVALID, "%s: log path too long", dir);
+    int rc = resume_step >= 0 ? log_cut(l, resume_step, err) : GRPO_OK;
+    if (rc != GRPO_OK) return rc;
+    if (!(l->f = fopen(l->path, resume_step >= 0 ? "ae" : "we")))
+        return grpo_error_set(err, GRPO_ERR_IO, "cannot open %s: %s", l->path, strerror(errno));
+    return GRPO_OK;
+}
+
+int grpo_run_log_line(grpo_run_log *l, const char *text, grpo_error *err) {
+    errno = 0;
+    if (fputs(text, l->f) < 0 || fputc('\n', l->f) == EOF || fflush(l->f) != 0 || ferror(l->f))
+        return log_failed(l, "write", err);
+    return GRPO_OK;
+}
+
+int grpo_run_log_metrics(grpo_run_log *l, long step, const grpo_metric_row *row,
+                         grpo_error *err) {
+    errno = 0;
+    return grpo_metrics_write(l->f, step, row) == 0 ? GRPO_OK : log_failed(l, "write", err);
+}
+
+int grpo_run_log_close(grpo_run_log *l, grpo_error *err) {
+    if (!l->f) return GRPO_OK;
+    errno = 0;
+    int bad = ferror(l->f) || fclose(l->f) != 0;
+    l->f = NULL;
+    return bad ? log_failed(l, "close", err) : GRPO_OK;
 }
 
 static void format_duration(char *out, size_t size, double seconds) {

@@ -43,8 +43,28 @@ double grpo_metric_get(const grpo_metric_row *row, const char *name);
  * layer. Layers with no assignment are skipped; nothing is set when none has any. */
 void grpo_metrics_expert_load(grpo_metric_row *row, const double *load, int L, int E);
 
-/* Appends {"step": step, name: value, ...} as one line to f and flushes it. */
+/* Appends {"step": step, name: value, ...} as one line to f and flushes it. Returns -1 (errno
+ * set) when any part of the line could not be written. */
 int grpo_metrics_write(FILE *f, long step, const grpo_metric_row *row);
+
+/* A JSON-lines log of a run (metrics.jsonl, completions.jsonl) in log.dir, each line starting
+ * with {"step": N. Every write, flush and the close are checked: a full disk is an error naming
+ * the file, never a silently torn log. */
+typedef struct grpo_run_log {
+    FILE *f;
+    char path[4200];
+} grpo_run_log;
+
+/* Opens DIR/NAME: fresh (truncated) when resume_step < 0, else keeps the lines whose step is
+ * <= resume_step (a resumed run rewrites what follows; lines of any length) and appends. */
+int grpo_run_log_open(grpo_run_log *l, const char *dir, const char *name, long resume_step,
+                      grpo_error *err);
+/* Appends text and a newline, then flushes. */
+int grpo_run_log_line(grpo_run_log *l, const char *text, grpo_error *err);
+/* grpo_metrics_write() into the log, with its error named. */
+int grpo_run_log_metrics(grpo_run_log *l, long step, const grpo_metric_row *row, grpo_error *err);
+/* Closes the log (no-op when not open); a failed close is an error naming the file. */
+int grpo_run_log_close(grpo_run_log *l, grpo_error *err);
 
 /* "step 12/100 ( 12%) | 3m04s left | reward 0.512 | kl 0.0012 | 1234 tok/s" to f, ending in
  * '\r' on a terminal (overwritten by the next) and '\n' otherwise. elapsed is seconds since the

@@ -155,6 +155,7 @@ int grpo_model_open(grpo_model **out, const grpo_model_desc *desc, const grpo_ho
         }
     }
     free(cfg_path);
+    if (rc == GRPO_OK) rc = grpo_hf_files_read(&m->tok_files, dir, err);
     if (rc == GRPO_OK) rc = layout_params(m, err);
     if (rc == GRPO_OK) rc = alloc_block(m, err);
     if (rc == GRPO_OK) rc = load_weights(m, dir, err);
@@ -237,6 +238,7 @@ void grpo_model_close(grpo_model *m) {
     free(m->param_ptr);
     free(m->grad_ptr);
     free(m->config_json);
+    grpo_hf_files_free(&m->tok_files);
     free(m->dir);
     free(m);
 }
@@ -316,6 +318,18 @@ int grpo_model_decode(grpo_model *m, int32_t R, const int32_t *tokens, const int
                            err);
 }
 
+int grpo_model_check_ids(const grpo_model *m, const int32_t *ids, size_t n, const char *what,
+                         grpo_error *err) {
+    int32_t V = grpo_model_vocab(m);
+    for (size_t i = 0; V > 0 && i < n; i++)
+        if (ids[i] < 0 || ids[i] >= V)
+            return grpo_error_set(err, GRPO_ERR_INVALID,
+                                  "%s: token id %d at index %zu is outside the model's vocabulary "
+                                  "[0, %d) (%s)",
+                                  what, ids[i], i, V, m->dir);
+    return GRPO_OK;
+}
+
 int32_t grpo_model_vocab(const grpo_model *m) {
     int i = grpo_model_param_index(m, "lm_head.weight");
     if (i < 0) i = grpo_model_param_index(m, "model.embed_tokens.weight");
@@ -346,7 +360,8 @@ int grpo_model_save(const grpo_model *m, const char *dir, grpo_error *err) {
             o->ndim = d->ndim;
             for (int j = 0; j < d->ndim; j++) o->shape[j] = d->shape[j];
         }
-        if (rc == GRPO_OK) rc = grpo_hf_save(dir, cfg_text, outs, n, GRPO_ST_F32, m->dir, err);
+        if (rc == GRPO_OK) rc = grpo_hf_save(dir, cfg_text, outs, n, GRPO_ST_F32, NULL, err);
+        if (rc == GRPO_OK) rc = grpo_hf_files_write(&m->tok_files, dir, err);
     }
     free(outs);
     free(host);
@@ -417,7 +432,8 @@ int grpo_model_generate(grpo_model *m, const int32_t *prompt, const int32_t *mas
         if (!mask[(size_t)r * P + P - 1])
             return grpo_error_set(err, GRPO_ERR_INVALID,
                                   "generate: prompt row %d must be left-padded", r);
-    int rc = grpo_model_reserve_kv(m, R, S, P, err);
+    int rc = grpo_model_check_ids(m, prompt, (size_t)R * P, "prompt", err);
+    if (rc == GRPO_OK) rc = grpo_model_reserve_kv(m, R, S, P, err);
     if (rc != GRPO_OK) return rc;
     gen_state g = {R, S, P, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
     g.row = malloc(R * sizeof(int32_t)), g.tok = malloc(R * sizeof(int32_t));

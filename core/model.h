@@ -20,6 +20,7 @@
 
 #include "grpo/model.h"
 #include "grpo/ops.h"
+#include "hfdir.h"
 #include "registry.h"
 
 typedef struct grpo_model {
@@ -29,6 +30,7 @@ typedef struct grpo_model {
     const grpo_ops *ops;
     char *dir;           /* the directory it was loaded from */
     char *config_json;   /* text of config.json */
+    grpo_hf_files tok_files; /* dir's tokenizer files as they were at open (saved with it) */
     int trainable;
 
     uint32_t n_params;
@@ -86,9 +88,14 @@ int grpo_model_decode(grpo_model *m, int32_t R, const int32_t *tokens, const int
 
 /* Saves a Hugging Face directory through grpo_hf_save(): dir/model.safetensors (F32, every
  * non-tied parameter under its HF name), dir/config.json (the loaded text with its dtype set to
- * float32) and the tokenizer files of the directory the model was loaded from. Each file is
- * replaced atomically; dir is created if needed. */
+ * float32) and the tokenizer files the model was loaded with (read at open, so the directory it
+ * came from may be gone by now). Each file is replaced atomically; dir is created if needed. */
 int grpo_model_save(const grpo_model *m, const char *dir, grpo_error *err);
+
+/* Refuses ids outside [0, vocab) before they reach the embedding: the error names what
+ * (e.g. "prompt"), the index and the id. n ids in host memory. */
+int grpo_model_check_ids(const grpo_model *m, const int32_t *ids, size_t n, const char *what,
+                         grpo_error *err);
 
 /* Vocabulary size (the first dimension of lm_head.weight, model.embed_tokens.weight or
  * InternLM2's model.tok_embeddings.weight), -1 when the model has none of them. */

@@ -122,7 +122,8 @@ char *grpo_run_path(const grpo_run *r, const char *value) {
 }
 
 int grpo_run_dataset(grpo_run *r, const char *path, grpo_dataset **out, grpo_error *err) {
-    grpo_dataset_options o = {r->cfg.data_bad_lines == GRPO_BAD_LINES_SKIP};
+    grpo_dataset_options o = {.skip_bad_lines = r->cfg.data_bad_lines == GRPO_BAD_LINES_SKIP,
+                              .prompt_field = r->cfg.data_prompt_field};
     int rc = grpo_dataset_load(path, &o, out, err);
     if (rc == GRPO_OK && (*out)->n_skipped)
         fprintf(stderr, "warning: %s: skipped %zu bad lines; first: %s\n", path, (*out)->n_skipped,
@@ -137,12 +138,18 @@ static int render(void *user, const grpo_message *messages, size_t n, char **out
     return grpo_chat_template_render(r->tpl, messages, n, &o, out, err);
 }
 
+/* The tokenizer callback of grpo_run_prompt; remembers the length before truncation. */
+typedef struct prompt_tok {
+    const grpo_run *r;
+    size_t full;
+} prompt_tok;
+
 static int tokenize(void *user, const char *text, int32_t **ids, size_t *n, grpo_error *err) {
-    grpo_run *r = user;
+    prompt_tok *pt = user;
     grpo_tok_ids v = {0};
-    int rc = grpo_tokenizer_encode(r->tok, text, strlen(text), 0, &v, err);
+    int rc = grpo_tokenizer_encode(pt->r->tok, text, strlen(text), 0, &v, err);
     if (rc != GRPO_OK) return rc;
-    *ids = v.data, *n = v.n;
+    *ids = v.data, *n = pt->full = v.n;
     return GRPO_OK;
 }
 
@@ -154,8 +161,21 @@ int grpo_run_prompt(grpo_run *r, const grpo_example *ex, char **text, int32_t **
         wrapped.prompt = NULL, wrapped.messages = &user, wrapped.n_messages = 1;
     grpo_prompt_policy p =
         r->cfg.data_truncation == GRPO_TRUNCATE_SKIP ? GRPO_PROMPT_SKIP : GRPO_PROMPT_TRUNCATE_LEFT;
-    return grpo_example_prepare(&wrapped, render, r, tokenize, r,
-                                (size_t)r->cfg.data_max_prompt_length, p, text, ids, n, keep, err);
+    prompt_tok pt = {r, 0};
+    int rc = grpo_example_prepare(&wrapped, render, r, tokenize, &pt,
+                                  (size_t)r->cfg.data_max_prompt_length, p, text, ids, n, keep,
+                                  err);
+    if (rc != GRPO_OK || !*keep || *n == pt.full) return rc;
+    /* left-truncated: rewards see the text the policy saw, special tokens included */
+    grpo_tok_text t = {0};
+    if ((rc = grpo_tokenizer_decode(r->tok, *ids, *n, 0, &t, err)) != GRPO_OK) {
+        grpo_tok_text_free(&t);
+        free(*text), free(*ids), *text = NULL, *ids = NULL;
+        return rc;
+    }
+    free(*text);
+    *text = t.data ? t.data : dup_str("");
+    return *text ? GRPO_OK : grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory");
 }
 
 int32_t grpo_left_pad(int32_t *const *prompts, const size_t *n, int32_t B, int32_t pad_id,
@@ -185,18 +205,6 @@ char *grpo_run_decode(const grpo_run *r, const int32_t *ids, int32_t n) {
         return dup_str("");
     }
     return t.data ? t.data : dup_str("");
-}
-
-int grpo_mkdirs(const char *path) {
-    char buf[4096];
-    snprintf(buf, sizeof buf, "%s", path);
-    for (char *p = buf + 1; *p; p++)
-        if (*p == '/') {
-            *p = 0;
-            if (mkdir(buf, 0777) != 0 && errno != EEXIST) return -1;
-            *p = '/';
-        }
-    return mkdir(buf, 0777) != 0 && errno != EEXIST ? -1 : 0;
 }
 
 int grpo_run_args_take(grpo_run_args *a, int argc, char **argv, int *i) {

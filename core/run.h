@@ -65,7 +65,9 @@ char *grpo_run_path(const grpo_run *r, const char *value);
 int grpo_run_dataset(grpo_run *r, const char *path, grpo_dataset **out, grpo_error *err);
 
 /* The prompt text and ids of one example under data.max_prompt_length and data.truncation:
- * *keep 0 means skipped (too long with truncation = skip). *text and *ids are malloc'd. */
+ * *keep 0 means skipped (too long with truncation = skip). *text is what the policy sees: after
+ * a left truncation, the decoded kept ids (special tokens included), not the full prompt.
+ * *text and *ids are malloc'd. */
 int grpo_run_prompt(grpo_run *r, const grpo_example *ex, char **text, int32_t **ids, size_t *n,
                     int *keep, grpo_error *err);
 
@@ -76,8 +78,5 @@ int32_t grpo_left_pad(int32_t *const *prompts, const size_t *n, int32_t B, int32
 
 /* Text of completion ids[n] with special tokens skipped (what rewards see); malloc'd. */
 char *grpo_run_decode(const grpo_run *r, const int32_t *ids, int32_t n);
-
-/* mkdir -p: creates path and its missing parents. Returns 0, or -1 with errno set. */
-int grpo_mkdirs(const char *path);
 
 #endif

@@ -79,6 +79,8 @@ static int state_alloc(grpo_model *m, sampler_state *s, int32_t B, int32_t P) {
 static int prefill(grpo_model *m, sampler_state *s, const int32_t *prompt, const int32_t *pmask,
                    int32_t B, int32_t P, grpo_error *err) {
     const grpo_ops *o = m->ops;
+    int rc = grpo_model_check_ids(m, prompt, (size_t)B * P, "prompt", err);
+    if (rc != GRPO_OK) return rc;
     int32_t *ppos = malloc((size_t)B * P * sizeof(int32_t));
     if (!ppos) return grpo_error_set(err, GRPO_ERR_NOMEM, "sampler: out of memory");
     for (int32_t b = 0; b < B; b++) {
@@ -91,7 +93,7 @@ static int prefill(grpo_model *m, sampler_state *s, const int32_t *prompt, const
     o->upload(o->ctx, s->d_cmask, pmask, (uint64_t)B * P * sizeof(int32_t));
     free(ppos);
     grpo_batch pb = {sizeof(grpo_batch), B, P, s->d_tok, s->d_cmask, s->d_pos, NULL, 0.0f};
-    int rc = grpo_model_prefill(m, &pb, s->d_logits, err);
+    rc = grpo_model_prefill(m, &pb, s->d_logits, err);
     if (rc == GRPO_OK)
         o->download(o->ctx, s->logits, s->d_logits, (uint64_t)B * s->V * sizeof(float));
     return rc;

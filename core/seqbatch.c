@@ -67,7 +67,8 @@ int grpo_seqbatch_forward(grpo_seqbatch *s, grpo_model *m, int want_entropy, flo
     const grpo_ops *o = s->ops;
     uint64_t bi = (uint64_t)s->B * s->T * sizeof(int32_t),
              bf = (uint64_t)s->B * s->T * sizeof(float);
-    int rc = grpo_model_reserve_acts(m, s->B, s->T, err);
+    int rc = grpo_model_check_ids(m, s->ids, (size_t)s->B * s->T, "batch", err);
+    if (rc == GRPO_OK) rc = grpo_model_reserve_acts(m, s->B, s->T, err);
     if (rc != GRPO_OK) return rc;
     o->upload(o->ctx, s->d_ids, s->ids, bi);
     o->upload(o->ctx, s->d_mask, s->mask, bi);

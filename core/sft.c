@@ -22,7 +22,7 @@ typedef struct sft {
     grpo_optimizer opt;
     grpo_train_state st;
     grpo_seqbatch sb;
-    FILE *metrics;
+    grpo_run_log metrics;
 } sft;
 
 /* The response text of an example (malloc'd), or NULL when it has none. */
@@ -128,16 +128,12 @@ static int sft_setup(sft *s, const grpo_sft_opts *o, grpo_error *err) {
     int rc = grpo_run_open(&s->run, &o->run, err);
     if (rc != GRPO_OK) return rc;
     const grpo_run_config *cfg = s->cfg = &s->run.cfg;
-    char ckpt[4096];
-    long ck_step = 0;
-    if (o->resume &&
-        (rc = grpo_ckpt_latest(cfg->checkpoint_dir, ckpt, sizeof ckpt, &ck_step, err)) != GRPO_OK)
-        return rc;
-    rc = grpo_run_open_model(&s->run, o->resume ? ckpt : s->run.model_dir, 1, &s->policy, err);
+    if ((rc = grpo_ckpt_prepare(cfg->checkpoint_dir, err)) != GRPO_OK) return rc;
+    rc = o->resume ? grpo_checkpoint_resume(&s->run, cfg->checkpoint_dir, &s->policy, &s->st, err)
+                   : grpo_run_open_model(&s->run, s->run.model_dir, 1, &s->policy, err);
     grpo_optim_opts oo;
     if (rc == GRPO_OK) rc = grpo_optim_opts_from_config(&oo, cfg, err);
     if (rc == GRPO_OK) rc = grpo_optimizer_init_model(&s->opt, s->policy, &oo, err);
-    if (rc == GRPO_OK && o->resume) rc = grpo_checkpoint_load(ckpt, s->policy, &s->st, err);
     s->opt.step = s->st.optimizer_step;
     char *data = rc == GRPO_OK ? grpo_run_path(&s->run, cfg->data_path) : NULL;
     if (rc == GRPO_OK && (!data || !data[0]))
@@ -150,20 +146,17 @@ static int sft_setup(sft *s, const grpo_sft_opts *o, grpo_error *err) {
              : grpo_data_order_init(&s->order, s->data->n, (uint64_t)cfg->data_seed,
                                     cfg->data_shuffle, err);
     if (rc != GRPO_OK) return rc;
-    char path[4200];
     if (grpo_mkdirs(cfg->log_dir) != 0)
         return grpo_error_set(err, GRPO_ERR_IO, "cannot create log.dir %s: %s", cfg->log_dir,
                               strerror(errno));
-    snprintf(path, sizeof path, "%s/metrics.jsonl", cfg->log_dir);
-    if (!(s->metrics = fopen(path, o->resume ? "a" : "w")))
-        return grpo_error_set(err, GRPO_ERR_IO, "cannot open %s: %s", path, strerror(errno));
-    return GRPO_OK;
+    return grpo_run_log_open(&s->metrics, cfg->log_dir, "metrics.jsonl",
+                             o->resume ? s->st.step : -1, err);
 }
 
 static int sft_save(sft *s, grpo_error *err) {
     s->st.cursor = s->order.cur, s->st.optimizer_step = s->opt.step;
     return grpo_checkpoint_save(s->cfg->checkpoint_dir, (int)s->cfg->checkpoint_keep, s->policy,
-                                s->run.model_dir, &s->st, err);
+                                &s->st, err);
 }
 
 static int sft_step(sft *s, double start, long done, grpo_error *err) {
@@ -188,7 +181,7 @@ static int sft_step(sft *s, double start, long done, grpo_error *err) {
     grpo_metric_set(&row, "num_tokens", s->st.num_tokens);
     grpo_metric_set(&row, "step_time", grpo_now() - t0);
     if (s->st.step % cfg->log_every == 0 || s->st.step == cfg->train_steps) {
-        grpo_metrics_write(s->metrics, s->st.step, &row);
+        if ((rc = grpo_run_log_metrics(&s->metrics, s->st.step, &row, err)) != GRPO_OK) return rc;
         fprintf(stderr, "loss %.4f | ", loss);
         grpo_progress_print(stderr, s->st.step, (long)cfg->train_steps, grpo_now() - start,
                             done + 1, &row);
@@ -208,10 +201,13 @@ int grpo_sft(const grpo_sft_opts *o, grpo_error *err) {
     while (rc == GRPO_OK && s.st.step < s.cfg->train_steps) rc = sft_step(&s, start, done++, err);
     if (rc == GRPO_OK && done > 0) rc = sft_save(&s, err);
     if (rc == GRPO_OK && o->out_dir) {
-        rc = grpo_model_export(s.policy, s.run.model_dir, o->out_dir, err);
+        rc = grpo_model_export(s.policy, o->out_dir, err);
         if (rc == GRPO_OK) fprintf(stderr, "wrote %s\n", o->out_dir);
     }
-    if (s.metrics) fclose(s.metrics);
+    grpo_error close_err;
+    grpo_error_init(&close_err);
+    if (grpo_run_log_close(&s.metrics, &close_err) != GRPO_OK && rc == GRPO_OK)
+        *err = close_err, rc = close_err.status;
     grpo_seqbatch_free(&s.sb);
     grpo_optimizer_free(&s.opt);
     grpo_data_order_free(&s.order);

@@ -3,29 +3,14 @@
 
 #include <cjson/cJSON.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "checkpoint.h"
+#include "run.h"
 #include "safetensors.h"
-
-static int copy_file(grpo_ckpt *c, const char *dir, const char *name, int optional,
-                     grpo_error *err) {
-    char src[4200];
-    snprintf(src, sizeof src, "%s/%s", dir, name);
-    char *data = NULL;
-    size_t len = 0;
-    FILE *f = fopen(src, "rb");
-    if (!f)
-        return optional ? GRPO_OK
-                        : grpo_error_set(err, GRPO_ERR_IO, "checkpoint: cannot read %s", src);
-    fclose(f);
-    int rc = grpo_read_file(src, &data, &len, err);
-    if (rc == GRPO_OK) rc = grpo_ckpt_write(c, name, data, len, err);
-    free(data);
-    return rc;
-}
 
 /* The moments of every non-tied tensor, downloaded, under exp_avg.NAME / exp_avg_sq.NAME. */
 static int write_moments(grpo_ckpt *c, const grpo_model *m, grpo_error *err) {
@@ -85,16 +70,13 @@ static int write_state(grpo_ckpt *c, const grpo_train_state *st, grpo_error *err
     return rc;
 }
 
-int grpo_checkpoint_save(const char *root, int keep, const grpo_model *m, const char *model_dir,
+int grpo_checkpoint_save(const char *root, int keep, const grpo_model *m,
                          const grpo_train_state *st, grpo_error *err) {
     grpo_ckpt c;
     int rc = grpo_ckpt_begin(&c, root, st->step, err);
     if (rc != GRPO_OK) return rc;
     const char *synced[] = {"config.json", "model.safetensors", "optimizer.safetensors"};
-    rc = grpo_model_save(m, c.tmp, err);
-    if (rc == GRPO_OK) rc = copy_file(&c, model_dir, "tokenizer.json", 0, err);
-    if (rc == GRPO_OK) rc = copy_file(&c, model_dir, "tokenizer_config.json", 1, err);
-    if (rc == GRPO_OK) rc = copy_file(&c, model_dir, "chat_template.jinja", 1, err);
+    rc = grpo_model_save(m, c.tmp, err); /* with the tokenizer files the policy was opened with */
     if (rc == GRPO_OK && m->adam_m) rc = write_moments(&c, m, err);
     if (rc == GRPO_OK) rc = write_state(&c, st, err);
     for (int i = 0; rc == GRPO_OK && i < 3; i++)
@@ -131,6 +113,69 @@ static int read_moments(const char *dir, grpo_model *m, grpo_error *err) {
     return rc;
 }
 
+/* A whole number in [lo, hi] (doubles hold integers exactly up to 2^53). */
+static int whole_in(const cJSON *v, double lo, double hi) {
+    return cJSON_IsNumber(v) && isfinite(v->valuedouble) && v->valuedouble >= lo &&
+           v->valuedouble <= hi && v->valuedouble == floor(v->valuedouble);
+}
+
+/* One sampler RNG word: exactly 16 hex digits. */
+static int rng_word(const cJSON *w, uint64_t *out) {
+    if (!cJSON_IsString(w) || strlen(w->valuestring) != 16) return 0;
+    char *end;
+    *out = strtoull(w->valuestring, &end, 16);
+    return *end == 0 && w->valuestring[0] != '-' && w->valuestring[0] != '+';
+}
+
+/* Everything read back is range-checked: a checkpoint is outside data like any other. */
+static int parse_state(const cJSON *j, const char *path, grpo_train_state *st, grpo_error *err) {
+    const double max_step = 9007199254740992.0; /* 2^53 */
+    const cJSON *step = cJSON_GetObjectItemCaseSensitive(j, "step");
+    const cJSON *ostep = cJSON_GetObjectItemCaseSensitive(j, "optimizer_step");
+    const cJSON *tok = cJSON_GetObjectItemCaseSensitive(j, "num_tokens");
+    const cJSON *rng = cJSON_GetObjectItemCaseSensitive(j, "sampler_rng");
+    const cJSON *cur = cJSON_GetObjectItemCaseSensitive(j, "data_cursor");
+    if (!cJSON_IsObject(j) || !cJSON_IsNumber(step) || !cJSON_IsNumber(ostep) ||
+        !cJSON_IsNumber(tok) || !cJSON_IsArray(rng) || cJSON_GetArraySize(rng) != 4 ||
+        !cJSON_IsString(cur))
+        return grpo_error_set(err, GRPO_ERR_INVALID,
+                              "%s: expected step, optimizer_step, num_tokens, sampler_rng (4 hex "
+                              "strings) and data_cursor",
+                              path);
+    if (!whole_in(step, 0, max_step))
+        return grpo_error_set(err, GRPO_ERR_INVALID,
+                              "%s: step %g: expected a whole number in [0, 2^53]", path,
+                              step->valuedouble);
+    if (!whole_in(ostep, 0, step->valuedouble))
+        return grpo_error_set(err, GRPO_ERR_INVALID,
+                              "%s: optimizer_step %g: expected a whole number in [0, step = %.0f]",
+                              path, ostep->valuedouble, step->valuedouble);
+    if (!isfinite(tok->valuedouble) || tok->valuedouble < 0)
+        return grpo_error_set(err, GRPO_ERR_INVALID,
+                              "%s: num_tokens %g: expected a finite number >= 0", path,
+                              tok->valuedouble);
+    uint64_t any = 0;
+    for (int i = 0; i < 4; i++) {
+        if (!rng_word(cJSON_GetArrayItem(rng, i), &st->rng.s[i]))
+            return grpo_error_set(err, GRPO_ERR_INVALID,
+                                  "%s: sampler_rng[%d]: expected 16 hex digits", path, i);
+        any |= st->rng.s[i];
+    }
+    if (!any)
+        return grpo_error_set(err, GRPO_ERR_INVALID,
+                              "%s: sampler_rng is all zero (not a state the sampler can be in)",
+                              path);
+    st->step = (long)step->valuedouble, st->optimizer_step = (long)ostep->valuedouble;
+    st->num_tokens = tok->valuedouble;
+    int rc = grpo_data_cursor_parse(cur->valuestring, &st->cursor, err);
+    if (rc != GRPO_OK) {
+        char why[sizeof err->message];
+        snprintf(why, sizeof why, "%s", err->message);
+        return grpo_error_set(err, rc, "%s: %s", path, why);
+    }
+    return GRPO_OK;
+}
+
 static int read_state(const char *dir, grpo_train_state *st, grpo_error *err) {
     char path[4200], *text = NULL;
     snprintf(path, sizeof path, "%s/trainer_state.json", dir);
@@ -138,26 +183,7 @@ static int read_state(const char *dir, grpo_train_state *st, grpo_error *err) {
     if (rc != GRPO_OK) return rc;
     cJSON *j = cJSON_Parse(text);
     free(text);
-    const cJSON *step = cJSON_GetObjectItemCaseSensitive(j, "step");
-    const cJSON *ostep = cJSON_GetObjectItemCaseSensitive(j, "optimizer_step");
-    const cJSON *tok = cJSON_GetObjectItemCaseSensitive(j, "num_tokens");
-    const cJSON *rng = cJSON_GetObjectItemCaseSensitive(j, "sampler_rng");
-    const cJSON *cur = cJSON_GetObjectItemCaseSensitive(j, "data_cursor");
-    if (!cJSON_IsNumber(step) || !cJSON_IsNumber(ostep) || !cJSON_IsNumber(tok) ||
-        !cJSON_IsArray(rng) || cJSON_GetArraySize(rng) != 4 || !cJSON_IsString(cur)) {
-        cJSON_Delete(j);
-        return grpo_error_set(err, GRPO_ERR_INVALID,
-                              "%s: expected step, optimizer_step, num_tokens, sampler_rng (4 hex "
-                              "strings) and data_cursor",
-                              path);
-    }
-    st->step = (long)step->valuedouble, st->optimizer_step = (long)ostep->valuedouble;
-    st->num_tokens = tok->valuedouble;
-    for (int i = 0; i < 4; i++) {
-        const cJSON *w = cJSON_GetArrayItem(rng, i);
-        st->rng.s[i] = cJSON_IsString(w) ? strtoull(w->valuestring, NULL, 16) : 0;
-    }
-    rc = grpo_data_cursor_parse(cur->valuestring, &st->cursor, err);
+    rc = parse_state(j, path, st, err);
     cJSON_Delete(j);
     return rc;
 }
@@ -169,24 +195,54 @@ int grpo_checkpoint_load(const char *ckpt_dir, grpo_model *m, grpo_train_state *
     return rc;
 }
 
-int grpo_model_export(const grpo_model *m, const char *model_dir, const char *dir,
-                      grpo_error *err) {
-    int rc = grpo_model_save(m, dir, err);
-    const char *files[] = {"tokenizer.json", "tokenizer_config.json", "chat_template.jinja"};
-    for (int i = 0; rc == GRPO_OK && i < 3; i++) {
-        char src[4200], dst[4200], *data = NULL;
-        size_t len = 0;
-        snprintf(src, sizeof src, "%s/%s", model_dir, files[i]);
-        snprintf(dst, sizeof dst, "%s/%s", dir, files[i]);
-        FILE *f = fopen(src, "rb");
-        if (!f) {
-            if (i == 0) rc = grpo_error_set(err, GRPO_ERR_IO, "export: cannot read %s", src);
-            continue;
-        }
-        fclose(f);
-        rc = grpo_read_file(src, &data, &len, err);
-        if (rc == GRPO_OK) rc = grpo_write_file_atomic(dst, data, len, err);
-        free(data);
-    }
+/* Opens checkpoint dir (of step) as a trainable policy and restores its state into st. */
+static int resume_from(grpo_run *r, const char *dir, long step, grpo_model **policy,
+                       grpo_train_state *st, grpo_error *err) {
+    int rc = grpo_run_open_model(r, dir, 1, policy, err);
+    if (rc == GRPO_OK) rc = grpo_checkpoint_load(dir, *policy, st, err);
+    if (rc == GRPO_OK && st->step != step)
+        rc = grpo_error_set(err, GRPO_ERR_INVALID,
+                            "%s/trainer_state.json: step %ld does not match the directory's step "
+                            "%ld",
+                            dir, st->step, step);
+    if (rc != GRPO_OK) grpo_model_close(*policy), *policy = NULL;
     return rc;
+}
+
+int grpo_checkpoint_resume(grpo_run *r, const char *root, grpo_model **policy,
+                           grpo_train_state *st, grpo_error *err) {
+    long *steps = NULL;
+    int n = grpo_ckpt_list(root, &steps, err), rc = n < 0 ? n : GRPO_ERR_IO;
+    char dir[4200], skipped[256] = "";
+    if (n == 0)
+        grpo_error_set(err, GRPO_ERR_IO,
+                       "%s: no checkpoint to resume from (expected a checkpoint-NNNNNNNN "
+                       "directory)",
+                       root);
+    for (int i = 0; i < n; i++) {
+        grpo_ckpt_dir(root, steps[i], dir, sizeof dir);
+        grpo_train_state saved = *st;
+        if ((rc = resume_from(r, dir, steps[i], policy, st, err)) == GRPO_OK) break;
+        *st = saved;
+        fprintf(stderr, "warning: --resume: skipping %s: %s\n", dir, err->message);
+        snprintf(skipped + strlen(skipped), sizeof skipped - strlen(skipped), "%s%08ld",
+                 skipped[0] ? ", " : "", steps[i]);
+        if (i == n - 1)
+            grpo_error_set(err, GRPO_ERR_INVALID,
+                           "%s: no checkpoint that loads (skipped checkpoint-%s)", root, skipped);
+    }
+    if (rc == GRPO_OK) {
+        fprintf(stderr, "resuming from %s (step %ld)\n", dir, st->step);
+        if (skipped[0])
+            fprintf(stderr,
+                    "warning: --resume: the newer checkpoint(s) %s were skipped; they are "
+                    "replaced when the run saves those steps again\n",
+                    skipped);
+    }
+    free(steps);
+    return rc;
+}
+
+int grpo_model_export(const grpo_model *m, const char *dir, grpo_error *err) {
+    return grpo_model_save(m, dir, err);
 }

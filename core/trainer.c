@@ -51,7 +51,7 @@ typedef struct trainer {
     chunk *chunks; /* [grad_accum] */
     int n_chunks;
     grpo_seqbatch sb;
-    FILE *metrics, *completions;
+    grpo_run_log metrics, completions; /* completions.f is NULL unless log.completions_every */
     double *load; /* (load_L,load_E) MoE expert load summed over the step's policy forwards */
     int32_t load_L, load_E;
 } trainer;
@@ -385,9 +385,10 @@ static double chunk_tokens(const trainer *t) {
 }
 
 /* Every sample of the first chunk as JSON lines; the first one also on stderr. */
-static void log_completions(trainer *t) {
+static int log_completions(trainer *t, grpo_error *err) {
     const chunk *c = &t->chunks[0];
-    for (int32_t i = 0; i < c->N; i++) {
+    int rc = GRPO_OK;
+    for (int32_t i = 0; rc == GRPO_OK && i < c->N; i++) {
         cJSON *j = cJSON_CreateObject(), *rw = cJSON_CreateObject();
         cJSON_AddNumberToObject(j, "step", (double)t->st.step);
         cJSON_AddStringToObject(j, "prompt", c->prompt_text[i / c->G]);
@@ -406,57 +407,29 @@ static void log_completions(trainer *t) {
             cJSON_AddNumberToObject(j, "reward", c->r[i]);
         cJSON_AddNumberToObject(j, "advantage", c->adv[i]);
         char *s = cJSON_PrintUnformatted(j);
-        if (s && t->completions) fprintf(t->completions, "%s\n", s);
-        if (s && i == 0) fprintf(stderr, "\n[step %ld sample] %s\n", t->st.step, s);
-        free(s);
         cJSON_Delete(j);
+        if (!s) return grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory logging completions");
+        rc = grpo_run_log_line(&t->completions, s, err);
+        if (i == 0) fprintf(stderr, "\n[step %ld sample] %s\n", t->st.step, s);
+        free(s);
     }
-    if (t->completions) fflush(t->completions);
+    return rc;
 }
 
 /* ---- setup -------------------------------------------------------------------------------- */
 
-/* Keeps the lines of path whose "step" is <= step (a resumed run rewrites what follows). */
-static void metrics_truncate(const char *path, long step) {
-    FILE *f = fopen(path, "r");
-    if (!f) return;
-    char tmp[4200], line[65536];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *o = fopen(tmp, "w");
-    while (o && fgets(line, sizeof line, f)) {
-        const char *s = strstr(line, "\"step\":");
-        if (s && strtol(s + 7, NULL, 10) <= step) fputs(line, o);
-    }
-    fclose(f);
-    if (o && fclose(o) == 0) rename(tmp, path);
-}
-
-static FILE *open_log(const trainer *t, const char *name, int resume, grpo_error *err) {
-    char path[4200];
-    snprintf(path, sizeof path, "%s/%s", t->cfg->log_dir, name);
-    if (resume) metrics_truncate(path, t->st.step);
-    FILE *f = fopen(path, resume ? "a" : "w");
-    if (!f) grpo_error_set(err, GRPO_ERR_IO, "cannot open %s: %s", path, strerror(errno));
-    return f;
-}
-
 static int setup_models(trainer *t, int resume, grpo_error *err) {
     const grpo_run_config *cfg = t->cfg;
-    char ckpt[4096] = "";
-    long ck_step = 0;
-    if (resume) {
-        int rc = grpo_ckpt_latest(cfg->checkpoint_dir, ckpt, sizeof ckpt, &ck_step, err);
-        if (rc != GRPO_OK) {
-            char msg[sizeof err->message];
-            snprintf(msg, sizeof msg, "%s", err->message);
-            return grpo_error_set(err, rc,
-                                  "--resume: %s (checkpoint.dir = %s; run without "
-                                  "--resume to start from model.path)",
-                                  msg, cfg->checkpoint_dir);
-        }
-        fprintf(stderr, "resuming from %s (step %ld)\n", ckpt, ck_step);
+    int rc = resume ? grpo_checkpoint_resume(&t->run, cfg->checkpoint_dir, &t->policy, &t->st, err)
+                    : grpo_run_open_model(&t->run, t->run.model_dir, 1, &t->policy, err);
+    if (rc != GRPO_OK && resume) {
+        char msg[sizeof err->message];
+        snprintf(msg, sizeof msg, "%s", err->message);
+        return grpo_error_set(err, rc,
+                              "--resume: %s (checkpoint.dir = %s; run without --resume to start "
+                              "from model.path)",
+                              msg, cfg->checkpoint_dir);
     }
-    int rc = grpo_run_open_model(&t->run, resume ? ckpt : t->run.model_dir, 1, &t->policy, err);
     if (rc == GRPO_OK && cfg->grpo_beta > 0) {
         /* reference.path follows model.path (or the --model override) unless the file sets it */
         char *ref = cfg->line[GRPO_KEYIDX_reference_path]
@@ -468,10 +441,7 @@ static int setup_models(trainer *t, int resume, grpo_error *err) {
     grpo_optim_opts oo;
     if (rc == GRPO_OK) rc = grpo_optim_opts_from_config(&oo, cfg, err);
     if (rc == GRPO_OK) rc = grpo_optimizer_init_model(&t->opt, t->policy, &oo, err);
-    if (rc == GRPO_OK && resume) {
-        rc = grpo_checkpoint_load(ckpt, t->policy, &t->st, err);
-        t->opt.step = t->st.optimizer_step;
-    }
+    t->opt.step = t->st.optimizer_step;
     return rc;
 }
 
@@ -480,6 +450,7 @@ static int setup(trainer *t, const grpo_train_opts *o, grpo_error *err) {
     if (rc != GRPO_OK) return rc;
     const grpo_run_config *cfg = t->cfg = &t->run.cfg;
     grpo_rng_seed(&t->st.rng, (uint64_t)cfg->sampling_seed);
+    if ((rc = grpo_ckpt_prepare(cfg->checkpoint_dir, err)) != GRPO_OK) return rc;
     if ((rc = setup_models(t, o->resume, err)) != GRPO_OK) return rc;
     char *data = grpo_run_path(&t->run, cfg->data_path);
     rc = data ? grpo_run_dataset(&t->run, data, &t->data, err) : GRPO_ERR_NOMEM;
@@ -520,18 +491,19 @@ static int setup(trainer *t, const grpo_train_opts *o, grpo_error *err) {
     if (grpo_mkdirs(cfg->log_dir) != 0)
         return grpo_error_set(err, GRPO_ERR_IO, "cannot create log.dir %s: %s", cfg->log_dir,
                               strerror(errno));
-    if (!(t->metrics = open_log(t, "metrics.jsonl", o->resume, err))) return GRPO_ERR_IO;
-    if (cfg->log_completions_every > 0 &&
-        !(t->completions = open_log(t, "completions.jsonl", o->resume, err)))
-        return GRPO_ERR_IO;
-    return GRPO_OK;
+    long resumed = o->resume ? t->st.step : -1;
+    rc = grpo_run_log_open(&t->metrics, cfg->log_dir, "metrics.jsonl", resumed, err);
+    if (rc == GRPO_OK && cfg->log_completions_every > 0)
+        rc = grpo_run_log_open(&t->completions, cfg->log_dir, "completions.jsonl", resumed, err);
+    return rc;
 }
 
-static void teardown(trainer *t) {
+/* Frees everything; closing the logs is the last write of the run, so its error is returned. */
+static int teardown(trainer *t, grpo_error *err) {
+    int rc = grpo_run_log_close(&t->metrics, err);
+    int rc2 = grpo_run_log_close(&t->completions, err);
     for (int a = 0; t->chunks && a < t->n_chunks; a++) chunk_clear(&t->chunks[a]);
     free(t->chunks), free(t->w), free(t->load);
-    if (t->metrics) fclose(t->metrics);
-    if (t->completions) fclose(t->completions);
     grpo_seqbatch_free(&t->sb);
     grpo_optimizer_free(&t->opt);
     grpo_reward_set_free(&t->rewards);
@@ -540,6 +512,7 @@ static void teardown(trainer *t) {
     grpo_model_close(t->ref);
     grpo_model_close(t->policy);
     grpo_run_close(&t->run);
+    return rc != GRPO_OK ? rc : rc2;
 }
 
 /* ---- the loop ----------------------------------------------------------------------------- */
@@ -548,7 +521,7 @@ static int save(trainer *t, grpo_error *err) {
     t->st.cursor = t->order.cur;
     t->st.optimizer_step = t->opt.step;
     return grpo_checkpoint_save(t->cfg->checkpoint_dir, (int)t->cfg->checkpoint_keep, t->policy,
-                                t->run.model_dir, &t->st, err);
+                                &t->st, err);
 }
 
 static int train_step(trainer *t, double run_start, long steps_done, grpo_error *err) {
@@ -586,12 +559,13 @@ static int train_step(trainer *t, double run_start, long steps_done, grpo_error 
     grpo_metric_set(&row, "step_time", dt);
     grpo_metric_set(&row, "throughput/tokens_per_s", tokens / dt);
     if (t->st.step % cfg->log_every == 0 || t->st.step == cfg->train_steps) {
-        grpo_metrics_write(t->metrics, t->st.step, &row);
+        if ((rc = grpo_run_log_metrics(&t->metrics, t->st.step, &row, err)) != GRPO_OK) return rc;
         grpo_progress_print(stderr, t->st.step, (long)cfg->train_steps, grpo_now() - run_start,
                             steps_done + 1, &row);
     }
-    if (cfg->log_completions_every > 0 && t->st.step % cfg->log_completions_every == 0)
-        log_completions(t);
+    if (cfg->log_completions_every > 0 && t->st.step % cfg->log_completions_every == 0 &&
+        (rc = log_completions(t, err)) != GRPO_OK)
+        return rc;
     if (cfg->checkpoint_every > 0 && t->st.step % cfg->checkpoint_every == 0 &&
         t->st.step < cfg->train_steps)
         rc = save(t, err);
@@ -613,6 +587,9 @@ int grpo_train(const grpo_train_opts *o, grpo_error *err) {
         if (rc == GRPO_OK)
             fprintf(stderr, "saved %s/checkpoint-%08ld\n", t.cfg->checkpoint_dir, t.st.step);
     }
-    teardown(&t);
+    grpo_error close_err;
+    grpo_error_init(&close_err);
+    int closed = teardown(&t, &close_err);
+    if (rc == GRPO_OK && closed != GRPO_OK) *err = close_err, rc = closed;
     return rc;
 }
