@@ -97,10 +97,67 @@ START_TEST(bad_line_names_file_and_line) {
 }
 END_TEST
 
+/* A resumed run keeps the log lines of steps <= the checkpoint's, whole at any length (lines of
+ * 200 KB here: a completions.jsonl line holds a whole prompt and completion). */
+START_TEST(resumed_log_keeps_long_lines_whole) {
+    char dir[] = "/tmp/grpo_runlog_XXXXXX", path[256];
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/completions.jsonl", dir);
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    for (int step = 1; step <= 3; step++) {
+        fprintf(f, "{\"step\": %d, \"completion\": \"", step);
+        for (int i = 0; i < 200000; i++) fputc('a' + (i + step) % 26, f);
+        fputs("\"}\n", f);
+    }
+    fclose(f);
+    grpo_run_log l;
+    grpo_error err;
+    grpo_error_init(&err);
+    ck_assert_msg(grpo_run_log_open(&l, dir, "completions.jsonl", 2, &err) == GRPO_OK, "%s",
+                  err.message);
+    ck_assert_int_eq(grpo_run_log_line(&l, "{\"step\": 3}", &err), GRPO_OK);
+    ck_assert_int_eq(grpo_run_log_close(&l, &err), GRPO_OK);
+    f = fopen(path, "r");
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t n;
+    int lines = 0;
+    while ((n = getline(&line, &cap, f)) > 0) {
+        cJSON *j = cJSON_Parse(line);
+        ck_assert_msg(j != NULL, "line %d is not whole JSON (%zd bytes)", lines + 1, n);
+        ck_assert_int_eq(cJSON_GetObjectItem(j, "step")->valueint, lines + 1);
+        ck_assert_int_eq(n, lines < 2 ? 200000 + 30 : 12);
+        cJSON_Delete(j);
+        lines++;
+    }
+    ck_assert_int_eq(lines, 3);
+    free(line);
+    fclose(f);
+    unlink(path);
+    rmdir(dir);
+}
+END_TEST
+
+/* /dev/full stands for a full disk: the write is an error naming the file. */
+START_TEST(log_write_on_a_full_disk_is_an_error) {
+    grpo_run_log l;
+    grpo_error err;
+    grpo_error_init(&err);
+    ck_assert_int_eq(grpo_run_log_open(&l, "/dev", "full", -1, &err), GRPO_OK);
+    ck_assert_int_eq(grpo_run_log_line(&l, "{\"step\": 1}", &err), GRPO_ERR_IO);
+    ck_assert_msg(strstr(err.message, "/dev/full: write failed: No space left on device"), "%s",
+                  err.message);
+    grpo_run_log_close(&l, &err);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("metrics");
     TCase *tc = tcase_create("metrics");
     tcase_add_test(tc, row_is_one_json_line_with_nulls_for_nan);
+    tcase_add_test(tc, resumed_log_keeps_long_lines_whole);
+    tcase_add_test(tc, log_write_on_a_full_disk_is_an_error);
     tcase_add_test(tc, series_skip_nulls_and_absent_values);
     tcase_add_test(tc, bad_line_names_file_and_line);
     suite_add_tcase(s, tc);

@@ -243,6 +243,37 @@ START_TEST(right_padded_prompt_is_refused) {
 }
 END_TEST
 
+/* An id outside the vocabulary never reaches the embedding: the rollout's prompt and a training
+ * batch (e.g. a completion a reward plugin scribbled on) are refused with the id named. */
+START_TEST(out_of_vocabulary_ids_are_refused) {
+    fixture f;
+    fixture_open(&f, fixtures[0]);
+    grpo_error err;
+    grpo_error_init(&err);
+    int32_t V = grpo_model_vocab(f.m);
+    int32_t prompt[3] = {7, V, 9}, mask[3] = {1, 1, 1};
+    grpo_sampler_opts o = greedy_opts(2, 4);
+    grpo_rng rng;
+    grpo_rng_seed(&rng, 1);
+    grpo_rollout r = {0};
+    ck_assert_int_eq(grpo_sampler_run(f.m, &o, prompt, mask, 1, 3, &rng, &r, &err),
+                     GRPO_ERR_INVALID);
+    ck_assert_msg(strstr(err.message, "prompt: token id") && strstr(err.message, "index 1"), "%s",
+                  err.message);
+    prompt[1] = 8;
+    ck_ok(grpo_sampler_run(f.m, &o, prompt, mask, 1, 3, &rng, &r, &err), &err);
+    r.ids[1] = -5;
+    grpo_seqbatch sb = {0};
+    ck_ok(grpo_seqbatch_from_rollout(&sb, f.ops, prompt, mask, 3, 2, &r, 0, 2, r.T, PAD, &err),
+          &err);
+    ck_assert_int_eq(grpo_seqbatch_forward(&sb, f.m, 0, 1.0f, &err), GRPO_ERR_INVALID);
+    ck_assert_msg(strstr(err.message, "batch: token id -5") != NULL, "%s", err.message);
+    grpo_seqbatch_free(&sb);
+    grpo_rollout_free(&r);
+    fixture_close(&f);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("sampler");
     TCase *tc = tcase_create("rollout");
@@ -252,6 +283,7 @@ int main(void) {
     tcase_add_loop_test(tc, sampling_is_reproducible_per_seed, 0, N_FIXTURES);
     tcase_add_loop_test(tc, training_logp_equals_sampling_logp, 0, N_FIXTURES);
     tcase_add_test(tc, right_padded_prompt_is_refused);
+    tcase_add_test(tc, out_of_vocabulary_ids_are_refused);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -278,6 +278,43 @@ START_TEST(all_nan_group_is_reported) {
 }
 END_TEST
 
+/* data.max_prompt_length = 3 cuts "12+95=" to its last 3 tokens (bytes, for init-model's
+ * tokenizer): what rewards receive as the prompt (and the completions log shows) is that "95=",
+ * the text the policy saw, not the full prompt. */
+START_TEST(rewards_see_the_prompt_the_policy_saw) {
+    char path[512], log[512], comp[512];
+    snprintf(path, sizeof path, "%s/cut.ini", tmp);
+    FILE *f = fopen(path, "w");
+    fprintf(f,
+            "[model]\npath = %s/model\n[data]\npath = %s/examples/arith/train.jsonl\n"
+            "max_prompt_length = 3\n"
+            "[sampling]\nnum_generations = 2\nmax_completion_length = 4\n"
+            "[train]\nsteps = 1\nbatch_prompts = 2\nthreads = 1\n"
+            "[log]\ndir = %s/cut\ncompletions_every = 1\n"
+            "[checkpoint]\ndir = %s/cut/ckpt\nevery = 0\n"
+            "[reward.acc]\nplugin = builtin.accuracy\n",
+            tmp, GRPO_SOURCE_DIR, tmp, tmp);
+    fclose(f);
+    snprintf(log, sizeof log, "%s/cut.log", tmp);
+    char *args[] = {"grpo", "train", path, "--plugin-path", GRPO_PACK_BUILD_DIR, NULL};
+    ck_assert_msg(run_grpo(log, args) == 0, "run failed, see %s", log);
+    snprintf(comp, sizeof comp, "%s/cut/completions.jsonl", tmp);
+    char *text = slurp(comp), *save = NULL;
+    ck_assert_msg(text != NULL, "no %s", comp);
+    int lines = 0;
+    for (char *l = strtok_r(text, "\n", &save); l; l = strtok_r(NULL, "\n", &save), lines++) {
+        cJSON *j = cJSON_Parse(l);
+        const cJSON *p = cJSON_GetObjectItemCaseSensitive(j, "prompt");
+        ck_assert_msg(cJSON_IsString(p) && strlen(p->valuestring) == 3 &&
+                          p->valuestring[2] == '=' && p->valuestring[0] != '+',
+                      "prompt seen by rewards: %s", l);
+        cJSON_Delete(j);
+    }
+    ck_assert_int_eq(lines, 4);
+    free(text);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("trainer");
     TCase *tc = tcase_create("end to end");
@@ -291,6 +328,7 @@ int main(void) {
     tcase_add_test(tc, tokenizer_larger_than_model_is_refused);
     tcase_add_test(tc, run_without_rewards_is_refused);
     tcase_add_test(tc, all_nan_group_is_reported);
+    tcase_add_test(tc, rewards_see_the_prompt_the_policy_saw);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
