@@ -146,6 +146,51 @@ START_TEST(format_bad_pattern_is_a_clear_error) {
 }
 END_TEST
 
+static int warnings_logged;
+
+static void count_warnings(int32_t level, const char *who, const char *fmt, ...) {
+    (void)fmt;
+    if (level == GRPO_LOG_WARN) warnings_logged++;
+    fprintf(stderr, "warning from %s\n", who);
+}
+
+/* Catastrophic backtracking on one completion hits PCRE2's match limit: that sample is NaN, the
+ * others are scored, the batch does not fail, and the reward warns once (plus one count at
+ * destroy), not once per sample. */
+START_TEST(format_match_limit_scores_nan_and_warns_once) {
+    grpo_error err;
+    grpo_error_init(&err);
+    const grpo_entry *e = grpo_registry_find(&reg, "builtin.format");
+    grpo_host host = *grpo_default_host();
+    host.log = count_warnings;
+    const grpo_reward_desc *d;
+    ck_assert(grpo_registry_load(&reg, e, &host, (const void **)&d, &err) == GRPO_OK);
+    test_config tc;
+    const char *over[] = {"pattern", "(a+)+$", NULL};
+    config_from_defaults(&tc, e, over);
+    void *state = NULL;
+    ck_assert_msg(d->create(&host, &tc.cfg, &state, &err) == GRPO_OK, "%s", err.message);
+    char bad[64];
+    memset(bad, 'a', 40);
+    strcpy(bad + 40, "b"); /* (a+)+$ tries every split of the a's before failing */
+    const char *c[] = {bad, "aaaa", bad, "xyz"};
+    grpo_sample s[4];
+    for (int i = 0; i < 4; i++)
+        s[i] = (grpo_sample){.struct_size = sizeof s[i], .prompt = "", .completion = c[i], .group = (uint32_t)i};
+    float r[4];
+    warnings_logged = 0;
+    ck_assert_msg(d->score(state, s, 4, r, &err) == GRPO_OK, "%s", err.message);
+    ck_assert(isnan(r[0]) && isnan(r[2]));
+    ck_assert_float_eq(r[1], 0.5f);
+    ck_assert_float_eq(r[3], 0.0f);
+    ck_assert_int_eq(warnings_logged, 1);
+    ck_assert(d->score(state, s, 4, r, &err) == GRPO_OK && isnan(r[0]));
+    ck_assert_int_eq(warnings_logged, 1);
+    d->destroy(state);
+    ck_assert_int_eq(warnings_logged, 2); /* "4 samples in all scored NaN ..." */
+}
+END_TEST
+
 START_TEST(tags_count_like_python_str_count) {
     /* "aaaa".count("aa") == 2 in Python (non-overlapping): not exactly once. */
     const char *c[] = {"aaaa", "aa", "xaax", "aaa"};
@@ -282,6 +327,7 @@ int main(void) {
     tcase_add_test(tc, format_sum_counts_each_matching_pattern);
     tcase_add_test(tc, format_without_dotall_stops_at_newline);
     tcase_add_test(tc, format_bad_pattern_is_a_clear_error);
+    tcase_add_test(tc, format_match_limit_scores_nan_and_warns_once);
     tcase_add_test(tc, tags_count_like_python_str_count);
     tcase_add_test(tc, accuracy_auto_extraction_exact);
     tcase_add_test(tc, accuracy_numeric_tolerance);

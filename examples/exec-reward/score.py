@@ -2,7 +2,8 @@
 """An exec reward for grpo (protocol: sdk/EXEC_PROTOCOL.md).
 
 Reward: 1.0 when the completion's <answer>...</answer> equals the row's "answer" field, 0.0 when
-it differs, null (no opinion) when the row has no answer. Run under grpo with
+it differs, null (no opinion) when the row has no answer. Run under grpo with (from a run file
+in the repository root; paths are relative to the run file's directory)
     [reward.exact]
     plugin = builtin.exec
     command = python3
@@ -25,4 +26,6 @@ def score(sample):
 
 for line in sys.stdin:
     request = json.loads(line)
-    print(json.dumps({"rewards": [score(s) for s in request["samples"]]}), flush=True)
+    rewards = [score(s) for s in request["samples"]]
+    # The reply echoes the request's id: grpo matches replies to requests by it.
+    print(json.dumps({"id": request["id"], "rewards": rewards}), flush=True)

@@ -1,4 +1,6 @@
 /* builtin.c — the built-in reward pack's library: the handshake and the reward index. */
+#include <stdarg.h>
+
 #include "builtin.h"
 
 GRPO_PLUGIN_MAGIC()
@@ -41,4 +43,14 @@ int32_t builtin_config_bool(const grpo_config *cfg, const char *key, int *out, g
         return grpo_error_set(err, GRPO_ERR_INVALID, "[%s] %s: expected true or false, got '%s'",
                               cfg->section, key, t);
     return GRPO_OK;
+}
+
+void builtin_log(const grpo_host *host, int32_t level, const char *who, const char *fmt, ...) {
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (host && GRPO_HAS_FIELD(host, grpo_host, log) && host->log) host->log(level, who, "%s", msg);
+    else fprintf(stderr, "%s: %s\n", who, msg);
 }

@@ -18,4 +18,11 @@ extern const grpo_reward_desc builtin_exec_reward;     /* exec.c */
 int32_t builtin_config_float(const grpo_config *cfg, const char *key, double *out, grpo_error *err);
 int32_t builtin_config_bool(const grpo_config *cfg, const char *key, int *out, grpo_error *err);
 
+/* One line through the host's log service (stderr when the host has none), from reward `who`. */
+void builtin_log(const grpo_host *host, int32_t level, const char *who, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 4, 5)))
+#endif
+    ;
+
 #endif

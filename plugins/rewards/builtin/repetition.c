@@ -8,20 +8,25 @@
  * the completion has one; scope = all scores the whole completion.
  * Differences from Python, documented: lower-casing is the C library's per-code-point towlower
  * (Python's str.lower also does the few one-to-many mappings), and PCRE2's \w is letters, numbers
- * and underscore.
+ * and underscore. A tokenizing match that fails (PCRE2 limits, pattern.h) scores the sample NaN
+ * with one warning per instance.
  */
-#define PCRE2_CODE_UNIT_WIDTH 8
 #include <ctype.h>
 #include <locale.h>
-#include <pcre2.h>
+#include <math.h>
 #include <string.h>
 #include <wctype.h>
 
 #include "builtin.h"
+#include "pattern.h"
 
 typedef struct repetition_state {
     pcre2_code *token_re;
     pcre2_match_data *match;
+    pcre2_match_context *limits;
+    const grpo_host *host;
+    int warned; /* a failed match was logged */
+    char section[128];
     locale_t utf8; /* for towlower_l; (locale_t)0 when C.UTF-8 is missing: ASCII lower-casing */
     double n, cap;
     int answer_only;
@@ -32,15 +37,17 @@ static void repetition_destroy(void *state) {
     if (!s) return;
     pcre2_code_free(s->token_re);
     pcre2_match_data_free(s->match);
+    pcre2_match_context_free(s->limits);
     if (s->utf8) freelocale(s->utf8);
     free(s);
 }
 
 static int32_t repetition_create(const grpo_host *host, const grpo_config *cfg, void **state,
                                  grpo_error *err) {
-    (void)host;
     repetition_state *s = calloc(1, sizeof *s);
     if (!s) return grpo_error_set(err, GRPO_ERR_NOMEM, "[%s] out of memory", cfg->section);
+    s->host = host;
+    snprintf(s->section, sizeof s->section, "%s", cfg->section);
     const char *scope = grpo_config_get(cfg, "scope");
     int32_t rc = builtin_config_float(cfg, "n", &s->n, err);
     if (rc == GRPO_OK) rc = builtin_config_float(cfg, "cap", &s->cap, err);
@@ -55,8 +62,9 @@ static int32_t repetition_create(const grpo_host *host, const grpo_config *cfg, 
     s->token_re = pcre2_compile((PCRE2_SPTR) "\\w+|[^\\w\\s]", PCRE2_ZERO_TERMINATED,
                                 PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &code, &at, NULL);
     s->match = pcre2_match_data_create(1, NULL);
+    s->limits = builtin_match_context();
     s->utf8 = newlocale(LC_CTYPE_MASK, "C.UTF-8", (locale_t)0);
-    if (rc == GRPO_OK && (!s->token_re || !s->match))
+    if (rc == GRPO_OK && (!s->token_re || !s->match || !s->limits))
         rc = grpo_error_set(err, GRPO_ERR_INTERNAL, "[%s] cannot build the token pattern", cfg->section);
     if (rc != GRPO_OK) return repetition_destroy(s), rc;
     *state = s;
@@ -111,13 +119,16 @@ static char *lower_utf8(const repetition_state *s, const char *text) {
     return out;
 }
 
-/* Token spans [start, end) of text by the \w+|[^\w\s] pattern; returns the count, -1 on OOM. */
-static int tokenize(repetition_state *s, const char *text, size_t **spans) {
+/* Token spans [start, end) of text by the \w+|[^\w\s] pattern; returns the count, -1 on OOM.
+ * *code is the PCRE2 error of a match that failed (a limit), else 0. */
+static int tokenize(repetition_state *s, const char *text, size_t **spans, int *code) {
     size_t len = strlen(text), off = 0, cap = 64;
     int n = 0;
     *spans = malloc(cap * 2 * sizeof **spans);
+    *code = PCRE2_ERROR_NOMATCH;
     while (*spans && off <= len &&
-           pcre2_match(s->token_re, (PCRE2_SPTR)text, len, off, 0, s->match, NULL) >= 0) {
+           (*code = pcre2_match(s->token_re, (PCRE2_SPTR)text, len, off, 0, s->match,
+                                s->limits)) >= 0) {
         PCRE2_SIZE *ov = pcre2_get_ovector_pointer(s->match);
         if ((size_t)n == cap) {
             size_t *grown = realloc(*spans, (cap *= 2) * 2 * sizeof **spans);
@@ -128,6 +139,7 @@ static int tokenize(repetition_state *s, const char *text, size_t **spans) {
         n++;
         off = ov[1] > ov[0] ? ov[1] : ov[1] + 1;
     }
+    if (*code >= 0 || *code == PCRE2_ERROR_NOMATCH) *code = 0; /* stopped at the end, or OOM */
     return *spans ? n : -1;
 }
 
@@ -156,6 +168,17 @@ static const char *scored_text(const repetition_state *s, const char *completion
     return close ? close + 8 : completion;
 }
 
+/* Logs the first sample of this instance whose tokenizing match failed; it scores NaN. */
+static void repetition_match_failed(repetition_state *s, const grpo_sample *x, uint32_t k, int code) {
+    if (s->warned) return;
+    s->warned = 1;
+    PCRE2_UCHAR why[256];
+    pcre2_get_error_message(code, why, sizeof why);
+    builtin_log(s->host, GRPO_LOG_WARN, "builtin.repetition",
+                "[%s] sample %u (group %u, member %u): tokenizing failed: %s; the sample scores "
+                "NaN (warned once per reward)", s->section, k, x->group, x->member, (const char *)why);
+}
+
 static int32_t repetition_score(void *state, const grpo_sample *samples, uint32_t n, float *out,
                                 grpo_error *err) {
     repetition_state *s = state;
@@ -163,7 +186,14 @@ static int32_t repetition_score(void *state, const grpo_sample *samples, uint32_
     for (uint32_t k = 0; k < n; k++) {
         char *text = lower_utf8(s, scored_text(s, samples[k].completion));
         size_t *spans = NULL;
-        int n_tokens = text ? tokenize(s, text, &spans) : -1;
+        int code = 0, n_tokens = text ? tokenize(s, text, &spans, &code) : -1;
+        if (code) {
+            repetition_match_failed(s, &samples[k], k, code);
+            out[k] = NAN;
+            free(text);
+            free(spans);
+            continue;
+        }
         if (n_tokens < 0) {
             free(text);
             free(spans);
