@@ -114,7 +114,7 @@ int cmd_logprobs(int argc, char **argv) {
     grpo_error_init(&err);
     grpo_model_env env;
     grpo_model *m = NULL;
-    FILE *in = fopen(input, "r"), *out = output ? fopen(output, "w") : stdout;
+    FILE *in = fopen(input, "re"), *out = output ? fopen(output, "we") : stdout;
     int rc = GRPO_OK;
     if (!in || !out)
         rc = grpo_error_set(&err, GRPO_ERR_IO, "%s: cannot open", !in ? input : output);

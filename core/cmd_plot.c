@@ -38,7 +38,7 @@ int cmd_plot(int argc, char **argv) {
         fprintf(stderr, "grpo plot: %s\n", err.message);
         return 1;
     }
-    FILE *f = fopen(out, "w");
+    FILE *f = fopen(out, "we");
     if (!f) {
         fprintf(stderr, "grpo plot: %s: cannot open for writing\n", out);
         grpo_series_free(series, n);

@@ -231,27 +231,30 @@ static char *dup_or_flag(loader *L, const char *s) {
     return d;
 }
 
-/* ", it is a key of [optim]" when name belongs to another fixed section, else "". */
-static void other_section_hint(const char *section, const char *name, char *buf, size_t n) {
-    buf[0] = '\0';
-    for (int i = 0; i < GRPO_RUN_N_KEYS; i++)
-        if (strcmp(key_table[i].name, name) == 0 && strcmp(key_table[i].section, section) != 0) {
-            snprintf(buf, n, "; it is a key of [%s]", key_table[i].section);
-            return;
-        }
-}
-
+/* An unknown key of a fixed section: the nearest key of this section, unless a key of another
+ * section is strictly nearer (`num_generation` in [grpo] is sampling.num_generations). */
 static void unknown_key(loader *L, const char *section, const grpo_ini_entry *e) {
-    const char *names[GRPO_RUN_N_KEYS];
-    int m = 0;
-    for (int i = 0; i < GRPO_RUN_N_KEYS; i++)
-        if (strcmp(key_table[i].section, section) == 0) names[m++] = key_table[i].name;
-    const char *near = grpo_suggest(e->key, names, m);
-    char hint[96];
-    other_section_hint(section, e->key, hint, sizeof hint);
-    if (near) fail(L, e->line, "unknown key '%s' in [%s] (did you mean %s?)", e->key, section, near);
-    else if (hint[0]) fail(L, e->line, "unknown key '%s' in [%s]%s", e->key, section, hint);
-    else fail(L, e->line, "unknown key '%s' in [%s] (see `grpo config keys`)", e->key, section);
+    const char *names[GRPO_RUN_N_KEYS], *owner[GRPO_RUN_N_KEYS];
+    int m = 0, m_same = 0;
+    for (int pass = 0; pass < 2; pass++) /* this section's keys first */
+        for (int i = 0; i < GRPO_RUN_N_KEYS; i++)
+            if ((strcmp(key_table[i].section, section) == 0) == (pass == 0))
+                names[m] = key_table[i].name, owner[m++] = key_table[i].section, m_same += !pass;
+    const char *same = grpo_suggest(e->key, names, m_same), *any = grpo_suggest(e->key, names, m);
+    int j = 0;
+    while (any && names[j] != any) j++;
+    if (any && j >= m_same &&
+        (!same || grpo_edit_distance(e->key, any) < grpo_edit_distance(e->key, same))) {
+        if (strcmp(any, e->key) == 0)
+            fail(L, e->line, "unknown key '%s' in [%s]; it is a key of [%s]", e->key, section,
+                 owner[j]);
+        else
+            fail(L, e->line, "unknown key '%s' in [%s]; %s is a key of [%s]", e->key, section, any,
+                 owner[j]);
+    } else if (same)
+        fail(L, e->line, "unknown key '%s' in [%s] (did you mean %s?)", e->key, section, same);
+    else
+        fail(L, e->line, "unknown key '%s' in [%s] (see `grpo config keys`)", e->key, section);
 }
 
 static void read_fixed_section(loader *L, const grpo_ini_section *s, int sec) {

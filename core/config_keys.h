@@ -118,7 +118,8 @@
       "generation batches whose gradients are summed per optimizer step")                       \
     I(train, micro_batch, "0", ">= 0", "completions per forward/backward pass; 0 = all at once")  \
     I(train, seed, "42", ">= 0", "seed of every random choice not given its own seed")          \
-    I(train, threads, "0", ">= 0", "CPU threads; 0 = OpenMP's default")                         \
+    I(train, threads, "0", "[0, 1024]",                                                        \
+      "CPU threads, at most 1024 (libgomp crashes on absurd counts); 0 = OpenMP's default")     \
     /* [log] */                                                                                 \
     S(log, dir, "runs", 0, "directory for metrics.jsonl (relative to the working directory)")   \
     I(log, every, "1", ">= 1", "record and print metrics every this many steps")               \

@@ -16,57 +16,68 @@ struct grpo_dataset_store {
     jarena a; /* every string, message and field array */
 };
 
-/* ---- line checks --------------------------------------------------------------------------- */
-/* Skips one JSON value starting at s[i] (already known valid); returns the index after it. */
-static size_t skip_value(const char *s, size_t n, size_t i) {
-    int depth = 0;
-    do {
-        char c = s[i];
-        if (c == '"') {
-            for (i++; i < n && s[i] != '"'; i++)
-                if (s[i] == '\\') i++;
-            i++;
-        } else if (c == '[' || c == '{')
-            depth++, i++;
-        else if (c == ']' || c == '}')
-            depth--, i++;
-        else if (depth == 0) {
-            while (i < n && s[i] != ',' && s[i] != '}' && s[i] != ']' && s[i] != ' ' &&
-                   s[i] != '\t' && s[i] != '\r' && s[i] != '\n')
-                i++;
-        } else
-            i++;
-    } while (depth > 0 && i < n);
-    return i;
+/* ---- one line, one parse ------------------------------------------------------------------
+ * cJSON parses every key and every value of a line's top-level object, one member at a time;
+ * this file only steps over the '{' ':' ',' '}' between them. A field's text is exactly the bytes
+ * cJSON read for its value, so the text and the parsed value cannot disagree. */
+typedef struct member {
+    cJSON *key;        /* a string node: key->valuestring */
+    cJSON *value;      /* NULL until parsed */
+    size_t key_at;     /* the key's opening quote in the line */
+    size_t start, end; /* the value's bytes in the line: [start, end) */
+} member;
+
+typedef struct members {
+    member *m; /* [n] in line order */
+    size_t n, cap;
+} members;
+
+static void members_clear(members *ms) {
+    for (size_t i = 0; i < ms->n; i++) cJSON_Delete(ms->m[i].key), cJSON_Delete(ms->m[i].value);
+    ms->n = 0;
 }
 
+static member *members_push(members *ms) {
+    if (ms->n == ms->cap) {
+        size_t cap = ms->cap ? ms->cap * 2 : 16;
+        member *p = realloc(ms->m, cap * sizeof *p);
+        if (!p) return NULL;
+        ms->m = p, ms->cap = cap;
+    }
+    member *m = &ms->m[ms->n++];
+    memset(m, 0, sizeof *m);
+    return m;
+}
+
+/* JSON whitespace (RFC 8259). Other control bytes never reach here (see parse_line), so this is
+ * also exactly what cJSON skips. */
 static size_t skip_ws(const char *s, size_t n, size_t i) {
     while (i < n && (s[i] == ' ' || s[i] == '\t' || s[i] == '\r' || s[i] == '\n')) i++;
     return i;
 }
 
-/* The raw text of the value of top-level key k in a valid JSON object line. */
-static int raw_value(const char *s, size_t n, int k, size_t *start, size_t *end) {
-    size_t i = skip_ws(s, n, 0) + 1; /* after '{' */
-    for (int idx = 0;; idx++) {
-        i = skip_ws(s, n, i);
-        if (i >= n || s[i] != '"') return 0;
-        i = skip_value(s, n, i);  /* the key */
-        i = skip_ws(s, n, i) + 1; /* ':' */
-        i = skip_ws(s, n, i);
-        size_t vs = i;
-        i = skip_value(s, n, i);
-        if (idx == k) return *start = vs, *end = i, 1;
-        i = skip_ws(s, n, i);
-        if (i >= n || s[i] != ',') return 0;
-        i++;
-    }
+/* A UTF-8 byte-order mark at the start of a line: its length (3) or 0. */
+static size_t bom_len(const char *s, size_t n) {
+    return n >= 3 && memcmp(s, "\xEF\xBB\xBF", 3) == 0 ? 3 : 0;
+}
+
+/* cJSON parses the one value starting at s[i]; *end is the index after it (on failure, where
+ * cJSON stopped). s[i] must start a value: cJSON would skip a byte-order mark there. */
+static cJSON *parse_at(const char *s, size_t n, size_t i, size_t *end) {
+    const char *e = NULL;
+    cJSON *v = i < n && strchr("\"{[-0123456789tfn", s[i]) && s[i]
+                   ? cJSON_ParseWithLengthOpts(s + i, n - i, &e, 0)
+                   : NULL;
+    *end = e ? (size_t)(e - s) : i;
+    return v;
 }
 
 /* ---- one line ------------------------------------------------------------------------------ */
 typedef struct line_ctx {
     jarena *a;
     const char *path;
+    const char *prompt_field; /* the key holding the prompt */
+    members *ms;              /* the current line's members (reused from line to line) */
     uint64_t line;
     char *why;
     size_t why_size;
@@ -87,6 +98,10 @@ static int bad(line_ctx *l, const char *fmt, ...) {
     return 0;
 }
 
+static int bad_json(line_ctx *l, size_t at, const char *expected) {
+    return bad(l, "bad JSON near column %zu: expected %s", at + 1, expected);
+}
+
 static const char *json_kind(const cJSON *v) {
     if (cJSON_IsString(v)) return "a string";
     if (cJSON_IsNumber(v)) return "a number";
@@ -95,6 +110,91 @@ static const char *json_kind(const cJSON *v) {
     if (cJSON_IsArray(v)) return "a list";
     if (cJSON_IsObject(v)) return "an object";
     return "something else";
+}
+
+/* A line that does not start with '{': bad JSON, or valid JSON of another kind. s[n] is NUL
+ * (cJSON requires it to check that nothing follows the value). */
+static int not_an_object(line_ctx *l, const char *s, size_t i) {
+    const char *end = NULL;
+    cJSON *v = cJSON_ParseWithOpts(s + i, &end, 1);
+    if (!v)
+        return bad_json(l, end && end >= s ? (size_t)(end - s) : i, "one JSON object per line");
+    bad(l, "expected a JSON object, got %s", json_kind(v));
+    cJSON_Delete(v);
+    return 0;
+}
+
+/* Splits the line's object into l->ms: {"key": value, ...}, each key and value parsed by cJSON. */
+static int split_object(line_ctx *l, const char *s, size_t n) {
+    members *ms = l->ms;
+    size_t i = skip_ws(s, n, bom_len(s, n)), end;
+    if (i >= n || s[i] != '{') return not_an_object(l, s, i);
+    i = skip_ws(s, n, i + 1);
+    if (i < n && s[i] == '}') goto closed;
+    for (;;) {
+        member *m = members_push(ms);
+        if (!m) return bad(l, "out of memory for the keys of the line");
+        if (i >= n || s[i] != '"') return bad_json(l, i, "a \"key\" in quotes");
+        m->key_at = i;
+        if (!(m->key = parse_at(s, n, i, &end))) return bad_json(l, end, "a valid \"key\" string");
+        i = skip_ws(s, n, end);
+        if (i >= n || s[i] != ':') return bad_json(l, i, "':' after the key");
+        m->start = i = skip_ws(s, n, i + 1);
+        if (!(m->value = parse_at(s, n, i, &end))) return bad_json(l, end, "a valid JSON value");
+        m->end = end;
+        i = skip_ws(s, n, end);
+        if (i < n && s[i] == ',') {
+            i = skip_ws(s, n, i + 1);
+            continue;
+        }
+        if (i < n && s[i] == '}') break;
+        return bad_json(l, i, "',' or '}' after a value");
+    }
+closed:
+    i = skip_ws(s, n, i + 1);
+    return i == n ? 1 : bad_json(l, i, "the end of the line after the object");
+}
+
+/* Whether s[a..b) (valid JSON) holds the escape \u0000. Every backslash of valid JSON starts an
+ * escape, so stepping over pairs finds exactly the escapes. */
+static int has_nul_escape(const char *s, size_t a, size_t b) {
+    for (size_t i = a; i + 1 < b; i++)
+        if (s[i] == '\\') {
+            if (s[i + 1] == 'u' && i + 6 <= b && memcmp(s + i + 2, "0000", 4) == 0) return 1;
+            i++;
+        }
+    return 0;
+}
+
+static int by_key(const void *a, const void *b) {
+    const member *const *x = a, *const *y = b;
+    return strcmp((*x)->key->valuestring, (*y)->key->valuestring);
+}
+
+/* Refuses \u0000 (C text would end there) and duplicate keys; sorting keeps it O(n log n). */
+static int check_members(line_ctx *l, const char *s) {
+    members *ms = l->ms;
+    for (size_t i = 0; i < ms->n; i++) {
+        const member *m = &ms->m[i];
+        if (has_nul_escape(s, m->key_at, m->start))
+            return bad(l, "a key near column %zu holds \\u0000 (a NUL character): text cannot "
+                          "hold NUL",
+                       m->key_at + 1);
+        if (has_nul_escape(s, m->start, m->end))
+            return bad(l, "\"%s\": \\u0000 (a NUL character) in the value: text cannot hold NUL",
+                       m->key->valuestring);
+    }
+    if (ms->n < 2) return 1;
+    const member **sorted = malloc(ms->n * sizeof *sorted);
+    if (!sorted) return bad(l, "out of memory for the keys of the line");
+    for (size_t i = 0; i < ms->n; i++) sorted[i] = &ms->m[i];
+    qsort(sorted, ms->n, sizeof *sorted, by_key);
+    int ok = 1;
+    for (size_t i = 1; i < ms->n && ok; i++)
+        if (strcmp(sorted[i - 1]->key->valuestring, sorted[i]->key->valuestring) == 0)
+            ok = bad(l, "duplicate key \"%s\"", sorted[i]->key->valuestring);
+    free(sorted);
+    return ok;
 }
 
 /* Reads a list of {role, content} objects into messages. With parity_roles (MiniMind's
@@ -132,108 +232,97 @@ static int read_messages(line_ctx *l, const cJSON *list, const char *key, int pa
     return 1;
 }
 
+/* The prompt member (l->prompt_field): a string used as is, or a list of messages. */
+static int read_prompt(line_ctx *l, const cJSON *prompt, grpo_example *ex) {
+    if (cJSON_IsString(prompt)) {
+        ex->prompt = jarena_strdup(l->a, prompt->valuestring, strlen(prompt->valuestring));
+        return 1;
+    }
+    if (!cJSON_IsArray(prompt))
+        return bad(l,
+                   "\"%s\": expected a string or a list of {\"role\", \"content\"} messages, "
+                   "got %s",
+                   l->prompt_field, json_kind(prompt));
+    grpo_message *m;
+    if (!read_messages(l, prompt, l->prompt_field, 0, &m, &ex->n_messages)) return 0;
+    ex->messages = m;
+    return 1;
+}
+
+/* MiniMind's conversations: every turn but the last is the prompt, the last is the response. */
+static int read_conversations(line_ctx *l, const cJSON *conv, grpo_example *ex) {
+    grpo_message *m;
+    uint32_t nm;
+    if (!cJSON_IsArray(conv))
+        return bad(l, "\"conversations\": expected a list of {\"role\", \"content\"} turns, got %s",
+                   json_kind(conv));
+    if (!read_messages(l, conv, "conversations", 1, &m, &nm)) return 0;
+    if (nm < 2)
+        return bad(l, "\"conversations\": expected at least one prompt turn and the final "
+                      "assistant turn (the reference response)");
+    if (strcmp(m[nm - 1].role, "assistant") != 0)
+        return bad(l,
+                   "\"conversations\": expected the last turn to be the assistant's reference "
+                   "response, got role \"%s\"",
+                   m[nm - 1].role);
+    ex->response = m[nm - 1].content;
+    ex->messages = m, ex->n_messages = nm - 1;
+    return 1;
+}
+
+/* Builds ex from the line's checked members; every other member becomes a field whose text is
+ * the value's bytes in the line. */
+static int build_example(line_ctx *l, const char *s, grpo_example *ex) {
+    const members *ms = l->ms;
+    const member *prompt = NULL, *conv = NULL;
+    for (size_t i = 0; i < ms->n; i++) {
+        const char *key = ms->m[i].key->valuestring;
+        if (strcmp(key, l->prompt_field) == 0)
+            prompt = &ms->m[i];
+        else if (strcmp(key, "conversations") == 0)
+            conv = &ms->m[i];
+    }
+    if (prompt && conv)
+        return bad(l, "expected either \"%s\" or \"conversations\", not both", l->prompt_field);
+    if (!prompt && !conv)
+        return bad(l,
+                   "expected a \"%s\" (a string or a list of messages) or a \"conversations\" "
+                   "list",
+                   l->prompt_field);
+    if (!(prompt ? read_prompt(l, prompt->value, ex) : read_conversations(l, conv->value, ex)))
+        return 0;
+    size_t n_extra = ms->n - 1;
+    grpo_field *fields = n_extra ? jarena_alloc(l->a, n_extra * sizeof *fields) : NULL;
+    size_t f = 0;
+    for (size_t i = 0; i < ms->n; i++) {
+        const member *m = &ms->m[i];
+        if (m == prompt || m == conv) continue;
+        fields[f].struct_size = sizeof fields[f];
+        fields[f].key = jarena_strdup(l->a, m->key->valuestring, strlen(m->key->valuestring));
+        fields[f].json = jarena_strdup(l->a, s + m->start, m->end - m->start);
+        f++;
+    }
+    ex->fields = fields, ex->n_fields = (uint32_t)n_extra;
+    return 1;
+}
+
 /* Parses one non-blank line into ex. Returns 0 with l->why set when the line is bad. */
 static int parse_line(line_ctx *l, const char *s, size_t n, grpo_example *ex) {
     size_t badpos = ju8_invalid_at(s, n);
     if (badpos < n) return bad(l, "invalid UTF-8 at byte %zu of the line", badpos + 1);
-    if (memchr(s, '\0', n)) return bad(l, "NUL byte in the line");
-    const char *end = NULL;
-    cJSON *root = cJSON_ParseWithOpts(s, &end, 1);
-    if (!root) {
-        size_t col = end && end >= s ? (size_t)(end - s) + 1 : 1;
-        return bad(l, "bad JSON near column %zu: expected one JSON object per line", col);
-    }
-    int ok = 0;
+    /* JSON allows no other control byte: outside strings it is not whitespace, inside it must be
+     * escaped. cJSON would skip it as whitespace; refusing it keeps every reader in agreement. */
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)s[i] < 0x20 && s[i] != '\t' && s[i] != '\r')
+            return bad(l,
+                       "control byte 0x%02X at byte %zu of the line: JSON allows only space, tab, "
+                       "CR and LF between values, and inside strings it must be escaped "
+                       "(\\u%04X)",
+                       (unsigned)(unsigned char)s[i], i + 1, (unsigned)(unsigned char)s[i]);
     memset(ex, 0, sizeof *ex);
     ex->line = l->line;
-    if (!cJSON_IsObject(root)) {
-        bad(l, "expected a JSON object, got %s", json_kind(root));
-        goto done;
-    }
-    const cJSON *prompt = NULL, *conv = NULL, *item;
-    int k = 0, n_extra = 0;
-    cJSON_ArrayForEach(item, root) {
-        for (const cJSON *o = root->child; o != item; o = o->next)
-            if (strcmp(o->string, item->string) == 0) {
-                bad(l, "duplicate key \"%s\"", item->string);
-                goto done;
-            }
-        if (strcmp(item->string, "prompt") == 0)
-            prompt = item;
-        else if (strcmp(item->string, "conversations") == 0)
-            conv = item;
-        else
-            n_extra++;
-    }
-    if (prompt && conv) {
-        bad(l, "expected either \"prompt\" or \"conversations\", not both");
-        goto done;
-    }
-    if (!prompt && !conv) {
-        bad(l,
-            "expected a \"prompt\" (a string or a list of messages) or a \"conversations\" list");
-        goto done;
-    }
-    if (prompt) {
-        if (cJSON_IsString(prompt))
-            ex->prompt = jarena_strdup(l->a, prompt->valuestring, strlen(prompt->valuestring));
-        else if (cJSON_IsArray(prompt)) {
-            grpo_message *m;
-            if (!read_messages(l, prompt, "prompt", 0, &m, &ex->n_messages)) goto done;
-            ex->messages = m;
-        } else {
-            bad(l,
-                "\"prompt\": expected a string or a list of {\"role\", \"content\"} messages, got "
-                "%s",
-                json_kind(prompt));
-            goto done;
-        }
-    } else {
-        grpo_message *m;
-        uint32_t nm;
-        if (!cJSON_IsArray(conv)) {
-            bad(l, "\"conversations\": expected a list of {\"role\", \"content\"} turns, got %s",
-                json_kind(conv));
-            goto done;
-        }
-        if (!read_messages(l, conv, "conversations", 1, &m, &nm)) goto done;
-        if (nm < 2) {
-            bad(l, "\"conversations\": expected at least one prompt turn and the final "
-                   "assistant turn (the reference response)");
-            goto done;
-        }
-        if (strcmp(m[nm - 1].role, "assistant") != 0) {
-            bad(l,
-                "\"conversations\": expected the last turn to be the assistant's reference "
-                "response, got role \"%s\"",
-                m[nm - 1].role);
-            goto done;
-        }
-        ex->response = m[nm - 1].content;
-        nm--;
-        ex->messages = m, ex->n_messages = nm;
-    }
-    grpo_field *fields = n_extra ? jarena_alloc(l->a, (size_t)n_extra * sizeof *fields) : NULL;
-    k = 0;
-    int f = 0;
-    cJSON_ArrayForEach(item, root) {
-        if (item != prompt && item != conv) {
-            size_t vs, ve;
-            if (!raw_value(s, n, k, &vs, &ve)) {
-                bad(l, "internal error: cannot find the text of key \"%s\"", item->string);
-                goto done;
-            }
-            fields[f].struct_size = sizeof fields[f];
-            fields[f].key = jarena_strdup(l->a, item->string, strlen(item->string));
-            fields[f].json = jarena_strdup(l->a, s + vs, ve - vs);
-            f++;
-        }
-        k++;
-    }
-    ex->fields = fields, ex->n_fields = (uint32_t)n_extra;
-    ok = 1;
-done:
-    cJSON_Delete(root);
+    int ok = split_object(l, s, n) && check_members(l, s) && build_example(l, s, ex);
+    members_clear(l->ms);
     return ok;
 }
 
@@ -260,13 +349,19 @@ int grpo_dataset_load(const char *path, const grpo_dataset_options *opt, grpo_da
     ssize_t got;
     uint64_t lineno = 0;
     int rc = GRPO_OK;
-    line_ctx l = {.a = &ds->store->a, .path = path, .why = why, .why_size = sizeof why};
+    members ms = {0};
+    line_ctx l = {.a = &ds->store->a,
+                  .path = path,
+                  .prompt_field = opt->prompt_field ? opt->prompt_field : "prompt",
+                  .ms = &ms,
+                  .why = why,
+                  .why_size = sizeof why};
     while ((got = getline(&buf, &bufcap, f)) >= 0) {
         size_t n = (size_t)got;
         lineno++;
         while (n && (buf[n - 1] == '\n' || buf[n - 1] == '\r')) n--;
         buf[n] = '\0';
-        if (skip_ws(buf, n, 0) == n) continue; /* blank line */
+        if (skip_ws(buf, n, bom_len(buf, n)) == n) continue; /* blank line */
         l.line = lineno;
         grpo_example ex;
         if (!parse_line(&l, buf, n, &ex)) {
@@ -294,6 +389,7 @@ int grpo_dataset_load(const char *path, const grpo_dataset_options *opt, grpo_da
         rc = grpo_error_set(err, GRPO_ERR_INVALID,
                             "%s: no examples (%" PRIu64 " lines, %zu skipped)%s%s", path, lineno,
                             ds->n_skipped, ds->n_skipped ? "; first: " : "", ds->first_skip);
+    free(ms.m);
     free(buf);
     fclose(f);
     if (rc != GRPO_OK) {

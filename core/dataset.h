@@ -1,7 +1,8 @@
 /*
  * dataset.h — prompt datasets (JSONL), prompt-length policy, and a resumable shuffled order.
  *
- * One JSON object per line. Three shapes are accepted (TRL's two and MiniMind's):
+ * One JSON object per line. Three shapes are accepted (TRL's two and MiniMind's); "prompt" is the
+ * default prompt key, options.prompt_field (data.prompt_field) names another:
  *   {"prompt": "text", ...}                                  the text is the prompt, used as is
  *   {"prompt": [{"role": "user", "content": "..."}, ...], ...} messages, rendered by a template
  *   {"conversations": [{"role": ..., "content": ...}, ...], ...}  MiniMind's RLAIF lines: every
@@ -9,10 +10,16 @@
  *        reference response (grpo_example.response). As in MiniMind's RLAIFDataset, a turn
  *        without "role" is "user" at even and "assistant" at odd positions.
  * Every other top-level key is kept as an extra field, key → the value's JSON text exactly as
- * written in the file (e.g. "answer": "\"42\""), and handed to rewards as grpo_field.
- * Blank lines are ignored. A bad line (invalid UTF-8, bad JSON, not an object, no prompt, a
- * value of the wrong type, a duplicate key) is an error "path:line: what was expected"; with
- * skip_bad_lines it is counted in n_skipped instead (and the first such message is kept).
+ * written in the file (e.g. "answer": "\"42\""), and handed to rewards as grpo_field. One parse:
+ * cJSON reads each key and each value of the object; a field's text is the bytes it read.
+ * Blank lines are ignored. A UTF-8 byte-order mark at the start of a line is skipped (RFC 8259
+ * lets a parser ignore one at the start of a JSON text, and each line is one; it is how a file
+ * saved with a BOM starts). A bad line is an error "path:line: what was expected"; with
+ * skip_bad_lines it is counted in n_skipped instead (and the first such message is kept). Bad:
+ * invalid UTF-8; a control byte other than tab and CR anywhere (JSON has no other whitespace,
+ * and strings must escape them); bad JSON; not an object; no prompt; a value of the wrong type;
+ * a duplicate key; \u0000 (NUL) anywhere in a key or value, since prompts, messages and fields
+ * become C text that would silently end there.
  *
  * Order: grpo_data_order yields example indices epoch after epoch. With shuffle on, epoch e uses
  * the permutation made by Fisher–Yates (i = n-1 down to 1, j uniform in [0, i], swap) over
@@ -50,6 +57,7 @@ typedef struct grpo_dataset {
 
 typedef struct grpo_dataset_options {
     int skip_bad_lines; /* 0 (default): the first bad line fails the load; 1: skip and count */
+    const char *prompt_field; /* the key holding the prompt; NULL = "prompt" */
 } grpo_dataset_options;
 
 /* Loads a JSONL file. opt may be NULL (defaults). On success *out is owned by the caller

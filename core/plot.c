@@ -43,7 +43,7 @@ int grpo_series_read(const char *path, const char *const *names, int n_names, gr
                      grpo_error *err) {
     memset(out, 0, (size_t)n_names * sizeof *out);
     for (int k = 0; k < n_names; k++) snprintf(out[k].name, sizeof out[k].name, "%s", names[k]);
-    FILE *f = fopen(path, "r");
+    FILE *f = fopen(path, "re");
     if (!f) return grpo_error_set(err, GRPO_ERR_IO, "%s: cannot open metrics file", path);
     char *line = NULL;
     size_t cap = 0;

@@ -154,6 +154,7 @@ static int tensor_cmp_name(const void *a, const void *b) {
 
 const grpo_st_tensor *grpo_st_find(const grpo_safetensors *st, const char *name) {
     grpo_st_tensor key = {.name = name};
+    if (st->n == 0) return NULL; /* st->t is NULL: bsearch must not see it */
     return bsearch(&key, st->t, st->n, sizeof *st->t, tensor_cmp_name);
 }
 
@@ -423,6 +424,7 @@ static int add_file(grpo_safetensors *st, const char *path, grpo_error *err) {
 
 /* Sorts by name; a name twice (in one file or two shards) is an error. */
 static int sort_and_check_unique(grpo_safetensors *st, grpo_error *err) {
+    if (st->n < 2) return GRPO_OK; /* a file of only __metadata__ has st->t == NULL */
     qsort(st->t, st->n, sizeof *st->t, tensor_cmp_name);
     for (size_t i = 1; i < st->n; i++)
         if (strcmp(st->t[i - 1].name, st->t[i].name) == 0)

@@ -5,8 +5,9 @@
 #   1. check tests/fixtures/config/cli_check.ini against the manifest-only pack in packs/: exit 0,
 #      the resolved INI on stdout; checking that output again gives the same keys and values
 #   2. a bad file: exit 1 and the FILE:LINE message on stderr
-#   3. `grpo config keys` is itself a run file that checks (defaults only)
-#   4. no subcommand: exit 2
+#   3. a key of another section is suggested across sections; train.threads is bounded
+#   4. `grpo config keys` is itself a run file that checks (defaults only)
+#   5. no subcommand: exit 2
 if(NOT CMAKE_SCRIPT_MODE_FILE)
   add_test(NAME config_cli COMMAND ${CMAKE_COMMAND} -DGRPO=$<TARGET_FILE:grpo_cli>
     -DFIXTURES=${PROJECT_SOURCE_DIR}/tests/fixtures/config
@@ -58,6 +59,17 @@ string(FIND "${ERR}" "bad_unknown_key.ini:2: unknown key 'num_generation' in [sa
 if(at LESS 0)
   message(FATAL_ERROR "config_cli: expected the unknown-key message, got:\n${ERR}")
 endif()
+
+# a typo whose right key lives in another section, and a thread count past the bound
+file(WRITE ${WORK_DIR}/cross.ini "[grpo]\nnum_generation = 4\n[train]\nthreads = 100000\n")
+grpo_run(1 config check ${WORK_DIR}/cross.ini --no-train)
+foreach(want "cross.ini:2: unknown key 'num_generation' in [grpo]; num_generations is a key of [sampling]\n"
+    "cross.ini:4: train.threads: expected an integer in [0, 1024], got 100000\n")
+  string(FIND "${ERR}" "${want}" at)
+  if(at LESS 0)
+    message(FATAL_ERROR "config_cli: expected '${want}', got:\n${ERR}")
+  endif()
+endforeach()
 
 grpo_run(0 config keys)
 file(WRITE ${WORK_DIR}/keys.ini "${OUT}")

@@ -281,6 +281,64 @@ START_TEST(syntax_and_render_errors_have_lines) {
 }
 END_TEST
 
+/* A macro calling itself without end overflowed the stack; now it stops at 100 nested calls with
+ * an error naming the macro, directly or through another macro, and bounded recursion renders. */
+START_TEST(recursive_macros_stop_at_the_depth_limit) {
+    grpo_error err;
+    ck_assert_int_eq(try_template("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}\n{{ f(0) }}", &err),
+                     GRPO_ERR_INVALID);
+    ck_assert_msg(strstr(err.message, "t.jinja:1: macro 'f' called more than 100 deep"), "%s",
+                  err.message);
+    /* a(0) b(1) a(2) ... : the 101st call, at depth 100, is a's */
+    ck_assert_int_eq(try_template("{% macro a(n) %}{{ b(n) }}{% endmacro %}\n"
+                                  "{% macro b(n) %}{{ a(n) }}{% endmacro %}\n{{ a(0) }}",
+                                  &err),
+                     GRPO_ERR_INVALID);
+    ck_assert_msg(strstr(err.message, "t.jinja:2: macro 'a' called more than 100 deep"), "%s",
+                  err.message);
+    /* 100 nested calls are allowed: f(99) down to f(0) */
+    grpo_chat_template *tpl = NULL;
+    grpo_error_init(&err);
+    ck_assert_int_eq(grpo_chat_template_compile("{% macro f(n) %}{% if n > 0 %}{{ f(n - 1) }}"
+                                                "{% endif %}{{ n }},{% endmacro %}{{ f(99) }}",
+                                                "t", &tpl, &err),
+                     GRPO_OK);
+    char *out = NULL, want[512] = "";
+    ck_assert_msg(grpo_chat_template_render(tpl, NULL, 0, NULL, &out, &err) == GRPO_OK, "%s",
+                  err.message);
+    for (int i = 0; i < 100; i++)
+        snprintf(want + strlen(want), sizeof want - strlen(want), "%d,", i);
+    ck_assert_str_eq(out, want);
+    free(out);
+    grpo_chat_template_free(tpl);
+    /* fewer calls, each nesting deeply: the run depth (blocks and expressions) stops it */
+    char text[4096] = "{% macro deep(n) %}";
+    for (int i = 0; i < 30; i++) strcat(text, "{% if true %}");
+    strcat(text, "{{ deep(n + 1) }}");
+    for (int i = 0; i < 30; i++) strcat(text, "{% endif %}");
+    strcat(text, "{% endmacro %}{{ deep(0) }}");
+    ck_assert_int_eq(try_template(text, &err), GRPO_ERR_INVALID);
+    ck_assert_msg(strstr(err.message, "t.jinja:1: macro 'deep': rendering nested more than 1000 "
+                                      "levels deep"),
+                  "%s", err.message);
+}
+END_TEST
+
+/* A long operator chain evaluates as deep as it is long: 20000 terms overflowed the stack. */
+START_TEST(long_operator_chain_stops_at_the_depth_limit) {
+    enum { TERMS = 20000 };
+    char *text = malloc(TERMS * 2 + 16), *p = text;
+    p += sprintf(p, "\n{{ 1");
+    for (int i = 1; i < TERMS; i++) p += sprintf(p, "+1");
+    sprintf(p, " }}");
+    grpo_error err;
+    ck_assert_int_eq(try_template(text, &err), GRPO_ERR_INVALID);
+    ck_assert_msg(strstr(err.message, "t.jinja:2: rendering nested more than 1000 levels deep"),
+                  "%s", err.message);
+    free(text);
+}
+END_TEST
+
 START_TEST(extra_variables_must_be_json) {
     grpo_chat_template *tpl = NULL;
     grpo_error err;
@@ -404,6 +462,8 @@ int main(void) {
     tcase_add_test(tc, snippets_match_jinja2);
     tcase_add_test(tc, unsupported_constructs_name_themselves_and_their_line);
     tcase_add_test(tc, syntax_and_render_errors_have_lines);
+    tcase_add_test(tc, recursive_macros_stop_at_the_depth_limit);
+    tcase_add_test(tc, long_operator_chain_stops_at_the_depth_limit);
     tcase_add_test(tc, extra_variables_must_be_json);
     tcase_add_test(tc, simple_format_fills_placeholders);
     tcase_add_test(tc, simple_format_rejects_what_it_cannot_express);

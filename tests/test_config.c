@@ -48,7 +48,7 @@ static grpo_pack builtin_pack = {.name = "builtin", .version = "0.1.0", .abi_maj
 static grpo_pack acme_pack = {.name = "acme", .version = "1.0", .abi_major = 1,
                               .entries = acme_entries, .n_entries = 1};
 static grpo_pack *packs[] = {&builtin_pack, &acme_pack};
-static const grpo_registry reg = {packs, 2};
+static const grpo_registry reg = {.packs = packs, .n_packs = 2};
 
 /* ---- helpers ---------------------------------------------------------------------------- */
 
@@ -282,6 +282,32 @@ START_TEST(unknown_key_suggests_nearest) {
                       0);
     expect_text_error("[grpo]\nlr = 1\n", 0, ":2: unknown key 'lr' in [grpo]; it is a key of [optim]",
                       0);
+}
+END_TEST
+
+/* A typo whose right spelling lives in another section: [grpo] has num_iterations, but
+ * num_generations (one edit away) is the key meant, and it belongs to [sampling]. */
+START_TEST(unknown_key_suggests_across_sections) {
+    expect_text_error("[grpo]\nnum_generation = 4\n", 0,
+                      ":2: unknown key 'num_generation' in [grpo]; num_generations is a key of "
+                      "[sampling]",
+                      0);
+    /* the section's own key wins a tie: seeds is one edit from train.seed and data.seed */
+    expect_text_error("[train]\nseeds = 4\n", 0,
+                      ":2: unknown key 'seeds' in [train] (did you mean seed?)", 0);
+    /* a typo of another section's key with nothing near in this one */
+    expect_text_error("[train]\nlearning_rat = 1\n", 0,
+                      ":2: unknown key 'learning_rat' in [train] (see `grpo config keys`)", 0);
+}
+END_TEST
+
+/* libgomp segfaults on absurd thread counts: train.threads is bounded and the error says so. */
+START_TEST(train_threads_is_bounded) {
+    expect_text_error("[train]\nthreads = 100000\n", 0,
+                      ":2: train.threads: expected an integer in [0, 1024], got 100000", 0);
+    grpo_run_config cfg = load_ok("t.ini", "[train]\nthreads = 1024\n", 0);
+    ck_assert_int_eq(cfg.train_threads, 1024);
+    grpo_run_config_free(&cfg);
 }
 END_TEST
 
@@ -828,6 +854,8 @@ int main(void) {
     tcase_add_test(ok, input_paths_are_relative_to_the_run_file);
     tcase_add_test(ok, edit_distance_and_suggestions);
     tcase_add_test(bad, unknown_key_suggests_nearest);
+    tcase_add_test(bad, unknown_key_suggests_across_sections);
+    tcase_add_test(bad, train_threads_is_bounded);
     tcase_add_test(bad, wrong_type_is_an_error);
     tcase_add_test(bad, out_of_range_is_an_error);
     tcase_add_test(bad, bad_choice_lists_choices);

@@ -1,11 +1,16 @@
 /* test_dataset.c — JSONL datasets: the three prompt shapes, extra fields, bad lines (fail and
- * skip modes), the deterministic shuffled order and its resumable cursor, prompt truncation. */
+ * skip modes), one parse for fields (control bytes, BOM, \u0000), a 100k-key line, the prompt
+ * key (data.prompt_field), the deterministic shuffled order and its resumable cursor, prompt
+ * truncation. */
 #include <check.h>
+#include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "dataset.h"
+#include "run.h"
 
 #define FIXDIR GRPO_SOURCE_DIR "/tests/fixtures/dataset"
 
@@ -145,6 +150,307 @@ START_TEST(bad_lines_are_counted_in_skip_mode) {
     ck_assert_ptr_nonnull(strstr(ds->first_skip, "bad.jsonl:2:"));
     grpo_dataset_free(ds);
     ck_assert_int_eq(grpo_dataset_load(FIXDIR "/no_such_file.jsonl", NULL, &ds, &err), GRPO_ERR_IO);
+}
+END_TEST
+
+/* ---- one parse: what rewards get is what was parsed --------------------------------------- */
+
+/* Writes text to a scratch file and loads it with opt; the file is removed again. */
+static int load_text(const char *text, const grpo_dataset_options *opt, grpo_dataset **ds,
+                     grpo_error *err) {
+    const char *path = GRPO_BINARY_DIR "/test_dataset_text.jsonl";
+    FILE *f = fopen(path, "wb");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_eq(fwrite(text, 1, strlen(text), f), strlen(text));
+    fclose(f);
+    *ds = NULL;
+    grpo_error_init(err);
+    int rc = grpo_dataset_load(path, opt, ds, err);
+    remove(path);
+    return rc;
+}
+
+/* cJSON skips a form feed or any control byte as whitespace and a BOM at the start; the old
+ * field slicer did not, and handed rewards broken JSON. Such bytes are now refused (JSON has no
+ * such whitespace) and a leading BOM is skipped, so the field text is what was parsed. */
+START_TEST(control_bytes_are_refused_and_a_bom_is_skipped) {
+    static const struct {
+        const char *line, *expect;
+    } cases[] = {
+        {"{\"prompt\": \"p\", \"answer\"\f: \"4\"}", "control byte 0x0C at byte 25 of the line"},
+        {"{\"prompt\": \"p\",\x01\"answer\": \"4\"}", "control byte 0x01 at byte 16"},
+        {"{\"prompt\": \"a\x1b[0m\"}", "control byte 0x1B at byte 14"},
+        {"{\"prompt\": \"p\", \"answer\": \xEF\xBB\xBF\"4\"}", "bad JSON near column 27"},
+        {"{\"prompt\": \"p\"} {}", "bad JSON near column 17: expected the end of the line"},
+        {"{\"prompt\" \"p\"}", "bad JSON near column 11: expected ':' after the key"},
+        {"{\"prompt\": \"p\" \"a\": 1}", "bad JSON near column 16: expected ',' or '}'"},
+        {"{\"prompt\": \"p\", }", "bad JSON near column 17: expected a \"key\""},
+        {"{prompt: \"p\"}", "bad JSON near column 2: expected a \"key\" in quotes"},
+        {"{\"prompt\": nope}", "bad JSON near column 12: expected a valid JSON value"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        grpo_error err;
+        ck_assert_int_eq(load_with_line2(cases[i].line, &err), GRPO_ERR_INVALID);
+        ck_assert_msg(strstr(err.message, "test_dataset_line2.jsonl:2: "), "case %zu: %s", i,
+                      err.message);
+        ck_assert_msg(strstr(err.message, cases[i].expect), "case %zu: '%s' lacks '%s'", i,
+                      err.message, cases[i].expect);
+    }
+    /* a BOM opening the file (and one opening a file appended to it) is skipped */
+    grpo_dataset *ds;
+    grpo_error err;
+    ck_assert_msg(load_text("\xEF\xBB\xBF{\"prompt\": \"p\", \"answer\": \"4\"}\n"
+                            "\xEF\xBB\xBF {\"answer\" :\t[1, {\"a\": \"}\"}] ,\r"
+                            "\"prompt\":\"q\"}\n",
+                            NULL, &ds, &err) == GRPO_OK,
+                  "%s", err.message);
+    ck_assert_uint_eq(ds->n, 2);
+    ck_assert_str_eq(ds->examples[0].prompt, "p");
+    ck_assert_str_eq(field(&ds->examples[0], "answer"), "\"4\"");
+    ck_assert_str_eq(field(&ds->examples[1], "answer"), "[1, {\"a\": \"}\"}]");
+    grpo_dataset_free(ds);
+}
+END_TEST
+
+/* A small generator of JSONL lines with random JSON whitespace between every token. */
+typedef struct gen {
+    uint64_t s;
+    char buf[8192];
+    size_t len;
+    int bad; /* a control byte was put between tokens: the line must be refused */
+} gen;
+
+static uint32_t gen_below(gen *g, uint32_t n) { return (uint32_t)(grpo_splitmix64(&g->s) % n); }
+
+static void gen_put(gen *g, const char *s) {
+    size_t n = strlen(s);
+    ck_assert_uint_lt(g->len + n, sizeof g->buf);
+    memcpy(g->buf + g->len, s, n + 1);
+    g->len += n;
+}
+
+static void gen_ws(gen *g) {
+    static const char *const ws[] = {"", "", " ", "\t", "\r", "  \t", "\f", "\x0b"};
+    uint32_t k = gen_below(g, g->bad ? 6 : 8);
+    if (k >= 6 && gen_below(g, 32)) k = 2; /* keep bad lines rare: about one in five */
+    g->bad |= k >= 6;
+    gen_put(g, ws[k]);
+}
+
+static void gen_value(gen *g, int depth) {
+    static const char *const atoms[] = {
+        "\"x\"", "\"}]{[,:\"", "\"\\\"\\\\\"", "\"\\u00e9\\n\\/\"", "\"caf\xc3\xa9\"", "0",
+        "-1.50", "1e3", "12345678901234567890", "true", "false", "null", "\"\\\\u0000\""};
+    uint32_t k = gen_below(g, depth < 3 ? 15 : 13);
+    if (k < 13) return gen_put(g, atoms[k]);
+    int obj = k == 14, n = (int)gen_below(g, 4);
+    gen_put(g, obj ? "{" : "[");
+    for (int i = 0; i < n; i++) {
+        gen_ws(g);
+        if (i) gen_put(g, ","), gen_ws(g);
+        if (obj) {
+            char key[32];
+            snprintf(key, sizeof key, "\"k%d\"", i);
+            gen_put(g, key), gen_ws(g), gen_put(g, ":"), gen_ws(g);
+        }
+        gen_value(g, depth + 1);
+    }
+    gen_ws(g);
+    gen_put(g, obj ? "}" : "]");
+}
+
+/* One line: {"prompt": "p", "f0": value, ...} with whitespace everywhere, sometimes a BOM. */
+static void gen_line(gen *g) {
+    g->len = 0, g->buf[0] = '\0', g->bad = 0;
+    if (!gen_below(g, 8)) gen_put(g, "\xEF\xBB\xBF");
+    gen_ws(g), gen_put(g, "{"), gen_ws(g), gen_put(g, "\"prompt\""), gen_ws(g), gen_put(g, ":");
+    gen_ws(g), gen_put(g, "\"p\"");
+    int n = 1 + (int)gen_below(g, 5);
+    for (int i = 0; i < n; i++) {
+        char key[32];
+        snprintf(key, sizeof key, "\"f%d\"", i);
+        gen_ws(g), gen_put(g, ","), gen_ws(g), gen_put(g, key), gen_ws(g), gen_put(g, ":");
+        gen_ws(g), gen_value(g, 0);
+    }
+    gen_ws(g), gen_put(g, "}"), gen_ws(g);
+}
+
+/* Property: every field's text, parsed on its own, equals that key's value in cJSON's parse of
+ * the whole line, with no surrounding whitespace; the lines with a control byte are skipped. */
+START_TEST(field_text_always_agrees_with_the_parse) {
+    enum { LINES = 400 };
+    static char lines[LINES][8192];
+    int bad[LINES], n_bad = 0;
+    size_t total = 0;
+    gen g = {.s = 12345};
+    for (int i = 0; i < LINES; i++) {
+        gen_line(&g);
+        memcpy(lines[i], g.buf, g.len + 1);
+        bad[i] = g.bad, n_bad += g.bad, total += g.len + 1;
+    }
+    ck_assert_int_gt(n_bad, 5);
+    char *text = malloc(total + 1), *p = text;
+    for (int i = 0; i < LINES; i++) p += sprintf(p, "%s\n", lines[i]);
+    grpo_dataset *ds;
+    grpo_error err;
+    grpo_dataset_options opt = {.skip_bad_lines = 1};
+    ck_assert_msg(load_text(text, &opt, &ds, &err) == GRPO_OK, "%s", err.message);
+    free(text);
+    ck_assert_uint_eq(ds->n_skipped, (size_t)n_bad);
+    ck_assert_uint_eq(ds->n, (size_t)(LINES - n_bad));
+    for (size_t e = 0; e < ds->n; e++) {
+        const grpo_example *ex = &ds->examples[e];
+        const char *line = lines[ex->line - 1];
+        ck_assert(!bad[ex->line - 1]);
+        cJSON *whole = cJSON_Parse(line);
+        ck_assert_ptr_nonnull(whole);
+        ck_assert_uint_eq(ex->n_fields + 1, (uint32_t)cJSON_GetArraySize(whole));
+        for (uint32_t k = 0; k < ex->n_fields; k++) {
+            const char *json = ex->fields[k].json;
+            cJSON *alone = cJSON_Parse(json);
+            ck_assert_msg(alone, "line %zu: field %s text '%s' is not JSON", (size_t)ex->line,
+                          ex->fields[k].key, json);
+            ck_assert_msg(cJSON_Compare(alone, cJSON_GetObjectItemCaseSensitive(
+                                                   whole, ex->fields[k].key),
+                                        1),
+                          "line %zu: field %s text '%s' differs from the parse", (size_t)ex->line,
+                          ex->fields[k].key, json);
+            ck_assert(json[0] > ' ' && json[strlen(json) - 1] > ' ');
+            cJSON_Delete(alone);
+        }
+        cJSON_Delete(whole);
+    }
+    grpo_dataset_free(ds);
+}
+END_TEST
+
+/* Finding each field's text and checking duplicate keys was quadratic in the number of keys
+ * (minutes for 100k); now a 100k-key line loads in milliseconds. The bound is generous. */
+START_TEST(a_line_with_100k_keys_loads_fast) {
+    enum { KEYS = 100000 };
+    size_t cap = (size_t)KEYS * 24 + 64, len = 0;
+    char *text = malloc(cap);
+    len += (size_t)sprintf(text + len, "{\"prompt\": \"p\"");
+    for (int i = 0; i < KEYS; i++) len += (size_t)sprintf(text + len, ", \"k%d\": %d", i, i);
+    sprintf(text + len, "}\n");
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    grpo_dataset *ds;
+    grpo_error err;
+    ck_assert_msg(load_text(text, NULL, &ds, &err) == GRPO_OK, "%s", err.message);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double s = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    printf("a line of %d keys loaded in %.3f s\n", KEYS + 1, s);
+    ck_assert_double_lt(s, 5.0);
+    ck_assert_uint_eq(ds->examples[0].n_fields, KEYS);
+    ck_assert_str_eq(ds->examples[0].fields[KEYS - 1].key, "k99999");
+    ck_assert_str_eq(ds->examples[0].fields[KEYS - 1].json, "99999");
+    grpo_dataset_free(ds);
+    /* a duplicate among them is still found, as fast */
+    sprintf(text + len, ", \"k5\": 0}\n");
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    ck_assert_int_eq(load_text(text, NULL, &ds, &err), GRPO_ERR_INVALID);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    s = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    ck_assert_double_lt(s, 5.0);
+    ck_assert_msg(strstr(err.message, ":1: duplicate key \"k5\""), "%s", err.message);
+    free(text);
+}
+END_TEST
+
+/* ---- data.prompt_field --------------------------------------------------------------------- */
+
+START_TEST(prompt_field_names_the_prompt_key) {
+    const char *text = "{\"question\": \"What is 2+2?\", \"prompt\": \"not this\", \"answer\": 4}\n"
+                       "{\"question\": [{\"role\": \"user\", \"content\": \"Hi\"}]}\n"
+                       "{\"conversations\": [{\"content\": \"q\"}, {\"content\": \"a\"}]}\n";
+    grpo_dataset *ds;
+    grpo_error err;
+    grpo_dataset_options opt = {.prompt_field = "question"};
+    ck_assert_msg(load_text(text, &opt, &ds, &err) == GRPO_OK, "%s", err.message);
+    ck_assert_uint_eq(ds->n, 3);
+    ck_assert_str_eq(ds->examples[0].prompt, "What is 2+2?");
+    ck_assert_str_eq(field(&ds->examples[0], "prompt"), "\"not this\""); /* just another field */
+    ck_assert_str_eq(field(&ds->examples[0], "answer"), "4");
+    ck_assert_ptr_null(field(&ds->examples[0], "question"));
+    ck_assert_str_eq(ds->examples[1].messages[0].content, "Hi");
+    ck_assert_str_eq(ds->examples[2].response, "a");
+    grpo_dataset_free(ds);
+    /* errors name the configured key */
+    ck_assert_int_eq(load_text("{\"prompt\": \"p\"}\n", &opt, &ds, &err), GRPO_ERR_INVALID);
+    ck_assert_msg(strstr(err.message, ":1: expected a \"question\" (a string or a list of "
+                                      "messages) or a \"conversations\" list"),
+                  "%s", err.message);
+    ck_assert_int_eq(load_text("{\"question\": 1}\n", &opt, &ds, &err), GRPO_ERR_INVALID);
+    ck_assert_msg(strstr(err.message, ":1: \"question\": expected a string or a list"), "%s",
+                  err.message);
+}
+END_TEST
+
+/* The run file's data.prompt_field reaches the loader (it was declared but ignored). */
+START_TEST(run_file_prompt_field_is_used) {
+    grpo_run r;
+    memset(&r, 0, sizeof r);
+    grpo_diag d = {0};
+    ck_assert_int_eq(grpo_run_config_load_string(&r.cfg, "t.ini", "[data]\nprompt_field = q\n",
+                                                 NULL, 0, &d, NULL),
+                     GRPO_OK);
+    grpo_diag_free(&d);
+    const char *path = GRPO_BINARY_DIR "/test_dataset_run.jsonl";
+    FILE *f = fopen(path, "wb");
+    ck_assert_ptr_nonnull(f);
+    fputs("{\"q\": \"asked under q\", \"answer\": \"4\"}\n", f);
+    fclose(f);
+    grpo_dataset *ds = NULL;
+    grpo_error err;
+    grpo_error_init(&err);
+    ck_assert_msg(grpo_run_dataset(&r, path, &ds, &err) == GRPO_OK, "%s", err.message);
+    ck_assert_str_eq(ds->examples[0].prompt, "asked under q");
+    grpo_dataset_free(ds);
+    remove(path);
+    grpo_run_config_free(&r.cfg);
+}
+END_TEST
+
+/* ---- \u0000 --------------------------------------------------------------------------------- */
+
+/* cJSON decodes \u0000 to a NUL, which silently ended the C text there ("ab\u0000cd" became
+ * "ab"). Such a line is refused, naming the key, wherever the escape is; an escaped backslash
+ * followed by "u0000" is ordinary text and kept. */
+START_TEST(nul_escape_is_refused_naming_the_key) {
+    static const struct {
+        const char *line, *expect;
+    } cases[] = {
+        {"{\"prompt\": \"ab\\u0000cd\"}",
+         "\"prompt\": \\u0000 (a NUL character) in the value: text cannot hold NUL"},
+        {"{\"prompt\": [{\"role\": \"user\", \"content\": \"x\\u0000\"}]}", "\"prompt\": \\u0000"},
+        {"{\"conversations\": [{\"content\": \"q\"}, {\"content\": \"\\u0000\"}]}",
+         "\"conversations\": \\u0000"},
+        {"{\"prompt\": \"p\", \"answer\": [\"4\\u0000\"]}", "\"answer\": \\u0000"},
+        {"{\"prompt\": \"p\", \"a\\u0000b\": 1}",
+         "a key near column 17 holds \\u0000 (a NUL character)"},
+        {"{\"prompt\": \"p\\\\\\u0000\"}", "\"prompt\": \\u0000"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        grpo_error err;
+        ck_assert_int_eq(load_with_line2(cases[i].line, &err), GRPO_ERR_INVALID);
+        ck_assert_msg(strstr(err.message, "test_dataset_line2.jsonl:2: "), "case %zu: %s", i,
+                      err.message);
+        ck_assert_msg(strstr(err.message, cases[i].expect), "case %zu: '%s' lacks '%s'", i,
+                      err.message, cases[i].expect);
+    }
+    /* "\\u0000" is a backslash then u0000: kept as written; in skip mode a NUL line is skipped */
+    grpo_dataset *ds;
+    grpo_error err;
+    grpo_dataset_options opt = {.skip_bad_lines = 1};
+    ck_assert_msg(load_text("{\"prompt\": \"a\\\\u0000b\"}\n{\"prompt\": \"a\\u0000b\"}\n", &opt,
+                            &ds, &err) == GRPO_OK,
+                  "%s", err.message);
+    ck_assert_uint_eq(ds->n, 1);
+    ck_assert_uint_eq(ds->n_skipped, 1);
+    ck_assert_str_eq(ds->examples[0].prompt, "a\\u0000b");
+    ck_assert_ptr_nonnull(strstr(ds->first_skip, ":2: \"prompt\": \\u0000"));
+    grpo_dataset_free(ds);
 }
 END_TEST
 
@@ -322,12 +628,19 @@ int main(void) {
     tcase_add_test(tc, extra_fields_pass_through_as_written);
     tcase_add_test(tc, bad_lines_fail_with_their_line_number);
     tcase_add_test(tc, bad_lines_are_counted_in_skip_mode);
+    tcase_add_test(tc, control_bytes_are_refused_and_a_bom_is_skipped);
+    tcase_add_test(tc, field_text_always_agrees_with_the_parse);
+    tcase_add_test(tc, a_line_with_100k_keys_loads_fast);
+    tcase_add_test(tc, prompt_field_names_the_prompt_key);
+    tcase_add_test(tc, run_file_prompt_field_is_used);
+    tcase_add_test(tc, nul_escape_is_refused_naming_the_key);
     tcase_add_test(tc, splitmix64_matches_the_published_sequence);
     tcase_add_test(tc, shuffle_of_three_is_hand_computable);
     tcase_add_test(tc, shuffle_is_deterministic_per_seed_and_a_permutation_per_epoch);
     tcase_add_test(tc, cursor_restore_continues_across_an_epoch_boundary);
     tcase_add_test(tc, truncation_left_versus_skip);
     tcase_add_test(tc, prepare_renders_tokenizes_and_applies_the_policy);
+    tcase_set_timeout(tc, 60); /* the 100k-key line asserts its own bound; ASan is slower */
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -108,6 +108,29 @@ START_TEST(metadata_absent_is_fine) {
 }
 END_TEST
 
+/* A file of only __metadata__ holds no tensor: it opens (nothing to sort or search; UBSan caught
+ * qsort and bsearch being handed NULL), and asking for a tensor is a clear error. */
+START_TEST(metadata_only_file_opens_empty) {
+    char dir[64], path[128];
+    make_scratch(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/meta.safetensors", dir);
+    write_st(path, "{\"__metadata__\":{\"format\":\"pt\"}}", 0);
+    grpo_error err;
+    grpo_error_init(&err);
+    grpo_safetensors *st;
+    ck_assert_msg(grpo_st_open(&st, path, &err) == GRPO_OK, "%s", err.message);
+    ck_assert_uint_eq(grpo_st_count(st), 0);
+    ck_assert_str_eq(grpo_st_metadata(st, "format"), "pt");
+    ck_assert_ptr_null(grpo_st_find(st, "w"));
+    float x;
+    int64_t shape[1] = {1};
+    ck_assert_int_ne(grpo_st_read_f32(st, "w", &x, 1, shape, &err), GRPO_OK);
+    ck_assert_ptr_nonnull(strstr(err.message, "'w'"));
+    grpo_st_close(st);
+    rm_tree(dir);
+}
+END_TEST
+
 /* ---- exact conversions (hand-computable) ------------------------------------------------- */
 
 START_TEST(f16_every_value_matches_the_ieee_formula) {
@@ -592,6 +615,7 @@ int main(void) {
     tcase_add_test(ref, reads_reference_files_exactly);
     tcase_add_test(ref, sharded_index_finds_tensors_across_shards);
     tcase_add_test(ref, metadata_absent_is_fine);
+    tcase_add_test(ref, metadata_only_file_opens_empty);
     tcase_add_test(ref, f16_every_value_matches_the_ieee_formula);
     tcase_add_test(ref, bf16_is_the_top_half_and_rounds_to_nearest_even);
     tcase_add_test(ref, bf16_rounding_matches_torch);
