@@ -6,6 +6,12 @@
 #include "cpu/cpu_backend.h"
 
 grpo_ops *grpo_backend_open(const char *name, int32_t threads, grpo_error *err) {
+    if (threads > GRPO_MAX_THREADS) { /* libgomp crashes creating tens of thousands */
+        grpo_error_set(err, GRPO_ERR_INVALID,
+                       "threads = %d: expected at most %d (0: all cores)", threads,
+                       GRPO_MAX_THREADS);
+        return NULL;
+    }
     if (!name || strcmp(name, "cpu") == 0) return cpu_backend_open(threads, err);
     if (strcmp(name, "cuda") == 0) {
         grpo_error_set(err, GRPO_ERR_UNSUPPORTED,

@@ -27,8 +27,11 @@
 extern "C" {
 #endif
 
+/* The most CPU threads a backend is opened with (train.threads has the same bound). */
+#define GRPO_MAX_THREADS 1024
+
 /* Opens the backend called `name` ("cpu" or "cuda") using `threads` CPU threads (<= 0: the
- * OpenMP default, i.e. OMP_NUM_THREADS or the number of cores). Returns the op table, owned by
+ * OpenMP default, i.e. OMP_NUM_THREADS or the number of cores; > GRPO_MAX_THREADS: an error). Returns the op table, owned by
  * the caller, or NULL with err set: GRPO_ERR_UNSUPPORTED for a backend that is not built here,
  * GRPO_ERR_INVALID for an unknown name, GRPO_ERR_NOMEM. */
 grpo_ops *grpo_backend_open(const char *name, int32_t threads, grpo_error *err);

@@ -183,6 +183,16 @@ START_TEST(cuda_backend_says_not_built) {
 }
 END_TEST
 
+/* 100000 threads crashed inside libgomp; every command opens its backend through this check. */
+START_TEST(too_many_threads_is_refused) {
+    grpo_error err;
+    grpo_error_init(&err);
+    ck_assert_ptr_null(grpo_backend_open("cpu", 100000, &err));
+    ck_assert_int_eq(err.status, GRPO_ERR_INVALID);
+    ck_assert_msg(strstr(err.message, "expected at most 1024"), "message: %s", err.message);
+}
+END_TEST
+
 START_TEST(memory_ops_round_trip) {
     void *ctx = ops->ctx;
     float host[100], back[100];
@@ -1271,6 +1281,7 @@ int main(void) {
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, cpu_backend_fills_every_op);
     tcase_add_test(tc, cuda_backend_says_not_built);
+    tcase_add_test(tc, too_many_threads_is_refused);
     tcase_add_test(tc, memory_ops_round_trip);
     tcase_add_test(tc, embedding_matches_reference_and_gradient);
     tcase_add_test(tc, matmul_matches_reference_and_gradient);
