@@ -54,7 +54,7 @@ void grpo_chat_template_free(grpo_chat_template *tpl) {
 }
 
 static char *read_file(const char *path, size_t *len, grpo_error *err) {
-    FILE *f = fopen(path, "rb");
+    FILE *f = fopen(path, "rbe");
     if (!f) {
         grpo_error_set(err, GRPO_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
         return NULL;

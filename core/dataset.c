@@ -332,7 +332,7 @@ int grpo_dataset_load(const char *path, const grpo_dataset_options *opt, grpo_da
     static const grpo_dataset_options defaults = {0};
     if (!opt) opt = &defaults;
     *out = NULL;
-    FILE *f = fopen(path, "rb");
+    FILE *f = fopen(path, "rbe");
     if (!f)
         return grpo_error_set(err, GRPO_ERR_IO, "%s: cannot open dataset: %s", path,
                               strerror(errno));

@@ -295,7 +295,7 @@ int grpo_ini_read_string(grpo_ini_doc *doc, const char *name, const char *text, 
 int grpo_ini_read_file(grpo_ini_doc *doc, const char *path, grpo_diag *diag) {
     enum { MAX_BYTES = 16 << 20 };
     memset(doc, 0, sizeof *doc);
-    FILE *f = fopen(path, "rb");
+    FILE *f = fopen(path, "rbe");
     if (!f) {
         grpo_diag_add(diag, "%s: cannot open: %s", path, strerror(errno));
         return -1;

@@ -437,7 +437,7 @@ static int sort_and_check_unique(grpo_safetensors *st, grpo_error *err) {
 /* ---- sharded checkpoints ------------------------------------------------------------------ */
 
 int grpo_read_file(const char *path, char **out, size_t *len, grpo_error *err) {
-    FILE *fp = fopen(path, "rb");
+    FILE *fp = fopen(path, "rbe");
     if (!fp) return grpo_error_set(err, GRPO_ERR_IO, "%s: cannot open: %s", path,
                                    strerror(errno));
     char *buf = NULL;
