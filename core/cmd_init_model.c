@@ -233,12 +233,16 @@ static int create_serving(grpo_registry *reg, const grpo_host *host, const char 
         const void *desc = NULL;
         rc = grpo_registry_load(reg, e, NULL, &desc, err);
         const grpo_model_desc *d = desc;
-        if (rc == GRPO_OK) rc = d->create(host, cfg_text, &none, inst, err);
+        if (rc == GRPO_OK) {
+            grpo_plugin_call_begin(d->id, NULL, "create");
+            rc = d->create(host, cfg_text, &none, inst, err);
+            grpo_plugin_call_end();
+        }
         if (rc == GRPO_OK) *md = desc;
     }
     if (rc != GRPO_ERR_UNSUPPORTED) return rc;
     char why[sizeof err->message];
-    snprintf(why, sizeof why, "%s", err->message);
+    snprintf(why, sizeof why, "%s", grpo_plugin_message(err));
     return grpo_error_set(err, GRPO_ERR_UNSUPPORTED,
                           "init-model: no model plugin on the plugin path accepts this %s (the "
                           "%s pack; see grpo plugins list)%s%s",
@@ -270,7 +274,9 @@ static int init_model(const char *dir, const init_opts *o, char **plugin_dirs, g
         rc = create_serving(&reg, &host, model_architecture(o), cfg_text, &md, &inst, err);
     if (rc == GRPO_OK) {
         rc = write_weights(dir, md, inst, o, err);
+        grpo_plugin_call_begin(md->id, NULL, "destroy");
         md->destroy(inst);
+        grpo_plugin_call_end();
     }
     free(cfg_text);
     grpo_backend_close(ops);

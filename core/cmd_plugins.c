@@ -2,6 +2,8 @@
  * cmd_plugins.c — `grpo plugins list` and `grpo plugins show ID`: what the plugin path offers.
  * Both read manifests only; no plugin code is loaded. `grpo plugins check [ID]...` is the one
  * that loads: it runs the host's checks on pack libraries (for pack authors and for debugging).
+ * A pack whose pack.ini cannot be read is skipped with a warning (registry.h); list shows it at
+ * the end, show and check of one of its ids say what is wrong with it, and check fails.
  */
 #include "cli.h"
 #include "registry.h"
@@ -18,6 +20,7 @@ static const char plugins_usage[] =
     "list and show read manifests (pack.ini) only; no plugin code runs. check loads the\n"
     "libraries of the given ids (all when none given) and runs every check the host makes before\n"
     "a run uses them: ABI magic, grpo_plugin_init, exported ids = manifest ids.\n"
+    "A pack whose pack.ini cannot be read is skipped with a warning; list shows it at the end.\n"
     "The plugin path is, in order:\n"
     "--plugin-path dirs, GRPO_PLUGIN_PATH (colon-separated), <dir of grpo>/packs,\n"
     "<dir of grpo>/../lib/grpo/packs and the install prefix's pack dir.\n";
@@ -87,7 +90,13 @@ static void print_path(FILE *out, char **dirs) {
     for (int i = 0; dirs[i]; i++) fprintf(out, "%s%s", i ? ":" : "", dirs[i]);
 }
 
-/* One row per entry, sorted by id: ID  KIND  PACK  VERSION  DESCRIPTION. */
+/* The broken packs the scan skipped, one line each. */
+static void print_broken(const grpo_registry *reg) {
+    if (reg->n_broken) printf("\nbroken packs (skipped until fixed):\n");
+    for (int i = 0; i < reg->n_broken; i++) printf("  %s\n", reg->broken[i].message);
+}
+
+/* One row per entry, sorted by id: ID  KIND  PACK  VERSION  DESCRIPTION; then broken packs. */
 static int plugins_list(const grpo_registry *reg, char **dirs) {
     int n = 0;
     for (int i = 0; i < reg->n_packs; i++) n += reg->packs[i]->n_entries;
@@ -95,6 +104,7 @@ static int plugins_list(const grpo_registry *reg, char **dirs) {
         printf("no plugins found on the plugin path: ");
         print_path(stdout, dirs);
         printf("\n");
+        print_broken(reg);
         return 0;
     }
     const grpo_entry **rows = malloc((size_t)n * sizeof *rows);
@@ -115,6 +125,7 @@ static int plugins_list(const grpo_registry *reg, char **dirs) {
         printf("%-*s  %-6s  %-*s  %-*s  %s\n", w_id, rows[i]->id, kind_word(rows[i]->kind), w_pack,
                rows[i]->pack->name, w_ver, rows[i]->pack->version, rows[i]->description);
     free(rows);
+    print_broken(reg);
     return 0;
 }
 
@@ -135,6 +146,11 @@ static void print_key(const grpo_key_def *d) {
 
 static int plugins_show(const grpo_registry *reg, const char *id, char **dirs) {
     const grpo_entry *e = grpo_registry_find(reg, id);
+    char broken[1400];
+    if (!e && grpo_registry_broken_reason(reg, id, broken, sizeof broken)) {
+        fprintf(stderr, "grpo plugins show: %s\n", broken);
+        return 1;
+    }
     if (!e) {
         const char *near = grpo_registry_suggest(reg, id);
         fprintf(stderr, "grpo plugins show: no plugin '%s' on the plugin path", id);
@@ -185,8 +201,14 @@ static int plugins_check(grpo_registry *reg, const char **ids, int n_ids, char *
     int failed = 0;
     for (int i = 0; i < n_ids; i++) {
         const grpo_entry *e = grpo_registry_find(reg, ids[i]);
+        char broken[1400];
         if (e) {
             failed |= check_entry(reg, e);
+            continue;
+        }
+        if (grpo_registry_broken_reason(reg, ids[i], broken, sizeof broken)) {
+            printf("FAIL  %s: %s\n", ids[i], broken);
+            failed = 1;
             continue;
         }
         const char *near = grpo_registry_suggest(reg, ids[i]);
@@ -199,6 +221,10 @@ static int plugins_check(grpo_registry *reg, const char **ids, int n_ids, char *
     for (int i = 0; n_ids == 0 && i < reg->n_packs; i++)
         for (int j = 0; j < reg->packs[i]->n_entries; j++)
             failed |= check_entry(reg, &reg->packs[i]->entries[j]);
+    for (int i = 0; n_ids == 0 && i < reg->n_broken; i++) {
+        printf("FAIL  broken pack: %s\n", reg->broken[i].message);
+        failed = 1;
+    }
     return failed;
 }
 

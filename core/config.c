@@ -317,6 +317,11 @@ static const grpo_entry *registry_find(const grpo_registry *reg, const char *id)
 
 /* "no plugin 'x' on the plugin path" with the nearest id of that kind, or the ids there are. */
 static void unknown_plugin(loader *L, const char *id, int line, grpo_entry_kind kind) {
+    char broken[1400];
+    if (L->reg && grpo_registry_broken_reason(L->reg, id, broken, sizeof broken)) {
+        fail(L, line, "no plugin '%s' on the plugin path: %s", id, broken);
+        return;
+    }
     const char *word = kind == GRPO_KIND_MODEL ? "model" : "reward";
     const char **ids = NULL;
     int m = 0, cap = 0;
@@ -382,8 +387,14 @@ static void unknown_plugin_key(loader *L, const grpo_ini_section *s, const grpo_
              en->id, s->name, near);
     else
         fail(L, e->line, "unknown key '%s' for plugin %s in [%s] (its keys: %s)", e->key, en->id,
-             s->name, m ? known : "none besides plugin and weight");
+             s->name, m ? known : "none besides plugin, weight and isolate");
     free(names);
+}
+
+/* Keys of every [reward.NAME] section that the host reads; the plugin never sees them. */
+static int host_reward_key(const char *key) {
+    return strcmp(key, "plugin") == 0 || strcmp(key, "weight") == 0 ||
+           strcmp(key, "isolate") == 0;
 }
 
 /* Checks the plugin's keys written in s against the manifest entry, then lists every key of the
@@ -392,7 +403,7 @@ static void resolve_plugin_keys(loader *L, const grpo_ini_section *s, grpo_rewar
     const grpo_entry *en = r->entry;
     for (int j = 0; j < s->n_entries; j++) {
         const grpo_ini_entry *e = &s->entries[j];
-        if (strcmp(e->key, "plugin") == 0 || strcmp(e->key, "weight") == 0) continue;
+        if (host_reward_key(e->key)) continue;
         const grpo_key_def *kd = entry_key(en, e->key);
         char why[512];
         if (!kd) {
@@ -467,8 +478,8 @@ static void read_reward_section(loader *L, const grpo_ini_section *s) {
     for (int j = 0; j < s->n_entries; j++) {
         const grpo_ini_entry *e = &s->entries[j];
         int is_plugin = strcmp(e->key, "plugin") == 0, is_weight = strcmp(e->key, "weight") == 0;
-        if (!is_plugin && !is_weight) continue;
-        int first = is_plugin ? r->plugin_line : r->weight_line;
+        if (!host_reward_key(e->key)) continue;
+        int first = is_plugin ? r->plugin_line : is_weight ? r->weight_line : r->isolate_line;
         if (first) {
             fail(L, e->line, "duplicate key %s.%s (first set at line %d)", s->name, e->key, first);
             continue;
@@ -476,6 +487,11 @@ static void read_reward_section(loader *L, const grpo_ini_section *s) {
         char why[256];
         if (is_plugin) {
             r->plugin = dup_or_flag(L, e->value), r->plugin_line = e->line;
+        } else if (!is_weight) { /* isolate */
+            if (!grpo_key_value_ok(GRPO_KEY_BOOL, e->value, why, sizeof why))
+                fail(L, e->line, "%s.isolate: %s", s->name, why);
+            else
+                grpo_parse_bool(e->value, &r->isolate), r->isolate_line = e->line;
         } else if (!grpo_key_value_ok(GRPO_KEY_FLOAT, e->value, why, sizeof why)) {
             fail(L, e->line, "%s.weight: %s", s->name, why);
         } else {
@@ -812,6 +828,8 @@ int grpo_run_config_dump(const grpo_run_config *cfg, FILE *out) {
         fprintf(out, "\n[%s]\n", r->section);
         bad |= write_kv(out, "plugin", r->plugin ? r->plugin : "", NULL);
         bad |= write_kv(out, "weight", w, r->weight_line ? NULL : "default");
+        bad |= write_kv(out, "isolate", r->isolate ? "true" : "false",
+                        r->isolate_line ? NULL : "default");
         for (uint32_t j = 0; j < r->n; j++)
             bad |= write_kv(out, r->keys[j], r->values[j], r->lines[j] ? NULL : "default (manifest)");
     }
@@ -851,5 +869,7 @@ void grpo_run_config_document(FILE *out) {
     }
     fprintf(out, "\n; One section per reward; r = sum of weight * reward. The plugin's own keys "
                  "follow\n; (`grpo plugins list` shows them). For example:\n"
-                 "; [reward.fmt]\n; plugin = builtin.format\n; weight = 1.0\n");
+                 "; [reward.fmt]\n; plugin = builtin.format\n; weight = 1.0\n"
+                 "; isolate = false  ; true: score in a child process, so a crash or exit() in\n"
+                 ";                  ; the plugin gives NaN for that batch instead of ending the run\n");
 }

@@ -7,6 +7,7 @@
  *     [reward.fmt]
  *     plugin = builtin.format     ; pack.id of a reward on the plugin path (required)
  *     weight = 1.0                ; r = sum_k weight_k * r_k (default 1.0)
+ *     isolate = false             ; true: score in a child process (see rewards.h)
  *     pattern = ^<answer>         ; then the plugin's own keys, as its pack.ini declares them
  * A list key is written once per element; when the file sets it, its elements replace the
  * manifest's default list. A key whose manifest gives no default must be set.
@@ -47,6 +48,8 @@ typedef struct grpo_reward_spec {
     int plugin_line;
     double weight;            /* default 1.0 */
     int weight_line;          /* 0 = default */
+    int isolate;              /* isolate = true: score in a child process (rewards.h) */
+    int isolate_line;         /* 0 = default (false) */
     const grpo_entry *entry;  /* the manifest entry, borrowed from the registry passed to load */
     /* The plugin's keys in manifest order, list keys once per element, defaults filled in (a
      * manifest key without a default must be set in the file; a list default may be empty). */

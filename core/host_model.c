@@ -96,6 +96,13 @@ static grpo_host_models *default_models(grpo_error *err) {
 
 /* ---- loading -------------------------------------------------------------------------- */
 
+/* A model plugin may have filled err (the caller's buffer) without its NUL: supply it before the
+ * caller reads it. Returns rc. */
+static int32_t sealed(int32_t rc, grpo_error *err) {
+    if (rc != GRPO_OK && err) grpo_plugin_message(err);
+    return rc;
+}
+
 
 /* config.json "architectures"[0] (malloc'd) or NULL. */
 static char *first_architecture(const char *json) {
@@ -136,7 +143,7 @@ int32_t grpo_hm_load(const grpo_host *host, const char *dir, grpo_host_model **o
     grpo_host h = *host;
     h.ops = c->ops;
     pthread_mutex_lock(&c->lock);
-    int rc = grpo_model_open_dir(&hm->m, &c->reg, &h, dir, 0, err);
+    int rc = sealed(grpo_model_open_dir(&hm->m, &c->reg, &h, dir, 0, err), err);
     pthread_mutex_unlock(&c->lock);
     if (rc == GRPO_OK && !(hm->arch = first_architecture(hm->m->config_json)))
         rc = grpo_error_set(err, GRPO_ERR_NOMEM, "model_load: out of memory");
@@ -255,7 +262,9 @@ int32_t grpo_hm_hidden(grpo_host_model *hm, const int32_t *ids, const int32_t *m
         o->upload(o->ctx, hm->d_mask, mask, N * sizeof(int32_t));
         o->upload(o->ctx, hm->d_pos, pos, N * sizeof(int32_t));
         grpo_batch batch = {sizeof batch, B, T, hm->d_ids, hm->d_mask, hm->d_pos, NULL, 0.0f};
-        rc = hm->m->desc->hidden(hm->m->inst, &batch, hm->d_scratch, hm->d_out, err);
+        grpo_plugin_call_begin(hm->m->desc->id, NULL, "model_hidden");
+        rc = sealed(hm->m->desc->hidden(hm->m->inst, &batch, hm->d_scratch, hm->d_out, err), err);
+        grpo_plugin_call_end();
     }
     if (rc == GRPO_OK) o->download(o->ctx, all, hm->d_out, N * C * sizeof(float));
     for (int32_t b = 0; rc == GRPO_OK && at && b < B; b++)
@@ -278,7 +287,8 @@ int32_t grpo_hm_tensor(grpo_host_model *hm, const char *name, float *out, uint64
                               (unsigned long long)n);
     hm->m->ops->download(hm->m->ops->ctx, out, hm->m->param_ptr[i], n * sizeof(float));
     if (GRPO_HAS_FIELD(hm->m->desc, grpo_model_desc, relayout) && hm->m->desc->relayout)
-        return hm->m->desc->relayout(hm->m->inst, (uint32_t)i, out, GRPO_RELAYOUT_SAVE, err);
+        return sealed(hm->m->desc->relayout(hm->m->inst, (uint32_t)i, out, GRPO_RELAYOUT_SAVE,
+                                            err), err);
     return GRPO_OK;
 }
 

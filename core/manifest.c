@@ -374,6 +374,16 @@ static int name_chars_ok(const char *s, const char *extra) {
     return 1;
 }
 
+/* Whether a relative path has a ".." component (and so may leave the directory it starts in). */
+static int has_dotdot(const char *path) {
+    for (const char *c = path; *c;) {
+        size_t n = strcspn(c, "/");
+        if (n == 2 && c[0] == '.' && c[1] == '.') return 1;
+        c += n + (c[n] == '/');
+    }
+    return 0;
+}
+
 static int check_pack(manifest_parser *p, grpo_pack *pack) {
     if (!p->pack_line)
         return perr(p, 1, "no [pack] section; expected [pack] with name, version, abi and "
@@ -399,6 +409,9 @@ static int check_pack(manifest_parser *p, grpo_pack *pack) {
     if (p->library.text[0] == '/')
         return perr(p, p->library.line, "library '%s' is an absolute path; expected a file "
                     "name relative to the pack directory", p->library.text);
+    if (has_dotdot(p->library.text))
+        return perr(p, p->library.line, "library '%s' has a '..' component; expected a file "
+                    "inside the pack directory", p->library.text);
     if (p->n_entries == 0)
         return perr(p, p->pack_line, "pack '%s' declares no rewards or models; expected at "
                     "least one [%s.NAME] section with kind = reward or model", p->name.text,
@@ -542,6 +555,21 @@ static char *join_path(const char *dir, const char *file) {
     return s;
 }
 
+/* A library that exists must resolve (through links) to a file inside the pack directory, so a
+ * link cannot smuggle in code from elsewhere; a missing one is left for loading to report. */
+static int check_library_inside(manifest_parser *p, const grpo_pack *pack) {
+    char *real = realpath(pack->library_path, NULL);
+    char *dir = realpath(pack->dir, NULL);
+    size_t n = dir ? strlen(dir) : 0;
+    int inside = !real || (dir && strncmp(real, dir, n) == 0 &&
+                           (real[n] == '/' || (n == 1 && dir[0] == '/')));
+    if (!inside)
+        perr(p, p->library.line, "library '%s' resolves to %s, outside the pack directory %s; "
+             "expected a file inside it", p->library.text, real, dir ? dir : pack->dir);
+    free(real), free(dir);
+    return inside;
+}
+
 static int build_pack(manifest_parser *p, grpo_pack *pack) {
     if (!check_pack(p, pack)) return 0;
     pack->entries = xrealloc(NULL, (size_t)p->n_entries * sizeof *pack->entries);
@@ -559,7 +587,7 @@ static int build_pack(manifest_parser *p, grpo_pack *pack) {
     pack->dir = dir_of(p->path);
     pack->manifest_path = join_path(pack->dir, base ? base + 1 : p->path);
     pack->library_path = join_path(pack->dir, p->library.text);
-    return 1;
+    return check_library_inside(p, pack);
 }
 
 int grpo_manifest_parse(const char *manifest_path, grpo_pack *pack, grpo_error *err) {
@@ -588,6 +616,26 @@ int grpo_manifest_parse(const char *manifest_path, grpo_pack *pack, grpo_error *
         return err ? err->status : GRPO_ERR_INVALID;
     }
     return GRPO_OK;
+}
+
+void grpo_manifest_ids(const char *manifest_path, char ***ids, int *n_ids) {
+    *ids = NULL, *n_ids = 0;
+    FILE *f = fopen(manifest_path, "r");
+    char *line = NULL;
+    size_t cap = 0;
+    while (f && getline(&line, &cap, f) > 0) {
+        char *t = line + strspn(line, " \t");
+        if (*t != '[') continue;
+        size_t n = strcspn(t + 1, "]:;#\r\n");
+        if (t[1 + n] != ']' || n == 0 || (n == 4 && strncmp(t + 1, "pack", 4) == 0)) continue;
+        *ids = xrealloc(*ids, (size_t)(*n_ids + 1) * sizeof **ids);
+        char *id = xrealloc(NULL, n + 1);
+        memcpy(id, t + 1, n);
+        id[n] = '\0';
+        (*ids)[(*n_ids)++] = id;
+    }
+    free(line);
+    if (f) fclose(f);
 }
 
 void grpo_pack_free(grpo_pack *pack) {

@@ -129,6 +129,12 @@ static int load_weights(grpo_model *m, const char *dir, grpo_error *err) {
     return rc;
 }
 
+/* A status from a model plugin; on failure its message is made safe to read (NUL-terminated). */
+static int plugin_status(int rc, grpo_error *err) {
+    if (rc != GRPO_OK) grpo_plugin_message(err);
+    return rc;
+}
+
 int grpo_model_open(grpo_model **out, const grpo_model_desc *desc, const grpo_host *host,
                     const char *dir, const grpo_config *cfg, int trainable, grpo_error *err) {
     *out = NULL;
@@ -146,11 +152,13 @@ int grpo_model_open(grpo_model **out, const grpo_model_desc *desc, const grpo_ho
                                 : grpo_error_set(err, GRPO_ERR_NOMEM, "model: out of memory");
     if (rc == GRPO_OK) {
         grpo_config empty = {sizeof(grpo_config), 0, NULL, NULL, "model"};
+        grpo_plugin_call_begin(desc->id, NULL, "create");
         rc = desc->create(&m->host, m->config_json, cfg ? cfg : &empty, &m->inst, err);
+        grpo_plugin_call_end();
         if (rc != GRPO_OK) {
             m->inst = NULL;
             char why[sizeof err->message];
-            snprintf(why, sizeof why, "%s", err->message);
+            snprintf(why, sizeof why, "%s", grpo_plugin_message(err));
             grpo_error_set(err, rc, "%s: %s", cfg_path, why);
         }
     }
@@ -225,7 +233,11 @@ int grpo_model_open_dir(grpo_model **out, grpo_registry *reg, const grpo_host *h
 
 void grpo_model_close(grpo_model *m) {
     if (!m) return;
-    if (m->inst) m->desc->destroy(m->inst);
+    if (m->inst) {
+        grpo_plugin_call_begin(m->desc->id, NULL, "destroy");
+        m->desc->destroy(m->inst);
+        grpo_plugin_call_end();
+    }
     if (m->ops) {
         if (m->block) m->ops->free(m->ops->ctx, m->block);
         if (m->acts) m->ops->free(m->ops->ctx, m->acts);
@@ -283,7 +295,7 @@ int grpo_model_forward(grpo_model *m, const grpo_batch *b, float *logp, float *e
         return grpo_error_set(err, GRPO_ERR_INVALID,
                               "model: forward of (%d,%d) but activations are reserved for (%d,%d)",
                               b->B, b->T, m->acts_B, m->acts_T);
-    return m->desc->forward(m->inst, b, m->acts, logp, entropy, scale, err);
+    return plugin_status(m->desc->forward(m->inst, b, m->acts, logp, entropy, scale, err), err);
 }
 
 int grpo_model_backward(grpo_model *m, const grpo_batch *b, const float *dlogp, float scale,
@@ -294,7 +306,7 @@ int grpo_model_backward(grpo_model *m, const grpo_batch *b, const float *dlogp, 
         return grpo_error_set(err, GRPO_ERR_INVALID,
                               "model: backward of (%d,%d) but activations are reserved for (%d,%d)",
                               b->B, b->T, m->acts_B, m->acts_T);
-    return m->desc->backward(m->inst, b, m->acts, dlogp, scale, err);
+    return plugin_status(m->desc->backward(m->inst, b, m->acts, dlogp, scale, err), err);
 }
 
 void grpo_model_zero_grad(grpo_model *m) {
@@ -306,7 +318,7 @@ int grpo_model_prefill(grpo_model *m, const grpo_batch *prompt, float *logits, g
         return grpo_error_set(err, GRPO_ERR_INVALID,
                               "model: prefill of (%d,%d) but the cache is reserved for (%d,%d)",
                               prompt->B, prompt->T, m->scratch_R, m->scratch_T);
-    return m->desc->prefill(m->inst, &m->kv, prompt, m->scratch, logits, err);
+    return plugin_status(m->desc->prefill(m->inst, &m->kv, prompt, m->scratch, logits, err), err);
 }
 
 int grpo_model_decode(grpo_model *m, int32_t R, const int32_t *tokens, const int32_t *pos,
@@ -314,8 +326,9 @@ int grpo_model_decode(grpo_model *m, int32_t R, const int32_t *tokens, const int
                       grpo_error *err) {
     if (!m->kv.data)
         return grpo_error_set(err, GRPO_ERR_INVALID, "model: decode without a reserved cache");
-    return m->desc->decode(m->inst, &m->kv, R, tokens, pos, cache_mask, len, m->scratch, logits,
-                           err);
+    return plugin_status(m->desc->decode(m->inst, &m->kv, R, tokens, pos, cache_mask, len,
+                                         m->scratch, logits, err),
+                         err);
 }
 
 int grpo_model_check_ids(const grpo_model *m, const int32_t *ids, size_t n, const char *what,

@@ -7,6 +7,10 @@
  * exactly the ids (and kinds) its manifest lists. Any refusal closes the handle and names the
  * pack and the library file. A loaded library is never dlclose()d: descriptors and instances may
  * outlive the registry, and unloading saves nothing worth the risk.
+ *
+ * A pack.ini that fails to parse is kept aside as broken (with the ids its section headers name)
+ * instead of failing the scan: one bad pack on the path must not block every command, and a run
+ * that names one of its ids is still refused, with the pack's own error (broken_reason).
  */
 #include "registry.h"
 
@@ -41,7 +45,42 @@ static const grpo_pack *pack_with_dir(const grpo_registry *reg, const char *dir)
     return NULL;
 }
 
-/* Parses dir/pack.ini unless that pack dir was read already; refuses ids another pack claims. */
+/* Warns once per process and manifest: a registry is scanned by several parts of one command
+ * (the run, the host's model context), and one line per broken pack is enough. */
+static void warn_broken_once(const grpo_broken_pack *b) {
+    static char **warned;
+    static int n_warned;
+    for (int i = 0; i < n_warned; i++)
+        if (strcmp(warned[i], b->manifest_path) == 0) return;
+    char **w = realloc(warned, (size_t)(n_warned + 1) * sizeof *w);
+    if (w) {
+        warned = w;
+        if ((warned[n_warned] = strdup(b->manifest_path))) n_warned++;
+    }
+    fprintf(stderr, "warning: skipping broken pack: %s\n", b->message);
+}
+
+/* Remembers a manifest that failed to parse (err) with the ids it declares, and warns. */
+static int add_broken(grpo_registry *reg, const char *manifest, const grpo_error *err) {
+    grpo_broken_pack *b = realloc(reg->broken, (size_t)(reg->n_broken + 1) * sizeof *b);
+    if (!b) return GRPO_ERR_NOMEM;
+    reg->broken = b;
+    b = &reg->broken[reg->n_broken];
+    memset(b, 0, sizeof *b);
+    b->manifest_path = strdup(manifest);
+    b->message = strdup(err->message);
+    if (!b->manifest_path || !b->message) {
+        free(b->manifest_path), free(b->message);
+        return GRPO_ERR_NOMEM;
+    }
+    grpo_manifest_ids(manifest, &b->ids, &b->n_ids);
+    reg->n_broken++;
+    warn_broken_once(b);
+    return GRPO_OK;
+}
+
+/* Parses dir/pack.ini unless that pack dir was read already; refuses ids another pack claims.
+ * A manifest that fails to parse is recorded as broken and does not fail the scan. */
 static int add_pack(grpo_registry *reg, const char *dir, grpo_error *err) {
     char manifest[PATH_MAX];
     if (snprintf(manifest, sizeof manifest, "%s/pack.ini", dir) >= (int)sizeof manifest) return 0;
@@ -52,10 +91,13 @@ static int add_pack(grpo_registry *reg, const char *dir, grpo_error *err) {
     if (seen) return 0;
     grpo_pack *pack = calloc(1, sizeof *pack);
     if (!pack) return grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory reading %s", manifest);
-    int rc = grpo_manifest_parse(manifest, pack, err);
-    if (rc != GRPO_OK) {
+    grpo_error perr;
+    grpo_error_init(&perr);
+    if (grpo_manifest_parse(manifest, pack, &perr) != GRPO_OK) {
         free(pack);
-        return rc;
+        if (add_broken(reg, manifest, &perr) != GRPO_OK)
+            return grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory reading %s", manifest);
+        return GRPO_OK;
     }
     for (int i = 0; i < pack->n_entries; i++) {
         const grpo_entry *other = grpo_registry_find(reg, pack->entries[i].id);
@@ -115,8 +157,13 @@ void grpo_registry_free(grpo_registry *reg) {
         free(reg->packs[i]);
     }
     free(reg->packs);
-    reg->packs = NULL;
-    reg->n_packs = 0;
+    for (int i = 0; i < reg->n_broken; i++) {
+        grpo_broken_pack *b = &reg->broken[i];
+        for (int j = 0; j < b->n_ids; j++) free(b->ids[j]);
+        free(b->ids), free(b->manifest_path), free(b->message);
+    }
+    free(reg->broken);
+    memset(reg, 0, sizeof *reg);
 }
 
 /* ---- lookup -------------------------------------------------------------------------------- */
@@ -126,6 +173,24 @@ const grpo_entry *grpo_registry_find(const grpo_registry *reg, const char *id) {
         for (int j = 0; j < reg->packs[i]->n_entries; j++)
             if (strcmp(reg->packs[i]->entries[j].id, id) == 0) return &reg->packs[i]->entries[j];
     return NULL;
+}
+
+const grpo_broken_pack *grpo_registry_broken_for(const grpo_registry *reg, const char *id) {
+    for (int i = 0; i < reg->n_broken; i++)
+        for (int j = 0; j < reg->broken[i].n_ids; j++)
+            if (strcmp(reg->broken[i].ids[j], id) == 0) return &reg->broken[i];
+    for (int i = 0; i < reg->n_broken; i++)
+        if (reg->broken[i].n_ids == 0) return &reg->broken[i];
+    return NULL;
+}
+
+int grpo_registry_broken_reason(const grpo_registry *reg, const char *id, char *buf, size_t size) {
+    const grpo_broken_pack *b = grpo_registry_broken_for(reg, id);
+    if (size) buf[0] = '\0';
+    if (!b) return 0;
+    snprintf(buf, size, "'%s' %s declared by a broken pack that was skipped: %s", id,
+             b->n_ids ? "is" : "may be", b->message);
+    return 1;
 }
 
 const grpo_entry *grpo_registry_find_architecture(const grpo_registry *reg, const char *arch) {
@@ -302,10 +367,23 @@ static int check_exports(const grpo_pack *pack, const grpo_library *lib, grpo_er
     return rc;
 }
 
+/* One line when anyone on the machine may replace path (world-writable, no sticky bit): the code
+ * grpo is about to run would then be whatever another user put there. */
+static void warn_world_writable(const char *path, const char *what) {
+    struct stat st;
+    if (stat(path, &st) == 0 && (st.st_mode & S_IWOTH) && !(st.st_mode & S_ISVTX))
+        fprintf(stderr, "warning: %s %s is world-writable: any user of this machine can replace "
+                "the plugin code grpo loads from it (chmod o-w)\n", what, path);
+}
+
 /* dlopen + magic + init + export check; on success pack->handle and pack->lib are set. */
 static int pack_open(grpo_pack *pack, const grpo_host *host, grpo_error *err) {
     const char *path = pack->library_path;
+    warn_world_writable(pack->dir, "pack directory");
+    warn_world_writable(path, "pack library");
+    grpo_plugin_call_begin(path, NULL, "dlopen (its constructors)");
     void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    grpo_plugin_call_end();
     if (!h)
         return grpo_error_set(err, GRPO_ERR_IO, "pack '%s' (%s): cannot load library: %s",
                               pack->name, pack->manifest_path, dlerror());
@@ -330,11 +408,13 @@ static int pack_open(grpo_pack *pack, const grpo_host *host, grpo_error *err) {
     if (rc == GRPO_OK) {
         grpo_error ierr;
         grpo_error_init(&ierr);
+        grpo_plugin_call_begin(path, NULL, GRPO_INIT_SYMBOL);
         int32_t st = init_fn(host, &lib, &ierr);
+        grpo_plugin_call_end();
         if (st != GRPO_OK)
             rc = grpo_error_set(err, st < 0 ? st : GRPO_ERR_INTERNAL, "pack '%s' (%s): %s "
                                 "failed: %s", pack->name, path, GRPO_INIT_SYMBOL,
-                                ierr.message[0] ? ierr.message : "no message");
+                                grpo_plugin_message(&ierr));
     }
     if (rc == GRPO_OK) rc = check_exports(pack, &lib, err);
     if (rc != GRPO_OK) {

@@ -11,7 +11,7 @@
  *   name = builtin                   ; namespace of the ids below
  *   version = 0.1.0
  *   abi = 1.0                        ; GRPO_ABI_MAJOR.GRPO_ABI_MINOR compiled against
- *   library = libgrpo-rewards.so     ; relative to the pack directory
+ *   library = libgrpo-rewards.so     ; relative to the pack directory, and inside it
  *
  *   [builtin.format]                 ; one section per entry, named by its full id
  *   kind = reward                    ; reward | model
@@ -33,6 +33,10 @@
  *   indented lines: joined with one space for strings, one element per line for lists (the same
  *   as repeating "default = ..."). A key without default is required in the run file.
  * - ';' starts an inline comment only after whitespace: "a;b" keeps its ';', "a ;b" is "a".
+ * - library must stay inside the pack directory: an absolute path, a '..' component or a path
+ *   that resolves (through links) outside the directory is refused. Loading warns (one line per
+ *   path) when the pack directory or the library is world-writable without the sticky bit:
+ *   anyone on the machine could replace the code grpo runs.
  * - Every error is one line: "FILE:LINE: what was wrong; expected ...".
  */
 #ifndef GRPO_REGISTRY_H
@@ -78,9 +82,20 @@ typedef struct grpo_pack {
     grpo_library lib;    /* filled by grpo_plugin_init once loaded */
 } grpo_pack;
 
+/* A pack.ini on the plugin path that could not be read: skipped by the scan, kept so that a run
+ * naming one of its ids is told why the id is missing. */
+typedef struct grpo_broken_pack {
+    char *manifest_path; /* the pack.ini */
+    char *message;       /* its error, "FILE:LINE: what; expected ..." */
+    char **ids;          /* [n_ids] the ids its [ID] section headers declare (0 if unreadable) */
+    int n_ids;
+} grpo_broken_pack;
+
 typedef struct grpo_registry {
     grpo_pack **packs; /* [n_packs] */
     int n_packs;
+    grpo_broken_pack *broken; /* [n_broken] manifests that failed to parse, in scan order */
+    int n_broken;
 } grpo_registry;
 
 /* Parses one manifest into *pack (fields owned by pack; free with grpo_pack_free, which does not
@@ -90,6 +105,10 @@ typedef struct grpo_registry {
  * ..." (GRPO_ERR_IO). No plugin code runs. */
 int grpo_manifest_parse(const char *manifest_path, grpo_pack *pack, grpo_error *err);
 void grpo_pack_free(grpo_pack *pack);
+/* The ids a manifest declares, read leniently from its [ID] section headers alone (no [pack],
+ * no [ID:KEY]), so that even a manifest grpo_manifest_parse refuses names its ids. *ids is a
+ * malloc'd array of malloc'd strings (NULL and 0 when the file cannot be read). */
+void grpo_manifest_ids(const char *manifest_path, char ***ids, int *n_ids);
 
 /* The default plugin path, in search order: --plugin-path dirs (extra, may be NULL), then
  * GRPO_PLUGIN_PATH (colon-separated), the built-in dir next to the executable, the install
@@ -100,12 +119,22 @@ void grpo_plugin_path_free(char **dirs);
 /* Scans each dir in dirs (NULL-terminated): every subdirectory holding a pack.ini (and a dir that
  * is itself a pack) is parsed. The same pack directory reached twice is read once; two packs
  * claiming one id is an error naming both manifests. Missing dirs are skipped. reg starts zeroed
- * ({0}); a second scan adds to it. The first bad manifest fails the scan with its error. */
+ * ({0}); a second scan adds to it. A manifest that fails to parse does not stop the scan: it goes
+ * to reg->broken and one line "warning: skipping broken pack: <its error>" goes to stderr (once
+ * per manifest and process), so one bad pack anywhere on the path blocks no command. */
 int grpo_registry_scan(grpo_registry *reg, char *const *dirs, grpo_error *err);
 void grpo_registry_free(grpo_registry *reg);
 
 /* The entry with this id, or NULL. */
 const grpo_entry *grpo_registry_find(const grpo_registry *reg, const char *id);
+/* Why an id grpo_registry_find does not find may be missing: the broken pack whose manifest
+ * declares it, else the first broken pack whose ids could not be read at all; NULL when no broken
+ * pack can explain it. An error for a missing id should quote the pack's message. */
+const grpo_broken_pack *grpo_registry_broken_for(const grpo_registry *reg, const char *id);
+/* The same as one line for an error message: "'ID' is declared by a broken pack that was skipped:
+ * <its error>" ("may be declared" when its ids could not be read). Returns 0 (buf "") when no
+ * broken pack explains id. */
+int grpo_registry_broken_reason(const grpo_registry *reg, const char *id, char *buf, size_t size);
 /* The model entry serving this HF architecture name (config.json "architectures"), or NULL. */
 const grpo_entry *grpo_registry_find_architecture(const grpo_registry *reg, const char *arch);
 /* The next model entry after `after` (NULL: the first) that serves arch, in scan order; NULL
@@ -132,5 +161,29 @@ int grpo_registry_load(grpo_registry *reg, const grpo_entry *e, const grpo_host 
 
 /* The host services table of this process (log, alloc, rng, ...), ops/tokenizer left NULL. */
 const grpo_host *grpo_default_host(void);
+
+/* ---- calls into plugin code (host.c) ------------------------------------------------------ */
+
+/* The exit status of a process whose plugin called exit() during a marked call (EX_SOFTWARE). */
+#define GRPO_EXIT_PLUGIN_EXITED 70
+
+/* Marks a call into plugin code (what: "grpo_plugin_init", "create", "score", "destroy", ...) by
+ * plugin (its id or pack), for the section it serves (NULL when none) until the matching
+ * grpo_plugin_call_end. While a call is marked, a plugin that calls exit() does not end the run
+ * quietly with its status: an exit handler prints
+ *   error: plugin ID (section [S]) called exit() during WHAT (exit status N); the run ended
+ *   without its final checkpoint
+ * and ends the process with GRPO_EXIT_PLUGIN_EXITED. _exit(), abort() and signals bypass exit
+ * handlers; `isolate = true` in a [reward.NAME] section covers those. Calls nest (a reward's
+ * create may load a model); the strings are borrowed until the end. Main thread only. */
+void grpo_plugin_call_begin(const char *plugin, const char *section, const char *what);
+void grpo_plugin_call_end(void);
+/* In the child process of an isolated call: a plugin's exit(N) ends the child with status N and
+ * no message, for the parent to report. */
+void grpo_plugin_call_in_child(void);
+
+/* A plugin filled err (grpo_error_set, or by hand): forces the NUL it may have left out (the host
+ * never reads past the buffer) and returns the message, or "no message" when it is empty. */
+const char *grpo_plugin_message(grpo_error *err);
 
 #endif

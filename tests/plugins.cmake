@@ -32,10 +32,19 @@ function(grpo_test_plugins)
     ${CMAKE_CURRENT_BINARY_DIR}/plugins/cxx.ini @ONLY)
   grpo_add_pack(NAME cxx LIBRARY tp-cxx MANIFEST ${CMAKE_CURRENT_BINARY_DIR}/plugins/cxx.ini
     SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/plugins/cxx_pack.cpp)
+  # A pack whose rewards misbehave at run time (scribble on the batch, write half their scores,
+  # leave errors unterminated, exit, crash): tests/packs/misbehave, lands in plugins/misbehave.
+  grpo_add_pack(NAME misbehave LIBRARY tp-misbehave
+    MANIFEST ${CMAKE_CURRENT_SOURCE_DIR}/packs/misbehave/pack.ini
+    SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/packs/misbehave/misbehave.c)
   if(TARGET test_registry)
     add_dependencies(test_registry tp-good tp-listed tp-bad_tag tp-abi_major_old
       tp-abi_major_new tp-abi_minor_new tp-magic_small tp-no_magic tp-no_init tp-missing_id
-      tp-extra_id tp-dup_id tp-init_fail tp-small_desc tp-with_model tp-model_as_reward tp-cxx)
+      tp-extra_id tp-dup_id tp-init_fail tp-small_desc tp-with_model tp-model_as_reward tp-cxx
+      tp-misbehave)
+  endif()
+  if(TARGET test_cli_reward)
+    add_dependencies(test_cli_reward tp-misbehave)
   endif()
 endfunction()
 grpo_test_plugins()

@@ -1,6 +1,7 @@
 /*
  * test_cli_reward.c — `grpo reward score` as a pack author runs it: real binary, real packs,
- * example run file and samples; bad input gives FILE:LINE and a non-zero exit.
+ * example run file and samples; bad input gives FILE:LINE and a non-zero exit. Misbehaving
+ * plugins (tests/packs/misbehave) and broken packs on the path are reported, never silent.
  */
 #include <check.h>
 #include <cjson/cJSON.h>
@@ -11,8 +12,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "registry.h"
+
 #define GRPO GRPO_BINARY_DIR "/grpo"
 #define EXAMPLES GRPO_SOURCE_DIR "/examples"
+/* rewards that misbehave on purpose (tests/packs/misbehave) */
+#define MISBEHAVE GRPO_BINARY_DIR "/tests/plugins/misbehave"
 
 static char dir[256], out_path[300], err_path[300];
 
@@ -126,6 +131,108 @@ START_TEST(no_reward_section_is_an_error) {
 }
 END_TEST
 
+static int count_of(const char *text, const char *what) {
+    int n = 0;
+    for (const char *p = strstr(text, what); p; p = strstr(p + 1, what)) n++;
+    return n;
+}
+
+/* Three samples in dir/in.jsonl; returns its path in in. */
+static void three_samples(char *in, size_t size) {
+    write_file("in.jsonl", "{\"prompt\": \"a\", \"completion\": \"x\"}\n"
+                           "{\"prompt\": \"b\", \"completion\": \"y\"}\n"
+                           "{\"prompt\": \"c\", \"completion\": \"z\"}\n", in, size);
+}
+
+START_TEST(plugin_exit_is_an_error_not_a_quiet_exit_0) {
+    char cfg[512], in[512], args[2048];
+    write_file("run.ini", "[reward.ones]\nplugin = mb.ones\n[reward.bye]\nplugin = mb.exit\n",
+               cfg, sizeof cfg);
+    three_samples(in, sizeof in);
+    snprintf(args, sizeof args, "reward score --config '%s' --input '%s' --plugin-path " MISBEHAVE,
+             cfg, in);
+    ck_assert_int_eq(grpo(args), GRPO_EXIT_PLUGIN_EXITED);
+    const char *err = slurp(err_path);
+    ck_assert_msg(strstr(err, "error: plugin mb.exit (section [reward.bye]) called exit() during "
+                              "score (exit status 0); the run ended without its final "
+                              "checkpoint\n"), "%s", err);
+    ck_assert_str_eq(slurp(out_path), ""); /* no scores printed as if all went well */
+}
+END_TEST
+
+START_TEST(isolated_crash_and_exit_give_null_scores) {
+    char cfg[512], in[512], args[2048];
+    write_file("run.ini", "[reward.ones]\nplugin = mb.ones\n"
+                          "[reward.crash]\nplugin = mb.segv\nisolate = true\n"
+                          "[reward.bye]\nplugin = mb.exit\nisolate = true\nstatus = 4\n",
+               cfg, sizeof cfg);
+    three_samples(in, sizeof in);
+    snprintf(args, sizeof args, "reward score --config '%s' --input '%s' --plugin-path " MISBEHAVE,
+             cfg, in);
+    ck_assert_int_eq(grpo(args), 0);
+    char *out = slurp(out_path);
+    for (int line = 1; line <= 3; line++) {
+        char want[200];
+        snprintf(want, sizeof want, "{\"line\": %d, \"rewards\": {\"ones\": 1, \"crash\": null, "
+                 "\"bye\": null}, \"total\": 1}\n", line);
+        ck_assert_msg(strstr(out, want), "%s", out);
+    }
+    const char *err = slurp(err_path);
+    ck_assert_msg(strstr(err, "warning: [reward.crash] (plugin mb.segv) was killed by SIGSEGV "),
+                  "%s", err);
+    ck_assert_msg(strstr(err, "warning: [reward.bye] (plugin mb.exit) called exit(4) while "
+                              "scoring 3 samples in its isolated child process; its scores for "
+                              "this batch are NaN (no opinion)\n"), "%s", err);
+    /* a bad value is refused with its line */
+    write_file("run.ini", "[reward.ones]\nplugin = mb.ones\nisolate = maybe\n", cfg, sizeof cfg);
+    ck_assert_int_eq(grpo(args), 1);
+    char want[700];
+    snprintf(want, sizeof want, "%s:3: reward.ones.isolate: ", cfg);
+    ck_assert_msg(strstr(slurp(err_path), want), "%s", slurp(err_path));
+}
+END_TEST
+
+START_TEST(broken_pack_blocks_only_its_own_ids) {
+    char cfg[512], in[512], args[2048], bad[512], want[2048];
+    snprintf(bad, sizeof bad, "%s/packs/broken", dir);
+    snprintf(args, sizeof args, "mkdir -p '%s'", bad);
+    ck_assert_int_eq(system(args), 0);
+    snprintf(args, sizeof args, "%s/pack.ini", bad);
+    FILE *f = fopen(args, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs("[pack]\nname = bad\nversion = 1\nabi = 1.0\nlibrary = ../../elsewhere.so\n"
+          "[bad.x]\nkind = reward\ndescription = x\n", f);
+    fclose(f);
+    char problem[1000];
+    snprintf(problem, sizeof problem, "%s/packs/broken/pack.ini:5: library '../../elsewhere.so' "
+             "has a '..' component; expected a file inside the pack directory", dir);
+    /* plugins list: the good pack, the broken one listed at the end, one warning, exit 0 */
+    snprintf(args, sizeof args, "plugins list --plugin-path " MISBEHAVE " --plugin-path '%s/packs'",
+             dir);
+    ck_assert_int_eq(grpo(args), 0);
+    const char *out = slurp(out_path);
+    ck_assert_msg(strstr(out, "mb.ones "), "%s", out);
+    snprintf(want, sizeof want, "\nbroken packs (skipped until fixed):\n  %s\n", problem);
+    ck_assert_msg(strstr(out, want), "%s", out);
+    snprintf(want, sizeof want, "warning: skipping broken pack: %s\n", problem);
+    ck_assert_str_eq(slurp(err_path), want);
+    /* a run with the good pack's id works, with the warning */
+    write_file("run.ini", "[reward.ones]\nplugin = mb.ones\n", cfg, sizeof cfg);
+    three_samples(in, sizeof in);
+    snprintf(args, sizeof args, "reward score --config '%s' --input '%s' --plugin-path " MISBEHAVE
+             " --plugin-path '%s/packs'", cfg, in, dir);
+    ck_assert_int_eq(grpo(args), 0);
+    ck_assert_int_eq(count_of(slurp(out_path), "\"ones\": 1"), 3);
+    ck_assert_int_eq(count_of(slurp(err_path), "warning: skipping broken pack: "), 1);
+    /* a run with the broken pack's id fails, naming the problem */
+    write_file("run.ini", "[reward.x]\nplugin = bad.x\n", cfg, sizeof cfg);
+    ck_assert_int_eq(grpo(args), 1);
+    snprintf(want, sizeof want, "%s:2: no plugin 'bad.x' on the plugin path: 'bad.x' is declared by "
+             "a broken pack that was skipped: %s", cfg, problem);
+    ck_assert_msg(strstr(slurp(err_path), want), "%s", slurp(err_path));
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("cli_reward");
     TCase *tc = tcase_create("reward score");
@@ -135,6 +242,9 @@ int main(void) {
     tcase_add_test(tc, bad_line_names_file_and_line);
     tcase_add_test(tc, unknown_plugin_is_refused_with_the_run_file_line);
     tcase_add_test(tc, no_reward_section_is_an_error);
+    tcase_add_test(tc, plugin_exit_is_an_error_not_a_quiet_exit_0);
+    tcase_add_test(tc, isolated_crash_and_exit_give_null_scores);
+    tcase_add_test(tc, broken_pack_blocks_only_its_own_ids);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

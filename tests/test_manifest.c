@@ -196,6 +196,69 @@ START_TEST(pack_section_is_checked) {
 }
 END_TEST
 
+/* library names a file inside the pack dir: no '..' component, no link out of the dir. */
+START_TEST(library_must_stay_inside_the_pack_dir) {
+    expect_error("[pack]\nname = demo\nversion = 1\nabi = 1.0\nlibrary = ../../x.so\n"
+                 "[demo.f]\nkind = reward\ndescription = x\n",
+                 5, "library '../../x.so' has a '..' component; expected a file inside the pack "
+                    "directory");
+    expect_error("[pack]\nname = demo\nversion = 1\nabi = 1.0\nlibrary = lib/../../x.so\n"
+                 "[demo.f]\nkind = reward\ndescription = x\n",
+                 5, "library 'lib/../../x.so' has a '..' component; expected a file inside the "
+                    "pack directory");
+    /* a link inside the dir that leads out of it */
+    char outside[400], link[400], inside[400], alias[400], why[1200];
+    snprintf(outside, sizeof outside, "%s-outside.so", dir);
+    snprintf(link, sizeof link, "%s/link.so", dir);
+    snprintf(inside, sizeof inside, "%s/real.so", dir);
+    snprintf(alias, sizeof alias, "%s/alias.so", dir);
+    FILE *f = fopen(outside, "w");
+    ck_assert_ptr_nonnull(f);
+    fclose(f);
+    f = fopen(inside, "w");
+    ck_assert_ptr_nonnull(f);
+    fclose(f);
+    ck_assert_int_eq(symlink(outside, link), 0);
+    ck_assert_int_eq(symlink("real.so", alias), 0);
+    snprintf(why, sizeof why, "library 'link.so' resolves to %s, outside the pack directory %s; "
+             "expected a file inside it", outside, dir);
+    expect_error("[pack]\nname = demo\nversion = 1\nabi = 1.0\nlibrary = link.so\n"
+                 "[demo.f]\nkind = reward\ndescription = x\n", 5, why);
+    /* a link that stays inside, a name that merely starts with "..", a missing file: fine */
+    const char *ok[] = {"alias.so", "..x.so", "sub/missing.so"};
+    for (int i = 0; i < 3; i++) {
+        char text[300];
+        snprintf(text, sizeof text, "[pack]\nname = demo\nversion = 1\nabi = 1.0\nlibrary = %s\n"
+                 "[demo.f]\nkind = reward\ndescription = x\n", ok[i]);
+        grpo_pack pack;
+        grpo_error err;
+        ck_assert_msg(parse_text(text, &pack, &err) == GRPO_OK, "%s: %s", ok[i], err.message);
+        grpo_pack_free(&pack);
+    }
+    unlink(outside), unlink(link), unlink(inside), unlink(alias);
+}
+END_TEST
+
+START_TEST(ids_are_read_from_a_broken_manifest) {
+    grpo_pack pack;
+    grpo_error err;
+    ck_assert_int_eq(parse_text(PACK_HEAD "[demo.a]\nkind = reward\ndescription = x\n"
+                                "[demo.a:k]\ntype = int\n  [demo.b] ; indented\ncolour = red\n",
+                                &pack, &err), GRPO_ERR_INVALID);
+    char **ids;
+    int n;
+    grpo_manifest_ids(path, &ids, &n);
+    ck_assert_int_eq(n, 2); /* [pack] and [ID:KEY] are no ids */
+    ck_assert_str_eq(ids[0], "demo.a");
+    ck_assert_str_eq(ids[1], "demo.b");
+    for (int i = 0; i < n; i++) free(ids[i]);
+    free(ids);
+    grpo_manifest_ids("/nonexistent/pack.ini", &ids, &n);
+    ck_assert_int_eq(n, 0);
+    ck_assert_ptr_null(ids);
+}
+END_TEST
+
 START_TEST(entries_are_checked) {
     expect_error(PACK_HEAD "[other.f]\nkind = reward\ndescription = x\n", 6,
                  "id 'other.f' does not start with the pack name; expected [demo.NAME]");
@@ -324,6 +387,8 @@ int main(void) {
     tcase_add_test(tc, unknown_key_names_line_and_suggests);
     tcase_add_test(tc, too_long_line_is_refused);
     tcase_add_test(tc, pack_section_is_checked);
+    tcase_add_test(tc, library_must_stay_inside_the_pack_dir);
+    tcase_add_test(tc, ids_are_read_from_a_broken_manifest);
     tcase_add_test(tc, entries_are_checked);
     tcase_add_test(tc, key_sections_are_checked);
     tcase_add_test(tc, malformed_lines_are_refused);

@@ -1,6 +1,7 @@
-/* test_registry.c — the plugin path, scanning pack directories, lookups, loading a pack's
- * library (and each way the host refuses a broken one: test plugins from tests/plugins.cmake),
- * and the default host services table. */
+/* test_registry.c — the plugin path, scanning pack directories (broken manifests skipped and
+ * explained), lookups, loading a pack's library (and each way the host refuses a broken one:
+ * test plugins from tests/plugins.cmake), what a misbehaving reward can do to a batch (the
+ * misbehave pack), and the default host services table. */
 #include <check.h>
 #include <limits.h>
 #include <stdint.h>
@@ -14,8 +15,12 @@
 #include "grpo/model.h"
 #include "grpo/reward.h"
 #include "registry.h"
+#include "rewards.h"
+
+#include <math.h>
 
 #define TEST_PLUGIN_DIR GRPO_BINARY_DIR "/tests/plugins"
+#define MISBEHAVE_DIR TEST_PLUGIN_DIR "/misbehave"
 
 static char root[256]; /* a fresh temp dir per test, realpath'd */
 
@@ -168,22 +173,105 @@ START_TEST(missing_dir_is_skipped) {
 }
 END_TEST
 
-START_TEST(bad_manifest_fails_the_scan_with_its_line) {
-    char m[PATH_MAX], a[PATH_MAX];
-    write_pack("A/one", "one", "one.x", NULL, m, sizeof m);
-    FILE *f = fopen(m, "a");
+/* Sends stream (stdout or stderr) to path until end_capture; returns the saved descriptor. Works
+ * with CK_FORK=no too, where the stream must come back for the rest of the run. */
+static int begin_capture(FILE *stream, const char *path) {
+    fflush(stream);
+    int saved = dup(fileno(stream));
+    FILE *f = fopen(path, "w");
+    ck_assert(saved >= 0 && f);
+    ck_assert_int_ge(dup2(fileno(f), fileno(stream)), 0);
+    fclose(f);
+    return saved;
+}
+
+static void end_capture(FILE *stream, int saved) {
+    fflush(stream);
+    dup2(saved, fileno(stream));
+    close(saved);
+}
+
+/* The whole of a small file (static buffer). */
+static const char *read_text(const char *path) {
+    static char buf[16384];
+    FILE *f = fopen(path, "r");
+    ck_assert_ptr_nonnull(f);
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    buf[n] = '\0';
+    fclose(f);
+    return buf;
+}
+
+static int count_of(const char *text, const char *what) {
+    int n = 0;
+    for (const char *p = strstr(text, what); p; p = strstr(p + 1, what)) n++;
+    return n;
+}
+
+START_TEST(broken_manifest_is_skipped_and_explained) {
+    char good[PATH_MAX], bad[PATH_MAX], a[PATH_MAX], log[PATH_MAX];
+    write_pack("A/one", "one", "one.x", NULL, good, sizeof good);
+    write_pack("A/two", "two", "two.x", NULL, bad, sizeof bad);
+    FILE *f = fopen(bad, "a");
     fputs("colour = red\n", f); /* line 10 of the manifest */
+    fclose(f);
+    snprintf(a, sizeof a, "%s/A", root);
+    snprintf(log, sizeof log, "%s/stderr.txt", root);
+    char *dirs[] = {a, NULL};
+    grpo_registry reg, again;
+    grpo_error err;
+    int saved = begin_capture(stderr, log);
+    int rc = scan(&reg, dirs, &err), rc2 = scan(&again, dirs, &err);
+    end_capture(stderr, saved);
+    ck_assert_int_eq(rc, GRPO_OK); /* one bad pack blocks nothing */
+    ck_assert_int_eq(rc2, GRPO_OK);
+    ck_assert_int_eq(reg.n_packs, 1);
+    ck_assert_ptr_nonnull(grpo_registry_find(&reg, "one.x"));
+    ck_assert_ptr_null(grpo_registry_find(&reg, "two.x"));
+    ck_assert_int_eq(reg.n_broken, 1);
+    char want[PATH_MAX + 400];
+    snprintf(want, sizeof want, "%s:10: unknown key 'colour' in [two.x]; expected one of kind, "
+             "description, architectures", bad);
+    ck_assert_str_eq(reg.broken[0].message, want);
+    ck_assert_str_eq(reg.broken[0].manifest_path, bad);
+    ck_assert_int_eq(reg.broken[0].n_ids, 1);
+    ck_assert_str_eq(reg.broken[0].ids[0], "two.x");
+    /* an id of the broken pack is explained; other missing ids are not its doing */
+    ck_assert_ptr_eq(grpo_registry_broken_for(&reg, "two.x"), &reg.broken[0]);
+    ck_assert_ptr_null(grpo_registry_broken_for(&reg, "three.x"));
+    char why[2048], line[PATH_MAX + 600];
+    ck_assert_int_eq(grpo_registry_broken_reason(&reg, "two.x", why, sizeof why), 1);
+    snprintf(line, sizeof line, "'two.x' is declared by a broken pack that was skipped: %s", want);
+    ck_assert_str_eq(why, line);
+    ck_assert_int_eq(grpo_registry_broken_reason(&reg, "three.x", why, sizeof why), 0);
+    /* one warning line per broken manifest, however often the path is scanned */
+    snprintf(line, sizeof line, "warning: skipping broken pack: %s\n", want);
+    ck_assert_str_eq(read_text(log), line);
+    grpo_registry_free(&reg);
+    grpo_registry_free(&again);
+    ck_assert_int_eq(reg.n_broken, 0);
+}
+END_TEST
+
+START_TEST(unreadable_manifest_explains_any_missing_id) {
+    char good[PATH_MAX], bad[PATH_MAX], a[PATH_MAX];
+    write_pack("A/one", "one", "one.x", NULL, good, sizeof good);
+    write_pack("A/two", "two", "two.x", NULL, bad, sizeof bad);
+    FILE *f = fopen(bad, "w"); /* no section header left to read ids from */
+    fputs("%%% not ini %%%\n", f);
     fclose(f);
     snprintf(a, sizeof a, "%s/A", root);
     char *dirs[] = {a, NULL};
     grpo_registry reg;
     grpo_error err;
-    ck_assert_int_eq(scan(&reg, dirs, &err), GRPO_ERR_INVALID);
-    char want[PATH_MAX + 200];
-    snprintf(want, sizeof want, "%s:10: unknown key 'colour' in [one.x]; expected one of kind, "
-             "description, architectures", m);
-    ck_assert_str_eq(err.message, want);
-    ck_assert_int_eq(reg.n_packs, 0);
+    ck_assert_int_eq(scan(&reg, dirs, &err), GRPO_OK);
+    ck_assert_int_eq(reg.n_broken, 1);
+    ck_assert_int_eq(reg.broken[0].n_ids, 0);
+    ck_assert_ptr_eq(grpo_registry_broken_for(&reg, "any.id"), &reg.broken[0]);
+    char why[2048];
+    ck_assert_int_eq(grpo_registry_broken_reason(&reg, "any.id", why, sizeof why), 1);
+    ck_assert_msg(strncmp(why, "'any.id' may be declared by a broken pack that was skipped: ",
+                          60) == 0 && strstr(why, bad), "%s", why);
     grpo_registry_free(&reg);
 }
 END_TEST
@@ -377,25 +465,270 @@ START_TEST(missing_library_names_the_pack) {
 }
 END_TEST
 
+/* A copy of the good test pack in root/rel, its dir and library chmod'ed as asked. */
+static void copy_good_pack(const char *rel, mode_t dir_mode, mode_t lib_mode, char *dir,
+                           size_t dir_size, char *lib, size_t lib_size) {
+    snprintf(dir, dir_size, "%s/%s", root, rel);
+    snprintf(lib, lib_size, "%s/libtp-good.so", dir);
+    char cmd[3 * PATH_MAX];
+    snprintf(cmd, sizeof cmd, "mkdir -p '%s' && cp '%s/good/pack.ini' '%s/good/libtp-good.so' '%s'",
+             dir, TEST_PLUGIN_DIR, TEST_PLUGIN_DIR, dir);
+    ck_assert_int_eq(system(cmd), 0);
+    ck_assert_int_eq(chmod(dir, dir_mode), 0);
+    ck_assert_int_eq(chmod(lib, lib_mode), 0);
+}
+
+/* Loads tp.a from the pack in dir; returns what the load wrote on stderr. */
+static const char *load_and_capture(const char *dir) {
+    char log[PATH_MAX], path[PATH_MAX];
+    snprintf(log, sizeof log, "%s/load-stderr.txt", root);
+    snprintf(path, sizeof path, "%s", dir);
+    char *dirs[] = {path, NULL};
+    grpo_registry reg;
+    grpo_error err;
+    ck_assert_int_eq(scan(&reg, dirs, &err), GRPO_OK);
+    const void *desc;
+    int saved = begin_capture(stderr, log);
+    int rc = grpo_registry_load(&reg, grpo_registry_find(&reg, "tp.a"), NULL, &desc, &err);
+    end_capture(stderr, saved);
+    ck_assert_msg(rc == GRPO_OK, "%s", err.message);
+    grpo_registry_free(&reg);
+    return read_text(log);
+}
+
+START_TEST(world_writable_pack_warns) {
+    char dir[PATH_MAX], lib[PATH_MAX], want[2 * PATH_MAX];
+    copy_good_pack("open", 0777, 0755, dir, sizeof dir, lib, sizeof lib);
+    snprintf(want, sizeof want, "warning: pack directory %s is world-writable: any user of this "
+             "machine can replace the plugin code grpo loads from it (chmod o-w)\n", dir);
+    ck_assert_str_eq(load_and_capture(dir), want);
+    copy_good_pack("sticky", 01777, 0666, dir, sizeof dir, lib, sizeof lib);
+    snprintf(want, sizeof want, "warning: pack library %s is world-writable: any user of this "
+             "machine can replace the plugin code grpo loads from it (chmod o-w)\n", lib);
+    ck_assert_str_eq(load_and_capture(dir), want); /* a sticky dir is fine, the library is not */
+    copy_good_pack("closed", 0755, 0755, dir, sizeof dir, lib, sizeof lib);
+    ck_assert_str_eq(load_and_capture(dir), "");
+}
+END_TEST
+
+/* The misbehave pack's grpo_plugin_init fills its message buffer without a NUL. The host must
+ * read no further than the buffer (ASan sees an overread) and pass on what it holds. */
+START_TEST(init_message_without_nul_is_cut_at_its_buffer) {
+    setenv("MB_INIT_NONUL", "1", 1);
+    char *dirs[] = {MISBEHAVE_DIR, NULL};
+    grpo_registry reg;
+    grpo_error err;
+    ck_assert_int_eq(scan(&reg, dirs, &err), GRPO_OK);
+    const void *desc;
+    ck_assert_int_eq(grpo_registry_load(&reg, grpo_registry_find(&reg, "mb.ones"), NULL, &desc,
+                                        &err), GRPO_ERR_INVALID);
+    char want[PATH_MAX + 100];
+    snprintf(want, sizeof want, "pack 'mb' (%s): grpo_plugin_init failed: xxxx",
+             reg.packs[0]->library_path);
+    ck_assert_msg(strncmp(err.message, want, strlen(want)) == 0, "%s", err.message);
+    ck_assert_uint_eq(strspn(err.message + strlen(want), "x") + strlen(want),
+                      strlen(err.message)); /* x's to the end of the buffer, nothing after */
+    unsetenv("MB_INIT_NONUL");
+    grpo_registry_free(&reg);
+}
+END_TEST
+
+/* ---- what a misbehaving reward can do to a batch ----------------------------------------- */
+
+/* A run config of the given [reward.NAME] sections of the misbehave pack (names[k] = "NAME",
+ * ids[k] = "mb.ID"); isolate[k] as set; keys: one "key=value" per reward or NULL. */
+typedef struct mb_run {
+    grpo_registry reg;
+    grpo_run_config cfg;
+    grpo_reward_spec specs[4];
+    char sections[4][64];
+    char *keys[4][1], *values[4][1];
+    char kv[4][64];
+} mb_run;
+
+static void mb_run_open(mb_run *r, int K, const char *const *names, const char *const *ids,
+                        const int *isolate, const char *const *kv) {
+    memset(r, 0, sizeof *r);
+    char *dirs[] = {MISBEHAVE_DIR, NULL};
+    grpo_error err;
+    ck_assert_int_eq(scan(&r->reg, dirs, &err), GRPO_OK);
+    for (int k = 0; k < K; k++) {
+        grpo_reward_spec *s = &r->specs[k];
+        snprintf(r->sections[k], sizeof r->sections[k], "reward.%s", names[k]);
+        s->name = (char *)names[k], s->section = r->sections[k], s->plugin = (char *)ids[k];
+        s->weight = 1.0, s->isolate = isolate ? isolate[k] : 0;
+        s->entry = grpo_registry_find(&r->reg, ids[k]);
+        ck_assert_ptr_nonnull(s->entry);
+        if (kv && kv[k]) {
+            snprintf(r->kv[k], sizeof r->kv[k], "%s", kv[k]);
+            char *eq = strchr(r->kv[k], '=');
+            *eq = '\0';
+            r->keys[k][0] = r->kv[k], r->values[k][0] = eq + 1;
+            s->n = 1, s->keys = r->keys[k], s->values = r->values[k];
+        }
+    }
+    r->cfg.rewards = r->specs, r->cfg.n_rewards = K;
+}
+
+/* Three samples of one group with writable texts and ids: the caller's training state. */
+typedef struct batch {
+    char prompt[32], completion[3][32], answer[16];
+    int32_t ids[3][4];
+    grpo_field field;
+    grpo_sample s[3];
+} batch;
+
+static void batch_init(batch *b) {
+    memset(b, 0, sizeof *b);
+    strcpy(b->prompt, "1+1=");
+    strcpy(b->answer, "\"2\"");
+    b->field = (grpo_field){sizeof b->field, "answer", b->answer};
+    for (int i = 0; i < 3; i++) {
+        snprintf(b->completion[i], sizeof b->completion[i], "answer %d", i);
+        for (int j = 0; j < 4; j++) b->ids[i][j] = 10 * i + j;
+        b->s[i] = (grpo_sample){.struct_size = sizeof(grpo_sample), .prompt = b->prompt,
+                                .completion = b->completion[i], .completion_ids = b->ids[i],
+                                .n_completion_ids = (uint32_t)(i + 2), .group = 0,
+                                .member = (uint32_t)i, .fields = &b->field, .n_fields = 1};
+    }
+}
+
+START_TEST(plugins_score_a_copy_of_the_batch) {
+    mb_run r;
+    const char *names[] = {"first", "second"}, *ids[] = {"mb.scribble", "mb.scribble"};
+    mb_run_open(&r, 2, names, ids, NULL, NULL);
+    grpo_reward_set set;
+    grpo_error err;
+    grpo_error_init(&err);
+    ck_assert_int_eq(grpo_reward_set_create(&set, &r.cfg, &r.reg, NULL, &err), GRPO_OK);
+    batch b, before;
+    batch_init(&b);
+    batch_init(&before);
+    float R[3 * 2];
+    for (int round = 0; round < 2; round++) {
+        ck_assert_int_eq(grpo_reward_set_score(&set, b.s, 3, R, &err), GRPO_OK);
+        for (int i = 0; i < 3; i++) {
+            float want = 0;
+            for (int j = 0; j < i + 2; j++) want += (float)before.ids[i][j];
+            ck_assert(R[i * 2 + 0] == want); /* the sum of the ids it was lent... */
+            ck_assert(R[i * 2 + 1] == want); /* ...and the second reward saw them unharmed */
+        }
+        /* the caller's samples, texts and ids are as they were */
+        ck_assert_mem_eq(b.ids, before.ids, sizeof b.ids);
+        ck_assert_str_eq(b.prompt, before.prompt);
+        ck_assert_str_eq(b.answer, before.answer);
+        for (int i = 0; i < 3; i++) {
+            ck_assert_str_eq(b.completion[i], before.completion[i]);
+            ck_assert_uint_eq(b.s[i].n_completion_ids, (uint32_t)(i + 2));
+            ck_assert_ptr_eq(b.s[i].completion_ids, b.ids[i]);
+        }
+    }
+    grpo_reward_set_free(&set);
+    grpo_registry_free(&r.reg);
+}
+END_TEST
+
+START_TEST(unwritten_scores_are_nan_not_the_last_rewards) {
+    mb_run r;
+    const char *names[] = {"ones", "half"}, *ids[] = {"mb.ones", "mb.half"};
+    mb_run_open(&r, 2, names, ids, NULL, NULL);
+    grpo_reward_set set;
+    grpo_error err;
+    grpo_error_init(&err);
+    ck_assert_int_eq(grpo_reward_set_create(&set, &r.cfg, &r.reg, NULL, &err), GRPO_OK);
+    batch b;
+    batch_init(&b);
+    float R[3 * 2];
+    char log[PATH_MAX];
+    snprintf(log, sizeof log, "%s/stderr.txt", root);
+    int saved = begin_capture(stderr, log);
+    int rc1 = grpo_reward_set_score(&set, b.s, 3, R, &err);
+    int rc2 = grpo_reward_set_score(&set, b.s, 3, R, &err);
+    end_capture(stderr, saved);
+    ck_assert_int_eq(rc1, GRPO_OK);
+    ck_assert_int_eq(rc2, GRPO_OK);
+    for (int i = 0; i < 3; i++) ck_assert(R[i * 2] == 1.0f);
+    ck_assert(R[0 * 2 + 1] == 2.0f);             /* n/2 = 1 written */
+    ck_assert(isnan(R[1 * 2 + 1]) && isnan(R[2 * 2 + 1])); /* not mb.ones's 1 */
+    ck_assert_str_eq(read_text(log), "warning: [reward.half] (plugin mb.half) left 2 of 3 scores "
+                     "unwritten; they count as NaN (no opinion) (said once per reward)\n");
+    grpo_reward_set_free(&set);
+    grpo_registry_free(&r.reg);
+}
+END_TEST
+
+/* mb.nonul fills the error buffer without a NUL, in create or in score. */
+START_TEST(unterminated_plugin_errors_are_cut_at_their_buffer) {
+    const char *names[] = {"bad"}, *ids[] = {"mb.nonul"}, *in_create[] = {"fail_in=create"};
+    const int isolated[] = {1};
+    const char *want[] = {"[reward.bad] (plugin mb.nonul): xxx",
+                          "[reward.bad] (plugin mb.nonul) failed to score: xxx",
+                          "[reward.bad] (plugin mb.nonul) failed to score: xxx"};
+    for (int c = 0; c < 3; c++) { /* create, score, score in an isolated child */
+        mb_run r;
+        mb_run_open(&r, 1, names, ids, c == 2 ? isolated : NULL, c == 0 ? in_create : NULL);
+        grpo_reward_set set;
+        grpo_error err;
+        grpo_error_init(&err);
+        int rc = grpo_reward_set_create(&set, &r.cfg, &r.reg, NULL, &err);
+        if (c > 0) {
+            ck_assert_int_eq(rc, GRPO_OK);
+            batch b;
+            batch_init(&b);
+            float R[3];
+            rc = grpo_reward_set_score(&set, b.s, 3, R, &err);
+        }
+        ck_assert_int_eq(rc, GRPO_ERR_INVALID);
+        ck_assert_msg(strncmp(err.message, want[c], strlen(want[c])) == 0, "%s", err.message);
+        size_t head = strlen(want[c]) - 3;
+        ck_assert_uint_eq(strspn(err.message + head, "x") + head, strlen(err.message));
+        ck_assert_uint_eq(strlen(err.message), sizeof err.message - 1);
+        grpo_reward_set_free(&set);
+        grpo_registry_free(&r.reg);
+    }
+}
+END_TEST
+
+START_TEST(isolated_rewards_survive_crash_and_exit) {
+    mb_run r;
+    const char *names[] = {"ones", "crash", "bye", "half"};
+    const char *ids[] = {"mb.ones", "mb.segv", "mb.exit", "mb.half"};
+    const char *kv[] = {NULL, NULL, "status=3", NULL};
+    const int isolate[] = {1, 1, 1, 1};
+    mb_run_open(&r, 4, names, ids, isolate, kv);
+    grpo_reward_set set;
+    grpo_error err;
+    grpo_error_init(&err);
+    ck_assert_int_eq(grpo_reward_set_create(&set, &r.cfg, &r.reg, NULL, &err), GRPO_OK);
+    batch b;
+    batch_init(&b);
+    float R[3 * 4];
+    char log[PATH_MAX];
+    snprintf(log, sizeof log, "%s/stderr.txt", root);
+    int saved = begin_capture(stderr, log);
+    int rc = grpo_reward_set_score(&set, b.s, 3, R, &err);
+    end_capture(stderr, saved);
+    ck_assert_msg(rc == GRPO_OK, "%s", err.message);
+    for (int i = 0; i < 3; i++) {
+        ck_assert(R[i * 4 + 0] == 1.0f); /* scores come back through the pipe */
+        ck_assert(isnan(R[i * 4 + 1]) && isnan(R[i * 4 + 2]));
+    }
+    ck_assert(R[0 * 4 + 3] == 2.0f && isnan(R[1 * 4 + 3])); /* unwritten is still NaN */
+    const char *text = read_text(log);
+    ck_assert_msg(strstr(text, "warning: [reward.crash] (plugin mb.segv) was killed by SIGSEGV "
+                               "(Segmentation fault) while scoring 3 samples in its isolated "
+                               "child process; its scores for this batch are NaN (no opinion)\n"),
+                  "%s", text);
+    ck_assert_msg(strstr(text, "warning: [reward.bye] (plugin mb.exit) called exit(3) while "
+                               "scoring 3 samples in its isolated child process; its scores for "
+                               "this batch are NaN (no opinion)\n"), "%s", text);
+    ck_assert_int_eq(count_of(text, "warning:"), 3); /* + mb.half's unwritten scores */
+    grpo_reward_set_free(&set);
+    grpo_registry_free(&r.reg);
+}
+END_TEST
+
 /* ---- the plugins command ------------------------------------------------------------------ */
-
-/* Sends stream (stdout or stderr) to path until end_capture; returns the saved descriptor. Works
- * with CK_FORK=no too, where the stream must come back for the rest of the run. */
-static int begin_capture(FILE *stream, const char *path) {
-    fflush(stream);
-    int saved = dup(fileno(stream));
-    FILE *f = fopen(path, "w");
-    ck_assert(saved >= 0 && f);
-    ck_assert_int_ge(dup2(fileno(f), fileno(stream)), 0);
-    fclose(f);
-    return saved;
-}
-
-static void end_capture(FILE *stream, int saved) {
-    fflush(stream);
-    dup2(saved, fileno(stream));
-    close(saved);
-}
 
 /* Runs `grpo plugins SUB [ID] --plugin-path <test pack "listed">` in-process, stdout into out.
  * ("listed" is a copy of the good pack that no other test loads.) */
@@ -494,7 +827,8 @@ int main(void) {
     tcase_add_test(path, duplicate_id_names_both_manifests);
     tcase_add_test(path, same_pack_dir_twice_is_read_once);
     tcase_add_test(path, missing_dir_is_skipped);
-    tcase_add_test(path, bad_manifest_fails_the_scan_with_its_line);
+    tcase_add_test(path, broken_manifest_is_skipped_and_explained);
+    tcase_add_test(path, unreadable_manifest_explains_any_missing_id);
     suite_add_tcase(s, path);
     TCase *load = tcase_create("load");
     tcase_add_checked_fixture(load, setup, teardown);
@@ -511,7 +845,16 @@ int main(void) {
     tcase_add_test(load, refuses_kind_mismatch);
     tcase_add_test(load, init_failure_is_wrapped);
     tcase_add_test(load, missing_library_names_the_pack);
+    tcase_add_test(load, world_writable_pack_warns);
+    tcase_add_test(load, init_message_without_nul_is_cut_at_its_buffer);
     suite_add_tcase(s, load);
+    TCase *batch = tcase_create("misbehaving rewards");
+    tcase_add_checked_fixture(batch, setup, teardown);
+    tcase_add_test(batch, plugins_score_a_copy_of_the_batch);
+    tcase_add_test(batch, unwritten_scores_are_nan_not_the_last_rewards);
+    tcase_add_test(batch, unterminated_plugin_errors_are_cut_at_their_buffer);
+    tcase_add_test(batch, isolated_rewards_survive_crash_and_exit);
+    suite_add_tcase(s, batch);
     TCase *cli = tcase_create("cli");
     tcase_add_checked_fixture(cli, setup, teardown);
     tcase_add_test(cli, plugins_list_and_show_load_no_code);

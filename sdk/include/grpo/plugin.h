@@ -19,7 +19,11 @@
  * - Strings and arrays handed to a plugin are borrowed for the duration of the call; a plugin that
  *   keeps one MUST copy it. Whoever allocates frees.
  * - Errors are int32_t status codes (GRPO_OK = 0, negative = failure); the text goes into the
- *   caller-owned grpo_error passed to the call (use grpo_error_set).
+ *   caller-owned grpo_error passed to the call (use grpo_error_set). The host never reads past
+ *   the message buffer: a message without its NUL is cut at the buffer's last byte.
+ * - A plugin MUST NOT end the process (exit, abort): the run would lose its work. The host
+ *   turns an exit() during grpo_plugin_init or a reward's create/score/destroy into an error
+ *   naming the plugin, with a non-zero exit status (see grpo/reward.h for isolate = true).
  * - The host never dlclose()s a library while an instance created from it is alive.
  * - Plugins MUST NOT be compiled with -ffast-math (NaN means "no opinion" and must survive).
  *
@@ -71,7 +75,8 @@ extern "C" {
 typedef struct grpo_error {
     uint32_t struct_size; /* sizeof(grpo_error) as the caller compiled it */
     int32_t status;       /* last status written with grpo_error_set */
-    char message[1024];   /* NUL-terminated, one line, names the thing and what was expected */
+    char message[1024];   /* NUL-terminated (the host cuts a message that is not at its last byte),
+                           * one line, names the thing and what was expected */
 } grpo_error;
 
 static inline void grpo_error_init(grpo_error *err) {

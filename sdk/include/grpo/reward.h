@@ -8,7 +8,20 @@
  *   the host MAY call score() concurrently on *different* states (never on the same state).
  * - score() writes exactly n floats to out. NaN means "no opinion": the host excludes it from that
  *   sample's weighted sum (as TRL does with None). Returning a non-OK status fails the batch.
- * - Everything in samples is borrowed for the duration of the call.
+ *   The host fills out with NaN before the call, so a score left unwritten is "no opinion" (and
+ *   the host warns once), never a value from an earlier call or another reward.
+ * - Everything in samples is borrowed for the duration of the call, and read-only. The host
+ *   hands each call its own copy of the batch (strings, ids, messages, fields), so a plugin that
+ *   writes through these pointers anyway changes neither the run's state nor what the next reward
+ *   sees; it only wastes its own copy.
+ * - An error message MUST be NUL-terminated; the host reads at most sizeof(message) bytes and
+ *   supplies the NUL itself when it is missing.
+ * - A plugin MUST NOT end the process. If it calls exit() during create, score or destroy, the
+ *   host reports "plugin ID (section [reward.NAME]) called exit() during score" and exits with a
+ *   non-zero status (the run ends without its final checkpoint). A section with isolate = true
+ *   runs score() in a child process instead: a crash, signal or exit() there costs that batch
+ *   (NaN scores, one warning), not the run. The child works on a copy of the state: changes a
+ *   score() call makes to its state are NOT kept when it runs isolated.
  */
 #ifndef GRPO_REWARD_H
 #define GRPO_REWARD_H
@@ -36,7 +49,10 @@ typedef struct grpo_field {
 /* One sample to score. Samples of one group (same prompt) share group and differ in member. */
 typedef struct grpo_sample {
     uint32_t struct_size;
-    const char *prompt;               /* the prompt as the policy saw it (templated text) */
+    /* The prompt text exactly as the policy saw it: after the chat template and after
+     * truncation to data.max_prompt_length tokens, not the dataset's raw prompt (the dataset's
+     * messages, untruncated, are in messages). */
+    const char *prompt;
     const grpo_message *messages;     /* [n_messages] the prompt's messages; NULL if plain text */
     uint32_t n_messages;
     const char *completion;           /* decoded completion text, UTF-8, special tokens skipped */

@@ -1,0 +1,109 @@
+/*
+ * misbehave.c — reward plugins that break the rules of grpo/reward.h at run time, one per way,
+ * for the host's defences (core/rewards.c, registry.c): each reward below names what it does.
+ * With MB_INIT_NONUL set in the environment, grpo_plugin_init fails with an unterminated message.
+ */
+#include "grpo/grpo.h"
+
+#include <signal.h>
+#include <stdlib.h>
+
+GRPO_PLUGIN_MAGIC()
+
+/* Fills the whole message buffer with 'x' and no NUL: what a careless memcpy leaves behind. */
+static int32_t fail_without_nul(grpo_error *err) {
+    memset(err->message, 'x', sizeof err->message);
+    err->status = GRPO_ERR_INVALID;
+    return GRPO_ERR_INVALID;
+}
+
+static int32_t mb_create(const grpo_host *host, const grpo_config *cfg, void **state,
+                         grpo_error *err) {
+    (void)host;
+    const char *fail_in = grpo_config_get(cfg, "fail_in");
+    if (fail_in && strcmp(fail_in, "create") == 0) return fail_without_nul(err);
+    const char *status = grpo_config_get(cfg, "status");
+    *state = (void *)(intptr_t)(status ? atoi(status) : 0);
+    return GRPO_OK;
+}
+
+static void mb_destroy(void *state) { (void)state; }
+
+/* mb.ones: 1 for every sample. */
+static int32_t ones_score(void *state, const grpo_sample *s, uint32_t n, float *out,
+                          grpo_error *err) {
+    (void)state, (void)s, (void)err;
+    for (uint32_t i = 0; i < n; i++) out[i] = 1.0f;
+    return GRPO_OK;
+}
+
+/* mb.half: 2 for the first n/2 samples; the rest of out is left as it was. */
+static int32_t half_score(void *state, const grpo_sample *s, uint32_t n, float *out,
+                          grpo_error *err) {
+    (void)state, (void)s, (void)err;
+    for (uint32_t i = 0; i < n / 2; i++) out[i] = 2.0f;
+    return GRPO_OK;
+}
+
+/* mb.scribble: the sum of the completion ids; then -12345 over every id and 'X' over the first
+ * byte of every string it was lent (writing through the const pointers). */
+static int32_t scribble_score(void *state, const grpo_sample *s, uint32_t n, float *out,
+                              grpo_error *err) {
+    (void)state, (void)err;
+    for (uint32_t i = 0; i < n; i++) {
+        double sum = 0;
+        int32_t *ids = (int32_t *)s[i].completion_ids;
+        for (uint32_t j = 0; j < s[i].n_completion_ids; j++) sum += ids[j], ids[j] = -12345;
+        out[i] = (float)sum;
+        char *texts[] = {(char *)s[i].prompt, (char *)s[i].completion};
+        for (int t = 0; t < 2; t++)
+            if (texts[t] && texts[t][0]) texts[t][0] = 'X';
+        for (uint32_t j = 0; j < s[i].n_fields; j++) ((char *)s[i].fields[j].json)[0] = 'X';
+        ((grpo_sample *)&s[i])->n_completion_ids = 0;
+    }
+    return GRPO_OK;
+}
+
+static int32_t nonul_score(void *state, const grpo_sample *s, uint32_t n, float *out,
+                           grpo_error *err) {
+    (void)state, (void)s, (void)n, (void)out;
+    return fail_without_nul(err);
+}
+
+static int32_t exit_score(void *state, const grpo_sample *s, uint32_t n, float *out,
+                          grpo_error *err) {
+    (void)s, (void)n, (void)out, (void)err;
+    exit((int)(intptr_t)state);
+}
+
+static int32_t segv_score(void *state, const grpo_sample *s, uint32_t n, float *out,
+                          grpo_error *err) {
+    (void)state, (void)s, (void)n, (void)out, (void)err;
+    signal(SIGSEGV, SIG_DFL); /* die of it even where a sanitizer catches SIGSEGV */
+    raise(SIGSEGV);
+    return GRPO_OK;
+}
+
+#define MB_REWARD(ID, DESC, SCORE)                                                             \
+    {(uint32_t)sizeof(grpo_reward_desc), ID, DESC, 0, mb_create, SCORE, mb_destroy}
+
+static const grpo_reward_desc rewards[] = {
+    MB_REWARD("mb.ones", "scores every sample 1", ones_score),
+    MB_REWARD("mb.half", "writes only the first half of its scores", half_score),
+    MB_REWARD("mb.scribble", "scores the sum of the completion ids, then writes garbage",
+              scribble_score),
+    MB_REWARD("mb.nonul", "fails with an unterminated error message", nonul_score),
+    MB_REWARD("mb.exit", "calls exit() from score", exit_score),
+    MB_REWARD("mb.segv", "dies of SIGSEGV in score", segv_score),
+};
+
+static const grpo_reward_desc *get_reward(uint32_t i) {
+    return i < sizeof rewards / sizeof rewards[0] ? &rewards[i] : NULL;
+}
+
+GRPO_EXPORT int32_t grpo_plugin_init(const grpo_host *host, grpo_library *lib, grpo_error *err) {
+    (void)host;
+    if (getenv("MB_INIT_NONUL")) return fail_without_nul(err);
+    lib->get_reward = get_reward;
+    return GRPO_OK;
+}
