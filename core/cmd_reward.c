@@ -103,7 +103,7 @@ static void print_scores(const grpo_reward_set *set, const score_line *lines, ui
 /* Reads every line of path into lines/samples; returns 0, or 1 after printing file:line. */
 static int read_samples(const char *path, score_line **lines_out, grpo_sample **samples_out,
                         uint32_t *n_out) {
-    FILE *f = fopen(path, "r");
+    FILE *f = fopen(path, "re");
     if (!f) return fprintf(stderr, "grpo reward score: %s: cannot open\n", path), 1;
     score_line *lines = NULL;
     grpo_sample *samples = NULL;

@@ -447,6 +447,15 @@ static int valid_reward_name(const char *name) {
     return 1;
 }
 
+/* The directory of the run file being loaded ("." for a bare file name), malloc'd. */
+static char *run_dir(loader *L) {
+    const char *path = L->cfg->path, *slash = path ? strrchr(path, '/') : NULL;
+    if (!slash) return dup_or_flag(L, ".");
+    char *d = strndup(path, slash == path ? 1 : (size_t)(slash - path));
+    if (!d) L->oom = 1;
+    return d;
+}
+
 static void read_reward_section(loader *L, const grpo_ini_section *s) {
     grpo_run_config *cfg = L->cfg;
     const char *name = s->name + strlen("reward.");
@@ -473,6 +482,7 @@ static void read_reward_section(loader *L, const grpo_ini_section *s) {
     memset(r, 0, sizeof *r);
     r->name = dup_or_flag(L, name);
     r->section = dup_or_flag(L, s->name);
+    r->dir = run_dir(L);
     r->line = s->line;
     r->weight = 1.0;
     for (int j = 0; j < s->n_entries; j++) {
@@ -709,7 +719,7 @@ void grpo_run_config_free(grpo_run_config *cfg) {
         grpo_reward_spec *r = &cfg->rewards[i];
         for (uint32_t j = 0; j < r->n; j++) free(r->keys[j]), free(r->values[j]);
         free(r->keys), free(r->values), free(r->lines);
-        free(r->name), free(r->section), free(r->plugin);
+        free(r->name), free(r->section), free(r->plugin), free(r->dir);
     }
     free(cfg->rewards), free(cfg->path);
     memset(cfg, 0, sizeof *cfg);
@@ -723,7 +733,7 @@ const grpo_reward_spec *grpo_run_config_reward(const grpo_run_config *cfg, const
 
 grpo_config grpo_reward_spec_config(const grpo_reward_spec *spec) {
     grpo_config c = {(uint32_t)sizeof(grpo_config), spec->n, (const char *const *)spec->keys,
-                     (const char *const *)spec->values, spec->section};
+                     (const char *const *)spec->values, spec->section, spec->dir};
     return c;
 }
 

@@ -50,6 +50,7 @@ typedef struct grpo_reward_spec {
     int weight_line;          /* 0 = default */
     int isolate;              /* isolate = true: score in a child process (rewards.h) */
     int isolate_line;         /* 0 = default (false) */
+    char *dir;                /* the run file's directory: plugins resolve relative paths here */
     const grpo_entry *entry;  /* the manifest entry, borrowed from the registry passed to load */
     /* The plugin's keys in manifest order, list keys once per element, defaults filled in (a
      * manifest key without a default must be set in the file; a list default may be empty). */

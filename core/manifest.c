@@ -595,7 +595,7 @@ int grpo_manifest_parse(const char *manifest_path, grpo_pack *pack, grpo_error *
     manifest_parser p = {0};
     p.path = manifest_path;
     p.err = err;
-    p.f = fopen(manifest_path, "r");
+    p.f = fopen(manifest_path, "re");
     if (!p.f)
         return grpo_error_set(err, GRPO_ERR_IO, "%s: cannot open the pack manifest: %s",
                               manifest_path, strerror(errno));
@@ -620,7 +620,7 @@ int grpo_manifest_parse(const char *manifest_path, grpo_pack *pack, grpo_error *
 
 void grpo_manifest_ids(const char *manifest_path, char ***ids, int *n_ids) {
     *ids = NULL, *n_ids = 0;
-    FILE *f = fopen(manifest_path, "r");
+    FILE *f = fopen(manifest_path, "re");
     char *line = NULL;
     size_t cap = 0;
     while (f && getline(&line, &cap, f) > 0) {

@@ -151,7 +151,7 @@ int grpo_model_open(grpo_model **out, const grpo_model_desc *desc, const grpo_ho
     int rc = m->dir && cfg_path ? grpo_hf_read_config(dir, &m->config_json, err)
                                 : grpo_error_set(err, GRPO_ERR_NOMEM, "model: out of memory");
     if (rc == GRPO_OK) {
-        grpo_config empty = {sizeof(grpo_config), 0, NULL, NULL, "model"};
+        grpo_config empty = {sizeof(grpo_config), 0, NULL, NULL, "model", NULL};
         grpo_plugin_call_begin(desc->id, NULL, "create");
         rc = desc->create(&m->host, m->config_json, cfg ? cfg : &empty, &m->inst, err);
         grpo_plugin_call_end();

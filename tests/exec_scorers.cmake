@@ -8,3 +8,13 @@ if(TARGET test_rewards_exec)
   target_include_directories(test_rewards_exec PRIVATE ${PROJECT_SOURCE_DIR}/plugins/rewards/builtin)
   add_dependencies(test_rewards_exec exec_scorer)
 endif()
+
+# A relative `command` path is relative to the run file's directory (grpo_config.dir, ABI 1.2),
+# whatever directory grpo runs in: the run file and bin/scorer live in a temp dir, grpo runs in /.
+add_test(NAME exec_relative_command
+         COMMAND bash -c "set -e; d=$(mktemp -d); trap 'rm -rf $d' EXIT; mkdir $d/bin; \
+cp '$<TARGET_FILE:exec_scorer>' $d/bin/scorer; \
+printf '[reward.ext]\\nplugin = builtin.exec\\ncommand = bin/scorer\\ncommand = good\\n' > $d/run.ini; \
+cd / && '$<TARGET_FILE:grpo_cli>' reward score --config $d/run.ini \
+--input '${PROJECT_SOURCE_DIR}/examples/samples.jsonl' --plugin-path '${GRPO_PACK_OUTPUT_DIR}' \
+| grep -q '\"ext\": 43'")

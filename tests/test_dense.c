@@ -500,7 +500,7 @@ START_TEST(unsupported_config_is_refused) {
     const void *vd = NULL;
     ck_ok(grpo_registry_load(&reg, e, &host, &vd, &err), &err);
     const grpo_model_desc *desc = vd;
-    grpo_config cfg = {sizeof(grpo_config), 0, NULL, NULL, "model"};
+    grpo_config cfg = {sizeof(grpo_config), 0, NULL, NULL, "model", NULL};
     void *inst = NULL;
     const char *moe = "{\"model_type\":\"minimind\",\"hidden_size\":64,\"num_hidden_layers\":2,"
                       "\"num_attention_heads\":4,\"vocab_size\":100,\"use_moe\":true}";

@@ -454,7 +454,7 @@ START_TEST(router_aux_coef_key_overrides_config) {
     grpo_error_init(&err);
     fixture_open(&f, "minimind2", 0); /* aux_loss_alpha 0.1 in config.json */
     const char *keys[] = {"router_aux_coef"}, *values[] = {"0.25"};
-    grpo_config cfg = {sizeof(grpo_config), 1, keys, values, "model"};
+    grpo_config cfg = {sizeof(grpo_config), 1, keys, values, "model", NULL};
     grpo_model *m = NULL;
     ck_ok(grpo_model_open(&m, f.desc, &f.host, fixture_dir("minimind2"), &cfg, 0, &err), &err);
     ck_ok(grpo_model_reserve_acts(m, f.B, f.T, &err), &err);
@@ -519,7 +519,7 @@ START_TEST(unsupported_configs_are_refused) {
     host.ops = ops;
     grpo_registry reg = {0};
     const grpo_model_desc *desc = load_desc(&reg, &host);
-    grpo_config cfg = {sizeof(grpo_config), 0, NULL, NULL, "model"};
+    grpo_config cfg = {sizeof(grpo_config), 0, NULL, NULL, "model", NULL};
 #define BASE "\"hidden_size\":32,\"num_hidden_layers\":1,\"num_attention_heads\":4,\"vocab_size\":50"
     static const struct {
         const char *json, *word;

@@ -311,7 +311,7 @@ static float score_one(const grpo_reward_desc *d, const char *completion) {
     void *state = NULL;
     grpo_error err;
     grpo_error_init(&err);
-    grpo_config cfg = {sizeof cfg, 0, NULL, NULL, "reward.test"};
+    grpo_config cfg = {sizeof cfg, 0, NULL, NULL, "reward.test", NULL};
     ck_assert_int_eq(d->create(grpo_default_host(), &cfg, &state, &err), GRPO_OK);
     grpo_sample s;
     memset(&s, 0, sizeof s);

@@ -287,7 +287,7 @@ static int plugin_create(plugin *p, const grpo_host *h, const char *const *kv, g
             if (!strcmp(kv[j], e->keys[i].name)) v = kv[j + 1];
         keys[n] = e->keys[i].name, values[n++] = v;
     }
-    grpo_config cfg = {sizeof cfg, n, keys, values, "reward.rm"};
+    grpo_config cfg = {sizeof cfg, n, keys, values, "reward.rm", NULL};
     return p->desc->create(h, &cfg, &p->state, err);
 }
 

@@ -59,11 +59,12 @@ START_TEST(example_mix_scores_with_the_reward_model) {
         cJSON_Delete(line);
     }
     fclose(f);
-    /* from the source root: the run file's reward model path is relative to it */
+    /* from /: the run file's reward model path is relative to the run file, not to where grpo
+     * runs (grpo_config.dir) */
     snprintf(cmd, sizeof cmd,
-             "cd '%s' && GRPO_PLUGIN_PATH= '%s/grpo' reward score --config "
-             "examples/reward_model_mix.ini --input '%s' > '%s'",
-             GRPO_SOURCE_DIR, GRPO_BINARY_DIR, in, out);
+             "cd / && GRPO_PLUGIN_PATH= '%s/grpo' reward score --config "
+             "'%s/examples/reward_model_mix.ini' --input '%s' > '%s'",
+             GRPO_BINARY_DIR, GRPO_SOURCE_DIR, in, out);
     int st = system(cmd);
     ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "grpo reward score failed: %s", cmd);
 

@@ -69,7 +69,7 @@ static int32_t try_create(const char *const *argv, int argc, const char *timeout
     int n = 0;
     for (int i = 0; i < argc; i++) keys[n] = "command", values[n++] = argv[i];
     keys[n] = "timeout", values[n++] = timeout;
-    grpo_config cfg = {sizeof cfg, (uint32_t)n, keys, values, "reward.ext"};
+    grpo_config cfg = {sizeof cfg, (uint32_t)n, keys, values, "reward.ext", NULL};
     grpo_error_init(err);
     *state = NULL;
     return desc->create(&host, &cfg, state, err);
@@ -277,7 +277,7 @@ START_TEST(command_that_cannot_run_fails_at_create) {
     snprintf(path, sizeof path, "%s/orphan.sh", d); /* runnable file, missing interpreter */
     assert_cannot_create(path, "cannot start");
     const char *keys[] = {"timeout"}, *values[] = {"1"}; /* no command at all */
-    grpo_config cfg = {sizeof cfg, 1, keys, values, "reward.ext"};
+    grpo_config cfg = {sizeof cfg, 1, keys, values, "reward.ext", NULL};
     grpo_error err;
     grpo_error_init(&err);
     void *st = NULL;

@@ -344,11 +344,9 @@ static int32_t exec_score(void *state, const grpo_sample *samples, uint32_t n, f
 }
 
 /* The run file's directory, against which a relative program path resolves and where the
- * program runs. The host does not hand it to plugins yet (grpo_config has no such field), so it
- * is NULL, the current directory, until it does. */
+ * program runs (ABI 1.2 grpo_config.dir); NULL, the current directory, from an older host. */
 static const char *exec_run_dir(const grpo_config *cfg) {
-    (void)cfg;
-    return NULL;
+    return GRPO_HAS_FIELD(cfg, grpo_config, dir) ? cfg->dir : NULL;
 }
 
 /* Copies argv, resolves the program and reads timeout; a command that cannot run is an error. */

@@ -138,6 +138,15 @@ static void rm_destroy(void *state) {
     free(s);
 }
 
+/* A path of the run file: relative ones are relative to its directory (ABI 1.2
+ * grpo_config.dir), as the host resolves every path; an older host gives no directory. */
+static int run_file_path(const grpo_config *cfg, const char *value, char *out, size_t cap) {
+    const char *base = GRPO_HAS_FIELD(cfg, grpo_config, dir) ? cfg->dir : NULL;
+    int n = value[0] == '/' || !base ? snprintf(out, cap, "%s", value)
+                                     : snprintf(out, cap, "%s/%s", base, value);
+    return n < 0 || (size_t)n >= cap ? -1 : 0;
+}
+
 static int32_t rm_create(const grpo_host *host, const grpo_config *cfg, void **state,
                          grpo_error *err) {
     *state = NULL;
@@ -153,11 +162,14 @@ static int32_t rm_create(const grpo_host *host, const grpo_config *cfg, void **s
         return grpo_error_set(err, GRPO_ERR_NOMEM, "[%s] out of memory", cfg->section);
     }
     s->host = host;
-    const char *dir = grpo_config_get(cfg, "model");
+    const char *given = grpo_config_get(cfg, "model");
+    char dir[4096];
     int32_t rc = read_options(s, cfg, err);
-    if (rc == GRPO_OK && (!dir || !*dir))
+    if (rc == GRPO_OK && (!given || !*given))
         rc = grpo_error_set(err, GRPO_ERR_INVALID, "[%s] model: expected a Hugging Face "
                             "directory", cfg->section);
+    if (rc == GRPO_OK && run_file_path(cfg, given, dir, sizeof dir) != 0)
+        rc = grpo_error_set(err, GRPO_ERR_INVALID, "[%s] model: path too long", cfg->section);
     if (rc == GRPO_OK) {
         rc = host->model_load(host, dir, &s->model, err);
         if (rc != GRPO_OK) {

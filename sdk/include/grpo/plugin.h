@@ -31,6 +31,8 @@
  *   1.0  initial: log, alloc/free, rng, config access, ops table (provisional), tokenizer (provisional)
  *   1.1  frozen models for reward plugins: model_ctx, model_load, model_free, model_info,
  *        model_hidden, model_tensor, model_encode, model_render (grpo_host_model_info)
+ *   1.2  grpo_config.dir: the run file's directory, against which a plugin resolves the
+ *        relative paths of its keys (as the host resolves every path of a run file)
  */
 #ifndef GRPO_PLUGIN_H
 #define GRPO_PLUGIN_H
@@ -49,7 +51,7 @@ extern "C" {
 #endif
 
 #define GRPO_ABI_MAJOR 1
-#define GRPO_ABI_MINOR 1
+#define GRPO_ABI_MINOR 2
 #define GRPO_MAGIC_TAG "GRPOPLG" /* 7 chars + NUL */
 
 #if defined(_WIN32)
@@ -129,6 +131,9 @@ typedef struct grpo_config {
     const char *const *keys;   /* [n] */
     const char *const *values; /* [n] value text as written (lists: one entry per element) */
     const char *section;       /* e.g. "reward.fmt", for error messages */
+    /* 1.2: the directory relative paths in values are resolved against (the run file's); test
+     * GRPO_HAS_FIELD(cfg, grpo_config, dir) and non-NULL: NULL or absent means the working dir */
+    const char *dir;
 } grpo_config;
 
 /* First value for key, or NULL. */
