@@ -56,6 +56,14 @@ static char *slurp(const char *path) {
     return s;
 }
 
-/* A run file for a tiny, fast run whose logs and checkpoints go under tmp/name. */
+/* Makes a fresh directory /tmp/grpo_test_NAME_XXXXXX into tmp (cap bytes) holding tmp/model: a
+ * tiny random dense model (1 layer, hidden 32) made by `grpo init-model`, for fast runs. */
+static inline void tiny_model_dir(char *tmp, size_t cap, const char *name) {
+    snprintf(tmp, cap, "/tmp/grpo_test_%s_XXXXXX", name);
+    ck_assert(mkdtemp(tmp) != NULL);
+    sh("'%s/grpo' init-model '%s/model' --hidden 32 --layers 1 --heads 2 --kv-heads 1 "
+       "--intermediate 64 --seed 3 >/dev/null",
+       GRPO_BINARY_DIR, tmp);
+}
 
 #endif

@@ -51,13 +51,7 @@ static void write_run(const char *name, const char *log_keys, const char *data,
     fclose(f);
 }
 
-static void setup(void) {
-    snprintf(tmp, sizeof tmp, "/tmp/grpo_test_resume_XXXXXX");
-    ck_assert(mkdtemp(tmp) != NULL);
-    sh("'%s/grpo' init-model '%s/model' --hidden 32 --layers 1 --heads 2 --kv-heads 1 "
-       "--intermediate 64 --seed 3 >/dev/null",
-       GRPO_BINARY_DIR, tmp);
-}
+static void setup(void) { tiny_model_dir(tmp, sizeof tmp, "resume"); }
 
 static void teardown(void) { sh("rm -rf '%s'", tmp); }
 

@@ -49,13 +49,7 @@ static void write_run(const char *name, const char *extra) {
     fclose(f);
 }
 
-static void setup(void) {
-    snprintf(tmp, sizeof tmp, "/tmp/grpo_test_trainer_XXXXXX");
-    ck_assert(mkdtemp(tmp) != NULL);
-    sh("'%s/grpo' init-model '%s/model' --hidden 32 --layers 1 --heads 2 --kv-heads 1 "
-       "--intermediate 64 --seed 3 >/dev/null",
-       GRPO_BINARY_DIR, tmp);
-}
+static void setup(void) { tiny_model_dir(tmp, sizeof tmp, "trainer"); }
 
 static void teardown(void) { sh("rm -rf '%s'", tmp); }
 
