@@ -226,10 +226,10 @@ int grpo_chat_template_render_json(const grpo_chat_template *tpl, const char *me
     }
     for (size_t i = 0; i < msgs.u.list->n; i++) {
         if (msgs.u.list->items[i].type != JV_DICT) {
+            const char *type = jv_type_name(msgs.u.list->items[i].type);
             jarena_free(&a);
             return grpo_error_set(err, GRPO_ERR_INVALID,
-                                  "chat message %zu: expected an object, got %s", i,
-                                  jv_type_name(msgs.u.list->items[i].type));
+                                  "chat message %zu: expected an object, got %s", i, type);
         }
         msgs.u.list->items[i] = normalize_message(&a, msgs.u.list->items[i]);
     }

@@ -274,7 +274,8 @@ static char *manifest_read_line(char *str, int num, void *stream) {
         s += 3; /* inih skips a UTF-8 BOM too */
     classify_line(p, s);
     if (p->failed) return NULL;
-    memcpy(str, p->buf, (size_t)n + 1);
+    memcpy(str, p->buf, len); /* the checked length: trailing CRs do not count, nor get copied */
+    str[len] = '\n', str[len + 1] = '\0';
     return str;
 }
 

@@ -408,7 +408,8 @@ int tok_bpe_word(const tok_bpe *m, const char *s, size_t len, grpo_tok_ids *out)
         for (int32_t i = 0; n > 0 && i >= 0; i = w[i].next)
             if (tok_ids_push(out, w[i].id) != 0) goto out;
     }
-    cache_put(cache, s, (uint32_t)len, h, out->data + start, out->n - start);
+    /* a word of symbols all outside the vocabulary (no unk token) encodes to nothing */
+    if (out->n > start) cache_put(cache, s, (uint32_t)len, h, out->data + start, out->n - start);
     rc = 0;
 out:
     if (w != w_small) free(w);

@@ -172,6 +172,23 @@ START_TEST(too_long_line_is_refused) {
 }
 END_TEST
 
+/* Trailing CRs do not count toward the line limit, and are not copied into inih's 200-byte
+ * buffer either (found by fuzz_manifest: 400 of them overflowed it; ASan names it). */
+START_TEST(trailing_carriage_returns_stay_inside_the_line_buffer) {
+    char text[1024];
+    char crs[401];
+    memset(crs, '\r', 400);
+    crs[400] = '\0';
+    snprintf(text, sizeof text, "[pack]\nname = demo%s\nversion = 0.1.0\nabi = 1.0\n"
+             "library = libdemo.so\n[demo.f]\nkind = reward\ndescription = d\n", crs);
+    grpo_pack pack;
+    grpo_error err;
+    ck_assert_msg(parse_text(text, &pack, &err) == GRPO_OK, "%s", err.message);
+    ck_assert_str_eq(pack.name, "demo");
+    grpo_pack_free(&pack);
+}
+END_TEST
+
 START_TEST(pack_section_is_checked) {
     expect_error("[demo.f]\nkind = reward\ndescription = x\n", 1,
                  "no [pack] section; expected [pack] with name, version, abi and library");
@@ -386,6 +403,7 @@ int main(void) {
     tcase_add_test(tc, valid_manifest_is_read_completely);
     tcase_add_test(tc, unknown_key_names_line_and_suggests);
     tcase_add_test(tc, too_long_line_is_refused);
+    tcase_add_test(tc, trailing_carriage_returns_stay_inside_the_line_buffer);
     tcase_add_test(tc, pack_section_is_checked);
     tcase_add_test(tc, library_must_stay_inside_the_pack_dir);
     tcase_add_test(tc, ids_are_read_from_a_broken_manifest);
