@@ -37,7 +37,7 @@ static int eval_batch(grpo_run *r, grpo_model *m, grpo_reward_set *rs, const grp
     int32_t got = 0;
     for (int32_t b = 0; rc == GRPO_OK && b < B; b++) {
         int keep = 0;
-        rc = grpo_run_prompt(r, &ds->examples[first + b], &text[b], &ids[b], &n[b], &keep, err);
+        rc = grpo_run_prompt(r, ds, &ds->examples[first + b], &text[b], &ids[b], &n[b], &keep, err);
         if (rc == GRPO_OK && !keep)
             rc = grpo_error_set(err, GRPO_ERR_INVALID,
                                 "%s:%llu: prompt longer than "

@@ -91,6 +91,17 @@ static int has_relayout(const grpo_model *m) {
     return GRPO_HAS_FIELD(m->desc, grpo_model_desc, relayout) && m->desc->relayout;
 }
 
+/* A weight that is NaN or infinite would only show as a NaN loss steps later: name it now. */
+static int check_finite(const float *x, uint64_t n, const char *path, const char *name,
+                        grpo_error *err) {
+    for (uint64_t k = 0; k < n; k++)
+        if (!isfinite(x[k]))
+            return grpo_error_set(err, GRPO_ERR_INVALID,
+                                  "%s: tensor %s holds %g at element %llu; expected finite weights",
+                                  path, name, (double)x[k], (unsigned long long)k);
+    return GRPO_OK;
+}
+
 static int load_weights(grpo_model *m, const char *dir, grpo_error *err) {
     char path[4096];
     grpo_safetensors *st = NULL;
@@ -112,6 +123,7 @@ static int load_weights(grpo_model *m, const char *dir, grpo_error *err) {
             break;
         }
         rc = grpo_st_read_f32(st, d->name, tmp, d->ndim, d->shape, err);
+        if (rc == GRPO_OK) rc = check_finite(tmp, m->numel[i], path, d->name, err);
         if (rc == GRPO_OK && has_relayout(m))
             rc = m->desc->relayout(m->inst, i, tmp, GRPO_RELAYOUT_LOAD, err);
         if (rc == GRPO_OK)

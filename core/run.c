@@ -53,8 +53,11 @@ int grpo_run_open(grpo_run *r, const grpo_run_args *a, grpo_error *err) {
     unsigned flags = a->training && !a->model_dir ? GRPO_CONFIG_TRAIN | GRPO_CONFIG_CHECK_PATHS : 0;
     grpo_diag diag = {0};
     rc = grpo_run_config_load(&r->cfg, a->run_file, &r->reg, flags, &diag, err);
-    if (rc != GRPO_OK) {
+    if (rc != GRPO_OK && diag.n > 1) { /* every problem once, then err says how many */
         for (int i = 0; i < diag.n; i++) fprintf(stderr, "%s\n", diag.msg[i]);
+        grpo_error_set(err, rc, "%s: %d problems (above)", a->run_file, diag.n);
+    }
+    if (rc != GRPO_OK) { /* one problem: err holds it */
         grpo_diag_free(&diag);
         return rc;
     }
@@ -153,8 +156,8 @@ static int tokenize(void *user, const char *text, int32_t **ids, size_t *n, grpo
     return GRPO_OK;
 }
 
-int grpo_run_prompt(grpo_run *r, const grpo_example *ex, char **text, int32_t **ids, size_t *n,
-                    int *keep, grpo_error *err) {
+int grpo_run_prompt(grpo_run *r, const grpo_dataset *ds, const grpo_example *ex, char **text,
+                    int32_t **ids, size_t *n, int *keep, grpo_error *err) {
     grpo_example wrapped = *ex;
     grpo_message user = {sizeof user, "user", ex->prompt};
     if (ex->prompt && r->simple_format) /* a string prompt becomes the user message */
@@ -165,6 +168,13 @@ int grpo_run_prompt(grpo_run *r, const grpo_example *ex, char **text, int32_t **
     int rc = grpo_example_prepare(&wrapped, render, r, tokenize, &pt,
                                   (size_t)r->cfg.data_max_prompt_length, p, text, ids, n, keep,
                                   err);
+    if (rc == GRPO_OK && *keep && *n == 0) {
+        free(*text), free(*ids), *text = NULL, *ids = NULL;
+        return grpo_error_set(err, GRPO_ERR_INVALID,
+                              "%s:%llu: the prompt is empty (no tokens after the chat template); "
+                              "expected some text to answer",
+                              ds->path, (unsigned long long)ex->line);
+    }
     if (rc != GRPO_OK || !*keep || *n == pt.full) return rc;
     /* left-truncated: rewards see the text the policy saw, special tokens included */
     grpo_tok_text t = {0};

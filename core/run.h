@@ -65,11 +65,12 @@ char *grpo_run_path(const grpo_run *r, const char *value);
 int grpo_run_dataset(grpo_run *r, const char *path, grpo_dataset **out, grpo_error *err);
 
 /* The prompt text and ids of one example under data.max_prompt_length and data.truncation:
- * *keep 0 means skipped (too long with truncation = skip). *text is what the policy sees: after
+ * *keep 0 means skipped (too long with truncation = skip); an empty prompt is an error naming
+ * ds's file and line. *text is what the policy sees: after
  * a left truncation, the decoded kept ids (special tokens included), not the full prompt.
  * *text and *ids are malloc'd. */
-int grpo_run_prompt(grpo_run *r, const grpo_example *ex, char **text, int32_t **ids, size_t *n,
-                    int *keep, grpo_error *err);
+int grpo_run_prompt(grpo_run *r, const grpo_dataset *ds, const grpo_example *ex, char **text,
+                    int32_t **ids, size_t *n, int *keep, grpo_error *err);
 
 /* B prompts of lengths n[B] left-padded with pad_id into ids (B,P) and mask (B,P), P = max n.
  * Returns P; ids and mask are malloc'd (caller frees). */

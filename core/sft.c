@@ -49,7 +49,7 @@ static int example_ids(sft *s, const grpo_example *ex, int32_t **ids, size_t *n,
                               "%s:%llu: no response (expected a \"response\" string or a "
                               "conversation ending in an assistant turn)",
                               s->data->path, (unsigned long long)ex->line);
-    int rc = grpo_run_prompt(&s->run, ex, &text, &pids, &np, keep, err);
+    int rc = grpo_run_prompt(&s->run, s->data, ex, &text, &pids, &np, keep, err);
     grpo_tok_ids r = {0};
     if (rc == GRPO_OK && *keep)
         rc = grpo_tokenizer_encode(s->run.tok, resp, strlen(resp), 0, &r, err);

@@ -87,7 +87,7 @@ static int chunk_prompts(trainer *t, chunk *c, grpo_error *err) {
         if (rc != GRPO_OK) break;
         const grpo_example *ex = &t->data->examples[grpo_data_order_next(&t->order)];
         int keep = 0;
-        rc = grpo_run_prompt(&t->run, ex, &c->prompt_text[b], &ids[b], &n[b], &keep, err);
+        rc = grpo_run_prompt(&t->run, t->data, ex, &c->prompt_text[b], &ids[b], &n[b], &keep, err);
         if (rc == GRPO_OK && keep) c->ex[b++] = ex;
     }
     c->B = B;
