@@ -7,6 +7,7 @@
  * Output lines: {"line": L, "rewards": {"NAME": value|null, ...}, "total": weighted sum|null}
  */
 #include <cjson/cJSON.h>
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -104,7 +105,10 @@ static void print_scores(const grpo_reward_set *set, const score_line *lines, ui
 static int read_samples(const char *path, score_line **lines_out, grpo_sample **samples_out,
                         uint32_t *n_out) {
     FILE *f = fopen(path, "re");
-    if (!f) return fprintf(stderr, "grpo reward score: %s: cannot open\n", path), 1;
+    if (!f) {
+        fprintf(stderr, "grpo reward score: %s: cannot open: %s\n", path, strerror(errno));
+        return 1;
+    }
     score_line *lines = NULL;
     grpo_sample *samples = NULL;
     uint32_t n = 0, cap = 0;

@@ -149,6 +149,9 @@ static int32_t load_model(grpo_tokenizer *tok, const cJSON *model, int32_t max_a
         return grpo_error_set(err, GRPO_ERR_INVALID,
                               "%s: model: expected \"vocab\" object and \"merges\" array",
                               tok->path);
+    if (!vocab->child) /* every text would encode to nothing */
+        return grpo_error_set(err, GRPO_ERR_INVALID, "%s: model.vocab is empty; expected the "
+                              "tokens of the model", tok->path);
     const cJSON *dropout = cJSON_GetObjectItemCaseSensitive(model, "dropout");
     if (!tok_json_null(dropout) && !(cJSON_IsNumber(dropout) && dropout->valuedouble == 0.0))
         return grpo_error_set(err, GRPO_ERR_UNSUPPORTED,
@@ -327,7 +330,7 @@ static int32_t load_config(grpo_tokenizer *tok, const char *dir, grpo_error *err
     if (stat(path, &st) != 0) return GRPO_OK;
     char *text = read_file(path, &len, err);
     if (!text) return err ? err->status : GRPO_ERR_IO;
-    cJSON *cfg = cJSON_ParseWithLength(text, len);
+    cJSON *cfg = cJSON_ParseWithLengthOpts(text, len + 1, NULL, 1); /* len + its NUL */
     free(text);
     if (!cJSON_IsObject(cfg)) {
         cJSON_Delete(cfg);
@@ -427,12 +430,13 @@ int32_t grpo_tokenizer_load(const char *path_or_dir, grpo_tokenizer **out, grpo_
         grpo_tokenizer_free(tok);
         return err ? err->status : GRPO_ERR_IO;
     }
-    cJSON *root = cJSON_ParseWithLength(text, len);
+    /* one JSON value and nothing after it: trailing text is a damaged or concatenated file */
+    cJSON *root = cJSON_ParseWithLengthOpts(text, len + 1, NULL, 1); /* len + its NUL */
     int32_t rc;
     if (!root) {
         const char *at = cJSON_GetErrorPtr();
         size_t off = at && at >= text && at <= text + len ? (size_t)(at - text) : len;
-        rc = grpo_error_set(err, GRPO_ERR_INVALID, "%s: malformed JSON near byte %zu", path, off);
+        rc = grpo_error_set(err, GRPO_ERR_INVALID, "%s: malformed JSON (or text after it) near byte %zu", path, off);
     } else {
         rc = load_json(tok, root, err);
         if (rc == GRPO_OK) rc = load_config(tok, dir, err);
