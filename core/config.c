@@ -632,6 +632,12 @@ static void check_model_plugin(loader *L) {
 /* Rules that tie keys together. */
 static void check_cross(loader *L) {
     grpo_run_config *cfg = L->cfg;
+    const char *fmt = cfg->data_chat_template;
+    if (fmt && fmt[0] && !strstr(fmt, "{prompt}") && !strstr(fmt, "{user}"))
+        fail(L, cfg->line[GRPO_KEYIDX_data_chat_template],
+             "data.chat_template: expected a format holding {prompt} (the user's text), got "
+             "'%.80s'; without it every prompt would be that fixed text",
+             fmt);
     if (cfg->grpo_delta != 0 && cfg->grpo_delta <= 1)
         fail(L, cfg->line[GRPO_KEYIDX_grpo_delta],
              "grpo.delta: expected 0 (off) or a bound above 1, got %s",

@@ -15,6 +15,16 @@ static char *dup_str(const char *s) {
 }
 
 /* data.chat_template's "{prompt}" is the user message: rewrite it to the simple format's {user}. */
+/* Where the model's chat template was read from, for its error messages (the tokenizer's
+ * precedence: chat_template.jinja, then tokenizer_config.json's "chat_template"). malloc'd. */
+static char *chat_template_source(const char *dir) {
+    char path[4200];
+    struct stat sb;
+    snprintf(path, sizeof path, "%s/chat_template.jinja", dir);
+    if (stat(path, &sb) != 0) snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
+    return dup_str(path);
+}
+
 static char *simple_format(const char *f) {
     size_t n = strlen(f), k = 0;
     char *out = malloc(2 * n + 1);
@@ -83,8 +93,11 @@ int grpo_run_open(grpo_run *r, const grpo_run_args *a, grpo_error *err) {
     r->host.tokenize = grpo_host_tokenize;
     r->host.detokenize = grpo_host_detokenize;
     const char *t = grpo_tokenizer_chat_template(r->tok);
-    rc = grpo_chat_template_compile(t ? t : grpo_chat_template_chatml(),
-                                    t ? "chat template" : "ChatML", &r->tpl, err);
+    char *where = t ? chat_template_source(r->model_dir) : NULL;
+    rc = t && !where ? grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory")
+                     : grpo_chat_template_compile(t ? t : grpo_chat_template_chatml(),
+                                                  t ? where : "ChatML", &r->tpl, err);
+    free(where);
     if (rc != GRPO_OK) return rc;
     if (r->cfg.data_chat_template[0] &&
         !(r->simple_format = simple_format(r->cfg.data_chat_template)))

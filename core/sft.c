@@ -141,10 +141,7 @@ static int sft_setup(sft *s, const grpo_sft_opts *o, grpo_error *err) {
     if (rc == GRPO_OK) rc = grpo_run_dataset(&s->run, data, &s->data, err);
     free(data);
     if (rc != GRPO_OK) return rc;
-    rc = o->resume
-             ? grpo_data_order_restore(&s->order, s->data->n, s->st.cursor, cfg->data_shuffle, err)
-             : grpo_data_order_init(&s->order, s->data->n, (uint64_t)cfg->data_seed,
-                                    cfg->data_shuffle, err);
+    rc = grpo_train_data_order(&s->order, &s->run, s->data, &s->st, o->resume, err);
     if (rc != GRPO_OK) return rc;
     if (grpo_mkdirs(cfg->log_dir) != 0)
         return grpo_error_set(err, GRPO_ERR_IO, "cannot create log.dir %s: %s", cfg->log_dir,

@@ -243,6 +243,21 @@ int grpo_checkpoint_resume(grpo_run *r, const char *root, grpo_model **policy,
     return rc;
 }
 
+int grpo_train_data_order(grpo_data_order *o, const grpo_run *r, const grpo_dataset *d,
+                          const grpo_train_state *st, int resume, grpo_error *err) {
+    const grpo_run_config *cfg = &r->cfg;
+    if (!resume)
+        return grpo_data_order_init(o, d->n, (uint64_t)cfg->data_seed, cfg->data_shuffle, err);
+    int rc = grpo_data_order_restore(o, d->n, st->cursor, cfg->data_shuffle, err);
+    if (rc != GRPO_OK) {
+        char why[sizeof err->message];
+        snprintf(why, sizeof why, "%s", err->message);
+        grpo_error_set(err, rc, "--resume: the checkpoint's data_cursor does not fit %s: %s",
+                       d->path, why);
+    }
+    return rc;
+}
+
 int grpo_model_export(const grpo_model *m, const char *dir, grpo_error *err) {
     return grpo_model_save(m, dir, err);
 }

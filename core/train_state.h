@@ -47,6 +47,11 @@ struct grpo_run;
 int grpo_checkpoint_resume(struct grpo_run *r, const char *root, grpo_model **policy,
                            grpo_train_state *st, grpo_error *err);
 
+/* The data order of a run over d: fresh from data.seed, or on resume where st's cursor left
+ * it (an error naming d's file when the cursor cannot belong to it). */
+int grpo_train_data_order(grpo_data_order *o, const struct grpo_run *r, const grpo_dataset *d,
+                          const grpo_train_state *st, int resume, grpo_error *err);
+
 /* Writes m as a Hugging Face directory dir (config.json, model.safetensors) plus the tokenizer
  * files it was opened with: what `grpo sft --out` and `grpo train` users load in transformers. */
 int grpo_model_export(const grpo_model *m, const char *dir, grpo_error *err);

@@ -456,10 +456,7 @@ static int setup(trainer *t, const grpo_train_opts *o, grpo_error *err) {
     rc = data ? grpo_run_dataset(&t->run, data, &t->data, err) : GRPO_ERR_NOMEM;
     free(data);
     if (rc != GRPO_OK) return rc;
-    rc = o->resume
-             ? grpo_data_order_restore(&t->order, t->data->n, t->st.cursor, cfg->data_shuffle, err)
-             : grpo_data_order_init(&t->order, t->data->n, (uint64_t)cfg->data_seed,
-                                    cfg->data_shuffle, err);
+    rc = grpo_train_data_order(&t->order, &t->run, t->data, &t->st, o->resume, err);
     if (rc == GRPO_OK)
         rc = grpo_reward_set_create(&t->rewards, cfg, &t->run.reg, &t->run.host, err);
     if (rc != GRPO_OK) return rc;

@@ -369,7 +369,7 @@ START_TEST(too_long_line_says_so) {
                       0);
     /* exactly at the limit is fine */
     char text[400];
-    snprintf(text, sizeof text, "[data]\nchat_template = %0183d\n", 0);
+    snprintf(text, sizeof text, "[data]\nchat_template = {prompt}%0175d\n", 0);
     ck_assert_int_eq((int)strlen("chat_template = ") + 183, GRPO_INI_MAX_LINE_CHARS);
     grpo_run_config cfg = load_ok("t.ini", text, 0);
     ck_assert_int_eq((int)strlen(cfg.data_chat_template), 183);
@@ -588,19 +588,19 @@ START_TEST(dump_splits_long_values_and_keeps_leading_semicolons) {
     char text[2048];
     int n;
     /* (a continuation line may not hold ' ;': build the value without it) */
-    n = snprintf(text, sizeof text, "[data]\nchat_template =;start");
+    n = snprintf(text, sizeof text, "[data]\nchat_template =;start{prompt}");
     for (int i = 0; i < 40; i++)
         n += snprintf(text + n, sizeof text - (size_t)n, "\n  a b;c#d%02d", i);
     snprintf(text + n, sizeof text - (size_t)n, "\n[reward.t]\nplugin = builtin.tags\n");
     grpo_run_config a = load_ok("t.ini", text, 0);
-    ck_assert_int_eq((int)strlen(a.data_chat_template), 6 + 40 * 9);
+    ck_assert_int_eq((int)strlen(a.data_chat_template), 14 + 40 * 9);
     char *dump = dump_to_string(&a);
     for (char *line = dump, *nl; *line; line = nl + 1) {
         nl = strchr(line, '\n');
         ck_assert_ptr_nonnull(nl);
         ck_assert_int_le((int)(nl - line), GRPO_INI_MAX_LINE_CHARS);
     }
-    ck_assert_ptr_nonnull(strstr(dump, "\nchat_template =;start"));
+    ck_assert_ptr_nonnull(strstr(dump, "\nchat_template =;start{prompt}"));
     grpo_run_config b = load_ok("t.ini", dump, 0);
     assert_same_config(&a, &b);
     free(dump);
