@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "host_model.h"
 #include "kernels.h"
 
 static char *dup_str(const char *s) {
@@ -89,6 +90,9 @@ int grpo_run_open(grpo_run *r, const grpo_run_args *a, grpo_error *err) {
     if ((rc = grpo_tokenizer_load(r->model_dir, &r->tok, err)) != GRPO_OK) return rc;
     r->host = *grpo_default_host();
     r->host.ops = r->ops;
+    /* a reward plugin's model (reward_model.score) uses this run's backend, threads and packs */
+    if ((rc = grpo_host_models_open(&r->models, r->ops, r->plugin_dirs, err)) != GRPO_OK) return rc;
+    grpo_host_set_models(&r->host, r->models);
     r->host.tokenizer = r->tok;
     r->host.tokenize = grpo_host_tokenize;
     r->host.detokenize = grpo_host_detokenize;
@@ -107,6 +111,7 @@ int grpo_run_open(grpo_run *r, const grpo_run_args *a, grpo_error *err) {
 }
 
 void grpo_run_close(grpo_run *r) {
+    grpo_host_models_close(r->models); /* after the rewards whose models it holds */
     grpo_chat_template_free(r->tpl);
     grpo_tokenizer_free(r->tok);
     grpo_backend_close(r->ops);

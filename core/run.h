@@ -28,7 +28,8 @@ typedef struct grpo_run {
     char **plugin_dirs;
     grpo_registry reg;
     grpo_ops *ops;
-    grpo_host host;  /* default host + ops + tokenizer */
+    grpo_host host;  /* default host + ops + tokenizer + models (the run's backend and packs) */
+    struct grpo_host_models *models; /* what reward plugins load models through */
     char *model_dir; /* the policy's directory (model.path, or the --model override) */
     grpo_tokenizer *tok;
     grpo_chat_template *tpl; /* model's template or ChatML; used for message prompts */

@@ -1,10 +1,13 @@
 # train_reward_mix: a run file mixing builtin.format, builtin.tags, reward_model.score and
 # builtin.accuracy trains (issue 7): grpo init-model makes a tiny policy, the tiny Llama reward
 # model fixture scores its completions with its own tokenizer, and every step logs a finite
-# rewards/rm/mean next to the rule rewards.
+# rewards/rm/mean next to the rule rewards. Then the same run from a copy of grpo that has no
+# packs beside it: the reward model must load through the run's --plugin-path (the run's own
+# model services), not the process default context that knows only the default plugin path.
 if(NOT CMAKE_SCRIPT_MODE_FILE)
   add_test(NAME train_reward_mix COMMAND ${CMAKE_COMMAND} -DGRPO=$<TARGET_FILE:grpo_cli>
     -DSRC=${PROJECT_SOURCE_DIR} -DWORK_DIR=${CMAKE_CURRENT_BINARY_DIR}/train_reward_mix
+    -DPACKS=${GRPO_PACK_OUTPUT_DIR}
     -P ${CMAKE_CURRENT_LIST_FILE})
   set_tests_properties(train_reward_mix PROPERTIES TIMEOUT 300)
   return()
@@ -43,3 +46,10 @@ foreach(line ${lines})
   endforeach()
 endforeach()
 message(STATUS "train_reward_mix: 2 GRPO steps with format + tags + reward model + accuracy")
+
+set(ENV{GRPO_PLUGIN_PATH} "")
+file(COPY ${GRPO} DESTINATION ${WORK_DIR}/bare)
+get_filename_component(name ${GRPO} NAME)
+set(GRPO ${WORK_DIR}/bare/${name})
+grpo_run("train from a grpo without packs beside it" train mix.ini --plugin-path ${PACKS})
+message(STATUS "train_reward_mix: the reward model loaded through --plugin-path")
