@@ -154,17 +154,10 @@ static int parse_state(const cJSON *j, const char *path, grpo_train_state *st, g
         return grpo_error_set(err, GRPO_ERR_INVALID,
                               "%s: num_tokens %g: expected a finite number >= 0", path,
                               tok->valuedouble);
-    uint64_t any = 0;
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < 4; i++) /* (all zero is what sft, which samples nothing, saves) */
         if (!rng_word(cJSON_GetArrayItem(rng, i), &st->rng.s[i]))
             return grpo_error_set(err, GRPO_ERR_INVALID,
                                   "%s: sampler_rng[%d]: expected 16 hex digits", path, i);
-        any |= st->rng.s[i];
-    }
-    if (!any)
-        return grpo_error_set(err, GRPO_ERR_INVALID,
-                              "%s: sampler_rng is all zero (not a state the sampler can be in)",
-                              path);
     st->step = (long)step->valuedouble, st->optimizer_step = (long)ostep->valuedouble;
     st->num_tokens = tok->valuedouble;
     int rc = grpo_data_cursor_parse(cur->valuestring, &st->cursor, err);

@@ -9,6 +9,7 @@
  *     that loads;
  *   - checkpoint.dir entries that are symbolic links are refused, and nothing they point at is
  *     deleted; checkpoint.dir with missing parents is created before any work;
+ *   - a resumed sft logs each step once;
  *   - a metrics.jsonl on a full disk (/dev/full) is an error naming the file, not exit 0
  *     (long log lines surviving a resume: test_metrics.c).
  */
@@ -262,6 +263,42 @@ START_TEST(full_disk_metrics_is_an_error) {
 }
 END_TEST
 
+/* grpo sft resumed from a checkpoint older than its last logged step writes each step once: the
+ * log is cut back to the checkpoint's step (it used to append duplicates). */
+START_TEST(resumed_sft_logs_each_step_once) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/sft.ini", tmp);
+    FILE *f = fopen(path, "w");
+    ck_assert(f != NULL);
+    fprintf(f,
+            "[model]\npath = %s/model\n[data]\npath = %s/examples/arith/sft.jsonl\n"
+            "[optim]\nlr = 1e-3\n[train]\nsteps = 4\nbatch_prompts = 2\nthreads = 1\n"
+            "[log]\ndir = %s/sft\n[checkpoint]\ndir = %s/sft/ckpt\nevery = 2\nkeep = 0\n",
+            tmp, GRPO_SOURCE_DIR, tmp, tmp);
+    fclose(f);
+    char log[512];
+    snprintf(log, sizeof log, "%s/sft.log", tmp);
+    char *args[] = {"grpo", "sft", path, "--plugin-path", GRPO_PACK_BUILD_DIR, NULL};
+    ck_assert_msg(run_grpo(log, args) == 0, "sft failed, see %s", log);
+    /* as if killed after logging step 4 but before its checkpoint */
+    sh("rm -rf '%s/sft/ckpt/checkpoint-00000004'", tmp);
+    char *r_args[] = {"grpo", "sft", path, "--resume", "--plugin-path", GRPO_PACK_BUILD_DIR, NULL};
+    ck_assert_msg(run_grpo(log, r_args) == 0, "resumed sft failed, see %s", log);
+    snprintf(path, sizeof path, "%s/sft/metrics.jsonl", tmp);
+    char *text = slurp(path), *save = NULL;
+    ck_assert_msg(text != NULL, "no %s", path);
+    int want = 1;
+    for (char *l = strtok_r(text, "\n", &save); l; l = strtok_r(NULL, "\n", &save), want++) {
+        cJSON *j = cJSON_Parse(l);
+        ck_assert_msg(j && cJSON_GetObjectItem(j, "step")->valueint == want,
+                      "metrics line %d is not step %d: %s", want, want, l);
+        cJSON_Delete(j);
+    }
+    ck_assert_int_eq(want, 5);
+    free(text);
+}
+END_TEST
+
 Suite *resume_suite(void) {
     Suite *s = suite_create("resume");
     TCase *tc = tcase_create("resume");
@@ -275,6 +312,7 @@ Suite *resume_suite(void) {
     tcase_add_test(tc, links_in_checkpoint_dir_are_refused_not_followed);
     tcase_add_test(tc, checkpoint_dir_parents_are_created_up_front);
     tcase_add_test(tc, full_disk_metrics_is_an_error);
+    tcase_add_test(tc, resumed_sft_logs_each_step_once);
     suite_add_tcase(s, tc);
     return s;
 }
