@@ -2,7 +2,6 @@
 #include "advantage.h"
 
 #include <math.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -31,23 +30,18 @@ const char *grpo_scale_rewards_name(grpo_scale_rewards s) {
     return (unsigned)s < 3 ? scale_names[s] : "?";
 }
 
-static int check_shape(int B, int G, const grpo_advantage_opts *o, char *err, size_t err_size) {
-    if (B < 1 || G < 1) {
-        snprintf(err, err_size, "advantage.c: need B >= 1 prompts and G >= 1 completions per "
-                 "prompt, got B=%d G=%d", B, G);
-        return -1;
-    }
-    if ((unsigned)o->scale > GRPO_SCALE_NONE) {
-        snprintf(err, err_size, "advantage.c: scale_rewards %d is not group, batch or none",
-                 (int)o->scale);
-        return -1;
-    }
-    if (!(o->clip >= 0.0) || isinf(o->clip)) {
-        snprintf(err, err_size, "advantage.c: advantage clip must be a finite number >= 0 (0 = "
-                 "off), got %g", (double)o->clip);
-        return -1;
-    }
-    return 0;
+static int32_t check_shape(int B, int G, const grpo_advantage_opts *o, grpo_error *err) {
+    if (B < 1 || G < 1)
+        return grpo_error_set(err, GRPO_ERR_INVALID, "advantage.c: need B >= 1 prompts and G >= 1 "
+                              "completions per prompt, got B=%d G=%d", B, G);
+    if ((unsigned)o->scale > GRPO_SCALE_NONE)
+        return grpo_error_set(err, GRPO_ERR_INVALID,
+                              "advantage.c: scale_rewards %d is not group, batch or none",
+                              (int)o->scale);
+    if (!(o->clip >= 0.0) || isinf(o->clip))
+        return grpo_error_set(err, GRPO_ERR_INVALID, "advantage.c: advantage clip must be a finite "
+                              "number >= 0 (0 = off), got %g", (double)o->clip);
+    return GRPO_OK;
 }
 
 /* Clamp, MiniMind re-normalisation, then NaN -> 0; a[N] holds the raw advantages (maybe NaN). */
@@ -73,24 +67,23 @@ static void fill_reward_metrics(grpo_advantage_metrics *m, const float *r, int N
 }
 
 /* Rewards are finite or NaN ("no opinion"); an infinity would turn its whole group into NaN. */
-static int check_finite_or_nan(const float *x, int n, const char *what, char *err,
-                               size_t err_size) {
+static int32_t check_finite_or_nan(const float *x, int n, const char *what, grpo_error *err) {
     for (int i = 0; i < n; i++)
-        if (isinf(x[i])) {
-            snprintf(err, err_size, "advantage.c: %s[%d] is %g; a reward must be finite, or NaN "
-                     "for \"no opinion\"", what, i, (double)x[i]);
-            return -1;
-        }
-    return 0;
+        if (isinf(x[i]))
+            return grpo_error_set(err, GRPO_ERR_INVALID, "advantage.c: %s[%d] is %g; a reward must "
+                                  "be finite, or NaN for \"no opinion\"", what, i, (double)x[i]);
+    return GRPO_OK;
 }
 
 static int std_is_zero(double std) { return fabs(std) <= ZERO_STD_ATOL; }
 
-int grpo_advantages(float *adv, grpo_advantage_metrics *m, const float *r, int B, int G,
-                    const grpo_advantage_opts *o, char *err, size_t err_size) {
-    if (check_shape(B, G, o, err, err_size)) return -1;
+int32_t grpo_advantages(float *adv, grpo_advantage_metrics *m, const float *r, int B, int G,
+                        const grpo_advantage_opts *o, grpo_error *err) {
+    int32_t rc = check_shape(B, G, o, err);
+    if (rc != GRPO_OK) return rc;
     int N = B * G, zero_std = 0;
-    if (check_finite_or_nan(r, N, "r", err, err_size)) return -1;
+    rc = check_finite_or_nan(r, N, "r", err);
+    if (rc != GRPO_OK) return rc;
     double batch_std = N > 1 ? grpo_nanstd(r, N, 1, o->std_unbiased) : 0.0;
     for (int b = 0; b < B; b++) {
         const float *rg = r + (size_t)b * G;
@@ -110,26 +103,27 @@ int grpo_advantages(float *adv, grpo_advantage_metrics *m, const float *r, int B
         fill_reward_metrics(m, r, N);
         m->frac_reward_zero_std = (double)zero_std / N;
     }
-    return 0;
+    return GRPO_OK;
 }
 
-int grpo_advantages_gdpo(float *adv, grpo_advantage_metrics *m, const float *R, const float *w,
-                         int B, int G, int K, const grpo_advantage_opts *o, char *err,
-                         size_t err_size) {
-    if (check_shape(B, G, o, err, err_size)) return -1;
-    if (K < 1) {
-        snprintf(err, err_size, "advantage.c: normalize_then_sum needs K >= 1 reward functions");
-        return -1;
-    }
+int32_t grpo_advantages_gdpo(float *adv, grpo_advantage_metrics *m, const float *R, const float *w,
+                             int B, int G, int K, const grpo_advantage_opts *o, grpo_error *err) {
+    int32_t rc = check_shape(B, G, o, err);
+    if (rc != GRPO_OK) return rc;
+    if (K < 1)
+        return grpo_error_set(err, GRPO_ERR_INVALID,
+                              "advantage.c: normalize_then_sum needs K >= 1 reward functions, "
+                              "got K=%d", K);
     int N = B * G;
-    if (check_finite_or_nan(R, N * K, "R", err, err_size)) return -1;
+    rc = check_finite_or_nan(R, N * K, "R", err);
+    if (rc != GRPO_OK) return rc;
     float *z = malloc(sizeof(float) * (size_t)N * K); /* [N,K] per-group normalised rewards */
     float *r = malloc(sizeof(float) * (size_t)N);     /* [N] */
     if (!z || !r) {
         free(z);
         free(r);
-        snprintf(err, err_size, "advantage.c: out of memory for %d x %d rewards", N, K);
-        return -1;
+        return grpo_error_set(err, GRPO_ERR_NOMEM, "advantage.c: out of memory for %d x %d "
+                              "rewards", N, K);
     }
     for (int b = 0; b < B; b++)
         for (int k = 0; k < K; k++) {
@@ -158,5 +152,5 @@ int grpo_advantages_gdpo(float *adv, grpo_advantage_metrics *m, const float *R, 
     }
     free(z);
     free(r);
-    return 0;
+    return GRPO_OK;
 }

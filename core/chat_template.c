@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "files.h"
 #include "jinja.h"
 
 struct grpo_chat_template {
@@ -29,7 +30,8 @@ int grpo_chat_template_compile(const char *text, const char *name, grpo_chat_tem
     if (!tpl) return grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory compiling a chat template");
     const char *nm = name ? name : "<template>";
     tpl->t.name = jarena_strdup(&tpl->t.arena, nm, strlen(nm));
-    char why[900];
+    grpo_error why;
+    grpo_error_init(&why);
     size_t len = strlen(text), bad = ju8_invalid_at(text, len);
     if (bad < len) {
         int line = 1;
@@ -38,10 +40,10 @@ int grpo_chat_template_compile(const char *text, const char *name, grpo_chat_tem
         return grpo_error_set(err, GRPO_ERR_INVALID,
                               "chat template %s:%d: invalid UTF-8 at byte %zu", nm, line, bad + 1);
     }
-    if (!jinja_parse(&tpl->t, text, len, why, sizeof why)) {
-        int status = strstr(why, "unsupported") ? GRPO_ERR_UNSUPPORTED : GRPO_ERR_INVALID;
+    int32_t rc = jinja_parse(&tpl->t, text, len, &why);
+    if (rc != GRPO_OK) {
         grpo_chat_template_free(tpl);
-        return grpo_error_set(err, status, "chat template %s", why);
+        return grpo_error_set(err, rc, "chat template %s", why.message);
     }
     *out = tpl;
     return GRPO_OK;
@@ -51,28 +53,6 @@ void grpo_chat_template_free(grpo_chat_template *tpl) {
     if (!tpl) return;
     jarena_free(&tpl->t.arena);
     free(tpl);
-}
-
-static char *read_file(const char *path, size_t *len, grpo_error *err) {
-    FILE *f = fopen(path, "rbe");
-    if (!f) {
-        grpo_error_set(err, GRPO_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-        return NULL;
-    }
-    jbuf b = {0};
-    char tmp[65536];
-    size_t n;
-    while ((n = fread(tmp, 1, sizeof tmp, f)) > 0) jbuf_put(&b, tmp, n);
-    int bad = ferror(f);
-    fclose(f);
-    if (bad) {
-        free(b.data);
-        grpo_error_set(err, GRPO_ERR_IO, "%s: read error", path);
-        return NULL;
-    }
-    if (!b.data) jbuf_put(&b, "", 0);
-    *len = b.len;
-    return b.data;
 }
 
 /* In a list of {"name", "template"} (tokenizer_config.json's named templates), the template
@@ -90,14 +70,14 @@ static const cJSON *named_template(const cJSON *list, const char *name) {
 int grpo_chat_template_load(const char *path, grpo_chat_template **out, grpo_error *err) {
     size_t len;
     *out = NULL;
-    char *text = read_file(path, &len, err);
-    if (!text) return GRPO_ERR_IO;
+    char *text = NULL;
+    int rc = grpo_read_file(path, &text, &len, err);
+    if (rc) return rc;
     if (strlen(text) != len) {
         free(text);
         return grpo_error_set(err, GRPO_ERR_INVALID, "%s: contains a NUL byte", path);
     }
     size_t pl = strlen(path);
-    int rc;
     if (pl >= 5 && strcmp(path + pl - 5, ".json") == 0) {
         cJSON *root = cJSON_Parse(text);
         const cJSON *ct = root ? cJSON_GetObjectItemCaseSensitive(root, "chat_template") : NULL;
@@ -121,10 +101,11 @@ int grpo_chat_template_load(const char *path, grpo_chat_template **out, grpo_err
 /* Sets name = JSON value in globals; returns 0 with err set when the JSON is bad. */
 static int set_json_var(jarena *a, jdict *g, const char *name, const char *json, grpo_error *err) {
     jv v;
-    char why[200];
-    if (!jv_from_json(a, json, strlen(json), &v, why, sizeof why)) {
+    grpo_error why;
+    grpo_error_init(&why);
+    if (jv_from_json(a, json, strlen(json), &v, &why) != GRPO_OK) {
         grpo_error_set(err, GRPO_ERR_INVALID, "chat template variable %s: bad JSON value: %s", name,
-                       why);
+                       why.message);
         return 0;
     }
     jdict_set(a, g, jv_cstr(name), v);
@@ -160,12 +141,12 @@ static int render(const grpo_chat_template *tpl, jarena *a, jv messages,
     jdict *g;
     if (!make_globals(a, messages, opt, &g, err)) return GRPO_ERR_INVALID;
     jbuf buf = {0};
-    char why[900];
-    if (!jinja_render(&tpl->t, a, g, &buf, why, sizeof why)) {
+    grpo_error why;
+    grpo_error_init(&why);
+    int32_t rc = jinja_render(&tpl->t, a, g, &buf, &why);
+    if (rc != GRPO_OK) {
         free(buf.data);
-        return grpo_error_set(err,
-                              strstr(why, "unsupported") ? GRPO_ERR_UNSUPPORTED : GRPO_ERR_INVALID,
-                              "chat template %s", why);
+        return grpo_error_set(err, rc, "chat template %s", why.message);
     }
     *out = buf.data;
     return GRPO_OK;
@@ -214,10 +195,11 @@ int grpo_chat_template_render_json(const grpo_chat_template *tpl, const char *me
     *out = NULL;
     jarena a = {0};
     jv msgs;
-    char why[200];
-    if (!jv_from_json(&a, messages_json, strlen(messages_json), &msgs, why, sizeof why)) {
+    grpo_error why;
+    grpo_error_init(&why);
+    if (jv_from_json(&a, messages_json, strlen(messages_json), &msgs, &why) != GRPO_OK) {
         jarena_free(&a);
-        return grpo_error_set(err, GRPO_ERR_INVALID, "chat messages: bad JSON: %s", why);
+        return grpo_error_set(err, GRPO_ERR_INVALID, "chat messages: bad JSON: %s", why.message);
     }
     if (msgs.type != JV_LIST) {
         jarena_free(&a);

@@ -10,17 +10,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "hfdir.h"
+#include "files.h"
 
 #define CKPT_PREFIX "checkpoint-"
-
-static int fsync_path(const char *path, int flags) {
-    int fd = open(path, flags | O_CLOEXEC);
-    if (fd < 0) return -1;
-    int rc = fsync(fd);
-    close(fd);
-    return rc;
-}
 
 /* Removes a directory and the plain files in it (checkpoints have no subdirectories) without
  * following links: the directory itself is opened O_NOFOLLOW and entries are unlinked through
@@ -70,7 +62,7 @@ int grpo_ckpt_begin(grpo_ckpt *c, const char *root, long step, grpo_error *err) 
 }
 
 int grpo_ckpt_path(const grpo_ckpt *c, const char *name, char *out, size_t size) {
-    return (size_t)snprintf(out, size, "%s/%s", c->tmp, name) < size ? GRPO_OK : GRPO_ERR_INVALID;
+    return grpo_path_join(out, size, c->tmp, name, NULL);
 }
 
 int grpo_ckpt_write(grpo_ckpt *c, const char *name, const void *data, size_t len, grpo_error *err) {
@@ -78,19 +70,13 @@ int grpo_ckpt_write(grpo_ckpt *c, const char *name, const void *data, size_t len
     grpo_ckpt_path(c, name, path, sizeof path);
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
     if (fd < 0) return grpo_error_set(err, GRPO_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
-    const char *p = data;
-    while (len) {
-        ssize_t w = write(fd, p, len);
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) {
-            int e = w < 0 ? errno : ENOSPC;
-            close(fd);
-            return grpo_error_set(err, GRPO_ERR_IO, "%s: write failed: %s", path, strerror(e));
-        }
-        p += w, len -= (size_t)w;
+    int e = grpo_write_all(fd, data, len);
+    if (e) {
+        close(fd);
+        return grpo_error_set(err, GRPO_ERR_IO, "%s: write failed: %s", path, strerror(e));
     }
     int rc = fsync(fd);
-    int e = errno;
+    e = errno;
     if (close(fd) != 0 || rc != 0)
         return grpo_error_set(err, GRPO_ERR_IO, "%s: fsync failed: %s", path, strerror(e));
     return GRPO_OK;
@@ -99,7 +85,7 @@ int grpo_ckpt_write(grpo_ckpt *c, const char *name, const void *data, size_t len
 int grpo_ckpt_sync_file(grpo_ckpt *c, const char *name, grpo_error *err) {
     char path[8192];
     grpo_ckpt_path(c, name, path, sizeof path);
-    if (fsync_path(path, O_RDONLY) != 0)
+    if (grpo_fsync_path(path, O_RDONLY) != 0)
         return grpo_error_set(err, GRPO_ERR_IO, "%s: fsync failed: %s", path, strerror(errno));
     return GRPO_OK;
 }
@@ -138,7 +124,7 @@ int grpo_ckpt_list(const char *root, long **steps, grpo_error *err) {
     while (rc == GRPO_OK && (e = readdir(d))) {
         int done = step_of(e->d_name, &s), temp = !done && is_temp(e->d_name);
         if (!done && !temp) continue;
-        snprintf(path, sizeof path, "%s/%s", root, e->d_name);
+        grpo_path_join(path, sizeof path, root, e->d_name, NULL); /* too long: lstat finds no link */
         if ((rc = refuse_link(path, err)) != GRPO_OK || temp) continue;
         if (n == cap) {
             long *p = realloc(*steps, (size_t)(cap = cap ? 2 * cap : 16) * sizeof **steps);
@@ -178,7 +164,7 @@ static void prune(const char *root, long step, int keep) {
 }
 
 int grpo_ckpt_commit(grpo_ckpt *c, int keep, grpo_error *err) {
-    if (fsync_path(c->tmp, O_RDONLY | O_DIRECTORY) != 0) {
+    if (grpo_fsync_path(c->tmp, O_RDONLY | O_DIRECTORY) != 0) {
         grpo_error_set(err, GRPO_ERR_IO, "%s: fsync failed: %s", c->tmp, strerror(errno));
         grpo_ckpt_abort(c);
         return GRPO_ERR_IO;
@@ -194,7 +180,7 @@ int grpo_ckpt_commit(grpo_ckpt *c, int keep, grpo_error *err) {
         grpo_ckpt_abort(c);
         return GRPO_ERR_IO;
     }
-    fsync_path(c->root, O_RDONLY | O_DIRECTORY);
+    grpo_fsync_path(c->root, O_RDONLY | O_DIRECTORY);
     prune(c->root, c->step, keep);
     return GRPO_OK;
 }

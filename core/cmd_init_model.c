@@ -25,6 +25,7 @@
 
 #include "chat_template.h"
 #include "cli.h"
+#include "files.h"
 #include "kernels.h"
 #include "model.h"
 #include "registry.h"
@@ -167,11 +168,12 @@ static cJSON *model_config_json(const init_opts *o) {
 
 static int write_json(const char *dir, const char *name, cJSON *j, grpo_error *err) {
     char path[4200];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    char *text = cJSON_Print(j);
+    int rc = grpo_path_join(path, sizeof path, dir, name, err);
+    char *text = rc == GRPO_OK ? cJSON_Print(j) : NULL;
     cJSON_Delete(j);
+    if (rc != GRPO_OK) return rc;
     if (!text) return grpo_error_set(err, GRPO_ERR_NOMEM, "init-model: out of memory");
-    int rc = grpo_write_file_atomic(path, text, strlen(text), err);
+    rc = grpo_write_file_atomic(path, text, strlen(text), err);
     free(text);
     return rc;
 }
@@ -214,7 +216,7 @@ static int write_weights(const char *dir, const grpo_model_desc *desc, void *ins
         k++;
     }
     char path[4200];
-    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    if (rc == GRPO_OK) rc = grpo_path_join(path, sizeof path, dir, "model.safetensors", err);
     if (rc == GRPO_OK) rc = grpo_st_write(path, outs, k, GRPO_ST_F32, err);
     for (size_t i = 0; bufs && i < k; i++) free(bufs[i]);
     free(bufs), free(outs);

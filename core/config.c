@@ -11,6 +11,8 @@
 #include <strings.h>
 #include <sys/stat.h>
 
+#include "files.h"
+
 /* ---- suggestions ------------------------------------------------------------------------ */
 
 /* Whether needle occurs in hay, ignoring ASCII case. */
@@ -744,14 +746,7 @@ grpo_config grpo_reward_spec_config(const grpo_reward_spec *spec) {
 }
 
 char *grpo_run_config_input_path(const grpo_run_config *cfg, const char *value) {
-    const char *slash = cfg->path ? strrchr(cfg->path, '/') : NULL;
-    if (value[0] == '/' || !slash) return strdup(value);
-    size_t dir = (size_t)(slash - cfg->path) + 1, n = strlen(value);
-    char *p = malloc(dir + n + 1);
-    if (!p) return NULL;
-    memcpy(p, cfg->path, dir);
-    memcpy(p + dir, value, n + 1);
-    return p;
+    return grpo_path_beside(cfg->path, value);
 }
 
 /* ---- writing INI back ------------------------------------------------------------------- */

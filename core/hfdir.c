@@ -15,12 +15,6 @@ const char *const grpo_hf_tokenizer_files[] = {
     "generation_config.json", NULL,
 };
 
-static int join(char *out, size_t cap, const char *dir, const char *file, grpo_error *err) {
-    if (snprintf(out, cap, "%s/%s", dir, file) >= (int)cap)
-        return grpo_error_set(err, GRPO_ERR_INVALID, "%s: path too long", dir);
-    return GRPO_OK;
-}
-
 static int is_file(const char *path) {
     struct stat sb;
     return stat(path, &sb) == 0 && S_ISREG(sb.st_mode);
@@ -40,9 +34,9 @@ static int check_dir(const char *dir, grpo_error *err) {
 
 int grpo_hf_weights_path(const char *dir, char *out, size_t cap, grpo_error *err) {
     int rc = check_dir(dir, err);
-    if (rc == GRPO_OK) rc = join(out, cap, dir, GRPO_HF_WEIGHTS, err);
+    if (rc == GRPO_OK) rc = grpo_path_join(out, cap, dir, GRPO_HF_WEIGHTS, err);
     if (rc != GRPO_OK || is_file(out)) return rc;
-    rc = join(out, cap, dir, GRPO_HF_WEIGHTS_INDEX, err);
+    rc = grpo_path_join(out, cap, dir, GRPO_HF_WEIGHTS_INDEX, err);
     if (rc != GRPO_OK || is_file(out)) return rc;
     return grpo_error_set(err, GRPO_ERR_IO,
                           "%s: no weights: expected " GRPO_HF_WEIGHTS " or " GRPO_HF_WEIGHTS_INDEX
@@ -60,7 +54,7 @@ int grpo_hf_read_config(const char *dir, char **json, grpo_error *err) {
     char path[PATH_MAX];
     *json = NULL;
     int rc = check_dir(dir, err);
-    if (rc == GRPO_OK) rc = join(path, sizeof path, dir, GRPO_HF_CONFIG, err);
+    if (rc == GRPO_OK) rc = grpo_path_join(path, sizeof path, dir, GRPO_HF_CONFIG, err);
     if (rc == GRPO_OK) rc = grpo_read_file(path, json, NULL, err);
     if (rc != GRPO_OK) return rc;
     cJSON *j = cJSON_Parse(*json);
@@ -72,18 +66,6 @@ int grpo_hf_read_config(const char *dir, char **json, grpo_error *err) {
         return grpo_error_set(err, GRPO_ERR_INVALID, "%s: expected a JSON object", path);
     }
     return GRPO_OK;
-}
-
-int grpo_mkdirs(const char *path) {
-    char buf[PATH_MAX];
-    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf) return errno = ENAMETOOLONG, -1;
-    for (char *p = buf + 1; *p; p++)
-        if (*p == '/') {
-            *p = 0;
-            if (mkdir(buf, 0777) != 0 && errno != EEXIST) return -1;
-            *p = '/';
-        }
-    return mkdir(buf, 0777) != 0 && errno != EEXIST ? -1 : 0;
 }
 
 static int make_dirs(const char *dir, grpo_error *err) {
@@ -104,7 +86,7 @@ int grpo_hf_files_read(grpo_hf_files *f, const char *dir, grpo_error *err) {
     int rc = check_dir(dir, err);
     for (int i = 0; rc == GRPO_OK && grpo_hf_tokenizer_files[i] && f->n < 16; i++) {
         char from[PATH_MAX];
-        rc = join(from, sizeof from, dir, grpo_hf_tokenizer_files[i], err);
+        rc = grpo_path_join(from, sizeof from, dir, grpo_hf_tokenizer_files[i], err);
         if (rc != GRPO_OK || !is_file(from)) continue;
         rc = grpo_read_file(from, &f->data[f->n], &f->len[f->n], err);
         if (rc == GRPO_OK) f->name[f->n++] = grpo_hf_tokenizer_files[i];
@@ -116,7 +98,7 @@ int grpo_hf_files_write(const grpo_hf_files *f, const char *dir, grpo_error *err
     int rc = GRPO_OK;
     for (int i = 0; rc == GRPO_OK && i < f->n; i++) {
         char to[PATH_MAX];
-        rc = join(to, sizeof to, dir, f->name[i], err);
+        rc = grpo_path_join(to, sizeof to, dir, f->name[i], err);
         if (rc == GRPO_OK) rc = grpo_write_file_atomic(to, f->data[i], f->len[i], err);
     }
     return rc;
@@ -146,10 +128,10 @@ int grpo_hf_save(const char *dir, const char *config_json, const grpo_st_out *te
                               "%s: the config.json text to save is not a JSON object", dir);
     char path[PATH_MAX];
     int rc = make_dirs(dir, err);
-    if (rc == GRPO_OK) rc = join(path, sizeof path, dir, GRPO_HF_WEIGHTS, err);
+    if (rc == GRPO_OK) rc = grpo_path_join(path, sizeof path, dir, GRPO_HF_WEIGHTS, err);
     if (rc == GRPO_OK) rc = grpo_st_write(path, tensors, n, dtype, err);
     if (rc == GRPO_OK) rc = copy_tokenizer_files(dir, tokenizer_src_dir, err);
-    if (rc == GRPO_OK) rc = join(path, sizeof path, dir, GRPO_HF_CONFIG, err);
+    if (rc == GRPO_OK) rc = grpo_path_join(path, sizeof path, dir, GRPO_HF_CONFIG, err);
     if (rc == GRPO_OK) rc = grpo_write_file_atomic(path, config_json, strlen(config_json), err);
     return rc;
 }

@@ -11,6 +11,7 @@
 
 #include <stddef.h>
 
+#include "files.h" /* callers of these functions create and read the directories with it */
 #include "safetensors.h"
 
 #define GRPO_HF_WEIGHTS "model.safetensors"
@@ -36,9 +37,6 @@ int grpo_hf_files_read(grpo_hf_files *f, const char *dir, grpo_error *err);
 /* Writes every file of f into dir (which must exist), each atomically and fsynced. */
 int grpo_hf_files_write(const grpo_hf_files *f, const char *dir, grpo_error *err);
 void grpo_hf_files_free(grpo_hf_files *f);
-
-/* mkdir -p: creates path and its missing parents. Returns 0, or -1 with errno set. */
-int grpo_mkdirs(const char *path);
 
 /* Writes into out (cap bytes) the path of the weights of dir: DIR/model.safetensors when it
  * exists, else DIR/model.safetensors.index.json (transformers looks in the same order). An error

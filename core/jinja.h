@@ -17,6 +17,9 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
+
+#include "grpo/plugin.h" /* grpo_error, GRPO_OK, GRPO_ERR_* */
 
 /* ---- arena: bump allocator, freed all at once --------------------------------------------- */
 typedef struct jarena_block jarena_block;
@@ -128,15 +131,16 @@ typedef struct jv_json_format {
     int sort_keys, ensure_ascii;
 } jv_json_format;
 
-/* json.dumps(v, ...) appended to out. Returns 0 and writes why when v holds something JSON
- * cannot encode. */
-int jv_to_json(jbuf *out, jv v, const jv_json_format *fmt, char *why, size_t why_size);
+/* json.dumps(v, ...) appended to out. Returns GRPO_OK, or GRPO_ERR_INVALID with Python's
+ * TypeError text in err (may be NULL) when v holds something JSON cannot encode. */
+int32_t jv_to_json(jbuf *out, jv v, const jv_json_format *fmt, grpo_error *err);
 /* Python float repr: "1.0", "0.1", "1e+20", "inf". */
 void jv_float_repr(jbuf *out, double f);
 
 /* Parses JSON text into values allocated in a (json.loads semantics: ints stay ints, floats stay
- * floats, object key order kept, duplicate keys: last wins). Returns 0 and writes why on error. */
-int jv_from_json(jarena *a, const char *text, size_t n, jv *out, char *why, size_t why_size);
+ * floats, object key order kept, duplicate keys: last wins). Returns GRPO_OK, or GRPO_ERR_INVALID
+ * with "what at byte N" in err (may be NULL). */
+int32_t jv_from_json(jarena *a, const char *text, size_t n, jv *out, grpo_error *err);
 
 /* ---- UTF-8 helpers (Python strings index code points) -------------------------------------- */
 size_t ju8_len(const char *s, size_t n);                     /* code points */
@@ -207,12 +211,22 @@ typedef struct jtemplate {
     char *name;   /* for error messages */
 } jtemplate;
 
-/* Lexes and parses source. On failure returns 0 and writes "name:line: what" into err. */
-int jinja_parse(jtemplate *t, const char *source, size_t n, char *err, size_t err_size);
+/* The status of an engine error: every message about a jinja2 feature this engine does not
+ * implement begins with "unsupported" (the text is the engine's, so a template cannot fake it). */
+static inline int32_t jinja_status_of(const char *what) {
+    return strncmp(what, "unsupported", 11) == 0 ? GRPO_ERR_UNSUPPORTED : GRPO_ERR_INVALID;
+}
+
+/* Lexes and parses source. Returns GRPO_OK, or a status with "name:line: what" in err (may be
+ * NULL): GRPO_ERR_UNSUPPORTED for a jinja2 construct this engine does not implement,
+ * GRPO_ERR_INVALID for a syntax error. */
+int32_t jinja_parse(jtemplate *t, const char *source, size_t n, grpo_error *err);
 
 /* Renders t with the given global variables (a dict of name → value, allocated in arena).
- * The output goes to out. On failure returns 0 and writes "name:line: what" into err. */
-int jinja_render(const jtemplate *t, jarena *arena, jdict *globals, jbuf *out, char *err,
-                 size_t err_size);
+ * The output goes to out. Returns GRPO_OK, or a status with "name:line: what" in err (may be
+ * NULL): GRPO_ERR_UNSUPPORTED for a filter, test, method or operation this engine does not
+ * implement, GRPO_ERR_INVALID for any other error the template raises. */
+int32_t jinja_render(const jtemplate *t, jarena *arena, jdict *globals, jbuf *out,
+                     grpo_error *err);
 
 #endif

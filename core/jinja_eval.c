@@ -29,8 +29,8 @@ typedef struct ctx {
     const jtemplate *t;
     jarena *a;
     jdict *globals;
-    char *err;
-    size_t err_size;
+    grpo_error *err;
+    int32_t status; /* of the first failure */
     int failed;
     int macro_depth;   /* macro calls in progress */
     int depth;         /* blocks and expressions being evaluated, macro bodies included */
@@ -63,7 +63,8 @@ static int fail(ctx *c, int line, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(what, sizeof what, fmt, ap);
     va_end(ap);
-    snprintf(c->err, c->err_size, "%s:%d: %s", c->t->name, line, what);
+    c->status = jinja_status_of(what);
+    grpo_error_set(c->err, c->status, "%s:%d: %s", c->t->name, line, what);
     return 0;
 }
 
@@ -1054,10 +1055,11 @@ static int filter_tojson(ctx *c, int line, const char *f, jv v, const args *a, j
         fmt.key_sep = jarena_strdup(c->a, ks.u.str.s, ks.u.str.n);
     }
     jbuf b = {0};
-    char why[200];
-    if (!jv_to_json(&b, v, &fmt, why, sizeof why)) {
+    grpo_error why;
+    grpo_error_init(&why);
+    if (jv_to_json(&b, v, &fmt, &why) != GRPO_OK) {
         free(b.data);
-        return fail(c, line, "tojson: %s", why);
+        return fail(c, line, "tojson: %s", why.message);
     }
     return *out = str_from_buf(c, &b), 1;
 }
@@ -1660,9 +1662,9 @@ static int exec_node(ctx *c, scope *s, const jnode *n, jbuf *out) {
     }
 }
 
-int jinja_render(const jtemplate *t, jarena *arena, jdict *globals, jbuf *out, char *err,
-                 size_t err_size) {
-    ctx c = {.t = t, .a = arena, .globals = globals, .err = err, .err_size = err_size};
+int32_t jinja_render(const jtemplate *t, jarena *arena, jdict *globals, jbuf *out,
+                     grpo_error *err) {
+    ctx c = {.t = t, .a = arena, .globals = globals, .err = err, .status = GRPO_OK};
     static const char *const funcs[] = {"raise_exception", "namespace",    "dict",
                                         "range",           "strftime_now", NULL};
     for (int i = 0; funcs[i]; i++)
@@ -1674,7 +1676,10 @@ int jinja_render(const jtemplate *t, jarena *arena, jdict *globals, jbuf *out, c
     scope *root = new_scope(&c, NULL);
     int r = exec_block(&c, root, t->root, out);
     if (r == X_BREAK || r == X_CONTINUE) /* jinja2 rejects these outside loops at compile time */
-        return fail(&c, 1, "'break' or 'continue' outside a for loop");
+        return fail(&c, 1, "'break' or 'continue' outside a for loop"), c.status;
     if (!out->data) jbuf_put(out, "", 0);
-    return r == X_OK;
+    if (r == X_OK) return GRPO_OK;
+    if (c.failed) return c.status;
+    return grpo_error_set(err, GRPO_ERR_INTERNAL, "%s: rendering stopped without a message (a bug)",
+                          t->name);
 }

@@ -49,8 +49,7 @@ typedef struct lexer {
     int line;
     tok *toks;
     size_t n_toks, cap;
-    char *err;
-    size_t err_size;
+    grpo_error *err;
     const char *name;
 } lexer;
 
@@ -65,7 +64,7 @@ static void push_tok(lexer *lx, tok t) {
 }
 
 static int lex_fail(lexer *lx, int line, const char *what) {
-    snprintf(lx->err, lx->err_size, "%s:%d: %s", lx->name, line, what);
+    grpo_error_set(lx->err, GRPO_ERR_INVALID, "%s:%d: %s", lx->name, line, what);
     return 0;
 }
 
@@ -397,10 +396,10 @@ typedef struct parser {
     jarena *a;
     tok *t;
     size_t pos, n;
-    char *err;
-    size_t err_size;
+    grpo_error *err;
     const char *name;
     int failed;
+    int32_t status; /* of the first failure */
     char desc[96];     /* tok_desc's text */
     int depth, sdepth; /* expression and statement nesting, bounded so hostile input cannot
                         * overflow the stack */
@@ -415,7 +414,8 @@ static jnode *fail_at(parser *p, int line, const char *fmt, const char *arg) {
     if (!p->failed) {
         char what[512];
         snprintf(what, sizeof what, fmt, arg);
-        snprintf(p->err, p->err_size, "%s:%d: %s", p->name, line, what);
+        p->status = jinja_status_of(what);
+        grpo_error_set(p->err, p->status, "%s:%d: %s", p->name, line, what);
         p->failed = 1;
     }
     return NULL;
@@ -1164,7 +1164,7 @@ static jnode *parse_body(parser *p, const char *const *ends) {
     return block;
 }
 
-int jinja_parse(jtemplate *t, const char *source, size_t n, char *err, size_t err_size) {
+int32_t jinja_parse(jtemplate *t, const char *source, size_t n, grpo_error *err) {
     /* newline normalization and keep_trailing_newline=False */
     char *src = jarena_alloc(&t->arena, n + 1);
     size_t m = 0;
@@ -1179,18 +1179,18 @@ int jinja_parse(jtemplate *t, const char *source, size_t n, char *err, size_t er
     src[m] = '\0';
 
     lexer lx = {
-        .a = &t->arena, .src = src, .n = m, .err = err, .err_size = err_size, .name = t->name};
+        .a = &t->arena, .src = src, .n = m, .err = err, .name = t->name};
     if (!lex(&lx)) {
         free(lx.toks);
-        return 0;
+        return GRPO_ERR_INVALID;
     }
     parser p = {.a = &t->arena,
                 .t = lx.toks,
                 .n = lx.n_toks,
                 .err = err,
-                .err_size = err_size,
                 .name = t->name};
     t->root = parse_body(&p, NULL);
     free(lx.toks);
-    return t->root != NULL && !p.failed;
+    if (t->root != NULL && !p.failed) return GRPO_OK;
+    return p.failed ? p.status : GRPO_ERR_INVALID;
 }

@@ -391,26 +391,25 @@ static int json_key_cmp(const void *a, const void *b) {
     return c ? c : (x->u.str.n > y->u.str.n) - (x->u.str.n < y->u.str.n);
 }
 
-static int json_value(jbuf *out, jv v, const jv_json_format *fmt, int depth, char *why,
-                      size_t why_size);
+static int json_value(jbuf *out, jv v, const jv_json_format *fmt, int depth, grpo_error *err);
 
 /* A dict key: strings as they are; numbers, bools and None as their JSON text in quotes. */
-static int json_key(jbuf *out, jv key, const jv_json_format *fmt, char *why, size_t why_size) {
+static int json_key(jbuf *out, jv key, const jv_json_format *fmt, grpo_error *err) {
     if (key.type == JV_STR) return json_str(out, key.u.str.s, key.u.str.n, fmt->ensure_ascii), 1;
     if (key.type != JV_INT && key.type != JV_FLOAT && key.type != JV_BOOL && key.type != JV_NONE) {
-        snprintf(why, why_size, "keys must be str, int, float, bool or None, not %s",
-                 jv_type_name(key.type));
+        grpo_error_set(err, GRPO_ERR_INVALID, "keys must be str, int, float, bool or None, not %s",
+                       jv_type_name(key.type));
         return 0;
     }
     jbuf tmp = {0};
-    json_value(&tmp, key, fmt, 0, why, why_size);
+    json_value(&tmp, key, fmt, 0, err);
     json_str(out, tmp.data, tmp.len, fmt->ensure_ascii);
     free(tmp.data);
     return 1;
 }
 
 /* The order dict items are written in: insertion order, or sorted by key (sort_keys). */
-static int json_order(const jdict *d, int sort_keys, size_t *order, char *why, size_t why_size) {
+static int json_order(const jdict *d, int sort_keys, size_t *order, grpo_error *err) {
     for (size_t i = 0; i < d->n; i++) order[i] = i;
     if (!sort_keys) return 1;
     const jv **keys = malloc(d->n * sizeof *keys);
@@ -418,7 +417,7 @@ static int json_order(const jdict *d, int sort_keys, size_t *order, char *why, s
     for (size_t i = 0; i < d->n; i++) {
         if (d->keys[i].type != JV_STR) {
             free(keys);
-            snprintf(why, why_size, "tojson(sort_keys=true) needs string keys");
+            grpo_error_set(err, GRPO_ERR_INVALID, "tojson(sort_keys=true) needs string keys");
             return 0;
         }
         keys[i] = &d->keys[i];
@@ -429,33 +428,33 @@ static int json_order(const jdict *d, int sort_keys, size_t *order, char *why, s
     return 1;
 }
 
-static int json_list(jbuf *out, const jlist *l, const jv_json_format *fmt, int depth, char *why,
-                     size_t why_size) {
+static int json_list(jbuf *out, const jlist *l, const jv_json_format *fmt, int depth,
+                     grpo_error *err) {
     if (l->n == 0) return jbuf_puts(out, "[]"), 1;
     jbuf_putc(out, '[');
     for (size_t i = 0; i < l->n; i++) {
         if (i) jbuf_puts(out, fmt->item_sep);
         if (fmt->indent) json_newline(out, fmt, depth + 1);
-        if (!json_value(out, l->items[i], fmt, depth + 1, why, why_size)) return 0;
+        if (!json_value(out, l->items[i], fmt, depth + 1, err)) return 0;
     }
     if (fmt->indent) json_newline(out, fmt, depth);
     jbuf_putc(out, ']');
     return 1;
 }
 
-static int json_dict(jbuf *out, const jdict *d, const jv_json_format *fmt, int depth, char *why,
-                     size_t why_size) {
+static int json_dict(jbuf *out, const jdict *d, const jv_json_format *fmt, int depth,
+                     grpo_error *err) {
     if (d->n == 0) return jbuf_puts(out, "{}"), 1;
     size_t *order = malloc(d->n * sizeof *order);
     if (!order) abort();
-    int ok = json_order(d, fmt->sort_keys, order, why, why_size);
+    int ok = json_order(d, fmt->sort_keys, order, err);
     if (ok) jbuf_putc(out, '{');
     for (size_t k = 0; k < d->n && ok; k++) {
         if (k) jbuf_puts(out, fmt->item_sep);
         if (fmt->indent) json_newline(out, fmt, depth + 1);
-        ok = json_key(out, d->keys[order[k]], fmt, why, why_size);
+        ok = json_key(out, d->keys[order[k]], fmt, err);
         if (ok) jbuf_puts(out, fmt->key_sep);
-        ok = ok && json_value(out, d->vals[order[k]], fmt, depth + 1, why, why_size);
+        ok = ok && json_value(out, d->vals[order[k]], fmt, depth + 1, err);
     }
     free(order);
     if (!ok) return 0;
@@ -464,8 +463,7 @@ static int json_dict(jbuf *out, const jdict *d, const jv_json_format *fmt, int d
     return 1;
 }
 
-static int json_value(jbuf *out, jv v, const jv_json_format *fmt, int depth, char *why,
-                      size_t why_size) {
+static int json_value(jbuf *out, jv v, const jv_json_format *fmt, int depth, grpo_error *err) {
     switch (v.type) {
     case JV_NONE: jbuf_puts(out, "null"); return 1;
     case JV_BOOL: jbuf_puts(out, v.u.i ? "true" : "false"); return 1;
@@ -479,19 +477,20 @@ static int json_value(jbuf *out, jv v, const jv_json_format *fmt, int depth, cha
             jv_float_repr(out, v.u.f);
         return 1;
     case JV_STR: json_str(out, v.u.str.s, v.u.str.n, fmt->ensure_ascii); return 1;
-    case JV_LIST: return json_list(out, v.u.list, fmt, depth, why, why_size);
-    case JV_DICT: return json_dict(out, v.u.dict, fmt, depth, why, why_size);
+    case JV_LIST: return json_list(out, v.u.list, fmt, depth, err);
+    case JV_DICT: return json_dict(out, v.u.dict, fmt, depth, err);
     default:
-        snprintf(why, why_size, "Object of type %s is not JSON serializable", jv_type_name(v.type));
+        grpo_error_set(err, GRPO_ERR_INVALID, "Object of type %s is not JSON serializable",
+                       jv_type_name(v.type));
         return 0;
     }
 }
 
-int jv_to_json(jbuf *out, jv v, const jv_json_format *fmt, char *why, size_t why_size) {
+int32_t jv_to_json(jbuf *out, jv v, const jv_json_format *fmt, grpo_error *err) {
     jv_json_format f = *fmt;
     if (!f.item_sep) f.item_sep = f.indent ? "," : ", ";
     if (!f.key_sep) f.key_sep = ": ";
-    return json_value(out, v, &f, 0, why, why_size);
+    return json_value(out, v, &f, 0, err) ? GRPO_OK : GRPO_ERR_INVALID;
 }
 
 /* ---- JSON reader --------------------------------------------------------------------------- */
@@ -499,8 +498,7 @@ typedef struct jreader {
     jarena *a;
     const char *s;
     size_t n, pos;
-    char *why;
-    size_t why_size;
+    grpo_error *err;
     int depth;
 } jreader;
 
@@ -511,7 +509,7 @@ static void jr_ws(jreader *r) {
 }
 
 static int jr_fail(jreader *r, const char *what) {
-    snprintf(r->why, r->why_size, "%s at byte %zu", what, r->pos);
+    grpo_error_set(r->err, GRPO_ERR_INVALID, "%s at byte %zu", what, r->pos);
     return 0;
 }
 
@@ -691,12 +689,12 @@ static int jr_value(jreader *r, jv *out) {
     return ok;
 }
 
-int jv_from_json(jarena *a, const char *text, size_t n, jv *out, char *why, size_t why_size) {
-    jreader r = {a, text, n, 0, why, why_size, 0};
-    if (!jr_value(&r, out)) return 0;
+int32_t jv_from_json(jarena *a, const char *text, size_t n, jv *out, grpo_error *err) {
+    jreader r = {a, text, n, 0, err, 0};
+    if (!jr_value(&r, out)) return GRPO_ERR_INVALID;
     jr_ws(&r);
-    if (r.pos != n) return jr_fail(&r, "extra data after the JSON value");
-    return 1;
+    if (r.pos != n) return jr_fail(&r, "extra data after the JSON value"), GRPO_ERR_INVALID;
+    return GRPO_OK;
 }
 
 /* ---- UTF-8 --------------------------------------------------------------------------------- */

@@ -2,24 +2,25 @@
 #include "loss.h"
 
 #include <math.h>
-#include <stdio.h>
 #include <string.h>
 
 static const char *loss_names[GRPO_LOSS_TYPE_COUNT] = {"grpo", "bnpo", "dr_grpo", "dapo", "cispo"};
 
-int grpo_loss_type_parse(const char *name, char *err, size_t err_size) {
+int32_t grpo_loss_type_parse(const char *name, grpo_loss_type *out, grpo_error *err) {
     for (int i = 0; i < GRPO_LOSS_TYPE_COUNT; i++)
-        if (strcmp(name, loss_names[i]) == 0) return i;
+        if (strcmp(name, loss_names[i]) == 0) {
+            *out = (grpo_loss_type)i;
+            return GRPO_OK;
+        }
     static const char *later[] = {"sapo", "vespo", "luspo"};
     for (int i = 0; i < 3; i++)
-        if (strcmp(name, later[i]) == 0) {
-            if (err_size) snprintf(err, err_size, "loss_type '%s' (a TRL loss) is not implemented; "
-                                   "use grpo, bnpo, dr_grpo, dapo or cispo", name);
-            return -1;
-        }
-    if (err_size) snprintf(err, err_size, "unknown loss_type '%s': expected grpo, bnpo, dr_grpo, "
-                           "dapo or cispo", name);
-    return -1;
+        if (strcmp(name, later[i]) == 0)
+            return grpo_error_set(err, GRPO_ERR_UNSUPPORTED,
+                                  "loss_type '%s' (a TRL loss) is not implemented; "
+                                  "use grpo, bnpo, dr_grpo, dapo or cispo", name);
+    return grpo_error_set(err, GRPO_ERR_INVALID,
+                          "unknown loss_type '%s': expected grpo, bnpo, dr_grpo, dapo or cispo",
+                          name);
 }
 
 const char *grpo_loss_type_name(grpo_loss_type t) {
@@ -33,12 +34,12 @@ grpo_loss_opts grpo_loss_opts_default(void) {
 
 /* Every value the loss reads must be finite: adv[i], and logp / old_logp / ref_logp where the
  * mask is not 0 (padding is never read). */
-static int check_values(const grpo_loss_inputs *in, const grpo_loss_opts *o, char *err, size_t n) {
+static int32_t check_values(const grpo_loss_inputs *in, const grpo_loss_opts *o, grpo_error *err) {
     for (int i = 0; i < in->N; i++) {
-        if (!isfinite(in->adv[i])) {
-            snprintf(err, n, "loss.c: adv[%d] is %g, expected a finite advantage", i, in->adv[i]);
-            return -1;
-        }
+        if (!isfinite(in->adv[i]))
+            return grpo_error_set(err, GRPO_ERR_INVALID,
+                                  "loss.c: adv[%d] is %g, expected a finite advantage", i,
+                                  in->adv[i]);
         for (int t = 0; t < in->T; t++) {
             size_t it = (size_t)i * in->T + t;
             const char *bad = NULL;
@@ -50,17 +51,16 @@ static int check_values(const grpo_loss_inputs *in, const grpo_loss_opts *o, cha
                 bad = "old_logp", v = in->old_logp[it];
             else if (o->beta != 0.0 && !isfinite(in->ref_logp[it]))
                 bad = "ref_logp", v = in->ref_logp[it];
-            if (bad) {
-                snprintf(err, n, "loss.c: %s[%d,%d] is %g, expected a finite value at a "
-                         "completion token (N=%d T=%d)", bad, i, t, v, in->N, in->T);
-                return -1;
-            }
+            if (bad)
+                return grpo_error_set(err, GRPO_ERR_INVALID,
+                                      "loss.c: %s[%d,%d] is %g, expected a finite value at a "
+                                      "completion token (N=%d T=%d)", bad, i, t, v, in->N, in->T);
         }
     }
-    return 0;
+    return GRPO_OK;
 }
 
-static int check(const grpo_loss_inputs *in, const grpo_loss_opts *o, char *err, size_t n) {
+static int32_t check(const grpo_loss_inputs *in, const grpo_loss_opts *o, grpo_error *err) {
     const char *bad = NULL;
     if (in->N < 1 || in->T < 1) bad = "N >= 1 sequences and T >= 1 tokens";
     else if (!in->logp || !in->mask || !in->adv) bad = "logp, mask and adv (not NULL)";
@@ -75,10 +75,9 @@ static int check(const grpo_loss_inputs *in, const grpo_loss_opts *o, char *err,
     else if ((o->type == GRPO_LOSS_DAPO || o->type == GRPO_LOSS_CISPO) &&
              !(o->num_items_in_batch > 0.0))
         bad = "num_items_in_batch > 0 (tokens in the generation batch) for dapo and cispo";
-    if (!bad) return check_values(in, o, err, n);
-    snprintf(err, n, "loss.c: %s loss needs %s (N=%d T=%d)", grpo_loss_type_name(o->type), bad,
-             in->N, in->T);
-    return -1;
+    if (!bad) return check_values(in, o, err);
+    return grpo_error_set(err, GRPO_ERR_INVALID, "loss.c: %s loss needs %s (N=%d T=%d)",
+                          grpo_loss_type_name(o->type), bad, in->N, in->T);
 }
 
 static double row_len(const grpo_loss_inputs *in, int i) {
@@ -134,9 +133,10 @@ static token_terms token_forward_backward(const grpo_loss_inputs *in, const grpo
     return k;
 }
 
-int grpo_loss_forward(grpo_loss_metrics *out, const grpo_loss_inputs *in, const grpo_loss_opts *o,
-                      char *err, size_t err_size) {
-    if (check(in, o, err, err_size)) return -1;
+int32_t grpo_loss_forward(grpo_loss_metrics *out, const grpo_loss_inputs *in,
+                          const grpo_loss_opts *o, grpo_error *err) {
+    int32_t rc = check(in, o, err);
+    if (rc != GRPO_OK) return rc;
     const int N = in->N, T = in->T;
     const double lo = 1.0 - o->epsilon_low, hi = 1.0 + o->epsilon_high;
     double total = 0.0, loss = 0.0, kl = 0.0, ent = 0.0, low = 0.0, high = 0.0, region = 0.0,
@@ -181,12 +181,13 @@ int grpo_loss_forward(grpo_loss_metrics *out, const grpo_loss_inputs *in, const 
     out->clip_high_max = clipped ? high_max : NAN;
     out->cispo_clip_ratio = clipped ? NAN : cispo / denom;
     out->n_tokens = total;
-    return 0;
+    return GRPO_OK;
 }
 
-int grpo_loss_backward(float *dlogp, const grpo_loss_inputs *in, const grpo_loss_opts *o,
-                       char *err, size_t err_size) {
-    if (check(in, o, err, err_size)) return -1;
+int32_t grpo_loss_backward(float *dlogp, const grpo_loss_inputs *in, const grpo_loss_opts *o,
+                           grpo_error *err) {
+    int32_t rc = check(in, o, err);
+    if (rc != GRPO_OK) return rc;
     const int N = in->N, T = in->T;
     double total = 0.0;
     if (o->type == GRPO_LOSS_BNPO)
@@ -200,7 +201,7 @@ int grpo_loss_backward(float *dlogp, const grpo_loss_inputs *in, const grpo_loss
                                  : (float)(scale * m * token_forward_backward(in, o, it, A).dloss);
         }
     }
-    return 0;
+    return GRPO_OK;
 }
 
 int grpo_completion_is_truncated(const int32_t *ids, int len, int32_t eos_id, int32_t pad_id) {

@@ -59,14 +59,16 @@
 #include <stdint.h>
 
 #include "choices.h"
+#include "grpo/plugin.h" /* grpo_error, GRPO_OK, GRPO_ERR_* */
 
 /* enum grpo_loss_type { GRPO_LOSS_GRPO = 0, GRPO_LOSS_BNPO, GRPO_LOSS_DR_GRPO, GRPO_LOSS_DAPO
  * (TRL default), GRPO_LOSS_CISPO } and GRPO_LOSS_TYPE_COUNT come from choices.h (the run file's
  * loss_type list), so this header and config.h agree. */
 
-/* "grpo", "bnpo", "dr_grpo", "dapo", "cispo"; parse returns -1 when unknown and writes why
- * (naming the TRL loss types we do not implement) into err when err_size > 0. */
-int grpo_loss_type_parse(const char *name, char *err, size_t err_size);
+/* "grpo", "bnpo", "dr_grpo", "dapo", "cispo" into *out. Returns GRPO_OK; GRPO_ERR_UNSUPPORTED for
+ * a TRL loss type we do not implement, GRPO_ERR_INVALID for an unknown name (err says which and
+ * lists the valid names; *out is left as it was). err may be NULL. */
+int32_t grpo_loss_type_parse(const char *name, grpo_loss_type *out, grpo_error *err);
 const char *grpo_loss_type_name(grpo_loss_type t);
 
 typedef struct grpo_loss_opts {
@@ -105,16 +107,18 @@ typedef struct grpo_loss_metrics {
     double n_tokens; /* sum of the mask over this micro-batch */
 } grpo_loss_metrics;
 
-/* Loss value and metrics. Returns 0, or -1 with a message naming the bad input in err: bad shapes
- * or options, a NULL tensor that is needed, a non-finite adv[i], or a non-finite logp / old_logp /
- * ref_logp / mask value at a token whose mask is not 0 (names the tensor and [i,t]). */
-int grpo_loss_forward(grpo_loss_metrics *out, const grpo_loss_inputs *in, const grpo_loss_opts *o,
-                      char *err, size_t err_size);
+/* Loss value and metrics. Returns GRPO_OK, or GRPO_ERR_INVALID with a message naming the bad input
+ * in err (may be NULL): bad shapes or options, a NULL tensor that is needed, a non-finite adv[i],
+ * or a non-finite logp / old_logp / ref_logp / mask value at a token whose mask is not 0 (names
+ * the tensor and [i,t]). */
+int32_t grpo_loss_forward(grpo_loss_metrics *out, const grpo_loss_inputs *in,
+                          const grpo_loss_opts *o, grpo_error *err);
 
 /* dlogp[N,T] = d loss / d logp (written, not accumulated; 0 where mask is 0). The gradient flows
- * through logp only: old_logp and ref_logp are constants, and a NULL old_logp is logp detached. */
-int grpo_loss_backward(float *dlogp, const grpo_loss_inputs *in, const grpo_loss_opts *o,
-                       char *err, size_t err_size);
+ * through logp only: old_logp and ref_logp are constants, and a NULL old_logp is logp detached.
+ * Same checks and status as grpo_loss_forward. */
+int32_t grpo_loss_backward(float *dlogp, const grpo_loss_inputs *in, const grpo_loss_opts *o,
+                           grpo_error *err);
 
 /* mask_truncated_completions (TRL): a completion is truncated when its last generated token is
  * neither eos_id nor pad_id. ids[len] is one completion without padding; len 0 is not truncated. */

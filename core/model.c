@@ -5,23 +5,18 @@
 #include "model.h"
 
 #include <cjson/cJSON.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "kernels.h"
+#include "files.h"
 #include "hfdir.h"
 #include "safetensors.h"
 
 static uint64_t pad16(uint64_t n) { return (n + 15) & ~(uint64_t)15; }
-
-static char *path_join(const char *dir, const char *name) {
-    size_t n = strlen(dir) + strlen(name) + 2;
-    char *p = malloc(n);
-    if (p) snprintf(p, n, "%s/%s", dir, name);
-    return p;
-}
 
 /* Lays out the parameter table: numel and offsets, tied tensors sharing their target's. */
 static int layout_params(grpo_model *m, grpo_error *err) {
@@ -159,9 +154,10 @@ int grpo_model_open(grpo_model **out, const grpo_model_desc *desc, const grpo_ho
     m->ops = host->ops;
     m->trainable = trainable;
     m->dir = strdup(dir);
-    char *cfg_path = path_join(dir, GRPO_HF_CONFIG);
-    int rc = m->dir && cfg_path ? grpo_hf_read_config(dir, &m->config_json, err)
-                                : grpo_error_set(err, GRPO_ERR_NOMEM, "model: out of memory");
+    char cfg_path[PATH_MAX];
+    int rc = m->dir ? grpo_path_join(cfg_path, sizeof cfg_path, dir, GRPO_HF_CONFIG, err)
+                    : grpo_error_set(err, GRPO_ERR_NOMEM, "model: out of memory");
+    if (rc == GRPO_OK) rc = grpo_hf_read_config(dir, &m->config_json, err);
     if (rc == GRPO_OK) {
         grpo_config empty = {sizeof(grpo_config), 0, NULL, NULL, "model", NULL};
         grpo_plugin_call_begin(desc->id, NULL, "create");
@@ -174,7 +170,6 @@ int grpo_model_open(grpo_model **out, const grpo_model_desc *desc, const grpo_ho
             grpo_error_set(err, rc, "%s: %s", cfg_path, why);
         }
     }
-    free(cfg_path);
     if (rc == GRPO_OK) rc = grpo_hf_files_read(&m->tok_files, dir, err);
     if (rc == GRPO_OK) rc = layout_params(m, err);
     if (rc == GRPO_OK) rc = alloc_block(m, err);
@@ -233,13 +228,12 @@ static int open_serving(grpo_model **out, grpo_registry *reg, const grpo_host *h
 int grpo_model_open_dir(grpo_model **out, grpo_registry *reg, const grpo_host *host,
                         const char *dir, int trainable, grpo_error *err) {
     *out = NULL;
-    char *cfg_path = path_join(dir, GRPO_HF_CONFIG), *json = NULL, arch[256];
-    if (!cfg_path) return grpo_error_set(err, GRPO_ERR_NOMEM, "model: out of memory");
-    int rc = grpo_hf_read_config(dir, &json, err);
+    char cfg_path[PATH_MAX], *json = NULL, arch[256];
+    int rc = grpo_path_join(cfg_path, sizeof cfg_path, dir, GRPO_HF_CONFIG, err);
+    if (rc == GRPO_OK) rc = grpo_hf_read_config(dir, &json, err);
     if (rc == GRPO_OK) rc = config_architecture(json, cfg_path, arch, sizeof arch, err);
     if (rc == GRPO_OK) rc = open_serving(out, reg, host, dir, arch, cfg_path, trainable, err);
     free(json);
-    free(cfg_path);
     return rc;
 }
 

@@ -21,9 +21,10 @@ int grpo_optim_opts_from_config(grpo_optim_opts *o, const grpo_run_config *cfg, 
     case GRPO_SCHEDULE_COSINE: s->kind = GRPO_LR_COSINE; break;
     case GRPO_SCHEDULE_MINIMIND_COSINE: s->kind = GRPO_LR_MINIMIND_LEGACY; break;
     }
-    char msg[256];
-    if (grpo_lr_schedule_check(s, msg, sizeof msg) != 0)
-        return grpo_error_set(err, GRPO_ERR_INVALID, "%s: [optim]: %s", cfg->path, msg);
+    grpo_error why;
+    grpo_error_init(&why);
+    int rc = grpo_lr_schedule_check(s, &why);
+    if (rc != GRPO_OK) return grpo_error_set(err, rc, "%s: [optim]: %s", cfg->path, why.message);
     return GRPO_OK;
 }
 

@@ -12,6 +12,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "files.h"
+
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "safetensors.c assumes a little-endian host"
 #endif
@@ -436,38 +438,6 @@ static int sort_and_check_unique(grpo_safetensors *st, grpo_error *err) {
 
 /* ---- sharded checkpoints ------------------------------------------------------------------ */
 
-int grpo_read_file(const char *path, char **out, size_t *len, grpo_error *err) {
-    FILE *fp = fopen(path, "rbe");
-    if (!fp) return grpo_error_set(err, GRPO_ERR_IO, "%s: cannot open: %s", path,
-                                   strerror(errno));
-    char *buf = NULL;
-    size_t n = 0, cap = 0;
-    for (;;) {
-        if (cap - n < 65536) {
-            char *b = realloc(buf, cap = cap ? 2 * cap : 65536);
-            if (!b) {
-                free(buf);
-                fclose(fp);
-                return grpo_error_set(err, GRPO_ERR_NOMEM, "%s: out of memory", path);
-            }
-            buf = b;
-        }
-        size_t r = fread(buf + n, 1, cap - n - 1, fp);
-        n += r;
-        if (r == 0) break;
-    }
-    int bad = ferror(fp);
-    fclose(fp);
-    if (bad) {
-        free(buf);
-        return grpo_error_set(err, GRPO_ERR_IO, "%s: read error", path);
-    }
-    buf[n] = 0;
-    *out = buf;
-    if (len) *len = n;
-    return GRPO_OK;
-}
-
 /* Path of a shard named in an index: relative to the index's directory, no "..", not absolute. */
 static int shard_path(char *out, size_t cap, const char *index, const char *shard,
                       grpo_error *err) {
@@ -608,102 +578,6 @@ int grpo_st_read_f32(const grpo_safetensors *st, const char *name, float *out, i
     return one_line(err, read_f32(st, name, out, ndim, shape, err));
 }
 
-/* ---- atomic files ------------------------------------------------------------------------- */
-
-typedef struct atomic_file {
-    const char *path;
-    char *tmp; /* path.tmp.XXXXXX in the same directory, so rename() is atomic */
-    int fd;
-} atomic_file;
-
-static int af_open(atomic_file *af, const char *path, grpo_error *err) {
-    af->path = path;
-    af->fd = -1;
-    size_t n = strlen(path) + 16;
-    af->tmp = malloc(n);
-    if (!af->tmp) return grpo_error_set(err, GRPO_ERR_NOMEM, "%s: out of memory", path);
-    snprintf(af->tmp, n, "%s.tmp.XXXXXX", path);
-    af->fd = mkostemp(af->tmp, O_CLOEXEC);
-    if (af->fd < 0) {
-        int e = errno;
-        free(af->tmp);
-        af->tmp = NULL;
-        return grpo_error_set(err, GRPO_ERR_IO, "%s: cannot create a temporary file: %s", path,
-                              strerror(e));
-    }
-    fchmod(af->fd, 0644);
-    return GRPO_OK;
-}
-
-static void af_abort(atomic_file *af) {
-    if (af->fd >= 0) close(af->fd);
-    if (af->tmp) unlink(af->tmp);
-    free(af->tmp);
-    af->tmp = NULL, af->fd = -1;
-}
-
-static int af_write(atomic_file *af, const void *data, size_t len, grpo_error *err) {
-    const char *p = data;
-    while (len > 0) {
-        ssize_t w = write(af->fd, p, len > (1u << 30) ? (1u << 30) : len);
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0)
-            return grpo_error_set(err, GRPO_ERR_IO, "%s: write failed: %s (previous file kept)",
-                                  af->path, w < 0 ? strerror(errno) : "no progress");
-        p += w, len -= (size_t)w;
-    }
-    return GRPO_OK;
-}
-
-static int fsync_parent_dir(const char *path, grpo_error *err) {
-    const char *slash = strrchr(path, '/');
-    char dir[4096];
-    if (!slash) snprintf(dir, sizeof dir, ".");
-    else if (slash == path) snprintf(dir, sizeof dir, "/");
-    else snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0 || fsync(fd) != 0) {
-        int e = errno;
-        if (fd >= 0) close(fd);
-        return grpo_error_set(err, GRPO_ERR_IO, "%s: cannot fsync directory %s: %s", path, dir,
-                              strerror(e));
-    }
-    close(fd);
-    return GRPO_OK;
-}
-
-static int af_commit(atomic_file *af, grpo_error *err) {
-    if (fsync(af->fd) != 0 || close(af->fd) != 0) {
-        int e = errno;
-        af->fd = -1;
-        af_abort(af);
-        return grpo_error_set(err, GRPO_ERR_IO, "%s: fsync/close failed: %s (previous file kept)",
-                              af->path, strerror(e));
-    }
-    af->fd = -1;
-    if (rename(af->tmp, af->path) != 0) {
-        int e = errno;
-        af_abort(af);
-        return grpo_error_set(err, GRPO_ERR_IO, "%s: rename failed: %s (previous file kept)",
-                              af->path, strerror(e));
-    }
-    free(af->tmp);
-    af->tmp = NULL;
-    return fsync_parent_dir(af->path, err);
-}
-
-int grpo_write_file_atomic(const char *path, const void *data, size_t len, grpo_error *err) {
-    atomic_file af;
-    int rc = af_open(&af, path, err);
-    if (rc) return rc;
-    rc = af_write(&af, data, len, err);
-    if (rc) {
-        af_abort(&af);
-        return rc;
-    }
-    return af_commit(&af, err);
-}
-
 /* ---- writer ------------------------------------------------------------------------------- */
 
 typedef struct strbuf {
@@ -813,14 +687,14 @@ static int build_header(strbuf *b, const grpo_st_out *t, size_t n, const uint64_
     return b->oom ? GRPO_ERR_NOMEM : GRPO_OK;
 }
 
-static int write_tensor_data(atomic_file *af, const float *x, uint64_t n, grpo_st_dtype dtype,
-                             grpo_error *err) {
-    if (dtype == GRPO_ST_F32) return af_write(af, x, n * 4, err);
+static int write_tensor_data(grpo_atomic_file *af, const float *x, uint64_t n,
+                             grpo_st_dtype dtype, grpo_error *err) {
+    if (dtype == GRPO_ST_F32) return grpo_atomic_write(af, x, n * 4, err);
     uint16_t buf[8192]; /* BF16, converted in chunks */
     for (uint64_t i = 0; i < n;) {
         size_t k = n - i < 8192 ? (size_t)(n - i) : 8192;
         for (size_t j = 0; j < k; j++) buf[j] = grpo_f32_to_bf16(x[i + j]);
-        int rc = af_write(af, buf, k * 2, err);
+        int rc = grpo_atomic_write(af, buf, k * 2, err);
         if (rc) return rc;
         i += k;
     }
@@ -839,16 +713,16 @@ int grpo_st_write(const char *path, const grpo_st_out *tensors, size_t n, grpo_s
     int rc = check_outputs(path, tensors, n, numel, err);
     if (rc == GRPO_OK && build_header(&hdr, tensors, n, numel, dtype) != GRPO_OK)
         rc = grpo_error_set(err, GRPO_ERR_NOMEM, "%s: out of memory", path);
-    atomic_file af = {0};
-    if (rc == GRPO_OK) rc = af_open(&af, path, err);
+    grpo_atomic_file af = {0};
+    if (rc == GRPO_OK) rc = grpo_atomic_open(&af, path, err);
     if (rc == GRPO_OK) {
         uint64_t hlen = hdr.n; /* little-endian host: the bytes are the on-disk form */
-        rc = af_write(&af, &hlen, 8, err);
-        if (rc == GRPO_OK) rc = af_write(&af, hdr.s, hdr.n, err);
+        rc = grpo_atomic_write(&af, &hlen, 8, err);
+        if (rc == GRPO_OK) rc = grpo_atomic_write(&af, hdr.s, hdr.n, err);
         for (size_t i = 0; i < n && rc == GRPO_OK; i++)
             rc = write_tensor_data(&af, tensors[i].data, numel[i], dtype, err);
-        if (rc == GRPO_OK) rc = af_commit(&af, err);
-        else af_abort(&af);
+        if (rc == GRPO_OK) rc = grpo_atomic_commit(&af, err);
+        else grpo_atomic_abort(&af);
     }
     free(hdr.s);
     free(numel);

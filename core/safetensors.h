@@ -134,12 +134,4 @@ typedef struct grpo_st_out {
 int grpo_st_write(const char *path, const grpo_st_out *tensors, size_t n, grpo_st_dtype dtype,
                   grpo_error *err);
 
-/* Replaces path with the len bytes at data atomically (temp file in the same directory, fsync,
- * rename, fsync of the directory). On failure the previous file is intact and the temp removed. */
-int grpo_write_file_atomic(const char *path, const void *data, size_t len, grpo_error *err);
-
-/* Reads a whole file into a malloc'd, NUL-terminated buffer *out (caller frees); *len (may be
- * NULL) receives the byte count without the NUL. */
-int grpo_read_file(const char *path, char **out, size_t *len, grpo_error *err);
-
 #endif

@@ -2,7 +2,6 @@
 #include "schedule.h"
 
 #include <math.h>
-#include <stdio.h>
 #include <string.h>
 
 static const char *kind_names[GRPO_LR_KIND_COUNT] = {
@@ -19,7 +18,7 @@ const char *grpo_lr_kind_name(grpo_lr_kind k) {
     return (unsigned)k < GRPO_LR_KIND_COUNT ? kind_names[k] : "?";
 }
 
-int grpo_lr_schedule_check(const grpo_lr_schedule *s, char *err, size_t err_size) {
+int32_t grpo_lr_schedule_check(const grpo_lr_schedule *s, grpo_error *err) {
     const char *bad = NULL;
     int needs_total = s->kind >= GRPO_LR_LINEAR;
     if ((unsigned)s->kind >= GRPO_LR_KIND_COUNT) bad = "kind: a grpo_lr_kind";
@@ -32,10 +31,9 @@ int grpo_lr_schedule_check(const grpo_lr_schedule *s, char *err, size_t err_size
     else if ((s->kind == GRPO_LR_COSINE || s->kind == GRPO_LR_COSINE_WITH_MIN_LR) &&
              !isfinite(s->num_cycles))
         bad = "num_cycles: a finite number";
-    if (!bad) return 0;
-    snprintf(err, err_size, "schedule.c: the %s schedule needs %s", grpo_lr_kind_name(s->kind),
-             bad);
-    return -1;
+    if (!bad) return GRPO_OK;
+    return grpo_error_set(err, GRPO_ERR_INVALID, "schedule.c: the %s schedule needs %s",
+                          grpo_lr_kind_name(s->kind), bad);
 }
 
 static double cosine_factor(const grpo_lr_schedule *s, long step, double min_rate) {

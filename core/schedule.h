@@ -27,6 +27,8 @@
 
 #include <stddef.h>
 
+#include "grpo/plugin.h" /* grpo_error, GRPO_OK, GRPO_ERR_* */
+
 typedef enum grpo_lr_kind {
     GRPO_LR_CONSTANT = 0,
     GRPO_LR_CONSTANT_WITH_WARMUP,
@@ -52,9 +54,9 @@ typedef struct grpo_lr_schedule {
 int grpo_lr_kind_parse(const char *name);
 const char *grpo_lr_kind_name(grpo_lr_kind k);
 
-/* Checks the fields (lr >= 0, steps >= 0, S >= 1 for the kinds that use it, ...). Returns 0, or
- * -1 with a message naming the field in err. */
-int grpo_lr_schedule_check(const grpo_lr_schedule *s, char *err, size_t err_size);
+/* Checks the fields (lr >= 0, steps >= 0, S >= 1 for the kinds that use it, ...). Returns GRPO_OK,
+ * or GRPO_ERR_INVALID with a message naming the field in err (may be NULL). */
+int32_t grpo_lr_schedule_check(const grpo_lr_schedule *s, grpo_error *err);
 
 /* The learning rate after `step` optimizer steps (step >= 0). */
 double grpo_lr_at(const grpo_lr_schedule *s, long step);

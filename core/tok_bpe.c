@@ -1,91 +1,26 @@
 /*
- * tok_bpe.c — the BPE model: hash maps for the vocab and the merges, the GPT-2 byte-level
- * alphabet, the merge loop (a binary heap of candidate merges, lowest rank then leftmost first, as
- * in `tokenizers`' Word::merge_all) and a bounded cache of merged words.
+ * tok_bpe.c — the BPE model: the merges map, the merge loop (a binary heap of candidate merges,
+ * lowest rank then leftmost first, as in `tokenizers`' Word::merge_all) and a bounded cache of
+ * merged words.
  *
  * Dimension letters: V id slots, L symbols of a word (bytes for byte-level models).
  */
-#include "tok_internal.h"
+#include "tok_bpe.h"
+
+#include "tok_bytelevel.h"
+#include "tok_utf8.h"
+#include "tok_vec.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- hashing --------------------------------------------------------------------------------- */
-uint64_t tok_hash_bytes(const void *p, size_t n) {
-    const unsigned char *s = p;
-    uint64_t h = 0x9E3779B97F4A7C15ull ^ (n * 0xC2B2AE3D27D4EB4Full);
-    while (n >= 8) {
-        uint64_t w;
-        memcpy(&w, s, 8);
-        h = (h ^ w) * 0xFF51AFD7ED558CCDull;
-        h ^= h >> 32;
-        s += 8, n -= 8;
-    }
-    uint64_t w = 0;
-    memcpy(&w, s, n);
-    h = (h ^ w) * 0xC4CEB9FE1A85EC53ull;
-    h ^= h >> 29;
-    return h ? h : 1;
-}
-
+/* ---- merges: (left, right) -> (rank, new id) ------------------------------------------------- */
 static uint64_t hash_pair(uint64_t pair) {
     pair *= 0x9E3779B97F4A7C15ull;
     return pair ^ (pair >> 31);
 }
 
-/* ---- string -> int32 map --------------------------------------------------------------------- */
-static int strmap_grow(tok_strmap *m) {
-    uint32_t cap = m->cap ? m->cap * 2 : 64;
-    tok_strmap_slot *slots = calloc(cap, sizeof *slots);
-    if (!slots) return -1;
-    for (uint32_t i = 0; i < m->cap; i++) {
-        tok_strmap_slot *s = &m->slots[i];
-        if (!s->key) continue;
-        uint32_t j = (uint32_t)s->hash & (cap - 1);
-        while (slots[j].key) j = (j + 1) & (cap - 1);
-        slots[j] = *s;
-    }
-    free(m->slots);
-    m->slots = slots;
-    m->cap = cap;
-    return 0;
-}
-
-int tok_strmap_put(tok_strmap *m, const char *key, uint32_t len, int32_t val) {
-    if ((m->n + 1) * 2 > m->cap && strmap_grow(m) != 0) return -1;
-    uint64_t h = tok_hash_bytes(key, len);
-    uint32_t j = (uint32_t)h & (m->cap - 1);
-    while (m->slots[j].key) {
-        tok_strmap_slot *s = &m->slots[j];
-        if (s->hash == h && s->len == len && memcmp(s->key, key, len) == 0) {
-            s->val = val;
-            return 0;
-        }
-        j = (j + 1) & (m->cap - 1);
-    }
-    m->slots[j] = (tok_strmap_slot){key, len, val, h};
-    m->n++;
-    return 0;
-}
-
-int32_t tok_strmap_get(const tok_strmap *m, const char *key, uint32_t len) {
-    if (!m->cap) return -1;
-    uint64_t h = tok_hash_bytes(key, len);
-    uint32_t j = (uint32_t)h & (m->cap - 1);
-    for (; m->slots[j].key; j = (j + 1) & (m->cap - 1)) {
-        const tok_strmap_slot *s = &m->slots[j];
-        if (s->hash == h && s->len == len && memcmp(s->key, key, len) == 0) return s->val;
-    }
-    return -1;
-}
-
-void tok_strmap_free(tok_strmap *m) {
-    free(m->slots);
-    memset(m, 0, sizeof *m);
-}
-
-/* ---- merges: (left, right) -> (rank, new id) ------------------------------------------------- */
 static int merge_grow(tok_bpe *m) {
     uint32_t cap = m->merge_cap ? m->merge_cap * 2 : 1024;
     tok_merge_slot *slots = malloc((size_t)cap * sizeof *slots);
@@ -123,51 +58,6 @@ static const tok_merge_slot *merge_get(const tok_bpe *m, int32_t left, int32_t r
     for (; m->merges[j].pair != UINT64_MAX; j = (j + 1) & (m->merge_cap - 1))
         if (m->merges[j].pair == pair) return &m->merges[j];
     return NULL;
-}
-
-/* ---- the GPT-2 byte-level alphabet ----------------------------------------------------------- */
-/* Printable bytes ('!'..'~', 0xA1..0xAC, 0xAE..0xFF) stand for themselves; the other 68 bytes, in
- * order, take code points 256, 257, ... (0x00..0x20 -> 256..288, 0x7F..0xA0 -> 289..322,
- * 0xAD -> 323). */
-static uint16_t byte_to_cp(int b) {
-    if ((b >= 33 && b <= 126) || (b >= 161 && b <= 172) || b >= 174) return (uint16_t)b;
-    if (b <= 32) return (uint16_t)(256 + b);
-    if (b <= 160) return (uint16_t)(b + 162);
-    return 323; /* 0xAD */
-}
-
-#define B4(b) byte_to_cp_c(b), byte_to_cp_c(b + 1), byte_to_cp_c(b + 2), byte_to_cp_c(b + 3)
-#define byte_to_cp_c(b)                                                                            \
-    ((((b) >= 33 && (b) <= 126) || ((b) >= 161 && (b) <= 172) || (b) >= 174) ? (b)                 \
-     : (b) <= 32                                                             ? 256 + (b)           \
-     : (b) <= 160                                                            ? (b) + 162           \
-                                                                             : 323)
-#define B16(b) B4(b), B4(b + 4), B4(b + 8), B4(b + 12)
-const uint16_t tok_byte_to_cp[256] = {B16(0),   B16(16),  B16(32),  B16(48),  B16(64),  B16(80),
-                                      B16(96),  B16(112), B16(128), B16(144), B16(160), B16(176),
-                                      B16(192), B16(208), B16(224), B16(240)};
-
-int tok_cp_to_byte(uint32_t cp) {
-    if (cp < 256) return byte_to_cp((int)cp) == cp ? (int)cp : -1;
-    if (cp <= 288) return (int)cp - 256;
-    if (cp <= 322) return (int)cp - 162;
-    if (cp == 323) return 0xAD;
-    return -1;
-}
-
-/* Writes the byte-level spelling of s[0..len) into dst (room for 2*len bytes); returns its length. */
-static size_t byte_level_spell(char *dst, const char *s, size_t len) {
-    size_t n = 0;
-    for (size_t i = 0; i < len; i++) {
-        uint16_t cp = tok_byte_to_cp[(unsigned char)s[i]];
-        if (cp < 0x80) {
-            dst[n++] = (char)cp;
-        } else {
-            dst[n++] = (char)(0xC0 | (cp >> 6));
-            dst[n++] = (char)(0x80 | (cp & 0x3F));
-        }
-    }
-    return n;
 }
 
 /* ---- the word cache -------------------------------------------------------------------------- */
@@ -397,7 +287,7 @@ int tok_bpe_word(const tok_bpe *m, const char *s, size_t len, grpo_tok_ids *out)
     size_t start = out->n;
     int32_t whole = -1;
     if (m->ignore_merges) {
-        size_t sl = m->byte_level ? byte_level_spell(spell, s, len) : len;
+        size_t sl = m->byte_level ? tok_byte_level_spell(spell, s, len) : len;
         whole = tok_strmap_get(&m->vocab, m->byte_level ? spell : s, (uint32_t)sl);
     }
     if (whole >= 0) {

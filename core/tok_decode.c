@@ -55,11 +55,10 @@ int32_t grpo_tokenizer_decode(const grpo_tokenizer *tok, const int32_t *ids, siz
     out->data[0] = 0;
     int first = 1;
     for (size_t i = 0; i < n; i++) {
-        const char *s = grpo_tokenizer_id_to_token(tok, ids[i]);
+        size_t len;
+        const char *s = tok_id_text(tok, ids[i], &len);
         if (!s) continue;
-        if (skip_special && grpo_tokenizer_is_special(tok, ids[i])) continue;
-        int32_t a = tok->added_of_id[ids[i]];
-        size_t len = a >= 0 ? tok->added[a].len : tok->bpe.token_len[ids[i]];
+        if (skip_special && tok_id_special(tok, ids[i])) continue;
         if (tok->decoder_byte_level) {
             if (append_byte_level(&raw, s, len)) goto nomem;
         } else {

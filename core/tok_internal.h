@@ -1,14 +1,25 @@
 /*
- * tok_internal.h — the parts of the tokenizer shared by its files. Not a public header.
- *   core/tokenizer.c     loading tokenizer.json + tokenizer_config.json, encode entry, accessors
- *   core/tok_pipeline.c  loading the normalizer, pre-tokenizer, post-processor, decoder sections
- *   core/tok_bpe.c       the BPE model: vocab and merge maps, merge loop, word cache
- *   core/tok_split.c     UTF-8 repair, added tokens, pre-tokenizers, the encode loop
- *   core/tok_normalize.c NFC / NFD (tables: tok_unicode_tables.h, tools/make_unicode_tables.py)
- *   core/tok_regex.c     regex translation so PCRE2 matches like Oniguruma
- *   core/tok_decode.c    ids -> text
+ * tok_internal.h — the tokenizer's shared state (struct grpo_tokenizer) and the calls between its
+ * upper files. Not a public header.
  *
- * Dimension letters: V id slots, M merges, A added tokens, L bytes of a word.
+ * Layers, each file calling only files of lower layers (scripts/check_layers.sh checks it):
+ *   0  tok_utf8.c       UTF-8 decode / encode / repair                       tok_utf8.h
+ *      tok_vec.c        growable id and text vectors                         tok_vec.h
+ *      tok_strmap.c     string -> int32 hash map                             tok_strmap.h
+ *      tok_bytelevel.c  the GPT-2 byte-level alphabet                        tok_bytelevel.h
+ *      tok_regex.c      regex translation so PCRE2 matches like Oniguruma    tok_regex.h
+ *   1  tok_normalize.c  NFC / NFD (tables: tok_unicode_tables.h)             tok_normalize.h
+ *      tok_bpe.c        the BPE model: merges, merge loop, word cache        tok_bpe.h
+ *   2  tok_split.c      added tokens, pre-tokenizers, the encode loop        this header
+ *      tok_decode.c     ids -> text                                          this header
+ *      tok_pipeline.c   loading normalizer, pre-tokenizer, post, decoder     this header
+ *   3  tokenizer.c      loading tokenizer.json + tokenizer_config.json, the public API (tokenizer.h)
+ * Calls between them: tok_normalize -> utf8; tok_bpe -> strmap, bytelevel, utf8, vec;
+ * tok_split -> normalize, bpe, utf8, vec; tok_decode -> bytelevel, utf8, vec; tok_pipeline -> regex;
+ * tokenizer.c -> every file but tok_regex. Lower files include only the small headers they use;
+ * what the upper ones share is here.
+ *
+ * Dimension letters: V id slots, A added tokens.
  */
 #ifndef GRPO_TOK_INTERNAL_H
 #define GRPO_TOK_INTERNAL_H
@@ -16,79 +27,17 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <cjson/cJSON.h>
 #include <pcre2.h>
-#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
+#include "tok_bpe.h"
+#include "tok_bytelevel.h"
+#include "tok_normalize.h"
+#include "tok_regex.h"
+#include "tok_strmap.h"
+#include "tok_utf8.h"
+#include "tok_vec.h"
 #include "tokenizer.h"
-
-/* ---- string -> int32 hash map (keys borrowed from storage that outlives the map) ------------- */
-typedef struct tok_strmap_slot {
-    const char *key; /* NULL = empty */
-    uint32_t len;
-    int32_t val;
-    uint64_t hash;
-} tok_strmap_slot;
-
-typedef struct tok_strmap {
-    tok_strmap_slot *slots; /* (cap), cap a power of two, load <= 1/2 */
-    uint32_t cap, n;
-} tok_strmap;
-
-uint64_t tok_hash_bytes(const void *p, size_t n);
-int tok_strmap_put(tok_strmap *m, const char *key, uint32_t len, int32_t val); /* 0 or -1 (nomem) */
-int32_t tok_strmap_get(const tok_strmap *m, const char *key, uint32_t len);    /* val or -1 */
-void tok_strmap_free(tok_strmap *m);
-
-/* ---- the BPE model --------------------------------------------------------------------------- */
-typedef struct tok_merge_slot {
-    uint64_t pair;  /* (left id << 32) | right id; UINT64_MAX = empty */
-    int32_t rank;   /* position in the merges list: lower merges first */
-    int32_t new_id; /* id of left+right */
-} tok_merge_slot;
-
-/* Words already merged: raw bytes of a pre-token -> its ids. Bounded; full means no inserts. */
-/* One cached word; 16 bytes, since the table is probed once per word. */
-typedef struct tok_cache_slot {
-    uint32_t hash;             /* low 32 bits of the word's hash */
-    uint32_t key_off, ids_off; /* into keys, ids */
-    uint16_t key_len, ids_len; /* key_len == 0 marks an empty slot */
-} tok_cache_slot;
-
-typedef struct tok_cache {
-    pthread_mutex_t lock;
-    tok_cache_slot *slots; /* (cap), grows by doubling up to a bound */
-    uint32_t cap, n;
-    char *keys;   /* (keys_n) */
-    int32_t *ids; /* (ids_n) */
-    size_t keys_n, keys_cap, ids_n, ids_cap;
-} tok_cache;
-
-typedef struct tok_bpe {
-    int32_t n_ids;          /* V */
-    char **token;           /* (V) token text (byte-level spelling), NULL for an unused id */
-    uint32_t *token_len;    /* (V) */
-    tok_strmap vocab;       /* token text -> id */
-    tok_merge_slot *merges; /* (merge_cap) open addressing */
-    uint32_t merge_cap, n_merges;
-    int32_t byte_id[256]; /* id of the byte-level character of each byte, -1 if not in vocab */
-    int byte_level;       /* words are bytes mapped through the GPT-2 byte->char table */
-    int ignore_merges;    /* a word that is itself in the vocab is one token */
-    int fuse_unk, byte_fallback;
-    int32_t unk_id; /* -1 when no unk_token */
-    tok_cache cache;
-} tok_bpe;
-
-/* The GPT-2 byte-level alphabet: byte b <-> a printable code point. */
-extern const uint16_t tok_byte_to_cp[256];
-/* Code point -> byte, or -1 when cp is not in the alphabet. */
-int tok_cp_to_byte(uint32_t cp);
-
-int tok_bpe_init_cache(tok_bpe *m);
-/* Appends the ids of one pre-token (raw bytes s[0..L)) to out. Returns 0 or -1 (nomem). */
-int tok_bpe_word(const tok_bpe *m, const char *s, size_t len, grpo_tok_ids *out);
-int tok_merge_put(tok_bpe *m, int32_t left, int32_t right, int32_t rank, int32_t new_id);
-void tok_bpe_free(tok_bpe *m);
 
 /* ---- added tokens ---------------------------------------------------------------------------- */
 typedef struct tok_added {
@@ -106,13 +55,6 @@ typedef struct tok_added_set {
     uint8_t first[256];     /* 1 if some token starts with this byte */
     int32_t *by_first[256]; /* indices into tok->added, longest first, -1 terminated (or NULL) */
 } tok_added_set;
-
-/* ---- normalizers (tok_normalize.c) ----------------------------------------------------------- */
-enum { TOK_NORM_NFC, TOK_NORM_NFD };
-#define TOK_MAX_NORMALIZERS 8
-/* Normalizes valid UTF-8 s[0..n) to form. When s is already normalized *out is NULL; otherwise
- * *out is a malloc'd copy of *out_n bytes (caller frees). Returns 0, or -1 on nomem. */
-int tok_normalize(int form, const char *s, size_t n, char **out, size_t *out_n);
 
 /* ---- pre-tokenizers -------------------------------------------------------------------------- */
 enum { TOK_PRE_BYTELEVEL, TOK_PRE_SPLIT };
@@ -152,14 +94,6 @@ struct grpo_tokenizer {
     char *chat_template;
 };
 
-/* A copy of a tokenizer regex with \s and \S spelled as Unicode White_Space (Oniguruma's meaning)
- * for PCRE2 (tok_regex.c); malloc'd, NULL on nomem. */
-char *tok_regex_translate(const char *pattern);
-/* Rust regex's \w (Alphabetic, M, Nd, Pc, Join_Control), used by single_word. */
-#define TOK_WORD_CHAR_CLASS                                                                        \
-    "[\\p{L}\\p{Nl}\\p{Nd}\\p{M}\\p{Pc}\\x{200c}\\x{200d}\\x{24b6}-\\x{24e9}\\x{1f130}-\\x{1f149}" \
-    "\\x{1f150}-\\x{1f169}\\x{1f170}-\\x{1f189}]"
-
 /* ---- loading the sections of tokenizer.json (tok_pipeline.c) --------------------------------- */
 /* Each appends what json describes to tok, or returns a negative status with err naming the file
  * and what is unsupported. A missing or null section is fine. */
@@ -183,16 +117,22 @@ static inline const char *tok_json_type(const cJSON *o) {
 }
 static inline int tok_json_null(const cJSON *v) { return !v || cJSON_IsNull(v); }
 
-/* Splits a valid UTF-8 text into pieces and appends its ids (everything but the post-processor). */
+/* Splits a valid UTF-8 text into pieces and appends its ids (everything but the post-processor,
+ * tok_split.c). Returns 0, -1 on nomem, -2 when PCRE2 fails. */
 int tok_encode_text(const grpo_tokenizer *tok, const char *s, size_t len, grpo_tok_ids *out);
-int tok_ids_push(grpo_tok_ids *ids, int32_t id);
 
-/* Length in bytes of s once every maximal invalid UTF-8 subsequence is replaced by U+FFFD;
- * *valid receives 1 when s is valid UTF-8 (nothing to replace). */
-size_t tok_utf8_lossy_len(const char *s, size_t len, int *valid);
-/* Writes that replacement of s into dst (tok_utf8_lossy_len bytes). */
-void tok_utf8_lossy(char *dst, const char *s, size_t len);
-/* Decodes one code point of valid UTF-8 at s; *n receives its length. */
-uint32_t tok_utf8_decode(const unsigned char *s, size_t *n);
+/* The text of id as written (added tokens: their content; others: the vocab's byte-level
+ * spelling), *len its length; NULL for an id out of range or unused. */
+static inline const char *tok_id_text(const grpo_tokenizer *tok, int32_t id, size_t *len) {
+    if (id < 0 || id >= tok->bpe.n_ids) return NULL;
+    int32_t k = tok->added_of_id[id];
+    if (k >= 0) return *len = tok->added[k].len, tok->added[k].content;
+    return *len = tok->bpe.token_len[id], tok->bpe.token[id];
+}
+/* 1 when id is a special added token. */
+static inline int tok_id_special(const grpo_tokenizer *tok, int32_t id) {
+    return id >= 0 && id < tok->bpe.n_ids && tok->added_of_id[id] >= 0 &&
+           tok->added[tok->added_of_id[id]].special;
+}
 
 #endif

@@ -7,7 +7,9 @@
  * (Hangul algorithmically), canonical ordering of combining marks, and for NFC the canonical
  * composition with blocking.
  */
-#include "tok_internal.h"
+#include "tok_normalize.h"
+
+#include "tok_utf8.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -126,17 +128,6 @@ static int quick_check(int form, const unsigned char *s, size_t n) {
     return 1;
 }
 
-static size_t utf8_put(char *d, uint32_t c) {
-    if (c < 0x80) return d[0] = (char)c, 1;
-    if (c < 0x800) return d[0] = (char)(0xC0 | (c >> 6)), d[1] = (char)(0x80 | (c & 0x3F)), 2;
-    if (c < 0x10000)
-        return d[0] = (char)(0xE0 | (c >> 12)), d[1] = (char)(0x80 | ((c >> 6) & 0x3F)),
-               d[2] = (char)(0x80 | (c & 0x3F)), 3;
-    d[0] = (char)(0xF0 | (c >> 18)), d[1] = (char)(0x80 | ((c >> 12) & 0x3F));
-    d[2] = (char)(0x80 | ((c >> 6) & 0x3F)), d[3] = (char)(0x80 | (c & 0x3F));
-    return 4;
-}
-
 int tok_normalize(int form, const char *s, size_t n, char **out, size_t *out_n) {
     *out = NULL;
     *out_n = n;
@@ -196,7 +187,7 @@ int tok_normalize(int form, const char *s, size_t n, char **out, size_t *out_n) 
         return -1;
     }
     size_t k = 0;
-    for (size_t i = 0; i < m; i++) k += utf8_put(d + k, cp[i]);
+    for (size_t i = 0; i < m; i++) k += tok_utf8_encode(d + k, cp[i]);
     free(cp);
     *out = d;
     *out_n = k;

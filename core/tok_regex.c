@@ -6,8 +6,9 @@
  * Oniguruma and Rust's regex use. So \s and \S are rewritten to that explicit set before compiling.
  * Found by tools/tokenizer_parity.py: "'ve" after U+180E split differently.
  */
-#include "tok_internal.h"
+#include "tok_regex.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 

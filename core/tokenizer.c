@@ -1,8 +1,8 @@
 /*
  * tokenizer.c — loading a Hugging Face tokenizer.json (+ tokenizer_config.json), the encode entry
  * point with the post-processor template, the accessors and the host services for plugins.
- * The pieces: tok_pipeline.c (normalizer, pre-tokenizer, post-processor, decoder sections),
- * tok_bpe.c (model), tok_split.c (added tokens, pre-tokenizers), tok_decode.c.
+ * The top layer of the tokenizer: the files below it, and their order, are listed in
+ * tok_internal.h.
  */
 #include "tok_internal.h"
 
@@ -13,55 +13,12 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "files.h"
+
 /* Ids are below this bound (2^30), so V = 1 + the largest id fits int32 with room to spare. */
 #define TOK_MAX_ID (1 << 30)
 
-void grpo_tok_ids_free(grpo_tok_ids *ids) {
-    free(ids->data);
-    memset(ids, 0, sizeof *ids);
-}
-
-void grpo_tok_text_free(grpo_tok_text *text) {
-    free(text->data);
-    memset(text, 0, sizeof *text);
-}
-
 /* ---- small helpers --------------------------------------------------------------------------- */
-static char *read_file(const char *path, size_t *len, grpo_error *err) {
-    FILE *f = fopen(path, "rbe");
-    if (!f) {
-        grpo_error_set(err, GRPO_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-        return NULL;
-    }
-    char *buf = NULL;
-    size_t n = 0, cap = 0;
-    for (;;) {
-        if (n + 65536 + 1 > cap) {
-            cap = cap ? cap * 2 : 1 << 20;
-            char *b = realloc(buf, cap);
-            if (!b) {
-                free(buf), fclose(f);
-                grpo_error_set(err, GRPO_ERR_NOMEM, "%s: out of memory reading", path);
-                return NULL;
-            }
-            buf = b;
-        }
-        size_t got = fread(buf + n, 1, cap - n - 1, f);
-        n += got;
-        if (got == 0) break;
-    }
-    int bad = ferror(f);
-    fclose(f);
-    if (bad) {
-        free(buf);
-        grpo_error_set(err, GRPO_ERR_IO, "%s: read error", path);
-        return NULL;
-    }
-    buf[n] = 0;
-    *len = n;
-    return buf;
-}
-
 static char *xstrndup(const char *s, size_t n) {
     char *d = malloc(n + 1);
     if (d) memcpy(d, s, n), d[n] = 0;
@@ -324,12 +281,13 @@ static int32_t load_config(grpo_tokenizer *tok, const char *dir, grpo_error *err
     tok->bos_id = tok->eos_id = tok->pad_id = -1;
     snprintf(path, sizeof path, "%s/chat_template.jinja", dir);
     struct stat st;
-    if (stat(path, &st) == 0 && !(tok->chat_template = read_file(path, &len, err)))
-        return err ? err->status : GRPO_ERR_IO;
+    int32_t rc = stat(path, &st) == 0 ? grpo_read_file(path, &tok->chat_template, &len, err)
+                                      : GRPO_OK;
+    if (rc) return rc;
     snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
     if (stat(path, &st) != 0) return GRPO_OK;
-    char *text = read_file(path, &len, err);
-    if (!text) return err ? err->status : GRPO_ERR_IO;
+    char *text = NULL;
+    if ((rc = grpo_read_file(path, &text, &len, err)) != GRPO_OK) return rc;
     cJSON *cfg = cJSON_ParseWithLengthOpts(text, len + 1, NULL, 1); /* len + its NUL */
     free(text);
     if (!cJSON_IsObject(cfg)) {
@@ -425,14 +383,14 @@ int32_t grpo_tokenizer_load(const char *path_or_dir, grpo_tokenizer **out, grpo_
         return grpo_error_set(err, GRPO_ERR_NOMEM, "%s: out of memory", path);
     }
     size_t len;
-    char *text = read_file(path, &len, err);
-    if (!text) {
+    char *text = NULL;
+    int32_t rc = grpo_read_file(path, &text, &len, err);
+    if (rc) {
         grpo_tokenizer_free(tok);
-        return err ? err->status : GRPO_ERR_IO;
+        return rc;
     }
     /* one JSON value and nothing after it: trailing text is a damaged or concatenated file */
     cJSON *root = cJSON_ParseWithLengthOpts(text, len + 1, NULL, 1); /* len + its NUL */
-    int32_t rc;
     if (!root) {
         const char *at = cJSON_GetErrorPtr();
         size_t off = at && at >= text && at <= text + len ? (size_t)(at - text) : len;
@@ -510,14 +468,12 @@ int32_t grpo_tokenizer_token_to_id(const grpo_tokenizer *tok, const char *token)
 }
 
 const char *grpo_tokenizer_id_to_token(const grpo_tokenizer *tok, int32_t id) {
-    if (id < 0 || id >= tok->bpe.n_ids) return NULL;
-    int32_t k = tok->added_of_id[id];
-    return k >= 0 ? tok->added[k].content : tok->bpe.token[id];
+    size_t len;
+    return tok_id_text(tok, id, &len);
 }
 
 int grpo_tokenizer_is_special(const grpo_tokenizer *tok, int32_t id) {
-    return id >= 0 && id < tok->bpe.n_ids && tok->added_of_id[id] >= 0 &&
-           tok->added[tok->added_of_id[id]].special;
+    return tok_id_special(tok, id);
 }
 
 int32_t grpo_tokenizer_vocab_size(const grpo_tokenizer *tok) { return tok->bpe.n_ids; }

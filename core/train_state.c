@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "checkpoint.h"
+#include "files.h"
 #include "run.h"
 #include "safetensors.h"
 
@@ -88,9 +89,9 @@ int grpo_checkpoint_save(const char *root, int keep, const grpo_model *m,
 
 static int read_moments(const char *dir, grpo_model *m, grpo_error *err) {
     char path[4200];
-    snprintf(path, sizeof path, "%s/optimizer.safetensors", dir);
     grpo_safetensors *st;
-    int rc = grpo_st_open(&st, path, err);
+    int rc = grpo_path_join(path, sizeof path, dir, "optimizer.safetensors", err);
+    if (rc == GRPO_OK) rc = grpo_st_open(&st, path, err);
     if (rc != GRPO_OK) return rc;
     char name[512];
     for (uint32_t i = 0; rc == GRPO_OK && i < m->n_params; i++) {
@@ -171,8 +172,8 @@ static int parse_state(const cJSON *j, const char *path, grpo_train_state *st, g
 
 static int read_state(const char *dir, grpo_train_state *st, grpo_error *err) {
     char path[4200], *text = NULL;
-    snprintf(path, sizeof path, "%s/trainer_state.json", dir);
-    int rc = grpo_read_file(path, &text, NULL, err);
+    int rc = grpo_path_join(path, sizeof path, dir, "trainer_state.json", err);
+    if (rc == GRPO_OK) rc = grpo_read_file(path, &text, NULL, err);
     if (rc != GRPO_OK) return rc;
     cJSON *j = cJSON_Parse(text);
     free(text);

@@ -135,9 +135,10 @@ static int chunk_rewards(trainer *t, chunk *c, grpo_error *err) {
                     "all %d completions of this prompt; its advantages are 0\n",
                     t->st.step + 1, t->data->path, (unsigned long long)c->ex[b]->line, c->G);
     }
-    char msg[256];
-    if (grpo_advantages(c->adv, &c->am, c->r, c->B, c->G, &t->ao, msg, sizeof msg) != 0)
-        return grpo_error_set(err, GRPO_ERR_INVALID, "advantages: %s", msg);
+    grpo_error why;
+    grpo_error_init(&why);
+    rc = grpo_advantages(c->adv, &c->am, c->r, c->B, c->G, &t->ao, &why);
+    if (rc != GRPO_OK) return grpo_error_set(err, rc, "advantages: %s", why.message);
     return GRPO_OK;
 }
 
@@ -261,10 +262,11 @@ static int micro_step(trainer *t, chunk *c, int32_t r0, int32_t rows, const grpo
                            rows,
                            c->T};
     grpo_loss_metrics m;
-    char msg[256];
-    if (grpo_loss_forward(&m, &in, lo, msg, sizeof msg) != 0 ||
-        grpo_loss_backward(dl, &in, lo, msg, sizeof msg) != 0)
-        return grpo_error_set(err, GRPO_ERR_INVALID, "loss: %s", msg);
+    grpo_error why;
+    grpo_error_init(&why);
+    rc = grpo_loss_forward(&m, &in, lo, &why);
+    if (rc == GRPO_OK) rc = grpo_loss_backward(dl, &in, lo, &why);
+    if (rc != GRPO_OK) return grpo_error_set(err, rc, "loss: %s", why.message);
     loss_add(sums, &m);
     if (t->policy->desc->aux_loss) { /* MoE: the router loss enters with its share (model.h) */
         double coef = t->cfg->grpo_aux_loss_coef / lo->grad_accum_steps;

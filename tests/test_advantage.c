@@ -42,9 +42,10 @@ START_TEST(two_member_group_by_hand) {
     const float r[] = {0.0f, 1.0f, 5.0f, 5.0f}; /* B=2, G=2: the second group has std 0 */
     float a[4];
     grpo_advantage_metrics m;
-    char err[256];
+    grpo_error err;
+    grpo_error_init(&err);
     grpo_advantage_opts o = grpo_advantage_opts_default();
-    ck_assert_int_eq(grpo_advantages(a, &m, r, 2, 2, &o, err, sizeof err), 0);
+    ck_assert_int_eq(grpo_advantages(a, &m, r, 2, 2, &o, &err), GRPO_OK);
     double want = 0.5 / (sqrt(0.5) + 1e-4);
     ck_assert(fabs(a[0] + want) < 1e-6 && fabs(a[1] - want) < 1e-6);
     ck_assert(a[2] == 0.0f && a[3] == 0.0f);
@@ -55,17 +56,22 @@ END_TEST
 
 START_TEST(bad_shapes_are_errors) {
     float r[2] = {0, 1}, a[2];
-    char err[256] = "";
+    grpo_error err;
+    grpo_error_init(&err);
     grpo_advantage_opts o = grpo_advantage_opts_default();
-    ck_assert_int_eq(grpo_advantages(a, NULL, r, 0, 2, &o, err, sizeof err), -1);
-    ck_assert(strstr(err, "B=0") != NULL);
+    ck_assert_int_eq(grpo_advantages(a, NULL, r, 0, 2, &o, &err), GRPO_ERR_INVALID);
+    ck_assert(strstr(err.message, "B=0") != NULL);
     o.clip = -1.0f;
-    ck_assert_int_eq(grpo_advantages(a, NULL, r, 1, 2, &o, err, sizeof err), -1);
-    ck_assert(strstr(err, "clip") != NULL);
+    ck_assert_int_eq(grpo_advantages(a, NULL, r, 1, 2, &o, &err), GRPO_ERR_INVALID);
+    ck_assert(strstr(err.message, "clip") != NULL);
     o.clip = 0.0;
     r[1] = INFINITY;
-    ck_assert_int_eq(grpo_advantages(a, NULL, r, 1, 2, &o, err, sizeof err), -1);
-    ck_assert_msg(strstr(err, "r[1] is inf") != NULL, "%s", err);
+    ck_assert_int_eq(grpo_advantages(a, NULL, r, 1, 2, &o, &err), GRPO_ERR_INVALID);
+    ck_assert_msg(strstr(err.message, "r[1] is inf") != NULL, "%s", err.message);
+    const float w[] = {1.0f};
+    ck_assert_int_eq(grpo_advantages_gdpo(a, NULL, r, w, 1, 2, 0, &o, &err), GRPO_ERR_INVALID);
+    ck_assert_msg(strstr(err.message, "K=0") != NULL, "%s", err.message);
+    ck_assert_int_eq(err.status, GRPO_ERR_INVALID);
     ck_assert_int_eq(grpo_scale_rewards_parse("batch"), GRPO_SCALE_BATCH);
     ck_assert_int_eq(grpo_scale_rewards_parse("false"), GRPO_SCALE_NONE);
     ck_assert_int_eq(grpo_scale_rewards_parse("groups"), -1);
@@ -84,17 +90,18 @@ static void check_case(const cJSON *c) {
                              (int)json_num(c, "renorm")};
     float *r = malloc(sizeof(float) * N), *a = malloc(sizeof(float) * N);
     grpo_advantage_metrics m;
-    char err[256];
+    grpo_error err;
+    grpo_error_init(&err);
     int rc;
     if (strcmp(json_str(c, "agg"), "normalize_then_sum") == 0)
-        rc = grpo_advantages_gdpo(a, &m, R, w, B, G, K, &o, err, sizeof err);
+        rc = grpo_advantages_gdpo(a, &m, R, w, B, G, K, &o, &err);
     else {
         grpo_reward_sum(r, R, w, N, K);
         for (int i = 0; i < N; i++)
             ck_assert_close(r[i], want_r[i], 1e-6, 0.0, "%s: r[%d]", name, i);
-        rc = grpo_advantages(a, &m, r, B, G, &o, err, sizeof err);
+        rc = grpo_advantages(a, &m, r, B, G, &o, &err);
     }
-    ck_assert_msg(rc == 0, "%s: %s", name, err);
+    ck_assert_msg(rc == GRPO_OK, "%s: %s", name, err.message);
     for (int i = 0; i < N; i++) {
         ck_assert_msg(!isnan(a[i]), "%s: A[%d] is NaN", name, i);
         double tol = 1e-5 * fmax(1.0, fabs(want_a[i]));

@@ -22,9 +22,10 @@ START_TEST(one_token_on_policy_by_hand) {
     o.type = GRPO_LOSS_GRPO;
     grpo_loss_metrics m;
     float d[1];
-    char err[256];
-    ck_assert_int_eq(grpo_loss_forward(&m, &in, &o, err, sizeof err), 0);
-    ck_assert_int_eq(grpo_loss_backward(d, &in, &o, err, sizeof err), 0);
+    grpo_error err;
+    grpo_error_init(&err);
+    ck_assert_int_eq(grpo_loss_forward(&m, &in, &o, &err), GRPO_OK);
+    ck_assert_int_eq(grpo_loss_backward(d, &in, &o, &err), GRPO_OK);
     ck_assert(m.loss == -2.0 && d[0] == -2.0f);
     ck_assert(isnan(m.kl) && m.clip_region_mean == 0.0 && m.n_tokens == 1.0);
 }
@@ -39,9 +40,10 @@ START_TEST(kl_by_hand) {
     o.beta = 0.5f;
     grpo_loss_metrics m;
     float d[2];
-    char err[256];
-    ck_assert_int_eq(grpo_loss_forward(&m, &in, &o, err, sizeof err), 0);
-    ck_assert_int_eq(grpo_loss_backward(d, &in, &o, err, sizeof err), 0);
+    grpo_error err;
+    grpo_error_init(&err);
+    ck_assert_int_eq(grpo_loss_forward(&m, &in, &o, &err), GRPO_OK);
+    ck_assert_int_eq(grpo_loss_backward(d, &in, &o, &err), GRPO_OK);
     ck_assert(fabs(m.kl - (exp(1.0) - 2.0)) < 1e-12);
     ck_assert(fabs(m.loss - 0.5 * (exp(1.0) - 2.0)) < 1e-12);
     ck_assert(fabs(d[0] - 0.5 * (1.0 - exp(1.0))) < 1e-6);
@@ -54,33 +56,38 @@ START_TEST(bad_inputs_name_the_problem) {
     grpo_loss_inputs in = {logp, NULL, NULL, mask, adv, NULL, 1, 1};
     grpo_loss_opts o = grpo_loss_opts_default();
     grpo_loss_metrics m;
-    char err[256] = "";
+    grpo_error err;
+    grpo_error_init(&err);
     o.num_items_in_batch = 0; /* dapo needs the generation batch's token count */
-    ck_assert_int_eq(grpo_loss_forward(&m, &in, &o, err, sizeof err), -1);
-    ck_assert_msg(strstr(err, "num_items_in_batch") != NULL, "%s", err);
+    ck_assert_int_eq(grpo_loss_forward(&m, &in, &o, &err), GRPO_ERR_INVALID);
+    ck_assert_msg(strstr(err.message, "num_items_in_batch") != NULL, "%s", err.message);
     o.num_items_in_batch = 1;
     o.beta = 0.1f;
-    ck_assert_int_eq(grpo_loss_forward(&m, &in, &o, err, sizeof err), -1);
-    ck_assert_msg(strstr(err, "ref_logp") != NULL, "%s", err);
+    ck_assert_int_eq(grpo_loss_forward(&m, &in, &o, &err), GRPO_ERR_INVALID);
+    ck_assert_msg(strstr(err.message, "ref_logp") != NULL, "%s", err.message);
     o.beta = 0;
     o.type = GRPO_LOSS_DR_GRPO;
-    ck_assert_int_eq(grpo_loss_forward(&m, &in, &o, err, sizeof err), -1);
-    ck_assert_msg(strstr(err, "max_completion_length") != NULL, "%s", err);
+    ck_assert_int_eq(grpo_loss_forward(&m, &in, &o, &err), GRPO_ERR_INVALID);
+    ck_assert_msg(strstr(err.message, "max_completion_length") != NULL, "%s", err.message);
     o.type = GRPO_LOSS_GRPO;
     const float inf_logp[] = {-INFINITY};
     in.logp = inf_logp;
-    ck_assert_int_eq(grpo_loss_forward(&m, &in, &o, err, sizeof err), -1);
-    ck_assert_msg(strstr(err, "logp[0,0]") != NULL, "%s", err);
+    ck_assert_int_eq(grpo_loss_forward(&m, &in, &o, &err), GRPO_ERR_INVALID);
+    ck_assert_msg(strstr(err.message, "logp[0,0]") != NULL, "%s", err.message);
     in.logp = logp;
     const float nan_adv[] = {NAN};
     in.adv = nan_adv;
-    ck_assert_int_eq(grpo_loss_backward(NULL, &in, &o, err, sizeof err), -1);
-    ck_assert_msg(strstr(err, "adv[0]") != NULL, "%s", err);
-    ck_assert_int_eq(grpo_loss_type_parse("dr_grpo", err, sizeof err), GRPO_LOSS_DR_GRPO);
-    ck_assert_int_eq(grpo_loss_type_parse("sapo", err, sizeof err), -1);
-    ck_assert_msg(strstr(err, "not implemented") != NULL, "%s", err);
-    ck_assert_int_eq(grpo_loss_type_parse("ppo", err, sizeof err), -1);
-    ck_assert_msg(strstr(err, "unknown") != NULL, "%s", err);
+    ck_assert_int_eq(grpo_loss_backward(NULL, &in, &o, &err), GRPO_ERR_INVALID);
+    ck_assert_msg(strstr(err.message, "adv[0]") != NULL, "%s", err.message);
+    grpo_loss_type type = GRPO_LOSS_GRPO;
+    ck_assert_int_eq(grpo_loss_type_parse("dr_grpo", &type, &err), GRPO_OK);
+    ck_assert_int_eq(type, GRPO_LOSS_DR_GRPO);
+    ck_assert_int_eq(grpo_loss_type_parse("sapo", &type, &err), GRPO_ERR_UNSUPPORTED);
+    ck_assert_msg(strstr(err.message, "not implemented") != NULL, "%s", err.message);
+    ck_assert_int_eq(err.status, GRPO_ERR_UNSUPPORTED);
+    ck_assert_int_eq(grpo_loss_type_parse("ppo", &type, &err), GRPO_ERR_INVALID);
+    ck_assert_msg(strstr(err.message, "unknown") != NULL, "%s", err.message);
+    ck_assert_int_eq(type, GRPO_LOSS_DR_GRPO); /* left as it was on failure */
 }
 END_TEST
 
@@ -101,10 +108,11 @@ END_TEST
 
 static void check_case(const cJSON *c) {
     const char *name = json_str(c, "name");
-    char err[256];
+    grpo_error err;
+    grpo_error_init(&err);
     grpo_loss_opts o;
-    o.type = grpo_loss_type_parse(json_str(c, "type"), err, sizeof err);
-    ck_assert_msg((int)o.type >= 0, "%s: %s", name, err);
+    ck_assert_msg(grpo_loss_type_parse(json_str(c, "type"), &o.type, &err) == GRPO_OK, "%s: %s",
+                  name, err.message);
     o.epsilon_low = json_num(c, "epsilon_low");
     o.epsilon_high = json_num(c, "epsilon_high");
     o.delta = json_num(c, "delta");
@@ -124,8 +132,8 @@ static void check_case(const cJSON *c) {
     float *want_d = json_floats(e, "dlogp", NULL);
     float *d = malloc(sizeof(float) * (size_t)in.N * in.T);
     grpo_loss_metrics m;
-    ck_assert_msg(grpo_loss_forward(&m, &in, &o, err, sizeof err) == 0, "%s: %s", name, err);
-    ck_assert_msg(grpo_loss_backward(d, &in, &o, err, sizeof err) == 0, "%s: %s", name, err);
+    ck_assert_msg(grpo_loss_forward(&m, &in, &o, &err) == 0, "%s: %s", name, err.message);
+    ck_assert_msg(grpo_loss_backward(d, &in, &o, &err) == 0, "%s: %s", name, err.message);
     const struct { const char *key; double got; } metric[] = {
         {"loss", m.loss}, {"policy_loss", m.policy_loss}, {"kl", m.kl}, {"entropy", m.entropy},
         {"clip_low_mean", m.clip_low_mean}, {"clip_high_mean", m.clip_high_mean},

@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <dirent.h>
 
+#include "files.h"
 #include "safetensors.h"
 #include "st_test_util.h"
 

@@ -36,11 +36,12 @@ START_TEST(names_and_checks) {
         ck_assert_int_eq(grpo_lr_kind_parse(grpo_lr_kind_name((grpo_lr_kind)k)), k);
     ck_assert_int_eq(grpo_lr_kind_parse("cosine_with_restarts"), -1);
     grpo_lr_schedule s = {GRPO_LR_LINEAR, 1e-3, 0, 0, 0.5, 0.0};
-    char err[256] = "";
-    ck_assert_int_eq(grpo_lr_schedule_check(&s, err, sizeof err), -1);
-    ck_assert_msg(strstr(err, "total_steps") != NULL, "%s", err);
+    grpo_error err;
+    grpo_error_init(&err);
+    ck_assert_int_eq(grpo_lr_schedule_check(&s, &err), GRPO_ERR_INVALID);
+    ck_assert_msg(strstr(err.message, "total_steps") != NULL, "%s", err.message);
     s.kind = GRPO_LR_CONSTANT;
-    ck_assert_int_eq(grpo_lr_schedule_check(&s, err, sizeof err), 0);
+    ck_assert_int_eq(grpo_lr_schedule_check(&s, &err), GRPO_OK);
 }
 END_TEST
 
@@ -53,8 +54,9 @@ START_TEST(matches_transformers_and_torch) {
         grpo_lr_schedule s = {grpo_lr_kind_parse(kind), json_num(c, "lr"),
                               (long)json_num(c, "warmup_steps"), (long)json_num(c, "total_steps"),
                               json_num(c, "num_cycles"), json_num(c, "min_lr_rate")};
-        char err[256];
-        ck_assert_msg(grpo_lr_schedule_check(&s, err, sizeof err) == 0, "%s: %s", kind, err);
+        grpo_error err;
+        grpo_error_init(&err);
+        ck_assert_msg(grpo_lr_schedule_check(&s, &err) == GRPO_OK, "%s: %s", kind, err.message);
         const cJSON *lrs = cJSON_GetObjectItemCaseSensitive(c, "lrs");
         for (int step = 0; step < cJSON_GetArraySize(lrs); step++)
             ck_assert_close(grpo_lr_at(&s, step), cJSON_GetArrayItem(lrs, step)->valuedouble, 1e-9,
