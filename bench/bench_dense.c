@@ -29,7 +29,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "model.h"
+#include "model_env.h"
 #include "safetensors.h"
 #include <cblas.h>
 #undef I

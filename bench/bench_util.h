@@ -13,7 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "model.h"
+#include "model_env.h"
 #include "safetensors.h"
 
 static inline double bench_now(void) {

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "cli.h"
-#include "model.h"
+#include "model_env.h"
 
 static void usage(FILE *out) {
     fprintf(out, "usage: grpo generate --model DIR --prompt-ids 1,2,3 [--max-new-tokens N] "

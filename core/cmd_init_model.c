@@ -28,6 +28,7 @@
 #include "files.h"
 #include "kernels.h"
 #include "model.h"
+#include "host.h"
 #include "registry.h"
 #include "rng.h"
 #include "run.h"
@@ -233,7 +234,7 @@ static int create_serving(grpo_registry *reg, const grpo_host *host, const char 
     for (const grpo_entry *e = grpo_registry_next_architecture(reg, arch, NULL);
          e && rc == GRPO_ERR_UNSUPPORTED; e = grpo_registry_next_architecture(reg, arch, e)) {
         const void *desc = NULL;
-        rc = grpo_registry_load(reg, e, NULL, &desc, err);
+        rc = grpo_registry_load(reg, e, host, &desc, err);
         const grpo_model_desc *d = desc;
         if (rc == GRPO_OK) {
             grpo_plugin_call_begin(d->id, NULL, "create");

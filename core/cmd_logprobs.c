@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "cli.h"
-#include "model.h"
+#include "model_env.h"
 
 typedef struct seq {
     int32_t *ids;

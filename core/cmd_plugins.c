@@ -6,6 +6,7 @@
  * the end, show and check of one of its ids say what is wrong with it, and check fails.
  */
 #include "cli.h"
+#include "host.h"
 #include "registry.h"
 
 #include <stdio.h>

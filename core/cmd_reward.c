@@ -16,6 +16,7 @@
 #include "cli.h"
 #include "config.h"
 #include "host_model.h"
+#include "host.h"
 #include "registry.h"
 #include "reward_sum.h"
 #include "rewards.h"

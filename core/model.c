@@ -517,29 +517,6 @@ int grpo_model_generate(grpo_model *m, const int32_t *prompt, const int32_t *mas
     return rc;
 }
 
-/* ---- environment for commands ------------------------------------------------------------ */
-
-int grpo_model_env_open(grpo_model_env *env, const char *backend, int32_t threads,
-                        const char *const *extra_dirs, int n_extra, grpo_error *err) {
-    memset(env, 0, sizeof *env);
-    env->ops = grpo_backend_open(backend, threads, err);
-    if (!env->ops) return err->status ? err->status : GRPO_ERR_INVALID;
-    env->host = *grpo_default_host();
-    env->host.ops = env->ops;
-    char **dirs = grpo_plugin_path(extra_dirs, n_extra);
-    int rc = dirs ? grpo_registry_scan(&env->reg, dirs, err)
-                  : grpo_error_set(err, GRPO_ERR_NOMEM, "model: out of memory");
-    grpo_plugin_path_free(dirs);
-    if (rc != GRPO_OK) grpo_model_env_close(env);
-    return rc;
-}
-
-void grpo_model_env_close(grpo_model_env *env) {
-    grpo_registry_free(&env->reg);
-    grpo_backend_close(env->ops);
-    memset(env, 0, sizeof *env);
-}
-
 int32_t grpo_model_eos(const grpo_model *m) {
     cJSON *o = cJSON_Parse(m->config_json);
     const cJSON *e = o ? cJSON_GetObjectItemCaseSensitive(o, "eos_token_id") : NULL;

@@ -112,20 +112,6 @@ int grpo_model_generate(grpo_model *m, const int32_t *prompt, const int32_t *mas
                         int32_t P, int32_t max_new, int32_t eos, float temperature,
                         uint64_t rng[4], int32_t *out, int32_t *n_out, grpo_error *err);
 
-/* ---- what a command needs to load a model: a backend, a host table, a registry ----------- */
-typedef struct grpo_model_env {
-    grpo_ops *ops;
-    grpo_host host; /* grpo_default_host() with ops set */
-    grpo_registry reg;
-} grpo_model_env;
-
-/* Opens backend ("cpu") with threads (<= 0: default) and scans the plugin path (extra dirs
- * first, then the default path). The caller MUST grpo_model_env_close() it after closing every
- * model opened through it. */
-int grpo_model_env_open(grpo_model_env *env, const char *backend, int32_t threads,
-                        const char *const *extra_dirs, int n_extra, grpo_error *err);
-void grpo_model_env_close(grpo_model_env *env);
-
 /* config.json's eos_token_id (the first one when it is a list), or -1 when it has none. */
 int32_t grpo_model_eos(const grpo_model *m);
 

@@ -431,7 +431,9 @@ int grpo_registry_load(grpo_registry *reg, const grpo_entry *e, const grpo_host 
     (void)reg; /* entries know their pack */
     *desc = NULL;
     grpo_pack *pack = e->pack;
-    if (!host) host = grpo_default_host();
+    if (!host)
+        return grpo_error_set(err, GRPO_ERR_INVALID, "%s: loading pack %s needs a host table",
+                              e->id, pack->name);
     if (!pack->handle) {
         int rc = pack_open(pack, host, err);
         if (rc != GRPO_OK) return rc;

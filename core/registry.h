@@ -44,6 +44,7 @@
 
 #include "grpo/plugin.h"
 #include "keytype.h"
+#include "plugin_call.h"
 
 typedef enum grpo_entry_kind { GRPO_KIND_REWARD = 0, GRPO_KIND_MODEL = 1 } grpo_entry_kind;
 
@@ -153,37 +154,13 @@ const grpo_key_def *grpo_entry_key(const grpo_entry *e, const char *name);
  * dlopen failure, missing magic or init symbol, wrong tag, abi_major mismatch, newer abi_minor,
  * a too-small magic struct, pointer/float size mismatch, init failure, and any difference between
  * the ids the library enumerates and those the manifest lists. */
-/* host NULL means grpo_default_host(). Main thread only. Loading is once per pack: later calls
+/* host is the services table the pack's grpo_plugin_init receives (MUST be non-NULL; the
+ * caller owns which host that is). Main thread only. Loading is once per pack: later calls
  * return descriptors from the same library. A loaded library is never dlclose()d (not even by
  * grpo_registry_free), so descriptors stay valid for the life of the process. */
 int grpo_registry_load(grpo_registry *reg, const grpo_entry *e, const grpo_host *host,
                        const void **desc, grpo_error *err);
 
-/* The host services table of this process (log, alloc, rng, ...), ops/tokenizer left NULL. */
-const grpo_host *grpo_default_host(void);
 
-/* ---- calls into plugin code (host.c) ------------------------------------------------------ */
-
-/* The exit status of a process whose plugin called exit() during a marked call (EX_SOFTWARE). */
-#define GRPO_EXIT_PLUGIN_EXITED 70
-
-/* Marks a call into plugin code (what: "grpo_plugin_init", "create", "score", "destroy", ...) by
- * plugin (its id or pack), for the section it serves (NULL when none) until the matching
- * grpo_plugin_call_end. While a call is marked, a plugin that calls exit() does not end the run
- * quietly with its status: an exit handler prints
- *   error: plugin ID (section [S]) called exit() during WHAT (exit status N); the run ended
- *   without its final checkpoint
- * and ends the process with GRPO_EXIT_PLUGIN_EXITED. _exit(), abort() and signals bypass exit
- * handlers; `isolate = true` in a [reward.NAME] section covers those. Calls nest (a reward's
- * create may load a model); the strings are borrowed until the end. Main thread only. */
-void grpo_plugin_call_begin(const char *plugin, const char *section, const char *what);
-void grpo_plugin_call_end(void);
-/* In the child process of an isolated call: a plugin's exit(N) ends the child with status N and
- * no message, for the parent to report. */
-void grpo_plugin_call_in_child(void);
-
-/* A plugin filled err (grpo_error_set, or by hand): forces the NUL it may have left out (the host
- * never reads past the buffer) and returns the message, or "no message" when it is empty. */
-const char *grpo_plugin_message(grpo_error *err);
 
 #endif

@@ -1,4 +1,5 @@
 /* run.c — the setup train, sft and eval share (see run.h). */
+#include "host.h"
 #include "run.h"
 
 #include <errno.h>

@@ -28,6 +28,7 @@
 #include "kernels.h"
 #include "hfdir.h"
 #include "model.h"
+#include "host.h"
 #include "registry.h"
 #include "safetensors.h"
 

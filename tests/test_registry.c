@@ -14,6 +14,7 @@
 #include "cli.h"
 #include "grpo/model.h"
 #include "grpo/reward.h"
+#include "host.h"
 #include "registry.h"
 #include "rewards.h"
 
@@ -332,10 +333,10 @@ START_TEST(good_library_loads_once) {
     ck_assert_str_eq(a->id, "tp.a");
     ck_assert_ptr_nonnull(reg.packs[0]->handle);
     const void *again, *b;
-    ck_assert_int_eq(grpo_registry_load(&reg, grpo_registry_find(&reg, "tp.a"), NULL, &again,
+    ck_assert_int_eq(grpo_registry_load(&reg, grpo_registry_find(&reg, "tp.a"), grpo_default_host(), &again,
                                         &err), GRPO_OK);
     ck_assert_ptr_eq(again, a);
-    ck_assert_int_eq(grpo_registry_load(&reg, grpo_registry_find(&reg, "tp.b"), NULL, &b, &err),
+    ck_assert_int_eq(grpo_registry_load(&reg, grpo_registry_find(&reg, "tp.b"), grpo_default_host(), &b, &err),
                      GRPO_OK);
     ck_assert_str_eq(((const grpo_reward_desc *)b)->id, "tp.b");
     /* the test rewards score with the number of grpo_plugin_init calls: one per library */
@@ -420,7 +421,7 @@ START_TEST(model_entry_loads_by_architecture) {
     const grpo_entry *m = grpo_registry_find_architecture(&reg, "TpForCausalLM");
     ck_assert_ptr_nonnull(m);
     ck_assert_int_eq(m->kind, GRPO_KIND_MODEL);
-    ck_assert_int_eq(grpo_registry_load(&reg, m, NULL, &desc, &err), GRPO_OK);
+    ck_assert_int_eq(grpo_registry_load(&reg, m, grpo_default_host(), &desc, &err), GRPO_OK);
     const grpo_model_desc *d = desc;
     ck_assert_str_eq(d->id, "tp.m");
     ck_assert_str_eq(d->architectures[0], "TpForCausalLM");
@@ -456,7 +457,7 @@ START_TEST(missing_library_names_the_pack) {
     grpo_error err;
     ck_assert_int_eq(scan(&reg, dirs, &err), GRPO_OK);
     const void *desc;
-    ck_assert_int_eq(grpo_registry_load(&reg, grpo_registry_find(&reg, "tp.a"), NULL, &desc, &err),
+    ck_assert_int_eq(grpo_registry_load(&reg, grpo_registry_find(&reg, "tp.a"), grpo_default_host(), &desc, &err),
                      GRPO_ERR_IO);
     char want[2 * PATH_MAX];
     snprintf(want, sizeof want, "pack 'tp' (%s): cannot load library: %s/tp/libtp.so", m, root);
@@ -489,7 +490,7 @@ static const char *load_and_capture(const char *dir) {
     ck_assert_int_eq(scan(&reg, dirs, &err), GRPO_OK);
     const void *desc;
     int saved = begin_capture(stderr, log);
-    int rc = grpo_registry_load(&reg, grpo_registry_find(&reg, "tp.a"), NULL, &desc, &err);
+    int rc = grpo_registry_load(&reg, grpo_registry_find(&reg, "tp.a"), grpo_default_host(), &desc, &err);
     end_capture(stderr, saved);
     ck_assert_msg(rc == GRPO_OK, "%s", err.message);
     grpo_registry_free(&reg);
@@ -520,7 +521,7 @@ START_TEST(init_message_without_nul_is_cut_at_its_buffer) {
     grpo_error err;
     ck_assert_int_eq(scan(&reg, dirs, &err), GRPO_OK);
     const void *desc;
-    ck_assert_int_eq(grpo_registry_load(&reg, grpo_registry_find(&reg, "mb.ones"), NULL, &desc,
+    ck_assert_int_eq(grpo_registry_load(&reg, grpo_registry_find(&reg, "mb.ones"), grpo_default_host(), &desc,
                                         &err), GRPO_ERR_INVALID);
     char want[PATH_MAX + 100];
     snprintf(want, sizeof want, "pack 'mb' (%s): grpo_plugin_init failed: xxxx",
@@ -600,7 +601,7 @@ START_TEST(plugins_score_a_copy_of_the_batch) {
     grpo_reward_set set;
     grpo_error err;
     grpo_error_init(&err);
-    ck_assert_int_eq(grpo_reward_set_create(&set, &r.cfg, &r.reg, NULL, &err), GRPO_OK);
+    ck_assert_int_eq(grpo_reward_set_create(&set, &r.cfg, &r.reg, grpo_default_host(), &err), GRPO_OK);
     batch b, before;
     batch_init(&b);
     batch_init(&before);
@@ -635,7 +636,7 @@ START_TEST(unwritten_scores_are_nan_not_the_last_rewards) {
     grpo_reward_set set;
     grpo_error err;
     grpo_error_init(&err);
-    ck_assert_int_eq(grpo_reward_set_create(&set, &r.cfg, &r.reg, NULL, &err), GRPO_OK);
+    ck_assert_int_eq(grpo_reward_set_create(&set, &r.cfg, &r.reg, grpo_default_host(), &err), GRPO_OK);
     batch b;
     batch_init(&b);
     float R[3 * 2];
@@ -670,7 +671,7 @@ START_TEST(unterminated_plugin_errors_are_cut_at_their_buffer) {
         grpo_reward_set set;
         grpo_error err;
         grpo_error_init(&err);
-        int rc = grpo_reward_set_create(&set, &r.cfg, &r.reg, NULL, &err);
+        int rc = grpo_reward_set_create(&set, &r.cfg, &r.reg, grpo_default_host(), &err);
         if (c > 0) {
             ck_assert_int_eq(rc, GRPO_OK);
             batch b;
@@ -699,7 +700,7 @@ START_TEST(isolated_rewards_survive_crash_and_exit) {
     grpo_reward_set set;
     grpo_error err;
     grpo_error_init(&err);
-    ck_assert_int_eq(grpo_reward_set_create(&set, &r.cfg, &r.reg, NULL, &err), GRPO_OK);
+    ck_assert_int_eq(grpo_reward_set_create(&set, &r.cfg, &r.reg, grpo_default_host(), &err), GRPO_OK);
     batch b;
     batch_init(&b);
     float R[3 * 4];

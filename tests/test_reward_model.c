@@ -26,6 +26,7 @@
 #include "host_model.h"
 #include "kernels.h"
 #include "model.h"
+#include "host.h"
 #include "registry.h"
 #include "safetensors.h"
 

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "grpo/reward.h"
+#include "host.h"
 #include "registry.h"
 
 #define FIXTURE GRPO_SOURCE_DIR "/tests/fixtures/rewards/minimind.jsonl"
@@ -35,7 +36,7 @@ static void config_from_defaults(test_config *tc, const grpo_entry *e, const cha
         for (int d = 0; !overridden && d < e->keys[k].n_defaults; d++)
             tc->keys[n] = e->keys[k].name, tc->values[n++] = e->keys[k].defaults[d];
     }
-    tc->cfg = (grpo_config){sizeof(grpo_config), n, tc->keys, tc->values, "reward.test"};
+    tc->cfg = (grpo_config){sizeof(grpo_config), n, tc->keys, tc->values, "reward.test", NULL};
 }
 
 static grpo_registry reg;

@@ -24,6 +24,7 @@
 
 #include "exec_path.h"
 #include "grpo/reward.h"
+#include "host.h"
 #include "registry.h"
 
 static grpo_registry reg;

@@ -16,6 +16,7 @@
 
 #include "kernels.h"
 #include "model.h"
+#include "host.h"
 #include "registry.h"
 #include "safetensors.h"
 #include "sampler.h"

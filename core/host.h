@@ -1,0 +1,14 @@
+/*
+ * host.h — the host services table this process hands to plugins (grpo/plugin.h, grpo_host):
+ * log, alloc/free, rng, and the 1.1 model services on the process default model context
+ * (host_model.h). ops and the tokenizer stay NULL; a run fills its own copy when it has them.
+ */
+#ifndef GRPO_HOST_H
+#define GRPO_HOST_H
+
+#include "grpo/plugin.h"
+
+/* The host services table of this process (log, alloc, rng, ...), ops/tokenizer left NULL. */
+const grpo_host *grpo_default_host(void);
+
+#endif
