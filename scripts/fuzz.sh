@@ -16,18 +16,8 @@ targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=(safetensors tokenizer dataset run_ini manifest jinja)
 
 # clang, libFuzzer and the sanitizer runtimes (libclang-rt-dev), clang's OpenMP (libomp-dev)
-pkgs=(clang libclang-rt-dev libomp-dev)
-missing=()
-for p in "${pkgs[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-  sudo=""
-  [ "$(id -u)" -ne 0 ] && sudo=sudo
-  echo "fuzz: installing ${missing[*]}"
-  $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
-fi
+. scripts/packages.sh
+ensure_packages clang libclang-rt-dev libomp-dev
 
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang \
   -DCMAKE_CXX_COMPILER=clang++ -DGRPO_FUZZ=ON -DGRPO_BUILD_TESTS=OFF -DGRPO_WITH_CUDA=OFF >/dev/null
