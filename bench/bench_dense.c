@@ -11,7 +11,7 @@
  *   sgemm      cblas_sgemm (N,512)x(512,1408): the machine's reachable FLOP/s at these shapes
  *   fwd+bwd    forward + backward of (B,T) tokens (log-probs of next tokens, d logp = 1/N):
  *              tokens/s and model FLOP/s (6 * matmul params per token + attention, see flops())
- *   decode     grpo_model_generate of R rows: P-token prompts + N new tokens each (no EOS):
+ *   decode     the sampler (greedy) on R rows: P-token prompts + N new tokens each (no EOS):
  *              new tokens/s over the whole call (prefill included)
  *   matmul R   the backend's matmul_forward of R rows at each weight shape of the model, over
  *              copies of w that fill 128 MB (so w comes from memory, as in a decode step):
@@ -29,6 +29,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_util.h"
 #include "model_env.h"
 #include "safetensors.h"
 #include <cblas.h>
@@ -236,15 +237,8 @@ int main(int argc, char **argv) {
     printf("fwd+bwd (%d,%d) cpu time: %.3f s/step, %.0f tokens/s, %.1f GFLOP/s (best of %d)\n", B,
            T, best_cpu, N / best_cpu, flops / best_cpu / 1e9, steps);
 
-    int32_t *prompt = malloc((size_t)R * P * 4), *pmask = malloc((size_t)R * P * 4);
-    int32_t *out = malloc((size_t)R * NEW * 4), *n_out = malloc(R * 4);
-    for (int i = 0; i < R * P; i++) prompt[i] = (int32_t)(i * 104729 % V), pmask[i] = 1;
-    uint64_t rng[4] = {1, 2, 3, 4};
     double t0 = now(), c0 = cpu_now();
-    if (grpo_model_generate(m, prompt, pmask, R, P, NEW, -1, 0.0f, rng, out, n_out, &err)) {
-        fprintf(stderr, "bench_dense: %s\n", err.message);
-        return 1;
-    }
+    bench_generate("bench_dense", m, R, P, NEW, V);
     double dt = now() - t0, dc = cpu_now() - c0;
     printf("decode %d rows, prompt %d, %d new: %.2f s, %.0f new tokens/s\n", R, P, NEW, dt,
            (double)R * NEW / dt);
@@ -260,6 +254,5 @@ int main(int argc, char **argv) {
     snprintf(path, sizeof path, "%s/config.json", dir), unlink(path);
     rmdir(dir);
     free(ids), free(mask), free(pos), free(tgt), free(logp), free(dlogp);
-    free(prompt), free(pmask), free(out), free(n_out);
     return 0;
 }

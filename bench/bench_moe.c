@@ -9,7 +9,7 @@
  * from the build tree's packs (moe.causal_lm), then measures:
  *   fwd+bwd  forward + backward of (B,T) tokens (log-probs of next tokens, d logp = 1/N, plus the
  *            aux loss with aux_weight 1): tokens/s and active-parameter FLOP/s (see flops())
- *   decode   grpo_model_generate of R rows: P-token prompts + N new tokens each (no EOS)
+ *   decode   the sampler (greedy) on R rows: P-token prompts + N new tokens each (no EOS)
  * The same from PyTorch: bench/bench_moe_torch.py. Results: BENCHMARKS.md. The harness is
  * bench_util.h, shared with bench_dense.
  */

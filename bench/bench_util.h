@@ -15,6 +15,7 @@
 
 #include "model_env.h"
 #include "safetensors.h"
+#include "sampler.h"
 
 static inline double bench_now(void) {
     struct timespec ts;
@@ -158,23 +159,31 @@ static inline void bench_print_fwd_bwd(const bench_args *a, double best, double 
            best, N / best, flops / best / 1e9, a->steps);
 }
 
-/* grpo_model_generate of R rows: P-token prompts + NEW new tokens each (no EOS, greedy); prints
- * new tokens/s over the whole call (prefill included). */
-static inline void bench_decode(const char *bench, grpo_model *m, const bench_args *a, int V) {
-    int R = a->R, P = a->P, NEW = a->NEW;
+/* The decode workload: the sampler (greedy, G = 1) on R rows of P-token prompts, NEW new tokens
+ * each (no EOS, so every row runs to NEW). Exits on an error. */
+static inline void bench_generate(const char *bench, grpo_model *m, int R, int P, int NEW, int V) {
     grpo_error err;
     grpo_error_init(&err);
     int32_t *prompt = malloc((size_t)R * P * 4), *pmask = malloc((size_t)R * P * 4);
-    int32_t *out = malloc((size_t)R * NEW * 4), *n_out = malloc(R * 4);
     for (int i = 0; i < R * P; i++) prompt[i] = (int32_t)(i * 104729 % V), pmask[i] = 1;
-    uint64_t rng[4] = {1, 2, 3, 4};
+    grpo_sampler_opts so = {{0.0f, 0, 1.0f, 0.0f, 1.0f}, 1, NEW, {0}, 0, 0};
+    grpo_rollout roll = {0};
+    grpo_rng rng;
+    grpo_rng_seed(&rng, 1);
+    if (grpo_sampler_run(m, &so, prompt, pmask, R, P, &rng, &roll, &err)) bench_fail(bench, &err);
+    grpo_rollout_free(&roll);
+    free(prompt), free(pmask);
+}
+
+/* bench_generate of R rows: P-token prompts + NEW new tokens each; prints new tokens/s over the
+ * whole call (prefill included). */
+static inline void bench_decode(const char *bench, grpo_model *m, const bench_args *a, int V) {
+    int R = a->R, P = a->P, NEW = a->NEW;
     double t0 = bench_now();
-    if (grpo_model_generate(m, prompt, pmask, R, P, NEW, -1, 0.0f, rng, out, n_out, &err))
-        bench_fail(bench, &err);
+    bench_generate(bench, m, R, P, NEW, V);
     double dt = bench_now() - t0;
     printf("decode %d rows, prompt %d, %d new: %.2f s, %.0f new tokens/s\n", R, P, NEW, dt,
            (double)R * NEW / dt);
-    free(prompt), free(pmask), free(out), free(n_out);
 }
 
 #endif

@@ -16,6 +16,7 @@
 #include "cli.h"
 #include "reward_sum.h"
 #include "rewards.h"
+#include "rollout.h"
 #include "run.h"
 #include "sampler.h"
 
@@ -26,52 +27,25 @@ typedef struct eval_opts {
     double temperature;
 } eval_opts;
 
-/* Scores n_ex examples from ex0 in batches of 32: R (n, K) receives every reward's score. */
+/* Scores the B examples from first (one rollout, rollout.h): R (B, K) receives every reward's
+ * score. Every prompt must fit data.max_prompt_length: eval skips none. */
 static int eval_batch(grpo_run *r, grpo_model *m, grpo_reward_set *rs, const grpo_dataset *ds,
                       size_t first, int32_t B, const grpo_sampler_opts *so, grpo_rng *rng, float *R,
                       grpo_error *err) {
-    int32_t *ids[32];
-    size_t n[32];
-    char *text[32];
-    int rc = GRPO_OK;
-    int32_t got = 0;
+    grpo_rollout_batch rb;
+    int rc = grpo_rollout_batch_begin(&rb, B, so->G, err);
     for (int32_t b = 0; rc == GRPO_OK && b < B; b++) {
         int keep = 0;
-        rc = grpo_run_prompt(r, ds, &ds->examples[first + b], &text[b], &ids[b], &n[b], &keep, err);
+        rc = grpo_rollout_batch_add(&rb, r, ds, &ds->examples[first + b], &keep, err);
         if (rc == GRPO_OK && !keep)
             rc = grpo_error_set(err, GRPO_ERR_INVALID,
                                 "%s:%llu: prompt longer than "
                                 "data.max_prompt_length (truncation = skip)",
                                 ds->path, (unsigned long long)ds->examples[first + b].line);
-        if (rc == GRPO_OK) got++;
     }
-    int32_t *prompt = NULL, *pmask = NULL;
-    grpo_rollout roll = {0};
-    grpo_sample s[32];
-    char *comp[32] = {0};
-    int32_t P = rc == GRPO_OK ? grpo_left_pad(ids, n, B, r->pad_id, &prompt, &pmask) : 0;
-    if (rc == GRPO_OK) rc = grpo_sampler_run(m, so, prompt, pmask, B, P, rng, &roll, err);
-    for (int32_t b = 0; rc == GRPO_OK && b < B; b++) {
-        const grpo_example *ex = &ds->examples[first + b];
-        comp[b] = grpo_run_decode(r, roll.ids + (size_t)b * roll.T, roll.len[b]);
-        grpo_sample x = {sizeof x,
-                         text[b],
-                         ex->messages,
-                         ex->n_messages,
-                         comp[b],
-                         roll.ids + (size_t)b * roll.T,
-                         (uint32_t)roll.len[b],
-                         (uint32_t)b,
-                         0,
-                         ex->fields,
-                         ex->n_fields,
-                         roll.truncated[b]};
-        s[b] = x;
-    }
-    if (rc == GRPO_OK) rc = grpo_reward_set_score(rs, s, (uint32_t)B, R, err);
-    for (int32_t b = 0; b < got; b++) free(ids[b]), free(text[b]), free(comp[b]);
-    free(prompt), free(pmask);
-    grpo_rollout_free(&roll);
+    if (rc == GRPO_OK) rc = grpo_rollout_batch_run(&rb, r, m, so, rng, rs, err);
+    if (rc == GRPO_OK) memcpy(R, rb.R, (size_t)rb.N * rs->n * sizeof(float));
+    grpo_rollout_batch_free(&rb);
     return rc;
 }
 

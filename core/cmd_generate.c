@@ -2,7 +2,8 @@
  * cmd_generate.c — `grpo generate --model DIR --prompt-ids 1,2,3`: continue one prompt given as
  * token ids (no tokenizer needed), greedy by default or sampled with --temperature/--seed.
  * Prints {"prompt_ids":[...],"completion_ids":[...]}; generation stops after config.json's
- * eos_token_id (overridable with --eos, -1 = none) or --max-new-tokens tokens.
+ * eos_token_id (overridable with --eos, -1 = none) or --max-new-tokens tokens. Generation is the
+ * sampler's (sampler.h) with G = 1; --seed S seeds its RNG like sampling.seed does (grpo_rng_seed).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +11,7 @@
 
 #include "cli.h"
 #include "model_env.h"
+#include "sampler.h"
 
 static void usage(FILE *out) {
     fprintf(out, "usage: grpo generate --model DIR --prompt-ids 1,2,3 [--max-new-tokens N] "
@@ -76,25 +78,30 @@ int cmd_generate(int argc, char **argv) {
         if (prompt[i] >= grpo_model_vocab(m))
             rc = grpo_error_set(&err, GRPO_ERR_INVALID, "--prompt-ids: %d is not below the "
                                 "vocabulary size %d", prompt[i], grpo_model_vocab(m));
-    int32_t *mask = malloc((size_t)P * sizeof(int32_t)), *out = malloc(max_new * sizeof(int32_t));
-    int32_t n_out = 0;
-    uint64_t rng[4] = {seed ^ 0x9E3779B97F4A7C15ull, seed + 1, ~seed, seed * 31 + 7};
+    int32_t *mask = malloc((size_t)P * sizeof(int32_t));
     for (int i = 0; mask && i < P; i++) mask[i] = 1;
-    if (rc == GRPO_OK && (!mask || !out))
-        rc = grpo_error_set(&err, GRPO_ERR_NOMEM, "out of memory");
-    if (rc == GRPO_OK)
-        rc = grpo_model_generate(m, prompt, mask, 1, P, max_new, eos_set ? eos : grpo_model_eos(m),
-                                 (float)temperature, rng, out, &n_out, &err);
+    if (rc == GRPO_OK && !mask) rc = grpo_error_set(&err, GRPO_ERR_NOMEM, "out of memory");
+    /* one prompt, one completion; no top-k/top-p/min-p, no repetition penalty */
+    grpo_sampler_opts so = {{(float)temperature, 0, 1.0f, 0.0f, 1.0f}, 1, max_new, {0}, 0, 0};
+    grpo_rollout roll = {0};
+    grpo_rng rng;
+    grpo_rng_seed(&rng, (uint64_t)seed);
+    if (rc == GRPO_OK) {
+        int32_t e = eos_set ? eos : grpo_model_eos(m);
+        if (e >= 0) so.eos[so.n_eos++] = e;
+        rc = grpo_sampler_run(m, &so, prompt, mask, 1, P, &rng, &roll, &err);
+    }
     if (rc == GRPO_OK) {
         printf("{\"prompt_ids\":[");
         for (int i = 0; i < P; i++) printf("%s%d", i ? "," : "", prompt[i]);
         printf("],\"completion_ids\":[");
-        for (int i = 0; i < n_out; i++) printf("%s%d", i ? "," : "", out[i]);
+        for (int i = 0; i < roll.len[0]; i++) printf("%s%d", i ? "," : "", roll.ids[i]);
         printf("]}\n");
     } else {
         fprintf(stderr, "grpo generate: %s\n", err.message);
     }
-    free(prompt), free(mask), free(out);
+    grpo_rollout_free(&roll);
+    free(prompt), free(mask);
     grpo_model_close(m);
     if (env_ok) grpo_model_env_close(&env);
     return rc == GRPO_OK ? 0 : 1;

@@ -18,14 +18,19 @@
 #include "host_model.h"
 #include "host.h"
 #include "registry.h"
+#include "reward_batch.h"
 #include "reward_sum.h"
 #include "rewards.h"
 
 #define MAX_PLUGIN_PATHS 16
 
-/* One input line, owned. */
+/* One input line, owned: what its sample (reward_batch.h) points at. */
 typedef struct score_line {
     cJSON *json;
+    grpo_example ex;     /* messages (a message-list prompt) and the other keys as fields */
+    const char *prompt;  /* the prompt string, "" for a message list or none */
+    const char *completion;
+    uint32_t group, member;
     grpo_message *messages;
     grpo_field *fields;
     char **field_text;
@@ -41,8 +46,8 @@ static void score_line_free(score_line *l) {
     cJSON_Delete(l->json);
 }
 
-/* Fills sample s from the parsed line; returns NULL or what was expected. */
-static const char *score_line_parse(score_line *l, grpo_sample *s, uint32_t index) {
+/* Fills l's sample parts from its parsed JSON; returns NULL or what was expected. */
+static const char *score_line_parse(score_line *l, uint32_t index) {
     const cJSON *j = l->json, *prompt = cJSON_GetObjectItemCaseSensitive(j, "prompt");
     const cJSON *completion = cJSON_GetObjectItemCaseSensitive(j, "completion");
     const cJSON *group = cJSON_GetObjectItemCaseSensitive(j, "group");
@@ -51,10 +56,10 @@ static const char *score_line_parse(score_line *l, grpo_sample *s, uint32_t inde
     if (!cJSON_IsString(completion)) return "a string \"completion\"";
     if (prompt && !cJSON_IsString(prompt) && !cJSON_IsArray(prompt))
         return "\"prompt\" as a string or a list of {\"role\", \"content\"} messages";
-    *s = (grpo_sample){.struct_size = sizeof *s, .completion = completion->valuestring,
-                       .prompt = cJSON_IsString(prompt) ? prompt->valuestring : "",
-                       .group = cJSON_IsNumber(group) ? (uint32_t)group->valueint : index,
-                       .member = cJSON_IsNumber(member) ? (uint32_t)member->valueint : 0};
+    l->completion = completion->valuestring;
+    l->prompt = cJSON_IsString(prompt) ? prompt->valuestring : "";
+    l->group = cJSON_IsNumber(group) ? (uint32_t)group->valueint : index;
+    l->member = cJSON_IsNumber(member) ? (uint32_t)member->valueint : 0;
     if (cJSON_IsArray(prompt)) {
         uint32_t n = (uint32_t)cJSON_GetArraySize(prompt), i = 0;
         l->messages = calloc(n ? n : 1, sizeof *l->messages);
@@ -66,7 +71,7 @@ static const char *score_line_parse(score_line *l, grpo_sample *s, uint32_t inde
                 return "each prompt message as {\"role\": string, \"content\": string}";
             l->messages[i++] = (grpo_message){sizeof(grpo_message), role->valuestring, content->valuestring};
         }
-        s->messages = l->messages, s->n_messages = n;
+        l->ex.messages = l->messages, l->ex.n_messages = n;
     }
     uint32_t n = (uint32_t)cJSON_GetArraySize(j);
     l->fields = calloc(n, sizeof *l->fields);
@@ -80,7 +85,7 @@ static const char *score_line_parse(score_line *l, grpo_sample *s, uint32_t inde
         l->field_text[l->n_fields] = text;
         l->fields[l->n_fields++] = (grpo_field){sizeof(grpo_field), f->string, text};
     }
-    s->fields = l->fields, s->n_fields = l->n_fields;
+    l->ex.fields = l->fields, l->ex.n_fields = l->n_fields;
     return NULL;
 }
 
@@ -103,16 +108,14 @@ static void print_scores(const grpo_reward_set *set, const score_line *lines, ui
     }
 }
 
-/* Reads every line of path into lines/samples; returns 0, or 1 after printing file:line. */
-static int read_samples(const char *path, score_line **lines_out, grpo_sample **samples_out,
-                        uint32_t *n_out) {
+/* Reads every line of path into lines; returns 0, or 1 after printing file:line. */
+static int read_samples(const char *path, score_line **lines_out, uint32_t *n_out) {
     FILE *f = fopen(path, "re");
     if (!f) {
         fprintf(stderr, "grpo reward score: %s: cannot open: %s\n", path, strerror(errno));
         return 1;
     }
     score_line *lines = NULL;
-    grpo_sample *samples = NULL;
     uint32_t n = 0, cap = 0;
     char *buf = NULL;
     size_t bufcap = 0;
@@ -123,10 +126,9 @@ static int read_samples(const char *path, score_line **lines_out, grpo_sample **
         if (n == cap) {
             cap = cap ? 2 * cap : 64;
             lines = realloc(lines, cap * sizeof *lines);
-            samples = realloc(samples, cap * sizeof *samples);
         }
         lines[n] = (score_line){.json = cJSON_Parse(buf), .lineno = lineno};
-        const char *expected = lines[n].json ? score_line_parse(&lines[n], &samples[n], n) : "valid JSON";
+        const char *expected = lines[n].json ? score_line_parse(&lines[n], n) : "valid JSON";
         if (expected) {
             fprintf(stderr, "grpo reward score: %s:%d: expected %s\n", path, lineno, expected);
             bad = 1;
@@ -135,8 +137,20 @@ static int read_samples(const char *path, score_line **lines_out, grpo_sample **
     }
     free(buf);
     fclose(f);
-    *lines_out = lines, *samples_out = samples, *n_out = n;
+    *lines_out = lines, *n_out = n;
     return bad;
+}
+
+/* The samples of the n lines (text only: no completion ids); 0, or 1 after printing why. */
+static int lines_batch(grpo_reward_batch *b, const score_line *lines, uint32_t n, grpo_error *err) {
+    if (grpo_reward_batch_init(b, n, err) != GRPO_OK) {
+        fprintf(stderr, "grpo reward score: %s\n", err->message);
+        return 1;
+    }
+    for (uint32_t i = 0; i < n; i++)
+        grpo_reward_batch_set(b, i, lines[i].prompt, &lines[i].ex, lines[i].completion, NULL, 0,
+                              lines[i].group, lines[i].member, 0);
+    return 0;
 }
 
 static int reward_score_usage(FILE *f) {
@@ -162,7 +176,7 @@ static int reward_score(const char *config, const char *input, const char **extr
     grpo_host host = *grpo_default_host();
     grpo_host_models *models = NULL; /* reward models load with this command's plugin path */
     score_line *lines = NULL;
-    grpo_sample *samples = NULL;
+    grpo_reward_batch batch = {0};
     uint32_t n = 0;
     float *R = NULL, *total = NULL, *w = NULL;
     int rc = 1;
@@ -174,13 +188,13 @@ static int reward_score(const char *config, const char *input, const char **extr
         fprintf(stderr, "grpo reward score: %s: no [reward.NAME] section; expected at least one\n", config);
     else if (grpo_reward_set_create(&set, &cfg, &reg, host_with(&host, models), &err) != GRPO_OK)
         fprintf(stderr, "grpo reward score: %s: %s\n", config, err.message);
-    else if (read_samples(input, &lines, &samples, &n) == 0) {
+    else if (read_samples(input, &lines, &n) == 0 && lines_batch(&batch, lines, n, &err) == 0) {
         R = calloc((size_t)set.n * n + 1, sizeof *R);
         total = calloc((size_t)n + 1, sizeof *total);
         w = calloc((size_t)set.n, sizeof *w);
         if (!R || !total || !w)
             fprintf(stderr, "grpo reward score: out of memory for %u samples\n", n);
-        else if (grpo_reward_set_score(&set, samples, n, R, &err) != GRPO_OK)
+        else if (grpo_reward_set_score(&set, batch.samples, n, R, &err) != GRPO_OK)
             fprintf(stderr, "grpo reward score: %s\n", err.message);
         else {
             grpo_reward_set_weights(&set, w);
@@ -190,7 +204,8 @@ static int reward_score(const char *config, const char *input, const char **extr
         }
     }
     for (uint32_t i = 0; i < n; i++) score_line_free(&lines[i]);
-    free(lines), free(samples), free(R), free(total), free(w);
+    free(lines), free(R), free(total), free(w);
+    grpo_reward_batch_free(&batch);
     grpo_reward_set_free(&set);
     grpo_host_models_close(models);
     grpo_run_config_free(&cfg);

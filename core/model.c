@@ -337,6 +337,18 @@ int grpo_model_decode(grpo_model *m, int32_t R, const int32_t *tokens, const int
                          err);
 }
 
+int grpo_model_kv_copy_row(grpo_model *m, int32_t dst, int32_t src, int32_t n, grpo_error *err) {
+    if (!m->kv.data || dst < 0 || src < 0 || dst >= m->kv.R || src >= m->kv.R || n < 0 ||
+        n > m->kv.S)
+        return grpo_error_set(err, GRPO_ERR_INVALID,
+                              "model %s: kv_copy_row of %d slots from row %d to row %d, but the "
+                              "cache is reserved for %d rows x %d slots",
+                              m->desc->id, n, src, dst, m->kv.data ? m->kv.R : 0,
+                              m->kv.data ? m->kv.S : 0);
+    if (dst != src && n > 0) m->desc->kv_copy_row(m->inst, &m->kv, dst, src, n);
+    return GRPO_OK;
+}
+
 int grpo_model_check_ids(const grpo_model *m, const int32_t *ids, size_t n, const char *what,
                          grpo_error *err) {
     int32_t V = grpo_model_vocab(m);
@@ -385,135 +397,6 @@ int grpo_model_save(const grpo_model *m, const char *dir, grpo_error *err) {
     free(outs);
     free(host);
     free(cfg_text);
-    return rc;
-}
-
-/* ---- generation ------------------------------------------------------------------------ */
-
-/* Host-side state of a decode batch: cache row i holds output row row[i]. */
-typedef struct gen_state {
-    int32_t R, S, P;
-    int32_t *row;     /* (R) output row of each live cache row */
-    int32_t *tok;     /* (R) next input token */
-    int32_t *pos;     /* (R) its RoPE position */
-    int32_t *len;     /* (R) cache slots in use after writing it */
-    int32_t *cmask;   /* (R,S) 1 = real slot */
-    float *logits;    /* (R,V) on the host */
-    /* backend copies */
-    int32_t *d_tok, *d_pos, *d_len, *d_cmask;
-    float *d_logits;
-} gen_state;
-
-/* Picks the next token from logits (V): argmax when temperature <= 0 (lowest index on ties,
- * like torch.argmax), else a sample of softmax(logits / temperature). */
-static int32_t pick_token(const float *logits, int32_t V, float temperature, uint64_t rng[4],
-                          uint64_t (*next)(uint64_t[4])) {
-    int32_t best = 0;
-    for (int32_t v = 1; v < V; v++)
-        if (logits[v] > logits[best]) best = v;
-    if (temperature <= 0.0f) return best;
-    double sum = 0.0;
-    for (int32_t v = 0; v < V; v++) sum += exp((double)(logits[v] - logits[best]) / temperature);
-    double u = (double)(next(rng) >> 11) * 0x1.0p-53 * sum, acc = 0.0;
-    for (int32_t v = 0; v < V; v++) {
-        acc += exp((double)(logits[v] - logits[best]) / temperature);
-        if (u < acc) return v;
-    }
-    return best;
-}
-
-/* Moves cache row src into row dst (host state and KV cache, slots [0,n)). */
-static void gen_move_row(grpo_model *m, gen_state *g, int32_t dst, int32_t src, int32_t n) {
-    m->desc->kv_copy_row(m->inst, &m->kv, dst, src, n);
-    g->row[dst] = g->row[src];
-    g->tok[dst] = g->tok[src];
-    g->pos[dst] = g->pos[src];
-    g->len[dst] = g->len[src];
-    memcpy(g->cmask + (size_t)dst * g->S, g->cmask + (size_t)src * g->S,
-           (size_t)g->S * sizeof(int32_t));
-}
-
-static void gen_free(grpo_model *m, gen_state *g) {
-    free(g->row), free(g->tok), free(g->pos), free(g->len), free(g->cmask), free(g->logits);
-    void *d[] = {g->d_tok, g->d_pos, g->d_len, g->d_cmask, g->d_logits};
-    for (size_t i = 0; i < sizeof d / sizeof d[0]; i++)
-        if (d[i]) m->ops->free(m->ops->ctx, d[i]);
-}
-
-int grpo_model_generate(grpo_model *m, const int32_t *prompt, const int32_t *mask, int32_t R,
-                        int32_t P, int32_t max_new, int32_t eos, float temperature,
-                        uint64_t rng[4], int32_t *out, int32_t *n_out, grpo_error *err) {
-    const grpo_ops *o = m->ops;
-    int32_t V = grpo_model_vocab(m), S = P + max_new;
-    if (R <= 0 || P <= 0 || max_new <= 0)
-        return grpo_error_set(err, GRPO_ERR_INVALID, "generate: need R, P, max_new > 0");
-    for (int32_t r = 0; r < R; r++)
-        if (!mask[(size_t)r * P + P - 1])
-            return grpo_error_set(err, GRPO_ERR_INVALID,
-                                  "generate: prompt row %d must be left-padded", r);
-    int rc = grpo_model_check_ids(m, prompt, (size_t)R * P, "prompt", err);
-    if (rc == GRPO_OK) rc = grpo_model_reserve_kv(m, R, S, P, err);
-    if (rc != GRPO_OK) return rc;
-    gen_state g = {R, S, P, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
-    g.row = malloc(R * sizeof(int32_t)), g.tok = malloc(R * sizeof(int32_t));
-    g.pos = malloc(R * sizeof(int32_t)), g.len = malloc(R * sizeof(int32_t));
-    g.cmask = calloc((size_t)R * S, sizeof(int32_t));
-    g.logits = malloc((size_t)R * V * sizeof(float));
-    g.d_tok = o->alloc(o->ctx, (uint64_t)R * P * sizeof(int32_t)); /* prefill ids, then tokens */
-    g.d_pos = o->alloc(o->ctx, (uint64_t)R * P * sizeof(int32_t));
-    g.d_len = o->alloc(o->ctx, (uint64_t)R * sizeof(int32_t));
-    g.d_cmask = o->alloc(o->ctx, (uint64_t)R * (S > P ? S : P) * sizeof(int32_t));
-    g.d_logits = o->alloc(o->ctx, (uint64_t)R * V * sizeof(float));
-    if (!g.row || !g.tok || !g.pos || !g.len || !g.cmask || !g.logits || !g.d_tok || !g.d_pos ||
-        !g.d_len || !g.d_cmask || !g.d_logits) {
-        gen_free(m, &g);
-        return grpo_error_set(err, GRPO_ERR_NOMEM, "generate: out of memory");
-    }
-    /* prefill: positions as Hugging Face computes them for left padding (cumsum(mask) - 1) */
-    int32_t *ppos = malloc((size_t)R * P * sizeof(int32_t));
-    if (!ppos) {
-        gen_free(m, &g);
-        return grpo_error_set(err, GRPO_ERR_NOMEM, "generate: out of memory");
-    }
-    for (int32_t r = 0; r < R; r++) {
-        int32_t real = 0;
-        for (int32_t t = 0; t < P; t++) {
-            ppos[(size_t)r * P + t] = mask[(size_t)r * P + t] ? real++ : 0;
-            g.cmask[(size_t)r * S + t] = mask[(size_t)r * P + t] != 0;
-        }
-        g.row[r] = r, g.pos[r] = real, g.len[r] = P + 1, n_out[r] = 0;
-    }
-    o->upload(o->ctx, g.d_tok, prompt, (uint64_t)R * P * sizeof(int32_t));
-    o->upload(o->ctx, g.d_pos, ppos, (uint64_t)R * P * sizeof(int32_t));
-    o->upload(o->ctx, g.d_cmask, mask, (uint64_t)R * P * sizeof(int32_t));
-    free(ppos);
-    grpo_batch pb = {sizeof(grpo_batch), R, P, g.d_tok, g.d_cmask, g.d_pos, NULL, 0.0f};
-    rc = grpo_model_prefill(m, &pb, g.d_logits, err);
-    int32_t live = R;
-    for (int32_t step = 0; rc == GRPO_OK && live > 0; step++) {
-        o->download(o->ctx, g.logits, g.d_logits, (uint64_t)live * V * sizeof(float));
-        for (int32_t i = 0; i < live; i++) {
-            int32_t t = pick_token(g.logits + (size_t)i * V, V, temperature, rng,
-                                   m->host.rng_next);
-            out[(size_t)g.row[i] * max_new + n_out[g.row[i]]++] = t;
-            g.tok[i] = t;
-        }
-        /* drop finished rows: the last live row moves into the freed cache row */
-        for (int32_t i = live - 1; i >= 0; i--)
-            if (g.tok[i] == eos || n_out[g.row[i]] == max_new) {
-                if (i != live - 1) gen_move_row(m, &g, i, live - 1, g.len[live - 1] - 1);
-                live--;
-            }
-        if (live == 0) break;
-        for (int32_t i = 0; i < live; i++) g.cmask[(size_t)i * S + g.len[i] - 1] = 1;
-        o->upload(o->ctx, g.d_tok, g.tok, (uint64_t)live * sizeof(int32_t));
-        o->upload(o->ctx, g.d_pos, g.pos, (uint64_t)live * sizeof(int32_t));
-        o->upload(o->ctx, g.d_len, g.len, (uint64_t)live * sizeof(int32_t));
-        o->upload(o->ctx, g.d_cmask, g.cmask, (uint64_t)live * S * sizeof(int32_t));
-        rc = grpo_model_decode(m, live, g.d_tok, g.d_pos, g.d_cmask, g.d_len, g.d_logits, err);
-        for (int32_t i = 0; i < live; i++) g.pos[i]++, g.len[i]++;
-    }
-    gen_free(m, &g);
     return rc;
 }
 

@@ -9,7 +9,9 @@
  *           a TIED tensor has no storage of its own: it points at the tensor it is tied to, so
  *           its gradient accumulates into that tensor's gradient.
  *   acts    activation_floats(B, T) for the largest micro-batch reserved (grpo_model_reserve_acts)
- *   kv      the KV cache for R rows of S slots + the prefill/decode scratch (grpo_model_reserve_kv)
+ *   kv      the KV cache for R rows of S slots + the prefill/decode scratch
+ *           (grpo_model_reserve_kv); only the functions below touch it (reserve, prefill, decode,
+ *           kv_copy_row), and the one decode loop that drives them is the sampler (sampler.h)
  *
  * Ownership: grpo_model_open() returns a model the caller MUST grpo_model_close(); the model
  * owns the plugin instance, every buffer above and a copy of the host table (so the host passed
@@ -85,6 +87,10 @@ int grpo_model_prefill(grpo_model *m, const grpo_batch *prompt, float *logits, g
 int grpo_model_decode(grpo_model *m, int32_t R, const int32_t *tokens, const int32_t *pos,
                       const int32_t *cache_mask, const int32_t *len, float *logits,
                       grpo_error *err);
+/* Copies slots [0,n) of cache row src into row dst (every layer, keys and values): a prompt's
+ * fan-out to its G rows and the move of the last live row into a finished one. A row copied onto
+ * itself is left as it is. Errors name the rows when they lie outside the reserved cache. */
+int grpo_model_kv_copy_row(grpo_model *m, int32_t dst, int32_t src, int32_t n, grpo_error *err);
 
 /* Saves a Hugging Face directory through grpo_hf_save(): dir/model.safetensors (F32, every
  * non-tied parameter under its HF name), dir/config.json (the loaded text with its dtype set to
@@ -100,17 +106,6 @@ int grpo_model_check_ids(const grpo_model *m, const int32_t *ids, size_t n, cons
 /* Vocabulary size (the first dimension of lm_head.weight, model.embed_tokens.weight or
  * InternLM2's model.tok_embeddings.weight), -1 when the model has none of them. */
 int32_t grpo_model_vocab(const grpo_model *m);
-
-
-/* Generates up to max_new tokens for R left-padded prompts (R,P) (host memory; mask 1 = real):
- * prefill once, then batched decode of the live rows; a row stops after emitting eos (-1: never)
- * or max_new tokens, and drops out of the batch (its cache row is reused by compaction).
- * temperature <= 0 is greedy (argmax); else softmax sampling with the host RNG state rng.
- * out (R,max_new) host memory receives the tokens (eos included), n_out (R) their counts.
- * Positions follow Hugging Face's left-padding rule (cumsum(mask) - 1). */
-int grpo_model_generate(grpo_model *m, const int32_t *prompt, const int32_t *mask, int32_t R,
-                        int32_t P, int32_t max_new, int32_t eos, float temperature,
-                        uint64_t rng[4], int32_t *out, int32_t *n_out, grpo_error *err);
 
 /* config.json's eos_token_id (the first one when it is a list), or -1 when it has none. */
 int32_t grpo_model_eos(const grpo_model *m);

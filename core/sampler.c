@@ -101,10 +101,13 @@ static int prefill(grpo_model *m, sampler_state *s, const int32_t *prompt, const
 
 /* Copies prompt b's cache row into rows b*G .. b*G+G-1 and sets up each row's host state.
  * Walking b downwards never overwrites a prompt row that is still to be copied (b*G+g >= b). */
-static void fan_out(grpo_model *m, sampler_state *s, const int32_t *prompt, const int32_t *pmask,
-                    int32_t B, int32_t P, int32_t G) {
+static int fan_out(grpo_model *m, sampler_state *s, const int32_t *prompt, const int32_t *pmask,
+                   int32_t B, int32_t P, int32_t G, grpo_error *err) {
     for (int32_t b = B - 1; b >= 0; b--)
-        for (int32_t g = G - 1; g >= 0; g--) m->desc->kv_copy_row(m->inst, &m->kv, b * G + g, b, P);
+        for (int32_t g = G - 1; g >= 0; g--) {
+            int rc = grpo_model_kv_copy_row(m, b * G + g, b, P, err);
+            if (rc != GRPO_OK) return rc;
+        }
     for (int32_t n = 0; n < s->N; n++) {
         const int32_t *pr = prompt + (size_t)(n / G) * P, *pm = pmask + (size_t)(n / G) * P;
         int32_t real = 0;
@@ -115,15 +118,19 @@ static void fan_out(grpo_model *m, sampler_state *s, const int32_t *prompt, cons
         s->n_hist[n] = real;
         s->row[n] = n, s->pos[n] = real, s->len[n] = P + 1;
     }
+    return GRPO_OK;
 }
 
 /* Moves live cache row src into row dst (host state and KV cache slots [0,n)). */
-static void move_row(grpo_model *m, sampler_state *s, int32_t dst, int32_t src, int32_t n) {
-    m->desc->kv_copy_row(m->inst, &m->kv, dst, src, n);
+static int move_row(grpo_model *m, sampler_state *s, int32_t dst, int32_t src, int32_t n,
+                    grpo_error *err) {
+    int rc = grpo_model_kv_copy_row(m, dst, src, n, err);
+    if (rc != GRPO_OK) return rc;
     s->row[dst] = s->row[src], s->tok[dst] = s->tok[src];
     s->pos[dst] = s->pos[src], s->len[dst] = s->len[src];
     memcpy(s->cmask + (size_t)dst * s->S, s->cmask + (size_t)src * s->S,
            (size_t)s->S * sizeof(int32_t));
+    return GRPO_OK;
 }
 
 /* log softmax(logits)[t] over the V logits (-INFINITY entries are filtered tokens). */
@@ -155,18 +162,19 @@ static void draw_tokens(sampler_state *s, const grpo_sampler_opts *o, int32_t li
     }
 }
 
-/* Drops the rows that just ended (EOS or T tokens); returns the new live count. */
-static int32_t drop_finished(grpo_model *m, sampler_state *s, const grpo_sampler_opts *o,
-                             int32_t live, grpo_rollout *out) {
-    for (int32_t i = live - 1; i >= 0; i--) {
-        int32_t n = s->row[i];
-        int eos = grpo_sampler_is_eos(o, s->tok[i]);
+/* Drops the rows that just ended (EOS or T tokens); *live becomes the new live count. */
+static int drop_finished(grpo_model *m, sampler_state *s, const grpo_sampler_opts *o,
+                         int32_t *live, grpo_rollout *out, grpo_error *err) {
+    for (int32_t i = *live - 1; i >= 0; i--) {
+        int32_t n = s->row[i], last = *live - 1;
+        int eos = grpo_sampler_is_eos(o, s->tok[i]), rc = GRPO_OK;
         if (!eos && out->len[n] < out->T) continue;
         out->truncated[n] = !eos;
-        if (i != live - 1) move_row(m, s, i, live - 1, s->len[live - 1] - 1);
-        live--;
+        if (i != last) rc = move_row(m, s, i, last, s->len[last] - 1, err);
+        if (rc != GRPO_OK) return rc;
+        (*live)--;
     }
-    return live;
+    return GRPO_OK;
 }
 
 int grpo_sampler_run(grpo_model *m, const grpo_sampler_opts *o, const int32_t *prompt,
@@ -193,12 +201,12 @@ int grpo_sampler_run(grpo_model *m, const grpo_sampler_opts *o, const int32_t *p
     }
     for (size_t i = 0; i < (size_t)s.N * o->max_new; i++) out->ids[i] = o->pad_id;
     rc = prefill(m, &s, prompt, pmask, B, P, err);
-    if (rc == GRPO_OK) fan_out(m, &s, prompt, pmask, B, P, o->G);
+    if (rc == GRPO_OK) rc = fan_out(m, &s, prompt, pmask, B, P, o->G, err);
     int32_t live = s.N;
     for (int first = 1; rc == GRPO_OK && live > 0; first = 0) {
         draw_tokens(&s, o, live, first, rng, out);
-        live = drop_finished(m, &s, o, live, out);
-        if (live == 0) break;
+        rc = drop_finished(m, &s, o, &live, out, err);
+        if (rc != GRPO_OK || live == 0) break;
         for (int32_t i = 0; i < live; i++) s.cmask[(size_t)i * s.S + s.len[i] - 1] = 1;
         ops->upload(ops->ctx, s.d_tok, s.tok, (uint64_t)live * sizeof(int32_t));
         ops->upload(ops->ctx, s.d_pos, s.pos, (uint64_t)live * sizeof(int32_t));

@@ -1,5 +1,8 @@
 /*
- * sampler.h — the rollout of one generation batch: G completions for each of B prompts.
+ * sampler.h — the rollout of one generation batch: G completions for each of B prompts. The
+ * project's one decode loop: `grpo train`, `grpo eval`, `grpo generate` (G = 1, greedy =
+ * temperature 0) and the benchmarks all generate through grpo_sampler_run(), which reaches the
+ * KV cache only through the model host (model.h: reserve_kv, prefill, decode, kv_copy_row).
  *
  * Dimension letters: B prompts, G completions per prompt, N = B*G completion rows (group-major:
  * row n belongs to prompt n / G), P prompt columns (left-padded), T = max_completion_length,

@@ -16,21 +16,17 @@
 #include "optimizer.h"
 #include "reward_sum.h"
 #include "rewards.h"
+#include "rollout.h"
 #include "seqbatch.h"
 #include "train_state.h"
 
-/* One generation chunk: B prompts x G completions. */
+/* One generation chunk: B prompts x G completions (N = B*G rows). */
 typedef struct chunk {
-    int32_t B, G, N, P, T;   /* T: longest completion of the chunk (>= 1) */
-    int32_t *prompt, *pmask; /* (B,P) */
-    char **prompt_text;      /* [B] */
-    const grpo_example **ex; /* [B] */
-    grpo_rollout roll;       /* (N, max_completion_length) */
-    char **completion;       /* [N] decoded, special tokens skipped */
-    float *R;                /* (N,K) reward function scores */
-    float *r, *adv;          /* (N) summed reward, advantage */
-    float *mask;             /* (N,T) loss mask (truncated rows zeroed when asked) */
-    float *old_logp;         /* (N,T) when num_iterations > 1, else NULL */
+    grpo_rollout_batch rb; /* prompts (B,P), completions (N, max_completion_length), R (N,K) */
+    int32_t T;             /* longest completion of the chunk (>= 1) */
+    float *r, *adv;        /* (N) summed reward, advantage */
+    float *mask;           /* (N,T) loss mask (truncated rows zeroed when asked) */
+    float *old_logp;       /* (N,T) when num_iterations > 1, else NULL */
     grpo_advantage_metrics am;
 } chunk;
 
@@ -59,85 +55,47 @@ typedef struct trainer {
 /* ---- chunks ------------------------------------------------------------------------------ */
 
 static void chunk_clear(chunk *c) {
-    for (int32_t b = 0; c->prompt_text && b < c->B; b++) free(c->prompt_text[b]);
-    for (int32_t n = 0; c->completion && n < c->N; n++) free(c->completion[n]);
-    free(c->prompt), free(c->pmask), free(c->prompt_text), free(c->ex), free(c->completion);
-    free(c->R), free(c->r), free(c->adv), free(c->mask), free(c->old_logp);
-    grpo_rollout_free(&c->roll);
+    grpo_rollout_batch_free(&c->rb);
+    free(c->r), free(c->adv), free(c->mask), free(c->old_logp);
     memset(c, 0, sizeof *c);
 }
 
-/* Takes the next B usable prompts from the data order into c (ids left-padded). */
+/* Takes the next B usable prompts from the data order into c->rb. */
 static int chunk_prompts(trainer *t, chunk *c, grpo_error *err) {
     int32_t B = (int32_t)t->cfg->train_batch_prompts;
-    int32_t **ids = calloc((size_t)B, sizeof *ids);
-    size_t *n = calloc((size_t)B, sizeof *n);
-    c->prompt_text = calloc((size_t)B, sizeof *c->prompt_text);
-    c->ex = calloc((size_t)B, sizeof *c->ex);
-    int rc = ids && n && c->prompt_text && c->ex
-                 ? GRPO_OK
-                 : grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory");
+    int rc = grpo_rollout_batch_begin(&c->rb, B, t->so.G, err);
     size_t tries = 0;
-    for (int32_t b = 0; rc == GRPO_OK && b < B;) {
+    while (rc == GRPO_OK && c->rb.n_prompts < B) {
         if (tries++ > t->data->n + (size_t)B)
-            rc = grpo_error_set(err, GRPO_ERR_INVALID,
-                                "%s: every prompt is longer than data.max_prompt_length = %lld "
-                                "(data.truncation = skip)",
-                                t->data->path, t->cfg->data_max_prompt_length);
-        if (rc != GRPO_OK) break;
+            return grpo_error_set(err, GRPO_ERR_INVALID,
+                                  "%s: every prompt is longer than data.max_prompt_length = %lld "
+                                  "(data.truncation = skip)",
+                                  t->data->path, t->cfg->data_max_prompt_length);
         const grpo_example *ex = &t->data->examples[grpo_data_order_next(&t->order)];
         int keep = 0;
-        rc = grpo_run_prompt(&t->run, t->data, ex, &c->prompt_text[b], &ids[b], &n[b], &keep, err);
-        if (rc == GRPO_OK && keep) c->ex[b++] = ex;
+        rc = grpo_rollout_batch_add(&c->rb, &t->run, t->data, ex, &keep, err);
     }
-    c->B = B;
-    if (rc == GRPO_OK) {
-        c->P = grpo_left_pad(ids, n, B, t->run.pad_id, &c->prompt, &c->pmask);
-        if (c->P < 0) rc = grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory");
-    }
-    for (int32_t b = 0; ids && b < B; b++) free(ids[b]);
-    free(ids), free(n);
     return rc;
 }
 
-/* Scores the chunk's completions with every reward, sums them and computes the advantages. */
+/* Sums the chunk's reward scores (N,K) and computes the advantages. */
 static int chunk_rewards(trainer *t, chunk *c, grpo_error *err) {
-    int K = t->rewards.n;
-    grpo_sample *s = calloc((uint32_t)c->N, sizeof *s);
-    c->R = malloc((size_t)c->N * K * sizeof(float));
-    c->r = malloc((size_t)c->N * sizeof(float)), c->adv = malloc((size_t)c->N * sizeof(float));
-    if (!s || !c->R || !c->r || !c->adv) {
-        free(s);
-        return grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory");
-    }
-    for (int32_t i = 0; i < c->N; i++) {
-        const grpo_example *ex = c->ex[i / c->G];
-        s[i].struct_size = sizeof s[i];
-        s[i].prompt = c->prompt_text[i / c->G];
-        s[i].messages = ex->messages, s[i].n_messages = ex->n_messages;
-        s[i].completion = c->completion[i];
-        s[i].completion_ids = c->roll.ids + (size_t)i * c->roll.T;
-        s[i].n_completion_ids = (uint32_t)c->roll.len[i];
-        s[i].group = (uint32_t)(i / c->G), s[i].member = (uint32_t)(i % c->G);
-        s[i].fields = ex->fields, s[i].n_fields = ex->n_fields;
-        s[i].truncated = c->roll.truncated[i];
-    }
-    int rc = grpo_reward_set_score(&t->rewards, s, (uint32_t)c->N, c->R, err);
-    free(s);
-    if (rc != GRPO_OK) return rc;
-    grpo_reward_sum(c->r, c->R, t->w, c->N, K);
-    for (int32_t b = 0; b < c->B; b++) {
+    c->r = malloc((size_t)c->rb.N * sizeof(float));
+    c->adv = malloc((size_t)c->rb.N * sizeof(float));
+    if (!c->r || !c->adv) return grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory");
+    grpo_reward_sum(c->r, c->rb.R, t->w, c->rb.N, t->rewards.n);
+    for (int32_t b = 0; b < c->rb.B; b++) {
         int scored = 0;
-        for (int32_t g = 0; g < c->G; g++) scored += !isnan(c->r[b * c->G + g]);
+        for (int32_t g = 0; g < c->rb.G; g++) scored += !isnan(c->r[b * c->rb.G + g]);
         if (!scored)
             fprintf(stderr,
                     "warning: step %ld: %s:%llu: every reward returned NaN (no opinion) for "
                     "all %d completions of this prompt; its advantages are 0\n",
-                    t->st.step + 1, t->data->path, (unsigned long long)c->ex[b]->line, c->G);
+                    t->st.step + 1, t->data->path, (unsigned long long)c->rb.ex[b]->line, c->rb.G);
     }
     grpo_error why;
     grpo_error_init(&why);
-    rc = grpo_advantages(c->adv, &c->am, c->r, c->B, c->G, &t->ao, &why);
+    int rc = grpo_advantages(c->adv, &c->am, c->r, c->rb.B, c->rb.G, &t->ao, &why);
     if (rc != GRPO_OK) return grpo_error_set(err, rc, "advantages: %s", why.message);
     return GRPO_OK;
 }
@@ -145,34 +103,35 @@ static int chunk_rewards(trainer *t, chunk *c, grpo_error *err) {
 /* The loss mask (N,T) of the chunk: the completion mask, minus truncated rows when asked. */
 static int chunk_mask(trainer *t, chunk *c, grpo_error *err) {
     c->T = 1;
-    for (int32_t i = 0; i < c->N; i++) c->T = c->roll.len[i] > c->T ? c->roll.len[i] : c->T;
-    c->mask = calloc((size_t)c->N * c->T, sizeof(float));
+    for (int32_t i = 0; i < c->rb.N; i++)
+        c->T = c->rb.roll.len[i] > c->T ? c->rb.roll.len[i] : c->T;
+    c->mask = calloc((size_t)c->rb.N * c->T, sizeof(float));
     if (!c->mask) return grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory");
-    for (int32_t i = 0; i < c->N; i++)
+    for (int32_t i = 0; i < c->rb.N; i++)
         for (int32_t j = 0; j < c->T; j++)
-            c->mask[(size_t)i * c->T + j] = c->roll.mask[(size_t)i * c->roll.T + j];
+            c->mask[(size_t)i * c->T + j] = c->rb.roll.mask[(size_t)i * c->rb.roll.T + j];
     if (t->cfg->grpo_mask_truncated_completions)
-        grpo_mask_truncated(c->mask, c->roll.truncated, c->N, c->T);
+        grpo_mask_truncated(c->mask, c->rb.roll.truncated, c->rb.N, c->T);
     return GRPO_OK;
 }
 
 /* Fills t->sb with rows [r0, r0+rows) of c (prompt, then completion; see seqbatch.h). */
 static int chunk_batch(trainer *t, chunk *c, int32_t r0, int32_t rows, grpo_error *err) {
-    return grpo_seqbatch_from_rollout(&t->sb, t->run.ops, c->prompt, c->pmask, c->P, c->G,
-                                      &c->roll, r0, rows, c->T, t->run.pad_id, err);
+    return grpo_seqbatch_from_rollout(&t->sb, t->run.ops, c->rb.prompt, c->rb.pmask, c->rb.P,
+                                      c->rb.G, &c->rb.roll, r0, rows, c->T, t->run.pad_id, err);
 }
 
 /* The completion columns (rows, T) of a (rows, P+T) array of the current batch. */
 static void completion_cols(const trainer *t, const chunk *c, const float *src, float *out) {
-    grpo_seqbatch_completion(&t->sb, src, c->P, c->T, out);
+    grpo_seqbatch_completion(&t->sb, src, c->rb.P, c->T, out);
 }
 
 /* Old-policy log-probs of the whole chunk (num_iterations > 1), before any update. */
 static int chunk_old_logp(trainer *t, chunk *c, grpo_error *err) {
-    c->old_logp = malloc((size_t)c->N * c->T * sizeof(float));
+    c->old_logp = malloc((size_t)c->rb.N * c->T * sizeof(float));
     if (!c->old_logp) return grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory");
-    for (int32_t r0 = 0; r0 < c->N; r0 += t->micro) {
-        int32_t rows = c->N - r0 < t->micro ? c->N - r0 : t->micro;
+    for (int32_t r0 = 0; r0 < c->rb.N; r0 += t->micro) {
+        int32_t rows = c->rb.N - r0 < t->micro ? c->rb.N - r0 : t->micro;
         int rc = chunk_batch(t, c, r0, rows, err);
         if (rc == GRPO_OK) rc = grpo_seqbatch_forward(&t->sb, t->policy, 0, t->scale, err);
         if (rc != GRPO_OK) return rc;
@@ -181,19 +140,14 @@ static int chunk_old_logp(trainer *t, chunk *c, grpo_error *err) {
     return GRPO_OK;
 }
 
+/* One chunk's rollout (rollout.h), then what training needs of it: advantages, loss mask and,
+ * with num_iterations > 1, the old policy's log-probs. */
 static int chunk_generate(trainer *t, chunk *c, grpo_error *err) {
     chunk_clear(c);
-    c->G = t->so.G;
     int rc = chunk_prompts(t, c, err);
-    c->N = c->B * c->G;
     if (rc == GRPO_OK)
-        rc = grpo_sampler_run(t->policy, &t->so, c->prompt, c->pmask, c->B, c->P, &t->st.rng,
-                              &c->roll, err);
-    if (rc == GRPO_OK && !(c->completion = calloc((size_t)c->N, sizeof *c->completion)))
-        rc = grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory");
-    for (int32_t i = 0; rc == GRPO_OK && i < c->N; i++)
-        c->completion[i] =
-            grpo_run_decode(&t->run, c->roll.ids + (size_t)i * c->roll.T, c->roll.len[i]);
+        rc = grpo_rollout_batch_run(&c->rb, &t->run, t->policy, &t->so, &t->st.rng, &t->rewards,
+                                    err);
     if (rc == GRPO_OK) rc = chunk_rewards(t, c, err);
     if (rc == GRPO_OK) rc = chunk_mask(t, c, err);
     if (rc == GRPO_OK && t->cfg->grpo_num_iterations > 1) rc = chunk_old_logp(t, c, err);
@@ -273,9 +227,9 @@ static int micro_step(trainer *t, chunk *c, int32_t r0, int32_t rows, const grpo
         sums->aux += t->policy->desc->aux_loss(t->policy->inst) / lo->grad_accum_steps;
         t->sb.aux_weight = (float)coef;
     }
-    int32_t L = c->P + c->T;
+    int32_t L = c->rb.P + c->T;
     for (int32_t k = 0; k < rows; k++)
-        memcpy(t->sb.dlogp + (size_t)k * L + c->P - 1, dl + (size_t)k * c->T,
+        memcpy(t->sb.dlogp + (size_t)k * L + c->rb.P - 1, dl + (size_t)k * c->T,
                (size_t)c->T * sizeof(float));
     return grpo_seqbatch_backward(&t->sb, t->policy, t->scale, err);
 }
@@ -292,8 +246,8 @@ static int train_on_chunks(trainer *t, loss_sums *sums, grpo_error *err) {
     lo.num_items_in_batch = 0;
     for (int a = 0; a < t->n_chunks; a++) {
         chunk *c = &t->chunks[a];
-        lo.num_items_in_batch += grpo_mask_sum(c->mask, c->N, c->T);
-        micro_batches += (c->N + t->micro - 1) / t->micro;
+        lo.num_items_in_batch += grpo_mask_sum(c->mask, c->rb.N, c->T);
+        micro_batches += (c->rb.N + t->micro - 1) / t->micro;
         Tmax = c->T > Tmax ? c->T : Tmax;
     }
     lo.grad_accum_steps = micro_batches;
@@ -303,9 +257,9 @@ static int train_on_chunks(trainer *t, loss_sums *sums, grpo_error *err) {
     int rc = GRPO_OK;
     for (int a = 0; rc == GRPO_OK && a < t->n_chunks; a++) {
         chunk *c = &t->chunks[a];
-        for (int32_t r0 = 0; rc == GRPO_OK && r0 < c->N; r0 += t->micro)
-            rc = micro_step(t, c, r0, c->N - r0 < t->micro ? c->N - r0 : t->micro, &lo, buf, sums,
-                            err);
+        for (int32_t r0 = 0; rc == GRPO_OK && r0 < c->rb.N; r0 += t->micro)
+            rc = micro_step(t, c, r0, c->rb.N - r0 < t->micro ? c->rb.N - r0 : t->micro, &lo, buf,
+                            sums, err);
     }
     free(buf);
     return rc;
@@ -315,7 +269,7 @@ static int train_on_chunks(trainer *t, loss_sums *sums, grpo_error *err) {
 
 static void reward_metrics(trainer *t, grpo_metric_row *row) {
     int K = t->rewards.n, N = 0;
-    for (int a = 0; a < t->n_chunks; a++) N += t->chunks[a].N;
+    for (int a = 0; a < t->n_chunks; a++) N += t->chunks[a].rb.N;
     float *R = malloc((size_t)N * K * sizeof(float)), *r = malloc((size_t)N * sizeof(float));
     if (!R || !r) {
         free(R), free(r);
@@ -325,15 +279,15 @@ static void reward_metrics(trainer *t, grpo_metric_row *row) {
     int off = 0;
     for (int a = 0; a < t->n_chunks; a++) {
         const chunk *c = &t->chunks[a];
-        memcpy(R + (size_t)off * K, c->R, (size_t)c->N * K * sizeof(float));
-        memcpy(r + off, c->r, (size_t)c->N * sizeof(float));
-        off += c->N;
-        zero_std += c->am.frac_reward_zero_std * c->N;
-        for (int32_t i = 0; i < c->N; i++) {
-            double l = c->roll.len[i];
-            len += l, clipped += c->roll.truncated[i];
+        memcpy(R + (size_t)off * K, c->rb.R, (size_t)c->rb.N * K * sizeof(float));
+        memcpy(r + off, c->r, (size_t)c->rb.N * sizeof(float));
+        off += c->rb.N;
+        zero_std += c->am.frac_reward_zero_std * c->rb.N;
+        for (int32_t i = 0; i < c->rb.N; i++) {
+            double l = c->rb.roll.len[i];
+            len += l, clipped += c->rb.roll.truncated[i];
             minl = l < minl ? l : minl, maxl = l > maxl ? l : maxl;
-            if (!c->roll.truncated[i]) term_len += l, n_term++;
+            if (!c->rb.roll.truncated[i]) term_len += l, n_term++;
         }
     }
     grpo_metric_set(row, "reward", grpo_nanmean(r, N, 1));
@@ -378,9 +332,10 @@ static double chunk_tokens(const trainer *t) {
     double n = 0;
     for (int a = 0; a < t->n_chunks; a++) {
         const chunk *c = &t->chunks[a];
-        for (int32_t i = 0; i < c->N; i++) {
-            n += c->roll.len[i];
-            for (int32_t p = 0; p < c->P; p++) n += c->pmask[(size_t)(i / c->G) * c->P + p];
+        for (int32_t i = 0; i < c->rb.N; i++) {
+            n += c->rb.roll.len[i];
+            for (int32_t p = 0; p < c->rb.P; p++)
+                n += c->rb.pmask[(size_t)(i / c->rb.G) * c->rb.P + p];
         }
     }
     return n;
@@ -390,13 +345,13 @@ static double chunk_tokens(const trainer *t) {
 static int log_completions(trainer *t, grpo_error *err) {
     const chunk *c = &t->chunks[0];
     int rc = GRPO_OK;
-    for (int32_t i = 0; rc == GRPO_OK && i < c->N; i++) {
+    for (int32_t i = 0; rc == GRPO_OK && i < c->rb.N; i++) {
         cJSON *j = cJSON_CreateObject(), *rw = cJSON_CreateObject();
         cJSON_AddNumberToObject(j, "step", (double)t->st.step);
-        cJSON_AddStringToObject(j, "prompt", c->prompt_text[i / c->G]);
-        cJSON_AddStringToObject(j, "completion", c->completion[i]);
+        cJSON_AddStringToObject(j, "prompt", c->rb.prompt_text[i / c->rb.G]);
+        cJSON_AddStringToObject(j, "completion", c->rb.completion[i]);
         for (int k = 0; k < t->rewards.n; k++) {
-            float v = c->R[(size_t)i * t->rewards.n + k];
+            float v = c->rb.R[(size_t)i * t->rewards.n + k];
             if (isnan(v))
                 cJSON_AddNullToObject(rw, t->rewards.specs[k]->name);
             else
@@ -527,8 +482,8 @@ static int train_step(trainer *t, double run_start, long steps_done, grpo_error 
     const grpo_run_config *cfg = t->cfg;
     double t0 = grpo_now();
     int rc = GRPO_OK;
-    int fresh = t->st.step % cfg->grpo_num_iterations == 0 || !t->chunks[0].N;
-    if (t->st.step % cfg->grpo_num_iterations != 0 && !t->chunks[0].N)
+    int fresh = t->st.step % cfg->grpo_num_iterations == 0 || !t->chunks[0].rb.N;
+    if (t->st.step % cfg->grpo_num_iterations != 0 && !t->chunks[0].rb.N)
         fprintf(stderr,
                 "warning: resumed inside a num_iterations cycle: the generation batch "
                 "of step %ld is regenerated, so this run leaves the uninterrupted trajectory\n",

@@ -31,6 +31,7 @@
 #include "host.h"
 #include "registry.h"
 #include "safetensors.h"
+#include "sampler.h"
 
 static const char *const fixtures[] = {"llama", "qwen2", "qwen3"};
 #define N_FIXTURES 3
@@ -299,8 +300,9 @@ START_TEST(every_gradient_matches_transformers) {
 }
 END_TEST
 
-/* Greedy generation equals transformers' generate(): one row, a left-padded batch, and that
- * batch with an EOS at which rows stop at different steps (rows then drop out of the batch). */
+/* Greedy generation (the sampler, one completion per prompt) equals transformers' generate():
+ * one row, a left-padded batch, and that batch with an EOS at which rows stop at different steps
+ * (rows then drop out of the batch). */
 static void check_generate(fixture *f, const char *prompt_name, const char *mask_name,
                            const char *out_name, int32_t eos) {
     grpo_error err;
@@ -316,17 +318,21 @@ static void check_generate(fixture *f, const char *prompt_name, const char *mask
     }
     int32_t *ref = ref_tensor(f, out_name, NULL);
     int32_t N = (int32_t)grpo_st_find(f->ref, out_name)->shape[1];
-    int32_t *out = calloc((size_t)R * N, sizeof(int32_t)), *n_out = calloc(R, sizeof(int32_t));
-    uint64_t rng[4] = {1, 2, 3, 4};
-    ck_ok(grpo_model_generate(f->m, prompt, mask, R, P, N, eos, 0.0f, rng, out, n_out, &err),
-          &err);
+    /* the sampler, greedy, one completion per prompt, stopping at eos (-1: never) */
+    grpo_sampler_opts o = {{0.0f, 0, 1.0f, 0.0f, 1.0f}, 1, N, {eos}, eos >= 0, 0};
+    grpo_rollout out = {0};
+    grpo_rng rng;
+    grpo_rng_seed(&rng, 1);
+    ck_ok(grpo_sampler_run(f->m, &o, prompt, mask, R, P, &rng, &out, &err), &err);
     for (int32_t r = 0; r < R; r++)
         for (int32_t k = 0; k < N; k++) {
-            int32_t want = ref[r * N + k], got = k < n_out[r] ? out[r * N + k] : 0; /* HF pads 0 */
+            /* past a row's end transformers pads with 0 */
+            int32_t want = ref[r * N + k], got = k < out.len[r] ? out.ids[r * N + k] : 0;
             ck_assert_msg(got == want, "%s row %d step %d: got %d, transformers %d", out_name, r,
                           k, got, want);
         }
-    free(prompt), free(mask), free(ref), free(out), free(n_out);
+    grpo_rollout_free(&out);
+    free(prompt), free(mask), free(ref);
 }
 
 START_TEST(greedy_generate_matches_transformers) {
@@ -359,7 +365,7 @@ START_TEST(prompt_fan_out_by_kv_copy_row) {
     grpo_batch pb = {sizeof(grpo_batch), 1, (int32_t)P, prompt, mask, pos, NULL, 0.0f};
     ck_ok(grpo_model_prefill(f.m, &pb, logits, &err), &err);
     for (int32_t r = 1; r < G; r++)
-        f.m->desc->kv_copy_row(f.m->inst, &f.m->kv, r, 0, (int32_t)P);
+        ck_ok(grpo_model_kv_copy_row(f.m, r, 0, (int32_t)P, &err), &err);
     int32_t cmask[G * 16] = {0}, tok[G], tpos[G], len[G];
     ck_assert_int_le(S, 16);
     for (int32_t step = 0; step < STEPS; step++) {
@@ -379,6 +385,26 @@ START_TEST(prompt_fan_out_by_kv_copy_row) {
         }
     }
     free(prompt), free(want), free(mask), free(pos), free(logits);
+    fixture_close(&f);
+}
+END_TEST
+
+/* The host refuses a cache-row copy outside the reserved cache (no cache, a row past R, more
+ * slots than S) with a message naming the rows, instead of writing past the KV buffer. */
+START_TEST(kv_copy_row_outside_the_cache_is_refused) {
+    fixture f;
+    grpo_error err;
+    grpo_error_init(&err);
+    fixture_open(&f, fixtures[0], 0);
+    ck_assert_int_eq(grpo_model_kv_copy_row(f.m, 1, 0, 1, &err), GRPO_ERR_INVALID);
+    ck_ok(grpo_model_reserve_kv(f.m, 2, 4, 4, &err), &err);
+    ck_ok(grpo_model_kv_copy_row(f.m, 1, 0, 4, &err), &err);
+    ck_ok(grpo_model_kv_copy_row(f.m, 1, 1, 4, &err), &err); /* onto itself: nothing to do */
+    ck_assert_int_eq(grpo_model_kv_copy_row(f.m, 2, 0, 4, &err), GRPO_ERR_INVALID);
+    ck_assert_msg(strstr(err.message, "row 0 to row 2") && strstr(err.message, "2 rows x 4 slots"),
+                  "%s", err.message);
+    ck_assert_int_eq(grpo_model_kv_copy_row(f.m, 1, 0, 5, &err), GRPO_ERR_INVALID);
+    ck_assert_int_eq(grpo_model_kv_copy_row(f.m, 0, -1, 1, &err), GRPO_ERR_INVALID);
     fixture_close(&f);
 }
 END_TEST
@@ -536,6 +562,7 @@ int main(void) {
     tcase_add_loop_test(tc, every_gradient_matches_transformers, 0, N_FIXTURES);
     tcase_add_loop_test(tc, greedy_generate_matches_transformers, 0, N_FIXTURES);
     tcase_add_loop_test(tc, prompt_fan_out_by_kv_copy_row, 0, N_FIXTURES);
+    tcase_add_test(tc, kv_copy_row_outside_the_cache_is_refused);
     tcase_add_loop_test(tc, save_reload_round_trip, 0, N_FIXTURES);
     tcase_add_test(tc, load_errors_name_the_tensor);
     tcase_add_test(tc, unsupported_config_is_refused);

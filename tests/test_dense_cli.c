@@ -12,7 +12,9 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "model_env.h"
 #include "safetensors.h"
+#include "sampler.h"
 
 #define FIXTURE GRPO_SOURCE_DIR "/tests/fixtures/dense/qwen2"
 
@@ -87,6 +89,24 @@ START_TEST(logprobs_command_names_bad_line) {
 }
 END_TEST
 
+/* Runs cmd_generate(argv) with stdout captured into line (its first line); returns its status. */
+static int run_generate(int argc, char **argv, char *line, size_t cap) {
+    char out[] = "/tmp/grpo_gen_out_XXXXXX";
+    int fd = mkstemp(out);
+    fflush(stdout);
+    int saved = dup(1);
+    dup2(fd, 1);
+    int rc = cmd_generate(argc, argv);
+    fflush(stdout);
+    dup2(saved, 1);
+    close(saved), close(fd);
+    FILE *f = fopen(out, "r");
+    ck_assert(fgets(line, (int)cap, f) != NULL);
+    fclose(f);
+    unlink(out);
+    return rc;
+}
+
 START_TEST(generate_command_greedy_matches_transformers) {
     grpo_safetensors *st = open_ref();
     int64_t R, P, N;
@@ -96,31 +116,54 @@ START_TEST(generate_command_greedy_matches_transformers) {
     for (int64_t i = 0; i < P; i++)
         snprintf(num, sizeof num, "%s%d", i ? "," : "", prompt[i]), strcat(ids, num);
     snprintf(max_new, sizeof max_new, "%ld", (long)N);
-    char out[] = "/tmp/grpo_gen_out_XXXXXX";
-    int fd = mkstemp(out);
-    fflush(stdout);
-    int saved = dup(1);
-    dup2(fd, 1);
     char *argv[] = {"generate", "--model", FIXTURE, "--prompt-ids", ids, "--max-new-tokens",
                     max_new, "--greedy", "--plugin-path", GRPO_PACK_BUILD_DIR, NULL};
-    int rc = cmd_generate(10, argv);
-    fflush(stdout);
-    dup2(saved, 1);
-    close(saved), close(fd);
-    ck_assert_int_eq(rc, 0);
-    FILE *f = fopen(out, "r");
     char line[4096];
-    ck_assert(fgets(line, sizeof line, f) != NULL);
-    fclose(f);
+    ck_assert_int_eq(run_generate(10, argv, line, sizeof line), 0);
     char *p = strstr(line, "\"completion_ids\":[") + strlen("\"completion_ids\":[");
     for (int64_t k = 0; k < N; k++) {
         long v = strtol(p, &p, 10);
         ck_assert_msg(v == want[k], "step %ld: got %ld, transformers %d", (long)k, v, want[k]);
         p++;
     }
-    unlink(out);
     free(prompt), free(want);
     grpo_st_close(st);
+}
+END_TEST
+
+/* --temperature T --seed S draws the sampler's stream: the same tokens as grpo_sampler_run with
+ * G = 1 and an RNG seeded by grpo_rng_seed(S), the way sampling.seed seeds train and eval. */
+START_TEST(generate_command_samples_like_the_sampler) {
+    char *argv[] = {"generate", "--model", FIXTURE, "--prompt-ids", "1,2,3,4,5",
+                    "--max-new-tokens", "12", "--temperature", "1.0", "--seed", "7", "--eos",
+                    "-1", "--plugin-path", GRPO_PACK_BUILD_DIR, NULL};
+    char line[4096];
+    ck_assert_int_eq(run_generate(15, argv, line, sizeof line), 0);
+    grpo_error err;
+    grpo_error_init(&err);
+    grpo_model_env env;
+    grpo_model *m = NULL;
+    const char *dirs[] = {GRPO_PACK_BUILD_DIR};
+    ck_assert_msg(grpo_model_env_open(&env, "cpu", 0, dirs, 1, &err) == GRPO_OK, "%s",
+                  err.message);
+    ck_assert_msg(grpo_model_open_dir(&m, &env.reg, &env.host, FIXTURE, 0, &err) == GRPO_OK, "%s",
+                  err.message);
+    int32_t prompt[5] = {1, 2, 3, 4, 5}, mask[5] = {1, 1, 1, 1, 1};
+    grpo_sampler_opts so = {{1.0f, 0, 1.0f, 0.0f, 1.0f}, 1, 12, {0}, 0, 0};
+    grpo_rng rng;
+    grpo_rng_seed(&rng, 7);
+    grpo_rollout r = {0};
+    ck_assert_msg(grpo_sampler_run(m, &so, prompt, mask, 1, 5, &rng, &r, &err) == GRPO_OK, "%s",
+                  err.message);
+    char want[4096] = "{\"prompt_ids\":[1,2,3,4,5],\"completion_ids\":[", num[16];
+    for (int32_t k = 0; k < r.len[0]; k++)
+        snprintf(num, sizeof num, "%s%d", k ? "," : "", r.ids[k]), strcat(want, num);
+    strcat(want, "]}\n");
+    ck_assert_int_eq(r.len[0], 12);
+    ck_assert_str_eq(line, want);
+    grpo_rollout_free(&r);
+    grpo_model_close(m);
+    grpo_model_env_close(&env);
 }
 END_TEST
 
@@ -130,6 +173,7 @@ int main(void) {
     tcase_add_test(tc, logprobs_command_matches_transformers);
     tcase_add_test(tc, logprobs_command_names_bad_line);
     tcase_add_test(tc, generate_command_greedy_matches_transformers);
+    tcase_add_test(tc, generate_command_samples_like_the_sampler);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

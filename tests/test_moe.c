@@ -37,6 +37,7 @@
 #include "host.h"
 #include "registry.h"
 #include "safetensors.h"
+#include "sampler.h"
 
 static const char *const fixtures[] = {"qwen3moe", "minimind2", "minimind2_tok",
                                        "qwen3moe_plain"};
@@ -349,17 +350,20 @@ static void check_generate(fixture *f, const char *prompt_name, const char *mask
     }
     int32_t *ref = ref_tensor(f, out_name, NULL);
     int32_t N = (int32_t)grpo_st_find(f->ref, out_name)->shape[1];
-    int32_t *out = calloc((size_t)R * N, sizeof(int32_t)), *n_out = calloc(R, sizeof(int32_t));
-    uint64_t rng[4] = {1, 2, 3, 4};
-    ck_ok(grpo_model_generate(f->m, prompt, mask, R, P, N, eos, 0.0f, rng, out, n_out, &err),
-          &err);
+    /* the sampler, greedy, one completion per prompt, stopping at eos (-1: never) */
+    grpo_sampler_opts o = {{0.0f, 0, 1.0f, 0.0f, 1.0f}, 1, N, {eos}, eos >= 0, 0};
+    grpo_rollout out = {0};
+    grpo_rng rng;
+    grpo_rng_seed(&rng, 1);
+    ck_ok(grpo_sampler_run(f->m, &o, prompt, mask, R, P, &rng, &out, &err), &err);
     for (int32_t r = 0; r < R; r++)
         for (int32_t k = 0; k < N; k++) {
-            int32_t want = ref[r * N + k], got = k < n_out[r] ? out[r * N + k] : 0;
+            int32_t want = ref[r * N + k], got = k < out.len[r] ? out.ids[r * N + k] : 0;
             ck_assert_msg(got == want, "%s row %d step %d: got %d, reference %d", out_name, r, k,
                           got, want);
         }
-    free(prompt), free(mask), free(ref), free(out), free(n_out);
+    grpo_rollout_free(&out);
+    free(prompt), free(mask), free(ref);
 }
 
 START_TEST(greedy_generate_matches_reference) {
