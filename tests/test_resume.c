@@ -142,6 +142,10 @@ static void train_and_kill(const char *name, int resume, long step) {
 START_TEST(killed_twice_with_keep_2_resumes_the_same_trajectory) {
     write_run("a", "completions_every = 1\n", NULL, NULL);
     write_run("b", "completions_every = 1\n", NULL, NULL);
+    /* longer steps, so the 8 steps after checkpoint 4 outlast the wait for it on a busy machine */
+    sh("sed -i 's/^num_generations = 4/num_generations = 8/; "
+       "s/^max_completion_length = 8/max_completion_length = 32/' '%s/a.ini' '%s/b.ini'",
+       tmp, tmp);
     ck_assert_int_eq(train("a", 0, "whole", NULL), 0);
     train_and_kill("b", 0, 4);
     train_and_kill("b", 1, 8);
