@@ -33,6 +33,13 @@ static size_t utf8_char(const unsigned char *s, size_t n, size_t *bad) {
     return 0;
 }
 
+size_t tok_utf8_invalid_at(const char *s, size_t len) {
+    size_t bad = 0;
+    for (size_t i = 0, k; i < len; i += k)
+        if (!(k = utf8_char((const unsigned char *)s + i, len - i, &bad))) return i;
+    return len;
+}
+
 size_t tok_utf8_lossy_len(const char *s, size_t len, int *valid) {
     size_t out = 0;
     *valid = 1;

@@ -8,6 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* Offset of the first byte of s[0..len) that is not valid UTF-8, or len when all of it is. */
+size_t tok_utf8_invalid_at(const char *s, size_t len);
 /* Length in bytes of s once every maximal invalid UTF-8 subsequence is replaced by U+FFFD;
  * *valid receives 1 when s is valid UTF-8 (nothing to replace). */
 size_t tok_utf8_lossy_len(const char *s, size_t len, int *valid);

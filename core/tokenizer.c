@@ -389,9 +389,15 @@ int32_t grpo_tokenizer_load(const char *path_or_dir, grpo_tokenizer **out, grpo_
         grpo_tokenizer_free(tok);
         return rc;
     }
+    /* tokens are text: invalid UTF-8 (which Hugging Face cannot read either) is refused here,
+     * so the decoders may take every token's bytes for valid UTF-8 */
+    size_t bad = tok_utf8_invalid_at(text, len);
     /* one JSON value and nothing after it: trailing text is a damaged or concatenated file */
-    cJSON *root = cJSON_ParseWithLengthOpts(text, len + 1, NULL, 1); /* len + its NUL */
-    if (!root) {
+    cJSON *root = bad < len ? NULL : cJSON_ParseWithLengthOpts(text, len + 1, NULL, 1);
+    if (bad < len) {
+        rc = grpo_error_set(err, GRPO_ERR_INVALID, "%s: invalid UTF-8 at byte %zu; expected a "
+                            "UTF-8 JSON file", path, bad);
+    } else if (!root) {
         const char *at = cJSON_GetErrorPtr();
         size_t off = at && at >= text && at <= text + len ? (size_t)(at - text) : len;
         rc = grpo_error_set(err, GRPO_ERR_INVALID, "%s: malformed JSON (or text after it) near byte %zu", path, off);
