@@ -129,6 +129,12 @@ static int32_t load_model(grpo_tokenizer *tok, const cJSON *model, int32_t max_a
                                   tok->path, e->string);
         if (e->valueint > max_id) max_id = e->valueint;
     }
+    /* ids are (nearly) dense in every real tokenizer; a stray huge id would size the id table */
+    if ((int64_t)max_id > 4 * (int64_t)cJSON_GetArraySize(vocab) + 1024)
+        return grpo_error_set(err, GRPO_ERR_INVALID,
+                              "%s: model.vocab: highest id %d for %d tokens; expected ids "
+                              "numbered densely from 0",
+                              tok->path, max_id, cJSON_GetArraySize(vocab));
     m->n_ids = max_id + 1;
     m->token = calloc((size_t)m->n_ids, sizeof *m->token);
     m->token_len = calloc((size_t)m->n_ids, sizeof *m->token_len);
