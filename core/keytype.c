@@ -5,6 +5,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <strings.h>
 
 static const char *const type_names[GRPO_KEY_TYPE_COUNT] = {"string", "int", "float", "bool",
@@ -31,6 +32,7 @@ int grpo_parse_int(const char *text, long long *out) {
 
 int grpo_parse_float(const char *text, double *out) {
     char *end;
+    if (text[strspn(text, "0123456789+-.eE")] != '\0') return 0; /* decimal only: no 0x10, inf */
     errno = 0;
     double v = strtod(text, &end);
     if (end == text || *end != '\0' || errno == ERANGE || !isfinite(v)) return 0;
