@@ -7,7 +7,7 @@ Two modes:
   --make DIR   writes the benchmark model once: a random-init LlamaForCausalLM with the
                MiniMind2-small shape (hidden 512, 8 layers, 8 query / 2 KV heads, intermediate
                1408, vocab 6400, tied embeddings, RoPE theta 1e6) as a Hugging Face directory, with
-               MiniMind2's tokenizer (/work/shared/data/minimind2 or --tokenizer DIR) whose two
+               MiniMind2's tokenizer (../shared/data/minimind2 or --tokenizer DIR) whose two
                end tokens are renamed (<|im_end|> -> <|bench_no_eos|>, <|endoftext|> ->
                <|bench_pad|>) and no eos_token: neither side has an EOS id, so every one of the
                B*G rows generates exactly max_new_tokens tokens on both sides (same work).
@@ -39,6 +39,10 @@ import sys
 import time
 
 import torch
+
+# the shared data beside the project (../shared), or $GRPO_SHARED_DIR
+SHARED = os.environ.get("GRPO_SHARED_DIR") or os.path.join(
+    os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "shared")
 
 SHAPE = dict(hidden_size=512, num_hidden_layers=8, num_attention_heads=8, num_key_value_heads=2,
              intermediate_size=1408, vocab_size=6400)
@@ -217,7 +221,7 @@ def run(a):
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--make", metavar="DIR", help="write the benchmark model directory and exit")
-    p.add_argument("--tokenizer", default="/work/shared/data/minimind2",
+    p.add_argument("--tokenizer", default=os.path.join(SHARED, "data", "minimind2"),
                    help="directory with MiniMind2's tokenizer.json (for --make)")
     p.add_argument("--model", help="model directory written by --make")
     p.add_argument("--data", default="bench/bench_grpo_step_prompts.jsonl")

@@ -21,7 +21,7 @@ Templates:
   qwen2.5           tests/fixtures/template/qwen2.5-7b-instruct.jinja (see README there)
   qwen3             tests/fixtures/template/qwen3-0.6b.jinja (see README there)
 
-Usage: python3 tools/make_template_fixtures.py [--shared /work/shared]
+Usage: python3 tools/make_template_fixtures.py [--shared DIR]   (default: ../shared beside the project)
 """
 import argparse
 import hashlib

@@ -28,7 +28,7 @@ input by U+FFFD, exactly as Python's bytes.decode("utf-8", "replace") and Rust's
 String::from_utf8_lossy do; so the reference ids for a {"hex": ...} entry are those `tokenizers`
 gives for bytes.fromhex(hex).decode("utf-8", "replace").
 
-The shared tokenizers are read from $GRPO_SHARED_DIR/data (default /work/shared/data); only ids and
+The shared tokenizers are read from $GRPO_SHARED_DIR/data (default ../shared/data beside the project); only ids and
 strings produced from them are written here, never the tokenizer files themselves.
 
 Usage: python3 tools/make_tokenizer_fixtures.py [--out tests/fixtures/tokenizer]
@@ -317,7 +317,8 @@ def main():
         write_json(os.path.join(out, f"expected_{name}.json"),
                    expected(tok, corpus, tok.get_vocab_size(), rng, all_single_ids=False, full=False))
 
-    shared = os.path.join(os.environ.get("GRPO_SHARED_DIR", "/work/shared"), "data")
+    shared = os.path.join(os.environ.get("GRPO_SHARED_DIR") or os.path.join(
+        os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "..", "shared"), "data")
     for name in ["minimind2", "minimind3"]:
         path = os.path.join(shared, name, "tokenizer.json")
         if not os.path.exists(path):
