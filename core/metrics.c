@@ -8,6 +8,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "files.h"
+
 void grpo_metric_row_clear(grpo_metric_row *row) { row->n = 0; }
 
 static int metric_index(const grpo_metric_row *row, const char *name) {
@@ -88,31 +90,25 @@ static long line_step(const char *line) {
     return s ? strtol(s + 7, NULL, 10) : -1;
 }
 
-/* Rewrites l->path keeping the lines of steps <= step (through a renamed temporary file). */
+/* Rewrites l->path keeping the lines of steps <= step (replaced atomically: files.h). */
 static int log_cut(grpo_run_log *l, long step, grpo_error *err) {
     FILE *in = fopen(l->path, "re");
     if (!in) return errno == ENOENT ? GRPO_OK : log_failed(l, "open", err);
-    char tmp[4300];
-    snprintf(tmp, sizeof tmp, "%s.tmp", l->path);
-    FILE *out = fopen(tmp, "we");
+    grpo_atomic_file af;
+    int rc = grpo_atomic_open(&af, l->path, err);
     char *line = NULL;
     size_t cap = 0;
-    int ok = out != NULL;
-    errno = 0;
-    while (ok && getline(&line, &cap, in) >= 0) {
+    ssize_t n;
+    while (rc == GRPO_OK && (n = getline(&line, &cap, in)) >= 0) {
         long s = line_step(line);
-        if (s >= 0 && s <= step) ok = fputs(line, out) >= 0;
+        if (s >= 0 && s <= step) rc = grpo_atomic_write(&af, line, (size_t)n, err);
     }
-    ok = ok && !ferror(in);
+    if (rc == GRPO_OK && ferror(in)) rc = log_failed(l, "read", err);
     free(line);
     fclose(in);
-    if (out) ok = (fclose(out) == 0) && ok;
-    if (!ok || rename(tmp, l->path) != 0) {
-        int rc = log_failed(l, "cutting to the resumed step", err);
-        unlink(tmp);
-        return rc;
-    }
-    return GRPO_OK;
+    if (rc == GRPO_OK) return grpo_atomic_commit(&af, err);
+    grpo_atomic_abort(&af);
+    return rc;
 }
 
 int grpo_run_log_open(grpo_run_log *l, const char *dir, const char *name, long resume_step,
