@@ -75,12 +75,6 @@ static int make_dirs(const char *dir, grpo_error *err) {
     return check_dir(dir, err);
 }
 
-static int same_dir(const char *a, const char *b) {
-    struct stat sa, sb;
-    return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev &&
-           sa.st_ino == sb.st_ino;
-}
-
 int grpo_hf_files_read(grpo_hf_files *f, const char *dir, grpo_error *err) {
     memset(f, 0, sizeof *f);
     int rc = check_dir(dir, err);
@@ -109,17 +103,8 @@ void grpo_hf_files_free(grpo_hf_files *f) {
     memset(f, 0, sizeof *f);
 }
 
-static int copy_tokenizer_files(const char *dst, const char *src, grpo_error *err) {
-    if (!src || same_dir(src, dst)) return GRPO_OK;
-    grpo_hf_files f;
-    int rc = grpo_hf_files_read(&f, src, err);
-    if (rc == GRPO_OK) rc = grpo_hf_files_write(&f, dst, err);
-    grpo_hf_files_free(&f);
-    return rc;
-}
-
 int grpo_hf_save(const char *dir, const char *config_json, const grpo_st_out *tensors, size_t n,
-                 grpo_st_dtype dtype, const char *tokenizer_src_dir, grpo_error *err) {
+                 grpo_st_dtype dtype, const grpo_hf_files *tokenizer, grpo_error *err) {
     cJSON *j = cJSON_Parse(config_json ? config_json : "");
     int ok = cJSON_IsObject(j);
     cJSON_Delete(j);
@@ -130,7 +115,7 @@ int grpo_hf_save(const char *dir, const char *config_json, const grpo_st_out *te
     int rc = make_dirs(dir, err);
     if (rc == GRPO_OK) rc = grpo_path_join(path, sizeof path, dir, GRPO_HF_WEIGHTS, err);
     if (rc == GRPO_OK) rc = grpo_st_write(path, tensors, n, dtype, err);
-    if (rc == GRPO_OK) rc = copy_tokenizer_files(dir, tokenizer_src_dir, err);
+    if (rc == GRPO_OK && tokenizer) rc = grpo_hf_files_write(tokenizer, dir, err);
     if (rc == GRPO_OK) rc = grpo_path_join(path, sizeof path, dir, GRPO_HF_CONFIG, err);
     if (rc == GRPO_OK) rc = grpo_write_file_atomic(path, config_json, strlen(config_json), err);
     return rc;

@@ -18,7 +18,7 @@
 #define GRPO_HF_WEIGHTS_INDEX "model.safetensors.index.json"
 #define GRPO_HF_CONFIG "config.json"
 
-/* The files grpo_hf_save() copies from a source directory when they exist there. NULL-ended. */
+/* The tokenizer-side files of a model directory (grpo_hf_files_read takes those present). NULL-ended. */
 extern const char *const grpo_hf_tokenizer_files[];
 
 /* The tokenizer files of a model directory held in memory: taken once when a model is opened,
@@ -55,12 +55,11 @@ int grpo_hf_read_config(const char *dir, char **json, grpo_error *err);
  *   DIR/model.safetensors  the n tensors as dtype (GRPO_ST_F32 or GRPO_ST_BF16), see grpo_st_write
  *   DIR/config.json        config_json verbatim (must be a JSON object; the caller keeps its
  *                          "torch_dtype" consistent with dtype)
- *   tokenizer files        each of grpo_hf_tokenizer_files present in tokenizer_src_dir (may be
- *                          NULL; skipped when it is dir itself)
+ *   tokenizer files        the files of tokenizer (NULL: none; see grpo_hf_files_read)
  * Every file is replaced atomically, weights first, config.json last. A failure leaves each file
  * either old or new and is reported. */
 int grpo_hf_save(const char *dir, const char *config_json, const grpo_st_out *tensors, size_t n,
-                 grpo_st_dtype dtype, const char *tokenizer_src_dir, grpo_error *err);
+                 grpo_st_dtype dtype, const grpo_hf_files *tokenizer, grpo_error *err);
 
 /* Writes into *out (malloc'd; the caller frees) config_json with its dtype entries set to the
  * transformers name of dtype ("float32", "bfloat16", "float16"): "dtype" and "torch_dtype" where

@@ -391,8 +391,8 @@ int grpo_model_save(const grpo_model *m, const char *dir, grpo_error *err) {
             o->ndim = d->ndim;
             for (int j = 0; j < d->ndim; j++) o->shape[j] = d->shape[j];
         }
-        if (rc == GRPO_OK) rc = grpo_hf_save(dir, cfg_text, outs, n, GRPO_ST_F32, NULL, err);
-        if (rc == GRPO_OK) rc = grpo_hf_files_write(&m->tok_files, dir, err);
+        if (rc == GRPO_OK)
+            rc = grpo_hf_save(dir, cfg_text, outs, n, GRPO_ST_F32, &m->tok_files, err);
     }
     free(outs);
     free(host);

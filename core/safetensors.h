@@ -27,7 +27,7 @@
  *   grpo_safetensors *st;  grpo_hf_open_weights(dir, &st, err)      -- hfdir.h
  *   for each param p:      grpo_st_read_f32(st, p.name, params[i], p.ndim, p.shape, err)
  *   grpo_st_close(st);
- *   save:                  grpo_hf_save(dir, config, outs, n, GRPO_ST_BF16, src_dir, err)
+ *   save:                  grpo_hf_save(dir, config, outs, n, GRPO_ST_BF16, &tokenizer_files, err)
  */
 #ifndef GRPO_SAFETENSORS_H
 #define GRPO_SAFETENSORS_H

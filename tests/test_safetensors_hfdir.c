@@ -86,8 +86,11 @@ static void save_and_compare_as(const char *dir, grpo_st_dtype dtype, int set_dt
         free(config);
         config = c2;
     }
-    ck_assert_msg(grpo_hf_save(dir, config, outs, grpo_st_count(ref), dtype, TINY, &err) ==
+    grpo_hf_files tok;
+    ck_assert_msg(grpo_hf_files_read(&tok, TINY, &err) == GRPO_OK, "%s", err.message);
+    ck_assert_msg(grpo_hf_save(dir, config, outs, grpo_st_count(ref), dtype, &tok, &err) ==
                       GRPO_OK, "%s", err.message);
+    grpo_hf_files_free(&tok);
     ck_assert_msg(grpo_hf_open_weights(dir, &back, &err) == GRPO_OK, "%s", err.message);
     ck_assert_uint_eq(grpo_st_count(back), grpo_st_count(ref));
     for (size_t i = 0; i < grpo_st_count(ref); i++) {
@@ -188,8 +191,11 @@ START_TEST(save_copies_tokenizer_files) {
     grpo_error_init(&err);
     float v = 1;
     grpo_st_out t = {"w", &v, 1, {1}};
-    ck_assert_msg(grpo_hf_save(scratch, "{}", &t, 1, GRPO_ST_F32, src, &err) == GRPO_OK, "%s",
+    grpo_hf_files tok;
+    ck_assert_msg(grpo_hf_files_read(&tok, src, &err) == GRPO_OK, "%s", err.message);
+    ck_assert_msg(grpo_hf_save(scratch, "{}", &t, 1, GRPO_ST_F32, &tok, &err) == GRPO_OK, "%s",
                   err.message);
+    grpo_hf_files_free(&tok);
     int copied = 0;
     for (int i = 0; grpo_hf_tokenizer_files[i]; i++) {
         char a[1024], b[1024], *x = NULL, *y = NULL;
