@@ -18,7 +18,8 @@
 #define GRPO_HF_WEIGHTS_INDEX "model.safetensors.index.json"
 #define GRPO_HF_CONFIG "config.json"
 
-/* The tokenizer-side files of a model directory (grpo_hf_files_read takes those present). NULL-ended. */
+/* The tokenizer-side files of a model directory (grpo_hf_files_read takes those present);
+ * NULL-ended. */
 extern const char *const grpo_hf_tokenizer_files[];
 
 /* The tokenizer files of a model directory held in memory: taken once when a model is opened,
