@@ -30,8 +30,8 @@
 #include <unistd.h>
 
 #include "bench_util.h"
-#include "model_env.h"
-#include "safetensors.h"
+#include "host/model_env.h"
+#include "io/safetensors.h"
 #include <cblas.h>
 #undef I
 

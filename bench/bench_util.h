@@ -13,9 +13,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "model_env.h"
-#include "safetensors.h"
-#include "sampler.h"
+#include "host/model_env.h"
+#include "io/safetensors.h"
+#include "host/sampler.h"
 
 static inline double bench_now(void) {
     struct timespec ts;

@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
-# check_layers.sh — reports circles between the files of core/ (file A calls something defined in
-# file B and B, directly or through others, calls something defined in A).
+# check_layers.sh — checks that core/ is layered: its folders, bottom to top, are
+#   base  text  io  host  config  train  cli        (docs/ARCHITECTURE.md)
+# and a file may call into, or include a header of, its own folder or a folder below only. It
+# reports (1) every call or #include from a lower folder up into a higher one, and (2) circles
+# between files (file A calls something defined in file B and B, directly or through others,
+# calls something defined in A), which are wrong even inside one folder.
 #
 # usage: scripts/check_layers.sh [BUILD_DIR] [PREFIX]
 #   BUILD_DIR  a configured and built tree (default: build); the object files of libgrpo are read
@@ -10,9 +14,12 @@
 # How: `nm` gives, for each object file, the global symbols it defines and the ones it leaves
 # undefined. A file that leaves a symbol undefined that another file defines depends on that file.
 # The strongly connected components of that graph with more than one file are the circles; each is
-# printed with the edges inside it and the symbols that make them. Exit status: 0 when there is no
-# circle, 1 when there is one, 2 when the objects cannot be read.
+# printed with the edges inside it and the symbols that make them. Includes are read from the
+# sources. Exit status: 0 when the layering holds, 1 when it does not, 2 when the objects cannot be
+# read.
 set -euo pipefail
+
+layers="base text io host config train cli"
 
 build=${1:-build}
 prefix=${2:-core/}
@@ -44,7 +51,26 @@ table=$(for o in "${objs[@]}"; do
     nm -u "$objdir/$o" | awk -v f="$src" '{ print "U", f, $NF }'
 done)
 
-awk -v nfiles="${#objs[@]}" '
+# Includes: "LAYER/name.h" in a file of core/ must name its own layer or one below.
+rank_of() { local i=0; for l in $layers; do [[ $l == "$1" ]] && { echo $i; return; }; i=$((i+1)); done; echo -1; }
+bad_includes=0
+if [[ $prefix == core/ ]]; then
+    while IFS= read -r f; do
+        rel=${f#"$root/"}; mine=$(echo "$rel" | cut -d/ -f2); rm_=$(rank_of "$mine")
+        if ((rm_ < 0)); then
+            echo "$rel: not in a layer folder (core/{${layers// /,}}/)"; bad_includes=1; continue
+        fi
+        while IFS= read -r inc; do
+            theirs=${inc%%/*}; rt=$(rank_of "$theirs")
+            if ((rt > rm_)); then
+                echo "$rel: includes $inc: $mine may not include from $theirs (a layer above)"
+                bad_includes=1
+            fi
+        done < <(sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([a-z]*\/[^"]*\)".*/\1/p' "$f")
+    done < <(find "$root/core" -type f \( -name '*.c' -o -name '*.h' \) | sort)
+fi
+
+awk -v nfiles="${#objs[@]}" -v layers="$layers" -v bad_includes="$bad_includes" '
     $1 == "D" { def[$3] = $2; next }
     $1 == "U" { use[++nu] = $2 SUBSEP $3 }
     END {
@@ -56,6 +82,19 @@ awk -v nfiles="${#objs[@]}" '
             b = def[s]
             if (!((a, b) in edge)) { edge[a, b] = s; node[a]; node[b] }
             else edge[a, b] = edge[a, b] " " s
+        }
+        # calls up: a file of a lower layer using a symbol defined in a higher one
+        nl = split(layers, L, " ")
+        for (i = 1; i <= nl; i++) rank[L[i]] = i
+        nup = 0
+        for (k in edge) {
+            split(k, ab, SUBSEP)
+            split(ab[1], pa, "/"); split(ab[2], pb, "/")
+            if (!(pa[2] in rank) || !(pb[2] in rank)) continue
+            if (rank[pb[2]] > rank[pa[2]]) {
+                printf "%s (%s) calls up into %s (%s): %s\n", ab[1], pa[2], ab[2], pb[2], edge[k]
+                nup++
+            }
         }
         # transitive closure (a few dozen files: cubic is fine)
         n = 0
@@ -77,6 +116,10 @@ awk -v nfiles="${#objs[@]}" '
                 for (b = 1; b <= n; b++) if (comp[b] == ncyc && (name[a], name[b]) in edge)
                     printf "  %s -> %s: %s\n", name[a], name[b], edge[name[a], name[b]]
         }
-        if (ncyc) { printf "%d cycle(s) among %d files\n", ncyc, nfiles; exit 1 }
-        printf "no cycles among %d files\n", nfiles
+        if (ncyc || nup || bad_includes) {
+            printf "%d cycle(s), %d call(s) up a layer among %d files%s\n", ncyc, nup, nfiles,
+                   bad_includes ? "; includes up a layer (above)" : ""
+            exit 1
+        }
+        printf "layers hold: no cycles, no call or include up a layer among %d files\n", nfiles
     }' <<<"$table"

@@ -11,9 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "advantage.h"
+#include "train/advantage.h"
 #include "loss_fixture.h"
-#include "reward_sum.h"
+#include "train/reward_sum.h"
 
 START_TEST(reward_sum_skips_nan_and_marks_unscorable) {
     const float R[] = {1.0f, NAN, NAN, NAN, 2.0f, 3.0f, NAN, -4.0f}; /* [4,2] */

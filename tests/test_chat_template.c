@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "chat_template.h"
+#include "text/chat_template.h"
 
 #define FIXDIR GRPO_SOURCE_DIR "/tests/fixtures/template"
 

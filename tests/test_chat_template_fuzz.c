@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "chat_template.h"
-#include "dataset.h"
+#include "text/chat_template.h"
+#include "io/dataset.h"
 
 static uint64_t rng = 0x1234567;
 static uint64_t next_u64(void) { return grpo_splitmix64(&rng); }

@@ -12,7 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "registry.h"
+#include "host/registry.h"
 
 #define GRPO GRPO_BINARY_DIR "/grpo"
 #define EXAMPLES GRPO_SOURCE_DIR "/examples"

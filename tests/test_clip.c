@@ -7,7 +7,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "clip.h"
+#include "train/clip.h"
 #include "loss_fixture.h"
 
 START_TEST(three_four_five_by_hand) {

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config.h"
+#include "config/config.h"
 
 #define FIXTURES GRPO_SOURCE_DIR "/tests/fixtures/config/"
 

@@ -9,8 +9,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "dataset.h"
-#include "run.h"
+#include "io/dataset.h"
+#include "train/run.h"
 
 #define FIXDIR GRPO_SOURCE_DIR "/tests/fixtures/dataset"
 

@@ -26,12 +26,12 @@
 #include <unistd.h>
 
 #include "kernels.h"
-#include "hfdir.h"
-#include "model.h"
-#include "host.h"
-#include "registry.h"
-#include "safetensors.h"
-#include "sampler.h"
+#include "io/hfdir.h"
+#include "host/model.h"
+#include "host/host.h"
+#include "host/registry.h"
+#include "io/safetensors.h"
+#include "host/sampler.h"
 
 static const char *const fixtures[] = {"llama", "qwen2", "qwen3"};
 #define N_FIXTURES 3

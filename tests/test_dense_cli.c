@@ -11,10 +11,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cli.h"
-#include "model_env.h"
-#include "safetensors.h"
-#include "sampler.h"
+#include "cli/cli.h"
+#include "host/model_env.h"
+#include "io/safetensors.h"
+#include "host/sampler.h"
 
 #define FIXTURE GRPO_SOURCE_DIR "/tests/fixtures/dense/qwen2"
 

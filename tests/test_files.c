@@ -6,7 +6,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
-#include "files.h"
+#include "base/files.h"
 #include "st_test_util.h"
 
 /* Number of entries in dir besides . and .. */

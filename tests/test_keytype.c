@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "keytype.h"
+#include "io/keytype.h"
 
 START_TEST(type_names_round_trip) {
     for (int t = 0; t < GRPO_KEY_TYPE_COUNT; t++)

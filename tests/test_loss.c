@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "loss.h"
+#include "train/loss.h"
 #include "loss_fixture.h"
 
 START_TEST(one_token_on_policy_by_hand) {

@@ -7,7 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "registry.h"
+#include "host/registry.h"
 
 static char dir[256];
 static char path[300];

@@ -7,8 +7,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "metrics.h"
-#include "plot.h"
+#include "train/metrics.h"
+#include "cli/plot.h"
 
 static char *slurp(FILE *f) {
     fflush(f);

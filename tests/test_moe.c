@@ -33,11 +33,11 @@
 #include <unistd.h>
 
 #include "kernels.h"
-#include "model.h"
-#include "host.h"
-#include "registry.h"
-#include "safetensors.h"
-#include "sampler.h"
+#include "host/model.h"
+#include "host/host.h"
+#include "host/registry.h"
+#include "io/safetensors.h"
+#include "host/sampler.h"
 
 static const char *const fixtures[] = {"qwen3moe", "minimind2", "minimind2_tok",
                                        "qwen3moe_plain"};

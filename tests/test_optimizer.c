@@ -1,5 +1,5 @@
 /*
- * test_optimizer.c — core/optimizer.c against torch.optim.AdamW + clip_grad_norm_ + transformers'
+ * test_optimizer.c — core/train/optimizer.c against torch.optim.AdamW + clip_grad_norm_ + transformers'
  * cosine schedule with warmup (tests/fixtures/optimizer/adamw.safetensors, made by
  * tools/make_optimizer_fixtures.py): two parameter groups (weight decay on w1, w2; none on b),
  * 3 steps of 2 accumulated micro-batch gradients, one step clipped hard.
@@ -16,8 +16,8 @@
 #include <string.h>
 
 #include "kernels.h"
-#include "optimizer.h"
-#include "safetensors.h"
+#include "train/optimizer.h"
+#include "io/safetensors.h"
 
 static const char *const names[] = {"w1", "w2", "b"};
 #define NT 3

@@ -11,12 +11,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "cli.h"
+#include "cli/cli.h"
 #include "grpo/model.h"
 #include "grpo/reward.h"
-#include "host.h"
-#include "registry.h"
-#include "rewards.h"
+#include "host/host.h"
+#include "host/registry.h"
+#include "train/rewards.h"
 
 #include <math.h>
 

@@ -1,6 +1,6 @@
 /*
  * test_reward_model.c — the reward-model scorer (plugins/rewards/reward_model) and the host's
- * model services it runs on (core/host_model.c, ABI 1.1), against transformers.
+ * model services it runs on (core/host/host_model.c, ABI 1.1), against transformers.
  *
  * Fixtures: tests/fixtures/reward_model/{llama,qwen2,internlm2}/ and expected.json, made by
  * tools/make_reward_model_fixtures.py: tiny random LlamaForSequenceClassification (pad 0),
@@ -23,12 +23,12 @@
 #include <string.h>
 
 #include "grpo/reward.h"
-#include "host_model.h"
+#include "host/host_model.h"
 #include "kernels.h"
-#include "model.h"
-#include "host.h"
-#include "registry.h"
-#include "safetensors.h"
+#include "host/model.h"
+#include "host/host.h"
+#include "host/registry.h"
+#include "io/safetensors.h"
 
 #define FIXTURES GRPO_SOURCE_DIR "/tests/fixtures/reward_model"
 

@@ -12,8 +12,8 @@
 #include <string.h>
 
 #include "grpo/reward.h"
-#include "host.h"
-#include "registry.h"
+#include "host/host.h"
+#include "host/registry.h"
 
 #define FIXTURE GRPO_SOURCE_DIR "/tests/fixtures/rewards/minimind.jsonl"
 #define MAX_KV 32

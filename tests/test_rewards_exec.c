@@ -24,8 +24,8 @@
 
 #include "exec_path.h"
 #include "grpo/reward.h"
-#include "host.h"
-#include "registry.h"
+#include "host/host.h"
+#include "host/registry.h"
 
 static grpo_registry reg;
 static const grpo_reward_desc *desc;

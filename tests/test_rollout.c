@@ -1,6 +1,6 @@
 /*
- * test_rollout.c — the reward batch constructor (core/reward_batch.c) and the rollout stage
- * (core/rollout.c) that `grpo train` and `grpo eval` share:
+ * test_rollout.c — the reward batch constructor (core/train/reward_batch.c) and the rollout stage
+ * (core/train/rollout.c) that `grpo train` and `grpo eval` share:
  *   - a rollout's samples are group-major (sample i: prompt i / G, member i % G) and point at the
  *     prompt text, the example's messages and fields, completion i's text, ids, length and
  *     truncation flag;
@@ -19,8 +19,8 @@
 #pragma GCC diagnostic ignored "-Wunused-function"
 #include "grpo_cli_test.h"
 #pragma GCC diagnostic pop
-#include "reward_batch.h"
-#include "rollout.h"
+#include "train/reward_batch.h"
+#include "train/rollout.h"
 
 static void ck_ok(int rc, const grpo_error *err) {
     ck_assert_msg(rc == GRPO_OK, "status %d: %s", rc, err->message);

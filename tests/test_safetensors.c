@@ -7,8 +7,8 @@
 #include <sys/wait.h>
 #include <dirent.h>
 
-#include "files.h"
-#include "safetensors.h"
+#include "base/files.h"
+#include "io/safetensors.h"
 #include "st_test_util.h"
 
 /* ---- reference files (tools/make_safetensors_fixtures.py) ---------------------------------- */

@@ -2,8 +2,8 @@
  * read out of bounds (run it under ASan+UBSan), and must either load the file, every tensor
  * readable, or refuse it with a one-line error naming the file.
  * GRPO_FUZZ_ITERS=N (environment) runs more iterations than the default. */
-#include "files.h"
-#include "safetensors.h"
+#include "base/files.h"
+#include "io/safetensors.h"
 #include "st_test_util.h"
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull;

@@ -4,8 +4,8 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 
-#include "cli.h"
-#include "hfdir.h"
+#include "cli/cli.h"
+#include "io/hfdir.h"
 #include "st_test_util.h"
 
 #define TINY ST_FIXTURES "/tiny_llama"

@@ -1,5 +1,5 @@
 /*
- * test_sampler.c — the rollout (core/sampler.c) on the tiny dense fixtures of
+ * test_sampler.c — the rollout (core/host/sampler.c) on the tiny dense fixtures of
  * tests/fixtures/dense/ (made by tools/make_dense_fixtures.py).
  *
  * The reference is transformers' greedy generate() stored in each fixture's
@@ -15,12 +15,12 @@
 #include <string.h>
 
 #include "kernels.h"
-#include "model.h"
-#include "host.h"
-#include "registry.h"
-#include "safetensors.h"
-#include "sampler.h"
-#include "seqbatch.h"
+#include "host/model.h"
+#include "host/host.h"
+#include "host/registry.h"
+#include "io/safetensors.h"
+#include "host/sampler.h"
+#include "train/seqbatch.h"
 
 static const char *const fixtures[] = {"llama", "qwen2", "qwen3"};
 #define N_FIXTURES 3

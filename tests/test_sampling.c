@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "sampling.h"
+#include "host/sampling.h"
 
 #define FIXTURE GRPO_SOURCE_DIR "/tests/fixtures/sampling/processors.json"
 

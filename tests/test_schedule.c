@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "loss_fixture.h"
-#include "schedule.h"
+#include "train/schedule.h"
 
 START_TEST(warmup_and_ends_by_hand) {
     grpo_lr_schedule s = {GRPO_LR_COSINE, 1e-3, 10, 110, 0.5, 0.0};

@@ -13,8 +13,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cli.h"
-#include "tokenizer.h"
+#include "cli/cli.h"
+#include "text/tokenizer.h"
 
 #define FIX GRPO_SOURCE_DIR "/tests/fixtures/tokenizer"
 

@@ -24,7 +24,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "metrics.h"
+#include "train/metrics.h"
 
 #define N_EXPERTS 4
 #define TOP_K 2

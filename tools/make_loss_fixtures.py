@@ -6,7 +6,7 @@ The GRPO formulas are Hugging Face TRL's GRPOTrainer (trl/trainer/grpo_trainer.p
 f2cd57710ae3 of July 2026: _generate_and_score_completions for rewards/advantages, _compute_loss for
 the loss and its metrics; trl/trainer/utils.py for nanstd/nanmin/nanmax). TRL is not installed
 here, so those formulas are written below in PyTorch (in float64) and the gradient is taken by
-autograd, independently of the analytic gradient in core/loss.c. MiniMind's options follow
+autograd, independently of the analytic gradient in core/train/loss.c. MiniMind's options follow
 jingyaogong/minimind trainer/train_grpo.py (7d877db for the clamp + batch re-normalisation,
 current HEAD for the biased std) and trainer/trainer_utils.py get_lr.
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Reference for core/optimizer.c: torch.optim.AdamW + clip_grad_norm_ + an LR schedule.
+"""Reference for core/train/optimizer.c: torch.optim.AdamW + clip_grad_norm_ + an LR schedule.
 
 Writes tests/fixtures/optimizer/adamw.safetensors. Three tensors in two parameter groups (as a
 trainer builds them: weights with weight decay, norms/biases without), three optimizer steps of

@@ -17,7 +17,7 @@ Templates:
   minimind2_config  $SHARED/data/minimind2/tokenizer_config.json  ("chat_template")
   minimind3_jinja   $SHARED/data/minimind3/chat_template.jinja
   minimind3_config  $SHARED/data/minimind3/tokenizer_config.json  ("chat_template")
-  chatml            the built-in ChatML template (core/chat_template.c), copied below
+  chatml            the built-in ChatML template (core/text/chat_template.c), copied below
   qwen2.5           tests/fixtures/template/qwen2.5-7b-instruct.jinja (see README there)
   qwen3             tests/fixtures/template/qwen3-0.6b.jinja (see README there)
 
@@ -33,7 +33,7 @@ from transformers.utils.chat_template_utils import _normalize_chat_messages, ren
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIXDIR = os.path.join(ROOT, "tests", "fixtures", "template")
 
-# The same text as grpo_chat_template_chatml() in core/chat_template.c.
+# The same text as grpo_chat_template_chatml() in core/text/chat_template.c.
 CHATML = (
     "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + "
     "'<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' "

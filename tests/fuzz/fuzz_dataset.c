@@ -3,7 +3,7 @@
  * line and skipping bad lines. */
 #include <stdint.h>
 
-#include "dataset.h"
+#include "io/dataset.h"
 #include "fuzz_util.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {

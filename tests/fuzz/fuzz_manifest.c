@@ -4,7 +4,7 @@
 #include <stdlib.h>
 
 #include "fuzz_util.h"
-#include "registry.h"
+#include "host/registry.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const char *path = fuzz_write("pack.ini", data, size);

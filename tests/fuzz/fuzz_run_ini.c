@@ -4,10 +4,10 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "config.h"
+#include "config/config.h"
 #include "fuzz_util.h"
-#include "ini_reader.h"
-#include "registry.h"
+#include "io/ini_reader.h"
+#include "host/registry.h"
 
 static grpo_registry reg; /* the manifests of the source tree's packs, read once */
 

@@ -1,6 +1,6 @@
 /*
  * misbehave.c — reward plugins that break the rules of grpo/reward.h at run time, one per way,
- * for the host's defences (core/rewards.c, registry.c): each reward below names what it does.
+ * for the host's defences (core/train/rewards.c, registry.c): each reward below names what it does.
  * With MB_INIT_NONUL set in the environment, grpo_plugin_init fails with an unterminated message.
  */
 #include "grpo/grpo.h"

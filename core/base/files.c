@@ -1,0 +1,187 @@
+/* files.c — whole-file reads, atomic replacement, mkdir -p and path joins (see files.h). */
+#include "base/files.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* ---- reading ------------------------------------------------------------------------------ */
+
+int grpo_read_file(const char *path, char **out, size_t *len, grpo_error *err) {
+    FILE *fp = fopen(path, "rbe");
+    if (!fp) return grpo_error_set(err, GRPO_ERR_IO, "%s: cannot open: %s", path,
+                                   strerror(errno));
+    char *buf = NULL;
+    size_t n = 0, cap = 0;
+    for (;;) {
+        if (cap - n < 65536) {
+            char *b = realloc(buf, cap = cap ? 2 * cap : 65536);
+            if (!b) {
+                free(buf);
+                fclose(fp);
+                return grpo_error_set(err, GRPO_ERR_NOMEM, "%s: out of memory", path);
+            }
+            buf = b;
+        }
+        size_t r = fread(buf + n, 1, cap - n - 1, fp);
+        n += r;
+        if (r == 0) break;
+    }
+    int bad = ferror(fp);
+    fclose(fp);
+    if (bad) {
+        free(buf);
+        return grpo_error_set(err, GRPO_ERR_IO, "%s: read error", path);
+    }
+    buf[n] = 0;
+    *out = buf;
+    if (len) *len = n;
+    return GRPO_OK;
+}
+
+/* ---- writing ------------------------------------------------------------------------------ */
+
+int grpo_write_all(int fd, const void *data, size_t len) {
+    const char *p = data;
+    while (len > 0) {
+        ssize_t w = write(fd, p, len > (1u << 30) ? (1u << 30) : len);
+        if (w < 0 && errno == EINTR) continue;
+        if (w < 0) return errno;
+        if (w == 0) return ENOSPC; /* no progress on a regular file: the disk is full */
+        p += w, len -= (size_t)w;
+    }
+    return 0;
+}
+
+int grpo_fsync_path(const char *path, int flags) {
+    int fd = open(path, flags | O_CLOEXEC);
+    if (fd < 0) return -1;
+    int rc = fsync(fd);
+    int e = errno;
+    close(fd);
+    errno = e;
+    return rc;
+}
+
+static int fsync_parent_dir(const char *path, grpo_error *err) {
+    const char *slash = strrchr(path, '/');
+    char dir[4096];
+    if (!slash) snprintf(dir, sizeof dir, ".");
+    else if (slash == path) snprintf(dir, sizeof dir, "/");
+    else snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+    if (grpo_fsync_path(dir, O_RDONLY | O_DIRECTORY) != 0)
+        return grpo_error_set(err, GRPO_ERR_IO, "%s: cannot fsync directory %s: %s", path, dir,
+                              strerror(errno));
+    return GRPO_OK;
+}
+
+int grpo_atomic_open(grpo_atomic_file *af, const char *path, grpo_error *err) {
+    af->path = path;
+    af->fd = -1;
+    size_t n = strlen(path) + 16;
+    af->tmp = malloc(n);
+    if (!af->tmp) return grpo_error_set(err, GRPO_ERR_NOMEM, "%s: out of memory", path);
+    snprintf(af->tmp, n, "%s.tmp.XXXXXX", path);
+    af->fd = mkostemp(af->tmp, O_CLOEXEC);
+    if (af->fd < 0) {
+        int e = errno;
+        free(af->tmp);
+        af->tmp = NULL;
+        return grpo_error_set(err, GRPO_ERR_IO, "%s: cannot create a temporary file: %s", path,
+                              strerror(e));
+    }
+    fchmod(af->fd, 0644); /* mkostemp makes 0600; a saved model is as readable as cp's copy */
+    return GRPO_OK;
+}
+
+void grpo_atomic_abort(grpo_atomic_file *af) {
+    if (af->fd >= 0) close(af->fd);
+    if (af->tmp) unlink(af->tmp);
+    free(af->tmp);
+    af->tmp = NULL, af->fd = -1;
+}
+
+int grpo_atomic_write(grpo_atomic_file *af, const void *data, size_t len, grpo_error *err) {
+    int e = grpo_write_all(af->fd, data, len);
+    if (e)
+        return grpo_error_set(err, GRPO_ERR_IO, "%s: write failed: %s (previous file kept)",
+                              af->path, strerror(e));
+    return GRPO_OK;
+}
+
+int grpo_atomic_commit(grpo_atomic_file *af, grpo_error *err) {
+    if (fsync(af->fd) != 0 || close(af->fd) != 0) {
+        int e = errno;
+        af->fd = -1;
+        grpo_atomic_abort(af);
+        return grpo_error_set(err, GRPO_ERR_IO, "%s: fsync/close failed: %s (previous file kept)",
+                              af->path, strerror(e));
+    }
+    af->fd = -1;
+    if (rename(af->tmp, af->path) != 0) {
+        int e = errno;
+        grpo_atomic_abort(af);
+        return grpo_error_set(err, GRPO_ERR_IO, "%s: rename failed: %s (previous file kept)",
+                              af->path, strerror(e));
+    }
+    free(af->tmp);
+    af->tmp = NULL;
+    return fsync_parent_dir(af->path, err);
+}
+
+int grpo_write_file_atomic(const char *path, const void *data, size_t len, grpo_error *err) {
+    grpo_atomic_file af;
+    int rc = grpo_atomic_open(&af, path, err);
+    if (rc) return rc;
+    rc = grpo_atomic_write(&af, data, len, err);
+    if (rc) {
+        grpo_atomic_abort(&af);
+        return rc;
+    }
+    return grpo_atomic_commit(&af, err);
+}
+
+/* ---- directories and paths ---------------------------------------------------------------- */
+
+/* mkdir that accepts an existing directory but not a file of that name. */
+static int mkdir_one(const char *path) {
+    if (mkdir(path, 0777) == 0) return 0;
+    if (errno != EEXIST) return -1;
+    struct stat sb;
+    if (stat(path, &sb) != 0) return -1;
+    return S_ISDIR(sb.st_mode) ? 0 : (errno = ENOTDIR, -1);
+}
+
+int grpo_mkdirs(const char *path) {
+    char buf[PATH_MAX];
+    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf) return errno = ENAMETOOLONG, -1;
+    for (char *p = buf + 1; *p; p++)
+        if (*p == '/') {
+            *p = 0;
+            if (mkdir_one(buf) != 0) return -1;
+            *p = '/';
+        }
+    return mkdir_one(buf);
+}
+
+int grpo_path_join(char *out, size_t cap, const char *dir, const char *name, grpo_error *err) {
+    if ((size_t)snprintf(out, cap, "%s/%s", dir, name) >= cap)
+        return grpo_error_set(err, GRPO_ERR_INVALID, "%s: path too long", dir);
+    return GRPO_OK;
+}
+
+char *grpo_path_beside(const char *file, const char *name) {
+    const char *slash = file ? strrchr(file, '/') : NULL;
+    if (name[0] == '/' || !slash) return strdup(name);
+    size_t dir = (size_t)(slash - file) + 1, n = strlen(name);
+    char *p = malloc(dir + n + 1);
+    if (!p) return NULL;
+    memcpy(p, file, dir);
+    memcpy(p + dir, name, n + 1);
+    return p;
+}

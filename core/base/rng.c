@@ -1,0 +1,36 @@
+/* rng.c — xoshiro256** (Blackman & Vigna) seeded with splitmix64, written from the published
+ * algorithm description. */
+#include "base/rng.h"
+
+static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+static uint64_t splitmix64(uint64_t *x) {
+    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+void grpo_rng_seed(grpo_rng *r, uint64_t seed) {
+    for (int i = 0; i < 4; i++) r->s[i] = splitmix64(&seed);
+}
+
+uint64_t grpo_rng_next(uint64_t s[4]) {
+    uint64_t result = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
+    s[2] ^= s[0];
+    s[3] ^= s[1];
+    s[1] ^= s[2];
+    s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = rotl(s[3], 45);
+    return result;
+}
+
+float grpo_rng_uniform(grpo_rng *r) { return (float)(grpo_rng_next(r->s) >> 40) * 0x1.0p-24f; }
+
+uint64_t grpo_rng_below(grpo_rng *r, uint64_t n) {
+    uint64_t limit = UINT64_MAX - UINT64_MAX % n, x;
+    do x = grpo_rng_next(r->s);
+    while (x >= limit);
+    return x % n;
+}

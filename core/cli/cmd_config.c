@@ -1,0 +1,119 @@
+/*
+ * cmd_config.c — `grpo config check FILE` (validate a run file, print it fully resolved) and
+ * `grpo config keys` (every run-file key with its type, default and meaning).
+ */
+#include "cli/cli.h"
+#include "config/config.h"
+#include "host/registry.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char config_usage[] =
+    "usage: grpo config check FILE [--plugin-path DIR]... [--no-check-paths] [--no-train]\n"
+    "       grpo config keys\n"
+    "\n"
+    "check  reads the run file FILE, reports every problem as FILE:LINE: ... on stderr (exit 1),\n"
+    "       or prints the fully resolved configuration as INI on stdout: every key with its\n"
+    "       value, \"; default\" on keys the file does not set, every reward with all of its\n"
+    "       plugin's keys. The output is itself a valid run file with the same meaning\n"
+    "       (relative input paths stay relative to FILE's directory).\n"
+    "       Reward plugins are looked up on the plugin path (see `grpo plugins --help`).\n"
+    "       --no-check-paths  do not require model.path, data.path, ... to exist\n"
+    "       --no-train        do not require model.path, data.path and a reward\n"
+    "keys   prints every key of a run file, documented, as a commented run file of defaults.\n";
+
+typedef struct config_args {
+    const char *sub, *file;
+    const char **extra; /* [n_extra] --plugin-path dirs */
+    int n_extra;
+    unsigned flags;
+} config_args;
+
+/* Returns 0 on success, 2 on a usage error (already printed). */
+static int parse_args(int argc, char **argv, config_args *a) {
+    memset(a, 0, sizeof *a);
+    a->flags = GRPO_CONFIG_TRAIN | GRPO_CONFIG_CHECK_PATHS;
+    a->extra = calloc((size_t)argc + 1, sizeof *a->extra);
+    if (!a->extra) return 2;
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i];
+        if (strcmp(arg, "--plugin-path") == 0) {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "grpo config: --plugin-path needs a directory\n");
+                return 2;
+            }
+            a->extra[a->n_extra++] = argv[++i];
+        } else if (strncmp(arg, "--plugin-path=", 14) == 0) {
+            a->extra[a->n_extra++] = arg + 14;
+        } else if (strcmp(arg, "--no-check-paths") == 0) {
+            a->flags &= ~GRPO_CONFIG_CHECK_PATHS;
+        } else if (strcmp(arg, "--no-train") == 0) {
+            a->flags &= ~GRPO_CONFIG_TRAIN;
+        } else if (arg[0] == '-' && arg[1]) {
+            fprintf(stderr, "grpo config: unknown option '%s'\n%s", arg, config_usage);
+            return 2;
+        } else if (!a->sub) {
+            a->sub = arg;
+        } else if (!a->file && strcmp(a->sub, "check") == 0) {
+            a->file = arg;
+        } else {
+            fprintf(stderr, "grpo config: unexpected argument '%s'\n%s", arg, config_usage);
+            return 2;
+        }
+    }
+    if (!a->sub || (strcmp(a->sub, "check") != 0 && strcmp(a->sub, "keys") != 0)) {
+        if (a->sub) fprintf(stderr, "grpo config: unknown subcommand '%s'\n", a->sub);
+        fputs(config_usage, stderr);
+        return 2;
+    }
+    if (strcmp(a->sub, "check") == 0 && !a->file) {
+        fprintf(stderr, "grpo config check: which run file? expected a path\n%s", config_usage);
+        return 2;
+    }
+    return 0;
+}
+
+static int config_check(const config_args *a) {
+    char **dirs = grpo_plugin_path(a->extra, a->n_extra);
+    grpo_registry reg = {0};
+    grpo_error err;
+    grpo_error_init(&err);
+    if (grpo_registry_scan(&reg, dirs, &err) != GRPO_OK) {
+        fprintf(stderr, "grpo config check: %s\n", err.message);
+        grpo_plugin_path_free(dirs);
+        return 1;
+    }
+    grpo_run_config cfg;
+    grpo_diag diag = {0};
+    int rc = grpo_run_config_load(&cfg, a->file, &reg, a->flags, &diag, &err);
+    for (int i = 0; i < diag.n; i++) fprintf(stderr, "%s\n", diag.msg[i]);
+    if (rc == GRPO_OK) {
+        if (grpo_run_config_dump(&cfg, stdout) != 0) {
+            fprintf(stderr, "grpo config check: could not write the resolved configuration\n");
+            rc = GRPO_ERR_IO;
+        }
+        grpo_run_config_free(&cfg);
+    } else if (diag.n == 0) {
+        fprintf(stderr, "%s\n", err.message);
+    }
+    grpo_diag_free(&diag);
+    grpo_registry_free(&reg);
+    grpo_plugin_path_free(dirs);
+    return rc == GRPO_OK ? 0 : 1;
+}
+
+int cmd_config(int argc, char **argv) {
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            fputs(config_usage, stdout);
+            return 0;
+        }
+    config_args a;
+    int rc = parse_args(argc, argv, &a);
+    if (rc == 0 && strcmp(a.sub, "keys") == 0) grpo_run_config_document(stdout);
+    else if (rc == 0) rc = config_check(&a);
+    free(a.extra);
+    return rc;
+}

@@ -1,0 +1,148 @@
+/*
+ * cmd_logprobs.c — `grpo logprobs --model DIR --input FILE.jsonl`: per-token log-probs.
+ *
+ * Each input line is {"ids": [t0, t1, ...]} (at least 2 ids); each output line is
+ * {"logprobs": [log p(t1 | t0), log p(t2 | t0 t1), ...]} (len(ids) - 1 values), in input order.
+ * Lines are run in micro-batches of --batch rows, left-padded to the longest row.
+ */
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "host/model_env.h"
+
+typedef struct seq {
+    int32_t *ids;
+    int32_t n;
+} seq;
+
+static void usage(FILE *out) {
+    fprintf(out, "usage: grpo logprobs --model DIR --input FILE.jsonl [--output FILE] "
+                 "[--batch N] [--threads N] [--plugin-path DIR]...\n"
+                 "  input lines {\"ids\":[...]}; output lines {\"logprobs\":[...]} "
+                 "(log p of ids[1..] given the prefix)\n");
+}
+
+/* Parses one input line into s; errors name file:line. */
+static int parse_line(const char *line, const char *file, int lineno, int32_t vocab, seq *s,
+                      grpo_error *err) {
+    cJSON *o = cJSON_Parse(line);
+    const cJSON *ids = o ? cJSON_GetObjectItemCaseSensitive(o, "ids") : NULL;
+    int n = cJSON_IsArray(ids) ? cJSON_GetArraySize(ids) : -1, rc = GRPO_OK;
+    if (n < 2) {
+        cJSON_Delete(o);
+        return grpo_error_set(err, GRPO_ERR_INVALID,
+                              "%s:%d: expected {\"ids\": [at least 2 token ids]}", file, lineno);
+    }
+    s->ids = malloc((size_t)n * sizeof(int32_t));
+    s->n = n;
+    int k = 0;
+    const cJSON *it;
+    cJSON_ArrayForEach(it, ids) {
+        double v = cJSON_GetNumberValue(it);
+        if (!cJSON_IsNumber(it) || v < 0 || v >= vocab || v != (int32_t)v) {
+            rc = grpo_error_set(err, GRPO_ERR_INVALID,
+                                "%s:%d: ids[%d] is not a token id in [0, %d)", file, lineno, k,
+                                vocab);
+            break;
+        }
+        s->ids[k++] = (int32_t)v;
+    }
+    cJSON_Delete(o);
+    return rc;
+}
+
+/* Runs rows [0,n) of seqs through the model and prints their log-probs to out. */
+static int run_batch(grpo_model *m, const seq *seqs, int n, FILE *out, grpo_error *err) {
+    int32_t T = 0;
+    for (int i = 0; i < n; i++) T = seqs[i].n > T ? seqs[i].n : T;
+    size_t NT = (size_t)n * T;
+    int32_t *ids = calloc(NT, 4), *mask = calloc(NT, 4), *pos = calloc(NT, 4);
+    int32_t *tgt = malloc(NT * 4);
+    float *logp = calloc(NT, 4);
+    int rc = GRPO_OK;
+    if (!ids || !mask || !pos || !tgt || !logp)
+        rc = grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory for a batch of (%d,%d)", n, T);
+    for (int b = 0; rc == GRPO_OK && b < n; b++) { /* left padding: row b starts at column pad */
+        int32_t pad = T - seqs[b].n;
+        for (int32_t t = 0; t < T; t++) {
+            size_t i = (size_t)b * T + t;
+            int real = t >= pad;
+            ids[i] = real ? seqs[b].ids[t - pad] : 0;
+            mask[i] = real;
+            pos[i] = real ? t - pad : 0;
+            tgt[i] = real && t + 1 < T ? seqs[b].ids[t + 1 - pad] : -1;
+        }
+    }
+    /* the batch arrays live in host memory: fine for the cpu backend this command opens */
+    grpo_batch batch = {sizeof(grpo_batch), n, T, ids, mask, pos, tgt, 0.0f};
+    if (rc == GRPO_OK) rc = grpo_model_reserve_acts(m, n, T, err);
+    if (rc == GRPO_OK) rc = grpo_model_forward(m, &batch, logp, NULL, 1.0f, err);
+    for (int b = 0; rc == GRPO_OK && b < n; b++) {
+        int32_t pad = T - seqs[b].n;
+        fputs("{\"logprobs\":[", out);
+        for (int32_t t = pad; t + 1 < T; t++)
+            fprintf(out, "%s%.9g", t > pad ? "," : "", logp[(size_t)b * T + t]);
+        fputs("]}\n", out);
+    }
+    free(ids), free(mask), free(pos), free(tgt), free(logp);
+    return rc;
+}
+
+int cmd_logprobs(int argc, char **argv) {
+    const char *model_dir = NULL, *input = NULL, *output = NULL, *plugin_dirs[16];
+    int batch = 8, threads = 0, n_dirs = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) return usage(stdout), 0;
+        if (!v) return fprintf(stderr, "grpo logprobs: %s needs a value\n", a), usage(stderr), 2;
+        if (!strcmp(a, "--model")) model_dir = v;
+        else if (!strcmp(a, "--input")) input = v;
+        else if (!strcmp(a, "--output")) output = v;
+        else if (!strcmp(a, "--batch")) batch = atoi(v);
+        else if (!strcmp(a, "--threads")) threads = atoi(v);
+        else if (!strcmp(a, "--plugin-path") && n_dirs < 16) plugin_dirs[n_dirs++] = v;
+        else return fprintf(stderr, "grpo logprobs: unknown option %s\n", a), usage(stderr), 2;
+        i++;
+    }
+    if (!model_dir || !input || batch < 1)
+        return fprintf(stderr, "grpo logprobs: --model and --input are required\n"),
+               usage(stderr), 2;
+    grpo_error err;
+    grpo_error_init(&err);
+    grpo_model_env env;
+    grpo_model *m = NULL;
+    FILE *in = fopen(input, "re"), *out = output ? fopen(output, "we") : stdout;
+    int rc = GRPO_OK;
+    if (!in || !out)
+        rc = grpo_error_set(&err, GRPO_ERR_IO, "%s: cannot open", !in ? input : output);
+    int env_ok = rc == GRPO_OK &&
+                 (rc = grpo_model_env_open(&env, "cpu", threads, plugin_dirs, n_dirs, &err)) ==
+                     GRPO_OK;
+    if (rc == GRPO_OK) rc = grpo_model_open_dir(&m, &env.reg, &env.host, model_dir, 0, &err);
+    seq *seqs = calloc((size_t)batch, sizeof *seqs);
+    char *line = NULL;
+    size_t cap = 0;
+    int n = 0, lineno = 0;
+    while (rc == GRPO_OK && getline(&line, &cap, in) > 0) {
+        lineno++;
+        if (strspn(line, " \t\r\n") == strlen(line)) continue; /* blank line */
+        rc = parse_line(line, input, lineno, grpo_model_vocab(m), &seqs[n], &err);
+        if (rc == GRPO_OK && ++n == batch) {
+            rc = run_batch(m, seqs, n, out, &err);
+            for (int i = 0; i < n; i++) free(seqs[i].ids), seqs[i].ids = NULL;
+            n = 0;
+        }
+    }
+    if (rc == GRPO_OK && n > 0) rc = run_batch(m, seqs, n, out, &err);
+    for (int i = 0; i <= n && i < batch; i++) free(seqs[i].ids);
+    free(seqs), free(line);
+    grpo_model_close(m);
+    if (env_ok) grpo_model_env_close(&env);
+    if (in) fclose(in);
+    if (out && out != stdout) fclose(out);
+    if (rc != GRPO_OK) fprintf(stderr, "grpo logprobs: %s\n", err.message);
+    return rc == GRPO_OK ? 0 : 1;
+}

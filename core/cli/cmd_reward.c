@@ -1,0 +1,237 @@
+/*
+ * cmd_reward.c — `grpo reward score --config RUN.ini --input SAMPLES.jsonl`: scores completions with
+ * the run file's rewards, without training. How a pack author tests a pack.
+ *
+ * Input lines: {"prompt": "..." | [{"role","content"},...], "completion": "...",
+ *               "group": G?, "member": M?, ...other fields passed to rewards}
+ * Output lines: {"line": L, "rewards": {"NAME": value|null, ...}, "total": weighted sum|null}
+ */
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "config/config.h"
+#include "host/host_model.h"
+#include "host/host.h"
+#include "host/registry.h"
+#include "train/reward_batch.h"
+#include "train/reward_sum.h"
+#include "train/rewards.h"
+
+#define MAX_PLUGIN_PATHS 16
+
+/* One input line, owned: what its sample (reward_batch.h) points at. */
+typedef struct score_line {
+    cJSON *json;
+    grpo_example ex;     /* messages (a message-list prompt) and the other keys as fields */
+    const char *prompt;  /* the prompt string, "" for a message list or none */
+    const char *completion;
+    uint32_t group, member;
+    grpo_message *messages;
+    grpo_field *fields;
+    char **field_text;
+    uint32_t n_fields;
+    int lineno;
+} score_line;
+
+static void score_line_free(score_line *l) {
+    for (uint32_t i = 0; i < l->n_fields; i++) free(l->field_text[i]);
+    free(l->field_text);
+    free(l->fields);
+    free(l->messages);
+    cJSON_Delete(l->json);
+}
+
+/* Fills l's sample parts from its parsed JSON; returns NULL or what was expected. */
+static const char *score_line_parse(score_line *l, uint32_t index) {
+    const cJSON *j = l->json, *prompt = cJSON_GetObjectItemCaseSensitive(j, "prompt");
+    const cJSON *completion = cJSON_GetObjectItemCaseSensitive(j, "completion");
+    const cJSON *group = cJSON_GetObjectItemCaseSensitive(j, "group");
+    const cJSON *member = cJSON_GetObjectItemCaseSensitive(j, "member");
+    if (!cJSON_IsObject(j)) return "a JSON object";
+    if (!cJSON_IsString(completion)) return "a string \"completion\"";
+    if (prompt && !cJSON_IsString(prompt) && !cJSON_IsArray(prompt))
+        return "\"prompt\" as a string or a list of {\"role\", \"content\"} messages";
+    l->completion = completion->valuestring;
+    l->prompt = cJSON_IsString(prompt) ? prompt->valuestring : "";
+    l->group = cJSON_IsNumber(group) ? (uint32_t)group->valueint : index;
+    l->member = cJSON_IsNumber(member) ? (uint32_t)member->valueint : 0;
+    if (cJSON_IsArray(prompt)) {
+        uint32_t n = (uint32_t)cJSON_GetArraySize(prompt), i = 0;
+        l->messages = calloc(n ? n : 1, sizeof *l->messages);
+        const cJSON *m;
+        cJSON_ArrayForEach(m, prompt) {
+            const cJSON *role = cJSON_GetObjectItemCaseSensitive(m, "role");
+            const cJSON *content = cJSON_GetObjectItemCaseSensitive(m, "content");
+            if (!cJSON_IsString(role) || !cJSON_IsString(content))
+                return "each prompt message as {\"role\": string, \"content\": string}";
+            l->messages[i++] = (grpo_message){sizeof(grpo_message), role->valuestring, content->valuestring};
+        }
+        l->ex.messages = l->messages, l->ex.n_messages = n;
+    }
+    uint32_t n = (uint32_t)cJSON_GetArraySize(j);
+    l->fields = calloc(n, sizeof *l->fields);
+    l->field_text = calloc(n, sizeof *l->field_text);
+    const cJSON *f;
+    cJSON_ArrayForEach(f, j) {
+        if (!strcmp(f->string, "prompt") || !strcmp(f->string, "completion") ||
+            !strcmp(f->string, "group") || !strcmp(f->string, "member"))
+            continue;
+        char *text = cJSON_PrintUnformatted(f);
+        l->field_text[l->n_fields] = text;
+        l->fields[l->n_fields++] = (grpo_field){sizeof(grpo_field), f->string, text};
+    }
+    l->ex.fields = l->fields, l->ex.n_fields = l->n_fields;
+    return NULL;
+}
+
+static void print_double(double v) {
+    if (isnan(v)) fputs("null", stdout);
+    else printf("%.9g", v);
+}
+
+static void print_scores(const grpo_reward_set *set, const score_line *lines, uint32_t n,
+                         const float *R, const float *total) {
+    for (uint32_t i = 0; i < n; i++) {
+        printf("{\"line\": %d, \"rewards\": {", lines[i].lineno);
+        for (int k = 0; k < set->n; k++) {
+            printf("%s\"%s\": ", k ? ", " : "", set->specs[k]->name);
+            print_double(R[(size_t)i * set->n + k]);
+        }
+        fputs("}, \"total\": ", stdout);
+        print_double(total[i]);
+        fputs("}\n", stdout);
+    }
+}
+
+/* Reads every line of path into lines; returns 0, or 1 after printing file:line. */
+static int read_samples(const char *path, score_line **lines_out, uint32_t *n_out) {
+    FILE *f = fopen(path, "re");
+    if (!f) {
+        fprintf(stderr, "grpo reward score: %s: cannot open: %s\n", path, strerror(errno));
+        return 1;
+    }
+    score_line *lines = NULL;
+    uint32_t n = 0, cap = 0;
+    char *buf = NULL;
+    size_t bufcap = 0;
+    int lineno = 0, bad = 0;
+    while (!bad && getline(&buf, &bufcap, f) > 0) {
+        lineno++;
+        if (strspn(buf, " \t\r\n") == strlen(buf)) continue;
+        if (n == cap) {
+            cap = cap ? 2 * cap : 64;
+            lines = realloc(lines, cap * sizeof *lines);
+        }
+        lines[n] = (score_line){.json = cJSON_Parse(buf), .lineno = lineno};
+        const char *expected = lines[n].json ? score_line_parse(&lines[n], n) : "valid JSON";
+        if (expected) {
+            fprintf(stderr, "grpo reward score: %s:%d: expected %s\n", path, lineno, expected);
+            bad = 1;
+        }
+        n++;
+    }
+    free(buf);
+    fclose(f);
+    *lines_out = lines, *n_out = n;
+    return bad;
+}
+
+/* The samples of the n lines (text only: no completion ids); 0, or 1 after printing why. */
+static int lines_batch(grpo_reward_batch *b, const score_line *lines, uint32_t n, grpo_error *err) {
+    if (grpo_reward_batch_init(b, n, err) != GRPO_OK) {
+        fprintf(stderr, "grpo reward score: %s\n", err->message);
+        return 1;
+    }
+    for (uint32_t i = 0; i < n; i++)
+        grpo_reward_batch_set(b, i, lines[i].prompt, &lines[i].ex, lines[i].completion, NULL, 0,
+                              lines[i].group, lines[i].member, 0);
+    return 0;
+}
+
+static int reward_score_usage(FILE *f) {
+    fputs("usage: grpo reward score --config RUN.ini --input SAMPLES.jsonl [--plugin-path DIR]...\n"
+          "  scores each {\"prompt\", \"completion\", ...fields} line with the run file's [reward.*]\n"
+          "  sections and prints {\"line\", \"rewards\": {NAME: value}, \"total\"} per line\n", f);
+    return f == stdout ? 0 : 2;
+}
+
+/* host with its model services on models (reward models load through this command's packs). */
+static const grpo_host *host_with(grpo_host *host, grpo_host_models *models) {
+    grpo_host_set_models(host, models);
+    return host;
+}
+
+static int reward_score(const char *config, const char *input, const char **extra, int n_extra) {
+    grpo_error err;
+    grpo_error_init(&err);
+    char **dirs = grpo_plugin_path(extra, n_extra);
+    grpo_registry reg = {0};
+    grpo_run_config cfg = {0};
+    grpo_reward_set set = {0};
+    grpo_host host = *grpo_default_host();
+    grpo_host_models *models = NULL; /* reward models load with this command's plugin path */
+    score_line *lines = NULL;
+    grpo_reward_batch batch = {0};
+    uint32_t n = 0;
+    float *R = NULL, *total = NULL, *w = NULL;
+    int rc = 1;
+    if (grpo_registry_scan(&reg, dirs, &err) != GRPO_OK ||
+        grpo_run_config_load(&cfg, config, &reg, 0, NULL, &err) != GRPO_OK ||
+        grpo_host_models_open(&models, NULL, dirs, &err) != GRPO_OK)
+        fprintf(stderr, "grpo reward score: %s\n", err.message);
+    else if (cfg.n_rewards == 0)
+        fprintf(stderr, "grpo reward score: %s: no [reward.NAME] section; expected at least one\n", config);
+    else if (grpo_reward_set_create(&set, &cfg, &reg, host_with(&host, models), &err) != GRPO_OK)
+        fprintf(stderr, "grpo reward score: %s: %s\n", config, err.message);
+    else if (read_samples(input, &lines, &n) == 0 && lines_batch(&batch, lines, n, &err) == 0) {
+        R = calloc((size_t)set.n * n + 1, sizeof *R);
+        total = calloc((size_t)n + 1, sizeof *total);
+        w = calloc((size_t)set.n, sizeof *w);
+        if (!R || !total || !w)
+            fprintf(stderr, "grpo reward score: out of memory for %u samples\n", n);
+        else if (grpo_reward_set_score(&set, batch.samples, n, R, &err) != GRPO_OK)
+            fprintf(stderr, "grpo reward score: %s\n", err.message);
+        else {
+            grpo_reward_set_weights(&set, w);
+            grpo_reward_sum(total, R, w, (int)n, set.n);
+            print_scores(&set, lines, n, R, total);
+            rc = 0;
+        }
+    }
+    for (uint32_t i = 0; i < n; i++) score_line_free(&lines[i]);
+    free(lines), free(R), free(total), free(w);
+    grpo_reward_batch_free(&batch);
+    grpo_reward_set_free(&set);
+    grpo_host_models_close(models);
+    grpo_run_config_free(&cfg);
+    grpo_registry_free(&reg);
+    grpo_plugin_path_free(dirs);
+    return rc;
+}
+
+int cmd_reward(int argc, char **argv) {
+    if (argc < 2 || strcmp(argv[1], "score")) {
+        if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) return reward_score_usage(stdout);
+        return reward_score_usage(stderr);
+    }
+    const char *config = NULL, *input = NULL, *extra[MAX_PLUGIN_PATHS];
+    int n_extra = 0;
+    for (int i = 2; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) return reward_score_usage(stdout);
+        if (!strcmp(argv[i], "--config") && i + 1 < argc) config = argv[++i];
+        else if (!strcmp(argv[i], "--input") && i + 1 < argc) input = argv[++i];
+        else if (!strcmp(argv[i], "--plugin-path") && i + 1 < argc && n_extra < MAX_PLUGIN_PATHS)
+            extra[n_extra++] = argv[++i];
+        else {
+            fprintf(stderr, "grpo reward score: unexpected argument '%s'\n", argv[i]);
+            return reward_score_usage(stderr);
+        }
+    }
+    if (!config || !input) return reward_score_usage(stderr);
+    return reward_score(config, input, extra, n_extra);
+}

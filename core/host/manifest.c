@@ -1,0 +1,662 @@
+/*
+ * manifest.c — parsing pack.ini (the format is documented at the top of registry.h).
+ *
+ * The system inih does the tokenising (comments, "key = value", continuation lines); three things
+ * it cannot do are done here:
+ * - line numbers: inih's handler gets none, so our reader (manifest_read_line) counts lines and
+ *   the handler reads the current one from the parser state;
+ * - long lines: Debian's inih reads into a fixed 200-byte stack buffer and would cut a longer line
+ *   in two; the reader refuses such a line with an error that says so;
+ * - sections without keys: inih only reports key lines, so the reader notes every [section].
+ * Values are collected first (with their lines) and validated in one pass at the end, so the
+ * order of sections in the file does not matter.
+ *
+ * Writing values: an inline comment starts at a ';' that follows whitespace, so a ';' inside a
+ * value must not follow a space or tab ("a;b" keeps its ';', "a ;b" is "a"). A long value
+ * continues on indented lines: they join with one space (string values) or add one element each
+ * (list defaults, like repeating "default = ..." lines).
+ */
+#include "host/registry.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <ini.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* inih keeps section names in a 50-byte buffer (MAX_SECTION in ini.c) and cuts longer ones. */
+#define INIH_MAX_SECTION 50
+
+/* ---- small helpers ------------------------------------------------------------------------- */
+
+static void *xrealloc(void *p, size_t n) {
+    void *q = realloc(p, n ? n : 1);
+    if (!q) {
+        fprintf(stderr, "grpo: out of memory (%zu bytes)\n", n);
+        abort();
+    }
+    return q;
+}
+
+static char *xstrdup(const char *s) {
+    size_t n = strlen(s) + 1;
+    return memcpy(xrealloc(NULL, n), s, n);
+}
+
+int grpo_edit_distance(const char *a, const char *b) {
+    size_t la = strlen(a), lb = strlen(b);
+    if (la > 127 || lb > 127) return INT_MAX;
+    int row[128];
+    for (size_t j = 0; j <= lb; j++) row[j] = (int)j;
+    for (size_t i = 1; i <= la; i++) {
+        int diag = row[0];
+        row[0] = (int)i;
+        for (size_t j = 1; j <= lb; j++) {
+            int up = row[j];
+            int same = tolower((unsigned char)a[i - 1]) == tolower((unsigned char)b[j - 1]);
+            int best = diag + !same;
+            if (row[j] + 1 < best) best = row[j] + 1;
+            if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
+            row[j] = best, diag = up;
+        }
+    }
+    return row[lb];
+}
+
+/* ---- parser state ---------------------------------------------------------------------------- */
+
+typedef struct mval {
+    char *text; /* NULL when the key was not given */
+    int line;
+} mval;
+
+typedef struct mentry { /* one [ID] section */
+    char *id;
+    int line;
+    mval kind, description;
+    mval *archs; /* [n_archs] one per architectures line, split on commas at the end */
+    int n_archs;
+} mentry;
+
+typedef struct mkey { /* one [ID:KEY] section */
+    char *entry_id, *name;
+    int line;
+    mval type, help;
+    mval *defaults; /* [n_defaults] one per default line */
+    int *default_cont; /* [n_defaults] 1 when that line was an indented continuation */
+    int n_defaults;
+} mkey;
+
+typedef enum { SEC_NONE, SEC_PACK, SEC_ENTRY, SEC_KEY } section_kind;
+
+typedef struct manifest_parser {
+    FILE *f;
+    const char *path;
+    grpo_error *err;
+    int failed;
+    char *buf; /* getline buffer */
+    size_t cap;
+    int lineno;    /* line the reader handed to inih last */
+    int line_cont; /* that line is an indented continuation of the previous key */
+    int have_key;  /* a key line was seen since the last [section] (inih's prev_name) */
+    section_kind sec;
+    int sec_index; /* index into entries or keys for SEC_ENTRY / SEC_KEY */
+    char section[INIH_MAX_SECTION];
+    int pack_line;
+    mval name, version, abi, library;
+    mentry *entries;
+    int n_entries;
+    mkey *keys;
+    int n_keys;
+} manifest_parser;
+
+/* Records "PATH:LINE: message" as the error (the first one wins) and returns 0. */
+static int perr(manifest_parser *p, int line, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int perr(manifest_parser *p, int line, const char *fmt, ...) {
+    if (p->failed) return 0;
+    char msg[900];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    grpo_error_set(p->err, GRPO_ERR_INVALID, "%s:%d: %s", p->path, line, msg);
+    p->failed = 1;
+    return 0;
+}
+
+static void mval_free(mval *v) { free(v->text); }
+
+static void parser_free(manifest_parser *p) {
+    free(p->buf);
+    mval_free(&p->name), mval_free(&p->version), mval_free(&p->abi), mval_free(&p->library);
+    for (int i = 0; i < p->n_entries; i++) {
+        mentry *e = &p->entries[i];
+        free(e->id);
+        mval_free(&e->kind), mval_free(&e->description);
+        for (int j = 0; j < e->n_archs; j++) mval_free(&e->archs[j]);
+        free(e->archs);
+    }
+    free(p->entries);
+    for (int i = 0; i < p->n_keys; i++) {
+        mkey *k = &p->keys[i];
+        free(k->entry_id), free(k->name);
+        mval_free(&k->type), mval_free(&k->help);
+        for (int j = 0; j < k->n_defaults; j++) mval_free(&k->defaults[j]);
+        free(k->defaults), free(k->default_cont);
+    }
+    free(p->keys);
+}
+
+/* ---- the reader: one line per call, counted, checked for length, sections noted ------------- */
+
+/* A new [name] header at the current line. */
+static void section_begin(manifest_parser *p, const char *name) {
+    memcpy(p->section, name, strlen(name) + 1);
+    p->have_key = 0;
+    const char *colon = strchr(name, ':');
+    if (strcmp(name, "pack") == 0) {
+        if (p->pack_line) {
+            perr(p, p->lineno, "[pack] appears twice (first at line %d); expected one [pack]",
+                 p->pack_line);
+            return;
+        }
+        p->sec = SEC_PACK, p->pack_line = p->lineno;
+    } else if (colon) {
+        for (int i = 0; i < p->n_keys; i++) {
+            mkey *k = &p->keys[i];
+            if (strlen(k->entry_id) == (size_t)(colon - name) &&
+                strncmp(k->entry_id, name, (size_t)(colon - name)) == 0 &&
+                strcmp(k->name, colon + 1) == 0) {
+                perr(p, p->lineno, "[%s] appears twice (first at line %d); expected one section "
+                     "per key", name, k->line);
+                return;
+            }
+        }
+        p->keys = xrealloc(p->keys, (size_t)(p->n_keys + 1) * sizeof *p->keys);
+        mkey *k = &p->keys[p->n_keys];
+        memset(k, 0, sizeof *k);
+        k->entry_id = xstrdup(name);
+        k->entry_id[colon - name] = '\0';
+        k->name = xstrdup(colon + 1);
+        k->line = p->lineno;
+        p->sec = SEC_KEY, p->sec_index = p->n_keys++;
+    } else {
+        for (int i = 0; i < p->n_entries; i++)
+            if (strcmp(p->entries[i].id, name) == 0) {
+                perr(p, p->lineno, "[%s] appears twice (first at line %d); expected one section "
+                     "per id", name, p->entries[i].line);
+                return;
+            }
+        p->entries = xrealloc(p->entries, (size_t)(p->n_entries + 1) * sizeof *p->entries);
+        mentry *e = &p->entries[p->n_entries];
+        memset(e, 0, sizeof *e);
+        e->id = xstrdup(name);
+        e->line = p->lineno;
+        p->sec = SEC_ENTRY, p->sec_index = p->n_entries++;
+    }
+}
+
+/* Where inih stops looking for chars: at one of chars, or at a ';' that follows whitespace. */
+static const char *find_chars_or_comment(const char *s, const char *chars) {
+    int was_space = 0;
+    while (*s && !strchr(chars, *s) && !(was_space && *s == ';')) {
+        was_space = isspace((unsigned char)*s);
+        s++;
+    }
+    return s;
+}
+
+/* Classifies the line the way inih will (comment, continuation, section, key) so that the
+ * handler knows the line's role; reports the malformed lines inih would only count. */
+static void classify_line(manifest_parser *p, char *s) {
+    char *t = s;
+    while (*t && isspace((unsigned char)*t)) t++;
+    p->line_cont = 0;
+    if (*t == '\0' || *t == ';' || *t == '#') return;
+    if (t > s && p->have_key) {
+        p->line_cont = 1;
+        return;
+    }
+    if (*t == '[') {
+        const char *end = find_chars_or_comment(t + 1, "]");
+        if (*end != ']') {
+            perr(p, p->lineno, "section header has no closing ']'; expected [name]");
+            return;
+        }
+        size_t n = (size_t)(end - (t + 1));
+        if (n >= INIH_MAX_SECTION) {
+            perr(p, p->lineno, "section name is %zu characters long; expected at most %d",
+                 n, INIH_MAX_SECTION - 1);
+            return;
+        }
+        char name[INIH_MAX_SECTION];
+        memcpy(name, t + 1, n);
+        name[n] = '\0';
+        section_begin(p, name);
+        return;
+    }
+    const char *eq = find_chars_or_comment(t, "=:");
+    if (*eq != '=' && *eq != ':') {
+        size_t n = strcspn(t, "\r\n");
+        perr(p, p->lineno, "'%.*s' is not a key line; expected key = value, a [section] or a "
+             "; comment", (int)(n > 60 ? 60 : n), t);
+        return;
+    }
+    p->have_key = 1;
+}
+
+/* inih's ini_reader: fgets-like, into inih's num-byte buffer. */
+static char *manifest_read_line(char *str, int num, void *stream) {
+    manifest_parser *p = stream;
+    if (p->failed) return NULL;
+    ssize_t n = getline(&p->buf, &p->cap, p->f);
+    if (n < 0) return NULL;
+    p->lineno++;
+    if (memchr(p->buf, '\0', (size_t)n)) {
+        perr(p, p->lineno, "line holds a NUL byte; expected UTF-8 text");
+        return NULL;
+    }
+    size_t len = (size_t)n;
+    while (len && (p->buf[len - 1] == '\n' || p->buf[len - 1] == '\r')) len--;
+    /* inih needs room for the text, "\r\n" and the NUL */
+    if (len + 3 > (size_t)num) {
+        perr(p, p->lineno, "line is %zu characters long; expected at most %d (the system inih "
+             "reads %d-byte lines): continue a long value on indented lines", len, num - 3, num);
+        return NULL;
+    }
+    char *s = p->buf;
+    if (p->lineno == 1 && (unsigned char)s[0] == 0xEF && (unsigned char)s[1] == 0xBB &&
+        (unsigned char)s[2] == 0xBF)
+        s += 3; /* inih skips a UTF-8 BOM too */
+    classify_line(p, s);
+    if (p->failed) return NULL;
+    memcpy(str, p->buf, len); /* the checked length: trailing CRs do not count, nor get copied */
+    str[len] = '\n', str[len + 1] = '\0';
+    return str;
+}
+
+/* ---- the handler: collects values with their lines ------------------------------------------ */
+
+static const char *const pack_keys[] = {"name", "version", "abi", "library", NULL};
+static const char *const entry_keys[] = {"kind", "description", "architectures", NULL};
+static const char *const key_keys[] = {"type", "default", "help", NULL};
+
+static int unknown_key(manifest_parser *p, const char *name, const char *const *known) {
+    char list[128] = "", hint[96] = "";
+    int best = INT_MAX;
+    for (int i = 0; known[i]; i++) {
+        snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "",
+                 known[i]);
+        int d = grpo_edit_distance(name, known[i]);
+        if (d < best && d <= 2 + (int)strlen(known[i]) / 4) {
+            best = d;
+            snprintf(hint, sizeof hint, " (did you mean '%s'?)", known[i]);
+        }
+    }
+    return perr(p, p->lineno, "unknown key '%s' in [%s]; expected one of %s%s", name, p->section,
+                list, hint);
+}
+
+/* A key that takes one value: a continuation line appends to it with one space. */
+static int set_once(manifest_parser *p, mval *v, const char *name, const char *value) {
+    if (p->line_cont && v->text) {
+        size_t a = strlen(v->text), b = strlen(value);
+        v->text = xrealloc(v->text, a + b + 2);
+        v->text[a] = ' ';
+        memcpy(v->text + a + 1, value, b + 1);
+        return 1;
+    }
+    if (v->text)
+        return perr(p, p->lineno, "'%s' is set twice in [%s] (first at line %d); expected one "
+                    "value (continue a long one on indented lines)", name, p->section, v->line);
+    v->text = xstrdup(value);
+    v->line = p->lineno;
+    return 1;
+}
+
+static void append_line(manifest_parser *p, mval **vals, int **conts, int *n, const char *value) {
+    *vals = xrealloc(*vals, (size_t)(*n + 1) * sizeof **vals);
+    (*vals)[*n] = (mval){xstrdup(value), p->lineno};
+    if (conts) {
+        *conts = xrealloc(*conts, (size_t)(*n + 1) * sizeof **conts);
+        (*conts)[*n] = p->line_cont;
+    }
+    (*n)++;
+}
+
+static int manifest_handler(void *user, const char *section, const char *name, const char *value) {
+    manifest_parser *p = user;
+    (void)section; /* p->section is the same, uncut */
+    if (p->failed) return 0;
+    switch (p->sec) {
+    case SEC_NONE:
+        return perr(p, p->lineno, "key '%s' comes before any section; expected it under [pack] "
+                    "or an entry's section", name);
+    case SEC_PACK:
+        if (strcmp(name, "name") == 0) return set_once(p, &p->name, name, value);
+        if (strcmp(name, "version") == 0) return set_once(p, &p->version, name, value);
+        if (strcmp(name, "abi") == 0) return set_once(p, &p->abi, name, value);
+        if (strcmp(name, "library") == 0) return set_once(p, &p->library, name, value);
+        return unknown_key(p, name, pack_keys);
+    case SEC_ENTRY: {
+        mentry *e = &p->entries[p->sec_index];
+        if (strcmp(name, "kind") == 0) return set_once(p, &e->kind, name, value);
+        if (strcmp(name, "description") == 0) return set_once(p, &e->description, name, value);
+        if (strcmp(name, "architectures") == 0) {
+            append_line(p, &e->archs, NULL, &e->n_archs, value);
+            return 1;
+        }
+        return unknown_key(p, name, entry_keys);
+    }
+    case SEC_KEY: {
+        mkey *k = &p->keys[p->sec_index];
+        if (strcmp(name, "type") == 0) return set_once(p, &k->type, name, value);
+        if (strcmp(name, "help") == 0) return set_once(p, &k->help, name, value);
+        if (strcmp(name, "default") == 0) {
+            append_line(p, &k->defaults, &k->default_cont, &k->n_defaults, value);
+            return 1;
+        }
+        return unknown_key(p, name, key_keys);
+    }
+    }
+    return 0;
+}
+
+/* ---- validation and building the pack ------------------------------------------------------ */
+
+static int name_chars_ok(const char *s, const char *extra) {
+    if (!*s) return 0;
+    for (; *s; s++)
+        if (!isalnum((unsigned char)*s) && *s != '_' && !strchr(extra, *s)) return 0;
+    return 1;
+}
+
+/* Whether a relative path has a ".." component (and so may leave the directory it starts in). */
+static int has_dotdot(const char *path) {
+    for (const char *c = path; *c;) {
+        size_t n = strcspn(c, "/");
+        if (n == 2 && c[0] == '.' && c[1] == '.') return 1;
+        c += n + (c[n] == '/');
+    }
+    return 0;
+}
+
+static int check_pack(manifest_parser *p, grpo_pack *pack) {
+    if (!p->pack_line)
+        return perr(p, 1, "no [pack] section; expected [pack] with name, version, abi and "
+                    "library");
+    static const char *const want[4] = {"name = <namespace of the ids>", "version = <x.y.z>",
+                                        "abi = <major>.<minor>",
+                                        "library = <file>.so (relative to the pack dir)"};
+    mval *vals[4] = {&p->name, &p->version, &p->abi, &p->library};
+    for (int i = 0; i < 4; i++)
+        if (!vals[i]->text || !*vals[i]->text)
+            return perr(p, vals[i]->text ? vals[i]->line : p->pack_line,
+                        "[pack] has no %s; expected %s", pack_keys[i], want[i]);
+    if (!name_chars_ok(p->name.text, "-"))
+        return perr(p, p->name.line, "pack name '%s' is not a plain name; expected letters, "
+                    "digits, '_' or '-' (no '.' or ':')", p->name.text);
+    const char *abi = p->abi.text;
+    size_t d1 = strspn(abi, "0123456789");
+    size_t d2 = abi[d1] == '.' ? strspn(abi + d1 + 1, "0123456789") : 0;
+    if (d1 == 0 || d1 > 5 || d2 == 0 || d2 > 5 || abi[d1 + 1 + d2] != '\0' ||
+        sscanf(abi, "%u.%u", &pack->abi_major, &pack->abi_minor) != 2)
+        return perr(p, p->abi.line, "abi '%s' is not MAJOR.MINOR; expected e.g. abi = %d.%d",
+                    p->abi.text, GRPO_ABI_MAJOR, GRPO_ABI_MINOR);
+    if (p->library.text[0] == '/')
+        return perr(p, p->library.line, "library '%s' is an absolute path; expected a file "
+                    "name relative to the pack directory", p->library.text);
+    if (has_dotdot(p->library.text))
+        return perr(p, p->library.line, "library '%s' has a '..' component; expected a file "
+                    "inside the pack directory", p->library.text);
+    if (p->n_entries == 0)
+        return perr(p, p->pack_line, "pack '%s' declares no rewards or models; expected at "
+                    "least one [%s.NAME] section with kind = reward or model", p->name.text,
+                    p->name.text);
+    return 1;
+}
+
+/* Splits "A, B" architectures lines into e->architectures. */
+static void split_architectures(const mentry *m, grpo_entry *e) {
+    for (int j = 0; j < m->n_archs; j++) {
+        char *s = m->archs[j].text;
+        while (*s) {
+            size_t n = strcspn(s, ",");
+            char *a = s, *b = s + n;
+            while (a < b && isspace((unsigned char)*a)) a++;
+            while (b > a && isspace((unsigned char)b[-1])) b--;
+            if (b > a) {
+                e->architectures = xrealloc(e->architectures,
+                                            (size_t)(e->n_architectures + 1) * sizeof(char *));
+                char *arch = xrealloc(NULL, (size_t)(b - a) + 1);
+                memcpy(arch, a, (size_t)(b - a));
+                arch[b - a] = '\0';
+                e->architectures[e->n_architectures++] = arch;
+            }
+            s += n + (s[n] == ',');
+        }
+    }
+}
+
+static int check_entry(manifest_parser *p, const mentry *m, grpo_entry *e) {
+    size_t nl = strlen(p->name.text);
+    if (strncmp(m->id, p->name.text, nl) != 0 || m->id[nl] != '.' || !m->id[nl + 1])
+        return perr(p, m->line, "id '%s' does not start with the pack name; expected [%s.NAME]",
+                    m->id, p->name.text);
+    if (!name_chars_ok(m->id + nl + 1, "-."))
+        return perr(p, m->line, "id '%s' has characters other than letters, digits, '_', '-' "
+                    "and '.'", m->id);
+    if (!m->kind.text)
+        return perr(p, m->line, "[%s] has no kind; expected kind = reward or kind = model", m->id);
+    if (strcmp(m->kind.text, "reward") == 0)
+        e->kind = GRPO_KIND_REWARD;
+    else if (strcmp(m->kind.text, "model") == 0)
+        e->kind = GRPO_KIND_MODEL;
+    else
+        return perr(p, m->kind.line, "kind '%s' of [%s] is unknown; expected reward or model",
+                    m->kind.text, m->id);
+    if (!m->description.text || !*m->description.text)
+        return perr(p, m->description.text ? m->description.line : m->line,
+                    "[%s] has no description; expected description = <one line>", m->id);
+    if (m->n_archs && e->kind != GRPO_KIND_MODEL)
+        return perr(p, m->archs[0].line, "[%s] is a reward but lists architectures; expected "
+                    "architectures only with kind = model", m->id);
+    e->id = xstrdup(m->id);
+    e->description = xstrdup(m->description.text);
+    split_architectures(m, e);
+    return 1;
+}
+
+/* The default lines of a key: a list takes each line as an element (empty lines give none); any
+ * other type takes one line, continuation lines joined with one space. */
+static int collect_defaults(manifest_parser *p, const mkey *k, grpo_key_def *d) {
+    if (k->n_defaults == 0) return 1;
+    d->has_default = 1;
+    if (d->type == GRPO_KEY_LIST) {
+        for (int j = 0; j < k->n_defaults; j++) {
+            if (!*k->defaults[j].text) continue;
+            d->defaults = xrealloc(d->defaults, (size_t)(d->n_defaults + 1) * sizeof(char *));
+            d->defaults[d->n_defaults++] = xstrdup(k->defaults[j].text);
+        }
+        return 1;
+    }
+    size_t len = 0;
+    for (int j = 0; j < k->n_defaults; j++) {
+        if (j > 0 && !k->default_cont[j])
+            return perr(p, k->defaults[j].line, "default is set twice in [%s:%s] (first at line "
+                        "%d); expected one value (only type = list takes one line per element)",
+                        k->entry_id, k->name, k->defaults[0].line);
+        len += strlen(k->defaults[j].text) + 1;
+    }
+    char *text = xrealloc(NULL, len), *w = text;
+    for (int j = 0; j < k->n_defaults; j++)
+        w += sprintf(w, "%s%s", j ? " " : "", k->defaults[j].text);
+    d->defaults = xrealloc(NULL, sizeof(char *));
+    d->defaults[d->n_defaults++] = text;
+    char why[256];
+    if (!grpo_key_value_ok(d->type, text, why, sizeof why))
+        return perr(p, k->defaults[0].line, "bad default for [%s:%s] (type %s): %s", k->entry_id,
+                    k->name, grpo_key_type_name(d->type), why);
+    return 1;
+}
+
+static int check_key(manifest_parser *p, const mkey *k, grpo_entry *entries, int n_entries) {
+    grpo_entry *e = NULL;
+    for (int i = 0; i < n_entries; i++)
+        if (strcmp(entries[i].id, k->entry_id) == 0) e = &entries[i];
+    if (!e)
+        return perr(p, k->line, "[%s:%s] is a key of '%s', which no [%s] section declares; "
+                    "expected [ID:KEY] after an [ID] section", k->entry_id, k->name, k->entry_id,
+                    k->entry_id);
+    if (!name_chars_ok(k->name, ""))
+        return perr(p, k->line, "key name '%s' in [%s:%s] is not a plain name; expected letters, "
+                    "digits and '_'", k->name, k->entry_id, k->name);
+    if (!k->type.text)
+        return perr(p, k->line, "[%s:%s] has no type; expected type = string, int, float, bool "
+                    "or list", k->entry_id, k->name);
+    int t = grpo_key_type_parse(k->type.text);
+    if (t < 0)
+        return perr(p, k->type.line, "type '%s' of [%s:%s] is unknown; expected string, int, "
+                    "float, bool or list", k->type.text, k->entry_id, k->name);
+    e->keys = xrealloc(e->keys, (size_t)(e->n_keys + 1) * sizeof *e->keys);
+    grpo_key_def *d = &e->keys[e->n_keys++];
+    memset(d, 0, sizeof *d);
+    d->name = xstrdup(k->name);
+    d->type = (grpo_key_type)t;
+    d->help = xstrdup(k->help.text ? k->help.text : "");
+    return collect_defaults(p, k, d);
+}
+
+/* Absolute directory of path (realpath when it exists). */
+static char *dir_of(const char *path) {
+    char *copy = xstrdup(path);
+    char *slash = strrchr(copy, '/');
+    if (!slash)
+        strcpy(copy, ".");
+    else if (slash == copy)
+        slash[1] = '\0';
+    else
+        *slash = '\0';
+    char *abs = realpath(copy, NULL);
+    if (abs) {
+        free(copy);
+        return abs;
+    }
+    return copy;
+}
+
+static char *join_path(const char *dir, const char *file) {
+    size_t a = strlen(dir), b = strlen(file);
+    char *s = xrealloc(NULL, a + b + 2);
+    sprintf(s, "%s%s%s", dir, a && dir[a - 1] == '/' ? "" : "/", file);
+    return s;
+}
+
+/* A library that exists must resolve (through links) to a file inside the pack directory, so a
+ * link cannot smuggle in code from elsewhere; a missing one is left for loading to report. */
+static int check_library_inside(manifest_parser *p, const grpo_pack *pack) {
+    char *real = realpath(pack->library_path, NULL);
+    char *dir = realpath(pack->dir, NULL);
+    size_t n = dir ? strlen(dir) : 0;
+    int inside = !real || (dir && strncmp(real, dir, n) == 0 &&
+                           (real[n] == '/' || (n == 1 && dir[0] == '/')));
+    if (!inside)
+        perr(p, p->library.line, "library '%s' resolves to %s, outside the pack directory %s; "
+             "expected a file inside it", p->library.text, real, dir ? dir : pack->dir);
+    free(real), free(dir);
+    return inside;
+}
+
+static int build_pack(manifest_parser *p, grpo_pack *pack) {
+    if (!check_pack(p, pack)) return 0;
+    pack->entries = xrealloc(NULL, (size_t)p->n_entries * sizeof *pack->entries);
+    memset(pack->entries, 0, (size_t)p->n_entries * sizeof *pack->entries);
+    for (int i = 0; i < p->n_entries; i++) {
+        pack->entries[i].pack = pack;
+        pack->n_entries = i + 1;
+        if (!check_entry(p, &p->entries[i], &pack->entries[i])) return 0;
+    }
+    for (int i = 0; i < p->n_keys; i++)
+        if (!check_key(p, &p->keys[i], pack->entries, pack->n_entries)) return 0;
+    pack->name = xstrdup(p->name.text);
+    pack->version = xstrdup(p->version.text);
+    const char *base = strrchr(p->path, '/');
+    pack->dir = dir_of(p->path);
+    pack->manifest_path = join_path(pack->dir, base ? base + 1 : p->path);
+    pack->library_path = join_path(pack->dir, p->library.text);
+    return check_library_inside(p, pack);
+}
+
+int grpo_manifest_parse(const char *manifest_path, grpo_pack *pack, grpo_error *err) {
+    memset(pack, 0, sizeof *pack);
+    manifest_parser p = {0};
+    p.path = manifest_path;
+    p.err = err;
+    p.f = fopen(manifest_path, "re");
+    if (!p.f)
+        return grpo_error_set(err, GRPO_ERR_IO, "%s: cannot open the pack manifest: %s",
+                              manifest_path, strerror(errno));
+    int bad_line = ini_parse_stream(manifest_read_line, &p, manifest_handler, &p);
+    if (ferror(p.f) && !p.failed) {
+        grpo_error_set(err, GRPO_ERR_IO, "%s:%d: read error: %s", manifest_path, p.lineno,
+                       strerror(errno));
+        p.failed = 1;
+    }
+    fclose(p.f);
+    if (bad_line > 0 && !p.failed)
+        perr(&p, bad_line, "malformed line; expected key = value, a [section] or a ; comment");
+    if (!p.failed) build_pack(&p, pack);
+    int failed = p.failed;
+    parser_free(&p);
+    if (failed) {
+        grpo_pack_free(pack);
+        return err ? err->status : GRPO_ERR_INVALID;
+    }
+    return GRPO_OK;
+}
+
+void grpo_manifest_ids(const char *manifest_path, char ***ids, int *n_ids) {
+    *ids = NULL, *n_ids = 0;
+    FILE *f = fopen(manifest_path, "re");
+    char *line = NULL;
+    size_t cap = 0;
+    while (f && getline(&line, &cap, f) > 0) {
+        char *t = line + strspn(line, " \t");
+        if (*t != '[') continue;
+        size_t n = strcspn(t + 1, "]:;#\r\n");
+        if (t[1 + n] != ']' || n == 0 || (n == 4 && strncmp(t + 1, "pack", 4) == 0)) continue;
+        *ids = xrealloc(*ids, (size_t)(*n_ids + 1) * sizeof **ids);
+        char *id = xrealloc(NULL, n + 1);
+        memcpy(id, t + 1, n);
+        id[n] = '\0';
+        (*ids)[(*n_ids)++] = id;
+    }
+    free(line);
+    if (f) fclose(f);
+}
+
+void grpo_pack_free(grpo_pack *pack) {
+    if (!pack) return;
+    for (int i = 0; i < pack->n_entries; i++) {
+        grpo_entry *e = &pack->entries[i];
+        free(e->id), free(e->description);
+        for (int j = 0; j < e->n_architectures; j++) free(e->architectures[j]);
+        free(e->architectures);
+        for (int j = 0; j < e->n_keys; j++) {
+            grpo_key_def *d = &e->keys[j];
+            free(d->name), free(d->help);
+            for (int k = 0; k < d->n_defaults; k++) free(d->defaults[k]);
+            free(d->defaults);
+        }
+        free(e->keys);
+    }
+    free(pack->entries);
+    free(pack->name), free(pack->version), free(pack->dir), free(pack->manifest_path),
+        free(pack->library_path);
+    /* pack->handle stays open on purpose: descriptors handed out may still be in use */
+    memset(pack, 0, sizeof *pack);
+}

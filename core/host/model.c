@@ -1,0 +1,410 @@
+/*
+ * model.c — host side of a model plugin: parameter block, loading/saving Hugging Face
+ * directories, activations and KV cache (see model.h).
+ */
+#include "host/model.h"
+
+#include <cjson/cJSON.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels.h"
+#include "base/files.h"
+#include "io/hfdir.h"
+#include "io/safetensors.h"
+
+static uint64_t pad16(uint64_t n) { return (n + 15) & ~(uint64_t)15; }
+
+/* Lays out the parameter table: numel and offsets, tied tensors sharing their target's. */
+static int layout_params(grpo_model *m, grpo_error *err) {
+    uint32_t n = m->desc->n_params(m->inst);
+    m->n_params = n;
+    m->params = calloc(n ? n : 1, sizeof *m->params);
+    m->numel = calloc(n ? n : 1, sizeof *m->numel);
+    m->offset = calloc(n ? n : 1, sizeof *m->offset);
+    m->param_ptr = calloc(n ? n : 1, sizeof *m->param_ptr);
+    m->grad_ptr = calloc(n ? n : 1, sizeof *m->grad_ptr);
+    if (!m->params || !m->numel || !m->offset || !m->param_ptr || !m->grad_ptr)
+        return grpo_error_set(err, GRPO_ERR_NOMEM, "model: out of memory for the parameter table");
+    uint64_t off = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        grpo_param_desc *d = &m->params[i];
+        d->struct_size = sizeof *d;
+        if (m->desc->param(m->inst, i, d) != GRPO_OK || !d->name || d->ndim < 1 || d->ndim > 4)
+            return grpo_error_set(err, GRPO_ERR_INTERNAL,
+                                  "model %s: parameter %u has a bad descriptor", m->desc->id, i);
+        uint64_t k = 1;
+        for (int j = 0; j < d->ndim; j++) k *= (uint64_t)d->shape[j];
+        m->numel[i] = k;
+        if (d->flags & GRPO_PARAM_TIED) {
+            int32_t t = d->tied_to;
+            if (t < 0 || (uint32_t)t >= i || m->numel[t] != k)
+                return grpo_error_set(err, GRPO_ERR_INTERNAL,
+                                      "model %s: %s is tied to tensor %d, which is not an earlier "
+                                      "tensor of the same size", m->desc->id, d->name, t);
+            m->offset[i] = m->offset[t];
+        } else {
+            m->offset[i] = off;
+            off += pad16(k);
+        }
+    }
+    m->section = off;
+    return GRPO_OK;
+}
+
+static int alloc_block(grpo_model *m, grpo_error *err) {
+    uint64_t sections = m->trainable ? 4 : 1;
+    m->block = m->ops->alloc(m->ops->ctx, sections * m->section * sizeof(float));
+    if (!m->block)
+        return grpo_error_set(err, GRPO_ERR_NOMEM,
+                              "model %s: cannot allocate %llu MiB for parameters%s", m->desc->id,
+                              (unsigned long long)(sections * m->section * 4 >> 20),
+                              m->trainable ? ", gradients and AdamW moments" : "");
+    if (m->trainable) {
+        m->grads = m->block + m->section;
+        m->adam_m = m->block + 2 * m->section;
+        m->adam_v = m->block + 3 * m->section;
+    }
+    for (uint32_t i = 0; i < m->n_params; i++) {
+        m->param_ptr[i] = m->block + m->offset[i];
+        m->grad_ptr[i] = m->trainable ? m->grads + m->offset[i] : NULL;
+    }
+    return m->desc->bind(m->inst, m->param_ptr, m->trainable ? m->grad_ptr : NULL, err);
+}
+
+int grpo_model_param_index(const grpo_model *m, const char *name) {
+    for (uint32_t i = 0; i < m->n_params; i++)
+        if (strcmp(m->params[i].name, name) == 0) return (int)i;
+    return -1;
+}
+
+/* The plugin converts some tensors between the file's layout and its own (grpo/model.h). */
+static int has_relayout(const grpo_model *m) {
+    return GRPO_HAS_FIELD(m->desc, grpo_model_desc, relayout) && m->desc->relayout;
+}
+
+/* A weight that is NaN or infinite would only show as a NaN loss steps later: name it now. */
+static int check_finite(const float *x, uint64_t n, const char *path, const char *name,
+                        grpo_error *err) {
+    for (uint64_t k = 0; k < n; k++)
+        if (!isfinite(x[k]))
+            return grpo_error_set(err, GRPO_ERR_INVALID,
+                                  "%s: tensor %s holds %g at element %llu; expected finite weights",
+                                  path, name, (double)x[k], (unsigned long long)k);
+    return GRPO_OK;
+}
+
+static int load_weights(grpo_model *m, const char *dir, grpo_error *err) {
+    char path[4096];
+    grpo_safetensors *st = NULL;
+    int rc = grpo_hf_weights_path(dir, path, sizeof path, err);
+    if (rc == GRPO_OK) rc = grpo_hf_open_weights(dir, &st, err);
+    float *tmp = NULL;
+    for (uint32_t i = 0; rc == GRPO_OK && i < m->n_params; i++) {
+        const grpo_param_desc *d = &m->params[i];
+        if (d->flags & GRPO_PARAM_TIED) continue; /* shares its target's storage */
+        free(tmp);
+        tmp = malloc(m->numel[i] * sizeof(float));
+        if (!tmp) {
+            rc = grpo_error_set(err, GRPO_ERR_NOMEM, "%s: out of memory reading %s", path, d->name);
+            break;
+        }
+        if (!grpo_st_find(st, d->name)) {
+            rc = grpo_error_set(err, GRPO_ERR_INVALID, "%s: missing tensor %s (model %s needs it)",
+                                path, d->name, m->desc->id);
+            break;
+        }
+        rc = grpo_st_read_f32(st, d->name, tmp, d->ndim, d->shape, err);
+        if (rc == GRPO_OK) rc = check_finite(tmp, m->numel[i], path, d->name, err);
+        if (rc == GRPO_OK && has_relayout(m))
+            rc = m->desc->relayout(m->inst, i, tmp, GRPO_RELAYOUT_LOAD, err);
+        if (rc == GRPO_OK)
+            m->ops->upload(m->ops->ctx, m->param_ptr[i], tmp, m->numel[i] * sizeof(float));
+    }
+    for (size_t j = 0; rc == GRPO_OK && j < grpo_st_count(st); j++) {
+        const char *name = grpo_st_at(st, j)->name;
+        if (grpo_model_param_index(m, name) < 0)
+            rc = grpo_error_set(err, GRPO_ERR_INVALID,
+                                "%s: unexpected tensor %s (model %s has no such parameter)", path,
+                                name, m->desc->id);
+    }
+    free(tmp);
+    grpo_st_close(st);
+    return rc;
+}
+
+/* A status from a model plugin; on failure its message is made safe to read (NUL-terminated). */
+static int plugin_status(int rc, grpo_error *err) {
+    if (rc != GRPO_OK) grpo_plugin_message(err);
+    return rc;
+}
+
+int grpo_model_open(grpo_model **out, const grpo_model_desc *desc, const grpo_host *host,
+                    const char *dir, const grpo_config *cfg, int trainable, grpo_error *err) {
+    *out = NULL;
+    if (!host || !host->ops)
+        return grpo_error_set(err, GRPO_ERR_INVALID, "model: the host has no backend (ops)");
+    grpo_model *m = calloc(1, sizeof *m);
+    if (!m) return grpo_error_set(err, GRPO_ERR_NOMEM, "model: out of memory");
+    m->desc = desc;
+    m->host = *host;
+    m->ops = host->ops;
+    m->trainable = trainable;
+    m->dir = strdup(dir);
+    char cfg_path[PATH_MAX];
+    int rc = m->dir ? grpo_path_join(cfg_path, sizeof cfg_path, dir, GRPO_HF_CONFIG, err)
+                    : grpo_error_set(err, GRPO_ERR_NOMEM, "model: out of memory");
+    if (rc == GRPO_OK) rc = grpo_hf_read_config(dir, &m->config_json, err);
+    if (rc == GRPO_OK) {
+        grpo_config empty = {sizeof(grpo_config), 0, NULL, NULL, "model", NULL};
+        grpo_plugin_call_begin(desc->id, NULL, "create");
+        rc = desc->create(&m->host, m->config_json, cfg ? cfg : &empty, &m->inst, err);
+        grpo_plugin_call_end();
+        if (rc != GRPO_OK) {
+            m->inst = NULL;
+            char why[sizeof err->message];
+            snprintf(why, sizeof why, "%s", grpo_plugin_message(err));
+            grpo_error_set(err, rc, "%s: %s", cfg_path, why);
+        }
+    }
+    if (rc == GRPO_OK) rc = grpo_hf_files_read(&m->tok_files, dir, err);
+    if (rc == GRPO_OK) rc = layout_params(m, err);
+    if (rc == GRPO_OK) rc = alloc_block(m, err);
+    if (rc == GRPO_OK) rc = load_weights(m, dir, err);
+    if (rc != GRPO_OK) {
+        grpo_model_close(m);
+        return rc;
+    }
+    *out = m;
+    return GRPO_OK;
+}
+
+/* The first entry of config.json's "architectures", copied into buf. */
+static int config_architecture(const char *json, const char *path, char *buf, size_t cap,
+                               grpo_error *err) {
+    cJSON *o = cJSON_Parse(json);
+    const cJSON *a = o ? cJSON_GetObjectItemCaseSensitive(o, "architectures") : NULL;
+    const cJSON *first = cJSON_IsArray(a) ? cJSON_GetArrayItem(a, 0) : NULL;
+    int rc = GRPO_OK;
+    if (!o)
+        rc = grpo_error_set(err, GRPO_ERR_INVALID, "%s: not valid JSON", path);
+    else if (!cJSON_IsString(first))
+        rc = grpo_error_set(err, GRPO_ERR_INVALID,
+                            "%s: expected \"architectures\": [\"...ForCausalLM\"]", path);
+    else
+        snprintf(buf, cap, "%s", first->valuestring);
+    cJSON_Delete(o);
+    return rc;
+}
+
+/* Opens dir with the first plugin serving arch that accepts its config: a plugin that refuses it
+ * as GRPO_ERR_UNSUPPORTED (dense.causal_lm for a MiniMind config with use_moe) passes it to the
+ * next one serving the same name (moe.causal_lm). When all refuse, every refusal is reported. */
+static int open_serving(grpo_model **out, grpo_registry *reg, const grpo_host *host,
+                        const char *dir, const char *arch, const char *cfg_path, int trainable,
+                        grpo_error *err) {
+    char why[1024] = "";
+    int refused = 0;
+    for (const grpo_entry *e = grpo_registry_next_architecture(reg, arch, NULL); e;
+         e = grpo_registry_next_architecture(reg, arch, e)) {
+        const void *desc = NULL;
+        int rc = grpo_registry_load(reg, e, host, &desc, err);
+        if (rc == GRPO_OK) rc = grpo_model_open(out, desc, host, dir, NULL, trainable, err);
+        if (rc != GRPO_ERR_UNSUPPORTED) return rc;
+        size_t used = strlen(why);
+        snprintf(why + used, sizeof why - used, "%s%.64s: %.400s", refused++ ? "; " : "", e->id,
+                 err ? err->message : "unsupported");
+    }
+    if (!refused)
+        return grpo_error_set(err, GRPO_ERR_UNSUPPORTED,
+                              "%s: no model plugin serves architecture %s (see grpo plugins list)",
+                              cfg_path, arch);
+    return grpo_error_set(err, GRPO_ERR_UNSUPPORTED, "%.200s: %.800s", cfg_path, why);
+}
+
+int grpo_model_open_dir(grpo_model **out, grpo_registry *reg, const grpo_host *host,
+                        const char *dir, int trainable, grpo_error *err) {
+    *out = NULL;
+    char cfg_path[PATH_MAX], *json = NULL, arch[256];
+    int rc = grpo_path_join(cfg_path, sizeof cfg_path, dir, GRPO_HF_CONFIG, err);
+    if (rc == GRPO_OK) rc = grpo_hf_read_config(dir, &json, err);
+    if (rc == GRPO_OK) rc = config_architecture(json, cfg_path, arch, sizeof arch, err);
+    if (rc == GRPO_OK) rc = open_serving(out, reg, host, dir, arch, cfg_path, trainable, err);
+    free(json);
+    return rc;
+}
+
+void grpo_model_close(grpo_model *m) {
+    if (!m) return;
+    if (m->inst) {
+        grpo_plugin_call_begin(m->desc->id, NULL, "destroy");
+        m->desc->destroy(m->inst);
+        grpo_plugin_call_end();
+    }
+    if (m->ops) {
+        if (m->block) m->ops->free(m->ops->ctx, m->block);
+        if (m->acts) m->ops->free(m->ops->ctx, m->acts);
+        if (m->kv.data) m->ops->free(m->ops->ctx, m->kv.data);
+        if (m->scratch) m->ops->free(m->ops->ctx, m->scratch);
+    }
+    free(m->params);
+    free(m->numel);
+    free(m->offset);
+    free(m->param_ptr);
+    free(m->grad_ptr);
+    free(m->config_json);
+    grpo_hf_files_free(&m->tok_files);
+    free(m->dir);
+    free(m);
+}
+
+int grpo_model_reserve_acts(grpo_model *m, int32_t B, int32_t T, grpo_error *err) {
+    if (m->acts && B <= m->acts_B && T <= m->acts_T) return GRPO_OK;
+    if (m->acts) m->ops->free(m->ops->ctx, m->acts);
+    int32_t nB = B > m->acts_B ? B : m->acts_B, nT = T > m->acts_T ? T : m->acts_T;
+    uint64_t n = m->desc->activation_floats(m->inst, nB, nT);
+    m->acts = m->ops->alloc(m->ops->ctx, n * sizeof(float));
+    if (!m->acts) {
+        m->acts_B = m->acts_T = 0;
+        return grpo_error_set(err, GRPO_ERR_NOMEM,
+                              "model %s: cannot allocate %llu MiB of activations for (%d,%d)",
+                              m->desc->id, (unsigned long long)(n * 4 >> 20), nB, nT);
+    }
+    m->acts_B = nB, m->acts_T = nT;
+    return GRPO_OK;
+}
+
+int grpo_model_reserve_kv(grpo_model *m, int32_t R, int32_t S, int32_t P, grpo_error *err) {
+    if (m->kv.data) m->ops->free(m->ops->ctx, m->kv.data);
+    if (m->scratch) m->ops->free(m->ops->ctx, m->scratch);
+    m->kv = (grpo_kv_cache){sizeof(grpo_kv_cache), NULL, R, S};
+    uint64_t nkv = m->desc->kv_floats(m->inst, R, S);
+    uint64_t ns = m->desc->scratch_floats(m->inst, R, P);
+    uint64_t nd = m->desc->scratch_floats(m->inst, R, 1);
+    if (nd > ns) ns = nd;
+    m->kv.data = m->ops->alloc(m->ops->ctx, nkv * sizeof(float));
+    m->scratch = m->ops->alloc(m->ops->ctx, ns * sizeof(float));
+    if (!m->kv.data || !m->scratch)
+        return grpo_error_set(err, GRPO_ERR_NOMEM,
+                              "model %s: cannot allocate a KV cache of %d rows x %d slots "
+                              "(%llu MiB)", m->desc->id, R, S, (unsigned long long)(nkv * 4 >> 20));
+    m->scratch_R = R, m->scratch_T = P;
+    return GRPO_OK;
+}
+
+int grpo_model_forward(grpo_model *m, const grpo_batch *b, float *logp, float *entropy,
+                       float scale, grpo_error *err) {
+    if (!m->acts || b->B > m->acts_B || b->T > m->acts_T)
+        return grpo_error_set(err, GRPO_ERR_INVALID,
+                              "model: forward of (%d,%d) but activations are reserved for (%d,%d)",
+                              b->B, b->T, m->acts_B, m->acts_T);
+    return plugin_status(m->desc->forward(m->inst, b, m->acts, logp, entropy, scale, err), err);
+}
+
+int grpo_model_backward(grpo_model *m, const grpo_batch *b, const float *dlogp, float scale,
+                        grpo_error *err) {
+    if (!m->trainable)
+        return grpo_error_set(err, GRPO_ERR_INVALID, "model: backward on a frozen model");
+    if (!m->acts || b->B > m->acts_B || b->T > m->acts_T)
+        return grpo_error_set(err, GRPO_ERR_INVALID,
+                              "model: backward of (%d,%d) but activations are reserved for (%d,%d)",
+                              b->B, b->T, m->acts_B, m->acts_T);
+    return plugin_status(m->desc->backward(m->inst, b, m->acts, dlogp, scale, err), err);
+}
+
+void grpo_model_zero_grad(grpo_model *m) {
+    if (m->grads) m->ops->zero(m->ops->ctx, m->grads, m->section * sizeof(float));
+}
+
+int grpo_model_prefill(grpo_model *m, const grpo_batch *prompt, float *logits, grpo_error *err) {
+    if (!m->kv.data || prompt->B > m->scratch_R || prompt->T > m->scratch_T)
+        return grpo_error_set(err, GRPO_ERR_INVALID,
+                              "model: prefill of (%d,%d) but the cache is reserved for (%d,%d)",
+                              prompt->B, prompt->T, m->scratch_R, m->scratch_T);
+    return plugin_status(m->desc->prefill(m->inst, &m->kv, prompt, m->scratch, logits, err), err);
+}
+
+int grpo_model_decode(grpo_model *m, int32_t R, const int32_t *tokens, const int32_t *pos,
+                      const int32_t *cache_mask, const int32_t *len, float *logits,
+                      grpo_error *err) {
+    if (!m->kv.data)
+        return grpo_error_set(err, GRPO_ERR_INVALID, "model: decode without a reserved cache");
+    return plugin_status(m->desc->decode(m->inst, &m->kv, R, tokens, pos, cache_mask, len,
+                                         m->scratch, logits, err),
+                         err);
+}
+
+int grpo_model_kv_copy_row(grpo_model *m, int32_t dst, int32_t src, int32_t n, grpo_error *err) {
+    if (!m->kv.data || dst < 0 || src < 0 || dst >= m->kv.R || src >= m->kv.R || n < 0 ||
+        n > m->kv.S)
+        return grpo_error_set(err, GRPO_ERR_INVALID,
+                              "model %s: kv_copy_row of %d slots from row %d to row %d, but the "
+                              "cache is reserved for %d rows x %d slots",
+                              m->desc->id, n, src, dst, m->kv.data ? m->kv.R : 0,
+                              m->kv.data ? m->kv.S : 0);
+    if (dst != src && n > 0) m->desc->kv_copy_row(m->inst, &m->kv, dst, src, n);
+    return GRPO_OK;
+}
+
+int grpo_model_check_ids(const grpo_model *m, const int32_t *ids, size_t n, const char *what,
+                         grpo_error *err) {
+    int32_t V = grpo_model_vocab(m);
+    for (size_t i = 0; V > 0 && i < n; i++)
+        if (ids[i] < 0 || ids[i] >= V)
+            return grpo_error_set(err, GRPO_ERR_INVALID,
+                                  "%s: token id %d at index %zu is outside the model's vocabulary "
+                                  "[0, %d) (%s)",
+                                  what, ids[i], i, V, m->dir);
+    return GRPO_OK;
+}
+
+int32_t grpo_model_vocab(const grpo_model *m) {
+    int i = grpo_model_param_index(m, "lm_head.weight");
+    if (i < 0) i = grpo_model_param_index(m, "model.embed_tokens.weight");
+    if (i < 0) i = grpo_model_param_index(m, "model.tok_embeddings.weight"); /* InternLM2 */
+    return i < 0 ? -1 : (int32_t)m->params[i].shape[0];
+}
+
+int grpo_model_save(const grpo_model *m, const char *dir, grpo_error *err) {
+    grpo_st_out *outs = calloc(m->n_params ? m->n_params : 1, sizeof *outs);
+    float *host = malloc((m->section ? m->section : 1) * sizeof(float));
+    char *cfg_text = NULL;
+    int rc = outs && host ? grpo_hf_config_set_dtype(m->config_json, GRPO_ST_F32, &cfg_text, err)
+                          : grpo_error_set(err, GRPO_ERR_NOMEM, "model: out of memory saving %s",
+                                           dir);
+    size_t n = 0;
+    if (rc == GRPO_OK) {
+        m->ops->download(m->ops->ctx, host, m->block, m->section * sizeof(float));
+        for (uint32_t i = 0; i < m->n_params; i++) {
+            const grpo_param_desc *d = &m->params[i];
+            if (d->flags & GRPO_PARAM_TIED) continue; /* transformers re-ties it on load */
+            grpo_st_out *o = &outs[n++];
+            o->name = d->name;
+            o->data = host + m->offset[i];
+            if (has_relayout(m) &&
+                (rc = m->desc->relayout(m->inst, i, host + m->offset[i], GRPO_RELAYOUT_SAVE,
+                                        err)) != GRPO_OK)
+                break;
+            o->ndim = d->ndim;
+            for (int j = 0; j < d->ndim; j++) o->shape[j] = d->shape[j];
+        }
+        if (rc == GRPO_OK)
+            rc = grpo_hf_save(dir, cfg_text, outs, n, GRPO_ST_F32, &m->tok_files, err);
+    }
+    free(outs);
+    free(host);
+    free(cfg_text);
+    return rc;
+}
+
+int32_t grpo_model_eos(const grpo_model *m) {
+    cJSON *o = cJSON_Parse(m->config_json);
+    const cJSON *e = o ? cJSON_GetObjectItemCaseSensitive(o, "eos_token_id") : NULL;
+    if (cJSON_IsArray(e)) e = cJSON_GetArrayItem(e, 0);
+    int32_t eos = cJSON_IsNumber(e) ? (int32_t)cJSON_GetNumberValue(e) : -1;
+    cJSON_Delete(o);
+    return eos;
+}

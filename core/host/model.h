@@ -1,0 +1,113 @@
+/*
+ * model.h — the host side of a model: a plugin instance (grpo/model.h) plus the memory the host
+ * owns for it, loaded from and saved to a Hugging Face directory.
+ *
+ * Memory (llm.c's plan; all through the backend's ops->alloc):
+ *   block   one allocation of P floats per section: params | grads | AdamW m | AdamW v
+ *           (a frozen model, e.g. a reference model, has the params section only). P is the sum
+ *           of the sizes of the parameter tensors, each rounded up to 16 floats (64 bytes);
+ *           a TIED tensor has no storage of its own: it points at the tensor it is tied to, so
+ *           its gradient accumulates into that tensor's gradient.
+ *   acts    activation_floats(B, T) for the largest micro-batch reserved (grpo_model_reserve_acts)
+ *   kv      the KV cache for R rows of S slots + the prefill/decode scratch
+ *           (grpo_model_reserve_kv); only the functions below touch it (reserve, prefill, decode,
+ *           kv_copy_row), and the one decode loop that drives them is the sampler (sampler.h)
+ *
+ * Ownership: grpo_model_open() returns a model the caller MUST grpo_model_close(); the model
+ * owns the plugin instance, every buffer above and a copy of the host table (so the host passed
+ * in need not outlive it, but host->ops MUST). Not thread-safe: one thread per model.
+ */
+#ifndef GRPO_CORE_MODEL_H
+#define GRPO_CORE_MODEL_H
+
+#include "grpo/model.h"
+#include "grpo/ops.h"
+#include "io/hfdir.h"
+#include "host/registry.h"
+
+typedef struct grpo_model {
+    const grpo_model_desc *desc;
+    void *inst;          /* plugin instance */
+    grpo_host host;      /* copy of the caller's table; host.ops is the backend */
+    const grpo_ops *ops;
+    char *dir;           /* the directory it was loaded from */
+    char *config_json;   /* text of config.json */
+    grpo_hf_files tok_files; /* dir's tokenizer files as they were at open (saved with it) */
+    int trainable;
+
+    uint32_t n_params;
+    grpo_param_desc *params; /* [n_params] names owned by the plugin instance */
+    uint64_t *numel;         /* [n_params] */
+    uint64_t *offset;        /* [n_params] float offset inside a section (tied: the target's) */
+    uint64_t section;        /* floats per section (P) */
+    float *block;            /* (4 or 1) * P */
+    float **param_ptr;       /* [n_params] into the params section */
+    float **grad_ptr;        /* [n_params] into the grads section, NULL when frozen */
+    float *grads, *adam_m, *adam_v; /* section starts, NULL when frozen */
+
+    float *acts; /* activation block */
+    int32_t acts_B, acts_T;
+
+    grpo_kv_cache kv;   /* kv.data NULL until reserved */
+    float *scratch;
+    int32_t scratch_R, scratch_T; /* scratch fits prefill of (scratch_R, scratch_T) */
+} grpo_model;
+
+/* Creates the plugin instance from dir/config.json, allocates the block (params only when
+ * !trainable), binds, and loads every non-tied parameter by name as fp32 from
+ * dir/model.safetensors (or dir/model.safetensors.index.json). Errors name the file and the
+ * tensor: a missing tensor, a wrong shape, an unexpected tensor (one the model does not have). */
+int grpo_model_open(grpo_model **out, const grpo_model_desc *desc, const grpo_host *host,
+                    const char *dir, const grpo_config *cfg, int trainable, grpo_error *err);
+
+/* Finds the model plugin for dir/config.json's "architectures" in reg, loads it, then
+ * grpo_model_open(). host->ops must be set (the backend). */
+int grpo_model_open_dir(grpo_model **out, grpo_registry *reg, const grpo_host *host,
+                        const char *dir, int trainable, grpo_error *err);
+
+void grpo_model_close(grpo_model *m); /* NULL is fine */
+
+/* Index of the parameter called name, or -1. */
+int grpo_model_param_index(const grpo_model *m, const char *name);
+
+/* Makes the activation block large enough for (B,T) micro-batches (keeps a larger one). */
+int grpo_model_reserve_acts(grpo_model *m, int32_t B, int32_t T, grpo_error *err);
+/* Makes a KV cache of R rows by S slots and scratch for a prefill of (R, P) prompts. */
+int grpo_model_reserve_kv(grpo_model *m, int32_t R, int32_t S, int32_t P, grpo_error *err);
+
+/* Forward / backward of one micro-batch through the reserved activations (see grpo/model.h). */
+int grpo_model_forward(grpo_model *m, const grpo_batch *b, float *logp, float *entropy,
+                       float scale, grpo_error *err);
+int grpo_model_backward(grpo_model *m, const grpo_batch *b, const float *dlogp, float scale,
+                        grpo_error *err);
+void grpo_model_zero_grad(grpo_model *m);
+
+/* Prefill / decode through the reserved cache and scratch (see grpo/model.h). */
+int grpo_model_prefill(grpo_model *m, const grpo_batch *prompt, float *logits, grpo_error *err);
+int grpo_model_decode(grpo_model *m, int32_t R, const int32_t *tokens, const int32_t *pos,
+                      const int32_t *cache_mask, const int32_t *len, float *logits,
+                      grpo_error *err);
+/* Copies slots [0,n) of cache row src into row dst (every layer, keys and values): a prompt's
+ * fan-out to its G rows and the move of the last live row into a finished one. A row copied onto
+ * itself is left as it is. Errors name the rows when they lie outside the reserved cache. */
+int grpo_model_kv_copy_row(grpo_model *m, int32_t dst, int32_t src, int32_t n, grpo_error *err);
+
+/* Saves a Hugging Face directory through grpo_hf_save(): dir/model.safetensors (F32, every
+ * non-tied parameter under its HF name), dir/config.json (the loaded text with its dtype set to
+ * float32) and the tokenizer files the model was loaded with (read at open, so the directory it
+ * came from may be gone by now). Each file is replaced atomically; dir is created if needed. */
+int grpo_model_save(const grpo_model *m, const char *dir, grpo_error *err);
+
+/* Refuses ids outside [0, vocab) before they reach the embedding: the error names what
+ * (e.g. "prompt"), the index and the id. n ids in host memory. */
+int grpo_model_check_ids(const grpo_model *m, const int32_t *ids, size_t n, const char *what,
+                         grpo_error *err);
+
+/* Vocabulary size (the first dimension of lm_head.weight, model.embed_tokens.weight or
+ * InternLM2's model.tok_embeddings.weight), -1 when the model has none of them. */
+int32_t grpo_model_vocab(const grpo_model *m);
+
+/* config.json's eos_token_id (the first one when it is a list), or -1 when it has none. */
+int32_t grpo_model_eos(const grpo_model *m);
+
+#endif

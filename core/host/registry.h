@@ -1,0 +1,166 @@
+/*
+ * registry.h — packs, their manifests (pack.ini) and the registry that finds them.
+ *
+ * A pack is a directory holding pack.ini and the library it names. The registry scans a plugin
+ * path reading manifests only (no plugin code runs), so listing is safe and fast. A plugin's
+ * library is dlopen()ed only when a run uses one of its entries; the host then checks the magic,
+ * runs grpo_plugin_init and checks that the library exports exactly what the manifest promised.
+ *
+ * pack.ini:
+ *   [pack]
+ *   name = builtin                   ; namespace of the ids below
+ *   version = 0.1.0
+ *   abi = 1.0                        ; GRPO_ABI_MAJOR.GRPO_ABI_MINOR compiled against
+ *   library = libgrpo-rewards.so     ; relative to the pack directory, and inside it
+ *
+ *   [builtin.format]                 ; one section per entry, named by its full id
+ *   kind = reward                    ; reward | model
+ *   description = one line
+ *
+ *   [builtin.dense]                  ; a model entry also lists the HF architectures it serves
+ *   kind = model
+ *   architectures = LlamaForCausalLM, Qwen2ForCausalLM
+ *
+ *   [builtin.format:pattern]         ; one section per config key of that entry
+ *   type = list                      ; string | int | float | bool | list
+ *   default = ^<think>...            ; list defaults: one line per element
+ *   help = one line
+ *
+ * Reading rules (manifest.c; the system inih does the tokenising):
+ * - [pack] needs name, version, abi, library; every entry needs kind and description; a key
+ *   section needs type. Sections may come in any order. Unknown keys are errors.
+ * - Lines are at most 197 characters (inih's 200-byte buffer). A long value continues on
+ *   indented lines: joined with one space for strings, one element per line for lists (the same
+ *   as repeating "default = ..."). A key without default is required in the run file.
+ * - ';' starts an inline comment only after whitespace: "a;b" keeps its ';', "a ;b" is "a".
+ * - library must stay inside the pack directory: an absolute path, a '..' component or a path
+ *   that resolves (through links) outside the directory is refused. Loading warns (one line per
+ *   path) when the pack directory or the library is world-writable without the sticky bit:
+ *   anyone on the machine could replace the code grpo runs.
+ * - Every error is one line: "FILE:LINE: what was wrong; expected ...".
+ */
+#ifndef GRPO_REGISTRY_H
+#define GRPO_REGISTRY_H
+
+#include "grpo/plugin.h"
+#include "io/keytype.h"
+#include "host/plugin_call.h"
+
+typedef enum grpo_entry_kind { GRPO_KIND_REWARD = 0, GRPO_KIND_MODEL = 1 } grpo_entry_kind;
+
+typedef struct grpo_key_def {
+    char *name;
+    grpo_key_type type;
+    char **defaults; /* [n_defaults]; list keys may have several, other keys at most one */
+    int n_defaults;
+    int has_default; /* 1 when the manifest gives a default (a list's may have no elements);
+                      * 0 means the run file must set the key */
+    char *help;
+} grpo_key_def;
+
+struct grpo_pack;
+
+typedef struct grpo_entry {
+    char *id; /* "pack.name" */
+    grpo_entry_kind kind;
+    char *description;
+    char **architectures; /* [n_architectures] model entries: HF architecture names served */
+    int n_architectures;
+    grpo_key_def *keys; /* [n_keys] in manifest order */
+    int n_keys;
+    struct grpo_pack *pack; /* owner */
+} grpo_entry;
+
+typedef struct grpo_pack {
+    char *name, *version;
+    unsigned abi_major, abi_minor;
+    char *dir;           /* absolute pack directory */
+    char *manifest_path; /* dir/pack.ini */
+    char *library_path;  /* dir/<library> */
+    grpo_entry *entries; /* [n_entries] */
+    int n_entries;
+    void *handle;        /* dlopen handle once loaded, else NULL */
+    grpo_library lib;    /* filled by grpo_plugin_init once loaded */
+} grpo_pack;
+
+/* A pack.ini on the plugin path that could not be read: skipped by the scan, kept so that a run
+ * naming one of its ids is told why the id is missing. */
+typedef struct grpo_broken_pack {
+    char *manifest_path; /* the pack.ini */
+    char *message;       /* its error, "FILE:LINE: what; expected ..." */
+    char **ids;          /* [n_ids] the ids its [ID] section headers declare (0 if unreadable) */
+    int n_ids;
+} grpo_broken_pack;
+
+typedef struct grpo_registry {
+    grpo_pack **packs; /* [n_packs] */
+    int n_packs;
+    grpo_broken_pack *broken; /* [n_broken] manifests that failed to parse, in scan order */
+    int n_broken;
+} grpo_registry;
+
+/* Parses one manifest into *pack (fields owned by pack; free with grpo_pack_free, which does not
+ * free pack itself). pack->dir is the manifest's directory made absolute (realpath), and
+ * manifest_path / library_path are built from it. On error *pack is left empty (zeroed) and
+ * err->message is "FILE:LINE: what; expected ..." (GRPO_ERR_INVALID), or "FILE: cannot open
+ * ..." (GRPO_ERR_IO). No plugin code runs. */
+int grpo_manifest_parse(const char *manifest_path, grpo_pack *pack, grpo_error *err);
+void grpo_pack_free(grpo_pack *pack);
+/* The ids a manifest declares, read leniently from its [ID] section headers alone (no [pack],
+ * no [ID:KEY]), so that even a manifest grpo_manifest_parse refuses names its ids. *ids is a
+ * malloc'd array of malloc'd strings (NULL and 0 when the file cannot be read). */
+void grpo_manifest_ids(const char *manifest_path, char ***ids, int *n_ids);
+
+/* The default plugin path, in search order: --plugin-path dirs (extra, may be NULL), then
+ * GRPO_PLUGIN_PATH (colon-separated), the built-in dir next to the executable, the install
+ * prefix. Returns a malloc'd NULL-terminated array of malloc'd strings. */
+char **grpo_plugin_path(const char *const *extra, int n_extra);
+void grpo_plugin_path_free(char **dirs);
+
+/* Scans each dir in dirs (NULL-terminated): every subdirectory holding a pack.ini (and a dir that
+ * is itself a pack) is parsed. The same pack directory reached twice is read once; two packs
+ * claiming one id is an error naming both manifests. Missing dirs are skipped. reg starts zeroed
+ * ({0}); a second scan adds to it. A manifest that fails to parse does not stop the scan: it goes
+ * to reg->broken and one line "warning: skipping broken pack: <its error>" goes to stderr (once
+ * per manifest and process), so one bad pack anywhere on the path blocks no command. */
+int grpo_registry_scan(grpo_registry *reg, char *const *dirs, grpo_error *err);
+void grpo_registry_free(grpo_registry *reg);
+
+/* The entry with this id, or NULL. */
+const grpo_entry *grpo_registry_find(const grpo_registry *reg, const char *id);
+/* Why an id grpo_registry_find does not find may be missing: the broken pack whose manifest
+ * declares it, else the first broken pack whose ids could not be read at all; NULL when no broken
+ * pack can explain it. An error for a missing id should quote the pack's message. */
+const grpo_broken_pack *grpo_registry_broken_for(const grpo_registry *reg, const char *id);
+/* The same as one line for an error message: "'ID' is declared by a broken pack that was skipped:
+ * <its error>" ("may be declared" when its ids could not be read). Returns 0 (buf "") when no
+ * broken pack explains id. */
+int grpo_registry_broken_reason(const grpo_registry *reg, const char *id, char *buf, size_t size);
+/* The model entry serving this HF architecture name (config.json "architectures"), or NULL. */
+const grpo_entry *grpo_registry_find_architecture(const grpo_registry *reg, const char *arch);
+/* The next model entry after `after` (NULL: the first) that serves arch, in scan order; NULL
+ * when none. Several packs may serve one architecture name (MiniMindForCausalLM: dense and moe). */
+const grpo_entry *grpo_registry_next_architecture(const grpo_registry *reg, const char *arch,
+                                                  const grpo_entry *after);
+/* The id closest to a misspelt one (for "did you mean 'x'?"), or NULL when none is close. */
+const char *grpo_registry_suggest(const grpo_registry *reg, const char *id);
+/* Case-insensitive edit distance of two short names (INT_MAX when either is over 127 bytes). */
+int grpo_edit_distance(const char *a, const char *b);
+/* The entry's key definition, or NULL. */
+const grpo_key_def *grpo_entry_key(const grpo_entry *e, const char *name);
+
+/* Loads the entry's pack library (once) and returns its descriptor: a const grpo_reward_desc* or
+ * const grpo_model_desc* according to e->kind. Refuses, with a message naming the library path:
+ * dlopen failure, missing magic or init symbol, wrong tag, abi_major mismatch, newer abi_minor,
+ * a too-small magic struct, pointer/float size mismatch, init failure, and any difference between
+ * the ids the library enumerates and those the manifest lists. */
+/* host is the services table the pack's grpo_plugin_init receives (MUST be non-NULL; the
+ * caller owns which host that is). Main thread only. Loading is once per pack: later calls
+ * return descriptors from the same library. A loaded library is never dlclose()d (not even by
+ * grpo_registry_free), so descriptors stay valid for the life of the process. */
+int grpo_registry_load(grpo_registry *reg, const grpo_entry *e, const grpo_host *host,
+                       const void **desc, grpo_error *err);
+
+
+
+#endif

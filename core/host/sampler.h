@@ -1,0 +1,65 @@
+/*
+ * sampler.h — the rollout of one generation batch: G completions for each of B prompts. The
+ * project's one decode loop: `grpo train`, `grpo eval`, `grpo generate` (G = 1, greedy =
+ * temperature 0) and the benchmarks all generate through grpo_sampler_run(), which reaches the
+ * KV cache only through the model host (model.h: reserve_kv, prefill, decode, kv_copy_row).
+ *
+ * Dimension letters: B prompts, G completions per prompt, N = B*G completion rows (group-major:
+ * row n belongs to prompt n / G), P prompt columns (left-padded), T = max_completion_length,
+ * V vocabulary.
+ *
+ * How (DESIGN §1, §7): the B prompts are prefilled ONCE into cache rows 0..B-1, each prompt's
+ * cache is copied into its G rows (kv_copy_row), then all live rows decode together, one token
+ * per row per step. A row stops after it emits any of the EOS ids, or after T tokens; a finished
+ * row leaves the batch (the last live row moves into its cache row). Tokens are drawn with
+ * sampling.h (transformers' processor order) from one RNG, live rows in cache order, so the same
+ * RNG state and the same model give the same completions.
+ *
+ * completion_mask: 1 for every generated token up to and including the first EOS, 0 after.
+ * A row that reached T tokens without an EOS is truncated (TRL's mask_truncated_completions).
+ */
+#ifndef GRPO_SAMPLER_H
+#define GRPO_SAMPLER_H
+
+#include <stdint.h>
+
+#include "host/model.h"
+#include "base/rng.h"
+#include "host/sampling.h"
+
+#define GRPO_SAMPLER_MAX_EOS 8
+
+typedef struct grpo_sampler_opts {
+    grpo_sampling sampling;
+    int32_t G;                         /* completions per prompt */
+    int32_t max_new;                   /* T: most tokens per completion */
+    int32_t eos[GRPO_SAMPLER_MAX_EOS]; /* ids that end a completion */
+    int32_t n_eos;                     /* 0 = never stop early */
+    int32_t pad_id;                    /* written after a completion's end */
+} grpo_sampler_opts;
+
+/* One generation batch's completions, host memory, owned by the struct (grpo_rollout_free). */
+typedef struct grpo_rollout {
+    int32_t N, T;
+    int32_t *ids;       /* (N,T) completion tokens; pad_id after the end */
+    float *mask;        /* (N,T) completion_mask: 1 up to and including the first EOS */
+    int32_t *len;       /* (N) tokens generated (EOS included) */
+    uint8_t *truncated; /* (N) 1 when the row reached T tokens without an EOS */
+    float *logp;        /* (N,T) log-prob of each drawn token under the distribution it was drawn
+                           from (softmax of the processed logits; greedy: of the penalised
+                           logits); 0 past the end */
+} grpo_rollout;
+
+/* Samples G completions for each of the B prompt rows prompt (B,P) with pmask (B,P) (1 = real,
+ * column P-1 real in every row), host memory. rng advances. out is (re)allocated to N = B*G rows
+ * and T = o->max_new columns. Errors name the bad argument or come from the model. */
+int grpo_sampler_run(grpo_model *m, const grpo_sampler_opts *o, const int32_t *prompt,
+                     const int32_t *pmask, int32_t B, int32_t P, grpo_rng *rng, grpo_rollout *out,
+                     grpo_error *err);
+
+/* 1 when id is one of o's EOS ids. */
+int grpo_sampler_is_eos(const grpo_sampler_opts *o, int32_t id);
+
+void grpo_rollout_free(grpo_rollout *r);
+
+#endif

@@ -1,0 +1,116 @@
+/* sampling.c — logits processors (transformers' order and semantics) and the token draw. */
+#include "host/sampling.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Each distinct previous token once: negative logits are multiplied, positive divided. */
+static void repetition_penalty(float *logits, int32_t V, const int32_t *prev, int32_t n_prev,
+                               float penalty, int32_t *seen /* V */) {
+    memset(seen, 0, (size_t)V * sizeof *seen);
+    for (int32_t i = 0; i < n_prev; i++) {
+        int32_t t = prev[i];
+        if (t < 0 || t >= V || seen[t]) continue;
+        seen[t] = 1;
+        logits[t] = logits[t] < 0 ? logits[t] * penalty : logits[t] / penalty;
+    }
+}
+
+static int cmp_float_desc(const void *a, const void *b) {
+    float x = *(const float *)a, y = *(const float *)b;
+    return (x < y) - (x > y);
+}
+
+/* Keeps every token >= the k-th largest logit (ties at the threshold survive, as torch.topk does). */
+static void top_k_filter(float *logits, int32_t V, int32_t k, float *tmp /* V */) {
+    if (k <= 0 || k >= V) return;
+    memcpy(tmp, logits, (size_t)V * sizeof *tmp);
+    qsort(tmp, (size_t)V, sizeof *tmp, cmp_float_desc);
+    float threshold = tmp[k - 1];
+    for (int32_t i = 0; i < V; i++)
+        if (logits[i] < threshold) logits[i] = -INFINITY;
+}
+
+/* softmax(logits) into probs (V), in double for the sums; returns the max probability. */
+static double softmax(const float *logits, int32_t V, double *probs) {
+    float mx = -INFINITY;
+    for (int32_t i = 0; i < V; i++) mx = logits[i] > mx ? logits[i] : mx;
+    double sum = 0.0, pmax = 0.0;
+    for (int32_t i = 0; i < V; i++) sum += probs[i] = exp((double)logits[i] - mx);
+    for (int32_t i = 0; i < V; i++) {
+        probs[i] /= sum;
+        pmax = probs[i] > pmax ? probs[i] : pmax;
+    }
+    return pmax;
+}
+
+static int cmp_index_asc(const void *a, const void *b, void *ctx) {
+    const float *v = ctx;
+    int32_t i = *(const int32_t *)a, j = *(const int32_t *)b;
+    if (v[i] != v[j]) return v[i] < v[j] ? -1 : 1;
+    return (i > j) - (i < j);
+}
+
+/* Removes the low tail whose cumulative probability (ascending order) is <= 1 - top_p; the most
+ * likely token always stays. */
+static void top_p_filter(float *logits, int32_t V, float top_p, int32_t *order /* V */,
+                         double *probs /* V */) {
+    if (top_p >= 1.0f) return;
+    softmax(logits, V, probs);
+    for (int32_t i = 0; i < V; i++) order[i] = i;
+    qsort_r(order, (size_t)V, sizeof *order, cmp_index_asc, logits);
+    double cum = 0.0;
+    for (int32_t r = 0; r < V - 1; r++) {
+        cum += probs[order[r]];
+        if (cum > 1.0 - (double)top_p) break;
+        logits[order[r]] = -INFINITY;
+    }
+}
+
+/* Removes tokens whose probability is below min_p times the top probability. */
+static void min_p_filter(float *logits, int32_t V, float min_p, double *probs /* V */) {
+    if (min_p <= 0.0f) return;
+    double threshold = (double)min_p * softmax(logits, V, probs);
+    for (int32_t i = 0; i < V; i++)
+        if (probs[i] < threshold) logits[i] = -INFINITY;
+}
+
+static int greedy(const grpo_sampling *p) { return p->temperature <= 0.0f; }
+
+void grpo_logits_process(const grpo_sampling *p, float *logits, int32_t V, const int32_t *prev,
+                         int32_t n_prev, void *scratch) {
+    /* scratch: V doubles (probs) then V int32 (order/seen) = 12*V bytes */
+    double *probs = scratch;
+    int32_t *ints = (int32_t *)(probs + V);
+    if (p->repetition_penalty != 1.0f)
+        repetition_penalty(logits, V, prev, n_prev, p->repetition_penalty, ints);
+    if (greedy(p)) return;
+    if (p->temperature != 1.0f)
+        for (int32_t i = 0; i < V; i++) logits[i] /= p->temperature;
+    top_k_filter(logits, V, p->top_k, (float *)probs);
+    top_p_filter(logits, V, p->top_p, ints, probs);
+    min_p_filter(logits, V, p->min_p, probs);
+}
+
+int32_t grpo_sample_token(const grpo_sampling *p, float *logits, int32_t V, const int32_t *prev,
+                          int32_t n_prev, grpo_rng *rng, void *scratch) {
+    grpo_logits_process(p, logits, V, prev, n_prev, scratch);
+    if (greedy(p)) {
+        int32_t best = 0;
+        for (int32_t i = 1; i < V; i++)
+            if (logits[i] > logits[best]) best = i;
+        return best;
+    }
+    double *probs = scratch;
+    softmax(logits, V, probs);
+    double u = grpo_rng_uniform(rng), cum = 0.0;
+    int32_t last = 0;
+    for (int32_t i = 0; i < V; i++) {
+        if (probs[i] <= 0.0) continue;
+        last = i;
+        cum += probs[i];
+        if (cum > u) return i;
+    }
+    return last; /* rounding left cum just below u: the last possible token */
+}

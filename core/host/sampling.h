@@ -1,0 +1,37 @@
+/*
+ * sampling.h — turning one row of next-token logits into a token, as Hugging Face generate does.
+ *
+ * Processors run in transformers' order: repetition penalty (on the logits, over every distinct
+ * token already in the row: prompt and completion so far), then temperature, top-k, top-p, min-p,
+ * then a draw from the softmax. temperature == 0 means greedy (argmax of the penalised logits).
+ * Disabled values: top_k 0, top_p 1, min_p 0, repetition_penalty 1.
+ */
+#ifndef GRPO_SAMPLING_H
+#define GRPO_SAMPLING_H
+
+#include <stdint.h>
+
+#include "base/rng.h"
+
+typedef struct grpo_sampling {
+    float temperature;        /* 0 = greedy */
+    int32_t top_k;            /* 0 = off */
+    float top_p;              /* 1 = off */
+    float min_p;              /* 0 = off */
+    float repetition_penalty; /* 1 = off */
+} grpo_sampling;
+
+/* Applies the processors to logits (V) in place: filtered tokens become -INFINITY; the rest are
+ * the processed logits whose softmax is the sampling distribution. prev (n_prev) are the row's
+ * tokens so far. scratch holds V doubles and V int32 (12*V bytes). Greedy settings only apply the
+ * repetition penalty. */
+void grpo_logits_process(const grpo_sampling *p, float *logits, int32_t V, const int32_t *prev,
+                         int32_t n_prev, void *scratch);
+
+/* Processes logits (V) as above and returns the chosen token: argmax when greedy (lowest id on
+ * ties), else the first token whose cumulative probability (in id order) exceeds u ~ U[0,1) drawn
+ * from rng. */
+int32_t grpo_sample_token(const grpo_sampling *p, float *logits, int32_t V, const int32_t *prev,
+                          int32_t n_prev, grpo_rng *rng, void *scratch);
+
+#endif

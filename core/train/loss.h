@@ -1,0 +1,134 @@
+/*
+ * loss.h — the GRPO policy loss over one micro-batch of completions, its gradient with respect to
+ * the per-token log-probabilities, and TRL's loss metrics. Host-side, fp32 arrays in, double sums.
+ *
+ * Dimension letters: N sequences (completions) in this micro-batch, T completion tokens per row
+ * (padded), row-major [N,T]. Everything is borrowed from the caller; nothing is allocated.
+ *
+ * The formulas are Hugging Face TRL's GRPOTrainer._compute_loss (trl/trainer/grpo_trainer.py,
+ * July 2026, importance_sampling_level = "token"), checked by tools/make_loss_fixtures.py, which
+ * writes the same formulas in PyTorch and takes the gradient by autograd:
+ *
+ *   ratio[i,t] = exp(logp - old_logp)           old_logp = logp, detached, when NULL
+ *   grpo | bnpo | dr_grpo | dapo:
+ *     c1 = ratio, or min(ratio, delta) when delta > 0  (two-sided clip, INTELLECT-2)
+ *     c2 = clamp(ratio, 1 - epsilon_low, 1 + epsilon_high)
+ *     l  = -min(c1 * A[i], c2 * A[i])
+ *   cispo:
+ *     l  = -min(ratio, epsilon_high) * A[i] * logp  with the clamped ratio detached
+ *          (TRL clamps the ratio itself at epsilon_high, no lower bound: epsilon_high plays
+ *          ScaleRL's eps_max, recommended 5.0)
+ *   l += beta * KL,  KL[i,t] = exp(ref - logp) - (ref - logp) - 1   (k3; only when beta != 0)
+ *
+ *   With m the mask and L_i = sum_t m[i,t]:
+ *   grpo     loss = mean_i( sum_t l m / max(L_i, 1) ) / grad_accum_steps
+ *   bnpo     loss = sum_it l m / max(sum_it m, 1)     / grad_accum_steps
+ *   dr_grpo  loss = sum_it l m / (N * max_completion_length) / grad_accum_steps
+ *   dapo, cispo
+ *            loss = sum_it l m / max(num_items_in_batch, 1)
+ *   where num_items_in_batch is the mask sum over the whole generation batch (all micro-batches
+ *   of the optimizer step, all processes) divided by the number of processes. grpo, bnpo and
+ *   dr_grpo are divided by the accumulation steps so that summing the micro-batch gradients gives
+ *   their mean; dapo and cispo are already global.
+ *
+ * Gradient conventions of torch, kept so the gradient matches autograd exactly: clamp passes the
+ * gradient where the input lies inside the closed interval [lo, hi]; min(a, b) with a == b sends
+ * half the gradient to each side. Tokens with mask 0 are never read (padding may hold garbage)
+ * and get gradient 0.
+ *
+ * Metrics (TRL names; "masked mean" = sum(x m) / max(sum m, 1) over this micro-batch):
+ *   kl                     masked mean of KL (NaN when beta == 0: TRL does not log it)
+ *   entropy                masked mean of the entropy passed in (NaN when none is passed)
+ *   clip_ratio/low_mean    masked mean of [c1 < 1 - epsilon_low  and A < 0]
+ *   clip_ratio/high_mean   masked mean of [c1 > 1 + epsilon_high and A > 0]
+ *   clip_ratio/region_mean masked mean of their union
+ *   clip_ratio/low_min     min over rows (with L_i > 0) of the row's masked mean of the low flag
+ *   clip_ratio/high_max    max over rows of the row's masked mean of the high flag
+ *   cispo_clip_ratio       masked mean of [ratio > epsilon_high and A > 0] (cispo only)
+ *   The clip metrics are NaN for the loss types that do not log them.
+ *
+ * Not supported (an error says so if asked through grpo_loss_type_parse): sapo, vespo, luspo,
+ * importance_sampling_level = "sequence", use_bias_correction_kl, vLLM importance-sampling
+ * correction, off-policy masking, top-entropy masking. The MoE aux loss and the entropy bonus
+ * are added by the caller.
+ */
+#ifndef GRPO_LOSS_H
+#define GRPO_LOSS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config/choices.h"
+#include "grpo/plugin.h" /* grpo_error, GRPO_OK, GRPO_ERR_* */
+
+/* enum grpo_loss_type { GRPO_LOSS_GRPO = 0, GRPO_LOSS_BNPO, GRPO_LOSS_DR_GRPO, GRPO_LOSS_DAPO
+ * (TRL default), GRPO_LOSS_CISPO } and GRPO_LOSS_TYPE_COUNT come from choices.h (the run file's
+ * loss_type list), so this header and config.h agree. */
+
+/* "grpo", "bnpo", "dr_grpo", "dapo", "cispo" into *out. Returns GRPO_OK; GRPO_ERR_UNSUPPORTED for
+ * a TRL loss type we do not implement, GRPO_ERR_INVALID for an unknown name (err says which and
+ * lists the valid names; *out is left as it was). err may be NULL. */
+int32_t grpo_loss_type_parse(const char *name, grpo_loss_type *out, grpo_error *err);
+const char *grpo_loss_type_name(grpo_loss_type t);
+
+typedef struct grpo_loss_opts {
+    grpo_loss_type type;
+    double epsilon_low;        /* TRL epsilon (0.2) */
+    double epsilon_high;       /* TRL epsilon_high (= epsilon when unset; DAPO 0.28; cispo 5.0) */
+    double delta;              /* > 0: upper bound of the unclipped ratio; 0: off (TRL None) */
+    double beta;               /* KL coefficient; 0: no KL term, ref_logp is not read */
+    int max_completion_length; /* dr_grpo's constant (> 0 for dr_grpo) */
+    double num_items_in_batch; /* dapo, cispo: tokens in the generation batch (see above) */
+    int grad_accum_steps;      /* grpo, bnpo, dr_grpo divide by this; >= 1 */
+} grpo_loss_opts;
+
+/* epsilon_low = epsilon_high = 0.2, dapo, no delta, beta 0, grad_accum_steps 1. The caller must
+ * still set num_items_in_batch (dapo/cispo) or max_completion_length (dr_grpo). */
+grpo_loss_opts grpo_loss_opts_default(void);
+
+typedef struct grpo_loss_inputs {
+    const float *logp;     /* [N,T] log-prob of each completion token under the policy */
+    const float *old_logp; /* [N,T] under the sampling policy (num_iterations > 1); NULL: logp */
+    const float *ref_logp; /* [N,T] under the reference model; read only when beta != 0 */
+    const float *mask;     /* [N,T] completion mask (1 counts, 0 is padding / masked out) */
+    const float *adv;      /* [N] advantage of each sequence */
+    const float *entropy;  /* [N,T] per-token entropy for the metric; NULL: none (optional) */
+    int N, T;
+} grpo_loss_inputs;
+
+typedef struct grpo_loss_metrics {
+    double loss;        /* the value grpo_loss_backward differentiates */
+    double policy_loss; /* TRL's policy_loss: loss before the grad_accum_steps division */
+    double kl;
+    double entropy;
+    double clip_low_mean, clip_high_mean, clip_region_mean;
+    double clip_low_min, clip_high_max;
+    double cispo_clip_ratio;
+    double n_tokens; /* sum of the mask over this micro-batch */
+} grpo_loss_metrics;
+
+/* Loss value and metrics. Returns GRPO_OK, or GRPO_ERR_INVALID with a message naming the bad input
+ * in err (may be NULL): bad shapes or options, a NULL tensor that is needed, a non-finite adv[i],
+ * or a non-finite logp / old_logp / ref_logp / mask value at a token whose mask is not 0 (names
+ * the tensor and [i,t]). */
+int32_t grpo_loss_forward(grpo_loss_metrics *out, const grpo_loss_inputs *in,
+                          const grpo_loss_opts *o, grpo_error *err);
+
+/* dlogp[N,T] = d loss / d logp (written, not accumulated; 0 where mask is 0). The gradient flows
+ * through logp only: old_logp and ref_logp are constants, and a NULL old_logp is logp detached.
+ * Same checks and status as grpo_loss_forward. */
+int32_t grpo_loss_backward(float *dlogp, const grpo_loss_inputs *in, const grpo_loss_opts *o,
+                           grpo_error *err);
+
+/* mask_truncated_completions (TRL): a completion is truncated when its last generated token is
+ * neither eos_id nor pad_id. ids[len] is one completion without padding; len 0 is not truncated. */
+int grpo_completion_is_truncated(const int32_t *ids, int len, int32_t eos_id, int32_t pad_id);
+
+/* Zeroes the mask rows [N,T] of the completions with truncated[i] != 0 (truncated[N]). Returns
+ * how many rows were masked. */
+int grpo_mask_truncated(float *mask, const uint8_t *truncated, int N, int T);
+
+/* Sum of mask[N,T] (the num_items_in_batch contribution of one micro-batch). */
+double grpo_mask_sum(const float *mask, int N, int T);
+
+#endif

@@ -1,0 +1,62 @@
+/*
+ * rewards.h — the run's reward functions: one instance per [reward.NAME] section, created through
+ * the registry (the same path a third-party pack takes), scoring batches of samples.
+ *
+ * Dimension letters: K reward functions, N samples (B prompts x G completions, group-major).
+ *
+ * What a plugin can and cannot do to the run:
+ * - It scores a private copy of the batch: every string and id array of the samples is copied
+ *   into scratch owned by the set (and restored before each reward), so a plugin that writes
+ *   through the const pointers changes neither training state nor what the next reward sees.
+ * - Its score buffer starts as NaN before every call: scores it leaves unwritten count as "no
+ *   opinion" (one warning per reward), never as another reward's values.
+ * - Its error message is read only up to the end of its buffer (a missing NUL is supplied).
+ * - A call to exit() inside create, score or destroy is reported and the process ends with a
+ *   non-zero status (registry.h, grpo_plugin_call_begin).
+ * - With `isolate = true` in its section, score runs in a forked child process that sends the n
+ *   scores (and any error) back through a pipe: a crash, signal or exit() there makes that
+ *   batch's scores NaN with one warning naming the section, the plugin and what happened, and the
+ *   run goes on. The child works on a copy of the plugin's state, so state changes made inside
+ *   an isolated score call are NOT kept (counters, caches, RNG positions); create and destroy run
+ *   in the main process as usual. The child has only the calling thread and cannot use the
+ *   parent's CUDA state: isolate is meant for single-threaded CPU rewards (one that waits on a
+ *   thread pool the parent started may hang). Each batch costs one fork (copy-on-write).
+ */
+#ifndef GRPO_REWARDS_H
+#define GRPO_REWARDS_H
+
+#include <stddef.h>
+
+#include "config/config.h"
+#include "grpo/reward.h"
+#include "host/registry.h"
+
+typedef struct grpo_reward_set {
+    int n;                           /* K */
+    const grpo_reward_spec **specs;  /* [K] borrowed from the run config */
+    const grpo_reward_desc **descs;  /* [K] borrowed from the loaded packs */
+    void **states;                   /* [K] plugin instances (destroyed by free) */
+    int *warned;                     /* [K] 1 once reward k was warned of unwritten scores */
+    /* The batch as lent to plugins: samples, messages, fields, ids and strings in one block whose
+     * pointers point into itself, and a byte copy of it to restore the block before each reward.
+     * Both hold lend_size bytes. */
+    unsigned char *lend, *lend_master;
+    size_t lend_size, lend_cap;
+} grpo_reward_set;
+
+/* Loads each reward's pack and creates its instance from the resolved section. On failure every
+ * instance created so far is destroyed and err names the section and the plugin. */
+int grpo_reward_set_create(grpo_reward_set *set, const grpo_run_config *cfg, grpo_registry *reg,
+                           const grpo_host *host, grpo_error *err);
+void grpo_reward_set_free(grpo_reward_set *set);
+
+/* Scores n samples with every reward into R (N, K): R[i*K + k] is reward k's score of sample i
+ * (the layout reward_sum.h combines). NaN ("no opinion") passes through; an infinite score or a
+ * plugin error fails with the section, plugin and sample named. samples is never handed to a
+ * plugin (see above): it is unchanged afterwards whatever the plugins do. */
+int grpo_reward_set_score(grpo_reward_set *set, const grpo_sample *samples, uint32_t n, float *R,
+                          grpo_error *err);
+/* The weights w (K) of the sections, for grpo_reward_sum. */
+void grpo_reward_set_weights(const grpo_reward_set *set, float *w);
+
+#endif

@@ -1,0 +1,52 @@
+/*
+ * rollout.h — the rollout stage shared by `grpo train` and `grpo eval`: the prompts of one batch
+ * → the sampler → decoded completions → the reward batch → every reward's scores.
+ *
+ * Dimension letters: B prompts, G completions per prompt, N = B*G samples (group-major: sample i
+ * belongs to prompt i / G), P prompt columns (left-padded), T = max_completion_length, K reward
+ * functions.
+ *
+ * Use: grpo_rollout_batch_begin, then grpo_rollout_batch_add until B prompts are in (the caller
+ * chooses the examples: the trainer from its data order, skipping prompts that do not fit; eval
+ * in file order), then grpo_rollout_batch_run once. grpo_rollout_batch_free releases everything,
+ * whatever step failed.
+ */
+#ifndef GRPO_ROLLOUT_H
+#define GRPO_ROLLOUT_H
+
+#include <stdint.h>
+
+#include "train/rewards.h"
+#include "train/run.h"
+#include "host/sampler.h"
+
+typedef struct grpo_rollout_batch {
+    int32_t B, G, N, P;
+    int32_t n_prompts;       /* prompts added so far (B once full) */
+    int32_t **ids;           /* [B] prompt ids, until run left-pads them into prompt */
+    size_t *n_ids;           /* [B] their lengths */
+    int32_t *prompt, *pmask; /* (B,P) left-padded prompt ids, 1 on real tokens */
+    char **prompt_text;      /* [B] the text the policy saw (run.h grpo_run_prompt), owned */
+    const grpo_example **ex; /* [B] borrowed from the dataset */
+    grpo_rollout roll;       /* (N,T) sampler output */
+    char **completion;       /* [N] decoded, special tokens skipped, owned */
+    float *R;                /* (N,K) R[i*K + k]: reward k's score of sample i (rewards.h) */
+} grpo_rollout_batch;
+
+/* Room for B prompts with G completions each; b is zeroed first. */
+int grpo_rollout_batch_begin(grpo_rollout_batch *b, int32_t B, int32_t G, grpo_error *err);
+
+/* Adds example ex of ds as the next prompt when it fits data.max_prompt_length (run.h
+ * grpo_run_prompt): *keep 0 means it was skipped and the batch is unchanged. */
+int grpo_rollout_batch_add(grpo_rollout_batch *b, grpo_run *r, const grpo_dataset *ds,
+                           const grpo_example *ex, int *keep, grpo_error *err);
+
+/* With all B prompts added: left-pads them, samples so->G (= G) completions each with m (rng
+ * advances), decodes them and scores them with every reward of rs into R (N,K). */
+int grpo_rollout_batch_run(grpo_rollout_batch *b, const grpo_run *r, grpo_model *m,
+                           const grpo_sampler_opts *so, grpo_rng *rng, grpo_reward_set *rs,
+                           grpo_error *err);
+
+void grpo_rollout_batch_free(grpo_rollout_batch *b);
+
+#endif

@@ -1,0 +1,59 @@
+/*
+ * seqbatch.h — a (B,T) batch of token sequences for a model's forward/backward: host arrays the
+ * caller fills, their backend copies, and the per-token log-probs that come back.
+ *
+ * Shapes (B rows, T columns, row-major): ids, mask, targets are filled by the caller; pos is made
+ * by grpo_seqbatch_positions (Hugging Face's cumsum(mask) - 1, 0 on padding); logp[b,t] is
+ * log p(targets[b,t] | ids[b,0..t]) (0 where targets is -1); entropy[b,t] the entropy of that
+ * next-token distribution. Owned by the struct; grpo_seqbatch_free releases it.
+ */
+#ifndef GRPO_SEQBATCH_H
+#define GRPO_SEQBATCH_H
+
+#include <stdint.h>
+
+#include "host/model.h"
+#include "host/sampler.h"
+
+typedef struct grpo_seqbatch {
+    const grpo_ops *ops;
+    int32_t B, T;
+    size_t cap;                                  /* cells allocated */
+    int32_t *ids, *mask, *pos, *targets;         /* (B,T) host */
+    float *logp, *entropy, *dlogp;               /* (B,T) host */
+    int32_t *d_ids, *d_mask, *d_pos, *d_targets; /* backend copies */
+    float *d_logp, *d_entropy, *d_dlogp;
+    float aux_weight; /* d loss / d aux_loss() for backward (MoE); 0 = none (grpo_batch) */
+} grpo_seqbatch;
+
+/* Sets the shape to (B,T), growing the buffers if needed; the host arrays are cleared:
+ * ids 0, mask 0, targets -1, dlogp 0. */
+int grpo_seqbatch_reset(grpo_seqbatch *s, const grpo_ops *ops, int32_t B, int32_t T,
+                        grpo_error *err);
+void grpo_seqbatch_free(grpo_seqbatch *s);
+
+/* pos from mask: the running count of real tokens minus 1, 0 on padding. */
+void grpo_seqbatch_positions(grpo_seqbatch *s);
+
+/* The rows [r0, r0+rows) of a rollout as a training batch of width L = P + T: each row is its
+ * prompt (prompt/pmask (B,P), left-padded; row i belongs to prompt i / G) followed by its first
+ * T completion tokens (pad_id, mask 0 past its length); targets put completion token j at column
+ * P-1+j (the position that predicts it), -1 elsewhere. Resets s to (rows, L). */
+int grpo_seqbatch_from_rollout(grpo_seqbatch *s, const grpo_ops *ops, const int32_t *prompt,
+                               const int32_t *pmask, int32_t P, int32_t G, const grpo_rollout *r,
+                               int32_t r0, int32_t rows, int32_t T, int32_t pad_id,
+                               grpo_error *err);
+
+/* The completion columns of a (rows, P+T) array of a batch made by grpo_seqbatch_from_rollout
+ * (e.g. s->logp) into out (rows, T). */
+void grpo_seqbatch_completion(const grpo_seqbatch *s, const float *src, int32_t P, int32_t T,
+                              float *out);
+
+/* Uploads, runs m's forward (reserving its activations), downloads logp (and entropy when
+ * want_entropy). scale multiplies the logits (1 / sampling temperature). */
+int grpo_seqbatch_forward(grpo_seqbatch *s, grpo_model *m, int want_entropy, float scale,
+                          grpo_error *err);
+/* Uploads s->dlogp and runs m's backward (gradients accumulate) after a forward of s on m. */
+int grpo_seqbatch_backward(grpo_seqbatch *s, grpo_model *m, float scale, grpo_error *err);
+
+#endif

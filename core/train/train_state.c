@@ -1,0 +1,257 @@
+/* train_state.c — checkpoint contents beyond the model (see train_state.h). */
+#include "train/train_state.h"
+
+#include <cjson/cJSON.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "train/checkpoint.h"
+#include "base/files.h"
+#include "train/run.h"
+#include "io/safetensors.h"
+
+/* The moments of every non-tied tensor, downloaded, under exp_avg.NAME / exp_avg_sq.NAME. */
+static int write_moments(grpo_ckpt *c, const grpo_model *m, grpo_error *err) {
+    size_t P = m->section;
+    float *host = malloc(2 * P * sizeof(float));
+    grpo_st_out *outs = calloc(2 * (size_t)m->n_params, sizeof *outs);
+    char **names = calloc(2 * (size_t)m->n_params, sizeof *names);
+    int rc = host && outs && names
+                 ? GRPO_OK
+                 : grpo_error_set(err, GRPO_ERR_NOMEM, "checkpoint: out of memory");
+    size_t n = 0;
+    if (rc == GRPO_OK) {
+        m->ops->download(m->ops->ctx, host, m->adam_m, P * sizeof(float));
+        m->ops->download(m->ops->ctx, host + P, m->adam_v, P * sizeof(float));
+        for (uint32_t i = 0; i < m->n_params; i++) {
+            const grpo_param_desc *d = &m->params[i];
+            if (d->flags & GRPO_PARAM_TIED) continue;
+            for (int k = 0; k < 2; k++, n++) {
+                size_t len = strlen(d->name) + 16;
+                if (!(names[n] = malloc(len))) {
+                    rc = grpo_error_set(err, GRPO_ERR_NOMEM, "checkpoint: out of memory");
+                    break;
+                }
+                snprintf(names[n], len, "%s.%s", k ? "exp_avg_sq" : "exp_avg", d->name);
+                outs[n].name = names[n];
+                outs[n].data = host + k * P + m->offset[i];
+                outs[n].ndim = d->ndim;
+                for (int j = 0; j < d->ndim; j++) outs[n].shape[j] = d->shape[j];
+            }
+        }
+    }
+    char path[4200];
+    grpo_ckpt_path(c, "optimizer.safetensors", path, sizeof path);
+    if (rc == GRPO_OK) rc = grpo_st_write(path, outs, n, GRPO_ST_F32, err);
+    for (size_t i = 0; names && i < 2 * (size_t)m->n_params; i++) free(names[i]);
+    free(names), free(outs), free(host);
+    return rc;
+}
+
+static int write_state(grpo_ckpt *c, const grpo_train_state *st, grpo_error *err) {
+    char cursor[256], words[4][32], *text;
+    grpo_data_cursor_format(&st->cursor, cursor, sizeof cursor);
+    cJSON *j = cJSON_CreateObject(), *rng = cJSON_AddArrayToObject(j, "sampler_rng");
+    cJSON_AddNumberToObject(j, "step", (double)st->step);
+    cJSON_AddNumberToObject(j, "optimizer_step", (double)st->optimizer_step);
+    cJSON_AddNumberToObject(j, "num_tokens", st->num_tokens);
+    for (int i = 0; i < 4; i++) {
+        snprintf(words[i], sizeof words[i], "%016" PRIx64, st->rng.s[i]);
+        cJSON_AddItemToArray(rng, cJSON_CreateString(words[i]));
+    }
+    cJSON_AddStringToObject(j, "data_cursor", cursor);
+    text = cJSON_Print(j);
+    cJSON_Delete(j);
+    if (!text) return grpo_error_set(err, GRPO_ERR_NOMEM, "checkpoint: out of memory");
+    int rc = grpo_ckpt_write(c, "trainer_state.json", text, strlen(text), err);
+    free(text);
+    return rc;
+}
+
+int grpo_checkpoint_save(const char *root, int keep, const grpo_model *m,
+                         const grpo_train_state *st, grpo_error *err) {
+    grpo_ckpt c;
+    int rc = grpo_ckpt_begin(&c, root, st->step, err);
+    if (rc != GRPO_OK) return rc;
+    const char *synced[] = {"config.json", "model.safetensors", "optimizer.safetensors"};
+    rc = grpo_model_save(m, c.tmp, err); /* with the tokenizer files the policy was opened with */
+    if (rc == GRPO_OK && m->adam_m) rc = write_moments(&c, m, err);
+    if (rc == GRPO_OK) rc = write_state(&c, st, err);
+    for (int i = 0; rc == GRPO_OK && i < 3; i++)
+        if (i < 2 || m->adam_m) rc = grpo_ckpt_sync_file(&c, synced[i], err);
+    if (rc == GRPO_OK) return grpo_ckpt_commit(&c, keep, err);
+    grpo_ckpt_abort(&c);
+    return rc;
+}
+
+static int read_moments(const char *dir, grpo_model *m, grpo_error *err) {
+    char path[4200];
+    grpo_safetensors *st;
+    int rc = grpo_path_join(path, sizeof path, dir, "optimizer.safetensors", err);
+    if (rc == GRPO_OK) rc = grpo_st_open(&st, path, err);
+    if (rc != GRPO_OK) return rc;
+    char name[512];
+    for (uint32_t i = 0; rc == GRPO_OK && i < m->n_params; i++) {
+        const grpo_param_desc *d = &m->params[i];
+        if (d->flags & GRPO_PARAM_TIED) continue;
+        for (int k = 0; k < 2; k++) {
+            snprintf(name, sizeof name, "%s.%s", k ? "exp_avg_sq" : "exp_avg", d->name);
+            const grpo_st_tensor *t = grpo_st_find(st, name);
+            if (!t || t->dtype != GRPO_ST_F32 || t->numel != m->numel[i]) {
+                rc = grpo_error_set(err, GRPO_ERR_INVALID,
+                                    "%s: tensor %s missing or not F32 with %llu elements", path,
+                                    name, (unsigned long long)m->numel[i]);
+                break;
+            }
+            float *dst = (k ? m->adam_v : m->adam_m) + m->offset[i];
+            m->ops->upload(m->ops->ctx, dst, t->data, t->nbytes);
+        }
+    }
+    grpo_st_close(st);
+    return rc;
+}
+
+/* A whole number in [lo, hi] (doubles hold integers exactly up to 2^53). */
+static int whole_in(const cJSON *v, double lo, double hi) {
+    return cJSON_IsNumber(v) && isfinite(v->valuedouble) && v->valuedouble >= lo &&
+           v->valuedouble <= hi && v->valuedouble == floor(v->valuedouble);
+}
+
+/* One sampler RNG word: exactly 16 hex digits. */
+static int rng_word(const cJSON *w, uint64_t *out) {
+    if (!cJSON_IsString(w) || strlen(w->valuestring) != 16) return 0;
+    char *end;
+    *out = strtoull(w->valuestring, &end, 16);
+    return *end == 0 && w->valuestring[0] != '-' && w->valuestring[0] != '+';
+}
+
+/* Everything read back is range-checked: a checkpoint is outside data like any other. */
+static int parse_state(const cJSON *j, const char *path, grpo_train_state *st, grpo_error *err) {
+    const double max_step = 9007199254740992.0; /* 2^53 */
+    const cJSON *step = cJSON_GetObjectItemCaseSensitive(j, "step");
+    const cJSON *ostep = cJSON_GetObjectItemCaseSensitive(j, "optimizer_step");
+    const cJSON *tok = cJSON_GetObjectItemCaseSensitive(j, "num_tokens");
+    const cJSON *rng = cJSON_GetObjectItemCaseSensitive(j, "sampler_rng");
+    const cJSON *cur = cJSON_GetObjectItemCaseSensitive(j, "data_cursor");
+    if (!cJSON_IsObject(j) || !cJSON_IsNumber(step) || !cJSON_IsNumber(ostep) ||
+        !cJSON_IsNumber(tok) || !cJSON_IsArray(rng) || cJSON_GetArraySize(rng) != 4 ||
+        !cJSON_IsString(cur))
+        return grpo_error_set(err, GRPO_ERR_INVALID,
+                              "%s: expected step, optimizer_step, num_tokens, sampler_rng (4 hex "
+                              "strings) and data_cursor",
+                              path);
+    if (!whole_in(step, 0, max_step))
+        return grpo_error_set(err, GRPO_ERR_INVALID,
+                              "%s: step %g: expected a whole number in [0, 2^53]", path,
+                              step->valuedouble);
+    if (!whole_in(ostep, 0, step->valuedouble))
+        return grpo_error_set(err, GRPO_ERR_INVALID,
+                              "%s: optimizer_step %g: expected a whole number in [0, step = %.0f]",
+                              path, ostep->valuedouble, step->valuedouble);
+    if (!isfinite(tok->valuedouble) || tok->valuedouble < 0)
+        return grpo_error_set(err, GRPO_ERR_INVALID,
+                              "%s: num_tokens %g: expected a finite number >= 0", path,
+                              tok->valuedouble);
+    for (int i = 0; i < 4; i++) /* (all zero is what sft, which samples nothing, saves) */
+        if (!rng_word(cJSON_GetArrayItem(rng, i), &st->rng.s[i]))
+            return grpo_error_set(err, GRPO_ERR_INVALID,
+                                  "%s: sampler_rng[%d]: expected 16 hex digits", path, i);
+    st->step = (long)step->valuedouble, st->optimizer_step = (long)ostep->valuedouble;
+    st->num_tokens = tok->valuedouble;
+    int rc = grpo_data_cursor_parse(cur->valuestring, &st->cursor, err);
+    if (rc != GRPO_OK) {
+        char why[sizeof err->message];
+        snprintf(why, sizeof why, "%s", err->message);
+        return grpo_error_set(err, rc, "%s: %s", path, why);
+    }
+    return GRPO_OK;
+}
+
+static int read_state(const char *dir, grpo_train_state *st, grpo_error *err) {
+    char path[4200], *text = NULL;
+    int rc = grpo_path_join(path, sizeof path, dir, "trainer_state.json", err);
+    if (rc == GRPO_OK) rc = grpo_read_file(path, &text, NULL, err);
+    if (rc != GRPO_OK) return rc;
+    cJSON *j = cJSON_Parse(text);
+    free(text);
+    rc = parse_state(j, path, st, err);
+    cJSON_Delete(j);
+    return rc;
+}
+
+int grpo_checkpoint_load(const char *ckpt_dir, grpo_model *m, grpo_train_state *st,
+                         grpo_error *err) {
+    int rc = read_state(ckpt_dir, st, err);
+    if (rc == GRPO_OK && m->adam_m) rc = read_moments(ckpt_dir, m, err);
+    return rc;
+}
+
+/* Opens checkpoint dir (of step) as a trainable policy and restores its state into st. */
+static int resume_from(grpo_run *r, const char *dir, long step, grpo_model **policy,
+                       grpo_train_state *st, grpo_error *err) {
+    int rc = grpo_run_open_model(r, dir, 1, policy, err);
+    if (rc == GRPO_OK) rc = grpo_checkpoint_load(dir, *policy, st, err);
+    if (rc == GRPO_OK && st->step != step)
+        rc = grpo_error_set(err, GRPO_ERR_INVALID,
+                            "%s/trainer_state.json: step %ld does not match the directory's step "
+                            "%ld",
+                            dir, st->step, step);
+    if (rc != GRPO_OK) grpo_model_close(*policy), *policy = NULL;
+    return rc;
+}
+
+int grpo_checkpoint_resume(grpo_run *r, const char *root, grpo_model **policy,
+                           grpo_train_state *st, grpo_error *err) {
+    long *steps = NULL;
+    int n = grpo_ckpt_list(root, &steps, err), rc = n < 0 ? n : GRPO_ERR_IO;
+    char dir[4200], skipped[256] = "";
+    if (n == 0)
+        grpo_error_set(err, GRPO_ERR_IO,
+                       "%s: no checkpoint to resume from (expected a checkpoint-NNNNNNNN "
+                       "directory)",
+                       root);
+    for (int i = 0; i < n; i++) {
+        grpo_ckpt_dir(root, steps[i], dir, sizeof dir);
+        grpo_train_state saved = *st;
+        if ((rc = resume_from(r, dir, steps[i], policy, st, err)) == GRPO_OK) break;
+        *st = saved;
+        fprintf(stderr, "warning: --resume: skipping %s: %s\n", dir, err->message);
+        snprintf(skipped + strlen(skipped), sizeof skipped - strlen(skipped), "%s%08ld",
+                 skipped[0] ? ", " : "", steps[i]);
+        if (i == n - 1)
+            grpo_error_set(err, GRPO_ERR_INVALID,
+                           "%s: no checkpoint that loads (skipped checkpoint-%s)", root, skipped);
+    }
+    if (rc == GRPO_OK) {
+        fprintf(stderr, "resuming from %s (step %ld)\n", dir, st->step);
+        if (skipped[0])
+            fprintf(stderr,
+                    "warning: --resume: the newer checkpoint(s) %s were skipped; they are "
+                    "replaced when the run saves those steps again\n",
+                    skipped);
+    }
+    free(steps);
+    return rc;
+}
+
+int grpo_train_data_order(grpo_data_order *o, const grpo_run *r, const grpo_dataset *d,
+                          const grpo_train_state *st, int resume, grpo_error *err) {
+    const grpo_run_config *cfg = &r->cfg;
+    if (!resume)
+        return grpo_data_order_init(o, d->n, (uint64_t)cfg->data_seed, cfg->data_shuffle, err);
+    int rc = grpo_data_order_restore(o, d->n, st->cursor, cfg->data_shuffle, err);
+    if (rc != GRPO_OK) {
+        char why[sizeof err->message];
+        snprintf(why, sizeof why, "%s", err->message);
+        grpo_error_set(err, rc, "--resume: the checkpoint's data_cursor does not fit %s: %s",
+                       d->path, why);
+    }
+    return rc;
+}
+
+int grpo_model_export(const grpo_model *m, const char *dir, grpo_error *err) {
+    return grpo_model_save(m, dir, err);
+}

@@ -1,0 +1,59 @@
+/*
+ * train_state.h — what a checkpoint holds besides the model, and writing/reading all of it.
+ *
+ * A checkpoint directory (checkpoint.h: temp dir, fsync, rename) is itself a Hugging Face model
+ * directory that loads in transformers:
+ *   config.json, model.safetensors        the policy (grpo_model_save, F32)
+ *   tokenizer.json, tokenizer_config.json the tokenizer files the policy was opened with
+ *                                         (and chat_template.jinja etc. when present)
+ *   optimizer.safetensors                 AdamW moments: exp_avg.NAME, exp_avg_sq.NAME (F32)
+ *   trainer_state.json                    {"step", "optimizer_step", "num_tokens",
+ *                                          "sampler_rng": 4 words as hex strings,
+ *                                          "data_cursor": "seed=S epoch=E position=P n=N"}
+ * Resuming loads the model from the checkpoint directory, then grpo_train_state_load restores
+ * the moments and the counters, so the run continues the same trajectory.
+ */
+#ifndef GRPO_TRAIN_STATE_H
+#define GRPO_TRAIN_STATE_H
+
+#include "io/dataset.h"
+#include "host/model.h"
+#include "train/optimizer.h"
+#include "base/rng.h"
+
+typedef struct grpo_train_state {
+    long step;           /* training steps completed */
+    long optimizer_step; /* AdamW steps taken (skipped non-finite steps excluded) */
+    double num_tokens;   /* tokens seen so far (TRL's num_tokens) */
+    grpo_rng rng;        /* sampler RNG */
+    grpo_data_cursor cursor;
+} grpo_train_state;
+
+/* Writes checkpoint root/checkpoint-STEP atomically, keeping the newest keep (<= 0: all).
+ * Nothing is read from the directory m was opened from (it may be a pruned checkpoint).
+ * On failure no checkpoint is lost. */
+int grpo_checkpoint_save(const char *root, int keep, const grpo_model *m,
+                         const grpo_train_state *st, grpo_error *err);
+
+/* Restores the optimizer moments of m (opened from ckpt_dir, trainable) and reads st. */
+int grpo_checkpoint_load(const char *ckpt_dir, grpo_model *m, grpo_train_state *st,
+                         grpo_error *err);
+
+/* --resume: opens the newest checkpoint under root that loads whole (model, optimizer moments,
+ * trainer_state.json with every value range-checked and its step matching the directory) as
+ * the trainable policy *policy and restores st. A corrupt or empty newer checkpoint is skipped
+ * with a warning naming it and why; none loading is an error naming root. */
+struct grpo_run;
+int grpo_checkpoint_resume(struct grpo_run *r, const char *root, grpo_model **policy,
+                           grpo_train_state *st, grpo_error *err);
+
+/* The data order of a run over d: fresh from data.seed, or on resume where st's cursor left
+ * it (an error naming d's file when the cursor cannot belong to it). */
+int grpo_train_data_order(grpo_data_order *o, const struct grpo_run *r, const grpo_dataset *d,
+                          const grpo_train_state *st, int resume, grpo_error *err);
+
+/* Writes m as a Hugging Face directory dir (config.json, model.safetensors) plus the tokenizer
+ * files it was opened with: what `grpo sft --out` and `grpo train` users load in transformers. */
+int grpo_model_export(const grpo_model *m, const char *dir, grpo_error *err);
+
+#endif

@@ -1,0 +1,549 @@
+/* trainer.c — the GRPO training loop (see trainer.h). */
+#include "train/trainer.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "train/advantage.h"
+#include "train/checkpoint.h"
+#include "train/loss.h"
+#include "train/metrics.h"
+#include "train/optimizer.h"
+#include "train/reward_sum.h"
+#include "train/rewards.h"
+#include "train/rollout.h"
+#include "train/seqbatch.h"
+#include "train/train_state.h"
+
+/* One generation chunk: B prompts x G completions (N = B*G rows). */
+typedef struct chunk {
+    grpo_rollout_batch rb; /* prompts (B,P), completions (N, max_completion_length), R (N,K) */
+    int32_t T;             /* longest completion of the chunk (>= 1) */
+    float *r, *adv;        /* (N) summed reward, advantage */
+    float *mask;           /* (N,T) loss mask (truncated rows zeroed when asked) */
+    float *old_logp;       /* (N,T) when num_iterations > 1, else NULL */
+    grpo_advantage_metrics am;
+} chunk;
+
+typedef struct trainer {
+    grpo_run run;
+    const grpo_run_config *cfg;
+    grpo_model *policy, *ref;
+    grpo_dataset *data;
+    grpo_data_order order;
+    grpo_reward_set rewards;
+    float *w; /* (K) reward weights */
+    grpo_optimizer opt;
+    grpo_train_state st;
+    grpo_sampler_opts so;
+    grpo_advantage_opts ao;
+    float scale;   /* 1 / temperature for the log-probs */
+    int32_t micro; /* rows per forward/backward */
+    chunk *chunks; /* [grad_accum] */
+    int n_chunks;
+    grpo_seqbatch sb;
+    grpo_run_log metrics, completions; /* completions.f is NULL unless log.completions_every */
+    double *load; /* (load_L,load_E) MoE expert load summed over the step's policy forwards */
+    int32_t load_L, load_E;
+} trainer;
+
+/* ---- chunks ------------------------------------------------------------------------------ */
+
+static void chunk_clear(chunk *c) {
+    grpo_rollout_batch_free(&c->rb);
+    free(c->r), free(c->adv), free(c->mask), free(c->old_logp);
+    memset(c, 0, sizeof *c);
+}
+
+/* Takes the next B usable prompts from the data order into c->rb. */
+static int chunk_prompts(trainer *t, chunk *c, grpo_error *err) {
+    int32_t B = (int32_t)t->cfg->train_batch_prompts;
+    int rc = grpo_rollout_batch_begin(&c->rb, B, t->so.G, err);
+    size_t tries = 0;
+    while (rc == GRPO_OK && c->rb.n_prompts < B) {
+        if (tries++ > t->data->n + (size_t)B)
+            return grpo_error_set(err, GRPO_ERR_INVALID,
+                                  "%s: every prompt is longer than data.max_prompt_length = %lld "
+                                  "(data.truncation = skip)",
+                                  t->data->path, t->cfg->data_max_prompt_length);
+        const grpo_example *ex = &t->data->examples[grpo_data_order_next(&t->order)];
+        int keep = 0;
+        rc = grpo_rollout_batch_add(&c->rb, &t->run, t->data, ex, &keep, err);
+    }
+    return rc;
+}
+
+/* Sums the chunk's reward scores (N,K) and computes the advantages. */
+static int chunk_rewards(trainer *t, chunk *c, grpo_error *err) {
+    c->r = malloc((size_t)c->rb.N * sizeof(float));
+    c->adv = malloc((size_t)c->rb.N * sizeof(float));
+    if (!c->r || !c->adv) return grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory");
+    grpo_reward_sum(c->r, c->rb.R, t->w, c->rb.N, t->rewards.n);
+    for (int32_t b = 0; b < c->rb.B; b++) {
+        int scored = 0;
+        for (int32_t g = 0; g < c->rb.G; g++) scored += !isnan(c->r[b * c->rb.G + g]);
+        if (!scored)
+            fprintf(stderr,
+                    "warning: step %ld: %s:%llu: every reward returned NaN (no opinion) for "
+                    "all %d completions of this prompt; its advantages are 0\n",
+                    t->st.step + 1, t->data->path, (unsigned long long)c->rb.ex[b]->line, c->rb.G);
+    }
+    grpo_error why;
+    grpo_error_init(&why);
+    int rc = grpo_advantages(c->adv, &c->am, c->r, c->rb.B, c->rb.G, &t->ao, &why);
+    if (rc != GRPO_OK) return grpo_error_set(err, rc, "advantages: %s", why.message);
+    return GRPO_OK;
+}
+
+/* The loss mask (N,T) of the chunk: the completion mask, minus truncated rows when asked. */
+static int chunk_mask(trainer *t, chunk *c, grpo_error *err) {
+    c->T = 1;
+    for (int32_t i = 0; i < c->rb.N; i++)
+        c->T = c->rb.roll.len[i] > c->T ? c->rb.roll.len[i] : c->T;
+    c->mask = calloc((size_t)c->rb.N * c->T, sizeof(float));
+    if (!c->mask) return grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory");
+    for (int32_t i = 0; i < c->rb.N; i++)
+        for (int32_t j = 0; j < c->T; j++)
+            c->mask[(size_t)i * c->T + j] = c->rb.roll.mask[(size_t)i * c->rb.roll.T + j];
+    if (t->cfg->grpo_mask_truncated_completions)
+        grpo_mask_truncated(c->mask, c->rb.roll.truncated, c->rb.N, c->T);
+    return GRPO_OK;
+}
+
+/* Fills t->sb with rows [r0, r0+rows) of c (prompt, then completion; see seqbatch.h). */
+static int chunk_batch(trainer *t, chunk *c, int32_t r0, int32_t rows, grpo_error *err) {
+    return grpo_seqbatch_from_rollout(&t->sb, t->run.ops, c->rb.prompt, c->rb.pmask, c->rb.P,
+                                      c->rb.G, &c->rb.roll, r0, rows, c->T, t->run.pad_id, err);
+}
+
+/* The completion columns (rows, T) of a (rows, P+T) array of the current batch. */
+static void completion_cols(const trainer *t, const chunk *c, const float *src, float *out) {
+    grpo_seqbatch_completion(&t->sb, src, c->rb.P, c->T, out);
+}
+
+/* Old-policy log-probs of the whole chunk (num_iterations > 1), before any update. */
+static int chunk_old_logp(trainer *t, chunk *c, grpo_error *err) {
+    c->old_logp = malloc((size_t)c->rb.N * c->T * sizeof(float));
+    if (!c->old_logp) return grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory");
+    for (int32_t r0 = 0; r0 < c->rb.N; r0 += t->micro) {
+        int32_t rows = c->rb.N - r0 < t->micro ? c->rb.N - r0 : t->micro;
+        int rc = chunk_batch(t, c, r0, rows, err);
+        if (rc == GRPO_OK) rc = grpo_seqbatch_forward(&t->sb, t->policy, 0, t->scale, err);
+        if (rc != GRPO_OK) return rc;
+        completion_cols(t, c, t->sb.logp, c->old_logp + (size_t)r0 * c->T);
+    }
+    return GRPO_OK;
+}
+
+/* One chunk's rollout (rollout.h), then what training needs of it: advantages, loss mask and,
+ * with num_iterations > 1, the old policy's log-probs. */
+static int chunk_generate(trainer *t, chunk *c, grpo_error *err) {
+    chunk_clear(c);
+    int rc = chunk_prompts(t, c, err);
+    if (rc == GRPO_OK)
+        rc = grpo_rollout_batch_run(&c->rb, &t->run, t->policy, &t->so, &t->st.rng, &t->rewards,
+                                    err);
+    if (rc == GRPO_OK) rc = chunk_rewards(t, c, err);
+    if (rc == GRPO_OK) rc = chunk_mask(t, c, err);
+    if (rc == GRPO_OK && t->cfg->grpo_num_iterations > 1) rc = chunk_old_logp(t, c, err);
+    return rc;
+}
+
+/* ---- loss over the chunks ----------------------------------------------------------------- */
+
+typedef struct loss_sums {
+    double loss, tokens, kl, entropy, low, high, region, cispo;
+    double low_min, high_max;
+    double aux; /* mean MoE auxiliary loss over the micro-batches */
+} loss_sums;
+
+static void loss_add(loss_sums *s, const grpo_loss_metrics *m) {
+    double w = m->n_tokens;
+    s->loss += m->loss, s->tokens += w;
+    s->kl += isnan(m->kl) ? 0 : m->kl * w, s->entropy += isnan(m->entropy) ? 0 : m->entropy * w;
+    s->low += isnan(m->clip_low_mean) ? 0 : m->clip_low_mean * w;
+    s->high += isnan(m->clip_high_mean) ? 0 : m->clip_high_mean * w;
+    s->region += isnan(m->clip_region_mean) ? 0 : m->clip_region_mean * w;
+    s->cispo += isnan(m->cispo_clip_ratio) ? 0 : m->cispo_clip_ratio * w;
+    if (!isnan(m->clip_low_min) && m->clip_low_min < s->low_min) s->low_min = m->clip_low_min;
+    if (!isnan(m->clip_high_max) && m->clip_high_max > s->high_max) s->high_max = m->clip_high_max;
+}
+
+/* Adds the policy's expert load of its last forward to t->load (MoE policies only). */
+static int expert_load_add(trainer *t, grpo_error *err) {
+    const grpo_model_desc *d = t->policy->desc;
+    int32_t L = 0, E = 0;
+    const float *f = GRPO_HAS_FIELD(d, grpo_model_desc, expert_load) && d->expert_load
+                         ? d->expert_load(t->policy->inst, &L, &E)
+                         : NULL;
+    if (!f || L <= 0 || E <= 0) return GRPO_OK;
+    if (!t->load || L != t->load_L || E != t->load_E) {
+        free(t->load);
+        if (!(t->load = calloc((size_t)L * E, sizeof *t->load)))
+            return grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory for the expert load");
+        t->load_L = L, t->load_E = E;
+    }
+    for (size_t i = 0; i < (size_t)L * E; i++) t->load[i] += f[i];
+    return GRPO_OK;
+}
+
+/* Loss and backward of rows [r0, r0+rows) of chunk c. */
+static int micro_step(trainer *t, chunk *c, int32_t r0, int32_t rows, const grpo_loss_opts *lo,
+                      float *buf, loss_sums *sums, grpo_error *err) {
+    size_t n = (size_t)rows * c->T;
+    float *logp = buf, *ref = buf + n, *ent = buf + 2 * n, *dl = buf + 3 * n;
+    int rc = chunk_batch(t, c, r0, rows, err);
+    if (rc == GRPO_OK && t->ref) {
+        rc = grpo_seqbatch_forward(&t->sb, t->ref, 0, t->scale, err);
+        if (rc == GRPO_OK) completion_cols(t, c, t->sb.logp, ref);
+    }
+    if (rc == GRPO_OK) rc = grpo_seqbatch_forward(&t->sb, t->policy, 1, t->scale, err);
+    if (rc == GRPO_OK) rc = expert_load_add(t, err);
+    if (rc != GRPO_OK) return rc;
+    completion_cols(t, c, t->sb.logp, logp);
+    completion_cols(t, c, t->sb.entropy, ent);
+    grpo_loss_inputs in = {logp,
+                           c->old_logp ? c->old_logp + (size_t)r0 * c->T : NULL,
+                           t->ref ? ref : NULL,
+                           c->mask + (size_t)r0 * c->T,
+                           c->adv + r0,
+                           ent,
+                           rows,
+                           c->T};
+    grpo_loss_metrics m;
+    grpo_error why;
+    grpo_error_init(&why);
+    rc = grpo_loss_forward(&m, &in, lo, &why);
+    if (rc == GRPO_OK) rc = grpo_loss_backward(dl, &in, lo, &why);
+    if (rc != GRPO_OK) return grpo_error_set(err, rc, "loss: %s", why.message);
+    loss_add(sums, &m);
+    if (t->policy->desc->aux_loss) { /* MoE: the router loss enters with its share (model.h) */
+        double coef = t->cfg->grpo_aux_loss_coef / lo->grad_accum_steps;
+        sums->aux += t->policy->desc->aux_loss(t->policy->inst) / lo->grad_accum_steps;
+        t->sb.aux_weight = (float)coef;
+    }
+    int32_t L = c->rb.P + c->T;
+    for (int32_t k = 0; k < rows; k++)
+        memcpy(t->sb.dlogp + (size_t)k * L + c->rb.P - 1, dl + (size_t)k * c->T,
+               (size_t)c->T * sizeof(float));
+    return grpo_seqbatch_backward(&t->sb, t->policy, t->scale, err);
+}
+
+static int train_on_chunks(trainer *t, loss_sums *sums, grpo_error *err) {
+    const grpo_run_config *cfg = t->cfg;
+    grpo_loss_opts lo = grpo_loss_opts_default();
+    lo.type = cfg->grpo_loss_type;
+    lo.epsilon_low = cfg->grpo_epsilon_low, lo.epsilon_high = cfg->grpo_epsilon_high;
+    lo.delta = cfg->grpo_delta, lo.beta = cfg->grpo_beta;
+    lo.max_completion_length = (int)cfg->sampling_max_completion_length;
+    int micro_batches = 0;
+    int32_t Tmax = 1;
+    lo.num_items_in_batch = 0;
+    for (int a = 0; a < t->n_chunks; a++) {
+        chunk *c = &t->chunks[a];
+        lo.num_items_in_batch += grpo_mask_sum(c->mask, c->rb.N, c->T);
+        micro_batches += (c->rb.N + t->micro - 1) / t->micro;
+        Tmax = c->T > Tmax ? c->T : Tmax;
+    }
+    lo.grad_accum_steps = micro_batches;
+    if (t->load) memset(t->load, 0, (size_t)t->load_L * t->load_E * sizeof *t->load);
+    float *buf = malloc((size_t)t->micro * Tmax * 4 * sizeof(float));
+    if (!buf) return grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory");
+    int rc = GRPO_OK;
+    for (int a = 0; rc == GRPO_OK && a < t->n_chunks; a++) {
+        chunk *c = &t->chunks[a];
+        for (int32_t r0 = 0; rc == GRPO_OK && r0 < c->rb.N; r0 += t->micro)
+            rc = micro_step(t, c, r0, c->rb.N - r0 < t->micro ? c->rb.N - r0 : t->micro, &lo, buf,
+                            sums, err);
+    }
+    free(buf);
+    return rc;
+}
+
+/* ---- metrics ------------------------------------------------------------------------------ */
+
+static void reward_metrics(trainer *t, grpo_metric_row *row) {
+    int K = t->rewards.n, N = 0;
+    for (int a = 0; a < t->n_chunks; a++) N += t->chunks[a].rb.N;
+    float *R = malloc((size_t)N * K * sizeof(float)), *r = malloc((size_t)N * sizeof(float));
+    if (!R || !r) {
+        free(R), free(r);
+        return;
+    }
+    double zero_std = 0, len = 0, clipped = 0, term_len = 0, n_term = 0, minl = 1e30, maxl = 0;
+    int off = 0;
+    for (int a = 0; a < t->n_chunks; a++) {
+        const chunk *c = &t->chunks[a];
+        memcpy(R + (size_t)off * K, c->rb.R, (size_t)c->rb.N * K * sizeof(float));
+        memcpy(r + off, c->r, (size_t)c->rb.N * sizeof(float));
+        off += c->rb.N;
+        zero_std += c->am.frac_reward_zero_std * c->rb.N;
+        for (int32_t i = 0; i < c->rb.N; i++) {
+            double l = c->rb.roll.len[i];
+            len += l, clipped += c->rb.roll.truncated[i];
+            minl = l < minl ? l : minl, maxl = l > maxl ? l : maxl;
+            if (!c->rb.roll.truncated[i]) term_len += l, n_term++;
+        }
+    }
+    grpo_metric_set(row, "reward", grpo_nanmean(r, N, 1));
+    grpo_metric_set(row, "reward_std", grpo_nanstd(r, N, 1, 1));
+    for (int k = 0; k < K; k++) {
+        double mean, std;
+        char name[GRPO_METRIC_NAME_MAX];
+        grpo_reward_func_stats(&mean, &std, R, N, K, k);
+        snprintf(name, sizeof name, "rewards/%s/mean", t->rewards.specs[k]->name);
+        grpo_metric_set(row, name, mean);
+        snprintf(name, sizeof name, "rewards/%s/std", t->rewards.specs[k]->name);
+        grpo_metric_set(row, name, std);
+    }
+    grpo_metric_set(row, "frac_reward_zero_std", zero_std / N);
+    grpo_metric_set(row, "completions/mean_length", len / N);
+    grpo_metric_set(row, "completions/min_length", minl);
+    grpo_metric_set(row, "completions/max_length", maxl);
+    grpo_metric_set(row, "completions/clipped_ratio", clipped / N);
+    grpo_metric_set(row, "completions/mean_terminated_length", n_term ? term_len / n_term : 0.0);
+    free(R), free(r);
+}
+
+static void loss_metrics(trainer *t, const loss_sums *s, grpo_metric_row *row) {
+    double w = s->tokens > 0 ? s->tokens : 1;
+    grpo_metric_set(row, "loss", s->loss);
+    if (t->policy->desc->aux_loss) grpo_metric_set(row, "aux_loss", s->aux);
+    if (t->load) grpo_metrics_expert_load(row, t->load, t->load_L, t->load_E);
+    if (t->cfg->grpo_beta > 0) grpo_metric_set(row, "kl", s->kl / w);
+    grpo_metric_set(row, "entropy", s->entropy / w);
+    if (t->cfg->grpo_loss_type == GRPO_LOSS_CISPO) {
+        grpo_metric_set(row, "cispo_clip_ratio", s->cispo / w);
+        return;
+    }
+    grpo_metric_set(row, "clip_ratio/low_mean", s->low / w);
+    grpo_metric_set(row, "clip_ratio/low_min", s->low_min > 1 ? 0.0 : s->low_min);
+    grpo_metric_set(row, "clip_ratio/high_mean", s->high / w);
+    grpo_metric_set(row, "clip_ratio/high_max", s->high_max);
+    grpo_metric_set(row, "clip_ratio/region_mean", s->region / w);
+}
+
+static double chunk_tokens(const trainer *t) {
+    double n = 0;
+    for (int a = 0; a < t->n_chunks; a++) {
+        const chunk *c = &t->chunks[a];
+        for (int32_t i = 0; i < c->rb.N; i++) {
+            n += c->rb.roll.len[i];
+            for (int32_t p = 0; p < c->rb.P; p++)
+                n += c->rb.pmask[(size_t)(i / c->rb.G) * c->rb.P + p];
+        }
+    }
+    return n;
+}
+
+/* Every sample of the first chunk as JSON lines; the first one also on stderr. */
+static int log_completions(trainer *t, grpo_error *err) {
+    const chunk *c = &t->chunks[0];
+    int rc = GRPO_OK;
+    for (int32_t i = 0; rc == GRPO_OK && i < c->rb.N; i++) {
+        cJSON *j = cJSON_CreateObject(), *rw = cJSON_CreateObject();
+        cJSON_AddNumberToObject(j, "step", (double)t->st.step);
+        cJSON_AddStringToObject(j, "prompt", c->rb.prompt_text[i / c->rb.G]);
+        cJSON_AddStringToObject(j, "completion", c->rb.completion[i]);
+        for (int k = 0; k < t->rewards.n; k++) {
+            float v = c->rb.R[(size_t)i * t->rewards.n + k];
+            if (isnan(v))
+                cJSON_AddNullToObject(rw, t->rewards.specs[k]->name);
+            else
+                cJSON_AddNumberToObject(rw, t->rewards.specs[k]->name, v);
+        }
+        cJSON_AddItemToObject(j, "rewards", rw);
+        if (isnan(c->r[i]))
+            cJSON_AddNullToObject(j, "reward");
+        else
+            cJSON_AddNumberToObject(j, "reward", c->r[i]);
+        cJSON_AddNumberToObject(j, "advantage", c->adv[i]);
+        char *s = cJSON_PrintUnformatted(j);
+        cJSON_Delete(j);
+        if (!s) return grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory logging completions");
+        rc = grpo_run_log_line(&t->completions, s, err);
+        if (i == 0) fprintf(stderr, "\n[step %ld sample] %s\n", t->st.step, s);
+        free(s);
+    }
+    return rc;
+}
+
+/* ---- setup -------------------------------------------------------------------------------- */
+
+static int setup_models(trainer *t, int resume, grpo_error *err) {
+    const grpo_run_config *cfg = t->cfg;
+    int rc = resume ? grpo_checkpoint_resume(&t->run, cfg->checkpoint_dir, &t->policy, &t->st, err)
+                    : grpo_run_open_model(&t->run, t->run.model_dir, 1, &t->policy, err);
+    if (rc != GRPO_OK && resume) {
+        char msg[sizeof err->message];
+        snprintf(msg, sizeof msg, "%s", err->message);
+        return grpo_error_set(err, rc,
+                              "--resume: %s (checkpoint.dir = %s; run without --resume to start "
+                              "from model.path)",
+                              msg, cfg->checkpoint_dir);
+    }
+    if (rc == GRPO_OK && cfg->grpo_beta > 0) {
+        /* reference.path follows model.path (or the --model override) unless the file sets it */
+        char *ref = cfg->line[GRPO_KEYIDX_reference_path]
+                        ? grpo_run_path(&t->run, cfg->reference_path)
+                        : NULL;
+        rc = grpo_run_open_model(&t->run, ref ? ref : t->run.model_dir, 0, &t->ref, err);
+        free(ref);
+    }
+    grpo_optim_opts oo;
+    if (rc == GRPO_OK) rc = grpo_optim_opts_from_config(&oo, cfg, err);
+    if (rc == GRPO_OK) rc = grpo_optimizer_init_model(&t->opt, t->policy, &oo, err);
+    t->opt.step = t->st.optimizer_step;
+    return rc;
+}
+
+static int setup(trainer *t, const grpo_train_opts *o, grpo_error *err) {
+    int rc = grpo_run_open(&t->run, &o->run, err);
+    if (rc != GRPO_OK) return rc;
+    const grpo_run_config *cfg = t->cfg = &t->run.cfg;
+    grpo_rng_seed(&t->st.rng, (uint64_t)cfg->sampling_seed);
+    if ((rc = grpo_ckpt_prepare(cfg->checkpoint_dir, err)) != GRPO_OK) return rc;
+    if ((rc = setup_models(t, o->resume, err)) != GRPO_OK) return rc;
+    char *data = grpo_run_path(&t->run, cfg->data_path);
+    rc = data ? grpo_run_dataset(&t->run, data, &t->data, err) : GRPO_ERR_NOMEM;
+    free(data);
+    if (rc != GRPO_OK) return rc;
+    rc = grpo_train_data_order(&t->order, &t->run, t->data, &t->st, o->resume, err);
+    if (rc == GRPO_OK)
+        rc = grpo_reward_set_create(&t->rewards, cfg, &t->run.reg, &t->run.host, err);
+    if (rc != GRPO_OK) return rc;
+    if (!(t->w = malloc((size_t)t->rewards.n * sizeof(float))))
+        return grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory");
+    grpo_reward_set_weights(&t->rewards, t->w);
+    grpo_sampler_opts so = {{(float)cfg->sampling_temperature, (int32_t)cfg->sampling_top_k,
+                             (float)cfg->sampling_top_p, (float)cfg->sampling_min_p,
+                             (float)cfg->sampling_repetition_penalty},
+                            (int32_t)cfg->sampling_num_generations,
+                            (int32_t)cfg->sampling_max_completion_length,
+                            {0},
+                            t->run.n_eos,
+                            t->run.pad_id};
+    memcpy(so.eos, t->run.eos, sizeof so.eos);
+    t->so = so;
+    t->scale = cfg->sampling_temperature > 0 ? (float)(1.0 / cfg->sampling_temperature) : 1.0f;
+    t->ao = grpo_advantage_opts_default();
+    t->ao.scale = cfg->grpo_scale_rewards, t->ao.std_unbiased = cfg->grpo_std_unbiased;
+    t->ao.clip = (float)cfg->grpo_advantage_clamp,
+    t->ao.batch_renorm = cfg->grpo_advantage_clamp > 0;
+    int32_t N = (int32_t)(cfg->train_batch_prompts * cfg->sampling_num_generations);
+    t->micro = cfg->train_micro_batch > 0 && cfg->train_micro_batch < N
+                   ? (int32_t)cfg->train_micro_batch
+                   : N;
+    t->n_chunks = (int)cfg->train_grad_accum;
+    if (!(t->chunks = calloc((size_t)t->n_chunks, sizeof *t->chunks)))
+        return grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory");
+    if (grpo_mkdirs(cfg->log_dir) != 0)
+        return grpo_error_set(err, GRPO_ERR_IO, "cannot create log.dir %s: %s", cfg->log_dir,
+                              strerror(errno));
+    long resumed = o->resume ? t->st.step : -1;
+    rc = grpo_run_log_open(&t->metrics, cfg->log_dir, "metrics.jsonl", resumed, err);
+    if (rc == GRPO_OK && cfg->log_completions_every > 0)
+        rc = grpo_run_log_open(&t->completions, cfg->log_dir, "completions.jsonl", resumed, err);
+    return rc;
+}
+
+/* Frees everything; closing the logs is the last write of the run, so its error is returned. */
+static int teardown(trainer *t, grpo_error *err) {
+    int rc = grpo_run_log_close(&t->metrics, err);
+    int rc2 = grpo_run_log_close(&t->completions, err);
+    for (int a = 0; t->chunks && a < t->n_chunks; a++) chunk_clear(&t->chunks[a]);
+    free(t->chunks), free(t->w), free(t->load);
+    grpo_seqbatch_free(&t->sb);
+    grpo_optimizer_free(&t->opt);
+    grpo_reward_set_free(&t->rewards);
+    grpo_data_order_free(&t->order);
+    grpo_dataset_free(t->data);
+    grpo_model_close(t->ref);
+    grpo_model_close(t->policy);
+    grpo_run_close(&t->run);
+    return rc != GRPO_OK ? rc : rc2;
+}
+
+/* ---- the loop ----------------------------------------------------------------------------- */
+
+static int save(trainer *t, grpo_error *err) {
+    t->st.cursor = t->order.cur;
+    t->st.optimizer_step = t->opt.step;
+    return grpo_checkpoint_save(t->cfg->checkpoint_dir, (int)t->cfg->checkpoint_keep, t->policy,
+                                &t->st, err);
+}
+
+static int train_step(trainer *t, double run_start, long steps_done, grpo_error *err) {
+    const grpo_run_config *cfg = t->cfg;
+    double t0 = grpo_now();
+    int rc = GRPO_OK;
+    int fresh = t->st.step % cfg->grpo_num_iterations == 0 || !t->chunks[0].rb.N;
+    if (t->st.step % cfg->grpo_num_iterations != 0 && !t->chunks[0].rb.N)
+        fprintf(stderr,
+                "warning: resumed inside a num_iterations cycle: the generation batch "
+                "of step %ld is regenerated, so this run leaves the uninterrupted trajectory\n",
+                t->st.step + 1);
+    for (int a = 0; fresh && rc == GRPO_OK && a < t->n_chunks; a++)
+        rc = chunk_generate(t, &t->chunks[a], err);
+    loss_sums sums = {0};
+    sums.low_min = 2, sums.high_max = 0;
+    if (rc == GRPO_OK) rc = train_on_chunks(t, &sums, err);
+    grpo_optim_stats os;
+    if (rc == GRPO_OK) rc = grpo_optimizer_step(&t->opt, &os, err);
+    if (rc != GRPO_OK) return rc;
+    if (os.skipped)
+        fprintf(stderr, "warning: step %ld: gradient norm is not finite; update skipped\n",
+                t->st.step + 1);
+    t->st.step++;
+    double tokens = chunk_tokens(t);
+    if (fresh) t->st.num_tokens += tokens;
+    double dt = grpo_now() - t0;
+    grpo_metric_row row;
+    grpo_metric_row_clear(&row);
+    reward_metrics(t, &row);
+    loss_metrics(t, &sums, &row);
+    grpo_metric_set(&row, "grad_norm", os.grad_norm);
+    grpo_metric_set(&row, "learning_rate", os.lr);
+    grpo_metric_set(&row, "num_tokens", t->st.num_tokens);
+    grpo_metric_set(&row, "step_time", dt);
+    grpo_metric_set(&row, "throughput/tokens_per_s", tokens / dt);
+    if (t->st.step % cfg->log_every == 0 || t->st.step == cfg->train_steps) {
+        if ((rc = grpo_run_log_metrics(&t->metrics, t->st.step, &row, err)) != GRPO_OK) return rc;
+        grpo_progress_print(stderr, t->st.step, (long)cfg->train_steps, grpo_now() - run_start,
+                            steps_done + 1, &row);
+    }
+    if (cfg->log_completions_every > 0 && t->st.step % cfg->log_completions_every == 0 &&
+        (rc = log_completions(t, err)) != GRPO_OK)
+        return rc;
+    if (cfg->checkpoint_every > 0 && t->st.step % cfg->checkpoint_every == 0 &&
+        t->st.step < cfg->train_steps)
+        rc = save(t, err);
+    return rc;
+}
+
+int grpo_train(const grpo_train_opts *o, grpo_error *err) {
+    trainer t;
+    memset(&t, 0, sizeof t);
+    int rc = setup(&t, o, err);
+    double start = grpo_now();
+    long done = 0;
+    if (rc == GRPO_OK && t.st.step >= t.cfg->train_steps)
+        fprintf(stderr, "nothing to do: step %ld of train.steps = %lld already reached\n",
+                t.st.step, t.cfg->train_steps);
+    while (rc == GRPO_OK && t.st.step < t.cfg->train_steps) rc = train_step(&t, start, done++, err);
+    if (rc == GRPO_OK && done > 0) {
+        rc = save(&t, err);
+        if (rc == GRPO_OK)
+            fprintf(stderr, "saved %s/checkpoint-%08ld\n", t.cfg->checkpoint_dir, t.st.step);
+    }
+    grpo_error close_err;
+    grpo_error_init(&close_err);
+    int closed = teardown(&t, &close_err);
+    if (rc == GRPO_OK && closed != GRPO_OK) *err = close_err, rc = closed;
+    return rc;
+}
