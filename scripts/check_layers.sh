@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # check_layers.sh — checks that core/ is layered: its folders, bottom to top, are
 #   base  text  io  host  config  train  cli        (docs/ARCHITECTURE.md)
-# and a file may call into, or include a header of, its own folder or a folder below only. It
+# and a file may call into, or include a header of, its own folder or a folder below only (a
+# folder's testing.h, the entry points only tests call, is included by no other folder). It
 # reports (1) every call or #include from a lower folder up into a higher one, and (2) circles
 # between files (file A calls something defined in file B and B, directly or through others,
 # calls something defined in A), which are wrong even inside one folder.
@@ -62,7 +63,10 @@ if [[ $prefix == core/ ]]; then
         fi
         while IFS= read -r inc; do
             theirs=${inc%%/*}; rt=$(rank_of "$theirs")
-            if ((rt > rm_)); then
+            if [[ ${inc#*/} == testing.h && $theirs != "$mine" ]]; then
+                echo "$rel: includes $inc: a layer's testing.h is for tests and its own files only"
+                bad_includes=1
+            elif ((rt > rm_)); then
                 echo "$rel: includes $inc: $mine may not include from $theirs (a layer above)"
                 bad_includes=1
             fi

@@ -9,6 +9,7 @@
 
 #include "text/chat_template.h"
 #include "io/dataset.h"
+#include "io/testing.h"
 
 static uint64_t rng = 0x1234567;
 static uint64_t next_u64(void) { return grpo_splitmix64(&rng); }

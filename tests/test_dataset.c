@@ -11,6 +11,8 @@
 
 #include "io/dataset.h"
 #include "train/run.h"
+#include "config/testing.h"
+#include "io/testing.h"
 
 #define FIXDIR GRPO_SOURCE_DIR "/tests/fixtures/dataset"
 

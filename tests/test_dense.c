@@ -32,6 +32,7 @@
 #include "host/registry.h"
 #include "io/safetensors.h"
 #include "host/sampler.h"
+#include "host/testing.h"
 
 static const char *const fixtures[] = {"llama", "qwen2", "qwen3"};
 #define N_FIXTURES 3

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "host/registry.h"
+#include "host/testing.h"
 
 static char dir[256];
 static char path[300];

@@ -9,6 +9,7 @@
 
 #include "train/metrics.h"
 #include "cli/plot.h"
+#include "train/testing.h"
 
 static char *slurp(FILE *f) {
     fflush(f);

@@ -18,6 +18,8 @@
 #include "kernels.h"
 #include "train/optimizer.h"
 #include "io/safetensors.h"
+#include "io/testing.h"
+#include "train/testing.h"
 
 static const char *const names[] = {"w1", "w2", "b"};
 #define NT 3

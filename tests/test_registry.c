@@ -17,6 +17,7 @@
 #include "host/host.h"
 #include "host/registry.h"
 #include "train/rewards.h"
+#include "host/testing.h"
 
 #include <math.h>
 

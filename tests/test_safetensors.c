@@ -10,6 +10,7 @@
 #include "base/files.h"
 #include "io/safetensors.h"
 #include "st_test_util.h"
+#include "io/testing.h"
 
 /* ---- reference files (tools/make_safetensors_fixtures.py) ---------------------------------- */
 

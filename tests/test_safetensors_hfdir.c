@@ -7,6 +7,7 @@
 #include "cli/cli.h"
 #include "io/hfdir.h"
 #include "st_test_util.h"
+#include "io/testing.h"
 
 #define TINY ST_FIXTURES "/tiny_llama"
 #define NEEDLES(...) ((const char *const[]){__VA_ARGS__, NULL})

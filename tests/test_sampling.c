@@ -9,6 +9,7 @@
 #include <stdlib.h>
 
 #include "host/sampling.h"
+#include "host/testing.h"
 
 #define FIXTURE GRPO_SOURCE_DIR "/tests/fixtures/sampling/processors.json"
 
@@ -115,7 +116,6 @@ START_TEST(rng_is_deterministic_per_seed) {
         differ += x != grpo_rng_next(c.s);
     }
     ck_assert_int_gt(differ, 95);
-    for (int i = 0; i < 1000; i++) ck_assert(grpo_rng_below(&a, 7) < 7);
 }
 END_TEST
 

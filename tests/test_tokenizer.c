@@ -15,6 +15,7 @@
 
 #include "cli/cli.h"
 #include "text/tokenizer.h"
+#include "text/testing.h"
 
 #define FIX GRPO_SOURCE_DIR "/tests/fixtures/tokenizer"
 

@@ -30,6 +30,7 @@
 #define TOP_K 2
 
 #include "grpo_cli_test.h"
+#include "train/testing.h"
 
 static char tmp[256];
 

@@ -27,10 +27,3 @@ uint64_t grpo_rng_next(uint64_t s[4]) {
 }
 
 float grpo_rng_uniform(grpo_rng *r) { return (float)(grpo_rng_next(r->s) >> 40) * 0x1.0p-24f; }
-
-uint64_t grpo_rng_below(grpo_rng *r, uint64_t n) {
-    uint64_t limit = UINT64_MAX - UINT64_MAX % n, x;
-    do x = grpo_rng_next(r->s);
-    while (x >= limit);
-    return x % n;
-}

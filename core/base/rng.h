@@ -16,7 +16,5 @@ void grpo_rng_seed(grpo_rng *r, uint64_t seed);
 uint64_t grpo_rng_next(uint64_t s[4]); /* advances the state; the host-services entry point */
 /* Uniform in [0, 1) with 24 random bits (exactly representable as float). */
 float grpo_rng_uniform(grpo_rng *r);
-/* Uniform integer in [0, n), n > 0, without modulo bias. */
-uint64_t grpo_rng_below(grpo_rng *r, uint64_t n);
 
 #endif

@@ -10,6 +10,8 @@
 #define GRPO_VERSION "dev"
 #endif
 
+static int cmd_version(int argc, char **argv);
+
 static const grpo_command commands[] = {
     {"train", cmd_train, "train a policy with GRPO as a run file says (--resume continues)"},
     {"sft", cmd_sft, "supervised fine-tuning on prompt/response pairs (warm start)"},
@@ -28,7 +30,7 @@ static const grpo_command commands[] = {
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 
-int cmd_version(int argc, char **argv) {
+static int cmd_version(int argc, char **argv) {
     (void)argc, (void)argv;
     printf("grpo %s (plugin ABI %d.%d)\n", GRPO_VERSION, GRPO_ABI_MAJOR, GRPO_ABI_MINOR);
     return 0;

@@ -29,6 +29,5 @@ int cmd_model(int argc, char **argv);
 int cmd_logprobs(int argc, char **argv);
 int cmd_generate(int argc, char **argv);
 int cmd_plot(int argc, char **argv);
-int cmd_version(int argc, char **argv);
 
 #endif

@@ -1,5 +1,6 @@
 /* config.c — run files: key table, validation, rewards against manifests, dump (see config.h). */
 #include "config/config.h"
+#include "config/testing.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -55,14 +56,34 @@ static void join_names(const char *const *names, int m, char *buf, size_t n) {
 #define IGNORE_(s, n, d, c, h)
 #define CHOICE_TEXT_(constant, text) #text,
 #define CHOICE_ARRAY_(s, n, d, list, h) \
-    static const char *const choices_##list[] = {GRPO_CHOICES_##list(CHOICE_TEXT_) NULL};
+    const char *const grpo_choices_##list[] = {GRPO_CHOICES_##list(CHOICE_TEXT_) NULL};
 GRPO_RUN_KEYS(IGNORE_, IGNORE_, IGNORE_, IGNORE_, CHOICE_ARRAY_)
+
+int grpo_choice_index(const char *const *choices, const char *text) {
+    for (int i = 0; choices[i]; i++)
+        if (strcmp(text, choices[i]) == 0) return i;
+    return -1;
+}
+
+#define NOT_IMPLEMENTED_ROW_(s, n, text) {#s, #n, #text},
+static const struct {
+    const char *section, *name, *text;
+} not_implemented[] = {GRPO_NOT_IMPLEMENTED(NOT_IMPLEMENTED_ROW_)};
+
+static int is_not_implemented(const grpo_run_key *k, const char *text) {
+    for (size_t i = 0; i < sizeof not_implemented / sizeof not_implemented[0]; i++)
+        if (strcmp(not_implemented[i].section, k->section) == 0 &&
+            strcmp(not_implemented[i].name, k->name) == 0 &&
+            strcmp(not_implemented[i].text, text) == 0)
+            return 1;
+    return 0;
+}
 
 #define ROW_S_(s, n, d, c, h) {#s, #n, GRPO_KEY_STRING, d, "", NULL, c, h},
 #define ROW_I_(s, n, d, c, h) {#s, #n, GRPO_KEY_INT, d, c, NULL, 0, h},
 #define ROW_F_(s, n, d, c, h) {#s, #n, GRPO_KEY_FLOAT, d, c, NULL, 0, h},
 #define ROW_B_(s, n, d, c, h) {#s, #n, GRPO_KEY_BOOL, d, "", NULL, 0, h},
-#define ROW_E_(s, n, d, list, h) {#s, #n, GRPO_KEY_STRING, d, "", choices_##list, 0, h},
+#define ROW_E_(s, n, d, list, h) {#s, #n, GRPO_KEY_STRING, d, "", grpo_choices_##list, 0, h},
 static const grpo_run_key key_table[GRPO_RUN_N_KEYS] = {
     GRPO_RUN_KEYS(ROW_S_, ROW_I_, ROW_F_, ROW_B_, ROW_E_)};
 
@@ -77,11 +98,6 @@ static int key_index(const char *section, const char *name) {
         if (strcmp(key_table[i].section, section) == 0 && strcmp(key_table[i].name, name) == 0)
             return i;
     return -1;
-}
-
-const grpo_run_key *grpo_run_key_find(const char *section, const char *name) {
-    int i = key_index(section, name);
-    return i < 0 ? NULL : &key_table[i];
 }
 
 static int section_index(const char *name) {
@@ -166,14 +182,16 @@ static int parse_value(const grpo_run_key *k, const char *text, value *v, char *
     memset(v, 0, sizeof *v);
     v->str = text;
     if (k->choices) {
-        for (int i = 0; k->choices[i]; i++)
-            if (strcmp(text, k->choices[i]) == 0) return v->choice = i, 1;
-        int m = 0, len = snprintf(why, n, "expected one of ");
-        for (int i = 0; k->choices[i] && len >= 0 && (size_t)len < n; i++, m++)
-            len += snprintf(why + len, n - (size_t)len, "%s%s", i ? ", " : "", k->choices[i]);
+        if ((v->choice = grpo_choice_index(k->choices, text)) >= 0) return 1;
+        int m = 0;
+        while (k->choices[m]) m++;
+        char list[200];
+        join_names(k->choices, m, list, sizeof list);
         const char *near = grpo_suggest(text, k->choices, m);
-        if (len >= 0 && (size_t)len < n)
-            snprintf(why + len, n - (size_t)len, ", got '%s'%s%s%s", text,
+        if (is_not_implemented(k, text))
+            snprintf(why, n, "'%s' is not implemented in grpo; expected one of %s", text, list);
+        else
+            snprintf(why, n, "expected one of %s, got '%s'%s%s%s", list, text,
                      near ? " (did you mean " : "", near ? near : "", near ? "?)" : "");
         return 0;
     }

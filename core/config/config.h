@@ -31,7 +31,6 @@
 #include "io/keytype.h"
 #include "host/registry.h"
 
-
 /* GRPO_KEYIDX_section_name: index of each key in grpo_run_keys() and the per-key arrays. */
 #define GRPO_KEYIDX_(s, n, d, c, h) GRPO_KEYIDX_##s##_##n,
 enum {
@@ -88,14 +87,6 @@ typedef struct grpo_run_key {
     const char *help;
 } grpo_run_key;
 
-/* The key table: [GRPO_RUN_N_KEYS] in config_keys.h order, index GRPO_KEYIDX_section_name. */
-const grpo_run_key *grpo_run_keys(void);
-/* The key section.name, or NULL. */
-const grpo_run_key *grpo_run_key_find(const char *section, const char *name);
-
-/* The candidate closest to typed (edit distance, or a name containing it), or NULL when none is
- * close enough to be a likely typo. For "did you mean ...?". */
-const char *grpo_suggest(const char *typed, const char *const *candidates, int n);
 
 /* Flags for load. */
 #define GRPO_CONFIG_TRAIN 1u       /* a training run: GRPO_KEY_REQUIRED keys and >= 1 reward */
@@ -107,15 +98,7 @@ const char *grpo_suggest(const char *typed, const char *const *candidates, int n
  * (may be NULL). On failure *cfg is left zeroed; on success free it with grpo_run_config_free. */
 int grpo_run_config_load(grpo_run_config *cfg, const char *path, const grpo_registry *reg,
                          unsigned flags, grpo_diag *diag, grpo_error *err);
-/* The same for text in memory; name stands for the file in messages, and relative input paths
- * are taken relative to the directory part of name. */
-int grpo_run_config_load_string(grpo_run_config *cfg, const char *name, const char *text,
-                                const grpo_registry *reg, unsigned flags, grpo_diag *diag,
-                                grpo_error *err);
 void grpo_run_config_free(grpo_run_config *cfg);
-
-/* The reward section [reward.name], or NULL. */
-const grpo_reward_spec *grpo_run_config_reward(const grpo_run_config *cfg, const char *name);
 
 /* The plugin keys of spec as the grpo_config handed to the reward's create(). The result points
  * into spec (keys, values, section): valid while spec lives, nothing to free. */

@@ -39,6 +39,11 @@
     C(GRPO_SCHEDULE_CONSTANT, constant) C(GRPO_SCHEDULE_COSINE, cosine)                         \
     C(GRPO_SCHEDULE_MINIMIND_COSINE, minimind_cosine)
 
+/* Choice values users bring from TRL that grpo knows but does not implement: refused by name
+ * ("... is not implemented") rather than as a typo. X(section, key, text). */
+#define GRPO_NOT_IMPLEMENTED(X) \
+    X(grpo, loss_type, sapo) X(grpo, loss_type, vespo) X(grpo, loss_type, luspo)
+
 /* clang-format off */
 #define GRPO_RUN_KEYS(S, I, F, B, E)                                                            \
     /* [model] the policy being trained */                                                      \

@@ -13,6 +13,7 @@
  * that names one of its ids is still refused, with the pack's own error (broken_reason).
  */
 #include "host/registry.h"
+#include "host/testing.h"
 
 #include "grpo/model.h"
 #include "grpo/reward.h"

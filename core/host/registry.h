@@ -128,16 +128,10 @@ void grpo_registry_free(grpo_registry *reg);
 
 /* The entry with this id, or NULL. */
 const grpo_entry *grpo_registry_find(const grpo_registry *reg, const char *id);
-/* Why an id grpo_registry_find does not find may be missing: the broken pack whose manifest
- * declares it, else the first broken pack whose ids could not be read at all; NULL when no broken
- * pack can explain it. An error for a missing id should quote the pack's message. */
-const grpo_broken_pack *grpo_registry_broken_for(const grpo_registry *reg, const char *id);
 /* The same as one line for an error message: "'ID' is declared by a broken pack that was skipped:
  * <its error>" ("may be declared" when its ids could not be read). Returns 0 (buf "") when no
  * broken pack explains id. */
 int grpo_registry_broken_reason(const grpo_registry *reg, const char *id, char *buf, size_t size);
-/* The model entry serving this HF architecture name (config.json "architectures"), or NULL. */
-const grpo_entry *grpo_registry_find_architecture(const grpo_registry *reg, const char *arch);
 /* The next model entry after `after` (NULL: the first) that serves arch, in scan order; NULL
  * when none. Several packs may serve one architecture name (MiniMindForCausalLM: dense and moe). */
 const grpo_entry *grpo_registry_next_architecture(const grpo_registry *reg, const char *arch,
@@ -146,8 +140,6 @@ const grpo_entry *grpo_registry_next_architecture(const grpo_registry *reg, cons
 const char *grpo_registry_suggest(const grpo_registry *reg, const char *id);
 /* Case-insensitive edit distance of two short names (INT_MAX when either is over 127 bytes). */
 int grpo_edit_distance(const char *a, const char *b);
-/* The entry's key definition, or NULL. */
-const grpo_key_def *grpo_entry_key(const grpo_entry *e, const char *name);
 
 /* Loads the entry's pack library (once) and returns its descriptor: a const grpo_reward_desc* or
  * const grpo_model_desc* according to e->kind. Refuses, with a message naming the library path:
@@ -160,7 +152,5 @@ const grpo_key_def *grpo_entry_key(const grpo_entry *e, const char *name);
  * grpo_registry_free), so descriptors stay valid for the life of the process. */
 int grpo_registry_load(grpo_registry *reg, const grpo_entry *e, const grpo_host *host,
                        const void **desc, grpo_error *err);
-
-
 
 #endif

@@ -5,7 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-int grpo_sampler_is_eos(const grpo_sampler_opts *o, int32_t id) {
+/* 1 when id is one of o's EOS ids. */
+static int grpo_sampler_is_eos(const grpo_sampler_opts *o, int32_t id) {
     for (int32_t i = 0; i < o->n_eos; i++)
         if (o->eos[i] == id) return 1;
     return 0;

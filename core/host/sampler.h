@@ -57,8 +57,6 @@ int grpo_sampler_run(grpo_model *m, const grpo_sampler_opts *o, const int32_t *p
                      const int32_t *pmask, int32_t B, int32_t P, grpo_rng *rng, grpo_rollout *out,
                      grpo_error *err);
 
-/* 1 when id is one of o's EOS ids. */
-int grpo_sampler_is_eos(const grpo_sampler_opts *o, int32_t id);
 
 void grpo_rollout_free(grpo_rollout *r);
 

@@ -1,5 +1,6 @@
 /* sampling.c — logits processors (transformers' order and semantics) and the token draw. */
 #include "host/sampling.h"
+#include "host/testing.h"
 
 #include <math.h>
 #include <stdlib.h>

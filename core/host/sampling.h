@@ -21,13 +21,6 @@ typedef struct grpo_sampling {
     float repetition_penalty; /* 1 = off */
 } grpo_sampling;
 
-/* Applies the processors to logits (V) in place: filtered tokens become -INFINITY; the rest are
- * the processed logits whose softmax is the sampling distribution. prev (n_prev) are the row's
- * tokens so far. scratch holds V doubles and V int32 (12*V bytes). Greedy settings only apply the
- * repetition penalty. */
-void grpo_logits_process(const grpo_sampling *p, float *logits, int32_t V, const int32_t *prev,
-                         int32_t n_prev, void *scratch);
-
 /* Processes logits (V) as above and returns the chosen token: argmax when greedy (lowest id on
  * ties), else the first token whose cumulative probability (in id order) exceeds u ~ U[0,1) drawn
  * from rng. */

@@ -1,6 +1,7 @@
 /* dataset.c — JSONL prompt datasets, the prompt-length policy, and the resumable data order.
  * See dataset.h for the accepted shapes and the exact shuffle algorithm. */
 #include "io/dataset.h"
+#include "io/testing.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>

@@ -85,10 +85,6 @@ typedef enum grpo_prompt_policy {
     GRPO_PROMPT_SKIP = 1,          /* drop the example */
 } grpo_prompt_policy;
 
-/* Applies the policy to ids[0..*n): returns 1 to keep the example (ids left-truncated in place,
- * *n updated) or 0 to skip it. max_len == 0 means no limit. */
-int grpo_prompt_limit(int32_t *ids, size_t *n, size_t max_len, grpo_prompt_policy policy);
-
 /* Text, then ids, then the policy, for one example. On GRPO_OK *keep says whether to use it; when
  * kept, *text and *ids (both malloc'ed) are the caller's; when skipped they are NULL. */
 int grpo_example_prepare(const grpo_example *ex, grpo_render_fn render, void *render_user,
@@ -97,9 +93,6 @@ int grpo_example_prepare(const grpo_example *ex, grpo_render_fn render, void *re
                          int *keep, grpo_error *err);
 
 /* ---- deterministic order ------------------------------------------------------------------- */
-/* splitmix64: state += 0x9E3779B97F4A7C15; z = state; z = (z ^ z>>30) * 0xBF58476D1CE4E5B9;
- * z = (z ^ z>>27) * 0x94D049BB133111EB; return z ^ z>>31. */
-uint64_t grpo_splitmix64(uint64_t *state);
 
 typedef struct grpo_data_cursor {
     uint64_t seed;

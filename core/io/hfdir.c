@@ -88,7 +88,8 @@ int grpo_hf_files_read(grpo_hf_files *f, const char *dir, grpo_error *err) {
     return rc;
 }
 
-int grpo_hf_files_write(const grpo_hf_files *f, const char *dir, grpo_error *err) {
+/* Writes every file of f into dir (which must exist), each atomically and fsynced. */
+static int grpo_hf_files_write(const grpo_hf_files *f, const char *dir, grpo_error *err) {
     int rc = GRPO_OK;
     for (int i = 0; rc == GRPO_OK && i < f->n; i++) {
         char to[PATH_MAX];

@@ -35,8 +35,6 @@ typedef struct grpo_hf_files {
 /* Reads each of grpo_hf_tokenizer_files present in dir into f (an empty set when dir has none).
  * The caller MUST grpo_hf_files_free(f), also on failure. */
 int grpo_hf_files_read(grpo_hf_files *f, const char *dir, grpo_error *err);
-/* Writes every file of f into dir (which must exist), each atomically and fsynced. */
-int grpo_hf_files_write(const grpo_hf_files *f, const char *dir, grpo_error *err);
 void grpo_hf_files_free(grpo_hf_files *f);
 
 /* Writes into out (cap bytes) the path of the weights of dir: DIR/model.safetensors when it

@@ -1,6 +1,7 @@
 /* safetensors.c — validated reader (mmap, single file or sharded index) and atomic writer of
  * Hugging Face .safetensors files. See safetensors.h for the format and the rules checked. */
 #include "io/safetensors.h"
+#include "io/testing.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -39,11 +40,13 @@ const char *grpo_st_dtype_name(grpo_st_dtype t) {
     return (unsigned)t < GRPO_ST_DTYPE_COUNT ? dtype_table[t].name : "?";
 }
 
-size_t grpo_st_dtype_size(grpo_st_dtype t) {
+/* Bytes per element. */
+static size_t grpo_st_dtype_size(grpo_st_dtype t) {
     return (unsigned)t < GRPO_ST_DTYPE_COUNT ? dtype_table[t].size : 0;
 }
 
-int grpo_st_dtype_parse(const char *name) {
+/* Parses a header dtype string; returns -1 when it is not a safetensors dtype. */
+static int grpo_st_dtype_parse(const char *name) {
     for (int t = 0; t < GRPO_ST_DTYPE_COUNT; t++)
         if (strcmp(name, dtype_table[t].name) == 0) return t;
     return -1;
@@ -84,8 +87,9 @@ uint16_t grpo_f32_to_bf16(float f) {
     return (uint16_t)(u >> 16);
 }
 
-int grpo_st_convert_f32(float *out, const void *data, grpo_st_dtype dtype, uint64_t n,
-                        grpo_error *err) {
+/* Converts n elements of a tensor's raw data (dtype F32, F16 or BF16) to fp32. */
+static int grpo_st_convert_f32(float *out, const void *data, grpo_st_dtype dtype, uint64_t n,
+                               grpo_error *err) {
     const unsigned char *p = data;
     switch (dtype) {
     case GRPO_ST_F32:

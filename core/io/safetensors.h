@@ -63,10 +63,6 @@ typedef enum grpo_st_dtype {
 
 /* "F32", "BF16", ... as written in the header. */
 const char *grpo_st_dtype_name(grpo_st_dtype t);
-/* Bytes per element. */
-size_t grpo_st_dtype_size(grpo_st_dtype t);
-/* Parses a header dtype string; returns -1 when it is not a safetensors dtype. */
-int grpo_st_dtype_parse(const char *name);
 
 /* One tensor of an open file. Owned by the grpo_safetensors it came from; valid until
  * grpo_st_close(). */
@@ -99,8 +95,6 @@ const grpo_st_tensor *grpo_st_at(const grpo_safetensors *st, size_t i);
 const grpo_st_tensor *grpo_st_find(const grpo_safetensors *st, const char *name);
 /* Number of files mapped (1, or the number of shards). */
 size_t grpo_st_n_files(const grpo_safetensors *st);
-/* A "__metadata__" string value of the (first) file, e.g. "format" -> "pt", or NULL. */
-const char *grpo_st_metadata(const grpo_safetensors *st, const char *key);
 
 /* Reads tensor name as fp32 into out (numel floats, caller-owned). The tensor must exist and
  * have exactly the shape (ndim, shape[ndim]) the caller expects; else an error naming the file,
@@ -108,14 +102,6 @@ const char *grpo_st_metadata(const grpo_safetensors *st, const char *key);
  * NaN included). */
 int grpo_st_read_f32(const grpo_safetensors *st, const char *name, float *out, int ndim,
                      const int64_t *shape, grpo_error *err);
-/* Converts n elements of a tensor's raw data (dtype F32, F16 or BF16) to fp32. */
-int grpo_st_convert_f32(float *out, const void *data, grpo_st_dtype dtype, uint64_t n,
-                        grpo_error *err);
-
-/* Exact conversions, exposed for tests and kernels. */
-float grpo_f16_to_f32(uint16_t h);
-float grpo_bf16_to_f32(uint16_t b);
-uint16_t grpo_f32_to_bf16(float f); /* round to nearest even; NaN -> quiet NaN (0x7fc0|sign) */
 
 /* ---- writing ----------------------------------------------------------------------------- */
 

@@ -40,11 +40,6 @@ typedef struct jbuf {
 void jbuf_put(jbuf *b, const char *s, size_t n);
 void jbuf_puts(jbuf *b, const char *s);
 void jbuf_putc(jbuf *b, char c);
-void jbuf_printf(jbuf *b, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 2, 3)))
-#endif
-    ;
 
 /* ---- values -------------------------------------------------------------------------------- */
 typedef enum jv_type {
@@ -120,8 +115,6 @@ int jv_equal(jv a, jv b); /* Python ==, with Undefined == Undefined */
 
 /* str(v) appended to out (Python semantics; Undefined prints nothing). */
 void jv_to_str(jbuf *out, jv v);
-/* repr(v) appended to out. */
-void jv_repr(jbuf *out, jv v);
 /* json.dumps options. indent: the string put once per level after each newline (NULL: None,
  * everything on one line); item_sep/key_sep: NULL for Python's defaults ("," with an indent,
  * ", " without; ": "). */
@@ -134,8 +127,6 @@ typedef struct jv_json_format {
 /* json.dumps(v, ...) appended to out. Returns GRPO_OK, or GRPO_ERR_INVALID with Python's
  * TypeError text in err (may be NULL) when v holds something JSON cannot encode. */
 int32_t jv_to_json(jbuf *out, jv v, const jv_json_format *fmt, grpo_error *err);
-/* Python float repr: "1.0", "0.1", "1e+20", "inf". */
-void jv_float_repr(jbuf *out, double f);
 
 /* Parses JSON text into values allocated in a (json.loads semantics: ints stay ints, floats stay
  * floats, object key order kept, duplicate keys: last wins). Returns GRPO_OK, or GRPO_ERR_INVALID

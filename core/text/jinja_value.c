@@ -65,7 +65,8 @@ void jbuf_put(jbuf *b, const char *s, size_t n) {
 }
 void jbuf_puts(jbuf *b, const char *s) { jbuf_put(b, s, strlen(s)); }
 void jbuf_putc(jbuf *b, char c) { jbuf_put(b, &c, 1); }
-void jbuf_printf(jbuf *b, const char *fmt, ...) {
+static void jbuf_printf(jbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void jbuf_printf(jbuf *b, const char *fmt, ...) {
     char tmp[256];
     va_list ap;
     va_start(ap, fmt);
@@ -226,7 +227,7 @@ int jv_equal(jv a, jv b) {
 
 /* Python's float repr: the shortest digits that round-trip, exponent form when exp < -4 or
  * exp >= 16, otherwise positional with at least one digit after the point. */
-void jv_float_repr(jbuf *out, double f) {
+static void jv_float_repr(jbuf *out, double f) {
     if (isnan(f)) return jbuf_puts(out, "nan");
     if (isinf(f)) return jbuf_puts(out, f < 0 ? "-inf" : "inf");
     char tmp[64];
@@ -287,7 +288,8 @@ static void repr_str(jbuf *out, const char *s, size_t n) {
     jbuf_putc(out, q);
 }
 
-void jv_repr(jbuf *out, jv v) {
+/* repr(v) appended to out. */
+static void jv_repr(jbuf *out, jv v) {
     switch (v.type) {
     case JV_STR: repr_str(out, v.u.str.s, v.u.str.n); return;
     case JV_LIST: {

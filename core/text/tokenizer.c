@@ -5,6 +5,7 @@
  * tok_internal.h.
  */
 #include "text/tok_internal.h"
+#include "text/testing.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>

@@ -77,8 +77,6 @@ int32_t grpo_tokenizer_decode(const grpo_tokenizer *tok, const int32_t *ids, siz
 int32_t grpo_tokenizer_token_to_id(const grpo_tokenizer *tok, const char *token);
 /* The token string of id (borrowed, lives as long as tok), or NULL for an unused id. */
 const char *grpo_tokenizer_id_to_token(const grpo_tokenizer *tok, int32_t id);
-/* 1 if id is a special added token, else 0. */
-int grpo_tokenizer_is_special(const grpo_tokenizer *tok, int32_t id);
 /* V: 1 + the largest id of the model vocab and the added tokens (an embedding needs V rows). */
 int32_t grpo_tokenizer_vocab_size(const grpo_tokenizer *tok);
 /* Ids of tokenizer_config.json's bos_token / eos_token / pad_token, or -1 when absent. */

@@ -1,5 +1,6 @@
 /* advantage.c — group-relative advantages (formulas in advantage.h). */
 #include "train/advantage.h"
+#include "train/testing.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -14,20 +15,6 @@
 grpo_advantage_opts grpo_advantage_opts_default(void) {
     grpo_advantage_opts o = {GRPO_SCALE_GROUP, 1, 0.0, 0};
     return o;
-}
-
-static const char *scale_names[] = {"group", "batch", "none"};
-
-int grpo_scale_rewards_parse(const char *name) {
-    for (int i = 0; i < 3; i++)
-        if (strcmp(name, scale_names[i]) == 0) return i;
-    if (strcmp(name, "true") == 0) return GRPO_SCALE_GROUP;
-    if (strcmp(name, "false") == 0) return GRPO_SCALE_NONE;
-    return -1;
-}
-
-const char *grpo_scale_rewards_name(grpo_scale_rewards s) {
-    return (unsigned)s < 3 ? scale_names[s] : "?";
 }
 
 static int32_t check_shape(int B, int G, const grpo_advantage_opts *o, grpo_error *err) {

@@ -69,22 +69,10 @@ typedef struct grpo_advantage_metrics {
     int n_unscorable;            /* completions whose every reward function returned NaN */
 } grpo_advantage_metrics;
 
-/* "group" / "batch" / "none" (also "true" = group, "false" = none, as TRL accepts booleans);
- * returns -1 when unknown. */
-int grpo_scale_rewards_parse(const char *name);
-const char *grpo_scale_rewards_name(grpo_scale_rewards s);
-
 /* sum_then_normalize. adv[N] out (written, never NaN), m out (may be NULL), r[N] in (NaN =
  * unscorable). Returns GRPO_OK, or GRPO_ERR_INVALID with a message in err (may be NULL) when B, G
  * or the options are invalid or a reward is infinite (names r[i]). */
 int32_t grpo_advantages(float *adv, grpo_advantage_metrics *m, const float *r, int B, int G,
                         const grpo_advantage_opts *o, grpo_error *err);
-
-/* normalize_then_sum (GDPO). adv[N] out, m out (may be NULL; reward/reward_std describe the plain
- * weighted sum of R, as TRL logs them), R[N,K] and w[K] in. o->scale is ignored (the final
- * normalisation is always over the batch, as in TRL). Status as grpo_advantages, plus
- * GRPO_ERR_INVALID for K < 1 and GRPO_ERR_NOMEM when the [N,K] scratch cannot be allocated. */
-int32_t grpo_advantages_gdpo(float *adv, grpo_advantage_metrics *m, const float *R, const float *w,
-                             int B, int G, int K, const grpo_advantage_opts *o, grpo_error *err);
 
 #endif

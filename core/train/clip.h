@@ -18,16 +18,10 @@
 
 #define GRPO_CLIP_EPS 1e-6 /* torch's clip_grad_norm_: max_norm / (total_norm + 1e-6) */
 
-/* sum(g[i]^2) over g[n]. */
-double grpo_grad_sumsq(const float *g, size_t n);
-
 /* sqrt of the sum of sumsq[n_tensors]. */
 double grpo_grad_total_norm(const double *sumsq, int n_tensors);
 
 /* min(1, max_norm / (total_norm + 1e-6)). max_norm <= 0 means "no clipping": returns 1. */
 double grpo_grad_clip_coef(double total_norm, double max_norm);
-
-/* g[n] *= coef (in fp32, as torch does). */
-void grpo_grad_scale(float *g, size_t n, double coef);
 
 #endif

@@ -4,29 +4,6 @@
 #include <math.h>
 #include <string.h>
 
-static const char *loss_names[GRPO_LOSS_TYPE_COUNT] = {"grpo", "bnpo", "dr_grpo", "dapo", "cispo"};
-
-int32_t grpo_loss_type_parse(const char *name, grpo_loss_type *out, grpo_error *err) {
-    for (int i = 0; i < GRPO_LOSS_TYPE_COUNT; i++)
-        if (strcmp(name, loss_names[i]) == 0) {
-            *out = (grpo_loss_type)i;
-            return GRPO_OK;
-        }
-    static const char *later[] = {"sapo", "vespo", "luspo"};
-    for (int i = 0; i < 3; i++)
-        if (strcmp(name, later[i]) == 0)
-            return grpo_error_set(err, GRPO_ERR_UNSUPPORTED,
-                                  "loss_type '%s' (a TRL loss) is not implemented; "
-                                  "use grpo, bnpo, dr_grpo, dapo or cispo", name);
-    return grpo_error_set(err, GRPO_ERR_INVALID,
-                          "unknown loss_type '%s': expected grpo, bnpo, dr_grpo, dapo or cispo",
-                          name);
-}
-
-const char *grpo_loss_type_name(grpo_loss_type t) {
-    return (unsigned)t < GRPO_LOSS_TYPE_COUNT ? loss_names[t] : "?";
-}
-
 grpo_loss_opts grpo_loss_opts_default(void) {
     grpo_loss_opts o = {GRPO_LOSS_DAPO, 0.2, 0.2, 0.0, 0.0, 0, 0.0, 1};
     return o;
@@ -77,7 +54,9 @@ static int32_t check(const grpo_loss_inputs *in, const grpo_loss_opts *o, grpo_e
         bad = "num_items_in_batch > 0 (tokens in the generation batch) for dapo and cispo";
     if (!bad) return check_values(in, o, err);
     return grpo_error_set(err, GRPO_ERR_INVALID, "loss.c: %s loss needs %s (N=%d T=%d)",
-                          grpo_loss_type_name(o->type), bad, in->N, in->T);
+                          (unsigned)o->type < GRPO_LOSS_TYPE_COUNT ? grpo_choices_loss_type[o->type]
+                                                                   : "?",
+                          bad, in->N, in->T);
 }
 
 static double row_len(const grpo_loss_inputs *in, int i) {
@@ -202,11 +181,6 @@ int32_t grpo_loss_backward(float *dlogp, const grpo_loss_inputs *in, const grpo_
         }
     }
     return GRPO_OK;
-}
-
-int grpo_completion_is_truncated(const int32_t *ids, int len, int32_t eos_id, int32_t pad_id) {
-    if (len <= 0) return 0;
-    return ids[len - 1] != eos_id && ids[len - 1] != pad_id;
 }
 
 int grpo_mask_truncated(float *mask, const uint8_t *truncated, int N, int T) {

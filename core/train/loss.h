@@ -47,7 +47,7 @@
  *   cispo_clip_ratio       masked mean of [ratio > epsilon_high and A > 0] (cispo only)
  *   The clip metrics are NaN for the loss types that do not log them.
  *
- * Not supported (an error says so if asked through grpo_loss_type_parse): sapo, vespo, luspo,
+ * Not supported (a run file asking for them is refused by name): sapo, vespo, luspo,
  * importance_sampling_level = "sequence", use_bias_correction_kl, vLLM importance-sampling
  * correction, off-policy masking, top-entropy masking. The MoE aux loss and the entropy bonus
  * are added by the caller.
@@ -64,12 +64,6 @@
 /* enum grpo_loss_type { GRPO_LOSS_GRPO = 0, GRPO_LOSS_BNPO, GRPO_LOSS_DR_GRPO, GRPO_LOSS_DAPO
  * (TRL default), GRPO_LOSS_CISPO } and GRPO_LOSS_TYPE_COUNT come from choices.h (the run file's
  * loss_type list), so this header and config.h agree. */
-
-/* "grpo", "bnpo", "dr_grpo", "dapo", "cispo" into *out. Returns GRPO_OK; GRPO_ERR_UNSUPPORTED for
- * a TRL loss type we do not implement, GRPO_ERR_INVALID for an unknown name (err says which and
- * lists the valid names; *out is left as it was). err may be NULL. */
-int32_t grpo_loss_type_parse(const char *name, grpo_loss_type *out, grpo_error *err);
-const char *grpo_loss_type_name(grpo_loss_type t);
 
 typedef struct grpo_loss_opts {
     grpo_loss_type type;
@@ -119,10 +113,6 @@ int32_t grpo_loss_forward(grpo_loss_metrics *out, const grpo_loss_inputs *in,
  * Same checks and status as grpo_loss_forward. */
 int32_t grpo_loss_backward(float *dlogp, const grpo_loss_inputs *in, const grpo_loss_opts *o,
                            grpo_error *err);
-
-/* mask_truncated_completions (TRL): a completion is truncated when its last generated token is
- * neither eos_id nor pad_id. ids[len] is one completion without padding; len 0 is not truncated. */
-int grpo_completion_is_truncated(const int32_t *ids, int len, int32_t eos_id, int32_t pad_id);
 
 /* Zeroes the mask rows [N,T] of the completions with truncated[i] != 0 (truncated[N]). Returns
  * how many rows were masked. */

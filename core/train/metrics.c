@@ -1,5 +1,6 @@
 /* metrics.c — per-step metrics as JSON lines and the progress line. */
 #include "train/metrics.h"
+#include "train/testing.h"
 
 #include <errno.h>
 #include <math.h>

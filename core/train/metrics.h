@@ -36,16 +36,10 @@ typedef struct grpo_metric_row {
 void grpo_metric_row_clear(grpo_metric_row *row);
 /* Sets name = value (NaN is written as null). Names past GRPO_METRICS_MAX are dropped. */
 void grpo_metric_set(grpo_metric_row *row, const char *name, double value);
-/* The value of name, or NaN when absent. */
-double grpo_metric_get(const grpo_metric_row *row, const char *name);
 
 /* The moe/expert_load/... metrics above from load (L,E): tokens routed to each expert of each
  * layer. Layers with no assignment are skipped; nothing is set when none has any. */
 void grpo_metrics_expert_load(grpo_metric_row *row, const double *load, int L, int E);
-
-/* Appends {"step": step, name: value, ...} as one line to f and flushes it. Returns -1 (errno
- * set) when any part of the line could not be written. */
-int grpo_metrics_write(FILE *f, long step, const grpo_metric_row *row);
 
 /* A JSON-lines log of a run (metrics.jsonl, completions.jsonl) in log.dir, each line starting
  * with {"step": N. Every write, flush and the close are checked: a full disk is an error naming

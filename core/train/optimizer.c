@@ -1,5 +1,6 @@
 /* optimizer.c — clip by global norm, scheduled LR, AdamW over a tensor list. */
 #include "train/optimizer.h"
+#include "train/testing.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -65,7 +66,8 @@ void grpo_optimizer_free(grpo_optimizer *opt) {
     memset(opt, 0, sizeof *opt);
 }
 
-void grpo_optimizer_zero_grad(grpo_optimizer *opt) {
+/* Zeroes every gradient (start of an accumulation). */
+static void grpo_optimizer_zero_grad(grpo_optimizer *opt) {
     for (int i = 0; i < opt->n_tensors; i++)
         opt->ops->zero(opt->ops->ctx, opt->t[i].grad, opt->t[i].n * sizeof(float));
 }

@@ -50,9 +50,6 @@ typedef struct grpo_optim_stats {
 /* The options of a run file's [optim] section with total = cfg->train_steps. */
 int grpo_optim_opts_from_config(grpo_optim_opts *o, const grpo_run_config *cfg, grpo_error *err);
 
-/* Over explicit tensors (copied list; buffers borrowed). */
-int grpo_optimizer_init(grpo_optimizer *opt, const grpo_ops *ops, const grpo_optim_opts *o,
-                        const grpo_optim_tensor *tensors, int n, grpo_error *err);
 /* Over every non-tied tensor of a trainable model. */
 int grpo_optimizer_init_model(grpo_optimizer *opt, grpo_model *m, const grpo_optim_opts *o,
                               grpo_error *err);
@@ -61,8 +58,5 @@ void grpo_optimizer_free(grpo_optimizer *opt);
 /* Clips, steps AdamW with the scheduled lr, zeroes the gradients, step++. A non-finite gradient
  * norm skips the update (gradients still zeroed, step not counted) and sets stats->skipped. */
 int grpo_optimizer_step(grpo_optimizer *opt, grpo_optim_stats *stats, grpo_error *err);
-
-/* Zeroes every gradient (start of an accumulation). */
-void grpo_optimizer_zero_grad(grpo_optimizer *opt);
 
 #endif

@@ -8,13 +8,8 @@ static const char *kind_names[GRPO_LR_KIND_COUNT] = {
     "constant", "constant_with_warmup", "linear", "cosine", "cosine_with_min_lr",
     "minimind", "minimind_legacy"};
 
-int grpo_lr_kind_parse(const char *name) {
-    for (int i = 0; i < GRPO_LR_KIND_COUNT; i++)
-        if (strcmp(name, kind_names[i]) == 0) return i;
-    return -1;
-}
-
-const char *grpo_lr_kind_name(grpo_lr_kind k) {
+/* HF's lr_scheduler_type spellings for the HF kinds (for messages). */
+static const char *kind_name(grpo_lr_kind k) {
     return (unsigned)k < GRPO_LR_KIND_COUNT ? kind_names[k] : "?";
 }
 
@@ -33,7 +28,7 @@ int32_t grpo_lr_schedule_check(const grpo_lr_schedule *s, grpo_error *err) {
         bad = "num_cycles: a finite number";
     if (!bad) return GRPO_OK;
     return grpo_error_set(err, GRPO_ERR_INVALID, "schedule.c: the %s schedule needs %s",
-                          grpo_lr_kind_name(s->kind), bad);
+                          kind_name(s->kind), bad);
 }
 
 static double cosine_factor(const grpo_lr_schedule *s, long step, double min_rate) {
@@ -60,10 +55,4 @@ double grpo_lr_at(const grpo_lr_schedule *s, long step) {
         return s->lr / 10.0 + 0.5 * s->lr * (1.0 + cos(M_PI * (double)step / S));
     default: return NAN;
     }
-}
-
-long grpo_warmup_steps(double warmup, long total_steps) {
-    if (warmup >= 1.0) return (long)warmup;
-    if (!(warmup > 0.0)) return 0;
-    return (long)ceil((double)total_steps * warmup);
 }

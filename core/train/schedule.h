@@ -43,16 +43,11 @@ typedef enum grpo_lr_kind {
 typedef struct grpo_lr_schedule {
     grpo_lr_kind kind;
     double lr;          /* the peak (base) learning rate */
-    long warmup_steps;  /* w; see grpo_warmup_steps() for HF's warmup_ratio */
+    long warmup_steps;  /* w */
     long total_steps;   /* S: optimizer steps of the whole run */
     double num_cycles;  /* cosine kinds; HF default 0.5 */
     double min_lr_rate; /* cosine_with_min_lr: the floor as a fraction of lr */
 } grpo_lr_schedule;
-
-/* Names as above (HF's lr_scheduler_type spellings for the HF kinds); parse returns -1 when
- * unknown. */
-int grpo_lr_kind_parse(const char *name);
-const char *grpo_lr_kind_name(grpo_lr_kind k);
 
 /* Checks the fields (lr >= 0, steps >= 0, S >= 1 for the kinds that use it, ...). Returns GRPO_OK,
  * or GRPO_ERR_INVALID with a message naming the field in err (may be NULL). */
@@ -60,9 +55,5 @@ int32_t grpo_lr_schedule_check(const grpo_lr_schedule *s, grpo_error *err);
 
 /* The learning rate after `step` optimizer steps (step >= 0). */
 double grpo_lr_at(const grpo_lr_schedule *s, long step);
-
-/* HF TrainingArguments.get_warmup_steps: warmup >= 1 is a step count (truncated), warmup in [0,1)
- * a fraction of total_steps, rounded up. */
-long grpo_warmup_steps(double warmup, long total_steps);
 
 #endif

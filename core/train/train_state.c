@@ -182,8 +182,9 @@ static int read_state(const char *dir, grpo_train_state *st, grpo_error *err) {
     return rc;
 }
 
-int grpo_checkpoint_load(const char *ckpt_dir, grpo_model *m, grpo_train_state *st,
-                         grpo_error *err) {
+/* Restores the optimizer moments of m (opened from ckpt_dir, trainable) and reads st. */
+static int grpo_checkpoint_load(const char *ckpt_dir, grpo_model *m, grpo_train_state *st,
+                                grpo_error *err) {
     int rc = read_state(ckpt_dir, st, err);
     if (rc == GRPO_OK && m->adam_m) rc = read_moments(ckpt_dir, m, err);
     return rc;

@@ -35,9 +35,6 @@ typedef struct grpo_train_state {
 int grpo_checkpoint_save(const char *root, int keep, const grpo_model *m,
                          const grpo_train_state *st, grpo_error *err);
 
-/* Restores the optimizer moments of m (opened from ckpt_dir, trainable) and reads st. */
-int grpo_checkpoint_load(const char *ckpt_dir, grpo_model *m, grpo_train_state *st,
-                         grpo_error *err);
 
 /* --resume: opens the newest checkpoint under root that loads whole (model, optimizer moments,
  * trainer_state.json with every value range-checked and its step matching the directory) as

@@ -8,6 +8,7 @@
 #include "fuzz_util.h"
 #include "io/ini_reader.h"
 #include "host/registry.h"
+#include "config/testing.h"
 
 static grpo_registry reg; /* the manifests of the source tree's packs, read once */
 

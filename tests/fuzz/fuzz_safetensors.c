@@ -5,6 +5,7 @@
 
 #include "fuzz_util.h"
 #include "io/safetensors.h"
+#include "io/testing.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const char *path = fuzz_write("model.safetensors", data, size);
