@@ -60,7 +60,8 @@ int grpo_run_log_metrics(grpo_run_log *l, long step, const grpo_metric_row *row,
 /* Closes the log (no-op when not open); a failed close is an error naming the file. */
 int grpo_run_log_close(grpo_run_log *l, grpo_error *err);
 
-/* "step 12/100 ( 12%) | 3m04s left | reward 0.512 | kl 0.0012 | 1234 tok/s" to f, ending in
+/* "step 12/100 ( 12%) | 3m04s left | loss 0.031 | reward 0.512 | kl 0.0012 | 1234 tok/s" to f
+ * (the metrics of row that exist), ending in
  * '\r' on a terminal (overwritten by the next) and '\n' otherwise. elapsed is seconds since the
  * run (or resume) started, steps_done the steps made in that time. */
 void grpo_progress_print(FILE *f, long step, long total, double elapsed, long steps_done,

@@ -118,3 +118,11 @@ void grpo_seqbatch_completion(const grpo_seqbatch *s, const float *src, int32_t 
     for (int32_t k = 0; k < s->B; k++)
         memcpy(out + (size_t)k * T, src + (size_t)k * s->T + P - 1, (size_t)T * sizeof(float));
 }
+
+int grpo_seqbatch_aux_loss(grpo_seqbatch *s, const grpo_model *m, double coef, int shares,
+                           double *aux) {
+    if (!m->desc->aux_loss) return 0;
+    *aux = m->desc->aux_loss(m->inst);
+    s->aux_weight = (float)(coef / shares);
+    return 1;
+}

@@ -53,6 +53,12 @@ void grpo_seqbatch_completion(const grpo_seqbatch *s, const float *src, int32_t 
  * want_entropy). scale multiplies the logits (1 / sampling temperature). */
 int grpo_seqbatch_forward(grpo_seqbatch *s, grpo_model *m, int want_entropy, float scale,
                           grpo_error *err);
+/* A MoE policy's router auxiliary loss after a forward of s on m: it enters the training loss as
+ * coef * aux_loss() with this micro-batch's share 1/shares, so backward gets aux_weight =
+ * coef / shares (grpo_batch.aux_weight). Sets s->aux_weight, stores aux_loss() in *aux and
+ * returns 1; returns 0 (nothing set) when m has no auxiliary loss. */
+int grpo_seqbatch_aux_loss(grpo_seqbatch *s, const grpo_model *m, double coef, int shares,
+                           double *aux);
 /* Uploads s->dlogp and runs m's backward (gradients accumulate) after a forward of s on m. */
 int grpo_seqbatch_backward(grpo_seqbatch *s, grpo_model *m, float scale, grpo_error *err);
 

@@ -18,7 +18,7 @@
 #include "train/rewards.h"
 #include "train/rollout.h"
 #include "train/seqbatch.h"
-#include "train/train_state.h"
+#include "train/session.h"
 
 /* One generation chunk: B prompts x G completions (N = B*G rows). */
 typedef struct chunk {
@@ -31,15 +31,11 @@ typedef struct chunk {
 } chunk;
 
 typedef struct trainer {
-    grpo_run run;
-    const grpo_run_config *cfg;
-    grpo_model *policy, *ref;
-    grpo_dataset *data;
-    grpo_data_order order;
+    grpo_session s;             /* run, policy, data order, optimizer, state, metrics.jsonl */
+    const grpo_run_config *cfg; /* &s.run.cfg */
+    grpo_model *ref;            /* reference model (beta > 0), else NULL */
     grpo_reward_set rewards;
     float *w; /* (K) reward weights */
-    grpo_optimizer opt;
-    grpo_train_state st;
     grpo_sampler_opts so;
     grpo_advantage_opts ao;
     float scale;   /* 1 / temperature for the log-probs */
@@ -47,7 +43,7 @@ typedef struct trainer {
     chunk *chunks; /* [grad_accum] */
     int n_chunks;
     grpo_seqbatch sb;
-    grpo_run_log metrics, completions; /* completions.f is NULL unless log.completions_every */
+    grpo_run_log completions; /* completions.f is NULL unless log.completions_every */
     double *load; /* (load_L,load_E) MoE expert load summed over the step's policy forwards */
     int32_t load_L, load_E;
 } trainer;
@@ -66,14 +62,14 @@ static int chunk_prompts(trainer *t, chunk *c, grpo_error *err) {
     int rc = grpo_rollout_batch_begin(&c->rb, B, t->so.G, err);
     size_t tries = 0;
     while (rc == GRPO_OK && c->rb.n_prompts < B) {
-        if (tries++ > t->data->n + (size_t)B)
+        if (tries++ > t->s.data->n + (size_t)B)
             return grpo_error_set(err, GRPO_ERR_INVALID,
                                   "%s: every prompt is longer than data.max_prompt_length = %lld "
                                   "(data.truncation = skip)",
-                                  t->data->path, t->cfg->data_max_prompt_length);
-        const grpo_example *ex = &t->data->examples[grpo_data_order_next(&t->order)];
+                                  t->s.data->path, t->cfg->data_max_prompt_length);
+        const grpo_example *ex = &t->s.data->examples[grpo_data_order_next(&t->s.order)];
         int keep = 0;
-        rc = grpo_rollout_batch_add(&c->rb, &t->run, t->data, ex, &keep, err);
+        rc = grpo_rollout_batch_add(&c->rb, &t->s.run, t->s.data, ex, &keep, err);
     }
     return rc;
 }
@@ -91,7 +87,7 @@ static int chunk_rewards(trainer *t, chunk *c, grpo_error *err) {
             fprintf(stderr,
                     "warning: step %ld: %s:%llu: every reward returned NaN (no opinion) for "
                     "all %d completions of this prompt; its advantages are 0\n",
-                    t->st.step + 1, t->data->path, (unsigned long long)c->rb.ex[b]->line, c->rb.G);
+                    t->s.st.step + 1, t->s.data->path, (unsigned long long)c->rb.ex[b]->line, c->rb.G);
     }
     grpo_error why;
     grpo_error_init(&why);
@@ -117,8 +113,8 @@ static int chunk_mask(trainer *t, chunk *c, grpo_error *err) {
 
 /* Fills t->sb with rows [r0, r0+rows) of c (prompt, then completion; see seqbatch.h). */
 static int chunk_batch(trainer *t, chunk *c, int32_t r0, int32_t rows, grpo_error *err) {
-    return grpo_seqbatch_from_rollout(&t->sb, t->run.ops, c->rb.prompt, c->rb.pmask, c->rb.P,
-                                      c->rb.G, &c->rb.roll, r0, rows, c->T, t->run.pad_id, err);
+    return grpo_seqbatch_from_rollout(&t->sb, t->s.run.ops, c->rb.prompt, c->rb.pmask, c->rb.P,
+                                      c->rb.G, &c->rb.roll, r0, rows, c->T, t->s.run.pad_id, err);
 }
 
 /* The completion columns (rows, T) of a (rows, P+T) array of the current batch. */
@@ -133,7 +129,7 @@ static int chunk_old_logp(trainer *t, chunk *c, grpo_error *err) {
     for (int32_t r0 = 0; r0 < c->rb.N; r0 += t->micro) {
         int32_t rows = c->rb.N - r0 < t->micro ? c->rb.N - r0 : t->micro;
         int rc = chunk_batch(t, c, r0, rows, err);
-        if (rc == GRPO_OK) rc = grpo_seqbatch_forward(&t->sb, t->policy, 0, t->scale, err);
+        if (rc == GRPO_OK) rc = grpo_seqbatch_forward(&t->sb, t->s.policy, 0, t->scale, err);
         if (rc != GRPO_OK) return rc;
         completion_cols(t, c, t->sb.logp, c->old_logp + (size_t)r0 * c->T);
     }
@@ -146,7 +142,7 @@ static int chunk_generate(trainer *t, chunk *c, grpo_error *err) {
     chunk_clear(c);
     int rc = chunk_prompts(t, c, err);
     if (rc == GRPO_OK)
-        rc = grpo_rollout_batch_run(&c->rb, &t->run, t->policy, &t->so, &t->st.rng, &t->rewards,
+        rc = grpo_rollout_batch_run(&c->rb, &t->s.run, t->s.policy, &t->so, &t->s.st.rng, &t->rewards,
                                     err);
     if (rc == GRPO_OK) rc = chunk_rewards(t, c, err);
     if (rc == GRPO_OK) rc = chunk_mask(t, c, err);
@@ -176,10 +172,10 @@ static void loss_add(loss_sums *s, const grpo_loss_metrics *m) {
 
 /* Adds the policy's expert load of its last forward to t->load (MoE policies only). */
 static int expert_load_add(trainer *t, grpo_error *err) {
-    const grpo_model_desc *d = t->policy->desc;
+    const grpo_model_desc *d = t->s.policy->desc;
     int32_t L = 0, E = 0;
     const float *f = GRPO_HAS_FIELD(d, grpo_model_desc, expert_load) && d->expert_load
-                         ? d->expert_load(t->policy->inst, &L, &E)
+                         ? d->expert_load(t->s.policy->inst, &L, &E)
                          : NULL;
     if (!f || L <= 0 || E <= 0) return GRPO_OK;
     if (!t->load || L != t->load_L || E != t->load_E) {
@@ -202,7 +198,7 @@ static int micro_step(trainer *t, chunk *c, int32_t r0, int32_t rows, const grpo
         rc = grpo_seqbatch_forward(&t->sb, t->ref, 0, t->scale, err);
         if (rc == GRPO_OK) completion_cols(t, c, t->sb.logp, ref);
     }
-    if (rc == GRPO_OK) rc = grpo_seqbatch_forward(&t->sb, t->policy, 1, t->scale, err);
+    if (rc == GRPO_OK) rc = grpo_seqbatch_forward(&t->sb, t->s.policy, 1, t->scale, err);
     if (rc == GRPO_OK) rc = expert_load_add(t, err);
     if (rc != GRPO_OK) return rc;
     completion_cols(t, c, t->sb.logp, logp);
@@ -222,16 +218,15 @@ static int micro_step(trainer *t, chunk *c, int32_t r0, int32_t rows, const grpo
     if (rc == GRPO_OK) rc = grpo_loss_backward(dl, &in, lo, &why);
     if (rc != GRPO_OK) return grpo_error_set(err, rc, "loss: %s", why.message);
     loss_add(sums, &m);
-    if (t->policy->desc->aux_loss) { /* MoE: the router loss enters with its share (model.h) */
-        double coef = t->cfg->grpo_aux_loss_coef / lo->grad_accum_steps;
-        sums->aux += t->policy->desc->aux_loss(t->policy->inst) / lo->grad_accum_steps;
-        t->sb.aux_weight = (float)coef;
-    }
+    double aux; /* MoE: the router loss enters with its share (model.h) */
+    if (grpo_seqbatch_aux_loss(&t->sb, t->s.policy, t->cfg->grpo_aux_loss_coef,
+                               lo->grad_accum_steps, &aux))
+        sums->aux += aux / lo->grad_accum_steps;
     int32_t L = c->rb.P + c->T;
     for (int32_t k = 0; k < rows; k++)
         memcpy(t->sb.dlogp + (size_t)k * L + c->rb.P - 1, dl + (size_t)k * c->T,
                (size_t)c->T * sizeof(float));
-    return grpo_seqbatch_backward(&t->sb, t->policy, t->scale, err);
+    return grpo_seqbatch_backward(&t->sb, t->s.policy, t->scale, err);
 }
 
 static int train_on_chunks(trainer *t, loss_sums *sums, grpo_error *err) {
@@ -313,7 +308,7 @@ static void reward_metrics(trainer *t, grpo_metric_row *row) {
 static void loss_metrics(trainer *t, const loss_sums *s, grpo_metric_row *row) {
     double w = s->tokens > 0 ? s->tokens : 1;
     grpo_metric_set(row, "loss", s->loss);
-    if (t->policy->desc->aux_loss) grpo_metric_set(row, "aux_loss", s->aux);
+    if (t->s.policy->desc->aux_loss) grpo_metric_set(row, "aux_loss", s->aux);
     if (t->load) grpo_metrics_expert_load(row, t->load, t->load_L, t->load_E);
     if (t->cfg->grpo_beta > 0) grpo_metric_set(row, "kl", s->kl / w);
     grpo_metric_set(row, "entropy", s->entropy / w);
@@ -347,7 +342,7 @@ static int log_completions(trainer *t, grpo_error *err) {
     int rc = GRPO_OK;
     for (int32_t i = 0; rc == GRPO_OK && i < c->rb.N; i++) {
         cJSON *j = cJSON_CreateObject(), *rw = cJSON_CreateObject();
-        cJSON_AddNumberToObject(j, "step", (double)t->st.step);
+        cJSON_AddNumberToObject(j, "step", (double)t->s.st.step);
         cJSON_AddStringToObject(j, "prompt", c->rb.prompt_text[i / c->rb.G]);
         cJSON_AddStringToObject(j, "completion", c->rb.completion[i]);
         for (int k = 0; k < t->rewards.n; k++) {
@@ -367,55 +362,32 @@ static int log_completions(trainer *t, grpo_error *err) {
         cJSON_Delete(j);
         if (!s) return grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory logging completions");
         rc = grpo_run_log_line(&t->completions, s, err);
-        if (i == 0) fprintf(stderr, "\n[step %ld sample] %s\n", t->st.step, s);
+        if (i == 0) fprintf(stderr, "\n[step %ld sample] %s\n", t->s.st.step, s);
         free(s);
     }
     return rc;
 }
 
-/* ---- setup -------------------------------------------------------------------------------- */
+/* ---- setup ------------------------------------------------------------------------------ */
 
-static int setup_models(trainer *t, int resume, grpo_error *err) {
+/* The reference model (beta > 0): reference.path, which follows model.path (or the --model
+ * override) unless the run file sets it. */
+static int open_reference(trainer *t, grpo_error *err) {
     const grpo_run_config *cfg = t->cfg;
-    int rc = resume ? grpo_checkpoint_resume(&t->run, cfg->checkpoint_dir, &t->policy, &t->st, err)
-                    : grpo_run_open_model(&t->run, t->run.model_dir, 1, &t->policy, err);
-    if (rc != GRPO_OK && resume) {
-        char msg[sizeof err->message];
-        snprintf(msg, sizeof msg, "%s", err->message);
-        return grpo_error_set(err, rc,
-                              "--resume: %s (checkpoint.dir = %s; run without --resume to start "
-                              "from model.path)",
-                              msg, cfg->checkpoint_dir);
-    }
-    if (rc == GRPO_OK && cfg->grpo_beta > 0) {
-        /* reference.path follows model.path (or the --model override) unless the file sets it */
-        char *ref = cfg->line[GRPO_KEYIDX_reference_path]
-                        ? grpo_run_path(&t->run, cfg->reference_path)
-                        : NULL;
-        rc = grpo_run_open_model(&t->run, ref ? ref : t->run.model_dir, 0, &t->ref, err);
-        free(ref);
-    }
-    grpo_optim_opts oo;
-    if (rc == GRPO_OK) rc = grpo_optim_opts_from_config(&oo, cfg, err);
-    if (rc == GRPO_OK) rc = grpo_optimizer_init_model(&t->opt, t->policy, &oo, err);
-    t->opt.step = t->st.optimizer_step;
+    if (!(cfg->grpo_beta > 0)) return GRPO_OK;
+    char *ref = cfg->line[GRPO_KEYIDX_reference_path] ? grpo_run_path(&t->s.run, cfg->reference_path)
+                                                       : NULL;
+    int rc = grpo_run_open_model(&t->s.run, ref ? ref : t->s.run.model_dir, 0, &t->ref, err);
+    free(ref);
     return rc;
 }
 
-static int setup(trainer *t, const grpo_train_opts *o, grpo_error *err) {
-    int rc = grpo_run_open(&t->run, &o->run, err);
-    if (rc != GRPO_OK) return rc;
-    const grpo_run_config *cfg = t->cfg = &t->run.cfg;
-    grpo_rng_seed(&t->st.rng, (uint64_t)cfg->sampling_seed);
-    if ((rc = grpo_ckpt_prepare(cfg->checkpoint_dir, err)) != GRPO_OK) return rc;
-    if ((rc = setup_models(t, o->resume, err)) != GRPO_OK) return rc;
-    char *data = grpo_run_path(&t->run, cfg->data_path);
-    rc = data ? grpo_run_dataset(&t->run, data, &t->data, err) : GRPO_ERR_NOMEM;
-    free(data);
-    if (rc != GRPO_OK) return rc;
-    rc = grpo_train_data_order(&t->order, &t->run, t->data, &t->st, o->resume, err);
+/* What GRPO adds to the session: reference, rewards, sampler and advantage options, chunks. */
+static int setup(trainer *t, grpo_error *err) {
+    const grpo_run_config *cfg = t->cfg = t->s.cfg;
+    int rc = open_reference(t, err);
     if (rc == GRPO_OK)
-        rc = grpo_reward_set_create(&t->rewards, cfg, &t->run.reg, &t->run.host, err);
+        rc = grpo_reward_set_create(&t->rewards, cfg, &t->s.run.reg, &t->s.run.host, err);
     if (rc != GRPO_OK) return rc;
     if (!(t->w = malloc((size_t)t->rewards.n * sizeof(float))))
         return grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory");
@@ -426,9 +398,9 @@ static int setup(trainer *t, const grpo_train_opts *o, grpo_error *err) {
                             (int32_t)cfg->sampling_num_generations,
                             (int32_t)cfg->sampling_max_completion_length,
                             {0},
-                            t->run.n_eos,
-                            t->run.pad_id};
-    memcpy(so.eos, t->run.eos, sizeof so.eos);
+                            t->s.run.n_eos,
+                            t->s.run.pad_id};
+    memcpy(so.eos, t->s.run.eos, sizeof so.eos);
     t->so = so;
     t->scale = cfg->sampling_temperature > 0 ? (float)(1.0 / cfg->sampling_temperature) : 1.0f;
     t->ao = grpo_advantage_opts_default();
@@ -442,108 +414,68 @@ static int setup(trainer *t, const grpo_train_opts *o, grpo_error *err) {
     t->n_chunks = (int)cfg->train_grad_accum;
     if (!(t->chunks = calloc((size_t)t->n_chunks, sizeof *t->chunks)))
         return grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory");
-    if (grpo_mkdirs(cfg->log_dir) != 0)
-        return grpo_error_set(err, GRPO_ERR_IO, "cannot create log.dir %s: %s", cfg->log_dir,
-                              strerror(errno));
-    long resumed = o->resume ? t->st.step : -1;
-    rc = grpo_run_log_open(&t->metrics, cfg->log_dir, "metrics.jsonl", resumed, err);
-    if (rc == GRPO_OK && cfg->log_completions_every > 0)
-        rc = grpo_run_log_open(&t->completions, cfg->log_dir, "completions.jsonl", resumed, err);
+    if (cfg->log_completions_every > 0)
+        rc = grpo_session_log_open(&t->s, "completions.jsonl", &t->completions, err);
     return rc;
 }
 
-/* Frees everything; closing the logs is the last write of the run, so its error is returned. */
+/* Frees what setup made; closing completions.jsonl is a write, so its error is returned. */
 static int teardown(trainer *t, grpo_error *err) {
-    int rc = grpo_run_log_close(&t->metrics, err);
-    int rc2 = grpo_run_log_close(&t->completions, err);
+    int rc = grpo_run_log_close(&t->completions, err);
     for (int a = 0; t->chunks && a < t->n_chunks; a++) chunk_clear(&t->chunks[a]);
     free(t->chunks), free(t->w), free(t->load);
     grpo_seqbatch_free(&t->sb);
-    grpo_optimizer_free(&t->opt);
     grpo_reward_set_free(&t->rewards);
-    grpo_data_order_free(&t->order);
-    grpo_dataset_free(t->data);
     grpo_model_close(t->ref);
-    grpo_model_close(t->policy);
-    grpo_run_close(&t->run);
-    return rc != GRPO_OK ? rc : rc2;
+    return rc;
 }
 
 /* ---- the loop ----------------------------------------------------------------------------- */
 
-static int save(trainer *t, grpo_error *err) {
-    t->st.cursor = t->order.cur;
-    t->st.optimizer_step = t->opt.step;
-    return grpo_checkpoint_save(t->cfg->checkpoint_dir, (int)t->cfg->checkpoint_keep, t->policy,
-                                &t->st, err);
-}
-
-static int train_step(trainer *t, double run_start, long steps_done, grpo_error *err) {
+/* One GRPO step (grpo_session_step_fn): a new generation batch every num_iterations steps, the
+ * loss and gradients over its chunks, the optimizer step, metrics, completions, checkpoint. */
+static int train_step(grpo_session *s, void *ctx, grpo_error *err) {
+    trainer *t = ctx;
     const grpo_run_config *cfg = t->cfg;
     double t0 = grpo_now();
     int rc = GRPO_OK;
-    int fresh = t->st.step % cfg->grpo_num_iterations == 0 || !t->chunks[0].rb.N;
-    if (t->st.step % cfg->grpo_num_iterations != 0 && !t->chunks[0].rb.N)
+    int fresh = s->st.step % cfg->grpo_num_iterations == 0 || !t->chunks[0].rb.N;
+    if (s->st.step % cfg->grpo_num_iterations != 0 && !t->chunks[0].rb.N)
         fprintf(stderr,
                 "warning: resumed inside a num_iterations cycle: the generation batch "
                 "of step %ld is regenerated, so this run leaves the uninterrupted trajectory\n",
-                t->st.step + 1);
+                s->st.step + 1);
     for (int a = 0; fresh && rc == GRPO_OK && a < t->n_chunks; a++)
         rc = chunk_generate(t, &t->chunks[a], err);
     loss_sums sums = {0};
     sums.low_min = 2, sums.high_max = 0;
     if (rc == GRPO_OK) rc = train_on_chunks(t, &sums, err);
+    double tokens = rc == GRPO_OK ? chunk_tokens(t) : 0;
     grpo_optim_stats os;
-    if (rc == GRPO_OK) rc = grpo_optimizer_step(&t->opt, &os, err);
+    if (rc == GRPO_OK) rc = grpo_session_update(s, fresh ? tokens : 0, &os, err);
     if (rc != GRPO_OK) return rc;
-    if (os.skipped)
-        fprintf(stderr, "warning: step %ld: gradient norm is not finite; update skipped\n",
-                t->st.step + 1);
-    t->st.step++;
-    double tokens = chunk_tokens(t);
-    if (fresh) t->st.num_tokens += tokens;
-    double dt = grpo_now() - t0;
     grpo_metric_row row;
     grpo_metric_row_clear(&row);
     reward_metrics(t, &row);
     loss_metrics(t, &sums, &row);
-    grpo_metric_set(&row, "grad_norm", os.grad_norm);
-    grpo_metric_set(&row, "learning_rate", os.lr);
-    grpo_metric_set(&row, "num_tokens", t->st.num_tokens);
-    grpo_metric_set(&row, "step_time", dt);
-    grpo_metric_set(&row, "throughput/tokens_per_s", tokens / dt);
-    if (t->st.step % cfg->log_every == 0 || t->st.step == cfg->train_steps) {
-        if ((rc = grpo_run_log_metrics(&t->metrics, t->st.step, &row, err)) != GRPO_OK) return rc;
-        grpo_progress_print(stderr, t->st.step, (long)cfg->train_steps, grpo_now() - run_start,
-                            steps_done + 1, &row);
-    }
-    if (cfg->log_completions_every > 0 && t->st.step % cfg->log_completions_every == 0 &&
+    if ((rc = grpo_session_log(s, &row, &os, t0, tokens, err)) != GRPO_OK) return rc;
+    if (cfg->log_completions_every > 0 && s->st.step % cfg->log_completions_every == 0 &&
         (rc = log_completions(t, err)) != GRPO_OK)
         return rc;
-    if (cfg->checkpoint_every > 0 && t->st.step % cfg->checkpoint_every == 0 &&
-        t->st.step < cfg->train_steps)
-        rc = save(t, err);
-    return rc;
+    return grpo_session_checkpoint(s, err);
 }
 
 int grpo_train(const grpo_train_opts *o, grpo_error *err) {
     trainer t;
     memset(&t, 0, sizeof t);
-    int rc = setup(&t, o, err);
-    double start = grpo_now();
-    long done = 0;
-    if (rc == GRPO_OK && t.st.step >= t.cfg->train_steps)
-        fprintf(stderr, "nothing to do: step %ld of train.steps = %lld already reached\n",
-                t.st.step, t.cfg->train_steps);
-    while (rc == GRPO_OK && t.st.step < t.cfg->train_steps) rc = train_step(&t, start, done++, err);
-    if (rc == GRPO_OK && done > 0) {
-        rc = save(&t, err);
-        if (rc == GRPO_OK)
-            fprintf(stderr, "saved %s/checkpoint-%08ld\n", t.cfg->checkpoint_dir, t.st.step);
-    }
+    int rc = grpo_session_open(&t.s, &o->run, o->resume, err);
+    if (rc == GRPO_OK) rc = setup(&t, err);
+    if (rc == GRPO_OK) rc = grpo_session_run(&t.s, train_step, &t, err);
     grpo_error close_err;
     grpo_error_init(&close_err);
     int closed = teardown(&t, &close_err);
-    if (rc == GRPO_OK && closed != GRPO_OK) *err = close_err, rc = closed;
+    int closed2 = grpo_session_close(&t.s, &close_err);
+    if (rc == GRPO_OK && (closed != GRPO_OK || closed2 != GRPO_OK))
+        *err = close_err, rc = closed != GRPO_OK ? closed : closed2;
     return rc;
 }

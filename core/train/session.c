@@ -1,0 +1,131 @@
+/* session.c — the training session `grpo train` and `grpo sft` share (see session.h). */
+#include "train/session.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/files.h"
+#include "train/checkpoint.h"
+
+/* The trainable policy: from model.path, or on --resume from the newest whole checkpoint. */
+static int open_policy(grpo_session *s, grpo_error *err) {
+    const grpo_run_config *cfg = s->cfg;
+    if (!s->resumed) return grpo_run_open_model(&s->run, s->run.model_dir, 1, &s->policy, err);
+    int rc = grpo_checkpoint_resume(&s->run, cfg->checkpoint_dir, &s->policy, &s->st, err);
+    if (rc == GRPO_OK) return rc;
+    char msg[sizeof err->message];
+    snprintf(msg, sizeof msg, "%s", err->message);
+    return grpo_error_set(err, rc,
+                          "--resume: %s (checkpoint.dir = %s; run without --resume to start from "
+                          "model.path)",
+                          msg, cfg->checkpoint_dir);
+}
+
+/* data.path and its order: fresh from data.seed, or where the checkpoint's cursor left it. */
+static int open_data(grpo_session *s, grpo_error *err) {
+    const grpo_run_config *cfg = s->cfg;
+    if (!cfg->data_path[0])
+        return grpo_error_set(err, GRPO_ERR_INVALID, "%s: [data] path is not set", cfg->path);
+    char *data = grpo_run_path(&s->run, cfg->data_path);
+    int rc = data ? grpo_run_dataset(&s->run, data, &s->data, err)
+                  : grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory");
+    free(data);
+    if (rc != GRPO_OK) return rc;
+    return grpo_train_data_order(&s->order, &s->run, s->data, &s->st, s->resumed, err);
+}
+
+int grpo_session_open(grpo_session *s, const grpo_run_args *a, int resume, grpo_error *err) {
+    memset(s, 0, sizeof *s);
+    s->resumed = resume;
+    int rc = grpo_run_open(&s->run, a, err);
+    if (rc != GRPO_OK) return rc;
+    const grpo_run_config *cfg = s->cfg = &s->run.cfg;
+    grpo_rng_seed(&s->st.rng, (uint64_t)cfg->sampling_seed); /* a resume restores it */
+    if ((rc = grpo_ckpt_prepare(cfg->checkpoint_dir, err)) != GRPO_OK) return rc;
+    if ((rc = open_policy(s, err)) != GRPO_OK) return rc;
+    grpo_optim_opts oo;
+    if ((rc = grpo_optim_opts_from_config(&oo, cfg, err)) != GRPO_OK) return rc;
+    if ((rc = grpo_optimizer_init_model(&s->opt, s->policy, &oo, err)) != GRPO_OK) return rc;
+    s->opt.step = s->st.optimizer_step;
+    return open_data(s, err);
+}
+
+int grpo_session_log_open(const grpo_session *s, const char *name, grpo_run_log *l,
+                          grpo_error *err) {
+    if (grpo_mkdirs(s->cfg->log_dir) != 0)
+        return grpo_error_set(err, GRPO_ERR_IO, "cannot create log.dir %s: %s", s->cfg->log_dir,
+                              strerror(errno));
+    return grpo_run_log_open(l, s->cfg->log_dir, name, s->resumed ? s->st.step : -1, err);
+}
+
+int grpo_session_close(grpo_session *s, grpo_error *err) {
+    int rc = grpo_run_log_close(&s->metrics, err);
+    grpo_optimizer_free(&s->opt);
+    grpo_data_order_free(&s->order);
+    grpo_dataset_free(s->data);
+    grpo_model_close(s->policy);
+    grpo_run_close(&s->run);
+    return rc;
+}
+
+static int save(grpo_session *s, grpo_error *err) {
+    s->st.cursor = s->order.cur;
+    s->st.optimizer_step = s->opt.step;
+    return grpo_checkpoint_save(s->cfg->checkpoint_dir, (int)s->cfg->checkpoint_keep, s->policy,
+                                &s->st, err);
+}
+
+int grpo_session_run(grpo_session *s, grpo_session_step_fn step, void *ctx, grpo_error *err) {
+    const grpo_run_config *cfg = s->cfg;
+    int rc = grpo_session_log_open(s, "metrics.jsonl", &s->metrics, err);
+    if (rc != GRPO_OK) return rc;
+    if (s->st.step >= cfg->train_steps)
+        fprintf(stderr, "nothing to do: step %ld of train.steps = %lld already reached\n",
+                s->st.step, cfg->train_steps);
+    s->start = grpo_now();
+    for (s->steps_done = 0; rc == GRPO_OK && s->st.step < cfg->train_steps; s->steps_done++)
+        rc = step(s, ctx, err);
+    if (rc != GRPO_OK || s->steps_done == 0) return rc;
+    if ((rc = save(s, err)) == GRPO_OK)
+        fprintf(stderr, "saved %s/checkpoint-%08ld\n", cfg->checkpoint_dir, s->st.step);
+    return rc;
+}
+
+int grpo_session_update(grpo_session *s, double new_tokens, grpo_optim_stats *os,
+                        grpo_error *err) {
+    int rc = grpo_optimizer_step(&s->opt, os, err);
+    if (rc != GRPO_OK) return rc;
+    if (os->skipped)
+        fprintf(stderr, "warning: step %ld: gradient norm is not finite; update skipped\n",
+                s->st.step + 1);
+    s->st.step++;
+    s->st.num_tokens += new_tokens;
+    return GRPO_OK;
+}
+
+int grpo_session_log(grpo_session *s, grpo_metric_row *row, const grpo_optim_stats *os, double t0,
+                     double tokens, grpo_error *err) {
+    const grpo_run_config *cfg = s->cfg;
+    double dt = grpo_now() - t0;
+    grpo_metric_set(row, "grad_norm", os->grad_norm);
+    grpo_metric_set(row, "learning_rate", os->lr);
+    grpo_metric_set(row, "num_tokens", s->st.num_tokens);
+    grpo_metric_set(row, "step_time", dt);
+    if (tokens >= 0) grpo_metric_set(row, "throughput/tokens_per_s", tokens / dt);
+    if (s->st.step % cfg->log_every != 0 && s->st.step != cfg->train_steps) return GRPO_OK;
+    int rc = grpo_run_log_metrics(&s->metrics, s->st.step, row, err);
+    if (rc == GRPO_OK)
+        grpo_progress_print(stderr, s->st.step, (long)cfg->train_steps, grpo_now() - s->start,
+                            s->steps_done + 1, row);
+    return rc;
+}
+
+int grpo_session_checkpoint(grpo_session *s, grpo_error *err) {
+    const grpo_run_config *cfg = s->cfg;
+    if (cfg->checkpoint_every > 0 && s->st.step % cfg->checkpoint_every == 0 &&
+        s->st.step < cfg->train_steps)
+        return save(s, err);
+    return GRPO_OK;
+}

@@ -1,0 +1,73 @@
+/*
+ * session.h — what `grpo train` and `grpo sft` share: one training session.
+ *
+ * A session is the run (run.h) plus everything an optimizer loop needs around its gradients:
+ *   open   run file, backend, tokenizer; checkpoint.dir checked; the trainable policy from
+ *          model.path, or with --resume from the newest checkpoint that loads whole (weights,
+ *          AdamW moments, step, sampler RNG, data cursor: train_state.h); AdamW on the policy;
+ *          data.path and its shuffled order (continued where the checkpoint left it).
+ *   loop   log.dir/metrics.jsonl opened (cut back to the resumed step) only now, after every
+ *          setup error could have stopped the run; then until train.steps: the command's step
+ *          function computes gradients and its own
+ *          metrics; grpo_session_update() takes the optimizer step, grpo_session_log() appends
+ *          the common metrics and writes the line and the progress line, and
+ *          grpo_session_checkpoint() saves every checkpoint.every steps; the last step is always
+ *          saved.
+ *   close  frees it all; closing metrics.jsonl is the session's last write, so its error counts.
+ *
+ * The step function sees the session through s and its own state through ctx.
+ */
+#ifndef GRPO_SESSION_H
+#define GRPO_SESSION_H
+
+#include "train/metrics.h"
+#include "train/optimizer.h"
+#include "train/run.h"
+#include "train/train_state.h"
+
+typedef struct grpo_session {
+    grpo_run run;
+    const grpo_run_config *cfg; /* &run.cfg */
+    grpo_model *policy;         /* trainable */
+    grpo_dataset *data;         /* data.path */
+    grpo_data_order order;
+    grpo_optimizer opt;
+    grpo_train_state st; /* step, optimizer step, tokens, sampler RNG, data cursor */
+    grpo_run_log metrics;
+    int resumed;      /* opened with --resume */
+    double start;     /* grpo_now() when this process's first step began */
+    long steps_done;  /* steps taken by this process (the progress line's rate) */
+} grpo_session;
+
+/* Opens everything above (ownership: grpo_session_close() frees it, also after a failure). */
+int grpo_session_open(grpo_session *s, const grpo_run_args *a, int resume, grpo_error *err);
+/* Opens log.dir/name (creating log.dir): fresh, or on resume cut back to the resumed step. */
+int grpo_session_log_open(const grpo_session *s, const char *name, grpo_run_log *l,
+                          grpo_error *err);
+/* Frees the session; returns the error of closing metrics.jsonl, if any (err filled). */
+int grpo_session_close(grpo_session *s, grpo_error *err);
+
+/* One step of a command: gradients accumulated into the policy, the optimizer step taken with
+ * grpo_session_update() and the metrics logged with grpo_session_log(). */
+typedef int (*grpo_session_step_fn)(grpo_session *s, void *ctx, grpo_error *err);
+
+/* Runs step until st.step reaches train.steps ("nothing to do" when it already has), then saves
+ * the final checkpoint (when a step was taken) and says where. */
+int grpo_session_run(grpo_session *s, grpo_session_step_fn step, void *ctx, grpo_error *err);
+
+/* The optimizer step on the accumulated gradients (a non-finite gradient norm skips the update
+ * with a warning); counts the step (st.step) and adds new_tokens to st.num_tokens. */
+int grpo_session_update(grpo_session *s, double new_tokens, grpo_optim_stats *os,
+                        grpo_error *err);
+
+/* Appends grad_norm, learning_rate, num_tokens, step_time (since t0) and, when tokens >= 0,
+ * throughput/tokens_per_s to row (after the command's own metrics), then writes the metrics line
+ * and the progress line when log.every (or the last step) says so. */
+int grpo_session_log(grpo_session *s, grpo_metric_row *row, const grpo_optim_stats *os, double t0,
+                     double tokens, grpo_error *err);
+
+/* Saves checkpoint.dir/checkpoint-STEP when checkpoint.every says so (the last step is saved by
+ * grpo_session_run). */
+int grpo_session_checkpoint(grpo_session *s, grpo_error *err);
+
+#endif
