@@ -30,7 +30,8 @@
 #include <unistd.h>
 
 #include "bench_util.h"
-#include "host/model_env.h"
+#include "host/env.h"
+#include "host/model.h"
 #include "io/safetensors.h"
 #include <cblas.h>
 #undef I
@@ -196,9 +197,9 @@ int main(int argc, char **argv) {
         strcpy(strrchr(packs_dir, '/'), "/../packs");
     }
     const char *packs[] = {packs_dir};
-    grpo_model_env env;
+    grpo_env env;
     grpo_model *m = NULL;
-    if (grpo_model_env_open(&env, "cpu", threads, packs, 1, &err) != GRPO_OK ||
+    if (grpo_env_open(&env, packs, 1, "cpu", threads, &err) != GRPO_OK ||
         grpo_model_open_dir(&m, &env.reg, &env.host, dir, 1, &err) != GRPO_OK ||
         grpo_model_reserve_acts(m, B, T, &err) != GRPO_OK) {
         fprintf(stderr, "bench_dense: %s\n", err.message);
@@ -248,7 +249,7 @@ int main(int argc, char **argv) {
     bench_matmul_rows(env.ops, R);
 
     grpo_model_close(m);
-    grpo_model_env_close(&env);
+    grpo_env_close(&env);
     char path[512];
     snprintf(path, sizeof path, "%s/model.safetensors", dir), unlink(path);
     snprintf(path, sizeof path, "%s/config.json", dir), unlink(path);

@@ -13,7 +13,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "host/model_env.h"
+#include "host/env.h"
+#include "host/model.h"
 #include "io/safetensors.h"
 #include "host/sampler.h"
 
@@ -104,7 +105,7 @@ static inline void bench_remove_dir(const char *dir) {
 
 /* Opens the model in dir by its architecture from the build tree's packs
  * (<dir of the executable>/../packs) on the CPU backend, with activations for (B,T). */
-static inline grpo_model *bench_open(const char *bench, grpo_model_env *env, const char *dir,
+static inline grpo_model *bench_open(const char *bench, grpo_env *env, const char *dir,
                                      const bench_args *a) {
     grpo_error err;
     grpo_error_init(&err);
@@ -116,7 +117,7 @@ static inline grpo_model *bench_open(const char *bench, grpo_model_env *env, con
     }
     const char *packs[] = {packs_dir};
     grpo_model *m = NULL;
-    if (grpo_model_env_open(env, "cpu", a->threads, packs, 1, &err) != GRPO_OK ||
+    if (grpo_env_open(env, packs, 1, "cpu", a->threads, &err) != GRPO_OK ||
         grpo_model_open_dir(&m, &env->reg, &env->host, dir, 1, &err) != GRPO_OK ||
         grpo_model_reserve_acts(m, a->B, a->T, &err) != GRPO_OK)
         bench_fail(bench, &err);

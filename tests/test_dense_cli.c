@@ -12,7 +12,8 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
-#include "host/model_env.h"
+#include "host/env.h"
+#include "host/model.h"
 #include "io/safetensors.h"
 #include "host/sampler.h"
 
@@ -141,10 +142,10 @@ START_TEST(generate_command_samples_like_the_sampler) {
     ck_assert_int_eq(run_generate(15, argv, line, sizeof line), 0);
     grpo_error err;
     grpo_error_init(&err);
-    grpo_model_env env;
+    grpo_env env;
     grpo_model *m = NULL;
     const char *dirs[] = {GRPO_PACK_BUILD_DIR};
-    ck_assert_msg(grpo_model_env_open(&env, "cpu", 0, dirs, 1, &err) == GRPO_OK, "%s",
+    ck_assert_msg(grpo_env_open(&env, dirs, 1, "cpu", 0, &err) == GRPO_OK, "%s",
                   err.message);
     ck_assert_msg(grpo_model_open_dir(&m, &env.reg, &env.host, FIXTURE, 0, &err) == GRPO_OK, "%s",
                   err.message);
@@ -163,7 +164,7 @@ START_TEST(generate_command_samples_like_the_sampler) {
     ck_assert_str_eq(line, want);
     grpo_rollout_free(&r);
     grpo_model_close(m);
-    grpo_model_env_close(&env);
+    grpo_env_close(&env);
 }
 END_TEST
 

@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "grpo/reward.h"
 #include "host/host_model.h"
@@ -29,6 +30,9 @@
 #include "host/host.h"
 #include "host/registry.h"
 #include "io/safetensors.h"
+#include "host/testing.h"
+#include "train/rewards.h"
+#include "train/run.h"
 
 #define FIXTURES GRPO_SOURCE_DIR "/tests/fixtures/reward_model"
 
@@ -410,6 +414,42 @@ START_TEST(classifier_model_has_no_lm_path) {
 }
 END_TEST
 
+/* A run hands a reward model its own environment: the model loads through the run's
+ * --plugin-path (the test binary's default path holds no packs and GRPO_PLUGIN_PATH is unset, so
+ * nothing else could serve it) on the run's backend (opened with train.threads); a host table
+ * without a model context refuses model_load by name instead of falling back to a global one. */
+START_TEST(a_run_hands_reward_models_its_environment) {
+    unsetenv("GRPO_PLUGIN_PATH");
+    char dir[] = "/tmp/grpo-rm-run-XXXXXX", ini[256];
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(ini, sizeof ini, "%s/run.ini", dir);
+    FILE *f = fopen(ini, "w");
+    ck_assert_ptr_nonnull(f);
+    fprintf(f,
+            "[model]\npath = %s\n[train]\nthreads = 1\n"
+            "[reward.rm]\nplugin = reward_model.score\nmodel = %s\n",
+            model_dir("llama"), model_dir("llama"));
+    fclose(f);
+    grpo_error err;
+    grpo_error_init(&err);
+    grpo_run_args a = {.run_file = ini, .extra_plugin_dirs = {GRPO_PACK_BUILD_DIR}, .n_extra = 1};
+    grpo_run r;
+    ck_ok(grpo_run_open(&r, &a, &err), &err);
+    ck_assert_ptr_eq(r.env.host.model_ctx, r.env.models);
+    ck_assert_ptr_eq(grpo_host_models_ops(r.env.models), r.env.ops);
+    grpo_reward_set rs = {0};
+    ck_ok(grpo_reward_set_create(&rs, &r.cfg, &r.env.reg, &r.env.host, &err), &err);
+    grpo_reward_set_free(&rs);
+    ck_assert_int_ne(grpo_reward_set_create(&rs, &r.cfg, &r.env.reg, grpo_default_host(), &err),
+                     GRPO_OK);
+    ck_assert_msg(strstr(err.message, "offers no model services"), "%s", err.message);
+    grpo_reward_set_free(&rs);
+    grpo_run_close(&r);
+    unlink(ini);
+    rmdir(dir);
+}
+END_TEST
+
 static Suite *suite(void) {
     Suite *s = suite_create("reward_model");
     TCase *tc = tcase_create("reward_model");
@@ -423,6 +463,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, plugin_parses_chatml_prompts);
     tcase_add_test(tc, plugin_refuses_what_it_cannot_score);
     tcase_add_test(tc, classifier_model_has_no_lm_path);
+    tcase_add_test(tc, a_run_hands_reward_models_its_environment);
     suite_add_tcase(s, tc);
     return s;
 }

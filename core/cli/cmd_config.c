@@ -4,7 +4,7 @@
  */
 #include "cli/cli.h"
 #include "config/config.h"
-#include "host/registry.h"
+#include "host/env.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -76,18 +76,17 @@ static int parse_args(int argc, char **argv, config_args *a) {
 }
 
 static int config_check(const config_args *a) {
-    char **dirs = grpo_plugin_path(a->extra, a->n_extra);
-    grpo_registry reg = {0};
+    grpo_env env;
     grpo_error err;
     grpo_error_init(&err);
-    if (grpo_registry_scan(&reg, dirs, &err) != GRPO_OK) {
+    if (grpo_env_open(&env, a->extra, a->n_extra, NULL, 0, &err) != GRPO_OK) {
         fprintf(stderr, "grpo config check: %s\n", err.message);
-        grpo_plugin_path_free(dirs);
+        grpo_env_close(&env);
         return 1;
     }
     grpo_run_config cfg;
     grpo_diag diag = {0};
-    int rc = grpo_run_config_load(&cfg, a->file, &reg, a->flags, &diag, &err);
+    int rc = grpo_run_config_load(&cfg, a->file, &env.reg, a->flags, &diag, &err);
     for (int i = 0; i < diag.n; i++) fprintf(stderr, "%s\n", diag.msg[i]);
     if (rc == GRPO_OK) {
         if (grpo_run_config_dump(&cfg, stdout) != 0) {
@@ -99,8 +98,7 @@ static int config_check(const config_args *a) {
         fprintf(stderr, "%s\n", err.message);
     }
     grpo_diag_free(&diag);
-    grpo_registry_free(&reg);
-    grpo_plugin_path_free(dirs);
+    grpo_env_close(&env);
     return rc == GRPO_OK ? 0 : 1;
 }
 

@@ -77,7 +77,7 @@ static int evaluate(const eval_opts *o, grpo_error *err) {
                             "%s: no [reward.NAME] section; eval needs at "
                             "least one reward",
                             cfg->path);
-    if (rc == GRPO_OK) rc = grpo_reward_set_create(&rs, cfg, &r.reg, &r.host, err);
+    if (rc == GRPO_OK) rc = grpo_reward_set_create(&rs, cfg, &r.env.reg, &r.env.host, err);
     size_t total = ds ? ds->n : 0;
     if (o->limit > 0 && (size_t)o->limit < total) total = (size_t)o->limit;
     int K = rs.n;

@@ -10,7 +10,8 @@
 #include <string.h>
 
 #include "cli/cli.h"
-#include "host/model_env.h"
+#include "host/env.h"
+#include "host/model.h"
 #include "host/sampler.h"
 
 static void usage(FILE *out) {
@@ -70,9 +71,9 @@ int cmd_generate(int argc, char **argv) {
     }
     grpo_error err;
     grpo_error_init(&err);
-    grpo_model_env env;
+    grpo_env env;
     grpo_model *m = NULL;
-    int rc = grpo_model_env_open(&env, "cpu", threads, plugin_dirs, n_dirs, &err), env_ok = !rc;
+    int rc = grpo_env_open(&env, plugin_dirs, n_dirs, "cpu", threads, &err);
     if (rc == GRPO_OK) rc = grpo_model_open_dir(&m, &env.reg, &env.host, model_dir, 0, &err);
     for (int i = 0; rc == GRPO_OK && i < P; i++)
         if (prompt[i] >= grpo_model_vocab(m))
@@ -103,6 +104,6 @@ int cmd_generate(int argc, char **argv) {
     grpo_rollout_free(&roll);
     free(prompt), free(mask);
     grpo_model_close(m);
-    if (env_ok) grpo_model_env_close(&env);
+    grpo_env_close(&env);
     return rc == GRPO_OK ? 0 : 1;
 }

@@ -23,16 +23,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "text/chat_template.h"
-#include "cli/cli.h"
 #include "base/files.h"
-#include "kernels.h"
-#include "host/model.h"
-#include "host/host.h"
-#include "host/registry.h"
 #include "base/rng.h"
-#include "train/run.h"
+#include "cli/cli.h"
+#include "host/env.h"
+#include "host/model.h"
 #include "io/safetensors.h"
+#include "text/chat_template.h"
+#include "train/run.h"
 
 static const char *const added[] = {"<|endoftext|>", "<|im_start|>", "<|im_end|>", "<think>",
                                     "</think>",      "<answer>",     "</answer>"};
@@ -253,7 +251,7 @@ static int create_serving(grpo_registry *reg, const grpo_host *host, const char 
                           why[0] ? ": " : "", why);
 }
 
-static int init_model(const char *dir, const init_opts *o, char **plugin_dirs, grpo_error *err) {
+static int init_model(const char *dir, const init_opts *o, grpo_env *env, grpo_error *err) {
     if (grpo_mkdirs(dir) != 0)
         return grpo_error_set(err, GRPO_ERR_IO, "init-model: cannot create %s: %s", dir,
                               strerror(errno));
@@ -265,16 +263,11 @@ static int init_model(const char *dir, const init_opts *o, char **plugin_dirs, g
         rc = write_json(dir, "config.json", cfg, err);
     else
         cJSON_Delete(cfg);
-    grpo_registry reg = {0};
     const grpo_model_desc *md = NULL;
     void *inst = NULL;
-    grpo_host host = *grpo_default_host();
-    grpo_ops *ops = NULL;
-    if (rc == GRPO_OK) rc = grpo_registry_scan(&reg, plugin_dirs, err);
-    if (rc == GRPO_OK && !(ops = grpo_backend_open("cpu", 1, err))) rc = GRPO_ERR_INVALID;
-    host.ops = ops;
     if (rc == GRPO_OK)
-        rc = create_serving(&reg, &host, model_architecture(o), cfg_text, &md, &inst, err);
+        rc = create_serving(&env->reg, &env->host, model_architecture(o), cfg_text, &md, &inst,
+                            err);
     if (rc == GRPO_OK) {
         rc = write_weights(dir, md, inst, o, err);
         grpo_plugin_call_begin(md->id, NULL, "destroy");
@@ -282,8 +275,6 @@ static int init_model(const char *dir, const init_opts *o, char **plugin_dirs, g
         grpo_plugin_call_end();
     }
     free(cfg_text);
-    grpo_backend_close(ops);
-    grpo_registry_free(&reg);
     return rc;
 }
 
@@ -350,9 +341,10 @@ int cmd_init_model(int argc, char **argv) {
     }
     grpo_error err;
     grpo_error_init(&err);
-    char **dirs = grpo_plugin_path(extra, n_extra);
-    int rc = init_model(dir, &o, dirs, &err);
-    grpo_plugin_path_free(dirs);
+    grpo_env env;
+    int rc = grpo_env_open(&env, extra, n_extra, "cpu", 1, &err);
+    if (rc == GRPO_OK) rc = init_model(dir, &o, &env, &err);
+    grpo_env_close(&env);
     if (rc != GRPO_OK) {
         fprintf(stderr, "grpo init-model: %s\n", err.message);
         return 1;

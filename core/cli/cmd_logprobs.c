@@ -11,7 +11,8 @@
 #include <string.h>
 
 #include "cli/cli.h"
-#include "host/model_env.h"
+#include "host/env.h"
+#include "host/model.h"
 
 typedef struct seq {
     int32_t *ids;
@@ -112,15 +113,13 @@ int cmd_logprobs(int argc, char **argv) {
                usage(stderr), 2;
     grpo_error err;
     grpo_error_init(&err);
-    grpo_model_env env;
+    grpo_env env = {0};
     grpo_model *m = NULL;
     FILE *in = fopen(input, "re"), *out = output ? fopen(output, "we") : stdout;
     int rc = GRPO_OK;
     if (!in || !out)
         rc = grpo_error_set(&err, GRPO_ERR_IO, "%s: cannot open", !in ? input : output);
-    int env_ok = rc == GRPO_OK &&
-                 (rc = grpo_model_env_open(&env, "cpu", threads, plugin_dirs, n_dirs, &err)) ==
-                     GRPO_OK;
+    if (rc == GRPO_OK) rc = grpo_env_open(&env, plugin_dirs, n_dirs, "cpu", threads, &err);
     if (rc == GRPO_OK) rc = grpo_model_open_dir(&m, &env.reg, &env.host, model_dir, 0, &err);
     seq *seqs = calloc((size_t)batch, sizeof *seqs);
     char *line = NULL;
@@ -140,7 +139,7 @@ int cmd_logprobs(int argc, char **argv) {
     for (int i = 0; i <= n && i < batch; i++) free(seqs[i].ids);
     free(seqs), free(line);
     grpo_model_close(m);
-    if (env_ok) grpo_model_env_close(&env);
+    grpo_env_close(&env);
     if (in) fclose(in);
     if (out && out != stdout) fclose(out);
     if (rc != GRPO_OK) fprintf(stderr, "grpo logprobs: %s\n", err.message);

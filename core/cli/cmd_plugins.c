@@ -6,8 +6,7 @@
  * the end, show and check of one of its ids say what is wrong with it, and check fails.
  */
 #include "cli/cli.h"
-#include "host/host.h"
-#include "host/registry.h"
+#include "host/env.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -186,11 +185,11 @@ static int plugins_show(const grpo_registry *reg, const char *id, char **dirs) {
 }
 
 /* Loads one entry's library through every host check; prints one line either way. */
-static int check_entry(grpo_registry *reg, const grpo_entry *e) {
+static int check_entry(grpo_env *env, const grpo_entry *e) {
     const void *desc;
     grpo_error err;
     grpo_error_init(&err);
-    if (grpo_registry_load(reg, e, grpo_default_host(), &desc, &err) != GRPO_OK) {
+    if (grpo_registry_load(&env->reg, e, &env->host, &desc, &err) != GRPO_OK) {
         printf("FAIL  %s: %s\n", e->id, err.message);
         return 1;
     }
@@ -198,13 +197,14 @@ static int check_entry(grpo_registry *reg, const grpo_entry *e) {
     return 0;
 }
 
-static int plugins_check(grpo_registry *reg, const char **ids, int n_ids, char **dirs) {
+static int plugins_check(grpo_env *env, const char **ids, int n_ids) {
+    grpo_registry *reg = &env->reg;
     int failed = 0;
     for (int i = 0; i < n_ids; i++) {
         const grpo_entry *e = grpo_registry_find(reg, ids[i]);
         char broken[1400];
         if (e) {
-            failed |= check_entry(reg, e);
+            failed |= check_entry(env, e);
             continue;
         }
         if (grpo_registry_broken_reason(reg, ids[i], broken, sizeof broken)) {
@@ -215,13 +215,13 @@ static int plugins_check(grpo_registry *reg, const char **ids, int n_ids, char *
         const char *near = grpo_registry_suggest(reg, ids[i]);
         printf("FAIL  %s: no such plugin on the plugin path%s%s%s; searched ", ids[i],
                near ? " (did you mean '" : "", near ? near : "", near ? "'?)" : "");
-        print_path(stdout, dirs);
+        print_path(stdout, env->plugin_dirs);
         printf("\n");
         failed = 1;
     }
     for (int i = 0; n_ids == 0 && i < reg->n_packs; i++)
         for (int j = 0; j < reg->packs[i]->n_entries; j++)
-            failed |= check_entry(reg, &reg->packs[i]->entries[j]);
+            failed |= check_entry(env, &reg->packs[i]->entries[j]);
     for (int i = 0; n_ids == 0 && i < reg->n_broken; i++) {
         printf("FAIL  broken pack: %s\n", reg->broken[i].message);
         failed = 1;
@@ -241,22 +241,20 @@ int cmd_plugins(int argc, char **argv) {
         free(a.extra), free(a.ids);
         return rc;
     }
-    char **dirs = grpo_plugin_path(a.extra, a.n_extra);
-    grpo_registry reg = {0};
+    grpo_env env;
     grpo_error err;
     grpo_error_init(&err);
-    if (grpo_registry_scan(&reg, dirs, &err) != GRPO_OK) {
+    if (grpo_env_open(&env, (const char *const *)a.extra, a.n_extra, NULL, 0, &err) != GRPO_OK) {
         fprintf(stderr, "grpo plugins: %s\n", err.message);
         rc = 1;
     } else if (strcmp(a.sub, "list") == 0) {
-        rc = plugins_list(&reg, dirs);
+        rc = plugins_list(&env.reg, env.plugin_dirs);
     } else if (strcmp(a.sub, "check") == 0) {
-        rc = plugins_check(&reg, a.ids, a.n_ids, dirs);
+        rc = plugins_check(&env, a.ids, a.n_ids);
     } else {
-        rc = plugins_show(&reg, a.id, dirs);
+        rc = plugins_show(&env.reg, a.id, env.plugin_dirs);
     }
-    grpo_registry_free(&reg);
-    grpo_plugin_path_free(dirs);
+    grpo_env_close(&env);
     free(a.extra), free(a.ids);
     return rc;
 }

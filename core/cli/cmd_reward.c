@@ -15,9 +15,7 @@
 
 #include "cli/cli.h"
 #include "config/config.h"
-#include "host/host_model.h"
-#include "host/host.h"
-#include "host/registry.h"
+#include "host/env.h"
 #include "train/reward_batch.h"
 #include "train/reward_sum.h"
 #include "train/rewards.h"
@@ -160,33 +158,24 @@ static int reward_score_usage(FILE *f) {
     return f == stdout ? 0 : 2;
 }
 
-/* host with its model services on models (reward models load through this command's packs). */
-static const grpo_host *host_with(grpo_host *host, grpo_host_models *models) {
-    grpo_host_set_models(host, models);
-    return host;
-}
-
 static int reward_score(const char *config, const char *input, const char **extra, int n_extra) {
     grpo_error err;
     grpo_error_init(&err);
-    char **dirs = grpo_plugin_path(extra, n_extra);
-    grpo_registry reg = {0};
+    grpo_env env; /* reward models load with this command's plugin path and backend */
     grpo_run_config cfg = {0};
     grpo_reward_set set = {0};
-    grpo_host host = *grpo_default_host();
-    grpo_host_models *models = NULL; /* reward models load with this command's plugin path */
     score_line *lines = NULL;
     grpo_reward_batch batch = {0};
     uint32_t n = 0;
     float *R = NULL, *total = NULL, *w = NULL;
     int rc = 1;
-    if (grpo_registry_scan(&reg, dirs, &err) != GRPO_OK ||
-        grpo_run_config_load(&cfg, config, &reg, 0, NULL, &err) != GRPO_OK ||
-        grpo_host_models_open(&models, NULL, dirs, &err) != GRPO_OK)
+    if (grpo_env_open(&env, extra, n_extra, NULL, 0, &err) != GRPO_OK ||
+        grpo_run_config_load(&cfg, config, &env.reg, 0, NULL, &err) != GRPO_OK ||
+        grpo_env_backend(&env, "cpu", (int32_t)cfg.train_threads, &err) != GRPO_OK)
         fprintf(stderr, "grpo reward score: %s\n", err.message);
     else if (cfg.n_rewards == 0)
         fprintf(stderr, "grpo reward score: %s: no [reward.NAME] section; expected at least one\n", config);
-    else if (grpo_reward_set_create(&set, &cfg, &reg, host_with(&host, models), &err) != GRPO_OK)
+    else if (grpo_reward_set_create(&set, &cfg, &env.reg, &env.host, &err) != GRPO_OK)
         fprintf(stderr, "grpo reward score: %s: %s\n", config, err.message);
     else if (read_samples(input, &lines, &n) == 0 && lines_batch(&batch, lines, n, &err) == 0) {
         R = calloc((size_t)set.n * n + 1, sizeof *R);
@@ -207,10 +196,8 @@ static int reward_score(const char *config, const char *input, const char **extr
     free(lines), free(R), free(total), free(w);
     grpo_reward_batch_free(&batch);
     grpo_reward_set_free(&set);
-    grpo_host_models_close(models);
     grpo_run_config_free(&cfg);
-    grpo_registry_free(&reg);
-    grpo_plugin_path_free(dirs);
+    grpo_env_close(&env);
     return rc;
 }
 

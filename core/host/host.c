@@ -1,7 +1,8 @@
 /*
  * host.c — the host services table this process hands to plugins (grpo/plugin.h, grpo_host).
  * ops and the tokenizer stay NULL here; the trainer fills its own copy when it has them.
- * The 1.1 model services are set with model_ctx NULL: the process default context (host_model.h).
+ * The 1.1 model services are set with model_ctx NULL: none until a command's environment (env.h)
+ * sets its own (host_model.h).
  */
 #include "host/host_model.h"
 #include "host/host.h"

@@ -1,7 +1,7 @@
 /*
  * host.h — the host services table this process hands to plugins (grpo/plugin.h, grpo_host):
- * log, alloc/free, rng, and the 1.1 model services on the process default model context
- * (host_model.h). ops and the tokenizer stay NULL; a run fills its own copy when it has them.
+ * log, alloc/free, rng, and the 1.1 model services with no model context (host_model.h: a
+ * command's environment, env.h, sets one). ops and the tokenizer stay NULL; a run fills its own copy when it has them.
  */
 #ifndef GRPO_HOST_H
 #define GRPO_HOST_H

@@ -4,6 +4,7 @@
  * Dimension letters: B rows, T time, C hidden size.
  */
 #include "host/host_model.h"
+#include "host/testing.h"
 
 #include <cjson/cJSON.h>
 #include <pthread.h>
@@ -68,30 +69,14 @@ int grpo_host_models_open(grpo_host_models **out, const grpo_ops *ops, char *con
     return GRPO_OK;
 }
 
+const grpo_ops *grpo_host_models_ops(const grpo_host_models *ctx) { return ctx->ops; }
+
 void grpo_host_models_close(grpo_host_models *c) {
     if (!c) return;
     grpo_registry_free(&c->reg);
     grpo_backend_close(c->own_ops);
     pthread_mutex_destroy(&c->lock);
     free(c);
-}
-
-/* The process default context: opened on first use, closed at exit. */
-static pthread_mutex_t default_lock = PTHREAD_MUTEX_INITIALIZER;
-static grpo_host_models *default_ctx;
-
-static void default_close(void) {
-    grpo_host_models_close(default_ctx);
-    default_ctx = NULL;
-}
-
-static grpo_host_models *default_models(grpo_error *err) {
-    pthread_mutex_lock(&default_lock);
-    if (!default_ctx && grpo_host_models_open(&default_ctx, NULL, NULL, err) == GRPO_OK)
-        atexit(default_close);
-    grpo_host_models *c = default_ctx;
-    pthread_mutex_unlock(&default_lock);
-    return c;
 }
 
 /* ---- loading -------------------------------------------------------------------------- */
@@ -136,8 +121,12 @@ int32_t grpo_hm_load(const grpo_host *host, const char *dir, grpo_host_model **o
     *out = NULL;
     if (!host || !dir)
         return grpo_error_set(err, GRPO_ERR_INVALID, "model_load: host and dir are required");
-    grpo_host_models *c = host->model_ctx ? host->model_ctx : default_models(err);
-    if (!c) return err && err->status ? err->status : GRPO_ERR_INTERNAL;
+    grpo_host_models *c = host->model_ctx;
+    if (!c)
+        return grpo_error_set(err, GRPO_ERR_UNSUPPORTED,
+                              "model_load: %s: this command offers no model services to plugins "
+                              "(its host table has no model context)",
+                              dir);
     grpo_host_model *hm = calloc(1, sizeof *hm);
     if (!hm) return grpo_error_set(err, GRPO_ERR_NOMEM, "model_load: out of memory");
     grpo_host h = *host;

@@ -4,11 +4,10 @@
  * a reward plugin loads and runs a model directory while linking nothing but the SDK.
  *
  * A services context holds what loading a model needs: a backend (ops) and a registry of model
- * packs. grpo_default_host() carries the services with model_ctx NULL, which means the process
- * default context: the CPU backend (default threads) and the default plugin path
- * (grpo_plugin_path: --plugin-path is not known here, GRPO_PLUGIN_PATH is), opened on the first
- * model_load and closed at exit. A caller that has its own backend (the trainer) opens a context
- * with grpo_host_models_open and points its host table at it with grpo_host_set_models.
+ * packs. Each command opens one with its environment (env.h: its backend, threads and plugin
+ * path) and points its host table at it with grpo_host_set_models. grpo_default_host() carries
+ * the services with model_ctx NULL: there model_load is an error saying the command offers no
+ * model services (nothing is process-global).
  *
  * Each loaded model owns: the grpo_model (params only, frozen), its tokenizer (when the
  * directory has tokenizer.json), its compiled chat template (ChatML when it ships none) and
@@ -46,7 +45,7 @@ int32_t grpo_hm_render(struct grpo_host_model *model, const struct grpo_message 
                        uint32_t n, int32_t add_generation_prompt, char *out, int32_t cap,
                        grpo_error *err);
 
-/* Sets host's 1.1 model services and model_ctx = ctx (NULL: the process default context). */
+/* Sets host's 1.1 model services and model_ctx = ctx (NULL: none; model_load says so). */
 void grpo_host_set_models(grpo_host *host, grpo_host_models *ctx);
 
 #endif

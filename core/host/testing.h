@@ -7,8 +7,13 @@
 #ifndef GRPO_HOST_TESTING_H
 #define GRPO_HOST_TESTING_H
 
+#include "host/host_model.h"
 #include "host/registry.h"
 #include "host/sampling.h"
+
+/* ---- host_model.c ------------------------------------------------------------------------------ */
+/* The backend the context's models run on. */
+const grpo_ops *grpo_host_models_ops(const grpo_host_models *ctx);
 
 /* ---- registry.c -------------------------------------------------------------------------------- */
 /* The entry's key definition, or NULL. */

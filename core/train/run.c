@@ -1,5 +1,4 @@
 /* run.c — the setup train, sft and eval share (see run.h). */
-#include "host/host.h"
 #include "train/run.h"
 
 #include <errno.h>
@@ -8,7 +7,6 @@
 #include <sys/stat.h>
 
 #include "host/host_model.h"
-#include "kernels.h"
 
 static char *dup_str(const char *s) {
     size_t n = strlen(s) + 1;
@@ -58,13 +56,11 @@ static void find_eos(grpo_run *r) {
 
 int grpo_run_open(grpo_run *r, const grpo_run_args *a, grpo_error *err) {
     memset(r, 0, sizeof *r);
-    r->plugin_dirs = grpo_plugin_path(a->extra_plugin_dirs, a->n_extra);
-    if (!r->plugin_dirs) return grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory");
-    int rc = grpo_registry_scan(&r->reg, r->plugin_dirs, err);
+    int rc = grpo_env_open(&r->env, a->extra_plugin_dirs, a->n_extra, NULL, 0, err);
     if (rc != GRPO_OK) return rc;
     unsigned flags = a->training && !a->model_dir ? GRPO_CONFIG_TRAIN | GRPO_CONFIG_CHECK_PATHS : 0;
     grpo_diag diag = {0};
-    rc = grpo_run_config_load(&r->cfg, a->run_file, &r->reg, flags, &diag, err);
+    rc = grpo_run_config_load(&r->cfg, a->run_file, &r->env.reg, flags, &diag, err);
     if (rc != GRPO_OK && diag.n > 1) { /* every problem once, then err says how many */
         for (int i = 0; i < diag.n; i++) fprintf(stderr, "%s\n", diag.msg[i]);
         grpo_error_set(err, rc, "%s: %d problems (above)", a->run_file, diag.n);
@@ -86,17 +82,13 @@ int grpo_run_open(grpo_run *r, const grpo_run_args *a, grpo_error *err) {
         return grpo_error_set(err, GRPO_ERR_UNSUPPORTED,
                               "%s: only model.backend = cpu and model.dtype = f32 are implemented",
                               a->run_file);
-    r->ops = grpo_backend_open("cpu", (int32_t)r->cfg.train_threads, err);
-    if (!r->ops) return GRPO_ERR_INVALID;
-    if ((rc = grpo_tokenizer_load(r->model_dir, &r->tok, err)) != GRPO_OK) return rc;
-    r->host = *grpo_default_host();
-    r->host.ops = r->ops;
     /* a reward plugin's model (reward_model.score) uses this run's backend, threads and packs */
-    if ((rc = grpo_host_models_open(&r->models, r->ops, r->plugin_dirs, err)) != GRPO_OK) return rc;
-    grpo_host_set_models(&r->host, r->models);
-    r->host.tokenizer = r->tok;
-    r->host.tokenize = grpo_host_tokenize;
-    r->host.detokenize = grpo_host_detokenize;
+    if ((rc = grpo_env_backend(&r->env, "cpu", (int32_t)r->cfg.train_threads, err)) != GRPO_OK)
+        return rc;
+    if ((rc = grpo_tokenizer_load(r->model_dir, &r->tok, err)) != GRPO_OK) return rc;
+    r->env.host.tokenizer = r->tok;
+    r->env.host.tokenize = grpo_host_tokenize;
+    r->env.host.detokenize = grpo_host_detokenize;
     const char *t = grpo_tokenizer_chat_template(r->tok);
     char *where = t ? chat_template_source(r->model_dir) : NULL;
     rc = t && !where ? grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory")
@@ -112,20 +104,17 @@ int grpo_run_open(grpo_run *r, const grpo_run_args *a, grpo_error *err) {
 }
 
 void grpo_run_close(grpo_run *r) {
-    grpo_host_models_close(r->models); /* after the rewards whose models it holds */
+    grpo_env_close(&r->env); /* after the rewards whose models it holds */
     grpo_chat_template_free(r->tpl);
     grpo_tokenizer_free(r->tok);
-    grpo_backend_close(r->ops);
     free(r->model_dir), free(r->simple_format);
     grpo_run_config_free(&r->cfg);
-    grpo_registry_free(&r->reg);
-    if (r->plugin_dirs) grpo_plugin_path_free(r->plugin_dirs);
     memset(r, 0, sizeof *r);
 }
 
 int grpo_run_open_model(grpo_run *r, const char *dir, int trainable, grpo_model **out,
                         grpo_error *err) {
-    int rc = grpo_model_open_dir(out, &r->reg, &r->host, dir, trainable, err);
+    int rc = grpo_model_open_dir(out, &r->env.reg, &r->env.host, dir, trainable, err);
     if (rc != GRPO_OK) return rc;
     int32_t tv = grpo_tokenizer_vocab_size(r->tok), mv = grpo_model_vocab(*out);
     if (tv > mv) {

@@ -1,6 +1,6 @@
 /*
- * run.h — what train, sft and eval share: a run file loaded with the plugin registry, the CPU
- * backend, the host services table, the policy's tokenizer and prompt format, models opened with
+ * run.h — what train, sft and eval share: a run file loaded with the environment (env.h: plugin
+ * registry, CPU backend, host services), the policy's tokenizer and prompt format, models opened with
  * their vocabulary checked against the tokenizer, and prompt batches (left-padded).
  *
  * Prompt text (DESIGN §6, TRL's rule): a string prompt is used as written unless the run file
@@ -18,18 +18,15 @@
 #include "text/chat_template.h"
 #include "config/config.h"
 #include "io/dataset.h"
+#include "host/env.h"
 #include "host/model.h"
-#include "host/registry.h"
 #include "host/sampler.h"
 #include "text/tokenizer.h"
 
 typedef struct grpo_run {
     grpo_run_config cfg;
-    char **plugin_dirs;
-    grpo_registry reg;
-    grpo_ops *ops;
-    grpo_host host;  /* default host + ops + tokenizer + models (the run's backend and packs) */
-    struct grpo_host_models *models; /* what reward plugins load models through */
+    grpo_env env;    /* plugin path, packs, backend (train.threads); env.host also carries the
+                        policy's tokenizer, and reward plugins load their models through it */
     char *model_dir; /* the policy's directory (model.path, or the --model override) */
     grpo_tokenizer *tok;
     grpo_chat_template *tpl; /* model's template or ChatML; used for message prompts */

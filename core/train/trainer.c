@@ -113,7 +113,7 @@ static int chunk_mask(trainer *t, chunk *c, grpo_error *err) {
 
 /* Fills t->sb with rows [r0, r0+rows) of c (prompt, then completion; see seqbatch.h). */
 static int chunk_batch(trainer *t, chunk *c, int32_t r0, int32_t rows, grpo_error *err) {
-    return grpo_seqbatch_from_rollout(&t->sb, t->s.run.ops, c->rb.prompt, c->rb.pmask, c->rb.P,
+    return grpo_seqbatch_from_rollout(&t->sb, t->s.run.env.ops, c->rb.prompt, c->rb.pmask, c->rb.P,
                                       c->rb.G, &c->rb.roll, r0, rows, c->T, t->s.run.pad_id, err);
 }
 
@@ -387,7 +387,7 @@ static int setup(trainer *t, grpo_error *err) {
     const grpo_run_config *cfg = t->cfg = t->s.cfg;
     int rc = open_reference(t, err);
     if (rc == GRPO_OK)
-        rc = grpo_reward_set_create(&t->rewards, cfg, &t->s.run.reg, &t->s.run.host, err);
+        rc = grpo_reward_set_create(&t->rewards, cfg, &t->s.run.env.reg, &t->s.run.env.host, err);
     if (rc != GRPO_OK) return rc;
     if (!(t->w = malloc((size_t)t->rewards.n * sizeof(float))))
         return grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory");
