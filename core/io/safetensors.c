@@ -87,6 +87,15 @@ uint16_t grpo_f32_to_bf16(float f) {
     return (uint16_t)(u >> 16);
 }
 
+/* out[n] = widen(the n little-endian 16-bit words at p). */
+static void widen_16(float *out, const unsigned char *p, uint64_t n, float (*widen)(uint16_t)) {
+    for (uint64_t i = 0; i < n; i++) {
+        uint16_t w;
+        memcpy(&w, p + 2 * i, 2);
+        out[i] = widen(w);
+    }
+}
+
 /* Converts n elements of a tensor's raw data (dtype F32, F16 or BF16) to fp32. */
 static int grpo_st_convert_f32(float *out, const void *data, grpo_st_dtype dtype, uint64_t n,
                                grpo_error *err) {
@@ -95,20 +104,8 @@ static int grpo_st_convert_f32(float *out, const void *data, grpo_st_dtype dtype
     case GRPO_ST_F32:
         memcpy(out, p, n * 4);
         return GRPO_OK;
-    case GRPO_ST_BF16:
-        for (uint64_t i = 0; i < n; i++) {
-            uint16_t b;
-            memcpy(&b, p + 2 * i, 2);
-            out[i] = grpo_bf16_to_f32(b);
-        }
-        return GRPO_OK;
-    case GRPO_ST_F16:
-        for (uint64_t i = 0; i < n; i++) {
-            uint16_t h;
-            memcpy(&h, p + 2 * i, 2);
-            out[i] = grpo_f16_to_f32(h);
-        }
-        return GRPO_OK;
+    case GRPO_ST_BF16: widen_16(out, p, n, grpo_bf16_to_f32); return GRPO_OK;
+    case GRPO_ST_F16: widen_16(out, p, n, grpo_f16_to_f32); return GRPO_OK;
     default:
         return grpo_error_set(err, GRPO_ERR_UNSUPPORTED,
                               "dtype %s cannot be converted to fp32 (supported: F32, F16, BF16)",
@@ -584,56 +581,6 @@ int grpo_st_read_f32(const grpo_safetensors *st, const char *name, float *out, i
 
 /* ---- writer ------------------------------------------------------------------------------- */
 
-typedef struct strbuf {
-    char *s;
-    size_t n, cap;
-    int oom;
-} strbuf;
-
-static void sb_put(strbuf *b, const char *s, size_t k) {
-    if (b->oom) return;
-    if (b->n + k + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 4096;
-        while (cap < b->n + k + 1) cap *= 2;
-        char *p = realloc(b->s, cap);
-        if (!p) {
-            b->oom = 1;
-            return;
-        }
-        b->s = p, b->cap = cap;
-    }
-    memcpy(b->s + b->n, s, k);
-    b->n += k;
-    b->s[b->n] = 0;
-}
-
-static void sb_printf(strbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void sb_printf(strbuf *b, const char *fmt, ...) {
-    char tmp[512];
-    va_list ap;
-    va_start(ap, fmt);
-    int k = vsnprintf(tmp, sizeof tmp, fmt, ap);
-    va_end(ap);
-    sb_put(b, tmp, (size_t)k < sizeof tmp ? (size_t)k : sizeof tmp - 1);
-}
-
-/* Appends s as a JSON string literal. */
-static void sb_json_string(strbuf *b, const char *s) {
-    sb_put(b, "\"", 1);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') {
-            char esc[2] = {'\\', (char)c};
-            sb_put(b, esc, 2);
-        } else if (c < 0x20) {
-            sb_printf(b, "\\u%04x", c);
-        } else {
-            sb_put(b, (const char *)&c, 1);
-        }
-    }
-    sb_put(b, "\"", 1);
-}
-
 static int check_unique_names(const char *path, const grpo_st_out *t, size_t n, grpo_error *err) {
     const char **names = malloc((n ? n : 1) * sizeof *names);
     if (!names) return grpo_error_set(err, GRPO_ERR_NOMEM, "%s: out of memory", path);
@@ -672,23 +619,40 @@ static int check_outputs(const char *path, const grpo_st_out *t, size_t n, uint6
     return check_unique_names(path, t, n, err);
 }
 
-/* The header JSON, padded with spaces to a multiple of 8 bytes. */
-static int build_header(strbuf *b, const grpo_st_out *t, size_t n, const uint64_t *numel,
-                        grpo_st_dtype dtype) {
+/* A JSON array of n integers, written exactly (cJSON prints numbers as doubles). */
+static cJSON *int_array(const int64_t *v, int n) {
+    char text[GRPO_ST_MAX_DIMS * 24 + 2] = "[";
+    size_t len = 1;
+    for (int i = 0; i < n; i++)
+        len += (size_t)snprintf(text + len, sizeof text - len, "%s%" PRId64, i ? "," : "", v[i]);
+    snprintf(text + len, sizeof text - len, "]");
+    return cJSON_CreateRaw(text);
+}
+
+/* The header JSON (*out, malloc'd, *len bytes), padded with spaces to a multiple of 8 bytes. */
+static int build_header(char **out, size_t *len, const grpo_st_out *t, size_t n,
+                        const uint64_t *numel, grpo_st_dtype dtype) {
     size_t es = grpo_st_dtype_size(dtype);
-    uint64_t off = 0;
-    sb_printf(b, "{\"__metadata__\":{\"format\":\"pt\"}");
-    for (size_t i = 0; i < n; i++) {
-        sb_put(b, ",", 1);
-        sb_json_string(b, t[i].name);
-        sb_printf(b, ":{\"dtype\":\"%s\",\"shape\":[", grpo_st_dtype_name(dtype));
-        for (int d = 0; d < t[i].ndim; d++) sb_printf(b, "%s%" PRId64, d ? "," : "", t[i].shape[d]);
-        sb_printf(b, "],\"data_offsets\":[%" PRIu64 ",%" PRIu64 "]}", off, off + numel[i] * es);
-        off += numel[i] * es;
+    int64_t off[2] = {0, 0};
+    cJSON *root = cJSON_CreateObject(), *meta = cJSON_AddObjectToObject(root, "__metadata__");
+    int ok = cJSON_AddStringToObject(meta, "format", "pt") != NULL; /* any failure: no header */
+    for (size_t i = 0; ok && i < n; i++) {
+        cJSON *e = cJSON_AddObjectToObject(root, t[i].name);
+        off[1] = off[0] + (int64_t)(numel[i] * es);
+        ok = cJSON_AddStringToObject(e, "dtype", grpo_st_dtype_name(dtype)) &&
+             cJSON_AddItemToObject(e, "shape", int_array(t[i].shape, t[i].ndim)) &&
+             cJSON_AddItemToObject(e, "data_offsets", int_array(off, 2));
+        off[0] = off[1];
     }
-    sb_put(b, "}", 1);
-    while (b->n % 8) sb_put(b, " ", 1);
-    return b->oom ? GRPO_ERR_NOMEM : GRPO_OK;
+    char *text = ok ? cJSON_PrintUnformatted(root) : NULL;
+    cJSON_Delete(root);
+    size_t k = text ? strlen(text) : 0, padded = (k + 7) & ~(size_t)7;
+    *out = text ? realloc(text, padded + 1) : NULL;
+    if (!*out) return free(text), GRPO_ERR_NOMEM;
+    memset(*out + k, ' ', padded - k);
+    (*out)[padded] = '\0';
+    *len = padded;
+    return GRPO_OK;
 }
 
 static int write_tensor_data(grpo_atomic_file *af, const float *x, uint64_t n,
@@ -713,22 +677,23 @@ int grpo_st_write(const char *path, const grpo_st_out *tensors, size_t n, grpo_s
                               grpo_st_dtype_name(dtype));
     uint64_t *numel = malloc((n ? n : 1) * sizeof *numel);
     if (!numel) return grpo_error_set(err, GRPO_ERR_NOMEM, "%s: out of memory", path);
-    strbuf hdr = {0};
+    char *hdr = NULL;
+    size_t hdr_len = 0;
     int rc = check_outputs(path, tensors, n, numel, err);
-    if (rc == GRPO_OK && build_header(&hdr, tensors, n, numel, dtype) != GRPO_OK)
+    if (rc == GRPO_OK && build_header(&hdr, &hdr_len, tensors, n, numel, dtype) != GRPO_OK)
         rc = grpo_error_set(err, GRPO_ERR_NOMEM, "%s: out of memory", path);
     grpo_atomic_file af = {0};
     if (rc == GRPO_OK) rc = grpo_atomic_open(&af, path, err);
     if (rc == GRPO_OK) {
-        uint64_t hlen = hdr.n; /* little-endian host: the bytes are the on-disk form */
+        uint64_t hlen = hdr_len; /* little-endian host: the bytes are the on-disk form */
         rc = grpo_atomic_write(&af, &hlen, 8, err);
-        if (rc == GRPO_OK) rc = grpo_atomic_write(&af, hdr.s, hdr.n, err);
+        if (rc == GRPO_OK) rc = grpo_atomic_write(&af, hdr, hdr_len, err);
         for (size_t i = 0; i < n && rc == GRPO_OK; i++)
             rc = write_tensor_data(&af, tensors[i].data, numel[i], dtype, err);
         if (rc == GRPO_OK) rc = grpo_atomic_commit(&af, err);
         else grpo_atomic_abort(&af);
     }
-    free(hdr.s);
+    free(hdr);
     free(numel);
     return rc;
 }

@@ -119,6 +119,14 @@ static scope *new_scope(ctx *c, scope *parent) {
 }
 
 /* ---- strings ------------------------------------------------------------------------------- */
+/* Whether str.strip removes code point cp: one of set[nset], or whitespace when there is no set. */
+static int strip_hit(uint32_t cp, const uint32_t *set, size_t nset, int have_set) {
+    if (!have_set) return ju8_isspace(cp);
+    for (size_t k = 0; k < nset; k++)
+        if (set[k] == cp) return 1;
+    return 0;
+}
+
 /* Python str.strip/lstrip/rstrip; chars == NULL strips whitespace. which: 1 left, 2 right. */
 static jv str_strip(jv s, const jv *chars, int which) {
     const char *p = s.u.str.s;
@@ -132,12 +140,7 @@ static jv str_strip(jv s, const jv *chars, int which) {
     if (which & 1)
         while (b < e) {
             uint32_t cp = ju8_decode(p + b, e - b, &adv);
-            int hit = 0;
-            if (chars) {
-                for (size_t k = 0; k < nset; k++) hit |= set[k] == cp;
-            } else
-                hit = ju8_isspace(cp);
-            if (!hit) break;
+            if (!strip_hit(cp, set, nset, chars != NULL)) break;
             b += adv;
         }
     if (which & 2)
@@ -145,12 +148,7 @@ static jv str_strip(jv s, const jv *chars, int which) {
             size_t st = e - 1;
             while (st > b && ((unsigned char)p[st] & 0xC0) == 0x80) st--;
             uint32_t cp = ju8_decode(p + st, e - st, &adv);
-            int hit = 0;
-            if (chars) {
-                for (size_t k = 0; k < nset; k++) hit |= set[k] == cp;
-            } else
-                hit = ju8_isspace(cp);
-            if (!hit) break;
+            if (!strip_hit(cp, set, nset, chars != NULL)) break;
             e = st;
         }
     return jv_str(p + b, e - b);
