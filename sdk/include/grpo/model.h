@@ -39,8 +39,9 @@ extern "C" {
  *    0, GRPO_PARAM_INIT_DEFAULT, means "no hint": what every pack built before 1.3 reports. The
  *    host then falls back to its pre-1.3 rule by Hugging Face name: a name containing "norm" is
  *    ONES, one containing "o_proj" or "down_proj" is RESIDUAL, anything else NORMAL. A value
- *    the host does not know (one a later minor adds) is treated as no hint too. A 1.3 pack
- *    SHOULD give every tensor a hint, so that no host guesses by name. -- */
+ *    the host does not know (one a later minor adds) is treated as no hint too.
+ *    grpo_param_init() below is that rule, for hosts. A 1.3 pack SHOULD give every tensor a
+ *    hint, so that no host guesses by name. -- */
 #define GRPO_PARAM_INIT_MASK (7u << 2)
 #define GRPO_PARAM_INIT_DEFAULT (0u << 2)  /* no hint: the host's rule by name (above) */
 #define GRPO_PARAM_INIT_NORMAL (1u << 2)   /* N(0, std^2): embeddings, projections, heads */
@@ -59,6 +60,16 @@ typedef struct grpo_param_desc {
     uint32_t flags;    /* GRPO_PARAM_* */
     int32_t tied_to;   /* index of the tensor it shares storage with when TIED, else -1 */
 } grpo_param_desc;
+
+/* 1.3, for hosts: how to fill tensor d (GRPO_PARAM_INIT_NORMAL, _RESIDUAL, _ONES or _ZEROS):
+ * its hint, else (no hint, or one this header does not know) the pre-1.3 rule by name. */
+static inline uint32_t grpo_param_init(const grpo_param_desc *d) {
+    uint32_t hint = d->flags & GRPO_PARAM_INIT_MASK;
+    if (hint >= GRPO_PARAM_INIT_NORMAL && hint <= GRPO_PARAM_INIT_ZEROS) return hint;
+    if (strstr(d->name, "norm")) return GRPO_PARAM_INIT_ONES;
+    if (strstr(d->name, "o_proj") || strstr(d->name, "down_proj")) return GRPO_PARAM_INIT_RESIDUAL;
+    return GRPO_PARAM_INIT_NORMAL;
+}
 
 /* A training batch, all arrays in backend memory, shape (B,T). */
 typedef struct grpo_batch {
