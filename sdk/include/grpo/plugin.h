@@ -35,16 +35,16 @@
  *   1.2  grpo_config.dir: the run file's directory, against which a plugin resolves the
  *        relative paths of its keys (as the host resolves every path of a run file)
  *   1.3  grpo/ops.h and grpo/model.h frozen (no longer provisional; they grow like the rest).
- *        grpo_model_desc.vocab_size; GRPO_PARAM_INIT_* hints in grpo_param_desc.flags (how a
- *        fresh model fills each tensor). grpo/config.h: typed readers of grpo_config
- *        (grpo_config_double, _int, _bool, _choice), header-only, so they need no newer host.
+ *        grpo_model_desc.vocab_size; GRPO_PARAM_INIT_* hints in grpo_param_desc.flags and
+ *        grpo_param_init() (how a fresh model fills each tensor). grpo/config.h: typed readers
+ *        of grpo_config (grpo_config_double, _int, _bool, _choice), header-only.
  *
  * Two versions: the library's magic carries the SDK it was COMPILED against (the host refuses a
- * newer minor than its own); a pack.ini's abi = MAJOR.MINOR names the ABI the pack RELIES on,
- * the highest minor whose host fields or services it reads without a GRPO_HAS_FIELD fallback
- * (what `grpo plugins show` reports). Header-only additions (grpo/config.h) and fields a plugin
- * fills for the host (an older host reads a smaller struct_size and never sees them) raise it
- * not.
+ * newer minor than its own, so a pack rebuilt against 1.3 loads in 1.3+ hosts only); a
+ * pack.ini's abi = MAJOR.MINOR names the ABI the pack RELIES on: the highest minor whose host
+ * fields or services it uses without a GRPO_HAS_FIELD fallback (what `grpo plugins show`
+ * reports). Header-only additions (grpo/config.h) and fields a plugin fills for the host (an
+ * older host reads a smaller struct_size and never sees them) do not raise it.
  */
 #ifndef GRPO_PLUGIN_H
 #define GRPO_PLUGIN_H
