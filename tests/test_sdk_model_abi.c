@@ -86,7 +86,8 @@ START_TEST(without_a_hint_the_name_decides_as_before_1_3) {
     const char *residual[] = {"model.layers.0.self_attn.o_proj.weight",
                               "model.layers.0.mlp.experts.3.down_proj.weight"};
     const char *normal[] = {"model.embed_tokens.weight", "lm_head.weight",
-                            "model.layers.0.mlp.gate.weight", "model.layers.0.self_attn.q_proj.bias"};
+                            "model.layers.0.mlp.gate.weight",
+                            "model.layers.0.self_attn.q_proj.bias"};
     for (int i = 0; i < 3; i++) {
         grpo_param_desc d = param(ones[i], GRPO_PARAM_NO_DECAY); /* a 1.2 pack's flags */
         ck_assert_uint_eq(grpo_param_init(&d), GRPO_PARAM_INIT_ONES);

@@ -106,7 +106,8 @@ static void expect_refused(const char *id, const char *key, const char *value, c
 START_TEST(builtin_rewards_refuse_bad_values_by_key) {
     expect_refused("builtin.repetition", "n", "17",
                    "[reward.t] n: expected an integer in [1, 16], got '17'");
-    expect_refused("builtin.repetition", "n", "2.5", "[reward.t] n: expected an integer, got '2.5'");
+    expect_refused("builtin.repetition", "n", "2.5",
+                   "[reward.t] n: expected an integer, got '2.5'");
     expect_refused("builtin.repetition", "scope", "think",
                    "[reward.t] scope: expected one of answer, all, got 'think'");
     expect_refused("builtin.accuracy", "match", "fuzzy",

@@ -67,7 +67,8 @@ static int32_t overlong_create(const grpo_host *host, const grpo_config *cfg, vo
     if (!s) return grpo_error_set(err, GRPO_ERR_NOMEM, "[%s] out of memory", cfg->section);
     int32_t rc =
         grpo_config_double(cfg, "max_length", 1024, -HUGE_VAL, HUGE_VAL, &s->max_length, err);
-    if (rc == GRPO_OK) rc = grpo_config_double(cfg, "cache", 256, -HUGE_VAL, HUGE_VAL, &s->cache, err);
+    if (rc == GRPO_OK)
+        rc = grpo_config_double(cfg, "cache", 256, -HUGE_VAL, HUGE_VAL, &s->cache, err);
     if (rc == GRPO_OK && !(s->cache > 0 && s->cache <= s->max_length))
         rc = grpo_error_set(err, GRPO_ERR_INVALID, "[%s] cache: expected 0 < cache <= max_length (%g), got %g",
                             cfg->section, s->max_length, s->cache);

@@ -9,8 +9,9 @@
  * add what a type cannot say (a range, a set of words). Rules:
  * - A value is parsed whole: "5 extra", " 5", "" are errors. Numbers are decimal ("0x10", "inf",
  *   "nan", "1e400" are errors); a bool is true/yes/on/1 or false/no/off/0 in any case.
- * - An absent key gives def (a host that fills defaults never leaves a declared key absent).
- *   A list key is read at its first value.
+ * - An absent key gives def, as is (not range-checked); a host that fills defaults never leaves
+ *   a declared key absent, so def matters to other callers (tests, older hosts). A list key is
+ *   read at its first value.
  * - On success *out is set and GRPO_OK returned; on a bad value *out is untouched, err gets one
  *   line naming the section, the key, what was expected and the value as written, e.g.
  *     [reward.fmt] value: expected a finite number, got 'x'
@@ -18,7 +19,8 @@
  *     [reward.acc] match: expected one of exact, numeric, got 'fuzzy'
  *   and GRPO_ERR_INVALID returned.
  * - Ranges are closed: lo <= value <= hi. A bound of -HUGE_VAL / HUGE_VAL (doubles) or
- *   INT32_MIN / INT32_MAX (ints) is "no bound" and left out of the message.
+ *   INT32_MIN / INT32_MAX (ints) is "no bound" and left out of the message (an int beyond the
+ *   int32 limits is refused with them). Exclusive and cross-key bounds are the plugin's own.
  */
 #ifndef GRPO_SDK_CONFIG_H /* not GRPO_CONFIG_H: core/config.h has that guard */
 #define GRPO_SDK_CONFIG_H
@@ -74,8 +76,22 @@ static inline int grpo_text_bool(const char *text, int32_t *out) {
 
 /* -- 1.3: readers of one key of a plugin's section -- */
 
-static inline const char *grpo_config_section_(const grpo_config *cfg) {
-    return cfg && cfg->section ? cfg->section : "config";
+/* Refuses key's text t: err gets "[section] key: expected <what>, got 't'". */
+static inline int32_t grpo_config_refuse_(const grpo_config *cfg, const char *key,
+                                          const char *what, const char *t, grpo_error *err) {
+    return grpo_error_set(err, GRPO_ERR_INVALID, "[%s] %s: expected %s, got '%s'",
+                          cfg && cfg->section ? cfg->section : "config", key, what, t);
+}
+
+/* "<kind> in [lo, hi]", or "<kind> >= lo" / "<kind> <= hi" when the other bound is NULL (none),
+ * into buf; returns buf. */
+static inline const char *grpo_config_range_(char *buf, size_t cap, const char *kind,
+                                             const char *lo, const char *hi) {
+    if (lo && hi) snprintf(buf, cap, "%s in [%s, %s]", kind, lo, hi);
+    else if (lo) snprintf(buf, cap, "%s >= %s", kind, lo);
+    else if (hi) snprintf(buf, cap, "%s <= %s", kind, hi);
+    else snprintf(buf, cap, "%s", kind); /* no bound: never out of range */
+    return buf;
 }
 
 /* A number in [lo, hi]. */
@@ -84,15 +100,12 @@ static inline int32_t grpo_config_double(const grpo_config *cfg, const char *key
     const char *t = grpo_config_get(cfg, key);
     double v = def;
     if (t && !grpo_text_double(t, &v))
-        return grpo_error_set(err, GRPO_ERR_INVALID, "[%s] %s: expected a finite number, got '%s'",
-                              grpo_config_section_(cfg), key, t);
+        return grpo_config_refuse_(cfg, key, "a finite number", t, err);
     if (t && (v < lo || v > hi)) {
-        const char *s = grpo_config_section_(cfg);
-        if (lo != -HUGE_VAL && hi != HUGE_VAL)
-            return grpo_error_set(err, GRPO_ERR_INVALID, "[%s] %s: expected a number in [%g, %g], "
-                                  "got '%s'", s, key, lo, hi, t);
-        return grpo_error_set(err, GRPO_ERR_INVALID, "[%s] %s: expected a number %s %g, got '%s'",
-                              s, key, v < lo ? ">=" : "<=", v < lo ? lo : hi, t);
+        char l[32], h[32], what[96];
+        snprintf(l, sizeof l, "%g", lo), snprintf(h, sizeof h, "%g", hi);
+        return grpo_config_refuse_(cfg, key, grpo_config_range_(what, sizeof what, "a number",
+                                   lo != -HUGE_VAL ? l : NULL, hi != HUGE_VAL ? h : NULL), t, err);
     }
     *out = v;
     return GRPO_OK;
@@ -103,16 +116,14 @@ static inline int32_t grpo_config_int(const grpo_config *cfg, const char *key, i
                                       int32_t lo, int32_t hi, int32_t *out, grpo_error *err) {
     const char *t = grpo_config_get(cfg, key);
     int64_t v = def;
-    if (t && !grpo_text_int(t, &v))
-        return grpo_error_set(err, GRPO_ERR_INVALID, "[%s] %s: expected an integer, got '%s'",
-                              grpo_config_section_(cfg), key, t);
+    if (t && !grpo_text_int(t, &v)) return grpo_config_refuse_(cfg, key, "an integer", t, err);
     if (t && (v < lo || v > hi)) {
-        const char *s = grpo_config_section_(cfg);
-        if (lo != INT32_MIN && hi != INT32_MAX)
-            return grpo_error_set(err, GRPO_ERR_INVALID, "[%s] %s: expected an integer in [%ld, "
-                                  "%ld], got '%s'", s, key, (long)lo, (long)hi, t);
-        return grpo_error_set(err, GRPO_ERR_INVALID, "[%s] %s: expected an integer %s %ld, got "
-                              "'%s'", s, key, v < lo ? ">=" : "<=", (long)(v < lo ? lo : hi), t);
+        char l[16], h[16], what[64];
+        snprintf(l, sizeof l, "%ld", (long)lo), snprintf(h, sizeof h, "%ld", (long)hi);
+        /* the int32 limits are "no bound" unless the value is beyond them */
+        return grpo_config_refuse_(cfg, key, grpo_config_range_(what, sizeof what, "an integer",
+                                   lo != INT32_MIN || v < lo ? l : NULL,
+                                   hi != INT32_MAX || v > hi ? h : NULL), t, err);
     }
     *out = (int32_t)v;
     return GRPO_OK;
@@ -123,9 +134,7 @@ static inline int32_t grpo_config_bool(const grpo_config *cfg, const char *key, 
                                        int32_t *out, grpo_error *err) {
     const char *t = grpo_config_get(cfg, key);
     int32_t v = def;
-    if (t && !grpo_text_bool(t, &v))
-        return grpo_error_set(err, GRPO_ERR_INVALID, "[%s] %s: expected true or false, got '%s'",
-                              grpo_config_section_(cfg), key, t);
+    if (t && !grpo_text_bool(t, &v)) return grpo_config_refuse_(cfg, key, "true or false", t, err);
     *out = v;
     return GRPO_OK;
 }
@@ -137,15 +146,14 @@ static inline int32_t grpo_config_choice(const grpo_config *cfg, const char *key
                                          grpo_error *err) {
     const char *t = grpo_config_get(cfg, key);
     if (!t) return *out = def, GRPO_OK;
-    char list[512] = "";
-    size_t used = 0;
+    char what[512] = "one of ";
+    size_t used = strlen(what);
     for (int32_t i = 0; choices[i]; i++) {
         if (strcmp(t, choices[i]) == 0) return *out = i, GRPO_OK;
-        int n = snprintf(list + used, sizeof list - used, "%s%s", i ? ", " : "", choices[i]);
-        used = n < 0 ? used : used + (size_t)n < sizeof list ? used + (size_t)n : sizeof list - 1;
+        int n = snprintf(what + used, sizeof what - used, "%s%s", i ? ", " : "", choices[i]);
+        used = n < 0 ? used : used + (size_t)n < sizeof what ? used + (size_t)n : sizeof what - 1;
     }
-    return grpo_error_set(err, GRPO_ERR_INVALID, "[%s] %s: expected one of %s, got '%s'",
-                          grpo_config_section_(cfg), key, list, t);
+    return grpo_config_refuse_(cfg, key, what, t, err);
 }
 
 #ifdef __cplusplus

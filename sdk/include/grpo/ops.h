@@ -117,8 +117,9 @@ typedef struct grpo_ops {
     void (*scale)(void *ctx, float *x, float s, uint64_t n);
 
     /* -- 1.0, added while 1.0 was provisional (a plugin that needs them tests GRPO_HAS_FIELD
-     *    and non-NULL, as the moe pack does): row routing (mixture of experts): M rows moved between a (N,C) tensor and a
-     *    (M,C) one by an index idx (M), each idx[m] in [0,N).
+     *    and non-NULL, as the moe pack does).
+     *    Row routing (mixture of experts): M rows moved between a (N,C) tensor and a (M,C) one
+     *    by an index idx (M), each idx[m] in [0,N).
      *    gather_rows:  out (M,C) = inp[idx[m]] (written).
      *    scatter_add_rows: out (N,C)[idx[m]] += w[m] * inp (M,C)[m]; w (M) may be NULL (weight
      *      1); idx may repeat (rows are added in order of m, so the result does not depend on
