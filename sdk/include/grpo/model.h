@@ -15,6 +15,9 @@
  * - backward() uses the activations of the immediately preceding forward() on the same batch.
  * - The host table passed to create() MUST outlive the instance (the plugin keeps the pointer
  *   to reach host->ops); config_json and cfg are borrowed for the call.
+ * - A host MUST accept a grpo_model_desc whose struct_size ends anywhere at or after
+ *   expert_load (the 1.0 slots): every slot after it is tested with GRPO_HAS_FIELD, never
+ *   required by size.
  *
  * Fill grpo_model_desc with designated initializers (.id = ..., .vocab_size = ...; see
  * grpo/reward.h): optional slots left out are NULL, and a slot appended later needs no edit.
