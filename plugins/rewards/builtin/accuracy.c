@@ -19,7 +19,8 @@
 enum { EXTRACT_TAG, EXTRACT_BOXED, EXTRACT_NUMBER, EXTRACT_AUTO };
 
 typedef struct accuracy_state {
-    int32_t extract, numeric; /* EXTRACT_*; match = numeric */
+    int32_t extract; /* EXTRACT_* */
+    int32_t numeric; /* 1 when match = numeric */
     double tolerance, correct, wrong;
     char field[128];
 } accuracy_state;
