@@ -19,33 +19,28 @@
 enum { EXTRACT_TAG, EXTRACT_BOXED, EXTRACT_NUMBER, EXTRACT_AUTO };
 
 typedef struct accuracy_state {
-    int extract, numeric;
+    int32_t extract; /* EXTRACT_* */
+    int32_t numeric; /* 1 when match = numeric */
     double tolerance, correct, wrong;
     char field[128];
 } accuracy_state;
 
-static int32_t accuracy_choice(const grpo_config *cfg, const char *key, const char *const *choices,
-                               int n, int *out, grpo_error *err) {
-    const char *v = grpo_config_get(cfg, key);
-    for (int i = 0; v && i < n; i++)
-        if (!strcmp(v, choices[i])) return *out = i, GRPO_OK;
-    return grpo_error_set(err, GRPO_ERR_INVALID, "[%s] %s: unknown value '%s'", cfg->section, key,
-                          v ? v : "");
-}
-
 static int32_t accuracy_create(const grpo_host *host, const grpo_config *cfg, void **state,
                                grpo_error *err) {
     (void)host;
-    static const char *const extracts[] = {"answer_tag", "boxed", "last_number", "auto"};
-    static const char *const matches[] = {"exact", "numeric"};
+    static const char *const extracts[] = {"answer_tag", "boxed", "last_number", "auto", NULL};
+    static const char *const matches[] = {"exact", "numeric", NULL};
     accuracy_state *s = calloc(1, sizeof *s);
     if (!s) return grpo_error_set(err, GRPO_ERR_NOMEM, "[%s] out of memory", cfg->section);
     const char *field = grpo_config_get(cfg, "field");
-    int32_t rc = accuracy_choice(cfg, "extract", extracts, 4, &s->extract, err);
-    if (rc == GRPO_OK) rc = accuracy_choice(cfg, "match", matches, 2, &s->numeric, err);
-    if (rc == GRPO_OK) rc = builtin_config_float(cfg, "tolerance", &s->tolerance, err);
-    if (rc == GRPO_OK) rc = builtin_config_float(cfg, "correct", &s->correct, err);
-    if (rc == GRPO_OK) rc = builtin_config_float(cfg, "wrong", &s->wrong, err);
+    int32_t rc = grpo_config_choice(cfg, "extract", extracts, EXTRACT_AUTO, &s->extract, err);
+    if (rc == GRPO_OK) rc = grpo_config_choice(cfg, "match", matches, 0, &s->numeric, err);
+    if (rc == GRPO_OK)
+        rc = grpo_config_double(cfg, "tolerance", 1e-6, 0, HUGE_VAL, &s->tolerance, err);
+    if (rc == GRPO_OK)
+        rc = grpo_config_double(cfg, "correct", 1.0, -HUGE_VAL, HUGE_VAL, &s->correct, err);
+    if (rc == GRPO_OK)
+        rc = grpo_config_double(cfg, "wrong", 0.0, -HUGE_VAL, HUGE_VAL, &s->wrong, err);
     snprintf(s->field, sizeof s->field, "%s", field ? field : "answer");
     if (rc != GRPO_OK) {
         free(s);
@@ -141,15 +136,15 @@ static int gold_text(const char *json, char *out, size_t cap) {
     return 1;
 }
 
+/* A decimal number with thousands commas dropped ("1,000" -> 1000), by the SDK's strict rule:
+ * the whole text, finite, no hex or inf. */
 static int parse_number(const char *text, double *v) {
     char buf[128];
     size_t n = 0;
     for (const char *p = text; *p && n + 1 < sizeof buf; p++)
         if (*p != ',') buf[n++] = *p;
     buf[n] = 0;
-    char *end;
-    *v = strtod(buf, &end);
-    return end != buf && *end == 0 && isfinite(*v);
+    return grpo_text_double(buf, v);
 }
 
 static int is_correct(const accuracy_state *s, const char *pred, const char *gold) {
@@ -177,11 +172,11 @@ static int32_t accuracy_score(void *state, const grpo_sample *samples, uint32_t 
 }
 
 const grpo_reward_desc builtin_accuracy_reward = {
-    /* .struct_size = */ sizeof(grpo_reward_desc),
-    /* .id          = */ "builtin.accuracy",
-    /* .description = */ "Answer accuracy against the row's gold answer (tag, boxed or last number)",
-    /* .flags       = */ GRPO_REWARD_THREADSAFE,
-    /* .create      = */ accuracy_create,
-    /* .score       = */ accuracy_score,
-    /* .destroy     = */ free,
+    .struct_size = sizeof(grpo_reward_desc),
+    .id = "builtin.accuracy",
+    .description = "Answer accuracy against the row's gold answer (tag, boxed or last number)",
+    .flags = GRPO_REWARD_THREADSAFE,
+    .create = accuracy_create,
+    .score = accuracy_score,
+    .destroy = free,
 };

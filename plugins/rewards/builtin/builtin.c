@@ -22,29 +22,6 @@ GRPO_EXPORT int32_t grpo_plugin_init(const grpo_host *host, grpo_library *lib, g
     return GRPO_OK;
 }
 
-int32_t builtin_config_float(const grpo_config *cfg, const char *key, double *out,
-                             grpo_error *err) {
-    const char *text = grpo_config_get(cfg, key);
-    char *end;
-    if (!text) return grpo_error_set(err, GRPO_ERR_INVALID, "[%s] missing key '%s'", cfg->section, key);
-    *out = strtod(text, &end);
-    if (end == text || *end)
-        return grpo_error_set(err, GRPO_ERR_INVALID, "[%s] %s: expected a number, got '%s'",
-                              cfg->section, key, text);
-    return GRPO_OK;
-}
-
-int32_t builtin_config_bool(const grpo_config *cfg, const char *key, int *out, grpo_error *err) {
-    const char *t = grpo_config_get(cfg, key);
-    if (!t) return grpo_error_set(err, GRPO_ERR_INVALID, "[%s] missing key '%s'", cfg->section, key);
-    if (!strcmp(t, "true") || !strcmp(t, "yes") || !strcmp(t, "on") || !strcmp(t, "1")) *out = 1;
-    else if (!strcmp(t, "false") || !strcmp(t, "no") || !strcmp(t, "off") || !strcmp(t, "0")) *out = 0;
-    else
-        return grpo_error_set(err, GRPO_ERR_INVALID, "[%s] %s: expected true or false, got '%s'",
-                              cfg->section, key, t);
-    return GRPO_OK;
-}
-
 void builtin_log(const grpo_host *host, int32_t level, const char *who, const char *fmt, ...) {
     char msg[1024];
     va_list ap;

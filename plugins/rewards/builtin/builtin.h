@@ -1,4 +1,5 @@
-/* builtin.h — the rewards of the built-in pack and the config readers they share. */
+/* builtin.h — the rewards of the built-in pack and the log helper they share. Config values are
+ * read with the SDK's typed readers (grpo/config.h). */
 #ifndef GRPO_BUILTIN_REWARDS_H
 #define GRPO_BUILTIN_REWARDS_H
 
@@ -13,10 +14,6 @@ extern const grpo_reward_desc builtin_length_reward;   /* length.c */
 extern const grpo_reward_desc builtin_overlong_reward; /* length.c */
 extern const grpo_reward_desc builtin_repetition_reward; /* repetition.c */
 extern const grpo_reward_desc builtin_exec_reward;     /* exec.c */
-
-/* Read a key of the section's resolved config (the host validated types against pack.ini). */
-int32_t builtin_config_float(const grpo_config *cfg, const char *key, double *out, grpo_error *err);
-int32_t builtin_config_bool(const grpo_config *cfg, const char *key, int *out, grpo_error *err);
 
 /* One line through the host's log service (stderr when the host has none), from reward `who`. */
 void builtin_log(const grpo_host *host, int32_t level, const char *who, const char *fmt, ...)

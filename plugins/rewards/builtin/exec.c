@@ -365,7 +365,7 @@ static int32_t exec_configure(exec_state *s, const grpo_config *cfg, uint32_t ar
         return grpo_error_set(err, GRPO_ERR_INVALID, "[%s] command: cannot run '%s'%s%s%s: %s",
                               cfg->section, s->argv[0], dir ? " (run file directory " : "",
                               dir ? dir : "", dir ? ")" : "", why);
-    int32_t rc = builtin_config_float(cfg, "timeout", &s->timeout, err);
+    int32_t rc = grpo_config_double(cfg, "timeout", 60, -HUGE_VAL, HUGE_VAL, &s->timeout, err);
     if (rc == GRPO_OK && !(s->timeout > 0 && s->timeout < 1e6))
         rc = grpo_error_set(err, GRPO_ERR_INVALID, "[%s] timeout: expected seconds in (0, 1e6), got %g",
                             cfg->section, s->timeout);
@@ -392,11 +392,11 @@ static int32_t exec_create(const grpo_host *host, const grpo_config *cfg, void *
 }
 
 const grpo_reward_desc builtin_exec_reward = {
-    /* .struct_size = */ sizeof(grpo_reward_desc),
-    /* .id          = */ "builtin.exec",
-    /* .description = */ "Rewards from an external program speaking JSON lines (sdk/EXEC_PROTOCOL.md)",
-    /* .flags       = */ 0, /* one child process per state */
-    /* .create      = */ exec_create,
-    /* .score       = */ exec_score,
-    /* .destroy     = */ exec_destroy,
+    .struct_size = sizeof(grpo_reward_desc),
+    .id = "builtin.exec",
+    .description = "Rewards from an external program speaking JSON lines (sdk/EXEC_PROTOCOL.md)",
+    .flags = 0, /* one child process per state */
+    .create = exec_create,
+    .score = exec_score,
+    .destroy = exec_destroy,
 };

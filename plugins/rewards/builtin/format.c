@@ -42,7 +42,7 @@ static void format_destroy(void *state) {
     free(s);
 }
 
-static int32_t format_compile(format_state *s, const grpo_config *cfg, int dotall,
+static int32_t format_compile(format_state *s, const grpo_config *cfg, int32_t dotall,
                               grpo_error *err) {
     uint32_t options = PCRE2_UTF | PCRE2_MATCH_INVALID_UTF | (dotall ? PCRE2_DOTALL : 0);
     for (uint32_t i = 0; i < s->n_patterns; i++) {
@@ -66,15 +66,13 @@ static int32_t format_create(const grpo_host *host, const grpo_config *cfg, void
     if (!s) return grpo_error_set(err, GRPO_ERR_NOMEM, "[%s] out of memory", cfg->section);
     s->host = host;
     snprintf(s->section, sizeof s->section, "%s", cfg->section);
-    int dotall = 1, full = 0;
-    const char *combine = grpo_config_get(cfg, "combine");
-    int32_t rc = builtin_config_float(cfg, "value", &s->value, err);
-    if (rc == GRPO_OK) rc = builtin_config_bool(cfg, "dotall", &dotall, err);
-    if (rc == GRPO_OK) rc = builtin_config_bool(cfg, "full_match", &full, err);
-    if (rc == GRPO_OK && combine && strcmp(combine, "any") && strcmp(combine, "sum"))
-        rc = grpo_error_set(err, GRPO_ERR_INVALID, "[%s] combine: expected any or sum, got '%s'",
-                            cfg->section, combine);
-    s->sum = combine && !strcmp(combine, "sum");
+    static const char *const combines[] = {"any", "sum", NULL};
+    int32_t dotall = 1, full = 0, combine = 0;
+    int32_t rc = grpo_config_double(cfg, "value", 0.5, -HUGE_VAL, HUGE_VAL, &s->value, err);
+    if (rc == GRPO_OK) rc = grpo_config_bool(cfg, "dotall", 1, &dotall, err);
+    if (rc == GRPO_OK) rc = grpo_config_bool(cfg, "full_match", 0, &full, err);
+    if (rc == GRPO_OK) rc = grpo_config_choice(cfg, "combine", combines, 0, &combine, err);
+    s->sum = combine == 1;
     s->n_patterns = grpo_config_count(cfg, "pattern");
     if (rc == GRPO_OK && s->n_patterns == 0)
         rc = grpo_error_set(err, GRPO_ERR_INVALID, "[%s] needs at least one pattern", cfg->section);
@@ -144,11 +142,11 @@ static int32_t format_score(void *state, const grpo_sample *samples, uint32_t n,
 }
 
 const grpo_reward_desc builtin_format_reward = {
-    /* .struct_size = */ sizeof(grpo_reward_desc),
-    /* .id          = */ "builtin.format",
-    /* .description = */ "Regex format reward (MiniMind's reasoning format by default)",
-    /* .flags       = */ 0, /* one match_data per state: not shareable across threads */
-    /* .create      = */ format_create,
-    /* .score       = */ format_score,
-    /* .destroy     = */ format_destroy,
+    .struct_size = sizeof(grpo_reward_desc),
+    .id = "builtin.format",
+    .description = "Regex format reward (MiniMind's reasoning format by default)",
+    .flags = 0, /* one match_data per state: not shareable across threads */
+    .create = format_create,
+    .score = format_score,
+    .destroy = format_destroy,
 };

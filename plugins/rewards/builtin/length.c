@@ -11,6 +11,7 @@
  *   -1                              when |y| > max_length
  */
 #include <ctype.h>
+#include <math.h>
 #include <string.h>
 
 #include "builtin.h"
@@ -25,10 +26,13 @@ static int32_t length_create(const grpo_host *host, const grpo_config *cfg, void
     (void)host;
     length_state *s = calloc(1, sizeof *s);
     if (!s) return grpo_error_set(err, GRPO_ERR_NOMEM, "[%s] out of memory", cfg->section);
-    int32_t rc = builtin_config_float(cfg, "min_chars", &s->min_chars, err);
-    if (rc == GRPO_OK) rc = builtin_config_float(cfg, "max_chars", &s->max_chars, err);
-    if (rc == GRPO_OK) rc = builtin_config_float(cfg, "inside", &s->inside, err);
-    if (rc == GRPO_OK) rc = builtin_config_float(cfg, "outside", &s->outside, err);
+    int32_t rc = grpo_config_double(cfg, "min_chars", 20, -HUGE_VAL, HUGE_VAL, &s->min_chars, err);
+    if (rc == GRPO_OK)
+        rc = grpo_config_double(cfg, "max_chars", 800, -HUGE_VAL, HUGE_VAL, &s->max_chars, err);
+    if (rc == GRPO_OK)
+        rc = grpo_config_double(cfg, "inside", 0.5, -HUGE_VAL, HUGE_VAL, &s->inside, err);
+    if (rc == GRPO_OK)
+        rc = grpo_config_double(cfg, "outside", -0.5, -HUGE_VAL, HUGE_VAL, &s->outside, err);
     if (rc != GRPO_OK) return free(s), rc;
     *state = s;
     return GRPO_OK;
@@ -61,8 +65,10 @@ static int32_t overlong_create(const grpo_host *host, const grpo_config *cfg, vo
     (void)host;
     length_state *s = calloc(1, sizeof *s);
     if (!s) return grpo_error_set(err, GRPO_ERR_NOMEM, "[%s] out of memory", cfg->section);
-    int32_t rc = builtin_config_float(cfg, "max_length", &s->max_length, err);
-    if (rc == GRPO_OK) rc = builtin_config_float(cfg, "cache", &s->cache, err);
+    int32_t rc =
+        grpo_config_double(cfg, "max_length", 1024, -HUGE_VAL, HUGE_VAL, &s->max_length, err);
+    if (rc == GRPO_OK)
+        rc = grpo_config_double(cfg, "cache", 256, -HUGE_VAL, HUGE_VAL, &s->cache, err);
     if (rc == GRPO_OK && !(s->cache > 0 && s->cache <= s->max_length))
         rc = grpo_error_set(err, GRPO_ERR_INVALID, "[%s] cache: expected 0 < cache <= max_length (%g), got %g",
                             cfg->section, s->max_length, s->cache);
@@ -84,21 +90,21 @@ static int32_t overlong_score(void *state, const grpo_sample *samples, uint32_t 
 }
 
 const grpo_reward_desc builtin_length_reward = {
-    /* .struct_size = */ sizeof(grpo_reward_desc),
-    /* .id          = */ "builtin.length",
-    /* .description = */ "Length window reward (MiniMind HEAD): inside/outside [min_chars, max_chars]",
-    /* .flags       = */ GRPO_REWARD_THREADSAFE,
-    /* .create      = */ length_create,
-    /* .score       = */ length_score,
-    /* .destroy     = */ free,
+    .struct_size = sizeof(grpo_reward_desc),
+    .id = "builtin.length",
+    .description = "Length window reward (MiniMind HEAD): inside/outside [min_chars, max_chars]",
+    .flags = GRPO_REWARD_THREADSAFE,
+    .create = length_create,
+    .score = length_score,
+    .destroy = free,
 };
 
 const grpo_reward_desc builtin_overlong_reward = {
-    /* .struct_size = */ sizeof(grpo_reward_desc),
-    /* .id          = */ "builtin.overlong",
-    /* .description = */ "DAPO soft overlong punishment on completion tokens",
-    /* .flags       = */ GRPO_REWARD_THREADSAFE,
-    /* .create      = */ overlong_create,
-    /* .score       = */ overlong_score,
-    /* .destroy     = */ free,
+    .struct_size = sizeof(grpo_reward_desc),
+    .id = "builtin.overlong",
+    .description = "DAPO soft overlong punishment on completion tokens",
+    .flags = GRPO_REWARD_THREADSAFE,
+    .create = overlong_create,
+    .score = overlong_score,
+    .destroy = free,
 };

@@ -20,6 +20,8 @@
 #include "builtin.h"
 #include "pattern.h"
 
+enum { SCOPE_ANSWER, SCOPE_ALL };
+
 typedef struct repetition_state {
     pcre2_code *token_re;
     pcre2_match_data *match;
@@ -28,8 +30,9 @@ typedef struct repetition_state {
     int warned; /* a failed match was logged */
     char section[128];
     locale_t utf8; /* for towlower_l; (locale_t)0 when C.UTF-8 is missing: ASCII lower-casing */
-    double n, cap;
-    int answer_only;
+    int32_t n;    /* n-gram size */
+    double cap;
+    int32_t scope; /* SCOPE_* */
 } repetition_state;
 
 static void repetition_destroy(void *state) {
@@ -48,15 +51,10 @@ static int32_t repetition_create(const grpo_host *host, const grpo_config *cfg, 
     if (!s) return grpo_error_set(err, GRPO_ERR_NOMEM, "[%s] out of memory", cfg->section);
     s->host = host;
     snprintf(s->section, sizeof s->section, "%s", cfg->section);
-    const char *scope = grpo_config_get(cfg, "scope");
-    int32_t rc = builtin_config_float(cfg, "n", &s->n, err);
-    if (rc == GRPO_OK) rc = builtin_config_float(cfg, "cap", &s->cap, err);
-    if (rc == GRPO_OK && !(s->n >= 1 && s->n <= 16 && s->n == (int)s->n))
-        rc = grpo_error_set(err, GRPO_ERR_INVALID, "[%s] n: expected an integer 1..16, got %g", cfg->section, s->n);
-    if (rc == GRPO_OK && (!scope || (strcmp(scope, "all") && strcmp(scope, "answer"))))
-        rc = grpo_error_set(err, GRPO_ERR_INVALID, "[%s] scope: expected all or answer, got '%s'",
-                            cfg->section, scope ? scope : "");
-    s->answer_only = scope && !strcmp(scope, "answer");
+    static const char *const scopes[] = {"answer", "all", NULL};
+    int32_t rc = grpo_config_int(cfg, "n", 3, 1, 16, &s->n, err);
+    if (rc == GRPO_OK) rc = grpo_config_double(cfg, "cap", 0.5, -HUGE_VAL, HUGE_VAL, &s->cap, err);
+    if (rc == GRPO_OK) rc = grpo_config_choice(cfg, "scope", scopes, SCOPE_ANSWER, &s->scope, err);
     int code;
     PCRE2_SIZE at;
     s->token_re = pcre2_compile((PCRE2_SPTR) "\\w+|[^\\w\\s]", PCRE2_ZERO_TERMINATED,
@@ -164,7 +162,7 @@ static int repeated_grams(const char *text, const size_t *spans, int n_tokens, i
 
 /* The text MiniMind scores: after the first </think>, stripped, when scope = answer. */
 static const char *scored_text(const repetition_state *s, const char *completion) {
-    const char *close = s->answer_only ? strstr(completion, "</think>") : NULL;
+    const char *close = s->scope == SCOPE_ANSWER ? strstr(completion, "</think>") : NULL;
     return close ? close + 8 : completion;
 }
 
@@ -182,7 +180,7 @@ static void repetition_match_failed(repetition_state *s, const grpo_sample *x, u
 static int32_t repetition_score(void *state, const grpo_sample *samples, uint32_t n, float *out,
                                 grpo_error *err) {
     repetition_state *s = state;
-    int gram = (int)s->n;
+    int gram = s->n;
     for (uint32_t k = 0; k < n; k++) {
         char *text = lower_utf8(s, scored_text(s, samples[k].completion));
         size_t *spans = NULL;
@@ -213,11 +211,11 @@ static int32_t repetition_score(void *state, const grpo_sample *samples, uint32_
 }
 
 const grpo_reward_desc builtin_repetition_reward = {
-    /* .struct_size = */ sizeof(grpo_reward_desc),
-    /* .id          = */ "builtin.repetition",
-    /* .description = */ "N-gram repetition penalty (MiniMind HEAD rep_penalty), as a negative reward",
-    /* .flags       = */ 0, /* one match_data per state */
-    /* .create      = */ repetition_create,
-    /* .score       = */ repetition_score,
-    /* .destroy     = */ repetition_destroy,
+    .struct_size = sizeof(grpo_reward_desc),
+    .id = "builtin.repetition",
+    .description = "N-gram repetition penalty (MiniMind HEAD rep_penalty), as a negative reward",
+    .flags = 0, /* one match_data per state */
+    .create = repetition_create,
+    .score = repetition_score,
+    .destroy = repetition_destroy,
 };

@@ -3,6 +3,7 @@
  * Occurrences are counted like Python's str.count (non-overlapping, left to right), so the defaults
  * reproduce MiniMind's mark_num: 0.25 for each of <think>, </think>, <answer>, </answer>.
  */
+#include <math.h>
 #include <string.h>
 
 #include "builtin.h"
@@ -26,7 +27,7 @@ static int32_t tags_create(const grpo_host *host, const grpo_config *cfg, void *
     (void)host;
     tags_state *s = calloc(1, sizeof *s);
     if (!s) return grpo_error_set(err, GRPO_ERR_NOMEM, "[%s] out of memory", cfg->section);
-    int32_t rc = builtin_config_float(cfg, "value", &s->value, err);
+    int32_t rc = grpo_config_double(cfg, "value", 0.25, -HUGE_VAL, HUGE_VAL, &s->value, err);
     uint32_t n = grpo_config_count(cfg, "tag");
     s->tags = calloc(n ? n : 1, sizeof *s->tags);
     if (rc == GRPO_OK && !s->tags) rc = grpo_error_set(err, GRPO_ERR_NOMEM, "[%s] out of memory", cfg->section);
@@ -65,11 +66,11 @@ static int32_t tags_score(void *state, const grpo_sample *samples, uint32_t n, f
 }
 
 const grpo_reward_desc builtin_tags_reward = {
-    /* .struct_size = */ sizeof(grpo_reward_desc),
-    /* .id          = */ "builtin.tags",
-    /* .description = */ "Tag count reward (MiniMind's mark_num by default)",
-    /* .flags       = */ GRPO_REWARD_THREADSAFE,
-    /* .create      = */ tags_create,
-    /* .score       = */ tags_score,
-    /* .destroy     = */ tags_destroy,
+    .struct_size = sizeof(grpo_reward_desc),
+    .id = "builtin.tags",
+    .description = "Tag count reward (MiniMind's mark_num by default)",
+    .flags = GRPO_REWARD_THREADSAFE,
+    .create = tags_create,
+    .score = tags_score,
+    .destroy = tags_destroy,
 };

@@ -19,53 +19,24 @@
 
 GRPO_PLUGIN_MAGIC()
 
-static int32_t config_double(const grpo_config *cfg, const char *key, double *out,
-                             grpo_error *err) {
-    const char *t = grpo_config_get(cfg, key);
-    char *end;
-    if (!t)
-        return grpo_error_set(err, GRPO_ERR_INVALID, "[%s] missing key '%s'", cfg->section, key);
-    *out = strtod(t, &end);
-    if (end == t || *end || !isfinite(*out))
-        return grpo_error_set(err, GRPO_ERR_INVALID, "[%s] %s: expected a number, got '%s'",
-                              cfg->section, key, t);
-    return GRPO_OK;
-}
-
-/* An integer key within [lo, hi]. */
-static int32_t config_int(const grpo_config *cfg, const char *key, int32_t lo, int32_t hi,
-                          int32_t *out, grpo_error *err) {
-    double d;
-    int32_t rc = config_double(cfg, key, &d, err);
-    if (rc != GRPO_OK) return rc;
-    if (d != floor(d) || d < lo || d > hi)
-        return grpo_error_set(err, GRPO_ERR_INVALID, "[%s] %s: expected an integer in [%d, %d], "
-                              "got %s", cfg->section, key, lo, hi, grpo_config_get(cfg, key));
-    *out = (int32_t)d;
-    return GRPO_OK;
-}
-
+/* The section's options (pack.ini), with its defaults for a host that leaves keys out. */
 static int32_t read_options(rm_state *s, const grpo_config *cfg, grpo_error *err) {
-    const char *text = grpo_config_get(cfg, "text");
-    const char *special = grpo_config_get(cfg, "add_special_tokens");
-    if (!text || (strcmp(text, "full") && strcmp(text, "minimind")))
-        return grpo_error_set(err, GRPO_ERR_INVALID, "[%s] text: expected full or minimind, got "
-                              "'%s'", cfg->section, text ? text : "");
-    s->minimind = strcmp(text, "minimind") == 0;
-    s->add_special = special && (!strcmp(special, "true") || !strcmp(special, "1") ||
-                                 !strcmp(special, "yes") || !strcmp(special, "on"));
-    int32_t rc = config_double(cfg, "answer_weight", &s->answer_weight, err);
-    if (rc == GRPO_OK) rc = config_double(cfg, "scale", &s->scale, err);
-    if (rc == GRPO_OK) rc = config_double(cfg, "shift", &s->shift, err);
-    if (rc == GRPO_OK) rc = config_double(cfg, "clip", &s->clip, err);
-    if (rc == GRPO_OK) rc = config_int(cfg, "label", 0, 1 << 20, &s->label, err);
-    if (rc == GRPO_OK) rc = config_int(cfg, "batch_size", 1, 1 << 16, &s->batch_size, err);
-    if (rc == GRPO_OK) rc = config_int(cfg, "max_length", 0, 1 << 24, &s->max_length, err);
+    static const char *const texts[] = {"full", "minimind", NULL};
+    const double any = HUGE_VAL;
+    int32_t rc = grpo_config_choice(cfg, "text", texts, 0, &s->minimind, err);
+    if (rc == GRPO_OK) rc = grpo_config_bool(cfg, "add_special_tokens", 0, &s->add_special, err);
     if (rc == GRPO_OK)
-        rc = config_int(cfg, "reward_token_id", -1, INT32_MAX, &s->reward_token, err);
-    if (rc == GRPO_OK && s->clip < 0)
-        rc = grpo_error_set(err, GRPO_ERR_INVALID, "[%s] clip: expected >= 0 (0 = no clamp), got "
-                            "%g", cfg->section, s->clip);
+        rc = grpo_config_double(cfg, "answer_weight", 0.6, -any, any, &s->answer_weight, err);
+    if (rc == GRPO_OK) rc = grpo_config_double(cfg, "scale", 1.0, -any, any, &s->scale, err);
+    if (rc == GRPO_OK) rc = grpo_config_double(cfg, "shift", 0.0, -any, any, &s->shift, err);
+    if (rc == GRPO_OK) rc = grpo_config_double(cfg, "clip", 0.0, 0, any, &s->clip, err);
+    if (rc == GRPO_OK) rc = grpo_config_int(cfg, "label", 0, 0, 1 << 20, &s->label, err);
+    if (rc == GRPO_OK)
+        rc = grpo_config_int(cfg, "batch_size", 8, 1, 1 << 16, &s->batch_size, err);
+    if (rc == GRPO_OK)
+        rc = grpo_config_int(cfg, "max_length", 2048, 0, 1 << 24, &s->max_length, err);
+    if (rc == GRPO_OK)
+        rc = grpo_config_int(cfg, "reward_token_id", -1, -1, INT32_MAX, &s->reward_token, err);
     return rc;
 }
 
@@ -78,7 +49,7 @@ static int32_t json_int(const cJSON *o, const char *key, int32_t def) {
 
 /* The kind of reward model, its head and its pooling ids, from config.json. */
 static int32_t read_model(rm_state *s, const char *section, grpo_error *err) {
-    grpo_host_model_info info = {sizeof info, 0, 0, 0, 0, 0, 0, NULL, NULL, NULL};
+    grpo_host_model_info info = {.struct_size = sizeof info};
     s->host->model_info(s->model, &info);
     s->C = info.hidden_size;
     const char *arch = info.architecture ? info.architecture : "";
@@ -229,15 +200,14 @@ static int32_t rm_score(void *state, const grpo_sample *samples, uint32_t n, flo
 }
 
 static const grpo_reward_desc score_desc = {
-    /* .struct_size = */ sizeof(grpo_reward_desc),
-    /* .id          = */ "reward_model.score",
-    /* .description = */
-    "Reward model score: a sequence-classification (score.weight) or InternLM2 reward model "
-    "(v_head) from a Hugging Face directory",
-    /* .flags       = */ 0,
-    /* .create      = */ rm_create,
-    /* .score       = */ rm_score,
-    /* .destroy     = */ rm_destroy,
+    .struct_size = sizeof(grpo_reward_desc),
+    .id = "reward_model.score",
+    .description = "Reward model score: a sequence-classification (score.weight) or InternLM2 "
+                   "reward model (v_head) from a Hugging Face directory",
+    .flags = 0,
+    .create = rm_create,
+    .score = rm_score,
+    .destroy = rm_destroy,
 };
 
 static const grpo_reward_desc *get_reward(uint32_t index) {

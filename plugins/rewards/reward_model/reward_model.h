@@ -21,7 +21,7 @@ typedef struct rm_state {
     struct grpo_host_model *model;
     char *name;          /* the section, "reward.NAME", for messages */
     /* options (pack.ini) */
-    int32_t minimind;      /* text = minimind */
+    int32_t minimind;      /* text = minimind (the index of the choice full | minimind) */
     double answer_weight;  /* weight of the <answer> score in the blend */
     double scale, shift, clip;
     int32_t label, batch_size, max_length, add_special;

@@ -2,6 +2,7 @@
 #ifndef GRPO_GRPO_H
 #define GRPO_GRPO_H
 #include "grpo/plugin.h"
+#include "grpo/config.h" /* (plugin.h includes it too) */
 #include "grpo/reward.h"
 #include "grpo/ops.h"
 #include "grpo/model.h"

@@ -1,6 +1,7 @@
 /*
- * grpo/model.h — the model interface (PROVISIONAL in ABI 1.0: may change until the first model
- * plugin ships; this notice goes when it is frozen).
+ * grpo/model.h — the model interface, frozen as ABI 1.x (since 1.3): every struct grows only at
+ * its end, behind struct_size, and comments mark the minor version that added each group, so a
+ * host tests GRPO_HAS_FIELD (and non-NULL for optional slots) before using anything past 1.0.
  *
  * A model plugin describes its parameter tensors; the HOST owns memory: it allocates parameters,
  * gradients and the two AdamW moments in one block and activations in another (llm.c's plan),
@@ -14,6 +15,12 @@
  * - backward() uses the activations of the immediately preceding forward() on the same batch.
  * - The host table passed to create() MUST outlive the instance (the plugin keeps the pointer
  *   to reach host->ops); config_json and cfg are borrowed for the call.
+ * - A host MUST accept a grpo_model_desc whose struct_size ends anywhere at or after
+ *   expert_load (the 1.0 slots): every slot after it is tested with GRPO_HAS_FIELD, never
+ *   required by size.
+ *
+ * Fill grpo_model_desc with designated initializers (.id = ..., .vocab_size = ...; see
+ * grpo/reward.h): optional slots left out are NULL, and a slot appended later needs no edit.
  */
 #ifndef GRPO_MODEL_H
 #define GRPO_MODEL_H
@@ -24,11 +31,32 @@
 extern "C" {
 #endif
 
+/* grpo_param_desc.flags -- 1.0 -- */
 #define GRPO_PARAM_NO_DECAY 1u /* excluded from weight decay (norms, biases) */
 #define GRPO_PARAM_TIED 2u     /* shares storage with another tensor; not written on save */
 
+/* -- 1.3: init hints, how a host that makes a fresh model (`grpo init-model`) fills the tensor.
+ *    A 3-bit field, not independent bits: flags & GRPO_PARAM_INIT_MASK is one of the values
+ *    below. std is the host's (grpo init-model: 0.02, transformers' initializer_range default);
+ *    L is config.json's num_hidden_layers. A TIED tensor is not filled (its target is).
+ *    0, GRPO_PARAM_INIT_DEFAULT, means "no hint": what every pack built before 1.3 reports. The
+ *    host then falls back to its pre-1.3 rule by Hugging Face name: a name containing "norm" is
+ *    ONES, one containing "o_proj" or "down_proj" is RESIDUAL, anything else NORMAL. A value
+ *    the host does not know (one a later minor adds) is treated as no hint too.
+ *    grpo_param_init() below is that rule, for hosts. A 1.3 pack SHOULD give every tensor a
+ *    hint, so that no host guesses by name. -- */
+#define GRPO_PARAM_INIT_MASK (7u << 2)
+#define GRPO_PARAM_INIT_DEFAULT (0u << 2)  /* no hint: the host's rule by name (above) */
+#define GRPO_PARAM_INIT_NORMAL (1u << 2)   /* N(0, std^2): embeddings, projections, heads */
+#define GRPO_PARAM_INIT_RESIDUAL (2u << 2) /* N(0, (std / sqrt(2 L))^2): a projection that writes
+                                            * into the residual stream (o_proj, down_proj), so
+                                            * its variance does not grow with depth (GPT-2) */
+#define GRPO_PARAM_INIT_ONES (3u << 2)     /* every element 1: norm weights */
+#define GRPO_PARAM_INIT_ZEROS (4u << 2)    /* every element 0: biases, zero-init heads */
+
 typedef struct grpo_param_desc {
     uint32_t struct_size;
+    /* -- 1.0 -- */
     const char *name;  /* Hugging Face tensor name, e.g. "model.layers.0.self_attn.q_proj.weight" */
     int32_t ndim;      /* 1..4 */
     int64_t shape[4];
@@ -36,9 +64,20 @@ typedef struct grpo_param_desc {
     int32_t tied_to;   /* index of the tensor it shares storage with when TIED, else -1 */
 } grpo_param_desc;
 
+/* 1.3, for hosts: how to fill tensor d (GRPO_PARAM_INIT_NORMAL, _RESIDUAL, _ONES or _ZEROS):
+ * its hint, else (no hint, or one this header does not know) the pre-1.3 rule by name. */
+static inline uint32_t grpo_param_init(const grpo_param_desc *d) {
+    uint32_t hint = d->flags & GRPO_PARAM_INIT_MASK;
+    if (hint >= GRPO_PARAM_INIT_NORMAL && hint <= GRPO_PARAM_INIT_ZEROS) return hint;
+    if (strstr(d->name, "norm")) return GRPO_PARAM_INIT_ONES;
+    if (strstr(d->name, "o_proj") || strstr(d->name, "down_proj")) return GRPO_PARAM_INIT_RESIDUAL;
+    return GRPO_PARAM_INIT_NORMAL;
+}
+
 /* A training batch, all arrays in backend memory, shape (B,T). */
 typedef struct grpo_batch {
     uint32_t struct_size;
+    /* -- 1.0 -- */
     int32_t B, T;
     const int32_t *ids;     /* (B,T) input token ids */
     const int32_t *mask;    /* (B,T) 1 = real token, 0 = padding */
@@ -56,12 +95,14 @@ typedef struct grpo_batch {
 /* A KV cache: kv_floats(R, S) floats of backend memory owned by the host. */
 typedef struct grpo_kv_cache {
     uint32_t struct_size;
+    /* -- 1.0 -- */
     float *data;
     int32_t R, S; /* rows and positions it was sized for */
 } grpo_kv_cache;
 
 typedef struct grpo_model_desc {
     uint32_t struct_size;
+    /* -- 1.0 -- */
     const char *id;          /* namespaced: "pack.name"; must match the manifest */
     const char *description; /* one line */
     const char *const *architectures; /* NULL-terminated HF "architectures" names served */
@@ -122,8 +163,8 @@ typedef struct grpo_model_desc {
      * valid until the next call into the instance; NULL before the first forward. */
     const float *(*expert_load)(void *model, int32_t *n_layers, int32_t *n_experts);
 
-    /* -- (optional) hidden states, for heads the caller applies itself (reward models, value
-     *    heads): the host's model_hidden service (grpo/plugin.h, ABI 1.1) needs both slots. -- */
+    /* -- 1.1: (optional) hidden states, for heads the caller applies itself (reward models,
+     *    value heads): the host's model_hidden service (grpo/plugin.h) needs both slots. -- */
     /* (optional) C, the floats per token that hidden() writes. */
     int32_t (*hidden_size)(void *model);
     /* (optional) Final hidden states, after the final norm, of batch (ids, mask, pos as in
@@ -137,6 +178,14 @@ typedef struct grpo_model_desc {
      * plugin whose file layout is its compute layout leaves this NULL. (E.g. InternLM2's packed
      * wqkv, interleaved by kv group, becomes q|k|v.) */
     int32_t (*relayout)(void *model, uint32_t i, float *data, int32_t direction, grpo_error *err);
+
+    /* -- 1.3 -- */
+    /* V: rows of the token embedding, and columns of the logits prefill() and decode() write;
+     * callable any time after create() (before bind()).
+     * A host MUST test GRPO_HAS_FIELD(desc, grpo_model_desc, vocab_size) and non-NULL; a pack
+     * built before 1.3 lacks it, and the host then takes the first dimension of the tensor named
+     * lm_head.weight, model.embed_tokens.weight or model.tok_embeddings.weight. */
+    int32_t (*vocab_size)(void *model);
 } grpo_model_desc;
 
 #define GRPO_RELAYOUT_LOAD 0 /* file -> plugin */

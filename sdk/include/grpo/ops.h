@@ -1,6 +1,7 @@
 /*
- * grpo/ops.h — the kernel op table every model uses (PROVISIONAL in ABI 1.0: may change until the
- * first model plugin ships; this notice goes when it is frozen).
+ * grpo/ops.h — the kernel op table every model uses, frozen as ABI 1.x (since 1.3): it grows only
+ * at its end, behind struct_size, and comments mark the minor version that added each group, so
+ * a plugin tests GRPO_HAS_FIELD(ops, grpo_ops, op) and non-NULL before an op added after 1.0.
  *
  * One table per backend (cpu, cuda), with an opaque context, in the manner of ggml's backends.
  * All float buffers are fp32 and live in the backend's memory (host memory for cpu): a model plugin
@@ -25,6 +26,7 @@ extern "C" {
 
 typedef struct grpo_ops {
     uint32_t struct_size;
+    /* -- 1.0 -- */
     const char *name; /* "cpu", "cuda" */
     void *ctx;        /* backend context, passed back as the first argument */
 
@@ -114,8 +116,10 @@ typedef struct grpo_ops {
     /* -- x *= s -- */
     void (*scale)(void *ctx, float *x, float s, uint64_t n);
 
-    /* -- row routing (mixture of experts): M rows moved between a (N,C) tensor and a
-     *    (M,C) one by an index idx (M), each idx[m] in [0,N).
+    /* -- 1.0, added while 1.0 was provisional (a plugin that needs them tests GRPO_HAS_FIELD
+     *    and non-NULL, as the moe pack does).
+     *    Row routing (mixture of experts): M rows moved between a (N,C) tensor and a (M,C) one
+     *    by an index idx (M), each idx[m] in [0,N).
      *    gather_rows:  out (M,C) = inp[idx[m]] (written).
      *    scatter_add_rows: out (N,C)[idx[m]] += w[m] * inp (M,C)[m]; w (M) may be NULL (weight
      *      1); idx may repeat (rows are added in order of m, so the result does not depend on

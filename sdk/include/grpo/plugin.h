@@ -28,11 +28,23 @@
  * - Plugins MUST NOT be compiled with -ffast-math (NaN means "no opinion" and must survive).
  *
  * ABI history (append-only; a new group of host services bumps abi_minor):
- *   1.0  initial: log, alloc/free, rng, config access, ops table (provisional), tokenizer (provisional)
+ *   1.0  initial: log, alloc/free, rng, config access, ops table (provisional until 1.3),
+ *        tokenizer (provisional)
  *   1.1  frozen models for reward plugins: model_ctx, model_load, model_free, model_info,
  *        model_hidden, model_tensor, model_encode, model_render (grpo_host_model_info)
  *   1.2  grpo_config.dir: the run file's directory, against which a plugin resolves the
  *        relative paths of its keys (as the host resolves every path of a run file)
+ *   1.3  grpo/ops.h and grpo/model.h frozen (no longer provisional; they grow like the rest).
+ *        grpo_model_desc.vocab_size; GRPO_PARAM_INIT_* hints in grpo_param_desc.flags and
+ *        grpo_param_init() (how a fresh model fills each tensor). grpo/config.h: typed readers
+ *        of grpo_config (grpo_config_double, _int, _bool, _choice), header-only.
+ *
+ * Two versions: the library's magic carries the SDK it was COMPILED against (the host refuses a
+ * newer minor than its own, so a pack rebuilt against 1.3 loads in 1.3+ hosts only); a
+ * pack.ini's abi = MAJOR.MINOR names the ABI the pack RELIES on: the highest minor whose host
+ * fields or services it uses without a GRPO_HAS_FIELD fallback (what `grpo plugins show`
+ * reports). Header-only additions (grpo/config.h) and fields a plugin fills for the host (an
+ * older host reads a smaller struct_size and never sees them) do not raise it.
  */
 #ifndef GRPO_PLUGIN_H
 #define GRPO_PLUGIN_H
@@ -51,7 +63,7 @@ extern "C" {
 #endif
 
 #define GRPO_ABI_MAJOR 1
-#define GRPO_ABI_MINOR 2
+#define GRPO_ABI_MINOR 3
 #define GRPO_MAGIC_TAG "GRPOPLG" /* 7 chars + NUL */
 
 #if defined(_WIN32)
@@ -163,7 +175,7 @@ static inline const char *grpo_config_nth(const grpo_config *cfg, const char *ke
 #define GRPO_LOG_INFO 2
 #define GRPO_LOG_DEBUG 3
 
-struct grpo_ops;       /* grpo/ops.h: the kernel op table (provisional in 1.0) */
+struct grpo_ops;       /* grpo/ops.h: the kernel op table (frozen in 1.3) */
 struct grpo_tokenizer; /* opaque host tokenizer */
 struct grpo_host_model; /* opaque frozen model loaded by the host (1.1) */
 struct grpo_message;    /* grpo/reward.h */
@@ -193,7 +205,7 @@ typedef struct grpo_host {
     void (*free)(void *ptr);
     /* Deterministic RNG: xoshiro-style state owned by the caller, seeded by the host. */
     uint64_t (*rng_next)(uint64_t state[4]);
-    /* The compute backend the run uses (provisional; see grpo/ops.h). NULL when none. */
+    /* The compute backend the run uses (grpo/ops.h). NULL when none. */
     const struct grpo_ops *ops;
     /* Tokenizer of the policy model (provisional). tokenize writes up to cap ids and returns the
      * full count (>cap means truncated), or a negative status. decode writes a NUL-terminated
@@ -274,4 +286,8 @@ typedef int32_t (*grpo_plugin_init_fn)(const grpo_host *host, grpo_library *lib,
 #ifdef __cplusplus
 }
 #endif
+
+/* 1.3: typed readers of grpo_config (after grpo_config and grpo_error are defined). */
+#include "grpo/config.h"
+
 #endif /* GRPO_PLUGIN_H */

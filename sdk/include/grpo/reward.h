@@ -22,6 +22,26 @@
  *   runs score() in a child process instead: a crash, signal or exit() there costs that batch
  *   (NaN scores, one warning), not the run. The child works on a copy of the state: changes a
  *   score() call makes to its state are NOT kept when it runs isolated.
+ *
+ * A descriptor names its fields (C99 designated initializers), so a field appended in a later
+ * minor version is zero (NULL) in a pack that predates it, and create() reads its keys with the
+ * typed readers of grpo/config.h:
+ *
+ *   static int32_t len_create(const grpo_host *host, const grpo_config *cfg, void **state,
+ *                             grpo_error *err) {
+ *       int32_t target; // pack.ini: [example.len:target] type = int, default = 200
+ *       int32_t rc = grpo_config_int(cfg, "target", 200, 1, INT32_MAX, &target, err);
+ *       ...                // rc != GRPO_OK: err says "[reward.NAME] target: expected ..."
+ *   }
+ *   const grpo_reward_desc len_reward = {
+ *       .struct_size = sizeof(grpo_reward_desc),
+ *       .id = "example.len",
+ *       .description = "1 at the target length, less around it",
+ *       .flags = GRPO_REWARD_THREADSAFE,
+ *       .create = len_create,
+ *       .score = len_score,
+ *       .destroy = free,
+ *   };
  */
 #ifndef GRPO_REWARD_H
 #define GRPO_REWARD_H
@@ -76,6 +96,7 @@ static inline const char *grpo_sample_field(const grpo_sample *s, const char *ke
 
 typedef struct grpo_reward_desc {
     uint32_t struct_size;
+    /* -- 1.0 -- */
     const char *id;          /* namespaced: "pack.name"; must match the manifest */
     const char *description; /* one line */
     uint32_t flags;          /* GRPO_REWARD_* */

@@ -1,0 +1,124 @@
+/*
+ * test_sdk_model_abi.c — ABI 1.3 of the model interface (grpo/model.h): a descriptor from a pack
+ * built before 1.3 is told apart from a 1.3 one by struct_size alone, and the init hints of
+ * grpo_param_desc.flags are one field that a pre-1.3 pack leaves at "no hint".
+ */
+#include <check.h>
+#include <stddef.h>
+
+#include "grpo/grpo.h"
+
+static int32_t vocab_264(void *model) {
+    (void)model;
+    return 264;
+}
+
+/* The size a pack compiled against 1.2 reports: its struct ended after relayout. */
+#define MODEL_DESC_1_2_SIZE (offsetof(grpo_model_desc, relayout) + sizeof(void (*)(void)))
+
+START_TEST(abi_is_at_least_1_3) {
+    ck_assert_int_eq(GRPO_ABI_MAJOR, 1);
+    ck_assert_int_ge(GRPO_ABI_MINOR, 3);
+}
+END_TEST
+
+START_TEST(a_1_2_model_desc_lacks_vocab_size) {
+    /* The host reads a 1.2 descriptor through the 1.3 type; only struct_size tells them apart. */
+    grpo_model_desc d = {.struct_size = (uint32_t)MODEL_DESC_1_2_SIZE, .id = "old.lm",
+                         .vocab_size = vocab_264};
+    ck_assert(GRPO_HAS_FIELD(&d, grpo_model_desc, relayout));
+    ck_assert(!GRPO_HAS_FIELD(&d, grpo_model_desc, vocab_size));
+    d.struct_size = sizeof d;
+    ck_assert(GRPO_HAS_FIELD(&d, grpo_model_desc, vocab_size));
+    ck_assert_int_eq(d.vocab_size(NULL), 264);
+}
+END_TEST
+
+START_TEST(vocab_size_is_the_last_slot) {
+    /* append-only: the 1.3 slot comes after every slot of 1.2, and the struct ends with it */
+    ck_assert_uint_gt(offsetof(grpo_model_desc, vocab_size), offsetof(grpo_model_desc, relayout));
+    ck_assert_uint_eq(offsetof(grpo_model_desc, vocab_size), MODEL_DESC_1_2_SIZE);
+    ck_assert_uint_eq(sizeof(grpo_model_desc),
+                      offsetof(grpo_model_desc, vocab_size) + sizeof(void (*)(void)));
+}
+END_TEST
+
+START_TEST(init_hints_are_one_field_apart_from_the_1_0_flags) {
+    const uint32_t hints[] = {GRPO_PARAM_INIT_DEFAULT, GRPO_PARAM_INIT_NORMAL,
+                              GRPO_PARAM_INIT_RESIDUAL, GRPO_PARAM_INIT_ONES,
+                              GRPO_PARAM_INIT_ZEROS};
+    for (int i = 0; i < 5; i++) {
+        ck_assert_uint_eq(hints[i] & ~GRPO_PARAM_INIT_MASK, 0); /* inside the field */
+        for (int j = 0; j < i; j++) ck_assert_uint_ne(hints[i], hints[j]); /* distinct */
+        /* combined with the 1.0 bits, the hint reads back unchanged */
+        uint32_t flags = hints[i] | GRPO_PARAM_NO_DECAY | GRPO_PARAM_TIED;
+        ck_assert_uint_eq(flags & GRPO_PARAM_INIT_MASK, hints[i]);
+    }
+    ck_assert_uint_eq(GRPO_PARAM_INIT_MASK & (GRPO_PARAM_NO_DECAY | GRPO_PARAM_TIED), 0);
+    /* a pre-1.3 pack sets only the 1.0 bits: the host sees "no hint" and falls back by name */
+    ck_assert_uint_eq((GRPO_PARAM_NO_DECAY | GRPO_PARAM_TIED) & GRPO_PARAM_INIT_MASK,
+                      GRPO_PARAM_INIT_DEFAULT);
+}
+END_TEST
+
+/* A param descriptor named name with flags. */
+static grpo_param_desc param(const char *name, uint32_t flags) {
+    return (grpo_param_desc){.struct_size = sizeof(grpo_param_desc), .name = name, .ndim = 1,
+                             .shape = {4}, .flags = flags, .tied_to = -1};
+}
+
+START_TEST(a_hint_decides_the_init) {
+    /* the hint wins over the name, whatever the 1.0 bits */
+    grpo_param_desc d = param("model.norm.weight", GRPO_PARAM_NO_DECAY | GRPO_PARAM_INIT_ZEROS);
+    ck_assert_uint_eq(grpo_param_init(&d), GRPO_PARAM_INIT_ZEROS);
+    d = param("model.layers.0.attention.wo.weight", GRPO_PARAM_INIT_RESIDUAL);
+    ck_assert_uint_eq(grpo_param_init(&d), GRPO_PARAM_INIT_RESIDUAL);
+    d = param("model.layers.0.mlp.down_proj.weight", GRPO_PARAM_INIT_NORMAL);
+    ck_assert_uint_eq(grpo_param_init(&d), GRPO_PARAM_INIT_NORMAL);
+    d = param("model.layers.0.ffn_norm.weight", GRPO_PARAM_NO_DECAY | GRPO_PARAM_INIT_ONES);
+    ck_assert_uint_eq(grpo_param_init(&d), GRPO_PARAM_INIT_ONES);
+}
+END_TEST
+
+START_TEST(without_a_hint_the_name_decides_as_before_1_3) {
+    const char *ones[] = {"model.layers.0.input_layernorm.weight", "model.norm.weight",
+                          "model.layers.1.self_attn.q_norm.weight"};
+    const char *residual[] = {"model.layers.0.self_attn.o_proj.weight",
+                              "model.layers.0.mlp.experts.3.down_proj.weight"};
+    const char *normal[] = {"model.embed_tokens.weight", "lm_head.weight",
+                            "model.layers.0.mlp.gate.weight",
+                            "model.layers.0.self_attn.q_proj.bias"};
+    for (int i = 0; i < 3; i++) {
+        grpo_param_desc d = param(ones[i], GRPO_PARAM_NO_DECAY); /* a 1.2 pack's flags */
+        ck_assert_uint_eq(grpo_param_init(&d), GRPO_PARAM_INIT_ONES);
+    }
+    for (int i = 0; i < 2; i++) {
+        grpo_param_desc d = param(residual[i], 0);
+        ck_assert_uint_eq(grpo_param_init(&d), GRPO_PARAM_INIT_RESIDUAL);
+    }
+    for (int i = 0; i < 4; i++) {
+        grpo_param_desc d = param(normal[i], 0);
+        ck_assert_uint_eq(grpo_param_init(&d), GRPO_PARAM_INIT_NORMAL);
+    }
+    /* a hint value from a later minor is unknown here: the name decides */
+    grpo_param_desc d = param("model.norm.weight", 5u << 2);
+    ck_assert_uint_eq(grpo_param_init(&d), GRPO_PARAM_INIT_ONES);
+}
+END_TEST
+
+int main(void) {
+    Suite *s = suite_create("sdk_model_abi");
+    TCase *tc = tcase_create("model_abi");
+    tcase_add_test(tc, abi_is_at_least_1_3);
+    tcase_add_test(tc, a_1_2_model_desc_lacks_vocab_size);
+    tcase_add_test(tc, vocab_size_is_the_last_slot);
+    tcase_add_test(tc, init_hints_are_one_field_apart_from_the_1_0_flags);
+    tcase_add_test(tc, a_hint_decides_the_init);
+    tcase_add_test(tc, without_a_hint_the_name_decides_as_before_1_3);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
