@@ -7,7 +7,7 @@ function(grpo_test_plugins)
   set(GRPO_PACK_INSTALL_DIR "") # never installed
   # LISTED is a second good one, loaded only by the `grpo plugins` test (a fresh dlopen there)
   set(variants good LISTED BAD_TAG ABI_MAJOR_OLD ABI_MAJOR_NEW ABI_MINOR_NEW MAGIC_SMALL NO_MAGIC NO_INIT
-      MISSING_ID EXTRA_ID DUP_ID INIT_FAIL SMALL_DESC WITH_MODEL MODEL_AS_REWARD)
+      MISSING_ID EXTRA_ID DUP_ID INIT_FAIL SMALL_DESC WITH_MODEL MODEL_AS_REWARD MODEL_1_2)
   foreach(v ${variants})
     string(TOLOWER ${v} name)
     set(TP_LIBRARY libtp-${name}.so)
@@ -40,7 +40,7 @@ function(grpo_test_plugins)
   if(TARGET test_registry)
     add_dependencies(test_registry tp-good tp-listed tp-bad_tag tp-abi_major_old
       tp-abi_major_new tp-abi_minor_new tp-magic_small tp-no_magic tp-no_init tp-missing_id
-      tp-extra_id tp-dup_id tp-init_fail tp-small_desc tp-with_model tp-model_as_reward tp-cxx
+      tp-extra_id tp-dup_id tp-init_fail tp-small_desc tp-with_model tp-model_as_reward tp-model_1_2 tp-cxx
       tp-misbehave)
   endif()
   if(TARGET test_cli_reward)

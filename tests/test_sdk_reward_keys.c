@@ -10,8 +10,8 @@
 #include <string.h>
 
 #include "grpo/grpo.h"
-#include "host.h"
-#include "registry.h"
+#include "host/host.h"
+#include "host/registry.h"
 
 #define MAX_KV 32
 

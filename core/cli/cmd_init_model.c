@@ -206,10 +206,14 @@ static int write_weights(const char *dir, const grpo_model_desc *desc, void *ins
             rc = grpo_error_set(err, GRPO_ERR_NOMEM, "init-model: out of memory");
             break;
         }
-        int norm = strstr(d.name, "norm") != NULL;
-        int residual = strstr(d.name, "o_proj") || strstr(d.name, "down_proj");
-        float std = 0.02f * (residual ? 1.0f / sqrtf(2.0f * o->layers) : 1.0f);
-        for (size_t j = 0; j < numel; j++) b[j] = norm ? 1.0f : std * normal(&rng);
+        /* the pack's init hint (model.h), or for a pre-1.3 pack the rule by name */
+        uint32_t init = grpo_param_init(&d);
+        float depth = init == GRPO_PARAM_INIT_RESIDUAL ? 1.0f / sqrtf(2.0f * o->layers) : 1.0f;
+        float std = 0.02f * depth;
+        for (size_t j = 0; j < numel; j++)
+            b[j] = init == GRPO_PARAM_INIT_ONES    ? 1.0f
+                   : init == GRPO_PARAM_INIT_ZEROS ? 0.0f
+                                                   : std * normal(&rng);
         outs[k].name = d.name, outs[k].data = b, outs[k].ndim = d.ndim;
         for (int j = 0; j < d.ndim; j++) outs[k].shape[j] = d.shape[j];
         k++;

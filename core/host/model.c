@@ -362,6 +362,9 @@ int grpo_model_check_ids(const grpo_model *m, const int32_t *ids, size_t n, cons
 }
 
 int32_t grpo_model_vocab(const grpo_model *m) {
+    if (GRPO_HAS_FIELD(m->desc, grpo_model_desc, vocab_size) && m->desc->vocab_size)
+        return m->desc->vocab_size(m->inst);
+    /* a pack built before 1.3: the rows of the output (or the tied input) embedding */
     int i = grpo_model_param_index(m, "lm_head.weight");
     if (i < 0) i = grpo_model_param_index(m, "model.embed_tokens.weight");
     if (i < 0) i = grpo_model_param_index(m, "model.tok_embeddings.weight"); /* InternLM2 */

@@ -340,8 +340,10 @@ static int check_exports(const grpo_pack *pack, const grpo_library *lib, grpo_er
                                 pack->library_path);
             break;
         }
-        int fns = d->struct_size >= sizeof *d && d->create && d->score && d->destroy;
-        rc = check_export(pack, GRPO_KIND_REWARD, d->struct_size, sizeof *d,
+        /* the 1.0 descriptor is the least a pack may export; later fields are optional */
+        size_t min = END_OF(grpo_reward_desc, destroy);
+        int fns = d->struct_size >= min && d->create && d->score && d->destroy;
+        rc = check_export(pack, GRPO_KIND_REWARD, d->struct_size, min,
                           d->struct_size >= END_OF(grpo_reward_desc, id) ? d->id : NULL, fns,
                           seen, err);
     }
@@ -353,8 +355,10 @@ static int check_exports(const grpo_pack *pack, const grpo_library *lib, grpo_er
                                 pack->library_path);
             break;
         }
-        int fns = d->struct_size >= sizeof *d && d->create && d->destroy;
-        rc = check_export(pack, GRPO_KIND_MODEL, d->struct_size, sizeof *d,
+        /* a 1.2 model descriptor ends at expert_load; vocab_size (1.3) is optional */
+        size_t min = END_OF(grpo_model_desc, expert_load);
+        int fns = d->struct_size >= min && d->create && d->destroy;
+        rc = check_export(pack, GRPO_KIND_MODEL, d->struct_size, min,
                           d->struct_size >= END_OF(grpo_model_desc, id) ? d->id : NULL, fns,
                           seen, err);
     }

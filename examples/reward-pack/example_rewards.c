@@ -14,24 +14,22 @@ GRPO_PLUGIN_MAGIC()
 /* ---- example.length_target ------------------------------------------------------------- */
 
 typedef struct length_target {
-    long target;   /* length that scores 1 */
-    int in_tokens; /* count completion_ids instead of bytes */
+    int32_t target;    /* length that scores 1 */
+    int32_t in_tokens; /* count completion_ids instead of bytes */
 } length_target;
 
 static int32_t length_create(const grpo_host *host, const grpo_config *cfg, void **state,
                              grpo_error *err) {
-    const char *target = grpo_config_get(cfg, "target"), *unit = grpo_config_get(cfg, "unit");
+    static const char *const units[] = {"chars", "tokens", NULL};
+    length_target t;
     (void)host;
+    /* the SDK's typed getters (grpo/config.h) parse strictly and name the key on a bad value */
+    int32_t rc = grpo_config_int(cfg, "target", 200, 1, INT32_MAX, &t.target, err);
+    if (rc == GRPO_OK) rc = grpo_config_choice(cfg, "unit", units, 0, &t.in_tokens, err);
+    if (rc != GRPO_OK) return rc;
     length_target *s = malloc(sizeof *s);
     if (!s) return grpo_error_set(err, GRPO_ERR_NOMEM, "[%s]: out of memory", cfg->section);
-    s->target = target ? strtol(target, NULL, 10) : 200;
-    s->in_tokens = unit && strcmp(unit, "tokens") == 0;
-    if (s->target <= 0 || (unit && !s->in_tokens && strcmp(unit, "chars") != 0)) {
-        free(s);
-        return grpo_error_set(err, GRPO_ERR_INVALID, "[%s]: expected target > 0 and unit = chars "
-                              "or tokens, got target = %s, unit = %s", cfg->section,
-                              target ? target : "200", unit ? unit : "chars");
-    }
+    *s = t;
     *state = s;
     return GRPO_OK;
 }
@@ -126,22 +124,22 @@ static void length_destroy(void *state) { free(state); }
 
 static const grpo_reward_desc rewards[] = {
     {
-        /* .struct_size = */ sizeof(grpo_reward_desc),
-        /* .id          = */ "example.length_target",
-        /* .description = */ "1 at the target length, falling linearly to 0",
-        /* .flags       = */ GRPO_REWARD_THREADSAFE,
-        /* .create      = */ length_create,
-        /* .score       = */ length_score,
-        /* .destroy     = */ length_destroy,
+        .struct_size = sizeof(grpo_reward_desc),
+        .id = "example.length_target",
+        .description = "1 at the target length, falling linearly to 0",
+        .flags = GRPO_REWARD_THREADSAFE,
+        .create = length_create,
+        .score = length_score,
+        .destroy = length_destroy,
     },
     {
-        /* .struct_size = */ sizeof(grpo_reward_desc),
-        /* .id          = */ "example.contains_keyword",
-        /* .description = */ "1 when the completion contains a keyword",
-        /* .flags       = */ GRPO_REWARD_THREADSAFE,
-        /* .create      = */ keyword_create,
-        /* .score       = */ keyword_score,
-        /* .destroy     = */ keyword_destroy,
+        .struct_size = sizeof(grpo_reward_desc),
+        .id = "example.contains_keyword",
+        .description = "1 when the completion contains a keyword",
+        .flags = GRPO_REWARD_THREADSAFE,
+        .create = keyword_create,
+        .score = keyword_score,
+        .destroy = keyword_destroy,
     },
 };
 

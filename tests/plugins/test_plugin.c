@@ -10,6 +10,7 @@
  */
 #include "grpo/grpo.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 
 #ifndef MAGIC_MAJOR_DELTA
@@ -100,7 +101,7 @@ __attribute__((unused)) static const grpo_reward_desc *get_reward(uint32_t i) {
 #endif
 }
 
-#if defined(VARIANT_WITH_MODEL) || defined(VARIANT_MODEL_AS_REWARD)
+#if defined(VARIANT_WITH_MODEL) || defined(VARIANT_MODEL_AS_REWARD) || defined(VARIANT_MODEL_1_2)
 /* A model entry: only what the registry looks at (id, kind, create/destroy) is real. */
 static int32_t tp_model_create(const grpo_host *host, const char *config_json,
                                const grpo_config *cfg, void **model, grpo_error *err) {
@@ -111,7 +112,11 @@ static int32_t tp_model_create(const grpo_host *host, const char *config_json,
 
 static const char *const tp_archs[] = {"TpForCausalLM", NULL};
 static const grpo_model_desc tp_model = {
+#ifdef VARIANT_MODEL_1_2 /* built against 1.2: the descriptor ends before vocab_size (1.3) */
+    .struct_size = offsetof(grpo_model_desc, vocab_size),
+#else
     .struct_size = sizeof(grpo_model_desc),
+#endif
     .id = "tp.m",
     .description = "test model",
     .architectures = tp_archs,
@@ -146,7 +151,7 @@ GRPO_EXPORT int32_t grpo_plugin_init(const grpo_host *host, grpo_library *lib, g
 #else
     lib->get_reward = get_reward;
 #endif
-#ifdef VARIANT_WITH_MODEL
+#if defined(VARIANT_WITH_MODEL) || defined(VARIANT_MODEL_1_2)
     lib->get_model = get_model;
 #endif
     return GRPO_OK;
