@@ -24,7 +24,7 @@ END_TEST
 START_TEST(float_values_reject_non_finite) {
     char why[128] = "";
     double v;
-    ck_assert(grpo_parse_float("1e-4", &v));
+    ck_assert(grpo_text_double("1e-4", &v));
     ck_assert(v == 1e-4);
     ck_assert(!grpo_key_value_ok(GRPO_KEY_FLOAT, "nan", why, sizeof why));
     ck_assert(!grpo_key_value_ok(GRPO_KEY_FLOAT, "inf", why, sizeof why));
@@ -34,10 +34,10 @@ START_TEST(float_values_reject_non_finite) {
 END_TEST
 
 START_TEST(bool_spellings) {
-    int b = -1;
-    ck_assert(grpo_parse_bool("Yes", &b) && b == 1);
-    ck_assert(grpo_parse_bool("off", &b) && b == 0);
-    ck_assert(!grpo_parse_bool("maybe", &b));
+    int32_t b = -1;
+    ck_assert(grpo_text_bool("Yes", &b) && b == 1);
+    ck_assert(grpo_text_bool("off", &b) && b == 0);
+    ck_assert(!grpo_text_bool("maybe", &b));
 }
 END_TEST
 

@@ -108,9 +108,10 @@ static int section_index(const char *name) {
 
 /* A parsed value of any key type. */
 typedef struct value {
-    long long i;
+    int64_t i;
     double f;
-    int b, choice;
+    int32_t b;
+    int choice;
     const char *str;
 } value;
 
@@ -203,9 +204,9 @@ static int parse_value(const grpo_run_key *k, const char *text, value *v, char *
     }
     double x = 0;
     switch (k->type) {
-    case GRPO_KEY_INT: grpo_parse_int(text, &v->i), x = (double)v->i; break;
-    case GRPO_KEY_FLOAT: grpo_parse_float(text, &v->f), x = v->f; break;
-    case GRPO_KEY_BOOL: grpo_parse_bool(text, &v->b); break;
+    case GRPO_KEY_INT: grpo_text_int(text, &v->i), x = (double)v->i; break;
+    case GRPO_KEY_FLOAT: grpo_text_double(text, &v->f), x = v->f; break;
+    case GRPO_KEY_BOOL: grpo_text_bool(text, &v->b); break;
     default: break;
     }
     if (range_contains(&r, x)) return 1;
@@ -521,11 +522,11 @@ static void read_reward_section(loader *L, const grpo_ini_section *s) {
             if (!grpo_key_value_ok(GRPO_KEY_BOOL, e->value, why, sizeof why))
                 fail(L, e->line, "%s.isolate: %s", s->name, why);
             else
-                grpo_parse_bool(e->value, &r->isolate), r->isolate_line = e->line;
+                grpo_text_bool(e->value, &r->isolate), r->isolate_line = e->line;
         } else if (!grpo_key_value_ok(GRPO_KEY_FLOAT, e->value, why, sizeof why)) {
             fail(L, e->line, "%s.weight: %s", s->name, why);
         } else {
-            grpo_parse_float(e->value, &r->weight), r->weight_line = e->line;
+            grpo_text_double(e->value, &r->weight), r->weight_line = e->line;
         }
     }
     if (!r->plugin_line) {

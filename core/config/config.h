@@ -47,7 +47,7 @@ typedef struct grpo_reward_spec {
     int plugin_line;
     double weight;            /* default 1.0 */
     int weight_line;          /* 0 = default */
-    int isolate;              /* isolate = true: score in a child process (rewards.h) */
+    int32_t isolate;          /* isolate = true: score in a child process (rewards.h) */
     int isolate_line;         /* 0 = default (false) */
     char *dir;                /* the run file's directory: plugins resolve relative paths here */
     const grpo_entry *entry;  /* the manifest entry, borrowed from the registry passed to load */

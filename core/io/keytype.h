@@ -7,6 +7,8 @@
 
 #include <stddef.h>
 
+#include "grpo/config.h"
+
 typedef enum grpo_key_type {
     GRPO_KEY_STRING = 0,
     GRPO_KEY_INT,
@@ -23,9 +25,7 @@ int grpo_key_type_parse(const char *name);
 /* Checks that text is a valid value of type t. On failure returns 0 and writes what was expected
  * into why (e.g. "expected a number, got 'abc'"). */
 int grpo_key_value_ok(grpo_key_type t, const char *text, char *why, size_t why_size);
-/* Typed readers for validated text. bool accepts true/false/yes/no/on/off/1/0. */
-int grpo_parse_int(const char *text, long long *out);
-int grpo_parse_float(const char *text, double *out);
-int grpo_parse_bool(const char *text, int *out);
+/* The typed readers of a value's text are the SDK's (grpo/config.h: grpo_text_int,
+ * grpo_text_double, grpo_text_bool), so a plugin parses its keys exactly as the host does. */
 
 #endif
