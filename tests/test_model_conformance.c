@@ -16,6 +16,8 @@
  *               random +-1 direction over the whole tensor; |fd - grad| <= 2e-3 + 2e-2 |grad|
  *               (float32 rounding of the loss over 2*eps is ~1e-4; the O(eps^2) truncation of
  *               the central difference of these smooth functions stays below 1e-3).
+ *   - shapes:   backward() with no forward() before it, or after the forward() of a batch of
+ *               another shape, is refused naming backward.
  *   - decode:   prefill + one-token decode steps (left-padded prompts, teacher forced) give the
  *               log-probs of the full forward at the same columns (|diff| <= 1e-4: attention
  *               over the cache sums in another order than the full causal attention).
@@ -442,10 +444,12 @@ START_TEST(backward_matches_finite_differences) {
                 if (getenv("GRPO_TEST_VERBOSE"))
                     printf("%-40s %-52s %s %.6g fd %.6g\n", s->label, m->params[i].name,
                            probe ? "entry" : "dir", want, fd);
+                char where[64] = "along a random direction";
+                if (probe) snprintf(where, sizeof where, "at entry %llu",
+                                    (unsigned long long)tried[probe]);
                 ck_assert_msg(fabs(fd - want) <= tol,
-                              "%s: gradient of %s %s%llu: %g, finite difference %g", s->label,
-                              m->params[i].name, probe ? "at entry " : "along a random direction",
-                              (unsigned long long)(probe ? tried[probe] : 0), want, fd);
+                              "%s: gradient of %s %s: %g, finite difference %g", s->label,
+                              m->params[i].name, where, want, fd);
                 worst = fmax(worst, fabs(fd - want) / tol);
                 checked++;
                 if (probe > 0) break; /* one smooth entry per tensor */
@@ -458,6 +462,38 @@ START_TEST(backward_matches_finite_differences) {
             printf("%-40s %d checks, %d kinks skipped, worst error / tolerance %.3g\n", s->label,
                    checked, kinks, worst);
         batch_free(&b);
+        grpo_model_close(m);
+        remove_dir(dir);
+    }
+    world_close(&w);
+}
+END_TEST
+
+/* backward() uses the activations of the immediately preceding forward() of the same batch
+ * (grpo/model.h): one of another shape, or with no forward before it, is refused. */
+START_TEST(backward_refuses_another_batch) {
+    world w;
+    world_open(&w);
+    for (int k = 0; k < w.n; k++) {
+        const subject *s = &w.s[k];
+        char dir[64];
+        grpo_model *m = make_model(&w, s, dir);
+        batch two = batch_new(2, 6), one = batch_new(1, 6);
+        batch_row(&two, 0, seq_a, 6), batch_row(&two, 1, seq_b, 4), batch_row(&one, 0, seq_a, 6);
+        float logp[12], dlogp[12] = {0};
+        grpo_error err;
+        grpo_error_init(&err);
+        grpo_batch g = view(&one);
+        ck_assert_msg(grpo_model_reserve_acts(m, 2, 6, &err) == GRPO_OK, "%s", err.message);
+        ck_assert_msg(grpo_model_backward(m, &g, dlogp, 1.0f, &err) != GRPO_OK && err.message[0],
+                      "%s: backward without a forward was accepted", s->label);
+        forward(m, &two, logp, s->label);
+        grpo_error_init(&err);
+        ck_assert_msg(grpo_model_backward(m, &g, dlogp, 1.0f, &err) != GRPO_OK &&
+                          strstr(err.message, "backward"),
+                      "%s: backward of a (1,6) batch after a forward of (2,6): \"%s\"", s->label,
+                      err.message);
+        batch_free(&two), batch_free(&one);
         grpo_model_close(m);
         remove_dir(dir);
     }
@@ -609,6 +645,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, param_table_is_consistent);
     tcase_add_test(tc, left_padding_does_not_change_logp);
     tcase_add_test(tc, backward_matches_finite_differences);
+    tcase_add_test(tc, backward_refuses_another_batch);
     tcase_add_test(tc, prefill_and_decode_match_forward);
     tcase_add_test(tc, save_and_load_reproduce_logp);
     tcase_add_test(tc, create_refuses_malformed_config);
