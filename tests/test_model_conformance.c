@@ -64,8 +64,9 @@ static const struct {
                             "\"n_routed_experts\": 4, \"num_experts_per_tok\": 2, "
                             "\"n_shared_experts\": 1, \"aux_loss_alpha\": 0.1}"},
     {"Qwen3MoeForCausalLM", "{\"architectures\": [\"Qwen3MoeForCausalLM\"], \"model_type\": "
-                            "\"qwen3_moe\", " ATTN "\"num_experts\": 4, \"num_experts_per_tok\": 2, "
-                            "\"moe_intermediate_size\": 16, \"norm_topk_prob\": true, "
+                            "\"qwen3_moe\", " ATTN "\"num_experts\": 4, "
+                            "\"num_experts_per_tok\": 2, \"moe_intermediate_size\": 16, "
+                            "\"norm_topk_prob\": true, "
                             "\"router_aux_loss_coef\": 0.05}"},
 };
 #define N_TINIES (sizeof tinies / sizeof tinies[0])
@@ -220,6 +221,21 @@ static void remove_dir(const char *dir) {
     ck_assert(system(cmd) == 0);
 }
 
+/* Runs check on a fresh random model of every subject (dir: the model's directory). */
+typedef void (*model_check)(world *w, const subject *s, grpo_model *m, const char *dir);
+static void each_model(model_check check) {
+    world w;
+    world_open(&w);
+    for (int k = 0; k < w.n; k++) {
+        char dir[64];
+        grpo_model *m = make_model(&w, &w.s[k], dir);
+        check(&w, &w.s[k], m, dir);
+        grpo_model_close(m);
+        remove_dir(dir);
+    }
+    world_close(&w);
+}
+
 /* ---- batches ------------------------------------------------------------------------------ */
 
 /* A (B,T) batch in host memory (the CPU backend reads it directly). */
@@ -320,33 +336,26 @@ START_TEST(param_table_is_consistent) {
 }
 END_TEST
 
-START_TEST(left_padding_does_not_change_logp) {
-    world w;
-    world_open(&w);
-    for (int k = 0; k < w.n; k++) {
-        const subject *s = &w.s[k];
-        char dir[64];
-        grpo_model *m = make_model(&w, s, dir);
-        /* row 0: 8 tokens of seq_a; row 1: 5 tokens of seq_b after 3 pads */
-        batch pb = batch_new(2, 8), alone = batch_new(1, 5);
-        batch_row(&pb, 0, seq_a, 8), batch_row(&pb, 1, seq_b, 5), batch_row(&alone, 0, seq_b, 5);
-        float lp[16], la[5];
-        forward(m, &pb, lp, s->label);
-        forward(m, &alone, la, s->label);
-        double worst = 0;
-        for (int i = 0; i < 16; i++)
-            ck_assert_msg(isfinite(lp[i]) && lp[i] <= 0, "%s: logp[%d] = %g", s->label, i,
-                          lp[i]);
-        for (int t = 0; t < 5; t++) worst = fmax(worst, fabs(lp[8 + 3 + t] - la[t]));
-        if (getenv("GRPO_TEST_VERBOSE")) printf("%-40s padded vs alone %.3g\n", s->label, worst);
-        ck_assert_msg(worst <= 1e-5, "%s: a left-padded row's logp differ from the unpadded "
-                      "row's by %g", s->label, worst);
-        batch_free(&pb), batch_free(&alone);
-        grpo_model_close(m);
-        remove_dir(dir);
-    }
-    world_close(&w);
+static void check_left_padding(world *w, const subject *s, grpo_model *m, const char *dir) {
+    (void)w, (void)dir; /* unused here */
+    /* row 0: 8 tokens of seq_a; row 1: 5 tokens of seq_b after 3 pads */
+    batch pb = batch_new(2, 8), alone = batch_new(1, 5);
+    batch_row(&pb, 0, seq_a, 8), batch_row(&pb, 1, seq_b, 5), batch_row(&alone, 0, seq_b, 5);
+    float lp[16], la[5];
+    forward(m, &pb, lp, s->label);
+    forward(m, &alone, la, s->label);
+    double worst = 0;
+    for (int i = 0; i < 16; i++)
+        ck_assert_msg(isfinite(lp[i]) && lp[i] <= 0, "%s: logp[%d] = %g", s->label, i,
+                      lp[i]);
+    for (int t = 0; t < 5; t++) worst = fmax(worst, fabs(lp[8 + 3 + t] - la[t]));
+    if (getenv("GRPO_TEST_VERBOSE")) printf("%-40s padded vs alone %.3g\n", s->label, worst);
+    ck_assert_msg(worst <= 1e-5, "%s: a left-padded row's logp differ from the unpadded "
+                  "row's by %g", s->label, worst);
+    batch_free(&pb), batch_free(&alone);
 }
+
+START_TEST(left_padding_does_not_change_logp) { each_model(check_left_padding); }
 END_TEST
 
 /* loss = sum(w * logp) (+ aux_weight * aux_loss()), in double. */
@@ -386,119 +395,105 @@ static int smooth_difference(grpo_model *m, const batch *b, const float *wt, uin
     return fabs(*fd - half) <= tol;
 }
 
-START_TEST(backward_matches_finite_differences) {
-    world w;
-    world_open(&w);
+static void check_gradient(world *w, const subject *s, grpo_model *m, const char *dir) {
+    (void)w, (void)dir; /* unused here */
     grpo_error err;
     grpo_error_init(&err);
     const double eps = 1e-2, tol_abs = 5e-4, tol_rel = 5e-3;
-    for (int k = 0; k < w.n; k++) {
-        const subject *s = &w.s[k];
-        char dir[64];
-        grpo_model *m = make_model(&w, s, dir);
-        batch b = batch_new(2, 6);
-        batch_row(&b, 0, seq_a, 6), batch_row(&b, 1, seq_b, 4);
-        b.aux_weight = m->desc->aux_loss ? 0.5f : 0.0f;
-        float wt[12];
-        uint64_t seed = 7;
-        for (int i = 0; i < 12; i++) wt[i] = b.targets[i] >= 0 ? uniform(&seed) : 0.0f;
-        /* analytic gradients */
-        grpo_model_zero_grad(m);
-        (void)loss_of(m, &b, wt, s->label);
-        grpo_batch g = view(&b);
-        ck_ok(grpo_model_backward(m, &g, wt, 1.0f, &err), &err, s->label);
-        double worst = 0;
-        int checked = 0, kinks = 0;
-        for (uint32_t i = 0; i < m->n_params; i++) {
-            if (m->params[i].flags & GRPO_PARAM_TIED) continue; /* its grad is its target's */
-            uint64_t n = m->numel[i];
-            const float *gr = m->grad_ptr[i];
-            float *d = calloc(n, sizeof(float)), unit = 1.0f / sqrtf((float)n);
-            /* a random unit direction over the whole tensor, then single entries, largest
-             * |grad| first (up to 4, until one is smooth) */
-            double want = 0, fd = 0;
-            for (uint64_t j = 0; j < n; j++) {
-                d[j] = (rng_next(&seed) >> 63) ? unit : -unit;
-                want += (double)d[j] * gr[j];
-            }
-            uint64_t tried[5] = {0};
-            for (int probe = 0; probe < 5; probe++) {
-                if (probe > 0) { /* entry of the next largest |grad| */
-                    uint64_t jmax = UINT64_MAX;
-                    for (uint64_t j = 0; j < n; j++) {
-                        int seen = 0;
-                        for (int q = 1; q < probe; q++) seen |= tried[q] == j;
-                        if (!seen && (jmax == UINT64_MAX || fabsf(gr[j]) > fabsf(gr[jmax])))
-                            jmax = j;
-                    }
-                    if (jmax == UINT64_MAX) break;
-                    tried[probe] = jmax;
-                    memset(d, 0, n * sizeof(float));
-                    d[jmax] = 1.0f, want = gr[jmax];
-                }
-                double tol = tol_abs + tol_rel * fabs(want);
-                if (!smooth_difference(m, &b, wt, i, d, eps, tol, &fd, s->label)) {
-                    kinks++;
-                    continue; /* not a derivative there; the next entry */
-                }
-                if (getenv("GRPO_TEST_VERBOSE"))
-                    printf("%-40s %-52s %s %.6g fd %.6g\n", s->label, m->params[i].name,
-                           probe ? "entry" : "dir", want, fd);
-                char where[64] = "along a random direction";
-                if (probe) snprintf(where, sizeof where, "at entry %llu",
-                                    (unsigned long long)tried[probe]);
-                ck_assert_msg(fabs(fd - want) <= tol,
-                              "%s: gradient of %s %s: %g, finite difference %g", s->label,
-                              m->params[i].name, where, want, fd);
-                worst = fmax(worst, fabs(fd - want) / tol);
-                checked++;
-                if (probe > 0) break; /* one smooth entry per tensor */
-            }
-            free(d);
+    batch b = batch_new(2, 6);
+    batch_row(&b, 0, seq_a, 6), batch_row(&b, 1, seq_b, 4);
+    b.aux_weight = m->desc->aux_loss ? 0.5f : 0.0f;
+    float wt[12];
+    uint64_t seed = 7;
+    for (int i = 0; i < 12; i++) wt[i] = b.targets[i] >= 0 ? uniform(&seed) : 0.0f;
+    /* analytic gradients */
+    grpo_model_zero_grad(m);
+    (void)loss_of(m, &b, wt, s->label);
+    grpo_batch g = view(&b);
+    ck_ok(grpo_model_backward(m, &g, wt, 1.0f, &err), &err, s->label);
+    double worst = 0;
+    int checked = 0, kinks = 0;
+    for (uint32_t i = 0; i < m->n_params; i++) {
+        if (m->params[i].flags & GRPO_PARAM_TIED) continue; /* its grad is its target's */
+        uint64_t n = m->numel[i];
+        const float *gr = m->grad_ptr[i];
+        float *d = calloc(n, sizeof(float)), unit = 1.0f / sqrtf((float)n);
+        /* a random unit direction over the whole tensor, then single entries, largest
+         * |grad| first (up to 4, until one is smooth) */
+        double want = 0, fd = 0;
+        for (uint64_t j = 0; j < n; j++) {
+            d[j] = (rng_next(&seed) >> 63) ? unit : -unit;
+            want += (double)d[j] * gr[j];
         }
-        ck_assert_msg(kinks * 10 <= checked, "%s: %d of %d finite differences crossed a kink",
-                      s->label, kinks, checked + kinks);
-        if (getenv("GRPO_TEST_VERBOSE"))
-            printf("%-40s %d checks, %d kinks skipped, worst error / tolerance %.3g\n", s->label,
-                   checked, kinks, worst);
-        batch_free(&b);
-        grpo_model_close(m);
-        remove_dir(dir);
+        uint64_t tried[5] = {0};
+        for (int probe = 0; probe < 5; probe++) {
+            if (probe > 0) { /* entry of the next largest |grad| */
+                uint64_t jmax = UINT64_MAX;
+                for (uint64_t j = 0; j < n; j++) {
+                    int seen = 0;
+                    for (int q = 1; q < probe; q++) seen |= tried[q] == j;
+                    if (!seen && (jmax == UINT64_MAX || fabsf(gr[j]) > fabsf(gr[jmax])))
+                        jmax = j;
+                }
+                if (jmax == UINT64_MAX) break;
+                tried[probe] = jmax;
+                memset(d, 0, n * sizeof(float));
+                d[jmax] = 1.0f, want = gr[jmax];
+            }
+            double tol = tol_abs + tol_rel * fabs(want);
+            if (!smooth_difference(m, &b, wt, i, d, eps, tol, &fd, s->label)) {
+                kinks++;
+                continue; /* not a derivative there; the next entry */
+            }
+            if (getenv("GRPO_TEST_VERBOSE"))
+                printf("%-40s %-52s %s %.6g fd %.6g\n", s->label, m->params[i].name,
+                       probe ? "entry" : "dir", want, fd);
+            char where[64] = "along a random direction";
+            if (probe) snprintf(where, sizeof where, "at entry %llu",
+                                (unsigned long long)tried[probe]);
+            ck_assert_msg(fabs(fd - want) <= tol,
+                          "%s: gradient of %s %s: %g, finite difference %g", s->label,
+                          m->params[i].name, where, want, fd);
+            worst = fmax(worst, fabs(fd - want) / tol);
+            checked++;
+            if (probe > 0) break; /* one smooth entry per tensor */
+        }
+        free(d);
     }
-    world_close(&w);
+    ck_assert_msg(kinks * 10 <= checked, "%s: %d of %d finite differences crossed a kink",
+                  s->label, kinks, checked + kinks);
+    if (getenv("GRPO_TEST_VERBOSE"))
+        printf("%-40s %d checks, %d kinks skipped, worst error / tolerance %.3g\n", s->label,
+               checked, kinks, worst);
+    batch_free(&b);
 }
+
+START_TEST(backward_matches_finite_differences) { each_model(check_gradient); }
 END_TEST
 
 /* backward() uses the activations of the immediately preceding forward() of the same batch
  * (grpo/model.h): one of another shape, or with no forward before it, is refused. */
-START_TEST(backward_refuses_another_batch) {
-    world w;
-    world_open(&w);
-    for (int k = 0; k < w.n; k++) {
-        const subject *s = &w.s[k];
-        char dir[64];
-        grpo_model *m = make_model(&w, s, dir);
-        batch two = batch_new(2, 6), one = batch_new(1, 6);
-        batch_row(&two, 0, seq_a, 6), batch_row(&two, 1, seq_b, 4), batch_row(&one, 0, seq_a, 6);
-        float logp[12], dlogp[12] = {0};
-        grpo_error err;
-        grpo_error_init(&err);
-        grpo_batch g = view(&one);
-        ck_assert_msg(grpo_model_reserve_acts(m, 2, 6, &err) == GRPO_OK, "%s", err.message);
-        ck_assert_msg(grpo_model_backward(m, &g, dlogp, 1.0f, &err) != GRPO_OK && err.message[0],
-                      "%s: backward without a forward was accepted", s->label);
-        forward(m, &two, logp, s->label);
-        grpo_error_init(&err);
-        ck_assert_msg(grpo_model_backward(m, &g, dlogp, 1.0f, &err) != GRPO_OK &&
-                          strstr(err.message, "backward"),
-                      "%s: backward of a (1,6) batch after a forward of (2,6): \"%s\"", s->label,
-                      err.message);
-        batch_free(&two), batch_free(&one);
-        grpo_model_close(m);
-        remove_dir(dir);
-    }
-    world_close(&w);
+static void check_backward_batch(world *w, const subject *s, grpo_model *m, const char *dir) {
+    (void)w, (void)dir; /* unused here */
+    batch two = batch_new(2, 6), one = batch_new(1, 6);
+    batch_row(&two, 0, seq_a, 6), batch_row(&two, 1, seq_b, 4), batch_row(&one, 0, seq_a, 6);
+    float logp[12], dlogp[12] = {0};
+    grpo_error err;
+    grpo_error_init(&err);
+    grpo_batch g = view(&one);
+    ck_assert_msg(grpo_model_reserve_acts(m, 2, 6, &err) == GRPO_OK, "%s", err.message);
+    ck_assert_msg(grpo_model_backward(m, &g, dlogp, 1.0f, &err) != GRPO_OK && err.message[0],
+                  "%s: backward without a forward was accepted", s->label);
+    forward(m, &two, logp, s->label);
+    grpo_error_init(&err);
+    ck_assert_msg(grpo_model_backward(m, &g, dlogp, 1.0f, &err) != GRPO_OK &&
+                      strstr(err.message, "backward"),
+                  "%s: backward of a (1,6) batch after a forward of (2,6): \"%s\"", s->label,
+                  err.message);
+    batch_free(&two), batch_free(&one);
 }
+
+START_TEST(backward_refuses_another_batch) { each_model(check_backward_batch); }
 END_TEST
 
 /* log_softmax(logits (V))[target] */
@@ -510,89 +505,75 @@ static float log_prob(const float *logits, int32_t V, int32_t target) {
     return (float)(logits[target] - mx - log(s));
 }
 
-START_TEST(prefill_and_decode_match_forward) {
-    world w;
-    world_open(&w);
+static void check_decode(world *w, const subject *s, grpo_model *m, const char *dir) {
+    (void)w, (void)dir; /* unused here */
     grpo_error err;
     grpo_error_init(&err);
     enum { R = 2, P = 5, D = 4, T = P + D, S = T + 2 };
-    for (int k = 0; k < w.n; k++) {
-        const subject *s = &w.s[k];
-        char dir[64];
-        grpo_model *m = make_model(&w, s, dir);
-        int32_t V = grpo_model_vocab(m);
-        ck_assert_int_eq(V, V_TINY);
-        /* the full sequences: row 0 all real, row 1 two pads on the left */
-        batch full = batch_new(R, T), prompt = batch_new(R, P);
-        batch_row(&full, 0, seq_a, T), batch_row(&full, 1, seq_b, T - 2);
-        for (int32_t r = 0; r < R; r++)
-            for (int32_t t = 0; t < P; t++) {
-                size_t i = (size_t)r * P + t, j = (size_t)r * T + t;
-                prompt.ids[i] = full.ids[j], prompt.mask[i] = full.mask[j];
-                prompt.pos[i] = full.pos[j], prompt.targets[i] = -1;
-            }
-        float logp[R * T], logits[R * V_TINY];
-        forward(m, &full, logp, s->label);
-        ck_ok(grpo_model_reserve_kv(m, R, S, P, &err), &err, s->label);
-        grpo_batch g = view(&prompt);
-        ck_ok(grpo_model_prefill(m, &g, logits, &err), &err, s->label);
-        double worst = 0;
-        for (int32_t step = 0;; step++) {
-            int32_t col = P - 1 + step; /* the logits just computed are for column col */
-            for (int32_t r = 0; r < R; r++) {
-                size_t i = (size_t)r * T + col;
-                float lp = log_prob(logits + (size_t)r * V, V, full.targets[i]);
-                worst = fmax(worst, fabs(lp - logp[i]));
-            }
-            if (col + 1 >= T - 1) break;
-            int32_t tokens[R], pos[R], len[R], cmask[R * S];
-            memset(cmask, 0, sizeof cmask);
-            for (int32_t r = 0; r < R; r++) {
-                size_t i = (size_t)r * T + col + 1;
-                tokens[r] = full.ids[i], pos[r] = full.pos[i], len[r] = col + 2;
-                for (int32_t c = 0; c <= col + 1; c++) cmask[r * S + c] = full.mask[r * T + c];
-            }
-            ck_ok(grpo_model_decode(m, R, tokens, pos, cmask, len, logits, &err), &err,
-                  s->label);
+    int32_t V = grpo_model_vocab(m);
+    ck_assert_int_eq(V, V_TINY);
+    /* the full sequences: row 0 all real, row 1 two pads on the left */
+    batch full = batch_new(R, T), prompt = batch_new(R, P);
+    batch_row(&full, 0, seq_a, T), batch_row(&full, 1, seq_b, T - 2);
+    for (int32_t r = 0; r < R; r++)
+        for (int32_t t = 0; t < P; t++) {
+            size_t i = (size_t)r * P + t, j = (size_t)r * T + t;
+            prompt.ids[i] = full.ids[j], prompt.mask[i] = full.mask[j];
+            prompt.pos[i] = full.pos[j], prompt.targets[i] = -1;
         }
-        if (getenv("GRPO_TEST_VERBOSE")) printf("%-40s decode vs forward %.3g\n", s->label, worst);
-        ck_assert_msg(worst <= 1e-5, "%s: prefill/decode log-probs differ from forward's by %g",
-                      s->label, worst);
-        batch_free(&full), batch_free(&prompt);
-        grpo_model_close(m);
-        remove_dir(dir);
+    float logp[R * T], logits[R * V_TINY];
+    forward(m, &full, logp, s->label);
+    ck_ok(grpo_model_reserve_kv(m, R, S, P, &err), &err, s->label);
+    grpo_batch g = view(&prompt);
+    ck_ok(grpo_model_prefill(m, &g, logits, &err), &err, s->label);
+    double worst = 0;
+    for (int32_t step = 0;; step++) {
+        int32_t col = P - 1 + step; /* the logits just computed are for column col */
+        for (int32_t r = 0; r < R; r++) {
+            size_t i = (size_t)r * T + col;
+            float lp = log_prob(logits + (size_t)r * V, V, full.targets[i]);
+            worst = fmax(worst, fabs(lp - logp[i]));
+        }
+        if (col + 1 >= T - 1) break;
+        int32_t tokens[R], pos[R], len[R], cmask[R * S];
+        memset(cmask, 0, sizeof cmask);
+        for (int32_t r = 0; r < R; r++) {
+            size_t i = (size_t)r * T + col + 1;
+            tokens[r] = full.ids[i], pos[r] = full.pos[i], len[r] = col + 2;
+            for (int32_t c = 0; c <= col + 1; c++) cmask[r * S + c] = full.mask[r * T + c];
+        }
+        ck_ok(grpo_model_decode(m, R, tokens, pos, cmask, len, logits, &err), &err,
+              s->label);
     }
-    world_close(&w);
+    if (getenv("GRPO_TEST_VERBOSE")) printf("%-40s decode vs forward %.3g\n", s->label, worst);
+    ck_assert_msg(worst <= 1e-5, "%s: prefill/decode log-probs differ from forward's by %g",
+                  s->label, worst);
+    batch_free(&full), batch_free(&prompt);
 }
+
+START_TEST(prefill_and_decode_match_forward) { each_model(check_decode); }
 END_TEST
 
-START_TEST(save_and_load_reproduce_logp) {
-    world w;
-    world_open(&w);
+static void check_save_and_load(world *w, const subject *s, grpo_model *m, const char *dir) {
     grpo_error err;
     grpo_error_init(&err);
-    for (int k = 0; k < w.n; k++) {
-        const subject *s = &w.s[k];
-        char dir[64], saved[128];
-        grpo_model *m = make_model(&w, s, dir);
-        batch b = batch_new(2, 7);
-        batch_row(&b, 0, seq_a, 7), batch_row(&b, 1, seq_b, 5);
-        float before[14], after[14];
-        forward(m, &b, before, s->label);
-        snprintf(saved, sizeof saved, "%s/saved", dir);
-        ck_ok(grpo_model_save(m, saved, &err), &err, s->label);
-        grpo_model_close(m);
-        m = NULL;
-        ck_ok(grpo_model_open(&m, s->desc, &w.host, saved, NULL, 0, &err), &err, s->label);
-        forward(m, &b, after, s->label);
-        ck_assert_msg(memcmp(before, after, sizeof before) == 0,
-                      "%s: log-probs after save and load differ", s->label);
-        batch_free(&b);
-        grpo_model_close(m);
-        remove_dir(dir);
-    }
-    world_close(&w);
+    char saved[128];
+    batch b = batch_new(2, 7);
+    batch_row(&b, 0, seq_a, 7), batch_row(&b, 1, seq_b, 5);
+    float before[14], after[14];
+    forward(m, &b, before, s->label);
+    snprintf(saved, sizeof saved, "%s/saved", dir);
+    ck_ok(grpo_model_save(m, saved, &err), &err, s->label);
+    grpo_model *again = NULL;
+    ck_ok(grpo_model_open(&again, s->desc, &w->host, saved, NULL, 0, &err), &err, s->label);
+    forward(again, &b, after, s->label);
+    grpo_model_close(again);
+    ck_assert_msg(memcmp(before, after, sizeof before) == 0,
+                  "%s: log-probs after save and load differ", s->label);
+    batch_free(&b);
 }
+
+START_TEST(save_and_load_reproduce_logp) { each_model(check_save_and_load); }
 END_TEST
 
 /* s->json with the first occurrence of from replaced by to (caller frees). */

@@ -191,6 +191,20 @@ static int32_t body_decode(lm_decoder *d, lm_decoder_acts *a, const grpo_kv_cach
     return st;
 }
 
+/* The batch through the body and the final norm: out (B,T,C) = norm(x_L) (out NULL: a->lnf),
+ * a carved from block (train: the training layout). */
+static int32_t normed_forward(lm_decoder *d, lm_decoder_acts *a, const grpo_batch *batch,
+                              float *block, int32_t train, float *out, grpo_error *err) {
+    const grpo_ops *o = d->ops;
+    int32_t B = batch->B, T = batch->T;
+    lm_decoder_acts_carve(d, a, block, B, T, train);
+    int32_t st = body_forward(d, a, batch->ids, batch->mask, batch->pos, B, T, NULL, err);
+    if (st != GRPO_OK) return st;
+    o->rmsnorm_forward(o->ctx, out ? out : a->lnf, a->lnf_rstd, a->xL, d->wnorm, B * T,
+                       d->attn->C, d->attn->eps);
+    return GRPO_OK;
+}
+
 /* Final norm + head on R rows of x (R,C): logits (R,V). */
 static void logits_forward(const lm_decoder *d, float *logits, lm_decoder_acts *a,
                            const float *x, int32_t R) {
@@ -244,10 +258,7 @@ int32_t lm_decoder_forward(void *model, const grpo_batch *batch, float *acts, fl
     if (st == GRPO_OK) st = check_batch(d, "forward", B, T, err);
     if (st != GRPO_OK) return st;
     lm_decoder_acts a;
-    lm_decoder_acts_carve(d, &a, acts, B, T, 1);
-    st = body_forward(d, &a, batch->ids, batch->mask, batch->pos, B, T, NULL, err);
-    if (st != GRPO_OK) return st;
-    o->rmsnorm_forward(o->ctx, a.lnf, a.lnf_rstd, a.xL, d->wnorm, N, C, d->attn->eps);
+    if ((st = normed_forward(d, &a, batch, acts, 1, NULL, err)) != GRPO_OK) return st;
     o->head_forward(o->ctx, logp, a.head_lse, entropy, a.lnf, d->whead, batch->targets, N, C,
                     d->V, scale);
     d->B = B, d->T = T;
@@ -349,16 +360,10 @@ int32_t lm_decoder_hidden_size(void *model) { return ((lm_decoder *)model)->attn
 int32_t lm_decoder_hidden(void *model, const grpo_batch *batch, float *scratch, float *out,
                           grpo_error *err) {
     lm_decoder *d = model;
-    const grpo_ops *o = d->ops;
-    int32_t B = batch->B, T = batch->T, C = d->attn->C;
     d->B = d->T = 0;
     int32_t st = check_bound(d, "hidden", err);
-    if (st == GRPO_OK) st = check_batch(d, "hidden", B, T, err);
+    if (st == GRPO_OK) st = check_batch(d, "hidden", batch->B, batch->T, err);
     if (st != GRPO_OK) return st;
     lm_decoder_acts a;
-    lm_decoder_acts_carve(d, &a, scratch, B, T, 0);
-    st = body_forward(d, &a, batch->ids, batch->mask, batch->pos, B, T, NULL, err);
-    if (st != GRPO_OK) return st;
-    o->rmsnorm_forward(o->ctx, out, a.lnf_rstd, a.xL, d->wnorm, B * T, C, d->attn->eps);
-    return GRPO_OK;
+    return normed_forward(d, &a, batch, scratch, 0, out, err);
 }

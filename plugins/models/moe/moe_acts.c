@@ -13,7 +13,8 @@ uint64_t moe_layer_layout(const lm_decoder *d, void *la, float *block, uint64_t 
     const moe_config *c = &((const moe_model *)d)->cfg;
     uint64_t C = c->attn.C, M = N * c->K, I = c->I, used = 0;
     moe_layer_acts *a = la;
-#define PLACE(f, sz) ((block ? (void)(a->f = (void *)(block + used)) : (void)0), used += lm_padded(sz))
+#define PLACE(f, sz) \
+    ((block ? (void)(a->f = (void *)(block + used)) : (void)0), used += lm_padded(sz))
     PLACE(ln2, N * C);
     PLACE(ln2_rstd, N);
     PLACE(probs, N * c->E);
