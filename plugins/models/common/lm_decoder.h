@@ -49,7 +49,8 @@ typedef struct lm_arch {
      * tokens, into the layer struct la (lm_attn_acts first); returns the floats used, each
      * tensor rounded up with lm_padded(). */
     uint64_t (*layer_layout)(const lm_decoder *d, void *la, float *block, uint64_t N);
-    /* The same for the pack's gradient buffers of a training pass (into lm_decoder.grads). */
+    /* (optional) The same for the pack's gradient buffers of a training pass (into
+     * lm_decoder.grads). */
     uint64_t (*grads_layout)(const lm_decoder *d, void *ga, float *block, uint64_t N);
     /* (optional) Before the layers of a pass over (B,T) tokens; mask (B,T) is on the device,
      * NULL when every token is real (decode). */

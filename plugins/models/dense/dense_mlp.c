@@ -7,6 +7,10 @@
  */
 #include "dense.h"
 
+/* The skeleton reads a dense_model as its lm_decoder and a layer struct as its lm_attn_acts. */
+_Static_assert(offsetof(dense_model, dec) == 0, "lm_decoder must come first");
+_Static_assert(offsetof(dense_layer_acts, at) == 0, "lm_attn_acts must come first");
+
 /* Places (block != NULL) or only counts one layer's MLP tensors; returns the floats used. */
 uint64_t dense_layer_layout(const lm_decoder *d, void *la, float *block, uint64_t N) {
     const dense_config *c = &((const dense_model *)d)->cfg;

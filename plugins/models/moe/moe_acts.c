@@ -8,6 +8,10 @@
  */
 #include "moe.h"
 
+/* The skeleton reads a moe_model as its lm_decoder and a layer struct as its lm_attn_acts. */
+_Static_assert(offsetof(moe_model, dec) == 0, "lm_decoder must come first");
+_Static_assert(offsetof(moe_layer_acts, at) == 0, "lm_attn_acts must come first");
+
 /* Places (block != NULL) or only counts the MoE part of one layer; returns floats used. */
 uint64_t moe_layer_layout(const lm_decoder *d, void *la, float *block, uint64_t N) {
     const moe_config *c = &((const moe_model *)d)->cfg;
