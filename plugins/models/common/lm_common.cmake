@@ -3,6 +3,7 @@
 # use the SDK headers and the system cJSON (lm_json.c) only.
 set(LM_COMMON_DIR ${CMAKE_CURRENT_LIST_DIR})
 set(LM_COMMON_SOURCES
+  ${LM_COMMON_DIR}/lm_decoder.c # the decoder skeleton: layer loops, embedding, norm, head
   ${LM_COMMON_DIR}/lm_attn.c    # the pre-norm attention block: params, forward, backward, decode
   ${LM_COMMON_DIR}/lm_json.c    # config.json readers
   ${LM_COMMON_DIR}/lm_params.c  # the parameter table

@@ -6,8 +6,10 @@
  * NKV key/value heads, HD head dim, Q = NH*HD, KV = NKV*HD, I intermediate, V vocab,
  * R decode rows, S cache positions.
  *
- * Layer l (pre-norm, Hugging Face LlamaDecoderLayer; the attention half is the shared block of
- * plugins/models/common/lm_attn.h):
+ * The model is the decoder skeleton of plugins/models/common/lm_decoder.h (embedding, layer
+ * loop, final norm, head, prefill/decode) with a SwiGLU MLP as each layer's feed-forward half
+ * (dense_mlp.c). Layer l (pre-norm, Hugging Face LlamaDecoderLayer; the attention half is the
+ * shared block of common/lm_attn.h):
  *   a   = ln1(x)
  *   h   = x + o_proj(attn(rope(q_norm?(q_proj(a))), rope(k_norm?(k_proj(a))), v_proj(a)))
  *   x'  = h + down_proj(silu(gate_proj(ln2(h))) * up_proj(ln2(h)))
@@ -19,6 +21,7 @@
 #include "grpo/model.h"
 #include "grpo/ops.h"
 #include "lm_attn.h"
+#include "lm_decoder.h"
 #include "lm_params.h"
 
 typedef struct dense_config {
@@ -55,18 +58,29 @@ typedef struct dense_layer_params {
     float *g[LP_COUNT];  /* gradients, NULL when unbound or absent */
 } dense_layer_params;
 
+/* ---- activations: the skeleton's block (common/lm_decoder.c) plus the MLP's (dense_mlp.c) --- */
+typedef struct dense_layer_acts {
+    lm_attn_acts at; /* x (layer input, the residual stream) .. h (after attention): lm_attn.h */
+    float *ln2;      /* (N,C) */
+    float *ln2_rstd; /* (N) */
+    float *gate;     /* (N,I) */
+    float *up;       /* (N,I) */
+    float *swi;      /* (N,I) silu(gate)*up */
+} dense_layer_acts;
+
+/* The MLP's gradient buffers (written, not accumulated). */
+typedef struct dense_grads {
+    float *dswi;  /* (N,I) */
+    float *dgate; /* (N,I) */
+    float *dup;   /* (N,I) */
+} dense_grads;
+
 typedef struct dense_model {
-    const grpo_host *host;
-    const grpo_ops *ops;
+    lm_decoder dec;         /* first: the skeleton (embedding, attention, norm, head, loops) */
     dense_config cfg;
-    lm_param_table pt;      /* slot: LP_* for layer tensors, else LM_SLOT_* or SLOT_* below */
-    /* bound pointers */
-    float *wte, *dwte;         /* (V,C) embed_tokens */
-    float *wnorm, *dwnorm;     /* (C) final norm */
-    float *whead, *dhead_grad; /* (V,C) lm_head (== wte when tied) */
-    dense_layer_params *lp;    /* [L] */
-    struct dense_layer_acts *la; /* [L] activation pointers, re-carved per call */
-    int32_t bound;
+    dense_layer_params *lp; /* [L] */
+    dense_layer_acts *la;   /* [L] activation pointers, re-carved per call */
+    dense_grads ga;         /* re-carved per training call */
 } dense_model;
 
 /* Slots of the parameter table outside the layer slots LP_* and lm_params.h's LM_SLOT_*. */
@@ -76,7 +90,8 @@ typedef struct dense_model {
 
 /* Shape of layer slot s (ndim 1 or 2), or 0 when the architecture lacks it (dense_params.c). */
 int32_t dense_layer_shape(const dense_model *m, int32_t s, int64_t shape[2]);
-/* The head tensor of m->cfg.head (lm_head, score, v_head), tied to tensor 0 when tied. */
+/* The head tensor of m->cfg.head (lm_head, score, v_head), tied to tensor 0 when tied; the
+ * LM head is named lm_head_name. */
 int32_t dense_params_add_head(dense_model *m, const char *lm_head_name);
 
 /* ---- InternLM2 (dense_internlm2.c) ---------------------------------------------------------- */
@@ -90,74 +105,21 @@ void dense_internlm2_bind(dense_model *m, int32_t l, int32_t slot, float *p, flo
 int32_t dense_internlm2_relayout(void *model, uint32_t i, float *data, int32_t direction,
                                  grpo_error *err);
 
-/* Builds the parameter table from m->cfg. */
+/* Builds the parameter table from m->cfg (dense_params.c). */
 int32_t dense_params_build(dense_model *m, grpo_error *err);
-int32_t dense_bind_params(dense_model *m, float *const *params, float *const *grads,
+
+/* ---- the skeleton's hooks (common/lm_decoder.h lm_arch): dense_arch ------------------------- */
+extern const lm_arch dense_arch;
+/* dense_mlp.c: the MLP half of a layer and its activation layout. */
+uint64_t dense_layer_layout(const lm_decoder *d, void *la, float *block, uint64_t N);
+uint64_t dense_grads_layout(const lm_decoder *d, void *ga, float *block, uint64_t N);
+/* out (N,C) = h + down(silu(gate(ln2 h)) * up(ln2 h)); tmp (N,C) is scratch. */
+int32_t dense_mlp_forward(lm_decoder *d, float *out, void *la, float *tmp, int32_t l, int32_t N,
                           grpo_error *err);
-void dense_params_free(dense_model *m);
-
-/* ---- activations: one block, carved by a size table (see dense_acts.c) ------------------ */
-typedef struct dense_layer_acts {
-    lm_attn_acts at; /* x (layer input, the residual stream) .. h (after attention): lm_attn.h */
-    float *ln2;      /* (N,C) */
-    float *ln2_rstd; /* (N) */
-    float *gate;     /* (N,I) */
-    float *up;       /* (N,I) */
-    float *swi;      /* (N,I) silu(gate)*up */
-} dense_layer_acts;
-
-typedef struct dense_acts {
-    dense_layer_acts *l; /* [L] (points into a small host array owned by the caller) */
-    float *xL;       /* (N,C) output of the last layer */
-    float *lnf;      /* (N,C) */
-    float *lnf_rstd; /* (N) */
-    float *head_lse; /* (N) */
-    float *tmp;      /* (N,C) o_proj / down_proj output before the residual add */
-    /* activation gradients (written, not accumulated) */
-    lm_attn_grads ag; /* the attention block's: dln, dtmp (N,C), datt, dq, dk, dv, ... */
-    float *dx;       /* (N,C) gradient of the residual stream */
-    float *dh;       /* (N,C) */
-    float *dswi;     /* (N,I) */
-    float *dgate;    /* (N,I) */
-    float *dup;      /* (N,I) */
-} dense_acts;
-
-/* Floats needed for B rows of T tokens (train = 0: the forward-only subset for prefill/decode). */
-uint64_t dense_acts_floats(const dense_config *c, int32_t B, int32_t T, int32_t train);
-/* Points a into block; layers is an array of c->L. */
-void dense_acts_carve(dense_acts *a, dense_layer_acts *layers, float *block,
-                      const dense_config *c, int32_t B, int32_t T, int32_t train);
-
-/* ---- compute (dense_forward.c, dense_backward.c, dense_infer.c) ---------------------------- */
-/* The MLP half of a layer, shared by the training forward and decode (dense_forward.c):
- * out (N,C) = h + down(silu(gate(ln2 h)) * up(ln2 h)); tmp (N,C) is scratch. */
-void dense_mlp_forward(dense_model *m, float *out, struct dense_layer_acts *la, float *tmp,
-                       const dense_layer_params *lp, int32_t N);
-/* Embedding + all layers over a (B,T) batch: fills a->l[*] and a->xL. When kv is not NULL
- * (prefill), each layer's rotated keys and values go to cache rows 0..B-1, slots 0..T-1. */
-void dense_body_forward(dense_model *m, dense_acts *a, const int32_t *ids, const int32_t *mask,
-                        const int32_t *pos, int32_t B, int32_t T, const grpo_kv_cache *kv);
-/* Copies keys/values (B*T, KV) of layer l into cache rows 0..B-1, slots 0..T-1 (dense_infer.c) */
-void dense_kv_store(dense_model *m, const grpo_kv_cache *kv, int32_t l, const float *k,
-                    const float *v, int32_t B, int32_t T);
-int32_t dense_forward(void *model, const grpo_batch *batch, float *acts, float *logp,
-                      float *entropy, float scale, grpo_error *err);
-int32_t dense_backward(void *model, const grpo_batch *batch, float *acts, const float *dlogp,
-                       float scale, grpo_error *err);
-uint64_t dense_kv_floats(void *model, int32_t R, int32_t S);
-uint64_t dense_scratch_floats(void *model, int32_t R, int32_t T);
-int32_t dense_prefill(void *model, const grpo_kv_cache *kv, const grpo_batch *prompt,
-                      float *scratch, float *logits, grpo_error *err);
-int32_t dense_decode(void *model, const grpo_kv_cache *kv, int32_t R, const int32_t *tokens,
-                     const int32_t *pos, const int32_t *cache_mask, const int32_t *len,
-                     float *scratch, float *logits, grpo_error *err);
-void dense_kv_copy_row(void *model, const grpo_kv_cache *kv, int32_t dst, int32_t src,
-                       int32_t n);
-/* The hidden-states slots (dense_infer.c): C, and out (B,T,C) = final norm of the last layer. */
-int32_t dense_hidden_size(void *model);
-int32_t dense_hidden(void *model, const grpo_batch *batch, float *scratch, float *out,
-                     grpo_error *err);
-/* GRPO_ERR_UNSUPPORTED unless the model has an LM head (classifier models have hidden() only). */
-int32_t dense_need_lm_head(const dense_model *m, const char *what, grpo_error *err);
+/* a->dx = d/d out (N,C) -> a->dh (N,C) = d loss/d h, including the residual. */
+int32_t dense_mlp_backward(lm_decoder *d, lm_decoder_acts *a, const void *la, int32_t l,
+                           int32_t N, float aux_weight, grpo_error *err);
+/* dense_params.c: bind() of a layer tensor, the classifier head, InternLM2's packed q/k/v. */
+void dense_bind_slot(lm_decoder *d, int32_t slot, int32_t layer, float *p, float *g);
 
 #endif

@@ -47,23 +47,24 @@ static int32_t layer_shape(const dense_model *m, int32_t slot, int64_t shape[2])
     }
 }
 
+/* Layer l's tensors under InternLM2's names. */
+static int32_t add_layer(lm_decoder *d, int32_t l) {
+    int32_t st = GRPO_OK;
+    for (uint32_t k = 0; k < sizeof names / sizeof names[0] && st == GRPO_OK; k++) {
+        int64_t shape[2];
+        int32_t nd = layer_shape((dense_model *)d, names[k].slot, shape);
+        if (nd) st = lm_params_add_layer(&d->pt, l, names[k].name, nd, shape, names[k].slot);
+    }
+    return st;
+}
+
+static int32_t add_head(lm_decoder *d) {
+    return dense_params_add_head((dense_model *)d, "output.weight");
+}
+
 int32_t dense_internlm2_params_build(dense_model *m, grpo_error *err) {
-    const dense_config *c = &m->cfg;
-    uint32_t per_layer = sizeof names / sizeof names[0];
-    int32_t st = lm_params_alloc(&m->pt, 3 + (uint32_t)c->L * per_layer, "dense", err);
-    if (st != GRPO_OK) return st;
-    st = lm_params_add_embed(&m->pt, "model.tok_embeddings.weight", c->V, c->attn.C);
-    for (int32_t l = 0; l < c->L && st == GRPO_OK; l++)
-        for (uint32_t k = 0; k < per_layer && st == GRPO_OK; k++) {
-            int64_t shape[2];
-            int32_t nd = layer_shape(m, names[k].slot, shape);
-            if (nd) st = lm_params_add_layer(&m->pt, l, names[k].name, nd, shape, names[k].slot);
-        }
-    if (st == GRPO_OK) st = lm_params_add_norm(&m->pt, c->attn.C);
-    if (st == GRPO_OK) st = dense_params_add_head(m, "output.weight");
-    if (st != GRPO_OK)
-        return grpo_error_set(err, st, "dense: out of memory for the parameter names");
-    return GRPO_OK;
+    return lm_decoder_params_build(&m->dec, sizeof names / sizeof names[0],
+                                   "model.tok_embeddings.weight", add_layer, add_head, err);
 }
 
 void dense_internlm2_bind(dense_model *m, int32_t l, int32_t slot, float *p, float *g) {
@@ -89,12 +90,12 @@ static uint64_t unpacked_row(const dense_config *c, uint64_t r) {
 int32_t dense_internlm2_relayout(void *model, uint32_t i, float *data, int32_t direction,
                                  grpo_error *err) {
     dense_model *m = model;
-    const lm_param_table *t = &m->pt;
+    const lm_param_table *t = &m->dec.pt;
     if (i >= t->n || (t->slot[i] != SLOT_WQKV && t->slot[i] != SLOT_BQKV)) return GRPO_OK;
     const dense_config *c = &m->cfg;
     uint64_t rows = (uint64_t)(c->attn.NH + 2 * c->attn.NKV) * c->attn.HD;
     uint64_t w = t->slot[i] == SLOT_WQKV ? (uint64_t)c->attn.C : 1;
-    float *tmp = m->host->alloc(rows * w * sizeof(float));
+    float *tmp = m->dec.host->alloc(rows * w * sizeof(float));
     if (!tmp)
         return grpo_error_set(err, GRPO_ERR_NOMEM, "dense: out of memory unpacking %s",
                               t->names[i]);
@@ -106,6 +107,6 @@ int32_t dense_internlm2_relayout(void *model, uint32_t i, float *data, int32_t d
             memcpy(tmp + r * w, data + u * w, w * sizeof(float));
     }
     memcpy(data, tmp, rows * w * sizeof(float));
-    m->host->free(tmp);
+    m->dec.host->free(tmp);
     return GRPO_OK;
 }

@@ -36,55 +36,43 @@ int32_t dense_layer_shape(const dense_model *m, int32_t s, int64_t shape[2]) {
 
 int32_t dense_params_add_head(dense_model *m, const char *lm_head_name) {
     const dense_config *c = &m->cfg;
+    lm_param_table *t = &m->dec.pt;
     int64_t lc[2] = {c->n_labels, c->attn.C};
     if (c->head == DENSE_HEAD_SCORE)
-        return lm_params_add(&m->pt, "score.weight", 2, lc, 0, -1, SLOT_CLS, -1);
+        return lm_params_add(t, "score.weight", 2, lc, 0, -1, SLOT_CLS, -1);
     if (c->head == DENSE_HEAD_VALUE)
-        return lm_params_add(&m->pt, "v_head.weight", 2, lc, 0, -1, SLOT_CLS, -1);
-    return lm_params_add_lm_head(&m->pt, lm_head_name, c->V, c->attn.C, c->tied);
+        return lm_params_add(t, "v_head.weight", 2, lc, 0, -1, SLOT_CLS, -1);
+    return lm_params_add_lm_head(t, lm_head_name, c->V, c->attn.C, c->tied);
+}
+
+/* Layer l: the attention block's tensors, then the MLP half's. */
+static int32_t add_layer(lm_decoder *d, int32_t l) {
+    dense_model *m = (dense_model *)d;
+    int32_t st = lm_decoder_add_attn(d, l);
+    for (int32_t s = AP_COUNT; s < LP_COUNT && st == GRPO_OK; s++) {
+        int64_t shape[2];
+        int32_t nd = dense_layer_shape(m, s, shape);
+        if (nd) st = lm_params_add_layer(&d->pt, l, mlp_names[s - AP_COUNT], nd, shape, s);
+    }
+    return st;
+}
+
+static int32_t add_head(lm_decoder *d) {
+    return dense_params_add_head((dense_model *)d, "lm_head.weight");
 }
 
 int32_t dense_params_build(dense_model *m, grpo_error *err) {
-    const dense_config *c = &m->cfg;
-    if (c->internlm2) return dense_internlm2_params_build(m, err);
-    int32_t st = lm_params_alloc(&m->pt, 3 + (uint32_t)c->L * LP_COUNT, "dense", err);
-    if (st != GRPO_OK) return st;
-    st = lm_params_add_embed(&m->pt, "model.embed_tokens.weight", c->V, c->attn.C);
-    for (int32_t l = 0; l < c->L && st == GRPO_OK; l++)
-        for (int32_t s = 0; s < LP_COUNT && st == GRPO_OK; s++) {
-            int64_t shape[2];
-            int32_t nd = dense_layer_shape(m, s, shape);
-            const char *name = s < AP_COUNT ? lm_attn_param_names[s] : mlp_names[s - AP_COUNT];
-            if (nd) st = lm_params_add_layer(&m->pt, l, name, nd, shape, s);
-        }
-    if (st == GRPO_OK) st = lm_params_add_norm(&m->pt, c->attn.C);
-    if (st == GRPO_OK) st = dense_params_add_head(m, "lm_head.weight");
-    if (st != GRPO_OK)
-        return grpo_error_set(err, st, "dense: out of memory for the parameter names");
-    return GRPO_OK;
+    if (m->cfg.internlm2) return dense_internlm2_params_build(m, err);
+    return lm_decoder_params_build(&m->dec, LP_COUNT, "model.embed_tokens.weight", add_layer,
+                                   add_head, err);
 }
 
-void dense_params_free(dense_model *m) { lm_params_free(&m->pt); }
-
-/* bind(): points the model's slots at the host's block. grads may be NULL (frozen model). */
-int32_t dense_bind_params(dense_model *m, float *const *params, float *const *grads,
-                          grpo_error *err) {
-    const lm_param_table *t = &m->pt;
-    for (uint32_t i = 0; i < t->n; i++) {
-        float *p = params[i], *g = grads ? grads[i] : NULL;
-        if (!p)
-            return grpo_error_set(err, GRPO_ERR_INVALID, "dense: bind: no storage for %s",
-                                  t->names[i]);
-        int32_t s = t->slot[i], l = t->layer[i];
-        switch (s) {
-        case LM_SLOT_EMBED: m->wte = p, m->dwte = g; break;
-        case LM_SLOT_NORM: m->wnorm = p, m->dwnorm = g; break;
-        case LM_SLOT_HEAD: m->whead = p, m->dhead_grad = g; break;
-        case SLOT_CLS: break; /* read by the caller through the host, never applied here */
-        case SLOT_WQKV: case SLOT_BQKV: dense_internlm2_bind(m, l, s, p, g); break;
-        default: m->lp[l].p[s] = p, m->lp[l].g[s] = g;
-        }
+/* bind() of the tensors the skeleton does not own. */
+void dense_bind_slot(lm_decoder *d, int32_t slot, int32_t layer, float *p, float *g) {
+    dense_model *m = (dense_model *)d;
+    switch (slot) {
+    case SLOT_CLS: break; /* read by the caller through the host, never applied here */
+    case SLOT_WQKV: case SLOT_BQKV: dense_internlm2_bind(m, layer, slot, p, g); break;
+    default: m->lp[layer].p[slot] = p, m->lp[layer].g[slot] = g;
     }
-    m->bound = 1;
-    return GRPO_OK;
 }

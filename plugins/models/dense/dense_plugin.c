@@ -1,8 +1,9 @@
 /*
  * dense_plugin.c — the dense pack's exports: the magic, grpo_plugin_init and the descriptor of
- * dense.causal_lm (grpo/model.h), plus instance lifecycle. Sequence-classification and reward
- * architectures load their score / v_head tensor and serve hidden states (hidden()); the caller
- * applies the head (plugins/rewards/reward_model).
+ * dense.causal_lm (grpo/model.h), plus instance lifecycle. The descriptor's compute slots are
+ * the decoder skeleton's (common/lm_decoder.c) with dense_arch, the SwiGLU MLP, plugged in.
+ * Sequence-classification and reward architectures load their score / v_head tensor and serve
+ * hidden states (hidden()); the caller applies the head (plugins/rewards/reward_model).
  */
 #include <stdlib.h>
 
@@ -10,6 +11,36 @@
 #include "lm_host.h"
 
 GRPO_PLUGIN_MAGIC()
+
+/* The SwiGLU MLP as the skeleton's feed-forward half. */
+const lm_arch dense_arch = {
+    .layer_layout = dense_layer_layout,
+    .grads_layout = dense_grads_layout,
+    .forward = dense_mlp_forward,
+    .backward = dense_mlp_backward,
+    .bind = dense_bind_slot,
+};
+
+static void dense_destroy(void *model) {
+    dense_model *m = model;
+    if (!m) return;
+    lm_decoder_free(&m->dec);
+    free(m->lp);
+    free(m->la);
+    free(m);
+}
+
+/* The skeleton's storage and the head of the architecture (classifiers serve hidden() only). */
+static void setup_decoder(dense_model *m) {
+    lm_decoder *d = &m->dec;
+    for (int32_t l = 0; l < m->cfg.L; l++) d->w[l] = (lm_layer_weights){m->lp[l].p, m->lp[l].g};
+    d->la = m->la, d->layer_size = sizeof *m->la, d->grads = &m->ga;
+    d->rope_max = m->cfg.rope_max;
+    if (m->cfg.head == DENSE_HEAD_SCORE)
+        d->classifier = "sequence-classification", d->classifier_tensor = "score.weight";
+    else if (m->cfg.head == DENSE_HEAD_VALUE)
+        d->classifier = "reward", d->classifier_tensor = "v_head.weight";
+}
 
 static int32_t dense_create(const grpo_host *host, const char *config_json,
                             const grpo_config *cfg, void **out, grpo_error *err) {
@@ -19,48 +50,26 @@ static int32_t dense_create(const grpo_host *host, const char *config_json,
     if (st != GRPO_OK) return st;
     dense_model *m = calloc(1, sizeof *m);
     if (!m) return grpo_error_set(err, GRPO_ERR_NOMEM, "dense.causal_lm: out of memory");
-    m->host = host;
-    m->ops = host->ops;
     st = dense_config_parse(&m->cfg, config_json, err);
+    if (st == GRPO_OK)
+        st = lm_decoder_init(&m->dec, "dense", host, &m->cfg.attn, m->cfg.L, m->cfg.V,
+                             &dense_arch, err);
     if (st == GRPO_OK) {
         m->lp = calloc((size_t)m->cfg.L, sizeof *m->lp);
         m->la = calloc((size_t)m->cfg.L, sizeof *m->la);
-        st = m->lp && m->la ? dense_params_build(m, err)
+        st = m->lp && m->la ? GRPO_OK
                             : grpo_error_set(err, GRPO_ERR_NOMEM, "dense.causal_lm: out of memory");
     }
+    if (st == GRPO_OK) {
+        setup_decoder(m);
+        st = dense_params_build(m, err);
+    }
     if (st != GRPO_OK) {
-        dense_params_free(m);
-        free(m->lp);
-        free(m->la);
-        free(m);
+        dense_destroy(m);
         return st;
     }
     *out = m;
     return GRPO_OK;
-}
-
-static void dense_destroy(void *model) {
-    dense_model *m = model;
-    if (!m) return;
-    dense_params_free(m);
-    free(m->lp);
-    free(m->la);
-    free(m);
-}
-
-static uint32_t dense_n_params(void *model) { return ((dense_model *)model)->pt.n; }
-
-static int32_t dense_param(void *model, uint32_t i, grpo_param_desc *out) {
-    return lm_params_get(&((dense_model *)model)->pt, i, out);
-}
-
-static int32_t dense_bind(void *model, float *const *params, float *const *grads,
-                          grpo_error *err) {
-    return dense_bind_params(model, params, grads, err);
-}
-
-static uint64_t dense_activation_floats(void *model, int32_t B, int32_t T) {
-    return dense_acts_floats(&((dense_model *)model)->cfg, B, T, 1);
 }
 
 static const char *const architectures[] = {
@@ -78,21 +87,21 @@ static const grpo_model_desc dense_desc = {
     /* .architectures     = */ architectures,
     /* .create            = */ dense_create,
     /* .destroy           = */ dense_destroy,
-    /* .n_params          = */ dense_n_params,
-    /* .param             = */ dense_param,
-    /* .bind              = */ dense_bind,
-    /* .activation_floats = */ dense_activation_floats,
-    /* .forward           = */ dense_forward,
-    /* .backward          = */ dense_backward,
-    /* .kv_floats         = */ dense_kv_floats,
-    /* .scratch_floats    = */ dense_scratch_floats,
-    /* .prefill           = */ dense_prefill,
-    /* .decode            = */ dense_decode,
-    /* .kv_copy_row       = */ dense_kv_copy_row,
+    /* .n_params          = */ lm_decoder_n_params,
+    /* .param             = */ lm_decoder_param,
+    /* .bind              = */ lm_decoder_bind,
+    /* .activation_floats = */ lm_decoder_activation_floats,
+    /* .forward           = */ lm_decoder_forward,
+    /* .backward          = */ lm_decoder_backward,
+    /* .kv_floats         = */ lm_decoder_kv_floats,
+    /* .scratch_floats    = */ lm_decoder_scratch_floats,
+    /* .prefill           = */ lm_decoder_prefill,
+    /* .decode            = */ lm_decoder_decode,
+    /* .kv_copy_row       = */ lm_decoder_kv_copy_row,
     /* .aux_loss          = */ NULL,
     /* .expert_load       = */ NULL,
-    /* .hidden_size       = */ dense_hidden_size,
-    /* .hidden            = */ dense_hidden,
+    /* .hidden_size       = */ lm_decoder_hidden_size,
+    /* .hidden            = */ lm_decoder_hidden,
     /* .relayout          = */ dense_internlm2_relayout,
 };
 

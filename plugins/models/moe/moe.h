@@ -6,6 +6,8 @@
  * K experts per token (top-k), M = N*K routed rows, I expert intermediate, NS shared experts,
  * V vocab, R decode rows, S cache positions (attention letters: see common/lm_attn.h).
  *
+ * The model is the decoder skeleton of common/lm_decoder.h (embedding, layer loop, final norm,
+ * head, prefill/decode) with the MoE block below as each layer's feed-forward half.
  * Layer l (pre-norm; attention as in common/lm_attn.h):
  *   h  = x + attn(ln1(x))
  *   u  = ln2(h); p = softmax(u @ gate^T) (N,E); (w, i) = top-k of p; w /= sum(w) + norm_eps
@@ -24,6 +26,7 @@
 #include "grpo/model.h"
 #include "grpo/ops.h"
 #include "lm_attn.h"
+#include "lm_decoder.h"
 #include "lm_params.h"
 
 /* The auxiliary (load-balancing) loss forms; each is
@@ -68,7 +71,7 @@ typedef struct moe_layer_params {
     float **sp, **sg;                   /* [NS*EW_COUNT] shared expert weights / grads */
 } moe_layer_params;
 
-/* ---- activations (moe_acts.c) -------------------------------------------------------------- */
+/* ---- activations: the skeleton's block (common/lm_decoder.c) plus the MoE block's ---------- */
 typedef struct moe_layer_acts {
     lm_attn_acts at;  /* x .. h */
     float *ln2;       /* (N,C) router and expert input u */
@@ -83,36 +86,28 @@ typedef struct moe_layer_acts {
     float *sg, *su, *ss; /* (NS,N,IS) shared experts' gate, up, silu(gate)*up */
 } moe_layer_acts;
 
-typedef struct moe_acts {
-    moe_layer_acts *l; /* [L] */
-    float *xL, *lnf, *lnf_rstd, *head_lse; /* (N,C) (N,C) (N) (N) */
-    float *tmp;        /* (N,C) */
-    /* gradients (train only) */
-    lm_attn_grads ag;
-    float *dx, *dh;    /* (N,C) */
+/* The MoE block's gradient buffers (train only; written, not accumulated). */
+typedef struct moe_grads {
     float *dey, *dxg;  /* (M,C) */
     float *dmid, *dgate, *dup; /* (max(M*I, N*IS)) */
     float *dw;         /* (M) */
     float *dlogits;    /* (N,E) */
-} moe_acts;
+} moe_grads;
 
-uint64_t moe_acts_floats(const moe_config *c, int32_t B, int32_t T, int32_t train);
-void moe_acts_carve(moe_acts *a, moe_layer_acts *layers, float *block, const moe_config *c,
-                    int32_t B, int32_t T, int32_t train);
+/* The skeleton's layout hooks (moe_acts.c). Integer tensors (tok, slot) take float-sized slots. */
+uint64_t moe_layer_layout(const lm_decoder *d, void *la, float *block, uint64_t N);
+uint64_t moe_grads_layout(const lm_decoder *d, void *ga, float *block, uint64_t N);
 
 /* ---- the model ------------------------------------------------------------------------------ */
 typedef struct moe_model {
-    const grpo_host *host;
-    const grpo_ops *ops;
+    lm_decoder dec;         /* first: the skeleton (embedding, attention, norm, head, loops) */
     moe_config cfg;
-    lm_param_table pt;      /* slot: LM_SLOT_*, else a layer slot code (moe_params.c) */
-    float *wte, *dwte, *wnorm, *dwnorm, *whead, *dwhead;
     moe_layer_params *lp;   /* [L] */
     float **wbuf;           /* backing of every lp[].ep/eg/sp/sg array */
     moe_layer_acts *la;     /* [L] activation pointers, re-carved per call */
-    int32_t bound;
-    /* router state on the host, per forward */
-    int32_t B, T;           /* shape of the last forward */
+    moe_grads ga;           /* re-carved per training call */
+    /* router state on the host, per pass (forward, prefill or decode) */
+    int32_t B, T;           /* shape of the last pass */
     int32_t *eoff;          /* (L, E+1) first routed row of each expert, per layer */
     float *count;           /* (L, B, E) top-k assignments of real tokens */
     float *psum;            /* (L, B, E) summed probabilities of real tokens */
@@ -124,56 +119,37 @@ typedef struct moe_model {
     int32_t cap_B, cap_N;   /* capacity of count/psum (rows) and hmask (tokens) */
 } moe_model;
 
+/* The MoE block as the skeleton's feed-forward half (moe_plugin.c). */
+extern const lm_arch moe_arch;
+
 int32_t moe_params_build(moe_model *m, grpo_error *err);
-int32_t moe_bind_params(moe_model *m, float *const *params, float *const *grads,
-                        grpo_error *err);
 void moe_params_free(moe_model *m);
+/* bind() of the MoE block's tensors (the skeleton binds embedding, norm and head). */
+void moe_bind_slot(lm_decoder *d, int32_t slot, int32_t layer, float *p, float *g);
 
 /* ---- router (moe_router.c) ------------------------------------------------------------------ */
 /* Makes room for the host router state of a (B,T) forward and copies the mask (NULL: all
  * real); resets counts and the aux loss. */
-int32_t moe_router_begin(moe_model *m, const int32_t *mask, int32_t B, int32_t T,
+int32_t moe_router_begin(lm_decoder *d, const int32_t *mask, int32_t B, int32_t T,
                          grpo_error *err);
 /* Layer l: a->probs holds router logits (N,E); writes probs, tok/slot/w (grouped by expert),
  * m->eoff[l], counts and probability sums. */
 int32_t moe_router_forward(moe_model *m, moe_layer_acts *a, int32_t l, grpo_error *err);
 /* After the last layer: m->aux and m->load. */
-void moe_router_end(moe_model *m);
+void moe_router_end(lm_decoder *d);
 /* dlogits (N,E) = d loss / d router logits of layer l from dw (M) (d loss / d top-k weights)
  * and aux_weight * d aux / d p. */
 int32_t moe_router_backward(moe_model *m, float *dlogits, const float *dw,
                             const moe_layer_acts *a, int32_t l, float aux_weight,
                             grpo_error *err);
 
-/* ---- compute (moe_block.c, moe_forward.c, moe_backward.c, moe_infer.c) ---------------------- */
-/* MoE block of layer l: a->at.h -> out (N,C). */
-int32_t moe_block_forward(moe_model *m, float *out, moe_layer_acts *a, float *tmp, int32_t l,
-                          int32_t N, grpo_error *err);
-/* ga->dx (N,C) = d loss/d out -> ga->dh (N,C) = d loss/d h (residual included); parameter
- * grads of the block (router, experts, ln2) accumulated. */
-int32_t moe_block_backward(moe_model *m, moe_acts *ga, const moe_layer_acts *a, int32_t l,
+/* ---- compute (moe_block.c): the skeleton's forward/backward hooks -------------------------- */
+/* MoE block of layer l: la's h (N,C) -> out (N,C), residual included; tmp (N,C) scratch. */
+int32_t moe_block_forward(lm_decoder *d, float *out, void *la, float *tmp, int32_t l, int32_t N,
+                          grpo_error *err);
+/* a->dx (N,C) = d loss/d out -> a->dh (N,C) = d loss/d h (residual included); parameter grads
+ * of the block (router, experts, ln2) accumulated, the router's with aux_weight * d aux. */
+int32_t moe_block_backward(lm_decoder *d, lm_decoder_acts *a, const void *la, int32_t l,
                            int32_t N, float aux_weight, grpo_error *err);
-/* Embedding + all layers over a (B,T) batch: fills a->l[*] and a->xL, the router state and the
- * aux loss. When kv is not NULL (prefill), each layer's rotated keys and values go to cache rows
- * 0..B-1, slots 0..T-1. */
-int32_t moe_body_forward(moe_model *m, moe_acts *a, const int32_t *ids, const int32_t *mask,
-                         const int32_t *pos, int32_t B, int32_t T, const grpo_kv_cache *kv,
-                         grpo_error *err);
-int32_t moe_forward(void *model, const grpo_batch *batch, float *acts, float *logp,
-                    float *entropy, float scale, grpo_error *err);
-int32_t moe_backward(void *model, const grpo_batch *batch, float *acts, const float *dlogp,
-                     float scale, grpo_error *err);
-uint64_t moe_kv_floats(void *model, int32_t R, int32_t S);
-uint64_t moe_scratch_floats(void *model, int32_t R, int32_t T);
-int32_t moe_prefill(void *model, const grpo_kv_cache *kv, const grpo_batch *prompt,
-                    float *scratch, float *logits, grpo_error *err);
-int32_t moe_decode(void *model, const grpo_kv_cache *kv, int32_t R, const int32_t *tokens,
-                   const int32_t *pos, const int32_t *cache_mask, const int32_t *len,
-                   float *scratch, float *logits, grpo_error *err);
-void moe_kv_copy_row(void *model, const grpo_kv_cache *kv, int32_t dst, int32_t src, int32_t n);
-/* Prefill: the rotated keys and values (B*T, KV) of layer l into cache rows 0..B-1, slots
- * 0..T-1 (moe_infer.c). */
-void moe_kv_store(moe_model *m, const grpo_kv_cache *kv, int32_t l, const lm_attn_acts *at,
-                  int32_t B, int32_t T);
 
 #endif

@@ -30,9 +30,11 @@ static void swiglu_mlp_backward(const grpo_ops *o, float *dx, float *dtmp, float
     o->accumulate(o->ctx, dx, dtmp, (uint64_t)n * C);
 }
 
-int32_t moe_block_forward(moe_model *m, float *out, moe_layer_acts *a, float *tmp, int32_t l,
-                          int32_t N, grpo_error *err) {
-    const grpo_ops *o = m->ops;
+int32_t moe_block_forward(lm_decoder *d, float *out, void *la, float *tmp, int32_t l, int32_t N,
+                          grpo_error *err) {
+    moe_model *m = (moe_model *)d;
+    moe_layer_acts *a = la;
+    const grpo_ops *o = d->ops;
     const moe_config *c = &m->cfg;
     const moe_layer_params *lp = &m->lp[l];
     int32_t C = c->attn.C, I = c->I, M = N * c->K;
@@ -61,39 +63,42 @@ int32_t moe_block_forward(moe_model *m, float *out, moe_layer_acts *a, float *tm
     return GRPO_OK;
 }
 
-int32_t moe_block_backward(moe_model *m, moe_acts *ga, const moe_layer_acts *a, int32_t l,
+int32_t moe_block_backward(lm_decoder *d, lm_decoder_acts *ga, const void *la, int32_t l,
                            int32_t N, float aux_weight, grpo_error *err) {
-    const grpo_ops *o = m->ops;
+    moe_model *m = (moe_model *)d;
+    const moe_layer_acts *a = la;
+    const moe_grads *gb = ga->ffn;
+    const grpo_ops *o = d->ops;
     const moe_config *c = &m->cfg;
     const moe_layer_params *lp = &m->lp[l];
     int32_t C = c->attn.C, I = c->I, M = N * c->K;
     /* routed experts: d out -> d ey (weighted) and d w, then each expert back to d xg */
-    o->scatter_add_rows_backward(o->ctx, ga->dey, ga->dw, ga->dx, a->ey, a->tok, a->w, M, C);
+    o->scatter_add_rows_backward(o->ctx, gb->dey, gb->dw, ga->dx, a->ey, a->tok, a->w, M, C);
     const int32_t *off = m->eoff + (size_t)l * (c->E + 1);
     for (int32_t e = 0; e < c->E; e++) {
         int32_t r0 = off[e], n = off[e + 1] - off[e];
         if (n == 0) continue;
         uint64_t ri = (uint64_t)r0 * I, rc = (uint64_t)r0 * C;
         /* dey's rows of this expert are consumed first, then reused as the up-proj scratch */
-        swiglu_mlp_backward(o, ga->dxg + rc, ga->dey + rc, ga->dmid + ri, ga->dgate + ri,
-                            ga->dup + ri, ga->dey + rc, a->xg + rc, a->eg + ri, a->eu + ri,
+        swiglu_mlp_backward(o, gb->dxg + rc, gb->dey + rc, gb->dmid + ri, gb->dgate + ri,
+                            gb->dup + ri, gb->dey + rc, a->xg + rc, a->eg + ri, a->eu + ri,
                             a->es + ri, lp->ep + e * EW_COUNT, lp->eg + e * EW_COUNT, n, C, I);
     }
     /* router: d w (+ aux) -> d logits -> d u (written into dln) */
-    int32_t st = moe_router_backward(m, ga->dlogits, ga->dw, a, l, aux_weight, err);
+    int32_t st = moe_router_backward(m, gb->dlogits, gb->dw, a, l, aux_weight, err);
     if (st != GRPO_OK) return st;
     float *dln = ga->ag.dln, *dtmp = ga->ag.dtmp;
-    o->matmul_backward(o->ctx, dln, lp->g[MP_ROUTER], NULL, ga->dlogits, a->ln2,
+    o->matmul_backward(o->ctx, dln, lp->g[MP_ROUTER], NULL, gb->dlogits, a->ln2,
                        lp->p[MP_ROUTER], N, C, c->E);
     /* shared experts see every token, unweighted */
     for (int32_t s = 0; s < c->NS; s++) {
         uint64_t si = (uint64_t)s * N * c->IS;
-        swiglu_mlp_backward(o, ga->dh, dtmp, ga->dmid, ga->dgate, ga->dup, ga->dx, a->ln2,
+        swiglu_mlp_backward(o, ga->dh, dtmp, gb->dmid, gb->dgate, gb->dup, ga->dx, a->ln2,
                             a->sg + si, a->su + si, a->ss + si, lp->sp + s * EW_COUNT,
                             lp->sg + s * EW_COUNT, N, C, c->IS);
         o->accumulate(o->ctx, dln, ga->dh, (uint64_t)N * C);
     }
-    o->scatter_add_rows(o->ctx, dln, ga->dxg, a->tok, NULL, M, C);
+    o->scatter_add_rows(o->ctx, dln, gb->dxg, a->tok, NULL, M, C);
     o->rmsnorm_backward(o->ctx, ga->dh, lp->g[MP_LN2], dln, a->at.h, lp->p[MP_LN2], a->ln2_rstd,
                         N, C);
     o->accumulate(o->ctx, ga->dh, ga->dx, (uint64_t)N * C); /* residual path */

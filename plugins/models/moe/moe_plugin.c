@@ -1,6 +1,8 @@
 /*
  * moe_plugin.c — the moe pack's exports: the magic, grpo_plugin_init and the descriptor of
- * moe.causal_lm (grpo/model.h), instance lifecycle, aux_loss() and expert_load().
+ * moe.causal_lm (grpo/model.h), instance lifecycle, aux_loss() and expert_load(). The
+ * descriptor's compute slots are the decoder skeleton's (common/lm_decoder.c) with moe_arch,
+ * the router and experts, plugged in.
  *
  * Plugin key ([model] section): router_aux_coef (float, default -1 = the coefficient of
  * config.json: aux_loss_alpha for MiniMind2, router_aux_loss_coef for Qwen3-MoE).
@@ -17,6 +19,17 @@
 #include "moe.h"
 
 GRPO_PLUGIN_MAGIC()
+
+/* The MoE block as the skeleton's feed-forward half; the router works around each pass. */
+const lm_arch moe_arch = {
+    .layer_layout = moe_layer_layout,
+    .grads_layout = moe_grads_layout,
+    .begin = moe_router_begin,
+    .forward = moe_block_forward,
+    .end = moe_router_end,
+    .backward = moe_block_backward,
+    .bind = moe_bind_slot,
+};
 
 static void moe_free(moe_model *m) {
     if (!m) return;
@@ -54,10 +67,11 @@ static int32_t moe_create(const grpo_host *host, const char *config_json, const 
     if (st != GRPO_OK) return st;
     moe_model *m = calloc(1, sizeof *m);
     if (!m) return grpo_error_set(err, GRPO_ERR_NOMEM, "moe.causal_lm: out of memory");
-    m->host = host;
-    m->ops = host->ops;
     st = moe_config_parse(&m->cfg, config_json, err);
     if (st == GRPO_OK) st = apply_keys(m, cfg, err);
+    if (st == GRPO_OK)
+        st = lm_decoder_init(&m->dec, "moe", host, &m->cfg.attn, m->cfg.L, m->cfg.V, &moe_arch,
+                             err);
     if (st == GRPO_OK) {
         const moe_config *c = &m->cfg;
         m->lp = calloc((size_t)c->L, sizeof *m->lp);
@@ -65,8 +79,14 @@ static int32_t moe_create(const grpo_host *host, const char *config_json, const 
         m->eoff = calloc((size_t)c->L * (c->E + 1), sizeof *m->eoff);
         m->load = calloc((size_t)c->L * c->E, sizeof *m->load);
         st = m->lp && m->la && m->eoff && m->load
-                 ? moe_params_build(m, err)
+                 ? GRPO_OK
                  : grpo_error_set(err, GRPO_ERR_NOMEM, "moe.causal_lm: out of memory");
+    }
+    if (st == GRPO_OK) {
+        lm_decoder *d = &m->dec;
+        for (int32_t l = 0; l < m->cfg.L; l++) d->w[l] = (lm_layer_weights){m->lp[l].p, m->lp[l].g};
+        d->la = m->la, d->layer_size = sizeof *m->la, d->grads = &m->ga;
+        st = moe_params_build(m, err);
     }
     if (st != GRPO_OK) {
         moe_free(m);
@@ -77,21 +97,6 @@ static int32_t moe_create(const grpo_host *host, const char *config_json, const 
 }
 
 static void moe_destroy(void *model) { moe_free(model); }
-
-static uint32_t moe_n_params(void *model) { return ((moe_model *)model)->pt.n; }
-
-static int32_t moe_param(void *model, uint32_t i, grpo_param_desc *out) {
-    return lm_params_get(&((moe_model *)model)->pt, i, out);
-}
-
-static int32_t moe_bind(void *model, float *const *params, float *const *grads,
-                        grpo_error *err) {
-    return moe_bind_params(model, params, grads, err);
-}
-
-static uint64_t moe_activation_floats(void *model, int32_t B, int32_t T) {
-    return moe_acts_floats(&((moe_model *)model)->cfg, B, T, 1);
-}
 
 static float moe_aux_loss(void *model) { return ((moe_model *)model)->aux; }
 
@@ -113,17 +118,17 @@ static const grpo_model_desc moe_desc = {
     /* .architectures     = */ architectures,
     /* .create            = */ moe_create,
     /* .destroy           = */ moe_destroy,
-    /* .n_params          = */ moe_n_params,
-    /* .param             = */ moe_param,
-    /* .bind              = */ moe_bind,
-    /* .activation_floats = */ moe_activation_floats,
-    /* .forward           = */ moe_forward,
-    /* .backward          = */ moe_backward,
-    /* .kv_floats         = */ moe_kv_floats,
-    /* .scratch_floats    = */ moe_scratch_floats,
-    /* .prefill           = */ moe_prefill,
-    /* .decode            = */ moe_decode,
-    /* .kv_copy_row       = */ moe_kv_copy_row,
+    /* .n_params          = */ lm_decoder_n_params,
+    /* .param             = */ lm_decoder_param,
+    /* .bind              = */ lm_decoder_bind,
+    /* .activation_floats = */ lm_decoder_activation_floats,
+    /* .forward           = */ lm_decoder_forward,
+    /* .backward          = */ lm_decoder_backward,
+    /* .kv_floats         = */ lm_decoder_kv_floats,
+    /* .scratch_floats    = */ lm_decoder_scratch_floats,
+    /* .prefill           = */ lm_decoder_prefill,
+    /* .decode            = */ lm_decoder_decode,
+    /* .kv_copy_row       = */ lm_decoder_kv_copy_row,
     /* .aux_loss          = */ moe_aux_loss,
     /* .expert_load       = */ moe_expert_load,
     /* .hidden_size       = */ NULL, /* hidden states: not yet for MoE models */

@@ -33,8 +33,9 @@ static float *hbuf(moe_model *m, uint64_t n, grpo_error *err) {
     return m->hbuf;
 }
 
-int32_t moe_router_begin(moe_model *m, const int32_t *mask, int32_t B, int32_t T,
+int32_t moe_router_begin(lm_decoder *d, const int32_t *mask, int32_t B, int32_t T,
                          grpo_error *err) {
+    moe_model *m = (moe_model *)d;
     const moe_config *c = &m->cfg;
     int32_t N = B * T;
     if (B > m->cap_B) {
@@ -51,7 +52,7 @@ int32_t moe_router_begin(moe_model *m, const int32_t *mask, int32_t B, int32_t T
         m->hmask = hm, m->cap_N = N;
     }
     if (mask)
-        m->ops->download(m->ops->ctx, m->hmask, mask, (uint64_t)N * sizeof(int32_t));
+        m->dec.ops->download(m->dec.ops->ctx, m->hmask, mask, (uint64_t)N * sizeof(int32_t));
     else
         for (int32_t n = 0; n < N; n++) m->hmask[n] = 1;
     memset(m->count, 0, (size_t)c->L * B * c->E * sizeof(float));
@@ -87,7 +88,7 @@ static void topk_row(int32_t *idx, float *w, const float *p, const moe_config *c
 
 int32_t moe_router_forward(moe_model *m, moe_layer_acts *a, int32_t l, grpo_error *err) {
     const moe_config *c = &m->cfg;
-    const grpo_ops *o = m->ops;
+    const grpo_ops *o = m->dec.ops;
     int32_t E = c->E, K = c->K, N = m->B * m->T, M = N * K;
     /* host layout: probs (N,E) | top idx (M) | top w (M) | tok (M) | slot (M) | w (M) */
     float *p = hbuf(m, (uint64_t)N * E + 5 * (uint64_t)M, err);
@@ -160,7 +161,8 @@ static void aux_grad_row(const moe_model *m, float *g, int32_t l, int32_t b) {
     }
 }
 
-void moe_router_end(moe_model *m) {
+void moe_router_end(lm_decoder *d) {
+    moe_model *m = (moe_model *)d;
     const moe_config *c = &m->cfg;
     int32_t E = c->E, B = m->B, rows = 0, Nr = 0;
     for (int32_t b = 0; b < B; b++) {
@@ -213,7 +215,7 @@ int32_t moe_router_backward(moe_model *m, float *dlogits, const float *dw,
                             const moe_layer_acts *a, int32_t l, float aux_weight,
                             grpo_error *err) {
     const moe_config *c = &m->cfg;
-    const grpo_ops *o = m->ops;
+    const grpo_ops *o = m->dec.ops;
     int32_t E = c->E, K = c->K, N = m->B * m->T, M = N * K;
     /* host layout: probs (N,E) | dp (N,E) | dw (M) | tok (M) | slot (M) | w (M) |
      *              per slot: expert (M), dw (M), w (M) */

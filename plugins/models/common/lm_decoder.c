@@ -1,0 +1,369 @@
+/*
+ * lm_decoder.c — the decoder skeleton (see lm_decoder.h): the activation layout, the layer loop
+ * of every pass, and the descriptor slots built on them. The pack's feed-forward half is called
+ * through d->arch; everything else (embedding, attention, final norm, head, KV cache) is here,
+ * so both packs issue the same op calls in the same order.
+ */
+#include "lm_decoder.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "lm_infer.h"
+
+int32_t lm_decoder_init(lm_decoder *d, const char *who, const grpo_host *host,
+                        const lm_attn_config *attn, int32_t L, int32_t V, const lm_arch *arch,
+                        grpo_error *err) {
+    d->who = who, d->host = host, d->ops = host->ops;
+    d->attn = attn, d->L = L, d->V = V, d->arch = arch;
+    d->w = calloc((size_t)L, sizeof *d->w);
+    if (!d->w) return grpo_error_set(err, GRPO_ERR_NOMEM, "%s: out of memory", who);
+    return GRPO_OK;
+}
+
+void lm_decoder_free(lm_decoder *d) {
+    lm_params_free(&d->pt);
+    free(d->w);
+    d->w = NULL;
+}
+
+/* ---- parameters ---------------------------------------------------------------------------- */
+
+int32_t lm_decoder_params_build(lm_decoder *d, uint32_t per_layer, const char *embed,
+                                int32_t (*add_layer)(lm_decoder *d, int32_t l),
+                                int32_t (*add_head)(lm_decoder *d), grpo_error *err) {
+    int32_t st = lm_params_alloc(&d->pt, 3 + (uint32_t)d->L * per_layer, d->who, err);
+    if (st != GRPO_OK) return st;
+    st = lm_params_add_embed(&d->pt, embed, d->V, d->attn->C);
+    for (int32_t l = 0; l < d->L && st == GRPO_OK; l++) st = add_layer(d, l);
+    if (st == GRPO_OK) st = lm_params_add_norm(&d->pt, d->attn->C);
+    if (st == GRPO_OK) st = add_head(d);
+    if (st != GRPO_OK)
+        return grpo_error_set(err, st, "%s: out of memory for the parameter names", d->who);
+    return GRPO_OK;
+}
+
+int32_t lm_decoder_add_attn(lm_decoder *d, int32_t l) {
+    int32_t st = GRPO_OK;
+    for (int32_t s = 0; s < AP_COUNT && st == GRPO_OK; s++) {
+        int64_t shape[2] = {0, 0};
+        int32_t nd = lm_attn_param_shape(d->attn, s, shape);
+        if (nd) st = lm_params_add_layer(&d->pt, l, lm_attn_param_names[s], nd, shape, s);
+    }
+    return st;
+}
+
+/* ---- activations ----------------------------------------------------------------------------- */
+
+/* Places (a != NULL) or only counts the top-level tensors; returns the floats used. */
+static uint64_t top_layout(const lm_decoder *d, lm_decoder_acts *a, float *block, uint64_t N,
+                           int32_t train) {
+    uint64_t C = d->attn->C, used = 0;
+#define PLACE(f, sz) ((a ? (void)(a->f = block + used) : (void)0), used += lm_padded(sz))
+    PLACE(xL, N * C);
+    PLACE(lnf, N * C);
+    PLACE(lnf_rstd, N);
+    PLACE(head_lse, N);
+    PLACE(tmp, N * C);
+    if (!train) return used;
+    PLACE(dx, N * C);
+    PLACE(dh, N * C);
+#undef PLACE
+    if (d->arch->grads_layout)
+        used += d->arch->grads_layout(d, a ? d->grads : NULL, a ? block + used : NULL, N);
+    if (a) lm_attn_grads_carve(&a->ag, block + used, d->attn, N);
+    return used + lm_attn_grads_floats(d->attn, N);
+}
+
+uint64_t lm_decoder_acts_floats(const lm_decoder *d, int32_t B, int32_t T, int32_t train) {
+    uint64_t N = (uint64_t)B * T;
+    uint64_t layer = lm_attn_acts_floats(d->attn, N) + d->arch->layer_layout(d, NULL, NULL, N);
+    return layer * (train ? (uint64_t)d->L : 1) + top_layout(d, NULL, NULL, N, train);
+}
+
+void lm_decoder_acts_carve(lm_decoder *d, lm_decoder_acts *a, float *block, int32_t B,
+                           int32_t T, int32_t train) {
+    uint64_t N = (uint64_t)B * T;
+    *a = (lm_decoder_acts){0};
+    a->l = d->la;
+    a->ffn = train ? d->grads : NULL;
+    float *p = block;
+    for (int32_t l = 0; l < d->L; l++) {
+        lm_attn_acts *la = lm_decoder_layer(d, a, l);
+        if (!train && l > 0) { /* forward only: every layer reuses layer 0's buffers */
+            memcpy(la, a->l, d->layer_size);
+            continue;
+        }
+        memset(la, 0, d->layer_size);
+        p = lm_attn_acts_carve(la, p, d->attn, N);
+        p += d->arch->layer_layout(d, la, p, N);
+    }
+    top_layout(d, a, p, N, train);
+}
+
+/* ---- checks ---------------------------------------------------------------------------------- */
+
+/* bind() done. */
+static int32_t check_bound(const lm_decoder *d, const char *what, grpo_error *err) {
+    if (d->bound) return GRPO_OK;
+    return grpo_error_set(err, GRPO_ERR_INVALID, "%s: %s before bind", d->who, what);
+}
+
+/* An LM head, for the passes that produce log-probs or logits (classifiers have hidden()). */
+static int32_t check_lm_head(const lm_decoder *d, const char *what, grpo_error *err) {
+    if (!d->classifier) return GRPO_OK;
+    return grpo_error_set(err, GRPO_ERR_UNSUPPORTED,
+                          "%s: %s needs an LM head, but this is a %s model (it has %s and serves "
+                          "hidden states only)", d->who, what, d->classifier,
+                          d->classifier_tensor);
+}
+
+/* A (B,T) batch of a full-sequence pass: not empty, and within exact RoPE. */
+static int32_t check_batch(const lm_decoder *d, const char *what, int32_t B, int32_t T,
+                           grpo_error *err) {
+    if (B <= 0 || T <= 0)
+        return grpo_error_set(err, GRPO_ERR_INVALID, "%s: %s: empty batch (%d,%d)", d->who, what,
+                              B, T);
+    if (d->rope_max > 0 && T > d->rope_max)
+        return grpo_error_set(err, GRPO_ERR_UNSUPPORTED,
+                              "%s: %d tokens exceed max_position_embeddings (%d), past which "
+                              "dynamic NTK RoPE scaling (not implemented) applies", d->who, T,
+                              d->rope_max);
+    return GRPO_OK;
+}
+
+/* The prompt mask (B,T) must be left-padded: downloaded and checked on the host. */
+static int32_t check_left_padded(const lm_decoder *d, const int32_t *mask, int32_t B, int32_t T,
+                                 grpo_error *err) {
+    const grpo_ops *o = d->ops;
+    int32_t *hmask = d->host->alloc((uint64_t)B * T * sizeof(int32_t));
+    if (!hmask) return grpo_error_set(err, GRPO_ERR_NOMEM, "%s: prefill: out of memory", d->who);
+    o->download(o->ctx, hmask, mask, (uint64_t)B * T * sizeof(int32_t));
+    int32_t st = lm_prefill_left_padded(d->who, hmask, B, T, err);
+    d->host->free(hmask);
+    return st;
+}
+
+/* ---- the layer loops ------------------------------------------------------------------------- */
+
+/* Floats of one cache slot of one layer: NKV*HD. */
+static uint64_t kv_width(const lm_decoder *d) { return (uint64_t)d->attn->NKV * d->attn->HD; }
+
+/* Embedding + all layers over a (B,T) batch: fills the layers of a and a->xL. When kv is not
+ * NULL (prefill), each layer's rotated keys and values go to cache rows 0..B-1, slots 0..T-1. */
+static int32_t body_forward(lm_decoder *d, lm_decoder_acts *a, const int32_t *ids,
+                            const int32_t *mask, const int32_t *pos, int32_t B, int32_t T,
+                            const grpo_kv_cache *kv, grpo_error *err) {
+    const grpo_ops *o = d->ops;
+    const lm_arch *h = d->arch;
+    int32_t N = B * T, st = h->begin ? h->begin(d, mask, B, T, err) : GRPO_OK;
+    if (st != GRPO_OK) return st;
+    o->embedding_forward(o->ctx, lm_decoder_layer(d, a, 0)->x, ids, d->wte, N, d->attn->C);
+    for (int32_t l = 0; l < d->L && st == GRPO_OK; l++) {
+        lm_attn_acts *la = lm_decoder_layer(d, a, l);
+        float *out = l + 1 < d->L ? lm_decoder_layer(d, a, l + 1)->x : a->xL;
+        lm_attn_forward(o, d->attn, la, a->tmp, d->w[l].p, mask, pos, B, T);
+        if (kv) lm_kv_store(o, kv, kv_width(d), l, la->k, la->v, B, T);
+        st = h->forward(d, out, la, a->tmp, l, N, err);
+    }
+    if (st == GRPO_OK && h->end) h->end(d);
+    return st;
+}
+
+/* One decode step of R rows (tokens (R)) through every layer: a->xL (R,C). */
+static int32_t body_decode(lm_decoder *d, lm_decoder_acts *a, const grpo_kv_cache *kv, int32_t R,
+                           const int32_t *tokens, const int32_t *pos, const int32_t *cache_mask,
+                           const int32_t *len, const int32_t *hlen, grpo_error *err) {
+    const grpo_ops *o = d->ops;
+    const lm_arch *h = d->arch;
+    uint64_t KV = kv_width(d);
+    int32_t st = h->begin ? h->begin(d, NULL, R, 1, err) : GRPO_OK;
+    if (st != GRPO_OK) return st;
+    o->embedding_forward(o->ctx, lm_decoder_layer(d, a, 0)->x, tokens, d->wte, R, d->attn->C);
+    for (int32_t l = 0; l < d->L && st == GRPO_OK; l++) {
+        lm_attn_acts *la = lm_decoder_layer(d, a, l);
+        float *out = l + 1 < d->L ? lm_decoder_layer(d, a, l + 1)->x : a->xL;
+        lm_attn_decode(o, d->attn, la, a->tmp, d->w[l].p, lm_kv_at(kv, KV, l, 0, 0, 0),
+                       lm_kv_at(kv, KV, l, 1, 0, 0), kv->S, pos, cache_mask, len, hlen, R);
+        st = h->forward(d, out, la, a->tmp, l, R, err);
+    }
+    if (st == GRPO_OK && h->end) h->end(d);
+    return st;
+}
+
+/* The batch through the body and the final norm: out (B,T,C) = norm(x_L) (out NULL: a->lnf),
+ * a carved from block (train: the training layout). */
+static int32_t normed_forward(lm_decoder *d, lm_decoder_acts *a, const grpo_batch *batch,
+                              float *block, int32_t train, float *out, grpo_error *err) {
+    const grpo_ops *o = d->ops;
+    int32_t B = batch->B, T = batch->T;
+    lm_decoder_acts_carve(d, a, block, B, T, train);
+    int32_t st = body_forward(d, a, batch->ids, batch->mask, batch->pos, B, T, NULL, err);
+    if (st != GRPO_OK) return st;
+    o->rmsnorm_forward(o->ctx, out ? out : a->lnf, a->lnf_rstd, a->xL, d->wnorm, B * T,
+                       d->attn->C, d->attn->eps);
+    return GRPO_OK;
+}
+
+/* Final norm + head on R rows of x (R,C): logits (R,V). */
+static void logits_forward(const lm_decoder *d, float *logits, lm_decoder_acts *a,
+                           const float *x, int32_t R) {
+    lm_logits_forward(d->ops, logits, a->lnf, a->lnf_rstd, x, d->wnorm, d->whead, R, d->attn->C,
+                      d->V, d->attn->eps);
+}
+
+/* ---- descriptor slots ------------------------------------------------------------------------ */
+
+uint32_t lm_decoder_n_params(void *model) { return ((lm_decoder *)model)->pt.n; }
+
+int32_t lm_decoder_param(void *model, uint32_t i, grpo_param_desc *out) {
+    return lm_params_get(&((lm_decoder *)model)->pt, i, out);
+}
+
+/* bind(): points the slots at the host's block. grads may be NULL (frozen model). */
+int32_t lm_decoder_bind(void *model, float *const *params, float *const *grads,
+                        grpo_error *err) {
+    lm_decoder *d = model;
+    const lm_param_table *t = &d->pt;
+    for (uint32_t i = 0; i < t->n; i++) {
+        float *p = params[i], *g = grads ? grads[i] : NULL;
+        if (!p)
+            return grpo_error_set(err, GRPO_ERR_INVALID, "%s: bind: no storage for %s", d->who,
+                                  t->names[i]);
+        switch (t->slot[i]) {
+        case LM_SLOT_EMBED: d->wte = p, d->dwte = g; break;
+        case LM_SLOT_NORM: d->wnorm = p, d->dwnorm = g; break;
+        case LM_SLOT_HEAD: d->whead = p, d->dwhead = g; break;
+        default: d->arch->bind(d, t->slot[i], t->layer[i], p, g);
+        }
+    }
+    d->bound = 1;
+    return GRPO_OK;
+}
+
+uint64_t lm_decoder_activation_floats(void *model, int32_t B, int32_t T) {
+    return lm_decoder_acts_floats(model, B, T, 1);
+}
+
+/* The training forward: log-probs of the targets (the (N,V) logits are never stored); every
+ * activation backward needs stays in acts. */
+int32_t lm_decoder_forward(void *model, const grpo_batch *batch, float *acts, float *logp,
+                           float *entropy, float scale, grpo_error *err) {
+    lm_decoder *d = model;
+    const grpo_ops *o = d->ops;
+    int32_t B = batch->B, T = batch->T, N = B * T, C = d->attn->C;
+    d->B = d->T = 0;
+    int32_t st = check_bound(d, "forward", err);
+    if (st == GRPO_OK) st = check_lm_head(d, "forward (log-probs)", err);
+    if (st == GRPO_OK) st = check_batch(d, "forward", B, T, err);
+    if (st != GRPO_OK) return st;
+    lm_decoder_acts a;
+    if ((st = normed_forward(d, &a, batch, acts, 1, NULL, err)) != GRPO_OK) return st;
+    o->head_forward(o->ctx, logp, a.head_lse, entropy, a.lnf, d->whead, batch->targets, N, C,
+                    d->V, scale);
+    d->B = B, d->T = T;
+    return GRPO_OK;
+}
+
+/* d loss/d logp (B,T), plus aux_weight * d aux, back to every parameter gradient, through the
+ * activations of the preceding forward() of the same batch. Accumulation rule of grpo/ops.h:
+ * parameter grads +=, activation grads =. */
+int32_t lm_decoder_backward(void *model, const grpo_batch *batch, float *acts,
+                            const float *dlogp, float scale, grpo_error *err) {
+    lm_decoder *d = model;
+    const grpo_ops *o = d->ops;
+    int32_t B = batch->B, T = batch->T, N = B * T, C = d->attn->C;
+    if (!d->bound || !d->dwte)
+        return grpo_error_set(err, GRPO_ERR_INVALID,
+                              "%s: backward needs bound gradients (this instance is frozen)",
+                              d->who);
+    if (B != d->B || T != d->T)
+        return grpo_error_set(err, GRPO_ERR_INVALID,
+                              "%s: backward of a (%d,%d) batch after a forward of (%d,%d): "
+                              "backward must follow the forward of the same batch", d->who, B,
+                              T, d->B, d->T);
+    float aux_weight = batch->struct_size >= offsetof(grpo_batch, aux_weight) + sizeof(float)
+                           ? batch->aux_weight
+                           : 0.0f;
+    lm_decoder_acts a;
+    lm_decoder_acts_carve(d, &a, acts, B, T, 1);
+    o->head_backward(o->ctx, a.ag.dln, d->dwhead, dlogp, a.lnf, d->whead, batch->targets,
+                     a.head_lse, N, C, d->V, scale);
+    o->rmsnorm_backward(o->ctx, a.dx, d->dwnorm, a.ag.dln, a.xL, d->wnorm, a.lnf_rstd, N, C);
+    for (int32_t l = d->L - 1; l >= 0; l--) {
+        lm_attn_acts *la = lm_decoder_layer(d, &a, l);
+        int32_t st = d->arch->backward(d, &a, la, l, N, aux_weight, err);
+        if (st != GRPO_OK) return st;
+        lm_attn_backward(o, d->attn, a.dx, a.dh, &a.ag, la, d->w[l].p, d->w[l].g, batch->mask,
+                         batch->pos, B, T);
+    }
+    o->embedding_backward(o->ctx, d->dwte, a.dx, batch->ids, N, C);
+    return GRPO_OK;
+}
+
+uint64_t lm_decoder_kv_floats(void *model, int32_t R, int32_t S) {
+    lm_decoder *d = model;
+    return lm_kv_floats(d->L, kv_width(d), R, S);
+}
+
+uint64_t lm_decoder_scratch_floats(void *model, int32_t R, int32_t T) {
+    return lm_decoder_acts_floats(model, R, T, 0);
+}
+
+void lm_decoder_kv_copy_row(void *model, const grpo_kv_cache *kv, int32_t dst, int32_t src,
+                            int32_t n) {
+    lm_decoder *d = model;
+    lm_kv_copy_row(d->ops, kv, kv_width(d), d->L, dst, src, n);
+}
+
+/* Left-padded prompts (B,T) into cache rows 0..B-1; logits (B,V) of each row's last token. */
+int32_t lm_decoder_prefill(void *model, const grpo_kv_cache *kv, const grpo_batch *prompt,
+                           float *scratch, float *logits, grpo_error *err) {
+    lm_decoder *d = model;
+    int32_t B = prompt->B, T = prompt->T;
+    d->B = d->T = 0;
+    int32_t st = check_bound(d, "prefill", err);
+    if (st == GRPO_OK) st = check_lm_head(d, "prefill", err);
+    if (st == GRPO_OK) st = lm_prefill_check(d->who, kv, B, T, err);
+    if (st == GRPO_OK) st = check_left_padded(d, prompt->mask, B, T, err);
+    if (st != GRPO_OK) return st;
+    lm_decoder_acts a;
+    lm_decoder_acts_carve(d, &a, scratch, B, T, 0);
+    st = body_forward(d, &a, prompt->ids, prompt->mask, prompt->pos, B, T, kv, err);
+    if (st != GRPO_OK) return st;
+    lm_last_columns(d->ops, a.tmp, a.xL, B, T, d->attn->C); /* tmp (B,C) */
+    logits_forward(d, logits, &a, a.tmp, B);
+    return GRPO_OK;
+}
+
+/* One token for each of R rows: logits (R,V); this step's keys/values go to slot len[r]-1. */
+int32_t lm_decoder_decode(void *model, const grpo_kv_cache *kv, int32_t R, const int32_t *tokens,
+                          const int32_t *pos, const int32_t *cache_mask, const int32_t *len,
+                          float *scratch, float *logits, grpo_error *err) {
+    lm_decoder *d = model;
+    d->B = d->T = 0;
+    int32_t *hlen = NULL, st = check_bound(d, "decode", err);
+    if (st == GRPO_OK) st = check_lm_head(d, "decode", err);
+    if (st == GRPO_OK) st = lm_decode_lengths(d->who, d->host, kv, len, R, &hlen, err);
+    if (st != GRPO_OK) return st;
+    lm_decoder_acts a;
+    lm_decoder_acts_carve(d, &a, scratch, R, 1, 0);
+    st = body_decode(d, &a, kv, R, tokens, pos, cache_mask, len, hlen, err);
+    d->host->free(hlen);
+    if (st != GRPO_OK) return st;
+    logits_forward(d, logits, &a, a.xL, R);
+    return GRPO_OK;
+}
+
+int32_t lm_decoder_hidden_size(void *model) { return ((lm_decoder *)model)->attn->C; }
+
+int32_t lm_decoder_hidden(void *model, const grpo_batch *batch, float *scratch, float *out,
+                          grpo_error *err) {
+    lm_decoder *d = model;
+    d->B = d->T = 0;
+    int32_t st = check_bound(d, "hidden", err);
+    if (st == GRPO_OK) st = check_batch(d, "hidden", batch->B, batch->T, err);
+    if (st != GRPO_OK) return st;
+    lm_decoder_acts a;
+    return normed_forward(d, &a, batch, scratch, 0, out, err);
+}

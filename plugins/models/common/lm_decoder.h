@@ -1,0 +1,159 @@
+/*
+ * lm_decoder.h — the decoder skeleton shared by the model packs (compiled into each pack that
+ * uses it; not part of the SDK): embedding, L pre-norm layers, final norm and the fused head, for
+ * training (forward/backward), inference (prefill/decode) and hidden states. A layer is the
+ * shared attention block (lm_attn.h) followed by the pack's feed-forward half, which the pack
+ * plugs in through lm_arch hooks (dense: a SwiGLU MLP; moe: router + experts):
+ *   x_0 = embed(ids)
+ *   h_l = x_l + attn(ln1(x_l))          lm_attn.c
+ *   x_{l+1} = ffn_l(h_l)                 the pack (it adds the residual h_l itself)
+ *   logp = log_softmax(head(norm(x_L)))[targets]
+ *
+ * Dimension letters: B rows, T time, N = B*T tokens, C hidden, L layers, V vocab, R decode rows,
+ * S cache slots, KV = NKV*HD (attention letters: lm_attn.h).
+ *
+ * A pack's model struct begins with an lm_decoder, so the void *model of grpo/model.h is also
+ * the decoder, and the lm_decoder_* slot functions below go straight into the descriptor. The
+ * pack's per-layer activation struct begins with lm_attn_acts (the skeleton reads x .. h there).
+ */
+#ifndef LM_DECODER_H
+#define LM_DECODER_H
+
+#include <stddef.h>
+
+#include "grpo/model.h"
+#include "grpo/ops.h"
+#include "lm_attn.h"
+#include "lm_params.h"
+
+typedef struct lm_decoder lm_decoder;
+
+/* The top-level activations of one pass; the per-layer ones are the pack's structs. */
+typedef struct lm_decoder_acts {
+    void *l;          /* [L] the pack's layer structs (lm_decoder.layer_size bytes each) */
+    float *xL;        /* (N,C) output of the last layer */
+    float *lnf;       /* (N,C) final norm */
+    float *lnf_rstd;  /* (N) */
+    float *head_lse;  /* (N) log-sum-exp of the head's logits */
+    float *tmp;       /* (N,C) attention / feed-forward output before its residual add */
+    /* gradients (train only; written, never accumulated) */
+    float *dx;        /* (N,C) d loss/d x of the residual stream, layer l+1 down to layer l */
+    float *dh;        /* (N,C) d loss/d h (after attention) */
+    lm_attn_grads ag; /* the attention block's work buffers (dln, dtmp (N,C) are shared) */
+    void *ffn;        /* the pack's gradient buffers (lm_arch.grads_layout), NULL without */
+} lm_decoder_acts;
+
+/* What a pack plugs into the skeleton. Every hook gets the decoder (the pack's model). */
+typedef struct lm_arch {
+    /* Places (block != NULL) or only counts the pack's part of one layer's activations for N
+     * tokens, into the layer struct la (lm_attn_acts first); returns the floats used, each
+     * tensor rounded up with lm_padded(). */
+    uint64_t (*layer_layout)(const lm_decoder *d, void *la, float *block, uint64_t N);
+    /* (optional) The same for the pack's gradient buffers of a training pass (into
+     * lm_decoder.grads). */
+    uint64_t (*grads_layout)(const lm_decoder *d, void *ga, float *block, uint64_t N);
+    /* (optional) Before the layers of a pass over (B,T) tokens; mask (B,T) is on the device,
+     * NULL when every token is real (decode). */
+    int32_t (*begin)(lm_decoder *d, const int32_t *mask, int32_t B, int32_t T, grpo_error *err);
+    /* Layer l's feed-forward half: la's h (N,C) -> out (N,C), residual included, keeping what
+     * backward needs in la; tmp (N,C) scratch. */
+    int32_t (*forward)(lm_decoder *d, float *out, void *la, float *tmp, int32_t l, int32_t N,
+                       grpo_error *err);
+    /* (optional) After the last layer of a pass that succeeded. */
+    void (*end)(lm_decoder *d);
+    /* Its backward: a->dx (N,C) = d loss/d out -> a->dh (N,C) = d loss/d h (residual
+     * included); parameter grads accumulated. aux_weight: grpo_batch.aux_weight (0 without). */
+    int32_t (*backward)(lm_decoder *d, lm_decoder_acts *a, const void *la, int32_t l,
+                        int32_t N, float aux_weight, grpo_error *err);
+    /* bind() of one parameter outside embedding/norm/head: table slot `slot` of layer `layer`
+     * (-1 outside the layers); g is NULL when frozen. */
+    void (*bind)(lm_decoder *d, int32_t slot, int32_t layer, float *p, float *g);
+} lm_arch;
+
+/* A layer's parameter and gradient slots, the attention block's AP_* first (the pack's arrays). */
+typedef struct lm_layer_weights {
+    float *const *p, *const *g;
+} lm_layer_weights;
+
+struct lm_decoder {
+    const char *who;            /* the pack in error messages ("dense") */
+    const grpo_host *host;
+    const grpo_ops *ops;
+    const lm_attn_config *attn; /* the pack's (in its config) */
+    int32_t L, V;
+    int32_t rope_max;           /* > 0: RoPE is exact only up to this length, else 0 */
+    const char *classifier;     /* NULL: an LM head; else the kind of classifier model
+                                   ("sequence-classification") whose head tensor, ... */
+    const char *classifier_tensor; /* ... e.g. "score.weight", only hidden() serves */
+    const lm_arch *arch;
+    lm_param_table pt;          /* slot: LM_SLOT_* outside the layers, else the pack's */
+    lm_layer_weights *w;        /* [L] */
+    void *la;                   /* [L] the pack's layer activation structs, re-carved per call */
+    size_t layer_size;          /* bytes of one */
+    void *grads;                /* the pack's gradient-buffer struct, re-carved per call */
+    /* bound pointers */
+    float *wte, *dwte;          /* (V,C) embed_tokens */
+    float *wnorm, *dwnorm;      /* (C) final norm */
+    float *whead, *dwhead;      /* (V,C) lm_head (== wte when tied) */
+    int32_t bound;
+    int32_t B, T;               /* shape of the last forward(); 0 after any other pass */
+};
+
+/* Rounds a tensor up to 16 floats so every one starts 64-byte aligned. */
+static inline uint64_t lm_padded(uint64_t floats) { return (floats + 15) & ~(uint64_t)15; }
+
+/* Sets up d (zeroed by the caller's calloc) for L layers; allocates d->w. The pack then fills
+ * d->w[l] with its layers' slot arrays and d->la/layer_size/grads with its own storage. */
+int32_t lm_decoder_init(lm_decoder *d, const char *who, const grpo_host *host,
+                        const lm_attn_config *attn, int32_t L, int32_t V, const lm_arch *arch,
+                        grpo_error *err);
+/* Frees what lm_decoder_init and the parameter table own (safe on a partly set up d). */
+void lm_decoder_free(lm_decoder *d);
+
+/* The parameter table in Hugging Face order: embedding (V,C) named embed, per layer
+ * add_layer(d, l) (which starts with lm_decoder_add_attn), "model.norm.weight" (C), add_head(d).
+ * per_layer: the most tensors add_layer adds. Fails only for memory, naming d->who. */
+int32_t lm_decoder_params_build(lm_decoder *d, uint32_t per_layer, const char *embed,
+                                int32_t (*add_layer)(lm_decoder *d, int32_t l),
+                                int32_t (*add_head)(lm_decoder *d), grpo_error *err);
+/* The attention block's tensors of layer l, "model.layers.{l}.self_attn.*" (slots AP_*). */
+int32_t lm_decoder_add_attn(lm_decoder *d, int32_t l);
+
+/* Floats of the activations of a (B,T) pass (train = 0: the forward-only subset for
+ * prefill/decode/hidden, where all L layers share one set of layer buffers). */
+uint64_t lm_decoder_acts_floats(const lm_decoder *d, int32_t B, int32_t T, int32_t train);
+/* Points a (and d->la, d->grads) into block, in order: per layer the attention block's tensors
+ * then the pack's, then xL lnf lnf_rstd head_lse tmp, then (train) dx dh, the pack's gradient
+ * buffers, the attention block's. */
+void lm_decoder_acts_carve(lm_decoder *d, lm_decoder_acts *a, float *block, int32_t B,
+                           int32_t T, int32_t train);
+/* The pack's layer struct l of a (its lm_attn_acts). */
+static inline lm_attn_acts *lm_decoder_layer(const lm_decoder *d, const lm_decoder_acts *a,
+                                             int32_t l) {
+    return (lm_attn_acts *)((char *)a->l + (size_t)l * d->layer_size);
+}
+
+/* ---- the descriptor slots (grpo/model.h); model is the lm_decoder ---------------------------- */
+uint32_t lm_decoder_n_params(void *model);
+int32_t lm_decoder_param(void *model, uint32_t i, grpo_param_desc *out);
+int32_t lm_decoder_bind(void *model, float *const *params, float *const *grads, grpo_error *err);
+uint64_t lm_decoder_activation_floats(void *model, int32_t B, int32_t T);
+int32_t lm_decoder_forward(void *model, const grpo_batch *batch, float *acts, float *logp,
+                           float *entropy, float scale, grpo_error *err);
+int32_t lm_decoder_backward(void *model, const grpo_batch *batch, float *acts,
+                            const float *dlogp, float scale, grpo_error *err);
+uint64_t lm_decoder_kv_floats(void *model, int32_t R, int32_t S);
+uint64_t lm_decoder_scratch_floats(void *model, int32_t R, int32_t T);
+int32_t lm_decoder_prefill(void *model, const grpo_kv_cache *kv, const grpo_batch *prompt,
+                           float *scratch, float *logits, grpo_error *err);
+int32_t lm_decoder_decode(void *model, const grpo_kv_cache *kv, int32_t R, const int32_t *tokens,
+                          const int32_t *pos, const int32_t *cache_mask, const int32_t *len,
+                          float *scratch, float *logits, grpo_error *err);
+void lm_decoder_kv_copy_row(void *model, const grpo_kv_cache *kv, int32_t dst, int32_t src,
+                            int32_t n);
+/* hidden_size() = C; hidden(): out (B,T,C) = norm(x_L) over the forward-only scratch. */
+int32_t lm_decoder_hidden_size(void *model);
+int32_t lm_decoder_hidden(void *model, const grpo_batch *batch, float *scratch, float *out,
+                          grpo_error *err);
+
+#endif
