@@ -36,11 +36,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "host.h"
+#include "host/host.h"
 #include "kernels.h"
-#include "model.h"
-#include "registry.h"
-#include "safetensors.h"
+#include "host/model.h"
+#include "host/registry.h"
+#include "io/safetensors.h"
 
 #define V_TINY 64
 
