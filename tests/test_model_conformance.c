@@ -319,6 +319,11 @@ START_TEST(param_table_is_consistent) {
             for (uint32_t j = 0; j < i; j++)
                 ck_assert_msg(strcmp(d[i].name, d[j].name) != 0, "%s: %s listed twice",
                               s->label, d[i].name);
+            /* 1.3: a pack hints how every tensor it owns is initialised (grpo/model.h) */
+            uint32_t hint = d[i].flags & GRPO_PARAM_INIT_MASK;
+            ck_assert_msg((d[i].flags & GRPO_PARAM_TIED) ||
+                              (hint >= GRPO_PARAM_INIT_NORMAL && hint <= GRPO_PARAM_INIT_ZEROS),
+                          "%s: %s has no init hint", s->label, d[i].name);
             if (!(d[i].flags & GRPO_PARAM_TIED)) continue;
             int32_t t = d[i].tied_to;
             ck_assert_msg(t >= 0 && (uint32_t)t < i && !(d[t].flags & GRPO_PARAM_TIED),
@@ -329,6 +334,13 @@ START_TEST(param_table_is_consistent) {
                           d[t].name);
         }
         ck_assert_msg(s->desc->param(a, n, &d[0]) != GRPO_OK, "%s: param(n) accepted", s->label);
+        /* 1.3: vocab_size() is the rows of the input embedding (tensor 0 of a decoder) */
+        ck_assert_msg(GRPO_HAS_FIELD(s->desc, grpo_model_desc, vocab_size) && s->desc->vocab_size,
+                      "%s: no vocab_size()", s->label);
+        ck_assert_msg(s->desc->param(a, 0, &d[0]) == GRPO_OK &&
+                          s->desc->vocab_size(a) == d[0].shape[0],
+                      "%s: vocab_size() %d, embedding %s has %lld rows", s->label,
+                      s->desc->vocab_size(a), d[0].name, (long long)d[0].shape[0]);
         free(d);
         s->desc->destroy(a), s->desc->destroy(b);
     }

@@ -11,6 +11,11 @@ const char *const lm_attn_param_names[AP_COUNT] = {
     "self_attn.k_proj.weight", "self_attn.k_proj.bias", "self_attn.v_proj.weight",
     "self_attn.v_proj.bias", "self_attn.q_norm.weight", "self_attn.k_norm.weight",
     "self_attn.o_proj.weight", "self_attn.o_proj.bias"};
+const uint32_t lm_attn_param_inits[AP_COUNT] = {
+    GRPO_PARAM_INIT_ONES,   GRPO_PARAM_INIT_NORMAL,   GRPO_PARAM_INIT_NORMAL,
+    GRPO_PARAM_INIT_NORMAL, GRPO_PARAM_INIT_NORMAL,   GRPO_PARAM_INIT_NORMAL,
+    GRPO_PARAM_INIT_NORMAL, GRPO_PARAM_INIT_ONES,     GRPO_PARAM_INIT_ONES,
+    GRPO_PARAM_INIT_RESIDUAL, GRPO_PARAM_INIT_RESIDUAL};
 
 int32_t lm_attn_param_shape(const lm_attn_config *c, int32_t s, int64_t shape[2]) {
     int64_t Q = (int64_t)c->NH * c->HD, KV = (int64_t)c->NKV * c->HD;

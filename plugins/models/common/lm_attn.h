@@ -10,6 +10,7 @@
 #ifndef LM_ATTN_H
 #define LM_ATTN_H
 
+#include "grpo/model.h" /* GRPO_PARAM_INIT_* */
 #include "grpo/ops.h"
 
 typedef struct lm_attn_config {
@@ -26,6 +27,8 @@ enum { AP_LN1, AP_WQ, AP_BQ, AP_WK, AP_BK, AP_WV, AP_BV, AP_QNORM, AP_KNORM, AP_
 
 /* Hugging Face name of slot s under model.layers.{l} ("self_attn.q_proj.weight", ...). */
 extern const char *const lm_attn_param_names[AP_COUNT];
+/* Their init hints (grpo/model.h): norms ONES, o_proj RESIDUAL, the rest NORMAL. */
+extern const uint32_t lm_attn_param_inits[AP_COUNT];
 /* Shape of slot s (ndim 1 or 2), or 0 when the block has no such tensor (a bias without
  * qkv_bias / o_bias, a q/k norm without qk_norm):
  *   ln1 (C), q_proj (Q,C), k_proj v_proj (KV,C), their biases (Q) (KV), q_norm k_norm (HD),

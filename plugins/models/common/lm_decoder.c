@@ -48,7 +48,9 @@ int32_t lm_decoder_add_attn(lm_decoder *d, int32_t l) {
     for (int32_t s = 0; s < AP_COUNT && st == GRPO_OK; s++) {
         int64_t shape[2] = {0, 0};
         int32_t nd = lm_attn_param_shape(d->attn, s, shape);
-        if (nd) st = lm_params_add_layer(&d->pt, l, lm_attn_param_names[s], nd, shape, s);
+        if (nd)
+            st = lm_params_add_layer(&d->pt, l, lm_attn_param_names[s], nd, shape, s,
+                                     lm_attn_param_inits[s]);
     }
     return st;
 }
@@ -356,6 +358,8 @@ int32_t lm_decoder_decode(void *model, const grpo_kv_cache *kv, int32_t R, const
 }
 
 int32_t lm_decoder_hidden_size(void *model) { return ((lm_decoder *)model)->attn->C; }
+
+int32_t lm_decoder_vocab_size(void *model) { return ((lm_decoder *)model)->V; }
 
 int32_t lm_decoder_hidden(void *model, const grpo_batch *batch, float *scratch, float *out,
                           grpo_error *err) {

@@ -153,6 +153,8 @@ void lm_decoder_kv_copy_row(void *model, const grpo_kv_cache *kv, int32_t dst, i
                             int32_t n);
 /* hidden_size() = C; hidden(): out (B,T,C) = norm(x_L) over the forward-only scratch. */
 int32_t lm_decoder_hidden_size(void *model);
+/* The vocabulary: rows of the embedding (grpo_model_desc.vocab_size, 1.3). */
+int32_t lm_decoder_vocab_size(void *model);
 int32_t lm_decoder_hidden(void *model, const grpo_batch *batch, float *scratch, float *out,
                           grpo_error *err);
 

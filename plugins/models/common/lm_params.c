@@ -39,27 +39,28 @@ int32_t lm_params_add(lm_param_table *t, const char *name, int32_t ndim, const i
 }
 
 int32_t lm_params_add_layer(lm_param_table *t, int32_t l, const char *name, int32_t ndim,
-                            const int64_t *shape, int32_t slot) {
+                            const int64_t *shape, int32_t slot, uint32_t init) {
     char full[192];
     snprintf(full, sizeof full, "model.layers.%d.%s", l, name);
-    return lm_params_add(t, full, ndim, shape, ndim == 1 ? GRPO_PARAM_NO_DECAY : 0, -1, slot, l);
+    uint32_t flags = (ndim == 1 ? GRPO_PARAM_NO_DECAY : 0) | init;
+    return lm_params_add(t, full, ndim, shape, flags, -1, slot, l);
 }
 
 int32_t lm_params_add_embed(lm_param_table *t, const char *name, int64_t V, int64_t C) {
     int64_t vc[2] = {V, C};
-    return lm_params_add(t, name, 2, vc, 0, -1, LM_SLOT_EMBED, -1);
+    return lm_params_add(t, name, 2, vc, GRPO_PARAM_INIT_NORMAL, -1, LM_SLOT_EMBED, -1);
 }
 
 int32_t lm_params_add_norm(lm_param_table *t, int64_t C) {
-    return lm_params_add(t, "model.norm.weight", 1, &C, GRPO_PARAM_NO_DECAY, -1, LM_SLOT_NORM,
-                         -1);
+    return lm_params_add(t, "model.norm.weight", 1, &C, GRPO_PARAM_NO_DECAY | GRPO_PARAM_INIT_ONES,
+                         -1, LM_SLOT_NORM, -1);
 }
 
 int32_t lm_params_add_lm_head(lm_param_table *t, const char *name, int64_t V, int64_t C,
                               int32_t tied) {
     int64_t vc[2] = {V, C};
-    return lm_params_add(t, name, 2, vc, tied ? GRPO_PARAM_TIED : 0, tied ? 0 : -1, LM_SLOT_HEAD,
-                         -1);
+    return lm_params_add(t, name, 2, vc, tied ? GRPO_PARAM_TIED : GRPO_PARAM_INIT_NORMAL,
+                         tied ? 0 : -1, LM_SLOT_HEAD, -1);
 }
 
 int32_t lm_params_get(const lm_param_table *t, uint32_t i, grpo_param_desc *out) {

@@ -27,11 +27,12 @@ int32_t lm_params_alloc(lm_param_table *t, uint32_t cap, const char *who, grpo_e
 /* Appends one tensor (name copied); GRPO_ERR_NOMEM when the name cannot be copied. */
 int32_t lm_params_add(lm_param_table *t, const char *name, int32_t ndim, const int64_t *shape,
                       uint32_t flags, int32_t tied_to, int32_t slot, int32_t layer);
-/* Appends "model.layers.{l}.{name}" at slot of layer l; 1-D tensors (norms, biases) get
- * GRPO_PARAM_NO_DECAY. */
+/* Appends "model.layers.{l}.{name}" at slot of layer l with init hint init
+ * (GRPO_PARAM_INIT_*); 1-D tensors (norms, biases) get GRPO_PARAM_NO_DECAY. */
 int32_t lm_params_add_layer(lm_param_table *t, int32_t l, const char *name, int32_t ndim,
-                            const int64_t *shape, int32_t slot);
-/* The embedding (V,C), named name. */
+                            const int64_t *shape, int32_t slot, uint32_t init);
+/* The embedding (V,C), named name. Init hints (grpo/model.h): the embedding and an untied head
+ * are NORMAL, the final norm ONES. */
 int32_t lm_params_add_embed(lm_param_table *t, const char *name, int64_t V, int64_t C);
 /* The final norm "model.norm.weight" (C). */
 int32_t lm_params_add_norm(lm_param_table *t, int64_t C);

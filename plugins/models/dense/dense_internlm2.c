@@ -24,16 +24,23 @@
 
 #include "dense.h"
 
+#define ONES GRPO_PARAM_INIT_ONES
+#define NORMAL GRPO_PARAM_INIT_NORMAL
+#define RESIDUAL GRPO_PARAM_INIT_RESIDUAL
 static const struct {
     int32_t slot;
     const char *name;
+    uint32_t init; /* hint (grpo/model.h): wo and w2 write into the residual stream */
 } names[] = {
-    {LP_LN1, "attention_norm.weight"},     {SLOT_WQKV, "attention.wqkv.weight"},
-    {SLOT_BQKV, "attention.wqkv.bias"},    {LP_WO, "attention.wo.weight"},
-    {LP_BO, "attention.wo.bias"},          {LP_LN2, "ffn_norm.weight"},
-    {LP_WGATE, "feed_forward.w1.weight"},  {LP_WUP, "feed_forward.w3.weight"},
-    {LP_WDOWN, "feed_forward.w2.weight"},
+    {LP_LN1, "attention_norm.weight", ONES},      {SLOT_WQKV, "attention.wqkv.weight", NORMAL},
+    {SLOT_BQKV, "attention.wqkv.bias", NORMAL},   {LP_WO, "attention.wo.weight", RESIDUAL},
+    {LP_BO, "attention.wo.bias", RESIDUAL},       {LP_LN2, "ffn_norm.weight", ONES},
+    {LP_WGATE, "feed_forward.w1.weight", NORMAL}, {LP_WUP, "feed_forward.w3.weight", NORMAL},
+    {LP_WDOWN, "feed_forward.w2.weight", RESIDUAL},
 };
+#undef ONES
+#undef NORMAL
+#undef RESIDUAL
 
 /* Shape of a layer tensor, or 0 when the config lacks it: the packed q/k/v here, the rest as
  * the Llama-named layer (dense_params.c). */
@@ -53,7 +60,9 @@ static int32_t add_layer(lm_decoder *d, int32_t l) {
     for (uint32_t k = 0; k < sizeof names / sizeof names[0] && st == GRPO_OK; k++) {
         int64_t shape[2];
         int32_t nd = layer_shape((dense_model *)d, names[k].slot, shape);
-        if (nd) st = lm_params_add_layer(&d->pt, l, names[k].name, nd, shape, names[k].slot);
+        if (nd)
+            st = lm_params_add_layer(&d->pt, l, names[k].name, nd, shape, names[k].slot,
+                                     names[k].init);
     }
     return st;
 }

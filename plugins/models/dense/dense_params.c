@@ -22,6 +22,8 @@
 static const char *const mlp_names[LP_COUNT - AP_COUNT] = {
     "post_attention_layernorm.weight", "mlp.gate_proj.weight", "mlp.up_proj.weight",
     "mlp.down_proj.weight"};
+static const uint32_t mlp_inits[LP_COUNT - AP_COUNT] = {
+    GRPO_PARAM_INIT_ONES, GRPO_PARAM_INIT_NORMAL, GRPO_PARAM_INIT_NORMAL, GRPO_PARAM_INIT_RESIDUAL};
 
 int32_t dense_layer_shape(const dense_model *m, int32_t s, int64_t shape[2]) {
     const dense_config *c = &m->cfg;
@@ -39,9 +41,9 @@ int32_t dense_params_add_head(dense_model *m, const char *lm_head_name) {
     lm_param_table *t = &m->dec.pt;
     int64_t lc[2] = {c->n_labels, c->attn.C};
     if (c->head == DENSE_HEAD_SCORE)
-        return lm_params_add(t, "score.weight", 2, lc, 0, -1, SLOT_CLS, -1);
+        return lm_params_add(t, "score.weight", 2, lc, GRPO_PARAM_INIT_NORMAL, -1, SLOT_CLS, -1);
     if (c->head == DENSE_HEAD_VALUE)
-        return lm_params_add(t, "v_head.weight", 2, lc, 0, -1, SLOT_CLS, -1);
+        return lm_params_add(t, "v_head.weight", 2, lc, GRPO_PARAM_INIT_NORMAL, -1, SLOT_CLS, -1);
     return lm_params_add_lm_head(t, lm_head_name, c->V, c->attn.C, c->tied);
 }
 
@@ -52,7 +54,9 @@ static int32_t add_layer(lm_decoder *d, int32_t l) {
     for (int32_t s = AP_COUNT; s < LP_COUNT && st == GRPO_OK; s++) {
         int64_t shape[2];
         int32_t nd = dense_layer_shape(m, s, shape);
-        if (nd) st = lm_params_add_layer(&d->pt, l, mlp_names[s - AP_COUNT], nd, shape, s);
+        if (nd)
+            st = lm_params_add_layer(&d->pt, l, mlp_names[s - AP_COUNT], nd, shape, s,
+                                     mlp_inits[s - AP_COUNT]);
     }
     return st;
 }

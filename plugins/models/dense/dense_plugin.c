@@ -79,30 +79,29 @@ static const char *const architectures[] = {
     "Qwen3ForSequenceClassification", "InternLM2ForRewardModel", NULL};
 
 static const grpo_model_desc dense_desc = {
-    /* .struct_size       = */ sizeof(grpo_model_desc),
-    /* .id                = */ "dense.causal_lm",
-    /* .description       = */
-    "dense decoder (Llama, Qwen2, Qwen3, MiniMind2, InternLM2; LM or classifier head): RMSNorm, "
-    "RoPE, GQA, SwiGLU",
-    /* .architectures     = */ architectures,
-    /* .create            = */ dense_create,
-    /* .destroy           = */ dense_destroy,
-    /* .n_params          = */ lm_decoder_n_params,
-    /* .param             = */ lm_decoder_param,
-    /* .bind              = */ lm_decoder_bind,
-    /* .activation_floats = */ lm_decoder_activation_floats,
-    /* .forward           = */ lm_decoder_forward,
-    /* .backward          = */ lm_decoder_backward,
-    /* .kv_floats         = */ lm_decoder_kv_floats,
-    /* .scratch_floats    = */ lm_decoder_scratch_floats,
-    /* .prefill           = */ lm_decoder_prefill,
-    /* .decode            = */ lm_decoder_decode,
-    /* .kv_copy_row       = */ lm_decoder_kv_copy_row,
-    /* .aux_loss          = */ NULL,
-    /* .expert_load       = */ NULL,
-    /* .hidden_size       = */ lm_decoder_hidden_size,
-    /* .hidden            = */ lm_decoder_hidden,
-    /* .relayout          = */ dense_internlm2_relayout,
+    .struct_size = sizeof(grpo_model_desc),
+    .id = "dense.causal_lm",
+    .description = "dense decoder (Llama, Qwen2, Qwen3, MiniMind2, InternLM2; LM or classifier "
+                   "head): RMSNorm, RoPE, GQA, SwiGLU",
+    .architectures = architectures,
+    .create = dense_create,
+    .destroy = dense_destroy,
+    .n_params = lm_decoder_n_params,
+    .param = lm_decoder_param,
+    .bind = lm_decoder_bind,
+    .activation_floats = lm_decoder_activation_floats,
+    .forward = lm_decoder_forward,
+    .backward = lm_decoder_backward,
+    .kv_floats = lm_decoder_kv_floats,
+    .scratch_floats = lm_decoder_scratch_floats,
+    .prefill = lm_decoder_prefill,
+    .decode = lm_decoder_decode,
+    .kv_copy_row = lm_decoder_kv_copy_row,
+    /* no aux_loss / expert_load: a dense model has no router */
+    .hidden_size = lm_decoder_hidden_size,
+    .hidden = lm_decoder_hidden,
+    .relayout = dense_internlm2_relayout,
+    .vocab_size = lm_decoder_vocab_size,
 };
 
 static const grpo_model_desc *get_model(uint32_t index) { return index == 0 ? &dense_desc : NULL; }

@@ -32,7 +32,8 @@ static int32_t add_expert(moe_model *m, int32_t l, const char *prefix, int32_t i
     for (int32_t w = 0; w < EW_COUNT && st == GRPO_OK; w++) {
         int64_t shape[2] = {w == EW_DOWN ? C : inter, w == EW_DOWN ? inter : C};
         snprintf(name, sizeof name, "%s.%s.weight", prefix, ew_names[w]);
-        st = lm_params_add_layer(&m->dec.pt, l, name, 2, shape, slot0 + w);
+        uint32_t init = w == EW_DOWN ? GRPO_PARAM_INIT_RESIDUAL : GRPO_PARAM_INIT_NORMAL;
+        st = lm_params_add_layer(&m->dec.pt, l, name, 2, shape, slot0 + w, init);
     }
     return st;
 }
@@ -44,8 +45,11 @@ static int32_t add_layer(lm_decoder *d, int32_t l) {
     char name[160];
     int64_t C = c->attn.C, router[2] = {c->E, C};
     int32_t st = lm_decoder_add_attn(d, l);
-    if (st == GRPO_OK) st = lm_params_add_layer(&d->pt, l, moe_names[0], 1, &C, MP_LN2);
-    if (st == GRPO_OK) st = lm_params_add_layer(&d->pt, l, moe_names[1], 2, router, MP_ROUTER);
+    if (st == GRPO_OK)
+        st = lm_params_add_layer(&d->pt, l, moe_names[0], 1, &C, MP_LN2, GRPO_PARAM_INIT_ONES);
+    if (st == GRPO_OK)
+        st = lm_params_add_layer(&d->pt, l, moe_names[1], 2, router, MP_ROUTER,
+                                 GRPO_PARAM_INIT_NORMAL);
     for (int32_t e = 0; e < c->E && st == GRPO_OK; e++) {
         snprintf(name, sizeof name, "mlp.experts.%d", e);
         st = add_expert(m, l, name, c->I, MP_COUNT + e * EW_COUNT);

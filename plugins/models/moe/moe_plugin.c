@@ -13,6 +13,7 @@
  * so it passes aux_weight = [grpo] aux_loss_coef * (the share it gives this micro-batch's dlogp,
  * e.g. 1 / gradient-accumulation steps), and logs aux_loss() (and expert_load()).
  */
+#include <math.h>
 #include <stdlib.h>
 
 #include "lm_host.h"
@@ -47,16 +48,10 @@ static void moe_free(moe_model *m) {
 
 /* [model] router_aux_coef: >= 0 replaces config.json's coefficient. */
 static int32_t apply_keys(moe_model *m, const grpo_config *cfg, grpo_error *err) {
-    const char *v = grpo_config_get(cfg, "router_aux_coef");
-    if (!v) return GRPO_OK;
-    char *end = NULL;
-    double d = strtod(v, &end);
-    if (end == v || *end)
-        return grpo_error_set(err, GRPO_ERR_INVALID,
-                              "[%s] router_aux_coef = \"%s\": expected a number",
-                              cfg->section ? cfg->section : "model", v);
-    if (d >= 0) m->cfg.aux_coef = (float)d;
-    return GRPO_OK;
+    double d = -1.0;
+    int32_t st = grpo_config_double(cfg, "router_aux_coef", -1.0, -HUGE_VAL, HUGE_VAL, &d, err);
+    if (st == GRPO_OK && d >= 0) m->cfg.aux_coef = (float)d;
+    return st;
 }
 
 static int32_t moe_create(const grpo_host *host, const char *config_json, const grpo_config *cfg,
@@ -112,28 +107,28 @@ static const float *moe_expert_load(void *model, int32_t *n_layers, int32_t *n_e
 static const char *const architectures[] = {"Qwen3MoeForCausalLM", "MiniMindForCausalLM", NULL};
 
 static const grpo_model_desc moe_desc = {
-    /* .struct_size       = */ sizeof(grpo_model_desc),
-    /* .id                = */ "moe.causal_lm",
-    /* .description       = */ "mixture-of-experts decoder (MiniMind2 MoE, Qwen3-MoE): softmax top-k router, aux loss",
-    /* .architectures     = */ architectures,
-    /* .create            = */ moe_create,
-    /* .destroy           = */ moe_destroy,
-    /* .n_params          = */ lm_decoder_n_params,
-    /* .param             = */ lm_decoder_param,
-    /* .bind              = */ lm_decoder_bind,
-    /* .activation_floats = */ lm_decoder_activation_floats,
-    /* .forward           = */ lm_decoder_forward,
-    /* .backward          = */ lm_decoder_backward,
-    /* .kv_floats         = */ lm_decoder_kv_floats,
-    /* .scratch_floats    = */ lm_decoder_scratch_floats,
-    /* .prefill           = */ lm_decoder_prefill,
-    /* .decode            = */ lm_decoder_decode,
-    /* .kv_copy_row       = */ lm_decoder_kv_copy_row,
-    /* .aux_loss          = */ moe_aux_loss,
-    /* .expert_load       = */ moe_expert_load,
-    /* .hidden_size       = */ NULL, /* hidden states: not yet for MoE models */
-    /* .hidden            = */ NULL,
-    /* .relayout          = */ NULL,
+    .struct_size = sizeof(grpo_model_desc),
+    .id = "moe.causal_lm",
+    .description = "mixture-of-experts decoder (MiniMind2 MoE, Qwen3-MoE): softmax top-k router, "
+                   "aux loss",
+    .architectures = architectures,
+    .create = moe_create,
+    .destroy = moe_destroy,
+    .n_params = lm_decoder_n_params,
+    .param = lm_decoder_param,
+    .bind = lm_decoder_bind,
+    .activation_floats = lm_decoder_activation_floats,
+    .forward = lm_decoder_forward,
+    .backward = lm_decoder_backward,
+    .kv_floats = lm_decoder_kv_floats,
+    .scratch_floats = lm_decoder_scratch_floats,
+    .prefill = lm_decoder_prefill,
+    .decode = lm_decoder_decode,
+    .kv_copy_row = lm_decoder_kv_copy_row,
+    .aux_loss = moe_aux_loss,
+    .expert_load = moe_expert_load,
+    /* no hidden_size / hidden (hidden states are not served for MoE models yet), no relayout */
+    .vocab_size = lm_decoder_vocab_size,
 };
 
 static const grpo_model_desc *get_model(uint32_t index) { return index == 0 ? &moe_desc : NULL; }
