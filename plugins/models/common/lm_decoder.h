@@ -155,6 +155,17 @@ void lm_decoder_kv_copy_row(void *model, const grpo_kv_cache *kv, int32_t dst, i
 int32_t lm_decoder_hidden_size(void *model);
 /* The vocabulary: rows of the embedding (grpo_model_desc.vocab_size, 1.3). */
 int32_t lm_decoder_vocab_size(void *model);
+
+/* The grpo_model_desc slots every decoder pack serves with the skeleton, as designated
+ * initializers: a pack's descriptor lists its id, architectures, create/destroy and its own
+ * slots (aux_loss, hidden, relayout, ...), then LM_DECODER_DESC_SLOTS. */
+#define LM_DECODER_DESC_SLOTS                                                                      \
+    .n_params = lm_decoder_n_params, .param = lm_decoder_param, .bind = lm_decoder_bind,          \
+    .activation_floats = lm_decoder_activation_floats, .forward = lm_decoder_forward,             \
+    .backward = lm_decoder_backward, .kv_floats = lm_decoder_kv_floats,                          \
+    .scratch_floats = lm_decoder_scratch_floats, .prefill = lm_decoder_prefill,                  \
+    .decode = lm_decoder_decode, .kv_copy_row = lm_decoder_kv_copy_row,                          \
+    .vocab_size = lm_decoder_vocab_size
 int32_t lm_decoder_hidden(void *model, const grpo_batch *batch, float *scratch, float *out,
                           grpo_error *err);
 

@@ -86,22 +86,11 @@ static const grpo_model_desc dense_desc = {
     .architectures = architectures,
     .create = dense_create,
     .destroy = dense_destroy,
-    .n_params = lm_decoder_n_params,
-    .param = lm_decoder_param,
-    .bind = lm_decoder_bind,
-    .activation_floats = lm_decoder_activation_floats,
-    .forward = lm_decoder_forward,
-    .backward = lm_decoder_backward,
-    .kv_floats = lm_decoder_kv_floats,
-    .scratch_floats = lm_decoder_scratch_floats,
-    .prefill = lm_decoder_prefill,
-    .decode = lm_decoder_decode,
-    .kv_copy_row = lm_decoder_kv_copy_row,
+    LM_DECODER_DESC_SLOTS,
     /* no aux_loss / expert_load: a dense model has no router */
     .hidden_size = lm_decoder_hidden_size,
     .hidden = lm_decoder_hidden,
     .relayout = dense_internlm2_relayout,
-    .vocab_size = lm_decoder_vocab_size,
 };
 
 static const grpo_model_desc *get_model(uint32_t index) { return index == 0 ? &dense_desc : NULL; }

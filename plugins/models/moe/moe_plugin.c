@@ -114,21 +114,10 @@ static const grpo_model_desc moe_desc = {
     .architectures = architectures,
     .create = moe_create,
     .destroy = moe_destroy,
-    .n_params = lm_decoder_n_params,
-    .param = lm_decoder_param,
-    .bind = lm_decoder_bind,
-    .activation_floats = lm_decoder_activation_floats,
-    .forward = lm_decoder_forward,
-    .backward = lm_decoder_backward,
-    .kv_floats = lm_decoder_kv_floats,
-    .scratch_floats = lm_decoder_scratch_floats,
-    .prefill = lm_decoder_prefill,
-    .decode = lm_decoder_decode,
-    .kv_copy_row = lm_decoder_kv_copy_row,
+    LM_DECODER_DESC_SLOTS,
     .aux_loss = moe_aux_loss,
     .expert_load = moe_expert_load,
     /* no hidden_size / hidden (hidden states are not served for MoE models yet), no relayout */
-    .vocab_size = lm_decoder_vocab_size,
 };
 
 static const grpo_model_desc *get_model(uint32_t index) { return index == 0 ? &moe_desc : NULL; }
