@@ -480,6 +480,61 @@ START_TEST(shuffle_of_three_is_hand_computable) {
 }
 END_TEST
 
+/* Longer permutations, from tools/make_shuffle_fixture.py: the algorithm as dataset.h states it,
+ * written independently in Python (a 3-element order cannot tell Fisher-Yates from Sattolo). */
+START_TEST(shuffle_matches_the_documented_algorithm) {
+    FILE *f = fopen(FIXDIR "/shuffle.json", "rb");
+    ck_assert_ptr_nonnull(f);
+    char buf[8192];
+    size_t len = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[len] = 0;
+    cJSON *root = cJSON_Parse(buf), *c;
+    ck_assert_ptr_nonnull(root);
+    int cases = 0;
+    cJSON_ArrayForEach(c, root) {
+        size_t n = (size_t)cJSON_GetObjectItem(c, "n")->valuedouble;
+        uint64_t seed = strtoull(cJSON_GetObjectItem(c, "seed")->valuestring, NULL, 10);
+        int epoch = cJSON_GetObjectItem(c, "epoch")->valueint;
+        const cJSON *perm = cJSON_GetObjectItem(c, "perm");
+        grpo_data_order o;
+        grpo_error err;
+        grpo_error_init(&err);
+        ck_assert_int_eq(grpo_data_order_init(&o, n, seed, 1, &err), GRPO_OK);
+        for (size_t i = 0; i < (size_t)epoch * n; i++) grpo_data_order_next(&o);
+        for (size_t i = 0; i < n; i++) {
+            size_t want = (size_t)cJSON_GetArrayItem(perm, (int)i)->valueint;
+            ck_assert_msg(grpo_data_order_next(&o) == want,
+                          "n=%zu seed=%llu epoch %d: position %zu differs", n,
+                          (unsigned long long)seed, epoch, i);
+        }
+        grpo_data_order_free(&o);
+        cases++;
+    }
+    ck_assert_int_ge(cases, 5);
+    cJSON_Delete(root);
+}
+END_TEST
+
+/* A uniform permutation has on average one fixed point (whatever n); a Sattolo shuffle (j < i)
+ * has none. 4000 shuffles of 50: the mean's standard deviation is about 1/sqrt(4000) = 0.016. */
+START_TEST(shuffles_have_one_fixed_point_on_average) {
+    enum { N = 50, SEEDS = 4000 };
+    long fixed = 0;
+    for (uint64_t seed = 0; seed < SEEDS; seed++) {
+        grpo_data_order o;
+        grpo_error err;
+        grpo_error_init(&err);
+        ck_assert_int_eq(grpo_data_order_init(&o, N, seed * 7919 + 1, 1, &err), GRPO_OK);
+        for (size_t i = 0; i < N; i++) fixed += grpo_data_order_next(&o) == i;
+        grpo_data_order_free(&o);
+    }
+    double mean = (double)fixed / SEEDS;
+    ck_assert_msg(mean > 0.9 && mean < 1.1, "mean fixed points per shuffle %.3f, expected ~1",
+                  mean);
+}
+END_TEST
+
 static void take(grpo_data_order *o, size_t *out, size_t k) {
     for (size_t i = 0; i < k; i++) out[i] = grpo_data_order_next(o);
 }
@@ -638,6 +693,8 @@ int main(void) {
     tcase_add_test(tc, nul_escape_is_refused_naming_the_key);
     tcase_add_test(tc, splitmix64_matches_the_published_sequence);
     tcase_add_test(tc, shuffle_of_three_is_hand_computable);
+    tcase_add_test(tc, shuffle_matches_the_documented_algorithm);
+    tcase_add_test(tc, shuffles_have_one_fixed_point_on_average);
     tcase_add_test(tc, shuffle_is_deterministic_per_seed_and_a_permutation_per_epoch);
     tcase_add_test(tc, cursor_restore_continues_across_an_epoch_boundary);
     tcase_add_test(tc, truncation_left_versus_skip);

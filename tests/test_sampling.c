@@ -104,6 +104,29 @@ START_TEST(filtered_tokens_are_never_drawn) {
 }
 END_TEST
 
+/* transformers' TopPLogitsWarper removes the ascending-sorted tokens whose cumulative probability
+ * is <= 1 - top_p: with four equal logits and top_p = 0.5 the cumulative sums 0.25 and 0.5 are
+ * removed (0.5 <= 0.5: the boundary is inclusive), 0.75 is not, so exactly 2 tokens stay. */
+START_TEST(top_p_boundary_keeps_what_transformers_keeps) {
+    grpo_sampling p = {1.0f, 0, 0.5f, 0.0f, 1.0f};
+    char scratch[12 * 4];
+    float logits[4] = {0.3f, 0.3f, 0.3f, 0.3f};
+    grpo_logits_process(&p, logits, 4, NULL, 0, scratch);
+    int kept = 0;
+    for (int i = 0; i < 4; i++) kept += isfinite(logits[i]);
+    ck_assert_int_eq(kept, 2);
+    /* grpo breaks ties by index, so the last two stay (torch's sort leaves tie order open: only
+     * the count is transformers') */
+    ck_assert(isinf(logits[0]) && isinf(logits[1]) && isfinite(logits[2]) && isfinite(logits[3]));
+    p.top_p = 0.51f; /* 0.5 > 1 - 0.51: the second token now stays */
+    float more[4] = {0.3f, 0.3f, 0.3f, 0.3f};
+    grpo_logits_process(&p, more, 4, NULL, 0, scratch);
+    kept = 0;
+    for (int i = 0; i < 4; i++) kept += isfinite(more[i]);
+    ck_assert_int_eq(kept, 3);
+}
+END_TEST
+
 START_TEST(rng_is_deterministic_per_seed) {
     grpo_rng a, b, c;
     grpo_rng_seed(&a, 42);
@@ -126,6 +149,7 @@ int main(void) {
     tcase_add_test(tc, greedy_is_argmax_after_penalty);
     tcase_add_test(tc, draws_follow_the_distribution);
     tcase_add_test(tc, filtered_tokens_are_never_drawn);
+    tcase_add_test(tc, top_p_boundary_keeps_what_transformers_keeps);
     tcase_add_test(tc, rng_is_deterministic_per_seed);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);

@@ -31,9 +31,17 @@ static const grpo_command commands[] = {
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 
 static int cmd_version(int argc, char **argv) {
-    (void)argc, (void)argv;
+    if (argc > 1) {
+        fprintf(stderr, "grpo version: unexpected argument '%s'\n", argv[1]);
+        return 2;
+    }
     printf("grpo %s (plugin ABI %d.%d)\n", GRPO_VERSION, GRPO_ABI_MAJOR, GRPO_ABI_MINOR);
     return 0;
+}
+
+int grpo_cli_not_for(const char *cmd, const char *option, const char *mode, const char *where) {
+    fprintf(stderr, "grpo %s: %s does not apply to %s (only to %s)\n", cmd, option, mode, where);
+    return 2;
 }
 
 static void usage(FILE *out) {

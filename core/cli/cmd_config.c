@@ -33,8 +33,9 @@ typedef struct config_args {
 
 /* Returns 0 on success, 2 on a usage error (already printed). */
 static int parse_args(int argc, char **argv, config_args *a) {
+    const unsigned default_flags = GRPO_CONFIG_TRAIN | GRPO_CONFIG_CHECK_PATHS;
     memset(a, 0, sizeof *a);
-    a->flags = GRPO_CONFIG_TRAIN | GRPO_CONFIG_CHECK_PATHS;
+    a->flags = default_flags;
     a->extra = calloc((size_t)argc + 1, sizeof *a->extra);
     if (!a->extra) return 2;
     for (int i = 1; i < argc; i++) {
@@ -62,6 +63,12 @@ static int parse_args(int argc, char **argv, config_args *a) {
             fprintf(stderr, "grpo config: unexpected argument '%s'\n%s", arg, config_usage);
             return 2;
         }
+    }
+    if (a->sub && strcmp(a->sub, "keys") == 0 && (a->n_extra || a->flags != default_flags)) {
+        const char *opt = a->n_extra                               ? "--plugin-path"
+                          : !(a->flags & GRPO_CONFIG_CHECK_PATHS) ? "--no-check-paths"
+                                                                  : "--no-train";
+        return grpo_cli_not_for("config", opt, "keys", "check");
     }
     if (!a->sub || (strcmp(a->sub, "check") != 0 && strcmp(a->sub, "keys") != 0)) {
         if (a->sub) fprintf(stderr, "grpo config: unknown subcommand '%s'\n", a->sub);

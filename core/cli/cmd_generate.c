@@ -39,14 +39,14 @@ static int parse_ids(const char *text, int32_t **ids) {
 
 int cmd_generate(int argc, char **argv) {
     const char *model_dir = NULL, *prompt_text = NULL, *plugin_dirs[16];
-    int max_new = 32, threads = 0, n_dirs = 0, eos_set = 0, eos = -1;
+    int max_new = 32, threads = 0, n_dirs = 0, eos_set = 0, eos = -1, greedy = 0, seed_set = 0;
     double temperature = 0.0;
     unsigned long long seed = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) return usage(stdout), 0;
         if (!strcmp(a, "--greedy")) {
-            temperature = 0.0;
+            greedy = 1;
             continue;
         }
         if (!v) return fprintf(stderr, "grpo generate: %s needs a value\n", a), usage(stderr), 2;
@@ -54,13 +54,18 @@ int cmd_generate(int argc, char **argv) {
         else if (!strcmp(a, "--prompt-ids")) prompt_text = v;
         else if (!strcmp(a, "--max-new-tokens")) max_new = atoi(v);
         else if (!strcmp(a, "--temperature")) temperature = atof(v);
-        else if (!strcmp(a, "--seed")) seed = strtoull(v, NULL, 10);
+        else if (!strcmp(a, "--seed")) seed = strtoull(v, NULL, 10), seed_set = 1;
         else if (!strcmp(a, "--eos")) eos = atoi(v), eos_set = 1;
         else if (!strcmp(a, "--threads")) threads = atoi(v);
         else if (!strcmp(a, "--plugin-path") && n_dirs < 16) plugin_dirs[n_dirs++] = v;
         else return fprintf(stderr, "grpo generate: unknown option %s\n", a), usage(stderr), 2;
         i++;
     }
+    if (greedy && temperature > 0)
+        return grpo_cli_not_for("generate", "--temperature", "--greedy", "sampling");
+    if (seed_set && !(temperature > 0))
+        return grpo_cli_not_for("generate", "--seed", "greedy decoding",
+                                "sampling, --temperature T > 0");
     int32_t *prompt = NULL;
     int P = prompt_text ? parse_ids(prompt_text, &prompt) : -1;
     if (!model_dir || P < 1 || max_new < 1 || temperature < 0) {

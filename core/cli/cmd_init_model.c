@@ -60,6 +60,16 @@ static void byte_token(int b, char out[5]) {
         out[0] = (char)(0xC0 | (cp >> 6)), out[1] = (char)(0x80 | (cp & 0x3F)), out[2] = 0;
 }
 
+/* {"type": "ByteLevel", "add_prefix_space": ..., "trim_offsets": true, "use_regex": true} as
+ * root[name]: the pre-tokenizer and the decoder of a byte-level BPE tokenizer. */
+static void add_byte_level(cJSON *root, const char *name, int add_prefix_space) {
+    cJSON *o = cJSON_AddObjectToObject(root, name);
+    cJSON_AddStringToObject(o, "type", "ByteLevel");
+    cJSON_AddBoolToObject(o, "add_prefix_space", add_prefix_space);
+    cJSON_AddBoolToObject(o, "trim_offsets", 1);
+    cJSON_AddBoolToObject(o, "use_regex", 1);
+}
+
 static cJSON *tokenizer_json(void) {
     cJSON *root = cJSON_CreateObject(), *add = cJSON_AddArrayToObject(root, "added_tokens");
     cJSON_AddStringToObject(root, "version", "1.0");
@@ -77,17 +87,9 @@ static cJSON *tokenizer_json(void) {
         cJSON_AddItemToArray(add, t);
     }
     cJSON_AddNullToObject(root, "normalizer");
-    cJSON *pre = cJSON_AddObjectToObject(root, "pre_tokenizer");
-    cJSON_AddStringToObject(pre, "type", "ByteLevel");
-    cJSON_AddBoolToObject(pre, "add_prefix_space", 0);
-    cJSON_AddBoolToObject(pre, "trim_offsets", 1);
-    cJSON_AddBoolToObject(pre, "use_regex", 1);
+    add_byte_level(root, "pre_tokenizer", 0);
     cJSON_AddNullToObject(root, "post_processor");
-    cJSON *dec = cJSON_AddObjectToObject(root, "decoder");
-    cJSON_AddStringToObject(dec, "type", "ByteLevel");
-    cJSON_AddBoolToObject(dec, "add_prefix_space", 1);
-    cJSON_AddBoolToObject(dec, "trim_offsets", 1);
-    cJSON_AddBoolToObject(dec, "use_regex", 1);
+    add_byte_level(root, "decoder", 1);
     cJSON *model = cJSON_AddObjectToObject(root, "model");
     cJSON_AddStringToObject(model, "type", "BPE");
     cJSON_AddNullToObject(model, "dropout");
@@ -299,7 +301,7 @@ static int usage(FILE *f) {
 
 int cmd_init_model(int argc, char **argv) {
     init_opts o = {128, 4, 4, 2, 384, 0, 0, 4, 2, 1, 0.1};
-    const char *dir = NULL, *extra[16];
+    const char *dir = NULL, *extra[16], *moe_only = NULL;
     int n_extra = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -313,12 +315,14 @@ int cmd_init_model(int argc, char **argv) {
                      : !strcmp(a, "--top-k")        ? &o.top_k
                      : !strcmp(a, "--shared")       ? &o.shared
                                                     : NULL;
-        if (field && v)
+        if (field && v) {
+            if (field == &o.experts || field == &o.top_k || field == &o.shared) moe_only = a;
             *field = atoi(v), i++;
+        }
         else if (!strcmp(a, "--moe"))
             o.moe = 1;
         else if (!strcmp(a, "--aux-alpha") && v)
-            o.aux_alpha = atof(v), i++;
+            o.aux_alpha = atof(v), i++, moe_only = a;
         else if (!strcmp(a, "--seed") && v)
             o.seed = strtoull(v, NULL, 10), i++;
         else if (!strcmp(a, "--plugin-path") && v && n_extra < 16)
@@ -331,6 +335,8 @@ int cmd_init_model(int argc, char **argv) {
         }
     }
     if (!dir) return usage(stderr);
+    if (moe_only && !o.moe)
+        return grpo_cli_not_for("init-model", moe_only, "a dense model", "--moe");
     if (o.hidden <= 0 || o.layers <= 0 || o.heads <= 0 || o.kv_heads <= 0 || o.hidden % o.heads ||
         o.heads % o.kv_heads || o.intermediate <= 0) {
         fprintf(stderr, "grpo init-model: need positive sizes with hidden %% heads == 0 and "

@@ -103,6 +103,7 @@ int cmd_model(int argc, char **argv) {
         return 0;
     }
     if (argc == 3 && strcmp(argv[1], "info") == 0) return model_info(argv[2]);
+    if (argc > 3) fprintf(stderr, "grpo model: unexpected argument '%s'\n", argv[3]);
     model_usage(stderr);
     return 2;
 }

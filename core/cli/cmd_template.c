@@ -26,6 +26,7 @@ static void template_usage(FILE *out) {
 int cmd_template(int argc, char **argv) {
     const char *tpath = NULL, *messages = NULL, *data = NULL, *format = NULL;
     long line = 1;
+    int line_set = 0;
     grpo_chat_var vars[16];
     char *var_names[16];
     size_t n_vars = 0;
@@ -40,7 +41,7 @@ int cmd_template(int argc, char **argv) {
         else if (next && !strcmp(a, "--data"))
             data = argv[++i];
         else if (next && !strcmp(a, "--line"))
-            line = strtol(argv[++i], NULL, 10);
+            line = strtol(argv[++i], NULL, 10), line_set = 1;
         else if (next && !strcmp(a, "--bos"))
             opt.bos_token = argv[++i];
         else if (next && !strcmp(a, "--eos"))
@@ -67,6 +68,18 @@ int cmd_template(int argc, char **argv) {
     }
     opt.vars = vars, opt.n_vars = n_vars;
     int status = 1;
+    if (messages && data)
+        status = grpo_cli_not_for("template", "--messages", "--data (it renders a dataset line)",
+                                  "rendering without --data");
+    else if (line_set && !data)
+        status = grpo_cli_not_for("template", "--line", "--messages", "--data");
+    else if (format && tpath)
+        status = grpo_cli_not_for("template", "a TEMPLATE argument", "--format",
+                                  "rendering with a chat template");
+    if (status == 2) {
+        for (size_t k = 0; k < n_vars; k++) free(var_names[k]);
+        return 2;
+    }
     grpo_error err;
     grpo_error_init(&err);
     grpo_chat_template *tpl = NULL;

@@ -1,6 +1,8 @@
 /*
  * cmd_tokenize.c — `grpo tokenize`: text lines on stdin -> one JSON array of ids per line, or with
- * --decode, JSON arrays of ids per line -> text. For checking the tokenizer against others by hand.
+ * --decode, JSON arrays of ids per line -> text. With --json each text is a JSON string (encode:
+ * input; decode: output), so texts with newlines, tabs and \r\n go through whole. For checking
+ * the tokenizer against others (Hugging Face tokenizers) by hand.
  */
 #include "cli/cli.h"
 #include "text/tokenizer.h"
@@ -13,8 +15,8 @@
 static void tokenize_usage(FILE *out) {
     fprintf(
         out,
-        "usage: grpo tokenize --tokenizer PATH [--no-special] [--decode [--skip-special] "
-        "[--json]]\n"
+        "usage: grpo tokenize --tokenizer PATH [--json] [--no-special]\n"
+        "       grpo tokenize --tokenizer PATH --decode [--json] [--skip-special]\n"
         "\n"
         "  Reads stdin line by line (the trailing newline is not part of the text).\n"
         "  encode (default): prints one JSON array of ids per line.\n"
@@ -22,16 +24,41 @@ static void tokenize_usage(FILE *out) {
         "\n"
         "  --tokenizer PATH  tokenizer.json, or a directory holding it (and "
         "tokenizer_config.json)\n"
-        "  --no-special      do not apply the post-processor template (add_special_tokens=False)\n"
-        "  --skip-special    with --decode: drop special tokens (skip_special_tokens=True)\n"
-        "  --json            with --decode: print each text as a JSON string (keeps newlines)\n");
+        "  --json            encode: each line is a JSON string, escapes decoded (a text may hold\n"
+        "                    newlines); decode: print each text as a JSON string\n"
+        "  --no-special      encode only: no post-processor template (add_special_tokens=False)\n"
+        "  --skip-special    --decode only: drop special tokens (skip_special_tokens=True)\n");
 }
 
-static int encode_line(const grpo_tokenizer *tok, const char *line, size_t n, int add_special) {
+/* The text of an input line given as a JSON string (malloc'd in *text, *n bytes; it may hold
+ * NULs and newlines), or 1 with a message naming the line. */
+static int json_text(const char *line, long lineno, char **text, size_t *n) {
+    cJSON *j = cJSON_Parse(line);
+    if (!cJSON_IsString(j)) {
+        cJSON_Delete(j);
+        fprintf(stderr, "grpo tokenize: stdin:%ld: expected a JSON string (--json), e.g. "
+                        "\"a\\nb\"\n", lineno);
+        return 1;
+    }
+    *n = strlen(j->valuestring);
+    *text = strdup(j->valuestring);
+    cJSON_Delete(j);
+    return *text ? 0 : (fprintf(stderr, "grpo tokenize: out of memory\n"), 1);
+}
+
+static int encode_line(const grpo_tokenizer *tok, const char *line, size_t n, long lineno,
+                       int add_special, int json) {
+    char *text = NULL;
+    if (json) {
+        if (json_text(line, lineno, &text, &n)) return 1;
+        line = text;
+    }
     grpo_tok_ids ids = {0};
     grpo_error err;
     grpo_error_init(&err);
-    if (grpo_tokenizer_encode(tok, line, n, add_special, &ids, &err) != GRPO_OK) {
+    int rc = grpo_tokenizer_encode(tok, line, n, add_special, &ids, &err);
+    free(text);
+    if (rc != GRPO_OK) {
         fprintf(stderr, "grpo tokenize: %s\n", err.message);
         return 1;
     }
@@ -109,6 +136,10 @@ int cmd_tokenize(int argc, char **argv) {
         tokenize_usage(stderr);
         return 2;
     }
+    if (decode && !add_special)
+        return grpo_cli_not_for("tokenize", "--no-special", "--decode", "encoding");
+    if (!decode && skip)
+        return grpo_cli_not_for("tokenize", "--skip-special", "encoding", "--decode");
     grpo_tokenizer *tok;
     grpo_error err;
     grpo_error_init(&err);
@@ -125,7 +156,7 @@ int cmd_tokenize(int argc, char **argv) {
         lineno++;
         if (n > 0 && line[n - 1] == '\n') line[--n] = 0;
         rc = decode ? decode_line(tok, line, lineno, skip, json)
-                    : encode_line(tok, line, (size_t)n, add_special);
+                    : encode_line(tok, line, (size_t)n, lineno, add_special, json);
     }
     free(line);
     grpo_tokenizer_free(tok);

@@ -1,0 +1,10 @@
+# Command-line tests run as scripts (tests/cli/*.sh) against the built grpo binary.
+# tokenize_json: `grpo tokenize --json` against Hugging Face tokenizers on multi-line texts.
+add_test(NAME cli_tokenize_json
+         COMMAND bash ${PROJECT_SOURCE_DIR}/tests/cli/tokenize_json.sh $<TARGET_FILE:grpo_cli>
+                 ${PROJECT_SOURCE_DIR})
+# options: an option that does not apply to the chosen mode (or is unknown) is refused with exit 2
+# and a message naming it, in every subcommand (one table in tests/cli/options.sh).
+add_test(NAME cli_options
+         COMMAND bash ${PROJECT_SOURCE_DIR}/tests/cli/options.sh $<TARGET_FILE:grpo_cli>
+                 ${PROJECT_SOURCE_DIR})
