@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "config/config.h"
 #include "config/testing.h"
@@ -328,6 +329,35 @@ START_TEST(out_of_range_is_an_error) {
     expect_text_error("[optim]\nlr = 0\n", 0, ":2: optim.lr: expected a number > 0, got 0", 0);
     expect_text_error("[grpo]\ndelta = 0.5\n", 0,
                       ":2: grpo.delta: expected 0 (off) or a bound above 1, got 0.5", 0);
+}
+END_TEST
+
+/* --set: applied after the file (replacing its value, adding a missing section), marked as not
+ * from the file (line < 0), and a malformed one is named as the place of its error. */
+START_TEST(set_overrides_apply_after_the_file) {
+    char path[] = "/tmp/grpo-set-XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    const char *text = "[grpo]\nbeta = 0.1\n";
+    ck_assert(write(fd, text, strlen(text)) == (ssize_t)strlen(text));
+    close(fd);
+    const char *sets[] = {"grpo.beta=0.25", " train.steps = 5 ", "optim.lr=1e-3"};
+    grpo_run_config cfg;
+    grpo_diag d = {0};
+    grpo_error err;
+    grpo_error_init(&err);
+    ck_assert_msg(grpo_run_config_load_set(&cfg, path, sets, 3, &reg, 0, &d, &err) == GRPO_OK,
+                  "%s", err.message);
+    ck_assert(cfg.grpo_beta == 0.25 && cfg.train_steps == 5 && cfg.optim_lr == 1e-3);
+    ck_assert_int_lt(cfg.line[GRPO_KEYIDX_grpo_beta], 0);
+    ck_assert_int_eq(cfg.line[GRPO_KEYIDX_grpo_epsilon_low], 0);
+    grpo_run_config_free(&cfg);
+    const char *bad[] = {"grpo.beta", "grpo.beta=-1"};
+    ck_assert_int_ne(grpo_run_config_load_set(&cfg, path, bad, 2, &reg, 0, &d, &err), GRPO_OK);
+    ck_assert(has_message(&d, "--set grpo.beta: expected SECTION.KEY=VALUE", 1));
+    ck_assert(has_message(&d, "--set grpo.beta=-1: grpo.beta: expected", 1));
+    grpo_diag_free(&d);
+    unlink(path);
 }
 END_TEST
 
@@ -865,6 +895,7 @@ int main(void) {
     tcase_add_test(bad, wrong_type_is_an_error);
     tcase_add_test(bad, out_of_range_is_an_error);
     tcase_add_test(bad, bad_choice_lists_choices);
+    tcase_add_test(bad, set_overrides_apply_after_the_file);
     tcase_add_test(bad, duplicate_section_names_both_lines);
     tcase_add_test(bad, duplicate_key_names_both_lines);
     tcase_add_test(bad, too_long_line_says_so);

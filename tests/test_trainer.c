@@ -77,6 +77,37 @@ static void same_metrics(const char *a_path, const char *b_path, int want_lines)
     free(a), free(b);
 }
 
+/* --set changes keys after the file, is checked like a line of it (naming --set as the place),
+ * and the resolved configuration the run records in log.dir/config.ini shows it. */
+START_TEST(set_overrides_change_the_run) {
+    char ini[512], log[512], path[512];
+    write_run("s", "");
+    snprintf(ini, sizeof ini, "%s/s.ini", tmp), snprintf(log, sizeof log, "%s/s.log", tmp);
+    char *args[] = {"grpo", "train", ini, "--set", "train.steps=3", "--set",
+                    "reward.len.weight = 0.5", "--plugin-path", GRPO_PACK_BUILD_DIR, NULL};
+    ck_assert_msg(run_grpo(log, args) == 0, "run with --set failed, see %s", log);
+    snprintf(path, sizeof path, "%s/s/metrics.jsonl", tmp);
+    char *m = slurp(path), *c = NULL;
+    int lines = 0;
+    for (char *p = m; p && *p; p++) lines += *p == '\n';
+    ck_assert_int_eq(lines, 3);
+    snprintf(path, sizeof path, "%s/s/config.ini", tmp);
+    ck_assert_ptr_nonnull(c = slurp(path));
+    ck_assert_msg(strstr(c, "steps = 3") && strstr(c, "weight = 0.5"), "%s", c);
+    ck_assert_msg(strstr(strstr(c, "steps = 3"), "; from --set"), "%s", c);
+    free(m), free(c);
+    char *bad[] = {"grpo", "train", ini, "--set", "train.stepz=3", "--set", "grpo.beta=x",
+                   "--plugin-path", GRPO_PACK_BUILD_DIR, NULL};
+    ck_assert_int_eq(run_grpo(log, bad), 1);
+    char *out = slurp(log);
+    ck_assert_msg(strstr(out, "--set train.stepz=3: unknown key 'stepz' in [train] (did you mean "
+                              "steps?)") &&
+                      strstr(out, "--set grpo.beta=x: grpo.beta: expected a finite number"),
+                  "%s", out);
+    free(out);
+}
+END_TEST
+
 START_TEST(killed_run_resumes_the_same_trajectory) {
     char ini[512], log[512], ck[512];
     write_run("a", ""), write_run("b", "");
@@ -315,6 +346,7 @@ int main(void) {
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, killed_run_resumes_the_same_trajectory);
+    tcase_add_test(tc, set_overrides_change_the_run);
     tcase_add_loop_test(tc, grpo_raises_an_easy_reward, 0,
                         (int)(sizeof learn_variants / sizeof learn_variants[0]));
     tcase_add_test(tc, sft_loss_falls_and_exports);

@@ -11,7 +11,8 @@
 #include <string.h>
 
 static const char config_usage[] =
-    "usage: grpo config check FILE [--plugin-path DIR]... [--no-check-paths] [--no-train]\n"
+    "usage: grpo config check FILE [--set SECTION.KEY=VALUE]... [--plugin-path DIR]...\n"
+    "                         [--no-check-paths] [--no-train]\n"
     "       grpo config keys\n"
     "\n"
     "check  reads the run file FILE, reports every problem as FILE:LINE: ... on stderr (exit 1),\n"
@@ -20,6 +21,8 @@ static const char config_usage[] =
     "       plugin's keys. The output is itself a valid run file with the same meaning\n"
     "       (relative input paths stay relative to FILE's directory).\n"
     "       Reward plugins are looked up on the plugin path (see `grpo plugins --help`).\n"
+    "       --set SECTION.KEY=VALUE  change a key after reading FILE (reward.NAME.KEY for a\n"
+    "                         reward's key), checked as a line of FILE; marked \"; from --set\"\n"
     "       --no-check-paths  do not require model.path, data.path, ... to exist\n"
     "       --no-train        do not require model.path, data.path and a reward\n"
     "keys   prints every key of a run file, documented, as a commented run file of defaults.\n";
@@ -28,6 +31,8 @@ typedef struct config_args {
     const char *sub, *file;
     const char **extra; /* [n_extra] --plugin-path dirs */
     int n_extra;
+    const char **sets; /* [n_sets] --set SECTION.KEY=VALUE */
+    int n_sets;
     unsigned flags;
 } config_args;
 
@@ -37,7 +42,8 @@ static int parse_args(int argc, char **argv, config_args *a) {
     memset(a, 0, sizeof *a);
     a->flags = default_flags;
     a->extra = calloc((size_t)argc + 1, sizeof *a->extra);
-    if (!a->extra) return 2;
+    a->sets = calloc((size_t)argc + 1, sizeof *a->sets);
+    if (!a->extra || !a->sets) return 2;
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
         if (strcmp(arg, "--plugin-path") == 0) {
@@ -48,6 +54,8 @@ static int parse_args(int argc, char **argv, config_args *a) {
             a->extra[a->n_extra++] = argv[++i];
         } else if (strncmp(arg, "--plugin-path=", 14) == 0) {
             a->extra[a->n_extra++] = arg + 14;
+        } else if (strcmp(arg, "--set") == 0 && i + 1 < argc) {
+            a->sets[a->n_sets++] = argv[++i];
         } else if (strcmp(arg, "--no-check-paths") == 0) {
             a->flags &= ~GRPO_CONFIG_CHECK_PATHS;
         } else if (strcmp(arg, "--no-train") == 0) {
@@ -64,8 +72,10 @@ static int parse_args(int argc, char **argv, config_args *a) {
             return 2;
         }
     }
-    if (a->sub && strcmp(a->sub, "keys") == 0 && (a->n_extra || a->flags != default_flags)) {
+    if (a->sub && strcmp(a->sub, "keys") == 0 &&
+        (a->n_extra || a->n_sets || a->flags != default_flags)) {
         const char *opt = a->n_extra                               ? "--plugin-path"
+                          : a->n_sets                              ? "--set"
                           : !(a->flags & GRPO_CONFIG_CHECK_PATHS) ? "--no-check-paths"
                                                                   : "--no-train";
         return grpo_cli_not_for("config", opt, "keys", "check");
@@ -93,7 +103,8 @@ static int config_check(const config_args *a) {
     }
     grpo_run_config cfg;
     grpo_diag diag = {0};
-    int rc = grpo_run_config_load(&cfg, a->file, &env.reg, a->flags, &diag, &err);
+    int rc = grpo_run_config_load_set(&cfg, a->file, a->sets, a->n_sets, &env.reg, a->flags,
+                                      &diag, &err);
     for (int i = 0; i < diag.n; i++) fprintf(stderr, "%s\n", diag.msg[i]);
     if (rc == GRPO_OK) {
         if (grpo_run_config_dump(&cfg, stdout) != 0) {
@@ -119,6 +130,6 @@ int cmd_config(int argc, char **argv) {
     int rc = parse_args(argc, argv, &a);
     if (rc == 0 && strcmp(a.sub, "keys") == 0) grpo_run_config_document(stdout);
     else if (rc == 0) rc = config_check(&a);
-    free(a.extra);
+    free(a.extra), free(a.sets);
     return rc;
 }

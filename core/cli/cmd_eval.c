@@ -122,7 +122,7 @@ static int evaluate(const eval_opts *o, grpo_error *err) {
 
 static int usage(FILE *f) {
     fputs("usage: grpo eval RUN.ini [--checkpoint DIR | --model DIR] [--limit N]\n"
-          "                 [--temperature T] [--plugin-path DIR]...\n"
+          "                 [--temperature T] [--set SECTION.KEY=VALUE]... [--plugin-path DIR]...\n"
           "Mean reward and accuracy on data.eval_path (data.path when unset), one completion per\n"
           "prompt (greedy unless --temperature), with the newest checkpoint under checkpoint.dir\n"
           "(else --model or model.path). Prints one JSON line.\n",

@@ -7,7 +7,8 @@
 #include "train/sft.h"
 
 static int usage(FILE *f) {
-    fputs("usage: grpo sft RUN.ini [--resume] [--model DIR] [--out DIR] [--plugin-path DIR]...\n"
+    fputs("usage: grpo sft RUN.ini [--resume] [--model DIR] [--out DIR]\n"
+          "                        [--set SECTION.KEY=VALUE]... [--plugin-path DIR]...\n"
           "Supervised fine-tuning on the prompt/response lines of data.path (loss on response\n"
           "tokens only). --out writes the final model there as a Hugging Face directory.\n",
           f);

@@ -7,9 +7,12 @@
 #include "train/trainer.h"
 
 static int usage(FILE *f) {
-    fputs("usage: grpo train RUN.ini [--resume] [--model DIR] [--plugin-path DIR]...\n"
+    fputs("usage: grpo train RUN.ini [--resume] [--model DIR] [--set SECTION.KEY=VALUE]...\n"
+          "                          [--plugin-path DIR]...\n"
           "Runs GRPO as the run file says. --resume continues from the newest checkpoint under\n"
-          "checkpoint.dir; --model replaces model.path (the policy to start from).\n",
+          "checkpoint.dir; --model replaces model.path (the policy to start from); --set changes\n"
+          "a key after the file (reward.NAME.KEY for a reward's key; log.dir/config.ini records\n"
+          "the result).\n",
           f);
     return f == stdout ? 0 : 2;
 }

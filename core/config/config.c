@@ -220,6 +220,7 @@ static int parse_value(const grpo_run_key *k, const char *text, value *v, char *
 
 typedef struct loader {
     const grpo_ini_doc *doc;
+    const char *const *sets; /* the --set overrides; an entry from sets[k] has line -(k+1) */
     const grpo_registry *reg;
     unsigned flags;
     grpo_run_config *cfg;
@@ -234,14 +235,15 @@ static void fail(loader *L, int line, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)))
 #endif
     ;
-/* Records one error at line of the run file (0 = the file as a whole). */
+/* Records one error at line of the run file (0 = the file as a whole, < 0 = a --set override). */
 static void fail(loader *L, int line, const char *fmt, ...) {
     char what[900];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(what, sizeof what, fmt, ap);
     va_end(ap);
-    if (line > 0) grpo_diag_add(L->diag, "%s:%d: %s", L->doc->path, line, what);
+    if (line < 0) grpo_diag_add(L->diag, "--set %s: %s", L->sets[-line - 1], what);
+    else if (line > 0) grpo_diag_add(L->diag, "%s:%d: %s", L->doc->path, line, what);
     else grpo_diag_add(L->diag, "%s: %s", L->doc->path, what);
     L->n_errors++;
 }
@@ -684,9 +686,9 @@ static int finish(grpo_run_config *cfg, grpo_diag *d, int first, grpo_diag *own,
     return status;
 }
 
-static int load_doc(grpo_run_config *cfg, const grpo_ini_doc *doc, const grpo_registry *reg,
-                    unsigned flags, grpo_diag *diag) {
-    loader L = {.doc = doc, .reg = reg, .flags = flags, .cfg = cfg, .diag = diag};
+static int load_doc(grpo_run_config *cfg, const grpo_ini_doc *doc, const char *const *sets,
+                    const grpo_registry *reg, unsigned flags, grpo_diag *diag) {
+    loader L = {.doc = doc, .sets = sets, .reg = reg, .flags = flags, .cfg = cfg, .diag = diag};
     if (!(cfg->path = strdup(doc->path))) return GRPO_ERR_NOMEM;
     for (int i = 0; i < doc->n_sections; i++) {
         const grpo_ini_section *s = &doc->sections[i];
@@ -713,17 +715,71 @@ static int load_doc(grpo_run_config *cfg, const grpo_ini_doc *doc, const grpo_re
     return L.n_errors ? GRPO_ERR_INVALID : GRPO_OK;
 }
 
-int grpo_run_config_load(grpo_run_config *cfg, const char *path, const grpo_registry *reg,
-                         unsigned flags, grpo_diag *diag, grpo_error *err) {
+/* Copies [b, e) with the spaces around it trimmed (as the INI reader trims) into out. */
+static int trimmed(const char *b, const char *e, char *out, size_t n) {
+    while (b < e && isspace((unsigned char)*b)) b++;
+    while (e > b && isspace((unsigned char)e[-1])) e--;
+    if (e == b || (size_t)(e - b) >= n) return 0;
+    memcpy(out, b, (size_t)(e - b));
+    out[e - b] = '\0';
+    return 1;
+}
+
+/* SECTION.KEY=VALUE (reward.NAME.KEY=VALUE: section reward.NAME) into its three parts. */
+static int split_set(const char *text, char *section, char *key, char *value, size_t n) {
+    const char *eq = strchr(text, '='), *dot = eq ? memchr(text, '.', (size_t)(eq - text)) : NULL;
+    if (dot && strncmp(text, "reward.", 7) == 0 && dot == text + 6)
+        dot = memchr(text + 7, '.', (size_t)(eq - text - 7));
+    if (!dot || !trimmed(text, dot, section, n) || !trimmed(dot + 1, eq, key, n)) return 0;
+    const char *v = eq + 1, *end = v + strlen(v);
+    if (!trimmed(v, end, value, n)) value[0] = '\0'; /* an empty value is the file's "key =" */
+    return 1;
+}
+
+/* Applies the --set overrides to doc, after the file: entry k has line -(k+1) for messages. The
+ * first override of a key replaces the file's value; a repeated one adds a value (list keys). */
+static int apply_sets(grpo_ini_doc *doc, const char *const *sets, int n_sets, grpo_diag *d) {
+    int bad = 0;
+    for (int k = 0; k < n_sets; k++) {
+        char section[256], key[256], value[4096];
+        if (!split_set(sets[k], section, key, value, sizeof value)) {
+            grpo_diag_add(d, "--set %s: expected SECTION.KEY=VALUE (reward.NAME.KEY=VALUE for a "
+                             "reward's key)", sets[k]);
+            bad = 1;
+            continue;
+        }
+        int again = 0;
+        for (int j = 0; j < k && !again; j++) {
+            char s2[256], k2[256], v2[4096];
+            again = split_set(sets[j], s2, k2, v2, sizeof v2) && !strcmp(s2, section) &&
+                    !strcmp(k2, key);
+        }
+        if (grpo_ini_doc_set(doc, section, key, value, -(k + 1), !again) != 0) return GRPO_ERR_NOMEM;
+    }
+    return bad ? GRPO_ERR_INVALID : GRPO_OK;
+}
+
+int grpo_run_config_load_set(grpo_run_config *cfg, const char *path, const char *const *sets,
+                             int n_sets, const grpo_registry *reg, unsigned flags, grpo_diag *diag,
+                             grpo_error *err) {
     grpo_diag own = {0};
     grpo_diag *d = diag ? diag : &own;
     int first = d->n, status;
     grpo_ini_doc doc;
     memset(cfg, 0, sizeof *cfg);
     if (grpo_ini_read_file(&doc, path, d) != 0) status = doc.path ? GRPO_ERR_INVALID : GRPO_ERR_IO;
-    else status = load_doc(cfg, &doc, reg, flags, d);
+    else if ((status = apply_sets(&doc, sets, n_sets, d)) != GRPO_ERR_NOMEM) {
+        int malformed = status; /* the well-formed overrides are still checked with the file */
+        status = load_doc(cfg, &doc, sets, reg, flags, d);
+        if (status == GRPO_OK) status = malformed;
+    }
     grpo_ini_doc_free(&doc);
     return finish(cfg, d, first, &own, status, err);
+}
+
+int grpo_run_config_load(grpo_run_config *cfg, const char *path, const grpo_registry *reg,
+                         unsigned flags, grpo_diag *diag, grpo_error *err) {
+    return grpo_run_config_load_set(cfg, path, NULL, 0, reg, flags, diag, err);
 }
 
 int grpo_run_config_load_string(grpo_run_config *cfg, const char *name, const char *text,
@@ -735,7 +791,7 @@ int grpo_run_config_load_string(grpo_run_config *cfg, const char *name, const ch
     grpo_ini_doc doc;
     memset(cfg, 0, sizeof *cfg);
     if (grpo_ini_read_string(&doc, name, text, d) != 0) status = GRPO_ERR_INVALID;
-    else status = load_doc(cfg, &doc, reg, flags, d);
+    else status = load_doc(cfg, &doc, NULL, reg, flags, d);
     grpo_ini_doc_free(&doc);
     return finish(cfg, d, first, &own, status, err);
 }
@@ -832,10 +888,16 @@ static void format_double(double x, char *buf, size_t n) {
     }
 }
 
+/* The dump's comment for a value set at line: none from the file, "from --set", or unset's. */
+static const char *set_mark(int line, const char *unset) {
+    return line > 0 ? NULL : line < 0 ? "from --set" : unset;
+}
+
 int grpo_run_config_dump(const grpo_run_config *cfg, FILE *out) {
     int bad = 0;
     fprintf(out, "; The resolved configuration of %s.\n", cfg->path ? cfg->path : "(defaults)");
-    fprintf(out, "; \"; default\" marks a key the file does not set. `grpo config keys` says what "
+    fprintf(out, "; \"; default\" marks a key the file does not set, \"; from --set\" one the "
+                 "command line set.\n; `grpo config keys` says what "
                  "each key means.\n; Relative input paths are relative to the directory of that "
                  "file.\n");
     for (int sec = 0; sec < N_SECTIONS; sec++) {
@@ -844,6 +906,7 @@ int grpo_run_config_dump(const grpo_run_config *cfg, FILE *out) {
             const grpo_run_key *k = &key_table[i];
             if (strcmp(k->section, section_names[sec]) != 0) continue;
             char mark[96] = "";
+            if (cfg->line[i] < 0) snprintf(mark, sizeof mark, "from --set");
             if (!cfg->line[i]) {
                 if (k->def[0] == '@') snprintf(mark, sizeof mark, "default: = %s", k->def + 1);
                 else snprintf(mark, sizeof mark, "default");
@@ -857,11 +920,12 @@ int grpo_run_config_dump(const grpo_run_config *cfg, FILE *out) {
         format_double(r->weight, w, sizeof w);
         fprintf(out, "\n[%s]\n", r->section);
         bad |= write_kv(out, "plugin", r->plugin ? r->plugin : "", NULL);
-        bad |= write_kv(out, "weight", w, r->weight_line ? NULL : "default");
+        bad |= write_kv(out, "weight", w, set_mark(r->weight_line, "default"));
         bad |= write_kv(out, "isolate", r->isolate ? "true" : "false",
-                        r->isolate_line ? NULL : "default");
+                        set_mark(r->isolate_line, "default"));
         for (uint32_t j = 0; j < r->n; j++)
-            bad |= write_kv(out, r->keys[j], r->values[j], r->lines[j] ? NULL : "default (manifest)");
+            bad |= write_kv(out, r->keys[j], r->values[j],
+                            set_mark(r->lines[j], "default (manifest)"));
     }
     return bad || ferror(out) ? -1 : 0;
 }

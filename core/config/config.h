@@ -98,6 +98,13 @@ typedef struct grpo_run_key {
  * (may be NULL). On failure *cfg is left zeroed; on success free it with grpo_run_config_free. */
 int grpo_run_config_load(grpo_run_config *cfg, const char *path, const grpo_registry *reg,
                          unsigned flags, grpo_diag *diag, grpo_error *err);
+/* The same with command-line overrides applied after the file: sets[n_sets], each
+ * "SECTION.KEY=VALUE" or "reward.NAME.KEY=VALUE" (`--set`), validated exactly as a line of the file
+ * (a problem is reported as "--set TEXT: ..."). The first override of a key replaces the file's
+ * value; repeating it adds values to a list key. */
+int grpo_run_config_load_set(grpo_run_config *cfg, const char *path, const char *const *sets,
+                             int n_sets, const grpo_registry *reg, unsigned flags, grpo_diag *diag,
+                             grpo_error *err);
 void grpo_run_config_free(grpo_run_config *cfg);
 
 /* The plugin keys of spec as the grpo_config handed to the reward's create(). The result points

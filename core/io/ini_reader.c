@@ -93,6 +93,25 @@ void grpo_ini_doc_free(grpo_ini_doc *doc) {
     memset(doc, 0, sizeof *doc);
 }
 
+int grpo_ini_doc_set(grpo_ini_doc *doc, const char *section, const char *key, const char *value,
+                     int line, int replace) {
+    grpo_ini_section *s = NULL;
+    for (int i = 0; i < doc->n_sections && !s; i++)
+        if (strcmp(doc->sections[i].name, section) == 0) s = &doc->sections[i];
+    if (!s && !(s = doc_add_section(doc, section, strlen(section), line))) return -1;
+    for (int j = 0; replace && j < s->n_entries;) {
+        if (strcmp(s->entries[j].key, key) != 0) {
+            j++;
+            continue;
+        }
+        free(s->entries[j].key), free(s->entries[j].value);
+        memmove(&s->entries[j], &s->entries[j + 1],
+                (size_t)(s->n_entries - j - 1) * sizeof *s->entries);
+        s->n_entries--;
+    }
+    return section_add_entry(s, key, value, line) ? 0 : -1;
+}
+
 /* ---- line classification: what inih 55 will do with one line --------------------------- */
 
 typedef enum line_kind {

@@ -81,4 +81,11 @@ int grpo_ini_read_file(grpo_ini_doc *doc, const char *path, grpo_diag *diag);
 int grpo_ini_read_string(grpo_ini_doc *doc, const char *name, const char *text, grpo_diag *diag);
 void grpo_ini_doc_free(grpo_ini_doc *doc);
 
+/* Sets section.key = value in doc as if the file said it at line (the caller's numbering: a run's
+ * --set overrides use negative lines). replace: first drop every entry of key in that section (a
+ * value replaces the file's); else append one more (list keys). A missing section is appended.
+ * Returns 0, or -1 when out of memory. */
+int grpo_ini_doc_set(grpo_ini_doc *doc, const char *section, const char *key, const char *value,
+                     int line, int replace);
+
 #endif

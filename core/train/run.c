@@ -60,7 +60,8 @@ int grpo_run_open(grpo_run *r, const grpo_run_args *a, grpo_error *err) {
     if (rc != GRPO_OK) return rc;
     unsigned flags = a->training && !a->model_dir ? GRPO_CONFIG_TRAIN | GRPO_CONFIG_CHECK_PATHS : 0;
     grpo_diag diag = {0};
-    rc = grpo_run_config_load(&r->cfg, a->run_file, &r->env.reg, flags, &diag, err);
+    rc = grpo_run_config_load_set(&r->cfg, a->run_file, a->sets, a->n_sets, &r->env.reg, flags,
+                                  &diag, err);
     if (rc != GRPO_OK && diag.n > 1) { /* every problem once, then err says how many */
         for (int i = 0; i < diag.n; i++) fprintf(stderr, "%s\n", diag.msg[i]);
         grpo_error_set(err, rc, "%s: %d problems (above)", a->run_file, diag.n);
@@ -231,6 +232,8 @@ int grpo_run_args_take(grpo_run_args *a, int argc, char **argv, int *i) {
         a->model_dir = v;
     else if (!strcmp(arg, "--plugin-path") && v && a->n_extra < 16)
         a->extra_plugin_dirs[a->n_extra++] = v;
+    else if (!strcmp(arg, "--set") && v && a->n_sets < GRPO_RUN_MAX_SETS)
+        a->sets[a->n_sets++] = v;
     else if (arg[0] != '-' && !a->run_file)
         return a->run_file = arg, 1;
     else

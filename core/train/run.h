@@ -34,21 +34,27 @@ typedef struct grpo_run {
     int32_t eos[GRPO_SAMPLER_MAX_EOS], n_eos, pad_id;
 } grpo_run;
 
+#define GRPO_RUN_MAX_SETS 64
+
 typedef struct grpo_run_args {
     const char *run_file;
     const char *model_dir; /* overrides model.path when non-NULL */
     const char *extra_plugin_dirs[16];
     int n_extra;
+    const char *sets[GRPO_RUN_MAX_SETS]; /* --set SECTION.KEY=VALUE, applied after the file */
+    int n_sets;
     int training; /* 1: require rewards and the training keys */
 } grpo_run_args;
 
 /* Takes argv[*i] if it is one of the arguments every run command shares: --model DIR,
- * --plugin-path DIR (repeatable) or the run file itself; advances *i past a value. Returns 1 when
- * it took the argument, 0 when the command must look at it. */
+ * --plugin-path DIR (repeatable), --set SECTION.KEY=VALUE (repeatable) or the run file itself;
+ * advances *i past a value. Returns 1 when it took the argument, 0 when the command must look at
+ * it. */
 int grpo_run_args_take(grpo_run_args *a, int argc, char **argv, int *i);
 
-/* Loads the run file (errors: every problem, FILE:LINE), the registry, the backend
- * (train.threads), the tokenizer of the model directory and the prompt format. */
+/* Loads the run file with its --set overrides (errors: every problem, FILE:LINE or --set TEXT),
+ * the registry, the backend (train.threads), the tokenizer of the model directory and the prompt
+ * format. */
 int grpo_run_open(grpo_run *r, const grpo_run_args *a, grpo_error *err);
 void grpo_run_close(grpo_run *r);
 

@@ -77,9 +77,24 @@ static int save(grpo_session *s, grpo_error *err) {
                                 &s->st, err);
 }
 
+/* log.dir/config.ini: the run file as this run resolved it (--set overrides included). */
+static int save_resolved_config(const grpo_session *s, grpo_error *err) {
+    char path[4200], *text = NULL;
+    size_t len = 0;
+    int rc = grpo_path_join(path, sizeof path, s->cfg->log_dir, "config.ini", err);
+    FILE *f = rc == GRPO_OK ? open_memstream(&text, &len) : NULL;
+    if (rc == GRPO_OK && !f) rc = grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory");
+    if (f && (grpo_run_config_dump(s->cfg, f) != 0) + (fclose(f) != 0))
+        rc = grpo_error_set(err, GRPO_ERR_NOMEM, "%s: out of memory", path);
+    if (rc == GRPO_OK) rc = grpo_write_file_atomic(path, text, len, err);
+    free(text);
+    return rc;
+}
+
 int grpo_session_run(grpo_session *s, grpo_session_step_fn step, void *ctx, grpo_error *err) {
     const grpo_run_config *cfg = s->cfg;
     int rc = grpo_session_log_open(s, "metrics.jsonl", &s->metrics, err);
+    if (rc == GRPO_OK) rc = save_resolved_config(s, err);
     if (rc != GRPO_OK) return rc;
     if (s->st.step >= cfg->train_steps)
         fprintf(stderr, "nothing to do: step %ld of train.steps = %lld already reached\n",

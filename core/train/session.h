@@ -6,7 +6,8 @@
  *          model.path, or with --resume from the newest checkpoint that loads whole (weights,
  *          AdamW moments, step, sampler RNG, data cursor: train_state.h); AdamW on the policy;
  *          data.path and its shuffled order (continued where the checkpoint left it).
- *   loop   log.dir/metrics.jsonl opened (cut back to the resumed step) only now, after every
+ *   loop   log.dir/metrics.jsonl opened (cut back to the resumed step) and log.dir/config.ini
+ *          written (the run file as resolved, --set overrides marked) only now, after every
  *          setup error could have stopped the run; then until train.steps: the command's step
  *          function computes gradients and its own
  *          metrics; grpo_session_update() takes the optimizer step, grpo_session_log() appends
