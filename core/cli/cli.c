@@ -39,11 +39,6 @@ static int cmd_version(int argc, char **argv) {
     return 0;
 }
 
-int grpo_cli_not_for(const char *cmd, const char *option, const char *mode, const char *where) {
-    fprintf(stderr, "grpo %s: %s does not apply to %s (only to %s)\n", cmd, option, mode, where);
-    return 2;
-}
-
 static void usage(FILE *out) {
     fprintf(out, "usage: grpo COMMAND [ARGS]   (grpo COMMAND --help for more)\n\ncommands:\n");
     for (size_t i = 0; i < N_COMMANDS; i++)
