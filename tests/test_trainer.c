@@ -108,6 +108,36 @@ START_TEST(set_overrides_change_the_run) {
 }
 END_TEST
 
+/* Each checkpoint is a model directory with a model card: README.md with the Hub's front matter
+ * and the run's rewards and resolved run file; the input model's own README.md is kept beside it
+ * as base_model_README.md, never overwritten. */
+START_TEST(checkpoints_carry_a_model_card) {
+    char ini[512], log[512], path[600];
+    write_run("c", "");
+    sh("printf '# the base model card\\n' > '%s/model/README.md'", tmp);
+    snprintf(ini, sizeof ini, "%s/c.ini", tmp), snprintf(log, sizeof log, "%s/c.log", tmp);
+    char *args[] = {"grpo", "train", ini, "--set", "train.steps=2", "--plugin-path",
+                    GRPO_PACK_BUILD_DIR, NULL};
+    ck_assert_msg(run_grpo(log, args) == 0, "run failed, see %s", log);
+    snprintf(path, sizeof path, "%s/c/ckpt/checkpoint-00000002/README.md", tmp);
+    char *card = slurp(path);
+    ck_assert_msg(card, "no %s", path);
+    const char *want[] = {"---\nlibrary_name: grpo\nbase_model: \"", "- reinforcement-learning\n",
+                          "pipeline_tag: text-generation\n---\n", "loss_type dapo, beta 0.04",
+                          "| acc | 1 | `builtin.accuracy` | builtin ", "## Metrics at step 2",
+                          "| reward |", "```ini\n", "steps = 2"};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+        ck_assert_msg(strstr(card, want[i]), "README.md lacks '%s':\n%s", want[i], card);
+    free(card);
+    snprintf(path, sizeof path, "%s/c/ckpt/checkpoint-00000002/base_model_README.md", tmp);
+    char *base = slurp(path);
+    ck_assert_msg(base && !strcmp(base, "# the base model card\n"), "%s: %s", path,
+                  base ? base : "(missing)");
+    free(base);
+    sh("rm '%s/model/README.md'", tmp);
+}
+END_TEST
+
 START_TEST(killed_run_resumes_the_same_trajectory) {
     char ini[512], log[512], ck[512];
     write_run("a", ""), write_run("b", "");
@@ -347,6 +377,7 @@ int main(void) {
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, killed_run_resumes_the_same_trajectory);
     tcase_add_test(tc, set_overrides_change_the_run);
+    tcase_add_test(tc, checkpoints_carry_a_model_card);
     tcase_add_loop_test(tc, grpo_raises_an_easy_reward, 0,
                         (int)(sizeof learn_variants / sizeof learn_variants[0]));
     tcase_add_test(tc, sft_loss_falls_and_exports);

@@ -12,8 +12,15 @@
 const char *const grpo_hf_tokenizer_files[] = {
     "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json",
     "vocab.json",     "merges.txt",            "tokenizer.model",         "chat_template.jinja",
-    "generation_config.json", NULL,
+    "generation_config.json", GRPO_HF_BASE_README, NULL,
 };
+
+/* Whether a README.md is a model card grpo wrote (model_card.h's front matter). */
+static int is_grpo_card(const char *text) {
+    const char *end = strncmp(text, "---\n", 4) == 0 ? strstr(text + 4, "\n---") : NULL;
+    const char *mark = strstr(text, "\nlibrary_name: grpo\n");
+    return end && mark && mark < end;
+}
 
 static int is_file(const char *path) {
     struct stat sb;
@@ -85,7 +92,17 @@ int grpo_hf_files_read(grpo_hf_files *f, const char *dir, grpo_error *err) {
         rc = grpo_read_file(from, &f->data[f->n], &f->len[f->n], err);
         if (rc == GRPO_OK) f->name[f->n++] = grpo_hf_tokenizer_files[i];
     }
-    return rc;
+    int have_base = 0;
+    for (int i = 0; i < f->n; i++) have_base |= !strcmp(f->name[i], GRPO_HF_BASE_README);
+    char readme[PATH_MAX];
+    if (rc != GRPO_OK || have_base || f->n == 16 ||
+        grpo_path_join(readme, sizeof readme, dir, "README.md", NULL) != GRPO_OK ||
+        !is_file(readme))
+        return rc;
+    if ((rc = grpo_read_file(readme, &f->data[f->n], &f->len[f->n], err)) != GRPO_OK) return rc;
+    if (is_grpo_card(f->data[f->n])) free(f->data[f->n]); /* ours: the next save writes anew */
+    else f->name[f->n++] = GRPO_HF_BASE_README;
+    return GRPO_OK;
 }
 
 /* Writes every file of f into dir (which must exist), each atomically and fsynced. */

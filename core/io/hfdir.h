@@ -18,11 +18,13 @@
 #define GRPO_HF_WEIGHTS_INDEX "model.safetensors.index.json"
 #define GRPO_HF_CONFIG "config.json"
 
-/* The tokenizer-side files of a model directory (grpo_hf_files_read takes those present);
- * NULL-ended. */
+/* The files a saved model carries from the directory it was opened from, besides its weights
+ * and config: the tokenizer-side files, and the input model's own model card as
+ * base_model_README.md (grpo writes its own README.md, model_card.h); NULL-ended. */
 extern const char *const grpo_hf_tokenizer_files[];
+#define GRPO_HF_BASE_README "base_model_README.md"
 
-/* The tokenizer files of a model directory held in memory: taken once when a model is opened,
+/* The carried files of a model directory held in memory: taken once when a model is opened,
  * so saving it later does not depend on that directory still existing (a resumed run's
  * checkpoint may be pruned while it trains). */
 typedef struct grpo_hf_files {
@@ -33,7 +35,10 @@ typedef struct grpo_hf_files {
 } grpo_hf_files;
 
 /* Reads each of grpo_hf_tokenizer_files present in dir into f (an empty set when dir has none).
- * The caller MUST grpo_hf_files_free(f), also on failure. */
+ * A README.md that grpo did not write (its front matter lacks "library_name: grpo") is taken as
+ * base_model_README.md, unless dir has that file already: a saved model keeps the card of the
+ * model it came from rather than losing it. The caller MUST grpo_hf_files_free(f), also on
+ * failure. */
 int grpo_hf_files_read(grpo_hf_files *f, const char *dir, grpo_error *err);
 void grpo_hf_files_free(grpo_hf_files *f);
 

@@ -73,8 +73,16 @@ int grpo_session_close(grpo_session *s, grpo_error *err) {
 static int save(grpo_session *s, grpo_error *err) {
     s->st.cursor = s->order.cur;
     s->st.optimizer_step = s->opt.step;
-    return grpo_checkpoint_save(s->cfg->checkpoint_dir, (int)s->cfg->checkpoint_keep, s->policy,
-                                &s->st, err);
+    char *card = grpo_session_card(s);
+    int rc = card ? grpo_checkpoint_save(s->cfg->checkpoint_dir, (int)s->cfg->checkpoint_keep,
+                                         s->policy, &s->st, card, err)
+                  : grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory writing the model card");
+    free(card);
+    return rc;
+}
+
+char *grpo_session_card(const grpo_session *s) {
+    return grpo_model_card(s->cfg, s->run.model_dir, s->method, s->st.step, &s->last);
 }
 
 /* log.dir/config.ini: the run file as this run resolved it (--set overrides included). */
@@ -129,6 +137,7 @@ int grpo_session_log(grpo_session *s, grpo_metric_row *row, const grpo_optim_sta
     grpo_metric_set(row, "num_tokens", s->st.num_tokens);
     grpo_metric_set(row, "step_time", dt);
     if (tokens >= 0) grpo_metric_set(row, "throughput/tokens_per_s", tokens / dt);
+    s->last = *row;
     if (s->st.step % cfg->log_every != 0 && s->st.step != cfg->train_steps) return GRPO_OK;
     int rc = grpo_run_log_metrics(&s->metrics, s->st.step, row, err);
     if (rc == GRPO_OK)

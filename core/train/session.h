@@ -13,7 +13,7 @@
  *          metrics; grpo_session_update() takes the optimizer step, grpo_session_log() appends
  *          the common metrics and writes the line and the progress line, and
  *          grpo_session_checkpoint() saves every checkpoint.every steps; the last step is always
- *          saved.
+ *          saved. Each checkpoint carries a model card (README.md, model_card.h).
  *   close  frees it all; closing metrics.jsonl is the session's last write, so its error counts.
  *
  * The step function sees the session through s and its own state through ctx.
@@ -22,6 +22,7 @@
 #define GRPO_SESSION_H
 
 #include "train/metrics.h"
+#include "train/model_card.h"
 #include "train/optimizer.h"
 #include "train/run.h"
 #include "train/train_state.h"
@@ -36,6 +37,8 @@ typedef struct grpo_session {
     grpo_train_state st; /* step, optimizer step, tokens, sampler RNG, data cursor */
     grpo_run_log metrics;
     int resumed;      /* opened with --resume */
+    grpo_card_method method; /* what the model card of each checkpoint says (the caller sets it) */
+    grpo_metric_row last;    /* the metrics of the last step, for the model card */
     double start;     /* grpo_now() when this process's first step began */
     long steps_done;  /* steps taken by this process (the progress line's rate) */
 } grpo_session;
@@ -70,5 +73,8 @@ int grpo_session_log(grpo_session *s, grpo_metric_row *row, const grpo_optim_sta
 /* Saves checkpoint.dir/checkpoint-STEP when checkpoint.every says so (the last step is saved by
  * grpo_session_run). */
 int grpo_session_checkpoint(grpo_session *s, grpo_error *err);
+
+/* The model card of the policy as it stands (model_card.h): malloc'd, NULL when out of memory. */
+char *grpo_session_card(const grpo_session *s);
 
 #endif

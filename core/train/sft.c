@@ -140,9 +140,13 @@ int grpo_sft(const grpo_sft_opts *o, grpo_error *err) {
     grpo_session ses;
     sft s = {&ses, {0}};
     int rc = grpo_session_open(&ses, &o->run, o->resume, err);
+    ses.method = GRPO_CARD_SFT;
     if (rc == GRPO_OK) rc = grpo_session_run(&ses, sft_step, &s, err);
     if (rc == GRPO_OK && o->out_dir) {
-        rc = grpo_model_export(ses.policy, o->out_dir, err);
+        char *card = grpo_session_card(&ses);
+        rc = card ? grpo_model_export(ses.policy, o->out_dir, card, err)
+                  : grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory writing the model card");
+        free(card);
         if (rc == GRPO_OK) fprintf(stderr, "wrote %s\n", o->out_dir);
     }
     grpo_seqbatch_free(&s.sb);

@@ -71,13 +71,22 @@ static int write_state(grpo_ckpt *c, const grpo_train_state *st, grpo_error *err
     return rc;
 }
 
+/* dir/README.md = card (nothing when card is NULL), written atomically. */
+static int write_card(const char *dir, const char *card, grpo_error *err) {
+    char path[4200];
+    if (!card) return GRPO_OK;
+    int rc = grpo_path_join(path, sizeof path, dir, "README.md", err);
+    return rc == GRPO_OK ? grpo_write_file_atomic(path, card, strlen(card), err) : rc;
+}
+
 int grpo_checkpoint_save(const char *root, int keep, const grpo_model *m,
-                         const grpo_train_state *st, grpo_error *err) {
+                         const grpo_train_state *st, const char *card, grpo_error *err) {
     grpo_ckpt c;
     int rc = grpo_ckpt_begin(&c, root, st->step, err);
     if (rc != GRPO_OK) return rc;
     const char *synced[] = {"config.json", "model.safetensors", "optimizer.safetensors"};
     rc = grpo_model_save(m, c.tmp, err); /* with the tokenizer files the policy was opened with */
+    if (rc == GRPO_OK) rc = write_card(c.tmp, card, err);
     if (rc == GRPO_OK && m->adam_m) rc = write_moments(&c, m, err);
     if (rc == GRPO_OK) rc = write_state(&c, st, err);
     for (int i = 0; rc == GRPO_OK && i < 3; i++)
@@ -253,6 +262,7 @@ int grpo_train_data_order(grpo_data_order *o, const grpo_run *r, const grpo_data
     return rc;
 }
 
-int grpo_model_export(const grpo_model *m, const char *dir, grpo_error *err) {
-    return grpo_model_save(m, dir, err);
+int grpo_model_export(const grpo_model *m, const char *dir, const char *card, grpo_error *err) {
+    int rc = grpo_model_save(m, dir, err);
+    return rc == GRPO_OK ? write_card(dir, card, err) : rc;
 }

@@ -7,6 +7,7 @@
  *   tokenizer.json, tokenizer_config.json the tokenizer files the policy was opened with
  *                                         (and chat_template.jinja etc. when present)
  *   optimizer.safetensors                 AdamW moments: exp_avg.NAME, exp_avg_sq.NAME (F32)
+ *   README.md                             the model card (model_card.h)
  *   trainer_state.json                    {"step", "optimizer_step", "num_tokens",
  *                                          "sampler_rng": 4 words as hex strings,
  *                                          "data_cursor": "seed=S epoch=E position=P n=N"}
@@ -29,11 +30,11 @@ typedef struct grpo_train_state {
     grpo_data_cursor cursor;
 } grpo_train_state;
 
-/* Writes checkpoint root/checkpoint-STEP atomically, keeping the newest keep (<= 0: all).
- * Nothing is read from the directory m was opened from (it may be a pruned checkpoint).
- * On failure no checkpoint is lost. */
+/* Writes checkpoint root/checkpoint-STEP atomically, keeping the newest keep (<= 0: all), with
+ * card (model_card.h; NULL: none) as its README.md. Nothing is read from the directory m was
+ * opened from (it may be a pruned checkpoint). On failure no checkpoint is lost. */
 int grpo_checkpoint_save(const char *root, int keep, const grpo_model *m,
-                         const grpo_train_state *st, grpo_error *err);
+                         const grpo_train_state *st, const char *card, grpo_error *err);
 
 
 /* --resume: opens the newest checkpoint under root that loads whole (model, optimizer moments,
@@ -49,8 +50,9 @@ int grpo_checkpoint_resume(struct grpo_run *r, const char *root, grpo_model **po
 int grpo_train_data_order(grpo_data_order *o, const struct grpo_run *r, const grpo_dataset *d,
                           const grpo_train_state *st, int resume, grpo_error *err);
 
-/* Writes m as a Hugging Face directory dir (config.json, model.safetensors) plus the tokenizer
- * files it was opened with: what `grpo sft --out` and `grpo train` users load in transformers. */
-int grpo_model_export(const grpo_model *m, const char *dir, grpo_error *err);
+/* Writes m as a Hugging Face directory dir (config.json, model.safetensors) plus the files it
+ * carries (tokenizer, base_model_README.md) and card as README.md (NULL: none): what
+ * `grpo sft --out` users load in transformers. */
+int grpo_model_export(const grpo_model *m, const char *dir, const char *card, grpo_error *err);
 
 #endif

@@ -469,6 +469,7 @@ int grpo_train(const grpo_train_opts *o, grpo_error *err) {
     trainer t;
     memset(&t, 0, sizeof t);
     int rc = grpo_session_open(&t.s, &o->run, o->resume, err);
+    t.s.method = GRPO_CARD_GRPO;
     if (rc == GRPO_OK) rc = setup(&t, err);
     if (rc == GRPO_OK) rc = grpo_session_run(&t.s, train_step, &t, err);
     grpo_error close_err;
