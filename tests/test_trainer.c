@@ -84,7 +84,8 @@ START_TEST(set_overrides_change_the_run) {
     write_run("s", "");
     snprintf(ini, sizeof ini, "%s/s.ini", tmp), snprintf(log, sizeof log, "%s/s.log", tmp);
     char *args[] = {"grpo", "train", ini, "--set", "train.steps=3", "--set",
-                    "reward.len.weight = 0.5", "--plugin-path", GRPO_PACK_BUILD_DIR, NULL};
+                    "reward.len.weight = 0.5", "--set", "log.tensorboard=true", "--plugin-path",
+                    GRPO_PACK_BUILD_DIR, NULL};
     ck_assert_msg(run_grpo(log, args) == 0, "run with --set failed, see %s", log);
     snprintf(path, sizeof path, "%s/s/metrics.jsonl", tmp);
     char *m = slurp(path), *c = NULL;
@@ -95,6 +96,7 @@ START_TEST(set_overrides_change_the_run) {
     ck_assert_ptr_nonnull(c = slurp(path));
     ck_assert_msg(strstr(c, "steps = 3") && strstr(c, "weight = 0.5"), "%s", c);
     ck_assert_msg(strstr(strstr(c, "steps = 3"), "; from --set"), "%s", c);
+    sh("test -s \"$(ls '%s'/s/events.out.tfevents.*.grpo)\"", tmp); /* [log] tensorboard */
     free(m), free(c);
     char *bad[] = {"grpo", "train", ini, "--set", "train.stepz=3", "--set", "grpo.beta=x",
                    "--plugin-path", GRPO_PACK_BUILD_DIR, NULL};

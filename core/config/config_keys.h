@@ -129,6 +129,8 @@
     S(log, dir, "runs", 0, "directory for metrics.jsonl (relative to the working directory)")   \
     I(log, every, "1", ">= 1", "record and print metrics every this many steps")               \
     I(log, completions_every, "0", ">= 0", "print sample completions every this many steps; 0 = never") \
+    B(log, tensorboard, "false",  0,                                                             \
+      "also write TensorBoard event files in log.dir: every metric, and sampled completions")  \
     /* [checkpoint] */                                                                          \
     S(checkpoint, dir, "checkpoints", 0, "directory for checkpoints (relative to the working directory)") \
     I(checkpoint, every, "100", ">= 0", "save every this many steps; 0 = only at the end")      \

@@ -169,6 +169,12 @@ void grpo_progress_print(FILE *f, long step, long total, double elapsed, long st
     fflush(f);
 }
 
+double grpo_wall_time(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 double grpo_now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);

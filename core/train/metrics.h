@@ -69,5 +69,7 @@ void grpo_progress_print(FILE *f, long step, long total, double elapsed, long st
 
 /* Seconds of a monotonic clock. */
 double grpo_now(void);
+/* Seconds since the epoch (the wall clock TensorBoard's events carry). */
+double grpo_wall_time(void);
 
 #endif

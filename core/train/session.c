@@ -62,6 +62,8 @@ int grpo_session_log_open(const grpo_session *s, const char *name, grpo_run_log 
 
 int grpo_session_close(grpo_session *s, grpo_error *err) {
     int rc = grpo_run_log_close(&s->metrics, err);
+    int rc_tb = grpo_tfevents_close(&s->tb, err);
+    if (rc == GRPO_OK) rc = rc_tb;
     grpo_optimizer_free(&s->opt);
     grpo_data_order_free(&s->order);
     grpo_dataset_free(s->data);
@@ -79,6 +81,11 @@ static int save(grpo_session *s, grpo_error *err) {
                   : grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory writing the model card");
     free(card);
     return rc;
+}
+
+int grpo_session_log_text(grpo_session *s, const char *tag, const char *text, grpo_error *err) {
+    return s->tb.f ? grpo_tfevents_text(&s->tb, grpo_wall_time(), s->st.step, tag, text, err)
+                   : GRPO_OK;
 }
 
 char *grpo_session_card(const grpo_session *s) {
@@ -103,6 +110,9 @@ int grpo_session_run(grpo_session *s, grpo_session_step_fn step, void *ctx, grpo
     const grpo_run_config *cfg = s->cfg;
     int rc = grpo_session_log_open(s, "metrics.jsonl", &s->metrics, err);
     if (rc == GRPO_OK) rc = save_resolved_config(s, err);
+    if (rc == GRPO_OK && cfg->log_tensorboard)
+        rc = grpo_tfevents_open(&s->tb, cfg->log_dir, grpo_wall_time(),
+                                s->resumed ? s->st.step : -1, err);
     if (rc != GRPO_OK) return rc;
     if (s->st.step >= cfg->train_steps)
         fprintf(stderr, "nothing to do: step %ld of train.steps = %lld already reached\n",
@@ -140,6 +150,12 @@ int grpo_session_log(grpo_session *s, grpo_metric_row *row, const grpo_optim_sta
     s->last = *row;
     if (s->st.step % cfg->log_every != 0 && s->st.step != cfg->train_steps) return GRPO_OK;
     int rc = grpo_run_log_metrics(&s->metrics, s->st.step, row, err);
+    if (rc == GRPO_OK && s->tb.f) {
+        const char *tags[GRPO_METRICS_MAX];
+        for (int i = 0; i < row->n; i++) tags[i] = row->names[i];
+        rc = grpo_tfevents_scalars(&s->tb, grpo_wall_time(), s->st.step, tags, row->values, row->n,
+                                   err);
+    }
     if (rc == GRPO_OK)
         grpo_progress_print(stderr, s->st.step, (long)cfg->train_steps, grpo_now() - s->start,
                             s->steps_done + 1, row);

@@ -21,6 +21,7 @@
 #ifndef GRPO_SESSION_H
 #define GRPO_SESSION_H
 
+#include "io/tfevents.h"
 #include "train/metrics.h"
 #include "train/model_card.h"
 #include "train/optimizer.h"
@@ -36,6 +37,7 @@ typedef struct grpo_session {
     grpo_optimizer opt;
     grpo_train_state st; /* step, optimizer step, tokens, sampler RNG, data cursor */
     grpo_run_log metrics;
+    grpo_tfevents tb; /* [log] tensorboard: events next to metrics.jsonl (tb.f NULL when off) */
     int resumed;      /* opened with --resume */
     grpo_card_method method; /* what the model card of each checkpoint says (the caller sets it) */
     grpo_metric_row last;    /* the metrics of the last step, for the model card */
@@ -73,6 +75,10 @@ int grpo_session_log(grpo_session *s, grpo_metric_row *row, const grpo_optim_sta
 /* Saves checkpoint.dir/checkpoint-STEP when checkpoint.every says so (the last step is saved by
  * grpo_session_run). */
 int grpo_session_checkpoint(grpo_session *s, grpo_error *err);
+
+/* text as a TensorBoard text summary under tag at the current step (nothing when [log]
+ * tensorboard is off). */
+int grpo_session_log_text(grpo_session *s, const char *tag, const char *text, grpo_error *err);
 
 /* The model card of the policy as it stands (model_card.h): malloc'd, NULL when out of memory. */
 char *grpo_session_card(const grpo_session *s);

@@ -87,7 +87,8 @@ static int chunk_rewards(trainer *t, chunk *c, grpo_error *err) {
             fprintf(stderr,
                     "warning: step %ld: %s:%llu: every reward returned NaN (no opinion) for "
                     "all %d completions of this prompt; its advantages are 0\n",
-                    t->s.st.step + 1, t->s.data->path, (unsigned long long)c->rb.ex[b]->line, c->rb.G);
+                    t->s.st.step + 1, t->s.data->path, (unsigned long long)c->rb.ex[b]->line,
+                    c->rb.G);
     }
     grpo_error why;
     grpo_error_init(&why);
@@ -142,8 +143,8 @@ static int chunk_generate(trainer *t, chunk *c, grpo_error *err) {
     chunk_clear(c);
     int rc = chunk_prompts(t, c, err);
     if (rc == GRPO_OK)
-        rc = grpo_rollout_batch_run(&c->rb, &t->s.run, t->s.policy, &t->so, &t->s.st.rng, &t->rewards,
-                                    err);
+        rc = grpo_rollout_batch_run(&c->rb, &t->s.run, t->s.policy, &t->so, &t->s.st.rng,
+                                    &t->rewards, err);
     if (rc == GRPO_OK) rc = chunk_rewards(t, c, err);
     if (rc == GRPO_OK) rc = chunk_mask(t, c, err);
     if (rc == GRPO_OK && t->cfg->grpo_num_iterations > 1) rc = chunk_old_logp(t, c, err);
@@ -336,7 +337,29 @@ static double chunk_tokens(const trainer *t) {
     return n;
 }
 
-/* Every sample of the first chunk as JSON lines; the first one also on stderr. */
+/* The first chunk's samples as markdown for TensorBoard's text plugin: per sample its rewards and
+ * advantage, then prompt + completion in a code block (they hold newlines and '|'). malloc'd. */
+static char *completions_markdown(const trainer *t, const chunk *c) {
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    if (!f) return NULL;
+    for (int32_t i = 0; i < c->rb.N; i++) {
+        fprintf(f, "**sample %d** reward %g, advantage %g (", i, c->r[i], c->adv[i]);
+        for (int k = 0; k < t->rewards.n; k++)
+            fprintf(f, "%s%s %g", k ? ", " : "", t->rewards.specs[k]->name,
+                    c->rb.R[(size_t)i * t->rewards.n + k]);
+        fprintf(f, ")\n\n```\n%s%s\n```\n\n", c->rb.prompt_text[i / c->rb.G], c->rb.completion[i]);
+    }
+    if (fclose(f) != 0) {
+        free(text);
+        return NULL;
+    }
+    return text;
+}
+
+/* Every sample of the first chunk as JSON lines (and to TensorBoard when on); the first one also
+ * on stderr. */
 static int log_completions(trainer *t, grpo_error *err) {
     const chunk *c = &t->chunks[0];
     int rc = GRPO_OK;
@@ -365,6 +388,11 @@ static int log_completions(trainer *t, grpo_error *err) {
         if (i == 0) fprintf(stderr, "\n[step %ld sample] %s\n", t->s.st.step, s);
         free(s);
     }
+    if (rc != GRPO_OK || !t->s.tb.f) return rc;
+    char *md = completions_markdown(t, c);
+    rc = md ? grpo_session_log_text(&t->s, "completions", md, err)
+            : grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory logging completions");
+    free(md);
     return rc;
 }
 
@@ -375,8 +403,9 @@ static int log_completions(trainer *t, grpo_error *err) {
 static int open_reference(trainer *t, grpo_error *err) {
     const grpo_run_config *cfg = t->cfg;
     if (!(cfg->grpo_beta > 0)) return GRPO_OK;
-    char *ref = cfg->line[GRPO_KEYIDX_reference_path] ? grpo_run_path(&t->s.run, cfg->reference_path)
-                                                       : NULL;
+    char *ref = cfg->line[GRPO_KEYIDX_reference_path]
+                    ? grpo_run_path(&t->s.run, cfg->reference_path)
+                    : NULL;
     int rc = grpo_run_open_model(&t->s.run, ref ? ref : t->s.run.model_dir, 0, &t->ref, err);
     free(ref);
     return rc;
