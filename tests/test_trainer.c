@@ -140,6 +140,49 @@ START_TEST(checkpoints_carry_a_model_card) {
 }
 END_TEST
 
+/* train.eval_every: eval/... metrics every N steps, and the training itself unchanged (the
+ * evaluation draws from its own RNG stream): every other metric equals a run without it. */
+START_TEST(evaluation_does_not_change_training) {
+    char ini[512], log[512], a_path[512], b_path[512];
+    write_run("ea", ""), write_run("eb", "");
+    snprintf(ini, sizeof ini, "%s/ea.ini", tmp), snprintf(log, sizeof log, "%s/ea.log", tmp);
+    char *a_args[] = {"grpo", "train", ini, "--set", "train.steps=4", "--plugin-path",
+                      GRPO_PACK_BUILD_DIR, NULL};
+    ck_assert_msg(run_grpo(log, a_args) == 0, "run failed, see %s", log);
+    char eval_path[600];
+    snprintf(eval_path, sizeof eval_path, "data.eval_path=%s/examples/arith/eval.jsonl",
+             GRPO_SOURCE_DIR);
+    snprintf(ini, sizeof ini, "%s/eb.ini", tmp), snprintf(log, sizeof log, "%s/eb.log", tmp);
+    char *b_args[] = {"grpo", "train", ini, "--set", "train.steps=4", "--set", eval_path,
+                      "--set", "train.eval_every=2", "--set", "train.eval_limit=8", "--set",
+                      "train.eval_temperature=1", "--plugin-path", GRPO_PACK_BUILD_DIR, NULL};
+    ck_assert_msg(run_grpo(log, b_args) == 0, "run with eval failed, see %s", log);
+    snprintf(a_path, sizeof a_path, "%s/ea/metrics.jsonl", tmp);
+    snprintf(b_path, sizeof b_path, "%s/eb/metrics.jsonl", tmp);
+    char *a = slurp(a_path), *b = slurp(b_path), *sa, *sb;
+    int evals = 0, line = 0;
+    for (char *la = strtok_r(a, "\n", &sa), *lb = strtok_r(b, "\n", &sb); la && lb;
+         la = strtok_r(NULL, "\n", &sa), lb = strtok_r(NULL, "\n", &sb), line++) {
+        cJSON *ja = cJSON_Parse(la), *jb = cJSON_Parse(lb);
+        for (cJSON *y = jb->child; y; y = y->next) {
+            if (!strncmp(y->string, "eval", 4)) {
+                evals += !strcmp(y->string, "eval/accuracy") ||
+                         !strcmp(y->string, "eval_sampled/reward");
+                continue;
+            }
+            if (!strcmp(y->string, "step_time") || !strncmp(y->string, "throughput/", 11)) continue;
+            cJSON *x = cJSON_GetObjectItemCaseSensitive(ja, y->string);
+            ck_assert_msg(x && cJSON_Compare(x, y, 1), "line %d: %s differs with evaluation on",
+                          line + 1, y->string);
+        }
+        cJSON_Delete(ja), cJSON_Delete(jb);
+    }
+    ck_assert_int_eq(line, 4);
+    ck_assert_int_eq(evals, 4); /* steps 2 and 4, greedy and sampled */
+    free(a), free(b);
+}
+END_TEST
+
 START_TEST(killed_run_resumes_the_same_trajectory) {
     char ini[512], log[512], ck[512];
     write_run("a", ""), write_run("b", "");
@@ -380,6 +423,7 @@ int main(void) {
     tcase_add_test(tc, killed_run_resumes_the_same_trajectory);
     tcase_add_test(tc, set_overrides_change_the_run);
     tcase_add_test(tc, checkpoints_carry_a_model_card);
+    tcase_add_test(tc, evaluation_does_not_change_training);
     tcase_add_loop_test(tc, grpo_raises_an_easy_reward, 0,
                         (int)(sizeof learn_variants / sizeof learn_variants[0]));
     tcase_add_test(tc, sft_loss_falls_and_exports);

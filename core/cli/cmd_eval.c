@@ -12,13 +12,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "train/checkpoint.h"
 #include "cli/cli.h"
-#include "train/reward_sum.h"
+#include "train/checkpoint.h"
+#include "train/eval.h"
 #include "train/rewards.h"
-#include "train/rollout.h"
 #include "train/run.h"
-#include "host/sampler.h"
 
 typedef struct eval_opts {
     grpo_run_args run;
@@ -26,28 +24,6 @@ typedef struct eval_opts {
     long limit;
     double temperature;
 } eval_opts;
-
-/* Scores the B examples from first (one rollout, rollout.h): R (B, K) receives every reward's
- * score. Every prompt must fit data.max_prompt_length: eval skips none. */
-static int eval_batch(grpo_run *r, grpo_model *m, grpo_reward_set *rs, const grpo_dataset *ds,
-                      size_t first, int32_t B, const grpo_sampler_opts *so, grpo_rng *rng, float *R,
-                      grpo_error *err) {
-    grpo_rollout_batch rb;
-    int rc = grpo_rollout_batch_begin(&rb, B, so->G, err);
-    for (int32_t b = 0; rc == GRPO_OK && b < B; b++) {
-        int keep = 0;
-        rc = grpo_rollout_batch_add(&rb, r, ds, &ds->examples[first + b], &keep, err);
-        if (rc == GRPO_OK && !keep)
-            rc = grpo_error_set(err, GRPO_ERR_INVALID,
-                                "%s:%llu: prompt longer than "
-                                "data.max_prompt_length (truncation = skip)",
-                                ds->path, (unsigned long long)ds->examples[first + b].line);
-    }
-    if (rc == GRPO_OK) rc = grpo_rollout_batch_run(&rb, r, m, so, rng, rs, err);
-    if (rc == GRPO_OK) memcpy(R, rb.R, (size_t)rb.N * rs->n * sizeof(float));
-    grpo_rollout_batch_free(&rb);
-    return rc;
-}
 
 static int evaluate(const eval_opts *o, grpo_error *err) {
     grpo_run r;
@@ -80,39 +56,20 @@ static int evaluate(const eval_opts *o, grpo_error *err) {
     if (rc == GRPO_OK) rc = grpo_reward_set_create(&rs, cfg, &r.env.reg, &r.env.host, err);
     size_t total = ds ? ds->n : 0;
     if (o->limit > 0 && (size_t)o->limit < total) total = (size_t)o->limit;
-    int K = rs.n;
-    float *R = rc == GRPO_OK ? malloc((total * K + 1) * sizeof(float)) : NULL;
-    float *w = rc == GRPO_OK ? malloc(((size_t)K + 1) * sizeof(float)) : NULL, *sum = NULL;
-    grpo_sampler_opts so = {{(float)o->temperature, 0, 1.0f, 0.0f, 1.0f},
-                            1,
-                            (int32_t)cfg->sampling_max_completion_length,
-                            {0},
-                            r.n_eos,
-                            r.pad_id};
-    memcpy(so.eos, r.eos, sizeof so.eos);
     grpo_rng rng;
     grpo_rng_seed(&rng, (uint64_t)cfg->sampling_seed);
-    for (size_t i = 0; rc == GRPO_OK && i < total; i += 32)
-        rc = eval_batch(&r, m, &rs, ds, i, (int32_t)(total - i < 32 ? total - i : 32), &so, &rng,
-                        R + i * K, err);
-    if (rc == GRPO_OK && (sum = malloc(total * sizeof(float)))) {
-        grpo_reward_set_weights(&rs, w);
-        grpo_reward_sum(sum, R, w, (int)total, K);
-        printf("{\"model\": \"%s\", \"n\": %zu, \"reward\": %.6g", dir, total,
-               grpo_nanmean(sum, (int)total, 1));
-        int acc = -1;
-        for (int k = 0; k < K; k++)
-            if (acc < 0 && !strcmp(rs.specs[k]->plugin, "builtin.accuracy")) acc = k;
-        if (acc >= 0)
-            printf(", \"accuracy\": %.6g", grpo_nanmean(R + acc, (int)total, K));
-        else
-            printf(", \"accuracy\": null");
-        for (int k = 0; k < K; k++)
-            printf(", \"rewards/%s/mean\": %.6g", rs.specs[k]->name,
-                   grpo_nanmean(R + k, (int)total, K));
+    grpo_metric_row row;
+    grpo_metric_row_clear(&row);
+    if (rc == GRPO_OK)
+        rc = grpo_evaluate(&r, m, &rs, ds, total, (float)o->temperature, &rng, "", &row, err);
+    if (rc == GRPO_OK) { /* {"model", "n", then the metrics (accuracy null without one)} */
+        printf("{\"model\": \"%s\", \"n\": %zu", dir, total);
+        for (int i = 0; i < row.n; i++)
+            if (isnan(row.values[i])) printf(", \"%s\": null", row.names[i]);
+            else printf(", \"%s\": %.6g", row.names[i], row.values[i]);
         printf("}\n");
     }
-    free(R), free(w), free(sum), free(path);
+    free(path);
     grpo_reward_set_free(&rs);
     grpo_dataset_free(ds);
     grpo_model_close(m);

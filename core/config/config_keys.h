@@ -125,6 +125,11 @@
     I(train, seed, "42", ">= 0", "seed of every random choice not given its own seed")          \
     I(train, threads, "0", "[0, 1024]",                                                        \
       "CPU threads, at most 1024 (libgomp crashes on absurd counts); 0 = OpenMP's default")     \
+    I(train, eval_every, "0", ">= 0",                                                          \
+      "evaluate on data.eval_path every this many steps (greedy; metrics eval/*); 0 = never")  \
+    I(train, eval_limit, "0", ">= 0", "evaluate on the first this many eval prompts; 0 = all")  \
+    F(train, eval_temperature, "0", ">= 0",                                                    \
+      "> 0: each evaluation also samples at this temperature (metrics eval_sampled/*)")        \
     /* [log] */                                                                                 \
     S(log, dir, "runs", 0, "directory for metrics.jsonl (relative to the working directory)")   \
     I(log, every, "1", ">= 1", "record and print metrics every this many steps")               \

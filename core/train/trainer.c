@@ -11,6 +11,7 @@
 
 #include "train/advantage.h"
 #include "train/checkpoint.h"
+#include "train/eval.h"
 #include "train/loss.h"
 #include "train/metrics.h"
 #include "train/optimizer.h"
@@ -44,6 +45,8 @@ typedef struct trainer {
     int n_chunks;
     grpo_seqbatch sb;
     grpo_run_log completions; /* completions.f is NULL unless log.completions_every */
+    grpo_dataset *eval_data;  /* data.eval_path when train.eval_every > 0, else NULL */
+    grpo_rng eval_rng;        /* sampled evaluations draw here, never from the training stream */
     double *load; /* (load_L,load_E) MoE expert load summed over the step's policy forwards */
     int32_t load_L, load_E;
 } trainer;
@@ -411,10 +414,45 @@ static int open_reference(trainer *t, grpo_error *err) {
     return rc;
 }
 
+/* train.eval_every > 0: the eval prompts (data.eval_path), scored during training. */
+static int open_eval(trainer *t, grpo_error *err) {
+    const grpo_run_config *cfg = t->cfg;
+    if (cfg->train_eval_every <= 0) return GRPO_OK;
+    if (!cfg->data_eval_path[0])
+        return grpo_error_set(err, GRPO_ERR_INVALID,
+                              "%s: train.eval_every = %lld needs data.eval_path (the prompts to "
+                              "evaluate on)",
+                              cfg->path, cfg->train_eval_every);
+    grpo_rng_seed(&t->eval_rng, (uint64_t)cfg->sampling_seed);
+    char *path = grpo_run_path(&t->s.run, cfg->data_eval_path);
+    int rc = path ? grpo_run_dataset(&t->s.run, path, &t->eval_data, err)
+                  : grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory");
+    free(path);
+    return rc;
+}
+
+/* Every train.eval_every steps: the policy on the eval prompts, greedy (eval/...) and, with
+ * train.eval_temperature > 0, sampled too (eval_sampled/...), into row. */
+static int evaluate_due(trainer *t, grpo_metric_row *row, grpo_error *err) {
+    const grpo_run_config *cfg = t->cfg;
+    if (!t->eval_data || t->s.st.step % cfg->train_eval_every != 0) return GRPO_OK;
+    size_t n = t->eval_data->n;
+    if (cfg->train_eval_limit > 0 && (size_t)cfg->train_eval_limit < n)
+        n = (size_t)cfg->train_eval_limit;
+    int rc = grpo_evaluate(&t->s.run, t->s.policy, &t->rewards, t->eval_data, n, 0.0f,
+                           &t->eval_rng, "eval/", row, err);
+    if (rc == GRPO_OK && cfg->train_eval_temperature > 0)
+        rc = grpo_evaluate(&t->s.run, t->s.policy, &t->rewards, t->eval_data, n,
+                           (float)cfg->train_eval_temperature, &t->eval_rng, "eval_sampled/", row,
+                           err);
+    return rc;
+}
+
 /* What GRPO adds to the session: reference, rewards, sampler and advantage options, chunks. */
 static int setup(trainer *t, grpo_error *err) {
     const grpo_run_config *cfg = t->cfg = t->s.cfg;
     int rc = open_reference(t, err);
+    if (rc == GRPO_OK) rc = open_eval(t, err);
     if (rc == GRPO_OK)
         rc = grpo_reward_set_create(&t->rewards, cfg, &t->s.run.env.reg, &t->s.run.env.host, err);
     if (rc != GRPO_OK) return rc;
@@ -456,6 +494,7 @@ static int teardown(trainer *t, grpo_error *err) {
     grpo_seqbatch_free(&t->sb);
     grpo_reward_set_free(&t->rewards);
     grpo_model_close(t->ref);
+    grpo_dataset_free(t->eval_data);
     return rc;
 }
 
@@ -487,6 +526,7 @@ static int train_step(grpo_session *s, void *ctx, grpo_error *err) {
     grpo_metric_row_clear(&row);
     reward_metrics(t, &row);
     loss_metrics(t, &sums, &row);
+    if ((rc = evaluate_due(t, &row, err)) != GRPO_OK) return rc;
     if ((rc = grpo_session_log(s, &row, &os, t0, tokens, err)) != GRPO_OK) return rc;
     if (cfg->log_completions_every > 0 && s->st.step % cfg->log_completions_every == 0 &&
         (rc = log_completions(t, err)) != GRPO_OK)

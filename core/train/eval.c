@@ -1,0 +1,76 @@
+/* eval.c — evaluation on a dataset (see eval.h). */
+#include "train/eval.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "train/reward_sum.h"
+#include "train/rollout.h"
+
+#define EVAL_BATCH 32 /* prompts per rollout */
+
+/* Scores the B examples from first (one rollout): R (B, K) receives every reward's score. */
+static int eval_batch(grpo_run *r, grpo_model *m, grpo_reward_set *rs, const grpo_dataset *ds,
+                      size_t first, int32_t B, const grpo_sampler_opts *so, grpo_rng *rng, float *R,
+                      grpo_error *err) {
+    grpo_rollout_batch rb;
+    int rc = grpo_rollout_batch_begin(&rb, B, so->G, err);
+    for (int32_t b = 0; rc == GRPO_OK && b < B; b++) {
+        int keep = 0;
+        rc = grpo_rollout_batch_add(&rb, r, ds, &ds->examples[first + b], &keep, err);
+        if (rc == GRPO_OK && !keep)
+            rc = grpo_error_set(err, GRPO_ERR_INVALID,
+                                "%s:%llu: prompt longer than "
+                                "data.max_prompt_length (truncation = skip)",
+                                ds->path, (unsigned long long)ds->examples[first + b].line);
+    }
+    if (rc == GRPO_OK) rc = grpo_rollout_batch_run(&rb, r, m, so, rng, rs, err);
+    if (rc == GRPO_OK) memcpy(R, rb.R, (size_t)rb.N * rs->n * sizeof(float));
+    grpo_rollout_batch_free(&rb);
+    return rc;
+}
+
+/* The means of R (n, K) into row as prefix + reward, accuracy, rewards/NAME/mean. */
+static void eval_metrics(const grpo_reward_set *rs, const float *R, const float *sum, size_t n,
+                         const char *prefix, grpo_metric_row *row) {
+    char name[GRPO_METRIC_NAME_MAX];
+    int K = rs->n, acc = -1;
+    snprintf(name, sizeof name, "%sreward", prefix);
+    grpo_metric_set(row, name, grpo_nanmean(sum, (int)n, 1));
+    for (int k = 0; k < K; k++)
+        if (acc < 0 && !strcmp(rs->specs[k]->plugin, "builtin.accuracy")) acc = k;
+    snprintf(name, sizeof name, "%saccuracy", prefix);
+    grpo_metric_set(row, name, acc >= 0 ? grpo_nanmean(R + acc, (int)n, K) : NAN);
+    for (int k = 0; k < K; k++) {
+        snprintf(name, sizeof name, "%srewards/%s/mean", prefix, rs->specs[k]->name);
+        grpo_metric_set(row, name, grpo_nanmean(R + k, (int)n, K));
+    }
+}
+
+int grpo_evaluate(grpo_run *r, grpo_model *m, grpo_reward_set *rs, const grpo_dataset *ds, size_t n,
+                  float temperature, grpo_rng *rng, const char *prefix, grpo_metric_row *row,
+                  grpo_error *err) {
+    int K = rs->n;
+    float *R = malloc((n * K + 1) * sizeof(float)), *w = malloc(((size_t)K + 1) * sizeof(float));
+    float *sum = malloc((n + 1) * sizeof(float));
+    int rc = R && w && sum ? GRPO_OK : grpo_error_set(err, GRPO_ERR_NOMEM, "eval: out of memory");
+    grpo_sampler_opts so = {{temperature, 0, 1.0f, 0.0f, 1.0f},
+                            1,
+                            (int32_t)r->cfg.sampling_max_completion_length,
+                            {0},
+                            r->n_eos,
+                            r->pad_id};
+    memcpy(so.eos, r->eos, sizeof so.eos);
+    for (size_t i = 0; rc == GRPO_OK && i < n; i += EVAL_BATCH)
+        rc = eval_batch(r, m, rs, ds, i, (int32_t)(n - i < EVAL_BATCH ? n - i : EVAL_BATCH), &so,
+                        rng, R + i * K, err);
+    if (rc == GRPO_OK) {
+        grpo_reward_set_weights(rs, w);
+        grpo_reward_sum(sum, R, w, (int)n, K);
+        eval_metrics(rs, R, sum, n, prefix, row);
+    }
+    free(R), free(w), free(sum);
+    return rc;
+}

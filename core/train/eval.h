@@ -1,0 +1,23 @@
+/*
+ * eval.h — the evaluation `grpo eval` runs and `grpo train` runs every train.eval_every steps:
+ * one completion per prompt of a dataset (greedy at temperature 0, else sampled), scored by the
+ * run's rewards through the rollout stage (rollout.h), reduced to means.
+ *
+ * Metrics written to a row, each name prefixed (e.g. "eval/"): reward (the mean weighted sum of
+ * the rewards), accuracy (the mean score of the first builtin.accuracy reward; NaN when the run has
+ * none) and rewards/NAME/mean for every reward. NaN scores (no opinion) are left out of the means.
+ */
+#ifndef GRPO_EVAL_H
+#define GRPO_EVAL_H
+
+#include "train/metrics.h"
+#include "train/rewards.h"
+#include "train/run.h"
+
+/* Evaluates m on the first n examples of ds (each must fit data.max_prompt_length: eval skips
+ * none), max_completion_length and EOS as in training; rng advances only when sampling. */
+int grpo_evaluate(grpo_run *r, grpo_model *m, grpo_reward_set *rs, const grpo_dataset *ds, size_t n,
+                  float temperature, grpo_rng *rng, const char *prefix, grpo_metric_row *row,
+                  grpo_error *err);
+
+#endif
