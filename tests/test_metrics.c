@@ -66,7 +66,8 @@ START_TEST(series_skip_nulls_and_absent_values) {
     ck_assert(s[1].steps[0] == 2 && s[1].values[1] == 0.02);
 
     FILE *f = tmpfile();
-    grpo_plot_svg(f, s, 2, "t<1>");
+    const char *runs[] = {"a"};
+    grpo_plot_svg(f, s, 1, 2, runs, 0.0, "t<1>");
     char *svg = slurp(f);
     ck_assert_ptr_nonnull(strstr(svg, "<svg"));
     ck_assert_ptr_nonnull(strstr(svg, "t&lt;1&gt;"));
@@ -79,6 +80,21 @@ START_TEST(series_skip_nulls_and_absent_values) {
     fclose(f);
     grpo_series_free(s, 2);
     remove(path);
+}
+END_TEST
+
+/* TensorBoard's smoothing: debiased EMA; the first value stays, a constant stays constant. */
+START_TEST(smoothing_is_tensorboards) {
+    const double v[] = {1, 2, 3, 3, 3};
+    double out[5];
+    grpo_smooth(v, 5, 0.6, out);
+    ck_assert(fabs(out[0] - 1) < 1e-12);
+    ck_assert(fabs(out[1] - (0.6 * 0.4 * 1 + 0.4 * 2) / (1 - 0.36)) < 1e-12);
+    const double c[] = {5, 5, 5};
+    grpo_smooth(c, 3, 0.9, out);
+    ck_assert(fabs(out[2] - 5) < 1e-12);
+    grpo_smooth(v, 5, 0.0, out);
+    ck_assert(out[3] == 3);
 }
 END_TEST
 
@@ -161,6 +177,7 @@ int main(void) {
     tcase_add_test(tc, log_write_on_a_full_disk_is_an_error);
     tcase_add_test(tc, series_skip_nulls_and_absent_values);
     tcase_add_test(tc, bad_line_names_file_and_line);
+    tcase_add_test(tc, smoothing_is_tensorboards);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -72,10 +72,32 @@ void grpo_series_free(grpo_series *s, int n) {
     }
 }
 
-static void range_of(const double *x, int n, double *lo, double *hi) {
+/* The min and max over every series of the panel (x: steps, y: values). */
+static void panel_range(const grpo_series *s, int n_runs, int stride, int y, double *lo,
+                        double *hi) {
     *lo = INFINITY, *hi = -INFINITY;
-    for (int i = 0; i < n; i++) *lo = fmin(*lo, x[i]), *hi = fmax(*hi, x[i]);
+    for (int r = 0; r < n_runs; r++) {
+        const grpo_series *t = &s[r * stride];
+        const double *x = y ? t->values : t->steps;
+        for (int i = 0; i < t->n; i++) *lo = fmin(*lo, x[i]), *hi = fmax(*hi, x[i]);
+    }
     if (!(*hi > *lo)) *lo -= 0.5, *hi += 0.5; /* flat or single-point series */
+}
+
+/* A round tick step (1, 2 or 5 times a power of ten) giving at most about 6 ticks over
+ * [lo, hi]. */
+static double tick_step(double lo, double hi) {
+    double raw = (hi - lo) / 5, p = pow(10, floor(log10(raw))), m = raw / p;
+    return p * (m <= 1 ? 1 : m <= 2 ? 2 : m <= 5 ? 5 : 10);
+}
+
+void grpo_smooth(const double *v, int n, double w, double *out) {
+    double last = 0, weight = 1;
+    for (int i = 0; i < n; i++) {
+        last = last * w + (1 - w) * v[i];
+        weight *= w;
+        out[i] = w > 0 ? last / (1 - weight) : v[i];
+    }
 }
 
 static void svg_escape(FILE *f, const char *s) {
@@ -83,44 +105,97 @@ static void svg_escape(FILE *f, const char *s) {
         if (*s == '<') fputs("&lt;", f);
         else if (*s == '>') fputs("&gt;", f);
         else if (*s == '&') fputs("&amp;", f);
+        else if (*s == '"') fputs("&quot;", f);
         else fputc(*s, f);
     }
 }
 
-static void plot_panel(FILE *f, const grpo_series *s, int y0) {
-    const int w = PANEL_W - MARGIN_L - MARGIN_R, h = PANEL_H - MARGIN_T - MARGIN_B;
+static const char *const colors[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728",
+                                     "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"};
+
+typedef struct frame {
     double x_lo, x_hi, y_lo, y_hi;
-    fprintf(f, "<g transform=\"translate(0,%d)\">\n<text x=\"%d\" y=\"20\" font-size=\"14\">", y0, MARGIN_L);
-    svg_escape(f, s->name);
-    fprintf(f, "%s</text>\n", s->n ? "" : " (no values)");
-    fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"none\" stroke=\"#888\"/>\n",
-            MARGIN_L, MARGIN_T, w, h);
-    if (!s->n) return (void)fputs("</g>\n", f);
-    range_of(s->steps, s->n, &x_lo, &x_hi);
-    range_of(s->values, s->n, &y_lo, &y_hi);
-    for (int t = 0; t <= 4; t++) { /* 5 ticks on each axis */
-        double fy = t / 4.0, yv = y_lo + fy * (y_hi - y_lo), xv = x_lo + fy * (x_hi - x_lo);
-        double py = MARGIN_T + h * (1 - fy), px = MARGIN_L + w * fy;
-        fprintf(f, "<text x=\"%d\" y=\"%.1f\" font-size=\"11\" text-anchor=\"end\">%.4g</text>\n",
-                MARGIN_L - 6, py + 4, yv);
-        fprintf(f, "<text x=\"%.1f\" y=\"%d\" font-size=\"11\" text-anchor=\"middle\">%.4g</text>\n",
-                px, MARGIN_T + h + 16, xv);
-    }
-    fputs("<polyline fill=\"none\" stroke=\"#1f77b4\" stroke-width=\"1.5\" points=\"", f);
-    for (int i = 0; i < s->n; i++)
-        fprintf(f, "%.2f,%.2f ", MARGIN_L + w * (s->steps[i] - x_lo) / (x_hi - x_lo),
-                MARGIN_T + h * (1 - (s->values[i] - y_lo) / (y_hi - y_lo)));
-    fprintf(f, "\"/>\n<text x=\"%d\" y=\"%d\" font-size=\"11\" text-anchor=\"middle\">step</text>\n</g>\n",
-            MARGIN_L + w / 2, PANEL_H - 6);
+    int w, h;
+} frame;
+
+static void polyline(FILE *f, const frame *fr, const double *x, const double *y, int n,
+                     const char *color, double opacity) {
+    fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" stroke-opacity=\"%.2f\" stroke-width=\"1.5\" "
+               "points=\"", color, opacity);
+    for (int i = 0; i < n; i++)
+        fprintf(f, "%.2f,%.2f ", MARGIN_L + fr->w * (x[i] - fr->x_lo) / (fr->x_hi - fr->x_lo),
+                MARGIN_T + fr->h * (1 - (y[i] - fr->y_lo) / (fr->y_hi - fr->y_lo)));
+    fputs("\"/>\n", f);
 }
 
-void grpo_plot_svg(FILE *f, const grpo_series *series, int n, const char *title) {
-    int height = n * PANEL_H + 30;
+/* Gridlines and labels at the round values inside [lo, hi] of one axis. */
+static void ticks(FILE *f, const frame *fr, int y_axis) {
+    double lo = y_axis ? fr->y_lo : fr->x_lo, hi = y_axis ? fr->y_hi : fr->x_hi;
+    double step = tick_step(lo, hi);
+    for (double v = ceil(lo / step) * step; v <= hi + step * 1e-9; v += step) {
+        double t = (v - lo) / (hi - lo), a = fabs(v) < step * 1e-9 ? 0 : v;
+        if (y_axis) {
+            double py = MARGIN_T + fr->h * (1 - t);
+            fprintf(f, "<line x1=\"%d\" x2=\"%d\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#eee\"/>\n"
+                       "<text x=\"%d\" y=\"%.1f\" font-size=\"11\" text-anchor=\"end\">%.4g</text>\n",
+                    MARGIN_L, MARGIN_L + fr->w, py, py, MARGIN_L - 6, py + 4, a);
+        } else {
+            double px = MARGIN_L + fr->w * t;
+            fprintf(f, "<text x=\"%.1f\" y=\"%d\" font-size=\"11\" text-anchor=\"middle\">%.4g</text>\n",
+                    px, MARGIN_T + fr->h + 16, a);
+        }
+    }
+}
+
+/* Panel of metric m: every run's line (raw faint and smoothed solid when smoothing). */
+static void plot_panel(FILE *f, const grpo_series *s, int n_runs, int stride, double smooth,
+                       int y0) {
+    frame fr = {0, 0, 0, 0, PANEL_W - MARGIN_L - MARGIN_R, PANEL_H - MARGIN_T - MARGIN_B};
+    int total = 0;
+    for (int r = 0; r < n_runs; r++) total += s[r * stride].n;
+    fprintf(f, "<g transform=\"translate(0,%d)\">\n<text x=\"%d\" y=\"20\" font-size=\"14\">", y0,
+            MARGIN_L);
+    svg_escape(f, s->name);
+    fprintf(f, "%s</text>\n", total ? "" : " (no values)");
+    fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"none\" stroke=\"#888\"/>\n",
+            MARGIN_L, MARGIN_T, fr.w, fr.h);
+    if (!total) return (void)fputs("</g>\n", f);
+    panel_range(s, n_runs, stride, 0, &fr.x_lo, &fr.x_hi);
+    panel_range(s, n_runs, stride, 1, &fr.y_lo, &fr.y_hi);
+    ticks(f, &fr, 1), ticks(f, &fr, 0);
+    for (int r = 0; r < n_runs; r++) {
+        const grpo_series *t = &s[r * stride];
+        const char *color = colors[r % (int)(sizeof colors / sizeof colors[0])];
+        double *sm = smooth > 0 ? malloc((size_t)(t->n ? t->n : 1) * sizeof *sm) : NULL;
+        polyline(f, &fr, t->steps, t->values, t->n, color, sm ? 0.3 : 1.0);
+        if (sm) {
+            grpo_smooth(t->values, t->n, smooth, sm);
+            polyline(f, &fr, t->steps, sm, t->n, color, 1.0);
+        }
+        free(sm);
+    }
+    fprintf(f, "<text x=\"%d\" y=\"%d\" font-size=\"11\" text-anchor=\"middle\">step</text>\n</g>\n",
+            MARGIN_L + fr.w / 2, PANEL_H - 6);
+}
+
+void grpo_plot_svg(FILE *f, const grpo_series *series, int n_runs, int n_metrics,
+                   const char *const *runs, double smooth, const char *title) {
+    int legend = n_runs > 1 ? 18 * n_runs + 6 : 0, height = n_metrics * PANEL_H + 30 + legend;
     fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
                "font-family=\"sans-serif\">\n<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n"
-               "<text x=\"%d\" y=\"20\" font-size=\"16\" font-weight=\"bold\">", PANEL_W, height, MARGIN_L);
+               "<text x=\"%d\" y=\"20\" font-size=\"16\" font-weight=\"bold\">",
+            PANEL_W, height, MARGIN_L);
     svg_escape(f, title);
     fputs("</text>\n", f);
-    for (int k = 0; k < n; k++) plot_panel(f, &series[k], 30 + k * PANEL_H);
+    for (int r = 0; legend && r < n_runs; r++) {
+        fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"14\" height=\"4\" fill=\"%s\"/>"
+                   "<text x=\"%d\" y=\"%d\" font-size=\"12\">",
+                MARGIN_L, 34 + 18 * r, colors[r % (int)(sizeof colors / sizeof colors[0])],
+                MARGIN_L + 20, 40 + 18 * r);
+        svg_escape(f, runs[r]);
+        fputs("</text>\n", f);
+    }
+    for (int m = 0; m < n_metrics; m++)
+        plot_panel(f, &series[m], n_runs, n_metrics, smooth, 30 + legend + m * PANEL_H);
     fputs("</svg>\n", f);
 }

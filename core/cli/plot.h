@@ -1,5 +1,9 @@
 /*
- * plot.h — `grpo plot`: metrics.jsonl → a standalone SVG, one panel per metric over steps.
+ * plot.h — `grpo plot` and `grpo report`: metrics.jsonl files → a standalone SVG, one panel per
+ * metric over steps, one line per run (several runs overlaid for comparison). Axis ticks fall on
+ * round values (1, 2 or 5 times a power of ten). With smoothing w in (0, 1) each line is drawn
+ * faint as logged and solid smoothed, by TensorBoard's formula: an exponential moving average
+ * last = w * last + (1 - w) * value, debiased by 1 - w^k after k values.
  */
 #ifndef GRPO_PLOT_H
 #define GRPO_PLOT_H
@@ -22,7 +26,13 @@ int grpo_series_read(const char *path, const char *const *names, int n_names, gr
                      grpo_error *err);
 void grpo_series_free(grpo_series *s, int n);
 
-/* Writes the SVG: panels stacked vertically, each with its own y range, axes ticks and title. */
-void grpo_plot_svg(FILE *f, const grpo_series *series, int n, const char *title);
+/* Writes the SVG: n_metrics panels stacked vertically, each with its own y range, ticks and
+ * title; series[r * n_metrics + m] is run r's metric m (runs[r] names it in the legend when there
+ * are several). smooth: 0 = lines as logged, else the EMA weight described above. */
+void grpo_plot_svg(FILE *f, const grpo_series *series, int n_runs, int n_metrics,
+                   const char *const *runs, double smooth, const char *title);
+
+/* TensorBoard's smoothing of v[n] into out[n] (weight w in [0, 1); 0 copies). */
+void grpo_smooth(const double *v, int n, double w, double *out);
 
 #endif
