@@ -5,8 +5,11 @@
  */
 #include "grpo/grpo.h"
 
+#include <math.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 GRPO_PLUGIN_MAGIC()
 
@@ -22,6 +25,10 @@ static int32_t mb_create(const grpo_host *host, const grpo_config *cfg, void **s
     (void)host;
     const char *fail_in = grpo_config_get(cfg, "fail_in");
     if (fail_in && strcmp(fail_in, "create") == 0) return fail_without_nul(err);
+    const char *lo = grpo_config_get(cfg, "min"), *hi = grpo_config_get(cfg, "max");
+    if (lo && hi && atof(lo) > atof(hi)) /* mb.range's own check of its keys */
+        return grpo_error_set(err, GRPO_ERR_INVALID, "min = %s is above max = %s; expected "
+                              "min <= max", lo, hi);
     const char *status = grpo_config_get(cfg, "status");
     *state = (void *)(intptr_t)(status ? atoi(status) : 0);
     return GRPO_OK;
@@ -84,6 +91,41 @@ static int32_t segv_score(void *state, const grpo_sample *s, uint32_t n, float *
     return GRPO_OK;
 }
 
+/* mb.abort: abort() (SIGABRT), with the handler the host installed left alone. */
+static int32_t abort_score(void *state, const grpo_sample *s, uint32_t n, float *out,
+                           grpo_error *err) {
+    (void)state, (void)s, (void)n, (void)out, (void)err;
+    abort();
+}
+
+/* mb.null: writes through a null pointer (a real SIGSEGV, not a raised one). */
+static int32_t null_score(void *state, const grpo_sample *s, uint32_t n, float *out,
+                          grpo_error *err) {
+    (void)s, (void)n, (void)out, (void)err;
+    int *volatile p = (int *)state; /* NULL: mb_create stores status 0 */
+    *p = 1;
+    return GRPO_OK;
+}
+
+/* mb.print: scores 1, after printing to stdout with stdio (unflushed) and with write(2). */
+static int32_t print_score(void *state, const grpo_sample *s, uint32_t n, float *out,
+                           grpo_error *err) {
+    (void)state, (void)s, (void)err;
+    printf("mb.print: stdio text on stdout\n");
+    static const char raw[] = "mb.print: raw text on fd 1\n";
+    if (write(1, raw, sizeof raw - 1) < 0) return GRPO_ERR_IO;
+    for (uint32_t i = 0; i < n; i++) out[i] = 1.0f;
+    return GRPO_OK;
+}
+
+/* mb.nan: NaN (no opinion) for every sample. */
+static int32_t nan_score(void *state, const grpo_sample *s, uint32_t n, float *out,
+                         grpo_error *err) {
+    (void)state, (void)s, (void)err;
+    for (uint32_t i = 0; i < n; i++) out[i] = NAN;
+    return GRPO_OK;
+}
+
 #define MB_REWARD(ID, DESC, SCORE)                                                             \
     {(uint32_t)sizeof(grpo_reward_desc), ID, DESC, 0, mb_create, SCORE, mb_destroy}
 
@@ -95,6 +137,11 @@ static const grpo_reward_desc rewards[] = {
     MB_REWARD("mb.nonul", "fails with an unterminated error message", nonul_score),
     MB_REWARD("mb.exit", "calls exit() from score", exit_score),
     MB_REWARD("mb.segv", "dies of SIGSEGV in score", segv_score),
+    MB_REWARD("mb.abort", "calls abort() from score", abort_score),
+    MB_REWARD("mb.null", "writes through a null pointer in score", null_score),
+    MB_REWARD("mb.print", "prints to stdout from score, then scores 1", print_score),
+    MB_REWARD("mb.nan", "scores NaN for every sample", nan_score),
+    MB_REWARD("mb.range", "scores 1; create refuses min > max", ones_score),
 };
 
 static const grpo_reward_desc *get_reward(uint32_t i) {
