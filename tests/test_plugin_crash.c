@@ -70,7 +70,7 @@ static void one_reward_open(one_reward *r, const char *name, const char *id) {
 static void samples(grpo_sample s[3]) {
     for (int i = 0; i < 3; i++)
         s[i] = (grpo_sample){.struct_size = sizeof(grpo_sample), .prompt = "p",
-                             .completion = "c", .group = 0, .member = (uint32_t)i};
+                             .completion = "boom", .group = 0, .member = (uint32_t)i};
 }
 
 /* In a child with stderr on err_path: creates reward id, marks step 3 batch 2, scores. Returns

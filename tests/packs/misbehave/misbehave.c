@@ -91,11 +91,15 @@ static int32_t segv_score(void *state, const grpo_sample *s, uint32_t n, float *
     return GRPO_OK;
 }
 
-/* mb.abort: abort() (SIGABRT), with the handler the host installed left alone. */
+/* mb.abort: abort() (SIGABRT) when a completion is "boom", with the handler the host installed
+ * left alone; 1 for every sample otherwise. */
 static int32_t abort_score(void *state, const grpo_sample *s, uint32_t n, float *out,
                            grpo_error *err) {
-    (void)state, (void)s, (void)n, (void)out, (void)err;
-    abort();
+    (void)state, (void)err;
+    for (uint32_t i = 0; i < n; i++)
+        if (s[i].completion && strcmp(s[i].completion, "boom") == 0) abort();
+    for (uint32_t i = 0; i < n; i++) out[i] = 1.0f;
+    return GRPO_OK;
 }
 
 /* mb.null: writes through a null pointer (a real SIGSEGV, not a raised one). */
@@ -137,7 +141,7 @@ static const grpo_reward_desc rewards[] = {
     MB_REWARD("mb.nonul", "fails with an unterminated error message", nonul_score),
     MB_REWARD("mb.exit", "calls exit() from score", exit_score),
     MB_REWARD("mb.segv", "dies of SIGSEGV in score", segv_score),
-    MB_REWARD("mb.abort", "calls abort() from score", abort_score),
+    MB_REWARD("mb.abort", "calls abort() from score on a completion \"boom\"", abort_score),
     MB_REWARD("mb.null", "writes through a null pointer in score", null_score),
     MB_REWARD("mb.print", "prints to stdout from score, then scores 1", print_score),
     MB_REWARD("mb.nan", "scores NaN for every sample", nan_score),
