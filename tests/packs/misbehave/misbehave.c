@@ -20,6 +20,11 @@ static int32_t fail_without_nul(grpo_error *err) {
     return GRPO_ERR_INVALID;
 }
 
+typedef struct mb_state {
+    int status;        /* mb.exit: the status for exit() */
+    long after, calls; /* mb.abort: abort on score call number after + 1 (after > 0) */
+} mb_state;
+
 static int32_t mb_create(const grpo_host *host, const grpo_config *cfg, void **state,
                          grpo_error *err) {
     (void)host;
@@ -29,12 +34,16 @@ static int32_t mb_create(const grpo_host *host, const grpo_config *cfg, void **s
     if (lo && hi && atof(lo) > atof(hi)) /* mb.range's own check of its keys */
         return grpo_error_set(err, GRPO_ERR_INVALID, "min = %s is above max = %s; expected "
                               "min <= max", lo, hi);
-    const char *status = grpo_config_get(cfg, "status");
-    *state = (void *)(intptr_t)(status ? atoi(status) : 0);
+    const char *status = grpo_config_get(cfg, "status"), *after = grpo_config_get(cfg, "after");
+    mb_state *st = calloc(1, sizeof *st);
+    if (!st) return grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory");
+    st->status = status ? atoi(status) : 0;
+    st->after = after ? atol(after) : 0;
+    *state = st;
     return GRPO_OK;
 }
 
-static void mb_destroy(void *state) { (void)state; }
+static void mb_destroy(void *state) { free(state); }
 
 /* mb.ones: 1 for every sample. */
 static int32_t ones_score(void *state, const grpo_sample *s, uint32_t n, float *out,
@@ -80,7 +89,7 @@ static int32_t nonul_score(void *state, const grpo_sample *s, uint32_t n, float 
 static int32_t exit_score(void *state, const grpo_sample *s, uint32_t n, float *out,
                           grpo_error *err) {
     (void)s, (void)n, (void)out, (void)err;
-    exit((int)(intptr_t)state);
+    exit(((mb_state *)state)->status);
 }
 
 static int32_t segv_score(void *state, const grpo_sample *s, uint32_t n, float *out,
@@ -91,11 +100,13 @@ static int32_t segv_score(void *state, const grpo_sample *s, uint32_t n, float *
     return GRPO_OK;
 }
 
-/* mb.abort: abort() (SIGABRT) when a completion is "boom", with the handler the host installed
- * left alone; 1 for every sample otherwise. */
+/* mb.abort: abort() (SIGABRT) when a completion is "boom", or on its score call number after + 1
+ * (key after > 0), with the handler the host installed left alone; 1 for every sample otherwise. */
 static int32_t abort_score(void *state, const grpo_sample *s, uint32_t n, float *out,
                            grpo_error *err) {
-    (void)state, (void)err;
+    (void)err;
+    mb_state *st = state;
+    if (st->after > 0 && ++st->calls > st->after) abort();
     for (uint32_t i = 0; i < n; i++)
         if (s[i].completion && strcmp(s[i].completion, "boom") == 0) abort();
     for (uint32_t i = 0; i < n; i++) out[i] = 1.0f;
@@ -105,8 +116,8 @@ static int32_t abort_score(void *state, const grpo_sample *s, uint32_t n, float 
 /* mb.null: writes through a null pointer (a real SIGSEGV, not a raised one). */
 static int32_t null_score(void *state, const grpo_sample *s, uint32_t n, float *out,
                           grpo_error *err) {
-    (void)s, (void)n, (void)out, (void)err;
-    int *volatile p = (int *)state; /* NULL: mb_create stores status 0 */
+    (void)state, (void)s, (void)n, (void)out, (void)err;
+    int *volatile p = NULL;
     *p = 1;
     return GRPO_OK;
 }
