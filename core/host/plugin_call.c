@@ -108,7 +108,18 @@ static void crash_handler(int sig) {
     raise(sig);
 }
 
+/* A stack for the handler when the plugin overflowed its own; only where none is set (a
+ * sanitizer may have one). Main thread only, like the marker. */
+static void alt_stack_install(void) {
+    static char alt[1 << 16];
+    stack_t old;
+    if (sigaltstack(NULL, &old) != 0 || !(old.ss_flags & SS_DISABLE)) return;
+    stack_t ss = {.ss_sp = alt, .ss_size = sizeof alt, .ss_flags = 0};
+    sigaltstack(&ss, NULL);
+}
+
 static void crash_guard_install(void) {
+    alt_stack_install();
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = crash_handler;

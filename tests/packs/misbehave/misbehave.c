@@ -113,12 +113,31 @@ static int32_t abort_score(void *state, const grpo_sample *s, uint32_t n, float 
     return GRPO_OK;
 }
 
-/* mb.null: writes through a null pointer (a real SIGSEGV, not a raised one). */
+/* mb.null: writes near address 0 (a real SIGSEGV, not a raised one). */
 static int32_t null_score(void *state, const grpo_sample *s, uint32_t n, float *out,
                           grpo_error *err) {
     (void)state, (void)s, (void)n, (void)out, (void)err;
-    int *volatile p = NULL;
+    /* address 16 of the unmapped first page: a real fault, not a null store that a compiler
+     * may drop or UBSan may stop first; volatile so the store stays */
+    volatile int *volatile p = (volatile int *)(uintptr_t)16;
     *p = 1;
+    return GRPO_OK;
+}
+
+/* Recurses until the stack runs out (each frame keeps a live buffer, so no tail call). */
+#pragma GCC diagnostic ignored "-Winfinite-recursion"
+__attribute__((noinline)) static long deep(long depth) {
+    volatile char frame[256];
+    frame[0] = (char)depth;
+    return deep(depth + 1) + frame[0];
+}
+
+/* mb.deep: overflows the stack (SIGSEGV, for a handler without an alternate stack: none). */
+static int32_t deep_score(void *state, const grpo_sample *s, uint32_t n, float *out,
+                          grpo_error *err) {
+    (void)state, (void)s, (void)err;
+    long v = deep(0);
+    for (uint32_t i = 0; i < n; i++) out[i] = (float)v;
     return GRPO_OK;
 }
 
@@ -153,7 +172,8 @@ static const grpo_reward_desc rewards[] = {
     MB_REWARD("mb.exit", "calls exit() from score", exit_score),
     MB_REWARD("mb.segv", "dies of SIGSEGV in score", segv_score),
     MB_REWARD("mb.abort", "calls abort() from score on a completion \"boom\"", abort_score),
-    MB_REWARD("mb.null", "writes through a null pointer in score", null_score),
+    MB_REWARD("mb.null", "writes near address 0 in score", null_score),
+    MB_REWARD("mb.deep", "overflows the stack in score", deep_score),
     MB_REWARD("mb.print", "prints to stdout from score, then scores 1", print_score),
     MB_REWARD("mb.nan", "scores NaN for every sample", nan_score),
     MB_REWARD("mb.range", "scores 1; create refuses min > max", ones_score),
