@@ -234,7 +234,10 @@ static grpo_tokenizer *model_tokenizer(const grpo_run_config *cfg, const char *c
 static int reward_score_usage(FILE *f) {
     fputs("usage: grpo reward score --config RUN.ini --input SAMPLES.jsonl [--plugin-path DIR]...\n"
           "  scores each {\"prompt\", \"completion\", ...fields} line with the run file's [reward.*]\n"
-          "  sections and prints {\"line\", \"rewards\": {NAME: value}, \"total\"} per line\n", f);
+          "  sections and prints {\"line\", \"rewards\": {NAME: value}, \"total\"} per line.\n"
+          "  Consecutive lines with the same \"group\" (default: each line its own) are scored as\n"
+          "  one batch, printed and flushed before the next. With model.path in the run file, its\n"
+          "  tokenizer fills completion_ids as in training.\n", f);
     return f == stdout ? 0 : 2;
 }
 

@@ -13,6 +13,10 @@
  * - Its error message is read only up to the end of its buffer (a missing NUL is supplied).
  * - A call to exit() inside create, score or destroy is reported and the process ends with a
  *   non-zero status (registry.h, grpo_plugin_call_begin).
+ * - A crash (SIGSEGV, SIGBUS, SIGABRT, SIGILL, SIGFPE) inside those calls is reported with the
+ *   plugin, its pack and library, the section, and the step and batch the trainer last set
+ *   (grpo_plugin_call_progress), before the process dies of it (plugin_call.h).
+ * - What it prints to stdout goes to stderr, never into grpo's data output (plugin_call.h).
  * - With `isolate = true` in its section, score runs in a forked child process that sends the n
  *   scores (and any error) back through a pipe: a crash, signal or exit() there makes that
  *   batch's scores NaN with one warning naming the section, the plugin and what happened, and the
