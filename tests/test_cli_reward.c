@@ -312,6 +312,15 @@ START_TEST(config_check_creates_every_reward) {
     write_file("run.ini", "[reward.band]\nplugin = mb.range\nmin = 0\nmax = 1\n", cfg, sizeof cfg);
     ck_assert_int_eq(grpo(args), 0);
     ck_assert_msg(strstr(slurp(out_path), "[reward.band]\n"), "%s", slurp(out_path));
+    /* a reward whose create tokenizes gets the model's tokenizer, as in a run */
+    write_file("run.ini", "[model]\npath = " TOKENIZER "\n[reward.band]\nplugin = mb.range\n"
+               "tokens = hello world\n", cfg, sizeof cfg);
+    ck_assert_int_eq(grpo(args), 0);
+    write_file("run.ini", "[reward.band]\nplugin = mb.range\ntokens = hello world\n", cfg, sizeof cfg);
+    ck_assert_int_eq(grpo(args), 1);
+    snprintf(want, sizeof want, "%s:1: [reward.band] (plugin mb.range): tokens: the host has no "
+             "tokenizer\n", cfg);
+    ck_assert_str_eq(slurp(err_path), want);
 }
 END_TEST
 

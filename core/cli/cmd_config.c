@@ -3,6 +3,7 @@
  * `grpo config keys` (every run-file key with its type, default and meaning).
  */
 #include "cli/cli.h"
+#include "cli/run_tokenizer.h"
 #include "config/config.h"
 #include "host/env.h"
 #include "train/rewards.h"
@@ -93,18 +94,22 @@ static int reward_try(const grpo_run_config *cfg, int k, const char *file, grpo_
     return rc != GRPO_OK;
 }
 
-/* Every reward of cfg created once (reward models on the cpu backend); the count that failed,
- * each printed, or 1 when no backend could be opened. */
+/* Every reward of cfg created once, with what a run gives them (reward models on the cpu
+ * backend, the model's tokenizer when it loads: a run that cannot load it fails when it opens,
+ * not here); the count that failed, each printed, or 1 when no backend could be opened. */
 static int rewards_check(const grpo_run_config *cfg, const char *file, grpo_env *env) {
     grpo_error err;
     grpo_error_init(&err);
-    if (cfg->n_rewards > 0 &&
-        grpo_env_backend(env, "cpu", (int32_t)cfg->train_threads, &err) != GRPO_OK) {
+    if (cfg->n_rewards == 0) return 0;
+    if (grpo_env_backend(env, "cpu", (int32_t)cfg->train_threads, &err) != GRPO_OK) {
         fprintf(stderr, "grpo config check: %s\n", err.message);
         return 1;
     }
+    grpo_tokenizer *tok = NULL;
+    grpo_cli_run_tokenizer(cfg, &env->host, &tok, &err);
     int bad = 0;
     for (int k = 0; k < cfg->n_rewards; k++) bad += reward_try(cfg, k, file, env);
+    grpo_tokenizer_free(tok);
     return bad;
 }
 

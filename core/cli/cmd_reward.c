@@ -20,8 +20,8 @@
 
 #include "cli/cli.h"
 #include "config/config.h"
+#include "cli/run_tokenizer.h"
 #include "host/env.h"
-#include "text/tokenizer.h"
 #include "train/reward_batch.h"
 #include "train/reward_sum.h"
 #include "train/rewards.h"
@@ -213,21 +213,16 @@ static int score_lines(grpo_reward_set *set, const score_line *lines, uint32_t n
     return rc;
 }
 
-/* The tokenizer of the run file's model (model.path), or NULL with a warning saying why when the
- * run file names none or it cannot be loaded (completion_ids then stay empty). */
-static grpo_tokenizer *model_tokenizer(const grpo_run_config *cfg, const char *config) {
-    if (!cfg->model_path || !cfg->model_path[0]) return NULL;
-    char *dir = grpo_run_config_input_path(cfg, cfg->model_path);
+/* The tokenizer of the run file's model (model.path) into host, or NULL: none named, or a
+ * warning says why it could not be loaded (completion_ids then stay empty). */
+static grpo_tokenizer *model_tokenizer(const grpo_run_config *cfg, const char *config,
+                                       grpo_host *host) {
     grpo_tokenizer *tok = NULL;
     grpo_error err;
     grpo_error_init(&err);
-    if (!dir || grpo_tokenizer_load(dir, &tok, &err) != GRPO_OK) {
+    if (grpo_cli_run_tokenizer(cfg, host, &tok, &err) != GRPO_OK)
         fprintf(stderr, "warning: %s: model.path %s: no tokenizer (%s); completion_ids are empty, "
-                "so rewards that count tokens see none\n", config, cfg->model_path,
-                dir ? err.message : "out of memory");
-        tok = NULL;
-    }
-    free(dir);
+                "so rewards that count tokens see none\n", config, cfg->model_path, err.message);
     return tok;
 }
 
@@ -258,11 +253,7 @@ static int reward_score(const char *config, const char *input, const char **extr
     else if (cfg.n_rewards == 0)
         fprintf(stderr, "grpo reward score: %s: no [reward.NAME] section; expected at least one\n", config);
     else {
-        if ((tok = model_tokenizer(&cfg, config))) { /* what training hands the rewards too */
-            env.host.tokenizer = tok;
-            env.host.tokenize = grpo_host_tokenize;
-            env.host.detokenize = grpo_host_detokenize;
-        }
+        tok = model_tokenizer(&cfg, config, &env.host); /* what training hands the rewards too */
         if (grpo_reward_set_create(&set, &cfg, &env.reg, &env.host, &err) != GRPO_OK)
             fprintf(stderr, "grpo reward score: %s: %s\n", config, err.message);
         else if (read_samples(input, &lines, &n) == 0 && lines_tokenize(tok, input, lines, n) == 0)

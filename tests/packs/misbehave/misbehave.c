@@ -27,13 +27,18 @@ typedef struct mb_state {
 
 static int32_t mb_create(const grpo_host *host, const grpo_config *cfg, void **state,
                          grpo_error *err) {
-    (void)host;
     const char *fail_in = grpo_config_get(cfg, "fail_in");
     if (fail_in && strcmp(fail_in, "create") == 0) return fail_without_nul(err);
     const char *lo = grpo_config_get(cfg, "min"), *hi = grpo_config_get(cfg, "max");
     if (lo && hi && atof(lo) > atof(hi)) /* mb.range's own check of its keys */
         return grpo_error_set(err, GRPO_ERR_INVALID, "min = %s is above max = %s; expected "
                               "min <= max", lo, hi);
+    const char *text = grpo_config_get(cfg, "tokens"); /* mb.range: needs the run's tokenizer */
+    int32_t ids[64];
+    if (text && text[0] && (!host->tokenizer || !host->tokenize))
+        return grpo_error_set(err, GRPO_ERR_INVALID, "tokens: the host has no tokenizer");
+    if (text && text[0] && host->tokenize(host->tokenizer, text, ids, 64, err) < 0)
+        return err->status;
     const char *status = grpo_config_get(cfg, "status"), *after = grpo_config_get(cfg, "after");
     mb_state *st = calloc(1, sizeof *st);
     if (!st) return grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory");
