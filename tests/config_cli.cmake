@@ -2,8 +2,10 @@
 #
 # Included by tests/CMakeLists.txt, this file registers the test; run with cmake -P (as the test
 # does), it is the test:
-#   1. check tests/fixtures/config/cli_check.ini against the manifest-only pack in packs/: exit 0,
-#      the resolved INI on stdout; checking that output again gives the same keys and values
+#   1. check tests/fixtures/config/cli_check.ini against the manifest-only pack in packs/: its
+#      rewards cannot be created (no library), each named at its line; with --no-check-paths
+#      (no reward is created): exit 0, the resolved INI on stdout; checking that output again
+#      gives the same keys and values
 #   2. a bad file: exit 1 and the FILE:LINE message on stderr
 #   3. a key of another section is suggested across sections; train.threads is bounded
 #   4. `grpo config keys` is itself a run file that checks (defaults only)
@@ -36,7 +38,16 @@ endfunction()
 file(REMOVE_RECURSE ${WORK_DIR})
 file(MAKE_DIRECTORY ${WORK_DIR})
 
-grpo_run(0 config check cli_check.ini --plugin-path packs)
+# check creates every reward: the manifest-only pack's library is missing, and each reward of it
+# is refused at its section's line; --no-check-paths resolves without creating them
+grpo_run(1 config check cli_check.ini --plugin-path packs)
+foreach(line 8 12)
+  string(FIND "${ERR}" "cli_check.ini:${line}: pack 'cfgtest' (" at)
+  if(at LESS 0)
+    message(FATAL_ERROR "config_cli: expected the reward at line ${line} refused, got:\n${ERR}")
+  endif()
+endforeach()
+grpo_run(0 config check cli_check.ini --plugin-path packs --no-check-paths)
 set(first "${OUT}")
 foreach(want "\n[reward.fmt]\nplugin = cfgtest.format\n" "\npattern = ^<answer>.*</answer>$\n"
     "\nvalue = 0.5                             ; default (manifest)\n"

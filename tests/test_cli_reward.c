@@ -6,6 +6,7 @@
 #include <check.h>
 #include <cjson/cJSON.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,11 +14,14 @@
 #include <unistd.h>
 
 #include "host/registry.h"
+#include "text/tokenizer.h"
 
 #define GRPO GRPO_BINARY_DIR "/grpo"
 #define EXAMPLES GRPO_SOURCE_DIR "/examples"
 /* rewards that misbehave on purpose (tests/packs/misbehave) */
 #define MISBEHAVE GRPO_BINARY_DIR "/tests/plugins/misbehave"
+/* a tokenizer.json directory, standing in for a model directory */
+#define TOKENIZER GRPO_SOURCE_DIR "/tests/fixtures/tokenizer/tiny"
 
 static char dir[256], out_path[300], err_path[300];
 
@@ -137,11 +141,11 @@ static int count_of(const char *text, const char *what) {
     return n;
 }
 
-/* Three samples in dir/in.jsonl; returns its path in in. */
+/* Three samples of one group (scored as one batch) in dir/in.jsonl; returns its path in in. */
 static void three_samples(char *in, size_t size) {
-    write_file("in.jsonl", "{\"prompt\": \"a\", \"completion\": \"x\"}\n"
-                           "{\"prompt\": \"b\", \"completion\": \"y\"}\n"
-                           "{\"prompt\": \"c\", \"completion\": \"z\"}\n", in, size);
+    write_file("in.jsonl", "{\"prompt\": \"a\", \"completion\": \"x\", \"group\": 0}\n"
+                           "{\"prompt\": \"b\", \"completion\": \"y\", \"group\": 0}\n"
+                           "{\"prompt\": \"c\", \"completion\": \"z\", \"group\": 0}\n", in, size);
 }
 
 START_TEST(plugin_exit_is_an_error_not_a_quiet_exit_0) {
@@ -233,6 +237,93 @@ START_TEST(broken_pack_blocks_only_its_own_ids) {
 }
 END_TEST
 
+/* Lines of one group are a batch; each batch is written and flushed before the next is scored,
+ * so when mb.abort aborts on line 3 (its own group) lines 1-2 are already out. */
+START_TEST(reward_score_writes_each_batch_before_the_next) {
+    char cfg[512], in[512], args[2048], want[1024];
+    write_file("run.ini", "[reward.ones]\nplugin = mb.ones\n[reward.bomb]\nplugin = mb.abort\n",
+               cfg, sizeof cfg);
+    write_file("in.jsonl", "{\"completion\": \"x\"}\n{\"completion\": \"y\"}\n"
+                           "{\"completion\": \"boom\"}\n{\"completion\": \"z\"}\n", in, sizeof in);
+    snprintf(args, sizeof args, "reward score --config '%s' --input '%s' --plugin-path " MISBEHAVE,
+             cfg, in);
+    ck_assert_int_eq(grpo(args), 128 + SIGABRT); /* the shell's status for a child's SIGABRT */
+    ck_assert_str_eq(slurp(out_path),
+                     "{\"line\": 1, \"rewards\": {\"ones\": 1, \"bomb\": 1}, \"total\": 2}\n"
+                     "{\"line\": 2, \"rewards\": {\"ones\": 1, \"bomb\": 1}, \"total\": 2}\n");
+    snprintf(want, sizeof want, "fatal: plugin mb.abort (pack mb, library " MISBEHAVE
+             "/libtp-misbehave.so, section [reward.bomb]) died of SIGABRT (abort) during score, "
+             "batch 3; checkpoints already written are intact\n");
+    ck_assert_msg(strstr(slurp(err_path), want), "%s", slurp(err_path));
+}
+END_TEST
+
+/* With model.path in the run file, completion_ids are the completion's tokens (mb.scribble
+ * scores their sum), and what a plugin prints (mb.print) stays out of the JSON lines. */
+START_TEST(reward_score_tokenizes_with_the_model_tokenizer) {
+    char cfg[512], in[512], args[2048];
+    write_file("run.ini", "[model]\npath = " TOKENIZER "\n[reward.ids]\nplugin = mb.scribble\n"
+               "[reward.chat]\nplugin = mb.print\n", cfg, sizeof cfg);
+    const char *completions[] = {"hello world", "xy"};
+    write_file("in.jsonl", "{\"completion\": \"hello world\"}\n{\"completion\": \"xy\"}\n", in,
+               sizeof in);
+    snprintf(args, sizeof args, "reward score --config '%s' --input '%s' --plugin-path " MISBEHAVE,
+             cfg, in);
+    ck_assert_int_eq(grpo(args), 0);
+    grpo_tokenizer *tok;
+    grpo_error err;
+    grpo_error_init(&err);
+    ck_assert_int_eq(grpo_tokenizer_load(TOKENIZER, &tok, &err), GRPO_OK);
+    char *text = slurp(out_path), *line = strtok(text, "\n");
+    int n = 0;
+    for (; line; line = strtok(NULL, "\n"), n++) {
+        cJSON *j = cJSON_Parse(line);
+        ck_assert_msg(j != NULL, "not JSON: %s", line);
+        grpo_tok_ids ids = {0};
+        ck_assert_int_eq(grpo_tokenizer_encode(tok, completions[n], strlen(completions[n]), 0,
+                                               &ids, &err), GRPO_OK);
+        double sum = 0;
+        for (size_t i = 0; i < ids.n; i++) sum += ids.data[i];
+        ck_assert(ids.n > 0 && sum > 0);
+        const cJSON *r = cJSON_GetObjectItem(j, "rewards");
+        ck_assert(cJSON_GetObjectItem(r, "ids")->valuedouble == sum);
+        grpo_tok_ids_free(&ids);
+        cJSON_Delete(j);
+    }
+    ck_assert_int_eq(n, 2);
+    grpo_tokenizer_free(tok);
+    ck_assert_int_eq(count_of(slurp(err_path), "mb.print: stdio text on stdout\n"), 2);
+    ck_assert_int_eq(count_of(slurp(err_path), "mb.print: raw text on fd 1\n"), 2);
+}
+END_TEST
+
+/* `grpo config check` creates every reward: mb.range refusing min > max fails at check time,
+ * naming the run file and its section's line; a good file passes. */
+START_TEST(config_check_creates_every_reward) {
+    char cfg[512], args[2048], want[1024];
+    write_file("run.ini", "[reward.ok]\nplugin = mb.ones\n\n[reward.band]\nplugin = mb.range\n"
+               "min = 2\nmax = 1\n", cfg, sizeof cfg);
+    snprintf(args, sizeof args, "config check '%s' --no-train --plugin-path " MISBEHAVE, cfg);
+    ck_assert_int_eq(grpo(args), 1);
+    snprintf(want, sizeof want, "%s:4: [reward.band] (plugin mb.range): min = 2 is above max = 1; "
+             "expected min <= max\n", cfg);
+    ck_assert_str_eq(slurp(err_path), want);
+    ck_assert_str_eq(slurp(out_path), "");
+    write_file("run.ini", "[reward.band]\nplugin = mb.range\nmin = 0\nmax = 1\n", cfg, sizeof cfg);
+    ck_assert_int_eq(grpo(args), 0);
+    ck_assert_msg(strstr(slurp(out_path), "[reward.band]\n"), "%s", slurp(out_path));
+    /* a reward whose create tokenizes gets the model's tokenizer, as in a run */
+    write_file("run.ini", "[model]\npath = " TOKENIZER "\n[reward.band]\nplugin = mb.range\n"
+               "tokens = hello world\n", cfg, sizeof cfg);
+    ck_assert_int_eq(grpo(args), 0);
+    write_file("run.ini", "[reward.band]\nplugin = mb.range\ntokens = hello world\n", cfg, sizeof cfg);
+    ck_assert_int_eq(grpo(args), 1);
+    snprintf(want, sizeof want, "%s:1: [reward.band] (plugin mb.range): tokens: the host has no "
+             "tokenizer\n", cfg);
+    ck_assert_str_eq(slurp(err_path), want);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("cli_reward");
     TCase *tc = tcase_create("reward score");
@@ -245,6 +336,9 @@ int main(void) {
     tcase_add_test(tc, plugin_exit_is_an_error_not_a_quiet_exit_0);
     tcase_add_test(tc, isolated_crash_and_exit_give_null_scores);
     tcase_add_test(tc, broken_pack_blocks_only_its_own_ids);
+    tcase_add_test(tc, reward_score_writes_each_batch_before_the_next);
+    tcase_add_test(tc, reward_score_tokenizes_with_the_model_tokenizer);
+    tcase_add_test(tc, config_check_creates_every_reward);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -3,8 +3,10 @@
  * `grpo config keys` (every run-file key with its type, default and meaning).
  */
 #include "cli/cli.h"
+#include "cli/run_tokenizer.h"
 #include "config/config.h"
 #include "host/env.h"
+#include "train/rewards.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,10 +22,13 @@ static const char config_usage[] =
     "       value, \"; default\" on keys the file does not set, every reward with all of its\n"
     "       plugin's keys. The output is itself a valid run file with the same meaning\n"
     "       (relative input paths stay relative to FILE's directory).\n"
-    "       Reward plugins are looked up on the plugin path (see `grpo plugins --help`).\n"
+    "       Reward plugins are looked up on the plugin path (see `grpo plugins --help`), and\n"
+    "       every reward is created (then destroyed) with the file's keys, so a plugin that\n"
+    "       refuses its keys fails here, at its section's line, not at the first step.\n"
     "       --set SECTION.KEY=VALUE  change a key after reading FILE (reward.NAME.KEY for a\n"
     "                         reward's key), checked as a line of FILE; marked \"; from --set\"\n"
-    "       --no-check-paths  do not require model.path, data.path, ... to exist\n"
+    "       --no-check-paths  do not require model.path, data.path, ... to exist (and do not\n"
+    "                         create the rewards: they may read files)\n"
     "       --no-train        do not require model.path, data.path and a reward\n"
     "keys   prints every key of a run file, documented, as a commented run file of defaults.\n";
 
@@ -92,6 +97,39 @@ static int parse_args(int argc, char **argv, config_args *a) {
     return 0;
 }
 
+/* Creates and destroys reward k of cfg alone (what training does first): 0, or 1 after printing
+ * FILE:LINE (its section's header) and the plugin's refusal. */
+static int reward_try(const grpo_run_config *cfg, int k, const char *file, grpo_env *env) {
+    grpo_run_config one = *cfg; /* a view with only reward k; owns nothing */
+    one.rewards = &cfg->rewards[k], one.n_rewards = 1;
+    grpo_reward_set set;
+    grpo_error err;
+    grpo_error_init(&err);
+    int rc = grpo_reward_set_create(&set, &one, &env->reg, &env->host, &err);
+    if (rc == GRPO_OK) grpo_reward_set_free(&set);
+    else fprintf(stderr, "%s:%d: %s\n", file, cfg->rewards[k].line, err.message);
+    return rc != GRPO_OK;
+}
+
+/* Every reward of cfg created once, with what a run gives them (reward models on the cpu
+ * backend, the model's tokenizer when it loads: a run that cannot load it fails when it opens,
+ * not here); the count that failed, each printed, or 1 when no backend could be opened. */
+static int rewards_check(const grpo_run_config *cfg, const char *file, grpo_env *env) {
+    grpo_error err;
+    grpo_error_init(&err);
+    if (cfg->n_rewards == 0) return 0;
+    if (grpo_env_backend(env, "cpu", (int32_t)cfg->train_threads, &err) != GRPO_OK) {
+        fprintf(stderr, "grpo config check: %s\n", err.message);
+        return 1;
+    }
+    grpo_tokenizer *tok = NULL;
+    grpo_cli_run_tokenizer(cfg, &env->host, &tok, &err);
+    int bad = 0;
+    for (int k = 0; k < cfg->n_rewards; k++) bad += reward_try(cfg, k, file, env);
+    grpo_tokenizer_free(tok);
+    return bad;
+}
+
 static int config_check(const config_args *a) {
     grpo_env env;
     grpo_error err;
@@ -106,7 +144,11 @@ static int config_check(const config_args *a) {
     int rc = grpo_run_config_load_set(&cfg, a->file, a->sets, a->n_sets, &env.reg, a->flags,
                                       &diag, &err);
     for (int i = 0; i < diag.n; i++) fprintf(stderr, "%s\n", diag.msg[i]);
-    if (rc == GRPO_OK) {
+    if (rc == GRPO_OK && (a->flags & GRPO_CONFIG_CHECK_PATHS) &&
+        rewards_check(&cfg, a->file, &env)) {
+        grpo_run_config_free(&cfg);
+        rc = GRPO_ERR_INVALID;
+    } else if (rc == GRPO_OK) {
         if (grpo_run_config_dump(&cfg, stdout) != 0) {
             fprintf(stderr, "grpo config check: could not write the resolved configuration\n");
             rc = GRPO_ERR_IO;

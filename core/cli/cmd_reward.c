@@ -5,6 +5,11 @@
  * Input lines: {"prompt": "..." | [{"role","content"},...], "completion": "...",
  *               "group": G?, "member": M?, ...other fields passed to rewards}
  * Output lines: {"line": L, "rewards": {"NAME": value|null, ...}, "total": weighted sum|null}
+ *
+ * Consecutive lines of one group are scored as one batch (a reward may compare a group's members),
+ * and each batch's lines are written and flushed before the next is scored: a plugin that crashes
+ * loses nothing already scored. With a model in the run file (model.path) its tokenizer fills
+ * completion_ids (the completion encoded without special tokens) as training does.
  */
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -15,6 +20,7 @@
 
 #include "cli/cli.h"
 #include "config/config.h"
+#include "cli/run_tokenizer.h"
 #include "host/env.h"
 #include "train/reward_batch.h"
 #include "train/reward_sum.h"
@@ -34,6 +40,7 @@ typedef struct score_line {
     char **field_text;
     uint32_t n_fields;
     int lineno;
+    grpo_tok_ids ids; /* the completion's tokens (with a tokenizer), else empty */
 } score_line;
 
 static void score_line_free(score_line *l) {
@@ -41,6 +48,7 @@ static void score_line_free(score_line *l) {
     free(l->field_text);
     free(l->fields);
     free(l->messages);
+    grpo_tok_ids_free(&l->ids);
     cJSON_Delete(l->json);
 }
 
@@ -139,22 +147,92 @@ static int read_samples(const char *path, score_line **lines_out, uint32_t *n_ou
     return bad;
 }
 
-/* The samples of the n lines (text only: no completion ids); 0, or 1 after printing why. */
+/* Encodes each line's completion with tok (no special tokens: training's ids are the sampled
+ * tokens, which never include a BOS); 0, or 1 after printing file:line. */
+static int lines_tokenize(const grpo_tokenizer *tok, const char *path, score_line *lines,
+                          uint32_t n) {
+    for (uint32_t i = 0; tok && i < n; i++) {
+        grpo_error err;
+        grpo_error_init(&err);
+        if (grpo_tokenizer_encode(tok, lines[i].completion, strlen(lines[i].completion), 0,
+                                  &lines[i].ids, &err) != GRPO_OK) {
+            fprintf(stderr, "grpo reward score: %s:%d: cannot tokenize the completion: %s\n", path,
+                    lines[i].lineno, err.message);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* The samples of the n lines, with their token ids when tokenized. */
 static int lines_batch(grpo_reward_batch *b, const score_line *lines, uint32_t n, grpo_error *err) {
-    if (grpo_reward_batch_init(b, n, err) != GRPO_OK) {
-        fprintf(stderr, "grpo reward score: %s\n", err->message);
+    if (grpo_reward_batch_init(b, n, err) != GRPO_OK) return err->status;
+    for (uint32_t i = 0; i < n; i++)
+        grpo_reward_batch_set(b, i, lines[i].prompt, &lines[i].ex, lines[i].completion,
+                              lines[i].ids.data, (uint32_t)lines[i].ids.n, lines[i].group,
+                              lines[i].member, 0);
+    return GRPO_OK;
+}
+
+/* Scores lines (n) as one batch and writes their results, flushed; 0, or 1 after printing why. */
+static int score_batch(grpo_reward_set *set, const score_line *lines, uint32_t n, const float *w,
+                       float *R, float *total) {
+    grpo_error err;
+    grpo_error_init(&err);
+    grpo_reward_batch batch = {0};
+    int rc = lines_batch(&batch, lines, n, &err);
+    if (rc == GRPO_OK) rc = grpo_reward_set_score(set, batch.samples, n, R, &err);
+    grpo_reward_batch_free(&batch);
+    if (rc != GRPO_OK) {
+        fprintf(stderr, "grpo reward score: %s\n", err.message);
         return 1;
     }
-    for (uint32_t i = 0; i < n; i++)
-        grpo_reward_batch_set(b, i, lines[i].prompt, &lines[i].ex, lines[i].completion, NULL, 0,
-                              lines[i].group, lines[i].member, 0);
+    grpo_reward_sum(total, R, w, (int)n, set->n);
+    print_scores(set, lines, n, R, total);
+    if (fflush(stdout) != 0) {
+        fprintf(stderr, "grpo reward score: cannot write the scores: %s\n", strerror(errno));
+        return 1;
+    }
     return 0;
+}
+
+/* Scores every run of consecutive lines of one group as a batch, in file order. */
+static int score_lines(grpo_reward_set *set, const score_line *lines, uint32_t n) {
+    float *R = calloc((size_t)set->n * n + 1, sizeof *R);
+    float *total = calloc((size_t)n + 1, sizeof *total), *w = calloc((size_t)set->n + 1, sizeof *w);
+    int rc = !R || !total || !w;
+    if (rc) fprintf(stderr, "grpo reward score: out of memory for %u samples\n", n);
+    else grpo_reward_set_weights(set, w);
+    long batch = 0;
+    for (uint32_t i = 0, end; rc == 0 && i < n; i = end) {
+        for (end = i + 1; end < n && lines[end].group == lines[i].group;) end++;
+        grpo_plugin_call_progress(0, ++batch); /* a crash report names the batch */
+        rc = score_batch(set, lines + i, end - i, w, R, total);
+    }
+    free(R), free(total), free(w);
+    return rc;
+}
+
+/* The tokenizer of the run file's model (model.path) into host, or NULL: none named, or a
+ * warning says why it could not be loaded (completion_ids then stay empty). */
+static grpo_tokenizer *model_tokenizer(const grpo_run_config *cfg, const char *config,
+                                       grpo_host *host) {
+    grpo_tokenizer *tok = NULL;
+    grpo_error err;
+    grpo_error_init(&err);
+    if (grpo_cli_run_tokenizer(cfg, host, &tok, &err) != GRPO_OK)
+        fprintf(stderr, "warning: %s: model.path %s: no tokenizer (%s); completion_ids are empty, "
+                "so rewards that count tokens see none\n", config, cfg->model_path, err.message);
+    return tok;
 }
 
 static int reward_score_usage(FILE *f) {
     fputs("usage: grpo reward score --config RUN.ini --input SAMPLES.jsonl [--plugin-path DIR]...\n"
           "  scores each {\"prompt\", \"completion\", ...fields} line with the run file's [reward.*]\n"
-          "  sections and prints {\"line\", \"rewards\": {NAME: value}, \"total\"} per line\n", f);
+          "  sections and prints {\"line\", \"rewards\": {NAME: value}, \"total\"} per line.\n"
+          "  Consecutive lines with the same \"group\" (default: each line its own) are scored as\n"
+          "  one batch, printed and flushed before the next. With model.path in the run file, its\n"
+          "  tokenizer fills completion_ids as in training.\n", f);
     return f == stdout ? 0 : 2;
 }
 
@@ -165,9 +243,8 @@ static int reward_score(const char *config, const char *input, const char **extr
     grpo_run_config cfg = {0};
     grpo_reward_set set = {0};
     score_line *lines = NULL;
-    grpo_reward_batch batch = {0};
+    grpo_tokenizer *tok = NULL;
     uint32_t n = 0;
-    float *R = NULL, *total = NULL, *w = NULL;
     int rc = 1;
     if (grpo_env_open(&env, extra, n_extra, NULL, 0, &err) != GRPO_OK ||
         grpo_run_config_load(&cfg, config, &env.reg, 0, NULL, &err) != GRPO_OK ||
@@ -175,27 +252,17 @@ static int reward_score(const char *config, const char *input, const char **extr
         fprintf(stderr, "grpo reward score: %s\n", err.message);
     else if (cfg.n_rewards == 0)
         fprintf(stderr, "grpo reward score: %s: no [reward.NAME] section; expected at least one\n", config);
-    else if (grpo_reward_set_create(&set, &cfg, &env.reg, &env.host, &err) != GRPO_OK)
-        fprintf(stderr, "grpo reward score: %s: %s\n", config, err.message);
-    else if (read_samples(input, &lines, &n) == 0 && lines_batch(&batch, lines, n, &err) == 0) {
-        R = calloc((size_t)set.n * n + 1, sizeof *R);
-        total = calloc((size_t)n + 1, sizeof *total);
-        w = calloc((size_t)set.n, sizeof *w);
-        if (!R || !total || !w)
-            fprintf(stderr, "grpo reward score: out of memory for %u samples\n", n);
-        else if (grpo_reward_set_score(&set, batch.samples, n, R, &err) != GRPO_OK)
-            fprintf(stderr, "grpo reward score: %s\n", err.message);
-        else {
-            grpo_reward_set_weights(&set, w);
-            grpo_reward_sum(total, R, w, (int)n, set.n);
-            print_scores(&set, lines, n, R, total);
-            rc = 0;
-        }
+    else {
+        tok = model_tokenizer(&cfg, config, &env.host); /* what training hands the rewards too */
+        if (grpo_reward_set_create(&set, &cfg, &env.reg, &env.host, &err) != GRPO_OK)
+            fprintf(stderr, "grpo reward score: %s: %s\n", config, err.message);
+        else if (read_samples(input, &lines, &n) == 0 && lines_tokenize(tok, input, lines, n) == 0)
+            rc = score_lines(&set, lines, n);
     }
     for (uint32_t i = 0; i < n; i++) score_line_free(&lines[i]);
-    free(lines), free(R), free(total), free(w);
-    grpo_reward_batch_free(&batch);
+    free(lines);
     grpo_reward_set_free(&set);
+    grpo_tokenizer_free(tok);
     grpo_run_config_free(&cfg);
     grpo_env_close(&env);
     return rc;

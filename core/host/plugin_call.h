@@ -27,6 +27,29 @@ void grpo_plugin_call_end(void);
  * no message, for the parent to report. */
 void grpo_plugin_call_in_child(void);
 
+/* Names the pack and library of the innermost marked call (borrowed until its end), for the crash
+ * report below. Callers that know the registry entry call it right after grpo_plugin_call_begin. */
+void grpo_plugin_call_origin(const char *pack, const char *library);
+/* Where the run is, for the crash report: training step (1-based) and generation batch of the
+ * step (1-based); 0 for "not known". Kept until changed (a trainer sets it before each batch). */
+void grpo_plugin_call_progress(long step, long batch);
+
+/* Crashes inside a marked call. The first grpo_plugin_call_begin installs a handler for SIGSEGV,
+ * SIGBUS, SIGABRT, SIGILL and SIGFPE: a signal raised while a call is marked prints (one write(),
+ * async-signal-safe)
+ *   fatal: plugin ID (pack P, library L, section [S]) died of SIGSEGV during WHAT at step N,
+ *   batch B; checkpoints already written are intact
+ * then the handler that was there before (default: die, core dump) gets the signal again. Outside
+ * a marked call, and in an isolated call's child, it only passes the signal on. Checkpoints are
+ * written by rename (checkpoint.h), never inside a plugin call, so the last one stays valid.
+ *
+ * A plugin's stdout. While the outermost call is marked, fd 1 is a duplicate of fd 2: whatever a
+ * plugin prints (printf, puts, write(1, ...)) lands on stderr, never inside grpo's data output
+ * (JSONL on stdout). Begin flushes stdout first (grpo's own lines go where they were meant to);
+ * end flushes it again (the plugin's buffered text goes to stderr) and puts fd 1 back. Every
+ * command gets this without writing its output differently. A thread a plugin leaves running
+ * that prints between calls is not covered. */
+
 /* A plugin filled err (grpo_error_set, or by hand): forces the NUL it may have left out (the host
  * never reads past the buffer) and returns the message, or "no message" when it is empty. */
 const char *grpo_plugin_message(grpo_error *err);

@@ -32,10 +32,17 @@ static int is_unwritten(float f) {
 
 /* ---- creating and freeing ------------------------------------------------------------------- */
 
+/* Marks a call into reward spec's plugin, with its pack and library for a crash report. */
+static void call_begin(const grpo_reward_spec *spec, const char *what) {
+    grpo_plugin_call_begin(spec->plugin, spec->section, what);
+    const grpo_pack *pack = spec->entry ? spec->entry->pack : NULL;
+    if (pack) grpo_plugin_call_origin(pack->name, pack->library_path);
+}
+
 void grpo_reward_set_free(grpo_reward_set *set) {
     for (int k = 0; k < set->n; k++)
         if (set->states && set->states[k]) {
-            grpo_plugin_call_begin(set->specs[k]->plugin, set->specs[k]->section, "destroy");
+            call_begin(set->specs[k], "destroy");
             set->descs[k]->destroy(set->states[k]);
             grpo_plugin_call_end();
         }
@@ -43,6 +50,7 @@ void grpo_reward_set_free(grpo_reward_set *set) {
     free(set->descs);
     free(set->states);
     free(set->warned);
+    free(set->warned_nan);
     free(set->lend);
     free(set->lend_master);
     *set = (grpo_reward_set){0};
@@ -57,7 +65,7 @@ static int reward_create_one(grpo_reward_set *set, int k, grpo_registry *reg,
     grpo_config cfg = grpo_reward_spec_config(spec);
     grpo_error inner;
     grpo_error_init(&inner);
-    grpo_plugin_call_begin(spec->plugin, spec->section, "create");
+    call_begin(spec, "create");
     int32_t st = set->descs[k]->create(host, &cfg, &set->states[k], &inner);
     grpo_plugin_call_end();
     if (st != GRPO_OK) {
@@ -77,7 +85,8 @@ int grpo_reward_set_create(grpo_reward_set *set, const grpo_run_config *cfg, grp
     set->descs = calloc(K ? K : 1, sizeof *set->descs);
     set->states = calloc(K ? K : 1, sizeof *set->states);
     set->warned = calloc(K ? K : 1, sizeof *set->warned);
-    if (!set->specs || !set->descs || !set->states || !set->warned) {
+    set->warned_nan = calloc(K ? K : 1, sizeof *set->warned_nan);
+    if (!set->specs || !set->descs || !set->states || !set->warned || !set->warned_nan) {
         grpo_reward_set_free(set);
         return grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory creating %d rewards", K);
     }
@@ -299,7 +308,7 @@ static int score_one(grpo_reward_set *set, int k, const grpo_sample *lent, uint3
     char why[160] = "";
     int32_t st = GRPO_OK;
     int rc = GRPO_OK;
-    grpo_plugin_call_begin(spec->plugin, spec->section, "score");
+    call_begin(spec, "score");
     if (spec->isolate)
         rc = score_in_child(d, set->states[k], lent, n, row, &st, &inner, why, sizeof why, err);
     else
@@ -343,6 +352,23 @@ int grpo_reward_set_score(grpo_reward_set *set, const grpo_sample *samples, uint
     }
     free(row);
     return rc;
+}
+
+void grpo_reward_set_nan_check(grpo_reward_set *set, const float *R, int N, long step,
+                               double *nan_frac) {
+    int K = set->n;
+    for (int k = 0; k < K; k++) {
+        int nan = 0;
+        for (int i = 0; i < N; i++) nan += isnan(R[(size_t)i * K + k]) != 0;
+        nan_frac[k] = N > 0 ? (double)nan / N : 0.0;
+        if (N > 0 && nan == N && !set->warned_nan[k]) {
+            set->warned_nan[k] = 1;
+            fprintf(stderr, "warning: step %ld: [%s] (plugin %s) returned NaN (no opinion) for "
+                    "all %d samples; it adds nothing to the advantages (said once per reward; "
+                    "rewards/%s/nan_frac in the metrics shows later steps)\n", step,
+                    set->specs[k]->section, set->specs[k]->plugin, N, set->specs[k]->name);
+        }
+    }
 }
 
 void grpo_reward_set_weights(const grpo_reward_set *set, float *w) {

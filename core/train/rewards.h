@@ -13,6 +13,10 @@
  * - Its error message is read only up to the end of its buffer (a missing NUL is supplied).
  * - A call to exit() inside create, score or destroy is reported and the process ends with a
  *   non-zero status (registry.h, grpo_plugin_call_begin).
+ * - A crash (SIGSEGV, SIGBUS, SIGABRT, SIGILL, SIGFPE) inside those calls is reported with the
+ *   plugin, its pack and library, the section, and the step and batch the trainer last set
+ *   (grpo_plugin_call_progress), before the process dies of it (plugin_call.h).
+ * - What it prints to stdout goes to stderr, never into grpo's data output (plugin_call.h).
  * - With `isolate = true` in its section, score runs in a forked child process that sends the n
  *   scores (and any error) back through a pipe: a crash, signal or exit() there makes that
  *   batch's scores NaN with one warning naming the section, the plugin and what happened, and the
@@ -37,6 +41,7 @@ typedef struct grpo_reward_set {
     const grpo_reward_desc **descs;  /* [K] borrowed from the loaded packs */
     void **states;                   /* [K] plugin instances (destroyed by free) */
     int *warned;                     /* [K] 1 once reward k was warned of unwritten scores */
+    int *warned_nan;                 /* [K] 1 once reward k was warned of a step of all NaN */
     /* The batch as lent to plugins: samples, messages, fields, ids and strings in one block whose
      * pointers point into itself, and a byte copy of it to restore the block before each reward.
      * Both hold lend_size bytes. */
@@ -56,6 +61,12 @@ void grpo_reward_set_free(grpo_reward_set *set);
  * plugin (see above): it is unchanged afterwards whatever the plugins do. */
 int grpo_reward_set_score(grpo_reward_set *set, const grpo_sample *samples, uint32_t n, float *R,
                           grpo_error *err);
+/* The share of NaN ("no opinion") scores of each reward in R (N, K), into nan_frac (K). A reward
+ * that is NaN for every one of the N samples of a step (a broken reward scores nothing, quietly)
+ * is warned of once, naming its section, plugin and step; later steps show in
+ * rewards/NAME/nan_frac. N = 0 gives 0. */
+void grpo_reward_set_nan_check(grpo_reward_set *set, const float *R, int N, long step,
+                               double *nan_frac);
 /* The weights w (K) of the sections, for grpo_reward_sum. */
 void grpo_reward_set_weights(const grpo_reward_set *set, float *w);
 

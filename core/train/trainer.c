@@ -144,6 +144,7 @@ static int chunk_old_logp(trainer *t, chunk *c, grpo_error *err) {
  * with num_iterations > 1, the old policy's log-probs. */
 static int chunk_generate(trainer *t, chunk *c, grpo_error *err) {
     chunk_clear(c);
+    grpo_plugin_call_progress(t->s.st.step + 1, (long)(c - t->chunks) + 1); /* for a crash report */
     int rc = chunk_prompts(t, c, err);
     if (rc == GRPO_OK)
         rc = grpo_rollout_batch_run(&c->rb, &t->s.run, t->s.policy, &t->so, &t->s.st.rng,
@@ -291,6 +292,8 @@ static void reward_metrics(trainer *t, grpo_metric_row *row) {
     }
     grpo_metric_set(row, "reward", grpo_nanmean(r, N, 1));
     grpo_metric_set(row, "reward_std", grpo_nanstd(r, N, 1, 1));
+    double *nan_frac = malloc((size_t)(K ? K : 1) * sizeof *nan_frac);
+    if (nan_frac) grpo_reward_set_nan_check(&t->rewards, R, N, t->s.st.step, nan_frac);
     for (int k = 0; k < K; k++) {
         double mean, std;
         char name[GRPO_METRIC_NAME_MAX];
@@ -299,7 +302,10 @@ static void reward_metrics(trainer *t, grpo_metric_row *row) {
         grpo_metric_set(row, name, mean);
         snprintf(name, sizeof name, "rewards/%s/std", t->rewards.specs[k]->name);
         grpo_metric_set(row, name, std);
+        snprintf(name, sizeof name, "rewards/%s/nan_frac", t->rewards.specs[k]->name);
+        if (nan_frac) grpo_metric_set(row, name, nan_frac[k]);
     }
+    free(nan_frac);
     grpo_metric_set(row, "frac_reward_zero_std", zero_std / N);
     grpo_metric_set(row, "completions/mean_length", len / N);
     grpo_metric_set(row, "completions/min_length", minl);

@@ -5,8 +5,11 @@
  */
 #include "grpo/grpo.h"
 
+#include <math.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 GRPO_PLUGIN_MAGIC()
 
@@ -17,17 +20,35 @@ static int32_t fail_without_nul(grpo_error *err) {
     return GRPO_ERR_INVALID;
 }
 
+typedef struct mb_state {
+    int status;        /* mb.exit: the status for exit() */
+    long after, calls; /* mb.abort: abort on score call number after + 1 (after > 0) */
+} mb_state;
+
 static int32_t mb_create(const grpo_host *host, const grpo_config *cfg, void **state,
                          grpo_error *err) {
-    (void)host;
     const char *fail_in = grpo_config_get(cfg, "fail_in");
     if (fail_in && strcmp(fail_in, "create") == 0) return fail_without_nul(err);
-    const char *status = grpo_config_get(cfg, "status");
-    *state = (void *)(intptr_t)(status ? atoi(status) : 0);
+    const char *lo = grpo_config_get(cfg, "min"), *hi = grpo_config_get(cfg, "max");
+    if (lo && hi && atof(lo) > atof(hi)) /* mb.range's own check of its keys */
+        return grpo_error_set(err, GRPO_ERR_INVALID, "min = %s is above max = %s; expected "
+                              "min <= max", lo, hi);
+    const char *text = grpo_config_get(cfg, "tokens"); /* mb.range: needs the run's tokenizer */
+    int32_t ids[64];
+    if (text && text[0] && (!host->tokenizer || !host->tokenize))
+        return grpo_error_set(err, GRPO_ERR_INVALID, "tokens: the host has no tokenizer");
+    if (text && text[0] && host->tokenize(host->tokenizer, text, ids, 64, err) < 0)
+        return err->status;
+    const char *status = grpo_config_get(cfg, "status"), *after = grpo_config_get(cfg, "after");
+    mb_state *st = calloc(1, sizeof *st);
+    if (!st) return grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory");
+    st->status = status ? atoi(status) : 0;
+    st->after = after ? atol(after) : 0;
+    *state = st;
     return GRPO_OK;
 }
 
-static void mb_destroy(void *state) { (void)state; }
+static void mb_destroy(void *state) { free(state); }
 
 /* mb.ones: 1 for every sample. */
 static int32_t ones_score(void *state, const grpo_sample *s, uint32_t n, float *out,
@@ -73,7 +94,7 @@ static int32_t nonul_score(void *state, const grpo_sample *s, uint32_t n, float 
 static int32_t exit_score(void *state, const grpo_sample *s, uint32_t n, float *out,
                           grpo_error *err) {
     (void)s, (void)n, (void)out, (void)err;
-    exit((int)(intptr_t)state);
+    exit(((mb_state *)state)->status);
 }
 
 static int32_t segv_score(void *state, const grpo_sample *s, uint32_t n, float *out,
@@ -81,6 +102,66 @@ static int32_t segv_score(void *state, const grpo_sample *s, uint32_t n, float *
     (void)state, (void)s, (void)n, (void)out, (void)err;
     signal(SIGSEGV, SIG_DFL); /* die of it even where a sanitizer catches SIGSEGV */
     raise(SIGSEGV);
+    return GRPO_OK;
+}
+
+/* mb.abort: abort() (SIGABRT) when a completion is "boom", or on its score call number after + 1
+ * (key after > 0), with the handler the host installed left alone; 1 for every sample otherwise. */
+static int32_t abort_score(void *state, const grpo_sample *s, uint32_t n, float *out,
+                           grpo_error *err) {
+    (void)err;
+    mb_state *st = state;
+    if (st->after > 0 && ++st->calls > st->after) abort();
+    for (uint32_t i = 0; i < n; i++)
+        if (s[i].completion && strcmp(s[i].completion, "boom") == 0) abort();
+    for (uint32_t i = 0; i < n; i++) out[i] = 1.0f;
+    return GRPO_OK;
+}
+
+/* mb.null: writes near address 0 (a real SIGSEGV, not a raised one). */
+static int32_t null_score(void *state, const grpo_sample *s, uint32_t n, float *out,
+                          grpo_error *err) {
+    (void)state, (void)s, (void)n, (void)out, (void)err;
+    /* address 16 of the unmapped first page: a real fault, not a null store that a compiler
+     * may drop or UBSan may stop first; volatile so the store stays */
+    volatile int *volatile p = (volatile int *)(uintptr_t)16;
+    *p = 1;
+    return GRPO_OK;
+}
+
+/* Recurses until the stack runs out (each frame keeps a live buffer, so no tail call). */
+#pragma GCC diagnostic ignored "-Winfinite-recursion"
+__attribute__((noinline)) static long deep(long depth) {
+    volatile char frame[256];
+    frame[0] = (char)depth;
+    return deep(depth + 1) + frame[0];
+}
+
+/* mb.deep: overflows the stack (SIGSEGV, for a handler without an alternate stack: none). */
+static int32_t deep_score(void *state, const grpo_sample *s, uint32_t n, float *out,
+                          grpo_error *err) {
+    (void)state, (void)s, (void)err;
+    long v = deep(0);
+    for (uint32_t i = 0; i < n; i++) out[i] = (float)v;
+    return GRPO_OK;
+}
+
+/* mb.print: scores 1, after printing to stdout with stdio (unflushed) and with write(2). */
+static int32_t print_score(void *state, const grpo_sample *s, uint32_t n, float *out,
+                           grpo_error *err) {
+    (void)state, (void)s, (void)err;
+    printf("mb.print: stdio text on stdout\n");
+    static const char raw[] = "mb.print: raw text on fd 1\n";
+    if (write(1, raw, sizeof raw - 1) < 0) return GRPO_ERR_IO;
+    for (uint32_t i = 0; i < n; i++) out[i] = 1.0f;
+    return GRPO_OK;
+}
+
+/* mb.nan: NaN (no opinion) for every sample. */
+static int32_t nan_score(void *state, const grpo_sample *s, uint32_t n, float *out,
+                         grpo_error *err) {
+    (void)state, (void)s, (void)err;
+    for (uint32_t i = 0; i < n; i++) out[i] = NAN;
     return GRPO_OK;
 }
 
@@ -95,6 +176,12 @@ static const grpo_reward_desc rewards[] = {
     MB_REWARD("mb.nonul", "fails with an unterminated error message", nonul_score),
     MB_REWARD("mb.exit", "calls exit() from score", exit_score),
     MB_REWARD("mb.segv", "dies of SIGSEGV in score", segv_score),
+    MB_REWARD("mb.abort", "calls abort() from score on a completion \"boom\"", abort_score),
+    MB_REWARD("mb.null", "writes near address 0 in score", null_score),
+    MB_REWARD("mb.deep", "overflows the stack in score", deep_score),
+    MB_REWARD("mb.print", "prints to stdout from score, then scores 1", print_score),
+    MB_REWARD("mb.nan", "scores NaN for every sample", nan_score),
+    MB_REWARD("mb.range", "scores 1; create refuses min > max", ones_score),
 };
 
 static const grpo_reward_desc *get_reward(uint32_t i) {
