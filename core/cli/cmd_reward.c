@@ -19,14 +19,14 @@
 #include <string.h>
 
 #include "cli/cli.h"
-#include "config/config.h"
 #include "cli/run_tokenizer.h"
+#include "config/config.h"
 #include "host/env.h"
 #include "train/reward_batch.h"
 #include "train/reward_sum.h"
 #include "train/rewards.h"
+#include "train/run.h" /* grpo_run_args: --config, --plugin-path and --set */
 
-#define MAX_PLUGIN_PATHS 16
 
 /* One input line, owned: what its sample (reward_batch.h) points at. */
 typedef struct score_line {
@@ -227,7 +227,8 @@ static grpo_tokenizer *model_tokenizer(const grpo_run_config *cfg, const char *c
 }
 
 static int reward_score_usage(FILE *f) {
-    fputs("usage: grpo reward score --config RUN.ini --input SAMPLES.jsonl [--plugin-path DIR]...\n"
+    fputs("usage: grpo reward score --config RUN.ini --input SAMPLES.jsonl\n"
+          "                         [--set SECTION.KEY=VALUE]... [--plugin-path DIR]...\n"
           "  scores each {\"prompt\", \"completion\", ...fields} line with the run file's [reward.*]\n"
           "  sections and prints {\"line\", \"rewards\": {NAME: value}, \"total\"} per line.\n"
           "  Consecutive lines with the same \"group\" (default: each line its own) are scored as\n"
@@ -236,7 +237,9 @@ static int reward_score_usage(FILE *f) {
     return f == stdout ? 0 : 2;
 }
 
-static int reward_score(const char *config, const char *input, const char **extra, int n_extra) {
+/* a->run_file is the run file (--config); its --plugin-path dirs and --set overrides. */
+static int reward_score(const grpo_run_args *a, const char *input) {
+    const char *config = a->run_file;
     grpo_error err;
     grpo_error_init(&err);
     grpo_env env; /* reward models load with this command's plugin path and backend */
@@ -246,8 +249,9 @@ static int reward_score(const char *config, const char *input, const char **extr
     grpo_tokenizer *tok = NULL;
     uint32_t n = 0;
     int rc = 1;
-    if (grpo_env_open(&env, extra, n_extra, NULL, 0, &err) != GRPO_OK ||
-        grpo_run_config_load(&cfg, config, &env.reg, 0, NULL, &err) != GRPO_OK ||
+    if (grpo_env_open(&env, a->extra_plugin_dirs, a->n_extra, NULL, 0, &err) != GRPO_OK ||
+        grpo_run_config_load_set(&cfg, config, a->sets, a->n_sets, &env.reg, 0, NULL, &err) !=
+            GRPO_OK ||
         grpo_env_backend(&env, "cpu", (int32_t)cfg.train_threads, &err) != GRPO_OK)
         fprintf(stderr, "grpo reward score: %s\n", err.message);
     else if (cfg.n_rewards == 0)
@@ -273,19 +277,22 @@ int cmd_reward(int argc, char **argv) {
         if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) return reward_score_usage(stdout);
         return reward_score_usage(stderr);
     }
-    const char *config = NULL, *input = NULL, *extra[MAX_PLUGIN_PATHS];
-    int n_extra = 0;
+    grpo_run_args a = {0};
+    const char *input = NULL;
     for (int i = 2; i < argc; i++) {
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) return reward_score_usage(stdout);
-        if (!strcmp(argv[i], "--config") && i + 1 < argc) config = argv[++i];
-        else if (!strcmp(argv[i], "--input") && i + 1 < argc) input = argv[++i];
-        else if (!strcmp(argv[i], "--plugin-path") && i + 1 < argc && n_extra < MAX_PLUGIN_PATHS)
-            extra[n_extra++] = argv[++i];
+        if (!strcmp(argv[i], "--config") && v) a.run_file = argv[++i];
+        else if (!strcmp(argv[i], "--input") && v) input = argv[++i];
+        else if (!strcmp(argv[i], "--plugin-path") && v && a.n_extra < 16)
+            a.extra_plugin_dirs[a.n_extra++] = argv[++i];
+        else if (!strcmp(argv[i], "--set") && v && a.n_sets < GRPO_RUN_MAX_SETS)
+            a.sets[a.n_sets++] = argv[++i];
         else {
             fprintf(stderr, "grpo reward score: unexpected argument '%s'\n", argv[i]);
             return reward_score_usage(stderr);
         }
     }
-    if (!config || !input) return reward_score_usage(stderr);
-    return reward_score(config, input, extra, n_extra);
+    if (!a.run_file || !input) return reward_score_usage(stderr);
+    return reward_score(&a, input);
 }
