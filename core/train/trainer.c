@@ -28,6 +28,7 @@ typedef struct chunk {
     float *mask;           /* (N,T) loss mask (truncated rows zeroed when asked) */
     float *old_logp;       /* (N,T) when num_iterations > 1, else NULL */
     grpo_advantage_metrics am;
+    int dropped;           /* groups left out of the loss (grpo.drop_zero_std_groups) */
 } chunk;
 
 typedef struct trainer {
@@ -91,12 +92,29 @@ static int chunk_rewards(trainer *t, chunk *c, grpo_error *err) {
     }
     grpo_error why;
     grpo_error_init(&why);
-    int rc = grpo_advantages(c->adv, &c->am, c->r, c->rb.B, c->rb.G, &t->ao, &why);
+    int rc = t->cfg->grpo_reward_aggregation == GRPO_AGG_NORMALIZE_THEN_SUM
+                 ? grpo_advantages_gdpo(c->adv, &c->am, c->rb.R, t->w, c->rb.B, c->rb.G,
+                                        t->rewards.n, &t->ao, &why)
+                 : grpo_advantages(c->adv, &c->am, c->r, c->rb.B, c->rb.G, &t->ao, &why);
     if (rc != GRPO_OK) return grpo_error_set(err, rc, "advantages: %s", why.message);
     return GRPO_OK;
 }
 
-/* The loss mask (N,T) of the chunk: the completion mask, minus truncated rows when asked. */
+/* DAPO's dynamic sampling filter: the rows of groups whose rewards are all equal leave the loss
+ * mask, so they neither count in num_items_in_batch nor add KL (their advantages are 0). */
+static int chunk_drop_groups(trainer *t, chunk *c, grpo_error *err) {
+    unsigned char *keep = malloc((size_t)c->rb.B);
+    if (!keep) return grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory");
+    c->dropped = grpo_zero_std_groups(keep, c->r, c->rb.B, c->rb.G);
+    for (int32_t i = 0; i < c->rb.N; i++)
+        if (!keep[i / c->rb.G]) memset(c->mask + (size_t)i * c->T, 0, (size_t)c->T * sizeof(float));
+    free(keep);
+    (void)t;
+    return GRPO_OK;
+}
+
+/* The loss mask (N,T) of the chunk: the completion mask, minus truncated rows when asked, minus
+ * zero-std groups when asked. */
 static int chunk_mask(trainer *t, chunk *c, grpo_error *err) {
     c->T = 1;
     for (int32_t i = 0; i < c->rb.N; i++)
@@ -108,6 +126,7 @@ static int chunk_mask(trainer *t, chunk *c, grpo_error *err) {
             c->mask[(size_t)i * c->T + j] = c->rb.roll.mask[(size_t)i * c->rb.roll.T + j];
     if (t->cfg->grpo_mask_truncated_completions)
         grpo_mask_truncated(c->mask, c->rb.roll.truncated, c->rb.N, c->T);
+    if (t->cfg->grpo_drop_zero_std_groups) return chunk_drop_groups(t, c, err);
     return GRPO_OK;
 }
 
@@ -141,6 +160,7 @@ static int chunk_old_logp(trainer *t, chunk *c, grpo_error *err) {
 static int chunk_generate(trainer *t, chunk *c, grpo_error *err) {
     chunk_clear(c);
     int rc = chunk_prompts(t, c, err);
+    c->rb.step = (uint64_t)t->s.st.step, c->rb.total_steps = (uint64_t)t->cfg->train_steps;
     if (rc == GRPO_OK)
         rc = grpo_rollout_batch_run(&c->rb, &t->s.run, t->s.policy, &t->so, &t->s.st.rng, &t->rewards,
                                     err);
@@ -235,6 +255,11 @@ static int train_on_chunks(trainer *t, loss_sums *sums, grpo_error *err) {
     lo.type = cfg->grpo_loss_type;
     lo.epsilon_low = cfg->grpo_epsilon_low, lo.epsilon_high = cfg->grpo_epsilon_high;
     lo.delta = cfg->grpo_delta, lo.beta = cfg->grpo_beta;
+    lo.is_level = cfg->grpo_importance_sampling_level;
+    lo.sapo_temperature_pos = cfg->grpo_sapo_temperature_pos;
+    lo.sapo_temperature_neg = cfg->grpo_sapo_temperature_neg;
+    lo.top_entropy_quantile = cfg->grpo_top_entropy_quantile;
+    lo.entropy_coef = cfg->grpo_entropy_coef;
     lo.max_completion_length = (int)cfg->sampling_max_completion_length;
     int micro_batches = 0;
     int32_t Tmax = 1;
@@ -297,6 +322,12 @@ static void reward_metrics(trainer *t, grpo_metric_row *row) {
         grpo_metric_set(row, name, std);
     }
     grpo_metric_set(row, "frac_reward_zero_std", zero_std / N);
+    if (t->cfg->grpo_drop_zero_std_groups) {
+        double groups = 0, dropped = 0;
+        for (int a = 0; a < t->n_chunks; a++)
+            groups += t->chunks[a].rb.B, dropped += t->chunks[a].dropped;
+        grpo_metric_set(row, "frac_groups_dropped", dropped / groups);
+    }
     grpo_metric_set(row, "completions/mean_length", len / N);
     grpo_metric_set(row, "completions/min_length", minl);
     grpo_metric_set(row, "completions/max_length", maxl);
@@ -316,6 +347,7 @@ static void loss_metrics(trainer *t, const loss_sums *s, grpo_metric_row *row) {
         grpo_metric_set(row, "cispo_clip_ratio", s->cispo / w);
         return;
     }
+    if (t->cfg->grpo_loss_type == GRPO_LOSS_SAPO) return; /* TRL logs no clip ratio for sapo */
     grpo_metric_set(row, "clip_ratio/low_mean", s->low / w);
     grpo_metric_set(row, "clip_ratio/low_min", s->low_min > 1 ? 0.0 : s->low_min);
     grpo_metric_set(row, "clip_ratio/high_mean", s->high / w);
@@ -368,6 +400,50 @@ static int log_completions(trainer *t, grpo_error *err) {
     return rc;
 }
 
+/* ---- reference refresh (grpo.sync_ref_every) -------------------------------------------- */
+
+int grpo_ref_sync(grpo_model *ref, const grpo_model *policy, double alpha, grpo_error *err) {
+    if (!ref || ref->section != policy->section || ref->n_params != policy->n_params)
+        return grpo_error_set(err, GRPO_ERR_INVALID,
+                              "sync_ref: the reference model (%s) does not have the policy's "
+                              "parameters (%s); expected the same architecture and shapes",
+                              ref ? ref->dir : "none", policy->dir);
+    const grpo_ops *ops = ref->ops;
+    uint64_t P = ref->section, bytes = P * sizeof(float);
+    float *mix = ops->alloc(ops->ctx, bytes); /* (P) alpha * policy */
+    if (!mix) return grpo_error_set(err, GRPO_ERR_NOMEM, "sync_ref: out of memory (%llu floats)",
+                                    (unsigned long long)P);
+    ops->copy(ops->ctx, mix, policy->block, bytes);
+    ops->scale(ops->ctx, mix, (float)alpha, P);
+    ops->scale(ops->ctx, ref->block, (float)(1.0 - alpha), P);
+    ops->accumulate(ops->ctx, ref->block, mix, P);
+    ops->free(ops->ctx, mix);
+    return GRPO_OK;
+}
+
+/* Whether the reference has been refreshed by step (so it is no longer reference.path). */
+static int ref_diverged(const grpo_run_config *cfg, long step) {
+    return cfg->grpo_sync_ref_every > 0 && step >= cfg->grpo_sync_ref_every;
+}
+
+/* CKPT/reference: where a refreshed reference is saved next to the policy of checkpoint step. */
+static int ref_ckpt_dir(const trainer *t, long step, char *out, size_t size) {
+    char dir[4096];
+    if (grpo_ckpt_dir(t->cfg->checkpoint_dir, step, dir, sizeof dir) != 0) return -1;
+    int n = snprintf(out, size, "%s/reference", dir);
+    return n < 0 || (size_t)n >= size ? -1 : 0;
+}
+
+/* Saves the refreshed reference into checkpoint step's directory (after the session wrote it). */
+static int ref_save(trainer *t, long step, grpo_error *err) {
+    char dir[4096];
+    if (!t->ref || !ref_diverged(t->cfg, step)) return GRPO_OK;
+    if (ref_ckpt_dir(t, step, dir, sizeof dir) != 0)
+        return grpo_error_set(err, GRPO_ERR_INVALID, "checkpoint.dir %s: path too long",
+                              t->cfg->checkpoint_dir);
+    return grpo_model_save(t->ref, dir, err);
+}
+
 /* ---- setup ------------------------------------------------------------------------------ */
 
 /* The reference model (beta > 0): reference.path, which follows model.path (or the --model
@@ -375,6 +451,17 @@ static int log_completions(trainer *t, grpo_error *err) {
 static int open_reference(trainer *t, grpo_error *err) {
     const grpo_run_config *cfg = t->cfg;
     if (!(cfg->grpo_beta > 0)) return GRPO_OK;
+    char saved[4096];
+    if (t->s.resumed && ref_diverged(cfg, t->s.st.step)) { /* the refreshed one, not the path */
+        struct stat sb;
+        if (ref_ckpt_dir(t, t->s.st.step, saved, sizeof saved) != 0 || stat(saved, &sb) != 0)
+            return grpo_error_set(err, GRPO_ERR_IO,
+                                  "--resume: %s is missing: the reference was refreshed "
+                                  "(grpo.sync_ref_every = %lld) and must be resumed with the "
+                                  "policy; expected the directory the trainer saves there",
+                                  saved, cfg->grpo_sync_ref_every);
+        return grpo_run_open_model(&t->s.run, saved, 0, &t->ref, err);
+    }
     char *ref = cfg->line[GRPO_KEYIDX_reference_path] ? grpo_run_path(&t->s.run, cfg->reference_path)
                                                        : NULL;
     int rc = grpo_run_open_model(&t->s.run, ref ? ref : t->s.run.model_dir, 0, &t->ref, err);
@@ -382,10 +469,26 @@ static int open_reference(trainer *t, grpo_error *err) {
     return rc;
 }
 
+/* Options the run file accepts but this build cannot honour, refused before any work. */
+static int refuse_options(const grpo_run_config *cfg, grpo_error *err) {
+    if (cfg->grpo_entropy_coef != 0.0)
+        return grpo_error_set(err, GRPO_ERR_INVALID,
+                              "grpo.entropy_coef = %g: the entropy bonus needs the gradient of the "
+                              "entropy through the fused head, which the kernels do not provide "
+                              "yet; expected 0", cfg->grpo_entropy_coef);
+    if (cfg->grpo_sync_ref_every > 0 && !(cfg->grpo_beta > 0))
+        return grpo_error_set(err, GRPO_ERR_INVALID,
+                              "grpo.sync_ref_every = %lld needs grpo.beta > 0: with beta = 0 no "
+                              "reference model is loaded, so there is nothing to refresh",
+                              cfg->grpo_sync_ref_every);
+    return GRPO_OK;
+}
+
 /* What GRPO adds to the session: reference, rewards, sampler and advantage options, chunks. */
 static int setup(trainer *t, grpo_error *err) {
     const grpo_run_config *cfg = t->cfg = t->s.cfg;
-    int rc = open_reference(t, err);
+    int rc = refuse_options(cfg, err);
+    if (rc == GRPO_OK) rc = open_reference(t, err);
     if (rc == GRPO_OK)
         rc = grpo_reward_set_create(&t->rewards, cfg, &t->s.run.env.reg, &t->s.run.env.host, err);
     if (rc != GRPO_OK) return rc;
@@ -453,6 +556,8 @@ static int train_step(grpo_session *s, void *ctx, grpo_error *err) {
     double tokens = rc == GRPO_OK ? chunk_tokens(t) : 0;
     grpo_optim_stats os;
     if (rc == GRPO_OK) rc = grpo_session_update(s, fresh ? tokens : 0, &os, err);
+    if (rc == GRPO_OK && cfg->grpo_sync_ref_every > 0 && s->st.step % cfg->grpo_sync_ref_every == 0)
+        rc = grpo_ref_sync(t->ref, s->policy, cfg->grpo_sync_ref_alpha, err);
     if (rc != GRPO_OK) return rc;
     grpo_metric_row row;
     grpo_metric_row_clear(&row);
@@ -462,7 +567,10 @@ static int train_step(grpo_session *s, void *ctx, grpo_error *err) {
     if (cfg->log_completions_every > 0 && s->st.step % cfg->log_completions_every == 0 &&
         (rc = log_completions(t, err)) != GRPO_OK)
         return rc;
-    return grpo_session_checkpoint(s, err);
+    rc = grpo_session_checkpoint(s, err);
+    if (rc == GRPO_OK && cfg->checkpoint_every > 0 && s->st.step % cfg->checkpoint_every == 0)
+        rc = ref_save(t, s->st.step, err);
+    return rc;
 }
 
 int grpo_train(const grpo_train_opts *o, grpo_error *err) {
@@ -471,6 +579,7 @@ int grpo_train(const grpo_train_opts *o, grpo_error *err) {
     int rc = grpo_session_open(&t.s, &o->run, o->resume, err);
     if (rc == GRPO_OK) rc = setup(&t, err);
     if (rc == GRPO_OK) rc = grpo_session_run(&t.s, train_step, &t, err);
+    if (rc == GRPO_OK && t.s.steps_done > 0) rc = ref_save(&t, t.s.st.step, err); /* final one */
     grpo_error close_err;
     grpo_error_init(&close_err);
     int closed = teardown(&t, &close_err);

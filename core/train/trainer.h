@@ -36,4 +36,13 @@ typedef struct grpo_train_opts {
 /* Runs the whole training; returns GRPO_OK or an error status with err filled. */
 int grpo_train(const grpo_train_opts *o, grpo_error *err);
 
+/* grpo.sync_ref_every (TRL's sync_ref_model, TR-DPO): ref = alpha * policy + (1 - alpha) * ref
+ * over every parameter (ops->scale, ops->accumulate: in fp32, per element
+ * fl(fl((1 - alpha) ref) + fl(alpha policy))). Both must be the same architecture. The trainer
+ * saves the refreshed reference as CHECKPOINT/reference next to the policy, and --resume loads
+ * it from there once a refresh has happened. */
+struct grpo_model;
+int grpo_ref_sync(struct grpo_model *ref, const struct grpo_model *policy, double alpha,
+                  grpo_error *err);
+
 #endif
