@@ -60,7 +60,7 @@ START_TEST(bad_inputs_name_the_problem) {
     grpo_loss_metrics m;
     grpo_error err;
     grpo_error_init(&err);
-    o.num_items_in_batch = 0; /* dapo needs the generation batch's token count */
+    o.num_items_in_batch = -1; /* dapo needs the generation batch's token count */
     ck_assert_int_eq(grpo_loss_forward(&m, &in, &o, &err), GRPO_ERR_INVALID);
     ck_assert_msg(strstr(err.message, "num_items_in_batch") != NULL, "%s", err.message);
     o.num_items_in_batch = 1;

@@ -59,8 +59,10 @@ static const char *check_opts(const grpo_loss_opts *o) {
     if (o->grad_accum_steps < 1) return "grad_accum_steps >= 1";
     if (o->type == GRPO_LOSS_DR_GRPO && o->max_completion_length < 1)
         return "max_completion_length >= 1 for dr_grpo";
-    if ((o->type == GRPO_LOSS_DAPO || o->type == GRPO_LOSS_CISPO) && !(o->num_items_in_batch > 0.0))
-        return "num_items_in_batch > 0 (tokens in the generation batch) for dapo and cispo";
+    /* >= 0, not > 0: a generation batch whose every token is masked out (truncated rows, dropped
+     * groups) is legal; TRL clamps the divisor to 1 */
+    if ((o->type == GRPO_LOSS_DAPO || o->type == GRPO_LOSS_CISPO) && !(o->num_items_in_batch >= 0.0))
+        return "num_items_in_batch >= 0 (tokens in the generation batch) for dapo and cispo";
     if ((unsigned)o->is_level > GRPO_IS_SEQUENCE) return "importance_sampling_level token or sequence";
     if (o->type == GRPO_LOSS_SAPO && !(o->sapo_temperature_pos > 0.0 && o->sapo_temperature_neg > 0.0))
         return "sapo temperatures > 0";

@@ -91,7 +91,7 @@ typedef struct grpo_loss_opts {
     double delta;              /* > 0: upper bound of the unclipped ratio; 0: off (TRL None) */
     double beta;               /* KL coefficient; 0: no KL term, ref_logp is not read */
     int max_completion_length; /* dr_grpo's constant (> 0 for dr_grpo) */
-    double num_items_in_batch; /* dapo, cispo: tokens in the generation batch (see above) */
+    double num_items_in_batch; /* dapo, cispo: tokens in the generation batch, >= 0 (see above) */
     int grad_accum_steps;      /* grpo, bnpo, dr_grpo, sapo divide by this; >= 1 */
     grpo_importance_sampling_level is_level; /* GRPO_IS_TOKEN (TRL default) or GRPO_IS_SEQUENCE */
     double sapo_temperature_pos, sapo_temperature_neg; /* > 0; TRL 1.0 and 1.05 */

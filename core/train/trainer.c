@@ -7,7 +7,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "train/advantage.h"
 #include "train/checkpoint.h"
@@ -102,14 +104,13 @@ static int chunk_rewards(trainer *t, chunk *c, grpo_error *err) {
 
 /* DAPO's dynamic sampling filter: the rows of groups whose rewards are all equal leave the loss
  * mask, so they neither count in num_items_in_batch nor add KL (their advantages are 0). */
-static int chunk_drop_groups(trainer *t, chunk *c, grpo_error *err) {
+static int chunk_drop_groups(chunk *c, grpo_error *err) {
     unsigned char *keep = malloc((size_t)c->rb.B);
     if (!keep) return grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory");
     c->dropped = grpo_zero_std_groups(keep, c->r, c->rb.B, c->rb.G);
     for (int32_t i = 0; i < c->rb.N; i++)
         if (!keep[i / c->rb.G]) memset(c->mask + (size_t)i * c->T, 0, (size_t)c->T * sizeof(float));
     free(keep);
-    (void)t;
     return GRPO_OK;
 }
 
@@ -126,7 +127,7 @@ static int chunk_mask(trainer *t, chunk *c, grpo_error *err) {
             c->mask[(size_t)i * c->T + j] = c->rb.roll.mask[(size_t)i * c->rb.roll.T + j];
     if (t->cfg->grpo_mask_truncated_completions)
         grpo_mask_truncated(c->mask, c->rb.roll.truncated, c->rb.N, c->T);
-    if (t->cfg->grpo_drop_zero_std_groups) return chunk_drop_groups(t, c, err);
+    if (t->cfg->grpo_drop_zero_std_groups) return chunk_drop_groups(c, err);
     return GRPO_OK;
 }
 
@@ -426,15 +427,14 @@ static int ref_diverged(const grpo_run_config *cfg, long step) {
     return cfg->grpo_sync_ref_every > 0 && step >= cfg->grpo_sync_ref_every;
 }
 
-/* CKPT/reference: where a refreshed reference is saved next to the policy of checkpoint step. */
+/* CHECKPOINT_DIR/reference-STEP: the refreshed reference that goes with checkpoint-STEP. It is
+ * saved before the session commits that checkpoint, so every checkpoint that exists has its
+ * reference (a kill in between leaves a reference without a checkpoint, pruned later). */
 static int ref_ckpt_dir(const trainer *t, long step, char *out, size_t size) {
-    char dir[4096];
-    if (grpo_ckpt_dir(t->cfg->checkpoint_dir, step, dir, sizeof dir) != 0) return -1;
-    int n = snprintf(out, size, "%s/reference", dir);
+    int n = snprintf(out, size, "%s/reference-%08ld", t->cfg->checkpoint_dir, step);
     return n < 0 || (size_t)n >= size ? -1 : 0;
 }
 
-/* Saves the refreshed reference into checkpoint step's directory (after the session wrote it). */
 static int ref_save(trainer *t, long step, grpo_error *err) {
     char dir[4096];
     if (!t->ref || !ref_diverged(t->cfg, step)) return GRPO_OK;
@@ -442,6 +442,49 @@ static int ref_save(trainer *t, long step, grpo_error *err) {
         return grpo_error_set(err, GRPO_ERR_INVALID, "checkpoint.dir %s: path too long",
                               t->cfg->checkpoint_dir);
     return grpo_model_save(t->ref, dir, err);
+}
+
+/* Removes the flat directory dir (a saved model: plain files only). */
+static void remove_flat_dir(const char *dir) {
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    char path[4200];
+    while (d && (e = readdir(d)))
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") &&
+            snprintf(path, sizeof path, "%s/%s", dir, e->d_name) < (int)sizeof path)
+            unlink(path);
+    if (d) closedir(d);
+    rmdir(dir);
+}
+
+/* Removes the reference-STEP directories of steps before the current one whose checkpoint-STEP
+ * is gone (checkpoint.keep); the current step's checkpoint may still be on its way. */
+static void ref_prune(const trainer *t) {
+    long *steps = NULL, step;
+    int n = grpo_ckpt_list(t->cfg->checkpoint_dir, &steps, NULL);
+    DIR *d = n >= 0 ? opendir(t->cfg->checkpoint_dir) : NULL;
+    struct dirent *e;
+    char dir[4096], tail;
+    while (d && (e = readdir(d))) {
+        if (sscanf(e->d_name, "reference-%ld%c", &step, &tail) != 1 || step >= t->s.st.step)
+            continue;
+        int kept = 0;
+        for (int i = 0; i < n; i++) kept |= steps[i] == step;
+        if (!kept && ref_ckpt_dir(t, step, dir, sizeof dir) == 0) remove_flat_dir(dir);
+    }
+    if (d) closedir(d);
+    free(steps);
+}
+
+/* The reference for the checkpoint this step writes (every checkpoint.every and the last). */
+static int ref_checkpoint(trainer *t, grpo_error *err) {
+    const grpo_run_config *cfg = t->cfg;
+    long step = t->s.st.step;
+    if (!t->ref || !ref_diverged(cfg, step)) return GRPO_OK;
+    if ((cfg->checkpoint_every > 0 && step % cfg->checkpoint_every == 0) ||
+        step >= cfg->train_steps)
+        return ref_save(t, step, err);
+    return GRPO_OK;
 }
 
 /* ---- setup ------------------------------------------------------------------------------ */
@@ -458,7 +501,8 @@ static int open_reference(trainer *t, grpo_error *err) {
             return grpo_error_set(err, GRPO_ERR_IO,
                                   "--resume: %s is missing: the reference was refreshed "
                                   "(grpo.sync_ref_every = %lld) and must be resumed with the "
-                                  "policy; expected the directory the trainer saves there",
+                                  "policy; expected the reference-STEP directory the trainer saves "
+                                  "beside checkpoint-STEP",
                                   saved, cfg->grpo_sync_ref_every);
         return grpo_run_open_model(&t->s.run, saved, 0, &t->ref, err);
     }
@@ -567,9 +611,9 @@ static int train_step(grpo_session *s, void *ctx, grpo_error *err) {
     if (cfg->log_completions_every > 0 && s->st.step % cfg->log_completions_every == 0 &&
         (rc = log_completions(t, err)) != GRPO_OK)
         return rc;
+    if ((rc = ref_checkpoint(t, err)) != GRPO_OK) return rc;
     rc = grpo_session_checkpoint(s, err);
-    if (rc == GRPO_OK && cfg->checkpoint_every > 0 && s->st.step % cfg->checkpoint_every == 0)
-        rc = ref_save(t, s->st.step, err);
+    if (rc == GRPO_OK && t->ref && cfg->grpo_sync_ref_every > 0) ref_prune(t);
     return rc;
 }
 
@@ -579,7 +623,7 @@ int grpo_train(const grpo_train_opts *o, grpo_error *err) {
     int rc = grpo_session_open(&t.s, &o->run, o->resume, err);
     if (rc == GRPO_OK) rc = setup(&t, err);
     if (rc == GRPO_OK) rc = grpo_session_run(&t.s, train_step, &t, err);
-    if (rc == GRPO_OK && t.s.steps_done > 0) rc = ref_save(&t, t.s.st.step, err); /* final one */
+    if (rc == GRPO_OK && t.ref && t.cfg->grpo_sync_ref_every > 0) ref_prune(&t);
     grpo_error close_err;
     grpo_error_init(&close_err);
     int closed = teardown(&t, &close_err);
