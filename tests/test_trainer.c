@@ -154,6 +154,7 @@ static const char *const learn_variants[] = {
     "loss_type = grpo\nimportance_sampling_level = sequence\n",
     "loss_type = dapo\ntop_entropy_quantile = 0.5\n",
     "loss_type = dapo\ndrop_zero_std_groups = true\n",
+    "loss_type = dapo\ndrop_zero_std_groups = true\nresample_rounds = 2\n",
     "loss_type = dapo\nreward_aggregation = normalize_then_sum\n",
     "loss_type = grpo\nbeta = 0.04\nsync_ref_every = 5\n",
 };
@@ -243,33 +244,48 @@ START_TEST(unsupported_options_are_refused) {
 }
 END_TEST
 
-/* The progress pack's rewards score each sample with its step and total_steps: in metrics.jsonl
- * rewards/step/mean is the steps taken before the batch (logged step - 1), rewards/total/mean is
- * train.steps; and dynamic sampling logs the fraction of groups it dropped (every group here:
- * pg.step and pg.total give all members the same reward). */
-START_TEST(rewards_see_the_training_step) {
-    char path[512], log[512], metrics[512], packs[512];
-    snprintf(path, sizeof path, "%s/progress.ini", tmp);
+/* Runs the progress pack's rewards for 3 steps of 2 prompts with drop_zero_std_groups and
+ * resample_rounds = rounds; returns the path of its metrics.jsonl (static buffer). */
+static const char *progress_run(const char *name, int rounds) {
+    static char metrics[512];
+    char path[512], log[512], packs[512];
+    snprintf(path, sizeof path, "%s/%s.ini", tmp, name);
     FILE *f = fopen(path, "w");
     fprintf(f,
             "[model]\npath = %s/model\n[data]\npath = %s/examples/arith/train.jsonl\n"
             "[sampling]\nnum_generations = 2\nmax_completion_length = 4\n"
-            "[grpo]\ndrop_zero_std_groups = true\n"
+            "[grpo]\ndrop_zero_std_groups = true\nresample_rounds = %d\n"
             "[train]\nsteps = 3\nbatch_prompts = 2\nthreads = 1\n"
-            "[log]\ndir = %s/progress\n[checkpoint]\ndir = %s/progress/ckpt\nevery = 0\n"
+            "[log]\ndir = %s/%s\n[checkpoint]\ndir = %s/%s/ckpt\nevery = 0\n"
             "[reward.step]\nplugin = pg.step\n[reward.total]\nplugin = pg.total\n",
-            tmp, GRPO_SOURCE_DIR, tmp, tmp);
+            tmp, GRPO_SOURCE_DIR, rounds, tmp, name, tmp, name);
     fclose(f);
-    snprintf(log, sizeof log, "%s/progress.log", tmp);
+    snprintf(log, sizeof log, "%s/%s.log", tmp, name);
     snprintf(packs, sizeof packs, "%s/tests/plugins/progress", GRPO_BINARY_DIR);
     char *args[] = {"grpo", "train", path, "--plugin-path", packs, NULL};
     ck_assert_msg(run_grpo(log, args) == 0, "run failed, see %s", log);
-    snprintf(metrics, sizeof metrics, "%s/progress/metrics.jsonl", tmp);
+    snprintf(metrics, sizeof metrics, "%s/%s/metrics.jsonl", tmp, name);
+    return metrics;
+}
+
+/* The progress pack's rewards score each sample with its step and total_steps: in metrics.jsonl
+ * rewards/step/mean is the steps taken before the batch (logged step - 1), rewards/total/mean is
+ * train.steps; and dynamic sampling logs the fraction of groups it dropped (every group here:
+ * pg.step and pg.total give all members the same reward). With resample_rounds = 2 each step
+ * generates 2 more batches of 2 fresh prompts (all dropped again): about 3x the tokens. */
+START_TEST(rewards_see_the_training_step) {
+    const char *metrics = progress_run("progress", 0);
     for (int step = 1; step <= 3; step++) {
         ck_assert_double_eq(mean_metric(metrics, "rewards/step/mean", step, step), step - 1);
         ck_assert_double_eq(mean_metric(metrics, "rewards/total/mean", step, step), 3);
         ck_assert_double_eq(mean_metric(metrics, "frac_groups_dropped", step, step), 1);
     }
+    double once = mean_metric(metrics, "num_tokens", 3, 3);
+    metrics = progress_run("resampled", 2);
+    double thrice = mean_metric(metrics, "num_tokens", 3, 3);
+    ck_assert_double_eq(mean_metric(metrics, "rewards/step/mean", 3, 3), 2);
+    ck_assert_double_eq(mean_metric(metrics, "frac_groups_dropped", 3, 3), 1);
+    ck_assert_msg(thrice > 2.5 * once, "num_tokens %g with resampling, %g without", thrice, once);
 }
 END_TEST
 

@@ -116,6 +116,8 @@
       "entropy bonus: loss - coef * mean entropy (TRL); needs an entropy backward in the head, refused != 0") \
     B(grpo, drop_zero_std_groups, "false", 0,                                                  \
       "DAPO dynamic sampling: groups whose rewards are all equal leave the loss (and its token count)") \
+    I(grpo, resample_rounds, "0", "[0, 64]",                                                    \
+      "drop_zero_std_groups: up to this many extra batches of fresh prompts replace dropped groups; 0 = drop only") \
     I(grpo, sync_ref_every, "0", ">= 0",                                                        \
       "every this many steps ref = alpha * policy + (1 - alpha) * ref (TRL sync_ref_model); 0 = off") \
     F(grpo, sync_ref_alpha, "0.6", "[0, 1]", "weight of the policy in that refresh (TRL ref_model_mixup_alpha)") \

@@ -43,8 +43,8 @@ typedef struct trainer {
     grpo_advantage_opts ao;
     float scale;   /* 1 / temperature for the log-probs */
     int32_t micro; /* rows per forward/backward */
-    chunk *chunks; /* [grad_accum] */
-    int n_chunks;
+    chunk *chunks; /* [grad_accum + grpo.resample_rounds]: n_chunks in use this step */
+    int n_chunks, cap_chunks;
     grpo_seqbatch sb;
     grpo_run_log completions; /* completions.f is NULL unless log.completions_every */
     double *load; /* (load_L,load_E) MoE expert load summed over the step's policy forwards */
@@ -60,8 +60,7 @@ static void chunk_clear(chunk *c) {
 }
 
 /* Takes the next B usable prompts from the data order into c->rb. */
-static int chunk_prompts(trainer *t, chunk *c, grpo_error *err) {
-    int32_t B = (int32_t)t->cfg->train_batch_prompts;
+static int chunk_prompts(trainer *t, chunk *c, int32_t B, grpo_error *err) {
     int rc = grpo_rollout_batch_begin(&c->rb, B, t->so.G, err);
     size_t tries = 0;
     while (rc == GRPO_OK && c->rb.n_prompts < B) {
@@ -158,9 +157,9 @@ static int chunk_old_logp(trainer *t, chunk *c, grpo_error *err) {
 
 /* One chunk's rollout (rollout.h), then what training needs of it: advantages, loss mask and,
  * with num_iterations > 1, the old policy's log-probs. */
-static int chunk_generate(trainer *t, chunk *c, grpo_error *err) {
+static int chunk_generate(trainer *t, chunk *c, int32_t B, grpo_error *err) {
     chunk_clear(c);
-    int rc = chunk_prompts(t, c, err);
+    int rc = chunk_prompts(t, c, B, err);
     c->rb.step = (uint64_t)t->s.st.step, c->rb.total_steps = (uint64_t)t->cfg->train_steps;
     if (rc == GRPO_OK)
         rc = grpo_rollout_batch_run(&c->rb, &t->s.run, t->s.policy, &t->so, &t->s.st.rng, &t->rewards,
@@ -168,6 +167,20 @@ static int chunk_generate(trainer *t, chunk *c, grpo_error *err) {
     if (rc == GRPO_OK) rc = chunk_rewards(t, c, err);
     if (rc == GRPO_OK) rc = chunk_mask(t, c, err);
     if (rc == GRPO_OK && t->cfg->grpo_num_iterations > 1) rc = chunk_old_logp(t, c, err);
+    return rc;
+}
+
+/* DAPO's resampling (grpo.resample_rounds): while groups were dropped, one more chunk of as many
+ * fresh prompts as were dropped in the last round, its own zero-std groups dropped in turn. The
+ * extra chunks train with the others (they share num_items_in_batch and the accumulation). */
+static int resample(trainer *t, grpo_error *err) {
+    int dropped = 0, rc = GRPO_OK;
+    for (int a = 0; a < t->n_chunks; a++) dropped += t->chunks[a].dropped;
+    while (rc == GRPO_OK && dropped > 0 && t->n_chunks < t->cap_chunks) {
+        chunk *c = &t->chunks[t->n_chunks++];
+        rc = chunk_generate(t, c, dropped, err);
+        dropped = c->dropped;
+    }
     return rc;
 }
 
@@ -559,7 +572,8 @@ static int setup(trainer *t, grpo_error *err) {
                    ? (int32_t)cfg->train_micro_batch
                    : N;
     t->n_chunks = (int)cfg->train_grad_accum;
-    if (!(t->chunks = calloc((size_t)t->n_chunks, sizeof *t->chunks)))
+    t->cap_chunks = t->n_chunks + (cfg->grpo_drop_zero_std_groups ? (int)cfg->grpo_resample_rounds : 0);
+    if (!(t->chunks = calloc((size_t)t->cap_chunks, sizeof *t->chunks)))
         return grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory");
     if (cfg->log_completions_every > 0)
         rc = grpo_session_log_open(&t->s, "completions.jsonl", &t->completions, err);
@@ -569,7 +583,7 @@ static int setup(trainer *t, grpo_error *err) {
 /* Frees what setup made; closing completions.jsonl is a write, so its error is returned. */
 static int teardown(trainer *t, grpo_error *err) {
     int rc = grpo_run_log_close(&t->completions, err);
-    for (int a = 0; t->chunks && a < t->n_chunks; a++) chunk_clear(&t->chunks[a]);
+    for (int a = 0; t->chunks && a < t->cap_chunks; a++) chunk_clear(&t->chunks[a]);
     free(t->chunks), free(t->w), free(t->load);
     grpo_seqbatch_free(&t->sb);
     grpo_reward_set_free(&t->rewards);
@@ -592,8 +606,10 @@ static int train_step(grpo_session *s, void *ctx, grpo_error *err) {
                 "warning: resumed inside a num_iterations cycle: the generation batch "
                 "of step %ld is regenerated, so this run leaves the uninterrupted trajectory\n",
                 s->st.step + 1);
+    if (fresh) t->n_chunks = (int)cfg->train_grad_accum;
     for (int a = 0; fresh && rc == GRPO_OK && a < t->n_chunks; a++)
-        rc = chunk_generate(t, &t->chunks[a], err);
+        rc = chunk_generate(t, &t->chunks[a], (int32_t)cfg->train_batch_prompts, err);
+    if (fresh && rc == GRPO_OK) rc = resample(t, err);
     loss_sums sums = {0};
     sums.low_min = 2, sums.high_max = 0;
     if (rc == GRPO_OK) rc = train_on_chunks(t, &sums, err);
