@@ -193,7 +193,8 @@ START_TEST(sequence_level_on_policy_is_token_level) {
     ck_assert_int_eq(grpo_loss_forward(&b, &in, &o, NULL), GRPO_OK);
     ck_assert_int_eq(grpo_loss_backward(db, &in, &o, NULL), GRPO_OK);
     ck_assert(fabs(a.loss - b.loss) < 1e-12);
-    for (int i = 0; i < 4; i++) ck_assert_msg(fabs(da[i] - db[i]) < 1e-7, "%d: %g %g", i, da[i], db[i]);
+    for (int i = 0; i < 4; i++)
+        ck_assert_msg(fabs(da[i] - db[i]) < 1e-7, "%d: %g %g", i, da[i], db[i]);
 }
 END_TEST
 

@@ -61,10 +61,13 @@ static const char *check_opts(const grpo_loss_opts *o) {
         return "max_completion_length >= 1 for dr_grpo";
     /* >= 0, not > 0: a generation batch whose every token is masked out (truncated rows, dropped
      * groups) is legal; TRL clamps the divisor to 1 */
-    if ((o->type == GRPO_LOSS_DAPO || o->type == GRPO_LOSS_CISPO) && !(o->num_items_in_batch >= 0.0))
+    if ((o->type == GRPO_LOSS_DAPO || o->type == GRPO_LOSS_CISPO) &&
+        !(o->num_items_in_batch >= 0.0))
         return "num_items_in_batch >= 0 (tokens in the generation batch) for dapo and cispo";
-    if ((unsigned)o->is_level > GRPO_IS_SEQUENCE) return "importance_sampling_level token or sequence";
-    if (o->type == GRPO_LOSS_SAPO && !(o->sapo_temperature_pos > 0.0 && o->sapo_temperature_neg > 0.0))
+    if ((unsigned)o->is_level > GRPO_IS_SEQUENCE)
+        return "importance_sampling_level token or sequence";
+    if (o->type == GRPO_LOSS_SAPO &&
+        !(o->sapo_temperature_pos > 0.0 && o->sapo_temperature_neg > 0.0))
         return "sapo temperatures > 0";
     if (!(o->top_entropy_quantile > 0.0 && o->top_entropy_quantile <= 1.0))
         return "top_entropy_quantile in (0, 1]";
@@ -333,15 +336,20 @@ int32_t grpo_loss_backward(float *dlogp, const grpo_loss_inputs *in, const grpo_
             for (int t = 0; t < T; t++) {
                 size_t it = (size_t)i * T + t;
                 double m = in->mask[it];
-                if (m != 0.0) g += scale * m * token_forward_backward(in, o, &c, it, A, r_seq).d_ratio;
+                if (m != 0.0)
+                    g += scale * m * token_forward_backward(in, o, &c, it, A, r_seq).d_ratio;
             }
             g *= r_seq / fmax(row_len(in, i), 1.0);
         }
         for (int t = 0; t < T; t++) {
             size_t it = (size_t)i * T + t;
             double m = in->mask[it];
-            double d = m == 0.0 ? 0.0 : scale * m * token_forward_backward(in, o, &c, it, A, r_seq).dloss;
-            dlogp[it] = m == 0.0 ? 0.0f : c.seq ? (float)(d + g * m) : (float)d;
+            if (m == 0.0) {
+                dlogp[it] = 0.0f;
+                continue;
+            }
+            double d = scale * m * token_forward_backward(in, o, &c, it, A, r_seq).dloss;
+            dlogp[it] = c.seq ? (float)(d + g * m) : (float)d;
         }
     }
     return GRPO_OK;

@@ -108,7 +108,8 @@ static int chunk_drop_groups(chunk *c, grpo_error *err) {
     if (!keep) return grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory");
     c->dropped = grpo_zero_std_groups(keep, c->r, c->rb.B, c->rb.G);
     for (int32_t i = 0; i < c->rb.N; i++)
-        if (!keep[i / c->rb.G]) memset(c->mask + (size_t)i * c->T, 0, (size_t)c->T * sizeof(float));
+        if (!keep[i / c->rb.G])
+            memset(c->mask + (size_t)i * c->T, 0, (size_t)c->T * sizeof(float));
     free(keep);
     return GRPO_OK;
 }
@@ -572,7 +573,8 @@ static int setup(trainer *t, grpo_error *err) {
                    ? (int32_t)cfg->train_micro_batch
                    : N;
     t->n_chunks = (int)cfg->train_grad_accum;
-    t->cap_chunks = t->n_chunks + (cfg->grpo_drop_zero_std_groups ? (int)cfg->grpo_resample_rounds : 0);
+    t->cap_chunks =
+        t->n_chunks + (cfg->grpo_drop_zero_std_groups ? (int)cfg->grpo_resample_rounds : 0);
     if (!(t->chunks = calloc((size_t)t->cap_chunks, sizeof *t->chunks)))
         return grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory");
     if (cfg->log_completions_every > 0)
