@@ -339,6 +339,42 @@ START_TEST(sync_ref_mixes_policy_into_reference) {
 }
 END_TEST
 
+/* A reward library built against SDK 1.2 (pack pg12) indexes the samples with 1.2's smaller
+ * sizeof(grpo_sample): the host lays the array out at that stride for it, so sample i is the one
+ * it reads (pg12.member scores i % G) and the 1.3 fields are not there (pg12.step: NaN). */
+START_TEST(old_sdk_rewards_read_their_own_layout) {
+    char path[512], log[512], packs[512], comp[512];
+    snprintf(path, sizeof path, "%s/old.ini", tmp);
+    FILE *f = fopen(path, "w");
+    fprintf(f,
+            "[model]\npath = %s/model\n[data]\npath = %s/examples/arith/train.jsonl\n"
+            "[sampling]\nnum_generations = 4\nmax_completion_length = 4\n"
+            "[train]\nsteps = 1\nbatch_prompts = 2\nthreads = 1\n"
+            "[log]\ndir = %s/old\ncompletions_every = 1\n"
+            "[checkpoint]\ndir = %s/old/ckpt\nevery = 0\n"
+            "[reward.member]\nplugin = pg12.member\n[reward.step]\nplugin = pg12.step\n",
+            tmp, GRPO_SOURCE_DIR, tmp, tmp);
+    fclose(f);
+    snprintf(log, sizeof log, "%s/old.log", tmp);
+    snprintf(packs, sizeof packs, "%s/tests/plugins/progress12", GRPO_BINARY_DIR);
+    char *args[] = {"grpo", "train", path, "--plugin-path", packs, NULL};
+    ck_assert_msg(run_grpo(log, args) == 0, "run failed, see %s", log);
+    snprintf(comp, sizeof comp, "%s/old/completions.jsonl", tmp);
+    char *text = slurp(comp), *save = NULL;
+    ck_assert_msg(text != NULL, "no %s", comp);
+    int i = 0;
+    for (char *l = strtok_r(text, "\n", &save); l; l = strtok_r(NULL, "\n", &save), i++) {
+        cJSON *j = cJSON_Parse(l), *rw = cJSON_GetObjectItemCaseSensitive(j, "rewards");
+        cJSON *member = cJSON_GetObjectItemCaseSensitive(rw, "member");
+        ck_assert_msg(cJSON_IsNumber(member) && member->valuedouble == i % 4, "sample %d: %s", i, l);
+        ck_assert_msg(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(rw, "step")), "%s", l);
+        cJSON_Delete(j);
+    }
+    ck_assert_int_eq(i, 8);
+    free(text);
+}
+END_TEST
+
 START_TEST(resume_without_checkpoint_fails_clearly) {
     char ini[512];
     write_run("c", "");
@@ -451,6 +487,7 @@ int main(void) {
     tcase_add_test(tc, unsupported_options_are_refused);
     tcase_add_test(tc, sync_ref_mixes_policy_into_reference);
     tcase_add_test(tc, rewards_see_the_training_step);
+    tcase_add_test(tc, old_sdk_rewards_read_their_own_layout);
     tcase_add_test(tc, tokenizer_larger_than_model_is_refused);
     tcase_add_test(tc, run_without_rewards_is_refused);
     tcase_add_test(tc, all_nan_group_is_reported);
