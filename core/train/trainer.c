@@ -102,7 +102,9 @@ static int chunk_rewards(trainer *t, chunk *c, grpo_error *err) {
 }
 
 /* DAPO's dynamic sampling filter: the rows of groups whose rewards are all equal leave the loss
- * mask, so they neither count in num_items_in_batch nor add KL (their advantages are 0). */
+ * mask, so they neither count in num_items_in_batch nor add KL (their advantages are 0). The rows
+ * stay in the micro-batches: the token-normalised types (dapo, bnpo, cispo) are exactly as if
+ * they were gone, while grpo, sapo and dr_grpo still count them in N (as empty rows). */
 static int chunk_drop_groups(chunk *c, grpo_error *err) {
     unsigned char *keep = malloc((size_t)c->rb.B);
     if (!keep) return grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory");
