@@ -75,14 +75,19 @@ static const char *check_opts(const grpo_loss_opts *o) {
     return NULL;
 }
 
+/* The tensors the options need. */
+static const char *check_needed(const grpo_loss_inputs *in, const grpo_loss_opts *o) {
+    if (o->beta != 0.0 && !in->ref_logp) return "ref_logp when beta != 0";
+    if (needs_entropy(o) && !in->entropy)
+        return "entropy when top_entropy_quantile < 1 or entropy_coef != 0";
+    return NULL;
+}
+
 static int32_t check(const grpo_loss_inputs *in, const grpo_loss_opts *o, grpo_error *err) {
     const char *bad = NULL;
     if (in->N < 1 || in->T < 1) bad = "N >= 1 sequences and T >= 1 tokens";
     else if (!in->logp || !in->mask || !in->adv) bad = "logp, mask and adv (not NULL)";
-    else if ((bad = check_opts(o)) != NULL) {
-    } else if (o->beta != 0.0 && !in->ref_logp) bad = "ref_logp when beta != 0";
-    else if (needs_entropy(o) && !in->entropy)
-        bad = "entropy when top_entropy_quantile < 1 or entropy_coef != 0";
+    else if (!(bad = check_opts(o))) bad = check_needed(in, o);
     if (!bad) return check_values(in, o, err);
     return grpo_error_set(err, GRPO_ERR_INVALID, "loss.c: %s loss needs %s (N=%d T=%d)",
                           (unsigned)o->type < GRPO_LOSS_TYPE_COUNT ? grpo_choices_loss_type[o->type]
