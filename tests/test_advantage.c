@@ -119,6 +119,21 @@ static void check_case(const cJSON *c) {
     free(R), free(w), free(want_r), free(want_a), free(fm), free(fs), free(r), free(a);
 }
 
+START_TEST(zero_std_groups_are_found) {
+    /* B = 4 groups of G = 3: all equal; varied; one scored member (others NaN); none scored. */
+    const float r[] = {1, 1, 1, 0, 1, 0, NAN, 2, NAN, NAN, NAN, NAN};
+    unsigned char keep[4];
+    ck_assert_int_eq(grpo_zero_std_groups(keep, r, 4, 3), 3);
+    ck_assert(keep[0] == 0 && keep[1] == 1 && keep[2] == 0 && keep[3] == 0);
+    /* their advantages are all 0, which is why dropping them loses nothing */
+    float a[12];
+    grpo_advantage_opts o = grpo_advantage_opts_default();
+    ck_assert_int_eq(grpo_advantages(a, NULL, r, 4, 3, &o, NULL), GRPO_OK);
+    for (int i = 0; i < 12; i++)
+        if (!keep[i / 3]) ck_assert_float_eq(a[i], 0.0f);
+}
+END_TEST
+
 START_TEST(matches_pytorch_reference) {
     cJSON *root = fixture_load("advantage_cases.json");
     int n = 0;
@@ -139,6 +154,7 @@ int main(void) {
     tcase_add_test(tc, nanstd_counts_only_numbers);
     tcase_add_test(tc, two_member_group_by_hand);
     tcase_add_test(tc, bad_shapes_are_errors);
+    tcase_add_test(tc, zero_std_groups_are_found);
     tcase_add_test(tc, matches_pytorch_reference);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);

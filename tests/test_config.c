@@ -363,13 +363,13 @@ END_TEST
 
 START_TEST(bad_choice_lists_choices) {
     expect_file_error("bad_choice.ini", 0,
-                      ":2: grpo.loss_type: expected one of grpo, bnpo, dr_grpo, dapo, cispo, got "
-                      "'dapoo' (did you mean dapo?)",
+                      ":2: grpo.loss_type: expected one of grpo, bnpo, dr_grpo, dapo, cispo, sapo, "
+                      "got 'dapoo' (did you mean dapo?)",
                       0);
     /* TRL loss types grpo knows of but does not implement are refused by name, not as typos */
-    expect_text_error("[grpo]\nloss_type = sapo\n", 0,
-                      ":2: grpo.loss_type: 'sapo' is not implemented in grpo; expected one of "
-                      "grpo, bnpo, dr_grpo, dapo, cispo",
+    expect_text_error("[grpo]\nloss_type = vespo\n", 0,
+                      ":2: grpo.loss_type: 'vespo' is not implemented in grpo; expected one of "
+                      "grpo, bnpo, dr_grpo, dapo, cispo, sapo",
                       0);
 }
 END_TEST

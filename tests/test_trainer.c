@@ -3,11 +3,16 @@
  * tiny model made by `grpo init-model` and the embedded arithmetic prompts:
  *   - kill and resume: a run SIGKILLed after its step-3 checkpoint and resumed with --resume
  *     writes the same metrics, step for step, as a run that never stopped (every metric except
- *     the timings step_time and throughput/...), and its final weights are identical;
+ *     the timings step_time and throughput/...), and its final weights are identical; also with
+ *     grpo.sync_ref_every = 2 (the refreshed reference is resumed: kl would differ otherwise);
  *   - learning: with a reward the tiny model can satisfy (a completion of at most 8 characters,
  *     reward 1, else 0), the mean reward of the first 3 steps is below 0.35 and of the last 3
  *     above 0.7 (observed: ~0.1 -> 0.77..1.0), for every loss type (and with beta > 0,
- *     num_iterations = 2, micro-batches);
+ *     num_iterations = 2, micro-batches, sapo, GSPO, the top-entropy mask, dynamic sampling,
+ *     GDPO, a refreshed reference);
+ *   - rewards see the training step and train.steps (tests/packs/progress);
+ *   - options this build cannot honour (entropy_coef != 0, sync_ref_every without beta) are
+ *     refused by name;
  *     a sign error anywhere in loss -> d logp -> backward -> AdamW makes it fall instead;
  *   - sft: the response loss halves in 30 steps and the exported model evaluates;
  *   - bad input: --resume without a checkpoint, a tokenizer larger than the model's vocabulary,
@@ -26,6 +31,7 @@
 #include <unistd.h>
 
 #include "grpo_cli_test.h"
+#include "io/safetensors.h"
 
 static char tmp[256];
 
@@ -38,14 +44,14 @@ static void write_run(const char *name, const char *extra) {
             "[model]\npath = %s/model\n"
             "[data]\npath = %s/examples/arith/train.jsonl\n"
             "[sampling]\nnum_generations = 4\nmax_completion_length = 12\ntemperature = 1.0\n"
-            "[grpo]\nbeta = 0.04\nloss_type = dapo\n"
+            "[grpo]\nbeta = 0.04\nloss_type = dapo\n%s"
             "[optim]\nlr = 1e-2\n"
             "[train]\nsteps = 10\nbatch_prompts = 2\nmicro_batch = 3\nseed = 7\nthreads = 1\n"
             "[log]\ndir = %s/%s\n"
             "[checkpoint]\ndir = %s/%s/ckpt\nevery = 3\nkeep = 0\n"
             "[reward.acc]\nplugin = builtin.accuracy\n"
-            "[reward.len]\nplugin = builtin.length\n%s",
-            tmp, GRPO_SOURCE_DIR, tmp, name, tmp, name, extra);
+            "[reward.len]\nplugin = builtin.length\n",
+            tmp, GRPO_SOURCE_DIR, extra, tmp, name, tmp, name);
     fclose(f);
 }
 
@@ -183,9 +189,12 @@ START_TEST(evaluation_does_not_change_training) {
 }
 END_TEST
 
+/* [grpo] keys of each kill-and-resume run. */
+static const char *const resume_variants[] = {"", "sync_ref_every = 2\nsync_ref_alpha = 0.5\n"};
+
 START_TEST(killed_run_resumes_the_same_trajectory) {
     char ini[512], log[512], ck[512];
-    write_run("a", ""), write_run("b", "");
+    write_run("a", resume_variants[_i]), write_run("b", resume_variants[_i]);
     snprintf(ini, sizeof ini, "%s/a.ini", tmp), snprintf(log, sizeof log, "%s/a.log", tmp);
     char *a_args[] = {"grpo", "train", ini, "--plugin-path", GRPO_PACK_BUILD_DIR, NULL};
     ck_assert_msg(run_grpo(log, a_args) == 0, "uninterrupted run failed, see %s", log);
@@ -247,6 +256,13 @@ static const char *const learn_variants[] = {
     "loss_type = dr_grpo\n",
     "loss_type = cispo\nepsilon_high = 5.0\n",
     "loss_type = dapo\nbeta = 0.04\nnum_iterations = 2\n",
+    "loss_type = sapo\n",
+    "loss_type = grpo\nimportance_sampling_level = sequence\n",
+    "loss_type = dapo\ntop_entropy_quantile = 0.5\n",
+    "loss_type = dapo\ndrop_zero_std_groups = true\n",
+    "loss_type = dapo\ndrop_zero_std_groups = true\nresample_rounds = 2\n",
+    "loss_type = dapo\nreward_aggregation = normalize_then_sum\n",
+    "loss_type = grpo\nbeta = 0.04\nsync_ref_every = 5\n",
 };
 
 START_TEST(grpo_raises_an_easy_reward) {
@@ -316,6 +332,154 @@ static void expect_failure(char *const args[], const char *needle) {
     ck_assert_msg(text && strstr(text, needle), "expected '%s' in: %s", needle, text ? text : "");
     free(text);
 }
+
+START_TEST(unsupported_options_are_refused) {
+    char ini[512];
+    write_run("u1", "entropy_coef = 0.01\n");
+    snprintf(ini, sizeof ini, "%s/u1.ini", tmp);
+    char *args[] = {"grpo", "train", ini, "--plugin-path", GRPO_PACK_BUILD_DIR, NULL};
+    expect_failure(args, "grpo.entropy_coef");
+    write_run("u2", "sync_ref_every = 3\n");
+    snprintf(ini, sizeof ini, "%s/u2.ini", tmp);
+    sh("sed -i 's/^beta = 0.04$/beta = 0/' '%s'", ini); /* no reference model */
+    expect_failure(args, "grpo.sync_ref_every = 3 needs grpo.beta > 0");
+    write_run("u3", "");
+    snprintf(ini, sizeof ini, "%s/u3.ini", tmp);
+    sh("sed -i 's/^loss_type = dapo$/loss_type = vespo/' '%s'", ini); /* a TRL type not built */
+    expect_failure(args, "not implemented");
+}
+END_TEST
+
+/* Runs the progress pack's rewards for 3 steps of 2 prompts with drop_zero_std_groups and
+ * resample_rounds = rounds; returns the path of its metrics.jsonl (static buffer). */
+static const char *progress_run(const char *name, int rounds) {
+    static char metrics[512];
+    char path[512], log[512], packs[512];
+    snprintf(path, sizeof path, "%s/%s.ini", tmp, name);
+    FILE *f = fopen(path, "w");
+    fprintf(f,
+            "[model]\npath = %s/model\n[data]\npath = %s/examples/arith/train.jsonl\n"
+            "[sampling]\nnum_generations = 2\nmax_completion_length = 4\n"
+            "[grpo]\ndrop_zero_std_groups = true\nresample_rounds = %d\n"
+            "[train]\nsteps = 3\nbatch_prompts = 2\nthreads = 1\n"
+            "[log]\ndir = %s/%s\n[checkpoint]\ndir = %s/%s/ckpt\nevery = 0\n"
+            "[reward.step]\nplugin = pg.step\n[reward.total]\nplugin = pg.total\n",
+            tmp, GRPO_SOURCE_DIR, rounds, tmp, name, tmp, name);
+    fclose(f);
+    snprintf(log, sizeof log, "%s/%s.log", tmp, name);
+    snprintf(packs, sizeof packs, "%s/tests/plugins/progress", GRPO_BINARY_DIR);
+    char *args[] = {"grpo", "train", path, "--plugin-path", packs, NULL};
+    ck_assert_msg(run_grpo(log, args) == 0, "run failed, see %s", log);
+    snprintf(metrics, sizeof metrics, "%s/%s/metrics.jsonl", tmp, name);
+    return metrics;
+}
+
+/* The progress pack's rewards score each sample with its step and total_steps: in metrics.jsonl
+ * rewards/step/mean is the steps taken before the batch (logged step - 1), rewards/total/mean is
+ * train.steps; and dynamic sampling logs the fraction of groups it dropped (every group here:
+ * pg.step and pg.total give all members the same reward). With resample_rounds = 2 each step
+ * generates 2 more batches of 2 fresh prompts (all dropped again): about 3x the tokens. */
+START_TEST(rewards_see_the_training_step) {
+    const char *metrics = progress_run("progress", 0);
+    for (int step = 1; step <= 3; step++) {
+        ck_assert_double_eq(mean_metric(metrics, "rewards/step/mean", step, step), step - 1);
+        ck_assert_double_eq(mean_metric(metrics, "rewards/total/mean", step, step), 3);
+        ck_assert_double_eq(mean_metric(metrics, "frac_groups_dropped", step, step), 1);
+    }
+    double once = mean_metric(metrics, "num_tokens", 3, 3);
+    metrics = progress_run("resampled", 2);
+    double thrice = mean_metric(metrics, "num_tokens", 3, 3);
+    ck_assert_double_eq(mean_metric(metrics, "rewards/step/mean", 3, 3), 2);
+    ck_assert_double_eq(mean_metric(metrics, "frac_groups_dropped", 3, 3), 1);
+    ck_assert_msg(thrice > 2.5 * once, "num_tokens %g with resampling, %g without", thrice, once);
+}
+END_TEST
+
+/* Every tensor of ref_dir/model.safetensors is fl(fl((1 - a) prev) + fl(a policy)) of the same
+ * tensors in prev_dir and policy_dir (TRL's sync_ref_model, in fp32 as ops->scale/accumulate). */
+static void check_mix(const char *ref_dir, const char *prev_dir, const char *policy_dir, float a) {
+    char p[3][600];
+    const char *dirs[3] = {ref_dir, prev_dir, policy_dir};
+    grpo_safetensors *st[3] = {NULL, NULL, NULL};
+    grpo_error err;
+    grpo_error_init(&err);
+    for (int k = 0; k < 3; k++) {
+        snprintf(p[k], sizeof p[k], "%s/model.safetensors", dirs[k]);
+        ck_assert_msg(grpo_st_open(&st[k], p[k], &err) == GRPO_OK, "%s", err.message);
+    }
+    size_t checked = 0;
+    for (size_t i = 0; i < grpo_st_count(st[0]); i++) {
+        const grpo_st_tensor *r = grpo_st_at(st[0], i);
+        const grpo_st_tensor *o = grpo_st_find(st[1], r->name), *q = grpo_st_find(st[2], r->name);
+        ck_assert_msg(o && q && r->dtype == GRPO_ST_F32, "%s", r->name);
+        for (uint64_t j = 0; j < r->numel; j++) {
+            float rv, ov, qv;
+            memcpy(&rv, (const char *)r->data + 4 * j, 4), memcpy(&ov, (const char *)o->data + 4 * j, 4);
+            memcpy(&qv, (const char *)q->data + 4 * j, 4);
+            float want = ov * (float)(1.0 - a) + qv * a;
+            ck_assert_msg(rv == want, "%s[%llu]: %.9g, want %.9g", r->name, (unsigned long long)j,
+                          rv, want);
+        }
+        checked += r->numel;
+    }
+    ck_assert_uint_gt(checked, 1000);
+    for (int k = 0; k < 3; k++) grpo_st_close(st[k]);
+}
+
+/* sync_ref_every = 2, alpha = 0.25 over 4 steps, a checkpoint every 2: reference-2 mixes the
+ * policy of step 2 into the initial model, reference-4 the policy of step 4 into reference-2. */
+START_TEST(sync_ref_mixes_policy_into_reference) {
+    char ini[512], log[512], d[4][600];
+    write_run("s", "sync_ref_every = 2\nsync_ref_alpha = 0.25\n");
+    snprintf(ini, sizeof ini, "%s/s.ini", tmp), snprintf(log, sizeof log, "%s/s.log", tmp);
+    sh("sed -i 's/^steps = 10$/steps = 4/; s/^every = 3$/every = 2/' '%s'", ini);
+    char *args[] = {"grpo", "train", ini, "--plugin-path", GRPO_PACK_BUILD_DIR, NULL};
+    ck_assert_msg(run_grpo(log, args) == 0, "run failed, see %s", log);
+    snprintf(d[0], sizeof d[0], "%s/s/ckpt/reference-00000002", tmp);
+    snprintf(d[1], sizeof d[1], "%s/model", tmp);
+    snprintf(d[2], sizeof d[2], "%s/s/ckpt/checkpoint-00000002", tmp);
+    check_mix(d[0], d[1], d[2], 0.25f);
+    snprintf(d[3], sizeof d[3], "%s/s/ckpt/reference-00000004", tmp);
+    snprintf(d[2], sizeof d[2], "%s/s/ckpt/checkpoint-00000004", tmp);
+    check_mix(d[3], d[0], d[2], 0.25f);
+}
+END_TEST
+
+/* A reward library built against SDK 1.2 (pack pg12) indexes the samples with 1.2's smaller
+ * sizeof(grpo_sample): the host lays the array out at that stride for it, so sample i is the one
+ * it reads (pg12.member scores i % G) and the 1.3 fields are not there (pg12.step: NaN). */
+START_TEST(old_sdk_rewards_read_their_own_layout) {
+    char path[512], log[512], packs[512], comp[512];
+    snprintf(path, sizeof path, "%s/old.ini", tmp);
+    FILE *f = fopen(path, "w");
+    fprintf(f,
+            "[model]\npath = %s/model\n[data]\npath = %s/examples/arith/train.jsonl\n"
+            "[sampling]\nnum_generations = 4\nmax_completion_length = 4\n"
+            "[train]\nsteps = 1\nbatch_prompts = 2\nthreads = 1\n"
+            "[log]\ndir = %s/old\ncompletions_every = 1\n"
+            "[checkpoint]\ndir = %s/old/ckpt\nevery = 0\n"
+            "[reward.member]\nplugin = pg12.member\n[reward.step]\nplugin = pg12.step\n",
+            tmp, GRPO_SOURCE_DIR, tmp, tmp);
+    fclose(f);
+    snprintf(log, sizeof log, "%s/old.log", tmp);
+    snprintf(packs, sizeof packs, "%s/tests/plugins/progress12", GRPO_BINARY_DIR);
+    char *args[] = {"grpo", "train", path, "--plugin-path", packs, NULL};
+    ck_assert_msg(run_grpo(log, args) == 0, "run failed, see %s", log);
+    snprintf(comp, sizeof comp, "%s/old/completions.jsonl", tmp);
+    char *text = slurp(comp), *save = NULL;
+    ck_assert_msg(text != NULL, "no %s", comp);
+    int i = 0;
+    for (char *l = strtok_r(text, "\n", &save); l; l = strtok_r(NULL, "\n", &save), i++) {
+        cJSON *j = cJSON_Parse(l), *rw = cJSON_GetObjectItemCaseSensitive(j, "rewards");
+        cJSON *member = cJSON_GetObjectItemCaseSensitive(rw, "member");
+        ck_assert_msg(cJSON_IsNumber(member) && member->valuedouble == i % 4, "sample %d: %s", i, l);
+        ck_assert_msg(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(rw, "step")), "%s", l);
+        cJSON_Delete(j);
+    }
+    ck_assert_int_eq(i, 8);
+    free(text);
+}
+END_TEST
 
 START_TEST(resume_without_checkpoint_fails_clearly) {
     char ini[512];
@@ -420,7 +584,8 @@ int main(void) {
     TCase *tc = tcase_create("end to end");
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, killed_run_resumes_the_same_trajectory);
+    tcase_add_loop_test(tc, killed_run_resumes_the_same_trajectory, 0,
+                        (int)(sizeof resume_variants / sizeof resume_variants[0]));
     tcase_add_test(tc, set_overrides_change_the_run);
     tcase_add_test(tc, checkpoints_carry_a_model_card);
     tcase_add_test(tc, evaluation_does_not_change_training);
@@ -428,6 +593,10 @@ int main(void) {
                         (int)(sizeof learn_variants / sizeof learn_variants[0]));
     tcase_add_test(tc, sft_loss_falls_and_exports);
     tcase_add_test(tc, resume_without_checkpoint_fails_clearly);
+    tcase_add_test(tc, unsupported_options_are_refused);
+    tcase_add_test(tc, sync_ref_mixes_policy_into_reference);
+    tcase_add_test(tc, rewards_see_the_training_step);
+    tcase_add_test(tc, old_sdk_rewards_read_their_own_layout);
     tcase_add_test(tc, tokenizer_larger_than_model_is_refused);
     tcase_add_test(tc, run_without_rewards_is_refused);
     tcase_add_test(tc, all_nan_group_is_reported);

@@ -147,7 +147,17 @@ def advantage_cases():
     write("advantage_cases.json", cases)
 
 
-# ---- the loss (TRL _compute_loss, importance_sampling_level="token") -------------------------
+# ---- the loss (TRL _compute_loss) ------------------------------------------------------------
+def high_entropy_mask(ent, mask, quantile):
+    """TRL's get_high_entropy_mask with threshold 1 - top_entropy_quantile, one process. TRL runs
+    torch.quantile on float32 entropies; here on float64, as core/train/loss.c computes it."""
+    vals = ent[mask.bool()]
+    if vals.numel() == 0:
+        return torch.zeros_like(ent, dtype=torch.bool)
+    thr = torch.quantile(vals, 1 - quantile)
+    return ((ent * mask) >= thr) & mask.bool()
+
+
 def loss_ref(c):
     N, T = c["N"], c["T"]
     logp = torch.tensor(c["logp"]).view(N, T).requires_grad_(True)
@@ -155,22 +165,34 @@ def loss_ref(c):
     mask = torch.tensor(c["mask"]).view(N, T)
     A = torch.tensor(c["adv"]).unsqueeze(1)
     el, eh, beta = c["epsilon_low"], c["epsilon_high"], c["beta"]
-    coef_1 = torch.exp(logp - old)
+    seq = c.get("importance_sampling_level", "token") == "sequence"
+    quantile, ent_coef = c.get("top_entropy_quantile", 1.0), c.get("entropy_coef", 0.0)
+    ent = torch.tensor(c["entropy"]).view(N, T) if c["entropy"] else None
+    log_w = logp - old
+    if seq:  # GSPO: the row's masked mean log-ratio, shape (N, 1)
+        log_w = ((log_w * mask).sum(-1) / mask.sum(-1).clamp(min=1.0)).unsqueeze(-1)
+    coef_1 = torch.exp(log_w)
     if beta != 0.0:
         ref = torch.tensor(c["ref_logp"]).view(N, T)
         kl = torch.exp(ref - logp) - (ref - logp) - 1
     if c["type"] == "cispo":
         per_tok = -torch.clamp(coef_1, max=eh).detach() * A * logp
+    elif c["type"] == "sapo":
+        tau = torch.where(A > 0, c["sapo_temperature_pos"], c["sapo_temperature_neg"])
+        per_tok = -(torch.sigmoid(tau * (coef_1 - 1)) * 4 / tau) * A
     else:
         coef_2 = torch.clamp(coef_1, 1 - el, 1 + eh)
         if c["delta"] > 0:
             coef_1 = torch.clamp(coef_1, max=c["delta"])
         per_tok = -torch.min(coef_1 * A, coef_2 * A)
+    ent_mask = high_entropy_mask(ent, mask, quantile) if quantile < 1.0 else None
+    if ent_mask is not None:
+        per_tok = per_tok * ent_mask
     if beta != 0.0:
         per_tok = per_tok + beta * kl
     accum = c["grad_accum_steps"]
     t = c["type"]
-    if t == "grpo":
+    if t in ("grpo", "sapo"):
         policy = ((per_tok * mask).sum(-1) / mask.sum(-1).clamp(min=1.0)).mean()
         loss = policy / accum
     elif t == "bnpo":
@@ -181,12 +203,25 @@ def loss_ref(c):
         loss = policy / accum
     else:
         policy = loss = (per_tok * mask).sum() / max(c["num_items_in_batch"], 1.0)
+    bonus = 0.0
+    if ent_coef != 0.0:  # the entropy is an input here, so it adds to the loss, not to dlogp
+        eff = mask if ent_mask is None else mask * ent_mask
+        if t in ("dapo", "cispo"):
+            bonus = (ent * eff).sum() / max(c["num_items_in_batch"], 1.0)
+        else:
+            bonus = (ent * eff).sum() / eff.sum().clamp(min=1.0) / accum
+        loss = loss - ent_coef * bonus
+        bonus = bonus.item()
     loss.backward()
 
     def gmean(x):
+        if x.shape[1] == 1:  # sequence level: one value per row, TRL averages over the rows
+            return (x.sum() / x.shape[0]).item()
         return ((x * mask).sum() / mask.sum().clamp(min=1.0)).item()
 
     def seqmean(x):
+        if x.shape[1] == 1:
+            return x.squeeze(1)
         return (x * mask).sum(-1) / mask.sum(-1)
 
     def nanmin(x):
@@ -203,8 +238,12 @@ def loss_ref(c):
              entropy=gmean(torch.tensor(c["entropy"]).view(N, T)) if c["entropy"] else nan,
              clip_low_mean=nan, clip_high_mean=nan, clip_region_mean=nan, clip_low_min=nan,
              clip_high_max=nan, cispo_clip_ratio=nan, n_tokens=mask.sum().item())
+    if ent_coef != 0.0:
+        e["entropy_bonus"] = bonus
     c1 = coef_1.detach()
-    if t != "cispo":
+    if t == "sapo":
+        pass  # TRL logs no clip ratio for sapo
+    elif t != "cispo":
         lo = ((c1 < 1 - el) & (A < 0)).double()
         hi = ((c1 > 1 + eh) & (A > 0)).double()
         e.update(clip_low_mean=gmean(lo), clip_high_mean=gmean(hi),
@@ -261,6 +300,49 @@ def loss_cases():
     for c in cases:
         c["expect"] = loss_ref(c)
     write("loss_cases.json", cases)
+    option_cases(case, old, wide_old, ent, total, truncated_mask, T)
+
+
+def option_cases(case, old, wide_old, ent, total, truncated_mask, T):
+    """The options of issue 16 on the same inputs: GSPO (importance_sampling_level = sequence),
+    sapo, the top-entropy mask and the entropy bonus (value only: entropy is an input)."""
+
+    def opt(c, **kw):
+        c.update(kw)
+        return c
+
+    seq = dict(importance_sampling_level="sequence")
+    cases = [
+        opt(case("gspo_grpo_offpolicy", "grpo", wide_old, entropy=ent), **seq),
+        opt(case("gspo_grpo_onpolicy_beta", "grpo", beta=0.04, entropy=ent), **seq),
+        opt(case("gspo_grpo_delta_asym", "grpo", wide_old, eh=0.28, delta=1.3), **seq),
+        opt(case("gspo_dapo_truncated", "dapo", old, mask=truncated_mask,
+                 num_items=truncated_mask.sum().item() * 2), **seq),
+        opt(case("gspo_cispo", "cispo", wide_old, eh=1.2, num_items=total), **seq),
+        opt(case("gspo_bnpo_accum2", "bnpo", old, beta=0.1, accum=2), **seq),
+        opt(case("sapo_offpolicy", "sapo", wide_old, entropy=ent),
+            sapo_temperature_pos=1.0, sapo_temperature_neg=1.05),
+        opt(case("sapo_onpolicy_beta_accum2", "sapo", beta=0.04, accum=2),
+            sapo_temperature_pos=2.0, sapo_temperature_neg=0.5),
+        opt(case("sapo_gspo_truncated", "sapo", old, mask=truncated_mask),
+            sapo_temperature_pos=1.0, sapo_temperature_neg=1.05, **seq),
+        opt(case("top_entropy_grpo_q0.2", "grpo", old, beta=0.04, entropy=ent),
+            top_entropy_quantile=0.2),
+        opt(case("top_entropy_dapo_q0.5", "dapo", wide_old, entropy=ent, num_items=total),
+            top_entropy_quantile=0.5),
+        opt(case("top_entropy_gspo_q0.3", "grpo", wide_old, entropy=ent),
+            top_entropy_quantile=0.3, **seq),
+        opt(case("entropy_bonus_grpo", "grpo", old, entropy=ent, accum=2), entropy_coef=0.01),
+        opt(case("entropy_bonus_dapo_top_q0.4", "dapo", old, entropy=ent, num_items=total * 2),
+            entropy_coef=0.05, top_entropy_quantile=0.4),
+        opt(case("entropy_bonus_cispo", "cispo", wide_old, entropy=ent, eh=2.0, num_items=total),
+            entropy_coef=0.02),
+    ]
+    for c in cases:
+        c.setdefault("sapo_temperature_pos", 1.0)
+        c.setdefault("sapo_temperature_neg", 1.05)
+        c["expect"] = loss_ref(c)
+    write("loss_option_cases.json", cases)
 
 
 # ---- LR schedules (transformers + torch schedulers, stepped like a trainer) ------------------
@@ -316,7 +398,9 @@ def clip_cases():
 
 if __name__ == "__main__":
     os.makedirs(OUT, exist_ok=True)
-    advantage_cases()
-    loss_cases()
-    schedule_cases()
-    clip_cases()
+    import sys
+    only = set(sys.argv[1:])  # e.g. "loss": regenerate only those (schedule needs transformers)
+    for name, make in (("advantage", advantage_cases), ("loss", loss_cases),
+                       ("schedule", schedule_cases), ("clip", clip_cases)):
+        if not only or name in only:
+            make()

@@ -15,7 +15,7 @@
     typedef enum grpo_##list { GRPO_CHOICES_##list(GRPO_CHOICE_CONST_) } grpo_##list;
 GRPO_RUN_KEYS(GRPO_IGNORE_, GRPO_IGNORE_, GRPO_IGNORE_, GRPO_IGNORE_, GRPO_CHOICE_ENUM_)
 
-#define GRPO_LOSS_TYPE_COUNT (GRPO_LOSS_CISPO + 1)
+#define GRPO_LOSS_TYPE_COUNT (GRPO_LOSS_SAPO + 1)
 
 /* grpo_choices_dtype[], grpo_choices_loss_type[], ...: the texts of each list, index = enum value,
  * NULL-terminated (defined in config.c). */

@@ -32,7 +32,10 @@
 #define GRPO_CHOICES_bad_lines(C) C(GRPO_BAD_LINES_FAIL, fail) C(GRPO_BAD_LINES_SKIP, skip)
 #define GRPO_CHOICES_loss_type(C)                                                               \
     C(GRPO_LOSS_GRPO, grpo) C(GRPO_LOSS_BNPO, bnpo) C(GRPO_LOSS_DR_GRPO, dr_grpo)               \
-    C(GRPO_LOSS_DAPO, dapo) C(GRPO_LOSS_CISPO, cispo)
+    C(GRPO_LOSS_DAPO, dapo) C(GRPO_LOSS_CISPO, cispo) C(GRPO_LOSS_SAPO, sapo)
+#define GRPO_CHOICES_importance_sampling_level(C) C(GRPO_IS_TOKEN, token) C(GRPO_IS_SEQUENCE, sequence)
+#define GRPO_CHOICES_reward_aggregation(C)                                                      \
+    C(GRPO_AGG_SUM_THEN_NORMALIZE, sum_then_normalize) C(GRPO_AGG_NORMALIZE_THEN_SUM, normalize_then_sum)
 #define GRPO_CHOICES_scale_rewards(C)                                                           \
     C(GRPO_SCALE_GROUP, group) C(GRPO_SCALE_BATCH, batch) C(GRPO_SCALE_NONE, none)
 #define GRPO_CHOICES_schedule(C)                                                                \
@@ -41,8 +44,7 @@
 
 /* Choice values users bring from TRL that grpo knows but does not implement: refused by name
  * ("... is not implemented") rather than as a typo. X(section, key, text). */
-#define GRPO_NOT_IMPLEMENTED(X) \
-    X(grpo, loss_type, sapo) X(grpo, loss_type, vespo) X(grpo, loss_type, luspo)
+#define GRPO_NOT_IMPLEMENTED(X) X(grpo, loss_type, vespo) X(grpo, loss_type, luspo)
 
 /* clang-format off */
 #define GRPO_RUN_KEYS(S, I, F, B, E)                                                            \
@@ -89,7 +91,11 @@
     /* [grpo] advantages and loss */                                                            \
     E(grpo, loss_type, "dapo", loss_type,                                                       \
       "normalisation: grpo per sequence, bnpo per token, dr_grpo B*max_len, dapo batch tokens, "  \
-      "cispo (TRL default: dapo)")                                                              \
+      "cispo, sapo (soft gate, per sequence) (TRL default: dapo)")                              \
+    E(grpo, importance_sampling_level, "token", importance_sampling_level,                      \
+      "ratio per token, or sequence = exp(mean log-ratio of the row) (GSPO; use loss_type = grpo)") \
+    F(grpo, sapo_temperature_pos, "1.0", "> 0", "sapo: gate temperature where the advantage is > 0 (TRL 1.0)") \
+    F(grpo, sapo_temperature_neg, "1.05", "> 0", "sapo: gate temperature where the advantage is <= 0 (TRL 1.05)") \
     F(grpo, beta, "0.0", ">= 0", "KL coefficient (k3 estimator); 0 = no reference model (TRL 0; MiniMind 0.02)") \
     F(grpo, epsilon_low, "0.2", "[0, 1)", "clip the ratio below at 1 - epsilon_low")            \
     F(grpo, epsilon_high, "@grpo.epsilon_low", ">= 0",                                          \
@@ -104,6 +110,19 @@
       "MiniMind: clamp advantages to +-c, then renormalise over the batch; 0 = off")            \
     B(grpo, mask_truncated_completions, "false", 0,                                            \
       "leave completions cut at max_completion_length out of the loss")                         \
+    F(grpo, top_entropy_quantile, "1.0", "(0, 1]",                                              \
+      "train only on tokens at or above this top quantile of entropy in the micro-batch (TRL rho); 1 = all") \
+    F(grpo, entropy_coef, "0.0", ">= 0",                                                       \
+      "entropy bonus: loss - coef * mean entropy (TRL); needs an entropy backward in the head, refused != 0") \
+    B(grpo, drop_zero_std_groups, "false", 0,                                                  \
+      "DAPO dynamic sampling: groups whose rewards are all equal leave the loss (and its token count)") \
+    I(grpo, resample_rounds, "0", "[0, 64]",                                                    \
+      "drop_zero_std_groups: up to this many extra batches of fresh prompts replace dropped groups; 0 = drop only") \
+    I(grpo, sync_ref_every, "0", ">= 0",                                                        \
+      "every this many steps ref = alpha * policy + (1 - alpha) * ref (TRL sync_ref_model); 0 = off") \
+    F(grpo, sync_ref_alpha, "0.6", "[0, 1]", "weight of the policy in that refresh (TRL ref_model_mixup_alpha)") \
+    E(grpo, reward_aggregation, "sum_then_normalize", reward_aggregation,                       \
+      "normalize the weighted reward sum per group, or normalize_then_sum each reward first (GDPO)") \
     F(grpo, aux_loss_coef, "1.0", ">= 0",                                                       \
       "weight of the MoE router auxiliary loss the model reports; 0 = ignore it")               \
     /* [optim] AdamW and the learning-rate schedule */                                          \

@@ -403,6 +403,7 @@ static int pack_open(grpo_pack *pack, const grpo_host *host, grpo_error *err) {
                             "one source file of pack '%s' (built without the grpo SDK?)", path,
                             GRPO_MAGIC_SYMBOL, pack->name);
     if (rc == GRPO_OK) rc = check_magic(pack, magic_fn(), err);
+    if (rc == GRPO_OK) pack->lib_abi_minor = magic_fn()->abi_minor;
     if (rc == GRPO_OK && !p_init)
         rc = grpo_error_set(err, GRPO_ERR_ABI, "%s: no %s symbol; expected pack '%s' to define "
                             "GRPO_EXPORT int32_t %s(...)", path, GRPO_INIT_SYMBOL, pack->name,

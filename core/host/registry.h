@@ -80,6 +80,8 @@ typedef struct grpo_pack {
     grpo_entry *entries; /* [n_entries] */
     int n_entries;
     void *handle;        /* dlopen handle once loaded, else NULL */
+    unsigned lib_abi_minor; /* once loaded: the minor its magic names (the SDK it was built
+                             * against), which fixes the layout of arrays it indexes */
     grpo_library lib;    /* filled by grpo_plugin_init once loaded */
 } grpo_pack;
 

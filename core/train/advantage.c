@@ -1,6 +1,5 @@
 /* advantage.c — group-relative advantages (formulas in advantage.h). */
 #include "train/advantage.h"
-#include "train/testing.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -140,4 +139,15 @@ int32_t grpo_advantages_gdpo(float *adv, grpo_advantage_metrics *m, const float 
     free(z);
     free(r);
     return GRPO_OK;
+}
+
+int grpo_zero_std_groups(unsigned char *keep, const float *r, int B, int G) {
+    int dropped = 0;
+    for (int b = 0; b < B; b++) {
+        /* biased: one scored member gives 0, none gives NaN; both leave every advantage at 0 */
+        double std = grpo_nanstd(r + (size_t)b * G, G, 1, 0);
+        keep[b] = !(isnan(std) || std_is_zero(std));
+        dropped += !keep[b];
+    }
+    return dropped;
 }

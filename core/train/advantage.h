@@ -47,10 +47,8 @@
 /* enum grpo_scale_rewards { GRPO_SCALE_GROUP = 0 (TRL default), GRPO_SCALE_BATCH,
  * GRPO_SCALE_NONE } comes from choices.h (the run file's scale_rewards list). */
 
-typedef enum grpo_reward_aggregation {
-    GRPO_AGG_SUM_THEN_NORMALIZE = 0, /* TRL default */
-    GRPO_AGG_NORMALIZE_THEN_SUM,     /* GDPO */
-} grpo_reward_aggregation;
+/* enum grpo_reward_aggregation { GRPO_AGG_SUM_THEN_NORMALIZE = 0 (TRL default),
+ * GRPO_AGG_NORMALIZE_THEN_SUM (GDPO) } comes from choices.h (grpo.reward_aggregation). */
 
 typedef struct grpo_advantage_opts {
     grpo_scale_rewards scale;
@@ -74,5 +72,18 @@ typedef struct grpo_advantage_metrics {
  * or the options are invalid or a reward is infinite (names r[i]). */
 int32_t grpo_advantages(float *adv, grpo_advantage_metrics *m, const float *r, int B, int G,
                         const grpo_advantage_opts *o, grpo_error *err);
+
+/* normalize_then_sum (GDPO). adv[N] out, m out (may be NULL; reward/reward_std describe the plain
+ * weighted sum of R, as TRL logs them), R[N,K] and w[K] in. o->scale is ignored (the final
+ * normalisation is always over the batch, as in TRL). Status as grpo_advantages, plus
+ * GRPO_ERR_INVALID for K < 1 and GRPO_ERR_NOMEM when the [N,K] scratch cannot be allocated. */
+int32_t grpo_advantages_gdpo(float *adv, grpo_advantage_metrics *m, const float *R, const float *w,
+                             int B, int G, int K, const grpo_advantage_opts *o, grpo_error *err);
+
+/* Which groups of r[B*G] (the summed reward, NaN = unscorable) have zero std: keep[b] = 0 when
+ * every scored member has the same reward (or fewer than two are scored), else 1 (DAPO's dynamic
+ * sampling filter: such a group's advantages are all 0, so it teaches nothing). Returns how many
+ * groups were dropped. */
+int grpo_zero_std_groups(unsigned char *keep, const float *r, int B, int G);
 
 #endif

@@ -2,15 +2,27 @@
 #include "train/loss.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 grpo_loss_opts grpo_loss_opts_default(void) {
-    grpo_loss_opts o = {GRPO_LOSS_DAPO, 0.2, 0.2, 0.0, 0.0, 0, 0.0, 1};
+    grpo_loss_opts o = {.type = GRPO_LOSS_DAPO,
+                        .epsilon_low = 0.2,
+                        .epsilon_high = 0.2,
+                        .grad_accum_steps = 1,
+                        .is_level = GRPO_IS_TOKEN,
+                        .sapo_temperature_pos = 1.0,
+                        .sapo_temperature_neg = 1.05,
+                        .top_entropy_quantile = 1.0};
     return o;
 }
 
-/* Every value the loss reads must be finite: adv[i], and logp / old_logp / ref_logp where the
- * mask is not 0 (padding is never read). */
+static int needs_entropy(const grpo_loss_opts *o) {
+    return o->top_entropy_quantile < 1.0 || o->entropy_coef != 0.0;
+}
+
+/* Every value the loss reads must be finite: adv[i], and logp / old_logp / ref_logp / entropy
+ * where the mask is not 0 (padding is never read). */
 static int32_t check_values(const grpo_loss_inputs *in, const grpo_loss_opts *o, grpo_error *err) {
     for (int i = 0; i < in->N; i++) {
         if (!isfinite(in->adv[i]))
@@ -28,6 +40,8 @@ static int32_t check_values(const grpo_loss_inputs *in, const grpo_loss_opts *o,
                 bad = "old_logp", v = in->old_logp[it];
             else if (o->beta != 0.0 && !isfinite(in->ref_logp[it]))
                 bad = "ref_logp", v = in->ref_logp[it];
+            else if (needs_entropy(o) && !isfinite(in->entropy[it]))
+                bad = "entropy", v = in->entropy[it];
             if (bad)
                 return grpo_error_set(err, GRPO_ERR_INVALID,
                                       "loss.c: %s[%d,%d] is %g, expected a finite value at a "
@@ -37,21 +51,43 @@ static int32_t check_values(const grpo_loss_inputs *in, const grpo_loss_opts *o,
     return GRPO_OK;
 }
 
+static const char *check_opts(const grpo_loss_opts *o) {
+    if ((unsigned)o->type >= GRPO_LOSS_TYPE_COUNT) return "a loss type from grpo_loss_type";
+    if (!isfinite(o->beta)) return "a finite beta";
+    if (!(o->epsilon_low >= 0.0) || !(o->epsilon_high >= 0.0)) return "epsilon >= 0";
+    if (!(o->delta >= 0.0)) return "delta >= 0 (0 = off)";
+    if (o->grad_accum_steps < 1) return "grad_accum_steps >= 1";
+    if (o->type == GRPO_LOSS_DR_GRPO && o->max_completion_length < 1)
+        return "max_completion_length >= 1 for dr_grpo";
+    /* >= 0, not > 0: a generation batch whose every token is masked out (truncated rows, dropped
+     * groups) is legal; TRL clamps the divisor to 1 */
+    if ((o->type == GRPO_LOSS_DAPO || o->type == GRPO_LOSS_CISPO) &&
+        !(o->num_items_in_batch >= 0.0))
+        return "num_items_in_batch >= 0 (tokens in the generation batch) for dapo and cispo";
+    if ((unsigned)o->is_level > GRPO_IS_SEQUENCE)
+        return "importance_sampling_level token or sequence";
+    if (o->type == GRPO_LOSS_SAPO &&
+        !(o->sapo_temperature_pos > 0.0 && o->sapo_temperature_neg > 0.0))
+        return "sapo temperatures > 0";
+    if (!(o->top_entropy_quantile > 0.0 && o->top_entropy_quantile <= 1.0))
+        return "top_entropy_quantile in (0, 1]";
+    if (!isfinite(o->entropy_coef)) return "a finite entropy_coef";
+    return NULL;
+}
+
+/* The tensors the options need. */
+static const char *check_needed(const grpo_loss_inputs *in, const grpo_loss_opts *o) {
+    if (o->beta != 0.0 && !in->ref_logp) return "ref_logp when beta != 0";
+    if (needs_entropy(o) && !in->entropy)
+        return "entropy when top_entropy_quantile < 1 or entropy_coef != 0";
+    return NULL;
+}
+
 static int32_t check(const grpo_loss_inputs *in, const grpo_loss_opts *o, grpo_error *err) {
     const char *bad = NULL;
     if (in->N < 1 || in->T < 1) bad = "N >= 1 sequences and T >= 1 tokens";
     else if (!in->logp || !in->mask || !in->adv) bad = "logp, mask and adv (not NULL)";
-    else if ((unsigned)o->type >= GRPO_LOSS_TYPE_COUNT) bad = "a loss type from grpo_loss_type";
-    else if (o->beta != 0.0 && !in->ref_logp) bad = "ref_logp when beta != 0";
-    else if (!isfinite(o->beta)) bad = "a finite beta";
-    else if (!(o->epsilon_low >= 0.0) || !(o->epsilon_high >= 0.0)) bad = "epsilon >= 0";
-    else if (!(o->delta >= 0.0)) bad = "delta >= 0 (0 = off)";
-    else if (o->grad_accum_steps < 1) bad = "grad_accum_steps >= 1";
-    else if (o->type == GRPO_LOSS_DR_GRPO && o->max_completion_length < 1)
-        bad = "max_completion_length >= 1 for dr_grpo";
-    else if ((o->type == GRPO_LOSS_DAPO || o->type == GRPO_LOSS_CISPO) &&
-             !(o->num_items_in_batch > 0.0))
-        bad = "num_items_in_batch > 0 (tokens in the generation batch) for dapo and cispo";
+    else if (!(bad = check_opts(o))) bad = check_needed(in, o);
     if (!bad) return check_values(in, o, err);
     return grpo_error_set(err, GRPO_ERR_INVALID, "loss.c: %s loss needs %s (N=%d T=%d)",
                           (unsigned)o->type < GRPO_LOSS_TYPE_COUNT ? grpo_choices_loss_type[o->type]
@@ -68,7 +104,9 @@ static double row_len(const grpo_loss_inputs *in, int i) {
 /* The weight of row i's tokens in the loss (the loss-type normaliser), mask not included. */
 static double row_scale(const grpo_loss_inputs *in, const grpo_loss_opts *o, int i, double total) {
     switch (o->type) {
-    case GRPO_LOSS_GRPO: return 1.0 / (fmax(row_len(in, i), 1.0) * in->N * o->grad_accum_steps);
+    case GRPO_LOSS_GRPO:
+    case GRPO_LOSS_SAPO:
+        return 1.0 / (fmax(row_len(in, i), 1.0) * in->N * o->grad_accum_steps);
     case GRPO_LOSS_BNPO: return 1.0 / (fmax(total, 1.0) * o->grad_accum_steps);
     case GRPO_LOSS_DR_GRPO:
         return 1.0 / ((double)in->N * o->max_completion_length * o->grad_accum_steps);
@@ -76,32 +114,122 @@ static double row_scale(const grpo_loss_inputs *in, const grpo_loss_opts *o, int
     }
 }
 
-/* One token's terms: its ratios, per-token loss and d(per-token loss)/d logp. */
+/* What the whole micro-batch decides once: the entropy mask's threshold. */
+typedef struct loss_ctx {
+    int seq;        /* sequence-level ratio */
+    int ent_masked; /* top_entropy_quantile < 1 */
+    double thr;     /* the entropy quantile (+inf when no token has mask != 0) */
+} loss_ctx;
+
+static int cmp_float(const void *a, const void *b) {
+    float x = *(const float *)a, y = *(const float *)b;
+    return (x > y) - (x < y);
+}
+
+/* torch.quantile(x, p) with linear interpolation, computed in double (torch.lerp's two forms). */
+static int32_t entropy_threshold(loss_ctx *c, const grpo_loss_inputs *in, const grpo_loss_opts *o,
+                                 grpo_error *err) {
+    size_t NT = (size_t)in->N * in->T, n = 0;
+    float *v = malloc(NT * sizeof *v); /* [<= N*T] entropies of the tokens with mask != 0 */
+    if (!v)
+        return grpo_error_set(err, GRPO_ERR_NOMEM,
+                              "loss.c: out of memory for the entropy quantile (%zu tokens)", NT);
+    for (size_t it = 0; it < NT; it++)
+        if (in->mask[it] != 0.0f) v[n++] = in->entropy[it];
+    c->thr = INFINITY;
+    if (n > 0) {
+        qsort(v, n, sizeof *v, cmp_float);
+        double pos = (1.0 - o->top_entropy_quantile) * (double)(n - 1), w = pos - floor(pos);
+        size_t lo = (size_t)floor(pos), hi = lo + 1 < n ? lo + 1 : lo;
+        double a = v[lo], b = v[hi];
+        c->thr = w < 0.5 ? a + w * (b - a) : b - (b - a) * (1.0 - w);
+    }
+    free(v);
+    return GRPO_OK;
+}
+
+static int32_t ctx_init(loss_ctx *c, const grpo_loss_inputs *in, const grpo_loss_opts *o,
+                        grpo_error *err) {
+    int32_t rc = check(in, o, err);
+    c->seq = o->is_level == GRPO_IS_SEQUENCE;
+    c->ent_masked = o->top_entropy_quantile < 1.0;
+    c->thr = -INFINITY;
+    if (rc == GRPO_OK && c->ent_masked) rc = entropy_threshold(c, in, o, err);
+    return rc;
+}
+
+/* H[i,t]: 1 when the token takes part in the policy term (entropy mask; 1 when off). */
+static double entropy_keep(const grpo_loss_inputs *in, const loss_ctx *c, size_t it) {
+    if (!c->ent_masked) return 1.0;
+    double m = in->mask[it];
+    return m != 0.0 && in->entropy[it] * m >= c->thr ? 1.0 : 0.0;
+}
+
+/* The row's sequence-level log ratio: the masked mean of logp - old_logp. */
+static double row_log_ratio(const grpo_loss_inputs *in, int i) {
+    double s = 0.0, L = 0.0;
+    if (!in->old_logp) return 0.0;
+    for (int t = 0; t < in->T; t++) {
+        size_t it = (size_t)i * in->T + t;
+        double m = in->mask[it];
+        if (m == 0.0) continue;
+        s += ((double)in->logp[it] - in->old_logp[it]) * m;
+        L += m;
+    }
+    return s / fmax(L, 1.0);
+}
+
+/* The policy term l(ratio) of one token: value, d l / d ratio and d l / d logp with the ratio
+ * held (cispo's only path: its ratio is detached). */
+typedef struct policy_terms {
+    double c1, loss, d_ratio, d_logp;
+} policy_terms;
+
+static policy_terms policy_term(const grpo_loss_opts *o, double r, double A, double lp) {
+    policy_terms p = {r, 0.0, 0.0, 0.0};
+    if (o->type == GRPO_LOSS_CISPO) {
+        double cr = fmin(r, (double)o->epsilon_high); /* detached */
+        p.loss = -cr * A * lp;
+        p.d_logp = -cr * A;
+    } else if (o->type == GRPO_LOSS_SAPO) {
+        double tau = A > 0 ? o->sapo_temperature_pos : o->sapo_temperature_neg;
+        double sg = 1.0 / (1.0 + exp(-tau * (r - 1.0)));
+        p.loss = -sg * 4.0 / tau * A;
+        p.d_ratio = -4.0 * sg * (1.0 - sg) * A; /* sigmoid' = sg (1 - sg), times tau, / tau */
+    } else {
+        double lo = 1.0 - o->epsilon_low, hi = 1.0 + o->epsilon_high;
+        double dc1 = 1.0;
+        if (o->delta > 0.0 && r > o->delta) p.c1 = o->delta, dc1 = 0.0;
+        double c2 = r < lo ? lo : r > hi ? hi : r, dc2 = (r >= lo && r <= hi) ? 1.0 : 0.0;
+        double l1 = p.c1 * A, l2 = c2 * A;
+        p.loss = -fmin(l1, l2);
+        p.d_ratio = l1 < l2 ? -dc1 * A : l2 < l1 ? -dc2 * A : -0.5 * (dc1 + dc2) * A;
+    }
+    return p;
+}
+
+/* One token's terms: its ratio, per-token loss, d(per-token loss)/d logp through this token's
+ * own ratio (token level) or with the row's ratio held (sequence level), and the entropy mask. */
 typedef struct token_terms {
-    double ratio, c1; /* exp(logp - old), and c1 after the delta clamp */
+    double ratio, c1; /* exp(log_w), and c1 after the delta clamp */
     double loss, dloss, kl;
+    double d_ratio; /* H * d l / d ratio (sequence level: summed over the row by the caller) */
+    double keep;    /* H[i,t] */
 } token_terms;
 
 static token_terms token_forward_backward(const grpo_loss_inputs *in, const grpo_loss_opts *o,
-                                          size_t it, double A) {
+                                          const loss_ctx *c, size_t it, double A, double r_seq) {
     token_terms k;
     double lp = in->logp[it], old = in->old_logp ? in->old_logp[it] : lp;
-    double r = exp(lp - old); /* d ratio / d logp = ratio */
+    double r = c->seq ? r_seq : exp(lp - old); /* d ratio / d logp = ratio (token level) */
+    policy_terms p = policy_term(o, r, A, lp);
+    k.keep = entropy_keep(in, c, it);
     k.ratio = r;
-    k.c1 = r;
-    if (o->type == GRPO_LOSS_CISPO) {
-        double cr = fmin(r, (double)o->epsilon_high); /* detached */
-        k.loss = -cr * A * lp;
-        k.dloss = -cr * A;
-    } else {
-        double lo = 1.0 - o->epsilon_low, hi = 1.0 + o->epsilon_high;
-        double dc1 = r;
-        if (o->delta > 0.0 && r > o->delta) k.c1 = o->delta, dc1 = 0.0;
-        double c2 = r < lo ? lo : r > hi ? hi : r, dc2 = (r >= lo && r <= hi) ? r : 0.0;
-        double l1 = k.c1 * A, l2 = c2 * A;
-        k.loss = -fmin(l1, l2);
-        k.dloss = l1 < l2 ? -dc1 * A : l2 < l1 ? -dc2 * A : -0.5 * (dc1 + dc2) * A;
-    }
+    k.c1 = p.c1;
+    k.loss = k.keep * p.loss;
+    k.d_ratio = k.keep * p.d_ratio;
+    if (o->type == GRPO_LOSS_CISPO || c->seq) k.dloss = k.keep * p.d_logp;
+    else k.dloss = k.keep * (p.d_ratio * r);
     k.kl = 0.0;
     if (o->beta != 0.0) {
         double d = in->ref_logp[it] - lp, e = exp(d);
@@ -112,60 +240,94 @@ static token_terms token_forward_backward(const grpo_loss_inputs *in, const grpo
     return k;
 }
 
+/* The entropy bonus's denominator (see loss.h); 0 when the bonus is off. */
+static double bonus_denominator(const grpo_loss_inputs *in, const grpo_loss_opts *o,
+                                const loss_ctx *c) {
+    if (o->entropy_coef == 0.0) return 0.0;
+    if (o->type == GRPO_LOSS_DAPO || o->type == GRPO_LOSS_CISPO)
+        return fmax(o->num_items_in_batch, 1.0);
+    double kept = 0.0;
+    for (size_t it = 0; it < (size_t)in->N * in->T; it++)
+        if (in->mask[it] != 0.0f) kept += in->mask[it] * entropy_keep(in, c, it);
+    return fmax(kept, 1.0) * o->grad_accum_steps;
+}
+
+/* Clip-flag sums: per token (masked means), or per row at sequence level (means over rows). */
+typedef struct clip_sums {
+    double low, high, region, cispo, low_min, high_max;
+} clip_sums;
+
+static void clip_row(clip_sums *s, double row_low, double row_high, double w) {
+    if (w == 0.0) return; /* an empty row's mean is 0/0 = NaN, which nanmin/nanmax skip */
+    s->low_min = isnan(s->low_min) ? row_low / w : fmin(s->low_min, row_low / w);
+    s->high_max = isnan(s->high_max) ? row_high / w : fmax(s->high_max, row_high / w);
+}
+
 int32_t grpo_loss_forward(grpo_loss_metrics *out, const grpo_loss_inputs *in,
                           const grpo_loss_opts *o, grpo_error *err) {
-    int32_t rc = check(in, o, err);
+    loss_ctx c;
+    int32_t rc = ctx_init(&c, in, o, err);
     if (rc != GRPO_OK) return rc;
     const int N = in->N, T = in->T;
     const double lo = 1.0 - o->epsilon_low, hi = 1.0 + o->epsilon_high;
-    double total = 0.0, loss = 0.0, kl = 0.0, ent = 0.0, low = 0.0, high = 0.0, region = 0.0,
-           cispo = 0.0;
-    double low_min = NAN, high_max = NAN;
+    double total = 0.0, loss = 0.0, kl = 0.0, ent = 0.0, bonus = 0.0;
+    clip_sums cs = {0.0, 0.0, 0.0, 0.0, NAN, NAN};
     for (int i = 0; i < N; i++) total += row_len(in, i);
     for (int i = 0; i < N; i++) {
         double A = in->adv[i], L = row_len(in, i), scale = row_scale(in, o, i, total);
+        double r_seq = c.seq ? exp(row_log_ratio(in, i)) : 0.0;
         double row_low = 0.0, row_high = 0.0;
         for (int t = 0; t < T; t++) {
             size_t it = (size_t)i * T + t;
             double m = in->mask[it];
             if (m == 0.0) continue;
-            token_terms k = token_forward_backward(in, o, it, A);
+            token_terms k = token_forward_backward(in, o, &c, it, A, r_seq);
             loss += scale * m * k.loss;
             kl += m * k.kl;
             if (in->entropy) ent += m * in->entropy[it];
+            if (o->entropy_coef != 0.0) bonus += m * k.keep * in->entropy[it];
+            if (c.seq) continue;
             int is_low = k.c1 < lo && A < 0, is_high = k.c1 > hi && A > 0;
-            low += m * is_low;
-            high += m * is_high;
-            region += m * (is_low || is_high);
+            cs.low += m * is_low;
+            cs.high += m * is_high;
+            cs.region += m * (is_low || is_high);
             row_low += m * is_low;
             row_high += m * is_high;
-            cispo += m * (k.ratio > o->epsilon_high && A > 0);
+            cs.cispo += m * (k.ratio > o->epsilon_high && A > 0);
         }
-        if (L != 0.0) { /* an empty row's mean is 0/0 = NaN, which nanmin/nanmax skip */
-            low_min = isnan(low_min) ? row_low / L : fmin(low_min, row_low / L);
-            high_max = isnan(high_max) ? row_high / L : fmax(high_max, row_high / L);
+        if (c.seq) { /* TRL's (N,1) flags: one per row, empty rows included */
+            double c1 = o->delta > 0.0 && r_seq > o->delta ? o->delta : r_seq;
+            row_low = c1 < lo && A < 0, row_high = c1 > hi && A > 0;
+            cs.low += row_low, cs.high += row_high, cs.region += row_low || row_high;
+            cs.cispo += r_seq > o->epsilon_high && A > 0;
+            clip_row(&cs, row_low, row_high, 1.0);
+        } else {
+            clip_row(&cs, row_low, row_high, L);
         }
     }
-    double denom = fmax(total, 1.0);
-    int clipped = o->type != GRPO_LOSS_CISPO;
+    double denom = fmax(total, 1.0), clip_denom = c.seq ? N : denom;
+    int clipped = o->type != GRPO_LOSS_CISPO && o->type != GRPO_LOSS_SAPO;
     int global = o->type == GRPO_LOSS_DAPO || o->type == GRPO_LOSS_CISPO; /* not / accum steps */
-    out->loss = loss;
+    double bd = bonus_denominator(in, o, &c);
+    out->entropy_bonus = bd > 0.0 ? bonus / bd : 0.0;
+    out->loss = bd > 0.0 ? loss - o->entropy_coef * out->entropy_bonus : loss;
     out->policy_loss = global ? loss : loss * o->grad_accum_steps;
     out->kl = o->beta != 0.0 ? kl / denom : NAN;
     out->entropy = in->entropy ? ent / denom : NAN;
-    out->clip_low_mean = clipped ? low / denom : NAN;
-    out->clip_high_mean = clipped ? high / denom : NAN;
-    out->clip_region_mean = clipped ? region / denom : NAN;
-    out->clip_low_min = clipped ? low_min : NAN;
-    out->clip_high_max = clipped ? high_max : NAN;
-    out->cispo_clip_ratio = clipped ? NAN : cispo / denom;
+    out->clip_low_mean = clipped ? cs.low / clip_denom : NAN;
+    out->clip_high_mean = clipped ? cs.high / clip_denom : NAN;
+    out->clip_region_mean = clipped ? cs.region / clip_denom : NAN;
+    out->clip_low_min = clipped ? cs.low_min : NAN;
+    out->clip_high_max = clipped ? cs.high_max : NAN;
+    out->cispo_clip_ratio = o->type == GRPO_LOSS_CISPO ? cs.cispo / clip_denom : NAN;
     out->n_tokens = total;
     return GRPO_OK;
 }
 
 int32_t grpo_loss_backward(float *dlogp, const grpo_loss_inputs *in, const grpo_loss_opts *o,
                            grpo_error *err) {
-    int32_t rc = check(in, o, err);
+    loss_ctx c;
+    int32_t rc = ctx_init(&c, in, o, err);
     if (rc != GRPO_OK) return rc;
     const int N = in->N, T = in->T;
     double total = 0.0;
@@ -173,11 +335,26 @@ int32_t grpo_loss_backward(float *dlogp, const grpo_loss_inputs *in, const grpo_
         for (int i = 0; i < N; i++) total += row_len(in, i);
     for (int i = 0; i < N; i++) {
         double A = in->adv[i], scale = row_scale(in, o, i, total);
+        double r_seq = c.seq ? exp(row_log_ratio(in, i)) : 0.0, g = 0.0;
+        if (c.seq) { /* d ratio / d logp[i,t] = ratio * m[i,t] / max(L_i, 1): the row's tokens
+                      * share the ratio, so each gets the row's summed d loss / d ratio */
+            for (int t = 0; t < T; t++) {
+                size_t it = (size_t)i * T + t;
+                double m = in->mask[it];
+                if (m != 0.0)
+                    g += scale * m * token_forward_backward(in, o, &c, it, A, r_seq).d_ratio;
+            }
+            g *= r_seq / fmax(row_len(in, i), 1.0);
+        }
         for (int t = 0; t < T; t++) {
             size_t it = (size_t)i * T + t;
             double m = in->mask[it];
-            dlogp[it] = m == 0.0 ? 0.0f
-                                 : (float)(scale * m * token_forward_backward(in, o, it, A).dloss);
+            if (m == 0.0) {
+                dlogp[it] = 0.0f;
+                continue;
+            }
+            double d = scale * m * token_forward_backward(in, o, &c, it, A, r_seq).dloss;
+            dlogp[it] = c.seq ? (float)(d + g * m) : (float)d;
         }
     }
     return GRPO_OK;

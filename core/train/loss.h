@@ -3,13 +3,19 @@
  * the per-token log-probabilities, and TRL's loss metrics. Host-side, fp32 arrays in, double sums.
  *
  * Dimension letters: N sequences (completions) in this micro-batch, T completion tokens per row
- * (padded), row-major [N,T]. Everything is borrowed from the caller; nothing is allocated.
+ * (padded), row-major [N,T]. Everything is borrowed from the caller; nothing is kept (the
+ * entropy quantile sorts a scratch copy).
  *
  * The formulas are Hugging Face TRL's GRPOTrainer._compute_loss (trl/trainer/grpo_trainer.py,
- * July 2026, importance_sampling_level = "token"), checked by tools/make_loss_fixtures.py, which
- * writes the same formulas in PyTorch and takes the gradient by autograd:
+ * commit f2cd57710ae3 of July 2026), checked by tools/make_loss_fixtures.py, which writes the same
+ * formulas in PyTorch and takes the gradient by autograd:
  *
- *   ratio[i,t] = exp(logp - old_logp)           old_logp = logp, detached, when NULL
+ *   log_w[i,t] = logp - old_logp                 old_logp = logp, detached, when NULL
+ *              importance_sampling_level = token
+ *   log_w[i]   = sum_t (logp - old_logp) m / max(L_i, 1)
+ *              importance_sampling_level = sequence (GSPO): one ratio per row, every token of the
+ *              row shares it (TRL's (N,1) broadcast), so the policy term below is per row
+ *   ratio = exp(log_w)
  *   grpo | bnpo | dr_grpo | dapo:
  *     c1 = ratio, or min(ratio, delta) when delta > 0  (two-sided clip, INTELLECT-2)
  *     c2 = clamp(ratio, 1 - epsilon_low, 1 + epsilon_high)
@@ -18,10 +24,16 @@
  *     l  = -min(ratio, epsilon_high) * A[i] * logp  with the clamped ratio detached
  *          (TRL clamps the ratio itself at epsilon_high, no lower bound: epsilon_high plays
  *          ScaleRL's eps_max, recommended 5.0)
+ *   sapo (soft adaptive gate, TRL 1.x): tau = sapo_temperature_pos when A[i] > 0, else _neg
+ *     l  = -sigmoid(tau * (ratio - 1)) * 4 / tau * A[i]
+ *   l *= H[i,t] when top_entropy_quantile < 1 (TRL's entropy mask, "Beyond the 80/20 rule"):
+ *     H = [m != 0 and entropy * m >= q], q = torch.quantile (linear) of the entropies of the
+ *     micro-batch's tokens with m != 0 at 1 - top_entropy_quantile; no token: H = 0
  *   l += beta * KL,  KL[i,t] = exp(ref - logp) - (ref - logp) - 1   (k3; only when beta != 0)
  *
  *   With m the mask and L_i = sum_t m[i,t]:
- *   grpo     loss = mean_i( sum_t l m / max(L_i, 1) ) / grad_accum_steps
+ *   grpo, sapo
+ *            loss = mean_i( sum_t l m / max(L_i, 1) ) / grad_accum_steps
  *   bnpo     loss = sum_it l m / max(sum_it m, 1)     / grad_accum_steps
  *   dr_grpo  loss = sum_it l m / (N * max_completion_length) / grad_accum_steps
  *   dapo, cispo
@@ -30,6 +42,12 @@
  *   of the optimizer step, all processes) divided by the number of processes. grpo, bnpo and
  *   dr_grpo are divided by the accumulation steps so that summing the micro-batch gradients gives
  *   their mean; dapo and cispo are already global.
+ *   Entropy bonus (entropy_coef != 0), with M = m * H (m when there is no entropy mask):
+ *     loss -= entropy_coef * E,   E = sum_it entropy M / max(num_items_in_batch, 1)   dapo, cispo
+ *                                 E = sum_it entropy M / max(sum M, 1) / grad_accum_steps  others
+ *     E depends on the entropy, not on logp: grpo_loss_backward returns d loss / d logp only, and
+ *     d loss / d entropy = -entropy_coef * M / (that denominator) needs an entropy backward in
+ *     the fused head, which the kernels do not have yet (the trainer refuses entropy_coef != 0).
  *
  * Gradient conventions of torch, kept so the gradient matches autograd exactly: clamp passes the
  * gradient where the input lies inside the closed interval [lo, hi]; min(a, b) with a == b sends
@@ -45,12 +63,13 @@
  *   clip_ratio/low_min     min over rows (with L_i > 0) of the row's masked mean of the low flag
  *   clip_ratio/high_max    max over rows of the row's masked mean of the high flag
  *   cispo_clip_ratio       masked mean of [ratio > epsilon_high and A > 0] (cispo only)
- *   The clip metrics are NaN for the loss types that do not log them.
+ *   The clip metrics are NaN for the loss types that do not log them (cispo, sapo). At sequence
+ *   level the flags are per row and TRL averages them over the N rows (empty rows included):
+ *   the "masked means" are then plain means over rows, low_min/high_max the min/max over rows.
  *
- * Not supported (a run file asking for them is refused by name): sapo, vespo, luspo,
- * importance_sampling_level = "sequence", use_bias_correction_kl, vLLM importance-sampling
- * correction, off-policy masking, top-entropy masking. The MoE aux loss and the entropy bonus
- * are added by the caller.
+ * Not supported (a run file asking for them is refused by name): vespo, luspo,
+ * use_bias_correction_kl, vLLM importance-sampling correction, off-policy masking, adaptive
+ * entropy control. The MoE aux loss is added by the caller.
  */
 #ifndef GRPO_LOSS_H
 #define GRPO_LOSS_H
@@ -72,12 +91,17 @@ typedef struct grpo_loss_opts {
     double delta;              /* > 0: upper bound of the unclipped ratio; 0: off (TRL None) */
     double beta;               /* KL coefficient; 0: no KL term, ref_logp is not read */
     int max_completion_length; /* dr_grpo's constant (> 0 for dr_grpo) */
-    double num_items_in_batch; /* dapo, cispo: tokens in the generation batch (see above) */
-    int grad_accum_steps;      /* grpo, bnpo, dr_grpo divide by this; >= 1 */
+    double num_items_in_batch; /* dapo, cispo: tokens in the generation batch, >= 0 (see above) */
+    int grad_accum_steps;      /* grpo, bnpo, dr_grpo, sapo divide by this; >= 1 */
+    grpo_importance_sampling_level is_level; /* GRPO_IS_TOKEN (TRL default) or GRPO_IS_SEQUENCE */
+    double sapo_temperature_pos, sapo_temperature_neg; /* > 0; TRL 1.0 and 1.05 */
+    double top_entropy_quantile; /* (0, 1]; 1 = every token (TRL default); < 1 needs entropy */
+    double entropy_coef;         /* entropy bonus weight; 0 = none (TRL default) */
 } grpo_loss_opts;
 
-/* epsilon_low = epsilon_high = 0.2, dapo, no delta, beta 0, grad_accum_steps 1. The caller must
- * still set num_items_in_batch (dapo/cispo) or max_completion_length (dr_grpo). */
+/* epsilon_low = epsilon_high = 0.2, dapo, no delta, beta 0, grad_accum_steps 1, token level,
+ * sapo temperatures 1.0 / 1.05, top_entropy_quantile 1, entropy_coef 0. The caller must still
+ * set num_items_in_batch (dapo/cispo) or max_completion_length (dr_grpo). */
 grpo_loss_opts grpo_loss_opts_default(void);
 
 typedef struct grpo_loss_inputs {
@@ -86,12 +110,13 @@ typedef struct grpo_loss_inputs {
     const float *ref_logp; /* [N,T] under the reference model; read only when beta != 0 */
     const float *mask;     /* [N,T] completion mask (1 counts, 0 is padding / masked out) */
     const float *adv;      /* [N] advantage of each sequence */
-    const float *entropy;  /* [N,T] per-token entropy for the metric; NULL: none (optional) */
+    const float *entropy;  /* [N,T] per-token entropy (metric, entropy mask and bonus); NULL:
+                              none, allowed only when top_entropy_quantile = 1, entropy_coef = 0 */
     int N, T;
 } grpo_loss_inputs;
 
 typedef struct grpo_loss_metrics {
-    double loss;        /* the value grpo_loss_backward differentiates */
+    double loss;        /* the value grpo_loss_backward differentiates (bonus included) */
     double policy_loss; /* TRL's policy_loss: loss before the grad_accum_steps division */
     double kl;
     double entropy;
@@ -99,12 +124,14 @@ typedef struct grpo_loss_metrics {
     double clip_low_min, clip_high_max;
     double cispo_clip_ratio;
     double n_tokens; /* sum of the mask over this micro-batch */
+    double entropy_bonus; /* E above before entropy_coef (0 when entropy_coef == 0) */
 } grpo_loss_metrics;
 
 /* Loss value and metrics. Returns GRPO_OK, or GRPO_ERR_INVALID with a message naming the bad input
  * in err (may be NULL): bad shapes or options, a NULL tensor that is needed, a non-finite adv[i],
- * or a non-finite logp / old_logp / ref_logp / mask value at a token whose mask is not 0 (names
- * the tensor and [i,t]). */
+ * or a non-finite logp / old_logp / ref_logp / mask / entropy value at a token whose mask is not 0
+ * (names the tensor and [i,t]); GRPO_ERR_NOMEM when the entropy quantile's scratch (N*T floats,
+ * only when top_entropy_quantile < 1) cannot be allocated. */
 int32_t grpo_loss_forward(grpo_loss_metrics *out, const grpo_loss_inputs *in,
                           const grpo_loss_opts *o, grpo_error *err);
 

@@ -44,3 +44,8 @@ int grpo_reward_batch_from_rollout(grpo_reward_batch *b, char *const *prompt_tex
                               (uint32_t)(i / G), (uint32_t)(i % G), roll->truncated[i]);
     return rc;
 }
+
+void grpo_reward_batch_set_progress(grpo_reward_batch *b, uint64_t step, uint64_t total_steps) {
+    for (uint32_t i = 0; i < b->n; i++)
+        b->samples[i].step = step, b->samples[i].total_steps = total_steps;
+}

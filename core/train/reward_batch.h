@@ -41,4 +41,8 @@ int grpo_reward_batch_from_rollout(grpo_reward_batch *b, char *const *prompt_tex
                                    char *const *completion, const grpo_rollout *roll,
                                    grpo_error *err);
 
+/* Sets every sample's training progress: step (optimizer steps taken before this batch) and
+ * total_steps (train.steps); both stay 0 outside training. */
+void grpo_reward_batch_set_progress(grpo_reward_batch *b, uint64_t step, uint64_t total_steps);
+
 #endif

@@ -185,6 +185,25 @@ static int lend_prepare(grpo_reward_set *set, const grpo_sample *samples, uint32
 
 /* ---- scoring -------------------------------------------------------------------------------- */
 
+/* The size of grpo_sample in the SDK a library was built against: samples is an array, so a
+ * plugin built before a field was appended steps through it with its own, smaller sizeof. */
+static size_t sample_size_for(unsigned abi_minor) {
+    return abi_minor < 3 ? offsetof(grpo_sample, step) : sizeof(grpo_sample); /* 1.3: progress */
+}
+
+/* Repacks the lent samples (n, host layout) in place at the stride of reward k's library; the
+ * next reward's restore from lend_master undoes it. */
+static void lend_repack(grpo_reward_set *set, int k, uint32_t n) {
+    const grpo_entry *e = set->specs[k]->entry;
+    size_t size = e && e->pack ? sample_size_for(e->pack->lib_abi_minor) : sizeof(grpo_sample);
+    if (size == sizeof(grpo_sample)) return;
+    for (uint32_t i = 0; i < n; i++) { /* forwards: each destination lies at or before its source */
+        grpo_sample s = ((grpo_sample *)set->lend)[i];
+        s.struct_size = (uint32_t)size;
+        memmove(set->lend + (size_t)i * size, &s, size);
+    }
+}
+
 /* Checks one reward's scores (n): NaN is "no opinion", infinities are a plugin bug. */
 static int reward_check_row(const grpo_reward_spec *spec, const grpo_sample *samples, uint32_t n,
                             const float *row, grpo_error *err) {
@@ -346,6 +365,7 @@ int grpo_reward_set_score(grpo_reward_set *set, const grpo_sample *samples, uint
     const grpo_sample *lent = (const grpo_sample *)set->lend;
     for (int k = 0; rc == GRPO_OK && k < K; k++) {
         if (k) memcpy(set->lend, set->lend_master, set->lend_size); /* undo reward k-1's writes */
+        lend_repack(set, k, n);
         rc = score_one(set, k, lent, n, row, err);
         if (rc == GRPO_OK) rc = reward_check_row(set->specs[k], samples, n, row, err);
         for (uint32_t i = 0; rc == GRPO_OK && i < n; i++) R[(size_t)i * K + k] = row[i];

@@ -59,6 +59,7 @@ static int score(grpo_rollout_batch *b, grpo_reward_set *rs, grpo_error *err) {
         return grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory");
     int rc = grpo_reward_batch_from_rollout(&rb, b->prompt_text, b->ex, b->G, b->completion,
                                             &b->roll, err);
+    if (rc == GRPO_OK) grpo_reward_batch_set_progress(&rb, b->step, b->total_steps);
     if (rc == GRPO_OK) rc = grpo_reward_set_score(rs, rb.samples, rb.n, b->R, err);
     grpo_reward_batch_free(&rb);
     return rc;

@@ -31,9 +31,11 @@ typedef struct grpo_rollout_batch {
     grpo_rollout roll;       /* (N,T) sampler output */
     char **completion;       /* [N] decoded, special tokens skipped, owned */
     float *R;                /* (N,K) R[i*K + k]: reward k's score of sample i (rewards.h) */
+    uint64_t step, total_steps; /* training progress the rewards see (grpo_sample); 0 = none */
 } grpo_rollout_batch;
 
-/* Room for B prompts with G completions each; b is zeroed first. */
+/* Room for B prompts with G completions each; b is zeroed first (the trainer then sets step and
+ * total_steps). */
 int grpo_rollout_batch_begin(grpo_rollout_batch *b, int32_t B, int32_t G, grpo_error *err);
 
 /* Adds example ex of ds as the next prompt when it fits data.max_prompt_length (run.h

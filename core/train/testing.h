@@ -11,14 +11,6 @@
 #include "train/metrics.h"
 #include "train/optimizer.h"
 
-/* ---- advantage.c ------------------------------------------------------------------------------- */
-/* normalize_then_sum (GDPO). adv[N] out, m out (may be NULL; reward/reward_std describe the plain
- * weighted sum of R, as TRL logs them), R[N,K] and w[K] in. o->scale is ignored (the final
- * normalisation is always over the batch, as in TRL). Status as grpo_advantages, plus
- * GRPO_ERR_INVALID for K < 1 and GRPO_ERR_NOMEM when the [N,K] scratch cannot be allocated. */
-int32_t grpo_advantages_gdpo(float *adv, grpo_advantage_metrics *m, const float *R, const float *w,
-                             int B, int G, int K, const grpo_advantage_opts *o, grpo_error *err);
-
 /* ---- metrics.c --------------------------------------------------------------------------------- */
 /* The value of name, or NaN when absent. */
 double grpo_metric_get(const grpo_metric_row *row, const char *name);

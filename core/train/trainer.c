@@ -2,12 +2,14 @@
 #include "train/trainer.h"
 
 #include <cjson/cJSON.h>
+#include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "train/advantage.h"
 #include "train/checkpoint.h"
@@ -29,6 +31,7 @@ typedef struct chunk {
     float *mask;           /* (N,T) loss mask (truncated rows zeroed when asked) */
     float *old_logp;       /* (N,T) when num_iterations > 1, else NULL */
     grpo_advantage_metrics am;
+    int dropped;           /* groups left out of the loss (grpo.drop_zero_std_groups) */
 } chunk;
 
 typedef struct trainer {
@@ -41,8 +44,8 @@ typedef struct trainer {
     grpo_advantage_opts ao;
     float scale;   /* 1 / temperature for the log-probs */
     int32_t micro; /* rows per forward/backward */
-    chunk *chunks; /* [grad_accum] */
-    int n_chunks;
+    chunk *chunks; /* [grad_accum + grpo.resample_rounds]: n_chunks in use this step */
+    int n_chunks, cap_chunks;
     grpo_seqbatch sb;
     grpo_run_log completions; /* completions.f is NULL unless log.completions_every */
     grpo_dataset *eval_data;  /* data.eval_path when train.eval_every > 0, else NULL */
@@ -60,8 +63,7 @@ static void chunk_clear(chunk *c) {
 }
 
 /* Takes the next B usable prompts from the data order into c->rb. */
-static int chunk_prompts(trainer *t, chunk *c, grpo_error *err) {
-    int32_t B = (int32_t)t->cfg->train_batch_prompts;
+static int chunk_prompts(trainer *t, chunk *c, int32_t B, grpo_error *err) {
     int rc = grpo_rollout_batch_begin(&c->rb, B, t->so.G, err);
     size_t tries = 0;
     while (rc == GRPO_OK && c->rb.n_prompts < B) {
@@ -95,12 +97,31 @@ static int chunk_rewards(trainer *t, chunk *c, grpo_error *err) {
     }
     grpo_error why;
     grpo_error_init(&why);
-    int rc = grpo_advantages(c->adv, &c->am, c->r, c->rb.B, c->rb.G, &t->ao, &why);
+    int rc = t->cfg->grpo_reward_aggregation == GRPO_AGG_NORMALIZE_THEN_SUM
+                 ? grpo_advantages_gdpo(c->adv, &c->am, c->rb.R, t->w, c->rb.B, c->rb.G,
+                                        t->rewards.n, &t->ao, &why)
+                 : grpo_advantages(c->adv, &c->am, c->r, c->rb.B, c->rb.G, &t->ao, &why);
     if (rc != GRPO_OK) return grpo_error_set(err, rc, "advantages: %s", why.message);
     return GRPO_OK;
 }
 
-/* The loss mask (N,T) of the chunk: the completion mask, minus truncated rows when asked. */
+/* DAPO's dynamic sampling filter: the rows of groups whose rewards are all equal leave the loss
+ * mask, so they neither count in num_items_in_batch nor add KL (their advantages are 0). The rows
+ * stay in the micro-batches: the token-normalised types (dapo, bnpo, cispo) are exactly as if
+ * they were gone, while grpo, sapo and dr_grpo still count them in N (as empty rows). */
+static int chunk_drop_groups(chunk *c, grpo_error *err) {
+    unsigned char *keep = malloc((size_t)c->rb.B);
+    if (!keep) return grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory");
+    c->dropped = grpo_zero_std_groups(keep, c->r, c->rb.B, c->rb.G);
+    for (int32_t i = 0; i < c->rb.N; i++)
+        if (!keep[i / c->rb.G])
+            memset(c->mask + (size_t)i * c->T, 0, (size_t)c->T * sizeof(float));
+    free(keep);
+    return GRPO_OK;
+}
+
+/* The loss mask (N,T) of the chunk: the completion mask, minus truncated rows when asked, minus
+ * zero-std groups when asked. */
 static int chunk_mask(trainer *t, chunk *c, grpo_error *err) {
     c->T = 1;
     for (int32_t i = 0; i < c->rb.N; i++)
@@ -112,6 +133,7 @@ static int chunk_mask(trainer *t, chunk *c, grpo_error *err) {
             c->mask[(size_t)i * c->T + j] = c->rb.roll.mask[(size_t)i * c->rb.roll.T + j];
     if (t->cfg->grpo_mask_truncated_completions)
         grpo_mask_truncated(c->mask, c->rb.roll.truncated, c->rb.N, c->T);
+    if (t->cfg->grpo_drop_zero_std_groups) return chunk_drop_groups(c, err);
     return GRPO_OK;
 }
 
@@ -142,16 +164,31 @@ static int chunk_old_logp(trainer *t, chunk *c, grpo_error *err) {
 
 /* One chunk's rollout (rollout.h), then what training needs of it: advantages, loss mask and,
  * with num_iterations > 1, the old policy's log-probs. */
-static int chunk_generate(trainer *t, chunk *c, grpo_error *err) {
+static int chunk_generate(trainer *t, chunk *c, int32_t B, grpo_error *err) {
     chunk_clear(c);
     grpo_plugin_call_progress(t->s.st.step + 1, (long)(c - t->chunks) + 1); /* for a crash report */
-    int rc = chunk_prompts(t, c, err);
+    int rc = chunk_prompts(t, c, B, err);
+    c->rb.step = (uint64_t)t->s.st.step, c->rb.total_steps = (uint64_t)t->cfg->train_steps;
     if (rc == GRPO_OK)
         rc = grpo_rollout_batch_run(&c->rb, &t->s.run, t->s.policy, &t->so, &t->s.st.rng,
                                     &t->rewards, err);
     if (rc == GRPO_OK) rc = chunk_rewards(t, c, err);
     if (rc == GRPO_OK) rc = chunk_mask(t, c, err);
     if (rc == GRPO_OK && t->cfg->grpo_num_iterations > 1) rc = chunk_old_logp(t, c, err);
+    return rc;
+}
+
+/* DAPO's resampling (grpo.resample_rounds): while groups were dropped, one more chunk of as many
+ * fresh prompts as were dropped in the last round, its own zero-std groups dropped in turn. The
+ * extra chunks train with the others (they share num_items_in_batch and the accumulation). */
+static int resample(trainer *t, grpo_error *err) {
+    int dropped = 0, rc = GRPO_OK;
+    for (int a = 0; a < t->n_chunks; a++) dropped += t->chunks[a].dropped;
+    while (rc == GRPO_OK && dropped > 0 && t->n_chunks < t->cap_chunks) {
+        chunk *c = &t->chunks[t->n_chunks++];
+        rc = chunk_generate(t, c, dropped, err);
+        dropped = c->dropped;
+    }
     return rc;
 }
 
@@ -240,6 +277,11 @@ static int train_on_chunks(trainer *t, loss_sums *sums, grpo_error *err) {
     lo.type = cfg->grpo_loss_type;
     lo.epsilon_low = cfg->grpo_epsilon_low, lo.epsilon_high = cfg->grpo_epsilon_high;
     lo.delta = cfg->grpo_delta, lo.beta = cfg->grpo_beta;
+    lo.is_level = cfg->grpo_importance_sampling_level;
+    lo.sapo_temperature_pos = cfg->grpo_sapo_temperature_pos;
+    lo.sapo_temperature_neg = cfg->grpo_sapo_temperature_neg;
+    lo.top_entropy_quantile = cfg->grpo_top_entropy_quantile;
+    lo.entropy_coef = cfg->grpo_entropy_coef;
     lo.max_completion_length = (int)cfg->sampling_max_completion_length;
     int micro_batches = 0;
     int32_t Tmax = 1;
@@ -307,6 +349,12 @@ static void reward_metrics(trainer *t, grpo_metric_row *row) {
     }
     free(nan_frac);
     grpo_metric_set(row, "frac_reward_zero_std", zero_std / N);
+    if (t->cfg->grpo_drop_zero_std_groups) {
+        double groups = 0, dropped = 0;
+        for (int a = 0; a < t->n_chunks; a++)
+            groups += t->chunks[a].rb.B, dropped += t->chunks[a].dropped;
+        grpo_metric_set(row, "frac_groups_dropped", dropped / groups);
+    }
     grpo_metric_set(row, "completions/mean_length", len / N);
     grpo_metric_set(row, "completions/min_length", minl);
     grpo_metric_set(row, "completions/max_length", maxl);
@@ -326,6 +374,7 @@ static void loss_metrics(trainer *t, const loss_sums *s, grpo_metric_row *row) {
         grpo_metric_set(row, "cispo_clip_ratio", s->cispo / w);
         return;
     }
+    if (t->cfg->grpo_loss_type == GRPO_LOSS_SAPO) return; /* TRL logs no clip ratio for sapo */
     grpo_metric_set(row, "clip_ratio/low_mean", s->low / w);
     grpo_metric_set(row, "clip_ratio/low_min", s->low_min > 1 ? 0.0 : s->low_min);
     grpo_metric_set(row, "clip_ratio/high_mean", s->high / w);
@@ -405,6 +454,92 @@ static int log_completions(trainer *t, grpo_error *err) {
     return rc;
 }
 
+/* ---- reference refresh (grpo.sync_ref_every) -------------------------------------------- */
+
+int grpo_ref_sync(grpo_model *ref, const grpo_model *policy, double alpha, grpo_error *err) {
+    if (!ref || ref->section != policy->section || ref->n_params != policy->n_params)
+        return grpo_error_set(err, GRPO_ERR_INVALID,
+                              "sync_ref: the reference model (%s) does not have the policy's "
+                              "parameters (%s); expected the same architecture and shapes",
+                              ref ? ref->dir : "none", policy->dir);
+    const grpo_ops *ops = ref->ops;
+    uint64_t P = ref->section, bytes = P * sizeof(float);
+    float *mix = ops->alloc(ops->ctx, bytes); /* (P) alpha * policy */
+    if (!mix) return grpo_error_set(err, GRPO_ERR_NOMEM, "sync_ref: out of memory (%llu floats)",
+                                    (unsigned long long)P);
+    ops->copy(ops->ctx, mix, policy->block, bytes);
+    ops->scale(ops->ctx, mix, (float)alpha, P);
+    ops->scale(ops->ctx, ref->block, (float)(1.0 - alpha), P);
+    ops->accumulate(ops->ctx, ref->block, mix, P);
+    ops->free(ops->ctx, mix);
+    return GRPO_OK;
+}
+
+/* Whether the reference has been refreshed by step (so it is no longer reference.path). */
+static int ref_diverged(const grpo_run_config *cfg, long step) {
+    return cfg->grpo_sync_ref_every > 0 && step >= cfg->grpo_sync_ref_every;
+}
+
+/* CHECKPOINT_DIR/reference-STEP: the refreshed reference that goes with checkpoint-STEP. It is
+ * saved before the session commits that checkpoint, so every checkpoint that exists has its
+ * reference (a kill in between leaves a reference without a checkpoint, pruned later). */
+static int ref_ckpt_dir(const trainer *t, long step, char *out, size_t size) {
+    int n = snprintf(out, size, "%s/reference-%08ld", t->cfg->checkpoint_dir, step);
+    return n < 0 || (size_t)n >= size ? -1 : 0;
+}
+
+static int ref_save(trainer *t, long step, grpo_error *err) {
+    char dir[4096];
+    if (!t->ref || !ref_diverged(t->cfg, step)) return GRPO_OK;
+    if (ref_ckpt_dir(t, step, dir, sizeof dir) != 0)
+        return grpo_error_set(err, GRPO_ERR_INVALID, "checkpoint.dir %s: path too long",
+                              t->cfg->checkpoint_dir);
+    return grpo_model_save(t->ref, dir, err);
+}
+
+/* Removes the flat directory dir (a saved model: plain files only). */
+static void remove_flat_dir(const char *dir) {
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    char path[4200];
+    while (d && (e = readdir(d)))
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") &&
+            snprintf(path, sizeof path, "%s/%s", dir, e->d_name) < (int)sizeof path)
+            unlink(path);
+    if (d) closedir(d);
+    rmdir(dir);
+}
+
+/* Removes the reference-STEP directories of steps before the current one whose checkpoint-STEP
+ * is gone (checkpoint.keep); the current step's checkpoint may still be on its way. */
+static void ref_prune(const trainer *t) {
+    long *steps = NULL, step;
+    int n = grpo_ckpt_list(t->cfg->checkpoint_dir, &steps, NULL);
+    DIR *d = n >= 0 ? opendir(t->cfg->checkpoint_dir) : NULL;
+    struct dirent *e;
+    char dir[4096], tail;
+    while (d && (e = readdir(d))) {
+        if (sscanf(e->d_name, "reference-%ld%c", &step, &tail) != 1 || step >= t->s.st.step)
+            continue;
+        int kept = 0;
+        for (int i = 0; i < n; i++) kept |= steps[i] == step;
+        if (!kept && ref_ckpt_dir(t, step, dir, sizeof dir) == 0) remove_flat_dir(dir);
+    }
+    if (d) closedir(d);
+    free(steps);
+}
+
+/* The reference for the checkpoint this step writes (every checkpoint.every and the last). */
+static int ref_checkpoint(trainer *t, grpo_error *err) {
+    const grpo_run_config *cfg = t->cfg;
+    long step = t->s.st.step;
+    if (!t->ref || !ref_diverged(cfg, step)) return GRPO_OK;
+    if ((cfg->checkpoint_every > 0 && step % cfg->checkpoint_every == 0) ||
+        step >= cfg->train_steps)
+        return ref_save(t, step, err);
+    return GRPO_OK;
+}
+
 /* ---- setup ------------------------------------------------------------------------------ */
 
 /* The reference model (beta > 0): reference.path, which follows model.path (or the --model
@@ -412,6 +547,18 @@ static int log_completions(trainer *t, grpo_error *err) {
 static int open_reference(trainer *t, grpo_error *err) {
     const grpo_run_config *cfg = t->cfg;
     if (!(cfg->grpo_beta > 0)) return GRPO_OK;
+    char saved[4096];
+    if (t->s.resumed && ref_diverged(cfg, t->s.st.step)) { /* the refreshed one, not the path */
+        struct stat sb;
+        if (ref_ckpt_dir(t, t->s.st.step, saved, sizeof saved) != 0 || stat(saved, &sb) != 0)
+            return grpo_error_set(err, GRPO_ERR_IO,
+                                  "--resume: %s is missing: the reference was refreshed "
+                                  "(grpo.sync_ref_every = %lld) and must be resumed with the "
+                                  "policy; expected the reference-STEP directory the trainer saves "
+                                  "beside checkpoint-STEP",
+                                  saved, cfg->grpo_sync_ref_every);
+        return grpo_run_open_model(&t->s.run, saved, 0, &t->ref, err);
+    }
     char *ref = cfg->line[GRPO_KEYIDX_reference_path]
                     ? grpo_run_path(&t->s.run, cfg->reference_path)
                     : NULL;
@@ -454,10 +601,26 @@ static int evaluate_due(trainer *t, grpo_metric_row *row, grpo_error *err) {
     return rc;
 }
 
+/* Options the run file accepts but this build cannot honour, refused before any work. */
+static int refuse_options(const grpo_run_config *cfg, grpo_error *err) {
+    if (cfg->grpo_entropy_coef != 0.0)
+        return grpo_error_set(err, GRPO_ERR_INVALID,
+                              "grpo.entropy_coef = %g: the entropy bonus needs the gradient of the "
+                              "entropy through the fused head, which the kernels do not provide "
+                              "yet; expected 0", cfg->grpo_entropy_coef);
+    if (cfg->grpo_sync_ref_every > 0 && !(cfg->grpo_beta > 0))
+        return grpo_error_set(err, GRPO_ERR_INVALID,
+                              "grpo.sync_ref_every = %lld needs grpo.beta > 0: with beta = 0 no "
+                              "reference model is loaded, so there is nothing to refresh",
+                              cfg->grpo_sync_ref_every);
+    return GRPO_OK;
+}
+
 /* What GRPO adds to the session: reference, rewards, sampler and advantage options, chunks. */
 static int setup(trainer *t, grpo_error *err) {
     const grpo_run_config *cfg = t->cfg = t->s.cfg;
-    int rc = open_reference(t, err);
+    int rc = refuse_options(cfg, err);
+    if (rc == GRPO_OK) rc = open_reference(t, err);
     if (rc == GRPO_OK) rc = open_eval(t, err);
     if (rc == GRPO_OK)
         rc = grpo_reward_set_create(&t->rewards, cfg, &t->s.run.env.reg, &t->s.run.env.host, err);
@@ -485,7 +648,9 @@ static int setup(trainer *t, grpo_error *err) {
                    ? (int32_t)cfg->train_micro_batch
                    : N;
     t->n_chunks = (int)cfg->train_grad_accum;
-    if (!(t->chunks = calloc((size_t)t->n_chunks, sizeof *t->chunks)))
+    t->cap_chunks =
+        t->n_chunks + (cfg->grpo_drop_zero_std_groups ? (int)cfg->grpo_resample_rounds : 0);
+    if (!(t->chunks = calloc((size_t)t->cap_chunks, sizeof *t->chunks)))
         return grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory");
     if (cfg->log_completions_every > 0)
         rc = grpo_session_log_open(&t->s, "completions.jsonl", &t->completions, err);
@@ -495,7 +660,7 @@ static int setup(trainer *t, grpo_error *err) {
 /* Frees what setup made; closing completions.jsonl is a write, so its error is returned. */
 static int teardown(trainer *t, grpo_error *err) {
     int rc = grpo_run_log_close(&t->completions, err);
-    for (int a = 0; t->chunks && a < t->n_chunks; a++) chunk_clear(&t->chunks[a]);
+    for (int a = 0; t->chunks && a < t->cap_chunks; a++) chunk_clear(&t->chunks[a]);
     free(t->chunks), free(t->w), free(t->load);
     grpo_seqbatch_free(&t->sb);
     grpo_reward_set_free(&t->rewards);
@@ -519,14 +684,18 @@ static int train_step(grpo_session *s, void *ctx, grpo_error *err) {
                 "warning: resumed inside a num_iterations cycle: the generation batch "
                 "of step %ld is regenerated, so this run leaves the uninterrupted trajectory\n",
                 s->st.step + 1);
+    if (fresh) t->n_chunks = (int)cfg->train_grad_accum;
     for (int a = 0; fresh && rc == GRPO_OK && a < t->n_chunks; a++)
-        rc = chunk_generate(t, &t->chunks[a], err);
+        rc = chunk_generate(t, &t->chunks[a], (int32_t)cfg->train_batch_prompts, err);
+    if (fresh && rc == GRPO_OK) rc = resample(t, err);
     loss_sums sums = {0};
     sums.low_min = 2, sums.high_max = 0;
     if (rc == GRPO_OK) rc = train_on_chunks(t, &sums, err);
     double tokens = rc == GRPO_OK ? chunk_tokens(t) : 0;
     grpo_optim_stats os;
     if (rc == GRPO_OK) rc = grpo_session_update(s, fresh ? tokens : 0, &os, err);
+    if (rc == GRPO_OK && cfg->grpo_sync_ref_every > 0 && s->st.step % cfg->grpo_sync_ref_every == 0)
+        rc = grpo_ref_sync(t->ref, s->policy, cfg->grpo_sync_ref_alpha, err);
     if (rc != GRPO_OK) return rc;
     grpo_metric_row row;
     grpo_metric_row_clear(&row);
@@ -537,7 +706,10 @@ static int train_step(grpo_session *s, void *ctx, grpo_error *err) {
     if (cfg->log_completions_every > 0 && s->st.step % cfg->log_completions_every == 0 &&
         (rc = log_completions(t, err)) != GRPO_OK)
         return rc;
-    return grpo_session_checkpoint(s, err);
+    if ((rc = ref_checkpoint(t, err)) != GRPO_OK) return rc;
+    rc = grpo_session_checkpoint(s, err);
+    if (rc == GRPO_OK && t->ref && cfg->grpo_sync_ref_every > 0) ref_prune(t);
+    return rc;
 }
 
 int grpo_train(const grpo_train_opts *o, grpo_error *err) {
@@ -547,6 +719,7 @@ int grpo_train(const grpo_train_opts *o, grpo_error *err) {
     t.s.method = GRPO_CARD_GRPO;
     if (rc == GRPO_OK) rc = setup(&t, err);
     if (rc == GRPO_OK) rc = grpo_session_run(&t.s, train_step, &t, err);
+    if (rc == GRPO_OK && t.ref && t.cfg->grpo_sync_ref_every > 0) ref_prune(&t);
     grpo_error close_err;
     grpo_error_init(&close_err);
     int closed = teardown(&t, &close_err);

@@ -38,6 +38,7 @@
  *        grpo_model_desc.vocab_size; GRPO_PARAM_INIT_* hints in grpo_param_desc.flags and
  *        grpo_param_init() (how a fresh model fills each tensor). grpo/config.h: typed readers
  *        of grpo_config (grpo_config_double, _int, _bool, _choice), header-only.
+ *        grpo_sample.step and total_steps: the training progress a reward sees (curricula).
  *
  * Two versions: the library's magic carries the SDK it was COMPILED against (the host refuses a
  * newer minor than its own, so a pack rebuilt against 1.3 loads in 1.3+ hosts only); a

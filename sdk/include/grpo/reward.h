@@ -83,6 +83,10 @@ typedef struct grpo_sample {
     const grpo_field *fields;         /* [n_fields] extra dataset fields */
     uint32_t n_fields;
     uint32_t truncated;               /* 1 when the completion hit max_completion_length */
+    /* -- 1.3 -- (test GRPO_HAS_FIELD(sample, grpo_sample, total_steps) before reading: a 1.2
+     *    host's samples end above) For curricula: */
+    uint64_t step;        /* optimizer steps taken before this batch (0 for the first) */
+    uint64_t total_steps; /* train.steps; 0 when not training (grpo eval, grpo reward score) */
 } grpo_sample;
 
 /* JSON text of a field, or NULL. */
