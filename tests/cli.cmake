@@ -8,3 +8,5 @@ add_test(NAME cli_tokenize_json
 add_test(NAME cli_options
          COMMAND bash ${PROJECT_SOURCE_DIR}/tests/cli/options.sh $<TARGET_FILE:grpo_cli>
                  ${PROJECT_SOURCE_DIR})
+# report: `grpo report` writes one escaped, balanced HTML page of a run.
+add_test(NAME cli_report COMMAND bash ${PROJECT_SOURCE_DIR}/tests/cli/report.sh $<TARGET_FILE:grpo_cli>)

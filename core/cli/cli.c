@@ -26,6 +26,7 @@ static const grpo_command commands[] = {
     {"logprobs", cmd_logprobs, "per-token log-probs of token-id sequences (JSONL in, JSONL out)"},
     {"generate", cmd_generate, "continue a prompt of token ids (greedy or sampled)"},
     {"plot", cmd_plot, "draw metrics.jsonl as an SVG chart"},
+    {"report", cmd_report, "one HTML page of a run: curves, run file, sampled completions"},
     {"version", cmd_version, "print the version and the plugin ABI version"},
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])

@@ -11,7 +11,8 @@ enum { PANEL_W = 720, PANEL_H = 220, MARGIN_L = 70, MARGIN_R = 20, MARGIN_T = 30
 static int series_push(grpo_series *s, double step, double value) {
     if (s->n == s->cap) {
         int cap = s->cap ? 2 * s->cap : 64;
-        double *a = realloc(s->steps, cap * sizeof *a), *b = a ? realloc(s->values, cap * sizeof *b) : NULL;
+        double *a = realloc(s->steps, cap * sizeof *a);
+        double *b = a ? realloc(s->values, cap * sizeof *b) : NULL;
         if (a) s->steps = a;
         if (!b) return -1;
         s->values = b, s->cap = cap;
@@ -54,8 +55,10 @@ int grpo_series_read(const char *path, const char *const *names, int n_names, gr
         int r = series_add_line(line, out, n_names);
         if (r == -1)
             rc = grpo_error_set(err, GRPO_ERR_INVALID,
-                                "%s:%d: expected a JSON object with a numeric \"step\"", path, lineno);
-        else if (r == -2) rc = grpo_error_set(err, GRPO_ERR_NOMEM, "%s:%d: out of memory", path, lineno);
+                                "%s:%d: expected a JSON object with a numeric \"step\"", path,
+                                lineno);
+        else if (r == -2)
+            rc = grpo_error_set(err, GRPO_ERR_NOMEM, "%s:%d: out of memory", path, lineno);
     }
     free(line);
     fclose(f);
@@ -137,11 +140,13 @@ static void ticks(FILE *f, const frame *fr, int y_axis) {
         if (y_axis) {
             double py = MARGIN_T + fr->h * (1 - t);
             fprintf(f, "<line x1=\"%d\" x2=\"%d\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#eee\"/>\n"
-                       "<text x=\"%d\" y=\"%.1f\" font-size=\"11\" text-anchor=\"end\">%.4g</text>\n",
+                       "<text x=\"%d\" y=\"%.1f\" font-size=\"11\" "
+                       "text-anchor=\"end\">%.4g</text>\n",
                     MARGIN_L, MARGIN_L + fr->w, py, py, MARGIN_L - 6, py + 4, a);
         } else {
             double px = MARGIN_L + fr->w * t;
-            fprintf(f, "<text x=\"%.1f\" y=\"%d\" font-size=\"11\" text-anchor=\"middle\">%.4g</text>\n",
+            fprintf(f, "<text x=\"%.1f\" y=\"%d\" font-size=\"11\" "
+                       "text-anchor=\"middle\">%.4g</text>\n",
                     px, MARGIN_T + fr->h + 16, a);
         }
     }
@@ -157,7 +162,8 @@ static void plot_panel(FILE *f, const grpo_series *s, int n_runs, int stride, do
             MARGIN_L);
     svg_escape(f, s->name);
     fprintf(f, "%s</text>\n", total ? "" : " (no values)");
-    fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"none\" stroke=\"#888\"/>\n",
+    fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"none\" "
+               "stroke=\"#888\"/>\n",
             MARGIN_L, MARGIN_T, fr.w, fr.h);
     if (!total) return (void)fputs("</g>\n", f);
     panel_range(s, n_runs, stride, 0, &fr.x_lo, &fr.x_hi);
@@ -174,7 +180,8 @@ static void plot_panel(FILE *f, const grpo_series *s, int n_runs, int stride, do
         }
         free(sm);
     }
-    fprintf(f, "<text x=\"%d\" y=\"%d\" font-size=\"11\" text-anchor=\"middle\">step</text>\n</g>\n",
+    fprintf(f, "<text x=\"%d\" y=\"%d\" font-size=\"11\" "
+               "text-anchor=\"middle\">step</text>\n</g>\n",
             MARGIN_L + fr.w / 2, PANEL_H - 6);
 }
 
@@ -182,7 +189,8 @@ void grpo_plot_svg(FILE *f, const grpo_series *series, int n_runs, int n_metrics
                    const char *const *runs, double smooth, const char *title) {
     int legend = n_runs > 1 ? 18 * n_runs + 6 : 0, height = n_metrics * PANEL_H + 30 + legend;
     fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
-               "font-family=\"sans-serif\">\n<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n"
+               "font-family=\"sans-serif\">\n"
+               "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n"
                "<text x=\"%d\" y=\"20\" font-size=\"16\" font-weight=\"bold\">",
             PANEL_W, height, MARGIN_L);
     svg_escape(f, title);

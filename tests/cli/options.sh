@@ -27,6 +27,7 @@ cases=(
   "model info D --bogus => '--bogus'"
   "logprobs --model M --input I --bogus => --bogus"
   "plot M.jsonl -o O.svg --bogus => '--bogus'"
+  "report D -o R.html --bogus => '--bogus'"
   "version --bogus => '--bogus'"
 )
 failed=0 subcommands=()
