@@ -143,12 +143,41 @@ START_TEST(unknown_key_names_line_and_suggests) {
     expect_error(PACK_HEAD "[demo.f]\nkind = reward\ndescripton = x\n", 8,
                  "unknown key 'descripton' in [demo.f]; expected one of kind, description, "
                  "architectures (did you mean 'description'?)");
-    expect_error(PACK_HEAD "librar = x.so\n[demo.f]\nkind = reward\ndescription = x\n", 6,
-                 "unknown key 'librar' in [pack]; expected one of name, version, abi, library "
-                 "(did you mean 'library'?)");
     expect_error(PACK_HEAD "[demo.f]\nkind = reward\ndescription = x\n[demo.f:k]\ntype = int\n"
                  "colour = red\n",
                  11, "unknown key 'colour' in [demo.f:k]; expected one of type, default, help");
+}
+END_TEST
+
+/* [pack] takes metadata; an unknown [pack] key is a note, so a newer grpo's manifest loads. */
+START_TEST(pack_metadata_is_read_and_unknown_pack_keys_are_notes) {
+    grpo_pack pack;
+    grpo_error err;
+    ck_assert_int_eq(parse_text(PACK_HEAD "author = Jane Doe\nlicense = MIT\nhomepage = "
+                                "https://example.org/demo\nmin_grpo = 0.1\nlibrar = x.so\n"
+                                "  continued\n[demo.f]\nkind = reward\ndescription = x\n",
+                                &pack, &err),
+                     GRPO_OK);
+    ck_assert_str_eq(pack.author, "Jane Doe");
+    ck_assert_str_eq(pack.license, "MIT");
+    ck_assert_str_eq(pack.homepage, "https://example.org/demo");
+    ck_assert_str_eq(pack.min_grpo, "0.1");
+    ck_assert_int_eq(pack.n_notes, 1);
+    char want[1024];
+    snprintf(want, sizeof want, "%s:10: unknown key 'librar' in [pack]; expected one of name, "
+             "version, abi, library, author, license, homepage, min_grpo (did you mean "
+             "'library'?) (ignored)", path);
+    ck_assert_str_eq(pack.notes[0], want);
+    grpo_pack_free(&pack);
+    ck_assert_int_eq(parse_text(PACK_HEAD "[demo.f]\nkind = reward\ndescription = x\n", &pack,
+                                &err), GRPO_OK);
+    ck_assert_ptr_null(pack.author);
+    ck_assert_ptr_null(pack.min_grpo);
+    ck_assert_int_eq(pack.n_notes, 0);
+    grpo_pack_free(&pack);
+    expect_error(PACK_HEAD "min_grpo = next\n[demo.f]\nkind = reward\ndescription = x\n", 6,
+                 "min_grpo 'next' is not a version; expected e.g. min_grpo = 0.1.0 (digits and "
+                 "dots)");
 }
 END_TEST
 
@@ -403,6 +432,7 @@ int main(void) {
     tcase_set_timeout(tc, 60); /* the mutation test writes 1000 small files */
     tcase_add_test(tc, valid_manifest_is_read_completely);
     tcase_add_test(tc, unknown_key_names_line_and_suggests);
+    tcase_add_test(tc, pack_metadata_is_read_and_unknown_pack_keys_are_notes);
     tcase_add_test(tc, too_long_line_is_refused);
     tcase_add_test(tc, trailing_carriage_returns_stay_inside_the_line_buffer);
     tcase_add_test(tc, pack_section_is_checked);

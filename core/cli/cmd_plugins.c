@@ -20,7 +20,9 @@ static const char plugins_usage[] =
     "list and show read manifests (pack.ini) only; no plugin code runs. check loads the\n"
     "libraries of the given ids (all when none given) and runs every check the host makes before\n"
     "a run uses them: ABI magic, grpo_plugin_init, exported ids = manifest ids.\n"
-    "A pack whose pack.ini cannot be read is skipped with a warning; list shows it at the end.\n"
+    "A pack whose pack.ini cannot be read, or that this grpo cannot serve (abi, min_grpo), is\n"
+    "skipped with a warning; list shows it at the end. Like PATH, the first pack of a name on\n"
+    "the plugin path wins: a later one is shadowed (one note; list shows it at the end).\n"
     "The plugin path is, in order:\n"
     "--plugin-path dirs, GRPO_PLUGIN_PATH (colon-separated), <dir of grpo>/packs,\n"
     "<dir of grpo>/../lib/grpo/packs and the install prefix's pack dir.\n";
@@ -90,8 +92,16 @@ static void print_path(FILE *out, char **dirs) {
     for (int i = 0; dirs[i]; i++) fprintf(out, "%s%s", i ? ":" : "", dirs[i]);
 }
 
-/* The broken packs the scan skipped, one line each. */
+/* The packs a pack of the same name earlier on the path hides, then the broken packs the scan
+ * skipped, one line each. */
 static void print_broken(const grpo_registry *reg) {
+    if (reg->n_shadowed) printf("\nshadowed packs (a pack of the same name comes first on the "
+                                "plugin path):\n");
+    for (int i = 0; i < reg->n_shadowed; i++) {
+        const grpo_pack *p = reg->shadowed[i];
+        printf("  %s %s  %s  (shadowed by %s %s)\n", p->name, p->version, p->manifest_path,
+               p->shadowed_by->version, p->shadowed_by->manifest_path);
+    }
     if (reg->n_broken) printf("\nbroken packs (skipped until fixed):\n");
     for (int i = 0; i < reg->n_broken; i++) printf("  %s\n", reg->broken[i].message);
 }
@@ -169,6 +179,10 @@ static int plugins_show(const grpo_registry *reg, const char *id, char **dirs) {
     printf(")\n");
     printf("dir:       %s\nmanifest:  %s\nlibrary:   %s\n", p->dir, p->manifest_path,
            p->library_path);
+    const char *meta[4][2] = {{"author", p->author}, {"license", p->license},
+                              {"homepage", p->homepage}, {"min_grpo", p->min_grpo}};
+    for (int i = 0; i < 4; i++)
+        if (meta[i][1]) printf("%-10s %s\n", meta[i][0], meta[i][1]);
     if (e->kind == GRPO_KIND_MODEL) {
         printf("architectures:");
         for (int i = 0; i < e->n_architectures; i++)

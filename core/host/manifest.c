@@ -107,6 +107,9 @@ typedef struct manifest_parser {
     char section[INIH_MAX_SECTION];
     int pack_line;
     mval name, version, abi, library;
+    mval author, license, homepage, min_grpo; /* optional metadata */
+    char **notes; /* [n_notes] warnings, handed to the pack on success */
+    int n_notes;
     mentry *entries;
     int n_entries;
     mkey *keys;
@@ -133,6 +136,10 @@ static void mval_free(mval *v) { free(v->text); }
 static void parser_free(manifest_parser *p) {
     free(p->buf);
     mval_free(&p->name), mval_free(&p->version), mval_free(&p->abi), mval_free(&p->library);
+    mval_free(&p->author), mval_free(&p->license), mval_free(&p->homepage);
+    mval_free(&p->min_grpo);
+    for (int i = 0; i < p->n_notes; i++) free(p->notes[i]);
+    free(p->notes);
     for (int i = 0; i < p->n_entries; i++) {
         mentry *e = &p->entries[i];
         free(e->id);
@@ -281,12 +288,15 @@ static char *manifest_read_line(char *str, int num, void *stream) {
 
 /* ---- the handler: collects values with their lines ------------------------------------------ */
 
-static const char *const pack_keys[] = {"name", "version", "abi", "library", NULL};
+static const char *const pack_keys[] = {"name",   "version", "abi",      "library", "author",
+                                        "license", "homepage", "min_grpo", NULL};
 static const char *const entry_keys[] = {"kind", "description", "architectures", NULL};
 static const char *const key_keys[] = {"type", "default", "help", NULL};
 
-static int unknown_key(manifest_parser *p, const char *name, const char *const *known) {
-    char list[128] = "", hint[96] = "";
+/* "unknown key 'x' in [s]; expected one of ... (did you mean 'y'?)" into msg. */
+static void unknown_key_text(const manifest_parser *p, const char *name,
+                             const char *const *known, char *msg, size_t size) {
+    char list[160] = "", hint[96] = "";
     int best = INT_MAX;
     for (int i = 0; known[i]; i++) {
         snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "",
@@ -297,8 +307,26 @@ static int unknown_key(manifest_parser *p, const char *name, const char *const *
             snprintf(hint, sizeof hint, " (did you mean '%s'?)", known[i]);
         }
     }
-    return perr(p, p->lineno, "unknown key '%s' in [%s]; expected one of %s%s", name, p->section,
-                list, hint);
+    snprintf(msg, size, "unknown key '%s' in [%s]; expected one of %s%s", name, p->section, list,
+             hint);
+}
+
+static int unknown_key(manifest_parser *p, const char *name, const char *const *known) {
+    char msg[512];
+    unknown_key_text(p, name, known, msg, sizeof msg);
+    return perr(p, p->lineno, "%s", msg);
+}
+
+/* An unknown [pack] key is kept as a note, not refused: a manifest written for a newer grpo (with
+ * metadata this one does not know) must still load. */
+static int unknown_pack_key(manifest_parser *p, const char *name) {
+    if (p->line_cont) return 1; /* the continuation of an ignored key */
+    char msg[512], *note = xrealloc(NULL, 700 + strlen(p->path));
+    unknown_key_text(p, name, pack_keys, msg, sizeof msg);
+    sprintf(note, "%s:%d: %s (ignored)", p->path, p->lineno, msg);
+    p->notes = xrealloc(p->notes, (size_t)(p->n_notes + 1) * sizeof *p->notes);
+    p->notes[p->n_notes++] = note;
+    return 1;
 }
 
 /* A key that takes one value: a continuation line appends to it with one space. */
@@ -341,7 +369,11 @@ static int manifest_handler(void *user, const char *section, const char *name, c
         if (strcmp(name, "version") == 0) return set_once(p, &p->version, name, value);
         if (strcmp(name, "abi") == 0) return set_once(p, &p->abi, name, value);
         if (strcmp(name, "library") == 0) return set_once(p, &p->library, name, value);
-        return unknown_key(p, name, pack_keys);
+        if (strcmp(name, "author") == 0) return set_once(p, &p->author, name, value);
+        if (strcmp(name, "license") == 0) return set_once(p, &p->license, name, value);
+        if (strcmp(name, "homepage") == 0) return set_once(p, &p->homepage, name, value);
+        if (strcmp(name, "min_grpo") == 0) return set_once(p, &p->min_grpo, name, value);
+        return unknown_pack_key(p, name);
     case SEC_ENTRY: {
         mentry *e = &p->entries[p->sec_index];
         if (strcmp(name, "kind") == 0) return set_once(p, &e->kind, name, value);
@@ -385,6 +417,17 @@ static int has_dotdot(const char *path) {
     return 0;
 }
 
+/* "1", "0.1", "0.10.2": digits in dot-separated groups. */
+static int version_ok(const char *v) {
+    for (;;) {
+        size_t n = strspn(v, "0123456789");
+        if (n == 0 || n > 9) return 0;
+        v += n;
+        if (*v == '\0') return 1;
+        if (*v++ != '.') return 0;
+    }
+}
+
 static int check_pack(manifest_parser *p, grpo_pack *pack) {
     if (!p->pack_line)
         return perr(p, 1, "no [pack] section; expected [pack] with name, version, abi and "
@@ -407,6 +450,9 @@ static int check_pack(manifest_parser *p, grpo_pack *pack) {
         sscanf(abi, "%u.%u", &pack->abi_major, &pack->abi_minor) != 2)
         return perr(p, p->abi.line, "abi '%s' is not MAJOR.MINOR; expected e.g. abi = %d.%d",
                     p->abi.text, GRPO_ABI_MAJOR, GRPO_ABI_MINOR);
+    if (p->min_grpo.text && !version_ok(p->min_grpo.text))
+        return perr(p, p->min_grpo.line, "min_grpo '%s' is not a version; expected e.g. "
+                    "min_grpo = 0.1.0 (digits and dots)", p->min_grpo.text);
     if (p->library.text[0] == '/')
         return perr(p, p->library.line, "library '%s' is an absolute path; expected a file "
                     "name relative to the pack directory", p->library.text);
@@ -584,6 +630,11 @@ static int build_pack(manifest_parser *p, grpo_pack *pack) {
         if (!check_key(p, &p->keys[i], pack->entries, pack->n_entries)) return 0;
     pack->name = xstrdup(p->name.text);
     pack->version = xstrdup(p->version.text);
+    mval *meta[4] = {&p->author, &p->license, &p->homepage, &p->min_grpo};
+    char **dst[4] = {&pack->author, &pack->license, &pack->homepage, &pack->min_grpo};
+    for (int i = 0; i < 4; i++) *dst[i] = meta[i]->text ? xstrdup(meta[i]->text) : NULL;
+    pack->notes = p->notes, pack->n_notes = p->n_notes;
+    p->notes = NULL, p->n_notes = 0;
     const char *base = strrchr(p->path, '/');
     pack->dir = dir_of(p->path);
     pack->manifest_path = join_path(pack->dir, base ? base + 1 : p->path);
@@ -657,6 +708,9 @@ void grpo_pack_free(grpo_pack *pack) {
     free(pack->entries);
     free(pack->name), free(pack->version), free(pack->dir), free(pack->manifest_path),
         free(pack->library_path);
+    free(pack->author), free(pack->license), free(pack->homepage), free(pack->min_grpo);
+    for (int i = 0; i < pack->n_notes; i++) free(pack->notes[i]);
+    free(pack->notes);
     /* pack->handle stays open on purpose: descriptors handed out may still be in use */
     memset(pack, 0, sizeof *pack);
 }
