@@ -1,34 +1,22 @@
 /*
  * manifest.c — parsing pack.ini (the format is documented at the top of registry.h).
  *
- * The system inih does the tokenising (comments, "key = value", continuation lines); three things
- * it cannot do are done here:
- * - line numbers: inih's handler gets none, so our reader (manifest_read_line) counts lines and
- *   the handler reads the current one from the parser state;
- * - long lines: Debian's inih reads into a fixed 200-byte stack buffer and would cut a longer line
- *   in two; the reader refuses such a line with an error that says so;
- * - sections without keys: inih only reports key lines, so the reader notes every [section].
- * Values are collected first (with their lines) and validated in one pass at the end, so the
- * order of sections in the file does not matter.
- *
- * Writing values: an inline comment starts at a ';' that follows whitespace, so a ';' inside a
- * value must not follow a space or tab ("a;b" keeps its ';', "a ;b" is "a"). A long value
- * continues on indented lines: they join with one space (string values) or add one element each
- * (list defaults, like repeating "default = ..." lines).
+ * The INI dialect is the run files' one: io/ini_reader reads the file (line numbers, line-length
+ * and section-name limits, inline ';' comments, continuation lines joined with nothing between,
+ * malformed lines refused) and this file gives the document its meaning. Values are collected
+ * first (with their lines) and validated in one pass at the end, so the order of sections in the
+ * file does not matter.
  */
 #include "host/registry.h"
+#include "io/ini_reader.h"
 
 #include <ctype.h>
 #include <errno.h>
-#include <ini.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* inih keeps section names in a 50-byte buffer (MAX_SECTION in ini.c) and cuts longer ones. */
-#define INIH_MAX_SECTION 50
 
 /* ---- small helpers ------------------------------------------------------------------------- */
 
@@ -86,25 +74,19 @@ typedef struct mkey { /* one [ID:KEY] section */
     int line;
     mval type, help;
     mval *defaults; /* [n_defaults] one per default line */
-    int *default_cont; /* [n_defaults] 1 when that line was an indented continuation */
     int n_defaults;
 } mkey;
 
 typedef enum { SEC_NONE, SEC_PACK, SEC_ENTRY, SEC_KEY } section_kind;
 
 typedef struct manifest_parser {
-    FILE *f;
     const char *path;
     grpo_error *err;
     int failed;
-    char *buf; /* getline buffer */
-    size_t cap;
-    int lineno;    /* line the reader handed to inih last */
-    int line_cont; /* that line is an indented continuation of the previous key */
-    int have_key;  /* a key line was seen since the last [section] (inih's prev_name) */
+    int lineno; /* line of the key (or header) being read */
     section_kind sec;
     int sec_index; /* index into entries or keys for SEC_ENTRY / SEC_KEY */
-    char section[INIH_MAX_SECTION];
+    const char *section; /* its name */
     int pack_line;
     mval name, version, abi, library;
     mval author, license, homepage, min_grpo; /* optional metadata */
@@ -134,7 +116,6 @@ static int perr(manifest_parser *p, int line, const char *fmt, ...) {
 static void mval_free(mval *v) { free(v->text); }
 
 static void parser_free(manifest_parser *p) {
-    free(p->buf);
     mval_free(&p->name), mval_free(&p->version), mval_free(&p->abi), mval_free(&p->library);
     mval_free(&p->author), mval_free(&p->license), mval_free(&p->homepage);
     mval_free(&p->min_grpo);
@@ -153,17 +134,16 @@ static void parser_free(manifest_parser *p) {
         free(k->entry_id), free(k->name);
         mval_free(&k->type), mval_free(&k->help);
         for (int j = 0; j < k->n_defaults; j++) mval_free(&k->defaults[j]);
-        free(k->defaults), free(k->default_cont);
+        free(k->defaults);
     }
     free(p->keys);
 }
 
-/* ---- the reader: one line per call, counted, checked for length, sections noted ------------- */
+/* ---- sections --------------------------------------------------------------------------- */
 
-/* A new [name] header at the current line. */
+/* A new [name] header at the current line: [pack], [ID] or [ID:KEY]. */
 static void section_begin(manifest_parser *p, const char *name) {
-    memcpy(p->section, name, strlen(name) + 1);
-    p->have_key = 0;
+    p->section = name;
     const char *colon = strchr(name, ':');
     if (strcmp(name, "pack") == 0) {
         if (p->pack_line) {
@@ -207,85 +187,6 @@ static void section_begin(manifest_parser *p, const char *name) {
     }
 }
 
-/* Where inih stops looking for chars: at one of chars, or at a ';' that follows whitespace. */
-static const char *find_chars_or_comment(const char *s, const char *chars) {
-    int was_space = 0;
-    while (*s && !strchr(chars, *s) && !(was_space && *s == ';')) {
-        was_space = isspace((unsigned char)*s);
-        s++;
-    }
-    return s;
-}
-
-/* Classifies the line the way inih will (comment, continuation, section, key) so that the
- * handler knows the line's role; reports the malformed lines inih would only count. */
-static void classify_line(manifest_parser *p, char *s) {
-    char *t = s;
-    while (*t && isspace((unsigned char)*t)) t++;
-    p->line_cont = 0;
-    if (*t == '\0' || *t == ';' || *t == '#') return;
-    if (t > s && p->have_key) {
-        p->line_cont = 1;
-        return;
-    }
-    if (*t == '[') {
-        const char *end = find_chars_or_comment(t + 1, "]");
-        if (*end != ']') {
-            perr(p, p->lineno, "section header has no closing ']'; expected [name]");
-            return;
-        }
-        size_t n = (size_t)(end - (t + 1));
-        if (n >= INIH_MAX_SECTION) {
-            perr(p, p->lineno, "section name is %zu characters long; expected at most %d",
-                 n, INIH_MAX_SECTION - 1);
-            return;
-        }
-        char name[INIH_MAX_SECTION];
-        memcpy(name, t + 1, n);
-        name[n] = '\0';
-        section_begin(p, name);
-        return;
-    }
-    const char *eq = find_chars_or_comment(t, "=:");
-    if (*eq != '=' && *eq != ':') {
-        size_t n = strcspn(t, "\r\n");
-        perr(p, p->lineno, "'%.*s' is not a key line; expected key = value, a [section] or a "
-             "; comment", (int)(n > 60 ? 60 : n), t);
-        return;
-    }
-    p->have_key = 1;
-}
-
-/* inih's ini_reader: fgets-like, into inih's num-byte buffer. */
-static char *manifest_read_line(char *str, int num, void *stream) {
-    manifest_parser *p = stream;
-    if (p->failed) return NULL;
-    ssize_t n = getline(&p->buf, &p->cap, p->f);
-    if (n < 0) return NULL;
-    p->lineno++;
-    if (memchr(p->buf, '\0', (size_t)n)) {
-        perr(p, p->lineno, "line holds a NUL byte; expected UTF-8 text");
-        return NULL;
-    }
-    size_t len = (size_t)n;
-    while (len && (p->buf[len - 1] == '\n' || p->buf[len - 1] == '\r')) len--;
-    /* inih needs room for the text, "\r\n" and the NUL */
-    if (len + 3 > (size_t)num) {
-        perr(p, p->lineno, "line is %zu characters long; expected at most %d (the system inih "
-             "reads %d-byte lines): continue a long value on indented lines", len, num - 3, num);
-        return NULL;
-    }
-    char *s = p->buf;
-    if (p->lineno == 1 && (unsigned char)s[0] == 0xEF && (unsigned char)s[1] == 0xBB &&
-        (unsigned char)s[2] == 0xBF)
-        s += 3; /* inih skips a UTF-8 BOM too */
-    classify_line(p, s);
-    if (p->failed) return NULL;
-    memcpy(str, p->buf, len); /* the checked length: trailing CRs do not count, nor get copied */
-    str[len] = '\n', str[len + 1] = '\0';
-    return str;
-}
-
 /* ---- the handler: collects values with their lines ------------------------------------------ */
 
 static const char *const pack_keys[] = {"name",   "version", "abi",      "library", "author",
@@ -320,7 +221,6 @@ static int unknown_key(manifest_parser *p, const char *name, const char *const *
 /* An unknown [pack] key is kept as a note, not refused: a manifest written for a newer grpo (with
  * metadata this one does not know) must still load. */
 static int unknown_pack_key(manifest_parser *p, const char *name) {
-    if (p->line_cont) return 1; /* the continuation of an ignored key */
     char msg[512], *note = xrealloc(NULL, 700 + strlen(p->path));
     unknown_key_text(p, name, pack_keys, msg, sizeof msg);
     sprintf(note, "%s:%d: %s (ignored)", p->path, p->lineno, msg);
@@ -329,15 +229,8 @@ static int unknown_pack_key(manifest_parser *p, const char *name) {
     return 1;
 }
 
-/* A key that takes one value: a continuation line appends to it with one space. */
+/* A key that takes one value (its continuation lines already joined by the reader). */
 static int set_once(manifest_parser *p, mval *v, const char *name, const char *value) {
-    if (p->line_cont && v->text) {
-        size_t a = strlen(v->text), b = strlen(value);
-        v->text = xrealloc(v->text, a + b + 2);
-        v->text[a] = ' ';
-        memcpy(v->text + a + 1, value, b + 1);
-        return 1;
-    }
     if (v->text)
         return perr(p, p->lineno, "'%s' is set twice in [%s] (first at line %d); expected one "
                     "value (continue a long one on indented lines)", name, p->section, v->line);
@@ -346,19 +239,13 @@ static int set_once(manifest_parser *p, mval *v, const char *name, const char *v
     return 1;
 }
 
-static void append_line(manifest_parser *p, mval **vals, int **conts, int *n, const char *value) {
+static void append_line(manifest_parser *p, mval **vals, int *n, const char *value) {
     *vals = xrealloc(*vals, (size_t)(*n + 1) * sizeof **vals);
-    (*vals)[*n] = (mval){xstrdup(value), p->lineno};
-    if (conts) {
-        *conts = xrealloc(*conts, (size_t)(*n + 1) * sizeof **conts);
-        (*conts)[*n] = p->line_cont;
-    }
-    (*n)++;
+    (*vals)[(*n)++] = (mval){xstrdup(value), p->lineno};
 }
 
-static int manifest_handler(void *user, const char *section, const char *name, const char *value) {
-    manifest_parser *p = user;
-    (void)section; /* p->section is the same, uncut */
+/* One key = value of the current section. */
+static int manifest_key(manifest_parser *p, const char *name, const char *value) {
     if (p->failed) return 0;
     switch (p->sec) {
     case SEC_NONE:
@@ -379,7 +266,7 @@ static int manifest_handler(void *user, const char *section, const char *name, c
         if (strcmp(name, "kind") == 0) return set_once(p, &e->kind, name, value);
         if (strcmp(name, "description") == 0) return set_once(p, &e->description, name, value);
         if (strcmp(name, "architectures") == 0) {
-            append_line(p, &e->archs, NULL, &e->n_archs, value);
+            append_line(p, &e->archs, &e->n_archs, value);
             return 1;
         }
         return unknown_key(p, name, entry_keys);
@@ -389,7 +276,7 @@ static int manifest_handler(void *user, const char *section, const char *name, c
         if (strcmp(name, "type") == 0) return set_once(p, &k->type, name, value);
         if (strcmp(name, "help") == 0) return set_once(p, &k->help, name, value);
         if (strcmp(name, "default") == 0) {
-            append_line(p, &k->defaults, &k->default_cont, &k->n_defaults, value);
+            append_line(p, &k->defaults, &k->n_defaults, value);
             return 1;
         }
         return unknown_key(p, name, key_keys);
@@ -517,8 +404,8 @@ static int check_entry(manifest_parser *p, const mentry *m, grpo_entry *e) {
     return 1;
 }
 
-/* The default lines of a key: a list takes each line as an element (empty lines give none); any
- * other type takes one line, continuation lines joined with one space. */
+/* The default lines of a key: a list takes each default line as an element (empty ones give
+ * none); any other type takes one. */
 static int collect_defaults(manifest_parser *p, const mkey *k, grpo_key_def *d) {
     if (k->n_defaults == 0) return 1;
     d->has_default = 1;
@@ -530,17 +417,11 @@ static int collect_defaults(manifest_parser *p, const mkey *k, grpo_key_def *d) 
         }
         return 1;
     }
-    size_t len = 0;
-    for (int j = 0; j < k->n_defaults; j++) {
-        if (j > 0 && !k->default_cont[j])
-            return perr(p, k->defaults[j].line, "default is set twice in [%s:%s] (first at line "
-                        "%d); expected one value (only type = list takes one line per element)",
-                        k->entry_id, k->name, k->defaults[0].line);
-        len += strlen(k->defaults[j].text) + 1;
-    }
-    char *text = xrealloc(NULL, len), *w = text;
-    for (int j = 0; j < k->n_defaults; j++)
-        w += sprintf(w, "%s%s", j ? " " : "", k->defaults[j].text);
+    if (k->n_defaults > 1)
+        return perr(p, k->defaults[1].line, "default is set twice in [%s:%s] (first at line "
+                    "%d); expected one value (only type = list takes one line per element)",
+                    k->entry_id, k->name, k->defaults[0].line);
+    char *text = xstrdup(k->defaults[0].text);
     d->defaults = xrealloc(NULL, sizeof(char *));
     d->defaults[d->n_defaults++] = text;
     char why[256];
@@ -642,24 +523,45 @@ static int build_pack(manifest_parser *p, grpo_pack *pack) {
     return check_library_inside(p, pack);
 }
 
+/* Gives the document's sections and keys their meaning, in file order. */
+static void read_doc(manifest_parser *p, const grpo_ini_doc *doc) {
+    for (int i = 0; i < doc->n_sections && !p->failed; i++) {
+        const grpo_ini_section *sec = &doc->sections[i];
+        p->lineno = sec->line;
+        if (sec->line == 0) { /* keys above the first [section] */
+            if (sec->n_entries)
+                perr(p, sec->entries[0].line, "key '%s' comes before any section; expected it "
+                     "under [pack] or an entry's section", sec->entries[0].key);
+            continue;
+        }
+        section_begin(p, sec->name);
+        for (int j = 0; j < sec->n_entries && !p->failed; j++) {
+            p->lineno = sec->entries[j].line;
+            manifest_key(p, sec->entries[j].key, sec->entries[j].value);
+        }
+    }
+}
+
 int grpo_manifest_parse(const char *manifest_path, grpo_pack *pack, grpo_error *err) {
     memset(pack, 0, sizeof *pack);
+    FILE *f = fopen(manifest_path, "re"); /* an unreadable manifest is an I/O error, not INVALID */
+    if (!f)
+        return grpo_error_set(err, GRPO_ERR_IO, "%s: cannot open the pack manifest: %s",
+                              manifest_path, strerror(errno));
+    fclose(f);
     manifest_parser p = {0};
     p.path = manifest_path;
     p.err = err;
-    p.f = fopen(manifest_path, "re");
-    if (!p.f)
-        return grpo_error_set(err, GRPO_ERR_IO, "%s: cannot open the pack manifest: %s",
-                              manifest_path, strerror(errno));
-    int bad_line = ini_parse_stream(manifest_read_line, &p, manifest_handler, &p);
-    if (ferror(p.f) && !p.failed) {
-        grpo_error_set(err, GRPO_ERR_IO, "%s:%d: read error: %s", manifest_path, p.lineno,
-                       strerror(errno));
+    grpo_ini_doc doc;
+    grpo_diag diag = {0};
+    if (grpo_ini_read_file(&doc, manifest_path, &diag) != 0) {
+        grpo_error_set(err, GRPO_ERR_INVALID, "%s",
+                       diag.n ? diag.msg[0] : "cannot read the pack manifest");
         p.failed = 1;
     }
-    fclose(p.f);
-    if (bad_line > 0 && !p.failed)
-        perr(&p, bad_line, "malformed line; expected key = value, a [section] or a ; comment");
+    grpo_diag_free(&diag);
+    if (!p.failed) read_doc(&p, &doc);
+    grpo_ini_doc_free(&doc);
     if (!p.failed) build_pack(&p, pack);
     int failed = p.failed;
     parser_free(&p);

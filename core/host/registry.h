@@ -28,7 +28,7 @@
  *   default = ^<think>...            ; list defaults: one line per element
  *   help = one line
  *
- * Reading rules (manifest.c; the system inih does the tokenising):
+ * Reading rules (manifest.c; the INI dialect is the run files', io/ini_reader.h):
  * - [pack] needs name, version, abi, library; every entry needs kind and description; a key
  *   section needs type. Sections may come in any order. An unknown key in [pack] is a note (a
  *   manifest written for a newer grpo still loads); in an entry or key section it is an error
@@ -36,9 +36,10 @@
  * - abi is the ABI the pack relies on (grpo/plugin.h, "Two versions"): the scan skips, with a
  *   warning, a pack whose abi this grpo cannot serve (other major, newer minor) or whose
  *   min_grpo is newer than this grpo; loading refuses a library whose magic is older than abi.
- * - Lines are at most 197 characters (inih's 200-byte buffer). A long value continues on
- *   indented lines: joined with one space for strings, one element per line for lists (the same
- *   as repeating "default = ..."). A key without default is required in the run file.
+ * - Lines are at most 199 characters. A long value continues on indented lines, joined with
+ *   nothing between (split it between two non-blank characters). A list default takes one
+ *   "default = ..." line per element; architectures lines may repeat and split on commas. A key
+ *   without default is required in the run file.
  * - ';' starts an inline comment only after whitespace: "a;b" keeps its ';', "a ;b" is "a".
  * - library must stay inside the pack directory: an absolute path, a '..' component or a path
  *   that resolves (through links) outside the directory is refused. Loading warns (one line per
