@@ -39,6 +39,13 @@ function(grpo_test_plugins)
   grpo_add_pack(NAME misbehave LIBRARY tp-misbehave
     MANIFEST ${CMAKE_CURRENT_SOURCE_DIR}/packs/misbehave/pack.ini
     SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/packs/misbehave/misbehave.c)
+  # Rewards for the self-test runner (tests/test_pack_selftest.c): tests/packs/selftest.
+  grpo_add_pack(NAME selftest LIBRARY tp-selftest
+    MANIFEST ${CMAKE_CURRENT_SOURCE_DIR}/packs/selftest/pack.ini
+    SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/packs/selftest/selftest.c)
+  if(TARGET test_pack_selftest)
+    add_dependencies(test_pack_selftest tp-selftest)
+  endif()
   if(TARGET test_registry)
     add_dependencies(test_registry tp-good tp-listed tp-bad_tag tp-abi_major_old
       tp-abi_major_new tp-abi_minor_new tp-abi_minor_old tp-magic_small tp-no_magic tp-no_init tp-missing_id

@@ -7,6 +7,7 @@
  */
 #include "cli/cli.h"
 #include "host/env.h"
+#include "host/pack_selftest.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,7 +20,9 @@ static const char plugins_usage[] =
     "\n"
     "list and show read manifests (pack.ini) only; no plugin code runs. check loads the\n"
     "libraries of the given ids (all when none given) and runs every check the host makes before\n"
-    "a run uses them: ABI magic, grpo_plugin_init, exported ids = manifest ids.\n"
+    "a run uses them: ABI magic, grpo_plugin_init, exported ids = manifest ids; then a reward's\n"
+    "self-tests ([ID:test.N] sections of pack.ini): each must give its expected reward, the\n"
+    "reward must not be NaN on all of them nor write to stdout.\n"
     "A pack whose pack.ini cannot be read, or that this grpo cannot serve (abi, min_grpo), is\n"
     "skipped with a warning; list shows it at the end. Like PATH, the first pack of a name on\n"
     "the plugin path wins: a later one is shadowed (one note; list shows it at the end).\n"
@@ -198,16 +201,21 @@ static int plugins_show(const grpo_registry *reg, const char *id, char **dirs) {
     return 0;
 }
 
-/* Loads one entry's library through every host check; prints one line either way. */
+/* Loads one entry's library through every host check and runs its self-tests; prints one line
+ * either way (and one more per failed self-test). */
 static int check_entry(grpo_env *env, const grpo_entry *e) {
     const void *desc;
     grpo_error err;
     grpo_error_init(&err);
-    if (grpo_registry_load(&env->reg, e, &env->host, &desc, &err) != GRPO_OK) {
+    grpo_selftest_report rep;
+    if (grpo_registry_load(&env->reg, e, &env->host, &desc, &err) != GRPO_OK ||
+        grpo_entry_selftest(&env->reg, e, &env->host, NULL, &rep, &err) != GRPO_OK) {
         printf("FAIL  %s: %s\n", e->id, err.message);
         return 1;
     }
-    printf("ok    %s (%s)\n", e->id, e->pack->library_path);
+    printf("ok    %s (%s", e->id, e->pack->library_path);
+    if (rep.n_tests) printf("; %d self-test%s passed", rep.n_tests, rep.n_tests > 1 ? "s" : "");
+    printf(")\n");
     return 0;
 }
 

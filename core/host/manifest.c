@@ -13,6 +13,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <limits.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -77,7 +78,15 @@ typedef struct mkey { /* one [ID:KEY] section */
     int n_defaults;
 } mkey;
 
-typedef enum { SEC_NONE, SEC_PACK, SEC_ENTRY, SEC_KEY } section_kind;
+typedef struct mtest { /* one [ID:test.NAME] section: its lines, read at the end */
+    char *entry_id, *name;
+    int line;
+    char **keys, **values;
+    int *lines;
+    int n;
+} mtest;
+
+typedef enum { SEC_NONE, SEC_PACK, SEC_ENTRY, SEC_KEY, SEC_TEST } section_kind;
 
 typedef struct manifest_parser {
     const char *path;
@@ -96,6 +105,8 @@ typedef struct manifest_parser {
     int n_entries;
     mkey *keys;
     int n_keys;
+    mtest *tests;
+    int n_tests;
 } manifest_parser;
 
 /* Records "PATH:LINE: message" as the error (the first one wins) and returns 0. */
@@ -137,6 +148,12 @@ static void parser_free(manifest_parser *p) {
         free(k->defaults);
     }
     free(p->keys);
+    for (int i = 0; i < p->n_tests; i++) {
+        mtest *t = &p->tests[i];
+        for (int j = 0; j < t->n; j++) free(t->keys[j]), free(t->values[j]);
+        free(t->entry_id), free(t->name), free(t->keys), free(t->values), free(t->lines);
+    }
+    free(p->tests);
 }
 
 /* ---- sections --------------------------------------------------------------------------- */
@@ -152,6 +169,23 @@ static void section_begin(manifest_parser *p, const char *name) {
             return;
         }
         p->sec = SEC_PACK, p->pack_line = p->lineno;
+    } else if (colon && strncmp(colon + 1, "test.", 5) == 0) {
+        for (int i = 0; i < p->n_tests; i++)
+            if (strcmp(p->tests[i].name, colon + 1) == 0 &&
+                strlen(p->tests[i].entry_id) == (size_t)(colon - name) &&
+                strncmp(p->tests[i].entry_id, name, (size_t)(colon - name)) == 0) {
+                perr(p, p->lineno, "[%s] appears twice (first at line %d); expected one section "
+                     "per self-test", name, p->tests[i].line);
+                return;
+            }
+        p->tests = xrealloc(p->tests, (size_t)(p->n_tests + 1) * sizeof *p->tests);
+        mtest *t = &p->tests[p->n_tests];
+        memset(t, 0, sizeof *t);
+        t->entry_id = xstrdup(name);
+        t->entry_id[colon - name] = '\0';
+        t->name = xstrdup(colon + 1);
+        t->line = p->lineno;
+        p->sec = SEC_TEST, p->sec_index = p->n_tests++;
     } else if (colon) {
         for (int i = 0; i < p->n_keys; i++) {
             mkey *k = &p->keys[i];
@@ -270,6 +304,15 @@ static int manifest_key(manifest_parser *p, const char *name, const char *value)
             return 1;
         }
         return unknown_key(p, name, entry_keys);
+    }
+    case SEC_TEST: { /* checked in check_test, once the entries are known */
+        mtest *t = &p->tests[p->sec_index];
+        t->keys = xrealloc(t->keys, (size_t)(t->n + 1) * sizeof *t->keys);
+        t->values = xrealloc(t->values, (size_t)(t->n + 1) * sizeof *t->values);
+        t->lines = xrealloc(t->lines, (size_t)(t->n + 1) * sizeof *t->lines);
+        t->keys[t->n] = xstrdup(name), t->values[t->n] = xstrdup(value);
+        t->lines[t->n++] = p->lineno;
+        return 1;
     }
     case SEC_KEY: {
         mkey *k = &p->keys[p->sec_index];
@@ -458,6 +501,138 @@ static int check_key(manifest_parser *p, const mkey *k, grpo_entry *entries, int
     return collect_defaults(p, k, d);
 }
 
+/* ---- self-tests ------------------------------------------------------------------------- */
+
+/* Decodes \n, \t and \\ (a newline cannot be written in an INI value otherwise); NULL when
+ * another escape follows a backslash. */
+static char *unescape(const char *s) {
+    char *out = xrealloc(NULL, strlen(s) + 1), *w = out;
+    for (; *s; s++) {
+        if (*s != '\\') {
+            *w++ = *s;
+            continue;
+        }
+        char c = *++s;
+        if (c != 'n' && c != 't' && c != '\\') {
+            free(out);
+            return NULL;
+        }
+        *w++ = c == 'n' ? '\n' : c == 't' ? '\t' : '\\';
+    }
+    *w = '\0';
+    return out;
+}
+
+/* A JSON string literal of s (for the "answer" field). */
+static char *json_string(const char *s) {
+    char *out = xrealloc(NULL, 6 * strlen(s) + 3), *w = out;
+    *w++ = '"';
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') *w++ = '\\', *w++ = (char)c;
+        else if (c == '\n') *w++ = '\\', *w++ = 'n';
+        else if (c == '\t') *w++ = '\\', *w++ = 't';
+        else if (c < 0x20) w += sprintf(w, "\\u%04x", c);
+        else *w++ = (char)c;
+    }
+    *w++ = '"', *w = '\0';
+    return out;
+}
+
+static void push_pair(char ***keys, char ***vals, int *n, char *key, char *val) {
+    *keys = xrealloc(*keys, (size_t)(*n + 1) * sizeof **keys);
+    *vals = xrealloc(*vals, (size_t)(*n + 1) * sizeof **vals);
+    (*keys)[*n] = key, (*vals)[(*n)++] = val;
+}
+
+/* One line of a self-test into st; 0 (error recorded) when it is not valid. */
+static int test_line(manifest_parser *p, const mtest *m, int j, const grpo_entry *e,
+                     grpo_selftest *st) {
+    const char *k = m->keys[j], *v = m->values[j];
+    int line = m->lines[j];
+    char **text = strcmp(k, "prompt") == 0       ? &st->prompt
+                  : strcmp(k, "completion") == 0 ? &st->completion
+                                                 : NULL;
+    if (text || strcmp(k, "answer") == 0) {
+        char *u = unescape(v);
+        if (!u)
+            return perr(p, line, "[%s:%s] %s has a backslash before something other than n, t or "
+                        "\\; expected \\n, \\t or \\\\", m->entry_id, m->name, k);
+        if (text && *text) {
+            free(u);
+            return perr(p, line, "'%s' is set twice in [%s:%s]; expected one value", k,
+                        m->entry_id, m->name);
+        }
+        if (text) {
+            *text = u;
+        } else {
+            push_pair(&st->field_keys, &st->field_json, &st->n_fields, xstrdup("answer"),
+                      json_string(u));
+            free(u);
+        }
+        return 1;
+    }
+    if (strcmp(k, "expect") == 0 || strcmp(k, "tolerance") == 0) {
+        char *end;
+        double x = strtod(v, &end);
+        if (end == v || *end || (strcmp(k, "tolerance") == 0 && !(x >= 0)))
+            return perr(p, line, "%s '%s' of [%s:%s] is not a number; expected e.g. %s", k, v,
+                        m->entry_id, m->name, k[0] == 'e' ? "expect = 0.5 (or nan)" :
+                        "tolerance = 1e-5");
+        *(k[0] == 'e' ? &st->expect : &st->tolerance) = x;
+        return 1;
+    }
+    if (strncmp(k, "field.", 6) == 0 && name_chars_ok(k + 6, "")) {
+        push_pair(&st->field_keys, &st->field_json, &st->n_fields, xstrdup(k + 6), xstrdup(v));
+        return 1;
+    }
+    if (strncmp(k, "key.", 4) == 0) {
+        const grpo_key_def *d = NULL;
+        for (int i = 0; i < e->n_keys && !d; i++)
+            if (strcmp(e->keys[i].name, k + 4) == 0) d = &e->keys[i];
+        char why[256];
+        if (!d)
+            return perr(p, line, "[%s:%s] sets %s, but %s has no key '%s'; expected one of its "
+                        "[%s:KEY] sections", m->entry_id, m->name, k, e->id, k + 4, e->id);
+        if (!grpo_key_value_ok(d->type, v, why, sizeof why))
+            return perr(p, line, "[%s:%s] %s: %s (type %s)", m->entry_id, m->name, k, why,
+                        grpo_key_type_name(d->type));
+        push_pair(&st->cfg_keys, &st->cfg_values, &st->n_cfg, xstrdup(k + 4), xstrdup(v));
+        return 1;
+    }
+    return perr(p, line, "unknown key '%s' in [%s:%s]; expected one of prompt, completion, "
+                "answer, expect, tolerance, field.NAME (JSON), key.NAME", k, m->entry_id,
+                m->name);
+}
+
+static int check_test(manifest_parser *p, const mtest *m, grpo_entry *entries, int n_entries) {
+    grpo_entry *e = NULL;
+    for (int i = 0; i < n_entries; i++)
+        if (strcmp(entries[i].id, m->entry_id) == 0) e = &entries[i];
+    if (!e || e->kind != GRPO_KIND_REWARD)
+        return perr(p, m->line, "[%s:%s] is a self-test of '%s', which %s; expected [ID:test.N] "
+                    "after a reward's [ID] section", m->entry_id, m->name, m->entry_id,
+                    e ? "is a model (only rewards have self-tests)" : "no [ID] section declares");
+    e->tests = xrealloc(e->tests, (size_t)(e->n_tests + 1) * sizeof *e->tests);
+    grpo_selftest *st = &e->tests[e->n_tests++];
+    memset(st, 0, sizeof *st);
+    st->name = xstrdup(m->name);
+    st->line = m->line;
+    st->expect = NAN;
+    int has_expect = 0;
+    st->tolerance = 1e-5;
+    for (int j = 0; j < m->n; j++) {
+        has_expect |= strcmp(m->keys[j], "expect") == 0;
+        if (!test_line(p, m, j, e, st)) return 0;
+    }
+    if (!st->completion || !has_expect)
+        return perr(p, m->line, "[%s:%s] has no %s; expected completion = <text> and expect = "
+                    "<reward or nan>", m->entry_id, m->name, st->completion ? "expect" :
+                    "completion");
+    if (!st->prompt) st->prompt = xstrdup("");
+    return 1;
+}
+
 /* Absolute directory of path (realpath when it exists). */
 static char *dir_of(const char *path) {
     char *copy = xstrdup(path);
@@ -509,6 +684,8 @@ static int build_pack(manifest_parser *p, grpo_pack *pack) {
     }
     for (int i = 0; i < p->n_keys; i++)
         if (!check_key(p, &p->keys[i], pack->entries, pack->n_entries)) return 0;
+    for (int i = 0; i < p->n_tests; i++)
+        if (!check_test(p, &p->tests[i], pack->entries, pack->n_entries)) return 0;
     pack->name = xstrdup(p->name.text);
     pack->version = xstrdup(p->version.text);
     mval *meta[4] = {&p->author, &p->license, &p->homepage, &p->min_grpo};
@@ -606,6 +783,14 @@ void grpo_pack_free(grpo_pack *pack) {
             free(d->defaults);
         }
         free(e->keys);
+        for (int j = 0; j < e->n_tests; j++) {
+            grpo_selftest *t = &e->tests[j];
+            free(t->name), free(t->prompt), free(t->completion);
+            for (int k = 0; k < t->n_fields; k++) free(t->field_keys[k]), free(t->field_json[k]);
+            for (int k = 0; k < t->n_cfg; k++) free(t->cfg_keys[k]), free(t->cfg_values[k]);
+            free(t->field_keys), free(t->field_json), free(t->cfg_keys), free(t->cfg_values);
+        }
+        free(e->tests);
     }
     free(pack->entries);
     free(pack->name), free(pack->version), free(pack->dir), free(pack->manifest_path),

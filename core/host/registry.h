@@ -28,6 +28,17 @@
  *   default = ^<think>...            ; list defaults: one line per element
  *   help = one line
  *
+ *   [builtin.format:test.1]          ; a reward's self-test (any name after "test.")
+ *   prompt = What is 1+1?            ; (optional) \n, \t and \\ are escapes in prompt,
+ *   completion = <think>\nx\n</think>  ;   completion and answer
+ *   answer = 2                       ; (optional) the row's "answer" field
+ *   field.difficulty = 3             ; (optional) any other row field, as JSON
+ *   key.value = 1.0                  ; (optional) a config key for this test (repeat: list)
+ *   expect = 0.5                     ; the reward; nan for "no opinion"
+ *   tolerance = 1e-6                 ; (optional) |got - expect| allowed; default 1e-5
+ *   `grpo plugins check` (and `grpo pack install`) create the reward with the manifest's
+ *   defaults and the test's key.* values, score the tests as one batch and compare.
+ *
  * Reading rules (manifest.c; the INI dialect is the run files', io/ini_reader.h):
  * - [pack] needs name, version, abi, library; every entry needs kind and description; a key
  *   section needs type. Sections may come in any order. An unknown key in [pack] is a note (a
@@ -68,6 +79,19 @@ typedef struct grpo_key_def {
 
 struct grpo_pack;
 
+/* One [ID:test.NAME] self-test vector of a reward entry. */
+typedef struct grpo_selftest {
+    char *name; /* "test.NAME" */
+    int line;   /* its section header */
+    char *prompt, *completion; /* escapes decoded */
+    char **field_keys, **field_json; /* [n_fields] row fields: "answer" (a JSON string), field.* */
+    int n_fields;
+    char **cfg_keys, **cfg_values; /* [n_cfg] key.* lines in order (a list key repeats) */
+    int n_cfg;
+    double expect; /* NaN: the reward must have no opinion */
+    double tolerance;
+} grpo_selftest;
+
 typedef struct grpo_entry {
     char *id; /* "pack.name" */
     grpo_entry_kind kind;
@@ -76,6 +100,8 @@ typedef struct grpo_entry {
     int n_architectures;
     grpo_key_def *keys; /* [n_keys] in manifest order */
     int n_keys;
+    grpo_selftest *tests; /* [n_tests] reward entries: self-tests in manifest order */
+    int n_tests;
     struct grpo_pack *pack; /* owner */
 } grpo_entry;
 
