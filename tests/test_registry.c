@@ -72,19 +72,32 @@ static int scan(grpo_registry *reg, char *const *dirs, grpo_error *err) {
 
 START_TEST(plugin_path_order) {
     setenv("GRPO_PLUGIN_PATH", "/env/one::/env/two:", 1);
+    setenv("XDG_DATA_HOME", "/xdg/data", 1);
     const char *extra[] = {"/cli/one", "/cli/two"};
     char **dirs = grpo_plugin_path(extra, 2);
     ck_assert_str_eq(dirs[0], "/cli/one");
     ck_assert_str_eq(dirs[1], "/cli/two");
     ck_assert_str_eq(dirs[2], "/env/one"); /* empty fields are skipped */
     ck_assert_str_eq(dirs[3], "/env/two");
+    ck_assert_str_eq(dirs[4], "/xdg/data/grpo/packs"); /* the per-user packs */
+    grpo_plugin_path_free(dirs);
+    /* without XDG_DATA_HOME (or with a relative one, which the XDG spec says to ignore): HOME */
+    setenv("XDG_DATA_HOME", "relative/data", 1);
+    setenv("HOME", "/home/someone", 1);
+    char *user = grpo_pack_user_dir();
+    ck_assert_str_eq(user, "/home/someone/.local/share/grpo/packs");
+    free(user);
+    unsetenv("XDG_DATA_HOME");
+    unsetenv("HOME");
+    ck_assert_ptr_null(grpo_pack_user_dir());
+    dirs = grpo_plugin_path(extra, 2);
     char exe[PATH_MAX], want[PATH_MAX + 8];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
     ck_assert(n > 0);
     exe[n] = '\0';
     *strrchr(exe, '/') = '\0';
     snprintf(want, sizeof want, "%s/packs", exe);
-    ck_assert_str_eq(dirs[4], want);
+    ck_assert_str_eq(dirs[4], want); /* no HOME: no per-user dir */
     int count = 0;
     while (dirs[count]) count++;
     ck_assert_int_ge(count, 6); /* + the install layout next to the exe and the install prefix */

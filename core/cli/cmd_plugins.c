@@ -27,7 +27,8 @@ static const char plugins_usage[] =
     "skipped with a warning; list shows it at the end. Like PATH, the first pack of a name on\n"
     "the plugin path wins: a later one is shadowed (one note; list shows it at the end).\n"
     "The plugin path is, in order:\n"
-    "--plugin-path dirs, GRPO_PLUGIN_PATH (colon-separated), <dir of grpo>/packs,\n"
+    "--plugin-path dirs, GRPO_PLUGIN_PATH (colon-separated), the per-user pack dir\n"
+    "${XDG_DATA_HOME:-$HOME/.local/share}/grpo/packs (grpo pack install), <dir of grpo>/packs,\n"
     "<dir of grpo>/../lib/grpo/packs and the install prefix's pack dir.\n";
 
 typedef struct plugins_args {

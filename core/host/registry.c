@@ -95,9 +95,8 @@ static int version_cmp(const char *a, const char *b) {
     return 0;
 }
 
-/* Why this grpo cannot serve a parsed pack (its abi or min_grpo), as "FILE: ..."; 0 when it can.
- * Caught at scan so an unused incompatible pack is a warning, and a run naming it is told why. */
-static int incompatible(const grpo_pack *p, char *buf, size_t size) {
+/* Caught at scan so an unused incompatible pack is a warning, and a run naming it is told why. */
+int grpo_pack_incompatible(const grpo_pack *p, char *buf, size_t size) {
     if (p->abi_major != GRPO_ABI_MAJOR || p->abi_minor > GRPO_ABI_MINOR)
         return snprintf(buf, size, "%s: pack '%s' %s relies on plugin ABI %u.%u; this grpo has "
                         "%d.%d (expected abi = %d.x with x <= %d): install a build of the pack "
@@ -161,7 +160,7 @@ static int add_pack(grpo_registry *reg, const char *dir, grpo_error *err) {
     char why[sizeof perr.message + PATH_MAX];
     if (grpo_manifest_parse(manifest, pack, &perr) != GRPO_OK) {
         rc = add_broken(reg, manifest, perr.message);
-    } else if (incompatible(pack, why, sizeof why)) {
+    } else if (grpo_pack_incompatible(pack, why, sizeof why)) {
         rc = add_broken(reg, manifest, why);
         grpo_pack_free(pack);
     } else if ((rc = file_pack(reg, pack)) == GRPO_OK) {

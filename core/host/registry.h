@@ -156,6 +156,13 @@ void grpo_manifest_ids(const char *manifest_path, char ***ids, int *n_ids);
  * prefix. Returns a malloc'd NULL-terminated array of malloc'd strings. */
 char **grpo_plugin_path(const char *const *extra, int n_extra);
 void grpo_plugin_path_free(char **dirs);
+/* The per-user pack dir, ${XDG_DATA_HOME:-$HOME/.local/share}/grpo/packs (XDG_DATA_HOME only
+ * when absolute), malloc'd; NULL when neither variable gives an absolute dir. On the default
+ * plugin path after GRPO_PLUGIN_PATH; `grpo pack install` installs there. */
+char *grpo_pack_user_dir(void);
+/* Why this grpo cannot serve a parsed pack (abi of another major or a newer minor, min_grpo newer
+ * than this grpo), as one line "MANIFEST: ..." in buf; 0 (buf untouched) when it can. */
+int grpo_pack_incompatible(const grpo_pack *p, char *buf, size_t size);
 
 /* Scans each dir in dirs (NULL-terminated): every subdirectory holding a pack.ini (and a dir that
  * is itself a pack) is parsed. The same pack directory reached twice is read once. Precedence is
