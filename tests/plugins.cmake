@@ -43,9 +43,11 @@ function(grpo_test_plugins)
   grpo_add_pack(NAME selftest LIBRARY tp-selftest
     MANIFEST ${CMAKE_CURRENT_SOURCE_DIR}/packs/selftest/pack.ini
     SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/packs/selftest/selftest.c)
-  if(TARGET test_pack_selftest)
-    add_dependencies(test_pack_selftest tp-selftest)
-  endif()
+  foreach(t test_pack_selftest test_pack_install)
+    if(TARGET ${t})
+      add_dependencies(${t} tp-selftest)
+    endif()
+  endforeach()
   if(TARGET test_registry)
     add_dependencies(test_registry tp-good tp-listed tp-bad_tag tp-abi_major_old
       tp-abi_major_new tp-abi_minor_new tp-abi_minor_old tp-magic_small tp-no_magic tp-no_init tp-missing_id
