@@ -79,7 +79,11 @@ expect("grpo plugins check" "${OUT}" "2 self-tests passed")
 file(GLOB_RECURSE pcs ${prefix}/*/grpo-sdk.pc)
 get_filename_component(pc_dir "${pcs}" DIRECTORY)
 file(MAKE_DIRECTORY ${WORK_DIR}/mypacks/my-pack)
-run("the guide's pkg-config recipe" 0 ${CMAKE_COMMAND} -E env PKG_CONFIG_PATH=${pc_dir} sh -c "cc -std=c11 -O2 -shared -fPIC $(pkg-config --cflags grpo-sdk) -Wl,--no-undefined my-pack/my-pack.c -o mypacks/my-pack/libgrpo-my-pack.so && cp my-pack/pack.ini mypacks/my-pack/")
+set(recipe "cc -std=c11 -O2 -shared -fPIC $(pkg-config --cflags grpo-sdk) -Wl,--no-undefined "
+  "my-pack/my-pack.c -o mypacks/my-pack/libgrpo-my-pack.so && cp my-pack/pack.ini mypacks/my-pack/")
+string(CONCAT recipe ${recipe})
+run("the guide's pkg-config recipe" 0 ${CMAKE_COMMAND} -E env PKG_CONFIG_PATH=${pc_dir}
+  sh -c "${recipe}")
 run("grpo plugins check (pkg-config build)" 0 ${grpo} plugins check --plugin-path mypacks
   my-pack.keyword)
 run("pkg-config --variable=packdir" 0 ${CMAKE_COMMAND} -E env PKG_CONFIG_PATH=${pc_dir}
