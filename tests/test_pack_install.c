@@ -96,6 +96,21 @@ START_TEST(bundle_installs_and_removes) {
 }
 END_TEST
 
+/* sha256sum's binary mode ("HEX *FILE") reads the same; a malformed line is named */
+START_TEST(sums_lines_in_both_modes) {
+    sh("sed -i 's/  / */' '%s/x/st/SHA256SUMS'", root);
+    repack();
+    grpo_pack_installed in;
+    grpo_error err;
+    grpo_error_init(&err);
+    ck_assert_msg(grpo_pack_install(bundle, prefix, 0, grpo_default_host(), &in, &err) ==
+                      GRPO_OK, "%s", err.message);
+    sh("rm -rf '%s/packs' && echo 'not a checksum' >> '%s/x/st/SHA256SUMS'", root);
+    repack();
+    expect_refusal(bundle, "SHA256SUMS:3 is not 'SHA256  FILE'; expected sha256sum's format");
+}
+END_TEST
+
 START_TEST(altered_file_is_refused) {
     sh("echo '; changed' >> '%s/x/st/pack.ini'", root);
     repack();
@@ -177,6 +192,7 @@ int main(void) {
     TCase *tc = tcase_create("install");
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, bundle_installs_and_removes);
+    tcase_add_test(tc, sums_lines_in_both_modes);
     tcase_add_test(tc, altered_file_is_refused);
     tcase_add_test(tc, unlisted_file_is_refused);
     tcase_add_test(tc, bundle_without_sums_is_refused);

@@ -285,7 +285,7 @@ static int copy_pack_dir(const char *src, const char *dir, grpo_error *err) {
 /* The files SHA256SUMS lists, for the walk that looks for unlisted ones (nftw takes no user
  * pointer; installing is main-thread only). */
 static int n_listed;
-static char listed[MAX_FILES][PATH_MAX];
+static char listed[MAX_FILES][1024];
 static const char *walk_root;
 static char walk_unlisted[PATH_MAX];
 
@@ -317,15 +317,18 @@ static int verify_sums(const char *dir, const char *src, int required, grpo_erro
         if (*next) *next++ = '\0';
         line++;
         char hex[65], want[65];
-        const char *name = s + 66 + (s[66] == '*'); /* "HEX  NAME" or "HEX *NAME" */
-        if (strlen(s) < 67 || strspn(s, "0123456789abcdef") != 64 || s[64] != ' ' ||
-            !safe_rel(name) || n_listed == MAX_FILES) {
+        /* "HEX  NAME" or, sha256sum's binary mode, "HEX *NAME" */
+        int ok = strlen(s) > 66 && strspn(s, "0123456789abcdef") == 64 && s[64] == ' ' &&
+                 (s[65] == ' ' || s[65] == '*') && safe_rel(s + 66) &&
+                 strlen(s + 66) < sizeof listed[0] && n_listed < MAX_FILES;
+        const char *name = ok ? s + 66 : "";
+        if (!ok) {
             rc = grpo_error_set(err, GRPO_ERR_INVALID, "%s: " SUMS ":%d is not 'SHA256  FILE'; "
                                 "expected sha256sum's format", src, line);
             break;
         }
         snprintf(want, sizeof want, "%.64s", s);
-        snprintf(listed[n_listed++], PATH_MAX, "%s", name);
+        snprintf(listed[n_listed++], sizeof listed[0], "%s", name);
         snprintf(path, sizeof path, "%s/%s", dir, name);
         if (!is_regular(path))
             rc = grpo_error_set(err, GRPO_ERR_INVALID, "%s: " SUMS " lists %s, which is "
