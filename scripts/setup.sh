@@ -6,6 +6,6 @@ cd "$(dirname "$0")/.."
 build=${1:-build}
 . scripts/packages.sh
 ensure_packages build-essential cmake pkg-config libinih-dev check libsubunit-dev libcjson-dev \
-  libpcre2-dev libopenblas-dev
+  libpcre2-dev libopenblas-dev libarchive-dev libssl-dev
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build "$build" -j"$(nproc)"

@@ -6,7 +6,8 @@ function(grpo_test_plugins)
   set(GRPO_PACK_OUTPUT_DIR ${CMAKE_CURRENT_BINARY_DIR}/plugins)
   set(GRPO_PACK_INSTALL_DIR "") # never installed
   # LISTED is a second good one, loaded only by the `grpo plugins` test (a fresh dlopen there)
-  set(variants good LISTED BAD_TAG ABI_MAJOR_OLD ABI_MAJOR_NEW ABI_MINOR_NEW MAGIC_SMALL NO_MAGIC NO_INIT
+  set(variants good LISTED BAD_TAG ABI_MAJOR_OLD ABI_MAJOR_NEW ABI_MINOR_NEW ABI_MINOR_OLD
+      MAGIC_SMALL NO_MAGIC NO_INIT
       MISSING_ID EXTRA_ID DUP_ID INIT_FAIL SMALL_DESC WITH_MODEL MODEL_AS_REWARD MODEL_1_2)
   foreach(v ${variants})
     string(TOLOWER ${v} name)
@@ -27,6 +28,7 @@ function(grpo_test_plugins)
   target_compile_definitions(tp-abi_major_old PRIVATE MAGIC_MAJOR_DELTA=-1)
   target_compile_definitions(tp-abi_major_new PRIVATE MAGIC_MAJOR_DELTA=1)
   target_compile_definitions(tp-abi_minor_new PRIVATE MAGIC_MINOR_DELTA=1)
+  target_compile_definitions(tp-abi_minor_old PRIVATE MAGIC_MINOR_DELTA=-1)
   set(TP_LIBRARY libtp-cxx.so)
   configure_file(${CMAKE_CURRENT_SOURCE_DIR}/plugins/pack.ini.in
     ${CMAKE_CURRENT_BINARY_DIR}/plugins/cxx.ini @ONLY)
@@ -37,9 +39,18 @@ function(grpo_test_plugins)
   grpo_add_pack(NAME misbehave LIBRARY tp-misbehave
     MANIFEST ${CMAKE_CURRENT_SOURCE_DIR}/packs/misbehave/pack.ini
     SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/packs/misbehave/misbehave.c)
+  # Rewards for the self-test runner (tests/test_pack_selftest.c): tests/packs/selftest.
+  grpo_add_pack(NAME selftest LIBRARY tp-selftest
+    MANIFEST ${CMAKE_CURRENT_SOURCE_DIR}/packs/selftest/pack.ini
+    SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/packs/selftest/selftest.c)
+  foreach(t test_pack_selftest test_pack_install)
+    if(TARGET ${t})
+      add_dependencies(${t} tp-selftest)
+    endif()
+  endforeach()
   if(TARGET test_registry)
     add_dependencies(test_registry tp-good tp-listed tp-bad_tag tp-abi_major_old
-      tp-abi_major_new tp-abi_minor_new tp-magic_small tp-no_magic tp-no_init tp-missing_id
+      tp-abi_major_new tp-abi_minor_new tp-abi_minor_old tp-magic_small tp-no_magic tp-no_init tp-missing_id
       tp-extra_id tp-dup_id tp-init_fail tp-small_desc tp-with_model tp-model_as_reward tp-model_1_2 tp-cxx
       tp-misbehave)
   endif()

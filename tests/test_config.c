@@ -522,7 +522,8 @@ START_TEST(syntax_errors_name_the_line) {
     expect_text_error("x = 1\n[data]\n", 0,
                       ":1: key 'x' before any [section] header; expected a [section] first", 0);
     expect_text_error("[data]\njust words\n", 0,
-                      ":2: expected 'key = value', a [section] header or a ';' comment", 0);
+                      ":2: expected 'key = value', a [section] header or a ';' comment; got "
+                      "'just words'", 0);
     expect_text_error("[data]\nchat_template = a\xff\n", 0,
                       ":2: invalid UTF-8 at byte 18 of the line", 0);
     char text[128];

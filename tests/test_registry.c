@@ -72,19 +72,32 @@ static int scan(grpo_registry *reg, char *const *dirs, grpo_error *err) {
 
 START_TEST(plugin_path_order) {
     setenv("GRPO_PLUGIN_PATH", "/env/one::/env/two:", 1);
+    setenv("XDG_DATA_HOME", "/xdg/data", 1);
     const char *extra[] = {"/cli/one", "/cli/two"};
     char **dirs = grpo_plugin_path(extra, 2);
     ck_assert_str_eq(dirs[0], "/cli/one");
     ck_assert_str_eq(dirs[1], "/cli/two");
     ck_assert_str_eq(dirs[2], "/env/one"); /* empty fields are skipped */
     ck_assert_str_eq(dirs[3], "/env/two");
+    ck_assert_str_eq(dirs[4], "/xdg/data/grpo/packs"); /* the per-user packs */
+    grpo_plugin_path_free(dirs);
+    /* without XDG_DATA_HOME (or with a relative one, which the XDG spec says to ignore): HOME */
+    setenv("XDG_DATA_HOME", "relative/data", 1);
+    setenv("HOME", "/home/someone", 1);
+    char *user = grpo_pack_user_dir();
+    ck_assert_str_eq(user, "/home/someone/.local/share/grpo/packs");
+    free(user);
+    unsetenv("XDG_DATA_HOME");
+    unsetenv("HOME");
+    ck_assert_ptr_null(grpo_pack_user_dir());
+    dirs = grpo_plugin_path(extra, 2);
     char exe[PATH_MAX], want[PATH_MAX + 8];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
     ck_assert(n > 0);
     exe[n] = '\0';
     *strrchr(exe, '/') = '\0';
     snprintf(want, sizeof want, "%s/packs", exe);
-    ck_assert_str_eq(dirs[4], want);
+    ck_assert_str_eq(dirs[4], want); /* no HOME: no per-user dir */
     int count = 0;
     while (dirs[count]) count++;
     ck_assert_int_ge(count, 6); /* + the install layout next to the exe and the install prefix */
@@ -126,20 +139,109 @@ START_TEST(scan_reads_packs_from_two_dirs) {
 }
 END_TEST
 
-START_TEST(duplicate_id_names_both_manifests) {
-    char m1[PATH_MAX], m2[PATH_MAX], a[PATH_MAX], b[PATH_MAX];
+/* Replaces the first `from` in the file at path with `to`. */
+static void edit_file(const char *path, const char *from, const char *to) {
+    static char text[8192], out[8192 + 256];
+    FILE *f = fopen(path, "r");
+    ck_assert_ptr_nonnull(f);
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    text[n] = '\0';
+    fclose(f);
+    char *at = strstr(text, from);
+    ck_assert_ptr_nonnull(at);
+    snprintf(out, sizeof out, "%.*s%s%s", (int)(at - text), text, to, at + strlen(from));
+    f = fopen(path, "w");
+    fputs(out, f);
+    fclose(f);
+}
+
+static int begin_capture(FILE *stream, const char *path);
+static void end_capture(FILE *stream, int saved);
+static const char *read_text(const char *path);
+
+/* Like PATH: the first pack of a name wins, the later one is kept aside, and one note names both
+ * (however often the path is scanned). */
+START_TEST(first_pack_on_the_path_shadows_a_later_one) {
+    char m1[PATH_MAX], m2[PATH_MAX], a[PATH_MAX], b[PATH_MAX], log[PATH_MAX];
     write_pack("A/one", "one", "one.x", NULL, m1, sizeof m1);
     write_pack("B/one-copy", "one", "one.x", NULL, m2, sizeof m2);
+    edit_file(m2, "version = 1.0.0", "version = 0.9.0");
     snprintf(a, sizeof a, "%s/A", root);
     snprintf(b, sizeof b, "%s/B", root);
+    snprintf(log, sizeof log, "%s/stderr.txt", root);
     char *dirs[] = {a, b, NULL};
+    grpo_registry reg, again;
+    grpo_error err;
+    int saved = begin_capture(stderr, log);
+    int rc = scan(&reg, dirs, &err), rc2 = scan(&again, dirs, &err);
+    end_capture(stderr, saved);
+    ck_assert_int_eq(rc, GRPO_OK);
+    ck_assert_int_eq(rc2, GRPO_OK);
+    ck_assert_int_eq(reg.n_packs, 1);
+    ck_assert_str_eq(grpo_registry_find(&reg, "one.x")->pack->manifest_path, m1);
+    ck_assert_int_eq(reg.n_shadowed, 1);
+    ck_assert_str_eq(reg.shadowed[0]->manifest_path, m2);
+    ck_assert_ptr_eq(reg.shadowed[0]->shadowed_by, reg.packs[0]);
+    char want[3 * PATH_MAX];
+    snprintf(want, sizeof want, "note: pack 'one' 0.9.0 (%s) is shadowed by 1.0.0 (%s), which "
+             "comes first on the plugin path\n", m2, m1);
+    ck_assert_str_eq(read_text(log), want);
+    grpo_registry_free(&reg);
+    grpo_registry_free(&again);
+    /* `grpo plugins list` shows the shadowed one */
+    char out_path[PATH_MAX];
+    snprintf(out_path, sizeof out_path, "%s/stdout.txt", root);
+    char *argv[] = {"plugins", "list", "--plugin-path", a, "--plugin-path", b, NULL};
+    int saved_out = begin_capture(stdout, out_path);
+    saved = begin_capture(stderr, log);
+    ck_assert_int_eq(cmd_plugins(6, argv), 0);
+    end_capture(stderr, saved);
+    end_capture(stdout, saved_out);
+    snprintf(want, sizeof want, "shadowed packs (a pack of the same name comes first on the "
+             "plugin path):\n  one 0.9.0  %s  (shadowed by 1.0.0 %s)\n", m2, m1);
+    ck_assert_msg(strstr(read_text(out_path), want), "got:\n%s", read_text(out_path));
+    /* the other order: B's copy wins */
+    char *rev[] = {b, a, NULL};
+    ck_assert_int_eq(scan(&reg, rev, &err), GRPO_OK);
+    ck_assert_str_eq(grpo_registry_find(&reg, "one.x")->pack->version, "0.9.0");
+    ck_assert_int_eq(reg.n_shadowed, 1);
+    grpo_registry_free(&reg);
+}
+END_TEST
+
+/* A pack this grpo cannot serve (abi of another major or a newer minor, min_grpo newer than this
+ * grpo) is skipped with a warning at scan, and a run naming its id is told why. */
+START_TEST(incompatible_pack_is_skipped_and_explained) {
+    char m1[PATH_MAX], m2[PATH_MAX], m3[PATH_MAX], a[PATH_MAX], abi[32];
+    write_pack("A/newmajor", "newmajor", "newmajor.x", NULL, m1, sizeof m1);
+    snprintf(abi, sizeof abi, "abi = %d.0", GRPO_ABI_MAJOR + 1);
+    edit_file(m1, "abi = 1.0", abi);
+    write_pack("A/newminor", "newminor", "newminor.x", NULL, m2, sizeof m2);
+    snprintf(abi, sizeof abi, "abi = %d.%d", GRPO_ABI_MAJOR, GRPO_ABI_MINOR + 1);
+    edit_file(m2, "abi = 1.0", abi);
+    write_pack("A/future", "future", "future.x", NULL, m3, sizeof m3);
+    edit_file(m3, "library", "min_grpo = 999.0\nlibrary");
+    write_pack("A/ok", "ok", "ok.x", NULL, m3, sizeof m3);
+    snprintf(a, sizeof a, "%s/A", root);
+    char *dirs[] = {a, NULL};
     grpo_registry reg;
     grpo_error err;
-    ck_assert_int_eq(scan(&reg, dirs, &err), GRPO_ERR_INVALID);
-    char want[3 * PATH_MAX];
-    snprintf(want, sizeof want, "duplicate id 'one.x': declared by %s and by %s; expected each id "
-             "in one pack (remove one pack from the plugin path)", m1, m2);
-    ck_assert_str_eq(err.message, want);
+    ck_assert_int_eq(scan(&reg, dirs, &err), GRPO_OK);
+    ck_assert_int_eq(reg.n_packs, 1);
+    ck_assert_int_eq(reg.n_broken, 3);
+    char why[2048], want[PATH_MAX + 600];
+    ck_assert_int_eq(grpo_registry_broken_reason(&reg, "newmajor.x", why, sizeof why), 1);
+    snprintf(want, sizeof want, "'newmajor.x' is declared by a broken pack that was skipped: %s: "
+             "pack 'newmajor' 1.0.0 relies on plugin ABI %d.0; this grpo has %d.%d (expected abi "
+             "= %d.x with x <= %d): install a build of the pack for this grpo, or upgrade grpo",
+             m1, GRPO_ABI_MAJOR + 1, GRPO_ABI_MAJOR, GRPO_ABI_MINOR, GRPO_ABI_MAJOR,
+             GRPO_ABI_MINOR);
+    ck_assert_str_eq(why, want);
+    ck_assert_int_eq(grpo_registry_broken_reason(&reg, "newminor.x", why, sizeof why), 1);
+    ck_assert_msg(strstr(why, "relies on plugin ABI"), "%s", why);
+    ck_assert_int_eq(grpo_registry_broken_reason(&reg, "future.x", why, sizeof why), 1);
+    ck_assert_msg(strstr(why, "pack 'future' 1.0.0 needs grpo >= 999.0; this is grpo "), "%s",
+                  why);
     grpo_registry_free(&reg);
 }
 END_TEST
@@ -384,6 +486,70 @@ START_TEST(refuses_newer_abi_minor) {
              "expected minor <= %d: upgrade grpo or rebuild pack 'tp'", GRPO_ABI_MAJOR,
              GRPO_ABI_MINOR + 1, GRPO_ABI_MAJOR, GRPO_ABI_MINOR, GRPO_ABI_MINOR);
     expect_refusal("abi_minor_new", GRPO_ERR_ABI, fmt);
+}
+END_TEST
+
+/* The manifest's abi (what the pack relies on) must be served by the library's magic (what it
+ * was compiled against): a library built for 1.(N-1) cannot provide what abi = 1.N promises. */
+START_TEST(refuses_library_older_than_manifest_abi) {
+    char dir[PATH_MAX], cmd[3 * PATH_MAX], manifest[PATH_MAX + 16], abi[32];
+    snprintf(dir, sizeof dir, "%s/old", root);
+    snprintf(cmd, sizeof cmd, "mkdir -p '%s' && cp '%s/abi_minor_old/'* '%s'", dir,
+             TEST_PLUGIN_DIR, dir);
+    ck_assert_int_eq(system(cmd), 0);
+    snprintf(manifest, sizeof manifest, "%s/pack.ini", dir);
+    snprintf(abi, sizeof abi, "abi = %d.%d", GRPO_ABI_MAJOR, GRPO_ABI_MINOR);
+    edit_file(manifest, "abi = 1.0", abi);
+    char *dirs[] = {dir, NULL};
+    grpo_registry reg;
+    grpo_error err;
+    ck_assert_int_eq(scan(&reg, dirs, &err), GRPO_OK);
+    const void *desc;
+    ck_assert_int_eq(grpo_registry_load(&reg, grpo_registry_find(&reg, "tp.a"),
+                                        grpo_default_host(), &desc, &err), GRPO_ERR_ABI);
+    char want[3 * PATH_MAX];
+    snprintf(want, sizeof want, "%s: built for plugin ABI %d.%d, but %s says abi = %d.%d; "
+             "expected the library built against SDK %d.%d or newer (rebuild it, or lower abi "
+             "in the manifest)", reg.packs[0]->library_path, GRPO_ABI_MAJOR, GRPO_ABI_MINOR - 1,
+             manifest, GRPO_ABI_MAJOR, GRPO_ABI_MINOR, GRPO_ABI_MAJOR, GRPO_ABI_MINOR);
+    ck_assert_str_eq(err.message, want);
+    grpo_registry_free(&reg);
+    /* the same library under its own manifest (abi = 1.0) loads */
+    ck_assert_int_eq(load_variant("abi_minor_old", &reg, &desc, &err), GRPO_OK);
+    grpo_registry_free(&reg);
+}
+END_TEST
+
+/* A library for another machine is named as such from its ELF header, before dlopen. */
+START_TEST(library_for_another_machine_says_which) {
+    char m[PATH_MAX], lib[PATH_MAX], a[PATH_MAX];
+    write_pack("A/arm", "arm", "arm.x", NULL, m, sizeof m);
+    snprintf(lib, sizeof lib, "%s/A/arm/libarm.so", root);
+    unsigned char h[64] = {0x7f, 'E', 'L', 'F', 2 /* 64-bit */, 1 /* LE */, 1};
+    h[16] = 3; /* ET_DYN */
+#if defined(__aarch64__)
+    h[18] = 62; /* EM_X86_64 */
+    const char *want_why = "built for x86-64; this grpo is aarch64";
+#else
+    h[18] = 183; /* EM_AARCH64 */
+    const char *want_why = "built for aarch64; this grpo is ";
+#endif
+    FILE *f = fopen(lib, "wb");
+    ck_assert_ptr_nonnull(f);
+    fwrite(h, 1, sizeof h, f);
+    fclose(f);
+    snprintf(a, sizeof a, "%s/A", root);
+    char *dirs[] = {a, NULL};
+    grpo_registry reg;
+    grpo_error err;
+    ck_assert_int_eq(scan(&reg, dirs, &err), GRPO_OK);
+    const void *desc;
+    ck_assert_int_eq(grpo_registry_load(&reg, grpo_registry_find(&reg, "arm.x"),
+                                        grpo_default_host(), &desc, &err), GRPO_ERR_ABI);
+    char want[3 * PATH_MAX];
+    snprintf(want, sizeof want, "pack 'arm' (%s): cannot load library: %s: %s", m, lib, want_why);
+    ck_assert_msg(strncmp(err.message, want, strlen(want)) == 0, "%s", err.message);
+    grpo_registry_free(&reg);
 }
 END_TEST
 
@@ -831,7 +997,8 @@ int main(void) {
     tcase_add_checked_fixture(path, setup, teardown);
     tcase_add_test(path, plugin_path_order);
     tcase_add_test(path, scan_reads_packs_from_two_dirs);
-    tcase_add_test(path, duplicate_id_names_both_manifests);
+    tcase_add_test(path, first_pack_on_the_path_shadows_a_later_one);
+    tcase_add_test(path, incompatible_pack_is_skipped_and_explained);
     tcase_add_test(path, same_pack_dir_twice_is_read_once);
     tcase_add_test(path, missing_dir_is_skipped);
     tcase_add_test(path, broken_manifest_is_skipped_and_explained);
@@ -844,6 +1011,8 @@ int main(void) {
     tcase_add_test(load, refuses_bad_magic_tag);
     tcase_add_test(load, refuses_other_abi_major);
     tcase_add_test(load, refuses_newer_abi_minor);
+    tcase_add_test(load, refuses_library_older_than_manifest_abi);
+    tcase_add_test(load, library_for_another_machine_says_which);
     tcase_add_test(load, refuses_small_magic_struct);
     tcase_add_test(load, refuses_missing_symbols);
     tcase_add_test(load, refuses_ids_that_differ_from_the_manifest);

@@ -19,6 +19,7 @@ static const grpo_command commands[] = {
     {"init-model", cmd_init_model, "write a small random-init model + byte-level tokenizer (the embedded default)"},
     {"reward", cmd_reward, "score prompt/completion lines with a run file's rewards (reward score)"},
     {"plugins", cmd_plugins, "list the rewards and models on the plugin path, or show one"},
+    {"pack", cmd_pack, "new, bundle, install, remove or list reward packs"},
     {"config", cmd_config, "check a run file and print it resolved, or list every run-file key"},
     {"tokenize", cmd_tokenize, "text lines -> JSON ids (or ids -> text with --decode)"},
     {"template", cmd_template, "render a chat template on messages or a dataset line"},

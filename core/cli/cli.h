@@ -26,6 +26,7 @@ int cmd_eval(int argc, char **argv);
 int cmd_init_model(int argc, char **argv);
 int cmd_reward(int argc, char **argv);
 int cmd_plugins(int argc, char **argv);
+int cmd_pack(int argc, char **argv);
 int cmd_config(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_template(int argc, char **argv);

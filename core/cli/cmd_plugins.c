@@ -7,6 +7,7 @@
  */
 #include "cli/cli.h"
 #include "host/env.h"
+#include "host/pack_selftest.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,10 +20,15 @@ static const char plugins_usage[] =
     "\n"
     "list and show read manifests (pack.ini) only; no plugin code runs. check loads the\n"
     "libraries of the given ids (all when none given) and runs every check the host makes before\n"
-    "a run uses them: ABI magic, grpo_plugin_init, exported ids = manifest ids.\n"
-    "A pack whose pack.ini cannot be read is skipped with a warning; list shows it at the end.\n"
+    "a run uses them: ABI magic, grpo_plugin_init, exported ids = manifest ids; then a reward's\n"
+    "self-tests ([ID:test.N] sections of pack.ini): each must give its expected reward, the\n"
+    "reward must not be NaN on all of them nor write to stdout.\n"
+    "A pack whose pack.ini cannot be read, or that this grpo cannot serve (abi, min_grpo), is\n"
+    "skipped with a warning; list shows it at the end. Like PATH, the first pack of a name on\n"
+    "the plugin path wins: a later one is shadowed (one note; list shows it at the end).\n"
     "The plugin path is, in order:\n"
-    "--plugin-path dirs, GRPO_PLUGIN_PATH (colon-separated), <dir of grpo>/packs,\n"
+    "--plugin-path dirs, GRPO_PLUGIN_PATH (colon-separated), the per-user pack dir\n"
+    "${XDG_DATA_HOME:-$HOME/.local/share}/grpo/packs (grpo pack install), <dir of grpo>/packs,\n"
     "<dir of grpo>/../lib/grpo/packs and the install prefix's pack dir.\n";
 
 typedef struct plugins_args {
@@ -90,8 +96,16 @@ static void print_path(FILE *out, char **dirs) {
     for (int i = 0; dirs[i]; i++) fprintf(out, "%s%s", i ? ":" : "", dirs[i]);
 }
 
-/* The broken packs the scan skipped, one line each. */
+/* The packs a pack of the same name earlier on the path hides, then the broken packs the scan
+ * skipped, one line each. */
 static void print_broken(const grpo_registry *reg) {
+    if (reg->n_shadowed) printf("\nshadowed packs (a pack of the same name comes first on the "
+                                "plugin path):\n");
+    for (int i = 0; i < reg->n_shadowed; i++) {
+        const grpo_pack *p = reg->shadowed[i];
+        printf("  %s %s  %s  (shadowed by %s %s)\n", p->name, p->version, p->manifest_path,
+               p->shadowed_by->version, p->shadowed_by->manifest_path);
+    }
     if (reg->n_broken) printf("\nbroken packs (skipped until fixed):\n");
     for (int i = 0; i < reg->n_broken; i++) printf("  %s\n", reg->broken[i].message);
 }
@@ -169,6 +183,10 @@ static int plugins_show(const grpo_registry *reg, const char *id, char **dirs) {
     printf(")\n");
     printf("dir:       %s\nmanifest:  %s\nlibrary:   %s\n", p->dir, p->manifest_path,
            p->library_path);
+    const char *meta[4][2] = {{"author", p->author}, {"license", p->license},
+                              {"homepage", p->homepage}, {"min_grpo", p->min_grpo}};
+    for (int i = 0; i < 4; i++)
+        if (meta[i][1]) printf("%-10s %s\n", meta[i][0], meta[i][1]);
     if (e->kind == GRPO_KIND_MODEL) {
         printf("architectures:");
         for (int i = 0; i < e->n_architectures; i++)
@@ -184,16 +202,21 @@ static int plugins_show(const grpo_registry *reg, const char *id, char **dirs) {
     return 0;
 }
 
-/* Loads one entry's library through every host check; prints one line either way. */
+/* Loads one entry's library through every host check and runs its self-tests; prints one line
+ * either way (and one more per failed self-test). */
 static int check_entry(grpo_env *env, const grpo_entry *e) {
     const void *desc;
     grpo_error err;
     grpo_error_init(&err);
-    if (grpo_registry_load(&env->reg, e, &env->host, &desc, &err) != GRPO_OK) {
+    grpo_selftest_report rep;
+    if (grpo_registry_load(&env->reg, e, &env->host, &desc, &err) != GRPO_OK ||
+        grpo_entry_selftest(&env->reg, e, &env->host, NULL, &rep, &err) != GRPO_OK) {
         printf("FAIL  %s: %s\n", e->id, err.message);
         return 1;
     }
-    printf("ok    %s (%s)\n", e->id, e->pack->library_path);
+    printf("ok    %s (%s", e->id, e->pack->library_path);
+    if (rep.n_tests) printf("; %d self-test%s passed", rep.n_tests, rep.n_tests > 1 ? "s" : "");
+    printf(")\n");
     return 0;
 }
 

@@ -1,34 +1,23 @@
 /*
  * manifest.c — parsing pack.ini (the format is documented at the top of registry.h).
  *
- * The system inih does the tokenising (comments, "key = value", continuation lines); three things
- * it cannot do are done here:
- * - line numbers: inih's handler gets none, so our reader (manifest_read_line) counts lines and
- *   the handler reads the current one from the parser state;
- * - long lines: Debian's inih reads into a fixed 200-byte stack buffer and would cut a longer line
- *   in two; the reader refuses such a line with an error that says so;
- * - sections without keys: inih only reports key lines, so the reader notes every [section].
- * Values are collected first (with their lines) and validated in one pass at the end, so the
- * order of sections in the file does not matter.
- *
- * Writing values: an inline comment starts at a ';' that follows whitespace, so a ';' inside a
- * value must not follow a space or tab ("a;b" keeps its ';', "a ;b" is "a"). A long value
- * continues on indented lines: they join with one space (string values) or add one element each
- * (list defaults, like repeating "default = ..." lines).
+ * The INI dialect is the run files' one: io/ini_reader reads the file (line numbers, line-length
+ * and section-name limits, inline ';' comments, continuation lines joined with nothing between,
+ * malformed lines refused) and this file gives the document its meaning. Values are collected
+ * first (with their lines) and validated in one pass at the end, so the order of sections in the
+ * file does not matter.
  */
 #include "host/registry.h"
+#include "io/ini_reader.h"
 
 #include <ctype.h>
 #include <errno.h>
-#include <ini.h>
 #include <limits.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* inih keeps section names in a 50-byte buffer (MAX_SECTION in ini.c) and cuts longer ones. */
-#define INIH_MAX_SECTION 50
 
 /* ---- small helpers ------------------------------------------------------------------------- */
 
@@ -86,31 +75,38 @@ typedef struct mkey { /* one [ID:KEY] section */
     int line;
     mval type, help;
     mval *defaults; /* [n_defaults] one per default line */
-    int *default_cont; /* [n_defaults] 1 when that line was an indented continuation */
     int n_defaults;
 } mkey;
 
-typedef enum { SEC_NONE, SEC_PACK, SEC_ENTRY, SEC_KEY } section_kind;
+typedef struct mtest { /* one [ID:test.NAME] section: its lines, read at the end */
+    char *entry_id, *name;
+    int line;
+    char **keys, **values;
+    int *lines;
+    int n;
+} mtest;
+
+typedef enum { SEC_NONE, SEC_PACK, SEC_ENTRY, SEC_KEY, SEC_TEST } section_kind;
 
 typedef struct manifest_parser {
-    FILE *f;
     const char *path;
     grpo_error *err;
     int failed;
-    char *buf; /* getline buffer */
-    size_t cap;
-    int lineno;    /* line the reader handed to inih last */
-    int line_cont; /* that line is an indented continuation of the previous key */
-    int have_key;  /* a key line was seen since the last [section] (inih's prev_name) */
+    int lineno; /* line of the key (or header) being read */
     section_kind sec;
     int sec_index; /* index into entries or keys for SEC_ENTRY / SEC_KEY */
-    char section[INIH_MAX_SECTION];
+    const char *section; /* its name */
     int pack_line;
     mval name, version, abi, library;
+    mval author, license, homepage, min_grpo; /* optional metadata */
+    char **notes; /* [n_notes] warnings, handed to the pack on success */
+    int n_notes;
     mentry *entries;
     int n_entries;
     mkey *keys;
     int n_keys;
+    mtest *tests;
+    int n_tests;
 } manifest_parser;
 
 /* Records "PATH:LINE: message" as the error (the first one wins) and returns 0. */
@@ -131,8 +127,11 @@ static int perr(manifest_parser *p, int line, const char *fmt, ...) {
 static void mval_free(mval *v) { free(v->text); }
 
 static void parser_free(manifest_parser *p) {
-    free(p->buf);
     mval_free(&p->name), mval_free(&p->version), mval_free(&p->abi), mval_free(&p->library);
+    mval_free(&p->author), mval_free(&p->license), mval_free(&p->homepage);
+    mval_free(&p->min_grpo);
+    for (int i = 0; i < p->n_notes; i++) free(p->notes[i]);
+    free(p->notes);
     for (int i = 0; i < p->n_entries; i++) {
         mentry *e = &p->entries[i];
         free(e->id);
@@ -146,17 +145,22 @@ static void parser_free(manifest_parser *p) {
         free(k->entry_id), free(k->name);
         mval_free(&k->type), mval_free(&k->help);
         for (int j = 0; j < k->n_defaults; j++) mval_free(&k->defaults[j]);
-        free(k->defaults), free(k->default_cont);
+        free(k->defaults);
     }
     free(p->keys);
+    for (int i = 0; i < p->n_tests; i++) {
+        mtest *t = &p->tests[i];
+        for (int j = 0; j < t->n; j++) free(t->keys[j]), free(t->values[j]);
+        free(t->entry_id), free(t->name), free(t->keys), free(t->values), free(t->lines);
+    }
+    free(p->tests);
 }
 
-/* ---- the reader: one line per call, counted, checked for length, sections noted ------------- */
+/* ---- sections --------------------------------------------------------------------------- */
 
-/* A new [name] header at the current line. */
+/* A new [name] header at the current line: [pack], [ID] or [ID:KEY]. */
 static void section_begin(manifest_parser *p, const char *name) {
-    memcpy(p->section, name, strlen(name) + 1);
-    p->have_key = 0;
+    p->section = name;
     const char *colon = strchr(name, ':');
     if (strcmp(name, "pack") == 0) {
         if (p->pack_line) {
@@ -165,6 +169,23 @@ static void section_begin(manifest_parser *p, const char *name) {
             return;
         }
         p->sec = SEC_PACK, p->pack_line = p->lineno;
+    } else if (colon && strncmp(colon + 1, "test.", 5) == 0) {
+        for (int i = 0; i < p->n_tests; i++)
+            if (strcmp(p->tests[i].name, colon + 1) == 0 &&
+                strlen(p->tests[i].entry_id) == (size_t)(colon - name) &&
+                strncmp(p->tests[i].entry_id, name, (size_t)(colon - name)) == 0) {
+                perr(p, p->lineno, "[%s] appears twice (first at line %d); expected one section "
+                     "per self-test", name, p->tests[i].line);
+                return;
+            }
+        p->tests = xrealloc(p->tests, (size_t)(p->n_tests + 1) * sizeof *p->tests);
+        mtest *t = &p->tests[p->n_tests];
+        memset(t, 0, sizeof *t);
+        t->entry_id = xstrdup(name);
+        t->entry_id[colon - name] = '\0';
+        t->name = xstrdup(colon + 1);
+        t->line = p->lineno;
+        p->sec = SEC_TEST, p->sec_index = p->n_tests++;
     } else if (colon) {
         for (int i = 0; i < p->n_keys; i++) {
             mkey *k = &p->keys[i];
@@ -200,93 +221,17 @@ static void section_begin(manifest_parser *p, const char *name) {
     }
 }
 
-/* Where inih stops looking for chars: at one of chars, or at a ';' that follows whitespace. */
-static const char *find_chars_or_comment(const char *s, const char *chars) {
-    int was_space = 0;
-    while (*s && !strchr(chars, *s) && !(was_space && *s == ';')) {
-        was_space = isspace((unsigned char)*s);
-        s++;
-    }
-    return s;
-}
-
-/* Classifies the line the way inih will (comment, continuation, section, key) so that the
- * handler knows the line's role; reports the malformed lines inih would only count. */
-static void classify_line(manifest_parser *p, char *s) {
-    char *t = s;
-    while (*t && isspace((unsigned char)*t)) t++;
-    p->line_cont = 0;
-    if (*t == '\0' || *t == ';' || *t == '#') return;
-    if (t > s && p->have_key) {
-        p->line_cont = 1;
-        return;
-    }
-    if (*t == '[') {
-        const char *end = find_chars_or_comment(t + 1, "]");
-        if (*end != ']') {
-            perr(p, p->lineno, "section header has no closing ']'; expected [name]");
-            return;
-        }
-        size_t n = (size_t)(end - (t + 1));
-        if (n >= INIH_MAX_SECTION) {
-            perr(p, p->lineno, "section name is %zu characters long; expected at most %d",
-                 n, INIH_MAX_SECTION - 1);
-            return;
-        }
-        char name[INIH_MAX_SECTION];
-        memcpy(name, t + 1, n);
-        name[n] = '\0';
-        section_begin(p, name);
-        return;
-    }
-    const char *eq = find_chars_or_comment(t, "=:");
-    if (*eq != '=' && *eq != ':') {
-        size_t n = strcspn(t, "\r\n");
-        perr(p, p->lineno, "'%.*s' is not a key line; expected key = value, a [section] or a "
-             "; comment", (int)(n > 60 ? 60 : n), t);
-        return;
-    }
-    p->have_key = 1;
-}
-
-/* inih's ini_reader: fgets-like, into inih's num-byte buffer. */
-static char *manifest_read_line(char *str, int num, void *stream) {
-    manifest_parser *p = stream;
-    if (p->failed) return NULL;
-    ssize_t n = getline(&p->buf, &p->cap, p->f);
-    if (n < 0) return NULL;
-    p->lineno++;
-    if (memchr(p->buf, '\0', (size_t)n)) {
-        perr(p, p->lineno, "line holds a NUL byte; expected UTF-8 text");
-        return NULL;
-    }
-    size_t len = (size_t)n;
-    while (len && (p->buf[len - 1] == '\n' || p->buf[len - 1] == '\r')) len--;
-    /* inih needs room for the text, "\r\n" and the NUL */
-    if (len + 3 > (size_t)num) {
-        perr(p, p->lineno, "line is %zu characters long; expected at most %d (the system inih "
-             "reads %d-byte lines): continue a long value on indented lines", len, num - 3, num);
-        return NULL;
-    }
-    char *s = p->buf;
-    if (p->lineno == 1 && (unsigned char)s[0] == 0xEF && (unsigned char)s[1] == 0xBB &&
-        (unsigned char)s[2] == 0xBF)
-        s += 3; /* inih skips a UTF-8 BOM too */
-    classify_line(p, s);
-    if (p->failed) return NULL;
-    memcpy(str, p->buf, len); /* the checked length: trailing CRs do not count, nor get copied */
-    str[len] = '\n', str[len + 1] = '\0';
-    return str;
-}
-
 /* ---- the handler: collects values with their lines ------------------------------------------ */
 
-static const char *const pack_keys[] = {"name", "version", "abi", "library", NULL};
+static const char *const pack_keys[] = {"name",   "version", "abi",      "library", "author",
+                                        "license", "homepage", "min_grpo", NULL};
 static const char *const entry_keys[] = {"kind", "description", "architectures", NULL};
 static const char *const key_keys[] = {"type", "default", "help", NULL};
 
-static int unknown_key(manifest_parser *p, const char *name, const char *const *known) {
-    char list[128] = "", hint[96] = "";
+/* "unknown key 'x' in [s]; expected one of ... (did you mean 'y'?)" into msg. */
+static void unknown_key_text(const manifest_parser *p, const char *name,
+                             const char *const *known, char *msg, size_t size) {
+    char list[160] = "", hint[96] = "";
     int best = INT_MAX;
     for (int i = 0; known[i]; i++) {
         snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "",
@@ -297,19 +242,29 @@ static int unknown_key(manifest_parser *p, const char *name, const char *const *
             snprintf(hint, sizeof hint, " (did you mean '%s'?)", known[i]);
         }
     }
-    return perr(p, p->lineno, "unknown key '%s' in [%s]; expected one of %s%s", name, p->section,
-                list, hint);
+    snprintf(msg, size, "unknown key '%s' in [%s]; expected one of %s%s", name, p->section, list,
+             hint);
 }
 
-/* A key that takes one value: a continuation line appends to it with one space. */
+static int unknown_key(manifest_parser *p, const char *name, const char *const *known) {
+    char msg[512];
+    unknown_key_text(p, name, known, msg, sizeof msg);
+    return perr(p, p->lineno, "%s", msg);
+}
+
+/* An unknown [pack] key is kept as a note, not refused: a manifest written for a newer grpo (with
+ * metadata this one does not know) must still load. */
+static int unknown_pack_key(manifest_parser *p, const char *name) {
+    char msg[512], *note = xrealloc(NULL, 700 + strlen(p->path));
+    unknown_key_text(p, name, pack_keys, msg, sizeof msg);
+    sprintf(note, "%s:%d: %s (ignored)", p->path, p->lineno, msg);
+    p->notes = xrealloc(p->notes, (size_t)(p->n_notes + 1) * sizeof *p->notes);
+    p->notes[p->n_notes++] = note;
+    return 1;
+}
+
+/* A key that takes one value (its continuation lines already joined by the reader). */
 static int set_once(manifest_parser *p, mval *v, const char *name, const char *value) {
-    if (p->line_cont && v->text) {
-        size_t a = strlen(v->text), b = strlen(value);
-        v->text = xrealloc(v->text, a + b + 2);
-        v->text[a] = ' ';
-        memcpy(v->text + a + 1, value, b + 1);
-        return 1;
-    }
     if (v->text)
         return perr(p, p->lineno, "'%s' is set twice in [%s] (first at line %d); expected one "
                     "value (continue a long one on indented lines)", name, p->section, v->line);
@@ -318,19 +273,13 @@ static int set_once(manifest_parser *p, mval *v, const char *name, const char *v
     return 1;
 }
 
-static void append_line(manifest_parser *p, mval **vals, int **conts, int *n, const char *value) {
+static void append_line(manifest_parser *p, mval **vals, int *n, const char *value) {
     *vals = xrealloc(*vals, (size_t)(*n + 1) * sizeof **vals);
-    (*vals)[*n] = (mval){xstrdup(value), p->lineno};
-    if (conts) {
-        *conts = xrealloc(*conts, (size_t)(*n + 1) * sizeof **conts);
-        (*conts)[*n] = p->line_cont;
-    }
-    (*n)++;
+    (*vals)[(*n)++] = (mval){xstrdup(value), p->lineno};
 }
 
-static int manifest_handler(void *user, const char *section, const char *name, const char *value) {
-    manifest_parser *p = user;
-    (void)section; /* p->section is the same, uncut */
+/* One key = value of the current section. */
+static int manifest_key(manifest_parser *p, const char *name, const char *value) {
     if (p->failed) return 0;
     switch (p->sec) {
     case SEC_NONE:
@@ -341,23 +290,36 @@ static int manifest_handler(void *user, const char *section, const char *name, c
         if (strcmp(name, "version") == 0) return set_once(p, &p->version, name, value);
         if (strcmp(name, "abi") == 0) return set_once(p, &p->abi, name, value);
         if (strcmp(name, "library") == 0) return set_once(p, &p->library, name, value);
-        return unknown_key(p, name, pack_keys);
+        if (strcmp(name, "author") == 0) return set_once(p, &p->author, name, value);
+        if (strcmp(name, "license") == 0) return set_once(p, &p->license, name, value);
+        if (strcmp(name, "homepage") == 0) return set_once(p, &p->homepage, name, value);
+        if (strcmp(name, "min_grpo") == 0) return set_once(p, &p->min_grpo, name, value);
+        return unknown_pack_key(p, name);
     case SEC_ENTRY: {
         mentry *e = &p->entries[p->sec_index];
         if (strcmp(name, "kind") == 0) return set_once(p, &e->kind, name, value);
         if (strcmp(name, "description") == 0) return set_once(p, &e->description, name, value);
         if (strcmp(name, "architectures") == 0) {
-            append_line(p, &e->archs, NULL, &e->n_archs, value);
+            append_line(p, &e->archs, &e->n_archs, value);
             return 1;
         }
         return unknown_key(p, name, entry_keys);
+    }
+    case SEC_TEST: { /* checked in check_test, once the entries are known */
+        mtest *t = &p->tests[p->sec_index];
+        t->keys = xrealloc(t->keys, (size_t)(t->n + 1) * sizeof *t->keys);
+        t->values = xrealloc(t->values, (size_t)(t->n + 1) * sizeof *t->values);
+        t->lines = xrealloc(t->lines, (size_t)(t->n + 1) * sizeof *t->lines);
+        t->keys[t->n] = xstrdup(name), t->values[t->n] = xstrdup(value);
+        t->lines[t->n++] = p->lineno;
+        return 1;
     }
     case SEC_KEY: {
         mkey *k = &p->keys[p->sec_index];
         if (strcmp(name, "type") == 0) return set_once(p, &k->type, name, value);
         if (strcmp(name, "help") == 0) return set_once(p, &k->help, name, value);
         if (strcmp(name, "default") == 0) {
-            append_line(p, &k->defaults, &k->default_cont, &k->n_defaults, value);
+            append_line(p, &k->defaults, &k->n_defaults, value);
             return 1;
         }
         return unknown_key(p, name, key_keys);
@@ -385,6 +347,17 @@ static int has_dotdot(const char *path) {
     return 0;
 }
 
+/* "1", "0.1", "0.10.2": digits in dot-separated groups. */
+static int version_ok(const char *v) {
+    for (;;) {
+        size_t n = strspn(v, "0123456789");
+        if (n == 0 || n > 9) return 0;
+        v += n;
+        if (*v == '\0') return 1;
+        if (*v++ != '.') return 0;
+    }
+}
+
 static int check_pack(manifest_parser *p, grpo_pack *pack) {
     if (!p->pack_line)
         return perr(p, 1, "no [pack] section; expected [pack] with name, version, abi and "
@@ -407,6 +380,9 @@ static int check_pack(manifest_parser *p, grpo_pack *pack) {
         sscanf(abi, "%u.%u", &pack->abi_major, &pack->abi_minor) != 2)
         return perr(p, p->abi.line, "abi '%s' is not MAJOR.MINOR; expected e.g. abi = %d.%d",
                     p->abi.text, GRPO_ABI_MAJOR, GRPO_ABI_MINOR);
+    if (p->min_grpo.text && !version_ok(p->min_grpo.text))
+        return perr(p, p->min_grpo.line, "min_grpo '%s' is not a version; expected e.g. "
+                    "min_grpo = 0.1.0 (digits and dots)", p->min_grpo.text);
     if (p->library.text[0] == '/')
         return perr(p, p->library.line, "library '%s' is an absolute path; expected a file "
                     "name relative to the pack directory", p->library.text);
@@ -471,8 +447,8 @@ static int check_entry(manifest_parser *p, const mentry *m, grpo_entry *e) {
     return 1;
 }
 
-/* The default lines of a key: a list takes each line as an element (empty lines give none); any
- * other type takes one line, continuation lines joined with one space. */
+/* The default lines of a key: a list takes each default line as an element (empty ones give
+ * none); any other type takes one. */
 static int collect_defaults(manifest_parser *p, const mkey *k, grpo_key_def *d) {
     if (k->n_defaults == 0) return 1;
     d->has_default = 1;
@@ -484,17 +460,11 @@ static int collect_defaults(manifest_parser *p, const mkey *k, grpo_key_def *d) 
         }
         return 1;
     }
-    size_t len = 0;
-    for (int j = 0; j < k->n_defaults; j++) {
-        if (j > 0 && !k->default_cont[j])
-            return perr(p, k->defaults[j].line, "default is set twice in [%s:%s] (first at line "
-                        "%d); expected one value (only type = list takes one line per element)",
-                        k->entry_id, k->name, k->defaults[0].line);
-        len += strlen(k->defaults[j].text) + 1;
-    }
-    char *text = xrealloc(NULL, len), *w = text;
-    for (int j = 0; j < k->n_defaults; j++)
-        w += sprintf(w, "%s%s", j ? " " : "", k->defaults[j].text);
+    if (k->n_defaults > 1)
+        return perr(p, k->defaults[1].line, "default is set twice in [%s:%s] (first at line "
+                    "%d); expected one value (only type = list takes one line per element)",
+                    k->entry_id, k->name, k->defaults[0].line);
+    char *text = xstrdup(k->defaults[0].text);
     d->defaults = xrealloc(NULL, sizeof(char *));
     d->defaults[d->n_defaults++] = text;
     char why[256];
@@ -529,6 +499,138 @@ static int check_key(manifest_parser *p, const mkey *k, grpo_entry *entries, int
     d->type = (grpo_key_type)t;
     d->help = xstrdup(k->help.text ? k->help.text : "");
     return collect_defaults(p, k, d);
+}
+
+/* ---- self-tests ------------------------------------------------------------------------- */
+
+/* Decodes \n, \t and \\ (a newline cannot be written in an INI value otherwise); NULL when
+ * another escape follows a backslash. */
+static char *unescape(const char *s) {
+    char *out = xrealloc(NULL, strlen(s) + 1), *w = out;
+    for (; *s; s++) {
+        if (*s != '\\') {
+            *w++ = *s;
+            continue;
+        }
+        char c = *++s;
+        if (c != 'n' && c != 't' && c != '\\') {
+            free(out);
+            return NULL;
+        }
+        *w++ = c == 'n' ? '\n' : c == 't' ? '\t' : '\\';
+    }
+    *w = '\0';
+    return out;
+}
+
+/* A JSON string literal of s (for the "answer" field). */
+static char *json_string(const char *s) {
+    char *out = xrealloc(NULL, 6 * strlen(s) + 3), *w = out;
+    *w++ = '"';
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') *w++ = '\\', *w++ = (char)c;
+        else if (c == '\n') *w++ = '\\', *w++ = 'n';
+        else if (c == '\t') *w++ = '\\', *w++ = 't';
+        else if (c < 0x20) w += sprintf(w, "\\u%04x", c);
+        else *w++ = (char)c;
+    }
+    *w++ = '"', *w = '\0';
+    return out;
+}
+
+static void push_pair(char ***keys, char ***vals, int *n, char *key, char *val) {
+    *keys = xrealloc(*keys, (size_t)(*n + 1) * sizeof **keys);
+    *vals = xrealloc(*vals, (size_t)(*n + 1) * sizeof **vals);
+    (*keys)[*n] = key, (*vals)[(*n)++] = val;
+}
+
+/* One line of a self-test into st; 0 (error recorded) when it is not valid. */
+static int test_line(manifest_parser *p, const mtest *m, int j, const grpo_entry *e,
+                     grpo_selftest *st) {
+    const char *k = m->keys[j], *v = m->values[j];
+    int line = m->lines[j];
+    char **text = strcmp(k, "prompt") == 0       ? &st->prompt
+                  : strcmp(k, "completion") == 0 ? &st->completion
+                                                 : NULL;
+    if (text || strcmp(k, "answer") == 0) {
+        char *u = unescape(v);
+        if (!u)
+            return perr(p, line, "[%s:%s] %s has a backslash before something other than n, t or "
+                        "\\; expected \\n, \\t or \\\\", m->entry_id, m->name, k);
+        if (text && *text) {
+            free(u);
+            return perr(p, line, "'%s' is set twice in [%s:%s]; expected one value", k,
+                        m->entry_id, m->name);
+        }
+        if (text) {
+            *text = u;
+        } else {
+            push_pair(&st->field_keys, &st->field_json, &st->n_fields, xstrdup("answer"),
+                      json_string(u));
+            free(u);
+        }
+        return 1;
+    }
+    if (strcmp(k, "expect") == 0 || strcmp(k, "tolerance") == 0) {
+        char *end;
+        double x = strtod(v, &end);
+        if (end == v || *end || (strcmp(k, "tolerance") == 0 && !(x >= 0)))
+            return perr(p, line, "%s '%s' of [%s:%s] is not a number; expected e.g. %s", k, v,
+                        m->entry_id, m->name, k[0] == 'e' ? "expect = 0.5 (or nan)" :
+                        "tolerance = 1e-5");
+        *(k[0] == 'e' ? &st->expect : &st->tolerance) = x;
+        return 1;
+    }
+    if (strncmp(k, "field.", 6) == 0 && name_chars_ok(k + 6, "")) {
+        push_pair(&st->field_keys, &st->field_json, &st->n_fields, xstrdup(k + 6), xstrdup(v));
+        return 1;
+    }
+    if (strncmp(k, "key.", 4) == 0) {
+        const grpo_key_def *d = NULL;
+        for (int i = 0; i < e->n_keys && !d; i++)
+            if (strcmp(e->keys[i].name, k + 4) == 0) d = &e->keys[i];
+        char why[256];
+        if (!d)
+            return perr(p, line, "[%s:%s] sets %s, but %s has no key '%s'; expected one of its "
+                        "[%s:KEY] sections", m->entry_id, m->name, k, e->id, k + 4, e->id);
+        if (!grpo_key_value_ok(d->type, v, why, sizeof why))
+            return perr(p, line, "[%s:%s] %s: %s (type %s)", m->entry_id, m->name, k, why,
+                        grpo_key_type_name(d->type));
+        push_pair(&st->cfg_keys, &st->cfg_values, &st->n_cfg, xstrdup(k + 4), xstrdup(v));
+        return 1;
+    }
+    return perr(p, line, "unknown key '%s' in [%s:%s]; expected one of prompt, completion, "
+                "answer, expect, tolerance, field.NAME (JSON), key.NAME", k, m->entry_id,
+                m->name);
+}
+
+static int check_test(manifest_parser *p, const mtest *m, grpo_entry *entries, int n_entries) {
+    grpo_entry *e = NULL;
+    for (int i = 0; i < n_entries; i++)
+        if (strcmp(entries[i].id, m->entry_id) == 0) e = &entries[i];
+    if (!e || e->kind != GRPO_KIND_REWARD)
+        return perr(p, m->line, "[%s:%s] is a self-test of '%s', which %s; expected [ID:test.N] "
+                    "after a reward's [ID] section", m->entry_id, m->name, m->entry_id,
+                    e ? "is a model (only rewards have self-tests)" : "no [ID] section declares");
+    e->tests = xrealloc(e->tests, (size_t)(e->n_tests + 1) * sizeof *e->tests);
+    grpo_selftest *st = &e->tests[e->n_tests++];
+    memset(st, 0, sizeof *st);
+    st->name = xstrdup(m->name);
+    st->line = m->line;
+    st->expect = NAN;
+    int has_expect = 0;
+    st->tolerance = 1e-5;
+    for (int j = 0; j < m->n; j++) {
+        has_expect |= strcmp(m->keys[j], "expect") == 0;
+        if (!test_line(p, m, j, e, st)) return 0;
+    }
+    if (!st->completion || !has_expect)
+        return perr(p, m->line, "[%s:%s] has no %s; expected completion = <text> and expect = "
+                    "<reward or nan>", m->entry_id, m->name, st->completion ? "expect" :
+                    "completion");
+    if (!st->prompt) st->prompt = xstrdup("");
+    return 1;
 }
 
 /* Absolute directory of path (realpath when it exists). */
@@ -582,8 +684,15 @@ static int build_pack(manifest_parser *p, grpo_pack *pack) {
     }
     for (int i = 0; i < p->n_keys; i++)
         if (!check_key(p, &p->keys[i], pack->entries, pack->n_entries)) return 0;
+    for (int i = 0; i < p->n_tests; i++)
+        if (!check_test(p, &p->tests[i], pack->entries, pack->n_entries)) return 0;
     pack->name = xstrdup(p->name.text);
     pack->version = xstrdup(p->version.text);
+    mval *meta[4] = {&p->author, &p->license, &p->homepage, &p->min_grpo};
+    char **dst[4] = {&pack->author, &pack->license, &pack->homepage, &pack->min_grpo};
+    for (int i = 0; i < 4; i++) *dst[i] = meta[i]->text ? xstrdup(meta[i]->text) : NULL;
+    pack->notes = p->notes, pack->n_notes = p->n_notes;
+    p->notes = NULL, p->n_notes = 0;
     const char *base = strrchr(p->path, '/');
     pack->dir = dir_of(p->path);
     pack->manifest_path = join_path(pack->dir, base ? base + 1 : p->path);
@@ -591,24 +700,45 @@ static int build_pack(manifest_parser *p, grpo_pack *pack) {
     return check_library_inside(p, pack);
 }
 
+/* Gives the document's sections and keys their meaning, in file order. */
+static void read_doc(manifest_parser *p, const grpo_ini_doc *doc) {
+    for (int i = 0; i < doc->n_sections && !p->failed; i++) {
+        const grpo_ini_section *sec = &doc->sections[i];
+        p->lineno = sec->line;
+        if (sec->line == 0) { /* keys above the first [section] */
+            if (sec->n_entries)
+                perr(p, sec->entries[0].line, "key '%s' comes before any section; expected it "
+                     "under [pack] or an entry's section", sec->entries[0].key);
+            continue;
+        }
+        section_begin(p, sec->name);
+        for (int j = 0; j < sec->n_entries && !p->failed; j++) {
+            p->lineno = sec->entries[j].line;
+            manifest_key(p, sec->entries[j].key, sec->entries[j].value);
+        }
+    }
+}
+
 int grpo_manifest_parse(const char *manifest_path, grpo_pack *pack, grpo_error *err) {
     memset(pack, 0, sizeof *pack);
+    FILE *f = fopen(manifest_path, "re"); /* an unreadable manifest is an I/O error, not INVALID */
+    if (!f)
+        return grpo_error_set(err, GRPO_ERR_IO, "%s: cannot open the pack manifest: %s",
+                              manifest_path, strerror(errno));
+    fclose(f);
     manifest_parser p = {0};
     p.path = manifest_path;
     p.err = err;
-    p.f = fopen(manifest_path, "re");
-    if (!p.f)
-        return grpo_error_set(err, GRPO_ERR_IO, "%s: cannot open the pack manifest: %s",
-                              manifest_path, strerror(errno));
-    int bad_line = ini_parse_stream(manifest_read_line, &p, manifest_handler, &p);
-    if (ferror(p.f) && !p.failed) {
-        grpo_error_set(err, GRPO_ERR_IO, "%s:%d: read error: %s", manifest_path, p.lineno,
-                       strerror(errno));
+    grpo_ini_doc doc;
+    grpo_diag diag = {0};
+    if (grpo_ini_read_file(&doc, manifest_path, &diag) != 0) {
+        grpo_error_set(err, GRPO_ERR_INVALID, "%s",
+                       diag.n ? diag.msg[0] : "cannot read the pack manifest");
         p.failed = 1;
     }
-    fclose(p.f);
-    if (bad_line > 0 && !p.failed)
-        perr(&p, bad_line, "malformed line; expected key = value, a [section] or a ; comment");
+    grpo_diag_free(&diag);
+    if (!p.failed) read_doc(&p, &doc);
+    grpo_ini_doc_free(&doc);
     if (!p.failed) build_pack(&p, pack);
     int failed = p.failed;
     parser_free(&p);
@@ -653,10 +783,21 @@ void grpo_pack_free(grpo_pack *pack) {
             free(d->defaults);
         }
         free(e->keys);
+        for (int j = 0; j < e->n_tests; j++) {
+            grpo_selftest *t = &e->tests[j];
+            free(t->name), free(t->prompt), free(t->completion);
+            for (int k = 0; k < t->n_fields; k++) free(t->field_keys[k]), free(t->field_json[k]);
+            for (int k = 0; k < t->n_cfg; k++) free(t->cfg_keys[k]), free(t->cfg_values[k]);
+            free(t->field_keys), free(t->field_json), free(t->cfg_keys), free(t->cfg_values);
+        }
+        free(e->tests);
     }
     free(pack->entries);
     free(pack->name), free(pack->version), free(pack->dir), free(pack->manifest_path),
         free(pack->library_path);
+    free(pack->author), free(pack->license), free(pack->homepage), free(pack->min_grpo);
+    for (int i = 0; i < pack->n_notes; i++) free(pack->notes[i]);
+    free(pack->notes);
     /* pack->handle stays open on purpose: descriptors handed out may still be in use */
     memset(pack, 0, sizeof *pack);
 }

@@ -2,9 +2,11 @@
  * plugin_path.c — where packs are looked for, in search order:
  *   1. --plugin-path DIR arguments (extra)
  *   2. GRPO_PLUGIN_PATH, colon-separated (empty fields ignored)
- *   3. <dir of the executable>/packs                     (the build tree: build/packs)
- *   4. <dir of the executable>/../<libdir>/grpo/packs    (an installed tree, wherever it was moved)
- *   5. GRPO_INSTALL_PACK_DIR, compiled in                 (the configured install prefix)
+ *   3. ${XDG_DATA_HOME:-$HOME/.local/share}/grpo/packs  (per user: `grpo pack install` puts
+ *                                                         packs there; a user's before the system's)
+ *   4. <dir of the executable>/packs                     (the build tree: build/packs)
+ *   5. <dir of the executable>/../<libdir>/grpo/packs    (an installed tree, wherever it was moved)
+ *   6. GRPO_INSTALL_PACK_DIR, compiled in                 (the configured install prefix)
  * Dirs that do not exist are kept here and skipped by grpo_registry_scan; the same directory
  * reached twice is read once there (by realpath).
  */
@@ -41,6 +43,19 @@ static void push_joined(dir_list *l, const char *a, const char *b) {
     if (n > 0 && (size_t)n < sizeof buf) push(l, buf, (size_t)n);
 }
 
+char *grpo_pack_user_dir(void) {
+    const char *xdg = getenv("XDG_DATA_HOME"), *home = getenv("HOME");
+    char buf[PATH_MAX];
+    int n;
+    if (xdg && xdg[0] == '/') /* the XDG spec: a relative value is invalid and ignored */
+        n = snprintf(buf, sizeof buf, "%s/grpo/packs", xdg);
+    else if (home && home[0] == '/')
+        n = snprintf(buf, sizeof buf, "%s/.local/share/grpo/packs", home);
+    else
+        return NULL;
+    return n > 0 && (size_t)n < sizeof buf ? strdup(buf) : NULL;
+}
+
 char **grpo_plugin_path(const char *const *extra, int n_extra) {
     dir_list l = {calloc(1, sizeof(char *)), 0}; /* an empty list is {NULL} */
     if (!l.dirs) abort();
@@ -52,6 +67,9 @@ char **grpo_plugin_path(const char *const *extra, int n_extra) {
         if (n) push(&l, env, n);
         env += n + (env[n] == ':');
     }
+    char *user = grpo_pack_user_dir();
+    if (user) push(&l, user, strlen(user));
+    free(user);
     char exe[PATH_MAX];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
     if (n > 0) {

@@ -13,6 +13,7 @@
  * that names one of its ids is still refused, with the pack's own error (broken_reason).
  */
 #include "host/registry.h"
+#include "host/pack_elf.h"
 #include "host/testing.h"
 
 #include "grpo/model.h"
@@ -43,45 +44,106 @@ static int is_file(const char *path) {
 static const grpo_pack *pack_with_dir(const grpo_registry *reg, const char *dir) {
     for (int i = 0; i < reg->n_packs; i++)
         if (strcmp(reg->packs[i]->dir, dir) == 0) return reg->packs[i];
+    for (int i = 0; i < reg->n_shadowed; i++)
+        if (strcmp(reg->shadowed[i]->dir, dir) == 0) return reg->shadowed[i];
     return NULL;
 }
 
-/* Warns once per process and manifest: a registry is scanned by several parts of one command
- * (the run, the host's model context), and one line per broken pack is enough. */
-static void warn_broken_once(const grpo_broken_pack *b) {
-    static char **warned;
-    static int n_warned;
-    for (int i = 0; i < n_warned; i++)
-        if (strcmp(warned[i], b->manifest_path) == 0) return;
-    char **w = realloc(warned, (size_t)(n_warned + 1) * sizeof *w);
+/* Prints "PREFIX: TEXT" to stderr once per process and text: a registry is scanned by several
+ * parts of one command (the run, the host's model context), and one line per pack is enough. */
+static void say_once(const char *prefix, const char *text) {
+    static char **said;
+    static int n_said;
+    for (int i = 0; i < n_said; i++)
+        if (strcmp(said[i], text) == 0) return;
+    char **w = realloc(said, (size_t)(n_said + 1) * sizeof *w);
     if (w) {
-        warned = w;
-        if ((warned[n_warned] = strdup(b->manifest_path))) n_warned++;
+        said = w;
+        if ((said[n_said] = strdup(text))) n_said++;
     }
-    fprintf(stderr, "warning: skipping broken pack: %s\n", b->message);
+    fprintf(stderr, "%s: %s\n", prefix, text);
 }
 
-/* Remembers a manifest that failed to parse (err) with the ids it declares, and warns. */
-static int add_broken(grpo_registry *reg, const char *manifest, const grpo_error *err) {
+/* Remembers a manifest that cannot be used (its error in message) with the ids it declares, and
+ * warns. */
+static int add_broken(grpo_registry *reg, const char *manifest, const char *message) {
     grpo_broken_pack *b = realloc(reg->broken, (size_t)(reg->n_broken + 1) * sizeof *b);
     if (!b) return GRPO_ERR_NOMEM;
     reg->broken = b;
     b = &reg->broken[reg->n_broken];
     memset(b, 0, sizeof *b);
     b->manifest_path = strdup(manifest);
-    b->message = strdup(err->message);
+    b->message = strdup(message);
     if (!b->manifest_path || !b->message) {
         free(b->manifest_path), free(b->message);
         return GRPO_ERR_NOMEM;
     }
     grpo_manifest_ids(manifest, &b->ids, &b->n_ids);
     reg->n_broken++;
-    warn_broken_once(b);
+    say_once("warning: skipping broken pack", b->message);
     return GRPO_OK;
 }
 
-/* Parses dir/pack.ini unless that pack dir was read already; refuses ids another pack claims.
- * A manifest that fails to parse is recorded as broken and does not fail the scan. */
+/* Numeric dotted-version order ("0.10.0" > "0.9.1"); missing parts count as 0. */
+static int version_cmp(const char *a, const char *b) {
+    while (*a || *b) {
+        unsigned long x = strtoul(a, (char **)&a, 10), y = strtoul(b, (char **)&b, 10);
+        if (x != y) return x < y ? -1 : 1;
+        a += *a == '.', b += *b == '.';
+        if ((*a && !isdigit((unsigned char)*a)) || (*b && !isdigit((unsigned char)*b))) break;
+    }
+    return 0;
+}
+
+/* Caught at scan so an unused incompatible pack is a warning, and a run naming it is told why. */
+int grpo_pack_incompatible(const grpo_pack *p, char *buf, size_t size) {
+    if (p->abi_major != GRPO_ABI_MAJOR || p->abi_minor > GRPO_ABI_MINOR)
+        return snprintf(buf, size, "%s: pack '%s' %s relies on plugin ABI %u.%u; this grpo has "
+                        "%d.%d (expected abi = %d.x with x <= %d): install a build of the pack "
+                        "for this grpo, or upgrade grpo", p->manifest_path, p->name, p->version,
+                        p->abi_major, p->abi_minor, GRPO_ABI_MAJOR, GRPO_ABI_MINOR,
+                        GRPO_ABI_MAJOR, GRPO_ABI_MINOR), 1;
+#ifdef GRPO_VERSION
+    if (p->min_grpo && version_cmp(p->min_grpo, GRPO_VERSION) > 0)
+        return snprintf(buf, size, "%s: pack '%s' %s needs grpo >= %s; this is grpo %s: upgrade "
+                        "grpo", p->manifest_path, p->name, p->version, p->min_grpo,
+                        GRPO_VERSION), 1;
+#endif
+    return 0;
+}
+
+/* The pack found earlier on the path under this name, or NULL. */
+static const grpo_pack *pack_named(const grpo_registry *reg, const char *name) {
+    for (int i = 0; i < reg->n_packs; i++)
+        if (strcmp(reg->packs[i]->name, name) == 0) return reg->packs[i];
+    return NULL;
+}
+
+static int push_pack(grpo_pack ***list, int *n, grpo_pack *pack) {
+    grpo_pack **l = realloc(*list, (size_t)(*n + 1) * sizeof *l);
+    if (!l) return GRPO_ERR_NOMEM;
+    *list = l;
+    l[(*n)++] = pack;
+    return GRPO_OK;
+}
+
+/* Files a parsed pack: shadowed when its name came earlier on the path (first wins, like PATH),
+ * else into reg->packs. */
+static int file_pack(grpo_registry *reg, grpo_pack *pack) {
+    for (int i = 0; i < pack->n_notes; i++) say_once("note", pack->notes[i]);
+    const grpo_pack *first = pack_named(reg, pack->name);
+    if (!first) return push_pack(&reg->packs, &reg->n_packs, pack);
+    pack->shadowed_by = first;
+    char line[3 * PATH_MAX];
+    snprintf(line, sizeof line, "pack '%s' %s (%s) is shadowed by %s (%s), which comes first on "
+             "the plugin path", pack->name, pack->version, pack->manifest_path, first->version,
+             first->manifest_path);
+    say_once("note", line);
+    return push_pack(&reg->shadowed, &reg->n_shadowed, pack);
+}
+
+/* Parses dir/pack.ini unless that pack dir was read already. A manifest that fails to parse or
+ * that this grpo cannot serve is recorded as broken and does not fail the scan. */
 static int add_pack(grpo_registry *reg, const char *dir, grpo_error *err) {
     char manifest[PATH_MAX];
     if (snprintf(manifest, sizeof manifest, "%s/pack.ini", dir) >= (int)sizeof manifest) return 0;
@@ -94,31 +156,21 @@ static int add_pack(grpo_registry *reg, const char *dir, grpo_error *err) {
     if (!pack) return grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory reading %s", manifest);
     grpo_error perr;
     grpo_error_init(&perr);
+    int rc = GRPO_OK;
+    char why[sizeof perr.message + PATH_MAX];
     if (grpo_manifest_parse(manifest, pack, &perr) != GRPO_OK) {
-        free(pack);
-        if (add_broken(reg, manifest, &perr) != GRPO_OK)
-            return grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory reading %s", manifest);
-        return GRPO_OK;
-    }
-    for (int i = 0; i < pack->n_entries; i++) {
-        const grpo_entry *other = grpo_registry_find(reg, pack->entries[i].id);
-        if (other) {
-            grpo_error_set(err, GRPO_ERR_INVALID, "duplicate id '%s': declared by %s and by %s; "
-                           "expected each id in one pack (remove one pack from the plugin path)",
-                           pack->entries[i].id, other->pack->manifest_path, pack->manifest_path);
-            grpo_pack_free(pack);
-            free(pack);
-            return GRPO_ERR_INVALID;
-        }
-    }
-    grpo_pack **packs = realloc(reg->packs, (size_t)(reg->n_packs + 1) * sizeof *packs);
-    if (!packs) {
+        rc = add_broken(reg, manifest, perr.message);
+    } else if (grpo_pack_incompatible(pack, why, sizeof why)) {
+        rc = add_broken(reg, manifest, why);
         grpo_pack_free(pack);
-        free(pack);
-        return grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory reading %s", manifest);
+    } else if ((rc = file_pack(reg, pack)) == GRPO_OK) {
+        return GRPO_OK;
+    } else {
+        grpo_pack_free(pack);
     }
-    reg->packs = packs;
-    reg->packs[reg->n_packs++] = pack;
+    free(pack);
+    if (rc != GRPO_OK)
+        return grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory reading %s", manifest);
     return GRPO_OK;
 }
 
@@ -158,6 +210,11 @@ void grpo_registry_free(grpo_registry *reg) {
         free(reg->packs[i]);
     }
     free(reg->packs);
+    for (int i = 0; i < reg->n_shadowed; i++) {
+        grpo_pack_free(reg->shadowed[i]);
+        free(reg->shadowed[i]);
+    }
+    free(reg->shadowed);
     for (int i = 0; i < reg->n_broken; i++) {
         grpo_broken_pack *b = &reg->broken[i];
         for (int j = 0; j < b->n_ids; j++) free(b->ids[j]);
@@ -278,6 +335,15 @@ static int check_magic(const grpo_pack *pack, const grpo_magic *m, grpo_error *e
                               "grpo's %d.%d; expected minor <= %d: upgrade grpo or rebuild pack "
                               "'%s'", lib, (unsigned)m->abi_major, (unsigned)m->abi_minor,
                               GRPO_ABI_MAJOR, GRPO_ABI_MINOR, GRPO_ABI_MINOR, pack->name);
+    /* the manifest's abi is what the pack relies on; a library compiled against an older SDK
+     * (or another major) cannot provide it */
+    if (m->abi_major != pack->abi_major || m->abi_minor < pack->abi_minor)
+        return grpo_error_set(err, GRPO_ERR_ABI, "%s: built for plugin ABI %u.%u, but %s says "
+                              "abi = %u.%u; expected the library built against SDK %u.%u or "
+                              "newer (rebuild it, or lower abi in the manifest)", lib,
+                              (unsigned)m->abi_major, (unsigned)m->abi_minor,
+                              pack->manifest_path, pack->abi_major, pack->abi_minor,
+                              pack->abi_major, pack->abi_minor);
     if (m->sizeof_pointer != sizeof(void *) || m->sizeof_float != sizeof(float))
         return grpo_error_set(err, GRPO_ERR_ABI, "%s: built with %u-byte pointers and %u-byte "
                               "floats; expected %zu and %zu (wrong architecture)", lib,
@@ -386,6 +452,10 @@ static int pack_open(grpo_pack *pack, const grpo_host *host, grpo_error *err) {
     const char *path = pack->library_path;
     warn_world_writable(pack->dir, "pack directory");
     warn_world_writable(path, "pack library");
+    char why[256];
+    if (grpo_elf_check(path, why, sizeof why))
+        return grpo_error_set(err, GRPO_ERR_ABI, "pack '%s' (%s): cannot load library: %s: %s",
+                              pack->name, pack->manifest_path, path, why);
     grpo_plugin_call_begin(path, NULL, "dlopen (its constructors)");
     void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     grpo_plugin_call_end();

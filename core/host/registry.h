@@ -12,6 +12,8 @@
  *   version = 0.1.0
  *   abi = 1.0                        ; GRPO_ABI_MAJOR.GRPO_ABI_MINOR compiled against
  *   library = libgrpo-rewards.so     ; relative to the pack directory, and inside it
+ *   author = Jane Doe                ; (optional) metadata: author, license, homepage
+ *   min_grpo = 0.1.0                 ; (optional) the oldest grpo the pack works with
  *
  *   [builtin.format]                 ; one section per entry, named by its full id
  *   kind = reward                    ; reward | model
@@ -26,12 +28,29 @@
  *   default = ^<think>...            ; list defaults: one line per element
  *   help = one line
  *
- * Reading rules (manifest.c; the system inih does the tokenising):
+ *   [builtin.format:test.1]          ; a reward's self-test (any name after "test.")
+ *   prompt = What is 1+1?            ; (optional) \n, \t and \\ are escapes in prompt,
+ *   completion = <think>\nx\n</think>  ;   completion and answer
+ *   answer = 2                       ; (optional) the row's "answer" field
+ *   field.difficulty = 3             ; (optional) any other row field, as JSON
+ *   key.value = 1.0                  ; (optional) a config key for this test (repeat: list)
+ *   expect = 0.5                     ; the reward; nan for "no opinion"
+ *   tolerance = 1e-6                 ; (optional) |got - expect| allowed; default 1e-5
+ *   `grpo plugins check` (and `grpo pack install`) create the reward with the manifest's
+ *   defaults and the test's key.* values, score the tests as one batch and compare.
+ *
+ * Reading rules (manifest.c; the INI dialect is the run files', io/ini_reader.h):
  * - [pack] needs name, version, abi, library; every entry needs kind and description; a key
- *   section needs type. Sections may come in any order. Unknown keys are errors.
- * - Lines are at most 197 characters (inih's 200-byte buffer). A long value continues on
- *   indented lines: joined with one space for strings, one element per line for lists (the same
- *   as repeating "default = ..."). A key without default is required in the run file.
+ *   section needs type. Sections may come in any order. An unknown key in [pack] is a note (a
+ *   manifest written for a newer grpo still loads); in an entry or key section it is an error
+ *   (a misspelt default or type would silently change what the run gets).
+ * - abi is the ABI the pack relies on (grpo/plugin.h, "Two versions"): the scan skips, with a
+ *   warning, a pack whose abi this grpo cannot serve (other major, newer minor) or whose
+ *   min_grpo is newer than this grpo; loading refuses a library whose magic is older than abi.
+ * - Lines are at most 199 characters. A long value continues on indented lines, joined with
+ *   nothing between (split it between two non-blank characters). A list default takes one
+ *   "default = ..." line per element; architectures lines may repeat and split on commas. A key
+ *   without default is required in the run file.
  * - ';' starts an inline comment only after whitespace: "a;b" keeps its ';', "a ;b" is "a".
  * - library must stay inside the pack directory: an absolute path, a '..' component or a path
  *   that resolves (through links) outside the directory is refused. Loading warns (one line per
@@ -60,6 +79,19 @@ typedef struct grpo_key_def {
 
 struct grpo_pack;
 
+/* One [ID:test.NAME] self-test vector of a reward entry. */
+typedef struct grpo_selftest {
+    char *name; /* "test.NAME" */
+    int line;   /* its section header */
+    char *prompt, *completion; /* escapes decoded */
+    char **field_keys, **field_json; /* [n_fields] row fields: "answer" (a JSON string), field.* */
+    int n_fields;
+    char **cfg_keys, **cfg_values; /* [n_cfg] key.* lines in order (a list key repeats) */
+    int n_cfg;
+    double expect; /* NaN: the reward must have no opinion */
+    double tolerance;
+} grpo_selftest;
+
 typedef struct grpo_entry {
     char *id; /* "pack.name" */
     grpo_entry_kind kind;
@@ -68,6 +100,8 @@ typedef struct grpo_entry {
     int n_architectures;
     grpo_key_def *keys; /* [n_keys] in manifest order */
     int n_keys;
+    grpo_selftest *tests; /* [n_tests] reward entries: self-tests in manifest order */
+    int n_tests;
     struct grpo_pack *pack; /* owner */
 } grpo_entry;
 
@@ -83,6 +117,10 @@ typedef struct grpo_pack {
     unsigned lib_abi_minor; /* once loaded: the minor its magic names (the SDK it was built
                              * against), which fixes the layout of arrays it indexes */
     grpo_library lib;    /* filled by grpo_plugin_init once loaded */
+    char *author, *license, *homepage, *min_grpo; /* [pack] metadata; NULL when not given */
+    char **notes;        /* [n_notes] "FILE:LINE: ..." warnings from parsing (unknown keys) */
+    int n_notes;
+    const struct grpo_pack *shadowed_by; /* set on a pack in reg->shadowed: the one that won */
 } grpo_pack;
 
 /* A pack.ini on the plugin path that could not be read: skipped by the scan, kept so that a run
@@ -99,6 +137,8 @@ typedef struct grpo_registry {
     int n_packs;
     grpo_broken_pack *broken; /* [n_broken] manifests that failed to parse, in scan order */
     int n_broken;
+    grpo_pack **shadowed; /* [n_shadowed] packs named like one found earlier on the path */
+    int n_shadowed;
 } grpo_registry;
 
 /* Parses one manifest into *pack (fields owned by pack; free with grpo_pack_free, which does not
@@ -118,13 +158,25 @@ void grpo_manifest_ids(const char *manifest_path, char ***ids, int *n_ids);
  * prefix. Returns a malloc'd NULL-terminated array of malloc'd strings. */
 char **grpo_plugin_path(const char *const *extra, int n_extra);
 void grpo_plugin_path_free(char **dirs);
+/* The per-user pack dir, ${XDG_DATA_HOME:-$HOME/.local/share}/grpo/packs (XDG_DATA_HOME only
+ * when absolute), malloc'd; NULL when neither variable gives an absolute dir. On the default
+ * plugin path after GRPO_PLUGIN_PATH; `grpo pack install` installs there. */
+char *grpo_pack_user_dir(void);
+/* Why this grpo cannot serve a parsed pack (abi of another major or a newer minor, min_grpo newer
+ * than this grpo), as one line "MANIFEST: ..." in buf; 0 (buf untouched) when it can. */
+int grpo_pack_incompatible(const grpo_pack *p, char *buf, size_t size);
 
 /* Scans each dir in dirs (NULL-terminated): every subdirectory holding a pack.ini (and a dir that
- * is itself a pack) is parsed. The same pack directory reached twice is read once; two packs
- * claiming one id is an error naming both manifests. Missing dirs are skipped. reg starts zeroed
- * ({0}); a second scan adds to it. A manifest that fails to parse does not stop the scan: it goes
- * to reg->broken and one line "warning: skipping broken pack: <its error>" goes to stderr (once
- * per manifest and process), so one bad pack anywhere on the path blocks no command. */
+ * is itself a pack) is parsed. The same pack directory reached twice is read once. Precedence is
+ * like PATH: a pack whose name (hence ids: ids start with the pack name) was found earlier on the
+ * path is shadowed: kept in reg->shadowed with shadowed_by set, invisible to lookups, and one
+ * line "note: pack 'N' VERSION (MANIFEST) is shadowed by VERSION (MANIFEST), which comes first
+ * on the plugin path" goes to stderr. Missing dirs are skipped. reg starts zeroed ({0}); a
+ * second scan adds to it. A manifest that fails to parse, or that this grpo cannot serve (abi,
+ * min_grpo), does not stop the scan: it goes to reg->broken and one line "warning: skipping
+ * broken pack: <its error>" goes to stderr, so one bad pack anywhere on the path blocks no
+ * command. A parsed pack's notes go to stderr as "note: ...". Every line is printed once per
+ * manifest and process (a command may scan twice). */
 int grpo_registry_scan(grpo_registry *reg, char *const *dirs, grpo_error *err);
 void grpo_registry_free(grpo_registry *reg);
 
@@ -145,7 +197,9 @@ int grpo_edit_distance(const char *a, const char *b);
 
 /* Loads the entry's pack library (once) and returns its descriptor: a const grpo_reward_desc* or
  * const grpo_model_desc* according to e->kind. Refuses, with a message naming the library path:
- * dlopen failure, missing magic or init symbol, wrong tag, abi_major mismatch, newer abi_minor,
+ * an ELF file for another machine (read before dlopen: "built for aarch64; this grpo is
+ * x86-64"), dlopen failure, missing magic or init symbol, wrong tag, abi_major mismatch, newer
+ * abi_minor, a magic older than the manifest's abi (or of another major),
  * a too-small magic struct, pointer/float size mismatch, init failure, and any difference between
  * the ids the library enumerates and those the manifest lists. */
 /* host is the services table the pack's grpo_plugin_init receives (MUST be non-NULL; the

@@ -225,7 +225,9 @@ static void classify(reader *r, const char *b, const char *e) {
     } else {
         const char *c = find_or_comment(s, t, "=:");
         if (c == t || (*c != '=' && *c != ':')) {
-            reader_error(r, "expected 'key = value', a [section] header or a ';' comment");
+            int n = (int)(t - s);
+            reader_error(r, "expected 'key = value', a [section] header or a ';' comment; got "
+                            "'%.*s%s'", n > 60 ? 60 : n, s, n > 60 ? "..." : "");
             r->kind = LINE_BAD;
             return;
         }

@@ -2,6 +2,8 @@
  * example_rewards.c — two rewards of a third-party pack. Only <grpo/grpo.h> is included: a pack
  * sees the SDK, never grpo's core. The host has already checked the config values against the
  * types in pack.ini; create() checks what the types cannot say (target > 0, unit's spelling).
+ * Error messages say what is wrong and what was expected; the host puts the run file's section
+ * and the plugin id in front of them ("[reward.len] (plugin example.length_target): ...").
  */
 #include <grpo/grpo.h>
 
@@ -28,7 +30,7 @@ static int32_t length_create(const grpo_host *host, const grpo_config *cfg, void
     if (rc == GRPO_OK) rc = grpo_config_choice(cfg, "unit", units, 0, &t.in_tokens, err);
     if (rc != GRPO_OK) return rc;
     length_target *s = malloc(sizeof *s);
-    if (!s) return grpo_error_set(err, GRPO_ERR_NOMEM, "[%s]: out of memory", cfg->section);
+    if (!s) return grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory");
     *s = t;
     *state = s;
     return GRPO_OK;
@@ -64,7 +66,7 @@ static int32_t keyword_create(const grpo_host *host, const grpo_config *cfg, voi
     if (s) s->keywords = calloc(n ? n : 1, sizeof *s->keywords);
     if (!s || !s->keywords) {
         free(s);
-        return grpo_error_set(err, GRPO_ERR_NOMEM, "[%s]: out of memory", cfg->section);
+        return grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory");
     }
     for (uint32_t k = 0; k < n; k++) {
         const char *word = grpo_config_nth(cfg, "keywords", k);
@@ -72,7 +74,7 @@ static int32_t keyword_create(const grpo_host *host, const grpo_config *cfg, voi
         s->keywords[s->n] = malloc(strlen(word) + 1);
         if (!s->keywords[s->n]) {
             keyword_destroy(s);
-            return grpo_error_set(err, GRPO_ERR_NOMEM, "[%s]: out of memory", cfg->section);
+            return grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory");
         }
         strcpy(s->keywords[s->n++], word);
     }
