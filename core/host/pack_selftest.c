@@ -2,6 +2,7 @@
 #include "host/pack_selftest.h"
 
 #include "grpo/reward.h"
+#include "host/plugin_call.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -76,11 +77,14 @@ static void trap_begin(stdout_trap *t) {
     t->tmp = tmpfile();
     t->saved = t->tmp ? dup(STDOUT_FILENO) : -1;
     if (t->saved >= 0) dup2(fileno(t->tmp), STDOUT_FILENO);
+    /* plugin calls point fd 1 at stderr (plugin_call.h): here at the trap instead */
+    if (t->tmp) grpo_plugin_call_stdout(fileno(t->tmp));
 }
 
 /* Restores stdout; returns the bytes written meanwhile, their start in head. */
 static long trap_end(stdout_trap *t, char *head, size_t head_size) {
     fflush(stdout);
+    grpo_plugin_call_stdout(-1);
     long n = 0;
     head[0] = '\0';
     if (t->saved >= 0) {

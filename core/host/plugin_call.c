@@ -21,6 +21,7 @@ static volatile long progress_step, progress_batch;
 static int guard_registered;
 static volatile sig_atomic_t guard_in_child; /* an isolated score call's child: the parent reports */
 static int saved_stdout = -1; /* fd 1 as it was before the outermost call, or -1 */
+static int plugin_stdout = STDERR_FILENO; /* where fd 1 points during calls */
 
 static const plugin_call *innermost(void) {
     return &calls[(call_depth < MAX_CALL_DEPTH ? call_depth : MAX_CALL_DEPTH) - 1];
@@ -139,11 +140,12 @@ static void guards_install(void) {
     crash_guard_install();
 }
 
-/* fd 1 becomes fd 2 for the outermost call (plugin_call.h); our own buffered output goes first. */
+/* fd 1 becomes fd 2 (or the caller's trap) for the outermost call (plugin_call.h); our own
+ * buffered output goes first. */
 static void stdout_to_stderr(void) {
     fflush(stdout);
     saved_stdout = dup(STDOUT_FILENO);
-    if (saved_stdout >= 0 && dup2(STDERR_FILENO, STDOUT_FILENO) < 0) {
+    if (saved_stdout >= 0 && dup2(plugin_stdout, STDOUT_FILENO) < 0) {
         close(saved_stdout);
         saved_stdout = -1;
     }
@@ -156,6 +158,8 @@ static void stdout_restore(void) {
     close(saved_stdout);
     saved_stdout = -1;
 }
+
+void grpo_plugin_call_stdout(int fd) { plugin_stdout = fd >= 0 ? fd : STDERR_FILENO; }
 
 void grpo_plugin_call_begin(const char *plugin, const char *section, const char *what) {
     if (!guard_registered) guards_install();

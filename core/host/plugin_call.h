@@ -48,7 +48,9 @@ void grpo_plugin_call_progress(long step, long batch);
  * (JSONL on stdout). Begin flushes stdout first (grpo's own lines go where they were meant to);
  * end flushes it again (the plugin's buffered text goes to stderr) and puts fd 1 back. Every
  * command gets this without writing its output differently. A thread a plugin leaves running
- * that prints between calls is not covered. */
+ * that prints between calls is not covered. grpo_plugin_call_stdout(fd) sends it to fd instead
+ * (the pack self-tests count what a plugin prints); -1 returns to stderr. */
+void grpo_plugin_call_stdout(int fd);
 
 /* A plugin filled err (grpo_error_set, or by hand): forces the NUL it may have left out (the host
  * never reads past the buffer) and returns the message, or "no message" when it is empty. */

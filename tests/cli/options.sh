@@ -28,6 +28,7 @@ cases=(
   "logprobs --model M --input I --bogus => --bogus"
   "plot M.jsonl -o O.svg --bogus => '--bogus'"
   "report D -o R.html --bogus => '--bogus'"
+  "pack list --bogus => --bogus"
   "version --bogus => '--bogus'"
 )
 failed=0 subcommands=()
