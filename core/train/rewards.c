@@ -70,9 +70,13 @@ static int reward_create_one(grpo_reward_set *set, int k, grpo_registry *reg,
     grpo_plugin_call_end();
     if (st != GRPO_OK) {
         set->states[k] = NULL;
+        /* the SDK's getters (grpo/config.h) already name "[section] "; say it once */
+        const char *msg = grpo_plugin_message(&inner);
+        size_t n = strlen(spec->section);
+        if (msg[0] == '[' && !strncmp(msg + 1, spec->section, n) && !strncmp(msg + 1 + n, "] ", 2))
+            msg += n + 3;
         return grpo_error_set(err, inner.status ? inner.status : GRPO_ERR_INVALID,
-                              "[%s] (plugin %s): %s", spec->section, spec->plugin,
-                              grpo_plugin_message(&inner));
+                              "[%s] (plugin %s): %s", spec->section, spec->plugin, msg);
     }
     return GRPO_OK;
 }
