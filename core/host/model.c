@@ -212,8 +212,12 @@ static int open_serving(grpo_model **out, grpo_registry *reg, const grpo_host *h
          e = grpo_registry_next_architecture(reg, arch, e)) {
         const void *desc = NULL;
         int rc = grpo_registry_load(reg, e, host, &desc, err);
+        int unloadable = rc != GRPO_OK; /* a broken pack: another may serve the architecture */
         if (rc == GRPO_OK) rc = grpo_model_open(out, desc, host, dir, NULL, trainable, err);
-        if (rc != GRPO_ERR_UNSUPPORTED) return rc;
+        if (rc != GRPO_ERR_UNSUPPORTED && !unloadable) return rc;
+        if (unloadable)
+            fprintf(stderr, "warning: %s: model plugin %s cannot be loaded, trying the next "
+                            "serving %s: %s\n", cfg_path, e->id, arch, err ? err->message : "?");
         size_t used = strlen(why);
         snprintf(why + used, sizeof why - used, "%s%.64s: %.400s", refused++ ? "; " : "", e->id,
                  err ? err->message : "unsupported");
