@@ -142,6 +142,12 @@ static int plugin_status(int rc, grpo_error *err) {
     return rc;
 }
 
+/* Every call into the model plugin is marked (plugin_call.h): a crash inside it names the
+ * plugin, and what it prints goes to stderr, not into grpo's data output. */
+static void model_call(const grpo_model *m, const char *what) {
+    grpo_plugin_call_begin(m->desc->id, NULL, what);
+}
+
 int grpo_model_open(grpo_model **out, const grpo_model_desc *desc, const grpo_host *host,
                     const char *dir, const grpo_config *cfg, int trainable, grpo_error *err) {
     *out = NULL;
@@ -305,7 +311,10 @@ int grpo_model_forward(grpo_model *m, const grpo_batch *b, float *logp, float *e
         return grpo_error_set(err, GRPO_ERR_INVALID,
                               "model: forward of (%d,%d) but activations are reserved for (%d,%d)",
                               b->B, b->T, m->acts_B, m->acts_T);
-    return plugin_status(m->desc->forward(m->inst, b, m->acts, logp, entropy, scale, err), err);
+    model_call(m, "forward");
+    int rc = m->desc->forward(m->inst, b, m->acts, logp, entropy, scale, err);
+    grpo_plugin_call_end();
+    return plugin_status(rc, err);
 }
 
 int grpo_model_backward(grpo_model *m, const grpo_batch *b, const float *dlogp, float scale,
@@ -316,7 +325,10 @@ int grpo_model_backward(grpo_model *m, const grpo_batch *b, const float *dlogp, 
         return grpo_error_set(err, GRPO_ERR_INVALID,
                               "model: backward of (%d,%d) but activations are reserved for (%d,%d)",
                               b->B, b->T, m->acts_B, m->acts_T);
-    return plugin_status(m->desc->backward(m->inst, b, m->acts, dlogp, scale, err), err);
+    model_call(m, "backward");
+    int rc = m->desc->backward(m->inst, b, m->acts, dlogp, scale, err);
+    grpo_plugin_call_end();
+    return plugin_status(rc, err);
 }
 
 void grpo_model_zero_grad(grpo_model *m) {
@@ -328,7 +340,10 @@ int grpo_model_prefill(grpo_model *m, const grpo_batch *prompt, float *logits, g
         return grpo_error_set(err, GRPO_ERR_INVALID,
                               "model: prefill of (%d,%d) but the cache is reserved for (%d,%d)",
                               prompt->B, prompt->T, m->scratch_R, m->scratch_T);
-    return plugin_status(m->desc->prefill(m->inst, &m->kv, prompt, m->scratch, logits, err), err);
+    model_call(m, "prefill");
+    int rc = m->desc->prefill(m->inst, &m->kv, prompt, m->scratch, logits, err);
+    grpo_plugin_call_end();
+    return plugin_status(rc, err);
 }
 
 int grpo_model_decode(grpo_model *m, int32_t R, const int32_t *tokens, const int32_t *pos,
@@ -336,9 +351,11 @@ int grpo_model_decode(grpo_model *m, int32_t R, const int32_t *tokens, const int
                       grpo_error *err) {
     if (!m->kv.data)
         return grpo_error_set(err, GRPO_ERR_INVALID, "model: decode without a reserved cache");
-    return plugin_status(m->desc->decode(m->inst, &m->kv, R, tokens, pos, cache_mask, len,
-                                         m->scratch, logits, err),
-                         err);
+    model_call(m, "decode");
+    int rc = m->desc->decode(m->inst, &m->kv, R, tokens, pos, cache_mask, len, m->scratch, logits,
+                             err);
+    grpo_plugin_call_end();
+    return plugin_status(rc, err);
 }
 
 int grpo_model_kv_copy_row(grpo_model *m, int32_t dst, int32_t src, int32_t n, grpo_error *err) {

@@ -37,7 +37,7 @@ typedef struct pb {
 } pb;
 
 static void pb_put(pb *m, const void *p, size_t k) {
-    if (m->oom) return;
+    if (m->oom || k == 0) return; /* an empty message has no bytes (and maybe no buffer) */
     if (m->n + k > m->cap) {
         size_t cap = m->cap ? m->cap : 256;
         while (cap < m->n + k) cap *= 2;

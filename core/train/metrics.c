@@ -157,9 +157,10 @@ void grpo_progress_print(FILE *f, long step, long total, double elapsed, long st
     if (steps_done > 0 && total >= step)
         format_duration(eta, sizeof eta, elapsed / steps_done * (double)(total - step));
     fprintf(f, "step %ld/%ld (%3ld%%) | %s left", step, total, total ? 100 * step / total : 0, eta);
-    static const char *const shown[] = {"loss", "reward", "kl", "completions/mean_length"};
-    static const char *const labels[] = {"loss", "reward", "kl", "len"};
-    for (int i = 0; i < 4; i++) {
+    static const char *const shown[] = {"loss", "advantage/abs_mean", "reward", "kl",
+                                        "completions/mean_length"};
+    static const char *const labels[] = {"loss", "|A|", "reward", "kl", "len"};
+    for (int i = 0; i < 5; i++) {
         double v = grpo_metric_get(row, shown[i]);
         if (!isnan(v)) fprintf(f, " | %s %.4g", labels[i], v);
     }

@@ -318,6 +318,7 @@ static void reward_metrics(trainer *t, grpo_metric_row *row) {
         return;
     }
     double zero_std = 0, len = 0, clipped = 0, term_len = 0, n_term = 0, minl = 1e30, maxl = 0;
+    double adv_abs = 0;
     int off = 0;
     for (int a = 0; a < t->n_chunks; a++) {
         const chunk *c = &t->chunks[a];
@@ -327,6 +328,7 @@ static void reward_metrics(trainer *t, grpo_metric_row *row) {
         zero_std += c->am.frac_reward_zero_std * c->rb.N;
         for (int32_t i = 0; i < c->rb.N; i++) {
             double l = c->rb.roll.len[i];
+            adv_abs += fabs(c->adv[i]);
             len += l, clipped += c->rb.roll.truncated[i];
             minl = l < minl ? l : minl, maxl = l > maxl ? l : maxl;
             if (!c->rb.roll.truncated[i]) term_len += l, n_term++;
@@ -349,6 +351,9 @@ static void reward_metrics(trainer *t, grpo_metric_row *row) {
     }
     free(nan_frac);
     grpo_metric_set(row, "frac_reward_zero_std", zero_std / N);
+    /* the size of the learning signal: the loss itself sits near 0 (advantages are zero-mean in
+     * each group and the ratio starts at 1), while this says how hard the step pushes */
+    grpo_metric_set(row, "advantage/abs_mean", adv_abs / N);
     if (t->cfg->grpo_drop_zero_std_groups) {
         double groups = 0, dropped = 0;
         for (int a = 0; a < t->n_chunks; a++)
