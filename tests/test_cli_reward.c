@@ -15,6 +15,7 @@
 
 #include "host/registry.h"
 #include "text/tokenizer.h"
+#include "tmpdir.h"
 
 #define GRPO GRPO_BINARY_DIR "/grpo"
 #define EXAMPLES GRPO_SOURCE_DIR "/examples"
@@ -26,17 +27,12 @@
 static char dir[256], out_path[300], err_path[300];
 
 static void setup(void) {
-    snprintf(dir, sizeof dir, "/tmp/grpo_cli_reward_%d_XXXXXX", (int)getpid());
-    ck_assert_ptr_nonnull(mkdtemp(dir));
+    tmpdir_make(dir, sizeof dir, "cli_reward");
     snprintf(out_path, sizeof out_path, "%s/out", dir);
     snprintf(err_path, sizeof err_path, "%s/err", dir);
 }
 
-static void teardown(void) {
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    ck_assert_int_eq(system(cmd), 0);
-}
+static void teardown(void) { tmpdir_remove(dir); }
 
 static char *slurp(const char *path) {
     FILE *f = fopen(path, "rb");

@@ -352,10 +352,12 @@ START_TEST(set_overrides_apply_after_the_file) {
     ck_assert_int_lt(cfg.line[GRPO_KEYIDX_grpo_beta], 0);
     ck_assert_int_eq(cfg.line[GRPO_KEYIDX_grpo_epsilon_low], 0);
     grpo_run_config_free(&cfg);
-    const char *bad[] = {"grpo.beta", "grpo.beta=-1"};
-    ck_assert_int_ne(grpo_run_config_load_set(&cfg, path, bad, 2, &reg, 0, &d, &err), GRPO_OK);
+    const char *bad[] = {"grpo.beta", "grpo.beta=-1", "train.steps=3", "train.steps=4"};
+    ck_assert_int_ne(grpo_run_config_load_set(&cfg, path, bad, 4, &reg, 0, &d, &err), GRPO_OK);
     ck_assert(has_message(&d, "--set grpo.beta: expected SECTION.KEY=VALUE", 1));
     ck_assert(has_message(&d, "--set grpo.beta=-1: grpo.beta: expected", 1));
+    ck_assert(has_message(&d, "--set train.steps=4: duplicate key train.steps (first set at --set "
+                              "train.steps=3)", 0));
     grpo_diag_free(&d);
     unlink(path);
 }

@@ -13,6 +13,7 @@
 
 #include "host/host.h"
 #include "host/pack_install.h"
+#include "tmpdir.h"
 
 #define SELFTEST_PACK GRPO_BINARY_DIR "/tests/plugins/selftest"
 
@@ -25,12 +26,7 @@ static void sh(const char *fmt, const char *a) {
 }
 
 static void setup(void) {
-    snprintf(root, sizeof root, "/tmp/grpo_test_pack_install_XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(root));
-    char *real = realpath(root, NULL);
-    ck_assert(real && strlen(real) < sizeof root);
-    memcpy(root, real, strlen(real) + 1);
-    free(real);
+    tmpdir_make(root, sizeof root, "pack_install");
     snprintf(prefix, sizeof prefix, "%s/packs", root);
     snprintf(bundle, sizeof bundle, "%s/st-0.0.1.tar.gz", root);
     char written[PATH_MAX];
@@ -42,7 +38,7 @@ static void setup(void) {
     sh("mkdir -p '%s/x' && tar -xzf '%s/st-0.0.1.tar.gz' -C '%s/x'", root);
 }
 
-static void teardown(void) { sh("rm -rf '%s'", root); }
+static void teardown(void) { tmpdir_remove(root); }
 
 /* Re-packs root/x into the bundle. */
 static void repack(void) { sh("tar -czf '%s/st-0.0.1.tar.gz' -C '%s/x' st", root); }

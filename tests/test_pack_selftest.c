@@ -14,6 +14,7 @@
 #include "host/host.h"
 #include "host/pack_selftest.h"
 #include "host/registry.h"
+#include "tmpdir.h"
 
 #define SELFTEST_PACK GRPO_BINARY_DIR "/tests/plugins/selftest"
 
@@ -38,19 +39,10 @@ static void setup_pack(const char *extra) {
 }
 
 static void setup(void) {
-    snprintf(root, sizeof root, "/tmp/grpo_test_selftest_XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(root));
-    char *real = realpath(root, NULL);
-    ck_assert(real && strlen(real) < sizeof root);
-    memcpy(root, real, strlen(real) + 1);
-    free(real);
+    tmpdir_make(root, sizeof root, "selftest");
 }
 
-static void teardown(void) {
-    char cmd[PATH_MAX + 16];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
-    ck_assert_int_eq(system(cmd), 0);
-}
+static void teardown(void) { tmpdir_remove(root); }
 
 /* Scans root/st and runs the self-tests of id; rep and err filled. */
 static int run_tests(const char *id, grpo_selftest_report *rep, grpo_error *err) {

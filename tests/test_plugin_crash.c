@@ -18,23 +18,19 @@
 #include "host/plugin_call.h"
 #include "host/registry.h"
 #include "train/rewards.h"
+#include "tmpdir.h"
 
 #define MISBEHAVE_DIR GRPO_BINARY_DIR "/tests/plugins/misbehave"
 
 static char dir[256], out_path[300], err_path[300];
 
 static void setup(void) {
-    snprintf(dir, sizeof dir, "/tmp/grpo_plugin_crash_%d_XXXXXX", (int)getpid());
-    ck_assert_ptr_nonnull(mkdtemp(dir));
+    tmpdir_make(dir, sizeof dir, "plugin_crash");
     snprintf(out_path, sizeof out_path, "%s/out", dir);
     snprintf(err_path, sizeof err_path, "%s/err", dir);
 }
 
-static void teardown(void) {
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    ck_assert_int_eq(system(cmd), 0);
-}
+static void teardown(void) { tmpdir_remove(dir); }
 
 static const char *slurp(const char *path) {
     static char buf[16384];

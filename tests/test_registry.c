@@ -18,6 +18,7 @@
 #include "host/registry.h"
 #include "train/rewards.h"
 #include "host/testing.h"
+#include "tmpdir.h"
 
 #include <math.h>
 
@@ -27,19 +28,10 @@
 static char root[256]; /* a fresh temp dir per test, realpath'd */
 
 static void setup(void) {
-    snprintf(root, sizeof root, "/tmp/grpo_test_registry_XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(root));
-    char *real = realpath(root, NULL);
-    ck_assert(real && strlen(real) < sizeof root);
-    memcpy(root, real, strlen(real) + 1);
-    free(real);
+    tmpdir_make(root, sizeof root, "registry");
 }
 
-static void teardown(void) {
-    char cmd[PATH_MAX + 16];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
-    ck_assert_int_eq(system(cmd), 0);
-}
+static void teardown(void) { tmpdir_remove(root); }
 
 /* Writes root/rel/pack.ini for pack `name` with one entry `id` (a model serving arch when arch is
  * non-NULL, else a reward). Returns the manifest path in out. */

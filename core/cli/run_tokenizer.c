@@ -3,6 +3,8 @@
 
 #include <stdlib.h>
 
+#include "host/host.h"
+
 int grpo_cli_run_tokenizer(const grpo_run_config *cfg, grpo_host *host, grpo_tokenizer **out,
                            grpo_error *err) {
     *out = NULL;
@@ -15,8 +17,6 @@ int grpo_cli_run_tokenizer(const grpo_run_config *cfg, grpo_host *host, grpo_tok
         *out = NULL;
         return rc;
     }
-    host->tokenizer = *out;
-    host->tokenize = grpo_host_tokenize;
-    host->detokenize = grpo_host_detokenize;
+    grpo_host_set_tokenizer(host, *out);
     return GRPO_OK;
 }

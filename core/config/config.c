@@ -248,6 +248,13 @@ static void fail(loader *L, int line, const char *fmt, ...) {
     L->n_errors++;
 }
 
+/* Where a value was set, for "first set at ...": "line N" of the file, or "--set TEXT". */
+static const char *place(const loader *L, int line, char *buf, size_t n) {
+    if (line < 0) snprintf(buf, n, "--set %s", L->sets[-line - 1]);
+    else snprintf(buf, n, "line %d", line);
+    return buf;
+}
+
 static char *dup_or_flag(loader *L, const char *s) {
     char *d = strdup(s ? s : "");
     if (!d) L->oom = 1;
@@ -293,8 +300,9 @@ static void read_fixed_section(loader *L, const grpo_ini_section *s, int sec) {
         if (idx < 0) {
             unknown_key(L, s->name, e);
         } else if (cfg->line[idx]) {
-            fail(L, e->line, "duplicate key %s.%s (first set at line %d)", s->name, e->key,
-                 cfg->line[idx]);
+            char at[300];
+            fail(L, e->line, "duplicate key %s.%s (first set at %s)", s->name, e->key,
+                 place(L, cfg->line[idx], at, sizeof at));
         } else {
             cfg->text[idx] = dup_or_flag(L, e->value);
             cfg->line[idx] = e->line;
@@ -436,9 +444,10 @@ static void resolve_plugin_keys(loader *L, const grpo_ini_section *s, grpo_rewar
         if (kd->type != GRPO_KEY_LIST) {
             for (int i = 0; i < j; i++)
                 if (strcmp(s->entries[i].key, e->key) == 0) {
-                    fail(L, e->line, "duplicate key %s.%s (first set at line %d; only %s keys "
-                                     "repeat)",
-                         s->name, e->key, s->entries[i].line, grpo_key_type_name(GRPO_KEY_LIST));
+                    char at[300];
+                    fail(L, e->line, "duplicate key %s.%s (first set at %s; only %s keys repeat)",
+                         s->name, e->key, place(L, s->entries[i].line, at, sizeof at),
+                         grpo_key_type_name(GRPO_KEY_LIST));
                     break;
                 }
         }
@@ -514,7 +523,9 @@ static void read_reward_section(loader *L, const grpo_ini_section *s) {
         if (!host_reward_key(e->key)) continue;
         int first = is_plugin ? r->plugin_line : is_weight ? r->weight_line : r->isolate_line;
         if (first) {
-            fail(L, e->line, "duplicate key %s.%s (first set at line %d)", s->name, e->key, first);
+            char at[300];
+            fail(L, e->line, "duplicate key %s.%s (first set at %s)", s->name, e->key,
+                 place(L, first, at, sizeof at));
             continue;
         }
         char why[256];
@@ -725,38 +736,47 @@ static int trimmed(const char *b, const char *e, char *out, size_t n) {
     return 1;
 }
 
-/* SECTION.KEY=VALUE (reward.NAME.KEY=VALUE: section reward.NAME) into its three parts. */
-static int split_set(const char *text, char *section, char *key, char *value, size_t n) {
+#define SET_NAME_MAX 256 /* a --set's section or key, with its NUL */
+
+/* SECTION.KEY=VALUE (reward.NAME.KEY=VALUE: section reward.NAME) into its three parts (section
+ * and key hold SET_NAME_MAX bytes, value nv). 0 when text is not of that form or a part is too
+ * long. */
+static int split_set(const char *text, char *section, char *key, char *value, size_t nv) {
     const char *eq = strchr(text, '='), *dot = eq ? memchr(text, '.', (size_t)(eq - text)) : NULL;
     if (dot && strncmp(text, "reward.", 7) == 0 && dot == text + 6)
         dot = memchr(text + 7, '.', (size_t)(eq - text - 7));
-    if (!dot || !trimmed(text, dot, section, n) || !trimmed(dot + 1, eq, key, n)) return 0;
+    if (!dot || !trimmed(text, dot, section, SET_NAME_MAX) ||
+        !trimmed(dot + 1, eq, key, SET_NAME_MAX))
+        return 0;
     const char *v = eq + 1, *end = v + strlen(v);
-    if (!trimmed(v, end, value, n)) value[0] = '\0'; /* an empty value is the file's "key =" */
+    if (!trimmed(v, end, value, nv)) value[0] = '\0'; /* an empty value is the file's "key =" */
     return 1;
 }
 
 /* Applies the --set overrides to doc, after the file: entry k has line -(k+1) for messages. The
  * first override of a key replaces the file's value; a repeated one adds a value (list keys). */
 static int apply_sets(grpo_ini_doc *doc, const char *const *sets, int n_sets, grpo_diag *d) {
-    int bad = 0;
-    for (int k = 0; k < n_sets; k++) {
-        char section[256], key[256], value[4096];
-        if (!split_set(sets[k], section, key, value, sizeof value)) {
+    /* per override: section, key, and a flag byte (non-zero: malformed) */
+    char (*part)[3][SET_NAME_MAX] = calloc((size_t)(n_sets ? n_sets : 1), sizeof *part);
+    char value[4096];
+    if (!part) return GRPO_ERR_NOMEM;
+    int rc = GRPO_OK;
+    for (int k = 0; k < n_sets && rc != GRPO_ERR_NOMEM; k++) {
+        if (!split_set(sets[k], part[k][0], part[k][1], value, sizeof value)) {
             grpo_diag_add(d, "--set %s: expected SECTION.KEY=VALUE (reward.NAME.KEY=VALUE for a "
                              "reward's key)", sets[k]);
-            bad = 1;
+            part[k][2][0] = 'x', rc = GRPO_ERR_INVALID; /* malformed: matches no later one */
             continue;
         }
         int again = 0;
-        for (int j = 0; j < k && !again; j++) {
-            char s2[256], k2[256], v2[4096];
-            again = split_set(sets[j], s2, k2, v2, sizeof v2) && !strcmp(s2, section) &&
-                    !strcmp(k2, key);
-        }
-        if (grpo_ini_doc_set(doc, section, key, value, -(k + 1), !again) != 0) return GRPO_ERR_NOMEM;
+        for (int j = 0; j < k && !again; j++)
+            again = !part[j][2][0] && !strcmp(part[j][0], part[k][0]) &&
+                    !strcmp(part[j][1], part[k][1]);
+        if (grpo_ini_doc_set(doc, part[k][0], part[k][1], value, -(k + 1), !again) != 0)
+            rc = GRPO_ERR_NOMEM;
     }
-    return bad ? GRPO_ERR_INVALID : GRPO_OK;
+    free(part);
+    return rc;
 }
 
 int grpo_run_config_load_set(grpo_run_config *cfg, const char *path, const char *const *sets,

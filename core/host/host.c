@@ -6,6 +6,7 @@
  */
 #include "host/host_model.h"
 #include "host/host.h"
+#include "text/tokenizer.h"
 #include "base/rng.h"
 
 #include <stdarg.h>
@@ -60,3 +61,9 @@ static const grpo_host default_host = {
 };
 
 const grpo_host *grpo_default_host(void) { return &default_host; }
+
+void grpo_host_set_tokenizer(grpo_host *host, struct grpo_tokenizer *tok) {
+    host->tokenizer = tok;
+    host->tokenize = grpo_host_tokenize;
+    host->detokenize = grpo_host_detokenize;
+}

@@ -11,4 +11,9 @@
 /* The host services table of this process (log, alloc, rng, ...), ops/tokenizer left NULL. */
 const grpo_host *grpo_default_host(void);
 
+/* Hands plugins tok through host (tokenizer, tokenize, detokenize); borrowed, it MUST outlive
+ * every plugin call made with host. */
+struct grpo_tokenizer;
+void grpo_host_set_tokenizer(grpo_host *host, struct grpo_tokenizer *tok);
+
 #endif

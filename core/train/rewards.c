@@ -70,7 +70,8 @@ static int reward_create_one(grpo_reward_set *set, int k, grpo_registry *reg,
     grpo_plugin_call_end();
     if (st != GRPO_OK) {
         set->states[k] = NULL;
-        /* the SDK's getters (grpo/config.h) already name "[section] "; say it once */
+        /* the host names the section; a message that starts with it too (the SDK's getters,
+         * grpo/config.h, and packs written to the old advice) would say it twice */
         const char *msg = grpo_plugin_message(&inner);
         size_t n = strlen(spec->section);
         if (msg[0] == '[' && !strncmp(msg + 1, spec->section, n) && !strncmp(msg + 1 + n, "] ", 2))

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "host/host.h"
 #include "host/host_model.h"
 
 static char *dup_str(const char *s) {
@@ -87,9 +88,7 @@ int grpo_run_open(grpo_run *r, const grpo_run_args *a, grpo_error *err) {
     if ((rc = grpo_env_backend(&r->env, "cpu", (int32_t)r->cfg.train_threads, err)) != GRPO_OK)
         return rc;
     if ((rc = grpo_tokenizer_load(r->model_dir, &r->tok, err)) != GRPO_OK) return rc;
-    r->env.host.tokenizer = r->tok;
-    r->env.host.tokenize = grpo_host_tokenize;
-    r->env.host.detokenize = grpo_host_detokenize;
+    grpo_host_set_tokenizer(&r->env.host, r->tok);
     const char *t = grpo_tokenizer_chat_template(r->tok);
     char *where = t ? chat_template_source(r->model_dir) : NULL;
     rc = t && !where ? grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory")
