@@ -5,7 +5,9 @@
  * tiny random LlamaForCausalLM (untied, eps 1e-5: MiniMind2's naming), Qwen2ForCausalLM (q/k/v
  * bias), Qwen3ForCausalLM (q/k norm, tied head, head_dim != hidden/heads: minimind-3's naming),
  * and reference.safetensors with transformers' logits, log-probs, every parameter gradient of
- * sum(w * logp) (computed in float64) and greedy generate() outputs (fp32, eager attention).
+ * sum(w * logp) (computed in float64) and greedy generate() outputs (fp32, eager attention);
+ * entropy.safetensors (tools/make_entropy_fixtures.py, llama and qwen3) with the gradients of
+ * sum(w * logp + u * entropy) at logit scale 0.7, the entropy bonus's path (ABI 1.4).
  *
  * Tolerances (our fp32 against the exact float64 model; logits have std ~1, |logp| < 10):
  *   logits, logp      1e-4 absolute: fp32 rounding through 2 layers of C=32 dot products and a
@@ -254,6 +256,33 @@ START_TEST(decode_logits_match_forward) {
 }
 END_TEST
 
+/* Every bound gradient of f against the grad.<name> tensors of ref (see the header's
+ * tolerance); returns how many tensors were compared (tied ones are their target's). */
+static int compare_grads(fixture *f, const grpo_safetensors *ref, const char *label) {
+    int compared = 0;
+    for (uint32_t i = 0; i < f->m->n_params; i++) {
+        const grpo_param_desc *d = &f->m->params[i];
+        if (d->flags & GRPO_PARAM_TIED) continue; /* its grad is its target's (compared there) */
+        char name[256];
+        snprintf(name, sizeof name, "grad.%s", d->name);
+        const grpo_st_tensor *t = grpo_st_find(ref, name);
+        ck_assert_msg(t && t->dtype == GRPO_ST_F32, "%s: reference tensor %s missing", label, name);
+        ck_assert_int_eq((int64_t)t->numel, (int64_t)f->m->numel[i]);
+        const float *g = f->m->grad_ptr[i], *r = (const float *)t->data;
+        double worst = 0, scale = 0;
+        for (uint64_t k = 0; k < t->numel; k++) {
+            worst = fmax(worst, fabs(g[k] - r[k]));
+            scale = fmax(scale, fabs(r[k]));
+        }
+        report(d->name, label, worst / scale);
+        ck_assert_msg(scale > 0, "%s: reference gradient of %s is all zero", label, name);
+        ck_assert_msg(worst <= 1e-4 * scale + 1e-6, "%s: %s: max |diff| %g vs max |ref| %g",
+                      label, d->name, worst, scale);
+        compared++;
+    }
+    return compared;
+}
+
 START_TEST(every_gradient_matches_transformers) {
     fixture f;
     grpo_error err;
@@ -266,28 +295,7 @@ START_TEST(every_gradient_matches_transformers) {
     grpo_model_zero_grad(f.m);
     ck_ok(grpo_model_forward(f.m, &b, logp, NULL, 1.0f, &err), &err);
     ck_ok(grpo_model_backward(f.m, &b, dlogp, 1.0f, &err), &err);
-    int compared = 0;
-    for (uint32_t i = 0; i < f.m->n_params; i++) {
-        const grpo_param_desc *d = &f.m->params[i];
-        if (d->flags & GRPO_PARAM_TIED) continue; /* its grad is its target's (compared there) */
-        char name[256];
-        snprintf(name, sizeof name, "grad.%s", d->name);
-        int64_t n;
-        float *ref = ref_tensor(&f, name, &n);
-        ck_assert_int_eq(n, (int64_t)f.m->numel[i]);
-        const float *g = f.m->grad_ptr[i];
-        double worst = 0, scale = 0;
-        for (int64_t k = 0; k < n; k++) {
-            worst = fmax(worst, fabs(g[k] - ref[k]));
-            scale = fmax(scale, fabs(ref[k]));
-        }
-        report(d->name, fixtures[_i], worst / scale);
-        ck_assert_msg(scale > 0, "%s: reference gradient of %s is all zero", fixtures[_i], name);
-        ck_assert_msg(worst <= 1e-4 * scale + 1e-6, "%s: %s: max |diff| %g vs max |ref| %g",
-                      fixtures[_i], d->name, worst, scale);
-        compared++;
-        free(ref);
-    }
+    int compared = compare_grads(&f, f.ref, fixtures[_i]);
     ck_assert_int_eq(compared, (int)f.m->n_params - (strcmp(fixtures[_i], "qwen3") == 0));
     /* a second backward accumulates: grads double */
     float *g0 = malloc(f.m->numel[0] * sizeof(float));
@@ -297,6 +305,57 @@ START_TEST(every_gradient_matches_transformers) {
     for (uint64_t k = 0; k < f.m->numel[0]; k++)
         ck_assert(fabsf(f.m->grad_ptr[0][k] - 2 * g0[k]) <= 1e-5f + 1e-5f * fabsf(g0[k]));
     free(g0), free(logp), free(dlogp);
+    fixture_close(&f);
+}
+END_TEST
+
+/* The entropy bonus (ABI 1.4): forward at scale 0.7 gives transformers' entropies, and
+ * backward_entropy of sum(w * logp + u * entropy) gives every gradient (entropy.safetensors, made
+ * by tools/make_entropy_fixtures.py for llama, untied head, and qwen3, tied). A descriptor from a
+ * pack built before 1.4 (a smaller struct_size) is refused by name instead. */
+static const char *const entropy_fixtures[] = {"llama", "qwen3"};
+
+START_TEST(entropy_gradient_matches_transformers) {
+    const char *name = entropy_fixtures[_i];
+    fixture f;
+    grpo_error err;
+    grpo_error_init(&err);
+    fixture_open(&f, name, 1);
+    char path[4300];
+    snprintf(path, sizeof path, "%s/entropy.safetensors", fixture_dir(name));
+    grpo_safetensors *ref;
+    ck_ok(grpo_st_open(&ref, path, &err), &err);
+    const float *want_ent = (const float *)grpo_st_find(ref, "entropy")->data;
+    const float *dlogp = (const float *)grpo_st_find(ref, "dlogp")->data;
+    const float *dent = (const float *)grpo_st_find(ref, "dentropy")->data;
+    float scale = *(const float *)grpo_st_find(ref, "scale")->data;
+    ck_ok(grpo_model_reserve_acts(f.m, f.B, f.T, &err), &err);
+    grpo_batch b = full_batch(&f);
+    size_t n = (size_t)f.B * f.T;
+    float *logp = calloc(n, sizeof(float)), *ent = calloc(n, sizeof(float));
+    grpo_model_zero_grad(f.m);
+    ck_ok(grpo_model_forward(f.m, &b, logp, ent, scale, &err), &err);
+    double worst = 0;
+    for (size_t i = 0; i < n; i++)
+        if (f.targets[i] >= 0) worst = fmax(worst, fabs(ent[i] - want_ent[i]));
+    report("entropy at scale 0.7", name, worst);
+    ck_assert_msg(worst < 1e-4, "%s: max |entropy - transformers| = %g", name, worst);
+    ck_assert(grpo_model_has_entropy_backward(f.m));
+    ck_ok(grpo_model_backward_entropy(f.m, &b, dlogp, dent, ent, scale, &err), &err);
+    ck_assert_int_eq(compare_grads(&f, ref, name),
+                     (int)f.m->n_params - (strcmp(name, "qwen3") == 0));
+    /* as a pack built before 1.4 exports it: the host refuses, naming the pack */
+    const grpo_model_desc *real = f.m->desc;
+    grpo_model_desc old = *real;
+    old.struct_size = (uint32_t)offsetof(grpo_model_desc, backward_entropy);
+    f.m->desc = &old;
+    ck_assert(!grpo_model_has_entropy_backward(f.m));
+    ck_assert_int_eq(grpo_model_backward_entropy(f.m, &b, dlogp, dent, ent, scale, &err),
+                     GRPO_ERR_UNSUPPORTED);
+    ck_assert_msg(strstr(err.message, real->id) && strstr(err.message, "1.4"), "%s", err.message);
+    f.m->desc = real;
+    free(logp), free(ent);
+    grpo_st_close(ref);
     fixture_close(&f);
 }
 END_TEST
@@ -558,6 +617,7 @@ int main(void) {
     tcase_set_timeout(tc, 120);
     tcase_add_loop_test(tc, logp_matches_transformers, 0, N_FIXTURES);
     tcase_add_loop_test(tc, scaled_logp_and_entropy_match_transformers_logits, 0, N_FIXTURES);
+    tcase_add_loop_test(tc, entropy_gradient_matches_transformers, 0, 2);
     tcase_add_loop_test(tc, prefill_logits_match_transformers, 0, N_FIXTURES);
     tcase_add_loop_test(tc, decode_logits_match_forward, 0, N_FIXTURES);
     tcase_add_loop_test(tc, every_gradient_matches_transformers, 0, N_FIXTURES);

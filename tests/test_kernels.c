@@ -854,18 +854,22 @@ START_TEST(head_forward_matches_reference) {
 END_TEST
 
 typedef struct head_st {
-    double *hidden, *w, *dlogp;
+    double *hidden, *w, *dlogp, *dentropy; /* dentropy NULL: no entropy term */
     const int32_t *targets;
     int32_t N, C, V;
     double scale;
 } head_st;
 
+/* sum(dlogp * logp) (+ sum(dentropy * entropy)) in double, through the reference head. */
 static double head_loss(void *p) {
     head_st *s = p;
-    double *logp = dvec(s->N);
-    ref_head(logp, NULL, NULL, s->hidden, s->w, s->targets, s->N, s->C, s->V, s->scale);
+    double *logp = dvec(s->N), *ent = dvec(s->N);
+    ref_head(logp, NULL, ent, s->hidden, s->w, s->targets, s->N, s->C, s->V, s->scale);
     double l = dot_r(logp, s->dlogp, s->N);
-    free(logp);
+    if (s->dentropy)
+        for (int32_t n = 0; n < s->N; n++)
+            if (s->targets[n] >= 0) l += s->dentropy[n] * ent[n];
+    free(logp), free(ent);
     return l;
 }
 
@@ -881,8 +885,8 @@ START_TEST(head_backward_finite_differences) {
     float *dw = copyv(dw0, (size_t)V * C);
     ops->head_backward(ops->ctx, dh, dw, dlogp, hidden, w, targets, lse, N, C, V, scale);
     float *gw = delta(dw, dw0, (size_t)V * C);
-    head_st st = {widen(hidden, (size_t)N * C), widen(w, (size_t)V * C), widen(dlogp, N), targets,
-                  N, C, V, scale};
+    head_st st = {widen(hidden, (size_t)N * C), widen(w, (size_t)V * C), widen(dlogp, N), NULL,
+                  targets, N, C, V, scale};
     fd_check("head dhidden", head_loss, &st, st.hidden, (size_t)N * C, dh, 1000);
     fd_check("head dw", head_loss, &st, st.w, (size_t)V * C, gw, 300);
     /* the target of row 2 is < 0: its hidden state gets no gradient */
@@ -895,6 +899,45 @@ START_TEST(head_backward_finite_differences) {
     ck_assert_mem_eq(dh2, dh, (size_t)N * C * sizeof(float));
     free(hidden), free(w), free(logp), free(lse), free(dlogp), free(dh), free(dw0), free(dw);
     free(gw), free(st.hidden), free(st.w), free(st.dlogp), free(dh2);
+}
+END_TEST
+
+/* The entropy bonus's path (ABI 1.4): head_backward_entropy differentiates sum(dlogp * logp +
+ * dentropy * entropy); with dentropy = 0 it is head_backward bit for bit. Row 4 has dlogp = 0
+ * (a token only the entropy term reaches), row 2 no target. */
+START_TEST(head_backward_entropy_finite_differences) {
+    rng_seed(13);
+    const int32_t N = 6, C = 8, V = 2100;
+    const float scale = 0.8f;
+    float *hidden = frandv((size_t)N * C, 2.0f), *w = frandv((size_t)V * C, 2.0f);
+    int32_t targets[6] = {5, 2099, -1, 1024, 1500, 0};
+    float *logp = nanv(N), *lse = nanv(N), *ent = nanv(N), *dlogp = frandv(N, 1.0f);
+    float *dent = frandv(N, 1.0f);
+    dlogp[4] = 0.0f;
+    ops->head_forward(ops->ctx, logp, lse, ent, hidden, w, targets, N, C, V, scale);
+    float *dh = nanv((size_t)N * C), *dw0 = frandv((size_t)V * C, 1.0f);
+    float *dw = copyv(dw0, (size_t)V * C);
+    ops->head_backward_entropy(ops->ctx, dh, dw, dlogp, dent, ent, hidden, w, targets, lse, N, C,
+                               V, scale);
+    float *gw = delta(dw, dw0, (size_t)V * C);
+    head_st st = {widen(hidden, (size_t)N * C), widen(w, (size_t)V * C), widen(dlogp, N),
+                  widen(dent, N), targets, N, C, V, scale};
+    fd_check("head+entropy dhidden", head_loss, &st, st.hidden, (size_t)N * C, dh, 1000);
+    fd_check("head+entropy dw", head_loss, &st, st.w, (size_t)V * C, gw, 300);
+    for (int32_t c = 0; c < C; c++) ck_assert(dh[2 * C + c] == 0.0f);
+    double row4 = 0; /* the entropy term alone moves row 4 */
+    for (int32_t c = 0; c < C; c++) row4 += fabs(dh[4 * C + c]);
+    ck_assert(row4 > 0);
+    /* dentropy = 0: exactly head_backward */
+    float *zero = calloc((size_t)N, sizeof(float)), *dh1 = nanv((size_t)N * C),
+          *dh2 = nanv((size_t)N * C);
+    ops->head_backward(ops->ctx, dh1, NULL, dlogp, hidden, w, targets, lse, N, C, V, scale);
+    ops->head_backward_entropy(ops->ctx, dh2, NULL, dlogp, zero, ent, hidden, w, targets, lse, N,
+                               C, V, scale);
+    ck_assert_mem_eq(dh2, dh1, (size_t)N * C * sizeof(float));
+    free(hidden), free(w), free(logp), free(lse), free(ent), free(dlogp), free(dent), free(dh);
+    free(dw0), free(dw), free(gw), free(st.hidden), free(st.w), free(st.dlogp), free(st.dentropy);
+    free(zero), free(dh1), free(dh2);
 }
 END_TEST
 
@@ -1298,6 +1341,7 @@ int main(void) {
     tcase_add_test(tc, attention_decode_equals_last_row_of_forward);
     tcase_add_test(tc, head_forward_matches_reference);
     tcase_add_test(tc, head_backward_finite_differences);
+    tcase_add_test(tc, head_backward_entropy_finite_differences);
     tcase_add_test(tc, fast_exp_within_2ulp);
     tcase_add_test(tc, results_do_not_depend_on_thread_count);
     tcase_add_test(tc, matmul_small_rows_same_bits_any_thread_count);

@@ -149,6 +149,14 @@ static void check_case(const cJSON *c) {
                         name, "entropy_bonus");
     for (int i = 0; i < in.N * in.T; i++)
         ck_assert_close(d[i], want_d[i], 1e-6, 1e-12, "%s: dlogp[%d]", name, i);
+    if (o.entropy_coef != 0.0) { /* the bonus's own gradient, d loss / d entropy */
+        float *want_de = json_floats(e, "dentropy", NULL);
+        ck_assert_msg(grpo_loss_entropy_backward(d, &in, &o, &err) == 0, "%s: %s", name,
+                      err.message);
+        for (int i = 0; i < in.N * in.T; i++)
+            ck_assert_close(d[i], want_de[i], 1e-6, 1e-12, "%s: dentropy[%d]", name, i);
+        free(want_de);
+    }
     free(logp), free(old), free(ref), free(mask), free(adv), free(ent), free(want_d), free(d);
 }
 

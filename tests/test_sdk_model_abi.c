@@ -1,7 +1,8 @@
 /*
- * test_sdk_model_abi.c — ABI 1.3 of the model interface (grpo/model.h): a descriptor from a pack
- * built before 1.3 is told apart from a 1.3 one by struct_size alone, and the init hints of
- * grpo_param_desc.flags are one field that a pre-1.3 pack leaves at "no hint".
+ * test_sdk_model_abi.c — ABI 1.3 and 1.4 of the model interface (grpo/model.h, grpo/ops.h): a
+ * descriptor from a pack built before 1.3 is told apart from a 1.3 one by struct_size alone, the
+ * init hints of grpo_param_desc.flags are one field that a pre-1.3 pack leaves at "no hint", and
+ * each minor's slots come after the previous minor's.
  */
 #include <check.h>
 #include <stddef.h>
@@ -34,12 +35,20 @@ START_TEST(a_1_2_model_desc_lacks_vocab_size) {
 }
 END_TEST
 
-START_TEST(vocab_size_is_the_last_slot) {
-    /* append-only: the 1.3 slot comes after every slot of 1.2, and the struct ends with it */
+START_TEST(each_minor_appends_its_slots) {
+    /* append-only: the 1.3 slot comes after every slot of 1.2, the 1.4 slot right after it, and
+     * the struct ends with the 1.4 slot */
     ck_assert_uint_gt(offsetof(grpo_model_desc, vocab_size), offsetof(grpo_model_desc, relayout));
     ck_assert_uint_eq(offsetof(grpo_model_desc, vocab_size), MODEL_DESC_1_2_SIZE);
-    ck_assert_uint_eq(sizeof(grpo_model_desc),
+    ck_assert_uint_eq(offsetof(grpo_model_desc, backward_entropy),
                       offsetof(grpo_model_desc, vocab_size) + sizeof(void (*)(void)));
+    ck_assert_uint_eq(sizeof(grpo_model_desc),
+                      offsetof(grpo_model_desc, backward_entropy) + sizeof(void (*)(void)));
+    /* the op table: head_backward_entropy (1.4) after scatter_add_rows_backward (1.0), last */
+    ck_assert_uint_eq(offsetof(grpo_ops, head_backward_entropy),
+                      offsetof(grpo_ops, scatter_add_rows_backward) + sizeof(void (*)(void)));
+    ck_assert_uint_eq(sizeof(grpo_ops),
+                      offsetof(grpo_ops, head_backward_entropy) + sizeof(void (*)(void)));
 }
 END_TEST
 
@@ -111,7 +120,7 @@ int main(void) {
     TCase *tc = tcase_create("model_abi");
     tcase_add_test(tc, abi_is_at_least_1_3);
     tcase_add_test(tc, a_1_2_model_desc_lacks_vocab_size);
-    tcase_add_test(tc, vocab_size_is_the_last_slot);
+    tcase_add_test(tc, each_minor_appends_its_slots);
     tcase_add_test(tc, init_hints_are_one_field_apart_from_the_1_0_flags);
     tcase_add_test(tc, a_hint_decides_the_init);
     tcase_add_test(tc, without_a_hint_the_name_decides_as_before_1_3);

@@ -168,6 +168,8 @@ def loss_ref(c):
     seq = c.get("importance_sampling_level", "token") == "sequence"
     quantile, ent_coef = c.get("top_entropy_quantile", 1.0), c.get("entropy_coef", 0.0)
     ent = torch.tensor(c["entropy"]).view(N, T) if c["entropy"] else None
+    if ent is not None and ent_coef != 0.0:  # the bonus's gradient: d loss / d entropy
+        ent.requires_grad_(True)
     log_w = logp - old
     if seq:  # GSPO: the row's masked mean log-ratio, shape (N, 1)
         log_w = ((log_w * mask).sum(-1) / mask.sum(-1).clamp(min=1.0)).unsqueeze(-1)
@@ -185,7 +187,7 @@ def loss_ref(c):
         if c["delta"] > 0:
             coef_1 = torch.clamp(coef_1, max=c["delta"])
         per_tok = -torch.min(coef_1 * A, coef_2 * A)
-    ent_mask = high_entropy_mask(ent, mask, quantile) if quantile < 1.0 else None
+    ent_mask = high_entropy_mask(ent.detach(), mask, quantile) if quantile < 1.0 else None
     if ent_mask is not None:
         per_tok = per_tok * ent_mask
     if beta != 0.0:
@@ -204,7 +206,7 @@ def loss_ref(c):
     else:
         policy = loss = (per_tok * mask).sum() / max(c["num_items_in_batch"], 1.0)
     bonus = 0.0
-    if ent_coef != 0.0:  # the entropy is an input here, so it adds to the loss, not to dlogp
+    if ent_coef != 0.0:  # the entropy adds to the loss, not to dlogp: its own gradient
         eff = mask if ent_mask is None else mask * ent_mask
         if t in ("dapo", "cispo"):
             bonus = (ent * eff).sum() / max(c["num_items_in_batch"], 1.0)
@@ -240,6 +242,7 @@ def loss_ref(c):
              clip_high_max=nan, cispo_clip_ratio=nan, n_tokens=mask.sum().item())
     if ent_coef != 0.0:
         e["entropy_bonus"] = bonus
+        e["dentropy"] = js(ent.grad)
     c1 = coef_1.detach()
     if t == "sapo":
         pass  # TRL logs no clip ratio for sapo
@@ -305,7 +308,7 @@ def loss_cases():
 
 def option_cases(case, old, wide_old, ent, total, truncated_mask, T):
     """The options of issue 16 on the same inputs: GSPO (importance_sampling_level = sequence),
-    sapo, the top-entropy mask and the entropy bonus (value only: entropy is an input)."""
+    sapo, the top-entropy mask and the entropy bonus (its value and d loss / d entropy)."""
 
     def opt(c, **kw):
         c.update(kw)

@@ -113,7 +113,7 @@
     F(grpo, top_entropy_quantile, "1.0", "(0, 1]",                                              \
       "train only on tokens at or above this top quantile of entropy in the micro-batch (TRL rho); 1 = all") \
     F(grpo, entropy_coef, "0.0", ">= 0",                                                       \
-      "entropy bonus: loss - coef * mean entropy (TRL); needs an entropy backward in the head, refused != 0") \
+      "entropy bonus: loss - coef * mean entropy over the loss's tokens (verl entropy_coeff); 0 = none") \
     B(grpo, drop_zero_std_groups, "false", 0,                                                  \
       "DAPO dynamic sampling: groups whose rewards are all equal leave the loss (and its token count)") \
     I(grpo, resample_rounds, "0", "[0, 64]",                                                    \

@@ -317,16 +317,43 @@ int grpo_model_forward(grpo_model *m, const grpo_batch *b, float *logp, float *e
     return plugin_status(rc, err);
 }
 
-int grpo_model_backward(grpo_model *m, const grpo_batch *b, const float *dlogp, float scale,
-                        grpo_error *err) {
+/* What both backward calls need: a trainable model whose activations hold the batch. */
+static int backward_ready(const grpo_model *m, const grpo_batch *b, grpo_error *err) {
     if (!m->trainable)
         return grpo_error_set(err, GRPO_ERR_INVALID, "model: backward on a frozen model");
     if (!m->acts || b->B > m->acts_B || b->T > m->acts_T)
         return grpo_error_set(err, GRPO_ERR_INVALID,
                               "model: backward of (%d,%d) but activations are reserved for (%d,%d)",
                               b->B, b->T, m->acts_B, m->acts_T);
+    return GRPO_OK;
+}
+
+int grpo_model_backward(grpo_model *m, const grpo_batch *b, const float *dlogp, float scale,
+                        grpo_error *err) {
+    int rc = backward_ready(m, b, err);
+    if (rc != GRPO_OK) return rc;
     model_call(m, "backward");
-    int rc = m->desc->backward(m->inst, b, m->acts, dlogp, scale, err);
+    rc = m->desc->backward(m->inst, b, m->acts, dlogp, scale, err);
+    grpo_plugin_call_end();
+    return plugin_status(rc, err);
+}
+
+int grpo_model_has_entropy_backward(const grpo_model *m) {
+    return GRPO_HAS_FIELD(m->desc, grpo_model_desc, backward_entropy) &&
+           m->desc->backward_entropy != NULL;
+}
+
+int grpo_model_backward_entropy(grpo_model *m, const grpo_batch *b, const float *dlogp,
+                                const float *dentropy, const float *entropy, float scale,
+                                grpo_error *err) {
+    if (!grpo_model_has_entropy_backward(m))
+        return grpo_error_set(err, GRPO_ERR_UNSUPPORTED,
+                              "model %s: the pack has no backward_entropy (grpo/model.h, ABI 1.4)",
+                              m->desc->id);
+    int rc = backward_ready(m, b, err);
+    if (rc != GRPO_OK) return rc;
+    model_call(m, "backward_entropy");
+    rc = m->desc->backward_entropy(m->inst, b, m->acts, dlogp, dentropy, entropy, scale, err);
     grpo_plugin_call_end();
     return plugin_status(rc, err);
 }

@@ -80,6 +80,13 @@ int grpo_model_forward(grpo_model *m, const grpo_batch *b, float *logp, float *e
                        float scale, grpo_error *err);
 int grpo_model_backward(grpo_model *m, const grpo_batch *b, const float *dlogp, float scale,
                         grpo_error *err);
+/* backward() of a loss that also depends on the entropy forward() wrote: dentropy (B,T) d loss /
+ * d entropy and entropy (B,T), both backend memory. GRPO_ERR_UNSUPPORTED naming the pack when it
+ * lacks backward_entropy (built before ABI 1.4): grpo_model_has_entropy_backward asks first. */
+int grpo_model_has_entropy_backward(const grpo_model *m);
+int grpo_model_backward_entropy(grpo_model *m, const grpo_batch *b, const float *dlogp,
+                                const float *dentropy, const float *entropy, float scale,
+                                grpo_error *err);
 void grpo_model_zero_grad(grpo_model *m);
 
 /* Prefill / decode through the reserved cache and scratch (see grpo/model.h). */

@@ -360,6 +360,22 @@ int32_t grpo_loss_backward(float *dlogp, const grpo_loss_inputs *in, const grpo_
     return GRPO_OK;
 }
 
+int32_t grpo_loss_entropy_backward(float *dentropy, const grpo_loss_inputs *in,
+                                   const grpo_loss_opts *o, grpo_error *err) {
+    loss_ctx c;
+    int32_t rc = ctx_init(&c, in, o, err);
+    if (rc != GRPO_OK) return rc;
+    size_t NT = (size_t)in->N * in->T;
+    double bd = bonus_denominator(in, o, &c);
+    for (size_t it = 0; it < NT; it++) {
+        double m = in->mask[it];
+        dentropy[it] = bd > 0.0 && m != 0.0
+                           ? (float)(-o->entropy_coef * m * entropy_keep(in, &c, it) / bd)
+                           : 0.0f;
+    }
+    return GRPO_OK;
+}
+
 int grpo_mask_truncated(float *mask, const uint8_t *truncated, int N, int T) {
     int masked = 0;
     for (int i = 0; i < N; i++) {

@@ -45,9 +45,11 @@
  *   Entropy bonus (entropy_coef != 0), with M = m * H (m when there is no entropy mask):
  *     loss -= entropy_coef * E,   E = sum_it entropy M / max(num_items_in_batch, 1)   dapo, cispo
  *                                 E = sum_it entropy M / max(sum M, 1) / grad_accum_steps  others
- *     E depends on the entropy, not on logp: grpo_loss_backward returns d loss / d logp only, and
- *     d loss / d entropy = -entropy_coef * M / (that denominator) needs an entropy backward in
- *     the fused head, which the kernels do not have yet (the trainer refuses entropy_coef != 0).
+ *     E depends on the entropy, not on logp: grpo_loss_backward returns d loss / d logp only,
+ *     grpo_loss_entropy_backward d loss / d entropy = -entropy_coef * M / (that denominator),
+ *     which the model's backward_entropy carries through the fused head (grpo/ops.h
+ *     head_backward_entropy). The entropy mask H is a step function of the entropies: no
+ *     gradient flows through it (as in TRL, where the mask is computed without grad).
  *
  * Gradient conventions of torch, kept so the gradient matches autograd exactly: clamp passes the
  * gradient where the input lies inside the closed interval [lo, hi]; min(a, b) with a == b sends
@@ -140,6 +142,11 @@ int32_t grpo_loss_forward(grpo_loss_metrics *out, const grpo_loss_inputs *in,
  * Same checks and status as grpo_loss_forward. */
 int32_t grpo_loss_backward(float *dlogp, const grpo_loss_inputs *in, const grpo_loss_opts *o,
                            grpo_error *err);
+
+/* dentropy[N,T] = d loss / d entropy (written; 0 where mask is 0, everywhere when entropy_coef is
+ * 0): the entropy bonus's share. Same checks and status as grpo_loss_forward. */
+int32_t grpo_loss_entropy_backward(float *dentropy, const grpo_loss_inputs *in,
+                                   const grpo_loss_opts *o, grpo_error *err);
 
 /* Zeroes the mask rows [N,T] of the completions with truncated[i] != 0 (truncated[N]). Returns
  * how many rows were masked. */

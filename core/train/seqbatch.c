@@ -6,8 +6,9 @@
 
 static void release(grpo_seqbatch *s) {
     free(s->ids), free(s->mask), free(s->pos), free(s->targets);
-    free(s->logp), free(s->entropy), free(s->dlogp);
-    void *d[] = {s->d_ids, s->d_mask, s->d_pos, s->d_targets, s->d_logp, s->d_entropy, s->d_dlogp};
+    free(s->logp), free(s->entropy), free(s->dlogp), free(s->dentropy);
+    void *d[] = {s->d_ids,  s->d_mask,    s->d_pos,   s->d_targets,
+                 s->d_logp, s->d_entropy, s->d_dlogp, s->d_dentropy};
     for (size_t i = 0; s->ops && i < sizeof d / sizeof d[0]; i++)
         if (d[i]) s->ops->free(s->ops->ctx, d[i]);
 }
@@ -27,13 +28,14 @@ int grpo_seqbatch_reset(grpo_seqbatch *s, const grpo_ops *ops, int32_t B, int32_
         uint64_t bi = n * sizeof(int32_t), bf = n * sizeof(float);
         s->ids = malloc(bi), s->mask = malloc(bi), s->pos = malloc(bi), s->targets = malloc(bi);
         s->logp = malloc(bf), s->entropy = malloc(bf), s->dlogp = malloc(bf);
+        s->dentropy = malloc(bf);
         s->d_ids = ops->alloc(ops->ctx, bi), s->d_mask = ops->alloc(ops->ctx, bi);
         s->d_pos = ops->alloc(ops->ctx, bi), s->d_targets = ops->alloc(ops->ctx, bi);
         s->d_logp = ops->alloc(ops->ctx, bf), s->d_entropy = ops->alloc(ops->ctx, bf);
-        s->d_dlogp = ops->alloc(ops->ctx, bf);
+        s->d_dlogp = ops->alloc(ops->ctx, bf), s->d_dentropy = ops->alloc(ops->ctx, bf);
         if (!s->ids || !s->mask || !s->pos || !s->targets || !s->logp || !s->entropy || !s->dlogp ||
-            !s->d_ids || !s->d_mask || !s->d_pos || !s->d_targets || !s->d_logp || !s->d_entropy ||
-            !s->d_dlogp) {
+            !s->dentropy || !s->d_ids || !s->d_mask || !s->d_pos || !s->d_targets || !s->d_logp ||
+            !s->d_entropy || !s->d_dlogp || !s->d_dentropy) {
             grpo_seqbatch_free(s);
             return grpo_error_set(err, GRPO_ERR_NOMEM, "batch: out of memory for (%d,%d)", B, T);
         }
@@ -42,6 +44,7 @@ int grpo_seqbatch_reset(grpo_seqbatch *s, const grpo_ops *ops, int32_t B, int32_
     memset(s->ids, 0, n * sizeof(int32_t));
     memset(s->mask, 0, n * sizeof(int32_t));
     memset(s->dlogp, 0, n * sizeof(float));
+    memset(s->dentropy, 0, n * sizeof(float));
     for (size_t i = 0; i < n; i++) s->targets[i] = -1;
     return GRPO_OK;
 }
@@ -82,11 +85,16 @@ int grpo_seqbatch_forward(grpo_seqbatch *s, grpo_model *m, int want_entropy, flo
     return GRPO_OK;
 }
 
-int grpo_seqbatch_backward(grpo_seqbatch *s, grpo_model *m, float scale, grpo_error *err) {
+int grpo_seqbatch_backward(grpo_seqbatch *s, grpo_model *m, int with_entropy, float scale,
+                           grpo_error *err) {
     const grpo_ops *o = s->ops;
-    o->upload(o->ctx, s->d_dlogp, s->dlogp, (uint64_t)s->B * s->T * sizeof(float));
+    uint64_t bf = (uint64_t)s->B * s->T * sizeof(float);
+    o->upload(o->ctx, s->d_dlogp, s->dlogp, bf);
     grpo_batch b = device_batch(s);
-    return grpo_model_backward(m, &b, s->d_dlogp, scale, err);
+    if (!with_entropy) return grpo_model_backward(m, &b, s->d_dlogp, scale, err);
+    o->upload(o->ctx, s->d_dentropy, s->dentropy, bf);
+    return grpo_model_backward_entropy(m, &b, s->d_dlogp, s->d_dentropy, s->d_entropy, scale,
+                                       err);
 }
 
 int grpo_seqbatch_from_rollout(grpo_seqbatch *s, const grpo_ops *ops, const int32_t *prompt,

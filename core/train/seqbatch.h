@@ -20,14 +20,14 @@ typedef struct grpo_seqbatch {
     int32_t B, T;
     size_t cap;                                  /* cells allocated */
     int32_t *ids, *mask, *pos, *targets;         /* (B,T) host */
-    float *logp, *entropy, *dlogp;               /* (B,T) host */
+    float *logp, *entropy, *dlogp, *dentropy;    /* (B,T) host */
     int32_t *d_ids, *d_mask, *d_pos, *d_targets; /* backend copies */
-    float *d_logp, *d_entropy, *d_dlogp;
+    float *d_logp, *d_entropy, *d_dlogp, *d_dentropy;
     float aux_weight; /* d loss / d aux_loss() for backward (MoE); 0 = none (grpo_batch) */
 } grpo_seqbatch;
 
 /* Sets the shape to (B,T), growing the buffers if needed; the host arrays are cleared:
- * ids 0, mask 0, targets -1, dlogp 0. */
+ * ids 0, mask 0, targets -1, dlogp 0, dentropy 0. */
 int grpo_seqbatch_reset(grpo_seqbatch *s, const grpo_ops *ops, int32_t B, int32_t T,
                         grpo_error *err);
 void grpo_seqbatch_free(grpo_seqbatch *s);
@@ -59,7 +59,10 @@ int grpo_seqbatch_forward(grpo_seqbatch *s, grpo_model *m, int want_entropy, flo
  * returns 1; returns 0 (nothing set) when m has no auxiliary loss. */
 int grpo_seqbatch_aux_loss(grpo_seqbatch *s, const grpo_model *m, double coef, int shares,
                            double *aux);
-/* Uploads s->dlogp and runs m's backward (gradients accumulate) after a forward of s on m. */
-int grpo_seqbatch_backward(grpo_seqbatch *s, grpo_model *m, float scale, grpo_error *err);
+/* Uploads s->dlogp and runs m's backward (gradients accumulate) after a forward of s on m.
+ * with_entropy: the loss also depends on the entropy (the entropy bonus): s->dentropy is
+ * uploaded too and m's backward_entropy runs, after a forward of s on m with want_entropy. */
+int grpo_seqbatch_backward(grpo_seqbatch *s, grpo_model *m, int with_entropy, float scale,
+                           grpo_error *err);
 
 #endif

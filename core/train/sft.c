@@ -113,7 +113,7 @@ static int sft_micro(sft *s, double *loss, double *tokens, grpo_error *err) {
     if (grpo_seqbatch_aux_loss(&s->sb, policy, cfg->grpo_aux_loss_coef, (int)cfg->train_grad_accum,
                                &aux))
         *loss += cfg->grpo_aux_loss_coef / (double)cfg->train_grad_accum * aux;
-    return grpo_seqbatch_backward(&s->sb, policy, 1.0f, err);
+    return grpo_seqbatch_backward(&s->sb, policy, 0, 1.0f, err);
 }
 
 /* One optimizer step over train.grad_accum batches (grpo_session_step_fn). */

@@ -234,7 +234,8 @@ static int expert_load_add(trainer *t, grpo_error *err) {
 static int micro_step(trainer *t, chunk *c, int32_t r0, int32_t rows, const grpo_loss_opts *lo,
                       float *buf, loss_sums *sums, grpo_error *err) {
     size_t n = (size_t)rows * c->T;
-    float *logp = buf, *ref = buf + n, *ent = buf + 2 * n, *dl = buf + 3 * n;
+    float *logp = buf, *ref = buf + n, *ent = buf + 2 * n, *dl = buf + 3 * n, *de = buf + 4 * n;
+    int bonus = lo->entropy_coef != 0.0; /* the loss depends on the entropy too */
     int rc = chunk_batch(t, c, r0, rows, err);
     if (rc == GRPO_OK && t->ref) {
         rc = grpo_seqbatch_forward(&t->sb, t->ref, 0, t->scale, err);
@@ -258,6 +259,7 @@ static int micro_step(trainer *t, chunk *c, int32_t r0, int32_t rows, const grpo
     grpo_error_init(&why);
     rc = grpo_loss_forward(&m, &in, lo, &why);
     if (rc == GRPO_OK) rc = grpo_loss_backward(dl, &in, lo, &why);
+    if (rc == GRPO_OK && bonus) rc = grpo_loss_entropy_backward(de, &in, lo, &why);
     if (rc != GRPO_OK) return grpo_error_set(err, rc, "loss: %s", why.message);
     loss_add(sums, &m);
     double aux; /* MoE: the router loss enters with its share (model.h) */
@@ -265,10 +267,12 @@ static int micro_step(trainer *t, chunk *c, int32_t r0, int32_t rows, const grpo
                                lo->grad_accum_steps, &aux))
         sums->aux += aux / lo->grad_accum_steps;
     int32_t L = c->rb.P + c->T;
-    for (int32_t k = 0; k < rows; k++)
-        memcpy(t->sb.dlogp + (size_t)k * L + c->rb.P - 1, dl + (size_t)k * c->T,
-               (size_t)c->T * sizeof(float));
-    return grpo_seqbatch_backward(&t->sb, t->s.policy, t->scale, err);
+    for (int32_t k = 0; k < rows; k++) {
+        size_t at = (size_t)k * L + c->rb.P - 1, from = (size_t)k * c->T;
+        memcpy(t->sb.dlogp + at, dl + from, (size_t)c->T * sizeof(float));
+        if (bonus) memcpy(t->sb.dentropy + at, de + from, (size_t)c->T * sizeof(float));
+    }
+    return grpo_seqbatch_backward(&t->sb, t->s.policy, bonus, t->scale, err);
 }
 
 static int train_on_chunks(trainer *t, loss_sums *sums, grpo_error *err) {
@@ -294,7 +298,7 @@ static int train_on_chunks(trainer *t, loss_sums *sums, grpo_error *err) {
     }
     lo.grad_accum_steps = micro_batches;
     if (t->load) memset(t->load, 0, (size_t)t->load_L * t->load_E * sizeof *t->load);
-    float *buf = malloc((size_t)t->micro * Tmax * 4 * sizeof(float));
+    float *buf = malloc((size_t)t->micro * Tmax * 5 * sizeof(float)); /* micro_step's five */
     if (!buf) return grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory");
     int rc = GRPO_OK;
     for (int a = 0; rc == GRPO_OK && a < t->n_chunks; a++) {
@@ -606,13 +610,14 @@ static int evaluate_due(trainer *t, grpo_metric_row *row, grpo_error *err) {
     return rc;
 }
 
-/* Options the run file accepts but this build cannot honour, refused before any work. */
-static int refuse_options(const grpo_run_config *cfg, grpo_error *err) {
-    if (cfg->grpo_entropy_coef != 0.0)
-        return grpo_error_set(err, GRPO_ERR_INVALID,
-                              "grpo.entropy_coef = %g: the entropy bonus needs the gradient of the "
-                              "entropy through the fused head, which the kernels do not provide "
-                              "yet; expected 0", cfg->grpo_entropy_coef);
+/* Options the run file accepts but this run cannot honour, refused before any work. */
+static int refuse_options(const grpo_run_config *cfg, const grpo_model *policy, grpo_error *err) {
+    if (cfg->grpo_entropy_coef != 0.0 && !grpo_model_has_entropy_backward(policy))
+        return grpo_error_set(err, GRPO_ERR_UNSUPPORTED,
+                              "grpo.entropy_coef = %g: model pack %s has no backward_entropy "
+                              "(grpo/model.h, ABI 1.4), so the entropy bonus cannot be trained; "
+                              "rebuild the pack against SDK 1.4 or set entropy_coef = 0",
+                              cfg->grpo_entropy_coef, policy->desc->id);
     if (cfg->grpo_sync_ref_every > 0 && !(cfg->grpo_beta > 0))
         return grpo_error_set(err, GRPO_ERR_INVALID,
                               "grpo.sync_ref_every = %lld needs grpo.beta > 0: with beta = 0 no "
@@ -624,7 +629,7 @@ static int refuse_options(const grpo_run_config *cfg, grpo_error *err) {
 /* What GRPO adds to the session: reference, rewards, sampler and advantage options, chunks. */
 static int setup(trainer *t, grpo_error *err) {
     const grpo_run_config *cfg = t->cfg = t->s.cfg;
-    int rc = refuse_options(cfg, err);
+    int rc = refuse_options(cfg, t->s.policy, err);
     if (rc == GRPO_OK) rc = open_reference(t, err);
     if (rc == GRPO_OK) rc = open_eval(t, err);
     if (rc == GRPO_OK)

@@ -120,6 +120,7 @@ grpo_ops *cpu_backend_open(int32_t threads, grpo_error *err) {
         /* .gather_rows        = */ cpu_gather_rows,
         /* .scatter_add_rows   = */ cpu_scatter_add_rows,
         /* .scatter_add_rows_backward = */ cpu_scatter_add_rows_backward,
+        /* .head_backward_entropy = */ cpu_head_backward_entropy,
     };
     return ops;
 }

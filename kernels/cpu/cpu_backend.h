@@ -134,6 +134,10 @@ void cpu_head_forward(void *ctx, float *logp, float *lse, float *entropy, const 
 void cpu_head_backward(void *ctx, float *dhidden, float *dw, const float *dlogp,
                        const float *hidden, const float *w, const int32_t *targets,
                        const float *lse, int32_t N, int32_t C, int32_t V, float scale);
+void cpu_head_backward_entropy(void *ctx, float *dhidden, float *dw, const float *dlogp,
+                               const float *dentropy, const float *entropy, const float *hidden,
+                               const float *w, const int32_t *targets, const float *lse,
+                               int32_t N, int32_t C, int32_t V, float scale);
 
 /* ---- adamw.c ----------------------------------------------------------------------------- */
 void cpu_adamw(void *ctx, float *param, const float *grad, float *m, float *v, uint64_t n,

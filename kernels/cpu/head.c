@@ -8,8 +8,10 @@
  *                 running max and s = sum_j e^{z_j-m} (optional output)
  * Rows with target < 0 (prompt and padding positions) are skipped: logp, lse, entropy and
  * dhidden are 0 there. The rows that are computed are gathered first, so the GEMMs stay dense.
- * Backward recomputes each block and uses d logp / d z_j = delta_{j,target} - p_j:
+ * Backward recomputes each block and uses d logp / d z_j = delta_{j,target} - p_j and, for a
+ * loss with an entropy term (head_backward_entropy), d H / d z_j = -p_j (z_j - lse + H):
  *   G (NB,VC) = dlogp * scale * (delta - exp(z - lse))
+ *             - dentropy * scale * exp(z - lse) * (z - lse + H)     (entropy term, when asked)
  *   dhidden (N,C) = sum over chunks of G @ w_chunk      (written)
  *   dw (V,C)     += G^T @ hidden                        (accumulated)
  * Forward: each OpenMP thread takes blocks of rows through all vocab chunks on its own (its own
@@ -71,6 +73,19 @@ static void grad_row(float *g, int32_t vc, float coef, float l, int32_t tg) {
     }
 #pragma omp simd
     for (int32_t j = 0; j < vc; j++) g[j] = -coef * cpu_expf(g[j] - l);
+    if (tg >= 0 && tg < vc) g[tg] += coef;
+}
+
+/* grad_row plus the entropy term: g (vc) holds z on entry and, on return,
+ * coef * (delta_{j,tg} - p_j) - ecoef * p_j * (z_j - l + h) with p_j = exp(z_j - l). */
+CPU_VECTOR_CLONES
+static void grad_row_entropy(float *g, int32_t vc, float coef, float ecoef, float l, float h,
+                             int32_t tg) {
+#pragma omp simd
+    for (int32_t j = 0; j < vc; j++) {
+        float d = g[j] - l, p = cpu_expf(d);
+        g[j] = -coef * p - ecoef * p * (d + h);
+    }
     if (tg >= 0 && tg < vc) g[tg] += coef;
 }
 
@@ -158,10 +173,11 @@ void cpu_head_forward(void *ctx_, float *logp, float *lse, float *entropy, const
     free(idx);
 }
 
-void cpu_head_backward(void *ctx_, float *dhidden, float *dw, const float *dlogp,
-                       const float *hidden, const float *w, const int32_t *targets,
-                       const float *lse, int32_t N, int32_t C, int32_t V, float scale) {
-    cpu_ctx *ctx = ctx_;
+/* Both backward ops: dentropy and entropy NULL for head_backward. */
+static void head_backward(cpu_ctx *ctx, float *dhidden, float *dw, const float *dlogp,
+                          const float *dentropy, const float *entropy, const float *hidden,
+                          const float *w, const int32_t *targets, const float *lse, int32_t N,
+                          int32_t C, int32_t V, float scale) {
     if (N <= 0 || (!dhidden && !dw)) return;
     CPU_CHECK(V > 0 && C > 0 && targets, "head_backward", "V, C > 0 and targets required");
     if (dhidden) memset(dhidden, 0, (size_t)N * C * sizeof(float)); /* rows without a target */
@@ -193,7 +209,12 @@ void cpu_head_backward(void *ctx_, float *dhidden, float *dw, const float *dlogp
                             hb + (size_t)r0 * C, C, wc, C, 0.0f, gb, vc);
                 for (int32_t i = 0; i < m; i++) {
                     int32_t n = ix[r0 + i];
-                    grad_row(gb + (size_t)i * vc, vc, dlogp[n] * scale, lse[n], targets[n] - v0);
+                    float *gi = gb + (size_t)i * vc;
+                    if (dentropy && dentropy[n] != 0.0f)
+                        grad_row_entropy(gi, vc, dlogp[n] * scale, dentropy[n] * scale, lse[n],
+                                         entropy[n], targets[n] - v0);
+                    else
+                        grad_row(gi, vc, dlogp[n] * scale, lse[n], targets[n] - v0);
                 }
                 if (dhidden) /* dh (m,C) (+)= G (m,vc) @ w_chunk (vc,C) */
                     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, C, vc, 1.0f, gb, vc,
@@ -208,4 +229,19 @@ void cpu_head_backward(void *ctx_, float *dhidden, float *dw, const float *dlogp
                 memcpy(dhidden + (size_t)ix[i] * C, dh + (size_t)i * C, (size_t)C * sizeof(float));
     }
     free(idx);
+}
+
+void cpu_head_backward(void *ctx, float *dhidden, float *dw, const float *dlogp,
+                       const float *hidden, const float *w, const int32_t *targets,
+                       const float *lse, int32_t N, int32_t C, int32_t V, float scale) {
+    head_backward(ctx, dhidden, dw, dlogp, NULL, NULL, hidden, w, targets, lse, N, C, V, scale);
+}
+
+void cpu_head_backward_entropy(void *ctx, float *dhidden, float *dw, const float *dlogp,
+                               const float *dentropy, const float *entropy, const float *hidden,
+                               const float *w, const int32_t *targets, const float *lse,
+                               int32_t N, int32_t C, int32_t V, float scale) {
+    CPU_CHECK(dentropy && entropy, "head_backward_entropy", "dentropy and entropy required");
+    head_backward(ctx, dhidden, dw, dlogp, dentropy, entropy, hidden, w, targets, lse, N, C, V,
+                  scale);
 }

@@ -267,12 +267,12 @@ int32_t lm_decoder_forward(void *model, const grpo_batch *batch, float *acts, fl
     return GRPO_OK;
 }
 
-/* d loss/d logp (B,T), plus aux_weight * d aux, back to every parameter gradient, through the
- * activations of the preceding forward() of the same batch. Accumulation rule of grpo/ops.h:
- * parameter grads +=, activation grads =. */
-int32_t lm_decoder_backward(void *model, const grpo_batch *batch, float *acts,
-                            const float *dlogp, float scale, grpo_error *err) {
-    lm_decoder *d = model;
+/* d loss/d logp (B,T), d loss/d entropy (B,T) when dentropy is not NULL, plus aux_weight *
+ * d aux, back to every parameter gradient, through the activations of the preceding forward()
+ * of the same batch. Accumulation rule of grpo/ops.h: parameter grads +=, activation grads =. */
+static int32_t backward(lm_decoder *d, const grpo_batch *batch, float *acts, const float *dlogp,
+                        const float *dentropy, const float *entropy, float scale,
+                        grpo_error *err) {
     const grpo_ops *o = d->ops;
     int32_t B = batch->B, T = batch->T, N = B * T, C = d->attn->C;
     if (!d->bound || !d->dwte)
@@ -287,10 +287,19 @@ int32_t lm_decoder_backward(void *model, const grpo_batch *batch, float *acts,
     float aux_weight = batch->struct_size >= offsetof(grpo_batch, aux_weight) + sizeof(float)
                            ? batch->aux_weight
                            : 0.0f;
+    if (dentropy && !(GRPO_HAS_FIELD(o, grpo_ops, head_backward_entropy) &&
+                      o->head_backward_entropy))
+        return grpo_error_set(err, GRPO_ERR_UNSUPPORTED,
+                              "%s: the %s backend has no head_backward_entropy (ABI 1.4): the "
+                              "entropy term cannot be differentiated", d->who, o->name);
     lm_decoder_acts a;
     lm_decoder_acts_carve(d, &a, acts, B, T, 1);
-    o->head_backward(o->ctx, a.ag.dln, d->dwhead, dlogp, a.lnf, d->whead, batch->targets,
-                     a.head_lse, N, C, d->V, scale);
+    if (dentropy)
+        o->head_backward_entropy(o->ctx, a.ag.dln, d->dwhead, dlogp, dentropy, entropy, a.lnf,
+                                 d->whead, batch->targets, a.head_lse, N, C, d->V, scale);
+    else
+        o->head_backward(o->ctx, a.ag.dln, d->dwhead, dlogp, a.lnf, d->whead, batch->targets,
+                         a.head_lse, N, C, d->V, scale);
     o->rmsnorm_backward(o->ctx, a.dx, d->dwnorm, a.ag.dln, a.xL, d->wnorm, a.lnf_rstd, N, C);
     for (int32_t l = d->L - 1; l >= 0; l--) {
         lm_attn_acts *la = lm_decoder_layer(d, &a, l);
@@ -301,6 +310,20 @@ int32_t lm_decoder_backward(void *model, const grpo_batch *batch, float *acts,
     }
     o->embedding_backward(o->ctx, d->dwte, a.dx, batch->ids, N, C);
     return GRPO_OK;
+}
+
+int32_t lm_decoder_backward(void *model, const grpo_batch *batch, float *acts,
+                            const float *dlogp, float scale, grpo_error *err) {
+    return backward(model, batch, acts, dlogp, NULL, NULL, scale, err);
+}
+
+int32_t lm_decoder_backward_entropy(void *model, const grpo_batch *batch, float *acts,
+                                    const float *dlogp, const float *dentropy,
+                                    const float *entropy, float scale, grpo_error *err) {
+    if (!dentropy || !entropy)
+        return grpo_error_set(err, GRPO_ERR_INVALID, "%s: backward_entropy needs dentropy and "
+                              "entropy", ((lm_decoder *)model)->who);
+    return backward(model, batch, acts, dlogp, dentropy, entropy, scale, err);
 }
 
 uint64_t lm_decoder_kv_floats(void *model, int32_t R, int32_t S) {

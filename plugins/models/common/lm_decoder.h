@@ -142,6 +142,10 @@ int32_t lm_decoder_forward(void *model, const grpo_batch *batch, float *acts, fl
                            float *entropy, float scale, grpo_error *err);
 int32_t lm_decoder_backward(void *model, const grpo_batch *batch, float *acts,
                             const float *dlogp, float scale, grpo_error *err);
+/* backward() of a loss with an entropy term (grpo_model_desc.backward_entropy, 1.4). */
+int32_t lm_decoder_backward_entropy(void *model, const grpo_batch *batch, float *acts,
+                                    const float *dlogp, const float *dentropy,
+                                    const float *entropy, float scale, grpo_error *err);
 uint64_t lm_decoder_kv_floats(void *model, int32_t R, int32_t S);
 uint64_t lm_decoder_scratch_floats(void *model, int32_t R, int32_t T);
 int32_t lm_decoder_prefill(void *model, const grpo_kv_cache *kv, const grpo_batch *prompt,
@@ -165,7 +169,7 @@ int32_t lm_decoder_vocab_size(void *model);
     .backward = lm_decoder_backward, .kv_floats = lm_decoder_kv_floats,                          \
     .scratch_floats = lm_decoder_scratch_floats, .prefill = lm_decoder_prefill,                  \
     .decode = lm_decoder_decode, .kv_copy_row = lm_decoder_kv_copy_row,                          \
-    .vocab_size = lm_decoder_vocab_size
+    .vocab_size = lm_decoder_vocab_size, .backward_entropy = lm_decoder_backward_entropy
 int32_t lm_decoder_hidden(void *model, const grpo_batch *batch, float *scratch, float *out,
                           grpo_error *err);
 

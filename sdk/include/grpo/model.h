@@ -186,6 +186,16 @@ typedef struct grpo_model_desc {
      * built before 1.3 lacks it, and the host then takes the first dimension of the tensor named
      * lm_head.weight, model.embed_tokens.weight or model.tok_embeddings.weight. */
     int32_t (*vocab_size)(void *model);
+
+    /* -- 1.4 -- */
+    /* (optional) backward() of a loss that also depends on the entropy forward() wrote (the
+     * entropy bonus): dentropy (B,T) d loss / d entropy, entropy (B,T) the values forward()
+     * wrote for this batch, both backend memory (read where targets >= 0). Same accumulation as
+     * backward(); dentropy = 0 everywhere gives backward()'s gradients. A host that needs it
+     * tests GRPO_HAS_FIELD and non-NULL, and refuses the run otherwise (naming the pack). */
+    int32_t (*backward_entropy)(void *model, const grpo_batch *batch, float *acts,
+                                const float *dlogp, const float *dentropy, const float *entropy,
+                                float scale, grpo_error *err);
 } grpo_model_desc;
 
 #define GRPO_RELAYOUT_LOAD 0 /* file -> plugin */

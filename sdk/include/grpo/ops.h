@@ -134,6 +134,17 @@ typedef struct grpo_ops {
     void (*scatter_add_rows_backward)(void *ctx, float *dinp, float *dw, const float *dout,
                                       const float *inp, const int32_t *idx, const float *w,
                                       int32_t M, int32_t C);
+
+    /* -- 1.4: head_backward with an entropy term in the loss (the entropy bonus). With z the
+     *    scaled logits of a row, p = softmax(z), H its entropy:
+     *      d H / d z_j = -p_j (z_j - lse + H)        (lse and H as head_forward wrote them)
+     *    dhidden, dw as head_backward, of sum(dlogp * logp + dentropy * entropy); dentropy (N)
+     *    and entropy (N) are read at rows with targets[n] >= 0. dentropy = 0 everywhere gives
+     *    head_backward's result. A model tests GRPO_HAS_FIELD and non-NULL. -- */
+    void (*head_backward_entropy)(void *ctx, float *dhidden, float *dw, const float *dlogp,
+                                  const float *dentropy, const float *entropy,
+                                  const float *hidden, const float *w, const int32_t *targets,
+                                  const float *lse, int32_t N, int32_t C, int32_t V, float scale);
 } grpo_ops;
 
 #ifdef __cplusplus

@@ -39,6 +39,8 @@
  *        grpo_param_init() (how a fresh model fills each tensor). grpo/config.h: typed readers
  *        of grpo_config (grpo_config_double, _int, _bool, _choice), header-only.
  *        grpo_sample.step and total_steps: the training progress a reward sees (curricula).
+ *   1.4  the entropy gradient: grpo_ops.head_backward_entropy and
+ *        grpo_model_desc.backward_entropy (what grpo.entropy_coef trains through).
  *
  * Two versions: the library's magic carries the SDK it was COMPILED against (the host refuses a
  * newer minor than its own, so a pack rebuilt against 1.3 loads in 1.3+ hosts only); a
@@ -64,7 +66,7 @@ extern "C" {
 #endif
 
 #define GRPO_ABI_MAJOR 1
-#define GRPO_ABI_MINOR 3
+#define GRPO_ABI_MINOR 4
 #define GRPO_MAGIC_TAG "GRPOPLG" /* 7 chars + NUL */
 
 #if defined(_WIN32)
