@@ -9,5 +9,8 @@ if [ "${1:-}" = "--sanitize" ]; then
   ASAN_OPTIONS=detect_leaks=1 ctest --test-dir build-asan --output-on-failure -j"$(nproc)"
 else
   scripts/setup.sh build
+  # test-only: headless Chromium renders `grpo report`'s page (tests/cli/report.sh --browser)
+  . scripts/packages.sh
+  ensure_packages chromium
   ctest --test-dir build --output-on-failure -j"$(nproc)"
 fi

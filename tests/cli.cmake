@@ -10,6 +10,10 @@ add_test(NAME cli_options
                  ${PROJECT_SOURCE_DIR})
 # report: `grpo report` writes one escaped, balanced HTML page of a run.
 add_test(NAME cli_report COMMAND bash ${PROJECT_SOURCE_DIR}/tests/cli/report.sh $<TARGET_FILE:grpo_cli>)
+# the same page in headless Chromium (scripts/test.sh installs Debian's chromium; skipped without)
+add_test(NAME cli_report_browser
+         COMMAND bash ${PROJECT_SOURCE_DIR}/tests/cli/report.sh $<TARGET_FILE:grpo_cli> --browser)
+set_tests_properties(cli_report_browser PROPERTIES SKIP_RETURN_CODE 77)
 # model_fallback: a model pack that cannot be loaded does not stop a model another pack serves.
 add_test(NAME cli_model_fallback
          COMMAND bash ${PROJECT_SOURCE_DIR}/tests/cli/model_fallback.sh $<TARGET_FILE:grpo_cli>)
