@@ -12,6 +12,7 @@
 
 #include "grpo/model.h" /* GRPO_PARAM_INIT_* */
 #include "grpo/ops.h"
+#include "lm_lora.h"
 
 typedef struct lm_attn_config {
     int32_t C, NH, NKV, HD;
@@ -19,6 +20,8 @@ typedef struct lm_attn_config {
     int32_t qk_norm;  /* per-head RMSNorm of q and k before RoPE (Qwen3) */
     int32_t qkv_bias; /* q/k/v projections have a bias (parameter table only: the block */
     int32_t o_bias;   /* o_proj has a bias             applies a bias that is not NULL) */
+    const lm_lora *lora; /* the instance's LoRA adapters (lm_decoder.lora), set by
+                            lm_decoder_init; the projections go through lm_linear_* */
 } lm_attn_config;
 
 /* Parameter slots of the block, in table order; a missing tensor (no bias, no q/k norm) is NULL. */

@@ -12,19 +12,21 @@
 #include "lm_infer.h"
 
 int32_t lm_decoder_init(lm_decoder *d, const char *who, const grpo_host *host,
-                        const lm_attn_config *attn, int32_t L, int32_t V, const lm_arch *arch,
+                        lm_attn_config *attn, int32_t L, int32_t V, const lm_arch *arch,
                         grpo_error *err) {
     d->who = who, d->host = host, d->ops = host->ops;
     d->attn = attn, d->L = L, d->V = V, d->arch = arch;
+    attn->lora = &d->lora;
     d->w = calloc((size_t)L, sizeof *d->w);
     if (!d->w) return grpo_error_set(err, GRPO_ERR_NOMEM, "%s: out of memory", who);
     return GRPO_OK;
 }
 
 void lm_decoder_free(lm_decoder *d) {
+    lm_lora_free(&d->lora);
     lm_params_free(&d->pt);
-    free(d->w);
-    d->w = NULL;
+    free(d->w), free(d->params);
+    d->w = NULL, d->params = NULL;
 }
 
 /* ---- parameters ---------------------------------------------------------------------------- */
@@ -227,8 +229,11 @@ int32_t lm_decoder_bind(void *model, float *const *params, float *const *grads,
                         grpo_error *err) {
     lm_decoder *d = model;
     const lm_param_table *t = &d->pt;
+    if (!d->params && !(d->params = calloc(t->n ? t->n : 1, sizeof *d->params)))
+        return grpo_error_set(err, GRPO_ERR_NOMEM, "%s: bind: out of memory", d->who);
     for (uint32_t i = 0; i < t->n; i++) {
         float *p = params[i], *g = grads ? grads[i] : NULL;
+        d->params[i] = p;
         if (!p)
             return grpo_error_set(err, GRPO_ERR_INVALID, "%s: bind: no storage for %s", d->who,
                                   t->names[i]);
@@ -258,6 +263,7 @@ int32_t lm_decoder_forward(void *model, const grpo_batch *batch, float *acts, fl
     int32_t st = check_bound(d, "forward", err);
     if (st == GRPO_OK) st = check_lm_head(d, "forward (log-probs)", err);
     if (st == GRPO_OK) st = check_batch(d, "forward", B, T, err);
+    if (st == GRPO_OK) st = lm_lora_reserve(&d->lora, (int64_t)N, d->who, err);
     if (st != GRPO_OK) return st;
     lm_decoder_acts a;
     if ((st = normed_forward(d, &a, batch, acts, 1, NULL, err)) != GRPO_OK) return st;
@@ -275,10 +281,10 @@ static int32_t backward(lm_decoder *d, const grpo_batch *batch, float *acts, con
                         grpo_error *err) {
     const grpo_ops *o = d->ops;
     int32_t B = batch->B, T = batch->T, N = B * T, C = d->attn->C;
-    if (!d->bound || !d->dwte)
+    if (!d->bound || (!d->dwte && !(lm_lora_active(&d->lora) && lm_lora_trains(&d->lora))))
         return grpo_error_set(err, GRPO_ERR_INVALID,
-                              "%s: backward needs bound gradients (this instance is frozen)",
-                              d->who);
+                              "%s: backward needs bound gradients or trained LoRA adapters "
+                              "(this instance is frozen)", d->who);
     if (B != d->B || T != d->T)
         return grpo_error_set(err, GRPO_ERR_INVALID,
                               "%s: backward of a (%d,%d) batch after a forward of (%d,%d): "
@@ -310,6 +316,16 @@ static int32_t backward(lm_decoder *d, const grpo_batch *batch, float *acts, con
     }
     o->embedding_backward(o->ctx, d->dwte, a.dx, batch->ids, N, C);
     return GRPO_OK;
+}
+
+int32_t lm_decoder_set_lora(void *model, const grpo_lora_adapter *adapters, uint32_t n,
+                            int32_t enabled, grpo_error *err) {
+    lm_decoder *d = model;
+    if (!d->bound)
+        return grpo_error_set(err, GRPO_ERR_INVALID, "%s: set_lora before bind", d->who);
+    d->B = d->T = 0; /* a backward must follow a forward with these adapters */
+    return lm_lora_set(&d->lora, d->ops, adapters, n, enabled, d->params, d->pt.descs, d->pt.n,
+                       d->who, err);
 }
 
 int32_t lm_decoder_backward(void *model, const grpo_batch *batch, float *acts,
@@ -351,6 +367,7 @@ int32_t lm_decoder_prefill(void *model, const grpo_kv_cache *kv, const grpo_batc
     if (st == GRPO_OK) st = check_lm_head(d, "prefill", err);
     if (st == GRPO_OK) st = lm_prefill_check(d->who, kv, B, T, err);
     if (st == GRPO_OK) st = check_left_padded(d, prompt->mask, B, T, err);
+    if (st == GRPO_OK) st = lm_lora_reserve(&d->lora, (int64_t)B * T, d->who, err);
     if (st != GRPO_OK) return st;
     lm_decoder_acts a;
     lm_decoder_acts_carve(d, &a, scratch, B, T, 0);
@@ -369,6 +386,7 @@ int32_t lm_decoder_decode(void *model, const grpo_kv_cache *kv, int32_t R, const
     d->B = d->T = 0;
     int32_t *hlen = NULL, st = check_bound(d, "decode", err);
     if (st == GRPO_OK) st = check_lm_head(d, "decode", err);
+    if (st == GRPO_OK) st = lm_lora_reserve(&d->lora, R, d->who, err);
     if (st == GRPO_OK) st = lm_decode_lengths(d->who, d->host, kv, len, R, &hlen, err);
     if (st != GRPO_OK) return st;
     lm_decoder_acts a;
@@ -390,6 +408,7 @@ int32_t lm_decoder_hidden(void *model, const grpo_batch *batch, float *scratch, 
     d->B = d->T = 0;
     int32_t st = check_bound(d, "hidden", err);
     if (st == GRPO_OK) st = check_batch(d, "hidden", batch->B, batch->T, err);
+    if (st == GRPO_OK) st = lm_lora_reserve(&d->lora, (int64_t)batch->B * batch->T, d->who, err);
     if (st != GRPO_OK) return st;
     lm_decoder_acts a;
     return normed_forward(d, &a, batch, scratch, 0, out, err);

@@ -97,15 +97,18 @@ struct lm_decoder {
     float *whead, *dwhead;      /* (V,C) lm_head (== wte when tied) */
     int32_t bound;
     int32_t B, T;               /* shape of the last forward(); 0 after any other pass */
+    float **params;             /* [pt.n] the bound parameter pointers (set_lora finds W) */
+    lm_lora lora;               /* adapters on the linear layers (set_lora, ABI 1.4) */
 };
 
 /* Rounds a tensor up to 16 floats so every one starts 64-byte aligned. */
 static inline uint64_t lm_padded(uint64_t floats) { return (floats + 15) & ~(uint64_t)15; }
 
 /* Sets up d (zeroed by the caller's calloc) for L layers; allocates d->w. The pack then fills
- * d->w[l] with its layers' slot arrays and d->la/layer_size/grads with its own storage. */
+ * d->w[l] with its layers' slot arrays and d->la/layer_size/grads with its own storage. attn
+ * (the pack's, in its config) gets attn->lora = &d->lora. */
 int32_t lm_decoder_init(lm_decoder *d, const char *who, const grpo_host *host,
-                        const lm_attn_config *attn, int32_t L, int32_t V, const lm_arch *arch,
+                        lm_attn_config *attn, int32_t L, int32_t V, const lm_arch *arch,
                         grpo_error *err);
 /* Frees what lm_decoder_init and the parameter table own (safe on a partly set up d). */
 void lm_decoder_free(lm_decoder *d);
@@ -142,6 +145,9 @@ int32_t lm_decoder_forward(void *model, const grpo_batch *batch, float *acts, fl
                            float *entropy, float scale, grpo_error *err);
 int32_t lm_decoder_backward(void *model, const grpo_batch *batch, float *acts,
                             const float *dlogp, float scale, grpo_error *err);
+/* set_lora (1.4): adapters on the pack's linear layers (lm_lora.h). */
+int32_t lm_decoder_set_lora(void *model, const grpo_lora_adapter *adapters, uint32_t n,
+                            int32_t enabled, grpo_error *err);
 /* backward() of a loss with an entropy term (grpo_model_desc.backward_entropy, 1.4). */
 int32_t lm_decoder_backward_entropy(void *model, const grpo_batch *batch, float *acts,
                                     const float *dlogp, const float *dentropy,
@@ -169,7 +175,8 @@ int32_t lm_decoder_vocab_size(void *model);
     .backward = lm_decoder_backward, .kv_floats = lm_decoder_kv_floats,                          \
     .scratch_floats = lm_decoder_scratch_floats, .prefill = lm_decoder_prefill,                  \
     .decode = lm_decoder_decode, .kv_copy_row = lm_decoder_kv_copy_row,                          \
-    .vocab_size = lm_decoder_vocab_size, .backward_entropy = lm_decoder_backward_entropy
+    .vocab_size = lm_decoder_vocab_size, .backward_entropy = lm_decoder_backward_entropy,       \
+    .set_lora = lm_decoder_set_lora
 int32_t lm_decoder_hidden(void *model, const grpo_batch *batch, float *scratch, float *out,
                           grpo_error *err);
 

@@ -92,6 +92,20 @@ typedef struct grpo_batch {
     float aux_weight;
 } grpo_batch;
 
+/* -- 1.4: a LoRA adapter (PEFT's), on one (OC,IC) linear weight W of the model:
+ *      y = x W^T + bias + scale * (x A^T) B^T
+ *    scale = lora_alpha / r (rsLoRA: lora_alpha / sqrt(r)). A, B and their gradients live in
+ *    the host's memory for the backend; the host owns them and initialises them (PEFT: A
+ *    kaiming-uniform, B zeros). -- */
+typedef struct grpo_lora_adapter {
+    uint32_t struct_size;
+    uint32_t param;  /* index (param()) of the weight W the adapter adds to */
+    int32_t r;       /* rank */
+    float scale;
+    float *A, *B;    /* (r,IC), (OC,r) */
+    float *dA, *dB;  /* their gradients, accumulated (+=) by backward(); NULL: not trained */
+} grpo_lora_adapter;
+
 /* A KV cache: kv_floats(R, S) floats of backend memory owned by the host. */
 typedef struct grpo_kv_cache {
     uint32_t struct_size;
@@ -196,6 +210,14 @@ typedef struct grpo_model_desc {
     int32_t (*backward_entropy)(void *model, const grpo_batch *batch, float *acts,
                                 const float *dlogp, const float *dentropy, const float *entropy,
                                 float scale, grpo_error *err);
+    /* (optional) LoRA: from now on every pass adds adapters[0..n-1] (borrowed until the next
+     * call) to their weights when enabled != 0; enabled = 0 runs the base model alone (the
+     * reference of a LoRA run: one copy of the weights). n = 0 removes them. With adapters
+     * set, backward() and backward_entropy() also run on an instance bound with grads = NULL
+     * (a frozen base): only the adapters' gradients accumulate. GRPO_ERR_UNSUPPORTED for a
+     * weight the pack does not run as a plain linear layer. */
+    int32_t (*set_lora)(void *model, const grpo_lora_adapter *adapters, uint32_t n,
+                        int32_t enabled, grpo_error *err);
 } grpo_model_desc;
 
 #define GRPO_RELAYOUT_LOAD 0 /* file -> plugin */

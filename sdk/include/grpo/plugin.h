@@ -41,6 +41,7 @@
  *        grpo_sample.step and total_steps: the training progress a reward sees (curricula).
  *   1.4  the entropy gradient: grpo_ops.head_backward_entropy and
  *        grpo_model_desc.backward_entropy (what grpo.entropy_coef trains through).
+ *        LoRA: grpo_lora_adapter and grpo_model_desc.set_lora (adapters on a frozen base).
  *
  * Two versions: the library's magic carries the SDK it was COMPILED against (the host refuses a
  * newer minor than its own, so a pack rebuilt against 1.3 loads in 1.3+ hosts only); a
