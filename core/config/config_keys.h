@@ -149,6 +149,14 @@
     I(train, eval_limit, "0", ">= 0", "evaluate on the first this many eval prompts; 0 = all")  \
     F(train, eval_temperature, "0", ">= 0",                                                    \
       "> 0: each evaluation also samples at this temperature (metrics eval_sampled/*)")        \
+    /* [lora] (PEFT's LoraConfig) */                                                             \
+    I(lora, r, "0", "[0, 4096]",                                                                \
+      "LoRA rank: > 0 trains adapters on a frozen base (reference = adapters off); 0 = full fine-tuning") \
+    F(lora, alpha, "8", "> 0", "lora_alpha: the adapters are scaled by alpha / r (alpha / sqrt(r) with use_rslora)") \
+    F(lora, dropout, "0", "[0, 1)", "lora_dropout (only 0 is implemented; other values are refused)") \
+    S(lora, target_modules, "all-linear", 0,                                                   \
+      "comma-separated module names (q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj, ...) or all-linear") \
+    B(lora, use_rslora, "false", 0, "rank-stabilised LoRA: scale alpha / sqrt(r)")             \
     /* [log] */                                                                                 \
     S(log, dir, "runs", 0, "directory for metrics.jsonl (relative to the working directory)")   \
     I(log, every, "1", ">= 1", "record and print metrics every this many steps")               \
@@ -163,6 +171,7 @@
 
 /* The fixed sections, in the order the dump and the documentation use. */
 #define GRPO_RUN_SECTIONS(X) \
-    X(model) X(reference) X(data) X(sampling) X(grpo) X(optim) X(train) X(log) X(checkpoint)
+    X(model) X(reference) X(data) X(sampling) X(grpo) X(optim) X(train) X(lora) X(log)        \
+        X(checkpoint)
 
 #endif

@@ -319,7 +319,7 @@ int grpo_model_forward(grpo_model *m, const grpo_batch *b, float *logp, float *e
 
 /* What both backward calls need: a trainable model whose activations hold the batch. */
 static int backward_ready(const grpo_model *m, const grpo_batch *b, grpo_error *err) {
-    if (!m->trainable)
+    if (!m->trainable && !m->adapters_train)
         return grpo_error_set(err, GRPO_ERR_INVALID, "model: backward on a frozen model");
     if (!m->acts || b->B > m->acts_B || b->T > m->acts_T)
         return grpo_error_set(err, GRPO_ERR_INVALID,
@@ -336,6 +336,23 @@ int grpo_model_backward(grpo_model *m, const grpo_batch *b, const float *dlogp, 
     rc = m->desc->backward(m->inst, b, m->acts, dlogp, scale, err);
     grpo_plugin_call_end();
     return plugin_status(rc, err);
+}
+
+int grpo_model_set_lora(grpo_model *m, const grpo_lora_adapter *adapters, uint32_t n,
+                        int32_t enabled, grpo_error *err) {
+    if (!(GRPO_HAS_FIELD(m->desc, grpo_model_desc, set_lora) && m->desc->set_lora))
+        return grpo_error_set(err, GRPO_ERR_UNSUPPORTED,
+                              "model %s: the pack has no set_lora (grpo/model.h, ABI 1.4): it "
+                              "cannot carry LoRA adapters", m->desc->id);
+    model_call(m, "set_lora");
+    int rc = m->desc->set_lora(m->inst, adapters, n, enabled, err);
+    grpo_plugin_call_end();
+    rc = plugin_status(rc, err);
+    int train = 0;
+    for (uint32_t i = 0; rc == GRPO_OK && enabled && i < n; i++)
+        train |= adapters[i].dA || adapters[i].dB;
+    if (rc == GRPO_OK) m->adapters_train = train;
+    return rc;
 }
 
 int grpo_model_has_entropy_backward(const grpo_model *m) {

@@ -34,6 +34,7 @@ typedef struct grpo_model {
     char *config_json;   /* text of config.json */
     grpo_hf_files tok_files; /* dir's tokenizer files as they were at open (saved with it) */
     int trainable;
+    int adapters_train; /* LoRA adapters with gradients are set (backward runs on a frozen base) */
 
     uint32_t n_params;
     grpo_param_desc *params; /* [n_params] names owned by the plugin instance */
@@ -88,6 +89,10 @@ int grpo_model_backward_entropy(grpo_model *m, const grpo_batch *b, const float 
                                 const float *dentropy, const float *entropy, float scale,
                                 grpo_error *err);
 void grpo_model_zero_grad(grpo_model *m);
+/* LoRA adapters (grpo/model.h set_lora, ABI 1.4); GRPO_ERR_UNSUPPORTED naming the pack when it
+ * has none. enabled = 0: the base alone. */
+int grpo_model_set_lora(grpo_model *m, const grpo_lora_adapter *adapters, uint32_t n,
+                        int32_t enabled, grpo_error *err);
 
 /* Prefill / decode through the reserved cache and scratch (see grpo/model.h). */
 int grpo_model_prefill(grpo_model *m, const grpo_batch *prompt, float *logits, grpo_error *err);
