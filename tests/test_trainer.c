@@ -192,7 +192,8 @@ START_TEST(evaluation_does_not_change_training) {
 END_TEST
 
 /* [grpo] keys of each kill-and-resume run. */
-static const char *const resume_variants[] = {"", "sync_ref_every = 2\nsync_ref_alpha = 0.5\n"};
+static const char *const resume_variants[] = {"", "sync_ref_every = 2\nsync_ref_alpha = 0.5\n",
+                                              "[lora]\nr = 4\nalpha = 8\n"};
 
 START_TEST(killed_run_resumes_the_same_trajectory) {
     char ini[512], log[512], ck[512];
@@ -224,9 +225,11 @@ START_TEST(killed_run_resumes_the_same_trajectory) {
     snprintf(ma, sizeof ma, "%s/a/metrics.jsonl", tmp),
         snprintf(mb, sizeof mb, "%s/b/metrics.jsonl", tmp);
     same_metrics(ma, mb, 10);
-    sh("cmp -s '%s/a/ckpt/checkpoint-00000010/model.safetensors' "
-       "'%s/b/ckpt/checkpoint-00000010/model.safetensors'",
-       tmp, tmp);
+    /* a LoRA run checkpoints its adapters (PEFT's file), not the frozen base */
+    const char *weights = strstr(resume_variants[_i], "[lora]") ? "adapter_model.safetensors"
+                                                                  : "model.safetensors";
+    sh("cmp -s '%s/a/ckpt/checkpoint-00000010/%s' '%s/b/ckpt/checkpoint-00000010/%s'", tmp,
+       weights, tmp, weights);
     sh("cmp -s '%s/a/ckpt/checkpoint-00000010/optimizer.safetensors' "
        "'%s/b/ckpt/checkpoint-00000010/optimizer.safetensors'",
        tmp, tmp);
@@ -324,6 +327,62 @@ START_TEST(sft_loss_falls_and_exports) {
     char *text = slurp(log);
     ck_assert_msg(strstr(text, "\"accuracy\"") && strstr(text, "\"n\": 8"), "%s", text);
     free(text);
+}
+END_TEST
+
+/* LoRA on the embedded task: a full SFT warm start (a random head gives the layers nothing to
+ * steer: LoRA cannot train the head), then GRPO with r = 8 adapters on the frozen SFT model and
+ * beta > 0 (the reference is that model with the adapters off): the easy reward rises, kl
+ * becomes > 0, the checkpoint is PEFT's adapter directory, and sft --out with LoRA writes one
+ * too. */
+START_TEST(lora_grpo_learns_on_an_sft_model) {
+    char path[512], log[512], metrics[512], out[600];
+    snprintf(path, sizeof path, "%s/warm.ini", tmp);
+    FILE *f = fopen(path, "w");
+    fprintf(f,
+            "[model]\npath = %s/model\n[data]\npath = %s/examples/arith/sft.jsonl\n"
+            "[optim]\nlr = 1e-2\n[train]\nsteps = 30\nbatch_prompts = 8\nseed = 5\nthreads = 1\n"
+            "[log]\ndir = %s/warm\n[checkpoint]\ndir = %s/warm/ckpt\nevery = 0\n",
+            tmp, GRPO_SOURCE_DIR, tmp, tmp);
+    fclose(f);
+    snprintf(log, sizeof log, "%s/warm.log", tmp), snprintf(out, sizeof out, "%s/warm_out", tmp);
+    char *sft[] = {"grpo", "sft", path, "--out", out, "--plugin-path", GRPO_PACK_BUILD_DIR, NULL};
+    ck_assert_msg(run_grpo(log, sft) == 0, "sft failed, see %s", log);
+    snprintf(path, sizeof path, "%s/lora.ini", tmp);
+    f = fopen(path, "w");
+    fprintf(f,
+            "[model]\npath = %s\n[data]\npath = %s/examples/arith/train.jsonl\n"
+            "[sampling]\nnum_generations = 8\nmax_completion_length = 16\n"
+            "[grpo]\nloss_type = dapo\nbeta = 0.04\n[optim]\nlr = 2e-2\n"
+            "[lora]\nr = 8\nalpha = 16\n"
+            "[train]\nsteps = 40\nbatch_prompts = 4\nmicro_batch = 12\nseed = 5\nthreads = 1\n"
+            "[log]\ndir = %s/lora\n[checkpoint]\ndir = %s/lora/ckpt\nevery = 0\n"
+            "[reward.short]\nplugin = builtin.length\nmin_chars = 0\nmax_chars = 8\n"
+            "inside = 1\noutside = 0\n",
+            out, GRPO_SOURCE_DIR, tmp, tmp);
+    fclose(f);
+    snprintf(log, sizeof log, "%s/lora.log", tmp);
+    char *args[] = {"grpo", "train", path, "--plugin-path", GRPO_PACK_BUILD_DIR, NULL};
+    ck_assert_msg(run_grpo(log, args) == 0, "LoRA run failed, see %s", log);
+    snprintf(metrics, sizeof metrics, "%s/lora/metrics.jsonl", tmp);
+    double first = mean_metric(metrics, "reward", 1, 3),
+           last = mean_metric(metrics, "reward", 36, 40), kl = mean_metric(metrics, "kl", 36, 40);
+    if (getenv("GRPO_TEST_VERBOSE")) printf("LoRA: reward %.3f -> %.3f, kl %.4g\n", first, last, kl);
+    ck_assert_msg(first < 0.35 && last > 0.6, "LoRA: reward %.3f over steps 1-3, %.3f over 36-40",
+                  first, last);
+    ck_assert_msg(kl > 0, "LoRA: kl %g: the reference (adapters off) never differed", kl);
+    sh("test -s '%s/lora/ckpt/checkpoint-00000040/adapter_model.safetensors' && "
+       "grep -q '\"peft_type\":.*\"LORA\"' '%s/lora/ckpt/checkpoint-00000040/adapter_config.json'"
+       " && test ! -e '%s/lora/ckpt/checkpoint-00000040/model.safetensors'",
+       tmp, tmp, tmp);
+    /* sft --out with LoRA: the adapters, in PEFT's format */
+    sh("sed -i 's/^lr = 2e-2$/lr = 1e-2/; s|^path = .*train.jsonl$|path = %s/examples/arith/sft.jsonl|;"
+       " s/^steps = 40$/steps = 3/' '%s'", GRPO_SOURCE_DIR, path);
+    snprintf(out, sizeof out, "%s/lora_sft_out", tmp);
+    char *sft2[] = {"grpo", "sft", path, "--out", out, "--plugin-path", GRPO_PACK_BUILD_DIR, NULL};
+    ck_assert_msg(run_grpo(log, sft2) == 0, "LoRA sft failed, see %s", log);
+    sh("test -s '%s/adapter_model.safetensors' && test -s '%s/adapter_config.json' && "
+       "test ! -e '%s/model.safetensors'", out, out, out);
 }
 END_TEST
 
@@ -636,6 +695,7 @@ int main(void) {
     tcase_add_test(tc, checkpoints_carry_a_model_card);
     tcase_add_test(tc, evaluation_does_not_change_training);
     tcase_add_test(tc, the_entropy_bonus_alone_raises_the_entropy);
+    tcase_add_test(tc, lora_grpo_learns_on_an_sft_model);
     tcase_add_loop_test(tc, grpo_raises_an_easy_reward, 0,
                         (int)(sizeof learn_variants / sizeof learn_variants[0]));
     tcase_add_test(tc, sft_loss_falls_and_exports);

@@ -61,6 +61,25 @@ int grpo_optimizer_init_model(grpo_optimizer *opt, grpo_model *m, const grpo_opt
     return rc;
 }
 
+int grpo_optimizer_init_lora(grpo_optimizer *opt, const grpo_lora *l, const grpo_optim_opts *o,
+                             grpo_error *err) {
+    grpo_optim_tensor *t = malloc((2 * (size_t)l->n + 1) * sizeof *t);
+    if (!t) return grpo_error_set(err, GRPO_ERR_NOMEM, "optimizer: out of memory");
+    float *M = l->block + 2 * l->floats, *V = l->block + 3 * l->floats;
+    for (uint32_t i = 0; i < l->n; i++) {
+        const grpo_lora_adapter *a = &l->ad[i];
+        const int64_t *shape = l->m->params[a->param].shape; /* (OC,IC) */
+        uint64_t offA = (uint64_t)(a->A - l->block), offB = (uint64_t)(a->B - l->block);
+        t[2 * i] = (grpo_optim_tensor){a->A, a->dA, M + offA, V + offA,
+                                       (uint64_t)l->r * shape[1], 1};
+        t[2 * i + 1] = (grpo_optim_tensor){a->B, a->dB, M + offB, V + offB,
+                                           (uint64_t)shape[0] * l->r, 1};
+    }
+    int rc = grpo_optimizer_init(opt, l->m->ops, o, t, 2 * (int)l->n, err);
+    free(t);
+    return rc;
+}
+
 void grpo_optimizer_free(grpo_optimizer *opt) {
     free(opt->t);
     memset(opt, 0, sizeof *opt);

@@ -18,6 +18,7 @@
 
 #include "config/config.h"
 #include "grpo/ops.h"
+#include "host/lora.h"
 #include "host/model.h"
 #include "train/schedule.h"
 
@@ -53,6 +54,10 @@ int grpo_optim_opts_from_config(grpo_optim_opts *o, const grpo_run_config *cfg, 
 /* Over every non-tied tensor of a trainable model. */
 int grpo_optimizer_init_model(grpo_optimizer *opt, grpo_model *m, const grpo_optim_opts *o,
                               grpo_error *err);
+/* Over the A and B of every LoRA adapter of l (weight decay applies to both, as in PEFT runs
+ * under transformers' Trainer); moments in l's block. */
+int grpo_optimizer_init_lora(grpo_optimizer *opt, const grpo_lora *l, const grpo_optim_opts *o,
+                             grpo_error *err);
 void grpo_optimizer_free(grpo_optimizer *opt);
 
 /* Clips, steps AdamW with the scheduled lr, zeroes the gradients, step++. A non-finite gradient

@@ -9,11 +9,32 @@
 #include "base/files.h"
 #include "train/checkpoint.h"
 
-/* The trainable policy: from model.path, or on --resume from the newest whole checkpoint. */
+/* A LoRA run's policy: model.path frozen, with fresh adapters (PEFT's init from train.seed). */
+static int open_lora(grpo_session *s, grpo_error *err) {
+    const grpo_run_config *cfg = s->cfg;
+    if (cfg->lora_dropout != 0.0)
+        return grpo_error_set(err, GRPO_ERR_UNSUPPORTED,
+                              "lora.dropout = %g: dropout on the adapters' input is not "
+                              "implemented; expected 0", cfg->lora_dropout);
+    grpo_lora_opts lo = {(int32_t)cfg->lora_r, cfg->lora_alpha, cfg->lora_use_rslora,
+                         cfg->lora_target_modules};
+    int rc = grpo_run_open_model(&s->run, s->run.model_dir, 0, &s->policy, err);
+    if (rc == GRPO_OK) rc = grpo_lora_attach(&s->lora, s->policy, &lo, (uint64_t)cfg->train_seed,
+                                             err);
+    return rc;
+}
+
+/* The trainable policy: from model.path, or on --resume from the newest whole checkpoint (a
+ * LoRA run: model.path and the newest checkpoint's adapters). */
 static int open_policy(grpo_session *s, grpo_error *err) {
     const grpo_run_config *cfg = s->cfg;
-    if (!s->resumed) return grpo_run_open_model(&s->run, s->run.model_dir, 1, &s->policy, err);
-    int rc = grpo_checkpoint_resume(&s->run, cfg->checkpoint_dir, &s->policy, &s->st, err);
+    int lora = cfg->lora_r > 0, rc = lora ? open_lora(s, err) : GRPO_OK;
+    if (rc != GRPO_OK) return rc;
+    if (!s->resumed)
+        return lora ? GRPO_OK
+                    : grpo_run_open_model(&s->run, s->run.model_dir, 1, &s->policy, err);
+    rc = grpo_checkpoint_resume(&s->run, cfg->checkpoint_dir, &s->policy,
+                                lora ? &s->lora : NULL, &s->st, err);
     if (rc == GRPO_OK) return rc;
     char msg[sizeof err->message];
     snprintf(msg, sizeof msg, "%s", err->message);
@@ -47,7 +68,9 @@ int grpo_session_open(grpo_session *s, const grpo_run_args *a, int resume, grpo_
     if ((rc = open_policy(s, err)) != GRPO_OK) return rc;
     grpo_optim_opts oo;
     if ((rc = grpo_optim_opts_from_config(&oo, cfg, err)) != GRPO_OK) return rc;
-    if ((rc = grpo_optimizer_init_model(&s->opt, s->policy, &oo, err)) != GRPO_OK) return rc;
+    rc = s->lora.n ? grpo_optimizer_init_lora(&s->opt, &s->lora, &oo, err)
+                   : grpo_optimizer_init_model(&s->opt, s->policy, &oo, err);
+    if (rc != GRPO_OK) return rc;
     s->opt.step = s->st.optimizer_step;
     return open_data(s, err);
 }
@@ -67,6 +90,7 @@ int grpo_session_close(grpo_session *s, grpo_error *err) {
     grpo_optimizer_free(&s->opt);
     grpo_data_order_free(&s->order);
     grpo_dataset_free(s->data);
+    grpo_lora_free(&s->lora); /* before the model it sits on */
     grpo_model_close(s->policy);
     grpo_run_close(&s->run);
     return rc;
@@ -77,7 +101,8 @@ static int save(grpo_session *s, grpo_error *err) {
     s->st.optimizer_step = s->opt.step;
     char *card = grpo_session_card(s);
     int rc = card ? grpo_checkpoint_save(s->cfg->checkpoint_dir, (int)s->cfg->checkpoint_keep,
-                                         s->policy, &s->st, card, err)
+                                         s->policy, s->lora.n ? &s->lora : NULL, &s->st, card,
+                                         err)
                   : grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory writing the model card");
     free(card);
     return rc;

@@ -31,7 +31,8 @@
 typedef struct grpo_session {
     grpo_run run;
     const grpo_run_config *cfg; /* &run.cfg */
-    grpo_model *policy;         /* trainable */
+    grpo_model *policy;         /* trainable (a LoRA run: the frozen base, adapters in lora) */
+    grpo_lora lora;             /* [lora] r > 0: the adapters trained; lora.n = 0 otherwise */
     grpo_dataset *data;         /* data.path */
     grpo_data_order order;
     grpo_optimizer opt;

@@ -144,7 +144,8 @@ int grpo_sft(const grpo_sft_opts *o, grpo_error *err) {
     if (rc == GRPO_OK) rc = grpo_session_run(&ses, sft_step, &s, err);
     if (rc == GRPO_OK && o->out_dir) {
         char *card = grpo_session_card(&ses);
-        rc = card ? grpo_model_export(ses.policy, o->out_dir, card, err)
+        rc = card ? grpo_model_export(ses.policy, ses.lora.n ? &ses.lora : NULL, o->out_dir,
+                                      card, err)
                   : grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory writing the model card");
         free(card);
         if (rc == GRPO_OK) fprintf(stderr, "wrote %s\n", o->out_dir);

@@ -2,6 +2,7 @@
 #include "train/train_state.h"
 
 #include <cjson/cJSON.h>
+#include <errno.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -13,40 +14,80 @@
 #include "train/run.h"
 #include "io/safetensors.h"
 
-/* The moments of every non-tied tensor, downloaded, under exp_avg.NAME / exp_avg_sq.NAME. */
-static int write_moments(grpo_ckpt *c, const grpo_model *m, grpo_error *err) {
-    size_t P = m->section;
-    float *host = malloc(2 * P * sizeof(float));
-    grpo_st_out *outs = calloc(2 * (size_t)m->n_params, sizeof *outs);
-    char **names = calloc(2 * (size_t)m->n_params, sizeof *names);
+/* What the optimizer trains, for its moments in optimizer.safetensors: the policy's non-tied
+ * tensors (under their names), or its LoRA adapters (under PEFT's tensor names). */
+typedef struct moment_tensor {
+    char name[600];
+    uint64_t off, numel; /* in the moment blocks */
+    int ndim;
+    int64_t shape[4];
+} moment_tensor;
+
+typedef struct moments {
+    const grpo_ops *ops;
+    float *m, *v; /* AdamW exp_avg, exp_avg_sq blocks (backend), P floats each */
+    uint64_t P;
+    size_t n;
+    moment_tensor *t; /* [n] */
+} moments;
+
+static int moments_of(moments *ms, const grpo_model *m, const grpo_lora *l, grpo_error *err) {
+    memset(ms, 0, sizeof *ms);
+    size_t cap = l ? 2 * (size_t)l->n : m->n_params;
+    if (!(ms->t = calloc(cap ? cap : 1, sizeof *ms->t)))
+        return grpo_error_set(err, GRPO_ERR_NOMEM, "checkpoint: out of memory");
+    ms->ops = m->ops;
+    if (l) {
+        ms->P = l->floats, ms->m = l->block + 2 * l->floats, ms->v = l->block + 3 * l->floats;
+        for (uint32_t i = 0; i < l->n; i++) {
+            const grpo_param_desc *d = &m->params[l->ad[i].param];
+            moment_tensor *a = &ms->t[ms->n++], *b = &ms->t[ms->n++];
+            *a = (moment_tensor){.off = (uint64_t)(l->ad[i].A - l->block),
+                                 .numel = (uint64_t)l->r * d->shape[1], .ndim = 2,
+                                 .shape = {l->r, d->shape[1]}};
+            *b = (moment_tensor){.off = (uint64_t)(l->ad[i].B - l->block),
+                                 .numel = (uint64_t)d->shape[0] * l->r, .ndim = 2,
+                                 .shape = {d->shape[0], l->r}};
+            grpo_lora_names(l, i, a->name, b->name, sizeof a->name);
+        }
+        return GRPO_OK;
+    }
+    ms->P = m->section, ms->m = m->adam_m, ms->v = m->adam_v;
+    for (uint32_t i = 0; i < m->n_params; i++) {
+        const grpo_param_desc *d = &m->params[i];
+        if (d->flags & GRPO_PARAM_TIED) continue;
+        moment_tensor *t = &ms->t[ms->n++];
+        snprintf(t->name, sizeof t->name, "%s", d->name);
+        t->off = m->offset[i], t->numel = m->numel[i], t->ndim = d->ndim;
+        for (int k = 0; k < d->ndim; k++) t->shape[k] = d->shape[k];
+    }
+    return GRPO_OK;
+}
+
+/* The moments, downloaded, under exp_avg.NAME / exp_avg_sq.NAME. */
+static int write_moments(grpo_ckpt *c, const moments *ms, grpo_error *err) {
+    float *host = malloc((ms->P ? 2 * ms->P : 1) * sizeof(float));
+    grpo_st_out *outs = calloc(2 * ms->n + 1, sizeof *outs);
+    char (*names)[620] = calloc(2 * ms->n + 1, sizeof *names);
     int rc = host && outs && names
                  ? GRPO_OK
                  : grpo_error_set(err, GRPO_ERR_NOMEM, "checkpoint: out of memory");
     size_t n = 0;
     if (rc == GRPO_OK) {
-        m->ops->download(m->ops->ctx, host, m->adam_m, P * sizeof(float));
-        m->ops->download(m->ops->ctx, host + P, m->adam_v, P * sizeof(float));
-        for (uint32_t i = 0; i < m->n_params; i++) {
-            const grpo_param_desc *d = &m->params[i];
-            if (d->flags & GRPO_PARAM_TIED) continue;
+        ms->ops->download(ms->ops->ctx, host, ms->m, ms->P * sizeof(float));
+        ms->ops->download(ms->ops->ctx, host + ms->P, ms->v, ms->P * sizeof(float));
+        for (size_t i = 0; i < ms->n; i++)
             for (int k = 0; k < 2; k++, n++) {
-                size_t len = strlen(d->name) + 16;
-                if (!(names[n] = malloc(len))) {
-                    rc = grpo_error_set(err, GRPO_ERR_NOMEM, "checkpoint: out of memory");
-                    break;
-                }
-                snprintf(names[n], len, "%s.%s", k ? "exp_avg_sq" : "exp_avg", d->name);
-                outs[n].name = names[n];
-                outs[n].data = host + k * P + m->offset[i];
-                outs[n].ndim = d->ndim;
-                for (int j = 0; j < d->ndim; j++) outs[n].shape[j] = d->shape[j];
+                const moment_tensor *t = &ms->t[i];
+                snprintf(names[n], sizeof names[n], "%s.%s", k ? "exp_avg_sq" : "exp_avg",
+                         t->name);
+                outs[n] = (grpo_st_out){names[n], host + k * ms->P + t->off, t->ndim, {0}};
+                memcpy(outs[n].shape, t->shape, sizeof t->shape);
             }
-        }
     }
     char path[4200];
     grpo_ckpt_path(c, "optimizer.safetensors", path, sizeof path);
     if (rc == GRPO_OK) rc = grpo_st_write(path, outs, n, GRPO_ST_F32, err);
-    for (size_t i = 0; names && i < 2 * (size_t)m->n_params; i++) free(names[i]);
     free(names), free(outs), free(host);
     return rc;
 }
@@ -79,44 +120,52 @@ static int write_card(const char *dir, const char *card, grpo_error *err) {
     return rc == GRPO_OK ? grpo_write_file_atomic(path, card, strlen(card), err) : rc;
 }
 
-int grpo_checkpoint_save(const char *root, int keep, const grpo_model *m,
+int grpo_checkpoint_save(const char *root, int keep, const grpo_model *m, const grpo_lora *lora,
                          const grpo_train_state *st, const char *card, grpo_error *err) {
     grpo_ckpt c;
     int rc = grpo_ckpt_begin(&c, root, st->step, err);
     if (rc != GRPO_OK) return rc;
-    const char *synced[] = {"config.json", "model.safetensors", "optimizer.safetensors"};
-    rc = grpo_model_save(m, c.tmp, err); /* with the tokenizer files the policy was opened with */
+    moments ms = {0};
+    const char *full[] = {"config.json", "model.safetensors", "optimizer.safetensors"};
+    const char *adapters[] = {"adapter_config.json", "adapter_model.safetensors",
+                              "optimizer.safetensors"};
+    const char *const *synced = lora ? adapters : full;
+    int trained = lora || m->adam_m;
+    /* a LoRA checkpoint holds the adapters alone: the base is model.path, frozen */
+    rc = lora ? grpo_lora_save(lora, c.tmp, m->dir, err)
+              : grpo_model_save(m, c.tmp, err); /* with the tokenizer files it was opened with */
     if (rc == GRPO_OK) rc = write_card(c.tmp, card, err);
-    if (rc == GRPO_OK && m->adam_m) rc = write_moments(&c, m, err);
+    if (rc == GRPO_OK && trained) rc = moments_of(&ms, m, lora, err);
+    if (rc == GRPO_OK && trained) rc = write_moments(&c, &ms, err);
     if (rc == GRPO_OK) rc = write_state(&c, st, err);
     for (int i = 0; rc == GRPO_OK && i < 3; i++)
-        if (i < 2 || m->adam_m) rc = grpo_ckpt_sync_file(&c, synced[i], err);
+        if (i < 2 || trained) rc = grpo_ckpt_sync_file(&c, synced[i], err);
+    free(ms.t);
     if (rc == GRPO_OK) return grpo_ckpt_commit(&c, keep, err);
     grpo_ckpt_abort(&c);
     return rc;
 }
 
-static int read_moments(const char *dir, grpo_model *m, grpo_error *err) {
+static int read_moments(const char *dir, const moments *ms, grpo_error *err) {
     char path[4200];
     grpo_safetensors *st;
     int rc = grpo_path_join(path, sizeof path, dir, "optimizer.safetensors", err);
     if (rc == GRPO_OK) rc = grpo_st_open(&st, path, err);
     if (rc != GRPO_OK) return rc;
-    char name[512];
-    for (uint32_t i = 0; rc == GRPO_OK && i < m->n_params; i++) {
-        const grpo_param_desc *d = &m->params[i];
-        if (d->flags & GRPO_PARAM_TIED) continue;
+    char name[620];
+    for (size_t i = 0; rc == GRPO_OK && i < ms->n; i++) {
+        const moment_tensor *mt = &ms->t[i];
         for (int k = 0; k < 2; k++) {
-            snprintf(name, sizeof name, "%s.%s", k ? "exp_avg_sq" : "exp_avg", d->name);
+            snprintf(name, sizeof name, "%s.%s", k ? "exp_avg_sq" : "exp_avg", mt->name);
             const grpo_st_tensor *t = grpo_st_find(st, name);
-            if (!t || t->dtype != GRPO_ST_F32 || t->numel != m->numel[i]) {
+            if (!t || t->dtype != GRPO_ST_F32 || t->numel != mt->numel) {
                 rc = grpo_error_set(err, GRPO_ERR_INVALID,
                                     "%s: tensor %s missing or not F32 with %llu elements", path,
-                                    name, (unsigned long long)m->numel[i]);
+                                    name, (unsigned long long)mt->numel);
                 break;
             }
-            float *dst = (k ? m->adam_v : m->adam_m) + m->offset[i];
-            m->ops->upload(m->ops->ctx, dst, t->data, t->nbytes);
+            float *dst = (k ? ms->v : ms->m) + mt->off;
+            ms->ops->upload(ms->ops->ctx, dst, t->data, t->nbytes);
         }
     }
     grpo_st_close(st);
@@ -191,29 +240,34 @@ static int read_state(const char *dir, grpo_train_state *st, grpo_error *err) {
     return rc;
 }
 
-/* Restores the optimizer moments of m (opened from ckpt_dir, trainable) and reads st. */
-static int grpo_checkpoint_load(const char *ckpt_dir, grpo_model *m, grpo_train_state *st,
-                                grpo_error *err) {
+/* Restores the optimizer moments of m (or of its adapters lora) and reads st. */
+static int grpo_checkpoint_load(const char *ckpt_dir, grpo_model *m, grpo_lora *lora,
+                                grpo_train_state *st, grpo_error *err) {
+    moments ms = {0};
     int rc = read_state(ckpt_dir, st, err);
-    if (rc == GRPO_OK && m->adam_m) rc = read_moments(ckpt_dir, m, err);
+    if (rc == GRPO_OK && lora) rc = grpo_lora_load(lora, ckpt_dir, err);
+    if (rc == GRPO_OK && (lora || m->adam_m)) rc = moments_of(&ms, m, lora, err);
+    if (rc == GRPO_OK && (lora || m->adam_m)) rc = read_moments(ckpt_dir, &ms, err);
+    free(ms.t);
     return rc;
 }
 
-/* Opens checkpoint dir (of step) as a trainable policy and restores its state into st. */
+/* Restores checkpoint dir (of step) into st and either a trainable policy opened from it
+ * (*policy) or, for a LoRA run, the adapters lora on the base the caller opened. */
 static int resume_from(grpo_run *r, const char *dir, long step, grpo_model **policy,
-                       grpo_train_state *st, grpo_error *err) {
-    int rc = grpo_run_open_model(r, dir, 1, policy, err);
-    if (rc == GRPO_OK) rc = grpo_checkpoint_load(dir, *policy, st, err);
+                       grpo_lora *lora, grpo_train_state *st, grpo_error *err) {
+    int rc = lora ? GRPO_OK : grpo_run_open_model(r, dir, 1, policy, err);
+    if (rc == GRPO_OK) rc = grpo_checkpoint_load(dir, *policy, lora, st, err);
     if (rc == GRPO_OK && st->step != step)
         rc = grpo_error_set(err, GRPO_ERR_INVALID,
                             "%s/trainer_state.json: step %ld does not match the directory's step "
                             "%ld",
                             dir, st->step, step);
-    if (rc != GRPO_OK) grpo_model_close(*policy), *policy = NULL;
+    if (rc != GRPO_OK && !lora) grpo_model_close(*policy), *policy = NULL;
     return rc;
 }
 
-int grpo_checkpoint_resume(grpo_run *r, const char *root, grpo_model **policy,
+int grpo_checkpoint_resume(grpo_run *r, const char *root, grpo_model **policy, grpo_lora *lora,
                            grpo_train_state *st, grpo_error *err) {
     long *steps = NULL;
     int n = grpo_ckpt_list(root, &steps, err), rc = n < 0 ? n : GRPO_ERR_IO;
@@ -226,7 +280,7 @@ int grpo_checkpoint_resume(grpo_run *r, const char *root, grpo_model **policy,
     for (int i = 0; i < n; i++) {
         grpo_ckpt_dir(root, steps[i], dir, sizeof dir);
         grpo_train_state saved = *st;
-        if ((rc = resume_from(r, dir, steps[i], policy, st, err)) == GRPO_OK) break;
+        if ((rc = resume_from(r, dir, steps[i], policy, lora, st, err)) == GRPO_OK) break;
         *st = saved;
         fprintf(stderr, "warning: --resume: skipping %s: %s\n", dir, err->message);
         snprintf(skipped + strlen(skipped), sizeof skipped - strlen(skipped), "%s%08ld",
@@ -262,7 +316,12 @@ int grpo_train_data_order(grpo_data_order *o, const grpo_run *r, const grpo_data
     return rc;
 }
 
-int grpo_model_export(const grpo_model *m, const char *dir, const char *card, grpo_error *err) {
-    int rc = grpo_model_save(m, dir, err);
+int grpo_model_export(const grpo_model *m, const grpo_lora *lora, const char *dir,
+                      const char *card, grpo_error *err) {
+    int rc = GRPO_OK;
+    if (lora && grpo_mkdirs(dir) != 0)
+        rc = grpo_error_set(err, GRPO_ERR_IO, "cannot create %s: %s", dir, strerror(errno));
+    if (rc == GRPO_OK)
+        rc = lora ? grpo_lora_save(lora, dir, m->dir, err) : grpo_model_save(m, dir, err);
     return rc == GRPO_OK ? write_card(dir, card, err) : rc;
 }

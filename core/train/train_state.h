@@ -13,11 +13,17 @@
  *                                          "data_cursor": "seed=S epoch=E position=P n=N"}
  * Resuming loads the model from the checkpoint directory, then grpo_train_state_load restores
  * the moments and the counters, so the run continues the same trajectory.
+ *
+ * A LoRA run's checkpoint holds its adapters instead of the model, in PEFT's format (lora.h:
+ * adapter_config.json, adapter_model.safetensors), their moments under exp_avg.<PEFT name>, the
+ * card and trainer_state.json; the frozen base is model.path. It loads with
+ * PeftModel.from_pretrained(base, checkpoint).
  */
 #ifndef GRPO_TRAIN_STATE_H
 #define GRPO_TRAIN_STATE_H
 
 #include "io/dataset.h"
+#include "host/lora.h"
 #include "host/model.h"
 #include "train/optimizer.h"
 #include "base/rng.h"
@@ -33,17 +39,18 @@ typedef struct grpo_train_state {
 /* Writes checkpoint root/checkpoint-STEP atomically, keeping the newest keep (<= 0: all), with
  * card (model_card.h; NULL: none) as its README.md. Nothing is read from the directory m was
  * opened from (it may be a pruned checkpoint). On failure no checkpoint is lost. */
-int grpo_checkpoint_save(const char *root, int keep, const grpo_model *m,
+int grpo_checkpoint_save(const char *root, int keep, const grpo_model *m, const grpo_lora *lora,
                          const grpo_train_state *st, const char *card, grpo_error *err);
 
 
 /* --resume: opens the newest checkpoint under root that loads whole (model, optimizer moments,
  * trainer_state.json with every value range-checked and its step matching the directory) as
- * the trainable policy *policy and restores st. A corrupt or empty newer checkpoint is skipped
+ * the trainable policy *policy and restores st; with lora (a LoRA run: *policy is the frozen
+ * base, already open with lora attached) the checkpoint's adapters and their moments instead. A corrupt or empty newer checkpoint is skipped
  * with a warning naming it and why; none loading is an error naming root. */
 struct grpo_run;
 int grpo_checkpoint_resume(struct grpo_run *r, const char *root, grpo_model **policy,
-                           grpo_train_state *st, grpo_error *err);
+                           grpo_lora *lora, grpo_train_state *st, grpo_error *err);
 
 /* The data order of a run over d: fresh from data.seed, or on resume where st's cursor left
  * it (an error naming d's file when the cursor cannot belong to it). */
@@ -52,7 +59,9 @@ int grpo_train_data_order(grpo_data_order *o, const struct grpo_run *r, const gr
 
 /* Writes m as a Hugging Face directory dir (config.json, model.safetensors) plus the files it
  * carries (tokenizer, base_model_README.md) and card as README.md (NULL: none): what
- * `grpo sft --out` users load in transformers. */
-int grpo_model_export(const grpo_model *m, const char *dir, const char *card, grpo_error *err);
+ * `grpo sft --out` users load in transformers. With lora: the adapters alone, in PEFT's format
+ * (what PeftModel.from_pretrained(base, dir) loads), and the card. */
+int grpo_model_export(const grpo_model *m, const grpo_lora *lora, const char *dir,
+                      const char *card, grpo_error *err);
 
 #endif

@@ -38,6 +38,7 @@ typedef struct trainer {
     grpo_session s;             /* run, policy, data order, optimizer, state, metrics.jsonl */
     const grpo_run_config *cfg; /* &s.run.cfg */
     grpo_model *ref;            /* reference model (beta > 0), else NULL */
+    int ref_is_base;            /* LoRA, beta > 0: the reference is the policy, adapters off */
     grpo_reward_set rewards;
     float *w; /* (K) reward weights */
     grpo_sampler_opts so;
@@ -240,6 +241,12 @@ static int micro_step(trainer *t, chunk *c, int32_t r0, int32_t rows, const grpo
     if (rc == GRPO_OK && t->ref) {
         rc = grpo_seqbatch_forward(&t->sb, t->ref, 0, t->scale, err);
         if (rc == GRPO_OK) completion_cols(t, c, t->sb.logp, ref);
+    } else if (rc == GRPO_OK && t->ref_is_base) { /* the frozen base: the adapters off */
+        rc = grpo_lora_enable(&t->s.lora, 0, err);
+        if (rc == GRPO_OK) rc = grpo_seqbatch_forward(&t->sb, t->s.policy, 0, t->scale, err);
+        if (rc == GRPO_OK) completion_cols(t, c, t->sb.logp, ref);
+        int on = grpo_lora_enable(&t->s.lora, 1, err);
+        if (rc == GRPO_OK) rc = on;
     }
     if (rc == GRPO_OK) rc = grpo_seqbatch_forward(&t->sb, t->s.policy, 1, t->scale, err);
     if (rc == GRPO_OK) rc = expert_load_add(t, err);
@@ -248,7 +255,7 @@ static int micro_step(trainer *t, chunk *c, int32_t r0, int32_t rows, const grpo
     completion_cols(t, c, t->sb.entropy, ent);
     grpo_loss_inputs in = {logp,
                            c->old_logp ? c->old_logp + (size_t)r0 * c->T : NULL,
-                           t->ref ? ref : NULL,
+                           t->ref || t->ref_is_base ? ref : NULL,
                            c->mask + (size_t)r0 * c->T,
                            c->adv + r0,
                            ent,
@@ -556,6 +563,10 @@ static int ref_checkpoint(trainer *t, grpo_error *err) {
 static int open_reference(trainer *t, grpo_error *err) {
     const grpo_run_config *cfg = t->cfg;
     if (!(cfg->grpo_beta > 0)) return GRPO_OK;
+    if (t->s.lora.n && !cfg->line[GRPO_KEYIDX_reference_path]) { /* no second copy */
+        t->ref_is_base = 1;
+        return GRPO_OK;
+    }
     char saved[4096];
     if (t->s.resumed && ref_diverged(cfg, t->s.st.step)) { /* the refreshed one, not the path */
         struct stat sb;
@@ -618,6 +629,12 @@ static int refuse_options(const grpo_run_config *cfg, const grpo_model *policy, 
                               "(grpo/model.h, ABI 1.4), so the entropy bonus cannot be trained; "
                               "rebuild the pack against SDK 1.4 or set entropy_coef = 0",
                               cfg->grpo_entropy_coef, policy->desc->id);
+    if (cfg->grpo_sync_ref_every > 0 && cfg->lora_r > 0)
+        return grpo_error_set(err, GRPO_ERR_UNSUPPORTED,
+                              "grpo.sync_ref_every = %lld with [lora] r = %lld: the reference of a "
+                              "LoRA run is the frozen base (adapters off), which does not move; "
+                              "expected sync_ref_every = 0", cfg->grpo_sync_ref_every,
+                              cfg->lora_r);
     if (cfg->grpo_sync_ref_every > 0 && !(cfg->grpo_beta > 0))
         return grpo_error_set(err, GRPO_ERR_INVALID,
                               "grpo.sync_ref_every = %lld needs grpo.beta > 0: with beta = 0 no "
