@@ -12,6 +12,8 @@
  *     log-probs;
  *   - saved again, the file holds peft's names with the same values, and adapter_config.json
  *     says LORA, r, lora_alpha, use_rslora;
+ *   - peft's adapter_config.json opens the directory, and merging gives merge_and_unload()'s
+ *     weights (and the adapted log-probs with the adapters detached);
  *   - target_modules that match nothing, and a file with a tensor for a module not adapted
  *     here, are refused by name.
  */
@@ -216,12 +218,48 @@ START_TEST(bad_targets_and_strange_tensors_are_refused) {
 }
 END_TEST
 
+/* grpo_lora_open_dir reads peft's adapter_config.json, and merging gives peft's
+ * merge_and_unload() weights (1e-5: fp32 sums of r = 4 products) with the adapters detached:
+ * the merged model alone gives the adapted log-probs. */
+START_TEST(open_dir_and_merge_match_peft) {
+    fixture f;
+    grpo_error err;
+    grpo_error_init(&err);
+    fixture_open(&f, _i);
+    grpo_lora_free(&f.lora);
+    ck_ok(grpo_lora_open_dir(&f.lora, f.m, f.dir, &err), &err);
+    ck_assert_uint_eq(f.lora.n, 14);
+    ck_assert_int_eq(f.lora.use_rslora, rslora[_i]);
+    double e = logp_error(&f, tensor(f.ref, "logp"));
+    ck_assert_msg(e < 1e-4, "%s: open_dir: max |logp - peft| = %g", names[_i], e);
+    uint32_t n = f.lora.n;
+    uint32_t *params = malloc(n * sizeof *params);
+    for (uint32_t i = 0; i < n; i++) params[i] = f.lora.ad[i].param;
+    ck_ok(grpo_lora_merge(&f.lora, &err), &err);
+    for (uint32_t i = 0; i < n; i++) {
+        char key[600];
+        snprintf(key, sizeof key, "merged.%s", f.m->params[params[i]].name);
+        const grpo_st_tensor *t = grpo_st_find(f.ref, key);
+        ck_assert_msg(t && t->numel == f.m->numel[params[i]], "%s missing or misshapen", key);
+        double worst = 0;
+        for (uint64_t k = 0; k < t->numel; k++)
+            worst = fmax(worst, fabs(f.m->param_ptr[params[i]][k] - ((const float *)t->data)[k]));
+        ck_assert_msg(worst < 1e-5, "%s: %s: max |merged - peft| = %g", names[_i], key, worst);
+    }
+    e = logp_error(&f, tensor(f.ref, "logp"));
+    ck_assert_msg(e < 1e-4, "%s: merged: max |logp - peft| = %g", names[_i], e);
+    free(params);
+    fixture_close(&f);
+}
+END_TEST
+
 Suite *lora_suite(void) {
     Suite *s = suite_create("lora");
     TCase *tc = tcase_create("peft");
     tcase_set_timeout(tc, 60);
     tcase_add_loop_test(tc, peft_adapters_give_peft_logp_and_gradients, 0, 2);
     tcase_add_loop_test(tc, saved_adapters_are_peft_files, 0, 2);
+    tcase_add_loop_test(tc, open_dir_and_merge_match_peft, 0, 2);
     tcase_add_test(tc, bad_targets_and_strange_tensors_are_refused);
     suite_add_tcase(s, tc);
     return s;

@@ -375,6 +375,34 @@ START_TEST(lora_grpo_learns_on_an_sft_model) {
        "grep -q '\"peft_type\":.*\"LORA\"' '%s/lora/ckpt/checkpoint-00000040/adapter_config.json'"
        " && test ! -e '%s/lora/ckpt/checkpoint-00000040/model.safetensors'",
        tmp, tmp, tmp);
+    /* eval finds the LoRA checkpoint and applies it to model.path; merge-lora folds it into a
+     * plain model that evaluates (greedy) to the same numbers, and generates the same tokens */
+    char ev1[600], ev2[600], merged[600], ckpt[600];
+    snprintf(ckpt, sizeof ckpt, "%s/lora/ckpt/checkpoint-00000040", tmp);
+    snprintf(merged, sizeof merged, "%s/merged", tmp);
+    snprintf(ev1, sizeof ev1, "%s/eval1.log", tmp), snprintf(ev2, sizeof ev2, "%s/eval2.log", tmp);
+    char *eval1[] = {"grpo", "eval", path, "--limit", "8", "--plugin-path", GRPO_PACK_BUILD_DIR,
+                     NULL};
+    ck_assert_msg(run_grpo(ev1, eval1) == 0, "eval of the LoRA checkpoint failed, see %s", ev1);
+    char *merge[] = {"grpo", "merge-lora", out, ckpt, merged, "--plugin-path",
+                     GRPO_PACK_BUILD_DIR, NULL};
+    ck_assert_msg(run_grpo(log, merge) == 0, "merge-lora failed, see %s", log);
+    char *eval2[] = {"grpo", "eval", path, "--model", merged, "--limit", "8", "--plugin-path",
+                     GRPO_PACK_BUILD_DIR, NULL};
+    ck_assert_msg(run_grpo(ev2, eval2) == 0, "eval of the merged model failed, see %s", ev2);
+    char *t1 = slurp(ev1), *t2 = slurp(ev2);
+    const char *r1 = strstr(t1, "\"n\": 8"), *r2 = strstr(t2, "\"n\": 8");
+    ck_assert_msg(strstr(t1, "\"adapter\"") && r1 && r2, "%s\n%s", t1, t2);
+    ck_assert_msg(strcmp(r1, r2) == 0, "adapter and merged model differ:\n%s\n%s", t1, t2);
+    free(t1), free(t2);
+    char *gen1[] = {"grpo", "generate", "--model", out, "--adapter", ckpt, "--prompt-ids",
+                    "49,43,50,61", "--max-new-tokens", "12", "--plugin-path", GRPO_PACK_BUILD_DIR,
+                    NULL};
+    char *gen2[] = {"grpo", "generate", "--model", merged, "--prompt-ids", "49,43,50,61",
+                    "--max-new-tokens", "12", "--plugin-path", GRPO_PACK_BUILD_DIR, NULL};
+    ck_assert_msg(run_grpo(ev1, gen1) == 0 && run_grpo(ev2, gen2) == 0, "generate failed: %s %s",
+                  ev1, ev2);
+    sh("cmp -s '%s' '%s'", ev1, ev2);
     /* sft --out with LoRA: the adapters, in PEFT's format */
     sh("sed -i 's/^lr = 2e-2$/lr = 1e-2/; s|^path = .*train.jsonl$|path = %s/examples/arith/sft.jsonl|;"
        " s/^steps = 40$/steps = 3/' '%s'", GRPO_SOURCE_DIR, path);

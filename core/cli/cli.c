@@ -26,6 +26,7 @@ static const grpo_command commands[] = {
     {"model", cmd_model, "inspect a Hugging Face model directory (grpo model info DIR)"},
     {"logprobs", cmd_logprobs, "per-token log-probs of token-id sequences (JSONL in, JSONL out)"},
     {"generate", cmd_generate, "continue a prompt of token ids (greedy or sampled)"},
+    {"merge-lora", cmd_merge_lora, "fold a PEFT LoRA adapter into its base model (a Hugging Face directory)"},
     {"plot", cmd_plot, "draw metrics.jsonl as an SVG chart"},
     {"report", cmd_report, "one HTML page of a run: curves, run file, sampled completions"},
     {"version", cmd_version, "print the version and the plugin ABI version"},

@@ -33,6 +33,7 @@ int cmd_template(int argc, char **argv);
 int cmd_model(int argc, char **argv);
 int cmd_logprobs(int argc, char **argv);
 int cmd_generate(int argc, char **argv);
+int cmd_merge_lora(int argc, char **argv);
 int cmd_plot(int argc, char **argv);
 int cmd_report(int argc, char **argv);
 

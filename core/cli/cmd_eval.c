@@ -1,6 +1,8 @@
 /*
  * cmd_eval.c — `grpo eval RUN.ini`: reward and accuracy on the held-out prompts (data.eval_path)
  * with the current checkpoint (the newest under checkpoint.dir; else --model or model.path).
+ * A directory holding adapter_config.json (a LoRA run's checkpoint, or --adapter DIR) is a PEFT
+ * LoRA adapter: it is applied to model.path (or --model).
  *
  * One completion per prompt, greedy unless --temperature is given (then sampled with
  * sampling.seed), max_completion_length and EOS as in training. Prints one JSON line:
@@ -11,8 +13,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
+#include "host/lora.h"
 #include "train/checkpoint.h"
 #include "train/eval.h"
 #include "train/rewards.h"
@@ -21,6 +25,7 @@
 typedef struct eval_opts {
     grpo_run_args run;
     const char *checkpoint;
+    const char *adapter; /* --adapter DIR */
     long limit;
     double temperature;
 } eval_opts;
@@ -43,7 +48,16 @@ static int evaluate(const eval_opts *o, grpo_error *err) {
     grpo_model *m = NULL;
     grpo_dataset *ds = NULL;
     grpo_reward_set rs = {0};
+    grpo_lora lora = {0};
+    char adapter[4200] = "", probe[4300];
+    if (o->adapter) snprintf(adapter, sizeof adapter, "%s", o->adapter);
+    snprintf(probe, sizeof probe, "%s/adapter_config.json", dir);
+    if (rc == GRPO_OK && !o->adapter && access(probe, F_OK) == 0) { /* a LoRA checkpoint */
+        snprintf(adapter, sizeof adapter, "%s", dir);
+        snprintf(dir, sizeof dir, "%s", o->run.model_dir ? o->run.model_dir : r.model_dir);
+    }
     if (rc == GRPO_OK) rc = grpo_run_open_model(&r, dir, 0, &m, err);
+    if (rc == GRPO_OK && adapter[0]) rc = grpo_lora_open_dir(&lora, m, adapter, err);
     char *path = rc == GRPO_OK ? grpo_run_path(&r, cfg->data_eval_path[0] ? cfg->data_eval_path
                                                                           : cfg->data_path)
                                : NULL;
@@ -63,7 +77,9 @@ static int evaluate(const eval_opts *o, grpo_error *err) {
     if (rc == GRPO_OK)
         rc = grpo_evaluate(&r, m, &rs, ds, total, (float)o->temperature, &rng, "", &row, err);
     if (rc == GRPO_OK) { /* {"model", "n", then the metrics (accuracy null without one)} */
-        printf("{\"model\": \"%s\", \"n\": %zu", dir, total);
+        printf("{\"model\": \"%s\", ", dir);
+        if (adapter[0]) printf("\"adapter\": \"%s\", ", adapter);
+        printf("\"n\": %zu", total);
         for (int i = 0; i < row.n; i++)
             if (isnan(row.values[i])) printf(", \"%s\": null", row.names[i]);
             else printf(", \"%s\": %.6g", row.names[i], row.values[i]);
@@ -72,17 +88,19 @@ static int evaluate(const eval_opts *o, grpo_error *err) {
     free(path);
     grpo_reward_set_free(&rs);
     grpo_dataset_free(ds);
+    grpo_lora_free(&lora);
     grpo_model_close(m);
     grpo_run_close(&r);
     return rc;
 }
 
 static int usage(FILE *f) {
-    fputs("usage: grpo eval RUN.ini [--checkpoint DIR | --model DIR] [--limit N]\n"
+    fputs("usage: grpo eval RUN.ini [--checkpoint DIR | --model DIR] [--adapter DIR] [--limit N]\n"
           "                 [--temperature T] [--set SECTION.KEY=VALUE]... [--plugin-path DIR]...\n"
           "Mean reward and accuracy on data.eval_path (data.path when unset), one completion per\n"
           "prompt (greedy unless --temperature), with the newest checkpoint under checkpoint.dir\n"
-          "(else --model or model.path). Prints one JSON line.\n",
+          "(else --model or model.path). A LoRA checkpoint, or --adapter DIR (a PEFT LoRA\n"
+          "directory), is applied to model.path (or --model). Prints one JSON line.\n",
           f);
     return f == stdout ? 0 : 2;
 }
@@ -95,6 +113,8 @@ int cmd_eval(int argc, char **argv) {
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) return usage(stdout);
         if (!strcmp(a, "--checkpoint") && v)
             o.checkpoint = v, i++;
+        else if (!strcmp(a, "--adapter") && v)
+            o.adapter = v, i++;
         else if (!strcmp(a, "--limit") && v)
             o.limit = atol(v), i++;
         else if (!strcmp(a, "--temperature") && v)

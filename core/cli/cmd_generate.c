@@ -11,11 +11,13 @@
 
 #include "cli/cli.h"
 #include "host/env.h"
+#include "host/lora.h"
 #include "host/model.h"
 #include "host/sampler.h"
 
 static void usage(FILE *out) {
-    fprintf(out, "usage: grpo generate --model DIR --prompt-ids 1,2,3 [--max-new-tokens N] "
+    fprintf(out, "usage: grpo generate --model DIR [--adapter LORA_DIR] --prompt-ids 1,2,3 "
+                 "[--max-new-tokens N] "
                  "[--greedy | --temperature T --seed S] [--eos ID] [--threads N] "
                  "[--plugin-path DIR]...\n");
 }
@@ -38,7 +40,7 @@ static int parse_ids(const char *text, int32_t **ids) {
 }
 
 int cmd_generate(int argc, char **argv) {
-    const char *model_dir = NULL, *prompt_text = NULL, *plugin_dirs[16];
+    const char *model_dir = NULL, *adapter = NULL, *prompt_text = NULL, *plugin_dirs[16];
     int max_new = 32, threads = 0, n_dirs = 0, eos_set = 0, eos = -1, greedy = 0, seed_set = 0;
     double temperature = 0.0;
     unsigned long long seed = 0;
@@ -51,6 +53,7 @@ int cmd_generate(int argc, char **argv) {
         }
         if (!v) return fprintf(stderr, "grpo generate: %s needs a value\n", a), usage(stderr), 2;
         if (!strcmp(a, "--model")) model_dir = v;
+        else if (!strcmp(a, "--adapter")) adapter = v;
         else if (!strcmp(a, "--prompt-ids")) prompt_text = v;
         else if (!strcmp(a, "--max-new-tokens")) max_new = atoi(v);
         else if (!strcmp(a, "--temperature")) temperature = atof(v);
@@ -78,8 +81,10 @@ int cmd_generate(int argc, char **argv) {
     grpo_error_init(&err);
     grpo_env env;
     grpo_model *m = NULL;
+    grpo_lora lora = {0};
     int rc = grpo_env_open(&env, plugin_dirs, n_dirs, "cpu", threads, &err);
     if (rc == GRPO_OK) rc = grpo_model_open_dir(&m, &env.reg, &env.host, model_dir, 0, &err);
+    if (rc == GRPO_OK && adapter) rc = grpo_lora_open_dir(&lora, m, adapter, &err);
     for (int i = 0; rc == GRPO_OK && i < P; i++)
         if (prompt[i] >= grpo_model_vocab(m))
             rc = grpo_error_set(&err, GRPO_ERR_INVALID, "--prompt-ids: %d is not below the "
@@ -108,6 +113,7 @@ int cmd_generate(int argc, char **argv) {
     }
     grpo_rollout_free(&roll);
     free(prompt), free(mask);
+    grpo_lora_free(&lora);
     grpo_model_close(m);
     grpo_env_close(&env);
     return rc == GRPO_OK ? 0 : 1;

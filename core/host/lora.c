@@ -30,13 +30,14 @@ static int is_target(const grpo_param_desc *d, const char *spec) {
         return 0;
     if (strncmp(mod, "model.layers.", 13) != 0) return 0; /* embeddings and the head are not */
     if (strcmp(spec, "all-linear") == 0) return 1;
-    const char *leaf = strrchr(mod, '.') + 1;
-    size_t n = strlen(leaf);
-    for (const char *p = spec; *p;) {
+    size_t n = strlen(mod);
+    for (const char *p = spec; *p;) { /* PEFT: the module name is the entry or ends in .entry */
         while (*p == ' ' || *p == ',') p++;
         const char *e = p;
         while (*e && *e != ',' && *e != ' ') e++;
-        if ((size_t)(e - p) == n && strncmp(p, leaf, n) == 0) return 1;
+        size_t k = (size_t)(e - p);
+        if (k > 0 && k <= n && strncmp(mod + n - k, p, k) == 0 && (k == n || mod[n - k - 1] == '.'))
+            return 1;
         p = e;
     }
     return 0;
@@ -235,4 +236,96 @@ void grpo_lora_free(grpo_lora *l) {
     if (l->block) l->m->ops->free(l->m->ops->ctx, l->block);
     free(l->ad);
     memset(l, 0, sizeof *l);
+}
+
+/* adapter_config.json's target_modules (a string, or a list joined with commas) into out. */
+static int targets_of(const cJSON *t, char *out, size_t size) {
+    if (cJSON_IsString(t)) return snprintf(out, size, "%s", t->valuestring) < (int)size;
+    if (!cJSON_IsArray(t) || cJSON_GetArraySize(t) == 0) return 0;
+    size_t len = 0;
+    out[0] = 0;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, t) {
+        if (!cJSON_IsString(e)) return 0;
+        int w = snprintf(out + len, size - len, "%s%s", len ? "," : "", e->valuestring);
+        if (w < 0 || (size_t)w >= size - len) return 0;
+        len += (size_t)w;
+    }
+    return 1;
+}
+
+/* The LoRA options adapter_config.json (text, read from path) describes. */
+static int parse_config(const char *text, const char *path, grpo_lora_opts *o, char *targets,
+                        size_t size, grpo_error *err) {
+    cJSON *c = cJSON_Parse(text);
+    const cJSON *type = cJSON_GetObjectItemCaseSensitive(c, "peft_type"),
+                *r = cJSON_GetObjectItemCaseSensitive(c, "r"),
+                *alpha = cJSON_GetObjectItemCaseSensitive(c, "lora_alpha"),
+                *rs = cJSON_GetObjectItemCaseSensitive(c, "use_rslora"),
+                *bias = cJSON_GetObjectItemCaseSensitive(c, "bias"),
+                *fifo = cJSON_GetObjectItemCaseSensitive(c, "fan_in_fan_out");
+    const char *bad = !c                                               ? "a JSON object"
+                      : !cJSON_IsString(type) || strcmp(type->valuestring, "LORA")
+                          ? "peft_type \"LORA\""
+                      : !cJSON_IsNumber(r) || r->valuedouble < 1 || r->valuedouble > 4096 ||
+                              r->valuedouble != floor(r->valuedouble)
+                          ? "r, a whole number in [1, 4096]"
+                      : !cJSON_IsNumber(alpha) || !(alpha->valuedouble > 0) ? "lora_alpha > 0"
+                      : !targets_of(cJSON_GetObjectItemCaseSensitive(c, "target_modules"), targets,
+                                    size)
+                          ? "target_modules, a string or a list of module names"
+                      : bias && !(cJSON_IsString(bias) && !strcmp(bias->valuestring, "none"))
+                          ? "bias \"none\" (trained biases are not supported)"
+                      : cJSON_IsTrue(fifo) ? "fan_in_fan_out false (Conv1D layers are not supported)"
+                                           : NULL;
+    if (!bad)
+        *o = (grpo_lora_opts){(int32_t)r->valuedouble, alpha->valuedouble, cJSON_IsTrue(rs),
+                              targets};
+    cJSON_Delete(c);
+    return bad ? grpo_error_set(err, GRPO_ERR_INVALID, "%s: expected %s", path, bad) : GRPO_OK;
+}
+
+int grpo_lora_open_dir(grpo_lora *l, grpo_model *m, const char *dir, grpo_error *err) {
+    char path[4200], targets[4096], *text = NULL;
+    grpo_lora_opts o;
+    memset(l, 0, sizeof *l);
+    int rc = grpo_path_join(path, sizeof path, dir, "adapter_config.json", err);
+    if (rc == GRPO_OK) rc = grpo_read_file(path, &text, NULL, err);
+    if (rc == GRPO_OK) rc = parse_config(text, path, &o, targets, sizeof targets, err);
+    free(text);
+    if (rc == GRPO_OK) rc = grpo_lora_attach(l, m, &o, 0, err);
+    if (rc == GRPO_OK) rc = grpo_lora_load(l, dir, err);
+    if (rc != GRPO_OK) grpo_lora_free(l);
+    return rc;
+}
+
+int grpo_lora_merge(grpo_lora *l, grpo_error *err) {
+    const grpo_ops *o = l->m->ops;
+    float *ab = malloc((l->floats ? l->floats : 1) * sizeof(float));
+    int rc = ab ? GRPO_OK : grpo_error_set(err, GRPO_ERR_NOMEM, "LoRA merge: out of memory");
+    if (rc == GRPO_OK) o->download(o->ctx, ab, l->block, l->floats * sizeof(float));
+    for (uint32_t i = 0; rc == GRPO_OK && i < l->n; i++) {
+        const grpo_lora_adapter *a = &l->ad[i];
+        uint32_t p = a->param;
+        int64_t OC = l->m->params[p].shape[0], IC = l->m->params[p].shape[1];
+        float *w = malloc((size_t)(OC * IC) * sizeof(float));
+        if (!w) {
+            rc = grpo_error_set(err, GRPO_ERR_NOMEM, "LoRA merge: out of memory");
+            break;
+        }
+        const float *A = ab + (a->A - l->block), *B = ab + (a->B - l->block);
+        o->download(o->ctx, w, l->m->param_ptr[p], (size_t)(OC * IC) * sizeof(float));
+        for (int64_t r = 0; r < OC; r++) /* W (OC,IC) += s B (OC,r) A (r,IC), in double */
+            for (int64_t c = 0; c < IC; c++) {
+                double acc = 0.0;
+                for (int32_t k = 0; k < l->r; k++) acc += (double)B[r * l->r + k] * A[k * IC + c];
+                w[r * IC + c] = (float)((double)w[r * IC + c] + a->scale * acc);
+            }
+        o->upload(o->ctx, l->m->param_ptr[p], w, (size_t)(OC * IC) * sizeof(float));
+        free(w);
+    }
+    free(ab);
+    if (rc == GRPO_OK) rc = grpo_model_set_lora(l->m, NULL, 0, 0, err); /* now in the weights */
+    if (rc == GRPO_OK) l->enabled = 0, l->n = 0;
+    return rc;
 }

@@ -59,6 +59,13 @@ int grpo_lora_save(const grpo_lora *l, const char *dir, const char *base_model, 
  * missing or misshapen tensor, or a LoRA tensor for a module that is not adapted here, is an
  * error naming the file and the tensor. */
 int grpo_lora_load(grpo_lora *l, const char *dir, grpo_error *err);
+/* Attaches the adapters of a PEFT directory (adapter_config.json: peft_type LORA, r,
+ * lora_alpha, use_rslora, target_modules, bias none; adapter_model.safetensors) to m. Errors
+ * name the file and what was expected. */
+int grpo_lora_open_dir(grpo_lora *l, grpo_model *m, const char *dir, grpo_error *err);
+/* Folds the adapters into m's weights (W += s B A, as peft's merge_and_unload) and detaches
+ * them: m alone is then the adapted model (grpo_model_save writes it). */
+int grpo_lora_merge(grpo_lora *l, grpo_error *err);
 /* Detaches from the model (set_lora with none) and frees; NULL-safe on a zeroed l. */
 void grpo_lora_free(grpo_lora *l);
 

@@ -30,6 +30,7 @@ cases=(
   "report D -o R.html --bogus => '--bogus'"
   "pack list --bogus => --bogus"
   "version --bogus => '--bogus'"
+  "merge-lora B A O --bogus => '--bogus'"
 )
 failed=0 subcommands=()
 for c in "${cases[@]}"; do
