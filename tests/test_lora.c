@@ -3,7 +3,9 @@
  *
  * Fixtures: tests/fixtures/lora/{llama,qwen3}/ made by tools/make_lora_fixtures.py: peft's
  * save_pretrained() of random r = 4, alpha = 8, all-linear adapters (rsLoRA for qwen3) on the
- * dense fixtures, and reference.safetensors with peft's float64 log-probs of the dense fixture's
+ * dense fixtures; tests/fixtures/lora/minimind2/: adapters on q/v and on every routed and shared
+ * expert's gate/up/down of the MoE fixture moe/minimind2 (routing unchanged); and
+ * reference.safetensors with peft's float64 log-probs of the dense fixture's
  * batch, the gradient of every lora_A / lora_B for sum(w * logp), and merge_and_unload()'s
  * weights. Checked here, on a frozen base (no gradient block):
  *   - the adapters load from peft's own file and give peft's log-probs (1e-4, as test_dense);
@@ -33,8 +35,15 @@
 #include "kernels.h"
 #include "tmpdir.h"
 
-static const char *const names[] = {"llama", "qwen3"};
-static const int rslora[] = {0, 1};
+/* The fixtures: base model directory, adapter targets, adapters, modules named in the config. */
+static const char *const names[] = {"llama", "qwen3", "minimind2"};
+static const char *const bases[] = {"dense/llama", "dense/qwen3", "moe/minimind2"};
+static const char *const targets[] = {"all-linear", "all-linear",
+                                      "q_proj,v_proj,gate_proj,up_proj,down_proj"};
+static const int rslora[] = {0, 1, 0};
+static const uint32_t n_adapters[] = {14, 14, 34}; /* MoE: 4 experts + 1 shared, x3, + q, v */
+static const int n_modules[] = {7, 7, 5};
+#define N_FIXTURES 3
 
 typedef struct fixture {
     grpo_ops *ops;
@@ -73,7 +82,7 @@ static void fixture_open(fixture *f, int i) {
     char *dirs[] = {GRPO_PACK_BUILD_DIR, NULL};
     ck_ok(grpo_registry_scan(&f->reg, dirs, &err), &err);
     char base[4096], path[4200];
-    snprintf(base, sizeof base, "%s/tests/fixtures/dense/%s", GRPO_SOURCE_DIR, names[i]);
+    snprintf(base, sizeof base, "%s/tests/fixtures/%s", GRPO_SOURCE_DIR, bases[i]);
     snprintf(f->dir, sizeof f->dir, "%s/tests/fixtures/lora/%s", GRPO_SOURCE_DIR, names[i]);
     ck_ok(grpo_model_open_dir(&f->m, &f->reg, &f->host, base, 0, &err), &err); /* frozen */
     snprintf(path, sizeof path, "%s/reference.safetensors", base);
@@ -86,7 +95,7 @@ static void fixture_open(fixture *f, int i) {
                         (const int32_t *)grpo_st_find(f->dense, "mask")->data,
                         (const int32_t *)grpo_st_find(f->dense, "pos")->data,
                         (const int32_t *)grpo_st_find(f->dense, "targets")->data, 0.0f};
-    grpo_lora_opts o = opts(i, "all-linear");
+    grpo_lora_opts o = opts(i, targets[i]);
     ck_ok(grpo_lora_attach(&f->lora, f->m, &o, 1, &err), &err);
     ck_ok(grpo_lora_load(&f->lora, f->dir, &err), &err);
     ck_ok(grpo_model_reserve_acts(f->m, f->B, f->T, &err), &err);
@@ -119,7 +128,7 @@ START_TEST(peft_adapters_give_peft_logp_and_gradients) {
     grpo_error err;
     grpo_error_init(&err);
     fixture_open(&f, _i);
-    ck_assert_uint_eq(f.lora.n, 14); /* q k v o gate up down in each of 2 layers */
+    ck_assert_uint_eq(f.lora.n, n_adapters[_i]);
     double e = logp_error(&f, tensor(f.ref, "logp"));
     ck_assert_msg(e < 1e-4, "%s: max |logp - peft| = %g", names[_i], e);
     grpo_lora_zero_grad(&f.lora);
@@ -191,7 +200,7 @@ START_TEST(saved_adapters_are_peft_files) {
     ck_assert_int_eq(cJSON_GetObjectItem(c, "r")->valueint, 4);
     ck_assert(cJSON_GetObjectItem(c, "lora_alpha")->valuedouble == 8.0);
     ck_assert_int_eq(cJSON_IsTrue(cJSON_GetObjectItem(c, "use_rslora")), rslora[_i]);
-    ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItem(c, "target_modules")), 7);
+    ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItem(c, "target_modules")), n_modules[_i]);
     cJSON_Delete(c), free(text);
     tmpdir_remove(tmp);
     fixture_close(&f);
@@ -228,7 +237,7 @@ START_TEST(open_dir_and_merge_match_peft) {
     fixture_open(&f, _i);
     grpo_lora_free(&f.lora);
     ck_ok(grpo_lora_open_dir(&f.lora, f.m, f.dir, &err), &err);
-    ck_assert_uint_eq(f.lora.n, 14);
+    ck_assert_uint_eq(f.lora.n, n_adapters[_i]);
     ck_assert_int_eq(f.lora.use_rslora, rslora[_i]);
     double e = logp_error(&f, tensor(f.ref, "logp"));
     ck_assert_msg(e < 1e-4, "%s: open_dir: max |logp - peft| = %g", names[_i], e);
@@ -257,9 +266,9 @@ Suite *lora_suite(void) {
     Suite *s = suite_create("lora");
     TCase *tc = tcase_create("peft");
     tcase_set_timeout(tc, 60);
-    tcase_add_loop_test(tc, peft_adapters_give_peft_logp_and_gradients, 0, 2);
-    tcase_add_loop_test(tc, saved_adapters_are_peft_files, 0, 2);
-    tcase_add_loop_test(tc, open_dir_and_merge_match_peft, 0, 2);
+    tcase_add_loop_test(tc, peft_adapters_give_peft_logp_and_gradients, 0, N_FIXTURES);
+    tcase_add_loop_test(tc, saved_adapters_are_peft_files, 0, N_FIXTURES);
+    tcase_add_loop_test(tc, open_dir_and_merge_match_peft, 0, 2); /* the MoE has no merged.* */
     tcase_add_test(tc, bad_targets_and_strange_tensors_are_refused);
     suite_add_tcase(s, tc);
     return s;
