@@ -92,7 +92,7 @@ int grpo_lora_attach(grpo_lora *l, grpo_model *m, const grpo_lora_opts *o, uint6
     select_targets(l, o->target_modules);
     if (l->n == 0)
         return grpo_error_set(err, GRPO_ERR_INVALID,
-                              "lora.target_modules = %s: no linear weight of model %s matches "
+                              "lora.target_modules = %s: no linear weight of the model in %s matches "
                               "(expected all-linear or module names such as q_proj,v_proj)",
                               o->target_modules, m->dir);
     l->ad = calloc(l->n, sizeof *l->ad);

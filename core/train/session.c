@@ -15,7 +15,8 @@ static int open_lora(grpo_session *s, grpo_error *err) {
     if (cfg->lora_dropout != 0.0)
         return grpo_error_set(err, GRPO_ERR_UNSUPPORTED,
                               "lora.dropout = %g: dropout on the adapters' input is not "
-                              "implemented; expected 0", cfg->lora_dropout);
+                              "implemented (TRL's GRPOTrainer turns dropout off too: "
+                              "disable_dropout = True); expected 0", cfg->lora_dropout);
     grpo_lora_opts lo = {(int32_t)cfg->lora_r, cfg->lora_alpha, cfg->lora_use_rslora,
                          cfg->lora_target_modules};
     int rc = grpo_run_open_model(&s->run, s->run.model_dir, 0, &s->policy, err);
