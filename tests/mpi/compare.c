@@ -28,7 +28,7 @@ static int params(const char *a, const char *b, double tol) {
         return 2;
     }
     double worst = 0;
-    const char *where = "";
+    char where[256] = "";
     int bad = 0;
     for (size_t i = 0; i < grpo_st_count(sa) && !bad; i++) {
         const grpo_st_tensor *ta = grpo_st_at(sa, i), *tb = grpo_st_find(sb, ta->name);
@@ -42,7 +42,10 @@ static int params(const char *a, const char *b, double tol) {
         }
         for (uint64_t k = 0; !bad && k < ta->numel; k++) {
             double d = fabs((double)x[k] - y[k]);
-            if (d > worst || isnan(d)) worst = isnan(d) ? INFINITY : d, where = ta->name;
+            if (d > worst || isnan(d)) {
+                worst = isnan(d) ? INFINITY : d;
+                snprintf(where, sizeof where, "%s", ta->name);
+            }
         }
         free(x), free(y);
     }
