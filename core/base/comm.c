@@ -19,8 +19,7 @@ static double now(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* The first of the launchers' size variables that is a positive number; PMIX_RANK (srun
- * --mpi=pmix, which names no size) counts as "launched, size unknown" = 1. */
+/* The first of the launchers' size variables that is a positive number. */
 int grpo_comm_launched_size(void) {
     static const char *const vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_STEP_NUM_TASKS"};
     for (size_t i = 0; i < sizeof vars / sizeof *vars; i++) {
@@ -29,7 +28,7 @@ int grpo_comm_launched_size(void) {
         long n = v ? strtol(v, &end, 10) : 0;
         if (v && *v && !*end && n > 0) return n > 1 << 20 ? 1 << 20 : (int)n;
     }
-    return getenv("PMIX_RANK") ? 1 : 0;
+    return 0;
 }
 
 /* ---- single: one rank, every collective the identity ----------------------------------- */
@@ -81,17 +80,15 @@ int grpo_comm_init(grpo_error *err) {
     if (world.impl) return GRPO_OK;
     int launched = grpo_comm_launched_size();
     world.impl = &single, world.rank = 0, world.size = 1;
-    if (launched == 0) return GRPO_OK;
+    if (launched <= 1) return GRPO_OK; /* one rank is the single world: no MPI_Init */
     char why[512];
     const grpo_comm_impl *impl;
     int rank, size;
-    if (grpo_comm_mpi_open(&impl, &rank, &size, why, sizeof why) != 0) {
-        if (launched == 1) return GRPO_OK; /* one rank: the single world is the same run */
+    if (grpo_comm_mpi_open(&impl, &rank, &size, why, sizeof why) != 0)
         return grpo_error_set(err, GRPO_ERR_INVALID,
                               "started by a launcher with %d ranks (mpirun/srun), but %s; "
                               "expected one plain process or an MPI build",
                               launched, why);
-    }
     world.impl = impl, world.rank = rank, world.size = size;
     return GRPO_OK;
 }

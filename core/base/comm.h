@@ -5,10 +5,11 @@
  * One process belongs to one world. grpo_comm_init() decides which implementation serves it:
  *   single  size 1, rank 0; every collective leaves its buffer as it is (the sum, min or max over
  *           one rank). A plain `grpo train` runs here and never calls MPI_Init.
- *   mpi     when the process was started by a launcher (mpirun/mpiexec: OMPI_COMM_WORLD_SIZE or
- *           PMI_SIZE; Slurm's srun: SLURM_STEP_NUM_TASKS or PMIX_RANK) and this build found MPI
- *           (CMake's FindMPI: GRPO_HAVE_MPI). Launched with more than one rank on a build
- *           without MPI is an error, so N copies never train side by side unaware of each other.
+ *   mpi     when the process was started by a launcher with more than one rank (mpirun/mpiexec:
+ *           OMPI_COMM_WORLD_SIZE or PMI_SIZE; Slurm's srun: SLURM_STEP_NUM_TASKS) and this build
+ *           found MPI (CMake's FindMPI: GRPO_HAVE_MPI). One rank is the single world. More
+ *           than one on a build without MPI is an error, so N copies never train side by side
+ *           unaware of each other.
  * The collectives are blocking and every rank MUST make the same calls in the same order (MPI's
  * rule). MPI's default error handler stays: a failed collective, or a peer that died, ends the
  * job instead of hanging. grpo_comm_abort() prints nothing; the caller names the rank and cause
