@@ -387,7 +387,8 @@ static int reduce_step(trainer *t, loss_sums *s, double *tokens, grpo_error *err
     int rc = grpo_comm_allreduce_f32(m->grads, m->section, GRPO_COMM_SUM, err);
     double sum[] = {s->loss, s->tokens, s->kl, s->entropy, s->low, s->high, s->region, s->cispo,
                     s->aux, *tokens};
-    if (rc == GRPO_OK) rc = grpo_comm_allreduce_f64(sum, sizeof sum / sizeof *sum, GRPO_COMM_SUM, err);
+    if (rc == GRPO_OK)
+        rc = grpo_comm_allreduce_f64(sum, sizeof sum / sizeof *sum, GRPO_COMM_SUM, err);
     if (rc == GRPO_OK) rc = grpo_comm_allreduce_f64(&s->low_min, 1, GRPO_COMM_MIN, err);
     if (rc == GRPO_OK) rc = grpo_comm_allreduce_f64(&s->high_max, 1, GRPO_COMM_MAX, err);
     if (rc == GRPO_OK && t->load)
