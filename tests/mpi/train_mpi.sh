@@ -12,6 +12,7 @@
 # Exit 77 (skipped) without MPI. One thread per rank, 2 ranks, oversubscribed (2 cores or 1).
 set -uo pipefail
 grpo=$1 compare=$2 src=$3 work=$4 have_mpi=$5 mpirun=$6
+here=$(cd "$(dirname "$0")" && pwd)
 if [[ $have_mpi != ON ]]; then echo "SKIP: this grpo was built without MPI (scripts/setup.sh installs it)"; exit 77; fi
 if [[ -z $mpirun || ! -x $mpirun ]]; then echo "SKIP: mpirun not found (apt install openmpi-bin)"; exit 77; fi
 rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
@@ -19,6 +20,9 @@ rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_btl_vader_single_copy_mechanism=none OMPI_MCA_rmaps_base_oversubscribe=1
 export OMP_NUM_THREADS=1 GRPO_PLUGIN_PATH=
+# the sanitizer build: OpenMPI's own leftovers at exit are suppressed, grpo's are not
+export OMPI_MCA_mca_base_component_disable_dlclose=1
+export LSAN_OPTIONS="${LSAN_OPTIONS:+$LSAN_OPTIONS:}suppressions=$here/lsan.supp:fast_unwind_on_malloc=0:print_suppressions=0"
 mpi=("$mpirun" -np 2 --oversubscribe)
 failed=0
 fail() { echo "FAIL: $*"; failed=1; }
