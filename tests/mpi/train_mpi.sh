@@ -9,6 +9,7 @@
 #      the rank and the cause
 #   4. batch_prompts that does not divide over the ranks is refused with a clear message
 #   5. --resume under mpirun continues exactly (the same bytes as the uninterrupted run)
+#   6. grpo sft (not data parallel) refuses to run under a 2-rank launch
 # Exit 77 (skipped) without MPI. One thread per rank, 2 ranks, oversubscribed (2 cores or 1).
 set -uo pipefail
 grpo=$1 compare=$2 src=$3 work=$4 have_mpi=$5 mpirun=$6
@@ -131,4 +132,9 @@ cmp -s "$(ckpt res 3)" "$(ckpt two 3)" || fail "resume: the parameters after ste
 "$compare" metrics res/metrics.jsonl two/metrics.jsonl 0 >/dev/null || fail "resume: metrics differ from the uninterrupted run"
 [[ $(grep -c "resuming from" res2.log) == 1 ]] || fail "resume: expected one 'resuming from' line (rank 0)"
 [[ $failed == 0 ]] && echo "ok   resume under mpirun continues exactly"
+
+# 6. grpo sft is not data parallel: under a 2-rank launch it refuses instead of running twice
+timeout 60 "${mpi[@]}" "$grpo" sft run.ini > sft.log 2>&1 && fail "grpo sft ran under mpirun -np 2"
+grep -q "grpo sft runs as one process only" sft.log || { cat sft.log; fail "sft: no clear refusal"; }
+[[ $failed == 0 ]] && echo "ok   grpo sft under mpirun -np 2 refused"
 exit $failed
