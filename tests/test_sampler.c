@@ -187,6 +187,47 @@ START_TEST(sampling_is_reproducible_per_seed) {
 }
 END_TEST
 
+/* Per-row streams (the trainer's, data parallel): a prompt's completions are the same whether it
+ * is sampled with the other prompts or alone, although rows end at different steps and the live
+ * rows are reordered as they do (the case one stream per batch or per group got wrong). */
+START_TEST(row_streams_do_not_depend_on_the_batch) {
+    fixture f;
+    fixture_open(&f, fixtures[_i]);
+    grpo_error err;
+    grpo_error_init(&err);
+    const int32_t G = 4, N = f.R * G, last = f.R - 1;
+    ck_assert_int_ge(f.R, 2);
+    grpo_sampler_opts o = greedy_opts(G, f.N);
+    o.sampling.temperature = 1.5f, o.sampling.top_p = 0.95f;
+    grpo_rng *all = malloc((size_t)N * sizeof *all), alone[4];
+    grpo_rollout r = {0}, one = {0};
+    /* the EOS: row 0's second token without one, so at least that row ends early */
+    for (int32_t i = 0; i < N; i++) grpo_rng_seed_stream(&all[i], 7, 1, (uint64_t)i);
+    ck_ok(grpo_sampler_run_rows(f.m, &o, f.prompt, f.mask, f.R, f.P, all, &r, &err), &err);
+    o.eos[0] = r.ids[1], o.n_eos = 1;
+    for (int32_t i = 0; i < N; i++) grpo_rng_seed_stream(&all[i], 7, 1, (uint64_t)i);
+    for (int32_t g = 0; g < G; g++) grpo_rng_seed_stream(&alone[g], 7, 1, (uint64_t)(last * G + g));
+    ck_ok(grpo_sampler_run_rows(f.m, &o, f.prompt, f.mask, f.R, f.P, all, &r, &err), &err);
+    ck_ok(grpo_sampler_run_rows(f.m, &o, f.prompt + (size_t)last * f.P,
+                                f.mask + (size_t)last * f.P, 1, f.P, alone, &one, &err),
+          &err);
+    int ended_early = 0;
+    for (int32_t g = 0; g < G; g++) {
+        int32_t n = last * G + g;
+        ck_assert_int_eq(one.len[g], r.len[n]);
+        ck_assert_int_eq(one.truncated[g], r.truncated[n]);
+        ck_assert_mem_eq(one.ids + (size_t)g * f.N, r.ids + (size_t)n * f.N,
+                         (size_t)f.N * sizeof(int32_t));
+        ended_early |= r.len[n] < f.N;
+    }
+    for (int32_t n = 0; n < N; n++) ended_early |= r.len[n] < f.N;
+    ck_assert_msg(ended_early, "no row hit the EOS: the check would not reorder live rows");
+    grpo_rollout_free(&r), grpo_rollout_free(&one);
+    free(all);
+    fixture_close(&f);
+}
+END_TEST
+
 /* The trainer's view of a rollout (seqbatch.h: prompt + completion, targets at P-1+j, logits
  * scaled by 1/temperature) gives each sampled token the log-prob it was drawn with. This pins
  * the column alignment between sampling and training. Tolerance 1e-4: the same model through
@@ -282,6 +323,7 @@ int main(void) {
     tcase_add_loop_test(tc, greedy_rows_equal_transformers_generate, 0, N_FIXTURES);
     tcase_add_loop_test(tc, eos_ends_rows_and_cuts_the_mask, 0, N_FIXTURES);
     tcase_add_loop_test(tc, sampling_is_reproducible_per_seed, 0, N_FIXTURES);
+    tcase_add_loop_test(tc, row_streams_do_not_depend_on_the_batch, 0, N_FIXTURES);
     tcase_add_loop_test(tc, training_logp_equals_sampling_logp, 0, N_FIXTURES);
     tcase_add_test(tc, right_padded_prompt_is_refused);
     tcase_add_test(tc, out_of_vocabulary_ids_are_refused);

@@ -15,6 +15,14 @@ void grpo_rng_seed(grpo_rng *r, uint64_t seed) {
     for (int i = 0; i < 4; i++) r->s[i] = splitmix64(&seed);
 }
 
+void grpo_rng_seed_stream(grpo_rng *r, uint64_t seed, uint64_t a, uint64_t b) {
+    /* each coordinate goes through splitmix64's mixer, so nearby (a, b) give unrelated seeds */
+    uint64_t x = seed, h = splitmix64(&x);
+    x = h ^ a, h = splitmix64(&x);
+    x = h ^ b, h = splitmix64(&x);
+    grpo_rng_seed(r, h);
+}
+
 uint64_t grpo_rng_next(uint64_t s[4]) {
     uint64_t result = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
     s[2] ^= s[0];

@@ -13,6 +13,9 @@ typedef struct grpo_rng {
 } grpo_rng;
 
 void grpo_rng_seed(grpo_rng *r, uint64_t seed);
+/* The independent stream (a, b) of a run seeded with seed: the trainer's completion row b of step
+ * a (global row: group index * G + member), so a completion is the same whichever rank draws it. */
+void grpo_rng_seed_stream(grpo_rng *r, uint64_t seed, uint64_t a, uint64_t b);
 uint64_t grpo_rng_next(uint64_t s[4]); /* advances the state; the host-services entry point */
 /* Uniform in [0, 1) with 24 random bits (exactly representable as float). */
 float grpo_rng_uniform(grpo_rng *r);

@@ -146,14 +146,15 @@ static float log_prob(const float *logits, int32_t V, int32_t t) {
 /* Draws one token for each live row from its logits; logits_of(i) is the host logits row of
  * live row i (the prompt's prefill logits on the first step). Records tokens in out. */
 static void draw_tokens(sampler_state *s, const grpo_sampler_opts *o, int32_t live, int first,
-                        grpo_rng *rng, grpo_rollout *out) {
+                        grpo_rng *rng, grpo_rng *row_rng, grpo_rollout *out) {
     for (int32_t i = 0; i < live; i++) {
         int32_t n = s->row[i];
+        grpo_rng *g = row_rng ? &row_rng[n] : rng;
         const float *src = s->logits + (size_t)(first ? n / o->G : i) * s->V;
         memcpy(s->row_logits, src, (size_t)s->V * sizeof(float));
         int32_t *h = s->hist + (size_t)n * s->H;
         int32_t t =
-            grpo_sample_token(&o->sampling, s->row_logits, s->V, h, s->n_hist[n], rng, s->scratch);
+            grpo_sample_token(&o->sampling, s->row_logits, s->V, h, s->n_hist[n], g, s->scratch);
         h[s->n_hist[n]++] = t;
         out->logp[(size_t)n * out->T + out->len[n]] = log_prob(s->row_logits, s->V, t);
         out->ids[(size_t)n * out->T + out->len[n]] = t;
@@ -178,9 +179,9 @@ static int drop_finished(grpo_model *m, sampler_state *s, const grpo_sampler_opt
     return GRPO_OK;
 }
 
-int grpo_sampler_run(grpo_model *m, const grpo_sampler_opts *o, const int32_t *prompt,
-                     const int32_t *pmask, int32_t B, int32_t P, grpo_rng *rng, grpo_rollout *out,
-                     grpo_error *err) {
+static int run(grpo_model *m, const grpo_sampler_opts *o, const int32_t *prompt,
+               const int32_t *pmask, int32_t B, int32_t P, grpo_rng *rng, grpo_rng *row_rng,
+               grpo_rollout *out, grpo_error *err) {
     const grpo_ops *ops = m->ops;
     if (B <= 0 || P <= 0 || o->G <= 0 || o->max_new <= 0)
         return grpo_error_set(err, GRPO_ERR_INVALID,
@@ -205,7 +206,7 @@ int grpo_sampler_run(grpo_model *m, const grpo_sampler_opts *o, const int32_t *p
     if (rc == GRPO_OK) rc = fan_out(m, &s, prompt, pmask, B, P, o->G, err);
     int32_t live = s.N;
     for (int first = 1; rc == GRPO_OK && live > 0; first = 0) {
-        draw_tokens(&s, o, live, first, rng, out);
+        draw_tokens(&s, o, live, first, rng, row_rng, out);
         rc = drop_finished(m, &s, o, &live, out, err);
         if (rc != GRPO_OK || live == 0) break;
         for (int32_t i = 0; i < live; i++) s.cmask[(size_t)i * s.S + s.len[i] - 1] = 1;
@@ -220,4 +221,16 @@ int grpo_sampler_run(grpo_model *m, const grpo_sampler_opts *o, const int32_t *p
     }
     state_free(m, &s);
     return rc;
+}
+
+int grpo_sampler_run(grpo_model *m, const grpo_sampler_opts *o, const int32_t *prompt,
+                     const int32_t *pmask, int32_t B, int32_t P, grpo_rng *rng, grpo_rollout *out,
+                     grpo_error *err) {
+    return run(m, o, prompt, pmask, B, P, rng, NULL, out, err);
+}
+
+int grpo_sampler_run_rows(grpo_model *m, const grpo_sampler_opts *o, const int32_t *prompt,
+                            const int32_t *pmask, int32_t B, int32_t P, grpo_rng *row_rng,
+                            grpo_rollout *out, grpo_error *err) {
+    return run(m, o, prompt, pmask, B, P, NULL, row_rng, out, err);
 }

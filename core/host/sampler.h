@@ -57,6 +57,12 @@ int grpo_sampler_run(grpo_model *m, const grpo_sampler_opts *o, const int32_t *p
                      const int32_t *pmask, int32_t B, int32_t P, grpo_rng *rng, grpo_rollout *out,
                      grpo_error *err);
 
+/* The same with one stream per completion row: row n draws from row_rng[n] (row_rng[B*G]
+ * advance), so a row's tokens depend neither on the other rows of the batch nor on the order the
+ * live rows are drawn in (the trainer: the same completions on any number of ranks). */
+int grpo_sampler_run_rows(grpo_model *m, const grpo_sampler_opts *o, const int32_t *prompt,
+                            const int32_t *pmask, int32_t B, int32_t P, grpo_rng *row_rng,
+                            grpo_rollout *out, grpo_error *err);
 
 void grpo_rollout_free(grpo_rollout *r);
 

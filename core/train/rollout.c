@@ -74,7 +74,10 @@ int grpo_rollout_batch_run(grpo_rollout_batch *b, const grpo_run *r, grpo_model 
                               (int)b->n_prompts, (int)b->B, (int)b->G, (int)so->G);
     int rc = pad_prompts(b, r->pad_id, err);
     if (rc == GRPO_OK)
-        rc = grpo_sampler_run(m, so, b->prompt, b->pmask, b->B, b->P, rng, &b->roll, err);
+        rc = b->row_rng ? grpo_sampler_run_rows(m, so, b->prompt, b->pmask, b->B, b->P,
+                                                    b->row_rng, &b->roll, err)
+                          : grpo_sampler_run(m, so, b->prompt, b->pmask, b->B, b->P, rng,
+                                             &b->roll, err);
     if (rc == GRPO_OK) rc = decode_completions(b, r, err);
     if (rc == GRPO_OK) rc = score(b, rs, err);
     return rc;

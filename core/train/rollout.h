@@ -32,6 +32,8 @@ typedef struct grpo_rollout_batch {
     char **completion;       /* [N] decoded, special tokens skipped, owned */
     float *R;                /* (N,K) R[i*K + k]: reward k's score of sample i (rewards.h) */
     uint64_t step, total_steps; /* training progress the rewards see (grpo_sample); 0 = none */
+    grpo_rng *row_rng;       /* [N] one sampling stream per completion (the trainer's), or
+                                NULL: every row draws from run's rng (eval); borrowed */
 } grpo_rollout_batch;
 
 /* Room for B prompts with G completions each; b is zeroed first (the trainer then sets step and
@@ -44,7 +46,8 @@ int grpo_rollout_batch_add(grpo_rollout_batch *b, grpo_run *r, const grpo_datase
                            const grpo_example *ex, int *keep, grpo_error *err);
 
 /* With all B prompts added: left-pads them, samples so->G (= G) completions each with m (rng
- * advances), decodes them and scores them with every reward of rs into R (N,K). */
+ * advances, or row_rng when set), decodes them and scores them with every reward of
+ * rs into R (N,K). */
 int grpo_rollout_batch_run(grpo_rollout_batch *b, const grpo_run *r, grpo_model *m,
                            const grpo_sampler_opts *so, grpo_rng *rng, grpo_reward_set *rs,
                            grpo_error *err);

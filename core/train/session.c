@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/comm.h"
 #include "base/files.h"
 #include "train/checkpoint.h"
 
@@ -65,7 +66,8 @@ int grpo_session_open(grpo_session *s, const grpo_run_args *a, int resume, grpo_
     if (rc != GRPO_OK) return rc;
     const grpo_run_config *cfg = s->cfg = &s->run.cfg;
     grpo_rng_seed(&s->st.rng, (uint64_t)cfg->sampling_seed); /* a resume restores it */
-    if ((rc = grpo_ckpt_prepare(cfg->checkpoint_dir, err)) != GRPO_OK) return rc;
+    if (grpo_comm_rank() == 0 && (rc = grpo_ckpt_prepare(cfg->checkpoint_dir, err)) != GRPO_OK)
+        return rc;
     if ((rc = open_policy(s, err)) != GRPO_OK) return rc;
     grpo_optim_opts oo;
     if ((rc = grpo_optim_opts_from_config(&oo, cfg, err)) != GRPO_OK) return rc;
@@ -78,6 +80,10 @@ int grpo_session_open(grpo_session *s, const grpo_run_args *a, int resume, grpo_
 
 int grpo_session_log_open(const grpo_session *s, const char *name, grpo_run_log *l,
                           grpo_error *err) {
+    if (grpo_comm_rank() != 0) { /* rank 0 writes the logs (data parallel, comm.h) */
+        l->f = NULL;
+        return GRPO_OK;
+    }
     if (grpo_mkdirs(s->cfg->log_dir) != 0)
         return grpo_error_set(err, GRPO_ERR_IO, "cannot create log.dir %s: %s", s->cfg->log_dir,
                               strerror(errno));
@@ -100,6 +106,7 @@ int grpo_session_close(grpo_session *s, grpo_error *err) {
 static int save(grpo_session *s, grpo_error *err) {
     s->st.cursor = s->order.cur;
     s->st.optimizer_step = s->opt.step;
+    if (grpo_comm_rank() != 0) return GRPO_OK; /* every rank holds the same state; one writes */
     char *card = grpo_session_card(s);
     int rc = card ? grpo_checkpoint_save(s->cfg->checkpoint_dir, (int)s->cfg->checkpoint_keep,
                                          s->policy, s->lora.n ? &s->lora : NULL, &s->st, card,
@@ -134,20 +141,20 @@ static int save_resolved_config(const grpo_session *s, grpo_error *err) {
 
 int grpo_session_run(grpo_session *s, grpo_session_step_fn step, void *ctx, grpo_error *err) {
     const grpo_run_config *cfg = s->cfg;
-    int rc = grpo_session_log_open(s, "metrics.jsonl", &s->metrics, err);
-    if (rc == GRPO_OK) rc = save_resolved_config(s, err);
-    if (rc == GRPO_OK && cfg->log_tensorboard)
+    int rc = grpo_session_log_open(s, "metrics.jsonl", &s->metrics, err), rank0 = !grpo_comm_rank();
+    if (rc == GRPO_OK && rank0) rc = save_resolved_config(s, err);
+    if (rc == GRPO_OK && rank0 && cfg->log_tensorboard)
         rc = grpo_tfevents_open(&s->tb, cfg->log_dir, grpo_wall_time(),
                                 s->resumed ? s->st.step : -1, err);
     if (rc != GRPO_OK) return rc;
-    if (s->st.step >= cfg->train_steps)
+    if (s->st.step >= cfg->train_steps && rank0)
         fprintf(stderr, "nothing to do: step %ld of train.steps = %lld already reached\n",
                 s->st.step, cfg->train_steps);
     s->start = grpo_now();
     for (s->steps_done = 0; rc == GRPO_OK && s->st.step < cfg->train_steps; s->steps_done++)
         rc = step(s, ctx, err);
     if (rc != GRPO_OK || s->steps_done == 0) return rc;
-    if ((rc = save(s, err)) == GRPO_OK)
+    if ((rc = save(s, err)) == GRPO_OK && rank0)
         fprintf(stderr, "saved %s/checkpoint-%08ld\n", cfg->checkpoint_dir, s->st.step);
     return rc;
 }
@@ -172,9 +179,11 @@ int grpo_session_log(grpo_session *s, grpo_metric_row *row, const grpo_optim_sta
     grpo_metric_set(row, "learning_rate", os->lr);
     grpo_metric_set(row, "num_tokens", s->st.num_tokens);
     grpo_metric_set(row, "step_time", dt);
+    grpo_metric_set(row, "world_size", grpo_comm_size());
     if (tokens >= 0) grpo_metric_set(row, "throughput/tokens_per_s", tokens / dt);
     s->last = *row;
     if (s->st.step % cfg->log_every != 0 && s->st.step != cfg->train_steps) return GRPO_OK;
+    if (grpo_comm_rank() != 0) return GRPO_OK; /* rank 0 logs and prints */
     int rc = grpo_run_log_metrics(&s->metrics, s->st.step, row, err);
     if (rc == GRPO_OK && s->tb.f) {
         const char *tags[GRPO_METRICS_MAX];

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/comm.h"
 #include "train/seqbatch.h"
 #include "train/session.h"
 
@@ -137,6 +138,13 @@ static int sft_step(grpo_session *ses, void *ctx, grpo_error *err) {
 }
 
 int grpo_sft(const grpo_sft_opts *o, grpo_error *err) {
+    int ranks = grpo_comm_launched_size(); /* N copies would each write the same files */
+    if (ranks > 1)
+        return grpo_error_set(err, GRPO_ERR_INVALID,
+                              "grpo sft runs as one process only, not data parallel (started "
+                              "with %d ranks by mpirun/srun); expected a plain `grpo sft` "
+                              "(`grpo train` runs under mpirun)",
+                              ranks);
     grpo_session ses;
     sft s = {&ses, {0}};
     int rc = grpo_session_open(&ses, &o->run, o->resume, err);

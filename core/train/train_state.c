@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "train/checkpoint.h"
+#include "base/comm.h"
 #include "base/files.h"
 #include "train/run.h"
 #include "io/safetensors.h"
@@ -290,7 +291,8 @@ int grpo_checkpoint_resume(grpo_run *r, const char *root, grpo_model **policy, g
                            "%s: no checkpoint that loads (skipped checkpoint-%s)", root, skipped);
     }
     if (rc == GRPO_OK) {
-        fprintf(stderr, "resuming from %s (step %ld)\n", dir, st->step);
+        if (grpo_comm_rank() == 0) /* every rank resumes; one says so */
+            fprintf(stderr, "resuming from %s (step %ld)\n", dir, st->step);
         if (skipped[0])
             fprintf(stderr,
                     "warning: --resume: the newer checkpoint(s) %s were skipped; they are "

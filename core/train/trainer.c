@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/comm.h"
 #include "train/advantage.h"
 #include "train/checkpoint.h"
 #include "train/eval.h"
@@ -30,8 +31,14 @@ typedef struct chunk {
     float *r, *adv;        /* (N) summed reward, advantage */
     float *mask;           /* (N,T) loss mask (truncated rows zeroed when asked) */
     float *old_logp;       /* (N,T) when num_iterations > 1, else NULL */
-    grpo_advantage_metrics am;
+    grpo_advantage_metrics am; /* of the whole chunk, every rank's rows */
     int dropped;           /* groups left out of the loss (grpo.drop_zero_std_groups) */
+    /* Data parallel (comm.h): this rank holds rows [rank*N, (rank+1)*N) of the chunk's gN rows */
+    int32_t gB, g0;        /* the chunk's prompts over all ranks; global index of the first here */
+    grpo_rng *row_rng;     /* [N] sampling stream of each completion: (seed, step, global row) */
+    int32_t gN, gdropped;  /* rows and dropped groups over all ranks */
+    float *gR, *gr, *gadv; /* (gN,K), (gN), (gN): every rank's rewards, sums, advantages */
+    float *glen, *gtrunc;  /* (gN) completion lengths, truncation flags */
 } chunk;
 
 typedef struct trainer {
@@ -59,15 +66,38 @@ typedef struct trainer {
 
 static void chunk_clear(chunk *c) {
     grpo_rollout_batch_free(&c->rb);
-    free(c->r), free(c->adv), free(c->mask), free(c->old_logp);
+    free(c->r), free(c->adv), free(c->mask), free(c->old_logp), free(c->row_rng);
+    free(c->gR), free(c->gr), free(c->gadv), free(c->glen), free(c->gtrunc);
     memset(c, 0, sizeof *c);
 }
 
-/* Takes the next B usable prompts from the data order into c->rb. */
+/* Whether ex fits data.max_prompt_length (a prompt another rank takes). */
+static int prompt_fits(trainer *t, const grpo_example *ex, int *keep, grpo_error *err) {
+    char *text = NULL;
+    int32_t *ids = NULL;
+    size_t n = 0;
+    int rc = grpo_run_prompt(&t->s.run, t->s.data, ex, &text, &ids, &n, keep, err);
+    free(text), free(ids);
+    return rc;
+}
+
+/* The next B usable prompts of the data order (one order on every rank) are the chunk's; this
+ * rank takes its contiguous share into c->rb, each completion with its own sampling stream. */
 static int chunk_prompts(trainer *t, chunk *c, int32_t B, grpo_error *err) {
-    int rc = grpo_rollout_batch_begin(&c->rb, B, t->so.G, err);
+    int W = grpo_comm_size();
+    int32_t Bl = B / W, first = grpo_comm_rank() * Bl; /* B % W == 0: setup */
+    c->gB = B, c->g0 = first;
+    for (chunk *p = t->chunks; p < c; p++) c->g0 += p->gB;
+    int rc = grpo_rollout_batch_begin(&c->rb, Bl, t->so.G, err);
+    int32_t G = t->so.G; /* row g of global group k draws from stream k*G + g of the step */
+    if (rc == GRPO_OK && !(c->row_rng = malloc((size_t)Bl * G * sizeof *c->row_rng)))
+        rc = grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory");
+    for (int32_t i = 0; rc == GRPO_OK && i < Bl * G; i++)
+        grpo_rng_seed_stream(&c->row_rng[i], (uint64_t)t->cfg->sampling_seed,
+                             (uint64_t)t->s.st.step, (uint64_t)c->g0 * G + (uint64_t)i);
+    c->rb.row_rng = c->row_rng;
     size_t tries = 0;
-    while (rc == GRPO_OK && c->rb.n_prompts < B) {
+    for (int32_t k = 0; rc == GRPO_OK && k < B;) {
         if (tries++ > t->s.data->n + (size_t)B)
             return grpo_error_set(err, GRPO_ERR_INVALID,
                                   "%s: every prompt is longer than data.max_prompt_length = %lld "
@@ -75,12 +105,44 @@ static int chunk_prompts(trainer *t, chunk *c, int32_t B, grpo_error *err) {
                                   t->s.data->path, t->cfg->data_max_prompt_length);
         const grpo_example *ex = &t->s.data->examples[grpo_data_order_next(&t->s.order)];
         int keep = 0;
-        rc = grpo_rollout_batch_add(&c->rb, &t->s.run, t->s.data, ex, &keep, err);
+        rc = k >= first && k < first + Bl
+                 ? grpo_rollout_batch_add(&c->rb, &t->s.run, t->s.data, ex, &keep, err)
+                 : prompt_fits(t, ex, &keep, err);
+        k += keep;
     }
     return rc;
 }
 
-/* Sums the chunk's reward scores (N,K) and computes the advantages. */
+/* Every rank's rows of the chunk: rewards gR (gN,K) and their sums gr, lengths, truncation flags
+ * (one allgather of (N, K+2) rows, in global row order), room for the advantages gadv. */
+static int chunk_gather(trainer *t, chunk *c, grpo_error *err) {
+    int K = t->rewards.n, W = grpo_comm_size();
+    int32_t N = c->rb.N, gN = c->gN = N * W;
+    size_t row = (size_t)K + 2;
+    float *mine = malloc((size_t)N * row * sizeof(float)), *all = malloc(gN * row * sizeof(float));
+    c->gR = malloc(((size_t)gN * K + 1) * sizeof(float));
+    c->gr = malloc((size_t)gN * sizeof(float)), c->gadv = malloc((size_t)gN * sizeof(float));
+    c->glen = malloc((size_t)gN * sizeof(float)), c->gtrunc = malloc((size_t)gN * sizeof(float));
+    int rc = mine && all && c->gR && c->gr && c->gadv && c->glen && c->gtrunc
+                 ? GRPO_OK
+                 : grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory");
+    for (int32_t i = 0; rc == GRPO_OK && i < N; i++) {
+        memcpy(mine + i * row, c->rb.R + (size_t)i * K, (size_t)K * sizeof(float));
+        mine[i * row + K] = (float)c->rb.roll.len[i];
+        mine[i * row + K + 1] = (float)c->rb.roll.truncated[i];
+    }
+    if (rc == GRPO_OK) rc = grpo_comm_allgather_f32(all, mine, (size_t)N * row, err);
+    for (int32_t i = 0; rc == GRPO_OK && i < gN; i++) {
+        memcpy(c->gR + (size_t)i * K, all + i * row, (size_t)K * sizeof(float));
+        c->glen[i] = all[i * row + K], c->gtrunc[i] = all[i * row + K + 1];
+    }
+    if (rc == GRPO_OK) grpo_reward_sum(c->gr, c->gR, t->w, gN, K);
+    free(mine), free(all);
+    return rc;
+}
+
+/* Sums the chunk's reward scores (N,K) and computes the advantages over the whole chunk (every
+ * rank's rows, so batch statistics mean what they mean in one process); keeps this rank's. */
 static int chunk_rewards(trainer *t, chunk *c, grpo_error *err) {
     c->r = malloc((size_t)c->rb.N * sizeof(float));
     c->adv = malloc((size_t)c->rb.N * sizeof(float));
@@ -96,13 +158,17 @@ static int chunk_rewards(trainer *t, chunk *c, grpo_error *err) {
                     t->s.st.step + 1, t->s.data->path, (unsigned long long)c->rb.ex[b]->line,
                     c->rb.G);
     }
+    int rc = chunk_gather(t, c, err);
+    if (rc != GRPO_OK) return rc;
     grpo_error why;
     grpo_error_init(&why);
-    int rc = t->cfg->grpo_reward_aggregation == GRPO_AGG_NORMALIZE_THEN_SUM
-                 ? grpo_advantages_gdpo(c->adv, &c->am, c->rb.R, t->w, c->rb.B, c->rb.G,
-                                        t->rewards.n, &t->ao, &why)
-                 : grpo_advantages(c->adv, &c->am, c->r, c->rb.B, c->rb.G, &t->ao, &why);
+    int32_t gB = c->gN / c->rb.G;
+    rc = t->cfg->grpo_reward_aggregation == GRPO_AGG_NORMALIZE_THEN_SUM
+             ? grpo_advantages_gdpo(c->gadv, &c->am, c->gR, t->w, gB, c->rb.G, t->rewards.n,
+                                    &t->ao, &why)
+             : grpo_advantages(c->gadv, &c->am, c->gr, gB, c->rb.G, &t->ao, &why);
     if (rc != GRPO_OK) return grpo_error_set(err, rc, "advantages: %s", why.message);
+    memcpy(c->adv, c->gadv + (size_t)grpo_comm_rank() * c->rb.N, (size_t)c->rb.N * sizeof(float));
     return GRPO_OK;
 }
 
@@ -118,7 +184,10 @@ static int chunk_drop_groups(chunk *c, grpo_error *err) {
         if (!keep[i / c->rb.G])
             memset(c->mask + (size_t)i * c->T, 0, (size_t)c->T * sizeof(float));
     free(keep);
-    return GRPO_OK;
+    double all = c->dropped; /* the frac_groups_dropped metric counts every rank's */
+    int rc = grpo_comm_allreduce_f64(&all, 1, GRPO_COMM_SUM, err);
+    c->gdropped = (int32_t)all;
+    return rc;
 }
 
 /* The loss mask (N,T) of the chunk: the completion mask, minus truncated rows when asked, minus
@@ -303,11 +372,13 @@ static int train_on_chunks(trainer *t, loss_sums *sums, grpo_error *err) {
         micro_batches += (c->rb.N + t->micro - 1) / t->micro;
         Tmax = c->T > Tmax ? c->T : Tmax;
     }
-    lo.grad_accum_steps = micro_batches;
+    double global[2] = {lo.num_items_in_batch, micro_batches}; /* over every rank's rows */
+    int rc = grpo_comm_allreduce_f64(global, 2, GRPO_COMM_SUM, err);
+    if (rc != GRPO_OK) return rc;
+    lo.num_items_in_batch = global[0], lo.grad_accum_steps = (int)global[1];
     if (t->load) memset(t->load, 0, (size_t)t->load_L * t->load_E * sizeof *t->load);
     float *buf = malloc((size_t)t->micro * Tmax * 5 * sizeof(float)); /* micro_step's five */
     if (!buf) return grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory");
-    int rc = GRPO_OK;
     for (int a = 0; rc == GRPO_OK && a < t->n_chunks; a++) {
         chunk *c = &t->chunks[a];
         for (int32_t r0 = 0; rc == GRPO_OK && r0 < c->rb.N; r0 += t->micro)
@@ -318,11 +389,35 @@ static int train_on_chunks(trainer *t, loss_sums *sums, grpo_error *err) {
     return rc;
 }
 
+/* Data parallel: the gradients summed over the ranks in place (the policy's grads section, or a
+ * LoRA run's adapter gradients, is one contiguous host buffer on the CPU backend), then the
+ * step's sums, so every rank takes the same optimizer step and the metrics count every rank's
+ * rows. Nothing to do on one rank. */
+static int reduce_step(trainer *t, loss_sums *s, double *tokens, grpo_error *err) {
+    if (grpo_comm_size() == 1) return GRPO_OK;
+    const grpo_lora *l = &t->s.lora;
+    float *grads = l->n ? l->block + l->floats : t->s.policy->grads;
+    uint64_t n = l->n ? l->floats : t->s.policy->section;
+    int rc = grpo_comm_allreduce_f32(grads, n, GRPO_COMM_SUM, err);
+    double sum[] = {s->loss, s->tokens, s->kl, s->entropy, s->low, s->high, s->region, s->cispo,
+                    s->aux, *tokens};
+    if (rc == GRPO_OK)
+        rc = grpo_comm_allreduce_f64(sum, sizeof sum / sizeof *sum, GRPO_COMM_SUM, err);
+    if (rc == GRPO_OK) rc = grpo_comm_allreduce_f64(&s->low_min, 1, GRPO_COMM_MIN, err);
+    if (rc == GRPO_OK) rc = grpo_comm_allreduce_f64(&s->high_max, 1, GRPO_COMM_MAX, err);
+    if (rc == GRPO_OK && t->load)
+        rc = grpo_comm_allreduce_f64(t->load, (size_t)t->load_L * t->load_E, GRPO_COMM_SUM, err);
+    s->loss = sum[0], s->tokens = sum[1], s->kl = sum[2], s->entropy = sum[3], s->low = sum[4];
+    s->high = sum[5], s->region = sum[6], s->cispo = sum[7], s->aux = sum[8], *tokens = sum[9];
+    return rc;
+}
+
 /* ---- metrics ------------------------------------------------------------------------------ */
 
+/* Over every rank's rows (the chunks' g* arrays), so the same numbers as in one process. */
 static void reward_metrics(trainer *t, grpo_metric_row *row) {
     int K = t->rewards.n, N = 0;
-    for (int a = 0; a < t->n_chunks; a++) N += t->chunks[a].rb.N;
+    for (int a = 0; a < t->n_chunks; a++) N += t->chunks[a].gN;
     float *R = malloc((size_t)N * K * sizeof(float)), *r = malloc((size_t)N * sizeof(float));
     if (!R || !r) {
         free(R), free(r);
@@ -333,16 +428,16 @@ static void reward_metrics(trainer *t, grpo_metric_row *row) {
     int off = 0;
     for (int a = 0; a < t->n_chunks; a++) {
         const chunk *c = &t->chunks[a];
-        memcpy(R + (size_t)off * K, c->rb.R, (size_t)c->rb.N * K * sizeof(float));
-        memcpy(r + off, c->r, (size_t)c->rb.N * sizeof(float));
-        off += c->rb.N;
-        zero_std += c->am.frac_reward_zero_std * c->rb.N;
-        for (int32_t i = 0; i < c->rb.N; i++) {
-            double l = c->rb.roll.len[i];
-            adv_abs += fabs(c->adv[i]);
-            len += l, clipped += c->rb.roll.truncated[i];
+        memcpy(R + (size_t)off * K, c->gR, (size_t)c->gN * K * sizeof(float));
+        memcpy(r + off, c->gr, (size_t)c->gN * sizeof(float));
+        off += c->gN;
+        zero_std += c->am.frac_reward_zero_std * c->gN;
+        for (int32_t i = 0; i < c->gN; i++) {
+            double l = c->glen[i];
+            adv_abs += fabs(c->gadv[i]);
+            len += l, clipped += c->gtrunc[i];
             minl = l < minl ? l : minl, maxl = l > maxl ? l : maxl;
-            if (!c->rb.roll.truncated[i]) term_len += l, n_term++;
+            if (!c->gtrunc[i]) term_len += l, n_term++;
         }
     }
     grpo_metric_set(row, "reward", grpo_nanmean(r, N, 1));
@@ -368,7 +463,7 @@ static void reward_metrics(trainer *t, grpo_metric_row *row) {
     if (t->cfg->grpo_drop_zero_std_groups) {
         double groups = 0, dropped = 0;
         for (int a = 0; a < t->n_chunks; a++)
-            groups += t->chunks[a].rb.B, dropped += t->chunks[a].dropped;
+            groups += t->chunks[a].gB, dropped += t->chunks[a].gdropped;
         grpo_metric_set(row, "frac_groups_dropped", dropped / groups);
     }
     grpo_metric_set(row, "completions/mean_length", len / N);
@@ -432,14 +527,19 @@ static char *completions_markdown(const trainer *t, const chunk *c) {
     return text;
 }
 
-/* Every sample of the first chunk as JSON lines (and to TensorBoard when on); the first one also
- * on stderr. */
+/* Every sample of the first chunk as JSON lines, each with the rank that drew it (gathered to
+ * rank 0, which writes them; TensorBoard gets rank 0's); rank 0's first one also on stderr. */
 static int log_completions(trainer *t, grpo_error *err) {
     const chunk *c = &t->chunks[0];
+    char *mine = NULL, *all = NULL;
+    size_t n_mine = 0, n_all = 0;
+    FILE *f = open_memstream(&mine, &n_mine);
+    if (!f) return grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory logging completions");
     int rc = GRPO_OK;
     for (int32_t i = 0; rc == GRPO_OK && i < c->rb.N; i++) {
         cJSON *j = cJSON_CreateObject(), *rw = cJSON_CreateObject();
         cJSON_AddNumberToObject(j, "step", (double)t->s.st.step);
+        cJSON_AddNumberToObject(j, "rank", grpo_comm_rank());
         cJSON_AddStringToObject(j, "prompt", c->rb.prompt_text[i / c->rb.G]);
         cJSON_AddStringToObject(j, "completion", c->rb.completion[i]);
         for (int k = 0; k < t->rewards.n; k++) {
@@ -457,11 +557,24 @@ static int log_completions(trainer *t, grpo_error *err) {
         cJSON_AddNumberToObject(j, "advantage", c->adv[i]);
         char *s = cJSON_PrintUnformatted(j);
         cJSON_Delete(j);
-        if (!s) return grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory logging completions");
-        rc = grpo_run_log_line(&t->completions, s, err);
-        if (i == 0) fprintf(stderr, "\n[step %ld sample] %s\n", t->s.st.step, s);
+        if (!s) rc = grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory logging completions");
+        else fprintf(f, "%s\n", s);
+        if (s && i == 0 && grpo_comm_rank() == 0)
+            fprintf(stderr, "\n[step %ld sample] %s\n", t->s.st.step, s);
         free(s);
     }
+    if (fclose(f) != 0 && rc == GRPO_OK)
+        rc = grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory logging completions");
+    /* every rank gathers, even one that failed above, so none waits for it */
+    int rc2 = grpo_comm_gather_bytes(&all, &n_all, mine ? mine : "", rc == GRPO_OK ? n_mine : 0,
+                                     err);
+    if (rc == GRPO_OK) rc = rc2;
+    for (char *line = all, *nl; rc == GRPO_OK && line && *line; line = nl + 1) {
+        if ((nl = strchr(line, '\n'))) *nl = 0;
+        rc = grpo_run_log_line(&t->completions, line, err);
+        if (!nl) break;
+    }
+    free(mine), free(all);
     if (rc != GRPO_OK || !t->s.tb.f) return rc;
     char *md = completions_markdown(t, c);
     rc = md ? grpo_session_log_text(&t->s, "completions", md, err)
@@ -506,7 +619,7 @@ static int ref_ckpt_dir(const trainer *t, long step, char *out, size_t size) {
 
 static int ref_save(trainer *t, long step, grpo_error *err) {
     char dir[4096];
-    if (!t->ref || !ref_diverged(t->cfg, step)) return GRPO_OK;
+    if (!t->ref || !ref_diverged(t->cfg, step) || grpo_comm_rank() != 0) return GRPO_OK;
     if (ref_ckpt_dir(t, step, dir, sizeof dir) != 0)
         return grpo_error_set(err, GRPO_ERR_INVALID, "checkpoint.dir %s: path too long",
                               t->cfg->checkpoint_dir);
@@ -529,6 +642,7 @@ static void remove_flat_dir(const char *dir) {
 /* Removes the reference-STEP directories of steps before the current one whose checkpoint-STEP
  * is gone (checkpoint.keep); the current step's checkpoint may still be on its way. */
 static void ref_prune(const trainer *t) {
+    if (grpo_comm_rank() != 0) return; /* rank 0 writes the checkpoints */
     long *steps = NULL, step;
     int n = grpo_ckpt_list(t->cfg->checkpoint_dir, &steps, NULL);
     DIR *d = n >= 0 ? opendir(t->cfg->checkpoint_dir) : NULL;
@@ -609,6 +723,7 @@ static int open_eval(trainer *t, grpo_error *err) {
 static int evaluate_due(trainer *t, grpo_metric_row *row, grpo_error *err) {
     const grpo_run_config *cfg = t->cfg;
     if (!t->eval_data || t->s.st.step % cfg->train_eval_every != 0) return GRPO_OK;
+    if (grpo_comm_rank() != 0) return GRPO_OK; /* the one that logs */
     size_t n = t->eval_data->n;
     if (cfg->train_eval_limit > 0 && (size_t)cfg->train_eval_limit < n)
         n = (size_t)cfg->train_eval_limit;
@@ -643,10 +758,29 @@ static int refuse_options(const grpo_run_config *cfg, const grpo_model *policy, 
     return GRPO_OK;
 }
 
+/* Data parallel: each rank takes an equal share of every chunk's prompts. */
+static int check_ranks(const grpo_run_config *cfg, grpo_error *err) {
+    int W = grpo_comm_size();
+    if (W == 1) return GRPO_OK;
+    if (cfg->train_batch_prompts % W != 0)
+        return grpo_error_set(err, GRPO_ERR_INVALID,
+                              "%s: train.batch_prompts = %lld is the global batch and does not "
+                              "divide over the %d ranks; expected a multiple of %d (or another "
+                              "rank count)",
+                              cfg->path, cfg->train_batch_prompts, W, W);
+    if (cfg->grpo_drop_zero_std_groups && cfg->grpo_resample_rounds > 0)
+        return grpo_error_set(err, GRPO_ERR_INVALID,
+                              "%s: grpo.resample_rounds = %lld is not implemented over several "
+                              "ranks yet (%d ranks); expected 0 or one process",
+                              cfg->path, cfg->grpo_resample_rounds, W);
+    return GRPO_OK;
+}
+
 /* What GRPO adds to the session: reference, rewards, sampler and advantage options, chunks. */
 static int setup(trainer *t, grpo_error *err) {
     const grpo_run_config *cfg = t->cfg = t->s.cfg;
     int rc = refuse_options(cfg, t->s.policy, err);
+    if (rc == GRPO_OK) rc = check_ranks(cfg, err);
     if (rc == GRPO_OK) rc = open_reference(t, err);
     if (rc == GRPO_OK) rc = open_eval(t, err);
     if (rc == GRPO_OK)
@@ -670,7 +804,8 @@ static int setup(trainer *t, grpo_error *err) {
     t->ao.scale = cfg->grpo_scale_rewards, t->ao.std_unbiased = cfg->grpo_std_unbiased;
     t->ao.clip = (float)cfg->grpo_advantage_clamp,
     t->ao.batch_renorm = cfg->grpo_advantage_clamp > 0;
-    int32_t N = (int32_t)(cfg->train_batch_prompts * cfg->sampling_num_generations);
+    int32_t N = (int32_t)(cfg->train_batch_prompts / grpo_comm_size() *
+                          cfg->sampling_num_generations); /* this rank's rows of a chunk */
     t->micro = cfg->train_micro_batch > 0 && cfg->train_micro_batch < N
                    ? (int32_t)cfg->train_micro_batch
                    : N;
@@ -703,7 +838,7 @@ static int teardown(trainer *t, grpo_error *err) {
 static int train_step(grpo_session *s, void *ctx, grpo_error *err) {
     trainer *t = ctx;
     const grpo_run_config *cfg = t->cfg;
-    double t0 = grpo_now();
+    double t0 = grpo_now(), comm0 = grpo_comm_seconds();
     int rc = GRPO_OK;
     int fresh = s->st.step % cfg->grpo_num_iterations == 0 || !t->chunks[0].rb.N;
     if (s->st.step % cfg->grpo_num_iterations != 0 && !t->chunks[0].rb.N)
@@ -719,6 +854,7 @@ static int train_step(grpo_session *s, void *ctx, grpo_error *err) {
     sums.low_min = 2, sums.high_max = 0;
     if (rc == GRPO_OK) rc = train_on_chunks(t, &sums, err);
     double tokens = rc == GRPO_OK ? chunk_tokens(t) : 0;
+    if (rc == GRPO_OK) rc = reduce_step(t, &sums, &tokens, err);
     grpo_optim_stats os;
     if (rc == GRPO_OK) rc = grpo_session_update(s, fresh ? tokens : 0, &os, err);
     if (rc == GRPO_OK && cfg->grpo_sync_ref_every > 0 && s->st.step % cfg->grpo_sync_ref_every == 0)
@@ -728,6 +864,8 @@ static int train_step(grpo_session *s, void *ctx, grpo_error *err) {
     grpo_metric_row_clear(&row);
     reward_metrics(t, &row);
     loss_metrics(t, &sums, &row);
+    if (grpo_comm_size() > 1) /* this rank's seconds in collectives (waits included) */
+        grpo_metric_set(&row, "time/comm", grpo_comm_seconds() - comm0);
     if ((rc = evaluate_due(t, &row, err)) != GRPO_OK) return rc;
     if ((rc = grpo_session_log(s, &row, &os, t0, tokens, err)) != GRPO_OK) return rc;
     if (cfg->log_completions_every > 0 && s->st.step % cfg->log_completions_every == 0 &&
@@ -739,10 +877,20 @@ static int train_step(grpo_session *s, void *ctx, grpo_error *err) {
     return rc;
 }
 
+/* Data parallel: a rank that failed ends every rank (a peer waiting in a collective would wait
+ * for ever), after saying which one and why. */
+static void abort_ranks(const grpo_error *err) {
+    fprintf(stderr, "grpo train: rank %d of %d failed: %s; ending all ranks\n", grpo_comm_rank(),
+            grpo_comm_size(), err->message);
+    grpo_comm_abort(1);
+}
+
 int grpo_train(const grpo_train_opts *o, grpo_error *err) {
     trainer t;
     memset(&t, 0, sizeof t);
-    int rc = grpo_session_open(&t.s, &o->run, o->resume, err);
+    int rc = grpo_comm_init(err);
+    if (rc != GRPO_OK) return rc;
+    rc = grpo_session_open(&t.s, &o->run, o->resume, err);
     t.s.method = GRPO_CARD_GRPO;
     if (rc == GRPO_OK) rc = setup(&t, err);
     if (rc == GRPO_OK) rc = grpo_session_run(&t.s, train_step, &t, err);
@@ -753,5 +901,7 @@ int grpo_train(const grpo_train_opts *o, grpo_error *err) {
     int closed2 = grpo_session_close(&t.s, &close_err);
     if (rc == GRPO_OK && (closed != GRPO_OK || closed2 != GRPO_OK))
         *err = close_err, rc = closed != GRPO_OK ? closed : closed2;
+    if (rc != GRPO_OK && grpo_comm_size() > 1) abort_ranks(err);
+    grpo_comm_finalize();
     return rc;
 }

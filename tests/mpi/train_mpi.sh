@@ -1,0 +1,140 @@
+#!/usr/bin/env bash
+# train_mpi.sh GRPO COMPARE SRC WORK HAVE_MPI MPIRUN — data-parallel `grpo train` (issue 21):
+#   1. parity: `mpirun -np 2` for 3 steps against one process with the same global batch
+#      (train.batch_prompts = 4: 2 prompt groups per rank): the same completions, the
+#      parameters after every step within 1e-5 (fp32; the ranks' gradients are summed in another
+#      order than one process accumulates them) and every metric within a relative 1e-5
+#   2. a rank killed with SIGKILL ends the other; mpirun names the rank (no hang: timeout)
+#   3. a rank that fails (rank 1 alone gets a missing data.path) ends the job with a line naming
+#      the rank and the cause
+#   4. batch_prompts that does not divide over the ranks is refused with a clear message
+#   5. --resume under mpirun continues exactly (the same bytes as the uninterrupted run)
+#   6. grpo sft (not data parallel) refuses to run under a 2-rank launch
+# Exit 77 (skipped) without MPI. One thread per rank, 2 ranks, oversubscribed (2 cores or 1).
+set -uo pipefail
+grpo=$1 compare=$2 src=$3 work=$4 have_mpi=$5 mpirun=$6
+here=$(cd "$(dirname "$0")" && pwd)
+if [[ $have_mpi != ON ]]; then echo "SKIP: this grpo was built without MPI (scripts/setup.sh installs it)"; exit 77; fi
+if [[ -z $mpirun || ! -x $mpirun ]]; then echo "SKIP: mpirun not found (apt install openmpi-bin)"; exit 77; fi
+rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
+# CI runs as root; containers often forbid the shared-memory single copy (CMA)
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_btl_vader_single_copy_mechanism=none OMPI_MCA_rmaps_base_oversubscribe=1
+export OMP_NUM_THREADS=1 GRPO_PLUGIN_PATH=
+# the sanitizer build: OpenMPI's own leftovers at exit are suppressed, grpo's are not
+export OMPI_MCA_mca_base_component_disable_dlclose=1
+export LSAN_OPTIONS="${LSAN_OPTIONS:+$LSAN_OPTIONS:}suppressions=$here/lsan.supp:fast_unwind_on_malloc=0:print_suppressions=0"
+mpi=("$mpirun" -np 2 --oversubscribe)
+failed=0
+fail() { echo "FAIL: $*"; failed=1; }
+
+"$grpo" init-model policy --hidden 32 --layers 1 --heads 2 --kv-heads 1 --intermediate 64 \
+    --seed 3 >/dev/null 2>&1 || { echo "FAIL: init-model"; exit 1; }
+# rewards that vary on a random model's text (length and the overlong ramp), so every step has
+# advantages and gradients
+cat > run.ini <<INI
+[model]
+path = policy
+[data]
+path = $src/examples/arith/train.jsonl
+max_prompt_length = 32
+[sampling]
+num_generations = 4
+max_completion_length = 16
+temperature = 1.0
+[grpo]
+loss_type = dapo
+[optim]
+lr = 1e-3
+[train]
+steps = 3
+batch_prompts = 4
+threads = 1
+[log]
+dir = one
+completions_every = 1
+[checkpoint]
+dir = one/ck
+every = 1
+keep = 10
+[reward.long]
+plugin = builtin.overlong
+max_length = 16
+cache = 12
+[reward.chars]
+plugin = builtin.length
+min_chars = 12
+max_chars = 40
+INI
+ckpt() { echo "$1/ck/checkpoint-0000000$2/model.safetensors"; }
+
+# 1. parity with one process
+"$grpo" train run.ini > one.log 2>&1 || { cat one.log; echo "FAIL: one process"; exit 1; }
+timeout 120 "${mpi[@]}" "$grpo" train run.ini --set log.dir=two --set checkpoint.dir=two/ck \
+    > two.log 2>&1 || { cat two.log; echo "FAIL: mpirun -np 2 exited $?"; exit 1; }
+for s in 1 2 3; do
+    "$compare" params "$(ckpt one $s)" "$(ckpt two $s)" 1e-5 || fail "step $s: parameters differ"
+    "$compare" params "$(ckpt one $s)" "$(ckpt one $((s - 1)))" 0 >/dev/null 2>&1 && fail "step $s moved no parameter (no signal: the parity check would be empty)"
+done 2>/dev/null
+"$compare" params "$(ckpt one 1)" policy/model.safetensors 0 >/dev/null && fail "step 1 moved no parameter"
+"$compare" metrics one/metrics.jsonl two/metrics.jsonl 1e-5 || fail "metrics differ"
+grep -q '"world_size": 2' two/metrics.jsonl || fail "two/metrics.jsonl has no world_size 2"
+grep -q '"time/comm"' two/metrics.jsonl || fail "two/metrics.jsonl has no time/comm"
+[[ $(grep -c '"rank":1' two/completions.jsonl) == 24 ]] || fail "completions.jsonl: expected 24 lines of rank 1 (3 steps x 2 groups x 4)"
+# the same completions, in the same order, with rank 0 for the first half of each step
+diff <(sed 's/"rank":[01],//' one/completions.jsonl) <(sed 's/"rank":[01],//' two/completions.jsonl) >/dev/null ||
+    fail "the 2 ranks sampled other completions than one process"
+[[ $(grep -c '^step ' two.log) == 3 ]] || fail "expected 3 progress lines (rank 0 alone prints them)"
+[[ $failed == 0 ]] && echo "ok   parity: 2 ranks = 1 process (completions, parameters, metrics)"
+
+# 2. a killed rank ends the other
+export GRPO_TEST_MARK=$$-$RANDOM
+start=$SECONDS
+timeout 60 "${mpi[@]}" -x GRPO_TEST_MARK "$grpo" train run.ini --set log.dir=kill \
+    --set checkpoint.dir=kill/ck --set train.steps=100000 --set log.completions_every=0 \
+    --set checkpoint.every=0 > kill.log 2>&1 &
+job=$!
+for _ in $(seq 100); do [[ -s kill/metrics.jsonl ]] && break; sleep 0.2; done
+victim=
+for p in $(pgrep -x grpo); do
+    env=$(tr '\0' '\n' < /proc/$p/environ 2>/dev/null)
+    grep -qx "GRPO_TEST_MARK=$GRPO_TEST_MARK" <<< "$env" && grep -qx OMPI_COMM_WORLD_RANK=1 <<< "$env" && victim=$p
+done
+[[ -n $victim ]] && kill -9 "$victim" || fail "kill: rank 1 not found"
+wait $job
+rc=$?
+if [[ $rc == 0 || $rc == 124 ]]; then fail "kill: mpirun exited $rc (0 = not noticed, 124 = hung)"; fi
+grep -q "rank 1.*signal 9\|rank 1.*Killed" kill.log || { cat kill.log; fail "kill: no message naming rank 1"; }
+[[ $failed == 0 ]] && echo "ok   a killed rank ends the job in $((SECONDS - start)) s: $(grep -o 'process rank 1.*' kill.log)"
+
+# 3. a rank that fails ends the job, naming the rank and the cause (MPMD: rank 1's data.path)
+timeout 60 "$mpirun" --oversubscribe -np 1 "$grpo" train run.ini --set log.dir=bad \
+    --set checkpoint.dir=bad/ck : -np 1 "$grpo" train run.ini --set log.dir=bad \
+    --set checkpoint.dir=bad/ck --set data.path=missing.jsonl > bad.log 2>&1
+rc=$?
+if [[ $rc == 0 || $rc == 124 ]]; then fail "failing rank: mpirun exited $rc"; fi
+grep -q "rank 1 of 2 failed: .*missing.jsonl" bad.log || { cat bad.log; fail "failing rank: no line naming rank 1 and missing.jsonl"; }
+[[ $failed == 0 ]] && echo "ok   a failing rank ends the job: $(grep -o 'rank 1 of 2 failed.*' bad.log | cut -c1-100)"
+
+# 4. a global batch that does not divide over the ranks
+timeout 60 "${mpi[@]}" "$grpo" train run.ini --set log.dir=odd --set checkpoint.dir=odd/ck \
+    --set train.batch_prompts=3 > odd.log 2>&1 && fail "batch_prompts = 3 on 2 ranks was accepted"
+grep -q "train.batch_prompts = 3 is the global batch and does not divide over the 2 ranks" odd.log ||
+    { cat odd.log; fail "batch_prompts = 3: no clear message"; }
+[[ $failed == 0 ]] && echo "ok   batch_prompts = 3 on 2 ranks refused"
+
+# 5. resume under mpirun: 2 steps, then --resume to 3, = the uninterrupted run above
+timeout 120 "${mpi[@]}" "$grpo" train run.ini --set log.dir=res --set checkpoint.dir=res/ck \
+    --set train.steps=2 > res1.log 2>&1 || { cat res1.log; fail "resume: first part"; }
+timeout 120 "${mpi[@]}" "$grpo" train run.ini --set log.dir=res --set checkpoint.dir=res/ck \
+    --resume > res2.log 2>&1 || { cat res2.log; fail "resume: second part"; }
+cmp -s "$(ckpt res 3)" "$(ckpt two 3)" || fail "resume: the parameters after step 3 differ from the uninterrupted run"
+"$compare" metrics res/metrics.jsonl two/metrics.jsonl 0 >/dev/null || fail "resume: metrics differ from the uninterrupted run"
+[[ $(grep -c "resuming from" res2.log) == 1 ]] || fail "resume: expected one 'resuming from' line (rank 0)"
+[[ $failed == 0 ]] && echo "ok   resume under mpirun continues exactly"
+
+# 6. grpo sft is not data parallel: under a 2-rank launch it refuses instead of running twice
+timeout 60 "${mpi[@]}" "$grpo" sft run.ini > sft.log 2>&1 && fail "grpo sft ran under mpirun -np 2"
+grep -q "grpo sft runs as one process only" sft.log || { cat sft.log; fail "sft: no clear refusal"; }
+[[ $failed == 0 ]] && echo "ok   grpo sft under mpirun -np 2 refused"
+exit $failed
