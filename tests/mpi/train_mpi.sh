@@ -4,6 +4,7 @@
 #      (train.batch_prompts = 4: 2 prompt groups per rank): the same completions, the
 #      parameters after every step within 1e-5 (fp32; the ranks' gradients are summed in another
 #      order than one process accumulates them) and every metric within a relative 1e-5
+#      (and a LoRA run's adapters: 1b)
 #   2. a rank killed with SIGKILL ends the other; mpirun names the rank (no hang: timeout)
 #   3. a rank that fails (rank 1 alone gets a missing data.path) ends the job with a line naming
 #      the rank and the cause
@@ -86,6 +87,19 @@ diff <(sed 's/"rank":[01],//' one/completions.jsonl) <(sed 's/"rank":[01],//' tw
     fail "the 2 ranks sampled other completions than one process"
 [[ $(grep -c '^step ' two.log) == 3 ]] || fail "expected 3 progress lines (rank 0 alone prints them)"
 [[ $failed == 0 ]] && echo "ok   parity: 2 ranks = 1 process (completions, parameters, metrics)"
+
+# 1b. a LoRA run reduces its adapters' gradients the same way
+lora=(--set lora.r=4 --set lora.alpha=8)
+"$grpo" train run.ini "${lora[@]}" --set log.dir=lone --set checkpoint.dir=lone/ck > lone.log 2>&1 ||
+    { cat lone.log; fail "LoRA: one process"; }
+timeout 120 "${mpi[@]}" "$grpo" train run.ini "${lora[@]}" --set log.dir=ltwo \
+    --set checkpoint.dir=ltwo/ck > ltwo.log 2>&1 || { cat ltwo.log; fail "LoRA: mpirun -np 2"; }
+for s in 1 2 3; do
+    a=lone/ck/checkpoint-0000000$s/adapter_model.safetensors
+    "$compare" params "$a" "${a/lone/ltwo}" 1e-5 || fail "LoRA step $s: adapters differ"
+done
+"$compare" metrics lone/metrics.jsonl ltwo/metrics.jsonl 1e-5 || fail "LoRA: metrics differ"
+[[ $failed == 0 ]] && echo "ok   LoRA parity: 2 ranks = 1 process (adapters, metrics)"
 
 # 2. a killed rank ends the other
 export GRPO_TEST_MARK=$$-$RANDOM
