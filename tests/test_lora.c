@@ -16,8 +16,9 @@
  *     says LORA, r, lora_alpha, use_rslora;
  *   - peft's adapter_config.json opens the directory, and merging gives merge_and_unload()'s
  *     weights (and the adapted log-probs with the adapters detached);
- *   - target_modules that match nothing, and a file with a tensor for a module not adapted
- *     here, are refused by name.
+ *   - target_modules that match nothing, a file with a tensor for a module not adapted here,
+ *     and a target the pack keeps in another layout (InternLM2's packed wqkv) are refused by
+ *     name.
  */
 #include <check.h>
 #include <cjson/cJSON.h>
@@ -223,6 +224,20 @@ START_TEST(bad_targets_and_strange_tensors_are_refused) {
     ck_assert_int_ne(grpo_lora_load(&f.lora, f.dir, &err), GRPO_OK);
     ck_assert_msg(strstr(err.message, "lora_A") || strstr(err.message, "lora_B"), "%s",
                   err.message);
+    /* InternLM2's packed wqkv is kept in another layout than its file: refused by name; its
+     * other projections take adapters */
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s/tests/fixtures/reward_model/internlm2", GRPO_SOURCE_DIR);
+    grpo_model *m2;
+    ck_ok(grpo_model_open_dir(&m2, &f.reg, &f.host, dir, 0, &err), &err);
+    o = opts(0, "all-linear");
+    ck_assert_int_eq(grpo_lora_attach(&l2, m2, &o, 1, &err), GRPO_ERR_UNSUPPORTED);
+    ck_assert_msg(strstr(err.message, "attention.wqkv.weight") != NULL, "%s", err.message);
+    o = opts(0, "wo,w1,w2,w3");
+    ck_ok(grpo_lora_attach(&l2, m2, &o, 1, &err), &err);
+    ck_assert_uint_gt(l2.n, 0);
+    grpo_lora_free(&l2);
+    grpo_model_close(m2);
     fixture_close(&f);
 }
 END_TEST

@@ -67,6 +67,24 @@ static void select_targets(grpo_lora *l, const char *spec) {
     l->n = n, l->floats = off;
 }
 
+/* A target the pack keeps in another layout than the file (InternLM2's packed wqkv) would need
+ * its adapter's rows moved the same way on every load and save: refused instead. */
+static int check_layouts(grpo_lora *l, const char *spec, grpo_error *err) {
+    for (uint32_t i = 0; i < l->m->n_params; i++) {
+        int relaid = 0, rc = is_target(&l->m->params[i], spec)
+                                 ? grpo_model_param_relaid(l->m, i, &relaid, err)
+                                 : GRPO_OK;
+        if (rc != GRPO_OK) return rc;
+        if (relaid)
+            return grpo_error_set(err, GRPO_ERR_UNSUPPORTED,
+                                  "LoRA on %s: the model pack keeps this tensor in another layout "
+                                  "than its file (a packed projection); adapters on it are not "
+                                  "supported: leave it out of lora.target_modules",
+                                  l->m->params[i].name);
+    }
+    return GRPO_OK;
+}
+
 /* PEFT's init: A ~ U(-1/sqrt(IC), 1/sqrt(IC)) from seed, adapter by adapter; B = 0. */
 static int init_weights(grpo_lora *l, uint64_t seed, grpo_error *err) {
     float *host = calloc(l->floats ? l->floats : 1, sizeof(float));
@@ -95,6 +113,8 @@ int grpo_lora_attach(grpo_lora *l, grpo_model *m, const grpo_lora_opts *o, uint6
                               "lora.target_modules = %s: no linear weight of the model in %s matches "
                               "(expected all-linear or module names such as q_proj,v_proj)",
                               o->target_modules, m->dir);
+    int rc = check_layouts(l, o->target_modules, err);
+    if (rc != GRPO_OK) return rc;
     l->ad = calloc(l->n, sizeof *l->ad);
     l->block = m->ops->alloc(m->ops->ctx, 4 * l->floats * sizeof(float));
     if (!l->ad || !l->block) {
@@ -102,7 +122,7 @@ int grpo_lora_attach(grpo_lora *l, grpo_model *m, const grpo_lora_opts *o, uint6
         return grpo_error_set(err, GRPO_ERR_NOMEM, "LoRA: out of memory for %u adapters", l->n);
     }
     select_targets(l, o->target_modules);
-    int rc = init_weights(l, seed, err);
+    rc = init_weights(l, seed, err);
     if (rc == GRPO_OK) rc = grpo_lora_enable(l, 1, err);
     if (rc != GRPO_OK) grpo_lora_free(l);
     return rc;

@@ -338,6 +338,22 @@ int grpo_model_backward(grpo_model *m, const grpo_batch *b, const float *dlogp, 
     return plugin_status(rc, err);
 }
 
+int grpo_model_param_relaid(grpo_model *m, uint32_t i, int *relaid, grpo_error *err) {
+    *relaid = 0;
+    if (!has_relayout(m)) return GRPO_OK;
+    uint64_t n = m->numel[i];
+    float *probe = malloc((n ? n : 1) * sizeof(float));
+    if (!probe) return grpo_error_set(err, GRPO_ERR_NOMEM, "model: out of memory");
+    for (uint64_t k = 0; k < n; k++) probe[k] = (float)(k % 16777216); /* exact in fp32 */
+    model_call(m, "relayout");
+    int rc = plugin_status(m->desc->relayout(m->inst, i, probe, GRPO_RELAYOUT_LOAD, err), err);
+    grpo_plugin_call_end();
+    for (uint64_t k = 0; rc == GRPO_OK && k < n && !*relaid; k++)
+        *relaid = probe[k] != (float)(k % 16777216);
+    free(probe);
+    return rc;
+}
+
 int grpo_model_set_lora(grpo_model *m, const grpo_lora_adapter *adapters, uint32_t n,
                         int32_t enabled, grpo_error *err) {
     if (!(GRPO_HAS_FIELD(m->desc, grpo_model_desc, set_lora) && m->desc->set_lora))

@@ -89,6 +89,9 @@ int grpo_model_backward_entropy(grpo_model *m, const grpo_batch *b, const float 
                                 const float *dentropy, const float *entropy, float scale,
                                 grpo_error *err);
 void grpo_model_zero_grad(grpo_model *m);
+/* *relaid = 1 when the pack keeps parameter i in another layout than its file's (the relayout
+ * slot moves its elements, e.g. InternLM2's packed wqkv); probed on a copy. */
+int grpo_model_param_relaid(grpo_model *m, uint32_t i, int *relaid, grpo_error *err);
 /* LoRA adapters (grpo/model.h set_lora, ABI 1.4); GRPO_ERR_UNSUPPORTED naming the pack when it
  * has none. enabled = 0: the base alone. */
 int grpo_model_set_lora(grpo_model *m, const grpo_lora_adapter *adapters, uint32_t n,
