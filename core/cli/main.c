@@ -1,4 +1,32 @@
-/* main.c — the grpo binary. Everything lives in libgrpo; see cli.c. */
+/*
+ * main.c — the grpo binary. Everything lives in libgrpo; see cli.c.
+ *
+ * Before that, the OpenMP wait policy. libgomp's idle threads spin for a long time (its default
+ * GOMP_SPINCOUNT) before they sleep: on an idle machine that makes the hand-off between two
+ * parallel regions cheap, but when another process holds one of the cores, a spinning thread
+ * burns the time slice its busy sibling needs and a step slows by several times (issue 14).
+ * libgomp reads its settings once, when it is loaded (before main), so grpo chooses a shorter
+ * spin by re-executing itself once with GOMP_SPINCOUNT set — only when the user set neither
+ * OMP_WAIT_POLICY nor GOMP_SPINCOUNT (their settings win), and only once (GRPO_OMP_SET marks the
+ * re-executed process). When the re-exec is not possible (no /proc) grpo runs on as it is.
+ */
+#include <stdlib.h>
+#include <unistd.h>
+
 #include "cli/cli.h"
 
-int main(int argc, char **argv) { return grpo_cli_main(argc, argv); }
+/* Spins before an idle OpenMP thread sleeps (libgomp's default: 300000); measured in
+ * bench/busy_core.sh (BENCHMARKS.md "A busy core"). */
+#define GRPO_SPINCOUNT "10000"
+
+static void choose_omp_wait(char **argv) {
+    if (getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT") || getenv("GRPO_OMP_SET")) return;
+    if (setenv("GOMP_SPINCOUNT", GRPO_SPINCOUNT, 1) || setenv("GRPO_OMP_SET", "1", 1)) return;
+    execv("/proc/self/exe", argv); /* returns only when it failed */
+    unsetenv("GOMP_SPINCOUNT");
+}
+
+int main(int argc, char **argv) {
+    choose_omp_wait(argv);
+    return grpo_cli_main(argc, argv);
+}
