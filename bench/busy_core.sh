@@ -11,7 +11,9 @@
 # with before it chose), OMP_WAIT_POLICY=passive, or the environment settings listed in
 # $POLICIES (e.g. POLICIES="GOMP_SPINCOUNT=1000"). ROUNDS=n (default 1) repeats the whole list,
 # so that a shared machine's drift hits every policy alike. Prints one line per policy and round:
-# idle and busy s/step and the ratio.
+# idle and busy s/step and the ratio; then, per policy, the fastest idle and busy run over the
+# rounds and their ratio (on a machine shared with other jobs, the fastest run is the one the
+# others disturbed least).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 grpo=${1:-$root/build/grpo}
@@ -63,5 +65,16 @@ for policy in ${POLICIES:-"GRPO_BENCH=default" "GOMP_SPINCOUNT=300000" "OMP_WAIT
     kill "$spinner"; wait "$spinner" 2>/dev/null || true; spinner=
     printf 'round %d  %-24s idle %7.4f s/step  busy %7.4f s/step  ratio %5.2fx\n' "$round" \
         "${policy#GRPO_BENCH=}" "$idle" "$busy" "$(python3 -c "print($busy/$idle)")"
+    echo "${policy#GRPO_BENCH=} $idle $busy" >> "$work/all"
 done
 done
+python3 - "$work/all" <<'PY'
+import sys
+best = {}
+for line in open(sys.argv[1]):
+    name, idle, busy = line.split()
+    i, b = best.get(name, (float('inf'), float('inf')))
+    best[name] = (min(i, float(idle)), min(b, float(busy)))
+for name, (i, b) in best.items():
+    print('fastest  %-24s idle %7.4f s/step  busy %7.4f s/step  ratio %5.2fx' % (name, i, b, b / i))
+PY

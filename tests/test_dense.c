@@ -446,6 +446,9 @@ START_TEST(frozen_forward_in_chunks_matches_training_forward) {
     ck_assert_msg(real > n / 4, "%s: only %zu log-probs computed", fixtures[_i], real);
     ck_assert_msg(!memcmp(lt, lf, n * 4), "%s: chunked frozen log-probs differ", fixtures[_i]);
     ck_assert_msg(!memcmp(et, ef, n * 4), "%s: chunked frozen entropies differ", fixtures[_i]);
+    /* longer rows later: the block holds fewer of them instead of keeping the old row count */
+    ck_ok(grpo_model_reserve_acts(fr.m, B, 4 * T, &err), &err);
+    ck_assert_int_eq(fr.m->acts_B, (GRPO_FWD_MIN_TOKENS + 4 * T - 1) / (4 * T));
     free(ids), free(mask), free(pos), free(tg), free(lt), free(et), free(lf), free(ef);
     fixture_close(&fr);
     fixture_close(&tr);

@@ -8,7 +8,9 @@
  * libgomp reads its settings once, when it is loaded (before main), so grpo chooses a shorter
  * spin by re-executing itself once with GOMP_SPINCOUNT set — only when the user set neither
  * OMP_WAIT_POLICY nor GOMP_SPINCOUNT (their settings win), and only once (GRPO_OMP_SET marks the
- * re-executed process). When the re-exec is not possible (no /proc) grpo runs on as it is.
+ * re-executed process; set by the user, it skips the re-exec too, e.g. under valgrind, which does
+ * not follow an exec by default). Programs grpo starts (exec rewards) inherit both variables.
+ * When the re-exec is not possible (no /proc) grpo runs on with libgomp's default.
  */
 #include <stdlib.h>
 #include <unistd.h>
@@ -22,8 +24,9 @@
 static void choose_omp_wait(char **argv) {
     if (getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT") || getenv("GRPO_OMP_SET")) return;
     if (setenv("GOMP_SPINCOUNT", GRPO_SPINCOUNT, 1) || setenv("GRPO_OMP_SET", "1", 1)) return;
-    execv("/proc/self/exe", argv); /* returns only when it failed */
+    execv("/proc/self/exe", argv); /* returns only when it failed: run on with libgomp's default */
     unsetenv("GOMP_SPINCOUNT");
+    unsetenv("GRPO_OMP_SET");
 }
 
 int main(int argc, char **argv) {

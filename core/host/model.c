@@ -274,6 +274,7 @@ void grpo_model_close(grpo_model *m) {
 
 /* The rows of a frozen model's forward chunk for a (B,T) batch (grpo_model_reserve_acts). */
 static int32_t forward_rows(const grpo_model *m, int32_t B, int32_t T) {
+    if (T <= 0) return B; /* an empty batch: the plugin refuses it */
     int32_t min_rows = (GRPO_FWD_MIN_TOKENS + T - 1) / T, rows = B;
     while (rows > min_rows && m->desc->activation_floats(m->inst, rows, T) * sizeof(float) >
                                   m->fwd_budget)
@@ -286,6 +287,7 @@ int grpo_model_reserve_acts(grpo_model *m, int32_t B, int32_t T, grpo_error *err
     if (m->acts && B <= m->acts_B && T <= m->acts_T) return GRPO_OK;
     if (m->acts) m->ops->free(m->ops->ctx, m->acts);
     int32_t nB = B > m->acts_B ? B : m->acts_B, nT = T > m->acts_T ? T : m->acts_T;
+    if (!m->trainable) nB = forward_rows(m, nB, nT); /* longer rows: fewer fit the budget */
     uint64_t n = m->desc->activation_floats(m->inst, nB, nT);
     m->acts = m->ops->alloc(m->ops->ctx, n * sizeof(float));
     if (!m->acts) {

@@ -2,7 +2,7 @@
 # omp_wait.sh GRPO — grpo chooses a short OpenMP spin for itself (core/cli/main.c, issue 14): with
 # neither OMP_WAIT_POLICY nor GOMP_SPINCOUNT set it re-executes itself once, with its arguments,
 # under a GOMP_SPINCOUNT below libgomp's default (300000); a user's GOMP_SPINCOUNT or
-# OMP_WAIT_POLICY is left as it is. The environment grpo ran under is read back through an exec
+# OMP_WAIT_POLICY is left as it is, and GRPO_OMP_SET=1 skips the re-exec. The environment grpo ran under is read back through an exec
 # reward (a program grpo starts inherits it), which writes it to a file and exits.
 set -uo pipefail
 grpo=$(realpath "$1")
@@ -32,5 +32,7 @@ seen=$(score GOMP_SPINCOUNT=123)
 seen=$(score OMP_WAIT_POLICY=passive)
 [[ $seen == 'OMP_WAIT_POLICY=passive ' ]] ||
     { echo "FAIL: OMP_WAIT_POLICY=passive set by the user became '$seen'"; fail=1; }
+seen=$(score GRPO_OMP_SET=1)
+[[ -z $seen ]] || { echo "FAIL: GRPO_OMP_SET=1 (no re-exec) still ran with '$seen'"; fail=1; }
 [[ $fail == 0 ]] && echo "ok   grpo's own spin count ($spin) unless the user sets the wait policy"
 exit $fail
