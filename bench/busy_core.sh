@@ -57,7 +57,8 @@ run() { # policy-env load
     mean_step
 }
 for round in $(seq "${ROUNDS:-1}"); do
-for policy in ${POLICIES:-"GRPO_BENCH=default" "GOMP_SPINCOUNT=300000" "OMP_WAIT_POLICY=passive"}; do
+policies=${POLICIES:-"GRPO_BENCH=default GOMP_SPINCOUNT=300000 OMP_WAIT_POLICY=passive"}
+for policy in $policies; do
     idle=$(run "$policy")
     taskset -c 1 sh -c 'while :; do :; done' &
     spinner=$!

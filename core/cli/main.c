@@ -19,7 +19,7 @@
 
 /* Spins before an idle OpenMP thread sleeps (libgomp's default: 300000); measured in
  * bench/busy_core.sh (BENCHMARKS.md "A busy core"). */
-#define GRPO_SPINCOUNT "10000"
+#define GRPO_SPINCOUNT "3000"
 
 static void choose_omp_wait(char **argv) {
     if (getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT") || getenv("GRPO_OMP_SET")) return;
