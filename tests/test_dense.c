@@ -28,6 +28,7 @@
 #include "kernels.h"
 #include "io/hfdir.h"
 #include "host/model.h"
+#include "frozen_forward.h"
 #include "host/host.h"
 #include "host/registry.h"
 #include "io/safetensors.h"
@@ -411,45 +412,13 @@ START_TEST(kv_copy_row_outside_the_cache_is_refused) {
 END_TEST
 
 /* save -> reload gives identical parameters; a tied head is not written. */
-/* A frozen model (the reference) runs forward in row chunks with an activation block of a few
- * rows (model.h): its log-probs and entropies are those of the training forward of the whole
- * batch, bit for bit. 96 rows (the fixture's rows, shifted through the vocabulary) in chunks of
- * the fewest rows a chunk may have (GRPO_FWD_MIN_TOKENS tokens), forced by a 1-byte budget. */
+/* The reference model's chunked forward equals the training forward (frozen_forward.h). */
 START_TEST(frozen_forward_in_chunks_matches_training_forward) {
     fixture tr, fr;
-    grpo_error err;
-    grpo_error_init(&err);
     fixture_open(&tr, fixtures[_i], 1);
     fixture_open(&fr, fixtures[_i], 0);
-    int32_t B = 96, T = tr.T, V = tr.V;
-    size_t n = (size_t)B * T;
-    int32_t *ids = malloc(n * 4), *mask = malloc(n * 4), *pos = malloc(n * 4), *tg = malloc(n * 4);
-    for (int32_t b = 0; b < B; b++)
-        for (int32_t t = 0; t < T; t++) {
-            size_t i = (size_t)b * T + t, j = (size_t)(b % tr.B) * T + t;
-            int32_t shift = b / tr.B * 7;
-            ids[i] = (tr.ids[j] + shift) % V, mask[i] = tr.mask[j], pos[i] = tr.pos[j];
-            tg[i] = tr.targets[j] >= 0 ? (tr.targets[j] + shift) % V : -1;
-        }
-    grpo_batch b = {sizeof(grpo_batch), B, T, ids, mask, pos, tg, 0.0f};
-    fr.m->fwd_budget = 1;
-    ck_ok(grpo_model_reserve_acts(tr.m, B, T, &err), &err);
-    ck_ok(grpo_model_reserve_acts(fr.m, B, T, &err), &err);
-    int32_t rows = (GRPO_FWD_MIN_TOKENS + T - 1) / T;
-    ck_assert_int_eq(fr.m->acts_B, rows);
-    ck_assert_int_lt(rows, B); /* the forward below runs in several chunks */
-    float *lt = calloc(n, 4), *et = calloc(n, 4), *lf = calloc(n, 4), *ef = calloc(n, 4);
-    ck_ok(grpo_model_forward(tr.m, &b, lt, et, 0.8f, &err), &err);
-    ck_ok(grpo_model_forward(fr.m, &b, lf, ef, 0.8f, &err), &err);
-    size_t real = 0;
-    for (size_t i = 0; i < n; i++) real += tg[i] >= 0 && lt[i] != 0.0f;
-    ck_assert_msg(real > n / 4, "%s: only %zu log-probs computed", fixtures[_i], real);
-    ck_assert_msg(!memcmp(lt, lf, n * 4), "%s: chunked frozen log-probs differ", fixtures[_i]);
-    ck_assert_msg(!memcmp(et, ef, n * 4), "%s: chunked frozen entropies differ", fixtures[_i]);
-    /* longer rows later: the block holds fewer of them instead of keeping the old row count */
-    ck_ok(grpo_model_reserve_acts(fr.m, B, 4 * T, &err), &err);
-    ck_assert_int_eq(fr.m->acts_B, (GRPO_FWD_MIN_TOKENS + 4 * T - 1) / (4 * T));
-    free(ids), free(mask), free(pos), free(tg), free(lt), free(et), free(lf), free(ef);
+    check_frozen_forward_in_chunks(tr.m, fr.m, fixtures[_i], tr.ids, tr.mask, tr.pos, tr.targets,
+                                   tr.B, tr.T, tr.V, 1);
     fixture_close(&fr);
     fixture_close(&tr);
 }

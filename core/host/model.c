@@ -272,9 +272,16 @@ void grpo_model_close(grpo_model *m) {
     free(m);
 }
 
+/* Whether forward computes each row on its own, so that a chunk of rows gives the bits of the
+ * whole batch: not in a mixture of experts (a plugin with aux_loss or expert_load), whose expert
+ * matmuls take the tokens of all rows routed to an expert, a count a chunk changes. */
+static int rows_independent(const grpo_model *m) {
+    return !m->desc->aux_loss && !m->desc->expert_load;
+}
+
 /* The rows of a frozen model's forward chunk for a (B,T) batch (grpo_model_reserve_acts). */
 static int32_t forward_rows(const grpo_model *m, int32_t B, int32_t T) {
-    if (T <= 0) return B; /* an empty batch: the plugin refuses it */
+    if (T <= 0 || !rows_independent(m)) return B; /* empty: the plugin refuses it */
     int32_t min_rows = (GRPO_FWD_MIN_TOKENS + T - 1) / T, rows = B;
     while (rows > min_rows && m->desc->activation_floats(m->inst, rows, T) * sizeof(float) >
                                   m->fwd_budget)

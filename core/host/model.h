@@ -80,7 +80,9 @@ int grpo_model_param_index(const grpo_model *m, const char *name);
  * and at least GRPO_FWD_MIN_TOKENS tokens (so each chunk's matmuls take the same GEMM path as
  * the whole batch would), and grpo_model_forward runs a batch in chunks of that many rows. Rows
  * are independent in forward: the log-probs are the whole batch's, bit for bit (tests/test_dense.c
- * frozen_forward_in_chunks_matches_training_forward). */
+ * frozen_forward_in_chunks_matches_training_forward). Not for a mixture of experts (a plugin with
+ * aux_loss or expert_load): its expert matmuls see the tokens of all rows, and their row count
+ * would change the bits, so it keeps the whole micro-batch's block (tests/test_moe.c). */
 #define GRPO_FWD_BUDGET (128ull << 20)
 #define GRPO_FWD_MIN_TOKENS 256
 int grpo_model_reserve_acts(grpo_model *m, int32_t B, int32_t T, grpo_error *err);
