@@ -6,9 +6,14 @@
 # It makes the embedded default's model shape with `grpo init-model` in a temp dir and trains it
 # on the arithmetic prompts (8 prompts x 16 completions of <= 40 tokens per step, beta 0.04, 2
 # threads); step 1 is left out of the mean (warm-up). The busy load is a shell loop pinned to
-# core 1 (taskset). Policies: nothing set (libgomp's default), OMP_WAIT_POLICY=active and
-# OMP_WAIT_POLICY=passive, or the environment settings listed in $POLICIES (e.g.
-# POLICIES="GOMP_SPINCOUNT=1000"). Prints one line per policy: idle and busy s/step and the ratio.
+# core 1 (taskset). Policies: nothing set (grpo's own choice: it re-executes itself with a short
+# GOMP_SPINCOUNT, core/cli/main.c), GOMP_SPINCOUNT=300000 (libgomp's default, what grpo ran
+# with before it chose), OMP_WAIT_POLICY=passive, or the environment settings listed in
+# $POLICIES (e.g. POLICIES="GOMP_SPINCOUNT=1000"). ROUNDS=n (default 1) repeats the whole list,
+# so that a shared machine's drift hits every policy alike. Prints one line per policy and round:
+# idle and busy s/step and the ratio; then, per policy, the fastest idle and busy run over the
+# rounds and their ratio (on a machine shared with other jobs, the fastest run is the one the
+# others disturbed least).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 grpo=${1:-$root/build/grpo}
@@ -47,15 +52,30 @@ print('%.4f' % (sum(t)/len(t)))"
 }
 run() { # policy-env load
     rm -rf "$work/log" "$work/ckpt"
-    env $1 "$grpo" train "$work/run.ini" >/dev/null 2>&1
+    env -u GOMP_SPINCOUNT -u OMP_WAIT_POLICY -u GRPO_OMP_SET $1 \
+        "$grpo" train "$work/run.ini" >/dev/null 2>&1
     mean_step
 }
-for policy in ${POLICIES:-"GRPO_BENCH=default" "OMP_WAIT_POLICY=active" "OMP_WAIT_POLICY=passive"}; do
+for round in $(seq "${ROUNDS:-1}"); do
+policies=${POLICIES:-"GRPO_BENCH=default GOMP_SPINCOUNT=300000 OMP_WAIT_POLICY=passive"}
+for policy in $policies; do
     idle=$(run "$policy")
     taskset -c 1 sh -c 'while :; do :; done' &
     spinner=$!
     busy=$(run "$policy")
     kill "$spinner"; wait "$spinner" 2>/dev/null || true; spinner=
-    printf '%-24s idle %7.4f s/step  busy %7.4f s/step  ratio %5.1fx\n' "${policy#GRPO_BENCH=}" \
-        "$idle" "$busy" "$(python3 -c "print($busy/$idle)")"
+    printf 'round %d  %-24s idle %7.4f s/step  busy %7.4f s/step  ratio %5.2fx\n' "$round" \
+        "${policy#GRPO_BENCH=}" "$idle" "$busy" "$(python3 -c "print($busy/$idle)")"
+    echo "${policy#GRPO_BENCH=} $idle $busy" >> "$work/all"
 done
+done
+python3 - "$work/all" <<'PY'
+import sys
+best = {}
+for line in open(sys.argv[1]):
+    name, idle, busy = line.split()
+    i, b = best.get(name, (float('inf'), float('inf')))
+    best[name] = (min(i, float(idle)), min(b, float(busy)))
+for name, (i, b) in best.items():
+    print('fastest  %-24s idle %7.4f s/step  busy %7.4f s/step  ratio %5.2fx' % (name, i, b, b / i))
+PY

@@ -30,6 +30,7 @@
 #include "kernels.h"
 #include "io/hfdir.h"
 #include "host/model.h"
+#include "frozen_forward.h"
 #include "host/host.h"
 #include "host/registry.h"
 #include "io/safetensors.h"
@@ -470,6 +471,18 @@ START_TEST(kv_copy_row_outside_the_cache_is_refused) {
 END_TEST
 
 /* save -> reload gives identical parameters; a tied head is not written. */
+/* The reference model's chunked forward equals the training forward (frozen_forward.h). */
+START_TEST(frozen_forward_in_chunks_matches_training_forward) {
+    fixture tr, fr;
+    fixture_open(&tr, fixtures[_i], 1);
+    fixture_open(&fr, fixtures[_i], 0);
+    check_frozen_forward_in_chunks(tr.m, fr.m, fixtures[_i], tr.ids, tr.mask, tr.pos, tr.targets,
+                                   tr.B, tr.T, tr.V, 1);
+    fixture_close(&fr);
+    fixture_close(&tr);
+}
+END_TEST
+
 START_TEST(save_reload_round_trip) {
     fixture f;
     grpo_error err;
@@ -624,6 +637,7 @@ int main(void) {
     tcase_add_loop_test(tc, greedy_generate_matches_transformers, 0, N_FIXTURES);
     tcase_add_loop_test(tc, prompt_fan_out_by_kv_copy_row, 0, N_FIXTURES);
     tcase_add_test(tc, kv_copy_row_outside_the_cache_is_refused);
+    tcase_add_loop_test(tc, frozen_forward_in_chunks_matches_training_forward, 0, N_FIXTURES);
     tcase_add_loop_test(tc, save_reload_round_trip, 0, N_FIXTURES);
     tcase_add_test(tc, load_errors_name_the_tensor);
     tcase_add_test(tc, unsupported_config_is_refused);

@@ -34,6 +34,7 @@
 
 #include "kernels.h"
 #include "host/model.h"
+#include "frozen_forward.h"
 #include "host/host.h"
 #include "host/registry.h"
 #include "io/safetensors.h"
@@ -381,6 +382,19 @@ END_TEST
 /* save -> reload gives identical parameters under the same Hugging Face names.
  * GRPO_TEST_KEEP_SAVED=DIR also keeps DIR/<fixture> for tools/check_hf_load.py (qwen3moe loads in
  * transformers as Qwen3MoeForCausalLM with no missing/unexpected keys). */
+/* The reference model's forward, not chunked in a mixture of experts, equals the training
+ * forward (frozen_forward.h). */
+START_TEST(frozen_forward_in_chunks_matches_training_forward) {
+    fixture tr, fr;
+    fixture_open(&tr, fixtures[_i], 1);
+    fixture_open(&fr, fixtures[_i], 0);
+    check_frozen_forward_in_chunks(tr.m, fr.m, fixtures[_i], tr.ids, tr.mask, tr.pos, tr.targets,
+                                   tr.B, tr.T, tr.V, 0);
+    fixture_close(&fr);
+    fixture_close(&tr);
+}
+END_TEST
+
 START_TEST(save_reload_round_trip) {
     fixture f;
     grpo_error err;
@@ -609,6 +623,7 @@ int main(void) {
     tcase_add_loop_test(tc, aux_gradient_alone_matches_reference, 0, N_FIXTURES);
     tcase_add_loop_test(tc, greedy_generate_matches_reference, 0, N_FIXTURES);
     tcase_add_loop_test(tc, adamw_steps_raise_logp, 0, N_FIXTURES);
+    tcase_add_loop_test(tc, frozen_forward_in_chunks_matches_training_forward, 0, N_FIXTURES);
     tcase_add_loop_test(tc, save_reload_round_trip, 0, N_FIXTURES);
     tcase_add_test(tc, router_aux_coef_key_overrides_config);
     tcase_add_test(tc, open_dir_finds_the_moe_plugin);

@@ -159,6 +159,7 @@ int grpo_model_open(grpo_model **out, const grpo_model_desc *desc, const grpo_ho
     m->host = *host;
     m->ops = host->ops;
     m->trainable = trainable;
+    m->fwd_budget = GRPO_FWD_BUDGET;
     m->dir = strdup(dir);
     char cfg_path[PATH_MAX];
     int rc = m->dir ? grpo_path_join(cfg_path, sizeof cfg_path, dir, GRPO_HF_CONFIG, err)
@@ -271,10 +272,33 @@ void grpo_model_close(grpo_model *m) {
     free(m);
 }
 
+/* Whether forward computes each row on its own, so that a chunk of rows gives the bits of the
+ * whole batch: not in a mixture of experts (a plugin with aux_loss or expert_load), whose expert
+ * matmuls take the tokens of all rows routed to an expert, a count a chunk changes. */
+static int rows_independent(const grpo_model *m) {
+    return !m->desc->aux_loss && !m->desc->expert_load;
+}
+
+/* A model that only runs forward: frozen, and no LoRA adapters training on it (those need the
+ * whole batch's activations for backward). */
+static int forward_only(const grpo_model *m) { return !m->trainable && !m->adapters_train; }
+
+/* The rows of a frozen model's forward chunk for a (B,T) batch (grpo_model_reserve_acts). */
+static int32_t forward_rows(const grpo_model *m, int32_t B, int32_t T) {
+    if (T <= 0 || !rows_independent(m)) return B; /* empty: the plugin refuses it */
+    int32_t min_rows = (GRPO_FWD_MIN_TOKENS + T - 1) / T, rows = B;
+    while (rows > min_rows && m->desc->activation_floats(m->inst, rows, T) * sizeof(float) >
+                                  m->fwd_budget)
+        rows--;
+    return rows;
+}
+
 int grpo_model_reserve_acts(grpo_model *m, int32_t B, int32_t T, grpo_error *err) {
+    if (forward_only(m)) B = forward_rows(m, B, T);
     if (m->acts && B <= m->acts_B && T <= m->acts_T) return GRPO_OK;
     if (m->acts) m->ops->free(m->ops->ctx, m->acts);
     int32_t nB = B > m->acts_B ? B : m->acts_B, nT = T > m->acts_T ? T : m->acts_T;
+    if (forward_only(m)) nB = forward_rows(m, nB, nT); /* longer rows: fewer fit the budget */
     uint64_t n = m->desc->activation_floats(m->inst, nB, nT);
     m->acts = m->ops->alloc(m->ops->ctx, n * sizeof(float));
     if (!m->acts) {
@@ -305,15 +329,31 @@ int grpo_model_reserve_kv(grpo_model *m, int32_t R, int32_t S, int32_t P, grpo_e
     return GRPO_OK;
 }
 
+/* Rows [r0, r0+rows) of b: the arrays are (B,T) row-major, so a chunk is an offset. */
+static grpo_batch batch_rows(const grpo_batch *b, int32_t r0, int32_t rows) {
+    size_t o = (size_t)r0 * b->T;
+    grpo_batch c = *b;
+    c.B = rows, c.ids = b->ids + o, c.mask = b->mask + o, c.pos = b->pos + o;
+    c.targets = b->targets + o;
+    return c;
+}
+
 int grpo_model_forward(grpo_model *m, const grpo_batch *b, float *logp, float *entropy,
                        float scale, grpo_error *err) {
-    if (!m->acts || b->B > m->acts_B || b->T > m->acts_T)
+    if (!m->acts || (!forward_only(m) && b->B > m->acts_B) || b->T > m->acts_T)
         return grpo_error_set(err, GRPO_ERR_INVALID,
                               "model: forward of (%d,%d) but activations are reserved for (%d,%d)",
                               b->B, b->T, m->acts_B, m->acts_T);
-    model_call(m, "forward");
-    int rc = m->desc->forward(m->inst, b, m->acts, logp, entropy, scale, err);
-    grpo_plugin_call_end();
+    int rc = GRPO_OK;
+    for (int32_t r0 = 0; rc == GRPO_OK && (r0 == 0 || r0 < b->B); r0 += m->acts_B) {
+        int32_t rows = b->B - r0 < m->acts_B ? b->B - r0 : m->acts_B;
+        grpo_batch c = batch_rows(b, r0, rows);
+        size_t o = (size_t)r0 * b->T;
+        model_call(m, "forward");
+        rc = m->desc->forward(m->inst, &c, m->acts, logp + o, entropy ? entropy + o : NULL,
+                              scale, err);
+        grpo_plugin_call_end();
+    }
     return plugin_status(rc, err);
 }
 

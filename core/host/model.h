@@ -8,7 +8,9 @@
  *           of the sizes of the parameter tensors, each rounded up to 16 floats (64 bytes);
  *           a TIED tensor has no storage of its own: it points at the tensor it is tied to, so
  *           its gradient accumulates into that tensor's gradient.
- *   acts    activation_floats(B, T) for the largest micro-batch reserved (grpo_model_reserve_acts)
+ *   acts    activation_floats(B, T) for the largest micro-batch reserved (grpo_model_reserve_acts);
+ *           a frozen model only runs forward, so its block holds only as many rows as fit
+ *           fwd_budget and a forward runs the batch in chunks of that many rows (below)
  *   kv      the KV cache for R rows of S slots + the prefill/decode scratch
  *           (grpo_model_reserve_kv); only the functions below touch it (reserve, prefill, decode,
  *           kv_copy_row), and the one decode loop that drives them is the sampler (sampler.h)
@@ -48,6 +50,7 @@ typedef struct grpo_model {
 
     float *acts; /* activation block */
     int32_t acts_B, acts_T;
+    uint64_t fwd_budget; /* frozen: bytes a forward chunk's activation block may take */
 
     grpo_kv_cache kv;   /* kv.data NULL until reserved */
     float *scratch;
@@ -71,12 +74,24 @@ void grpo_model_close(grpo_model *m); /* NULL is fine */
 /* Index of the parameter called name, or -1. */
 int grpo_model_param_index(const grpo_model *m, const char *name);
 
-/* Makes the activation block large enough for (B,T) micro-batches (keeps a larger one). */
+/* Makes the activation block large enough for (B,T) micro-batches (keeps a larger one).
+ * A frozen model (a reference, grpo logprobs) never runs backward, but the plugin's forward keeps
+ * every layer's activations, and room for their gradients, for one: so its block holds only
+ * the rows whose activations fit m->fwd_budget (GRPO_FWD_BUDGET when opened), at least one row
+ * and at least GRPO_FWD_MIN_TOKENS tokens (so each chunk's matmuls take the same GEMM path as
+ * the whole batch would), and grpo_model_forward runs a batch in chunks of that many rows. Rows
+ * are independent in forward: the log-probs are the whole batch's, bit for bit (tests/test_dense.c
+ * frozen_forward_in_chunks_matches_training_forward). Not for a mixture of experts (a plugin with
+ * aux_loss or expert_load): its expert matmuls see the tokens of all rows, and their row count
+ * would change the bits, so it keeps the whole micro-batch's block (tests/test_moe.c). */
+#define GRPO_FWD_BUDGET (128ull << 20)
+#define GRPO_FWD_MIN_TOKENS 256
 int grpo_model_reserve_acts(grpo_model *m, int32_t B, int32_t T, grpo_error *err);
 /* Makes a KV cache of R rows by S slots and scratch for a prefill of (R, P) prompts. */
 int grpo_model_reserve_kv(grpo_model *m, int32_t R, int32_t S, int32_t P, grpo_error *err);
 
-/* Forward / backward of one micro-batch through the reserved activations (see grpo/model.h). */
+/* Forward / backward of one micro-batch through the reserved activations (see grpo/model.h);
+ * a frozen model's forward runs in row chunks (grpo_model_reserve_acts). */
 int grpo_model_forward(grpo_model *m, const grpo_batch *b, float *logp, float *entropy,
                        float scale, grpo_error *err);
 int grpo_model_backward(grpo_model *m, const grpo_batch *b, const float *dlogp, float scale,

@@ -1,0 +1,58 @@
+/*
+ * frozen_forward.h — a test shared by the model suites (test_dense.c, test_moe.c): a frozen model
+ * (the reference) runs forward in row chunks with an activation block of a few rows
+ * (core/host/model.h); its log-probs and entropies must be those of the training forward of the
+ * whole batch, bit for bit. The batch is 96 rows: the fixture's B0 rows of (ids, mask, pos,
+ * targets), tiled and shifted through the vocabulary; the frozen model is forced to the fewest
+ * rows a chunk may have (GRPO_FWD_MIN_TOKENS tokens) by a 1-byte budget. chunks = 0 (a mixture
+ * of experts): the frozen model must not chunk at all, and still match.
+ */
+#ifndef GRPO_TEST_FROZEN_FORWARD_H
+#define GRPO_TEST_FROZEN_FORWARD_H
+
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "host/model.h"
+
+static void check_frozen_forward_in_chunks(grpo_model *train, grpo_model *frozen, const char *who,
+                                           const int32_t *ids0, const int32_t *mask0,
+                                           const int32_t *pos0, const int32_t *tg0, int32_t B0,
+                                           int32_t T, int32_t V, int chunks) {
+    grpo_error err;
+    grpo_error_init(&err);
+    int32_t B = 96;
+    size_t n = (size_t)B * T;
+    int32_t *ids = malloc(n * 4), *mask = malloc(n * 4), *pos = malloc(n * 4), *tg = malloc(n * 4);
+    for (int32_t b = 0; b < B; b++)
+        for (int32_t t = 0; t < T; t++) {
+            size_t i = (size_t)b * T + t, j = (size_t)(b % B0) * T + t;
+            int32_t shift = b / B0 * 7;
+            ids[i] = (ids0[j] + shift) % V, mask[i] = mask0[j], pos[i] = pos0[j];
+            tg[i] = tg0[j] >= 0 ? (tg0[j] + shift) % V : -1;
+        }
+    grpo_batch b = {sizeof(grpo_batch), B, T, ids, mask, pos, tg, 0.0f};
+    frozen->fwd_budget = 1;
+    ck_assert_msg(grpo_model_reserve_acts(train, B, T, &err) == GRPO_OK, "%s", err.message);
+    ck_assert_msg(grpo_model_reserve_acts(frozen, B, T, &err) == GRPO_OK, "%s", err.message);
+    int32_t rows = chunks ? (GRPO_FWD_MIN_TOKENS + T - 1) / T : B;
+    ck_assert_int_eq(frozen->acts_B, rows);
+    if (chunks) ck_assert_int_lt(rows, B); /* the forward below runs in several chunks */
+    float *lt = calloc(n, 4), *et = calloc(n, 4), *lf = calloc(n, 4), *ef = calloc(n, 4);
+    ck_assert_msg(grpo_model_forward(train, &b, lt, et, 0.8f, &err) == GRPO_OK, "%s",
+                  err.message);
+    ck_assert_msg(grpo_model_forward(frozen, &b, lf, ef, 0.8f, &err) == GRPO_OK, "%s",
+                  err.message);
+    size_t real = 0;
+    for (size_t i = 0; i < n; i++) real += tg[i] >= 0 && lt[i] != 0.0f;
+    ck_assert_msg(real > n / 4, "%s: only %zu log-probs computed", who, real);
+    ck_assert_msg(!memcmp(lt, lf, n * 4), "%s: chunked frozen log-probs differ", who);
+    ck_assert_msg(!memcmp(et, ef, n * 4), "%s: chunked frozen entropies differ", who);
+    /* longer rows later: the block holds fewer of them instead of keeping the old row count */
+    ck_assert_msg(grpo_model_reserve_acts(frozen, B, 4 * T, &err) == GRPO_OK, "%s", err.message);
+    ck_assert_int_eq(frozen->acts_B, chunks ? (GRPO_FWD_MIN_TOKENS + 4 * T - 1) / (4 * T) : B);
+    free(ids), free(mask), free(pos), free(tg), free(lt), free(et), free(lf), free(ef);
+}
+
+#endif
