@@ -1,7 +1,9 @@
 # arith_learns: a shorter run of the embedded default (scripts/arith.sh) as an end-to-end test that
-# fails if learning stops: init-model, SFT 800 steps, held-out eval, GRPO 30 steps, held-out eval;
-# held-out greedy accuracy must rise by at least 0.15 (measured 0.083 -> 0.333 when written;
-# 0.086 -> 0.260 on the AVX-512 EPYC with per-row sampling streams, issue 21).
+# fails if learning stops: init-model, SFT 800 steps, held-out eval, GRPO 50 steps, held-out eval;
+# held-out greedy accuracy must rise by at least 0.15. Measured on the AVX-512 EPYC with per-row
+# sampling streams (issue 21): 0.086 -> 0.343 (RelWithDebInfo), 0.090 -> 0.403 (the ASan+UBSan
+# Debug build, whose kernels round differently). With 30 GRPO steps the Debug build rose only
+# 0.133 (0.083 -> 0.333 in the release build before the stream change), too close to the bar.
 if(NOT CMAKE_SCRIPT_MODE_FILE)
   add_test(NAME arith_learns COMMAND ${CMAKE_COMMAND} -DGRPO=$<TARGET_FILE:grpo_cli>
     -DSRC=${PROJECT_SOURCE_DIR} -DWORK_DIR=${CMAKE_CURRENT_BINARY_DIR}/arith_learns
@@ -18,7 +20,7 @@ file(READ ${SRC}/examples/arith_sft.ini sft)
 string(REGEX REPLACE "\nsteps = [0-9]+" "\nsteps = 800" sft "${sft}")
 file(WRITE ${WORK_DIR}/examples/arith_sft.ini "${sft}")
 file(READ ${SRC}/examples/arith.ini grpo)
-string(REGEX REPLACE "\nsteps = [0-9]+" "\nsteps = 30" grpo "${grpo}")
+string(REGEX REPLACE "\nsteps = [0-9]+" "\nsteps = 50" grpo "${grpo}")
 file(WRITE ${WORK_DIR}/examples/arith.ini "${grpo}")
 
 function(grpo_run out_var)
