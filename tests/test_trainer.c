@@ -371,6 +371,8 @@ START_TEST(lora_grpo_learns_on_an_sft_model) {
     ck_assert_msg(first < 0.35 && last > 0.6, "LoRA: reward %.3f over steps 1-3, %.3f over 36-40",
                   first, last);
     ck_assert_msg(kl > 0, "LoRA: kl %g: the reference (adapters off) never differed", kl);
+    sh("grep -q '^library_name: peft$' '%s/lora/ckpt/checkpoint-00000040/README.md' && "
+       "grep -q '^LoRA adapters (PEFT' '%s/lora/ckpt/checkpoint-00000040/README.md'", tmp, tmp);
     sh("test -s '%s/lora/ckpt/checkpoint-00000040/adapter_model.safetensors' && "
        "grep -q '\"peft_type\":.*\"LORA\"' '%s/lora/ckpt/checkpoint-00000040/adapter_config.json'"
        " && test ! -e '%s/lora/ckpt/checkpoint-00000040/model.safetensors'",

@@ -20,11 +20,23 @@ static void put_quoted(FILE *f, const char *s) {
     cJSON_Delete(j);
 }
 
-static void front_matter(FILE *f, const char *base_model, grpo_card_method method) {
-    fputs("---\nlibrary_name: grpo\nbase_model: ", f);
+/* A LoRA run's directory is a PEFT adapter: the Hub's front matter says peft and lora. */
+static void front_matter(FILE *f, const char *base_model, grpo_card_method method, int lora) {
+    fprintf(f, "---\nlibrary_name: %s\nbase_model: ", lora ? "peft" : "grpo");
     put_quoted(f, base_model);
-    fprintf(f, "\ntags:\n- grpo\n- %s\npipeline_tag: text-generation\n---\n\n",
-            method == GRPO_CARD_GRPO ? "reinforcement-learning" : "sft");
+    fprintf(f, "\ntags:\n- grpo\n- %s\n%spipeline_tag: text-generation\n---\n\n",
+            method == GRPO_CARD_GRPO ? "reinforcement-learning" : "sft", lora ? "- lora\n" : "");
+}
+
+/* The adapters' settings, and how to load them. */
+static void lora_line(FILE *f, const grpo_run_config *cfg, const char *base_model) {
+    if (cfg->lora_r <= 0) return;
+    fprintf(f, "LoRA adapters (PEFT's format) on the frozen base: r %lld, lora_alpha %g%s, "
+               "target_modules %s; the reference model is the base with the adapters off. Load "
+               "with `PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(\"%s\"), "
+               "<this directory>)`, or merge with `grpo merge-lora`.\n\n",
+            cfg->lora_r, cfg->lora_alpha, cfg->lora_use_rslora ? " (rsLoRA)" : "",
+            cfg->lora_target_modules, base_model);
 }
 
 static void method_section(FILE *f, const grpo_run_config *cfg, grpo_card_method method) {
@@ -71,7 +83,7 @@ char *grpo_model_card(const grpo_run_config *cfg, const char *base_model, grpo_c
     size_t len = 0;
     FILE *f = open_memstream(&text, &len);
     if (!f) return NULL;
-    front_matter(f, base_model, method);
+    front_matter(f, base_model, method, cfg->lora_r > 0);
     fprintf(f, "# %s of `%s`, step %ld\n\n",
             method == GRPO_CARD_GRPO ? "GRPO training" : "Supervised fine-tuning", base_model,
             step);
@@ -80,6 +92,7 @@ char *grpo_model_card(const grpo_run_config *cfg, const char *base_model, grpo_c
             cfg->data_eval_path[0] ? " (evaluation: `" : "", cfg->data_eval_path,
             cfg->data_eval_path[0] ? "`)" : "");
     method_section(f, cfg, method);
+    lora_line(f, cfg, base_model);
     rewards_section(f, cfg);
     metrics_section(f, step, last);
     fputs("## Run file\n\nThe run file as this run resolved it (`grpo config check` prints the "

@@ -11,6 +11,8 @@
  *   # title, then: base model, method (GRPO: loss type, beta, G, ...), rewards (weight, plugin,
  *   pack and version), data paths, steps, grpo version, the metrics of the last logged step, and
  *   the resolved run file in an ini code block.
+ * A LoRA run ([lora] r > 0) writes a PEFT adapter directory: library_name: peft, a lora tag, and
+ * a line with r, alpha, target_modules and how to load or merge the adapters.
  *
  * A README.md the input model directory had is kept as base_model_README.md (io/hfdir.h), never
  * overwritten.
