@@ -54,7 +54,7 @@ static int evaluate(const eval_opts *o, grpo_error *err) {
     snprintf(probe, sizeof probe, "%s/adapter_config.json", dir);
     if (rc == GRPO_OK && !o->adapter && access(probe, F_OK) == 0) { /* a LoRA checkpoint */
         snprintf(adapter, sizeof adapter, "%s", dir);
-        snprintf(dir, sizeof dir, "%s", o->run.model_dir ? o->run.model_dir : r.model_dir);
+        snprintf(dir, sizeof dir, "%s", r.model_dir); /* --model, else model.path */
     }
     if (rc == GRPO_OK) rc = grpo_run_open_model(&r, dir, 0, &m, err);
     if (rc == GRPO_OK && adapter[0]) rc = grpo_lora_open_dir(&lora, m, adapter, err);

@@ -149,17 +149,14 @@ void grpo_lora_names(const grpo_lora *l, uint32_t i, char *a, char *b, size_t si
 /* adapter_config.json as PEFT writes it (the fields from_pretrained reads). */
 static char *config_json(const grpo_lora *l, const char *base_model) {
     cJSON *c = cJSON_CreateObject(), *mods = cJSON_CreateArray();
-    char leaf_seen[64][64];
-    int nl = 0;
     for (uint32_t i = 0; i < l->n; i++) { /* PEFT lists the leaf names, each once */
         char mod[512];
         module_of(l->m->params[l->ad[i].param].name, mod, sizeof mod);
         const char *leaf = strrchr(mod, '.') + 1;
+        const cJSON *e;
         int seen = 0;
-        for (int k = 0; k < nl; k++) seen |= strcmp(leaf_seen[k], leaf) == 0;
-        if (seen || nl == 64) continue;
-        snprintf(leaf_seen[nl++], sizeof leaf_seen[0], "%s", leaf);
-        cJSON_AddItemToArray(mods, cJSON_CreateString(leaf));
+        cJSON_ArrayForEach(e, mods) seen |= strcmp(e->valuestring, leaf) == 0;
+        if (!seen) cJSON_AddItemToArray(mods, cJSON_CreateString(leaf));
     }
     cJSON_AddStringToObject(c, "peft_type", "LORA");
     cJSON_AddStringToObject(c, "task_type", "CAUSAL_LM");

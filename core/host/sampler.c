@@ -230,7 +230,7 @@ int grpo_sampler_run(grpo_model *m, const grpo_sampler_opts *o, const int32_t *p
 }
 
 int grpo_sampler_run_rows(grpo_model *m, const grpo_sampler_opts *o, const int32_t *prompt,
-                            const int32_t *pmask, int32_t B, int32_t P, grpo_rng *row_rng,
-                            grpo_rollout *out, grpo_error *err) {
+                          const int32_t *pmask, int32_t B, int32_t P, grpo_rng *row_rng,
+                          grpo_rollout *out, grpo_error *err) {
     return run(m, o, prompt, pmask, B, P, NULL, row_rng, out, err);
 }

@@ -300,6 +300,21 @@ static int expert_load_add(trainer *t, grpo_error *err) {
     return GRPO_OK;
 }
 
+/* The reference log-probs of the batch in t->sb into ref (rows, c->T): the reference model, or
+ * for a LoRA run the policy with its adapters switched off for this one forward. */
+static int reference_logp(trainer *t, chunk *c, float *ref, grpo_error *err) {
+    int rc = t->ref_is_base ? grpo_lora_enable(&t->s.lora, 0, err) : GRPO_OK;
+    if (rc == GRPO_OK)
+        rc = grpo_seqbatch_forward(&t->sb, t->ref_is_base ? t->s.policy : t->ref, 0, t->scale,
+                                   err);
+    if (rc == GRPO_OK) completion_cols(t, c, t->sb.logp, ref);
+    if (t->ref_is_base) { /* the adapters back on, also after a failed forward */
+        int on = grpo_lora_enable(&t->s.lora, 1, err);
+        if (rc == GRPO_OK) rc = on;
+    }
+    return rc;
+}
+
 /* Loss and backward of rows [r0, r0+rows) of chunk c. */
 static int micro_step(trainer *t, chunk *c, int32_t r0, int32_t rows, const grpo_loss_opts *lo,
                       float *buf, loss_sums *sums, grpo_error *err) {
@@ -307,16 +322,7 @@ static int micro_step(trainer *t, chunk *c, int32_t r0, int32_t rows, const grpo
     float *logp = buf, *ref = buf + n, *ent = buf + 2 * n, *dl = buf + 3 * n, *de = buf + 4 * n;
     int bonus = lo->entropy_coef != 0.0; /* the loss depends on the entropy too */
     int rc = chunk_batch(t, c, r0, rows, err);
-    if (rc == GRPO_OK && t->ref) {
-        rc = grpo_seqbatch_forward(&t->sb, t->ref, 0, t->scale, err);
-        if (rc == GRPO_OK) completion_cols(t, c, t->sb.logp, ref);
-    } else if (rc == GRPO_OK && t->ref_is_base) { /* the frozen base: the adapters off */
-        rc = grpo_lora_enable(&t->s.lora, 0, err);
-        if (rc == GRPO_OK) rc = grpo_seqbatch_forward(&t->sb, t->s.policy, 0, t->scale, err);
-        if (rc == GRPO_OK) completion_cols(t, c, t->sb.logp, ref);
-        int on = grpo_lora_enable(&t->s.lora, 1, err);
-        if (rc == GRPO_OK) rc = on;
-    }
+    if (rc == GRPO_OK && (t->ref || t->ref_is_base)) rc = reference_logp(t, c, ref, err);
     if (rc == GRPO_OK) rc = grpo_seqbatch_forward(&t->sb, t->s.policy, 1, t->scale, err);
     if (rc == GRPO_OK) rc = expert_load_add(t, err);
     if (rc != GRPO_OK) return rc;

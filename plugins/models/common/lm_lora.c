@@ -6,7 +6,7 @@
 
 void lm_lora_free(lm_lora *l) {
     if (l->buf) l->o->free(l->o->ctx, l->buf);
-    free(l->a), free(l->w), free(l->ic), free(l->oc);
+    free(l->a), free(l->w);
     memset(l, 0, sizeof *l);
 }
 
@@ -42,8 +42,7 @@ int32_t lm_lora_set(lm_lora *l, const grpo_ops *o, const grpo_lora_adapter *adap
     l->buf = old.buf, l->cap = old.cap, old.buf = NULL;
     if (n > 0) {
         l->a = malloc(n * sizeof *l->a), l->w = malloc(n * sizeof *l->w);
-        l->ic = malloc(n * sizeof *l->ic), l->oc = malloc(n * sizeof *l->oc);
-        if (!l->a || !l->w || !l->ic || !l->oc) {
+        if (!l->a || !l->w) {
             lm_lora_free(l), lm_lora_free(&old);
             return grpo_error_set(err, GRPO_ERR_NOMEM, "%s: set_lora: out of memory", who);
         }
@@ -56,8 +55,8 @@ int32_t lm_lora_set(lm_lora *l, const grpo_ops *o, const grpo_lora_adapter *adap
         }
         uint32_t p = adapters[i].param;
         l->a[i] = adapters[i], l->w[i] = params[p];
-        l->oc[i] = descs[p].shape[0], l->ic[i] = descs[p].shape[1];
-        int64_t wide = l->ic[i] > l->oc[i] ? l->ic[i] : l->oc[i], width = 2 * adapters[i].r + wide;
+        int64_t OC = descs[p].shape[0], IC = descs[p].shape[1];
+        int64_t width = 2 * adapters[i].r + (IC > OC ? IC : OC);
         if (width > l->width) l->width = width;
     }
     l->n = n;

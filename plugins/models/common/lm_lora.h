@@ -23,7 +23,6 @@ typedef struct lm_lora {
     const grpo_ops *o;
     grpo_lora_adapter *a; /* [n] copies of the host's descriptors */
     const float **w;      /* [n] the weight each adapter adds to */
-    int64_t *ic, *oc;     /* [n] its shape */
     uint32_t n;
     int32_t enabled;
     float *buf;           /* scratch, cap floats */
