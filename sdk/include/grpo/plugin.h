@@ -42,6 +42,7 @@
  *   1.4  the entropy gradient: grpo_ops.head_backward_entropy and
  *        grpo_model_desc.backward_entropy (what grpo.entropy_coef trains through).
  *        LoRA: grpo_lora_adapter and grpo_model_desc.set_lora (adapters on a frozen base).
+ *   1.5  (this landing; its additions are listed here as they land)
  *
  * Two versions: the library's magic carries the SDK it was COMPILED against (the host refuses a
  * newer minor than its own, so a pack rebuilt against 1.3 loads in 1.3+ hosts only); a
@@ -67,7 +68,7 @@ extern "C" {
 #endif
 
 #define GRPO_ABI_MAJOR 1
-#define GRPO_ABI_MINOR 4
+#define GRPO_ABI_MINOR 5
 #define GRPO_MAGIC_TAG "GRPOPLG" /* 7 chars + NUL */
 
 #if defined(_WIN32)
