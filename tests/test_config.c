@@ -114,7 +114,7 @@ START_TEST(empty_file_gives_documented_defaults) {
     grpo_run_config cfg = load_ok("t.ini", "", 0);
     ck_assert_str_eq(cfg.model_path, "");
     ck_assert_int_eq(cfg.model_backend, GRPO_BACKEND_CPU);
-    ck_assert_int_eq(cfg.model_dtype, GRPO_DTYPE_F32);
+    ck_assert_int_eq(cfg.model_dtype, GRPO_CFG_DTYPE_F32);
     ck_assert_int_eq(cfg.sampling_num_generations, 8);
     ck_assert_int_eq(cfg.sampling_max_completion_length, 256);
     ck_assert(cfg.sampling_temperature == 1.0 && cfg.sampling_top_p == 1.0);

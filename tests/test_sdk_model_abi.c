@@ -1,5 +1,5 @@
 /*
- * test_sdk_model_abi.c — ABI 1.3 and 1.4 of the model interface (grpo/model.h, grpo/ops.h): a
+ * test_sdk_model_abi.c — ABI 1.3 to 1.5 of the model interface (grpo/model.h, grpo/ops.h): a
  * descriptor from a pack built before 1.3 is told apart from a 1.3 one by struct_size alone, the
  * init hints of grpo_param_desc.flags are one field that a pre-1.3 pack leaves at "no hint", and
  * each minor's slots come after the previous minor's.
@@ -45,12 +45,23 @@ START_TEST(each_minor_appends_its_slots) {
                       offsetof(grpo_model_desc, vocab_size) + fn);
     ck_assert_uint_eq(offsetof(grpo_model_desc, set_lora),
                       offsetof(grpo_model_desc, backward_entropy) + fn);
-    ck_assert_uint_eq(sizeof(grpo_model_desc), offsetof(grpo_model_desc, set_lora) + fn);
-    /* the op table: head_backward_entropy (1.4) after scatter_add_rows_backward (1.0), last */
+    /* 1.5: bind_typed right after set_lora, last */
+    ck_assert_uint_eq(offsetof(grpo_model_desc, bind_typed),
+                      offsetof(grpo_model_desc, set_lora) + fn);
+    ck_assert_uint_eq(sizeof(grpo_model_desc), offsetof(grpo_model_desc, bind_typed) + fn);
+    /* the op table: head_backward_entropy (1.4) after scatter_add_rows_backward (1.0), then the
+     * 1.5 typed-weight ops in order, head_backward_w last */
     ck_assert_uint_eq(offsetof(grpo_ops, head_backward_entropy),
-                      offsetof(grpo_ops, scatter_add_rows_backward) + sizeof(void (*)(void)));
-    ck_assert_uint_eq(sizeof(grpo_ops),
-                      offsetof(grpo_ops, head_backward_entropy) + sizeof(void (*)(void)));
+                      offsetof(grpo_ops, scatter_add_rows_backward) + fn);
+    const size_t ops_1_5[] = {offsetof(grpo_ops, convert), offsetof(grpo_ops, matmul_forward_w),
+                              offsetof(grpo_ops, matmul_backward_w),
+                              offsetof(grpo_ops, embedding_forward_w),
+                              offsetof(grpo_ops, head_forward_w),
+                              offsetof(grpo_ops, head_backward_w)};
+    size_t at = offsetof(grpo_ops, head_backward_entropy);
+    for (size_t i = 0; i < sizeof ops_1_5 / sizeof ops_1_5[0]; i++)
+        ck_assert_uint_eq(ops_1_5[i], at += fn);
+    ck_assert_uint_eq(sizeof(grpo_ops), at + fn);
 }
 END_TEST
 

@@ -26,7 +26,7 @@
 #define GRPO_KEY_FILE 4u     /* string: an input file that must exist (when non-empty) */
 
 /* Choice lists: C(ENUM_CONSTANT, text). The first constant is 0. */
-#define GRPO_CHOICES_dtype(C) C(GRPO_DTYPE_F32, f32) C(GRPO_DTYPE_BF16, bf16) C(GRPO_DTYPE_F16, f16)
+#define GRPO_CHOICES_dtype(C) C(GRPO_CFG_DTYPE_F32, f32) C(GRPO_CFG_DTYPE_BF16, bf16) C(GRPO_CFG_DTYPE_F16, f16)
 #define GRPO_CHOICES_backend(C) C(GRPO_BACKEND_CPU, cpu) C(GRPO_BACKEND_CUDA, cuda)
 #define GRPO_CHOICES_truncation(C) C(GRPO_TRUNCATE_LEFT, left) C(GRPO_TRUNCATE_SKIP, skip)
 #define GRPO_CHOICES_bad_lines(C) C(GRPO_BAD_LINES_FAIL, fail) C(GRPO_BAD_LINES_SKIP, skip)

@@ -274,7 +274,8 @@ int32_t grpo_hm_tensor(grpo_host_model *hm, const char *name, float *out, uint64
                               "model_tensor: %s: %s has %llu elements, the caller expected %llu",
                               hm->m->dir, name, (unsigned long long)hm->m->numel[i],
                               (unsigned long long)n);
-    hm->m->ops->download(hm->m->ops->ctx, out, hm->m->param_ptr[i], n * sizeof(float));
+    int32_t rc = sealed(grpo_model_read_param(hm->m, (uint32_t)i, out, err), err);
+    if (rc != GRPO_OK) return rc;
     if (GRPO_HAS_FIELD(hm->m->desc, grpo_model_desc, relayout) && hm->m->desc->relayout)
         return sealed(hm->m->desc->relayout(hm->m->inst, (uint32_t)i, out, GRPO_RELAYOUT_SAVE,
                                             err), err);

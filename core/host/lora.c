@@ -331,14 +331,14 @@ int grpo_lora_merge(grpo_lora *l, grpo_error *err) {
             break;
         }
         const float *A = ab + (a->A - l->block), *B = ab + (a->B - l->block);
-        o->download(o->ctx, w, l->m->param_ptr[p], (size_t)(OC * IC) * sizeof(float));
-        for (int64_t r = 0; r < OC; r++) /* W (OC,IC) += s B (OC,r) A (r,IC), in double */
+        rc = grpo_model_read_param(l->m, p, w, err);
+        for (int64_t r = 0; rc == GRPO_OK && r < OC; r++) /* W (OC,IC) += s B (OC,r) A (r,IC), in double */
             for (int64_t c = 0; c < IC; c++) {
                 double acc = 0.0;
                 for (int32_t k = 0; k < l->r; k++) acc += (double)B[r * l->r + k] * A[k * IC + c];
                 w[r * IC + c] = (float)((double)w[r * IC + c] + a->scale * acc);
             }
-        o->upload(o->ctx, l->m->param_ptr[p], w, (size_t)(OC * IC) * sizeof(float));
+        if (rc == GRPO_OK) rc = grpo_model_write_param(l->m, p, w, err);
         free(w);
     }
     free(ab);

@@ -27,7 +27,8 @@ static int layout_params(grpo_model *m, grpo_error *err) {
     m->offset = calloc(n ? n : 1, sizeof *m->offset);
     m->param_ptr = calloc(n ? n : 1, sizeof *m->param_ptr);
     m->grad_ptr = calloc(n ? n : 1, sizeof *m->grad_ptr);
-    if (!m->params || !m->numel || !m->offset || !m->param_ptr || !m->grad_ptr)
+    m->dtype = calloc(n ? n : 1, sizeof *m->dtype);
+    if (!m->params || !m->numel || !m->offset || !m->param_ptr || !m->grad_ptr || !m->dtype)
         return grpo_error_set(err, GRPO_ERR_NOMEM, "model: out of memory for the parameter table");
     uint64_t off = 0;
     for (uint32_t i = 0; i < n; i++) {
@@ -39,6 +40,9 @@ static int layout_params(grpo_model *m, grpo_error *err) {
         uint64_t k = 1;
         for (int j = 0; j < d->ndim; j++) k *= (uint64_t)d->shape[j];
         m->numel[i] = k;
+        m->dtype[i] = d->ndim > 1 ? m->weight_dtype : GRPO_DTYPE_F32;
+        /* its floats of storage: a bf16 tensor takes half, still whole 64-byte lines */
+        uint64_t floats = (k * grpo_dtype_size(m->dtype[i]) + 3) / 4;
         if (d->flags & GRPO_PARAM_TIED) {
             int32_t t = d->tied_to;
             if (t < 0 || (uint32_t)t >= i || m->numel[t] != k)
@@ -48,7 +52,7 @@ static int layout_params(grpo_model *m, grpo_error *err) {
             m->offset[i] = m->offset[t];
         } else {
             m->offset[i] = off;
-            off += pad16(k);
+            off += pad16(floats);
         }
     }
     m->section = off;
@@ -72,7 +76,63 @@ static int alloc_block(grpo_model *m, grpo_error *err) {
         m->param_ptr[i] = m->block + m->offset[i];
         m->grad_ptr[i] = m->trainable ? m->grads + m->offset[i] : NULL;
     }
-    return m->desc->bind(m->inst, m->param_ptr, m->trainable ? m->grad_ptr : NULL, err);
+    float *const *grads = m->trainable ? m->grad_ptr : NULL;
+    if (m->weight_dtype == GRPO_DTYPE_F32) return m->desc->bind(m->inst, m->param_ptr, grads, err);
+    if (!GRPO_HAS_FIELD(m->desc, grpo_model_desc, bind_typed) || !m->desc->bind_typed)
+        return grpo_error_set(err, GRPO_ERR_UNSUPPORTED,
+                              "model pack %s cannot hold its weights in bf16 (it has no "
+                              "bind_typed: built before ABI 1.5); hold them in fp32",
+                              m->desc->id);
+    return m->desc->bind_typed(m->inst, (void *const *)m->param_ptr, m->dtype, grads, err);
+}
+
+int grpo_model_write_param(grpo_model *m, uint32_t i, const float *x, grpo_error *err) {
+    const grpo_ops *o = m->ops;
+    uint64_t n = m->numel[i];
+    if (m->dtype[i] == GRPO_DTYPE_F32) {
+        o->upload(o->ctx, m->param_ptr[i], x, n * sizeof(float));
+        return GRPO_OK;
+    }
+    uint16_t *h = malloc(n * sizeof *h + 1);
+    if (!h) return grpo_error_set(err, GRPO_ERR_NOMEM, "model: out of memory for %s",
+                                  m->params[i].name);
+    for (uint64_t k = 0; k < n; k++) h[k] = grpo_bf16_from_f32(x[k]);
+    o->upload(o->ctx, m->param_ptr[i], h, n * sizeof *h);
+    free(h);
+    return GRPO_OK;
+}
+
+int grpo_model_read_param(const grpo_model *m, uint32_t i, float *x, grpo_error *err) {
+    const grpo_ops *o = m->ops;
+    uint64_t n = m->numel[i];
+    if (m->dtype[i] == GRPO_DTYPE_F32) {
+        o->download(o->ctx, x, m->param_ptr[i], n * sizeof(float));
+        return GRPO_OK;
+    }
+    uint16_t *h = malloc(n * sizeof *h + 1);
+    if (!h) return grpo_error_set(err, GRPO_ERR_NOMEM, "model: out of memory for %s",
+                                  m->params[i].name);
+    o->download(o->ctx, h, m->param_ptr[i], n * sizeof *h);
+    for (uint64_t k = 0; k < n; k++) x[k] = grpo_bf16_to_f32(h[k]);
+    free(h);
+    return GRPO_OK;
+}
+
+int grpo_model_copy_weights(grpo_model *dst, const grpo_model *src, grpo_error *err) {
+    if (dst->desc != src->desc || dst->n_params != src->n_params || !dst->ops->convert)
+        return grpo_error_set(err, GRPO_ERR_INVALID, "model: copying the weights of %s into a "
+                              "model of another pack or backend", src->desc->id);
+    for (uint32_t i = 0; i < src->n_params; i++) {
+        if (src->params[i].flags & GRPO_PARAM_TIED) continue;
+        if (dst->numel[i] != src->numel[i])
+            return grpo_error_set(err, GRPO_ERR_INVALID, "model: %s has %llu elements in the "
+                                  "copy, %llu in %s", src->params[i].name,
+                                  (unsigned long long)dst->numel[i],
+                                  (unsigned long long)src->numel[i], src->dir);
+        dst->ops->convert(dst->ops->ctx, dst->param_ptr[i], dst->dtype[i], src->param_ptr[i],
+                          src->dtype[i], src->numel[i]);
+    }
+    return GRPO_OK;
 }
 
 int grpo_model_param_index(const grpo_model *m, const char *name) {
@@ -121,8 +181,7 @@ static int load_weights(grpo_model *m, const char *dir, grpo_error *err) {
         if (rc == GRPO_OK) rc = check_finite(tmp, m->numel[i], path, d->name, err);
         if (rc == GRPO_OK && has_relayout(m))
             rc = m->desc->relayout(m->inst, i, tmp, GRPO_RELAYOUT_LOAD, err);
-        if (rc == GRPO_OK)
-            m->ops->upload(m->ops->ctx, m->param_ptr[i], tmp, m->numel[i] * sizeof(float));
+        if (rc == GRPO_OK) rc = grpo_model_write_param(m, i, tmp, err);
     }
     for (size_t j = 0; rc == GRPO_OK && j < grpo_st_count(st); j++) {
         const char *name = grpo_st_at(st, j)->name;
@@ -150,15 +209,26 @@ static void model_call(const grpo_model *m, const char *what) {
 
 int grpo_model_open(grpo_model **out, const grpo_model_desc *desc, const grpo_host *host,
                     const char *dir, const grpo_config *cfg, int trainable, grpo_error *err) {
+    return grpo_model_open_as(out, desc, host, dir, cfg, trainable, GRPO_DTYPE_F32, err);
+}
+
+int grpo_model_open_as(grpo_model **out, const grpo_model_desc *desc, const grpo_host *host,
+                       const char *dir, const grpo_config *cfg, int trainable,
+                       int32_t weight_dtype, grpo_error *err) {
     *out = NULL;
     if (!host || !host->ops)
         return grpo_error_set(err, GRPO_ERR_INVALID, "model: the host has no backend (ops)");
+    if (weight_dtype != GRPO_DTYPE_F32 && (trainable || weight_dtype != GRPO_DTYPE_BF16))
+        return grpo_error_set(err, GRPO_ERR_INVALID, "model %s: weights held as dtype %d; a "
+                              "trained model is held in fp32, a frozen one in fp32 or bf16", dir,
+                              weight_dtype);
     grpo_model *m = calloc(1, sizeof *m);
     if (!m) return grpo_error_set(err, GRPO_ERR_NOMEM, "model: out of memory");
     m->desc = desc;
     m->host = *host;
     m->ops = host->ops;
     m->trainable = trainable;
+    m->weight_dtype = weight_dtype;
     m->fwd_budget = GRPO_FWD_BUDGET;
     m->dir = strdup(dir);
     char cfg_path[PATH_MAX];
@@ -212,7 +282,7 @@ static int config_architecture(const char *json, const char *path, char *buf, si
  * next one serving the same name (moe.causal_lm). When all refuse, every refusal is reported. */
 static int open_serving(grpo_model **out, grpo_registry *reg, const grpo_host *host,
                         const char *dir, const char *arch, const char *cfg_path, int trainable,
-                        grpo_error *err) {
+                        int32_t weight_dtype, grpo_error *err) {
     char why[1024] = "";
     int refused = 0;
     for (const grpo_entry *e = grpo_registry_next_architecture(reg, arch, NULL); e;
@@ -220,7 +290,8 @@ static int open_serving(grpo_model **out, grpo_registry *reg, const grpo_host *h
         const void *desc = NULL;
         int rc = grpo_registry_load(reg, e, host, &desc, err);
         int unloadable = rc != GRPO_OK; /* a broken pack: another may serve the architecture */
-        if (rc == GRPO_OK) rc = grpo_model_open(out, desc, host, dir, NULL, trainable, err);
+        if (rc == GRPO_OK)
+            rc = grpo_model_open_as(out, desc, host, dir, NULL, trainable, weight_dtype, err);
         if (rc != GRPO_ERR_UNSUPPORTED && !unloadable) return rc;
         if (unloadable)
             fprintf(stderr, "warning: %s: model plugin %s cannot be loaded, trying the next "
@@ -238,12 +309,19 @@ static int open_serving(grpo_model **out, grpo_registry *reg, const grpo_host *h
 
 int grpo_model_open_dir(grpo_model **out, grpo_registry *reg, const grpo_host *host,
                         const char *dir, int trainable, grpo_error *err) {
+    return grpo_model_open_dir_as(out, reg, host, dir, trainable, GRPO_DTYPE_F32, err);
+}
+
+int grpo_model_open_dir_as(grpo_model **out, grpo_registry *reg, const grpo_host *host,
+                           const char *dir, int trainable, int32_t weight_dtype,
+                           grpo_error *err) {
     *out = NULL;
     char cfg_path[PATH_MAX], *json = NULL, arch[256];
     int rc = grpo_path_join(cfg_path, sizeof cfg_path, dir, GRPO_HF_CONFIG, err);
     if (rc == GRPO_OK) rc = grpo_hf_read_config(dir, &json, err);
     if (rc == GRPO_OK) rc = config_architecture(json, cfg_path, arch, sizeof arch, err);
-    if (rc == GRPO_OK) rc = open_serving(out, reg, host, dir, arch, cfg_path, trainable, err);
+    if (rc == GRPO_OK)
+        rc = open_serving(out, reg, host, dir, arch, cfg_path, trainable, weight_dtype, err);
     free(json);
     return rc;
 }
@@ -266,6 +344,7 @@ void grpo_model_close(grpo_model *m) {
     free(m->offset);
     free(m->param_ptr);
     free(m->grad_ptr);
+    free(m->dtype);
     free(m->config_json);
     grpo_hf_files_free(&m->tok_files);
     free(m->dir);
@@ -494,23 +573,25 @@ int32_t grpo_model_vocab(const grpo_model *m) {
 
 int grpo_model_save(const grpo_model *m, const char *dir, grpo_error *err) {
     grpo_st_out *outs = calloc(m->n_params ? m->n_params : 1, sizeof *outs);
-    float *host = malloc((m->section ? m->section : 1) * sizeof(float));
+    uint64_t floats = 0, *at = calloc(m->n_params ? m->n_params : 1, sizeof *at);
+    for (uint32_t i = 0; at && i < m->n_params; i++) at[i] = floats, floats += m->numel[i];
+    float *host = malloc((floats ? floats : 1) * sizeof(float)); /* every tensor as fp32 */
     char *cfg_text = NULL;
-    int rc = outs && host ? grpo_hf_config_set_dtype(m->config_json, GRPO_ST_F32, &cfg_text, err)
+    int rc = outs && host && at ? grpo_hf_config_set_dtype(m->config_json, GRPO_ST_F32, &cfg_text, err)
                           : grpo_error_set(err, GRPO_ERR_NOMEM, "model: out of memory saving %s",
                                            dir);
     size_t n = 0;
     if (rc == GRPO_OK) {
-        m->ops->download(m->ops->ctx, host, m->block, m->section * sizeof(float));
         for (uint32_t i = 0; i < m->n_params; i++) {
             const grpo_param_desc *d = &m->params[i];
             if (d->flags & GRPO_PARAM_TIED) continue; /* transformers re-ties it on load */
             grpo_st_out *o = &outs[n++];
             o->name = d->name;
-            o->data = host + m->offset[i];
+            o->data = host + at[i];
+            if ((rc = grpo_model_read_param(m, i, host + at[i], err)) != GRPO_OK) break;
             if (has_relayout(m) &&
-                (rc = m->desc->relayout(m->inst, i, host + m->offset[i], GRPO_RELAYOUT_SAVE,
-                                        err)) != GRPO_OK)
+                (rc = m->desc->relayout(m->inst, i, host + at[i], GRPO_RELAYOUT_SAVE, err)) !=
+                    GRPO_OK)
                 break;
             o->ndim = d->ndim;
             for (int j = 0; j < d->ndim; j++) o->shape[j] = d->shape[j];
@@ -520,6 +601,7 @@ int grpo_model_save(const grpo_model *m, const char *dir, grpo_error *err) {
     }
     free(outs);
     free(host);
+    free(at);
     free(cfg_text);
     return rc;
 }

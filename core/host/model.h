@@ -37,11 +37,13 @@ typedef struct grpo_model {
     grpo_hf_files tok_files; /* dir's tokenizer files as they were at open (saved with it) */
     int trainable;
     int adapters_train; /* LoRA adapters with gradients are set (backward runs on a frozen base) */
+    int32_t weight_dtype; /* GRPO_DTYPE_* every tensor of 2+ dimensions is held as (1-D: fp32) */ /* LoRA adapters with gradients are set (backward runs on a frozen base) */
 
     uint32_t n_params;
     grpo_param_desc *params; /* [n_params] names owned by the plugin instance */
     uint64_t *numel;         /* [n_params] */
     uint64_t *offset;        /* [n_params] float offset inside a section (tied: the target's) */
+    int32_t *dtype;          /* [n_params] GRPO_DTYPE_* of each tensor's storage */
     uint64_t section;        /* floats per section (P) */
     float *block;            /* (4 or 1) * P */
     float **param_ptr;       /* [n_params] into the params section */
@@ -69,7 +71,25 @@ int grpo_model_open(grpo_model **out, const grpo_model_desc *desc, const grpo_ho
 int grpo_model_open_dir(grpo_model **out, grpo_registry *reg, const grpo_host *host,
                         const char *dir, int trainable, grpo_error *err);
 
+/* The same with the frozen model's tensors of 2+ dimensions held as weight_dtype
+ * (GRPO_DTYPE_BF16: half the memory; the pack's bind_typed and the backend's 1.5 typed ops
+ * compute with them; 1-D tensors stay fp32). A trainable model is fp32 only. */
+int grpo_model_open_as(grpo_model **out, const grpo_model_desc *desc, const grpo_host *host,
+                       const char *dir, const grpo_config *cfg, int trainable,
+                       int32_t weight_dtype, grpo_error *err);
+int grpo_model_open_dir_as(grpo_model **out, grpo_registry *reg, const grpo_host *host,
+                           const char *dir, int trainable, int32_t weight_dtype,
+                           grpo_error *err);
+
 void grpo_model_close(grpo_model *m); /* NULL is fine */
+
+/* Parameter i to / from fp32 host memory of its numel floats, converted from / to the dtype
+ * it is held as (bf16: rounded to nearest even on the way in). */
+int grpo_model_write_param(grpo_model *m, uint32_t i, const float *x, grpo_error *err);
+int grpo_model_read_param(const grpo_model *m, uint32_t i, float *x, grpo_error *err);
+/* dst's weights = src's (the same pack and shapes, e.g. a bf16 rollout copy of the policy
+ * opened from the same directory), converted to dst's dtypes on the backend. */
+int grpo_model_copy_weights(grpo_model *dst, const grpo_model *src, grpo_error *err);
 
 /* Index of the parameter called name, or -1. */
 int grpo_model_param_index(const grpo_model *m, const char *name);

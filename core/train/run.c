@@ -80,7 +80,7 @@ int grpo_run_open(grpo_run *r, const grpo_run_args *a, grpo_error *err) {
     if (!r->model_dir || !r->model_dir[0])
         return grpo_error_set(err, GRPO_ERR_INVALID,
                               "%s: [model] path is not set (or give --model DIR)", a->run_file);
-    if (r->cfg.model_backend != GRPO_BACKEND_CPU || r->cfg.model_dtype != GRPO_DTYPE_F32)
+    if (r->cfg.model_backend != GRPO_BACKEND_CPU || r->cfg.model_dtype != GRPO_CFG_DTYPE_F32)
         return grpo_error_set(err, GRPO_ERR_UNSUPPORTED,
                               "%s: only model.backend = cpu and model.dtype = f32 are implemented",
                               a->run_file);

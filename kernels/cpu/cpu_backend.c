@@ -121,6 +121,12 @@ grpo_ops *cpu_backend_open(int32_t threads, grpo_error *err) {
         /* .scatter_add_rows   = */ cpu_scatter_add_rows,
         /* .scatter_add_rows_backward = */ cpu_scatter_add_rows_backward,
         /* .head_backward_entropy = */ cpu_head_backward_entropy,
+        /* .convert            = */ cpu_convert,
+        /* .matmul_forward_w   = */ cpu_matmul_forward_w,
+        /* .matmul_backward_w  = */ cpu_matmul_backward_w,
+        /* .embedding_forward_w = */ cpu_embedding_forward_w,
+        /* .head_forward_w     = */ cpu_head_forward_w,
+        /* .head_backward_w    = */ cpu_head_backward_w,
     };
     return ops;
 }
@@ -128,7 +134,7 @@ grpo_ops *cpu_backend_open(int32_t threads, grpo_error *err) {
 void cpu_backend_close(grpo_ops *ops) {
     if (!ops) return;
     cpu_ctx *ctx = ops->ctx;
-    if (ctx) free(ctx->scratch);
+    if (ctx) free(ctx->scratch), free(ctx->panel);
     free(ctx);
     free(ops);
 }

@@ -29,6 +29,8 @@ typedef struct cpu_ctx {
     float *scratch;        /* grow-only work buffer shared by ops (one caller thread at a time) */
     size_t scratch_floats; /* its capacity */
     int32_t simd_limit;    /* CPU_SIMD_*: 0 (any) when the backend opens */
+    float *panel;          /* grow-only buffer of weights.c: a weight panel widened to fp32 */
+    uint64_t panel_floats; /* its capacity */
 } cpu_ctx;
 
 /* OpenMP threads for a parallel region over `work` scalar operations: 1 for small work, where
@@ -138,6 +140,31 @@ void cpu_head_backward_entropy(void *ctx, float *dhidden, float *dw, const float
                                const float *dentropy, const float *entropy, const float *hidden,
                                const float *w, const int32_t *targets, const float *lse,
                                int32_t N, int32_t C, int32_t V, float scale);
+
+/* ---- weights.c: weights of another dtype (GRPO_DTYPE_*), ops.h 1.5 ------------------------ */
+/* dst (n) = src (n of dtype) widened to fp32 (on the context's threads; ctx NULL: on the
+ * calling thread, e.g. inside a parallel region). */
+void cpu_widen_rows(void *ctx, float *dst, const void *src, int32_t dtype, uint64_t n);
+/* rows [row0, row0+rows) of a (?, cols) weight of dtype as fp32: w's own memory when fp32, else
+ * widened into buf (rows * cols floats) on ctx's threads (ctx NULL: the calling thread). */
+const float *cpu_weight_rows(void *ctx, const void *w, int32_t dtype, uint64_t row0,
+                             uint64_t rows, uint64_t cols, float *buf);
+void cpu_convert(void *ctx, void *dst, int32_t dst_type, const void *src, int32_t src_type,
+                 uint64_t n);
+void cpu_matmul_forward_w(void *ctx, float *out, const float *inp, const void *w, int32_t wtype,
+                          const float *bias, int32_t N, int32_t IC, int32_t OC);
+void cpu_matmul_backward_w(void *ctx, float *dinp, const float *dout, const void *w,
+                           int32_t wtype, int32_t N, int32_t IC, int32_t OC);
+void cpu_embedding_forward_w(void *ctx, float *out, const int32_t *ids, const void *wte,
+                             int32_t wtype, int32_t N, int32_t C);
+/* head.c's ops for a head of wtype */
+void cpu_head_forward_w(void *ctx, float *logp, float *lse, float *entropy, const float *hidden,
+                        const void *w, int32_t wtype, const int32_t *targets, int32_t N, int32_t C,
+                        int32_t V, float scale);
+void cpu_head_backward_w(void *ctx, float *dhidden, const float *dlogp, const float *dentropy,
+                         const float *entropy, const float *hidden, const void *w, int32_t wtype,
+                         const int32_t *targets, const float *lse, int32_t N, int32_t C, int32_t V,
+                         float scale);
 
 /* ---- adamw.c ----------------------------------------------------------------------------- */
 void cpu_adamw(void *ctx, float *param, const float *grad, float *m, float *v, uint64_t n,

@@ -114,18 +114,22 @@ static void gather_rows(float *hb, const float *hidden, const int32_t *idx, int3
         memcpy(hb + (size_t)i * C, hidden + (size_t)idx[i] * C, (size_t)C * sizeof(float));
 }
 
-/* logp, lse, entropy of the m rows idx[0..m-1]; hb (NB,C) and z (NB,VC) are work buffers. */
+/* logp, lse, entropy of the m rows idx[0..m-1]; hb (NB,C) and z (NB,VC) are work buffers, wb
+ * (VC,C) too when w is not fp32 (each chunk of w is widened into it). */
 static void head_forward_rows(float *logp, float *lse, float *entropy, const float *hidden,
-                              const float *w, const int32_t *targets, const int32_t *idx,
-                              int32_t m, int32_t C, int32_t V, float scale, float *hb, float *z) {
+                              const void *w, int32_t wtype, const int32_t *targets,
+                              const int32_t *idx, int32_t m, int32_t C, int32_t V, float scale,
+                              float *hb, float *z, float *wb) {
     row_stats st[NB];
     float zt[NB]; /* target logits */
     for (int32_t i = 0; i < m; i++) st[i] = (row_stats){0.0, 0.0, 0.0}, zt[i] = 0.0f;
     gather_rows(hb, hidden, idx, m, C);
     for (int32_t v0 = 0; v0 < V; v0 += VC) {
         int32_t vc = v0 + VC < V ? VC : V - v0;
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, vc, C, scale, hb, C,
-                    w + (size_t)v0 * C, C, 0.0f, z, vc);
+        const float *wc = cpu_weight_rows(NULL, w, wtype, (uint64_t)v0, (uint64_t)vc,
+                                          (uint64_t)C, wb);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, vc, C, scale, hb, C, wc, C, 0.0f,
+                    z, vc);
         for (int32_t i = 0; i < m; i++) {
             const float *zi = z + (size_t)i * vc;
             stats_update(&st[i], zi, vc);
@@ -142,10 +146,11 @@ static void head_forward_rows(float *logp, float *lse, float *entropy, const flo
     }
 }
 
-void cpu_head_forward(void *ctx_, float *logp, float *lse, float *entropy, const float *hidden,
-                      const float *w, const int32_t *targets, int32_t N, int32_t C, int32_t V,
-                      float scale) {
+void cpu_head_forward_w(void *ctx_, float *logp, float *lse, float *entropy, const float *hidden,
+                        const void *w, int32_t wtype, const int32_t *targets, int32_t N, int32_t C,
+                        int32_t V, float scale) {
     cpu_ctx *ctx = ctx_;
+    CPU_CHECK(grpo_dtype_size(wtype), "head_forward", "unknown weight dtype");
     if (N <= 0) return;
     CPU_CHECK(V > 0 && C > 0, "head_forward", "V and C must be > 0");
     int32_t *idx = malloc((size_t)N * sizeof(int32_t));
@@ -160,26 +165,38 @@ void cpu_head_forward(void *ctx_, float *logp, float *lse, float *entropy, const
     int32_t nb = rows_per_task(nv, nt), tasks = (nv + nb - 1) / nb;
 #pragma omp parallel num_threads(nt)
     {
-        float *z = malloc((size_t)nb * (VC + C) * sizeof(float)), *hb = z + (size_t)nb * VC;
+        size_t wfl = wtype == GRPO_DTYPE_F32 ? 0 : (size_t)VC * C; /* a widened chunk of w */
+        float *z = malloc(((size_t)nb * (VC + C) + wfl) * sizeof(float));
         CPU_CHECK(z != NULL, "head_forward", "out of memory for a logits block");
+        float *hb = z + (size_t)nb * VC, *wb = hb + (size_t)nb * C;
 #pragma omp for schedule(static)
         for (int32_t task = 0; task < tasks; task++) {
             int32_t r0 = task * nb, m = r0 + nb < nv ? nb : nv - r0;
-            head_forward_rows(logp, lse, entropy, hidden, w, targets, idx + r0, m, C, V, scale,
-                              hb, z);
+            head_forward_rows(logp, lse, entropy, hidden, w, wtype, targets, idx + r0, m, C, V,
+                              scale, hb, z, wb);
         }
         free(z);
     }
     free(idx);
 }
 
-/* Both backward ops: dentropy and entropy NULL for head_backward. */
+void cpu_head_forward(void *ctx, float *logp, float *lse, float *entropy, const float *hidden,
+                      const float *w, const int32_t *targets, int32_t N, int32_t C, int32_t V,
+                      float scale) {
+    cpu_head_forward_w(ctx, logp, lse, entropy, hidden, w, GRPO_DTYPE_F32, targets, N, C, V,
+                       scale);
+}
+
+/* Every backward op: dentropy and entropy NULL for head_backward; w of wtype (dw NULL unless
+ * fp32). */
 static void head_backward(cpu_ctx *ctx, float *dhidden, float *dw, const float *dlogp,
                           const float *dentropy, const float *entropy, const float *hidden,
-                          const float *w, const int32_t *targets, const float *lse, int32_t N,
-                          int32_t C, int32_t V, float scale) {
+                          const void *w, int32_t wtype, const int32_t *targets, const float *lse,
+                          int32_t N, int32_t C, int32_t V, float scale) {
     if (N <= 0 || (!dhidden && !dw)) return;
     CPU_CHECK(V > 0 && C > 0 && targets, "head_backward", "V, C > 0 and targets required");
+    CPU_CHECK(grpo_dtype_size(wtype) && (!dw || wtype == GRPO_DTYPE_F32), "head_backward",
+              "a known weight dtype, and no dw for a weight that is not fp32");
     if (dhidden) memset(dhidden, 0, (size_t)N * C * sizeof(float)); /* rows without a target */
     int32_t *idx = malloc((size_t)N * sizeof(int32_t));
     CPU_CHECK(idx != NULL, "head_backward", "out of memory for the row list");
@@ -190,6 +207,11 @@ static void head_backward(cpu_ctx *ctx, float *dhidden, float *dw, const float *
     float *g = cpu_scratch(ctx, (size_t)ns * (VC + 2 * C));
     CPU_CHECK(g != NULL || nv == 0, "head_backward", "out of memory for the gradient block");
     float *hb = g + (size_t)ns * VC, *dh = hb + (size_t)ns * C;
+    float *wb = NULL; /* (VC,C): a chunk of w widened to fp32 */
+    if (wtype != GRPO_DTYPE_F32) {
+        wb = malloc((size_t)VC * C * sizeof(float));
+        CPU_CHECK(wb != NULL, "head_backward", "out of memory for a weight chunk");
+    }
     for (int32_t s0 = 0; s0 < nv; s0 += ns) {
         int32_t rows = s0 + ns < nv ? ns : nv - s0, tasks = (rows + nb - 1) / nb;
         const int32_t *ix = idx + s0;
@@ -200,7 +222,8 @@ static void head_backward(cpu_ctx *ctx, float *dhidden, float *dw, const float *
         }
         for (int32_t v0 = 0; v0 < V; v0 += VC) {
             int32_t vc = v0 + VC < V ? VC : V - v0;
-            const float *wc = w + (size_t)v0 * C;
+            const float *wc = cpu_weight_rows(ctx, w, wtype, (uint64_t)v0, (uint64_t)vc,
+                                              (uint64_t)C, wb);
 #pragma omp parallel for num_threads(nt) schedule(static)
             for (int32_t task = 0; task < tasks; task++) {
                 int32_t r0 = task * nb, m = r0 + nb < rows ? nb : rows - r0;
@@ -228,13 +251,15 @@ static void head_backward(cpu_ctx *ctx, float *dhidden, float *dw, const float *
             for (int32_t i = 0; i < rows; i++)
                 memcpy(dhidden + (size_t)ix[i] * C, dh + (size_t)i * C, (size_t)C * sizeof(float));
     }
+    free(wb);
     free(idx);
 }
 
 void cpu_head_backward(void *ctx, float *dhidden, float *dw, const float *dlogp,
                        const float *hidden, const float *w, const int32_t *targets,
                        const float *lse, int32_t N, int32_t C, int32_t V, float scale) {
-    head_backward(ctx, dhidden, dw, dlogp, NULL, NULL, hidden, w, targets, lse, N, C, V, scale);
+    head_backward(ctx, dhidden, dw, dlogp, NULL, NULL, hidden, w, GRPO_DTYPE_F32, targets, lse, N,
+                  C, V, scale);
 }
 
 void cpu_head_backward_entropy(void *ctx, float *dhidden, float *dw, const float *dlogp,
@@ -242,6 +267,15 @@ void cpu_head_backward_entropy(void *ctx, float *dhidden, float *dw, const float
                                const float *w, const int32_t *targets, const float *lse,
                                int32_t N, int32_t C, int32_t V, float scale) {
     CPU_CHECK(dentropy && entropy, "head_backward_entropy", "dentropy and entropy required");
-    head_backward(ctx, dhidden, dw, dlogp, dentropy, entropy, hidden, w, targets, lse, N, C, V,
-                  scale);
+    head_backward(ctx, dhidden, dw, dlogp, dentropy, entropy, hidden, w, GRPO_DTYPE_F32, targets,
+                  lse, N, C, V, scale);
+}
+
+void cpu_head_backward_w(void *ctx, float *dhidden, const float *dlogp, const float *dentropy,
+                         const float *entropy, const float *hidden, const void *w, int32_t wtype,
+                         const int32_t *targets, const float *lse, int32_t N, int32_t C, int32_t V,
+                         float scale) {
+    CPU_CHECK(!dentropy == !entropy, "head_backward_w", "dentropy and entropy together");
+    head_backward(ctx, dhidden, NULL, dlogp, dentropy, entropy, hidden, w, wtype, targets, lse, N,
+                  C, V, scale);
 }

@@ -105,9 +105,9 @@ static void qkv_forward(const grpo_ops *o, const lm_attn_config *c, lm_attn_acts
                         float *const *p, const int32_t *pos, int32_t N) {
     int32_t Q = c->NH * c->HD, KV = c->NKV * c->HD;
     o->rmsnorm_forward(o->ctx, a->ln1, a->ln1_rstd, a->x, p[AP_LN1], N, c->C, c->eps);
-    lm_linear_forward(o, c->lora, a->qraw, a->ln1, p[AP_WQ], p[AP_BQ], N, c->C, Q);
-    lm_linear_forward(o, c->lora, a->kraw, a->ln1, p[AP_WK], p[AP_BK], N, c->C, KV);
-    lm_linear_forward(o, c->lora, a->v, a->ln1, p[AP_WV], p[AP_BV], N, c->C, KV);
+    lm_linear_forward(o, c->lin, a->qraw, a->ln1, p[AP_WQ], p[AP_BQ], N, c->C, Q);
+    lm_linear_forward(o, c->lin, a->kraw, a->ln1, p[AP_WK], p[AP_BK], N, c->C, KV);
+    lm_linear_forward(o, c->lin, a->v, a->ln1, p[AP_WV], p[AP_BV], N, c->C, KV);
     if (c->qk_norm) { /* per-head RMSNorm over HD: N*NH rows of HD */
         o->rmsnorm_forward(o->ctx, a->q, a->q_rstd, a->qraw, p[AP_QNORM], N * c->NH, c->HD,
                            c->eps);
@@ -125,7 +125,7 @@ void lm_attn_forward(const grpo_ops *o, const lm_attn_config *c, lm_attn_acts *a
     qkv_forward(o, c, a, p, pos, N);
     o->attention_forward(o->ctx, a->att, a->att_lse, a->q, a->k, a->v, mask, B, T, c->NH, c->NKV,
                          c->HD);
-    lm_linear_forward(o, c->lora, tmp, a->att, p[AP_WO], p[AP_BO], N, Q, c->C);
+    lm_linear_forward(o, c->lin, tmp, a->att, p[AP_WO], p[AP_BO], N, Q, c->C);
     o->residual_forward(o->ctx, a->h, a->x, tmp, (uint64_t)N * c->C);
 }
 
@@ -134,7 +134,7 @@ void lm_attn_backward(const grpo_ops *o, const lm_attn_config *c, float *dx, con
                       float *const *g, const int32_t *mask, const int32_t *pos, int32_t B,
                       int32_t T) {
     int32_t N = B * T, Q = c->NH * c->HD, KV = c->NKV * c->HD;
-    lm_linear_backward(o, c->lora, gb->datt, g[AP_WO], g[AP_BO], dh, a->att, p[AP_WO], N, Q, c->C);
+    lm_linear_backward(o, c->lin, gb->datt, g[AP_WO], g[AP_BO], dh, a->att, p[AP_WO], N, Q, c->C);
     o->attention_backward(o->ctx, gb->dq, gb->dk, gb->dv, gb->datt, a->att, a->att_lse, a->q,
                           a->k, a->v, mask, B, T, c->NH, c->NKV, c->HD);
     o->rope_backward(o->ctx, gb->dq, gb->dq, pos, N, c->NH, c->HD, c->rope_theta);
@@ -145,12 +145,12 @@ void lm_attn_backward(const grpo_ops *o, const lm_attn_config *c, float *dx, con
         o->rmsnorm_backward(o->ctx, gb->dkraw, g[AP_KNORM], gb->dk, a->kraw, p[AP_KNORM],
                             a->k_rstd, N * c->NKV, c->HD);
     }
-    lm_linear_backward(o, c->lora, gb->dln, g[AP_WQ], g[AP_BQ], gb->dqraw, a->ln1, p[AP_WQ], N, c->C,
+    lm_linear_backward(o, c->lin, gb->dln, g[AP_WQ], g[AP_BQ], gb->dqraw, a->ln1, p[AP_WQ], N, c->C,
                        Q);
-    lm_linear_backward(o, c->lora, gb->dtmp, g[AP_WK], g[AP_BK], gb->dkraw, a->ln1, p[AP_WK], N,
+    lm_linear_backward(o, c->lin, gb->dtmp, g[AP_WK], g[AP_BK], gb->dkraw, a->ln1, p[AP_WK], N,
                        c->C, KV);
     o->accumulate(o->ctx, gb->dln, gb->dtmp, (uint64_t)N * c->C);
-    lm_linear_backward(o, c->lora, gb->dtmp, g[AP_WV], g[AP_BV], gb->dv, a->ln1, p[AP_WV], N, c->C,
+    lm_linear_backward(o, c->lin, gb->dtmp, g[AP_WV], g[AP_BV], gb->dv, a->ln1, p[AP_WV], N, c->C,
                        KV);
     o->accumulate(o->ctx, gb->dln, gb->dtmp, (uint64_t)N * c->C);
     o->rmsnorm_backward(o->ctx, dx, g[AP_LN1], gb->dln, a->x, p[AP_LN1], a->ln1_rstd, N, c->C);
@@ -171,6 +171,6 @@ void lm_attn_decode(const grpo_ops *o, const lm_attn_config *c, lm_attn_acts *a,
     }
     o->attention_decode(o->ctx, a->att, a->q, kcache, vcache, cache_mask, len, R, S, c->NH,
                         c->NKV, c->HD);
-    lm_linear_forward(o, c->lora, tmp, a->att, p[AP_WO], p[AP_BO], R, Q, c->C);
+    lm_linear_forward(o, c->lin, tmp, a->att, p[AP_WO], p[AP_BO], R, Q, c->C);
     o->residual_forward(o->ctx, a->h, a->x, tmp, (uint64_t)R * c->C);
 }

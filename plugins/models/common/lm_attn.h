@@ -12,7 +12,7 @@
 
 #include "grpo/model.h" /* GRPO_PARAM_INIT_* */
 #include "grpo/ops.h"
-#include "lm_lora.h"
+#include "lm_linear.h"
 
 typedef struct lm_attn_config {
     int32_t C, NH, NKV, HD;
@@ -20,8 +20,8 @@ typedef struct lm_attn_config {
     int32_t qk_norm;  /* per-head RMSNorm of q and k before RoPE (Qwen3) */
     int32_t qkv_bias; /* q/k/v projections have a bias (parameter table only: the block */
     int32_t o_bias;   /* o_proj has a bias             applies a bias that is not NULL) */
-    const lm_lora *lora; /* the instance's LoRA adapters (lm_decoder.lora), set by
-                            lm_decoder_init; the projections go through lm_linear_* */
+    const lm_linear *lin; /* the instance's linear layers (lm_decoder.lin: weight dtype, LoRA
+                             adapters), set by lm_decoder_init; projections use lm_linear_* */
 } lm_attn_config;
 
 /* Parameter slots of the block, in table order; a missing tensor (no bias, no q/k norm) is NULL. */

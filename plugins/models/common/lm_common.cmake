@@ -8,5 +8,6 @@ set(LM_COMMON_SOURCES
   ${LM_COMMON_DIR}/lm_json.c    # config.json readers
   ${LM_COMMON_DIR}/lm_params.c  # the parameter table
   ${LM_COMMON_DIR}/lm_infer.c   # KV cache layout, prefill/decode checks, last-position logits
+  ${LM_COMMON_DIR}/lm_linear.c  # the linear layers by weight dtype (bind_typed), with LoRA
   ${LM_COMMON_DIR}/lm_lora.c    # LoRA adapters on the linear layers (set_lora)
   ${LM_COMMON_DIR}/lm_host.c)   # the host check of create()

@@ -16,14 +16,14 @@ int32_t lm_decoder_init(lm_decoder *d, const char *who, const grpo_host *host,
                         grpo_error *err) {
     d->who = who, d->host = host, d->ops = host->ops;
     d->attn = attn, d->L = L, d->V = V, d->arch = arch;
-    attn->lora = &d->lora;
+    attn->lin = &d->lin;
     d->w = calloc((size_t)L, sizeof *d->w);
     if (!d->w) return grpo_error_set(err, GRPO_ERR_NOMEM, "%s: out of memory", who);
     return GRPO_OK;
 }
 
 void lm_decoder_free(lm_decoder *d) {
-    lm_lora_free(&d->lora);
+    lm_lora_free(&d->lin.lora);
     lm_params_free(&d->pt);
     free(d->w), free(d->params);
     d->w = NULL, d->params = NULL;
@@ -153,6 +153,15 @@ static int32_t check_left_padded(const lm_decoder *d, const int32_t *mask, int32
 /* Floats of one cache slot of one layer: NKV*HD. */
 static uint64_t kv_width(const lm_decoder *d) { return (uint64_t)d->attn->NKV * d->attn->HD; }
 
+/* out (N,C) = the embedding rows of ids (N), as the embedding is held. */
+static void embed(const lm_decoder *d, float *out, const int32_t *ids, int32_t N) {
+    const grpo_ops *o = d->ops;
+    if (d->lin.wtype == GRPO_DTYPE_F32)
+        o->embedding_forward(o->ctx, out, ids, d->wte, N, d->attn->C);
+    else
+        o->embedding_forward_w(o->ctx, out, ids, d->wte, d->lin.wtype, N, d->attn->C);
+}
+
 /* Embedding + all layers over a (B,T) batch: fills the layers of a and a->xL. When kv is not
  * NULL (prefill), each layer's rotated keys and values go to cache rows 0..B-1, slots 0..T-1. */
 static int32_t body_forward(lm_decoder *d, lm_decoder_acts *a, const int32_t *ids,
@@ -162,7 +171,7 @@ static int32_t body_forward(lm_decoder *d, lm_decoder_acts *a, const int32_t *id
     const lm_arch *h = d->arch;
     int32_t N = B * T, st = h->begin ? h->begin(d, mask, B, T, err) : GRPO_OK;
     if (st != GRPO_OK) return st;
-    o->embedding_forward(o->ctx, lm_decoder_layer(d, a, 0)->x, ids, d->wte, N, d->attn->C);
+    embed(d, lm_decoder_layer(d, a, 0)->x, ids, N);
     for (int32_t l = 0; l < d->L && st == GRPO_OK; l++) {
         lm_attn_acts *la = lm_decoder_layer(d, a, l);
         float *out = l + 1 < d->L ? lm_decoder_layer(d, a, l + 1)->x : a->xL;
@@ -183,7 +192,7 @@ static int32_t body_decode(lm_decoder *d, lm_decoder_acts *a, const grpo_kv_cach
     uint64_t KV = kv_width(d);
     int32_t st = h->begin ? h->begin(d, NULL, R, 1, err) : GRPO_OK;
     if (st != GRPO_OK) return st;
-    o->embedding_forward(o->ctx, lm_decoder_layer(d, a, 0)->x, tokens, d->wte, R, d->attn->C);
+    embed(d, lm_decoder_layer(d, a, 0)->x, tokens, R);
     for (int32_t l = 0; l < d->L && st == GRPO_OK; l++) {
         lm_attn_acts *la = lm_decoder_layer(d, a, l);
         float *out = l + 1 < d->L ? lm_decoder_layer(d, a, l + 1)->x : a->xL;
@@ -212,8 +221,8 @@ static int32_t normed_forward(lm_decoder *d, lm_decoder_acts *a, const grpo_batc
 /* Final norm + head on R rows of x (R,C): logits (R,V). */
 static void logits_forward(const lm_decoder *d, float *logits, lm_decoder_acts *a,
                            const float *x, int32_t R) {
-    lm_logits_forward(d->ops, logits, a->lnf, a->lnf_rstd, x, d->wnorm, d->whead, R, d->attn->C,
-                      d->V, d->attn->eps);
+    lm_logits_forward(d->ops, d->lin.wtype, logits, a->lnf, a->lnf_rstd, x, d->wnorm, d->whead,
+                      R, d->attn->C, d->V, d->attn->eps);
 }
 
 /* ---- descriptor slots ------------------------------------------------------------------------ */
@@ -224,15 +233,38 @@ int32_t lm_decoder_param(void *model, uint32_t i, grpo_param_desc *out) {
     return lm_params_get(&((lm_decoder *)model)->pt, i, out);
 }
 
-/* bind(): points the slots at the host's block. grads may be NULL (frozen model). */
-int32_t lm_decoder_bind(void *model, float *const *params, float *const *grads,
-                        grpo_error *err) {
-    lm_decoder *d = model;
+/* The weights' dtype from bind_typed's dtypes (NULL: all fp32): 1-D tensors (norms, biases)
+ * fp32, every other one the same dtype (lm_linear.wtype), which the backend can compute with,
+ * and no gradient for a tensor that is not fp32. */
+static int32_t weight_dtype(lm_decoder *d, const int32_t *dtypes, float *const *grads,
+                            grpo_error *err) {
     const lm_param_table *t = &d->pt;
+    int32_t w = -1;
+    for (uint32_t i = 0; dtypes && i < t->n; i++) {
+        int32_t dt = dtypes[i];
+        int32_t ok = t->descs[i].ndim == 1 ? dt == GRPO_DTYPE_F32 : w < 0 || dt == w;
+        if (!ok || !lm_linear_supports(d->ops, dt) || (dt != GRPO_DTYPE_F32 && grads && grads[i]))
+            return grpo_error_set(err, GRPO_ERR_UNSUPPORTED,
+                                  "%s: bind: %s held as dtype %d: this pack computes fp32 1-D "
+                                  "tensors, one dtype for all the others (fp32, or bf16 when the "
+                                  "%s backend has the 1.5 typed ops), and trains fp32 only",
+                                  d->who, t->names[i], dt, d->ops->name);
+        if (t->descs[i].ndim > 1) w = dt;
+    }
+    d->lin.wtype = w < 0 ? GRPO_DTYPE_F32 : w;
+    return GRPO_OK;
+}
+
+/* bind() and bind_typed(): points the slots at the host's block. grads may be NULL (frozen). */
+static int32_t bind(lm_decoder *d, void *const *params, const int32_t *dtypes,
+                    float *const *grads, grpo_error *err) {
+    const lm_param_table *t = &d->pt;
+    int32_t st = weight_dtype(d, dtypes, grads, err);
+    if (st != GRPO_OK) return st;
     if (!d->params && !(d->params = calloc(t->n ? t->n : 1, sizeof *d->params)))
         return grpo_error_set(err, GRPO_ERR_NOMEM, "%s: bind: out of memory", d->who);
     for (uint32_t i = 0; i < t->n; i++) {
-        float *p = params[i], *g = grads ? grads[i] : NULL;
+        float *p = params[i], *g = grads ? grads[i] : NULL; /* p: dtypes[i] elements */
         d->params[i] = p;
         if (!p)
             return grpo_error_set(err, GRPO_ERR_INVALID, "%s: bind: no storage for %s", d->who,
@@ -246,6 +278,16 @@ int32_t lm_decoder_bind(void *model, float *const *params, float *const *grads,
     }
     d->bound = 1;
     return GRPO_OK;
+}
+
+int32_t lm_decoder_bind(void *model, float *const *params, float *const *grads,
+                        grpo_error *err) {
+    return bind(model, (void *const *)params, NULL, grads, err);
+}
+
+int32_t lm_decoder_bind_typed(void *model, void *const *params, const int32_t *dtypes,
+                              float *const *grads, grpo_error *err) {
+    return bind(model, params, dtypes, grads, err);
 }
 
 uint64_t lm_decoder_activation_floats(void *model, int32_t B, int32_t T) {
@@ -263,12 +305,16 @@ int32_t lm_decoder_forward(void *model, const grpo_batch *batch, float *acts, fl
     int32_t st = check_bound(d, "forward", err);
     if (st == GRPO_OK) st = check_lm_head(d, "forward (log-probs)", err);
     if (st == GRPO_OK) st = check_batch(d, "forward", B, T, err);
-    if (st == GRPO_OK) st = lm_lora_reserve(&d->lora, (int64_t)N, d->who, err);
+    if (st == GRPO_OK) st = lm_lora_reserve(&d->lin.lora, (int64_t)N, d->who, err);
     if (st != GRPO_OK) return st;
     lm_decoder_acts a;
     if ((st = normed_forward(d, &a, batch, acts, 1, NULL, err)) != GRPO_OK) return st;
-    o->head_forward(o->ctx, logp, a.head_lse, entropy, a.lnf, d->whead, batch->targets, N, C,
-                    d->V, scale);
+    if (d->lin.wtype == GRPO_DTYPE_F32)
+        o->head_forward(o->ctx, logp, a.head_lse, entropy, a.lnf, d->whead, batch->targets, N, C,
+                        d->V, scale);
+    else
+        o->head_forward_w(o->ctx, logp, a.head_lse, entropy, a.lnf, d->whead, d->lin.wtype,
+                          batch->targets, N, C, d->V, scale);
     d->B = B, d->T = T;
     return GRPO_OK;
 }
@@ -281,7 +327,7 @@ static int32_t backward(lm_decoder *d, const grpo_batch *batch, float *acts, con
                         grpo_error *err) {
     const grpo_ops *o = d->ops;
     int32_t B = batch->B, T = batch->T, N = B * T, C = d->attn->C;
-    if (!d->bound || (!d->dwte && !(lm_lora_active(&d->lora) && lm_lora_trains(&d->lora))))
+    if (!d->bound || (!d->dwte && !(lm_lora_active(&d->lin.lora) && lm_lora_trains(&d->lin.lora))))
         return grpo_error_set(err, GRPO_ERR_INVALID,
                               "%s: backward needs bound gradients or trained LoRA adapters "
                               "(this instance is frozen)", d->who);
@@ -300,7 +346,10 @@ static int32_t backward(lm_decoder *d, const grpo_batch *batch, float *acts, con
                               "entropy term cannot be differentiated", d->who, o->name);
     lm_decoder_acts a;
     lm_decoder_acts_carve(d, &a, acts, B, T, 1);
-    if (dentropy)
+    if (d->lin.wtype != GRPO_DTYPE_F32) /* a frozen head */
+        o->head_backward_w(o->ctx, a.ag.dln, dlogp, dentropy, entropy, a.lnf, d->whead,
+                           d->lin.wtype, batch->targets, a.head_lse, N, C, d->V, scale);
+    else if (dentropy)
         o->head_backward_entropy(o->ctx, a.ag.dln, d->dwhead, dlogp, dentropy, entropy, a.lnf,
                                  d->whead, batch->targets, a.head_lse, N, C, d->V, scale);
     else
@@ -324,7 +373,7 @@ int32_t lm_decoder_set_lora(void *model, const grpo_lora_adapter *adapters, uint
     if (!d->bound)
         return grpo_error_set(err, GRPO_ERR_INVALID, "%s: set_lora before bind", d->who);
     d->B = d->T = 0; /* a backward must follow a forward with these adapters */
-    return lm_lora_set(&d->lora, d->ops, adapters, n, enabled, d->params, d->pt.descs, d->pt.n,
+    return lm_lora_set(&d->lin.lora, d->ops, adapters, n, enabled, d->params, d->pt.descs, d->pt.n,
                        d->who, err);
 }
 
@@ -367,7 +416,7 @@ int32_t lm_decoder_prefill(void *model, const grpo_kv_cache *kv, const grpo_batc
     if (st == GRPO_OK) st = check_lm_head(d, "prefill", err);
     if (st == GRPO_OK) st = lm_prefill_check(d->who, kv, B, T, err);
     if (st == GRPO_OK) st = check_left_padded(d, prompt->mask, B, T, err);
-    if (st == GRPO_OK) st = lm_lora_reserve(&d->lora, (int64_t)B * T, d->who, err);
+    if (st == GRPO_OK) st = lm_lora_reserve(&d->lin.lora, (int64_t)B * T, d->who, err);
     if (st != GRPO_OK) return st;
     lm_decoder_acts a;
     lm_decoder_acts_carve(d, &a, scratch, B, T, 0);
@@ -386,7 +435,7 @@ int32_t lm_decoder_decode(void *model, const grpo_kv_cache *kv, int32_t R, const
     d->B = d->T = 0;
     int32_t *hlen = NULL, st = check_bound(d, "decode", err);
     if (st == GRPO_OK) st = check_lm_head(d, "decode", err);
-    if (st == GRPO_OK) st = lm_lora_reserve(&d->lora, R, d->who, err);
+    if (st == GRPO_OK) st = lm_lora_reserve(&d->lin.lora, R, d->who, err);
     if (st == GRPO_OK) st = lm_decode_lengths(d->who, d->host, kv, len, R, &hlen, err);
     if (st != GRPO_OK) return st;
     lm_decoder_acts a;
@@ -408,7 +457,7 @@ int32_t lm_decoder_hidden(void *model, const grpo_batch *batch, float *scratch, 
     d->B = d->T = 0;
     int32_t st = check_bound(d, "hidden", err);
     if (st == GRPO_OK) st = check_batch(d, "hidden", batch->B, batch->T, err);
-    if (st == GRPO_OK) st = lm_lora_reserve(&d->lora, (int64_t)batch->B * batch->T, d->who, err);
+    if (st == GRPO_OK) st = lm_lora_reserve(&d->lin.lora, (int64_t)batch->B * batch->T, d->who, err);
     if (st != GRPO_OK) return st;
     lm_decoder_acts a;
     return normed_forward(d, &a, batch, scratch, 0, out, err);

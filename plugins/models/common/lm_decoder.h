@@ -92,13 +92,14 @@ struct lm_decoder {
     size_t layer_size;          /* bytes of one */
     void *grads;                /* the pack's gradient-buffer struct, re-carved per call */
     /* bound pointers */
-    float *wte, *dwte;          /* (V,C) embed_tokens */
+    float *wte, *dwte;          /* (V,C) embed_tokens (held as lin.wtype, as every 2-D tensor) */
     float *wnorm, *dwnorm;      /* (C) final norm */
     float *whead, *dwhead;      /* (V,C) lm_head (== wte when tied) */
     int32_t bound;
     int32_t B, T;               /* shape of the last forward(); 0 after any other pass */
     float **params;             /* [pt.n] the bound parameter pointers (set_lora finds W) */
-    lm_lora lora;               /* adapters on the linear layers (set_lora, ABI 1.4) */
+    lm_linear lin;              /* the linear layers: weight dtype (bind_typed, 1.5) and LoRA
+                                   adapters (set_lora, 1.4) */
 };
 
 /* Rounds a tensor up to 16 floats so every one starts 64-byte aligned. */
@@ -140,6 +141,9 @@ static inline lm_attn_acts *lm_decoder_layer(const lm_decoder *d, const lm_decod
 uint32_t lm_decoder_n_params(void *model);
 int32_t lm_decoder_param(void *model, uint32_t i, grpo_param_desc *out);
 int32_t lm_decoder_bind(void *model, float *const *params, float *const *grads, grpo_error *err);
+/* bind_typed (1.5): fp32 1-D tensors, one dtype (fp32 or bf16) for the others (lm_linear.h). */
+int32_t lm_decoder_bind_typed(void *model, void *const *params, const int32_t *dtypes,
+                              float *const *grads, grpo_error *err);
 uint64_t lm_decoder_activation_floats(void *model, int32_t B, int32_t T);
 int32_t lm_decoder_forward(void *model, const grpo_batch *batch, float *acts, float *logp,
                            float *entropy, float scale, grpo_error *err);
@@ -176,7 +180,7 @@ int32_t lm_decoder_vocab_size(void *model);
     .scratch_floats = lm_decoder_scratch_floats, .prefill = lm_decoder_prefill,                  \
     .decode = lm_decoder_decode, .kv_copy_row = lm_decoder_kv_copy_row,                          \
     .vocab_size = lm_decoder_vocab_size, .backward_entropy = lm_decoder_backward_entropy,       \
-    .set_lora = lm_decoder_set_lora
+    .set_lora = lm_decoder_set_lora, .bind_typed = lm_decoder_bind_typed
 int32_t lm_decoder_hidden(void *model, const grpo_batch *batch, float *scratch, float *out,
                           grpo_error *err);
 

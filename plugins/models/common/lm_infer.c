@@ -82,9 +82,9 @@ void lm_last_columns(const grpo_ops *o, float *out, const float *x, int32_t B, i
                 (uint64_t)C * sizeof(float));
 }
 
-void lm_logits_forward(const grpo_ops *o, float *logits, float *lnf, float *lnf_rstd,
-                       const float *x, const float *wnorm, const float *whead, int32_t R,
-                       int32_t C, int32_t V, float eps) {
+void lm_logits_forward(const grpo_ops *o, int32_t wtype, float *logits, float *lnf,
+                       float *lnf_rstd, const float *x, const float *wnorm, const float *whead,
+                       int32_t R, int32_t C, int32_t V, float eps) {
     o->rmsnorm_forward(o->ctx, lnf, lnf_rstd, x, wnorm, R, C, eps);
-    o->matmul_forward(o->ctx, logits, lnf, whead, NULL, R, C, V);
+    lm_weight_matmul(o, wtype, logits, lnf, whead, NULL, R, C, V);
 }

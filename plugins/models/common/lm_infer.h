@@ -12,6 +12,7 @@
 
 #include "grpo/model.h"
 #include "grpo/ops.h"
+#include "lm_linear.h"
 
 /* Keys (kind 0) or values (kind 1) of layer l, row r, slot s: (KV) floats. */
 float *lm_kv_at(const grpo_kv_cache *kv, uint64_t KV, int32_t l, int32_t kind, int32_t r,
@@ -41,8 +42,8 @@ int32_t lm_decode_lengths(const char *who, const grpo_host *host, const grpo_kv_
 void lm_last_columns(const grpo_ops *o, float *out, const float *x, int32_t B, int32_t T,
                      int32_t C);
 /* logits (R,V) = head(rmsnorm(x (R,C))); lnf (R,C), lnf_rstd (R) scratch; whead (V,C). */
-void lm_logits_forward(const grpo_ops *o, float *logits, float *lnf, float *lnf_rstd,
-                       const float *x, const float *wnorm, const float *whead, int32_t R,
-                       int32_t C, int32_t V, float eps);
+void lm_logits_forward(const grpo_ops *o, int32_t wtype, float *logits, float *lnf,
+                       float *lnf_rstd, const float *x, const float *wnorm, const float *whead,
+                       int32_t R, int32_t C, int32_t V, float eps);
 
 #endif

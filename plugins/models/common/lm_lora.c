@@ -85,9 +85,8 @@ static const grpo_lora_adapter *adapter_of(const lm_lora *l, const float *w) {
     return NULL;
 }
 
-void lm_linear_forward(const grpo_ops *o, const lm_lora *l, float *out, const float *inp,
-                       const float *w, const float *bias, int32_t N, int32_t IC, int32_t OC) {
-    o->matmul_forward(o->ctx, out, inp, w, bias, N, IC, OC);
+void lm_lora_forward_add(const grpo_ops *o, const lm_lora *l, float *out, const float *inp,
+                         const float *w, int32_t N, int32_t IC, int32_t OC) {
     const grpo_lora_adapter *a = adapter_of(l, w);
     if (!a) return;
     float *h = l->buf, *t = h + (size_t)N * a->r; /* h (N,r), t (N,OC) */
@@ -97,10 +96,8 @@ void lm_linear_forward(const grpo_ops *o, const lm_lora *l, float *out, const fl
     o->accumulate(o->ctx, out, t, (uint64_t)N * OC);
 }
 
-void lm_linear_backward(const grpo_ops *o, const lm_lora *l, float *dinp, float *dw, float *dbias,
-                        const float *dout, const float *inp, const float *w, int32_t N,
-                        int32_t IC, int32_t OC) {
-    o->matmul_backward(o->ctx, dinp, dw, dbias, dout, inp, w, N, IC, OC);
+void lm_lora_backward_add(const grpo_ops *o, const lm_lora *l, float *dinp, const float *dout,
+                          const float *inp, const float *w, int32_t N, int32_t IC, int32_t OC) {
     const grpo_lora_adapter *a = adapter_of(l, w);
     if (!a) return;
     float *h = l->buf, *dh = h + (size_t)N * a->r, *t = dh + (size_t)N * a->r;

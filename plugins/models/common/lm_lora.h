@@ -1,8 +1,8 @@
 /*
  * lm_lora.h — LoRA adapters on the decoder packs' linear layers (grpo/model.h set_lora, ABI 1.4;
  * compiled into each pack, not part of the SDK). Every linear layer of a pack goes through
- * lm_linear_forward / lm_linear_backward, which run the base matmul and, when the weight has an
- * adapter and adapters are enabled, PEFT's LoRA term:
+ * lm_linear_forward / lm_linear_backward (lm_linear.h), which run the base matmul and, when the
+ * weight has an adapter and adapters are enabled, PEFT's LoRA term (the *_add functions here):
  *
  *   y  = x W^T + bias + s (x A^T) B^T              x (N,IC), W (OC,IC), A (r,IC), B (OC,r)
  *   backward, with h = s x A^T (N,r) recomputed:
@@ -44,13 +44,11 @@ int32_t lm_lora_active(const lm_lora *l);
 int32_t lm_lora_trains(const lm_lora *l);
 void lm_lora_free(lm_lora *l);
 
-/* out (N,OC) = inp (N,IC) @ w^T + bias (+ w's adapter); l may be NULL. */
-void lm_linear_forward(const grpo_ops *o, const lm_lora *l, float *out, const float *inp,
-                       const float *w, const float *bias, int32_t N, int32_t IC, int32_t OC);
-/* matmul_backward (dinp written, dw/dbias accumulated, NULL skipped) plus the adapter's dA, dB
- * (accumulated) and its share of dinp. */
-void lm_linear_backward(const grpo_ops *o, const lm_lora *l, float *dinp, float *dw, float *dbias,
-                        const float *dout, const float *inp, const float *w, int32_t N,
-                        int32_t IC, int32_t OC);
+/* out (N,OC) += w's adapter term s (inp A^T) B^T (nothing without one, or adapters off). */
+void lm_lora_forward_add(const grpo_ops *o, const lm_lora *l, float *out, const float *inp,
+                         const float *w, int32_t N, int32_t IC, int32_t OC);
+/* The adapter's backward: dA, dB accumulated, its share added to dinp (when not NULL). */
+void lm_lora_backward_add(const grpo_ops *o, const lm_lora *l, float *dinp, const float *dout,
+                          const float *inp, const float *w, int32_t N, int32_t IC, int32_t OC);
 
 #endif

@@ -46,10 +46,10 @@ int32_t dense_mlp_forward(lm_decoder *d, float *out, void *layer, float *tmp, in
     dense_layer_acts *la = layer;
     int32_t C = c->attn.C;
     o->rmsnorm_forward(o->ctx, la->ln2, la->ln2_rstd, la->at.h, lp->p[LP_LN2], N, C, c->attn.eps);
-    lm_linear_forward(o, &d->lora, la->gate, la->ln2, lp->p[LP_WGATE], NULL, N, C, c->I);
-    lm_linear_forward(o, &d->lora, la->up, la->ln2, lp->p[LP_WUP], NULL, N, C, c->I);
+    lm_linear_forward(o, &d->lin, la->gate, la->ln2, lp->p[LP_WGATE], NULL, N, C, c->I);
+    lm_linear_forward(o, &d->lin, la->up, la->ln2, lp->p[LP_WUP], NULL, N, C, c->I);
     o->swiglu_forward(o->ctx, la->swi, la->gate, la->up, N, c->I);
-    lm_linear_forward(o, &d->lora, tmp, la->swi, lp->p[LP_WDOWN], NULL, N, c->I, C);
+    lm_linear_forward(o, &d->lin, tmp, la->swi, lp->p[LP_WDOWN], NULL, N, c->I, C);
     o->residual_forward(o->ctx, out, la->at.h, tmp, (uint64_t)N * C);
     return GRPO_OK;
 }
@@ -65,12 +65,12 @@ int32_t dense_mlp_backward(lm_decoder *d, lm_decoder_acts *a, const void *layer,
     const dense_grads *g = a->ffn;
     int32_t C = c->attn.C;
     float *dln = a->ag.dln, *dtmp = a->ag.dtmp; /* (N,C) work buffers shared with attention */
-    lm_linear_backward(o, &d->lora, g->dswi, lp->g[LP_WDOWN], NULL, a->dx, la->swi, lp->p[LP_WDOWN],
+    lm_linear_backward(o, &d->lin, g->dswi, lp->g[LP_WDOWN], NULL, a->dx, la->swi, lp->p[LP_WDOWN],
                        N, c->I, C);
     o->swiglu_backward(o->ctx, g->dgate, g->dup, g->dswi, la->gate, la->up, N, c->I);
-    lm_linear_backward(o, &d->lora, dln, lp->g[LP_WGATE], NULL, g->dgate, la->ln2, lp->p[LP_WGATE], N,
+    lm_linear_backward(o, &d->lin, dln, lp->g[LP_WGATE], NULL, g->dgate, la->ln2, lp->p[LP_WGATE], N,
                        C, c->I);
-    lm_linear_backward(o, &d->lora, dtmp, lp->g[LP_WUP], NULL, g->dup, la->ln2, lp->p[LP_WUP], N, C,
+    lm_linear_backward(o, &d->lin, dtmp, lp->g[LP_WUP], NULL, g->dup, la->ln2, lp->p[LP_WUP], N, C,
                        c->I);
     o->accumulate(o->ctx, dln, dtmp, (uint64_t)N * C);
     o->rmsnorm_backward(o->ctx, a->dh, lp->g[LP_LN2], dln, la->at.h, lp->p[LP_LN2], la->ln2_rstd,

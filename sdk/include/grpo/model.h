@@ -218,6 +218,15 @@ typedef struct grpo_model_desc {
      * weight the pack does not run as a plain linear layer. */
     int32_t (*set_lora)(void *model, const grpo_lora_adapter *adapters, uint32_t n,
                         int32_t enabled, grpo_error *err);
+
+    /* -- 1.5 -- */
+    /* (optional) bind() with element types: params[i] holds parameter i as dtypes[i]
+     * (GRPO_DTYPE_*, grpo/ops.h); grads as in bind(), and NULL for every tensor that is not
+     * fp32 (such a tensor is frozen). The host calls it instead of bind() when some tensor is
+     * not fp32, and refuses to hold other dtypes for a pack that lacks it. GRPO_ERR_UNSUPPORTED
+     * (naming the tensor) for a dtype the pack cannot compute with on tensor i. */
+    int32_t (*bind_typed)(void *model, void *const *params, const int32_t *dtypes,
+                          float *const *grads, grpo_error *err);
 } grpo_model_desc;
 
 #define GRPO_RELAYOUT_LOAD 0 /* file -> plugin */

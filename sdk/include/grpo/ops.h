@@ -145,7 +145,59 @@ typedef struct grpo_ops {
                                   const float *dentropy, const float *entropy,
                                   const float *hidden, const float *w, const int32_t *targets,
                                   const float *lse, int32_t N, int32_t C, int32_t V, float scale);
+
+    /* -- 1.5: weights held in another dtype (GRPO_DTYPE_* below), read as fp32 by the compute
+     *    (bf16: a frozen LoRA base, the rollout's copy of the policy). An op's result for a weight
+     *    of wtype is the fp32 op's result for the weight widened to fp32 (grpo_bf16_to_f32): the
+     *    sums are the same, their order may differ. Such a weight is frozen: these ops form no
+     *    gradient for it (no dw), only the activation gradient that passes through it. A model
+     *    tests GRPO_HAS_FIELD and non-NULL before binding a weight that is not fp32.
+     *    convert: dst (n of dst_type) = src (n of src_type), fp32 -> bf16 rounding to nearest
+     *      even (NaN stays NaN), bf16 -> fp32 exact; both in backend memory, may not overlap.
+     *    matmul_forward_w: out (N,OC) = inp (N,IC) @ w (OC,IC of wtype)^T + bias (OC, fp32).
+     *    matmul_backward_w: dinp (N,IC) = dout (N,OC) @ w (written).
+     *    embedding_forward_w: out (N,C) = wte (V,C of wtype)[ids].
+     *    head_forward_w, head_backward_w: head_forward and head_backward_entropy (dentropy and
+     *      entropy may be NULL: no entropy term) for a head w (V,C) of wtype; dhidden only. -- */
+    void (*convert)(void *ctx, void *dst, int32_t dst_type, const void *src, int32_t src_type,
+                    uint64_t n);
+    void (*matmul_forward_w)(void *ctx, float *out, const float *inp, const void *w,
+                             int32_t wtype, const float *bias, int32_t N, int32_t IC, int32_t OC);
+    void (*matmul_backward_w)(void *ctx, float *dinp, const float *dout, const void *w,
+                              int32_t wtype, int32_t N, int32_t IC, int32_t OC);
+    void (*embedding_forward_w)(void *ctx, float *out, const int32_t *ids, const void *wte,
+                                int32_t wtype, int32_t N, int32_t C);
+    void (*head_forward_w)(void *ctx, float *logp, float *lse, float *entropy,
+                           const float *hidden, const void *w, int32_t wtype,
+                           const int32_t *targets, int32_t N, int32_t C, int32_t V, float scale);
+    void (*head_backward_w)(void *ctx, float *dhidden, const float *dlogp, const float *dentropy,
+                            const float *entropy, const float *hidden, const void *w,
+                            int32_t wtype, const int32_t *targets, const float *lse, int32_t N,
+                            int32_t C, int32_t V, float scale);
 } grpo_ops;
+
+/* -- 1.5: element types of weights (grpo_model_desc.bind_typed, the *_w ops) -- */
+#define GRPO_DTYPE_F32 0  /* IEEE binary32 */
+#define GRPO_DTYPE_BF16 1 /* bfloat16: the high 16 bits of a binary32 (8-bit exponent) */
+
+/* Element size in bytes of a GRPO_DTYPE_*, 0 for one this header does not know. */
+static inline uint32_t grpo_dtype_size(int32_t dtype) {
+    return dtype == GRPO_DTYPE_F32 ? 4u : dtype == GRPO_DTYPE_BF16 ? 2u : 0u;
+}
+
+/* fp32 -> bf16, rounding to nearest even as PyTorch's .to(torch.bfloat16) does; a NaN stays a
+ * (quiet) NaN, infinities stay infinite. */
+static inline uint16_t grpo_bf16_from_f32(float x) {
+    union { float f; uint32_t u; } v = {x};
+    if ((v.u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((v.u >> 16) | 0x40u); /* NaN */
+    return (uint16_t)((v.u + 0x7fffu + ((v.u >> 16) & 1u)) >> 16);
+}
+
+/* bf16 -> fp32, exact. */
+static inline float grpo_bf16_to_f32(uint16_t h) {
+    union { uint32_t u; float f; } v = {(uint32_t)h << 16};
+    return v.f;
+}
 
 #ifdef __cplusplus
 }

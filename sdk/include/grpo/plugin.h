@@ -42,7 +42,9 @@
  *   1.4  the entropy gradient: grpo_ops.head_backward_entropy and
  *        grpo_model_desc.backward_entropy (what grpo.entropy_coef trains through).
  *        LoRA: grpo_lora_adapter and grpo_model_desc.set_lora (adapters on a frozen base).
- *   1.5  (this landing; its additions are listed here as they land)
+ *   1.5  weights in bf16: GRPO_DTYPE_*, grpo_bf16_from_f32/_to_f32 (grpo/ops.h); the ops
+ *        convert, matmul_forward_w, matmul_backward_w, embedding_forward_w, head_forward_w,
+ *        head_backward_w; grpo_model_desc.bind_typed (a frozen base or a rollout copy in bf16).
  *
  * Two versions: the library's magic carries the SDK it was COMPILED against (the host refuses a
  * newer minor than its own, so a pack rebuilt against 1.3 loads in 1.3+ hosts only); a

@@ -1,0 +1,132 @@
+/*
+ * weights.c — weights held in another dtype than fp32 (grpo/ops.h 1.5: bf16 for a frozen LoRA
+ * base or the rollout's copy of the policy), read by the compute as fp32.
+ *
+ * A weight (rows, cols) of dtype is read in panels of whole rows: cpu_weight_rows() hands back
+ * the fp32 rows, in place for fp32 and widened into a buffer otherwise, and the fp32 kernels run
+ * on the panel. Widening bf16 is exact, so every op here computes the fp32 op of the widened
+ * weight; only the order of the sums across panels can differ.
+ *   matmul_forward_w:  out (N,OC) = inp (N,IC) @ w^T + bias, panel by panel of OP rows of w:
+ *                      out[:, o0:o1] is the fp32 matmul of the panel (small-M path for decode)
+ *   matmul_backward_w: dinp (N,IC) = sum over panels of dout[:, o0:o1] @ w[o0:o1]
+ * A decode step then reads 2 bytes per weight from memory instead of 4; the widened panel
+ * (OP x IC fp32) stays in cache for the fp32 kernel.
+ */
+#include <string.h>
+
+#include "cpu/cpu_backend.h"
+
+#define OP 256 /* weight rows per panel */
+
+void cpu_widen_rows(void *ctx, float *dst, const void *src, int32_t dtype, uint64_t n) {
+    CPU_CHECK(dtype == GRPO_DTYPE_BF16 || dtype == GRPO_DTYPE_F32, "widen", "unknown dtype");
+    if (dtype == GRPO_DTYPE_F32) {
+        memcpy(dst, src, n * sizeof(float));
+        return;
+    }
+    const uint16_t *h = src;
+    int nt = ctx ? cpu_threads_for(ctx, (double)n) : 1;
+#pragma omp parallel for num_threads(nt) schedule(static)
+    for (uint64_t i = 0; i < n; i++) dst[i] = grpo_bf16_to_f32(h[i]);
+}
+
+const float *cpu_weight_rows(void *ctx, const void *w, int32_t dtype, uint64_t row0,
+                             uint64_t rows, uint64_t cols, float *buf) {
+    if (dtype == GRPO_DTYPE_F32) return (const float *)w + row0 * cols;
+    cpu_widen_rows(ctx, buf, (const uint16_t *)w + row0 * cols, dtype, rows * cols);
+    return buf;
+}
+
+void cpu_convert(void *ctx, void *dst, int32_t dst_type, const void *src, int32_t src_type,
+                 uint64_t n) {
+    CPU_CHECK(grpo_dtype_size(dst_type) && grpo_dtype_size(src_type), "convert", "unknown dtype");
+    if (dst_type == src_type) {
+        memcpy(dst, src, n * grpo_dtype_size(dst_type));
+    } else if (dst_type == GRPO_DTYPE_F32) {
+        cpu_widen_rows(ctx, dst, src, src_type, n);
+    } else {
+        const float *f = src;
+        uint16_t *h = dst;
+        int nt = cpu_threads_for(ctx, (double)n);
+#pragma omp parallel for num_threads(nt) schedule(static)
+        for (uint64_t i = 0; i < n; i++) h[i] = grpo_bf16_from_f32(f[i]);
+    }
+}
+
+/* A buffer of `need` floats for a widened panel (and its product), apart from the context's
+ * scratch (the fp32 kernels run on the panel use that). Grows only. */
+static float *panel_buffer(cpu_ctx *ctx, uint64_t need) {
+    if (need > ctx->panel_floats) {
+        cpu_free(ctx, ctx->panel);
+        ctx->panel = cpu_alloc(ctx, need * sizeof(float));
+        ctx->panel_floats = ctx->panel ? need : 0;
+    }
+    CPU_CHECK(ctx->panel != NULL, "weights", "out of memory for a weight panel");
+    return ctx->panel;
+}
+
+void cpu_matmul_forward_w(void *ctx_, float *out, const float *inp, const void *w, int32_t wtype,
+                          const float *bias, int32_t N, int32_t IC, int32_t OC) {
+    cpu_ctx *ctx = ctx_;
+    if (wtype == GRPO_DTYPE_F32) {
+        cpu_matmul_forward(ctx, out, inp, w, bias, N, IC, OC);
+        return;
+    }
+    if (N <= 0 || OC <= 0) return;
+    /* the panel (OP,IC), then its product y (N,op) before it goes to out's columns o0.. */
+    float *panel = panel_buffer(ctx, (uint64_t)OP * IC + (uint64_t)N * OP);
+    float *y = panel + (size_t)OP * IC;
+    for (int32_t o0 = 0; o0 < OC; o0 += OP) {
+        int32_t op = OC - o0 < OP ? OC - o0 : OP;
+        const float *wp = cpu_weight_rows(ctx, w, wtype, (uint64_t)o0, (uint64_t)op,
+                                          (uint64_t)IC, panel);
+        if (op == OC) {
+            cpu_matmul_forward(ctx, out, inp, wp, bias, N, IC, OC);
+            return;
+        }
+        cpu_matmul_forward(ctx, y, inp, wp, bias ? bias + o0 : NULL, N, IC, op);
+        for (int32_t n = 0; n < N; n++)
+            memcpy(out + (size_t)n * OC + o0, y + (size_t)n * op, (size_t)op * sizeof(float));
+    }
+}
+
+void cpu_matmul_backward_w(void *ctx_, float *dinp, const float *dout, const void *w,
+                           int32_t wtype, int32_t N, int32_t IC, int32_t OC) {
+    cpu_ctx *ctx = ctx_;
+    if (wtype == GRPO_DTYPE_F32) {
+        cpu_matmul_backward(ctx, dinp, NULL, NULL, dout, NULL, w, N, IC, OC);
+        return;
+    }
+    if (N <= 0 || IC <= 0) return;
+    if (OC <= 0) {
+        memset(dinp, 0, (size_t)N * IC * sizeof(float));
+        return;
+    }
+    float *panel = panel_buffer(ctx, (uint64_t)OP * IC);
+    for (int32_t o0 = 0; o0 < OC; o0 += OP) {
+        int32_t op = OC - o0 < OP ? OC - o0 : OP;
+        const float *wp = cpu_weight_rows(ctx, w, wtype, (uint64_t)o0, (uint64_t)op,
+                                          (uint64_t)IC, panel);
+        /* dinp (N,IC) (+)= dout[:, o0:o0+op] (N,op) @ wp (op,IC) */
+        cpu_sgemm(ctx, 0, 0, N, IC, op, 1.0f, dout + o0, OC, wp, IC, o0 == 0 ? 0.0f : 1.0f, dinp,
+                  IC);
+    }
+}
+
+void cpu_embedding_forward_w(void *ctx, float *out, const int32_t *ids, const void *wte,
+                             int32_t wtype, int32_t N, int32_t C) {
+    if (wtype == GRPO_DTYPE_F32) {
+        cpu_embedding_forward(ctx, out, ids, wte, N, C);
+        return;
+    }
+    CPU_CHECK(wtype == GRPO_DTYPE_BF16, "embedding_forward_w", "unknown dtype");
+    const uint16_t *h = wte;
+    int nt = cpu_threads_for(ctx, (double)N * C);
+#pragma omp parallel for num_threads(nt) schedule(static)
+    for (int32_t n = 0; n < N; n++) {
+        CPU_CHECK(ids[n] >= 0, "embedding_forward_w", "token id < 0");
+        const uint16_t *row = h + (size_t)ids[n] * C;
+        float *o = out + (size_t)n * C;
+        for (int32_t c = 0; c < C; c++) o[c] = grpo_bf16_to_f32(row[c]);
+    }
+}
