@@ -7,7 +7,9 @@
  *
  * Tolerances: both sides compute in double from the same float32 inputs; only exp() may differ by
  * an ulp, so loss and metrics agree to ~1e-12: checked at 1e-9 relative. dlogp is stored as
- * float32: 1e-6 relative plus 1e-12 absolute (exact zeros where the mask is 0). */
+ * float32: 1e-6 relative plus 1e-12 absolute (exact zeros where the mask is 0). The
+ * importance-sampling cases (is_*) hold their weights in fp32, as the trainer does, so their loss
+ * and metrics agree to 1e-6. */
 #include <check.h>
 #include <math.h>
 #include <stdlib.h>
@@ -15,11 +17,12 @@
 
 #include "train/loss.h"
 #include "loss_fixture.h"
+#include "train/is_correction.h"
 
 START_TEST(one_token_on_policy_by_hand) {
     /* ratio 1, nothing clipped: loss = -A, d loss / d logp = -A (d ratio / d logp = 1). */
     const float logp[] = {-0.7f}, mask[] = {1.0f}, adv[] = {2.0f};
-    grpo_loss_inputs in = {logp, NULL, NULL, mask, adv, NULL, 1, 1};
+    grpo_loss_inputs in = {logp, NULL, NULL, mask, adv, NULL, 1, 1, NULL};
     grpo_loss_opts o = grpo_loss_opts_default();
     o.type = GRPO_LOSS_GRPO;
     grpo_loss_metrics m;
@@ -36,7 +39,7 @@ END_TEST
 START_TEST(kl_by_hand) {
     /* A = 0 leaves only beta * KL: KL = e^d - d - 1 with d = ref - logp = 1; dKL/dlogp = 1 - e. */
     const float logp[] = {-2.0f, 5.0f}, ref[] = {-1.0f, 0.0f}, mask[] = {1.0f, 0.0f}, adv[] = {0};
-    grpo_loss_inputs in = {logp, NULL, ref, mask, adv, NULL, 1, 2};
+    grpo_loss_inputs in = {logp, NULL, ref, mask, adv, NULL, 1, 2, NULL};
     grpo_loss_opts o = grpo_loss_opts_default();
     o.type = GRPO_LOSS_BNPO;
     o.beta = 0.5f;
@@ -55,7 +58,7 @@ END_TEST
 
 START_TEST(bad_inputs_name_the_problem) {
     const float logp[] = {-1.0f}, mask[] = {1.0f}, adv[] = {1.0f};
-    grpo_loss_inputs in = {logp, NULL, NULL, mask, adv, NULL, 1, 1};
+    grpo_loss_inputs in = {logp, NULL, NULL, mask, adv, NULL, 1, 1, NULL};
     grpo_loss_opts o = grpo_loss_opts_default();
     grpo_loss_metrics m;
     grpo_error err;
@@ -129,7 +132,26 @@ static void check_case(const cJSON *c) {
     float *adv = json_floats(c, "adv", NULL), *ent = json_floats(c, "entropy", NULL);
     in.logp = logp, in.old_logp = old, in.ref_logp = ref, in.mask = mask, in.adv = adv;
     in.entropy = ent;
+    in.is_w = NULL;
+    float *is_w = NULL; /* the importance-sampling correction: weights from is_correction.c */
+    const cJSON *samp_j = cJSON_GetObjectItemCaseSensitive(c, "sampling_logp");
     const cJSON *e = cJSON_GetObjectItemCaseSensitive(c, "expect");
+    if (samp_j) {
+        float *samp = json_floats(c, "sampling_logp", NULL), *want_w = json_floats(e, "is_w", NULL);
+        int mode = grpo_choice_index(grpo_choices_is_mode, json_str(c, "is_mode"));
+        ck_assert_msg(mode >= 0, "%s: unknown is_mode", name);
+        is_w = malloc(sizeof(float) * (size_t)in.N * in.T);
+        grpo_is_sums s = grpo_is_sums_init();
+        grpo_is_weights(is_w, old ? old : logp, samp, mask, in.N, in.T, (grpo_is_mode)mode,
+                        json_num(c, "is_cap"), &s);
+        for (int i = 0; i < in.N * in.T; i++)
+            ck_assert_close(is_w[i], want_w[i], 1e-6, 1e-6, "%s: is_w[%d]", name, i);
+        ck_assert_msg(s.ratio_n > 0 && s.ratio_min >= 0 && s.ratio_max <= json_num(c, "is_cap"),
+                      "%s: ratio metrics %g..%g over %g", name, s.ratio_min, s.ratio_max,
+                      s.ratio_n);
+        in.is_w = is_w;
+        free(samp), free(want_w);
+    }
     float *want_d = json_floats(e, "dlogp", NULL);
     float *d = malloc(sizeof(float) * (size_t)in.N * in.T);
     grpo_loss_metrics m;
@@ -142,8 +164,8 @@ static void check_case(const cJSON *c) {
         {"clip_high_max", m.clip_high_max}, {"cispo_clip_ratio", m.cispo_clip_ratio},
         {"n_tokens", m.n_tokens}};
     for (size_t k = 0; k < sizeof metric / sizeof metric[0]; k++)
-        ck_assert_close(metric[k].got, json_num(e, metric[k].key), 1e-9, 1e-12, "%s: %s", name,
-                        metric[k].key);
+        ck_assert_close(metric[k].got, json_num(e, metric[k].key), is_w ? 1e-6 : 1e-9, 1e-12,
+                        "%s: %s", name, metric[k].key); /* is_w is fp32 here, double in torch */
     if (o.entropy_coef != 0.0)
         ck_assert_close(m.entropy_bonus, json_num(e, "entropy_bonus"), 1e-9, 1e-12, "%s: %s",
                         name, "entropy_bonus");
@@ -158,6 +180,7 @@ static void check_case(const cJSON *c) {
         free(want_de);
     }
     free(logp), free(old), free(ref), free(mask), free(adv), free(ent), free(want_d), free(d);
+    free(is_w);
 }
 
 START_TEST(matches_pytorch_autograd) {
@@ -190,7 +213,7 @@ START_TEST(sequence_level_on_policy_is_token_level) {
     /* On policy every ratio is 1 either way, so GSPO and token-level grpo give the same loss and
      * gradient when no row is empty (d ratio_i / d logp = m / L_i: the row's mean). */
     const float logp[] = {-0.5f, -1.0f, -2.0f, -0.1f}, mask[] = {1, 1, 1, 0}, adv[] = {1.5f, -0.5f};
-    grpo_loss_inputs in = {logp, NULL, NULL, mask, adv, NULL, 2, 2};
+    grpo_loss_inputs in = {logp, NULL, NULL, mask, adv, NULL, 2, 2, NULL};
     grpo_loss_opts o = grpo_loss_opts_default();
     o.type = GRPO_LOSS_GRPO;
     grpo_loss_metrics a, b;
@@ -208,7 +231,7 @@ END_TEST
 
 START_TEST(entropy_options_need_entropy) {
     const float logp[] = {-1.0f}, mask[] = {1.0f}, adv[] = {1.0f};
-    grpo_loss_inputs in = {logp, NULL, NULL, mask, adv, NULL, 1, 1};
+    grpo_loss_inputs in = {logp, NULL, NULL, mask, adv, NULL, 1, 1, NULL};
     grpo_loss_opts o = grpo_loss_opts_default();
     o.num_items_in_batch = 1;
     o.top_entropy_quantile = 0.5;

@@ -190,6 +190,19 @@ def loss_ref(c):
     ent_mask = high_entropy_mask(ent.detach(), mask, quantile) if quantile < 1.0 else None
     if ent_mask is not None:
         per_tok = per_tok * ent_mask
+    is_w = None
+    if c.get("sampling_logp") is not None:  # TRL's vllm_importance_sampling_correction
+        d = old - torch.tensor(c["sampling_logp"]).view(N, T)
+        if c["is_mode"].startswith("sequence"):
+            is_w = torch.exp((d * mask).sum(-1, keepdim=True)).expand(N, T)
+        else:
+            is_w = torch.exp(d)
+        cap = c["is_cap"]
+        if c["is_mode"].endswith("truncate"):
+            is_w = torch.clamp(is_w, max=cap)
+        else:
+            is_w = torch.where(is_w <= cap, is_w, torch.zeros_like(is_w))
+        per_tok = per_tok * is_w
     if beta != 0.0:
         per_tok = per_tok + beta * kl
     accum = c["grad_accum_steps"]
@@ -240,6 +253,8 @@ def loss_ref(c):
              entropy=gmean(torch.tensor(c["entropy"]).view(N, T)) if c["entropy"] else nan,
              clip_low_mean=nan, clip_high_mean=nan, clip_region_mean=nan, clip_low_min=nan,
              clip_high_max=nan, cispo_clip_ratio=nan, n_tokens=mask.sum().item())
+    if is_w is not None:
+        e["is_w"] = js(is_w * mask)
     if ent_coef != 0.0:
         e["entropy_bonus"] = bonus
         e["dentropy"] = js(ent.grad)
@@ -303,12 +318,16 @@ def loss_cases():
     for c in cases:
         c["expect"] = loss_ref(c)
     write("loss_cases.json", cases)
-    option_cases(case, old, wide_old, ent, total, truncated_mask, T)
+    # the sampling model's log-probs: close to the policy's (as a bf16 copy's are), padding finite
+    g2 = torch.Generator().manual_seed(3)
+    samp = f32(logp + 0.15 * torch.randn(N, T, generator=g2))
+    option_cases(case, old, wide_old, ent, total, truncated_mask, T, samp)
 
 
-def option_cases(case, old, wide_old, ent, total, truncated_mask, T):
+def option_cases(case, old, wide_old, ent, total, truncated_mask, T, samp):
     """The options of issue 16 on the same inputs: GSPO (importance_sampling_level = sequence),
-    sapo, the top-entropy mask and the entropy bonus (its value and d loss / d entropy)."""
+    sapo, the top-entropy mask and the entropy bonus (its value and d loss / d entropy); and
+    the importance-sampling correction of off-policy samples (issue 14: bf16 rollout weights)."""
 
     def opt(c, **kw):
         c.update(kw)
@@ -340,6 +359,15 @@ def option_cases(case, old, wide_old, ent, total, truncated_mask, T):
             entropy_coef=0.05, top_entropy_quantile=0.4),
         opt(case("entropy_bonus_cispo", "cispo", wide_old, entropy=ent, eh=2.0, num_items=total),
             entropy_coef=0.02),
+        # importance-sampling correction of samples drawn by another model (bf16 rollout)
+        opt(case("is_token_truncate_grpo_onpolicy", "grpo", entropy=ent),
+            sampling_logp=js(samp), is_mode="token_truncate", is_cap=1.5),
+        opt(case("is_token_mask_bnpo_beta", "bnpo", old, beta=0.04, accum=2),
+            sampling_logp=js(samp), is_mode="token_mask", is_cap=1.3),
+        opt(case("is_sequence_mask_dapo", "dapo", old, num_items=total),
+            sampling_logp=js(samp), is_mode="sequence_mask", is_cap=2.0),
+        opt(case("is_sequence_truncate_gspo", "grpo", wide_old, beta=0.02),
+            sampling_logp=js(samp), is_mode="sequence_truncate", is_cap=1.2, **seq),
     ]
     for c in cases:
         c.setdefault("sapo_temperature_pos", 1.0)

@@ -27,6 +27,11 @@
 
 /* Choice lists: C(ENUM_CONSTANT, text). The first constant is 0. */
 #define GRPO_CHOICES_dtype(C) C(GRPO_CFG_DTYPE_F32, f32) C(GRPO_CFG_DTYPE_BF16, bf16) C(GRPO_CFG_DTYPE_F16, f16)
+#define GRPO_CHOICES_weights_dtype(C) C(GRPO_WEIGHTS_F32, f32) C(GRPO_WEIGHTS_BF16, bf16)
+#define GRPO_CHOICES_base_dtype(C) C(GRPO_BASE_F32, f32) C(GRPO_BASE_BF16, bf16)
+#define GRPO_CHOICES_is_mode(C)                                                                 \
+    C(GRPO_IS_TOKEN_TRUNCATE, token_truncate) C(GRPO_IS_TOKEN_MASK, token_mask)                 \
+    C(GRPO_IS_SEQUENCE_TRUNCATE, sequence_truncate) C(GRPO_IS_SEQUENCE_MASK, sequence_mask)
 #define GRPO_CHOICES_backend(C) C(GRPO_BACKEND_CPU, cpu) C(GRPO_BACKEND_CUDA, cuda)
 #define GRPO_CHOICES_truncation(C) C(GRPO_TRUNCATE_LEFT, left) C(GRPO_TRUNCATE_SKIP, skip)
 #define GRPO_CHOICES_bad_lines(C) C(GRPO_BAD_LINES_FAIL, fail) C(GRPO_BAD_LINES_SKIP, skip)
@@ -88,6 +93,13 @@
     F(sampling, repetition_penalty, "1.0", "(0, 100]",                                          \
       "penalise tokens already in the row (as transformers); 1 = off")                          \
     I(sampling, seed, "@train.seed", ">= 0", "seed of the sampler")                             \
+    E(sampling, weights_dtype, "f32", weights_dtype,                                            \
+      "bf16 = sample from a bf16 copy of the policy, refreshed after every optimizer step (half "  \
+      "the bytes a decode step reads); slightly off-policy, corrected by is_mode")              \
+    E(sampling, is_mode, "sequence_mask", is_mode,                                              \
+      "with weights_dtype = bf16: importance-sampling correction per token or per sequence, "    \
+      "ratios past is_cap truncated or masked (TRL vllm_importance_sampling_mode)")             \
+    F(sampling, is_cap, "3.0", "> 0", "cap of the correction's ratio (TRL vllm_importance_sampling_cap)") \
     /* [grpo] advantages and loss */                                                            \
     E(grpo, loss_type, "dapo", loss_type,                                                       \
       "normalisation: grpo per sequence, bnpo per token, dr_grpo B*max_len, dapo batch tokens, "  \
@@ -157,6 +169,9 @@
     S(lora, target_modules, "all-linear", 0,                                                   \
       "comma-separated module names (q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj, ...) or all-linear") \
     B(lora, use_rslora, "false", 0, "rank-stabilised LoRA: scale alpha / sqrt(r)")             \
+    E(lora, base_dtype, "f32", base_dtype,                                                      \
+      "the frozen base's weights in bf16: half their memory (compute stays fp32; the reference " \
+      "is the same base); it also samples from them exactly (no correction needed)")           \
     /* [log] */                                                                                 \
     S(log, dir, "runs", 0, "directory for metrics.jsonl (relative to the working directory)")   \
     I(log, every, "1", ">= 1", "record and print metrics every this many steps")               \

@@ -42,6 +42,8 @@ static int32_t check_values(const grpo_loss_inputs *in, const grpo_loss_opts *o,
                 bad = "ref_logp", v = in->ref_logp[it];
             else if (needs_entropy(o) && !isfinite(in->entropy[it]))
                 bad = "entropy", v = in->entropy[it];
+            else if (in->is_w && !(in->is_w[it] >= 0.0f && isfinite(in->is_w[it])))
+                bad = "is_w", v = in->is_w[it];
             if (bad)
                 return grpo_error_set(err, GRPO_ERR_INVALID,
                                       "loss.c: %s[%d,%d] is %g, expected a finite value at a "
@@ -226,10 +228,11 @@ static token_terms token_forward_backward(const grpo_loss_inputs *in, const grpo
     k.keep = entropy_keep(in, c, it);
     k.ratio = r;
     k.c1 = p.c1;
-    k.loss = k.keep * p.loss;
-    k.d_ratio = k.keep * p.d_ratio;
-    if (o->type == GRPO_LOSS_CISPO || c->seq) k.dloss = k.keep * p.d_logp;
-    else k.dloss = k.keep * (p.d_ratio * r);
+    double w = k.keep * (in->is_w ? in->is_w[it] : 1.0); /* H x the IS weight */
+    k.loss = w * p.loss;
+    k.d_ratio = w * p.d_ratio;
+    if (o->type == GRPO_LOSS_CISPO || c->seq) k.dloss = w * p.d_logp;
+    else k.dloss = w * (p.d_ratio * r);
     k.kl = 0.0;
     if (o->beta != 0.0) {
         double d = in->ref_logp[it] - lp, e = exp(d);

@@ -26,6 +26,7 @@
  *          ScaleRL's eps_max, recommended 5.0)
  *   sapo (soft adaptive gate, TRL 1.x): tau = sapo_temperature_pos when A[i] > 0, else _neg
  *     l  = -sigmoid(tau * (ratio - 1)) * 4 / tau * A[i]
+ *   l *= is_w[i,t] when given (importance-sampling correction of off-policy samples)
  *   l *= H[i,t] when top_entropy_quantile < 1 (TRL's entropy mask, "Beyond the 80/20 rule"):
  *     H = [m != 0 and entropy * m >= q], q = torch.quantile (linear) of the entropies of the
  *     micro-batch's tokens with m != 0 at 1 - top_entropy_quantile; no token: H = 0
@@ -70,7 +71,7 @@
  *   the "masked means" are then plain means over rows, low_min/high_max the min/max over rows.
  *
  * Not supported (a run file asking for them is refused by name): vespo, luspo,
- * use_bias_correction_kl, vLLM importance-sampling correction, off-policy masking, adaptive
+ * use_bias_correction_kl, off-policy masking, adaptive
  * entropy control. The MoE aux loss is added by the caller.
  */
 #ifndef GRPO_LOSS_H
@@ -115,6 +116,9 @@ typedef struct grpo_loss_inputs {
     const float *entropy;  /* [N,T] per-token entropy (metric, entropy mask and bonus); NULL:
                               none, allowed only when top_entropy_quantile = 1, entropy_coef = 0 */
     int N, T;
+    const float *is_w;     /* [N,T] importance-sampling weights of off-policy samples (detached:
+                              is_correction.h), multiplying each token's policy term after the
+                              entropy mask, before the KL term (TRL's order); NULL: 1 */
 } grpo_loss_inputs;
 
 typedef struct grpo_loss_metrics {

@@ -335,7 +335,8 @@ static int micro_step(trainer *t, chunk *c, int32_t r0, int32_t rows, const grpo
                            c->adv + r0,
                            ent,
                            rows,
-                           c->T};
+                           c->T,
+                           NULL};
     grpo_loss_metrics m;
     grpo_error why;
     grpo_error_init(&why);
