@@ -37,7 +37,9 @@
 
 static char tmp[256];
 
-static void write_run(const char *name, const char *extra) {
+/* name.ini: the small run below with sampling_extra in [sampling] and extra after [grpo]'s
+ * keys (more [grpo] keys, or further sections). */
+static void write_run_sampling(const char *name, const char *sampling_extra, const char *extra) {
     char path[512];
     snprintf(path, sizeof path, "%s/%s.ini", tmp, name);
     FILE *f = fopen(path, "w");
@@ -45,7 +47,7 @@ static void write_run(const char *name, const char *extra) {
     fprintf(f,
             "[model]\npath = %s/model\n"
             "[data]\npath = %s/examples/arith/train.jsonl\n"
-            "[sampling]\nnum_generations = 4\nmax_completion_length = 12\ntemperature = 1.0\n"
+            "[sampling]\nnum_generations = 4\nmax_completion_length = 12\ntemperature = 1.0\n%s"
             "[grpo]\nbeta = 0.04\nloss_type = dapo\n%s"
             "[optim]\nlr = 1e-2\n"
             "[train]\nsteps = 10\nbatch_prompts = 2\nmicro_batch = 3\nseed = 7\nthreads = 1\n"
@@ -53,9 +55,11 @@ static void write_run(const char *name, const char *extra) {
             "[checkpoint]\ndir = %s/%s/ckpt\nevery = 3\nkeep = 0\n"
             "[reward.acc]\nplugin = builtin.accuracy\n"
             "[reward.len]\nplugin = builtin.length\n",
-            tmp, GRPO_SOURCE_DIR, extra, tmp, name, tmp, name);
+            tmp, GRPO_SOURCE_DIR, sampling_extra, extra, tmp, name, tmp, name);
     fclose(f);
 }
+
+static void write_run(const char *name, const char *extra) { write_run_sampling(name, "", extra); }
 
 static void setup(void) { tiny_model_dir(tmp, sizeof tmp, "trainer"); }
 
@@ -191,13 +195,17 @@ START_TEST(evaluation_does_not_change_training) {
 }
 END_TEST
 
-/* [grpo] keys of each kill-and-resume run. */
+/* [grpo] keys (and sections after it) of each kill-and-resume run, and [sampling] keys: a bf16
+ * rollout copy is refreshed from the resumed policy, a LoRA base held in bf16 reloaded. */
 static const char *const resume_variants[] = {"", "sync_ref_every = 2\nsync_ref_alpha = 0.5\n",
-                                              "[lora]\nr = 4\nalpha = 8\n"};
+                                              "[lora]\nr = 4\nalpha = 8\n", "",
+                                              "[lora]\nr = 4\nalpha = 8\nbase_dtype = bf16\n"};
+static const char *const resume_sampling[] = {"", "", "", "weights_dtype = bf16\n", ""};
 
 START_TEST(killed_run_resumes_the_same_trajectory) {
     char ini[512], log[512], ck[512];
-    write_run("a", resume_variants[_i]), write_run("b", resume_variants[_i]);
+    write_run_sampling("a", resume_sampling[_i], resume_variants[_i]);
+    write_run_sampling("b", resume_sampling[_i], resume_variants[_i]);
     snprintf(ini, sizeof ini, "%s/a.ini", tmp), snprintf(log, sizeof log, "%s/a.log", tmp);
     char *a_args[] = {"grpo", "train", ini, "--plugin-path", GRPO_PACK_BUILD_DIR, NULL};
     ck_assert_msg(run_grpo(log, a_args) == 0, "uninterrupted run failed, see %s", log);
@@ -271,25 +279,33 @@ static const char *const learn_variants[] = {
     "loss_type = grpo\nbeta = 0.04\nsync_ref_every = 5\n",
 };
 
-START_TEST(grpo_raises_an_easy_reward) {
-    char path[512], log[512], metrics[512];
-    snprintf(path, sizeof path, "%s/learn.ini", tmp);
+/* Trains the easy-reward run (short completions score 1) with sampling_extra in [sampling] and
+ * grpo_extra in [grpo], 40 steps; its metrics.jsonl path into metrics. */
+static void learn_run(const char *name, const char *sampling_extra, const char *grpo_extra,
+                      char *metrics, size_t size) {
+    char path[512], log[512];
+    snprintf(path, sizeof path, "%s/%s.ini", tmp, name);
     FILE *f = fopen(path, "w");
     fprintf(f,
             "[model]\npath = %s/model\n[data]\npath = %s/examples/arith/train.jsonl\n"
-            "[sampling]\nnum_generations = 8\nmax_completion_length = 16\n"
+            "[sampling]\nnum_generations = 8\nmax_completion_length = 16\n%s"
             "[grpo]\n%s"
             "[optim]\nlr = 1e-2\n"
             "[train]\nsteps = 40\nbatch_prompts = 4\nmicro_batch = 12\nseed = 5\nthreads = 1\n"
-            "[log]\ndir = %s/learn\n[checkpoint]\ndir = %s/learn/ckpt\nevery = 0\n"
+            "[log]\ndir = %s/%s\n[checkpoint]\ndir = %s/%s/ckpt\nevery = 0\n"
             "[reward.short]\nplugin = builtin.length\nmin_chars = 0\nmax_chars = 8\n"
             "inside = 1\noutside = 0\n",
-            tmp, GRPO_SOURCE_DIR, learn_variants[_i], tmp, tmp);
+            tmp, GRPO_SOURCE_DIR, sampling_extra, grpo_extra, tmp, name, tmp, name);
     fclose(f);
-    snprintf(log, sizeof log, "%s/learn.log", tmp);
+    snprintf(log, sizeof log, "%s/%s.log", tmp, name);
     char *args[] = {"grpo", "train", path, "--plugin-path", GRPO_PACK_BUILD_DIR, NULL};
     ck_assert_msg(run_grpo(log, args) == 0, "run failed, see %s", log);
-    snprintf(metrics, sizeof metrics, "%s/learn/metrics.jsonl", tmp);
+    snprintf(metrics, size, "%s/%s/metrics.jsonl", tmp, name);
+}
+
+START_TEST(grpo_raises_an_easy_reward) {
+    char metrics[512];
+    learn_run("learn", "", learn_variants[_i], metrics, sizeof metrics);
     double first = mean_metric(metrics, "reward", 1, 3),
            last = mean_metric(metrics, "reward", 38, 40);
     if (getenv("GRPO_TEST_VERBOSE"))
@@ -298,6 +314,32 @@ START_TEST(grpo_raises_an_easy_reward) {
                   "[grpo] %s: reward %.3f over steps 1-3, %.3f over "
                   "38-40; expected it to rise from < 0.35 to > 0.7",
                   learn_variants[_i], first, last);
+}
+END_TEST
+
+/* sampling.weights_dtype = bf16: the rollout samples from a bf16 copy of the policy, refreshed
+ * every step, and the loss corrects for the difference (is_correction.h). It still learns, and
+ * the copy is close to the policy but not equal: the log-prob differences are small and not all
+ * zero, the ratios stay near 1. Each is_mode once. */
+static const char *const is_modes[] = {"sequence_mask", "token_truncate", "token_mask",
+                                       "sequence_truncate"};
+
+START_TEST(a_bf16_rollout_copy_learns_with_the_correction) {
+    char metrics[512], sampling[128];
+    snprintf(sampling, sizeof sampling, "weights_dtype = bf16\nis_mode = %s\n", is_modes[_i]);
+    learn_run("bf16", sampling, "loss_type = dapo\n", metrics, sizeof metrics);
+    double first = mean_metric(metrics, "reward", 1, 3),
+           last = mean_metric(metrics, "reward", 38, 40);
+    double diff = mean_metric(metrics, "sampling/sampling_logp_difference/mean", 1, 40);
+    double dmax = mean_metric(metrics, "sampling/sampling_logp_difference/max", 1, 40);
+    double ratio = mean_metric(metrics, "sampling/importance_sampling_ratio/mean", 1, 40);
+    if (getenv("GRPO_TEST_VERBOSE"))
+        printf("bf16 rollout %s: reward %.3f -> %.3f, |logp diff| mean %.2e max %.2e, ratio "
+               "%.4f\n", is_modes[_i], first, last, diff, dmax, ratio);
+    ck_assert_msg(first < 0.35 && last > 0.7, "bf16 rollout: reward %.3f -> %.3f", first, last);
+    ck_assert_msg(diff > 0 && diff < 0.05 && dmax < 0.5,
+                  "bf16 rollout: |logp - sampling logp| mean %g, max %g", diff, dmax);
+    ck_assert_msg(fabs(ratio - 1) < 0.05, "bf16 rollout: mean ratio %g", ratio);
 }
 END_TEST
 
@@ -728,6 +770,7 @@ int main(void) {
     tcase_add_test(tc, lora_grpo_learns_on_an_sft_model);
     tcase_add_loop_test(tc, grpo_raises_an_easy_reward, 0,
                         (int)(sizeof learn_variants / sizeof learn_variants[0]));
+    tcase_add_loop_test(tc, a_bf16_rollout_copy_learns_with_the_correction, 0, 4);
     tcase_add_test(tc, sft_loss_falls_and_exports);
     tcase_add_test(tc, resume_without_checkpoint_fails_clearly);
     tcase_add_test(tc, unsupported_options_are_refused);

@@ -94,11 +94,9 @@
       "penalise tokens already in the row (as transformers); 1 = off")                          \
     I(sampling, seed, "@train.seed", ">= 0", "seed of the sampler")                             \
     E(sampling, weights_dtype, "f32", weights_dtype,                                            \
-      "bf16 = sample from a bf16 copy of the policy, refreshed after every optimizer step (half "  \
-      "the bytes a decode step reads); slightly off-policy, corrected by is_mode")              \
+      "bf16 = sample from a bf16 copy of the policy refreshed every step (off-policy: is_mode)") \
     E(sampling, is_mode, "sequence_mask", is_mode,                                              \
-      "with weights_dtype = bf16: importance-sampling correction per token or per sequence, "    \
-      "ratios past is_cap truncated or masked (TRL vllm_importance_sampling_mode)")             \
+      "bf16 rollout: IS correction per token/sequence, ratio past is_cap cut or masked")        \
     F(sampling, is_cap, "3.0", "> 0", "cap of the correction's ratio (TRL vllm_importance_sampling_cap)") \
     /* [grpo] advantages and loss */                                                            \
     E(grpo, loss_type, "dapo", loss_type,                                                       \
@@ -170,8 +168,7 @@
       "comma-separated module names (q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj, ...) or all-linear") \
     B(lora, use_rslora, "false", 0, "rank-stabilised LoRA: scale alpha / sqrt(r)")             \
     E(lora, base_dtype, "f32", base_dtype,                                                      \
-      "the frozen base's weights in bf16: half their memory (compute stays fp32; the reference " \
-      "is the same base); it also samples from them exactly (no correction needed)")           \
+      "the frozen base in bf16: half its memory, compute in fp32, samples exactly from it")    \
     /* [log] */                                                                                 \
     S(log, dir, "runs", 0, "directory for metrics.jsonl (relative to the working directory)")   \
     I(log, every, "1", ">= 1", "record and print metrics every this many steps")               \

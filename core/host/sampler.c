@@ -13,12 +13,13 @@ static int grpo_sampler_is_eos(const grpo_sampler_opts *o, int32_t id) {
 }
 
 void grpo_rollout_free(grpo_rollout *r) {
-    free(r->ids), free(r->mask), free(r->len), free(r->truncated), free(r->logp);
+    free(r->ids), free(r->mask), free(r->len), free(r->truncated), free(r->logp), free(r->plogp);
     memset(r, 0, sizeof *r);
 }
 
-static int rollout_alloc(grpo_rollout *r, int32_t N, int32_t T) {
+static int rollout_alloc(grpo_rollout *r, int32_t N, int32_t T, int policy_logp) {
     grpo_rollout_free(r);
+    if (policy_logp && !(r->plogp = calloc((size_t)N * T, sizeof *r->plogp))) return 0;
     r->N = N, r->T = T;
     r->ids = malloc((size_t)N * T * sizeof *r->ids);
     r->mask = calloc((size_t)N * T, sizeof *r->mask);
@@ -143,6 +144,14 @@ static float log_prob(const float *logits, int32_t V, int32_t t) {
     return (float)((double)logits[t] - mx - log(sum));
 }
 
+/* log softmax(logits / temperature)[t] of a row of raw logits (grpo_rollout.plogp). */
+static float tempered_logp(const float *raw, const grpo_sampler_opts *o, sampler_state *s,
+                           int32_t t) {
+    float inv = o->sampling.temperature > 0.0f ? 1.0f / o->sampling.temperature : 1.0f;
+    for (int32_t v = 0; v < s->V; v++) s->row_logits[v] = raw[v] * inv; /* drawn already */
+    return log_prob(s->row_logits, s->V, t);
+}
+
 /* Draws one token for each live row from its logits; logits_of(i) is the host logits row of
  * live row i (the prompt's prefill logits on the first step). Records tokens in out. */
 static void draw_tokens(sampler_state *s, const grpo_sampler_opts *o, int32_t live, int first,
@@ -157,6 +166,7 @@ static void draw_tokens(sampler_state *s, const grpo_sampler_opts *o, int32_t li
             grpo_sample_token(&o->sampling, s->row_logits, s->V, h, s->n_hist[n], g, s->scratch);
         h[s->n_hist[n]++] = t;
         out->logp[(size_t)n * out->T + out->len[n]] = log_prob(s->row_logits, s->V, t);
+        if (out->plogp) out->plogp[(size_t)n * out->T + out->len[n]] = tempered_logp(src, o, s, t);
         out->ids[(size_t)n * out->T + out->len[n]] = t;
         out->mask[(size_t)n * out->T + out->len[n]] = 1.0f;
         out->len[n]++;
@@ -197,7 +207,7 @@ static int run(grpo_model *m, const grpo_sampler_opts *o, const int32_t *prompt,
     s.N = B * o->G, s.S = P + o->max_new, s.H = P + o->max_new, s.V = grpo_model_vocab(m);
     int rc = grpo_model_reserve_kv(m, s.N, s.S, P, err);
     if (rc != GRPO_OK) return rc;
-    if (!rollout_alloc(out, s.N, o->max_new) || !state_alloc(m, &s, B, P)) {
+    if (!rollout_alloc(out, s.N, o->max_new, o->policy_logp) || !state_alloc(m, &s, B, P)) {
         state_free(m, &s);
         return grpo_error_set(err, GRPO_ERR_NOMEM, "sampler: out of memory for %d rows", s.N);
     }

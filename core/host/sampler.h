@@ -36,6 +36,7 @@ typedef struct grpo_sampler_opts {
     int32_t eos[GRPO_SAMPLER_MAX_EOS]; /* ids that end a completion */
     int32_t n_eos;                     /* 0 = never stop early */
     int32_t pad_id;                    /* written after a completion's end */
+    int32_t policy_logp;               /* 1: also record grpo_rollout.plogp (below) */
 } grpo_sampler_opts;
 
 /* One generation batch's completions, host memory, owned by the struct (grpo_rollout_free). */
@@ -48,6 +49,11 @@ typedef struct grpo_rollout {
     float *logp;        /* (N,T) log-prob of each drawn token under the distribution it was drawn
                            from (softmax of the processed logits; greedy: of the penalised
                            logits); 0 past the end */
+    float *plogp;       /* (N,T) with grpo_sampler_opts.policy_logp, else NULL: the drawn token's
+                           log softmax(logits / temperature) (temperature 0: 1) of the model's
+                           logits before penalties and filters, which is what a training forward
+                           at that temperature computes (importance sampling, is_correction.h);
+                           0 past the end */
 } grpo_rollout;
 
 /* Samples G completions for each of the B prompt rows prompt (B,P) with pmask (B,P) (1 = real,

@@ -5,8 +5,22 @@
 #include <math.h>
 #include <stddef.h>
 
+#include "base/comm.h"
+
 grpo_is_sums grpo_is_sums_init(void) {
     return (grpo_is_sums){0.0, 0.0, 0.0, 0.0, INFINITY, -INFINITY, 0.0, 0.0};
+}
+
+int grpo_is_sums_reduce(grpo_is_sums *s, grpo_error *err) {
+    if (grpo_comm_size() == 1) return GRPO_OK;
+    double sum[] = {s->diff_sum, s->diff_n, s->ratio_sum, s->ratio_n, s->clipped};
+    int rc = grpo_comm_allreduce_f64(sum, sizeof sum / sizeof *sum, GRPO_COMM_SUM, err);
+    if (rc == GRPO_OK) rc = grpo_comm_allreduce_f64(&s->diff_max, 1, GRPO_COMM_MAX, err);
+    if (rc == GRPO_OK) rc = grpo_comm_allreduce_f64(&s->ratio_max, 1, GRPO_COMM_MAX, err);
+    if (rc == GRPO_OK) rc = grpo_comm_allreduce_f64(&s->ratio_min, 1, GRPO_COMM_MIN, err);
+    s->diff_sum = sum[0], s->diff_n = sum[1], s->ratio_sum = sum[2], s->ratio_n = sum[3];
+    s->clipped = sum[4];
+    return rc;
 }
 
 /* The capped weight of ratio rho (NaN: a non-finite log-prob difference, weight 0), counted

@@ -24,6 +24,7 @@
 #include <stdint.h>
 
 #include "config/choices.h"
+#include "grpo/plugin.h" /* grpo_error */
 
 /* Sums over micro-batches (and ranks): means are sum / n, min and max running. */
 typedef struct grpo_is_sums {
@@ -33,6 +34,9 @@ typedef struct grpo_is_sums {
 
 /* Empty sums (min/max at their neutral values). */
 grpo_is_sums grpo_is_sums_init(void);
+
+/* Data parallel: the sums over every rank (comm.h), in place. */
+int grpo_is_sums_reduce(grpo_is_sums *s, grpo_error *err);
 
 /* w (N,T) for rows of N x T tokens (see above); adds the metrics to s. Unmasked tokens get
  * w = 0. A non-finite log-prob difference on a masked token gives w = 0 there (the mask

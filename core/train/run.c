@@ -114,7 +114,13 @@ void grpo_run_close(grpo_run *r) {
 
 int grpo_run_open_model(grpo_run *r, const char *dir, int trainable, grpo_model **out,
                         grpo_error *err) {
-    int rc = grpo_model_open_dir(out, &r->env.reg, &r->env.host, dir, trainable, err);
+    return grpo_run_open_model_as(r, dir, trainable, GRPO_DTYPE_F32, out, err);
+}
+
+int grpo_run_open_model_as(grpo_run *r, const char *dir, int trainable, int32_t weight_dtype,
+                           grpo_model **out, grpo_error *err) {
+    int rc = grpo_model_open_dir_as(out, &r->env.reg, &r->env.host, dir, trainable, weight_dtype,
+                                    err);
     if (rc != GRPO_OK) return rc;
     int32_t tv = grpo_tokenizer_vocab_size(r->tok), mv = grpo_model_vocab(*out);
     if (tv > mv) {

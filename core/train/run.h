@@ -61,6 +61,9 @@ void grpo_run_close(grpo_run *r);
 /* Opens the model in dir; refuses a tokenizer with more ids than the model's embedding rows. */
 int grpo_run_open_model(grpo_run *r, const char *dir, int trainable, grpo_model **out,
                         grpo_error *err);
+/* The same with a frozen model's matrices held as weight_dtype (GRPO_DTYPE_BF16: model.h). */
+int grpo_run_open_model_as(grpo_run *r, const char *dir, int trainable, int32_t weight_dtype,
+                           grpo_model **out, grpo_error *err);
 
 /* An input path of the run file resolved against its directory (malloc'd). */
 char *grpo_run_path(const grpo_run *r, const char *value);

@@ -10,7 +10,8 @@
 #include "base/files.h"
 #include "train/checkpoint.h"
 
-/* A LoRA run's policy: model.path frozen, with fresh adapters (PEFT's init from train.seed). */
+/* A LoRA run's policy: model.path frozen (in bf16 with lora.base_dtype = bf16), with fresh
+ * adapters (PEFT's init from train.seed). */
 static int open_lora(grpo_session *s, grpo_error *err) {
     const grpo_run_config *cfg = s->cfg;
     if (cfg->lora_dropout != 0.0)
@@ -20,7 +21,8 @@ static int open_lora(grpo_session *s, grpo_error *err) {
                               "disable_dropout = True); expected 0", cfg->lora_dropout);
     grpo_lora_opts lo = {(int32_t)cfg->lora_r, cfg->lora_alpha, cfg->lora_use_rslora,
                          cfg->lora_target_modules};
-    int rc = grpo_run_open_model(&s->run, s->run.model_dir, 0, &s->policy, err);
+    int32_t dtype = cfg->lora_base_dtype == GRPO_BASE_BF16 ? GRPO_DTYPE_BF16 : GRPO_DTYPE_F32;
+    int rc = grpo_run_open_model_as(&s->run, s->run.model_dir, 0, dtype, &s->policy, err);
     if (rc == GRPO_OK) rc = grpo_lora_attach(&s->lora, s->policy, &lo, (uint64_t)cfg->train_seed,
                                              err);
     return rc;

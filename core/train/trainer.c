@@ -20,6 +20,7 @@
 #include "train/optimizer.h"
 #include "train/reward_sum.h"
 #include "train/rewards.h"
+#include "train/is_correction.h"
 #include "train/rollout.h"
 #include "train/seqbatch.h"
 #include "train/session.h"
@@ -31,6 +32,7 @@ typedef struct chunk {
     float *r, *adv;        /* (N) summed reward, advantage */
     float *mask;           /* (N,T) loss mask (truncated rows zeroed when asked) */
     float *old_logp;       /* (N,T) when num_iterations > 1, else NULL */
+    float *samp_logp;      /* (N,T) the rollout copy's log-probs of the tokens (bf16 rollout) */
     grpo_advantage_metrics am; /* of the whole chunk, every rank's rows */
     int dropped;           /* groups left out of the loss (grpo.drop_zero_std_groups) */
     /* Data parallel (comm.h): this rank holds rows [rank*N, (rank+1)*N) of the chunk's gN rows */
@@ -45,6 +47,9 @@ typedef struct trainer {
     grpo_session s;             /* run, policy, data order, optimizer, state, metrics.jsonl */
     const grpo_run_config *cfg; /* &s.run.cfg */
     grpo_model *ref;            /* reference model (beta > 0), else NULL */
+    grpo_model *rollout;        /* sampling.weights_dtype = bf16: the policy's bf16 copy the
+                                   rollout samples from, refreshed after each update; else NULL */
+    grpo_is_sums is;            /* this step's importance-sampling metrics (rollout only) */
     int ref_is_base;            /* LoRA, beta > 0: the reference is the policy, adapters off */
     grpo_reward_set rewards;
     float *w; /* (K) reward weights */
@@ -66,7 +71,8 @@ typedef struct trainer {
 
 static void chunk_clear(chunk *c) {
     grpo_rollout_batch_free(&c->rb);
-    free(c->r), free(c->adv), free(c->mask), free(c->old_logp), free(c->row_rng);
+    free(c->r), free(c->adv), free(c->mask), free(c->old_logp), free(c->samp_logp);
+    free(c->row_rng);
     free(c->gR), free(c->gr), free(c->gadv), free(c->glen), free(c->gtrunc);
     memset(c, 0, sizeof *c);
 }
@@ -218,6 +224,17 @@ static void completion_cols(const trainer *t, const chunk *c, const float *src, 
     grpo_seqbatch_completion(&t->sb, src, c->rb.P, c->T, out);
 }
 
+/* The rollout copy's log-probs of the chunk's tokens, (N, c->T) out of the sampler's (N,T). */
+static int chunk_samp_logp(chunk *c, grpo_error *err) {
+    const grpo_rollout *ro = &c->rb.roll;
+    c->samp_logp = malloc((size_t)ro->N * c->T * sizeof(float));
+    if (!c->samp_logp) return grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory");
+    for (int32_t i = 0; i < ro->N; i++)
+        memcpy(c->samp_logp + (size_t)i * c->T, ro->plogp + (size_t)i * ro->T,
+               (size_t)c->T * sizeof(float));
+    return GRPO_OK;
+}
+
 /* Old-policy log-probs of the whole chunk (num_iterations > 1), before any update. */
 static int chunk_old_logp(trainer *t, chunk *c, grpo_error *err) {
     c->old_logp = malloc((size_t)c->rb.N * c->T * sizeof(float));
@@ -239,11 +256,13 @@ static int chunk_generate(trainer *t, chunk *c, int32_t B, grpo_error *err) {
     grpo_plugin_call_progress(t->s.st.step + 1, (long)(c - t->chunks) + 1); /* for a crash report */
     int rc = chunk_prompts(t, c, B, err);
     c->rb.step = (uint64_t)t->s.st.step, c->rb.total_steps = (uint64_t)t->cfg->train_steps;
+    grpo_model *sampler = t->rollout ? t->rollout : t->s.policy;
     if (rc == GRPO_OK)
-        rc = grpo_rollout_batch_run(&c->rb, &t->s.run, t->s.policy, &t->so, &t->s.st.rng,
+        rc = grpo_rollout_batch_run(&c->rb, &t->s.run, sampler, &t->so, &t->s.st.rng,
                                     &t->rewards, err);
     if (rc == GRPO_OK) rc = chunk_rewards(t, c, err);
     if (rc == GRPO_OK) rc = chunk_mask(t, c, err);
+    if (rc == GRPO_OK && t->rollout) rc = chunk_samp_logp(c, err);
     if (rc == GRPO_OK && t->cfg->grpo_num_iterations > 1) rc = chunk_old_logp(t, c, err);
     return rc;
 }
@@ -320,6 +339,7 @@ static int micro_step(trainer *t, chunk *c, int32_t r0, int32_t rows, const grpo
                       float *buf, loss_sums *sums, grpo_error *err) {
     size_t n = (size_t)rows * c->T;
     float *logp = buf, *ref = buf + n, *ent = buf + 2 * n, *dl = buf + 3 * n, *de = buf + 4 * n;
+    float *is_w = buf + 5 * n; /* importance weights of the rollout copy's samples */
     int bonus = lo->entropy_coef != 0.0; /* the loss depends on the entropy too */
     int rc = chunk_batch(t, c, r0, rows, err);
     if (rc == GRPO_OK && (t->ref || t->ref_is_base)) rc = reference_logp(t, c, ref, err);
@@ -336,7 +356,11 @@ static int micro_step(trainer *t, chunk *c, int32_t r0, int32_t rows, const grpo
                            ent,
                            rows,
                            c->T,
-                           NULL};
+                           c->samp_logp ? is_w : NULL};
+    if (c->samp_logp) /* the loss's old log-probs against the sampler's (is_correction.h) */
+        grpo_is_weights(is_w, in.old_logp ? in.old_logp : logp,
+                        c->samp_logp + (size_t)r0 * c->T, in.mask, rows, c->T,
+                        t->cfg->sampling_is_mode, t->cfg->sampling_is_cap, &t->is);
     grpo_loss_metrics m;
     grpo_error why;
     grpo_error_init(&why);
@@ -384,7 +408,7 @@ static int train_on_chunks(trainer *t, loss_sums *sums, grpo_error *err) {
     if (rc != GRPO_OK) return rc;
     lo.num_items_in_batch = global[0], lo.grad_accum_steps = (int)global[1];
     if (t->load) memset(t->load, 0, (size_t)t->load_L * t->load_E * sizeof *t->load);
-    float *buf = malloc((size_t)t->micro * Tmax * 5 * sizeof(float)); /* micro_step's five */
+    float *buf = malloc((size_t)t->micro * Tmax * 6 * sizeof(float)); /* micro_step's six */
     if (!buf) return grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory");
     for (int a = 0; rc == GRPO_OK && a < t->n_chunks; a++) {
         chunk *c = &t->chunks[a];
@@ -412,6 +436,7 @@ static int reduce_step(trainer *t, loss_sums *s, double *tokens, grpo_error *err
         rc = grpo_comm_allreduce_f64(sum, sizeof sum / sizeof *sum, GRPO_COMM_SUM, err);
     if (rc == GRPO_OK) rc = grpo_comm_allreduce_f64(&s->low_min, 1, GRPO_COMM_MIN, err);
     if (rc == GRPO_OK) rc = grpo_comm_allreduce_f64(&s->high_max, 1, GRPO_COMM_MAX, err);
+    if (rc == GRPO_OK && t->rollout) rc = grpo_is_sums_reduce(&t->is, err);
     if (rc == GRPO_OK && t->load)
         rc = grpo_comm_allreduce_f64(t->load, (size_t)t->load_L * t->load_E, GRPO_COMM_SUM, err);
     s->loss = sum[0], s->tokens = sum[1], s->kl = sum[2], s->entropy = sum[3], s->low = sum[4];
@@ -481,8 +506,23 @@ static void reward_metrics(trainer *t, grpo_metric_row *row) {
     free(R), free(r);
 }
 
+/* The importance-sampling correction's metrics (TRL's names), with a bf16 rollout copy. */
+static void is_metrics(const trainer *t, grpo_metric_row *row) {
+    const grpo_is_sums *s = &t->is;
+    if (!t->rollout || s->ratio_n <= 0) return;
+    grpo_metric_set(row, "sampling/sampling_logp_difference/mean",
+                    s->diff_n > 0 ? s->diff_sum / s->diff_n : 0.0);
+    grpo_metric_set(row, "sampling/sampling_logp_difference/max", s->diff_max);
+    grpo_metric_set(row, "sampling/importance_sampling_ratio/min", s->ratio_min);
+    grpo_metric_set(row, "sampling/importance_sampling_ratio/mean", s->ratio_sum / s->ratio_n);
+    grpo_metric_set(row, "sampling/importance_sampling_ratio/max", s->ratio_max);
+    grpo_metric_set(row, "sampling/importance_sampling_ratio/clipped_frac",
+                    s->clipped / s->ratio_n);
+}
+
 static void loss_metrics(trainer *t, const loss_sums *s, grpo_metric_row *row) {
     double w = s->tokens > 0 ? s->tokens : 1;
+    is_metrics(t, row);
     grpo_metric_set(row, "loss", s->loss);
     if (t->s.policy->desc->aux_loss) grpo_metric_set(row, "aux_loss", s->aux);
     if (t->load) grpo_metrics_expert_load(row, t->load, t->load_L, t->load_E);
@@ -708,6 +748,17 @@ static int open_reference(trainer *t, grpo_error *err) {
     return rc;
 }
 
+/* sampling.weights_dtype = bf16 (full fine-tuning): a bf16 copy of the policy for the rollout,
+ * half the bytes a decode step reads. A LoRA run with lora.base_dtype = bf16 samples from its
+ * policy as it is (the base is bf16 already, the adapters fp32: exact). */
+static int open_rollout(trainer *t, grpo_error *err) {
+    if (t->cfg->sampling_weights_dtype != GRPO_WEIGHTS_BF16 || t->cfg->lora_r > 0) return GRPO_OK;
+    t->is = grpo_is_sums_init();
+    int rc = grpo_run_open_model_as(&t->s.run, t->s.policy->dir, 0, GRPO_DTYPE_BF16, &t->rollout,
+                                    err);
+    return rc == GRPO_OK ? grpo_model_copy_weights(t->rollout, t->s.policy, err) : rc;
+}
+
 /* train.eval_every > 0: the eval prompts (data.eval_path), scored during training. */
 static int open_eval(trainer *t, grpo_error *err) {
     const grpo_run_config *cfg = t->cfg;
@@ -757,6 +808,13 @@ static int refuse_options(const grpo_run_config *cfg, const grpo_model *policy, 
                               "LoRA run is the frozen base (adapters off), which does not move; "
                               "expected sync_ref_every = 0", cfg->grpo_sync_ref_every,
                               cfg->lora_r);
+    if (cfg->sampling_weights_dtype == GRPO_WEIGHTS_BF16 && cfg->lora_r > 0 &&
+        cfg->lora_base_dtype != GRPO_BASE_BF16)
+        return grpo_error_set(err, GRPO_ERR_UNSUPPORTED,
+                              "sampling.weights_dtype = bf16 with [lora] r = %lld: a LoRA run "
+                              "samples from its frozen base; hold that base in bf16 instead "
+                              "(lora.base_dtype = bf16: exact, no correction needed)",
+                              cfg->lora_r);
     if (cfg->grpo_sync_ref_every > 0 && !(cfg->grpo_beta > 0))
         return grpo_error_set(err, GRPO_ERR_INVALID,
                               "grpo.sync_ref_every = %lld needs grpo.beta > 0: with beta = 0 no "
@@ -789,6 +847,7 @@ static int setup(trainer *t, grpo_error *err) {
     int rc = refuse_options(cfg, t->s.policy, err);
     if (rc == GRPO_OK) rc = check_ranks(cfg, err);
     if (rc == GRPO_OK) rc = open_reference(t, err);
+    if (rc == GRPO_OK) rc = open_rollout(t, err);
     if (rc == GRPO_OK) rc = open_eval(t, err);
     if (rc == GRPO_OK)
         rc = grpo_reward_set_create(&t->rewards, cfg, &t->s.run.env.reg, &t->s.run.env.host, err);
@@ -803,7 +862,8 @@ static int setup(trainer *t, grpo_error *err) {
                             (int32_t)cfg->sampling_max_completion_length,
                             {0},
                             t->s.run.n_eos,
-                            t->s.run.pad_id};
+                            t->s.run.pad_id,
+                            t->rollout != NULL};
     memcpy(so.eos, t->s.run.eos, sizeof so.eos);
     t->so = so;
     t->scale = cfg->sampling_temperature > 0 ? (float)(1.0 / cfg->sampling_temperature) : 1.0f;
@@ -834,6 +894,7 @@ static int teardown(trainer *t, grpo_error *err) {
     grpo_seqbatch_free(&t->sb);
     grpo_reward_set_free(&t->rewards);
     grpo_model_close(t->ref);
+    grpo_model_close(t->rollout);
     grpo_dataset_free(t->eval_data);
     return rc;
 }
@@ -859,11 +920,14 @@ static int train_step(grpo_session *s, void *ctx, grpo_error *err) {
     if (fresh && rc == GRPO_OK) rc = resample(t, err);
     loss_sums sums = {0};
     sums.low_min = 2, sums.high_max = 0;
+    t->is = grpo_is_sums_init();
     if (rc == GRPO_OK) rc = train_on_chunks(t, &sums, err);
     double tokens = rc == GRPO_OK ? chunk_tokens(t) : 0;
     if (rc == GRPO_OK) rc = reduce_step(t, &sums, &tokens, err);
     grpo_optim_stats os;
     if (rc == GRPO_OK) rc = grpo_session_update(s, fresh ? tokens : 0, &os, err);
+    if (rc == GRPO_OK && t->rollout) /* the rollout samples from the updated policy */
+        rc = grpo_model_copy_weights(t->rollout, s->policy, err);
     if (rc == GRPO_OK && cfg->grpo_sync_ref_every > 0 && s->st.step % cfg->grpo_sync_ref_every == 0)
         rc = grpo_ref_sync(t->ref, s->policy, cfg->grpo_sync_ref_alpha, err);
     if (rc != GRPO_OK) return rc;
