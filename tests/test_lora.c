@@ -69,7 +69,7 @@ static const float *tensor(const grpo_safetensors *st, const char *name) {
 }
 
 static grpo_lora_opts opts(int i, const char *targets) {
-    return (grpo_lora_opts){4, 8.0, rslora[i], targets};
+    return (grpo_lora_opts){4, 8.0, rslora[i], targets, 0.0};
 }
 
 static void fixture_open(fixture *f, int i) {
@@ -277,6 +277,108 @@ START_TEST(open_dir_and_merge_match_peft) {
 }
 END_TEST
 
+/* The dropout op (grpo/ops.h 1.5): a fraction p of the elements zeroed, the others scaled by
+ * 1 / (1 - p) exactly, the mask a function of (seed, index) alone (in place or not, any seed
+ * gives its own), p = 0 the identity. */
+START_TEST(dropout_op_keeps_1_minus_p_scaled) {
+    grpo_error err;
+    grpo_error_init(&err);
+    grpo_ops *o = grpo_backend_open("cpu", 2, &err);
+    ck_assert_msg(o != NULL, "%s", err.message);
+    const uint64_t n = 1 << 20;
+    const float p = 0.3f;
+    float *x = malloc(n * 4), *y = malloc(n * 4), *z = malloc(n * 4);
+    for (uint64_t i = 0; i < n; i++) x[i] = 1.0f + (float)(i % 97);
+    o->dropout(o->ctx, y, x, n, p, 42);
+    uint64_t kept = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        if (y[i] == 0.0f) continue;
+        kept++;
+        ck_assert_msg(y[i] == x[i] * (1.0f / (1.0f - p)), "element %llu: %g of %g",
+                      (unsigned long long)i, y[i], x[i]);
+        ck_assert(grpo_dropout_keeps(42, i, p));
+    }
+    /* binomial: 1 - p of n kept, sd sqrt(n p (1-p)) ~ 470; 5 sd */
+    double want = (1.0 - p) * n, sd = sqrt(n * p * (1.0 - p));
+    ck_assert_msg(fabs(kept - want) < 5 * sd, "kept %llu of %llu, expected %.0f",
+                  (unsigned long long)kept, (unsigned long long)n, want);
+    memcpy(z, x, n * 4);
+    o->dropout(o->ctx, z, z, n, p, 42); /* in place: the same */
+    ck_assert(memcmp(y, z, n * 4) == 0);
+    o->dropout(o->ctx, z, x, n, p, 43); /* another seed: another mask */
+    ck_assert(memcmp(y, z, n * 4) != 0);
+    o->dropout(o->ctx, z, x, n, 0.0f, 42);
+    ck_assert(memcmp(x, z, n * 4) == 0);
+    free(x), free(y), free(z);
+    grpo_backend_close(o);
+}
+END_TEST
+
+/* sum(w * logp) of the fixture's batch, in double. */
+static double weighted_logp(fixture *f, const float *w) {
+    grpo_error err;
+    grpo_error_init(&err);
+    size_t n = (size_t)f->B * f->T;
+    float *logp = calloc(n, sizeof(float));
+    ck_ok(grpo_model_forward(f->m, &f->b, logp, NULL, 1.0f, &err), &err);
+    double s = 0;
+    for (size_t k = 0; k < n; k++)
+        if (f->b.targets[k] >= 0) s += (double)w[k] * logp[k];
+    free(logp);
+    return s;
+}
+
+/* lora.dropout: with one seed (one mask) the adapters' gradients are the derivatives of that
+ * pass's loss: central differences on elements of A and B of the first and the last layer
+ * (the first layer's A sees the dropout's backward in every layer above it). The dropped pass
+ * differs from the undropped one, and the same seed gives the same pass. */
+START_TEST(dropout_gradients_are_the_derivatives_of_the_dropped_pass) {
+    fixture f;
+    grpo_error err;
+    grpo_error_init(&err);
+    fixture_open(&f, _i);
+    const float *w = tensor(f.dense, "dlogp");
+    double plain = weighted_logp(&f, w);
+    f.lora.dropout = 0.25;
+    ck_ok(grpo_lora_dropout(&f.lora, 1, 1234, &err), &err);
+    double dropped = weighted_logp(&f, w);
+    ck_assert_msg(fabs(dropped - plain) > 1e-4, "dropout changed nothing: %g", dropped);
+    ck_assert(weighted_logp(&f, w) == dropped); /* the mask is the seed's */
+    grpo_lora_zero_grad(&f.lora);
+    size_t n = (size_t)f.B * f.T;
+    float *lp = calloc(n, sizeof(float));
+    ck_ok(grpo_model_forward(f.m, &f.b, lp, NULL, 1.0f, &err), &err);
+    ck_ok(grpo_model_backward(f.m, &f.b, w, 1.0f, &err), &err);
+    free(lp);
+    uint32_t which[2] = {0, f.lora.n - 1};
+    int checked = 0;
+    for (int k = 0; k < 2; k++) {
+        const grpo_lora_adapter *a = &f.lora.ad[which[k]];
+        float *params[2] = {a->A, a->B}, *grads[2] = {a->dA, a->dB};
+        for (int t = 0; t < 2; t++)
+            for (int e = 0; e < 3; e++) {
+                size_t at = (size_t)e * 5 + 1; /* a few elements of each */
+                float keep = params[t][at];
+                const double h = 1e-2;
+                params[t][at] = keep + (float)h;
+                double up = weighted_logp(&f, w);
+                params[t][at] = keep - (float)h;
+                double down = weighted_logp(&f, w);
+                params[t][at] = keep;
+                double fd = (up - down) / (2 * h), g = grads[t][at];
+                ck_assert_msg(fabs(fd - g) <= 2e-3 + 2e-2 * fabs(fd),
+                              "%s adapter %u %s[%zu]: analytic %.6g, finite differences %.6g",
+                              names[_i], which[k], t ? "B" : "A", at, g, fd);
+                checked += fabs(fd) > 1e-3;
+            }
+    }
+    ck_assert_msg(checked >= 4, "only %d of the checked derivatives are away from 0", checked);
+    ck_ok(grpo_lora_dropout(&f.lora, 0, 0, &err), &err);
+    ck_assert(fabs(weighted_logp(&f, w) - plain) < 1e-9 * fabs(plain) + 1e-9); /* off again */
+    fixture_close(&f);
+}
+END_TEST
+
 Suite *lora_suite(void) {
     Suite *s = suite_create("lora");
     TCase *tc = tcase_create("peft");
@@ -285,6 +387,9 @@ Suite *lora_suite(void) {
     tcase_add_loop_test(tc, saved_adapters_are_peft_files, 0, N_FIXTURES);
     tcase_add_loop_test(tc, open_dir_and_merge_match_peft, 0, 2); /* the MoE has no merged.* */
     tcase_add_test(tc, bad_targets_and_strange_tensors_are_refused);
+    tcase_add_test(tc, dropout_op_keeps_1_minus_p_scaled);
+    tcase_add_loop_test(tc, dropout_gradients_are_the_derivatives_of_the_dropped_pass, 0,
+                        N_FIXTURES);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -57,7 +57,7 @@ START_TEST(each_minor_appends_its_slots) {
                               offsetof(grpo_ops, matmul_backward_w),
                               offsetof(grpo_ops, embedding_forward_w),
                               offsetof(grpo_ops, head_forward_w),
-                              offsetof(grpo_ops, head_backward_w)};
+                              offsetof(grpo_ops, head_backward_w), offsetof(grpo_ops, dropout)};
     size_t at = offsetof(grpo_ops, head_backward_entropy);
     for (size_t i = 0; i < sizeof ops_1_5 / sizeof ops_1_5[0]; i++)
         ck_assert_uint_eq(ops_1_5[i], at += fn);

@@ -196,11 +196,13 @@ START_TEST(evaluation_does_not_change_training) {
 END_TEST
 
 /* [grpo] keys (and sections after it) of each kill-and-resume run, and [sampling] keys: a bf16
- * rollout copy is refreshed from the resumed policy, a LoRA base held in bf16 reloaded. */
+ * rollout copy is refreshed from the resumed policy, a LoRA base held in bf16 reloaded, LoRA
+ * dropout draws the same masks (seeded by step and pass). */
 static const char *const resume_variants[] = {"", "sync_ref_every = 2\nsync_ref_alpha = 0.5\n",
                                               "[lora]\nr = 4\nalpha = 8\n", "",
-                                              "[lora]\nr = 4\nalpha = 8\nbase_dtype = bf16\n"};
-static const char *const resume_sampling[] = {"", "", "", "weights_dtype = bf16\n", ""};
+                                              "[lora]\nr = 4\nalpha = 8\nbase_dtype = bf16\n",
+                                              "[lora]\nr = 4\nalpha = 8\ndropout = 0.1\n"};
+static const char *const resume_sampling[] = {"", "", "", "weights_dtype = bf16\n", "", ""};
 
 START_TEST(killed_run_resumes_the_same_trajectory) {
     char ini[512], log[512], ck[512];
@@ -524,6 +526,10 @@ START_TEST(unsupported_options_are_refused) {
     snprintf(ini, sizeof ini, "%s/u3.ini", tmp);
     sh("sed -i 's/^loss_type = dapo$/loss_type = vespo/' '%s'", ini); /* a TRL type not built */
     expect_failure(args, "not implemented");
+    /* a LoRA run samples from its frozen base: the bf16 copy is the base itself, not a copy */
+    write_run_sampling("u4", "weights_dtype = bf16\n", "[lora]\nr = 4\n");
+    snprintf(ini, sizeof ini, "%s/u4.ini", tmp);
+    expect_failure(args, "lora.base_dtype = bf16");
 }
 END_TEST
 

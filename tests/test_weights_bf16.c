@@ -281,7 +281,7 @@ START_TEST(lora_on_a_bf16_base_trains_the_same_adapters) {
     char adir[4200];
     snprintf(adir, sizeof adir, "%s/tests/fixtures/%s", GRPO_SOURCE_DIR, lora_dirs[_i]);
     grpo_lora l1, l2;
-    grpo_lora_opts o = {4, 8.0, rslora[_i], lora_targets[_i]};
+    grpo_lora_opts o = {4, 8.0, rslora[_i], lora_targets[_i], 0.0};
     ck_ok(grpo_lora_attach(&l1, p.f32, &o, 1, &err), &err);
     ck_ok(grpo_lora_attach(&l2, p.bf16, &o, 1, &err), &err);
     ck_ok(grpo_lora_load(&l1, adir, &err), &err);

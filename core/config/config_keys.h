@@ -163,7 +163,7 @@
     I(lora, r, "0", "[0, 4096]",                                                                \
       "LoRA rank: > 0 trains adapters on a frozen base (reference = adapters off); 0 = full fine-tuning") \
     F(lora, alpha, "8", "> 0", "lora_alpha: the adapters are scaled by alpha / r (alpha / sqrt(r) with use_rslora)") \
-    F(lora, dropout, "0", "[0, 1)", "lora_dropout (only 0 is implemented; other values are refused)") \
+    F(lora, dropout, "0", "[0, 1)", "lora_dropout on the adapters' input in training passes (not sampling)") \
     S(lora, target_modules, "all-linear", 0,                                                   \
       "comma-separated module names (q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj, ...) or all-linear") \
     B(lora, use_rslora, "false", 0, "rank-stabilised LoRA: scale alpha / sqrt(r)")             \

@@ -60,7 +60,7 @@ static void select_targets(grpo_lora *l, const char *spec) {
             float *P = l->block, *G = l->block + l->floats;
             l->ad[n] = (grpo_lora_adapter){sizeof(grpo_lora_adapter), i, l->r, lora_scale(l),
                                            P + off, P + off + (uint64_t)l->r * IC, G + off,
-                                           G + off + (uint64_t)l->r * IC};
+                                           G + off + (uint64_t)l->r * IC, 0.0f, 0};
         }
         off += (uint64_t)l->r * (IC + OC), n++;
     }
@@ -106,6 +106,7 @@ int grpo_lora_attach(grpo_lora *l, grpo_model *m, const grpo_lora_opts *o, uint6
                      grpo_error *err) {
     memset(l, 0, sizeof *l);
     l->m = m, l->r = o->r, l->alpha = o->alpha, l->use_rslora = o->use_rslora;
+    l->dropout = o->dropout;
     if (o->r <= 0) return grpo_error_set(err, GRPO_ERR_INVALID, "LoRA: r must be > 0");
     select_targets(l, o->target_modules);
     if (l->n == 0)
@@ -126,6 +127,15 @@ int grpo_lora_attach(grpo_lora *l, grpo_model *m, const grpo_lora_opts *o, uint6
     if (rc == GRPO_OK) rc = grpo_lora_enable(l, 1, err);
     if (rc != GRPO_OK) grpo_lora_free(l);
     return rc;
+}
+
+int grpo_lora_dropout(grpo_lora *l, int on, uint64_t seed, grpo_error *err) {
+    if (l->dropout <= 0.0) return GRPO_OK;
+    for (uint32_t i = 0; i < l->n; i++) {
+        l->ad[i].dropout = on ? (float)l->dropout : 0.0f;
+        l->ad[i].seed = seed ^ ((uint64_t)(i + 1) * 0xd1b54a32d192ed03ull); /* per adapter */
+    }
+    return grpo_model_set_lora(l->m, l->ad, l->n, l->enabled, err);
 }
 
 int grpo_lora_enable(grpo_lora *l, int on, grpo_error *err) {
@@ -163,7 +173,7 @@ static char *config_json(const grpo_lora *l, const char *base_model) {
     cJSON_AddStringToObject(c, "base_model_name_or_path", base_model ? base_model : "");
     cJSON_AddNumberToObject(c, "r", l->r);
     cJSON_AddNumberToObject(c, "lora_alpha", l->alpha);
-    cJSON_AddNumberToObject(c, "lora_dropout", 0.0);
+    cJSON_AddNumberToObject(c, "lora_dropout", l->dropout);
     cJSON_AddItemToObject(c, "target_modules", mods);
     cJSON_AddBoolToObject(c, "use_rslora", l->use_rslora);
     cJSON_AddStringToObject(c, "bias", "none");
@@ -272,6 +282,11 @@ static int targets_of(const cJSON *t, char *out, size_t size) {
 }
 
 /* The LoRA options adapter_config.json (text, read from path) describes. */
+/* lora_dropout of an adapter_config.json: a number in [0, 1), else 0 (PEFT's default). */
+static double drop_of(const cJSON *d) {
+    return cJSON_IsNumber(d) && d->valuedouble > 0 && d->valuedouble < 1 ? d->valuedouble : 0.0;
+}
+
 static int parse_config(const char *text, const char *path, grpo_lora_opts *o, char *targets,
                         size_t size, grpo_error *err) {
     cJSON *c = cJSON_Parse(text);
@@ -297,7 +312,7 @@ static int parse_config(const char *text, const char *path, grpo_lora_opts *o, c
                                            : NULL;
     if (!bad)
         *o = (grpo_lora_opts){(int32_t)r->valuedouble, alpha->valuedouble, cJSON_IsTrue(rs),
-                              targets};
+                              targets, drop_of(cJSON_GetObjectItemCaseSensitive(c, "lora_dropout"))};
     cJSON_Delete(c);
     return bad ? grpo_error_set(err, GRPO_ERR_INVALID, "%s: expected %s", path, bad) : GRPO_OK;
 }

@@ -10,6 +10,8 @@
  *     against the last component of a weight's module (q_proj, ..., down_proj; experts included).
  *   scale s = alpha / r, or alpha / sqrt(r) with use_rslora.
  *   init: A (r,IC) ~ U(-1/sqrt(IC), 1/sqrt(IC)) (PEFT: kaiming_uniform_ with a = sqrt(5)), B = 0.
+ *   dropout: PEFT's lora_dropout, y = ... + s (drop(x) A^T) B^T, in training passes only (the
+ *     masks come from a seed per pass: grpo/ops.h dropout, so they differ from torch's draws).
  *
  * Files (PEFT's own, so PeftModel.from_pretrained(base, dir) loads them):
  *   adapter_model.safetensors  base_model.model.<module>.lora_A.weight (r,IC), .lora_B.weight
@@ -29,6 +31,8 @@ typedef struct grpo_lora_opts {
     double alpha;
     int use_rslora;
     const char *target_modules; /* see above */
+    double dropout;             /* lora_dropout in [0, 1): on the adapters' input in training
+                                   passes (grpo_lora_dropout), never in sampling or evaluation */
 } grpo_lora_opts;
 
 typedef struct grpo_lora {
@@ -36,6 +40,7 @@ typedef struct grpo_lora {
     int32_t r;
     double alpha;
     int use_rslora, enabled;
+    double dropout;             /* lora_dropout (opts) */
     uint32_t n;                 /* adapters */
     grpo_lora_adapter *ad;      /* [n]; A, B point into the params section, dA, dB the grads */
     uint64_t floats;            /* P: floats of all A and B */
@@ -50,6 +55,10 @@ int grpo_lora_attach(grpo_lora *l, grpo_model *m, const grpo_lora_opts *o, uint6
 /* on = 0: the base model alone (the reference); on = 1: with the adapters. */
 int grpo_lora_enable(grpo_lora *l, int on, grpo_error *err);
 void grpo_lora_zero_grad(grpo_lora *l);
+/* on = 1: lora_dropout in the passes until the next call, its masks drawn from seed (a
+ * different seed for every training forward; its backward must see the same one); on = 0: no
+ * dropout. Nothing to do when dropout is 0. */
+int grpo_lora_dropout(grpo_lora *l, int on, uint64_t seed, grpo_error *err);
 /* Adapter i's PEFT tensor names into a / b (size bytes each). */
 void grpo_lora_names(const grpo_lora *l, uint32_t i, char *a, char *b, size_t size);
 /* Writes dir/adapter_model.safetensors and dir/adapter_config.json (atomic files); base_model

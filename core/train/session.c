@@ -8,19 +8,15 @@
 
 #include "base/comm.h"
 #include "base/files.h"
+#include "base/rng.h"
 #include "train/checkpoint.h"
 
 /* A LoRA run's policy: model.path frozen (in bf16 with lora.base_dtype = bf16), with fresh
  * adapters (PEFT's init from train.seed). */
 static int open_lora(grpo_session *s, grpo_error *err) {
     const grpo_run_config *cfg = s->cfg;
-    if (cfg->lora_dropout != 0.0)
-        return grpo_error_set(err, GRPO_ERR_UNSUPPORTED,
-                              "lora.dropout = %g: dropout on the adapters' input is not "
-                              "implemented (TRL's GRPOTrainer turns dropout off too: "
-                              "disable_dropout = True); expected 0", cfg->lora_dropout);
     grpo_lora_opts lo = {(int32_t)cfg->lora_r, cfg->lora_alpha, cfg->lora_use_rslora,
-                         cfg->lora_target_modules};
+                         cfg->lora_target_modules, cfg->lora_dropout};
     int32_t dtype = cfg->lora_base_dtype == GRPO_BASE_BF16 ? GRPO_DTYPE_BF16 : GRPO_DTYPE_F32;
     int rc = grpo_run_open_model_as(&s->run, s->run.model_dir, 0, dtype, &s->policy, err);
     if (rc == GRPO_OK) rc = grpo_lora_attach(&s->lora, s->policy, &lo, (uint64_t)cfg->train_seed,
@@ -78,6 +74,14 @@ int grpo_session_open(grpo_session *s, const grpo_run_args *a, int resume, grpo_
     if (rc != GRPO_OK) return rc;
     s->opt.step = s->st.optimizer_step;
     return open_data(s, err);
+}
+
+int grpo_session_dropout(grpo_session *s, int on, uint64_t pass, grpo_error *err) {
+    if (!s->lora.n || s->lora.dropout <= 0.0) return GRPO_OK;
+    grpo_rng r; /* a seed per (train.seed, step, pass): independent of anything else drawn */
+    grpo_rng_seed_stream(&r, (uint64_t)s->cfg->train_seed ^ 0x6c6f726164726f70ull /* loradrop */,
+                         (uint64_t)s->st.step, pass);
+    return grpo_lora_dropout(&s->lora, on, grpo_rng_next(r.s), err);
 }
 
 int grpo_session_log_open(const grpo_session *s, const char *name, grpo_run_log *l,

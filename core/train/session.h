@@ -46,6 +46,11 @@ typedef struct grpo_session {
     long steps_done;  /* steps taken by this process (the progress line's rate) */
 } grpo_session;
 
+/* LoRA dropout (lora.dropout > 0) on for the policy's training pass number `pass` of this step
+ * (its forward and backward), with masks from (train.seed, step, pass), so a resumed run draws
+ * the same ones; off (on = 0) after its backward. Nothing to do without LoRA dropout. */
+int grpo_session_dropout(grpo_session *s, int on, uint64_t pass, grpo_error *err);
+
 /* Opens everything above (ownership: grpo_session_close() frees it, also after a failure). */
 int grpo_session_open(grpo_session *s, const grpo_run_args *a, int resume, grpo_error *err);
 /* Opens log.dir/name (creating log.dir): fresh, or on resume cut back to the resumed step. */

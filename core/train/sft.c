@@ -96,10 +96,11 @@ static int next_batch(sft *s, double *tokens, grpo_error *err) {
 
 /* Forward, mean NLL over the response tokens (+ a MoE policy's router aux loss times
  * grpo.aux_loss_coef, as in GRPO), backward (gradient / accum). Adds the loss. */
-static int sft_micro(sft *s, double *loss, double *tokens, grpo_error *err) {
+static int sft_micro(sft *s, long pass, double *loss, double *tokens, grpo_error *err) {
     const grpo_run_config *cfg = s->ses->cfg;
     grpo_model *policy = s->ses->policy;
     int rc = next_batch(s, tokens, err);
+    if (rc == GRPO_OK) rc = grpo_session_dropout(s->ses, 1, (uint64_t)pass, err);
     if (rc == GRPO_OK) rc = grpo_seqbatch_forward(&s->sb, policy, 0, 1.0f, err);
     if (rc != GRPO_OK) return rc;
     double sum = 0, denom = (*tokens > 0 ? *tokens : 1) * (double)cfg->train_grad_accum;
@@ -114,7 +115,8 @@ static int sft_micro(sft *s, double *loss, double *tokens, grpo_error *err) {
     if (grpo_seqbatch_aux_loss(&s->sb, policy, cfg->grpo_aux_loss_coef, (int)cfg->train_grad_accum,
                                &aux))
         *loss += cfg->grpo_aux_loss_coef / (double)cfg->train_grad_accum * aux;
-    return grpo_seqbatch_backward(&s->sb, policy, 0, 1.0f, err);
+    rc = grpo_seqbatch_backward(&s->sb, policy, 0, 1.0f, err);
+    return rc == GRPO_OK ? grpo_session_dropout(s->ses, 0, 0, err) : rc;
 }
 
 /* One optimizer step over train.grad_accum batches (grpo_session_step_fn). */
@@ -124,7 +126,7 @@ static int sft_step(grpo_session *ses, void *ctx, grpo_error *err) {
     int rc = GRPO_OK;
     for (long a = 0; rc == GRPO_OK && a < ses->cfg->train_grad_accum; a++) {
         double n = 0;
-        rc = sft_micro(s, &loss, &n, err);
+        rc = sft_micro(s, a, &loss, &n, err);
         tokens += n;
     }
     grpo_optim_stats os;

@@ -343,6 +343,9 @@ static int micro_step(trainer *t, chunk *c, int32_t r0, int32_t rows, const grpo
     int bonus = lo->entropy_coef != 0.0; /* the loss depends on the entropy too */
     int rc = chunk_batch(t, c, r0, rows, err);
     if (rc == GRPO_OK && (t->ref || t->ref_is_base)) rc = reference_logp(t, c, ref, err);
+    /* LoRA dropout's masks: a pass per chunk, rank (its first global row) and micro-batch */
+    uint64_t pass = (uint64_t)(c - t->chunks) << 48 ^ (uint64_t)c->g0 << 24 ^ (uint64_t)r0;
+    if (rc == GRPO_OK) rc = grpo_session_dropout(&t->s, 1, pass, err);
     if (rc == GRPO_OK) rc = grpo_seqbatch_forward(&t->sb, t->s.policy, 1, t->scale, err);
     if (rc == GRPO_OK) rc = expert_load_add(t, err);
     if (rc != GRPO_OK) return rc;
@@ -379,7 +382,8 @@ static int micro_step(trainer *t, chunk *c, int32_t r0, int32_t rows, const grpo
         memcpy(t->sb.dlogp + at, dl + from, (size_t)c->T * sizeof(float));
         if (bonus) memcpy(t->sb.dentropy + at, de + from, (size_t)c->T * sizeof(float));
     }
-    return grpo_seqbatch_backward(&t->sb, t->s.policy, bonus, t->scale, err);
+    rc = grpo_seqbatch_backward(&t->sb, t->s.policy, bonus, t->scale, err);
+    return rc == GRPO_OK ? grpo_session_dropout(&t->s, 0, 0, err) : rc;
 }
 
 static int train_on_chunks(trainer *t, loss_sums *sums, grpo_error *err) {

@@ -127,6 +127,7 @@ grpo_ops *cpu_backend_open(int32_t threads, grpo_error *err) {
         /* .embedding_forward_w = */ cpu_embedding_forward_w,
         /* .head_forward_w     = */ cpu_head_forward_w,
         /* .head_backward_w    = */ cpu_head_backward_w,
+        /* .dropout            = */ cpu_dropout,
     };
     return ops;
 }

@@ -166,6 +166,9 @@ void cpu_head_backward_w(void *ctx, float *dhidden, const float *dlogp, const fl
                          const int32_t *targets, const float *lse, int32_t N, int32_t C, int32_t V,
                          float scale);
 
+/* ---- dropout.c --------------------------------------------------------------------------- */
+void cpu_dropout(void *ctx, float *out, const float *inp, uint64_t n, float p, uint64_t seed);
+
 /* ---- adamw.c ----------------------------------------------------------------------------- */
 void cpu_adamw(void *ctx, float *param, const float *grad, float *m, float *v, uint64_t n,
                double lr, double beta1, double beta2, double eps, double weight_decay, int32_t t);

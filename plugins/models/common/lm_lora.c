@@ -1,6 +1,7 @@
 /* lm_lora.c — LoRA adapters on the linear layers (see lm_lora.h). */
 #include "lm_lora.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,9 +21,9 @@ int32_t lm_lora_trains(const lm_lora *l) {
 
 static int32_t check_adapter(const grpo_lora_adapter *a, const grpo_param_desc *descs,
                              uint32_t n_params, const char *who, grpo_error *err) {
-    if (a->struct_size < sizeof(grpo_lora_adapter))
+    if (a->struct_size < offsetof(grpo_lora_adapter, dropout)) /* the 1.4 fields */
         return grpo_error_set(err, GRPO_ERR_ABI, "%s: set_lora: adapter struct_size %u < %zu",
-                              who, a->struct_size, sizeof(grpo_lora_adapter));
+                              who, a->struct_size, offsetof(grpo_lora_adapter, dropout));
     if (a->param >= n_params || descs[a->param].ndim != 2)
         return grpo_error_set(err, GRPO_ERR_UNSUPPORTED,
                               "%s: set_lora: parameter %u is not a 2-D linear weight", who,
@@ -47,16 +48,36 @@ int32_t lm_lora_set(lm_lora *l, const grpo_ops *o, const grpo_lora_adapter *adap
             return grpo_error_set(err, GRPO_ERR_NOMEM, "%s: set_lora: out of memory", who);
         }
     }
+    /* the host's array strides by its struct_size (a 1.4 host's adapters lack the dropout) */
+    size_t stride = n > 0 ? adapters[0].struct_size : 0;
     for (uint32_t i = 0; i < n; i++) {
-        int32_t st = check_adapter(&adapters[i], descs, n_params, who, err);
+        grpo_lora_adapter *a = &l->a[i];
+        memset(a, 0, sizeof *a);
+        const grpo_lora_adapter *src =
+            (const grpo_lora_adapter *)((const char *)adapters + i * stride);
+        memcpy(a, src, stride < sizeof *a ? stride : sizeof *a);
+        a->struct_size = sizeof *a;
+        int32_t st = stride == src->struct_size ? check_adapter(src, descs, n_params, who, err)
+                                                : grpo_error_set(err, GRPO_ERR_ABI,
+                                                                 "%s: set_lora: adapters of "
+                                                                 "different struct_size", who);
+        if (st == GRPO_OK && !(a->dropout >= 0.0f && a->dropout < 1.0f))
+            st = grpo_error_set(err, GRPO_ERR_INVALID, "%s: set_lora: adapter on parameter %u "
+                                "has dropout %g; expected [0, 1)", who, a->param,
+                                (double)a->dropout);
+        if (st == GRPO_OK && a->dropout > 0.0f &&
+            !(GRPO_HAS_FIELD(o, grpo_ops, dropout) && o->dropout))
+            st = grpo_error_set(err, GRPO_ERR_UNSUPPORTED, "%s: set_lora: LoRA dropout needs the "
+                                "%s backend's dropout op (ABI 1.5)", who, o->name);
         if (st != GRPO_OK) {
             lm_lora_free(l), lm_lora_free(&old);
             return st;
         }
-        uint32_t p = adapters[i].param;
-        l->a[i] = adapters[i], l->w[i] = params[p];
+        uint32_t p = a->param;
+        l->w[i] = params[p];
         int64_t OC = descs[p].shape[0], IC = descs[p].shape[1];
-        int64_t width = 2 * adapters[i].r + (IC > OC ? IC : OC);
+        /* h, dh (N,r); t (N, max(IC,OC)); the dropped input (N,IC) */
+        int64_t width = 2 * a->r + (IC > OC ? IC : OC) + IC;
         if (width > l->width) l->width = width;
     }
     l->n = n;
@@ -85,11 +106,22 @@ static const grpo_lora_adapter *adapter_of(const lm_lora *l, const float *w) {
     return NULL;
 }
 
+/* The adapter's input: inp itself, or drop(inp) (N,IC) in the scratch's last columns. */
+static const float *dropped_input(const grpo_ops *o, const lm_lora *l,
+                                  const grpo_lora_adapter *a, const float *inp, int32_t N,
+                                  int32_t IC) {
+    if (a->dropout <= 0.0f) return inp;
+    float *x = l->buf + (size_t)N * (l->width - IC);
+    o->dropout(o->ctx, x, inp, (uint64_t)N * IC, a->dropout, a->seed);
+    return x;
+}
+
 void lm_lora_forward_add(const grpo_ops *o, const lm_lora *l, float *out, const float *inp,
                          const float *w, int32_t N, int32_t IC, int32_t OC) {
     const grpo_lora_adapter *a = adapter_of(l, w);
     if (!a) return;
     float *h = l->buf, *t = h + (size_t)N * a->r; /* h (N,r), t (N,OC) */
+    inp = dropped_input(o, l, a, inp, N, IC);
     o->matmul_forward(o->ctx, h, inp, a->A, NULL, N, IC, a->r);
     o->scale(o->ctx, h, a->scale, (uint64_t)N * a->r);
     o->matmul_forward(o->ctx, t, h, a->B, NULL, N, a->r, OC);
@@ -101,10 +133,14 @@ void lm_lora_backward_add(const grpo_ops *o, const lm_lora *l, float *dinp, cons
     const grpo_lora_adapter *a = adapter_of(l, w);
     if (!a) return;
     float *h = l->buf, *dh = h + (size_t)N * a->r, *t = dh + (size_t)N * a->r;
+    inp = dropped_input(o, l, a, inp, N, IC); /* the forward's mask again, from its seed */
     o->matmul_forward(o->ctx, h, inp, a->A, NULL, N, IC, a->r); /* recomputed: (N,r) is cheap */
     o->scale(o->ctx, h, a->scale, (uint64_t)N * a->r);
     o->matmul_backward(o->ctx, dh, a->dB, NULL, dout, h, a->B, N, a->r, OC);
     o->scale(o->ctx, dh, a->scale, (uint64_t)N * a->r);
     o->matmul_backward(o->ctx, dinp ? t : NULL, a->dA, NULL, dh, inp, a->A, N, IC, a->r);
-    if (dinp) o->accumulate(o->ctx, dinp, t, (uint64_t)N * IC);
+    if (!dinp) return;
+    if (a->dropout > 0.0f) /* d drop(x) / dx: the same mask and scale */
+        o->dropout(o->ctx, t, t, (uint64_t)N * IC, a->dropout, a->seed);
+    o->accumulate(o->ctx, dinp, t, (uint64_t)N * IC);
 }

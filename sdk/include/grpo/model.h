@@ -104,6 +104,13 @@ typedef struct grpo_lora_adapter {
     float scale;
     float *A, *B;    /* (r,IC), (OC,r) */
     float *dA, *dB;  /* their gradients, accumulated (+=) by backward(); NULL: not trained */
+    /* -- 1.5: lora_dropout on the adapter's input, y = ... + s (drop(x) A^T) B^T, in every pass
+     *    until the next set_lora (the host sets it for a training forward and its backward,
+     *    with a fresh seed each time, and 0 otherwise); drop is grpo_ops.dropout with this p
+     *    and seed (the pack derives nothing else from it). A pack reads these only when
+     *    struct_size covers them (a 1.4 host's adapters have no dropout). -- */
+    float dropout;   /* p in [0, 1); 0: none */
+    uint64_t seed;
 } grpo_lora_adapter;
 
 /* A KV cache: kv_floats(R, S) floats of backend memory owned by the host. */

@@ -174,6 +174,11 @@ typedef struct grpo_ops {
                             const float *entropy, const float *hidden, const void *w,
                             int32_t wtype, const int32_t *targets, const float *lse, int32_t N,
                             int32_t C, int32_t V, float scale);
+    /* -- 1.5: dropout with a mask made from (seed, element index) alone, so a backward pass
+     *    regenerates it instead of storing it: out[i] = inp[i] / (1 - p) where
+     *    grpo_dropout_keeps(seed, i, p), else 0 (out may equal inp). The gradient of the op is
+     *    the op itself applied to dout with the same seed and p. (LoRA's lora_dropout.) -- */
+    void (*dropout)(void *ctx, float *out, const float *inp, uint64_t n, float p, uint64_t seed);
 } grpo_ops;
 
 /* -- 1.5: element types of weights (grpo_model_desc.bind_typed, the *_w ops) -- */
@@ -191,6 +196,16 @@ static inline uint16_t grpo_bf16_from_f32(float x) {
     union { float f; uint32_t u; } v = {x};
     if ((v.u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((v.u >> 16) | 0x40u); /* NaN */
     return (uint16_t)((v.u + 0x7fffu + ((v.u >> 16) & 1u)) >> 16);
+}
+
+/* 1.5: whether dropout keeps element i under seed at rate p (0 <= p < 1): a splitmix64 hash of
+ * seed and i, its top 24 bits as u in [0, 1), kept when u >= p. Every backend draws this mask. */
+static inline int grpo_dropout_keeps(uint64_t seed, uint64_t i, float p) {
+    uint64_t z = seed + (i + 1) * 0x9e3779b97f4a7c15ull;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    z ^= z >> 31;
+    return (float)(z >> 40) * (1.0f / 16777216.0f) >= p;
 }
 
 /* bf16 -> fp32, exact. */

@@ -45,6 +45,7 @@
  *   1.5  weights in bf16: GRPO_DTYPE_*, grpo_bf16_from_f32/_to_f32 (grpo/ops.h); the ops
  *        convert, matmul_forward_w, matmul_backward_w, embedding_forward_w, head_forward_w,
  *        head_backward_w; grpo_model_desc.bind_typed (a frozen base or a rollout copy in bf16).
+ *        LoRA dropout: grpo_ops.dropout, grpo_dropout_keeps, grpo_lora_adapter.dropout, .seed.
  *
  * Two versions: the library's magic carries the SDK it was COMPILED against (the host refuses a
  * newer minor than its own, so a pack rebuilt against 1.3 loads in 1.3+ hosts only); a
