@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """lora_memory.py — peak RSS of `grpo train` steps with LoRA (r = 16, all-linear) against full
-fine-tuning, on two random-init shapes (issue 15):
+fine-tuning, and with the LoRA base held in bf16 (lora.base_dtype = bf16), on two random-init
+shapes (issue 15):
 
   minimind2-small  hidden 512, 8 layers, 8/2 heads, intermediate 1408, vocab 6400, tied (26M)
   qwen2.5-0.5b     hidden 896, 24 layers, 14/2 heads, intermediate 4864, vocab 151936, tied,
@@ -13,6 +14,7 @@ transformers under build/bench_lora/ (the tokenizer: bench_grpo_step's, MiniMind
 so every row generates all 32 tokens). Prints a Markdown table for BENCHMARKS.md.
 
 Usage: python3 bench/lora_memory.py [GRPO_BINARY] [--only minimind2-small|qwen2.5-0.5b]
+                                    [--variants full,lora,lora-bf16]
 """
 import json
 import os
@@ -57,15 +59,19 @@ def make(name, shape, tok_dir):
     return d
 
 
-def run(grpo, model, lora):
-    tag = ("lora" if lora else "full") + "-" + os.path.basename(model)
+VARIANTS = {"full": "", "lora": "[lora]\nr = 16\nalpha = 32\n",
+            "lora-bf16": "[lora]\nr = 16\nalpha = 32\nbase_dtype = bf16\n"}
+
+
+def run(grpo, model, variant):
+    tag = variant + "-" + os.path.basename(model)
     ini = os.path.join(OUT, tag + ".ini")
     prompts = os.path.join(ROOT, "bench", "bench_grpo_step_prompts.jsonl")
     with open(ini, "w") as f:
         f.write(f"[model]\npath = {model}\n[data]\npath = {prompts}\nchat_template = {{prompt}}\n"
                 "[sampling]\nnum_generations = 4\nmax_completion_length = 32\n"
                 "[grpo]\nloss_type = grpo\nbeta = 0.02\n[optim]\nlr = 1e-5\n"
-                + ("[lora]\nr = 16\nalpha = 32\n" if lora else "")
+                + VARIANTS[variant]
                 + "[train]\nsteps = 2\nbatch_prompts = 1\nseed = 1\nthreads = 2\n"
                 f"[log]\ndir = {OUT}/runs/{tag}\n[checkpoint]\ndir = {OUT}/runs/{tag}/ckpt\n"
                 "every = 0\n[reward.len]\nplugin = builtin.length\n")
@@ -86,18 +92,19 @@ def main():
     tok = os.path.join(ROOT, "build", "bench_grpo_step", "model")
     if not os.path.exists(os.path.join(tok, "tokenizer.json")):
         raise SystemExit(f"{tok}: run python3 bench/bench_grpo_step_torch.py --make {tok} first")
-    rows = []
+    variants = (sys.argv[sys.argv.index("--variants") + 1].split(",") if "--variants" in sys.argv
+                else list(VARIANTS))
+    print("| shape | " + " | ".join(f"{v} peak RSS (CPU s)" for v in variants) + " |")
+    print("|---|" + "---|" * len(variants))
     for name, shape in SHAPES.items():
         if only and name != only:
             continue
         d = make(name, shape, tok)
-        full, full_cpu = run(grpo, d, False)
-        lora, lora_cpu = run(grpo, d, True)
-        rows.append((name, full, lora, full_cpu, lora_cpu))
-    print("| shape | full fine-tuning peak RSS | LoRA r=16 peak RSS | full / LoRA | CPU s full, LoRA |")
-    print("|---|---|---|---|---|")
-    for name, full, lora, fc, lc in rows:
-        print(f"| {name} | {full:.0f} MiB | {lora:.0f} MiB | {full / lora:.1f}x | {fc:.0f}, {lc:.0f} |")
+        cells = []
+        for v in variants:
+            rss, cpu = run(grpo, d, v)
+            cells.append(f"{rss:.0f} MiB ({cpu:.0f})")
+        print(f"| {name} | " + " | ".join(cells) + " |", flush=True)
 
 
 if __name__ == "__main__":
