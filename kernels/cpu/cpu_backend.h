@@ -92,6 +92,11 @@ void cpu_matmul_backward(void *ctx, float *dinp, float *dw, float *dbias, const 
  * regions. The result does not depend on the thread count. */
 void cpu_matmul_small_forward(cpu_ctx *ctx, float *out, const float *inp, const float *w,
                               const float *bias, int32_t M, int32_t IC, int32_t OC);
+/* The same for a weight held as wtype (GRPO_DTYPE_*, weights.c): each thread widens its block
+ * of weight rows into a cache-sized buffer before the block kernel (same sums, same order). */
+void cpu_matmul_small_forward_w(cpu_ctx *ctx, float *out, const float *inp, const void *w,
+                                int32_t wtype, const float *bias, int32_t M, int32_t IC,
+                                int32_t OC);
 
 /* ---- rmsnorm.c --------------------------------------------------------------------------- */
 void cpu_rmsnorm_forward(void *ctx, float *out, float *rstd, const float *inp, const float *w,
@@ -149,6 +154,9 @@ void cpu_widen_rows(void *ctx, float *dst, const void *src, int32_t dtype, uint6
  * widened into buf (rows * cols floats) on ctx's threads (ctx NULL: the calling thread). */
 const float *cpu_weight_rows(void *ctx, const void *w, int32_t dtype, uint64_t row0,
                              uint64_t rows, uint64_t cols, float *buf);
+/* weights.c's grow-only buffer of at least floats floats (a widened weight panel), apart from
+ * cpu_scratch; outside parallel regions. */
+float *cpu_weight_panel(cpu_ctx *ctx, uint64_t floats);
 void cpu_convert(void *ctx, void *dst, int32_t dst_type, const void *src, int32_t src_type,
                  uint64_t n);
 void cpu_matmul_forward_w(void *ctx, float *out, const float *inp, const void *w, int32_t wtype,

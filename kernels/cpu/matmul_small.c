@@ -23,6 +23,7 @@
  * the same sum in the same order whatever the thread count: a block's result does not depend
  * on which thread runs it.
  */
+#include <omp.h>
 #include <string.h>
 
 #include "cpu/cpu_backend.h"
@@ -170,17 +171,33 @@ static small_block_fn *small_pick(int32_t limit, int32_t *ob) {
     return small_block_base;
 }
 
-/* The ob rows of w after the block at row o0, the block's own rows when none follow. */
-static const float *next_block(const float *w, const float *wb, int32_t o0, int32_t OC,
-                               int32_t IC, int32_t ob) {
+/* Where the ob rows of w (esz bytes an element) after the block at row o0 start, for the
+ * prefetch; the block's own rows wb when none follow. */
+static const float *next_block(const void *w, size_t esz, const float *wb, int32_t o0,
+                               int32_t OC, int32_t IC, int32_t ob) {
     int32_t n0 = o0 + ob;
     if (n0 >= OC) return wb;
     if (n0 + ob > OC) n0 = OC - ob; /* the last block overlaps its predecessor */
-    return w + (size_t)n0 * IC;
+    return (const float *)((const char *)w + (size_t)n0 * IC * esz);
 }
 
 void cpu_matmul_small_forward(cpu_ctx *ctx, float *out, const float *inp, const float *w,
                               const float *bias, int32_t M, int32_t IC, int32_t OC) {
+    cpu_matmul_small_forward_w(ctx, out, inp, w, GRPO_DTYPE_F32, bias, M, IC, OC);
+}
+
+/* Block blk's ob weight rows as fp32: w's own rows, or (bf16) widened into wl (ob,IC), which
+ * stays in L1/L2 for the block kernel: the widening reads 2 bytes a weight from memory. */
+static const float *block_rows(const void *w, int32_t wtype, int32_t o0, int32_t ob, int32_t IC,
+                               float *wl) {
+    if (wtype == GRPO_DTYPE_F32) return (const float *)w + (size_t)o0 * IC;
+    cpu_widen_rows(NULL, wl, (const uint16_t *)w + (size_t)o0 * IC, wtype, (uint64_t)ob * IC);
+    return wl;
+}
+
+void cpu_matmul_small_forward_w(cpu_ctx *ctx, float *out, const float *inp, const void *w,
+                                int32_t wtype, const float *bias, int32_t M, int32_t IC,
+                                int32_t OC) {
     CPU_CHECK(M >= 1 && M <= CPU_SMALL_M, "matmul_small_forward",
               "rows must lie in [1, CPU_SMALL_M = 48]");
     if (OC <= 0) return;
@@ -193,10 +210,10 @@ void cpu_matmul_small_forward(cpu_ctx *ctx, float *out, const float *inp, const 
     float *xt = cpu_scratch(ctx, nx + np > 0 ? nx + np : 1);
     CPU_CHECK(xt != NULL, "matmul_small_forward", "out of memory for the transposed input");
     transpose_rows(xt, inp, M, IC, MT);
-    if (np) {
-        memcpy(xt + nx, w, (size_t)OC * IC * sizeof(float));
+    if (np) { /* the padded copy is fp32 whatever w is */
+        cpu_widen_rows(NULL, xt + nx, w, wtype, (uint64_t)OC * IC);
         memset(xt + nx + (size_t)OC * IC, 0, (size_t)(ob - OC) * IC * sizeof(float));
-        w = xt + nx;
+        w = xt + nx, wtype = GRPO_DTYPE_F32;
     }
     /* Block b covers columns [b * ob, ...). The last one, when OC is not a multiple of ob, is
      * computed over the ob columns ending at OC (so it reads only rows of w) and stores the
@@ -204,12 +221,17 @@ void cpu_matmul_small_forward(cpu_ctx *ctx, float *out, const float *inp, const 
     const int32_t blocks = (OC + ob - 1) / ob;
     int nt = cpu_threads_for(ctx, (double)M * IC * OC);
     if (nt > blocks) nt = blocks;
+    /* bf16: a widened block of ob rows per thread */
+    float *wls = wtype == GRPO_DTYPE_F32 ? NULL : cpu_weight_panel(ctx, (uint64_t)nt * ob * IC);
+    const size_t esz = grpo_dtype_size(wtype);
 #pragma omp parallel for num_threads(nt) schedule(static)
     for (int32_t blk = 0; blk < blocks; blk++) {
         const int32_t first = blk * ob;
         const int32_t o0 = OC >= ob && first + ob > OC ? OC - ob : first;
         const int32_t o1 = first + ob < OC ? first + ob : OC;
-        const float *wb = w + (size_t)o0 * IC, *next = next_block(w, wb, o0, OC, IC, ob);
+        float *wl = wls ? wls + (size_t)omp_get_thread_num() * ob * IC : NULL;
+        const float *wb = block_rows(w, wtype, o0, ob, IC, wl);
+        const float *next = next_block(w, esz, wb, o0, OC, IC, ob);
         float acc[SMALL_OB_MAX * SMALL_LANES];
         for (int32_t t = 0; t < MT; t++) {
             /* the next block is fetched during the last lane tile (earlier ones reuse wb) */

@@ -6,8 +6,9 @@
  * the fp32 rows, in place for fp32 and widened into a buffer otherwise, and the fp32 kernels run
  * on the panel. Widening bf16 is exact, so every op here computes the fp32 op of the widened
  * weight; only the order of the sums across panels can differ.
- *   matmul_forward_w:  out (N,OC) = inp (N,IC) @ w^T + bias, panel by panel of OP rows of w:
- *                      out[:, o0:o1] is the fp32 matmul of the panel (small-M path for decode)
+ *   matmul_forward_w:  decode rows (N <= CPU_SMALL_M): matmul_small.c, each thread widening its
+ *                      block of weight rows into cache; more rows: panel by panel of OP rows of
+ *                      w, out[:, o0:o1] the fp32 GEMM of the widened panel
  *   matmul_backward_w: dinp (N,IC) = sum over panels of dout[:, o0:o1] @ w[o0:o1]
  * A decode step then reads 2 bytes per weight from memory instead of 4; the widened panel
  * (OP x IC fp32) stays in cache for the fp32 kernel.
@@ -81,9 +82,9 @@ void cpu_convert(void *ctx, void *dst, int32_t dst_type, const void *src, int32_
     }
 }
 
-/* A buffer of `need` floats for a widened panel (and its product), apart from the context's
- * scratch (the fp32 kernels run on the panel use that). Grows only. */
-static float *panel_buffer(cpu_ctx *ctx, uint64_t need) {
+/* A buffer of `need` floats for a widened panel (and its product), or the decode kernel's
+ * per-thread blocks, apart from the context's scratch (the fp32 kernels use that). Grows only. */
+float *cpu_weight_panel(cpu_ctx *ctx, uint64_t need) {
     if (need > ctx->panel_floats) {
         cpu_free(ctx, ctx->panel);
         ctx->panel = cpu_alloc(ctx, need * sizeof(float));
@@ -101,8 +102,12 @@ void cpu_matmul_forward_w(void *ctx_, float *out, const float *inp, const void *
         return;
     }
     if (N <= 0 || OC <= 0) return;
+    if (N <= CPU_SMALL_M) { /* decode: each thread widens its own blocks (matmul_small.c) */
+        cpu_matmul_small_forward_w(ctx, out, inp, w, wtype, bias, N, IC, OC);
+        return;
+    }
     /* the panel (OP,IC), then its product y (N,op) before it goes to out's columns o0.. */
-    float *panel = panel_buffer(ctx, (uint64_t)OP * IC + (uint64_t)N * OP);
+    float *panel = cpu_weight_panel(ctx, (uint64_t)OP * IC + (uint64_t)N * OP);
     float *y = panel + (size_t)OP * IC;
     for (int32_t o0 = 0; o0 < OC; o0 += OP) {
         int32_t op = OC - o0 < OP ? OC - o0 : OP;
@@ -130,7 +135,7 @@ void cpu_matmul_backward_w(void *ctx_, float *dinp, const float *dout, const voi
         memset(dinp, 0, (size_t)N * IC * sizeof(float));
         return;
     }
-    float *panel = panel_buffer(ctx, (uint64_t)OP * IC);
+    float *panel = cpu_weight_panel(ctx, (uint64_t)OP * IC);
     for (int32_t o0 = 0; o0 < OC; o0 += OP) {
         int32_t op = OC - o0 < OP ? OC - o0 : OP;
         const float *wp = cpu_weight_rows(ctx, w, wtype, (uint64_t)o0, (uint64_t)op,
