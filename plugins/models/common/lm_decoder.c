@@ -243,12 +243,15 @@ static int32_t weight_dtype(lm_decoder *d, const int32_t *dtypes, float *const *
     for (uint32_t i = 0; dtypes && i < t->n; i++) {
         int32_t dt = dtypes[i];
         int32_t ok = t->descs[i].ndim == 1 ? dt == GRPO_DTYPE_F32 : w < 0 || dt == w;
+        const char *name = dt == GRPO_DTYPE_F32    ? "fp32"
+                           : dt == GRPO_DTYPE_BF16 ? "bf16"
+                                                   : "an unknown dtype";
         if (!ok || !lm_linear_supports(d->ops, dt) || (dt != GRPO_DTYPE_F32 && grads && grads[i]))
             return grpo_error_set(err, GRPO_ERR_UNSUPPORTED,
-                                  "%s: bind: %s held as dtype %d: this pack computes fp32 1-D "
+                                  "%s: bind: %s held as %s: this pack computes fp32 1-D "
                                   "tensors, one dtype for all the others (fp32, or bf16 when the "
                                   "%s backend has the 1.5 typed ops), and trains fp32 only",
-                                  d->who, t->names[i], dt, d->ops->name);
+                                  d->who, t->names[i], name, d->ops->name);
         if (t->descs[i].ndim > 1) w = dt;
     }
     d->lin.wtype = w < 0 ? GRPO_DTYPE_F32 : w;
