@@ -18,6 +18,7 @@
  */
 #include <check.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -349,6 +350,42 @@ START_TEST(a_bf16_copy_follows_the_fp32_model) {
 }
 END_TEST
 
+/* A pack built before 1.5 (no bind_typed) is refused by name, and a pack refuses what it cannot
+ * compute with: a 1-D tensor (a norm) in bf16, or matrices in two dtypes. */
+START_TEST(what_cannot_be_held_in_bf16_is_refused) {
+    pair p;
+    grpo_error err;
+    grpo_error_init(&err);
+    pair_open(&p, 0);
+    grpo_model_desc old = *p.f32->desc;
+    old.struct_size = (uint32_t)offsetof(grpo_model_desc, bind_typed);
+    grpo_model *m = NULL;
+    ck_assert_int_eq(grpo_model_open_as(&m, &old, &p.host, p.dir, NULL, 0, GRPO_DTYPE_BF16, &err),
+                     GRPO_ERR_UNSUPPORTED);
+    ck_assert_msg(strstr(err.message, old.id) && strstr(err.message, "bind_typed"), "%s",
+                  err.message);
+    grpo_model *b = p.bf16;
+    int32_t *dt = malloc(b->n_params * sizeof *dt);
+    memcpy(dt, b->dtype, b->n_params * sizeof *dt);
+    uint32_t norm = 0, second = 0;
+    while (b->params[norm].ndim != 1) norm++;
+    dt[norm] = GRPO_DTYPE_BF16;
+    ck_assert_int_eq(b->desc->bind_typed(b->inst, (void *const *)b->param_ptr, dt, NULL, &err),
+                     GRPO_ERR_UNSUPPORTED);
+    ck_assert_msg(strstr(err.message, b->params[norm].name) && strstr(err.message, "bf16"), "%s",
+                  err.message);
+    memcpy(dt, b->dtype, b->n_params * sizeof *dt);
+    for (uint32_t i = 0, seen = 0; i < b->n_params; i++)
+        if (b->params[i].ndim > 1 && seen++ == 1) second = i;
+    dt[second] = GRPO_DTYPE_F32; /* one matrix in fp32 among bf16 ones */
+    ck_assert_int_eq(b->desc->bind_typed(b->inst, (void *const *)b->param_ptr, dt, NULL, &err),
+                     GRPO_ERR_UNSUPPORTED);
+    ck_assert_msg(strstr(err.message, "one dtype"), "%s", err.message);
+    free(dt);
+    pair_close(&p);
+}
+END_TEST
+
 Suite *weights_bf16_suite(void);
 Suite *weights_bf16_suite(void) {
     Suite *s = suite_create("weights_bf16");
@@ -359,6 +396,7 @@ Suite *weights_bf16_suite(void) {
     tcase_add_loop_test(tc, a_model_in_bf16_computes_the_rounded_fp32_model, 0, 3);
     tcase_add_loop_test(tc, lora_on_a_bf16_base_trains_the_same_adapters, 0, 3);
     tcase_add_test(tc, a_bf16_copy_follows_the_fp32_model);
+    tcase_add_test(tc, what_cannot_be_held_in_bf16_is_refused);
     suite_add_tcase(s, tc);
     return s;
 }
