@@ -191,6 +191,27 @@ START_TEST(evaluation_does_not_change_training) {
 }
 END_TEST
 
+/* train.gradient_checkpointing recomputes the activations in backward with the same ops: every
+ * metric (loss, kl, rewards, grad_norm, ...) of every step equals the run without it, with the
+ * policy's forward/backward split into micro-batches (micro_batch = 3) and a reference (beta). */
+START_TEST(gradient_checkpointing_does_not_change_training) {
+    char ini[512], log[512], a_path[512], b_path[512];
+    write_run("gca", ""), write_run("gcb", "");
+    snprintf(ini, sizeof ini, "%s/gca.ini", tmp), snprintf(log, sizeof log, "%s/gca.log", tmp);
+    char *a_args[] = {"grpo", "train", ini, "--set", "train.steps=3", "--plugin-path",
+                      GRPO_PACK_BUILD_DIR, NULL};
+    ck_assert_msg(run_grpo(log, a_args) == 0, "run failed, see %s", log);
+    snprintf(ini, sizeof ini, "%s/gcb.ini", tmp), snprintf(log, sizeof log, "%s/gcb.log", tmp);
+    char *b_args[] = {"grpo", "train", ini, "--set", "train.steps=3", "--set",
+                      "train.gradient_checkpointing=true", "--plugin-path", GRPO_PACK_BUILD_DIR,
+                      NULL};
+    ck_assert_msg(run_grpo(log, b_args) == 0, "run with recomputation failed, see %s", log);
+    snprintf(a_path, sizeof a_path, "%s/gca/metrics.jsonl", tmp);
+    snprintf(b_path, sizeof b_path, "%s/gcb/metrics.jsonl", tmp);
+    same_metrics(a_path, b_path, 3);
+}
+END_TEST
+
 /* [grpo] keys of each kill-and-resume run. */
 static const char *const resume_variants[] = {"", "sync_ref_every = 2\nsync_ref_alpha = 0.5\n",
                                               "[lora]\nr = 4\nalpha = 8\n"};
@@ -724,6 +745,7 @@ int main(void) {
     tcase_add_test(tc, set_overrides_change_the_run);
     tcase_add_test(tc, checkpoints_carry_a_model_card);
     tcase_add_test(tc, evaluation_does_not_change_training);
+    tcase_add_test(tc, gradient_checkpointing_does_not_change_training);
     tcase_add_test(tc, the_entropy_bonus_alone_raises_the_entropy);
     tcase_add_test(tc, lora_grpo_learns_on_an_sft_model);
     tcase_add_loop_test(tc, grpo_raises_an_easy_reward, 0,

@@ -69,6 +69,9 @@ int grpo_session_open(grpo_session *s, const grpo_run_args *a, int resume, grpo_
     if (grpo_comm_rank() == 0 && (rc = grpo_ckpt_prepare(cfg->checkpoint_dir, err)) != GRPO_OK)
         return rc;
     if ((rc = open_policy(s, err)) != GRPO_OK) return rc;
+    if (cfg->train_gradient_checkpointing &&
+        (rc = grpo_model_set_gradient_checkpointing(s->policy, 1, err)) != GRPO_OK)
+        return rc;
     grpo_optim_opts oo;
     if ((rc = grpo_optim_opts_from_config(&oo, cfg, err)) != GRPO_OK) return rc;
     rc = s->lora.n ? grpo_optimizer_init_lora(&s->opt, &s->lora, &oo, err)

@@ -218,6 +218,14 @@ typedef struct grpo_model_desc {
      * weight the pack does not run as a plain linear layer. */
     int32_t (*set_lora)(void *model, const grpo_lora_adapter *adapters, uint32_t n,
                         int32_t enabled, grpo_error *err);
+
+    /* -- 1.5 -- */
+    /* (optional) Activation recomputation (gradient checkpointing): on != 0 makes forward()
+     * keep only what backward() cannot cheaply recompute (e.g. each layer's input) and
+     * backward() recompute the rest one layer at a time; same gradients as on = 0.
+     * activation_floats() answers for the setting in force, so the host calls this before it
+     * sizes the activation block (and sizes it again after a change). */
+    int32_t (*set_gradient_checkpointing)(void *model, int32_t on, grpo_error *err);
 } grpo_model_desc;
 
 #define GRPO_RELAYOUT_LOAD 0 /* file -> plugin */

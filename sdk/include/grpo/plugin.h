@@ -43,6 +43,7 @@
  *        grpo_model_desc.backward_entropy (what grpo.entropy_coef trains through).
  *        LoRA: grpo_lora_adapter and grpo_model_desc.set_lora (adapters on a frozen base).
  *   1.5  (this landing; its additions are listed here as they land)
+ *        grpo_model_desc.set_gradient_checkpointing (train.gradient_checkpointing).
  *
  * Two versions: the library's magic carries the SDK it was COMPILED against (the host refuses a
  * newer minor than its own, so a pack rebuilt against 1.3 loads in 1.3+ hosts only); a
