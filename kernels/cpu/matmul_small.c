@@ -26,7 +26,6 @@
  * the same sum in the same order whatever the thread count: a block's result does not depend
  * on which thread runs it.
  */
-#include <omp.h>
 #include <string.h>
 
 #include "cpu/cpu_backend.h"
@@ -34,13 +33,11 @@
 #define SMALL_LANES 16  /* rows of out per vector accumulator: one AVX-512 register of fp32 */
 #define SMALL_OB_MAX 8  /* the most weight rows per block (AVX-512) */
 
-/* Rows [i0, i1) of xt (IC, MT, L) from inp (M,IC), zero in the lanes of rows >= M. Written in
- * order; the M input rows are read in parallel, each of their cache lines used for 16 steps of
- * i. */
-static void transpose_rows(float *xt, const float *inp, int32_t M, int32_t IC, int32_t MT,
-                           int32_t i0, int32_t i1) {
+/* xt (IC, MT, L) from inp (M,IC), zero in the lanes of rows >= M. Written in order; the M
+ * input rows are read in parallel, each of their cache lines used for 16 steps of i. */
+static void transpose_rows(float *xt, const float *inp, int32_t M, int32_t IC, int32_t MT) {
     const int32_t W = MT * SMALL_LANES;
-    for (int32_t i = i0; i < i1; i++) {
+    for (int32_t i = 0; i < IC; i++) {
         float *x = xt + (size_t)i * W;
         for (int32_t m = 0; m < M; m++) x[m] = inp[(size_t)m * IC + i];
         for (int32_t m = M; m < W; m++) x[m] = 0.0f;
@@ -230,15 +227,10 @@ void cpu_matmul_small_forward(cpu_ctx *ctx, float *out, const float *inp, const 
     const int32_t blocks = (OC + ob - 1) / ob;
     int nt = cpu_threads_for(ctx, (double)M * IC * OC);
     if (nt > blocks) nt = blocks;
-#pragma omp parallel num_threads(nt)
-    {
-        /* the transposition is split too: the other threads would only wait for it */
-        int32_t n = omp_get_num_threads(), chunk = (IC + n - 1) / n;
-        int32_t i0 = chunk * omp_get_thread_num() < IC ? chunk * omp_get_thread_num() : IC;
-        transpose_rows(xt, inp, M, IC, MT, i0, i0 + chunk < IC ? i0 + chunk : IC);
-#pragma omp barrier
-#pragma omp for schedule(static)
-        for (int32_t blk = 0; blk < blocks; blk++)
-            column_block(block, out, xt, w, bias, blk, ob, M, IC, OC, MT);
-    }
+    /* on one thread: split, it would add a barrier, and with a core busy elsewhere every sync
+     * point waits for a time slice (measured slower so) */
+    transpose_rows(xt, inp, M, IC, MT);
+#pragma omp parallel for num_threads(nt) schedule(static)
+    for (int32_t blk = 0; blk < blocks; blk++)
+        column_block(block, out, xt, w, bias, blk, ob, M, IC, OC, MT);
 }
