@@ -110,7 +110,7 @@ void lm_decoder_acts_carve(lm_decoder *d, lm_decoder_acts *a, float *block, int3
         p = lm_attn_acts_carve(la, p, d->attn, N);
         p += d->arch->layer_layout(d, la, p, N);
     }
-    if (train && d->recompute) { /* each layer's input apart; the shared x takes recomputed outputs */
+    if (train && d->recompute) { /* each layer's input apart; the shared x: recomputed outputs */
         a->xr = lm_decoder_layer(d, a, 0)->x;
         for (int32_t l = 0; l < d->L; l++, p += lm_padded(N * d->attn->C))
             lm_decoder_layer(d, a, l)->x = p;

@@ -185,7 +185,7 @@ int32_t lm_decoder_vocab_size(void *model);
     .scratch_floats = lm_decoder_scratch_floats, .prefill = lm_decoder_prefill,                  \
     .decode = lm_decoder_decode, .kv_copy_row = lm_decoder_kv_copy_row,                          \
     .vocab_size = lm_decoder_vocab_size, .backward_entropy = lm_decoder_backward_entropy,       \
-    .set_lora = lm_decoder_set_lora,                                                              \
+    .set_lora = lm_decoder_set_lora,                                                             \
     .set_gradient_checkpointing = lm_decoder_set_gradient_checkpointing
 int32_t lm_decoder_hidden(void *model, const grpo_batch *batch, float *scratch, float *out,
                           grpo_error *err);
