@@ -10,8 +10,13 @@ loss_type grpo, AdamW, one thread (train.threads = 1, torch.set_num_threads(1),
 OMP/OPENBLAS/MKL_NUM_THREADS=1). Each process runs STEPS steps; the first WARMUP are dropped
 (first-touch of the activation memory, allocator warm-up) and the median of the rest is its time.
 
+--new-tokens N (default 128) sets the completion length of both sides; --gradient-checkpointing
+runs both with activation recomputation (train.gradient_checkpointing = true; the torch side
+model.gradient_checkpointing_enable(), TRL's GRPO default).
+
 Usage (from the repository root, after building):
   python3 bench/bench_grpo_step.py [--rounds 3] [--steps 4] [--warmup 1] [--micro-batch 0]
+                                   [--new-tokens 128] [--gradient-checkpointing]
 """
 import argparse
 import json
@@ -81,31 +86,43 @@ def timed(cmd, tag, watch=None):
     return out, {"rss_mib": rss, "cpu_pct": cpu, "cpu_marks": marks}
 
 
-def run_file(steps, micro_batch):
-    """The committed run file with steps and micro_batch replaced, written under OUT."""
+def setting(a):
+    """The tag of a's settings in file names: micro-batch, new tokens, recomputation."""
+    return (f"mb{a.micro_batch}" + (f"_n{a.new_tokens}" if a.new_tokens != 128 else "")
+            + ("_gc" if a.gradient_checkpointing else ""))
+
+
+def run_file(a):
+    """The committed run file with a's steps, micro_batch, completion length and recomputation,
+    written under OUT."""
+    steps, micro_batch, tag = a.steps, a.micro_batch, setting(a)
     src = open(os.path.join(ROOT, "bench", "bench_grpo_step.ini")).read()
     src = src.replace("path = ../build/bench_grpo_step/model", "path = model")
     src = src.replace("path = bench_grpo_step_prompts.jsonl",
                       "path = ../../bench/bench_grpo_step_prompts.jsonl")
     src = re.sub(r"(?m)^steps = .*$", f"steps = {steps}", src)
     src = re.sub(r"(?m)^micro_batch = .*$", f"micro_batch = {micro_batch}", src)
-    src = re.sub(r"(?m)^dir = build/bench_grpo_step/runs", f"dir = {OUT}/runs_mb{micro_batch}", src)
-    path = os.path.join(OUT, f"run_mb{micro_batch}.ini")
+    src = re.sub(r"(?m)^max_completion_length = .*$", f"max_completion_length = {a.new_tokens}",
+                 src)
+    if a.gradient_checkpointing:
+        src = src.replace("micro_batch = ", "gradient_checkpointing = true\nmicro_batch = ")
+    src = re.sub(r"(?m)^dir = build/bench_grpo_step/runs", f"dir = {OUT}/runs_{tag}", src)
+    path = os.path.join(OUT, f"run_{tag}.ini")
     with open(path, "w") as f:
         f.write(src)
     return path
 
 
 def run_c(a, tag):
-    ini = run_file(a.steps, a.micro_batch)
-    metrics = os.path.join(OUT, f"runs_mb{a.micro_batch}", "metrics.jsonl")
+    ini = run_file(a)
+    metrics = os.path.join(OUT, f"runs_{setting(a)}", "metrics.jsonl")
     if os.path.exists(metrics):
         os.remove(metrics)
     _, res = timed([os.path.join(ROOT, "build", "grpo"), "train", ini], tag, watch=metrics)
     with open(metrics) as f:
         rows = [json.loads(line) for line in f]
     steps = [r["step_time"] for r in rows]
-    assert all(r["completions/mean_length"] == 128 for r in rows), "a row stopped early"
+    assert all(r["completions/mean_length"] == a.new_tokens for r in rows), "a row stopped early"
     res["steps"] = steps
     res["median"] = statistics.median(steps[a.warmup:])
     m = res["cpu_marks"]  # CPU time between metrics lines = CPU time of steps 2..
@@ -117,7 +134,8 @@ def run_c(a, tag):
 def run_torch(a, tag):
     cmd = ["python3", os.path.join(ROOT, "bench", "bench_grpo_step_torch.py"), "--model",
            os.path.join(OUT, "model"), "--steps", str(a.steps), "--warmup", str(a.warmup),
-           "--threads", "1", "--micro-batch", str(a.micro_batch)]
+           "--threads", "1", "--micro-batch", str(a.micro_batch), "--max-new-tokens",
+           str(a.new_tokens)] + (["--gradient-checkpointing"] if a.gradient_checkpointing else [])
     text, res = timed(cmd, tag)
     res["steps"] = [float(x) for x in re.findall(r"(?m)^step \d+: ([0-9.]+) s", text)]
     res["median"] = statistics.median(res["steps"][a.warmup:])
@@ -137,6 +155,9 @@ def main():
     p.add_argument("--warmup", type=int, default=1)
     p.add_argument("--micro-batch", type=int, default=0)
     p.add_argument("--sides", default="c,torch", help="which programs to run: c, torch or both")
+    p.add_argument("--new-tokens", type=int, default=128, help="completion length of every row")
+    p.add_argument("--gradient-checkpointing", action="store_true",
+                   help="activation recomputation on both sides")
     a = p.parse_args()
     os.makedirs(OUT, exist_ok=True)
     if not os.path.exists(os.path.join(OUT, "model", "model.safetensors")):
@@ -147,7 +168,7 @@ def main():
         order = ["c", "torch"] if r % 2 == 0 else ["torch", "c"]
         order = [s for s in order if s in a.sides.split(",")]
         for side in order:
-            tag = f"{side}_mb{a.micro_batch}_r{r}"
+            tag = f"{side}_{setting(a)}_r{r}"
             res = run_c(a, tag) if side == "c" else run_torch(a, tag)
             (c_all if side == "c" else t_all).append(res)
             phases = " ".join(f"{k} {v:.2f}" for k, v in res.get("phases", {}).items())
@@ -170,7 +191,8 @@ def main():
     tc = statistics.median(x["cpu_median"] for x in t_all)
     crss = statistics.median(x["rss_mib"] for x in c_all)
     trss = statistics.median(x["rss_mib"] for x in t_all)
-    print(f"\nmicro_batch {a.micro_batch or 16}: C {cm:.2f} s/step "
+    gc = ", gradient checkpointing" if a.gradient_checkpointing else ""
+    print(f"\nmicro_batch {a.micro_batch or 16}, {a.new_tokens} new tokens{gc}: C {cm:.2f} s/step "
           f"(rounds {min(x['median'] for x in c_all):.2f}..{max(x['median'] for x in c_all):.2f}),"
           f" torch {tm:.2f} s/step "
           f"(rounds {min(x['median'] for x in t_all):.2f}..{max(x['median'] for x in t_all):.2f})")
