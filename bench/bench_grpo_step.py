@@ -10,6 +10,8 @@ loss_type grpo, AdamW, one thread (train.threads = 1, torch.set_num_threads(1),
 OMP/OPENBLAS/MKL_NUM_THREADS=1). Each process runs STEPS steps; the first WARMUP are dropped
 (first-touch of the activation memory, allocator warm-up) and the median of the rest is its time.
 
+Per round it prints each side's CPU seconds per phase (C: the time/cpu/... metrics of
+metrics.jsonl: rollout, reference, policy, optimizer; torch: its own phases).
 --new-tokens N (default 128) sets the completion length of both sides; --gradient-checkpointing
 runs both with activation recomputation (train.gradient_checkpointing = true; the torch side
 model.gradient_checkpointing_enable(), TRL's GRPO default).
@@ -128,6 +130,9 @@ def run_c(a, tag):
     m = res["cpu_marks"]  # CPU time between metrics lines = CPU time of steps 2..
     res["cpu_steps"] = [m[i] - m[i - 1] for i in range(max(a.warmup, 1), len(m))]
     res["cpu_median"] = statistics.median(res["cpu_steps"])
+    timed_rows = rows[a.warmup:] or rows  # the phases' CPU seconds (time/cpu/... metrics)
+    res["phases"] = {k[len("time/cpu/"):]: statistics.median(r[k] for r in timed_rows)
+                     for k in rows[0] if k.startswith("time/cpu/")}
     return res
 
 
