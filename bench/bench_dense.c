@@ -3,12 +3,14 @@
  * (hidden 512, 8 layers, 8 query / 2 kv heads, intermediate 1408, vocab 6400, tied head).
  *
  *   build/bench/bench_dense [--threads N] [--batch B] [--seq T] [--rows R] [--prompt P]
- *                           [--new N] [--steps S]
+ *                           [--new N] [--steps S] [--recompute 0|1]
  * Packs are looked for in <dir of the executable>/../packs (the build tree) and the usual path.
  *
  * Writes a random model (Llama naming, tied) to a temp HF directory, loads it through the
  * registry like any model, then measures:
  *   sgemm      cblas_sgemm (N,512)x(512,1408): the machine's reachable FLOP/s at these shapes
+ *   acts       the training activation block of (B,T) without and with activation
+ *              recomputation (train.gradient_checkpointing; --recompute 1 times fwd+bwd with it)
  *   fwd+bwd    forward + backward of (B,T) tokens (log-probs of next tokens, d logp = 1/N):
  *              tokens/s and model FLOP/s (6 * matmul params per token + attention, see flops())
  *   decode     the sampler (greedy) on R rows: P-token prompts + N new tokens each (no EOS):
@@ -16,7 +18,7 @@
  *   matmul R   the backend's matmul_forward of R rows at each weight shape of the model, over
  *              copies of w that fill 128 MB (so w comes from memory, as in a decode step):
  *              GFLOP/s and GB/s of weights read, next to a plain streaming read of the same
- *              128 MB (the memory bandwidth one thread gets); CPU time
+ *              128 MB at 1 and at --threads threads (the memory roofline); wall and CPU time
  * fwd+bwd and decode are reported twice: by wall time and by the process's CPU time (all its
  * threads), which a shared machine disturbs less (it does not count time the process waits
  * for a core; at 1 thread it is the compute time).
@@ -126,27 +128,42 @@ static double bench_sgemm(int N, double *cpu_rate) {
     return 2.0 * N * C * IM * reps / dt;
 }
 
-/* matmul_forward of R rows at the model's weight shapes, w cycling through 128 MB of copies. */
-static void bench_matmul_rows(const grpo_ops *o, int R) {
+/* Streaming read of n bytes on `threads` threads (4 independent sums of 64-bit words each),
+ * best of 3: GB/s by wall time, *cpu_rate by CPU time (all threads). */
+static double stream_read(const void *p, size_t n, int threads, double *cpu_rate) {
+    double best = 1e30, best_cpu = 1e30;
+    uint64_t sum = 0;
+    for (int rep = 0; rep < 3; rep++) {
+        const uint64_t *u = p;
+        double t0 = now(), c0 = cpu_now();
+#pragma omp parallel for num_threads(threads) schedule(static) reduction(+ : sum)
+        for (size_t i = 0; i < n / 32; i++)
+            sum += u[4 * i] + u[4 * i + 1] + u[4 * i + 2] + u[4 * i + 3];
+        double dt = now() - t0, dc = cpu_now() - c0;
+        if (dt < best) best = dt;
+        if (dc < best_cpu) best_cpu = dc;
+    }
+    if (sum == 42) printf("(checksum %llu)\n", (unsigned long long)sum); /* keeps the reads */
+    *cpu_rate = n / best_cpu / 1e9;
+    return n / best / 1e9;
+}
+
+/* matmul_forward of R rows at the model's weight shapes, w cycling through 128 MB of copies:
+ * GB/s of weights read, by wall and by CPU time, and as a share of the streaming read at the
+ * same thread count (the memory roofline of a decode step). */
+static void bench_matmul_rows(const grpo_ops *o, int R, int threads) {
     const int shapes[5][2] = {{C, NH * HD}, {C, NKV * HD}, {C, IM}, {IM, C}, {C, V}};
     const char *names[5] = {"q, o", "k, v", "gate, up", "down", "head"};
     const size_t pool = (size_t)128 << 20; /* bytes of weight copies */
     float *host = malloc(pool), *x = malloc((size_t)R * IM * 4);
     for (size_t i = 0; i < pool / 4; i++) host[i] = randn_ish();
     for (int i = 0; i < R * IM; i++) x[i] = randn_ish();
-    /* streaming read of the pool: 4 independent sums of 64-bit words */
-    double best_read = 1e30;
-    uint64_t sum[4] = {0, 0, 0, 0};
-    for (int rep = 0; rep < 3; rep++) {
-        const uint64_t *u = (const uint64_t *)host;
-        double c0 = cpu_now();
-        for (size_t i = 0; i + 4 <= pool / 8; i += 4)
-            sum[0] += u[i], sum[1] += u[i + 1], sum[2] += u[i + 2], sum[3] += u[i + 3];
-        double dc = cpu_now() - c0;
-        if (dc < best_read) best_read = dc;
-    }
-    printf("stream read of %zu MB (1 thread): %.1f GB/s (checksum %llu)\n", pool >> 20,
-           pool / best_read / 1e9, (unsigned long long)(sum[0] + sum[1] + sum[2] + sum[3]));
+    double read1_cpu, read1 = stream_read(host, pool, 1, &read1_cpu), read_cpu;
+    double read = stream_read(host, pool, threads, &read_cpu);
+    printf("stream read of %zu MB, 1 thread: %.1f GB/s, cpu time: %.1f GB/s\n", pool >> 20,
+           read1, read1_cpu);
+    printf("stream read of %zu MB, %d threads: %.1f GB/s, cpu time: %.1f GB/s\n", pool >> 20,
+           threads, read, read_cpu);
     float *w = o->alloc(o->ctx, pool), *dx = o->alloc(o->ctx, (size_t)R * IM * 4);
     float *dy = o->alloc(o->ctx, (size_t)R * V * 4);
     o->upload(o->ctx, w, host, pool);
@@ -155,23 +172,26 @@ static void bench_matmul_rows(const grpo_ops *o, int R) {
         int IC = shapes[s][0], OC = shapes[s][1];
         size_t nw = (size_t)IC * OC, copies = pool / (nw * 4);
         int calls = 0;
-        double c0 = cpu_now(), dc;
+        double t0 = now(), c0 = cpu_now(), dc;
         do {
             o->matmul_forward(o->ctx, dy, dx, w + (calls % copies) * nw, NULL, R, IC, OC);
             o->sync(o->ctx);
             calls++;
             dc = cpu_now() - c0;
         } while (dc < 0.3);
+        double dt = now() - t0, gb = 4.0 * nw * calls / 1e9;
         printf("matmul %d rows, %-8s (%4d -> %4d): %7.1f us/call, %5.1f GFLOP/s, %4.1f GB/s of "
-               "weights\n", R, names[s], IC, OC, dc / calls * 1e6, 2.0 * R * nw * calls / dc / 1e9,
-               4.0 * nw * calls / dc / 1e9);
+               "weights (%3.0f%% of the %d-thread stream read); cpu time: %5.1f GFLOP/s, %4.1f "
+               "GB/s (%3.0f%%)\n", R, names[s], IC, OC, dt / calls * 1e6,
+               2.0 * R * nw * calls / dt / 1e9, gb / dt, 100 * gb / dt / read, threads,
+               2.0 * R * nw * calls / dc / 1e9, gb / dc, 100 * gb / dc / read_cpu);
     }
     o->free(o->ctx, w), o->free(o->ctx, dx), o->free(o->ctx, dy);
     free(host), free(x);
 }
 
 int main(int argc, char **argv) {
-    int threads = 2, B = 4, T = 256, R = 16, P = 32, NEW = 128, steps = 3;
+    int threads = 2, B = 4, T = 256, R = 16, P = 32, NEW = 128, steps = 3, recompute = 0;
     for (int i = 1; i + 1 < argc; i += 2) {
         int v = atoi(argv[i + 1]);
         if (!strcmp(argv[i], "--threads")) threads = v;
@@ -181,8 +201,9 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--prompt")) P = v;
         else if (!strcmp(argv[i], "--new")) NEW = v;
         else if (!strcmp(argv[i], "--steps")) steps = v;
+        else if (!strcmp(argv[i], "--recompute")) recompute = v;
     }
-    if (steps < 1) steps = 1;
+    if (steps < 0) steps = 0; /* 0: no sgemm, no fwd+bwd (decode and matmul only) */
     grpo_error err;
     grpo_error_init(&err);
     char dir[] = "/tmp/grpo_bench_dense_XXXXXX";
@@ -200,16 +221,29 @@ int main(int argc, char **argv) {
     grpo_env env;
     grpo_model *m = NULL;
     if (grpo_env_open(&env, packs, 1, "cpu", threads, &err) != GRPO_OK ||
-        grpo_model_open_dir(&m, &env.reg, &env.host, dir, 1, &err) != GRPO_OK ||
+        grpo_model_open_dir(&m, &env.reg, &env.host, dir, 1, &err) != GRPO_OK) {
+        fprintf(stderr, "bench_dense: %s\n", err.message);
+        return 1;
+    }
+    uint64_t full = m->desc->activation_floats(m->inst, B, T);
+    if (grpo_model_set_gradient_checkpointing(m, 1, &err) != GRPO_OK) {
+        fprintf(stderr, "bench_dense: %s\n", err.message);
+        return 1;
+    }
+    uint64_t kept = m->desc->activation_floats(m->inst, B, T);
+    printf("acts (%d,%d): %.1f MiB, with recomputation %.1f MiB (%.2fx)\n", B, T,
+           full * 4.0 / 1048576, kept * 4.0 / 1048576, (double)kept / full);
+    if (grpo_model_set_gradient_checkpointing(m, recompute, &err) != GRPO_OK ||
         grpo_model_reserve_acts(m, B, T, &err) != GRPO_OK) {
         fprintf(stderr, "bench_dense: %s\n", err.message);
         return 1;
     }
     printf("shape: hidden %d, layers %d, heads %d/%d, intermediate %d, vocab %d; threads %d\n", C,
            L, NH, NKV, IM, V, threads);
-    double sgemm_cpu, sgemm = bench_sgemm(B * T, &sgemm_cpu);
-    printf("sgemm (%d,%d)x(%d,%d): %.1f GFLOP/s, cpu time: %.1f GFLOP/s\n", B * T, C, C, IM,
-           sgemm / 1e9, sgemm_cpu / 1e9);
+    double sgemm_cpu, sgemm = steps ? bench_sgemm(B * T, &sgemm_cpu) : 0;
+    if (steps)
+        printf("sgemm (%d,%d)x(%d,%d): %.1f GFLOP/s, cpu time: %.1f GFLOP/s\n", B * T, C, C, IM,
+               sgemm / 1e9, sgemm_cpu / 1e9);
 
     int N = B * T;
     int32_t *ids = malloc(N * 4), *mask = malloc(N * 4), *pos = malloc(N * 4), *tgt = malloc(N * 4);
@@ -220,7 +254,7 @@ int main(int argc, char **argv) {
     }
     grpo_batch b = {sizeof b, B, T, ids, mask, pos, tgt, 0.0f};
     double best = 1e30, best_cpu = 1e30;
-    for (int s = 0; s <= steps; s++) { /* step 0 warms up */
+    for (int s = 0; steps && s <= steps; s++) { /* step 0 warms up */
         double t0 = now(), c0 = cpu_now();
         grpo_model_zero_grad(m);
         if (grpo_model_forward(m, &b, logp, NULL, 1.0f, &err) ||
@@ -233,10 +267,12 @@ int main(int argc, char **argv) {
         if (s > 0 && dc < best_cpu) best_cpu = dc;
     }
     double flops = 3 * fwd_flops_per_token(T) * N;
-    printf("fwd+bwd (%d,%d): %.3f s/step, %.0f tokens/s, %.1f GFLOP/s (best of %d)\n", B, T, best,
-           N / best, flops / best / 1e9, steps);
-    printf("fwd+bwd (%d,%d) cpu time: %.3f s/step, %.0f tokens/s, %.1f GFLOP/s (best of %d)\n", B,
-           T, best_cpu, N / best_cpu, flops / best_cpu / 1e9, steps);
+    if (steps && recompute) printf("fwd+bwd with activation recomputation\n");
+    if (steps)
+        printf("fwd+bwd (%d,%d): %.3f s/step, %.0f tokens/s, %.1f GFLOP/s (best of %d)\n"
+               "fwd+bwd (%d,%d) cpu time: %.3f s/step, %.0f tokens/s, %.1f GFLOP/s (best of %d)\n",
+               B, T, best, N / best, flops / best / 1e9, steps, B, T, best_cpu, N / best_cpu,
+               flops / best_cpu / 1e9, steps);
 
     double t0 = now(), c0 = cpu_now();
     bench_generate("bench_dense", m, R, P, NEW, V);
@@ -246,7 +282,7 @@ int main(int argc, char **argv) {
     printf("decode %d rows, prompt %d, %d new cpu time: %.2f s, %.0f new tokens/s\n", R, P, NEW,
            dc, (double)R * NEW / dc);
 
-    bench_matmul_rows(env.ops, R);
+    bench_matmul_rows(env.ops, R, threads);
 
     grpo_model_close(m);
     grpo_env_close(&env);

@@ -10,8 +10,20 @@ loss_type grpo, AdamW, one thread (train.threads = 1, torch.set_num_threads(1),
 OMP/OPENBLAS/MKL_NUM_THREADS=1). Each process runs STEPS steps; the first WARMUP are dropped
 (first-touch of the activation memory, allocator warm-up) and the median of the rest is its time.
 
+Per round it prints each side's CPU seconds per phase (C: the time/cpu/... metrics of
+metrics.jsonl: rollout, reference, policy, optimizer; torch: its own phases).
+--new-tokens N (default 128) sets the completion length of both sides; --gradient-checkpointing
+runs both with activation recomputation (train.gradient_checkpointing = true; the torch side
+model.gradient_checkpointing_enable(), TRL's GRPO default).
+
+--rooflines also runs build/bench/bench_dense briefly for this machine's sgemm and streaming-read
+rates (CPU time, 1 thread) and prints each side's phases as shares of them; --busy-core also
+times the C step at train.threads = 2 alone and next to a spinning process (the slowdown).
+
 Usage (from the repository root, after building):
   python3 bench/bench_grpo_step.py [--rounds 3] [--steps 4] [--warmup 1] [--micro-batch 0]
+                                   [--new-tokens 128] [--gradient-checkpointing] [--rooflines]
+                                   [--busy-core]
 """
 import argparse
 import json
@@ -81,43 +93,62 @@ def timed(cmd, tag, watch=None):
     return out, {"rss_mib": rss, "cpu_pct": cpu, "cpu_marks": marks}
 
 
-def run_file(steps, micro_batch):
-    """The committed run file with steps and micro_batch replaced, written under OUT."""
+def setting(a):
+    """The tag of a's settings in file names: micro-batch, new tokens, recomputation, threads."""
+    return (f"mb{a.micro_batch}" + (f"_n{a.new_tokens}" if a.new_tokens != 128 else "")
+            + ("_gc" if a.gradient_checkpointing else "")
+            + (f"_t{a.threads}" if getattr(a, "threads", 1) != 1 else ""))
+
+
+def run_file(a):
+    """The committed run file with a's steps, micro_batch, completion length and recomputation,
+    written under OUT."""
+    steps, micro_batch, tag = a.steps, a.micro_batch, setting(a)
     src = open(os.path.join(ROOT, "bench", "bench_grpo_step.ini")).read()
     src = src.replace("path = ../build/bench_grpo_step/model", "path = model")
     src = src.replace("path = bench_grpo_step_prompts.jsonl",
                       "path = ../../bench/bench_grpo_step_prompts.jsonl")
     src = re.sub(r"(?m)^steps = .*$", f"steps = {steps}", src)
     src = re.sub(r"(?m)^micro_batch = .*$", f"micro_batch = {micro_batch}", src)
-    src = re.sub(r"(?m)^dir = build/bench_grpo_step/runs", f"dir = {OUT}/runs_mb{micro_batch}", src)
-    path = os.path.join(OUT, f"run_mb{micro_batch}.ini")
+    src = re.sub(r"(?m)^max_completion_length = .*$", f"max_completion_length = {a.new_tokens}",
+                 src)
+    src = re.sub(r"(?m)^threads = .*$", f"threads = {getattr(a, 'threads', 1)}", src)
+    if a.gradient_checkpointing:
+        src = src.replace("micro_batch = ", "gradient_checkpointing = true\nmicro_batch = ")
+    src = re.sub(r"(?m)^dir = build/bench_grpo_step/runs", f"dir = {OUT}/runs_{tag}", src)
+    path = os.path.join(OUT, f"run_{tag}.ini")
     with open(path, "w") as f:
         f.write(src)
     return path
 
 
 def run_c(a, tag):
-    ini = run_file(a.steps, a.micro_batch)
-    metrics = os.path.join(OUT, f"runs_mb{a.micro_batch}", "metrics.jsonl")
+    ini = run_file(a)
+    metrics = os.path.join(OUT, f"runs_{setting(a)}", "metrics.jsonl")
     if os.path.exists(metrics):
         os.remove(metrics)
     _, res = timed([os.path.join(ROOT, "build", "grpo"), "train", ini], tag, watch=metrics)
     with open(metrics) as f:
         rows = [json.loads(line) for line in f]
     steps = [r["step_time"] for r in rows]
-    assert all(r["completions/mean_length"] == 128 for r in rows), "a row stopped early"
+    assert all(r["completions/mean_length"] == a.new_tokens for r in rows), "a row stopped early"
     res["steps"] = steps
     res["median"] = statistics.median(steps[a.warmup:])
     m = res["cpu_marks"]  # CPU time between metrics lines = CPU time of steps 2..
     res["cpu_steps"] = [m[i] - m[i - 1] for i in range(max(a.warmup, 1), len(m))]
     res["cpu_median"] = statistics.median(res["cpu_steps"])
+    res["tokens"] = rows[-1]["num_tokens"] / len(rows)  # real tokens of one step's rows
+    timed_rows = rows[a.warmup:] or rows  # the phases' CPU seconds (time/cpu/... metrics)
+    res["phases"] = {k[len("time/cpu/"):]: statistics.median(r[k] for r in timed_rows)
+                     for k in rows[0] if k.startswith("time/cpu/")}
     return res
 
 
 def run_torch(a, tag):
     cmd = ["python3", os.path.join(ROOT, "bench", "bench_grpo_step_torch.py"), "--model",
            os.path.join(OUT, "model"), "--steps", str(a.steps), "--warmup", str(a.warmup),
-           "--threads", "1", "--micro-batch", str(a.micro_batch)]
+           "--threads", "1", "--micro-batch", str(a.micro_batch), "--max-new-tokens",
+           str(a.new_tokens)] + (["--gradient-checkpointing"] if a.gradient_checkpointing else [])
     text, res = timed(cmd, tag)
     res["steps"] = [float(x) for x in re.findall(r"(?m)^step \d+: ([0-9.]+) s", text)]
     res["median"] = statistics.median(res["steps"][a.warmup:])
@@ -130,6 +161,70 @@ def run_torch(a, tag):
     return res
 
 
+def machine_rooflines():
+    """This machine's sgemm GFLOP/s and 1-thread streaming-read GB/s right now, both by CPU time:
+    the lines of build/bench/bench_dense (a short run of it)."""
+    out = subprocess.run([os.path.join(ROOT, "build", "bench", "bench_dense"), "--threads", "1",
+                          "--steps", "1", "--rows", "2", "--new", "2"], cwd=ROOT, env=ENV,
+                         capture_output=True, text=True, check=True).stdout
+    sgemm = float(re.search(r"(?m)^sgemm .*cpu time: ([0-9.]+) GFLOP/s", out).group(1))
+    read = float(re.search(r"(?m)^stream read .*, 1 thread: .*cpu time: ([0-9.]+) GB/s",
+                           out).group(1))
+    return sgemm, read
+
+
+def model_cost():
+    """From the benchmark model's config.json: weight bytes a decode step reads (every matmul
+    weight once), KV-cache bytes per cached position of one row (keys and values of every
+    layer), and forward FLOPs per token at sequence length T (2 per matmul weight, plus causal
+    attention: q.k and p.v over T/2 keys on average; bench_dense's count)."""
+    c = json.load(open(os.path.join(OUT, "model", "config.json")))
+    C, L, I, V = c["hidden_size"], c["num_hidden_layers"], c["intermediate_size"], c["vocab_size"]
+    NH, NKV = c["num_attention_heads"], c["num_key_value_heads"]
+    HD = c.get("head_dim") or C // NH
+    mm = L * (2 * C * NH * HD + 2 * C * NKV * HD + 3 * C * I) + C * V
+    return 4.0 * mm, 4.0 * L * 2 * NKV * HD, lambda T: 2.0 * mm + 2.0 * L * T * NH * HD
+
+
+def roofline_shares(a, res, tokens, sgemm, read):
+    """res's phases as shares of the rooflines (CPU time): the rollout's reads (per new token one
+    pass over the weights and the 16 rows' KV caches, prefill and rewards counted in its time)
+    against the streaming read; the reference forward and the policy forward + backward (x3; x4
+    with recomputation) FLOPs against sgemm. tokens: real tokens of the step's B*G rows."""
+    wbytes, kvbytes, fwd = model_cost()
+    T = tokens / 16  # mean row length (B*G = 16 rows)
+    cached = T - a.new_tokens / 2  # mean cache length over the decode steps
+    ph = res.get("phases", {})
+    roll = ph.get("rollout", ph.get("generate"))
+    pol = ph.get("policy", ph.get("policy_fwd", 0) + ph.get("policy_bwd", 0))
+    ref = ph.get("reference")
+    passes = 4 if a.gradient_checkpointing else 3
+    out = {}
+    if roll:
+        step_bytes = wbytes + 16 * kvbytes * cached
+        out["rollout % of stream read"] = 100 * a.new_tokens * step_bytes / roll / 1e9 / read
+    if ref:
+        out["reference % of sgemm"] = 100 * fwd(T) * tokens / ref / 1e9 / sgemm
+    if pol:
+        out["policy % of sgemm"] = 100 * passes * fwd(T) * tokens / pol / 1e9 / sgemm
+    return out
+
+
+def busy_core_slowdown(a):
+    """The C step at train.threads = 2, alone and with another process spinning on one of the
+    cores: median wall s/step of each and their ratio (issue 14: at most ~2.5x)."""
+    b = argparse.Namespace(**vars(a))
+    b.threads = 2
+    idle = run_c(b, f"c_{setting(b)}_idle")["median"]
+    spin = subprocess.Popen(["python3", "-c", "while True: pass"])
+    try:
+        busy = run_c(b, f"c_{setting(b)}_busy")["median"]
+    finally:
+        spin.kill()
+        spin.wait()
+    return idle, busy
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--rounds", type=int, default=3)
@@ -137,7 +232,16 @@ def main():
     p.add_argument("--warmup", type=int, default=1)
     p.add_argument("--micro-batch", type=int, default=0)
     p.add_argument("--sides", default="c,torch", help="which programs to run: c, torch or both")
+    p.add_argument("--new-tokens", type=int, default=128, help="completion length of every row")
+    p.add_argument("--gradient-checkpointing", action="store_true",
+                   help="activation recomputation on both sides")
+    p.add_argument("--rooflines", action="store_true",
+                   help="measure sgemm and the streaming read (bench_dense) and print each "
+                        "phase's share of them")
+    p.add_argument("--busy-core", action="store_true",
+                   help="also time the C step at 2 threads alone and next to a spinning process")
     a = p.parse_args()
+    a.threads = 1
     os.makedirs(OUT, exist_ok=True)
     if not os.path.exists(os.path.join(OUT, "model", "model.safetensors")):
         subprocess.run(["python3", os.path.join(ROOT, "bench", "bench_grpo_step_torch.py"),
@@ -147,7 +251,7 @@ def main():
         order = ["c", "torch"] if r % 2 == 0 else ["torch", "c"]
         order = [s for s in order if s in a.sides.split(",")]
         for side in order:
-            tag = f"{side}_mb{a.micro_batch}_r{r}"
+            tag = f"{side}_{setting(a)}_r{r}"
             res = run_c(a, tag) if side == "c" else run_torch(a, tag)
             (c_all if side == "c" else t_all).append(res)
             phases = " ".join(f"{k} {v:.2f}" for k, v in res.get("phases", {}).items())
@@ -161,6 +265,20 @@ def main():
             print(f"{side}: {statistics.median(x['median'] for x in res):.2f} s/step wall, "
                   f"{statistics.median(x['cpu_median'] for x in res):.2f} s/step CPU, peak RSS "
                   f"{statistics.median(x['rss_mib'] for x in res):.0f} MiB")
+    if a.rooflines and c_all:
+        sgemm, read = machine_rooflines()
+        print(f"rooflines (1 thread, CPU time): sgemm {sgemm:.1f} GFLOP/s, streaming read "
+              f"{read:.1f} GB/s")
+        for side, res in (("C", c_all), ("torch", t_all)):
+            for r, x in enumerate(res):
+                shares = roofline_shares(a, x, c_all[0]["tokens"], sgemm, read)
+                print(f"  {side} round {r + 1}: "
+                      + ", ".join(f"{k} {v:.0f}%" for k, v in shares.items()))
+    if a.busy_core:
+        idle, busy = busy_core_slowdown(a)
+        print(f"busy core (C, 2 threads): {idle:.2f} s/step alone, {busy:.2f} s/step next to a "
+              f"spinning process: {busy / idle:.2f}x (target <= 2.5x: "
+              f"{'met' if busy / idle <= 2.5 else 'NOT met'})")
     if not c_all or not t_all:
         return
     cm = statistics.median(x["median"] for x in c_all)
@@ -170,7 +288,8 @@ def main():
     tc = statistics.median(x["cpu_median"] for x in t_all)
     crss = statistics.median(x["rss_mib"] for x in c_all)
     trss = statistics.median(x["rss_mib"] for x in t_all)
-    print(f"\nmicro_batch {a.micro_batch or 16}: C {cm:.2f} s/step "
+    gc = ", gradient checkpointing" if a.gradient_checkpointing else ""
+    print(f"\nmicro_batch {a.micro_batch or 16}, {a.new_tokens} new tokens{gc}: C {cm:.2f} s/step "
           f"(rounds {min(x['median'] for x in c_all):.2f}..{max(x['median'] for x in c_all):.2f}),"
           f" torch {tm:.2f} s/step "
           f"(rounds {min(x['median'] for x in t_all):.2f}..{max(x['median'] for x in t_all):.2f})")

@@ -23,6 +23,8 @@ Two modes:
                after --warmup steps, and the peak RSS of the process (getrusage ru_maxrss).
                --micro-batch M runs the reference/policy passes M rows at a time (as
                train.micro_batch), the loss still averaged over all B*G sequences.
+               --gradient-checkpointing: the policy's model.gradient_checkpointing_enable()
+               (recompute each layer in backward; train.gradient_checkpointing on the C side).
 
 Usage:
   python3 bench/bench_grpo_step_torch.py --make build/bench_grpo_step/model
@@ -185,6 +187,8 @@ def run(a):
     policy = LlamaForCausalLM.from_pretrained(a.model, dtype=torch.float32)
     ref = LlamaForCausalLM.from_pretrained(a.model, dtype=torch.float32)
     ref.eval().requires_grad_(False)
+    if a.gradient_checkpointing:
+        policy.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     opt = torch.optim.AdamW(policy.parameters(), lr=a.lr, betas=(0.9, 0.999), eps=1e-8,
                             weight_decay=0.0)
     rss_loaded = rss_mib()
@@ -237,6 +241,8 @@ def main():
     p.add_argument("--warmup", type=int, default=1)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--seed", type=int, default=42)
+    p.add_argument("--gradient-checkpointing", action="store_true",
+                   help="recompute the policy's layers in backward (TRL's GRPO default)")
     a = p.parse_args()
     if a.make:
         if not os.path.exists(os.path.join(a.tokenizer, "tokenizer.json")):

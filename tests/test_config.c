@@ -180,6 +180,7 @@ START_TEST(full_file_resolves_values_and_defaults) {
     ck_assert_int_eq(cfg.train_grad_accum, 2);
     ck_assert_int_eq(cfg.train_micro_batch, 4);
     ck_assert_int_eq(cfg.train_threads, 1);
+    ck_assert_int_eq(cfg.train_gradient_checkpointing, 1);
     ck_assert_str_eq(cfg.log_dir, "runs/test;v1"); /* ';' without whitespace before it */
     ck_assert_int_eq(cfg.log_every, 5);
     ck_assert_int_eq(cfg.checkpoint_keep, 0);
@@ -197,7 +198,7 @@ START_TEST(reward_keys_lists_continuations_and_manifest_defaults) {
     ck_assert_str_eq(fmt->plugin, "builtin.format");
     ck_assert_ptr_eq(fmt->entry, &builtin_entries[0]);
     ck_assert(fmt->weight == 2.0);
-    ck_assert_int_eq(fmt->line, 60);
+    ck_assert_int_eq(fmt->line, 61);
     grpo_config c = grpo_reward_spec_config(fmt);
     ck_assert_str_eq(c.section, "reward.fmt");
     ck_assert_uint_eq(c.n, 5); /* pattern x2 (file), value, dotall (defaults), full_match */
@@ -209,7 +210,7 @@ START_TEST(reward_keys_lists_continuations_and_manifest_defaults) {
     ck_assert_str_eq(grpo_config_get(&c, "value"), "0.5");
     ck_assert_str_eq(grpo_config_get(&c, "dotall"), "true");
     ck_assert_str_eq(grpo_config_get(&c, "full_match"), "yes");
-    ck_assert_int_eq(fmt->lines[0], 63);
+    ck_assert_int_eq(fmt->lines[0], 64);
     ck_assert_int_eq(fmt->lines[2], 0); /* value: manifest default */
 
     const grpo_reward_spec *tags = grpo_run_config_reward(&cfg, "tags");

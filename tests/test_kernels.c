@@ -323,9 +323,9 @@ END_TEST
 
 /* The forward of 1..48 rows takes the small-M path (matmul_small.c), 49 rows the GEMM: every
  * row count across that edge (1..49: one, two and three 16-row lane tiles, full and partial),
- * with IC/OC below, at and around its block of 16 weight rows (OC < 16 pads w; OC = 37 ends in
- * a block that overlaps the previous one), with and without bias. Output buffers start as NaN:
- * every element must be written. */
+ * with IC/OC below, at and around its blocks of 8 (AVX-512), 4 (AVX2) or 2 weight rows (OC = 5
+ * pads w; OC = 37 and 130 end in a block that overlaps the previous one), with and without
+ * bias. Output buffers start as NaN: every element must be written. */
 static void matmul_small_sweep(grpo_ops *o) {
     rng_seed(15);
     const int32_t shapes[][2] = {{1, 1}, {7, 5}, {45, 16}, {33, 37}, {64, 130}};

@@ -36,8 +36,8 @@ START_TEST(a_1_2_model_desc_lacks_vocab_size) {
 END_TEST
 
 START_TEST(each_minor_appends_its_slots) {
-    /* append-only: the 1.3 slot comes after every slot of 1.2, the 1.4 slots right after it,
-     * and the struct ends with the last 1.4 slot */
+    /* append-only: the 1.3 slot comes after every slot of 1.2, the 1.4 slots right after it, the
+     * 1.5 slot after them, and the struct ends with it */
     const size_t fn = sizeof(void (*)(void));
     ck_assert_uint_gt(offsetof(grpo_model_desc, vocab_size), offsetof(grpo_model_desc, relayout));
     ck_assert_uint_eq(offsetof(grpo_model_desc, vocab_size), MODEL_DESC_1_2_SIZE);
@@ -45,12 +45,15 @@ START_TEST(each_minor_appends_its_slots) {
                       offsetof(grpo_model_desc, vocab_size) + fn);
     ck_assert_uint_eq(offsetof(grpo_model_desc, set_lora),
                       offsetof(grpo_model_desc, backward_entropy) + fn);
-    /* 1.5: bind_typed right after set_lora, last */
+    /* 1.5: bind_typed right after set_lora, then set_gradient_checkpointing, last */
     ck_assert_uint_eq(offsetof(grpo_model_desc, bind_typed),
                       offsetof(grpo_model_desc, set_lora) + fn);
-    ck_assert_uint_eq(sizeof(grpo_model_desc), offsetof(grpo_model_desc, bind_typed) + fn);
+    ck_assert_uint_eq(offsetof(grpo_model_desc, set_gradient_checkpointing),
+                      offsetof(grpo_model_desc, bind_typed) + fn);
+    ck_assert_uint_eq(sizeof(grpo_model_desc),
+                      offsetof(grpo_model_desc, set_gradient_checkpointing) + fn);
     /* the op table: head_backward_entropy (1.4) after scatter_add_rows_backward (1.0), then the
-     * 1.5 typed-weight ops in order, head_backward_w last */
+     * 1.5 typed-weight ops and dropout in order, last */
     ck_assert_uint_eq(offsetof(grpo_ops, head_backward_entropy),
                       offsetof(grpo_ops, scatter_add_rows_backward) + fn);
     const size_t ops_1_5[] = {offsetof(grpo_ops, convert), offsetof(grpo_ops, matmul_forward_w),

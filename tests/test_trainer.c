@@ -3,8 +3,9 @@
  * tiny model made by `grpo init-model` and the embedded arithmetic prompts:
  *   - kill and resume: a run SIGKILLed after its step-3 checkpoint and resumed with --resume
  *     writes the same metrics, step for step, as a run that never stopped (every metric except
- *     the timings step_time and throughput/...), and its final weights are identical; also with
- *     grpo.sync_ref_every = 2 (the refreshed reference is resumed: kl would differ otherwise);
+ *     the timings step_time, throughput/... and time/...), and its final weights are identical;
+ *     also with grpo.sync_ref_every = 2 (the refreshed reference is resumed: kl would differ
+ *     otherwise);
  *   - learning: with a reward the tiny model can satisfy (a completion of at most 8 characters,
  *     reward 1, else 0), the mean reward of the first 3 steps is below 0.35 and of the last 3
  *     above 0.7 (observed: ~0.1 -> 0.77..1.0), for every loss type (and with beta > 0,
@@ -76,7 +77,9 @@ static void same_metrics(const char *a_path, const char *b_path, int want_lines)
         ck_assert(ja && jb);
         ck_assert_int_eq(cJSON_GetArraySize(ja), cJSON_GetArraySize(jb));
         for (cJSON *x = ja->child; x; x = x->next) {
-            if (!strcmp(x->string, "step_time") || !strncmp(x->string, "throughput/", 11)) continue;
+            if (!strcmp(x->string, "step_time") || !strncmp(x->string, "throughput/", 11) ||
+                !strncmp(x->string, "time/", 5))
+                continue;
             cJSON *y = cJSON_GetObjectItemCaseSensitive(jb, x->string);
             ck_assert_msg(y && cJSON_Compare(x, y, 1), "line %d: %s differs: %s vs %s", lines + 1,
                           x->string, cJSON_PrintUnformatted(x),
@@ -182,7 +185,9 @@ START_TEST(evaluation_does_not_change_training) {
                          !strcmp(y->string, "eval_sampled/reward");
                 continue;
             }
-            if (!strcmp(y->string, "step_time") || !strncmp(y->string, "throughput/", 11)) continue;
+            if (!strcmp(y->string, "step_time") || !strncmp(y->string, "throughput/", 11) ||
+                !strncmp(y->string, "time/", 5))
+                continue;
             cJSON *x = cJSON_GetObjectItemCaseSensitive(ja, y->string);
             ck_assert_msg(x && cJSON_Compare(x, y, 1), "line %d: %s differs with evaluation on",
                           line + 1, y->string);
@@ -192,6 +197,27 @@ START_TEST(evaluation_does_not_change_training) {
     ck_assert_int_eq(line, 4);
     ck_assert_int_eq(evals, 4); /* steps 2 and 4, greedy and sampled */
     free(a), free(b);
+}
+END_TEST
+
+/* train.gradient_checkpointing recomputes the activations in backward with the same ops: every
+ * metric (loss, kl, rewards, grad_norm, ...) of every step equals the run without it, with the
+ * policy's forward/backward split into micro-batches (micro_batch = 3) and a reference (beta). */
+START_TEST(gradient_checkpointing_does_not_change_training) {
+    char ini[512], log[512], a_path[512], b_path[512];
+    write_run("gca", ""), write_run("gcb", "");
+    snprintf(ini, sizeof ini, "%s/gca.ini", tmp), snprintf(log, sizeof log, "%s/gca.log", tmp);
+    char *a_args[] = {"grpo", "train", ini, "--set", "train.steps=3", "--plugin-path",
+                      GRPO_PACK_BUILD_DIR, NULL};
+    ck_assert_msg(run_grpo(log, a_args) == 0, "run failed, see %s", log);
+    snprintf(ini, sizeof ini, "%s/gcb.ini", tmp), snprintf(log, sizeof log, "%s/gcb.log", tmp);
+    char *b_args[] = {"grpo", "train", ini, "--set", "train.steps=3", "--set",
+                      "train.gradient_checkpointing=true", "--plugin-path", GRPO_PACK_BUILD_DIR,
+                      NULL};
+    ck_assert_msg(run_grpo(log, b_args) == 0, "run with recomputation failed, see %s", log);
+    snprintf(a_path, sizeof a_path, "%s/gca/metrics.jsonl", tmp);
+    snprintf(b_path, sizeof b_path, "%s/gcb/metrics.jsonl", tmp);
+    same_metrics(a_path, b_path, 3);
 }
 END_TEST
 
@@ -772,6 +798,7 @@ int main(void) {
     tcase_add_test(tc, set_overrides_change_the_run);
     tcase_add_test(tc, checkpoints_carry_a_model_card);
     tcase_add_test(tc, evaluation_does_not_change_training);
+    tcase_add_test(tc, gradient_checkpointing_does_not_change_training);
     tcase_add_test(tc, the_entropy_bonus_alone_raises_the_entropy);
     tcase_add_test(tc, lora_grpo_learns_on_an_sft_model);
     tcase_add_loop_test(tc, grpo_raises_an_easy_reward, 0,

@@ -152,6 +152,9 @@
       "generation batches whose gradients are summed per optimizer step")                       \
     I(train, micro_batch, "0", ">= 0", "completions per forward/backward pass; 0 = all at once")  \
     I(train, seed, "42", ">= 0", "seed of every random choice not given its own seed")          \
+    B(train, gradient_checkpointing, "false", 0,                                                \
+      "recompute each layer's activations in backward, keeping only its input: much less memory, " \
+      "about one more forward of time, same gradients (TRL's GRPO default is true)")            \
     I(train, threads, "0", "[0, 1024]",                                                        \
       "CPU threads, at most 1024 (libgomp crashes on absurd counts); 0 = OpenMP's default")     \
     I(train, eval_every, "0", ">= 0",                                                          \

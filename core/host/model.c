@@ -490,6 +490,24 @@ int grpo_model_set_lora(grpo_model *m, const grpo_lora_adapter *adapters, uint32
     return rc;
 }
 
+int grpo_model_set_gradient_checkpointing(grpo_model *m, int on, grpo_error *err) {
+    if (!(GRPO_HAS_FIELD(m->desc, grpo_model_desc, set_gradient_checkpointing) &&
+          m->desc->set_gradient_checkpointing))
+        return !on ? GRPO_OK
+                   : grpo_error_set(err, GRPO_ERR_UNSUPPORTED,
+                                    "model %s: the pack has no set_gradient_checkpointing "
+                                    "(grpo/model.h, ABI 1.5): train.gradient_checkpointing = "
+                                    "true cannot be honoured; expected false", m->desc->id);
+    model_call(m, "set_gradient_checkpointing");
+    int rc = m->desc->set_gradient_checkpointing(m->inst, on ? 1 : 0, err);
+    grpo_plugin_call_end();
+    if (rc == GRPO_OK && m->acts) { /* sized for the other layout */
+        m->ops->free(m->ops->ctx, m->acts);
+        m->acts = NULL, m->acts_B = m->acts_T = 0;
+    }
+    return plugin_status(rc, err);
+}
+
 int grpo_model_has_entropy_backward(const grpo_model *m) {
     return GRPO_HAS_FIELD(m->desc, grpo_model_desc, backward_entropy) &&
            m->desc->backward_entropy != NULL;

@@ -69,6 +69,9 @@ void grpo_progress_print(FILE *f, long step, long total, double elapsed, long st
 
 /* Seconds of a monotonic clock. */
 double grpo_now(void);
+/* CPU seconds of the process, all its threads (what a phase costs on a shared machine, where
+ * waiting for a core is not counted). */
+double grpo_cpu_now(void);
 /* Seconds since the epoch (the wall clock TensorBoard's events carry). */
 double grpo_wall_time(void);
 

@@ -67,6 +67,9 @@ int grpo_session_open(grpo_session *s, const grpo_run_args *a, int resume, grpo_
     if (grpo_comm_rank() == 0 && (rc = grpo_ckpt_prepare(cfg->checkpoint_dir, err)) != GRPO_OK)
         return rc;
     if ((rc = open_policy(s, err)) != GRPO_OK) return rc;
+    if (cfg->train_gradient_checkpointing &&
+        (rc = grpo_model_set_gradient_checkpointing(s->policy, 1, err)) != GRPO_OK)
+        return rc;
     grpo_optim_opts oo;
     if ((rc = grpo_optim_opts_from_config(&oo, cfg, err)) != GRPO_OK) return rc;
     rc = s->lora.n ? grpo_optimizer_init_lora(&s->opt, &s->lora, &oo, err)
@@ -178,7 +181,7 @@ int grpo_session_update(grpo_session *s, double new_tokens, grpo_optim_stats *os
 }
 
 int grpo_session_log(grpo_session *s, grpo_metric_row *row, const grpo_optim_stats *os, double t0,
-                     double tokens, grpo_error *err) {
+                     double tokens, const grpo_metric_row *timings, grpo_error *err) {
     const grpo_run_config *cfg = s->cfg;
     double dt = grpo_now() - t0;
     grpo_metric_set(row, "grad_norm", os->grad_norm);
@@ -187,6 +190,8 @@ int grpo_session_log(grpo_session *s, grpo_metric_row *row, const grpo_optim_sta
     grpo_metric_set(row, "step_time", dt);
     grpo_metric_set(row, "world_size", grpo_comm_size());
     if (tokens >= 0) grpo_metric_set(row, "throughput/tokens_per_s", tokens / dt);
+    for (int i = 0; timings && i < timings->n; i++)
+        grpo_metric_set(row, timings->names[i], timings->values[i]);
     s->last = *row;
     if (s->st.step % cfg->log_every != 0 && s->st.step != cfg->train_steps) return GRPO_OK;
     if (grpo_comm_rank() != 0) return GRPO_OK; /* rank 0 logs and prints */

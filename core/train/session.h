@@ -72,11 +72,12 @@ int grpo_session_run(grpo_session *s, grpo_session_step_fn step, void *ctx, grpo
 int grpo_session_update(grpo_session *s, double new_tokens, grpo_optim_stats *os,
                         grpo_error *err);
 
-/* Appends grad_norm, learning_rate, num_tokens, step_time (since t0) and, when tokens >= 0,
- * throughput/tokens_per_s to row (after the command's own metrics), then writes the metrics line
- * and the progress line when log.every (or the last step) says so. */
+/* Appends grad_norm, learning_rate, num_tokens, step_time (since t0), when tokens >= 0
+ * throughput/tokens_per_s, and the metrics of timings (NULL: none; time/...) to row (after the
+ * command's own metrics: the timings come last in each line), then writes the metrics line and
+ * the progress line when log.every (or the last step) says so. */
 int grpo_session_log(grpo_session *s, grpo_metric_row *row, const grpo_optim_stats *os, double t0,
-                     double tokens, grpo_error *err);
+                     double tokens, const grpo_metric_row *timings, grpo_error *err);
 
 /* Saves checkpoint.dir/checkpoint-STEP when checkpoint.every says so (the last step is saved by
  * grpo_session_run). */

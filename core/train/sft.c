@@ -135,7 +135,7 @@ static int sft_step(grpo_session *ses, void *ctx, grpo_error *err) {
     grpo_metric_row row;
     grpo_metric_row_clear(&row);
     grpo_metric_set(&row, "loss", loss);
-    rc = grpo_session_log(ses, &row, &os, t0, -1, err);
+    rc = grpo_session_log(ses, &row, &os, t0, -1, NULL, err);
     return rc == GRPO_OK ? grpo_session_checkpoint(ses, err) : rc;
 }
 

@@ -43,6 +43,11 @@ typedef struct chunk {
     float *glen, *gtrunc;  /* (gN) completion lengths, truncation flags */
 } chunk;
 
+/* The phases of a step timed into time/... metrics: generation with its rewards and advantages
+ * (and the old policy's log-probs), the reference forward, the policy's forward + loss +
+ * backward, the gradient reduction and optimizer step. */
+enum { PH_ROLLOUT, PH_REFERENCE, PH_POLICY, PH_OPTIMIZER, PHASES };
+
 typedef struct trainer {
     grpo_session s;             /* run, policy, data order, optimizer, state, metrics.jsonl */
     const grpo_run_config *cfg; /* &s.run.cfg */
@@ -65,7 +70,27 @@ typedef struct trainer {
     grpo_rng eval_rng;        /* sampled evaluations draw here, never from the training stream */
     double *load; /* (load_L,load_E) MoE expert load summed over the step's policy forwards */
     int32_t load_L, load_E;
+    double phase[2][PHASES]; /* this step's wall / CPU seconds per phase (time/... metrics) */
 } trainer;
+
+/* ---- phase timings ----------------------------------------------------------------------- */
+
+/* Adds the wall and CPU seconds since (w0, c0) to phase ph. */
+static void phase_add(trainer *t, int ph, double w0, double c0) {
+    t->phase[0][ph] += grpo_now() - w0;
+    t->phase[1][ph] += grpo_cpu_now() - c0;
+}
+
+/* time/PHASE (wall s) and time/cpu/PHASE (CPU s of all threads) of the step into row. */
+static void phase_metrics(const trainer *t, grpo_metric_row *row) {
+    static const char *const names[PHASES] = {"rollout", "reference", "policy", "optimizer"};
+    char key[GRPO_METRIC_NAME_MAX];
+    for (int k = 0; k < 2; k++)
+        for (int ph = 0; ph < PHASES; ph++) {
+            snprintf(key, sizeof key, "time/%s%s", k ? "cpu/" : "", names[ph]);
+            grpo_metric_set(row, key, t->phase[k][ph]);
+        }
+}
 
 /* ---- chunks ------------------------------------------------------------------------------ */
 
@@ -334,18 +359,16 @@ static int reference_logp(trainer *t, chunk *c, float *ref, grpo_error *err) {
     return rc;
 }
 
-/* Loss and backward of rows [r0, r0+rows) of chunk c. */
-static int micro_step(trainer *t, chunk *c, int32_t r0, int32_t rows, const grpo_loss_opts *lo,
-                      float *buf, loss_sums *sums, grpo_error *err) {
+/* The policy's part of micro_step: forward, loss, backward (reference log-probs in buf + n). */
+static int micro_policy(trainer *t, chunk *c, int32_t r0, int32_t rows, const grpo_loss_opts *lo,
+                        float *buf, loss_sums *sums, grpo_error *err) {
     size_t n = (size_t)rows * c->T;
     float *logp = buf, *ref = buf + n, *ent = buf + 2 * n, *dl = buf + 3 * n, *de = buf + 4 * n;
     float *is_w = buf + 5 * n; /* importance weights of the rollout copy's samples */
     int bonus = lo->entropy_coef != 0.0; /* the loss depends on the entropy too */
-    int rc = chunk_batch(t, c, r0, rows, err);
-    if (rc == GRPO_OK && (t->ref || t->ref_is_base)) rc = reference_logp(t, c, ref, err);
     /* LoRA dropout's masks: a pass per chunk, rank (its first global row) and micro-batch */
     uint64_t pass = (uint64_t)(c - t->chunks) << 48 ^ (uint64_t)c->g0 << 24 ^ (uint64_t)r0;
-    if (rc == GRPO_OK) rc = grpo_session_dropout(&t->s, 1, pass, err);
+    int rc = grpo_session_dropout(&t->s, 1, pass, err);
     if (rc == GRPO_OK) rc = grpo_seqbatch_forward(&t->sb, t->s.policy, 1, t->scale, err);
     if (rc == GRPO_OK) rc = expert_load_add(t, err);
     if (rc != GRPO_OK) return rc;
@@ -384,6 +407,20 @@ static int micro_step(trainer *t, chunk *c, int32_t r0, int32_t rows, const grpo
     }
     rc = grpo_seqbatch_backward(&t->sb, t->s.policy, bonus, t->scale, err);
     return rc == GRPO_OK ? grpo_session_dropout(&t->s, 0, 0, err) : rc;
+}
+
+/* Loss and backward of rows [r0, r0+rows) of chunk c; buf holds 6 (rows, c->T) arrays. */
+static int micro_step(trainer *t, chunk *c, int32_t r0, int32_t rows, const grpo_loss_opts *lo,
+                      float *buf, loss_sums *sums, grpo_error *err) {
+    int rc = chunk_batch(t, c, r0, rows, err);
+    float *ref = buf + (size_t)rows * c->T;
+    double w0 = grpo_now(), c0 = grpo_cpu_now();
+    if (rc == GRPO_OK && (t->ref || t->ref_is_base)) rc = reference_logp(t, c, ref, err);
+    phase_add(t, PH_REFERENCE, w0, c0);
+    w0 = grpo_now(), c0 = grpo_cpu_now();
+    if (rc == GRPO_OK) rc = micro_policy(t, c, r0, rows, lo, buf, sums, err);
+    phase_add(t, PH_POLICY, w0, c0);
+    return rc;
 }
 
 static int train_on_chunks(trainer *t, loss_sums *sums, grpo_error *err) {
@@ -919,14 +956,18 @@ static int train_step(grpo_session *s, void *ctx, grpo_error *err) {
                 "of step %ld is regenerated, so this run leaves the uninterrupted trajectory\n",
                 s->st.step + 1);
     if (fresh) t->n_chunks = (int)cfg->train_grad_accum;
+    memset(t->phase, 0, sizeof t->phase);
+    double w0 = grpo_now(), c0 = grpo_cpu_now();
     for (int a = 0; fresh && rc == GRPO_OK && a < t->n_chunks; a++)
         rc = chunk_generate(t, &t->chunks[a], (int32_t)cfg->train_batch_prompts, err);
     if (fresh && rc == GRPO_OK) rc = resample(t, err);
+    phase_add(t, PH_ROLLOUT, w0, c0);
     loss_sums sums = {0};
     sums.low_min = 2, sums.high_max = 0;
     t->is = grpo_is_sums_init();
     if (rc == GRPO_OK) rc = train_on_chunks(t, &sums, err);
     double tokens = rc == GRPO_OK ? chunk_tokens(t) : 0;
+    w0 = grpo_now(), c0 = grpo_cpu_now();
     if (rc == GRPO_OK) rc = reduce_step(t, &sums, &tokens, err);
     grpo_optim_stats os;
     if (rc == GRPO_OK) rc = grpo_session_update(s, fresh ? tokens : 0, &os, err);
@@ -934,6 +975,7 @@ static int train_step(grpo_session *s, void *ctx, grpo_error *err) {
         rc = grpo_model_copy_weights(t->rollout, s->policy, err);
     if (rc == GRPO_OK && cfg->grpo_sync_ref_every > 0 && s->st.step % cfg->grpo_sync_ref_every == 0)
         rc = grpo_ref_sync(t->ref, s->policy, cfg->grpo_sync_ref_alpha, err);
+    phase_add(t, PH_OPTIMIZER, w0, c0);
     if (rc != GRPO_OK) return rc;
     grpo_metric_row row;
     grpo_metric_row_clear(&row);
@@ -942,7 +984,10 @@ static int train_step(grpo_session *s, void *ctx, grpo_error *err) {
     if (grpo_comm_size() > 1) /* this rank's seconds in collectives (waits included) */
         grpo_metric_set(&row, "time/comm", grpo_comm_seconds() - comm0);
     if ((rc = evaluate_due(t, &row, err)) != GRPO_OK) return rc;
-    if ((rc = grpo_session_log(s, &row, &os, t0, tokens, err)) != GRPO_OK) return rc;
+    grpo_metric_row timings;
+    grpo_metric_row_clear(&timings);
+    phase_metrics(t, &timings);
+    if ((rc = grpo_session_log(s, &row, &os, t0, tokens, &timings, err)) != GRPO_OK) return rc;
     if (cfg->log_completions_every > 0 && s->st.step % cfg->log_completions_every == 0 &&
         (rc = log_completions(t, err)) != GRPO_OK)
         return rc;

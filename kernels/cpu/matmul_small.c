@@ -15,8 +15,11 @@
  *      block of w is prefetched meanwhile (the product is bound by memory bandwidth).
  *   3. The accumulators are written to out's columns o0..o0+OB-1 with the bias added.
  *
- * OB is what the registers hold: 16 with AVX-512 (16 zmm accumulators + 1 input), 4 with AVX2
- * (each accumulator two ymm), 2 otherwise (four 4-float vectors each). The block kernels are
+ * OB is 8 with AVX-512 (8 zmm accumulators + 1 input; 16 would fit the vector registers, but
+ * its 16 weight-row addresses do not fit the general registers: GCC spilled them and the
+ * kernel ran at 75 instead of 100 GFLOP/s with the weights in cache, 1.1-1.2x slower from
+ * memory; BENCHMARKS.md), 4 with AVX2 (each accumulator two ymm), 2 otherwise (four 4-float
+ * vectors each). The block kernels are
  * written with GCC's generic vector extension (the compiler picks the instructions; no
  * intrinsics), compiled for their ISA and chosen by the CPU at run time; compilers other than
  * GCC/clang get plain loops. Every output is
@@ -29,7 +32,7 @@
 #include "cpu/cpu_backend.h"
 
 #define SMALL_LANES 16  /* rows of out per vector accumulator: one AVX-512 register of fp32 */
-#define SMALL_OB_MAX 16 /* the most weight rows per block (AVX-512) */
+#define SMALL_OB_MAX 8  /* the most weight rows per block (AVX-512) */
 
 /* xt (IC, MT, L) from inp (M,IC), zero in the lanes of rows >= M. Written in order; the M
  * input rows are read in parallel, each of their cache lines used for 16 steps of i. */
@@ -107,7 +110,7 @@ static inline void small_block_v8(float *acc, const float *xt, const float *wb,
 SMALL_CONTRACT __attribute__((target("avx512f")))
 static void small_block_avx512(float *acc, const float *xt, const float *wb, const float *next,
                                int32_t IC, int32_t W) {
-    small_block_v16(acc, xt, wb, next, IC, W, 16);
+    small_block_v16(acc, xt, wb, next, IC, W, 8);
 }
 
 SMALL_CONTRACT __attribute__((target("avx2,fma")))
@@ -156,7 +159,7 @@ static small_block_fn *small_pick(int32_t limit, int32_t *ob) {
 #if defined(__GNUC__) && defined(__x86_64__)
     __builtin_cpu_init();
     if (limit == CPU_SIMD_ANY && __builtin_cpu_supports("avx512f")) {
-        *ob = 16;
+        *ob = 8;
         return small_block_avx512;
     }
     if ((limit == CPU_SIMD_ANY || limit >= CPU_SIMD_AVX2) && __builtin_cpu_supports("avx2") &&
@@ -181,18 +184,42 @@ static const float *next_block(const void *w, size_t esz, const float *wb, int32
     return (const float *)((const char *)w + (size_t)n0 * IC * esz);
 }
 
-void cpu_matmul_small_forward(cpu_ctx *ctx, float *out, const float *inp, const float *w,
-                              const float *bias, int32_t M, int32_t IC, int32_t OC) {
-    cpu_matmul_small_forward_w(ctx, out, inp, w, GRPO_DTYPE_F32, bias, M, IC, OC);
-}
-
-/* Block blk's ob weight rows as fp32: w's own rows, or (bf16) widened into wl (ob,IC), which
+/* Block rows o0 .. o0+ob of w as fp32: w's own rows, or (bf16) widened into wl (ob,IC), which
  * stays in L1/L2 for the block kernel: the widening reads 2 bytes a weight from memory. */
 static const float *block_rows(const void *w, int32_t wtype, int32_t o0, int32_t ob, int32_t IC,
                                float *wl) {
     if (wtype == GRPO_DTYPE_F32) return (const float *)w + (size_t)o0 * IC;
     cpu_widen_rows(NULL, wl, (const uint16_t *)w + (size_t)o0 * IC, wtype, (uint64_t)ob * IC);
     return wl;
+}
+
+/* Block blk of the output columns: out[:, first .. o1) from the ob weight rows at o0 (the last
+ * block, when OC is not a multiple of ob, is computed over the ob columns ending at OC so that
+ * it reads only rows of w, and stores the columns no earlier block has). */
+static void column_block(small_block_fn *block, float *out, const float *xt, const void *w,
+                         int32_t wtype, float *wl, const float *bias, int32_t blk, int32_t ob,
+                         int32_t M, int32_t IC, int32_t OC, int32_t MT) {
+    const int32_t W = MT * SMALL_LANES, first = blk * ob;
+    const int32_t o0 = OC >= ob && first + ob > OC ? OC - ob : first;
+    const int32_t o1 = first + ob < OC ? first + ob : OC;
+    const float *wb = block_rows(w, wtype, o0, ob, IC, wl);
+    const float *next = next_block(w, grpo_dtype_size(wtype), wb, o0, OC, IC, ob);
+    float acc[SMALL_OB_MAX * SMALL_LANES];
+    for (int32_t t = 0; t < MT; t++) {
+        /* the next block is fetched during the last lane tile (earlier ones reuse wb) */
+        block(acc, xt + (size_t)t * SMALL_LANES, wb, t + 1 < MT ? wb : next, IC, W);
+        int32_t m1 = M - t * SMALL_LANES < SMALL_LANES ? M - t * SMALL_LANES : SMALL_LANES;
+        for (int32_t l = 0; l < m1; l++) {
+            float *o = out + (size_t)(t * SMALL_LANES + l) * OC;
+            for (int32_t c = first; c < o1; c++)
+                o[c] = acc[(c - o0) * SMALL_LANES + l] + (bias ? bias[c] : 0.0f);
+        }
+    }
+}
+
+void cpu_matmul_small_forward(cpu_ctx *ctx, float *out, const float *inp, const float *w,
+                              const float *bias, int32_t M, int32_t IC, int32_t OC) {
+    cpu_matmul_small_forward_w(ctx, out, inp, w, GRPO_DTYPE_F32, bias, M, IC, OC);
 }
 
 void cpu_matmul_small_forward_w(cpu_ctx *ctx, float *out, const float *inp, const void *w,
@@ -209,39 +236,23 @@ void cpu_matmul_small_forward_w(cpu_ctx *ctx, float *out, const float *inp, cons
     size_t nx = (size_t)IC * W, np = OC < ob ? (size_t)ob * IC : 0;
     float *xt = cpu_scratch(ctx, nx + np > 0 ? nx + np : 1);
     CPU_CHECK(xt != NULL, "matmul_small_forward", "out of memory for the transposed input");
-    transpose_rows(xt, inp, M, IC, MT);
     if (np) { /* the padded copy is fp32 whatever w is */
         cpu_widen_rows(NULL, xt + nx, w, wtype, (uint64_t)OC * IC);
         memset(xt + nx + (size_t)OC * IC, 0, (size_t)(ob - OC) * IC * sizeof(float));
         w = xt + nx, wtype = GRPO_DTYPE_F32;
     }
-    /* Block b covers columns [b * ob, ...). The last one, when OC is not a multiple of ob, is
-     * computed over the ob columns ending at OC (so it reads only rows of w) and stores the
-     * columns no earlier block has. */
+    /* block b covers columns [b * ob, ...) (column_block) */
     const int32_t blocks = (OC + ob - 1) / ob;
     int nt = cpu_threads_for(ctx, (double)M * IC * OC);
     if (nt > blocks) nt = blocks;
+    /* on one thread: split, it would add a barrier, and with a core busy elsewhere every sync
+     * point waits for a time slice (measured slower so) */
+    transpose_rows(xt, inp, M, IC, MT);
     /* bf16: a widened block of ob rows per thread */
     float *wls = wtype == GRPO_DTYPE_F32 ? NULL : cpu_weight_panel(ctx, (uint64_t)nt * ob * IC);
-    const size_t esz = grpo_dtype_size(wtype);
 #pragma omp parallel for num_threads(nt) schedule(static)
-    for (int32_t blk = 0; blk < blocks; blk++) {
-        const int32_t first = blk * ob;
-        const int32_t o0 = OC >= ob && first + ob > OC ? OC - ob : first;
-        const int32_t o1 = first + ob < OC ? first + ob : OC;
-        float *wl = wls ? wls + (size_t)omp_get_thread_num() * ob * IC : NULL;
-        const float *wb = block_rows(w, wtype, o0, ob, IC, wl);
-        const float *next = next_block(w, esz, wb, o0, OC, IC, ob);
-        float acc[SMALL_OB_MAX * SMALL_LANES];
-        for (int32_t t = 0; t < MT; t++) {
-            /* the next block is fetched during the last lane tile (earlier ones reuse wb) */
-            block(acc, xt + (size_t)t * SMALL_LANES, wb, t + 1 < MT ? wb : next, IC, W);
-            int32_t m1 = M - t * SMALL_LANES < SMALL_LANES ? M - t * SMALL_LANES : SMALL_LANES;
-            for (int32_t l = 0; l < m1; l++) {
-                float *o = out + (size_t)(t * SMALL_LANES + l) * OC;
-                for (int32_t c = first; c < o1; c++)
-                    o[c] = acc[(c - o0) * SMALL_LANES + l] + (bias ? bias[c] : 0.0f);
-            }
-        }
-    }
+    for (int32_t blk = 0; blk < blocks; blk++)
+        column_block(block, out, xt, w, wtype,
+                     wls ? wls + (size_t)omp_get_thread_num() * ob * IC : NULL, bias, blk, ob,
+                     M, IC, OC, MT);
 }

@@ -4,8 +4,8 @@
  *       every tensor of A is in B with the same element count and max |a - b| <= TOL
  *   compare metrics A.jsonl B.jsonl RTOL
  *       the same lines and keys; every number equal within RTOL * max(1, |a|), except the
- *       timings and world_size, which differ between runs by design (and time/comm, logged by
- *       several ranks only)
+ *       timings (time/comm, logged by several ranks only, and the phases time/...) and
+ *       world_size, which differ between runs by design
  * Prints the largest difference and what broke the tolerance; exit 0 when within it, 1 when not,
  * 2 on unreadable input.
  */
@@ -57,7 +57,7 @@ static int params(const char *a, const char *b, double tol) {
 
 static int skipped(const char *key) {
     return !strcmp(key, "step_time") || !strcmp(key, "throughput/tokens_per_s") ||
-           !strcmp(key, "world_size") || !strcmp(key, "time/comm");
+           !strcmp(key, "world_size") || !strncmp(key, "time/", 5); /* comm, phases */
 }
 
 /* Compares the numbers of two metrics lines; returns 1 when one is off (said on stderr). */

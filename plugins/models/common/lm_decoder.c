@@ -79,10 +79,18 @@ static uint64_t top_layout(const lm_decoder *d, lm_decoder_acts *a, float *block
     return used + lm_attn_grads_floats(d->attn, N);
 }
 
+/* One set of layer buffers serves all L layers: forward only, or training with recomputation. */
+static int32_t shared_layers(const lm_decoder *d, int32_t train) {
+    return !train || d->recompute;
+}
+
 uint64_t lm_decoder_acts_floats(const lm_decoder *d, int32_t B, int32_t T, int32_t train) {
-    uint64_t N = (uint64_t)B * T;
+    uint64_t N = (uint64_t)B * T, L = (uint64_t)d->L;
     uint64_t layer = lm_attn_acts_floats(d->attn, N) + d->arch->layer_layout(d, NULL, NULL, N);
-    return layer * (train ? (uint64_t)d->L : 1) + top_layout(d, NULL, NULL, N, train);
+    uint64_t layers = !shared_layers(d, train) ? layer * L
+                      : train ? layer + L * lm_padded(N * d->attn->C) /* + the kept inputs */
+                              : layer;
+    return layers + top_layout(d, NULL, NULL, N, train);
 }
 
 void lm_decoder_acts_carve(lm_decoder *d, lm_decoder_acts *a, float *block, int32_t B,
@@ -94,13 +102,18 @@ void lm_decoder_acts_carve(lm_decoder *d, lm_decoder_acts *a, float *block, int3
     float *p = block;
     for (int32_t l = 0; l < d->L; l++) {
         lm_attn_acts *la = lm_decoder_layer(d, a, l);
-        if (!train && l > 0) { /* forward only: every layer reuses layer 0's buffers */
+        if (shared_layers(d, train) && l > 0) { /* every layer reuses layer 0's buffers */
             memcpy(la, a->l, d->layer_size);
             continue;
         }
         memset(la, 0, d->layer_size);
         p = lm_attn_acts_carve(la, p, d->attn, N);
         p += d->arch->layer_layout(d, la, p, N);
+    }
+    if (train && d->recompute) { /* each layer's input apart; the shared x: recomputed outputs */
+        a->xr = lm_decoder_layer(d, a, 0)->x;
+        for (int32_t l = 0; l < d->L; l++, p += lm_padded(N * d->attn->C))
+            lm_decoder_layer(d, a, l)->x = p;
     }
     top_layout(d, a, p, N, train);
 }
@@ -322,6 +335,14 @@ int32_t lm_decoder_forward(void *model, const grpo_batch *batch, float *acts, fl
     return GRPO_OK;
 }
 
+/* Recomputation: layer l's activations again from its kept input la->x into the shared layer
+ * buffers, by the same ops as the forward (so the same bits); the output goes to a->xr. */
+static int32_t recompute_layer(lm_decoder *d, lm_decoder_acts *a, lm_attn_acts *la, int32_t l,
+                               const grpo_batch *b, grpo_error *err) {
+    lm_attn_forward(d->ops, d->attn, la, a->tmp, d->w[l].p, b->mask, b->pos, b->B, b->T);
+    return d->arch->forward(d, a->xr, la, a->tmp, l, b->B * b->T, err);
+}
+
 /* d loss/d logp (B,T), d loss/d entropy (B,T) when dentropy is not NULL, plus aux_weight *
  * d aux, back to every parameter gradient, through the activations of the preceding forward()
  * of the same batch. Accumulation rule of grpo/ops.h: parameter grads +=, activation grads =. */
@@ -361,7 +382,8 @@ static int32_t backward(lm_decoder *d, const grpo_batch *batch, float *acts, con
     o->rmsnorm_backward(o->ctx, a.dx, d->dwnorm, a.ag.dln, a.xL, d->wnorm, a.lnf_rstd, N, C);
     for (int32_t l = d->L - 1; l >= 0; l--) {
         lm_attn_acts *la = lm_decoder_layer(d, &a, l);
-        int32_t st = d->arch->backward(d, &a, la, l, N, aux_weight, err);
+        int32_t st = d->recompute ? recompute_layer(d, &a, la, l, batch, err) : GRPO_OK;
+        if (st == GRPO_OK) st = d->arch->backward(d, &a, la, l, N, aux_weight, err);
         if (st != GRPO_OK) return st;
         lm_attn_backward(o, d->attn, a.dx, a.dh, &a.ag, la, d->w[l].p, d->w[l].g, batch->mask,
                          batch->pos, B, T);
@@ -378,6 +400,14 @@ int32_t lm_decoder_set_lora(void *model, const grpo_lora_adapter *adapters, uint
     d->B = d->T = 0; /* a backward must follow a forward with these adapters */
     return lm_lora_set(&d->lin.lora, d->ops, adapters, n, enabled, d->params, d->pt.descs, d->pt.n,
                        d->who, err);
+}
+
+int32_t lm_decoder_set_gradient_checkpointing(void *model, int32_t on, grpo_error *err) {
+    (void)err;
+    lm_decoder *d = model;
+    d->recompute = on != 0;
+    d->B = d->T = 0; /* the activation layout changed: a backward needs a fresh forward */
+    return GRPO_OK;
 }
 
 int32_t lm_decoder_backward(void *model, const grpo_batch *batch, float *acts,

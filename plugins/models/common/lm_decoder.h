@@ -36,6 +36,8 @@ typedef struct lm_decoder_acts {
     float *lnf_rstd;  /* (N) */
     float *head_lse;  /* (N) log-sum-exp of the head's logits */
     float *tmp;       /* (N,C) attention / feed-forward output before its residual add */
+    float *xr;        /* (N,C) recomputation only: a recomputed layer's output (dropped: the
+                         next layer's input is kept) */
     /* gradients (train only; written, never accumulated) */
     float *dx;        /* (N,C) d loss/d x of the residual stream, layer l+1 down to layer l */
     float *dh;        /* (N,C) d loss/d h (after attention) */
@@ -100,6 +102,8 @@ struct lm_decoder {
     float **params;             /* [pt.n] the bound parameter pointers (set_lora finds W) */
     lm_linear lin;              /* the linear layers: weight dtype (bind_typed, 1.5) and LoRA
                                    adapters (set_lora, 1.4) */
+    int32_t recompute;          /* gradient checkpointing (ABI 1.5): training keeps only each
+                                   layer's input; backward recomputes one layer at a time */
 };
 
 /* Rounds a tensor up to 16 floats so every one starts 64-byte aligned. */
@@ -124,11 +128,13 @@ int32_t lm_decoder_params_build(lm_decoder *d, uint32_t per_layer, const char *e
 int32_t lm_decoder_add_attn(lm_decoder *d, int32_t l);
 
 /* Floats of the activations of a (B,T) pass (train = 0: the forward-only subset for
- * prefill/decode/hidden, where all L layers share one set of layer buffers). */
+ * prefill/decode/hidden, where all L layers share one set of layer buffers; train with
+ * d->recompute: that one set, plus each layer's input x (N,C) kept apart). */
 uint64_t lm_decoder_acts_floats(const lm_decoder *d, int32_t B, int32_t T, int32_t train);
 /* Points a (and d->la, d->grads) into block, in order: per layer the attention block's tensors
- * then the pack's, then xL lnf lnf_rstd head_lse tmp, then (train) dx dh, the pack's gradient
- * buffers, the attention block's. */
+ * then the pack's (one such layer when shared), then (train with recompute) the L layer inputs,
+ * then xL lnf lnf_rstd head_lse tmp, then (train) dx dh, the pack's gradient buffers, the
+ * attention block's. */
 void lm_decoder_acts_carve(lm_decoder *d, lm_decoder_acts *a, float *block, int32_t B,
                            int32_t T, int32_t train);
 /* The pack's layer struct l of a (its lm_attn_acts). */
@@ -152,6 +158,9 @@ int32_t lm_decoder_backward(void *model, const grpo_batch *batch, float *acts,
 /* set_lora (1.4): adapters on the pack's linear layers (lm_lora.h). */
 int32_t lm_decoder_set_lora(void *model, const grpo_lora_adapter *adapters, uint32_t n,
                             int32_t enabled, grpo_error *err);
+/* set_gradient_checkpointing (1.5): d->recompute; a backward must follow a forward under the
+ * same setting. */
+int32_t lm_decoder_set_gradient_checkpointing(void *model, int32_t on, grpo_error *err);
 /* backward() of a loss with an entropy term (grpo_model_desc.backward_entropy, 1.4). */
 int32_t lm_decoder_backward_entropy(void *model, const grpo_batch *batch, float *acts,
                                     const float *dlogp, const float *dentropy,
@@ -180,7 +189,8 @@ int32_t lm_decoder_vocab_size(void *model);
     .scratch_floats = lm_decoder_scratch_floats, .prefill = lm_decoder_prefill,                  \
     .decode = lm_decoder_decode, .kv_copy_row = lm_decoder_kv_copy_row,                          \
     .vocab_size = lm_decoder_vocab_size, .backward_entropy = lm_decoder_backward_entropy,       \
-    .set_lora = lm_decoder_set_lora, .bind_typed = lm_decoder_bind_typed
+    .set_lora = lm_decoder_set_lora, .bind_typed = lm_decoder_bind_typed,                       \
+    .set_gradient_checkpointing = lm_decoder_set_gradient_checkpointing
 int32_t lm_decoder_hidden(void *model, const grpo_batch *batch, float *scratch, float *out,
                           grpo_error *err);
 

@@ -99,6 +99,10 @@ int32_t moe_router_forward(moe_model *m, moe_layer_acts *a, int32_t l, grpo_erro
     o->download(o->ctx, p, a->probs, (uint64_t)N * E * sizeof(float));
     float *count = m->count + (size_t)l * m->B * E, *psum = m->psum + (size_t)l * m->B * E;
     memset(off, 0, (size_t)(E + 1) * sizeof(int32_t));
+    /* layer l's statistics start over: a layer recomputed in backward (gradient checkpointing)
+     * counts its tokens once, with the bits of the forward */
+    memset(count, 0, (size_t)m->B * E * sizeof(float));
+    memset(psum, 0, (size_t)m->B * E * sizeof(float));
     for (int32_t n = 0; n < N; n++) {
         float *pn = p + (size_t)n * E;
         softmax_row(pn, E);

@@ -234,6 +234,13 @@ typedef struct grpo_model_desc {
      * (naming the tensor) for a dtype the pack cannot compute with on tensor i. */
     int32_t (*bind_typed)(void *model, void *const *params, const int32_t *dtypes,
                           float *const *grads, grpo_error *err);
+
+    /* (optional) Activation recomputation (gradient checkpointing): on != 0 makes forward()
+     * keep only what backward() cannot cheaply recompute (e.g. each layer's input) and
+     * backward() recompute the rest one layer at a time; same gradients as on = 0.
+     * activation_floats() answers for the setting in force, so the host calls this before it
+     * sizes the activation block (and sizes it again after a change). */
+    int32_t (*set_gradient_checkpointing)(void *model, int32_t on, grpo_error *err);
 } grpo_model_desc;
 
 #define GRPO_RELAYOUT_LOAD 0 /* file -> plugin */

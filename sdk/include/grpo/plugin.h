@@ -46,6 +46,7 @@
  *        convert, matmul_forward_w, matmul_backward_w, embedding_forward_w, head_forward_w,
  *        head_backward_w; grpo_model_desc.bind_typed (a frozen base or a rollout copy in bf16).
  *        LoRA dropout: grpo_ops.dropout, grpo_dropout_keeps, grpo_lora_adapter.dropout, .seed.
+ *        grpo_model_desc.set_gradient_checkpointing (train.gradient_checkpointing).
  *
  * Two versions: the library's magic carries the SDK it was COMPILED against (the host refuses a
  * newer minor than its own, so a pack rebuilt against 1.3 loads in 1.3+ hosts only); a
