@@ -62,6 +62,11 @@ static int evaluate(const eval_opts *o, grpo_error *err) {
                                                                           : cfg->data_path)
                                : NULL;
     if (rc == GRPO_OK) rc = grpo_run_dataset(&r, path, &ds, err);
+    if (rc == GRPO_OK && cfg->env.entry)
+        rc = grpo_error_set(err, GRPO_ERR_UNSUPPORTED,
+                            "%s: env.plugin = %s: grpo eval does not run environments yet (not "
+                            "implemented); expected a run file without [env]",
+                            cfg->path, cfg->env_plugin);
     if (rc == GRPO_OK && cfg->n_rewards == 0)
         rc = grpo_error_set(err, GRPO_ERR_INVALID,
                             "%s: no [reward.NAME] section; eval needs at "

@@ -61,7 +61,8 @@ int grpo_evaluate(grpo_run *r, grpo_model *m, grpo_reward_set *rs, const grpo_da
                             (int32_t)r->cfg.sampling_max_completion_length,
                             {0},
                             r->n_eos,
-                            r->pad_id};
+                            r->pad_id,
+                            NULL};
     memcpy(so.eos, r->eos, sizeof so.eos);
     for (size_t i = 0; rc == GRPO_OK && i < n; i += EVAL_BATCH)
         rc = eval_batch(r, m, rs, ds, i, (int32_t)(n - i < EVAL_BATCH ? n - i : EVAL_BATCH), &so,

@@ -24,6 +24,10 @@
 #include "train/seqbatch.h"
 #include "train/session.h"
 
+/* [env] sums of a chunk's episodes: count, turns, tool calls, tool errors, episodes with a tool
+ * call, observation tokens, episodes the environment ended, tokens. */
+enum { ENV_STATS = 8 };
+
 /* One generation chunk: B prompts x G completions (N = B*G rows). */
 typedef struct chunk {
     grpo_rollout_batch rb; /* prompts (B,P), completions (N, max_completion_length), R (N,K) */
@@ -39,6 +43,7 @@ typedef struct chunk {
     int32_t gN, gdropped;  /* rows and dropped groups over all ranks */
     float *gR, *gr, *gadv; /* (gN,K), (gN), (gN): every rank's rewards, sums, advantages */
     float *glen, *gtrunc;  /* (gN) completion lengths, truncation flags */
+    double env[ENV_STATS]; /* [env]: this rank's episode sums (env_stats) */
 } chunk;
 
 typedef struct trainer {
@@ -47,6 +52,7 @@ typedef struct trainer {
     grpo_model *ref;            /* reference model (beta > 0), else NULL */
     int ref_is_base;            /* LoRA, beta > 0: the reference is the policy, adapters off */
     grpo_reward_set rewards;
+    grpo_episodes episodes; /* [env] (episode.h) when env.plugin is set; desc NULL otherwise */
     float *w; /* (K) reward weights */
     grpo_sampler_opts so;
     grpo_advantage_opts ao;
@@ -96,6 +102,7 @@ static int chunk_prompts(trainer *t, chunk *c, int32_t B, grpo_error *err) {
         grpo_rng_seed_stream(&c->row_rng[i], (uint64_t)t->cfg->sampling_seed,
                              (uint64_t)t->s.st.step, (uint64_t)c->g0 * G + (uint64_t)i);
     c->rb.row_rng = c->row_rng;
+    c->rb.env = t->episodes.desc ? &t->episodes : NULL;
     size_t tries = 0;
     for (int32_t k = 0; rc == GRPO_OK && k < B;) {
         if (tries++ > t->s.data->n + (size_t)B)
@@ -232,6 +239,17 @@ static int chunk_old_logp(trainer *t, chunk *c, grpo_error *err) {
     return GRPO_OK;
 }
 
+/* The chunk's episode sums (c->env), before the next chunk's rollout reuses the episodes. */
+static void chunk_env_stats(chunk *c) {
+    const grpo_episodes *E = c->rb.env;
+    for (int32_t i = 0; i < E->N; i++) {
+        const grpo_episode *e = &E->ep[i];
+        double v[ENV_STATS] = {1, e->turns, e->tool_calls, e->tool_errors, e->tool_calls > 0,
+                               e->obs_tokens, e->done, c->rb.roll.len[i]};
+        for (int k = 0; k < ENV_STATS; k++) c->env[k] += v[k];
+    }
+}
+
 /* One chunk's rollout (rollout.h), then what training needs of it: advantages, loss mask and,
  * with num_iterations > 1, the old policy's log-probs. */
 static int chunk_generate(trainer *t, chunk *c, int32_t B, grpo_error *err) {
@@ -242,6 +260,7 @@ static int chunk_generate(trainer *t, chunk *c, int32_t B, grpo_error *err) {
     if (rc == GRPO_OK)
         rc = grpo_rollout_batch_run(&c->rb, &t->s.run, t->s.policy, &t->so, &t->s.st.rng,
                                     &t->rewards, err);
+    if (rc == GRPO_OK && c->rb.env) chunk_env_stats(c);
     if (rc == GRPO_OK) rc = chunk_rewards(t, c, err);
     if (rc == GRPO_OK) rc = chunk_mask(t, c, err);
     if (rc == GRPO_OK && t->cfg->grpo_num_iterations > 1) rc = chunk_old_logp(t, c, err);
@@ -478,6 +497,25 @@ static void reward_metrics(trainer *t, grpo_metric_row *row) {
     grpo_metric_set(row, "completions/clipped_ratio", clipped / N);
     grpo_metric_set(row, "completions/mean_terminated_length", n_term ? term_len / n_term : 0.0);
     free(R), free(r);
+}
+
+/* [env]: per-episode means over every rank's episodes of the step. */
+static void env_metrics(trainer *t, grpo_metric_row *row) {
+    double s[ENV_STATS] = {0};
+    for (int a = 0; a < t->n_chunks; a++)
+        for (int k = 0; k < ENV_STATS; k++) s[k] += t->chunks[a].env[k];
+    grpo_error err;
+    grpo_error_init(&err);
+    if (grpo_comm_size() > 1 && grpo_comm_allreduce_f64(s, ENV_STATS, GRPO_COMM_SUM, &err))
+        return;
+    double n = s[0] > 0 ? s[0] : 1;
+    grpo_metric_set(row, "env/turns", s[1] / n);
+    grpo_metric_set(row, "env/tool_calls", s[2] / n);
+    grpo_metric_set(row, "env/tool_errors", s[3] / n);
+    grpo_metric_set(row, "env/tool_use_rate", s[4] / n);
+    grpo_metric_set(row, "env/observation_tokens", s[5] / n);
+    grpo_metric_set(row, "env/done_frac", s[6] / n);
+    grpo_metric_set(row, "env/episode_length", s[7] / n);
 }
 
 static void loss_metrics(trainer *t, const loss_sums *s, grpo_metric_row *row) {
@@ -782,6 +820,25 @@ static int check_ranks(const grpo_run_config *cfg, grpo_error *err) {
     return GRPO_OK;
 }
 
+/* [env]: the environment plugin; evaluation (single-turn) is refused with it, and a run whose
+ * rewards never read the episodes' reward is warned of. */
+static int open_env(trainer *t, grpo_error *err) {
+    const grpo_run_config *cfg = t->cfg;
+    if (cfg->train_eval_every > 0)
+        return grpo_error_set(err, GRPO_ERR_UNSUPPORTED,
+                              "%s: train.eval_every = %lld with env.plugin = %s: evaluation does "
+                              "not run environments yet (not implemented); expected "
+                              "train.eval_every = 0",
+                              cfg->path, cfg->train_eval_every, cfg->env_plugin);
+    int reads = 0;
+    for (int k = 0; k < cfg->n_rewards; k++) reads |= !strcmp(cfg->rewards[k].plugin, "builtin.env");
+    if (!reads)
+        fprintf(stderr, "warning: %s: env.plugin = %s, but no [reward.NAME] has plugin = "
+                "builtin.env: the environment's rewards are not trained on\n", cfg->path,
+                cfg->env_plugin);
+    return grpo_episodes_open(&t->episodes, &t->s.run, err);
+}
+
 /* What GRPO adds to the session: reference, rewards, sampler and advantage options, chunks. */
 static int setup(trainer *t, grpo_error *err) {
     const grpo_run_config *cfg = t->cfg = t->s.cfg;
@@ -789,6 +846,7 @@ static int setup(trainer *t, grpo_error *err) {
     if (rc == GRPO_OK) rc = check_ranks(cfg, err);
     if (rc == GRPO_OK) rc = open_reference(t, err);
     if (rc == GRPO_OK) rc = open_eval(t, err);
+    if (rc == GRPO_OK && cfg->env.entry) rc = open_env(t, err);
     if (rc == GRPO_OK)
         rc = grpo_reward_set_create(&t->rewards, cfg, &t->s.run.env.reg, &t->s.run.env.host, err);
     if (rc != GRPO_OK) return rc;
@@ -799,10 +857,12 @@ static int setup(trainer *t, grpo_error *err) {
                              (float)cfg->sampling_top_p, (float)cfg->sampling_min_p,
                              (float)cfg->sampling_repetition_penalty},
                             (int32_t)cfg->sampling_num_generations,
-                            (int32_t)cfg->sampling_max_completion_length,
+                            (int32_t)(cfg->env.entry ? cfg->env_max_episode_tokens
+                                                     : cfg->sampling_max_completion_length),
                             {0},
                             t->s.run.n_eos,
-                            t->s.run.pad_id};
+                            t->s.run.pad_id,
+                            NULL}; /* rollout.c sets turns for a chunk with episodes */
     memcpy(so.eos, t->s.run.eos, sizeof so.eos);
     t->so = so;
     t->scale = cfg->sampling_temperature > 0 ? (float)(1.0 / cfg->sampling_temperature) : 1.0f;
@@ -831,6 +891,7 @@ static int teardown(trainer *t, grpo_error *err) {
     for (int a = 0; t->chunks && a < t->cap_chunks; a++) chunk_clear(&t->chunks[a]);
     free(t->chunks), free(t->w), free(t->load);
     grpo_seqbatch_free(&t->sb);
+    grpo_episodes_close(&t->episodes);
     grpo_reward_set_free(&t->rewards);
     grpo_model_close(t->ref);
     grpo_dataset_free(t->eval_data);
@@ -869,6 +930,7 @@ static int train_step(grpo_session *s, void *ctx, grpo_error *err) {
     grpo_metric_row row;
     grpo_metric_row_clear(&row);
     reward_metrics(t, &row);
+    if (t->episodes.desc) env_metrics(t, &row);
     loss_metrics(t, &sums, &row);
     if (grpo_comm_size() > 1) /* this rank's seconds in collectives (waits included) */
         grpo_metric_set(&row, "time/comm", grpo_comm_seconds() - comm0);
