@@ -11,10 +11,15 @@
  *     keeps them out of the loss; the episodes' rewards, turns and counts reach the samples'
  *     fields;
  *   - a failing step() is an error naming [env] and the plugin;
- *   - <tool_call> parsing: calls, several calls, and each kind of malformed call.
+ *   - <tool_call> parsing: calls, several calls, and each kind of malformed call;
+ *   - builtin.exec_env with tests/exec_scorers/env_program.c: episodes over JSON lines, and a
+ *     crash, a hang (timeout), a line that is not JSON and a reply with a bad key each cost the
+ *     episodes of that program (NaN rewards) with one warning naming the program, the request
+ *     and the line, never the run.
  */
 #include <check.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,8 +48,22 @@ typedef struct fixture {
     grpo_sampler_opts so;
 } fixture;
 
-/* A run on a tiny random model and the arithmetic prompts, [env] = scripted.echo. */
-static void fixture_open(fixture *f, const char *extra_env) {
+static char warned[8192]; /* every warning of the test, one per line */
+
+static void counting_log(int32_t level, const char *who, const char *fmt, ...) {
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "[%d] %s: %s\n", level, who, msg);
+    size_t used = strlen(warned);
+    if (level == GRPO_LOG_WARN) snprintf(warned + used, sizeof warned - used, "%s\n", msg);
+}
+
+/* A run on a tiny random model and the arithmetic prompts, [env] = the plugin and keys in
+ * env (scripted.echo when NULL) plus extra_env. */
+static void fixture_open_env(fixture *f, const char *env, const char *extra_env) {
     memset(f, 0, sizeof *f);
     tiny_model_dir(f->tmp, sizeof f->tmp, "env");
     char ini[512];
@@ -56,9 +75,9 @@ static void fixture_open(fixture *f, const char *extra_env) {
             "[data]\npath = %s/examples/arith/train.jsonl\n"
             "[sampling]\nnum_generations = %d\nmax_completion_length = 8\ntemperature = 0\n"
             "[train]\nthreads = 1\n"
-            "[env]\nplugin = scripted.echo\nmax_turns = 4\nmax_episode_tokens = %d\n%s"
+            "[env]\nplugin = %s\nmax_turns = 4\nmax_episode_tokens = %d\n%s"
             "[reward.env]\nplugin = builtin.env\n",
-            f->tmp, GRPO_SOURCE_DIR, G, T, extra_env);
+            f->tmp, GRPO_SOURCE_DIR, G, env ? env : "scripted.echo", T, extra_env);
     fclose(fp);
     grpo_error err;
     grpo_error_init(&err);
@@ -72,9 +91,15 @@ static void fixture_open(fixture *f, const char *extra_env) {
     ck_ok(grpo_run_dataset(&f->r, path, &f->ds, &err), &err);
     free(path);
     ck_ok(grpo_reward_set_create(&f->rs, &f->r.cfg, &f->r.env.reg, &f->r.env.host, &err), &err);
+    warned[0] = '\0';
+    f->r.env.host.log = counting_log;
     ck_ok(grpo_episodes_open(&f->E, &f->r, &err), &err);
     grpo_sampler_opts so = {{0.0f, 0, 1.0f, 0.0f, 1.0f}, G, T, {0}, 0, f->r.pad_id, NULL};
     f->so = so;
+}
+
+static void fixture_open(fixture *f, const char *extra_env) {
+    fixture_open_env(f, NULL, extra_env);
 }
 
 static void fixture_close(fixture *f) {
@@ -143,18 +168,22 @@ static int32_t expect_episode(fixture *f, const int32_t *p, int32_t np, int g, i
     return len;
 }
 
-/* The end-of-turn id of the tests: member 0's second greedy token after its first observation,
- * so that its first turn ends after at most two tokens. */
-static int32_t pick_eos(fixture *f, const int32_t *p, int32_t np) {
+/* The end-of-turn id of the tests: member 0's second greedy token after its first observation
+ * (first), so that its first turn ends after at most two tokens. */
+static int32_t pick_eos_after(fixture *f, const int32_t *p, int32_t np, const char *first) {
     int32_t ctx[MAXC], n = np;
     memcpy(ctx, p, (size_t)np * sizeof(int32_t));
-    put_text(f, "#0:", ctx, &n);
+    put_text(f, first, ctx, &n);
     grpo_rollout pre = {0};
     greedy(f, ctx, n, 4, -1, &pre);
     int32_t eos = pre.ids[1];
     grpo_rollout_free(&pre);
     f->so.eos[0] = eos, f->so.n_eos = 1;
     return eos;
+}
+
+static int32_t pick_eos(fixture *f, const int32_t *p, int32_t np) {
+    return pick_eos_after(f, p, np, "#0:");
 }
 
 START_TEST(episode_tokens_and_mask_are_exact) {
@@ -309,6 +338,68 @@ START_TEST(tool_calls_parse) {
 }
 END_TEST
 
+/* One rollout of B = 1, G = 2 episodes with the test program in mode; member 0's first turn
+ * ends after at most two tokens. R: builtin.env's score of each row. */
+static void exec_rollout(fixture *f, const char *mode, float *R) {
+    char env[1024];
+    snprintf(env, sizeof env, "builtin.exec_env\ncommand = %s\ncommand = %s\ntimeout = 1",
+             EXEC_ENV_PROGRAM, mode);
+    fixture_open_env(f, env, "");
+    grpo_error err;
+    grpo_error_init(&err);
+    grpo_rollout_batch b;
+    int keep = 0;
+    ck_ok(grpo_rollout_batch_begin(&b, 1, G, &err), &err);
+    ck_ok(grpo_rollout_batch_add(&b, &f->r, f->ds, &f->ds->examples[0], &keep, &err), &err);
+    b.env = &f->E;
+    pick_eos_after(f, b.ids[0], (int32_t)b.n_ids[0], "[0]"); /* episode 0's first observation */
+    grpo_rng rng;
+    grpo_rng_seed(&rng, 5);
+    ck_ok(grpo_rollout_batch_run(&b, &f->r, f->m, &f->so, &rng, &f->rs, &err), &err);
+    for (int g = 0; g < G; g++) R[g] = b.R[g];
+    ck_assert_ptr_nonnull(strstr(b.completion[0], "[0]"));
+    ck_assert_ptr_nonnull(strstr(b.completion[1], "[1]"));
+    ck_assert_int_ge(f->E.ep[0].turns, 1);
+    grpo_rollout_batch_free(&b);
+}
+
+START_TEST(exec_env_program_episodes) {
+    fixture f;
+    float R[G];
+    exec_rollout(&f, "good", R);
+    for (int g = 0; g < G; g++) {
+        const grpo_episode *e = &f.E.ep[g];
+        /* final member + 1, step rewards 0 (turn 0) and 0.25 (turn 1, done) */
+        ck_assert_float_eq_tol(R[g], (float)g + 1.0f + (e->turns >= 2 ? 0.25f : 0.0f), 1e-6f);
+        ck_assert_int_eq(e->tool_calls, e->turns); /* the program counts one call per step */
+        ck_assert_int_eq(e->done, e->turns >= 2);
+    }
+    ck_assert_msg(warned[0] == '\0', "warnings: %s", warned);
+    fixture_close(&f);
+}
+END_TEST
+
+START_TEST(exec_env_program_failures) {
+    static const char *const modes[][3] = {
+        {"crash", "exited or closed its output", NULL},
+        {"hang", "no reply within 1 s (timeout)", NULL},
+        {"junk", "malformed reply to request", "line: 'this is not json'"},
+        {"badkey", "malformed reply to request", "\"done\":\"yes\""},
+    };
+    for (size_t k = 0; k < sizeof modes / sizeof modes[0]; k++) {
+        fixture f;
+        float R[G];
+        exec_rollout(&f, modes[k][0], R);
+        ck_assert_msg(isnan(R[0]), "%s: reward %g, expected NaN", modes[k][0], R[0]);
+        ck_assert_msg(strstr(warned, "env_program") && strstr(warned, modes[k][1]) &&
+                          (!modes[k][2] || strstr(warned, modes[k][2])) &&
+                          strstr(warned, "ends without a reward"),
+                      "%s: warnings: %s", modes[k][0], warned);
+        fixture_close(&f);
+    }
+}
+END_TEST
+
 static Suite *suite(void) {
     Suite *s = suite_create("env");
     TCase *tc = tcase_create("core");
@@ -317,6 +408,8 @@ static Suite *suite(void) {
     tcase_add_test(tc, episode_fields_reach_rewards);
     tcase_add_test(tc, failing_step_names_env_and_plugin);
     tcase_add_test(tc, tool_calls_parse);
+    tcase_add_test(tc, exec_env_program_episodes);
+    tcase_add_test(tc, exec_env_program_failures);
     suite_add_tcase(s, tc);
     return s;
 }

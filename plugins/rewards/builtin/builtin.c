@@ -2,6 +2,7 @@
 #include <stdarg.h>
 
 #include "builtin.h"
+#include "grpo/env.h"
 
 GRPO_PLUGIN_MAGIC()
 
@@ -13,12 +14,17 @@ static const grpo_reward_desc *builtin_get_reward(uint32_t index) {
     return index < sizeof rewards / sizeof rewards[0] ? rewards[index] : NULL;
 }
 
+static const grpo_env_desc *builtin_get_env(uint32_t index) {
+    return index == 0 ? &builtin_exec_env : NULL;
+}
+
 GRPO_EXPORT int32_t grpo_plugin_init(const grpo_host *host, grpo_library *lib, grpo_error *err) {
     (void)host;
     if (!GRPO_HAS_FIELD(lib, grpo_library, get_reward))
         return grpo_error_set(err, GRPO_ERR_ABI, "builtin: host library struct too small (%u bytes)",
                               lib->struct_size);
     lib->get_reward = builtin_get_reward;
+    if (GRPO_HAS_FIELD(lib, grpo_library, get_env)) lib->get_env = builtin_get_env; /* 1.5 */
     return GRPO_OK;
 }
 

@@ -4,6 +4,7 @@
  * without the field (a run without [env]) or with null gets NaN: no opinion. */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "builtin.h"
 
@@ -19,6 +20,7 @@ static int32_t env_score(void *state, const grpo_sample *samples, uint32_t n, fl
     (void)state;
     for (uint32_t i = 0; i < n; i++) {
         const char *v = grpo_sample_field(&samples[i], "env_reward");
+        if (v && !strcmp(v, "null")) v = NULL;
         char *end = NULL;
         double r = v ? strtod(v, &end) : NAN;
         if (v && (end == v || *end))

@@ -28,7 +28,7 @@
 #include "builtin.h"
 #include "exec_proc.h"
 
-static cJSON *sample_json(const grpo_sample *x) {
+cJSON *exec_sample_json(const grpo_sample *x) {
     cJSON *o = cJSON_CreateObject(), *fields = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "prompt", x->prompt ? x->prompt : "");
     cJSON_AddStringToObject(o, "completion", x->completion ? x->completion : "");
@@ -48,7 +48,7 @@ static char *request_line(uint64_t id, const grpo_sample *samples, uint32_t n, s
     cJSON *req = cJSON_CreateObject();
     cJSON_AddNumberToObject(req, "id", (double)id);
     cJSON *arr = cJSON_AddArrayToObject(req, "samples");
-    for (uint32_t k = 0; k < n; k++) cJSON_AddItemToArray(arr, sample_json(&samples[k]));
+    for (uint32_t k = 0; k < n; k++) cJSON_AddItemToArray(arr, exec_sample_json(&samples[k]));
     char *text = cJSON_PrintUnformatted(req);
     cJSON_Delete(req);
     char *line = text ? realloc(text, (*len = strlen(text)) + 2) : NULL;
