@@ -11,6 +11,8 @@
  *     keeps them out of the loss; the episodes' rewards, turns and counts reach the samples'
  *     fields;
  *   - a failing step() is an error naming [env] and the plugin;
+ *   - a messages prompt gets each observation through the chat template: the tool message after
+ *     the turn, up to the next assistant prompt, without repeating the turn's end token;
  *   - <tool_call> parsing: calls, several calls, and each kind of malformed call;
  *   - builtin.exec_env with tests/exec_scorers/env_program.c: episodes over JSON lines, and a
  *     crash, a hang (timeout), a line that is not JSON and a reply with a bad key each cost the
@@ -304,6 +306,49 @@ START_TEST(failing_step_names_env_and_plugin) {
 }
 END_TEST
 
+/* The forced tokens after a turn ending in ids[n], decoded with special tokens kept. */
+static char *observation_after(fixture *f, const grpo_example *ex, const char *turn) {
+    grpo_error err;
+    grpo_error_init(&err);
+    char *prompt[1] = {(char *)"p"};
+    const grpo_example *exs[1] = {ex};
+    ck_ok(grpo_episodes_begin(&f->E, prompt, exs, 1, 1, &err), &err);
+    int32_t ids[MAXC], n = 0;
+    put_text(f, turn, ids, &n);
+    const grpo_sampler_turns *t = grpo_episodes_turns(&f->E);
+    const int32_t *obs = NULL;
+    int32_t n_obs = 0;
+    int done = 1;
+    ck_ok(t->turn_end(t->user, 0, ids, n, 1000, &obs, &n_obs, &done, &err), &err);
+    ck_assert_int_eq(done, 0);
+    grpo_tok_text text = {0};
+    ck_ok(grpo_tokenizer_decode(f->r.tok, obs, (size_t)n_obs, 0, &text, &err), &err);
+    ck_ok(grpo_episodes_finish(&f->E, &err), &err);
+    return text.data;
+}
+
+START_TEST(observation_goes_through_the_chat_template) {
+    fixture f;
+    fixture_open(&f, "");
+    grpo_message msg[1] = {{sizeof(grpo_message), "user", "2+2?"}};
+    grpo_example chat = {.messages = msg, .n_messages = 1}, plain = {.prompt = "2+2="};
+    /* ChatML (the tiny model's template): the turn's <|im_end|> is the policy's own */
+    char *o = observation_after(&f, &chat, "calc: 2+2<|im_end|>");
+    ck_assert_str_eq(o, "\n<|im_start|>tool\n\n<obs 0 0>\n<|im_end|>\n<|im_start|>assistant\n");
+    free(o);
+    /* a turn ended by another token keeps the template's end of the assistant message */
+    o = observation_after(&f, &chat, "calc: 2+2<|endoftext|>");
+    ck_assert_str_eq(o, "<|im_end|>\n<|im_start|>tool\n\n<obs 0 0>\n<|im_end|>\n"
+                        "<|im_start|>assistant\n");
+    free(o);
+    /* a plain-text prompt gets the observation as the environment wrote it */
+    o = observation_after(&f, &plain, "calc: 2+2<|im_end|>");
+    ck_assert_str_eq(o, "\n<obs 0 0>\n");
+    free(o);
+    fixture_close(&f);
+}
+END_TEST
+
 START_TEST(tool_calls_parse) {
     char *calls = NULL, *why = NULL;
     int32_t n = -1;
@@ -408,6 +453,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, episode_fields_reach_rewards);
     tcase_add_test(tc, failing_step_names_env_and_plugin);
     tcase_add_test(tc, tool_calls_parse);
+    tcase_add_test(tc, observation_goes_through_the_chat_template);
     tcase_add_test(tc, exec_env_program_episodes);
     tcase_add_test(tc, exec_env_program_failures);
     suite_add_tcase(s, tc);
