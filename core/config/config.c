@@ -982,6 +982,10 @@ int grpo_run_config_dump(const grpo_run_config *cfg, FILE *out) {
             }
             bad |= write_kv(out, k->name, cfg->text[i] ? cfg->text[i] : "", mark[0] ? mark : NULL);
         }
+        const grpo_reward_spec *env = &cfg->env; /* [env]'s plugin keys follow the host's */
+        for (uint32_t j = 0; !strcmp(section_names[sec], "env") && j < env->n; j++)
+            bad |= write_kv(out, env->keys[j], env->values[j],
+                            set_mark(env->lines[j], "default (manifest)"));
     }
     for (int i = 0; i < cfg->n_rewards; i++) {
         const grpo_reward_spec *r = &cfg->rewards[i];
