@@ -418,6 +418,10 @@ static void split_architectures(const mentry *m, grpo_entry *e) {
     }
 }
 
+const char *grpo_entry_kind_name(grpo_entry_kind k) {
+    return k == GRPO_KIND_MODEL ? "model" : k == GRPO_KIND_ENV ? "env" : "reward";
+}
+
 static int check_entry(manifest_parser *p, const mentry *m, grpo_entry *e) {
     size_t nl = strlen(p->name.text);
     if (strncmp(m->id, p->name.text, nl) != 0 || m->id[nl] != '.' || !m->id[nl + 1])

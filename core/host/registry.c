@@ -297,10 +297,6 @@ const grpo_key_def *grpo_entry_key(const grpo_entry *e, const char *name) {
 
 /* ---- loading ------------------------------------------------------------------------------- */
 
-const char *grpo_entry_kind_name(grpo_entry_kind k) {
-    return k == GRPO_KIND_MODEL ? "model" : k == GRPO_KIND_ENV ? "env" : "reward";
-}
-
 static const char *kind_name(grpo_entry_kind k) {
     return grpo_entry_kind_name(k);
 }

@@ -256,8 +256,13 @@ static int turns_end(void *user, int32_t row, const int32_t *ids, int32_t n_ids,
     if (*done) return GRPO_OK;
     char *text = NULL;
     const char *o = out.observation ? out.observation : "";
-    if (templated(E, e))
-        rc = render_tool(E, e, ids[n_ids - 1], o, &text, err);
+    if (templated(E, e) && (rc = render_tool(E, e, ids[n_ids - 1], o, &text, err)) != GRPO_OK) {
+        char why[sizeof err->message];
+        snprintf(why, sizeof why, "%s", err->message);
+        return grpo_error_set(err, rc, "[env] (plugin %s): rendering an observation as a "
+                              "{\"role\": \"tool\"} message through the chat template: %s",
+                              E->run->cfg.env.plugin, why);
+    }
     if (rc == GRPO_OK) rc = set_obs(E, e, text ? text : o, err);
     free(text);
     if (rc != GRPO_OK) return rc;

@@ -46,12 +46,13 @@ def evaluate(expr):
 
 
 def the_call(req):
-    """The expression of the turn's calculator call, or None."""
+    """The expression of the turn's calculator call, or None; and whether it is in the text
+    syntax (grpo counts the <tool_call>s it parsed itself)."""
     for call in req.get("tool_calls") or []:
         if call.get("name") == "calc":
-            return str((call.get("arguments") or {}).get("expression", ""))
+            return str((call.get("arguments") or {}).get("expression", "")), False
     m = re.search(r"calc:([^\n]*)", req["text"])
-    return m.group(1) if m else None
+    return (m.group(1), True) if m else (None, False)
 
 
 def main():
@@ -65,7 +66,7 @@ def main():
             episodes[ep] = {"answer": str(answer) if answer is not None else None, "correct": False}
             out["observation"] = None  # the task is in the prompt
         elif req["type"] == "step":
-            e, expr = episodes[ep], the_call(req)
+            e, (expr, own) = episodes[ep], the_call(req)
             if expr is None:  # the final answer
                 numbers = re.findall(r"\d+", req["text"])
                 e["correct"] = bool(numbers) and numbers[-1] == e["answer"]
@@ -77,7 +78,7 @@ def main():
                 except ValueError:
                     out["observation"] = f"\nerror: cannot evaluate '{expr[:60]}'\n"
                     out["tool_errors"] = 1
-                out["tool_calls"] = 1
+                out["tool_calls"] = 1 if own else 0
                 out["done"] = False
         else:  # final: the episode's last message
             out["reward"] = 1.0 if episodes.pop(ep)["correct"] else 0.0

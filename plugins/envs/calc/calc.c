@@ -140,9 +140,11 @@ static int32_t calc_reset(void *state, const grpo_sample *sample, void **episode
     return GRPO_OK;
 }
 
-/* The expression of the turn's call, into [*b, *b + *n); 0 when the turn makes none. */
+/* The expression of the turn's call, into [*b, *b + *n); 0 when the turn makes none. *own 1:
+ * the call is in the prefix syntax (the host counted the <tool_call>s it parsed itself). */
 static int find_call(const calc_episode *e, const grpo_env_turn *t, char *buf, size_t cap,
-                     const char **b, size_t *n) {
+                     const char **b, size_t *n, int *own) {
+    *own = 0;
     if (t->tool_calls) { /* the host parsed <tool_call> JSON: a call named calc */
         cJSON *calls = cJSON_Parse(t->tool_calls), *c;
         int found = 0;
@@ -161,7 +163,7 @@ static int find_call(const calc_episode *e, const grpo_env_turn *t, char *buf, s
     const char *p = strstr(t->text, e->s->prefix);
     if (!p) return 0;
     p += strlen(e->s->prefix);
-    *b = p, *n = strcspn(p, "\n");
+    *b = p, *n = strcspn(p, "\n"), *own = 1;
     return 1;
 }
 
@@ -189,12 +191,13 @@ static int32_t calc_step(void *episode, const grpo_env_turn *turn, grpo_env_step
     size_t n = 0;
     char buf[128];
     long long v = 0;
-    if (!find_call(e, turn, buf, sizeof buf, &b, &n)) { /* the final answer */
+    int own = 0;
+    if (!find_call(e, turn, buf, sizeof buf, &b, &n, &own)) { /* the final answer */
         e->answered = e->has_answer && last_integer(turn->text, &v) && v == e->answer;
         out->done = 1;
         return GRPO_OK;
     }
-    out->tool_calls = 1;
+    out->tool_calls = (uint32_t)own;
     if (evaluate(b, n, &v)) {
         snprintf(e->obs, sizeof e->obs, "\nresult: %lld\n", v);
     } else {

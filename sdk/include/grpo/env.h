@@ -71,7 +71,8 @@ typedef struct grpo_env_step {
                                * Owned by the plugin, valid until its next call on the episode */
     int32_t done;             /* 1: the episode is over (observation ignored) */
     float reward;             /* a step reward; NaN (the host's fill) = none. reset's is ignored */
-    uint32_t tool_calls;      /* tool calls the environment served this step (metrics) */
+    uint32_t tool_calls;      /* tool calls the environment served this step in a syntax of its
+                               * own (metrics; the host counts the <tool_call>s it parsed) */
     uint32_t tool_errors;     /* calls it refused as malformed (metrics) */
 } grpo_env_step;
 
