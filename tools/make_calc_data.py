@@ -4,6 +4,7 @@
 Prompts are two-digit multiplications "37*25=" (answers 100..9801) that the tiny arithmetic model
 cannot work out itself: calling the calculator is the only practical way to the reward.
   train.jsonl  GRPO prompts with their "answer"
+  eval.jsonl   300 held-out prompts with their "answer" (disjoint from the others)
   sft.jsonl    the warm start: half the prompts answered by a call ("calc: 37*25"), half by a
                guess ("<answer>RANDOM</answer>"), and the turn after a call's observation
                ("...<|im_end|>\\nresult: 925\\n" -> "<answer>925</answer>"), so the policy starts
@@ -32,6 +33,9 @@ def main():
                 f.write(json.dumps({"prompt": p, "response": f"<answer>{guess}</answer>"}) + "\n")
             seen = f"{p}calc: {a}*{b}{EOT}\nresult: {a * b}\n"
             f.write(json.dumps({"prompt": seen, "response": f"<answer>{a * b}</answer>"}) + "\n")
+    with open("examples/calc/eval.jsonl", "w") as f:
+        for a, b in pairs[5000:5300]:
+            f.write(json.dumps({"prompt": f"{a}*{b}=", "answer": str(a * b)}) + "\n")
 
 
 if __name__ == "__main__":

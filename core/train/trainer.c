@@ -771,10 +771,11 @@ static int evaluate_due(trainer *t, grpo_metric_row *row, grpo_error *err) {
     size_t n = t->eval_data->n;
     if (cfg->train_eval_limit > 0 && (size_t)cfg->train_eval_limit < n)
         n = (size_t)cfg->train_eval_limit;
-    int rc = grpo_evaluate(&t->s.run, t->s.policy, &t->rewards, t->eval_data, n, 0.0f,
+    grpo_episodes *env = t->episodes.desc ? &t->episodes : NULL;
+    int rc = grpo_evaluate(&t->s.run, t->s.policy, &t->rewards, env, t->eval_data, n, 0.0f,
                            &t->eval_rng, "eval/", row, err);
     if (rc == GRPO_OK && cfg->train_eval_temperature > 0)
-        rc = grpo_evaluate(&t->s.run, t->s.policy, &t->rewards, t->eval_data, n,
+        rc = grpo_evaluate(&t->s.run, t->s.policy, &t->rewards, env, t->eval_data, n,
                            (float)cfg->train_eval_temperature, &t->eval_rng, "eval_sampled/", row,
                            err);
     return rc;
@@ -820,16 +821,10 @@ static int check_ranks(const grpo_run_config *cfg, grpo_error *err) {
     return GRPO_OK;
 }
 
-/* [env]: the environment plugin; evaluation (single-turn) is refused with it, and a run whose
- * rewards never read the episodes' reward is warned of. */
+/* [env]: the environment plugin (evaluations run episodes too); a run whose rewards never read
+ * the episodes' reward is warned of. */
 static int open_env(trainer *t, grpo_error *err) {
     const grpo_run_config *cfg = t->cfg;
-    if (cfg->train_eval_every > 0)
-        return grpo_error_set(err, GRPO_ERR_UNSUPPORTED,
-                              "%s: train.eval_every = %lld with env.plugin = %s: evaluation does "
-                              "not run environments yet (not implemented); expected "
-                              "train.eval_every = 0",
-                              cfg->path, cfg->train_eval_every, cfg->env_plugin);
     int reads = 0;
     for (int k = 0; k < cfg->n_rewards; k++) reads |= !strcmp(cfg->rewards[k].plugin, "builtin.env");
     if (!reads)
