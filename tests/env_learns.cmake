@@ -76,6 +76,13 @@ foreach(key reward env/tool_use_rate)
   endif()
   message(STATUS "env_learns: held-out ${key} ${b} -> ${a} per mille")
 endforeach()
+# the completions log shows whole episodes: the call, the observation, the answer
+file(READ ${WORK_DIR}/runs/calc/train/completions.jsonl log)
+if(NOT log MATCHES "calc: [0-9]+\\*[0-9]+\\\\nresult: [0-9]+\\\\n<answer>" OR
+   NOT log MATCHES "\"env\":{\"reward\":1,\"turns\":2,\"tool_calls\":1,\"tool_errors\":0}")
+  message(FATAL_ERROR "env_learns: completions.jsonl shows no whole episode with its env "
+    "results:\n${log}")
+endif()
 file(STRINGS ${WORK_DIR}/runs/calc/train/metrics.jsonl rows)
 list(LENGTH rows n)
 if(NOT n EQUAL 60)

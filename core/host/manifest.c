@@ -617,9 +617,11 @@ static int check_test(manifest_parser *p, const mtest *m, grpo_entry *entries, i
     for (int i = 0; i < n_entries; i++)
         if (strcmp(entries[i].id, m->entry_id) == 0) e = &entries[i];
     if (!e || e->kind != GRPO_KIND_REWARD)
-        return perr(p, m->line, "[%s:%s] is a self-test of '%s', which %s; expected [ID:test.N] "
-                    "after a reward's [ID] section", m->entry_id, m->name, m->entry_id,
-                    e ? "is a model (only rewards have self-tests)" : "no [ID] section declares");
+        return perr(p, m->line, "[%s:%s] is a self-test of '%s', which %s%s%s; expected "
+                    "[ID:test.N] after a reward's [ID] section", m->entry_id, m->name, m->entry_id,
+                    e ? "is a" : "no [ID] section declares", !e ? "" :
+                    e->kind == GRPO_KIND_ENV ? "n env" : " model",
+                    e ? " (only rewards have self-tests)" : "");
     e->tests = xrealloc(e->tests, (size_t)(e->n_tests + 1) * sizeof *e->tests);
     grpo_selftest *st = &e->tests[e->n_tests++];
     memset(st, 0, sizeof *st);

@@ -44,6 +44,7 @@ typedef struct chunk {
     float *gR, *gr, *gadv; /* (gN,K), (gN), (gN): every rank's rewards, sums, advantages */
     float *glen, *gtrunc;  /* (gN) completion lengths, truncation flags */
     double env[ENV_STATS]; /* [env]: this rank's episode sums (env_stats) */
+    float *env_rows;       /* (N,4) [env]: each episode's reward, turns, tool calls, tool errors */
 } chunk;
 
 typedef struct trainer {
@@ -73,7 +74,7 @@ typedef struct trainer {
 static void chunk_clear(chunk *c) {
     grpo_rollout_batch_free(&c->rb);
     free(c->r), free(c->adv), free(c->mask), free(c->old_logp), free(c->row_rng);
-    free(c->gR), free(c->gr), free(c->gadv), free(c->glen), free(c->gtrunc);
+    free(c->gR), free(c->gr), free(c->gadv), free(c->glen), free(c->gtrunc), free(c->env_rows);
     memset(c, 0, sizeof *c);
 }
 
@@ -239,11 +240,15 @@ static int chunk_old_logp(trainer *t, chunk *c, grpo_error *err) {
     return GRPO_OK;
 }
 
-/* The chunk's episode sums (c->env), before the next chunk's rollout reuses the episodes. */
+/* The chunk's episode sums (c->env) and rows (for the completions log), before the next
+ * chunk's rollout reuses the episodes. */
 static void chunk_env_stats(chunk *c) {
     const grpo_episodes *E = c->rb.env;
+    c->env_rows = malloc((size_t)E->N * 4 * sizeof(float));
     for (int32_t i = 0; i < E->N; i++) {
         const grpo_episode *e = &E->ep[i];
+        float row[4] = {e->reward, (float)e->turns, (float)e->tool_calls, (float)e->tool_errors};
+        if (c->env_rows) memcpy(c->env_rows + (size_t)i * 4, row, sizeof row);
         double v[ENV_STATS] = {1, e->turns, e->tool_calls, e->tool_errors, e->tool_calls > 0,
                                e->obs_tokens, e->done, c->rb.roll.len[i]};
         for (int k = 0; k < ENV_STATS; k++) c->env[k] += v[k];
@@ -594,6 +599,15 @@ static int log_completions(trainer *t, grpo_error *err) {
                 cJSON_AddNumberToObject(rw, t->rewards.specs[k]->name, v);
         }
         cJSON_AddItemToObject(j, "rewards", rw);
+        if (c->env_rows) { /* [env]: the episode as the environment saw it */
+            const float *e = c->env_rows + (size_t)i * 4;
+            cJSON *ej = cJSON_AddObjectToObject(j, "env");
+            if (isnan(e[0])) cJSON_AddNullToObject(ej, "reward");
+            else cJSON_AddNumberToObject(ej, "reward", e[0]);
+            cJSON_AddNumberToObject(ej, "turns", e[1]);
+            cJSON_AddNumberToObject(ej, "tool_calls", e[2]);
+            cJSON_AddNumberToObject(ej, "tool_errors", e[3]);
+        }
         if (isnan(c->r[i]))
             cJSON_AddNullToObject(j, "reward");
         else

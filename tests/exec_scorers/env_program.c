@@ -40,7 +40,10 @@ int main(int argc, char **argv) {
             snprintf(obs, sizeof obs, "[%d]", ep);
             cJSON_AddStringToObject(out, "observation", obs);
         } else if (!strcmp(type, "step")) {
-            if (!strcmp(mode, "crash")) return 3;
+            if (!strcmp(mode, "crash")) {
+                cJSON_Delete(out), cJSON_Delete(req);
+                return 3;
+            }
             if (!strcmp(mode, "hang")) {
                 sleep(100);
                 return 0;
