@@ -30,6 +30,8 @@
 #pragma GCC diagnostic ignored "-Wunused-function"
 #include "grpo_cli_test.h"
 #pragma GCC diagnostic pop
+#include <cjson/cJSON.h>
+
 #include "train/episode.h"
 #include "train/rollout.h"
 #include "train/seqbatch.h"
@@ -63,11 +65,40 @@ static void counting_log(int32_t level, const char *who, const char *fmt, ...) {
     if (level == GRPO_LOG_WARN) snprintf(warned + used, sizeof warned - used, "%s\n", msg);
 }
 
-/* A run on a tiny random model and the arithmetic prompts, [env] = the plugin and keys in
- * env (scripted.echo when NULL) plus extra_env. */
-static void fixture_open_env(fixture *f, const char *env, const char *extra_env) {
+/* Replaces the chat template of the model in dir (tokenizer_config.json). */
+static void set_template(const char *dir, const char *tpl) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
+    FILE *fp = fopen(path, "rb");
+    ck_assert_ptr_nonnull(fp);
+    char buf[1 << 16];
+    size_t n = fread(buf, 1, sizeof buf - 1, fp);
+    fclose(fp);
+    buf[n] = '\0';
+    cJSON *j = cJSON_Parse(buf);
+    ck_assert_ptr_nonnull(j);
+    cJSON_DeleteItemFromObject(j, "chat_template");
+    cJSON_AddStringToObject(j, "chat_template", tpl);
+    char *text = cJSON_Print(j);
+    fp = fopen(path, "wb");
+    ck_assert_ptr_nonnull(fp);
+    fputs(text, fp);
+    fclose(fp);
+    free(text);
+    cJSON_Delete(j);
+}
+
+/* A run on a tiny random model (chat template tpl when non-NULL) and the arithmetic prompts,
+ * [env] = the plugin and keys in env (scripted.echo when NULL) plus extra_env. */
+static void fixture_open_tpl(fixture *f, const char *env, const char *extra_env,
+                             const char *tpl) {
     memset(f, 0, sizeof *f);
     tiny_model_dir(f->tmp, sizeof f->tmp, "env");
+    if (tpl) {
+        char dir[300];
+        snprintf(dir, sizeof dir, "%s/model", f->tmp);
+        set_template(dir, tpl);
+    }
     char ini[512];
     snprintf(ini, sizeof ini, "%s/run.ini", f->tmp);
     FILE *fp = fopen(ini, "w");
@@ -98,6 +129,10 @@ static void fixture_open_env(fixture *f, const char *env, const char *extra_env)
     ck_ok(grpo_episodes_open(&f->E, &f->r, &err), &err);
     grpo_sampler_opts so = {{0.0f, 0, 1.0f, 0.0f, 1.0f}, G, T, {0}, 0, f->r.pad_id, NULL};
     f->so = so;
+}
+
+static void fixture_open_env(fixture *f, const char *env, const char *extra_env) {
+    fixture_open_tpl(f, env, extra_env, NULL);
 }
 
 static void fixture_open(fixture *f, const char *extra_env) {
@@ -349,6 +384,45 @@ START_TEST(observation_goes_through_the_chat_template) {
 }
 END_TEST
 
+/* env.tools reaches the template's tools variable, for the prompt and the observations. */
+START_TEST(tools_reach_the_chat_template) {
+    static const char tpl[] =
+        "{% if tools %}<|im_start|>system\nTOOLS {{ tools | tojson }}<|im_end|>\n{% endif %}"
+        "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+        "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}";
+    char tools[512], extra[600];
+    snprintf(tools, sizeof tools, "/tmp/grpo_test_env_tools_%d.json", (int)getpid());
+    FILE *fp = fopen(tools, "w");
+    ck_assert_ptr_nonnull(fp);
+    fputs("[{\"type\": \"function\", \"function\": {\"name\": \"calc\"}}]\n", fp);
+    fclose(fp);
+    snprintf(extra, sizeof extra, "tools = %s\n", tools);
+    fixture f;
+    fixture_open_tpl(&f, NULL, extra, tpl);
+    ck_assert_str_eq(f.r.tools_json, "[{\"type\":\"function\",\"function\":{\"name\":\"calc\"}}]");
+    grpo_message msg[1] = {{sizeof(grpo_message), "user", "2+2?"}};
+    grpo_example chat = {.messages = msg, .n_messages = 1};
+    grpo_dataset ds = {.path = (char *)"mem"};
+    char *text = NULL;
+    int32_t *ids = NULL;
+    size_t n = 0;
+    int keep = 0;
+    grpo_error err;
+    grpo_error_init(&err);
+    ck_ok(grpo_run_prompt(&f.r, &ds, &chat, &text, &ids, &n, &keep, &err), &err);
+    ck_assert_str_eq(text, "<|im_start|>system\nTOOLS [{\"type\": \"function\", \"function\": "
+                           "{\"name\": \"calc\"}}]<|im_end|>\n<|im_start|>user\n2+2?<|im_end|>\n"
+                           "<|im_start|>assistant\n");
+    free(text), free(ids);
+    char *o = observation_after(&f, &chat, "<tool_call>{\"name\": \"calc\"}</tool_call><|im_end|>");
+    ck_assert_str_eq(o, "\n<|im_start|>tool\n\n<obs 0 0>\n<|im_end|>\n<|im_start|>assistant\n");
+    free(o);
+    ck_assert_int_eq(f.E.ep[0].tool_calls, 1); /* the host parsed the call */
+    fixture_close(&f);
+    remove(tools);
+}
+END_TEST
+
 START_TEST(tool_calls_parse) {
     char *calls = NULL, *why = NULL;
     int32_t n = -1;
@@ -454,6 +528,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, failing_step_names_env_and_plugin);
     tcase_add_test(tc, tool_calls_parse);
     tcase_add_test(tc, observation_goes_through_the_chat_template);
+    tcase_add_test(tc, tools_reach_the_chat_template);
     tcase_add_test(tc, exec_env_program_episodes);
     tcase_add_test(tc, exec_env_program_failures);
     suite_add_tcase(s, tc);

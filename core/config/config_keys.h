@@ -172,7 +172,9 @@
       "environment plugin id (pack.id): episodes of turns and observations; empty = single-turn") \
     I(env, max_turns, "4", "[1, 1024]", "most policy turns per episode")                       \
     I(env, max_episode_tokens, "@sampling.max_completion_length", "[1, 1048576]",               \
-      "most tokens per episode, the policy's and the observations' together")
+      "most tokens per episode, the policy's and the observations' together")                   \
+    S(env, tools, "", GRPO_KEY_FILE,                                                            \
+      "JSON file: a list of tool schemas the chat template shows the model (its tools variable); empty = none")
 /* clang-format on */
 
 /* The fixed sections, in the order the dump and the documentation use. */

@@ -109,7 +109,7 @@ static int render_tool(grpo_episodes *E, const grpo_episode *e, int32_t eos, con
     memcpy(m, e->ex->messages, n * sizeof *m);
     m[n] = (grpo_message){sizeof *m, "assistant", TURN_MARKER};
     m[n + 1] = (grpo_message){sizeof *m, "tool", obs};
-    grpo_chat_options o = {1, NULL, NULL, NULL, NULL, 0};
+    grpo_chat_options o = {1, NULL, NULL, E->run->tools_json, NULL, 0};
     char *all = NULL;
     int rc = grpo_chat_template_render(E->run->tpl, m, n + 2, &o, &all, err);
     free(m);
