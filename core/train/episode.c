@@ -299,7 +299,7 @@ int grpo_episodes_finish(grpo_episodes *E, grpo_error *err) {
 uint32_t grpo_episodes_fields(const grpo_episodes *E, int32_t i, grpo_field *fields) {
     grpo_episode *e = &E->ep[i];
     uint32_t n = e->ex->n_fields;
-    memcpy(fields, e->ex->fields, n * sizeof *fields);
+    if (n) memcpy(fields, e->ex->fields, n * sizeof *fields);
     static const char *const names[4] = {"env_reward", "env_turns", "env_tool_calls",
                                          "env_tool_errors"};
     char buf[4][48];

@@ -69,7 +69,7 @@ typedef struct grpo_env_step {
     uint32_t struct_size;     /* set by the host */
     const char *observation;  /* shown to the policy before its next turn; NULL or "" = none.
                                * Owned by the plugin, valid until its next call on the episode */
-    int32_t done;             /* 1: the episode is over (observation ignored) */
+    int32_t done;             /* 1: the episode is over (observation ignored); reset's is ignored */
     float reward;             /* a step reward; NaN (the host's fill) = none. reset's is ignored */
     uint32_t tool_calls;      /* tool calls the environment served this step in a syntax of its
                                * own (metrics; the host counts the <tool_call>s it parsed) */
