@@ -335,7 +335,7 @@ static void unknown_section(loader *L, const grpo_ini_section *s) {
     else
         fail(L, s->line,
              "unknown section [%s]; expected one of [model] [reference] [data] [sampling] [grpo] "
-             "[optim] [train] [log] [checkpoint] [reward.NAME]",
+             "[optim] [train] [log] [checkpoint] [env] [reward.NAME]",
              s->name);
 }
 
