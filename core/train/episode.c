@@ -19,41 +19,67 @@ static char *dup_str(const char *s) {
     return d ? memcpy(d, s, n) : NULL;
 }
 
-/* Marks a call into the env plugin for crash and exit() reports (plugin_call.h). */
-static void call_begin(const grpo_episodes *E, const char *what) {
-    const grpo_reward_spec *spec = &E->run->cfg.env;
+/* Marks a call into the env plugin of spec for crash and exit() reports (plugin_call.h). */
+static void spec_call_begin(const grpo_reward_spec *spec, const char *what) {
     grpo_plugin_call_begin(spec->plugin, "env", what);
     grpo_plugin_call_origin(spec->entry->pack->name, spec->entry->pack->library_path);
 }
 
-/* A plugin failure as one line naming [env] and the plugin. */
+static void call_begin(const grpo_episodes *E, const char *what) {
+    spec_call_begin(&E->run->cfg.env, what);
+}
+
+/* A failure of plugin as one line naming [env] and the plugin (once: a message that already
+ * starts with "[env] " keeps only its rest). */
+static int plugin_fail(const char *plugin, int32_t st, grpo_error *inner, const char *what,
+                       grpo_error *err) {
+    const char *msg = grpo_plugin_message(inner);
+    if (!strncmp(msg, "[env] ", 6)) msg += 6;
+    return grpo_error_set(err, st < 0 ? st : GRPO_ERR_INTERNAL, "[env] (plugin %s) %s: %s",
+                          plugin, what, msg);
+}
+
 static int env_fail(const grpo_episodes *E, int32_t st, grpo_error *inner, const char *what,
                     grpo_error *err) {
-    return grpo_error_set(err, st < 0 ? st : GRPO_ERR_INTERNAL, "[env] (plugin %s) %s: %s",
-                          E->run->cfg.env.plugin, what, grpo_plugin_message(inner));
+    return plugin_fail(E->run->cfg.env.plugin, st, inner, what, err);
+}
+
+/* Loads the [env] plugin of cfg and creates its run state. */
+static int env_create(const grpo_run_config *cfg, grpo_registry *reg, const grpo_host *host,
+                      const grpo_env_desc **desc, void **state, grpo_error *err) {
+    const grpo_reward_spec *spec = &cfg->env;
+    if (!spec->entry)
+        return grpo_error_set(err, GRPO_ERR_INVALID, "[env]: no env.plugin to open");
+    const void *d = NULL;
+    int rc = grpo_registry_load(reg, spec->entry, host, &d, err);
+    if (rc != GRPO_OK) return rc;
+    grpo_config c = grpo_reward_spec_config(spec);
+    grpo_error inner;
+    grpo_error_init(&inner);
+    spec_call_begin(spec, "create");
+    int32_t st = ((const grpo_env_desc *)d)->create(host, &c, state, &inner);
+    grpo_plugin_call_end();
+    if (st != GRPO_OK) return plugin_fail(spec->plugin, st, &inner, "failed to create", err);
+    *desc = d;
+    return GRPO_OK;
 }
 
 int grpo_episodes_open(grpo_episodes *E, grpo_run *r, grpo_error *err) {
     memset(E, 0, sizeof *E);
     E->run = r;
     E->max_turns = (int32_t)r->cfg.env_max_turns;
-    const grpo_reward_spec *spec = &r->cfg.env;
-    if (!spec->entry)
-        return grpo_error_set(err, GRPO_ERR_INVALID, "[env]: no env.plugin to open");
-    const void *desc = NULL;
-    int rc = grpo_registry_load(&r->env.reg, spec->entry, &r->env.host, &desc, err);
+    return env_create(&r->cfg, &r->env.reg, &r->env.host, &E->desc, &E->state, err);
+}
+
+int grpo_episodes_try(const grpo_run_config *cfg, grpo_registry *reg, const grpo_host *host,
+                      grpo_error *err) {
+    const grpo_env_desc *desc = NULL;
+    void *state = NULL;
+    int rc = env_create(cfg, reg, host, &desc, &state, err);
     if (rc != GRPO_OK) return rc;
-    E->desc = desc;
-    grpo_config cfg = grpo_reward_spec_config(spec);
-    grpo_error inner;
-    grpo_error_init(&inner);
-    call_begin(E, "create");
-    int32_t st = E->desc->create(&r->env.host, &cfg, &E->state, &inner);
+    spec_call_begin(&cfg->env, "destroy");
+    desc->destroy(state);
     grpo_plugin_call_end();
-    if (st != GRPO_OK) {
-        E->desc = NULL;
-        return env_fail(E, st, &inner, "failed to create", err);
-    }
     return GRPO_OK;
 }
 

@@ -61,6 +61,9 @@ typedef struct grpo_episodes {
 /* Loads env.plugin's pack and creates its state from the [env] section. Errors name [env] and
  * the plugin. */
 int grpo_episodes_open(grpo_episodes *E, grpo_run *r, grpo_error *err);
+/* Creates and destroys cfg's [env] plugin once, as a run would (`grpo config check`). */
+int grpo_episodes_try(const grpo_run_config *cfg, grpo_registry *reg, const grpo_host *host,
+                      grpo_error *err);
 /* Destroys the state (after closing any episode still open). NULL-safe on a zeroed E. */
 void grpo_episodes_close(grpo_episodes *E);
 
