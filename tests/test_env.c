@@ -384,6 +384,36 @@ START_TEST(observation_goes_through_the_chat_template) {
 }
 END_TEST
 
+/* MiniMind's Qwen-style template (shared data; skipped when absent): a tool message is a user
+ * turn holding <tool_response>, then the next assistant prompt. */
+START_TEST(observation_through_a_qwen_style_template) {
+    const char *src = GRPO_SHARED_DIR "/data/minimind3/tokenizer_config.json";
+    FILE *fp = fopen(src, "rb");
+    if (!fp) {
+        printf("SKIP: %s not found\n", src);
+        return;
+    }
+    static char buf[1 << 16];
+    size_t n = fread(buf, 1, sizeof buf - 1, fp);
+    fclose(fp);
+    buf[n] = '\0';
+    cJSON *j = cJSON_Parse(buf);
+    const cJSON *tpl = cJSON_GetObjectItemCaseSensitive(j, "chat_template");
+    ck_assert(cJSON_IsString(tpl));
+    fixture f;
+    fixture_open_tpl(&f, NULL, "", tpl->valuestring);
+    cJSON_Delete(j);
+    grpo_message msg[1] = {{sizeof(grpo_message), "user", "2*3?"}};
+    grpo_example chat = {.messages = msg, .n_messages = 1};
+    char *o = observation_after(&f, &chat, "calc: 2*3<|im_end|>");
+    const char *want = "\n<|im_start|>user\n<tool_response>\n\n<obs 0 0>\n\n</tool_response>"
+                       "<|im_end|>\n<|im_start|>assistant\n";
+    ck_assert_msg(!strncmp(o, want, strlen(want)), "got '%s'", o);
+    free(o);
+    fixture_close(&f);
+}
+END_TEST
+
 /* env.tools reaches the template's tools variable, for the prompt and the observations. */
 START_TEST(tools_reach_the_chat_template) {
     static const char tpl[] =
@@ -529,6 +559,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, tool_calls_parse);
     tcase_add_test(tc, observation_goes_through_the_chat_template);
     tcase_add_test(tc, tools_reach_the_chat_template);
+    tcase_add_test(tc, observation_through_a_qwen_style_template);
     tcase_add_test(tc, exec_env_program_episodes);
     tcase_add_test(tc, exec_env_program_failures);
     suite_add_tcase(s, tc);
