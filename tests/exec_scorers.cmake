@@ -18,3 +18,11 @@ printf '[reward.ext]\\nplugin = builtin.exec\\ncommand = bin/scorer\\ncommand = 
 cd / && '$<TARGET_FILE:grpo_cli>' reward score --config $d/run.ini \
 --input '${PROJECT_SOURCE_DIR}/examples/samples.jsonl' --plugin-path '${GRPO_PACK_OUTPUT_DIR}' \
 | grep -q '\"ext\": 43'")
+
+# The test environment program for builtin.exec_env (test_env).
+add_executable(exec_env_program ${CMAKE_CURRENT_SOURCE_DIR}/exec_scorers/env_program.c)
+target_link_libraries(exec_env_program PRIVATE PkgConfig::CJSON)
+if(TARGET test_env)
+  target_compile_definitions(test_env PRIVATE EXEC_ENV_PROGRAM="$<TARGET_FILE:exec_env_program>")
+  add_dependencies(test_env exec_env_program)
+endif()

@@ -244,7 +244,7 @@ START_TEST(pack_section_is_checked) {
                  5, "library '/usr/lib/a.so' is an absolute path; expected a file name relative "
                     "to the pack directory");
     expect_error(PACK_HEAD, 1, "pack 'demo' declares no rewards or models; expected at least one "
-                               "[demo.NAME] section with kind = reward or model");
+                               "[demo.NAME] section with kind = reward, model or env");
     expect_error(PACK_HEAD "[pack]\n", 6, "[pack] appears twice (first at line 1); expected one "
                                           "[pack]");
 }
@@ -317,9 +317,9 @@ START_TEST(entries_are_checked) {
     expect_error(PACK_HEAD "[other.f]\nkind = reward\ndescription = x\n", 6,
                  "id 'other.f' does not start with the pack name; expected [demo.NAME]");
     expect_error(PACK_HEAD "[demo.f]\ndescription = x\n", 6,
-                 "[demo.f] has no kind; expected kind = reward or kind = model");
+                 "[demo.f] has no kind; expected kind = reward, model or env");
     expect_error(PACK_HEAD "[demo.f]\nkind = rewrd\ndescription = x\n", 7,
-                 "kind 'rewrd' of [demo.f] is unknown; expected reward or model");
+                 "kind 'rewrd' of [demo.f] is unknown; expected reward, model or env");
     expect_error(PACK_HEAD "[demo.f]\nkind = reward\n", 6,
                  "[demo.f] has no description; expected description = <one line>");
     expect_error(PACK_HEAD "[demo.f]\nkind = reward\ndescription = x\narchitectures = Llama\n", 9,

@@ -6,6 +6,7 @@
 #include "cli/run_tokenizer.h"
 #include "config/config.h"
 #include "host/env.h"
+#include "train/episode.h"
 #include "train/rewards.h"
 
 #include <stdio.h>
@@ -111,13 +112,14 @@ static int reward_try(const grpo_run_config *cfg, int k, const char *file, grpo_
     return rc != GRPO_OK;
 }
 
-/* Every reward of cfg created once, with what a run gives them (reward models on the cpu
- * backend, the model's tokenizer when it loads: a run that cannot load it fails when it opens,
- * not here); the count that failed, each printed, or 1 when no backend could be opened. */
+/* Every reward of cfg and its [env] plugin created once, with what a run gives them (reward
+ * models on the cpu backend, the model's tokenizer when it loads: a run that cannot load it fails
+ * when it opens, not here); the count that failed, each printed, or 1 when no backend could be
+ * opened. */
 static int rewards_check(const grpo_run_config *cfg, const char *file, grpo_env *env) {
     grpo_error err;
     grpo_error_init(&err);
-    if (cfg->n_rewards == 0) return 0;
+    if (cfg->n_rewards == 0 && !cfg->env.entry) return 0;
     if (grpo_env_backend(env, "cpu", (int32_t)cfg->train_threads, &err) != GRPO_OK) {
         fprintf(stderr, "grpo config check: %s\n", err.message);
         return 1;
@@ -126,6 +128,10 @@ static int rewards_check(const grpo_run_config *cfg, const char *file, grpo_env 
     grpo_cli_run_tokenizer(cfg, &env->host, &tok, &err);
     int bad = 0;
     for (int k = 0; k < cfg->n_rewards; k++) bad += reward_try(cfg, k, file, env);
+    if (cfg->env.entry && grpo_episodes_try(cfg, &env->reg, &env->host, &err) != GRPO_OK) {
+        fprintf(stderr, "%s:%d: %s\n", file, cfg->env.line, err.message); /* [env]'s header */
+        bad++;
+    }
     grpo_tokenizer_free(tok);
     return bad;
 }

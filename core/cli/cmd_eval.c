@@ -68,6 +68,8 @@ static int evaluate(const eval_opts *o, grpo_error *err) {
                             "least one reward",
                             cfg->path);
     if (rc == GRPO_OK) rc = grpo_reward_set_create(&rs, cfg, &r.env.reg, &r.env.host, err);
+    grpo_episodes episodes = {0}; /* [env]: every completion an episode */
+    if (rc == GRPO_OK && cfg->env.entry) rc = grpo_episodes_open(&episodes, &r, err);
     size_t total = ds ? ds->n : 0;
     if (o->limit > 0 && (size_t)o->limit < total) total = (size_t)o->limit;
     grpo_rng rng;
@@ -75,7 +77,8 @@ static int evaluate(const eval_opts *o, grpo_error *err) {
     grpo_metric_row row;
     grpo_metric_row_clear(&row);
     if (rc == GRPO_OK)
-        rc = grpo_evaluate(&r, m, &rs, ds, total, (float)o->temperature, &rng, "", &row, err);
+        rc = grpo_evaluate(&r, m, &rs, episodes.desc ? &episodes : NULL, ds, total,
+                           (float)o->temperature, &rng, "", &row, err);
     if (rc == GRPO_OK) { /* {"model", "n", then the metrics (accuracy null without one)} */
         printf("{\"model\": \"%s\", ", dir);
         if (adapter[0]) printf("\"adapter\": \"%s\", ", adapter);
@@ -86,6 +89,7 @@ static int evaluate(const eval_opts *o, grpo_error *err) {
         printf("}\n");
     }
     free(path);
+    grpo_episodes_close(&episodes);
     grpo_reward_set_free(&rs);
     grpo_dataset_free(ds);
     grpo_lora_free(&lora);

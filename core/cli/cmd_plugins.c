@@ -85,7 +85,7 @@ static int parse_args(int argc, char **argv, plugins_args *a) {
 }
 
 static const char *kind_word(grpo_entry_kind k) {
-    return k == GRPO_KIND_MODEL ? "model" : "reward";
+    return grpo_entry_kind_name(k);
 }
 
 static int by_id(const void *a, const void *b) {

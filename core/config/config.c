@@ -297,7 +297,9 @@ static void read_fixed_section(loader *L, const grpo_ini_section *s, int sec) {
     for (int j = 0; j < s->n_entries; j++) {
         const grpo_ini_entry *e = &s->entries[j];
         int idx = key_index(s->name, e->key);
-        if (idx < 0) {
+        if (idx < 0 && strcmp(s->name, "env") == 0) {
+            continue; /* the env plugin's own key: check_env_plugin resolves it */
+        } else if (idx < 0) {
             unknown_key(L, s->name, e);
         } else if (cfg->line[idx]) {
             char at[300];
@@ -333,7 +335,7 @@ static void unknown_section(loader *L, const grpo_ini_section *s) {
     else
         fail(L, s->line,
              "unknown section [%s]; expected one of [model] [reference] [data] [sampling] [grpo] "
-             "[optim] [train] [log] [checkpoint] [reward.NAME]",
+             "[optim] [train] [log] [checkpoint] [env] [reward.NAME]",
              s->name);
 }
 
@@ -353,7 +355,7 @@ static void unknown_plugin(loader *L, const char *id, int line, grpo_entry_kind 
         fail(L, line, "no plugin '%s' on the plugin path: %s", id, broken);
         return;
     }
-    const char *word = kind == GRPO_KIND_MODEL ? "model" : "reward";
+    const char *word = grpo_entry_kind_name(kind);
     const char **ids = NULL;
     int m = 0, cap = 0;
     for (int p = 0; L->reg && p < L->reg->n_packs; p++)
@@ -430,11 +432,12 @@ static int host_reward_key(const char *key) {
 
 /* Checks the plugin's keys written in s against the manifest entry, then lists every key of the
  * entry in manifest order: the file's values where set, else the manifest defaults. */
-static void resolve_plugin_keys(loader *L, const grpo_ini_section *s, grpo_reward_spec *r) {
+static void resolve_plugin_keys(loader *L, const grpo_ini_section *s, grpo_reward_spec *r,
+                                int (*host_key)(const char *key)) {
     const grpo_entry *en = r->entry;
     for (int j = 0; j < s->n_entries; j++) {
         const grpo_ini_entry *e = &s->entries[j];
-        if (host_reward_key(e->key)) continue;
+        if (host_key(e->key)) continue;
         const grpo_key_def *kd = entry_key(en, e->key);
         char why[512];
         if (!kd) {
@@ -554,12 +557,53 @@ static void read_reward_section(loader *L, const grpo_ini_section *s) {
         return;
     }
     if (r->entry->kind != GRPO_KIND_REWARD) {
-        fail(L, r->plugin_line, "'%s' is a model plugin; [%s] needs a reward plugin", r->plugin,
+        fail(L, r->plugin_line, "'%s' is a%s %s plugin; [%s] needs a reward plugin", r->plugin,
+             r->entry->kind == GRPO_KIND_ENV ? "n" : "", grpo_entry_kind_name(r->entry->kind),
              s->name);
         r->entry = NULL;
         return;
     }
-    resolve_plugin_keys(L, s, r);
+    resolve_plugin_keys(L, s, r, host_reward_key);
+}
+
+/* Keys of [env] that the host reads (config_keys.h); the plugin never sees them. */
+static int host_env_key(const char *key) {
+    return key_index("env", key) >= 0;
+}
+
+/* env.plugin, when set, names an env entry; the other keys of [env] are that plugin's. */
+static void check_env_plugin(loader *L) {
+    grpo_run_config *cfg = L->cfg;
+    const grpo_ini_section *s = NULL;
+    for (int i = 0; i < L->doc->n_sections; i++)
+        if (L->doc->sections[i].line && strcmp(L->doc->sections[i].name, "env") == 0)
+            s = &L->doc->sections[i];
+    int line = cfg->line[GRPO_KEYIDX_env_plugin];
+    if (!cfg->env_plugin || !cfg->env_plugin[0]) {
+        for (int j = 0; s && j < s->n_entries; j++)
+            if (!host_env_key(s->entries[j].key))
+                fail(L, s->entries[j].line, "env.%s: [env] has no plugin, so no plugin keys; "
+                     "expected env.plugin = pack.id first, or one of [env]'s own keys",
+                     s->entries[j].key);
+        return;
+    }
+    grpo_reward_spec *r = &cfg->env;
+    const grpo_entry *e = registry_find(L->reg, cfg->env_plugin);
+    if (!e) {
+        unknown_plugin(L, cfg->env_plugin, line, GRPO_KIND_ENV);
+        return;
+    }
+    if (e->kind != GRPO_KIND_ENV) {
+        fail(L, line, "'%s' is a %s plugin; env.plugin needs an env plugin (kind = env)",
+             cfg->env_plugin, grpo_entry_kind_name(e->kind));
+        return;
+    }
+    r->name = dup_or_flag(L, "env"), r->section = dup_or_flag(L, "env");
+    r->plugin = dup_or_flag(L, cfg->env_plugin), r->plugin_line = line;
+    r->dir = run_dir(L), r->line = s ? s->line : 0, r->weight = 1.0, r->entry = e;
+    grpo_ini_section none = {0};
+    none.name = (char *)"env";
+    resolve_plugin_keys(L, s ? s : &none, r, host_env_key);
 }
 
 /* ---- defaults, typed values, whole-file checks ------------------------------------------ */
@@ -657,8 +701,8 @@ static void check_model_plugin(loader *L) {
     if (!e)
         unknown_plugin(L, cfg->model_plugin, line, GRPO_KIND_MODEL);
     else if (e->kind != GRPO_KIND_MODEL)
-        fail(L, line, "'%s' is a reward plugin; model.plugin needs a model plugin",
-             cfg->model_plugin);
+        fail(L, line, "'%s' is a%s %s plugin; model.plugin needs a model plugin", cfg->model_plugin,
+             e->kind == GRPO_KIND_ENV ? "n" : "", grpo_entry_kind_name(e->kind));
     else
         cfg->model_entry = e;
 }
@@ -719,6 +763,7 @@ static int load_doc(grpo_run_config *cfg, const grpo_ini_doc *doc, const char *c
     }
     resolve_values(&L);
     check_model_plugin(&L);
+    check_env_plugin(&L);
     if (flags & GRPO_CONFIG_TRAIN) check_required(&L);
     if (flags & GRPO_CONFIG_CHECK_PATHS) check_paths(&L);
     check_cross(&L);
@@ -824,6 +869,10 @@ void grpo_run_config_free(grpo_run_config *cfg) {
         free(r->keys), free(r->values), free(r->lines);
         free(r->name), free(r->section), free(r->plugin), free(r->dir);
     }
+    grpo_reward_spec *env = &cfg->env;
+    for (uint32_t j = 0; j < env->n; j++) free(env->keys[j]), free(env->values[j]);
+    free(env->keys), free(env->values), free(env->lines);
+    free(env->name), free(env->section), free(env->plugin), free(env->dir);
     free(cfg->rewards), free(cfg->path);
     memset(cfg, 0, sizeof *cfg);
 }
@@ -933,6 +982,10 @@ int grpo_run_config_dump(const grpo_run_config *cfg, FILE *out) {
             }
             bad |= write_kv(out, k->name, cfg->text[i] ? cfg->text[i] : "", mark[0] ? mark : NULL);
         }
+        const grpo_reward_spec *env = &cfg->env; /* [env]'s plugin keys follow the host's */
+        for (uint32_t j = 0; !strcmp(section_names[sec], "env") && j < env->n; j++)
+            bad |= write_kv(out, env->keys[j], env->values[j],
+                            set_mark(env->lines[j], "default (manifest)"));
     }
     for (int i = 0; i < cfg->n_rewards; i++) {
         const grpo_reward_spec *r = &cfg->rewards[i];

@@ -74,6 +74,9 @@ typedef struct grpo_run_config {
                                     * when model.plugin is empty (chosen by architecture later) */
     grpo_reward_spec *rewards;   /* [n_rewards] in file order */
     int n_rewards;
+    /* [env] when env.plugin is set: its plugin's keys resolved as a reward's are (section "env",
+     * entry of kind env, weight and isolate unused); all zero (entry NULL) otherwise */
+    grpo_reward_spec env;
 } grpo_run_config;
 
 /* The description of one key, generated from config_keys.h. */

@@ -181,12 +181,20 @@
     /* [checkpoint] */                                                                          \
     S(checkpoint, dir, "checkpoints", 0, "directory for checkpoints (relative to the working directory)") \
     I(checkpoint, every, "100", ">= 0", "save every this many steps; 0 = only at the end")      \
-    I(checkpoint, keep, "3", ">= 0", "most recent checkpoints kept; 0 = all")
+    I(checkpoint, keep, "3", ">= 0", "most recent checkpoints kept; 0 = all")                   \
+    /* [env] multi-turn rollouts (grpo/env.h); the plugin's own keys go in this section too */  \
+    S(env, plugin, "", 0,                                                                       \
+      "environment plugin id (pack.id): episodes of turns and observations; empty = single-turn") \
+    I(env, max_turns, "4", "[1, 1024]", "most policy turns per episode")                       \
+    I(env, max_episode_tokens, "@sampling.max_completion_length", "[1, 1048576]",               \
+      "most tokens per episode, the policy's and the observations' together")                   \
+    S(env, tools, "", GRPO_KEY_FILE,                                                            \
+      "JSON file: a list of tool schemas the chat template shows the model (its tools variable); empty = none")
 /* clang-format on */
 
 /* The fixed sections, in the order the dump and the documentation use. */
 #define GRPO_RUN_SECTIONS(X) \
     X(model) X(reference) X(data) X(sampling) X(grpo) X(optim) X(train) X(lora) X(log)        \
-        X(checkpoint)
+        X(checkpoint) X(env)
 
 #endif

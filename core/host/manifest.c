@@ -391,7 +391,7 @@ static int check_pack(manifest_parser *p, grpo_pack *pack) {
                     "inside the pack directory", p->library.text);
     if (p->n_entries == 0)
         return perr(p, p->pack_line, "pack '%s' declares no rewards or models; expected at "
-                    "least one [%s.NAME] section with kind = reward or model", p->name.text,
+                    "least one [%s.NAME] section with kind = reward, model or env", p->name.text,
                     p->name.text);
     return 1;
 }
@@ -418,6 +418,10 @@ static void split_architectures(const mentry *m, grpo_entry *e) {
     }
 }
 
+const char *grpo_entry_kind_name(grpo_entry_kind k) {
+    return k == GRPO_KIND_MODEL ? "model" : k == GRPO_KIND_ENV ? "env" : "reward";
+}
+
 static int check_entry(manifest_parser *p, const mentry *m, grpo_entry *e) {
     size_t nl = strlen(p->name.text);
     if (strncmp(m->id, p->name.text, nl) != 0 || m->id[nl] != '.' || !m->id[nl + 1])
@@ -427,20 +431,23 @@ static int check_entry(manifest_parser *p, const mentry *m, grpo_entry *e) {
         return perr(p, m->line, "id '%s' has characters other than letters, digits, '_', '-' "
                     "and '.'", m->id);
     if (!m->kind.text)
-        return perr(p, m->line, "[%s] has no kind; expected kind = reward or kind = model", m->id);
+        return perr(p, m->line, "[%s] has no kind; expected kind = reward, model or env", m->id);
     if (strcmp(m->kind.text, "reward") == 0)
         e->kind = GRPO_KIND_REWARD;
     else if (strcmp(m->kind.text, "model") == 0)
         e->kind = GRPO_KIND_MODEL;
+    else if (strcmp(m->kind.text, "env") == 0)
+        e->kind = GRPO_KIND_ENV;
     else
-        return perr(p, m->kind.line, "kind '%s' of [%s] is unknown; expected reward or model",
+        return perr(p, m->kind.line, "kind '%s' of [%s] is unknown; expected reward, model or env",
                     m->kind.text, m->id);
     if (!m->description.text || !*m->description.text)
         return perr(p, m->description.text ? m->description.line : m->line,
                     "[%s] has no description; expected description = <one line>", m->id);
     if (m->n_archs && e->kind != GRPO_KIND_MODEL)
-        return perr(p, m->archs[0].line, "[%s] is a reward but lists architectures; expected "
-                    "architectures only with kind = model", m->id);
+        return perr(p, m->archs[0].line, "[%s] is a%s %s but lists architectures; expected "
+                    "architectures only with kind = model", m->id,
+                    e->kind == GRPO_KIND_ENV ? "n" : "", grpo_entry_kind_name(e->kind));
     e->id = xstrdup(m->id);
     e->description = xstrdup(m->description.text);
     split_architectures(m, e);
@@ -610,9 +617,11 @@ static int check_test(manifest_parser *p, const mtest *m, grpo_entry *entries, i
     for (int i = 0; i < n_entries; i++)
         if (strcmp(entries[i].id, m->entry_id) == 0) e = &entries[i];
     if (!e || e->kind != GRPO_KIND_REWARD)
-        return perr(p, m->line, "[%s:%s] is a self-test of '%s', which %s; expected [ID:test.N] "
-                    "after a reward's [ID] section", m->entry_id, m->name, m->entry_id,
-                    e ? "is a model (only rewards have self-tests)" : "no [ID] section declares");
+        return perr(p, m->line, "[%s:%s] is a self-test of '%s', which %s%s%s; expected "
+                    "[ID:test.N] after a reward's [ID] section", m->entry_id, m->name, m->entry_id,
+                    e ? "is a" : "no [ID] section declares", !e ? "" :
+                    e->kind == GRPO_KIND_ENV ? "n env" : " model",
+                    e ? " (only rewards have self-tests)" : "");
     e->tests = xrealloc(e->tests, (size_t)(e->n_tests + 1) * sizeof *e->tests);
     grpo_selftest *st = &e->tests[e->n_tests++];
     memset(st, 0, sizeof *st);

@@ -18,6 +18,7 @@
 
 #include "grpo/model.h"
 #include "grpo/reward.h"
+#include "grpo/env.h"
 
 #include <ctype.h>
 #include <dirent.h>
@@ -297,7 +298,7 @@ const grpo_key_def *grpo_entry_key(const grpo_entry *e, const char *name) {
 /* ---- loading ------------------------------------------------------------------------------- */
 
 static const char *kind_name(grpo_entry_kind k) {
-    return k == GRPO_KIND_MODEL ? "model" : "reward";
+    return grpo_entry_kind_name(k);
 }
 
 /* Looks up a function symbol; NULL when absent. (dlsym returns data pointers; copying the bits
@@ -388,7 +389,9 @@ static int check_export(const grpo_pack *pack, grpo_entry_kind kind, uint32_t st
     if (!has_functions)
         return grpo_error_set(err, GRPO_ERR_INVALID, "%s: %s '%s' lacks a required function; "
                               "expected %s", lib, k, id, kind == GRPO_KIND_REWARD ?
-                              "create, score and destroy" : "create and destroy");
+                              "create, score and destroy" : kind == GRPO_KIND_ENV ?
+                              "create, reset, step, final_reward, close and destroy" :
+                              "create and destroy");
     *s = 1;
     return GRPO_OK;
 }
@@ -427,6 +430,21 @@ static int check_exports(const grpo_pack *pack, const grpo_library *lib, grpo_er
         rc = check_export(pack, GRPO_KIND_MODEL, d->struct_size, min,
                           d->struct_size >= END_OF(grpo_model_desc, id) ? d->id : NULL, fns,
                           seen, err);
+    }
+    for (uint32_t i = 0; rc == GRPO_OK && lib->get_env; i++) {
+        const grpo_env_desc *d = lib->get_env(i);
+        if (!d) break;
+        if (i >= MAX_EXPORTS) {
+            rc = grpo_error_set(err, GRPO_ERR_INVALID, "%s: get_env never returns NULL",
+                                pack->library_path);
+            break;
+        }
+        size_t min = END_OF(grpo_env_desc, destroy);
+        int fns = d->struct_size >= min && d->create && d->reset && d->step && d->final_reward &&
+                  d->close && d->destroy;
+        rc = check_export(pack, GRPO_KIND_ENV, d->struct_size, min,
+                          d->struct_size >= END_OF(grpo_env_desc, id) ? d->id : NULL, fns, seen,
+                          err);
     }
     for (int i = 0; rc == GRPO_OK && i < pack->n_entries; i++)
         if (!seen[i])
@@ -521,6 +539,11 @@ int grpo_registry_load(grpo_registry *reg, const grpo_entry *e, const grpo_host 
     }
     for (uint32_t i = 0; e->kind == GRPO_KIND_MODEL && pack->lib.get_model; i++) {
         const grpo_model_desc *d = pack->lib.get_model(i);
+        if (!d) break;
+        if (strcmp(d->id, e->id) == 0) return *desc = d, GRPO_OK;
+    }
+    for (uint32_t i = 0; e->kind == GRPO_KIND_ENV && pack->lib.get_env; i++) {
+        const grpo_env_desc *d = pack->lib.get_env(i);
         if (!d) break;
         if (strcmp(d->id, e->id) == 0) return *desc = d, GRPO_OK;
     }

@@ -16,7 +16,7 @@
  *   min_grpo = 0.1.0                 ; (optional) the oldest grpo the pack works with
  *
  *   [builtin.format]                 ; one section per entry, named by its full id
- *   kind = reward                    ; reward | model
+ *   kind = reward                    ; reward | model | env (an environment, grpo/env.h)
  *   description = one line
  *
  *   [builtin.dense]                  ; a model entry also lists the HF architectures it serves
@@ -65,7 +65,14 @@
 #include "io/keytype.h"
 #include "host/plugin_call.h"
 
-typedef enum grpo_entry_kind { GRPO_KIND_REWARD = 0, GRPO_KIND_MODEL = 1 } grpo_entry_kind;
+typedef enum grpo_entry_kind {
+    GRPO_KIND_REWARD = 0,
+    GRPO_KIND_MODEL = 1,
+    GRPO_KIND_ENV = 2 /* grpo/env.h (1.5) */
+} grpo_entry_kind;
+
+/* "reward", "model" or "env": the word of pack.ini's kind key. */
+const char *grpo_entry_kind_name(grpo_entry_kind k);
 
 typedef struct grpo_key_def {
     char *name;
@@ -196,7 +203,7 @@ const char *grpo_registry_suggest(const grpo_registry *reg, const char *id);
 int grpo_edit_distance(const char *a, const char *b);
 
 /* Loads the entry's pack library (once) and returns its descriptor: a const grpo_reward_desc* or
- * const grpo_model_desc* according to e->kind. Refuses, with a message naming the library path:
+ * const grpo_model_desc* or const grpo_env_desc* according to e->kind. Refuses, with a message naming the library path:
  * an ELF file for another machine (read before dlopen: "built for aarch64; this grpo is
  * x86-64"), dlopen failure, missing magic or init symbol, wrong tag, abi_major mismatch, newer
  * abi_minor, a magic older than the manifest's abi (or of another major),

@@ -44,11 +44,17 @@ typedef struct sampler_state {
     void *scratch;      /* 12*V bytes for sampling.h */
     int32_t *d_tok, *d_pos, *d_len, *d_cmask; /* backend copies */
     float *d_logits;
+    /* multi-turn (o->turns), by output row: the tokens being forced, where the current turn
+     * began in the row, whether the row's last token was forced */
+    const int32_t **force; /* (N) */
+    int32_t *n_force, *i_force, *turn_start; /* (N) */
+    uint8_t *last_forced;                    /* (N) */
 } sampler_state;
 
 static void state_free(grpo_model *m, sampler_state *s) {
     free(s->row), free(s->tok), free(s->pos), free(s->len), free(s->cmask), free(s->hist);
     free(s->n_hist), free(s->logits), free(s->row_logits), free(s->scratch);
+    free(s->force), free(s->n_force), free(s->i_force), free(s->turn_start), free(s->last_forced);
     void *d[] = {s->d_tok, s->d_pos, s->d_len, s->d_cmask, s->d_logits};
     for (size_t i = 0; i < sizeof d / sizeof d[0]; i++)
         if (d[i]) m->ops->free(m->ops->ctx, d[i]);
@@ -71,6 +77,11 @@ static int state_alloc(grpo_model *m, sampler_state *s, int32_t B, int32_t P) {
     s->d_len = o->alloc(o->ctx, (uint64_t)N * sizeof(int32_t));
     s->d_cmask = o->alloc(o->ctx, (uint64_t)(N * S > B * P ? N * S : B * P) * sizeof(int32_t));
     s->d_logits = o->alloc(o->ctx, (uint64_t)N * V * sizeof(float));
+    s->force = calloc((size_t)N, sizeof *s->force);
+    s->n_force = calloc((size_t)N, sizeof(int32_t)), s->i_force = calloc((size_t)N, sizeof(int32_t));
+    s->turn_start = calloc((size_t)N, sizeof(int32_t));
+    s->last_forced = calloc((size_t)N, sizeof(uint8_t));
+    if (!s->force || !s->n_force || !s->i_force || !s->turn_start || !s->last_forced) return 0;
     return s->row && s->tok && s->pos && s->len && s->cmask && s->hist && s->n_hist && s->logits &&
            s->row_logits && s->scratch && s->d_tok && s->d_pos && s->d_len && s->d_cmask &&
            s->d_logits;
@@ -152,12 +163,27 @@ static float tempered_logp(const float *raw, const grpo_sampler_opts *o, sampler
     return log_prob(s->row_logits, s->V, t);
 }
 
+/* Records a forced token of row n (live row i): attended to, never trained, no RNG draw. */
+static void force_token(sampler_state *s, int32_t i, int32_t n, grpo_rollout *out) {
+    int32_t t = s->force[n][s->i_force[n]++];
+    s->hist[(size_t)n * s->H + s->n_hist[n]++] = t;
+    out->ids[(size_t)n * out->T + out->len[n]] = t; /* mask and logp stay 0 */
+    out->len[n]++;
+    s->tok[i] = t, s->last_forced[n] = 1;
+}
+
 /* Draws one token for each live row from its logits; logits_of(i) is the host logits row of
- * live row i (the prompt's prefill logits on the first step). Records tokens in out. */
+ * live row i (the prompt's prefill logits on the first step). Records tokens in out. A row with
+ * observation tokens pending takes its next one instead. */
 static void draw_tokens(sampler_state *s, const grpo_sampler_opts *o, int32_t live, int first,
                         grpo_rng *rng, grpo_rng *row_rng, grpo_rollout *out) {
     for (int32_t i = 0; i < live; i++) {
         int32_t n = s->row[i];
+        if (s->i_force[n] < s->n_force[n]) {
+            force_token(s, i, n, out);
+            continue;
+        }
+        s->last_forced[n] = 0;
         grpo_rng *g = row_rng ? &row_rng[n] : rng;
         const float *src = s->logits + (size_t)(first ? n / o->G : i) * s->V;
         memcpy(s->row_logits, src, (size_t)s->V * sizeof(float));
@@ -174,14 +200,39 @@ static void draw_tokens(sampler_state *s, const grpo_sampler_opts *o, int32_t li
     }
 }
 
+/* Queues obs[n_obs] to be forced into row n; the next turn starts after them. */
+static void queue_force(sampler_state *s, int32_t n, const int32_t *obs, int32_t n_obs,
+                        const grpo_rollout *out) {
+    s->force[n] = obs, s->n_force[n] = n_obs, s->i_force[n] = 0;
+    s->turn_start[n] = out->len[n] + n_obs;
+}
+
+/* Multi-turn: row n drew an EOS. *ended 1: the episode is over (*cut: by the token budget). */
+static int end_turn(sampler_state *s, const grpo_sampler_opts *o, int32_t n, grpo_rollout *out,
+                    int *ended, int *cut, grpo_error *err) {
+    const int32_t *obs = NULL;
+    int32_t n_obs = 0, room = out->T - out->len[n], at = s->turn_start[n];
+    int done = 0;
+    int rc = o->turns->turn_end(o->turns->user, n, out->ids + (size_t)n * out->T + at,
+                                out->len[n] - at, room, &obs, &n_obs, &done, err);
+    if (rc != GRPO_OK) return rc;
+    *ended = done || n_obs > room || room == 0, *cut = !done;
+    if (!*ended) queue_force(s, n, obs, n_obs, out);
+    return GRPO_OK;
+}
+
 /* Drops the rows that just ended (EOS or T tokens); *live becomes the new live count. */
 static int drop_finished(grpo_model *m, sampler_state *s, const grpo_sampler_opts *o,
                          int32_t *live, grpo_rollout *out, grpo_error *err) {
     for (int32_t i = *live - 1; i >= 0; i--) {
         int32_t n = s->row[i], last = *live - 1;
-        int eos = grpo_sampler_is_eos(o, s->tok[i]), rc = GRPO_OK;
-        if (!eos && out->len[n] < out->T) continue;
-        out->truncated[n] = !eos;
+        int eos = !s->last_forced[n] && grpo_sampler_is_eos(o, s->tok[i]), rc = GRPO_OK;
+        int ended = eos || out->len[n] >= out->T, cut = !eos;
+        if (eos && o->turns) rc = end_turn(s, o, n, out, &ended, &cut, err);
+        if (rc != GRPO_OK) return rc;
+        if (!ended && out->len[n] >= out->T) ended = 1, cut = 1;
+        if (!ended) continue;
+        out->truncated[n] = (uint8_t)cut;
         if (i != last) rc = move_row(m, s, i, last, s->len[last] - 1, err);
         if (rc != GRPO_OK) return rc;
         (*live)--;
@@ -214,6 +265,12 @@ static int run(grpo_model *m, const grpo_sampler_opts *o, const int32_t *prompt,
     for (size_t i = 0; i < (size_t)s.N * o->max_new; i++) out->ids[i] = o->pad_id;
     rc = prefill(m, &s, prompt, pmask, B, P, err);
     if (rc == GRPO_OK) rc = fan_out(m, &s, prompt, pmask, B, P, o->G, err);
+    for (int32_t n = 0; rc == GRPO_OK && o->turns && n < s.N; n++) {
+        const int32_t *obs = NULL;
+        int32_t n_obs = 0;
+        rc = o->turns->begin(o->turns->user, n, &obs, &n_obs, err);
+        queue_force(&s, n, obs, n_obs < o->max_new ? n_obs : o->max_new, out);
+    }
     int32_t live = s.N;
     for (int first = 1; rc == GRPO_OK && live > 0; first = 0) {
         draw_tokens(&s, o, live, first, rng, row_rng, out);

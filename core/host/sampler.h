@@ -17,6 +17,14 @@
  *
  * completion_mask: 1 for every generated token up to and including the first EOS, 0 after.
  * A row that reached T tokens without an EOS is truncated (TRL's mask_truncated_completions).
+ *
+ * Multi-turn (opts.turns, for environments: train/episode.h): a row's completion is an episode.
+ * Tokens the host forces into a row (an observation) are fed through decode like drawn ones, so
+ * they extend the row's KV cache and are never recomputed; they draw nothing from the RNG, get
+ * mask 0 and logp 0, and an EOS id among them ends nothing. A row first forces what begin()
+ * gives it; when it draws an EOS, turn_end() either ends it or gives the next observation to
+ * force. A row that reaches T cells (tokens of both kinds) ends truncated, as does one whose
+ * next observation does not fit in the cells left.
  */
 #ifndef GRPO_SAMPLER_H
 #define GRPO_SAMPLER_H
@@ -29,6 +37,18 @@
 
 #define GRPO_SAMPLER_MAX_EOS 8
 
+/* The host side of multi-turn rollouts. Token arrays handed back are borrowed until the next
+ * call for that row. */
+typedef struct grpo_sampler_turns {
+    void *user;
+    /* Output row n's first tokens to force (its first observation; *n_obs 0 = none). */
+    int (*begin)(void *user, int32_t row, const int32_t **obs, int32_t *n_obs, grpo_error *err);
+    /* Row n drew an EOS; ids[0..n_ids) is the turn it ended (EOS included). Sets *done = 1 to end
+     * the row, else *obs, *n_obs: the tokens to force next. room = cells the row has left. */
+    int (*turn_end)(void *user, int32_t row, const int32_t *ids, int32_t n_ids, int32_t room,
+                    const int32_t **obs, int32_t *n_obs, int *done, grpo_error *err);
+} grpo_sampler_turns;
+
 typedef struct grpo_sampler_opts {
     grpo_sampling sampling;
     int32_t G;                         /* completions per prompt */
@@ -37,14 +57,16 @@ typedef struct grpo_sampler_opts {
     int32_t n_eos;                     /* 0 = never stop early */
     int32_t pad_id;                    /* written after a completion's end */
     int32_t policy_logp;               /* 1: also record grpo_rollout.plogp (below) */
+    const grpo_sampler_turns *turns;   /* NULL: one turn per row (the completion) */
 } grpo_sampler_opts;
 
 /* One generation batch's completions, host memory, owned by the struct (grpo_rollout_free). */
 typedef struct grpo_rollout {
     int32_t N, T;
     int32_t *ids;       /* (N,T) completion tokens; pad_id after the end */
-    float *mask;        /* (N,T) completion_mask: 1 up to and including the first EOS */
-    int32_t *len;       /* (N) tokens generated (EOS included) */
+    float *mask;        /* (N,T) completion_mask: 1 up to and including the first EOS; with
+                           turns, 1 on drawn tokens and 0 on forced (observation) ones */
+    int32_t *len;       /* (N) tokens generated (EOS included), forced ones included */
     uint8_t *truncated; /* (N) 1 when the row reached T tokens without an EOS */
     float *logp;        /* (N,T) log-prob of each drawn token under the distribution it was drawn
                            from (softmax of the processed logits; greedy: of the penalised

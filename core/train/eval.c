@@ -11,12 +11,18 @@
 
 #define EVAL_BATCH 32 /* prompts per rollout */
 
+/* Sums over episodes: count, turns, tool calls, episodes with a call. */
+typedef struct eval_env {
+    double n, turns, calls, users;
+} eval_env;
+
 /* Scores the B examples from first (one rollout): R (B, K) receives every reward's score. */
-static int eval_batch(grpo_run *r, grpo_model *m, grpo_reward_set *rs, const grpo_dataset *ds,
-                      size_t first, int32_t B, const grpo_sampler_opts *so, grpo_rng *rng, float *R,
-                      grpo_error *err) {
+static int eval_batch(grpo_run *r, grpo_model *m, grpo_reward_set *rs, grpo_episodes *env,
+                      const grpo_dataset *ds, size_t first, int32_t B, const grpo_sampler_opts *so,
+                      grpo_rng *rng, float *R, eval_env *es, grpo_error *err) {
     grpo_rollout_batch rb;
     int rc = grpo_rollout_batch_begin(&rb, B, so->G, err);
+    rb.env = env;
     for (int32_t b = 0; rc == GRPO_OK && b < B; b++) {
         int keep = 0;
         rc = grpo_rollout_batch_add(&rb, r, ds, &ds->examples[first + b], &keep, err);
@@ -28,6 +34,10 @@ static int eval_batch(grpo_run *r, grpo_model *m, grpo_reward_set *rs, const grp
     }
     if (rc == GRPO_OK) rc = grpo_rollout_batch_run(&rb, r, m, so, rng, rs, err);
     if (rc == GRPO_OK) memcpy(R, rb.R, (size_t)rb.N * rs->n * sizeof(float));
+    for (int32_t i = 0; rc == GRPO_OK && env && i < env->N; i++) {
+        const grpo_episode *e = &env->ep[i];
+        es->n++, es->turns += e->turns, es->calls += e->tool_calls, es->users += e->tool_calls > 0;
+    }
     grpo_rollout_batch_free(&rb);
     return rc;
 }
@@ -49,28 +59,40 @@ static void eval_metrics(const grpo_reward_set *rs, const float *R, const float 
     }
 }
 
-int grpo_evaluate(grpo_run *r, grpo_model *m, grpo_reward_set *rs, const grpo_dataset *ds, size_t n,
-                  float temperature, grpo_rng *rng, const char *prefix, grpo_metric_row *row,
-                  grpo_error *err) {
+int grpo_evaluate(grpo_run *r, grpo_model *m, grpo_reward_set *rs, grpo_episodes *env,
+                  const grpo_dataset *ds, size_t n, float temperature, grpo_rng *rng,
+                  const char *prefix, grpo_metric_row *row, grpo_error *err) {
     int K = rs->n;
     float *R = malloc((n * K + 1) * sizeof(float)), *w = malloc(((size_t)K + 1) * sizeof(float));
     float *sum = malloc((n + 1) * sizeof(float));
     int rc = R && w && sum ? GRPO_OK : grpo_error_set(err, GRPO_ERR_NOMEM, "eval: out of memory");
     grpo_sampler_opts so = {{temperature, 0, 1.0f, 0.0f, 1.0f},
                             1,
-                            (int32_t)r->cfg.sampling_max_completion_length,
+                            (int32_t)(env ? r->cfg.env_max_episode_tokens
+                                          : r->cfg.sampling_max_completion_length),
                             {0},
                             r->n_eos,
                             r->pad_id,
-                            0};
+                            0, NULL};
     memcpy(so.eos, r->eos, sizeof so.eos);
+    eval_env es = {0};
     for (size_t i = 0; rc == GRPO_OK && i < n; i += EVAL_BATCH)
-        rc = eval_batch(r, m, rs, ds, i, (int32_t)(n - i < EVAL_BATCH ? n - i : EVAL_BATCH), &so,
-                        rng, R + i * K, err);
+        rc = eval_batch(r, m, rs, env, ds, i, (int32_t)(n - i < EVAL_BATCH ? n - i : EVAL_BATCH),
+                        &so, rng, R + i * K, &es, err);
     if (rc == GRPO_OK) {
         grpo_reward_set_weights(rs, w);
         grpo_reward_sum(sum, R, w, (int)n, K);
         eval_metrics(rs, R, sum, n, prefix, row);
+    }
+    if (rc == GRPO_OK && env) {
+        char name[GRPO_METRIC_NAME_MAX];
+        double d = es.n > 0 ? es.n : 1;
+        snprintf(name, sizeof name, "%senv/turns", prefix);
+        grpo_metric_set(row, name, es.turns / d);
+        snprintf(name, sizeof name, "%senv/tool_calls", prefix);
+        grpo_metric_set(row, name, es.calls / d);
+        snprintf(name, sizeof name, "%senv/tool_use_rate", prefix);
+        grpo_metric_set(row, name, es.users / d);
     }
     free(R), free(w), free(sum);
     return rc;

@@ -6,18 +6,23 @@
  * Metrics written to a row, each name prefixed (e.g. "eval/"): reward (the mean weighted sum of
  * the rewards), accuracy (the mean score of the first builtin.accuracy reward; NaN when the run has
  * none) and rewards/NAME/mean for every reward. NaN scores (no opinion) are left out of the means.
+ * With an environment ([env], episode.h) every completion is an episode of up to
+ * env.max_episode_tokens tokens, and the row also gets env/turns, env/tool_calls and
+ * env/tool_use_rate (per episode).
  */
 #ifndef GRPO_EVAL_H
 #define GRPO_EVAL_H
 
+#include "train/episode.h"
 #include "train/metrics.h"
 #include "train/rewards.h"
 #include "train/run.h"
 
 /* Evaluates m on the first n examples of ds (each must fit data.max_prompt_length: eval skips
- * none), max_completion_length and EOS as in training; rng advances only when sampling. */
-int grpo_evaluate(grpo_run *r, grpo_model *m, grpo_reward_set *rs, const grpo_dataset *ds, size_t n,
-                  float temperature, grpo_rng *rng, const char *prefix, grpo_metric_row *row,
-                  grpo_error *err);
+ * none), max_completion_length and EOS as in training; rng advances only when sampling. env:
+ * the run's environment (episodes), or NULL for single-turn completions. */
+int grpo_evaluate(grpo_run *r, grpo_model *m, grpo_reward_set *rs, grpo_episodes *env,
+                  const grpo_dataset *ds, size_t n, float temperature, grpo_rng *rng,
+                  const char *prefix, grpo_metric_row *row, grpo_error *err);
 
 #endif

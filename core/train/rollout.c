@@ -53,12 +53,27 @@ static int decode_completions(grpo_rollout_batch *b, const grpo_run *r, grpo_err
     return GRPO_OK;
 }
 
+/* With an environment: every sample's fields are its row's, then the episode's results. */
+static int episode_fields(grpo_rollout_batch *b, grpo_reward_batch *rb, grpo_error *err) {
+    uint32_t per = 4;
+    for (int32_t k = 0; k < b->B; k++) per = b->ex[k]->n_fields + 4 > per ? b->ex[k]->n_fields + 4 : per;
+    if (!(b->fields = malloc((size_t)b->N * per * sizeof *b->fields)))
+        return grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory");
+    for (int32_t i = 0; i < b->N; i++) {
+        grpo_field *f = b->fields + (size_t)i * per;
+        rb->samples[i].n_fields = grpo_episodes_fields(b->env, i, f);
+        rb->samples[i].fields = f;
+    }
+    return GRPO_OK;
+}
+
 static int score(grpo_rollout_batch *b, grpo_reward_set *rs, grpo_error *err) {
     grpo_reward_batch rb = {0};
     if (!(b->R = malloc(((size_t)b->N * rs->n + 1) * sizeof(float))))
         return grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory");
     int rc = grpo_reward_batch_from_rollout(&rb, b->prompt_text, b->ex, b->G, b->completion,
                                             &b->roll, err);
+    if (rc == GRPO_OK && b->env) rc = episode_fields(b, &rb, err);
     if (rc == GRPO_OK) grpo_reward_batch_set_progress(&rb, b->step, b->total_steps);
     if (rc == GRPO_OK) rc = grpo_reward_set_score(rs, rb.samples, rb.n, b->R, err);
     grpo_reward_batch_free(&rb);
@@ -72,12 +87,21 @@ int grpo_rollout_batch_run(grpo_rollout_batch *b, const grpo_run *r, grpo_model 
         return grpo_error_set(err, GRPO_ERR_INVALID,
                               "rollout: %d of %d prompts added, %d completions each (sampler: %d)",
                               (int)b->n_prompts, (int)b->B, (int)b->G, (int)so->G);
+    grpo_sampler_opts o = *so;
     int rc = pad_prompts(b, r->pad_id, err);
+    if (rc == GRPO_OK && b->env) {
+        rc = grpo_episodes_begin(b->env, b->prompt_text, b->ex, b->B, b->G, err);
+        o.turns = grpo_episodes_turns(b->env);
+    }
     if (rc == GRPO_OK)
-        rc = b->row_rng ? grpo_sampler_run_rows(m, so, b->prompt, b->pmask, b->B, b->P,
-                                                    b->row_rng, &b->roll, err)
-                          : grpo_sampler_run(m, so, b->prompt, b->pmask, b->B, b->P, rng,
-                                             &b->roll, err);
+        rc = b->row_rng ? grpo_sampler_run_rows(m, &o, b->prompt, b->pmask, b->B, b->P,
+                                                b->row_rng, &b->roll, err)
+                        : grpo_sampler_run(m, &o, b->prompt, b->pmask, b->B, b->P, rng, &b->roll,
+                                           err);
+    if (b->env) { /* every episode is closed, even after a failed rollout */
+        int rc2 = grpo_episodes_finish(b->env, rc == GRPO_OK ? err : NULL);
+        if (rc == GRPO_OK) rc = rc2;
+    }
     if (rc == GRPO_OK) rc = decode_completions(b, r, err);
     if (rc == GRPO_OK) rc = score(b, rs, err);
     return rc;
@@ -88,7 +112,7 @@ void grpo_rollout_batch_free(grpo_rollout_batch *b) {
     for (int32_t k = 0; b->prompt_text && k < b->B; k++) free(b->prompt_text[k]);
     for (int32_t i = 0; b->completion && i < b->N; i++) free(b->completion[i]);
     free(b->ids), free(b->n_ids), free(b->prompt), free(b->pmask), free(b->prompt_text);
-    free(b->ex), free(b->completion), free(b->R);
+    free(b->ex), free(b->completion), free(b->R), free(b->fields);
     grpo_rollout_free(&b->roll);
     memset(b, 0, sizeof *b);
 }

@@ -16,6 +16,7 @@
 
 #include <stdint.h>
 
+#include "train/episode.h"
 #include "train/rewards.h"
 #include "train/run.h"
 #include "host/sampler.h"
@@ -34,6 +35,10 @@ typedef struct grpo_rollout_batch {
     uint64_t step, total_steps; /* training progress the rewards see (grpo_sample); 0 = none */
     grpo_rng *row_rng;       /* [N] one sampling stream per completion (the trainer's), or
                                 NULL: every row draws from run's rng (eval); borrowed */
+    grpo_episodes *env;      /* multi-turn: each row an episode of this environment (episode.h;
+                                so->max_new is then env.max_episode_tokens); NULL = single-turn;
+                                borrowed. After run, env->ep[N] holds each episode's results */
+    grpo_field *fields;      /* (N, fields per row) the samples' fields with env (owned) */
 } grpo_rollout_batch;
 
 /* Room for B prompts with G completions each; b is zeroed first (the trainer then sets step and

@@ -6,6 +6,9 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include <cjson/cJSON.h>
+
+#include "base/files.h"
 #include "host/host.h"
 #include "host/host_model.h"
 
@@ -55,6 +58,24 @@ static void find_eos(grpo_run *r) {
     if (r->pad_id < 0) r->pad_id = r->n_eos ? r->eos[0] : 0;
 }
 
+/* env.tools: the file's JSON list of tool schemas, for the chat template's tools variable. */
+static int load_tools(grpo_run *r, grpo_error *err) {
+    char *path = grpo_run_path(r, r->cfg.env_tools), *text = NULL;
+    size_t len = 0;
+    int rc = path ? grpo_read_file(path, &text, &len, err)
+                  : grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory");
+    cJSON *j = rc == GRPO_OK ? cJSON_ParseWithLength(text, len) : NULL;
+    if (rc == GRPO_OK && !cJSON_IsArray(j))
+        rc = grpo_error_set(err, GRPO_ERR_INVALID, "env.tools: %s is not a JSON list; expected "
+                            "[{\"type\": \"function\", \"function\": {\"name\": ...}}, ...]",
+                            path);
+    if (rc == GRPO_OK && !(r->tools_json = cJSON_PrintUnformatted(j)))
+        rc = grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory");
+    cJSON_Delete(j);
+    free(path), free(text);
+    return rc;
+}
+
 int grpo_run_open(grpo_run *r, const grpo_run_args *a, grpo_error *err) {
     memset(r, 0, sizeof *r);
     int rc = grpo_env_open(&r->env, a->extra_plugin_dirs, a->n_extra, NULL, 0, err);
@@ -99,6 +120,7 @@ int grpo_run_open(grpo_run *r, const grpo_run_args *a, grpo_error *err) {
     if (r->cfg.data_chat_template[0] &&
         !(r->simple_format = simple_format(r->cfg.data_chat_template)))
         return grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory");
+    if (r->cfg.env_tools[0] && (rc = load_tools(r, err)) != GRPO_OK) return rc;
     find_eos(r);
     return GRPO_OK;
 }
@@ -107,7 +129,7 @@ void grpo_run_close(grpo_run *r) {
     grpo_env_close(&r->env); /* after the rewards whose models it holds */
     grpo_chat_template_free(r->tpl);
     grpo_tokenizer_free(r->tok);
-    free(r->model_dir), free(r->simple_format);
+    free(r->model_dir), free(r->simple_format), free(r->tools_json);
     grpo_run_config_free(&r->cfg);
     memset(r, 0, sizeof *r);
 }
@@ -151,7 +173,7 @@ int grpo_run_dataset(grpo_run *r, const char *path, grpo_dataset **out, grpo_err
 static int render(void *user, const grpo_message *messages, size_t n, char **out, grpo_error *err) {
     grpo_run *r = user;
     if (r->simple_format) return grpo_chat_format_simple(r->simple_format, messages, n, out, err);
-    grpo_chat_options o = {1, NULL, NULL, NULL, NULL, 0};
+    grpo_chat_options o = {1, NULL, NULL, r->tools_json, NULL, 0};
     return grpo_chat_template_render(r->tpl, messages, n, &o, out, err);
 }
 

@@ -31,6 +31,7 @@ typedef struct grpo_run {
     grpo_tokenizer *tok;
     grpo_chat_template *tpl; /* model's template or ChatML; used for message prompts */
     char *simple_format;     /* data.chat_template with {prompt} spelled {user}; NULL = none */
+    char *tools_json;        /* env.tools: the JSON list of tool schemas templates see; NULL = none */
     int32_t eos[GRPO_SAMPLER_MAX_EOS], n_eos, pad_id;
 } grpo_run;
 

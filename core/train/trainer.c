@@ -25,6 +25,10 @@
 #include "train/seqbatch.h"
 #include "train/session.h"
 
+/* [env] sums of a chunk's episodes: count, turns, tool calls, tool errors, episodes with a tool
+ * call, observation tokens, episodes the environment ended, tokens. */
+enum { ENV_STATS = 8 };
+
 /* One generation chunk: B prompts x G completions (N = B*G rows). */
 typedef struct chunk {
     grpo_rollout_batch rb; /* prompts (B,P), completions (N, max_completion_length), R (N,K) */
@@ -41,6 +45,8 @@ typedef struct chunk {
     int32_t gN, gdropped;  /* rows and dropped groups over all ranks */
     float *gR, *gr, *gadv; /* (gN,K), (gN), (gN): every rank's rewards, sums, advantages */
     float *glen, *gtrunc;  /* (gN) completion lengths, truncation flags */
+    double env[ENV_STATS]; /* [env]: this rank's episode sums (env_stats) */
+    float *env_rows;       /* (N,4) [env]: each episode's reward, turns, tool calls, tool errors */
 } chunk;
 
 /* The phases of a step timed into time/... metrics: generation with its rewards and advantages
@@ -57,6 +63,7 @@ typedef struct trainer {
     grpo_is_sums is;            /* this step's importance-sampling metrics (rollout only) */
     int ref_is_base;            /* LoRA, beta > 0: the reference is the policy, adapters off */
     grpo_reward_set rewards;
+    grpo_episodes episodes; /* [env] (episode.h) when env.plugin is set; desc NULL otherwise */
     float *w; /* (K) reward weights */
     grpo_sampler_opts so;
     grpo_advantage_opts ao;
@@ -98,7 +105,7 @@ static void chunk_clear(chunk *c) {
     grpo_rollout_batch_free(&c->rb);
     free(c->r), free(c->adv), free(c->mask), free(c->old_logp), free(c->samp_logp);
     free(c->row_rng);
-    free(c->gR), free(c->gr), free(c->gadv), free(c->glen), free(c->gtrunc);
+    free(c->gR), free(c->gr), free(c->gadv), free(c->glen), free(c->gtrunc), free(c->env_rows);
     memset(c, 0, sizeof *c);
 }
 
@@ -127,6 +134,7 @@ static int chunk_prompts(trainer *t, chunk *c, int32_t B, grpo_error *err) {
         grpo_rng_seed_stream(&c->row_rng[i], (uint64_t)t->cfg->sampling_seed,
                              (uint64_t)t->s.st.step, (uint64_t)c->g0 * G + (uint64_t)i);
     c->rb.row_rng = c->row_rng;
+    c->rb.env = t->episodes.desc ? &t->episodes : NULL;
     size_t tries = 0;
     for (int32_t k = 0; rc == GRPO_OK && k < B;) {
         if (tries++ > t->s.data->n + (size_t)B)
@@ -274,6 +282,21 @@ static int chunk_old_logp(trainer *t, chunk *c, grpo_error *err) {
     return GRPO_OK;
 }
 
+/* The chunk's episode sums (c->env) and rows (for the completions log), before the next
+ * chunk's rollout reuses the episodes. */
+static void chunk_env_stats(chunk *c) {
+    const grpo_episodes *E = c->rb.env;
+    c->env_rows = malloc((size_t)E->N * 4 * sizeof(float));
+    for (int32_t i = 0; i < E->N; i++) {
+        const grpo_episode *e = &E->ep[i];
+        float row[4] = {e->reward, (float)e->turns, (float)e->tool_calls, (float)e->tool_errors};
+        if (c->env_rows) memcpy(c->env_rows + (size_t)i * 4, row, sizeof row);
+        double v[ENV_STATS] = {1, e->turns, e->tool_calls, e->tool_errors, e->tool_calls > 0,
+                               e->obs_tokens, e->done, c->rb.roll.len[i]};
+        for (int k = 0; k < ENV_STATS; k++) c->env[k] += v[k];
+    }
+}
+
 /* One chunk's rollout (rollout.h), then what training needs of it: advantages, loss mask and,
  * with num_iterations > 1, the old policy's log-probs. */
 static int chunk_generate(trainer *t, chunk *c, int32_t B, grpo_error *err) {
@@ -285,6 +308,7 @@ static int chunk_generate(trainer *t, chunk *c, int32_t B, grpo_error *err) {
     if (rc == GRPO_OK)
         rc = grpo_rollout_batch_run(&c->rb, &t->s.run, sampler, &t->so, &t->s.st.rng,
                                     &t->rewards, err);
+    if (rc == GRPO_OK && c->rb.env) chunk_env_stats(c);
     if (rc == GRPO_OK) rc = chunk_rewards(t, c, err);
     if (rc == GRPO_OK) rc = chunk_mask(t, c, err);
     if (rc == GRPO_OK && t->rollout) rc = chunk_samp_logp(c, err);
@@ -561,6 +585,25 @@ static void is_metrics(const trainer *t, grpo_metric_row *row) {
                     s->clipped / s->ratio_n);
 }
 
+/* [env]: per-episode means over every rank's episodes of the step. */
+static void env_metrics(trainer *t, grpo_metric_row *row) {
+    double s[ENV_STATS] = {0};
+    for (int a = 0; a < t->n_chunks; a++)
+        for (int k = 0; k < ENV_STATS; k++) s[k] += t->chunks[a].env[k];
+    grpo_error err;
+    grpo_error_init(&err);
+    if (grpo_comm_size() > 1 && grpo_comm_allreduce_f64(s, ENV_STATS, GRPO_COMM_SUM, &err))
+        return;
+    double n = s[0] > 0 ? s[0] : 1;
+    grpo_metric_set(row, "env/turns", s[1] / n);
+    grpo_metric_set(row, "env/tool_calls", s[2] / n);
+    grpo_metric_set(row, "env/tool_errors", s[3] / n);
+    grpo_metric_set(row, "env/tool_use_rate", s[4] / n);
+    grpo_metric_set(row, "env/observation_tokens", s[5] / n);
+    grpo_metric_set(row, "env/done_frac", s[6] / n);
+    grpo_metric_set(row, "env/episode_length", s[7] / n);
+}
+
 static void loss_metrics(trainer *t, const loss_sums *s, grpo_metric_row *row) {
     double w = s->tokens > 0 ? s->tokens : 1;
     is_metrics(t, row);
@@ -638,6 +681,15 @@ static int log_completions(trainer *t, grpo_error *err) {
                 cJSON_AddNumberToObject(rw, t->rewards.specs[k]->name, v);
         }
         cJSON_AddItemToObject(j, "rewards", rw);
+        if (c->env_rows) { /* [env]: the episode as the environment saw it */
+            const float *e = c->env_rows + (size_t)i * 4;
+            cJSON *ej = cJSON_AddObjectToObject(j, "env");
+            if (isnan(e[0])) cJSON_AddNullToObject(ej, "reward");
+            else cJSON_AddNumberToObject(ej, "reward", e[0]);
+            cJSON_AddNumberToObject(ej, "turns", e[1]);
+            cJSON_AddNumberToObject(ej, "tool_calls", e[2]);
+            cJSON_AddNumberToObject(ej, "tool_errors", e[3]);
+        }
         if (isnan(c->r[i]))
             cJSON_AddNullToObject(j, "reward");
         else
@@ -826,10 +878,11 @@ static int evaluate_due(trainer *t, grpo_metric_row *row, grpo_error *err) {
     size_t n = t->eval_data->n;
     if (cfg->train_eval_limit > 0 && (size_t)cfg->train_eval_limit < n)
         n = (size_t)cfg->train_eval_limit;
-    int rc = grpo_evaluate(&t->s.run, t->s.policy, &t->rewards, t->eval_data, n, 0.0f,
+    grpo_episodes *env = t->episodes.desc ? &t->episodes : NULL;
+    int rc = grpo_evaluate(&t->s.run, t->s.policy, &t->rewards, env, t->eval_data, n, 0.0f,
                            &t->eval_rng, "eval/", row, err);
     if (rc == GRPO_OK && cfg->train_eval_temperature > 0)
-        rc = grpo_evaluate(&t->s.run, t->s.policy, &t->rewards, t->eval_data, n,
+        rc = grpo_evaluate(&t->s.run, t->s.policy, &t->rewards, env, t->eval_data, n,
                            (float)cfg->train_eval_temperature, &t->eval_rng, "eval_sampled/", row,
                            err);
     return rc;
@@ -882,6 +935,19 @@ static int check_ranks(const grpo_run_config *cfg, grpo_error *err) {
     return GRPO_OK;
 }
 
+/* [env]: the environment plugin (evaluations run episodes too); a run whose rewards never read
+ * the episodes' reward is warned of. */
+static int open_env(trainer *t, grpo_error *err) {
+    const grpo_run_config *cfg = t->cfg;
+    int reads = 0;
+    for (int k = 0; k < cfg->n_rewards; k++) reads |= !strcmp(cfg->rewards[k].plugin, "builtin.env");
+    if (!reads)
+        fprintf(stderr, "warning: %s: env.plugin = %s, but no [reward.NAME] has plugin = "
+                "builtin.env: the environment's rewards are not trained on\n", cfg->path,
+                cfg->env_plugin);
+    return grpo_episodes_open(&t->episodes, &t->s.run, err);
+}
+
 /* What GRPO adds to the session: reference, rewards, sampler and advantage options, chunks. */
 static int setup(trainer *t, grpo_error *err) {
     const grpo_run_config *cfg = t->cfg = t->s.cfg;
@@ -890,6 +956,7 @@ static int setup(trainer *t, grpo_error *err) {
     if (rc == GRPO_OK) rc = open_reference(t, err);
     if (rc == GRPO_OK) rc = open_rollout(t, err);
     if (rc == GRPO_OK) rc = open_eval(t, err);
+    if (rc == GRPO_OK && cfg->env.entry) rc = open_env(t, err);
     if (rc == GRPO_OK)
         rc = grpo_reward_set_create(&t->rewards, cfg, &t->s.run.env.reg, &t->s.run.env.host, err);
     if (rc != GRPO_OK) return rc;
@@ -900,11 +967,13 @@ static int setup(trainer *t, grpo_error *err) {
                              (float)cfg->sampling_top_p, (float)cfg->sampling_min_p,
                              (float)cfg->sampling_repetition_penalty},
                             (int32_t)cfg->sampling_num_generations,
-                            (int32_t)cfg->sampling_max_completion_length,
+                            (int32_t)(cfg->env.entry ? cfg->env_max_episode_tokens
+                                                     : cfg->sampling_max_completion_length),
                             {0},
                             t->s.run.n_eos,
                             t->s.run.pad_id,
-                            t->rollout != NULL};
+                            t->rollout != NULL,
+                            NULL}; /* rollout.c sets turns for a chunk with episodes */
     memcpy(so.eos, t->s.run.eos, sizeof so.eos);
     t->so = so;
     t->scale = cfg->sampling_temperature > 0 ? (float)(1.0 / cfg->sampling_temperature) : 1.0f;
@@ -933,6 +1002,7 @@ static int teardown(trainer *t, grpo_error *err) {
     for (int a = 0; t->chunks && a < t->cap_chunks; a++) chunk_clear(&t->chunks[a]);
     free(t->chunks), free(t->w), free(t->load);
     grpo_seqbatch_free(&t->sb);
+    grpo_episodes_close(&t->episodes);
     grpo_reward_set_free(&t->rewards);
     grpo_model_close(t->ref);
     grpo_model_close(t->rollout);
@@ -980,6 +1050,7 @@ static int train_step(grpo_session *s, void *ctx, grpo_error *err) {
     grpo_metric_row row;
     grpo_metric_row_clear(&row);
     reward_metrics(t, &row);
+    if (t->episodes.desc) env_metrics(t, &row);
     loss_metrics(t, &sums, &row);
     if (grpo_comm_size() > 1) /* this rank's seconds in collectives (waits included) */
         grpo_metric_set(&row, "time/comm", grpo_comm_seconds() - comm0);

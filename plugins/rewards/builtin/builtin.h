@@ -14,6 +14,8 @@ extern const grpo_reward_desc builtin_length_reward;   /* length.c */
 extern const grpo_reward_desc builtin_overlong_reward; /* length.c */
 extern const grpo_reward_desc builtin_repetition_reward; /* repetition.c */
 extern const grpo_reward_desc builtin_exec_reward;     /* exec.c */
+extern const grpo_reward_desc builtin_env_reward;      /* env_reward.c */
+extern const struct grpo_env_desc builtin_exec_env;   /* exec_env.c (grpo/env.h) */
 
 /* One line through the host's log service (stderr when the host has none), from reward `who`. */
 void builtin_log(const grpo_host *host, int32_t level, const char *who, const char *fmt, ...)

@@ -6,4 +6,5 @@
 #include "grpo/reward.h"
 #include "grpo/ops.h"
 #include "grpo/model.h"
+#include "grpo/env.h"
 #endif

@@ -47,6 +47,7 @@
  *        head_backward_w; grpo_model_desc.bind_typed (a frozen base or a rollout copy in bf16).
  *        LoRA dropout: grpo_ops.dropout, grpo_dropout_keeps, grpo_lora_adapter.dropout, .seed.
  *        grpo_model_desc.set_gradient_checkpointing (train.gradient_checkpointing).
+ *        Environments (grpo/env.h, multi-turn rollouts): grpo_env_desc, grpo_library.get_env
  *
  * Two versions: the library's magic carries the SDK it was COMPILED against (the host refuses a
  * newer minor than its own, so a pack rebuilt against 1.3 loads in 1.3+ hosts only); a
@@ -277,6 +278,7 @@ typedef struct grpo_host {
 /* ---- the library descriptor ------------------------------------------------------------ */
 struct grpo_reward_desc; /* grpo/reward.h */
 struct grpo_model_desc;  /* grpo/model.h */
+struct grpo_env_desc;    /* grpo/env.h (1.5) */
 
 /* Filled by grpo_plugin_init. Enumeration is by index until NULL; identity is the namespaced id
  * ("pack.name"), never the index. The descriptors MUST stay valid until the library is unloaded. */
@@ -284,6 +286,8 @@ typedef struct grpo_library {
     uint32_t struct_size; /* set by the host */
     const struct grpo_reward_desc *(*get_reward)(uint32_t index); /* (optional) */
     const struct grpo_model_desc *(*get_model)(uint32_t index);   /* (optional) */
+    /* -- 1.5 -- (a plugin writes it only when GRPO_HAS_FIELD(lib, grpo_library, get_env)) */
+    const struct grpo_env_desc *(*get_env)(uint32_t index);       /* (optional) */
 } grpo_library;
 
 typedef const grpo_magic *(*grpo_plugin_magic_fn)(void);
