@@ -12,6 +12,8 @@
  *     num_iterations = 2, micro-batches, sapo, GSPO, the top-entropy mask, dynamic sampling,
  *     GDPO, a refreshed reference);
  *   - rewards see the training step and train.steps (tests/packs/progress);
+ *   - train.gradient_checkpointing leaves every metric unchanged; each metrics line ends with
+ *     the per-phase timings (time/...);
  *   - the entropy bonus alone (constant reward, beta 0) raises the policy's entropy;
  *   - options this build cannot honour (sync_ref_every without beta, TRL's vespo) are refused
  *     by name;
@@ -218,6 +220,47 @@ START_TEST(gradient_checkpointing_does_not_change_training) {
     snprintf(a_path, sizeof a_path, "%s/gca/metrics.jsonl", tmp);
     snprintf(b_path, sizeof b_path, "%s/gcb/metrics.jsonl", tmp);
     same_metrics(a_path, b_path, 3);
+}
+END_TEST
+
+/* Every metrics line ends with the timings: step_time, throughput/..., then the phases
+ * time/{rollout,reference,policy,optimizer} (wall s) and time/cpu/... (CPU s), each >= 0; the
+ * wall phases lie inside the step (their sum <= step_time), and rollout and policy take time. */
+START_TEST(metrics_end_with_the_phase_timings) {
+    static const char *const phases[] = {"rollout", "reference", "policy", "optimizer"};
+    char ini[512], log[512], path[512], key[64];
+    write_run("ph", "");
+    snprintf(ini, sizeof ini, "%s/ph.ini", tmp), snprintf(log, sizeof log, "%s/ph.log", tmp);
+    char *args[] = {"grpo", "train", ini, "--set", "train.steps=2", "--plugin-path",
+                    GRPO_PACK_BUILD_DIR, NULL};
+    ck_assert_msg(run_grpo(log, args) == 0, "run failed, see %s", log);
+    snprintf(path, sizeof path, "%s/ph/metrics.jsonl", tmp);
+    char *text = slurp(path), *save = NULL;
+    int lines = 0;
+    for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        cJSON *j = cJSON_Parse(line);
+        ck_assert(j != NULL);
+        const cJSON *step = cJSON_GetObjectItemCaseSensitive(j, "step_time"), *x = step;
+        ck_assert(cJSON_IsNumber(step));
+        double sum = 0;
+        for (int k = 0; k < 2; k++)
+            for (int ph = 0; ph < 4; ph++) {
+                snprintf(key, sizeof key, "time/%s%s", k ? "cpu/" : "", phases[ph]);
+                const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, key);
+                ck_assert_msg(cJSON_IsNumber(v) && v->valuedouble >= 0, "line %d: %s", lines + 1,
+                              key);
+                if (!k) sum += v->valuedouble;
+                if (ph == 0 || ph == 2) ck_assert_msg(v->valuedouble > 0, "%s is 0", key);
+            }
+        ck_assert_msg(sum <= step->valuedouble, "phases %g s > step_time %g s", sum,
+                      step->valuedouble);
+        while (x->next) x = x->next; /* the last key is a phase: the timings come last */
+        ck_assert_str_eq(x->string, "time/cpu/optimizer");
+        cJSON_Delete(j);
+        lines++;
+    }
+    ck_assert_int_eq(lines, 2);
+    free(text);
 }
 END_TEST
 
@@ -799,6 +842,7 @@ int main(void) {
     tcase_add_test(tc, checkpoints_carry_a_model_card);
     tcase_add_test(tc, evaluation_does_not_change_training);
     tcase_add_test(tc, gradient_checkpointing_does_not_change_training);
+    tcase_add_test(tc, metrics_end_with_the_phase_timings);
     tcase_add_test(tc, the_entropy_bonus_alone_raises_the_entropy);
     tcase_add_test(tc, lora_grpo_learns_on_an_sft_model);
     tcase_add_loop_test(tc, grpo_raises_an_easy_reward, 0,
