@@ -56,7 +56,10 @@ static int evaluate(const eval_opts *o, grpo_error *err) {
         snprintf(adapter, sizeof adapter, "%s", dir);
         snprintf(dir, sizeof dir, "%s", r.model_dir); /* --model, else model.path */
     }
-    if (rc == GRPO_OK) rc = grpo_run_open_model(&r, dir, 0, &m, err);
+    /* a LoRA run's base as its training held it (lora.base_dtype): the policy it sampled from */
+    int32_t dtype = adapter[0] && cfg->lora_base_dtype == GRPO_BASE_BF16 ? GRPO_DTYPE_BF16
+                                                                         : GRPO_DTYPE_F32;
+    if (rc == GRPO_OK) rc = grpo_run_open_model_as(&r, dir, 0, dtype, &m, err);
     if (rc == GRPO_OK && adapter[0]) rc = grpo_lora_open_dir(&lora, m, adapter, err);
     char *path = rc == GRPO_OK ? grpo_run_path(&r, cfg->data_eval_path[0] ? cfg->data_eval_path
                                                                           : cfg->data_path)
