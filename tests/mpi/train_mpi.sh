@@ -4,7 +4,7 @@
 #      (train.batch_prompts = 4: 2 prompt groups per rank): the same completions, the
 #      parameters after every step within 1e-5 (fp32; the ranks' gradients are summed in another
 #      order than one process accumulates them) and every metric within a relative 1e-5
-#      (and a LoRA run's adapters: 1b)
+#      (and a LoRA run's adapters: 1b; multi-turn episodes of an environment: 1c)
 #   2. a rank killed with SIGKILL ends the other; mpirun names the rank (no hang: timeout)
 #   3. a rank that fails (rank 1 alone gets a missing data.path) ends the job with a line naming
 #      the rank and the cause
@@ -100,6 +100,34 @@ for s in 1 2 3; do
 done
 "$compare" metrics lone/metrics.jsonl ltwo/metrics.jsonl 1e-5 || fail "LoRA: metrics differ"
 [[ $failed == 0 ]] && echo "ok   LoRA parity: 2 ranks = 1 process (adapters, metrics)"
+
+# 1c. multi-turn episodes (issue 17): scripted.echo answers every turn with an observation (forced
+#     through the KV cache, masked out of the loss) and rewards member M with M + 0.5, so the
+#     groups have advantages; the episodes of 2 ranks are those of one process
+sed -e '/^\[reward.long\]/,$d' run.ini > env.ini
+cat >> env.ini <<INI
+[env]
+plugin = scripted.echo
+max_turns = 3
+max_episode_tokens = 24
+done_after = 2
+[reward.env]
+plugin = builtin.env
+INI
+envp=(--plugin-path "$(dirname "$grpo")/tests/plugins/scripted")
+"$grpo" train env.ini "${envp[@]}" --set log.dir=eone --set checkpoint.dir=eone/ck > eone.log 2>&1 ||
+    { cat eone.log; fail "env: one process"; }
+timeout 120 "${mpi[@]}" "$grpo" train env.ini "${envp[@]}" --set log.dir=etwo \
+    --set checkpoint.dir=etwo/ck > etwo.log 2>&1 || { cat etwo.log; fail "env: mpirun -np 2"; }
+for s in 1 2 3; do
+    "$compare" params "$(ckpt eone $s)" "$(ckpt etwo $s)" 1e-5 || fail "env step $s: parameters differ"
+done
+"$compare" metrics eone/metrics.jsonl etwo/metrics.jsonl 1e-5 || fail "env: metrics differ"
+grep -q '"env/observation_tokens": [1-9]' eone/metrics.jsonl ||
+    fail "env: no observation tokens (the parity would not cover the forced tokens)"
+diff <(sed 's/"rank":[01],//' eone/completions.jsonl) <(sed 's/"rank":[01],//' etwo/completions.jsonl) \
+    >/dev/null || fail "env: the 2 ranks' episodes differ from one process's"
+[[ $failed == 0 ]] && echo "ok   env parity: 2 ranks = 1 process (episodes, parameters, metrics)"
 
 # 2. a killed rank ends the other
 export GRPO_TEST_MARK=$$-$RANDOM
