@@ -20,10 +20,13 @@ model.gradient_checkpointing_enable(), TRL's GRPO default).
 rates (CPU time, 1 thread) and prints each side's phases as shares of them; --busy-core also
 times the C step at train.threads = 2 alone and next to a spinning process (the slowdown).
 
+--sides c,torch,trl adds TRL's GRPOTrainer (bench/bench_grpo_step_trl.py; pip install trl) on
+the same model, prompts and settings: CPU seconds per optimizer step and peak RSS.
+
 Usage (from the repository root, after building):
   python3 bench/bench_grpo_step.py [--rounds 3] [--steps 4] [--warmup 1] [--micro-batch 0]
                                    [--new-tokens 128] [--gradient-checkpointing] [--rooflines]
-                                   [--busy-core]
+                                   [--busy-core] [--sides c,torch,trl]
 """
 import argparse
 import json
@@ -161,6 +164,21 @@ def run_torch(a, tag):
     return res
 
 
+def run_trl(a, tag):
+    """bench/bench_grpo_step_trl.py: TRL's GRPOTrainer on the same model, prompts and settings
+    (pip install trl first); CPU seconds per optimizer step (one thread: also its wall time)."""
+    cmd = ["python3", os.path.join(ROOT, "bench", "bench_grpo_step_trl.py"), "--model",
+           os.path.join(OUT, "model"), "--data",
+           os.path.join(ROOT, "bench", "bench_grpo_step_prompts.jsonl"), "--steps", str(a.steps),
+           "--warmup", str(a.warmup), "--threads", "1", "--new-tokens", str(a.new_tokens)] + (
+               ["--gradient-checkpointing"] if a.gradient_checkpointing else [])
+    text, res = timed(cmd, tag)
+    cpu = [float(x) for x in re.findall(r"(?m)^step \d+ cpu ([0-9.]+)", text)]
+    res["steps"] = res["cpu_steps"] = cpu[a.warmup:] or cpu
+    res["median"] = res["cpu_median"] = statistics.median(res["cpu_steps"])
+    return res
+
+
 def machine_rooflines():
     """This machine's sgemm GFLOP/s and 1-thread streaming-read GB/s right now, both by CPU time:
     the lines of build/bench/bench_dense (a short run of it)."""
@@ -231,7 +249,9 @@ def main():
     p.add_argument("--steps", type=int, default=4)
     p.add_argument("--warmup", type=int, default=1)
     p.add_argument("--micro-batch", type=int, default=0)
-    p.add_argument("--sides", default="c,torch", help="which programs to run: c, torch or both")
+    p.add_argument("--sides", default="c,torch",
+                   help="which programs to run, comma-separated: c, torch, trl (TRL's "
+                        "GRPOTrainer: pip install trl)")
     p.add_argument("--new-tokens", type=int, default=128, help="completion length of every row")
     p.add_argument("--gradient-checkpointing", action="store_true",
                    help="activation recomputation on both sides")
@@ -246,14 +266,15 @@ def main():
     if not os.path.exists(os.path.join(OUT, "model", "model.safetensors")):
         subprocess.run(["python3", os.path.join(ROOT, "bench", "bench_grpo_step_torch.py"),
                         "--make", os.path.join(OUT, "model")], check=True)
-    c_all, t_all = [], []
+    c_all, t_all, trl_all = [], [], []
+    runs = {"c": (run_c, c_all), "torch": (run_torch, t_all), "trl": (run_trl, trl_all)}
     for r in range(a.rounds):
-        order = ["c", "torch"] if r % 2 == 0 else ["torch", "c"]
+        order = ["c", "torch", "trl"] if r % 2 == 0 else ["trl", "torch", "c"]
         order = [s for s in order if s in a.sides.split(",")]
         for side in order:
             tag = f"{side}_{setting(a)}_r{r}"
-            res = run_c(a, tag) if side == "c" else run_torch(a, tag)
-            (c_all if side == "c" else t_all).append(res)
+            res = runs[side][0](a, tag)
+            runs[side][1].append(res)
             phases = " ".join(f"{k} {v:.2f}" for k, v in res.get("phases", {}).items())
             print(f"round {r + 1} {side:5s}: steps {' '.join(f'{s:.2f}' for s in res['steps'])} s"
                   f" -> median {res['median']:.2f} s (CPU "
@@ -279,6 +300,14 @@ def main():
         print(f"busy core (C, 2 threads): {idle:.2f} s/step alone, {busy:.2f} s/step next to a "
               f"spinning process: {busy / idle:.2f}x (target <= 2.5x: "
               f"{'met' if busy / idle <= 2.5 else 'NOT met'})")
+    if c_all and trl_all:
+        cc = statistics.median(x["cpu_median"] for x in c_all)
+        lc = statistics.median(x["cpu_median"] for x in trl_all)
+        crss = statistics.median(x["rss_mib"] for x in c_all)
+        lrss = statistics.median(x["rss_mib"] for x in trl_all)
+        print(f"TRL GRPOTrainer: {lc:.2f} s/step CPU, peak RSS {lrss:.0f} MiB; C {cc:.2f} s/step "
+              f"CPU, {crss:.0f} MiB: speed-up TRL/C {lc / cc:.2f}x (target >= 4x: "
+              f"{'met' if lc / cc >= 4 else 'NOT met'}), memory C/TRL {crss / lrss:.2f}x")
     if not c_all or not t_all:
         return
     cm = statistics.median(x["median"] for x in c_all)
