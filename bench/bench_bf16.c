@@ -130,8 +130,7 @@ int main(int argc, char **argv) {
     if (!mkdtemp(dir) || write_model(dir, &err) != GRPO_OK) bench_fail("bench_bf16", &err);
     grpo_env env;
     grpo_model *m32 = NULL, *m16 = NULL;
-    bench_args fa = a;
-    grpo_model_close(bench_open("bench_bf16", &env, dir, &fa)); /* env with the build's packs */
+    bench_env_open("bench_bf16", &env, a.threads);
     if (grpo_model_open_dir(&m32, &env.reg, &env.host, dir, 0, &err) ||
         grpo_model_open_dir_as(&m16, &env.reg, &env.host, dir, 0, GRPO_DTYPE_BF16, &err) ||
         grpo_model_reserve_acts(m32, a.B, a.T, &err) ||

@@ -103,10 +103,9 @@ static inline void bench_remove_dir(const char *dir) {
     rmdir(dir);
 }
 
-/* Opens the model in dir by its architecture from the build tree's packs
- * (<dir of the executable>/../packs) on the CPU backend, with activations for (B,T). */
-static inline grpo_model *bench_open(const char *bench, grpo_env *env, const char *dir,
-                                     const bench_args *a) {
+/* Opens env on the CPU backend with `threads` threads and the build tree's packs
+ * (<dir of the executable>/../packs). Exits on an error. */
+static inline void bench_env_open(const char *bench, grpo_env *env, int threads) {
     grpo_error err;
     grpo_error_init(&err);
     char packs_dir[4096] = ".";
@@ -116,9 +115,18 @@ static inline grpo_model *bench_open(const char *bench, grpo_env *env, const cha
         strcpy(strrchr(packs_dir, '/'), "/../packs");
     }
     const char *packs[] = {packs_dir};
+    if (grpo_env_open(env, packs, 1, "cpu", threads, &err) != GRPO_OK) bench_fail(bench, &err);
+}
+
+/* Opens the model in dir by its architecture (bench_env_open), trainable, with activations for
+ * (B,T). */
+static inline grpo_model *bench_open(const char *bench, grpo_env *env, const char *dir,
+                                     const bench_args *a) {
+    grpo_error err;
+    grpo_error_init(&err);
+    bench_env_open(bench, env, a->threads);
     grpo_model *m = NULL;
-    if (grpo_env_open(env, packs, 1, "cpu", a->threads, &err) != GRPO_OK ||
-        grpo_model_open_dir(&m, &env->reg, &env->host, dir, 1, &err) != GRPO_OK ||
+    if (grpo_model_open_dir(&m, &env->reg, &env->host, dir, 1, &err) != GRPO_OK ||
         grpo_model_reserve_acts(m, a->B, a->T, &err) != GRPO_OK)
         bench_fail(bench, &err);
     return m;
