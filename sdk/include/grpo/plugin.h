@@ -48,6 +48,7 @@
  *        LoRA dropout: grpo_ops.dropout, grpo_dropout_keeps, grpo_lora_adapter.dropout, .seed.
  *        grpo_model_desc.set_gradient_checkpointing (train.gradient_checkpointing).
  *        Environments (grpo/env.h, multi-turn rollouts): grpo_env_desc, grpo_library.get_env
+ *   1.6  (this landing; the groups below are listed as they land)
  *
  * Two versions: the library's magic carries the SDK it was COMPILED against (the host refuses a
  * newer minor than its own, so a pack rebuilt against 1.3 loads in 1.3+ hosts only); a
@@ -73,7 +74,7 @@ extern "C" {
 #endif
 
 #define GRPO_ABI_MAJOR 1
-#define GRPO_ABI_MINOR 5
+#define GRPO_ABI_MINOR 6
 #define GRPO_MAGIC_TAG "GRPOPLG" /* 7 chars + NUL */
 
 #if defined(_WIN32)
