@@ -1,0 +1,128 @@
+/*
+ * cuda_parity.h — what the CUDA op parity tests share: the two backends (cpu, the reference, and
+ * cuda, natively or under the host emulation), buffers filled the same on both, comparisons.
+ *
+ * Which cuda: GRPO_CUDA_EMULATION=1 in the environment (the *_emu ctest registrations) opens the
+ * emulated backend (kernels/cuda built by the host compiler); without it the real one, and a
+ * machine with no GPU skips the whole suite with one line and exit 77 (ctest: skipped).
+ * Every buffer goes through upload/download: a test must pass on a real GPU unchanged.
+ */
+#ifndef GRPO_TEST_CUDA_PARITY_H
+#define GRPO_TEST_CUDA_PARITY_H
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels.h"
+
+typedef struct cuda_parity {
+    grpo_ops *cpu, *cuda;
+    int emulated;
+} cuda_parity;
+
+/* Opens both backends; exits 77 with one line when the cuda one cannot run here. */
+static void cuda_parity_open(cuda_parity *p) {
+    grpo_error err;
+    grpo_error_init(&err);
+    memset(p, 0, sizeof *p);
+    const char *emu = getenv("GRPO_CUDA_EMULATION");
+    p->emulated = emu && strcmp(emu, "1") == 0;
+    p->cpu = grpo_backend_open("cpu", 1, &err);
+    if (!p->cpu) {
+        fprintf(stderr, "cpu backend: %s\n", err.message);
+        exit(1);
+    }
+    p->cuda = grpo_backend_open("cuda", 1, &err);
+    if (!p->cuda) {
+        printf("SKIP: cuda backend%s not available here: %s\n",
+               p->emulated ? " (emulation)" : "", err.message);
+        exit(77);
+    }
+    printf("cuda parity: %s\n", p->emulated ? "host emulation (no GPU used)" : "real GPU");
+}
+
+static void cuda_parity_close(cuda_parity *p) {
+    grpo_backend_close(p->cuda);
+    grpo_backend_close(p->cpu);
+    memset(p, 0, sizeof *p);
+}
+
+/* Deterministic uniform floats in [lo, hi). */
+static uint64_t cuda_parity_rng = 0x243F6A8885A308D3ull;
+static float cuda_parity_uniform(float lo, float hi) {
+    cuda_parity_rng = cuda_parity_rng * 6364136223846793005ull + 1442695040888963407ull;
+    return lo + (hi - lo) * (float)(cuda_parity_rng >> 40) * (1.0f / 16777216.0f);
+}
+
+/* A pair of buffers holding the same bytes: host (cpu backend memory) and device (cuda). */
+typedef struct cuda_pair {
+    void *cpu, *dev;
+    uint64_t bytes;
+} cuda_pair;
+
+static cuda_pair cuda_pair_new(cuda_parity *p, const void *init, uint64_t bytes) {
+    cuda_pair b = {p->cpu->alloc(p->cpu->ctx, bytes), p->cuda->alloc(p->cuda->ctx, bytes), bytes};
+    if (!b.cpu || !b.dev) {
+        fprintf(stderr, "cuda_pair_new: out of memory (%llu bytes)\n", (unsigned long long)bytes);
+        exit(1);
+    }
+    if (init) {
+        memcpy(b.cpu, init, bytes);
+        p->cuda->upload(p->cuda->ctx, b.dev, init, bytes);
+    }
+    return b;
+}
+
+/* n random floats in [lo, hi) on both sides. */
+static cuda_pair cuda_pair_rand(cuda_parity *p, uint64_t n, float lo, float hi) {
+    float *h = malloc(n * sizeof(float) + 1);
+    for (uint64_t i = 0; i < n; i++) h[i] = cuda_parity_uniform(lo, hi);
+    cuda_pair b = cuda_pair_new(p, h, n * sizeof(float));
+    free(h);
+    return b;
+}
+
+/* n copies of value v on both sides (NaN: "must be overwritten"). */
+static cuda_pair cuda_pair_fill(cuda_parity *p, uint64_t n, float v) {
+    float *h = malloc(n * sizeof(float) + 1);
+    for (uint64_t i = 0; i < n; i++) h[i] = v;
+    cuda_pair b = cuda_pair_new(p, h, n * sizeof(float));
+    free(h);
+    return b;
+}
+
+static void cuda_pair_free(cuda_parity *p, cuda_pair *b) {
+    p->cpu->free(p->cpu->ctx, b->cpu);
+    p->cuda->free(p->cuda->ctx, b->dev);
+    memset(b, 0, sizeof *b);
+}
+
+/* Compares n floats of the pair (device downloaded) with |cuda - cpu| <= atol + rtol * |cpu|;
+ * returns the number of mismatches and prints the first few naming `what` and the index. NaN
+ * matches NaN only. */
+static int cuda_pair_compare(cuda_parity *p, const cuda_pair *b, uint64_t n, double atol,
+                             double rtol, const char *what) {
+    float *got = malloc(n * sizeof(float) + 1);
+    p->cuda->sync(p->cuda->ctx);
+    p->cuda->download(p->cuda->ctx, got, b->dev, n * sizeof(float));
+    const float *want = b->cpu;
+    int bad = 0;
+    double worst = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        double g = got[i], w = want[i], d = fabs(g - w);
+        int ok = isnan(w) ? isnan(g) : !isnan(g) && d <= atol + rtol * fabs(w);
+        if (!isnan(d) && d > worst) worst = d;
+        if (!ok && bad++ < 5)
+            fprintf(stderr, "%s[%llu]: cuda %.9g, cpu %.9g (atol %g, rtol %g)\n", what,
+                    (unsigned long long)i, g, w, atol, rtol);
+    }
+    if (bad) fprintf(stderr, "%s: %d of %llu differ (largest |diff| %g)\n", what, bad,
+                     (unsigned long long)n, worst);
+    free(got);
+    return bad;
+}
+
+#endif /* GRPO_TEST_CUDA_PARITY_H */
