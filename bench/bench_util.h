@@ -103,9 +103,11 @@ static inline void bench_remove_dir(const char *dir) {
     rmdir(dir);
 }
 
-/* Opens env on the CPU backend with `threads` threads and the build tree's packs
- * (<dir of the executable>/../packs). Exits on an error. */
-static inline void bench_env_open(const char *bench, grpo_env *env, int threads) {
+/* Opens env on `backend` (cpu, cuda) at `precision` (GRPO_DTYPE_F32, or GRPO_DTYPE_BF16 on cuda)
+ * with `threads` CPU threads and the build tree's packs (<dir of the executable>/../packs).
+ * Exits on an error. */
+static inline void bench_env_open_on(const char *bench, grpo_env *env, const char *backend,
+                                     int threads, int precision) {
     grpo_error err;
     grpo_error_init(&err);
     char packs_dir[4096] = ".";
@@ -115,7 +117,14 @@ static inline void bench_env_open(const char *bench, grpo_env *env, int threads)
         strcpy(strrchr(packs_dir, '/'), "/../packs");
     }
     const char *packs[] = {packs_dir};
-    if (grpo_env_open(env, packs, 1, "cpu", threads, &err) != GRPO_OK) bench_fail(bench, &err);
+    if (grpo_env_open(env, packs, 1, NULL, threads, &err) != GRPO_OK ||
+        grpo_env_backend(env, backend, threads, precision, &err) != GRPO_OK)
+        bench_fail(bench, &err);
+}
+
+/* bench_env_open_on the CPU backend in f32. */
+static inline void bench_env_open(const char *bench, grpo_env *env, int threads) {
+    bench_env_open_on(bench, env, "cpu", threads, GRPO_DTYPE_F32);
 }
 
 /* Opens the model in dir by its architecture (bench_env_open), trainable, with activations for
@@ -154,6 +163,7 @@ static inline double bench_fwd_bwd(const char *bench, grpo_model *m, const bench
         if (grpo_model_forward(m, &b, logp, NULL, 1.0f, &err) ||
             grpo_model_backward(m, &b, dlogp, 1.0f, &err))
             bench_fail(bench, &err);
+        m->ops->sync(m->ops->ctx); /* a GPU backend queues the backward */
         double dt = bench_now() - t0;
         if (s > 0 && dt < best) best = dt;
     }

@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "kernels.h"
+#include "test_backend.h"
 #include "io/hfdir.h"
 #include "host/model.h"
 #include "frozen_forward.h"
@@ -81,7 +82,7 @@ static void fixture_open(fixture *f, const char *name, int trainable) {
     grpo_error err;
     grpo_error_init(&err);
     memset(f, 0, sizeof *f);
-    f->ops = grpo_backend_open("cpu", 0, &err);
+    f->ops = test_backend_open(0, &err);
     ck_assert_msg(f->ops != NULL, "%s", err.message);
     f->host = *grpo_default_host();
     f->host.ops = f->ops;
@@ -625,6 +626,7 @@ START_TEST(unsupported_config_is_refused) {
 END_TEST
 
 int main(void) {
+    test_backend_require();
     Suite *s = suite_create("dense");
     TCase *tc = tcase_create("transformers parity");
     tcase_set_timeout(tc, 120);

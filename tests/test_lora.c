@@ -34,6 +34,7 @@
 #include "host/registry.h"
 #include "io/safetensors.h"
 #include "kernels.h"
+#include "test_backend.h"
 #include "tmpdir.h"
 
 /* The fixtures: base model directory, adapter targets, adapters, modules named in the config. */
@@ -76,7 +77,7 @@ static void fixture_open(fixture *f, int i) {
     grpo_error err;
     grpo_error_init(&err);
     memset(f, 0, sizeof *f);
-    f->ops = grpo_backend_open("cpu", 0, &err);
+    f->ops = test_backend_open(0, &err);
     ck_assert_msg(f->ops != NULL, "%s", err.message);
     f->host = *grpo_default_host();
     f->host.ops = f->ops;
@@ -395,6 +396,7 @@ Suite *lora_suite(void) {
 }
 
 int main(void) {
+    test_backend_require();
     SRunner *sr = srunner_create(lora_suite());
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);

@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "kernels.h"
+#include "test_backend.h"
 #include "host/model.h"
 #include "frozen_forward.h"
 #include "host/host.h"
@@ -98,7 +99,7 @@ static void fixture_open(fixture *f, const char *name, int trainable) {
     grpo_error_init(&err);
     memset(f, 0, sizeof *f);
     f->name = name;
-    f->ops = grpo_backend_open("cpu", 0, &err);
+    f->ops = test_backend_open(0, &err);
     ck_assert_msg(f->ops != NULL, "%s", err.message);
     f->host = *grpo_default_host();
     f->host.ops = f->ops;
@@ -613,6 +614,7 @@ START_TEST(row_ops_gather_and_weighted_scatter) {
 END_TEST
 
 int main(void) {
+    test_backend_require();
     Suite *s = suite_create("moe");
     TCase *tc = tcase_create("reference parity");
     tcase_set_timeout(tc, 120);

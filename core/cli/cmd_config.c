@@ -120,7 +120,7 @@ static int rewards_check(const grpo_run_config *cfg, const char *file, grpo_env 
     grpo_error err;
     grpo_error_init(&err);
     if (cfg->n_rewards == 0 && !cfg->env.entry) return 0;
-    if (grpo_env_backend(env, "cpu", (int32_t)cfg->train_threads, &err) != GRPO_OK) {
+    if (grpo_env_backend(env, "cpu", (int32_t)cfg->train_threads, GRPO_DTYPE_F32, &err) != GRPO_OK) {
         fprintf(stderr, "grpo config check: %s\n", err.message);
         return 1;
     }

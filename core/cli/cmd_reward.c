@@ -252,7 +252,7 @@ static int reward_score(const grpo_run_args *a, const char *input) {
     if (grpo_env_open(&env, a->extra_plugin_dirs, a->n_extra, NULL, 0, &err) != GRPO_OK ||
         grpo_run_config_load_set(&cfg, config, a->sets, a->n_sets, &env.reg, 0, NULL, &err) !=
             GRPO_OK ||
-        grpo_env_backend(&env, "cpu", (int32_t)cfg.train_threads, &err) != GRPO_OK)
+        grpo_env_backend(&env, "cpu", (int32_t)cfg.train_threads, GRPO_DTYPE_F32, &err) != GRPO_OK)
         fprintf(stderr, "grpo reward score: %s\n", err.message);
     else if (cfg.n_rewards == 0)
         fprintf(stderr, "grpo reward score: %s: no [reward.NAME] section; expected at least one\n", config);

@@ -32,7 +32,7 @@
 #define GRPO_CHOICES_is_mode(C)                                                                 \
     C(GRPO_IS_TOKEN_TRUNCATE, token_truncate) C(GRPO_IS_TOKEN_MASK, token_mask)                 \
     C(GRPO_IS_SEQUENCE_TRUNCATE, sequence_truncate) C(GRPO_IS_SEQUENCE_MASK, sequence_mask)
-#define GRPO_CHOICES_backend(C) C(GRPO_BACKEND_CPU, cpu) C(GRPO_BACKEND_CUDA, cuda)
+#define GRPO_CHOICES_backend(C) C(GRPO_BACKEND_CPU, cpu) C(GRPO_BACKEND_CUDA, cuda) C(GRPO_BACKEND_AUTO, auto)
 #define GRPO_CHOICES_truncation(C) C(GRPO_TRUNCATE_LEFT, left) C(GRPO_TRUNCATE_SKIP, skip)
 #define GRPO_CHOICES_bad_lines(C) C(GRPO_BAD_LINES_FAIL, fail) C(GRPO_BAD_LINES_SKIP, skip)
 #define GRPO_CHOICES_loss_type(C)                                                               \
@@ -57,8 +57,11 @@
     S(model, path, "", GRPO_KEY_REQUIRED | GRPO_KEY_DIR,                                       \
       "Hugging Face model directory (config.json, model.safetensors, tokenizer.json) to train")  \
     E(model, dtype, "f32", dtype,                                                               \
-      "dtype of trained weights and activations; checkpoints load from F32, F16 or BF16")       \
-    E(model, backend, "cpu", backend, "where the model runs: cpu, or cuda when built with CUDA") \
+      "compute precision: f32 (exact), or bf16 on cuda (matmuls in bf16, fp32 master weights, "  \
+      "gradients, norms and losses; the rollout samples from a bf16 copy as "                    \
+      "sampling.weights_dtype = bf16 does); checkpoints load from F32, F16 or BF16")             \
+    E(model, backend, "cpu", backend,                                                           \
+      "where the model runs: cpu, cuda (an NVIDIA GPU), or auto (cuda when one is found)")      \
     S(model, plugin, "", 0,                                                                     \
       "model plugin id (pack.id); empty = the one serving the architecture in config.json")    \
     /* [reference] the frozen model of the KL term */                                           \

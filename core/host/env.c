@@ -13,11 +13,14 @@ int grpo_env_open(grpo_env *e, const char *const *extra_dirs, int n_extra, const
     if (!(e->plugin_dirs = grpo_plugin_path(extra_dirs, n_extra)))
         return grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory reading the plugin path");
     int rc = grpo_registry_scan(&e->reg, e->plugin_dirs, err);
-    return rc == GRPO_OK && backend ? grpo_env_backend(e, backend, threads, err) : rc;
+    return rc == GRPO_OK && backend ? grpo_env_backend(e, backend, threads, GRPO_DTYPE_F32, err)
+                                    : rc;
 }
 
-int grpo_env_backend(grpo_env *e, const char *backend, int32_t threads, grpo_error *err) {
-    if (!(e->ops = grpo_backend_open(backend, threads, err)))
+int grpo_env_backend(grpo_env *e, const char *backend, int32_t threads, int32_t precision,
+                     grpo_error *err) {
+    grpo_backend_options o = {threads, precision};
+    if (!(e->ops = grpo_backend_open_with(backend, &o, err)))
         return err->status ? err->status : GRPO_ERR_INVALID;
     e->host.ops = e->ops;
     int rc = grpo_host_models_open(&e->models, e->ops, e->plugin_dirs, err);

@@ -7,9 +7,11 @@
  *   grpo_env_open      the plugin path (--plugin-path dirs first, then the default path:
  *                      registry.h) and the registry of its packs; host = grpo_default_host();
  *                      then, unless backend is NULL, grpo_env_backend
- *   grpo_env_backend   the backend (cpu; threads <= 0: the default), then host.ops and the
- *                      frozen-model services (host_model.h) on that backend and plugin path
- *                      (a run opens it once its run file has said how many threads)
+ *   grpo_env_backend   the backend (cpu, cuda or auto: kernels.h; threads <= 0: the default;
+ *                      precision GRPO_DTYPE_F32, or GRPO_DTYPE_BF16 on cuda: [model] dtype),
+ *                      then host.ops and the frozen-model services (host_model.h) on that
+ *                      backend and plugin path (a run opens it once its run file has said how
+ *                      many threads and which backend)
  *   grpo_env_close     frees it all, after every plugin instance and model made through it
  *
  * Commands that only read manifests (config check, plugins list) need no backend.
@@ -32,7 +34,8 @@ typedef struct grpo_env {
 
 int grpo_env_open(grpo_env *e, const char *const *extra_dirs, int n_extra, const char *backend,
                   int32_t threads, grpo_error *err);
-int grpo_env_backend(grpo_env *e, const char *backend, int32_t threads, grpo_error *err);
+int grpo_env_backend(grpo_env *e, const char *backend, int32_t threads, int32_t precision,
+                     grpo_error *err);
 /* Safe on a zeroed or partly opened env. */
 void grpo_env_close(grpo_env *e);
 

@@ -2,6 +2,7 @@
 #include "train/run.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -76,6 +77,30 @@ static int load_tools(grpo_run *r, grpo_error *err) {
     return rc;
 }
 
+/* The run's backend ([model] backend) at its precision ([model] dtype); a reward plugin's model
+ * (reward_model.score) runs on it too, with the run's threads and packs. */
+static int open_backend(grpo_run *r, const char *run_file, grpo_error *err) {
+    int dtype = r->cfg.model_dtype, backend = r->cfg.model_backend;
+    if (dtype == GRPO_CFG_DTYPE_F16)
+        return grpo_error_set(err, GRPO_ERR_UNSUPPORTED,
+                              "%s: model.dtype = f16 is not implemented (f32, or bf16 with "
+                              "model.backend = cuda)", run_file);
+    if (dtype == GRPO_CFG_DTYPE_BF16 && backend == GRPO_BACKEND_CPU)
+        return grpo_error_set(err, GRPO_ERR_UNSUPPORTED,
+                              "%s: model.dtype = bf16 needs model.backend = cuda (or auto on a "
+                              "GPU machine); the cpu backend computes in f32", run_file);
+    int rc = grpo_env_backend(&r->env, grpo_choices_backend[backend],
+                              (int32_t)r->cfg.train_threads,
+                              dtype == GRPO_CFG_DTYPE_BF16 ? GRPO_DTYPE_BF16 : GRPO_DTYPE_F32, err);
+    if (rc != GRPO_OK) { /* say which key chose it */
+        char why[sizeof err->message];
+        snprintf(why, sizeof why, "%s", err->message);
+        grpo_error_set(err, rc, "%s: model.backend = %s: %s", run_file,
+                       grpo_choices_backend[backend], why);
+    }
+    return rc;
+}
+
 int grpo_run_open(grpo_run *r, const grpo_run_args *a, grpo_error *err) {
     memset(r, 0, sizeof *r);
     int rc = grpo_env_open(&r->env, a->extra_plugin_dirs, a->n_extra, NULL, 0, err);
@@ -101,13 +126,7 @@ int grpo_run_open(grpo_run *r, const grpo_run_args *a, grpo_error *err) {
     if (!r->model_dir || !r->model_dir[0])
         return grpo_error_set(err, GRPO_ERR_INVALID,
                               "%s: [model] path is not set (or give --model DIR)", a->run_file);
-    if (r->cfg.model_backend != GRPO_BACKEND_CPU || r->cfg.model_dtype != GRPO_CFG_DTYPE_F32)
-        return grpo_error_set(err, GRPO_ERR_UNSUPPORTED,
-                              "%s: only model.backend = cpu and model.dtype = f32 are implemented",
-                              a->run_file);
-    /* a reward plugin's model (reward_model.score) uses this run's backend, threads and packs */
-    if ((rc = grpo_env_backend(&r->env, "cpu", (int32_t)r->cfg.train_threads, err)) != GRPO_OK)
-        return rc;
+    if ((rc = open_backend(r, a->run_file, err)) != GRPO_OK) return rc;
     if ((rc = grpo_tokenizer_load(r->model_dir, &r->tok, err)) != GRPO_OK) return rc;
     grpo_host_set_tokenizer(&r->env.host, r->tok);
     const char *t = grpo_tokenizer_chat_template(r->tok);

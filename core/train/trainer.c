@@ -841,11 +841,14 @@ static int open_reference(trainer *t, grpo_error *err) {
     return rc;
 }
 
-/* sampling.weights_dtype = bf16 (full fine-tuning): a bf16 copy of the policy for the rollout,
- * half the bytes a decode step reads. A LoRA run with lora.base_dtype = bf16 samples from its
- * policy as it is (the base is bf16 already, the adapters fp32: exact). */
+/* sampling.weights_dtype = bf16 (full fine-tuning), or model.dtype = bf16 (a GPU run, whose
+ * matmuls are bf16 anyway): a bf16 copy of the policy for the rollout, half the bytes a decode
+ * step reads and no per-step rounding of fp32 weights. A LoRA run with lora.base_dtype = bf16
+ * samples from its policy as it is (the base is bf16 already, the adapters fp32: exact). */
 static int open_rollout(trainer *t, grpo_error *err) {
-    if (t->cfg->sampling_weights_dtype != GRPO_WEIGHTS_BF16 || t->cfg->lora_r > 0) return GRPO_OK;
+    int bf16 = t->cfg->sampling_weights_dtype == GRPO_WEIGHTS_BF16 ||
+               t->cfg->model_dtype == GRPO_CFG_DTYPE_BF16;
+    if (!bf16 || t->cfg->lora_r > 0) return GRPO_OK;
     t->is = grpo_is_sums_init();
     int rc = grpo_run_open_model_as(&t->s.run, t->s.policy->dir, 0, GRPO_DTYPE_BF16, &t->rollout,
                                     err);

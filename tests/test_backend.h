@@ -1,0 +1,44 @@
+/*
+ * test_backend.h — which backend a model test runs on: GRPO_TEST_BACKEND (default "cpu"). The
+ * whole-model suites (test_dense, test_moe, test_lora) are registered a second time with
+ * GRPO_TEST_BACKEND=cuda (tests/cuda.cmake): natively where a GPU is, and with
+ * GRPO_CUDA_EMULATION=1 under the host emulation of kernels/cuda everywhere. A cuda backend that
+ * cannot open here skips the suite with one line and exit 77 (ctest: skipped).
+ */
+#ifndef GRPO_TEST_BACKEND_H
+#define GRPO_TEST_BACKEND_H
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels.h"
+
+static inline const char *test_backend_name(void) {
+    const char *b = getenv("GRPO_TEST_BACKEND");
+    return b && b[0] ? b : "cpu";
+}
+
+/* The test backend with `threads` CPU threads, or NULL with err set. */
+static inline grpo_ops *test_backend_open(int32_t threads, grpo_error *err) {
+    return grpo_backend_open(test_backend_name(), threads, err);
+}
+
+/* Called first in main (outside Check's forked tests): exits 77 with one line when the test
+ * backend cannot open here, and says which backend the suite runs on when it is not cpu. */
+static inline void test_backend_require(void) {
+    grpo_error err;
+    grpo_error_init(&err);
+    grpo_ops *o = test_backend_open(1, &err);
+    const char *emu = getenv("GRPO_CUDA_EMULATION");
+    if (!o) {
+        printf("SKIP: backend %s not available here: %s\n", test_backend_name(), err.message);
+        exit(77);
+    }
+    if (strcmp(test_backend_name(), "cpu") != 0)
+        printf("model suite on backend %s%s\n", test_backend_name(),
+               emu && strcmp(emu, "1") == 0 ? " (host emulation, no GPU used)" : "");
+    grpo_backend_close(o);
+}
+
+#endif
