@@ -57,9 +57,8 @@
     S(model, path, "", GRPO_KEY_REQUIRED | GRPO_KEY_DIR,                                       \
       "Hugging Face model directory (config.json, model.safetensors, tokenizer.json) to train")  \
     E(model, dtype, "f32", dtype,                                                               \
-      "compute precision: f32 (exact), or bf16 on cuda (matmuls in bf16, fp32 master weights, "  \
-      "gradients, norms and losses; the rollout samples from a bf16 copy as "                    \
-      "sampling.weights_dtype = bf16 does); checkpoints load from F32, F16 or BF16")             \
+      "f32 (exact), or bf16 on cuda: bf16 matmuls, fp32 master weights and losses, a bf16 "     \
+      "rollout copy (sampling.weights_dtype); checkpoints load from F32, F16 or BF16")           \
     E(model, backend, "cpu", backend,                                                           \
       "where the model runs: cpu, cuda (an NVIDIA GPU), or auto (cuda when one is found)")      \
     S(model, plugin, "", 0,                                                                     \
