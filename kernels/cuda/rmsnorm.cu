@@ -31,8 +31,8 @@ __global__ void rmsnorm_forward_kernel(float *out, float *rstd, const float *inp
 void cuda_rmsnorm_forward(void *ctx_, float *out, float *rstd, const float *inp, const float *w,
                           int32_t N, int32_t C, float eps) {
     cuda_ctx *ctx = (cuda_ctx *)ctx_;
-    CUDA_REQUIRE(N >= 0 && C > 0, "rmsnorm_forward", "N >= 0 rows of C > 0 channels");
-    if (N == 0) return;
+    CUDA_REQUIRE(N >= 0 && C >= 0, "rmsnorm_forward", "N and C must be >= 0");
+    if (N == 0 || C == 0) return;
     GRPO_LAUNCH(rmsnorm_forward_kernel, (unsigned)N, RMS_THREADS, 0, ctx->stream, out, rstd, inp,
                 w, C, eps);
     CUDA_CHECK_LAUNCH("rmsnorm_forward");
@@ -78,8 +78,8 @@ void cuda_rmsnorm_backward(void *ctx_, float *dinp, float *dw, const float *dout
                            const float *inp, const float *w, const float *rstd, int32_t N,
                            int32_t C) {
     cuda_ctx *ctx = (cuda_ctx *)ctx_;
-    CUDA_REQUIRE(N >= 0 && C > 0, "rmsnorm_backward", "N >= 0 rows of C > 0 channels");
-    if ((!dinp && !dw) || N == 0) return;
+    CUDA_REQUIRE(N >= 0 && C >= 0, "rmsnorm_backward", "N and C must be >= 0");
+    if ((!dinp && !dw) || N == 0 || C == 0) return;
     if (dw) { /* before dinp, which may overwrite dout */
         int32_t blocks = (N + RMS_ROWS - 1) / RMS_ROWS;
         CUDA_REQUIRE(blocks <= 65535, "rmsnorm_backward", "N <= 65535 * 32 rows (grid y)");
