@@ -11,9 +11,16 @@
  */
 #include "kernel_util.h"
 
-#define RMS_THREADS 256 /* threads per row block */
+#define RMS_THREADS 256 /* the most threads per row block */
 #define RMS_ROWS 32     /* rows per dw partial (as the CPU backend) */
 #define RMS_COLS 128    /* columns per dw block */
+
+/* Threads for a row of C: C rounded up to whole warps, at most RMS_THREADS (a short row leaves
+ * no idle warps). */
+static unsigned rms_row_threads(int32_t C) {
+    unsigned t = ((unsigned)C + 31u) / 32u * 32u;
+    return t < RMS_THREADS ? t : RMS_THREADS;
+}
 
 __global__ void rmsnorm_forward_kernel(float *out, float *rstd, const float *inp, const float *w,
                                        int32_t C, float eps) {
@@ -24,7 +31,8 @@ __global__ void rmsnorm_forward_kernel(float *out, float *rstd, const float *inp
     for (int32_t c = (int32_t)threadIdx.x; c < C; c += (int32_t)blockDim.x) ss += x[c] * x[c];
     ss = grpo_block_sum(ss);
     float r = 1.0f / sqrtf(ss / (float)C + eps);
-    for (int32_t c = (int32_t)threadIdx.x; c < C; c += (int32_t)blockDim.x) o[c] = (x[c] * r) * w[c];
+    for (int32_t c = (int32_t)threadIdx.x; c < C; c += (int32_t)blockDim.x)
+        o[c] = (x[c] * r) * w[c];
     if (rstd && threadIdx.x == 0) rstd[n] = r;
 }
 
@@ -33,8 +41,8 @@ void cuda_rmsnorm_forward(void *ctx_, float *out, float *rstd, const float *inp,
     cuda_ctx *ctx = (cuda_ctx *)ctx_;
     CUDA_REQUIRE(N >= 0 && C >= 0, "rmsnorm_forward", "N and C must be >= 0");
     if (N == 0 || C == 0) return;
-    GRPO_LAUNCH(rmsnorm_forward_kernel, (unsigned)N, RMS_THREADS, 0, ctx->stream, out, rstd, inp,
-                w, C, eps);
+    GRPO_LAUNCH(rmsnorm_forward_kernel, (unsigned)N, rms_row_threads(C), 0, ctx->stream, out,
+                rstd, inp, w, C, eps);
     CUDA_CHECK_LAUNCH("rmsnorm_forward");
 }
 
@@ -67,7 +75,8 @@ __global__ void rmsnorm_dinp_kernel(float *dinp, const float *dout, const float 
     int64_t n = blockIdx.x;
     const float *x = inp + n * C, *d = dout + n * C;
     float *dx = dinp + n * C, r = rstd[n], dot = 0.0f;
-    for (int32_t c = (int32_t)threadIdx.x; c < C; c += (int32_t)blockDim.x) dot += d[c] * w[c] * x[c];
+    for (int32_t c = (int32_t)threadIdx.x; c < C; c += (int32_t)blockDim.x)
+        dot += d[c] * w[c] * x[c];
     dot = grpo_block_sum(dot); /* every read of d for dot precedes the writes (dinp may be dout) */
     float k = r * r * r * dot / (float)C;
     for (int32_t c = (int32_t)threadIdx.x; c < C; c += (int32_t)blockDim.x)
@@ -94,8 +103,8 @@ void cuda_rmsnorm_backward(void *ctx_, float *dinp, float *dw, const float *dout
         CUDA_CHECK_LAUNCH("rmsnorm_backward");
     }
     if (dinp) {
-        GRPO_LAUNCH(rmsnorm_dinp_kernel, (unsigned)N, RMS_THREADS, 0, ctx->stream, dinp, dout,
-                    inp, w, rstd, C);
+        GRPO_LAUNCH(rmsnorm_dinp_kernel, (unsigned)N, rms_row_threads(C), 0, ctx->stream, dinp,
+                    dout, inp, w, rstd, C);
         CUDA_CHECK_LAUNCH("rmsnorm_backward");
     }
 }

@@ -43,7 +43,8 @@ static void rope_rotate(cuda_ctx *ctx, float *out, const float *inp, const int32
     CUDA_REQUIRE(N >= 0 && NH >= 0, op, "N and NH must be >= 0");
     int32_t half = HD / 2;
     rope_freqs f;
-    for (int32_t i = 0; i < half; i++) f.inv_freq[i] = 1.0f / powf(theta, (float)(2 * i) / (float)HD);
+    for (int32_t i = 0; i < half; i++)
+        f.inv_freq[i] = 1.0f / powf(theta, (float)(2 * i) / (float)HD);
     uint64_t total = (uint64_t)N * NH * half;
     if (total == 0) return;
     GRPO_LAUNCH(rope_kernel, cuda_grid(total, CUDA_EW_THREADS), CUDA_EW_THREADS, 0, ctx->stream,
