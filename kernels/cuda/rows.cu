@@ -60,23 +60,24 @@ void cuda_gather_rows(void *ctx, float *out, const float *inp, const int32_t *id
 /* grid (column tiles, buckets), SCATTER_THREADS threads: see the file comment. */
 __global__ void scatter_add_rows_kernel(float *out, const float *inp, const int32_t *idx,
                                         const float *w, int32_t M, int32_t C, int32_t buckets) {
-    __shared__ int32_t s_idx[SCATTER_THREADS];
+    __shared__ int32_t s_idx[SCATTER_THREADS], s_own[SCATTER_THREADS]; /* row, its bucket */
     __shared__ float s_w[SCATTER_THREADS];
     int32_t c = (int32_t)(blockIdx.x * blockDim.x + threadIdx.x), bucket = (int32_t)blockIdx.y;
     for (int32_t m0 = 0; m0 < M; m0 += SCATTER_THREADS) {
         int32_t m = m0 + (int32_t)threadIdx.x, len = M - m0;
         if (len > SCATTER_THREADS) len = SCATTER_THREADS;
         __syncthreads(); /* the previous round's entries are read */
-        if (m < M) {
-            s_idx[threadIdx.x] = idx[m];
+        if (m < M) { /* each entry's bucket computed once, not by every thread */
+            int32_t r = idx[m];
+            s_idx[threadIdx.x] = r;
+            s_own[threadIdx.x] = r >= 0 ? r % buckets : -1;
             s_w[threadIdx.x] = w ? w[m] : 1.0f;
         }
         __syncthreads();
         if (c >= C) continue;
         for (int32_t j = 0; j < len; j++) {
-            int32_t r = s_idx[j];
-            if (r < 0 || r % buckets != bucket) continue;
-            float *dst = out + (int64_t)r * C + c;
+            if (s_own[j] != bucket) continue;
+            float *dst = out + (int64_t)s_idx[j] * C + c;
             /* wm * src, then the add, each rounded as the CPU does (no fma) */
             *dst = CUDA_ADD_RN(*dst, CUDA_MUL_RN(s_w[j], inp[(int64_t)(m0 + j) * C + c]));
         }
