@@ -201,6 +201,30 @@ START_TEST(residual_accumulate_scale_match_cpu) {
 }
 END_TEST
 
+/* Past the device's grid cap (4096 blocks of 256 threads): each thread of a grid-stride loop
+ * handles several elements. One op per loop shape: flat (residual), (row, column) (gather), and
+ * (token, head, pair) (rope). */
+START_TEST(grid_stride_loops_cover_more_than_one_grid) {
+    const uint64_t n = 4096u * 256u * 2u + 77u;
+    cuda_pair a = cuda_pair_rand(&P, n, -1, 1), b = cuda_pair_rand(&P, n, -1, 1);
+    cuda_pair out = cuda_pair_fill(&P, n, NAN);
+    EACH_SIDE CALL(residual_forward, S(out), S(a), S(b), n);
+    EXPECT_EXACT(out, n, "residual out (large)");
+    enum { M = 301, C = 7001, N = 5 };
+    cuda_pair ix = random_ids(M, N), rows = cuda_pair_fill(&P, (uint64_t)M * C, NAN);
+    EACH_SIDE CALL(gather_rows, S(rows), S(a), S(ix), M, C);
+    EXPECT_EXACT(rows, (uint64_t)M * C, "gather_rows out (large)");
+    enum { T = 2777, NH = 3, HD = 256 }; /* T * NH * HD/2 pairs > one grid of threads */
+    const uint64_t nr = (uint64_t)T * NH * HD;
+    cuda_pair pos = random_ids(T, 4096), x = cuda_pair_rand(&P, nr, -1, 1);
+    cuda_pair rot = cuda_pair_fill(&P, nr, NAN);
+    EACH_SIDE CALL(rope_forward, S(rot), S(x), S(pos), T, NH, HD, 10000.0f);
+    EXPECT_CLOSE(rot, nr, 2e-6, 0, "rope out (large)");
+    cuda_pair bufs[] = {a, b, out, ix, rows, pos, x, rot};
+    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) cuda_pair_free(&P, &bufs[i]);
+}
+END_TEST
+
 /* n from 0 to well over one device block (256 threads x 8) and one CPU block (65536) */
 START_TEST(sumsq_matches_cpu_over_many_blocks) {
     const uint64_t ns[] = {0, 5, 2049, 200003};
@@ -369,6 +393,7 @@ int main(void) {
     tcase_add_test(tc, rope_forward_backward_and_in_place_match_cpu);
     tcase_add_test(tc, swiglu_forward_and_backward_match_cpu);
     tcase_add_test(tc, residual_accumulate_scale_match_cpu);
+    tcase_add_test(tc, grid_stride_loops_cover_more_than_one_grid);
     tcase_add_test(tc, sumsq_matches_cpu_over_many_blocks);
     tcase_add_test(tc, adamw_several_steps_same_bits_as_cpu);
     tcase_add_test(tc, dropout_mask_is_grpo_dropout_keeps);
