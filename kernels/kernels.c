@@ -84,7 +84,10 @@ static void *load_module(const char *file, grpo_error *err) {
             snprintf(tried + len, sizeof tried - len, "%s%s", len ? ", " : "", l.path[i]);
             continue;
         }
-        void *dl = dlopen(l.path[i], RTLD_NOW | RTLD_LOCAL);
+        /* never unmapped (dlclose only drops the reference): the CUDA runtime and cuBLAS
+         * register exit handlers and keep allocations in their globals, so unloading them is
+         * neither safe nor leak-free */
+        void *dl = dlopen(l.path[i], RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
         if (!dl) {
             const char *why = dlerror();
             grpo_error_set(err, GRPO_ERR_UNSUPPORTED, "backend 'cuda': cannot load %s: %s",

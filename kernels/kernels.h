@@ -58,8 +58,9 @@ typedef struct grpo_backend_options {
 grpo_ops *grpo_backend_open_with(const char *name, const grpo_backend_options *opt,
                                  grpo_error *err);
 
-/* Closes a table returned by grpo_backend_open or grpo_backend_open_with (NULL is ignored); the
- * cuda module is unloaded with its last table. */
+/* Closes a table returned by grpo_backend_open or grpo_backend_open_with (NULL is ignored),
+ * through the module for a cuda table (the module stays mapped: the CUDA libraries cannot be
+ * unloaded safely). */
 void grpo_backend_close(grpo_ops *ops);
 
 #ifdef __cplusplus
