@@ -4,7 +4,10 @@
 # With GRPO_CUDA_EMULATION=1 (ctest cli_cuda_train_emu) the cuda backend is kernels/cuda run by
 # the host emulation; without it (cli_cuda_train) a real GPU, and exit 77 (skipped) where the
 # backend cannot open. A tiny random-init model (grpo init-model), 2 prompts x 4 completions of
-# at most 16 tokens, beta 0.04 (so the reference model runs on cuda too).
+# at most 16 tokens, beta 0.04 (so the reference model runs on cuda too). A random model earns no
+# accuracy or format reward; the unigram-repetition penalty differs between its random
+# completions, so the advantages, the loss and the gradient are not zero (checked: a zero
+# grad_norm would make the comparison empty).
 # Checked: (1) f32: step 1 samples from the same weights with the same seeds, so its reward is
 # equal and its loss, entropy and grad_norm agree to 1e-4 relative (the backends sum in other
 # orders: measured differences are ~1e-6); step 2 is finite. A sampled token can flip when a
@@ -47,6 +50,10 @@ plugin = builtin.accuracy
 [reward.format]
 plugin = builtin.format
 weight = 0.5
+[reward.repetition]
+plugin = builtin.repetition
+n = 1
+scope = all
 EOF
 }
 write_run cpu cpu f32
@@ -82,10 +89,13 @@ finite() { # DIR
         done
     done
 }
+awk -v g="$(metric cpu 1 grad_norm)" 'BEGIN { exit !(g > 1e-8) }' ||
+    { echo "step 1 grad_norm is $(metric cpu 1 grad_norm): the comparison would be empty"; fail=1; }
 finite cuda || fail=1
 "$G" train cuda_bf16.ini >bf16.log 2>&1 || { cat bf16.log; fail=1; }
 [ -f cuda_bf16/metrics.jsonl ] && { finite cuda_bf16 || fail=1; }
 [ $fail = 0 ] || { echo "cuda_train: FAILED"; exit 1; }
-echo "cuda_train: step 1 on cuda matches cpu (reward $(metric cuda 1 reward), loss cpu" \
-     "$(metric cpu 1 loss) cuda $(metric cuda 1 loss)); bf16 loss $(metric cuda_bf16 1 loss)," \
-     "$(metric cuda_bf16 2 loss)"
+echo "cuda_train: step 1 on cuda matches cpu (reward $(metric cuda 1 reward); loss cpu" \
+     "$(metric cpu 1 loss), cuda $(metric cuda 1 loss); grad_norm cpu $(metric cpu 1 grad_norm)," \
+     "cuda $(metric cuda 1 grad_norm)); bf16: loss $(metric cuda_bf16 1 loss)," \
+     "$(metric cuda_bf16 2 loss), grad_norm $(metric cuda_bf16 1 grad_norm)"
