@@ -204,7 +204,7 @@ static inline void grpo_emu_launch_kernel(void (*kernel)(P...), dim3 grid, dim3 
 }
 
 #define GRPO_LAUNCH(kernel, grid, block, shmem, stream, ...)                                      \
-    grpo_emu_launch_kernel((kernel), dim3(grid), dim3(block), (size_t)(shmem), (stream),         \
-                           __VA_ARGS__)
+    grpo_emu_launch_kernel((kernel), dim3(grid), dim3(block), (size_t)(shmem),                   \
+                           (stream), ##__VA_ARGS__)
 
 #endif /* GRPO_CUDA_EMU_H */
