@@ -8,6 +8,7 @@
  */
 #include <check.h>
 #include <math.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -171,6 +172,13 @@ START_TEST(bad_launches_are_reported) {
 }
 END_TEST
 
+/* A kernel that can never finish stops the process with a message instead of hanging CI. */
+START_TEST(a_deadlock_aborts) {
+    emu_deadlock();
+    ck_abort_msg("the deadlocked launch returned");
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("cuda_emu");
     TCase *tc = tcase_create("cuda_emu");
@@ -181,6 +189,7 @@ int main(void) {
     tcase_add_test(tc, multi_dimensional_grids_and_blocks);
     tcase_add_test(tc, atomics_are_read_modify_writes);
     tcase_add_test(tc, bad_launches_are_reported);
+    tcase_add_test_raise_signal(tc, a_deadlock_aborts, SIGABRT);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -218,3 +218,18 @@ int emu_launch_config(int *ran, int *after, unsigned gx, unsigned bx, unsigned b
 }
 
 const char *emu_error_string(int code) { return cudaGetErrorString((cudaError_t)code); }
+
+/* ---- a deadlock: half a warp at __syncthreads, the other half at a shuffle -------------------- */
+
+static __global__ void deadlock_kernel(float *out) {
+    if (threadIdx.x < 16)
+        __syncthreads();
+    else
+        out[threadIdx.x] = __shfl_xor_sync(0xffffffffu, 1.0f, 1);
+}
+
+void emu_deadlock(void) {
+    float *d = (float *)to_dev(NULL, 32 * sizeof(float));
+    GRPO_LAUNCH(deadlock_kernel, 1, 32, 0, 0, d);
+    cudaFree(d);
+}

@@ -52,6 +52,10 @@ int emu_atomics(int *olds, int *counts, float *fsum, int blocks, int threads);
 int emu_launch_config(int *ran, int *after, unsigned gx, unsigned bx, unsigned by,
                       unsigned shmem);
 
+/* Launches a kernel whose threads wait at different barriers: the emulation aborts with a
+ * message (a GPU would hang). */
+void emu_deadlock(void);
+
 /* The error string of a runtime error code (cudaGetErrorString). */
 const char *emu_error_string(int code);
 
