@@ -11,7 +11,10 @@
  *   warp shuffles     each lane writes its value to a per-warp slot, waits for every lane of its
  *                     warp that has not returned, then reads its source lane's slot.
  * Because fibers are cooperative, atomics are plain read-modify-writes. `__shared__` is `static`:
- * blocks run one at a time, so one block's threads share the variable. The dynamic shared
+ * blocks run one at a time, so one block's threads share the variable (it keeps the previous
+ * block's values, where a GPU's are undefined: reading before writing is not caught for static
+ * shared memory). Blocks run on the calling thread only (the backend's threads option is not
+ * used). The dynamic shared
  * memory of a launch (GRPO_SHARED_DYN) is filled with 0xff bytes (NaN as floats) before each
  * block: a kernel must not read it before writing it, as on a GPU.
  * Launch checks as CUDA's: more than 1024 threads per block, a block dimension over
