@@ -6,6 +6,9 @@
  * emulated backend (kernels/cuda built by the host compiler); without it the real one, and a
  * machine with no GPU skips the whole suite with one line and exit 77 (ctest: skipped).
  * Every buffer goes through upload/download: a test must pass on a real GPU unchanged.
+ * Open it in main() before the suite runs, and run the suite with
+ * srunner_set_fork_status(sr, CK_NOFORK): a CUDA context does not survive fork(), and exit(77)
+ * inside a forked test would count as a failure (tests/test_cuda_gemm.c does this).
  */
 #ifndef GRPO_TEST_CUDA_PARITY_H
 #define GRPO_TEST_CUDA_PARITY_H
