@@ -9,7 +9,10 @@
  * parked and the scheduler starts the next thread on another fiber:
  *   __syncthreads     waits for every thread of the block that has not returned;
  *   warp shuffles     each lane writes its value to a per-warp slot, waits for every lane of its
- *                     warp that has not returned, then reads its source lane's slot.
+ *                     warp, then reads its source lane's slot. Full-mask only (the mask is not
+ *                     read). Stricter than a GPU, where these are undefined, the process stops
+ *                     with a message when a lane returns while others of its warp shuffle, or a
+ *                     shuffle reads a lane the block does not have (a block not whole warps).
  * Because fibers are cooperative, atomics are plain read-modify-writes. `__shared__` is `static`:
  * blocks run one at a time, so one block's threads share the variable (it keeps the previous
  * block's values, where a GPU's are undefined: reading before writing is not caught for static
