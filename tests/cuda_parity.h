@@ -6,6 +6,9 @@
  * emulated backend (kernels/cuda built by the host compiler); without it the real one, and a
  * machine with no GPU skips the whole suite with one line and exit 77 (ctest: skipped).
  * Every buffer goes through upload/download: a test must pass on a real GPU unchanged.
+ * Open it in main() before the suite runs, and run the suite with
+ * srunner_set_fork_status(sr, CK_NOFORK): a CUDA context does not survive fork(), and exit(77)
+ * inside a forked test would count as a failure (tests/test_cuda_gemm.c does this).
  */
 #ifndef GRPO_TEST_CUDA_PARITY_H
 #define GRPO_TEST_CUDA_PARITY_H
@@ -24,7 +27,7 @@ typedef struct cuda_parity {
 } cuda_parity;
 
 /* Opens both backends; exits 77 with one line when the cuda one cannot run here. */
-static void cuda_parity_open(cuda_parity *p) {
+static inline void cuda_parity_open(cuda_parity *p) {
     grpo_error err;
     grpo_error_init(&err);
     memset(p, 0, sizeof *p);
@@ -44,7 +47,7 @@ static void cuda_parity_open(cuda_parity *p) {
     printf("cuda parity: %s\n", p->emulated ? "host emulation (no GPU used)" : "real GPU");
 }
 
-static void cuda_parity_close(cuda_parity *p) {
+static inline void cuda_parity_close(cuda_parity *p) {
     grpo_backend_close(p->cuda);
     grpo_backend_close(p->cpu);
     memset(p, 0, sizeof *p);
@@ -52,7 +55,7 @@ static void cuda_parity_close(cuda_parity *p) {
 
 /* Deterministic uniform floats in [lo, hi). */
 static uint64_t cuda_parity_rng = 0x243F6A8885A308D3ull;
-static float cuda_parity_uniform(float lo, float hi) {
+static inline float cuda_parity_uniform(float lo, float hi) {
     cuda_parity_rng = cuda_parity_rng * 6364136223846793005ull + 1442695040888963407ull;
     return lo + (hi - lo) * (float)(cuda_parity_rng >> 40) * (1.0f / 16777216.0f);
 }
@@ -63,7 +66,7 @@ typedef struct cuda_pair {
     uint64_t bytes;
 } cuda_pair;
 
-static cuda_pair cuda_pair_new(cuda_parity *p, const void *init, uint64_t bytes) {
+static inline cuda_pair cuda_pair_new(cuda_parity *p, const void *init, uint64_t bytes) {
     cuda_pair b = {p->cpu->alloc(p->cpu->ctx, bytes), p->cuda->alloc(p->cuda->ctx, bytes), bytes};
     if (!b.cpu || !b.dev) {
         fprintf(stderr, "cuda_pair_new: out of memory (%llu bytes)\n", (unsigned long long)bytes);
@@ -77,7 +80,7 @@ static cuda_pair cuda_pair_new(cuda_parity *p, const void *init, uint64_t bytes)
 }
 
 /* n random floats in [lo, hi) on both sides. */
-static cuda_pair cuda_pair_rand(cuda_parity *p, uint64_t n, float lo, float hi) {
+static inline cuda_pair cuda_pair_rand(cuda_parity *p, uint64_t n, float lo, float hi) {
     float *h = malloc(n * sizeof(float) + 1);
     for (uint64_t i = 0; i < n; i++) h[i] = cuda_parity_uniform(lo, hi);
     cuda_pair b = cuda_pair_new(p, h, n * sizeof(float));
@@ -86,7 +89,7 @@ static cuda_pair cuda_pair_rand(cuda_parity *p, uint64_t n, float lo, float hi) 
 }
 
 /* n copies of value v on both sides (NaN: "must be overwritten"). */
-static cuda_pair cuda_pair_fill(cuda_parity *p, uint64_t n, float v) {
+static inline cuda_pair cuda_pair_fill(cuda_parity *p, uint64_t n, float v) {
     float *h = malloc(n * sizeof(float) + 1);
     for (uint64_t i = 0; i < n; i++) h[i] = v;
     cuda_pair b = cuda_pair_new(p, h, n * sizeof(float));
@@ -94,7 +97,7 @@ static cuda_pair cuda_pair_fill(cuda_parity *p, uint64_t n, float v) {
     return b;
 }
 
-static void cuda_pair_free(cuda_parity *p, cuda_pair *b) {
+static inline void cuda_pair_free(cuda_parity *p, cuda_pair *b) {
     p->cpu->free(p->cpu->ctx, b->cpu);
     p->cuda->free(p->cuda->ctx, b->dev);
     memset(b, 0, sizeof *b);
@@ -103,7 +106,7 @@ static void cuda_pair_free(cuda_parity *p, cuda_pair *b) {
 /* Compares n floats of the pair (device downloaded) with |cuda - cpu| <= atol + rtol * |cpu|;
  * returns the number of mismatches and prints the first few naming `what` and the index. NaN
  * matches NaN only. */
-static int cuda_pair_compare(cuda_parity *p, const cuda_pair *b, uint64_t n, double atol,
+static inline int cuda_pair_compare(cuda_parity *p, const cuda_pair *b, uint64_t n, double atol,
                              double rtol, const char *what) {
     float *got = malloc(n * sizeof(float) + 1);
     p->cuda->sync(p->cuda->ctx);

@@ -8,6 +8,7 @@
  */
 #include <check.h>
 #include <math.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -46,7 +47,7 @@ START_TEST(barrier_orders_a_block_reduction) {
 }
 END_TEST
 
-/* Warp sums, a static __shared__ array and a barrier; threads that return before the barrier
+/* Warp sums, a static __shared__ array and a barrier; warps that return before the barrier
  * (live < threads) count as arrived, as on a GPU. */
 START_TEST(warp_sums_through_static_shared) {
     static const int cases[][2] = {{256, 256}, {256, 200}, {1024, 1024}, {96, 33}, {32, 1}};
@@ -171,6 +172,26 @@ START_TEST(bad_launches_are_reported) {
 }
 END_TEST
 
+/* A kernel that can never finish stops the process with a message instead of hanging CI; two
+ * shuffles that are undefined on a GPU stop it too, so CI catches them. */
+START_TEST(a_deadlock_aborts) {
+    emu_misuse(0);
+    ck_abort_msg("the deadlocked launch returned");
+}
+END_TEST
+
+START_TEST(a_shuffle_with_a_returned_lane_aborts) {
+    emu_misuse(1);
+    ck_abort_msg("the launch returned");
+}
+END_TEST
+
+START_TEST(a_shuffle_in_a_partial_warp_aborts) {
+    emu_misuse(2);
+    ck_abort_msg("the launch returned");
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("cuda_emu");
     TCase *tc = tcase_create("cuda_emu");
@@ -181,6 +202,9 @@ int main(void) {
     tcase_add_test(tc, multi_dimensional_grids_and_blocks);
     tcase_add_test(tc, atomics_are_read_modify_writes);
     tcase_add_test(tc, bad_launches_are_reported);
+    tcase_add_test_raise_signal(tc, a_deadlock_aborts, SIGABRT);
+    tcase_add_test_raise_signal(tc, a_shuffle_with_a_returned_lane_aborts, SIGABRT);
+    tcase_add_test_raise_signal(tc, a_shuffle_in_a_partial_warp_aborts, SIGABRT);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -243,6 +243,25 @@ START_TEST(bf16_precision_with_bf16_weights) {
 }
 END_TEST
 
+/* Operands over 4096 blocks x 256 threads of elements: the conversion and bias kernels' capped
+ * grids cover the rest with their grid-stride loops. */
+START_TEST(large_operands_are_covered) {
+    shape s = {1030, 1021, 3}; /* inp: 1.05M elements */
+    uint64_t ni = (uint64_t)s.N * s.IC, nw = (uint64_t)s.OC * s.IC, no = (uint64_t)s.N * s.OC;
+    cuda_pair inp = cuda_pair_rand(&PB, ni, -1, 1), w = cuda_pair_rand(&PB, nw, -1, 1);
+    cuda_pair bias = cuda_pair_rand(&PB, (uint64_t)s.OC, -1, 1);
+    cuda_pair out = cuda_pair_fill(&PB, no, NAN);
+    PB.cuda->matmul_forward(PB.cuda->ctx, out.dev, inp.dev, w.dev, bias.dev, s.N, s.IC, s.OC);
+    round_cpu_side(&inp, ni), round_cpu_side(&w, nw);
+    PB.cpu->matmul_forward(PB.cpu->ctx, out.cpu, inp.cpu, w.cpu, bias.cpu, s.N, s.IC, s.OC);
+    /* K = 1021: partial sums grow to ~sqrt(K)/3 ~ 10, and the rounding differences of two
+     * summation orders random-walk to ~sqrt(K) * 6e-8 * 10 ~ 2e-5: atol 1e-4 */
+    ck_assert_int_eq(cuda_pair_compare(&PB, &out, no, 1e-4, 1e-5, "bf16 out (large)"), 0);
+    cuda_pair *all[] = {&inp, &w, &bias, &out};
+    for (int i = 0; i < 4; i++) cuda_pair_free(&PB, all[i]);
+}
+END_TEST
+
 int main(void) {
     cuda_parity_open(&P); /* exits 77 (skipped) where the cuda backend cannot run */
     grpo_error err;
@@ -262,6 +281,7 @@ int main(void) {
     tcase_add_test(tc, f32_weight_ops_are_the_plain_ops);
     tcase_add_test(tc, bf16_precision_rounds_the_operands);
     tcase_add_test(tc, bf16_precision_with_bf16_weights);
+    tcase_add_test(tc, large_operands_are_covered);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_set_fork_status(sr, CK_NOFORK); /* a CUDA context does not survive fork() */

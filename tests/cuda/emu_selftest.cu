@@ -52,13 +52,13 @@ int emu_block_sum(float *out, const float *x, int n, int blocks, int barrier) {
 static __global__ void warp_block_sum_kernel(float *out, const float *x, int live) {
     __shared__ float warp_sums[32];
     unsigned t = threadIdx.x, lane = t % 32, warp = t / 32;
-    if ((int)t >= live) return; /* returned threads count as arrived at every barrier */
-    float v = grpo_warp_sum(x[t]);
+    unsigned live_warps = ((unsigned)live + 31) / 32;
+    if (warp >= live_warps) return; /* whole warps return: they count as arrived at barriers */
+    float v = grpo_warp_sum((int)t < live ? x[t] : 0.0f);
     if (lane == 0) warp_sums[warp] = v;
     __syncthreads();
     if (warp == 0) {
-        unsigned warps = ((unsigned)live + 31) / 32;
-        float w = lane < warps ? warp_sums[lane] : 0.0f;
+        float w = lane < live_warps ? warp_sums[lane] : 0.0f;
         w = grpo_warp_sum(w);
         if (lane == 0) out[0] = w;
     }
@@ -218,3 +218,32 @@ int emu_launch_config(int *ran, int *after, unsigned gx, unsigned bx, unsigned b
 }
 
 const char *emu_error_string(int code) { return cudaGetErrorString((cudaError_t)code); }
+
+/* ---- misuse the emulation stops at ---------------------------------------------------------- */
+
+/* half a warp at __syncthreads, the other half at a shuffle: a deadlock */
+static __global__ void deadlock_kernel(float *out) {
+    if (threadIdx.x < 16)
+        __syncthreads();
+    else
+        out[threadIdx.x] = __shfl_xor_sync(0xffffffffu, 1.0f, 1);
+}
+
+/* lanes >= 20 return, the others shuffle with them */
+static __global__ void exited_lane_kernel(float *out) {
+    if (threadIdx.x >= 20) return;
+    out[threadIdx.x] = grpo_warp_sum(1.0f);
+}
+
+/* a warp sum in a block of 40 threads: its second warp has 8 lanes */
+static __global__ void partial_warp_kernel(float *out) {
+    out[threadIdx.x] = grpo_warp_sum(1.0f);
+}
+
+void emu_misuse(int which) {
+    float *d = (float *)to_dev(NULL, 64 * sizeof(float));
+    if (which == 0) GRPO_LAUNCH(deadlock_kernel, 1, 32, 0, 0, d);
+    if (which == 1) GRPO_LAUNCH(exited_lane_kernel, 1, 32, 0, 0, d);
+    if (which == 2) GRPO_LAUNCH(partial_warp_kernel, 1, 40, 0, 0, d);
+    cudaFree(d);
+}

@@ -18,8 +18,9 @@ extern "C" {
 int emu_block_sum(float *out, const float *x, int n, int blocks, int barrier);
 
 /* The usual block reduction of the kernels: a warp sum (xor shuffles) per warp, the warps' sums
- * through a static __shared__ array and a barrier, then warp 0 sums those. Threads with index
- * >= live return before any barrier (they count as arrived). out[0] = sum of x[0..live). */
+ * through a static __shared__ array and a barrier, then warp 0 sums those. Warps wholly past
+ * `live` return before any barrier (they count as arrived); lanes past it add 0.
+ * out[0] = sum of x[0..live). */
 int emu_warp_block_sum(float *out, const float *x, int threads, int live);
 
 /* Per lane of `threads` (a multiple of 32), with v = x[i] (float) and k = ix[i] (int):
@@ -51,6 +52,11 @@ int emu_atomics(int *olds, int *counts, float *fsum, int blocks, int threads);
  * Returns cudaGetLastError() after it, and *after = cudaGetLastError() called once more. */
 int emu_launch_config(int *ran, int *after, unsigned gx, unsigned bx, unsigned by,
                       unsigned shmem);
+
+/* Launches a kernel that misuses barriers, which the emulation stops with a message (abort):
+ * 0: threads wait at different barriers (a GPU would hang); 1: a lane returns while the others
+ * of its warp shuffle; 2: a shuffle in a block that is not whole warps (both undefined on a GPU). */
+void emu_misuse(int which);
 
 /* The error string of a runtime error code (cudaGetErrorString). */
 const char *emu_error_string(int code);

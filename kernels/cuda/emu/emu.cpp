@@ -9,8 +9,9 @@
  *   4. the block is done (or, if some thread still waits, the kernel deadlocked: abort).
  * A fiber starts threads one after another while unstarted threads remain, so a thread that
  * never waits costs no switch. The last thread to arrive at a barrier releases the others and
- * carries on without a switch. Warp barriers (shuffles) release when every lane of the warp that
- * has not returned has arrived and every lane of the warp has started.
+ * carries on without a switch. Warp barriers (shuffles) release when every lane of the warp has
+ * started and arrived; a lane that returns while others of its warp shuffle, or a shuffle that
+ * reads a lane the block does not have, stops the process (both undefined on a GPU).
  * Shuffle slots are double-buffered per warp (by the parity of the lane's shuffle count), so one
  * barrier per shuffle is enough: a slot set is rewritten only two shuffles later, after every
  * lane has passed the barrier between.
@@ -226,11 +227,17 @@ bool warp_complete(const Sched *s, unsigned w) {
            s->warp_wait[w].size() + s->warp_finished[w] == lanes;
 }
 
+/* A full-mask shuffle names every lane of the warp: one that has returned leaves its partners
+ * reading an undefined value on a GPU, so the emulation stops there. */
+const char *const SHFL_EXITED =
+    "a warp shuffle while a lane of the same warp has returned (undefined on a GPU: keep every "
+    "lane of a warp alive until its shuffles are done, with a neutral value if it has no work)";
+
 void thread_finished(Sched *s, const Fiber *self) {
     unsigned w = self->t / 32u;
     s->finished++;
     s->warp_finished[w]++;
-    if (!s->warp_wait[w].empty() && warp_complete(s, w)) make_ready(s, s->warp_wait[w], nullptr);
+    if (!s->warp_wait[w].empty()) emu_fail(SHFL_EXITED);
 }
 
 void fiber_entry() {
@@ -337,6 +344,7 @@ extern "C" uint32_t grpo_emu_shfl(uint32_t v, int mode, int arg, int width) {
     if (width <= 0 || width > 32 || (width & (width - 1)))
         emu_fail("shuffle width must be a power of two <= 32");
     unsigned w = self->t / 32u, lane = self->t % 32u;
+    if (s->warp_finished[w]) emu_fail(SHFL_EXITED);
     uint32_t *slot = &s->slots[(w * 2u + (self->shuffles++ & 1u)) * 32u];
     slot[lane] = v;
     s->warp_wait[w].push_back(self);
@@ -351,7 +359,15 @@ extern "C" uint32_t grpo_emu_shfl(uint32_t v, int mode, int arg, int width) {
         src = lane ^ (unsigned)arg;
     else
         src = lane + (unsigned)arg;
-    if (src < base || src >= base + (unsigned)width || src >= warp_lanes(s, w)) src = lane;
+    /* CUDA: a source in a later group of `width` lanes gives the caller its own value */
+    if (src >= base + (unsigned)width) src = lane;
+    if (src >= warp_lanes(s, w)) {
+        char what[160];
+        snprintf(what, sizeof what,
+                 "a warp shuffle reads lane %u, which this block of %u threads does not have "
+                 "(undefined on a GPU: make blocks whole warps)", src, s->n);
+        emu_fail(what);
+    }
     return slot[src];
 }
 

@@ -9,9 +9,15 @@
  * parked and the scheduler starts the next thread on another fiber:
  *   __syncthreads     waits for every thread of the block that has not returned;
  *   warp shuffles     each lane writes its value to a per-warp slot, waits for every lane of its
- *                     warp that has not returned, then reads its source lane's slot.
+ *                     warp, then reads its source lane's slot. Full-mask only (the mask is not
+ *                     read). Stricter than a GPU, where these are undefined, the process stops
+ *                     with a message when a lane returns while others of its warp shuffle, or a
+ *                     shuffle reads a lane the block does not have (a block not whole warps).
  * Because fibers are cooperative, atomics are plain read-modify-writes. `__shared__` is `static`:
- * blocks run one at a time, so one block's threads share the variable. The dynamic shared
+ * blocks run one at a time, so one block's threads share the variable (it keeps the previous
+ * block's values, where a GPU's are undefined: reading before writing is not caught for static
+ * shared memory). Blocks run on the calling thread only (the backend's threads option is not
+ * used). The dynamic shared
  * memory of a launch (GRPO_SHARED_DYN) is filled with 0xff bytes (NaN as floats) before each
  * block: a kernel must not read it before writing it, as on a GPU.
  * Launch checks as CUDA's: more than 1024 threads per block, a block dimension over
@@ -204,7 +210,7 @@ static inline void grpo_emu_launch_kernel(void (*kernel)(P...), dim3 grid, dim3 
 }
 
 #define GRPO_LAUNCH(kernel, grid, block, shmem, stream, ...)                                      \
-    grpo_emu_launch_kernel((kernel), dim3(grid), dim3(block), (size_t)(shmem), (stream),         \
-                           __VA_ARGS__)
+    grpo_emu_launch_kernel((kernel), dim3(grid), dim3(block), (size_t)(shmem),                   \
+                           (stream), ##__VA_ARGS__)
 
 #endif /* GRPO_CUDA_EMU_H */
