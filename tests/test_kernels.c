@@ -1166,6 +1166,46 @@ START_TEST(results_do_not_depend_on_thread_count) {
 }
 END_TEST
 
+/* Prefix attention: the rows' dk/dv by group or by head (1 and 3 threads vs 5, as above), the
+ * prefixes' dkp/dvp from per-(row, head) parts added in row and head order: the same bits. */
+START_TEST(prefix_attention_bits_do_not_depend_on_thread_count) {
+    rng_seed(23);
+    pfx_case c = pfx_make(3, 80, 2, 40, 4, 2, 8, 11);
+    const att_case *a = &c.own;
+    size_t nq = (size_t)3 * 80 * 4 * 8, nkv = nq / 2, npk = (size_t)2 * 40 * 2 * 8;
+    float *r = frandv(nq, 1.0f), *first[5] = {NULL, NULL, NULL, NULL, NULL};
+    size_t sizes[5] = {nq, nq, nkv, npk, npk};
+    int counts[3] = {1, 3, 5};
+    for (int ci = 0; ci < 3; ci++) {
+        grpo_error err;
+        grpo_error_init(&err);
+        grpo_ops *o = grpo_backend_open("cpu", counts[ci], &err);
+        ck_assert_ptr_nonnull(o);
+        float *got[5] = {nanv(nq), nanv(nq), nanv(nkv), calloc(npk, sizeof(float)),
+                         calloc(npk, sizeof(float))};
+        float *lse = nanv((size_t)3 * 4 * 80);
+        o->prefix_attention_forward(o->ctx, got[0], lse, a->q, a->k, a->v, a->mask, c.kp, c.vp,
+                                    c.pmask, c.prefix_of, 3, 80, 2, 40, 4, 2, 8);
+        o->prefix_attention_backward(o->ctx, got[1], NULL, got[2], got[3], got[4], r, got[0], lse,
+                                     a->q, a->k, a->v, a->mask, c.kp, c.vp, c.pmask, c.prefix_of,
+                                     3, 80, 2, 40, 4, 2, 8);
+        for (int i = 0; i < 5; i++) {
+            if (!first[i]) {
+                first[i] = got[i];
+                continue;
+            }
+            ck_assert_mem_eq(got[i], first[i], sizes[i] * sizeof(float));
+            free(got[i]);
+        }
+        free(lse);
+        grpo_backend_close(o);
+    }
+    for (int i = 0; i < 5; i++) free(first[i]);
+    free(r);
+    pfx_free(&c);
+}
+END_TEST
+
 /* The small-M forward splits output columns among threads; each column is the same sum in the
  * same order whatever the split, so 1, 2, 3 and 5 threads give the same bits (OC = 300: 19
  * blocks of 16, the last overlapping; M = 16, 27 and 40: one, two and three lane tiles). */
@@ -1483,6 +1523,7 @@ int main(void) {
     tcase_add_test(tc, head_backward_entropy_finite_differences);
     tcase_add_test(tc, fast_exp_within_2ulp);
     tcase_add_test(tc, results_do_not_depend_on_thread_count);
+    tcase_add_test(tc, prefix_attention_bits_do_not_depend_on_thread_count);
     tcase_add_test(tc, matmul_small_rows_same_bits_any_thread_count);
     tcase_add_test(tc, same_thread_count_gives_same_bits);
     tcase_add_test(tc, adamw_two_steps_by_hand);
