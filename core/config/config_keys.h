@@ -156,9 +156,8 @@
       "recompute each layer's activations in backward, keeping only its input: much less memory, " \
       "about one more forward of time, same gradients (TRL's GRPO default is true)")            \
     B(train, shared_prefix, "true", 0,                                                          \
-      "compute each prompt once for its G completions in training passes (reference, old-policy " \
-      "and policy forward/backward): fewer FLOPs, the same results up to fp32 rounding; false: " \
-      "every completion row in full (packs or backends without it always do)")                  \
+      "compute each prompt once for its G completions in training passes: fewer FLOPs, " \
+      "the same results up to fp32 rounding; false: every row in full")                        \
     I(train, threads, "0", "[0, 1024]",                                                        \
       "CPU threads, at most 1024 (libgomp crashes on absurd counts); 0 = OpenMP's default")     \
     I(train, eval_every, "0", ">= 0",                                                          \
