@@ -3,7 +3,7 @@
  * (hidden 512, 8 layers, 8 query / 2 kv heads, intermediate 1408, vocab 6400, tied head).
  *
  *   build/bench/bench_dense [--threads N] [--batch B] [--seq T] [--rows R] [--prompt P]
- *                           [--new N] [--steps S] [--recompute 0|1]
+ *                           [--new N] [--steps S] [--recompute 0|1] [--group G --prefix Q]
  * Packs are looked for in <dir of the executable>/../packs (the build tree) and the usual path.
  *
  * Writes a random model (Llama naming, tied) to a temp HF directory, loads it through the
@@ -13,6 +13,10 @@
  *              recomputation (train.gradient_checkpointing; --recompute 1 times fwd+bwd with it)
  *   fwd+bwd    forward + backward of (B,T) tokens (log-probs of next tokens, d logp = 1/N):
  *              tokens/s and model FLOP/s (6 * matmul params per token + attention, see flops())
+ *              With --group G --prefix Q: the rows come in groups of G that share their first Q
+ *              tokens (a prompt and its G completions; log-probs of the rest only, as in GRPO),
+ *              timed with every row in full and with the prompts computed once
+ *              (train.shared_prefix), next to the model FLOPs of each (group_flops)
  *   decode     the sampler (greedy) on R rows: P-token prompts + N new tokens each (no EOS):
  *              new tokens/s over the whole call (prefill included)
  *   matmul R   the backend's matmul_forward of R rows at each weight shape of the model, over
@@ -190,8 +194,44 @@ static void bench_matmul_rows(const grpo_ops *o, int R, int threads) {
     free(host), free(x);
 }
 
+/* Best wall and CPU seconds of `steps` forward + backward steps of b (after one warm-up) with
+ * shared prefixes of Q columns (0: every row in full). Exits on an error. */
+static void time_fwd_bwd(grpo_model *m, const grpo_batch *b, float *logp, const float *dlogp,
+                         int steps, int32_t Q, double *best, double *best_cpu) {
+    grpo_error err;
+    grpo_error_init(&err);
+    *best = *best_cpu = 1e30;
+    for (int s = 0; steps && s <= steps; s++) { /* step 0 warms up */
+        double t0 = now(), c0 = cpu_now();
+        grpo_model_zero_grad(m);
+        if (grpo_model_set_shared_prefix(m, Q, &err) ||
+            grpo_model_forward(m, b, logp, NULL, 1.0f, &err) ||
+            grpo_model_backward(m, b, dlogp, 1.0f, &err)) {
+            fprintf(stderr, "bench_dense: %s\n", err.message);
+            exit(1);
+        }
+        double dt = now() - t0, dc = cpu_now() - c0;
+        if (s > 0 && dt < *best) *best = dt;
+        if (s > 0 && dc < *best_cpu) *best_cpu = dc;
+    }
+}
+
+/* Model FLOPs of one fwd+bwd of B rows of T in groups of G sharing their first Q tokens, the
+ * prompts computed once (shared) or per row, log-probs of the completions only (as in GRPO):
+ * 3 x the forward's, the layers' matmuls per token computed, attention per (query, key) pair,
+ * the head per target. */
+static double group_flops(int B, int T, int G, int Q, int shared) {
+    double head = 2.0 * C * V, body = fwd_flops_per_token(0) - head;
+    double att = (double)L * 4 * NH * HD; /* q.k and p.v, per query-key pair */
+    double prompts = shared ? (double)(B + G - 1) / G : B, tc = T - Q;
+    double tok = prompts * Q + B * tc;
+    double pairs = prompts * Q * (Q + 1) / 2 + B * (tc * Q + tc * (tc + 1) / 2);
+    return 3 * (tok * body + pairs * att + B * tc * head);
+}
+
 int main(int argc, char **argv) {
     int threads = 2, B = 4, T = 256, R = 16, P = 32, NEW = 128, steps = 3, recompute = 0;
+    int G = 0, Q = 0;
     for (int i = 1; i + 1 < argc; i += 2) {
         int v = atoi(argv[i + 1]);
         if (!strcmp(argv[i], "--threads")) threads = v;
@@ -202,6 +242,12 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--new")) NEW = v;
         else if (!strcmp(argv[i], "--steps")) steps = v;
         else if (!strcmp(argv[i], "--recompute")) recompute = v;
+        else if (!strcmp(argv[i], "--group")) G = v;
+        else if (!strcmp(argv[i], "--prefix")) Q = v;
+    }
+    if (G > 0 && !(Q > 0 && Q < T)) {
+        fprintf(stderr, "bench_dense: --group needs --prefix Q in (0, --seq)\n");
+        return 1;
     }
     if (steps < 0) steps = 0; /* 0: no sgemm, no fwd+bwd (decode and matmul only) */
     grpo_error err;
@@ -248,24 +294,15 @@ int main(int argc, char **argv) {
     int N = B * T;
     int32_t *ids = malloc(N * 4), *mask = malloc(N * 4), *pos = malloc(N * 4), *tgt = malloc(N * 4);
     float *logp = malloc(N * 4), *dlogp = malloc(N * 4);
-    for (int i = 0; i < N; i++) {
-        ids[i] = (int32_t)(i * 7919 % V), mask[i] = 1, pos[i] = i % T;
+    for (int i = 0; i < N; i++) { /* with --group: a row's first Q tokens are its group's */
+        int src = G > 0 && i % T < Q ? i / T / G * G * T + i % T : i;
+        ids[i] = (int32_t)(src * 7919 % V), mask[i] = 1, pos[i] = i % T;
         tgt[i] = i % T + 1 < T ? (int32_t)((i + 1) * 7919 % V) : -1, dlogp[i] = 1.0f / N;
+        if (G > 0 && i % T < Q - 1) tgt[i] = -1; /* GRPO: log-probs of the completions only */
     }
     grpo_batch b = {sizeof b, B, T, ids, mask, pos, tgt, 0.0f};
-    double best = 1e30, best_cpu = 1e30;
-    for (int s = 0; steps && s <= steps; s++) { /* step 0 warms up */
-        double t0 = now(), c0 = cpu_now();
-        grpo_model_zero_grad(m);
-        if (grpo_model_forward(m, &b, logp, NULL, 1.0f, &err) ||
-            grpo_model_backward(m, &b, dlogp, 1.0f, &err)) {
-            fprintf(stderr, "bench_dense: %s\n", err.message);
-            return 1;
-        }
-        double dt = now() - t0, dc = cpu_now() - c0;
-        if (s > 0 && dt < best) best = dt;
-        if (s > 0 && dc < best_cpu) best_cpu = dc;
-    }
+    double best, best_cpu;
+    time_fwd_bwd(m, &b, logp, dlogp, steps, 0, &best, &best_cpu);
     double flops = 3 * fwd_flops_per_token(T) * N;
     if (steps && recompute) printf("fwd+bwd with activation recomputation\n");
     if (steps)
@@ -273,6 +310,15 @@ int main(int argc, char **argv) {
                "fwd+bwd (%d,%d) cpu time: %.3f s/step, %.0f tokens/s, %.1f GFLOP/s (best of %d)\n",
                B, T, best, N / best, flops / best / 1e9, steps, B, T, best_cpu, N / best_cpu,
                flops / best_cpu / 1e9, steps);
+    if (steps && G > 0) {
+        double sb, sb_cpu, f0 = group_flops(B, T, G, Q, 0), f1 = group_flops(B, T, G, Q, 1);
+        time_fwd_bwd(m, &b, logp, dlogp, steps, Q, &sb, &sb_cpu);
+        printf("fwd+bwd (%d,%d), groups of %d sharing %d tokens: in full %.3f s (cpu %.3f s), "
+               "prompts once %.3f s (cpu %.3f s): %.2fx wall, %.2fx cpu; model FLOPs %.1f -> "
+               "%.1f GFLOP (%.2fx)\n",
+               B, T, G, Q, best, best_cpu, sb, sb_cpu, best / sb, best_cpu / sb_cpu, f0 / 1e9,
+               f1 / 1e9, f0 / f1);
+    }
 
     double t0 = now(), c0 = cpu_now();
     bench_generate("bench_dense", m, R, P, NEW, V);

@@ -792,6 +792,143 @@ START_TEST(attention_backward_finite_differences) {
 }
 END_TEST
 
+/* ---- prefix attention (1.6) ----------------------------------------------------------------- */
+
+/* Rows whose queries also see a shared prefix: B rows of T, BP prefixes of P. */
+typedef struct pfx_case {
+    att_case own;    /* q/k/v/mask (B,T,..) as att_make makes them */
+    int32_t BP, P;
+    int32_t *pmask;  /* (BP,P): prefix 1 left-padded by 3 and with a hole at column P-2 */
+    float *kp, *vp;  /* (BP,P,NKV,HD), 50 at padding */
+    int32_t *prefix_of;
+} pfx_case;
+
+static pfx_case pfx_make(int32_t B, int32_t T, int32_t BP, int32_t P, int32_t NH, int32_t NKV,
+                         int32_t HD, int32_t npad) {
+    pfx_case c = {att_make(B, T, NH, NKV, HD, npad), BP, P, NULL, NULL, NULL, NULL};
+    size_t kw = (size_t)NKV * HD;
+    c.pmask = malloc((size_t)BP * P * sizeof(int32_t));
+    c.prefix_of = malloc((size_t)B * sizeof(int32_t));
+    for (int32_t j = 0; j < BP; j++)
+        for (int32_t p = 0; p < P; p++) c.pmask[j * P + p] = !(j == 1 && (p < 3 || p == P - 2));
+    c.kp = frandv((size_t)BP * P * kw, 1.5f), c.vp = frandv((size_t)BP * P * kw, 1.0f);
+    for (size_t jp = 0; jp < (size_t)BP * P; jp++)
+        for (size_t i = 0; !c.pmask[jp] && i < kw; i++) c.kp[jp * kw + i] = c.vp[jp * kw + i] = 50;
+    for (int32_t b = 0; b < B; b++) c.prefix_of[b] = (int32_t)((int64_t)b * BP / B);
+    return c;
+}
+
+static void pfx_free(pfx_case *c) {
+    att_free(&c->own), free(c->pmask), free(c->kp), free(c->vp), free(c->prefix_of);
+}
+
+/* The reference: each row as the plain row [prefix | row] of P+T columns, through
+ * ref_attention, read at its last T columns. */
+static void ref_prefix_attention(double *out, double *lse, const double *q, const double *k,
+                                 const double *v, const double *kp, const double *vp,
+                                 const pfx_case *c) {
+    const att_case *a = &c->own;
+    int32_t T = a->T, P = c->P, W = P + T, NH = a->NH, HD = a->HD;
+    size_t qw = (size_t)NH * HD, kw = (size_t)a->NKV * HD;
+    double *cq = dvec(W * qw), *ck = dvec(W * kw), *cv = dvec(W * kw);
+    double *co = dvec(W * qw), *cl = dvec((size_t)NH * W);
+    int32_t *cm = malloc((size_t)W * sizeof(int32_t));
+    for (int32_t b = 0; b < a->B; b++) {
+        int32_t j = c->prefix_of[b];
+        memcpy(ck, kp + (size_t)j * P * kw, P * kw * sizeof(double));
+        memcpy(cv, vp + (size_t)j * P * kw, P * kw * sizeof(double));
+        memcpy(cq + P * qw, q + (size_t)b * T * qw, T * qw * sizeof(double));
+        memcpy(ck + P * kw, k + (size_t)b * T * kw, T * kw * sizeof(double));
+        memcpy(cv + P * kw, v + (size_t)b * T * kw, T * kw * sizeof(double));
+        memcpy(cm, c->pmask + (size_t)j * P, (size_t)P * sizeof(int32_t));
+        memcpy(cm + P, a->mask + (size_t)b * T, (size_t)T * sizeof(int32_t));
+        ref_attention(co, cl, cq, ck, cv, cm, 1, W, NH, a->NKV, HD);
+        memcpy(out + (size_t)b * T * qw, co + P * qw, T * qw * sizeof(double));
+        for (int32_t h = 0; lse && h < NH; h++)
+            memcpy(lse + ((size_t)b * NH + h) * T, cl + (size_t)h * W + P,
+                   (size_t)T * sizeof(double));
+    }
+    free(cq), free(ck), free(cv), free(co), free(cl), free(cm);
+}
+
+START_TEST(prefix_attention_matches_the_concatenated_rows) {
+    rng_seed(21);
+    /* 5 rows on 2 prefixes (3 + 2), T = 80 spans two query blocks, a padded prefix */
+    pfx_case c = pfx_make(5, 80, 2, 70, 4, 2, 8, 0);
+    const att_case *a = &c.own;
+    size_t nq = (size_t)a->B * a->T * a->NH * a->HD, nkv = nq / 2, npk = (size_t)2 * 70 * 2 * 8;
+    size_t nl = (size_t)a->B * a->NH * a->T;
+    float *out = nanv(nq), *lse = nanv(nl);
+    ops->prefix_attention_forward(ops->ctx, out, lse, a->q, a->k, a->v, a->mask, c.kp, c.vp,
+                                  c.pmask, c.prefix_of, a->B, a->T, c.BP, c.P, a->NH, a->NKV,
+                                  a->HD);
+    double *qd = widen(a->q, nq), *kd = widen(a->k, nkv), *vd = widen(a->v, nkv);
+    double *kpd = widen(c.kp, npk), *vpd = widen(c.vp, npk), *want = dvec(nq), *wl = dvec(nl);
+    ref_prefix_attention(want, wl, qd, kd, vd, kpd, vpd, &c);
+    expect_close("prefix attention out", out, want, nq, 1e-5, 1e-4);
+    expect_close("prefix attention lse", lse, wl, nl, 1e-5, 1e-5);
+    free(out), free(lse), free(qd), free(kd), free(vd), free(kpd), free(vpd), free(want), free(wl);
+    pfx_free(&c);
+}
+END_TEST
+
+typedef struct pfx_st {
+    double *q, *k, *v, *kp, *vp, *r;
+    const pfx_case *c;
+} pfx_st;
+
+static double pfx_loss(void *p) {
+    pfx_st *s = p;
+    const att_case *a = &s->c->own;
+    size_t n = (size_t)a->B * a->T * a->NH * a->HD;
+    double *y = dvec(n);
+    ref_prefix_attention(y, NULL, s->q, s->k, s->v, s->kp, s->vp, s->c);
+    double l = dot_r(y, s->r, n);
+    free(y);
+    return l;
+}
+
+static void prefix_gradient_case(int32_t B, int32_t T, int32_t BP, int32_t P, int32_t NH,
+                                 int32_t NKV, int32_t HD, size_t max_checks) {
+    pfx_case c = pfx_make(B, T, BP, P, NH, NKV, HD, 2);
+    const att_case *a = &c.own;
+    size_t nq = (size_t)B * T * NH * HD, nkv = (size_t)B * T * NKV * HD;
+    size_t npk = (size_t)BP * P * NKV * HD;
+    float *out = nanv(nq), *lse = nanv((size_t)B * NH * T), *r = frandv(nq, 1.0f);
+    ops->prefix_attention_forward(ops->ctx, out, lse, a->q, a->k, a->v, a->mask, c.kp, c.vp,
+                                  c.pmask, c.prefix_of, B, T, BP, P, NH, NKV, HD);
+    /* dkp/dvp start from random values: the op adds to them */
+    float *dq = nanv(nq), *dk = nanv(nkv), *dv = nanv(nkv), *k0 = frandv(npk, 1.0f);
+    float *dkp = malloc(npk * sizeof(float)), *dvp = malloc(npk * sizeof(float));
+    memcpy(dkp, k0, npk * sizeof(float)), memcpy(dvp, k0, npk * sizeof(float));
+    ops->prefix_attention_backward(ops->ctx, dq, dk, dv, dkp, dvp, r, out, lse, a->q, a->k, a->v,
+                                   a->mask, c.kp, c.vp, c.pmask, c.prefix_of, B, T, BP, P, NH,
+                                   NKV, HD);
+    for (size_t i = 0; i < npk; i++) dkp[i] -= k0[i], dvp[i] -= k0[i];
+    pfx_st st = {widen(a->q, nq), widen(a->k, nkv), widen(a->v, nkv), widen(c.kp, npk),
+                 widen(c.vp, npk), widen(r, nq), &c};
+    fd_check("prefix attention dq", pfx_loss, &st, st.q, nq, dq, max_checks);
+    fd_check("prefix attention dk", pfx_loss, &st, st.k, nkv, dk, max_checks);
+    fd_check("prefix attention dv", pfx_loss, &st, st.v, nkv, dv, max_checks);
+    fd_check("prefix attention dkp", pfx_loss, &st, st.kp, npk, dkp, max_checks);
+    fd_check("prefix attention dvp", pfx_loss, &st, st.vp, npk, dvp, max_checks);
+    /* masked prefix keys get exactly nothing added */
+    for (size_t jp = 0; jp < (size_t)BP * P; jp++)
+        for (size_t i = 0; !c.pmask[jp] && i < (size_t)NKV * HD; i++)
+            ck_assert(dkp[jp * NKV * HD + i] == 0.0f && dvp[jp * NKV * HD + i] == 0.0f);
+    free(out), free(lse), free(r), free(dq), free(dk), free(dv), free(k0), free(dkp), free(dvp);
+    free(st.q), free(st.k), free(st.v), free(st.kp), free(st.vp), free(st.r);
+    pfx_free(&c);
+}
+
+START_TEST(prefix_attention_backward_finite_differences) {
+    rng_seed(22);
+    prefix_gradient_case(3, 6, 2, 5, 4, 2, 4, 100000); /* every coordinate */
+    prefix_gradient_case(4, 70, 2, 66, 4, 2, 8, 120);  /* two query blocks, a sample */
+    prefix_gradient_case(2, 5, 1, 4, 3, 3, 4, 100000); /* one prefix, plain multi-head */
+}
+END_TEST
+
 START_TEST(attention_decode_equals_last_row_of_forward) {
     rng_seed(10);
     /* The same sequences through attention_forward and, for their last position, through
@@ -1057,6 +1194,46 @@ START_TEST(results_do_not_depend_on_thread_count) {
     free(dl), free(first_dw), free(first_dh), free(ar);
     for (int i = 0; i < 3; i++) free(first_att[i]);
     att_free(&ac);
+}
+END_TEST
+
+/* Prefix attention: the rows' dk/dv by group or by head (1 and 3 threads vs 5, as above), the
+ * prefixes' dkp/dvp from per-(row, head) parts added in row and head order: the same bits. */
+START_TEST(prefix_attention_bits_do_not_depend_on_thread_count) {
+    rng_seed(23);
+    pfx_case c = pfx_make(3, 80, 2, 40, 4, 2, 8, 11);
+    const att_case *a = &c.own;
+    size_t nq = (size_t)3 * 80 * 4 * 8, nkv = nq / 2, npk = (size_t)2 * 40 * 2 * 8;
+    float *r = frandv(nq, 1.0f), *first[5] = {NULL, NULL, NULL, NULL, NULL};
+    size_t sizes[5] = {nq, nq, nkv, npk, npk};
+    int counts[3] = {1, 3, 5};
+    for (int ci = 0; ci < 3; ci++) {
+        grpo_error err;
+        grpo_error_init(&err);
+        grpo_ops *o = grpo_backend_open("cpu", counts[ci], &err);
+        ck_assert_ptr_nonnull(o);
+        float *got[5] = {nanv(nq), nanv(nq), nanv(nkv), calloc(npk, sizeof(float)),
+                         calloc(npk, sizeof(float))};
+        float *lse = nanv((size_t)3 * 4 * 80);
+        o->prefix_attention_forward(o->ctx, got[0], lse, a->q, a->k, a->v, a->mask, c.kp, c.vp,
+                                    c.pmask, c.prefix_of, 3, 80, 2, 40, 4, 2, 8);
+        o->prefix_attention_backward(o->ctx, got[1], NULL, got[2], got[3], got[4], r, got[0], lse,
+                                     a->q, a->k, a->v, a->mask, c.kp, c.vp, c.pmask, c.prefix_of,
+                                     3, 80, 2, 40, 4, 2, 8);
+        for (int i = 0; i < 5; i++) {
+            if (!first[i]) {
+                first[i] = got[i];
+                continue;
+            }
+            ck_assert_mem_eq(got[i], first[i], sizes[i] * sizeof(float));
+            free(got[i]);
+        }
+        free(lse);
+        grpo_backend_close(o);
+    }
+    for (int i = 0; i < 5; i++) free(first[i]);
+    free(r);
+    pfx_free(&c);
 }
 END_TEST
 
@@ -1371,11 +1548,14 @@ int main(void) {
     tcase_add_test(tc, attention_all_padding_row_is_zero);
     tcase_add_test(tc, attention_backward_finite_differences);
     tcase_add_test(tc, attention_decode_equals_last_row_of_forward);
+    tcase_add_test(tc, prefix_attention_matches_the_concatenated_rows);
+    tcase_add_test(tc, prefix_attention_backward_finite_differences);
     tcase_add_test(tc, head_forward_matches_reference);
     tcase_add_test(tc, head_backward_finite_differences);
     tcase_add_test(tc, head_backward_entropy_finite_differences);
     tcase_add_test(tc, fast_exp_within_2ulp);
     tcase_add_test(tc, results_do_not_depend_on_thread_count);
+    tcase_add_test(tc, prefix_attention_bits_do_not_depend_on_thread_count);
     tcase_add_test(tc, matmul_small_rows_same_bits_any_thread_count);
     tcase_add_test(tc, same_thread_count_gives_same_bits);
     tcase_add_test(tc, adamw_two_steps_by_hand);

@@ -50,8 +50,11 @@ START_TEST(each_minor_appends_its_slots) {
                       offsetof(grpo_model_desc, set_lora) + fn);
     ck_assert_uint_eq(offsetof(grpo_model_desc, set_gradient_checkpointing),
                       offsetof(grpo_model_desc, bind_typed) + fn);
-    ck_assert_uint_eq(sizeof(grpo_model_desc),
+    /* 1.6: set_shared_prefix after them, last */
+    ck_assert_uint_eq(offsetof(grpo_model_desc, set_shared_prefix),
                       offsetof(grpo_model_desc, set_gradient_checkpointing) + fn);
+    ck_assert_uint_eq(sizeof(grpo_model_desc),
+                      offsetof(grpo_model_desc, set_shared_prefix) + fn);
     /* the op table: head_backward_entropy (1.4) after scatter_add_rows_backward (1.0), then the
      * 1.5 typed-weight ops and dropout in order, last */
     ck_assert_uint_eq(offsetof(grpo_ops, head_backward_entropy),
@@ -64,6 +67,9 @@ START_TEST(each_minor_appends_its_slots) {
     size_t at = offsetof(grpo_ops, head_backward_entropy);
     for (size_t i = 0; i < sizeof ops_1_5 / sizeof ops_1_5[0]; i++)
         ck_assert_uint_eq(ops_1_5[i], at += fn);
+    /* 1.6: the shared-prefix attention pair right after dropout */
+    ck_assert_uint_eq(offsetof(grpo_ops, prefix_attention_forward), at += fn);
+    ck_assert_uint_eq(offsetof(grpo_ops, prefix_attention_backward), at += fn);
     ck_assert_uint_eq(sizeof(grpo_ops), at + fn);
 }
 END_TEST

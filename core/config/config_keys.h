@@ -157,6 +157,9 @@
     B(train, gradient_checkpointing, "false", 0,                                                \
       "recompute each layer's activations in backward, keeping only its input: much less memory, " \
       "about one more forward of time, same gradients (TRL's GRPO default is true)")            \
+    B(train, shared_prefix, "true", 0,                                                          \
+      "compute each prompt once for its G completions in training passes: fewer FLOPs, " \
+      "the same results up to fp32 rounding; false: every row in full")                        \
     I(train, threads, "0", "[0, 1024]",                                                        \
       "CPU threads, at most 1024 (libgomp crashes on absurd counts); 0 = OpenMP's default")     \
     I(train, eval_every, "0", ">= 0",                                                          \

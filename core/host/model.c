@@ -509,6 +509,16 @@ int grpo_model_set_gradient_checkpointing(grpo_model *m, int on, grpo_error *err
     return plugin_status(rc, err);
 }
 
+int grpo_model_set_shared_prefix(grpo_model *m, int32_t P, grpo_error *err) {
+    if (!(GRPO_HAS_FIELD(m->desc, grpo_model_desc, set_shared_prefix) &&
+          m->desc->set_shared_prefix))
+        return GRPO_OK; /* the pack runs every row in full: the same results */
+    model_call(m, "set_shared_prefix");
+    int rc = m->desc->set_shared_prefix(m->inst, P, err);
+    grpo_plugin_call_end();
+    return plugin_status(rc, err);
+}
+
 int grpo_model_has_entropy_backward(const grpo_model *m) {
     return GRPO_HAS_FIELD(m->desc, grpo_model_desc, backward_entropy) &&
            m->desc->backward_entropy != NULL;

@@ -135,6 +135,10 @@ int grpo_model_set_lora(grpo_model *m, const grpo_lora_adapter *adapters, uint32
  * between steps: the activation block is sized again at the next reserve. on = 1 on a pack
  * without the slot is GRPO_ERR_UNSUPPORTED naming it; on = 0 there is a no-op. */
 int grpo_model_set_gradient_checkpointing(grpo_model *m, int on, grpo_error *err);
+/* Shared prefixes (grpo/model.h set_shared_prefix, ABI 1.6): the next forward may compute the
+ * first P columns of equal consecutive rows once. A pack without the slot computes every row in
+ * full: a no-op (GRPO_OK), as is P = 0 there. */
+int grpo_model_set_shared_prefix(grpo_model *m, int32_t P, grpo_error *err);
 
 /* Prefill / decode through the reserved cache and scratch (see grpo/model.h). */
 int grpo_model_prefill(grpo_model *m, const grpo_batch *prompt, float *logits, grpo_error *err);

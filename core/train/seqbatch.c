@@ -40,7 +40,7 @@ int grpo_seqbatch_reset(grpo_seqbatch *s, const grpo_ops *ops, int32_t B, int32_
             return grpo_error_set(err, GRPO_ERR_NOMEM, "batch: out of memory for (%d,%d)", B, T);
         }
     }
-    s->B = B, s->T = T, s->aux_weight = 0.0f;
+    s->B = B, s->T = T, s->aux_weight = 0.0f, s->shared_prefix = 0;
     memset(s->ids, 0, n * sizeof(int32_t));
     memset(s->mask, 0, n * sizeof(int32_t));
     memset(s->dlogp, 0, n * sizeof(float));
@@ -72,6 +72,7 @@ int grpo_seqbatch_forward(grpo_seqbatch *s, grpo_model *m, int want_entropy, flo
              bf = (uint64_t)s->B * s->T * sizeof(float);
     int rc = grpo_model_check_ids(m, s->ids, (size_t)s->B * s->T, "batch", err);
     if (rc == GRPO_OK) rc = grpo_model_reserve_acts(m, s->B, s->T, err);
+    if (rc == GRPO_OK) rc = grpo_model_set_shared_prefix(m, s->shared_prefix, err);
     if (rc != GRPO_OK) return rc;
     o->upload(o->ctx, s->d_ids, s->ids, bi);
     o->upload(o->ctx, s->d_mask, s->mask, bi);
@@ -118,6 +119,7 @@ int grpo_seqbatch_from_rollout(grpo_seqbatch *s, const grpo_ops *ops, const int3
         }
     }
     grpo_seqbatch_positions(s);
+    s->shared_prefix = P;
     return GRPO_OK;
 }
 

@@ -24,10 +24,13 @@ typedef struct grpo_seqbatch {
     int32_t *d_ids, *d_mask, *d_pos, *d_targets; /* backend copies */
     float *d_logp, *d_entropy, *d_dlogp, *d_dentropy;
     float aux_weight; /* d loss / d aux_loss() for backward (MoE); 0 = none (grpo_batch) */
+    int32_t shared_prefix; /* columns that consecutive rows may share (a prompt and its
+                              completions): forward passes it to the model's set_shared_prefix
+                              (grpo/model.h, 1.6), which computes equal prefixes once; 0 = none */
 } grpo_seqbatch;
 
 /* Sets the shape to (B,T), growing the buffers if needed; the host arrays are cleared:
- * ids 0, mask 0, targets -1, dlogp 0, dentropy 0. */
+ * ids 0, mask 0, targets -1, dlogp 0, dentropy 0; shared_prefix 0. */
 int grpo_seqbatch_reset(grpo_seqbatch *s, const grpo_ops *ops, int32_t B, int32_t T,
                         grpo_error *err);
 void grpo_seqbatch_free(grpo_seqbatch *s);
@@ -38,7 +41,8 @@ void grpo_seqbatch_positions(grpo_seqbatch *s);
 /* The rows [r0, r0+rows) of a rollout as a training batch of width L = P + T: each row is its
  * prompt (prompt/pmask (B,P), left-padded; row i belongs to prompt i / G) followed by its first
  * T completion tokens (pad_id, mask 0 past its length); targets put completion token j at column
- * P-1+j (the position that predicts it), -1 elsewhere. Resets s to (rows, L). */
+ * P-1+j (the position that predicts it), -1 elsewhere. Resets s to (rows, L) with
+ * shared_prefix = P (the rows of one prompt share it; the caller may set 0). */
 int grpo_seqbatch_from_rollout(grpo_seqbatch *s, const grpo_ops *ops, const int32_t *prompt,
                                const int32_t *pmask, int32_t P, int32_t G, const grpo_rollout *r,
                                int32_t r0, int32_t rows, int32_t T, int32_t pad_id,
@@ -49,8 +53,8 @@ int grpo_seqbatch_from_rollout(grpo_seqbatch *s, const grpo_ops *ops, const int3
 void grpo_seqbatch_completion(const grpo_seqbatch *s, const float *src, int32_t P, int32_t T,
                               float *out);
 
-/* Uploads, runs m's forward (reserving its activations), downloads logp (and entropy when
- * want_entropy). scale multiplies the logits (1 / sampling temperature). */
+/* Uploads, runs m's forward (reserving its activations; with s->shared_prefix), downloads logp
+ * (and entropy when want_entropy). scale multiplies the logits (1 / sampling temperature). */
 int grpo_seqbatch_forward(grpo_seqbatch *s, grpo_model *m, int want_entropy, float scale,
                           grpo_error *err);
 /* A MoE policy's router auxiliary loss after a forward of s on m: it enters the training loss as

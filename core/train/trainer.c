@@ -248,8 +248,11 @@ static int chunk_mask(trainer *t, chunk *c, grpo_error *err) {
 
 /* Fills t->sb with rows [r0, r0+rows) of c (prompt, then completion; see seqbatch.h). */
 static int chunk_batch(trainer *t, chunk *c, int32_t r0, int32_t rows, grpo_error *err) {
-    return grpo_seqbatch_from_rollout(&t->sb, t->s.run.env.ops, c->rb.prompt, c->rb.pmask, c->rb.P,
-                                      c->rb.G, &c->rb.roll, r0, rows, c->T, t->s.run.pad_id, err);
+    int rc = grpo_seqbatch_from_rollout(&t->sb, t->s.run.env.ops, c->rb.prompt, c->rb.pmask,
+                                        c->rb.P, c->rb.G, &c->rb.roll, r0, rows, c->T,
+                                        t->s.run.pad_id, err);
+    if (!t->cfg->train_shared_prefix) t->sb.shared_prefix = 0; /* every row in full */
+    return rc;
 }
 
 /* The completion columns (rows, T) of a (rows, P+T) array of the current batch. */

@@ -19,6 +19,11 @@
  *
  * Threads: OpenMP over (query block, b, head) forward and (b, head) backward; every thread calls
  * (single-threaded) sgemm on its own blocks.
+ * Prefix attention (ABI 1.6, grpo/ops.h) is the same code with a second key segment: a row's
+ * score block holds [its prefix's keys | its own keys] side by side (two GEMMs into one block),
+ * one softmax runs over both, and the backward splits the block again; a prefix's dkp/dvp get
+ * one (P,HD) part per (row, head), added up per prefix afterwards (add_prefix_parts). With no
+ * prefix (plain attention) the calls are exactly those of before: the same bits.
  * Keys before a row's first real token are skipped (left padding costs nothing). Other padded
  * keys enter the GEMMs and get probability 0, so k and v must be finite there too (as they are
  * when computed from padding tokens).
@@ -71,10 +76,12 @@ static void softmax_row(float *row, float *lse, float *inv, const int32_t *mask,
     *inv = 1.0f / sum;
 }
 
-/* Turns the score block sc (nq, nk) of queries t0.. against keys k0.. into probabilities in
- * place (zero where masked or in the future); writes lse and the row normalisers inv (nq). */
-static void softmax_block(float *sc, float *lse, float *inv, const int32_t *mask_b, int32_t t0,
-                          int32_t nq, int32_t k0, int32_t nk) {
+/* Turns the score block sc (nq, nk) of queries t0.. against np prefix keys then the own keys
+ * k0.. into probabilities in place (zero where masked or in the future); km (nk) is the keys'
+ * mask. Writes lse and the row normalisers inv (nq). */
+static void softmax_block(float *sc, float *lse, float *inv, const int32_t *mask_b,
+                          const int32_t *km, int32_t np, int32_t t0, int32_t nq, int32_t k0,
+                          int32_t nk) {
     for (int32_t i = 0; i < nq; i++) {
         int32_t t = t0 + i;
         float *row = sc + (size_t)i * nk;
@@ -84,7 +91,7 @@ static void softmax_block(float *sc, float *lse, float *inv, const int32_t *mask
             inv[i] = 0.0f;
             continue;
         }
-        softmax_row(row, &lse[i], &inv[i], mask_b + k0, t - k0 + 1, nk);
+        softmax_row(row, &lse[i], &inv[i], km, np + t - k0 + 1, nk);
     }
 }
 
@@ -104,15 +111,77 @@ static void dsoftmax_row(float *p, float *ds, const int32_t *mask, int32_t nvali
     for (int32_t j = n; j < nk; j++) p[j] = ds[j] = 0.0f;
 }
 
-/* Forward of the query block t0..t0+nq-1 of head h in row b, whose first real key is k0.
- * sc: QB * T floats; blse, inv: QB floats. */
+/* ---- the rows' key sets: own keys, and (prefix attention) the shared prefix before them ----- */
+
+/* The prefix that one row's queries also attend to, before the row's own keys. */
+typedef struct att_prefix {
+    const float *k, *v; /* the prefix's first real key / value (kv head 0, row stride NKV*HD) */
+    int32_t n;          /* keys from that one to the prefix's end */
+    int32_t p0;         /* that key's column in the (P) prefix */
+} att_prefix;
+
+/* The prefix-attention arguments (NULL in plain attention): kp/vp (BP,P,NKV,HD), pmask (BP,P),
+ * prefix_of (B) row b's prefix. */
+typedef struct att_prefix_args {
+    const float *kp, *vp;
+    const int32_t *pmask, *prefix_of;
+    int32_t BP, P;
+} att_prefix_args;
+
+/* Per row: its first real own key k0, its prefix (pf[b].n = 0 without one), and the mask of the
+ * keys its score rows hold, km[b] = [prefix from p0 | own keys from k0] (plain attention: the
+ * row's mask from k0, no copy). */
+typedef struct att_rows {
+    int32_t *k0;
+    att_prefix *pf;
+    const int32_t **km;
+    int32_t *kmbuf; /* (B, P+T) backing store of the prefixed km */
+    int32_t PT;     /* the longest key set: T + P */
+} att_rows;
+
+static att_rows rows_make(const char *op, const int32_t *mask, int32_t B, int32_t T,
+                          const att_prefix_args *pa, int32_t NKV, int32_t HD) {
+    att_rows r = {0};
+    size_t nb = (size_t)(B > 0 ? B : 1), P = pa ? (size_t)pa->P : 0;
+    r.PT = T + (int32_t)P;
+    r.k0 = malloc(nb * sizeof *r.k0), r.pf = calloc(nb, sizeof *r.pf);
+    r.km = malloc(nb * sizeof *r.km);
+    r.kmbuf = pa ? malloc(nb * (P + (size_t)T) * sizeof(int32_t)) : NULL;
+    CPU_CHECK(r.k0 && r.pf && r.km && (!pa || r.kmbuf), op, "out of memory for the row keys");
+    for (int32_t b = 0; b < B; b++) {
+        const int32_t *mb = mask + (size_t)b * T;
+        r.k0[b] = first_real(mb, T);
+        r.km[b] = mb + r.k0[b];
+        if (!pa) continue;
+        int32_t j = pa->prefix_of[b];
+        CPU_CHECK(j >= 0 && j < pa->BP, op, "prefix_of[b] must lie in [0, BP)");
+        const int32_t *pm = pa->pmask + (size_t)j * P;
+        att_prefix *f = &r.pf[b];
+        f->p0 = first_real(pm, pa->P), f->n = pa->P - f->p0;
+        f->k = pa->kp + ((size_t)j * P + f->p0) * NKV * HD;
+        f->v = pa->vp + ((size_t)j * P + f->p0) * NKV * HD;
+        int32_t *km = r.kmbuf + (size_t)b * (P + T);
+        memcpy(km, pm + f->p0, (size_t)f->n * sizeof(int32_t));
+        memcpy(km + f->n, mb + r.k0[b], (size_t)(T - r.k0[b]) * sizeof(int32_t));
+        r.km[b] = km;
+    }
+    return r;
+}
+
+static void rows_free(att_rows *r) { free(r->k0), free(r->pf), free(r->km), free(r->kmbuf); }
+
+/* Forward of the query block t0..t0+nq-1 of head h in row b, whose first real own key is k0,
+ * after pf->n prefix keys (0: plain attention); km: the block's key mask (att_rows).
+ * The score block holds [prefix | own] keys side by side, so one softmax covers both.
+ * sc: QB * PT floats; blse, inv: QB floats. */
 static void attention_forward_block(float *out, float *lse, const float *q, const float *k,
-                                    const float *v, const int32_t *mask_b, int32_t b, int32_t h,
-                                    int32_t t0, int32_t nq, int32_t k0, int32_t T, int32_t NH,
-                                    int32_t NKV, int32_t HD, float *sc, float *blse, float *inv) {
+                                    const float *v, const int32_t *mask_b, const att_prefix *pf,
+                                    const int32_t *km, int32_t b, int32_t h, int32_t t0,
+                                    int32_t nq, int32_t k0, int32_t T, int32_t NH, int32_t NKV,
+                                    int32_t HD, float *sc, float *blse, float *inv) {
     const int32_t g = h / (NH / NKV), qs = NH * HD, ks = NKV * HD; /* row strides */
     const float scale = 1.0f / sqrtf((float)HD);
-    const int32_t nk = t0 + nq - k0; /* keys k0 .. t0+nq-1 */
+    const int32_t nk = t0 + nq - k0, np = pf->n, nt = np + nk; /* own keys k0 .. t0+nq-1 */
     float *ob = out + ((size_t)b * T + t0) * qs + (size_t)h * HD;
     float *lb = lse ? lse + ((size_t)b * NH + h) * T + t0 : NULL;
     if (nk <= 0) { /* the whole block is left padding */
@@ -122,12 +191,20 @@ static void attention_forward_block(float *out, float *lse, const float *q, cons
         }
         return;
     }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nq, nk, HD, scale,
-                q + ((size_t)b * T + t0) * qs + (size_t)h * HD, qs,
-                k + ((size_t)b * T + k0) * ks + (size_t)g * HD, ks, 0.0f, sc, nk);
-    softmax_block(sc, blse, inv, mask_b, t0, nq, k0, nk);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nq, HD, nk, 1.0f, sc, nk,
-                v + ((size_t)b * T + k0) * ks + (size_t)g * HD, ks, 0.0f, ob, qs);
+    const float *qb = q + ((size_t)b * T + t0) * qs + (size_t)h * HD;
+    const float *kb = k + ((size_t)b * T + k0) * ks + (size_t)g * HD;
+    const float *vb = v + ((size_t)b * T + k0) * ks + (size_t)g * HD;
+    if (np)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nq, np, HD, scale, qb, qs,
+                    pf->k + (size_t)g * HD, ks, 0.0f, sc, nt);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nq, nk, HD, scale, qb, qs, kb, ks, 0.0f,
+                sc + np, nt);
+    softmax_block(sc, blse, inv, mask_b, km, np, t0, nq, k0, nt);
+    if (np)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nq, HD, np, 1.0f, sc, nt,
+                    pf->v + (size_t)g * HD, ks, 0.0f, ob, qs);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nq, HD, nk, 1.0f, sc + np, nt, vb, ks,
+                np ? 1.0f : 0.0f, ob, qs);
     for (int32_t i = 0; i < nq; i++) {
         float *o = ob + (size_t)i * qs;
         for (int32_t d = 0; d < HD; d++) o[d] *= inv[i];
@@ -135,43 +212,68 @@ static void attention_forward_block(float *out, float *lse, const float *q, cons
     }
 }
 
-void cpu_attention_forward(void *ctx_, float *out, float *lse, const float *q, const float *k,
-                           const float *v, const int32_t *mask, int32_t B, int32_t T, int32_t NH,
-                           int32_t NKV, int32_t HD) {
-    cpu_ctx *ctx = ctx_;
-    check_shapes("attention_forward", NH, NKV, HD);
+/* attention_forward, or with pa the prefix-attention forward. */
+static void forward_rows(cpu_ctx *ctx, const char *op, float *out, float *lse, const float *q,
+                         const float *k, const float *v, const int32_t *mask, int32_t B,
+                         int32_t T, int32_t NH, int32_t NKV, int32_t HD,
+                         const att_prefix_args *pa) {
+    check_shapes(op, NH, NKV, HD);
     const int32_t nblocks = (T + QB - 1) / QB, heads = B * NH;
-    int32_t *k0 = malloc((size_t)(B > 0 ? B : 1) * sizeof(int32_t)); /* first real key per row */
-    CPU_CHECK(k0 != NULL, "attention_forward", "out of memory");
-    for (int32_t b = 0; b < B; b++) k0[b] = first_real(mask + (size_t)b * T, T);
-    int nt = cpu_threads_for(ctx, (double)B * NH * T * T * HD);
+    att_rows r = rows_make(op, mask, B, T, pa, NKV, HD);
+    int nt = cpu_threads_for(ctx, (double)B * NH * T * r.PT * HD);
 #pragma omp parallel num_threads(nt)
     {
-        float *sc = malloc(((size_t)QB * T + 2 * QB) * sizeof(float));
-        CPU_CHECK(sc != NULL, "attention_forward", "out of memory for a score block");
+        float *sc = malloc(((size_t)QB * r.PT + 2 * QB) * sizeof(float));
+        CPU_CHECK(sc != NULL, op, "out of memory for a score block");
         /* tasks are (query block, b, h), the last blocks (the most keys) handed out first */
 #pragma omp for schedule(dynamic, 1)
         for (int32_t task = 0; task < nblocks * heads; task++) {
             int32_t blk = nblocks - 1 - task / heads, b = task % heads / NH, h = task % NH;
             int32_t t0 = blk * QB, nq = t0 + QB < T ? QB : T - t0;
-            attention_forward_block(out, lse, q, k, v, mask + (size_t)b * T, b, h, t0, nq, k0[b],
-                                    T, NH, NKV, HD, sc, sc + (size_t)QB * T,
-                                    sc + (size_t)QB * T + QB);
+            attention_forward_block(out, lse, q, k, v, mask + (size_t)b * T, &r.pf[b], r.km[b], b,
+                                    h, t0, nq, r.k0[b], T, NH, NKV, HD, sc,
+                                    sc + (size_t)QB * r.PT, sc + (size_t)QB * r.PT + QB);
         }
         free(sc);
     }
-    free(k0);
+    rows_free(&r);
 }
 
-/* Backward of one (b, h): dq rows written, dkh/dvh (T rows of HD, row stride ld) accumulated. */
-static void attention_backward_head(float *dqb, float *dkh, float *dvh, int32_t ld,
-                                    const float *dob, const float *ob, const float *lb,
-                                    const float *qb, const float *kb, const float *vb,
-                                    const int32_t *mask_b, int32_t T, int32_t qs, int32_t ks,
-                                    int32_t HD, float scale, float *sc, float *dp) {
-    int32_t k0 = first_real(mask_b, T);
+void cpu_attention_forward(void *ctx, float *out, float *lse, const float *q, const float *k,
+                           const float *v, const int32_t *mask, int32_t B, int32_t T, int32_t NH,
+                           int32_t NKV, int32_t HD) {
+    forward_rows(ctx, "attention_forward", out, lse, q, k, v, mask, B, T, NH, NKV, HD, NULL);
+}
+
+void cpu_prefix_attention_forward(void *ctx, float *out, float *lse, const float *q,
+                                  const float *k, const float *v, const int32_t *mask,
+                                  const float *kp, const float *vp, const int32_t *pmask,
+                                  const int32_t *prefix_of, int32_t B, int32_t T, int32_t BP,
+                                  int32_t P, int32_t NH, int32_t NKV, int32_t HD) {
+    att_prefix_args pa = {kp, vp, pmask, prefix_of, BP, P};
+    forward_rows(ctx, "prefix_attention_forward", out, lse, q, k, v, mask, B, T, NH, NKV, HD,
+                 &pa);
+}
+
+/* One (b, h)'s gradient outputs: dq rows written; dk/dv (T rows of HD, row stride ld) and the
+ * prefix's dkp/dvp (P rows of HD, from column p0) accumulated; any may be NULL. */
+typedef struct att_head_grads {
+    float *dq, *dk, *dv;
+    int32_t ld;
+    float *dkp, *dvp;
+} att_head_grads;
+
+/* Backward of one (b, h) whose row has prefix pf (pf->n = 0: none) and key mask km (att_rows);
+ * kb/vb, pk/pv: kv head g's own and prefix keys and values. sc, dp: QB * PT floats each. */
+static void attention_backward_head(const att_head_grads *gr, const float *dob, const float *ob,
+                                    const float *lb, const float *qb, const float *kb,
+                                    const float *vb, const float *pk, const float *pv,
+                                    const int32_t *mask_b, const int32_t *km, int32_t np,
+                                    int32_t k0, int32_t T, int32_t qs, int32_t ks, int32_t HD,
+                                    float scale, float *sc, float *dp) {
+    float *dqb = gr->dq;
     for (int32_t t0 = 0; t0 < T; t0 += QB) {
-        int32_t t1 = t0 + QB < T ? t0 + QB : T, nq = t1 - t0, nk = t1 - k0;
+        int32_t t1 = t0 + QB < T ? t0 + QB : T, nq = t1 - t0, nk = t1 - k0, nt = np + nk;
         if (nk <= 0) {
             if (dqb)
                 for (int32_t t = t0; t < t1; t++)
@@ -179,35 +281,51 @@ static void attention_backward_head(float *dqb, float *dkh, float *dvh, int32_t 
             continue;
         }
         const float *qblk = qb + (size_t)t0 * qs, *doblk = dob + (size_t)t0 * qs;
-        /* P (nq,nk) = exp(scale * Q K^T - lse), masked */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nq, nk, HD, scale, qblk, qs,
-                    kb + (size_t)k0 * ks, ks, 0.0f, sc, nk);
-        /* dP (nq,nk) = dO V^T */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nq, nk, HD, 1.0f, doblk, qs,
-                    vb + (size_t)k0 * ks, ks, 0.0f, dp, nk);
+        const float *kk = kb + (size_t)k0 * ks, *vk = vb + (size_t)k0 * ks;
+        /* P (nq,nt) = exp(scale * Q [Kp|K]^T - lse), masked; dP (nq,nt) = dO [Vp|V]^T */
+        if (np) {
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nq, np, HD, scale, qblk, qs, pk,
+                        ks, 0.0f, sc, nt);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nq, np, HD, 1.0f, doblk, qs, pv,
+                        ks, 0.0f, dp, nt);
+        }
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nq, nk, HD, scale, qblk, qs, kk, ks,
+                    0.0f, sc + np, nt);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nq, nk, HD, 1.0f, doblk, qs, vk, ks,
+                    0.0f, dp + np, nt);
         for (int32_t i = 0; i < nq; i++) {
-            int32_t t = t0 + i, nvalid = t - k0 + 1;
-            float *p = sc + (size_t)i * nk, *ds = dp + (size_t)i * nk;
+            int32_t t = t0 + i;
+            float *p = sc + (size_t)i * nt, *ds = dp + (size_t)i * nt;
             if (!mask_b[t]) {
-                memset(p, 0, (size_t)nk * sizeof(float));
-                memset(ds, 0, (size_t)nk * sizeof(float));
+                memset(p, 0, (size_t)nt * sizeof(float));
+                memset(ds, 0, (size_t)nt * sizeof(float));
                 continue;
             }
             const float *o = ob + (size_t)t * qs, *d_o = dob + (size_t)t * qs;
             float D = 0.0f;
 #pragma omp simd reduction(+ : D)
             for (int32_t d = 0; d < HD; d++) D += d_o[d] * o[d];
-            dsoftmax_row(p, ds, mask_b + k0, nvalid, nk, lb[t], D, scale);
+            dsoftmax_row(p, ds, km, np + t - k0 + 1, nt, lb[t], D, scale);
         }
-        if (dqb) /* dQ (nq,HD) = dS K */
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nq, HD, nk, 1.0f, dp, nk,
-                        kb + (size_t)k0 * ks, ks, 0.0f, dqb + (size_t)t0 * qs, qs);
-        if (dkh) /* dK (nk,HD) += dS^T Q */
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, nk, HD, nq, 1.0f, dp, nk, qblk,
-                        qs, 1.0f, dkh + (size_t)k0 * ld, ld);
-        if (dvh) /* dV (nk,HD) += P^T dO */
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, nk, HD, nq, 1.0f, sc, nk, doblk,
-                        qs, 1.0f, dvh + (size_t)k0 * ld, ld);
+        if (dqb) { /* dQ (nq,HD) = dS [Kp|K] */
+            if (np)
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nq, HD, np, 1.0f, dp, nt,
+                            pk, ks, 0.0f, dqb + (size_t)t0 * qs, qs);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nq, HD, nk, 1.0f, dp + np, nt,
+                        kk, ks, np ? 1.0f : 0.0f, dqb + (size_t)t0 * qs, qs);
+        }
+        if (gr->dk) /* dK (nk,HD) += dS^T Q */
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, nk, HD, nq, 1.0f, dp + np, nt,
+                        qblk, qs, 1.0f, gr->dk + (size_t)k0 * gr->ld, gr->ld);
+        if (gr->dv) /* dV (nk,HD) += P^T dO */
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, nk, HD, nq, 1.0f, sc + np, nt,
+                        doblk, qs, 1.0f, gr->dv + (size_t)k0 * gr->ld, gr->ld);
+        if (np && gr->dkp) /* the prefix's: dKp (np,HD) += dS^T Q, dVp += P^T dO */
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, np, HD, nq, 1.0f, dp, nt, qblk,
+                        qs, 1.0f, gr->dkp, HD);
+        if (np && gr->dvp)
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, np, HD, nq, 1.0f, sc, nt, doblk,
+                        qs, 1.0f, gr->dvp, HD);
     }
 }
 
@@ -230,58 +348,105 @@ static void sum_groups(void *ctx, float *dst, const float *part, int32_t B, int3
     }
 }
 
+/* dst (BP,P,NKV,HD) += part (B,NH,P,HD) summed over the rows of each prefix (in row order) and
+ * the rep query heads of each group (in head order): the same bits for any thread count. */
+static void add_prefix_parts(void *ctx, float *dst, const float *part, const int32_t *prefix_of,
+                             int32_t B, int32_t BP, int32_t P, int32_t NH, int32_t NKV,
+                             int32_t HD) {
+    int32_t rep = NH / NKV;
+    int nt = cpu_threads_for(ctx, (double)B * P * NH * HD);
+#pragma omp parallel for num_threads(nt) schedule(static)
+    for (int32_t jp = 0; jp < BP * P; jp++) {
+        int32_t j = jp / P, p = jp % P;
+        for (int32_t b = 0; b < B; b++) {
+            if (prefix_of[b] != j) continue;
+            for (int32_t g = 0; g < NKV; g++) {
+                float *o = dst + ((size_t)jp * NKV + g) * HD;
+                for (int32_t i = 0; i < rep; i++) {
+                    const float *s = part + (((size_t)b * NH + g * rep + i) * P + p) * HD;
+                    for (int32_t d = 0; d < HD; d++) o[d] += s[d];
+                }
+            }
+        }
+    }
+}
+
 /* dst (T rows of HD, row stride ld) += src (T,HD) */
 static void add_rows(float *dst, int32_t ld, const float *src, int32_t T, int32_t HD) {
     for (int32_t t = 0; t < T; t++)
         for (int32_t d = 0; d < HD; d++) dst[(size_t)t * ld + d] += src[(size_t)t * HD + d];
 }
 
-void cpu_attention_backward(void *ctx_, float *dq, float *dk, float *dv, const float *dout,
-                            const float *out, const float *lse, const float *q, const float *k,
-                            const float *v, const int32_t *mask, int32_t B, int32_t T,
-                            int32_t NH, int32_t NKV, int32_t HD) {
-    cpu_ctx *ctx = ctx_;
-    check_shapes("attention_backward", NH, NKV, HD);
-    if (!dq && !dk && !dv) return;
-    const int32_t rep = NH / NKV, qs = NH * HD, ks = NKV * HD;
+/* The gradient outputs of a backward: dq, dk, dv (B,T,..) written; dkp, dvp (BP,P,NKV,HD)
+ * accumulated (prefix attention only). */
+typedef struct att_grads_out {
+    float *dq, *dk, *dv, *dkp, *dvp;
+} att_grads_out;
+
+/* attention_backward, or with pa the prefix-attention backward. */
+static void backward_rows(cpu_ctx *ctx, const char *op, const att_grads_out *go,
+                          const float *dout, const float *out, const float *lse, const float *q,
+                          const float *k, const float *v, const int32_t *mask, int32_t B,
+                          int32_t T, int32_t NH, int32_t NKV, int32_t HD,
+                          const att_prefix_args *pa) {
+    check_shapes(op, NH, NKV, HD);
+    float *dq = go->dq, *dk = go->dk, *dv = go->dv;
+    float *dkp = pa ? go->dkp : NULL, *dvp = pa ? go->dvp : NULL;
+    if (!dq && !dk && !dv && !dkp && !dvp) return;
+    const int32_t rep = NH / NKV, qs = NH * HD, ks = NKV * HD, P = pa ? pa->P : 0;
     const float scale = 1.0f / sqrtf((float)HD);
-    const size_t hf = (size_t)T * HD; /* floats of one head's dk or dv */
-    int nt = cpu_threads_for(ctx, (double)B * NH * T * T * HD);
+    const size_t hf = (size_t)T * HD, pf = (size_t)P * HD; /* one head's dk / dkp floats */
+    att_rows r = rows_make(op, mask, B, T, pa, NKV, HD);
+    int nt = cpu_threads_for(ctx, (double)B * NH * T * r.PT * HD);
     /* Tasks are the B*NKV (row, kv head) groups when there are enough of them: one thread runs
      * the group's query heads in order, each into its own (T,HD) dk/dv buffer that is then added
      * to dk/dv. Otherwise the tasks are the B*NH heads, each into a buffer of the (B,NH,T,HD)
-     * scratch, and sum_groups adds them up afterwards, in the same order (the same bits). */
+     * scratch, and sum_groups adds them up afterwards, in the same order (the same bits). A
+     * prefix's dkp/dvp come from several rows: each head writes its (P,HD) part and
+     * add_prefix_parts adds them up afterwards. */
     int by_group = B * NKV >= 2 * nt;
-    float *dkp = NULL, *dvp = NULL;
-    if (!by_group && (dk || dv)) {
-        size_t all = (size_t)B * NH * hf;
-        float *part = cpu_scratch(ctx, (dk ? all : 0) + (dv ? all : 0));
-        CPU_CHECK(part != NULL, "attention_backward", "out of memory for per-head dk/dv");
-        dkp = dk ? part : NULL, dvp = dv ? part + (dk ? all : 0) : NULL;
-    }
+    size_t all = by_group ? 0 : (size_t)B * NH * hf, pall = (size_t)B * NH * pf;
+    size_t n_own = (dk ? all : 0) + (dv ? all : 0), n_pre = (dkp ? pall : 0) + (dvp ? pall : 0);
+    float *part = n_own + n_pre ? cpu_scratch(ctx, n_own + n_pre) : NULL;
+    CPU_CHECK(n_own + n_pre == 0 || part != NULL, op, "out of memory for per-head dk/dv");
+    float *dkh_all = dk && !by_group ? part : NULL;
+    float *dvh_all = dv && !by_group ? part + (dk ? all : 0) : NULL;
+    float *dkp_all = dkp ? part + n_own : NULL, *dvp_all = dvp ? part + n_own + (dkp ? pall : 0)
+                                                               : NULL;
     int32_t tasks = by_group ? B * NKV : B * NH;
 #pragma omp parallel num_threads(nt)
     {
         /* score and dP blocks, then (group tasks) one head's dk and dv */
-        float *sc = malloc(((size_t)2 * QB * T + (by_group ? 2 * hf : 0)) * sizeof(float));
-        CPU_CHECK(sc != NULL, "attention_backward", "out of memory for a score block");
-        float *kbuf = sc + (size_t)2 * QB * T, *vbuf = kbuf + hf;
+        float *sc = malloc(((size_t)2 * QB * r.PT + (by_group ? 2 * hf : 0)) * sizeof(float));
+        CPU_CHECK(sc != NULL, op, "out of memory for a score block");
+        float *kbuf = sc + (size_t)2 * QB * r.PT, *vbuf = kbuf + hf;
 #pragma omp for schedule(static)
         for (int32_t task = 0; task < tasks; task++) {
             int32_t b = by_group ? task / NKV : task / NH;
             int32_t h0 = by_group ? task % NKV * rep : task % NH;
             int32_t h1 = by_group ? h0 + rep : h0 + 1, g = h0 / rep;
             size_t koff = (size_t)b * T * ks + (size_t)g * HD;
-            float *dkh = by_group ? (dk ? kbuf : NULL) : (dkp ? dkp + (size_t)task * hf : NULL);
-            float *dvh = by_group ? (dv ? vbuf : NULL) : (dvp ? dvp + (size_t)task * hf : NULL);
+            const att_prefix *f = &r.pf[b];
+            att_head_grads gr = {NULL, by_group ? (dk ? kbuf : NULL)
+                                                : (dkh_all ? dkh_all + (size_t)task * hf : NULL),
+                                 by_group ? (dv ? vbuf : NULL)
+                                          : (dvh_all ? dvh_all + (size_t)task * hf : NULL),
+                                 HD, NULL, NULL};
             for (int32_t h = h0; h < h1; h++) {
-                size_t qoff = (size_t)b * T * qs + (size_t)h * HD;
-                if (dkh) memset(dkh, 0, hf * sizeof(float));
-                if (dvh) memset(dvh, 0, hf * sizeof(float));
-                attention_backward_head(dq ? dq + qoff : NULL, dkh, dvh, HD, dout + qoff,
-                                        out + qoff, lse + ((size_t)b * NH + h) * T, q + qoff,
-                                        k + koff, v + koff, mask + (size_t)b * T, T, qs, ks, HD,
-                                        scale, sc, sc + (size_t)QB * T);
+                size_t qoff = (size_t)b * T * qs + (size_t)h * HD, po = ((size_t)b * NH + h) * pf;
+                gr.dq = dq ? dq + qoff : NULL;
+                gr.dkp = dkp_all ? dkp_all + po + (size_t)f->p0 * HD : NULL;
+                gr.dvp = dvp_all ? dvp_all + po + (size_t)f->p0 * HD : NULL;
+                if (gr.dk) memset(gr.dk, 0, hf * sizeof(float));
+                if (gr.dv) memset(gr.dv, 0, hf * sizeof(float));
+                if (dkp_all) memset(dkp_all + po, 0, pf * sizeof(float));
+                if (dvp_all) memset(dvp_all + po, 0, pf * sizeof(float));
+                attention_backward_head(&gr, dout + qoff, out + qoff,
+                                        lse + ((size_t)b * NH + h) * T, q + qoff, k + koff,
+                                        v + koff, f->k ? f->k + (size_t)g * HD : NULL,
+                                        f->v ? f->v + (size_t)g * HD : NULL, mask + (size_t)b * T,
+                                        r.km[b], f->n, r.k0[b], T, qs, ks, HD, scale, sc,
+                                        sc + (size_t)QB * r.PT);
                 if (!by_group) continue;
                 if (h == h0) { /* the group's dk/dv start at 0 */
                     for (int32_t t = 0; t < T && dk; t++)
@@ -289,14 +454,39 @@ void cpu_attention_backward(void *ctx_, float *dq, float *dk, float *dv, const f
                     for (int32_t t = 0; t < T && dv; t++)
                         memset(dv + koff + (size_t)t * ks, 0, (size_t)HD * sizeof(float));
                 }
-                if (dk) add_rows(dk + koff, ks, dkh, T, HD);
-                if (dv) add_rows(dv + koff, ks, dvh, T, HD);
+                if (dk) add_rows(dk + koff, ks, gr.dk, T, HD);
+                if (dv) add_rows(dv + koff, ks, gr.dv, T, HD);
             }
         }
         free(sc);
     }
-    if (dkp) sum_groups(ctx, dk, dkp, B, T, NH, NKV, HD);
-    if (dvp) sum_groups(ctx, dv, dvp, B, T, NH, NKV, HD);
+    if (dkh_all) sum_groups(ctx, dk, dkh_all, B, T, NH, NKV, HD);
+    if (dvh_all) sum_groups(ctx, dv, dvh_all, B, T, NH, NKV, HD);
+    if (dkp_all) add_prefix_parts(ctx, dkp, dkp_all, pa->prefix_of, B, pa->BP, P, NH, NKV, HD);
+    if (dvp_all) add_prefix_parts(ctx, dvp, dvp_all, pa->prefix_of, B, pa->BP, P, NH, NKV, HD);
+    rows_free(&r);
+}
+
+void cpu_attention_backward(void *ctx, float *dq, float *dk, float *dv, const float *dout,
+                            const float *out, const float *lse, const float *q, const float *k,
+                            const float *v, const int32_t *mask, int32_t B, int32_t T,
+                            int32_t NH, int32_t NKV, int32_t HD) {
+    att_grads_out go = {dq, dk, dv, NULL, NULL};
+    backward_rows(ctx, "attention_backward", &go, dout, out, lse, q, k, v, mask, B, T, NH, NKV,
+                  HD, NULL);
+}
+
+void cpu_prefix_attention_backward(void *ctx, float *dq, float *dk, float *dv, float *dkp,
+                                   float *dvp, const float *dout, const float *out,
+                                   const float *lse, const float *q, const float *k,
+                                   const float *v, const int32_t *mask, const float *kp,
+                                   const float *vp, const int32_t *pmask,
+                                   const int32_t *prefix_of, int32_t B, int32_t T, int32_t BP,
+                                   int32_t P, int32_t NH, int32_t NKV, int32_t HD) {
+    att_prefix_args pa = {kp, vp, pmask, prefix_of, BP, P};
+    att_grads_out go = {dq, dk, dv, dkp, dvp};
+    backward_rows(ctx, "prefix_attention_backward", &go, dout, out, lse, q, k, v, mask, B, T, NH,
+                  NKV, HD, &pa);
 }
 
 /* ---- decode: one new query per row against the KV cache ---------------------------------- */

@@ -128,6 +128,8 @@ grpo_ops *cpu_backend_open(int32_t threads, grpo_error *err) {
         /* .head_forward_w     = */ cpu_head_forward_w,
         /* .head_backward_w    = */ cpu_head_backward_w,
         /* .dropout            = */ cpu_dropout,
+        /* .prefix_attention_forward  = */ cpu_prefix_attention_forward,
+        /* .prefix_attention_backward = */ cpu_prefix_attention_backward,
     };
     return ops;
 }

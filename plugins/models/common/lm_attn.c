@@ -118,25 +118,53 @@ static void qkv_forward(const grpo_ops *o, const lm_attn_config *c, lm_attn_acts
     o->rope_forward(o->ctx, a->k, a->k, pos, N, c->NKV, c->HD, c->rope_theta);
 }
 
+/* Attention over the rows' tokens: plain rows in one call; with shared prefixes the prefix
+ * rows first (plain), then the rows against them (lm_prefix.h). */
+static void core_forward(const grpo_ops *o, const lm_attn_config *c, lm_attn_acts *a,
+                         const lm_rows *r) {
+    size_t np = (size_t)r->BP * r->P, Q = (size_t)c->NH * c->HD, KV = (size_t)c->NKV * c->HD;
+    int32_t B = r->BP ? r->BP : r->B, T = r->BP ? r->P : r->T;
+    o->attention_forward(o->ctx, a->att, a->att_lse, a->q, a->k, a->v, r->mask, B, T, c->NH,
+                         c->NKV, c->HD);
+    if (!r->BP) return;
+    o->prefix_attention_forward(o->ctx, a->att + np * Q, a->att_lse + np * c->NH, a->q + np * Q,
+                                a->k + np * KV, a->v + np * KV, r->mask + np, a->k, a->v,
+                                r->mask, r->prefix_of, r->B, r->T, r->BP, r->P, c->NH, c->NKV,
+                                c->HD);
+}
+
+/* Its backward: dq, dk, dv (N tokens) written. The prefixes' dk/dv: written by their own
+ * attention, then the rows' gradients added (prefix_attention_backward's dkp/dvp). */
+static void core_backward(const grpo_ops *o, const lm_attn_config *c, const lm_attn_grads *gb,
+                          const lm_attn_acts *a, const lm_rows *r) {
+    size_t np = (size_t)r->BP * r->P, Q = (size_t)c->NH * c->HD, KV = (size_t)c->NKV * c->HD;
+    int32_t B = r->BP ? r->BP : r->B, T = r->BP ? r->P : r->T;
+    o->attention_backward(o->ctx, gb->dq, gb->dk, gb->dv, gb->datt, a->att, a->att_lse, a->q,
+                          a->k, a->v, r->mask, B, T, c->NH, c->NKV, c->HD);
+    if (!r->BP) return;
+    o->prefix_attention_backward(o->ctx, gb->dq + np * Q, gb->dk + np * KV, gb->dv + np * KV,
+                                 gb->dk, gb->dv, gb->datt + np * Q, a->att + np * Q,
+                                 a->att_lse + np * c->NH, a->q + np * Q, a->k + np * KV,
+                                 a->v + np * KV, r->mask + np, a->k, a->v, r->mask, r->prefix_of,
+                                 r->B, r->T, r->BP, r->P, c->NH, c->NKV, c->HD);
+}
+
 void lm_attn_forward(const grpo_ops *o, const lm_attn_config *c, lm_attn_acts *a, float *tmp,
-                     float *const *p, const int32_t *mask, const int32_t *pos, int32_t B,
-                     int32_t T) {
-    int32_t N = B * T, Q = c->NH * c->HD;
-    qkv_forward(o, c, a, p, pos, N);
-    o->attention_forward(o->ctx, a->att, a->att_lse, a->q, a->k, a->v, mask, B, T, c->NH, c->NKV,
-                         c->HD);
+                     float *const *p, const lm_rows *rows) {
+    int32_t N = rows->N, Q = c->NH * c->HD;
+    qkv_forward(o, c, a, p, rows->pos, N);
+    core_forward(o, c, a, rows);
     lm_linear_forward(o, c->lin, tmp, a->att, p[AP_WO], p[AP_BO], N, Q, c->C);
     o->residual_forward(o->ctx, a->h, a->x, tmp, (uint64_t)N * c->C);
 }
 
 void lm_attn_backward(const grpo_ops *o, const lm_attn_config *c, float *dx, const float *dh,
                       const lm_attn_grads *gb, const lm_attn_acts *a, float *const *p,
-                      float *const *g, const int32_t *mask, const int32_t *pos, int32_t B,
-                      int32_t T) {
-    int32_t N = B * T, Q = c->NH * c->HD, KV = c->NKV * c->HD;
+                      float *const *g, const lm_rows *rows) {
+    int32_t N = rows->N, Q = c->NH * c->HD, KV = c->NKV * c->HD;
+    const int32_t *pos = rows->pos;
     lm_linear_backward(o, c->lin, gb->datt, g[AP_WO], g[AP_BO], dh, a->att, p[AP_WO], N, Q, c->C);
-    o->attention_backward(o->ctx, gb->dq, gb->dk, gb->dv, gb->datt, a->att, a->att_lse, a->q,
-                          a->k, a->v, mask, B, T, c->NH, c->NKV, c->HD);
+    core_backward(o, c, gb, a, rows);
     o->rope_backward(o->ctx, gb->dq, gb->dq, pos, N, c->NH, c->HD, c->rope_theta);
     o->rope_backward(o->ctx, gb->dk, gb->dk, pos, N, c->NKV, c->HD, c->rope_theta);
     if (c->qk_norm) {

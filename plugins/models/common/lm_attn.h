@@ -13,6 +13,7 @@
 #include "grpo/model.h" /* GRPO_PARAM_INIT_* */
 #include "grpo/ops.h"
 #include "lm_linear.h"
+#include "lm_prefix.h"
 
 typedef struct lm_attn_config {
     int32_t C, NH, NKV, HD;
@@ -72,16 +73,16 @@ float *lm_attn_acts_carve(lm_attn_acts *a, float *block, const lm_attn_config *c
 uint64_t lm_attn_grads_floats(const lm_attn_config *c, uint64_t N);
 float *lm_attn_grads_carve(lm_attn_grads *g, float *block, const lm_attn_config *c, uint64_t N);
 
-/* a->x (N,C) -> a->h (N,C). p: AP_COUNT parameter pointers; tmp (N,C) scratch. mask/pos (B,T). */
+/* a->x (N,C) -> a->h (N,C) over the tokens of rows (plain or with shared prefixes, lm_prefix.h;
+ * att_lse then holds the prefixes' (BP,NH,P) then the rows' (B,NH,T)). p: AP_COUNT parameter
+ * pointers; tmp (N,C) scratch. */
 void lm_attn_forward(const grpo_ops *o, const lm_attn_config *c, lm_attn_acts *a, float *tmp,
-                     float *const *p, const int32_t *mask, const int32_t *pos, int32_t B,
-                     int32_t T);
+                     float *const *p, const lm_rows *rows);
 /* dh (N,C) = d loss/d h -> dx (N,C) = d loss/d x (written, residual included); parameter grads
  * g (AP_COUNT pointers, NULL entries skipped) accumulated. */
 void lm_attn_backward(const grpo_ops *o, const lm_attn_config *c, float *dx, const float *dh,
                       const lm_attn_grads *gb, const lm_attn_acts *a, float *const *p,
-                      float *const *g, const int32_t *mask, const int32_t *pos, int32_t B,
-                      int32_t T);
+                      float *const *g, const lm_rows *rows);
 /* One decode step for R rows: a->x (R,C) -> a->h (R,C). This step's k/v are written to cache
  * slot hlen[r]-1 (hlen: host copy of len) of kcache/vcache (R',S,NKV,HD) planes, rows 0..R-1;
  * len/cache_mask as in attention_decode. */

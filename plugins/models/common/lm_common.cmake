@@ -5,6 +5,7 @@ set(LM_COMMON_DIR ${CMAKE_CURRENT_LIST_DIR})
 set(LM_COMMON_SOURCES
   ${LM_COMMON_DIR}/lm_decoder.c # the decoder skeleton: layer loops, embedding, norm, head
   ${LM_COMMON_DIR}/lm_attn.c    # the pre-norm attention block: params, forward, backward, decode
+  ${LM_COMMON_DIR}/lm_prefix.c  # the token layout of a pass, shared prompts (grpo_batch 1.6)
   ${LM_COMMON_DIR}/lm_json.c    # config.json readers
   ${LM_COMMON_DIR}/lm_params.c  # the parameter table
   ${LM_COMMON_DIR}/lm_infer.c   # KV cache layout, prefill/decode checks, last-position logits

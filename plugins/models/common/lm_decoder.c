@@ -24,6 +24,7 @@ int32_t lm_decoder_init(lm_decoder *d, const char *who, const grpo_host *host,
 
 void lm_decoder_free(lm_decoder *d) {
     lm_lora_free(&d->lin.lora);
+    if (d->ops) lm_prefix_free(&d->pfx, d->ops);
     lm_params_free(&d->pt);
     free(d->w), free(d->params);
     d->w = NULL, d->params = NULL;
@@ -175,21 +176,23 @@ static void embed(const lm_decoder *d, float *out, const int32_t *ids, int32_t N
         o->embedding_forward_w(o->ctx, out, ids, d->wte, d->lin.wtype, N, d->attn->C);
 }
 
-/* Embedding + all layers over a (B,T) batch: fills the layers of a and a->xL. When kv is not
- * NULL (prefill), each layer's rotated keys and values go to cache rows 0..B-1, slots 0..T-1. */
+/* Embedding + all layers over the tokens of rows (ids (rows->N)): fills the layers of a and
+ * a->xL. When kv is not NULL (prefill, plain rows), each layer's rotated keys and values go to
+ * cache rows 0..B-1, slots 0..T-1. begin() (a pack's per-row statistics) sees plain rows only
+ * (lm_prefix_possible). */
 static int32_t body_forward(lm_decoder *d, lm_decoder_acts *a, const int32_t *ids,
-                            const int32_t *mask, const int32_t *pos, int32_t B, int32_t T,
-                            const grpo_kv_cache *kv, grpo_error *err) {
+                            const lm_rows *rows, const grpo_kv_cache *kv, grpo_error *err) {
     const grpo_ops *o = d->ops;
     const lm_arch *h = d->arch;
-    int32_t N = B * T, st = h->begin ? h->begin(d, mask, B, T, err) : GRPO_OK;
+    int32_t N = rows->N;
+    int32_t st = h->begin ? h->begin(d, rows->mask, rows->B, rows->T, err) : GRPO_OK;
     if (st != GRPO_OK) return st;
     embed(d, lm_decoder_layer(d, a, 0)->x, ids, N);
     for (int32_t l = 0; l < d->L && st == GRPO_OK; l++) {
         lm_attn_acts *la = lm_decoder_layer(d, a, l);
         float *out = l + 1 < d->L ? lm_decoder_layer(d, a, l + 1)->x : a->xL;
-        lm_attn_forward(o, d->attn, la, a->tmp, d->w[l].p, mask, pos, B, T);
-        if (kv) lm_kv_store(o, kv, kv_width(d), l, la->k, la->v, B, T);
+        lm_attn_forward(o, d->attn, la, a->tmp, d->w[l].p, rows);
+        if (kv) lm_kv_store(o, kv, kv_width(d), l, la->k, la->v, rows->B, rows->T);
         st = h->forward(d, out, la, a->tmp, l, N, err);
     }
     if (st == GRPO_OK && h->end) h->end(d);
@@ -217,17 +220,36 @@ static int32_t body_decode(lm_decoder *d, lm_decoder_acts *a, const grpo_kv_cach
     return st;
 }
 
-/* The batch through the body and the final norm: out (B,T,C) = norm(x_L) (out NULL: a->lnf),
- * a carved from block (train: the training layout). */
+/* The batch through the body (over rows, ids) and the final norm: out (B,T,C) = norm(x_L) (out
+ * NULL: a->lnf), a carved from block (train: the training layout). Packed rows are normed in
+ * a->tmp and gathered back to the (B,T) layout (lm_prefix.h). */
 static int32_t normed_forward(lm_decoder *d, lm_decoder_acts *a, const grpo_batch *batch,
-                              float *block, int32_t train, float *out, grpo_error *err) {
+                              const lm_rows *rows, const int32_t *ids, float *block,
+                              int32_t train, float *out, grpo_error *err) {
     const grpo_ops *o = d->ops;
-    int32_t B = batch->B, T = batch->T;
+    int32_t B = batch->B, T = batch->T, C = d->attn->C;
     lm_decoder_acts_carve(d, a, block, B, T, train);
-    int32_t st = body_forward(d, a, batch->ids, batch->mask, batch->pos, B, T, NULL, err);
+    int32_t st = body_forward(d, a, ids, rows, NULL, err);
     if (st != GRPO_OK) return st;
-    o->rmsnorm_forward(o->ctx, out ? out : a->lnf, a->lnf_rstd, a->xL, d->wnorm, B * T,
-                       d->attn->C, d->attn->eps);
+    out = out ? out : a->lnf;
+    o->rmsnorm_forward(o->ctx, rows->BP ? a->tmp : out, a->lnf_rstd, a->xL, d->wnorm, rows->N, C,
+                       d->attn->eps);
+    if (rows->BP) o->gather_rows(o->ctx, out, a->tmp, d->pfx.idx, B * T, C);
+    return GRPO_OK;
+}
+
+/* The layout of a training forward over batch: packed when the backend, the pack and the batch
+ * allow it (lm_prefix.h), else plain; *ids: the tokens' ids in that layout. */
+static int32_t training_rows(lm_decoder *d, const grpo_batch *b, lm_rows *rows,
+                             const int32_t **ids, grpo_error *err) {
+    d->pfx.active = 0;
+    if (lm_prefix_possible(d->ops, b, d->share_P, d->arch->begin != NULL,
+                           lm_lora_drops(&d->lin.lora))) {
+        int32_t st = lm_prefix_build(&d->pfx, d->ops, b, d->share_P, d->who, err);
+        if (st != GRPO_OK) return st;
+    }
+    *rows = d->pfx.active ? d->pfx.rows : lm_rows_plain(b);
+    *ids = d->pfx.active ? d->pfx.ids : b->ids;
     return GRPO_OK;
 }
 
@@ -324,7 +346,10 @@ int32_t lm_decoder_forward(void *model, const grpo_batch *batch, float *acts, fl
     if (st == GRPO_OK) st = lm_lora_reserve(&d->lin.lora, (int64_t)N, d->who, err);
     if (st != GRPO_OK) return st;
     lm_decoder_acts a;
-    if ((st = normed_forward(d, &a, batch, acts, 1, NULL, err)) != GRPO_OK) return st;
+    lm_rows rows;
+    const int32_t *ids;
+    if ((st = training_rows(d, batch, &rows, &ids, err)) != GRPO_OK) return st;
+    if ((st = normed_forward(d, &a, batch, &rows, ids, acts, 1, NULL, err)) != GRPO_OK) return st;
     if (d->lin.wtype == GRPO_DTYPE_F32)
         o->head_forward(o->ctx, logp, a.head_lse, entropy, a.lnf, d->whead, batch->targets, N, C,
                         d->V, scale);
@@ -338,9 +363,20 @@ int32_t lm_decoder_forward(void *model, const grpo_batch *batch, float *acts, fl
 /* Recomputation: layer l's activations again from its kept input la->x into the shared layer
  * buffers, by the same ops as the forward (so the same bits); the output goes to a->xr. */
 static int32_t recompute_layer(lm_decoder *d, lm_decoder_acts *a, lm_attn_acts *la, int32_t l,
-                               const grpo_batch *b, grpo_error *err) {
-    lm_attn_forward(d->ops, d->attn, la, a->tmp, d->w[l].p, b->mask, b->pos, b->B, b->T);
-    return d->arch->forward(d, a->xr, la, a->tmp, l, b->B * b->T, err);
+                               const lm_rows *rows, grpo_error *err) {
+    lm_attn_forward(d->ops, d->attn, la, a->tmp, d->w[l].p, rows);
+    return d->arch->forward(d, a->xr, la, a->tmp, l, rows->N, err);
+}
+
+/* d loss/d norm(x_L) (B*T,C) in dlnf back to the packed tokens (rows->N,C) of the layers:
+ * a shared column's rows add up (scatter_add_rows, in row order). Returns where it is. */
+static const float *unpack_grad(const lm_decoder *d, float *dst, const float *dlnf,
+                                const lm_rows *rows, int32_t N) {
+    const grpo_ops *o = d->ops;
+    if (!rows->BP) return dlnf;
+    o->zero(o->ctx, dst, (uint64_t)rows->N * d->attn->C * sizeof(float));
+    o->scatter_add_rows(o->ctx, dst, dlnf, d->pfx.idx, NULL, N, d->attn->C);
+    return dst;
 }
 
 /* d loss/d logp (B,T), d loss/d entropy (B,T) when dentropy is not NULL, plus aux_weight *
@@ -370,6 +406,8 @@ static int32_t backward(lm_decoder *d, const grpo_batch *batch, float *acts, con
                               "entropy term cannot be differentiated", d->who, o->name);
     lm_decoder_acts a;
     lm_decoder_acts_carve(d, &a, acts, B, T, 1);
+    lm_rows rows = d->pfx.active ? d->pfx.rows : lm_rows_plain(batch);
+    const int32_t *ids = d->pfx.active ? d->pfx.ids : batch->ids;
     if (d->lin.wtype != GRPO_DTYPE_F32) /* a frozen head */
         o->head_backward_w(o->ctx, a.ag.dln, dlogp, dentropy, entropy, a.lnf, d->whead,
                            d->lin.wtype, batch->targets, a.head_lse, N, C, d->V, scale);
@@ -379,16 +417,16 @@ static int32_t backward(lm_decoder *d, const grpo_batch *batch, float *acts, con
     else
         o->head_backward(o->ctx, a.ag.dln, d->dwhead, dlogp, a.lnf, d->whead, batch->targets,
                          a.head_lse, N, C, d->V, scale);
-    o->rmsnorm_backward(o->ctx, a.dx, d->dwnorm, a.ag.dln, a.xL, d->wnorm, a.lnf_rstd, N, C);
+    const float *dlnf = unpack_grad(d, a.ag.dtmp, a.ag.dln, &rows, N);
+    o->rmsnorm_backward(o->ctx, a.dx, d->dwnorm, dlnf, a.xL, d->wnorm, a.lnf_rstd, rows.N, C);
     for (int32_t l = d->L - 1; l >= 0; l--) {
         lm_attn_acts *la = lm_decoder_layer(d, &a, l);
-        int32_t st = d->recompute ? recompute_layer(d, &a, la, l, batch, err) : GRPO_OK;
-        if (st == GRPO_OK) st = d->arch->backward(d, &a, la, l, N, aux_weight, err);
+        int32_t st = d->recompute ? recompute_layer(d, &a, la, l, &rows, err) : GRPO_OK;
+        if (st == GRPO_OK) st = d->arch->backward(d, &a, la, l, rows.N, aux_weight, err);
         if (st != GRPO_OK) return st;
-        lm_attn_backward(o, d->attn, a.dx, a.dh, &a.ag, la, d->w[l].p, d->w[l].g, batch->mask,
-                         batch->pos, B, T);
+        lm_attn_backward(o, d->attn, a.dx, a.dh, &a.ag, la, d->w[l].p, d->w[l].g, &rows);
     }
-    o->embedding_backward(o->ctx, d->dwte, a.dx, batch->ids, N, C);
+    o->embedding_backward(o->ctx, d->dwte, a.dx, ids, rows.N, C);
     return GRPO_OK;
 }
 
@@ -407,6 +445,15 @@ int32_t lm_decoder_set_gradient_checkpointing(void *model, int32_t on, grpo_erro
     lm_decoder *d = model;
     d->recompute = on != 0;
     d->B = d->T = 0; /* the activation layout changed: a backward needs a fresh forward */
+    return GRPO_OK;
+}
+
+int32_t lm_decoder_set_shared_prefix(void *model, int32_t P, grpo_error *err) {
+    lm_decoder *d = model;
+    if (P < 0)
+        return grpo_error_set(err, GRPO_ERR_INVALID, "%s: set_shared_prefix: P = %d, expected "
+                              ">= 0", d->who, P);
+    d->share_P = P;
     return GRPO_OK;
 }
 
@@ -453,7 +500,8 @@ int32_t lm_decoder_prefill(void *model, const grpo_kv_cache *kv, const grpo_batc
     if (st != GRPO_OK) return st;
     lm_decoder_acts a;
     lm_decoder_acts_carve(d, &a, scratch, B, T, 0);
-    st = body_forward(d, &a, prompt->ids, prompt->mask, prompt->pos, B, T, kv, err);
+    lm_rows rows = lm_rows_plain(prompt);
+    st = body_forward(d, &a, prompt->ids, &rows, kv, err);
     if (st != GRPO_OK) return st;
     lm_last_columns(d->ops, a.tmp, a.xL, B, T, d->attn->C); /* tmp (B,C) */
     logits_forward(d, logits, &a, a.tmp, B);
@@ -493,5 +541,6 @@ int32_t lm_decoder_hidden(void *model, const grpo_batch *batch, float *scratch, 
     if (st == GRPO_OK) st = lm_lora_reserve(&d->lin.lora, (int64_t)batch->B * batch->T, d->who, err);
     if (st != GRPO_OK) return st;
     lm_decoder_acts a;
-    return normed_forward(d, &a, batch, scratch, 0, out, err);
+    lm_rows rows = lm_rows_plain(batch);
+    return normed_forward(d, &a, batch, &rows, batch->ids, scratch, 0, out, err);
 }

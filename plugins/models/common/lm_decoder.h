@@ -25,6 +25,7 @@
 #include "grpo/ops.h"
 #include "lm_attn.h"
 #include "lm_params.h"
+#include "lm_prefix.h"
 
 typedef struct lm_decoder lm_decoder;
 
@@ -104,6 +105,9 @@ struct lm_decoder {
                                    adapters (set_lora, 1.4) */
     int32_t recompute;          /* gradient checkpointing (ABI 1.5): training keeps only each
                                    layer's input; backward recomputes one layer at a time */
+    int32_t share_P;            /* set_shared_prefix (ABI 1.6): the columns rows may share */
+    lm_prefix pfx;              /* the last training forward's shared-prefix layout
+                                   (lm_prefix.h): rows sharing a prompt compute it once */
 };
 
 /* Rounds a tensor up to 16 floats so every one starts 64-byte aligned. */
@@ -161,6 +165,9 @@ int32_t lm_decoder_set_lora(void *model, const grpo_lora_adapter *adapters, uint
 /* set_gradient_checkpointing (1.5): d->recompute; a backward must follow a forward under the
  * same setting. */
 int32_t lm_decoder_set_gradient_checkpointing(void *model, int32_t on, grpo_error *err);
+/* set_shared_prefix (1.6): d->share_P; the next training forward runs packed where it can
+ * (lm_prefix.h). */
+int32_t lm_decoder_set_shared_prefix(void *model, int32_t P, grpo_error *err);
 /* backward() of a loss with an entropy term (grpo_model_desc.backward_entropy, 1.4). */
 int32_t lm_decoder_backward_entropy(void *model, const grpo_batch *batch, float *acts,
                                     const float *dlogp, const float *dentropy,
@@ -190,7 +197,8 @@ int32_t lm_decoder_vocab_size(void *model);
     .decode = lm_decoder_decode, .kv_copy_row = lm_decoder_kv_copy_row,                          \
     .vocab_size = lm_decoder_vocab_size, .backward_entropy = lm_decoder_backward_entropy,       \
     .set_lora = lm_decoder_set_lora, .bind_typed = lm_decoder_bind_typed,                       \
-    .set_gradient_checkpointing = lm_decoder_set_gradient_checkpointing
+    .set_gradient_checkpointing = lm_decoder_set_gradient_checkpointing,                       \
+    .set_shared_prefix = lm_decoder_set_shared_prefix
 int32_t lm_decoder_hidden(void *model, const grpo_batch *batch, float *scratch, float *out,
                           grpo_error *err);
 

@@ -13,6 +13,12 @@ void lm_lora_free(lm_lora *l) {
 
 int32_t lm_lora_active(const lm_lora *l) { return l && l->n > 0 && l->enabled; }
 
+int32_t lm_lora_drops(const lm_lora *l) {
+    for (uint32_t i = 0; lm_lora_active(l) && i < l->n; i++)
+        if (l->a[i].dropout > 0.0f) return 1;
+    return 0;
+}
+
 int32_t lm_lora_trains(const lm_lora *l) {
     for (uint32_t i = 0; l && i < l->n; i++)
         if (l->a[i].dA || l->a[i].dB) return 1;

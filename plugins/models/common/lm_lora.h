@@ -42,6 +42,8 @@ int32_t lm_lora_reserve(lm_lora *l, int64_t N, const char *who, grpo_error *err)
 int32_t lm_lora_active(const lm_lora *l);
 /* 1 when some adapter has gradients (a frozen base may then run backward). */
 int32_t lm_lora_trains(const lm_lora *l);
+/* 1 when adapters are active and some adapter has dropout (its mask is drawn per token). */
+int32_t lm_lora_drops(const lm_lora *l);
 void lm_lora_free(lm_lora *l);
 
 /* out (N,OC) += w's adapter term s (inp A^T) B^T (nothing without one, or adapters off). */

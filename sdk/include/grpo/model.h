@@ -241,6 +241,17 @@ typedef struct grpo_model_desc {
      * activation_floats() answers for the setting in force, so the host calls this before it
      * sizes the activation block (and sizes it again after a change). */
     int32_t (*set_gradient_checkpointing)(void *model, int32_t on, grpo_error *err);
+
+    /* -- 1.6 -- */
+    /* (optional) Shared prefixes (GRPO's G completions of one prompt): from now on, in a
+     * forward() (and the backward() that follows it), consecutive rows equal in their first P
+     * columns (ids, mask and pos; a left-padded prompt and its completions) may have those
+     * columns computed once (with grpo_ops.prefix_attention_*) instead of once per row. logp,
+     * entropy, aux_loss and every gradient equal those of the rows computed apart, up to fp32
+     * rounding. P = 0 (the state after create()): every row in full. Rows that are not equal
+     * are never shared, so a P that does not fit a batch costs nothing but the check; a pack
+     * may also run any batch in full (a backend without the 1.6 ops, LoRA dropout, ...). */
+    int32_t (*set_shared_prefix)(void *model, int32_t P, grpo_error *err);
 } grpo_model_desc;
 
 #define GRPO_RELAYOUT_LOAD 0 /* file -> plugin */

@@ -179,6 +179,34 @@ typedef struct grpo_ops {
      *    grpo_dropout_keeps(seed, i, p), else 0 (out may equal inp). The gradient of the op is
      *    the op itself applied to dout with the same seed and p. (LoRA's lora_dropout.) -- */
     void (*dropout)(void *ctx, float *out, const float *inp, uint64_t n, float p, uint64_t seed);
+
+    /* -- 1.6: shared-prefix attention (GRPO's G completions of one prompt: the prompt's layers
+     *    run once, grpo_batch.shared_prefix). attention_forward for B rows of T columns whose
+     *    queries also see, before their own keys, the keys of one of BP prefixes of P columns:
+     *      q (B,T,NH,HD), k/v (B,T,NKV,HD), mask (B,T) as in attention_forward;
+     *      kp/vp (BP,P,NKV,HD), pmask (BP,P) the prefixes' keys, values and mask (a prefix key
+     *      with pmask 0 is never attended to); prefix_of (B), each in [0,BP): row b's prefix.
+     *    Query t of row b (mask 1) attends to every prefix key of prefix_of[b] with pmask 1 and
+     *    to its own keys s <= t with mask 1, in one softmax: the result is attention_forward's
+     *    on the row [prefix | row] of P+T columns, at columns P..P+T-1. out (B,T,NH,HD), lse
+     *    (B,NH,T) (padding queries: 0).
+     *    Backward: dq (B,T,NH,HD), dk, dv (B,T,NKV,HD) WRITTEN; dkp, dvp (BP,P,NKV,HD)
+     *    ACCUMULATED (+=, summed over the rows of each prefix): the exception to the rule above,
+     *    because a prefix's keys also get the gradient of the prefix's own attention_backward,
+     *    which writes them first. Any gradient may be NULL. A model tests GRPO_HAS_FIELD and
+     *    non-NULL, and runs every row in full without them. -- */
+    void (*prefix_attention_forward)(void *ctx, float *out, float *lse, const float *q,
+                                     const float *k, const float *v, const int32_t *mask,
+                                     const float *kp, const float *vp, const int32_t *pmask,
+                                     const int32_t *prefix_of, int32_t B, int32_t T, int32_t BP,
+                                     int32_t P, int32_t NH, int32_t NKV, int32_t HD);
+    void (*prefix_attention_backward)(void *ctx, float *dq, float *dk, float *dv, float *dkp,
+                                      float *dvp, const float *dout, const float *out,
+                                      const float *lse, const float *q, const float *k,
+                                      const float *v, const int32_t *mask, const float *kp,
+                                      const float *vp, const int32_t *pmask,
+                                      const int32_t *prefix_of, int32_t B, int32_t T, int32_t BP,
+                                      int32_t P, int32_t NH, int32_t NKV, int32_t HD);
 } grpo_ops;
 
 /* -- 1.5: element types of weights (grpo_model_desc.bind_typed, the *_w ops) -- */

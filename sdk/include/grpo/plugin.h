@@ -49,6 +49,8 @@
  *        grpo_model_desc.set_gradient_checkpointing (train.gradient_checkpointing).
  *        Environments (grpo/env.h, multi-turn rollouts): grpo_env_desc, grpo_library.get_env
  *   1.6  (this landing; the groups below are listed as they land)
+ *        Shared prefixes (a prompt's layers once for its G completions): grpo_ops
+ *        prefix_attention_forward/_backward, grpo_model_desc.set_shared_prefix.
  *
  * Two versions: the library's magic carries the SDK it was COMPILED against (the host refuses a
  * newer minor than its own, so a pack rebuilt against 1.3 loads in 1.3+ hosts only); a
