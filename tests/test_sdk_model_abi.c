@@ -64,6 +64,8 @@ START_TEST(each_minor_appends_its_slots) {
     size_t at = offsetof(grpo_ops, head_backward_entropy);
     for (size_t i = 0; i < sizeof ops_1_5 / sizeof ops_1_5[0]; i++)
         ck_assert_uint_eq(ops_1_5[i], at += fn);
+    /* 1.6: sample_rows (sampling on the device) after them, last */
+    ck_assert_uint_eq(offsetof(grpo_ops, sample_rows), at += fn);
     ck_assert_uint_eq(sizeof(grpo_ops), at + fn);
 }
 END_TEST

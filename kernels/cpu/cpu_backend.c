@@ -128,6 +128,7 @@ grpo_ops *cpu_backend_open(int32_t threads, grpo_error *err) {
         /* .head_forward_w     = */ cpu_head_forward_w,
         /* .head_backward_w    = */ cpu_head_backward_w,
         /* .dropout            = */ cpu_dropout,
+        /* .sample_rows        = */ NULL, /* the host draws (core/host/sampler.c) */
     };
     return ops;
 }
