@@ -183,6 +183,7 @@ static void fill_table(grpo_ops *ops, cuda_ctx *ctx) {
         /* .head_forward_w     = */ cuda_head_forward_w,
         /* .head_backward_w    = */ cuda_head_backward_w,
         /* .dropout            = */ cuda_dropout,
+        /* .sample_rows        = */ cuda_sample_rows,
     };
 }
 
