@@ -85,7 +85,8 @@ static int dev_state_alloc(const grpo_ops *o, sampler_state *s) {
     s->ids = malloc(N * sizeof(int32_t));
     s->d_u = o->alloc(o->ctx, N * sizeof(float)), s->d_lp = o->alloc(o->ctx, N * sizeof(float));
     s->d_plp = o->alloc(o->ctx, N * sizeof(float));
-    s->d_nh = o->alloc(o->ctx, N * sizeof(int32_t)), s->d_ids = o->alloc(o->ctx, N * sizeof(int32_t));
+    s->d_nh = o->alloc(o->ctx, N * sizeof(int32_t));
+    s->d_ids = o->alloc(o->ctx, N * sizeof(int32_t));
     s->d_hist = o->alloc(o->ctx, (uint64_t)N * s->H * sizeof(int32_t));
     return s->u && s->lp && s->plp && s->nh && s->ids && s->d_u && s->d_lp && s->d_plp &&
            s->d_nh && s->d_ids && s->d_hist;
@@ -226,8 +227,10 @@ static void record_draw(sampler_state *s, int32_t i, int32_t n, int32_t t, float
 static int forcing(const sampler_state *s, int32_t n) { return s->i_force[n] < s->n_force[n]; }
 
 /* The uniform row n's draw takes from its RNG stream: none when greedy (as grpo_sample_token). */
-static float uniform_for(const grpo_sampler_opts *o, int32_t n, grpo_rng *rng, grpo_rng *row_rng) {
-    return grpo_sampling_greedy(&o->sampling) ? 0.0f : grpo_rng_uniform(row_rng ? &row_rng[n] : rng);
+static float uniform_for(const grpo_sampler_opts *o, int32_t n, grpo_rng *rng,
+                         grpo_rng *row_rng) {
+    if (grpo_sampling_greedy(&o->sampling)) return 0.0f;
+    return grpo_rng_uniform(row_rng ? &row_rng[n] : rng);
 }
 
 /* Host path: draws one token for each live row from its logits, downloaded into s->logits (the
