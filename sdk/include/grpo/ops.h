@@ -182,8 +182,10 @@ typedef struct grpo_ops {
 
     /* -- 1.6: sampling on the device (optional: NULL on cpu, where the host draws; a host tests
      *    GRPO_HAS_FIELD and non-NULL). Draws one token for each of R rows of logits (R,V) as
-     *    Hugging Face's generate does, so only R ids (and log-probs) come back per decode step:
-     *    processors in transformers' order on a copy of the row (logits is not written):
+     *    Hugging Face's generate does, so only R ids (and log-probs) come back per decode step.
+     *    Every buffer is in backend memory: ids, logp, plogp (R) written; u (R); hist (R,H)
+     *    and n_hist (R), each n_hist[r] in [0,H]. The processors run in transformers' order on
+     *    a copy of the row (logits is not written):
      *      repetition_penalty != 1: each distinct token of the row's history in [0,V) (others
      *        skipped): x < 0 ? x * penalty : x / penalty (the history is hist[r*H ..
      *        r*H + n_hist[r]));
