@@ -20,6 +20,7 @@
 #include "host/registry.h"
 #include "io/safetensors.h"
 #include "host/sampler.h"
+#include "host/sampling.h"
 #include "train/seqbatch.h"
 
 static const char *const fixtures[] = {"llama", "qwen2", "qwen3"};
@@ -316,6 +317,115 @@ START_TEST(out_of_vocabulary_ids_are_refused) {
 }
 END_TEST
 
+/* ---- the device draw path (grpo_ops.sample_rows), on the cpu backend -------------------- */
+
+/* grpo_ops.sample_rows done on the host with grpo_sample_row (its reference), in the cpu
+ * backend's memory: with it the sampler takes its device path (histories in backend memory,
+ * uniforms uploaded, ids downloaded), which must then give the host path's rollout bit for bit. */
+static void host_sample_rows(void *ctx, int32_t *ids, float *logp, float *plogp,
+                             const float *logits, const float *u, int32_t *hist,
+                             const int32_t *n_hist, int32_t H, int32_t R, int32_t V,
+                             float temperature, int32_t top_k, float top_p, float min_p,
+                             float repetition_penalty) {
+    (void)ctx;
+    grpo_sampling p = {temperature, top_k, top_p, min_p, repetition_penalty};
+    float *work = malloc((size_t)V * sizeof(float));
+    void *scratch = malloc((size_t)V * 12);
+    ck_assert(work && scratch);
+    for (int32_t r = 0; r < R; r++) {
+        float pl = 0.0f;
+        ids[r] = grpo_sample_row(&p, logits + (size_t)r * V, V, hist + (size_t)r * H, n_hist[r],
+                                 u[r], &logp[r], plogp ? &pl : NULL, work, scratch);
+        if (plogp) plogp[r] = pl;
+        if (n_hist[r] < H) hist[(size_t)r * H + n_hist[r]] = ids[r];
+    }
+    free(work), free(scratch);
+}
+
+/* A scripted environment: odd rows begin with a 2-token observation, and their first EOS brings
+ * a 3-token observation, their second ends the episode; even rows end at their first EOS. */
+static const int32_t script_obs[3] = {11, 12, 13};
+static int32_t script_eos_seen[64];
+static int script_begin(void *user, int32_t row, const int32_t **obs, int32_t *n_obs,
+                        grpo_error *err) {
+    (void)user, (void)err;
+    *obs = script_obs, *n_obs = row % 2 ? 2 : 0;
+    return GRPO_OK;
+}
+static int script_turn_end(void *user, int32_t row, const int32_t *ids, int32_t n_ids,
+                           int32_t room, const int32_t **obs, int32_t *n_obs, int *done,
+                           grpo_error *err) {
+    (void)user, (void)ids, (void)n_ids, (void)room, (void)err;
+    *done = row % 2 == 0 || script_eos_seen[row]++ > 0;
+    *obs = script_obs, *n_obs = 3;
+    return GRPO_OK;
+}
+
+static int rollouts_same_bits(const grpo_rollout *a, const grpo_rollout *b) {
+    size_t nt = (size_t)a->N * a->T;
+    return rollouts_equal(a, b) && !memcmp(a->mask, b->mask, nt * sizeof(float)) &&
+           !memcmp(a->logp, b->logp, nt * sizeof(float)) &&
+           !memcmp(a->truncated, b->truncated, (size_t)a->N) &&
+           (a->plogp == NULL) == (b->plogp == NULL) &&
+           (!a->plogp || !memcmp(a->plogp, b->plogp, nt * sizeof(float)));
+}
+
+/* One run on f: per-row streams (seed 5) when rows, else one stream (seed 5). */
+static void run_seeded(fixture *f, const grpo_sampler_opts *o, int rows, grpo_rollout *r) {
+    grpo_error err;
+    grpo_error_init(&err);
+    int32_t N = f->R * o->G;
+    grpo_rng one, *all = malloc((size_t)N * sizeof *all);
+    for (int32_t i = 0; i < N; i++) grpo_rng_seed_stream(&all[i], 5, 1, (uint64_t)i);
+    grpo_rng_seed(&one, 5);
+    memset(script_eos_seen, 0, sizeof script_eos_seen);
+    if (rows)
+        ck_ok(grpo_sampler_run_rows(f->m, o, f->prompt, f->mask, f->R, f->P, all, r, &err), &err);
+    else
+        ck_ok(grpo_sampler_run(f->m, o, f->prompt, f->mask, f->R, f->P, &one, r, &err), &err);
+    free(all);
+}
+
+/* The device path (a backend with sample_rows) and the host path give the same rollout, bit for
+ * bit, with every processor on, one stream or per-row streams, EOS ids that end rows at
+ * different steps (live rows reordered), and multi-turn observations forced mid-row; and the same
+ * for greedy decoding with a repetition penalty. */
+START_TEST(device_draw_path_equals_host_path) {
+    fixture host, dev;
+    fixture_open(&host, fixtures[_i]);
+    fixture_open(&dev, fixtures[_i]);
+    dev.ops->sample_rows = host_sample_rows; /* the model reads its ops table at each call */
+    grpo_sampler_turns turns = {NULL, script_begin, script_turn_end};
+    const int32_t G = 3;
+    ck_assert_int_le(host.R * G, 64);
+    for (int k = 0; k < 6; k++) {
+        int rows = k % 2, multi = k / 2 == 1, greedy = k / 2 == 2;
+        grpo_sampler_opts o = greedy_opts(G, 24);
+        if (!greedy) o.sampling = (grpo_sampling){1.3f, 20, 0.9f, 0.02f, 1.2f};
+        else o.sampling.repetition_penalty = 1.5f;
+        o.policy_logp = 1, o.turns = multi ? &turns : NULL;
+        grpo_rollout a = {0}, b = {0};
+        run_seeded(&host, &o, rows, &a); /* EOS: tokens the first run drew early */
+        o.eos[0] = a.ids[1], o.eos[1] = a.ids[2], o.eos[2] = a.ids[(size_t)a.T + 1];
+        o.eos[3] = a.ids[(size_t)a.T + 2], o.n_eos = 4;
+        run_seeded(&host, &o, rows, &a);
+        run_seeded(&dev, &o, rows, &b);
+        ck_assert_msg(rollouts_same_bits(&a, &b), "%s case %d: device path != host path",
+                      fixtures[_i], k);
+        int ended = 0, turned = 0; /* a row ended early; an observation followed a draw */
+        for (int32_t n = 0; n < a.N; n++) {
+            const float *mk = a.mask + (size_t)n * a.T;
+            ended |= a.len[n] < a.T;
+            for (int32_t t = 1; t < a.len[n]; t++) turned |= mk[t] == 0.0f && mk[t - 1] == 1.0f;
+        }
+        ck_assert_msg(ended, "case %d: no row ended early (no live-row moves checked)", k);
+        ck_assert_msg(!multi || turned, "case %d: no observation was forced after a turn", k);
+        grpo_rollout_free(&a), grpo_rollout_free(&b);
+    }
+    fixture_close(&dev), fixture_close(&host);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("sampler");
     TCase *tc = tcase_create("rollout");
@@ -327,6 +437,7 @@ int main(void) {
     tcase_add_loop_test(tc, training_logp_equals_sampling_logp, 0, N_FIXTURES);
     tcase_add_test(tc, right_padded_prompt_is_refused);
     tcase_add_test(tc, out_of_vocabulary_ids_are_refused);
+    tcase_add_loop_test(tc, device_draw_path_equals_host_path, 0, N_FIXTURES);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -1,4 +1,12 @@
-/* sampler.c — prefill once per prompt, fan the KV cache out to G rows, batched decode. */
+/* sampler.c — prefill once per prompt, fan the KV cache out to G rows, batched decode.
+ *
+ * Two ways to draw a step's tokens, side by side below (draw_tokens_host, draw_tokens_device):
+ * the host downloads the live rows' logits (R,V) and draws each row with sampling.h; or, when
+ * the backend has grpo_ops.sample_rows, the backend draws: the rows' histories stay in backend
+ * memory (the op appends each drawn token; a forced one is uploaded), the host draws the same
+ * uniforms from the same RNG streams in the same order and uploads them (R floats), and only R
+ * ids, logp (and plogp) come back. The cpu backend has no sample_rows: its rollouts are the host
+ * path's, which is also the op's reference (grpo_sample_row). */
 #include "host/sampler.h"
 
 #include <math.h>
@@ -44,6 +52,13 @@ typedef struct sampler_state {
     void *scratch;      /* 12*V bytes for sampling.h */
     int32_t *d_tok, *d_pos, *d_len, *d_cmask; /* backend copies */
     float *d_logits;
+    /* sampling on the device (dev = 1: ops->sample_rows), by live row: uniforms, history
+     * lengths, the drawn ids and log-probs (host copies and backend ones); the histories (N,H) */
+    int dev;
+    float *u, *lp, *plp;
+    int32_t *nh, *ids;
+    float *d_u, *d_lp, *d_plp;
+    int32_t *d_nh, *d_ids, *d_hist;
     /* multi-turn (o->turns), by output row: the tokens being forced, where the current turn
      * began in the row, whether the row's last token was forced */
     const int32_t **force; /* (N) */
@@ -55,9 +70,26 @@ static void state_free(grpo_model *m, sampler_state *s) {
     free(s->row), free(s->tok), free(s->pos), free(s->len), free(s->cmask), free(s->hist);
     free(s->n_hist), free(s->logits), free(s->row_logits), free(s->scratch);
     free(s->force), free(s->n_force), free(s->i_force), free(s->turn_start), free(s->last_forced);
-    void *d[] = {s->d_tok, s->d_pos, s->d_len, s->d_cmask, s->d_logits};
+    free(s->u), free(s->lp), free(s->plp), free(s->nh), free(s->ids);
+    void *d[] = {s->d_tok, s->d_pos, s->d_len, s->d_cmask, s->d_logits,
+                 s->d_u,   s->d_lp,  s->d_plp, s->d_nh,    s->d_ids, s->d_hist};
     for (size_t i = 0; i < sizeof d / sizeof d[0]; i++)
         if (d[i]) m->ops->free(m->ops->ctx, d[i]);
+}
+
+/* The device path's buffers (s->dev): host staging and backend copies, by live row. */
+static int dev_state_alloc(const grpo_ops *o, sampler_state *s) {
+    int32_t N = s->N;
+    s->u = malloc(N * sizeof(float)), s->lp = malloc(N * sizeof(float));
+    s->plp = malloc(N * sizeof(float)), s->nh = malloc(N * sizeof(int32_t));
+    s->ids = malloc(N * sizeof(int32_t));
+    s->d_u = o->alloc(o->ctx, N * sizeof(float)), s->d_lp = o->alloc(o->ctx, N * sizeof(float));
+    s->d_plp = o->alloc(o->ctx, N * sizeof(float));
+    s->d_nh = o->alloc(o->ctx, N * sizeof(int32_t));
+    s->d_ids = o->alloc(o->ctx, N * sizeof(int32_t));
+    s->d_hist = o->alloc(o->ctx, (uint64_t)N * s->H * sizeof(int32_t));
+    return s->u && s->lp && s->plp && s->nh && s->ids && s->d_u && s->d_lp && s->d_plp &&
+           s->d_nh && s->d_ids && s->d_hist;
 }
 
 static int state_alloc(grpo_model *m, sampler_state *s, int32_t B, int32_t P) {
@@ -69,9 +101,6 @@ static int state_alloc(grpo_model *m, sampler_state *s, int32_t B, int32_t P) {
     s->cmask = calloc((size_t)N * S, sizeof(int32_t));
     s->hist = malloc((size_t)N * s->H * sizeof(int32_t));
     s->n_hist = calloc((size_t)N, sizeof(int32_t));
-    s->logits = malloc((size_t)N * V * sizeof(float));
-    s->row_logits = malloc((size_t)V * sizeof(float));
-    s->scratch = malloc((size_t)V * 12);
     s->d_tok = o->alloc(o->ctx, big * sizeof(int32_t));
     s->d_pos = o->alloc(o->ctx, big * sizeof(int32_t));
     s->d_len = o->alloc(o->ctx, (uint64_t)N * sizeof(int32_t));
@@ -82,12 +111,19 @@ static int state_alloc(grpo_model *m, sampler_state *s, int32_t B, int32_t P) {
     s->turn_start = calloc((size_t)N, sizeof(int32_t));
     s->last_forced = calloc((size_t)N, sizeof(uint8_t));
     if (!s->force || !s->n_force || !s->i_force || !s->turn_start || !s->last_forced) return 0;
-    return s->row && s->tok && s->pos && s->len && s->cmask && s->hist && s->n_hist && s->logits &&
-           s->row_logits && s->scratch && s->d_tok && s->d_pos && s->d_len && s->d_cmask &&
-           s->d_logits;
+    if (s->dev && !dev_state_alloc(o, s)) return 0;
+    if (!s->dev) { /* the host path's logits and sampling buffers */
+        s->logits = malloc((size_t)N * V * sizeof(float));
+        s->row_logits = malloc((size_t)V * sizeof(float));
+        s->scratch = malloc((size_t)V * 12);
+        if (!s->logits || !s->row_logits || !s->scratch) return 0;
+    }
+    return s->row && s->tok && s->pos && s->len && s->cmask && s->hist && s->n_hist && s->d_tok &&
+           s->d_pos && s->d_len && s->d_cmask && s->d_logits;
 }
 
-/* Prefills the B prompts into cache rows 0..B-1 and leaves their last logits (B,V) in s->logits.
+/* Prefills the B prompts into cache rows 0..B-1; their last logits (B,V) are in d_logits, and
+ * on the host path also in s->logits.
  * Positions follow Hugging Face's left-padding rule (cumsum(mask) - 1, pads at 0). */
 static int prefill(grpo_model *m, sampler_state *s, const int32_t *prompt, const int32_t *pmask,
                    int32_t B, int32_t P, grpo_error *err) {
@@ -107,9 +143,21 @@ static int prefill(grpo_model *m, sampler_state *s, const int32_t *prompt, const
     free(ppos);
     grpo_batch pb = {sizeof(grpo_batch), B, P, s->d_tok, s->d_cmask, s->d_pos, NULL, 0.0f};
     rc = grpo_model_prefill(m, &pb, s->d_logits, err);
-    if (rc == GRPO_OK)
+    if (rc == GRPO_OK && !s->dev)
         o->download(o->ctx, s->logits, s->d_logits, (uint64_t)B * s->V * sizeof(float));
     return rc;
+}
+
+/* The device path's fan-out: the histories (live row = output row here) go up once, and
+ * prompt b's prefill logits are copied to rows b*G .. b*G+G-1 of d_logits (n downwards, as
+ * fan_out, never overwrites a prompt row still to be copied: n / G <= n). */
+static void dev_fan_out(const grpo_ops *o, sampler_state *s, int32_t B, int32_t G) {
+    o->upload(o->ctx, s->d_hist, s->hist, (uint64_t)s->N * s->H * sizeof(int32_t));
+    size_t row = (size_t)s->V * sizeof(float);
+    for (int32_t n = B * G - 1; n >= 0; n--)
+        if (n / G != n)
+            o->copy(o->ctx, (char *)s->d_logits + n * row, (char *)s->d_logits + n / G * row,
+                    row);
 }
 
 /* Copies prompt b's cache row into rows b*G .. b*G+G-1 and sets up each row's host state.
@@ -131,6 +179,7 @@ static int fan_out(grpo_model *m, sampler_state *s, const int32_t *prompt, const
         s->n_hist[n] = real;
         s->row[n] = n, s->pos[n] = real, s->len[n] = P + 1;
     }
+    if (s->dev) dev_fan_out(m->ops, s, B, G);
     return GRPO_OK;
 }
 
@@ -143,60 +192,95 @@ static int move_row(grpo_model *m, sampler_state *s, int32_t dst, int32_t src, i
     s->pos[dst] = s->pos[src], s->len[dst] = s->len[src];
     memcpy(s->cmask + (size_t)dst * s->S, s->cmask + (size_t)src * s->S,
            (size_t)s->S * sizeof(int32_t));
+    if (s->dev) /* the device histories are by live row */
+        m->ops->copy(m->ops->ctx, s->d_hist + (size_t)dst * s->H, s->d_hist + (size_t)src * s->H,
+                     (uint64_t)s->n_hist[s->row[dst]] * sizeof(int32_t));
     return GRPO_OK;
 }
 
-/* log softmax(logits)[t] over the V logits (-INFINITY entries are filtered tokens). */
-static float log_prob(const float *logits, int32_t V, int32_t t) {
-    float mx = -INFINITY;
-    for (int32_t v = 0; v < V; v++) mx = logits[v] > mx ? logits[v] : mx;
-    double sum = 0.0;
-    for (int32_t v = 0; v < V; v++) sum += exp((double)logits[v] - mx);
-    return (float)((double)logits[t] - mx - log(sum));
-}
-
-/* log softmax(logits / temperature)[t] of a row of raw logits (grpo_rollout.plogp). */
-static float tempered_logp(const float *raw, const grpo_sampler_opts *o, sampler_state *s,
-                           int32_t t) {
-    float inv = o->sampling.temperature > 0.0f ? 1.0f / o->sampling.temperature : 1.0f;
-    for (int32_t v = 0; v < s->V; v++) s->row_logits[v] = raw[v] * inv; /* drawn already */
-    return log_prob(s->row_logits, s->V, t);
-}
-
 /* Records a forced token of row n (live row i): attended to, never trained, no RNG draw. */
-static void force_token(sampler_state *s, int32_t i, int32_t n, grpo_rollout *out) {
+static void force_token(const grpo_ops *o, sampler_state *s, int32_t i, int32_t n,
+                        grpo_rollout *out) {
     int32_t t = s->force[n][s->i_force[n]++];
+    if (s->dev) /* over whatever the op drew for the row */
+        o->upload(o->ctx, s->d_hist + (size_t)i * s->H + s->n_hist[n], &t, sizeof t);
     s->hist[(size_t)n * s->H + s->n_hist[n]++] = t;
     out->ids[(size_t)n * out->T + out->len[n]] = t; /* mask and logp stay 0 */
     out->len[n]++;
     s->tok[i] = t, s->last_forced[n] = 1;
 }
 
-/* Draws one token for each live row from its logits; logits_of(i) is the host logits row of
- * live row i (the prompt's prefill logits on the first step). Records tokens in out. A row with
- * observation tokens pending takes its next one instead. */
-static void draw_tokens(sampler_state *s, const grpo_sampler_opts *o, int32_t live, int first,
-                        grpo_rng *rng, grpo_rng *row_rng, grpo_rollout *out) {
+/* Records token t drawn for row n (live row i) with its log-probs (plp: when out->plogp). */
+static void record_draw(sampler_state *s, int32_t i, int32_t n, int32_t t, float lp, float plp,
+                        grpo_rollout *out) {
+    size_t at = (size_t)n * out->T + out->len[n];
+    s->last_forced[n] = 0;
+    s->hist[(size_t)n * s->H + s->n_hist[n]++] = t;
+    out->logp[at] = lp;
+    if (out->plogp) out->plogp[at] = plp;
+    out->ids[at] = t, out->mask[at] = 1.0f;
+    out->len[n]++;
+    s->tok[i] = t;
+}
+
+/* Whether row n takes a forced (observation) token this step instead of drawing one. */
+static int forcing(const sampler_state *s, int32_t n) { return s->i_force[n] < s->n_force[n]; }
+
+/* The uniform row n's draw takes from its RNG stream: none when greedy (as grpo_sample_token). */
+static float uniform_for(const grpo_sampler_opts *o, int32_t n, grpo_rng *rng,
+                         grpo_rng *row_rng) {
+    if (grpo_sampling_greedy(&o->sampling)) return 0.0f;
+    return grpo_rng_uniform(row_rng ? &row_rng[n] : rng);
+}
+
+/* Host path: draws one token for each live row from its logits, downloaded into s->logits (the
+ * prompt's prefill logits on the first step). A row with observation tokens pending takes its
+ * next one instead. */
+static void draw_tokens_host(grpo_model *m, sampler_state *s, const grpo_sampler_opts *o,
+                             int32_t live, int first, grpo_rng *rng, grpo_rng *row_rng,
+                             grpo_rollout *out) {
     for (int32_t i = 0; i < live; i++) {
         int32_t n = s->row[i];
-        if (s->i_force[n] < s->n_force[n]) {
-            force_token(s, i, n, out);
+        if (forcing(s, n)) {
+            force_token(m->ops, s, i, n, out);
             continue;
         }
-        s->last_forced[n] = 0;
-        grpo_rng *g = row_rng ? &row_rng[n] : rng;
         const float *src = s->logits + (size_t)(first ? n / o->G : i) * s->V;
-        memcpy(s->row_logits, src, (size_t)s->V * sizeof(float));
-        int32_t *h = s->hist + (size_t)n * s->H;
-        int32_t t =
-            grpo_sample_token(&o->sampling, s->row_logits, s->V, h, s->n_hist[n], g, s->scratch);
-        h[s->n_hist[n]++] = t;
-        out->logp[(size_t)n * out->T + out->len[n]] = log_prob(s->row_logits, s->V, t);
-        if (out->plogp) out->plogp[(size_t)n * out->T + out->len[n]] = tempered_logp(src, o, s, t);
-        out->ids[(size_t)n * out->T + out->len[n]] = t;
-        out->mask[(size_t)n * out->T + out->len[n]] = 1.0f;
-        out->len[n]++;
-        s->tok[i] = t;
+        float u = uniform_for(o, n, rng, row_rng), lp, plp = 0.0f;
+        int32_t t = grpo_sample_row(&o->sampling, src, s->V, s->hist + (size_t)n * s->H,
+                                    s->n_hist[n], u, &lp, out->plogp ? &plp : NULL,
+                                    s->row_logits, s->scratch);
+        record_draw(s, i, n, t, lp, plp, out);
+    }
+}
+
+/* Device path: the same draws by ops->sample_rows on the live rows' logits in d_logits; the
+ * uniforms are taken in the host path's order (live rows, skipping forced ones). The op draws
+ * for a forced row too (u 0); the host ignores it and force_token overwrites its history cell. */
+static void draw_tokens_device(grpo_model *m, sampler_state *s, const grpo_sampler_opts *o,
+                               int32_t live, grpo_rng *rng, grpo_rng *row_rng,
+                               grpo_rollout *out) {
+    const grpo_ops *ops = m->ops;
+    const grpo_sampling *p = &o->sampling;
+    for (int32_t i = 0; i < live; i++) {
+        int32_t n = s->row[i];
+        s->nh[i] = s->n_hist[n];
+        s->u[i] = forcing(s, n) ? 0.0f : uniform_for(o, n, rng, row_rng);
+    }
+    ops->upload(ops->ctx, s->d_u, s->u, (uint64_t)live * sizeof(float));
+    ops->upload(ops->ctx, s->d_nh, s->nh, (uint64_t)live * sizeof(int32_t));
+    ops->sample_rows(ops->ctx, s->d_ids, s->d_lp, out->plogp ? s->d_plp : NULL, s->d_logits,
+                     s->d_u, s->d_hist, s->d_nh, s->H, live, s->V, p->temperature, p->top_k,
+                     p->top_p, p->min_p, p->repetition_penalty);
+    ops->download(ops->ctx, s->ids, s->d_ids, (uint64_t)live * sizeof(int32_t));
+    ops->download(ops->ctx, s->lp, s->d_lp, (uint64_t)live * sizeof(float));
+    if (out->plogp) ops->download(ops->ctx, s->plp, s->d_plp, (uint64_t)live * sizeof(float));
+    for (int32_t i = 0; i < live; i++) {
+        int32_t n = s->row[i];
+        if (forcing(s, n))
+            force_token(ops, s, i, n, out);
+        else
+            record_draw(s, i, n, s->ids[i], s->lp[i], out->plogp ? s->plp[i] : 0.0f, out);
     }
 }
 
@@ -255,6 +339,7 @@ static int run(grpo_model *m, const grpo_sampler_opts *o, const int32_t *prompt,
                                   "padding)",
                                   b);
     sampler_state s = {0};
+    s.dev = GRPO_HAS_FIELD(ops, grpo_ops, sample_rows) && ops->sample_rows;
     s.N = B * o->G, s.S = P + o->max_new, s.H = P + o->max_new, s.V = grpo_model_vocab(m);
     int rc = grpo_model_reserve_kv(m, s.N, s.S, P, err);
     if (rc != GRPO_OK) return rc;
@@ -273,7 +358,10 @@ static int run(grpo_model *m, const grpo_sampler_opts *o, const int32_t *prompt,
     }
     int32_t live = s.N;
     for (int first = 1; rc == GRPO_OK && live > 0; first = 0) {
-        draw_tokens(&s, o, live, first, rng, row_rng, out);
+        if (s.dev)
+            draw_tokens_device(m, &s, o, live, rng, row_rng, out);
+        else
+            draw_tokens_host(m, &s, o, live, first, rng, row_rng, out);
         rc = drop_finished(m, &s, o, &live, out, err);
         if (rc != GRPO_OK || live == 0) break;
         for (int32_t i = 0; i < live; i++) s.cmask[(size_t)i * s.S + s.len[i] - 1] = 1;
@@ -282,7 +370,7 @@ static int run(grpo_model *m, const grpo_sampler_opts *o, const int32_t *prompt,
         ops->upload(ops->ctx, s.d_len, s.len, (uint64_t)live * sizeof(int32_t));
         ops->upload(ops->ctx, s.d_cmask, s.cmask, (uint64_t)live * s.S * sizeof(int32_t));
         rc = grpo_model_decode(m, live, s.d_tok, s.d_pos, s.d_cmask, s.d_len, s.d_logits, err);
-        if (rc == GRPO_OK)
+        if (rc == GRPO_OK && !s.dev)
             ops->download(ops->ctx, s.logits, s.d_logits, (uint64_t)live * s.V * sizeof(float));
         for (int32_t i = 0; i < live; i++) s.pos[i]++, s.len[i]++;
     }

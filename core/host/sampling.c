@@ -77,8 +77,6 @@ static void min_p_filter(float *logits, int32_t V, float min_p, double *probs /*
         if (probs[i] < threshold) logits[i] = -INFINITY;
 }
 
-static int greedy(const grpo_sampling *p) { return p->temperature <= 0.0f; }
-
 void grpo_logits_process(const grpo_sampling *p, float *logits, int32_t V, const int32_t *prev,
                          int32_t n_prev, void *scratch) {
     /* scratch: V doubles (probs) then V int32 (order/seen) = 12*V bytes */
@@ -86,7 +84,7 @@ void grpo_logits_process(const grpo_sampling *p, float *logits, int32_t V, const
     int32_t *ints = (int32_t *)(probs + V);
     if (p->repetition_penalty != 1.0f)
         repetition_penalty(logits, V, prev, n_prev, p->repetition_penalty, ints);
-    if (greedy(p)) return;
+    if (grpo_sampling_greedy(p)) return;
     if (p->temperature != 1.0f)
         for (int32_t i = 0; i < V; i++) logits[i] /= p->temperature;
     top_k_filter(logits, V, p->top_k, (float *)probs);
@@ -94,18 +92,17 @@ void grpo_logits_process(const grpo_sampling *p, float *logits, int32_t V, const
     min_p_filter(logits, V, p->min_p, probs);
 }
 
-int32_t grpo_sample_token(const grpo_sampling *p, float *logits, int32_t V, const int32_t *prev,
-                          int32_t n_prev, grpo_rng *rng, void *scratch) {
-    grpo_logits_process(p, logits, V, prev, n_prev, scratch);
-    if (greedy(p)) {
+/* The token of processed logits: argmax when greedy, else the inverse-CDF draw of u. */
+static int32_t pick(const grpo_sampling *p, const float *logits, int32_t V, float u,
+                    double *probs /* V */) {
+    if (grpo_sampling_greedy(p)) {
         int32_t best = 0;
         for (int32_t i = 1; i < V; i++)
             if (logits[i] > logits[best]) best = i;
         return best;
     }
-    double *probs = scratch;
     softmax(logits, V, probs);
-    double u = grpo_rng_uniform(rng), cum = 0.0;
+    double cum = 0.0;
     int32_t last = 0;
     for (int32_t i = 0; i < V; i++) {
         if (probs[i] <= 0.0) continue;
@@ -114,4 +111,35 @@ int32_t grpo_sample_token(const grpo_sampling *p, float *logits, int32_t V, cons
         if (cum > u) return i;
     }
     return last; /* rounding left cum just below u: the last possible token */
+}
+
+int32_t grpo_sample_token(const grpo_sampling *p, float *logits, int32_t V, const int32_t *prev,
+                          int32_t n_prev, grpo_rng *rng, void *scratch) {
+    grpo_logits_process(p, logits, V, prev, n_prev, scratch);
+    float u = grpo_sampling_greedy(p) ? 0.0f : grpo_rng_uniform(rng);
+    return pick(p, logits, V, u, scratch);
+}
+
+/* log softmax(logits)[t] over the V logits (-INFINITY entries are filtered tokens). */
+static float log_prob(const float *logits, int32_t V, int32_t t) {
+    float mx = -INFINITY;
+    for (int32_t v = 0; v < V; v++) mx = logits[v] > mx ? logits[v] : mx;
+    double sum = 0.0;
+    for (int32_t v = 0; v < V; v++) sum += exp((double)logits[v] - mx);
+    return (float)((double)logits[t] - mx - log(sum));
+}
+
+int32_t grpo_sample_row(const grpo_sampling *p, const float *logits, int32_t V,
+                        const int32_t *prev, int32_t n_prev, float u, float *logp, float *plogp,
+                        float *work, void *scratch) {
+    memcpy(work, logits, (size_t)V * sizeof *work);
+    grpo_logits_process(p, work, V, prev, n_prev, scratch);
+    int32_t t = pick(p, work, V, u, scratch);
+    *logp = log_prob(work, V, t);
+    if (plogp) {
+        float inv = p->temperature > 0.0f ? 1.0f / p->temperature : 1.0f;
+        for (int32_t v = 0; v < V; v++) work[v] = logits[v] * inv;
+        *plogp = log_prob(work, V, t);
+    }
+    return t;
 }

@@ -21,10 +21,22 @@ typedef struct grpo_sampling {
     float repetition_penalty; /* 1 = off */
 } grpo_sampling;
 
+/* Whether p draws nothing: greedy decoding, where no uniform is taken from the RNG. */
+static inline int grpo_sampling_greedy(const grpo_sampling *p) { return p->temperature <= 0.0f; }
+
 /* Processes logits (V) as above and returns the chosen token: argmax when greedy (lowest id on
  * ties), else the first token whose cumulative probability (in id order) exceeds u ~ U[0,1) drawn
  * from rng. */
 int32_t grpo_sample_token(const grpo_sampling *p, float *logits, int32_t V, const int32_t *prev,
                           int32_t n_prev, grpo_rng *rng, void *scratch);
+
+/* One row as the rollout records it (core/host/sampler.c's host path; the reference of the
+ * device op grpo_ops.sample_rows): the token grpo_sample_token picks from logits (V, not
+ * written; processed in work (V)) had its rng drawn u (u ignored when greedy); *logp = log
+ * softmax(processed logits)[token]; *plogp (plogp may be NULL) = log softmax(logits *
+ * (1 / temperature))[token] of the raw logits (temperature <= 0: 1). scratch as above. */
+int32_t grpo_sample_row(const grpo_sampling *p, const float *logits, int32_t V,
+                        const int32_t *prev, int32_t n_prev, float u, float *logp, float *plogp,
+                        float *work, void *scratch);
 
 #endif

@@ -130,6 +130,7 @@ grpo_ops *cpu_backend_open(int32_t threads, grpo_error *err) {
         /* .dropout            = */ cpu_dropout,
         /* .prefix_attention_forward  = */ cpu_prefix_attention_forward,
         /* .prefix_attention_backward = */ cpu_prefix_attention_backward,
+        /* .sample_rows        = */ NULL, /* the host draws (core/host/sampler.c) */
     };
     return ops;
 }

@@ -18,6 +18,7 @@
  *   - atomicAdd(float *, float), atomicAdd(int *, int), atomicMax(int *, int);
  *   - expf, logf, sqrtf, rsqrtf, fmaxf, fminf, fabsf, tanhf, powf, __expf, __logf, INFINITY,
  *     __float_as_uint, __uint_as_float, __int_as_float, __float_as_int; cosf, sinf (RoPE);
+ *     exp, log on doubles (sampling's softmax sums, in double as the CPU forms them);
  *   - bf16 as uint16_t storage only, through grpo_ld_bf16 / grpo_st_bf16 below (no __nv_bfloat16
  *     arithmetic in kernels: the math is fp32);
  *   - runtime: cudaMalloc, cudaFree, cudaMemcpyAsync, cudaMemsetAsync, cudaMemcpy,

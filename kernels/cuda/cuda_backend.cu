@@ -187,6 +187,7 @@ static void fill_table(grpo_ops *ops, cuda_ctx *ctx) {
          * and run every row in full (exact, just without the saving) */
         /* .prefix_attention_forward  = */ NULL,
         /* .prefix_attention_backward = */ NULL,
+        /* .sample_rows        = */ cuda_sample_rows,
     };
 }
 

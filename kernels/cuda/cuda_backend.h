@@ -177,6 +177,11 @@ void cuda_scatter_add_rows(void *ctx, float *out, const float *inp, const int32_
 void cuda_scatter_add_rows_backward(void *ctx, float *dinp, float *dw, const float *dout,
                                     const float *inp, const int32_t *idx, const float *w,
                                     int32_t M, int32_t C);
+/* sample.cu: sampling on the device */
+void cuda_sample_rows(void *ctx, int32_t *ids, float *logp, float *plogp, const float *logits,
+                      const float *u, int32_t *hist, const int32_t *n_hist, int32_t H, int32_t R,
+                      int32_t V, float temperature, int32_t top_k, float top_p, float min_p,
+                      float repetition_penalty);
 
 #ifdef __cplusplus
 }

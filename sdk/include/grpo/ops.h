@@ -207,6 +207,34 @@ typedef struct grpo_ops {
                                       const float *vp, const int32_t *pmask,
                                       const int32_t *prefix_of, int32_t B, int32_t T, int32_t BP,
                                       int32_t P, int32_t NH, int32_t NKV, int32_t HD);
+    /* -- 1.6: sampling on the device (optional: NULL on cpu, where the host draws; a host tests
+     *    GRPO_HAS_FIELD and non-NULL). Draws one token for each of R rows of logits (R,V) as
+     *    Hugging Face's generate does, so only R ids (and log-probs) come back per decode step.
+     *    Every buffer is in backend memory: ids, logp, plogp (R) written; u (R); hist (R,H)
+     *    and n_hist (R), each n_hist[r] in [0,H]. The processors run in transformers' order on
+     *    a copy of the row (logits is not written):
+     *      repetition_penalty != 1: each distinct token of the row's history in [0,V) (others
+     *        skipped): x < 0 ? x * penalty : x / penalty (the history is hist[r*H ..
+     *        r*H + n_hist[r]));
+     *      temperature <= 0: greedy, ids[r] = argmax (lowest id on ties), nothing else applies;
+     *      temperature != 1: x / temperature;  top_k in (0,V): x < the k-th largest -> -inf
+     *        (ties at the threshold kept);  top_p < 1: in ascending (value, id) order the tail
+     *        whose cumulative probability is <= 1 - top_p -> -inf, the most likely token kept;
+     *      min_p > 0: probability < min_p * the top probability -> -inf;
+     *    then ids[r] = the first token in id order whose cumulative probability exceeds u[r]
+     *    (u (R) in [0,1), drawn by the host; ignored when greedy; the last token of nonzero
+     *    probability when rounding leaves the total below u). Softmaxes are exp(x - max) with
+     *    the sums in double. logp[r] = log softmax(processed row)[ids[r]]; plogp[r] (plogp may
+     *    be NULL) = log softmax(logits * (1 / temperature))[ids[r]] of the raw row (temperature
+     *    <= 0: 1). Then, when n_hist[r] < H, hist[r*H + n_hist[r]] = ids[r]: a caller keeping
+     *    the history in backend memory appends drawn tokens without an upload.
+     *    The reference is the host's grpo_sample_row (core/host/sampling.h) with the same u:
+     *    ids equal it except where u lies within the rounding of the sums (whose order may
+     *    differ) of a cumulative boundary; logp and plogp within an ulp or two. -- */
+    void (*sample_rows)(void *ctx, int32_t *ids, float *logp, float *plogp, const float *logits,
+                        const float *u, int32_t *hist, const int32_t *n_hist, int32_t H,
+                        int32_t R, int32_t V, float temperature, int32_t top_k, float top_p,
+                        float min_p, float repetition_penalty);
 } grpo_ops;
 
 /* -- 1.5: element types of weights (grpo_model_desc.bind_typed, the *_w ops) -- */

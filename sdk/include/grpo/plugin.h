@@ -48,9 +48,9 @@
  *        LoRA dropout: grpo_ops.dropout, grpo_dropout_keeps, grpo_lora_adapter.dropout, .seed.
  *        grpo_model_desc.set_gradient_checkpointing (train.gradient_checkpointing).
  *        Environments (grpo/env.h, multi-turn rollouts): grpo_env_desc, grpo_library.get_env
- *   1.6  (this landing; the groups below are listed as they land)
- *        Shared prefixes (a prompt's layers once for its G completions): grpo_ops
+ *   1.6  Shared prefixes (a prompt's layers once for its G completions): grpo_ops
  *        prefix_attention_forward/_backward, grpo_model_desc.set_shared_prefix.
+ *        Sampling on the device: grpo_ops.sample_rows (optional; the host draws without it).
  *
  * Two versions: the library's magic carries the SDK it was COMPILED against (the host refuses a
  * newer minor than its own, so a pack rebuilt against 1.3 loads in 1.3+ hosts only); a
