@@ -44,6 +44,14 @@
 #define ATT_MAX_HD 128
 #define FULL_MASK 0xffffffffu
 
+/* Loops over the per-lane register arrays are unrolled on the GPU (so the arrays stay in
+ * registers); the host compiler of the emulation does not know the pragma. */
+#if defined(__CUDACC__) && !defined(GRPO_CUDA_EMU)
+#define ATT_UNROLL _Pragma("unroll")
+#else
+#define ATT_UNROLL
+#endif
+
 /* Queries per warp (forward, dq) and per tile of the dk/dv pass, by DPL = ceil(HD/32): fewer for a
  * wide head, so that registers and the shared tiles (under 48 KiB) stay in bounds. */
 #define ATT_QPW(dpl) ((dpl) <= 2 ? 8 : 4)
@@ -94,13 +102,13 @@ static __device__ void att_load_kv(float *Kt, float *Vt, int *kmask, const float
 template <int DPL, int QPW>
 static __device__ __forceinline__ void att_dots(float acc[QPW], const float x[QPW][DPL],
                                                 const float *tile, int HD, int lane) {
-#pragma unroll
+ATT_UNROLL
     for (int c = 0; c < DPL; c++)
         for (int dl = 0; dl < 32; dl++) {
             int d = c * 32 + dl;
             if (d >= HD) break; /* warp-uniform */
             float td = tile[d * ATT_LD + lane];
-#pragma unroll
+ATT_UNROLL
             for (int i = 0; i < QPW; i++) acc[i] += __shfl_sync(FULL_MASK, x[i][c], dl) * td;
         }
 }
@@ -111,15 +119,15 @@ static __device__ __forceinline__ void att_accum(float acc[QPW][DPL], const floa
                                                  const float *tile, int HD, int lane) {
     for (int j = 0; j < ATT_BK; j++) {
         float td[DPL];
-#pragma unroll
+ATT_UNROLL
         for (int c = 0; c < DPL; c++) {
             int d = c * 32 + lane;
             td[c] = d < HD ? tile[d * ATT_LD + j] : 0.0f;
         }
-#pragma unroll
+ATT_UNROLL
         for (int i = 0; i < QPW; i++) {
             float wj = __shfl_sync(FULL_MASK, w[i], j);
-#pragma unroll
+ATT_UNROLL
             for (int c = 0; c < DPL; c++) acc[i][c] += wj * td[c];
         }
     }
@@ -129,7 +137,7 @@ static __device__ __forceinline__ void att_accum(float acc[QPW][DPL], const floa
 template <int DPL>
 static __device__ __forceinline__ void att_load_row(float x[DPL], const float *row, bool real,
                                                     int HD, int lane) {
-#pragma unroll
+ATT_UNROLL
     for (int c = 0; c < DPL; c++) {
         int d = c * 32 + lane;
         x[c] = real && d < HD ? row[d] : 0.0f;
@@ -158,14 +166,14 @@ __global__ void attention_forward_kernel(float *out, float *lse, const float *q,
     float qr[QPW][DPL], o[QPW][DPL], m[QPW], l[QPW];
     int tq[QPW];
     bool real[QPW];
-#pragma unroll
+ATT_UNROLL
     for (int i = 0; i < QPW; i++) {
         tq[i] = t0 + warp * QPW + i;
         real[i] = tq[i] < T && mb[imin(tq[i], T - 1)];
         att_load_row<DPL>(qr[i], q + ((size_t)b * T + tq[i]) * qs + (size_t)h * HD, real[i], HD,
                           lane);
         m[i] = -INFINITY, l[i] = 0.0f;
-#pragma unroll
+ATT_UNROLL
         for (int c = 0; c < DPL; c++) o[i][c] = 0.0f;
     }
     const float *kb = k + (size_t)b * T * ks + (size_t)g * HD;
@@ -175,11 +183,11 @@ __global__ void attention_forward_kernel(float *out, float *lse, const float *q,
         att_load_kv(Kt, Vt, kmask, kb, vb, mb, s0, T, ks, HD);
         __syncthreads();
         float sc[QPW], p[QPW];
-#pragma unroll
+ATT_UNROLL
         for (int i = 0; i < QPW; i++) sc[i] = 0.0f;
         att_dots<DPL, QPW>(sc, qr, Kt, HD, lane);
         const int s = s0 + lane;
-#pragma unroll
+ATT_UNROLL
         for (int i = 0; i < QPW; i++) {
             bool valid = real[i] && kmask[lane] && s <= tq[i];
             float x = valid ? sc[i] * scale : -INFINITY;
@@ -192,17 +200,17 @@ __global__ void attention_forward_kernel(float *out, float *lse, const float *q,
             p[i] = valid ? expf(x - mnew) : 0.0f;
             l[i] = l[i] * alpha + grpo_warp_sum(p[i]);
             m[i] = mnew;
-#pragma unroll
+ATT_UNROLL
             for (int c = 0; c < DPL; c++) o[i][c] *= alpha;
         }
         att_accum<DPL, QPW>(o, p, Vt, HD, lane);
     }
-#pragma unroll
+ATT_UNROLL
     for (int i = 0; i < QPW; i++) {
         if (tq[i] >= T) continue;
         float inv = real[i] ? 1.0f / l[i] : 0.0f;
         float *orow = out + ((size_t)b * T + tq[i]) * qs + (size_t)h * HD;
-#pragma unroll
+ATT_UNROLL
         for (int c = 0; c < DPL; c++) {
             int d = c * 32 + lane;
             if (d < HD) orow[d] = real[i] ? o[i][c] * inv : 0.0f;
@@ -281,7 +289,7 @@ __global__ void attention_dq_kernel(float *dq, const float *dout, const float *D
     float qr[QPW][DPL], dor[QPW][DPL], acc[QPW][DPL], lq[QPW], Dq[QPW];
     int tq[QPW];
     bool real[QPW];
-#pragma unroll
+ATT_UNROLL
     for (int i = 0; i < QPW; i++) {
         tq[i] = t0 + warp * QPW + i;
         real[i] = tq[i] < T && mb[imin(tq[i], T - 1)];
@@ -291,7 +299,7 @@ __global__ void attention_dq_kernel(float *dq, const float *dout, const float *D
         size_t lo = ((size_t)b * NH + h) * T + imin(tq[i], T - 1);
         lq[i] = real[i] ? lse[lo] : 0.0f;
         Dq[i] = real[i] ? D[lo] : 0.0f;
-#pragma unroll
+ATT_UNROLL
         for (int c = 0; c < DPL; c++) acc[i][c] = 0.0f;
     }
     const float *kb = k + (size_t)b * T * ks + (size_t)g * HD;
@@ -301,12 +309,12 @@ __global__ void attention_dq_kernel(float *dq, const float *dout, const float *D
         att_load_kv(Kt, Vt, kmask, kb, vb, mb, s0, T, ks, HD);
         __syncthreads();
         float sc[QPW], dp[QPW];
-#pragma unroll
+ATT_UNROLL
         for (int i = 0; i < QPW; i++) sc[i] = 0.0f, dp[i] = 0.0f;
         att_dots<DPL, QPW>(sc, qr, Kt, HD, lane);
         att_dots<DPL, QPW>(dp, dor, Vt, HD, lane);
         const int s = s0 + lane;
-#pragma unroll
+ATT_UNROLL
         for (int i = 0; i < QPW; i++) {
             bool valid = real[i] && kmask[lane] && s <= tq[i];
             float p = valid ? expf(sc[i] * scale - lq[i]) : 0.0f;
@@ -314,11 +322,11 @@ __global__ void attention_dq_kernel(float *dq, const float *dout, const float *D
         }
         att_accum<DPL, QPW>(acc, sc, Kt, HD, lane);
     }
-#pragma unroll
+ATT_UNROLL
     for (int i = 0; i < QPW; i++) {
         if (tq[i] >= T) continue;
         float *row = dq + ((size_t)b * T + tq[i]) * qs + (size_t)h * HD;
-#pragma unroll
+ATT_UNROLL
         for (int c = 0; c < DPL; c++) {
             int d = c * 32 + lane;
             if (d < HD) row[d] = acc[i][c]; /* exactly 0 for a padding query */
@@ -353,7 +361,7 @@ __global__ void attention_dkdv_kernel(float *dk, float *dv, const float *dout, c
     att_load_kv(Kt, Vt, kmask, kb, vb, mb, s0, T, ks, HD);
 
     float dka[NE], dva[NE];
-#pragma unroll
+ATT_UNROLL
     for (int e = 0; e < NE; e++) dka[e] = 0.0f, dva[e] = 0.0f;
     /* queries after the last real token, and key tiles wholly before the first, give nothing */
     const bool live = s0 + ATT_BK > first && s0 < end;
@@ -378,18 +386,18 @@ __global__ void attention_dkdv_kernel(float *dk, float *dv, const float *dout, c
             __syncthreads();
             /* P and dS of queries warp + 4r against key lane */
             float sc[RPW], dp[RPW];
-#pragma unroll
+ATT_UNROLL
             for (int r = 0; r < RPW; r++) sc[r] = 0.0f, dp[r] = 0.0f;
             for (int d = 0; d < HD; d++) {
                 float kd = Kt[d * ATT_LD + lane], vd = Vt[d * ATT_LD + lane];
-#pragma unroll
+ATT_UNROLL
                 for (int r = 0; r < RPW; r++) {
                     int qi = warp + ATT_WARPS * r;
                     sc[r] += Qs[qi * HD + d] * kd;
                     dp[r] += dOs[qi * HD + d] * vd;
                 }
             }
-#pragma unroll
+ATT_UNROLL
             for (int r = 0; r < RPW; r++) {
                 int qi = warp + ATT_WARPS * r, s = s0 + lane;
                 bool valid = qreal[qi] && kmask[lane] && s <= t0 + qi;
@@ -400,7 +408,7 @@ __global__ void attention_dkdv_kernel(float *dk, float *dv, const float *dout, c
             __syncthreads();
             for (int qi = 0; qi < BQ2; qi++) {
                 float pj = Ps[qi * ATT_LD + lane], dsj = dSs[qi * ATT_LD + lane];
-#pragma unroll
+ATT_UNROLL
                 for (int e = 0; e < NE; e++) {
                     int d = warp + ATT_WARPS * e;
                     if (d < HD) {
@@ -419,7 +427,7 @@ __global__ void attention_dkdv_kernel(float *dk, float *dv, const float *dout, c
         float *dst = pass == 0 ? dk : dv;
         if (!dst) continue; /* block-uniform */
         __syncthreads();
-#pragma unroll
+ATT_UNROLL
         for (int e = 0; e < NE; e++) {
             int d = warp + ATT_WARPS * e;
             if (d < HD) stage[lane * ld + d] = pass == 0 ? dka[e] : dva[e];
@@ -499,7 +507,7 @@ __global__ void attention_decode_kernel(float *out, const float *q, const float 
     const float *vb = vcache + (size_t)r * S * ks + (size_t)g * HD;
     float qr[DPL], o[DPL], m = -INFINITY, l = 0.0f;
     att_load_row<DPL>(qr, q + ((size_t)r * NH + h) * HD, true, HD, lane);
-#pragma unroll
+ATT_UNROLL
     for (int c = 0; c < DPL; c++) o[c] = 0.0f;
     for (int base = first + warp * ATT_BK; base < end; base += ATT_WARPS * ATT_BK) {
         float x = -INFINITY; /* lane j: the score of position base + j */
@@ -507,7 +515,7 @@ __global__ void attention_decode_kernel(float *out, const float *q, const float 
             int s = base + j;
             if (s >= end || !cm[s]) continue; /* warp-uniform */
             float part = 0.0f;
-#pragma unroll
+ATT_UNROLL
             for (int c = 0; c < DPL; c++) {
                 int d = c * 32 + lane;
                 if (d < HD) part += qr[c] * kb[(size_t)s * ks + d];
@@ -520,13 +528,13 @@ __global__ void attention_decode_kernel(float *out, const float *q, const float 
         float alpha = expf(m - mnew), p = x == -INFINITY ? 0.0f : expf(x - mnew);
         l = l * alpha + grpo_warp_sum(p);
         m = mnew;
-#pragma unroll
+ATT_UNROLL
         for (int c = 0; c < DPL; c++) o[c] *= alpha;
         for (int j = 0; j < ATT_BK; j++) {
             float pj = __shfl_sync(FULL_MASK, p, j);
             if (pj == 0.0f) continue; /* holes and positions past the end: never read */
             int s = base + j;
-#pragma unroll
+ATT_UNROLL
             for (int c = 0; c < DPL; c++) {
                 int d = c * 32 + lane;
                 if (d < HD) o[c] += pj * vb[(size_t)s * ks + d];
@@ -534,7 +542,7 @@ __global__ void attention_decode_kernel(float *out, const float *q, const float 
         }
     }
     if (lane == 0) wm[warp] = m, wl[warp] = l;
-#pragma unroll
+ATT_UNROLL
     for (int c = 0; c < DPL; c++) {
         int d = c * 32 + lane;
         if (d < HD) wo[warp][d] = o[c];

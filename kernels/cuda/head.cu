@@ -97,9 +97,10 @@ static head_rows head_list_rows(cuda_ctx *ctx, const int32_t *targets, int32_t N
     return r;
 }
 
-/* dst (m,C) = src rows idx[0..m) (gather) or dst rows idx[0..m) = src (m,C) (scatter). */
-__global__ void head_move_rows_kernel(float *dst, const float *src, const int32_t *idx, int m,
-                                      int C, int scatter) {
+/* dst (m,C) = src rows idx[0..m) (gather) or dst rows idx[0..m) = src (m,C) (scatter); m is
+ * gridDim.y. */
+__global__ void head_move_rows_kernel(float *dst, const float *src, const int32_t *idx, int C,
+                                      int scatter) {
     const int i = blockIdx.y;
     const size_t a = (size_t)(scatter ? i : idx[i]) * C, b = (size_t)(scatter ? idx[i] : i) * C;
     for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < C; c += gridDim.x * blockDim.x)
@@ -109,7 +110,7 @@ __global__ void head_move_rows_kernel(float *dst, const float *src, const int32_
 static void head_move_rows(cuda_ctx *ctx, float *dst, const float *src, const int32_t *idx,
                            int32_t m, int32_t C, int scatter, const char *op) {
     dim3 grid(cuda_blocks((uint64_t)C, 256) < 8 ? cuda_blocks((uint64_t)C, 256) : 8, (unsigned)m);
-    GRPO_LAUNCH(head_move_rows_kernel, grid, 256, 0, ctx->stream, dst, src, idx, m, C, scatter);
+    GRPO_LAUNCH(head_move_rows_kernel, grid, 256, 0, ctx->stream, dst, src, idx, C, scatter);
     CUDA_CHECK_LAUNCH(op);
 }
 
