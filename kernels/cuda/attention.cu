@@ -98,7 +98,8 @@ static __device__ void att_load_kv(float *Kt, float *Vt, int *kmask, const float
 }
 
 /* acc[i] += x_i . tile[:, lane] for the QPW register-held vectors x (DPL per lane, lane l holding
- * dims l, l+32, ...): lane = key. The dims are broadcast by shuffles, the tile read once per dim. */
+ * dims l, l+32, ...): lane = key. The dims are broadcast by shuffles, the tile is read once per
+ * dim. */
 template <int DPL, int QPW>
 static __device__ __forceinline__ void att_dots(float acc[QPW], const float x[QPW][DPL],
                                                 const float *tile, int HD, int lane) {
@@ -144,7 +145,7 @@ ATT_UNROLL
     }
 }
 
-/* ---- forward ---------------------------------------------------------------------------------- */
+/* ---- forward --------------------------------------------------------------------------------- */
 
 template <int DPL>
 __global__ void attention_forward_kernel(float *out, float *lse, const float *q, const float *k,
@@ -244,15 +245,13 @@ void cuda_attention_forward(void *ctx_, float *out, float *lse, const float *q, 
     cuda_ctx *ctx = (cuda_ctx *)ctx_;
     check_shapes("attention_forward", NH, NKV, HD);
     if (B <= 0 || T <= 0) return;
-    switch ((HD + 31) / 32) {
-    case 1: launch_forward<1>(ctx, out, lse, q, k, v, mask, B, T, NH, NKV, HD); break;
-    case 2: launch_forward<2>(ctx, out, lse, q, k, v, mask, B, T, NH, NKV, HD); break;
-    case 3: launch_forward<3>(ctx, out, lse, q, k, v, mask, B, T, NH, NKV, HD); break;
-    default: launch_forward<4>(ctx, out, lse, q, k, v, mask, B, T, NH, NKV, HD); break;
-    }
+    /* by dims per lane, (HD + 31) / 32 */
+    static decltype(&launch_forward<1>) const launch[4] = {launch_forward<1>, launch_forward<2>,
+                                                          launch_forward<3>, launch_forward<4>};
+    launch[(HD - 1) / 32](ctx, out, lse, q, k, v, mask, B, T, NH, NKV, HD);
 }
 
-/* ---- backward --------------------------------------------------------------------------------- */
+/* ---- backward -------------------------------------------------------------------------------- */
 
 /* D (B,NH,T) = dout . out per query row: one warp per (b, t, h). */
 __global__ void attention_rowdot_kernel(float *D, const float *dout, const float *out, int B,
@@ -477,15 +476,13 @@ void cuda_attention_backward(void *ctx_, float *dq, float *dk, float *dv, const 
     GRPO_LAUNCH(attention_rowdot_kernel, cuda_blocks(rows, 8), 256, 0, ctx->stream, D, dout, out,
                 B, T, NH, HD);
     CUDA_CHECK_LAUNCH("attention_backward (rowdot)");
-    switch ((HD + 31) / 32) {
-    case 1: launch_backward<1>(ctx, dq, dk, dv, dout, D, lse, q, k, v, mask, B, T, NH, NKV, HD); break;
-    case 2: launch_backward<2>(ctx, dq, dk, dv, dout, D, lse, q, k, v, mask, B, T, NH, NKV, HD); break;
-    case 3: launch_backward<3>(ctx, dq, dk, dv, dout, D, lse, q, k, v, mask, B, T, NH, NKV, HD); break;
-    default: launch_backward<4>(ctx, dq, dk, dv, dout, D, lse, q, k, v, mask, B, T, NH, NKV, HD); break;
-    }
+    /* by dims per lane, (HD + 31) / 32 */
+    static decltype(&launch_backward<1>) const launch[4] = {launch_backward<1>, launch_backward<2>,
+                                                            launch_backward<3>, launch_backward<4>};
+    launch[(HD - 1) / 32](ctx, dq, dk, dv, dout, D, lse, q, k, v, mask, B, T, NH, NKV, HD);
 }
 
-/* ---- decode ----------------------------------------------------------------------------------- */
+/* ---- decode ---------------------------------------------------------------------------------- */
 
 /* Block (h, r): the warps take the 32-position chunks w, w + 4, ... of [first real, len); lane =
  * position for the scores (each a warp-wide dot: lanes over dims, coalesced cache reads), lane =
@@ -578,10 +575,8 @@ void cuda_attention_decode(void *ctx_, float *out, const float *q, const float *
     cuda_ctx *ctx = (cuda_ctx *)ctx_;
     check_shapes("attention_decode", NH, NKV, HD);
     if (R <= 0) return;
-    switch ((HD + 31) / 32) {
-    case 1: launch_decode<1>(ctx, out, q, kcache, vcache, cache_mask, len, R, S, NH, NKV, HD); break;
-    case 2: launch_decode<2>(ctx, out, q, kcache, vcache, cache_mask, len, R, S, NH, NKV, HD); break;
-    case 3: launch_decode<3>(ctx, out, q, kcache, vcache, cache_mask, len, R, S, NH, NKV, HD); break;
-    default: launch_decode<4>(ctx, out, q, kcache, vcache, cache_mask, len, R, S, NH, NKV, HD); break;
-    }
+    /* by dims per lane, (HD + 31) / 32 */
+    static decltype(&launch_decode<1>) const launch[4] = {launch_decode<1>, launch_decode<2>,
+                                                         launch_decode<3>, launch_decode<4>};
+    launch[(HD - 1) / 32](ctx, out, q, kcache, vcache, cache_mask, len, R, S, NH, NKV, HD);
 }

@@ -191,7 +191,8 @@ typedef struct head_call {
     head_rows list;
 } head_call;
 
-/* Checks, knobs and the row list; the forward's per-row statistics (rows,4) in *st (may be NULL). */
+/* Checks, knobs and the row list; room for the forward's per-row statistics (rows,4) in *st
+ * (st may be NULL). */
 static head_call head_setup(cuda_ctx *ctx, const float *hidden, const void *w, int32_t wtype,
                             const int32_t *targets, int32_t N, int32_t C, int32_t V, float scale,
                             float **st, const char *op) {
