@@ -201,6 +201,7 @@ static head_call head_setup(cuda_ctx *ctx, const float *hidden, const void *w, i
     head_call hc = {ctx, hidden, w, wtype, N, C, V, 0, 0, scale, {NULL, 0}};
     hc.vc = head_knob("GRPO_CUDA_HEAD_CHUNK", HEAD_VC);
     hc.rows = head_knob("GRPO_CUDA_HEAD_ROWS", HEAD_ROWS);
+    if (hc.rows > 65535) hc.rows = 65535; /* a pass's rows are a grid's y dimension */
     if (hc.rows > N) hc.rows = N;
     void *extra;
     hc.list = head_list_rows(ctx, targets, N, V, st ? (size_t)4 * hc.rows : 0, &extra, op);
