@@ -3,8 +3,18 @@
  * (sdk/include/grpo/ops.h) because model plugins call it; this header is the host's side:
  * how a backend is opened and closed.
  *
- * Backends: "cpu" (OpenBLAS for GEMMs, OpenMP for the rest; always built) and "cuda" (not built
- * yet: opening it fails with GRPO_ERR_UNSUPPORTED and says so).
+ * Backends: "cpu" (OpenBLAS for GEMMs, OpenMP for the rest; built in) and "cuda" (kernels/cuda:
+ * a module, libgrpo_kernels_cuda.so, built when the build found a CUDA toolkit and loaded with
+ * dlopen when opened, so the grpo binary and model packs never link CUDA). "auto" is cuda when
+ * its module loads and finds a device, else cpu (quietly).
+ *
+ * Finding the cuda module, first match wins:
+ *   1. $GRPO_CUDA_BACKEND: the module's path (or a directory holding it);
+ *   2. the build tree's backends directory, compiled in (GRPO_BACKEND_BUILD_DIR);
+ *   3. <dir of the executable>/../<libdir>/grpo/backends (an installed tree).
+ * GRPO_CUDA_EMULATION=1 in the environment (tests only) loads libgrpo_kernels_cuda_emu.so
+ * instead: the same kernels built by the host compiler on kernels/cuda/emu, which run every CUDA
+ * thread on the CPU (slowly), so the op parity tests run where no GPU is.
  *
  * Lifecycle: if grpo_backend_open returns a table, the caller MUST close it with
  * grpo_backend_close after freeing every buffer it allocated through it. Calls on one table are
@@ -36,7 +46,20 @@ extern "C" {
  * GRPO_ERR_INVALID for an unknown name, GRPO_ERR_NOMEM. */
 grpo_ops *grpo_backend_open(const char *name, int32_t threads, grpo_error *err);
 
-/* Closes a table returned by grpo_backend_open (NULL is ignored). */
+/* How grpo_backend_open_with opens a backend. */
+typedef struct grpo_backend_options {
+    int32_t threads;   /* CPU threads, as grpo_backend_open's */
+    int32_t precision; /* GRPO_DTYPE_F32, or GRPO_DTYPE_BF16: matmul operands rounded to bf16
+                        * with fp32 accumulate (cuda only; cpu refuses it) */
+} grpo_backend_options;
+
+/* grpo_backend_open with options (NULL: threads 0, f32). name "auto": cuda when its module opens
+ * a device, else cpu. */
+grpo_ops *grpo_backend_open_with(const char *name, const grpo_backend_options *opt,
+                                 grpo_error *err);
+
+/* Closes a table returned by grpo_backend_open or grpo_backend_open_with (NULL is ignored); the
+ * cuda module is unloaded with its last table. */
 void grpo_backend_close(grpo_ops *ops);
 
 #ifdef __cplusplus

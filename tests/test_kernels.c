@@ -170,16 +170,47 @@ START_TEST(cpu_backend_fills_every_op) {
 }
 END_TEST
 
-START_TEST(cuda_backend_says_not_built) {
+/* Where the cuda backend cannot run (no module, no device) it says so as UNSUPPORTED naming the
+ * backend; where it can, it opens. "auto" always opens something; cpu refuses bf16. */
+START_TEST(cuda_backend_opens_or_says_why) {
     grpo_error err;
     grpo_error_init(&err);
-    ck_assert_ptr_null(grpo_backend_open("cuda", 1, &err));
+    grpo_ops *cuda = grpo_backend_open("cuda", 1, &err);
+    if (cuda) {
+        ck_assert_str_eq(cuda->name, "cuda");
+        grpo_backend_close(cuda);
+    } else {
+        ck_assert_int_eq(err.status, GRPO_ERR_UNSUPPORTED);
+        ck_assert_msg(strstr(err.message, "backend 'cuda'"), "message: %s", err.message);
+    }
+    grpo_error_init(&err);
+    grpo_ops *any = grpo_backend_open("auto", 1, &err);
+    ck_assert_msg(any != NULL, "auto: %s", err.message);
+    ck_assert_str_eq(any->name, cuda ? "cuda" : "cpu");
+    grpo_backend_close(any);
+    grpo_error_init(&err);
+    grpo_backend_options bf16 = {1, GRPO_DTYPE_BF16};
+    ck_assert_ptr_null(grpo_backend_open_with("cpu", &bf16, &err));
     ck_assert_int_eq(err.status, GRPO_ERR_UNSUPPORTED);
-    ck_assert_msg(strstr(err.message, "CUDA backend not built"), "message: %s", err.message);
+    ck_assert_msg(strstr(err.message, "bf16"), "message: %s", err.message);
     grpo_error_init(&err);
     ck_assert_ptr_null(grpo_backend_open("tpu", 1, &err));
     ck_assert_int_eq(err.status, GRPO_ERR_INVALID);
     ck_assert_msg(strstr(err.message, "'tpu'"), "message: %s", err.message);
+}
+END_TEST
+
+/* A module path that does not exist is named in the error. */
+START_TEST(missing_cuda_module_names_the_paths) {
+    setenv("GRPO_CUDA_BACKEND", "/nonexistent/libgrpo_kernels_cuda.so", 1);
+    grpo_error err;
+    grpo_error_init(&err);
+    grpo_ops *cuda = grpo_backend_open("cuda", 1, &err);
+    unsetenv("GRPO_CUDA_BACKEND");
+    ck_assert_ptr_null(cuda);
+    ck_assert_int_eq(err.status, GRPO_ERR_UNSUPPORTED);
+    ck_assert_msg(strstr(err.message, "tried: /nonexistent/libgrpo_kernels_cuda.so"),
+                  "message: %s", err.message);
 }
 END_TEST
 
@@ -1323,7 +1354,8 @@ int main(void) {
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, cpu_backend_fills_every_op);
-    tcase_add_test(tc, cuda_backend_says_not_built);
+    tcase_add_test(tc, cuda_backend_opens_or_says_why);
+    tcase_add_test(tc, missing_cuda_module_names_the_paths);
     tcase_add_test(tc, too_many_threads_is_refused);
     tcase_add_test(tc, memory_ops_round_trip);
     tcase_add_test(tc, embedding_matches_reference_and_gradient);

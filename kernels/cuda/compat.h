@@ -1,5 +1,5 @@
 /*
- * compat.h — the one header every kernels/cuda/*.cu file includes first. It lets the same source
+ * compat.h — the one header every .cu file of kernels/cuda includes first. It lets the same source
  * build two ways:
  *
  *   nvcc (__CUDACC__): real CUDA. The runtime, bf16 and cuBLAS headers; GRPO_LAUNCH is <<<>>>.

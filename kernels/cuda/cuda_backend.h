@@ -21,6 +21,7 @@
 #define GRPO_CUDA_BACKEND_H
 
 #include "compat.h"
+#include "cuda_module.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -32,18 +33,7 @@
 extern "C" {
 #endif
 
-/* What kernels.c passes to the module's open function (looked up with dlsym by name). */
-typedef struct grpo_cuda_options {
-    uint32_t struct_size;
-    int32_t device;    /* CUDA device ordinal */
-    int32_t precision; /* GRPO_DTYPE_F32 or GRPO_DTYPE_BF16 (matmul autocast) */
-    int32_t threads;   /* CPU threads the emulation may use (ignored on a GPU) */
-} grpo_cuda_options;
-
-#define GRPO_CUDA_OPEN_SYMBOL "grpo_cuda_backend_open"
-#define GRPO_CUDA_CLOSE_SYMBOL "grpo_cuda_backend_close"
-typedef grpo_ops *(*grpo_cuda_open_fn)(const grpo_cuda_options *opt, grpo_error *err);
-typedef void (*grpo_cuda_close_fn)(grpo_ops *ops);
+/* grpo_cuda_options and the entry points: cuda_module.h (shared with kernels.c). */
 
 /* Scratch slots: grow-only device buffers an op may use for the duration of one call. Distinct
  * slots may be held at once (a bf16 gemm holds A and B while the head holds its logits chunk). */

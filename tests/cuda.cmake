@@ -1,0 +1,30 @@
+# The CUDA backend's tests (tests/test_cuda_*.c, registered once by tests/CMakeLists.txt):
+#   NAME      the real backend on a GPU; exits 77 (skipped) with one line where none is;
+#   NAME_emu  the same executable with GRPO_CUDA_EMULATION=1: the kernels on the host emulation
+#             (what CI runs, no GPU needed).
+# Both find the modules in the build tree (kernels.c's compiled-in GRPO_BACKEND_BUILD_DIR).
+# test_cuda_emu tests the emulation itself through its own kernels (tests/cuda/*.cu, built here
+# on the emulation) and opens no backend, so it is registered once.
+grpo_cuda_emu_sources(GRPO_TEST_CUDA_EMU_SOURCES ${CMAKE_CURRENT_BINARY_DIR}/cuda_emu
+  ${CMAKE_CURRENT_SOURCE_DIR}/cuda/emu_selftest.cu)
+add_library(grpo_cuda_emu_selftest STATIC ${GRPO_TEST_CUDA_EMU_SOURCES})
+set_target_properties(grpo_cuda_emu_selftest PROPERTIES CXX_STANDARD 17 CXX_STANDARD_REQUIRED ON)
+target_include_directories(grpo_cuda_emu_selftest PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/cuda)
+target_link_libraries(grpo_cuda_emu_selftest PUBLIC grpo_cuda_emu_rt)
+
+file(GLOB GRPO_CUDA_TEST_SOURCES CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/test_cuda_*.c)
+foreach(src ${GRPO_CUDA_TEST_SOURCES})
+  get_filename_component(name ${src} NAME_WE)
+  if(name STREQUAL "test_cuda_emu")
+    target_link_libraries(${name} PRIVATE grpo_cuda_emu_selftest)
+    continue()
+  endif()
+  add_dependencies(${name} grpo_kernels_cuda_emu)
+  if(TARGET grpo_kernels_cuda)
+    add_dependencies(${name} grpo_kernels_cuda)
+  endif()
+  set_tests_properties(${name} PROPERTIES SKIP_RETURN_CODE 77)
+  add_test(NAME ${name}_emu COMMAND ${name})
+  set_tests_properties(${name}_emu PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 900
+    ENVIRONMENT "CK_DEFAULT_TIMEOUT=600;GRPO_CUDA_EMULATION=1")
+endforeach()
