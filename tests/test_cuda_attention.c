@@ -312,6 +312,48 @@ START_TEST(head_matches_cpu_across_chunks_and_passes) {
 }
 END_TEST
 
+/* Every target < 0: nothing is computed; logp, lse, entropy and dhidden are 0, dw unchanged. */
+START_TEST(head_with_no_target_rows_writes_zeros) {
+    const int32_t N = 6, C = 8, V = 13;
+    head_bufs h = head_new(N, C, V, 1);
+    int32_t none[6] = {-1, -1, -2, -1, -1, -1};
+    memcpy(h.targets.cpu, none, sizeof none);
+    P.cuda->upload(P.cuda->ctx, h.targets.dev, none, sizeof none);
+    cuda_pair dlogp = cuda_pair_rand(&P, N, -1.0f, 1.0f);
+    cuda_pair dh = cuda_pair_fill(&P, (uint64_t)N * C, NAN);
+    cuda_pair dw = cuda_pair_rand(&P, (uint64_t)V * C, -1.0f, 1.0f);
+    BOTH(o->head_forward(o->ctx, AT(h.logp), AT(h.lse), AT(h.ent), AT(h.hidden), AT(h.w),
+                         AT(h.targets), N, C, V, 1.0f));
+    BOTH(o->head_backward(o->ctx, AT(dh), AT(dw), AT(dlogp), AT(h.hidden), AT(h.w),
+                          AT(h.targets), AT(h.lse), N, C, V, 1.0f));
+    head_compare_forward(&h, "head_forward, no target rows");
+    ck_assert_int_eq(cuda_pair_compare(&P, &dh, (uint64_t)N * C, 0, 0, "dhidden, no target"), 0);
+    ck_assert_int_eq(cuda_pair_compare(&P, &dw, (uint64_t)V * C, 0, 0, "dw, no target"), 0);
+    float lse[6];
+    P.cuda->download(P.cuda->ctx, lse, h.lse.dev, sizeof lse);
+    for (int32_t n = 0; n < N; n++) ck_assert(lse[n] == 0.0f);
+    cuda_pair_free(&P, &dlogp), cuda_pair_free(&P, &dh), cuda_pair_free(&P, &dw);
+    head_free(&h);
+}
+END_TEST
+
+/* NH not a multiple of NKV, and a head wider than the kernels take, abort naming the op. */
+START_TEST(attention_refuses_nh_not_multiple_of_nkv) {
+    cuda_pair x = cuda_pair_fill(&P, 64, 0.0f);
+    P.cuda->attention_forward(P.cuda->ctx, x.dev, x.dev, x.dev, x.dev, x.dev, (int32_t *)x.dev,
+                              1, 1, 3, 2, 8);
+    P.cuda->sync(P.cuda->ctx);
+}
+END_TEST
+
+START_TEST(attention_refuses_hd_over_128) {
+    cuda_pair x = cuda_pair_fill(&P, 1024, 0.0f);
+    P.cuda->attention_backward(P.cuda->ctx, x.dev, x.dev, x.dev, x.dev, x.dev, x.dev, x.dev,
+                               x.dev, x.dev, (int32_t *)x.dev, 1, 1, 1, 1, 129);
+    P.cuda->sync(P.cuda->ctx);
+}
+END_TEST
+
 /* A target >= V aborts the process with a line naming the op (Check runs it in a child). */
 START_TEST(head_refuses_target_out_of_range) {
     head_bufs h = head_new(5, 8, 13, 1);
@@ -353,7 +395,10 @@ int main(void) {
     tcase_add_test(tc, attention_backward_matches_cpu);
     tcase_add_test(tc, attention_decode_matches_cpu);
     tcase_add_test(tc, head_matches_cpu_across_chunks_and_passes);
+    tcase_add_test(tc, head_with_no_target_rows_writes_zeros);
     tcase_add_test_raise_signal(tc, head_refuses_target_out_of_range, SIGABRT);
+    tcase_add_test_raise_signal(tc, attention_refuses_nh_not_multiple_of_nkv, SIGABRT);
+    tcase_add_test_raise_signal(tc, attention_refuses_hd_over_128, SIGABRT);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
