@@ -43,6 +43,7 @@
 #define ATT_THREADS (ATT_WARPS * 32)
 #define ATT_MAX_HD 128
 #define FULL_MASK 0xffffffffu
+#define DEC_U 8         /* decode: cached positions whose scores are formed together */
 
 /* Loops over the per-lane register arrays are unrolled on the GPU (so the arrays stay in
  * registers); the host compiler of the emulation does not know the pragma. */
@@ -103,13 +104,13 @@ static __device__ void att_load_kv(float *Kt, float *Vt, int *kmask, const float
 template <int DPL, int QPW>
 static __device__ __forceinline__ void att_dots(float acc[QPW], const float x[QPW][DPL],
                                                 const float *tile, int HD, int lane) {
-ATT_UNROLL
+    ATT_UNROLL
     for (int c = 0; c < DPL; c++)
         for (int dl = 0; dl < 32; dl++) {
             int d = c * 32 + dl;
             if (d >= HD) break; /* warp-uniform */
             float td = tile[d * ATT_LD + lane];
-ATT_UNROLL
+            ATT_UNROLL
             for (int i = 0; i < QPW; i++) acc[i] += __shfl_sync(FULL_MASK, x[i][c], dl) * td;
         }
 }
@@ -120,15 +121,15 @@ static __device__ __forceinline__ void att_accum(float acc[QPW][DPL], const floa
                                                  const float *tile, int HD, int lane) {
     for (int j = 0; j < ATT_BK; j++) {
         float td[DPL];
-ATT_UNROLL
+        ATT_UNROLL
         for (int c = 0; c < DPL; c++) {
             int d = c * 32 + lane;
             td[c] = d < HD ? tile[d * ATT_LD + j] : 0.0f;
         }
-ATT_UNROLL
+        ATT_UNROLL
         for (int i = 0; i < QPW; i++) {
             float wj = __shfl_sync(FULL_MASK, w[i], j);
-ATT_UNROLL
+            ATT_UNROLL
             for (int c = 0; c < DPL; c++) acc[i][c] += wj * td[c];
         }
     }
@@ -138,7 +139,7 @@ ATT_UNROLL
 template <int DPL>
 static __device__ __forceinline__ void att_load_row(float x[DPL], const float *row, bool real,
                                                     int HD, int lane) {
-ATT_UNROLL
+    ATT_UNROLL
     for (int c = 0; c < DPL; c++) {
         int d = c * 32 + lane;
         x[c] = real && d < HD ? row[d] : 0.0f;
@@ -156,7 +157,8 @@ __global__ void attention_forward_kernel(float *out, float *lse, const float *q,
     __shared__ int kmask[ATT_BK];
     __shared__ int red[2 * ATT_WARPS];
     float *Kt = att_sm, *Vt = att_sm + HD * ATT_LD;
-    const int b = blockIdx.z, h = blockIdx.y, t0 = blockIdx.x * BQ;
+    /* the last query tiles (the most keys) first: no long block at the end of the grid */
+    const int b = blockIdx.z, h = blockIdx.y, t0 = (gridDim.x - 1 - blockIdx.x) * BQ;
     const int g = h / (NH / NKV), warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int qs = NH * HD, ks = NKV * HD;
     const int32_t *mb = mask + (size_t)b * T;
@@ -167,14 +169,14 @@ __global__ void attention_forward_kernel(float *out, float *lse, const float *q,
     float qr[QPW][DPL], o[QPW][DPL], m[QPW], l[QPW];
     int tq[QPW];
     bool real[QPW];
-ATT_UNROLL
+    ATT_UNROLL
     for (int i = 0; i < QPW; i++) {
         tq[i] = t0 + warp * QPW + i;
         real[i] = tq[i] < T && mb[imin(tq[i], T - 1)];
         att_load_row<DPL>(qr[i], q + ((size_t)b * T + tq[i]) * qs + (size_t)h * HD, real[i], HD,
                           lane);
         m[i] = -INFINITY, l[i] = 0.0f;
-ATT_UNROLL
+        ATT_UNROLL
         for (int c = 0; c < DPL; c++) o[i][c] = 0.0f;
     }
     const float *kb = k + (size_t)b * T * ks + (size_t)g * HD;
@@ -184,11 +186,11 @@ ATT_UNROLL
         att_load_kv(Kt, Vt, kmask, kb, vb, mb, s0, T, ks, HD);
         __syncthreads();
         float sc[QPW], p[QPW];
-ATT_UNROLL
+        ATT_UNROLL
         for (int i = 0; i < QPW; i++) sc[i] = 0.0f;
         att_dots<DPL, QPW>(sc, qr, Kt, HD, lane);
         const int s = s0 + lane;
-ATT_UNROLL
+        ATT_UNROLL
         for (int i = 0; i < QPW; i++) {
             bool valid = real[i] && kmask[lane] && s <= tq[i];
             float x = valid ? sc[i] * scale : -INFINITY;
@@ -201,17 +203,17 @@ ATT_UNROLL
             p[i] = valid ? expf(x - mnew) : 0.0f;
             l[i] = l[i] * alpha + grpo_warp_sum(p[i]);
             m[i] = mnew;
-ATT_UNROLL
+            ATT_UNROLL
             for (int c = 0; c < DPL; c++) o[i][c] *= alpha;
         }
         att_accum<DPL, QPW>(o, p, Vt, HD, lane);
     }
-ATT_UNROLL
+    ATT_UNROLL
     for (int i = 0; i < QPW; i++) {
         if (tq[i] >= T) continue;
         float inv = real[i] ? 1.0f / l[i] : 0.0f;
         float *orow = out + ((size_t)b * T + tq[i]) * qs + (size_t)h * HD;
-ATT_UNROLL
+        ATT_UNROLL
         for (int c = 0; c < DPL; c++) {
             int d = c * 32 + lane;
             if (d < HD) orow[d] = real[i] ? o[i][c] * inv : 0.0f;
@@ -277,7 +279,8 @@ __global__ void attention_dq_kernel(float *dq, const float *dout, const float *D
     __shared__ int kmask[ATT_BK];
     __shared__ int red[2 * ATT_WARPS];
     float *Kt = att_sm, *Vt = att_sm + HD * ATT_LD;
-    const int b = blockIdx.z, h = blockIdx.y, t0 = blockIdx.x * BQ;
+    /* the last query tiles (the most keys) first: no long block at the end of the grid */
+    const int b = blockIdx.z, h = blockIdx.y, t0 = (gridDim.x - 1 - blockIdx.x) * BQ;
     const int g = h / (NH / NKV), warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int qs = NH * HD, ks = NKV * HD;
     const int32_t *mb = mask + (size_t)b * T;
@@ -288,7 +291,7 @@ __global__ void attention_dq_kernel(float *dq, const float *dout, const float *D
     float qr[QPW][DPL], dor[QPW][DPL], acc[QPW][DPL], lq[QPW], Dq[QPW];
     int tq[QPW];
     bool real[QPW];
-ATT_UNROLL
+    ATT_UNROLL
     for (int i = 0; i < QPW; i++) {
         tq[i] = t0 + warp * QPW + i;
         real[i] = tq[i] < T && mb[imin(tq[i], T - 1)];
@@ -298,7 +301,7 @@ ATT_UNROLL
         size_t lo = ((size_t)b * NH + h) * T + imin(tq[i], T - 1);
         lq[i] = real[i] ? lse[lo] : 0.0f;
         Dq[i] = real[i] ? D[lo] : 0.0f;
-ATT_UNROLL
+        ATT_UNROLL
         for (int c = 0; c < DPL; c++) acc[i][c] = 0.0f;
     }
     const float *kb = k + (size_t)b * T * ks + (size_t)g * HD;
@@ -308,12 +311,12 @@ ATT_UNROLL
         att_load_kv(Kt, Vt, kmask, kb, vb, mb, s0, T, ks, HD);
         __syncthreads();
         float sc[QPW], dp[QPW];
-ATT_UNROLL
+        ATT_UNROLL
         for (int i = 0; i < QPW; i++) sc[i] = 0.0f, dp[i] = 0.0f;
         att_dots<DPL, QPW>(sc, qr, Kt, HD, lane);
         att_dots<DPL, QPW>(dp, dor, Vt, HD, lane);
         const int s = s0 + lane;
-ATT_UNROLL
+        ATT_UNROLL
         for (int i = 0; i < QPW; i++) {
             bool valid = real[i] && kmask[lane] && s <= tq[i];
             float p = valid ? expf(sc[i] * scale - lq[i]) : 0.0f;
@@ -321,11 +324,11 @@ ATT_UNROLL
         }
         att_accum<DPL, QPW>(acc, sc, Kt, HD, lane);
     }
-ATT_UNROLL
+    ATT_UNROLL
     for (int i = 0; i < QPW; i++) {
         if (tq[i] >= T) continue;
         float *row = dq + ((size_t)b * T + tq[i]) * qs + (size_t)h * HD;
-ATT_UNROLL
+        ATT_UNROLL
         for (int c = 0; c < DPL; c++) {
             int d = c * 32 + lane;
             if (d < HD) row[d] = acc[i][c]; /* exactly 0 for a padding query */
@@ -360,7 +363,7 @@ __global__ void attention_dkdv_kernel(float *dk, float *dv, const float *dout, c
     att_load_kv(Kt, Vt, kmask, kb, vb, mb, s0, T, ks, HD);
 
     float dka[NE], dva[NE];
-ATT_UNROLL
+    ATT_UNROLL
     for (int e = 0; e < NE; e++) dka[e] = 0.0f, dva[e] = 0.0f;
     /* queries after the last real token, and key tiles wholly before the first, give nothing */
     const bool live = s0 + ATT_BK > first && s0 < end;
@@ -385,18 +388,18 @@ ATT_UNROLL
             __syncthreads();
             /* P and dS of queries warp + 4r against key lane */
             float sc[RPW], dp[RPW];
-ATT_UNROLL
+            ATT_UNROLL
             for (int r = 0; r < RPW; r++) sc[r] = 0.0f, dp[r] = 0.0f;
             for (int d = 0; d < HD; d++) {
                 float kd = Kt[d * ATT_LD + lane], vd = Vt[d * ATT_LD + lane];
-ATT_UNROLL
+                ATT_UNROLL
                 for (int r = 0; r < RPW; r++) {
                     int qi = warp + ATT_WARPS * r;
                     sc[r] += Qs[qi * HD + d] * kd;
                     dp[r] += dOs[qi * HD + d] * vd;
                 }
             }
-ATT_UNROLL
+            ATT_UNROLL
             for (int r = 0; r < RPW; r++) {
                 int qi = warp + ATT_WARPS * r, s = s0 + lane;
                 bool valid = qreal[qi] && kmask[lane] && s <= t0 + qi;
@@ -407,7 +410,7 @@ ATT_UNROLL
             __syncthreads();
             for (int qi = 0; qi < BQ2; qi++) {
                 float pj = Ps[qi * ATT_LD + lane], dsj = dSs[qi * ATT_LD + lane];
-ATT_UNROLL
+                ATT_UNROLL
                 for (int e = 0; e < NE; e++) {
                     int d = warp + ATT_WARPS * e;
                     if (d < HD) {
@@ -426,7 +429,7 @@ ATT_UNROLL
         float *dst = pass == 0 ? dk : dv;
         if (!dst) continue; /* block-uniform */
         __syncthreads();
-ATT_UNROLL
+        ATT_UNROLL
         for (int e = 0; e < NE; e++) {
             int d = warp + ATT_WARPS * e;
             if (d < HD) stage[lane * ld + d] = pass == 0 ? dka[e] : dva[e];
@@ -485,8 +488,9 @@ void cuda_attention_backward(void *ctx_, float *dq, float *dk, float *dv, const 
 /* ---- decode ---------------------------------------------------------------------------------- */
 
 /* Block (h, r): the warps take the 32-position chunks w, w + 4, ... of [first real, len); lane =
- * position for the scores (each a warp-wide dot: lanes over dims, coalesced cache reads), lane =
- * dim for the output. The four partial softmaxes are merged in shared memory. */
+ * position for the scores (each a warp-wide dot: lanes over dims, coalesced cache reads, DEC_U
+ * positions at a time), lane = dim for the output. The four partial softmaxes are merged in shared
+ * memory. Decode is bound by reading the cache: the loads, not the arithmetic, are what matters. */
 template <int DPL>
 __global__ void attention_decode_kernel(float *out, const float *q, const float *kcache,
                                         const float *vcache, const int32_t *cache_mask,
@@ -504,42 +508,50 @@ __global__ void attention_decode_kernel(float *out, const float *q, const float 
     const float *vb = vcache + (size_t)r * S * ks + (size_t)g * HD;
     float qr[DPL], o[DPL], m = -INFINITY, l = 0.0f;
     att_load_row<DPL>(qr, q + ((size_t)r * NH + h) * HD, true, HD, lane);
-ATT_UNROLL
+    ATT_UNROLL
     for (int c = 0; c < DPL; c++) o[c] = 0.0f;
     for (int base = first + warp * ATT_BK; base < end; base += ATT_WARPS * ATT_BK) {
+        const int sl = base + lane; /* this lane's position */
+        const int vl = sl < end && cm[sl];
         float x = -INFINITY; /* lane j: the score of position base + j */
-        for (int j = 0; j < ATT_BK; j++) {
-            int s = base + j;
-            if (s >= end || !cm[s]) continue; /* warp-uniform */
-            float part = 0.0f;
-ATT_UNROLL
-            for (int c = 0; c < DPL; c++) {
-                int d = c * 32 + lane;
-                if (d < HD) part += qr[c] * kb[(size_t)s * ks + d];
+        for (int j0 = 0; j0 < ATT_BK; j0 += DEC_U) {
+            /* DEC_U positions at once, so that their cache reads are in flight together */
+            float part[DEC_U];
+            ATT_UNROLL
+            for (int u = 0; u < DEC_U; u++) {
+                const int s = base + j0 + u, valid = __shfl_sync(FULL_MASK, vl, j0 + u);
+                part[u] = 0.0f;
+                ATT_UNROLL
+                for (int c = 0; c < DPL; c++) {
+                    int d = c * 32 + lane;
+                    if (valid && d < HD) part[u] += qr[c] * kb[(size_t)s * ks + d];
+                }
             }
-            part = grpo_warp_sum(part) * scale;
-            if (lane == j) x = part;
+            ATT_UNROLL
+            for (int u = 0; u < DEC_U; u++) {
+                float sc = grpo_warp_sum(part[u]) * scale;
+                if (lane == j0 + u && vl) x = sc;
+            }
         }
         float mnew = fmaxf(m, grpo_warp_max(x));
-        if (mnew == -INFINITY) continue; /* a chunk of holes */
+        if (mnew == -INFINITY) continue; /* a chunk of holes (warp-uniform) */
         float alpha = expf(m - mnew), p = x == -INFINITY ? 0.0f : expf(x - mnew);
         l = l * alpha + grpo_warp_sum(p);
         m = mnew;
-ATT_UNROLL
+        ATT_UNROLL
         for (int c = 0; c < DPL; c++) o[c] *= alpha;
         for (int j = 0; j < ATT_BK; j++) {
-            float pj = __shfl_sync(FULL_MASK, p, j);
-            if (pj == 0.0f) continue; /* holes and positions past the end: never read */
-            int s = base + j;
-ATT_UNROLL
-            for (int c = 0; c < DPL; c++) {
+            const float pj = __shfl_sync(FULL_MASK, p, j);
+            const int s = base + j;
+            ATT_UNROLL
+            for (int c = 0; c < DPL; c++) { /* holes and positions past the end: never read */
                 int d = c * 32 + lane;
-                if (d < HD) o[c] += pj * vb[(size_t)s * ks + d];
+                if (pj != 0.0f && d < HD) o[c] += pj * vb[(size_t)s * ks + d];
             }
         }
     }
     if (lane == 0) wm[warp] = m, wl[warp] = l;
-ATT_UNROLL
+    ATT_UNROLL
     for (int c = 0; c < DPL; c++) {
         int d = c * 32 + lane;
         if (d < HD) wo[warp][d] = o[c];
