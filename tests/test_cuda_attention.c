@@ -152,6 +152,62 @@ START_TEST(attention_backward_matches_cpu) {
 }
 END_TEST
 
+/* n floats of device buffer a equal to those of b, bit for bit. */
+static int same_bits(const void *a, const void *b, uint64_t n) {
+    float *x = malloc(n * sizeof(float) + 1), *y = malloc(n * sizeof(float) + 1);
+    P.cuda->sync(P.cuda->ctx);
+    P.cuda->download(P.cuda->ctx, x, a, n * sizeof(float));
+    P.cuda->download(P.cuda->ctx, y, b, n * sizeof(float));
+    int same = memcmp(x, y, n * sizeof(float)) == 0;
+    free(x), free(y);
+    return same;
+}
+
+/* A device copy of the pair's values with NaN in every row (of `width` floats) whose mask is 0. */
+static void *nan_padded(const cuda_pair *src, const int32_t *mask, uint64_t rows, uint64_t width) {
+    float *h = malloc(src->bytes + 1);
+    memcpy(h, src->cpu, src->bytes);
+    for (uint64_t r = 0; r < rows; r++)
+        if (!mask[r])
+            for (uint64_t i = 0; i < width; i++) h[r * width + i] = NAN;
+    void *d = P.cuda->alloc(P.cuda->ctx, src->bytes);
+    P.cuda->upload(P.cuda->ctx, d, h, src->bytes);
+    free(h);
+    return d;
+}
+
+/* Padding positions of q, k, v and dout are never read: NaN there changes no bit of any output
+ * (the cpu backend's GEMMs do read them, so this is a cuda-only property). */
+START_TEST(attention_never_reads_padding) {
+    const int32_t B = 3, T = 13, NH = 4, NKV = 2, HD = 8;
+    att_bufs a = att_new(B, T, NH, NKV, HD, pads);
+    uint64_t nq = (uint64_t)B * T * NH * HD, nkv = (uint64_t)B * T * NKV * HD;
+    uint64_t nl = (uint64_t)B * NH * T, bt = (uint64_t)B * T;
+    const int32_t *mask = a.mask.cpu;
+    cuda_pair dout = cuda_pair_rand(&P, nq, -1.0f, 1.0f);
+    void *q2 = nan_padded(&a.q, mask, bt, NH * HD), *k2 = nan_padded(&a.k, mask, bt, NKV * HD);
+    void *v2 = nan_padded(&a.v, mask, bt, NKV * HD), *do2 = nan_padded(&dout, mask, bt, NH * HD);
+    grpo_ops *c = P.cuda;
+    void *out2 = c->alloc(c->ctx, nq * 4), *lse2 = c->alloc(c->ctx, nl * 4);
+    void *g[6]; /* dq, dk, dv from clean inputs, then from NaN-padded ones */
+    for (int i = 0; i < 6; i++) g[i] = c->alloc(c->ctx, (i % 3 ? nkv : nq) * 4);
+    c->attention_forward(c->ctx, out2, lse2, q2, k2, v2, a.mask.dev, B, T, NH, NKV, HD);
+    c->attention_backward(c->ctx, g[0], g[1], g[2], dout.dev, a.out.dev, a.lse.dev, a.q.dev,
+                          a.k.dev, a.v.dev, a.mask.dev, B, T, NH, NKV, HD);
+    c->attention_backward(c->ctx, g[3], g[4], g[5], do2, out2, lse2, q2, k2, v2, a.mask.dev, B,
+                          T, NH, NKV, HD);
+    ck_assert_msg(same_bits(out2, a.out.dev, nq), "out changed by NaN padding");
+    ck_assert_msg(same_bits(lse2, a.lse.dev, nl), "lse changed by NaN padding");
+    ck_assert_msg(same_bits(g[3], g[0], nq), "dq changed by NaN padding");
+    ck_assert_msg(same_bits(g[4], g[1], nkv), "dk changed by NaN padding");
+    ck_assert_msg(same_bits(g[5], g[2], nkv), "dv changed by NaN padding");
+    void *all[] = {q2, k2, v2, do2, out2, lse2, g[0], g[1], g[2], g[3], g[4], g[5]};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) c->free(c->ctx, all[i]);
+    cuda_pair_free(&P, &dout);
+    att_free(&a);
+}
+END_TEST
+
 /* Decode: R rows of differing len, cache_mask holes (finite large values there, as padding
  * tokens give) and NaN in every slot >= len (must never be read); a row with len 0 and one whose
  * real slots are all holes give zeros on both sides. */
@@ -390,9 +446,9 @@ int main(void) {
     Suite *s = suite_create("cuda_attention");
     TCase *tc = tcase_create("parity");
     tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_set_timeout(tc, 300);
     tcase_add_test(tc, attention_forward_matches_cpu);
     tcase_add_test(tc, attention_backward_matches_cpu);
+    tcase_add_test(tc, attention_never_reads_padding);
     tcase_add_test(tc, attention_decode_matches_cpu);
     tcase_add_test(tc, head_matches_cpu_across_chunks_and_passes);
     tcase_add_test(tc, head_with_no_target_rows_writes_zeros);

@@ -27,9 +27,9 @@
  *   decode    block (row, h) against the KV cache: the four warps take interleaved 32-position
  *             chunks with their own online softmax, merged in shared memory at the end.
  *
- * Padded keys enter the arithmetic only through a select (probability exactly 0), so their
- * gradients are exactly 0; their k and v must be finite in prefill (as on the CPU). Decode never
- * loads a position at or after len[r] or with cache_mask 0.
+ * Padded keys and queries are never loaded (their probabilities are exactly 0 by a select, their
+ * gradients exactly 0), so whatever padding rows of q, k, v and dout hold cannot leak in; decode
+ * never loads a position at or after len[r] or with cache_mask 0.
  * len[r] lives on the device: the decode kernel clamps it to [0, S] (the CPU backend checks it on
  * the host; here a check would cost a sync per layer and token).
  */
@@ -81,14 +81,14 @@ static __device__ void att_real_span(const int32_t *mask_b, int lim, int *red, i
     *first = lo, *end = hi;
 }
 
-/* Kt, Vt (HD rows of ATT_LD) = the key/value tile of keys s0.. (rows >= T are 0), kmask (ATT_BK)
- * their mask. kb/vb point at (b, 0, g, 0); ks is the row stride NKV*HD. Coalesced reads. */
+/* Kt, Vt (HD rows of ATT_LD) = the key/value tile of keys s0.. (0 for padding and rows >= T, which
+ * are not read), kmask (ATT_BK) their mask. kb/vb point at (b, 0, g, 0); ks is the row stride NKV*HD. Coalesced reads. */
 static __device__ void att_load_kv(float *Kt, float *Vt, int *kmask, const float *kb,
                                    const float *vb, const int32_t *mask_b, int s0, int T, int ks,
                                    int HD) {
     for (int i = threadIdx.x; i < ATT_BK * HD; i += blockDim.x) {
         int j = i / HD, d = i % HD, s = s0 + j;
-        bool in = s < T;
+        bool in = s < T && mask_b[s];
         if (Kt) Kt[d * ATT_LD + j] = in ? kb[(size_t)s * ks + d] : 0.0f;
         if (Vt) Vt[d * ATT_LD + j] = in ? vb[(size_t)s * ks + d] : 0.0f;
     }
@@ -373,9 +373,10 @@ __global__ void attention_dkdv_kernel(float *dk, float *dv, const float *dout, c
             __syncthreads(); /* K/V loaded; the previous query tile no longer read */
             for (int i = threadIdx.x; i < BQ2 * HD; i += blockDim.x) {
                 int qi = i / HD, d = i % HD, t = t0 + qi;
+                bool in = t < T && mb[imin(t, T - 1)]; /* padding queries are not read */
                 size_t off = ((size_t)b * T + t) * qs + (size_t)h * HD + d;
-                Qs[i] = t < T ? q[off] : 0.0f;
-                dOs[i] = t < T ? dout[off] : 0.0f;
+                Qs[i] = in ? q[off] : 0.0f;
+                dOs[i] = in ? dout[off] : 0.0f;
             }
             if (threadIdx.x < BQ2) {
                 int t = t0 + threadIdx.x;
