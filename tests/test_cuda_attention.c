@@ -10,6 +10,8 @@
  * left-padded, right-padded with a hole, and wholly padded. Head: V not a multiple of the vocab
  * chunk and N not a multiple of the rows per pass (both set small through the testing hooks
  * GRPO_CUDA_HEAD_CHUNK / GRPO_CUDA_HEAD_ROWS), rows with targets < 0, and the every-row path.
+ * The attention backward's dk/dv pass runs both ways (GRPO_CUDA_ATTENTION_SPLIT: per kv head, or
+ * per query head and then summed).
  * Outputs and activation gradients are NaN-prefilled (must be overwritten); dw is prefilled with
  * random values (must be accumulated onto).
  *
@@ -144,11 +146,16 @@ START_TEST(attention_forward_matches_cpu) {
 END_TEST
 
 START_TEST(attention_backward_matches_cpu) {
-    check_backward(3, 13, 4, 2, 8, pads);
-    check_backward(3, 13, 4, 4, 8, pads);
-    check_backward(2, 70, 4, 2, 8, pads);
-    check_backward(2, 45, 4, 2, 64, pads);
-    check_backward(1, 20, 2, 1, 128, pads);
+    /* dk/dv both ways: per kv head over its query heads, and per query head then summed */
+    for (int split = 0; split < 2; split++) {
+        setenv("GRPO_CUDA_ATTENTION_SPLIT", split ? "1" : "0", 1);
+        check_backward(3, 13, 4, 2, 8, pads);
+        if (!split) check_backward(3, 13, 4, 4, 8, pads); /* MHA: never split */
+        check_backward(2, 70, 4, 2, 8, pads);
+        check_backward(2, 45, 4, 2, 64, pads);
+        check_backward(1, 20, 2, 1, 128, pads);
+    }
+    unsetenv("GRPO_CUDA_ATTENTION_SPLIT");
 }
 END_TEST
 

@@ -35,6 +35,8 @@
  */
 #include "compat.h"
 
+#include <stdlib.h>
+
 #include "cuda_backend.h"
 
 #define ATT_BK 32       /* keys per tile: one per lane */
@@ -82,7 +84,8 @@ static __device__ void att_real_span(const int32_t *mask_b, int lim, int *red, i
 }
 
 /* Kt, Vt (HD rows of ATT_LD) = the key/value tile of keys s0.. (0 for padding and rows >= T, which
- * are not read), kmask (ATT_BK) their mask. kb/vb point at (b, 0, g, 0); ks is the row stride NKV*HD. Coalesced reads. */
+ * are not read), kmask (ATT_BK) their mask. kb/vb point at (b, 0, g, 0); ks is the row stride
+ * NKV*HD. Coalesced reads. */
 static __device__ void att_load_kv(float *Kt, float *Vt, int *kmask, const float *kb,
                                    const float *vb, const int32_t *mask_b, int s0, int T, int ks,
                                    int HD) {
@@ -336,13 +339,15 @@ __global__ void attention_dq_kernel(float *dq, const float *dout, const float *D
     }
 }
 
-/* dk, dv (either may be NULL) for the key tile blockIdx.x of kv head blockIdx.y, row blockIdx.z.
+/* dk, dv (either may be NULL) for the key tile blockIdx.x of row blockIdx.z, from
+ *   split = 0: the query heads of kv head g = blockIdx.y, in order: dk/dv (B,T,NKV,HD) themselves;
+ *   split = 1: query head h = blockIdx.y alone: its share into (B,NH,T,HD), summed afterwards.
  * Thread (warp w, lane j) owns key s0 + j and the dims w, w + 4, ... (NE = ceil(HD/4) <= 8*DPL). */
 template <int DPL>
 __global__ void attention_dkdv_kernel(float *dk, float *dv, const float *dout, const float *D,
                                       const float *lse, const float *q, const float *k,
                                       const float *v, const int32_t *mask, int T, int NH,
-                                      int NKV, int HD, float scale) {
+                                      int NKV, int HD, float scale, int split) {
     constexpr int BQ2 = ATT_BQ2(DPL), RPW = BQ2 / ATT_WARPS, NE = 8 * DPL;
     GRPO_SHARED_DYN(float, att_sm);
     __shared__ int kmask[ATT_BK];
@@ -352,8 +357,9 @@ __global__ void attention_dkdv_kernel(float *dk, float *dv, const float *dout, c
     float *Kt = att_sm, *Vt = Kt + HD * ATT_LD;
     float *Qs = Vt + HD * ATT_LD, *dOs = Qs + BQ2 * HD; /* (BQ2, HD) */
     float *Ps = dOs + BQ2 * HD, *dSs = Ps + BQ2 * ATT_LD; /* (BQ2, ATT_LD) */
-    const int b = blockIdx.z, g = blockIdx.y, s0 = blockIdx.x * ATT_BK;
     const int rep = NH / NKV, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int b = blockIdx.z, s0 = blockIdx.x * ATT_BK;
+    const int h0 = split ? blockIdx.y : blockIdx.y * rep, nh = split ? 1 : rep, g = h0 / rep;
     const int qs = NH * HD, ks = NKV * HD;
     const int32_t *mb = mask + (size_t)b * T;
     int first, end;
@@ -367,8 +373,8 @@ __global__ void attention_dkdv_kernel(float *dk, float *dv, const float *dout, c
     for (int e = 0; e < NE; e++) dka[e] = 0.0f, dva[e] = 0.0f;
     /* queries after the last real token, and key tiles wholly before the first, give nothing */
     const bool live = s0 + ATT_BK > first && s0 < end;
-    for (int hh = 0; live && hh < rep; hh++) {
-        const int h = g * rep + hh;
+    for (int hh = 0; live && hh < nh; hh++) {
+        const int h = h0 + hh;
         for (int t0 = s0; t0 < end; t0 += BQ2) {
             __syncthreads(); /* K/V loaded; the previous query tile no longer read */
             for (int i = threadIdx.x; i < BQ2 * HD; i += blockDim.x) {
@@ -436,12 +442,43 @@ __global__ void attention_dkdv_kernel(float *dk, float *dv, const float *dout, c
             if (d < HD) stage[lane * ld + d] = pass == 0 ? dka[e] : dva[e];
         }
         __syncthreads();
-        float *db = dst + (size_t)b * T * ks + (size_t)g * HD;
+        const int rs = split ? HD : ks; /* row stride of dst */
+        float *db = dst + (split ? ((size_t)b * NH + h0) * T * HD : (size_t)b * T * ks + g * HD);
         for (int i = threadIdx.x; i < ATT_BK * HD; i += blockDim.x) {
             int j = i / HD, d = i % HD;
-            if (s0 + j < T) db[(size_t)(s0 + j) * ks + d] = stage[j * ld + d];
+            if (s0 + j < T) db[(size_t)(s0 + j) * rs + d] = stage[j * ld + d];
         }
     }
+}
+
+/* dst (B,T,NKV,HD) = the sum over the rep query heads of each kv head of part (B,NH,T,HD), in
+ * head order: the same bits every run. */
+__global__ void attention_group_sum_kernel(float *dst, const float *part, int B, int T, int NH,
+                                           int NKV, int HD) {
+    const int rep = NH / NKV;
+    const size_t n = (size_t)B * T * NKV * HD;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        size_t d = i % HD, g = i / HD % NKV, t = i / HD / NKV % T, b = i / HD / NKV / T;
+        const float *p = part + (((size_t)b * NH + g * rep) * T + t) * HD + d;
+        float acc = 0.0f;
+        for (int j = 0; j < rep; j++) acc += p[(size_t)j * T * HD];
+        dst[i] = acc;
+    }
+}
+
+/* Whether the dk/dv pass runs per query head (then summed) rather than per kv head: when the
+ * grouped pass would have too few blocks to fill the GPU (B * NKV key-tile columns, each looping
+ * over rep heads; Qwen2.5-0.5B has NKV = 2). GRPO_CUDA_ATTENTION_SPLIT=0/1 forces it (tests). */
+static int dkdv_split(cuda_ctx *ctx, int32_t B, int32_t T, int32_t NH, int32_t NKV) {
+    if (NH == NKV) return 0;
+    const char *force = getenv("GRPO_CUDA_ATTENTION_SPLIT");
+    if (force && (force[0] == '0' || force[0] == '1') && !force[1]) return force[0] == '1';
+    int sms = 0;
+    if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, ctx->device) != cudaSuccess)
+        sms = 0;
+    (void)cudaGetLastError(); /* an attribute query that failed is no launch error */
+    return (uint64_t)B * NKV * cuda_blocks((uint64_t)T, ATT_BK) < 4 * (uint64_t)(sms > 0 ? sms : 1);
 }
 
 template <int DPL>
@@ -461,10 +498,25 @@ static void launch_backward(cuda_ctx *ctx, float *dq, float *dk, float *dv, cons
         const int bq2 = ATT_BQ2(DPL);
         size_t shmem = kv_tiles_bytes(HD) + ((size_t)2 * bq2 * HD + (size_t)2 * bq2 * ATT_LD) *
                                                 sizeof(float);
-        dim3 grid(cuda_blocks((uint64_t)T, ATT_BK), (unsigned)NKV, (unsigned)B);
-        GRPO_LAUNCH(attention_dkdv_kernel<DPL>, grid, ATT_THREADS, shmem, ctx->stream, dk, dv,
-                    dout, D, lse, q, k, v, mask, T, NH, NKV, HD, scale);
+        const int split = dkdv_split(ctx, B, T, NH, NKV);
+        float *pk = dk, *pv = dv; /* split: per-head shares (B,NH,T,HD) in CUDA_SCRATCH_OP2 */
+        const uint64_t part = (uint64_t)B * NH * T * HD;
+        if (split) {
+            float *buf = (float *)cuda_scratch(ctx, CUDA_SCRATCH_OP2, 2 * part * sizeof(float));
+            pk = dk ? buf : NULL, pv = dv ? buf + part : NULL;
+        }
+        dim3 grid(cuda_blocks((uint64_t)T, ATT_BK), (unsigned)(split ? NH : NKV), (unsigned)B);
+        GRPO_LAUNCH(attention_dkdv_kernel<DPL>, grid, ATT_THREADS, shmem, ctx->stream, pk, pv,
+                    dout, D, lse, q, k, v, mask, T, NH, NKV, HD, scale, split);
         CUDA_CHECK_LAUNCH("attention_backward (dk, dv)");
+        const uint64_t n = (uint64_t)B * T * NKV * HD;
+        unsigned blocks = cuda_blocks(n, 256) < 4096 ? cuda_blocks(n, 256) : 4096;
+        for (int i = 0; split && i < 2; i++) {
+            if (!(i ? dv : dk)) continue;
+            GRPO_LAUNCH(attention_group_sum_kernel, blocks, 256, 0, ctx->stream, i ? dv : dk,
+                        i ? pv : pk, B, T, NH, NKV, HD);
+            CUDA_CHECK_LAUNCH("attention_backward (group sum)");
+        }
     }
 }
 
