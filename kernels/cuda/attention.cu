@@ -23,7 +23,10 @@
  *             and over the query tiles at or after the key tile; P and dS of a (query tile x key
  *             tile) block go through shared memory, then each thread adds its (key, dims) share of
  *             dk += dS^T q and dv += P^T dout in registers. GQA's sum over the group's heads is
- *             this loop: deterministic.
+ *             this loop: deterministic. When B * NKV key-tile columns are too few to fill the GPU
+ *             (small batches of a model with NKV = 2), blocks are per query head instead, each
+ *             writing its share to a scratch (B,NH,T,HD), and a second kernel sums the group's
+ *             shares in head order (still deterministic).
  *   decode    block (row, h) against the KV cache: the four warps take interleaved 32-position
  *             chunks with their own online softmax, merged in shared memory at the end.
  *
