@@ -1,0 +1,650 @@
+/*
+ * attention.cu — causal grouped-query attention with a key padding mask on the GPU, flash style:
+ * no (B,NH,T,T) buffer; the forward keeps only the log-sum-exp of each query row and the backward
+ * recomputes the probabilities from it. Semantics as kernels/cpu/attention.c (the reference):
+ *
+ *   q (B,T,NH,HD), k/v (B,T,NKV,HD), mask (B,T) 1 = real, out (B,T,NH,HD), lse (B,NH,T)
+ *   query head h reads kv head h / (NH/NKV); query t sees keys s <= t with mask[b,s] = 1;
+ *   a padding query gets out = 0, lse = 0 (and dq = 0); score = q.k / sqrt(HD).
+ *
+ * Tiles: a key tile is 32 keys, one per lane of a warp (ATT_BK), held in shared memory transposed,
+ * Kt[d][j] with a row stride of 33 floats so that both "lane = key" reads (scores) and "lane = dim"
+ * reads (output accumulation) hit 32 different banks. The head dimension is spread over the lanes
+ * as DPL = ceil(HD/32) registers per lane (lane l holds dims l, l+32, ...); HD <= 128.
+ *
+ *   forward   block (query tile, h, b): each warp owns QPW queries (q, o, running max m and sum l
+ *             in registers) and walks the key tiles from the row's first real key to the tile's
+ *             last query with an online softmax in fp32.
+ *   backward  D = rowsum(dout * out) first (B,NH,T, a scratch slot), then two passes, so that no
+ *             output is shared between blocks (no atomics; the same bits every run):
+ *     dq      block (query tile, h, b), like the forward: dS = P * (dout.v - D) * scale,
+ *             dq = sum_s dS k_s, accumulated in registers;
+ *     dk, dv  block (key tile, kv head g, b): loops over the query heads of the group, in order,
+ *             and over the query tiles at or after the key tile; P and dS of a (query tile x key
+ *             tile) block go through shared memory, then each thread adds its (key, dims) share of
+ *             dk += dS^T q and dv += P^T dout in registers. GQA's sum over the group's heads is
+ *             this loop: deterministic. When B * NKV key-tile columns are too few to fill the GPU
+ *             (small batches of a model with NKV = 2), blocks are per query head instead, each
+ *             writing its share to a scratch (B,NH,T,HD), and a second kernel sums the group's
+ *             shares in head order (still deterministic).
+ *   decode    block (row, h) against the KV cache: the four warps take interleaved 32-position
+ *             chunks with their own online softmax, merged in shared memory at the end.
+ *
+ * Padded keys and queries are never loaded (their probabilities are exactly 0 by a select, their
+ * gradients exactly 0), so whatever padding rows of q, k, v and dout hold cannot leak in; decode
+ * never loads a position at or after len[r] or with cache_mask 0.
+ * len[r] lives on the device: the decode kernel clamps it to [0, S] (the CPU backend checks it on
+ * the host; here a check would cost a sync per layer and token).
+ */
+#include "compat.h"
+
+#include <stdlib.h>
+
+#include "cuda_backend.h"
+
+#define ATT_BK 32       /* keys per tile: one per lane */
+#define ATT_LD 33       /* row stride of the transposed tiles Kt/Vt (HD rows of ATT_BK + 1) */
+#define ATT_WARPS 4
+#define ATT_THREADS (ATT_WARPS * 32)
+#define ATT_MAX_HD 128
+#define FULL_MASK 0xffffffffu
+#define DEC_U 8         /* decode: cached positions whose scores are formed together */
+
+/* Loops over the per-lane register arrays are unrolled on the GPU (so the arrays stay in
+ * registers); the host compiler of the emulation does not know the pragma. */
+#if defined(__CUDACC__) && !defined(GRPO_CUDA_EMU)
+#define ATT_UNROLL _Pragma("unroll")
+#else
+#define ATT_UNROLL
+#endif
+
+/* Queries per warp (forward, dq) and per tile of the dk/dv pass, by DPL = ceil(HD/32): fewer for a
+ * wide head, so that registers and the shared tiles (under 48 KiB) stay in bounds. */
+#define ATT_QPW(dpl) ((dpl) <= 2 ? 8 : 4)
+#define ATT_BQ2(dpl) ((dpl) <= 2 ? 32 : (dpl) == 3 ? 16 : 8)
+
+static __device__ __forceinline__ int imin(int a, int b) { return a < b ? a : b; }
+static __device__ __forceinline__ int imax(int a, int b) { return a > b ? a : b; }
+
+/* The real span of mask_b[0..lim): first real position and last real + 1 (lim and 0 when none),
+ * computed by the whole block. red: shared int[2 * ATT_WARPS]. */
+static __device__ void att_real_span(const int32_t *mask_b, int lim, int *red, int *first,
+                                     int *end) {
+    int lo = lim, hi = 0;
+    for (int s = threadIdx.x; s < lim; s += blockDim.x)
+        if (mask_b[s]) lo = imin(lo, s), hi = imax(hi, s + 1);
+    for (int o = 16; o > 0; o >>= 1) {
+        lo = imin(lo, __shfl_xor_sync(FULL_MASK, lo, o));
+        hi = imax(hi, __shfl_xor_sync(FULL_MASK, hi, o));
+    }
+    int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    if (lane == 0) red[warp] = lo, red[ATT_WARPS + warp] = hi;
+    __syncthreads();
+    lo = red[0], hi = red[ATT_WARPS];
+    for (int w = 1; w < ATT_WARPS; w++) lo = imin(lo, red[w]), hi = imax(hi, red[ATT_WARPS + w]);
+    __syncthreads(); /* red may be reused */
+    *first = lo, *end = hi;
+}
+
+/* Kt, Vt (HD rows of ATT_LD) = the key/value tile of keys s0.. (0 for padding and rows >= T, which
+ * are not read), kmask (ATT_BK) their mask. kb/vb point at (b, 0, g, 0); ks is the row stride
+ * NKV*HD. Coalesced reads. */
+static __device__ void att_load_kv(float *Kt, float *Vt, int *kmask, const float *kb,
+                                   const float *vb, const int32_t *mask_b, int s0, int T, int ks,
+                                   int HD) {
+    for (int i = threadIdx.x; i < ATT_BK * HD; i += blockDim.x) {
+        int j = i / HD, d = i % HD, s = s0 + j;
+        bool in = s < T && mask_b[s];
+        if (Kt) Kt[d * ATT_LD + j] = in ? kb[(size_t)s * ks + d] : 0.0f;
+        if (Vt) Vt[d * ATT_LD + j] = in ? vb[(size_t)s * ks + d] : 0.0f;
+    }
+    if (threadIdx.x < ATT_BK) {
+        int s = s0 + threadIdx.x;
+        kmask[threadIdx.x] = s < T ? mask_b[s] : 0;
+    }
+}
+
+/* acc[i] += x_i . tile[:, lane] for the QPW register-held vectors x (DPL per lane, lane l holding
+ * dims l, l+32, ...): lane = key. The dims are broadcast by shuffles, the tile is read once per
+ * dim. */
+template <int DPL, int QPW>
+static __device__ __forceinline__ void att_dots(float acc[QPW], const float x[QPW][DPL],
+                                                const float *tile, int HD, int lane) {
+    ATT_UNROLL
+    for (int c = 0; c < DPL; c++)
+        for (int dl = 0; dl < 32; dl++) {
+            int d = c * 32 + dl;
+            if (d >= HD) break; /* warp-uniform */
+            float td = tile[d * ATT_LD + lane];
+            ATT_UNROLL
+            for (int i = 0; i < QPW; i++) acc[i] += __shfl_sync(FULL_MASK, x[i][c], dl) * td;
+        }
+}
+
+/* acc[i][c] += sum_j w_i[j] * tile[c*32 + lane][j]: lane = dim, w_i held by lane j. */
+template <int DPL, int QPW>
+static __device__ __forceinline__ void att_accum(float acc[QPW][DPL], const float w[QPW],
+                                                 const float *tile, int HD, int lane) {
+    for (int j = 0; j < ATT_BK; j++) {
+        float td[DPL];
+        ATT_UNROLL
+        for (int c = 0; c < DPL; c++) {
+            int d = c * 32 + lane;
+            td[c] = d < HD ? tile[d * ATT_LD + j] : 0.0f;
+        }
+        ATT_UNROLL
+        for (int i = 0; i < QPW; i++) {
+            float wj = __shfl_sync(FULL_MASK, w[i], j);
+            ATT_UNROLL
+            for (int c = 0; c < DPL; c++) acc[i][c] += wj * td[c];
+        }
+    }
+}
+
+/* x (DPL per lane) = row[0..HD) or zeros. */
+template <int DPL>
+static __device__ __forceinline__ void att_load_row(float x[DPL], const float *row, bool real,
+                                                    int HD, int lane) {
+    ATT_UNROLL
+    for (int c = 0; c < DPL; c++) {
+        int d = c * 32 + lane;
+        x[c] = real && d < HD ? row[d] : 0.0f;
+    }
+}
+
+/* ---- forward --------------------------------------------------------------------------------- */
+
+template <int DPL>
+__global__ void attention_forward_kernel(float *out, float *lse, const float *q, const float *k,
+                                         const float *v, const int32_t *mask, int T, int NH,
+                                         int NKV, int HD, float scale) {
+    constexpr int QPW = ATT_QPW(DPL), BQ = QPW * ATT_WARPS;
+    GRPO_SHARED_DYN(float, att_sm);
+    __shared__ int kmask[ATT_BK];
+    __shared__ int red[2 * ATT_WARPS];
+    float *Kt = att_sm, *Vt = att_sm + HD * ATT_LD;
+    /* the last query tiles (the most keys) first: no long block at the end of the grid */
+    const int b = blockIdx.z, h = blockIdx.y, t0 = (gridDim.x - 1 - blockIdx.x) * BQ;
+    const int g = h / (NH / NKV), warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int qs = NH * HD, ks = NKV * HD;
+    const int32_t *mb = mask + (size_t)b * T;
+    const int tend = imin(T, t0 + BQ);
+    int first, end; /* keys that matter: [first, end) (end: last real + 1 before tend) */
+    att_real_span(mb, tend, red, &first, &end);
+
+    float qr[QPW][DPL], o[QPW][DPL], m[QPW], l[QPW];
+    int tq[QPW];
+    bool real[QPW];
+    ATT_UNROLL
+    for (int i = 0; i < QPW; i++) {
+        tq[i] = t0 + warp * QPW + i;
+        real[i] = tq[i] < T && mb[imin(tq[i], T - 1)];
+        att_load_row<DPL>(qr[i], q + ((size_t)b * T + tq[i]) * qs + (size_t)h * HD, real[i], HD,
+                          lane);
+        m[i] = -INFINITY, l[i] = 0.0f;
+        ATT_UNROLL
+        for (int c = 0; c < DPL; c++) o[i][c] = 0.0f;
+    }
+    const float *kb = k + (size_t)b * T * ks + (size_t)g * HD;
+    const float *vb = v + (size_t)b * T * ks + (size_t)g * HD;
+    for (int s0 = first / ATT_BK * ATT_BK; s0 < end; s0 += ATT_BK) {
+        __syncthreads(); /* the previous tile is no longer read */
+        att_load_kv(Kt, Vt, kmask, kb, vb, mb, s0, T, ks, HD);
+        __syncthreads();
+        float sc[QPW], p[QPW];
+        ATT_UNROLL
+        for (int i = 0; i < QPW; i++) sc[i] = 0.0f;
+        att_dots<DPL, QPW>(sc, qr, Kt, HD, lane);
+        const int s = s0 + lane;
+        ATT_UNROLL
+        for (int i = 0; i < QPW; i++) {
+            bool valid = real[i] && kmask[lane] && s <= tq[i];
+            float x = valid ? sc[i] * scale : -INFINITY;
+            float mnew = fmaxf(m[i], grpo_warp_max(x));
+            if (mnew == -INFINITY) { /* nothing seen yet (warp-uniform) */
+                p[i] = 0.0f;
+                continue;
+            }
+            float alpha = expf(m[i] - mnew); /* 0 while m was -inf */
+            p[i] = valid ? expf(x - mnew) : 0.0f;
+            l[i] = l[i] * alpha + grpo_warp_sum(p[i]);
+            m[i] = mnew;
+            ATT_UNROLL
+            for (int c = 0; c < DPL; c++) o[i][c] *= alpha;
+        }
+        att_accum<DPL, QPW>(o, p, Vt, HD, lane);
+    }
+    ATT_UNROLL
+    for (int i = 0; i < QPW; i++) {
+        if (tq[i] >= T) continue;
+        float inv = real[i] ? 1.0f / l[i] : 0.0f;
+        float *orow = out + ((size_t)b * T + tq[i]) * qs + (size_t)h * HD;
+        ATT_UNROLL
+        for (int c = 0; c < DPL; c++) {
+            int d = c * 32 + lane;
+            if (d < HD) orow[d] = real[i] ? o[i][c] * inv : 0.0f;
+        }
+        if (lse && lane == 0)
+            lse[((size_t)b * NH + h) * T + tq[i]] = real[i] ? m[i] + logf(l[i]) : 0.0f;
+    }
+}
+
+static void check_shapes(const char *op, int32_t NH, int32_t NKV, int32_t HD) {
+    CUDA_REQUIRE(NKV > 0 && NH > 0 && NH % NKV == 0, op, "NH must be a positive multiple of NKV");
+    CUDA_REQUIRE(HD > 0 && HD <= ATT_MAX_HD, op, "HD must lie in [1, 128]");
+}
+
+static size_t kv_tiles_bytes(int32_t HD) { return (size_t)2 * HD * ATT_LD * sizeof(float); }
+
+template <int DPL>
+static void launch_forward(cuda_ctx *ctx, float *out, float *lse, const float *q, const float *k,
+                           const float *v, const int32_t *mask, int32_t B, int32_t T, int32_t NH,
+                           int32_t NKV, int32_t HD) {
+    const int bq = ATT_QPW(DPL) * ATT_WARPS;
+    dim3 grid(cuda_blocks((uint64_t)T, (unsigned)bq), (unsigned)NH, (unsigned)B);
+    GRPO_LAUNCH(attention_forward_kernel<DPL>, grid, ATT_THREADS, kv_tiles_bytes(HD),
+                ctx->stream, out, lse, q, k, v, mask, T, NH, NKV, HD, 1.0f / sqrtf((float)HD));
+    CUDA_CHECK_LAUNCH("attention_forward");
+}
+
+void cuda_attention_forward(void *ctx_, float *out, float *lse, const float *q, const float *k,
+                            const float *v, const int32_t *mask, int32_t B, int32_t T, int32_t NH,
+                            int32_t NKV, int32_t HD) {
+    cuda_ctx *ctx = (cuda_ctx *)ctx_;
+    check_shapes("attention_forward", NH, NKV, HD);
+    if (B <= 0 || T <= 0) return;
+    /* by dims per lane, (HD + 31) / 32 */
+    static decltype(&launch_forward<1>) const launch[4] = {launch_forward<1>, launch_forward<2>,
+                                                          launch_forward<3>, launch_forward<4>};
+    launch[(HD - 1) / 32](ctx, out, lse, q, k, v, mask, B, T, NH, NKV, HD);
+}
+
+/* ---- backward -------------------------------------------------------------------------------- */
+
+/* D (B,NH,T) = dout . out per query row: one warp per (b, t, h). */
+__global__ void attention_rowdot_kernel(float *D, const float *dout, const float *out, int B,
+                                        int T, int NH, int HD) {
+    const int lane = threadIdx.x % 32;
+    const long row = (long)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32; /* (b, t, h) */
+    if (row >= (long)B * T * NH) return; /* warp-uniform */
+    const float *a = dout + row * HD, *o = out + row * HD;
+    float s = 0.0f;
+    for (int d = lane; d < HD; d += 32) s += a[d] * o[d];
+    s = grpo_warp_sum(s);
+    int h = (int)(row % NH), t = (int)(row / NH % T), b = (int)(row / NH / T);
+    if (lane == 0) D[((size_t)b * NH + h) * T + t] = s;
+}
+
+template <int DPL>
+__global__ void attention_dq_kernel(float *dq, const float *dout, const float *D,
+                                    const float *lse, const float *q, const float *k,
+                                    const float *v, const int32_t *mask, int T, int NH, int NKV,
+                                    int HD, float scale) {
+    constexpr int QPW = ATT_QPW(DPL), BQ = QPW * ATT_WARPS;
+    GRPO_SHARED_DYN(float, att_sm);
+    __shared__ int kmask[ATT_BK];
+    __shared__ int red[2 * ATT_WARPS];
+    float *Kt = att_sm, *Vt = att_sm + HD * ATT_LD;
+    /* the last query tiles (the most keys) first: no long block at the end of the grid */
+    const int b = blockIdx.z, h = blockIdx.y, t0 = (gridDim.x - 1 - blockIdx.x) * BQ;
+    const int g = h / (NH / NKV), warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int qs = NH * HD, ks = NKV * HD;
+    const int32_t *mb = mask + (size_t)b * T;
+    const int tend = imin(T, t0 + BQ);
+    int first, end;
+    att_real_span(mb, tend, red, &first, &end);
+
+    float qr[QPW][DPL], dor[QPW][DPL], acc[QPW][DPL], lq[QPW], Dq[QPW];
+    int tq[QPW];
+    bool real[QPW];
+    ATT_UNROLL
+    for (int i = 0; i < QPW; i++) {
+        tq[i] = t0 + warp * QPW + i;
+        real[i] = tq[i] < T && mb[imin(tq[i], T - 1)];
+        size_t off = ((size_t)b * T + tq[i]) * qs + (size_t)h * HD;
+        att_load_row<DPL>(qr[i], q + off, real[i], HD, lane);
+        att_load_row<DPL>(dor[i], dout + off, real[i], HD, lane);
+        size_t lo = ((size_t)b * NH + h) * T + imin(tq[i], T - 1);
+        lq[i] = real[i] ? lse[lo] : 0.0f;
+        Dq[i] = real[i] ? D[lo] : 0.0f;
+        ATT_UNROLL
+        for (int c = 0; c < DPL; c++) acc[i][c] = 0.0f;
+    }
+    const float *kb = k + (size_t)b * T * ks + (size_t)g * HD;
+    const float *vb = v + (size_t)b * T * ks + (size_t)g * HD;
+    for (int s0 = first / ATT_BK * ATT_BK; s0 < end; s0 += ATT_BK) {
+        __syncthreads();
+        att_load_kv(Kt, Vt, kmask, kb, vb, mb, s0, T, ks, HD);
+        __syncthreads();
+        float sc[QPW], dp[QPW];
+        ATT_UNROLL
+        for (int i = 0; i < QPW; i++) sc[i] = 0.0f, dp[i] = 0.0f;
+        att_dots<DPL, QPW>(sc, qr, Kt, HD, lane);
+        att_dots<DPL, QPW>(dp, dor, Vt, HD, lane);
+        const int s = s0 + lane;
+        ATT_UNROLL
+        for (int i = 0; i < QPW; i++) {
+            bool valid = real[i] && kmask[lane] && s <= tq[i];
+            float p = valid ? expf(sc[i] * scale - lq[i]) : 0.0f;
+            sc[i] = p * (dp[i] - Dq[i]) * scale; /* dS */
+        }
+        att_accum<DPL, QPW>(acc, sc, Kt, HD, lane);
+    }
+    ATT_UNROLL
+    for (int i = 0; i < QPW; i++) {
+        if (tq[i] >= T) continue;
+        float *row = dq + ((size_t)b * T + tq[i]) * qs + (size_t)h * HD;
+        ATT_UNROLL
+        for (int c = 0; c < DPL; c++) {
+            int d = c * 32 + lane;
+            if (d < HD) row[d] = acc[i][c]; /* exactly 0 for a padding query */
+        }
+    }
+}
+
+/* dk, dv (either may be NULL) for the key tile blockIdx.x of row blockIdx.z, from
+ *   split = 0: the query heads of kv head g = blockIdx.y, in order: dk/dv (B,T,NKV,HD) themselves;
+ *   split = 1: query head h = blockIdx.y alone: its share into (B,NH,T,HD), summed afterwards.
+ * Thread (warp w, lane j) owns key s0 + j and the dims w, w + 4, ... (NE = ceil(HD/4) <= 8*DPL). */
+template <int DPL>
+__global__ void attention_dkdv_kernel(float *dk, float *dv, const float *dout, const float *D,
+                                      const float *lse, const float *q, const float *k,
+                                      const float *v, const int32_t *mask, int T, int NH,
+                                      int NKV, int HD, float scale, int split) {
+    constexpr int BQ2 = ATT_BQ2(DPL), RPW = BQ2 / ATT_WARPS, NE = 8 * DPL;
+    GRPO_SHARED_DYN(float, att_sm);
+    __shared__ int kmask[ATT_BK];
+    __shared__ int red[2 * ATT_WARPS];
+    __shared__ float lq[BQ2], Dq[BQ2];
+    __shared__ int qreal[BQ2];
+    float *Kt = att_sm, *Vt = Kt + HD * ATT_LD;
+    float *Qs = Vt + HD * ATT_LD, *dOs = Qs + BQ2 * HD; /* (BQ2, HD) */
+    float *Ps = dOs + BQ2 * HD, *dSs = Ps + BQ2 * ATT_LD; /* (BQ2, ATT_LD) */
+    const int rep = NH / NKV, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int b = blockIdx.z, s0 = blockIdx.x * ATT_BK;
+    const int h0 = split ? blockIdx.y : blockIdx.y * rep, nh = split ? 1 : rep, g = h0 / rep;
+    const int qs = NH * HD, ks = NKV * HD;
+    const int32_t *mb = mask + (size_t)b * T;
+    int first, end;
+    att_real_span(mb, T, red, &first, &end);
+    const float *kb = k + (size_t)b * T * ks + (size_t)g * HD;
+    const float *vb = v + (size_t)b * T * ks + (size_t)g * HD;
+    att_load_kv(Kt, Vt, kmask, kb, vb, mb, s0, T, ks, HD);
+
+    float dka[NE], dva[NE];
+    ATT_UNROLL
+    for (int e = 0; e < NE; e++) dka[e] = 0.0f, dva[e] = 0.0f;
+    /* queries after the last real token, and key tiles wholly before the first, give nothing */
+    const bool live = s0 + ATT_BK > first && s0 < end;
+    for (int hh = 0; live && hh < nh; hh++) {
+        const int h = h0 + hh;
+        for (int t0 = s0; t0 < end; t0 += BQ2) {
+            __syncthreads(); /* K/V loaded; the previous query tile no longer read */
+            for (int i = threadIdx.x; i < BQ2 * HD; i += blockDim.x) {
+                int qi = i / HD, d = i % HD, t = t0 + qi;
+                bool in = t < T && mb[imin(t, T - 1)]; /* padding queries are not read */
+                size_t off = ((size_t)b * T + t) * qs + (size_t)h * HD + d;
+                Qs[i] = in ? q[off] : 0.0f;
+                dOs[i] = in ? dout[off] : 0.0f;
+            }
+            if (threadIdx.x < BQ2) {
+                int t = t0 + threadIdx.x;
+                bool r = t < T && mb[imin(t, T - 1)];
+                size_t lo = ((size_t)b * NH + h) * T + imin(t, T - 1);
+                qreal[threadIdx.x] = r;
+                lq[threadIdx.x] = r ? lse[lo] : 0.0f;
+                Dq[threadIdx.x] = r ? D[lo] : 0.0f;
+            }
+            __syncthreads();
+            /* P and dS of queries warp + 4r against key lane */
+            float sc[RPW], dp[RPW];
+            ATT_UNROLL
+            for (int r = 0; r < RPW; r++) sc[r] = 0.0f, dp[r] = 0.0f;
+            for (int d = 0; d < HD; d++) {
+                float kd = Kt[d * ATT_LD + lane], vd = Vt[d * ATT_LD + lane];
+                ATT_UNROLL
+                for (int r = 0; r < RPW; r++) {
+                    int qi = warp + ATT_WARPS * r;
+                    sc[r] += Qs[qi * HD + d] * kd;
+                    dp[r] += dOs[qi * HD + d] * vd;
+                }
+            }
+            ATT_UNROLL
+            for (int r = 0; r < RPW; r++) {
+                int qi = warp + ATT_WARPS * r, s = s0 + lane;
+                bool valid = qreal[qi] && kmask[lane] && s <= t0 + qi;
+                float p = valid ? expf(sc[r] * scale - lq[qi]) : 0.0f;
+                Ps[qi * ATT_LD + lane] = p;
+                dSs[qi * ATT_LD + lane] = p * (dp[r] - Dq[qi]) * scale;
+            }
+            __syncthreads();
+            for (int qi = 0; qi < BQ2; qi++) {
+                float pj = Ps[qi * ATT_LD + lane], dsj = dSs[qi * ATT_LD + lane];
+                ATT_UNROLL
+                for (int e = 0; e < NE; e++) {
+                    int d = warp + ATT_WARPS * e;
+                    if (d < HD) {
+                        dva[e] += pj * dOs[qi * HD + d];
+                        dka[e] += dsj * Qs[qi * HD + d];
+                    }
+                }
+            }
+        }
+    }
+    /* out through shared memory (the K/V tiles' room, 2*HD*33 >= 32*(HD+1) floats), so that the
+     * global writes are whole rows */
+    float *stage = att_sm;
+    const int ld = HD + 1;
+    for (int pass = 0; pass < 2; pass++) {
+        float *dst = pass == 0 ? dk : dv;
+        if (!dst) continue; /* block-uniform */
+        __syncthreads();
+        ATT_UNROLL
+        for (int e = 0; e < NE; e++) {
+            int d = warp + ATT_WARPS * e;
+            if (d < HD) stage[lane * ld + d] = pass == 0 ? dka[e] : dva[e];
+        }
+        __syncthreads();
+        const int rs = split ? HD : ks; /* row stride of dst */
+        float *db = dst + (split ? ((size_t)b * NH + h0) * T * HD : (size_t)b * T * ks + g * HD);
+        for (int i = threadIdx.x; i < ATT_BK * HD; i += blockDim.x) {
+            int j = i / HD, d = i % HD;
+            if (s0 + j < T) db[(size_t)(s0 + j) * rs + d] = stage[j * ld + d];
+        }
+    }
+}
+
+/* dst (B,T,NKV,HD) = the sum over the rep query heads of each kv head of part (B,NH,T,HD), in
+ * head order: the same bits every run. */
+__global__ void attention_group_sum_kernel(float *dst, const float *part, int B, int T, int NH,
+                                           int NKV, int HD) {
+    const int rep = NH / NKV;
+    const size_t n = (size_t)B * T * NKV * HD;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        size_t d = i % HD, g = i / HD % NKV, t = i / HD / NKV % T, b = i / HD / NKV / T;
+        const float *p = part + (((size_t)b * NH + g * rep) * T + t) * HD + d;
+        float acc = 0.0f;
+        for (int j = 0; j < rep; j++) acc += p[(size_t)j * T * HD];
+        dst[i] = acc;
+    }
+}
+
+/* Whether the dk/dv pass runs per query head (then summed) rather than per kv head: when the
+ * grouped pass would have too few blocks to fill the GPU (B * NKV key-tile columns, each looping
+ * over rep heads; Qwen2.5-0.5B has NKV = 2). GRPO_CUDA_ATTENTION_SPLIT=0/1 forces it (tests). */
+static int dkdv_split(cuda_ctx *ctx, int32_t B, int32_t T, int32_t NH, int32_t NKV) {
+    if (NH == NKV) return 0;
+    const char *force = getenv("GRPO_CUDA_ATTENTION_SPLIT");
+    if (force && (force[0] == '0' || force[0] == '1') && !force[1]) return force[0] == '1';
+    int sms = 0;
+    if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, ctx->device) != cudaSuccess)
+        sms = 0;
+    (void)cudaGetLastError(); /* an attribute query that failed is no launch error */
+    return (uint64_t)B * NKV * cuda_blocks((uint64_t)T, ATT_BK) < 4 * (uint64_t)(sms > 0 ? sms : 1);
+}
+
+template <int DPL>
+static void launch_backward(cuda_ctx *ctx, float *dq, float *dk, float *dv, const float *dout,
+                            const float *D, const float *lse, const float *q, const float *k,
+                            const float *v, const int32_t *mask, int32_t B, int32_t T,
+                            int32_t NH, int32_t NKV, int32_t HD) {
+    const float scale = 1.0f / sqrtf((float)HD);
+    if (dq) {
+        dim3 grid(cuda_blocks((uint64_t)T, (unsigned)(ATT_QPW(DPL) * ATT_WARPS)), (unsigned)NH,
+                  (unsigned)B);
+        GRPO_LAUNCH(attention_dq_kernel<DPL>, grid, ATT_THREADS, kv_tiles_bytes(HD), ctx->stream,
+                    dq, dout, D, lse, q, k, v, mask, T, NH, NKV, HD, scale);
+        CUDA_CHECK_LAUNCH("attention_backward (dq)");
+    }
+    if (dk || dv) {
+        const int bq2 = ATT_BQ2(DPL);
+        size_t shmem = kv_tiles_bytes(HD) + ((size_t)2 * bq2 * HD + (size_t)2 * bq2 * ATT_LD) *
+                                                sizeof(float);
+        const int split = dkdv_split(ctx, B, T, NH, NKV);
+        float *pk = dk, *pv = dv; /* split: per-head shares (B,NH,T,HD) in CUDA_SCRATCH_OP2 */
+        const uint64_t part = (uint64_t)B * NH * T * HD;
+        if (split) {
+            float *buf = (float *)cuda_scratch(ctx, CUDA_SCRATCH_OP2, 2 * part * sizeof(float));
+            pk = dk ? buf : NULL, pv = dv ? buf + part : NULL;
+        }
+        dim3 grid(cuda_blocks((uint64_t)T, ATT_BK), (unsigned)(split ? NH : NKV), (unsigned)B);
+        GRPO_LAUNCH(attention_dkdv_kernel<DPL>, grid, ATT_THREADS, shmem, ctx->stream, pk, pv,
+                    dout, D, lse, q, k, v, mask, T, NH, NKV, HD, scale, split);
+        CUDA_CHECK_LAUNCH("attention_backward (dk, dv)");
+        const uint64_t n = (uint64_t)B * T * NKV * HD;
+        unsigned blocks = cuda_blocks(n, 256) < 4096 ? cuda_blocks(n, 256) : 4096;
+        for (int i = 0; split && i < 2; i++) {
+            if (!(i ? dv : dk)) continue;
+            GRPO_LAUNCH(attention_group_sum_kernel, blocks, 256, 0, ctx->stream, i ? dv : dk,
+                        i ? pv : pk, B, T, NH, NKV, HD);
+            CUDA_CHECK_LAUNCH("attention_backward (group sum)");
+        }
+    }
+}
+
+void cuda_attention_backward(void *ctx_, float *dq, float *dk, float *dv, const float *dout,
+                             const float *out, const float *lse, const float *q, const float *k,
+                             const float *v, const int32_t *mask, int32_t B, int32_t T,
+                             int32_t NH, int32_t NKV, int32_t HD) {
+    cuda_ctx *ctx = (cuda_ctx *)ctx_;
+    check_shapes("attention_backward", NH, NKV, HD);
+    if ((!dq && !dk && !dv) || B <= 0 || T <= 0) return;
+    uint64_t rows = (uint64_t)B * T * NH;
+    float *D = (float *)cuda_scratch(ctx, CUDA_SCRATCH_OP, rows * sizeof(float));
+    GRPO_LAUNCH(attention_rowdot_kernel, cuda_blocks(rows, 8), 256, 0, ctx->stream, D, dout, out,
+                B, T, NH, HD);
+    CUDA_CHECK_LAUNCH("attention_backward (rowdot)");
+    /* by dims per lane, (HD + 31) / 32 */
+    static decltype(&launch_backward<1>) const launch[4] = {launch_backward<1>, launch_backward<2>,
+                                                            launch_backward<3>, launch_backward<4>};
+    launch[(HD - 1) / 32](ctx, dq, dk, dv, dout, D, lse, q, k, v, mask, B, T, NH, NKV, HD);
+}
+
+/* ---- decode ---------------------------------------------------------------------------------- */
+
+/* Block (h, r): the warps take the 32-position chunks w, w + 4, ... of [first real, len); lane =
+ * position for the scores (each a warp-wide dot: lanes over dims, coalesced cache reads, DEC_U
+ * positions at a time), lane = dim for the output. The four partial softmaxes are merged in shared
+ * memory. Decode is bound by reading the cache: the loads, not the arithmetic, are what matters. */
+template <int DPL>
+__global__ void attention_decode_kernel(float *out, const float *q, const float *kcache,
+                                        const float *vcache, const int32_t *cache_mask,
+                                        const int32_t *len, int S, int NH, int NKV, int HD,
+                                        float scale) {
+    __shared__ int red[2 * ATT_WARPS];
+    __shared__ float wm[ATT_WARPS], wl[ATT_WARPS], wo[ATT_WARPS][ATT_MAX_HD];
+    const int h = blockIdx.x, r = blockIdx.y, g = h / (NH / NKV);
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, ks = NKV * HD;
+    const int n = imax(0, imin(len[r], S));
+    const int32_t *cm = cache_mask + (size_t)r * S;
+    int first, end;
+    att_real_span(cm, n, red, &first, &end);
+    const float *kb = kcache + (size_t)r * S * ks + (size_t)g * HD;
+    const float *vb = vcache + (size_t)r * S * ks + (size_t)g * HD;
+    float qr[DPL], o[DPL], m = -INFINITY, l = 0.0f;
+    att_load_row<DPL>(qr, q + ((size_t)r * NH + h) * HD, true, HD, lane);
+    ATT_UNROLL
+    for (int c = 0; c < DPL; c++) o[c] = 0.0f;
+    for (int base = first + warp * ATT_BK; base < end; base += ATT_WARPS * ATT_BK) {
+        const int sl = base + lane; /* this lane's position */
+        const int vl = sl < end && cm[sl];
+        float x = -INFINITY; /* lane j: the score of position base + j */
+        for (int j0 = 0; j0 < ATT_BK; j0 += DEC_U) {
+            /* DEC_U positions at once, so that their cache reads are in flight together */
+            float part[DEC_U];
+            ATT_UNROLL
+            for (int u = 0; u < DEC_U; u++) {
+                const int s = base + j0 + u, valid = __shfl_sync(FULL_MASK, vl, j0 + u);
+                part[u] = 0.0f;
+                ATT_UNROLL
+                for (int c = 0; c < DPL; c++) {
+                    int d = c * 32 + lane;
+                    if (valid && d < HD) part[u] += qr[c] * kb[(size_t)s * ks + d];
+                }
+            }
+            ATT_UNROLL
+            for (int u = 0; u < DEC_U; u++) {
+                float sc = grpo_warp_sum(part[u]) * scale;
+                if (lane == j0 + u && vl) x = sc;
+            }
+        }
+        float mnew = fmaxf(m, grpo_warp_max(x));
+        if (mnew == -INFINITY) continue; /* a chunk of holes (warp-uniform) */
+        float alpha = expf(m - mnew), p = x == -INFINITY ? 0.0f : expf(x - mnew);
+        l = l * alpha + grpo_warp_sum(p);
+        m = mnew;
+        ATT_UNROLL
+        for (int c = 0; c < DPL; c++) o[c] *= alpha;
+        for (int j = 0; j < ATT_BK; j++) {
+            const float pj = __shfl_sync(FULL_MASK, p, j);
+            const int s = base + j;
+            ATT_UNROLL
+            for (int c = 0; c < DPL; c++) { /* holes and positions past the end: never read */
+                int d = c * 32 + lane;
+                if (pj != 0.0f && d < HD) o[c] += pj * vb[(size_t)s * ks + d];
+            }
+        }
+    }
+    if (lane == 0) wm[warp] = m, wl[warp] = l;
+    ATT_UNROLL
+    for (int c = 0; c < DPL; c++) {
+        int d = c * 32 + lane;
+        if (d < HD) wo[warp][d] = o[c];
+    }
+    __syncthreads();
+    float M = wm[0];
+    for (int w = 1; w < ATT_WARPS; w++) M = fmaxf(M, wm[w]);
+    float L = 0.0f, a[ATT_WARPS];
+    for (int w = 0; w < ATT_WARPS; w++) {
+        a[w] = wm[w] == -INFINITY ? 0.0f : expf(wm[w] - M);
+        L += wl[w] * a[w];
+    }
+    for (int d = threadIdx.x; d < HD; d += blockDim.x) {
+        float acc = 0.0f;
+        for (int w = 0; w < ATT_WARPS; w++) acc += wo[w][d] * a[w];
+        out[((size_t)r * NH + h) * HD + d] = L > 0.0f ? acc / L : 0.0f; /* nothing seen: 0 */
+    }
+}
+
+template <int DPL>
+static void launch_decode(cuda_ctx *ctx, float *out, const float *q, const float *kcache,
+                          const float *vcache, const int32_t *cache_mask, const int32_t *len,
+                          int32_t R, int32_t S, int32_t NH, int32_t NKV, int32_t HD) {
+    dim3 grid((unsigned)NH, (unsigned)R);
+    GRPO_LAUNCH(attention_decode_kernel<DPL>, grid, ATT_THREADS, 0, ctx->stream, out, q, kcache,
+                vcache, cache_mask, len, S, NH, NKV, HD, 1.0f / sqrtf((float)HD));
+    CUDA_CHECK_LAUNCH("attention_decode");
+}
+
+void cuda_attention_decode(void *ctx_, float *out, const float *q, const float *kcache,
+                           const float *vcache, const int32_t *cache_mask, const int32_t *len,
+                           int32_t R, int32_t S, int32_t NH, int32_t NKV, int32_t HD) {
+    cuda_ctx *ctx = (cuda_ctx *)ctx_;
+    check_shapes("attention_decode", NH, NKV, HD);
+    if (R <= 0) return;
+    /* by dims per lane, (HD + 31) / 32 */
+    static decltype(&launch_decode<1>) const launch[4] = {launch_decode<1>, launch_decode<2>,
+                                                         launch_decode<3>, launch_decode<4>};
+    launch[(HD - 1) / 32](ctx, out, q, kcache, vcache, cache_mask, len, R, S, NH, NKV, HD);
+}
