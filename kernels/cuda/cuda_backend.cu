@@ -18,40 +18,6 @@
 #include <cublas_v2.h>
 #endif
 
-/* The ops of the other kernel families, weak until every family's file is in the module: a
- * missing one leaves its slot NULL instead of failing the link. */
-extern "C" {
-#define GRPO_CUDA_WEAK(fn) extern decltype(fn) fn __attribute__((weak));
-GRPO_CUDA_WEAK(cuda_embedding_forward)
-GRPO_CUDA_WEAK(cuda_embedding_backward)
-GRPO_CUDA_WEAK(cuda_embedding_forward_w)
-GRPO_CUDA_WEAK(cuda_rmsnorm_forward)
-GRPO_CUDA_WEAK(cuda_rmsnorm_backward)
-GRPO_CUDA_WEAK(cuda_rope_forward)
-GRPO_CUDA_WEAK(cuda_rope_backward)
-GRPO_CUDA_WEAK(cuda_attention_forward)
-GRPO_CUDA_WEAK(cuda_attention_backward)
-GRPO_CUDA_WEAK(cuda_attention_decode)
-GRPO_CUDA_WEAK(cuda_swiglu_forward)
-GRPO_CUDA_WEAK(cuda_swiglu_backward)
-GRPO_CUDA_WEAK(cuda_residual_forward)
-GRPO_CUDA_WEAK(cuda_accumulate)
-GRPO_CUDA_WEAK(cuda_scale)
-GRPO_CUDA_WEAK(cuda_sumsq)
-GRPO_CUDA_WEAK(cuda_adamw)
-GRPO_CUDA_WEAK(cuda_dropout)
-GRPO_CUDA_WEAK(cuda_convert)
-GRPO_CUDA_WEAK(cuda_head_forward)
-GRPO_CUDA_WEAK(cuda_head_backward)
-GRPO_CUDA_WEAK(cuda_head_backward_entropy)
-GRPO_CUDA_WEAK(cuda_head_forward_w)
-GRPO_CUDA_WEAK(cuda_head_backward_w)
-GRPO_CUDA_WEAK(cuda_gather_rows)
-GRPO_CUDA_WEAK(cuda_scatter_add_rows)
-GRPO_CUDA_WEAK(cuda_scatter_add_rows_backward)
-#undef GRPO_CUDA_WEAK
-}
-
 /* The module's two entry points are its only exported symbols (the emulated module is built
  * with hidden visibility). */
 #define GRPO_CUDA_EXPORT __attribute__((visibility("default")))
