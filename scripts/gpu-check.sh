@@ -31,9 +31,10 @@ if ls .deps/debs/*.deb >/dev/null 2>&1; then
     mkdir -p "$prefix"
     for f in .deps/debs/*.deb; do dpkg -x "$f" "$prefix"; done
     lib=$prefix/usr/lib/x86_64-linux-gnu
-    # only the sonames this machine lacks go on LD_LIBRARY_PATH (never shadow its own libraries)
+    # only the sonames this machine lacks go on LD_LIBRARY_PATH (never shadow its own libraries);
+    # Debian's openblas lives in openblas-pthread/ (update-alternatives links it, dpkg -x not)
     mkdir -p "$prefix/missing"
-    for so in "$lib"/*.so.*; do
+    for so in "$lib"/*.so.* "$lib"/openblas-pthread/*.so.*; do
         name=$(basename "$so")
         case "$name" in *.so.[0-9]*) ;; *) continue ;; esac
         ldconfig -p | grep -q " $name " || ln -sf "$so" "$prefix/missing/$name"
@@ -41,7 +42,8 @@ if ls .deps/debs/*.deb >/dev/null 2>&1; then
     export LD_LIBRARY_PATH=$prefix/missing${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
     cat >"$prefix/pkg-config" <<EOF
 #!/bin/sh
-PKG_CONFIG_LIBDIR=$lib/pkgconfig:$prefix/usr/share/pkgconfig PKG_CONFIG_SYSROOT_DIR=$prefix \
+PKG_CONFIG_LIBDIR=$lib/pkgconfig:$lib/openblas-pthread/pkgconfig:$prefix/usr/share/pkgconfig \
+PKG_CONFIG_SYSROOT_DIR=$prefix \
 LD_LIBRARY_PATH=$lib exec $prefix/usr/bin/pkgconf "\$@"
 EOF
     chmod +x "$prefix/pkg-config"
