@@ -923,10 +923,17 @@ static int refuse_options(const grpo_run_config *cfg, const grpo_model *policy, 
     return GRPO_OK;
 }
 
-/* Data parallel: each rank takes an equal share of every chunk's prompts. */
-static int check_ranks(const grpo_run_config *cfg, grpo_error *err) {
+/* Data parallel: each rank takes an equal share of every chunk's prompts. The gradients are
+ * summed by MPI in host memory: a GPU backend's would need NCCL (not built). */
+static int check_ranks(const grpo_run_config *cfg, const grpo_ops *ops, grpo_error *err) {
     int W = grpo_comm_size();
     if (W == 1) return GRPO_OK;
+    if (strcmp(ops->name, "cpu") != 0)
+        return grpo_error_set(err, GRPO_ERR_UNSUPPORTED,
+                              "%s: %d ranks on the %s backend: data parallel over MPI sums "
+                              "gradients in host memory; GPU ranks need NCCL, which is not built "
+                              "yet (run one process, or model.backend = cpu)",
+                              cfg->path, W, ops->name);
     if (cfg->train_batch_prompts % W != 0)
         return grpo_error_set(err, GRPO_ERR_INVALID,
                               "%s: train.batch_prompts = %lld is the global batch and does not "
@@ -958,7 +965,7 @@ static int open_env(trainer *t, grpo_error *err) {
 static int setup(trainer *t, grpo_error *err) {
     const grpo_run_config *cfg = t->cfg = t->s.cfg;
     int rc = refuse_options(cfg, t->s.policy, err);
-    if (rc == GRPO_OK) rc = check_ranks(cfg, err);
+    if (rc == GRPO_OK) rc = check_ranks(cfg, t->s.run.env.ops, err);
     if (rc == GRPO_OK) rc = open_reference(t, err);
     if (rc == GRPO_OK) rc = open_rollout(t, err);
     if (rc == GRPO_OK) rc = open_eval(t, err);

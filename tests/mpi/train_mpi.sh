@@ -11,6 +11,7 @@
 #   4. batch_prompts that does not divide over the ranks is refused with a clear message
 #   5. --resume under mpirun continues exactly (the same bytes as the uninterrupted run)
 #   6. grpo sft (not data parallel) refuses to run under a 2-rank launch
+#   7. the cuda backend under a 2-rank launch is refused (GPU ranks need NCCL, not built)
 # Exit 77 (skipped) without MPI. One thread per rank, 2 ranks, oversubscribed (2 cores or 1).
 set -uo pipefail
 grpo=$1 compare=$2 src=$3 work=$4 have_mpi=$5 mpirun=$6
@@ -179,4 +180,13 @@ cmp -s "$(ckpt res 3)" "$(ckpt two 3)" || fail "resume: the parameters after ste
 timeout 60 "${mpi[@]}" "$grpo" sft run.ini > sft.log 2>&1 && fail "grpo sft ran under mpirun -np 2"
 grep -q "grpo sft runs as one process only" sft.log || { cat sft.log; fail "sft: no clear refusal"; }
 [[ $failed == 0 ]] && echo "ok   grpo sft under mpirun -np 2 refused"
+
+# 7. GPU ranks need NCCL (not built): the cuda backend (here its host emulation) under a 2-rank
+#    launch is refused, not run with MPI reading device memory
+GRPO_CUDA_EMULATION=1 timeout 60 "${mpi[@]}" -x GRPO_CUDA_EMULATION "$grpo" train run.ini \
+    --set log.dir=gpu --set checkpoint.dir=gpu/ck --set model.backend=cuda > gpu.log 2>&1 &&
+    fail "backend = cuda ran under mpirun -np 2"
+grep -q "2 ranks on the cuda backend: .*GPU ranks need NCCL" gpu.log ||
+    { cat gpu.log; fail "cuda under mpirun: no clear refusal"; }
+[[ $failed == 0 ]] && echo "ok   backend = cuda under mpirun -np 2 refused (NCCL not built)"
 exit $failed
