@@ -117,9 +117,11 @@ void cuda_gemm(cuda_ctx *ctx, int trans_a, int trans_b, int32_t M, int32_t N, in
                             trans_b ? K : N, &ldb);
 #ifdef GRPO_CUDA_EMU
     CUDA_CHECK(cudaStreamSynchronize(ctx->stream), "gemm");
+    grpo_emu_device_begin(); /* sgemm stands in for the device here (emu.h: strict mode) */
     cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
                 trans_b ? CblasTrans : CblasNoTrans, M, N, K, alpha, (const float *)a, lda,
                 (const float *)b, ldb, beta, C, ldc);
+    grpo_emu_device_end();
 #else
     cudaDataType t = want == GRPO_DTYPE_BF16 ? CUDA_R_16BF : CUDA_R_32F;
     cublasStatus_t s = cublasGemmEx(

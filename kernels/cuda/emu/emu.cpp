@@ -389,12 +389,14 @@ extern "C" void grpo_emu_launch(dim3 grid, dim3 block, size_t shmem, void (*body
     if (shmem && !s->dyn) emu_fail("out of memory for dynamic shared memory");
     s->view.block_dim = block;
     s->view.grid_dim = grid;
+    grpo_emu_device_begin();
     for (unsigned z = 0; z < grid.z; z++)
         for (unsigned y = 0; y < grid.y; y++)
             for (unsigned x = 0; x < grid.x; x++) {
                 s->view.block_idx = {x, y, z};
                 run_block(s);
             }
+    grpo_emu_device_end();
     free(s->dyn);
     s->dyn = nullptr;
     s->dyn_bytes = 0;
@@ -414,29 +416,94 @@ struct grpo_emu_stream {
     int flags;
 };
 
+/* ---- strict mode: device memory closed to the host between device operations ------------- */
+
+namespace {
+struct Region {
+    void *p;
+    size_t bytes; /* whole pages */
+};
+struct Strict {
+    int on = -1;                 /* -1: not read from the environment yet */
+    int depth = 0;               /* nested grpo_emu_device_begin */
+    std::vector<Region> regions; /* every live device allocation (mmap'd) */
+};
+Strict &strict() {
+    static Strict st;
+    if (st.on < 0) {
+        const char *e = getenv("GRPO_CUDA_EMU_STRICT");
+        st.on = e && strcmp(e, "1") == 0;
+    }
+    return st;
+}
+void protect_all(Strict &st, int prot) {
+    for (const Region &r : st.regions)
+        if (mprotect(r.p, r.bytes, prot) != 0) emu_fail("strict mode: mprotect failed");
+}
+size_t page_round(size_t n) {
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    return (n + page - 1) / page * page;
+}
+} // namespace
+
+extern "C" void grpo_emu_device_begin(void) {
+    Strict &st = strict();
+    if (st.on && st.depth++ == 0) protect_all(st, PROT_READ | PROT_WRITE);
+}
+
+extern "C" void grpo_emu_device_end(void) {
+    Strict &st = strict();
+    if (st.on && --st.depth == 0) protect_all(st, PROT_NONE);
+}
+
+/* Device memory of strict mode: whole pages of their own, closed unless device work runs. */
+static void *strict_alloc(Strict &st, size_t size) {
+    size_t bytes = page_round(size);
+    void *p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return nullptr;
+    st.regions.push_back({p, bytes});
+    if (st.depth == 0 && mprotect(p, bytes, PROT_NONE) != 0) emu_fail("strict mode: mprotect");
+    return p;
+}
+
+static void strict_free(Strict &st, void *ptr) {
+    for (size_t i = 0; i < st.regions.size(); i++)
+        if (st.regions[i].p == ptr) {
+            munmap(ptr, st.regions[i].bytes);
+            st.regions.erase(st.regions.begin() + (long)i);
+            return;
+        }
+    emu_fail("cudaFree of a pointer cudaMalloc did not return");
+}
+
 extern "C" cudaError_t cudaMalloc(void **ptr, size_t bytes) {
     if (!ptr) return fail(cudaErrorInvalidValue);
     size_t size = bytes ? (bytes + 255u) / 256u * 256u : 256u; /* cudaMalloc aligns to 256 */
     if (size < bytes) return fail(cudaErrorMemoryAllocation);
-    void *p = aligned_alloc(256, size);
+    Strict &st = strict();
+    void *p = st.on ? strict_alloc(st, size) : aligned_alloc(256, size); /* mmap: zeroed */
     if (!p) {
         *ptr = nullptr;
         return fail(cudaErrorMemoryAllocation);
     }
-    memset(p, 0, size);
+    if (!st.on) memset(p, 0, size);
     *ptr = p;
     return cudaSuccess;
 }
 
 extern "C" cudaError_t cudaFree(void *ptr) {
-    free(ptr);
+    Strict &st = strict();
+    if (st.on && ptr) strict_free(st, ptr);
+    else free(ptr);
     return cudaSuccess;
 }
 
 extern "C" cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind) {
     if ((unsigned)kind > (unsigned)cudaMemcpyDefault) return fail(cudaErrorInvalidValue);
     if (bytes && (!dst || !src)) return fail(cudaErrorInvalidValue);
+    grpo_emu_device_begin();
     if (bytes && dst != src) memmove(dst, src, bytes);
+    grpo_emu_device_end();
     return cudaSuccess;
 }
 
@@ -447,7 +514,9 @@ extern "C" cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes,
 
 extern "C" cudaError_t cudaMemsetAsync(void *ptr, int value, size_t bytes, cudaStream_t) {
     if (bytes && !ptr) return fail(cudaErrorInvalidValue);
+    grpo_emu_device_begin();
     if (bytes) memset(ptr, value, bytes);
+    grpo_emu_device_end();
     return cudaSuccess;
 }
 

@@ -189,6 +189,14 @@ cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes);
 
 /* The launch itself: checks the configuration, then runs body(closure) once per CUDA thread. */
 void grpo_emu_launch(dim3 grid, dim3 block, size_t shmem, void (*body)(void *), void *closure);
+
+/* Strict mode (GRPO_CUDA_EMU_STRICT=1 in the environment): device memory is mapped inaccessible
+ * whenever no emulated device work runs, so host code that dereferences a device pointer — which
+ * a real GPU would turn into a crash or garbage — faults here too. The emulation's own device
+ * work (launches, copies, memset) opens it; so must any other host code that stands in for the
+ * device (gemm.cu's sgemm), between these two calls (they nest). No-ops when not strict. */
+void grpo_emu_device_begin(void);
+void grpo_emu_device_end(void);
 }
 
 /* cuda_runtime.h's typed overload, so `float *p; cudaMalloc(&p, n)` compiles in both builds. */
