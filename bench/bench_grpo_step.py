@@ -317,7 +317,8 @@ def roofline_shares(a, res, tokens, sgemm, read):
     pol = ph.get("policy", ph.get("policy_fwd", 0) + ph.get("policy_bwd", 0))
     ref = ph.get("reference")
     passes = 4 if a.gradient_checkpointing else 3
-    out = {}
+    out = {}  # (a phase under a millisecond did not run: beta 0 has no reference pass)
+    roll, ref, pol = [x if x and x > 1e-3 else None for x in (roll, ref, pol)]
     if roll:
         step_bytes = wbytes + R * kvbytes * cached
         out["rollout % of stream read"] = 100 * new * step_bytes / roll / 1e9 / read
