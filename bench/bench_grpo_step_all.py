@@ -21,7 +21,6 @@ import argparse
 import datetime
 import os
 import re
-import statistics
 import subprocess
 import sys
 import time
@@ -294,8 +293,8 @@ def header(command, started, roofs, loads, quick):
                    "{torch.__version__}, transformers {transformers.__version__}, TRL "
                    "{trl.__version__}')"])
     (s1, r1), (s2, r2) = roofs
-    lines = [f"### All cases in one run{' (--quick: a pipeline test, not the benchmark)' if quick else ''}"
-             " — before shared-prefix training", "",
+    what = " (--quick: a pipeline test, not the benchmark)" if quick else ""
+    lines = [f"### All cases in one run{what} — before shared-prefix training", "",
              "Written by the command below (do not edit by hand: the next run replaces "
              "everything between the two markers). Numbers are **before the shared-prefix "
              "training path** (issue 14: prompts computed once per group) was merged.", "",

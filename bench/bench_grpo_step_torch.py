@@ -260,7 +260,8 @@ def run(a):
         dt, dc = time.perf_counter() - t0, time.process_time() - c0
         times.append(dt)
         cpus.append(dc)
-        print(f"step {s + 1}: {dt:.3f} s (cpu {dc:.3f} s)  T={m['T']} tokens={m['tokens']} loss={m['loss']:.4g} "
+        print(f"step {s + 1}: {dt:.3f} s (cpu {dc:.3f} s)  T={m['T']} tokens={m['tokens']} "
+              f"loss={m['loss']:.4g} "
               f"kl={m['kl']:.3g} reward={m['reward']:.3g} grad_norm={m['grad_norm']:.3g}\n"
               "  phases (cpu s) "
               + " ".join(f"{k} {v:.3f}" for k, v in m["phases"].items()), flush=True)
