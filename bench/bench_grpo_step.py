@@ -23,15 +23,22 @@ times the C step at train.threads = 2 alone and next to a spinning process (the 
 --sides c,torch,trl adds TRL's GRPOTrainer (bench/bench_grpo_step_trl.py; pip install trl) on
 the same model, prompts and settings: CPU seconds per optimizer step and peak RSS.
 
+--all runs issue 14's whole benchmark in one go and writes its tables into BENCHMARKS.md
+(bench/bench_grpo_step_all.py: MiniMind2-small at 128 and 512 new tokens and the embedded
+default, 1 and 2 threads, all three sides, rooflines, busy core); --all --quick is the same
+pipeline with short completions and few steps, to test it in minutes.
+
 Usage (from the repository root, after building):
   python3 bench/bench_grpo_step.py [--rounds 3] [--steps 4] [--warmup 1] [--micro-batch 0]
                                    [--new-tokens 128] [--gradient-checkpointing] [--rooflines]
                                    [--busy-core] [--sides c,torch,trl]
+  python3 bench/bench_grpo_step.py --all [--quick]
 """
 import argparse
 import json
 import os
 import re
+import signal
 import statistics
 import subprocess
 import sys
@@ -39,7 +46,17 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OUT = os.path.join(ROOT, "build", "bench_grpo_step")
-ENV = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
+ARITH = os.path.join(OUT, "arith")  # the embedded default's models (grpo init-model + sft)
+ARITH_MODEL = [os.path.join(ARITH, "sft")]  # the one its runs load (--all --quick: a short SFT)
+
+
+def env_of(threads):
+    """The environment of every side at `threads` threads (BLAS and OpenMP pools)."""
+    n = str(threads)
+    return dict(os.environ, OMP_NUM_THREADS=n, OPENBLAS_NUM_THREADS=n, MKL_NUM_THREADS=n)
+
+
+ENV = env_of(1)
 
 
 def cpu_seconds(pid):
@@ -61,17 +78,31 @@ def child_pid(pid):
         return None
 
 
-def timed(cmd, tag, watch=None):
+class Overtime(Exception):
+    """A side ran past its time limit (TIME_LIMIT[0] seconds) and was killed."""
+
+
+TIME_LIMIT = [None]  # seconds one program may run (--all sets it per case), None = no limit
+
+
+def timed(cmd, tag, watch=None, env=None):
     """Runs cmd under /usr/bin/time -v; returns (stdout+stderr text, {rss_mib, cpu_pct}).
     watch: a file the program appends one line to per step; then res["cpu_marks"] holds the
-    program's CPU seconds each time a line appeared (polled every 20 ms)."""
+    program's CPU seconds each time a line appeared (polled every 20 ms). Past TIME_LIMIT[0]
+    seconds the program is killed and Overtime raised."""
     tfile = os.path.join(OUT, f"time_{tag}.txt")
     log = open(os.path.join(OUT, f"out_{tag}.txt"), "w+")
-    p = subprocess.Popen(["/usr/bin/time", "-v", "-o", tfile] + cmd, cwd=ROOT, env=ENV,
-                         stdout=log, stderr=subprocess.STDOUT, text=True)
-    marks, seen, prog = [], 0, None
+    p = subprocess.Popen(["/usr/bin/time", "-v", "-o", tfile] + cmd, cwd=ROOT, env=env or ENV,
+                         stdout=log, stderr=subprocess.STDOUT, text=True,
+                         start_new_session=True)
+    marks, seen, prog, start = [], 0, None, time.monotonic()
     while p.poll() is None:
         time.sleep(0.02)
+        if TIME_LIMIT[0] and time.monotonic() - start > TIME_LIMIT[0]:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+            log.close()
+            raise Overtime(f"{tag}: killed after {TIME_LIMIT[0]:.0f} s")
         if not watch:
             continue
         prog = prog or child_pid(p.pid)
@@ -93,12 +124,27 @@ def timed(cmd, tag, watch=None):
     t = open(tfile).read()
     rss = int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", t).group(1)) / 1024
     cpu = int(re.search(r"Percent of CPU this job got: (\d+)%", t).group(1))
-    return out, {"rss_mib": rss, "cpu_pct": cpu, "cpu_marks": marks}
+    return out, {"rss_mib": rss, "cpu_pct": cpu, "cpu_marks": marks,
+                 "load": os.getloadavg()[0]}
+
+
+def threads_of(a):
+    return getattr(a, "threads", 1)
+
+
+def is_arith(a):
+    return getattr(a, "shape", "minimind") == "arith"
+
+
+def rows_of(a):
+    """B * G: 2 x 8 on the MiniMind2-small shape, 8 x 16 on the embedded default."""
+    return 128 if is_arith(a) else 16
 
 
 def setting(a):
     """The tag of a's settings in file names: micro-batch, new tokens, recomputation, threads."""
-    return (f"mb{a.micro_batch}" + (f"_n{a.new_tokens}" if a.new_tokens != 128 else "")
+    return (("arith_" if is_arith(a) else "") + f"mb{a.micro_batch}"
+            + (f"_n{a.new_tokens}" if a.new_tokens != 128 else "")
             + ("_gc" if a.gradient_checkpointing else "")
             + (f"_t{a.threads}" if getattr(a, "threads", 1) != 1 else ""))
 
@@ -125,22 +171,48 @@ def run_file(a):
     return path
 
 
+def arith_command(a):
+    """`grpo train examples/arith.ini` on the SFT model under ARITH with a's steps, threads and
+    completion length, its logs under OUT (checkpoints off); and its metrics file."""
+    runs = os.path.join(OUT, f"runs_{setting(a)}")
+    sets = {"model.path": ARITH_MODEL[0], "train.steps": a.steps,
+            "train.threads": threads_of(a), "sampling.max_completion_length": a.new_tokens,
+            "train.micro_batch": a.micro_batch, "log.dir": runs, "log.completions_every": 0,
+            "checkpoint.dir": os.path.join(runs, "checkpoints"), "checkpoint.every": 0}
+    if a.gradient_checkpointing:
+        sets["train.gradient_checkpointing"] = "true"
+    cmd = [os.path.join(ROOT, "build", "grpo"), "train",
+           os.path.join(ROOT, "examples", "arith.ini")]
+    for k, v in sets.items():
+        cmd += ["--set", f"{k}={v}"]
+    return cmd, os.path.join(runs, "metrics.jsonl")
+
+
 def run_c(a, tag):
-    ini = run_file(a)
-    metrics = os.path.join(OUT, f"runs_{setting(a)}", "metrics.jsonl")
+    if is_arith(a):
+        cmd, metrics = arith_command(a)
+    else:
+        cmd = [os.path.join(ROOT, "build", "grpo"), "train", run_file(a)]
+        metrics = os.path.join(OUT, f"runs_{setting(a)}", "metrics.jsonl")
     if os.path.exists(metrics):
         os.remove(metrics)
-    _, res = timed([os.path.join(ROOT, "build", "grpo"), "train", ini], tag, watch=metrics)
+    _, res = timed(cmd, tag, watch=metrics, env=env_of(threads_of(a)))
     with open(metrics) as f:
         rows = [json.loads(line) for line in f]
     steps = [r["step_time"] for r in rows]
-    assert all(r["completions/mean_length"] == a.new_tokens for r in rows), "a row stopped early"
+    assert is_arith(a) or all(r["completions/mean_length"] == a.new_tokens for r in rows), \
+        "a row stopped early"
     res["steps"] = steps
     res["median"] = statistics.median(steps[a.warmup:])
     m = res["cpu_marks"]  # CPU time between metrics lines = CPU time of steps 2..
-    res["cpu_steps"] = [m[i] - m[i - 1] for i in range(max(a.warmup, 1), len(m))]
+    # (with no warm-up step, step 1's CPU time includes the start: loading the model)
+    res["cpu_steps"] = [m[i] - m[i - 1] for i in range(max(a.warmup, 1), len(m))] or m[:1]
     res["cpu_median"] = statistics.median(res["cpu_steps"])
     res["tokens"] = rows[-1]["num_tokens"] / len(rows)  # real tokens of one step's rows
+    res["completion_tokens"] = statistics.median(
+        r["completions/mean_length"] * rows_of(a) for r in (rows[a.warmup:] or rows))
+    res["decode_steps"] = statistics.median(r.get("completions/max_length", a.new_tokens)
+                                            for r in (rows[a.warmup:] or rows))
     timed_rows = rows[a.warmup:] or rows  # the phases' CPU seconds (time/cpu/... metrics)
     res["phases"] = {k[len("time/cpu/"):]: statistics.median(r[k] for r in timed_rows)
                      for k in rows[0] if k.startswith("time/cpu/")}
@@ -150,9 +222,15 @@ def run_c(a, tag):
 def run_torch(a, tag):
     cmd = ["python3", os.path.join(ROOT, "bench", "bench_grpo_step_torch.py"), "--model",
            os.path.join(OUT, "model"), "--steps", str(a.steps), "--warmup", str(a.warmup),
-           "--threads", "1", "--micro-batch", str(a.micro_batch), "--max-new-tokens",
-           str(a.new_tokens)] + (["--gradient-checkpointing"] if a.gradient_checkpointing else [])
-    text, res = timed(cmd, tag)
+           "--threads", str(threads_of(a)), "--micro-batch", str(a.micro_batch),
+           "--max-new-tokens", str(a.new_tokens)] + (
+               ["--gradient-checkpointing"] if a.gradient_checkpointing else [])
+    if is_arith(a):  # examples/arith.ini's settings on the same SFT model
+        cmd[3] = ARITH_MODEL[0]
+        cmd += ["--data", os.path.join(ROOT, "examples", "arith", "train.jsonl"), "--B", "8",
+                "--G", "16", "--beta", "0", "--lr", "1e-4", "--loss-type", "dapo", "--rewards",
+                "arith", "--stop-at-eos"]
+    text, res = timed(cmd, tag, env=env_of(threads_of(a)))
     res["steps"] = [float(x) for x in re.findall(r"(?m)^step \d+: ([0-9.]+) s", text)]
     res["median"] = statistics.median(res["steps"][a.warmup:])
     res["cpu_steps"] = [float(x) for x in re.findall(r"(?m)^step \d+: .*?\(cpu ([0-9.]+) s\)",
@@ -161,6 +239,10 @@ def run_torch(a, tag):
     phases = [dict((k, float(v)) for k, v in re.findall(r"(\w+) ([0-9.]+)", line))
               for line in re.findall(r"(?m)^  phases \(cpu s\) (.*)$", text)][a.warmup:]
     res["phases"] = {k: statistics.median(p[k] for p in phases) for k in phases[0]}
+    toks = [int(x) for x in re.findall(r"(?m)^step \d+: .* tokens=(\d+)", text)]
+    res["completion_tokens"] = statistics.median(toks[a.warmup:] or toks)
+    widths = [int(x) for x in re.findall(r"(?m)^step \d+: .* T=(\d+)", text)]
+    res["decode_steps"] = statistics.median(widths[a.warmup:] or widths)
     return res
 
 
@@ -170,12 +252,27 @@ def run_trl(a, tag):
     cmd = ["python3", os.path.join(ROOT, "bench", "bench_grpo_step_trl.py"), "--model",
            os.path.join(OUT, "model"), "--data",
            os.path.join(ROOT, "bench", "bench_grpo_step_prompts.jsonl"), "--steps", str(a.steps),
-           "--warmup", str(a.warmup), "--threads", "1", "--new-tokens", str(a.new_tokens)] + (
-               ["--gradient-checkpointing"] if a.gradient_checkpointing else [])
-    text, res = timed(cmd, tag)
+           "--warmup", str(a.warmup), "--threads", str(threads_of(a)), "--new-tokens",
+           str(a.new_tokens)] + (["--gradient-checkpointing"] if a.gradient_checkpointing else [])
+    if is_arith(a):
+        cmd[3] = ARITH_MODEL[0]
+        cmd[5] = os.path.join(ROOT, "examples", "arith", "train.jsonl")
+        cmd.append("--arith")
+    text, res = timed(cmd, tag, env=env_of(threads_of(a)))
     cpu = [float(x) for x in re.findall(r"(?m)^step \d+ cpu ([0-9.]+)", text)]
-    res["steps"] = res["cpu_steps"] = cpu[a.warmup:] or cpu
-    res["median"] = res["cpu_median"] = statistics.median(res["cpu_steps"])
+    wall = [float(x) for x in re.findall(r"(?m)^step \d+ cpu [0-9.]+ wall ([0-9.]+)", text)]
+    res["cpu_steps"] = cpu[a.warmup:] or cpu
+    res["steps"] = wall[a.warmup:] or wall
+    res["median"] = statistics.median(res["steps"])
+    res["cpu_median"] = statistics.median(res["cpu_steps"])
+    phases = [dict((k, float(v)) for k, v in re.findall(r"(\w+) ([0-9.]+)", line))
+              for line in re.findall(r"(?m)^  phases \(cpu s\) (.*)$", text)]
+    phases = phases[a.warmup:] or phases
+    res["phases"] = {k: statistics.median(p[k] for p in phases) for k in phases[0]}
+    toks = [float(x) for x in re.findall(r"(?m)^  tokens ([0-9.]+)", text)]
+    res["completion_tokens"] = statistics.median(toks[a.warmup:] or toks)
+    widths = [float(x) for x in re.findall(r"(?m)^  tokens [0-9.]+ longest ([0-9.]+)", text)]
+    res["decode_steps"] = statistics.median(widths[a.warmup:] or widths)
     return res
 
 
@@ -191,12 +288,12 @@ def machine_rooflines():
     return sgemm, read
 
 
-def model_cost():
+def model_cost(model_dir=None):
     """From the benchmark model's config.json: weight bytes a decode step reads (every matmul
     weight once), KV-cache bytes per cached position of one row (keys and values of every
     layer), and forward FLOPs per token at sequence length T (2 per matmul weight, plus causal
     attention: q.k and p.v over T/2 keys on average; bench_dense's count)."""
-    c = json.load(open(os.path.join(OUT, "model", "config.json")))
+    c = json.load(open(os.path.join(model_dir or os.path.join(OUT, "model"), "config.json")))
     C, L, I, V = c["hidden_size"], c["num_hidden_layers"], c["intermediate_size"], c["vocab_size"]
     NH, NKV = c["num_attention_heads"], c["num_key_value_heads"]
     HD = c.get("head_dim") or C // NH
@@ -208,19 +305,23 @@ def roofline_shares(a, res, tokens, sgemm, read):
     """res's phases as shares of the rooflines (CPU time): the rollout's reads (per new token one
     pass over the weights and the 16 rows' KV caches, prefill and rewards counted in its time)
     against the streaming read; the reference forward and the policy forward + backward (x3; x4
-    with recomputation) FLOPs against sgemm. tokens: real tokens of the step's B*G rows."""
-    wbytes, kvbytes, fwd = model_cost()
-    T = tokens / 16  # mean row length (B*G = 16 rows)
-    cached = T - a.new_tokens / 2  # mean cache length over the decode steps
+    with recomputation) FLOPs against sgemm. tokens: real tokens of the step's B*G rows; new:
+    the decode steps (default a.new_tokens; the longest row where rows end at EOS)."""
+    wbytes, kvbytes, fwd = model_cost(ARITH_MODEL[0] if is_arith(a) else None)
+    R = rows_of(a)
+    T = tokens / R  # mean row length
+    new = res.get("decode_steps", a.new_tokens)
+    cached = T - new / 2  # mean cache length over the decode steps
     ph = res.get("phases", {})
     roll = ph.get("rollout", ph.get("generate"))
     pol = ph.get("policy", ph.get("policy_fwd", 0) + ph.get("policy_bwd", 0))
     ref = ph.get("reference")
     passes = 4 if a.gradient_checkpointing else 3
-    out = {}
+    out = {}  # (a phase under a millisecond did not run: beta 0 has no reference pass)
+    roll, ref, pol = [x if x and x > 1e-3 else None for x in (roll, ref, pol)]
     if roll:
-        step_bytes = wbytes + 16 * kvbytes * cached
-        out["rollout % of stream read"] = 100 * a.new_tokens * step_bytes / roll / 1e9 / read
+        step_bytes = wbytes + R * kvbytes * cached
+        out["rollout % of stream read"] = 100 * new * step_bytes / roll / 1e9 / read
     if ref:
         out["reference % of sgemm"] = 100 * fwd(T) * tokens / ref / 1e9 / sgemm
     if pol:
@@ -260,7 +361,19 @@ def main():
                         "phase's share of them")
     p.add_argument("--busy-core", action="store_true",
                    help="also time the C step at 2 threads alone and next to a spinning process")
+    p.add_argument("--all", action="store_true",
+                   help="issue 14's whole benchmark in one run (bench/bench_grpo_step_all.py): "
+                        "MiniMind2-small at 128 and 512 new tokens and the embedded default, "
+                        "1 and 2 threads, grpo / PyTorch / TRL, rooflines, busy core; writes "
+                        "the tables into BENCHMARKS.md (the other options are ignored)")
+    p.add_argument("--quick", action="store_true",
+                   help="with --all: short completions, few steps, a 100-step SFT (tests the "
+                        "pipeline in minutes; not the benchmark's numbers)")
     a = p.parse_args()
+    if a.all or a.quick:
+        import bench_grpo_step_all
+        bench_grpo_step_all.main(sys.argv[1:], a.quick)
+        return
     a.threads = 1
     os.makedirs(OUT, exist_ok=True)
     if not os.path.exists(os.path.join(OUT, "model", "model.safetensors")):

@@ -25,6 +25,10 @@ Two modes:
                train.micro_batch), the loss still averaged over all B*G sequences.
                --gradient-checkpointing: the policy's model.gradient_checkpointing_enable()
                (recompute each layer in backward; train.gradient_checkpointing on the C side).
+               --beta 0: no reference model; --loss-type dapo: token mean over the batch;
+               --rewards arith --stop-at-eos with --data examples/arith/train.jsonl --B 8
+               --G 16: the embedded default's step (examples/arith.ini) on the model of
+               `grpo init-model` + `grpo sft`, which transformers loads as written.
 
 Usage:
   python3 bench/bench_grpo_step_torch.py --make build/bench_grpo_step/model
@@ -92,6 +96,22 @@ FORMAT = [r"^<think>\n.*?\n</think>\n<answer>\n.*?\n</answer>$",
 TAGS = ["<think>", "</think>", "<answer>", "</answer>"]
 
 
+ANSWER = re.compile(r"<answer>(.*?)</answer>", re.S)
+
+
+def arith_rewards(completions, answers):
+    """The embedded default's rewards (examples/arith.ini): builtin.accuracy (the last
+    <answer>...</answer>, trimmed, equal to the row's answer: 1) + 0.5 x builtin.format (the
+    reasoning-format regex, 0.5 when it matches)."""
+    r = []
+    for c, gold in zip(completions, answers):
+        found = ANSWER.findall(c)
+        v = 1.0 if found and found[-1].strip() == gold else 0.0
+        v += 0.5 * (0.5 if any(re.match(p, c, re.S) for p in FORMAT) else 0.0)
+        r.append(v)
+    return torch.tensor(r, dtype=torch.float32)
+
+
 def rewards_of(completions):
     r = []
     for c in completions:
@@ -111,8 +131,19 @@ def per_token_logps(model, ids, attn, n_keep):
     return torch.gather(logits.log_softmax(dim=-1), 2, ids[:, -n_keep:].unsqueeze(-1)).squeeze(-1)
 
 
-def grpo_step(a, policy, ref, tok, opt, prompt_ids, prompt_mask):
-    """One full step; returns a dict of a few numbers (so the work cannot be skipped)."""
+def completion_mask(completion, eos):
+    """(N, T) 1 for the tokens up to and including the first eos (all when eos is None)."""
+    if eos is None:
+        return torch.ones_like(completion, dtype=torch.float32)
+    is_eos = completion == eos
+    first = torch.where(is_eos.any(1), is_eos.int().argmax(1), completion.shape[1])  # (N)
+    return (torch.arange(completion.shape[1])[None, :] <= first[:, None]).float()
+
+
+def grpo_step(a, policy, ref, tok, opt, prompt_ids, prompt_mask, answers):
+    """One full step; returns a dict of a few numbers (so the work cannot be skipped).
+    ref None (beta 0): no reference pass, no KL. answers: the gold answers of the B prompts
+    (--rewards arith)."""
     B, G = prompt_ids.shape[0], a.G
     ph = {}  # CPU seconds per phase
     t0 = CLOCK()
@@ -122,20 +153,23 @@ def grpo_step(a, policy, ref, tok, opt, prompt_ids, prompt_mask):
                               temperature=a.temperature, top_k=0, top_p=1.0,
                               max_new_tokens=a.max_new_tokens,
                               num_return_sequences=G, pad_token_id=tok.pad_token_id,
-                              eos_token_id=None, use_cache=True)
+                              eos_token_id=a.eos, use_cache=True)
     t1 = CLOCK()
     ph["generate"] = t1 - t0
     P = prompt_ids.shape[1]
     completion = out[:, P:]  # (N, T)
     T = completion.shape[1]
-    attn = torch.cat([prompt_mask.repeat_interleave(G, 0), torch.ones_like(completion)], 1)
+    mask = completion_mask(completion, a.eos)  # (N, T)
+    attn = torch.cat([prompt_mask.repeat_interleave(G, 0), mask.long()], 1)
     texts = tok.batch_decode(completion, skip_special_tokens=True)
-    r = rewards_of(texts)  # (N)
+    if a.rewards == "arith":
+        r = arith_rewards(texts, [x for x in answers for _ in range(G)])  # (N)
+    else:
+        r = rewards_of(texts)  # (N)
     grouped = r.view(B, G)
     mean = grouped.mean(1).repeat_interleave(G)
     std = grouped.std(1).repeat_interleave(G)
     adv = ((r - mean) / (std + 1e-4)).unsqueeze(1)  # (N, 1)
-    mask = torch.ones_like(completion, dtype=torch.float32)  # no EOS: every token counts
     t2 = CLOCK()
     ph["rewards"] = t2 - t1
     for k in ("reference", "policy_fwd", "policy_bwd"):
@@ -147,15 +181,24 @@ def grpo_step(a, policy, ref, tok, opt, prompt_ids, prompt_mask):
     for r0 in range(0, N, mb):  # micro-batches of rows, as train.micro_batch
         rows = slice(r0, min(r0 + mb, N))
         ta = CLOCK()
-        with torch.no_grad():
-            ref_logp = per_token_logps(ref, out[rows], attn[rows], T)  # (mb, T)
-        tb = CLOCK()
+        tb = ta
+        if ref is not None:
+            with torch.no_grad():
+                ref_logp = per_token_logps(ref, out[rows], attn[rows], T)  # (mb, T)
+            tb = CLOCK()
         logp = per_token_logps(policy, out[rows], attn[rows], T)  # (mb, T)
-        d = ref_logp - logp
-        kl = torch.exp(d) - d - 1
-        per_token = -(torch.exp(logp - logp.detach()) * adv[rows] - a.beta * kl)
+        per_token = -(torch.exp(logp - logp.detach()) * adv[rows])
+        if ref is not None:
+            d = ref_logp - logp
+            kl = torch.exp(d) - d - 1
+            per_token = per_token + a.beta * kl
+        else:
+            kl = torch.zeros_like(logp)
         m = mask[rows]
-        loss = ((per_token * m).sum(1) / m.sum(1)).sum() / N  # mean over all N sequences
+        if a.loss_type == "dapo":  # token mean over the whole batch
+            loss = (per_token * m).sum() / mask.sum()
+        else:  # grpo: per-sequence mean, then mean over all N sequences
+            loss = ((per_token * m).sum(1) / m.sum(1)).sum() / N
         tc = CLOCK()
         loss.backward()
         td = CLOCK()
@@ -169,7 +212,8 @@ def grpo_step(a, policy, ref, tok, opt, prompt_ids, prompt_mask):
     opt.step()
     opt.zero_grad(set_to_none=True)
     ph["clip_adamw"] = CLOCK() - t5
-    return {"phases": ph, "T": T, "loss": loss_sum, "kl": kl_sum / mask.sum().item(),
+    return {"phases": ph, "T": T, "tokens": int(mask.sum().item()), "loss": loss_sum,
+            "kl": kl_sum / mask.sum().item(),
             "reward": r.mean().item(), "grad_norm": gn.item()}
 
 
@@ -185,15 +229,20 @@ def run(a):
     rss_import = rss_mib()
     tok = AutoTokenizer.from_pretrained(a.model)
     policy = LlamaForCausalLM.from_pretrained(a.model, dtype=torch.float32)
-    ref = LlamaForCausalLM.from_pretrained(a.model, dtype=torch.float32)
-    ref.eval().requires_grad_(False)
+    ref = None  # beta 0: no reference model (as TRL and grpo)
+    if a.beta != 0:
+        ref = LlamaForCausalLM.from_pretrained(a.model, dtype=torch.float32)
+        ref.eval().requires_grad_(False)
+    a.eos = tok.eos_token_id if a.stop_at_eos else None
     if a.gradient_checkpointing:
         policy.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     opt = torch.optim.AdamW(policy.parameters(), lr=a.lr, betas=(0.9, 0.999), eps=1e-8,
                             weight_decay=0.0)
     rss_loaded = rss_mib()
     with open(a.data, encoding="utf-8") as f:
-        prompts = [json.loads(line)["prompt"] for line in f if line.strip()][: a.B]
+        rows = [json.loads(line) for line in f if line.strip()][: a.B]
+    prompts = [x["prompt"] for x in rows]
+    answers = [str(x.get("answer", "")) for x in rows]
     enc = [tok(p, add_special_tokens=False)["input_ids"] for p in prompts]
     P = max(len(e) for e in enc)
     ids = torch.full((a.B, P), tok.pad_token_id, dtype=torch.long)
@@ -207,11 +256,12 @@ def run(a):
     times, cpus = [], []
     for s in range(a.steps):
         t0, c0 = time.perf_counter(), time.process_time()
-        m = grpo_step(a, policy, ref, tok, opt, ids, pmask)
+        m = grpo_step(a, policy, ref, tok, opt, ids, pmask, answers)
         dt, dc = time.perf_counter() - t0, time.process_time() - c0
         times.append(dt)
         cpus.append(dc)
-        print(f"step {s + 1}: {dt:.3f} s (cpu {dc:.3f} s)  T={m['T']} loss={m['loss']:.4g} "
+        print(f"step {s + 1}: {dt:.3f} s (cpu {dc:.3f} s)  T={m['T']} tokens={m['tokens']} "
+              f"loss={m['loss']:.4g} "
               f"kl={m['kl']:.3g} reward={m['reward']:.3g} grad_norm={m['grad_norm']:.3g}\n"
               "  phases (cpu s) "
               + " ".join(f"{k} {v:.3f}" for k, v in m["phases"].items()), flush=True)
@@ -243,6 +293,13 @@ def main():
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--gradient-checkpointing", action="store_true",
                    help="recompute the policy's layers in backward (TRL's GRPO default)")
+    p.add_argument("--loss-type", choices=("grpo", "dapo"), default="grpo",
+                   help="grpo: per-sequence mean; dapo: token mean over the batch")
+    p.add_argument("--rewards", choices=("minimind", "arith"), default="minimind",
+                   help="minimind: format + tags; arith: accuracy against the row's answer + "
+                        "0.5 x format (the embedded default, examples/arith.ini)")
+    p.add_argument("--stop-at-eos", action="store_true",
+                   help="rows end at the tokenizer's EOS (default: every row runs to the limit)")
     a = p.parse_args()
     if a.make:
         if not os.path.exists(os.path.join(a.tokenizer, "tokenizer.json")):

@@ -12,10 +12,20 @@ max_grad_norm 1.0, AdamW, fp32 on the CPU, one thread, no gradient checkpointing
 (0.5) and tag counts (0.25 each), as both other sides. The prompts are plain text (ChatML written
 out), so no chat template is applied.
 
-Prints the CPU seconds of each optimizer step (time.process_time() between TrainerCallback's
-on_step_begin and on_step_end: generation, reference, loss, backward and AdamW), the median after
---warmup steps, and the peak RSS of the process (getrusage ru_maxrss) as bench_grpo_step.py
-parses them: "step K cpu S", "median cpu S", "peak_rss_mib M".
+--arith runs the embedded default's settings instead (examples/arith.ini; the model of
+`grpo init-model` + `grpo sft`, which transformers loads as it is): B = 8 prompts of --data
+(prompt + answer) x G = 16, 40 new tokens ending at the tokenizer's EOS, loss_type dapo, beta 0
+(no reference model), lr 1e-4; rewards accuracy (the last <answer>, trimmed, equal to the row's
+answer) + 0.5 x format.
+
+Prints the CPU and wall seconds of each optimizer step (time.process_time() / perf_counter()
+between TrainerCallback's on_step_begin and on_step_end: generation, reference, loss, backward
+and AdamW), its CPU seconds per phase (the trainer's methods wrapped: rollout =
+_generate_and_score_completions less the reference's _get_per_token_logps_and_entropies,
+policy_fwd = compute_loss, policy_bwd = accelerator.backward, optimizer = _clip_grad_norm +
+optimizer.step), the completion tokens of the step, the median after --warmup steps, and the
+peak RSS of the process (getrusage ru_maxrss) as bench_grpo_step.py parses them:
+"step K cpu S wall W tokens N", "  phases (cpu s) ...", "median cpu S", "peak_rss_mib M".
 
 Usage:
   python3 bench/bench_grpo_step_trl.py --model build/bench_grpo_step/model \\
@@ -31,6 +41,7 @@ import time
 
 import torch
 
+ANSWER = re.compile(r"<answer>(.*?)</answer>", re.S)
 THINK = re.compile(r"^<think>\n.*?\n</think>\n<answer>\n.*?\n</answer>$", re.S)
 THINK2 = re.compile(r"^<think>\n.*?\n</think>\n\n<answer>\n.*?\n</answer>$", re.S)
 
@@ -49,6 +60,38 @@ def tags_reward(completions, **kw):
     return out
 
 
+def accuracy_reward(completions, answer, **kw):
+    out = []
+    for c, gold in zip(completions, answer):
+        found = ANSWER.findall(c)
+        out.append(1.0 if found and found[-1].strip() == str(gold) else 0.0)
+    return out
+
+
+def timed_phases(trainer, ph):
+    """Wraps the trainer's methods so that each adds its CPU seconds to ph (see the docstring)."""
+    def wrap(obj, name, key, pick=None):
+        inner = getattr(obj, name)
+
+        def timed(*args, **kw):
+            t0 = time.process_time()
+            try:
+                return inner(*args, **kw)
+            finally:
+                k = pick(args) if pick else key
+                if k:
+                    ph[k] = ph.get(k, 0.0) + time.process_time() - t0
+        setattr(obj, name, timed)
+
+    wrap(trainer, "_generate_and_score_completions", "rollout")
+    wrap(trainer, "_get_per_token_logps_and_entropies", None,
+         lambda args: "reference" if trainer.ref_model is not None and args[0] is
+         trainer.ref_model else None)
+    wrap(trainer, "compute_loss", "policy_fwd")
+    wrap(trainer.accelerator, "backward", "policy_bwd")
+    wrap(trainer, "_clip_grad_norm", "optimizer")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", required=True)
@@ -58,6 +101,8 @@ def main():
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--new-tokens", type=int, default=128)
     ap.add_argument("--gradient-checkpointing", action="store_true")
+    ap.add_argument("--arith", action="store_true",
+                    help="the embedded default's settings (examples/arith.ini), see above")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
 
@@ -66,33 +111,59 @@ def main():
     from trl import GRPOConfig, GRPOTrainer
 
     with open(a.data, encoding="utf-8") as f:
-        prompts = [json.loads(line)["prompt"] for line in f if line.strip()]
-    B, G = 2, 8
-    ds = Dataset.from_list([{"prompt": p} for p in prompts])
+        rows = [json.loads(line) for line in f if line.strip()]
+    if a.arith:
+        B, G, beta, loss, lr = 8, 16, 0.0, "dapo", 1e-4
+        ds = Dataset.from_list([{"prompt": r["prompt"], "answer": str(r["answer"])}
+                                for r in rows[: B * max(a.steps, 1)]])
+        rewards, weights, gen = [accuracy_reward, format_reward], [1.0, 0.5], {}
+    else:
+        B, G, beta, loss, lr = 2, 8, 0.02, "grpo", 1e-6
+        ds = Dataset.from_list([{"prompt": r["prompt"]} for r in rows])
+        # the tokenizer has no EOS: -1 matches no token, so every row runs to the limit
+        rewards, weights, gen = [format_reward, tags_reward], [1.0, 1.0], {"eos_token_id": -1}
     tok = AutoTokenizer.from_pretrained(a.model)
     model = AutoModelForCausalLM.from_pretrained(a.model, dtype=torch.float32)
     cfg = GRPOConfig(
         output_dir=tempfile.mkdtemp(prefix="bench_trl_"), use_cpu=True, max_steps=a.steps,
         per_device_train_batch_size=B * G, gradient_accumulation_steps=1, num_generations=G,
-        max_completion_length=a.new_tokens, temperature=1.0, beta=0.02, loss_type="grpo",
-        learning_rate=1e-6, max_grad_norm=1.0, logging_steps=1, report_to="none",
+        max_completion_length=a.new_tokens, temperature=1.0, beta=beta, loss_type=loss,
+        learning_rate=lr, max_grad_norm=1.0, logging_steps=1, report_to="none",
         save_strategy="no", gradient_checkpointing=a.gradient_checkpointing, bf16=False,
-        seed=42, dataloader_num_workers=0, shuffle_dataset=False,
-        # the tokenizer has no EOS: -1 matches no token, so every row runs to the limit
-        generation_kwargs={"eos_token_id": -1})
-    times = []
+        seed=42, dataloader_num_workers=0, shuffle_dataset=False, reward_weights=weights,
+        disable_tqdm=True,
+        generation_kwargs=gen)
+    times, ph = [], {}
 
     class Clock(TrainerCallback):
         def on_step_begin(self, args, state, control, **kw):
-            self.t0 = time.process_time()
+            self.t0, self.w0 = time.process_time(), time.perf_counter()
+            ph.clear()
+
+        def on_pre_optimizer_step(self, args, state, control, **kw):
+            self.o0 = time.process_time()
+
+        def on_optimizer_step(self, args, state, control, **kw):
+            ph["optimizer"] = ph.get("optimizer", 0.0) + time.process_time() - self.o0
 
         def on_step_end(self, args, state, control, **kw):
             times.append(time.process_time() - self.t0)
-            print(f"step {len(times)} cpu {times[-1]:.3f}", flush=True)
+            wall = time.perf_counter() - self.w0
+            print(f"step {len(times)} cpu {times[-1]:.3f} wall {wall:.3f}", flush=True)
+            ph["rollout"] = ph.get("rollout", 0.0) - ph.get("reference", 0.0)
+            print("  phases (cpu s) " + " ".join(f"{k} {ph.get(k, 0.0):.3f}" for k in
+                  ("rollout", "reference", "policy_fwd", "policy_bwd", "optimizer")), flush=True)
 
-    trainer = GRPOTrainer(model=model, reward_funcs=[format_reward, tags_reward], args=cfg,
+        def on_log(self, args, state, control, logs=None, **kw):
+            if logs and "completions/mean_length" in logs:
+                print(f"  tokens {logs['completions/mean_length'] * B * G:.0f} longest "
+                      f"{logs['completions/max_length']:.0f}", flush=True)
+
+    trainer = GRPOTrainer(model=model, reward_funcs=rewards, args=cfg,
                           train_dataset=ds, processing_class=tok, callbacks=[Clock()])
-    trainer.eos_token_ids = [-1]  # its completion mask's end ids: none (see generation_kwargs)
+    if not a.arith:
+        trainer.eos_token_ids = [-1]  # its completion mask's end ids: none (see generation_kwargs)
+    timed_phases(trainer, ph)
     trainer.train()
     rest = times[a.warmup:] or times
     print(f"median cpu {statistics.median(rest):.3f}")
