@@ -1,7 +1,8 @@
 # The CUDA backend's tests (tests/test_cuda_*.c, registered once by tests/CMakeLists.txt):
 #   NAME      the real backend on a GPU; exits 77 (skipped) with one line where none is;
 #   NAME_emu  the same executable with GRPO_CUDA_EMULATION=1: the kernels on the host emulation
-#             (what CI runs, no GPU needed).
+#             (what CI runs, no GPU needed), in its strict mode (emu.h: device memory is
+#             inaccessible to host code, as on a GPU).
 # Both find the modules in the build tree (kernels.c's compiled-in GRPO_BACKEND_BUILD_DIR).
 # test_cuda_emu tests the emulation itself through its own kernels (tests/cuda/*.cu, built here
 # on the emulation) and opens no backend, so it is registered once.
@@ -26,5 +27,5 @@ foreach(src ${GRPO_CUDA_TEST_SOURCES})
   set_tests_properties(${name} PROPERTIES SKIP_RETURN_CODE 77)
   add_test(NAME ${name}_emu COMMAND ${name})
   set_tests_properties(${name}_emu PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 900
-    ENVIRONMENT "CK_DEFAULT_TIMEOUT=600;GRPO_CUDA_EMULATION=1")
+    ENVIRONMENT "CK_DEFAULT_TIMEOUT=600;GRPO_CUDA_EMULATION=1;GRPO_CUDA_EMU_STRICT=1")
 endforeach()

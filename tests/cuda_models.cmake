@@ -2,7 +2,8 @@
 # test_lora) again with GRPO_TEST_BACKEND=cuda (tests/test_backend.h), and `grpo train` of the
 # embedded default's model on cuda against cpu (tests/cli/cuda_train.sh). Each twice: NAME_cuda
 # on a real GPU (skipped, exit 77, where none is) and NAME_cuda_emu under the host emulation of
-# kernels/cuda (always runs: what CI checks). Natively the suites run unforked (CK_FORK=no): a
+# kernels/cuda (always runs: what CI checks) in its strict mode, where host code that reads or
+# writes device memory directly (the packs, the host, these tests) faults as it would on a GPU. Natively the suites run unforked (CK_FORK=no): a
 # CUDA context does not survive fork, and test_backend_require opens the backend in main.
 # The _emu model runs are labelled cuda_emu_model: the sanitizer pass of scripts/test.sh skips
 # them (minutes each at -O0; the kernels' own parity tests do run under ASan+UBSan, and the packs
@@ -14,7 +15,7 @@ foreach(suite test_dense test_moe test_lora)
     ENVIRONMENT "GRPO_TEST_BACKEND=cuda;CK_FORK=no;CK_DEFAULT_TIMEOUT=600;CK_TIMEOUT_MULTIPLIER=10")
   set_tests_properties(${suite}_cuda_emu PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 1800
     LABELS cuda_emu_model
-    ENVIRONMENT "GRPO_TEST_BACKEND=cuda;GRPO_CUDA_EMULATION=1;CK_DEFAULT_TIMEOUT=600;CK_TIMEOUT_MULTIPLIER=10")
+    ENVIRONMENT "GRPO_TEST_BACKEND=cuda;GRPO_CUDA_EMULATION=1;GRPO_CUDA_EMU_STRICT=1;CK_DEFAULT_TIMEOUT=600;CK_TIMEOUT_MULTIPLIER=10")
 endforeach()
 add_test(NAME cli_cuda_train
          COMMAND bash ${PROJECT_SOURCE_DIR}/tests/cli/cuda_train.sh $<TARGET_FILE:grpo_cli>
@@ -24,4 +25,4 @@ add_test(NAME cli_cuda_train_emu
                  ${PROJECT_SOURCE_DIR})
 set_tests_properties(cli_cuda_train PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 1800)
 set_tests_properties(cli_cuda_train_emu PROPERTIES TIMEOUT 1800 LABELS cuda_emu_model
-                     ENVIRONMENT "GRPO_CUDA_EMULATION=1")
+                     ENVIRONMENT "GRPO_CUDA_EMULATION=1;GRPO_CUDA_EMU_STRICT=1")

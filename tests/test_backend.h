@@ -41,4 +41,24 @@ static inline void test_backend_require(void) {
     grpo_backend_close(o);
 }
 
+/* Backend memory is read and written through the op table only (on a GPU it is device memory;
+ * the emulation's strict mode faults on a direct access): */
+
+/* A malloc'd host copy of n floats at dev. */
+static inline float *test_host_floats(const grpo_ops *o, const float *dev, uint64_t n) {
+    float *h = malloc(n * sizeof(float) + 1);
+    o->download(o->ctx, h, dev, n * sizeof(float));
+    return h;
+}
+
+/* One float of backend memory: read, write. */
+static inline float test_get(const grpo_ops *o, const float *dev) {
+    float v;
+    o->download(o->ctx, &v, dev, sizeof v);
+    return v;
+}
+static inline void test_set(const grpo_ops *o, float *dev, float v) {
+    o->upload(o->ctx, dev, &v, sizeof v);
+}
+
 #endif

@@ -270,12 +270,14 @@ static int compare_grads(fixture *f, const grpo_safetensors *ref, const char *la
         const grpo_st_tensor *t = grpo_st_find(ref, name);
         ck_assert_msg(t && t->dtype == GRPO_ST_F32, "%s: reference tensor %s missing", label, name);
         ck_assert_int_eq((int64_t)t->numel, (int64_t)f->m->numel[i]);
-        const float *g = f->m->grad_ptr[i], *r = (const float *)t->data;
+        float *g = test_host_floats(f->ops, f->m->grad_ptr[i], t->numel);
+        const float *r = (const float *)t->data;
         double worst = 0, scale = 0;
         for (uint64_t k = 0; k < t->numel; k++) {
             worst = fmax(worst, fabs(g[k] - r[k]));
             scale = fmax(scale, fabs(r[k]));
         }
+        free(g);
         report(d->name, label, worst / scale);
         ck_assert_msg(scale > 0, "%s: reference gradient of %s is all zero", label, name);
         ck_assert_msg(worst <= 1e-4 * scale + 1e-6, "%s: %s: max |diff| %g vs max |ref| %g",
@@ -300,13 +302,13 @@ START_TEST(every_gradient_matches_transformers) {
     int compared = compare_grads(&f, f.ref, fixtures[_i]);
     ck_assert_int_eq(compared, (int)f.m->n_params - (strcmp(fixtures[_i], "qwen3") == 0));
     /* a second backward accumulates: grads double */
-    float *g0 = malloc(f.m->numel[0] * sizeof(float));
-    memcpy(g0, f.m->grad_ptr[0], f.m->numel[0] * sizeof(float));
+    float *g0 = test_host_floats(f.ops, f.m->grad_ptr[0], f.m->numel[0]);
     ck_ok(grpo_model_forward(f.m, &b, logp, NULL, 1.0f, &err), &err);
     ck_ok(grpo_model_backward(f.m, &b, dlogp, 1.0f, &err), &err);
+    float *g1 = test_host_floats(f.ops, f.m->grad_ptr[0], f.m->numel[0]);
     for (uint64_t k = 0; k < f.m->numel[0]; k++)
-        ck_assert(fabsf(f.m->grad_ptr[0][k] - 2 * g0[k]) <= 1e-5f + 1e-5f * fabsf(g0[k]));
-    free(g0), free(logp), free(dlogp);
+        ck_assert(fabsf(g1[k] - 2 * g0[k]) <= 1e-5f + 1e-5f * fabsf(g0[k]));
+    free(g0), free(g1), free(logp), free(dlogp);
     fixture_close(&f);
 }
 END_TEST
@@ -504,7 +506,10 @@ START_TEST(save_reload_round_trip) {
     ck_assert_uint_eq(m2->n_params, f.m->n_params);
     for (uint32_t i = 0; i < m2->n_params; i++) {
         ck_assert_str_eq(m2->params[i].name, f.m->params[i].name);
-        ck_assert(memcmp(m2->param_ptr[i], f.m->param_ptr[i], m2->numel[i] * 4) == 0);
+        float *a = test_host_floats(f.ops, m2->param_ptr[i], m2->numel[i]);
+        float *b = test_host_floats(f.ops, f.m->param_ptr[i], m2->numel[i]);
+        ck_assert(memcmp(a, b, m2->numel[i] * 4) == 0);
+        free(a), free(b);
     }
     char path[4200];
     snprintf(path, sizeof path, "%s/model.safetensors", dir);

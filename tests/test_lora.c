@@ -136,13 +136,13 @@ START_TEST(peft_adapters_give_peft_logp_and_gradients) {
     grpo_lora_zero_grad(&f.lora);
     ck_ok(grpo_model_backward(f.m, &f.b, tensor(f.dense, "dlogp"), 1.0f, &err), &err);
     size_t P = f.lora.floats;
-    float *g = malloc(P * sizeof(float));
-    memcpy(g, f.lora.block + P, P * sizeof(float)); /* cpu backend: host memory */
+    float *g = test_host_floats(f.ops, f.lora.block + P, P); /* the adapters' gradients */
     for (uint32_t i = 0; i < f.lora.n; i++) {
         char a[600], b[600];
         grpo_lora_names(&f.lora, i, a, b, sizeof a);
         const char *nm[2] = {a, b};
-        const float *ours[2] = {f.lora.ad[i].dA, f.lora.ad[i].dB};
+        const float *ours[2] = {g + (f.lora.ad[i].dA - (f.lora.block + P)),
+                                g + (f.lora.ad[i].dB - (f.lora.block + P))};
         for (int k = 0; k < 2; k++) {
             char key[700];
             snprintf(key, sizeof key, "grad.%s", nm[k]);
@@ -267,8 +267,10 @@ START_TEST(open_dir_and_merge_match_peft) {
         const grpo_st_tensor *t = grpo_st_find(f.ref, key);
         ck_assert_msg(t && t->numel == f.m->numel[params[i]], "%s missing or misshapen", key);
         double worst = 0;
+        float *merged = test_host_floats(f.ops, f.m->param_ptr[params[i]], t->numel);
         for (uint64_t k = 0; k < t->numel; k++)
-            worst = fmax(worst, fabs(f.m->param_ptr[params[i]][k] - ((const float *)t->data)[k]));
+            worst = fmax(worst, fabs(merged[k] - ((const float *)t->data)[k]));
+        free(merged);
         ck_assert_msg(worst < 1e-5, "%s: %s: max |merged - peft| = %g", names[_i], key, worst);
     }
     e = logp_error(&f, tensor(f.ref, "logp"));
@@ -359,14 +361,14 @@ START_TEST(dropout_gradients_are_the_derivatives_of_the_dropped_pass) {
         for (int t = 0; t < 2; t++)
             for (int e = 0; e < 3; e++) {
                 size_t at = (size_t)e * 5 + 1; /* a few elements of each */
-                float keep = params[t][at];
+                float keep = test_get(f.ops, params[t] + at);
                 const double h = 1e-2;
-                params[t][at] = keep + (float)h;
+                test_set(f.ops, params[t] + at, keep + (float)h);
                 double up = weighted_logp(&f, w);
-                params[t][at] = keep - (float)h;
+                test_set(f.ops, params[t] + at, keep - (float)h);
                 double down = weighted_logp(&f, w);
-                params[t][at] = keep;
-                double fd = (up - down) / (2 * h), g = grads[t][at];
+                test_set(f.ops, params[t] + at, keep);
+                double fd = (up - down) / (2 * h), g = test_get(f.ops, grads[t] + at);
                 ck_assert_msg(fabs(fd - g) <= 2e-3 + 2e-2 * fabs(fd),
                               "%s adapter %u %s[%zu]: analytic %.6g, finite differences %.6g",
                               names[_i], which[k], t ? "B" : "A", at, g, fd);

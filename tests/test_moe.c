@@ -254,12 +254,13 @@ static void check_grad(fixture *f, uint32_t i, const char *prefix) {
     int64_t n;
     float *ref = ref_tensor(f, name, &n);
     ck_assert_int_eq(n, (int64_t)f->m->numel[i]);
-    const float *g = f->m->grad_ptr[i];
+    float *g = test_host_floats(f->ops, f->m->grad_ptr[i], (uint64_t)n);
     double worst = 0, scale = 0;
     for (int64_t k = 0; k < n; k++) {
         worst = fmax(worst, fabs(g[k] - ref[k]));
         scale = fmax(scale, fabs(ref[k]));
     }
+    free(g);
     report(name, f->name, scale > 0 ? worst / scale : worst);
     ck_assert_msg(scale > 0, "%s: reference gradient %s is all zero", f->name, name);
     ck_assert_msg(worst <= 1e-4 * scale + 1e-6, "%s: %s: max |diff| %g vs max |ref| %g", f->name,
@@ -290,13 +291,13 @@ START_TEST(every_gradient_matches_reference) {
     }
     ck_assert_int_eq(compared + tied, (int)f.m->n_params);
     /* a second forward+backward accumulates: grads double */
-    float *g0 = malloc(f.m->numel[0] * sizeof(float));
-    memcpy(g0, f.m->grad_ptr[0], f.m->numel[0] * sizeof(float));
+    float *g0 = test_host_floats(f.ops, f.m->grad_ptr[0], f.m->numel[0]);
     ck_ok(grpo_model_forward(f.m, &b, logp, NULL, 1.0f, &err), &err);
     ck_ok(grpo_model_backward(f.m, &b, dlogp, 1.0f, &err), &err);
+    float *g1 = test_host_floats(f.ops, f.m->grad_ptr[0], f.m->numel[0]);
     for (uint64_t k = 0; k < f.m->numel[0]; k++)
-        ck_assert(fabsf(f.m->grad_ptr[0][k] - 2 * g0[k]) <= 1e-5f + 1e-5f * fabsf(g0[k]));
-    free(g0), free(logp), free(dlogp);
+        ck_assert(fabsf(g1[k] - 2 * g0[k]) <= 1e-5f + 1e-5f * fabsf(g0[k]));
+    free(g0), free(g1), free(logp), free(dlogp);
     fixture_close(&f);
 }
 END_TEST
@@ -328,10 +329,13 @@ START_TEST(aux_gradient_alone_matches_reference) {
     b.aux_weight = 0.0f;
     ck_ok(grpo_model_forward(f.m, &b, logp, NULL, 1.0f, &err), &err);
     ck_ok(grpo_model_backward(f.m, &b, dlogp, 1.0f, &err), &err);
-    for (uint32_t i = 0; i < f.m->n_params; i++)
+    for (uint32_t i = 0; i < f.m->n_params; i++) {
+        float *g = test_host_floats(f.ops, f.m->grad_ptr[i], f.m->numel[i]);
         for (uint64_t k = 0; k < f.m->numel[i]; k++)
-            ck_assert_msg(f.m->grad_ptr[i][k] == 0.0f, "%s has a gradient without any loss",
+            ck_assert_msg(g[k] == 0.0f, "%s has a gradient without any loss",
                           f.m->params[i].name);
+        free(g);
+    }
     free(logp), free(dlogp);
     fixture_close(&f);
 }
@@ -416,7 +420,10 @@ START_TEST(save_reload_round_trip) {
     ck_assert_uint_eq(m2->n_params, f.m->n_params);
     for (uint32_t i = 0; i < m2->n_params; i++) {
         ck_assert_str_eq(m2->params[i].name, f.m->params[i].name);
-        ck_assert(memcmp(m2->param_ptr[i], f.m->param_ptr[i], m2->numel[i] * 4) == 0);
+        float *a = test_host_floats(f.ops, m2->param_ptr[i], m2->numel[i]);
+        float *b = test_host_floats(f.ops, f.m->param_ptr[i], m2->numel[i]);
+        ck_assert(memcmp(a, b, m2->numel[i] * 4) == 0);
+        free(a), free(b);
     }
     grpo_model_close(m2);
     char path[4200];
