@@ -30,6 +30,15 @@
  *   decode    block (row, h) against the KV cache: the four warps take interleaved 32-position
  *             chunks with their own online softmax, merged in shared memory at the end.
  *
+ * Prefix attention (grpo/ops.h 1.6: prefix_attention_forward/_backward) is the same kernels on a
+ * longer row: a row's key columns are [its prefix's P keys (kp/vp of prefix_of[b], pmask) | its
+ * own T keys], its query t is column P + t, and the tiles walk the columns (att_pre, att_load_kv).
+ * Plain attention is P = 0: the same tiles, loads and sums, so the same bits. The own keys' dk/dv
+ * pass is unchanged (only a row's own queries see its own keys); dkp/dvp, which the rows sharing
+ * a prefix all feed, get a pass of their own, block (prefix key tile, kv head, prefix) looping
+ * over the rows of that prefix in row order (or per query head into a scratch, then the group
+ * sum), and are ADDED to (+=), as grpo/ops.h asks: one block owns each element, no atomics.
+ *
  * Padded keys and queries are never loaded (their probabilities are exactly 0 by a select, their
  * gradients exactly 0), so whatever padding rows of q, k, v and dout hold cannot leak in; decode
  * never loads a position at or after len[r] or with cache_mask 0.
