@@ -437,11 +437,11 @@ struct att_dkdv_sm {
  * s0 + j <= t; a prefix's keys otherwise: every real query sees them). Thread (warp w, lane j)
  * owns key j of the tile and the dims w, w + 4, ... of dka/dva. */
 template <int DPL>
-static __device__ void att_dkdv_accum(float (&dka)[8 * DPL], float (&dva)[8 * DPL],
-                                      const att_dkdv_sm &sm, const float *dout, const float *D,
-                                      const float *lse, const float *q, const int32_t *mb, int b,
-                                      int h, int tb, int te, int s0, bool causal, int T, int NH,
-                                      int HD, float scale) {
+static __device__ __forceinline__ void
+att_dkdv_accum(float (&dka)[8 * DPL], float (&dva)[8 * DPL], const att_dkdv_sm &sm,
+               const float *dout, const float *D, const float *lse, const float *q,
+               const int32_t *mb, int b, int h, int tb, int te, int s0, bool causal, int T, int NH,
+               int HD, float scale) {
     constexpr int BQ2 = ATT_BQ2(DPL), RPW = BQ2 / ATT_WARPS, NE = 8 * DPL;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, qs = NH * HD;
     for (int t0 = tb; t0 < te; t0 += BQ2) {
@@ -502,8 +502,9 @@ static __device__ void att_dkdv_accum(float (&dka)[8 * DPL], float (&dva)[8 * DP
  * += them), through shared memory stage (the K/V tiles' room, 2*HD*33 >= 32*(HD+1) floats) so
  * that the global writes are whole rows. Called by the whole block. */
 template <int NE>
-static __device__ void att_dkdv_store(float *dst, const float (&a)[NE], float *stage, int s0,
-                                      int n, int rs, int HD, bool add) {
+static __device__ __forceinline__ void att_dkdv_store(float *dst, const float (&a)[NE],
+                                                      float *stage, int s0, int n, int rs,
+                                                      int HD, bool add) {
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, ld = HD + 1;
     __syncthreads();
     ATT_UNROLL
