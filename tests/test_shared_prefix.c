@@ -100,14 +100,20 @@ static void make_batch(fixture *f, int32_t V) {
     f->b = (grpo_batch){sizeof(grpo_batch), B, T, f->ids, f->mask, f->pos, f->targets, 0.5f};
 }
 
-/* Opens tests/fixtures/BASE (trainable, or frozen for LoRA) on a copy of the cpu table:
+/* Opens tests/fixtures/BASE (trainable, or frozen for LoRA) on a copy of BACKEND's table:
  * counting (strip = 0) or without the 1.6 ops (strip = 1: NULL, as in a backend that does not
- * implement them yet; a table older than the pack is refused before any pass). */
-static void fixture_open(fixture *f, const char *base, int trainable, int strip) {
+ * implement them yet; a table older than the pack is refused before any pass). Returns 0, with
+ * one printed line, when the backend cannot open here (cpu always must). */
+static int fixture_open_on(fixture *f, const char *backend, const char *base, int trainable,
+                           int strip) {
     grpo_error err;
     grpo_error_init(&err);
     memset(f, 0, sizeof *f);
-    f->ops = grpo_backend_open("cpu", 0, &err);
+    f->ops = grpo_backend_open(backend, 0, &err);
+    if (!f->ops && strcmp(backend, "cpu") != 0) {
+        printf("SKIP: %s backend not available here: %s\n", backend, err.message);
+        return 0;
+    }
     ck_assert_msg(f->ops != NULL, "%s", err.message);
     f->table = *f->ops;
     real_prefix_forward = f->ops->prefix_attention_forward;
@@ -121,6 +127,11 @@ static void fixture_open(fixture *f, const char *base, int trainable, int strip)
     snprintf(dir, sizeof dir, "%s/tests/fixtures/%s", GRPO_SOURCE_DIR, base);
     ck_ok(grpo_model_open_dir(&f->m, &f->reg, &f->host, dir, trainable, &err), &err);
     make_batch(f, f->m->desc->vocab_size(f->m->inst));
+    return 1;
+}
+
+static void fixture_open(fixture *f, const char *base, int trainable, int strip) {
+    fixture_open_on(f, "cpu", base, trainable, strip);
 }
 
 static void fixture_close(fixture *f) {
@@ -153,10 +164,11 @@ static pass *run_pass(fixture *f, int32_t share, int entropy) {
                                           &err), &err);
     else
         ck_ok(grpo_model_backward(f->m, &f->b, f->dlogp, 1.0f, &err), &err);
-    const float *g = f->lora.n ? f->lora.block + f->lora.floats : f->m->grads; /* host memory */
+    const float *g = f->lora.n ? f->lora.block + f->lora.floats : f->m->grads; /* backend's */
     p->n_grads = f->lora.n ? f->lora.floats : f->m->section;
     p->grads = malloc(p->n_grads * sizeof(float));
-    memcpy(p->grads, g, p->n_grads * sizeof(float));
+    f->ops->sync(f->ops->ctx);
+    f->ops->download(f->ops->ctx, p->grads, g, p->n_grads * sizeof(float));
     p->prefix_calls = prefix_calls;
     return p;
 }
@@ -243,6 +255,19 @@ START_TEST(shared_prompts_with_lora_adapters) {
 }
 END_TEST
 
+/* The cuda backend's prefix ops (kernels/cuda/attention.cu) in the whole model, under the host
+ * emulation (no GPU needed; its op-level parity is tests/test_cuda_prefix_attention.c). */
+START_TEST(shared_prompts_on_the_emulated_cuda_backend) {
+    fixture f;
+    setenv("GRPO_CUDA_EMULATION", "1", 1);
+    if (fixture_open_on(&f, "cuda", dense[_i], 1, 0)) {
+        compare(&f, dense[_i], 0);
+        fixture_close(&f);
+    }
+    unsetenv("GRPO_CUDA_EMULATION");
+}
+END_TEST
+
 START_TEST(a_backend_without_prefix_attention_runs_every_row) {
     fixture f;
     fixture_open(&f, "dense/llama", 1, 1);
@@ -277,6 +302,7 @@ int main(void) {
     tcase_add_loop_test(tc, shared_prompts_give_the_same_logprobs_and_gradients, 0, 2);
     tcase_add_loop_test(tc, shared_prompts_with_gradient_checkpointing, 0, 2);
     tcase_add_loop_test(tc, shared_prompts_with_lora_adapters, 0, 2);
+    tcase_add_loop_test(tc, shared_prompts_on_the_emulated_cuda_backend, 0, 2);
     tcase_add_test(tc, a_backend_without_prefix_attention_runs_every_row);
     tcase_add_test(tc, the_moe_pack_runs_every_row);
     tcase_add_test(tc, a_pack_without_the_slot_is_left_alone);

@@ -30,6 +30,15 @@
  *   decode    block (row, h) against the KV cache: the four warps take interleaved 32-position
  *             chunks with their own online softmax, merged in shared memory at the end.
  *
+ * Prefix attention (grpo/ops.h 1.6: prefix_attention_forward/_backward) is the same kernels on a
+ * longer row: a row's key columns are [its prefix's P keys (kp/vp of prefix_of[b], pmask) | its
+ * own T keys], its query t is column P + t, and the tiles walk the columns (att_pre, att_load_kv).
+ * Plain attention is P = 0: the same tiles, loads and sums, so the same bits. The own keys' dk/dv
+ * pass is unchanged (only a row's own queries see its own keys); dkp/dvp, which the rows sharing
+ * a prefix all feed, get a pass of their own, block (prefix key tile, kv head, prefix) looping
+ * over the rows of that prefix in row order (or per query head into a scratch, then the group
+ * sum), and are ADDED to (+=), as grpo/ops.h asks: one block owns each element, no atomics.
+ *
  * Padded keys and queries are never loaded (their probabilities are exactly 0 by a select, their
  * gradients exactly 0), so whatever padding rows of q, k, v and dout hold cannot leak in; decode
  * never loads a position at or after len[r] or with cache_mask 0.
@@ -66,13 +75,29 @@
 static __device__ __forceinline__ int imin(int a, int b) { return a < b ? a : b; }
 static __device__ __forceinline__ int imax(int a, int b) { return a > b ? a : b; }
 
-/* The real span of mask_b[0..lim): first real position and last real + 1 (lim and 0 when none),
- * computed by the whole block. red: shared int[2 * ATT_WARPS]. */
-static __device__ void att_real_span(const int32_t *mask_b, int lim, int *red, int *first,
-                                     int *end) {
-    int lo = lim, hi = 0;
-    for (int s = threadIdx.x; s < lim; s += blockDim.x)
-        if (mask_b[s]) lo = imin(lo, s), hi = imax(hi, s + 1);
+/* The keys a row's queries may see, as columns [0, n + T): n prefix keys (k, v, mask m: the row's
+ * prefix at kv head g, row stride NKV*HD; m NULL: none of them is real), then the row's own keys.
+ * Plain attention is n = 0. */
+struct att_pre {
+    const float *k, *v;
+    const int32_t *m;
+    int n;
+};
+
+/* Whether column s of [pre | mask_b] is a real key (s < pre.n + lim, lim <= T). */
+static __device__ __forceinline__ bool att_col_real(const att_pre &pre, const int32_t *mask_b,
+                                                    int s) {
+    return s < pre.n ? pre.m && pre.m[s] : mask_b[s - pre.n] != 0;
+}
+
+/* The real span of the columns [0, pre.n + lim) of [pre | mask_b]: first real column and last
+ * real + 1 (pre.n + lim and 0 when none), computed by the whole block. red: shared
+ * int[2 * ATT_WARPS]. */
+static __device__ void att_real_span(const att_pre &pre, const int32_t *mask_b, int lim, int *red,
+                                     int *first, int *end) {
+    int lo = pre.n + lim, hi = 0;
+    for (int s = threadIdx.x; s < pre.n + lim; s += blockDim.x)
+        if (att_col_real(pre, mask_b, s)) lo = imin(lo, s), hi = imax(hi, s + 1);
     for (int o = 16; o > 0; o >>= 1) {
         lo = imin(lo, __shfl_xor_sync(FULL_MASK, lo, o));
         hi = imax(hi, __shfl_xor_sync(FULL_MASK, hi, o));
@@ -86,22 +111,45 @@ static __device__ void att_real_span(const int32_t *mask_b, int lim, int *red, i
     *first = lo, *end = hi;
 }
 
-/* Kt, Vt (HD rows of ATT_LD) = the key/value tile of keys s0.. (0 for padding and rows >= T, which
- * are not read), kmask (ATT_BK) their mask. kb/vb point at (b, 0, g, 0); ks is the row stride
- * NKV*HD. Coalesced reads. */
-static __device__ void att_load_kv(float *Kt, float *Vt, int *kmask, const float *kb,
-                                   const float *vb, const int32_t *mask_b, int s0, int T, int ks,
-                                   int HD) {
+/* Kt, Vt (HD rows of ATT_LD) = the key/value tile of columns s0.. of [pre | own keys] (0 for
+ * padding and columns >= pre.n + T, which are not read), kmask (ATT_BK) whether each is real.
+ * kb/vb point at (b, 0, g, 0); ks is the row stride NKV*HD. Coalesced reads. */
+static __device__ void att_load_kv(float *Kt, float *Vt, int *kmask, const att_pre &pre,
+                                   const float *kb, const float *vb, const int32_t *mask_b,
+                                   int s0, int T, int ks, int HD) {
     for (int i = threadIdx.x; i < ATT_BK * HD; i += blockDim.x) {
         int j = i / HD, d = i % HD, s = s0 + j;
-        bool in = s < T && mask_b[s];
-        if (Kt) Kt[d * ATT_LD + j] = in ? kb[(size_t)s * ks + d] : 0.0f;
-        if (Vt) Vt[d * ATT_LD + j] = in ? vb[(size_t)s * ks + d] : 0.0f;
+        bool in = s < pre.n + T && att_col_real(pre, mask_b, s);
+        const float *ksrc = s < pre.n ? pre.k : kb, *vsrc = s < pre.n ? pre.v : vb;
+        size_t off = (size_t)(s < pre.n ? s : s - pre.n) * ks + d;
+        if (Kt) Kt[d * ATT_LD + j] = in ? ksrc[off] : 0.0f;
+        if (Vt) Vt[d * ATT_LD + j] = in ? vsrc[off] : 0.0f;
     }
     if (threadIdx.x < ATT_BK) {
         int s = s0 + threadIdx.x;
-        kmask[threadIdx.x] = s < T ? mask_b[s] : 0;
+        kmask[threadIdx.x] = s < pre.n + T && att_col_real(pre, mask_b, s);
     }
+}
+
+/* The prefix-attention arguments (grpo/ops.h): kp/vp (BP,P,NKV,HD), pmask (BP,P), prefix_of (B).
+ * Plain attention passes P = 0 (and NULLs). */
+struct att_prefix_args {
+    const float *kp, *vp;
+    const int32_t *pmask, *prefix_of;
+    int BP, P;
+};
+
+/* Row b's prefix at kv head g. prefix_of lives on the device (a host check would cost a sync per
+ * layer): a row whose prefix_of[b] is outside [0, BP) sees no prefix key. */
+static __device__ att_pre att_row_prefix(const att_prefix_args &pa, int b, int g, int ks, int HD) {
+    att_pre r = {NULL, NULL, NULL, pa.P};
+    const int j = pa.P > 0 ? pa.prefix_of[b] : -1;
+    if (j >= 0 && j < pa.BP) {
+        r.k = pa.kp + (size_t)j * pa.P * ks + (size_t)g * HD;
+        r.v = pa.vp + (size_t)j * pa.P * ks + (size_t)g * HD;
+        r.m = pa.pmask + (size_t)j * pa.P;
+    }
+    return r;
 }
 
 /* acc[i] += x_i . tile[:, lane] for the QPW register-held vectors x (DPL per lane, lane l holding
@@ -156,8 +204,9 @@ static __device__ __forceinline__ void att_load_row(float x[DPL], const float *r
 
 template <int DPL>
 __global__ void attention_forward_kernel(float *out, float *lse, const float *q, const float *k,
-                                         const float *v, const int32_t *mask, int T, int NH,
-                                         int NKV, int HD, float scale) {
+                                         const float *v, const int32_t *mask,
+                                         att_prefix_args pa, int T, int NH, int NKV, int HD,
+                                         float scale) {
     constexpr int QPW = ATT_QPW(DPL), BQ = QPW * ATT_WARPS;
     GRPO_SHARED_DYN(float, att_sm);
     __shared__ int kmask[ATT_BK];
@@ -169,8 +218,9 @@ __global__ void attention_forward_kernel(float *out, float *lse, const float *q,
     const int qs = NH * HD, ks = NKV * HD;
     const int32_t *mb = mask + (size_t)b * T;
     const int tend = imin(T, t0 + BQ);
-    int first, end; /* keys that matter: [first, end) (end: last real + 1 before tend) */
-    att_real_span(mb, tend, red, &first, &end);
+    const att_pre pre = att_row_prefix(pa, b, g, ks, HD); /* query t is column pre.n + t */
+    int first, end; /* columns that matter: [first, end) (end: last real + 1 before tend) */
+    att_real_span(pre, mb, tend, red, &first, &end);
 
     float qr[QPW][DPL], o[QPW][DPL], m[QPW], l[QPW];
     int tq[QPW];
@@ -189,7 +239,7 @@ __global__ void attention_forward_kernel(float *out, float *lse, const float *q,
     const float *vb = v + (size_t)b * T * ks + (size_t)g * HD;
     for (int s0 = first / ATT_BK * ATT_BK; s0 < end; s0 += ATT_BK) {
         __syncthreads(); /* the previous tile is no longer read */
-        att_load_kv(Kt, Vt, kmask, kb, vb, mb, s0, T, ks, HD);
+        att_load_kv(Kt, Vt, kmask, pre, kb, vb, mb, s0, T, ks, HD);
         __syncthreads();
         float sc[QPW], p[QPW];
         ATT_UNROLL
@@ -198,7 +248,7 @@ __global__ void attention_forward_kernel(float *out, float *lse, const float *q,
         const int s = s0 + lane;
         ATT_UNROLL
         for (int i = 0; i < QPW; i++) {
-            bool valid = real[i] && kmask[lane] && s <= tq[i];
+            bool valid = real[i] && kmask[lane] && s <= pre.n + tq[i];
             float x = valid ? sc[i] * scale : -INFINITY;
             float mnew = fmaxf(m[i], grpo_warp_max(x));
             if (mnew == -INFINITY) { /* nothing seen yet (warp-uniform) */
@@ -238,25 +288,54 @@ static size_t kv_tiles_bytes(int32_t HD) { return (size_t)2 * HD * ATT_LD * size
 
 template <int DPL>
 static void launch_forward(cuda_ctx *ctx, float *out, float *lse, const float *q, const float *k,
-                           const float *v, const int32_t *mask, int32_t B, int32_t T, int32_t NH,
-                           int32_t NKV, int32_t HD) {
+                           const float *v, const int32_t *mask, const att_prefix_args &pa,
+                           int32_t B, int32_t T, int32_t NH, int32_t NKV, int32_t HD) {
     const int bq = ATT_QPW(DPL) * ATT_WARPS;
     dim3 grid(cuda_blocks((uint64_t)T, (unsigned)bq), (unsigned)NH, (unsigned)B);
     GRPO_LAUNCH(attention_forward_kernel<DPL>, grid, ATT_THREADS, kv_tiles_bytes(HD),
-                ctx->stream, out, lse, q, k, v, mask, T, NH, NKV, HD, 1.0f / sqrtf((float)HD));
-    CUDA_CHECK_LAUNCH("attention_forward");
+                ctx->stream, out, lse, q, k, v, mask, pa, T, NH, NKV, HD,
+                1.0f / sqrtf((float)HD));
+    CUDA_CHECK_LAUNCH(pa.P > 0 ? "prefix_attention_forward" : "attention_forward");
 }
 
-void cuda_attention_forward(void *ctx_, float *out, float *lse, const float *q, const float *k,
-                            const float *v, const int32_t *mask, int32_t B, int32_t T, int32_t NH,
-                            int32_t NKV, int32_t HD) {
-    cuda_ctx *ctx = (cuda_ctx *)ctx_;
-    check_shapes("attention_forward", NH, NKV, HD);
+/* attention_forward, or with pa.P > 0 the prefix-attention forward. */
+static void forward_rows(cuda_ctx *ctx, const char *op, float *out, float *lse, const float *q,
+                         const float *k, const float *v, const int32_t *mask,
+                         const att_prefix_args &pa, int32_t B, int32_t T, int32_t NH,
+                         int32_t NKV, int32_t HD) {
+    check_shapes(op, NH, NKV, HD);
     if (B <= 0 || T <= 0) return;
     /* by dims per lane, (HD + 31) / 32 */
     static decltype(&launch_forward<1>) const launch[4] = {launch_forward<1>, launch_forward<2>,
                                                           launch_forward<3>, launch_forward<4>};
-    launch[(HD - 1) / 32](ctx, out, lse, q, k, v, mask, B, T, NH, NKV, HD);
+    launch[(HD - 1) / 32](ctx, out, lse, q, k, v, mask, pa, B, T, NH, NKV, HD);
+}
+
+static const att_prefix_args no_prefix = {NULL, NULL, NULL, NULL, 0, 0};
+
+void cuda_attention_forward(void *ctx, float *out, float *lse, const float *q, const float *k,
+                            const float *v, const int32_t *mask, int32_t B, int32_t T, int32_t NH,
+                            int32_t NKV, int32_t HD) {
+    forward_rows((cuda_ctx *)ctx, "attention_forward", out, lse, q, k, v, mask, no_prefix, B, T,
+                 NH, NKV, HD);
+}
+
+/* The prefix ops' own shape checks (prefix_of's values are the kernels' business: see
+ * att_row_prefix). */
+static void check_prefix(const char *op, int32_t BP, int32_t P) {
+    CUDA_REQUIRE(BP > 0, op, "BP (the number of prefixes) must be > 0");
+    CUDA_REQUIRE(P >= 0, op, "P (the prefix length) must be >= 0");
+}
+
+void cuda_prefix_attention_forward(void *ctx, float *out, float *lse, const float *q,
+                                   const float *k, const float *v, const int32_t *mask,
+                                   const float *kp, const float *vp, const int32_t *pmask,
+                                   const int32_t *prefix_of, int32_t B, int32_t T, int32_t BP,
+                                   int32_t P, int32_t NH, int32_t NKV, int32_t HD) {
+    check_prefix("prefix_attention_forward", BP, P);
+    const att_prefix_args pa = {kp, vp, pmask, prefix_of, BP, P};
+    forward_rows((cuda_ctx *)ctx, "prefix_attention_forward", out, lse, q, k, v, mask, pa, B, T,
+                 NH, NKV, HD);
 }
 
 /* ---- backward -------------------------------------------------------------------------------- */
@@ -278,8 +357,8 @@ __global__ void attention_rowdot_kernel(float *D, const float *dout, const float
 template <int DPL>
 __global__ void attention_dq_kernel(float *dq, const float *dout, const float *D,
                                     const float *lse, const float *q, const float *k,
-                                    const float *v, const int32_t *mask, int T, int NH, int NKV,
-                                    int HD, float scale) {
+                                    const float *v, const int32_t *mask, att_prefix_args pa,
+                                    int T, int NH, int NKV, int HD, float scale) {
     constexpr int QPW = ATT_QPW(DPL), BQ = QPW * ATT_WARPS;
     GRPO_SHARED_DYN(float, att_sm);
     __shared__ int kmask[ATT_BK];
@@ -291,8 +370,9 @@ __global__ void attention_dq_kernel(float *dq, const float *dout, const float *D
     const int qs = NH * HD, ks = NKV * HD;
     const int32_t *mb = mask + (size_t)b * T;
     const int tend = imin(T, t0 + BQ);
+    const att_pre pre = att_row_prefix(pa, b, g, ks, HD); /* query t is column pre.n + t */
     int first, end;
-    att_real_span(mb, tend, red, &first, &end);
+    att_real_span(pre, mb, tend, red, &first, &end);
 
     float qr[QPW][DPL], dor[QPW][DPL], acc[QPW][DPL], lq[QPW], Dq[QPW];
     int tq[QPW];
@@ -314,7 +394,7 @@ __global__ void attention_dq_kernel(float *dq, const float *dout, const float *D
     const float *vb = v + (size_t)b * T * ks + (size_t)g * HD;
     for (int s0 = first / ATT_BK * ATT_BK; s0 < end; s0 += ATT_BK) {
         __syncthreads();
-        att_load_kv(Kt, Vt, kmask, kb, vb, mb, s0, T, ks, HD);
+        att_load_kv(Kt, Vt, kmask, pre, kb, vb, mb, s0, T, ks, HD);
         __syncthreads();
         float sc[QPW], dp[QPW];
         ATT_UNROLL
@@ -324,7 +404,7 @@ __global__ void attention_dq_kernel(float *dq, const float *dout, const float *D
         const int s = s0 + lane;
         ATT_UNROLL
         for (int i = 0; i < QPW; i++) {
-            bool valid = real[i] && kmask[lane] && s <= tq[i];
+            bool valid = real[i] && kmask[lane] && s <= pre.n + tq[i];
             float p = valid ? expf(sc[i] * scale - lq[i]) : 0.0f;
             sc[i] = p * (dp[i] - Dq[i]) * scale; /* dS */
         }
@@ -342,122 +422,197 @@ __global__ void attention_dq_kernel(float *dq, const float *dout, const float *D
     }
 }
 
-/* dk, dv (either may be NULL) for the key tile blockIdx.x of row blockIdx.z, from
+/* The dk/dv passes' shared buffers: the key tile (Kt, Vt, kmask), a query tile's q and dout
+ * (Qs, dOs: BQ2 rows of HD), its P and dS against the key tile (Ps, dSs: BQ2 rows of ATT_LD),
+ * and its queries' lse, D and whether real (BQ2 each). */
+struct att_dkdv_sm {
+    const float *Kt, *Vt;
+    const int *kmask;
+    float *Qs, *dOs, *Ps, *dSs, *lq, *Dq;
+    int *qreal;
+};
+
+/* dka, dva += the share of query head h of row b, queries [tb, te), in query tiles of BQ2 from tb,
+ * for the key tile loaded in sm (key s0 + j; own keys when causal: query t sees it when
+ * s0 + j <= t; a prefix's keys otherwise: every real query sees them). Thread (warp w, lane j)
+ * owns key j of the tile and the dims w, w + 4, ... of dka/dva. */
+template <int DPL>
+static __device__ __forceinline__ void
+att_dkdv_accum(float (&dka)[8 * DPL], float (&dva)[8 * DPL], const att_dkdv_sm &sm,
+               const float *dout, const float *D, const float *lse, const float *q,
+               const int32_t *mb, int b, int h, int tb, int te, int s0, bool causal, int T, int NH,
+               int HD, float scale) {
+    constexpr int BQ2 = ATT_BQ2(DPL), RPW = BQ2 / ATT_WARPS, NE = 8 * DPL;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, qs = NH * HD;
+    for (int t0 = tb; t0 < te; t0 += BQ2) {
+        __syncthreads(); /* K/V loaded; the previous query tile no longer read */
+        for (int i = threadIdx.x; i < BQ2 * HD; i += blockDim.x) {
+            int qi = i / HD, d = i % HD, t = t0 + qi;
+            bool in = t < T && mb[imin(t, T - 1)]; /* padding queries are not read */
+            size_t off = ((size_t)b * T + t) * qs + (size_t)h * HD + d;
+            sm.Qs[i] = in ? q[off] : 0.0f;
+            sm.dOs[i] = in ? dout[off] : 0.0f;
+        }
+        if (threadIdx.x < BQ2) {
+            int t = t0 + threadIdx.x;
+            bool r = t < T && mb[imin(t, T - 1)];
+            size_t lo = ((size_t)b * NH + h) * T + imin(t, T - 1);
+            sm.qreal[threadIdx.x] = r;
+            sm.lq[threadIdx.x] = r ? lse[lo] : 0.0f;
+            sm.Dq[threadIdx.x] = r ? D[lo] : 0.0f;
+        }
+        __syncthreads();
+        /* P and dS of queries warp + 4r against key lane */
+        float sc[RPW], dp[RPW];
+        ATT_UNROLL
+        for (int r = 0; r < RPW; r++) sc[r] = 0.0f, dp[r] = 0.0f;
+        for (int d = 0; d < HD; d++) {
+            float kd = sm.Kt[d * ATT_LD + lane], vd = sm.Vt[d * ATT_LD + lane];
+            ATT_UNROLL
+            for (int r = 0; r < RPW; r++) {
+                int qi = warp + ATT_WARPS * r;
+                sc[r] += sm.Qs[qi * HD + d] * kd;
+                dp[r] += sm.dOs[qi * HD + d] * vd;
+            }
+        }
+        ATT_UNROLL
+        for (int r = 0; r < RPW; r++) {
+            int qi = warp + ATT_WARPS * r, s = s0 + lane;
+            bool valid = sm.qreal[qi] && sm.kmask[lane] && (!causal || s <= t0 + qi);
+            float p = valid ? expf(sc[r] * scale - sm.lq[qi]) : 0.0f;
+            sm.Ps[qi * ATT_LD + lane] = p;
+            sm.dSs[qi * ATT_LD + lane] = p * (dp[r] - sm.Dq[qi]) * scale;
+        }
+        __syncthreads();
+        for (int qi = 0; qi < BQ2; qi++) {
+            float pj = sm.Ps[qi * ATT_LD + lane], dsj = sm.dSs[qi * ATT_LD + lane];
+            ATT_UNROLL
+            for (int e = 0; e < NE; e++) {
+                int d = warp + ATT_WARPS * e;
+                if (d < HD) {
+                    dva[e] += pj * sm.dOs[qi * HD + d];
+                    dka[e] += dsj * sm.Qs[qi * HD + d];
+                }
+            }
+        }
+    }
+}
+
+/* Rows s0 .. s0 + 31 (those < n) of dst (row stride rs) = the threads' shares a (or, with add,
+ * += them), through shared memory stage (the K/V tiles' room, 2*HD*33 >= 32*(HD+1) floats) so
+ * that the global writes are whole rows. Called by the whole block. */
+template <int NE>
+static __device__ __forceinline__ void att_dkdv_store(float *dst, const float (&a)[NE],
+                                                      float *stage, int s0, int n, int rs,
+                                                      int HD, bool add) {
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, ld = HD + 1;
+    __syncthreads();
+    ATT_UNROLL
+    for (int e = 0; e < NE; e++) {
+        int d = warp + ATT_WARPS * e;
+        if (d < HD) stage[lane * ld + d] = a[e];
+    }
+    __syncthreads();
+    for (int i = threadIdx.x; i < ATT_BK * HD; i += blockDim.x) {
+        int j = i / HD, d = i % HD;
+        if (s0 + j >= n) continue;
+        float *o = dst + (size_t)(s0 + j) * rs + d;
+        *o = add ? *o + stage[j * ld + d] : stage[j * ld + d];
+    }
+}
+
+/* The dk/dv kernels' shared buffers, in dynamic shared memory att_sm (launch_backward sizes it) and
+ * the static arrays of the kernel. */
+#define ATT_DKDV_SHARED(DPL)                                                                      \
+    constexpr int BQ2 = ATT_BQ2(DPL), NE = 8 * DPL;                                              \
+    GRPO_SHARED_DYN(float, att_sm);                                                               \
+    __shared__ int kmask[ATT_BK];                                                                 \
+    __shared__ int red[2 * ATT_WARPS];                                                            \
+    __shared__ float lq[BQ2], Dq[BQ2];                                                            \
+    __shared__ int qreal[BQ2];                                                                    \
+    float *Kt = att_sm, *Vt = Kt + HD * ATT_LD;                                                   \
+    float *Qs = Vt + HD * ATT_LD, *dOs = Qs + BQ2 * HD;                                           \
+    float *Ps = dOs + BQ2 * HD, *dSs = Ps + BQ2 * ATT_LD;                                         \
+    const att_dkdv_sm sm = {Kt, Vt, kmask, Qs, dOs, Ps, dSs, lq, Dq, qreal};                      \
+    float dka[NE], dva[NE];                                                                       \
+    ATT_UNROLL                                                                                    \
+    for (int e = 0; e < NE; e++) dka[e] = 0.0f, dva[e] = 0.0f
+
+/* dk, dv (either may be NULL) for the own-key tile blockIdx.x of row blockIdx.z, from
  *   split = 0: the query heads of kv head g = blockIdx.y, in order: dk/dv (B,T,NKV,HD) themselves;
  *   split = 1: query head h = blockIdx.y alone: its share into (B,NH,T,HD), summed afterwards.
- * Thread (warp w, lane j) owns key s0 + j and the dims w, w + 4, ... (NE = ceil(HD/4) <= 8*DPL). */
+ * Thread (warp w, lane j) owns key s0 + j and the dims w, w + 4, ... (NE = ceil(HD/4) <= 8*DPL).
+ * A row's own keys are seen by its own queries alone, prefix or not. */
 template <int DPL>
 __global__ void attention_dkdv_kernel(float *dk, float *dv, const float *dout, const float *D,
                                       const float *lse, const float *q, const float *k,
                                       const float *v, const int32_t *mask, int T, int NH,
                                       int NKV, int HD, float scale, int split) {
-    constexpr int BQ2 = ATT_BQ2(DPL), RPW = BQ2 / ATT_WARPS, NE = 8 * DPL;
-    GRPO_SHARED_DYN(float, att_sm);
-    __shared__ int kmask[ATT_BK];
-    __shared__ int red[2 * ATT_WARPS];
-    __shared__ float lq[BQ2], Dq[BQ2];
-    __shared__ int qreal[BQ2];
-    float *Kt = att_sm, *Vt = Kt + HD * ATT_LD;
-    float *Qs = Vt + HD * ATT_LD, *dOs = Qs + BQ2 * HD; /* (BQ2, HD) */
-    float *Ps = dOs + BQ2 * HD, *dSs = Ps + BQ2 * ATT_LD; /* (BQ2, ATT_LD) */
-    const int rep = NH / NKV, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    ATT_DKDV_SHARED(DPL);
+    const int rep = NH / NKV;
     const int b = blockIdx.z, s0 = blockIdx.x * ATT_BK;
     const int h0 = split ? blockIdx.y : blockIdx.y * rep, nh = split ? 1 : rep, g = h0 / rep;
-    const int qs = NH * HD, ks = NKV * HD;
+    const int ks = NKV * HD;
     const int32_t *mb = mask + (size_t)b * T;
+    const att_pre none = {NULL, NULL, NULL, 0};
     int first, end;
-    att_real_span(mb, T, red, &first, &end);
+    att_real_span(none, mb, T, red, &first, &end);
     const float *kb = k + (size_t)b * T * ks + (size_t)g * HD;
     const float *vb = v + (size_t)b * T * ks + (size_t)g * HD;
-    att_load_kv(Kt, Vt, kmask, kb, vb, mb, s0, T, ks, HD);
-
-    float dka[NE], dva[NE];
-    ATT_UNROLL
-    for (int e = 0; e < NE; e++) dka[e] = 0.0f, dva[e] = 0.0f;
+    att_load_kv(Kt, Vt, kmask, none, kb, vb, mb, s0, T, ks, HD);
     /* queries after the last real token, and key tiles wholly before the first, give nothing */
     const bool live = s0 + ATT_BK > first && s0 < end;
-    for (int hh = 0; live && hh < nh; hh++) {
-        const int h = h0 + hh;
-        for (int t0 = s0; t0 < end; t0 += BQ2) {
-            __syncthreads(); /* K/V loaded; the previous query tile no longer read */
-            for (int i = threadIdx.x; i < BQ2 * HD; i += blockDim.x) {
-                int qi = i / HD, d = i % HD, t = t0 + qi;
-                bool in = t < T && mb[imin(t, T - 1)]; /* padding queries are not read */
-                size_t off = ((size_t)b * T + t) * qs + (size_t)h * HD + d;
-                Qs[i] = in ? q[off] : 0.0f;
-                dOs[i] = in ? dout[off] : 0.0f;
-            }
-            if (threadIdx.x < BQ2) {
-                int t = t0 + threadIdx.x;
-                bool r = t < T && mb[imin(t, T - 1)];
-                size_t lo = ((size_t)b * NH + h) * T + imin(t, T - 1);
-                qreal[threadIdx.x] = r;
-                lq[threadIdx.x] = r ? lse[lo] : 0.0f;
-                Dq[threadIdx.x] = r ? D[lo] : 0.0f;
-            }
-            __syncthreads();
-            /* P and dS of queries warp + 4r against key lane */
-            float sc[RPW], dp[RPW];
-            ATT_UNROLL
-            for (int r = 0; r < RPW; r++) sc[r] = 0.0f, dp[r] = 0.0f;
-            for (int d = 0; d < HD; d++) {
-                float kd = Kt[d * ATT_LD + lane], vd = Vt[d * ATT_LD + lane];
-                ATT_UNROLL
-                for (int r = 0; r < RPW; r++) {
-                    int qi = warp + ATT_WARPS * r;
-                    sc[r] += Qs[qi * HD + d] * kd;
-                    dp[r] += dOs[qi * HD + d] * vd;
-                }
-            }
-            ATT_UNROLL
-            for (int r = 0; r < RPW; r++) {
-                int qi = warp + ATT_WARPS * r, s = s0 + lane;
-                bool valid = qreal[qi] && kmask[lane] && s <= t0 + qi;
-                float p = valid ? expf(sc[r] * scale - lq[qi]) : 0.0f;
-                Ps[qi * ATT_LD + lane] = p;
-                dSs[qi * ATT_LD + lane] = p * (dp[r] - Dq[qi]) * scale;
-            }
-            __syncthreads();
-            for (int qi = 0; qi < BQ2; qi++) {
-                float pj = Ps[qi * ATT_LD + lane], dsj = dSs[qi * ATT_LD + lane];
-                ATT_UNROLL
-                for (int e = 0; e < NE; e++) {
-                    int d = warp + ATT_WARPS * e;
-                    if (d < HD) {
-                        dva[e] += pj * dOs[qi * HD + d];
-                        dka[e] += dsj * Qs[qi * HD + d];
-                    }
-                }
-            }
-        }
-    }
-    /* out through shared memory (the K/V tiles' room, 2*HD*33 >= 32*(HD+1) floats), so that the
-     * global writes are whole rows */
-    float *stage = att_sm;
-    const int ld = HD + 1;
-    for (int pass = 0; pass < 2; pass++) {
-        float *dst = pass == 0 ? dk : dv;
-        if (!dst) continue; /* block-uniform */
-        __syncthreads();
-        ATT_UNROLL
-        for (int e = 0; e < NE; e++) {
-            int d = warp + ATT_WARPS * e;
-            if (d < HD) stage[lane * ld + d] = pass == 0 ? dka[e] : dva[e];
-        }
-        __syncthreads();
-        const int rs = split ? HD : ks; /* row stride of dst */
-        float *db = dst + (split ? ((size_t)b * NH + h0) * T * HD : (size_t)b * T * ks + g * HD);
-        for (int i = threadIdx.x; i < ATT_BK * HD; i += blockDim.x) {
-            int j = i / HD, d = i % HD;
-            if (s0 + j < T) db[(size_t)(s0 + j) * rs + d] = stage[j * ld + d];
-        }
-    }
+    for (int hh = 0; live && hh < nh; hh++)
+        att_dkdv_accum<DPL>(dka, dva, sm, dout, D, lse, q, mb, b, h0 + hh, s0, end, s0, true, T,
+                            NH, HD, scale);
+    const int rs = split ? HD : ks; /* row stride of dst */
+    const size_t base = split ? ((size_t)b * NH + h0) * T * HD : (size_t)b * T * ks + g * HD;
+    if (dk) att_dkdv_store<NE>(dk + base, dka, att_sm, s0, T, rs, HD, false);
+    if (dv) att_dkdv_store<NE>(dv + base, dva, att_sm, s0, T, rs, HD, false);
 }
 
-/* dst (B,T,NKV,HD) = the sum over the rep query heads of each kv head of part (B,NH,T,HD), in
- * head order: the same bits every run. */
+/* dkp, dvp (either may be NULL) for the key tile blockIdx.x of prefix j = blockIdx.z: the rows b
+ * with prefix_of[b] = j, in row order, each over its real queries (all of which see every prefix
+ * key), for
+ *   split = 0: the query heads of kv head g = blockIdx.y, in order: ADDED to dkp/dvp
+ *              (BP,P,NKV,HD) (one block owns each element: no atomics);
+ *   split = 1: query head h = blockIdx.y alone: its share WRITTEN to (BP,NH,P,HD), added to
+ *              dkp/dvp afterwards by the group sum.
+ * Threads as attention_dkdv_kernel's. */
+template <int DPL>
+__global__ void attention_prefix_dkdv_kernel(float *dkp, float *dvp, const float *dout,
+                                             const float *D, const float *lse, const float *q,
+                                             const int32_t *mask, att_prefix_args pa, int B,
+                                             int T, int NH, int NKV, int HD, float scale,
+                                             int split) {
+    ATT_DKDV_SHARED(DPL);
+    const int rep = NH / NKV, P = pa.P;
+    const int j = blockIdx.z, s0 = blockIdx.x * ATT_BK;
+    const int h0 = split ? blockIdx.y : blockIdx.y * rep, nh = split ? 1 : rep, g = h0 / rep;
+    const int ks = NKV * HD;
+    const size_t poff = (size_t)j * P * ks + (size_t)g * HD;
+    const att_pre pre = {pa.kp + poff, pa.vp + poff, pa.pmask + (size_t)j * P, P};
+    att_load_kv(Kt, Vt, kmask, pre, NULL, NULL, NULL, s0, 0, ks, HD); /* prefix columns only */
+    const att_pre none = {NULL, NULL, NULL, 0};
+    for (int b = 0; b < B; b++) {
+        if (pa.prefix_of[b] != j) continue; /* block-uniform */
+        const int32_t *mb = mask + (size_t)b * T;
+        int first, end; /* the row's real queries lie in [first, end) */
+        att_real_span(none, mb, T, red, &first, &end);
+        for (int hh = 0; hh < nh; hh++)
+            att_dkdv_accum<DPL>(dka, dva, sm, dout, D, lse, q, mb, b, h0 + hh, first, end, s0,
+                                false, T, NH, HD, scale);
+    }
+    const int rs = split ? HD : ks;
+    const size_t base = split ? ((size_t)j * NH + h0) * P * HD : poff;
+    if (dkp) att_dkdv_store<NE>(dkp + base, dka, att_sm, s0, P, rs, HD, !split);
+    if (dvp) att_dkdv_store<NE>(dvp + base, dva, att_sm, s0, P, rs, HD, !split);
+}
+
+/* dst (B,T,NKV,HD) = (add: dst +) the sum over the rep query heads of each kv head of part
+ * (B,NH,T,HD), in head order: the same bits every run. */
 __global__ void attention_group_sum_kernel(float *dst, const float *part, int B, int T, int NH,
-                                           int NKV, int HD) {
+                                           int NKV, int HD, int add) {
     const int rep = NH / NKV;
     const size_t n = (size_t)B * T * NKV * HD;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
@@ -466,7 +621,7 @@ __global__ void attention_group_sum_kernel(float *dst, const float *part, int B,
         const float *p = part + (((size_t)b * NH + g * rep) * T + t) * HD + d;
         float acc = 0.0f;
         for (int j = 0; j < rep; j++) acc += p[(size_t)j * T * HD];
-        dst[i] = acc;
+        dst[i] = add ? dst[i] + acc : acc;
     }
 }
 
@@ -484,23 +639,60 @@ static int dkdv_split(cuda_ctx *ctx, int32_t B, int32_t T, int32_t NH, int32_t N
     return (uint64_t)B * NKV * cuda_blocks((uint64_t)T, ATT_BK) < 4 * (uint64_t)(sms > 0 ? sms : 1);
 }
 
+/* Launches attention_group_sum_kernel: dst (or with add dst +) = part summed over each group. */
+static void group_sum(cuda_ctx *ctx, float *dst, const float *part, int32_t B, int32_t T,
+                      int32_t NH, int32_t NKV, int32_t HD, int add) {
+    const uint64_t n = (uint64_t)B * T * NKV * HD;
+    unsigned blocks = cuda_blocks(n, 256) < 4096 ? cuda_blocks(n, 256) : 4096;
+    GRPO_LAUNCH(attention_group_sum_kernel, blocks, 256, 0, ctx->stream, dst, part, B, T, NH, NKV,
+                HD, add);
+    CUDA_CHECK_LAUNCH("attention_backward (group sum)");
+}
+
+/* The dk/dv kernels' dynamic shared memory. */
+static size_t dkdv_shmem(int bq2, int32_t HD) {
+    return kv_tiles_bytes(HD) + ((size_t)2 * bq2 * HD + (size_t)2 * bq2 * ATT_LD) * sizeof(float);
+}
+
+/* dkp/dvp += the prefixes' key gradients: a pass per (prefix, kv head or query head, key tile),
+ * after the own keys' pass (its split scratch is then free: same stream). */
 template <int DPL>
-static void launch_backward(cuda_ctx *ctx, float *dq, float *dk, float *dv, const float *dout,
-                            const float *D, const float *lse, const float *q, const float *k,
-                            const float *v, const int32_t *mask, int32_t B, int32_t T,
-                            int32_t NH, int32_t NKV, int32_t HD) {
+static void launch_prefix_dkdv(cuda_ctx *ctx, float *dkp, float *dvp, const float *dout,
+                               const float *D, const float *lse, const float *q,
+                               const int32_t *mask, const att_prefix_args &pa, int32_t B,
+                               int32_t T, int32_t NH, int32_t NKV, int32_t HD, float scale) {
+    const int BP = pa.BP, P = pa.P;
+    const int split = dkdv_split(ctx, BP, P, NH, NKV);
+    float *pk = dkp, *pv = dvp; /* split: per-head shares (BP,NH,P,HD) in CUDA_SCRATCH_OP2 */
+    const uint64_t part = (uint64_t)BP * NH * P * HD;
+    if (split) {
+        float *buf = (float *)cuda_scratch(ctx, CUDA_SCRATCH_OP2, 2 * part * sizeof(float));
+        pk = dkp ? buf : NULL, pv = dvp ? buf + part : NULL;
+    }
+    dim3 grid(cuda_blocks((uint64_t)P, ATT_BK), (unsigned)(split ? NH : NKV), (unsigned)BP);
+    GRPO_LAUNCH(attention_prefix_dkdv_kernel<DPL>, grid, ATT_THREADS,
+                dkdv_shmem(ATT_BQ2(DPL), HD), ctx->stream, pk, pv, dout, D, lse, q, mask, pa, B,
+                T, NH, NKV, HD, scale, split);
+    CUDA_CHECK_LAUNCH("prefix_attention_backward (dkp, dvp)");
+    if (split && dkp) group_sum(ctx, dkp, pk, BP, P, NH, NKV, HD, 1);
+    if (split && dvp) group_sum(ctx, dvp, pv, BP, P, NH, NKV, HD, 1);
+}
+
+template <int DPL>
+static void launch_backward(cuda_ctx *ctx, float *dq, float *dk, float *dv, float *dkp,
+                            float *dvp, const float *dout, const float *D, const float *lse,
+                            const float *q, const float *k, const float *v, const int32_t *mask,
+                            const att_prefix_args &pa, int32_t B, int32_t T, int32_t NH,
+                            int32_t NKV, int32_t HD) {
     const float scale = 1.0f / sqrtf((float)HD);
     if (dq) {
         dim3 grid(cuda_blocks((uint64_t)T, (unsigned)(ATT_QPW(DPL) * ATT_WARPS)), (unsigned)NH,
                   (unsigned)B);
         GRPO_LAUNCH(attention_dq_kernel<DPL>, grid, ATT_THREADS, kv_tiles_bytes(HD), ctx->stream,
-                    dq, dout, D, lse, q, k, v, mask, T, NH, NKV, HD, scale);
+                    dq, dout, D, lse, q, k, v, mask, pa, T, NH, NKV, HD, scale);
         CUDA_CHECK_LAUNCH("attention_backward (dq)");
     }
     if (dk || dv) {
-        const int bq2 = ATT_BQ2(DPL);
-        size_t shmem = kv_tiles_bytes(HD) + ((size_t)2 * bq2 * HD + (size_t)2 * bq2 * ATT_LD) *
-                                                sizeof(float);
         const int split = dkdv_split(ctx, B, T, NH, NKV);
         float *pk = dk, *pv = dv; /* split: per-head shares (B,NH,T,HD) in CUDA_SCRATCH_OP2 */
         const uint64_t part = (uint64_t)B * NH * T * HD;
@@ -509,27 +701,26 @@ static void launch_backward(cuda_ctx *ctx, float *dq, float *dk, float *dv, cons
             pk = dk ? buf : NULL, pv = dv ? buf + part : NULL;
         }
         dim3 grid(cuda_blocks((uint64_t)T, ATT_BK), (unsigned)(split ? NH : NKV), (unsigned)B);
-        GRPO_LAUNCH(attention_dkdv_kernel<DPL>, grid, ATT_THREADS, shmem, ctx->stream, pk, pv,
-                    dout, D, lse, q, k, v, mask, T, NH, NKV, HD, scale, split);
+        GRPO_LAUNCH(attention_dkdv_kernel<DPL>, grid, ATT_THREADS, dkdv_shmem(ATT_BQ2(DPL), HD),
+                    ctx->stream, pk, pv, dout, D, lse, q, k, v, mask, T, NH, NKV, HD, scale,
+                    split);
         CUDA_CHECK_LAUNCH("attention_backward (dk, dv)");
-        const uint64_t n = (uint64_t)B * T * NKV * HD;
-        unsigned blocks = cuda_blocks(n, 256) < 4096 ? cuda_blocks(n, 256) : 4096;
-        for (int i = 0; split && i < 2; i++) {
-            if (!(i ? dv : dk)) continue;
-            GRPO_LAUNCH(attention_group_sum_kernel, blocks, 256, 0, ctx->stream, i ? dv : dk,
-                        i ? pv : pk, B, T, NH, NKV, HD);
-            CUDA_CHECK_LAUNCH("attention_backward (group sum)");
-        }
+        if (split && dk) group_sum(ctx, dk, pk, B, T, NH, NKV, HD, 0);
+        if (split && dv) group_sum(ctx, dv, pv, B, T, NH, NKV, HD, 0);
     }
+    if ((dkp || dvp) && pa.P > 0)
+        launch_prefix_dkdv<DPL>(ctx, dkp, dvp, dout, D, lse, q, mask, pa, B, T, NH, NKV, HD,
+                                scale);
 }
 
-void cuda_attention_backward(void *ctx_, float *dq, float *dk, float *dv, const float *dout,
-                             const float *out, const float *lse, const float *q, const float *k,
-                             const float *v, const int32_t *mask, int32_t B, int32_t T,
-                             int32_t NH, int32_t NKV, int32_t HD) {
-    cuda_ctx *ctx = (cuda_ctx *)ctx_;
-    check_shapes("attention_backward", NH, NKV, HD);
-    if ((!dq && !dk && !dv) || B <= 0 || T <= 0) return;
+/* attention_backward, or with pa.P > 0 the prefix-attention backward. */
+static void backward_rows(cuda_ctx *ctx, const char *op, float *dq, float *dk, float *dv,
+                          float *dkp, float *dvp, const float *dout, const float *out,
+                          const float *lse, const float *q, const float *k, const float *v,
+                          const int32_t *mask, const att_prefix_args &pa, int32_t B, int32_t T,
+                          int32_t NH, int32_t NKV, int32_t HD) {
+    check_shapes(op, NH, NKV, HD);
+    if ((!dq && !dk && !dv && !dkp && !dvp) || B <= 0 || T <= 0) return;
     uint64_t rows = (uint64_t)B * T * NH;
     float *D = (float *)cuda_scratch(ctx, CUDA_SCRATCH_OP, rows * sizeof(float));
     GRPO_LAUNCH(attention_rowdot_kernel, cuda_blocks(rows, 8), 256, 0, ctx->stream, D, dout, out,
@@ -538,7 +729,29 @@ void cuda_attention_backward(void *ctx_, float *dq, float *dk, float *dv, const 
     /* by dims per lane, (HD + 31) / 32 */
     static decltype(&launch_backward<1>) const launch[4] = {launch_backward<1>, launch_backward<2>,
                                                             launch_backward<3>, launch_backward<4>};
-    launch[(HD - 1) / 32](ctx, dq, dk, dv, dout, D, lse, q, k, v, mask, B, T, NH, NKV, HD);
+    launch[(HD - 1) / 32](ctx, dq, dk, dv, dkp, dvp, dout, D, lse, q, k, v, mask, pa, B, T, NH,
+                          NKV, HD);
+}
+
+void cuda_attention_backward(void *ctx, float *dq, float *dk, float *dv, const float *dout,
+                             const float *out, const float *lse, const float *q, const float *k,
+                             const float *v, const int32_t *mask, int32_t B, int32_t T,
+                             int32_t NH, int32_t NKV, int32_t HD) {
+    backward_rows((cuda_ctx *)ctx, "attention_backward", dq, dk, dv, NULL, NULL, dout, out, lse,
+                  q, k, v, mask, no_prefix, B, T, NH, NKV, HD);
+}
+
+void cuda_prefix_attention_backward(void *ctx, float *dq, float *dk, float *dv, float *dkp,
+                                    float *dvp, const float *dout, const float *out,
+                                    const float *lse, const float *q, const float *k,
+                                    const float *v, const int32_t *mask, const float *kp,
+                                    const float *vp, const int32_t *pmask,
+                                    const int32_t *prefix_of, int32_t B, int32_t T, int32_t BP,
+                                    int32_t P, int32_t NH, int32_t NKV, int32_t HD) {
+    check_prefix("prefix_attention_backward", BP, P);
+    const att_prefix_args pa = {kp, vp, pmask, prefix_of, BP, P};
+    backward_rows((cuda_ctx *)ctx, "prefix_attention_backward", dq, dk, dv, dkp, dvp, dout, out,
+                  lse, q, k, v, mask, pa, B, T, NH, NKV, HD);
 }
 
 /* ---- decode ---------------------------------------------------------------------------------- */
@@ -559,7 +772,8 @@ __global__ void attention_decode_kernel(float *out, const float *q, const float 
     const int n = imax(0, imin(len[r], S));
     const int32_t *cm = cache_mask + (size_t)r * S;
     int first, end;
-    att_real_span(cm, n, red, &first, &end);
+    const att_pre none = {NULL, NULL, NULL, 0};
+    att_real_span(none, cm, n, red, &first, &end);
     const float *kb = kcache + (size_t)r * S * ks + (size_t)g * HD;
     const float *vb = vcache + (size_t)r * S * ks + (size_t)g * HD;
     float qr[DPL], o[DPL], m = -INFINITY, l = 0.0f;

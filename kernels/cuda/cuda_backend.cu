@@ -149,10 +149,8 @@ static void fill_table(grpo_ops *ops, cuda_ctx *ctx) {
         /* .head_forward_w     = */ cuda_head_forward_w,
         /* .head_backward_w    = */ cuda_head_backward_w,
         /* .dropout            = */ cuda_dropout,
-        /* 1.6: shared-prefix attention is not implemented on cuda yet; the packs test the slot
-         * and run every row in full (exact, just without the saving) */
-        /* .prefix_attention_forward  = */ NULL,
-        /* .prefix_attention_backward = */ NULL,
+        /* .prefix_attention_forward  = */ cuda_prefix_attention_forward,
+        /* .prefix_attention_backward = */ cuda_prefix_attention_backward,
         /* .sample_rows        = */ cuda_sample_rows,
     };
 }

@@ -136,6 +136,18 @@ void cuda_attention_backward(void *ctx, float *dq, float *dk, float *dv, const f
 void cuda_attention_decode(void *ctx, float *out, const float *q, const float *kcache,
                            const float *vcache, const int32_t *cache_mask, const int32_t *len,
                            int32_t R, int32_t S, int32_t NH, int32_t NKV, int32_t HD);
+void cuda_prefix_attention_forward(void *ctx, float *out, float *lse, const float *q,
+                                   const float *k, const float *v, const int32_t *mask,
+                                   const float *kp, const float *vp, const int32_t *pmask,
+                                   const int32_t *prefix_of, int32_t B, int32_t T, int32_t BP,
+                                   int32_t P, int32_t NH, int32_t NKV, int32_t HD);
+void cuda_prefix_attention_backward(void *ctx, float *dq, float *dk, float *dv, float *dkp,
+                                    float *dvp, const float *dout, const float *out,
+                                    const float *lse, const float *q, const float *k,
+                                    const float *v, const int32_t *mask, const float *kp,
+                                    const float *vp, const int32_t *pmask,
+                                    const int32_t *prefix_of, int32_t B, int32_t T, int32_t BP,
+                                    int32_t P, int32_t NH, int32_t NKV, int32_t HD);
 /* swiglu.cu */
 void cuda_swiglu_forward(void *ctx, float *out, const float *gate, const float *up, int32_t N,
                          int32_t I);
