@@ -128,11 +128,11 @@ int main(int argc, char **argv) {
     grpo_error_init(&err);
     char dir[] = "/tmp/grpo_bench_bf16_XXXXXX";
     if (!mkdtemp(dir) || write_model(dir, &err) != GRPO_OK) bench_fail("bench_bf16", &err);
-    grpo_env env;
+    grpo_process proc;
     grpo_model *m32 = NULL, *m16 = NULL;
-    bench_env_open("bench_bf16", &env, a.threads);
-    if (grpo_model_open_dir(&m32, &env.reg, &env.host, dir, 0, &err) ||
-        grpo_model_open_dir_as(&m16, &env.reg, &env.host, dir, 0, GRPO_DTYPE_BF16, &err) ||
+    bench_env_open("bench_bf16", &proc, a.threads);
+    if (grpo_model_open_dir(&m32, &proc.reg, &proc.host, dir, 0, &err) ||
+        grpo_model_open_dir_as(&m16, &proc.reg, &proc.host, dir, 0, GRPO_DTYPE_BF16, &err) ||
         grpo_model_reserve_acts(m32, a.B, a.T, &err) ||
         grpo_model_reserve_acts(m16, a.B, a.T, &err))
         bench_fail("bench_bf16", &err);
@@ -151,14 +151,14 @@ int main(int argc, char **argv) {
     const int shapes[2][2] = {{C, IM}, {IM, C}};
     const char *nm[2] = {"gate, up", "down"};
     for (int s = 0; s < 2; s++) {
-        double g32 = matmul_gbs(env.ops, a.R, shapes[s][0], shapes[s][1], GRPO_DTYPE_F32);
-        double g16 = matmul_gbs(env.ops, a.R, shapes[s][0], shapes[s][1], GRPO_DTYPE_BF16);
+        double g32 = matmul_gbs(proc.ops, a.R, shapes[s][0], shapes[s][1], GRPO_DTYPE_F32);
+        double g16 = matmul_gbs(proc.ops, a.R, shapes[s][0], shapes[s][1], GRPO_DTYPE_BF16);
         printf("matmul %d rows, %-8s (%4d -> %4d): fp32 %.1f GB/s, bf16 %.1f GB/s of weights; "
                "bf16 time %.2fx of fp32\n", a.R, nm[s], shapes[s][0], shapes[s][1], g32, g16,
                (g32 / 4) / (g16 / 2));
     }
     grpo_model_close(m32), grpo_model_close(m16);
-    grpo_env_close(&env);
+    grpo_process_close(&proc);
     bench_remove_dir(dir);
     return 0;
 }

@@ -36,8 +36,8 @@
 #include <unistd.h>
 
 #include "bench_util.h"
-#include "host/env.h"
-#include "host/model.h"
+#include "host/process.h"
+#include "host/model_instance.h"
 #include "io/safetensors.h"
 #include <cblas.h>
 #undef I
@@ -264,10 +264,10 @@ int main(int argc, char **argv) {
         strcpy(strrchr(packs_dir, '/'), "/../packs");
     }
     const char *packs[] = {packs_dir};
-    grpo_env env;
+    grpo_process proc;
     grpo_model *m = NULL;
-    if (grpo_env_open(&env, packs, 1, "cpu", threads, &err) != GRPO_OK ||
-        grpo_model_open_dir(&m, &env.reg, &env.host, dir, 1, &err) != GRPO_OK) {
+    if (grpo_process_open(&proc, packs, 1, "cpu", threads, &err) != GRPO_OK ||
+        grpo_model_open_dir(&m, &proc.reg, &proc.host, dir, 1, &err) != GRPO_OK) {
         fprintf(stderr, "bench_dense: %s\n", err.message);
         return 1;
     }
@@ -328,10 +328,10 @@ int main(int argc, char **argv) {
     printf("decode %d rows, prompt %d, %d new cpu time: %.2f s, %.0f new tokens/s\n", R, P, NEW,
            dc, (double)R * NEW / dc);
 
-    bench_matmul_rows(env.ops, R, threads);
+    bench_matmul_rows(proc.ops, R, threads);
 
     grpo_model_close(m);
-    grpo_env_close(&env);
+    grpo_process_close(&proc);
     char path[512];
     snprintf(path, sizeof path, "%s/model.safetensors", dir), unlink(path);
     snprintf(path, sizeof path, "%s/config.json", dir), unlink(path);

@@ -107,12 +107,12 @@ int main(int argc, char **argv) {
     char dir[] = "/tmp/grpo_bench_gpu_XXXXXX";
     if (!mkdtemp(dir)) return 1;
     write_model(dir, s);
-    grpo_env env;
-    bench_env_open_on("bench_gpu", &env, backend, a.threads, precision);
+    grpo_process proc;
+    bench_env_open_on("bench_gpu", &proc, backend, a.threads, precision);
     grpo_error err;
     grpo_error_init(&err);
     grpo_model *m = NULL;
-    if (grpo_model_open_dir(&m, &env.reg, &env.host, dir, 1, &err) != GRPO_OK ||
+    if (grpo_model_open_dir(&m, &proc.reg, &proc.host, dir, 1, &err) != GRPO_OK ||
         grpo_model_reserve_acts(m, a.B, a.T, &err) != GRPO_OK)
         bench_fail("bench_gpu", &err);
     printf("shape %s: hidden %d, layers %d, heads %d/%d, intermediate %d, vocab %d; backend %s, "
@@ -128,12 +128,12 @@ int main(int argc, char **argv) {
     /* decode from a frozen copy whose matrices are held in the compute dtype: with bf16, what
      * the trainer's rollout copy (sampling.weights_dtype = bf16) reads, half the bytes */
     int32_t wtype = precision == GRPO_DTYPE_BF16 ? GRPO_DTYPE_BF16 : GRPO_DTYPE_F32;
-    if (grpo_model_open_dir_as(&m, &env.reg, &env.host, dir, 0, wtype, &err) != GRPO_OK)
+    if (grpo_model_open_dir_as(&m, &proc.reg, &proc.host, dir, 0, wtype, &err) != GRPO_OK)
         bench_fail("bench_gpu", &err);
     bench_generate("bench_gpu", m, a.R, a.P, 2, s->V); /* warm-up */
     bench_decode("bench_gpu", m, &a, s->V);
     grpo_model_close(m);
-    grpo_env_close(&env);
+    grpo_process_close(&proc);
     bench_remove_dir(dir);
     return 0;
 }

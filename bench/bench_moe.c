@@ -85,8 +85,8 @@ int main(int argc, char **argv) {
     grpo_error_init(&err);
     char dir[] = "/tmp/grpo_bench_moe_XXXXXX";
     if (!mkdtemp(dir) || write_model(dir, &err) != GRPO_OK) bench_fail("bench_moe", &err);
-    grpo_env env;
-    grpo_model *m = bench_open("bench_moe", &env, dir, &a);
+    grpo_process proc;
+    grpo_model *m = bench_open("bench_moe", &proc, dir, &a);
     const grpo_model_desc *desc = m->desc; /* moe.causal_lm: dense refuses use_moe */
     printf("shape: hidden %d, layers %d, heads %d/%d, expert intermediate %d, %d routed top-%d + "
            "%d shared, vocab %d; threads %d\n", C, L, NH, NKV, IM, E, K, NS, V, a.threads);
@@ -99,7 +99,7 @@ int main(int argc, char **argv) {
     bench_print_fwd_bwd(&a, best, 3 * fwd_flops_per_token(a.T) * a.B * a.T);
     bench_decode("bench_moe", m, &a, V);
     grpo_model_close(m);
-    grpo_env_close(&env);
+    grpo_process_close(&proc);
     bench_remove_dir(dir);
     return 0;
 }

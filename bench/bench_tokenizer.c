@@ -11,7 +11,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "text/tokenizer.h"
+#include "text/tokenizer/tokenizer.h"
 
 static double now(void) {
     struct timespec ts;

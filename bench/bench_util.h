@@ -13,8 +13,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "host/env.h"
-#include "host/model.h"
+#include "host/process.h"
+#include "host/model_instance.h"
 #include "io/safetensors.h"
 #include "host/sampler.h"
 
@@ -103,10 +103,10 @@ static inline void bench_remove_dir(const char *dir) {
     rmdir(dir);
 }
 
-/* Opens env on `backend` (cpu, cuda) at `precision` (GRPO_DTYPE_F32, or GRPO_DTYPE_BF16 on cuda)
+/* Opens proc on `backend` (cpu, cuda) at `precision` (GRPO_DTYPE_F32, or GRPO_DTYPE_BF16 on cuda)
  * with `threads` CPU threads and the build tree's packs (<dir of the executable>/../packs).
  * Exits on an error. */
-static inline void bench_env_open_on(const char *bench, grpo_env *env, const char *backend,
+static inline void bench_env_open_on(const char *bench, grpo_process *proc, const char *backend,
                                      int threads, int precision) {
     grpo_error err;
     grpo_error_init(&err);
@@ -117,25 +117,25 @@ static inline void bench_env_open_on(const char *bench, grpo_env *env, const cha
         strcpy(strrchr(packs_dir, '/'), "/../packs");
     }
     const char *packs[] = {packs_dir};
-    if (grpo_env_open(env, packs, 1, NULL, threads, &err) != GRPO_OK ||
-        grpo_env_backend(env, backend, threads, precision, &err) != GRPO_OK)
+    if (grpo_process_open(proc, packs, 1, NULL, threads, &err) != GRPO_OK ||
+        grpo_process_backend(proc, backend, threads, precision, &err) != GRPO_OK)
         bench_fail(bench, &err);
 }
 
 /* bench_env_open_on the CPU backend in f32. */
-static inline void bench_env_open(const char *bench, grpo_env *env, int threads) {
-    bench_env_open_on(bench, env, "cpu", threads, GRPO_DTYPE_F32);
+static inline void bench_env_open(const char *bench, grpo_process *proc, int threads) {
+    bench_env_open_on(bench, proc, "cpu", threads, GRPO_DTYPE_F32);
 }
 
 /* Opens the model in dir by its architecture (bench_env_open), trainable, with activations for
  * (B,T). */
-static inline grpo_model *bench_open(const char *bench, grpo_env *env, const char *dir,
+static inline grpo_model *bench_open(const char *bench, grpo_process *proc, const char *dir,
                                      const bench_args *a) {
     grpo_error err;
     grpo_error_init(&err);
-    bench_env_open(bench, env, a->threads);
+    bench_env_open(bench, proc, a->threads);
     grpo_model *m = NULL;
-    if (grpo_model_open_dir(&m, &env->reg, &env->host, dir, 1, &err) != GRPO_OK ||
+    if (grpo_model_open_dir(&m, &proc->reg, &proc->host, dir, 1, &err) != GRPO_OK ||
         grpo_model_reserve_acts(m, a->B, a->T, &err) != GRPO_OK)
         bench_fail(bench, &err);
     return m;

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # check_layers.sh — checks that core/ is layered: its folders, bottom to top, are
-#   base  text  io  host  config  train  cli        (docs/ARCHITECTURE.md)
+#   base  text  io  host  config  train  pack  cli        (docs/ARCHITECTURE.md)
 # and a file may call into, or include a header of, its own folder or a folder below only (a
 # folder's testing.h, the entry points only tests call, is included by no other folder). It
 # reports (1) every call or #include from a lower folder up into a higher one, and (2) circles
@@ -20,7 +20,7 @@
 # read.
 set -euo pipefail
 
-layers="base text io host config train cli"
+layers="base text io host config train pack cli"
 
 build=${1:-build}
 prefix=${2:-core/}

@@ -1,7 +1,7 @@
 /*
  * frozen_forward.h — a test shared by the model suites (test_dense.c, test_moe.c): a frozen model
  * (the reference) runs forward in row chunks with an activation block of a few rows
- * (core/host/model.h); its log-probs and entropies must be those of the training forward of the
+ * (core/host/model_instance.h); its log-probs and entropies must be those of the training forward of the
  * whole batch, bit for bit. The batch is 96 rows: the fixture's B0 rows of (ids, mask, pos,
  * targets), tiled and shifted through the vocabulary; the frozen model is forced to the fewest
  * rows a chunk may have (GRPO_FWD_MIN_TOKENS tokens) by a 1-byte budget. chunks = 0 (a mixture
@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "host/model.h"
+#include "host/model_instance.h"
 
 static void check_frozen_forward_in_chunks(grpo_model *train, grpo_model *frozen, const char *who,
                                            const int32_t *ids0, const int32_t *mask0,

@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "host/registry.h"
-#include "text/tokenizer.h"
+#include "text/tokenizer/tokenizer.h"
 #include "tmpdir.h"
 
 #define GRPO GRPO_BINARY_DIR "/grpo"

@@ -7,7 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "config/config.h"
+#include "config/run_config.h"
 #include "config/testing.h"
 
 #define FIXTURES GRPO_SOURCE_DIR "/tests/fixtures/config/"

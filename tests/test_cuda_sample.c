@@ -26,7 +26,7 @@
 
 #include "cuda_parity.h"
 #include "host/host.h"
-#include "host/model.h"
+#include "host/model_instance.h"
 #include "host/registry.h"
 #include "host/sampler.h"
 #include "host/sampling.h"

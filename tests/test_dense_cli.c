@@ -12,8 +12,8 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
-#include "host/env.h"
-#include "host/model.h"
+#include "host/process.h"
+#include "host/model_instance.h"
 #include "io/safetensors.h"
 #include "host/sampler.h"
 
@@ -142,12 +142,12 @@ START_TEST(generate_command_samples_like_the_sampler) {
     ck_assert_int_eq(run_generate(15, argv, line, sizeof line), 0);
     grpo_error err;
     grpo_error_init(&err);
-    grpo_env env;
+    grpo_process proc;
     grpo_model *m = NULL;
     const char *dirs[] = {GRPO_PACK_BUILD_DIR};
-    ck_assert_msg(grpo_env_open(&env, dirs, 1, "cpu", 0, &err) == GRPO_OK, "%s",
+    ck_assert_msg(grpo_process_open(&proc, dirs, 1, "cpu", 0, &err) == GRPO_OK, "%s",
                   err.message);
-    ck_assert_msg(grpo_model_open_dir(&m, &env.reg, &env.host, FIXTURE, 0, &err) == GRPO_OK, "%s",
+    ck_assert_msg(grpo_model_open_dir(&m, &proc.reg, &proc.host, FIXTURE, 0, &err) == GRPO_OK, "%s",
                   err.message);
     int32_t prompt[5] = {1, 2, 3, 4, 5}, mask[5] = {1, 1, 1, 1, 1};
     grpo_sampler_opts so = {{1.0f, 0, 1.0f, 0.0f, 1.0f}, 1, 12, {0}, 0, 0, 0, NULL};
@@ -164,7 +164,7 @@ START_TEST(generate_command_samples_like_the_sampler) {
     ck_assert_str_eq(line, want);
     grpo_rollout_free(&r);
     grpo_model_close(m);
-    grpo_env_close(&env);
+    grpo_process_close(&proc);
 }
 END_TEST
 

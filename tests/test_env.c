@@ -123,9 +123,9 @@ static void fixture_open_tpl(fixture *f, const char *env, const char *extra_env,
     char *path = grpo_run_path(&f->r, f->r.cfg.data_path);
     ck_ok(grpo_run_dataset(&f->r, path, &f->ds, &err), &err);
     free(path);
-    ck_ok(grpo_reward_set_create(&f->rs, &f->r.cfg, &f->r.env.reg, &f->r.env.host, &err), &err);
+    ck_ok(grpo_reward_set_create(&f->rs, &f->r.cfg, &f->r.proc.reg, &f->r.proc.host, &err), &err);
     warned[0] = '\0';
-    f->r.env.host.log = counting_log;
+    f->r.proc.host.log = counting_log;
     ck_ok(grpo_episodes_open(&f->E, &f->r, &err), &err);
     grpo_sampler_opts so = {{0.0f, 0, 1.0f, 0.0f, 1.0f}, G, T, {0}, 0, f->r.pad_id, 0, NULL};
     f->so = so;
@@ -269,7 +269,7 @@ START_TEST(episode_tokens_and_mask_are_exact) {
                   "would not exercise the forced decode");
     /* the training batch attends to every episode token; targets everywhere, loss mask apart */
     grpo_seqbatch sb = {0};
-    ck_ok(grpo_seqbatch_from_rollout(&sb, f.r.env.ops, b.prompt, b.pmask, b.P, G, &b.roll, 0, G,
+    ck_ok(grpo_seqbatch_from_rollout(&sb, f.r.proc.ops, b.prompt, b.pmask, b.P, G, &b.roll, 0, G,
                                      T, f.r.pad_id, &err),
           &err);
     for (int g = 0; g < G; g++)

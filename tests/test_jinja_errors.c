@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "text/jinja.h"
+#include "text/jinja/jinja.h"
 
 /* Parses source as "t.jinja"; the arena is freed before returning. */
 static int32_t parse(const char *source, grpo_error *err) {

@@ -38,7 +38,7 @@
 
 #include "host/host.h"
 #include "kernels.h"
-#include "host/model.h"
+#include "host/model_instance.h"
 #include "host/registry.h"
 #include "io/safetensors.h"
 

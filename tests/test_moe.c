@@ -34,7 +34,7 @@
 
 #include "kernels.h"
 #include "test_backend.h"
-#include "host/model.h"
+#include "host/model_instance.h"
 #include "frozen_forward.h"
 #include "host/host.h"
 #include "host/registry.h"

@@ -1,5 +1,5 @@
 /* test_pack_install.c — what `grpo pack install` refuses, and that a refusal leaves the prefix as
- * it was (host/pack_install.c), on bundles of tests/packs/selftest made with grpo_pack_bundle and
+ * it was (pack/pack_install.c), on bundles of tests/packs/selftest made with grpo_pack_bundle and
  * then altered with tar: a changed file, a file SHA256SUMS does not list, no SHA256SUMS, a '..'
  * path, a failing self-test, a library for another machine; and bundle -> install -> remove. */
 #include <check.h>
@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "host/host.h"
-#include "host/pack_install.h"
+#include "pack/pack_install.h"
 #include "tmpdir.h"
 
 #define SELFTEST_PACK GRPO_BINARY_DIR "/tests/plugins/selftest"

@@ -1,5 +1,5 @@
 /* test_pack_selftest.c — a reward's self-test vectors ([ID:test.N] in pack.ini): how they are
- * read (manifest.c) and run (host/pack_selftest.c), against the rewards of tests/packs/selftest:
+ * read (manifest.c) and run (pack/pack_selftest.c), against the rewards of tests/packs/selftest:
  * passing tests, a wrong expectation named by its line, a reward NaN on every test, a reward that
  * prints to stdout, and `grpo plugins check` reporting them. */
 #include <check.h>
@@ -12,7 +12,7 @@
 
 #include "cli/cli.h"
 #include "host/host.h"
-#include "host/pack_selftest.h"
+#include "pack/pack_selftest.h"
 #include "host/registry.h"
 #include "tmpdir.h"
 

@@ -21,7 +21,7 @@
 
 #include "host/host.h"
 #include "host/lora.h"
-#include "host/model.h"
+#include "host/model_instance.h"
 #include "host/registry.h"
 #include "io/safetensors.h"
 #include "kernels.h"

@@ -26,7 +26,7 @@
 #include "grpo/reward.h"
 #include "host/host_model.h"
 #include "kernels.h"
-#include "host/model.h"
+#include "host/model_instance.h"
 #include "host/host.h"
 #include "host/registry.h"
 #include "io/safetensors.h"
@@ -435,12 +435,12 @@ START_TEST(a_run_hands_reward_models_its_environment) {
     grpo_run_args a = {.run_file = ini, .extra_plugin_dirs = {GRPO_PACK_BUILD_DIR}, .n_extra = 1};
     grpo_run r;
     ck_ok(grpo_run_open(&r, &a, &err), &err);
-    ck_assert_ptr_eq(r.env.host.model_ctx, r.env.models);
-    ck_assert_ptr_eq(grpo_host_models_ops(r.env.models), r.env.ops);
+    ck_assert_ptr_eq(r.proc.host.model_ctx, r.proc.models);
+    ck_assert_ptr_eq(grpo_host_models_ops(r.proc.models), r.proc.ops);
     grpo_reward_set rs = {0};
-    ck_ok(grpo_reward_set_create(&rs, &r.cfg, &r.env.reg, &r.env.host, &err), &err);
+    ck_ok(grpo_reward_set_create(&rs, &r.cfg, &r.proc.reg, &r.proc.host, &err), &err);
     grpo_reward_set_free(&rs);
-    ck_assert_int_ne(grpo_reward_set_create(&rs, &r.cfg, &r.env.reg, grpo_default_host(), &err),
+    ck_assert_int_ne(grpo_reward_set_create(&rs, &r.cfg, &r.proc.reg, grpo_default_host(), &err),
                      GRPO_OK);
     ck_assert_msg(strstr(err.message, "offers no model services"), "%s", err.message);
     grpo_reward_set_free(&rs);

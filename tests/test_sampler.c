@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "kernels.h"
-#include "host/model.h"
+#include "host/model_instance.h"
 #include "host/host.h"
 #include "host/registry.h"
 #include "io/safetensors.h"

@@ -30,7 +30,7 @@
 
 #include "host/host.h"
 #include "host/lora.h"
-#include "host/model.h"
+#include "host/model_instance.h"
 #include "host/registry.h"
 #include "kernels.h"
 

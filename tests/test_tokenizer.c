@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
-#include "text/tokenizer.h"
+#include "text/tokenizer/tokenizer.h"
 #include "text/testing.h"
 
 #define FIX GRPO_SOURCE_DIR "/tests/fixtures/tokenizer"

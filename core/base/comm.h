@@ -1,5 +1,5 @@
 /*
- * comm.h — the communicator data-parallel training runs over: the ranks of one job (DESIGN: MPI
+ * comm.h — the communicator data-parallel training runs over: the ranks of one job (MPI
  * for CPU ranks; NCCL for device buffers is planned, docs/ARCHITECTURE.md).
  *
  * One process belongs to one world. grpo_comm_init() decides which implementation serves it:

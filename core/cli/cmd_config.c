@@ -4,8 +4,8 @@
  */
 #include "cli/cli.h"
 #include "cli/run_tokenizer.h"
-#include "config/config.h"
-#include "host/env.h"
+#include "config/run_config.h"
+#include "host/process.h"
 #include "train/episode.h"
 #include "train/rewards.h"
 
@@ -100,13 +100,13 @@ static int parse_args(int argc, char **argv, config_args *a) {
 
 /* Creates and destroys reward k of cfg alone (what training does first): 0, or 1 after printing
  * FILE:LINE (its section's header) and the plugin's refusal. */
-static int reward_try(const grpo_run_config *cfg, int k, const char *file, grpo_env *env) {
+static int reward_try(const grpo_run_config *cfg, int k, const char *file, grpo_process *proc) {
     grpo_run_config one = *cfg; /* a view with only reward k; owns nothing */
     one.rewards = &cfg->rewards[k], one.n_rewards = 1;
     grpo_reward_set set;
     grpo_error err;
     grpo_error_init(&err);
-    int rc = grpo_reward_set_create(&set, &one, &env->reg, &env->host, &err);
+    int rc = grpo_reward_set_create(&set, &one, &proc->reg, &proc->host, &err);
     if (rc == GRPO_OK) grpo_reward_set_free(&set);
     else fprintf(stderr, "%s:%d: %s\n", file, cfg->rewards[k].line, err.message);
     return rc != GRPO_OK;
@@ -116,19 +116,19 @@ static int reward_try(const grpo_run_config *cfg, int k, const char *file, grpo_
  * models on the cpu backend, the model's tokenizer when it loads: a run that cannot load it fails
  * when it opens, not here); the count that failed, each printed, or 1 when no backend could be
  * opened. */
-static int rewards_check(const grpo_run_config *cfg, const char *file, grpo_env *env) {
+static int rewards_check(const grpo_run_config *cfg, const char *file, grpo_process *proc) {
     grpo_error err;
     grpo_error_init(&err);
     if (cfg->n_rewards == 0 && !cfg->env.entry) return 0;
-    if (grpo_env_backend(env, "cpu", (int32_t)cfg->train_threads, GRPO_DTYPE_F32, &err) != GRPO_OK) {
+    if (grpo_process_backend(proc, "cpu", (int32_t)cfg->train_threads, GRPO_DTYPE_F32, &err) != GRPO_OK) {
         fprintf(stderr, "grpo config check: %s\n", err.message);
         return 1;
     }
     grpo_tokenizer *tok = NULL;
-    grpo_cli_run_tokenizer(cfg, &env->host, &tok, &err);
+    grpo_cli_run_tokenizer(cfg, &proc->host, &tok, &err);
     int bad = 0;
-    for (int k = 0; k < cfg->n_rewards; k++) bad += reward_try(cfg, k, file, env);
-    if (cfg->env.entry && grpo_episodes_try(cfg, &env->reg, &env->host, &err) != GRPO_OK) {
+    for (int k = 0; k < cfg->n_rewards; k++) bad += reward_try(cfg, k, file, proc);
+    if (cfg->env.entry && grpo_episodes_try(cfg, &proc->reg, &proc->host, &err) != GRPO_OK) {
         fprintf(stderr, "%s:%d: %s\n", file, cfg->env.line, err.message); /* [env]'s header */
         bad++;
     }
@@ -137,21 +137,21 @@ static int rewards_check(const grpo_run_config *cfg, const char *file, grpo_env 
 }
 
 static int config_check(const config_args *a) {
-    grpo_env env;
+    grpo_process proc;
     grpo_error err;
     grpo_error_init(&err);
-    if (grpo_env_open(&env, a->extra, a->n_extra, NULL, 0, &err) != GRPO_OK) {
+    if (grpo_process_open(&proc, a->extra, a->n_extra, NULL, 0, &err) != GRPO_OK) {
         fprintf(stderr, "grpo config check: %s\n", err.message);
-        grpo_env_close(&env);
+        grpo_process_close(&proc);
         return 1;
     }
     grpo_run_config cfg;
     grpo_diag diag = {0};
-    int rc = grpo_run_config_load_set(&cfg, a->file, a->sets, a->n_sets, &env.reg, a->flags,
+    int rc = grpo_run_config_load_set(&cfg, a->file, a->sets, a->n_sets, &proc.reg, a->flags,
                                       &diag, &err);
     for (int i = 0; i < diag.n; i++) fprintf(stderr, "%s\n", diag.msg[i]);
     if (rc == GRPO_OK && (a->flags & GRPO_CONFIG_CHECK_PATHS) &&
-        rewards_check(&cfg, a->file, &env)) {
+        rewards_check(&cfg, a->file, &proc)) {
         grpo_run_config_free(&cfg);
         rc = GRPO_ERR_INVALID;
     } else if (rc == GRPO_OK) {
@@ -164,7 +164,7 @@ static int config_check(const config_args *a) {
         fprintf(stderr, "%s\n", err.message);
     }
     grpo_diag_free(&diag);
-    grpo_env_close(&env);
+    grpo_process_close(&proc);
     return rc == GRPO_OK ? 0 : 1;
 }
 

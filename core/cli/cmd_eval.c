@@ -70,7 +70,7 @@ static int evaluate(const eval_opts *o, grpo_error *err) {
                             "%s: no [reward.NAME] section; eval needs at "
                             "least one reward",
                             cfg->path);
-    if (rc == GRPO_OK) rc = grpo_reward_set_create(&rs, cfg, &r.env.reg, &r.env.host, err);
+    if (rc == GRPO_OK) rc = grpo_reward_set_create(&rs, cfg, &r.proc.reg, &r.proc.host, err);
     grpo_episodes episodes = {0}; /* [env]: every completion an episode */
     if (rc == GRPO_OK && cfg->env.entry) rc = grpo_episodes_open(&episodes, &r, err);
     size_t total = ds ? ds->n : 0;

@@ -10,9 +10,9 @@
 #include <string.h>
 
 #include "cli/cli.h"
-#include "host/env.h"
+#include "host/process.h"
 #include "host/lora.h"
-#include "host/model.h"
+#include "host/model_instance.h"
 #include "host/sampler.h"
 
 static void usage(FILE *out) {
@@ -79,11 +79,11 @@ int cmd_generate(int argc, char **argv) {
     }
     grpo_error err;
     grpo_error_init(&err);
-    grpo_env env;
+    grpo_process proc;
     grpo_model *m = NULL;
     grpo_lora lora = {0};
-    int rc = grpo_env_open(&env, plugin_dirs, n_dirs, "cpu", threads, &err);
-    if (rc == GRPO_OK) rc = grpo_model_open_dir(&m, &env.reg, &env.host, model_dir, 0, &err);
+    int rc = grpo_process_open(&proc, plugin_dirs, n_dirs, "cpu", threads, &err);
+    if (rc == GRPO_OK) rc = grpo_model_open_dir(&m, &proc.reg, &proc.host, model_dir, 0, &err);
     if (rc == GRPO_OK && adapter) rc = grpo_lora_open_dir(&lora, m, adapter, &err);
     for (int i = 0; rc == GRPO_OK && i < P; i++)
         if (prompt[i] >= grpo_model_vocab(m))
@@ -115,6 +115,6 @@ int cmd_generate(int argc, char **argv) {
     free(prompt), free(mask);
     grpo_lora_free(&lora);
     grpo_model_close(m);
-    grpo_env_close(&env);
+    grpo_process_close(&proc);
     return rc == GRPO_OK ? 0 : 1;
 }

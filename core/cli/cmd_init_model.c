@@ -26,8 +26,8 @@
 #include "base/files.h"
 #include "base/rng.h"
 #include "cli/cli.h"
-#include "host/env.h"
-#include "host/model.h"
+#include "host/process.h"
+#include "host/model_instance.h"
 #include "io/safetensors.h"
 #include "text/chat_template.h"
 #include "train/run.h"
@@ -257,7 +257,7 @@ static int create_serving(grpo_registry *reg, const grpo_host *host, const char 
                           why[0] ? ": " : "", why);
 }
 
-static int init_model(const char *dir, const init_opts *o, grpo_env *env, grpo_error *err) {
+static int init_model(const char *dir, const init_opts *o, grpo_process *proc, grpo_error *err) {
     if (grpo_mkdirs(dir) != 0)
         return grpo_error_set(err, GRPO_ERR_IO, "init-model: cannot create %s: %s", dir,
                               strerror(errno));
@@ -272,7 +272,7 @@ static int init_model(const char *dir, const init_opts *o, grpo_env *env, grpo_e
     const grpo_model_desc *md = NULL;
     void *inst = NULL;
     if (rc == GRPO_OK)
-        rc = create_serving(&env->reg, &env->host, model_architecture(o), cfg_text, &md, &inst,
+        rc = create_serving(&proc->reg, &proc->host, model_architecture(o), cfg_text, &md, &inst,
                             err);
     if (rc == GRPO_OK) {
         rc = write_weights(dir, md, inst, o, err);
@@ -351,10 +351,10 @@ int cmd_init_model(int argc, char **argv) {
     }
     grpo_error err;
     grpo_error_init(&err);
-    grpo_env env;
-    int rc = grpo_env_open(&env, extra, n_extra, "cpu", 1, &err);
-    if (rc == GRPO_OK) rc = init_model(dir, &o, &env, &err);
-    grpo_env_close(&env);
+    grpo_process proc;
+    int rc = grpo_process_open(&proc, extra, n_extra, "cpu", 1, &err);
+    if (rc == GRPO_OK) rc = init_model(dir, &o, &proc, &err);
+    grpo_process_close(&proc);
     if (rc != GRPO_OK) {
         fprintf(stderr, "grpo init-model: %s\n", err.message);
         return 1;

@@ -11,8 +11,8 @@
 #include <string.h>
 
 #include "cli/cli.h"
-#include "host/env.h"
-#include "host/model.h"
+#include "host/process.h"
+#include "host/model_instance.h"
 
 typedef struct seq {
     int32_t *ids;
@@ -113,14 +113,14 @@ int cmd_logprobs(int argc, char **argv) {
                usage(stderr), 2;
     grpo_error err;
     grpo_error_init(&err);
-    grpo_env env = {0};
+    grpo_process proc = {0};
     grpo_model *m = NULL;
     FILE *in = fopen(input, "re"), *out = output ? fopen(output, "we") : stdout;
     int rc = GRPO_OK;
     if (!in || !out)
         rc = grpo_error_set(&err, GRPO_ERR_IO, "%s: cannot open", !in ? input : output);
-    if (rc == GRPO_OK) rc = grpo_env_open(&env, plugin_dirs, n_dirs, "cpu", threads, &err);
-    if (rc == GRPO_OK) rc = grpo_model_open_dir(&m, &env.reg, &env.host, model_dir, 0, &err);
+    if (rc == GRPO_OK) rc = grpo_process_open(&proc, plugin_dirs, n_dirs, "cpu", threads, &err);
+    if (rc == GRPO_OK) rc = grpo_model_open_dir(&m, &proc.reg, &proc.host, model_dir, 0, &err);
     seq *seqs = calloc((size_t)batch, sizeof *seqs);
     char *line = NULL;
     size_t cap = 0;
@@ -139,7 +139,7 @@ int cmd_logprobs(int argc, char **argv) {
     for (int i = 0; i <= n && i < batch; i++) free(seqs[i].ids);
     free(seqs), free(line);
     grpo_model_close(m);
-    grpo_env_close(&env);
+    grpo_process_close(&proc);
     if (in) fclose(in);
     if (out && out != stdout) fclose(out);
     if (rc != GRPO_OK) fprintf(stderr, "grpo logprobs: %s\n", err.message);

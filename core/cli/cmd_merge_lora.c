@@ -9,9 +9,9 @@
 #include <string.h>
 
 #include "cli/cli.h"
-#include "host/env.h"
+#include "host/process.h"
 #include "host/lora.h"
-#include "host/model.h"
+#include "host/model_instance.h"
 
 static int usage(FILE *f) {
     fputs("usage: grpo merge-lora BASE ADAPTER OUT [--plugin-path DIR]... [--threads N]\n"
@@ -24,11 +24,11 @@ static int usage(FILE *f) {
 
 static int merge(const char *base, const char *adapter, const char *out, const char **dirs,
                  int n_dirs, int threads, grpo_error *err) {
-    grpo_env env;
+    grpo_process proc;
     grpo_model *m = NULL;
     grpo_lora l = {0};
-    int rc = grpo_env_open(&env, dirs, n_dirs, "cpu", threads, err);
-    if (rc == GRPO_OK) rc = grpo_model_open_dir(&m, &env.reg, &env.host, base, 0, err);
+    int rc = grpo_process_open(&proc, dirs, n_dirs, "cpu", threads, err);
+    if (rc == GRPO_OK) rc = grpo_model_open_dir(&m, &proc.reg, &proc.host, base, 0, err);
     if (rc == GRPO_OK) rc = grpo_lora_open_dir(&l, m, adapter, err);
     uint32_t n = l.n;
     if (rc == GRPO_OK) rc = grpo_lora_merge(&l, err);
@@ -37,7 +37,7 @@ static int merge(const char *base, const char *adapter, const char *out, const c
                                base, out);
     grpo_lora_free(&l);
     grpo_model_close(m);
-    grpo_env_close(&env);
+    grpo_process_close(&proc);
     return rc;
 }
 

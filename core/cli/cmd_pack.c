@@ -1,11 +1,11 @@
 /*
  * cmd_pack.c — `grpo pack new|bundle|install|remove|list`: a reward pack from its author to a
- * user (host/pack_install.h verifies and installs; host/pack_new.h writes the skeleton).
+ * user (pack/pack_install.h verifies and installs; pack/pack_new.h writes the skeleton).
  */
 #include "cli/cli.h"
-#include "host/env.h"
-#include "host/pack_install.h"
-#include "host/pack_new.h"
+#include "host/process.h"
+#include "pack/pack_install.h"
+#include "pack/pack_new.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -83,14 +83,14 @@ static int parse_args(int argc, char **argv, pack_args *a) {
 }
 
 static int pack_install(const pack_args *a) {
-    grpo_env env;
+    grpo_process proc;
     grpo_error err;
     grpo_error_init(&err);
     /* the checks run the pack's code with the services a run gives it (models on the cpu) */
-    int rc = grpo_env_open(&env, NULL, 0, "cpu", 0, &err);
+    int rc = grpo_process_open(&proc, NULL, 0, "cpu", 0, &err);
     grpo_pack_installed in;
-    if (rc == GRPO_OK) rc = grpo_pack_install(a->arg, a->prefix, a->force, &env.host, &in, &err);
-    grpo_env_close(&env);
+    if (rc == GRPO_OK) rc = grpo_pack_install(a->arg, a->prefix, a->force, &proc.host, &in, &err);
+    grpo_process_close(&proc);
     if (rc != GRPO_OK) {
         fprintf(stderr, "grpo pack install: %s\n", err.message);
         return 1;

@@ -6,8 +6,8 @@
  * the end, show and check of one of its ids say what is wrong with it, and check fails.
  */
 #include "cli/cli.h"
-#include "host/env.h"
-#include "host/pack_selftest.h"
+#include "host/process.h"
+#include "pack/pack_selftest.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -204,13 +204,13 @@ static int plugins_show(const grpo_registry *reg, const char *id, char **dirs) {
 
 /* Loads one entry's library through every host check and runs its self-tests; prints one line
  * either way (and one more per failed self-test). */
-static int check_entry(grpo_env *env, const grpo_entry *e) {
+static int check_entry(grpo_process *proc, const grpo_entry *e) {
     const void *desc;
     grpo_error err;
     grpo_error_init(&err);
     grpo_selftest_report rep;
-    if (grpo_registry_load(&env->reg, e, &env->host, &desc, &err) != GRPO_OK ||
-        grpo_entry_selftest(&env->reg, e, &env->host, NULL, &rep, &err) != GRPO_OK) {
+    if (grpo_registry_load(&proc->reg, e, &proc->host, &desc, &err) != GRPO_OK ||
+        grpo_entry_selftest(&proc->reg, e, &proc->host, NULL, &rep, &err) != GRPO_OK) {
         printf("FAIL  %s: %s\n", e->id, err.message);
         return 1;
     }
@@ -220,14 +220,14 @@ static int check_entry(grpo_env *env, const grpo_entry *e) {
     return 0;
 }
 
-static int plugins_check(grpo_env *env, const char **ids, int n_ids) {
-    grpo_registry *reg = &env->reg;
+static int plugins_check(grpo_process *proc, const char **ids, int n_ids) {
+    grpo_registry *reg = &proc->reg;
     int failed = 0;
     for (int i = 0; i < n_ids; i++) {
         const grpo_entry *e = grpo_registry_find(reg, ids[i]);
         char broken[1400];
         if (e) {
-            failed |= check_entry(env, e);
+            failed |= check_entry(proc, e);
             continue;
         }
         if (grpo_registry_broken_reason(reg, ids[i], broken, sizeof broken)) {
@@ -238,13 +238,13 @@ static int plugins_check(grpo_env *env, const char **ids, int n_ids) {
         const char *near = grpo_registry_suggest(reg, ids[i]);
         printf("FAIL  %s: no such plugin on the plugin path%s%s%s; searched ", ids[i],
                near ? " (did you mean '" : "", near ? near : "", near ? "'?)" : "");
-        print_path(stdout, env->plugin_dirs);
+        print_path(stdout, proc->plugin_dirs);
         printf("\n");
         failed = 1;
     }
     for (int i = 0; n_ids == 0 && i < reg->n_packs; i++)
         for (int j = 0; j < reg->packs[i]->n_entries; j++)
-            failed |= check_entry(env, &reg->packs[i]->entries[j]);
+            failed |= check_entry(proc, &reg->packs[i]->entries[j]);
     for (int i = 0; n_ids == 0 && i < reg->n_broken; i++) {
         printf("FAIL  broken pack: %s\n", reg->broken[i].message);
         failed = 1;
@@ -264,20 +264,20 @@ int cmd_plugins(int argc, char **argv) {
         free(a.extra), free(a.ids);
         return rc;
     }
-    grpo_env env;
+    grpo_process proc;
     grpo_error err;
     grpo_error_init(&err);
-    if (grpo_env_open(&env, (const char *const *)a.extra, a.n_extra, NULL, 0, &err) != GRPO_OK) {
+    if (grpo_process_open(&proc, (const char *const *)a.extra, a.n_extra, NULL, 0, &err) != GRPO_OK) {
         fprintf(stderr, "grpo plugins: %s\n", err.message);
         rc = 1;
     } else if (strcmp(a.sub, "list") == 0) {
-        rc = plugins_list(&env.reg, env.plugin_dirs);
+        rc = plugins_list(&proc.reg, proc.plugin_dirs);
     } else if (strcmp(a.sub, "check") == 0) {
-        rc = plugins_check(&env, a.ids, a.n_ids);
+        rc = plugins_check(&proc, a.ids, a.n_ids);
     } else {
-        rc = plugins_show(&env.reg, a.id, env.plugin_dirs);
+        rc = plugins_show(&proc.reg, a.id, proc.plugin_dirs);
     }
-    grpo_env_close(&env);
+    grpo_process_close(&proc);
     free(a.extra), free(a.ids);
     return rc;
 }

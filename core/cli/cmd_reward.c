@@ -20,8 +20,8 @@
 
 #include "cli/cli.h"
 #include "cli/run_tokenizer.h"
-#include "config/config.h"
-#include "host/env.h"
+#include "config/run_config.h"
+#include "host/process.h"
 #include "train/reward_batch.h"
 #include "train/reward_sum.h"
 #include "train/rewards.h"
@@ -242,23 +242,23 @@ static int reward_score(const grpo_run_args *a, const char *input) {
     const char *config = a->run_file;
     grpo_error err;
     grpo_error_init(&err);
-    grpo_env env; /* reward models load with this command's plugin path and backend */
+    grpo_process proc; /* reward models load with this command's plugin path and backend */
     grpo_run_config cfg = {0};
     grpo_reward_set set = {0};
     score_line *lines = NULL;
     grpo_tokenizer *tok = NULL;
     uint32_t n = 0;
     int rc = 1;
-    if (grpo_env_open(&env, a->extra_plugin_dirs, a->n_extra, NULL, 0, &err) != GRPO_OK ||
-        grpo_run_config_load_set(&cfg, config, a->sets, a->n_sets, &env.reg, 0, NULL, &err) !=
+    if (grpo_process_open(&proc, a->extra_plugin_dirs, a->n_extra, NULL, 0, &err) != GRPO_OK ||
+        grpo_run_config_load_set(&cfg, config, a->sets, a->n_sets, &proc.reg, 0, NULL, &err) !=
             GRPO_OK ||
-        grpo_env_backend(&env, "cpu", (int32_t)cfg.train_threads, GRPO_DTYPE_F32, &err) != GRPO_OK)
+        grpo_process_backend(&proc, "cpu", (int32_t)cfg.train_threads, GRPO_DTYPE_F32, &err) != GRPO_OK)
         fprintf(stderr, "grpo reward score: %s\n", err.message);
     else if (cfg.n_rewards == 0)
         fprintf(stderr, "grpo reward score: %s: no [reward.NAME] section; expected at least one\n", config);
     else {
-        tok = model_tokenizer(&cfg, config, &env.host); /* what training hands the rewards too */
-        if (grpo_reward_set_create(&set, &cfg, &env.reg, &env.host, &err) != GRPO_OK)
+        tok = model_tokenizer(&cfg, config, &proc.host); /* what training hands the rewards too */
+        if (grpo_reward_set_create(&set, &cfg, &proc.reg, &proc.host, &err) != GRPO_OK)
             fprintf(stderr, "grpo reward score: %s: %s\n", config, err.message);
         else if (read_samples(input, &lines, &n) == 0 && lines_tokenize(tok, input, lines, n) == 0)
             rc = score_lines(&set, lines, n);
@@ -268,7 +268,7 @@ static int reward_score(const grpo_run_args *a, const char *input) {
     grpo_reward_set_free(&set);
     grpo_tokenizer_free(tok);
     grpo_run_config_free(&cfg);
-    grpo_env_close(&env);
+    grpo_process_close(&proc);
     return rc;
 }
 

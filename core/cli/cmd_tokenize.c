@@ -5,7 +5,7 @@
  * the tokenizer against others (Hugging Face tokenizers) by hand.
  */
 #include "cli/cli.h"
-#include "text/tokenizer.h"
+#include "text/tokenizer/tokenizer.h"
 
 #include <cjson/cJSON.h>
 #include <stdio.h>

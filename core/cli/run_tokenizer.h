@@ -7,9 +7,9 @@
 #ifndef GRPO_CLI_RUN_TOKENIZER_H
 #define GRPO_CLI_RUN_TOKENIZER_H
 
-#include "config/config.h"
+#include "config/run_config.h"
 #include "grpo/plugin.h"
-#include "text/tokenizer.h"
+#include "text/tokenizer/tokenizer.h"
 
 /* Loads the tokenizer of cfg's model.path (relative to the run file) into *out and sets host's
  * tokenizer, tokenize and detokenize. *out is NULL and host unchanged when model.path is not set

@@ -1,7 +1,7 @@
 /*
  * choices.h — the enums of the run file's choice keys (grpo_loss_type, grpo_scale_rewards,
  * grpo_schedule, ...) and their names, generated once from the choice lists of config_keys.h, so
- * that config.h and the modules that use a choice (loss.h, advantage.h) share one definition.
+ * that run_config.h and the modules that use a choice (loss.h, advantage.h) share one definition.
  */
 #ifndef GRPO_CHOICES_H
 #define GRPO_CHOICES_H

@@ -1,7 +1,7 @@
 /*
  * config_keys.h — every key of a run file, defined once.
  *
- * GRPO_RUN_KEYS is an X-macro: config.h and config.c expand it to generate the fields of
+ * GRPO_RUN_KEYS is an X-macro: run_config.h and run_config.c expand it to generate the fields of
  * grpo_run_config, the key table (defaults, parsing, validation), `grpo config keys` (the
  * documentation) and the resolved dump of `grpo config check`. Adding a key here is all it takes.
  *

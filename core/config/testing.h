@@ -7,10 +7,10 @@
 #ifndef GRPO_CONFIG_TESTING_H
 #define GRPO_CONFIG_TESTING_H
 
-#include "config/config.h"
+#include "config/run_config.h"
 
 /* ---- config.c ---------------------------------------------------------------------------------- */
-/* grpo_run_config_load (config.h) for text in memory; name stands for the file in messages, and relative input paths
+/* grpo_run_config_load (run_config.h) for text in memory; name stands for the file in messages, and relative input paths
  * are taken relative to the directory part of name. */
 int grpo_run_config_load_string(grpo_run_config *cfg, const char *name, const char *text,
                                 const grpo_registry *reg, unsigned flags, grpo_diag *diag,

@@ -1,12 +1,12 @@
 /*
  * host.c — the host services table this process hands to plugins (grpo/plugin.h, grpo_host).
  * ops and the tokenizer stay NULL here; the trainer fills its own copy when it has them.
- * The 1.1 model services are set with model_ctx NULL: none until a command's environment (env.h)
+ * The 1.1 model services are set with model_ctx NULL: none until a command's process context (process.h)
  * sets its own (host_model.h).
  */
 #include "host/host_model.h"
 #include "host/host.h"
-#include "text/tokenizer.h"
+#include "text/tokenizer/tokenizer.h"
 #include "base/rng.h"
 
 #include <stdarg.h>

@@ -15,9 +15,9 @@
 
 #include "text/chat_template.h"
 #include "kernels.h"
-#include "host/model.h"
+#include "host/model_instance.h"
 #include "host/registry.h"
-#include "text/tokenizer.h"
+#include "text/tokenizer/tokenizer.h"
 
 struct grpo_host_models {
     const grpo_ops *ops;

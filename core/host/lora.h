@@ -24,7 +24,7 @@
 
 #include <stdint.h>
 
-#include "host/model.h"
+#include "host/model_instance.h"
 
 typedef struct grpo_lora_opts {
     int32_t r;

@@ -2,13 +2,13 @@
  * sampler.h — the rollout of one generation batch: G completions for each of B prompts. The
  * project's one decode loop: `grpo train`, `grpo eval`, `grpo generate` (G = 1, greedy =
  * temperature 0) and the benchmarks all generate through grpo_sampler_run(), which reaches the
- * KV cache only through the model host (model.h: reserve_kv, prefill, decode, kv_copy_row).
+ * KV cache only through the model host (host/model_instance.h: reserve_kv, prefill, decode, kv_copy_row).
  *
  * Dimension letters: B prompts, G completions per prompt, N = B*G completion rows (group-major:
  * row n belongs to prompt n / G), P prompt columns (left-padded), T = max_completion_length,
  * V vocabulary.
  *
- * How (DESIGN §1, §7): the B prompts are prefilled ONCE into cache rows 0..B-1, each prompt's
+ * How: the B prompts are prefilled ONCE into cache rows 0..B-1, each prompt's
  * cache is copied into its G rows (kv_copy_row), then all live rows decode together, one token
  * per row per step. A row stops after it emits any of the EOS ids, or after T tokens; a finished
  * row leaves the batch (the last live row moves into its cache row). Tokens are drawn with
@@ -31,7 +31,7 @@
 
 #include <stdint.h>
 
-#include "host/model.h"
+#include "host/model_instance.h"
 #include "base/rng.h"
 #include "host/sampling.h"
 

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "text/jinja.h" /* jarena, jbuf */
+#include "text/jinja/jinja.h" /* jarena, jbuf */
 
 struct grpo_dataset_store {
     jarena a; /* every string, message and field array */

@@ -1,7 +1,7 @@
 /*
  * ini_reader.h — an INI file read with the system inih into a document that remembers where
  * every section and key came from, so each later error can name FILE:LINE. Run files
- * (config/config.c) and pack manifests (host/manifest.c) are read by it: one dialect for both.
+ * (config/run_config.c) and pack manifests (host/manifest.c) are read by it: one dialect for both.
  *
  * Debian's libinih (55) has a fixed 200-byte stack line buffer, no line number in its handler,
  * inline comments after whitespace + ';', and multi-line values. This module feeds inih one

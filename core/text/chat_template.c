@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "base/files.h"
-#include "text/jinja.h"
+#include "text/jinja/jinja.h"
 
 struct grpo_chat_template {
     jtemplate t;

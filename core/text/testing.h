@@ -7,7 +7,7 @@
 #ifndef GRPO_TEXT_TESTING_H
 #define GRPO_TEXT_TESTING_H
 
-#include "text/tokenizer.h"
+#include "text/tokenizer/tokenizer.h"
 
 /* ---- tokenizer.c ------------------------------------------------------------------------------- */
 /* 1 if id is a special added token, else 0. */

@@ -68,7 +68,7 @@ int grpo_episodes_open(grpo_episodes *E, grpo_run *r, grpo_error *err) {
     memset(E, 0, sizeof *E);
     E->run = r;
     E->max_turns = (int32_t)r->cfg.env_max_turns;
-    return env_create(&r->cfg, &r->env.reg, &r->env.host, &E->desc, &E->state, err);
+    return env_create(&r->cfg, &r->proc.reg, &r->proc.host, &E->desc, &E->state, err);
 }
 
 int grpo_episodes_try(const grpo_run_config *cfg, grpo_registry *reg, const grpo_host *host,

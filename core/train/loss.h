@@ -85,7 +85,7 @@
 
 /* enum grpo_loss_type { GRPO_LOSS_GRPO = 0, GRPO_LOSS_BNPO, GRPO_LOSS_DR_GRPO, GRPO_LOSS_DAPO
  * (TRL default), GRPO_LOSS_CISPO } and GRPO_LOSS_TYPE_COUNT come from choices.h (the run file's
- * loss_type list), so this header and config.h agree. */
+ * loss_type list), so this header and run_config.h agree. */
 
 typedef struct grpo_loss_opts {
     grpo_loss_type type;

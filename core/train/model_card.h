@@ -20,7 +20,7 @@
 #ifndef GRPO_MODEL_CARD_H
 #define GRPO_MODEL_CARD_H
 
-#include "config/config.h"
+#include "config/run_config.h"
 #include "train/metrics.h"
 
 typedef enum grpo_card_method { GRPO_CARD_GRPO, GRPO_CARD_SFT } grpo_card_method;

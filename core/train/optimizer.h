@@ -16,10 +16,10 @@
 
 #include <stdint.h>
 
-#include "config/config.h"
+#include "config/run_config.h"
 #include "grpo/ops.h"
 #include "host/lora.h"
-#include "host/model.h"
+#include "host/model_instance.h"
 #include "train/schedule.h"
 
 typedef struct grpo_optim_tensor {

@@ -31,7 +31,7 @@
 
 #include <stddef.h>
 
-#include "config/config.h"
+#include "config/run_config.h"
 #include "grpo/reward.h"
 #include "host/registry.h"
 

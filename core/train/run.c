@@ -89,7 +89,7 @@ static int open_backend(grpo_run *r, const char *run_file, grpo_error *err) {
         return grpo_error_set(err, GRPO_ERR_UNSUPPORTED,
                               "%s: model.dtype = bf16 needs model.backend = cuda (or auto on a "
                               "GPU machine); the cpu backend computes in f32", run_file);
-    int rc = grpo_env_backend(&r->env, grpo_choices_backend[backend],
+    int rc = grpo_process_backend(&r->proc, grpo_choices_backend[backend],
                               (int32_t)r->cfg.train_threads,
                               dtype == GRPO_CFG_DTYPE_BF16 ? GRPO_DTYPE_BF16 : GRPO_DTYPE_F32, err);
     if (rc != GRPO_OK) { /* say which key chose it */
@@ -103,11 +103,11 @@ static int open_backend(grpo_run *r, const char *run_file, grpo_error *err) {
 
 int grpo_run_open(grpo_run *r, const grpo_run_args *a, grpo_error *err) {
     memset(r, 0, sizeof *r);
-    int rc = grpo_env_open(&r->env, a->extra_plugin_dirs, a->n_extra, NULL, 0, err);
+    int rc = grpo_process_open(&r->proc, a->extra_plugin_dirs, a->n_extra, NULL, 0, err);
     if (rc != GRPO_OK) return rc;
     unsigned flags = a->training && !a->model_dir ? GRPO_CONFIG_TRAIN | GRPO_CONFIG_CHECK_PATHS : 0;
     grpo_diag diag = {0};
-    rc = grpo_run_config_load_set(&r->cfg, a->run_file, a->sets, a->n_sets, &r->env.reg, flags,
+    rc = grpo_run_config_load_set(&r->cfg, a->run_file, a->sets, a->n_sets, &r->proc.reg, flags,
                                   &diag, err);
     if (rc != GRPO_OK && diag.n > 1) { /* every problem once, then err says how many */
         for (int i = 0; i < diag.n; i++) fprintf(stderr, "%s\n", diag.msg[i]);
@@ -128,7 +128,7 @@ int grpo_run_open(grpo_run *r, const grpo_run_args *a, grpo_error *err) {
                               "%s: [model] path is not set (or give --model DIR)", a->run_file);
     if ((rc = open_backend(r, a->run_file, err)) != GRPO_OK) return rc;
     if ((rc = grpo_tokenizer_load(r->model_dir, &r->tok, err)) != GRPO_OK) return rc;
-    grpo_host_set_tokenizer(&r->env.host, r->tok);
+    grpo_host_set_tokenizer(&r->proc.host, r->tok);
     const char *t = grpo_tokenizer_chat_template(r->tok);
     char *where = t ? chat_template_source(r->model_dir) : NULL;
     rc = t && !where ? grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory")
@@ -145,7 +145,7 @@ int grpo_run_open(grpo_run *r, const grpo_run_args *a, grpo_error *err) {
 }
 
 void grpo_run_close(grpo_run *r) {
-    grpo_env_close(&r->env); /* after the rewards whose models it holds */
+    grpo_process_close(&r->proc); /* after the rewards whose models it holds */
     grpo_chat_template_free(r->tpl);
     grpo_tokenizer_free(r->tok);
     free(r->model_dir), free(r->simple_format), free(r->tools_json);
@@ -160,7 +160,7 @@ int grpo_run_open_model(grpo_run *r, const char *dir, int trainable, grpo_model 
 
 int grpo_run_open_model_as(grpo_run *r, const char *dir, int trainable, int32_t weight_dtype,
                            grpo_model **out, grpo_error *err) {
-    int rc = grpo_model_open_dir_as(out, &r->env.reg, &r->env.host, dir, trainable, weight_dtype,
+    int rc = grpo_model_open_dir_as(out, &r->proc.reg, &r->proc.host, dir, trainable, weight_dtype,
                                     err);
     if (rc != GRPO_OK) return rc;
     int32_t tv = grpo_tokenizer_vocab_size(r->tok), mv = grpo_model_vocab(*out);

@@ -1,9 +1,9 @@
 /*
- * run.h — what train, sft and eval share: a run file loaded with the environment (env.h: plugin
+ * run.h — what train, sft and eval share: a run file loaded with the environment (proc.h: plugin
  * registry, CPU backend, host services), the policy's tokenizer and prompt format, models opened with
  * their vocabulary checked against the tokenizer, and prompt batches (left-padded).
  *
- * Prompt text (DESIGN §6, TRL's rule): a string prompt is used as written unless the run file
+ * Prompt text (TRL's rule): a string prompt is used as written unless the run file
  * sets data.chat_template, in which case it is the user message of that format; a prompt given
  * as messages goes through data.chat_template when set, else the model's own chat template,
  * else ChatML.
@@ -16,22 +16,22 @@
 #include <stdint.h>
 
 #include "text/chat_template.h"
-#include "config/config.h"
+#include "config/run_config.h"
 #include "io/dataset.h"
-#include "host/env.h"
-#include "host/model.h"
+#include "host/process.h"
+#include "host/model_instance.h"
 #include "host/sampler.h"
-#include "text/tokenizer.h"
+#include "text/tokenizer/tokenizer.h"
 
 typedef struct grpo_run {
     grpo_run_config cfg;
-    grpo_env env;    /* plugin path, packs, backend (train.threads); env.host also carries the
+    grpo_process proc;    /* plugin path, packs, backend (train.threads); proc.host also carries the
                         policy's tokenizer, and reward plugins load their models through it */
     char *model_dir; /* the policy's directory (model.path, or the --model override) */
     grpo_tokenizer *tok;
     grpo_chat_template *tpl; /* model's template or ChatML; used for message prompts */
     char *simple_format;     /* data.chat_template with {prompt} spelled {user}; NULL = none */
-    char *tools_json;        /* env.tools: the JSON list of tool schemas templates see; NULL = none */
+    char *tools_json;        /* proc.tools: the JSON list of tool schemas templates see; NULL = none */
     int32_t eos[GRPO_SAMPLER_MAX_EOS], n_eos, pad_id;
 } grpo_run;
 
@@ -62,7 +62,7 @@ void grpo_run_close(grpo_run *r);
 /* Opens the model in dir; refuses a tokenizer with more ids than the model's embedding rows. */
 int grpo_run_open_model(grpo_run *r, const char *dir, int trainable, grpo_model **out,
                         grpo_error *err);
-/* The same with a frozen model's matrices held as weight_dtype (GRPO_DTYPE_BF16: model.h). */
+/* The same with a frozen model's matrices held as weight_dtype (GRPO_DTYPE_BF16: host/model_instance.h). */
 int grpo_run_open_model_as(grpo_run *r, const char *dir, int trainable, int32_t weight_dtype,
                            grpo_model **out, grpo_error *err);
 

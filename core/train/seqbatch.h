@@ -12,7 +12,7 @@
 
 #include <stdint.h>
 
-#include "host/model.h"
+#include "host/model_instance.h"
 #include "host/sampler.h"
 
 typedef struct grpo_seqbatch {

@@ -79,7 +79,7 @@ static int next_batch(sft *s, double *tokens, grpo_error *err) {
         rc = example_ids(s, ex, &ids[b], &n[b], &np[b], &keep, err);
         if (rc == GRPO_OK && keep) L = n[b] > L ? n[b] : L, b++;
     }
-    if (rc == GRPO_OK) rc = grpo_seqbatch_reset(&s->sb, ses->run.env.ops, B, (int32_t)L, err);
+    if (rc == GRPO_OK) rc = grpo_seqbatch_reset(&s->sb, ses->run.proc.ops, B, (int32_t)L, err);
     *tokens = 0;
     for (int32_t b = 0; rc == GRPO_OK && b < B; b++) {
         for (size_t t = 0; t < n[b]; t++) {

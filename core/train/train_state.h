@@ -24,7 +24,7 @@
 
 #include "io/dataset.h"
 #include "host/lora.h"
-#include "host/model.h"
+#include "host/model_instance.h"
 #include "train/optimizer.h"
 #include "base/rng.h"
 

@@ -248,7 +248,7 @@ static int chunk_mask(trainer *t, chunk *c, grpo_error *err) {
 
 /* Fills t->sb with rows [r0, r0+rows) of c (prompt, then completion; see seqbatch.h). */
 static int chunk_batch(trainer *t, chunk *c, int32_t r0, int32_t rows, grpo_error *err) {
-    int rc = grpo_seqbatch_from_rollout(&t->sb, t->s.run.env.ops, c->rb.prompt, c->rb.pmask,
+    int rc = grpo_seqbatch_from_rollout(&t->sb, t->s.run.proc.ops, c->rb.prompt, c->rb.pmask,
                                         c->rb.P, c->rb.G, &c->rb.roll, r0, rows, c->T,
                                         t->s.run.pad_id, err);
     if (!t->cfg->train_shared_prefix) t->sb.shared_prefix = 0; /* every row in full */
@@ -965,13 +965,13 @@ static int open_env(trainer *t, grpo_error *err) {
 static int setup(trainer *t, grpo_error *err) {
     const grpo_run_config *cfg = t->cfg = t->s.cfg;
     int rc = refuse_options(cfg, t->s.policy, err);
-    if (rc == GRPO_OK) rc = check_ranks(cfg, t->s.run.env.ops, err);
+    if (rc == GRPO_OK) rc = check_ranks(cfg, t->s.run.proc.ops, err);
     if (rc == GRPO_OK) rc = open_reference(t, err);
     if (rc == GRPO_OK) rc = open_rollout(t, err);
     if (rc == GRPO_OK) rc = open_eval(t, err);
     if (rc == GRPO_OK && cfg->env.entry) rc = open_env(t, err);
     if (rc == GRPO_OK)
-        rc = grpo_reward_set_create(&t->rewards, cfg, &t->s.run.env.reg, &t->s.run.env.host, err);
+        rc = grpo_reward_set_create(&t->rewards, cfg, &t->s.run.proc.reg, &t->s.run.proc.host, err);
     if (rc != GRPO_OK) return rc;
     if (!(t->w = malloc((size_t)t->rewards.n * sizeof(float))))
         return grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory");

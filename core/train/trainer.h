@@ -1,5 +1,5 @@
 /*
- * trainer.h — `grpo train`: the GRPO loop of DESIGN §1.
+ * trainer.h — `grpo train`: the GRPO loop (docs/ARCHITECTURE.md, "One GRPO step").
  *
  * One training step (= one optimizer step):
  *   when step % num_iterations == 0, for each of grad_accum generation chunks:

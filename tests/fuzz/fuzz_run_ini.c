@@ -4,7 +4,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "config/config.h"
+#include "config/run_config.h"
 #include "fuzz_util.h"
 #include "io/ini_reader.h"
 #include "host/registry.h"

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "fuzz_util.h"
-#include "text/tokenizer.h"
+#include "text/tokenizer/tokenizer.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const char *path = fuzz_write("tokenizer.json", data, size);

@@ -101,4 +101,4 @@ typedef struct grpo_env_desc {
 #ifdef __cplusplus
 }
 #endif
-#endif /* GRPO_GRPO_ENV_H (core/host/env.h owns GRPO_ENV_H) */
+#endif /* GRPO_GRPO_ENV_H (core/host/process.h owns GRPO_ENV_H) */

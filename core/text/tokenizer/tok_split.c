@@ -7,7 +7,7 @@
  * A piece is a byte range of the (repaired) input, or of a per-call arena when ByteLevel's
  * add_prefix_space had to prepend a space; added_id >= 0 marks an added token.
  */
-#include "text/tok_internal.h"
+#include "text/tokenizer/tok_internal.h"
 
 #include <stdlib.h>
 #include <string.h>

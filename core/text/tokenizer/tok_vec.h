@@ -7,7 +7,7 @@
 
 #include <stdint.h>
 
-#include "text/tokenizer.h"
+#include "text/tokenizer/tokenizer.h"
 
 /* Appends id, doubling the storage when full. Returns 0 or -1 (nomem). */
 int tok_ids_push(grpo_tok_ids *ids, int32_t id);

@@ -1,7 +1,7 @@
 /*
  * tok_strmap.c — the string -> int32 hash map of the tokenizer (vocab, added tokens by content).
  */
-#include "text/tok_strmap.h"
+#include "text/tokenizer/tok_strmap.h"
 
 #include <stdlib.h>
 #include <string.h>

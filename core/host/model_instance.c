@@ -1,8 +1,8 @@
 /*
- * model.c — host side of a model plugin: parameter block, loading/saving Hugging Face
- * directories, activations and KV cache (see model.h).
+ * model_instance.c — host side of a model plugin: parameter block, loading/saving Hugging Face
+ * directories, activations and KV cache (see model_instance.h).
  */
-#include "host/model.h"
+#include "host/model_instance.h"
 
 #include <cjson/cJSON.h>
 #include <limits.h>

@@ -11,7 +11,7 @@
  *     code point, negative indexes.
  * Lists are immutable (list.append is a SecurityError in that sandbox, and is an error here).
  */
-#include "text/jinja.h"
+#include "text/jinja/jinja.h"
 
 #include <math.h>
 #include <stdarg.h>

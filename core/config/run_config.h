@@ -1,5 +1,5 @@
 /*
- * config.h — run files: everything one training run uses, read from INI and validated.
+ * run_config.h — run files: everything one training run uses, read from INI and validated.
  *
  * A run file has the sections [model] [reference] [data] [sampling] [grpo] [optim] [train] [log]
  * [checkpoint], whose keys are all defined in config_keys.h, and one [reward.NAME] section per

@@ -12,7 +12,7 @@
  * > >= in, not in) < + - < ~ < * / // % < ** < unary - + < postfix (. [] ()) then | and is.
  * Anything outside the subset is a compile error naming the construct and its line.
  */
-#include "text/jinja.h"
+#include "text/jinja/jinja.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,5 +1,5 @@
 /*
- * model.h — the host side of a model: a plugin instance (grpo/model.h) plus the memory the host
+ * model_instance.h — the host side of a model: a plugin instance (grpo/model.h) plus the memory the host
  * owns for it, loaded from and saved to a Hugging Face directory.
  *
  * Memory (llm.c's plan; all through the backend's ops->alloc):

@@ -1,5 +1,5 @@
-/* config.c — run files: key table, validation, rewards against manifests, dump (see config.h). */
-#include "config/config.h"
+/* run_config.c — run files: key table, validation, rewards against manifests, dump (see run_config.h). */
+#include "config/run_config.h"
 #include "config/testing.h"
 
 #include <ctype.h>

@@ -6,7 +6,7 @@
  * Oniguruma and Rust's regex use. So \s and \S are rewritten to that explicit set before compiling.
  * Found by tools/tokenizer_parity.py: "'ve" after U+180E split differently.
  */
-#include "text/tok_regex.h"
+#include "text/tokenizer/tok_regex.h"
 
 #include <stdio.h>
 #include <stdlib.h>

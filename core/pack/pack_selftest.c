@@ -1,5 +1,5 @@
 /* pack_selftest.c — a reward's self-test vectors, run as a run calls it (pack_selftest.h). */
-#include "host/pack_selftest.h"
+#include "pack/pack_selftest.h"
 
 #include "grpo/reward.h"
 #include "host/plugin_call.h"

@@ -5,11 +5,11 @@
  * checked in a staging folder inside the destination prefix, so the final move is one rename on
  * one filesystem.
  */
-#include "host/pack_install.h"
+#include "pack/pack_install.h"
 
 #include "base/files.h"
 #include "host/pack_elf.h"
-#include "host/pack_selftest.h"
+#include "pack/pack_selftest.h"
 
 #include <archive.h>
 #include <archive_entry.h>

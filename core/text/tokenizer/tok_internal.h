@@ -30,14 +30,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "text/tok_bpe.h"
-#include "text/tok_bytelevel.h"
-#include "text/tok_normalize.h"
-#include "text/tok_regex.h"
-#include "text/tok_strmap.h"
-#include "text/tok_utf8.h"
-#include "text/tok_vec.h"
-#include "text/tokenizer.h"
+#include "text/tokenizer/tok_bpe.h"
+#include "text/tokenizer/tok_bytelevel.h"
+#include "text/tokenizer/tok_normalize.h"
+#include "text/tokenizer/tok_regex.h"
+#include "text/tokenizer/tok_strmap.h"
+#include "text/tokenizer/tok_utf8.h"
+#include "text/tokenizer/tok_vec.h"
+#include "text/tokenizer/tokenizer.h"
 
 /* ---- added tokens ---------------------------------------------------------------------------- */
 typedef struct tok_added {

@@ -1,6 +1,6 @@
 /* jinja_value.c — template values with Python semantics: str(), repr(), json.dumps, ==, truth,
  * plus the arena they live in and a JSON reader that keeps ints and floats apart (json.loads). */
-#include "text/jinja.h"
+#include "text/jinja/jinja.h"
 
 #include <limits.h>
 #include <math.h>

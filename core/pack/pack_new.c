@@ -1,6 +1,6 @@
 /* pack_new.c — the reward pack skeleton of `grpo pack new` (pack_new.h). The templates below
  * are the files, with @NAME@ (the pack name), @CNAME@ (the same as a C identifier) and @ABI@. */
-#include "host/pack_new.h"
+#include "pack/pack_new.h"
 
 #include "base/files.h"
 

@@ -7,14 +7,14 @@
  * (Hangul algorithmically), canonical ordering of combining marks, and for NFC the canonical
  * composition with blocking.
  */
-#include "text/tok_normalize.h"
+#include "text/tokenizer/tok_normalize.h"
 
-#include "text/tok_utf8.h"
+#include "text/tokenizer/tok_utf8.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "text/tok_unicode_tables.h"
+#include "text/tokenizer/tok_unicode_tables.h"
 
 #define N_OF(a) (sizeof(a) / sizeof((a)[0]))
 

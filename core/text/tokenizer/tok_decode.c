@@ -5,7 +5,7 @@
  * bytes as they are) and the whole byte string is made valid UTF-8 (U+FFFD, like
  * String::from_utf8_lossy). Without a decoder the tokens are joined with " ".
  */
-#include "text/tok_internal.h"
+#include "text/tokenizer/tok_internal.h"
 
 #include <stdlib.h>
 #include <string.h>

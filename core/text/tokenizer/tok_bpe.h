@@ -11,8 +11,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "text/tok_strmap.h"
-#include "text/tokenizer.h"
+#include "text/tokenizer/tok_strmap.h"
+#include "text/tokenizer/tokenizer.h"
 
 typedef struct tok_merge_slot {
     uint64_t pair;  /* (left id << 32) | right id; UINT64_MAX = empty */

@@ -3,7 +3,7 @@
  * "pre_tokenizer", "post_processor" and "decoder". Each loader accepts what the tokenizer can run
  * and refuses anything else with a message naming the file and the unsupported type.
  */
-#include "text/tok_internal.h"
+#include "text/tokenizer/tok_internal.h"
 
 #include <stdlib.h>
 #include <string.h>

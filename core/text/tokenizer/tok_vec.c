@@ -2,7 +2,7 @@
  * tok_vec.c — the growable vectors the tokenizer returns: freeing them (public, tokenizer.h) and
  * appending ids.
  */
-#include "text/tok_vec.h"
+#include "text/tokenizer/tok_vec.h"
 
 #include <stdlib.h>
 #include <string.h>

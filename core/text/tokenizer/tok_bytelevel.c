@@ -1,9 +1,9 @@
 /*
  * tok_bytelevel.c — the GPT-2 byte-level alphabet (`tokenizers`' bytes_char), both ways.
  */
-#include "text/tok_bytelevel.h"
+#include "text/tokenizer/tok_bytelevel.h"
 
-#include "text/tok_utf8.h" /* tok_utf8_encode, inline */
+#include "text/tokenizer/tok_utf8.h" /* tok_utf8_encode, inline */
 
 /* Printable bytes ('!'..'~', 0xA1..0xAC, 0xAE..0xFF) stand for themselves; the other 68 bytes, in
  * order, take code points 256, 257, ... (0x00..0x20 -> 256..288, 0x7F..0xA0 -> 289..322,

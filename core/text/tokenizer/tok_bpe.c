@@ -5,11 +5,11 @@
  *
  * Dimension letters: V id slots, L symbols of a word (bytes for byte-level models).
  */
-#include "text/tok_bpe.h"
+#include "text/tokenizer/tok_bpe.h"
 
-#include "text/tok_bytelevel.h"
-#include "text/tok_utf8.h"
-#include "text/tok_vec.h"
+#include "text/tokenizer/tok_bytelevel.h"
+#include "text/tokenizer/tok_utf8.h"
+#include "text/tokenizer/tok_vec.h"
 
 #include <stdio.h>
 #include <stdlib.h>

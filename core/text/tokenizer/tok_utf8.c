@@ -2,7 +2,7 @@
  * tok_utf8.c — UTF-8 validation and repair (U+FFFD for each maximal invalid subpart, Unicode's
  * practice and Rust's String::from_utf8_lossy), and decoding one code point.
  */
-#include "text/tok_utf8.h"
+#include "text/tokenizer/tok_utf8.h"
 
 #include <string.h>
 

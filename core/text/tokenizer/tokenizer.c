@@ -4,7 +4,7 @@
  * The top layer of the tokenizer: the files below it, and their order, are listed in
  * tok_internal.h.
  */
-#include "text/tok_internal.h"
+#include "text/tokenizer/tok_internal.h"
 #include "text/testing.h"
 
 #include <cjson/cJSON.h>
