@@ -1,5 +1,6 @@
 /*
- * grpo/config.h — typed readers of a plugin's grpo_config (ABI 1.3). Included by grpo/plugin.h.
+ * grpo/config.h — typed readers of a plugin's grpo_config (ABI 1.3; history: grpo/plugin.h).
+ * Included by grpo/plugin.h.
  *
  * Header-only: the code is compiled into the plugin, so a plugin that uses these readers needs
  * no newer host than it did before (they read grpo_config 1.0 fields only).

@@ -1,5 +1,5 @@
 /*
- * grpo/env.h — the environment interface (ABI 1.5): multi-turn rollouts. The policy writes a
+ * grpo/env.h — the environment interface (ABI 1.5; history: grpo/plugin.h): multi-turn rollouts. The policy writes a
  * turn, the environment answers with an observation (a tool's result, a game's next state), the
  * policy writes the next turn, until the environment says done or the host's limits
  * ([env] max_turns, max_episode_tokens) end the episode. The whole episode is rewarded; only

@@ -2,6 +2,7 @@
  * grpo/model.h — the model interface, frozen as ABI 1.x (since 1.3): every struct grows only at
  * its end, behind struct_size, and comments mark the minor version that added each group, so a
  * host tests GRPO_HAS_FIELD (and non-NULL for optional slots) before using anything past 1.0.
+ * What each minor added: the ABI history table in grpo/plugin.h.
  *
  * A model plugin describes its parameter tensors; the HOST owns memory: it allocates parameters,
  * gradients and the two AdamW moments in one block and activations in another (llm.c's plan),

@@ -27,30 +27,43 @@
  * - The host never dlclose()s a library while an instance created from it is alive.
  * - Plugins MUST NOT be compiled with -ffast-math (NaN means "no opinion" and must survive).
  *
- * ABI history (append-only; a new group of host services bumps abi_minor):
- *   1.0  initial: log, alloc/free, rng, config access, ops table (provisional until 1.3),
- *        tokenizer (provisional)
- *   1.1  frozen models for reward plugins: model_ctx, model_load, model_free, model_info,
- *        model_hidden, model_tensor, model_encode, model_render (grpo_host_model_info)
- *   1.2  grpo_config.dir: the run file's directory, against which a plugin resolves the
- *        relative paths of its keys (as the host resolves every path of a run file)
- *   1.3  grpo/ops.h and grpo/model.h frozen (no longer provisional; they grow like the rest).
- *        grpo_model_desc.vocab_size; GRPO_PARAM_INIT_* hints in grpo_param_desc.flags and
- *        grpo_param_init() (how a fresh model fills each tensor). grpo/config.h: typed readers
- *        of grpo_config (grpo_config_double, _int, _bool, _choice), header-only.
- *        grpo_sample.step and total_steps: the training progress a reward sees (curricula).
- *   1.4  the entropy gradient: grpo_ops.head_backward_entropy and
- *        grpo_model_desc.backward_entropy (what grpo.entropy_coef trains through).
- *        LoRA: grpo_lora_adapter and grpo_model_desc.set_lora (adapters on a frozen base).
- *   1.5  weights in bf16: GRPO_DTYPE_*, grpo_bf16_from_f32/_to_f32 (grpo/ops.h); the ops
- *        convert, matmul_forward_w, matmul_backward_w, embedding_forward_w, head_forward_w,
- *        head_backward_w; grpo_model_desc.bind_typed (a frozen base or a rollout copy in bf16).
- *        LoRA dropout: grpo_ops.dropout, grpo_dropout_keeps, grpo_lora_adapter.dropout, .seed.
- *        grpo_model_desc.set_gradient_checkpointing (train.gradient_checkpointing).
- *        Environments (grpo/env.h, multi-turn rollouts): grpo_env_desc, grpo_library.get_env
- *   1.6  Shared prefixes (a prompt's layers once for its G completions): grpo_ops
- *        prefix_attention_forward/_backward, grpo_model_desc.set_shared_prefix.
- *        Sampling on the device: grpo_ops.sample_rows (optional; the host draws without it).
+ * ABI history — the one table of what each minor added, for every SDK header (the headers mark
+ * each member with the minor that added it; append-only: a new group of host services or ops
+ * bumps abi_minor):
+ *
+ *   minor | header     | added
+ *   ------+------------+-----------------------------------------------------------------------
+ *   1.0   | plugin.h   | log, alloc/free, rng, ops, tokenizer services, config access
+ *         | ops.h      | the op table up to scale; gather_rows/scatter_add_rows(_backward)
+ *         | model.h    | grpo_model_desc up to expert_load, grpo_param_desc
+ *         | reward.h   | grpo_reward_desc, grpo_sample up to its 1.0 fields
+ *   1.1   | plugin.h   | frozen models for rewards: model_ctx, model_load, model_free,
+ *         |            | model_info, model_hidden, model_tensor, model_encode, model_render
+ *         | model.h    | grpo_model_desc.hidden_size, hidden (for caller-applied heads)
+ *   1.2   | plugin.h   | grpo_config.dir (the run file's directory, for a plugin's paths)
+ *   1.3   | ops.h,     | frozen: no longer provisional, they grow like the rest
+ *         |  model.h   | grpo_model_desc.vocab_size; GRPO_PARAM_INIT_* hints, grpo_param_init()
+ *         | config.h   | typed readers grpo_config_double/_int/_bool/_choice, strict parsers
+ *         |            | (header-only)
+ *         | reward.h   | grpo_sample.step, total_steps (training progress: curricula)
+ *   1.4   | ops.h      | head_backward_entropy (the entropy bonus's gradient)
+ *         | model.h    | backward_entropy; grpo_lora_adapter, set_lora (LoRA on a frozen base)
+ *   1.5   | ops.h      | GRPO_DTYPE_*, grpo_bf16_from_f32/_to_f32; convert, matmul_forward_w,
+ *         |            | matmul_backward_w, embedding_forward_w, head_forward_w, head_backward_w;
+ *         |            | dropout, grpo_dropout_keeps
+ *         | model.h    | bind_typed (bf16 frozen base / rollout copy), set_gradient_checkpointing,
+ *         |            | grpo_lora_adapter.dropout, .seed
+ *         | env.h,     | environments (multi-turn rollouts): grpo_env_desc, grpo_env_turn,
+ *         |  plugin.h  | grpo_env_step; grpo_library.get_env
+ *   1.6   | ops.h      | prefix_attention_forward/_backward (shared prefixes); sample_rows
+ *         |            | (sampling on the device; optional: the host draws without it)
+ *         | model.h    | set_shared_prefix
+ *         | ops.h      | grpo_ops_supports() and the op list (ops_list.h) are header-only
+ *         |            | and change no layout: no minor of their own
+ *
+ * The tokenizer services (tokenizer, tokenize, detokenize) were marked provisional in 1.0; they
+ * are sealed: their signatures have not changed since 1.0, the builtin packs and reward_model
+ * rely on them, and they grow like the rest.
  *
  * Two versions: the library's magic carries the SDK it was COMPILED against (the host refuses a
  * newer minor than its own, so a pack rebuilt against 1.3 loads in 1.3+ hosts only); a
@@ -220,7 +233,7 @@ typedef struct grpo_host {
     uint64_t (*rng_next)(uint64_t state[4]);
     /* The compute backend the run uses (grpo/ops.h). NULL when none. */
     const struct grpo_ops *ops;
-    /* Tokenizer of the policy model (provisional). tokenize writes up to cap ids and returns the
+    /* Tokenizer of the policy model (sealed, see the ABI history). tokenize writes up to cap ids and returns the
      * full count (>cap means truncated), or a negative status. decode writes a NUL-terminated
      * string of at most cap bytes and returns the full length. NULL when no tokenizer is loaded. */
     const struct grpo_tokenizer *tokenizer;

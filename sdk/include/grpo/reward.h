@@ -1,5 +1,6 @@
 /*
  * grpo/reward.h — the reward interface. A reward scores a whole batch of completions at once.
+ * What each minor added: the ABI history table in grpo/plugin.h.
  *
  * Lifecycle (MUST sentences):
  * - The host calls create() on the main thread, once per [reward.NAME] section that names this
