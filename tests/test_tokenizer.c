@@ -14,8 +14,12 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "text/tokenizer/tok_regex.h"
 #include "text/tokenizer/tokenizer.h"
 #include "text/testing.h"
+
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
 
 #define FIX GRPO_SOURCE_DIR "/tests/fixtures/tokenizer"
 
@@ -399,6 +403,15 @@ START_TEST(bad_files_fail_clearly) {
                       ", \"pre_tokenizer\": {\"type\": \"Split\", \"pattern\": {\"Regex\": \"(\"}, "
                       "\"behavior\": \"Isolated\", \"invert\": false}}",
                       "does not compile", NULL);
+    /* \C is one byte in PCRE2 (it split UTF-8 characters and crashed the BPE loop: issue 34) */
+    expect_load_error("{" MODEL_OK
+                      ", \"pre_tokenizer\": {\"type\": \"Split\", \"pattern\": {\"Regex\": "
+                      "\"a\\\\C\"}, \"behavior\": \"Isolated\", \"invert\": false}}",
+                      "\\C at offset 1", "splitting UTF-8");
+    expect_load_error("{" MODEL_OK
+                      ", \"pre_tokenizer\": {\"type\": \"Split\", \"pattern\": {\"Regex\": "
+                      "\"[\\\\W]\"}, \"behavior\": \"Isolated\", \"invert\": false}}",
+                      "\\W at offset 1", "inside [...]");
     expect_load_error("{" MODEL_OK ", \"added_tokens\": [{\"id\": 1e12, \"content\": \"<x>\"}]}",
                       "added_tokens[0]", "\"id\" in [0,");
     expect_load_error(
@@ -414,6 +427,65 @@ START_TEST(bad_files_fail_clearly) {
     grpo_tokenizer *tok = NULL;
     ck_assert_int_eq(grpo_tokenizer_load("/nonexistent/tok.json", &tok, &err), GRPO_ERR_IO);
     ck_assert(strstr(err.message, "/nonexistent/tok.json") != NULL);
+}
+END_TEST
+
+/* ---- regex escapes: PCRE2 must read what Oniguruma reads ---------------------------------- */
+/* 1 when the translated pattern matches somewhere in subject (UTF-8), 0 when not. */
+static int translated_matches(const char *pattern, const char *subject) {
+    char why[160];
+    char *t = tok_regex_translate(pattern, why, sizeof why);
+    ck_assert_msg(t != NULL, "/%s/ refused: %s", pattern, why);
+    int code;
+    PCRE2_SIZE off;
+    pcre2_code *re = pcre2_compile((PCRE2_SPTR)t, PCRE2_ZERO_TERMINATED,
+                                   PCRE2_UTF | PCRE2_UCP | PCRE2_NEVER_BACKSLASH_C, &code, &off,
+                                   NULL);
+    ck_assert_msg(re != NULL, "/%s/ -> /%s/ does not compile", pattern, t);
+    pcre2_match_data *md = pcre2_match_data_create_from_pattern(re, NULL);
+    int rc = pcre2_match(re, (PCRE2_SPTR)subject, strlen(subject), 0, 0, md, NULL);
+    pcre2_match_data_free(md);
+    pcre2_code_free(re);
+    free(t);
+    return rc >= 0;
+}
+
+/* Refused, with why naming the escape. */
+static void translation_refused(const char *pattern, const char *want) {
+    char why[160];
+    char *t = tok_regex_translate(pattern, why, sizeof why);
+    ck_assert_msg(t == NULL, "/%s/ was translated to /%s/", pattern, t ? t : "");
+    ck_assert_msg(strstr(why, want) != NULL, "/%s/: '%s' not in: %s", pattern, want, why);
+}
+
+/* Oniguruma's meanings (its doc/RE, Unicode case): \w = L|M|N|Pc, \h = [0-9a-fA-F], \v = U+000B,
+ * \uHHHH = a code point, \b on that \w. PCRE2 10.42 reads each of them otherwise untranslated. */
+START_TEST(regex_escapes_read_as_oniguruma) {
+    ck_assert(translated_matches("^\\w$", "\xcc\x81"));       /* U+0301 combining acute: Mn */
+    ck_assert(translated_matches("^\\w$", "\xe2\x80\xbf"));   /* U+203F undertie: Pc */
+    ck_assert(!translated_matches("^\\w$", "\xc2\xa0"));      /* U+00A0: Zs */
+    ck_assert(translated_matches("^[\\w-]+$", "a\xcc\x81-"));  /* \w inside a class */
+    ck_assert(!translated_matches("\\W", "a\xcc\x81"));
+    ck_assert(translated_matches("^\\h+$", "09aF"));
+    ck_assert(!translated_matches("\\h", " \t"));              /* PCRE2's \h: these */
+    ck_assert(translated_matches("^\\H$", " "));
+    ck_assert(translated_matches("^\\v$", "\x0b"));
+    ck_assert(!translated_matches("\\v", "\n"));               /* PCRE2's \v: \n too */
+    ck_assert(translated_matches("^\\u00e9$", "\xc3\xa9"));
+    ck_assert(!translated_matches("\\bx", "\xcc\x81x"));      /* U+0301 is a word character */
+    ck_assert(translated_matches("\\Bx", "\xcc\x81x"));
+    ck_assert(translated_matches("\\bx", " x"));
+    ck_assert(translated_matches("^[\\b]$", "\x08"));          /* backspace in a class */
+    ck_assert(translated_matches("^\\s$", "\xe3\x80\x80"));   /* U+3000 */
+    ck_assert(!translated_matches("\\s", "\xe1\xa0\x8e"));   /* U+180E: not White_Space */
+    ck_assert(translated_matches("^\\p{L}\\d\\.$", "x7."));   /* copied as they are */
+    translation_refused("a\\Cb", "\\C at offset 1");
+    translation_refused("\\xff", "raw byte");
+    translation_refused("\\x80", "raw byte");
+    ck_assert(translated_matches("^\\x7f$", "\x7f"));
+    translation_refused("[^\\H]", "inside [...]");
+    translation_refused("\\y", "\\y at offset 0");
+    translation_refused("\\u12", "4 hex digits");
 }
 END_TEST
 
@@ -733,6 +805,7 @@ int main(void) {
     tcase_add_test(tb, single_bytes_use_the_byte_level_alphabet);
     tcase_add_test(tb, host_services_truncate_and_report_full_length);
     tcase_add_test(tb, bad_files_fail_clearly);
+    tcase_add_test(tb, regex_escapes_read_as_oniguruma);
     tcase_add_test(tb, minimal_model_merges_and_joins);
     tcase_add_test(tb, model_options_follow_tokenizers);
     tcase_add_test(tb, concurrent_encodes_share_the_cache);

@@ -12,10 +12,41 @@
 
 /* ---- reading ------------------------------------------------------------------------------ */
 
+/* What st is, for a message about a file that is not regular. */
+static const char *file_kind(const struct stat *st) {
+    return S_ISFIFO(st->st_mode)   ? "a FIFO"
+           : S_ISDIR(st->st_mode)  ? "a directory"
+           : S_ISSOCK(st->st_mode) ? "a socket"
+                                   : "a device or special file";
+}
+
+FILE *grpo_open_regular(const char *path, const char *what, grpo_error *err) {
+    const char *sp = what ? " " : "", *w = what ? what : "";
+    /* O_NONBLOCK: opening a FIFO with no writer returns at once instead of waiting */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
+        grpo_error_set(err, GRPO_ERR_IO, "%s: cannot open%s%s: %s", path, sp, w, strerror(errno));
+        return NULL;
+    }
+    struct stat st;
+    FILE *fp = NULL;
+    int flags;
+    if (fstat(fd, &st) != 0)
+        grpo_error_set(err, GRPO_ERR_IO, "%s: cannot stat%s%s: %s", path, sp, w, strerror(errno));
+    else if (!S_ISREG(st.st_mode))
+        grpo_error_set(err, GRPO_ERR_INVALID, "%s: %s is %s; expected a regular file", path,
+                       what ? what : "the file", file_kind(&st));
+    else if ((flags = fcntl(fd, F_GETFL)) < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) < 0 ||
+             !(fp = fdopen(fd, "rb")))
+        grpo_error_set(err, GRPO_ERR_IO, "%s: cannot read%s%s: %s", path, sp, w, strerror(errno));
+    if (!fp) close(fd);
+    return fp;
+}
+
 int grpo_read_file(const char *path, char **out, size_t *len, grpo_error *err) {
-    FILE *fp = fopen(path, "rbe");
-    if (!fp) return grpo_error_set(err, GRPO_ERR_IO, "%s: cannot open: %s", path,
-                                   strerror(errno));
+    grpo_error local;
+    FILE *fp = grpo_open_regular(path, NULL, err ? err : &local);
+    if (!fp) return err ? err->status : local.status;
     char *buf = NULL;
     size_t n = 0, cap = 0;
     for (;;) {

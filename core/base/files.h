@@ -8,11 +8,18 @@
 #define GRPO_FILES_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 #include "grpo/plugin.h"
 
-/* Reads a whole file into a malloc'd, NUL-terminated buffer *out (caller frees); *len (may be
- * NULL) receives the byte count without the NUL, so a file with NUL bytes keeps its length. */
+/* Opens path for reading ("rb", close-on-exec) when it is a regular file. Anything else (a FIFO,
+ * a device, a directory, a socket) is refused without blocking: open() of a FIFO would wait for
+ * a writer for ever. what names the file in the message ("dataset", ...); NULL on failure. */
+FILE *grpo_open_regular(const char *path, const char *what, grpo_error *err);
+
+/* Reads a whole regular file (grpo_open_regular) into a malloc'd, NUL-terminated buffer *out
+ * (caller frees); *len (may be NULL) receives the byte count without the NUL, so a file with NUL
+ * bytes keeps its length. */
 int grpo_read_file(const char *path, char **out, size_t *len, grpo_error *err);
 
 /* A file being replaced atomically: the bytes go to path.tmp.XXXXXX in the same directory (so

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/files.h"
 #include "text/jinja/jinja.h" /* jarena, jbuf */
 
 struct grpo_dataset_store {
@@ -333,10 +334,9 @@ int grpo_dataset_load(const char *path, const grpo_dataset_options *opt, grpo_da
     static const grpo_dataset_options defaults = {0};
     if (!opt) opt = &defaults;
     *out = NULL;
-    FILE *f = fopen(path, "rbe");
-    if (!f)
-        return grpo_error_set(err, GRPO_ERR_IO, "%s: cannot open dataset: %s", path,
-                              strerror(errno));
+    grpo_error local;
+    FILE *f = grpo_open_regular(path, "dataset", err ? err : &local);
+    if (!f) return err ? err->status : local.status;
     grpo_dataset *ds = calloc(1, sizeof *ds);
     if (!ds) {
         fclose(f);

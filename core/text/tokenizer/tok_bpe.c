@@ -206,7 +206,8 @@ static int32_t initial_symbols(const tok_bpe *m, const char *s, size_t len, sym 
         if (m->byte_level) {
             id = m->byte_id[(unsigned char)s[i]];
         } else {
-            tok_utf8_decode((const unsigned char *)s + i, &cl);
+            cl = tok_utf8_len((unsigned char)s[i]);
+            if (cl > len - i) cl = len - i; /* a word cut inside a character: never read past */
             id = tok_strmap_get(&m->vocab, s + i, (uint32_t)cl);
         }
         if (id >= 0) {

@@ -43,13 +43,23 @@ pcre2_code *tok_compile_regex(grpo_tokenizer *tok, const char *pattern, uint32_t
                               const char *where, grpo_error *err) {
     int code;
     PCRE2_SIZE off;
-    char *translated = extra & PCRE2_LITERAL ? strdup(pattern) : tok_regex_translate(pattern);
+    char why[160] = "";
+    char *translated = extra & PCRE2_LITERAL ? strdup(pattern)
+                                             : tok_regex_translate(pattern, why, sizeof why);
+    if (!translated && why[0]) {
+        grpo_error_set(err, GRPO_ERR_UNSUPPORTED,
+                       "%s: %s: regex /%s/: %s; expected escapes that Oniguruma (tokenizers) and "
+                       "PCRE2 read alike",
+                       tok->path, where, pattern, why);
+        return NULL;
+    }
     if (!translated) {
         grpo_error_set(err, GRPO_ERR_NOMEM, "%s: out of memory", tok->path);
         return NULL;
     }
-    pcre2_code *re = pcre2_compile((PCRE2_SPTR)translated, PCRE2_ZERO_TERMINATED, PCRE2_UTF | extra,
-                                   &code, &off, NULL);
+    uint32_t no_c = extra & PCRE2_LITERAL ? 0 : PCRE2_NEVER_BACKSLASH_C; /* \C splits UTF-8 */
+    pcre2_code *re = pcre2_compile((PCRE2_SPTR)translated, PCRE2_ZERO_TERMINATED,
+                                   PCRE2_UTF | no_c | extra, &code, &off, NULL);
     free(translated);
     if (!re) {
         PCRE2_UCHAR msg[256];

@@ -15,6 +15,10 @@ size_t tok_utf8_invalid_at(const char *s, size_t len);
 size_t tok_utf8_lossy_len(const char *s, size_t len, int *valid);
 /* Writes that replacement of s into dst (tok_utf8_lossy_len bytes). */
 void tok_utf8_lossy(char *dst, const char *s, size_t len);
+/* The length tok_utf8_decode gives a character that starts with byte lead (1 to 4). */
+static inline size_t tok_utf8_len(unsigned char lead) {
+    return lead < 0x80 ? 1 : lead < 0xE0 ? 2 : lead < 0xF0 ? 3 : 4;
+}
 /* Decodes one code point of valid UTF-8 at s; *n receives its length. */
 uint32_t tok_utf8_decode(const unsigned char *s, size_t *n);
 
