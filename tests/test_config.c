@@ -110,6 +110,35 @@ static grpo_run_config load_ok(const char *name, const char *text, unsigned flag
 
 /* ---- valid files ------------------------------------------------------------------------ */
 
+/* The warnings of grpo_run_config_warn_cannot_learn for text, in buf; returns their count. */
+static int cannot_learn(const char *text, char *buf, size_t size) {
+    grpo_run_config cfg = load_ok("w.ini", text, 0);
+    FILE *f = fmemopen(buf, size, "w");
+    int n = grpo_run_config_warn_cannot_learn(&cfg, f);
+    fclose(f);
+    grpo_run_config_free(&cfg);
+    return n;
+}
+
+START_TEST(runs_that_cannot_learn_are_named) {
+    char buf[2048];
+    ck_assert_int_eq(cannot_learn("[sampling]\ntemperature = 0\nnum_generations = 4\n"
+                                  "[reward.t]\nplugin = builtin.tags\n", buf, sizeof buf), 1);
+    ck_assert_msg(strstr(buf, "warning: w.ini:2: sampling.temperature = 0 with "
+                              "sampling.num_generations = 4") != NULL, "%s", buf);
+    ck_assert_int_eq(cannot_learn("[reward.t]\nplugin = builtin.tags\nweight = 0\n"
+                                  "[reward.u]\nplugin = builtin.tags\nweight = 0.0\n", buf,
+                                  sizeof buf), 1);
+    ck_assert_msg(strstr(buf, "every reward weight is 0 (reward.t.weight, reward.u.weight)"),
+                  "%s", buf);
+    /* one weighted reward, or sampling at temperature > 0: no warning */
+    ck_assert_int_eq(cannot_learn("[reward.t]\nplugin = builtin.tags\nweight = 0\n"
+                                  "[reward.u]\nplugin = builtin.tags\n", buf, sizeof buf), 0);
+    ck_assert_int_eq(cannot_learn("[sampling]\ntemperature = 0.01\n[reward.t]\n"
+                                  "plugin = builtin.tags\n", buf, sizeof buf), 0);
+}
+END_TEST
+
 START_TEST(empty_file_gives_documented_defaults) {
     grpo_run_config cfg = load_ok("t.ini", "", 0);
     ck_assert_str_eq(cfg.model_path, "");
@@ -916,6 +945,7 @@ int main(void) {
     tcase_add_test(out, documentation_is_a_valid_run_file_of_defaults);
     tcase_add_test(out, resolves_against_scanned_manifests);
     tcase_add_test(out, example_run_file_is_valid);
+    tcase_add_test(out, runs_that_cannot_learn_are_named);
     tcase_add_test(out, random_files_fail_cleanly_or_round_trip);
     tcase_add_test(out, random_bytes_never_crash_the_reader);
     suite_add_tcase(s, ok);

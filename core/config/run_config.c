@@ -883,6 +883,40 @@ const grpo_reward_spec *grpo_run_config_reward(const grpo_run_config *cfg, const
     return NULL;
 }
 
+/* "FILE:LINE" of a key when the file set it, else "FILE". */
+static const char *where_set(const grpo_run_config *cfg, const char *section, const char *name,
+                             char *buf, size_t size) {
+    int line = cfg->line[key_index(section, name)];
+    snprintf(buf, size, line ? "%s:%d" : "%s", cfg->path, line);
+    return buf;
+}
+
+int grpo_run_config_warn_cannot_learn(const grpo_run_config *cfg, FILE *out) {
+    char at[4200];
+    int n = 0;
+    if (cfg->sampling_temperature == 0 && cfg->sampling_num_generations > 1) {
+        fprintf(out,
+                "warning: %s: sampling.temperature = 0 with sampling.num_generations = %lld: "
+                "greedy decoding gives every completion of a group the same text, so every "
+                "advantage is 0 and nothing is learnt (set temperature > 0)\n",
+                where_set(cfg, "sampling", "temperature", at, sizeof at),
+                cfg->sampling_num_generations);
+        n++;
+    }
+    int weighted = 0;
+    for (int k = 0; k < cfg->n_rewards; k++) weighted |= cfg->rewards[k].weight != 0;
+    if (cfg->n_rewards > 0 && !weighted) {
+        fprintf(out,
+                "warning: %s: every reward weight is 0 (",
+                cfg->path);
+        for (int k = 0; k < cfg->n_rewards; k++)
+            fprintf(out, "%s%s.weight", k ? ", " : "", cfg->rewards[k].section);
+        fprintf(out, "): the reward is 0 for every completion and nothing is learnt\n");
+        n++;
+    }
+    return n;
+}
+
 grpo_config grpo_reward_spec_config(const grpo_reward_spec *spec) {
     grpo_config c = {(uint32_t)sizeof(grpo_config), spec->n, (const char *const *)spec->keys,
                      (const char *const *)spec->values, spec->section, spec->dir};

@@ -114,6 +114,11 @@ void grpo_run_config_free(grpo_run_config *cfg);
  * into spec (keys, values, section): valid while spec lives, nothing to free. */
 grpo_config grpo_reward_spec_config(const grpo_reward_spec *spec);
 
+/* Writes one "warning: FILE[:LINE]: ..." line to out for each setting under which a training run
+ * cannot learn (it still runs): temperature 0 with num_generations > 1 (every completion of a
+ * group is the same, so every advantage is 0), every reward weight 0. Returns the count. */
+int grpo_run_config_warn_cannot_learn(const grpo_run_config *cfg, FILE *out);
+
 /* An input path of the run file made usable: absolute paths as they are, relative ones joined to
  * the run file's directory. Returns a malloc'd string (caller frees) or NULL on no memory. */
 char *grpo_run_config_input_path(const grpo_run_config *cfg, const char *value);

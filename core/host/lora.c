@@ -234,6 +234,18 @@ static int no_strangers(const grpo_lora *l, const grpo_safetensors *st, const ch
     return GRPO_OK;
 }
 
+/* An adapter tensor x of shape (s[0], s[1]) holds finite values only; else an error naming it. */
+static int all_finite(const float *x, const int64_t s[2], const char *path, const char *name,
+                      grpo_error *err) {
+    for (int64_t i = 0; i < s[0] * s[1]; i++)
+        if (!isfinite(x[i]))
+            return grpo_error_set(err, GRPO_ERR_INVALID,
+                                  "%s: tensor %s holds a non-finite value (%g at element %lld); "
+                                  "expected finite adapter weights",
+                                  path, name, (double)x[i], (long long)i);
+    return GRPO_OK;
+}
+
 int grpo_lora_load(grpo_lora *l, const char *dir, grpo_error *err) {
     char path[4200];
     int rc = grpo_path_join(path, sizeof path, dir, "adapter_model.safetensors", err);
@@ -249,6 +261,8 @@ int grpo_lora_load(grpo_lora *l, const char *dir, grpo_error *err) {
         int64_t sa[2] = {l->r, d->shape[1]}, sb[2] = {d->shape[0], l->r};
         rc = grpo_st_read_f32(st, a, host + (l->ad[i].A - l->block), 2, sa, err);
         if (rc == GRPO_OK) rc = grpo_st_read_f32(st, b, host + (l->ad[i].B - l->block), 2, sb, err);
+        if (rc == GRPO_OK) rc = all_finite(host + (l->ad[i].A - l->block), sa, path, a, err);
+        if (rc == GRPO_OK) rc = all_finite(host + (l->ad[i].B - l->block), sb, path, b, err);
     }
     if (rc == GRPO_OK)
         l->m->ops->upload(l->m->ops->ctx, l->block, host, l->floats * sizeof(float));
@@ -287,6 +301,27 @@ static double drop_of(const cJSON *d) {
     return cJSON_IsNumber(d) && d->valuedouble > 0 && d->valuedouble < 1 ? d->valuedouble : 0.0;
 }
 
+/* The first PEFT option of c that changes the adapted model and that grpo does not implement
+ * (DoRA, extra trained modules, per-module ranks or alphas, a subset of layers), or NULL. Each is
+ * refused by name: ignoring it would merge or evaluate another model than PEFT's. */
+static const char *unsupported_option(const cJSON *c) {
+    static const char *const set[] = {"modules_to_save", "alpha_pattern", "rank_pattern",
+                                      "layers_to_transform", "layer_replication"};
+    if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(c, "use_dora")))
+        return "use_dora false (DoRA is not supported)";
+    for (size_t i = 0; i < sizeof set / sizeof *set; i++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(c, set[i]);
+        int empty = !v || cJSON_IsNull(v) ||
+                    ((cJSON_IsArray(v) || cJSON_IsObject(v)) && cJSON_GetArraySize(v) == 0);
+        if (!empty) {
+            static char why[96];
+            snprintf(why, sizeof why, "%s null or empty (not supported)", set[i]);
+            return why;
+        }
+    }
+    return NULL;
+}
+
 static int parse_config(const char *text, const char *path, grpo_lora_opts *o, char *targets,
                         size_t size, grpo_error *err) {
     cJSON *c = cJSON_Parse(text);
@@ -309,7 +344,7 @@ static int parse_config(const char *text, const char *path, grpo_lora_opts *o, c
                       : bias && !(cJSON_IsString(bias) && !strcmp(bias->valuestring, "none"))
                           ? "bias \"none\" (trained biases are not supported)"
                       : cJSON_IsTrue(fifo) ? "fan_in_fan_out false (Conv1D layers are not supported)"
-                                           : NULL;
+                                           : unsupported_option(c);
     if (!bad)
         *o = (grpo_lora_opts){(int32_t)r->valuedouble, alpha->valuedouble, cJSON_IsTrue(rs),
                               targets, drop_of(cJSON_GetObjectItemCaseSensitive(c, "lora_dropout"))};
