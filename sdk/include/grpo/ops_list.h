@@ -22,6 +22,8 @@
 #ifndef GRPO_OPS_LIST_H
 #define GRPO_OPS_LIST_H
 
+#include <stdint.h> /* the parameter types */
+
 /* clang-format off */
 #define GRPO_OPS_LIST(X, D)                                                                        \
     /* -- memory -- */                                                                             \
