@@ -4,8 +4,8 @@
  *
  * A weight (rows, cols) of dtype is read in panels of whole rows: cpu_weight_rows() (widen.c)
  * hands back the fp32 rows, in place for fp32 and widened into a buffer otherwise, and the fp32
- * kernels run on the panel. Widening bf16 is exact, so every op here computes the fp32 op of the widened
- * weight; only the order of the sums across panels can differ.
+ * kernels run on the panel. Widening bf16 is exact, so every op here computes the fp32 op of the
+ * widened weight; only the order of the sums across panels can differ.
  *   matmul_forward_w:  decode rows (N <= CPU_SMALL_M): matmul_small.c, each thread widening its
  *                      block of weight rows into cache; more rows: panel by panel of OP rows of
  *                      w, out[:, o0:o1] the fp32 GEMM of the widened panel

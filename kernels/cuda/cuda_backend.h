@@ -1,6 +1,9 @@
 /*
- * cuda_backend.h — the CUDA backend's private interface: its context and one function per op of
- * grpo_ops (sdk/include/grpo/ops.h), each defined in the .cu file named for its family. The same
+ * cuda_backend.h — the CUDA backend's private interface: its context, the helpers its kernels
+ * share, and one function per op of grpo_ops, cuda_NAME, declared from the op list
+ * (grpo/ops_list.h, through backend_ops.h) and defined in the .cu file named for its family.
+ * Files, bottom up: cuda_ctx.cu (context, scratch, checks), cuda_memory.cu, gemm.cu, the
+ * kernels, and cuda_backend.cu (the module's entry points and the table). The same
  * sources build with nvcc (the real backend, libgrpo_kernels_cuda.so) and with the host compiler
  * under the emulation of compat.h (libgrpo_kernels_cuda_emu.so, what CI tests).
  *
@@ -34,7 +37,7 @@
 extern "C" {
 #endif
 
-/* grpo_cuda_options and the entry points: cuda_module.h (shared with kernels.c). */
+/* grpo_cuda_options and the entry points: cuda_module.h (shared with cuda_loader.c). */
 
 /* Scratch slots: grow-only device buffers an op may use for the duration of one call. Distinct
  * slots may be held at once (a bf16 gemm holds A and B while the head holds its logits chunk). */
