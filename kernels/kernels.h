@@ -3,10 +3,11 @@
  * (sdk/include/grpo/ops.h) because model plugins call it; this header is the host's side:
  * how a backend is opened and closed.
  *
- * Backends: "cpu" (OpenBLAS for GEMMs, OpenMP for the rest; built in) and "cuda" (kernels/cuda:
- * a module, libgrpo_kernels_cuda.so, built when the build found a CUDA toolkit and loaded with
- * dlopen when opened, so the grpo binary and model packs never link CUDA). "auto" is cuda when
- * its module loads and finds a device, else cpu (quietly).
+ * Backends, the entries of the registry (backend_registry.c): "cpu" (OpenBLAS for GEMMs, OpenMP
+ * for the rest; built in) and "cuda" (kernels/cuda: a module, libgrpo_kernels_cuda.so, built
+ * when the build found a CUDA toolkit and loaded with dlopen when opened, so the grpo binary
+ * and model packs never link CUDA). "auto" is cuda when its module loads and finds a device,
+ * else cpu (quietly).
  *
  * Finding the cuda module, first match wins:
  *   1. $GRPO_CUDA_BACKEND: the module's path (or a directory holding it);

@@ -1,7 +1,7 @@
 /*
- * test_cuda_backend.c — the CUDA backend's core (kernels/cuda/cuda_backend.cu): the table, memory
- * ops and the precision option. On a GPU (test_cuda_backend) or the host emulation
- * (test_cuda_backend_emu); see tests/cuda_parity.h.
+ * test_cuda_backend.c — the CUDA backend's core (kernels/cuda/cuda_backend.cu, cuda_ctx.cu,
+ * cuda_memory.cu): the table, memory ops and the precision option. On a GPU (test_cuda_backend)
+ * or the host emulation (test_cuda_backend_emu); see tests/cuda_parity.h.
  */
 #include <check.h>
 #include <stddef.h>

@@ -228,7 +228,7 @@ END_TEST
 
 int main(void) {
     cuda_parity_open(&P);
-    if (!GRPO_HAS_FIELD(P.cuda, grpo_ops, sample_rows) || !P.cuda->sample_rows) {
+    if (!grpo_ops_supports(P.cuda, sample_rows)) {
         fprintf(stderr, "the cuda backend has no sample_rows\n");
         return EXIT_FAILURE;
     }

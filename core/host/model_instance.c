@@ -120,7 +120,7 @@ int grpo_model_read_param(const grpo_model *m, uint32_t i, float *x, grpo_error 
 
 int grpo_model_copy_weights(grpo_model *dst, const grpo_model *src, grpo_error *err) {
     if (dst->desc != src->desc || dst->n_params != src->n_params ||
-        !(GRPO_HAS_FIELD(dst->ops, grpo_ops, convert) && dst->ops->convert))
+        !grpo_ops_supports(dst->ops, convert))
         return grpo_error_set(err, GRPO_ERR_INVALID, "model: copying the weights of %s into a "
                               "model of another pack or backend", src->desc->id);
     for (uint32_t i = 0; i < src->n_params; i++) {

@@ -339,7 +339,7 @@ static int run(grpo_model *m, const grpo_sampler_opts *o, const int32_t *prompt,
                                   "padding)",
                                   b);
     sampler_state s = {0};
-    s.dev = GRPO_HAS_FIELD(ops, grpo_ops, sample_rows) && ops->sample_rows;
+    s.dev = grpo_ops_supports(ops, sample_rows);
     s.N = B * o->G, s.S = P + o->max_new, s.H = P + o->max_new, s.V = grpo_model_vocab(m);
     int rc = grpo_model_reserve_kv(m, s.N, s.S, P, err);
     if (rc != GRPO_OK) return rc;

@@ -2,10 +2,10 @@
  * weights.c — weights held in another dtype than fp32 (grpo/ops.h 1.5: bf16 for a frozen LoRA
  * base or the rollout's copy of the policy), read by the compute as fp32.
  *
- * A weight (rows, cols) of dtype is read in panels of whole rows: cpu_weight_rows() hands back
- * the fp32 rows, in place for fp32 and widened into a buffer otherwise, and the fp32 kernels run
- * on the panel. Widening bf16 is exact, so every op here computes the fp32 op of the widened
- * weight; only the order of the sums across panels can differ.
+ * A weight (rows, cols) of dtype is read in panels of whole rows: cpu_weight_rows() (widen.c)
+ * hands back the fp32 rows, in place for fp32 and widened into a buffer otherwise, and the fp32
+ * kernels run on the panel. Widening bf16 is exact, so every op here computes the fp32 op of the
+ * widened weight; only the order of the sums across panels can differ.
  *   matmul_forward_w:  decode rows (N <= CPU_SMALL_M): matmul_small.c, each thread widening its
  *                      block of weight rows into cache; more rows: panel by panel of OP rows of
  *                      w, out[:, o0:o1] the fp32 GEMM of the widened panel
@@ -18,53 +18,6 @@
 #include "cpu/cpu_backend.h"
 
 #define OP 256 /* weight rows per panel */
-
-/* dst (n) = the bf16 src widened, 16 at a time as GCC vectors (RelWithDebInfo's -O2 does not
- * vectorise the plain loop; a widening is a zero-extension and a shift, which every SIMD ISA
- * has), the tail one by one. */
-static void widen_bf16(float *dst, const uint16_t *src, uint64_t n) {
-    uint64_t i = 0;
-#if defined(__GNUC__)
-    typedef uint16_t u16x16 __attribute__((vector_size(32), aligned(2)));
-    typedef uint32_t u32x16 __attribute__((vector_size(64), aligned(4)));
-    for (; i + 16 <= n; i += 16) {
-        u16x16 h;
-        memcpy(&h, src + i, sizeof h);
-        u32x16 u = __builtin_convertvector(h, u32x16) << 16;
-        memcpy(dst + i, &u, sizeof u); /* the bits of the floats */
-    }
-#endif
-    for (; i < n; i++) dst[i] = grpo_bf16_to_f32(src[i]);
-}
-
-#define WIDEN_SLICE 4096 /* elements per task of a parallel widening */
-
-void cpu_widen_rows(void *ctx, float *dst, const void *src, int32_t dtype, uint64_t n) {
-    CPU_CHECK(dtype == GRPO_DTYPE_BF16 || dtype == GRPO_DTYPE_F32, "widen", "unknown dtype");
-    if (dtype == GRPO_DTYPE_F32) {
-        memcpy(dst, src, n * sizeof(float));
-        return;
-    }
-    const uint16_t *h = src;
-    int nt = ctx ? cpu_threads_for(ctx, (double)n) : 1;
-    if (nt <= 1) {
-        widen_bf16(dst, h, n);
-        return;
-    }
-    int64_t slices = (int64_t)((n + WIDEN_SLICE - 1) / WIDEN_SLICE);
-#pragma omp parallel for num_threads(nt) schedule(static)
-    for (int64_t s = 0; s < slices; s++) {
-        uint64_t i0 = (uint64_t)s * WIDEN_SLICE, m = n - i0 < WIDEN_SLICE ? n - i0 : WIDEN_SLICE;
-        widen_bf16(dst + i0, h + i0, m);
-    }
-}
-
-const float *cpu_weight_rows(void *ctx, const void *w, int32_t dtype, uint64_t row0,
-                             uint64_t rows, uint64_t cols, float *buf) {
-    if (dtype == GRPO_DTYPE_F32) return (const float *)w + row0 * cols;
-    cpu_widen_rows(ctx, buf, (const uint16_t *)w + row0 * cols, dtype, rows * cols);
-    return buf;
-}
 
 void cpu_convert(void *ctx, void *dst, int32_t dst_type, const void *src, int32_t src_type,
                  uint64_t n) {
@@ -80,18 +33,6 @@ void cpu_convert(void *ctx, void *dst, int32_t dst_type, const void *src, int32_
 #pragma omp parallel for num_threads(nt) schedule(static)
         for (uint64_t i = 0; i < n; i++) h[i] = grpo_bf16_from_f32(f[i]);
     }
-}
-
-/* A buffer of `need` floats for a widened panel (and its product), or the decode kernel's
- * per-thread blocks, apart from the context's scratch (the fp32 kernels use that). Grows only. */
-float *cpu_weight_panel(cpu_ctx *ctx, uint64_t need) {
-    if (need > ctx->panel_floats) {
-        cpu_free(ctx, ctx->panel);
-        ctx->panel = cpu_alloc(ctx, need * sizeof(float));
-        ctx->panel_floats = ctx->panel ? need : 0;
-    }
-    CPU_CHECK(ctx->panel != NULL, "weights", "out of memory for a weight panel");
-    return ctx->panel;
 }
 
 void cpu_matmul_forward_w(void *ctx_, float *out, const float *inp, const void *w, int32_t wtype,

@@ -1,6 +1,9 @@
 /*
- * cuda_backend.h — the CUDA backend's private interface: its context and one function per op of
- * grpo_ops (sdk/include/grpo/ops.h), each defined in the .cu file named for its family. The same
+ * cuda_backend.h — the CUDA backend's private interface: its context, the helpers its kernels
+ * share, and one function per op of grpo_ops, cuda_NAME, declared from the op list
+ * (grpo/ops_list.h, through backend_ops.h) and defined in the .cu file named for its family.
+ * Files, bottom up: cuda_ctx.cu (context, scratch, checks), cuda_memory.cu, gemm.cu, the
+ * kernels, and cuda_backend.cu (the module's entry points and the table). The same
  * sources build with nvcc (the real backend, libgrpo_kernels_cuda.so) and with the host compiler
  * under the emulation of compat.h (libgrpo_kernels_cuda_emu.so, what CI tests).
  *
@@ -26,6 +29,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "backend_ops.h"
 #include "grpo/ops.h"
 #include "grpo/plugin.h"
 
@@ -33,7 +37,7 @@
 extern "C" {
 #endif
 
-/* grpo_cuda_options and the entry points: cuda_module.h (shared with kernels.c). */
+/* grpo_cuda_options and the entry points: cuda_module.h (shared with cuda_loader.c). */
 
 /* Scratch slots: grow-only device buffers an op may use for the duration of one call. Distinct
  * slots may be held at once (a bf16 gemm holds A and B while the head holds its logits chunk). */
@@ -51,10 +55,18 @@ typedef struct cuda_ctx {
     double *d_sum;                            /* device double for sumsq's result */
 } cuda_ctx;
 
-/* ---- cuda_backend.cu: context, memory, errors -------------------------------------------- */
+/* ---- cuda_backend.cu: the table (the module's two entry points, cuda_module.h) ----------- */
 
 grpo_ops *grpo_cuda_backend_open(const grpo_cuda_options *opt, grpo_error *err);
 void grpo_cuda_backend_close(grpo_ops *ops);
+
+/* ---- cuda_ctx.cu: context, scratch, errors ---------------------------------------------- */
+
+/* A context on device opt->device (opt NULL: device 0, f32) with its stream, device sum and
+ * cuBLAS handle; NULL with err set when the precision is unknown or the device cannot open. */
+cuda_ctx *cuda_ctx_new(const grpo_cuda_options *opt, grpo_error *err);
+/* Waits for the stream, then frees the context and everything it holds (NULL is ignored). */
+void cuda_ctx_free(cuda_ctx *ctx);
 
 /* A device buffer of at least `bytes` in slot `slot`, valid until the next call for that slot
  * (growing syncs the stream before freeing the old one). Aborts when out of memory. */
@@ -89,111 +101,11 @@ void cuda_gemm(cuda_ctx *ctx, int trans_a, int trans_b, int32_t M, int32_t N, in
                float alpha, const void *A, int32_t atype, int32_t lda, const void *B,
                int32_t btype, int32_t ldb, float beta, float *C, int32_t ldc);
 
-/* ---- the ops (signatures of grpo_ops) ---------------------------------------------------- */
-
-void *cuda_alloc(void *ctx, uint64_t bytes);
-void cuda_free(void *ctx, void *ptr);
-void cuda_upload(void *ctx, void *dst, const void *src, uint64_t bytes);
-void cuda_download(void *ctx, void *dst, const void *src, uint64_t bytes);
-void cuda_copy(void *ctx, void *dst, const void *src, uint64_t bytes);
-void cuda_zero(void *ctx, void *dst, uint64_t bytes);
-void cuda_sync(void *ctx);
-
-/* embedding.cu */
-void cuda_embedding_forward(void *ctx, float *out, const int32_t *ids, const float *wte, int32_t N,
-                            int32_t C);
-void cuda_embedding_backward(void *ctx, float *dwte, const float *dout, const int32_t *ids,
-                             int32_t N, int32_t C);
-void cuda_embedding_forward_w(void *ctx, float *out, const int32_t *ids, const void *wte,
-                              int32_t wtype, int32_t N, int32_t C);
-/* gemm.cu */
-void cuda_matmul_forward(void *ctx, float *out, const float *inp, const float *w,
-                         const float *bias, int32_t N, int32_t IC, int32_t OC);
-void cuda_matmul_backward(void *ctx, float *dinp, float *dw, float *dbias, const float *dout,
-                          const float *inp, const float *w, int32_t N, int32_t IC, int32_t OC);
-void cuda_matmul_forward_w(void *ctx, float *out, const float *inp, const void *w, int32_t wtype,
-                           const float *bias, int32_t N, int32_t IC, int32_t OC);
-void cuda_matmul_backward_w(void *ctx, float *dinp, const float *dout, const void *w,
-                            int32_t wtype, int32_t N, int32_t IC, int32_t OC);
-/* rmsnorm.cu */
-void cuda_rmsnorm_forward(void *ctx, float *out, float *rstd, const float *inp, const float *w,
-                          int32_t N, int32_t C, float eps);
-void cuda_rmsnorm_backward(void *ctx, float *dinp, float *dw, const float *dout, const float *inp,
-                           const float *w, const float *rstd, int32_t N, int32_t C);
-/* rope.cu */
-void cuda_rope_forward(void *ctx, float *out, const float *inp, const int32_t *pos, int32_t N,
-                       int32_t NH, int32_t HD, float theta);
-void cuda_rope_backward(void *ctx, float *dinp, const float *dout, const int32_t *pos, int32_t N,
-                        int32_t NH, int32_t HD, float theta);
-/* attention.cu */
-void cuda_attention_forward(void *ctx, float *out, float *lse, const float *q, const float *k,
-                            const float *v, const int32_t *mask, int32_t B, int32_t T, int32_t NH,
-                            int32_t NKV, int32_t HD);
-void cuda_attention_backward(void *ctx, float *dq, float *dk, float *dv, const float *dout,
-                             const float *out, const float *lse, const float *q, const float *k,
-                             const float *v, const int32_t *mask, int32_t B, int32_t T,
-                             int32_t NH, int32_t NKV, int32_t HD);
-void cuda_attention_decode(void *ctx, float *out, const float *q, const float *kcache,
-                           const float *vcache, const int32_t *cache_mask, const int32_t *len,
-                           int32_t R, int32_t S, int32_t NH, int32_t NKV, int32_t HD);
-void cuda_prefix_attention_forward(void *ctx, float *out, float *lse, const float *q,
-                                   const float *k, const float *v, const int32_t *mask,
-                                   const float *kp, const float *vp, const int32_t *pmask,
-                                   const int32_t *prefix_of, int32_t B, int32_t T, int32_t BP,
-                                   int32_t P, int32_t NH, int32_t NKV, int32_t HD);
-void cuda_prefix_attention_backward(void *ctx, float *dq, float *dk, float *dv, float *dkp,
-                                    float *dvp, const float *dout, const float *out,
-                                    const float *lse, const float *q, const float *k,
-                                    const float *v, const int32_t *mask, const float *kp,
-                                    const float *vp, const int32_t *pmask,
-                                    const int32_t *prefix_of, int32_t B, int32_t T, int32_t BP,
-                                    int32_t P, int32_t NH, int32_t NKV, int32_t HD);
-/* swiglu.cu */
-void cuda_swiglu_forward(void *ctx, float *out, const float *gate, const float *up, int32_t N,
-                         int32_t I);
-void cuda_swiglu_backward(void *ctx, float *dgate, float *dup, const float *dout,
-                          const float *gate, const float *up, int32_t N, int32_t I);
-/* elementwise.cu: residual, accumulate, scale, sumsq, adamw, dropout, convert */
-void cuda_residual_forward(void *ctx, float *out, const float *a, const float *b, uint64_t n);
-void cuda_accumulate(void *ctx, float *y, const float *x, uint64_t n);
-void cuda_scale(void *ctx, float *x, float s, uint64_t n);
-double cuda_sumsq(void *ctx, const float *x, uint64_t n);
-void cuda_adamw(void *ctx, float *param, const float *grad, float *m, float *v, uint64_t n,
-                double lr, double beta1, double beta2, double eps, double weight_decay, int32_t t);
-void cuda_dropout(void *ctx, float *out, const float *inp, uint64_t n, float p, uint64_t seed);
-void cuda_convert(void *ctx, void *dst, int32_t dst_type, const void *src, int32_t src_type,
-                  uint64_t n);
-/* head.cu */
-void cuda_head_forward(void *ctx, float *logp, float *lse, float *entropy, const float *hidden,
-                       const float *w, const int32_t *targets, int32_t N, int32_t C, int32_t V,
-                       float scale);
-void cuda_head_backward(void *ctx, float *dhidden, float *dw, const float *dlogp,
-                        const float *hidden, const float *w, const int32_t *targets,
-                        const float *lse, int32_t N, int32_t C, int32_t V, float scale);
-void cuda_head_backward_entropy(void *ctx, float *dhidden, float *dw, const float *dlogp,
-                                const float *dentropy, const float *entropy, const float *hidden,
-                                const float *w, const int32_t *targets, const float *lse,
-                                int32_t N, int32_t C, int32_t V, float scale);
-void cuda_head_forward_w(void *ctx, float *logp, float *lse, float *entropy, const float *hidden,
-                         const void *w, int32_t wtype, const int32_t *targets, int32_t N,
-                         int32_t C, int32_t V, float scale);
-void cuda_head_backward_w(void *ctx, float *dhidden, const float *dlogp, const float *dentropy,
-                          const float *entropy, const float *hidden, const void *w, int32_t wtype,
-                          const int32_t *targets, const float *lse, int32_t N, int32_t C,
-                          int32_t V, float scale);
-/* rows.cu: mixture-of-experts routing */
-void cuda_gather_rows(void *ctx, float *out, const float *inp, const int32_t *idx, int32_t M,
-                      int32_t C);
-void cuda_scatter_add_rows(void *ctx, float *out, const float *inp, const int32_t *idx,
-                           const float *w, int32_t M, int32_t C);
-void cuda_scatter_add_rows_backward(void *ctx, float *dinp, float *dw, const float *dout,
-                                    const float *inp, const int32_t *idx, const float *w,
-                                    int32_t M, int32_t C);
-/* sample.cu: sampling on the device */
-void cuda_sample_rows(void *ctx, int32_t *ids, float *logp, float *plogp, const float *logits,
-                      const float *u, int32_t *hist, const int32_t *n_hist, int32_t H, int32_t R,
-                      int32_t V, float temperature, int32_t top_k, float top_p, float min_p,
-                      float repetition_penalty);
+/* ---- the ops: cuda_alloc ... cuda_sample_rows, one per entry of grpo/ops_list.h ----------
+ * Memory ops in cuda_memory.cu; the others in the .cu file of their family: embedding, gemm
+ * (matmul), rmsnorm, rope, attention, swiglu, elementwise (residual, accumulate, scale, sumsq,
+ * adamw, dropout, convert), head, rows (mixture-of-experts routing), sample. */
+GRPO_BACKEND_DECLARE_OPS(cuda)
 
 #ifdef __cplusplus
 }

@@ -1,7 +1,7 @@
 /*
- * cuda_module.h — what the host (kernels/kernels.c, C) and the CUDA backend module agree on:
+ * cuda_module.h — what the host (kernels/cuda_loader.c, C) and the CUDA backend module agree on:
  * the options of the module's open function and the names of its two entry points, looked up
- * with dlsym. Plain C: kernels.c includes it without the CUDA headers.
+ * with dlsym. Plain C: cuda_loader.c includes it without the CUDA headers.
  */
 #ifndef GRPO_CUDA_MODULE_H
 #define GRPO_CUDA_MODULE_H
@@ -15,7 +15,7 @@
 extern "C" {
 #endif
 
-/* What kernels.c passes to the module's open function (looked up with dlsym by name). */
+/* What cuda_loader.c passes to the module's open function (looked up with dlsym by name). */
 typedef struct grpo_cuda_options {
     uint32_t struct_size;
     int32_t device;    /* CUDA device ordinal */

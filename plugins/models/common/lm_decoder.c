@@ -399,8 +399,7 @@ static int32_t backward(lm_decoder *d, const grpo_batch *batch, float *acts, con
     float aux_weight = batch->struct_size >= offsetof(grpo_batch, aux_weight) + sizeof(float)
                            ? batch->aux_weight
                            : 0.0f;
-    if (dentropy && !(GRPO_HAS_FIELD(o, grpo_ops, head_backward_entropy) &&
-                      o->head_backward_entropy))
+    if (dentropy && !grpo_ops_supports(o, head_backward_entropy))
         return grpo_error_set(err, GRPO_ERR_UNSUPPORTED,
                               "%s: the %s backend has no head_backward_entropy (ABI 1.4): the "
                               "entropy term cannot be differentiated", d->who, o->name);

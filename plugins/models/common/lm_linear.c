@@ -3,9 +3,10 @@
 
 int32_t lm_linear_supports(const grpo_ops *o, int32_t wtype) {
     if (wtype == GRPO_DTYPE_F32) return 1;
-    return wtype == GRPO_DTYPE_BF16 && GRPO_HAS_FIELD(o, grpo_ops, head_backward_w) &&
-           o->convert && o->matmul_forward_w && o->matmul_backward_w && o->embedding_forward_w &&
-           o->head_forward_w && o->head_backward_w;
+    return wtype == GRPO_DTYPE_BF16 && grpo_ops_supports(o, convert) &&
+           grpo_ops_supports(o, matmul_forward_w) && grpo_ops_supports(o, matmul_backward_w) &&
+           grpo_ops_supports(o, embedding_forward_w) && grpo_ops_supports(o, head_forward_w) &&
+           grpo_ops_supports(o, head_backward_w);
 }
 
 void lm_weight_matmul(const grpo_ops *o, int32_t wtype, float *out, const float *inp,

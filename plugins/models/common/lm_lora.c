@@ -71,8 +71,7 @@ int32_t lm_lora_set(lm_lora *l, const grpo_ops *o, const grpo_lora_adapter *adap
             st = grpo_error_set(err, GRPO_ERR_INVALID, "%s: set_lora: adapter on parameter %u "
                                 "has dropout %g; expected [0, 1)", who, a->param,
                                 (double)a->dropout);
-        if (st == GRPO_OK && a->dropout > 0.0f &&
-            !(GRPO_HAS_FIELD(o, grpo_ops, dropout) && o->dropout))
+        if (st == GRPO_OK && a->dropout > 0.0f && !grpo_ops_supports(o, dropout))
             st = grpo_error_set(err, GRPO_ERR_UNSUPPORTED, "%s: set_lora: LoRA dropout needs the "
                                 "%s backend's dropout op (ABI 1.5)", who, o->name);
         if (st != GRPO_OK) {

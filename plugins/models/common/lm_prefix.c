@@ -11,9 +11,9 @@ lm_rows lm_rows_plain(const grpo_batch *b) {
 
 int32_t lm_prefix_possible(const grpo_ops *o, const grpo_batch *b, int32_t P,
                            int32_t per_row_stats, int32_t lora_dropout) {
-    int32_t ops = GRPO_HAS_FIELD(o, grpo_ops, prefix_attention_backward) &&
-                  o->prefix_attention_forward && o->prefix_attention_backward && o->gather_rows &&
-                  o->scatter_add_rows;
+    int32_t ops = grpo_ops_supports(o, prefix_attention_forward) &&
+                  grpo_ops_supports(o, prefix_attention_backward) &&
+                  grpo_ops_supports(o, gather_rows) && grpo_ops_supports(o, scatter_add_rows);
     return ops && !per_row_stats && !lora_dropout && b->B > 1 && P > 0 && P < b->T;
 }
 

@@ -60,6 +60,11 @@ static int32_t moe_create(const grpo_host *host, const char *config_json, const 
     int32_t st = lm_host_check(host, "moe.causal_lm", ": it needs gather_rows/scatter_add_rows",
                                err);
     if (st != GRPO_OK) return st;
+    const grpo_ops *o = host->ops;
+    if (!grpo_ops_supports(o, gather_rows) || !grpo_ops_supports(o, scatter_add_rows) ||
+        !grpo_ops_supports(o, scatter_add_rows_backward))
+        return grpo_error_set(err, GRPO_ERR_UNSUPPORTED, "moe.causal_lm: the %s backend lacks "
+                              "gather_rows/scatter_add_rows (the experts' routing)", o->name);
     moe_model *m = calloc(1, sizeof *m);
     if (!m) return grpo_error_set(err, GRPO_ERR_NOMEM, "moe.causal_lm: out of memory");
     st = moe_config_parse(&m->cfg, config_json, err);

@@ -1,0 +1,46 @@
+/*
+ * cpu_ctx.c — the CPU backend's context: its creation with the thread policy (one OpenMP pool,
+ * OpenBLAS on one thread; cpu_backend.h), the shared scratch buffer, and the check that aborts
+ * an op called with impossible arguments. Every kernel calls into this file; it calls none.
+ */
+#include "cpu/cpu_backend.h"
+
+#include "cpu/blas.h"
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+void cpu_check_failed(const char *file, int line, const char *op, const char *what) {
+    fprintf(stderr, "grpo: %s:%d: cpu backend: %s: %s\n", file, line, op, what);
+    abort();
+}
+
+cpu_ctx *cpu_ctx_new(int32_t threads) {
+    cpu_ctx *ctx = calloc(1, sizeof *ctx);
+    if (!ctx) return NULL;
+    ctx->threads = threads > 0 ? threads : omp_get_max_threads();
+    if (ctx->threads < 1) ctx->threads = 1;
+    /* one thread pool: OpenMP's (see cpu_backend.h); this is process-wide */
+    openblas_set_num_threads(1);
+    return ctx;
+}
+
+void cpu_ctx_free(cpu_ctx *ctx) {
+    if (!ctx) return;
+    free(ctx->scratch);
+    free(ctx->panel);
+    free(ctx);
+}
+
+float *cpu_scratch(cpu_ctx *ctx, size_t n) {
+    if (n <= ctx->scratch_floats) return ctx->scratch;
+    free(ctx->scratch);
+    ctx->scratch = NULL;
+    ctx->scratch_floats = 0;
+    size_t bytes = (n * sizeof(float) + 63u) / 64u * 64u;
+    float *p = aligned_alloc(64, bytes);
+    if (!p) return NULL;
+    ctx->scratch = p;
+    ctx->scratch_floats = n;
+    return p;
+}
