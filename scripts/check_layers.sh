@@ -75,7 +75,10 @@ is_executable() {
     if [[ -f "$1/link.txt" ]]; then
         ! grep -qE '(^|/)(llvm-|gcc-)?ar [a-z]* |(^| )-shared( |$)' "$1/link.txt"
     elif [[ -f "$build/build.ninja" ]]; then
-        grep -qF "_EXECUTABLE_LINKER__${name}_" "$build/build.ninja"
+        awk -v n="$name" '$1 == "build" && $3 ~ /^[A-Z]+_EXECUTABLE_LINKER__/ {
+                r = $3; sub(/^[A-Z]+_EXECUTABLE_LINKER__/, "", r)  # <target>_<config>
+                if (substr(r, 1, length(n) + 1) == n "_" && substr(r, length(n) + 2) !~ /_/) f = 1
+            } END { exit !f }' "$build/build.ninja"
     else
         return 1
     fi
