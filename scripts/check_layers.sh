@@ -29,6 +29,11 @@
 # Includes are read from the sources. An object whose source is gone (moved or renamed since
 # the tree was built) is stale and skipped. Exit status: 0 when everything holds, 1 when not,
 # 2 when the objects cannot be read (no build tree, or no target for a FAMILY).
+#
+# ctest runs it per family: core_layers, plugins_layers, kernels_layers (tests/check_layers.cmake;
+# kernels_layers is DISABLED until the kernels/ op-table rewrite lands: today the backends'
+# files and cpu_backend.c / cuda_backend.c call each other), and check_layers_fixture shows it
+# fails on a circle and on a call or include up a layer.
 set -euo pipefail
 
 layers="base text io host config train pack cli"
@@ -73,7 +78,9 @@ is_executable() {
     local name=${1##*/}
     name=${name%.dir}
     if [[ -f "$1/link.txt" ]]; then
-        ! grep -qE '(^|/)(llvm-|gcc-)?ar [a-z]* |(^| )-shared( |$)' "$1/link.txt"
+        if grep -qE '(^|/)(llvm-|gcc-)?ar [a-z]* |(^| )-shared( |$)' "$1/link.txt"; then
+            return 1
+        fi
     elif [[ -f "$build/build.ninja" ]]; then
         awk -v n="$name" '$1 == "build" && $3 ~ /^[A-Z]+_EXECUTABLE_LINKER__/ {
                 r = $3; sub(/^[A-Z]+_EXECUTABLE_LINKER__/, "", r)  # <target>_<config>
@@ -94,6 +101,7 @@ while IFS= read -r td; do
     ((skip)) || targets+=("$td")
 done < <(find "$build" -type d -name '*.dir' | grep -E '/CMakeFiles/[^/]+\.dir$' | sort)
 
+include_re='^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([a-z]*\/[^"]*\)".*'
 rank_of() {
     local i=0
     for l in $layers; do [[ $l == "$1" ]] && { echo $i; return; }; i=$((i + 1)); done
@@ -117,7 +125,7 @@ check_core_includes() {
                 echo "$rel: includes $inc: $mine may not include from $theirs (a layer above)"
                 bad=1
             fi
-        done < <(sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([a-z]*\/[^"]*\)".*/\1/p' "$f")
+        done < <(sed -n "s/$include_re/\\1/p" "$f")
     done < <(find "$src/core" -type f \( -name '*.c' -o -name '*.h' \) 2>/dev/null | sort)
     return $bad
 }
@@ -212,7 +220,8 @@ for family in "${families[@]}"; do
         check_target "${name%.dir}" "$family" "$td" "${pairs[@]}" || status=1
     done
     if ((!found)); then
-        echo "check_layers: no library target with sources under $family in $build (build first)" >&2
+        echo "check_layers: no library target with sources under $family in $build" \
+             "(build first)" >&2
         exit 2
     fi
     if [[ $family == core/ ]]; then

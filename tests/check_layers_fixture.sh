@@ -40,7 +40,8 @@ tree() {
     put "$s/kernels/a.c" 'int kb(void); int ka(void) { return kb(); }'
     put "$s/kernels/b.c" 'int kb(void) { return 3; }'
     case $1 in
-    circle|exe|exe_ninja|stale) put "$s/plugins/p/y.c" 'int x(void); int y(void) { return x() + 2; }' ;;
+    circle|exe|exe_ninja|stale)
+        put "$s/plugins/p/y.c" 'int x(void); int y(void) { return x() + 2; }' ;;
     kcircle) put "$s/kernels/b.c" 'int ka(void); int kb(void) { return ka() + 3; }' ;;
     upcall) put "$s/core/base/up.c" 'int high(void); int up(void) { return high(); }' ;;
     include) put "$s/core/base/up.c" '#include "text/high.h"
@@ -89,14 +90,14 @@ expect() {
     for text in "$@"; do
         grep -qF -- "$text" <<<"$out" || { echo "FAIL $name: no \"$text\" in the output"; ok=0; }
     done
-    if ((ok)); then echo "ok   $name (exit $got)"; else echo "$out" | sed 's/^/   | /'; fails=1; fi
+    if ((ok)); then echo "ok   $name (exit $got)"; else echo "   | ${out//$'\n'/$'\n'   | }"; fails=1; fi
 }
 
 for t in clean circle kcircle upcall include exe exe_ninja stale; do tree $t; done
 expect clean 0 "core (core/): no cycles" "p (plugins/): no cycles" "k (kernels/): no cycles" \
     "layers hold"
-expect circle 1 "p: cycle 1:" "plugins/p/x.c -> plugins/p/y.c: y" "plugins/p/y.c -> plugins/p/x.c: x" \
-    "p (plugins/): 1 cycle(s)"
+expect circle 1 "p: cycle 1:" "plugins/p/x.c -> plugins/p/y.c: y" \
+    "plugins/p/y.c -> plugins/p/x.c: x" "p (plugins/): 1 cycle(s)"
 expect kcircle 1 "k: cycle 1:" "kernels/a.c -> kernels/b.c: kb" "kernels/b.c -> kernels/a.c: ka"
 expect upcall 1 "core: core/base/up.c (base) calls up into core/text/high.c (text): high"
 expect include 1 "core/base/up.c: includes text/high.h: base may not include from text"
@@ -104,7 +105,8 @@ expect exe 0 "p (plugins/): no cycles, no call up a layer among 1 files"
 expect exe_ninja 0 "p (plugins/): no cycles, no call up a layer among 1 files" "core (core/)"
 expect stale 0 "stale (its source is gone)" "p (plugins/): no cycles"
 got=0; bash "$script" "$tmp/none" core/ >/dev/null 2>&1 || got=$?
-if ((got == 2)); then echo "ok   nobuild (exit 2)"; else echo "FAIL nobuild: exit $got, want 2"; fails=1; fi
+if ((got == 2)); then echo "ok   nobuild (exit 2)"
+else echo "FAIL nobuild: exit $got, want 2"; fails=1; fi
 # the circle test must not pass by an empty grep: the clean tree names no cycle
 if bash "$script" "$tmp/clean/build" 2>&1 | grep -q "cycle [0-9]"; then
     echo "FAIL clean: a cycle reported"; fails=1
