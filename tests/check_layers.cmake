@@ -1,4 +1,20 @@
-# core_layers: core/ is layered (no call or include up a layer, no two files calling each other in
-# a circle; scripts/check_layers.sh reads the symbols of the built objects with nm).
-add_test(NAME core_layers
-         COMMAND bash ${PROJECT_SOURCE_DIR}/scripts/check_layers.sh ${PROJECT_BINARY_DIR} core/)
+# The layering, read by scripts/check_layers.sh from the symbols (nm) of the built objects of each
+# library target (CMakeFiles/<target>.dir), one graph per library:
+#   core_layers     core/ is layered (no call or include up a layer) and libgrpo has no two files
+#                   calling each other in a circle;
+#   plugins_layers  no circle in any pack's library (grpo-dense, grpo-rewards-builtin, ...);
+#   kernels_layers  no circle in grpo_kernels_cpu, grpo_kernels_cuda_emu, grpo_kernels_cuda (when
+#                   built), the emulation's runtime. DISABLED until the op-table rewrite of
+#                   kernels/ (branch h-ops) is merged: the backends' files and their
+#                   cpu_backend.c / cuda_backend.c call each other today. Drop the DISABLED
+#                   property then, so CI fails on a kernel circle.
+#   check_layers_fixture  the script itself fails on a circle, a call or include up a layer, in
+#                   tiny object trees built from fixture sources (tests/check_layers_fixture.sh).
+foreach(family core plugins kernels)
+  add_test(NAME ${family}_layers
+           COMMAND bash ${PROJECT_SOURCE_DIR}/scripts/check_layers.sh ${PROJECT_BINARY_DIR}
+                   ${family}/)
+endforeach()
+set_tests_properties(kernels_layers PROPERTIES DISABLED TRUE)
+add_test(NAME check_layers_fixture
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/check_layers_fixture.sh ${CMAKE_C_COMPILER})

@@ -88,11 +88,12 @@ typedef struct dense_model {
 #define SLOT_WQKV (-5)     /* InternLM2 packed wqkv.weight (Q+2KV,C) */
 #define SLOT_BQKV (-6)     /* InternLM2 packed wqkv.bias (Q+2KV) */
 
-/* Shape of layer slot s (ndim 1 or 2), or 0 when the architecture lacks it (dense_params.c). */
+/* ---- the tensors whatever their names (dense_tensors.c) ------------------------------------ */
+/* Shape of layer slot s (ndim 1 or 2), or 0 when the architecture lacks it. */
 int32_t dense_layer_shape(const dense_model *m, int32_t s, int64_t shape[2]);
-/* The head tensor of m->cfg.head (lm_head, score, v_head), tied to tensor 0 when tied; the
- * LM head is named lm_head_name. */
-int32_t dense_params_add_head(dense_model *m, const char *lm_head_name);
+/* Adds the head tensor of m->cfg.head (lm_head, score, v_head) to the parameter table, tied to
+ * tensor 0 when tied; the LM head is named lm_head_name. */
+int32_t dense_add_head(dense_model *m, const char *lm_head_name);
 
 /* ---- InternLM2 (dense_internlm2.c) ---------------------------------------------------------- */
 /* InternLM2's parameter table: model.tok_embeddings, model.layers.N.attention.wqkv / wo,

@@ -43,7 +43,7 @@ static const struct {
 #undef RESIDUAL
 
 /* Shape of a layer tensor, or 0 when the config lacks it: the packed q/k/v here, the rest as
- * the Llama-named layer (dense_params.c). */
+ * the Llama-named layer (dense_tensors.c). */
 static int32_t layer_shape(const dense_model *m, int32_t slot, int64_t shape[2]) {
     const dense_config *c = &m->cfg;
     int64_t QKV = (int64_t)(c->attn.NH + 2 * c->attn.NKV) * c->attn.HD;
@@ -68,7 +68,7 @@ static int32_t add_layer(lm_decoder *d, int32_t l) {
 }
 
 static int32_t add_head(lm_decoder *d) {
-    return dense_params_add_head((dense_model *)d, "output.weight");
+    return dense_add_head((dense_model *)d, "output.weight");
 }
 
 int32_t dense_internlm2_params_build(dense_model *m, grpo_error *err) {

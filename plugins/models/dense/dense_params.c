@@ -14,7 +14,9 @@
  *   model.layers.{l}.mlp.down_proj.weight          (C,I)
  *   model.norm.weight                              (C)
  *   lm_head.weight                                 (V,C)   TIED to embed_tokens when tied
- * Norm weights and biases carry GRPO_PARAM_NO_DECAY.
+ * Norm weights and biases carry GRPO_PARAM_NO_DECAY. The shapes and the head tensor are
+ * dense_tensors.c's (shared with InternLM2's names, dense_internlm2.c); dense_params_build and
+ * dense_bind_slot pick InternLM2's table and packed q/k/v when the config says so.
  */
 #include "dense.h"
 
@@ -24,28 +26,6 @@ static const char *const mlp_names[LP_COUNT - AP_COUNT] = {
     "mlp.down_proj.weight"};
 static const uint32_t mlp_inits[LP_COUNT - AP_COUNT] = {
     GRPO_PARAM_INIT_ONES, GRPO_PARAM_INIT_NORMAL, GRPO_PARAM_INIT_NORMAL, GRPO_PARAM_INIT_RESIDUAL};
-
-int32_t dense_layer_shape(const dense_model *m, int32_t s, int64_t shape[2]) {
-    const dense_config *c = &m->cfg;
-    if (s >= 0 && s < AP_COUNT) return lm_attn_param_shape(&m->cfg.attn, s, shape);
-    switch (s) {
-    case LP_LN2: shape[0] = c->attn.C; return 1;
-    case LP_WGATE: case LP_WUP: shape[0] = c->I, shape[1] = c->attn.C; return 2;
-    case LP_WDOWN: shape[0] = c->attn.C, shape[1] = c->I; return 2;
-    default: return 0;
-    }
-}
-
-int32_t dense_params_add_head(dense_model *m, const char *lm_head_name) {
-    const dense_config *c = &m->cfg;
-    lm_param_table *t = &m->dec.pt;
-    int64_t lc[2] = {c->n_labels, c->attn.C};
-    if (c->head == DENSE_HEAD_SCORE)
-        return lm_params_add(t, "score.weight", 2, lc, GRPO_PARAM_INIT_NORMAL, -1, SLOT_CLS, -1);
-    if (c->head == DENSE_HEAD_VALUE)
-        return lm_params_add(t, "v_head.weight", 2, lc, GRPO_PARAM_INIT_NORMAL, -1, SLOT_CLS, -1);
-    return lm_params_add_lm_head(t, lm_head_name, c->V, c->attn.C, c->tied);
-}
 
 /* Layer l: the attention block's tensors, then the MLP half's. */
 static int32_t add_layer(lm_decoder *d, int32_t l) {
@@ -62,7 +42,7 @@ static int32_t add_layer(lm_decoder *d, int32_t l) {
 }
 
 static int32_t add_head(lm_decoder *d) {
-    return dense_params_add_head((dense_model *)d, "lm_head.weight");
+    return dense_add_head((dense_model *)d, "lm_head.weight");
 }
 
 int32_t dense_params_build(dense_model *m, grpo_error *err) {

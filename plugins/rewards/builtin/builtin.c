@@ -1,6 +1,5 @@
-/* builtin.c — the built-in reward pack's library: the handshake and the reward index. */
-#include <stdarg.h>
-
+/* builtin.c — the built-in reward pack's library: the handshake and the table of its rewards and
+ * environments. */
 #include "builtin.h"
 #include "grpo/env.h"
 
@@ -26,14 +25,4 @@ GRPO_EXPORT int32_t grpo_plugin_init(const grpo_host *host, grpo_library *lib, g
     lib->get_reward = builtin_get_reward;
     if (GRPO_HAS_FIELD(lib, grpo_library, get_env)) lib->get_env = builtin_get_env; /* 1.5 */
     return GRPO_OK;
-}
-
-void builtin_log(const grpo_host *host, int32_t level, const char *who, const char *fmt, ...) {
-    char msg[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    if (host && GRPO_HAS_FIELD(host, grpo_host, log) && host->log) host->log(level, who, "%s", msg);
-    else fprintf(stderr, "%s: %s\n", who, msg);
 }

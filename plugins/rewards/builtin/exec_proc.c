@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "builtin_log.h"
 #include "exec_path.h"
 #include "exec_proc.h"
 

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "builtin.h"
+#include "builtin_log.h"
 #include "pattern.h"
 
 typedef struct format_state {

@@ -18,6 +18,7 @@
 #include <wctype.h>
 
 #include "builtin.h"
+#include "builtin_log.h"
 #include "pattern.h"
 
 enum { SCOPE_ANSWER, SCOPE_ALL };
