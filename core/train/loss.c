@@ -50,7 +50,8 @@ static policy_terms term_cispo(const grpo_loss_opts *o, double r, double A, doub
     return p;
 }
 
-/* sapo: l = -sigmoid(tau (ratio - 1)) 4 / tau A, tau = sapo_temperature_pos when A > 0, else _neg. */
+/* sapo: l = -sigmoid(tau (ratio - 1)) 4 / tau A, tau = sapo_temperature_pos when A > 0, else
+ * sapo_temperature_neg. */
 static policy_terms term_sapo(const grpo_loss_opts *o, double r, double A, double lp) {
     (void)lp;
     policy_terms p = {r, 0.0, 0.0, 0.0};
@@ -125,19 +126,22 @@ typedef struct loss_kind {
     const char *(*check)(const grpo_loss_opts *o); /* the options it needs; NULL: none */
 } loss_kind;
 
-/* The formulas, l the policy term of a token, m the mask, L_i = sum_t m[i,t] (loss.h, TRL): */
+/* Each type's loss, with l its policy term of a token (term_*), m the mask, L_i = sum_t m[i,t]
+ * (loss.h has the whole formulas and their TRL sources). Columns: normaliser, clip, global,
+ * ratio_detached, term, check. */
 static const loss_kind kinds[GRPO_LOSS_TYPE_COUNT] = {
-    /* grpo:    mean_i( sum_t l m / max(L_i, 1) ) / grad_accum_steps */
+    /* grpo:    mean_i( sum_t l m / max(L_i, 1) ) / grad_accum_steps,  l = -min(c1 A, c2 A) */
     [GRPO_LOSS_GRPO] = {norm_row, GRPO_CLIP_PPO, 0, 0, term_ppo, NULL},
-    /* bnpo:    sum_it l m / max(sum_it m, 1) / grad_accum_steps */
+    /* bnpo:    sum_it l m / max(sum_it m, 1) / grad_accum_steps,  l = -min(c1 A, c2 A) */
     [GRPO_LOSS_BNPO] = {norm_batch, GRPO_CLIP_PPO, 0, 0, term_ppo, NULL},
-    /* dr_grpo: sum_it l m / (N * max_completion_length) / grad_accum_steps */
+    /* dr_grpo: sum_it l m / (N max_completion_length) / grad_accum_steps,  l = -min(c1 A, c2 A) */
     [GRPO_LOSS_DR_GRPO] = {norm_constant, GRPO_CLIP_PPO, 0, 0, term_ppo, check_dr_grpo},
-    /* dapo:    sum_it l m / max(num_items_in_batch, 1) */
+    /* dapo:    sum_it l m / max(num_items_in_batch, 1),  l = -min(c1 A, c2 A) */
     [GRPO_LOSS_DAPO] = {norm_items, GRPO_CLIP_PPO, 1, 0, term_ppo, check_items},
-    /* cispo:   sum_it l m / max(num_items_in_batch, 1), l = -min(ratio, eps_high) A logp */
+    /* cispo:   sum_it l m / max(num_items_in_batch, 1),  l = -min(ratio, epsilon_high) A logp */
     [GRPO_LOSS_CISPO] = {norm_items, GRPO_CLIP_CAP, 1, 1, term_cispo, check_items},
-    /* sapo:    mean_i( sum_t l m / max(L_i, 1) ) / grad_accum_steps, l the soft gate */
+    /* sapo:    mean_i( sum_t l m / max(L_i, 1) ) / grad_accum_steps,
+     *          l = -sigmoid(tau (ratio - 1)) 4 / tau A */
     [GRPO_LOSS_SAPO] = {norm_row, GRPO_CLIP_NONE, 0, 0, term_sapo, check_sapo},
 };
 

@@ -126,7 +126,8 @@ static int check_ranks(const grpo_run_config *cfg, const grpo_ops *ops, grpo_err
 static int open_env(trainer *t, grpo_error *err) {
     const grpo_run_config *cfg = t->cfg;
     int reads = 0;
-    for (int k = 0; k < cfg->n_rewards; k++) reads |= !strcmp(cfg->rewards[k].plugin, "builtin.env");
+    for (int k = 0; k < cfg->n_rewards; k++)
+        reads |= !strcmp(cfg->rewards[k].plugin, "builtin.env");
     if (!reads)
         fprintf(stderr, "warning: %s: env.plugin = %s, but no [reward.NAME] has plugin = "
                 "builtin.env: the environment's rewards are not trained on\n", cfg->path,
