@@ -1,4 +1,5 @@
-/* test_files.c — the file utilities: whole-file read, atomic replace, mkdir -p, path join. */
+/* test_files.c — the file utilities: whole-file read, atomic replace, mkdir -p, link-safe tree
+ * removal, path join. */
 #include <dirent.h>
 #include <errno.h>
 #include <signal.h>
@@ -184,6 +185,67 @@ START_TEST(mkdirs_nested_existing_and_file_in_the_way) {
 }
 END_TEST
 
+/* A tree with links to a directory outside it (at the top and deeper) and to a file outside:
+ * the tree goes, the links with it, and what they point at stays. */
+START_TEST(remove_tree_never_follows_links) {
+    char dir[64], tree[128], out[128], path[256];
+    make_scratch(dir, sizeof dir);
+    snprintf(tree, sizeof tree, "%s/tree", dir);
+    snprintf(out, sizeof out, "%s/outside", dir);
+    snprintf(path, sizeof path, "%s/sub/deep", tree);
+    ck_assert_int_eq(grpo_mkdirs(path), 0);
+    ck_assert_int_eq(grpo_mkdirs(out), 0);
+    snprintf(path, sizeof path, "%s/keep", out);
+    write_bytes(path, "x", 1);
+    const char *files[] = {"a", "sub/b", "sub/deep/c"};
+    for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
+        snprintf(path, sizeof path, "%s/%s", tree, files[i]);
+        write_bytes(path, "y", 1);
+    }
+    const char *links[][2] = {{"link", "../outside"},
+                              {"sub/deep/dlink", "../../../outside"},
+                              {"sub/flink", "../../outside/keep"}};
+    for (size_t i = 0; i < sizeof links / sizeof *links; i++) {
+        snprintf(path, sizeof path, "%s/%s", tree, links[i][0]);
+        ck_assert_int_eq(symlink(links[i][1], path), 0);
+    }
+    snprintf(path, sizeof path, "%s/sub/deep/dlink/keep", tree);
+    read_text(path, "x"); /* the links do reach outside */
+    ck_assert_int_eq(grpo_remove_tree(tree), 0);
+    struct stat sb;
+    ck_assert_int_eq(lstat(tree, &sb), -1);
+    ck_assert_int_eq(count_entries(out), 1);
+    snprintf(path, sizeof path, "%s/keep", out);
+    read_text(path, "x");
+    /* path itself a link to a directory: the link goes, the directory stays */
+    snprintf(path, sizeof path, "%s/top", dir);
+    ck_assert_int_eq(symlink("outside", path), 0);
+    ck_assert_int_eq(grpo_remove_tree(path), 0);
+    ck_assert_int_eq(lstat(path, &sb), -1);
+    ck_assert_int_eq(count_entries(out), 1);
+    ck_assert_int_eq(count_entries(dir), 1);
+    rm_tree(dir);
+}
+END_TEST
+
+START_TEST(remove_tree_missing_is_done_and_failure_sets_errno) {
+    char dir[64], path[128];
+    make_scratch(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/never", dir);
+    ck_assert_int_eq(grpo_remove_tree(path), 0);
+    snprintf(path, sizeof path, "%s/file", dir);
+    write_bytes(path, "z", 1);
+    ck_assert_int_eq(grpo_remove_tree(path), 0); /* a plain file is removed too */
+    write_bytes(path, "z", 1);
+    snprintf(path, sizeof path, "%s/file/x", dir); /* a file as a parent */
+    errno = 0;
+    ck_assert_int_eq(grpo_remove_tree(path), -1);
+    ck_assert_int_eq(errno, ENOTDIR);
+    ck_assert_int_eq(count_entries(dir), 1);
+    rm_tree(dir);
+}
+END_TEST
+
 START_TEST(path_join_and_too_long) {
     grpo_error err;
     grpo_error_init(&err);
@@ -229,6 +291,8 @@ int main(void) {
     tcase_add_test(tc, atomic_write_failed_rename_keeps_old_and_no_temp);
     tcase_add_test(tc, atomic_write_into_missing_dir_names_path);
     tcase_add_test(tc, mkdirs_nested_existing_and_file_in_the_way);
+    tcase_add_test(tc, remove_tree_never_follows_links);
+    tcase_add_test(tc, remove_tree_missing_is_done_and_failure_sets_errno);
     tcase_add_test(tc, path_join_and_too_long);
     tcase_add_test(tc, path_beside_a_file);
     suite_add_tcase(s, tc);

@@ -1,6 +1,8 @@
-/* files.c — whole-file reads, atomic replacement, mkdir -p and path joins (see files.h). */
+/* files.c — whole-file reads, atomic replacement, mkdir -p, link-safe tree removal and path joins
+ * (see files.h). */
 #include "base/files.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -215,4 +217,40 @@ char *grpo_path_beside(const char *file, const char *name) {
     memcpy(p, file, dir);
     memcpy(p + dir, name, n + 1);
     return p;
+}
+
+/* ---- removal ------------------------------------------------------------------------------ */
+
+/* Keeps the first failure's errno in *first (ENOENT, gone already, is no failure). */
+static void note_failure(int *first) {
+    if (errno != ENOENT && !*first) *first = errno;
+}
+
+/* Removes name, relative to the directory dirfd, and what is under it. Opening it O_DIRECTORY |
+ * O_NOFOLLOW fails for anything but a real directory (ELOOP for a link, ENOTDIR for a file): that
+ * is unlinked as it is. */
+static void remove_at(int dirfd, const char *name, int *first) {
+    int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) {
+        if ((errno == ELOOP || errno == ENOTDIR) && unlinkat(dirfd, name, 0) == 0) return;
+        note_failure(first);
+        return;
+    }
+    DIR *d = fdopendir(fd);
+    if (!d) {
+        note_failure(first);
+        close(fd);
+        return;
+    }
+    for (struct dirent *e; (e = readdir(d));)
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) remove_at(fd, e->d_name, first);
+    closedir(d);
+    if (unlinkat(dirfd, name, AT_REMOVEDIR) != 0) note_failure(first);
+}
+
+int grpo_remove_tree(const char *path) {
+    int first = 0;
+    remove_at(AT_FDCWD, path, &first);
+    errno = first;
+    return first ? -1 : 0;
 }

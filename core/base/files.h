@@ -1,5 +1,6 @@
 /*
- * files.h — the one place for whole-file reads, atomic replacement, mkdir -p and path joins.
+ * files.h — the one place for whole-file reads, atomic replacement, mkdir -p, link-safe removal
+ * of a directory tree and path joins.
  *
  * Errors: GRPO_OK or a negative GRPO_ERR_* status, with one line in err naming the path and
  * the system's reason (strerror). err may be NULL.
@@ -54,6 +55,14 @@ int grpo_fsync_path(const char *path, int flags);
 /* mkdir -p: creates path and its missing parents. Returns 0, or -1 with errno set (ENOTDIR or
  * EEXIST when a file is in the way, ENAMETOOLONG). */
 int grpo_mkdirs(const char *path);
+
+/* rm -rf that never follows a symbolic link: path and, when it is a directory, everything under
+ * it. Each directory is opened O_NOFOLLOW and its entries are removed through that descriptor
+ * (openat / unlinkat), so a link, path itself or any entry, is unlinked and never traversed:
+ * nothing outside the tree is touched, even when a link is planted in it. Goes on past a failure
+ * to remove what it can (one descriptor per level of depth is held). Returns 0 when path is gone
+ * (or never was), -1 with errno set to the first failure's otherwise. */
+int grpo_remove_tree(const char *path);
 
 /* Writes "DIR/NAME" into out (cap bytes). A result that does not fit is an error naming dir
  * ("DIR: path too long"); out then holds a truncated string. */

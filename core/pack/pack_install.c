@@ -58,14 +58,6 @@ static int sha256_file(const char *path, char hex[65], grpo_error *err) {
     return GRPO_OK;
 }
 
-static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
-    (void)st, (void)ftw;
-    return flag == FTW_DP ? rmdir(path) : unlink(path);
-}
-
-/* rm -rf path (links are removed, never followed). */
-static void rm_rf(const char *path) { nftw(path, rm_one, 16, FTW_DEPTH | FTW_PHYS); }
-
 static int copy_file(const char *src, const char *dst, grpo_error *err) {
     char *data;
     size_t len;
@@ -451,7 +443,7 @@ int grpo_pack_install(const char *src, const char *prefix, int force, const grpo
     if (rc == GRPO_OK && chmod(staging, 0755) != 0) /* mkdtemp made it 0700 */
         rc = grpo_error_set(err, GRPO_ERR_IO, "%s: %s", staging, strerror(errno));
     if (rc == GRPO_OK) rc = move_into_place(staging, out->dir, out->replaced[0] != '\0', err);
-    rm_rf(staging); /* what failed, or the copy that was replaced */
+    grpo_remove_tree(staging); /* what failed, or the copy that was replaced */
     return rc;
 }
 
@@ -473,7 +465,7 @@ int grpo_pack_remove(const char *name, const char *prefix, char *removed, size_t
     snprintf(aside, sizeof aside, "%s/.removing-XXXXXX", root);
     if (!mkdtemp(aside) || rename(dir, aside) != 0)
         return grpo_error_set(err, GRPO_ERR_IO, "cannot remove %s: %s", dir, strerror(errno));
-    rm_rf(aside);
+    grpo_remove_tree(aside);
     snprintf(removed, size, "%s", dir);
     return GRPO_OK;
 }

@@ -14,25 +14,6 @@
 
 #define CKPT_PREFIX "checkpoint-"
 
-/* Removes a directory and the plain files in it (checkpoints have no subdirectories) without
- * following links: the directory itself is opened O_NOFOLLOW and entries are unlinked through
- * it, so a planted link is at most removed, never followed into what it points at. Returns 0 when
- * dir is gone (or never was), -1 otherwise. */
-static int remove_dir(const char *dir) {
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0) return errno == ENOENT ? 0 : -1;
-    DIR *d = fdopendir(fd);
-    if (!d) {
-        close(fd);
-        return -1;
-    }
-    struct dirent *e;
-    while ((e = readdir(d)))
-        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) unlinkat(fd, e->d_name, 0);
-    closedir(d);
-    return rmdir(dir);
-}
-
 /* Refuses an entry of the checkpoint directory that is a symbolic link. */
 static int refuse_link(const char *path, grpo_error *err) {
     struct stat sb;
@@ -55,7 +36,7 @@ int grpo_ckpt_begin(grpo_ckpt *c, const char *root, long step, grpo_error *err) 
     if (rc == GRPO_OK) rc = refuse_link(c->tmp, err);
     if (rc == GRPO_OK) rc = refuse_link(c->final, err);
     if (rc != GRPO_OK) return rc;
-    remove_dir(c->tmp); /* left over from a run killed while saving */
+    grpo_remove_tree(c->tmp); /* left over from a run killed while saving */
     if (mkdir(c->tmp, 0777) != 0)
         return grpo_error_set(err, GRPO_ERR_IO, "%s: cannot create: %s", c->tmp, strerror(errno));
     return GRPO_OK;
@@ -156,7 +137,7 @@ static void prune(const char *root, long step, int keep) {
     for (int i = 0, kept = 0; keep > 0 && i < n; i++) {
         if (steps[i] > step || kept++ < keep) continue;
         snprintf(dir, sizeof dir, "%s/%s%08ld", root, CKPT_PREFIX, steps[i]);
-        if (remove_dir(dir) != 0)
+        if (grpo_remove_tree(dir) != 0)
             fprintf(stderr, "warning: checkpoint.keep: could not remove %s: %s\n", dir,
                     strerror(errno));
     }
@@ -170,7 +151,7 @@ int grpo_ckpt_commit(grpo_ckpt *c, int keep, grpo_error *err) {
         return GRPO_ERR_IO;
     }
     /* a checkpoint of the same step from an earlier attempt (checked not to be a link) */
-    if (remove_dir(c->final) != 0) {
+    if (grpo_remove_tree(c->final) != 0) {
         grpo_error_set(err, GRPO_ERR_IO, "%s: cannot replace: %s", c->final, strerror(errno));
         grpo_ckpt_abort(c);
         return GRPO_ERR_IO;
@@ -185,7 +166,7 @@ int grpo_ckpt_commit(grpo_ckpt *c, int keep, grpo_error *err) {
     return GRPO_OK;
 }
 
-void grpo_ckpt_abort(grpo_ckpt *c) { remove_dir(c->tmp); }
+void grpo_ckpt_abort(grpo_ckpt *c) { grpo_remove_tree(c->tmp); }
 
 int grpo_ckpt_prepare(const char *root, grpo_error *err) {
     if (!root || !root[0])

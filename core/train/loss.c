@@ -17,6 +17,140 @@ grpo_loss_opts grpo_loss_opts_default(void) {
     return o;
 }
 
+/* ---- the loss types ---------------------------------------------------------------------- */
+
+/* A loss type's policy term l(ratio) of one token: value, d l / d ratio and d l / d logp with the
+ * ratio held (the path of a type whose ratio is detached), and c1, the ratio after the delta clamp
+ * (the clip metrics' flags). */
+typedef struct policy_terms {
+    double c1, loss, d_ratio, d_logp;
+} policy_terms;
+
+/* grpo, bnpo, dr_grpo, dapo: l = -min(c1 A, c2 A), c1 = ratio (min(ratio, delta) when delta > 0),
+ * c2 = clamp(ratio, 1 - epsilon_low, 1 + epsilon_high). */
+static policy_terms term_ppo(const grpo_loss_opts *o, double r, double A, double lp) {
+    (void)lp;
+    policy_terms p = {r, 0.0, 0.0, 0.0};
+    double lo = 1.0 - o->epsilon_low, hi = 1.0 + o->epsilon_high;
+    double dc1 = 1.0;
+    if (o->delta > 0.0 && r > o->delta) p.c1 = o->delta, dc1 = 0.0;
+    double c2 = r < lo ? lo : r > hi ? hi : r, dc2 = (r >= lo && r <= hi) ? 1.0 : 0.0;
+    double l1 = p.c1 * A, l2 = c2 * A;
+    p.loss = -fmin(l1, l2);
+    p.d_ratio = l1 < l2 ? -dc1 * A : l2 < l1 ? -dc2 * A : -0.5 * (dc1 + dc2) * A;
+    return p;
+}
+
+/* cispo: l = -min(ratio, epsilon_high) A logp, the clamped ratio detached. */
+static policy_terms term_cispo(const grpo_loss_opts *o, double r, double A, double lp) {
+    policy_terms p = {r, 0.0, 0.0, 0.0};
+    double cr = fmin(r, (double)o->epsilon_high); /* detached */
+    p.loss = -cr * A * lp;
+    p.d_logp = -cr * A;
+    return p;
+}
+
+/* sapo: l = -sigmoid(tau (ratio - 1)) 4 / tau A, tau = sapo_temperature_pos when A > 0, else
+ * sapo_temperature_neg. */
+static policy_terms term_sapo(const grpo_loss_opts *o, double r, double A, double lp) {
+    (void)lp;
+    policy_terms p = {r, 0.0, 0.0, 0.0};
+    double tau = A > 0 ? o->sapo_temperature_pos : o->sapo_temperature_neg;
+    double sg = 1.0 / (1.0 + exp(-tau * (r - 1.0)));
+    p.loss = -sg * 4.0 / tau * A;
+    p.d_ratio = -4.0 * sg * (1.0 - sg) * A; /* sigmoid' = sg (1 - sg), times tau, / tau */
+    return p;
+}
+
+static double row_len(const grpo_loss_inputs *in, int i) {
+    double L = 0.0;
+    for (int t = 0; t < in->T; t++) L += in->mask[(size_t)i * in->T + t];
+    return L;
+}
+
+/* The normalisers: the weight of row i's tokens in the loss, mask not included (total: the
+ * micro-batch's mask sum). Per row: 1 / (max(L_i, 1) N grad_accum_steps). */
+static double norm_row(const grpo_loss_inputs *in, const grpo_loss_opts *o, int i, double total) {
+    (void)total;
+    return 1.0 / (fmax(row_len(in, i), 1.0) * in->N * o->grad_accum_steps);
+}
+
+/* Per micro-batch token: 1 / (max(sum_it m, 1) grad_accum_steps). */
+static double norm_batch(const grpo_loss_inputs *in, const grpo_loss_opts *o, int i,
+                         double total) {
+    (void)in, (void)i;
+    return 1.0 / (fmax(total, 1.0) * o->grad_accum_steps);
+}
+
+/* A constant: 1 / (N max_completion_length grad_accum_steps). */
+static double norm_constant(const grpo_loss_inputs *in, const grpo_loss_opts *o, int i,
+                            double total) {
+    (void)i, (void)total;
+    return 1.0 / ((double)in->N * o->max_completion_length * o->grad_accum_steps);
+}
+
+/* Per token of the generation batch: 1 / max(num_items_in_batch, 1). */
+static double norm_items(const grpo_loss_inputs *in, const grpo_loss_opts *o, int i,
+                         double total) {
+    (void)in, (void)i, (void)total;
+    return 1.0 / fmax(o->num_items_in_batch, 1.0);
+}
+
+static const char *check_dr_grpo(const grpo_loss_opts *o) {
+    return o->max_completion_length < 1 ? "max_completion_length >= 1 for dr_grpo" : NULL;
+}
+
+/* >= 0, not > 0: a generation batch whose every token is masked out (truncated rows, dropped
+ * groups) is legal; TRL clamps the divisor to 1. */
+static const char *check_items(const grpo_loss_opts *o) {
+    return !(o->num_items_in_batch >= 0.0)
+               ? "num_items_in_batch >= 0 (tokens in the generation batch) for dapo and cispo"
+               : NULL;
+}
+
+static const char *check_sapo(const grpo_loss_opts *o) {
+    return !(o->sapo_temperature_pos > 0.0 && o->sapo_temperature_neg > 0.0)
+               ? "sapo temperatures > 0"
+               : NULL;
+}
+
+/* One loss type: a row of kinds[]. A new loss type is a row and its term function (and its name
+ * in config_keys.h's loss_type list). */
+typedef struct loss_kind {
+    double (*norm)(const grpo_loss_inputs *in, const grpo_loss_opts *o, int i, double total);
+    grpo_loss_clip clip; /* what it clips, so which clip metrics it logs (loss.h) */
+    int global;          /* normalised over the whole generation batch (num_items_in_batch): not
+                            divided by grad_accum_steps, its entropy bonus over num_items too */
+    int ratio_detached;  /* the term's gradient is d l / d logp with the ratio held (d_logp) */
+    policy_terms (*term)(const grpo_loss_opts *o, double r, double A, double lp);
+    const char *(*check)(const grpo_loss_opts *o); /* the options it needs; NULL: none */
+} loss_kind;
+
+/* Each type's loss, with l its policy term of a token (term_*), m the mask, L_i = sum_t m[i,t]
+ * (loss.h has the whole formulas and their TRL sources). Columns: normaliser, clip, global,
+ * ratio_detached, term, check. */
+static const loss_kind kinds[GRPO_LOSS_TYPE_COUNT] = {
+    /* grpo:    mean_i( sum_t l m / max(L_i, 1) ) / grad_accum_steps,  l = -min(c1 A, c2 A) */
+    [GRPO_LOSS_GRPO] = {norm_row, GRPO_CLIP_PPO, 0, 0, term_ppo, NULL},
+    /* bnpo:    sum_it l m / max(sum_it m, 1) / grad_accum_steps,  l = -min(c1 A, c2 A) */
+    [GRPO_LOSS_BNPO] = {norm_batch, GRPO_CLIP_PPO, 0, 0, term_ppo, NULL},
+    /* dr_grpo: sum_it l m / (N max_completion_length) / grad_accum_steps,  l = -min(c1 A, c2 A) */
+    [GRPO_LOSS_DR_GRPO] = {norm_constant, GRPO_CLIP_PPO, 0, 0, term_ppo, check_dr_grpo},
+    /* dapo:    sum_it l m / max(num_items_in_batch, 1),  l = -min(c1 A, c2 A) */
+    [GRPO_LOSS_DAPO] = {norm_items, GRPO_CLIP_PPO, 1, 0, term_ppo, check_items},
+    /* cispo:   sum_it l m / max(num_items_in_batch, 1),  l = -min(ratio, epsilon_high) A logp */
+    [GRPO_LOSS_CISPO] = {norm_items, GRPO_CLIP_CAP, 1, 1, term_cispo, check_items},
+    /* sapo:    mean_i( sum_t l m / max(L_i, 1) ) / grad_accum_steps,
+     *          l = -sigmoid(tau (ratio - 1)) 4 / tau A */
+    [GRPO_LOSS_SAPO] = {norm_row, GRPO_CLIP_NONE, 0, 0, term_sapo, check_sapo},
+};
+
+grpo_loss_clip grpo_loss_type_clip(grpo_loss_type type) {
+    return (unsigned)type < GRPO_LOSS_TYPE_COUNT ? kinds[type].clip : GRPO_CLIP_NONE;
+}
+
+/* ---- checks ------------------------------------------------------------------------------- */
+
 static int needs_entropy(const grpo_loss_opts *o) {
     return o->top_entropy_quantile < 1.0 || o->entropy_coef != 0.0;
 }
@@ -59,22 +193,12 @@ static const char *check_opts(const grpo_loss_opts *o) {
     if (!(o->epsilon_low >= 0.0) || !(o->epsilon_high >= 0.0)) return "epsilon >= 0";
     if (!(o->delta >= 0.0)) return "delta >= 0 (0 = off)";
     if (o->grad_accum_steps < 1) return "grad_accum_steps >= 1";
-    if (o->type == GRPO_LOSS_DR_GRPO && o->max_completion_length < 1)
-        return "max_completion_length >= 1 for dr_grpo";
-    /* >= 0, not > 0: a generation batch whose every token is masked out (truncated rows, dropped
-     * groups) is legal; TRL clamps the divisor to 1 */
-    if ((o->type == GRPO_LOSS_DAPO || o->type == GRPO_LOSS_CISPO) &&
-        !(o->num_items_in_batch >= 0.0))
-        return "num_items_in_batch >= 0 (tokens in the generation batch) for dapo and cispo";
     if ((unsigned)o->is_level > GRPO_IS_SEQUENCE)
         return "importance_sampling_level token or sequence";
-    if (o->type == GRPO_LOSS_SAPO &&
-        !(o->sapo_temperature_pos > 0.0 && o->sapo_temperature_neg > 0.0))
-        return "sapo temperatures > 0";
     if (!(o->top_entropy_quantile > 0.0 && o->top_entropy_quantile <= 1.0))
         return "top_entropy_quantile in (0, 1]";
     if (!isfinite(o->entropy_coef)) return "a finite entropy_coef";
-    return NULL;
+    return kinds[o->type].check ? kinds[o->type].check(o) : NULL;
 }
 
 /* The tensors the options need. */
@@ -97,27 +221,9 @@ static int32_t check(const grpo_loss_inputs *in, const grpo_loss_opts *o, grpo_e
                           bad, in->N, in->T);
 }
 
-static double row_len(const grpo_loss_inputs *in, int i) {
-    double L = 0.0;
-    for (int t = 0; t < in->T; t++) L += in->mask[(size_t)i * in->T + t];
-    return L;
-}
-
-/* The weight of row i's tokens in the loss (the loss-type normaliser), mask not included. */
-static double row_scale(const grpo_loss_inputs *in, const grpo_loss_opts *o, int i, double total) {
-    switch (o->type) {
-    case GRPO_LOSS_GRPO:
-    case GRPO_LOSS_SAPO:
-        return 1.0 / (fmax(row_len(in, i), 1.0) * in->N * o->grad_accum_steps);
-    case GRPO_LOSS_BNPO: return 1.0 / (fmax(total, 1.0) * o->grad_accum_steps);
-    case GRPO_LOSS_DR_GRPO:
-        return 1.0 / ((double)in->N * o->max_completion_length * o->grad_accum_steps);
-    default: return 1.0 / fmax(o->num_items_in_batch, 1.0);
-    }
-}
-
 /* What the whole micro-batch decides once: the entropy mask's threshold. */
 typedef struct loss_ctx {
+    const loss_kind *kind; /* the loss type's row of kinds[] */
     int seq;        /* sequence-level ratio */
     int ent_masked; /* top_entropy_quantile < 1 */
     double thr;     /* the entropy quantile (+inf when no token has mask != 0) */
@@ -153,6 +259,7 @@ static int32_t entropy_threshold(loss_ctx *c, const grpo_loss_inputs *in, const 
 static int32_t ctx_init(loss_ctx *c, const grpo_loss_inputs *in, const grpo_loss_opts *o,
                         grpo_error *err) {
     int32_t rc = check(in, o, err);
+    c->kind = rc == GRPO_OK ? &kinds[o->type] : NULL;
     c->seq = o->is_level == GRPO_IS_SEQUENCE;
     c->ent_masked = o->top_entropy_quantile < 1.0;
     c->thr = -INFINITY;
@@ -181,35 +288,6 @@ static double row_log_ratio(const grpo_loss_inputs *in, int i) {
     return s / fmax(L, 1.0);
 }
 
-/* The policy term l(ratio) of one token: value, d l / d ratio and d l / d logp with the ratio
- * held (cispo's only path: its ratio is detached). */
-typedef struct policy_terms {
-    double c1, loss, d_ratio, d_logp;
-} policy_terms;
-
-static policy_terms policy_term(const grpo_loss_opts *o, double r, double A, double lp) {
-    policy_terms p = {r, 0.0, 0.0, 0.0};
-    if (o->type == GRPO_LOSS_CISPO) {
-        double cr = fmin(r, (double)o->epsilon_high); /* detached */
-        p.loss = -cr * A * lp;
-        p.d_logp = -cr * A;
-    } else if (o->type == GRPO_LOSS_SAPO) {
-        double tau = A > 0 ? o->sapo_temperature_pos : o->sapo_temperature_neg;
-        double sg = 1.0 / (1.0 + exp(-tau * (r - 1.0)));
-        p.loss = -sg * 4.0 / tau * A;
-        p.d_ratio = -4.0 * sg * (1.0 - sg) * A; /* sigmoid' = sg (1 - sg), times tau, / tau */
-    } else {
-        double lo = 1.0 - o->epsilon_low, hi = 1.0 + o->epsilon_high;
-        double dc1 = 1.0;
-        if (o->delta > 0.0 && r > o->delta) p.c1 = o->delta, dc1 = 0.0;
-        double c2 = r < lo ? lo : r > hi ? hi : r, dc2 = (r >= lo && r <= hi) ? 1.0 : 0.0;
-        double l1 = p.c1 * A, l2 = c2 * A;
-        p.loss = -fmin(l1, l2);
-        p.d_ratio = l1 < l2 ? -dc1 * A : l2 < l1 ? -dc2 * A : -0.5 * (dc1 + dc2) * A;
-    }
-    return p;
-}
-
 /* One token's terms: its ratio, per-token loss, d(per-token loss)/d logp through this token's
  * own ratio (token level) or with the row's ratio held (sequence level), and the entropy mask. */
 typedef struct token_terms {
@@ -224,14 +302,14 @@ static token_terms token_forward_backward(const grpo_loss_inputs *in, const grpo
     token_terms k;
     double lp = in->logp[it], old = in->old_logp ? in->old_logp[it] : lp;
     double r = c->seq ? r_seq : exp(lp - old); /* d ratio / d logp = ratio (token level) */
-    policy_terms p = policy_term(o, r, A, lp);
+    policy_terms p = c->kind->term(o, r, A, lp);
     k.keep = entropy_keep(in, c, it);
     k.ratio = r;
     k.c1 = p.c1;
     double w = k.keep * (in->is_w ? in->is_w[it] : 1.0); /* H x the IS weight */
     k.loss = w * p.loss;
     k.d_ratio = w * p.d_ratio;
-    if (o->type == GRPO_LOSS_CISPO || c->seq) k.dloss = w * p.d_logp;
+    if (c->kind->ratio_detached || c->seq) k.dloss = w * p.d_logp;
     else k.dloss = w * (p.d_ratio * r);
     k.kl = 0.0;
     if (o->beta != 0.0) {
@@ -247,8 +325,7 @@ static token_terms token_forward_backward(const grpo_loss_inputs *in, const grpo
 static double bonus_denominator(const grpo_loss_inputs *in, const grpo_loss_opts *o,
                                 const loss_ctx *c) {
     if (o->entropy_coef == 0.0) return 0.0;
-    if (o->type == GRPO_LOSS_DAPO || o->type == GRPO_LOSS_CISPO)
-        return fmax(o->num_items_in_batch, 1.0);
+    if (c->kind->global) return fmax(o->num_items_in_batch, 1.0);
     double kept = 0.0;
     for (size_t it = 0; it < (size_t)in->N * in->T; it++)
         if (in->mask[it] != 0.0f) kept += in->mask[it] * entropy_keep(in, c, it);
@@ -277,7 +354,7 @@ int32_t grpo_loss_forward(grpo_loss_metrics *out, const grpo_loss_inputs *in,
     clip_sums cs = {0.0, 0.0, 0.0, 0.0, NAN, NAN};
     for (int i = 0; i < N; i++) total += row_len(in, i);
     for (int i = 0; i < N; i++) {
-        double A = in->adv[i], L = row_len(in, i), scale = row_scale(in, o, i, total);
+        double A = in->adv[i], L = row_len(in, i), scale = c.kind->norm(in, o, i, total);
         double r_seq = c.seq ? exp(row_log_ratio(in, i)) : 0.0;
         double row_low = 0.0, row_high = 0.0;
         for (int t = 0; t < T; t++) {
@@ -309,8 +386,7 @@ int32_t grpo_loss_forward(grpo_loss_metrics *out, const grpo_loss_inputs *in,
         }
     }
     double denom = fmax(total, 1.0), clip_denom = c.seq ? N : denom;
-    int clipped = o->type != GRPO_LOSS_CISPO && o->type != GRPO_LOSS_SAPO;
-    int global = o->type == GRPO_LOSS_DAPO || o->type == GRPO_LOSS_CISPO; /* not / accum steps */
+    int clipped = c.kind->clip == GRPO_CLIP_PPO, global = c.kind->global; /* not / accum steps */
     double bd = bonus_denominator(in, o, &c);
     out->entropy_bonus = bd > 0.0 ? bonus / bd : 0.0;
     out->loss = bd > 0.0 ? loss - o->entropy_coef * out->entropy_bonus : loss;
@@ -322,7 +398,7 @@ int32_t grpo_loss_forward(grpo_loss_metrics *out, const grpo_loss_inputs *in,
     out->clip_region_mean = clipped ? cs.region / clip_denom : NAN;
     out->clip_low_min = clipped ? cs.low_min : NAN;
     out->clip_high_max = clipped ? cs.high_max : NAN;
-    out->cispo_clip_ratio = o->type == GRPO_LOSS_CISPO ? cs.cispo / clip_denom : NAN;
+    out->cispo_clip_ratio = c.kind->clip == GRPO_CLIP_CAP ? cs.cispo / clip_denom : NAN;
     out->n_tokens = total;
     return GRPO_OK;
 }
@@ -333,11 +409,10 @@ int32_t grpo_loss_backward(float *dlogp, const grpo_loss_inputs *in, const grpo_
     int32_t rc = ctx_init(&c, in, o, err);
     if (rc != GRPO_OK) return rc;
     const int N = in->N, T = in->T;
-    double total = 0.0;
-    if (o->type == GRPO_LOSS_BNPO)
-        for (int i = 0; i < N; i++) total += row_len(in, i);
+    double total = 0.0; /* read by bnpo's normaliser only */
+    for (int i = 0; i < N; i++) total += row_len(in, i);
     for (int i = 0; i < N; i++) {
-        double A = in->adv[i], scale = row_scale(in, o, i, total);
+        double A = in->adv[i], scale = c.kind->norm(in, o, i, total);
         double r_seq = c.seq ? exp(row_log_ratio(in, i)) : 0.0, g = 0.0;
         if (c.seq) { /* d ratio / d logp[i,t] = ratio * m[i,t] / max(L_i, 1): the row's tokens
                       * share the ratio, so each gets the row's summed d loss / d ratio */

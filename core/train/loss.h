@@ -84,8 +84,20 @@
 #include "grpo/plugin.h" /* grpo_error, GRPO_OK, GRPO_ERR_* */
 
 /* enum grpo_loss_type { GRPO_LOSS_GRPO = 0, GRPO_LOSS_BNPO, GRPO_LOSS_DR_GRPO, GRPO_LOSS_DAPO
- * (TRL default), GRPO_LOSS_CISPO } and GRPO_LOSS_TYPE_COUNT come from choices.h (the run file's
- * loss_type list), so this header and run_config.h agree. */
+ * (TRL default), GRPO_LOSS_CISPO, GRPO_LOSS_SAPO } and GRPO_LOSS_TYPE_COUNT come from choices.h
+ * (the run file's loss_type list), so this header and run_config.h agree. loss.c holds one row
+ * per type (its normaliser, what it clips, whether it is global, its policy term): a new loss
+ * type is one row there plus its term function. */
+
+/* What a loss type clips, so which clip metrics it logs (see Metrics above). */
+typedef enum grpo_loss_clip {
+    GRPO_CLIP_PPO,  /* grpo, bnpo, dr_grpo, dapo: the ratio clamp, clip_ratio/... */
+    GRPO_CLIP_CAP,  /* cispo: the detached ratio capped at epsilon_high, cispo_clip_ratio */
+    GRPO_CLIP_NONE, /* sapo: a soft gate, no clip metric */
+} grpo_loss_clip;
+
+/* The clip of a loss type (GRPO_CLIP_NONE for a value outside grpo_loss_type). */
+grpo_loss_clip grpo_loss_type_clip(grpo_loss_type type);
 
 typedef struct grpo_loss_opts {
     grpo_loss_type type;

@@ -1,84 +1,20 @@
-/* trainer.c — the GRPO training loop (see trainer.h). */
+/* trainer.c — the GRPO training loop (see trainer.h): one step, from the rollout of its chunks
+ * through the loss and backward of each micro-batch to the optimizer step, and the run around it.
+ * The reference model is reference.c's, the setup and checks train_setup.c's, the step's metrics
+ * and completions step_log.c's. */
 #include "train/trainer.h"
 
-#include <cjson/cJSON.h>
-#include <dirent.h>
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "base/comm.h"
-#include "train/advantage.h"
-#include "train/checkpoint.h"
-#include "train/eval.h"
 #include "train/loss.h"
-#include "train/metrics.h"
-#include "train/optimizer.h"
 #include "train/reward_sum.h"
-#include "train/rewards.h"
-#include "train/is_correction.h"
-#include "train/rollout.h"
-#include "train/seqbatch.h"
-#include "train/session.h"
-
-/* [env] sums of a chunk's episodes: count, turns, tool calls, tool errors, episodes with a tool
- * call, observation tokens, episodes the environment ended, tokens. */
-enum { ENV_STATS = 8 };
-
-/* One generation chunk: B prompts x G completions (N = B*G rows). */
-typedef struct chunk {
-    grpo_rollout_batch rb; /* prompts (B,P), completions (N, max_completion_length), R (N,K) */
-    int32_t T;             /* longest completion of the chunk (>= 1) */
-    float *r, *adv;        /* (N) summed reward, advantage */
-    float *mask;           /* (N,T) loss mask (truncated rows zeroed when asked) */
-    float *old_logp;       /* (N,T) when num_iterations > 1, else NULL */
-    float *samp_logp;      /* (N,T) the rollout copy's log-probs of the tokens (bf16 rollout) */
-    grpo_advantage_metrics am; /* of the whole chunk, every rank's rows */
-    int dropped;           /* groups left out of the loss (grpo.drop_zero_std_groups) */
-    /* Data parallel (comm.h): this rank holds rows [rank*N, (rank+1)*N) of the chunk's gN rows */
-    int32_t gB, g0;        /* the chunk's prompts over all ranks; global index of the first here */
-    grpo_rng *row_rng;     /* [N] sampling stream of each completion: (seed, step, global row) */
-    int32_t gN, gdropped;  /* rows and dropped groups over all ranks */
-    float *gR, *gr, *gadv; /* (gN,K), (gN), (gN): every rank's rewards, sums, advantages */
-    float *glen, *gtrunc;  /* (gN) completion lengths, truncation flags */
-    double env[ENV_STATS]; /* [env]: this rank's episode sums (env_stats) */
-    float *env_rows;       /* (N,4) [env]: each episode's reward, turns, tool calls, tool errors */
-} chunk;
-
-/* The phases of a step timed into time/... metrics: generation with its rewards and advantages
- * (and the old policy's log-probs), the reference forward, the policy's forward + loss +
- * backward, the gradient reduction and optimizer step. */
-enum { PH_ROLLOUT, PH_REFERENCE, PH_POLICY, PH_OPTIMIZER, PHASES };
-
-typedef struct trainer {
-    grpo_session s;             /* run, policy, data order, optimizer, state, metrics.jsonl */
-    const grpo_run_config *cfg; /* &s.run.cfg */
-    grpo_model *ref;            /* reference model (beta > 0), else NULL */
-    grpo_model *rollout;        /* sampling.weights_dtype = bf16: the policy's bf16 copy the
-                                   rollout samples from, refreshed after each update; else NULL */
-    grpo_is_sums is;            /* this step's importance-sampling metrics (rollout only) */
-    int ref_is_base;            /* LoRA, beta > 0: the reference is the policy, adapters off */
-    grpo_reward_set rewards;
-    grpo_episodes episodes; /* [env] (episode.h) when env.plugin is set; desc NULL otherwise */
-    float *w; /* (K) reward weights */
-    grpo_sampler_opts so;
-    grpo_advantage_opts ao;
-    float scale;   /* 1 / temperature for the log-probs */
-    int32_t micro; /* rows per forward/backward */
-    chunk *chunks; /* [grad_accum + grpo.resample_rounds]: n_chunks in use this step */
-    int n_chunks, cap_chunks;
-    grpo_seqbatch sb;
-    grpo_run_log completions; /* completions.f is NULL unless log.completions_every */
-    grpo_dataset *eval_data;  /* data.eval_path when train.eval_every > 0, else NULL */
-    grpo_rng eval_rng;        /* sampled evaluations draw here, never from the training stream */
-    double *load; /* (load_L,load_E) MoE expert load summed over the step's policy forwards */
-    int32_t load_L, load_E;
-    double phase[2][PHASES]; /* this step's wall / CPU seconds per phase (time/... metrics) */
-} trainer;
+#include "train/step_log.h"
+#include "train/train_setup.h"
+#include "train/trainer_internal.h"
 
 /* ---- phase timings ----------------------------------------------------------------------- */
 
@@ -88,26 +24,7 @@ static void phase_add(trainer *t, int ph, double w0, double c0) {
     t->phase[1][ph] += grpo_cpu_now() - c0;
 }
 
-/* time/PHASE (wall s) and time/cpu/PHASE (CPU s of all threads) of the step into row. */
-static void phase_metrics(const trainer *t, grpo_metric_row *row) {
-    static const char *const names[PHASES] = {"rollout", "reference", "policy", "optimizer"};
-    char key[GRPO_METRIC_NAME_MAX];
-    for (int k = 0; k < 2; k++)
-        for (int ph = 0; ph < PHASES; ph++) {
-            snprintf(key, sizeof key, "time/%s%s", k ? "cpu/" : "", names[ph]);
-            grpo_metric_set(row, key, t->phase[k][ph]);
-        }
-}
-
 /* ---- chunks ------------------------------------------------------------------------------ */
-
-static void chunk_clear(chunk *c) {
-    grpo_rollout_batch_free(&c->rb);
-    free(c->r), free(c->adv), free(c->mask), free(c->old_logp), free(c->samp_logp);
-    free(c->row_rng);
-    free(c->gR), free(c->gr), free(c->gadv), free(c->glen), free(c->gtrunc), free(c->env_rows);
-    memset(c, 0, sizeof *c);
-}
 
 /* Whether ex fits data.max_prompt_length (a prompt another rank takes). */
 static int prompt_fits(trainer *t, const grpo_example *ex, int *keep, grpo_error *err) {
@@ -303,7 +220,7 @@ static void chunk_env_stats(chunk *c) {
 /* One chunk's rollout (rollout.h), then what training needs of it: advantages, loss mask and,
  * with num_iterations > 1, the old policy's log-probs. */
 static int chunk_generate(trainer *t, chunk *c, int32_t B, grpo_error *err) {
-    chunk_clear(c);
+    grpo_trainer_chunk_clear(c);
     grpo_plugin_call_progress(t->s.st.step + 1, (long)(c - t->chunks) + 1); /* for a crash report */
     int rc = chunk_prompts(t, c, B, err);
     c->rb.step = (uint64_t)t->s.st.step, c->rb.total_steps = (uint64_t)t->cfg->train_steps;
@@ -335,12 +252,6 @@ static int resample(trainer *t, grpo_error *err) {
 
 /* ---- loss over the chunks ----------------------------------------------------------------- */
 
-typedef struct loss_sums {
-    double loss, tokens, kl, entropy, low, high, region, cispo;
-    double low_min, high_max;
-    double aux; /* mean MoE auxiliary loss over the micro-batches */
-} loss_sums;
-
 static void loss_add(loss_sums *s, const grpo_loss_metrics *m) {
     double w = m->n_tokens;
     s->loss += m->loss, s->tokens += w;
@@ -371,21 +282,6 @@ static int expert_load_add(trainer *t, grpo_error *err) {
     return GRPO_OK;
 }
 
-/* The reference log-probs of the batch in t->sb into ref (rows, c->T): the reference model, or
- * for a LoRA run the policy with its adapters switched off for this one forward. */
-static int reference_logp(trainer *t, chunk *c, float *ref, grpo_error *err) {
-    int rc = t->ref_is_base ? grpo_lora_enable(&t->s.lora, 0, err) : GRPO_OK;
-    if (rc == GRPO_OK)
-        rc = grpo_seqbatch_forward(&t->sb, t->ref_is_base ? t->s.policy : t->ref, 0, t->scale,
-                                   err);
-    if (rc == GRPO_OK) completion_cols(t, c, t->sb.logp, ref);
-    if (t->ref_is_base) { /* the adapters back on, also after a failed forward */
-        int on = grpo_lora_enable(&t->s.lora, 1, err);
-        if (rc == GRPO_OK) rc = on;
-    }
-    return rc;
-}
-
 /* The policy's part of micro_step: forward, loss, backward (reference log-probs in buf + n). */
 static int micro_policy(trainer *t, chunk *c, int32_t r0, int32_t rows, const grpo_loss_opts *lo,
                         float *buf, loss_sums *sums, grpo_error *err) {
@@ -403,7 +299,7 @@ static int micro_policy(trainer *t, chunk *c, int32_t r0, int32_t rows, const gr
     completion_cols(t, c, t->sb.entropy, ent);
     grpo_loss_inputs in = {logp,
                            c->old_logp ? c->old_logp + (size_t)r0 * c->T : NULL,
-                           t->ref || t->ref_is_base ? ref : NULL,
+                           grpo_reference_on(&t->ref) ? ref : NULL,
                            c->mask + (size_t)r0 * c->T,
                            c->adv + r0,
                            ent,
@@ -442,7 +338,8 @@ static int micro_step(trainer *t, chunk *c, int32_t r0, int32_t rows, const grpo
     int rc = chunk_batch(t, c, r0, rows, err);
     float *ref = buf + (size_t)rows * c->T;
     double w0 = grpo_now(), c0 = grpo_cpu_now();
-    if (rc == GRPO_OK && (t->ref || t->ref_is_base)) rc = reference_logp(t, c, ref, err);
+    if (rc == GRPO_OK && grpo_reference_on(&t->ref))
+        rc = grpo_reference_logp(&t->ref, &t->s, &t->sb, t->scale, c->rb.P, c->T, ref, err);
     phase_add(t, PH_REFERENCE, w0, c0);
     w0 = grpo_now(), c0 = grpo_cpu_now();
     if (rc == GRPO_OK) rc = micro_policy(t, c, r0, rows, lo, buf, sums, err);
@@ -512,121 +409,6 @@ static int reduce_step(trainer *t, loss_sums *s, double *tokens, grpo_error *err
     return rc;
 }
 
-/* ---- metrics ------------------------------------------------------------------------------ */
-
-/* Over every rank's rows (the chunks' g* arrays), so the same numbers as in one process. */
-static void reward_metrics(trainer *t, grpo_metric_row *row) {
-    int K = t->rewards.n, N = 0;
-    for (int a = 0; a < t->n_chunks; a++) N += t->chunks[a].gN;
-    float *R = malloc((size_t)N * K * sizeof(float)), *r = malloc((size_t)N * sizeof(float));
-    if (!R || !r) {
-        free(R), free(r);
-        return;
-    }
-    double zero_std = 0, len = 0, clipped = 0, term_len = 0, n_term = 0, minl = 1e30, maxl = 0;
-    double adv_abs = 0;
-    int off = 0;
-    for (int a = 0; a < t->n_chunks; a++) {
-        const chunk *c = &t->chunks[a];
-        memcpy(R + (size_t)off * K, c->gR, (size_t)c->gN * K * sizeof(float));
-        memcpy(r + off, c->gr, (size_t)c->gN * sizeof(float));
-        off += c->gN;
-        zero_std += c->am.frac_reward_zero_std * c->gN;
-        for (int32_t i = 0; i < c->gN; i++) {
-            double l = c->glen[i];
-            adv_abs += fabs(c->gadv[i]);
-            len += l, clipped += c->gtrunc[i];
-            minl = l < minl ? l : minl, maxl = l > maxl ? l : maxl;
-            if (!c->gtrunc[i]) term_len += l, n_term++;
-        }
-    }
-    grpo_metric_set(row, "reward", grpo_nanmean(r, N, 1));
-    grpo_metric_set(row, "reward_std", grpo_nanstd(r, N, 1, 1));
-    double *nan_frac = malloc((size_t)(K ? K : 1) * sizeof *nan_frac);
-    if (nan_frac) grpo_reward_set_nan_check(&t->rewards, R, N, t->s.st.step, nan_frac);
-    for (int k = 0; k < K; k++) {
-        double mean, std;
-        char name[GRPO_METRIC_NAME_MAX];
-        grpo_reward_func_stats(&mean, &std, R, N, K, k);
-        snprintf(name, sizeof name, "rewards/%s/mean", t->rewards.specs[k]->name);
-        grpo_metric_set(row, name, mean);
-        snprintf(name, sizeof name, "rewards/%s/std", t->rewards.specs[k]->name);
-        grpo_metric_set(row, name, std);
-        snprintf(name, sizeof name, "rewards/%s/nan_frac", t->rewards.specs[k]->name);
-        if (nan_frac) grpo_metric_set(row, name, nan_frac[k]);
-    }
-    free(nan_frac);
-    grpo_metric_set(row, "frac_reward_zero_std", zero_std / N);
-    /* the size of the learning signal: the loss itself sits near 0 (advantages are zero-mean in
-     * each group and the ratio starts at 1), while this says how hard the step pushes */
-    grpo_metric_set(row, "advantage/abs_mean", adv_abs / N);
-    if (t->cfg->grpo_drop_zero_std_groups) {
-        double groups = 0, dropped = 0;
-        for (int a = 0; a < t->n_chunks; a++)
-            groups += t->chunks[a].gB, dropped += t->chunks[a].gdropped;
-        grpo_metric_set(row, "frac_groups_dropped", dropped / groups);
-    }
-    grpo_metric_set(row, "completions/mean_length", len / N);
-    grpo_metric_set(row, "completions/min_length", minl);
-    grpo_metric_set(row, "completions/max_length", maxl);
-    grpo_metric_set(row, "completions/clipped_ratio", clipped / N);
-    grpo_metric_set(row, "completions/mean_terminated_length", n_term ? term_len / n_term : 0.0);
-    free(R), free(r);
-}
-
-/* The importance-sampling correction's metrics (TRL's names), with a bf16 rollout copy. */
-static void is_metrics(const trainer *t, grpo_metric_row *row) {
-    const grpo_is_sums *s = &t->is;
-    if (!t->rollout || s->ratio_n <= 0) return;
-    grpo_metric_set(row, "sampling/sampling_logp_difference/mean",
-                    s->diff_n > 0 ? s->diff_sum / s->diff_n : 0.0);
-    grpo_metric_set(row, "sampling/sampling_logp_difference/max", s->diff_max);
-    grpo_metric_set(row, "sampling/importance_sampling_ratio/min", s->ratio_min);
-    grpo_metric_set(row, "sampling/importance_sampling_ratio/mean", s->ratio_sum / s->ratio_n);
-    grpo_metric_set(row, "sampling/importance_sampling_ratio/max", s->ratio_max);
-    grpo_metric_set(row, "sampling/importance_sampling_ratio/clipped_frac",
-                    s->clipped / s->ratio_n);
-}
-
-/* [env]: per-episode means over every rank's episodes of the step. */
-static void env_metrics(trainer *t, grpo_metric_row *row) {
-    double s[ENV_STATS] = {0};
-    for (int a = 0; a < t->n_chunks; a++)
-        for (int k = 0; k < ENV_STATS; k++) s[k] += t->chunks[a].env[k];
-    grpo_error err;
-    grpo_error_init(&err);
-    if (grpo_comm_size() > 1 && grpo_comm_allreduce_f64(s, ENV_STATS, GRPO_COMM_SUM, &err))
-        return;
-    double n = s[0] > 0 ? s[0] : 1;
-    grpo_metric_set(row, "env/turns", s[1] / n);
-    grpo_metric_set(row, "env/tool_calls", s[2] / n);
-    grpo_metric_set(row, "env/tool_errors", s[3] / n);
-    grpo_metric_set(row, "env/tool_use_rate", s[4] / n);
-    grpo_metric_set(row, "env/observation_tokens", s[5] / n);
-    grpo_metric_set(row, "env/done_frac", s[6] / n);
-    grpo_metric_set(row, "env/episode_length", s[7] / n);
-}
-
-static void loss_metrics(trainer *t, const loss_sums *s, grpo_metric_row *row) {
-    double w = s->tokens > 0 ? s->tokens : 1;
-    is_metrics(t, row);
-    grpo_metric_set(row, "loss", s->loss);
-    if (t->s.policy->desc->aux_loss) grpo_metric_set(row, "aux_loss", s->aux);
-    if (t->load) grpo_metrics_expert_load(row, t->load, t->load_L, t->load_E);
-    if (t->cfg->grpo_beta > 0) grpo_metric_set(row, "kl", s->kl / w);
-    grpo_metric_set(row, "entropy", s->entropy / w);
-    if (t->cfg->grpo_loss_type == GRPO_LOSS_CISPO) {
-        grpo_metric_set(row, "cispo_clip_ratio", s->cispo / w);
-        return;
-    }
-    if (t->cfg->grpo_loss_type == GRPO_LOSS_SAPO) return; /* TRL logs no clip ratio for sapo */
-    grpo_metric_set(row, "clip_ratio/low_mean", s->low / w);
-    grpo_metric_set(row, "clip_ratio/low_min", s->low_min > 1 ? 0.0 : s->low_min);
-    grpo_metric_set(row, "clip_ratio/high_mean", s->high / w);
-    grpo_metric_set(row, "clip_ratio/high_max", s->high_max);
-    grpo_metric_set(row, "clip_ratio/region_mean", s->region / w);
-}
-
 static double chunk_tokens(const trainer *t) {
     double n = 0;
     for (int a = 0; a < t->n_chunks; a++) {
@@ -638,389 +420,6 @@ static double chunk_tokens(const trainer *t) {
         }
     }
     return n;
-}
-
-/* The first chunk's samples as markdown for TensorBoard's text plugin: per sample its rewards and
- * advantage, then prompt + completion in a code block (they hold newlines and '|'). malloc'd. */
-static char *completions_markdown(const trainer *t, const chunk *c) {
-    char *text = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&text, &len);
-    if (!f) return NULL;
-    for (int32_t i = 0; i < c->rb.N; i++) {
-        fprintf(f, "**sample %d** reward %g, advantage %g (", i, c->r[i], c->adv[i]);
-        for (int k = 0; k < t->rewards.n; k++)
-            fprintf(f, "%s%s %g", k ? ", " : "", t->rewards.specs[k]->name,
-                    c->rb.R[(size_t)i * t->rewards.n + k]);
-        fprintf(f, ")\n\n```\n%s%s\n```\n\n", c->rb.prompt_text[i / c->rb.G], c->rb.completion[i]);
-    }
-    if (fclose(f) != 0) {
-        free(text);
-        return NULL;
-    }
-    return text;
-}
-
-/* Every sample of the first chunk as JSON lines, each with the rank that drew it (gathered to
- * rank 0, which writes them; TensorBoard gets rank 0's); rank 0's first one also on stderr. */
-static int log_completions(trainer *t, grpo_error *err) {
-    const chunk *c = &t->chunks[0];
-    char *mine = NULL, *all = NULL;
-    size_t n_mine = 0, n_all = 0;
-    FILE *f = open_memstream(&mine, &n_mine);
-    if (!f) return grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory logging completions");
-    int rc = GRPO_OK;
-    for (int32_t i = 0; rc == GRPO_OK && i < c->rb.N; i++) {
-        cJSON *j = cJSON_CreateObject(), *rw = cJSON_CreateObject();
-        cJSON_AddNumberToObject(j, "step", (double)t->s.st.step);
-        cJSON_AddNumberToObject(j, "rank", grpo_comm_rank());
-        cJSON_AddStringToObject(j, "prompt", c->rb.prompt_text[i / c->rb.G]);
-        cJSON_AddStringToObject(j, "completion", c->rb.completion[i]);
-        for (int k = 0; k < t->rewards.n; k++) {
-            float v = c->rb.R[(size_t)i * t->rewards.n + k];
-            if (isnan(v))
-                cJSON_AddNullToObject(rw, t->rewards.specs[k]->name);
-            else
-                cJSON_AddNumberToObject(rw, t->rewards.specs[k]->name, v);
-        }
-        cJSON_AddItemToObject(j, "rewards", rw);
-        if (c->env_rows) { /* [env]: the episode as the environment saw it */
-            const float *e = c->env_rows + (size_t)i * 4;
-            cJSON *ej = cJSON_AddObjectToObject(j, "env");
-            if (isnan(e[0])) cJSON_AddNullToObject(ej, "reward");
-            else cJSON_AddNumberToObject(ej, "reward", e[0]);
-            cJSON_AddNumberToObject(ej, "turns", e[1]);
-            cJSON_AddNumberToObject(ej, "tool_calls", e[2]);
-            cJSON_AddNumberToObject(ej, "tool_errors", e[3]);
-        }
-        if (isnan(c->r[i]))
-            cJSON_AddNullToObject(j, "reward");
-        else
-            cJSON_AddNumberToObject(j, "reward", c->r[i]);
-        cJSON_AddNumberToObject(j, "advantage", c->adv[i]);
-        char *s = cJSON_PrintUnformatted(j);
-        cJSON_Delete(j);
-        if (!s) rc = grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory logging completions");
-        else fprintf(f, "%s\n", s);
-        if (s && i == 0 && grpo_comm_rank() == 0)
-            fprintf(stderr, "\n[step %ld sample] %s\n", t->s.st.step, s);
-        free(s);
-    }
-    if (fclose(f) != 0 && rc == GRPO_OK)
-        rc = grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory logging completions");
-    /* every rank gathers, even one that failed above, so none waits for it */
-    int rc2 = grpo_comm_gather_bytes(&all, &n_all, mine ? mine : "", rc == GRPO_OK ? n_mine : 0,
-                                     err);
-    if (rc == GRPO_OK) rc = rc2;
-    for (char *line = all, *nl; rc == GRPO_OK && line && *line; line = nl + 1) {
-        if ((nl = strchr(line, '\n'))) *nl = 0;
-        rc = grpo_run_log_line(&t->completions, line, err);
-        if (!nl) break;
-    }
-    free(mine), free(all);
-    if (rc != GRPO_OK || !t->s.tb.f) return rc;
-    char *md = completions_markdown(t, c);
-    rc = md ? grpo_session_log_text(&t->s, "completions", md, err)
-            : grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory logging completions");
-    free(md);
-    return rc;
-}
-
-/* ---- reference refresh (grpo.sync_ref_every) -------------------------------------------- */
-
-int grpo_ref_sync(grpo_model *ref, const grpo_model *policy, double alpha, grpo_error *err) {
-    if (!ref || ref->section != policy->section || ref->n_params != policy->n_params)
-        return grpo_error_set(err, GRPO_ERR_INVALID,
-                              "sync_ref: the reference model (%s) does not have the policy's "
-                              "parameters (%s); expected the same architecture and shapes",
-                              ref ? ref->dir : "none", policy->dir);
-    const grpo_ops *ops = ref->ops;
-    uint64_t P = ref->section, bytes = P * sizeof(float);
-    float *mix = ops->alloc(ops->ctx, bytes); /* (P) alpha * policy */
-    if (!mix) return grpo_error_set(err, GRPO_ERR_NOMEM, "sync_ref: out of memory (%llu floats)",
-                                    (unsigned long long)P);
-    ops->copy(ops->ctx, mix, policy->block, bytes);
-    ops->scale(ops->ctx, mix, (float)alpha, P);
-    ops->scale(ops->ctx, ref->block, (float)(1.0 - alpha), P);
-    ops->accumulate(ops->ctx, ref->block, mix, P);
-    ops->free(ops->ctx, mix);
-    return GRPO_OK;
-}
-
-/* Whether the reference has been refreshed by step (so it is no longer reference.path). */
-static int ref_diverged(const grpo_run_config *cfg, long step) {
-    return cfg->grpo_sync_ref_every > 0 && step >= cfg->grpo_sync_ref_every;
-}
-
-/* CHECKPOINT_DIR/reference-STEP: the refreshed reference that goes with checkpoint-STEP. It is
- * saved before the session commits that checkpoint, so every checkpoint that exists has its
- * reference (a kill in between leaves a reference without a checkpoint, pruned later). */
-static int ref_ckpt_dir(const trainer *t, long step, char *out, size_t size) {
-    int n = snprintf(out, size, "%s/reference-%08ld", t->cfg->checkpoint_dir, step);
-    return n < 0 || (size_t)n >= size ? -1 : 0;
-}
-
-static int ref_save(trainer *t, long step, grpo_error *err) {
-    char dir[4096];
-    if (!t->ref || !ref_diverged(t->cfg, step) || grpo_comm_rank() != 0) return GRPO_OK;
-    if (ref_ckpt_dir(t, step, dir, sizeof dir) != 0)
-        return grpo_error_set(err, GRPO_ERR_INVALID, "checkpoint.dir %s: path too long",
-                              t->cfg->checkpoint_dir);
-    return grpo_model_save(t->ref, dir, err);
-}
-
-/* Removes the flat directory dir (a saved model: plain files only). */
-static void remove_flat_dir(const char *dir) {
-    DIR *d = opendir(dir);
-    struct dirent *e;
-    char path[4200];
-    while (d && (e = readdir(d)))
-        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") &&
-            snprintf(path, sizeof path, "%s/%s", dir, e->d_name) < (int)sizeof path)
-            unlink(path);
-    if (d) closedir(d);
-    rmdir(dir);
-}
-
-/* Removes the reference-STEP directories of steps before the current one whose checkpoint-STEP
- * is gone (checkpoint.keep); the current step's checkpoint may still be on its way. */
-static void ref_prune(const trainer *t) {
-    if (grpo_comm_rank() != 0) return; /* rank 0 writes the checkpoints */
-    long *steps = NULL, step;
-    int n = grpo_ckpt_list(t->cfg->checkpoint_dir, &steps, NULL);
-    DIR *d = n >= 0 ? opendir(t->cfg->checkpoint_dir) : NULL;
-    struct dirent *e;
-    char dir[4096], tail;
-    while (d && (e = readdir(d))) {
-        if (sscanf(e->d_name, "reference-%ld%c", &step, &tail) != 1 || step >= t->s.st.step)
-            continue;
-        int kept = 0;
-        for (int i = 0; i < n; i++) kept |= steps[i] == step;
-        if (!kept && ref_ckpt_dir(t, step, dir, sizeof dir) == 0) remove_flat_dir(dir);
-    }
-    if (d) closedir(d);
-    free(steps);
-}
-
-/* The reference for the checkpoint this step writes (every checkpoint.every and the last). */
-static int ref_checkpoint(trainer *t, grpo_error *err) {
-    const grpo_run_config *cfg = t->cfg;
-    long step = t->s.st.step;
-    if (!t->ref || !ref_diverged(cfg, step)) return GRPO_OK;
-    if ((cfg->checkpoint_every > 0 && step % cfg->checkpoint_every == 0) ||
-        step >= cfg->train_steps)
-        return ref_save(t, step, err);
-    return GRPO_OK;
-}
-
-/* ---- setup ------------------------------------------------------------------------------ */
-
-/* The reference model (beta > 0): reference.path, which follows model.path (or the --model
- * override) unless the run file sets it. */
-static int open_reference(trainer *t, grpo_error *err) {
-    const grpo_run_config *cfg = t->cfg;
-    if (!(cfg->grpo_beta > 0)) return GRPO_OK;
-    if (t->s.lora.n && !cfg->line[GRPO_KEYIDX_reference_path]) { /* no second copy */
-        t->ref_is_base = 1;
-        return GRPO_OK;
-    }
-    char saved[4096];
-    if (t->s.resumed && ref_diverged(cfg, t->s.st.step)) { /* the refreshed one, not the path */
-        struct stat sb;
-        if (ref_ckpt_dir(t, t->s.st.step, saved, sizeof saved) != 0 || stat(saved, &sb) != 0)
-            return grpo_error_set(err, GRPO_ERR_IO,
-                                  "--resume: %s is missing: the reference was refreshed "
-                                  "(grpo.sync_ref_every = %lld) and must be resumed with the "
-                                  "policy; expected the reference-STEP directory the trainer saves "
-                                  "beside checkpoint-STEP",
-                                  saved, cfg->grpo_sync_ref_every);
-        return grpo_run_open_model(&t->s.run, saved, 0, &t->ref, err);
-    }
-    char *ref = cfg->line[GRPO_KEYIDX_reference_path]
-                    ? grpo_run_path(&t->s.run, cfg->reference_path)
-                    : NULL;
-    int rc = grpo_run_open_model(&t->s.run, ref ? ref : t->s.run.model_dir, 0, &t->ref, err);
-    free(ref);
-    return rc;
-}
-
-/* sampling.weights_dtype = bf16 (full fine-tuning), or model.dtype = bf16 (a GPU run, whose
- * matmuls are bf16 anyway): a bf16 copy of the policy for the rollout, half the bytes a decode
- * step reads and no per-step rounding of fp32 weights. A LoRA run with lora.base_dtype = bf16
- * samples from its policy as it is (the base is bf16 already, the adapters fp32: exact). */
-static int open_rollout(trainer *t, grpo_error *err) {
-    int bf16 = t->cfg->sampling_weights_dtype == GRPO_WEIGHTS_BF16 ||
-               t->cfg->model_dtype == GRPO_CFG_DTYPE_BF16;
-    if (!bf16 || t->cfg->lora_r > 0) return GRPO_OK;
-    t->is = grpo_is_sums_init();
-    int rc = grpo_run_open_model_as(&t->s.run, t->s.policy->dir, 0, GRPO_DTYPE_BF16, &t->rollout,
-                                    err);
-    return rc == GRPO_OK ? grpo_model_copy_weights(t->rollout, t->s.policy, err) : rc;
-}
-
-/* train.eval_every > 0: the eval prompts (data.eval_path), scored during training. */
-static int open_eval(trainer *t, grpo_error *err) {
-    const grpo_run_config *cfg = t->cfg;
-    if (cfg->train_eval_every <= 0) return GRPO_OK;
-    if (!cfg->data_eval_path[0])
-        return grpo_error_set(err, GRPO_ERR_INVALID,
-                              "%s: train.eval_every = %lld needs data.eval_path (the prompts to "
-                              "evaluate on)",
-                              cfg->path, cfg->train_eval_every);
-    grpo_rng_seed(&t->eval_rng, (uint64_t)cfg->sampling_seed);
-    char *path = grpo_run_path(&t->s.run, cfg->data_eval_path);
-    int rc = path ? grpo_run_dataset(&t->s.run, path, &t->eval_data, err)
-                  : grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory");
-    free(path);
-    return rc;
-}
-
-/* Every train.eval_every steps: the policy on the eval prompts, greedy (eval/...) and, with
- * train.eval_temperature > 0, sampled too (eval_sampled/...), into row. */
-static int evaluate_due(trainer *t, grpo_metric_row *row, grpo_error *err) {
-    const grpo_run_config *cfg = t->cfg;
-    if (!t->eval_data || t->s.st.step % cfg->train_eval_every != 0) return GRPO_OK;
-    if (grpo_comm_rank() != 0) return GRPO_OK; /* the one that logs */
-    size_t n = t->eval_data->n;
-    if (cfg->train_eval_limit > 0 && (size_t)cfg->train_eval_limit < n)
-        n = (size_t)cfg->train_eval_limit;
-    grpo_episodes *env = t->episodes.desc ? &t->episodes : NULL;
-    int rc = grpo_evaluate(&t->s.run, t->s.policy, &t->rewards, env, t->eval_data, n, 0.0f,
-                           &t->eval_rng, "eval/", row, err);
-    if (rc == GRPO_OK && cfg->train_eval_temperature > 0)
-        rc = grpo_evaluate(&t->s.run, t->s.policy, &t->rewards, env, t->eval_data, n,
-                           (float)cfg->train_eval_temperature, &t->eval_rng, "eval_sampled/", row,
-                           err);
-    return rc;
-}
-
-/* Options the run file accepts but this run cannot honour, refused before any work. */
-static int refuse_options(const grpo_run_config *cfg, const grpo_model *policy, grpo_error *err) {
-    if (cfg->grpo_entropy_coef != 0.0 && !grpo_model_has_entropy_backward(policy))
-        return grpo_error_set(err, GRPO_ERR_UNSUPPORTED,
-                              "grpo.entropy_coef = %g: model pack %s has no backward_entropy "
-                              "(grpo/model.h, ABI 1.4), so the entropy bonus cannot be trained; "
-                              "rebuild the pack against SDK 1.4 or set entropy_coef = 0",
-                              cfg->grpo_entropy_coef, policy->desc->id);
-    if (cfg->grpo_sync_ref_every > 0 && cfg->lora_r > 0)
-        return grpo_error_set(err, GRPO_ERR_UNSUPPORTED,
-                              "grpo.sync_ref_every = %lld with [lora] r = %lld: the reference of a "
-                              "LoRA run is the frozen base (adapters off), which does not move; "
-                              "expected sync_ref_every = 0", cfg->grpo_sync_ref_every,
-                              cfg->lora_r);
-    if (cfg->sampling_weights_dtype == GRPO_WEIGHTS_BF16 && cfg->lora_r > 0 &&
-        cfg->lora_base_dtype != GRPO_BASE_BF16)
-        return grpo_error_set(err, GRPO_ERR_UNSUPPORTED,
-                              "sampling.weights_dtype = bf16 with [lora] r = %lld: a LoRA run "
-                              "samples from its frozen base; hold that base in bf16 instead "
-                              "(lora.base_dtype = bf16: exact, no correction needed)",
-                              cfg->lora_r);
-    if (cfg->grpo_sync_ref_every > 0 && !(cfg->grpo_beta > 0))
-        return grpo_error_set(err, GRPO_ERR_INVALID,
-                              "grpo.sync_ref_every = %lld needs grpo.beta > 0: with beta = 0 no "
-                              "reference model is loaded, so there is nothing to refresh",
-                              cfg->grpo_sync_ref_every);
-    return GRPO_OK;
-}
-
-/* Data parallel: each rank takes an equal share of every chunk's prompts. The gradients are
- * summed by MPI in host memory: a GPU backend's would need NCCL (not built). */
-static int check_ranks(const grpo_run_config *cfg, const grpo_ops *ops, grpo_error *err) {
-    int W = grpo_comm_size();
-    if (W == 1) return GRPO_OK;
-    if (strcmp(ops->name, "cpu") != 0)
-        return grpo_error_set(err, GRPO_ERR_UNSUPPORTED,
-                              "%s: %d ranks on the %s backend: data parallel over MPI sums "
-                              "gradients in host memory; GPU ranks need NCCL, which is not built "
-                              "yet (run one process, or model.backend = cpu)",
-                              cfg->path, W, ops->name);
-    if (cfg->train_batch_prompts % W != 0)
-        return grpo_error_set(err, GRPO_ERR_INVALID,
-                              "%s: train.batch_prompts = %lld is the global batch and does not "
-                              "divide over the %d ranks; expected a multiple of %d (or another "
-                              "rank count)",
-                              cfg->path, cfg->train_batch_prompts, W, W);
-    if (cfg->grpo_drop_zero_std_groups && cfg->grpo_resample_rounds > 0)
-        return grpo_error_set(err, GRPO_ERR_INVALID,
-                              "%s: grpo.resample_rounds = %lld is not implemented over several "
-                              "ranks yet (%d ranks); expected 0 or one process",
-                              cfg->path, cfg->grpo_resample_rounds, W);
-    return GRPO_OK;
-}
-
-/* [env]: the environment plugin (evaluations run episodes too); a run whose rewards never read
- * the episodes' reward is warned of. */
-static int open_env(trainer *t, grpo_error *err) {
-    const grpo_run_config *cfg = t->cfg;
-    int reads = 0;
-    for (int k = 0; k < cfg->n_rewards; k++) reads |= !strcmp(cfg->rewards[k].plugin, "builtin.env");
-    if (!reads)
-        fprintf(stderr, "warning: %s: env.plugin = %s, but no [reward.NAME] has plugin = "
-                "builtin.env: the environment's rewards are not trained on\n", cfg->path,
-                cfg->env_plugin);
-    return grpo_episodes_open(&t->episodes, &t->s.run, err);
-}
-
-/* What GRPO adds to the session: reference, rewards, sampler and advantage options, chunks. */
-static int setup(trainer *t, grpo_error *err) {
-    const grpo_run_config *cfg = t->cfg = t->s.cfg;
-    int rc = refuse_options(cfg, t->s.policy, err);
-    if (rc == GRPO_OK) rc = check_ranks(cfg, t->s.run.proc.ops, err);
-    if (rc == GRPO_OK) rc = open_reference(t, err);
-    if (rc == GRPO_OK) rc = open_rollout(t, err);
-    if (rc == GRPO_OK) rc = open_eval(t, err);
-    if (rc == GRPO_OK && cfg->env.entry) rc = open_env(t, err);
-    if (rc == GRPO_OK)
-        rc = grpo_reward_set_create(&t->rewards, cfg, &t->s.run.proc.reg, &t->s.run.proc.host, err);
-    if (rc != GRPO_OK) return rc;
-    if (!(t->w = malloc((size_t)t->rewards.n * sizeof(float))))
-        return grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory");
-    grpo_reward_set_weights(&t->rewards, t->w);
-    grpo_sampler_opts so = {{(float)cfg->sampling_temperature, (int32_t)cfg->sampling_top_k,
-                             (float)cfg->sampling_top_p, (float)cfg->sampling_min_p,
-                             (float)cfg->sampling_repetition_penalty},
-                            (int32_t)cfg->sampling_num_generations,
-                            (int32_t)(cfg->env.entry ? cfg->env_max_episode_tokens
-                                                     : cfg->sampling_max_completion_length),
-                            {0},
-                            t->s.run.n_eos,
-                            t->s.run.pad_id,
-                            t->rollout != NULL,
-                            NULL}; /* rollout.c sets turns for a chunk with episodes */
-    memcpy(so.eos, t->s.run.eos, sizeof so.eos);
-    t->so = so;
-    t->scale = cfg->sampling_temperature > 0 ? (float)(1.0 / cfg->sampling_temperature) : 1.0f;
-    t->ao = grpo_advantage_opts_default();
-    t->ao.scale = cfg->grpo_scale_rewards, t->ao.std_unbiased = cfg->grpo_std_unbiased;
-    t->ao.clip = (float)cfg->grpo_advantage_clamp,
-    t->ao.batch_renorm = cfg->grpo_advantage_clamp > 0;
-    int32_t N = (int32_t)(cfg->train_batch_prompts / grpo_comm_size() *
-                          cfg->sampling_num_generations); /* this rank's rows of a chunk */
-    t->micro = cfg->train_micro_batch > 0 && cfg->train_micro_batch < N
-                   ? (int32_t)cfg->train_micro_batch
-                   : N;
-    t->n_chunks = (int)cfg->train_grad_accum;
-    t->cap_chunks =
-        t->n_chunks + (cfg->grpo_drop_zero_std_groups ? (int)cfg->grpo_resample_rounds : 0);
-    if (!(t->chunks = calloc((size_t)t->cap_chunks, sizeof *t->chunks)))
-        return grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory");
-    if (cfg->log_completions_every > 0)
-        rc = grpo_session_log_open(&t->s, "completions.jsonl", &t->completions, err);
-    return rc;
-}
-
-/* Frees what setup made; closing completions.jsonl is a write, so its error is returned. */
-static int teardown(trainer *t, grpo_error *err) {
-    int rc = grpo_run_log_close(&t->completions, err);
-    for (int a = 0; t->chunks && a < t->cap_chunks; a++) chunk_clear(&t->chunks[a]);
-    free(t->chunks), free(t->w), free(t->load);
-    grpo_seqbatch_free(&t->sb);
-    grpo_episodes_close(&t->episodes);
-    grpo_reward_set_free(&t->rewards);
-    grpo_model_close(t->ref);
-    grpo_model_close(t->rollout);
-    grpo_dataset_free(t->eval_data);
-    return rc;
 }
 
 /* ---- the loop ----------------------------------------------------------------------------- */
@@ -1057,27 +456,25 @@ static int train_step(grpo_session *s, void *ctx, grpo_error *err) {
     if (rc == GRPO_OK && t->rollout) /* the rollout samples from the updated policy */
         rc = grpo_model_copy_weights(t->rollout, s->policy, err);
     if (rc == GRPO_OK && cfg->grpo_sync_ref_every > 0 && s->st.step % cfg->grpo_sync_ref_every == 0)
-        rc = grpo_ref_sync(t->ref, s->policy, cfg->grpo_sync_ref_alpha, err);
+        rc = grpo_ref_sync(t->ref.model, s->policy, cfg->grpo_sync_ref_alpha, err);
     phase_add(t, PH_OPTIMIZER, w0, c0);
     if (rc != GRPO_OK) return rc;
     grpo_metric_row row;
     grpo_metric_row_clear(&row);
-    reward_metrics(t, &row);
-    if (t->episodes.desc) env_metrics(t, &row);
-    loss_metrics(t, &sums, &row);
+    grpo_trainer_log_metrics(t, &sums, &row);
     if (grpo_comm_size() > 1) /* this rank's seconds in collectives (waits included) */
         grpo_metric_set(&row, "time/comm", grpo_comm_seconds() - comm0);
-    if ((rc = evaluate_due(t, &row, err)) != GRPO_OK) return rc;
+    if ((rc = grpo_trainer_evaluate_due(t, &row, err)) != GRPO_OK) return rc;
     grpo_metric_row timings;
     grpo_metric_row_clear(&timings);
-    phase_metrics(t, &timings);
+    grpo_trainer_log_timings(t, &timings);
     if ((rc = grpo_session_log(s, &row, &os, t0, tokens, &timings, err)) != GRPO_OK) return rc;
     if (cfg->log_completions_every > 0 && s->st.step % cfg->log_completions_every == 0 &&
-        (rc = log_completions(t, err)) != GRPO_OK)
+        (rc = grpo_trainer_log_completions(t, err)) != GRPO_OK)
         return rc;
-    if ((rc = ref_checkpoint(t, err)) != GRPO_OK) return rc;
+    if ((rc = grpo_reference_checkpoint(&t->ref, s, err)) != GRPO_OK) return rc;
     rc = grpo_session_checkpoint(s, err);
-    if (rc == GRPO_OK && t->ref && cfg->grpo_sync_ref_every > 0) ref_prune(t);
+    if (rc == GRPO_OK) grpo_reference_prune(&t->ref, s);
     return rc;
 }
 
@@ -1096,12 +493,12 @@ int grpo_train(const grpo_train_opts *o, grpo_error *err) {
     if (rc != GRPO_OK) return rc;
     rc = grpo_session_open(&t.s, &o->run, o->resume, err);
     t.s.method = GRPO_CARD_GRPO;
-    if (rc == GRPO_OK) rc = setup(&t, err);
+    if (rc == GRPO_OK) rc = grpo_trainer_setup(&t, err);
     if (rc == GRPO_OK) rc = grpo_session_run(&t.s, train_step, &t, err);
-    if (rc == GRPO_OK && t.ref && t.cfg->grpo_sync_ref_every > 0) ref_prune(&t);
+    if (rc == GRPO_OK) grpo_reference_prune(&t.ref, &t.s);
     grpo_error close_err;
     grpo_error_init(&close_err);
-    int closed = teardown(&t, &close_err);
+    int closed = grpo_trainer_teardown(&t, &close_err);
     int closed2 = grpo_session_close(&t.s, &close_err);
     if (rc == GRPO_OK && (closed != GRPO_OK || closed2 != GRPO_OK))
         *err = close_err, rc = closed != GRPO_OK ? closed : closed2;

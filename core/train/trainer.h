@@ -17,7 +17,11 @@
  * Files: log.dir/metrics.jsonl (one JSON line per logged step, TRL names), log.dir/
  * completions.jsonl (every log.completions_every steps: prompt, completion, per-reward scores,
  * reward, advantage), checkpoint.dir/checkpoint-STEP (train_state.h), and with
- * grpo.sync_ref_every the refreshed reference beside it (reference-STEP).
+ * grpo.sync_ref_every the refreshed reference beside it (reference-STEP, reference.h).
+ *
+ * Files of the trainer: trainer.c (the step and the run), train_setup.c (setup, checks,
+ * evaluation, teardown), step_log.c (the step's metrics and completions), reference.c (the
+ * reference model), sharing trainer_internal.h.
  *
  * Resume (--resume): the newest checkpoint under checkpoint.dir supplies the policy weights,
  * AdamW moments, step, sampler RNG and data cursor; metrics.jsonl is cut back to that step. On
@@ -36,14 +40,5 @@ typedef struct grpo_train_opts {
 
 /* Runs the whole training; returns GRPO_OK or an error status with err filled. */
 int grpo_train(const grpo_train_opts *o, grpo_error *err);
-
-/* grpo.sync_ref_every (TRL's sync_ref_model, TR-DPO): ref = alpha * policy + (1 - alpha) * ref
- * over every parameter (ops->scale, ops->accumulate: in fp32, per element
- * fl(fl((1 - alpha) ref) + fl(alpha policy))). Both must be the same architecture. Once a refresh
- * has happened the trainer saves the reference as checkpoint.dir/reference-STEP just before the
- * session commits checkpoint-STEP (pruned with it), and --resume loads it from there. */
-struct grpo_model;
-int grpo_ref_sync(struct grpo_model *ref, const struct grpo_model *policy, double alpha,
-                  grpo_error *err);
 
 #endif

@@ -1,0 +1,198 @@
+/* train_setup.c — what `grpo train` sets up around its session and checks before any work, the
+ * evaluation it opens, and the teardown (see train_setup.h). */
+#include "train/train_setup.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/comm.h"
+#include "train/eval.h"
+
+void grpo_trainer_chunk_clear(chunk *c) {
+    grpo_rollout_batch_free(&c->rb);
+    free(c->r), free(c->adv), free(c->mask), free(c->old_logp), free(c->samp_logp);
+    free(c->row_rng);
+    free(c->gR), free(c->gr), free(c->gadv), free(c->glen), free(c->gtrunc), free(c->env_rows);
+    memset(c, 0, sizeof *c);
+}
+
+/* sampling.weights_dtype = bf16 (full fine-tuning), or model.dtype = bf16 (a GPU run, whose
+ * matmuls are bf16 anyway): a bf16 copy of the policy for the rollout, half the bytes a decode
+ * step reads and no per-step rounding of fp32 weights. A LoRA run with lora.base_dtype = bf16
+ * samples from its policy as it is (the base is bf16 already, the adapters fp32: exact). */
+static int open_rollout(trainer *t, grpo_error *err) {
+    int bf16 = t->cfg->sampling_weights_dtype == GRPO_WEIGHTS_BF16 ||
+               t->cfg->model_dtype == GRPO_CFG_DTYPE_BF16;
+    if (!bf16 || t->cfg->lora_r > 0) return GRPO_OK;
+    t->is = grpo_is_sums_init();
+    int rc = grpo_run_open_model_as(&t->s.run, t->s.policy->dir, 0, GRPO_DTYPE_BF16, &t->rollout,
+                                    err);
+    return rc == GRPO_OK ? grpo_model_copy_weights(t->rollout, t->s.policy, err) : rc;
+}
+
+/* train.eval_every > 0: the eval prompts (data.eval_path), scored during training. */
+static int open_eval(trainer *t, grpo_error *err) {
+    const grpo_run_config *cfg = t->cfg;
+    if (cfg->train_eval_every <= 0) return GRPO_OK;
+    if (!cfg->data_eval_path[0])
+        return grpo_error_set(err, GRPO_ERR_INVALID,
+                              "%s: train.eval_every = %lld needs data.eval_path (the prompts to "
+                              "evaluate on)",
+                              cfg->path, cfg->train_eval_every);
+    grpo_rng_seed(&t->eval_rng, (uint64_t)cfg->sampling_seed);
+    char *path = grpo_run_path(&t->s.run, cfg->data_eval_path);
+    int rc = path ? grpo_run_dataset(&t->s.run, path, &t->eval_data, err)
+                  : grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory");
+    free(path);
+    return rc;
+}
+
+/* Every train.eval_every steps: the policy on the eval prompts, greedy (eval/...) and, with
+ * train.eval_temperature > 0, sampled too (eval_sampled/...), into row. */
+int grpo_trainer_evaluate_due(trainer *t, grpo_metric_row *row, grpo_error *err) {
+    const grpo_run_config *cfg = t->cfg;
+    if (!t->eval_data || t->s.st.step % cfg->train_eval_every != 0) return GRPO_OK;
+    if (grpo_comm_rank() != 0) return GRPO_OK; /* the one that logs */
+    size_t n = t->eval_data->n;
+    if (cfg->train_eval_limit > 0 && (size_t)cfg->train_eval_limit < n)
+        n = (size_t)cfg->train_eval_limit;
+    grpo_episodes *env = t->episodes.desc ? &t->episodes : NULL;
+    int rc = grpo_evaluate(&t->s.run, t->s.policy, &t->rewards, env, t->eval_data, n, 0.0f,
+                           &t->eval_rng, "eval/", row, err);
+    if (rc == GRPO_OK && cfg->train_eval_temperature > 0)
+        rc = grpo_evaluate(&t->s.run, t->s.policy, &t->rewards, env, t->eval_data, n,
+                           (float)cfg->train_eval_temperature, &t->eval_rng, "eval_sampled/", row,
+                           err);
+    return rc;
+}
+
+/* Options the run file accepts but this run cannot honour, refused before any work. */
+static int refuse_options(const grpo_run_config *cfg, const grpo_model *policy, grpo_error *err) {
+    if (cfg->grpo_entropy_coef != 0.0 && !grpo_model_has_entropy_backward(policy))
+        return grpo_error_set(err, GRPO_ERR_UNSUPPORTED,
+                              "grpo.entropy_coef = %g: model pack %s has no backward_entropy "
+                              "(grpo/model.h, ABI 1.4), so the entropy bonus cannot be trained; "
+                              "rebuild the pack against SDK 1.4 or set entropy_coef = 0",
+                              cfg->grpo_entropy_coef, policy->desc->id);
+    if (cfg->grpo_sync_ref_every > 0 && cfg->lora_r > 0)
+        return grpo_error_set(err, GRPO_ERR_UNSUPPORTED,
+                              "grpo.sync_ref_every = %lld with [lora] r = %lld: the reference of a "
+                              "LoRA run is the frozen base (adapters off), which does not move; "
+                              "expected sync_ref_every = 0", cfg->grpo_sync_ref_every,
+                              cfg->lora_r);
+    if (cfg->sampling_weights_dtype == GRPO_WEIGHTS_BF16 && cfg->lora_r > 0 &&
+        cfg->lora_base_dtype != GRPO_BASE_BF16)
+        return grpo_error_set(err, GRPO_ERR_UNSUPPORTED,
+                              "sampling.weights_dtype = bf16 with [lora] r = %lld: a LoRA run "
+                              "samples from its frozen base; hold that base in bf16 instead "
+                              "(lora.base_dtype = bf16: exact, no correction needed)",
+                              cfg->lora_r);
+    if (cfg->grpo_sync_ref_every > 0 && !(cfg->grpo_beta > 0))
+        return grpo_error_set(err, GRPO_ERR_INVALID,
+                              "grpo.sync_ref_every = %lld needs grpo.beta > 0: with beta = 0 no "
+                              "reference model is loaded, so there is nothing to refresh",
+                              cfg->grpo_sync_ref_every);
+    return GRPO_OK;
+}
+
+/* Data parallel: each rank takes an equal share of every chunk's prompts. The gradients are
+ * summed by MPI in host memory: a GPU backend's would need NCCL (not built). */
+static int check_ranks(const grpo_run_config *cfg, const grpo_ops *ops, grpo_error *err) {
+    int W = grpo_comm_size();
+    if (W == 1) return GRPO_OK;
+    if (strcmp(ops->name, "cpu") != 0)
+        return grpo_error_set(err, GRPO_ERR_UNSUPPORTED,
+                              "%s: %d ranks on the %s backend: data parallel over MPI sums "
+                              "gradients in host memory; GPU ranks need NCCL, which is not built "
+                              "yet (run one process, or model.backend = cpu)",
+                              cfg->path, W, ops->name);
+    if (cfg->train_batch_prompts % W != 0)
+        return grpo_error_set(err, GRPO_ERR_INVALID,
+                              "%s: train.batch_prompts = %lld is the global batch and does not "
+                              "divide over the %d ranks; expected a multiple of %d (or another "
+                              "rank count)",
+                              cfg->path, cfg->train_batch_prompts, W, W);
+    if (cfg->grpo_drop_zero_std_groups && cfg->grpo_resample_rounds > 0)
+        return grpo_error_set(err, GRPO_ERR_INVALID,
+                              "%s: grpo.resample_rounds = %lld is not implemented over several "
+                              "ranks yet (%d ranks); expected 0 or one process",
+                              cfg->path, cfg->grpo_resample_rounds, W);
+    return GRPO_OK;
+}
+
+/* [env]: the environment plugin (evaluations run episodes too); a run whose rewards never read
+ * the episodes' reward is warned of. */
+static int open_env(trainer *t, grpo_error *err) {
+    const grpo_run_config *cfg = t->cfg;
+    int reads = 0;
+    for (int k = 0; k < cfg->n_rewards; k++)
+        reads |= !strcmp(cfg->rewards[k].plugin, "builtin.env");
+    if (!reads)
+        fprintf(stderr, "warning: %s: env.plugin = %s, but no [reward.NAME] has plugin = "
+                "builtin.env: the environment's rewards are not trained on\n", cfg->path,
+                cfg->env_plugin);
+    return grpo_episodes_open(&t->episodes, &t->s.run, err);
+}
+
+/* What GRPO adds to the session: reference, rewards, sampler and advantage options, chunks. */
+int grpo_trainer_setup(trainer *t, grpo_error *err) {
+    const grpo_run_config *cfg = t->cfg = t->s.cfg;
+    int rc = refuse_options(cfg, t->s.policy, err);
+    if (rc == GRPO_OK) rc = check_ranks(cfg, t->s.run.proc.ops, err);
+    if (rc == GRPO_OK) rc = grpo_reference_open(&t->ref, &t->s, err);
+    if (rc == GRPO_OK) rc = open_rollout(t, err);
+    if (rc == GRPO_OK) rc = open_eval(t, err);
+    if (rc == GRPO_OK && cfg->env.entry) rc = open_env(t, err);
+    if (rc == GRPO_OK)
+        rc = grpo_reward_set_create(&t->rewards, cfg, &t->s.run.proc.reg, &t->s.run.proc.host, err);
+    if (rc != GRPO_OK) return rc;
+    if (!(t->w = malloc((size_t)t->rewards.n * sizeof(float))))
+        return grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory");
+    grpo_reward_set_weights(&t->rewards, t->w);
+    grpo_sampler_opts so = {{(float)cfg->sampling_temperature, (int32_t)cfg->sampling_top_k,
+                             (float)cfg->sampling_top_p, (float)cfg->sampling_min_p,
+                             (float)cfg->sampling_repetition_penalty},
+                            (int32_t)cfg->sampling_num_generations,
+                            (int32_t)(cfg->env.entry ? cfg->env_max_episode_tokens
+                                                     : cfg->sampling_max_completion_length),
+                            {0},
+                            t->s.run.n_eos,
+                            t->s.run.pad_id,
+                            t->rollout != NULL,
+                            NULL}; /* rollout.c sets turns for a chunk with episodes */
+    memcpy(so.eos, t->s.run.eos, sizeof so.eos);
+    t->so = so;
+    t->scale = cfg->sampling_temperature > 0 ? (float)(1.0 / cfg->sampling_temperature) : 1.0f;
+    t->ao = grpo_advantage_opts_default();
+    t->ao.scale = cfg->grpo_scale_rewards, t->ao.std_unbiased = cfg->grpo_std_unbiased;
+    t->ao.clip = (float)cfg->grpo_advantage_clamp,
+    t->ao.batch_renorm = cfg->grpo_advantage_clamp > 0;
+    int32_t N = (int32_t)(cfg->train_batch_prompts / grpo_comm_size() *
+                          cfg->sampling_num_generations); /* this rank's rows of a chunk */
+    t->micro = cfg->train_micro_batch > 0 && cfg->train_micro_batch < N
+                   ? (int32_t)cfg->train_micro_batch
+                   : N;
+    t->n_chunks = (int)cfg->train_grad_accum;
+    t->cap_chunks =
+        t->n_chunks + (cfg->grpo_drop_zero_std_groups ? (int)cfg->grpo_resample_rounds : 0);
+    if (!(t->chunks = calloc((size_t)t->cap_chunks, sizeof *t->chunks)))
+        return grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory");
+    if (cfg->log_completions_every > 0)
+        rc = grpo_session_log_open(&t->s, "completions.jsonl", &t->completions, err);
+    return rc;
+}
+
+/* Frees what setup made; closing completions.jsonl is a write, so its error is returned. */
+int grpo_trainer_teardown(trainer *t, grpo_error *err) {
+    int rc = grpo_run_log_close(&t->completions, err);
+    for (int a = 0; t->chunks && a < t->cap_chunks; a++) grpo_trainer_chunk_clear(&t->chunks[a]);
+    free(t->chunks), free(t->w), free(t->load);
+    grpo_seqbatch_free(&t->sb);
+    grpo_episodes_close(&t->episodes);
+    grpo_reward_set_free(&t->rewards);
+    grpo_reference_close(&t->ref);
+    grpo_model_close(t->rollout);
+    grpo_dataset_free(t->eval_data);
+    return rc;
+}
