@@ -953,7 +953,7 @@ static int write_kv(FILE *out, const char *key, const char *v, const char *mark)
 static void format_double(double x, char *buf, size_t n) {
     for (int prec = 15; prec <= 17; prec++) {
         snprintf(buf, n, "%.*g", prec, x);
-        if (strtod(buf, NULL) == x) return;
+        if (strtod(buf, NULL) == x) return; /* buf: our own "%g" text, a number */
     }
 }
 
