@@ -140,6 +140,7 @@ typedef struct range {
     int has_lo, has_hi, lo_open, hi_open;
 } range;
 
+/* s: a range of config_keys.h (our own text, checked whole here): the bounds need no range. */
 static int range_parse(const char *s, range *r) {
     memset(r, 0, sizeof *r);
     char *end;
