@@ -2,6 +2,7 @@
  * the dispatch to MPI's (comm.h). */
 #include "base/comm.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,8 +26,9 @@ int grpo_comm_launched_size(void) {
     for (size_t i = 0; i < sizeof vars / sizeof *vars; i++) {
         const char *v = getenv(vars[i]);
         char *end;
+        errno = 0;
         long n = v ? strtol(v, &end, 10) : 0;
-        if (v && *v && !*end && n > 0) return n > 1 << 20 ? 1 << 20 : (int)n;
+        if (v && *v && !*end && errno != ERANGE && n > 0) return n > 1 << 20 ? 1 << 20 : (int)n;
     }
     return 0;
 }

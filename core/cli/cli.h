@@ -15,9 +15,8 @@ typedef struct grpo_command {
 /* Runs the grpo command line; main() is just this. */
 int grpo_cli_main(int argc, char **argv);
 
-/* An option given in a mode it does not apply to: "grpo CMD: OPTION does not apply to MODE (only
- * to WHERE)" on stderr. Returns 2, the usage-error exit status. */
-int grpo_cli_not_for(const char *cmd, const char *option, const char *mode, const char *where);
+/* What the commands share about their options (usage errors, strict numbers, the run commands'
+ * arguments) is options.h's. */
 
 /* One line per subcommand (keep in the order of the table in cli.c). */
 int cmd_train(int argc, char **argv);

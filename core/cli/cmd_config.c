@@ -3,6 +3,7 @@
  * `grpo config keys` (every run-file key with its type, default and meaning).
  */
 #include "cli/cli.h"
+#include "cli/options.h"
 #include "cli/run_tokenizer.h"
 #include "config/run_config.h"
 #include "host/process.h"

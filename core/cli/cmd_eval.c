@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "cli/options.h"
 #include "host/lora.h"
 #include "train/checkpoint.h"
 #include "train/eval.h"
@@ -26,8 +27,8 @@ typedef struct eval_opts {
     grpo_run_args run;
     const char *checkpoint;
     const char *adapter; /* --adapter DIR */
-    long limit;
-    double temperature;
+    int64_t limit;      /* --limit N: the first N prompts; 0 (the default): all */
+    double temperature; /* --temperature T >= 0; 0: greedy */
 } eval_opts;
 
 static int evaluate(const eval_opts *o, grpo_error *err) {
@@ -101,42 +102,40 @@ static int evaluate(const eval_opts *o, grpo_error *err) {
     return rc;
 }
 
-static int usage(FILE *f) {
-    fputs("usage: grpo eval RUN.ini [--checkpoint DIR | --model DIR] [--adapter DIR] [--limit N]\n"
-          "                 [--temperature T] [--set SECTION.KEY=VALUE]... [--plugin-path DIR]...\n"
-          "Mean reward and accuracy on data.eval_path (data.path when unset), one completion per\n"
-          "prompt (greedy unless --temperature), with the newest checkpoint under checkpoint.dir\n"
-          "(else --model or model.path). A LoRA checkpoint, or --adapter DIR (a PEFT LoRA\n"
-          "directory), is applied to model.path (or --model). Prints one JSON line.\n",
-          f);
-    return f == stdout ? 0 : 2;
+static const char usage[] =
+    "usage: grpo eval RUN.ini [--checkpoint DIR | --model DIR] [--adapter DIR] [--limit N]\n"
+    "                 [--temperature T] [--set SECTION.KEY=VALUE]... [--plugin-path DIR]...\n"
+    "Mean reward and accuracy on data.eval_path (data.path when unset), one completion per\n"
+    "prompt (greedy unless --temperature), with the newest checkpoint under checkpoint.dir\n"
+    "(else --model or model.path). A LoRA checkpoint, or --adapter DIR (a PEFT LoRA\n"
+    "directory), is applied to model.path (or --model). Prints one JSON line.\n";
+
+/* eval's own options: --checkpoint DIR, --adapter DIR, --limit N, --temperature T. */
+static int take(void *opts, int argc, char **argv, int *i) {
+    eval_opts *o = opts;
+    const char *a = argv[*i], *v = *i + 1 < argc ? argv[*i + 1] : NULL;
+    if (!v) return 0;
+    if (!strcmp(a, "--checkpoint"))
+        o->checkpoint = v;
+    else if (!strcmp(a, "--adapter"))
+        o->adapter = v;
+    else if (!strcmp(a, "--limit")) {
+        if (!grpo_cli_int64("eval", a, v, 0, INT64_MAX, &o->limit)) return 2;
+    } else if (!strcmp(a, "--temperature")) {
+        if (!grpo_cli_double("eval", a, v, 0, HUGE_VAL, &o->temperature)) return 2;
+    } else
+        return 0;
+    ++*i;
+    return 1;
 }
 
 int cmd_eval(int argc, char **argv) {
     eval_opts o;
     memset(&o, 0, sizeof o);
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) return usage(stdout);
-        if (!strcmp(a, "--checkpoint") && v)
-            o.checkpoint = v, i++;
-        else if (!strcmp(a, "--adapter") && v)
-            o.adapter = v, i++;
-        else if (!strcmp(a, "--limit") && v)
-            o.limit = atol(v), i++;
-        else if (!strcmp(a, "--temperature") && v)
-            o.temperature = atof(v), i++;
-        else if (!grpo_run_args_take(&o.run, argc, argv, &i)) {
-            fprintf(stderr, "grpo eval: unexpected argument '%s'\n", a);
-            return usage(stderr);
-        }
-    }
-    if (!o.run.run_file) return usage(stderr);
+    grpo_cli_run_cmd c = {"eval", usage, NULL, take, &o};
+    int status = grpo_cli_run_args(&c, argc, argv, &o.run);
+    if (status >= 0) return status;
     grpo_error err;
     grpo_error_init(&err);
-    if (evaluate(&o, &err) != GRPO_OK) {
-        fprintf(stderr, "grpo eval: %s\n", err.message);
-        return 1;
-    }
-    return 0;
+    return grpo_cli_run_status("eval", evaluate(&o, &err), &err);
 }

@@ -5,15 +5,19 @@
  * eos_token_id (overridable with --eos, -1 = none) or --max-new-tokens tokens. Generation is the
  * sampler's (sampler.h) with G = 1; --seed S seeds its RNG like sampling.seed does (grpo_rng_seed).
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/options.h"
 #include "host/process.h"
 #include "host/lora.h"
 #include "host/model_instance.h"
 #include "host/sampler.h"
+
+#define CMD "generate" /* the command's name in its messages */
 
 static void usage(FILE *out) {
     fprintf(out, "usage: grpo generate --model DIR [--adapter LORA_DIR] --prompt-ids 1,2,3 "
@@ -43,9 +47,10 @@ int cmd_generate(int argc, char **argv) {
     const char *model_dir = NULL, *adapter = NULL, *prompt_text = NULL, *plugin_dirs[16];
     int max_new = 32, threads = 0, n_dirs = 0, eos_set = 0, eos = -1, greedy = 0, seed_set = 0;
     double temperature = 0.0;
-    unsigned long long seed = 0;
+    int64_t seed = 0; /* >= 0, as sampling.seed */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int ok = 1; /* 0: a bad number, already said */
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) return usage(stdout), 0;
         if (!strcmp(a, "--greedy")) {
             greedy = 1;
@@ -55,13 +60,19 @@ int cmd_generate(int argc, char **argv) {
         if (!strcmp(a, "--model")) model_dir = v;
         else if (!strcmp(a, "--adapter")) adapter = v;
         else if (!strcmp(a, "--prompt-ids")) prompt_text = v;
-        else if (!strcmp(a, "--max-new-tokens")) max_new = atoi(v);
-        else if (!strcmp(a, "--temperature")) temperature = atof(v);
-        else if (!strcmp(a, "--seed")) seed = strtoull(v, NULL, 10), seed_set = 1;
-        else if (!strcmp(a, "--eos")) eos = atoi(v), eos_set = 1;
-        else if (!strcmp(a, "--threads")) threads = atoi(v);
+        else if (!strcmp(a, "--max-new-tokens"))
+            ok = grpo_cli_int(CMD, a, v, 1, INT32_MAX, &max_new);
+        else if (!strcmp(a, "--temperature"))
+            ok = grpo_cli_double(CMD, a, v, 0, HUGE_VAL, &temperature);
+        else if (!strcmp(a, "--seed"))
+            ok = grpo_cli_int64(CMD, a, v, 0, INT64_MAX, &seed), seed_set = 1;
+        else if (!strcmp(a, "--eos")) /* -1: none */
+            ok = grpo_cli_int(CMD, a, v, -1, INT32_MAX, &eos), eos_set = 1;
+        else if (!strcmp(a, "--threads")) /* as train.threads; 0: OpenMP's default */
+            ok = grpo_cli_int(CMD, a, v, 0, 1024, &threads);
         else if (!strcmp(a, "--plugin-path") && n_dirs < 16) plugin_dirs[n_dirs++] = v;
         else return fprintf(stderr, "grpo generate: unknown option %s\n", a), usage(stderr), 2;
+        if (!ok) return 2;
         i++;
     }
     if (greedy && temperature > 0)

@@ -26,6 +26,7 @@
 #include "base/files.h"
 #include "base/rng.h"
 #include "cli/cli.h"
+#include "cli/options.h"
 #include "host/process.h"
 #include "host/model_instance.h"
 #include "io/safetensors.h"
@@ -284,6 +285,8 @@ static int init_model(const char *dir, const init_opts *o, grpo_process *proc, g
     return rc;
 }
 
+#define CMD "init-model" /* the command's name in its messages */
+
 static int usage(FILE *f) {
     fputs("usage: grpo init-model DIR [--hidden C] [--layers L] [--heads H] [--kv-heads K]\n"
           "                          [--intermediate I] [--seed S] [--plugin-path DIR]...\n"
@@ -315,16 +318,20 @@ int cmd_init_model(int argc, char **argv) {
                      : !strcmp(a, "--top-k")        ? &o.top_k
                      : !strcmp(a, "--shared")       ? &o.shared
                                                     : NULL;
+        int64_t seed;
         if (field && v) {
             if (field == &o.experts || field == &o.top_k || field == &o.shared) moe_only = a;
-            *field = atoi(v), i++;
-        }
-        else if (!strcmp(a, "--moe"))
+            if (!grpo_cli_int(CMD, a, v, field == &o.shared ? 0 : 1, INT32_MAX, field)) return 2;
+            i++;
+        } else if (!strcmp(a, "--moe"))
             o.moe = 1;
-        else if (!strcmp(a, "--aux-alpha") && v)
-            o.aux_alpha = atof(v), i++, moe_only = a;
-        else if (!strcmp(a, "--seed") && v)
-            o.seed = strtoull(v, NULL, 10), i++;
+        else if (!strcmp(a, "--aux-alpha") && v) {
+            if (!grpo_cli_double(CMD, a, v, 0, HUGE_VAL, &o.aux_alpha)) return 2;
+            i++, moe_only = a;
+        } else if (!strcmp(a, "--seed") && v) {
+            if (!grpo_cli_int64(CMD, a, v, 0, INT64_MAX, &seed)) return 2;
+            o.seed = (unsigned long long)seed, i++;
+        }
         else if (!strcmp(a, "--plugin-path") && v && n_extra < 16)
             extra[n_extra++] = v, i++;
         else if (a[0] != '-' && !dir)

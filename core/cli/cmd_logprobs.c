@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/options.h"
 #include "host/process.h"
 #include "host/model_instance.h"
 
@@ -97,15 +98,17 @@ int cmd_logprobs(int argc, char **argv) {
     int batch = 8, threads = 0, n_dirs = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int ok = 1;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) return usage(stdout), 0;
         if (!v) return fprintf(stderr, "grpo logprobs: %s needs a value\n", a), usage(stderr), 2;
         if (!strcmp(a, "--model")) model_dir = v;
         else if (!strcmp(a, "--input")) input = v;
         else if (!strcmp(a, "--output")) output = v;
-        else if (!strcmp(a, "--batch")) batch = atoi(v);
-        else if (!strcmp(a, "--threads")) threads = atoi(v);
+        else if (!strcmp(a, "--batch")) ok = grpo_cli_int("logprobs", a, v, 1, INT32_MAX, &batch);
+        else if (!strcmp(a, "--threads")) ok = grpo_cli_int("logprobs", a, v, 0, 1024, &threads);
         else if (!strcmp(a, "--plugin-path") && n_dirs < 16) plugin_dirs[n_dirs++] = v;
         else return fprintf(stderr, "grpo logprobs: unknown option %s\n", a), usage(stderr), 2;
+        if (!ok) return 2; /* a bad number, already said */
         i++;
     }
     if (!model_dir || !input || batch < 1)

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/options.h"
 #include "host/process.h"
 #include "host/lora.h"
 #include "host/model_instance.h"
@@ -51,8 +52,10 @@ int cmd_merge_lora(int argc, char **argv) {
             if (strcmp(a, "--plugin-path") && strcmp(a, "--threads"))
                 return fprintf(stderr, "grpo merge-lora: unknown option '%s'\n", a), usage(stderr);
             if (!v) return fprintf(stderr, "grpo merge-lora: %s needs a value\n", a), usage(stderr);
-            if (!strcmp(a, "--threads")) threads = atoi(v);
-            else if (n_dirs < 16) dirs[n_dirs++] = v;
+            if (!strcmp(a, "--threads")) { /* as train.threads; 0: OpenMP's default */
+                if (!grpo_cli_int("merge-lora", a, v, 0, 1024, &threads)) return 2;
+            } else if (n_dirs < 16)
+                dirs[n_dirs++] = v;
             i++;
         } else if (n_pos < 3) {
             pos[n_pos++] = a;

@@ -5,6 +5,7 @@
 
 #include "cli/cli.h"
 #include "cli/plot.h"
+#include "grpo/config.h" /* grpo_text_double: --smooth read as a run file's number */
 
 #define MAX_SERIES 16
 #define MAX_RUNS 8
@@ -40,11 +41,10 @@ int cmd_plot(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) return plot_usage(stdout);
-        char *end = NULL;
         if ((!strcmp(a, "-o") || !strcmp(a, "--output")) && v) out = v, i++;
         else if (!strcmp(a, "--metrics") && v) snprintf(list, sizeof list, "%s", v), i++;
-        else if (!strcmp(a, "--smooth") && v && (smooth = strtod(v, &end), *end == 0) &&
-                 smooth >= 0 && smooth < 1)
+        else if (!strcmp(a, "--smooth") && v && grpo_text_double(v, &smooth) && smooth >= 0 &&
+                 smooth < 1)
             i++;
         else if (a[0] != '-' && n_runs < MAX_RUNS) runs[n_runs++] = a;
         else {

@@ -6,6 +6,7 @@
 
 #include "text/chat_template.h"
 #include "cli/cli.h"
+#include "cli/options.h"
 #include "io/dataset.h"
 
 static void template_usage(FILE *out) {
@@ -25,7 +26,7 @@ static void template_usage(FILE *out) {
 
 int cmd_template(int argc, char **argv) {
     const char *tpath = NULL, *messages = NULL, *data = NULL, *format = NULL;
-    long line = 1;
+    int64_t line = 1;
     int line_set = 0;
     grpo_chat_var vars[16];
     char *var_names[16];
@@ -40,8 +41,13 @@ int cmd_template(int argc, char **argv) {
             messages = argv[++i];
         else if (next && !strcmp(a, "--data"))
             data = argv[++i];
-        else if (next && !strcmp(a, "--line"))
-            line = strtol(argv[++i], NULL, 10), line_set = 1;
+        else if (next && !strcmp(a, "--line")) {
+            line_set = grpo_cli_int64("template", a, argv[++i], 1, INT64_MAX, &line);
+            if (!line_set) { /* a bad number, already said */
+                for (size_t k = 0; k < n_vars; k++) free(var_names[k]);
+                return 2;
+            }
+        }
         else if (next && !strcmp(a, "--bos"))
             opt.bos_token = argv[++i];
         else if (next && !strcmp(a, "--eos"))
@@ -104,8 +110,9 @@ int cmd_template(int argc, char **argv) {
     }
     if (data) {
         if (grpo_dataset_load(data, NULL, &ds, &err) != GRPO_OK) goto fail;
-        if (line < 1 || (size_t)line > ds->n) {
-            fprintf(stderr, "grpo template: --line %ld: %s has %zu examples\n", line, data, ds->n);
+        if ((size_t)line > ds->n) { /* line >= 1: grpo_cli_int64 */
+            fprintf(stderr, "grpo template: --line %lld: %s has %zu examples\n", (long long)line,
+                    data, ds->n);
             goto done;
         }
         grpo_chat_renderer r = {.tpl = tpl, .opt = opt, .format = format};

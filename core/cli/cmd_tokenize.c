@@ -5,6 +5,7 @@
  * the tokenizer against others (Hugging Face tokenizers) by hand.
  */
 #include "cli/cli.h"
+#include "cli/options.h"
 #include "text/tokenizer/tokenizer.h"
 
 #include <cjson/cJSON.h>

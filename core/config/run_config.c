@@ -140,6 +140,7 @@ typedef struct range {
     int has_lo, has_hi, lo_open, hi_open;
 } range;
 
+/* s: a range of config_keys.h (our own text, checked whole here): the bounds need no range. */
 static int range_parse(const char *s, range *r) {
     memset(r, 0, sizeof *r);
     char *end;
@@ -987,7 +988,7 @@ static int write_kv(FILE *out, const char *key, const char *v, const char *mark)
 static void format_double(double x, char *buf, size_t n) {
     for (int prec = 15; prec <= 17; prec++) {
         snprintf(buf, n, "%.*g", prec, x);
-        if (strtod(buf, NULL) == x) return;
+        if (strtod(buf, NULL) == x) return; /* buf: our own "%g" text, a number */
     }
 }
 

@@ -580,7 +580,7 @@ static int test_line(manifest_parser *p, const mtest *m, int j, const grpo_entry
         return 1;
     }
     if (strcmp(k, "expect") == 0 || strcmp(k, "tolerance") == 0) {
-        char *end;
+        char *end; /* any double: expect may be nan (or inf); tolerance >= 0 */
         double x = strtod(v, &end);
         if (end == v || *end || (strcmp(k, "tolerance") == 0 && !(x >= 0)))
             return perr(p, line, "%s '%s' of [%s:%s] is not a number; expected e.g. %s", k, v,

@@ -88,6 +88,7 @@ static int add_broken(grpo_registry *reg, const char *manifest, const char *mess
 /* Numeric dotted-version order ("0.10.0" > "0.9.1"); missing parts count as 0. */
 static int version_cmp(const char *a, const char *b) {
     while (*a || *b) {
+        /* a part beyond ULONG_MAX reads as ULONG_MAX: the order of such versions is still sane */
         unsigned long x = strtoul(a, (char **)&a, 10), y = strtoul(b, (char **)&b, 10);
         if (x != y) return x < y ? -1 : 1;
         a += *a == '.', b += *b == '.';

@@ -74,9 +74,10 @@ int grpo_ckpt_sync_file(grpo_ckpt *c, const char *name, grpo_error *err) {
 static int step_of(const char *name, long *step) {
     size_t n = strlen(CKPT_PREFIX);
     char *end;
-    if (strncmp(name, CKPT_PREFIX, n) || !name[n]) return 0;
+    if (strncmp(name, CKPT_PREFIX, n) || name[n] < '0' || name[n] > '9') return 0;
+    errno = 0;
     *step = strtol(name + n, &end, 10);
-    return *end == 0;
+    return *end == 0 && errno != ERANGE;
 }
 
 /* ".checkpoint-STEP.tmp": a save in progress, or left by a run killed while saving. */

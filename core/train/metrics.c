@@ -88,7 +88,10 @@ static int log_failed(const grpo_run_log *l, const char *what, grpo_error *err) 
 /* Step of a log line ({"step": N, ...}), or -1 when it has none. */
 static long line_step(const char *line) {
     const char *s = strstr(line, "\"step\":");
-    return s ? strtol(s + 7, NULL, 10) : -1;
+    char *end;
+    errno = 0;
+    long step = s ? strtol(s + 7, &end, 10) : -1;
+    return s && end != s + 7 && errno != ERANGE && step >= 0 ? step : -1;
 }
 
 /* Rewrites l->path keeping the lines of steps <= step (replaced atomically: files.h). */

@@ -1207,7 +1207,7 @@ static int filter_round(ctx *c, int line, const char *f, jv v, const args *a, jv
     /* Python round(float, p): correctly rounded, ties to even, as printf does */
     char tmp[400];
     snprintf(tmp, sizeof tmp, "%.*f", (int)digits, v.u.f);
-    return *out = jv_float(strtod(tmp, NULL)), 1;
+    return *out = jv_float(strtod(tmp, NULL)), 1; /* tmp: our own "%f" text, a number */
 }
 
 static int filter_sum(ctx *c, int line, const char *f, jv v, const args *a, jv *out) {

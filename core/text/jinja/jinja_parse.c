@@ -14,6 +14,7 @@
  */
 #include "text/jinja/jinja.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -240,13 +241,16 @@ static int lex_tag(lexer *lx, int is_block) {
                     while (e < n && is_digit(s[e])) e++;
                 }
             }
-            char tmp[64];
-            size_t len = e - pos < sizeof tmp - 1 ? e - pos : sizeof tmp - 1;
-            memcpy(tmp, s + pos, len), tmp[len] = '\0';
-            if (is_float)
+            char tmp[64]; /* exactly the number scanned above: read whole */
+            if (e - pos >= sizeof tmp) return lex_fail(lx, lx->line, "number literal too long");
+            memcpy(tmp, s + pos, e - pos), tmp[e - pos] = '\0';
+            errno = 0;
+            if (is_float) /* 1e999 is inf, as in Python */
                 t.type = T_FLOAT, t.f = strtod(tmp, NULL);
             else
                 t.type = T_INT, t.i = strtoll(tmp, NULL, 10);
+            if (!is_float && errno == ERANGE)
+                return lex_fail(lx, lx->line, "integer literal does not fit in 64 bits");
             lx->pos = e;
         } else if (c == '\'' || c == '"') {
             size_t e = pos + 1;

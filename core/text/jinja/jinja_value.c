@@ -233,7 +233,7 @@ static void jv_float_repr(jbuf *out, double f) {
     char tmp[64];
     for (int prec = 1; prec <= 17; prec++) {
         snprintf(tmp, sizeof tmp, "%.*e", prec - 1, f);
-        if (strtod(tmp, NULL) == f) break;
+        if (strtod(tmp, NULL) == f) break; /* tmp: our own "%e" text, a number */
     }
     /* tmp = [-]d[.ddd]e[+-]xx: split into sign, digits, exponent */
     const char *p = tmp;
@@ -243,7 +243,7 @@ static void jv_float_repr(jbuf *out, double f) {
     int nd = 0;
     for (; *p && *p != 'e'; p++)
         if (*p != '.') digits[nd++] = *p;
-    int exp = atoi(p + 1);
+    int exp = (int)strtol(p + 1, NULL, 10); /* "%e"'s own exponent: [+-]dd or [+-]ddd */
     while (nd > 1 && digits[nd - 1] == '0') nd--;
     if (neg) jbuf_putc(out, '-');
     if (exp < -4 || exp >= 16) {
