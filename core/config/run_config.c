@@ -884,11 +884,14 @@ const grpo_reward_spec *grpo_run_config_reward(const grpo_run_config *cfg, const
     return NULL;
 }
 
-/* "FILE:LINE" of a key when the file set it, else "FILE". */
+/* "FILE:LINE" of a key the file set, "FILE (--set S.K)" of one --set set, else "FILE". */
 static const char *where_set(const grpo_run_config *cfg, const char *section, const char *name,
                              char *buf, size_t size) {
-    int line = cfg->line[key_index(section, name)];
-    snprintf(buf, size, line ? "%s:%d" : "%s", cfg->path, line);
+    int line = cfg->line[key_index(section, name)]; /* < 0: set by --set */
+    if (line > 0)
+        snprintf(buf, size, "%s:%d", cfg->path, line);
+    else
+        snprintf(buf, size, line < 0 ? "%s (--set %s.%s)" : "%s", cfg->path, section, name);
     return buf;
 }
 

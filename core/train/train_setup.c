@@ -139,6 +139,7 @@ static int open_env(trainer *t, grpo_error *err) {
 int grpo_trainer_setup(trainer *t, grpo_error *err) {
     const grpo_run_config *cfg = t->cfg = t->s.cfg;
     int rc = refuse_options(cfg, t->s.policy, err);
+    if (rc == GRPO_OK && grpo_comm_rank() == 0) grpo_run_config_warn_cannot_learn(cfg, stderr);
     if (rc == GRPO_OK) rc = check_ranks(cfg, t->s.run.proc.ops, err);
     if (rc == GRPO_OK) rc = grpo_reference_open(&t->ref, &t->s, err);
     if (rc == GRPO_OK) rc = open_rollout(t, err);
