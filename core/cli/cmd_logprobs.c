@@ -6,6 +6,7 @@
  * Lines are run in micro-batches of --batch rows, left-padded to the longest row.
  */
 #include <cjson/cJSON.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +19,7 @@
 typedef struct seq {
     int32_t *ids;
     int32_t n;
+    int line; /* of the input file */
 } seq;
 
 static void usage(FILE *out) {
@@ -40,6 +42,7 @@ static int parse_line(const char *line, const char *file, int lineno, int32_t vo
     }
     s->ids = malloc((size_t)n * sizeof(int32_t));
     s->n = n;
+    s->line = lineno;
     int k = 0;
     const cJSON *it;
     cJSON_ArrayForEach(it, ids) {
@@ -56,8 +59,26 @@ static int parse_line(const char *line, const char *file, int lineno, int32_t vo
     return rc;
 }
 
-/* Runs rows [0,n) of seqs through the model and prints their log-probs to out. */
-static int run_batch(grpo_model *m, const seq *seqs, int n, FILE *out, grpo_error *err) {
+/* Prints row b's log-probs (logp (T), its first pad columns padding) as one JSON line; a value
+ * that is not finite is written as null (JSON has no NaN). Returns the first such column, or -1. */
+static int32_t print_row(FILE *out, const float *logp, int32_t pad, int32_t T) {
+    int32_t bad = -1;
+    fputs("{\"logprobs\":[", out);
+    for (int32_t t = pad; t + 1 < T; t++) {
+        if (t > pad) fputc(',', out);
+        if (isfinite(logp[t]))
+            fprintf(out, "%.9g", logp[t]);
+        else
+            fputs("null", out), bad = bad < 0 ? t - pad : bad;
+    }
+    fputs("]}\n", out);
+    return bad;
+}
+
+/* Runs rows [0,n) of seqs (read from file) through the model and prints their log-probs to out;
+ * a non-finite log-prob (NaN weights) is written as null and then fails with file:line. */
+static int run_batch(grpo_model *m, const seq *seqs, int n, const char *file, FILE *out,
+                     grpo_error *err) {
     int32_t T = 0;
     for (int i = 0; i < n; i++) T = seqs[i].n > T ? seqs[i].n : T;
     size_t NT = (size_t)n * T;
@@ -82,13 +103,17 @@ static int run_batch(grpo_model *m, const seq *seqs, int n, FILE *out, grpo_erro
     grpo_batch batch = {sizeof(grpo_batch), n, T, ids, mask, pos, tgt, 0.0f};
     if (rc == GRPO_OK) rc = grpo_model_reserve_acts(m, n, T, err);
     if (rc == GRPO_OK) rc = grpo_model_forward(m, &batch, logp, NULL, 1.0f, err);
+    int first_bad = -1;
+    int32_t bad_at = -1;
     for (int b = 0; rc == GRPO_OK && b < n; b++) {
-        int32_t pad = T - seqs[b].n;
-        fputs("{\"logprobs\":[", out);
-        for (int32_t t = pad; t + 1 < T; t++)
-            fprintf(out, "%s%.9g", t > pad ? "," : "", logp[(size_t)b * T + t]);
-        fputs("]}\n", out);
+        int32_t at = print_row(out, logp + (size_t)b * T, T - seqs[b].n, T);
+        if (at >= 0 && first_bad < 0) first_bad = b, bad_at = at;
     }
+    if (rc == GRPO_OK && first_bad >= 0)
+        rc = grpo_error_set(err, GRPO_ERR_INVALID,
+                            "%s:%d: the model gives a non-finite log-prob at logprobs[%d] "
+                            "(written as null); expected finite weights",
+                            file, seqs[first_bad].line, bad_at);
     free(ids), free(mask), free(pos), free(tgt), free(logp);
     return rc;
 }
@@ -133,12 +158,12 @@ int cmd_logprobs(int argc, char **argv) {
         if (strspn(line, " \t\r\n") == strlen(line)) continue; /* blank line */
         rc = parse_line(line, input, lineno, grpo_model_vocab(m), &seqs[n], &err);
         if (rc == GRPO_OK && ++n == batch) {
-            rc = run_batch(m, seqs, n, out, &err);
+            rc = run_batch(m, seqs, n, input, out, &err);
             for (int i = 0; i < n; i++) free(seqs[i].ids), seqs[i].ids = NULL;
             n = 0;
         }
     }
-    if (rc == GRPO_OK && n > 0) rc = run_batch(m, seqs, n, out, &err);
+    if (rc == GRPO_OK && n > 0) rc = run_batch(m, seqs, n, input, out, &err);
     for (int i = 0; i <= n && i < batch; i++) free(seqs[i].ids);
     free(seqs), free(line);
     grpo_model_close(m);
