@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/nomem.h"
 #include "train/reward_batch.h"
 
 int grpo_rollout_batch_begin(grpo_rollout_batch *b, int32_t B, int32_t G, grpo_error *err) {
@@ -41,13 +42,15 @@ static int pad_prompts(grpo_rollout_batch *b, int32_t pad_id, grpo_error *err) {
     for (int32_t k = 0; k < b->B; k++) free(b->ids[k]);
     free(b->ids), free(b->n_ids);
     b->ids = NULL, b->n_ids = NULL;
-    return b->P < 0 ? grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory") : GRPO_OK;
+    return b->P < 0 ? grpo_error_set(err, GRPO_ERR_NOMEM,
+                                                 "out of memory for the padded prompts of %d rows",
+                                                 (int)b->B) : GRPO_OK;
 }
 
 /* completion[N]: the text of each completion row (special tokens skipped). */
 static int decode_completions(grpo_rollout_batch *b, const grpo_run *r, grpo_error *err) {
     if (!(b->completion = calloc((size_t)b->N, sizeof *b->completion)))
-        return grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory");
+        return grpo_nomem(err, "the completions' texts", (uint64_t)b->N * sizeof *b->completion);
     for (int32_t i = 0; i < b->N; i++)
         b->completion[i] = grpo_run_decode(r, b->roll.ids + (size_t)i * b->roll.T, b->roll.len[i]);
     return GRPO_OK;
@@ -70,7 +73,7 @@ static int episode_fields(grpo_rollout_batch *b, grpo_reward_batch *rb, grpo_err
 static int score(grpo_rollout_batch *b, grpo_reward_set *rs, grpo_error *err) {
     grpo_reward_batch rb = {0};
     if (!(b->R = malloc(((size_t)b->N * rs->n + 1) * sizeof(float))))
-        return grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory");
+        return grpo_nomem(err, "the reward scores (N,K)", ((uint64_t)b->N * rs->n + 1) * 4);
     int rc = grpo_reward_batch_from_rollout(&rb, b->prompt_text, b->ex, b->G, b->completion,
                                             &b->roll, err);
     if (rc == GRPO_OK && b->env) rc = episode_fields(b, &rb, err);

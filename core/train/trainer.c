@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "base/comm.h"
+#include "base/nomem.h"
 #include "train/loss.h"
 #include "train/reward_sum.h"
 #include "train/step_log.h"
@@ -46,7 +47,7 @@ static int chunk_prompts(trainer *t, chunk *c, int32_t B, grpo_error *err) {
     int rc = grpo_rollout_batch_begin(&c->rb, Bl, t->so.G, err);
     int32_t G = t->so.G; /* row g of global group k draws from stream k*G + g of the step */
     if (rc == GRPO_OK && !(c->row_rng = malloc((size_t)Bl * G * sizeof *c->row_rng)))
-        rc = grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory");
+        rc = grpo_nomem(err, "the chunk's sampling streams", (uint64_t)Bl * G * sizeof *c->row_rng);
     for (int32_t i = 0; rc == GRPO_OK && i < Bl * G; i++)
         grpo_rng_seed_stream(&c->row_rng[i], (uint64_t)t->cfg->sampling_seed,
                              (uint64_t)t->s.st.step, (uint64_t)c->g0 * G + (uint64_t)i);
@@ -102,7 +103,8 @@ static int chunk_gather(trainer *t, chunk *c, grpo_error *err) {
 static int chunk_rewards(trainer *t, chunk *c, grpo_error *err) {
     c->r = malloc((size_t)c->rb.N * sizeof(float));
     c->adv = malloc((size_t)c->rb.N * sizeof(float));
-    if (!c->r || !c->adv) return grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory");
+    if (!c->r || !c->adv)
+        return grpo_nomem(err, "the chunk's rewards and advantages", 2 * (uint64_t)c->rb.N * 4);
     grpo_reward_sum(c->r, c->rb.R, t->w, c->rb.N, t->rewards.n);
     for (int32_t b = 0; b < c->rb.B; b++) {
         int scored = 0;
@@ -153,7 +155,7 @@ static int chunk_mask(trainer *t, chunk *c, grpo_error *err) {
     for (int32_t i = 0; i < c->rb.N; i++)
         c->T = c->rb.roll.len[i] > c->T ? c->rb.roll.len[i] : c->T;
     c->mask = calloc((size_t)c->rb.N * c->T, sizeof(float));
-    if (!c->mask) return grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory");
+    if (!c->mask) return grpo_nomem(err, "the chunk's loss mask (N,T)", (uint64_t)c->rb.N * c->T * 4);
     for (int32_t i = 0; i < c->rb.N; i++)
         for (int32_t j = 0; j < c->T; j++)
             c->mask[(size_t)i * c->T + j] = c->rb.roll.mask[(size_t)i * c->rb.roll.T + j];
@@ -181,7 +183,8 @@ static void completion_cols(const trainer *t, const chunk *c, const float *src, 
 static int chunk_samp_logp(chunk *c, grpo_error *err) {
     const grpo_rollout *ro = &c->rb.roll;
     c->samp_logp = malloc((size_t)ro->N * c->T * sizeof(float));
-    if (!c->samp_logp) return grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory");
+    if (!c->samp_logp)
+        return grpo_nomem(err, "the rollout copy's log-probs (N,T)", (uint64_t)ro->N * c->T * 4);
     for (int32_t i = 0; i < ro->N; i++)
         memcpy(c->samp_logp + (size_t)i * c->T, ro->plogp + (size_t)i * ro->T,
                (size_t)c->T * sizeof(float));
@@ -191,7 +194,8 @@ static int chunk_samp_logp(chunk *c, grpo_error *err) {
 /* Old-policy log-probs of the whole chunk (num_iterations > 1), before any update. */
 static int chunk_old_logp(trainer *t, chunk *c, grpo_error *err) {
     c->old_logp = malloc((size_t)c->rb.N * c->T * sizeof(float));
-    if (!c->old_logp) return grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory");
+    if (!c->old_logp)
+        return grpo_nomem(err, "the old policy's log-probs (N,T)", (uint64_t)c->rb.N * c->T * 4);
     for (int32_t r0 = 0; r0 < c->rb.N; r0 += t->micro) {
         int32_t rows = c->rb.N - r0 < t->micro ? c->rb.N - r0 : t->micro;
         int rc = chunk_batch(t, c, r0, rows, err);
@@ -374,7 +378,9 @@ static int train_on_chunks(trainer *t, loss_sums *sums, grpo_error *err) {
     lo.num_items_in_batch = global[0], lo.grad_accum_steps = (int)global[1];
     if (t->load) memset(t->load, 0, (size_t)t->load_L * t->load_E * sizeof *t->load);
     float *buf = malloc((size_t)t->micro * Tmax * 6 * sizeof(float)); /* micro_step's six */
-    if (!buf) return grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory");
+    if (!buf)
+        return grpo_nomem(err, "a micro-batch's loss buffers (6,rows,T)",
+                          (uint64_t)t->micro * Tmax * 6 * sizeof(float));
     for (int a = 0; rc == GRPO_OK && a < t->n_chunks; a++) {
         chunk *c = &t->chunks[a];
         for (int32_t r0 = 0; rc == GRPO_OK && r0 < c->rb.N; r0 += t->micro)
