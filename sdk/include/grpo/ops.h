@@ -2,7 +2,8 @@
  * grpo/ops.h — the kernel op table every model uses, frozen as ABI 1.x (since 1.3): it grows only
  * at its end, behind struct_size. Its ops are listed, documented and marked with the minor
  * version that added each in grpo/ops_list.h; a plugin tests grpo_ops_supports(ops, op) (below)
- * before an optional op (one added after 1.0, or one a backend may leave NULL).
+ * before an optional op (one added after 1.0, or one a backend may leave NULL). What each minor
+ * added, for every SDK header: the ABI history table in grpo/plugin.h.
  *
  * One table per backend (cpu, cuda), with an opaque context, in the manner of ggml's backends.
  * All float buffers are fp32 and live in the backend's memory (host memory for cpu): a model plugin
