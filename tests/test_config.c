@@ -389,6 +389,20 @@ START_TEST(set_overrides_apply_after_the_file) {
     ck_assert(has_message(&d, "--set train.steps=4: duplicate key train.steps (first set at --set "
                               "train.steps=3)", 0));
     grpo_diag_free(&d);
+    /* a value over 4095 bytes used to become empty; one with a line break made directories
+     * with newlines in their names: both are errors naming the key */
+    char *long_set = malloc(5000 + 16);
+    memcpy(long_set, "log.dir=", 8);
+    memset(long_set + 8, 'x', 5000);
+    long_set[5008] = '\0';
+    const char *edge[] = {long_set, "checkpoint.dir=a\nb", "log.every=\r"};
+    memset(&d, 0, sizeof d);
+    ck_assert_int_ne(grpo_run_config_load_set(&cfg, path, edge, 3, &reg, 0, &d, &err), GRPO_OK);
+    ck_assert(has_message(&d, "--set log.dir: the value is 5000 bytes; the limit is 4095", 0));
+    ck_assert(has_message(&d, "--set checkpoint.dir: the value holds a line break", 1));
+    ck_assert(has_message(&d, "--set log.every: the value holds a line break", 1));
+    grpo_diag_free(&d);
+    free(long_set);
     unlink(path);
 }
 END_TEST

@@ -785,18 +785,33 @@ static int trimmed(const char *b, const char *e, char *out, size_t n) {
 #define SET_NAME_MAX 256 /* a --set's section or key, with its NUL */
 
 /* SECTION.KEY=VALUE (reward.NAME.KEY=VALUE: section reward.NAME) into its three parts (section
- * and key hold SET_NAME_MAX bytes, value nv). 0 when text is not of that form or a part is too
- * long. */
-static int split_set(const char *text, char *section, char *key, char *value, size_t nv) {
+ * and key hold SET_NAME_MAX bytes, value nv). NULL when it splits, else what is wrong (why, of
+ * why_size bytes, holds the text): not of that form, a name too long, a value too long or over
+ * more than one line (a run-file value is one line; the INI file cannot hold it either). */
+static const char *split_set(const char *text, char *section, char *key, char *value, size_t nv,
+                             char *why, size_t why_size) {
     const char *eq = strchr(text, '='), *dot = eq ? memchr(text, '.', (size_t)(eq - text)) : NULL;
     if (dot && strncmp(text, "reward.", 7) == 0 && dot == text + 6)
         dot = memchr(text + 7, '.', (size_t)(eq - text - 7));
     if (!dot || !trimmed(text, dot, section, SET_NAME_MAX) ||
-        !trimmed(dot + 1, eq, key, SET_NAME_MAX))
-        return 0;
+        !trimmed(dot + 1, eq, key, SET_NAME_MAX)) {
+        snprintf(why, why_size, "--set %s: expected SECTION.KEY=VALUE (reward.NAME.KEY=VALUE for "
+                                "a reward's key)", text);
+        return why;
+    }
     const char *v = eq + 1, *end = v + strlen(v);
+    if (strpbrk(v, "\r\n")) {
+        snprintf(why, why_size, "--set %s.%s: the value holds a line break; expected one line",
+                 section, key);
+        return why;
+    }
     if (!trimmed(v, end, value, nv)) value[0] = '\0'; /* an empty value is the file's "key =" */
-    return 1;
+    if (!value[0] && strspn(v, " \t\f\v") != strlen(v)) {
+        snprintf(why, why_size, "--set %s.%s: the value is %zu bytes; the limit is %zu", section,
+                 key, strlen(v), nv - 1);
+        return why;
+    }
+    return NULL;
 }
 
 /* Applies the --set overrides to doc, after the file: entry k has line -(k+1) for messages. The
@@ -804,13 +819,12 @@ static int split_set(const char *text, char *section, char *key, char *value, si
 static int apply_sets(grpo_ini_doc *doc, const char *const *sets, int n_sets, grpo_diag *d) {
     /* per override: section, key, and a flag byte (non-zero: malformed) */
     char (*part)[3][SET_NAME_MAX] = calloc((size_t)(n_sets ? n_sets : 1), sizeof *part);
-    char value[4096];
+    char value[4096], why[640];
     if (!part) return GRPO_ERR_NOMEM;
     int rc = GRPO_OK;
     for (int k = 0; k < n_sets && rc != GRPO_ERR_NOMEM; k++) {
-        if (!split_set(sets[k], part[k][0], part[k][1], value, sizeof value)) {
-            grpo_diag_add(d, "--set %s: expected SECTION.KEY=VALUE (reward.NAME.KEY=VALUE for a "
-                             "reward's key)", sets[k]);
+        if (split_set(sets[k], part[k][0], part[k][1], value, sizeof value, why, sizeof why)) {
+            grpo_diag_add(d, "%s", why);
             part[k][2][0] = 'x', rc = GRPO_ERR_INVALID; /* malformed: matches no later one */
             continue;
         }
