@@ -279,6 +279,32 @@ START_TEST(path_beside_a_file) {
 }
 END_TEST
 
+/* grpo_dirs_apart: an output equal to, inside or holding an input (through a link too, or
+ * not existing yet) is refused naming both; a sibling is not. */
+START_TEST(output_dirs_must_be_apart_from_inputs) {
+    char dir[64], in[128], alias[128], path[256];
+    make_scratch(dir, sizeof dir);
+    snprintf(in, sizeof in, "%s/model", dir);
+    snprintf(alias, sizeof alias, "%s/alias", dir);
+    ck_assert_int_eq(grpo_mkdirs(in), 0);
+    ck_assert_int_eq(symlink(in, alias), 0);
+    grpo_error err;
+    grpo_error_init(&err);
+    ck_assert_int_eq(grpo_dirs_apart(alias, "OUT", in, "BASE", &err), GRPO_ERR_INVALID);
+    ck_assert_msg(strstr(err.message, " is BASE ") != NULL, "%s", err.message);
+    snprintf(path, sizeof path, "%s/new/deeper", in); /* inside, not there yet */
+    ck_assert_int_eq(grpo_dirs_apart(path, "OUT", in, "BASE", &err), GRPO_ERR_INVALID);
+    ck_assert_msg(strstr(err.message, "is inside BASE") != NULL, "%s", err.message);
+    ck_assert_int_eq(grpo_dirs_apart(dir, "OUT", alias, "BASE", &err), GRPO_ERR_INVALID);
+    ck_assert_msg(strstr(err.message, "holds BASE") != NULL, "%s", err.message);
+    snprintf(path, sizeof path, "%s/model-merged", dir); /* a sibling sharing a prefix */
+    ck_assert_int_eq(grpo_dirs_apart(path, "OUT", in, "BASE", &err), GRPO_OK);
+    unlink(alias);
+    rmdir(in);
+    rmdir(dir);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("files");
     TCase *tc = tcase_create("files");
@@ -295,6 +321,7 @@ int main(void) {
     tcase_add_test(tc, remove_tree_missing_is_done_and_failure_sets_errno);
     tcase_add_test(tc, path_join_and_too_long);
     tcase_add_test(tc, path_beside_a_file);
+    tcase_add_test(tc, output_dirs_must_be_apart_from_inputs);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

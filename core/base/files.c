@@ -45,6 +45,55 @@ FILE *grpo_open_regular(const char *path, const char *what, grpo_error *err) {
     return fp;
 }
 
+/* The real path of p, or for a path that does not exist yet the real path of its nearest
+ * existing ancestor followed by the rest; into buf (PATH_MAX). 0 on success. */
+static int real_path_of(const char *p, char *buf) {
+    char tmp[PATH_MAX], rest[PATH_MAX] = "";
+    if (strlen(p) >= sizeof tmp) return -1;
+    strcpy(tmp, p);
+    for (;;) {
+        if (realpath(tmp[0] ? tmp : ".", buf)) break;
+        if (errno != ENOENT) return -1;
+        char *slash = strrchr(tmp, '/');
+        const char *last = slash ? slash + 1 : tmp;
+        char joined[PATH_MAX];
+        if (snprintf(joined, sizeof joined, "%s%s%s", last, rest[0] ? "/" : "", rest) >=
+            (int)sizeof joined)
+            return -1;
+        strcpy(rest, joined);
+        if (slash == tmp) tmp[1] = '\0';
+        else if (slash) *slash = '\0';
+        else tmp[0] = '\0';
+    }
+    size_t n = strlen(buf);
+    if (rest[0] && snprintf(buf + n, PATH_MAX - n, "%s%s", buf[n - 1] == '/' ? "" : "/", rest) >=
+                       (int)(PATH_MAX - n))
+        return -1;
+    return 0;
+}
+
+/* 1 when real path a is b or lies under it. */
+static int path_within(const char *a, const char *b) {
+    size_t n = strlen(b);
+    return strncmp(a, b, n) == 0 && (a[n] == '\0' || a[n] == '/' || (n == 1 && b[0] == '/'));
+}
+
+int grpo_dirs_apart(const char *out, const char *what_out, const char *in, const char *what_in,
+                    grpo_error *err) {
+    char ro[PATH_MAX], ri[PATH_MAX];
+    if (real_path_of(out, ro) != 0 || real_path_of(in, ri) != 0) return GRPO_OK; /* nothing to
+        compare: the write or the read itself reports the path */
+    const char *how = !strcmp(ro, ri)         ? "is"
+                      : path_within(ro, ri)   ? "is inside"
+                      : path_within(ri, ro)   ? "holds"
+                                              : NULL;
+    if (!how) return GRPO_OK;
+    return grpo_error_set(err, GRPO_ERR_INVALID,
+                          "%s %s %s %s %s: writing it would overwrite the input; expected an "
+                          "output directory apart from it",
+                          what_out, out, how, what_in, in);
+}
+
 int grpo_read_file(const char *path, char **out, size_t *len, grpo_error *err) {
     grpo_error local;
     FILE *fp = grpo_open_regular(path, NULL, err ? err : &local);

@@ -18,6 +18,13 @@
  * a writer for ever. what names the file in the message ("dataset", ...); NULL on failure. */
 FILE *grpo_open_regular(const char *path, const char *what, grpo_error *err);
 
+/* GRPO_OK when an output directory out and an input directory in are apart; else an error
+ * naming both (out equal to in, inside it, or holding it: writing out would overwrite the
+ * input). Both are compared as real paths (links resolved); out need not exist yet. what_out and
+ * what_in name them in the message ("OUT", "BASE"). */
+int grpo_dirs_apart(const char *out, const char *what_out, const char *in, const char *what_in,
+                    grpo_error *err);
+
 /* Reads a whole regular file (grpo_open_regular) into a malloc'd, NUL-terminated buffer *out
  * (caller frees); *len (may be NULL) receives the byte count without the NUL, so a file with NUL
  * bytes keeps its length. */

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/files.h"
 #include "cli/cli.h"
 #include "cli/options.h"
 #include "host/process.h"
@@ -25,10 +26,12 @@ static int usage(FILE *f) {
 
 static int merge(const char *base, const char *adapter, const char *out, const char **dirs,
                  int n_dirs, int threads, grpo_error *err) {
-    grpo_process proc;
+    grpo_process proc = {0}; /* closed on every path, opened or not */
     grpo_model *m = NULL;
     grpo_lora l = {0};
-    int rc = grpo_process_open(&proc, dirs, n_dirs, "cpu", threads, err);
+    int rc = grpo_dirs_apart(out, "OUT", base, "BASE", err);
+    if (rc == GRPO_OK) rc = grpo_dirs_apart(out, "OUT", adapter, "ADAPTER", err);
+    if (rc == GRPO_OK) rc = grpo_process_open(&proc, dirs, n_dirs, "cpu", threads, err);
     if (rc == GRPO_OK) rc = grpo_model_open_dir(&m, &proc.reg, &proc.host, base, 0, err);
     if (rc == GRPO_OK) rc = grpo_lora_open_dir(&l, m, adapter, err);
     uint32_t n = l.n;

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "base/comm.h"
+#include "base/files.h"
 #include "train/seqbatch.h"
 #include "train/session.h"
 
@@ -151,6 +152,8 @@ int grpo_sft(const grpo_sft_opts *o, grpo_error *err) {
     sft s = {&ses, {0}};
     int rc = grpo_session_open(&ses, &o->run, o->resume, err);
     ses.method = GRPO_CARD_SFT;
+    if (rc == GRPO_OK && o->out_dir) /* before any step: --out must not overwrite the model */
+        rc = grpo_dirs_apart(o->out_dir, "--out", ses.run.model_dir, "the model directory", err);
     if (rc == GRPO_OK) rc = grpo_session_run(&ses, sft_step, &s, err);
     if (rc == GRPO_OK && o->out_dir) {
         char *card = grpo_session_card(&ses);
