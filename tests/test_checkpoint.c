@@ -30,14 +30,25 @@ static int exists(const char *fmt, const char *a) {
     return stat(path, &st) == 0;
 }
 
-static void save(long step, const char *text, int keep) {
+#define RUN_A "0123456789abcdef0123456789abcdef"
+#define RUN_B "fedcba9876543210fedcba9876543210"
+
+/* A checkpoint of run run_id (its mark in trainer_state.json, as grpo_checkpoint_save writes). */
+static void save_as(const char *run_id, long step, const char *text, int keep) {
     grpo_ckpt c;
     grpo_error err;
     grpo_error_init(&err);
+    char state[128];
+    snprintf(state, sizeof state, "{\"step\": %ld, \"run_id\": \"%s\"}", step, run_id);
     ck_assert_msg(grpo_ckpt_begin(&c, root, step, &err) == GRPO_OK, "%s", err.message);
+    snprintf(c.run_id, sizeof c.run_id, "%s", run_id);
     ck_assert_msg(grpo_ckpt_write(&c, "state.json", text, strlen(text), &err) == GRPO_OK, "%s", err.message);
+    ck_assert_msg(grpo_ckpt_write(&c, "trainer_state.json", state, strlen(state), &err) == GRPO_OK,
+                  "%s", err.message);
     ck_assert_msg(grpo_ckpt_commit(&c, keep, &err) == GRPO_OK, "%s", err.message);
 }
+
+static void save(long step, const char *text, int keep) { save_as(RUN_A, step, text, keep); }
 
 START_TEST(commit_makes_a_whole_directory_and_latest_finds_it) {
     save(5, "{\"step\": 5}", 0);
@@ -57,6 +68,23 @@ END_TEST
 START_TEST(keep_prunes_all_but_the_newest) {
     for (long s = 1; s <= 5; s++) save(s * 10, "x", 2);
     ck_assert(!exists("%s/%s", "checkpoint-00000010"));
+    ck_assert(!exists("%s/%s", "checkpoint-00000030"));
+    ck_assert(exists("%s/%s", "checkpoint-00000040"));
+    ck_assert(exists("%s/%s", "checkpoint-00000050"));
+}
+END_TEST
+
+/* keep prunes only this run's checkpoints: a checkpoint-N another run wrote, or a directory of
+ * that name grpo did not write, is neither counted nor removed (issue 34: it was deleted). */
+START_TEST(keep_never_prunes_what_another_run_wrote) {
+    save_as(RUN_B, 10, "theirs", 0);
+    char foreign[1024];
+    snprintf(foreign, sizeof foreign, "%s/checkpoint-00000015", root);
+    ck_assert_int_eq(mkdir(foreign, 0755), 0); /* a person's directory of that name */
+    for (long s = 2; s <= 5; s++) save(s * 10, "x", 2);
+    ck_assert(exists("%s/%s", "checkpoint-00000010/state.json"));
+    ck_assert(exists("%s/%s", "checkpoint-00000015"));
+    ck_assert(!exists("%s/%s", "checkpoint-00000020"));
     ck_assert(!exists("%s/%s", "checkpoint-00000030"));
     ck_assert(exists("%s/%s", "checkpoint-00000040"));
     ck_assert(exists("%s/%s", "checkpoint-00000050"));
@@ -123,6 +151,7 @@ int main(void) {
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, commit_makes_a_whole_directory_and_latest_finds_it);
     tcase_add_test(tc, keep_prunes_all_but_the_newest);
+    tcase_add_test(tc, keep_never_prunes_what_another_run_wrote);
     tcase_add_test(tc, an_unfinished_save_is_invisible);
     tcase_add_test(tc, full_disk_fails_clearly_and_keeps_the_previous_checkpoint);
     tcase_add_test(tc, no_checkpoint_is_a_clear_error);

@@ -1,6 +1,7 @@
 /* checkpoint.c — build in a temporary directory, fsync, rename, prune. */
 #include "train/checkpoint.h"
 
+#include <cjson/cJSON.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -130,14 +131,39 @@ int grpo_ckpt_list(const char *root, long **steps, grpo_error *err) {
 /* Keeps the newest keep checkpoints of steps <= step (the one just committed). Newer ones can
  * only be left from a trajectory resumed at an earlier point (a corrupt checkpoint skipped by
  * --resume): they are never counted or removed here, and a save of the same step replaces them. */
-static void prune(const char *root, long step, int keep) {
+/* 1 when dir/trainer_state.json carries run_id as its "run_id" (this run wrote it). */
+static int carries_mark(const char *dir, const char *run_id) {
+    char path[8300], *text = NULL;
+    grpo_error ignored;
+    snprintf(path, sizeof path, "%s/trainer_state.json", dir);
+    if (!run_id[0] || grpo_read_file(path, &text, NULL, &ignored) != GRPO_OK) return 0;
+    cJSON *j = cJSON_Parse(text);
+    const cJSON *id = cJSON_GetObjectItemCaseSensitive(j, "run_id");
+    int mine = cJSON_IsString(id) && strcmp(id->valuestring, run_id) == 0;
+    cJSON_Delete(j);
+    free(text);
+    return mine;
+}
+
+/* Only checkpoints carrying run_id count and are removed: a directory of that name another run
+ * (or a person) left is never deleted, and a warning names it once per process. */
+static void prune(const char *root, long step, int keep, const char *run_id) {
+    static int warned;
     long *steps = NULL;
     grpo_error ignored;
     int n = grpo_ckpt_list(root, &steps, &ignored);
     char dir[8192];
     for (int i = 0, kept = 0; keep > 0 && i < n; i++) {
-        if (steps[i] > step || kept++ < keep) continue;
+        if (steps[i] > step) continue;
         snprintf(dir, sizeof dir, "%s/%s%08ld", root, CKPT_PREFIX, steps[i]);
+        if (!carries_mark(dir, run_id)) {
+            if (!warned++)
+                fprintf(stderr, "warning: checkpoint.keep: %s was not written by this run (its "
+                                "trainer_state.json lacks this run's run_id): never pruned\n",
+                        dir);
+            continue;
+        }
+        if (kept++ < keep) continue;
         if (grpo_remove_tree(dir) != 0)
             fprintf(stderr, "warning: checkpoint.keep: could not remove %s: %s\n", dir,
                     strerror(errno));
@@ -163,7 +189,7 @@ int grpo_ckpt_commit(grpo_ckpt *c, int keep, grpo_error *err) {
         return GRPO_ERR_IO;
     }
     grpo_fsync_path(c->root, O_RDONLY | O_DIRECTORY);
-    prune(c->root, c->step, keep);
+    prune(c->root, c->step, keep, c->run_id);
     return GRPO_OK;
 }
 

@@ -21,6 +21,7 @@ typedef struct grpo_ckpt {
     char tmp[4096];   /* ROOT/.checkpoint-STEP.tmp while open */
     char final[4096]; /* ROOT/checkpoint-STEP */
     long step;
+    char run_id[33]; /* the saving run's mark (train_state.h): prune removes only its own */
 } grpo_ckpt;
 
 /* Checks root before any work is done: not empty, created with its parents when missing,

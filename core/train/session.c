@@ -64,6 +64,7 @@ int grpo_session_open(grpo_session *s, const grpo_run_args *a, int resume, grpo_
     if (rc != GRPO_OK) return rc;
     const grpo_run_config *cfg = s->cfg = &s->run.cfg;
     grpo_rng_seed(&s->st.rng, (uint64_t)cfg->sampling_seed); /* a resume restores it */
+    grpo_run_id_new(s->st.run_id); /* a resume restores the run's own (when it has one) */
     if (grpo_comm_rank() == 0 && (rc = grpo_ckpt_prepare(cfg->checkpoint_dir, err)) != GRPO_OK)
         return rc;
     if ((rc = open_policy(s, err)) != GRPO_OK) return rc;

@@ -8,6 +8,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "train/checkpoint.h"
 #include "base/comm.h"
@@ -93,6 +96,17 @@ static int write_moments(grpo_ckpt *c, const moments *ms, grpo_error *err) {
     return rc;
 }
 
+void grpo_run_id_new(char id[33]) {
+    uint64_t w[2] = {0, 0};
+    if (getrandom(w, sizeof w, 0) != (ssize_t)sizeof w) { /* no entropy source: time and pid */
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        w[0] = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+        w[1] = ((uint64_t)getpid() << 32) ^ (uint64_t)clock();
+    }
+    snprintf(id, 33, "%016" PRIx64 "%016" PRIx64, w[0], w[1]);
+}
+
 static int write_state(grpo_ckpt *c, const grpo_train_state *st, grpo_error *err) {
     char cursor[256], words[4][32], *text;
     grpo_data_cursor_format(&st->cursor, cursor, sizeof cursor);
@@ -105,6 +119,7 @@ static int write_state(grpo_ckpt *c, const grpo_train_state *st, grpo_error *err
         cJSON_AddItemToArray(rng, cJSON_CreateString(words[i]));
     }
     cJSON_AddStringToObject(j, "data_cursor", cursor);
+    if (st->run_id[0]) cJSON_AddStringToObject(j, "run_id", st->run_id);
     text = cJSON_Print(j);
     cJSON_Delete(j);
     if (!text) return grpo_error_set(err, GRPO_ERR_NOMEM, "checkpoint: out of memory");
@@ -126,6 +141,7 @@ int grpo_checkpoint_save(const char *root, int keep, const grpo_model *m, const 
     grpo_ckpt c;
     int rc = grpo_ckpt_begin(&c, root, st->step, err);
     if (rc != GRPO_OK) return rc;
+    memcpy(c.run_id, st->run_id, sizeof c.run_id);
     moments ms = {0};
     const char *full[] = {"config.json", "model.safetensors", "optimizer.safetensors"};
     const char *adapters[] = {"adapter_config.json", "adapter_model.safetensors",
@@ -218,6 +234,11 @@ static int parse_state(const cJSON *j, const char *path, grpo_train_state *st, g
         if (!rng_word(cJSON_GetArrayItem(rng, i), &st->rng.s[i]))
             return grpo_error_set(err, GRPO_ERR_INVALID,
                                   "%s: sampler_rng[%d]: expected 16 hex digits", path, i);
+    const cJSON *id = cJSON_GetObjectItemCaseSensitive(j, "run_id"); /* absent before the mark */
+    if (id && !(cJSON_IsString(id) && strlen(id->valuestring) == 32 &&
+                strspn(id->valuestring, "0123456789abcdef") == 32))
+        return grpo_error_set(err, GRPO_ERR_INVALID, "%s: run_id: expected 32 hex digits", path);
+    if (id) memcpy(st->run_id, id->valuestring, 33);
     st->step = (long)step->valuedouble, st->optimizer_step = (long)ostep->valuedouble;
     st->num_tokens = tok->valuedouble;
     int rc = grpo_data_cursor_parse(cur->valuestring, &st->cursor, err);

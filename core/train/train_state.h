@@ -34,7 +34,13 @@ typedef struct grpo_train_state {
     double num_tokens;   /* tokens seen so far (TRL's num_tokens) */
     grpo_rng rng;        /* sampler RNG */
     grpo_data_cursor cursor;
+    char run_id[33]; /* this run's mark: 32 hex digits made when it starts, kept by --resume
+                      * (trainer_state.json "run_id"); checkpoint.keep prunes only checkpoints
+                      * that carry it, never a directory another run (or no run) wrote */
 } grpo_train_state;
+
+/* A new run's mark into id (33 bytes): 128 random bits as hex. */
+void grpo_run_id_new(char id[33]);
 
 /* Writes checkpoint root/checkpoint-STEP atomically, keeping the newest keep (<= 0: all), with
  * card (model_card.h; NULL: none) as its README.md. Nothing is read from the directory m was
