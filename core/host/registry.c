@@ -129,8 +129,15 @@ static int push_pack(grpo_pack ***list, int *n, grpo_pack *pack) {
     return GRPO_OK;
 }
 
+int grpo_pack_is_shipped(const char *name) {
+    static const char *const shipped[] = {GRPO_SHIPPED_PACKS NULL};
+    for (int i = 0; shipped[i]; i++)
+        if (strcmp(shipped[i], name) == 0) return 1;
+    return 0;
+}
+
 /* Files a parsed pack: shadowed when its name came earlier on the path (first wins, like PATH),
- * else into reg->packs. */
+ * else into reg->packs. A pack grpo ships that another shadows is a warning, at every run. */
 static int file_pack(grpo_registry *reg, grpo_pack *pack) {
     for (int i = 0; i < pack->n_notes; i++) say_once("note", pack->notes[i]);
     const grpo_pack *first = pack_named(reg, pack->name);
@@ -140,7 +147,7 @@ static int file_pack(grpo_registry *reg, grpo_pack *pack) {
     snprintf(line, sizeof line, "pack '%s' %s (%s) is shadowed by %s (%s), which comes first on "
              "the plugin path", pack->name, pack->version, pack->manifest_path, first->version,
              first->manifest_path);
-    say_once("note", line);
+    say_once(grpo_pack_is_shipped(pack->name) ? "warning" : "note", line);
     return push_pack(&reg->shadowed, &reg->n_shadowed, pack);
 }
 

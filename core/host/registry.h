@@ -169,6 +169,10 @@ void grpo_plugin_path_free(char **dirs);
  * when absolute), malloc'd; NULL when neither variable gives an absolute dir. On the default
  * plugin path after GRPO_PLUGIN_PATH; `grpo pack install` installs there. */
 char *grpo_pack_user_dir(void);
+/* 1 when name is the name of a pack grpo ships (plugins/ of its source tree: builtin, dense,
+ * ...): a user pack of that name would replace it for every run, which `grpo pack install` refuses
+ * without --force and every scan warns about. */
+int grpo_pack_is_shipped(const char *name);
 /* Why this grpo cannot serve a parsed pack (abi of another major or a newer minor, min_grpo newer
  * than this grpo), as one line "MANIFEST: ..." in buf; 0 (buf untouched) when it can. */
 int grpo_pack_incompatible(const grpo_pack *p, char *buf, size_t size);

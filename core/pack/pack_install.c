@@ -9,6 +9,7 @@
 
 #include "base/files.h"
 #include "host/pack_elf.h"
+#include "host/registry.h"
 #include "pack/pack_selftest.h"
 
 #include <archive.h>
@@ -437,6 +438,11 @@ int grpo_pack_install(const char *src, const char *prefix, int force, const grpo
     rc = is_dir ? copy_pack_dir(src, staging, err) : unpack(src, staging, err);
     if (rc == GRPO_OK) rc = verify_sums(staging, src, !is_dir, err);
     if (rc == GRPO_OK) rc = verify_pack(staging, host, out, err);
+    if (rc == GRPO_OK && !force && grpo_pack_is_shipped(out->name))
+        rc = grpo_error_set(err, GRPO_ERR_INVALID,
+                            "%s: pack '%s' has the name of a pack grpo ships: installed, it would "
+                            "replace the shipped one for every later run; pass --force to do so",
+                            src, out->name);
     snprintf(out->dir, sizeof out->dir, "%s/%s", root, out->name);
     if (rc == GRPO_OK)
         rc = check_replace(out->dir, out, force, out->replaced, sizeof out->replaced, err);
