@@ -38,6 +38,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import signal
 import statistics
 import subprocess
@@ -194,8 +195,8 @@ def run_c(a, tag):
     else:
         cmd = [os.path.join(ROOT, "build", "grpo"), "train", run_file(a)]
         metrics = os.path.join(OUT, f"runs_{setting(a)}", "metrics.jsonl")
-    if os.path.exists(metrics):
-        os.remove(metrics)
+    # a fresh log.dir each time: grpo refuses to overwrite another run's logs
+    shutil.rmtree(os.path.dirname(metrics), ignore_errors=True)
     _, res = timed(cmd, tag, watch=metrics, env=env_of(threads_of(a)))
     with open(metrics) as f:
         rows = [json.loads(line) for line in f]

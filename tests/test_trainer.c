@@ -560,7 +560,10 @@ START_TEST(lora_grpo_learns_on_an_sft_model) {
     sh("sed -i 's/^lr = 2e-2$/lr = 1e-2/; s|^path = .*train.jsonl$|path = %s/examples/arith/sft.jsonl|;"
        " s/^steps = 40$/steps = 3/' '%s'", GRPO_SOURCE_DIR, path);
     snprintf(out, sizeof out, "%s/lora_sft_out", tmp);
-    char *sft2[] = {"grpo", "sft", path, "--out", out, "--plugin-path", GRPO_PACK_BUILD_DIR, NULL};
+    char sft_log[4200]; /* a new run: a log.dir of its own (the train run's is taken) */
+    snprintf(sft_log, sizeof sft_log, "log.dir=%s/lora_sft_log", tmp);
+    char *sft2[] = {"grpo", "sft", path, "--out", out, "--set", sft_log, "--plugin-path",
+                    GRPO_PACK_BUILD_DIR, NULL};
     ck_assert_msg(run_grpo(log, sft2) == 0, "LoRA sft failed, see %s", log);
     sh("test -s '%s/adapter_model.safetensors' && test -s '%s/adapter_config.json' && "
        "test ! -e '%s/model.safetensors'", out, out, out);

@@ -51,5 +51,6 @@ set(ENV{GRPO_PLUGIN_PATH} "")
 file(COPY ${GRPO} DESTINATION ${WORK_DIR}/bare)
 get_filename_component(name ${GRPO} NAME)
 set(GRPO ${WORK_DIR}/bare/${name})
-grpo_run("train from a grpo without packs beside it" train mix.ini --plugin-path ${PACKS})
+grpo_run("train from a grpo without packs beside it" train mix.ini --plugin-path ${PACKS}
+         --set log.dir=run2) # a new run: a log.dir of its own
 message(STATUS "train_reward_mix: the reward model loaded through --plugin-path")

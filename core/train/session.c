@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "base/comm.h"
 #include "base/files.h"
@@ -57,6 +59,53 @@ static int open_data(grpo_session *s, grpo_error *err) {
     return grpo_train_data_order(&s->order, &s->run, s->data, &s->st, s->resumed, err);
 }
 
+/* The files a run writes into log.dir (truncated or replaced when a run starts). */
+static const char *const log_files[] = {"config.ini", "metrics.jsonl", "completions.jsonl"};
+#define RUN_ID_LINE "; run_id = " /* config.ini's mark of the run that wrote log.dir */
+
+/* The run_id config.ini in log.dir carries into id (33 bytes; "" when it has none). 0 when the
+ * file does not exist. */
+static int log_dir_mark(const char *log_dir, char id[33]) {
+    char path[4200], *text = NULL;
+    grpo_error ignored;
+    id[0] = '\0';
+    snprintf(path, sizeof path, "%s/config.ini", log_dir);
+    if (access(path, F_OK) != 0) return 0;
+    if (grpo_read_file(path, &text, NULL, &ignored) == GRPO_OK) {
+        const char *at = strstr(text, RUN_ID_LINE), *hex = at ? at + strlen(RUN_ID_LINE) : NULL;
+        if (hex && strspn(hex, "0123456789abcdef") == 32) snprintf(id, 33, "%.32s", hex);
+    }
+    free(text);
+    return 1;
+}
+
+/* A run never truncates or replaces a log file it did not write: a new run wants log.dir free of
+ * them (an empty one holds nothing to lose), a resumed one the mark of the run it resumes (config.ini's run_id, when it has one: a
+ * log.dir written before the mark existed is taken as the run's own). */
+static int check_log_dir(const grpo_session *s, grpo_error *err) {
+    const char *dir = s->cfg->log_dir;
+    char path[4200], id[33];
+    if (s->resumed) {
+        if (!log_dir_mark(dir, id) || !id[0] || !strcmp(id, s->st.run_id)) return GRPO_OK;
+        return grpo_error_set(err, GRPO_ERR_INVALID,
+                              "%s/config.ini: log.dir holds the logs of another run (run_id %s; "
+                              "the checkpoint resumed is run %s): grpo does not mix or cut them; "
+                              "expected the log.dir of the run that wrote checkpoint.dir",
+                              dir, id, s->st.run_id);
+    }
+    for (size_t i = 0; i < sizeof log_files / sizeof *log_files; i++) {
+        struct stat st; /* an empty file or a device (/dev/null) holds nothing to lose */
+        snprintf(path, sizeof path, "%s/%s", dir, log_files[i]);
+        if (stat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0)
+            return grpo_error_set(err, GRPO_ERR_INVALID,
+                                  "%s: log.dir already holds a run's %s and grpo does not "
+                                  "overwrite it; expected an empty log.dir (or --resume to go on "
+                                  "with the run that wrote it)",
+                                  path, log_files[i]);
+    }
+    return GRPO_OK;
+}
+
 int grpo_session_open(grpo_session *s, const grpo_run_args *a, int resume, grpo_error *err) {
     memset(s, 0, sizeof *s);
     s->resumed = resume;
@@ -77,6 +126,7 @@ int grpo_session_open(grpo_session *s, const grpo_run_args *a, int resume, grpo_
                    : grpo_optimizer_init_model(&s->opt, s->policy, &oo, err);
     if (rc != GRPO_OK) return rc;
     s->opt.step = s->st.optimizer_step;
+    if (grpo_comm_rank() == 0 && (rc = check_log_dir(s, err)) != GRPO_OK) return rc;
     return open_data(s, err);
 }
 
@@ -142,6 +192,7 @@ static int save_resolved_config(const grpo_session *s, grpo_error *err) {
     int rc = grpo_path_join(path, sizeof path, s->cfg->log_dir, "config.ini", err);
     FILE *f = rc == GRPO_OK ? open_memstream(&text, &len) : NULL;
     if (rc == GRPO_OK && !f) rc = grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory");
+    if (f) fprintf(f, RUN_ID_LINE "%s\n", s->st.run_id); /* the mark check_log_dir reads */
     if (f && (grpo_run_config_dump(s->cfg, f) != 0) + (fclose(f) != 0))
         rc = grpo_error_set(err, GRPO_ERR_NOMEM, "%s: out of memory", path);
     if (rc == GRPO_OK) rc = grpo_write_file_atomic(path, text, len, err);
