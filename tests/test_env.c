@@ -549,6 +549,38 @@ START_TEST(exec_env_program_failures) {
 }
 END_TEST
 
+/* A program that never answers used to make every episode wait its whole timeout, for ever: the
+ * third exchange in a row past the deadline ends the run, naming the program (the first rollout
+ * loses two episodes to two timeouts and goes on; the second's first reset is the third). */
+START_TEST(exec_env_that_never_answers_ends_the_run) {
+    fixture f;
+    char env[1024];
+    snprintf(env, sizeof env, "builtin.exec_env\ncommand = %s\ncommand = mute\ntimeout = 0.3",
+             EXEC_ENV_PROGRAM);
+    fixture_open_env(&f, env, "");
+    grpo_error err;
+    grpo_error_init(&err);
+    int rc = GRPO_OK;
+    for (int round = 0; round < 2 && rc == GRPO_OK; round++) {
+        grpo_rollout_batch b;
+        int keep = 0;
+        ck_ok(grpo_rollout_batch_begin(&b, 1, G, &err), &err);
+        ck_ok(grpo_rollout_batch_add(&b, &f.r, f.ds, &f.ds->examples[0], &keep, &err), &err);
+        b.env = &f.E;
+        grpo_rng rng;
+        grpo_rng_seed(&rng, 5);
+        rc = grpo_rollout_batch_run(&b, &f.r, f.m, &f.so, &rng, &f.rs, &err);
+        ck_assert_msg(round == 1 || rc == GRPO_OK, "round 0 failed: %s", err.message);
+        grpo_rollout_batch_free(&b);
+    }
+    ck_assert_int_ne(rc, GRPO_OK);
+    ck_assert_msg(strstr(err.message, "env_program") &&
+                      strstr(err.message, "gave no reply within timeout = 0.3 s 3 times in a row"),
+                  "%s", err.message);
+    fixture_close(&f);
+}
+END_TEST
+
 static Suite *suite(void) {
     Suite *s = suite_create("env");
     TCase *tc = tcase_create("core");
@@ -561,6 +593,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, tools_reach_the_chat_template);
     tcase_add_test(tc, observation_through_a_qwen_style_template);
     tcase_add_test(tc, exec_env_program_episodes);
+    tcase_add_test(tc, exec_env_that_never_answers_ends_the_run);
     tcase_add_test(tc, exec_env_program_failures);
     suite_add_tcase(s, tc);
     return s;

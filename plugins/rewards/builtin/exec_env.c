@@ -14,7 +14,9 @@
  * "final" is an episode's last message. A crash, the deadline or a malformed line is one warning
  * naming the program, the request and the line; the program is killed (restarted by the next
  * request) and every episode it held ends there without a reward (NaN: no opinion); the run
- * goes on.
+ * goes on — unless the program timed out MAX_TIMEOUTS exchanges in a row: a program that never
+ * answers would make every episode wait its whole timeout (at the defaults about half an hour a
+ * step) for ever, so the next reset or step fails the run, naming the program.
  */
 #include <math.h>
 #include <stdio.h>
@@ -24,9 +26,12 @@
 #include "exec_proc.h"
 #include "grpo/env.h"
 
+#define MAX_TIMEOUTS 3 /* consecutive exchanges past the deadline that end the run */
+
 typedef struct xenv {
     exec_proc p;
     uint64_t next_episode;
+    int timeouts; /* consecutive exchanges that ran past p.timeout (0 after any answer) */
 } xenv;
 
 typedef struct xepisode {
@@ -111,6 +116,7 @@ static int request(xepisode *e, cJSON *req, xreply *r) {
     p->last_line[0] = '\0';
     int rc = req ? exec_proc_request(p, req, take_reply, r, why, sizeof why) : -1;
     cJSON_Delete(req);
+    e->env->timeouts = rc == 0 ? 0 : strstr(why, "(timeout)") ? e->env->timeouts + 1 : 0;
     if (rc == 0) return 0;
     char what[900];
     snprintf(what, sizeof what, "%s%s%s%s; episode %llu ends without a reward (the program is "
@@ -121,6 +127,17 @@ static int request(xepisode *e, cJSON *req, xreply *r) {
     free(r->obs), r->obs = NULL;
     e->dead = 1;
     return -1;
+}
+
+/* GRPO_OK, or the error that ends the run once the program timed out MAX_TIMEOUTS times in a
+ * row. */
+static int32_t check_timeouts(const xenv *x, grpo_error *err) {
+    if (x->timeouts < MAX_TIMEOUTS) return GRPO_OK;
+    return grpo_error_set(err, GRPO_ERR_INVALID,
+                          "[%s] builtin.exec_env: the program %s gave no reply within timeout = "
+                          "%g s %d times in a row; expected a program that answers (the run ends "
+                          "rather than wait that long on every episode)",
+                          x->p.section, x->p.program, x->p.timeout, x->timeouts);
 }
 
 static int32_t xenv_create(const grpo_host *host, const grpo_config *cfg, void **state,
@@ -149,15 +166,19 @@ static int32_t xenv_reset(void *state, const grpo_sample *sample, void **episode
     if (req) cJSON_AddItemToObject(req, "sample", exec_sample_json(sample));
     xreply r = {.type = "reset"};
     if (request(e, req, &r) == 0) e->obs = r.obs, out->observation = e->obs;
+    int32_t rc = check_timeouts(x, err);
+    if (rc != GRPO_OK) { /* a failed reset leaves no episode to close */
+        free(e->obs), free(e);
+        return rc;
+    }
     *episode = e;
     return GRPO_OK;
 }
 
 static int32_t xenv_step(void *episode, const grpo_env_turn *turn, grpo_env_step *out,
                          grpo_error *err) {
-    (void)err;
     xepisode *e = episode;
-    if (e->dead) return out->done = 1, GRPO_OK;
+    if (e->dead) return out->done = 1, check_timeouts(e->env, err);
     cJSON *req = cJSON_CreateObject();
     if (req) {
         cJSON_AddNumberToObject(req, "turn", turn->turn);
@@ -168,7 +189,7 @@ static int32_t xenv_step(void *episode, const grpo_env_turn *turn, grpo_env_step
         else cJSON_AddNullToObject(req, "tool_error");
     }
     xreply r = {.type = "step"};
-    if (request(e, req, &r) != 0) return out->done = 1, GRPO_OK;
+    if (request(e, req, &r) != 0) return out->done = 1, check_timeouts(e->env, err);
     free(e->obs);
     e->obs = r.obs;
     out->observation = e->obs, out->done = r.done, out->reward = r.reward;
