@@ -305,19 +305,22 @@ static double drop_of(const cJSON *d) {
  * (DoRA, extra trained modules, per-module ranks or alphas, a subset of layers), or NULL. Each is
  * refused by name: ignoring it would merge or evaluate another model than PEFT's. */
 static const char *unsupported_option(const cJSON *c) {
-    static const char *const set[] = {"modules_to_save", "alpha_pattern", "rank_pattern",
-                                      "layers_to_transform", "layer_replication"};
+    static const struct {
+        const char *key, *expected;
+    } lists[] = {
+        {"modules_to_save", "modules_to_save null or empty (not supported)"},
+        {"alpha_pattern", "alpha_pattern null or empty (not supported)"},
+        {"rank_pattern", "rank_pattern null or empty (not supported)"},
+        {"layers_to_transform", "layers_to_transform null or empty (not supported)"},
+        {"layer_replication", "layer_replication null or empty (not supported)"},
+    };
     if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(c, "use_dora")))
         return "use_dora false (DoRA is not supported)";
-    for (size_t i = 0; i < sizeof set / sizeof *set; i++) {
-        const cJSON *v = cJSON_GetObjectItemCaseSensitive(c, set[i]);
+    for (size_t i = 0; i < sizeof lists / sizeof *lists; i++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(c, lists[i].key);
         int empty = !v || cJSON_IsNull(v) ||
                     ((cJSON_IsArray(v) || cJSON_IsObject(v)) && cJSON_GetArraySize(v) == 0);
-        if (!empty) {
-            static char why[96];
-            snprintf(why, sizeof why, "%s null or empty (not supported)", set[i]);
-            return why;
-        }
+        if (!empty) return lists[i].expected;
     }
     return NULL;
 }
