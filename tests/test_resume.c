@@ -56,14 +56,15 @@ static void setup(void) { tiny_model_dir(tmp, sizeof tmp, "resume"); }
 
 static void teardown(void) { sh("rm -rf '%s'", tmp); }
 
-/* Runs `grpo train tmp/NAME.ini [--resume]`, output in tmp/NAME.LOGNAME.log; returns the exit
- * status and, when out is non-NULL, the output (malloc'd). */
+/* Runs `grpo train tmp/NAME.ini [--resume --allow-change train.steps]` (the tests here go on to
+ * more steps than the run first had), output in tmp/NAME.LOGNAME.log; returns the exit status
+ * and, when out is non-NULL, the output (malloc'd). */
 static int train(const char *name, int resume, const char *logname, char **out) {
     char ini[512], log[512];
     snprintf(ini, sizeof ini, "%s/%s.ini", tmp, name);
     snprintf(log, sizeof log, "%s/%s.%s.log", tmp, name, logname);
     char *args[] = {"grpo", "train", ini, "--plugin-path", GRPO_PACK_BUILD_DIR,
-                    resume ? "--resume" : NULL, NULL};
+                    resume ? "--resume" : NULL, "--allow-change", "train.steps", NULL};
     int rc = run_grpo(log, args);
     if (out) *out = slurp(log);
     return rc;
@@ -129,7 +130,7 @@ static void train_and_kill(const char *name, int resume, long step) {
     snprintf(log, sizeof log, "%s/%s.kill%ld.log", tmp, name, step);
     snprintf(ck, sizeof ck, "%s/%s/ckpt/checkpoint-%08ld", tmp, name, step);
     char *args[] = {"grpo", "train", ini, "--plugin-path", GRPO_PACK_BUILD_DIR,
-                    resume ? "--resume" : NULL, NULL};
+                    resume ? "--resume" : NULL, "--allow-change", "train.steps", NULL};
     pid_t pid = spawn(log, args);
     struct stat st;
     for (int i = 0; i < 600000 && stat(ck, &st) != 0; i++) usleep(100);

@@ -66,9 +66,11 @@ foreach(line ${lines})
   endif()
 endforeach()
 
-# the checkpoint of step 2 is whole: the run resumes from it and finishes
+# the checkpoint of step 2 is whole: the run resumes from it and finishes, the bomb defused
+# (a change the resume must be told about)
 write_run(0)
-execute_process(COMMAND ${GRPO} train run.ini --resume --plugin-path ${MISBEHAVE}
+execute_process(COMMAND ${GRPO} train run.ini --resume --allow-change reward.bomb.after
+  --plugin-path ${MISBEHAVE}
   WORKING_DIRECTORY ${WORK_DIR} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
 if(NOT rc EQUAL 0)
   fail("resume after the crash: exit ${rc}\n${err}")

@@ -12,6 +12,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <openssl/evp.h>
+
 /* ---- reading ------------------------------------------------------------------------------ */
 
 /* What st is, for a message about a file that is not regular. */
@@ -123,6 +125,23 @@ int grpo_read_file(const char *path, char **out, size_t *len, grpo_error *err) {
     buf[n] = 0;
     *out = buf;
     if (len) *len = n;
+    return GRPO_OK;
+}
+
+int grpo_sha256_file(const char *path, const char *what, char hex[65], grpo_error *err) {
+    FILE *f = grpo_open_regular(path, what, err);
+    if (!f) return GRPO_ERR_IO;
+    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+    int ok = ctx && EVP_DigestInit_ex(ctx, EVP_sha256(), NULL);
+    unsigned char buf[65536], md[EVP_MAX_MD_SIZE];
+    size_t n;
+    while (ok && (n = fread(buf, 1, sizeof buf, f)) > 0) ok = EVP_DigestUpdate(ctx, buf, n);
+    unsigned len = 0;
+    ok = ok && !ferror(f) && EVP_DigestFinal_ex(ctx, md, &len) && len == 32;
+    EVP_MD_CTX_free(ctx);
+    fclose(f);
+    if (!ok) return grpo_error_set(err, GRPO_ERR_IO, "%s: cannot read it to checksum", path);
+    for (unsigned i = 0; i < 32; i++) sprintf(hex + 2 * i, "%02x", md[i]);
     return GRPO_OK;
 }
 

@@ -30,6 +30,10 @@ int grpo_dirs_apart(const char *out, const char *what_out, const char *in, const
  * bytes keeps its length. */
 int grpo_read_file(const char *path, char **out, size_t *len, grpo_error *err);
 
+/* SHA-256 of a regular file (grpo_open_regular; what names it) as 64 lowercase hex digits into
+ * hex[65]. */
+int grpo_sha256_file(const char *path, const char *what, char hex[65], grpo_error *err);
+
 /* A file being replaced atomically: the bytes go to path.tmp.XXXXXX in the same directory (so
  * rename() is atomic), which grpo_atomic_commit() fsyncs, renames over path and whose directory
  * it fsyncs. After a successful grpo_atomic_open() the caller MUST call grpo_atomic_commit() or

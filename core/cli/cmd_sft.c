@@ -1,4 +1,4 @@
-/* cmd_sft.c — `grpo sft RUN.ini [--resume] [--model DIR] [--out DIR] [--plugin-path DIR]...` */
+/* cmd_sft.c — `grpo sft RUN.ini [--resume [--allow-change KEYS]] [--model DIR] [--out DIR] ...` */
 #include <string.h>
 
 #include "cli/cli.h"
@@ -7,10 +7,11 @@
 #include "train/sft.h"
 
 static const char usage[] =
-    "usage: grpo sft RUN.ini [--resume] [--model DIR] [--out DIR]\n"
-    "                        [--set SECTION.KEY=VALUE]... [--plugin-path DIR]...\n"
+    "usage: grpo sft RUN.ini [--resume [--allow-change KEY[,KEY...]]] [--model DIR]\n"
+    "                        [--out DIR] [--set SECTION.KEY=VALUE]... [--plugin-path DIR]...\n"
     "Supervised fine-tuning on the prompt/response lines of data.path (loss on response\n"
-    "tokens only). --out writes the final model there as a Hugging Face directory.\n";
+    "tokens only). --out writes the final model there as a Hugging Face directory. --resume\n"
+    "and --allow-change as for grpo train.\n";
 
 /* sft's own option: --out DIR. */
 static int take(void *opts, int argc, char **argv, int *i) {

@@ -1,4 +1,4 @@
-/* cmd_train.c — `grpo train RUN.ini [--resume] [--model DIR] [--plugin-path DIR]...` */
+/* cmd_train.c — `grpo train RUN.ini [--resume [--allow-change KEYS]] [--model DIR] ...` */
 #include <string.h>
 
 #include "cli/cli.h"
@@ -7,12 +7,13 @@
 #include "train/trainer.h"
 
 static const char usage[] =
-    "usage: grpo train RUN.ini [--resume] [--model DIR] [--set SECTION.KEY=VALUE]...\n"
-    "                          [--plugin-path DIR]...\n"
+    "usage: grpo train RUN.ini [--resume [--allow-change KEY[,KEY...]]] [--model DIR]\n"
+    "                          [--set SECTION.KEY=VALUE]... [--plugin-path DIR]...\n"
     "Runs GRPO as the run file says. --resume continues from the newest checkpoint under\n"
-    "checkpoint.dir; --model replaces model.path (the policy to start from); --set changes\n"
-    "a key after the file (reward.NAME.KEY for a reward's key; log.dir/config.ini records\n"
-    "the result).\n";
+    "checkpoint.dir, with the run file and data it was written with: a key or data file that\n"
+    "changed is refused unless --allow-change names it (log.* and checkpoint.* may change);\n"
+    "--model replaces model.path (the policy to start from); --set changes a key after the\n"
+    "file (reward.NAME.KEY for a reward's key; log.dir/config.ini records the result).\n";
 
 int cmd_train(int argc, char **argv) {
     grpo_train_opts o;

@@ -73,10 +73,25 @@ int grpo_cli_run_args(const grpo_cli_run_cmd *c, int argc, char **argv, grpo_run
         if (took) continue;
         if (c->resume && !strcmp(a, "--resume"))
             *c->resume = 1;
+        else if (c->resume && !strcmp(a, "--allow-change") && i + 1 < argc) {
+            if (run->allow_change) {
+                fprintf(stderr, "grpo %s: --allow-change given twice; expected one, with the keys "
+                                "comma-separated (--allow-change train.steps,optim.lr)\n",
+                        c->name);
+                return usage(c, stderr);
+            }
+            run->allow_change = argv[++i];
+        }
         else if (!grpo_run_args_take(run, argc, argv, &i)) {
             fprintf(stderr, "grpo %s: unexpected argument '%s'\n", c->name, a);
             return usage(c, stderr);
         }
+    }
+    if (run->allow_change && !*c->resume) {
+        fprintf(stderr, "grpo %s: --allow-change %s without --resume: a new run has no earlier "
+                        "settings to differ from\n",
+             c->name, run->allow_change);
+        return usage(c, stderr);
     }
     return run->run_file ? -1 : usage(c, stderr);
 }

@@ -1014,15 +1014,9 @@ static const char *set_mark(int line, const char *unset) {
     return line > 0 ? NULL : line < 0 ? "from --set" : unset;
 }
 
-int grpo_run_config_dump(const grpo_run_config *cfg, FILE *out) {
+int grpo_run_config_visit(const grpo_run_config *cfg, grpo_run_config_fn fn, void *ctx) {
     int bad = 0;
-    fprintf(out, "; The resolved configuration of %s.\n", cfg->path ? cfg->path : "(defaults)");
-    fprintf(out, "; \"; default\" marks a key the file does not set, \"; from --set\" one the "
-                 "command line set.\n; `grpo config keys` says what "
-                 "each key means.\n; Relative input paths are relative to the directory of that "
-                 "file.\n");
     for (int sec = 0; sec < N_SECTIONS; sec++) {
-        fprintf(out, "\n[%s]\n", section_names[sec]);
         for (int i = 0; i < GRPO_RUN_N_KEYS; i++) {
             const grpo_run_key *k = &key_table[i];
             if (strcmp(k->section, section_names[sec]) != 0) continue;
@@ -1032,26 +1026,52 @@ int grpo_run_config_dump(const grpo_run_config *cfg, FILE *out) {
                 if (k->def[0] == '@') snprintf(mark, sizeof mark, "default: = %s", k->def + 1);
                 else snprintf(mark, sizeof mark, "default");
             }
-            bad |= write_kv(out, k->name, cfg->text[i] ? cfg->text[i] : "", mark[0] ? mark : NULL);
+            bad |= fn(ctx, k->section, k->name, cfg->text[i] ? cfg->text[i] : "",
+                      mark[0] ? mark : NULL, k->flags);
         }
         const grpo_reward_spec *env = &cfg->env; /* [env]'s plugin keys follow the host's */
         for (uint32_t j = 0; !strcmp(section_names[sec], "env") && j < env->n; j++)
-            bad |= write_kv(out, env->keys[j], env->values[j],
-                            set_mark(env->lines[j], "default (manifest)"));
+            bad |= fn(ctx, "env", env->keys[j], env->values[j],
+                      set_mark(env->lines[j], "default (manifest)"), 0);
     }
     for (int i = 0; i < cfg->n_rewards; i++) {
         const grpo_reward_spec *r = &cfg->rewards[i];
         char w[40];
         format_double(r->weight, w, sizeof w);
-        fprintf(out, "\n[%s]\n", r->section);
-        bad |= write_kv(out, "plugin", r->plugin ? r->plugin : "", NULL);
-        bad |= write_kv(out, "weight", w, set_mark(r->weight_line, "default"));
-        bad |= write_kv(out, "isolate", r->isolate ? "true" : "false",
-                        set_mark(r->isolate_line, "default"));
+        bad |= fn(ctx, r->section, "plugin", r->plugin ? r->plugin : "", NULL, 0);
+        bad |= fn(ctx, r->section, "weight", w, set_mark(r->weight_line, "default"), 0);
+        bad |= fn(ctx, r->section, "isolate", r->isolate ? "true" : "false",
+                  set_mark(r->isolate_line, "default"), 0);
         for (uint32_t j = 0; j < r->n; j++)
-            bad |= write_kv(out, r->keys[j], r->values[j],
-                            set_mark(r->lines[j], "default (manifest)"));
+            bad |= fn(ctx, r->section, r->keys[j], r->values[j],
+                      set_mark(r->lines[j], "default (manifest)"), 0);
     }
+    return bad;
+}
+
+/* The dump's writer: a "[section]" line where the section changes, then the key. */
+typedef struct dump_ctx {
+    FILE *out;
+    const char *section;
+} dump_ctx;
+
+static int dump_one(void *ctx, const char *section, const char *key, const char *value,
+                    const char *mark, unsigned flags) {
+    (void)flags;
+    dump_ctx *d = ctx;
+    if (!d->section || strcmp(d->section, section) != 0) fprintf(d->out, "\n[%s]\n", section);
+    d->section = section;
+    return write_kv(d->out, key, value, mark);
+}
+
+int grpo_run_config_dump(const grpo_run_config *cfg, FILE *out) {
+    fprintf(out, "; The resolved configuration of %s.\n", cfg->path ? cfg->path : "(defaults)");
+    fprintf(out, "; \"; default\" marks a key the file does not set, \"; from --set\" one the "
+                 "command line set.\n; `grpo config keys` says what "
+                 "each key means.\n; Relative input paths are relative to the directory of that "
+                 "file.\n");
+    dump_ctx d = {out, NULL};
+    int bad = grpo_run_config_visit(cfg, dump_one, &d);
     return bad || ferror(out) ? -1 : 0;
 }
 

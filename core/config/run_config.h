@@ -123,6 +123,15 @@ int grpo_run_config_warn_cannot_learn(const grpo_run_config *cfg, FILE *out);
  * the run file's directory. Returns a malloc'd string (caller frees) or NULL on no memory. */
 char *grpo_run_config_input_path(const grpo_run_config *cfg, const char *value);
 
+/* Every resolved value, in the dump's order: fn(ctx, section, key, value, mark) for each key of
+ * each section ([env]'s plugin keys after its own), then each reward's plugin, weight, isolate and
+ * plugin keys. mark is NULL for a value the file set, else "default", "from --set", ...; flags
+ * are the key's GRPO_KEY_* flags (0 for a plugin's keys). Returns the OR of fn's results (every
+ * value is visited). */
+typedef int (*grpo_run_config_fn)(void *ctx, const char *section, const char *key,
+                                  const char *value, const char *mark, unsigned flags);
+int grpo_run_config_visit(const grpo_run_config *cfg, grpo_run_config_fn fn, void *ctx);
+
 /* Writes the whole resolved configuration as INI: every key with its value, a "; default" mark
  * on keys the file did not set, every reward with all its plugin's keys. Reading the output back
  * gives the same configuration. Returns 0, or -1 if a value cannot be written as INI (whitespace

@@ -14,7 +14,6 @@
 
 #include <archive.h>
 #include <archive_entry.h>
-#include <openssl/evp.h>
 
 #include <errno.h>
 #include <fcntl.h> /* AT_FDCWD; renameat2 and RENAME_EXCHANGE are GNU (stdio.h) */
@@ -39,24 +38,6 @@ static const char *const extra_files[] = {"README",  "README.md",   "README.txt"
 static int is_regular(const char *path) {
     struct stat st;
     return lstat(path, &st) == 0 && S_ISREG(st.st_mode);
-}
-
-/* SHA-256 of a file as 64 hex digits into hex[65]. */
-static int sha256_file(const char *path, char hex[65], grpo_error *err) {
-    FILE *f = fopen(path, "rbe");
-    if (!f) return grpo_error_set(err, GRPO_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
-    int ok = ctx && EVP_DigestInit_ex(ctx, EVP_sha256(), NULL);
-    unsigned char buf[65536], md[EVP_MAX_MD_SIZE];
-    size_t n;
-    while (ok && (n = fread(buf, 1, sizeof buf, f)) > 0) ok = EVP_DigestUpdate(ctx, buf, n);
-    unsigned len = 0;
-    ok = ok && !ferror(f) && EVP_DigestFinal_ex(ctx, md, &len) && len == 32;
-    EVP_MD_CTX_free(ctx);
-    fclose(f);
-    if (!ok) return grpo_error_set(err, GRPO_ERR_IO, "%s: cannot read it to checksum", path);
-    for (unsigned i = 0; i < 32; i++) sprintf(hex + 2 * i, "%02x", md[i]);
-    return GRPO_OK;
 }
 
 static int copy_file(const char *src, const char *dst, grpo_error *err) {
@@ -122,7 +103,7 @@ static int write_bundle(struct archive *a, const grpo_pack *p, grpo_error *err) 
             return grpo_error_set(err, GRPO_ERR_IO, "%s: no such file; expected %s (build the "
                                   "pack first)", path, i == 1 ? "the library pack.ini names" :
                                   "a regular file");
-        int rc = sha256_file(path, hex, err);
+        int rc = grpo_sha256_file(path, "pack file", hex, err);
         if (rc == GRPO_OK) rc = grpo_read_file(path, &data, &len, err);
         if (rc != GRPO_OK) return rc;
         snprintf(sums + strlen(sums), sizeof sums - strlen(sums), "%s  %s\n", hex, files[i]);
@@ -326,7 +307,7 @@ static int verify_sums(const char *dir, const char *src, int required, grpo_erro
         if (!is_regular(path))
             rc = grpo_error_set(err, GRPO_ERR_INVALID, "%s: " SUMS " lists %s, which is "
                                 "missing", src, name);
-        else if ((rc = sha256_file(path, hex, err)) == GRPO_OK && strcmp(hex, want) != 0)
+        else if ((rc = grpo_sha256_file(path, "pack file", hex, err)) == GRPO_OK && strcmp(hex, want) != 0)
             rc = grpo_error_set(err, GRPO_ERR_INVALID, "%s: %s has SHA-256 %s; " SUMS " says %s "
                                 "(a corrupt or altered bundle)", src, name, hex, want);
     }

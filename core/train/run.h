@@ -45,6 +45,8 @@ typedef struct grpo_run_args {
     const char *sets[GRPO_RUN_MAX_SETS]; /* --set SECTION.KEY=VALUE, applied after the file */
     int n_sets;
     int training; /* 1: require rewards and the training keys */
+    const char *allow_change; /* with --resume: keys that may differ from the checkpoint's run
+                               * (`--allow-change KEY[,KEY...]`, run_record.h); NULL: none */
 } grpo_run_args;
 
 /* Takes argv[*i] if it is one of the arguments every run command shares: --model DIR,

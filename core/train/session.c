@@ -12,6 +12,7 @@
 #include "base/files.h"
 #include "base/rng.h"
 #include "train/checkpoint.h"
+#include "train/run_record.h"
 
 /* A LoRA run's policy: model.path frozen (in bf16 with lora.base_dtype = bf16), with fresh
  * adapters (PEFT's init from train.seed). */
@@ -37,7 +38,11 @@ static int open_policy(grpo_session *s, grpo_error *err) {
                     : grpo_run_open_model(&s->run, s->run.model_dir, 1, &s->policy, err);
     rc = grpo_checkpoint_resume(&s->run, cfg->checkpoint_dir, &s->policy,
                                 lora ? &s->lora : NULL, &s->st, err);
-    if (rc == GRPO_OK) return rc;
+    if (rc == GRPO_OK) { /* the run file and data it was written with, or changes allowed */
+        char dir[4200];
+        grpo_ckpt_dir(cfg->checkpoint_dir, s->st.step, dir, sizeof dir);
+        return grpo_run_record_check_resume(dir, s->record, s->run_allow_change, err);
+    }
     char msg[sizeof err->message];
     snprintf(msg, sizeof msg, "%s", err->message);
     return grpo_error_set(err, rc,
@@ -114,6 +119,10 @@ int grpo_session_open(grpo_session *s, const grpo_run_args *a, int resume, grpo_
     const grpo_run_config *cfg = s->cfg = &s->run.cfg;
     grpo_rng_seed(&s->st.rng, (uint64_t)cfg->sampling_seed); /* a resume restores it */
     grpo_run_id_new(s->st.run_id); /* a resume restores the run's own (when it has one) */
+    s->run_allow_change = a->allow_change;
+    if (!(s->record = grpo_run_record_make(&s->run, err))) return err->status;
+    s->st.record = s->record;
+    if ((rc = grpo_run_record_check_ranks(s->record, err)) != GRPO_OK) return rc;
     if (grpo_comm_rank() == 0 && (rc = grpo_ckpt_prepare(cfg->checkpoint_dir, err)) != GRPO_OK)
         return rc;
     if ((rc = open_policy(s, err)) != GRPO_OK) return rc;
@@ -160,6 +169,7 @@ int grpo_session_close(grpo_session *s, grpo_error *err) {
     grpo_lora_free(&s->lora); /* before the model it sits on */
     grpo_model_close(s->policy);
     grpo_run_close(&s->run);
+    free(s->record);
     return rc;
 }
 

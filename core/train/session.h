@@ -40,6 +40,9 @@ typedef struct grpo_session {
     grpo_run_log metrics;
     grpo_tfevents tb; /* [log] tensorboard: events next to metrics.jsonl (tb.f NULL when off) */
     int resumed;      /* opened with --resume */
+    char *record;     /* this run's record (run_record.h): in every checkpoint, compared by
+                       * --resume and between ranks at start */
+    const char *run_allow_change; /* --allow-change: keys a resume may change (NULL: none) */
     grpo_card_method method; /* what the model card of each checkpoint says (the caller sets it) */
     grpo_metric_row last;    /* the metrics of the last step, for the model card */
     double start;     /* grpo_now() when this process's first step began */

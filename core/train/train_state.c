@@ -120,7 +120,9 @@ static int write_state(grpo_ckpt *c, const grpo_train_state *st, grpo_error *err
     }
     cJSON_AddStringToObject(j, "data_cursor", cursor);
     if (st->run_id[0]) cJSON_AddStringToObject(j, "run_id", st->run_id);
-    text = cJSON_Print(j);
+    cJSON *run = st->record ? cJSON_Parse(st->record) : NULL;
+    if (run) cJSON_AddItemToObject(j, "run", run);
+    text = st->record && !run ? NULL : cJSON_Print(j);
     cJSON_Delete(j);
     if (!text) return grpo_error_set(err, GRPO_ERR_NOMEM, "checkpoint: out of memory");
     int rc = grpo_ckpt_write(c, "trainer_state.json", text, strlen(text), err);

@@ -10,7 +10,9 @@
  *   README.md                             the model card (model_card.h)
  *   trainer_state.json                    {"step", "optimizer_step", "num_tokens",
  *                                          "sampler_rng": 4 words as hex strings,
- *                                          "data_cursor": "seed=S epoch=E position=P n=N"}
+ *                                          "data_cursor": "seed=S epoch=E position=P n=N",
+ *                                          "run_id": this run's mark,
+ *                                          "run": the run file and data digests (run_record.h)}
  * Resuming loads the model from the checkpoint directory, then grpo_train_state_load restores
  * the moments and the counters, so the run continues the same trajectory.
  *
@@ -37,6 +39,8 @@ typedef struct grpo_train_state {
     char run_id[33]; /* this run's mark: 32 hex digits made when it starts, kept by --resume
                       * (trainer_state.json "run_id"); checkpoint.keep prunes only checkpoints
                       * that carry it, never a directory another run (or no run) wrote */
+    const char *record; /* the run's record (run_record.h), saved as trainer_state.json "run" and
+                         * compared by --resume; borrowed (the session owns it); NULL: none */
 } grpo_train_state;
 
 /* A new run's mark into id (33 bytes): 128 random bits as hex. */

@@ -12,6 +12,8 @@
 #   5. --resume under mpirun continues exactly (the same bytes as the uninterrupted run)
 #   6. grpo sft (not data parallel) refuses to run under a 2-rank launch
 #   7. the cuda backend under a 2-rank launch is refused (GPU ranks need NCCL, not built)
+#   8. ranks started with other settings (rank 1: another train.steps, other data rows) end
+#      every rank at start with a message naming rank 1 and what differs (no hang: timeout)
 # Exit 77 (skipped) without MPI. One thread per rank, 2 ranks, oversubscribed (2 cores or 1).
 set -uo pipefail
 grpo=$1 compare=$2 src=$3 work=$4 have_mpi=$5 mpirun=$6
@@ -170,7 +172,7 @@ grep -q "train.batch_prompts = 3 is the global batch and does not divide over th
 timeout 120 "${mpi[@]}" "$grpo" train run.ini --set log.dir=res --set checkpoint.dir=res/ck \
     --set train.steps=2 > res1.log 2>&1 || { cat res1.log; fail "resume: first part"; }
 timeout 120 "${mpi[@]}" "$grpo" train run.ini --set log.dir=res --set checkpoint.dir=res/ck \
-    --resume > res2.log 2>&1 || { cat res2.log; fail "resume: second part"; }
+    --resume --allow-change train.steps > res2.log 2>&1 || { cat res2.log; fail "resume: second part"; }
 cmp -s "$(ckpt res 3)" "$(ckpt two 3)" || fail "resume: the parameters after step 3 differ from the uninterrupted run"
 "$compare" metrics res/metrics.jsonl two/metrics.jsonl 0 >/dev/null || fail "resume: metrics differ from the uninterrupted run"
 [[ $(grep -c "resuming from" res2.log) == 1 ]] || fail "resume: expected one 'resuming from' line (rank 0)"
@@ -189,4 +191,20 @@ GRPO_CUDA_EMULATION=1 timeout 60 "${mpi[@]}" -x GRPO_CUDA_EMULATION "$grpo" trai
 grep -q "2 ranks on the cuda backend: .*GPU ranks need NCCL" gpu.log ||
     { cat gpu.log; fail "cuda under mpirun: no clear refusal"; }
 [[ $failed == 0 ]] && echo "ok   backend = cuda under mpirun -np 2 refused (NCCL not built)"
+
+# 8. ranks that do not run the same thing: rank 1 with 2 steps (it would end first and leave
+#    rank 0 waiting in a collective for ever) and a data file with a row less
+head -n -1 "$src/examples/arith/train.jsonl" > fewer.jsonl
+timeout 60 "$mpirun" --oversubscribe -np 1 "$grpo" train run.ini --set log.dir=mis \
+    --set checkpoint.dir=mis/ck : -np 1 "$grpo" train run.ini --set log.dir=mis \
+    --set checkpoint.dir=mis/ck --set train.steps=2 --set data.path="$work/fewer.jsonl" \
+    > mis.log 2>&1
+rc=$?
+[[ $rc == 124 ]] && fail "ranks with other settings: the job hung (timeout)"
+[[ $rc == 0 ]] && fail "ranks with other settings: the job ran"
+grep -q "rank 1 does not run what rank 0 runs: train.steps ('3' on rank 0, '2' on rank 1)" \
+    mis.log && grep -q "data.path (contents differ" mis.log ||
+    { cat mis.log; fail "ranks with other settings: no message naming rank 1, train.steps, data.path"; }
+[[ -e mis/metrics.jsonl ]] && fail "ranks with other settings: a rank wrote metrics before the check"
+[[ $failed == 0 ]] && echo "ok   ranks with other settings end at start, naming rank 1 and the keys"
 exit $failed
