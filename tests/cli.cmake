@@ -20,3 +20,6 @@ add_test(NAME cli_model_fallback
 # omp_wait: grpo picks a short OpenMP spin itself (re-exec), and the user's OMP settings win.
 add_test(NAME cli_omp_wait
          COMMAND bash ${PROJECT_SOURCE_DIR}/tests/cli/omp_wait.sh $<TARGET_FILE:grpo_cli>)
+# oom: under a memory limit an allocation that does not fit names its buffer and size (exit 1).
+add_test(NAME cli_oom_names_the_buffer
+         COMMAND bash ${PROJECT_SOURCE_DIR}/tests/cli/oom.sh $<TARGET_FILE:grpo_cli> ${GRPO_SANITIZE})

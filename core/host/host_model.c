@@ -18,6 +18,7 @@
 #include "host/model_instance.h"
 #include "host/registry.h"
 #include "text/tokenizer/tokenizer.h"
+#include "base/nomem.h"
 
 struct grpo_host_models {
     const grpo_ops *ops;
@@ -244,7 +245,8 @@ int32_t grpo_hm_hidden(grpo_host_model *hm, const int32_t *ids, const int32_t *m
     int32_t *pos = malloc(N * sizeof(int32_t));
     float *all = at ? malloc(N * C * sizeof(float)) : out;
     int rc = pos && all ? check_batch(hm, ids, mask, B, T, at, pos, err)
-                        : grpo_error_set(err, GRPO_ERR_NOMEM, "model_hidden: out of memory");
+                        : grpo_nomem(err, "model_hidden's (B,T,C) states",
+                                     N * (C * (at != NULL) + 1) * sizeof(float));
     if (rc == GRPO_OK) rc = reserve(hm, B, T, err);
     if (rc == GRPO_OK) {
         o->upload(o->ctx, hm->d_ids, ids, N * sizeof(int32_t));

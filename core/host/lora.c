@@ -10,6 +10,7 @@
 #include "base/files.h"
 #include "base/rng.h"
 #include "io/safetensors.h"
+#include "base/nomem.h"
 
 #define PEFT_PREFIX "base_model.model."
 
@@ -88,7 +89,7 @@ static int check_layouts(grpo_lora *l, const char *spec, grpo_error *err) {
 /* PEFT's init: A ~ U(-1/sqrt(IC), 1/sqrt(IC)) from seed, adapter by adapter; B = 0. */
 static int init_weights(grpo_lora *l, uint64_t seed, grpo_error *err) {
     float *host = calloc(l->floats ? l->floats : 1, sizeof(float));
-    if (!host) return grpo_error_set(err, GRPO_ERR_NOMEM, "LoRA: out of memory");
+    if (!host) return grpo_nomem(err, "the LoRA adapters' initial weights", l->floats * 4);
     grpo_rng rng;
     grpo_rng_seed(&rng, seed);
     for (uint32_t i = 0; i < l->n; i++) {
@@ -252,7 +253,7 @@ int grpo_lora_load(grpo_lora *l, const char *dir, grpo_error *err) {
     grpo_safetensors *st = NULL;
     if (rc == GRPO_OK) rc = grpo_st_open(&st, path, err);
     float *host = rc == GRPO_OK ? malloc((l->floats ? l->floats : 1) * sizeof(float)) : NULL;
-    if (rc == GRPO_OK && !host) rc = grpo_error_set(err, GRPO_ERR_NOMEM, "LoRA: out of memory");
+    if (rc == GRPO_OK && !host) rc = grpo_nomem(err, "the LoRA adapters read", l->floats * 4);
     if (rc == GRPO_OK) rc = no_strangers(l, st, path, err);
     for (uint32_t i = 0; rc == GRPO_OK && i < l->n; i++) {
         const grpo_param_desc *d = &l->m->params[l->ad[i].param];
@@ -372,7 +373,7 @@ int grpo_lora_open_dir(grpo_lora *l, grpo_model *m, const char *dir, grpo_error 
 int grpo_lora_merge(grpo_lora *l, grpo_error *err) {
     const grpo_ops *o = l->m->ops;
     float *ab = malloc((l->floats ? l->floats : 1) * sizeof(float));
-    int rc = ab ? GRPO_OK : grpo_error_set(err, GRPO_ERR_NOMEM, "LoRA merge: out of memory");
+    int rc = ab ? GRPO_OK : grpo_nomem(err, "the LoRA adapters to merge", l->floats * 4);
     if (rc == GRPO_OK) o->download(o->ctx, ab, l->block, l->floats * sizeof(float));
     for (uint32_t i = 0; rc == GRPO_OK && i < l->n; i++) {
         const grpo_lora_adapter *a = &l->ad[i];
@@ -380,7 +381,7 @@ int grpo_lora_merge(grpo_lora *l, grpo_error *err) {
         int64_t OC = l->m->params[p].shape[0], IC = l->m->params[p].shape[1];
         float *w = malloc((size_t)(OC * IC) * sizeof(float));
         if (!w) {
-            rc = grpo_error_set(err, GRPO_ERR_NOMEM, "LoRA merge: out of memory");
+            rc = grpo_nomem(err, l->m->params[p].name, (uint64_t)(OC * IC) * sizeof(float));
             break;
         }
         const float *A = ab + (a->A - l->block), *B = ab + (a->B - l->block);

@@ -15,6 +15,7 @@
 #include "base/files.h"
 #include "io/hfdir.h"
 #include "io/safetensors.h"
+#include "base/nomem.h"
 
 static uint64_t pad16(uint64_t n) { return (n + 15) & ~(uint64_t)15; }
 
@@ -463,7 +464,7 @@ int grpo_model_param_relaid(grpo_model *m, uint32_t i, int *relaid, grpo_error *
     if (!has_relayout(m)) return GRPO_OK;
     uint64_t n = m->numel[i];
     float *probe = malloc((n ? n : 1) * sizeof(float));
-    if (!probe) return grpo_error_set(err, GRPO_ERR_NOMEM, "model: out of memory");
+    if (!probe) return grpo_nomem(err, m->params[i].name, (n ? n : 1) * sizeof(float));
     for (uint64_t k = 0; k < n; k++) probe[k] = (float)(k % 16777216); /* exact in fp32 */
     model_call(m, "relayout");
     int rc = plugin_status(m->desc->relayout(m->inst, i, probe, GRPO_RELAYOUT_LOAD, err), err);

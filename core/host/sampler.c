@@ -8,6 +8,7 @@
  * ids, logp (and plogp) come back. The cpu backend has no sample_rows: its rollouts are the host
  * path's, which is also the op's reference (grpo_sample_row). */
 #include "host/sampler.h"
+#include "base/nomem.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -131,7 +132,9 @@ static int prefill(grpo_model *m, sampler_state *s, const int32_t *prompt, const
     int rc = grpo_model_check_ids(m, prompt, (size_t)B * P, "prompt", err);
     if (rc != GRPO_OK) return rc;
     int32_t *ppos = malloc((size_t)B * P * sizeof(int32_t));
-    if (!ppos) return grpo_error_set(err, GRPO_ERR_NOMEM, "sampler: out of memory");
+    if (!ppos)
+        return grpo_nomem(err, "the prompts' positions (prompts x prompt length)",
+                          (uint64_t)B * P * sizeof(int32_t));
     for (int32_t b = 0; b < B; b++) {
         int32_t real = 0;
         for (int32_t t = 0; t < P; t++)
@@ -345,7 +348,13 @@ static int run(grpo_model *m, const grpo_sampler_opts *o, const int32_t *prompt,
     if (rc != GRPO_OK) return rc;
     if (!rollout_alloc(out, s.N, o->max_new, o->policy_logp) || !state_alloc(m, &s, B, P)) {
         state_free(m, &s);
-        return grpo_error_set(err, GRPO_ERR_NOMEM, "sampler: out of memory for %d rows", s.N);
+        /* the (N,T) outputs, (N,S) slot mask and history, (N,V) logits on host and backend */
+        uint64_t per_row = (uint64_t)o->max_new * 4 * sizeof(float) +
+                           2 * (uint64_t)s.S * sizeof(int32_t) + 2 * (uint64_t)s.V * sizeof(float);
+        char what[160];
+        snprintf(what, sizeof what, "the sampler's buffers of %d rows x %d tokens (vocab %d)", s.N,
+                 o->max_new, s.V);
+        return grpo_nomem(err, what, (uint64_t)s.N * per_row);
     }
     for (size_t i = 0; i < (size_t)s.N * o->max_new; i++) out->ids[i] = o->pad_id;
     rc = prefill(m, &s, prompt, pmask, B, P, err);

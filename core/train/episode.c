@@ -9,6 +9,7 @@
 
 #include "host/plugin_call.h"
 #include "train/reward_batch.h"
+#include "base/nomem.h"
 
 /* Content no template changes, to find where the policy's turn sits in a rendering. */
 #define TURN_MARKER "GRPO_TURN_7f3a"
@@ -163,7 +164,7 @@ int grpo_episodes_begin(grpo_episodes *E, char *const *prompt_text,
     episodes_clear(E);
     E->N = B * G, E->G = G;
     if (!(E->ep = calloc((size_t)E->N, sizeof *E->ep)))
-        return grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory");
+        return grpo_nomem(err, "the batch's episodes (rows)", (uint64_t)E->N * sizeof *E->ep);
     grpo_reward_batch rb = {0};
     int rc = grpo_reward_batch_init(&rb, (uint32_t)E->N, err);
     for (int32_t i = 0; rc == GRPO_OK && i < E->N; i++) {

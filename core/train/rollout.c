@@ -15,7 +15,9 @@ int grpo_rollout_batch_begin(grpo_rollout_batch *b, int32_t B, int32_t G, grpo_e
     b->prompt_text = calloc((size_t)B, sizeof *b->prompt_text);
     b->ex = calloc((size_t)B, sizeof *b->ex);
     if (!b->ids || !b->n_ids || !b->prompt_text || !b->ex)
-        return grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory");
+        return grpo_nomem(err, "the batch's prompt table (train.batch_prompts rows)",
+                          (uint64_t)B * (sizeof *b->ids + sizeof *b->n_ids +
+                                         sizeof *b->prompt_text + sizeof *b->ex));
     return GRPO_OK;
 }
 
@@ -61,7 +63,8 @@ static int episode_fields(grpo_rollout_batch *b, grpo_reward_batch *rb, grpo_err
     uint32_t per = 4;
     for (int32_t k = 0; k < b->B; k++) per = b->ex[k]->n_fields + 4 > per ? b->ex[k]->n_fields + 4 : per;
     if (!(b->fields = malloc((size_t)b->N * per * sizeof *b->fields)))
-        return grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory");
+        return grpo_nomem(err, "the episodes' reward fields (rows x fields)",
+                          (uint64_t)b->N * per * sizeof *b->fields);
     for (int32_t i = 0; i < b->N; i++) {
         grpo_field *f = b->fields + (size_t)i * per;
         rb->samples[i].n_fields = grpo_episodes_fields(b->env, i, f);

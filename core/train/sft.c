@@ -11,6 +11,7 @@
 #include "base/files.h"
 #include "train/seqbatch.h"
 #include "train/session.h"
+#include "base/nomem.h"
 
 typedef struct sft {
     grpo_session *ses;
@@ -54,7 +55,7 @@ static int example_ids(sft *s, const grpo_example *ex, int32_t **ids, size_t *n,
     size_t nr = r.n < max_len ? r.n : max_len - 1;
     *ids = malloc((np + nr + 1) * sizeof(int32_t));
     if (!*ids)
-        rc = grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory");
+        rc = grpo_nomem(err, "an example's token ids", (np + nr + 1) * sizeof(int32_t));
     else {
         memcpy(*ids, pids, np * sizeof(int32_t));
         memcpy(*ids + np, r.data, nr * sizeof(int32_t));

@@ -8,6 +8,7 @@
 
 #include "base/comm.h"
 #include "train/eval.h"
+#include "base/nomem.h"
 
 void grpo_trainer_chunk_clear(chunk *c) {
     grpo_rollout_batch_free(&c->rb);
@@ -178,7 +179,8 @@ int grpo_trainer_setup(trainer *t, grpo_error *err) {
     t->cap_chunks =
         t->n_chunks + (cfg->grpo_drop_zero_std_groups ? (int)cfg->grpo_resample_rounds : 0);
     if (!(t->chunks = calloc((size_t)t->cap_chunks, sizeof *t->chunks)))
-        return grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory");
+        return grpo_nomem(err, "the step's chunks (train.grad_accum + grpo.resample_rounds)",
+                          (uint64_t)t->cap_chunks * sizeof *t->chunks);
     if (cfg->log_completions_every > 0)
         rc = grpo_session_log_open(&t->s, "completions.jsonl", &t->completions, err);
     return rc;

@@ -17,6 +17,7 @@
 #include "base/files.h"
 #include "train/run.h"
 #include "io/safetensors.h"
+#include "base/nomem.h"
 
 /* What the optimizer trains, for its moments in optimizer.safetensors: the policy's non-tied
  * tensors (under their names), or its LoRA adapters (under PEFT's tensor names). */
@@ -75,7 +76,8 @@ static int write_moments(grpo_ckpt *c, const moments *ms, grpo_error *err) {
     char (*names)[620] = calloc(2 * ms->n + 1, sizeof *names);
     int rc = host && outs && names
                  ? GRPO_OK
-                 : grpo_error_set(err, GRPO_ERR_NOMEM, "checkpoint: out of memory");
+                 : grpo_nomem(err, "the optimizer moments to save",
+                              (ms->P ? 2 * ms->P : 1) * sizeof(float));
     size_t n = 0;
     if (rc == GRPO_OK) {
         ms->ops->download(ms->ops->ctx, host, ms->m, ms->P * sizeof(float));

@@ -82,7 +82,8 @@ static int chunk_gather(trainer *t, chunk *c, grpo_error *err) {
     c->glen = malloc((size_t)gN * sizeof(float)), c->gtrunc = malloc((size_t)gN * sizeof(float));
     int rc = mine && all && c->gR && c->gr && c->gadv && c->glen && c->gtrunc
                  ? GRPO_OK
-                 : grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory");
+                 : grpo_nomem(err, "the batch's rewards and advantages (rows x rewards)",
+                              (uint64_t)gN * (K + 5) * sizeof(float));
     for (int32_t i = 0; rc == GRPO_OK && i < N; i++) {
         memcpy(mine + i * row, c->rb.R + (size_t)i * K, (size_t)K * sizeof(float));
         mine[i * row + K] = (float)c->rb.roll.len[i];
@@ -136,7 +137,7 @@ static int chunk_rewards(trainer *t, chunk *c, grpo_error *err) {
  * they were gone, while grpo, sapo and dr_grpo still count them in N (as empty rows). */
 static int chunk_drop_groups(chunk *c, grpo_error *err) {
     unsigned char *keep = malloc((size_t)c->rb.B);
-    if (!keep) return grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory");
+    if (!keep) return grpo_nomem(err, "the dynamic sampling mask (rows)", (uint64_t)c->rb.B);
     c->dropped = grpo_zero_std_groups(keep, c->r, c->rb.B, c->rb.G);
     for (int32_t i = 0; i < c->rb.N; i++)
         if (!keep[i / c->rb.G])
