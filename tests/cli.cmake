@@ -20,3 +20,8 @@ add_test(NAME cli_model_fallback
 # omp_wait: grpo picks a short OpenMP spin itself (re-exec), and the user's OMP settings win.
 add_test(NAME cli_omp_wait
          COMMAND bash ${PROJECT_SOURCE_DIR}/tests/cli/omp_wait.sh $<TARGET_FILE:grpo_cli>)
+# eval_adapter: `grpo eval RUN.ini --adapter CHECKPOINT` on a LoRA run's own checkpoint puts the
+# adapter on model.path and names it in its output.
+add_test(NAME cli_eval_adapter
+         COMMAND bash ${PROJECT_SOURCE_DIR}/tests/cli/eval_adapter.sh $<TARGET_FILE:grpo_cli>
+                 ${PROJECT_SOURCE_DIR})
