@@ -51,7 +51,8 @@ fail=0
 ev() { "$G" eval lora.ini --limit 4 "$@" 2>eval.err || { cat eval.err >&2; return 1; }; }
 out2=$(ev --adapter "$ck2") || { echo "FAIL: eval --adapter $ck2 failed"; exit 1; }
 echo "eval --adapter: $out2"
-[[ $out2 == *"\"adapter\": \"$ck2\""* ]] || { echo "FAIL: the output does not name the adapter"; fail=1; }
+[[ $out2 == *"\"adapter\": \"$ck2\""* ]] ||
+    { echo "FAIL: the output does not name the adapter"; fail=1; }
 [[ $out2 == *"\"model\": \"init\""* ]] ||
     { echo "FAIL: the adapter is not on model.path (init)"; fail=1; }
 plain=$(ev) || { echo "FAIL: plain eval of the LoRA run failed"; exit 1; }

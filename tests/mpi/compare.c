@@ -83,9 +83,9 @@ static int line_differs(const cJSON *x, const cJSON *y, double rtol, double atol
         double d = rel_diff(a, b);
         int both_null = cJSON_IsNull(e) && f && cJSON_IsNull(f);
         if (!f || (isnan(d) && !both_null) || (d > rtol && !(fabs(a - b) <= atol))) {
-            fprintf(stderr, "compare: step %g: %s is %.9g and %.9g (relative %.3g, absolute %.3g)"
-                            "\n", cJSON_GetNumberValue(cJSON_GetObjectItem(x, "step")), e->string, a, b, d,
-                    fabs(a - b));
+            double step = cJSON_GetNumberValue(cJSON_GetObjectItem(x, "step"));
+            fprintf(stderr, "compare: step %g: %s is %.9g and %.9g (relative %.3g, absolute "
+                            "%.3g)\n", step, e->string, a, b, d, fabs(a - b));
             bad = 1;
         } else if (d <= rtol && d > *worst)
             *worst = d;
