@@ -23,3 +23,8 @@ add_test(NAME cli_omp_wait
 # oom: under a memory limit an allocation that does not fit names its buffer and size (exit 1).
 add_test(NAME cli_oom_names_the_buffer
          COMMAND bash ${PROJECT_SOURCE_DIR}/tests/cli/oom.sh $<TARGET_FILE:grpo_cli> ${GRPO_SANITIZE})
+# eval_adapter: `grpo eval RUN.ini --adapter CHECKPOINT` on a LoRA run's own checkpoint puts the
+# adapter on model.path and names it in its output.
+add_test(NAME cli_eval_adapter
+         COMMAND bash ${PROJECT_SOURCE_DIR}/tests/cli/eval_adapter.sh $<TARGET_FILE:grpo_cli>
+                 ${PROJECT_SOURCE_DIR})

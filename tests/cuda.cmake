@@ -29,3 +29,13 @@ foreach(src ${GRPO_CUDA_TEST_SOURCES})
   set_tests_properties(${name}_emu PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 900
     ENVIRONMENT "CK_DEFAULT_TIMEOUT=600;GRPO_CUDA_EMULATION=1;GRPO_CUDA_EMU_STRICT=1")
 endforeach()
+# test_strict_emu (tests/test_strict_emu.c, registered by tests/CMakeLists.txt): strict mode's own
+# negative test, on the emulated module only.
+add_dependencies(test_strict_emu grpo_kernels_cuda_emu)
+set_tests_properties(test_strict_emu PROPERTIES SKIP_RETURN_CODE 77
+  ENVIRONMENT "CK_DEFAULT_TIMEOUT=600;GRPO_CUDA_EMULATION=1;GRPO_CUDA_EMU_STRICT=1")
+# shared_prompts_on_the_emulated_cuda_backend (tests/test_shared_prefix.c), strict as the others.
+add_dependencies(test_shared_prefix grpo_kernels_cuda_emu)
+add_test(NAME test_shared_prefix_emu COMMAND test_shared_prefix --emulated-cuda)
+set_tests_properties(test_shared_prefix_emu PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 900
+  ENVIRONMENT "CK_DEFAULT_TIMEOUT=600;GRPO_CUDA_EMULATION=1;GRPO_CUDA_EMU_STRICT=1")

@@ -24,5 +24,6 @@ add_test(NAME cli_cuda_train_emu
          COMMAND bash ${PROJECT_SOURCE_DIR}/tests/cli/cuda_train.sh $<TARGET_FILE:grpo_cli>
                  ${PROJECT_SOURCE_DIR})
 set_tests_properties(cli_cuda_train PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 1800)
-set_tests_properties(cli_cuda_train_emu PROPERTIES TIMEOUT 1800 LABELS cuda_emu_model
+set_tests_properties(cli_cuda_train_emu PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 1800
+                     LABELS cuda_emu_model
                      ENVIRONMENT "GRPO_CUDA_EMULATION=1;GRPO_CUDA_EMU_STRICT=1")

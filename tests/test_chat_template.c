@@ -1,12 +1,16 @@
 /* test_chat_template.c — chat templates rendered by our Jinja interpreter must equal, byte for
  * byte, what transformers' apply_chat_template renders (tests/fixtures/template/cases.json, made
- * by tools/make_template_fixtures.py), and unsupported constructs must fail naming their line. */
+ * by tools/make_template_fixtures.py), and unsupported constructs must fail naming their line.
+ * The MiniMind templates (sources "shared:...", read from $GRPO_SHARED_DIR, default ../shared)
+ * are the cases tagged "shared": `test_chat_template --shared`, ctest test_chat_template_shared
+ * (tests/test_skip.h: skipped without the data, a failure under CI). */
 #include <check.h>
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "test_skip.h"
 #include "text/chat_template.h"
 
 #define FIXDIR GRPO_SOURCE_DIR "/tests/fixtures/template"
@@ -38,7 +42,7 @@ static cJSON *load_fixture(void) {
     return fixture;
 }
 
-/* Compiles the template a fixture names; returns NULL (and says SKIP) when shared data is absent. */
+/* Compiles the template a fixture names (shared data: main checked that it is here). */
 static grpo_chat_template *template_for(const cJSON *t) {
     const char *src = cJSON_GetObjectItem(t, "source")->valuestring;
     char path[1024];
@@ -51,13 +55,7 @@ static grpo_chat_template *template_for(const cJSON *t) {
         return tpl;
     }
     if (strncmp(src, "shared:", 7) == 0) {
-        snprintf(path, sizeof path, "%s/%s", GRPO_SHARED_DIR, src + 7);
-        FILE *f = fopen(path, "rb");
-        if (!f) {
-            printf("SKIP: %s not found (shared data absent)\n", path);
-            return NULL;
-        }
-        fclose(f);
+        snprintf(path, sizeof path, "%s/%s", test_shared_dir(), src + 7);
     } else {
         ck_assert(strncmp(src, "fixture:", 8) == 0);
         snprintf(path, sizeof path, "%s/%s", FIXDIR, src + 8);
@@ -114,16 +112,19 @@ static size_t as_messages(const cJSON *conv, grpo_message *out, size_t cap) {
     return n;
 }
 
-START_TEST(templates_match_transformers_byte_for_byte) {
+/* Every template of the fixture whose source is ../shared's (shared 1) or not (shared 0). */
+static void templates_match(int shared) {
     cJSON *fx = load_fixture();
     const cJSON *templates = cJSON_GetObjectItem(fx, "templates"),
                 *cases = cJSON_GetObjectItem(fx, "cases");
     const cJSON *convs = cJSON_GetObjectItem(fx, "conversations"), *t;
-    int total_fail = 0;
+    int total_fail = 0, n_templates = 0;
     cJSON_ArrayForEach(t, templates) {
         const char *name = cJSON_GetObjectItem(t, "name")->valuestring;
+        const char *src = cJSON_GetObjectItem(t, "source")->valuestring;
+        if ((strncmp(src, "shared:", 7) == 0) != shared) continue;
         grpo_chat_template *tpl = template_for(t);
-        if (!tpl) continue;
+        n_templates++;
         int n = 0, ok = 0;
         const cJSON *c;
         cJSON_ArrayForEach(c, cases) {
@@ -175,8 +176,14 @@ START_TEST(templates_match_transformers_byte_for_byte) {
         ck_assert_int_gt(n, 0);
         grpo_chat_template_free(tpl);
     }
+    ck_assert_int_gt(n_templates, 0);
     ck_assert_int_eq(total_fail, 0);
 }
+
+START_TEST(templates_match_transformers_byte_for_byte) { templates_match(0); }
+END_TEST
+
+START_TEST(shared_templates_match_transformers_byte_for_byte) { templates_match(1); }
 END_TEST
 
 START_TEST(snippets_match_jinja2) {
@@ -455,7 +462,8 @@ START_TEST(renderer_adapter_uses_template_or_format) {
 }
 END_TEST
 
-int main(void) {
+int main(int argc, char **argv) {
+    test_tags tags = test_shared_tags(argc, argv, "data/minimind3");
     Suite *s = suite_create("chat_template");
     TCase *tc = tcase_create("render");
     tcase_add_test(tc, templates_match_transformers_byte_for_byte);
@@ -470,9 +478,13 @@ int main(void) {
     tcase_add_test(tc, load_reads_tokenizer_config_chat_template);
     tcase_add_test(tc, renderer_adapter_uses_template_or_format);
     suite_add_tcase(s, tc);
+    TCase *ts = tcase_create("shared"); /* ../shared's MiniMind templates */
+    tcase_set_tags(ts, "shared");
+    tcase_add_test(ts, shared_templates_match_transformers_byte_for_byte);
+    suite_add_tcase(s, ts);
     SRunner *sr = srunner_create(s);
     srunner_set_fork_status(sr, CK_NOFORK);
-    srunner_run_all(sr, CK_NORMAL);
+    srunner_run_tagged(sr, NULL, NULL, tags.include, tags.exclude, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);
     cJSON_Delete(fixture);

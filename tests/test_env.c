@@ -12,7 +12,9 @@
  *     fields;
  *   - a failing step() is an error naming [env] and the plugin;
  *   - a messages prompt gets each observation through the chat template: the tool message after
- *     the turn, up to the next assistant prompt, without repeating the turn's end token;
+ *     the turn, up to the next assistant prompt, without repeating the turn's end token (and
+ *     through MiniMind's Qwen-style template from ../shared: the case tagged "shared",
+ *     `test_env --shared`, ctest test_env_shared; tests/test_skip.h);
  *   - <tool_call> parsing: calls, several calls, and each kind of malformed call;
  *   - builtin.exec_env with tests/exec_scorers/env_program.c: episodes over JSON lines, and a
  *     crash, a hang (timeout), a line that is not JSON and a reply with a bad key each cost the
@@ -28,6 +30,7 @@
 
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wunused-function"
+#include "test_skip.h"
 #include "grpo_cli_test.h"
 #pragma GCC diagnostic pop
 #include <cjson/cJSON.h>
@@ -384,15 +387,13 @@ START_TEST(observation_goes_through_the_chat_template) {
 }
 END_TEST
 
-/* MiniMind's Qwen-style template (shared data; skipped when absent): a tool message is a user
- * turn holding <tool_response>, then the next assistant prompt. */
+/* MiniMind's Qwen-style template (shared data, tagged "shared"): a tool message is a user turn
+ * holding <tool_response>, then the next assistant prompt. */
 START_TEST(observation_through_a_qwen_style_template) {
-    const char *src = GRPO_SHARED_DIR "/data/minimind3/tokenizer_config.json";
+    char src[4096];
+    snprintf(src, sizeof src, "%s/data/minimind3/tokenizer_config.json", test_shared_dir());
     FILE *fp = fopen(src, "rb");
-    if (!fp) {
-        printf("SKIP: %s not found\n", src);
-        return;
-    }
+    ck_assert_msg(fp != NULL, "cannot open %s", src);
     static char buf[1 << 16];
     size_t n = fread(buf, 1, sizeof buf - 1, fp);
     fclose(fp);
@@ -591,17 +592,22 @@ static Suite *suite(void) {
     tcase_add_test(tc, tool_calls_parse);
     tcase_add_test(tc, observation_goes_through_the_chat_template);
     tcase_add_test(tc, tools_reach_the_chat_template);
-    tcase_add_test(tc, observation_through_a_qwen_style_template);
     tcase_add_test(tc, exec_env_program_episodes);
     tcase_add_test(tc, exec_env_that_never_answers_ends_the_run);
     tcase_add_test(tc, exec_env_program_failures);
     suite_add_tcase(s, tc);
+    TCase *ts = tcase_create("shared"); /* ../shared's MiniMind template */
+    tcase_set_tags(ts, "shared");
+    tcase_set_timeout(ts, 300);
+    tcase_add_test(ts, observation_through_a_qwen_style_template);
+    suite_add_tcase(s, ts);
     return s;
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+    test_tags tags = test_shared_tags(argc, argv, "data/minimind3/tokenizer_config.json");
     SRunner *sr = srunner_create(suite());
-    srunner_run_all(sr, CK_NORMAL);
+    srunner_run_tagged(sr, NULL, NULL, tags.include, tags.exclude, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);
     return failed ? EXIT_FAILURE : EXIT_SUCCESS;

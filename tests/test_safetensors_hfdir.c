@@ -1,5 +1,7 @@
 /* test_safetensors_hfdir.c — Hugging Face model directories: finding the weights, reading
- * config.json, saving a directory that loads back identically, and `grpo model info`. */
+ * config.json, saving a directory that loads back identically, and `grpo model info`. Copying a
+ * real model's tokenizer files (MiniMind from ../shared) is the case tagged "shared":
+ * `test_safetensors_hfdir --shared`, ctest test_safetensors_hfdir_shared (tests/test_skip.h). */
 #include <cjson/cJSON.h>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -8,6 +10,7 @@
 #include "io/hfdir.h"
 #include "st_test_util.h"
 #include "io/testing.h"
+#include "test_skip.h"
 
 #define TINY ST_FIXTURES "/tiny_llama"
 #define NEEDLES(...) ((const char *const[]){__VA_ARGS__, NULL})
@@ -181,13 +184,11 @@ START_TEST(saved_dirs_for_the_python_check) {
 }
 END_TEST
 
-/* Tokenizer files of a real model (shared data; skipped when absent) are copied byte for byte. */
+/* Tokenizer files of a real model (shared data, tagged "shared") are copied byte for byte. */
 START_TEST(save_copies_tokenizer_files) {
-    const char *src = GRPO_SHARED_DIR "/data/minimind3";
-    if (access(src, F_OK) != 0) {
-        printf("SKIP: %s not found\n", src);
-        return;
-    }
+    char src[4096];
+    snprintf(src, sizeof src, "%s/data/minimind3", test_shared_dir());
+    ck_assert_msg(access(src, F_OK) == 0, "%s not found", src);
     grpo_error err;
     grpo_error_init(&err);
     float v = 1;
@@ -293,7 +294,8 @@ START_TEST(model_info_errors) {
 }
 END_TEST
 
-int main(void) {
+int main(int argc, char **argv) {
+    test_tags tags = test_shared_tags(argc, argv, "data/minimind3");
     Suite *s = suite_create("hfdir");
     TCase *tc = tcase_create("hfdir");
     tcase_add_checked_fixture(tc, scratch_setup, scratch_teardown);
@@ -304,13 +306,17 @@ int main(void) {
     tcase_add_test(tc, config_dtype_is_set);
     tcase_add_test(tc, save_rejects_bad_config_text);
     tcase_add_test(tc, saved_dirs_for_the_python_check);
-    tcase_add_test(tc, save_copies_tokenizer_files);
     tcase_add_test(tc, model_info_reports_what_transformers_sees);
     tcase_add_test(tc, model_info_sharded);
     tcase_add_test(tc, model_info_errors);
     suite_add_tcase(s, tc);
+    TCase *ts = tcase_create("shared"); /* ../shared's MiniMind tokenizer files */
+    tcase_set_tags(ts, "shared");
+    tcase_add_checked_fixture(ts, scratch_setup, scratch_teardown);
+    tcase_add_test(ts, save_copies_tokenizer_files);
+    suite_add_tcase(s, ts);
     SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
+    srunner_run_tagged(sr, NULL, NULL, tags.include, tags.exclude, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);
     return failed ? EXIT_FAILURE : EXIT_SUCCESS;

@@ -10,7 +10,10 @@
  * dense fixtures (llama: plain; qwen3: q/k norm, tied head), with gradient checkpointing, and
  * through backward_entropy. A counting op table shows the shared path really ran. Where the
  * pack cannot share (a backend without the 1.6 ops, the MoE pack, LoRA dropout) the results
- * must be those of the plain path bit for bit.
+ * must be those of the plain path bit for bit. The cuda backend's prefix ops in the whole model
+ * are the case tagged "cuda_emu": `test_shared_prefix --emulated-cuda`, ctest
+ * test_shared_prefix_emu (tests/cuda.cmake: the host emulation in its strict mode; a skip where it
+ * cannot open, a failure under CI: tests/test_skip.h).
  *
  * Tolerance. The shared path forms the same sums in another order: a prompt token's weight
  * gradient sums its G rows' output gradients before the product with its input, a completion
@@ -33,6 +36,7 @@
 #include "host/model_instance.h"
 #include "host/registry.h"
 #include "kernels.h"
+#include "test_skip.h"
 
 enum { NP = 4, P = 9, TC = 7, T = P + TC };
 static const int32_t plen[NP] = {9, 5, 7, 3};  /* prompt lengths (left-padded to P) */
@@ -102,18 +106,13 @@ static void make_batch(fixture *f, int32_t V) {
 
 /* Opens tests/fixtures/BASE (trainable, or frozen for LoRA) on a copy of BACKEND's table:
  * counting (strip = 0) or without the 1.6 ops (strip = 1: NULL, as in a backend that does not
- * implement them yet; a table older than the pack is refused before any pass). Returns 0, with
- * one printed line, when the backend cannot open here (cpu always must). */
-static int fixture_open_on(fixture *f, const char *backend, const char *base, int trainable,
+ * implement them yet; a table older than the pack is refused before any pass). */
+static void fixture_open_on(fixture *f, const char *backend, const char *base, int trainable,
                            int strip) {
     grpo_error err;
     grpo_error_init(&err);
     memset(f, 0, sizeof *f);
     f->ops = grpo_backend_open(backend, 0, &err);
-    if (!f->ops && strcmp(backend, "cpu") != 0) {
-        printf("SKIP: %s backend not available here: %s\n", backend, err.message);
-        return 0;
-    }
     ck_assert_msg(f->ops != NULL, "%s", err.message);
     f->table = *f->ops;
     real_prefix_forward = f->ops->prefix_attention_forward;
@@ -127,7 +126,6 @@ static int fixture_open_on(fixture *f, const char *backend, const char *base, in
     snprintf(dir, sizeof dir, "%s/tests/fixtures/%s", GRPO_SOURCE_DIR, base);
     ck_ok(grpo_model_open_dir(&f->m, &f->reg, &f->host, dir, trainable, &err), &err);
     make_batch(f, f->m->desc->vocab_size(f->m->inst));
-    return 1;
 }
 
 static void fixture_open(fixture *f, const char *base, int trainable, int strip) {
@@ -256,15 +254,13 @@ START_TEST(shared_prompts_with_lora_adapters) {
 END_TEST
 
 /* The cuda backend's prefix ops (kernels/cuda/attention.cu) in the whole model, under the host
- * emulation (no GPU needed; its op-level parity is tests/test_cuda_prefix_attention.c). */
+ * emulation (no GPU needed; its op-level parity is tests/test_cuda_prefix_attention.c); main
+ * checked that it opens. */
 START_TEST(shared_prompts_on_the_emulated_cuda_backend) {
     fixture f;
-    setenv("GRPO_CUDA_EMULATION", "1", 1);
-    if (fixture_open_on(&f, "cuda", dense[_i], 1, 0)) {
-        compare(&f, dense[_i], 0);
-        fixture_close(&f);
-    }
-    unsetenv("GRPO_CUDA_EMULATION");
+    fixture_open_on(&f, "cuda", dense[_i], 1, 0);
+    compare(&f, dense[_i], 0);
+    fixture_close(&f);
 }
 END_TEST
 
@@ -295,20 +291,51 @@ START_TEST(a_pack_without_the_slot_is_left_alone) {
 }
 END_TEST
 
-int main(void) {
+/* "--emulated-cuda": the cases tagged cuda_emu only, after the emulated backend opened (skip or
+ * fail without it); no argument: every other case. */
+static const char *emulated_cuda_only(int argc, char **argv) {
+    if (argc < 2) return NULL;
+    if (argc != 2 || strcmp(argv[1], "--emulated-cuda") != 0) {
+        fprintf(stderr, "usage: %s [--emulated-cuda]\n", argv[0]);
+        exit(2);
+    }
+    const char *emu = getenv("GRPO_CUDA_EMULATION");
+    if (!emu || strcmp(emu, "1") != 0) {
+        fprintf(stderr, "%s --emulated-cuda: GRPO_CUDA_EMULATION=1 is not set\n", argv[0]);
+        exit(2);
+    }
+    grpo_error err;
+    grpo_error_init(&err);
+    grpo_ops *o = grpo_backend_open("cuda", 0, &err);
+    if (!o) {
+        char what[1200];
+        snprintf(what, sizeof what, "cuda backend (emulation) not available here: %s",
+                 err.message);
+        test_skip_or_fail(what);
+    }
+    grpo_backend_close(o);
+    return "cuda_emu";
+}
+
+int main(int argc, char **argv) {
+    const char *only = emulated_cuda_only(argc, argv);
     Suite *s = suite_create("shared_prefix");
     TCase *tc = tcase_create("shared_prefix");
     tcase_set_timeout(tc, 120);
     tcase_add_loop_test(tc, shared_prompts_give_the_same_logprobs_and_gradients, 0, 2);
     tcase_add_loop_test(tc, shared_prompts_with_gradient_checkpointing, 0, 2);
     tcase_add_loop_test(tc, shared_prompts_with_lora_adapters, 0, 2);
-    tcase_add_loop_test(tc, shared_prompts_on_the_emulated_cuda_backend, 0, 2);
     tcase_add_test(tc, a_backend_without_prefix_attention_runs_every_row);
     tcase_add_test(tc, the_moe_pack_runs_every_row);
     tcase_add_test(tc, a_pack_without_the_slot_is_left_alone);
     suite_add_tcase(s, tc);
+    TCase *te = tcase_create("cuda_emu");
+    tcase_set_tags(te, "cuda_emu");
+    tcase_set_timeout(te, 600);
+    tcase_add_loop_test(te, shared_prompts_on_the_emulated_cuda_backend, 0, 2);
+    suite_add_tcase(s, te);
     SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
+    srunner_run_tagged(sr, NULL, NULL, only, only ? NULL : "cuda_emu", CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);
     return failed ? EXIT_FAILURE : EXIT_SUCCESS;

@@ -3,7 +3,9 @@
  *
  * Expected ids and strings come from tools/make_tokenizer_fixtures.py (the Python `tokenizers`
  * package) under tests/fixtures/tokenizer/: the tiny trained tokenizer and its variants always,
- * the shared MiniMind tokenizers (read from GRPO_SHARED_DIR/data) when present.
+ * the shared MiniMind tokenizers (read from $GRPO_SHARED_DIR/data, default ../shared/data) in the
+ * cases tagged "shared" (`test_tokenizer --shared`, ctest test_tokenizer_shared; tests/test_skip.h:
+ * skipped without the data, a failure under CI).
  */
 #include <check.h>
 #include <cjson/cJSON.h>
@@ -17,6 +19,7 @@
 #include "text/tokenizer/tok_regex.h"
 #include "text/tokenizer/tokenizer.h"
 #include "text/testing.h"
+#include "test_skip.h"
 
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
@@ -246,13 +249,9 @@ END_TEST
 
 static void shared_parity(const char *name) {
     char tok[512], exp[512];
-    const char *shared = getenv("GRPO_SHARED_DIR"); /* the environment may point elsewhere */
-    snprintf(tok, sizeof tok, "%s/data/%s/tokenizer.json", shared ? shared : GRPO_SHARED_DIR, name);
+    snprintf(tok, sizeof tok, "%s/data/%s/tokenizer.json", test_shared_dir(), name);
     snprintf(exp, sizeof exp, FIX "/expected_%s.json", name);
-    if (access(tok, R_OK) != 0) {
-        printf("SKIP: %s not found (shared MiniMind tokenizer parity not checked)\n", tok);
-        return;
-    }
+    ck_assert_msg(access(tok, R_OK) == 0, "%s not found", tok); /* main checked data/ is there */
     check_parity(name, tok, exp, 1);
 }
 
@@ -790,16 +789,21 @@ START_TEST(concurrent_encodes_share_the_cache) {
 }
 END_TEST
 
-int main(void) {
+int main(int argc, char **argv) {
+    test_tags tags = test_shared_tags(argc, argv, "data");
     Suite *s = suite_create("tokenizer");
     TCase *tc = tcase_create("parity");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, tiny_matches_tokenizers);
     tcase_add_loop_test(tc, variant_matches_tokenizers, 0,
                         (int)(sizeof variants / sizeof *variants));
-    tcase_add_test(tc, minimind2_matches_tokenizers);
-    tcase_add_test(tc, minimind3_matches_tokenizers);
     suite_add_tcase(s, tc);
+    TCase *ts = tcase_create("shared"); /* ../shared's MiniMind tokenizers */
+    tcase_set_tags(ts, "shared");
+    tcase_set_timeout(ts, 120);
+    tcase_add_test(ts, minimind2_matches_tokenizers);
+    tcase_add_test(ts, minimind3_matches_tokenizers);
+    suite_add_tcase(s, ts);
     TCase *tb = tcase_create("behaviour");
     tcase_add_test(tb, config_gives_special_ids_and_template);
     tcase_add_test(tb, single_bytes_use_the_byte_level_alphabet);
@@ -814,7 +818,7 @@ int main(void) {
     tcase_add_test(tb, damaged_json_fails_cleanly);
     suite_add_tcase(s, tb);
     SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
+    srunner_run_tagged(sr, NULL, NULL, tags.include, tags.exclude, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);
     return failed ? EXIT_FAILURE : EXIT_SUCCESS;

@@ -2,7 +2,8 @@
  * cmd_eval.c — `grpo eval RUN.ini`: reward and accuracy on the held-out prompts (data.eval_path)
  * with the current checkpoint (the newest under checkpoint.dir; else --model or model.path).
  * A directory holding adapter_config.json (a LoRA run's checkpoint, or --adapter DIR) is a PEFT
- * LoRA adapter: it is applied to model.path (or --model).
+ * LoRA adapter: it is applied to model.path (or --model, or --checkpoint DIR); --adapter never
+ * puts it on the newest checkpoint, which for a LoRA run holds only adapters.
  *
  * One completion per prompt, greedy unless --temperature is given (then sampled with
  * sampling.seed), max_completion_length and EOS as in training. Prints one JSON line:
@@ -42,7 +43,7 @@ static int evaluate(const eval_opts *o, grpo_error *err) {
     if (rc == GRPO_OK) {
         if (o->checkpoint)
             snprintf(dir, sizeof dir, "%s", o->checkpoint);
-        else if (o->run.model_dir ||
+        else if (o->run.model_dir || o->adapter ||
                  grpo_ckpt_latest(cfg->checkpoint_dir, dir, sizeof dir, &step, &quiet) != GRPO_OK)
             snprintf(dir, sizeof dir, "%s", r.model_dir);
     }
@@ -108,7 +109,7 @@ static const char usage[] =
     "Mean reward and accuracy on data.eval_path (data.path when unset), one completion per\n"
     "prompt (greedy unless --temperature), with the newest checkpoint under checkpoint.dir\n"
     "(else --model or model.path). A LoRA checkpoint, or --adapter DIR (a PEFT LoRA\n"
-    "directory), is applied to model.path (or --model). Prints one JSON line.\n";
+    "directory), is applied to model.path (or --model, --checkpoint). Prints one JSON line.\n";
 
 /* eval's own options: --checkpoint DIR, --adapter DIR, --limit N, --temperature T. */
 static int take(void *opts, int argc, char **argv, int *i) {

@@ -34,7 +34,9 @@ close=$(grep -o '</[a-z0-9]*>' "$dir/r.html" | tr -d '</>' | sort | uniq -c)
 [[ $browser == --browser && $failed == 0 ]] || exit $failed
 
 chrome=$(command -v chromium || command -v chromium-browser || command -v google-chrome || true)
-[[ -n $chrome ]] || { echo "SKIP: no headless Chromium (apt-get install chromium)"; exit 77; }
+# scripts/test.sh installs it: a skip outside CI only (tests/cli/skip.sh)
+. "$(dirname "$0")/skip.sh"
+[[ -n $chrome ]] || skip_or_fail "no headless Chromium (apt-get install chromium)"
 # headless, as root in CI (no sandbox), a private profile, nothing fetched from the network
 run_chrome() {
   timeout 120 "$chrome" --headless --no-sandbox --disable-gpu --no-first-run \

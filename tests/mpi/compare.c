@@ -2,10 +2,14 @@
  * compare.c — the comparisons of tests/mpi/train_mpi.sh (not a Check suite):
  *   compare params A.safetensors B.safetensors TOL
  *       every tensor of A is in B with the same element count and max |a - b| <= TOL
- *   compare metrics A.jsonl B.jsonl RTOL
- *       the same lines and keys; every number equal within RTOL * max(1, |a|), except the
- *       timings (time/comm, logged by several ranks only, and the phases time/...) and
- *       world_size, which differ between runs by design
+ *   compare metrics A.jsonl B.jsonl RTOL ATOL
+ *       the same lines and keys; every number within a relative RTOL, |a - b| <= RTOL *
+ *       max(|a|, |b|), or, for numbers near zero only, within the absolute floor ATOL:
+ *       |a - b| <= ATOL. ATOL is for metrics that are sums cancelling to ~0 (a loss of
+ *       zero-mean advantages of size ~1), whose difference is the rounding of their O(1) terms,
+ *       not a fraction of their value (train_mpi.sh: 1e-7, fp32's epsilon for terms of size
+ *       <= 1). Not compared: the timings (time/comm, logged by several ranks only, and the
+ *       phases time/...) and world_size, which differ between runs by design
  * Prints the largest difference and what broke the tolerance; exit 0 when within it, 1 when not,
  * 2 on unreadable input.
  */
@@ -60,26 +64,36 @@ static int skipped(const char *key) {
            !strcmp(key, "world_size") || !strncmp(key, "time/", 5); /* comm, phases */
 }
 
-/* Compares the numbers of two metrics lines; returns 1 when one is off (said on stderr). */
-static int line_differs(const cJSON *x, const cJSON *y, double rtol, double *worst) {
+/* |a - b| over max(|a|, |b|) (0 when both are 0); NaN when either is. */
+static double rel_diff(double a, double b) {
+    double d = fabs(a - b), m = fmax(fabs(a), fabs(b));
+    return m > 0 ? d / m : d;
+}
+
+/* Compares the numbers of two metrics lines; returns 1 when one is off (said on stderr). worst:
+ * the largest relative difference among those within RTOL. */
+static int line_differs(const cJSON *x, const cJSON *y, double rtol, double atol,
+                        double *worst) {
     int bad = 0;
     for (const cJSON *e = x->child; e; e = e->next) {
         if (skipped(e->string)) continue;
         const cJSON *f = cJSON_GetObjectItemCaseSensitive(y, e->string);
         double a = cJSON_IsNumber(e) ? e->valuedouble : NAN;
         double b = f && cJSON_IsNumber(f) ? f->valuedouble : NAN;
-        double d = fabs(a - b) / fmax(1.0, fabs(a));
-        if (!f || (isnan(d) && !(cJSON_IsNull(e) && cJSON_IsNull(f))) || d > rtol) {
-            fprintf(stderr, "compare: step %g: %s is %g and %g\n",
-                    cJSON_GetNumberValue(cJSON_GetObjectItem(x, "step")), e->string, a, b);
+        double d = rel_diff(a, b);
+        int both_null = cJSON_IsNull(e) && f && cJSON_IsNull(f);
+        if (!f || (isnan(d) && !both_null) || (d > rtol && !(fabs(a - b) <= atol))) {
+            double step = cJSON_GetNumberValue(cJSON_GetObjectItem(x, "step"));
+            fprintf(stderr, "compare: step %g: %s is %.9g and %.9g (relative %.3g, absolute "
+                            "%.3g)\n", step, e->string, a, b, d, fabs(a - b));
             bad = 1;
-        } else if (d > *worst)
+        } else if (d <= rtol && d > *worst)
             *worst = d;
     }
     return bad;
 }
 
-static int metrics(const char *a, const char *b, double rtol) {
+static int metrics(const char *a, const char *b, double rtol, double atol) {
     char *ta = NULL, *tb = NULL;
     grpo_error err;
     grpo_error_init(&err);
@@ -95,19 +109,22 @@ static int metrics(const char *a, const char *b, double rtol) {
     for (; la && lb; la = strtok_r(NULL, "\n", &sa), lb = strtok_r(NULL, "\n", &sb), lines++) {
         cJSON *x = cJSON_Parse(la), *y = cJSON_Parse(lb);
         if (!x || !y) bad = 2, fprintf(stderr, "compare: line %d is not JSON\n", lines + 1);
-        else bad |= line_differs(x, y, rtol, &worst) | line_differs(y, x, rtol, &worst);
+        else bad |= line_differs(x, y, rtol, atol, &worst) |
+                   line_differs(y, x, rtol, atol, &worst);
         cJSON_Delete(x), cJSON_Delete(y);
     }
     if (la || lb) bad = 1, fprintf(stderr, "compare: %s and %s differ in length\n", a, b);
     free(ta), free(tb);
-    printf("metrics: %d lines, max relative difference %.3g, tolerance %.3g\n", lines, worst, rtol);
+    printf("metrics: %d lines, max relative difference %.3g (of those within it), tolerance %.3g"
+           " relative, %.3g absolute near zero\n", lines, worst, rtol, atol);
     return bad;
 }
 
 int main(int argc, char **argv) {
     if (argc == 5 && !strcmp(argv[1], "params")) return params(argv[2], argv[3], atof(argv[4]));
-    if (argc == 5 && !strcmp(argv[1], "metrics")) return metrics(argv[2], argv[3], atof(argv[4]));
+    if (argc == 6 && !strcmp(argv[1], "metrics"))
+        return metrics(argv[2], argv[3], atof(argv[4]), atof(argv[5]));
     fprintf(stderr, "usage: compare params A.safetensors B.safetensors TOL\n"
-                    "       compare metrics A.jsonl B.jsonl RTOL\n");
+                    "       compare metrics A.jsonl B.jsonl RTOL ATOL\n");
     return 2;
 }
