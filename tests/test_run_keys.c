@@ -12,9 +12,9 @@
  *   - where a metric says the path ran (frac_groups_dropped, the bf16 copy's log-prob
  *     difference), it is there and not 0;
  *   - keys that must not change the results: train.gradient_checkpointing shrinks the policy's
- *     activation bytes per token (metric
- *     perf/activation_bytes_per_token), its results being test_trainer.c's; the
- *     shared-prefix path is test_trainer.c's (its rounding differs from the plain path's).
+ *     activation bytes per token (metric perf/activation_bytes_per_token; that the results stay
+ *     the same is test_trainer.c's); train.shared_prefix is test_trainer.c's (it agrees with the
+ *     plain path to rounding, and differs from it in the last bits, which shows it ran).
  * Whether each path is right is the business of test_loss.c, test_advantage.c, test_recompute.c,
  * test_shared_prefix.c and test_trainer.c; this file only shows that the key reaches it.
  */

@@ -10,7 +10,8 @@
  *     reward 1, else 0), the mean reward of the first 3 steps is below 0.35 and of the last 3
  *     above 0.7 (observed: ~0.1 -> 0.77..1.0), for every loss type (and with beta > 0,
  *     num_iterations = 2, micro-batches, sapo, GSPO, the top-entropy mask, dynamic sampling,
- *     GDPO, a refreshed reference);
+ *     GDPO, a refreshed reference; that each of these keys changes the update at all is
+ *     test_run_keys.c's);
  *   - rewards see the training step and train.steps (tests/packs/progress);
  *   - train.gradient_checkpointing leaves every metric unchanged; each metrics line ends with
  *     the per-phase timings (time/...);
@@ -264,9 +265,10 @@ END_TEST
 /* train.shared_prefix (the default) computes each prompt once for its completions in the
  * reference and policy passes: every metric of a 3-step run agrees with the run that computes
  * every row in full, to fp32 rounding carried through 3 optimizer steps: 2e-5 relative (the
- * passes agree to ~1e-6, test_shared_prefix.c; measured here: 3.5e-7 at worst, on the loss, and
- * the two runs do differ, which shows the shared path ran). Micro-batches of 3 rows straddle the groups
- * of 4 (rows of one prompt are shared within a micro-batch, a lone row is not). */
+ * passes agree to ~1e-6, test_shared_prefix.c; measured here: 3.5e-7 at worst, on the loss),
+ * and some value differs in its last bits, which shows the shared path ran. Micro-batches of 3
+ * rows straddle the groups of 4 (rows of one prompt are shared within a micro-batch, a lone row
+ * is not). */
 START_TEST(shared_prefix_changes_training_only_by_rounding) {
     char ini[512], log[512], a_path[512], b_path[512];
     write_run("spa", ""), write_run("spb", "");
@@ -389,8 +391,11 @@ static double mean_metric(const char *path, const char *name, int from, int to) 
     for (char *l = strtok_r(text, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
         cJSON *j = cJSON_Parse(l);
         int step = cJSON_GetObjectItemCaseSensitive(j, "step")->valueint;
-        if (step >= from && step <= to)
-            sum += cJSON_GetObjectItemCaseSensitive(j, name)->valuedouble, n++;
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, name);
+        if (step >= from && step <= to) {
+            ck_assert_msg(cJSON_IsNumber(v), "%s: step %d has no %s", path, step, name);
+            sum += v->valuedouble, n++;
+        }
         cJSON_Delete(j);
     }
     free(text);
