@@ -10,7 +10,8 @@
  *     reward 1, else 0), the mean reward of the first 3 steps is below 0.35 and of the last 3
  *     above 0.7 (observed: ~0.1 -> 0.77..1.0), for every loss type (and with beta > 0,
  *     num_iterations = 2, micro-batches, sapo, GSPO, the top-entropy mask, dynamic sampling,
- *     GDPO, a refreshed reference);
+ *     GDPO, a refreshed reference; that each of these keys changes the update at all is
+ *     test_run_keys.c's);
  *   - rewards see the training step and train.steps (tests/packs/progress);
  *   - train.gradient_checkpointing leaves every metric unchanged; each metrics line ends with
  *     the per-phase timings (time/...);
@@ -77,8 +78,14 @@ static int metric_agrees(const cJSON *x, const cJSON *y, double tol) {
     return fabs(a - b) <= tol * fmax(fabs(a), fabs(b)) + 1e-12;
 }
 
-/* Compares two metrics.jsonl files line by line, skipping the timing metrics: values agree to
- * tol (metric_agrees). */
+/* Whether metric name is a timing or a perf/ figure (what the run costs, not what it learns). */
+static int not_a_result(const char *name) {
+    return !strcmp(name, "step_time") || !strncmp(name, "throughput/", 11) ||
+           !strncmp(name, "time/", 5) || !strncmp(name, "perf/", 5);
+}
+
+/* Compares two metrics.jsonl files line by line, skipping the timing and perf/ metrics: values
+ * agree to tol (metric_agrees). */
 static void metrics_agree(const char *a_path, const char *b_path, int want_lines, double tol) {
     char *a = slurp(a_path), *b = slurp(b_path);
     ck_assert_msg(a && b, "missing %s or %s", a_path, b_path);
@@ -89,9 +96,7 @@ static void metrics_agree(const char *a_path, const char *b_path, int want_lines
         ck_assert(ja && jb);
         ck_assert_int_eq(cJSON_GetArraySize(ja), cJSON_GetArraySize(jb));
         for (cJSON *x = ja->child; x; x = x->next) {
-            if (!strcmp(x->string, "step_time") || !strncmp(x->string, "throughput/", 11) ||
-                !strncmp(x->string, "time/", 5))
-                continue;
+            if (not_a_result(x->string)) continue;
             cJSON *y = cJSON_GetObjectItemCaseSensitive(jb, x->string);
             ck_assert_msg(metric_agrees(x, y, tol), "line %d: %s differs: %s vs %s", lines + 1,
                           x->string, cJSON_PrintUnformatted(x),
@@ -102,6 +107,25 @@ static void metrics_agree(const char *a_path, const char *b_path, int want_lines
     ck_assert_msg(!la && !lb, "metrics files differ in length");
     ck_assert_int_eq(lines, want_lines);
     free(a), free(b);
+}
+
+/* How many values of the training metrics (timings and perf/ aside) of two metrics.jsonl files
+ * differ at all (bit for bit), line by line. */
+static int metrics_differing(const char *a_path, const char *b_path) {
+    char *a = slurp(a_path), *b = slurp(b_path);
+    ck_assert_msg(a && b, "missing %s or %s", a_path, b_path);
+    char *sa, *sb, *la = strtok_r(a, "\n", &sa), *lb = strtok_r(b, "\n", &sb);
+    int n = 0;
+    for (; la && lb; la = strtok_r(NULL, "\n", &sa), lb = strtok_r(NULL, "\n", &sb)) {
+        cJSON *ja = cJSON_Parse(la), *jb = cJSON_Parse(lb);
+        ck_assert(ja && jb);
+        for (cJSON *x = ja->child; x; x = x->next)
+            n += !not_a_result(x->string) &&
+                 !metric_agrees(x, cJSON_GetObjectItemCaseSensitive(jb, x->string), 0);
+        cJSON_Delete(ja), cJSON_Delete(jb);
+    }
+    free(a), free(b);
+    return n;
 }
 
 /* The same metrics, bit for bit (timings aside). */
@@ -241,9 +265,10 @@ END_TEST
 /* train.shared_prefix (the default) computes each prompt once for its completions in the
  * reference and policy passes: every metric of a 3-step run agrees with the run that computes
  * every row in full, to fp32 rounding carried through 3 optimizer steps: 2e-5 relative (the
- * passes agree to ~1e-6, test_shared_prefix.c; measured here: 3.5e-7 at worst, on the loss, and
- * the two runs do differ, so the shared path ran). Micro-batches of 3 rows straddle the groups
- * of 4 (rows of one prompt are shared within a micro-batch, a lone row is not). */
+ * passes agree to ~1e-6, test_shared_prefix.c; measured here: 3.5e-7 at worst, on the loss),
+ * and some value differs in its last bits, which shows the shared path ran. Micro-batches of 3
+ * rows straddle the groups of 4 (rows of one prompt are shared within a micro-batch, a lone row
+ * is not). */
 START_TEST(shared_prefix_changes_training_only_by_rounding) {
     char ini[512], log[512], a_path[512], b_path[512];
     write_run("spa", ""), write_run("spb", "");
@@ -258,6 +283,10 @@ START_TEST(shared_prefix_changes_training_only_by_rounding) {
     snprintf(a_path, sizeof a_path, "%s/spa/metrics.jsonl", tmp);
     snprintf(b_path, sizeof b_path, "%s/spb/metrics.jsonl", tmp);
     metrics_agree(a_path, b_path, 3, 2e-5);
+    /* the shared path ran: it sums in another order, so some value differs in its last bits */
+    ck_assert_msg(metrics_differing(a_path, b_path) > 0,
+                  "every metric equals the run without shared prompts, bit for bit: the "
+                  "shared-prefix path did not run");
 }
 END_TEST
 
@@ -362,8 +391,11 @@ static double mean_metric(const char *path, const char *name, int from, int to) 
     for (char *l = strtok_r(text, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
         cJSON *j = cJSON_Parse(l);
         int step = cJSON_GetObjectItemCaseSensitive(j, "step")->valueint;
-        if (step >= from && step <= to)
-            sum += cJSON_GetObjectItemCaseSensitive(j, name)->valuedouble, n++;
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, name);
+        if (step >= from && step <= to) {
+            ck_assert_msg(cJSON_IsNumber(v), "%s: step %d has no %s", path, step, name);
+            sum += v->valuedouble, n++;
+        }
         cJSON_Delete(j);
     }
     free(text);

@@ -510,6 +510,11 @@ int grpo_model_set_gradient_checkpointing(grpo_model *m, int on, grpo_error *err
     return plugin_status(rc, err);
 }
 
+double grpo_model_activation_bytes_per_token(const grpo_model *m) {
+    enum { ROW = 1024 };
+    return (double)m->desc->activation_floats(m->inst, 1, ROW) * sizeof(float) / ROW;
+}
+
 int grpo_model_set_shared_prefix(grpo_model *m, int32_t P, grpo_error *err) {
     if (!(GRPO_HAS_FIELD(m->desc, grpo_model_desc, set_shared_prefix) &&
           m->desc->set_shared_prefix))

@@ -135,6 +135,9 @@ int grpo_model_set_lora(grpo_model *m, const grpo_lora_adapter *adapters, uint32
  * between steps: the activation block is sized again at the next reserve. on = 1 on a pack
  * without the slot is GRPO_ERR_UNSUPPORTED naming it; on = 0 there is a no-op. */
 int grpo_model_set_gradient_checkpointing(grpo_model *m, int on, grpo_error *err);
+/* Bytes of the activation block per token of a 1024-token training row, for the setting in
+ * force (gradient checkpointing keeps less): the pack's activation_floats(1, 1024) * 4 / 1024. */
+double grpo_model_activation_bytes_per_token(const grpo_model *m);
 /* Shared prefixes (grpo/model.h set_shared_prefix, ABI 1.6): the next forward may compute the
  * first P columns of equal consecutive rows once. A pack without the slot computes every row in
  * full: a no-op (GRPO_OK), as is P = 0 there. */

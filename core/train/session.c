@@ -251,6 +251,9 @@ int grpo_session_log(grpo_session *s, grpo_metric_row *row, const grpo_optim_sta
     grpo_metric_set(row, "num_tokens", s->st.num_tokens);
     grpo_metric_set(row, "step_time", dt);
     grpo_metric_set(row, "world_size", grpo_comm_size());
+    /* what train.gradient_checkpointing saves (perf/: not a result of training) */
+    grpo_metric_set(row, "perf/activation_bytes_per_token",
+                    grpo_model_activation_bytes_per_token(s->policy));
     if (tokens >= 0) grpo_metric_set(row, "throughput/tokens_per_s", tokens / dt);
     for (int i = 0; timings && i < timings->n; i++)
         grpo_metric_set(row, timings->names[i], timings->values[i]);

@@ -1,0 +1,180 @@
+/*
+ * test_run_keys.c — every run-file key that selects a training path is seen to take it: a short
+ * `grpo train` (2 steps of the tiny model, GRPO_BINARY_DIR/grpo) with the key against the same
+ * run without it.
+ *   - keys that change the maths (loss types and their normalisers, GSPO's sequence-level ratio,
+ *     the top-entropy mask, dynamic sampling, GDPO, the importance weights of a bf16 rollout
+ *     copy, a LoRA base held in bf16): the gradient (grad_norm of step 1 or 2) differs from the
+ *     plain run's by more than fp32 rounding (1e-4 relative; the same run repeats bit for bit,
+ *     test_trainer.c). A key the trainer ignored would give the plain run's numbers. Keys that
+ *     only act off-policy (GSPO, sapo, cispo: at ratio 1 they give the plain gradient) run with
+ *     num_iterations = 2 on both sides, so step 2 is off-policy;
+ *   - where a metric says the path ran (frac_groups_dropped, the bf16 copy's log-prob
+ *     difference), it is there and not 0;
+ *   - keys that must not change the results: train.gradient_checkpointing shrinks the policy's
+ *     activation bytes per token (metric perf/activation_bytes_per_token; that the results stay
+ *     the same is test_trainer.c's); train.shared_prefix is test_trainer.c's (it agrees with the
+ *     plain path to rounding, and differs from it in the last bits, which shows it ran).
+ * Whether each path is right is the business of test_loss.c, test_advantage.c, test_recompute.c,
+ * test_shared_prefix.c and test_trainer.c; this file only shows that the key reaches it.
+ */
+#include <check.h>
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "grpo_cli_test.h"
+
+static char tmp[256];
+
+static void setup(void) { tiny_model_dir(tmp, sizeof tmp, "run_keys"); }
+
+static void teardown(void) { sh("rm -rf '%s'", tmp); }
+
+/* Trains name.ini for 2 steps: the tiny model, 4 prompts x 4 completions in micro-batches of 3,
+ * two rewards (the accuracy, 0 here, and a length window that splits about half the groups),
+ * sampling keys sampling_extra, [grpo] keys grpo_extra (which may open further sections after
+ * it), and --set set unless NULL. Its metrics.jsonl path into metrics. */
+static void key_run(const char *name, const char *sampling_extra, const char *grpo_extra,
+                    const char *set, char *metrics, size_t size) {
+    char path[512], log[512];
+    snprintf(path, sizeof path, "%s/%s.ini", tmp, name);
+    FILE *f = fopen(path, "w");
+    ck_assert(f != NULL);
+    fprintf(f,
+            "[model]\npath = %s/model\n[data]\npath = %s/examples/arith/train.jsonl\n"
+            "[sampling]\nnum_generations = 4\nmax_completion_length = 12\n%s"
+            "[grpo]\n%s"
+            "[optim]\nlr = 1e-2\n"
+            "[train]\nsteps = 2\nbatch_prompts = 4\nmicro_batch = 3\nseed = 7\nthreads = 1\n"
+            "[log]\ndir = %s/%s\n[checkpoint]\ndir = %s/%s/ckpt\nevery = 0\n"
+            "[reward.acc]\nplugin = builtin.accuracy\n"
+            "[reward.short]\nplugin = builtin.length\nmin_chars = 0\nmax_chars = 10\n"
+            "inside = 1\noutside = 0\n",
+            tmp, GRPO_SOURCE_DIR, sampling_extra, grpo_extra, tmp, name, tmp, name);
+    fclose(f);
+    snprintf(log, sizeof log, "%s/%s.log", tmp, name);
+    char *args[] = {"grpo", "train", path, "--plugin-path", GRPO_PACK_BUILD_DIR, NULL, NULL, NULL};
+    if (set) args[5] = "--set", args[6] = (char *)set;
+    ck_assert_msg(run_grpo(log, args) == 0, "run %s failed, see %s", name, log);
+    snprintf(metrics, size, "%s/%s/metrics.jsonl", tmp, name);
+}
+
+/* Metric name of step in a metrics.jsonl; NaN when the line has no such metric. */
+static double metric_at(const char *path, const char *name, int step) {
+    char *text = slurp(path), *save = NULL;
+    ck_assert_msg(text != NULL, "missing %s", path);
+    double v = NAN;
+    int found = 0;
+    for (char *l = strtok_r(text, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+        cJSON *j = cJSON_Parse(l);
+        ck_assert_msg(j != NULL, "%s: not JSON: %s", path, l);
+        const cJSON *s = cJSON_GetObjectItemCaseSensitive(j, "step");
+        if (cJSON_IsNumber(s) && s->valueint == step) {
+            const cJSON *x = cJSON_GetObjectItemCaseSensitive(j, name);
+            found = 1;
+            if (cJSON_IsNumber(x)) v = x->valuedouble;
+        }
+        cJSON_Delete(j);
+    }
+    free(text);
+    ck_assert_msg(found, "%s: no step %d", path, step);
+    return v;
+}
+
+/* Whether a and b differ by more than rounding: 1e-4 relative to the larger. */
+static int differs(double a, double b) { return fabs(a - b) > 1e-4 * fmax(fabs(a), fabs(b)); }
+
+/* A key that changes the maths: the run with sampling/grpo keys `key` against the run with
+ * `plain`; ran, when not NULL, a metric the keyed run logs > 0 at step 1 or 2 when its path ran. */
+typedef struct key_case {
+    const char *what;
+    const char *plain_sampling, *plain_grpo;
+    const char *key_sampling, *key_grpo;
+    const char *ran;
+} key_case;
+
+#define OFF "num_iterations = 2\n"
+static const key_case maths_keys[] = {
+    {"loss_type = grpo", "", "loss_type = dapo\n", "", "loss_type = grpo\n", NULL},
+    {"loss_type = bnpo", "", "loss_type = dapo\n", "", "loss_type = bnpo\n", NULL},
+    {"loss_type = dr_grpo", "", "loss_type = dapo\n", "", "loss_type = dr_grpo\n", NULL},
+    {"loss_type = cispo", "", "loss_type = dapo\n" OFF, "", "loss_type = cispo\n" OFF,
+     "cispo_clip_ratio"},
+    {"loss_type = sapo", "", "loss_type = grpo\n" OFF, "", "loss_type = sapo\n" OFF, NULL},
+    {"importance_sampling_level = sequence", "", "loss_type = grpo\n" OFF, "",
+     "loss_type = grpo\nimportance_sampling_level = sequence\n" OFF, NULL},
+    {"top_entropy_quantile = 0.5", "", "loss_type = dapo\n", "",
+     "loss_type = dapo\ntop_entropy_quantile = 0.5\n", NULL},
+    {"drop_zero_std_groups = true", "", "loss_type = dapo\nbeta = 0.04\n", "",
+     "loss_type = dapo\nbeta = 0.04\ndrop_zero_std_groups = true\n", "frac_groups_dropped"},
+    {"reward_aggregation = normalize_then_sum", "", "loss_type = dapo\n", "",
+     "loss_type = dapo\nreward_aggregation = normalize_then_sum\n", NULL},
+    /* the importance weights: capped at 0.5 (ratios sit near 1) they halve each token's term */
+    {"sampling.is_cap = 0.5 (bf16 rollout)", "weights_dtype = bf16\nis_mode = token_truncate\n",
+     "loss_type = dapo\n", "weights_dtype = bf16\nis_mode = token_truncate\nis_cap = 0.5\n",
+     "loss_type = dapo\n", "sampling/importance_sampling_ratio/clipped_frac"},
+    {"sampling.weights_dtype = bf16", "", "loss_type = dapo\n", "weights_dtype = bf16\n",
+     "loss_type = dapo\n", "sampling/sampling_logp_difference/mean"},
+    {"lora.base_dtype = bf16", "", "loss_type = dapo\n[lora]\nr = 4\nalpha = 8\n", "",
+     "loss_type = dapo\n[lora]\nr = 4\nalpha = 8\nbase_dtype = bf16\n", NULL},
+};
+#undef OFF
+
+START_TEST(a_key_that_changes_the_maths_changes_the_update) {
+    const key_case *k = &maths_keys[_i];
+    char plain[512], keyed[512];
+    key_run("plain", k->plain_sampling, k->plain_grpo, NULL, plain, sizeof plain);
+    key_run("keyed", k->key_sampling, k->key_grpo, NULL, keyed, sizeof keyed);
+    double a[2], b[2];
+    for (int s = 0; s < 2; s++)
+        a[s] = metric_at(plain, "grad_norm", s + 1), b[s] = metric_at(keyed, "grad_norm", s + 1);
+    if (getenv("GRPO_TEST_VERBOSE"))
+        printf("%s: grad_norm %.7g %.7g -> %.7g %.7g\n", k->what, a[0], a[1], b[0], b[1]);
+    ck_assert_msg(differs(a[0], b[0]) || differs(a[1], b[1]),
+                  "%s: grad_norm %.9g, %.9g equals the plain run's %.9g, %.9g: the key was "
+                  "ignored", k->what, b[0], b[1], a[0], a[1]);
+    if (k->ran) {
+        double r1 = metric_at(keyed, k->ran, 1), r2 = metric_at(keyed, k->ran, 2);
+        ck_assert_msg(r1 > 0 || r2 > 0, "%s: %s is %g, %g: its path did not run", k->what,
+                      k->ran, r1, r2);
+    }
+}
+END_TEST
+
+/* train.gradient_checkpointing keeps only each layer's input for backward (and one layer's
+ * activations, recomputed): on a 4-layer model the policy's activation bytes per token
+ * (perf/activation_bytes_per_token) are fewer than without it. */
+START_TEST(gradient_checkpointing_shrinks_the_activations) {
+    char plain[512], keyed[512];
+    sh("rm -rf '%s/model' && '%s/grpo' init-model '%s/model' --hidden 32 --layers 4 --heads 2 "
+       "--kv-heads 1 --intermediate 64 --seed 3 >/dev/null",
+       tmp, GRPO_BINARY_DIR, tmp);
+    key_run("plain", "", "", NULL, plain, sizeof plain);
+    key_run("keyed", "", "", "train.gradient_checkpointing=true", keyed, sizeof keyed);
+    double a = metric_at(plain, "perf/activation_bytes_per_token", 1),
+           b = metric_at(keyed, "perf/activation_bytes_per_token", 1);
+    if (getenv("GRPO_TEST_VERBOSE"))
+        printf("activation bytes per token: %g, with gradient checkpointing %g\n", a, b);
+    ck_assert_msg(a > 0 && b > 0 && b < 0.9 * a,
+                  "activation bytes per token %g with gradient checkpointing, %g without", b, a);
+}
+END_TEST
+
+int main(void) {
+    Suite *s = suite_create("run_keys");
+    TCase *tc = tcase_create("keys");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 60);
+    tcase_add_loop_test(tc, a_key_that_changes_the_maths_changes_the_update, 0,
+                        (int)(sizeof maths_keys / sizeof maths_keys[0]));
+    tcase_add_test(tc, gradient_checkpointing_shrinks_the_activations);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
