@@ -4,17 +4,25 @@ schedule and clip.
 
 The GRPO formulas are Hugging Face TRL's GRPOTrainer (trl/trainer/grpo_trainer.py, read at commit
 f2cd57710ae3 of July 2026: _generate_and_score_completions for rewards/advantages, _compute_loss for
-the loss and its metrics; trl/trainer/utils.py for nanstd/nanmin/nanmax). TRL is not installed
-here, so those formulas are written below in PyTorch (in float64) and the gradient is taken by
-autograd, independently of the analytic gradient in core/train/loss.c. MiniMind's options follow
+the loss and its metrics, its entropy bonus as of trl 1.16.0; trl/trainer/utils.py for
+nanstd/nanmin/nanmax). Those formulas are
+written below in PyTorch (in float64) and the gradient is taken by autograd, independently of the
+analytic gradient in core/train/loss.c. MiniMind's options follow
 jingyaogong/minimind trainer/train_grpo.py (7d877db for the clamp + batch re-normalisation,
 current HEAD for the biased std) and trainer/trainer_utils.py get_lr.
 
 LR schedules come from transformers' own schedulers and torch's CosineAnnealingLR (stepped
 exactly as a trainer would), gradient clipping from torch.nn.utils.clip_grad_norm_.
 
+The loss fixtures (loss_cases.json, loss_option_cases.json) are written by
+tools/make_loss_fixtures_trl.py from TRL's own GRPOTrainer._compute_loss on the batch of
+loss_cases() below; loss_ref, the transcription, is its cross-check (and what `python3
+tools/make_loss_fixtures.py loss` writes when TRL cannot be installed: each case's "source" says
+which produced it).
+
 Inputs are rounded to float32 first (the C code reads float32), so both sides see the same numbers.
 NaN is written as JSON null. Run from the repository root: python3 tools/make_loss_fixtures.py
+[advantage|loss|schedule|clip ...] (default: all but loss)
 """
 import json
 import math
@@ -158,6 +166,23 @@ def high_entropy_mask(ent, mask, quantile):
     return ((ent * mask) >= thr) & mask.bool()
 
 
+def is_weights(c, old, mask):
+    """TRL's vllm_importance_sampling_correction weights (_generate_and_score_completions, no
+    lower bound), [N,T] (a sequence mode's row weight repeated); None when the case has none."""
+    if c.get("sampling_logp") is None:
+        return None
+    N, T = c["N"], c["T"]
+    d = old - torch.tensor(c["sampling_logp"]).view(N, T)
+    if c["is_mode"].startswith("sequence"):
+        is_w = torch.exp((d * mask).sum(-1, keepdim=True)).expand(N, T)
+    else:
+        is_w = torch.exp(d)
+    cap = c["is_cap"]
+    if c["is_mode"].endswith("truncate"):
+        return torch.clamp(is_w, max=cap)
+    return torch.where(is_w <= cap, is_w, torch.zeros_like(is_w))
+
+
 def loss_ref(c):
     N, T = c["N"], c["T"]
     logp = torch.tensor(c["logp"]).view(N, T).requires_grad_(True)
@@ -190,18 +215,8 @@ def loss_ref(c):
     ent_mask = high_entropy_mask(ent.detach(), mask, quantile) if quantile < 1.0 else None
     if ent_mask is not None:
         per_tok = per_tok * ent_mask
-    is_w = None
-    if c.get("sampling_logp") is not None:  # TRL's vllm_importance_sampling_correction
-        d = old - torch.tensor(c["sampling_logp"]).view(N, T)
-        if c["is_mode"].startswith("sequence"):
-            is_w = torch.exp((d * mask).sum(-1, keepdim=True)).expand(N, T)
-        else:
-            is_w = torch.exp(d)
-        cap = c["is_cap"]
-        if c["is_mode"].endswith("truncate"):
-            is_w = torch.clamp(is_w, max=cap)
-        else:
-            is_w = torch.where(is_w <= cap, is_w, torch.zeros_like(is_w))
+    is_w = is_weights(c, old, mask)
+    if is_w is not None:
         per_tok = per_tok * is_w
     if beta != 0.0:
         per_tok = per_tok + beta * kl
@@ -220,11 +235,10 @@ def loss_ref(c):
         policy = loss = (per_tok * mask).sum() / max(c["num_items_in_batch"], 1.0)
     bonus = 0.0
     if ent_coef != 0.0:  # the entropy adds to the loss, not to dlogp: its own gradient
+        # the mean entropy for every loss type, as in TRL 1.16 (at f2cd57710ae3, dapo's and
+        # cispo's was sum(ent * eff) / num_items_in_batch)
         eff = mask if ent_mask is None else mask * ent_mask
-        if t in ("dapo", "cispo"):
-            bonus = (ent * eff).sum() / max(c["num_items_in_batch"], 1.0)
-        else:
-            bonus = (ent * eff).sum() / eff.sum().clamp(min=1.0) / accum
+        bonus = (ent * eff).sum() / eff.sum().clamp(min=1.0) / accum
         loss = loss - ent_coef * bonus
         bonus = bonus.item()
     loss.backward()
@@ -273,6 +287,8 @@ def loss_ref(c):
 
 
 def loss_cases():
+    """The fixed batch (N=6 rows of T=7 tokens) and the cases on it, without expected values:
+    {file name: [case]}."""
     g = torch.Generator().manual_seed(2)
     N, T = 6, 7
     lengths = torch.tensor([7, 5, 1, 3, 6, 4])
@@ -315,13 +331,12 @@ def loss_cases():
         case("cispo_offpolicy_clamped", "cispo", wide_old, beta=0.05, eh=1.3, num_items=total * 2),
         case("cispo_onpolicy_eps5", "cispo", eh=5.0, num_items=total),
     ]
-    for c in cases:
-        c["expect"] = loss_ref(c)
-    write("loss_cases.json", cases)
     # the sampling model's log-probs: close to the policy's (as a bf16 copy's are), padding finite
     g2 = torch.Generator().manual_seed(3)
     samp = f32(logp + 0.15 * torch.randn(N, T, generator=g2))
-    option_cases(case, old, wide_old, ent, total, truncated_mask, T, samp)
+    return {"loss_cases.json": cases,
+            "loss_option_cases.json": option_cases(case, old, wide_old, ent, total,
+                                                   truncated_mask, T, samp)}
 
 
 def option_cases(case, old, wide_old, ent, total, truncated_mask, T, samp):
@@ -372,8 +387,22 @@ def option_cases(case, old, wide_old, ent, total, truncated_mask, T, samp):
     for c in cases:
         c.setdefault("sapo_temperature_pos", 1.0)
         c.setdefault("sapo_temperature_neg", 1.05)
-        c["expect"] = loss_ref(c)
-    write("loss_option_cases.json", cases)
+    return cases
+
+
+TRANSCRIPTION = ("transcription of TRL f2cd57710ae3's formulas, entropy bonus of TRL 1.16 "
+                 "(tools/make_loss_fixtures.py loss_ref)")
+
+
+def loss_fixtures(expect=loss_ref, source=lambda c: TRANSCRIPTION):
+    """Writes loss_cases.json and loss_option_cases.json: each case of loss_cases() with its
+    "expect" (expect(case)) and its "source" (source(case): what produced the expected values).
+    tools/make_loss_fixtures_trl.py passes TRL's own _compute_loss; the default is loss_ref."""
+    for name, cases in loss_cases().items():
+        for c in cases:
+            c["expect"] = expect(c)
+            c["source"] = source(c)
+        write(name, cases)
 
 
 # ---- LR schedules (transformers + torch schedulers, stepped like a trainer) ------------------
@@ -430,8 +459,13 @@ def clip_cases():
 if __name__ == "__main__":
     os.makedirs(OUT, exist_ok=True)
     import sys
-    only = set(sys.argv[1:])  # e.g. "loss": regenerate only those (schedule needs transformers)
-    for name, make in (("advantage", advantage_cases), ("loss", loss_cases),
+    # e.g. "clip": regenerate only those (schedule needs transformers). The loss fixtures come from
+    # TRL's own code (tools/make_loss_fixtures_trl.py); "loss" here writes the transcription
+    # instead, and only when named.
+    only = set(sys.argv[1:]) or {"advantage", "schedule", "clip"}
+    for name, make in (("advantage", advantage_cases), ("loss", loss_fixtures),
                        ("schedule", schedule_cases), ("clip", clip_cases)):
-        if not only or name in only:
+        if name in only:
             make()
+    if "loss" not in only:
+        print("loss_cases.json, loss_option_cases.json: run tools/make_loss_fixtures_trl.py")

@@ -120,7 +120,7 @@ typedef struct loss_kind {
     double (*norm)(const grpo_loss_inputs *in, const grpo_loss_opts *o, int i, double total);
     grpo_loss_clip clip; /* what it clips, so which clip metrics it logs (loss.h) */
     int global;          /* normalised over the whole generation batch (num_items_in_batch): not
-                            divided by grad_accum_steps, its entropy bonus over num_items too */
+                            divided by grad_accum_steps */
     int ratio_detached;  /* the term's gradient is d l / d logp with the ratio held (d_logp) */
     policy_terms (*term)(const grpo_loss_opts *o, double r, double A, double lp);
     const char *(*check)(const grpo_loss_opts *o); /* the options it needs; NULL: none */
@@ -321,11 +321,11 @@ static token_terms token_forward_backward(const grpo_loss_inputs *in, const grpo
     return k;
 }
 
-/* The entropy bonus's denominator (see loss.h); 0 when the bonus is off. */
+/* The entropy bonus's denominator (see loss.h): the same for every loss type, as in TRL >= 1.16;
+ * 0 when the bonus is off. */
 static double bonus_denominator(const grpo_loss_inputs *in, const grpo_loss_opts *o,
                                 const loss_ctx *c) {
     if (o->entropy_coef == 0.0) return 0.0;
-    if (c->kind->global) return fmax(o->num_items_in_batch, 1.0);
     double kept = 0.0;
     for (size_t it = 0; it < (size_t)in->N * in->T; it++)
         if (in->mask[it] != 0.0f) kept += in->mask[it] * entropy_keep(in, c, it);

@@ -44,8 +44,9 @@
  *   dr_grpo are divided by the accumulation steps so that summing the micro-batch gradients gives
  *   their mean; dapo and cispo are already global.
  *   Entropy bonus (entropy_coef != 0), with M = m * H (m when there is no entropy mask):
- *     loss -= entropy_coef * E,   E = sum_it entropy M / max(num_items_in_batch, 1)   dapo, cispo
- *                                 E = sum_it entropy M / max(sum M, 1) / grad_accum_steps  others
+ *     loss -= entropy_coef * E,   E = sum_it entropy M / max(sum M, 1) / grad_accum_steps
+ *     for every loss type (TRL >= 1.16: the mean entropy, not the policy term's normaliser; TRL
+ *     before it divided dapo's and cispo's by num_items_in_batch).
  *     E depends on the entropy, not on logp: grpo_loss_backward returns d loss / d logp only,
  *     grpo_loss_entropy_backward d loss / d entropy = -entropy_coef * M / (that denominator),
  *     which the model's backward_entropy carries through the fused head (grpo/ops.h
