@@ -14,11 +14,18 @@
 #include "../../plugins/rewards/builtin/exec.c"
 #include "../../plugins/rewards/builtin/exec_env.c"
 
+/* The pack's warnings (a non-finite reward, ...) go nowhere: printed, they fill the log. */
+static void quiet_log(int32_t level, const char *who, const char *fmt, ...) {
+    (void)level, (void)who, (void)fmt;
+}
+
 /* A program that is not running, its read buffer holding data[0..size). */
 static void fake_proc(exec_proc *s, const char *who, const uint8_t *data, size_t size) {
     static char *argv[] = {"fuzz-program", NULL};
+    static grpo_host host;
+    host.struct_size = sizeof host, host.log = quiet_log;
     memset(s, 0, sizeof *s);
-    s->who = who, s->argv = argv, s->fd = -1, s->next_id = 7;
+    s->host = &host, s->who = who, s->argv = argv, s->fd = -1, s->next_id = 7;
     snprintf(s->section, sizeof s->section, "fuzz");
     s->buf = malloc(size ? size : 1);
     if (!s->buf) abort();

@@ -1,7 +1,8 @@
-/* fuzz_tokenizer_config.c — tokenizer_config.json on arbitrary files: next to a fixed valid
- * tokenizer.json (tests/fixtures/tokenizer/tiny), loaded with grpo_tokenizer_load (bos / eos /
- * pad and the chat template), then as a template source of its own (grpo_chat_template_load:
- * "chat_template" a string or a list of named templates, compiled). */
+/* fuzz_tokenizer_config.c — tokenizer_config.json on arbitrary files: next to a fixed small
+ * valid tokenizer.json (the seed corpus/tokenizer/byte_level.json: it has an <|im_end|>),
+ * loaded with grpo_tokenizer_load (bos / eos / pad and the chat template), then as a template
+ * source of its own (grpo_chat_template_load: "chat_template" a string or a list of named
+ * templates, compiled). */
 #include <stdint.h>
 #include <stdlib.h>
 
@@ -9,14 +10,15 @@
 #include "text/chat_template.h"
 #include "text/tokenizer/tokenizer.h"
 
-/* The fixture's tokenizer.json, written once into the fuzz directory. */
+/* The tokenizer.json, written once into the fuzz directory (a small one: loading it is most of
+ * the time of an input). */
 static void write_tokenizer_json(void) {
     static int done;
     if (done) return;
     char *text = NULL;
     size_t len = 0;
     grpo_error err = fuzz_error();
-    if (grpo_read_file(GRPO_SOURCE_DIR "/tests/fixtures/tokenizer/tiny/tokenizer.json", &text,
+    if (grpo_read_file(GRPO_SOURCE_DIR "/tests/fuzz/corpus/tokenizer/byte_level.json", &text,
                        &len, &err) != GRPO_OK) {
         fprintf(stderr, "fuzz: %s\n", err.message);
         abort();
