@@ -13,7 +13,9 @@ seconds=${1:-30}
 shift || true
 build="build-fuzz"
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(safetensors tokenizer dataset run_ini manifest jinja)
+[ ${#targets[@]} -gt 0 ] ||
+  targets=(safetensors tokenizer dataset run_ini manifest jinja model_config tokenizer_config
+    adapter_config trainer_state exec_reply pack_bundle)
 
 # clang, libFuzzer and the sanitizer runtimes (libclang-rt-dev), clang's OpenMP (libomp-dev)
 . scripts/packages.sh

@@ -296,7 +296,6 @@ static int targets_of(const cJSON *t, char *out, size_t size) {
     return 1;
 }
 
-/* The LoRA options adapter_config.json (text, read from path) describes. */
 /* lora_dropout of an adapter_config.json: a number in [0, 1), else 0 (PEFT's default). */
 static double drop_of(const cJSON *d) {
     return cJSON_IsNumber(d) && d->valuedouble > 0 && d->valuedouble < 1 ? d->valuedouble : 0.0;
@@ -326,8 +325,8 @@ static const char *unsupported_option(const cJSON *c) {
     return NULL;
 }
 
-static int parse_config(const char *text, const char *path, grpo_lora_opts *o, char *targets,
-                        size_t size, grpo_error *err) {
+int grpo_lora_parse_config(const char *text, const char *path, grpo_lora_opts *o, char *targets,
+                           size_t size, grpo_error *err) {
     cJSON *c = cJSON_Parse(text);
     const cJSON *type = cJSON_GetObjectItemCaseSensitive(c, "peft_type"),
                 *r = cJSON_GetObjectItemCaseSensitive(c, "r"),
@@ -362,7 +361,7 @@ int grpo_lora_open_dir(grpo_lora *l, grpo_model *m, const char *dir, grpo_error 
     memset(l, 0, sizeof *l);
     int rc = grpo_path_join(path, sizeof path, dir, "adapter_config.json", err);
     if (rc == GRPO_OK) rc = grpo_read_file(path, &text, NULL, err);
-    if (rc == GRPO_OK) rc = parse_config(text, path, &o, targets, sizeof targets, err);
+    if (rc == GRPO_OK) rc = grpo_lora_parse_config(text, path, &o, targets, sizeof targets, err);
     free(text);
     if (rc == GRPO_OK) rc = grpo_lora_attach(l, m, &o, 0, err);
     if (rc == GRPO_OK) rc = grpo_lora_load(l, dir, err);

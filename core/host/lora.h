@@ -72,6 +72,10 @@ int grpo_lora_load(grpo_lora *l, const char *dir, grpo_error *err);
  * lora_alpha, use_rslora, target_modules, bias none; adapter_model.safetensors) to m. Errors
  * name the file and what was expected. */
 int grpo_lora_open_dir(grpo_lora *l, grpo_model *m, const char *dir, grpo_error *err);
+/* The LoRA options the text of an adapter_config.json describes (what grpo_lora_open_dir reads);
+ * o->target_modules points into targets (size bytes). Errors name path and what was expected. */
+int grpo_lora_parse_config(const char *text, const char *path, grpo_lora_opts *o, char *targets,
+                           size_t size, grpo_error *err);
 /* Folds the adapters into m's weights (W += s B A, as peft's merge_and_unload) and detaches
  * them: m alone is then the adapted model (grpo_model_save writes it). */
 int grpo_lora_merge(grpo_lora *l, grpo_error *err);

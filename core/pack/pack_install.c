@@ -166,7 +166,12 @@ static int safe_rel(const char *rel) {
 static int unpack_entry(struct archive *a, struct archive_entry *e, const char *file,
                         const char *dir, char *top, int64_t *total, grpo_error *err) {
     const char *name = archive_entry_pathname(e);
+    if (!name) name = ""; /* no path, or one libarchive cannot convert */
     size_t t = strcspn(name, "/");
+    if (t == 0) /* an empty top folder would let the next entry choose another one */
+        return grpo_error_set(err, GRPO_ERR_INVALID, "%s: entry '%s' is an absolute or empty "
+                              "path; expected regular files under one folder, no absolute or "
+                              "'..' paths", file, name);
     if (!top[0]) snprintf(top, 256, "%.*s", (int)t, name);
     const char *rel = name[t] == '/' ? name + t + 1 : "";
     int type = archive_entry_filetype(e);
@@ -179,10 +184,12 @@ static int unpack_entry(struct archive *a, struct archive_entry *e, const char *
         return grpo_error_set(err, GRPO_ERR_INVALID, "%s: entry '%s' is %s; expected regular "
                               "files under one folder, no absolute or '..' paths", file, name,
                               type != AE_IFREG ? "not a regular file" : "not a plain path");
-    *total += archive_entry_size(e);
-    if (*total > MAX_BYTES)
-        return grpo_error_set(err, GRPO_ERR_INVALID, "%s: unpacks to more than 2 GiB; expected "
-                              "a pack", file);
+    int64_t size = archive_entry_size(e);
+    if (size < 0 || size > MAX_BYTES - *total)
+        return grpo_error_set(err, GRPO_ERR_INVALID, "%s: entry '%s' (%lld bytes) takes the "
+                              "bundle past %lld bytes (2 GiB) unpacked, the limit; expected a "
+                              "pack", file, name, (long long)size, (long long)MAX_BYTES);
+    *total += size;
     char path[PBUF];
     snprintf(path, sizeof path, "%s/%s", dir, rel);
     char *slash = strrchr(path, '/');
@@ -202,8 +209,8 @@ static int unpack_entry(struct archive *a, struct archive_entry *e, const char *
 
 static int unpack(const char *file, const char *dir, grpo_error *err) {
     struct archive *a = archive_read_new();
-    archive_read_support_filter_all(a);
-    archive_read_support_format_tar(a);
+    archive_read_support_filter_gzip(a); /* a bundle is a .tar.gz (a plain tar reads too); */
+    archive_read_support_format_tar(a);  /* no other filter: some run an outside program */
     int rc = GRPO_OK, n = 0;
     char top[256] = "";
     int64_t total = 0;
@@ -319,6 +326,11 @@ static int verify_sums(const char *dir, const char *src, int required, grpo_erro
     return rc;
 }
 
+int grpo_pack_unpack(const char *bundle, const char *dir, grpo_error *err) {
+    int rc = unpack(bundle, dir, err);
+    return rc == GRPO_OK ? verify_sums(dir, bundle, 1, err) : rc;
+}
+
 /* Steps 2-5 of pack_install.h on the staged folder; the parsed pack goes to out. */
 static int verify_pack(const char *dir, const grpo_host *host, grpo_pack_installed *out,
                        grpo_error *err) {
@@ -416,8 +428,8 @@ int grpo_pack_install(const char *src, const char *prefix, int force, const grpo
         return grpo_error_set(err, GRPO_ERR_IO, "%s: cannot create a staging folder: %s", root,
                               strerror(errno));
     int is_dir = S_ISDIR(st.st_mode);
-    rc = is_dir ? copy_pack_dir(src, staging, err) : unpack(src, staging, err);
-    if (rc == GRPO_OK) rc = verify_sums(staging, src, !is_dir, err);
+    rc = is_dir ? copy_pack_dir(src, staging, err) : grpo_pack_unpack(src, staging, err);
+    if (rc == GRPO_OK && is_dir) rc = verify_sums(staging, src, 0, err);
     if (rc == GRPO_OK) rc = verify_pack(staging, host, out, err);
     if (rc == GRPO_OK && !force && grpo_pack_is_shipped(out->name))
         rc = grpo_error_set(err, GRPO_ERR_INVALID,

@@ -45,6 +45,13 @@ typedef struct grpo_pack_installed {
 int grpo_pack_install(const char *src, const char *prefix, int force, const grpo_host *host,
                       grpo_pack_installed *out, grpo_error *err);
 
+/* Step 1 of the above for a bundle: unpacks the archive bundle into dir (an existing, empty
+ * folder; the top folder NAME/ stripped) and checks it against its SHA256SUMS. Only regular files
+ * and folders are created, never links or devices, and never outside dir. Limits: at most 256
+ * entries and 2 GiB unpacked in all (an error names the entry that passes it). On an error dir
+ * may hold part of the bundle: the caller removes it. */
+int grpo_pack_unpack(const char *bundle, const char *dir, grpo_error *err);
+
 /* Removes PREFIX/NAME (NULL prefix: the per-user dir): renamed aside in one step, then deleted.
  * Refuses a NAME that is not a plain name or a folder without pack.ini. */
 int grpo_pack_remove(const char *name, const char *prefix, char *removed, size_t size,

@@ -254,15 +254,21 @@ static int parse_state(const cJSON *j, const char *path, grpo_train_state *st, g
     return GRPO_OK;
 }
 
+int grpo_train_state_parse(const char *text, const char *path, grpo_train_state *st,
+                           grpo_error *err) {
+    cJSON *j = cJSON_Parse(text);
+    int rc = parse_state(j, path, st, err);
+    cJSON_Delete(j);
+    return rc;
+}
+
 static int read_state(const char *dir, grpo_train_state *st, grpo_error *err) {
     char path[4200], *text = NULL;
     int rc = grpo_path_join(path, sizeof path, dir, "trainer_state.json", err);
     if (rc == GRPO_OK) rc = grpo_read_file(path, &text, NULL, err);
     if (rc != GRPO_OK) return rc;
-    cJSON *j = cJSON_Parse(text);
+    rc = grpo_train_state_parse(text, path, st, err);
     free(text);
-    rc = parse_state(j, path, st, err);
-    cJSON_Delete(j);
     return rc;
 }
 

@@ -43,6 +43,12 @@ typedef struct grpo_train_state {
                          * compared by --resume; borrowed (the session owns it); NULL: none */
 } grpo_train_state;
 
+/* Reads st from text, a trainer_state.json (path names it in errors): every value range-checked
+ * (step, optimizer_step <= step, num_tokens, 4 sampler_rng words, run_id, data_cursor). The step
+ * is not checked against a directory here (grpo_checkpoint_resume does that). */
+int grpo_train_state_parse(const char *text, const char *path, grpo_train_state *st,
+                           grpo_error *err);
+
 /* A new run's mark into id (33 bytes): 128 random bits as hex. */
 void grpo_run_id_new(char id[33]);
 

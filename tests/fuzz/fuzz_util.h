@@ -1,7 +1,8 @@
 /*
  * fuzz_util.h — shared by the libFuzzer targets in tests/fuzz: hands an input to an entry point
- * that only takes a path by writing it to a file in this process's own temporary directory.
- * Include once per target.
+ * that only takes a path by writing it to a file in this process's own temporary directory
+ * (several names may be written there; the whole directory goes at exit). Include once per
+ * target.
  */
 #ifndef GRPO_FUZZ_UTIL_H
 #define GRPO_FUZZ_UTIL_H
@@ -12,14 +13,14 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/files.h"   /* grpo_remove_tree */
 #include "grpo/plugin.h" /* grpo_error */
 
 static char fuzz_dir_path[256], fuzz_file_path[512];
 
 /* At a normal exit (libFuzzer's end of -max_total_time): leave nothing behind. */
 static void fuzz_cleanup(void) {
-    if (fuzz_file_path[0]) unlink(fuzz_file_path);
-    rmdir(fuzz_dir_path);
+    grpo_remove_tree(fuzz_dir_path);
 }
 
 /* A directory of our own, made on first use (in /dev/shm when there is one: memory, not disk). */
@@ -36,8 +37,8 @@ static inline const char *fuzz_dir(void) {
     return fuzz_dir_path;
 }
 
-/* Writes data[0..size) to <fuzz dir>/name and returns that path (a static buffer). One name per
- * target: the file is rewritten for each input. */
+/* Writes data[0..size) to <fuzz dir>/name and returns that path (a static buffer, overwritten
+ * by the next call). The file is rewritten for each input. */
 static inline const char *fuzz_write(const char *name, const uint8_t *data, size_t size) {
     char *path = fuzz_file_path;
     snprintf(path, sizeof fuzz_file_path, "%s/%s", fuzz_dir(), name);
