@@ -200,7 +200,7 @@ START_TEST(save_copies_tokenizer_files) {
     grpo_hf_files_free(&tok);
     int copied = 0;
     for (int i = 0; grpo_hf_tokenizer_files[i]; i++) {
-        char a[1024], b[1024], *x = NULL, *y = NULL;
+        char a[4200], b[4200], *x = NULL, *y = NULL;
         size_t nx = 0, ny = 0;
         snprintf(a, sizeof a, "%s/%s", src, grpo_hf_tokenizer_files[i]);
         snprintf(b, sizeof b, "%s/%s", scratch, grpo_hf_tokenizer_files[i]);

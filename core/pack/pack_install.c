@@ -314,7 +314,8 @@ static int verify_sums(const char *dir, const char *src, int required, grpo_erro
         if (!is_regular(path))
             rc = grpo_error_set(err, GRPO_ERR_INVALID, "%s: " SUMS " lists %s, which is "
                                 "missing", src, name);
-        else if ((rc = grpo_sha256_file(path, "pack file", hex, err)) == GRPO_OK && strcmp(hex, want) != 0)
+        else if ((rc = grpo_sha256_file(path, "pack file", hex, err)) == GRPO_OK &&
+                 strcmp(hex, want) != 0)
             rc = grpo_error_set(err, GRPO_ERR_INVALID, "%s: %s has SHA-256 %s; " SUMS " says %s "
                                 "(a corrupt or altered bundle)", src, name, hex, want);
     }
