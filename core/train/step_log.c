@@ -73,10 +73,11 @@ static void reward_metrics(trainer *t, grpo_metric_row *row) {
     free(R), free(r);
 }
 
-/* The importance-sampling correction's metrics (TRL's names), with a bf16 rollout copy. */
+/* The sampler's log-probs against the training forward's (TRL's names), on every run; the
+ * importance-sampling ratio applies to the loss only with a rollout copy (is_correction.h). */
 static void is_metrics(const trainer *t, grpo_metric_row *row) {
     const grpo_is_sums *s = &t->is;
-    if (!t->rollout || s->ratio_n <= 0) return;
+    if (s->ratio_n <= 0) return;
     grpo_metric_set(row, "sampling/sampling_logp_difference/mean",
                     s->diff_n > 0 ? s->diff_sum / s->diff_n : 0.0);
     grpo_metric_set(row, "sampling/sampling_logp_difference/max", s->diff_max);

@@ -161,7 +161,7 @@ int grpo_trainer_setup(trainer *t, grpo_error *err) {
                             {0},
                             t->s.run.n_eos,
                             t->s.run.pad_id,
-                            t->rollout != NULL,
+                            1, /* the sampler's log-probs, compared with training's */
                             NULL}; /* rollout.c sets turns for a chunk with episodes */
     memcpy(so.eos, t->s.run.eos, sizeof so.eos);
     t->so = so;

@@ -180,12 +180,13 @@ static void completion_cols(const trainer *t, const chunk *c, const float *src, 
     grpo_seqbatch_completion(&t->sb, src, c->rb.P, c->T, out);
 }
 
-/* The rollout copy's log-probs of the chunk's tokens, (N, c->T) out of the sampler's (N,T). */
+/* The sampler's log-probs of the chunk's tokens (the rollout copy's, or the policy's at decode),
+ * (N, c->T) out of the sampler's (N,T). */
 static int chunk_samp_logp(chunk *c, grpo_error *err) {
     const grpo_rollout *ro = &c->rb.roll;
     c->samp_logp = malloc((size_t)ro->N * c->T * sizeof(float));
     if (!c->samp_logp)
-        return grpo_nomem(err, "the rollout copy's log-probs (N,T)", (uint64_t)ro->N * c->T * 4);
+        return grpo_nomem(err, "the sampler's log-probs (N,T)", (uint64_t)ro->N * c->T * 4);
     for (int32_t i = 0; i < ro->N; i++)
         memcpy(c->samp_logp + (size_t)i * c->T, ro->plogp + (size_t)i * ro->T,
                (size_t)c->T * sizeof(float));
@@ -236,7 +237,7 @@ static int chunk_generate(trainer *t, chunk *c, int32_t B, grpo_error *err) {
     if (rc == GRPO_OK && c->rb.env) chunk_env_stats(c);
     if (rc == GRPO_OK) rc = chunk_rewards(t, c, err);
     if (rc == GRPO_OK) rc = chunk_mask(t, c, err);
-    if (rc == GRPO_OK && t->rollout) rc = chunk_samp_logp(c, err);
+    if (rc == GRPO_OK) rc = chunk_samp_logp(c, err);
     if (rc == GRPO_OK && t->cfg->grpo_num_iterations > 1) rc = chunk_old_logp(t, c, err);
     return rc;
 }
@@ -310,11 +311,12 @@ static int micro_policy(trainer *t, chunk *c, int32_t r0, int32_t rows, const gr
                            ent,
                            rows,
                            c->T,
-                           c->samp_logp ? is_w : NULL};
-    if (c->samp_logp) /* the loss's old log-probs against the sampler's (is_correction.h) */
-        grpo_is_weights(is_w, in.old_logp ? in.old_logp : logp,
-                        c->samp_logp + (size_t)r0 * c->T, in.mask, rows, c->T,
-                        t->cfg->sampling_is_mode, t->cfg->sampling_is_cap, &t->is);
+                           t->rollout ? is_w : NULL};
+    /* the loss's old log-probs against the sampler's, measured on every run (is_correction.h);
+     * the weights enter the loss only for a rollout copy's samples */
+    grpo_is_weights(is_w, in.old_logp ? in.old_logp : logp, c->samp_logp + (size_t)r0 * c->T,
+                    in.mask, rows, c->T, t->cfg->sampling_is_mode, t->cfg->sampling_is_cap,
+                    &t->is);
     grpo_loss_metrics m;
     grpo_error why;
     grpo_error_init(&why);
@@ -408,7 +410,7 @@ static int reduce_step(trainer *t, loss_sums *s, double *tokens, grpo_error *err
         rc = grpo_comm_allreduce_f64(sum, sizeof sum / sizeof *sum, GRPO_COMM_SUM, err);
     if (rc == GRPO_OK) rc = grpo_comm_allreduce_f64(&s->low_min, 1, GRPO_COMM_MIN, err);
     if (rc == GRPO_OK) rc = grpo_comm_allreduce_f64(&s->high_max, 1, GRPO_COMM_MAX, err);
-    if (rc == GRPO_OK && t->rollout) rc = grpo_is_sums_reduce(&t->is, err);
+    if (rc == GRPO_OK) rc = grpo_is_sums_reduce(&t->is, err);
     if (rc == GRPO_OK && t->load)
         rc = grpo_comm_allreduce_f64(t->load, (size_t)t->load_L * t->load_E, GRPO_COMM_SUM, err);
     s->loss = sum[0], s->tokens = sum[1], s->kl = sum[2], s->entropy = sum[3], s->low = sum[4];
