@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cli/cli.h"
@@ -17,6 +18,7 @@
 #include "host/host.h"
 #include "host/registry.h"
 #include "train/rewards.h"
+#include "train/reward_worker.h"
 #include "host/testing.h"
 #include "tmpdir.h"
 
@@ -864,13 +866,13 @@ START_TEST(isolated_rewards_survive_crash_and_exit) {
     grpo_reward_set set;
     grpo_error err;
     grpo_error_init(&err);
+    char log[PATH_MAX];
+    snprintf(log, sizeof log, "%s/stderr.txt", root);
+    int saved = begin_capture(stderr, log); /* the workers write to the stderr they started with */
     ck_assert_int_eq(grpo_reward_set_create(&set, &r.cfg, &r.reg, grpo_default_host(), &err), GRPO_OK);
     batch b;
     batch_init(&b);
     float R[3 * 4];
-    char log[PATH_MAX];
-    snprintf(log, sizeof log, "%s/stderr.txt", root);
-    int saved = begin_capture(stderr, log);
     int rc = grpo_reward_set_score(&set, b.s, 3, R, &err);
     end_capture(stderr, saved);
     ck_assert_msg(rc == GRPO_OK, "%s", err.message);
@@ -888,6 +890,58 @@ START_TEST(isolated_rewards_survive_crash_and_exit) {
                                "scoring 3 samples in its isolated child process; its scores for "
                                "this batch are NaN (no opinion)\n"), "%s", text);
     ck_assert_int_eq(count_of(text, "warning:"), 3); /* + mb.half's unwritten scores */
+    grpo_reward_set_free(&set);
+    grpo_registry_free(&r.reg);
+}
+END_TEST
+
+static double seconds_now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* An isolated reward that never returns (mb.sleep, on its second call) is killed at its deadline:
+ * that batch is NaN with one warning, the next batch gets a new worker (whose first call returns
+ * again), and a reward beside it is not disturbed. */
+START_TEST(isolated_reward_that_hangs_is_killed_at_its_deadline) {
+    mb_run r;
+    const char *names[] = {"ones", "hang"}, *ids[] = {"mb.ones", "mb.sleep"};
+    const char *kv[] = {NULL, "after=1"};
+    const int isolate[] = {0, 1};
+    mb_run_open(&r, 2, names, ids, isolate, kv);
+    r.specs[1].timeout = 1.0;
+    grpo_reward_set set;
+    grpo_error err;
+    grpo_error_init(&err);
+    char log[PATH_MAX];
+    snprintf(log, sizeof log, "%s/stderr.txt", root);
+    int saved = begin_capture(stderr, log);
+    int rc = grpo_reward_set_create(&set, &r.cfg, &r.reg, grpo_default_host(), &err);
+    batch b;
+    batch_init(&b);
+    float R[3][3 * 2];
+    double took[3] = {0};
+    for (int t = 0; rc == GRPO_OK && t < 3; t++) {
+        double t0 = seconds_now();
+        rc = grpo_reward_set_score(&set, b.s, 3, R[t], &err);
+        took[t] = seconds_now() - t0;
+    }
+    end_capture(stderr, saved);
+    ck_assert_msg(rc == GRPO_OK, "%s", err.message);
+    for (int i = 0; i < 3; i++) {
+        ck_assert(R[0][i * 2] == 1.0f && R[1][i * 2] == 1.0f && R[2][i * 2] == 1.0f);
+        ck_assert(R[0][i * 2 + 1] == 1.0f);  /* the first call returns */
+        ck_assert(isnan(R[1][i * 2 + 1]));   /* the second never does: killed, NaN */
+        ck_assert(R[2][i * 2 + 1] == 1.0f);  /* a new worker: its first call again */
+    }
+    ck_assert_msg(took[1] >= 1.0 && took[1] < 10.0, "the hung batch took %g s", took[1]);
+    const char *text = read_text(log);
+    ck_assert_msg(strstr(text, "warning: [reward.hang] (plugin mb.sleep) did not answer within "
+                               "timeout = 1 s and was killed (SIGKILL) while scoring 3 samples in "
+                               "its isolated child process; its scores for this batch are NaN "
+                               "(no opinion)\n"), "%s", text);
+    ck_assert_int_eq(count_of(text, "warning:"), 1);
     grpo_reward_set_free(&set);
     grpo_registry_free(&r.reg);
 }
@@ -984,6 +1038,7 @@ START_TEST(default_host_logs_level_and_who) {
 END_TEST
 
 int main(void) {
+    grpo_reward_worker_set_program(GRPO_BINARY_DIR "/grpo"); /* isolated rewards' workers */
     Suite *s = suite_create("registry");
     TCase *path = tcase_create("scan");
     tcase_add_checked_fixture(path, setup, teardown);
@@ -1022,6 +1077,7 @@ int main(void) {
     tcase_add_test(batch, unwritten_scores_are_nan_not_the_last_rewards);
     tcase_add_test(batch, unterminated_plugin_errors_are_cut_at_their_buffer);
     tcase_add_test(batch, isolated_rewards_survive_crash_and_exit);
+    tcase_add_test(batch, isolated_reward_that_hangs_is_killed_at_its_deadline);
     suite_add_tcase(s, batch);
     TCase *cli = tcase_create("cli");
     tcase_add_checked_fixture(cli, setup, teardown);

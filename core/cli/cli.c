@@ -2,6 +2,7 @@
 #include "cli/cli.h"
 
 #include "grpo/plugin.h"
+#include "train/reward_worker.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -59,6 +60,8 @@ int grpo_cli_main(int argc, char **argv) {
         return 0;
     }
     if (strcmp(argv[1], "--version") == 0) return cmd_version(argc - 1, argv + 1);
+    /* hidden: an isolated reward's worker process, its socket on stdin (reward_worker.h) */
+    if (strcmp(argv[1], GRPO_REWARD_WORKER_ARG) == 0) return cmd_reward_worker();
     for (size_t i = 0; i < N_COMMANDS; i++)
         if (strcmp(argv[1], commands[i].name) == 0) return commands[i].run(argc - 1, argv + 1);
     fprintf(stderr, "grpo: unknown command '%s'\n", argv[1]);

@@ -24,6 +24,8 @@ int cmd_sft(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
 int cmd_init_model(int argc, char **argv);
 int cmd_reward(int argc, char **argv);
+/* hidden (not in the command table): an isolated reward's worker process, reward_worker.h */
+int cmd_reward_worker(void);
 int cmd_plugins(int argc, char **argv);
 int cmd_pack(int argc, char **argv);
 int cmd_config(int argc, char **argv);

@@ -11,12 +11,16 @@
  * re-executed process; set by the user, it skips the re-exec too, e.g. under valgrind, which does
  * not follow an exec by default). Programs grpo starts (exec rewards) inherit both variables.
  * When the re-exec is not possible (no /proc) grpo runs on with libgomp's default.
+ *
+ * Isolated rewards run in workers started from this binary (train/reward_worker.h); only its main
+ * names it, so a test program linked with libgrpo never starts its own main in their place.
  */
 #include <limits.h>
 #include <stdlib.h>
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "train/reward_worker.h"
 
 /* Spins before an idle OpenMP thread sleeps (libgomp's default: 300000); measured in
  * bench/busy_core.sh (BENCHMARKS.md "A busy core"). */
@@ -38,5 +42,6 @@ static void choose_omp_wait(char **argv) {
 
 int main(int argc, char **argv) {
     choose_omp_wait(argv);
+    grpo_reward_worker_set_program("/proc/self/exe"); /* isolated rewards run in grpo itself */
     return grpo_cli_main(argc, argv);
 }

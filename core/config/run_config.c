@@ -428,7 +428,56 @@ static void unknown_plugin_key(loader *L, const grpo_ini_section *s, const grpo_
 /* Keys of every [reward.NAME] section that the host reads; the plugin never sees them. */
 static int host_reward_key(const char *key) {
     return strcmp(key, "plugin") == 0 || strcmp(key, "weight") == 0 ||
-           strcmp(key, "isolate") == 0;
+           strcmp(key, "isolate") == 0 || strcmp(key, "timeout") == 0;
+}
+
+/* The first line of r's host key (0 when not set yet). */
+static int *host_key_line(grpo_reward_spec *r, const char *key) {
+    return !strcmp(key, "plugin")    ? &r->plugin_line
+           : !strcmp(key, "weight")  ? &r->weight_line
+           : !strcmp(key, "isolate") ? &r->isolate_line
+                                     : &r->timeout_line;
+}
+
+/* One host key of [reward.NAME] (e): its value checked and stored in r. */
+static void read_host_reward_key(loader *L, const grpo_ini_section *s, grpo_reward_spec *r,
+                                 const grpo_ini_entry *e) {
+    char why[256];
+    if (!strcmp(e->key, "plugin")) {
+        r->plugin = dup_or_flag(L, e->value), r->plugin_line = e->line;
+    } else if (!strcmp(e->key, "isolate")) {
+        if (!grpo_key_value_ok(GRPO_KEY_BOOL, e->value, why, sizeof why))
+            fail(L, e->line, "%s.isolate: %s", s->name, why);
+        else
+            grpo_text_bool(e->value, &r->isolate), r->isolate_line = e->line;
+    } else if (!strcmp(e->key, "weight")) {
+        if (!grpo_key_value_ok(GRPO_KEY_FLOAT, e->value, why, sizeof why))
+            fail(L, e->line, "%s.weight: %s", s->name, why);
+        else
+            grpo_text_double(e->value, &r->weight), r->weight_line = e->line;
+    } else { /* timeout */
+        double t = 0;
+        if (!grpo_key_value_ok(GRPO_KEY_FLOAT, e->value, why, sizeof why))
+            fail(L, e->line, "%s.timeout: %s; expected seconds one score call may take",
+                 s->name, why);
+        else if (grpo_text_double(e->value, &t), !(t > 0 && t < 1e6))
+            fail(L, e->line, "%s.timeout: expected seconds in (0, 1e6) that one score call may "
+                 "take, got %s", s->name, e->value);
+        else
+            r->timeout = t, r->timeout_line = e->line;
+    }
+}
+
+/* The default timeout of r when the file sets none: its plugin's manifest default for a
+ * `timeout` key of its own (builtin.exec), else GRPO_REWARD_TIMEOUT_DEFAULT. */
+static void default_timeout(grpo_reward_spec *r) {
+    if (r->timeout_line) return;
+    r->timeout = GRPO_REWARD_TIMEOUT_DEFAULT;
+    const grpo_key_def *kd = r->entry ? entry_key(r->entry, "timeout") : NULL;
+    double t = 0;
+    if (kd && kd->n_defaults == 1 && grpo_text_double(kd->defaults[0], &t) == 0 && t > 0 &&
+        t < 1e6)
+        r->timeout = t;
 }
 
 /* Checks the plugin's keys written in s against the manifest entry, then lists every key of the
@@ -523,28 +572,15 @@ static void read_reward_section(loader *L, const grpo_ini_section *s) {
     r->weight = 1.0;
     for (int j = 0; j < s->n_entries; j++) {
         const grpo_ini_entry *e = &s->entries[j];
-        int is_plugin = strcmp(e->key, "plugin") == 0, is_weight = strcmp(e->key, "weight") == 0;
         if (!host_reward_key(e->key)) continue;
-        int first = is_plugin ? r->plugin_line : is_weight ? r->weight_line : r->isolate_line;
+        int first = *host_key_line(r, e->key);
         if (first) {
             char at[300];
             fail(L, e->line, "duplicate key %s.%s (first set at %s)", s->name, e->key,
                  place(L, first, at, sizeof at));
             continue;
         }
-        char why[256];
-        if (is_plugin) {
-            r->plugin = dup_or_flag(L, e->value), r->plugin_line = e->line;
-        } else if (!is_weight) { /* isolate */
-            if (!grpo_key_value_ok(GRPO_KEY_BOOL, e->value, why, sizeof why))
-                fail(L, e->line, "%s.isolate: %s", s->name, why);
-            else
-                grpo_text_bool(e->value, &r->isolate), r->isolate_line = e->line;
-        } else if (!grpo_key_value_ok(GRPO_KEY_FLOAT, e->value, why, sizeof why)) {
-            fail(L, e->line, "%s.weight: %s", s->name, why);
-        } else {
-            grpo_text_double(e->value, &r->weight), r->weight_line = e->line;
-        }
+        read_host_reward_key(L, s, r, e);
     }
     if (!r->plugin_line) {
         fail(L, s->line, "[%s] has no plugin key; expected plugin = pack.id (see `grpo plugins "
@@ -564,6 +600,7 @@ static void read_reward_section(loader *L, const grpo_ini_section *s) {
         r->entry = NULL;
         return;
     }
+    default_timeout(r);
     resolve_plugin_keys(L, s, r, host_reward_key);
 }
 
@@ -1042,9 +1079,13 @@ int grpo_run_config_visit(const grpo_run_config *cfg, grpo_run_config_fn fn, voi
         bad |= fn(ctx, r->section, "weight", w, set_mark(r->weight_line, "default"), 0);
         bad |= fn(ctx, r->section, "isolate", r->isolate ? "true" : "false",
                   set_mark(r->isolate_line, "default"), 0);
+        char t[40];
+        format_double(r->timeout, t, sizeof t);
+        bad |= fn(ctx, r->section, "timeout", t, set_mark(r->timeout_line, "default"), 0);
         for (uint32_t j = 0; j < r->n; j++)
-            bad |= fn(ctx, r->section, r->keys[j], r->values[j],
-                      set_mark(r->lines[j], "default (manifest)"), 0);
+            if (strcmp(r->keys[j], "timeout") != 0) /* the host's, visited above */
+                bad |= fn(ctx, r->section, r->keys[j], r->values[j],
+                          set_mark(r->lines[j], "default (manifest)"), 0);
     }
     return bad;
 }
@@ -1109,6 +1150,8 @@ void grpo_run_config_document(FILE *out) {
     fprintf(out, "\n; One section per reward; r = sum of weight * reward. The plugin's own keys "
                  "follow\n; (`grpo plugins list` shows them). For example:\n"
                  "; [reward.fmt]\n; plugin = builtin.format\n; weight = 1.0\n"
-                 "; isolate = false  ; true: score in a child process, so a crash or exit() in\n"
-                 ";                  ; the plugin gives NaN for that batch instead of ending the run\n");
+                 "; isolate = false  ; true: score in a worker process, so a crash, exit() or hang\n"
+                 ";                  ; in the plugin gives NaN for that batch instead of ending the run\n"
+                 "; timeout = 60     ; seconds one score call may take (builtin.exec: its exchange);\n"
+                 ";                  ; past it an isolated worker is killed (NaN), else the run ends\n");
 }

@@ -7,7 +7,8 @@
  *     [reward.fmt]
  *     plugin = builtin.format     ; pack.id of a reward on the plugin path (required)
  *     weight = 1.0                ; r = sum_k weight_k * r_k (default 1.0)
- *     isolate = false             ; true: score in a child process (see rewards.h)
+ *     isolate = false             ; true: score in a worker process (see rewards.h)
+ *     timeout = 60                ; seconds one score call may take (see rewards.h)
  *     pattern = ^<answer>         ; then the plugin's own keys, as its pack.ini declares them
  * A list key is written once per element; when the file sets it, its elements replace the
  * manifest's default list. A key whose manifest gives no default must be set.
@@ -38,6 +39,9 @@ enum {
         GRPO_RUN_N_KEYS
 };
 
+/* The default of a reward section's `timeout` (seconds) when its plugin declares none. */
+#define GRPO_REWARD_TIMEOUT_DEFAULT 60.0
+
 /* One [reward.NAME] section, resolved against the plugin's manifest. */
 typedef struct grpo_reward_spec {
     char *name;               /* NAME */
@@ -49,6 +53,10 @@ typedef struct grpo_reward_spec {
     int weight_line;          /* 0 = default */
     int32_t isolate;          /* isolate = true: score in a child process (rewards.h) */
     int isolate_line;         /* 0 = default (false) */
+    double timeout;           /* seconds one score call may take (rewards.h); the default is the
+                               * manifest's `timeout` default when the plugin declares one, else
+                               * GRPO_REWARD_TIMEOUT_DEFAULT; 0 = none (an isolated worker's own) */
+    int timeout_line;         /* 0 = default */
     char *dir;                /* the run file's directory: plugins resolve relative paths here */
     const grpo_entry *entry;  /* the manifest entry, borrowed from the registry passed to load */
     /* The plugin's keys in manifest order, list keys once per element, defaults filled in (a
@@ -124,9 +132,10 @@ int grpo_run_config_warn_cannot_learn(const grpo_run_config *cfg, FILE *out);
 char *grpo_run_config_input_path(const grpo_run_config *cfg, const char *value);
 
 /* Every resolved value, in the dump's order: fn(ctx, section, key, value, mark) for each key of
- * each section ([env]'s plugin keys after its own), then each reward's plugin, weight, isolate and
- * plugin keys. mark is NULL for a value the file set, else "default", "from --set", ...; flags
- * are the key's GRPO_KEY_* flags (0 for a plugin's keys). Returns the OR of fn's results (every
+ * each section ([env]'s plugin keys after its own), then each reward's plugin, weight, isolate,
+ * timeout and plugin keys (a plugin key named timeout is the host's, visited once). mark is NULL
+ * for a value the file set, else "default", "from --set", ...; flags are the key's GRPO_KEY_*
+ * flags (0 for a plugin's keys). Returns the OR of fn's results (every
  * value is visited). */
 typedef int (*grpo_run_config_fn)(void *ctx, const char *section, const char *key,
                                   const char *value, const char *mark, unsigned flags);

@@ -2,16 +2,13 @@
  * can and cannot do to the run is listed in rewards.h). */
 #include "train/rewards.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <math.h>
-#include <signal.h>
 #include <stdalign.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
+
+#include "host/call_deadline.h"
 
 /* The score buffer's fill before each call: a quiet NaN with a payload no arithmetic produces,
  * so a value still holding it afterwards was not written by the plugin. */
@@ -40,6 +37,7 @@ static void call_begin(const grpo_reward_spec *spec, const char *what) {
 }
 
 void grpo_reward_set_free(grpo_reward_set *set) {
+    for (int k = 0; set->workers && k < set->n; k++) grpo_reward_worker_stop(&set->workers[k]);
     for (int k = 0; k < set->n; k++)
         if (set->states && set->states[k]) {
             call_begin(set->specs[k], "destroy");
@@ -53,12 +51,16 @@ void grpo_reward_set_free(grpo_reward_set *set) {
     free(set->warned_nan);
     free(set->lend);
     free(set->lend_master);
+    free(set->workers);
+    grpo_reward_worker_env_free(&set->worker_env);
     *set = (grpo_reward_set){0};
 }
 
 static int reward_create_one(grpo_reward_set *set, int k, grpo_registry *reg,
                              const grpo_host *host, grpo_error *err) {
     const grpo_reward_spec *spec = set->specs[k];
+    if (spec->isolate) /* loaded and created in its worker alone */
+        return grpo_reward_worker_start(&set->workers[k], &set->worker_env, spec, err);
     const void *desc = NULL;
     if (grpo_registry_load(reg, spec->entry, host, &desc, err) != GRPO_OK) return err->status;
     set->descs[k] = desc;
@@ -91,12 +93,21 @@ int grpo_reward_set_create(grpo_reward_set *set, const grpo_run_config *cfg, grp
     set->states = calloc(K ? K : 1, sizeof *set->states);
     set->warned = calloc(K ? K : 1, sizeof *set->warned);
     set->warned_nan = calloc(K ? K : 1, sizeof *set->warned_nan);
-    if (!set->specs || !set->descs || !set->states || !set->warned || !set->warned_nan) {
+    set->workers = calloc(K ? K : 1, sizeof *set->workers);
+    if (!set->specs || !set->descs || !set->states || !set->warned || !set->warned_nan ||
+        !set->workers) {
         grpo_reward_set_free(set);
         return grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory creating %d rewards", K);
     }
     set->n = K;
+    int isolated = 0;
     for (int k = 0; k < K; k++) set->specs[k] = &cfg->rewards[k];
+    for (int k = 0; k < K; k++) isolated |= cfg->rewards[k].isolate;
+    if (isolated && grpo_reward_worker_env_init(&set->worker_env, reg, host,
+                                                (int32_t)cfg->train_threads, err) != GRPO_OK) {
+        grpo_reward_set_free(set);
+        return err->status;
+    }
     for (int k = 0; k < K; k++)
         if (reward_create_one(set, k, reg, host, err) != GRPO_OK) {
             grpo_reward_set_free(set);
@@ -199,6 +210,7 @@ static size_t sample_size_for(unsigned abi_minor) {
 /* Repacks the lent samples (n, host layout) in place at the stride of reward k's library; the
  * next reward's restore from lend_master undoes it. */
 static void lend_repack(grpo_reward_set *set, int k, uint32_t n) {
+    if (set->specs[k]->isolate) return; /* its worker repacks its own copy */
     const grpo_entry *e = set->specs[k]->entry;
     size_t size = e && e->pack ? sample_size_for(e->pack->lib_abi_minor) : sizeof(grpo_sample);
     if (size == sizeof(grpo_sample)) return;
@@ -222,106 +234,39 @@ static int reward_check_row(const grpo_reward_spec *spec, const grpo_sample *sam
     return GRPO_OK;
 }
 
-static int write_all(int fd, const void *buf, size_t n) {
-    const unsigned char *p = buf;
-    while (n) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) return -1;
-        p += w, n -= (size_t)w;
-    }
-    return 0;
+/* A plugin that declares a `timeout` key of its own (builtin.exec) enforces it itself and comes
+ * back late by at most its cleanup; the host's deadline for it waits this much longer. */
+#define OWN_TIMEOUT_GRACE 5.0
+
+/* The deadline of one in-process score call of spec, in seconds (0: none). */
+static double call_deadline(const grpo_reward_spec *spec) {
+    for (uint32_t j = 0; j < spec->n; j++)
+        if (!strcmp(spec->keys[j], "timeout")) return spec->timeout + OWN_TIMEOUT_GRACE;
+    return spec->timeout;
 }
 
-/* Reads until end of file or cap bytes; returns the count. */
-static size_t read_all(int fd, void *buf, size_t cap) {
-    unsigned char *p = buf;
-    size_t got = 0;
-    while (got < cap) {
-        ssize_t r = read(fd, p + got, cap - got);
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) break;
-        got += (size_t)r;
+/* Reward k scores in its worker (started again when a previous batch ended it). 0 with *st and
+ * inner as a direct call fills them, or -1 with why set: the batch is NaN. */
+static int score_isolated(grpo_reward_set *set, int k, const grpo_sample *lent, uint32_t n,
+                          float *row, int32_t *st, grpo_error *inner, char *why,
+                          size_t why_size) {
+    const grpo_reward_spec *spec = set->specs[k];
+    grpo_reward_worker *w = &set->workers[k];
+    if (w->pid <= 0) {
+        grpo_error e;
+        grpo_error_init(&e);
+        if (grpo_reward_worker_start(w, &set->worker_env, spec, &e) != GRPO_OK) {
+            snprintf(why, why_size, "could not be started again (%s)", grpo_plugin_message(&e));
+            return -1;
+        }
     }
-    return got;
-}
-
-/* "was killed by SIGSEGV (Segmentation fault)" or "called exit(3)" from a waitpid status. */
-static void describe_death(int status, char *why, size_t size) {
-    if (WIFSIGNALED(status)) {
-        int sig = WTERMSIG(status);
-#if defined(__GLIBC__) && (__GLIBC__ > 2 || __GLIBC_MINOR__ >= 32)
-        const char *abbrev = sigabbrev_np(sig);
-#else
-        const char *abbrev = NULL;
-#endif
-        if (abbrev)
-            snprintf(why, size, "was killed by SIG%s (%s)", abbrev, strsignal(sig));
-        else
-            snprintf(why, size, "was killed by signal %d (%s)", sig, strsignal(sig));
-    } else if (WIFEXITED(status)) {
-        snprintf(why, size, "called exit(%d)", WEXITSTATUS(status));
-    } else {
-        snprintf(why, size, "stopped with wait status %#x", (unsigned)status);
-    }
-}
-
-/* The child's report through the pipe: status, then n scores, then the error message. */
-static size_t report_size(uint32_t n) {
-    return sizeof(int32_t) + (size_t)n * sizeof(float) + sizeof(((grpo_error *)0)->message);
-}
-
-/* score() in a forked child: *st, row and inner as a direct call fills them, or why set when the
- * child died before reporting (crash, signal, exit). Fails only when no child could be run. */
-static int score_in_child(const grpo_reward_desc *d, void *state, const grpo_sample *samples,
-                          uint32_t n, float *row, int32_t *st, grpo_error *inner, char *why,
-                          size_t why_size, grpo_error *err) {
-    size_t size = report_size(n);
-    unsigned char *report = malloc(size);
-    int fd[2];
-    /* close-on-exec: a program the plugin starts must not hold the pipe open after the child */
-    if (!report || pipe2(fd, O_CLOEXEC) != 0) {
-        free(report);
-        return grpo_error_set(err, GRPO_ERR_IO, "cannot set up an isolated score call: %s",
-                              report ? strerror(errno) : "out of memory");
-    }
-    fflush(NULL); /* the child must not write our buffered output a second time */
-    pid_t pid = fork();
-    if (pid == 0) {
-        close(fd[0]);
-        grpo_plugin_call_in_child();
-        int32_t s = d->score(state, samples, n, row, inner);
-        fflush(NULL);
-        int bad = write_all(fd[1], &s, sizeof s) || write_all(fd[1], row, n * sizeof *row) ||
-                  write_all(fd[1], inner->message, sizeof inner->message);
-        _exit(bad ? 1 : 0);
-    }
-    close(fd[1]);
-    if (pid < 0) {
-        close(fd[0]);
-        free(report);
-        return grpo_error_set(err, GRPO_ERR_IO, "cannot fork for an isolated score call: %s",
-                              strerror(errno));
-    }
-    size_t got = read_all(fd[0], report, size);
-    close(fd[0]);
-    int status = 0;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-    }
-    if (got == size && WIFEXITED(status) && WEXITSTATUS(status) == 0) {
-        memcpy(st, report, sizeof *st);
-        memcpy(row, report + sizeof *st, n * sizeof *row);
-        memcpy(inner->message, report + sizeof *st + n * sizeof *row, sizeof inner->message);
-        inner->status = *st;
-    } else {
-        describe_death(status, why, why_size);
-    }
-    free(report);
-    return GRPO_OK;
+    return grpo_reward_worker_score(w, spec, lent, n, row, st, inner, why, why_size);
 }
 
 /* Reward k scores the lent batch into row (n). NaN for scores it left unwritten (one warning per
- * reward) and, when isolated, for all of them when its child died (one warning per batch). */
+ * reward) and, when isolated, for all of them when its worker died or was killed at its
+ * deadline (one warning per batch). An in-process call past its deadline ends the process
+ * (call_deadline.h). */
 static int score_one(grpo_reward_set *set, int k, const grpo_sample *lent, uint32_t n,
                      float *row, grpo_error *err) {
     const grpo_reward_spec *spec = set->specs[k];
@@ -329,20 +274,17 @@ static int score_one(grpo_reward_set *set, int k, const grpo_sample *lent, uint3
     for (uint32_t i = 0; i < n; i++) row[i] = unwritten_value();
     grpo_error inner;
     grpo_error_init(&inner);
-    char why[160] = "";
+    char why[300] = "";
     int32_t st = GRPO_OK;
-    int rc = GRPO_OK;
-    call_begin(spec, "score");
-    if (spec->isolate)
-        rc = score_in_child(d, set->states[k], lent, n, row, &st, &inner, why, sizeof why, err);
-    else
+    if (spec->isolate) {
+        score_isolated(set, k, lent, n, row, &st, &inner, why, sizeof why);
+    } else {
+        call_begin(spec, "score");
+        grpo_call_deadline_arm(call_deadline(spec), spec->plugin, spec->section, "score");
         st = d->score(set->states[k], lent, n, row, &inner);
-    grpo_plugin_call_end();
-    if (rc != GRPO_OK) return rc;
-    if (st != GRPO_OK)
-        return grpo_error_set(err, inner.status ? inner.status : GRPO_ERR_INTERNAL,
-                              "[%s] (plugin %s) failed to score: %s", spec->section, spec->plugin,
-                              grpo_plugin_message(&inner));
+        grpo_call_deadline_disarm();
+        grpo_plugin_call_end();
+    }
     if (why[0]) {
         fprintf(stderr, "warning: [%s] (plugin %s) %s while scoring %u samples in its isolated "
                 "child process; its scores for this batch are NaN (no opinion)\n", spec->section,
@@ -350,6 +292,13 @@ static int score_one(grpo_reward_set *set, int k, const grpo_sample *lent, uint3
         for (uint32_t i = 0; i < n; i++) row[i] = NAN;
         return GRPO_OK;
     }
+    if (st != GRPO_OK && spec->isolate) /* the worker's message names section and plugin */
+        return grpo_error_set(err, inner.status ? inner.status : GRPO_ERR_INTERNAL, "%s",
+                              grpo_plugin_message(&inner));
+    if (st != GRPO_OK)
+        return grpo_error_set(err, inner.status ? inner.status : GRPO_ERR_INTERNAL,
+                              "[%s] (plugin %s) failed to score: %s", spec->section, spec->plugin,
+                              grpo_plugin_message(&inner));
     uint32_t unwritten = 0;
     for (uint32_t i = 0; i < n; i++)
         if (is_unwritten(row[i])) row[i] = NAN, unwritten++;

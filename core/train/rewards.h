@@ -17,14 +17,20 @@
  *   plugin, its pack and library, the section, and the step and batch the trainer last set
  *   (grpo_plugin_call_progress), before the process dies of it (plugin_call.h).
  * - What it prints to stdout goes to stderr, never into grpo's data output (plugin_call.h).
- * - With `isolate = true` in its section, score runs in a forked child process that sends the n
- *   scores (and any error) back through a pipe: a crash, signal or exit() there makes that
- *   batch's scores NaN with one warning naming the section, the plugin and what happened, and the
- *   run goes on. The child works on a copy of the plugin's state, so state changes made inside
- *   an isolated score call are NOT kept (counters, caches, RNG positions); create and destroy run
- *   in the main process as usual. The child has only the calling thread and cannot use the
- *   parent's CUDA state: isolate is meant for single-threaded CPU rewards (one that waits on a
- *   thread pool the parent started may hang). Each batch costs one fork (copy-on-write).
+ * - Every score call has a deadline: the section's `timeout` (seconds; default 60, or the
+ *   manifest's default of a `timeout` key the plugin declares itself, as builtin.exec does: such a
+ *   plugin gets the value and enforces it, and the host waits 5 s longer before it acts). An
+ *   in-process call past it cannot be stopped safely: the run ends with an error naming the
+ *   plugin, the section and the deadline (call_deadline.h). Create and destroy have none.
+ * - With `isolate = true` in its section, the plugin runs in a worker process of its own
+ *   (reward_worker.h): the grpo binary started again in a hidden worker mode, never a fork of
+ *   the (multithreaded) trainer, so it has its own thread pools and backend. The worker loads
+ *   the pack, creates the reward (a failure there fails the run as an in-process create does)
+ *   and scores batch after batch, keeping the plugin's state between them. A crash, signal or
+ *   exit() there, or a batch past its deadline (the worker is killed: SIGKILL), makes that
+ *   batch's scores NaN with one warning naming the section, the plugin and what happened, and
+ *   the run goes on; the next batch starts a new worker (a new instance: state is lost then).
+ *   Each worker costs a process start and its own copy of what create loads.
  */
 #ifndef GRPO_REWARDS_H
 #define GRPO_REWARDS_H
@@ -34,6 +40,7 @@
 #include "config/run_config.h"
 #include "grpo/reward.h"
 #include "host/registry.h"
+#include "train/reward_worker.h"
 
 typedef struct grpo_reward_set {
     int n;                           /* K */
@@ -47,6 +54,8 @@ typedef struct grpo_reward_set {
      * Both hold lend_size bytes. */
     unsigned char *lend, *lend_master;
     size_t lend_size, lend_cap;
+    grpo_reward_worker *workers;       /* [K] isolated rewards' worker processes (pid 0: none) */
+    grpo_reward_worker_env worker_env; /* how they start (set when any reward is isolated) */
 } grpo_reward_set;
 
 /* Loads each reward's pack and creates its instance from the resolved section. On failure every

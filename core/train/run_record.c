@@ -13,12 +13,16 @@
 #include "config/config_keys.h"
 
 /* Keys that say only where and how often a run writes: they may change between a checkpoint and
- * its resume, and between ranks (rank 0 alone writes). */
+ * its resume, and between ranks (rank 0 alone writes). So may a reward's deadline
+ * (reward.NAME.timeout): it says how long to wait, not what is scored; and checkpoints written
+ * before it was a host key lack it. */
 static const char *const free_keys[] = {"log.dir",        "log.every",        "log.completions_every",
                                         "log.tensorboard", "checkpoint.dir",   "checkpoint.every",
                                         "checkpoint.keep"};
 
 static int is_free(const char *key) {
+    size_t n = strlen(key), t = strlen(".timeout");
+    if (!strncmp(key, "reward.", 7) && n > t && !strcmp(key + n - t, ".timeout")) return 1;
     for (size_t i = 0; i < sizeof free_keys / sizeof *free_keys; i++)
         if (!strcmp(key, free_keys[i])) return 1;
     return 0;

@@ -165,6 +165,18 @@ static int32_t nan_score(void *state, const grpo_sample *s, uint32_t n, float *o
     return GRPO_OK;
 }
 
+/* mb.sleep: never returns from score (on call number after + 1 when after > 0), else scores 1:
+ * a scorer that hangs, for the host's per-call deadline (`timeout`). */
+static int32_t sleep_score(void *state, const grpo_sample *s, uint32_t n, float *out,
+                           grpo_error *err) {
+    mb_state *st = state;
+    (void)s, (void)err;
+    if (++st->calls > st->after)
+        for (;;) pause();
+    for (uint32_t i = 0; i < n; i++) out[i] = 1.0f;
+    return GRPO_OK;
+}
+
 #define MB_REWARD(ID, DESC, SCORE)                                                             \
     {(uint32_t)sizeof(grpo_reward_desc), ID, DESC, 0, mb_create, SCORE, mb_destroy}
 
@@ -182,6 +194,7 @@ static const grpo_reward_desc rewards[] = {
     MB_REWARD("mb.print", "prints to stdout from score, then scores 1", print_score),
     MB_REWARD("mb.nan", "scores NaN for every sample", nan_score),
     MB_REWARD("mb.range", "scores 1; create refuses min > max", ones_score),
+    MB_REWARD("mb.sleep", "never returns from score", sleep_score),
 };
 
 static const grpo_reward_desc *get_reward(uint32_t i) {
