@@ -4,7 +4,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
-#include "train/reward_worker.h"
+#include "train/reward_serve.h"
 
 int cmd_reward_worker(void) {
     int fd = fcntl(STDIN_FILENO, F_DUPFD_CLOEXEC, 3);

@@ -1150,8 +1150,10 @@ void grpo_run_config_document(FILE *out) {
     fprintf(out, "\n; One section per reward; r = sum of weight * reward. The plugin's own keys "
                  "follow\n; (`grpo plugins list` shows them). For example:\n"
                  "; [reward.fmt]\n; plugin = builtin.format\n; weight = 1.0\n"
-                 "; isolate = false  ; true: score in a worker process, so a crash, exit() or hang\n"
-                 ";                  ; in the plugin gives NaN for that batch instead of ending the run\n"
-                 "; timeout = 60     ; seconds one score call may take (builtin.exec: its exchange);\n"
-                 ";                  ; past it an isolated worker is killed (NaN), else the run ends\n");
+                 "; isolate = false  ; true: score in a worker process, so a crash, exit()\n"
+                 ";                  ; or hang in the plugin gives NaN for that batch\n"
+                 ";                  ; instead of ending the run\n"
+                 "; timeout = 60     ; seconds one score call may take (builtin.exec: its\n"
+                 ";                  ; exchange); past it an isolated worker is killed\n"
+                 ";                  ; (NaN), else the run ends\n");
 }

@@ -2,8 +2,12 @@
  * reward_wire.h). */
 #include "train/reward_wire.h"
 
+#include <errno.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <time.h>
 
 #define NULL_STR 0xffffffffu
 
@@ -183,8 +187,10 @@ int grpo_wire_get_spec(grpo_wire_in *r, grpo_reward_spec *spec) {
     spec->values = calloc(n ? n : 1, sizeof *spec->values);
     spec->lines = calloc(n ? n : 1, sizeof *spec->lines);
     if (!spec->keys || !spec->values || !spec->lines) return grpo_wire_spec_free(spec), -1;
-    for (uint32_t j = 0; j < n; j++)
-        spec->keys[j] = (char *)grpo_wire_get_str(r), spec->values[j] = (char *)grpo_wire_get_str(r);
+    for (uint32_t j = 0; j < n; j++) {
+        spec->keys[j] = (char *)grpo_wire_get_str(r);
+        spec->values[j] = (char *)grpo_wire_get_str(r);
+    }
     spec->n = n;
     for (uint32_t j = 0; j < n; j++)
         if (!spec->keys[j] || !spec->values[j]) r->bad = 1;
@@ -195,4 +201,87 @@ int grpo_wire_get_spec(grpo_wire_in *r, grpo_reward_spec *spec) {
 void grpo_wire_spec_free(grpo_reward_spec *spec) {
     free(spec->keys), free(spec->values), free(spec->lines);
     spec->keys = spec->values = NULL, spec->lines = NULL, spec->n = 0;
+}
+
+/* ---- frames: a u32 length, then the bytes, under a deadline --------------------------------- */
+
+double grpo_wire_now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* Waits until fd is ready for events or the deadline (<= 0: none) passes: 0 ready, -2 deadline. */
+static int wait_fd(int fd, short events, double deadline) {
+    for (;;) {
+        int ms = -1;
+        if (deadline > 0) {
+            double left = deadline - grpo_wire_now();
+            if (left <= 0) return -2;
+            ms = (int)(left * 1000) + 1;
+        }
+        struct pollfd p = {fd, events, 0};
+        int r = poll(&p, 1, ms);
+        if (r > 0) return 0;
+        if (r < 0 && errno != EINTR) return -1;
+    }
+}
+
+/* 0 when all n bytes went; -1 on a closed or broken socket, -2 at the deadline. */
+static int send_all(int fd, const void *buf, size_t n, double deadline) {
+    const unsigned char *p = buf;
+    while (n) {
+        ssize_t w = send(fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (w > 0) {
+            p += w, n -= (size_t)w;
+            continue;
+        }
+        if (w < 0 && errno == EINTR) continue;
+        if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            int rc = wait_fd(fd, POLLOUT, deadline);
+            if (rc) return rc;
+            continue;
+        }
+        return -1;
+    }
+    return 0;
+}
+
+/* 0 when all n bytes came; -1 at end of file or on an error, -2 at the deadline. */
+static int recv_all(int fd, void *buf, size_t n, double deadline) {
+    unsigned char *p = buf;
+    while (n) {
+        ssize_t r = recv(fd, p, n, MSG_DONTWAIT);
+        if (r > 0) {
+            p += r, n -= (size_t)r;
+            continue;
+        }
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            int rc = wait_fd(fd, POLLIN, deadline);
+            if (rc) return rc;
+            continue;
+        }
+        return -1;
+    }
+    return 0;
+}
+
+int grpo_wire_send(int fd, const grpo_wire *w, double deadline) {
+    if (w->oom) return -1;
+    uint32_t n = (uint32_t)w->len;
+    int rc = send_all(fd, &n, sizeof n, deadline);
+    return rc ? rc : send_all(fd, w->buf, w->len, deadline);
+}
+
+int grpo_wire_recv(int fd, unsigned char **buf, size_t *len, double deadline) {
+    uint32_t n = 0;
+    *buf = NULL, *len = 0;
+    int rc = recv_all(fd, &n, sizeof n, deadline);
+    if (rc) return rc;
+    if (!(*buf = malloc(n ? n : 1))) return -1;
+    rc = recv_all(fd, *buf, n, deadline);
+    if (rc) return free(*buf), *buf = NULL, rc;
+    *len = n;
+    return 0;
 }

@@ -1,7 +1,8 @@
 /*
  * reward_wire.h — what an isolated reward's worker process and the trainer say to each other
  * (reward_worker.h), as bytes: a growable buffer written with put_*, a reader with get_*, and
- * the two things worth encoding whole: a batch of samples and a reward section.
+ * the two things worth encoding whole: a batch of samples and a reward section; and frames of
+ * those bytes over a socket under a deadline.
  *
  * Encoding: u32 and u64 in the host's byte order (both ends are the same binary on the same
  * machine), a string as u32 length + bytes + NUL (length 0xffffffff: NULL). A batch is u32 n, then
@@ -43,8 +44,9 @@ const char *grpo_wire_get_str(grpo_wire_in *r);
 
 /* The batch samples[n]. */
 void grpo_wire_put_samples(grpo_wire *w, const grpo_sample *samples, uint32_t n);
-/* A batch read back into *samples (malloc'd, *n of them; strings point into r's bytes, arrays are
- * malloc'd): free with grpo_wire_samples_free. -1 when the bytes are not a batch or on no memory. */
+/* A batch read back into *samples (malloc'd, *n of them; strings point into r's bytes, arrays
+ * are malloc'd): free with grpo_wire_samples_free. -1 when the bytes are not a batch or on no
+ * memory. */
 int grpo_wire_get_samples(grpo_wire_in *r, grpo_sample **samples, uint32_t *n);
 void grpo_wire_samples_free(grpo_sample *samples, uint32_t n);
 
@@ -54,5 +56,12 @@ void grpo_wire_put_spec(grpo_wire *w, const grpo_reward_spec *spec);
  * free with grpo_wire_spec_free). entry, isolate and timeout stay 0. -1 when malformed. */
 int grpo_wire_get_spec(grpo_wire_in *r, grpo_reward_spec *spec);
 void grpo_wire_spec_free(grpo_reward_spec *spec);
+
+/* Frames over a stream socket: a u32 length, then the bytes. deadline is a grpo_wire_now() time
+ * (<= 0: none). Sending never raises SIGPIPE. 0; -1 on end of file, a closed or broken socket
+ * or no memory; -2 when the deadline passed. A received frame is malloc'd into *buf (*len). */
+double grpo_wire_now(void); /* seconds, CLOCK_MONOTONIC */
+int grpo_wire_send(int fd, const grpo_wire *w, double deadline);
+int grpo_wire_recv(int fd, unsigned char **buf, size_t *len, double deadline);
 
 #endif

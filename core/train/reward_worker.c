@@ -1,11 +1,9 @@
-/* reward_worker.c — an isolated reward's worker process: started by exec of the grpo binary,
- * spoken to over a socket, killed at its deadline (see reward_worker.h). */
+/* reward_worker.c — an isolated reward's worker process as the trainer sees it: started by exec
+ * of the grpo binary, spoken to over a socket, killed at its deadline (see reward_worker.h; the
+ * worker's own side is reward_serve.c). */
 #include "train/reward_worker.h"
 
 #include <errno.h>
-#include <fcntl.h>
-#include <math.h>
-#include <poll.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
@@ -13,13 +11,10 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
-#include "host/host.h"
-#include "host/process.h"
+#include "grpo/ops.h"
 #include "train/reward_wire.h"
-#include "train/rewards.h"
 
 extern char **environ;
 
@@ -47,90 +42,6 @@ void grpo_reward_worker_env_free(grpo_reward_worker_env *env) {
     free(env->dirs);
     free(env->backend);
     *env = (grpo_reward_worker_env){0};
-}
-
-/* ---- frames: a u32 length, then the bytes, under a deadline --------------------------------- */
-
-static double now_seconds(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-/* Waits until fd is ready for events or the deadline (<= 0: none) passes: 0 ready, -2 deadline. */
-static int wait_fd(int fd, short events, double deadline) {
-    for (;;) {
-        int ms = -1;
-        if (deadline > 0) {
-            double left = deadline - now_seconds();
-            if (left <= 0) return -2;
-            ms = (int)(left * 1000) + 1;
-        }
-        struct pollfd p = {fd, events, 0};
-        int r = poll(&p, 1, ms);
-        if (r > 0) return 0;
-        if (r < 0 && errno != EINTR) return -1;
-    }
-}
-
-/* 0 when all n bytes went; -1 on a closed or broken socket, -2 at the deadline. */
-static int send_all(int fd, const void *buf, size_t n, double deadline) {
-    const unsigned char *p = buf;
-    while (n) {
-        ssize_t w = send(fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
-        if (w > 0) {
-            p += w, n -= (size_t)w;
-            continue;
-        }
-        if (w < 0 && errno == EINTR) continue;
-        if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-            int rc = wait_fd(fd, POLLOUT, deadline);
-            if (rc) return rc;
-            continue;
-        }
-        return -1;
-    }
-    return 0;
-}
-
-/* 0 when all n bytes came; -1 at end of file or on an error, -2 at the deadline. */
-static int recv_all(int fd, void *buf, size_t n, double deadline) {
-    unsigned char *p = buf;
-    while (n) {
-        ssize_t r = recv(fd, p, n, MSG_DONTWAIT);
-        if (r > 0) {
-            p += r, n -= (size_t)r;
-            continue;
-        }
-        if (r < 0 && errno == EINTR) continue;
-        if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-            int rc = wait_fd(fd, POLLIN, deadline);
-            if (rc) return rc;
-            continue;
-        }
-        return -1;
-    }
-    return 0;
-}
-
-static int send_frame(int fd, const grpo_wire *w, double deadline) {
-    if (w->oom) return -1;
-    uint32_t n = (uint32_t)w->len;
-    int rc = send_all(fd, &n, sizeof n, deadline);
-    return rc ? rc : send_all(fd, w->buf, w->len, deadline);
-}
-
-/* A frame into *buf (malloc'd, *len bytes): 0, -1 (end of file, error, no memory), -2. */
-static int recv_frame(int fd, unsigned char **buf, size_t *len, double deadline) {
-    uint32_t n = 0;
-    *buf = NULL, *len = 0;
-    int rc = recv_all(fd, &n, sizeof n, deadline);
-    if (rc) return rc;
-    if (!(*buf = malloc(n ? n : 1))) return -1;
-    rc = recv_all(fd, *buf, n, deadline);
-    if (rc) return free(*buf), *buf = NULL, rc;
-    *len = n;
-    return 0;
 }
 
 /* ---- the trainer's side ---------------------------------------------------------------------- */
@@ -235,9 +146,9 @@ int grpo_reward_worker_start(grpo_reward_worker *w, const grpo_reward_worker_env
     grpo_wire_put_spec(&setup, spec);
     unsigned char *reply = NULL;
     size_t len = 0;
-    int rc = send_frame(w->fd, &setup, 0);
+    int rc = grpo_wire_send(w->fd, &setup, 0);
     grpo_wire_free(&setup);
-    if (rc == 0) rc = recv_frame(w->fd, &reply, &len, 0);
+    if (rc == 0) rc = grpo_wire_recv(w->fd, &reply, &len, 0);
     if (rc != 0) {
         char why[160];
         worker_died(w, why, sizeof why);
@@ -258,14 +169,14 @@ int grpo_reward_worker_start(grpo_reward_worker *w, const grpo_reward_worker_env
 int grpo_reward_worker_score(grpo_reward_worker *w, const grpo_reward_spec *spec,
                              const grpo_sample *samples, uint32_t n, float *row, int32_t *st,
                              grpo_error *inner, char *why, size_t why_size) {
-    double deadline = spec->timeout > 0 ? now_seconds() + spec->timeout : 0;
+    double deadline = spec->timeout > 0 ? grpo_wire_now() + spec->timeout : 0;
     grpo_wire req = {0};
     grpo_wire_put_samples(&req, samples, n);
     unsigned char *reply = NULL;
     size_t len = 0;
-    int rc = send_frame(w->fd, &req, deadline);
+    int rc = grpo_wire_send(w->fd, &req, deadline);
     grpo_wire_free(&req);
-    if (rc == 0) rc = recv_frame(w->fd, &reply, &len, deadline);
+    if (rc == 0) rc = grpo_wire_recv(w->fd, &reply, &len, deadline);
     if (rc == -2) {
         worker_kill(w);
         snprintf(why, why_size, "did not answer within timeout = %g s and was killed (SIGKILL)",
@@ -292,105 +203,4 @@ int grpo_reward_worker_score(grpo_reward_worker *w, const grpo_reward_spec *spec
         return -1;
     }
     return 0;
-}
-
-/* ---- the worker's side ----------------------------------------------------------------------- */
-
-typedef struct worker {
-    int fd;
-    grpo_process proc;
-    grpo_reward_spec spec;
-    grpo_run_config cfg; /* one reward: spec, in-process, no deadline (the trainer keeps it) */
-    grpo_reward_set set;
-    int created;
-} worker;
-
-static int reply_status(int fd, int32_t st, const char *msg) {
-    grpo_wire w = {0};
-    grpo_wire_u32(&w, (uint32_t)st);
-    grpo_wire_str(&w, msg);
-    int rc = send_frame(fd, &w, 0);
-    grpo_wire_free(&w);
-    return rc;
-}
-
-/* The process context from the setup's pack dirs, backend and threads. */
-static int open_process(worker *k, grpo_wire_in *in, grpo_error *err) {
-    uint32_t n = grpo_wire_get_u32(in);
-    k->proc.host = *grpo_default_host();
-    if (in->bad || n > in->len || !(k->proc.plugin_dirs = calloc((size_t)n + 1, sizeof(char *))))
-        return grpo_error_set(err, GRPO_ERR_INVALID, "malformed worker setup");
-    for (uint32_t i = 0; i < n; i++) {
-        const char *d = grpo_wire_get_str(in);
-        if (!d || !(k->proc.plugin_dirs[i] = strdup(d)))
-            return grpo_error_set(err, GRPO_ERR_INVALID, "malformed worker setup");
-    }
-    const char *backend = grpo_wire_get_str(in);
-    int32_t threads = (int32_t)grpo_wire_get_u32(in);
-    if (in->bad || !backend) return grpo_error_set(err, GRPO_ERR_INVALID, "malformed setup");
-    int rc = grpo_registry_scan(&k->proc.reg, k->proc.plugin_dirs, err);
-    if (rc == GRPO_OK && backend[0])
-        rc = grpo_process_backend(&k->proc, backend, threads, GRPO_DTYPE_F32, err);
-    k->cfg.train_threads = threads;
-    return rc;
-}
-
-/* Reads the setup and creates the reward; answers with create's status. */
-static int worker_setup(worker *k, unsigned char *buf, size_t len) {
-    grpo_error err;
-    grpo_error_init(&err);
-    grpo_wire_in in = {buf, len, 0, 0};
-    int rc = open_process(k, &in, &err);
-    if (rc == GRPO_OK && grpo_wire_get_spec(&in, &k->spec) != 0)
-        rc = grpo_error_set(&err, GRPO_ERR_INVALID, "malformed worker setup (reward section)");
-    if (rc == GRPO_OK && !(k->spec.entry = grpo_registry_find(&k->proc.reg, k->spec.plugin)))
-        rc = grpo_error_set(&err, GRPO_ERR_INVALID, "[%s] (plugin %s): the isolated worker "
-                            "found no such plugin on its packs", k->spec.section, k->spec.plugin);
-    k->cfg.rewards = &k->spec, k->cfg.n_rewards = 1;
-    if (rc == GRPO_OK)
-        rc = grpo_reward_set_create(&k->set, &k->cfg, &k->proc.reg, &k->proc.host, &err);
-    k->created = rc == GRPO_OK;
-    return reply_status(k->fd, rc, rc == GRPO_OK ? "" : err.message) == 0 && rc == GRPO_OK ? 0
-                                                                                         : -1;
-}
-
-/* Scores one batch and answers: status, n scores, message. */
-static int worker_batch(worker *k, unsigned char *buf, size_t len) {
-    grpo_wire_in in = {buf, len, 0, 0};
-    grpo_sample *samples = NULL;
-    uint32_t n = 0;
-    if (grpo_wire_get_samples(&in, &samples, &n) != 0) return -1;
-    float *row = malloc((n ? n : 1) * sizeof *row);
-    grpo_error err;
-    grpo_error_init(&err);
-    int32_t st = row ? grpo_reward_set_score(&k->set, samples, n, row, &err)
-                     : grpo_error_set(&err, GRPO_ERR_NOMEM, "out of memory in the worker");
-    for (uint32_t i = 0; st != GRPO_OK && row && i < n; i++) row[i] = NAN;
-    grpo_wire w = {0};
-    grpo_wire_u32(&w, (uint32_t)st);
-    if (row) grpo_wire_put(&w, row, (size_t)n * sizeof *row);
-    grpo_wire_str(&w, st == GRPO_OK ? "" : err.message);
-    int rc = row ? send_frame(k->fd, &w, 0) : -1;
-    grpo_wire_free(&w);
-    free(row);
-    grpo_wire_samples_free(samples, n);
-    return rc;
-}
-
-int grpo_reward_worker_main(int fd) {
-    worker k = {.fd = fd};
-    grpo_plugin_call_in_child(); /* a plugin's exit(N) ends the worker with N; the trainer says */
-    unsigned char *setup = NULL, *buf = NULL; /* the reward section points into setup */
-    size_t len = 0;
-    int rc = recv_frame(fd, &setup, &len, 0) == 0 ? worker_setup(&k, setup, len) : -1;
-    while (rc == 0 && recv_frame(fd, &buf, &len, 0) == 0) {
-        rc = worker_batch(&k, buf, len);
-        free(buf);
-    }
-    if (k.created) grpo_reward_set_free(&k.set);
-    grpo_wire_spec_free(&k.spec);
-    grpo_process_close(&k.proc);
-    free(setup);
-    close(fd);
-    return rc == 0 ? 0 : 1;
 }

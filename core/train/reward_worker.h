@@ -75,7 +75,4 @@ int grpo_reward_worker_score(grpo_reward_worker *w, const grpo_reward_spec *spec
  * then kills it. Safe on a stopped worker. */
 void grpo_reward_worker_stop(grpo_reward_worker *w);
 
-/* The worker mode's main: serves the trainer on fd; returns the process's exit status. */
-int grpo_reward_worker_main(int fd);
-
 #endif

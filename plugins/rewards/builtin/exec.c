@@ -15,8 +15,11 @@
  * goes on. A crash, the deadline or a malformed reply is logged, the program's whole process
  * group is killed (restarted on the next batch) and the batch gets NaN ("no opinion") instead of
  * failing the run.
- * A reward that is not a finite float (1e999, 1e39) is NaN with a warning. Scoring in a forked
- * child (isolate = true) is refused: what score() changes in the state would be lost with it.
+ * A reward that is not a finite float (1e999, 1e39) is NaN with a warning. `timeout` is also the
+ * host's per-call deadline of the section (train/rewards.h), which waits a little longer. Scoring
+ * in a bare forked copy of the process that created the state is refused: what score() changes
+ * in the state would be lost with it (isolate = true runs the whole plugin in a worker instead,
+ * creating its state there, which is fine).
  */
 #include <cjson/cJSON.h>
 #include <float.h>
