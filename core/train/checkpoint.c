@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "base/files.h"
+#include "train/testing.h"
 
 #define CKPT_PREFIX "checkpoint-"
 #define BEST_LABEL "best" /* ROOT/checkpoint-best */
@@ -199,18 +200,25 @@ static void best_old_path(const char *root, char *out, size_t size) {
     snprintf(out, size, "%s/.%s%s.old", root, CKPT_PREFIX, BEST_LABEL);
 }
 
+static int no_exchange; /* tests: the two-rename swap, as on a filesystem without the exchange */
+
+void grpo_ckpt_no_exchange(int on) { no_exchange = on; }
+
 /* checkpoint-best replaced by the new one in c->tmp, never leaving none (see checkpoint.h). */
 static int swap_best(grpo_ckpt *c) {
     char old[4200];
     struct stat sb;
     if (lstat(c->final, &sb) != 0) /* the first best: nothing to keep meanwhile */
         return rename(c->tmp, c->final) == 0 ? GRPO_OK : errno;
-    if (renameat2(AT_FDCWD, c->tmp, AT_FDCWD, c->final, RENAME_EXCHANGE) == 0) {
+    int e = no_exchange ? EINVAL
+            : renameat2(AT_FDCWD, c->tmp, AT_FDCWD, c->final, RENAME_EXCHANGE) == 0 ? 0
+                                                                                   : errno;
+    if (e == 0) {
         grpo_fsync_path(c->root, O_RDONLY | O_DIRECTORY);
         grpo_remove_tree(c->tmp); /* the old best, now under the temporary name */
         return GRPO_OK;
     }
-    if (errno != EINVAL && errno != ENOSYS) return errno;
+    if (e != EINVAL && e != ENOSYS) return e; /* (a filesystem without the exchange: EINVAL) */
     best_old_path(c->root, old, sizeof old);
     grpo_remove_tree(old);
     if (rename(c->final, old) != 0) return errno;
