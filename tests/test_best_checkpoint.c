@@ -9,6 +9,8 @@
  *   - a run stopped at step 4 and resumed to 12 ends with the same checkpoint-best (same record,
  *     same weights) as one that never stopped: in max mode the best moves after the resume, in
  *     min mode it stays the one found before it (a resumed run that forgot it would replace it);
+ *   - a resume that changes checkpoint.best_metric (no --allow-change needed) drops the resumed
+ *     best with a warning and finds the best afresh;
  *   - without the key there is no checkpoint-best and no "best" record.
  * The bad values of the keys are in tests/bad_inputs (ckpt_best_*).
  */
@@ -92,6 +94,24 @@ static evals read_evals(const char *name) {
     fclose(f);
     ck_assert_int_eq(e.n, 6); /* steps 2, 4, ..., 12 */
     return e;
+}
+
+/* The best eval/reward (max) of the run NAME stopped at step `upto` (its evaluations 2..upto). */
+static double read_evals_upto(const char *name, long upto) {
+    char path[512], line[8192];
+    snprintf(path, sizeof path, "%s/%s/metrics.jsonl", tmp, name);
+    FILE *f = fopen(path, "r");
+    ck_assert_msg(f != NULL, "missing %s", path);
+    double best = -INFINITY;
+    while (fgets(line, sizeof line, f)) {
+        cJSON *j = cJSON_Parse(line);
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, "eval/reward");
+        long step = (long)cJSON_GetObjectItemCaseSensitive(j, "step")->valuedouble;
+        if (cJSON_IsNumber(v) && step <= upto && v->valuedouble > best) best = v->valuedouble;
+        cJSON_Delete(j);
+    }
+    fclose(f);
+    return best;
 }
 
 /* The index of the best evaluation (higher with max, lower otherwise; the first of equals). */
@@ -228,6 +248,34 @@ START_TEST(resume_keeps_comparing_against_the_same_best) {
 }
 END_TEST
 
+/* checkpoint.best_metric / best_mode may change on resume (no --allow-change): the resumed best,
+ * of another metric, is dropped with a warning and the best is found afresh after the resume. */
+START_TEST(a_changed_best_metric_starts_afresh) {
+    write_run("c", 4, 1, best_keys(1));
+    train("c", 0, "first", NULL);
+    check_record("c", "checkpoint-00000004", 1, read_evals_upto("c", 4), 4);
+    sh("sed -i 's/^steps = 4/steps = 12/; s|^best_metric = .*|best_metric = eval/rewards/len/mean|; "
+       "s/^best_mode = max/best_mode = min/' '%s/c.ini'",
+       tmp);
+    char *out = NULL;
+    train("c", 1, "resumed", &out);
+    ck_assert_msg(strstr(out, "the best is found afresh") != NULL, "%s", out);
+    free(out);
+    evals e = read_evals("c"); /* eval/reward = eval/rewards/len/mean: one reward of weight 1 */
+    int b = 2;                 /* the first evaluation after the resume (step 6) */
+    ck_assert_int_eq(e.step[b], 6);
+    for (int i = b + 1; i < e.n; i++)
+        if (e.value[i] < e.value[b]) b = i;
+    const cJSON *rec;
+    cJSON *j = best_record("c", "checkpoint-best", NULL, &rec);
+    ck_assert_str_eq(cJSON_GetObjectItemCaseSensitive(rec, "metric")->valuestring,
+                     "eval/rewards/len/mean");
+    ck_assert_str_eq(cJSON_GetObjectItemCaseSensitive(rec, "mode")->valuestring, "min");
+    ck_assert_int_eq((long)cJSON_GetObjectItemCaseSensitive(rec, "step")->valuedouble, e.step[b]);
+    cJSON_Delete(j);
+}
+END_TEST
+
 START_TEST(off_by_default) {
     write_run("off", 4, 0, "");
     train("off", 0, "run", NULL);
@@ -247,6 +295,7 @@ static Suite *best_suite(void) {
     tcase_add_test(tc, best_is_the_best_evaluated_step_max_and_min);
     tcase_add_test(tc, keep_1_never_prunes_best_and_resume_skips_it);
     tcase_add_test(tc, resume_keeps_comparing_against_the_same_best);
+    tcase_add_test(tc, a_changed_best_metric_starts_afresh);
     tcase_add_test(tc, off_by_default);
     suite_add_tcase(s, tc);
     return s;

@@ -17,7 +17,7 @@ static int eval_prefixes(const grpo_run_config *cfg, const char *prefix[2]) {
     return cfg->train_eval_temperature > 0 ? 2 : 1;
 }
 
-/* checkpoint.best_metric is one of the metrics the evaluations write; else an error listing them. */
+/* checkpoint.best_metric is a metric the evaluations write; else an error listing them. */
 static int check_metric(const grpo_run_config *cfg, const grpo_reward_set *rs, int env,
                         grpo_error *err) {
     const char *prefix[2], *metric = cfg->checkpoint_best_metric;

@@ -1,5 +1,5 @@
 /*
- * best.h — checkpoint.best_metric: the best evaluated step kept as checkpoint.dir/checkpoint-best.
+ * best.h — checkpoint.best_metric: the best evaluated step kept as checkpoint-best.
  *
  * Every train.eval_every steps an evaluation writes its metrics (eval.h); when the metric named by
  * checkpoint.best_metric improves strictly on the best so far (higher with checkpoint.best_mode =

@@ -34,9 +34,10 @@ static int begin_named(grpo_ckpt *c, const char *root, long step, int best, grpo
     memset(c, 0, sizeof *c);
     c->step = step, c->best = best;
     snprintf(label, sizeof label, best ? BEST_LABEL : "%08ld", step);
-    if ((size_t)snprintf(c->root, sizeof c->root, "%s", root) >= sizeof c->root ||
-        (size_t)snprintf(c->tmp, sizeof c->tmp, "%s/.%s%s.tmp", root, CKPT_PREFIX, label) >= sizeof c->tmp ||
-        (size_t)snprintf(c->final, sizeof c->final, "%s/%s%s", root, CKPT_PREFIX, label) >= sizeof c->final)
+    size_t n_root = (size_t)snprintf(c->root, sizeof c->root, "%s", root);
+    size_t n_tmp = (size_t)snprintf(c->tmp, sizeof c->tmp, "%s/.%s%s.tmp", root, CKPT_PREFIX, label);
+    size_t n_final = (size_t)snprintf(c->final, sizeof c->final, "%s/%s%s", root, CKPT_PREFIX, label);
+    if (n_root >= sizeof c->root || n_tmp >= sizeof c->tmp || n_final >= sizeof c->final)
         return grpo_error_set(err, GRPO_ERR_INVALID, "%s: checkpoint path too long", root);
     int rc = grpo_ckpt_prepare(root, err);
     if (rc == GRPO_OK) rc = refuse_link(c->tmp, err);
