@@ -9,6 +9,8 @@
  *   - a run stopped at step 4 and resumed to 12 ends with the same checkpoint-best (same record,
  *     same weights) as one that never stopped: in max mode the best moves after the resume, in
  *     min mode it stays the one found before it (a resumed run that forgot it would replace it);
+ *   - a checkpoint-best newer than the checkpoint resumed (a run killed between them) is named in
+ *     a warning and the replayed steps find and save the same best again;
  *   - a resume that changes checkpoint.best_metric (no --allow-change needed) drops the resumed
  *     best with a warning and finds the best afresh;
  *   - without the key there is no checkpoint-best and no "best" record.
@@ -254,7 +256,8 @@ START_TEST(a_changed_best_metric_starts_afresh) {
     write_run("c", 4, 1, best_keys(1));
     train("c", 0, "first", NULL);
     check_record("c", "checkpoint-00000004", 1, read_evals_upto("c", 4), 4);
-    sh("sed -i 's/^steps = 4/steps = 12/; s|^best_metric = .*|best_metric = eval/rewards/len/mean|; "
+    sh("sed -i 's/^steps = 4/steps = 12/; "
+       "s|^best_metric = .*|best_metric = eval/rewards/len/mean|; "
        "s/^best_mode = max/best_mode = min/' '%s/c.ini'",
        tmp);
     char *out = NULL;
@@ -273,6 +276,29 @@ START_TEST(a_changed_best_metric_starts_afresh) {
     ck_assert_str_eq(cJSON_GetObjectItemCaseSensitive(rec, "mode")->valuestring, "min");
     ck_assert_int_eq((long)cJSON_GetObjectItemCaseSensitive(rec, "step")->valuedouble, e.step[b]);
     cJSON_Delete(j);
+}
+END_TEST
+
+/* A run killed after saving checkpoint-best at a step past its newest checkpoint-N: the resume
+ * names it in a warning and replays those steps, finding (and saving) the same best again. */
+START_TEST(a_best_from_the_replayed_steps_is_replaced) {
+    write_run("p", 12, 0, best_keys(1));
+    train("p", 0, "run", NULL);
+    evals e = read_evals("p");
+    int b = best_of(&e, 1);
+    ck_assert_msg(e.step[b] > 4, "premise: max best after step 4 (%ld)", e.step[b]);
+    sh("cd '%s/p/ckpt' && for s in 6 8 10 12; do rm -r checkpoint-0000000$s checkpoint-000000$s "
+       "2>/dev/null; done; ls -d checkpoint-00000004 checkpoint-best >/dev/null",
+       tmp);
+    char *out = NULL, want[128];
+    train("p", 1, "resumed", &out);
+    snprintf(want, sizeof want, "checkpoint-best holds step %ld, but the resumed checkpoint's best "
+             "is step 4", e.step[b]);
+    ck_assert_msg(strstr(out, want) != NULL, "%s", out);
+    snprintf(want, sizeof want, "/checkpoint-best (step %ld,", e.step[b]);
+    ck_assert_msg(strstr(out, want) != NULL, "%s", out);
+    free(out);
+    check_record("p", "checkpoint-best", 1, e.value[b], e.step[b]);
 }
 END_TEST
 
@@ -296,6 +322,7 @@ static Suite *best_suite(void) {
     tcase_add_test(tc, keep_1_never_prunes_best_and_resume_skips_it);
     tcase_add_test(tc, resume_keeps_comparing_against_the_same_best);
     tcase_add_test(tc, a_changed_best_metric_starts_afresh);
+    tcase_add_test(tc, a_best_from_the_replayed_steps_is_replaced);
     tcase_add_test(tc, off_by_default);
     suite_add_tcase(s, tc);
     return s;

@@ -65,9 +65,9 @@ static int check_best_dir(grpo_session *s, grpo_error *err) {
                 dir, step, b->step, b->metric, b->value);
     else if (there && !b->metric[0])
         fprintf(stderr,
-                "warning: %s holds step %ld, after the resumed step %ld: it is replaced at the "
-                "first evaluation\n",
-                dir, step, s->st.step);
+                "warning: %s holds step %ld, but the resumed checkpoint (step %ld) records no "
+                "best of %s: it is replaced at the first evaluation\n",
+                dir, step, s->st.step, s->cfg->checkpoint_best_metric);
     else if (!there && b->metric[0])
         fprintf(stderr,
                 "warning: %s is missing; the resumed checkpoint's best is step %ld (%s = %.17g): "
