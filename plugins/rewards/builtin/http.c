@@ -193,8 +193,8 @@ static void breaker_after(http_state *s, int ok, http_admit a, const batch_repor
     if (ev > 0) {
         char what[200];
         http_breaker_may_warn(&s->breaker, now);
-        snprintf(what, sizeof what, "circuit breaker open after %u batches in a row without a "
-                 "usable reply: batches score NaN without a request, one probe every %g s",
+        snprintf(what, sizeof what, "circuit breaker open after %u failed batch(es) in a row "
+                 "(no usable reply): batches score NaN without a request, one probe every %g s",
                  s->breaker.threshold, s->breaker.probe_every);
         http_warn(s, "%s%s", what, " (warned at most once a minute while it stays open)");
         s->skipped = 0;

@@ -76,7 +76,8 @@ static int put_value(text_buf *b, const grpo_sample *x, const char *name, size_t
                                                      : NULL;
     if (v) return put(b, v, strlen(v)), 0;
     const char *json = grpo_sample_field(x, key);
-    if (!json) return snprintf(why, why_size, "the row has no field '%s' for the template", key), -1;
+    if (!json)
+        return snprintf(why, why_size, "the row has no field '%s' for the template", key), -1;
     cJSON *j = cJSON_Parse(json);
     if (cJSON_IsString(j)) put(b, j->valuestring, strlen(j->valuestring));
     else put(b, json, strlen(json));
@@ -238,7 +239,8 @@ static int32_t read_score_rule(http_judge *j, const grpo_config *cfg, grpo_error
 
 static int32_t read_numbers(http_judge *j, const grpo_config *cfg, grpo_error *err) {
     int32_t rc = grpo_config_double(cfg, "score_min", 0, -HUGE_VAL, HUGE_VAL, &j->lo, err);
-    if (rc == GRPO_OK) rc = grpo_config_double(cfg, "score_max", 10, -HUGE_VAL, HUGE_VAL, &j->hi, err);
+    if (rc == GRPO_OK)
+        rc = grpo_config_double(cfg, "score_max", 10, -HUGE_VAL, HUGE_VAL, &j->hi, err);
     if (rc == GRPO_OK && !(j->hi > j->lo))
         rc = grpo_error_set(err, GRPO_ERR_INVALID, "[%s] score_max: expected more than score_min "
                             "(%g), got %g", cfg->section, j->lo, j->hi);
