@@ -33,3 +33,7 @@ add_test(NAME cli_eval_adapter
 add_test(NAME cli_http_reward
          COMMAND bash ${PROJECT_SOURCE_DIR}/tests/cli/http_reward.sh $<TARGET_FILE:grpo_cli>
                  ${PROJECT_SOURCE_DIR})
+# judge_example: examples/judge.ini's judge against examples/judge-server/judge_server.py.
+add_test(NAME cli_judge_example
+         COMMAND bash ${PROJECT_SOURCE_DIR}/tests/cli/judge_example.sh $<TARGET_FILE:grpo_cli>
+                 ${PROJECT_SOURCE_DIR})
