@@ -550,6 +550,20 @@ START_TEST(api_key_never_logged) {
 }
 END_TEST
 
+/* The echoed key straddles the 120 bytes of a reply a warning quotes: no piece of it shows. */
+START_TEST(api_key_not_even_cut_in_half) {
+    serve("--mode", "ok", "--key", "other-key", "--echo-pad", "90", NULL);
+    setenv("GRPO_TEST_HTTP_KEY", KEY, 1);
+    void *st = make("api_key_env", "GRPO_TEST_HTTP_KEY", "retries", "0", NULL);
+    const char *c[] = {"abc"};
+    float r[1];
+    batch(st, c, 1, r);
+    desc->destroy(st);
+    ck_assert_ptr_nonnull(strstr(warned, "bad key: Bearer *"));
+    ck_assert_ptr_null(strstr(warned, "sk-"));
+}
+END_TEST
+
 START_TEST(api_key_variable_unset) {
     serve("--mode", "ok", NULL);
     unsetenv("GRPO_TEST_HTTP_KEY_UNSET");
@@ -594,6 +608,7 @@ static Suite *suite(void) {
     tcase_add_test(t, breaker_probe_closes_it);
     tcase_add_test(t, api_key_from_environment);
     tcase_add_test(t, api_key_never_logged);
+    tcase_add_test(t, api_key_not_even_cut_in_half);
     tcase_add_test(t, api_key_variable_unset);
     suite_add_tcase(s, t);
     return s;

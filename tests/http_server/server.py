@@ -13,7 +13,8 @@ first --n requests), 429_then_ok (429 with Retry-After: --retry-after for the fi
 500, garbage (200 with a body that is not JSON), drop (close the connection without a reply),
 hang (never answer), badreq (400). It exits when the process that started it does (or after
 --max-seconds). --key K: a request without "Authorization: Bearer K" gets 401,
-whose body echoes the header it got (so a test can check the client never logs the key).
+whose body echoes the header it got after --echo-pad dots (so a test can check the client never
+logs the key, not even a piece of it where a message cuts the body short).
 --log FILE: one JSON line per request: {"n", "inflight", "body" (parsed), "auth"} where auth says
 whether the key matched (the key itself is not written).
 """
@@ -88,7 +89,7 @@ class Handler(BaseHTTPRequestHandler):
 
     def answer(self, a, raw, auth, n):
         if a.key is not None and auth != "Bearer " + a.key:
-            return self.send(401, json.dumps({"error": "bad key: " + auth}))
+            return self.send(401, json.dumps({"error": "." * a.echo_pad + "bad key: " + auth}))
         mode = a.mode
         if mode == "hang":
             time.sleep(3600)
@@ -131,6 +132,7 @@ def main():
     p.add_argument("--n", type=int, default=0)
     p.add_argument("--retry-after", type=int, default=0)
     p.add_argument("--key")
+    p.add_argument("--echo-pad", type=int, default=0)
     p.add_argument("--log")
     p.add_argument("--max-seconds", type=float, default=300)
     args = p.parse_args()

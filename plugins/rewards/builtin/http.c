@@ -49,13 +49,11 @@ typedef struct batch_report {
     char first_failed[256], first_malformed[256], first_unscored[256];
 } batch_report;
 
-/* Replaces every occurrence of the API key in msg by "***". */
+/* Replaces every occurrence of the API key in msg by "***" (replies are scrubbed already, by
+ * http_client.c: this guards what else a message may quote). */
 static void redact(const http_state *s, char *msg) {
-    size_t k = s->key ? strlen(s->key) : 0;
-    for (char *p; k && (p = strstr(msg, s->key));) {
-        memcpy(p, "***", 3);
-        memmove(p + 3, p + k, strlen(p + k) + 1);
-    }
+    size_t len = strlen(msg);
+    http_scrub(msg, &len, s->key);
 }
 
 static void http_warn(const http_state *s, const char *fmt, const char *a, const char *b) {
@@ -97,7 +95,8 @@ static void take_exec_reply(const http_call *c, uint64_t id, uint32_t n, float *
                           sizeof warn) != 0) {
         for (uint32_t k = 0; k < n; k++) out[k] = NAN;
         snprintf(warn, sizeof warn, "expected {\"id\": %llu, \"rewards\": [%u numbers or nulls]}"
-                 " (sdk/EXEC_PROTOCOL.md), got '%.60s'", (unsigned long long)id, n, c->reply);
+                 " (sdk/EXEC_PROTOCOL.md), got '%.60s'", (unsigned long long)id, n,
+                 c->reply ? c->reply : "");
         note(&r->malformed, r->first_malformed, sizeof r->first_malformed, warn);
     } else {
         r->usable++;

@@ -88,9 +88,19 @@ static double retry_wait(const http_client *cl, const http_call *c, CURL *e) {
     return wait < cl->backoff_max ? wait : cl->backoff_max;
 }
 
+void http_scrub(char *text, size_t *len, const char *secret) {
+    size_t k = secret ? strlen(secret) : 0;
+    for (char *p = text; k && text && (p = strstr(p, secret)); p += 3) {
+        memcpy(p, "***", 3);
+        memmove(p + 3, p + k, *len - (size_t)(p + k - text) + 1);
+        *len -= k - 3;
+    }
+}
+
 /* An attempt of c ended with rc: done, or a retry scheduled. */
 static void finish_attempt(http_client *cl, http_call *c, CURL *e, CURLcode rc, uint32_t retries) {
     long status = 0;
+    http_scrub(c->reply, &c->reply_len, cl->secret); /* a server may echo the key back */
     curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &status);
     c->status = status, c->active = 0;
     if (rc == CURLE_OK && status >= 200 && status < 300) {
@@ -195,6 +205,10 @@ int http_client_init(http_client *c, const char *url, const char *auth_header, d
     }
     c->headers = h;
     c->url = strdup(url);
+    const char *bearer = "Authorization: Bearer ";
+    if (auth_header && strncmp(auth_header, bearer, strlen(bearer)) == 0 &&
+        !(c->secret = strdup(auth_header + strlen(bearer))))
+        c->headers = NULL, curl_slist_free_all(h);
     c->multi = curl_multi_init();
     if (c->multi) {
         curl_multi_setopt(c->multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, (long)concurrency);
@@ -210,6 +224,7 @@ int http_client_init(http_client *c, const char *url, const char *auth_header, d
 void http_client_free(http_client *c) {
     if (c->multi) curl_multi_cleanup(c->multi);
     curl_slist_free_all(c->headers); /* the key's header line goes with it */
+    if (c->secret) explicit_bzero(c->secret, strlen(c->secret)), free(c->secret);
     free(c->url);
     memset(c, 0, sizeof *c);
     curl_global_cleanup();

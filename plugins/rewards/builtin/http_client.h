@@ -12,7 +12,8 @@
  * and a batch at most that times ceil(calls / concurrency).
  *
  * Redirects are not followed, only http and https are spoken, and the request headers (which may
- * hold an API key) are never logged nor put into a failure's cause.
+ * hold an API key) are never logged nor put into a failure's cause; every reply has the key
+ * replaced by "***" before anything reads it, so no message quoting a reply can carry it.
  */
 #ifndef GRPO_BUILTIN_HTTP_CLIENT_H
 #define GRPO_BUILTIN_HTTP_CLIENT_H
@@ -42,6 +43,7 @@ typedef struct http_client {
     void *multi;                 /* CURLM */
     void *headers;               /* struct curl_slist: Content-Type, Authorization */
     char *url;
+    char *secret;                /* the key of the Authorization header, scrubbed from replies */
     double timeout;              /* seconds per attempt */
     double backoff, backoff_max; /* seconds */
     uint32_t concurrency;
@@ -60,6 +62,8 @@ void http_client_free(http_client *c);
 /* 0 when url is an http:// or https:// URL with a host and no user or password in it, else -1
  * with why set (credentials belong in api_key_env). */
 int http_url_check(const char *url, char *why, size_t why_size);
+/* Replaces every occurrence of secret (NULL: none) in text[*len] by "***", in place. */
+void http_scrub(char *text, size_t *len, const char *secret);
 /* Monotonic seconds. */
 double http_now(void);
 
