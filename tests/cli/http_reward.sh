@@ -83,6 +83,8 @@ PY
     { echo "FAIL: expected one circuit-breaker warning"; grep builtin.http train.log; fail=1; }
 grep -q 'api_key_env = GRPO_HTTP_TEST_KEY' out/config.ini ||
     { echo "FAIL: config.ini lacks api_key_env"; fail=1; }
-if grep -rlF "$key" out train.log; then echo "FAIL: the API key leaked into the files above"; fail=1; fi
+if grep -rlF "$key" out train.log; then
+    echo "FAIL: the API key leaked into the files above"; fail=1
+fi
 [ $fail = 0 ] || { cat train.log; exit 1; }
 echo "ok   builtin.http in grpo train: exec and judge scored, a dead endpoint NaN, the key nowhere"

@@ -14,7 +14,8 @@ python3 "$SRC/examples/judge-server/judge_server.py" --port 0 --api-key-env JUDG
     >"$work/server.txt" &
 spid=$!
 for _ in $(seq 100); do [ -s "$work/server.txt" ] && break; sleep 0.1; done
-url=$(grep -o 'http://[^ ]*' "$work/server.txt") || { echo "FAIL: the judge did not start"; exit 1; }
+url=$(grep -o 'http://[^ ]*' "$work/server.txt") ||
+    { echo "FAIL: the judge did not start"; exit 1; }
 out=$("$G" reward score --config "$SRC/examples/judge.ini" --input "$SRC/examples/samples.jsonl" \
       --set "reward.judge.url=$url" 2>"$work/err") || { cat "$work/err"; exit 1; }
 echo "$out"
@@ -22,6 +23,7 @@ got=$(echo "$out" | python3 -c '
 import json, sys
 print(" ".join("%.2f" % json.loads(l)["rewards"]["judge"] for l in sys.stdin))')
 # samples.jsonl: answers 7 (gold 7), 8 (gold 7), 7, no tag, two tags the last 7
-[ "$got" = "1.00 0.20 1.00 0.00 1.00" ] || { echo "FAIL: judge rewards $got"; cat "$work/err"; exit 1; }
+[ "$got" = "1.00 0.20 1.00 0.00 1.00" ] ||
+    { echo "FAIL: judge rewards $got"; cat "$work/err"; exit 1; }
 if grep -qF "$JUDGE_KEY" "$work/err"; then echo "FAIL: the key is in the output"; exit 1; fi
 echo "ok   examples/judge.ini's judge scores samples.jsonl through its server"
