@@ -28,3 +28,12 @@ add_test(NAME cli_oom_names_the_buffer
 add_test(NAME cli_eval_adapter
          COMMAND bash ${PROJECT_SOURCE_DIR}/tests/cli/eval_adapter.sh $<TARGET_FILE:grpo_cli>
                  ${PROJECT_SOURCE_DIR})
+# http_reward: builtin.http rewards (exec and judge mode, and a dead endpoint) in `grpo train`
+# against tests/http_server/server.py on 127.0.0.1; the API key never reaches a file or the log.
+add_test(NAME cli_http_reward
+         COMMAND bash ${PROJECT_SOURCE_DIR}/tests/cli/http_reward.sh $<TARGET_FILE:grpo_cli>
+                 ${PROJECT_SOURCE_DIR})
+# judge_example: examples/judge.ini's judge against examples/judge-server/judge_server.py.
+add_test(NAME cli_judge_example
+         COMMAND bash ${PROJECT_SOURCE_DIR}/tests/cli/judge_example.sh $<TARGET_FILE:grpo_cli>
+                 ${PROJECT_SOURCE_DIR})

@@ -82,6 +82,17 @@ if(NOT steps STREQUAL "1;2;3")
 endif()
 message(STATUS "train_hang: in-process hang ended the run at its deadline (exit 75); resumed")
 
+# a plugin that declares a timeout of its own keeps it itself; the host's deadline is a backstop at
+# 10 x the value, for one that fails to (mb.sleep_own ignores it)
+file(WRITE ${WORK_DIR}/own.ini "[reward.own]\nplugin = mb.sleep_own\ntimeout = 0.2\n")
+file(WRITE ${WORK_DIR}/one.jsonl "{\"prompt\": \"p\", \"completion\": \"c\"}\n")
+grpo(reward score --config own.ini --input one.jsonl --plugin-path ${MISBEHAVE})
+set(want "error: plugin mb.sleep_own (section [reward.own]) did not return from score within 2 s (a backstop at 10 x its timeout = 0.2 s, which the plugin keeps itself)")
+string(FIND "${err}" "${want}" at)
+if(NOT rc EQUAL 75 OR at LESS 0)
+  fail("a plugin with its own timeout that hangs: exit ${rc}; expected 75 and\n${want}\nin\n${err}")
+endif()
+
 # ---- isolated at threads = 2: killed at the deadline, that step NaN, the run goes on
 write_run(iso 3 2 "[reward.hang]\nplugin = mb.sleep\nafter = 1\ntimeout = 1\nisolate = true\n")
 grpo(train iso.ini --plugin-path ${MISBEHAVE})

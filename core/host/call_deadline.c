@@ -13,19 +13,25 @@ static pthread_cond_t changed;
 static int started;
 static int armed;              /* a call is running under a deadline */
 static struct timespec due;    /* CLOCK_MONOTONIC */
-static double armed_seconds;
+static double armed_seconds, armed_timeout;
 static const char *armed_plugin, *armed_section, *armed_what;
 
 /* Ends the process: the armed call ran past its deadline (called with lock held). */
 static void overrun(void) {
-    char line[1024];
+    char within[160], line[1024];
+    if (armed_seconds == armed_timeout)
+        snprintf(within, sizeof within, "timeout = %g s", armed_timeout);
+    else
+        snprintf(within, sizeof within, "%g s (a backstop at %g x its timeout = %g s, which the "
+                 "plugin keeps itself)", armed_seconds, armed_seconds / armed_timeout,
+                 armed_timeout);
     int n = snprintf(line, sizeof line,
-                     "\nerror: plugin %s (section [%s]) did not return from %s within timeout = "
-                     "%g s; an in-process call cannot be stopped safely, so the run ends "
-                     "(checkpoints already written are intact; raise [%s] timeout, or set "
-                     "isolate = true there to kill a late call and score its batch NaN)\n",
-                     armed_plugin, armed_section ? armed_section : "-", armed_what,
-                     armed_seconds, armed_section ? armed_section : "reward.NAME");
+                     "\nerror: plugin %s (section [%s]) did not return from %s within %s; an "
+                     "in-process call cannot be stopped safely, so the run ends (checkpoints "
+                     "already written are intact; raise [%s] timeout, or set isolate = true "
+                     "there to kill a late call and score its batch NaN)\n",
+                     armed_plugin, armed_section ? armed_section : "-", armed_what, within,
+                     armed_section ? armed_section : "reward.NAME");
     for (int off = 0; n > 0 && off < n && off < (int)sizeof line;) {
         ssize_t w = write(STDERR_FILENO, line + off, (size_t)n - (size_t)off);
         if (w <= 0) break;
@@ -65,8 +71,8 @@ static int start(void) {
     return rc == 0 ? 0 : -1;
 }
 
-int grpo_call_deadline_arm(double seconds, const char *plugin, const char *section,
-                           const char *what) {
+int grpo_call_deadline_arm(double seconds, double timeout, const char *plugin,
+                           const char *section, const char *what) {
     if (!(seconds > 0)) return 0;
     pthread_mutex_lock(&lock);
     if (!started) started = start() == 0;
@@ -79,7 +85,7 @@ int grpo_call_deadline_arm(double seconds, const char *plugin, const char *secti
     due.tv_sec += (time_t)whole;
     due.tv_nsec += (long)((seconds - whole) * 1e9);
     if (due.tv_nsec >= 1000000000L) due.tv_sec++, due.tv_nsec -= 1000000000L;
-    armed = 1, armed_seconds = seconds;
+    armed = 1, armed_seconds = seconds, armed_timeout = timeout > 0 ? timeout : seconds;
     armed_plugin = plugin, armed_section = section, armed_what = what;
     pthread_cond_signal(&changed);
     pthread_mutex_unlock(&lock);

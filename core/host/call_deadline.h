@@ -16,10 +16,12 @@
 /* The exit status of a process whose plugin call ran past its deadline (EX_TEMPFAIL). */
 #define GRPO_EXIT_PLUGIN_TIMEOUT 75
 
-/* Arms the deadline: seconds from now (<= 0: none). Returns 0, or -1 when the watchdog thread
- * cannot be started (the call then runs without a deadline). */
-int grpo_call_deadline_arm(double seconds, const char *plugin, const char *section,
-                           const char *what);
+/* Arms the deadline: seconds from now (<= 0: none); timeout is the section's value it comes
+ * from (the message says "within timeout = T s", or "within S s (a backstop at N x its timeout =
+ * T s, which the plugin keeps itself)" when they differ). Returns 0, or -1 when the watchdog
+ * thread cannot be started (the call then runs without a deadline). */
+int grpo_call_deadline_arm(double seconds, double timeout, const char *plugin,
+                           const char *section, const char *what);
 /* The call returned in time. */
 void grpo_call_deadline_disarm(void);
 

@@ -166,10 +166,10 @@ int grpo_reward_worker_start(grpo_reward_worker *w, const grpo_reward_worker_env
     return st;
 }
 
-int grpo_reward_worker_score(grpo_reward_worker *w, const grpo_reward_spec *spec,
+int grpo_reward_worker_score(grpo_reward_worker *w, const grpo_reward_spec *spec, double seconds,
                              const grpo_sample *samples, uint32_t n, float *row, int32_t *st,
                              grpo_error *inner, char *why, size_t why_size) {
-    double deadline = spec->timeout > 0 ? grpo_wire_now() + spec->timeout : 0;
+    double deadline = seconds > 0 ? grpo_wire_now() + seconds : 0;
     grpo_wire req = {0};
     grpo_wire_put_samples(&req, samples, n);
     unsigned char *reply = NULL;
@@ -179,8 +179,13 @@ int grpo_reward_worker_score(grpo_reward_worker *w, const grpo_reward_spec *spec
     if (rc == 0) rc = grpo_wire_recv(w->fd, &reply, &len, deadline);
     if (rc == -2) {
         worker_kill(w);
-        snprintf(why, why_size, "did not answer within timeout = %g s and was killed (SIGKILL)",
-                 spec->timeout);
+        if (seconds == spec->timeout)
+            snprintf(why, why_size, "did not answer within timeout = %g s and was killed "
+                     "(SIGKILL)", seconds);
+        else
+            snprintf(why, why_size, "did not answer within %g s (a backstop at %g x its timeout "
+                     "= %g s) and was killed (SIGKILL)", seconds, seconds / spec->timeout,
+                     spec->timeout);
         return -1;
     }
     if (rc != 0) {

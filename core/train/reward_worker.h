@@ -14,8 +14,8 @@
  * and the worker ends when the socket closes. A plugin's exit() or crash in the worker ends only
  * the worker; what it prints to stdout goes to stderr (fd 1 of the worker is stderr).
  *
- * Deadlines: a batch's whole exchange (writing included) has spec->timeout seconds; past it the
- * worker is killed (SIGKILL) and reaped. Creating has no deadline (a reward model may take long
+ * Deadlines: a batch's whole exchange (writing included) has the seconds the caller gives (the
+ * section's timeout, rewards.h); past them the worker is killed (SIGKILL) and reaped. Creating has no deadline (a reward model may take long
  * to load).
  */
 #ifndef GRPO_REWARD_WORKER_H
@@ -63,11 +63,11 @@ void grpo_reward_worker_env_free(grpo_reward_worker_env *env);
 int grpo_reward_worker_start(grpo_reward_worker *w, const grpo_reward_worker_env *env,
                              const grpo_reward_spec *spec, grpo_error *err);
 
-/* Scores samples[n] into row in the worker, within spec->timeout seconds. Fills *st and inner as
+/* Scores samples[n] into row in the worker, within seconds (<= 0: none). Fills *st and inner as
  * a direct call would, and returns 0; or returns -1 with why set ("was killed by SIGSEGV ...",
- * "did not answer within timeout = 5 s and was killed") when the worker died or was killed (it
- * is stopped then: the next batch starts a new one). */
-int grpo_reward_worker_score(grpo_reward_worker *w, const grpo_reward_spec *spec,
+ * "did not answer within 5 s and was killed") when the worker died or was killed (it is stopped
+ * then: the next batch starts a new one). */
+int grpo_reward_worker_score(grpo_reward_worker *w, const grpo_reward_spec *spec, double seconds,
                              const grpo_sample *samples, uint32_t n, float *row, int32_t *st,
                              grpo_error *inner, char *why, size_t why_size);
 

@@ -234,14 +234,16 @@ static int reward_check_row(const grpo_reward_spec *spec, const grpo_sample *sam
     return GRPO_OK;
 }
 
-/* A plugin that declares a `timeout` key of its own (builtin.exec) enforces it itself and comes
- * back late by at most its cleanup; the host's deadline for it waits this much longer. */
-#define OWN_TIMEOUT_GRACE 5.0
+/* A plugin that declares a `timeout` key of its own gets the section's value and keeps it itself
+ * (builtin.exec: the deadline of its exchange, after which it kills its program and scores NaN;
+ * builtin.http: per attempt, with retries). The host's deadline for it is a backstop at this
+ * many times the value, for a plugin that fails to keep it. */
+#define OWN_TIMEOUT_BACKSTOP 10.0
 
-/* The deadline of one in-process score call of spec, in seconds (0: none). */
+/* The deadline of one score call of spec, in seconds (0: none). */
 static double call_deadline(const grpo_reward_spec *spec) {
     for (uint32_t j = 0; j < spec->n; j++)
-        if (!strcmp(spec->keys[j], "timeout")) return spec->timeout + OWN_TIMEOUT_GRACE;
+        if (!strcmp(spec->keys[j], "timeout")) return spec->timeout * OWN_TIMEOUT_BACKSTOP;
     return spec->timeout;
 }
 
@@ -260,7 +262,8 @@ static int score_isolated(grpo_reward_set *set, int k, const grpo_sample *lent, 
             return -1;
         }
     }
-    return grpo_reward_worker_score(w, spec, lent, n, row, st, inner, why, why_size);
+    return grpo_reward_worker_score(w, spec, call_deadline(spec), lent, n, row, st, inner, why,
+                                    why_size);
 }
 
 /* Reward k scores the lent batch into row (n). NaN for scores it left unwritten (one warning per
@@ -280,7 +283,8 @@ static int score_one(grpo_reward_set *set, int k, const grpo_sample *lent, uint3
         score_isolated(set, k, lent, n, row, &st, &inner, why, sizeof why);
     } else {
         call_begin(spec, "score");
-        grpo_call_deadline_arm(call_deadline(spec), spec->plugin, spec->section, "score");
+        grpo_call_deadline_arm(call_deadline(spec), spec->timeout, spec->plugin, spec->section,
+                               "score");
         st = d->score(set->states[k], lent, n, row, &inner);
         grpo_call_deadline_disarm();
         grpo_plugin_call_end();

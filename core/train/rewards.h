@@ -19,7 +19,8 @@
  * - What it prints to stdout goes to stderr, never into grpo's data output (plugin_call.h).
  * - Every score call has a deadline: the section's `timeout` (seconds; default 60, or the
  *   manifest's default of a `timeout` key the plugin declares itself, as builtin.exec does: such a
- *   plugin gets the value and enforces it, and the host waits 5 s longer before it acts). An
+ *   plugin gets the value and keeps it itself, and the host's deadline is a backstop at 10 x the
+ *   value; builtin.http's is per attempt, with retries). An
  *   in-process call past it cannot be stopped safely: the run ends with an error naming the
  *   plugin, the section and the deadline (call_deadline.h). Create and destroy have none.
  * - With `isolate = true` in its section, the plugin runs in a worker process of its own

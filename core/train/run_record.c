@@ -12,13 +12,15 @@
 #include "base/files.h"
 #include "config/config_keys.h"
 
-/* Keys that say only where and how often a run writes: they may change between a checkpoint and
- * its resume, and between ranks (rank 0 alone writes). So may a reward's deadline
+/* Keys that say only where and how often a run writes, and which checkpoints it keeps: they may
+ * change between a checkpoint and its resume (a resumed best of another metric or mode is dropped,
+ * best.h), and between ranks (rank 0 alone writes). So may a reward's deadline
  * (reward.NAME.timeout): it says how long to wait, not what is scored; and checkpoints written
  * before it was a host key lack it. */
-static const char *const free_keys[] = {"log.dir",        "log.every",        "log.completions_every",
-                                        "log.tensorboard", "checkpoint.dir",   "checkpoint.every",
-                                        "checkpoint.keep"};
+static const char *const free_keys[] = {
+    "log.dir",         "log.every",       "log.completions_every",  "log.tensorboard",
+    "checkpoint.dir",  "checkpoint.every", "checkpoint.keep",       "checkpoint.best_metric",
+    "checkpoint.best_mode"};
 
 static int is_free(const char *key) {
     size_t n = strlen(key), t = strlen(".timeout");

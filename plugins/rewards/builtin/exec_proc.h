@@ -16,6 +16,7 @@
 #include <sys/types.h>
 
 #include "builtin.h"
+#include "exec_json.h" /* exec_sample_json */
 
 typedef struct exec_proc {
     const grpo_host *host;
@@ -59,9 +60,5 @@ int exec_proc_exchange(exec_proc *p, uint64_t id, const char *req, size_t len, e
 /* The same for a request object: adds "id" (the next one) and sends it. */
 int exec_proc_request(exec_proc *p, cJSON *req, exec_reply_fn fn, void *ctx, char *why,
                       size_t why_size);
-
-/* A sample as the protocol writes it: prompt, completion, completion_ids, group, member, fields
- * (exec.c). */
-cJSON *exec_sample_json(const grpo_sample *x);
 
 #endif

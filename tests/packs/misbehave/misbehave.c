@@ -195,6 +195,7 @@ static const grpo_reward_desc rewards[] = {
     MB_REWARD("mb.nan", "scores NaN for every sample", nan_score),
     MB_REWARD("mb.range", "scores 1; create refuses min > max", ones_score),
     MB_REWARD("mb.sleep", "never returns from score", sleep_score),
+    MB_REWARD("mb.sleep_own", "never returns from score; declares a timeout key", sleep_score),
 };
 
 static const grpo_reward_desc *get_reward(uint32_t i) {
