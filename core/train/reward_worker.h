@@ -9,14 +9,14 @@
  * They speak over one socket (reward_wire.h framing, each message a u32 length + bytes):
  *   trainer -> worker  setup: the pack dirs, backend ("" = none), threads, the section
  *   worker -> trainer  i32 status of create + message
- *   trainer -> worker  a batch (reward_wire.h)     worker -> trainer  i32 status, n floats,
- *                                                                      message
+ *   trainer -> worker  a batch (reward_wire.h)
+ *   worker -> trainer  i32 status, n floats, message
  * and the worker ends when the socket closes. A plugin's exit() or crash in the worker ends only
  * the worker; what it prints to stdout goes to stderr (fd 1 of the worker is stderr).
  *
  * Deadlines: a batch's whole exchange (writing included) has the seconds the caller gives (the
- * section's timeout, rewards.h); past them the worker is killed (SIGKILL) and reaped. Creating has no deadline (a reward model may take long
- * to load).
+ * section's timeout, rewards.h); past them the worker is killed (SIGKILL) and reaped. Creating
+ * has no deadline (a reward model may take long to load).
  */
 #ifndef GRPO_REWARD_WORKER_H
 #define GRPO_REWARD_WORKER_H
