@@ -9,7 +9,8 @@ static const grpo_reward_desc *builtin_get_reward(uint32_t index) {
     static const grpo_reward_desc *const rewards[] = {&builtin_format_reward, &builtin_tags_reward,
                                                       &builtin_accuracy_reward, &builtin_length_reward,
                                                       &builtin_overlong_reward, &builtin_repetition_reward,
-                                                      &builtin_exec_reward, &builtin_env_reward};
+                                                      &builtin_exec_reward, &builtin_env_reward,
+                                                      &builtin_code_reward};
     return index < sizeof rewards / sizeof rewards[0] ? rewards[index] : NULL;
 }
 
