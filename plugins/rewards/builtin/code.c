@@ -50,8 +50,10 @@ static char *last_fenced_block(const char *text) {
         const char *q = line, *nl = strchr(line, '\n');
         while (*q == ' ' || *q == '\t') q++;
         if (!strncmp(q, "```", 3)) {
-            if (!open) open = nl ? nl + 1 : NULL;
-            else best = open, best_len = (size_t)(line - open), open = NULL;
+            if (!open)
+                open = nl ? nl + 1 : NULL;
+            else
+                best = open, best_len = (size_t)(line - open), open = NULL;
             if (!nl) break;
         }
         line = nl ? nl + 1 : NULL;
@@ -96,7 +98,8 @@ static uint32_t count_passes(const char *out, size_t len, const char *nonce, int
         if ((size_t)(e - p) > nl && !strncmp(p, nonce, nl) && p[nl] == ' ') {
             const char *w = p + nl + 1;
             long long v = strtoll(w + (w[0] == 't' ? 6 : 5), NULL, 10);
-            if (*total == -1 && !strncmp(w, "bad", 3)) *total = -2;
+            if (*total == -1 && !strncmp(w, "bad", 3))
+                *total = -2;
             else if (*total == -1 && !strncmp(w, "total ", 6) && v >= 0 && v < (1 << 24))
                 *total = v, seen = calloc((size_t)v + 1, 1);
             else if (*total >= 0 && !strncmp(w, "pass ", 5) && v >= 0 && v < *total && seen &&
@@ -136,8 +139,9 @@ static int run_pair(code_state *s, const char *code, const char *input, const ch
     char why[256];
     if (code_sandbox_run(&s->sb, "io", code, "", input, strlen(input), 0, &run, why, sizeof why))
         return code_warn_once(s, why), -1;
-    int rc = run.timed_out ? 2 : run.exited && run.exit_code == 0 &&
-                                     same_output(run.out, run.len, output, strlen(output));
+    int rc = run.timed_out ? 2
+                           : run.exited && run.exit_code == 0 &&
+                                 same_output(run.out, run.len, output, strlen(output));
     free(run.out);
     return rc;
 }
@@ -151,7 +155,8 @@ static float score_pairs(code_state *s, const char *code, const cJSON *pairs) {
         const cJSON *out = cJSON_GetObjectItemCaseSensitive(t, "output");
         if ((in && !cJSON_IsString(in)) || !cJSON_IsString(out))
             return code_warn_once(s, "a row's tests are not {\"input\": string, \"output\": "
-                                     "string} pairs; NaN"), NAN;
+                                     "string} pairs; NaN"),
+                   NAN;
     }
     cJSON_ArrayForEach(t, pairs) {
         const cJSON *in = cJSON_GetObjectItemCaseSensitive(t, "input");
@@ -175,8 +180,9 @@ static float score_one(code_state *s, const grpo_sample *x) {
         code_warn_once(s, "a row's tests are neither a string of asserts nor a list of pairs; NaN");
     } else {
         char *code = last_fenced_block(x->completion ? x->completion : "");
-        v = !code ? 0.0f : cJSON_IsString(tests) ? score_asserts(s, code, tests->valuestring)
-                                                  : score_pairs(s, code, tests);
+        v = !code                   ? 0.0f
+            : cJSON_IsString(tests) ? score_asserts(s, code, tests->valuestring)
+                                    : score_pairs(s, code, tests);
         free(code);
     }
     cJSON_Delete(tests);
@@ -201,7 +207,8 @@ static void code_destroy(void *state) {
 static int32_t read_limits(const grpo_config *cfg, code_limits *l, grpo_error *err) {
     int32_t rc = grpo_config_double(cfg, "time_limit", 10, 0.01, 3600, &l->time_limit, err);
     if (rc == GRPO_OK) rc = grpo_config_int(cfg, "cpu_limit", 10, 1, 3600, &l->cpu_s, err);
-    if (rc == GRPO_OK) rc = grpo_config_int(cfg, "memory_mb", 1024, 64, 1 << 20, &l->memory_mb, err);
+    if (rc == GRPO_OK)
+        rc = grpo_config_int(cfg, "memory_mb", 1024, 64, 1 << 20, &l->memory_mb, err);
     if (rc == GRPO_OK) rc = grpo_config_int(cfg, "file_mb", 16, 1, 1 << 16, &l->file_mb, err);
     if (rc == GRPO_OK) rc = grpo_config_int(cfg, "processes", 64, 8, 1 << 16, &l->processes, err);
     if (rc == GRPO_OK) rc = grpo_config_int(cfg, "output_kb", 1024, 1, 1 << 20, &l->output_kb, err);
@@ -214,18 +221,22 @@ static int32_t code_start(code_state *s, const grpo_config *cfg, int isolate,
     const char *python = grpo_config_get(cfg, "python");
     char why[512];
     if (!isolate)
-        builtin_log(s->host, GRPO_LOG_WARN, "builtin.code", "[%s] sandbox = none: the completions' "
+        builtin_log(s->host, GRPO_LOG_WARN, "builtin.code",
+                    "[%s] sandbox = none: the completions' "
                     "code runs WITHOUT isolation, as this user, with only rlimits and a deadline; "
-                    "use it only with code you trust", s->section);
+                    "use it only with code you trust",
+                    s->section);
     if (code_sandbox_init(&s->sb, isolate, lim, python ? python : "/usr/bin/python3", why,
                           sizeof why) == 0)
         return GRPO_OK;
-    return grpo_error_set(err, GRPO_ERR_INVALID, "[%s] builtin.code cannot run programs%s: %s%s",
-                          s->section, isolate ? " in its sandbox (bubblewrap)" : "", why,
-                          isolate ? ". The kernel must allow unprivileged user namespaces "
-                          "(user.max_user_namespaces > 0; kernel.unprivileged_userns_clone = 1 "
-                          "where it exists; AppArmor's restrict_unprivileged_userns = 0); "
-                          "`sandbox = none` runs without isolation (unsafe)" : "");
+    return grpo_error_set(
+        err, GRPO_ERR_INVALID, "[%s] builtin.code cannot run programs%s: %s%s", s->section,
+        isolate ? " in its sandbox (bubblewrap)" : "", why,
+        isolate ? ". The kernel must allow unprivileged user namespaces "
+                  "(user.max_user_namespaces > 0; kernel.unprivileged_userns_clone = 1 "
+                  "where it exists; AppArmor's restrict_unprivileged_userns = 0); "
+                  "`sandbox = none` runs without isolation (unsafe)"
+                : "");
 }
 
 static int32_t code_create(const grpo_host *host, const grpo_config *cfg, void **state,
@@ -241,7 +252,8 @@ static int32_t code_create(const grpo_host *host, const grpo_config *cfg, void *
     int32_t none = 0;
     code_limits lim;
     int32_t rc = grpo_config_choice(cfg, "sandbox", sandboxes, 0, &none, err);
-    if (rc == GRPO_OK) rc = grpo_config_choice(cfg, "scoring", scorings, 0, &s->all_or_nothing, err);
+    if (rc == GRPO_OK)
+        rc = grpo_config_choice(cfg, "scoring", scorings, 0, &s->all_or_nothing, err);
     if (rc == GRPO_OK) rc = read_limits(cfg, &lim, err);
     if (rc == GRPO_OK) rc = code_start(s, cfg, !none, &lim, err);
     if (rc != GRPO_OK) return code_destroy(s), rc;
@@ -252,7 +264,8 @@ static int32_t code_create(const grpo_host *host, const grpo_config *cfg, void *
 const grpo_reward_desc builtin_code_reward = {
     .struct_size = sizeof(grpo_reward_desc),
     .id = "builtin.code",
-    .description = "The completion's last fenced code block run against the row's tests in a sandbox",
+    .description =
+        "The completion's last fenced code block run against the row's tests in a sandbox",
     .flags = 0, /* runs programs one at a time */
     .create = code_create,
     .score = code_score,

@@ -22,7 +22,12 @@
 #include "exec_proc.h" /* now_seconds, exec_attributes */
 
 #define CODE_MAX_ARGS 80
-#define CODE_NOBODY "65534" /* the unprivileged uid and gid, inside the sandbox and (as root) out */
+#define CODE_NOBODY "65534" /* the unprivileged uid and gid inside the sandbox */
+/* As root, each program runs as its own unprivileged uid and gid outside the sandbox:
+ * CODE_UID_BASE + (grpo's pid mod 65536) * 1024 + (a counter mod 1024). RLIMIT_NPROC counts a
+ * uid's processes machine-wide, so a fork bomb then starves neither the next program (whose
+ * predecessor's processes may still be dying) nor a program of another grpo run. */
+#define CODE_UID_BASE 0x40000000u
 
 /* Appends one formatted argument; -1 when out of memory or room. */
 static int push(code_sandbox *sb, const char *fmt, ...) {
@@ -47,46 +52,90 @@ static int push_all(code_sandbox *sb, const char *const *args) {
 static int push_limits(code_sandbox *sb, const char *prlimit) {
     const code_limits *l = &sb->lim;
     return push(sb, "%s", prlimit) || push(sb, "--as=%lld", (long long)l->memory_mb << 20) ||
-           push(sb, "--cpu=%d", l->cpu_s) || push(sb, "--fsize=%lld", (long long)l->file_mb << 20) ||
+           push(sb, "--cpu=%d", l->cpu_s) ||
+           push(sb, "--fsize=%lld", (long long)l->file_mb << 20) ||
            push(sb, "--nproc=%d", l->processes) || push(sb, "--core=0") || push(sb, "--");
 }
 
 /* bubblewrap: every namespace new, nothing of the host but /usr (and its merged-/usr links)
- * read-only, a private tmpfs as working directory, no environment but PATH, HOME and LANG. */
+ * read-only, a read-only root, a private tmpfs as working directory, no environment but PATH, HOME
+ * and LANG. */
 static int push_bwrap(code_sandbox *sb, const char *bwrap) {
-    static const char *const flags[] = {
-        "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent",
-        "--new-session", "--cap-drop", "ALL", "--uid", CODE_NOBODY, "--gid", CODE_NOBODY,
-        "--hostname", "sandbox", "--ro-bind", "/usr", "/usr", "--ro-bind-try", "/bin", "/bin",
-        "--ro-bind-try", "/lib", "/lib", "--ro-bind-try", "/lib64", "/lib64", "--proc", "/proc",
-        "--dev", "/dev", "--info-fd", "5", NULL};
-    static const char *const env[] = {
-        "--tmpfs", "/tmp", "--chdir", "/tmp", "--clearenv", "--setenv", "PATH", "/usr/bin:/bin",
-        "--setenv", "HOME", "/tmp", "--setenv", "LANG", "C.UTF-8", "--", NULL};
+    static const char *const flags[] = {"--unshare-all",
+                                        "--unshare-user",
+                                        "--disable-userns",
+                                        "--die-with-parent",
+                                        "--new-session",
+                                        "--cap-drop",
+                                        "ALL",
+                                        "--uid",
+                                        CODE_NOBODY,
+                                        "--gid",
+                                        CODE_NOBODY,
+                                        "--hostname",
+                                        "sandbox",
+                                        "--ro-bind",
+                                        "/usr",
+                                        "/usr",
+                                        "--ro-bind-try",
+                                        "/bin",
+                                        "/bin",
+                                        "--ro-bind-try",
+                                        "/lib",
+                                        "/lib",
+                                        "--ro-bind-try",
+                                        "/lib64",
+                                        "/lib64",
+                                        "--proc",
+                                        "/proc",
+                                        "--dev",
+                                        "/dev",
+                                        "--info-fd",
+                                        "5",
+                                        NULL};
+    static const char *const env[] = {"--tmpfs",      "/tmp",
+                                      "--remount-ro", "/",
+                                      "--chdir",      "/tmp",
+                                      "--clearenv",   "--setenv",
+                                      "PATH",         "/usr/bin:/bin",
+                                      "--setenv",     "HOME",
+                                      "/tmp",         "--setenv",
+                                      "LANG",         "C.UTF-8",
+                                      "--",           NULL};
     return push(sb, "%s", bwrap) || push_all(sb, flags) || push(sb, "--size") ||
            push(sb, "%lld", 4 * ((long long)sb->lim.file_mb << 20)) || push_all(sb, env);
+}
+
+/* setpriv to the run's own uid and gid (filled in per run: spawn) with no supplementary groups. */
+static int push_drop(code_sandbox *sb, const char *setpriv) {
+    static const char *const drop[] = {"--reuid=U", "--regid=G", "--clear-groups", "--", NULL};
+    if (push(sb, "%s", setpriv)) return -1;
+    sb->uid_arg = sb->argc;
+    return push_all(sb, drop);
 }
 
 /* A program found on PATH, or NULL with why saying what is missing and where it comes from. */
 static char *find_tool(const char *name, const char *package, char *why, size_t why_size) {
     char cause[160];
     char *path = builtin_exec_resolve(name, NULL, cause, sizeof cause);
-    if (!path) snprintf(why, why_size, "%s: %s (Debian package %s; scripts/setup.sh installs it)",
-                        name, cause, package);
+    if (!path)
+        snprintf(why, why_size, "%s: %s (Debian package %s; scripts/setup.sh installs it)", name,
+                 cause, package);
     return path;
 }
 
 /* The command line without the mode: [prlimit] [setpriv as root] [bwrap] python -c HARNESS. */
 static int build_argv(code_sandbox *sb, const char *python, char *why, size_t why_size) {
-    char *prlimit = find_tool("prlimit", "util-linux", why, why_size), *setpriv = NULL, *bwrap = NULL;
+    char *prlimit = find_tool("prlimit", "util-linux", why, why_size), *setpriv = NULL,
+         *bwrap = NULL;
     int root = geteuid() == 0, rc = prlimit ? 0 : -1;
-    if (rc == 0 && sb->isolate && root && !(setpriv = find_tool("setpriv", "util-linux", why, why_size)))
+    if (rc == 0 && sb->isolate && root &&
+        !(setpriv = find_tool("setpriv", "util-linux", why, why_size)))
         rc = -1;
-    if (rc == 0 && sb->isolate && !(bwrap = find_tool("bwrap", "bubblewrap", why, why_size))) rc = -1;
+    if (rc == 0 && sb->isolate && !(bwrap = find_tool("bwrap", "bubblewrap", why, why_size)))
+        rc = -1;
     if (rc == 0) {
-        static const char *const drop[] = {"--reuid=" CODE_NOBODY, "--regid=" CODE_NOBODY,
-                                           "--clear-groups", "--", NULL};
-        if (push_limits(sb, prlimit) || (setpriv && (push(sb, "%s", setpriv) || push_all(sb, drop))) ||
+        if (push_limits(sb, prlimit) || (setpriv && push_drop(sb, setpriv)) ||
             (bwrap && push_bwrap(sb, bwrap)) || push(sb, "%s", python) || push(sb, "-I") ||
             push(sb, "-S") || push(sb, "-B") || push(sb, "-c") || push(sb, "%s", CODE_HARNESS_PY) ||
             push(sb, "mode"))
@@ -127,9 +176,9 @@ static int child_files(const code_sandbox *sb, posix_spawn_file_actions_t *fa, c
     rc = posix_spawn_file_actions_adddup2(fa, fds[0], STDIN_FILENO);
     if (!rc) rc = posix_spawn_file_actions_adddup2(fa, fds[0], STDOUT_FILENO);
     if (!rc)
-        rc = merge_stderr ? posix_spawn_file_actions_adddup2(fa, fds[0], STDERR_FILENO)
-                          : posix_spawn_file_actions_addopen(fa, STDERR_FILENO, "/dev/null",
-                                                             O_WRONLY, 0);
+        rc = merge_stderr
+                 ? posix_spawn_file_actions_adddup2(fa, fds[0], STDERR_FILENO)
+                 : posix_spawn_file_actions_addopen(fa, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
     if (!rc) rc = posix_spawn_file_actions_adddup2(fa, fds[1], 3);
     if (!rc) rc = posix_spawn_file_actions_adddup2(fa, fds[2], 4);
     if (!rc && fds[3] >= 0) rc = posix_spawn_file_actions_adddup2(fa, fds[3], 5);
@@ -147,6 +196,14 @@ static int spawn(const code_sandbox *sb, const char *mode, const int fds[4], int
     char *args[CODE_MAX_ARGS + 1];
     memcpy(args, sb->argv, (sb->argc + 1) * sizeof *args);
     args[sb->argc - 1] = (char *)mode;
+    static uint32_t runs;
+    char uid[32], gid[32];
+    if (sb->uid_arg) {
+        uint32_t id = CODE_UID_BASE + ((uint32_t)getpid() % 65536u) * 1024u +
+                      __atomic_fetch_add(&runs, 1, __ATOMIC_RELAXED) % 1024u;
+        snprintf(uid, sizeof uid, "--reuid=%u", id), snprintf(gid, sizeof gid, "--regid=%u", id);
+        args[sb->uid_arg] = uid, args[sb->uid_arg + 1] = gid;
+    }
     char *env[] = {"PATH=/usr/bin:/bin", "LANG=C.UTF-8", "HOME=/tmp", NULL};
     posix_spawn_file_actions_t fa;
     posix_spawnattr_t at;
@@ -175,9 +232,10 @@ static int take_output(int fd, size_t cap, code_run *r, size_t *room) {
 }
 
 /* Feeds input and reads stdout until end of output, the cap or the deadline. */
-static void pump(const code_sandbox *sb, int fd, const char *input, size_t in_len,
-                 double deadline, code_run *r) {
-    size_t sent = 0, cap = (size_t)sb->lim.output_kb << 10, room = 65536 < cap + 1 ? 65536 : cap + 1;
+static void pump(const code_sandbox *sb, int fd, const char *input, size_t in_len, double deadline,
+                 code_run *r) {
+    size_t sent = 0, cap = (size_t)sb->lim.output_kb << 10,
+           room = 65536 < cap + 1 ? 65536 : cap + 1;
     if (!(r->out = malloc(room + 1))) return;
     if (!in_len) shutdown(fd, SHUT_WR);
     for (;;) {
@@ -190,8 +248,10 @@ static void pump(const code_sandbox *sb, int fd, const char *input, size_t in_le
         if (poll(&p, 1, (int)(left * 1000) + 1) <= 0) continue;
         if ((p.revents & POLLOUT) && sent < in_len) {
             ssize_t w = send(fd, input + sent, in_len - sent, MSG_NOSIGNAL | MSG_DONTWAIT);
-            if (w > 0) sent += (size_t)w;
-            else if (w < 0 && errno != EINTR && errno != EAGAIN) sent = in_len; /* it stopped reading */
+            if (w > 0)
+                sent += (size_t)w;
+            else if (w < 0 && errno != EINTR && errno != EAGAIN)
+                sent = in_len; /* it stopped reading */
             if (sent == in_len) shutdown(fd, SHUT_WR);
         }
         if (!(p.revents & (POLLIN | POLLHUP | POLLERR))) continue;
@@ -241,7 +301,8 @@ static void kill_sandbox(pid_t pid, int info_fd) {
     siginfo_t info;
     do {
         memset(&info, 0, sizeof info);
-        if (waitid(P_PID, (id_t)pid, &info, WEXITED | WNOHANG | WNOWAIT) != 0 || info.si_pid) return;
+        if (waitid(P_PID, (id_t)pid, &info, WEXITED | WNOHANG | WNOWAIT) != 0 || info.si_pid)
+            return;
         nanosleep(&(struct timespec){0, 1000000}, NULL);
     } while (now_seconds() < until);
 }
@@ -254,8 +315,10 @@ static void finish(pid_t pid, int info_fd, double deadline, code_run *r) {
     while (!r->timed_out && !r->overflowed) {
         memset(&info, 0, sizeof info);
         if (waitid(P_PID, (id_t)pid, &info, WEXITED | WNOHANG | WNOWAIT) != 0 || info.si_pid) break;
-        if (now_seconds() >= deadline) r->timed_out = 1;
-        else nanosleep(&(struct timespec){0, 1000000}, NULL);
+        if (now_seconds() >= deadline)
+            r->timed_out = 1;
+        else
+            nanosleep(&(struct timespec){0, 1000000}, NULL);
     }
     if (r->timed_out || r->overflowed) kill_sandbox(pid, info_fd);
     kill(-pid, SIGKILL);
@@ -276,12 +339,14 @@ static int open_channels(const code_sandbox *sb, const char *code, const char *t
     if (sb->isolate && pipe2(info, O_CLOEXEC | O_NONBLOCK) == 0)
         ours[1] = move_high(info[0]), theirs[3] = move_high(info[1]);
     return ours[0] < 0 || theirs[0] < 0 || theirs[1] < 0 || theirs[2] < 0 ||
-                   (sb->isolate && (ours[1] < 0 || theirs[3] < 0)) ? EMFILE : 0;
+                   (sb->isolate && (ours[1] < 0 || theirs[3] < 0))
+               ? EMFILE
+               : 0;
 }
 
-int code_sandbox_run(const code_sandbox *sb, const char *mode, const char *code,
-                     const char *tests, const char *input, size_t in_len, int merge_stderr,
-                     code_run *r, char *why, size_t why_size) {
+int code_sandbox_run(const code_sandbox *sb, const char *mode, const char *code, const char *tests,
+                     const char *input, size_t in_len, int merge_stderr, code_run *r, char *why,
+                     size_t why_size) {
     memset(r, 0, sizeof *r);
     int ours[2] = {-1, -1}, theirs[4] = {-1, -1, -1, -1};
     pid_t pid = 0;
@@ -307,7 +372,8 @@ int code_sandbox_run(const code_sandbox *sb, const char *mode, const char *code,
  * complaint about namespaces, a missing interpreter, ...). */
 static int probe(code_sandbox *sb, char *why, size_t why_size) {
     code_run r;
-    if (code_sandbox_run(sb, "io", "print('ok')\n", "", "", 0, 1, &r, why, why_size) != 0) return -1;
+    if (code_sandbox_run(sb, "io", "print('ok')\n", "", "", 0, 1, &r, why, why_size) != 0)
+        return -1;
     int ok = r.exited && r.exit_code == 0 && !strcmp(r.out, "ok\n");
     if (!ok) {
         for (char *c = r.out; *c; c++)
@@ -329,7 +395,8 @@ int code_sandbox_init(code_sandbox *sb, int isolate, const code_limits *lim, con
     if (!isolate) {
         char tmpl[] = "/tmp/grpo-code-XXXXXX";
         if (!mkdtemp(tmpl) || !(sb->scratch = strdup(tmpl)))
-            return snprintf(why, why_size, "cannot make a scratch directory: %s", strerror(errno)), -1;
+            return snprintf(why, why_size, "cannot make a scratch directory: %s", strerror(errno)),
+                   -1;
     }
     if (build_argv(sb, python, why, why_size) != 0) return -1;
     return probe(sb, why, why_size);

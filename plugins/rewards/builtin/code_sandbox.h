@@ -4,9 +4,10 @@
  * isolate = 1 (sandbox = bwrap): the program runs under bubblewrap with new user, PID, IPC,
  * network, UTS and mount namespaces, as uid/gid 65534 inside, no capabilities, no network, a
  * read-only /usr (/bin, /lib, /lib64 when they exist) and nothing else of the host but a private
- * tmpfs at /tmp (its working directory), a fresh /proc and a minimal /dev. When grpo runs as root
- * it first drops to uid/gid 65534 (setpriv): bubblewrap then builds the namespaces unprivileged, and
- * RLIMIT_NPROC, which the kernel never applies to root, caps the processes (a fork bomb).
+ * tmpfs at /tmp (its working directory), a fresh /proc and a minimal /dev; the root is read-only.
+ * When grpo runs as root it first drops to a fresh unprivileged uid/gid per program (setpriv;
+ * code_sandbox.c): bubblewrap then builds the namespaces unprivileged, and RLIMIT_NPROC, which the
+ * kernel never applies to root, caps the processes (a fork bomb) of that program alone.
  * Both modes: rlimits (prlimit) on address space, CPU seconds, file size, processes and core
  * files; a wall-clock deadline after which the program's process group is killed (with the PID
  * namespace, everything it started); stdout read up to a byte cap, the program killed beyond it;
@@ -36,6 +37,7 @@ typedef struct code_sandbox {
     code_limits lim;
     char **argv;       /* [argc + 1] prlimit ... [setpriv ...] [bwrap ...] python -c HARNESS */
     uint32_t argc;     /* the mode ("io" or "asserts") is appended per run at argv[argc - 1] */
+    uint32_t uid_arg;  /* as root: the index of setpriv's --reuid (then --regid), set per run */
     char *scratch;     /* sandbox = none: the working directory (removed at free) */
 } code_sandbox;
 
