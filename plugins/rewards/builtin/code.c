@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/random.h>
+#include <unistd.h>
 
 #include "builtin.h"
 #include "builtin_log.h"
@@ -229,9 +230,13 @@ static int32_t code_start(code_state *s, const grpo_config *cfg, int isolate,
     if (code_sandbox_init(&s->sb, isolate, lim, python ? python : "/usr/bin/python3", why,
                           sizeof why) == 0)
         return GRPO_OK;
+    /* not root: RLIMIT_NPROC counts every process and thread of grpo's user */
+    const char *nproc = geteuid() ? "; \"Resource temporarily unavailable\" can also mean that "
+                                    "grpo's user already runs `processes` (a key) processes"
+                                  : "";
     return grpo_error_set(
-        err, GRPO_ERR_INVALID, "[%s] builtin.code cannot run programs%s: %s%s", s->section,
-        isolate ? " in its sandbox (bubblewrap)" : "", why,
+        err, GRPO_ERR_INVALID, "[%s] builtin.code cannot run programs%s: %s%s%s", s->section,
+        isolate ? " in its sandbox (bubblewrap)" : "", why, isolate ? nproc : "",
         isolate ? ". The kernel must allow unprivileged user namespaces "
                   "(user.max_user_namespaces > 0; kernel.unprivileged_userns_clone = 1 "
                   "where it exists; AppArmor's restrict_unprivileged_userns = 0); "
