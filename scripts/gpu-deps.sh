@@ -19,6 +19,10 @@ pkgs=(pkgconf pkgconf-bin libpkgconf3
       libopenblas-dev libopenblas-pthread-dev libopenblas0 libopenblas0-pthread libgfortran5
       libarchive-dev libarchive13 libnettle8 libxml2 libicu72 liblz4-1 libzstd1 libacl1
       libssl-dev libssl3
+      libcurl4-openssl-dev libcurl4 libbrotli1 libgssapi-krb5-2 libkrb5-3 libk5crypto3
+      libkrb5support0 libkeyutils1 libcom-err2 libldap-2.5-0 libsasl2-2 libsasl2-modules-db
+      libdb5.3 libnghttp2-14 libpsl5 librtmp1 libgnutls30 libhogweed6 libgmp10 libp11-kit0
+      libtasn1-6 libunistring2 libidn2-0 libffi8 libssh2-1 libgcrypt20 libgpg-error0
       check libsubunit-dev libsubunit0)
 missing=()
 for p in "${pkgs[@]}"; do

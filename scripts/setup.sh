@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 build=${1:-build}
 . scripts/packages.sh
 ensure_packages build-essential cmake pkg-config libinih-dev check libsubunit-dev libcjson-dev \
-  libpcre2-dev libopenblas-dev libarchive-dev libssl-dev
+  libpcre2-dev libopenblas-dev libarchive-dev libssl-dev libcurl4-openssl-dev
 # data-parallel `grpo train` under mpirun/srun (optional: without it the build is single-process)
 ensure_packages openmpi-bin libopenmpi-dev
 # builtin.code: the sandbox (bubblewrap) and the interpreter it runs completions with

@@ -28,6 +28,15 @@ add_test(NAME cli_oom_names_the_buffer
 add_test(NAME cli_eval_adapter
          COMMAND bash ${PROJECT_SOURCE_DIR}/tests/cli/eval_adapter.sh $<TARGET_FILE:grpo_cli>
                  ${PROJECT_SOURCE_DIR})
+# http_reward: builtin.http rewards (exec and judge mode, and a dead endpoint) in `grpo train`
+# against tests/http_server/server.py on 127.0.0.1; the API key never reaches a file or the log.
+add_test(NAME cli_http_reward
+         COMMAND bash ${PROJECT_SOURCE_DIR}/tests/cli/http_reward.sh $<TARGET_FILE:grpo_cli>
+                 ${PROJECT_SOURCE_DIR})
+# judge_example: examples/judge.ini's judge against examples/judge-server/judge_server.py.
+add_test(NAME cli_judge_example
+         COMMAND bash ${PROJECT_SOURCE_DIR}/tests/cli/judge_example.sh $<TARGET_FILE:grpo_cli>
+                 ${PROJECT_SOURCE_DIR})
 # code_sandbox: builtin.code runs completions' code under bubblewrap: hostile programs (fork bomb,
 # 10 GB, endless loop, socket, writes and reads outside, 1 GB of output) score 0 with the host
 # unharmed; both test formats score the fraction passed. Skipped (77), saying so, where the kernel

@@ -1,4 +1,6 @@
-/* test_checkpoint.c — atomic checkpoint directories: commit, abort, prune, latest, full disk. */
+/* test_checkpoint.c — atomic checkpoint directories: commit, abort, prune, latest, full disk;
+ * checkpoint-best swapped in place (exchange and two-rename), restored after an interrupted swap,
+ * never listed or pruned. */
 #include <check.h>
 #include <signal.h>
 #include <stdio.h>
@@ -8,7 +10,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/files.h"
 #include "train/checkpoint.h"
+#include "train/testing.h"
 
 static char root[256];
 
@@ -145,6 +149,105 @@ START_TEST(no_checkpoint_is_a_clear_error) {
 }
 END_TEST
 
+/* checkpoint-best of step with state.json = text, written as grpo_checkpoint_save_best does. */
+static void save_best(long step, const char *text) {
+    grpo_ckpt c;
+    grpo_error err;
+    grpo_error_init(&err);
+    char state[128];
+    snprintf(state, sizeof state, "{\"step\": %ld, \"run_id\": \"%s\"}", step, RUN_A);
+    ck_assert_msg(grpo_ckpt_begin_best(&c, root, step, &err) == GRPO_OK, "%s", err.message);
+    ck_assert_ptr_nonnull(strstr(c.tmp, "/.checkpoint-best.tmp"));
+    ck_assert_msg(grpo_ckpt_write(&c, "state.json", text, strlen(text), &err) == GRPO_OK, "%s",
+                  err.message);
+    ck_assert_msg(grpo_ckpt_write(&c, "trainer_state.json", state, strlen(state), &err) == GRPO_OK,
+                  "%s", err.message);
+    ck_assert_msg(grpo_ckpt_commit(&c, 1, &err) == GRPO_OK, "%s", err.message);
+}
+
+/* The text of root/rel (malloc'd; NULL when missing). */
+static char *read_text(const char *rel) {
+    char path[1024], *text = NULL;
+    grpo_error err;
+    grpo_error_init(&err);
+    snprintf(path, sizeof path, "%s/%s", root, rel);
+    return grpo_read_file(path, &text, NULL, &err) == GRPO_OK ? text : NULL;
+}
+
+/* A new best replaces the old (by the exchange, or by two renames with exchange_off), nothing is
+ * left under a temporary name, and checkpoint-best is never listed, pruned or resumed from. */
+static void best_is_swapped(int exchange_off) {
+    grpo_ckpt_no_exchange(exchange_off);
+    save_best(2, "first");
+    save(2, "two", 1);
+    save_best(4, "second");
+    save(4, "four", 1);
+    save(6, "six", 1);
+    grpo_ckpt_no_exchange(0);
+    char *text = read_text("checkpoint-best/state.json");
+    ck_assert_str_eq(text ? text : "(missing)", "second");
+    free(text);
+    ck_assert(!exists("%s/%s", ".checkpoint-best.tmp"));
+    ck_assert(!exists("%s/%s", ".checkpoint-best.old"));
+    ck_assert(!exists("%s/%s", "checkpoint-00000004")); /* keep = 1 pruned 4, not best */
+    long *steps = NULL, best_step = 0;
+    grpo_error err;
+    grpo_error_init(&err);
+    ck_assert_int_eq(grpo_ckpt_list(root, &steps, &err), 1);
+    ck_assert_int_eq(steps[0], 6);
+    free(steps);
+    int mine = 0;
+    ck_assert_int_eq(grpo_ckpt_best_read(root, RUN_A, &best_step, &mine), 1);
+    ck_assert_int_eq(best_step, 4);
+    ck_assert_int_eq(mine, 1);
+    ck_assert_int_eq(grpo_ckpt_best_read(root, RUN_B, &best_step, &mine), 1);
+    ck_assert_int_eq(mine, 0);
+}
+
+START_TEST(best_is_swapped_by_exchange) { best_is_swapped(0); }
+END_TEST
+
+START_TEST(best_is_swapped_by_two_renames) { best_is_swapped(1); }
+END_TEST
+
+/* A two-rename swap killed between its renames left the old best as .checkpoint-best.old and no
+ * checkpoint-best: the next start puts it back; killed after them, the old one is removed. */
+START_TEST(an_interrupted_best_swap_is_repaired_at_start) {
+    save_best(2, "old best");
+    char a[1024], b[1024];
+    snprintf(a, sizeof a, "%s/checkpoint-best", root);
+    snprintf(b, sizeof b, "%s/.checkpoint-best.old", root);
+    ck_assert_int_eq(rename(a, b), 0);
+    grpo_error err;
+    grpo_error_init(&err);
+    ck_assert_msg(grpo_ckpt_prepare(root, &err) == GRPO_OK, "%s", err.message);
+    char *text = read_text("checkpoint-best/state.json");
+    ck_assert_str_eq(text ? text : "(missing)", "old best");
+    free(text);
+    ck_assert(!exists("%s/%s", ".checkpoint-best.old"));
+    ck_assert_int_eq(mkdir(b, 0755), 0); /* killed after the new one was in place */
+    ck_assert_msg(grpo_ckpt_prepare(root, &err) == GRPO_OK, "%s", err.message);
+    ck_assert(!exists("%s/%s", ".checkpoint-best.old"));
+    ck_assert(exists("%s/%s", "checkpoint-best/state.json"));
+}
+END_TEST
+
+/* checkpoint-best that is a symbolic link is refused, and what it points at is kept. */
+START_TEST(a_linked_best_is_refused) {
+    char target[1024], link[1024];
+    snprintf(target, sizeof target, "%s/elsewhere", root);
+    snprintf(link, sizeof link, "%s/checkpoint-best", root);
+    ck_assert_int_eq(mkdir(target, 0755), 0);
+    ck_assert_int_eq(symlink(target, link), 0);
+    grpo_ckpt c;
+    grpo_error err;
+    grpo_error_init(&err);
+    ck_assert_int_eq(grpo_ckpt_begin_best(&c, root, 1, &err), GRPO_ERR_INVALID);
+    ck_assert_ptr_nonnull(strstr(err.message, "is a symbolic link"));
+    ck_assert(exists("%s/%s", "elsewhere"));
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("checkpoint");
     TCase *tc = tcase_create("checkpoint");
@@ -155,6 +258,10 @@ int main(void) {
     tcase_add_test(tc, an_unfinished_save_is_invisible);
     tcase_add_test(tc, full_disk_fails_clearly_and_keeps_the_previous_checkpoint);
     tcase_add_test(tc, no_checkpoint_is_a_clear_error);
+    tcase_add_test(tc, best_is_swapped_by_exchange);
+    tcase_add_test(tc, best_is_swapped_by_two_renames);
+    tcase_add_test(tc, an_interrupted_best_swap_is_repaired_at_start);
+    tcase_add_test(tc, a_linked_best_is_refused);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -46,6 +46,7 @@
 #define GRPO_CHOICES_schedule(C)                                                                \
     C(GRPO_SCHEDULE_CONSTANT, constant) C(GRPO_SCHEDULE_COSINE, cosine)                         \
     C(GRPO_SCHEDULE_MINIMIND_COSINE, minimind_cosine)
+#define GRPO_CHOICES_best_mode(C) C(GRPO_BEST_MAX, max) C(GRPO_BEST_MIN, min)
 
 /* Choice values users bring from TRL that grpo knows but does not implement: refused by name
  * ("... is not implemented") rather than as a typo. X(section, key, text). */
@@ -187,6 +188,11 @@
     S(checkpoint, dir, "checkpoints", 0, "directory for checkpoints (relative to the working directory)") \
     I(checkpoint, every, "100", ">= 0", "save every this many steps; 0 = only at the end")      \
     I(checkpoint, keep, "3", ">= 0", "most recent checkpoints kept; 0 = all")                   \
+    S(checkpoint, best_metric, "", 0,                                                           \
+      "an eval metric as metrics.jsonl names it (eval/accuracy): the best evaluated step kept as " \
+      "checkpoint-best, never pruned; empty = off")                                             \
+    E(checkpoint, best_mode, "max", best_mode,                                                  \
+      "whether a higher (max) or lower (min) checkpoint.best_metric is better")                 \
     /* [env] multi-turn rollouts (grpo/env.h); the plugin's own keys go in this section too */  \
     S(env, plugin, "", 0,                                                                       \
       "environment plugin id (pack.id): episodes of turns and observations; empty = single-turn") \

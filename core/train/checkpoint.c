@@ -1,4 +1,4 @@
-/* checkpoint.c — build in a temporary directory, fsync, rename, prune. */
+/* checkpoint.c — build in a temporary directory, fsync, rename (checkpoint-best: swap), prune. */
 #include "train/checkpoint.h"
 
 #include <cjson/cJSON.h>
@@ -12,8 +12,10 @@
 #include <unistd.h>
 
 #include "base/files.h"
+#include "train/testing.h"
 
 #define CKPT_PREFIX "checkpoint-"
+#define BEST_LABEL "best" /* ROOT/checkpoint-best */
 
 /* Refuses an entry of the checkpoint directory that is a symbolic link. */
 static int refuse_link(const char *path, grpo_error *err) {
@@ -26,12 +28,16 @@ static int refuse_link(const char *path, grpo_error *err) {
     return GRPO_OK;
 }
 
-int grpo_ckpt_begin(grpo_ckpt *c, const char *root, long step, grpo_error *err) {
+/* Opens ROOT/checkpoint-LABEL under ROOT/.checkpoint-LABEL.tmp (LABEL: the step, or "best"). */
+static int begin_named(grpo_ckpt *c, const char *root, long step, int best, grpo_error *err) {
+    char label[32];
     memset(c, 0, sizeof *c);
-    c->step = step;
-    if ((size_t)snprintf(c->root, sizeof c->root, "%s", root) >= sizeof c->root ||
-        (size_t)snprintf(c->tmp, sizeof c->tmp, "%s/.%s%08ld.tmp", root, CKPT_PREFIX, step) >= sizeof c->tmp ||
-        (size_t)snprintf(c->final, sizeof c->final, "%s/%s%08ld", root, CKPT_PREFIX, step) >= sizeof c->final)
+    c->step = step, c->best = best;
+    snprintf(label, sizeof label, best ? BEST_LABEL : "%08ld", step);
+    size_t n_root = (size_t)snprintf(c->root, sizeof c->root, "%s", root);
+    size_t n_tmp = (size_t)snprintf(c->tmp, sizeof c->tmp, "%s/.%s%s.tmp", root, CKPT_PREFIX, label);
+    size_t n_final = (size_t)snprintf(c->final, sizeof c->final, "%s/%s%s", root, CKPT_PREFIX, label);
+    if (n_root >= sizeof c->root || n_tmp >= sizeof c->tmp || n_final >= sizeof c->final)
         return grpo_error_set(err, GRPO_ERR_INVALID, "%s: checkpoint path too long", root);
     int rc = grpo_ckpt_prepare(root, err);
     if (rc == GRPO_OK) rc = refuse_link(c->tmp, err);
@@ -41,6 +47,14 @@ int grpo_ckpt_begin(grpo_ckpt *c, const char *root, long step, grpo_error *err) 
     if (mkdir(c->tmp, 0777) != 0)
         return grpo_error_set(err, GRPO_ERR_IO, "%s: cannot create: %s", c->tmp, strerror(errno));
     return GRPO_OK;
+}
+
+int grpo_ckpt_begin(grpo_ckpt *c, const char *root, long step, grpo_error *err) {
+    return begin_named(c, root, step, 0, err);
+}
+
+int grpo_ckpt_begin_best(grpo_ckpt *c, const char *root, long step, grpo_error *err) {
+    return begin_named(c, root, step, 1, err);
 }
 
 int grpo_ckpt_path(const grpo_ckpt *c, const char *name, char *out, size_t size) {
@@ -131,17 +145,28 @@ int grpo_ckpt_list(const char *root, long **steps, grpo_error *err) {
 /* Keeps the newest keep checkpoints of steps <= step (the one just committed). Newer ones can
  * only be left from a trajectory resumed at an earlier point (a corrupt checkpoint skipped by
  * --resume): they are never counted or removed here, and a save of the same step replaces them. */
-/* 1 when dir/trainer_state.json carries run_id as its "run_id" (this run wrote it). */
-static int carries_mark(const char *dir, const char *run_id) {
+/* dir/trainer_state.json parsed (NULL when it cannot be read or parsed). */
+static cJSON *state_json(const char *dir) {
     char path[8300], *text = NULL;
     grpo_error ignored;
     snprintf(path, sizeof path, "%s/trainer_state.json", dir);
-    if (!run_id[0] || grpo_read_file(path, &text, NULL, &ignored) != GRPO_OK) return 0;
+    if (grpo_read_file(path, &text, NULL, &ignored) != GRPO_OK) return NULL;
     cJSON *j = cJSON_Parse(text);
-    const cJSON *id = cJSON_GetObjectItemCaseSensitive(j, "run_id");
-    int mine = cJSON_IsString(id) && strcmp(id->valuestring, run_id) == 0;
-    cJSON_Delete(j);
     free(text);
+    return j;
+}
+
+/* 1 when the parsed trainer_state.json j carries run_id as its "run_id" (this run wrote it). */
+static int json_mark(const cJSON *j, const char *run_id) {
+    const cJSON *id = cJSON_GetObjectItemCaseSensitive(j, "run_id");
+    return run_id[0] && cJSON_IsString(id) && strcmp(id->valuestring, run_id) == 0;
+}
+
+/* 1 when dir/trainer_state.json carries run_id as its "run_id" (this run wrote it). */
+static int carries_mark(const char *dir, const char *run_id) {
+    cJSON *j = run_id[0] ? state_json(dir) : NULL;
+    int mine = json_mark(j, run_id);
+    cJSON_Delete(j);
     return mine;
 }
 
@@ -171,11 +196,81 @@ static void prune(const char *root, long step, int keep, const char *run_id) {
     free(steps);
 }
 
+/* ROOT/.checkpoint-best.old: where the two-rename swap parks the old best. */
+static void best_old_path(const char *root, char *out, size_t size) {
+    snprintf(out, size, "%s/.%s%s.old", root, CKPT_PREFIX, BEST_LABEL);
+}
+
+static int no_exchange; /* tests: the two-rename swap, as on a filesystem without the exchange */
+
+void grpo_ckpt_no_exchange(int on) { no_exchange = on; }
+
+/* checkpoint-best replaced by the new one in c->tmp, never leaving none (see checkpoint.h). */
+static int swap_best(grpo_ckpt *c) {
+    char old[4200];
+    struct stat sb;
+    if (lstat(c->final, &sb) != 0) /* the first best: nothing to keep meanwhile */
+        return rename(c->tmp, c->final) == 0 ? GRPO_OK : errno;
+    int e = no_exchange ? EINVAL
+            : renameat2(AT_FDCWD, c->tmp, AT_FDCWD, c->final, RENAME_EXCHANGE) == 0 ? 0
+                                                                                   : errno;
+    if (e == 0) {
+        grpo_fsync_path(c->root, O_RDONLY | O_DIRECTORY);
+        grpo_remove_tree(c->tmp); /* the old best, now under the temporary name */
+        return GRPO_OK;
+    }
+    if (e != EINVAL && e != ENOSYS) return e; /* (a filesystem without the exchange: EINVAL) */
+    best_old_path(c->root, old, sizeof old);
+    grpo_remove_tree(old);
+    if (rename(c->final, old) != 0) return errno;
+    if (rename(c->tmp, c->final) != 0) {
+        int e = errno;
+        rename(old, c->final); /* the old best back in place */
+        return e;
+    }
+    grpo_fsync_path(c->root, O_RDONLY | O_DIRECTORY);
+    grpo_remove_tree(old);
+    return GRPO_OK;
+}
+
+/* A two-rename swap a crash interrupted (see checkpoint.h): the old best back in place when no
+ * new one made it there, else the old one removed. */
+static int restore_best(const char *root, grpo_error *err) {
+    char best[4200], old[4200];
+    struct stat sb;
+    snprintf(best, sizeof best, "%s/%s%s", root, CKPT_PREFIX, BEST_LABEL);
+    best_old_path(root, old, sizeof old);
+    int rc = refuse_link(best, err);
+    if (rc == GRPO_OK) rc = refuse_link(old, err);
+    if (rc != GRPO_OK || lstat(old, &sb) != 0) return rc;
+    if (lstat(best, &sb) == 0) { /* the swap finished but for the removal */
+        grpo_remove_tree(old);
+        return GRPO_OK;
+    }
+    if (rename(old, best) != 0)
+        return grpo_error_set(err, GRPO_ERR_IO, "%s: cannot put the previous best back at %s: %s",
+                              old, best, strerror(errno));
+    fprintf(stderr, "warning: %s: a swap of checkpoint-best was interrupted; the previous best "
+                    "is back in place\n", best);
+    return GRPO_OK;
+}
+
 int grpo_ckpt_commit(grpo_ckpt *c, int keep, grpo_error *err) {
     if (grpo_fsync_path(c->tmp, O_RDONLY | O_DIRECTORY) != 0) {
         grpo_error_set(err, GRPO_ERR_IO, "%s: fsync failed: %s", c->tmp, strerror(errno));
         grpo_ckpt_abort(c);
         return GRPO_ERR_IO;
+    }
+    if (c->best) {
+        int e = swap_best(c);
+        if (e) {
+            grpo_error_set(err, GRPO_ERR_IO, "%s: cannot replace %s: %s", c->tmp, c->final,
+                           strerror(e));
+            grpo_ckpt_abort(c);
+            return GRPO_ERR_IO;
+        }
+        grpo_fsync_path(c->root, O_RDONLY | O_DIRECTORY);
+        return GRPO_OK;
     }
     /* a checkpoint of the same step from an earlier attempt (checked not to be a link) */
     if (grpo_remove_tree(c->final) != 0) {
@@ -209,7 +304,27 @@ int grpo_ckpt_prepare(const char *root, grpo_error *err) {
     long *steps = NULL;
     int n = grpo_ckpt_list(root, &steps, err);
     free(steps);
-    return n < 0 ? n : GRPO_OK;
+    return n < 0 ? n : restore_best(root, err);
+}
+
+int grpo_ckpt_best_dir(const char *root, char *out, size_t size) {
+    return (size_t)snprintf(out, size, "%s/%s%s", root, CKPT_PREFIX, BEST_LABEL) < size
+               ? GRPO_OK
+               : GRPO_ERR_INVALID;
+}
+
+int grpo_ckpt_best_read(const char *root, const char *run_id, long *step, int *mine) {
+    char dir[4200];
+    struct stat sb;
+    *step = -1, *mine = 0;
+    if (grpo_ckpt_best_dir(root, dir, sizeof dir) != GRPO_OK || lstat(dir, &sb) != 0) return 0;
+    cJSON *j = state_json(dir);
+    const cJSON *s = cJSON_GetObjectItemCaseSensitive(j, "step");
+    if (cJSON_IsNumber(s) && s->valuedouble >= 0 && s->valuedouble < 9e15)
+        *step = (long)s->valuedouble;
+    *mine = json_mark(j, run_id);
+    cJSON_Delete(j);
+    return 1;
 }
 
 int grpo_ckpt_dir(const char *root, long step, char *out, size_t size) {

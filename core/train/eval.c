@@ -42,21 +42,36 @@ static int eval_batch(grpo_run *r, grpo_model *m, grpo_reward_set *rs, grpo_epis
     return rc;
 }
 
-/* The means of R (n, K) into row as prefix + reward, accuracy, rewards/NAME/mean. */
-static void eval_metrics(const grpo_reward_set *rs, const float *R, const float *sum, size_t n,
-                         const char *prefix, grpo_metric_row *row) {
-    char name[GRPO_METRIC_NAME_MAX];
-    int K = rs->n, acc = -1;
-    snprintf(name, sizeof name, "%sreward", prefix);
-    grpo_metric_set(row, name, grpo_nanmean(sum, (int)n, 1));
-    for (int k = 0; k < K; k++)
-        if (acc < 0 && !strcmp(rs->specs[k]->plugin, "builtin.accuracy")) acc = k;
-    snprintf(name, sizeof name, "%saccuracy", prefix);
-    grpo_metric_set(row, name, acc >= 0 ? grpo_nanmean(R + acc, (int)n, K) : NAN);
-    for (int k = 0; k < K; k++) {
-        snprintf(name, sizeof name, "%srewards/%s/mean", prefix, rs->specs[k]->name);
-        grpo_metric_set(row, name, grpo_nanmean(R + k, (int)n, K));
-    }
+int grpo_eval_accuracy_reward(const grpo_reward_set *rs) {
+    for (int k = 0; k < rs->n; k++)
+        if (!strcmp(rs->specs[k]->plugin, "builtin.accuracy")) return k;
+    return -1;
+}
+
+int grpo_eval_metric_count(const grpo_reward_set *rs, int env) { return 2 + rs->n + 3 * !!env; }
+
+void grpo_eval_metric_name(const grpo_reward_set *rs, int i, const char *prefix, char *out,
+                           size_t size) {
+    static const char *const env_names[] = {"env/turns", "env/tool_calls", "env/tool_use_rate"};
+    if (i < 2)
+        snprintf(out, size, "%s%s", prefix, i ? "accuracy" : "reward");
+    else if (i < 2 + rs->n)
+        snprintf(out, size, "%srewards/%s/mean", prefix, rs->specs[i - 2]->name);
+    else
+        snprintf(out, size, "%s%s", prefix, env_names[i - 2 - rs->n]);
+}
+
+/* The metrics of grpo_eval_metric_name's order into v: the means of R (n, K) and of sum (n),
+ * then with an environment the per-episode means of es. */
+static void eval_values(const grpo_reward_set *rs, const float *R, const float *sum, size_t n,
+                        const eval_env *es, int env, double *v) {
+    int K = rs->n, acc = grpo_eval_accuracy_reward(rs);
+    v[0] = grpo_nanmean(sum, (int)n, 1);
+    v[1] = acc >= 0 ? grpo_nanmean(R + acc, (int)n, K) : NAN;
+    for (int k = 0; k < K; k++) v[2 + k] = grpo_nanmean(R + k, (int)n, K);
+    if (!env) return;
+    double d = es->n > 0 ? es->n : 1;
+    v[2 + K] = es->turns / d, v[3 + K] = es->calls / d, v[4 + K] = es->users / d;
 }
 
 int grpo_evaluate(grpo_run *r, grpo_model *m, grpo_reward_set *rs, grpo_episodes *env,
@@ -65,7 +80,10 @@ int grpo_evaluate(grpo_run *r, grpo_model *m, grpo_reward_set *rs, grpo_episodes
     int K = rs->n;
     float *R = malloc((n * K + 1) * sizeof(float)), *w = malloc(((size_t)K + 1) * sizeof(float));
     float *sum = malloc((n + 1) * sizeof(float));
-    int rc = R && w && sum ? GRPO_OK : grpo_error_set(err, GRPO_ERR_NOMEM, "eval: out of memory");
+    int nv = grpo_eval_metric_count(rs, env != NULL);
+    double *v = malloc((size_t)nv * sizeof(double));
+    int rc = R && w && sum && v ? GRPO_OK
+                                : grpo_error_set(err, GRPO_ERR_NOMEM, "eval: out of memory");
     grpo_sampler_opts so = {{temperature, 0, 1.0f, 0.0f, 1.0f},
                             1,
                             (int32_t)(env ? r->cfg.env_max_episode_tokens
@@ -80,20 +98,15 @@ int grpo_evaluate(grpo_run *r, grpo_model *m, grpo_reward_set *rs, grpo_episodes
         rc = eval_batch(r, m, rs, env, ds, i, (int32_t)(n - i < EVAL_BATCH ? n - i : EVAL_BATCH),
                         &so, rng, R + i * K, &es, err);
     if (rc == GRPO_OK) {
+        char name[GRPO_METRIC_NAME_MAX];
         grpo_reward_set_weights(rs, w);
         grpo_reward_sum(sum, R, w, (int)n, K);
-        eval_metrics(rs, R, sum, n, prefix, row);
+        eval_values(rs, R, sum, n, &es, env != NULL, v);
+        for (int i = 0; i < nv; i++) {
+            grpo_eval_metric_name(rs, i, prefix, name, sizeof name);
+            grpo_metric_set(row, name, v[i]);
+        }
     }
-    if (rc == GRPO_OK && env) {
-        char name[GRPO_METRIC_NAME_MAX];
-        double d = es.n > 0 ? es.n : 1;
-        snprintf(name, sizeof name, "%senv/turns", prefix);
-        grpo_metric_set(row, name, es.turns / d);
-        snprintf(name, sizeof name, "%senv/tool_calls", prefix);
-        grpo_metric_set(row, name, es.calls / d);
-        snprintf(name, sizeof name, "%senv/tool_use_rate", prefix);
-        grpo_metric_set(row, name, es.users / d);
-    }
-    free(R), free(w), free(sum);
+    free(R), free(w), free(sum), free(v);
     return rc;
 }

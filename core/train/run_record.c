@@ -12,11 +12,13 @@
 #include "base/files.h"
 #include "config/config_keys.h"
 
-/* Keys that say only where and how often a run writes: they may change between a checkpoint and
- * its resume, and between ranks (rank 0 alone writes). */
-static const char *const free_keys[] = {"log.dir",        "log.every",        "log.completions_every",
-                                        "log.tensorboard", "checkpoint.dir",   "checkpoint.every",
-                                        "checkpoint.keep"};
+/* Keys that say only where and how often a run writes, and which checkpoints it keeps: they may
+ * change between a checkpoint and its resume (a resumed best of another metric or mode is dropped,
+ * best.h), and between ranks (rank 0 alone writes). */
+static const char *const free_keys[] = {
+    "log.dir",         "log.every",       "log.completions_every",  "log.tensorboard",
+    "checkpoint.dir",  "checkpoint.every", "checkpoint.keep",       "checkpoint.best_metric",
+    "checkpoint.best_mode"};
 
 static int is_free(const char *key) {
     for (size_t i = 0; i < sizeof free_keys / sizeof *free_keys; i++)

@@ -9,8 +9,8 @@
  *    "files":  {"data.path": "SHA-256 hex", ...}}  data.path, data.eval_path, env.tools when set
  * Two records differ in a key whose value differs or that only one of them has. Input files are
  * compared by their contents alone (a data file moved with the same rows is the same data), and
- * the keys that only say where and how often a run writes (log.*, checkpoint.dir, .every, .keep)
- * never count.
+ * the keys that only say where and how often a run writes and which checkpoints it keeps
+ * (log.*, checkpoint.dir, .every, .keep, .best_metric, .best_mode) never count.
  */
 #ifndef GRPO_RUN_RECORD_H
 #define GRPO_RUN_RECORD_H

@@ -173,18 +173,25 @@ int grpo_session_close(grpo_session *s, grpo_error *err) {
     return rc;
 }
 
-static int save(grpo_session *s, grpo_error *err) {
+/* checkpoint.dir/checkpoint-STEP, or with best checkpoint.dir/checkpoint-best. */
+static int save_as(grpo_session *s, int best, grpo_error *err) {
     s->st.cursor = s->order.cur;
     s->st.optimizer_step = s->opt.step;
     if (grpo_comm_rank() != 0) return GRPO_OK; /* every rank holds the same state; one writes */
+    const char *root = s->cfg->checkpoint_dir;
+    const grpo_lora *lora = s->lora.n ? &s->lora : NULL;
     char *card = grpo_session_card(s);
-    int rc = card ? grpo_checkpoint_save(s->cfg->checkpoint_dir, (int)s->cfg->checkpoint_keep,
-                                         s->policy, s->lora.n ? &s->lora : NULL, &s->st, card,
-                                         err)
-                  : grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory writing the model card");
+    int rc = !card ? grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory writing the model card")
+             : best ? grpo_checkpoint_save_best(root, s->policy, lora, &s->st, card, err)
+                    : grpo_checkpoint_save(root, (int)s->cfg->checkpoint_keep, s->policy, lora,
+                                           &s->st, card, err);
     free(card);
     return rc;
 }
+
+static int save(grpo_session *s, grpo_error *err) { return save_as(s, 0, err); }
+
+int grpo_session_save_best(grpo_session *s, grpo_error *err) { return save_as(s, 1, err); }
 
 int grpo_session_log_text(grpo_session *s, const char *tag, const char *text, grpo_error *err) {
     return s->tb.f ? grpo_tfevents_text(&s->tb, grpo_wall_time(), s->st.step, tag, text, err)

@@ -86,6 +86,10 @@ int grpo_session_log(grpo_session *s, grpo_metric_row *row, const grpo_optim_sta
  * grpo_session_run). */
 int grpo_session_checkpoint(grpo_session *s, grpo_error *err);
 
+/* Saves the policy as it stands as checkpoint.dir/checkpoint-best (best.h), st.best already set
+ * to this step's evaluation. */
+int grpo_session_save_best(grpo_session *s, grpo_error *err);
+
 /* text as a TensorBoard text summary under tag at the current step (nothing when [log]
  * tensorboard is off). */
 int grpo_session_log_text(grpo_session *s, const char *tag, const char *text, grpo_error *err);

@@ -153,6 +153,12 @@ int grpo_sft(const grpo_sft_opts *o, grpo_error *err) {
     sft s = {&ses, {0}};
     int rc = grpo_session_open(&ses, &o->run, o->resume, err);
     ses.method = GRPO_CARD_SFT;
+    if (rc == GRPO_OK && ses.cfg->checkpoint_best_metric[0]) /* best.h: GRPO's evaluations */
+        rc = grpo_error_set(err, GRPO_ERR_INVALID,
+                            "%s: checkpoint.best_metric = %s: grpo sft does not evaluate, so "
+                            "there is no metric to keep the best of; expected it empty (it is "
+                            "for grpo train with train.eval_every and data.eval_path)",
+                            ses.cfg->path, ses.cfg->checkpoint_best_metric);
     if (rc == GRPO_OK && o->out_dir) /* before any step: --out must not overwrite the model */
         rc = grpo_dirs_apart(o->out_dir, "--out", ses.run.model_dir, "the model directory", err);
     if (rc == GRPO_OK) rc = grpo_session_run(&ses, sft_step, &s, err);

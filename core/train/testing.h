@@ -19,6 +19,10 @@ double grpo_metric_get(const grpo_metric_row *row, const char *name);
  * set) when any part of the line could not be written. */
 int grpo_metrics_write(FILE *f, long step, const grpo_metric_row *row);
 
+/* ---- checkpoint.c ------------------------------------------------------------------------------ */
+/* on: checkpoint-best is swapped by two renames, as on a filesystem without RENAME_EXCHANGE. */
+void grpo_ckpt_no_exchange(int on);
+
 /* ---- optimizer.c ------------------------------------------------------------------------------- */
 /* Over explicit tensors (copied list; buffers borrowed). */
 int grpo_optimizer_init(grpo_optimizer *opt, const grpo_ops *ops, const grpo_optim_opts *o,

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "base/comm.h"
+#include "train/best.h"
 #include "train/eval.h"
 #include "base/nomem.h"
 
@@ -60,11 +61,11 @@ int grpo_trainer_evaluate_due(trainer *t, grpo_metric_row *row, grpo_error *err)
         n = (size_t)cfg->train_eval_limit;
     grpo_episodes *env = t->episodes.desc ? &t->episodes : NULL;
     int rc = grpo_evaluate(&t->s.run, t->s.policy, &t->rewards, env, t->eval_data, n, 0.0f,
-                           &t->eval_rng, "eval/", row, err);
+                           &t->eval_rng, GRPO_EVAL_PREFIX, row, err);
     if (rc == GRPO_OK && cfg->train_eval_temperature > 0)
         rc = grpo_evaluate(&t->s.run, t->s.policy, &t->rewards, env, t->eval_data, n,
-                           (float)cfg->train_eval_temperature, &t->eval_rng, "eval_sampled/", row,
-                           err);
+                           (float)cfg->train_eval_temperature, &t->eval_rng,
+                           GRPO_EVAL_SAMPLED_PREFIX, row, err);
     return rc;
 }
 
@@ -148,6 +149,7 @@ int grpo_trainer_setup(trainer *t, grpo_error *err) {
     if (rc == GRPO_OK && cfg->env.entry) rc = open_env(t, err);
     if (rc == GRPO_OK)
         rc = grpo_reward_set_create(&t->rewards, cfg, &t->s.run.proc.reg, &t->s.run.proc.host, err);
+    if (rc == GRPO_OK) rc = grpo_best_open(&t->s, &t->rewards, cfg->env.entry != NULL, err);
     if (rc != GRPO_OK) return rc;
     if (!(t->w = malloc((size_t)t->rewards.n * sizeof(float))))
         return grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory");

@@ -124,6 +124,13 @@ static int write_state(grpo_ckpt *c, const grpo_train_state *st, grpo_error *err
     if (st->run_id[0]) cJSON_AddStringToObject(j, "run_id", st->run_id);
     cJSON *run = st->record ? cJSON_Parse(st->record) : NULL;
     if (run) cJSON_AddItemToObject(j, "run", run);
+    if (st->best.metric[0]) {
+        cJSON *b = cJSON_AddObjectToObject(j, "best");
+        cJSON_AddStringToObject(b, "metric", st->best.metric);
+        cJSON_AddStringToObject(b, "mode", st->best.min ? "min" : "max");
+        cJSON_AddNumberToObject(b, "value", st->best.value); /* cJSON prints it round-trip */
+        cJSON_AddNumberToObject(b, "step", (double)st->best.step);
+    }
     text = st->record && !run ? NULL : cJSON_Print(j);
     cJSON_Delete(j);
     if (!text) return grpo_error_set(err, GRPO_ERR_NOMEM, "checkpoint: out of memory");
@@ -140,10 +147,13 @@ static int write_card(const char *dir, const char *card, grpo_error *err) {
     return rc == GRPO_OK ? grpo_write_file_atomic(path, card, strlen(card), err) : rc;
 }
 
-int grpo_checkpoint_save(const char *root, int keep, const grpo_model *m, const grpo_lora *lora,
-                         const grpo_train_state *st, const char *card, grpo_error *err) {
+/* root/checkpoint-STEP (best: root/checkpoint-best), see grpo_checkpoint_save. */
+static int save_checkpoint(const char *root, int keep, int best, const grpo_model *m,
+                           const grpo_lora *lora, const grpo_train_state *st, const char *card,
+                           grpo_error *err) {
     grpo_ckpt c;
-    int rc = grpo_ckpt_begin(&c, root, st->step, err);
+    int rc = best ? grpo_ckpt_begin_best(&c, root, st->step, err)
+                  : grpo_ckpt_begin(&c, root, st->step, err);
     if (rc != GRPO_OK) return rc;
     memcpy(c.run_id, st->run_id, sizeof c.run_id);
     moments ms = {0};
@@ -165,6 +175,16 @@ int grpo_checkpoint_save(const char *root, int keep, const grpo_model *m, const 
     if (rc == GRPO_OK) return grpo_ckpt_commit(&c, keep, err);
     grpo_ckpt_abort(&c);
     return rc;
+}
+
+int grpo_checkpoint_save(const char *root, int keep, const grpo_model *m, const grpo_lora *lora,
+                         const grpo_train_state *st, const char *card, grpo_error *err) {
+    return save_checkpoint(root, keep, 0, m, lora, st, card, err);
+}
+
+int grpo_checkpoint_save_best(const char *root, const grpo_model *m, const grpo_lora *lora,
+                              const grpo_train_state *st, const char *card, grpo_error *err) {
+    return save_checkpoint(root, 0, 1, m, lora, st, card, err);
 }
 
 static int read_moments(const char *dir, const moments *ms, grpo_error *err) {
@@ -207,6 +227,31 @@ static int rng_word(const cJSON *w, uint64_t *out) {
     return *end == 0 && w->valuestring[0] != '-' && w->valuestring[0] != '+';
 }
 
+/* "best" (absent: none yet) into *b: a metric name, mode max or min, a finite value and a step
+ * in [0, step]. */
+static int parse_best(const cJSON *j, const char *path, double step, grpo_best *b,
+                      grpo_error *err) {
+    memset(b, 0, sizeof *b);
+    if (!j) return GRPO_OK;
+    const cJSON *metric = cJSON_GetObjectItemCaseSensitive(j, "metric");
+    const cJSON *mode = cJSON_GetObjectItemCaseSensitive(j, "mode");
+    const cJSON *value = cJSON_GetObjectItemCaseSensitive(j, "value");
+    const cJSON *at = cJSON_GetObjectItemCaseSensitive(j, "step");
+    int min = cJSON_IsString(mode) && !strcmp(mode->valuestring, "min");
+    if (!cJSON_IsString(metric) || !metric->valuestring[0] ||
+        strlen(metric->valuestring) >= sizeof b->metric || !cJSON_IsString(mode) ||
+        (!min && strcmp(mode->valuestring, "max")) || !cJSON_IsNumber(value) ||
+        !isfinite(value->valuedouble) || !whole_in(at, 0, step))
+        return grpo_error_set(err, GRPO_ERR_INVALID,
+                              "%s: best: expected {\"metric\": a name, \"mode\": \"max\" or "
+                              "\"min\", \"value\": a finite number, \"step\": a whole number "
+                              "in [0, step = %.0f]}",
+                              path, step);
+    snprintf(b->metric, sizeof b->metric, "%s", metric->valuestring);
+    b->min = min, b->value = value->valuedouble, b->step = (long)at->valuedouble;
+    return GRPO_OK;
+}
+
 /* Everything read back is range-checked: a checkpoint is outside data like any other. */
 static int parse_state(const cJSON *j, const char *path, grpo_train_state *st, grpo_error *err) {
     const double max_step = 9007199254740992.0; /* 2^53 */
@@ -243,9 +288,12 @@ static int parse_state(const cJSON *j, const char *path, grpo_train_state *st, g
                 strspn(id->valuestring, "0123456789abcdef") == 32))
         return grpo_error_set(err, GRPO_ERR_INVALID, "%s: run_id: expected 32 hex digits", path);
     if (id) memcpy(st->run_id, id->valuestring, 33);
+    int rc = parse_best(cJSON_GetObjectItemCaseSensitive(j, "best"), path, step->valuedouble,
+                        &st->best, err);
+    if (rc != GRPO_OK) return rc;
     st->step = (long)step->valuedouble, st->optimizer_step = (long)ostep->valuedouble;
     st->num_tokens = tok->valuedouble;
-    int rc = grpo_data_cursor_parse(cur->valuestring, &st->cursor, err);
+    rc = grpo_data_cursor_parse(cur->valuestring, &st->cursor, err);
     if (rc != GRPO_OK) {
         char why[sizeof err->message];
         snprintf(why, sizeof why, "%s", err->message);

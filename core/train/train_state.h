@@ -12,7 +12,10 @@
  *                                          "sampler_rng": 4 words as hex strings,
  *                                          "data_cursor": "seed=S epoch=E position=P n=N",
  *                                          "run_id": this run's mark,
- *                                          "run": the run file and data digests (run_record.h)}
+ *                                          "run": the run file and data digests (run_record.h),
+ *                                          with checkpoint.best_metric once an evaluation ran:
+ *                                          "best": {"metric", "mode": "max"|"min", "value",
+ *                                                   "step"}, the best evaluated so far}
  * Resuming loads the model from the checkpoint directory, then grpo_train_state_load restores
  * the moments and the counters, so the run continues the same trajectory.
  *
@@ -30,6 +33,14 @@
 #include "train/optimizer.h"
 #include "base/rng.h"
 
+/* checkpoint.best_metric: the best evaluation so far (metric[0] == 0: none yet). */
+typedef struct grpo_best {
+    char metric[64]; /* the metric's name in metrics.jsonl (GRPO_METRIC_NAME_MAX) */
+    int min;         /* checkpoint.best_mode: 1 = lower is better */
+    double value;    /* finite */
+    long step;       /* the step evaluated, <= the state's step */
+} grpo_best;
+
 typedef struct grpo_train_state {
     long step;           /* training steps completed */
     long optimizer_step; /* AdamW steps taken (skipped non-finite steps excluded) */
@@ -41,6 +52,7 @@ typedef struct grpo_train_state {
                       * that carry it, never a directory another run (or no run) wrote */
     const char *record; /* the run's record (run_record.h), saved as trainer_state.json "run" and
                          * compared by --resume; borrowed (the session owns it); NULL: none */
+    grpo_best best; /* checkpoint.best_metric: what checkpoint-best holds ("best"; absent: none) */
 } grpo_train_state;
 
 /* Reads st from text, a trainer_state.json (path names it in errors): every value range-checked
@@ -57,6 +69,9 @@ void grpo_run_id_new(char id[33]);
  * opened from (it may be a pruned checkpoint). On failure no checkpoint is lost. */
 int grpo_checkpoint_save(const char *root, int keep, const grpo_model *m, const grpo_lora *lora,
                          const grpo_train_state *st, const char *card, grpo_error *err);
+/* The same as root/checkpoint-best (checkpoint.h: swapped in place of the previous best). */
+int grpo_checkpoint_save_best(const char *root, const grpo_model *m, const grpo_lora *lora,
+                              const grpo_train_state *st, const char *card, grpo_error *err);
 
 
 /* --resume: opens the newest checkpoint under root that loads whole (model, optimizer moments,

@@ -11,6 +11,7 @@
 
 #include "base/comm.h"
 #include "base/nomem.h"
+#include "train/best.h"
 #include "train/loss.h"
 #include "train/reward_sum.h"
 #include "train/step_log.h"
@@ -482,6 +483,8 @@ static int train_step(grpo_session *s, void *ctx, grpo_error *err) {
         (rc = grpo_trainer_log_completions(t, err)) != GRPO_OK)
         return rc;
     if ((rc = grpo_reference_checkpoint(&t->ref, s, err)) != GRPO_OK) return rc;
+    /* before the step's checkpoint, which then records the best that is on disk (best.h) */
+    if ((rc = grpo_best_update(s, &row, err)) != GRPO_OK) return rc;
     rc = grpo_session_checkpoint(s, err);
     if (rc == GRPO_OK) grpo_reference_prune(&t->ref, s);
     return rc;

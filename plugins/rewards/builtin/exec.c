@@ -19,68 +19,21 @@
  * child (isolate = true) is refused: what score() changes in the state would be lost with it.
  */
 #include <cjson/cJSON.h>
-#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "builtin.h"
+#include "exec_json.h"
 #include "exec_proc.h"
-
-cJSON *exec_sample_json(const grpo_sample *x) {
-    cJSON *o = cJSON_CreateObject(), *fields = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "prompt", x->prompt ? x->prompt : "");
-    cJSON_AddStringToObject(o, "completion", x->completion ? x->completion : "");
-    cJSON *ids = cJSON_AddArrayToObject(o, "completion_ids");
-    for (uint32_t i = 0; i < x->n_completion_ids; i++)
-        cJSON_AddItemToArray(ids, cJSON_CreateNumber(x->completion_ids[i]));
-    cJSON_AddNumberToObject(o, "group", x->group);
-    cJSON_AddNumberToObject(o, "member", x->member);
-    for (uint32_t i = 0; i < x->n_fields; i++)
-        cJSON_AddItemToObject(fields, x->fields[i].key, cJSON_CreateRaw(x->fields[i].json));
-    cJSON_AddItemToObject(o, "fields", fields);
-    return o;
-}
-
-/* {"id": id, "samples": [...]}\n as one malloc'd string. */
-static char *request_line(uint64_t id, const grpo_sample *samples, uint32_t n, size_t *len) {
-    cJSON *req = cJSON_CreateObject();
-    cJSON_AddNumberToObject(req, "id", (double)id);
-    cJSON *arr = cJSON_AddArrayToObject(req, "samples");
-    for (uint32_t k = 0; k < n; k++) cJSON_AddItemToArray(arr, exec_sample_json(&samples[k]));
-    char *text = cJSON_PrintUnformatted(req);
-    cJSON_Delete(req);
-    char *line = text ? realloc(text, (*len = strlen(text)) + 2) : NULL;
-    if (!line) return free(text), NULL;
-    line[(*len)++] = '\n', line[*len] = 0;
-    return line;
-}
 
 /* Stores the n rewards of reply r in out; a value that is no finite float is NaN and counted in
  * the one warning of this batch. 0, or -1 when r is not n numbers or nulls. */
 static int store_rewards(exec_proc *s, const cJSON *r, uint32_t n, float *out) {
-    if (!cJSON_IsArray(r) || (uint32_t)cJSON_GetArraySize(r) != n) return -1;
-    uint32_t k = 0, bad = 0, first = 0;
-    double first_value = 0;
-    const cJSON *v;
-    cJSON_ArrayForEach(v, r) {
-        if (cJSON_IsNull(v)) {
-            out[k++] = NAN;
-            continue;
-        }
-        if (!cJSON_IsNumber(v)) return -1;
-        double d = v->valuedouble;
-        int ok = isfinite(d) && fabs(d) <= FLT_MAX;
-        if (!ok && !bad++) first = k, first_value = d;
-        out[k++] = ok ? (float)d : NAN;
-    }
-    if (bad) {
-        char what[256];
-        snprintf(what, sizeof what, "%u of %u rewards are not finite floats (sample %u: %g); they "
-                 "score NaN", bad, n, first, first_value);
-        exec_proc_warn(s, what);
-    }
+    char warn[256];
+    if (exec_rewards_take(r, n, out, warn, sizeof warn) != 0) return -1;
+    if (warn[0]) exec_proc_warn(s, warn);
     return 0;
 }
 
@@ -116,7 +69,7 @@ static int32_t exec_score(void *state, const grpo_sample *samples, uint32_t n, f
     size_t len = 0;
     uint64_t id = s->next_id++;
     s->dropped = 0;
-    char *req = request_line(id, samples, n, &len);
+    char *req = exec_request_text(id, samples, n, &len);
     int rc = req ? 0 : (snprintf(why, sizeof why, "out of memory"), -1);
     reply_ctx c = {s, id, n, out};
     if (rc == 0) rc = exec_proc_exchange(s, id, req, len, take_rewards, &c, why, sizeof why);

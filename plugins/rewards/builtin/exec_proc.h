@@ -17,6 +17,7 @@
 #include <sys/types.h>
 
 #include "builtin.h"
+#include "exec_json.h" /* exec_sample_json */
 
 typedef struct exec_proc {
     const grpo_host *host;
@@ -65,9 +66,5 @@ int exec_proc_request(exec_proc *p, cJSON *req, exec_reply_fn fn, void *ctx, cha
  * posix_spawn attributes for a child that leads a new process group with default signals. */
 double now_seconds(void);
 int exec_attributes(posix_spawnattr_t *at);
-
-/* A sample as the protocol writes it: prompt, completion, completion_ids, group, member, fields
- * (exec.c). */
-cJSON *exec_sample_json(const grpo_sample *x);
 
 #endif
