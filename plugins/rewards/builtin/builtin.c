@@ -10,7 +10,7 @@ static const grpo_reward_desc *builtin_get_reward(uint32_t index) {
                                                       &builtin_accuracy_reward, &builtin_length_reward,
                                                       &builtin_overlong_reward, &builtin_repetition_reward,
                                                       &builtin_exec_reward, &builtin_env_reward,
-                                                      &builtin_http_reward};
+                                                      &builtin_http_reward, &builtin_code_reward};
     return index < sizeof rewards / sizeof rewards[0] ? rewards[index] : NULL;
 }
 

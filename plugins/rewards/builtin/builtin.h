@@ -17,6 +17,7 @@ extern const grpo_reward_desc builtin_repetition_reward; /* repetition.c */
 extern const grpo_reward_desc builtin_exec_reward;     /* exec.c */
 extern const grpo_reward_desc builtin_env_reward;      /* env_reward.c */
 extern const grpo_reward_desc builtin_http_reward;     /* http.c */
+extern const grpo_reward_desc builtin_code_reward;     /* code.c */
 extern const struct grpo_env_desc builtin_exec_env;   /* exec_env.c (grpo/env.h) */
 
 #endif

@@ -24,7 +24,7 @@ void exec_proc_warn(const exec_proc *s, const char *what) {
     builtin_log(s->host, GRPO_LOG_WARN, s->who, "[%s] %s: %s", s->section, s->argv[0], what);
 }
 
-static double now_seconds(void) {
+double now_seconds(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
@@ -84,7 +84,7 @@ static int exec_file_actions(const exec_proc *s, posix_spawn_file_actions_t *fa,
 
 /* The child leads a new process group (so one kill reaches its helpers), with default signal
  * dispositions and mask: grpo's SIG_IGN of SIGPIPE, if any, must not carry over. */
-static int exec_attributes(posix_spawnattr_t *at) {
+int exec_attributes(posix_spawnattr_t *at) {
     sigset_t none, all;
     sigemptyset(&none);
     sigfillset(&all);

@@ -13,6 +13,7 @@
 #define GRPO_BUILTIN_EXEC_PROC_H
 
 #include <cjson/cJSON.h>
+#include <spawn.h>
 #include <sys/types.h>
 
 #include "builtin.h"
@@ -60,5 +61,10 @@ int exec_proc_exchange(exec_proc *p, uint64_t id, const char *req, size_t len, e
 /* The same for a request object: adds "id" (the next one) and sends it. */
 int exec_proc_request(exec_proc *p, cJSON *req, exec_reply_fn fn, void *ctx, char *why,
                       size_t why_size);
+
+/* Helpers builtin.code's sandbox (code_sandbox.c) shares: a monotonic clock in seconds, and
+ * posix_spawn attributes for a child that leads a new process group with default signals. */
+double now_seconds(void);
+int exec_attributes(posix_spawnattr_t *at);
 
 #endif
