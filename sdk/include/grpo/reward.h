@@ -20,9 +20,10 @@
  * - A plugin MUST NOT end the process. If it calls exit() during create, score or destroy, the
  *   host reports "plugin ID (section [reward.NAME]) called exit() during score" and exits with a
  *   non-zero status (the run ends without its final checkpoint). A section with isolate = true
- *   runs score() in a child process instead: a crash, signal or exit() there costs that batch
- *   (NaN scores, one warning), not the run. The child works on a copy of the state: changes a
- *   score() call makes to its state are NOT kept when it runs isolated.
+ *   runs in a worker process instead (a fresh grpo started in its worker mode, which creates
+ *   the reward there): a crash, signal, exit() or a score() past the section's `timeout` costs
+ *   that batch (NaN scores, one warning) and the worker, not the run; the next batch gets a new
+ *   worker and a new create(). State a score() call changes lives as long as its worker.
  *
  * A descriptor names its fields (C99 designated initializers), so a field appended in a later
  * minor version is zero (NULL) in a pack that predates it, and create() reads its keys with the
