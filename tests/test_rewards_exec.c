@@ -23,43 +23,9 @@
 #include <unistd.h>
 
 #include "exec_path.h"
-#include "grpo/reward.h"
-#include "host/host.h"
-#include "host/registry.h"
+#include "reward_test_host.h"
 
-static grpo_registry reg;
-static const grpo_reward_desc *desc;
-static grpo_host host; /* the default host, with a log that counts warnings */
-static int warnings;
-static char warned[4096]; /* every warning of the test, one per line */
-
-static void counting_log(int32_t level, const char *who, const char *fmt, ...) {
-    char msg[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "[%d] %s: %s\n", level, who, msg);
-    if (level != GRPO_LOG_WARN) return;
-    warnings++;
-    size_t used = strlen(warned);
-    snprintf(warned + used, sizeof warned - used, "%s\n", msg);
-}
-
-static void setup(void) {
-    grpo_error err;
-    grpo_error_init(&err);
-    char *dirs[] = {GRPO_PACK_BUILD_DIR, NULL};
-    memset(&reg, 0, sizeof reg);
-    ck_assert_msg(grpo_registry_scan(&reg, dirs, &err) == GRPO_OK, "%s", err.message);
-    const grpo_entry *e = grpo_registry_find(&reg, "builtin.exec");
-    ck_assert_ptr_nonnull(e);
-    host = *grpo_default_host();
-    host.log = counting_log;
-    warnings = 0, warned[0] = 0;
-    ck_assert_msg(grpo_registry_load(&reg, e, &host, (const void **)&desc, &err) == GRPO_OK,
-                  "%s", err.message);
-}
+static void setup(void) { load_reward("builtin.exec"); }
 
 static void teardown(void) { grpo_registry_free(&reg); }
 

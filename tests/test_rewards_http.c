@@ -21,51 +21,21 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "grpo/reward.h"
-#include "host/host.h"
-#include "host/registry.h"
+#include "reward_test_host.h"
 
 #define SERVER GRPO_SOURCE_DIR "/tests/http_server/server.py"
 #define KEY "sk-test-7f3a9c1e5b"
 
-static grpo_registry reg;
-static const grpo_reward_desc *desc;
-static grpo_host host;
-static int warnings;
-static char warned[16384]; /* every warning of the test, one per line */
 static pid_t server_pid;
 static char url[128], logfile[128];
 
-static void counting_log(int32_t level, const char *who, const char *fmt, ...) {
-    char msg[2048];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "[%d] %s: %s\n", level, who, msg);
-    if (level != GRPO_LOG_WARN) return;
-    warnings++;
-    size_t used = strlen(warned);
-    snprintf(warned + used, sizeof warned - used, "%s\n", msg);
-}
-
 static void setup(void) {
-    grpo_error err;
-    grpo_error_init(&err);
-    char *dirs[] = {GRPO_PACK_BUILD_DIR, NULL};
-    memset(&reg, 0, sizeof reg);
-    ck_assert_msg(grpo_registry_scan(&reg, dirs, &err) == GRPO_OK, "%s", err.message);
-    const grpo_entry *e = grpo_registry_find(&reg, "builtin.http");
-    ck_assert_ptr_nonnull(e);
-    host = *grpo_default_host();
-    host.log = counting_log;
-    warnings = 0, warned[0] = 0, server_pid = 0;
+    server_pid = 0;
     unsetenv("http_proxy"), unsetenv("HTTP_PROXY"), unsetenv("all_proxy"), unsetenv("ALL_PROXY");
     setenv("no_proxy", "127.0.0.1", 1);
     snprintf(logfile, sizeof logfile, "/tmp/grpo_http_test_%d.log", (int)getpid());
     unlink(logfile);
-    ck_assert_msg(grpo_registry_load(&reg, e, &host, (const void **)&desc, &err) == GRPO_OK,
-                  "%s", err.message);
+    load_reward("builtin.http");
 }
 
 static void teardown(void) {

@@ -129,6 +129,13 @@ static float log_prob(const float *logits, int32_t V, int32_t t) {
     return (float)((double)logits[t] - mx - log(sum));
 }
 
+/* Whether grpo_logits_process leaves every logit as it is (temperature 1, no penalty, no
+ * filter): the drawn token's log-prob is then already the policy's. */
+static int unprocessed(const grpo_sampling *p, int32_t V) {
+    return p->temperature == 1.0f && p->repetition_penalty == 1.0f &&
+           (p->top_k <= 0 || p->top_k >= V) && p->top_p >= 1.0f && p->min_p <= 0.0f;
+}
+
 int32_t grpo_sample_row(const grpo_sampling *p, const float *logits, int32_t V,
                         const int32_t *prev, int32_t n_prev, float u, float *logp, float *plogp,
                         float *work, void *scratch) {
@@ -136,7 +143,9 @@ int32_t grpo_sample_row(const grpo_sampling *p, const float *logits, int32_t V,
     grpo_logits_process(p, work, V, prev, n_prev, scratch);
     int32_t t = pick(p, work, V, u, scratch);
     *logp = log_prob(work, V, t);
-    if (plogp) {
+    if (plogp && unprocessed(p, V)) {
+        *plogp = *logp; /* work holds the logits as they came: the same log-softmax */
+    } else if (plogp) {
         float inv = p->temperature > 0.0f ? 1.0f / p->temperature : 1.0f;
         for (int32_t v = 0; v < V; v++) work[v] = logits[v] * inv;
         *plogp = log_prob(work, V, t);

@@ -9,6 +9,8 @@
 #include <sys/socket.h>
 #include <time.h>
 
+#include "train/metrics.h"
+
 #define NULL_STR 0xffffffffu
 
 void grpo_wire_free(grpo_wire *w) {
@@ -205,18 +207,12 @@ void grpo_wire_spec_free(grpo_reward_spec *spec) {
 
 /* ---- frames: a u32 length, then the bytes, under a deadline --------------------------------- */
 
-double grpo_wire_now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
 /* Waits until fd is ready for events or the deadline (<= 0: none) passes: 0 ready, -2 deadline. */
 static int wait_fd(int fd, short events, double deadline) {
     for (;;) {
         int ms = -1;
         if (deadline > 0) {
-            double left = deadline - grpo_wire_now();
+            double left = deadline - grpo_now();
             if (left <= 0) return -2;
             ms = (int)(left * 1000) + 1;
         }

@@ -57,10 +57,9 @@ void grpo_wire_put_spec(grpo_wire *w, const grpo_reward_spec *spec);
 int grpo_wire_get_spec(grpo_wire_in *r, grpo_reward_spec *spec);
 void grpo_wire_spec_free(grpo_reward_spec *spec);
 
-/* Frames over a stream socket: a u32 length, then the bytes. deadline is a grpo_wire_now() time
+/* Frames over a stream socket: a u32 length, then the bytes. deadline is a grpo_now() time (metrics.h)
  * (<= 0: none). Sending never raises SIGPIPE. 0; -1 on end of file, a closed or broken socket
  * or no memory; -2 when the deadline passed. A received frame is malloc'd into *buf (*len). */
-double grpo_wire_now(void); /* seconds, CLOCK_MONOTONIC */
 int grpo_wire_send(int fd, const grpo_wire *w, double deadline);
 int grpo_wire_recv(int fd, unsigned char **buf, size_t *len, double deadline);
 

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "grpo/ops.h"
+#include "train/metrics.h"
 #include "train/reward_wire.h"
 
 extern char **environ;
@@ -169,7 +170,7 @@ int grpo_reward_worker_start(grpo_reward_worker *w, const grpo_reward_worker_env
 int grpo_reward_worker_score(grpo_reward_worker *w, const grpo_reward_spec *spec, double seconds,
                              const grpo_sample *samples, uint32_t n, float *row, int32_t *st,
                              grpo_error *inner, char *why, size_t why_size) {
-    double deadline = seconds > 0 ? grpo_wire_now() + seconds : 0;
+    double deadline = seconds > 0 ? grpo_now() + seconds : 0;
     grpo_wire req = {0};
     grpo_wire_put_samples(&req, samples, n);
     unsigned char *reply = NULL;
