@@ -395,6 +395,8 @@ START_TEST(device_draw_path_equals_host_path) {
     fixture_open(&host, fixtures[_i]);
     fixture_open(&dev, fixtures[_i]);
     dev.ops->sample_rows = host_sample_rows; /* the model reads its ops table at each call */
+    /* the op's reference is grpo_sample_row's own plogp: the host path without logits_logp */
+    host.ops->logits_logp = NULL;
     grpo_sampler_turns turns = {NULL, script_begin, script_turn_end};
     const int32_t G = 3;
     ck_assert_int_le(host.R * G, 64);

@@ -70,8 +70,10 @@ START_TEST(each_minor_appends_its_slots) {
     /* 1.6: the shared-prefix attention pair right after dropout */
     ck_assert_uint_eq(offsetof(grpo_ops, prefix_attention_forward), at += fn);
     ck_assert_uint_eq(offsetof(grpo_ops, prefix_attention_backward), at += fn);
-    /* 1.6: sample_rows (sampling on the device) after them, last */
+    /* 1.6: sample_rows (sampling on the device) after them */
     ck_assert_uint_eq(offsetof(grpo_ops, sample_rows), at += fn);
+    /* 1.7: logits_logp (the sampler's log-probs summed as the head sums), last */
+    ck_assert_uint_eq(offsetof(grpo_ops, logits_logp), at += fn);
     ck_assert_uint_eq(sizeof(grpo_ops), at + fn);
 }
 END_TEST

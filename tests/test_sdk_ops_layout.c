@@ -81,13 +81,16 @@ static const struct {
 
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
 
-START_TEST(the_generated_table_has_the_1_6_layout) {
-    ck_assert_uint_eq(sizeof(grpo_ops), OPS_SIZE_1_6);
-    ck_assert_uint_eq(COUNT(layout_now), COUNT(layout_1_6));
+/* 1.7 appended one op (logits_logp) after the 1.6 table, which stays its prefix. */
+START_TEST(the_generated_table_keeps_the_1_6_layout) {
+    ck_assert_uint_eq(sizeof(grpo_ops), OPS_SIZE_1_6 + sizeof(void (*)(void)));
+    ck_assert_uint_eq(COUNT(layout_now), COUNT(layout_1_6) + 1);
     for (size_t i = 0; i < COUNT(layout_1_6); i++) {
         ck_assert_str_eq(layout_now[i].member, layout_1_6[i].member);
         ck_assert_uint_eq(layout_now[i].offset, layout_1_6[i].offset);
     }
+    ck_assert_str_eq(layout_now[COUNT(layout_1_6)].member, "logits_logp");
+    ck_assert_uint_eq(layout_now[COUNT(layout_1_6)].offset, OPS_SIZE_1_6);
 }
 END_TEST
 
@@ -145,7 +148,7 @@ END_TEST
 int main(void) {
     Suite *s = suite_create("sdk_ops_layout");
     TCase *tc = tcase_create("ops_layout");
-    tcase_add_test(tc, the_generated_table_has_the_1_6_layout);
+    tcase_add_test(tc, the_generated_table_keeps_the_1_6_layout);
     tcase_add_test(tc, each_member_by_name_is_where_1_6_put_it);
     tcase_add_test(tc, the_list_is_append_only_by_minor);
     tcase_add_test(tc, supports_reads_struct_size_and_null);

@@ -6,7 +6,9 @@
  * memory (the op appends each drawn token; a forced one is uploaded), the host draws the same
  * uniforms from the same RNG streams in the same order and uploads them (R floats), and only R
  * ids, logp (and plogp) come back. The cpu backend has no sample_rows: its rollouts are the host
- * path's, which is also the op's reference (grpo_sample_row). */
+ * path's, which is also the op's reference (grpo_sample_row). On the host path the policy
+ * log-probs (plogp) come from grpo_ops.logits_logp when the backend has it: summed as its head
+ * sums the training forward's, so that on cpu they equal the training log-probs bit for bit. */
 #include "host/sampler.h"
 #include "base/nomem.h"
 
@@ -60,6 +62,10 @@ typedef struct sampler_state {
     int32_t *nh, *ids;
     float *d_u, *d_lp, *d_plp;
     int32_t *d_nh, *d_ids, *d_hist;
+    /* the host path's policy log-probs by ops->logits_logp (when the backend has it and they
+     * are wanted), by drawn row: its logits row, its id, its output row; backend copies */
+    int32_t *lrow, *lid, *lout, *d_lrow, *d_lid;
+    float *lplp, *d_lplp;
     /* multi-turn (o->turns), by output row: the tokens being forced, where the current turn
      * began in the row, whether the row's last token was forced */
     const int32_t **force; /* (N) */
@@ -72,8 +78,9 @@ static void state_free(grpo_model *m, sampler_state *s) {
     free(s->n_hist), free(s->logits), free(s->row_logits), free(s->scratch);
     free(s->force), free(s->n_force), free(s->i_force), free(s->turn_start), free(s->last_forced);
     free(s->u), free(s->lp), free(s->plp), free(s->nh), free(s->ids);
-    void *d[] = {s->d_tok, s->d_pos, s->d_len, s->d_cmask, s->d_logits,
-                 s->d_u,   s->d_lp,  s->d_plp, s->d_nh,    s->d_ids, s->d_hist};
+    free(s->lrow), free(s->lid), free(s->lout), free(s->lplp);
+    void *d[] = {s->d_tok, s->d_pos,  s->d_len, s->d_cmask, s->d_logits, s->d_u,  s->d_lp,
+                 s->d_plp, s->d_nh,   s->d_ids, s->d_hist,  s->d_lrow,   s->d_lid, s->d_lplp};
     for (size_t i = 0; i < sizeof d / sizeof d[0]; i++)
         if (d[i]) m->ops->free(m->ops->ctx, d[i]);
 }
@@ -93,7 +100,18 @@ static int dev_state_alloc(const grpo_ops *o, sampler_state *s) {
            s->d_nh && s->d_ids && s->d_hist;
 }
 
-static int state_alloc(grpo_model *m, sampler_state *s, int32_t B, int32_t P) {
+/* The host path's logits_logp buffers (host staging and backend copies, by drawn row). */
+static int logp_state_alloc(const grpo_ops *o, sampler_state *s) {
+    size_t N = (size_t)s->N;
+    s->lrow = malloc(N * sizeof(int32_t)), s->lid = malloc(N * sizeof(int32_t));
+    s->lout = malloc(N * sizeof(int32_t)), s->lplp = malloc(N * sizeof(float));
+    s->d_lrow = o->alloc(o->ctx, N * sizeof(int32_t));
+    s->d_lid = o->alloc(o->ctx, N * sizeof(int32_t));
+    s->d_lplp = o->alloc(o->ctx, N * sizeof(float));
+    return s->lrow && s->lid && s->lout && s->lplp && s->d_lrow && s->d_lid && s->d_lplp;
+}
+
+static int state_alloc(grpo_model *m, sampler_state *s, int32_t B, int32_t P, int policy_logp) {
     const grpo_ops *o = m->ops;
     int32_t N = s->N, S = s->S, V = s->V;
     size_t big = (size_t)(B * P > N ? B * P : N);
@@ -118,6 +136,8 @@ static int state_alloc(grpo_model *m, sampler_state *s, int32_t B, int32_t P) {
         s->row_logits = malloc((size_t)V * sizeof(float));
         s->scratch = malloc((size_t)V * 12);
         if (!s->logits || !s->row_logits || !s->scratch) return 0;
+        if (policy_logp && grpo_ops_supports(o, logits_logp) && !logp_state_alloc(o, s))
+            return 0;
     }
     return s->row && s->tok && s->pos && s->len && s->cmask && s->hist && s->n_hist && s->d_tok &&
            s->d_pos && s->d_len && s->d_cmask && s->d_logits;
@@ -236,25 +256,44 @@ static float uniform_for(const grpo_sampler_opts *o, int32_t n, grpo_rng *rng,
     return grpo_rng_uniform(row_rng ? &row_rng[n] : rng);
 }
 
+/* The policy log-probs of the k tokens just drawn (s->lrow, lid, lout) by ops->logits_logp on
+ * the logits in backend memory: summed as the training forward's head sums them. */
+static void policy_logps(const grpo_ops *ops, sampler_state *s, const grpo_sampler_opts *o,
+                         int32_t k, grpo_rollout *out) {
+    ops->upload(ops->ctx, s->d_lrow, s->lrow, (uint64_t)k * sizeof(int32_t));
+    ops->upload(ops->ctx, s->d_lid, s->lid, (uint64_t)k * sizeof(int32_t));
+    ops->logits_logp(ops->ctx, s->d_lplp, s->d_logits, s->d_lrow, s->d_lid, k, s->V,
+                     grpo_sampling_logit_scale(&o->sampling));
+    ops->download(ops->ctx, s->lplp, s->d_lplp, (uint64_t)k * sizeof(float));
+    for (int32_t j = 0; j < k; j++) { /* the token is the row's last one recorded */
+        int32_t n = s->lout[j];
+        out->plogp[(size_t)n * out->T + out->len[n] - 1] = s->lplp[j];
+    }
+}
+
 /* Host path: draws one token for each live row from its logits, downloaded into s->logits (the
  * prompt's prefill logits on the first step). A row with observation tokens pending takes its
  * next one instead. */
 static void draw_tokens_host(grpo_model *m, sampler_state *s, const grpo_sampler_opts *o,
                              int32_t live, int first, grpo_rng *rng, grpo_rng *row_rng,
                              grpo_rollout *out) {
+    int by_op = out->plogp && s->d_lplp; /* policy log-probs by ops->logits_logp */
+    int32_t k = 0;
     for (int32_t i = 0; i < live; i++) {
-        int32_t n = s->row[i];
+        int32_t n = s->row[i], r = first ? n / o->G : i;
         if (forcing(s, n)) {
             force_token(m->ops, s, i, n, out);
             continue;
         }
-        const float *src = s->logits + (size_t)(first ? n / o->G : i) * s->V;
         float u = uniform_for(o, n, rng, row_rng), lp, plp = 0.0f;
-        int32_t t = grpo_sample_row(&o->sampling, src, s->V, s->hist + (size_t)n * s->H,
-                                    s->n_hist[n], u, &lp, out->plogp ? &plp : NULL,
-                                    s->row_logits, s->scratch);
+        int32_t t = grpo_sample_row(&o->sampling, s->logits + (size_t)r * s->V, s->V,
+                                    s->hist + (size_t)n * s->H, s->n_hist[n], u, &lp,
+                                    out->plogp && !by_op ? &plp : NULL, s->row_logits,
+                                    s->scratch);
         record_draw(s, i, n, t, lp, plp, out);
+        if (by_op) s->lrow[k] = r, s->lid[k] = t, s->lout[k++] = n;
     }
+    if (k) policy_logps(m->ops, s, o, k, out);
 }
 
 /* Device path: the same draws by ops->sample_rows on the live rows' logits in d_logits; the
@@ -346,7 +385,8 @@ static int run(grpo_model *m, const grpo_sampler_opts *o, const int32_t *prompt,
     s.N = B * o->G, s.S = P + o->max_new, s.H = P + o->max_new, s.V = grpo_model_vocab(m);
     int rc = grpo_model_reserve_kv(m, s.N, s.S, P, err);
     if (rc != GRPO_OK) return rc;
-    if (!rollout_alloc(out, s.N, o->max_new, o->policy_logp) || !state_alloc(m, &s, B, P)) {
+    if (!rollout_alloc(out, s.N, o->max_new, o->policy_logp) ||
+        !state_alloc(m, &s, B, P, o->policy_logp)) {
         state_free(m, &s);
         /* the (N,T) outputs, (N,S) slot mask and history, (N,V) logits on host and backend */
         uint64_t per_row = (uint64_t)o->max_new * 4 * sizeof(float) +

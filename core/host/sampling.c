@@ -146,7 +146,7 @@ int32_t grpo_sample_row(const grpo_sampling *p, const float *logits, int32_t V,
     if (plogp && unprocessed(p, V)) {
         *plogp = *logp; /* work holds the logits as they came: the same log-softmax */
     } else if (plogp) {
-        float inv = p->temperature > 0.0f ? 1.0f / p->temperature : 1.0f;
+        float inv = grpo_sampling_logit_scale(p);
         for (int32_t v = 0; v < V; v++) work[v] = logits[v] * inv;
         *plogp = log_prob(work, V, t);
     }

@@ -24,6 +24,13 @@ typedef struct grpo_sampling {
 /* Whether p draws nothing: greedy decoding, where no uniform is taken from the RNG. */
 static inline int grpo_sampling_greedy(const grpo_sampling *p) { return p->temperature <= 0.0f; }
 
+/* The factor the policy's logits are multiplied by for its log-probs: 1/temperature rounded
+ * once to float (1 when greedy). The sampler's log-probs and the training forward's (its head
+ * scale) both take it from here, so the two are the same product. */
+static inline float grpo_sampling_logit_scale(const grpo_sampling *p) {
+    return p->temperature > 0.0f ? (float)(1.0 / (double)p->temperature) : 1.0f;
+}
+
 /* Processes logits (V) as above and returns the chosen token: argmax when greedy (lowest id on
  * ties), else the first token whose cumulative probability (in id order) exceeds u ~ U[0,1) drawn
  * from rng. */
@@ -34,7 +41,7 @@ int32_t grpo_sample_token(const grpo_sampling *p, float *logits, int32_t V, cons
  * device op grpo_ops.sample_rows): the token grpo_sample_token picks from logits (V, not
  * written; processed in work (V)) had its rng drawn u (u ignored when greedy); *logp = log
  * softmax(processed logits)[token]; *plogp (plogp may be NULL) = log softmax(logits *
- * (1 / temperature))[token] of the raw logits (temperature <= 0: 1). scratch as above. */
+ * grpo_sampling_logit_scale)[token] of the raw logits. scratch as above. */
 int32_t grpo_sample_row(const grpo_sampling *p, const float *logits, int32_t V,
                         const int32_t *prev, int32_t n_prev, float u, float *logp, float *plogp,
                         float *work, void *scratch);

@@ -167,7 +167,7 @@ int grpo_trainer_setup(trainer *t, grpo_error *err) {
                             NULL}; /* rollout.c sets turns for a chunk with episodes */
     memcpy(so.eos, t->s.run.eos, sizeof so.eos);
     t->so = so;
-    t->scale = cfg->sampling_temperature > 0 ? (float)(1.0 / cfg->sampling_temperature) : 1.0f;
+    t->scale = grpo_sampling_logit_scale(&so.sampling); /* the sampler's: the same log-probs */
     t->ao = grpo_advantage_opts_default();
     t->ao.scale = cfg->grpo_scale_rewards, t->ao.std_unbiased = cfg->grpo_std_unbiased;
     t->ao.clip = (float)cfg->grpo_advantage_clamp,

@@ -1,33 +1,37 @@
 /*
- * attention.c — causal grouped-query attention with a key padding mask, flash-attention style:
- * scores are made one block of QB queries at a time with a GEMM, turned into probabilities in
- * place, and multiplied into V with a second GEMM; only the log-sum-exp of each query row is
- * kept, and the backward pass recomputes the probabilities from it. No (B,NH,T,T) buffer.
+ * attention.c — causal grouped-query attention with a key padding mask: the forward, its
+ * backward, and one-token decode against the KV cache. Only the log-sum-exp of each query row
+ * is kept; the backward recomputes the probabilities from it. No (B,NH,T,T) buffer.
  *
  *   q (B,T,NH,HD), k/v (B,T,NKV,HD), mask (B,T) 1 = real, out (B,T,NH,HD), lse (B,NH,T)
  *   query head h reads key/value head h / (NH/NKV) (Hugging Face's repeat_kv order)
  *   query t attends to keys s <= t with mask[b,s] = 1; padding queries get out = 0, lse = 0
  *   scores are scale * q.k with scale = 1/sqrt(HD); lse = log sum_s exp(score)
  *
+ * Forward and decode run one block of queries at a time through cpu_attend (attend.c), whose
+ * sums follow the key sequence alone: a query's output and lse have the same bits in a batch
+ * of any size and padding, in any query block, with or without a shared prefix, at any thread
+ * count, and in decode against the cache (batch invariance: the sampler's log-probs are the
+ * training forward's).
+ *
  * Backward, per query row t with P = exp(score - lse), D = dout_t . out_t:
  *   dS = P * (dout_t . v_s - D)         dq_t = scale * sum_s dS_ts k_s
  *   dk_s = scale * sum_t dS_ts q_t      dv_s = sum_t P_ts dout_t
- * dq, dk, dv are written (=). Each query head's dk/dv contribution is made in a (T,HD) buffer
- * of its own and the buffers of a group are added in head order, by the thread that owns the
- * group or afterwards (see cpu_attention_backward): threads never share an output, and the
- * result has the same bits whatever the thread count.
+ * made one block of QB queries at a time with sgemm. dq, dk, dv are written (=). Each query
+ * head's dk/dv contribution is made in a (T,HD) buffer of its own and the buffers of a group
+ * are added in head order, by the thread that owns the group or afterwards (see
+ * cpu_attention_backward): threads never share an output, and the result has the same bits
+ * whatever the thread count.
  *
- * Threads: OpenMP over (query block, b, head) forward and (b, head) backward; every thread calls
- * (single-threaded) sgemm on its own blocks.
+ * Threads: OpenMP over (query block, b, head) forward and (b, head) backward.
  * Prefix attention (ABI 1.6, grpo/ops.h) is the same code with a second key segment: a row's
- * score block holds [its prefix's keys | its own keys] side by side (two GEMMs into one block),
- * one softmax runs over both, and the backward splits the block again; a prefix's dkp/dvp get
- * one (P,HD) part per (row, head), added up per prefix afterwards (add_prefix_parts). With no
- * prefix (plain attention) the calls are exactly those of before: the same bits.
+ * keys are [its prefix's keys | its own keys], one sequence for the forward's softmax; the
+ * backward's score block holds both side by side (two GEMMs into one block) and splits again;
+ * a prefix's dkp/dvp get one (P,HD) part per (row, head), added up per prefix afterwards
+ * (add_prefix_parts).
  * Keys before a row's first real token are skipped (left padding costs nothing). Other padded
- * keys enter the GEMMs and get probability 0, so k and v must be finite there too (as they are
- * when computed from padding tokens).
- */
+ * keys enter the sums with probability 0, so k and v must be finite there too (as they are
+ * when computed from padding tokens). */
 #include "cpu/blas.h"
 #include <math.h>
 #include <stdlib.h>
@@ -50,57 +54,14 @@ static void check_shapes(const char *op, int32_t NH, int32_t NKV, int32_t HD) {
     CPU_CHECK(HD > 0, op, "HD must be > 0");
 }
 
-/* Turns one score row (nk) into probabilities in place: the first nvalid keys are the causal
- * ones, of which those with mask 0 get 0, and the rest are 0. Writes lse and 1/sum. */
-CPU_VECTOR_CLONES
-static void softmax_row(float *row, float *lse, float *inv, const int32_t *mask, int32_t nvalid,
-                        int32_t nk) {
-    /* the loops run over whole vectors when the row has room (the extra keys are in the future,
-     * their scores are finite and their mask entries exist), masked by j < nvalid */
-    int32_t n = (nvalid + 15) / 16 * 16 < nk ? (nvalid + 15) / 16 * 16 : nk;
-    float mx = -INFINITY, sum = 0.0f;
-#pragma omp simd reduction(max : mx)
-    for (int32_t j = 0; j < n; j++) {
-        float s = (mask[j] != 0) & (j < nvalid) ? row[j] : -INFINITY;
-        mx = s > mx ? s : mx;
-    }
-#pragma omp simd reduction(+ : sum)
-    for (int32_t j = 0; j < n; j++) {
-        float p = cpu_expf(row[j] - mx); /* computed everywhere, kept where real: no branch */
-        p *= (float)((mask[j] != 0) & (j < nvalid));
-        row[j] = p;
-        sum += p;
-    }
-    for (int32_t j = n; j < nk; j++) row[j] = 0.0f;
-    *lse = mx + logf(sum);
-    *inv = 1.0f / sum;
-}
-
-/* Turns the score block sc (nq, nk) of queries t0.. against np prefix keys then the own keys
- * k0.. into probabilities in place (zero where masked or in the future); km (nk) is the keys'
- * mask. Writes lse and the row normalisers inv (nq). */
-static void softmax_block(float *sc, float *lse, float *inv, const int32_t *mask_b,
-                          const int32_t *km, int32_t np, int32_t t0, int32_t nq, int32_t k0,
-                          int32_t nk) {
-    for (int32_t i = 0; i < nq; i++) {
-        int32_t t = t0 + i;
-        float *row = sc + (size_t)i * nk;
-        if (!mask_b[t]) {
-            memset(row, 0, (size_t)nk * sizeof(float));
-            lse[i] = 0.0f;
-            inv[i] = 0.0f;
-            continue;
-        }
-        softmax_row(row, &lse[i], &inv[i], km, np + t - k0 + 1, nk);
-    }
-}
-
 /* Backward of one score row: p (nk) holds the scores, ds (nk) dout.v; on return p holds the
  * probabilities exp(score - l) and ds the score gradient scale * p * (ds - D). */
 CPU_VECTOR_CLONES
 static void dsoftmax_row(float *p, float *ds, const int32_t *mask, int32_t nvalid, int32_t nk,
                          float l, float D, float scale) {
-    int32_t n = (nvalid + 15) / 16 * 16 < nk ? (nvalid + 15) / 16 * 16 : nk; /* see softmax_row */
+    /* whole vectors where the row has room (the extra keys are in the future, their scores
+     * finite, their mask entries there), masked by j < nvalid */
+    int32_t n = (nvalid + 15) / 16 * 16 < nk ? (nvalid + 15) / 16 * 16 : nk;
 #pragma omp simd
     for (int32_t j = 0; j < n; j++) {
         float pj = cpu_expf(p[j] - l);
@@ -171,16 +132,14 @@ static att_rows rows_make(const char *op, const int32_t *mask, int32_t B, int32_
 static void rows_free(att_rows *r) { free(r->k0), free(r->pf), free(r->km), free(r->kmbuf); }
 
 /* Forward of the query block t0..t0+nq-1 of head h in row b, whose first real own key is k0,
- * after pf->n prefix keys (0: plain attention); km: the block's key mask (att_rows).
- * The score block holds [prefix | own] keys side by side, so one softmax covers both.
- * sc: QB * PT floats; blse, inv: QB floats. */
+ * after pf->n prefix keys (0: plain attention); km: the block's key mask (att_rows), the keys
+ * [prefix | own] one sequence for cpu_attend (attend.c). work: cpu_attend_scratch(QB, PT, HD). */
 static void attention_forward_block(float *out, float *lse, const float *q, const float *k,
                                     const float *v, const int32_t *mask_b, const att_prefix *pf,
                                     const int32_t *km, int32_t b, int32_t h, int32_t t0,
                                     int32_t nq, int32_t k0, int32_t T, int32_t NH, int32_t NKV,
-                                    int32_t HD, float *sc, float *blse, float *inv) {
+                                    int32_t HD, float *work) {
     const int32_t g = h / (NH / NKV), qs = NH * HD, ks = NKV * HD; /* row strides */
-    const float scale = 1.0f / sqrtf((float)HD);
     const int32_t nk = t0 + nq - k0, np = pf->n, nt = np + nk; /* own keys k0 .. t0+nq-1 */
     float *ob = out + ((size_t)b * T + t0) * qs + (size_t)h * HD;
     float *lb = lse ? lse + ((size_t)b * NH + h) * T + t0 : NULL;
@@ -191,25 +150,13 @@ static void attention_forward_block(float *out, float *lse, const float *q, cons
         }
         return;
     }
-    const float *qb = q + ((size_t)b * T + t0) * qs + (size_t)h * HD;
-    const float *kb = k + ((size_t)b * T + k0) * ks + (size_t)g * HD;
-    const float *vb = v + ((size_t)b * T + k0) * ks + (size_t)g * HD;
-    if (np)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nq, np, HD, scale, qb, qs,
-                    pf->k + (size_t)g * HD, ks, 0.0f, sc, nt);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nq, nk, HD, scale, qb, qs, kb, ks, 0.0f,
-                sc + np, nt);
-    softmax_block(sc, blse, inv, mask_b, km, np, t0, nq, k0, nt);
-    if (np)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nq, HD, np, 1.0f, sc, nt,
-                    pf->v + (size_t)g * HD, ks, 0.0f, ob, qs);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nq, HD, nk, 1.0f, sc + np, nt, vb, ks,
-                np ? 1.0f : 0.0f, ob, qs);
-    for (int32_t i = 0; i < nq; i++) {
-        float *o = ob + (size_t)i * qs;
-        for (int32_t d = 0; d < HD; d++) o[d] *= inv[i];
-        if (lb) lb[i] = blse[i];
-    }
+    cpu_att_keys K = {pf->k ? pf->k + (size_t)g * HD : NULL, pf->v ? pf->v + (size_t)g * HD : NULL,
+                      k + ((size_t)b * T + k0) * ks + (size_t)g * HD,
+                      v + ((size_t)b * T + k0) * ks + (size_t)g * HD, np, ks, km, nt};
+    int32_t nvalid[QB];
+    for (int32_t i = 0; i < nq; i++) nvalid[i] = mask_b[t0 + i] ? np + t0 + i - k0 + 1 : 0;
+    cpu_attend(ob, qs, lb, q + ((size_t)b * T + t0) * qs + (size_t)h * HD, qs, &K, nvalid, nq, HD,
+               work);
 }
 
 /* attention_forward, or with pa the prefix-attention forward. */
@@ -223,18 +170,17 @@ static void forward_rows(cpu_ctx *ctx, const char *op, float *out, float *lse, c
     int nt = cpu_threads_for(ctx, (double)B * NH * T * r.PT * HD);
 #pragma omp parallel num_threads(nt)
     {
-        float *sc = malloc(((size_t)QB * r.PT + 2 * QB) * sizeof(float));
-        CPU_CHECK(sc != NULL, op, "out of memory for a score block");
+        float *work = malloc(cpu_attend_scratch(QB, r.PT, HD) * sizeof(float));
+        CPU_CHECK(work != NULL, op, "out of memory for a score block");
         /* tasks are (query block, b, h), the last blocks (the most keys) handed out first */
 #pragma omp for schedule(dynamic, 1)
         for (int32_t task = 0; task < nblocks * heads; task++) {
             int32_t blk = nblocks - 1 - task / heads, b = task % heads / NH, h = task % NH;
             int32_t t0 = blk * QB, nq = t0 + QB < T ? QB : T - t0;
             attention_forward_block(out, lse, q, k, v, mask + (size_t)b * T, &r.pf[b], r.km[b], b,
-                                    h, t0, nq, r.k0[b], T, NH, NKV, HD, sc,
-                                    sc + (size_t)QB * r.PT, sc + (size_t)QB * r.PT + QB);
+                                    h, t0, nq, r.k0[b], T, NH, NKV, HD, work);
         }
-        free(sc);
+        free(work);
     }
     rows_free(&r);
 }
@@ -491,18 +437,15 @@ void cpu_prefix_attention_backward(void *ctx, float *dq, float *dk, float *dv, f
 
 /* ---- decode: one new query per row against the KV cache ---------------------------------- */
 
-/* Row r, kv head g: the rep query heads of the group as one (rep, HD) matrix against the n
- * cached keys, two small GEMMs, so each cached key and value is read once per group.
- * sc: rep * S floats; lse/inv: rep floats. */
+/* Row r, kv head g: the rep query heads of the group against the n cached keys from the row's
+ * first real slot, by cpu_attend (attend.c): each cached key and value is read once per group,
+ * and each head's output has the bits the training forward gives its query.
+ * work: cpu_attend_scratch(rep, S, HD) floats. */
 static void attention_decode_group(float *out, const float *q, const float *kcache,
                                    const float *vcache, const int32_t *cache_mask, int32_t n,
                                    int32_t r, int32_t g, int32_t S, int32_t NH, int32_t NKV,
-                                   int32_t HD, float *sc, float *lse, float *inv) {
+                                   int32_t HD, float *work) {
     const int32_t rep = NH / NKV, ks = NKV * HD;
-    const float scale = 1.0f / sqrtf((float)HD);
-    const float *qg = q + ((size_t)r * NH + (size_t)g * rep) * HD;
-    const float *kr = kcache + (size_t)r * S * ks + (size_t)g * HD;
-    const float *vr = vcache + (size_t)r * S * ks + (size_t)g * HD;
     const int32_t *cm = cache_mask + (size_t)r * S;
     float *og = out + ((size_t)r * NH + (size_t)g * rep) * HD;
     int32_t s0 = first_real(cm, n); /* skip the left padding */
@@ -510,15 +453,12 @@ static void attention_decode_group(float *out, const float *q, const float *kcac
         memset(og, 0, (size_t)rep * HD * sizeof(float));
         return;
     }
-    kr += (size_t)s0 * ks, vr += (size_t)s0 * ks, cm += s0, n -= s0;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rep, n, HD, scale, qg, HD, kr, ks, 0.0f,
-                sc, n);
-    for (int32_t j = 0; j < rep; j++)
-        softmax_row(sc + (size_t)j * n, &lse[j], &inv[j], cm, n, n);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rep, HD, n, 1.0f, sc, n, vr, ks, 0.0f,
-                og, HD);
-    for (int32_t j = 0; j < rep; j++)
-        for (int32_t d = 0; d < HD; d++) og[(size_t)j * HD + d] *= inv[j];
+    size_t off = ((size_t)r * S + s0) * ks + (size_t)g * HD;
+    cpu_att_keys K = {NULL, NULL, kcache + off, vcache + off, 0, ks, cm + s0, n - s0};
+    int32_t nvalid[CPU_ATT_REP_MAX];
+    for (int32_t j = 0; j < rep; j++) nvalid[j] = n - s0;
+    cpu_attend(og, HD, NULL, q + ((size_t)r * NH + (size_t)g * rep) * HD, HD, &K, nvalid, rep,
+               HD, work);
 }
 
 /* Asks for the n cached keys and values of row r, kv head g (from the row's first real slot)
@@ -543,20 +483,21 @@ void cpu_attention_decode(void *ctx, float *out, const float *q, const float *kc
     const int32_t rep = NH / NKV;
     for (int32_t r = 0; r < R; r++)
         CPU_CHECK(len[r] >= 0 && len[r] <= S, "attention_decode", "len[r] must lie in [0, S]");
+    CPU_CHECK(rep <= CPU_ATT_REP_MAX, "attention_decode",
+              "at most CPU_ATT_REP_MAX = 64 query heads per key/value head");
     int nt = cpu_threads_for(ctx, (double)R * NH * S * HD * 2);
 #pragma omp parallel num_threads(nt)
     {
-        float *sc = malloc(((size_t)rep * (S > 0 ? S : 1) + 2 * (size_t)rep) * sizeof(float));
-        CPU_CHECK(sc != NULL, "attention_decode", "out of memory for the scores");
-        float *lse = sc + (size_t)rep * (S > 0 ? S : 1), *inv = lse + rep;
+        float *work = malloc(cpu_attend_scratch(rep, S > 0 ? S : 1, HD) * sizeof(float));
+        CPU_CHECK(work != NULL, "attention_decode", "out of memory for the scores");
 #pragma omp for schedule(static)
         for (int32_t rg = 0; rg < R * NKV; rg++) {
             if (rg + 1 < R * NKV)
                 prefetch_group(kcache, vcache, cache_mask, len[(rg + 1) / NKV], (rg + 1) / NKV,
                                (rg + 1) % NKV, S, NKV, HD);
             attention_decode_group(out, q, kcache, vcache, cache_mask, len[rg / NKV], rg / NKV,
-                                   rg % NKV, S, NH, NKV, HD, sc, lse, inv);
+                                   rg % NKV, S, NH, NKV, HD, work);
         }
-        free(sc);
+        free(work);
     }
 }

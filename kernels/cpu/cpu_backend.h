@@ -76,6 +76,25 @@ void cpu_sgemm(cpu_ctx *ctx, int trans_a, int trans_b, int32_t M, int32_t N, int
                float alpha, const float *A, int32_t lda, const float *B, int32_t ldb, float beta,
                float *C, int32_t ldc);
 
+/* ---- attend.c: the batch-invariant attention core (attention.c's forward and decode) ---- */
+/* One key sequence: np prefix keys/values (row stride ks, pk/pv; NULL when np = 0), then the
+ * row's own from k/v; n keys in all; km (n) their mask, 1 = real. */
+typedef struct cpu_att_keys {
+    const float *pk, *pv, *k, *v;
+    int32_t np, ks;
+    const int32_t *km;
+    int32_t n;
+} cpu_att_keys;
+#define CPU_ATT_REP_MAX 64 /* the most query heads one decode call puts on a key/value head */
+/* The work floats cpu_attend needs for nq queries against nkeys keys of HD. */
+uint64_t cpu_attend_scratch(int32_t nq, int32_t nkeys, int32_t HD);
+/* out row i (HD, row stride os) and lse[i] (lse may be NULL) of query i of q (nq rows of HD,
+ * stride qs) against keys 0 .. nvalid[i]-1 of K (nvalid[i] <= K->n; 0: out = 0, lse = 0), in
+ * the order attend.c fixes; work: cpu_attend_scratch(nq, K->n, HD) floats. */
+void cpu_attend(float *out, int32_t os, float *lse, const float *q, int32_t qs,
+                const cpu_att_keys *K, const int32_t *nvalid, int32_t nq, int32_t HD,
+                float *work);
+
 /* ---- the ops: cpu_alloc ... cpu_sample_rows, one per entry of grpo/ops_list.h ------------ */
 GRPO_BACKEND_DECLARE_OPS(cpu)
 

@@ -6,6 +6,8 @@
  *   logp (N) = z[target] - lse
  *   entropy (N) = -sum_j p_j log p_j = log s - sum_j e^{z_j-m} (z_j-m) / s, where m is the
  *                 running max and s = sum_j e^{z_j-m} (optional output)
+ * logits_logp folds rows of logits the decode made (R,V) through the same row_stats, chunk by
+ * chunk: the sampler's log-prob of a drawn token is this file's logp of the row, bit for bit.
  * Rows with target < 0 (prompt and padding positions) are skipped: logp, lse, entropy and
  * dhidden are 0 there. The rows that are computed are gathered first, so the GEMMs stay dense.
  * Backward recomputes each block and uses d logp / d z_j = delta_{j,target} - p_j and, for a
@@ -62,6 +64,12 @@ static void stats_update(row_stats *st, const float *z, int32_t vc) {
     st->s += s;
     st->u += u;
 }
+
+/* The log-sum-exp of a row whose chunks are all folded into st. */
+static double row_lse(const row_stats *st) { return st->m + log(st->s); }
+
+/* log p(target) from its logit zt and the row's log-sum-exp l. */
+static float target_logp(float zt, double l) { return (float)((double)zt - l); }
 
 /* One row of the backward block: g (vc) holds the logits z on entry and
  * coef * (delta_{j,tg} - exp(z_j - l)) on return (tg relative to the chunk, may be outside). */
@@ -139,9 +147,9 @@ static void head_forward_rows(float *logp, float *lse, float *entropy, const flo
     }
     for (int32_t i = 0; i < m; i++) {
         int32_t n = idx[i];
-        double l = st[i].m + log(st[i].s);
+        double l = row_lse(&st[i]);
         if (lse) lse[n] = (float)l;
-        if (logp) logp[n] = targets ? (float)((double)zt[i] - l) : 0.0f;
+        if (logp) logp[n] = targets ? target_logp(zt[i], l) : 0.0f;
         if (entropy) entropy[n] = (float)(log(st[i].s) - st[i].u / st[i].s);
     }
 }
@@ -178,6 +186,36 @@ void cpu_head_forward_w(void *ctx_, float *logp, float *lse, float *entropy, con
         free(z);
     }
     free(idx);
+}
+
+/* The row's log-prob of target tg: its logits z = scale * lrow (V), folded VC at a time in
+ * the order head_forward_rows folds its chunks. zc: VC floats. */
+static float row_logp(const float *lrow, int32_t V, int32_t tg, float scale, float *zc) {
+    row_stats st = {0.0, 0.0, 0.0};
+    for (int32_t v0 = 0; v0 < V; v0 += VC) {
+        int32_t vc = v0 + VC < V ? VC : V - v0;
+        for (int32_t j = 0; j < vc; j++) zc[j] = scale * lrow[v0 + j];
+        stats_update(&st, zc, vc);
+    }
+    return target_logp(scale * lrow[tg], row_lse(&st));
+}
+
+void cpu_logits_logp(void *ctx, float *logp, const float *logits, const int32_t *rows,
+                     const int32_t *ids, int32_t R, int32_t V, float scale) {
+    if (R <= 0) return;
+    CPU_CHECK(V > 0, "logits_logp", "V must be > 0");
+    int nt = cpu_threads_for(ctx, (double)R * V * 8);
+#pragma omp parallel num_threads(nt)
+    {
+        float *zc = malloc((size_t)VC * sizeof(float));
+        CPU_CHECK(zc != NULL, "logits_logp", "out of memory for a logits chunk");
+#pragma omp for schedule(static)
+        for (int32_t r = 0; r < R; r++) {
+            CPU_CHECK(ids[r] >= 0 && ids[r] < V, "logits_logp", "ids[r] must lie in [0, V)");
+            logp[r] = row_logp(logits + (size_t)rows[r] * V, V, ids[r], scale, zc);
+        }
+        free(zc);
+    }
 }
 
 void cpu_head_forward(void *ctx, float *logp, float *lse, float *entropy, const float *hidden,

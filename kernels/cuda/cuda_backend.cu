@@ -13,6 +13,9 @@
  * with hidden visibility). */
 #define GRPO_CUDA_EXPORT __attribute__((visibility("default")))
 
+/* Optional ops this backend leaves out (NULL in its table; backend_ops.h). */
+#define cuda_logits_logp NULL /* its sampler is sample_rows, which computes plogp on the device */
+
 extern "C" GRPO_CUDA_EXPORT grpo_ops *grpo_cuda_backend_open(const grpo_cuda_options *opt,
                                                              grpo_error *err) {
     cuda_ctx *ctx = cuda_ctx_new(opt, err);

@@ -253,7 +253,17 @@
     X(D, 6, 1, void, sample_rows,                                                                  \
       (void *ctx, int32_t *ids, float *logp, float *plogp, const float *logits, const float *u,    \
        int32_t *hist, const int32_t *n_hist, int32_t H, int32_t R, int32_t V,                      \
-       float temperature, int32_t top_k, float top_p, float min_p, float repetition_penalty))
+       float temperature, int32_t top_k, float top_p, float min_p, float repetition_penalty))   \
+    /* -- 1.7: a drawn token's log-prob by the head's own reduction (optional: without it the      \
+     *    host computes it). logp[r] = log softmax(scale * logits[rows[r]])[ids[r]] for r < R:     \
+     *    logits (X,V) with rows (R) in [0,X), ids (R) in [0,V), logp (R) written, every buffer    \
+     *    in backend memory. The sums are head_forward's, in its order: on a backend whose         \
+     *    products do not depend on the batch (cpu) the sampler's log-prob of a token is then      \
+     *    the training forward's, bit for bit, when logits are the decode's (R,V) product and      \
+     *    scale the forward's. -- */                                                               \
+    X(D, 7, 1, void, logits_logp,                                                                  \
+      (void *ctx, float *logp, const float *logits, const int32_t *rows, const int32_t *ids,       \
+       int32_t R, int32_t V, float scale))
 /* clang-format on */
 
 #endif /* GRPO_OPS_LIST_H */

@@ -60,6 +60,8 @@
  *         | model.h    | set_shared_prefix
  *         | ops.h      | grpo_ops_supports() and the op list (ops_list.h) are header-only
  *         |            | and change no layout: no minor of their own
+ *   1.7   | ops.h      | logits_logp (a drawn token's log-prob summed as head_forward sums;
+ *         |            | optional)
  *
  * The tokenizer services (tokenizer, tokenize, detokenize) were marked provisional in 1.0; they
  * are sealed: their signatures have not changed since 1.0, the builtin packs and reward_model
@@ -89,7 +91,7 @@ extern "C" {
 #endif
 
 #define GRPO_ABI_MAJOR 1
-#define GRPO_ABI_MINOR 6
+#define GRPO_ABI_MINOR 7
 #define GRPO_MAGIC_TAG "GRPOPLG" /* 7 chars + NUL */
 
 #if defined(_WIN32)

@@ -1,0 +1,200 @@
+/*
+ * attend.c — the batch-invariant core of attention: a few queries against one key sequence,
+ * every sum taken in an order fixed by the key sequence alone, so a query's output and
+ * log-sum-exp have the same bits in the training forward (any batch, padding, query block,
+ * shared prefix or thread count) and in decode against the KV cache (any number of live rows).
+ *
+ * For a query q (HD) and keys k_j, v_j, j = 0..n-1 (j counts from the first real key: with a
+ * shared prefix the prefix's keys come first, then the row's own), with mask km (n):
+ *   score s_j   = scale * dot(q, k_j), dot in the fixed order below
+ *   m           = max of s_j over the valid keys (j < nvalid, km[j] != 0)
+ *   p_j         = exp(s_j - m) for valid keys, 0 for the rest
+ *   sum         = sum_j p_j: lane l = j mod 16 sums its keys in order, then tree16
+ *   lse         = m + log(sum);   out = (sum over j ascending of p_j * v_j) / sum
+ * dot(q, k): lane l of 16 sums q[d] k[d] over d = l, l+16, l+32, ... in order, then tree16.
+ * tree16 adds 16 lanes as ((x_l + x_l+8) + (x_l+4 + x_l+12)) ... : h_l = x_l + x_l+8 (l < 8),
+ * then h_l + h_l+4 (l < 4), then those l and l+2 (l < 2), then the last two. Sixteen keys'
+ * dots are reduced together with shuffles (reduce16) that compute exactly tree16 per key.
+ * Keys past nvalid contribute p_j = 0 (exact: adding zeros leaves every sum as it was), so a
+ * block of queries with different causal limits can share one pass over the keys.
+ * Products and sums are separate roundings (no FMA contraction) on every ISA clone.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "cpu/cpu_backend.h"
+#include "cpu/fastmath.h"
+
+#define ATT_LANES 16 /* the lanes of every dot product and sum */
+#define ATT_QP 4     /* queries per pass over the values */
+
+static inline const float *att_key(const cpu_att_keys *K, int32_t j) {
+    if (j >= K->n) j = 0; /* a tile's lanes past the last key: any real memory, unused */
+    return j < K->np ? K->pk + (size_t)j * K->ks : K->k + (size_t)(j - K->np) * K->ks;
+}
+
+static inline const float *att_value(const cpu_att_keys *K, int32_t j) {
+    return j < K->np ? K->pv + (size_t)j * K->ks : K->v + (size_t)(j - K->np) * K->ks;
+}
+
+/* The fixed tree over 16 lane sums (see the file comment). */
+static inline float tree16(const float *x) {
+    float h[8], q[4], e[2];
+    for (int32_t l = 0; l < 8; l++) h[l] = x[l] + x[l + 8];
+    for (int32_t l = 0; l < 4; l++) q[l] = h[l] + h[l + 4];
+    for (int32_t l = 0; l < 2; l++) e[l] = q[l] + q[l + 2];
+    return e[0] + e[1];
+}
+
+#if defined(__GNUC__) && !defined(__clang__)
+/* the vector helpers below are always inlined into their ISA clones: no vector crosses a call,
+ * so GCC's note that a 64-byte vector return changes the ABI without AVX-512 does not apply */
+#pragma GCC diagnostic ignored "-Wpsabi"
+typedef float att_v16 __attribute__((vector_size(ATT_LANES * sizeof(float)), aligned(4)));
+typedef int32_t att_i16 __attribute__((vector_size(ATT_LANES * sizeof(int32_t))));
+
+/* Chunk c (floats 16c .. 16c+15) of a row of HD floats, zero past HD. */
+__attribute__((always_inline)) static inline att_v16 load_chunk(const float *x, int32_t c,
+                                                                int32_t HD) {
+    att_v16 v = {0};
+    int32_t n = HD - ATT_LANES * c;
+    if (n >= ATT_LANES)
+        memcpy(&v, x + (size_t)ATT_LANES * c, sizeof v);
+    else
+        memcpy(&v, x + (size_t)ATT_LANES * c, (size_t)n * sizeof(float));
+    return v;
+}
+
+/* tree16 of each of the 16 vectors P[j], as lane j of the result: four stages of pairwise
+ * shuffles, each halving the lanes per key (16 -> 8 -> 4 -> 2 -> 1) in tree16's order. */
+__attribute__((always_inline)) static inline att_v16 reduce16(att_v16 *P) {
+    const att_i16 a1 = {0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23};
+    const att_i16 b1 = {8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31};
+    const att_i16 a2 = {0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27};
+    const att_i16 b2 = {4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23, 28, 29, 30, 31};
+    const att_i16 a3 = {0, 1, 4, 5, 8, 9, 12, 13, 16, 17, 20, 21, 24, 25, 28, 29};
+    const att_i16 b3 = {2, 3, 6, 7, 10, 11, 14, 15, 18, 19, 22, 23, 26, 27, 30, 31};
+    const att_i16 a4 = {0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30};
+    const att_i16 b4 = {1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31};
+    att_v16 s1[8], s2[4], s3[2];
+#pragma GCC unroll 8
+    for (int32_t j = 0; j < 8; j++) /* lanes 0-7: key 2j's h, 8-15: key 2j+1's */
+        s1[j] = __builtin_shuffle(P[2 * j], P[2 * j + 1], a1) +
+                __builtin_shuffle(P[2 * j], P[2 * j + 1], b1);
+#pragma GCC unroll 4
+    for (int32_t j = 0; j < 4; j++) /* four lanes for each of keys 4j .. 4j+3 */
+        s2[j] = __builtin_shuffle(s1[2 * j], s1[2 * j + 1], a2) +
+                __builtin_shuffle(s1[2 * j], s1[2 * j + 1], b2);
+#pragma GCC unroll 2
+    for (int32_t j = 0; j < 2; j++) /* two lanes for each of keys 8j .. 8j+7 */
+        s3[j] = __builtin_shuffle(s2[2 * j], s2[2 * j + 1], a3) +
+                __builtin_shuffle(s2[2 * j], s2[2 * j + 1], b3);
+    return __builtin_shuffle(s3[0], s3[1], a4) + __builtin_shuffle(s3[0], s3[1], b4);
+}
+
+/* s[0..15] = scale * dot(q, key j0 + i) for 16 keys; qp: q zero-padded to whole chunks. */
+CPU_VECTOR_CLONES
+static void dots16(float *s, const float *qp, const cpu_att_keys *K, int32_t j0, int32_t HD,
+                   float scale) {
+    const float *kr[ATT_LANES];
+    att_v16 P[ATT_LANES];
+#pragma GCC unroll 16
+    for (int32_t i = 0; i < ATT_LANES; i++) kr[i] = att_key(K, j0 + i), P[i] = (att_v16){0};
+    for (int32_t c = 0; c < (HD + ATT_LANES - 1) / ATT_LANES; c++) {
+        att_v16 qc;
+        memcpy(&qc, qp + (size_t)ATT_LANES * c, sizeof qc);
+#pragma GCC unroll 16
+        for (int32_t i = 0; i < ATT_LANES; i++) P[i] += qc * load_chunk(kr[i], c, HD);
+    }
+    att_v16 r = reduce16(P) * scale;
+    memcpy(s, &r, sizeof r);
+}
+#else
+/* The same sums with plain loops: each lane, and tree16, in the order above. */
+static void dots16(float *s, const float *qp, const cpu_att_keys *K, int32_t j0, int32_t HD,
+                   float scale) {
+    for (int32_t i = 0; i < ATT_LANES; i++) {
+        const float *k = att_key(K, j0 + i);
+        float P[ATT_LANES] = {0};
+        for (int32_t d = 0; d < HD; d++) P[d % ATT_LANES] += qp[d] * k[d];
+        s[i] = tree16(P) * scale;
+    }
+}
+#endif
+
+/* Row p (n16 floats, scores of keys 0..nvalid-1 first) into probabilities: p_j for the valid
+ * keys, 0 for the rest up to n16. Writes lse and 1/sum. */
+CPU_VECTOR_CLONES
+static void softmax_lanes(float *p, float *lse, float *inv, const int32_t *km, int32_t nvalid,
+                          int32_t n16) {
+    float mx = -INFINITY, lane[ATT_LANES] = {0};
+    for (int32_t j = 0; j < nvalid; j++) mx = km[j] && p[j] > mx ? p[j] : mx;
+    for (int32_t j = 0; j < n16; j++) {
+        float e = cpu_expf(p[j] - mx); /* computed everywhere (even from unset scores past */
+        p[j] = (j < nvalid) & (km[j < nvalid ? j : 0] != 0) ? e : 0.0f; /* nvalid), kept where real */
+    }
+    for (int32_t j0 = 0; j0 < n16; j0 += ATT_LANES)
+        for (int32_t l = 0; l < ATT_LANES; l++) lane[l] += p[j0 + l];
+    float sum = tree16(lane);
+    *lse = mx + logf(sum);
+    *inv = 1.0f / sum;
+}
+
+/* acc[i] (HD) = sum over j < jn, ascending, of p[i][j] * v_j, for nq <= ATT_QP queries. */
+CPU_VECTOR_CLONES
+static void values_pass(float *acc, const float *const *p, int32_t nq, const cpu_att_keys *K,
+                        int32_t jn, int32_t HD) {
+    memset(acc, 0, (size_t)nq * HD * sizeof(float));
+    for (int32_t j = 0; j < jn; j++) {
+        const float *v = att_value(K, j);
+        for (int32_t i = 0; i < nq; i++) {
+            float pij = p[i][j], *a = acc + (size_t)i * HD;
+            for (int32_t d = 0; d < HD; d++) a[d] += pij * v[d];
+        }
+    }
+}
+
+static int32_t round16(int32_t n) { return (n + ATT_LANES - 1) / ATT_LANES * ATT_LANES; }
+
+uint64_t cpu_attend_scratch(int32_t nq, int32_t nkeys, int32_t HD) {
+    /* scores (nq, ld), the padded query, the value accumulators, 1/sum */
+    return (uint64_t)nq * round16(nkeys) + (uint64_t)round16(HD) + (uint64_t)ATT_QP * HD +
+           (uint64_t)nq;
+}
+
+void cpu_attend(float *out, int32_t os, float *lse, const float *q, int32_t qs,
+                const cpu_att_keys *K, const int32_t *nvalid, int32_t nq, int32_t HD,
+                float *work) {
+    const float scale = 1.0f / sqrtf((float)HD);
+    int32_t nmax = 0;
+    for (int32_t i = 0; i < nq; i++) nmax = nvalid[i] > nmax ? nvalid[i] : nmax;
+    const int32_t ld = round16(K->n), n16 = round16(nmax);
+    float *sc = work, *qp = sc + (size_t)nq * ld, *acc = qp + round16(HD), *inv = acc + ATT_QP * HD;
+    memset(qp, 0, (size_t)round16(HD) * sizeof(float));
+    for (int32_t i = 0; i < nq; i++) {
+        float *row = sc + (size_t)i * ld, li = 0.0f;
+        inv[i] = 0.0f;
+        if (nvalid[i] > 0) {
+            memcpy(qp, q + (size_t)i * qs, (size_t)HD * sizeof(float));
+            for (int32_t j0 = 0; j0 < nvalid[i]; j0 += ATT_LANES)
+                dots16(row + j0, qp, K, j0, HD, scale);
+            softmax_lanes(row, &li, &inv[i], K->km, nvalid[i], n16);
+        } else {
+            memset(row, 0, (size_t)n16 * sizeof(float));
+        }
+        if (lse) lse[i] = li;
+    }
+    for (int32_t i0 = 0; i0 < nq; i0 += ATT_QP) {
+        int32_t m = nq - i0 < ATT_QP ? nq - i0 : ATT_QP, jn = 0;
+        const float *p[ATT_QP];
+        for (int32_t i = 0; i < m; i++) {
+            p[i] = sc + (size_t)(i0 + i) * ld;
+            jn = nvalid[i0 + i] > jn ? nvalid[i0 + i] : jn;
+        }
+        values_pass(acc, p, m, K, jn, HD);
+        for (int32_t i = 0; i < m; i++) {
+            float *o = out + (size_t)(i0 + i) * os, s = inv[i0 + i];
+            for (int32_t d = 0; d < HD; d++) o[d] = acc[(size_t)i * HD + d] * s;
+        }
+    }
+}
