@@ -45,3 +45,6 @@ add_test(NAME cli_code_sandbox
          COMMAND bash ${PROJECT_SOURCE_DIR}/tests/cli/code_sandbox.sh $<TARGET_FILE:grpo_cli>
                  ${PROJECT_SOURCE_DIR})
 set_tests_properties(cli_code_sandbox PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
+# logprobs_batch: `grpo logprobs` prints the same bits at --batch 1, 7 and 4 on 2 threads.
+add_test(NAME cli_logprobs_batch_invariant
+         COMMAND bash ${PROJECT_SOURCE_DIR}/tests/cli/logprobs_batch.sh $<TARGET_FILE:grpo_cli>)
