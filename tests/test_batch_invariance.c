@@ -195,16 +195,47 @@ static void compositions(fixture *f1, fixture *f2, const seqs *s, const char *wh
     }
 }
 
-static void forward_case(const char *base, const char *lora, int share_ok) {
+/* Every MoE router row e becomes row 0 times (1 + e 2^-22): the experts' logits tie to within a
+ * few ulps for every token, so a last-bit difference in a router's input between two batches
+ * would pick other experts (and change the log-probs by far more than an ulp). */
+static void near_tie_routers(fixture *f) {
+    grpo_error err;
+    grpo_error_init(&err);
+    int found = 0;
+    for (int32_t l = 0;; l++) {
+        char name[96];
+        snprintf(name, sizeof name, "model.layers.%d.mlp.gate.weight", l);
+        int i = grpo_model_param_index(f->m, name);
+        if (i < 0) break;
+        const grpo_param_desc *pd = &f->m->params[i];
+        int64_t E = pd->shape[0], C = pd->shape[1];
+        float *w = malloc((size_t)(E * C) * sizeof(float));
+        ck_ok(grpo_model_read_param(f->m, (uint32_t)i, w, &err), &err);
+        for (int64_t e = 1; e < E; e++)
+            for (int64_t c = 0; c < C; c++)
+                w[e * C + c] = w[c] * (1.0f + (float)e * 0x1p-22f);
+        ck_ok(grpo_model_write_param(f->m, (uint32_t)i, w, &err), &err);
+        free(w);
+        found++;
+    }
+    ck_assert_msg(found > 0, "no router weight found: the near-tie case would test nothing");
+}
+
+static void forward_case_tied(const char *base, const char *lora, int share_ok, int tie) {
     fixture f1, f2;
     fixture_open(&f1, base, lora, 1);
     fixture_open(&f2, base, lora, 2);
+    if (tie) near_tie_routers(&f1), near_tie_routers(&f2);
     seqs *s = calloc(1, sizeof *s);
     seqs_make(s, grpo_model_vocab(f1.m));
     seqs_reference(&f1, s);
     compositions(&f1, &f2, s, lora ? lora : base, share_ok, 16);
     free(s);
     fixture_close(&f1), fixture_close(&f2);
+}
+
+static void forward_case(const char *base, const char *lora, int share_ok) {
+    forward_case_tied(base, lora, share_ok, 0);
 }
 
 START_TEST(dense_logprobs_do_not_depend_on_the_batch) {
@@ -214,6 +245,11 @@ END_TEST
 
 START_TEST(moe_logprobs_do_not_depend_on_the_batch) {
     forward_case("moe/minimind2", NULL, 0); /* the MoE pack runs every row in full */
+}
+END_TEST
+
+START_TEST(moe_routing_with_near_tied_routers_does_not_depend_on_the_batch) {
+    forward_case_tied(_i ? "moe/qwen3moe" : "moe/minimind2", NULL, 0, 1);
 }
 END_TEST
 
@@ -291,6 +327,7 @@ int main(void) {
     tcase_set_timeout(tc, 300);
     tcase_add_loop_test(tc, dense_logprobs_do_not_depend_on_the_batch, 0, 2);
     tcase_add_test(tc, moe_logprobs_do_not_depend_on_the_batch);
+    tcase_add_loop_test(tc, moe_routing_with_near_tied_routers_does_not_depend_on_the_batch, 0, 2);
     tcase_add_loop_test(tc, lora_logprobs_do_not_depend_on_the_batch, 0, 2);
     tcase_add_loop_test(tc, the_samplers_logprobs_are_the_training_forwards, 0, 3);
     tcase_add_test(tc, the_samplers_logprobs_are_the_training_forwards_with_lora);
