@@ -17,7 +17,8 @@
  * dots are reduced together with shuffles (reduce16) that compute exactly tree16 per key.
  * Keys past nvalid contribute p_j = 0 (exact: adding zeros leaves every sum as it was), so a
  * block of queries with different causal limits can share one pass over the keys.
- * Products and sums are separate roundings (no FMA contraction) on every ISA clone.
+ * A product and the sum it enters are one FMA where the ISA clone has it (the same function
+ * makes a sum for the training forward and for decode, so they round alike).
  */
 #include <math.h>
 #include <string.h>
@@ -26,7 +27,7 @@
 #include "cpu/fastmath.h"
 
 #define ATT_LANES 16 /* the lanes of every dot product and sum */
-#define ATT_QP 4     /* queries per pass over the values */
+#define ATT_QP 8     /* queries per pass over the values (one vector register each) */
 
 static inline const float *att_key(const cpu_att_keys *K, int32_t j) {
     if (j >= K->n) j = 0; /* a tile's lanes past the last key: any real memory, unused */
@@ -50,6 +51,10 @@ static inline float tree16(const float *x) {
 /* the vector helpers below are always inlined into their ISA clones: no vector crosses a call,
  * so GCC's note that a 64-byte vector return changes the ABI without AVX-512 does not apply */
 #pragma GCC diagnostic ignored "-Wpsabi"
+/* x * y + a as one FMA where the target has it (the build's -std=c11 turns contraction off):
+ * every sum below is made by one function for training and decode alike, so both contract the
+ * same way */
+#define ATT_CONTRACT __attribute__((optimize("fp-contract=fast")))
 typedef float att_v16 __attribute__((vector_size(ATT_LANES * sizeof(float)), aligned(4)));
 typedef int32_t att_i16 __attribute__((vector_size(ATT_LANES * sizeof(int32_t))));
 
@@ -92,19 +97,37 @@ __attribute__((always_inline)) static inline att_v16 reduce16(att_v16 *P) {
     return __builtin_shuffle(s3[0], s3[1], a4) + __builtin_shuffle(s3[0], s3[1], b4);
 }
 
-/* s[0..15] = scale * dot(q, key j0 + i) for 16 keys; qp: q zero-padded to whole chunks. */
-CPU_VECTOR_CLONES
-static void dots16(float *s, const float *qp, const cpu_att_keys *K, int32_t j0, int32_t HD,
-                   float scale) {
-    const float *kr[ATT_LANES];
-    att_v16 P[ATT_LANES];
+/* P[i] = the 16 lane sums of q . key i, chunk after chunk in order, key i's row at
+ * kr[i] (kr != NULL) or at k0 + i * ks. */
+__attribute__((always_inline)) static inline void lane_dots(att_v16 *P, const float *qp,
+                                                             const float *const *kr,
+                                                             const float *k0, size_t ks,
+                                                             int32_t HD) {
 #pragma GCC unroll 16
-    for (int32_t i = 0; i < ATT_LANES; i++) kr[i] = att_key(K, j0 + i), P[i] = (att_v16){0};
+    for (int32_t i = 0; i < ATT_LANES; i++) P[i] = (att_v16){0};
     for (int32_t c = 0; c < (HD + ATT_LANES - 1) / ATT_LANES; c++) {
         att_v16 qc;
         memcpy(&qc, qp + (size_t)ATT_LANES * c, sizeof qc);
 #pragma GCC unroll 16
-        for (int32_t i = 0; i < ATT_LANES; i++) P[i] += qc * load_chunk(kr[i], c, HD);
+        for (int32_t i = 0; i < ATT_LANES; i++)
+            P[i] += qc * load_chunk(kr ? kr[i] : k0 + (size_t)i * ks, c, HD);
+    }
+}
+
+/* s[0..15] = scale * dot(q, key j0 + i) for 16 keys; qp: q zero-padded to whole chunks. */
+CPU_VECTOR_CLONES ATT_CONTRACT
+static void dots16(float *s, const float *qp, const cpu_att_keys *K, int32_t j0, int32_t HD,
+                   float scale) {
+    att_v16 P[ATT_LANES];
+    int32_t j1 = j0 + ATT_LANES;
+    if (j1 <= K->np) { /* the whole tile in the prefix, or in the row's own keys */
+        lane_dots(P, qp, NULL, K->pk + (size_t)j0 * K->ks, (size_t)K->ks, HD);
+    } else if (j0 >= K->np && j1 <= K->n) {
+        lane_dots(P, qp, NULL, K->k + (size_t)(j0 - K->np) * K->ks, (size_t)K->ks, HD);
+    } else { /* across the two, or past the last key */
+        const float *kr[ATT_LANES];
+        for (int32_t i = 0; i < ATT_LANES; i++) kr[i] = att_key(K, j0 + i);
+        lane_dots(P, qp, kr, NULL, 0, HD);
     }
     att_v16 r = reduce16(P) * scale;
     memcpy(s, &r, sizeof r);
@@ -128,11 +151,17 @@ CPU_VECTOR_CLONES
 static void softmax_lanes(float *p, float *lse, float *inv, const int32_t *km, int32_t nvalid,
                           int32_t n16) {
     float mx = -INFINITY, lane[ATT_LANES] = {0};
-    for (int32_t j = 0; j < nvalid; j++) mx = km[j] && p[j] > mx ? p[j] : mx;
-    for (int32_t j = 0; j < n16; j++) {
-        float e = cpu_expf(p[j] - mx); /* computed everywhere (even from unset scores past */
-        p[j] = (j < nvalid) & (km[j < nvalid ? j : 0] != 0) ? e : 0.0f; /* nvalid), kept where real */
+#pragma omp simd reduction(max : mx)
+    for (int32_t j = 0; j < nvalid; j++) {
+        float s = km[j] ? p[j] : -INFINITY;
+        mx = s > mx ? s : mx;
     }
+#pragma omp simd
+    for (int32_t j = 0; j < nvalid; j++) {
+        float e = cpu_expf(p[j] - mx); /* computed everywhere, kept where real: no branch */
+        p[j] = km[j] ? e : 0.0f;
+    }
+    for (int32_t j = nvalid; j < n16; j++) p[j] = 0.0f;
     for (int32_t j0 = 0; j0 < n16; j0 += ATT_LANES)
         for (int32_t l = 0; l < ATT_LANES; l++) lane[l] += p[j0 + l];
     float sum = tree16(lane);
@@ -140,19 +169,54 @@ static void softmax_lanes(float *p, float *lse, float *inv, const int32_t *km, i
     *inv = 1.0f / sum;
 }
 
-/* acc[i] (HD) = sum over j < jn, ascending, of p[i][j] * v_j, for nq <= ATT_QP queries. */
-CPU_VECTOR_CLONES
-static void values_pass(float *acc, const float *const *p, int32_t nq, const cpu_att_keys *K,
+#if defined(__GNUC__) && !defined(__clang__)
+/* acc[i] chunk c (16 floats of HD) = sum over j < jn, ascending, of p[i][j] * v_j for the m
+ * queries, in m vector registers. */
+__attribute__((always_inline)) static inline void values_chunk(float *acc,
+                                                                const float *const *p,
+                                                                const cpu_att_keys *K, int32_t jn,
+                                                                int32_t HD, int32_t c,
+                                                                const int32_t m) {
+    att_v16 A[ATT_QP];
+#pragma GCC unroll 8
+    for (int32_t i = 0; i < m; i++) A[i] = (att_v16){0};
+    for (int32_t j = 0; j < jn; j++) {
+        att_v16 v = load_chunk(att_value(K, j), c, HD);
+#pragma GCC unroll 8
+        for (int32_t i = 0; i < m; i++) A[i] += p[i][j] * v;
+    }
+    int32_t n = HD - ATT_LANES * c < ATT_LANES ? HD - ATT_LANES * c : ATT_LANES;
+    for (int32_t i = 0; i < m; i++)
+        memcpy(acc + (size_t)i * HD + (size_t)ATT_LANES * c, &A[i], (size_t)n * sizeof(float));
+}
+
+/* acc[i] (HD) = sum over j < jn, ascending, of p[i][j] * v_j, for m <= ATT_QP queries. */
+CPU_VECTOR_CLONES ATT_CONTRACT
+static void values_pass(float *acc, const float *const *p, int32_t m, const cpu_att_keys *K,
                         int32_t jn, int32_t HD) {
-    memset(acc, 0, (size_t)nq * HD * sizeof(float));
+    for (int32_t c = 0; c < (HD + ATT_LANES - 1) / ATT_LANES; c++) switch (m) {
+        case 1: values_chunk(acc, p, K, jn, HD, c, 1); break;
+        case 2: values_chunk(acc, p, K, jn, HD, c, 2); break;
+        case 3: values_chunk(acc, p, K, jn, HD, c, 3); break;
+        case 4: values_chunk(acc, p, K, jn, HD, c, 4); break;
+        case 5: values_chunk(acc, p, K, jn, HD, c, 5); break;
+        case 6: values_chunk(acc, p, K, jn, HD, c, 6); break;
+        case 7: values_chunk(acc, p, K, jn, HD, c, 7); break;
+        default: values_chunk(acc, p, K, jn, HD, c, 8); break;
+        }
+}
+#else
+/* acc[i] (HD) = sum over j < jn, ascending, of p[i][j] * v_j, for m <= ATT_QP queries. */
+static void values_pass(float *acc, const float *const *p, int32_t m, const cpu_att_keys *K,
+                        int32_t jn, int32_t HD) {
+    memset(acc, 0, (size_t)m * HD * sizeof(float));
     for (int32_t j = 0; j < jn; j++) {
         const float *v = att_value(K, j);
-        for (int32_t i = 0; i < nq; i++) {
-            float pij = p[i][j], *a = acc + (size_t)i * HD;
-            for (int32_t d = 0; d < HD; d++) a[d] += pij * v[d];
-        }
+        for (int32_t i = 0; i < m; i++)
+            for (int32_t d = 0; d < HD; d++) acc[(size_t)i * HD + d] += p[i][j] * v[d];
     }
 }
+#endif
 
 static int32_t round16(int32_t n) { return (n + ATT_LANES - 1) / ATT_LANES * ATT_LANES; }
 
