@@ -97,20 +97,28 @@ __attribute__((always_inline)) static inline att_v16 reduce16(att_v16 *P) {
     return __builtin_shuffle(s3[0], s3[1], a4) + __builtin_shuffle(s3[0], s3[1], b4);
 }
 
-/* P[i] = the 16 lane sums of q . key i, chunk after chunk in order, key i's row at
- * kr[i] (kr != NULL) or at k0 + i * ks. */
+/* P[i] = the 16 lane sums of q . key i, chunk after chunk in order (nch chunks), key i's row
+ * at k0 + i * ks. */
 __attribute__((always_inline)) static inline void lane_dots(att_v16 *P, const float *qp,
-                                                             const float *const *kr,
                                                              const float *k0, size_t ks,
-                                                             int32_t HD) {
+                                                             int32_t HD, const int32_t nch) {
 #pragma GCC unroll 16
+    for (int32_t i = 0; i < ATT_LANES; i++) P[i] = (att_v16){0};
+    for (int32_t c = 0; c < nch; c++) {
+        att_v16 qc;
+        memcpy(&qc, qp + (size_t)ATT_LANES * c, sizeof qc);
+#pragma GCC unroll 16
+        for (int32_t i = 0; i < ATT_LANES; i++) P[i] += qc * load_chunk(k0 + i * ks, c, HD);
+    }
+}
+
+/* The same with key i's row at kr[i] (a tile across the prefix's end, or past the last key). */
+static void lane_dots_rows(att_v16 *P, const float *qp, const float *const *kr, int32_t HD) {
     for (int32_t i = 0; i < ATT_LANES; i++) P[i] = (att_v16){0};
     for (int32_t c = 0; c < (HD + ATT_LANES - 1) / ATT_LANES; c++) {
         att_v16 qc;
         memcpy(&qc, qp + (size_t)ATT_LANES * c, sizeof qc);
-#pragma GCC unroll 16
-        for (int32_t i = 0; i < ATT_LANES; i++)
-            P[i] += qc * load_chunk(kr ? kr[i] : k0 + (size_t)i * ks, c, HD);
+        for (int32_t i = 0; i < ATT_LANES; i++) P[i] += qc * load_chunk(kr[i], c, HD);
     }
 }
 
@@ -119,16 +127,21 @@ CPU_VECTOR_CLONES ATT_CONTRACT
 static void dots16(float *s, const float *qp, const cpu_att_keys *K, int32_t j0, int32_t HD,
                    float scale) {
     att_v16 P[ATT_LANES];
-    int32_t j1 = j0 + ATT_LANES;
+    const int32_t j1 = j0 + ATT_LANES, nch = (HD + ATT_LANES - 1) / ATT_LANES;
+    const float *k0 = NULL, *kr[ATT_LANES];
     if (j1 <= K->np) { /* the whole tile in the prefix, or in the row's own keys */
-        lane_dots(P, qp, NULL, K->pk + (size_t)j0 * K->ks, (size_t)K->ks, HD);
+        k0 = K->pk + (size_t)j0 * K->ks;
     } else if (j0 >= K->np && j1 <= K->n) {
-        lane_dots(P, qp, NULL, K->k + (size_t)(j0 - K->np) * K->ks, (size_t)K->ks, HD);
+        k0 = K->k + (size_t)(j0 - K->np) * K->ks;
     } else { /* across the two, or past the last key */
-        const float *kr[ATT_LANES];
         for (int32_t i = 0; i < ATT_LANES; i++) kr[i] = att_key(K, j0 + i);
-        lane_dots(P, qp, kr, NULL, 0, HD);
     }
+    if (k0 && nch == 4) /* HD 64: the chunk loop with a constant count */
+        lane_dots(P, qp, k0, (size_t)K->ks, HD, 4);
+    else if (k0)
+        lane_dots(P, qp, k0, (size_t)K->ks, HD, nch);
+    else
+        lane_dots_rows(P, qp, kr, HD);
     att_v16 r = reduce16(P) * scale;
     memcpy(s, &r, sizeof r);
 }
