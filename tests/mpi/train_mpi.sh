@@ -8,7 +8,8 @@
 #      (|a| < 1e-2): a metric that is a sum of fp32 terms of size <= 1 cancelling to ~0 (a loss
 #      of zero-mean advantages) carries their rounding, fp32's epsilon 1.2e-7, not a fraction of
 #      its value (tests/mpi/compare.c)
-#      (and a LoRA run's adapters: 1b; multi-turn episodes of an environment: 1c)
+#      (and a LoRA run's adapters: 1b; multi-turn episodes of an environment: 1c); on both, the
+#      sampler's log-probs equal the training forward's (sampling_logp_difference/max 0)
 #   2. a rank killed with SIGKILL ends the other; mpirun names the rank (no hang: timeout)
 #   3. a rank that fails (rank 1 alone gets a missing data.path) ends the job with a line naming
 #      the rank and the cause
@@ -93,6 +94,12 @@ done 2>/dev/null
 "$compare" metrics one/metrics.jsonl two/metrics.jsonl 1e-5 "$atol" || fail "metrics differ"
 grep -q '"world_size": 2' two/metrics.jsonl || fail "two/metrics.jsonl has no world_size 2"
 grep -q '"time/comm"' two/metrics.jsonl || fail "two/metrics.jsonl has no time/comm"
+# exactly on-policy on every rank (batch-invariant kernels): the sampler's log-probs are the
+# training forward's, bit for bit, at 2 ranks as at 1
+for m in one two; do
+    n=$(grep -c '"sampling/sampling_logp_difference/max": 0[,}]' $m/metrics.jsonl)
+    [[ $n == 3 ]] || fail "$m: sampling_logp_difference/max is not 0 at every step ($n of 3)"
+done
 [[ $(grep -c '"rank":1' two/completions.jsonl) == 24 ]] || fail "completions.jsonl: expected 24 lines of rank 1 (3 steps x 2 groups x 4)"
 # the same completions, in the same order, with rank 0 for the first half of each step
 diff <(sed 's/"rank":[01],//' one/completions.jsonl) <(sed 's/"rank":[01],//' two/completions.jsonl) >/dev/null ||
