@@ -92,7 +92,8 @@ static bcase bcase_new(int32_t B, int32_t T, int32_t BP, int32_t PL, int32_t NH,
         c.pmask = malloc((size_t)BP * PL * sizeof(int32_t));
         c.prefix_of = malloc((size_t)B * sizeof(int32_t));
         for (int32_t j = 0; j < BP; j++)
-            for (int32_t s = 0; s < PL; s++) c.pmask[j * PL + s] = !(j == 1 && (s == 0 || s == PL - 2));
+            for (int32_t s = 0; s < PL; s++)
+                c.pmask[j * PL + s] = !(j == 1 && (s == 0 || s == PL - 2));
         for (int32_t b = 0; b < B; b++) c.prefix_of[b] = b % 2 == 0 ? 1 % BP : 0;
         size_t np = (size_t)BP * PL * NKV * HD;
         c.kp = malloc(np * sizeof(float)), c.vp = malloc(np * sizeof(float));
@@ -237,7 +238,8 @@ static float *decode(const bcase *c, const dq *qs, int32_t R) {
     }
     void *dk = dev_new(kc, (size_t)R * S * kw * 4), *dv = dev_new(vc, (size_t)R * S * kw * 4);
     void *dm = dev_new(cm, (size_t)R * S * 4), *dl = dev_new(len, (size_t)R * 4);
-    void *dqd = dev_new(qd, (size_t)R * qw * 4), *out = P.cuda->alloc(P.cuda->ctx, (size_t)R * qw * 4);
+    void *dqd = dev_new(qd, (size_t)R * qw * 4);
+    void *out = P.cuda->alloc(P.cuda->ctx, (size_t)R * qw * 4);
     P.cuda->attention_decode(P.cuda->ctx, out, dqd, dk, dv, dm, dl, R, S, c->NH, c->NKV, c->HD);
     float *h = dev_get(out, (size_t)R * qw);
     void *all[] = {dk, dv, dm, dl, dqd, out};

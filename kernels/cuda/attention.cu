@@ -13,8 +13,9 @@
  * as DPL = ceil(HD/32) registers per lane (lane l holds dims l, l+32, ...); HD <= 128.
  *
  *   forward   block (query tile, h, b): each warp owns QPW queries (q, o, running max m and sum l
- *             in registers) and walks the key tiles from the row's first real key to the tile's
- *             last query with an online softmax in fp32.
+ *             in registers) and walks its row's key sequence (att_trim: the prefix's keys from
+ *             its first real one, then the own keys from the first real one) in tiles of 32 keys
+ *             counted from the sequence's first key, with an online softmax in fp32 (att_attend).
  *   backward  D = rowsum(dout * out) first (B,NH,T, a scratch slot), then two passes, so that no
  *             output is shared between blocks (no atomics; the same bits every run):
  *     dq      block (query tile, h, b), like the forward: dS = P * (dout.v - D) * scale,
@@ -27,17 +28,29 @@
  *             (small batches of a model with NKV = 2), blocks are per query head instead, each
  *             writing its share to a scratch (B,NH,T,HD), and a second kernel sums the group's
  *             shares in head order (still deterministic).
- *   decode    block (row, h) against the KV cache: the four warps take interleaved 32-position
- *             chunks with their own online softmax, merged in shared memory at the end.
+ *   decode    block (kv head g, row r) against the KV cache: one warp per query head of the
+ *             group (several a warp, and more than one block, when the group has over 16), the
+ *             cached keys from the row's first real slot walked by the forward's att_attend.
  *
+ * Decode and the training forward give a query the same bits (issue 32): both take the same key
+ * sequence (from the first real key, so padding and where the keys lie do not matter), cut it
+ * into the same tiles and run one routine (att_attend, then att_finish) on it, whose per-query
+ * arithmetic does not depend on how many queries a warp holds. On the GPU each tile's load and
+ * compute are in turn (no split of the keys over warps, which would need a merge in another
+ * order): decode's latency per (row, head) is its whole cache, where the former kernel split it
+ * over four warps; each key tile is read once per kv group instead of once per query head.
  * Prefix attention (grpo/ops.h 1.6: prefix_attention_forward/_backward) is the same kernels on a
  * longer row: a row's key columns are [its prefix's P keys (kp/vp of prefix_of[b], pmask) | its
- * own T keys], its query t is column P + t, and the tiles walk the columns (att_pre, att_load_kv).
- * Plain attention is P = 0: the same tiles, loads and sums, so the same bits. The own keys' dk/dv
- * pass is unchanged (only a row's own queries see its own keys); dkp/dvp, which the rows sharing
- * a prefix all feed, get a pass of their own, block (prefix key tile, kv head, prefix) looping
- * over the rows of that prefix in row order (or per query head into a scratch, then the group
- * sum), and are ADDED to (+=), as grpo/ops.h asks: one block owns each element, no atomics.
+ * own T keys], its query t is column P + t (att_seq, att_load_kv); the forward walks the sequence
+ * [real prefix keys | real own keys] from the first of each, as decode does over a cache holding
+ * [prefix | own keys]. Plain attention is P = 0: the same tiles, loads and sums, so the same bits.
+ * The backward walks whole columns: its tile edges differ from the forward's, but each score is
+ * the same sequential dot, so its P = exp(score - lse) sees the forward's numbers. The own
+ * keys' dk/dv pass is unchanged (only a row's own queries see its own keys); dkp/dvp, which the
+ * rows sharing a prefix all feed, get a pass of their own, block (prefix key tile, kv head,
+ * prefix) looping over the rows of that prefix in row order (or per query head into a scratch,
+ * then the group sum), and are ADDED to (+=), as grpo/ops.h asks: one block owns each element,
+ * no atomics.
  *
  * Padded keys and queries are never loaded (their probabilities are exactly 0 by a select, their
  * gradients exactly 0), so whatever padding rows of q, k, v and dout hold cannot leak in; decode
@@ -225,7 +238,7 @@ static __device__ __forceinline__ void att_load_row(float x[DPL], const float *r
     }
 }
 
-/* ---- one query against a key sequence: the forward's and decode's shared arithmetic ----------- */
+/* ---- one query against a key sequence: the forward's and decode's shared arithmetic ------ */
 
 /* The QPW queries of a warp (qr, DPL per lane) against the key sequence sq, in 32-key tiles from
  * key 0 up to key jend (block-uniform, >= every lim): query i sees the real keys j < lim[i]
@@ -590,7 +603,7 @@ static __device__ __forceinline__ void att_dkdv_store(float *dst, const float (&
     constexpr int BQ2 = ATT_BQ2(DPL), NE = 8 * DPL;                                              \
     GRPO_SHARED_DYN(float, att_sm);                                                               \
     __shared__ int kmask[ATT_BK];                                                                 \
-    __shared__ int red[2 * ATT_MAX_WARPS];                                                            \
+    __shared__ int red[2 * ATT_MAX_WARPS];                                                        \
     __shared__ float lq[BQ2], Dq[BQ2];                                                            \
     __shared__ int qreal[BQ2];                                                                    \
     float *Kt = att_sm, *Vt = Kt + HD * ATT_LD;                                                   \
@@ -863,13 +876,16 @@ __global__ void attention_decode_kernel(float *out, const float *q, const float 
 }
 
 /* A group's rep query heads: one a warp while they fit in ATT_MAX_WARPS warps, else ATT_QPW a
- * warp, in as many blocks (chunks) as it takes. */
+ * warp in blocks of at most ATT_MAX_WARPS / 2 warps (8 queries a warp take up to 123 registers a
+ * thread at sm_90; 16 such warps would need all of an SM's 64K), in as many blocks (chunks) as it
+ * takes. */
 template <int DPL>
 static void launch_decode(cuda_ctx *ctx, float *out, const float *q, const float *kcache,
                           const float *vcache, const int32_t *cache_mask, const int32_t *len,
                           int32_t R, int32_t S, int32_t NH, int32_t NKV, int32_t HD) {
     const int rep = NH / NKV, qpw = rep <= ATT_MAX_WARPS ? 1 : ATT_QPW(DPL);
-    const int need = (rep + qpw - 1) / qpw, warps = need < ATT_MAX_WARPS ? need : ATT_MAX_WARPS;
+    const int cap = qpw == 1 ? ATT_MAX_WARPS : ATT_MAX_WARPS / 2, need = (rep + qpw - 1) / qpw;
+    const int warps = need < cap ? need : cap;
     const int chunks = (rep + warps * qpw - 1) / (warps * qpw);
     const dim3 grid((unsigned)(NKV * chunks), (unsigned)R);
     const float scale = 1.0f / sqrtf((float)HD);
