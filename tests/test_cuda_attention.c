@@ -257,7 +257,7 @@ START_TEST(attention_decode_matches_cpu) {
     const int32_t len1[5] = {24, 17, 1, 9, 0};
     check_decode(24, 4, 2, 8, len1, 5);
     check_decode(24, 4, 4, 64, len1, 5);
-    const int32_t len2[4] = {150, 141, 90, 30}; /* all four warps' chunks, merged */
+    const int32_t len2[4] = {150, 141, 90, 30}; /* five key tiles */
     check_decode(150, 2, 1, 128, len2, 4);
 }
 END_TEST

@@ -13,8 +13,9 @@
  * as DPL = ceil(HD/32) registers per lane (lane l holds dims l, l+32, ...); HD <= 128.
  *
  *   forward   block (query tile, h, b): each warp owns QPW queries (q, o, running max m and sum l
- *             in registers) and walks the key tiles from the row's first real key to the tile's
- *             last query with an online softmax in fp32.
+ *             in registers) and walks its row's key sequence (att_trim: the prefix's keys from
+ *             its first real one, then the own keys from the first real one) in tiles of 32 keys
+ *             counted from the sequence's first key, with an online softmax in fp32 (att_attend).
  *   backward  D = rowsum(dout * out) first (B,NH,T, a scratch slot), then two passes, so that no
  *             output is shared between blocks (no atomics; the same bits every run):
  *     dq      block (query tile, h, b), like the forward: dS = P * (dout.v - D) * scale,
@@ -27,17 +28,29 @@
  *             (small batches of a model with NKV = 2), blocks are per query head instead, each
  *             writing its share to a scratch (B,NH,T,HD), and a second kernel sums the group's
  *             shares in head order (still deterministic).
- *   decode    block (row, h) against the KV cache: the four warps take interleaved 32-position
- *             chunks with their own online softmax, merged in shared memory at the end.
+ *   decode    block (kv head g, row r) against the KV cache: one warp per query head of the
+ *             group (several a warp, and more than one block, when the group has over 16), the
+ *             cached keys from the row's first real slot walked by the forward's att_attend.
  *
+ * Decode and the training forward give a query the same bits (issue 32): both take the same key
+ * sequence (from the first real key, so padding and where the keys lie do not matter), cut it
+ * into the same tiles and run one routine (att_attend, then att_finish) on it, whose per-query
+ * arithmetic does not depend on how many queries a warp holds. On the GPU each tile's load and
+ * compute are in turn (no split of the keys over warps, which would need a merge in another
+ * order): decode's latency per (row, head) is its whole cache, where the former kernel split it
+ * over four warps; each key tile is read once per kv group instead of once per query head.
  * Prefix attention (grpo/ops.h 1.6: prefix_attention_forward/_backward) is the same kernels on a
  * longer row: a row's key columns are [its prefix's P keys (kp/vp of prefix_of[b], pmask) | its
- * own T keys], its query t is column P + t, and the tiles walk the columns (att_pre, att_load_kv).
- * Plain attention is P = 0: the same tiles, loads and sums, so the same bits. The own keys' dk/dv
- * pass is unchanged (only a row's own queries see its own keys); dkp/dvp, which the rows sharing
- * a prefix all feed, get a pass of their own, block (prefix key tile, kv head, prefix) looping
- * over the rows of that prefix in row order (or per query head into a scratch, then the group
- * sum), and are ADDED to (+=), as grpo/ops.h asks: one block owns each element, no atomics.
+ * own T keys], its query t is column P + t (att_seq, att_load_kv); the forward walks the sequence
+ * [real prefix keys | real own keys] from the first of each, as decode does over a cache holding
+ * [prefix | own keys]. Plain attention is P = 0: the same tiles, loads and sums, so the same bits.
+ * The backward walks whole columns: its tile edges differ from the forward's, but each score is
+ * the same sequential dot, so its P = exp(score - lse) sees the forward's numbers. The own
+ * keys' dk/dv pass is unchanged (only a row's own queries see its own keys); dkp/dvp, which the
+ * rows sharing a prefix all feed, get a pass of their own, block (prefix key tile, kv head,
+ * prefix) looping over the rows of that prefix in row order (or per query head into a scratch,
+ * then the group sum), and are ADDED to (+=), as grpo/ops.h asks: one block owns each element,
+ * no atomics.
  *
  * Padded keys and queries are never loaded (their probabilities are exactly 0 by a select, their
  * gradients exactly 0), so whatever padding rows of q, k, v and dout hold cannot leak in; decode
@@ -56,8 +69,8 @@
 #define ATT_WARPS 4
 #define ATT_THREADS (ATT_WARPS * 32)
 #define ATT_MAX_HD 128
+#define ATT_MAX_WARPS 16 /* decode: the most warps of a block (the query heads of a group) */
 #define FULL_MASK 0xffffffffu
-#define DEC_U 8         /* decode: cached positions whose scores are formed together */
 
 /* Loops over the per-lane register arrays are unrolled on the GPU (so the arrays stay in
  * registers); the host compiler of the emulation does not know the pragma. */
@@ -75,59 +88,60 @@
 static __device__ __forceinline__ int imin(int a, int b) { return a < b ? a : b; }
 static __device__ __forceinline__ int imax(int a, int b) { return a > b ? a : b; }
 
-/* The keys a row's queries may see, as columns [0, n + T): n prefix keys (k, v, mask m: the row's
- * prefix at kv head g, row stride NKV*HD; m NULL: none of them is real), then the row's own keys.
- * Plain attention is n = 0. */
-struct att_pre {
+/* A key sequence at kv head g (rows of stride ks = NKV*HD): key j < np is prefix key j (pk, pv,
+ * mask pm; pm NULL: none of them is real), key j >= np is own key j - np (k, v, mask m); n keys
+ * in all. The backward walks whole rows (np = P, own keys from column 0: query t is column
+ * P + t); the forward and decode walk the sequence from the first real prefix key and the first
+ * real own key (att_trim), so that its tiles and lanes depend on the keys alone. */
+struct att_seq {
+    const float *pk, *pv;
+    const int32_t *pm;
+    int np;
     const float *k, *v;
     const int32_t *m;
     int n;
 };
 
-/* Whether column s of [pre | mask_b] is a real key (s < pre.n + lim, lim <= T). */
-static __device__ __forceinline__ bool att_col_real(const att_pre &pre, const int32_t *mask_b,
-                                                    int s) {
-    return s < pre.n ? pre.m && pre.m[s] : mask_b[s - pre.n] != 0;
+/* Whether key j (< sq.n) of the sequence is real. */
+static __device__ __forceinline__ bool att_col_real(const att_seq &sq, int j) {
+    return j < sq.np ? sq.pm && sq.pm[j] : sq.m[j - sq.np] != 0;
 }
 
-/* The real span of the columns [0, pre.n + lim) of [pre | mask_b]: first real column and last
- * real + 1 (pre.n + lim and 0 when none), computed by the whole block. red: shared
- * int[2 * ATT_WARPS]. */
-static __device__ void att_real_span(const att_pre &pre, const int32_t *mask_b, int lim, int *red,
-                                     int *first, int *end) {
-    int lo = pre.n + lim, hi = 0;
-    for (int s = threadIdx.x; s < pre.n + lim; s += blockDim.x)
-        if (att_col_real(pre, mask_b, s)) lo = imin(lo, s), hi = imax(hi, s + 1);
+/* The real span of the sequence: first real key and last real + 1 (sq.n and 0 when none),
+ * computed by the whole block (whole warps, at most ATT_MAX_WARPS). red: shared
+ * int[2 * ATT_MAX_WARPS]. */
+static __device__ void att_real_span(const att_seq &sq, int *red, int *first, int *end) {
+    int lo = sq.n, hi = 0;
+    for (int s = threadIdx.x; s < sq.n; s += blockDim.x)
+        if (att_col_real(sq, s)) lo = imin(lo, s), hi = imax(hi, s + 1);
     for (int o = 16; o > 0; o >>= 1) {
         lo = imin(lo, __shfl_xor_sync(FULL_MASK, lo, o));
         hi = imax(hi, __shfl_xor_sync(FULL_MASK, hi, o));
     }
-    int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    if (lane == 0) red[warp] = lo, red[ATT_WARPS + warp] = hi;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, nw = blockDim.x / 32;
+    if (lane == 0) red[warp] = lo, red[ATT_MAX_WARPS + warp] = hi;
     __syncthreads();
-    lo = red[0], hi = red[ATT_WARPS];
-    for (int w = 1; w < ATT_WARPS; w++) lo = imin(lo, red[w]), hi = imax(hi, red[ATT_WARPS + w]);
+    lo = red[0], hi = red[ATT_MAX_WARPS];
+    for (int w = 1; w < nw; w++) lo = imin(lo, red[w]), hi = imax(hi, red[ATT_MAX_WARPS + w]);
     __syncthreads(); /* red may be reused */
     *first = lo, *end = hi;
 }
 
-/* Kt, Vt (HD rows of ATT_LD) = the key/value tile of columns s0.. of [pre | own keys] (0 for
- * padding and columns >= pre.n + T, which are not read), kmask (ATT_BK) whether each is real.
- * kb/vb point at (b, 0, g, 0); ks is the row stride NKV*HD. Coalesced reads. */
-static __device__ void att_load_kv(float *Kt, float *Vt, int *kmask, const att_pre &pre,
-                                   const float *kb, const float *vb, const int32_t *mask_b,
-                                   int s0, int T, int ks, int HD) {
+/* Kt, Vt (HD rows of ATT_LD) = the key/value tile of keys s0.. of the sequence (0 for padding and
+ * keys >= sq.n, which are never read), kmask (ATT_BK) whether each is real. Coalesced reads. */
+static __device__ void att_load_kv(float *Kt, float *Vt, int *kmask, const att_seq &sq, int s0,
+                                   int ks, int HD) {
     for (int i = threadIdx.x; i < ATT_BK * HD; i += blockDim.x) {
         int j = i / HD, d = i % HD, s = s0 + j;
-        bool in = s < pre.n + T && att_col_real(pre, mask_b, s);
-        const float *ksrc = s < pre.n ? pre.k : kb, *vsrc = s < pre.n ? pre.v : vb;
-        size_t off = (size_t)(s < pre.n ? s : s - pre.n) * ks + d;
+        bool in = s < sq.n && att_col_real(sq, s);
+        const float *ksrc = s < sq.np ? sq.pk : sq.k, *vsrc = s < sq.np ? sq.pv : sq.v;
+        size_t off = (size_t)(s < sq.np ? s : s - sq.np) * ks + d;
         if (Kt) Kt[d * ATT_LD + j] = in ? ksrc[off] : 0.0f;
         if (Vt) Vt[d * ATT_LD + j] = in ? vsrc[off] : 0.0f;
     }
     if (threadIdx.x < ATT_BK) {
         int s = s0 + threadIdx.x;
-        kmask[threadIdx.x] = s < pre.n + T && att_col_real(pre, mask_b, s);
+        kmask[threadIdx.x] = s < sq.n && att_col_real(sq, s);
     }
 }
 
@@ -139,16 +153,40 @@ struct att_prefix_args {
     int BP, P;
 };
 
-/* Row b's prefix at kv head g. prefix_of lives on the device (a host check would cost a sync per
- * layer): a row whose prefix_of[b] is outside [0, BP) sees no prefix key. */
-static __device__ att_pre att_row_prefix(const att_prefix_args &pa, int b, int g, int ks, int HD) {
-    att_pre r = {NULL, NULL, NULL, pa.P};
+/* Row b's keys at kv head g as whole columns: [its prefix's P keys | its own first lim keys]
+ * (k, v (B,T,NKV,HD), mask (B,T)). prefix_of lives on the device (a host check would cost a sync
+ * per layer): a row whose prefix_of[b] is outside [0, BP) sees no prefix key. */
+static __device__ att_seq att_row_keys(const att_prefix_args &pa, const float *k, const float *v,
+                                       const int32_t *mask, int b, int g, int T, int lim,
+                                       int ks, int HD) {
+    const size_t own = (size_t)b * T * ks + (size_t)g * HD;
+    att_seq r = {NULL, NULL, NULL, pa.P, k ? k + own : NULL, v ? v + own : NULL,
+                 mask + (size_t)b * T, pa.P + lim};
     const int j = pa.P > 0 ? pa.prefix_of[b] : -1;
     if (j >= 0 && j < pa.BP) {
-        r.k = pa.kp + (size_t)j * pa.P * ks + (size_t)g * HD;
-        r.v = pa.vp + (size_t)j * pa.P * ks + (size_t)g * HD;
-        r.m = pa.pmask + (size_t)j * pa.P;
+        r.pk = pa.kp + (size_t)j * pa.P * ks + (size_t)g * HD;
+        r.pv = pa.vp + (size_t)j * pa.P * ks + (size_t)g * HD;
+        r.pm = pa.pmask + (size_t)j * pa.P;
     }
+    return r;
+}
+
+/* The sequence a query sees, as attend.c (kernels/cpu) takes it: the prefix part of `row` from
+ * its first real key, then the own part from its first real key, *k0 (row.n - row.np when none);
+ * *kend: the last real own key + 1 (0 when none). Holes after the first real key stay (they are
+ * masked). Computed by the whole block. */
+static __device__ att_seq att_trim(const att_seq &row, int ks, int *red, int *k0, int *kend) {
+    const att_seq pre = {row.pk, row.pv, row.pm, row.np, NULL, NULL, NULL, row.np};
+    const att_seq own = {NULL, NULL, NULL, 0, row.k, row.v, row.m, row.n - row.np};
+    int p0, pend;
+    att_real_span(pre, red, &p0, &pend);
+    att_real_span(own, red, k0, kend);
+    att_seq r = {NULL, NULL, NULL, row.np - p0, NULL, NULL, row.m + *k0, 0};
+    if (r.np > 0) r.pk = row.pk + (size_t)p0 * ks, r.pv = row.pv + (size_t)p0 * ks;
+    if (r.np > 0) r.pm = row.pm + p0;
+    if (row.k) r.k = row.k + (size_t)*k0 * ks;
+    if (row.v) r.v = row.v + (size_t)*k0 * ks;
+    r.n = r.np + own.n - *k0;
     return r;
 }
 
@@ -200,46 +238,32 @@ static __device__ __forceinline__ void att_load_row(float x[DPL], const float *r
     }
 }
 
-/* ---- forward --------------------------------------------------------------------------------- */
+/* ---- one query against a key sequence: the forward's and decode's shared arithmetic ------ */
 
-template <int DPL>
-__global__ void attention_forward_kernel(float *out, float *lse, const float *q, const float *k,
-                                         const float *v, const int32_t *mask,
-                                         att_prefix_args pa, int T, int NH, int NKV, int HD,
-                                         float scale) {
-    constexpr int QPW = ATT_QPW(DPL), BQ = QPW * ATT_WARPS;
-    GRPO_SHARED_DYN(float, att_sm);
-    __shared__ int kmask[ATT_BK];
-    __shared__ int red[2 * ATT_WARPS];
-    float *Kt = att_sm, *Vt = att_sm + HD * ATT_LD;
-    /* the last query tiles (the most keys) first: no long block at the end of the grid */
-    const int b = blockIdx.z, h = blockIdx.y, t0 = (gridDim.x - 1 - blockIdx.x) * BQ;
-    const int g = h / (NH / NKV), warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const int qs = NH * HD, ks = NKV * HD;
-    const int32_t *mb = mask + (size_t)b * T;
-    const int tend = imin(T, t0 + BQ);
-    const att_pre pre = att_row_prefix(pa, b, g, ks, HD); /* query t is column pre.n + t */
-    int first, end; /* columns that matter: [first, end) (end: last real + 1 before tend) */
-    att_real_span(pre, mb, tend, red, &first, &end);
-
-    float qr[QPW][DPL], o[QPW][DPL], m[QPW], l[QPW];
-    int tq[QPW];
-    bool real[QPW];
+/* The QPW queries of a warp (qr, DPL per lane) against the key sequence sq, in 32-key tiles from
+ * key 0 up to key jend (block-uniform, >= every lim): query i sees the real keys j < lim[i]
+ * (lim 0: none). Per tile: scores by att_dots (lane = key; one sequential dot per key over the
+ * dims in order), an online softmax update (max and sum over the lanes by the warp's xor tree),
+ * then o += p V by att_accum (keys in order). A query's bits depend on its q, its keys and lim
+ * alone: not on QPW, the other queries, the block or where the keys lie in memory, so the
+ * forward (a tile of queries of a row) and decode (the heads of a kv group against the cache)
+ * give a query the same bits. Called by the whole block: the tiles are loaded into Kt, Vt, kmask
+ * by all its threads. o, m, l: the unnormalised output, running max and sum (att_finish). */
+template <int DPL, int QPW>
+static __device__ void att_attend(float (&o)[QPW][DPL], float (&m)[QPW], float (&l)[QPW],
+                                  const float (&qr)[QPW][DPL], const int (&lim)[QPW],
+                                  const att_seq &sq, int jend, float *Kt, float *Vt, int *kmask,
+                                  int ks, int HD, float scale) {
+    const int lane = threadIdx.x % 32;
     ATT_UNROLL
     for (int i = 0; i < QPW; i++) {
-        tq[i] = t0 + warp * QPW + i;
-        real[i] = tq[i] < T && mb[imin(tq[i], T - 1)];
-        att_load_row<DPL>(qr[i], q + ((size_t)b * T + tq[i]) * qs + (size_t)h * HD, real[i], HD,
-                          lane);
         m[i] = -INFINITY, l[i] = 0.0f;
         ATT_UNROLL
         for (int c = 0; c < DPL; c++) o[i][c] = 0.0f;
     }
-    const float *kb = k + (size_t)b * T * ks + (size_t)g * HD;
-    const float *vb = v + (size_t)b * T * ks + (size_t)g * HD;
-    for (int s0 = first / ATT_BK * ATT_BK; s0 < end; s0 += ATT_BK) {
+    for (int s0 = 0; s0 < jend; s0 += ATT_BK) {
         __syncthreads(); /* the previous tile is no longer read */
-        att_load_kv(Kt, Vt, kmask, pre, kb, vb, mb, s0, T, ks, HD);
+        att_load_kv(Kt, Vt, kmask, sq, s0, ks, HD);
         __syncthreads();
         float sc[QPW], p[QPW];
         ATT_UNROLL
@@ -248,7 +272,7 @@ __global__ void attention_forward_kernel(float *out, float *lse, const float *q,
         const int s = s0 + lane;
         ATT_UNROLL
         for (int i = 0; i < QPW; i++) {
-            bool valid = real[i] && kmask[lane] && s <= pre.n + tq[i];
+            bool valid = kmask[lane] && s < lim[i];
             float x = valid ? sc[i] * scale : -INFINITY;
             float mnew = fmaxf(m[i], grpo_warp_max(x));
             if (mnew == -INFINITY) { /* nothing seen yet (warp-uniform) */
@@ -264,18 +288,68 @@ __global__ void attention_forward_kernel(float *out, float *lse, const float *q,
         }
         att_accum<DPL, QPW>(o, p, Vt, HD, lane);
     }
+}
+
+/* orow (HD) = o / l and *lse = m + log l (lse may be NULL), or 0 and 0 when the query saw no key
+ * (l = 0: a padding query, or nothing real before it). */
+template <int DPL>
+static __device__ __forceinline__ void att_finish(float *orow, float *lse, const float (&o)[DPL],
+                                                  float m, float l, int HD) {
+    const int lane = threadIdx.x % 32;
+    const bool seen = l > 0.0f;
+    const float inv = seen ? 1.0f / l : 0.0f;
+    ATT_UNROLL
+    for (int c = 0; c < DPL; c++) {
+        int d = c * 32 + lane;
+        if (d < HD) orow[d] = seen ? o[c] * inv : 0.0f;
+    }
+    if (lse && lane == 0) *lse = seen ? m + logf(l) : 0.0f;
+}
+
+/* ---- forward --------------------------------------------------------------------------------- */
+
+/* Block (query tile, h, b): each warp owns QPW queries of the tile; query t (real) sees the keys
+ * j < lim = np + t - k0 + 1 of its row's sequence (att_trim: np real-from-the-first prefix keys,
+ * then the own keys from the first real one, k0). */
+template <int DPL>
+__global__ void attention_forward_kernel(float *out, float *lse, const float *q, const float *k,
+                                         const float *v, const int32_t *mask,
+                                         att_prefix_args pa, int T, int NH, int NKV, int HD,
+                                         float scale) {
+    constexpr int QPW = ATT_QPW(DPL), BQ = QPW * ATT_WARPS;
+    GRPO_SHARED_DYN(float, att_sm);
+    __shared__ int kmask[ATT_BK];
+    __shared__ int red[2 * ATT_MAX_WARPS];
+    float *Kt = att_sm, *Vt = att_sm + HD * ATT_LD;
+    /* the last query tiles (the most keys) first: no long block at the end of the grid */
+    const int b = blockIdx.z, h = blockIdx.y, t0 = (gridDim.x - 1 - blockIdx.x) * BQ;
+    const int g = h / (NH / NKV), warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int qs = NH * HD, ks = NKV * HD;
+    const int32_t *mb = mask + (size_t)b * T;
+    const int tend = imin(T, t0 + BQ);
+    /* the keys of the queries < tend; k0, kend: the first and last + 1 real own key before tend */
+    const att_seq row = att_row_keys(pa, k, v, mask, b, g, T, tend, ks, HD);
+    int k0, kend;
+    const att_seq sq = att_trim(row, ks, red, &k0, &kend);
+
+    float qr[QPW][DPL], o[QPW][DPL], m[QPW], l[QPW];
+    int tq[QPW], lim[QPW];
+    ATT_UNROLL
+    for (int i = 0; i < QPW; i++) {
+        tq[i] = t0 + warp * QPW + i;
+        bool real = tq[i] < T && mb[imin(tq[i], T - 1)];
+        lim[i] = real ? sq.np + tq[i] - k0 + 1 : 0; /* real: k0 <= tq */
+        att_load_row<DPL>(qr[i], q + ((size_t)b * T + tq[i]) * qs + (size_t)h * HD, real, HD,
+                          lane);
+    }
+    att_attend<DPL, QPW>(o, m, l, qr, lim, sq, kend > 0 ? sq.np + kend - k0 : 0, Kt, Vt, kmask,
+                         ks, HD, scale);
     ATT_UNROLL
     for (int i = 0; i < QPW; i++) {
         if (tq[i] >= T) continue;
-        float inv = real[i] ? 1.0f / l[i] : 0.0f;
-        float *orow = out + ((size_t)b * T + tq[i]) * qs + (size_t)h * HD;
-        ATT_UNROLL
-        for (int c = 0; c < DPL; c++) {
-            int d = c * 32 + lane;
-            if (d < HD) orow[d] = real[i] ? o[i][c] * inv : 0.0f;
-        }
-        if (lse && lane == 0)
-            lse[((size_t)b * NH + h) * T + tq[i]] = real[i] ? m[i] + logf(l[i]) : 0.0f;
+        att_finish<DPL>(out + ((size_t)b * T + tq[i]) * qs + (size_t)h * HD,
+                        lse ? lse + ((size_t)b * NH + h) * T + tq[i] : NULL, o[i], m[i], l[i],
+                        HD);
     }
 }
 
@@ -362,7 +436,7 @@ __global__ void attention_dq_kernel(float *dq, const float *dout, const float *D
     constexpr int QPW = ATT_QPW(DPL), BQ = QPW * ATT_WARPS;
     GRPO_SHARED_DYN(float, att_sm);
     __shared__ int kmask[ATT_BK];
-    __shared__ int red[2 * ATT_WARPS];
+    __shared__ int red[2 * ATT_MAX_WARPS];
     float *Kt = att_sm, *Vt = att_sm + HD * ATT_LD;
     /* the last query tiles (the most keys) first: no long block at the end of the grid */
     const int b = blockIdx.z, h = blockIdx.y, t0 = (gridDim.x - 1 - blockIdx.x) * BQ;
@@ -370,9 +444,13 @@ __global__ void attention_dq_kernel(float *dq, const float *dout, const float *D
     const int qs = NH * HD, ks = NKV * HD;
     const int32_t *mb = mask + (size_t)b * T;
     const int tend = imin(T, t0 + BQ);
-    const att_pre pre = att_row_prefix(pa, b, g, ks, HD); /* query t is column pre.n + t */
+    /* whole columns [prefix | own keys]: query t is column P + t; [first, end) the real span of
+     * the columns before tend */
+    const att_seq row = att_row_keys(pa, k, v, mask, b, g, T, T, ks, HD);
+    att_seq upto = row;
+    upto.n = row.np + tend;
     int first, end;
-    att_real_span(pre, mb, tend, red, &first, &end);
+    att_real_span(upto, red, &first, &end);
 
     float qr[QPW][DPL], dor[QPW][DPL], acc[QPW][DPL], lq[QPW], Dq[QPW];
     int tq[QPW];
@@ -390,11 +468,9 @@ __global__ void attention_dq_kernel(float *dq, const float *dout, const float *D
         ATT_UNROLL
         for (int c = 0; c < DPL; c++) acc[i][c] = 0.0f;
     }
-    const float *kb = k + (size_t)b * T * ks + (size_t)g * HD;
-    const float *vb = v + (size_t)b * T * ks + (size_t)g * HD;
     for (int s0 = first / ATT_BK * ATT_BK; s0 < end; s0 += ATT_BK) {
         __syncthreads();
-        att_load_kv(Kt, Vt, kmask, pre, kb, vb, mb, s0, T, ks, HD);
+        att_load_kv(Kt, Vt, kmask, row, s0, ks, HD);
         __syncthreads();
         float sc[QPW], dp[QPW];
         ATT_UNROLL
@@ -404,7 +480,7 @@ __global__ void attention_dq_kernel(float *dq, const float *dout, const float *D
         const int s = s0 + lane;
         ATT_UNROLL
         for (int i = 0; i < QPW; i++) {
-            bool valid = real[i] && kmask[lane] && s <= pre.n + tq[i];
+            bool valid = real[i] && kmask[lane] && s <= row.np + tq[i];
             float p = valid ? expf(sc[i] * scale - lq[i]) : 0.0f;
             sc[i] = p * (dp[i] - Dq[i]) * scale; /* dS */
         }
@@ -527,7 +603,7 @@ static __device__ __forceinline__ void att_dkdv_store(float *dst, const float (&
     constexpr int BQ2 = ATT_BQ2(DPL), NE = 8 * DPL;                                              \
     GRPO_SHARED_DYN(float, att_sm);                                                               \
     __shared__ int kmask[ATT_BK];                                                                 \
-    __shared__ int red[2 * ATT_WARPS];                                                            \
+    __shared__ int red[2 * ATT_MAX_WARPS];                                                        \
     __shared__ float lq[BQ2], Dq[BQ2];                                                            \
     __shared__ int qreal[BQ2];                                                                    \
     float *Kt = att_sm, *Vt = Kt + HD * ATT_LD;                                                   \
@@ -554,12 +630,11 @@ __global__ void attention_dkdv_kernel(float *dk, float *dv, const float *dout, c
     const int h0 = split ? blockIdx.y : blockIdx.y * rep, nh = split ? 1 : rep, g = h0 / rep;
     const int ks = NKV * HD;
     const int32_t *mb = mask + (size_t)b * T;
-    const att_pre none = {NULL, NULL, NULL, 0};
+    const size_t own = (size_t)b * T * ks + (size_t)g * HD;
+    const att_seq row = {NULL, NULL, NULL, 0, k + own, v + own, mb, T}; /* the own keys */
     int first, end;
-    att_real_span(none, mb, T, red, &first, &end);
-    const float *kb = k + (size_t)b * T * ks + (size_t)g * HD;
-    const float *vb = v + (size_t)b * T * ks + (size_t)g * HD;
-    att_load_kv(Kt, Vt, kmask, none, kb, vb, mb, s0, T, ks, HD);
+    att_real_span(row, red, &first, &end);
+    att_load_kv(Kt, Vt, kmask, row, s0, ks, HD);
     /* queries after the last real token, and key tiles wholly before the first, give nothing */
     const bool live = s0 + ATT_BK > first && s0 < end;
     for (int hh = 0; live && hh < nh; hh++)
@@ -591,14 +666,15 @@ __global__ void attention_prefix_dkdv_kernel(float *dkp, float *dvp, const float
     const int h0 = split ? blockIdx.y : blockIdx.y * rep, nh = split ? 1 : rep, g = h0 / rep;
     const int ks = NKV * HD;
     const size_t poff = (size_t)j * P * ks + (size_t)g * HD;
-    const att_pre pre = {pa.kp + poff, pa.vp + poff, pa.pmask + (size_t)j * P, P};
-    att_load_kv(Kt, Vt, kmask, pre, NULL, NULL, NULL, s0, 0, ks, HD); /* prefix columns only */
-    const att_pre none = {NULL, NULL, NULL, 0};
+    const att_seq pre = {pa.kp + poff, pa.vp + poff, pa.pmask + (size_t)j * P, P,
+                         NULL, NULL, NULL, P}; /* the prefix's keys alone */
+    att_load_kv(Kt, Vt, kmask, pre, s0, ks, HD);
     for (int b = 0; b < B; b++) {
         if (pa.prefix_of[b] != j) continue; /* block-uniform */
         const int32_t *mb = mask + (size_t)b * T;
+        const att_seq row = {NULL, NULL, NULL, 0, NULL, NULL, mb, T};
         int first, end; /* the row's real queries lie in [first, end) */
-        att_real_span(none, mb, T, red, &first, &end);
+        att_real_span(row, red, &first, &end);
         for (int hh = 0; hh < nh; hh++)
             att_dkdv_accum<DPL>(dka, dva, sm, dout, D, lse, q, mb, b, h0 + hh, first, end, s0,
                                 false, T, NH, HD, scale);
@@ -756,98 +832,67 @@ void cuda_prefix_attention_backward(void *ctx, float *dq, float *dk, float *dv, 
 
 /* ---- decode ---------------------------------------------------------------------------------- */
 
-/* Block (h, r): the warps take the 32-position chunks w, w + 4, ... of [first real, len); lane =
- * position for the scores (each a warp-wide dot: lanes over dims, coalesced cache reads, DEC_U
- * positions at a time), lane = dim for the output. The four partial softmaxes are merged in shared
- * memory. Decode is bound by reading the cache: the loads, not the arithmetic, are what matters. */
-template <int DPL>
+/* Block (blockIdx.x = g * chunks + c, blockIdx.y = r): query heads c * HPB .. of kv group g
+ * (HPB = warps * QPW, QPW a warp) of row r against the row's cached keys, as the sequence from
+ * its first real slot up to len (att_trim): the keys the forward's query at position len - 1
+ * sees, walked by the same att_attend, so the same bits. Each key tile is read from the cache
+ * once per block, for all its heads. */
+template <int DPL, int QPW>
 __global__ void attention_decode_kernel(float *out, const float *q, const float *kcache,
                                         const float *vcache, const int32_t *cache_mask,
                                         const int32_t *len, int S, int NH, int NKV, int HD,
-                                        float scale) {
-    __shared__ int red[2 * ATT_WARPS];
-    __shared__ float wm[ATT_WARPS], wl[ATT_WARPS], wo[ATT_WARPS][ATT_MAX_HD];
-    const int h = blockIdx.x, r = blockIdx.y, g = h / (NH / NKV);
+                                        int chunks, float scale) {
+    GRPO_SHARED_DYN(float, att_sm);
+    __shared__ int kmask[ATT_BK];
+    __shared__ int red[2 * ATT_MAX_WARPS];
+    float *Kt = att_sm, *Vt = att_sm + HD * ATT_LD;
+    const int rep = NH / NKV, g = blockIdx.x / chunks, r = blockIdx.y;
+    const int hb = blockIdx.x % chunks * (blockDim.x / 32 * QPW); /* the block's first head */
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, ks = NKV * HD;
     const int n = imax(0, imin(len[r], S));
-    const int32_t *cm = cache_mask + (size_t)r * S;
-    int first, end;
-    const att_pre none = {NULL, NULL, NULL, 0};
-    att_real_span(none, cm, n, red, &first, &end);
-    const float *kb = kcache + (size_t)r * S * ks + (size_t)g * HD;
-    const float *vb = vcache + (size_t)r * S * ks + (size_t)g * HD;
-    float qr[DPL], o[DPL], m = -INFINITY, l = 0.0f;
-    att_load_row<DPL>(qr, q + ((size_t)r * NH + h) * HD, true, HD, lane);
+    const size_t base = (size_t)r * S * ks + (size_t)g * HD;
+    const att_seq row = {NULL, NULL, NULL, 0, kcache + base, vcache + base,
+                         cache_mask + (size_t)r * S, n};
+    int s0, send; /* the first and last + 1 real slots */
+    const att_seq sq = att_trim(row, ks, red, &s0, &send);
+
+    float qr[QPW][DPL], o[QPW][DPL], m[QPW], l[QPW];
+    int hq[QPW], lim[QPW];
     ATT_UNROLL
-    for (int c = 0; c < DPL; c++) o[c] = 0.0f;
-    for (int base = first + warp * ATT_BK; base < end; base += ATT_WARPS * ATT_BK) {
-        const int sl = base + lane; /* this lane's position */
-        const int vl = sl < end && cm[sl];
-        float x = -INFINITY; /* lane j: the score of position base + j */
-        for (int j0 = 0; j0 < ATT_BK; j0 += DEC_U) {
-            /* DEC_U positions at once, so that their cache reads are in flight together */
-            float part[DEC_U];
-            ATT_UNROLL
-            for (int u = 0; u < DEC_U; u++) {
-                const int s = base + j0 + u, valid = __shfl_sync(FULL_MASK, vl, j0 + u);
-                part[u] = 0.0f;
-                ATT_UNROLL
-                for (int c = 0; c < DPL; c++) {
-                    int d = c * 32 + lane;
-                    if (valid && d < HD) part[u] += qr[c] * kb[(size_t)s * ks + d];
-                }
-            }
-            ATT_UNROLL
-            for (int u = 0; u < DEC_U; u++) {
-                float sc = grpo_warp_sum(part[u]) * scale;
-                if (lane == j0 + u && vl) x = sc;
-            }
-        }
-        float mnew = fmaxf(m, grpo_warp_max(x));
-        if (mnew == -INFINITY) continue; /* a chunk of holes (warp-uniform) */
-        float alpha = expf(m - mnew), p = x == -INFINITY ? 0.0f : expf(x - mnew);
-        l = l * alpha + grpo_warp_sum(p);
-        m = mnew;
-        ATT_UNROLL
-        for (int c = 0; c < DPL; c++) o[c] *= alpha;
-        for (int j = 0; j < ATT_BK; j++) {
-            const float pj = __shfl_sync(FULL_MASK, p, j);
-            const int s = base + j;
-            ATT_UNROLL
-            for (int c = 0; c < DPL; c++) { /* holes and positions past the end: never read */
-                int d = c * 32 + lane;
-                if (pj != 0.0f && d < HD) o[c] += pj * vb[(size_t)s * ks + d];
-            }
-        }
+    for (int i = 0; i < QPW; i++) {
+        hq[i] = hb + warp * QPW + i; /* head g * rep + hq[i], when hq[i] < rep */
+        const bool real = hq[i] < rep;
+        lim[i] = real ? sq.n : 0;
+        att_load_row<DPL>(qr[i], q + ((size_t)r * NH + (size_t)g * rep + imin(hq[i], rep - 1)) * HD,
+                          real, HD, lane);
     }
-    if (lane == 0) wm[warp] = m, wl[warp] = l;
+    att_attend<DPL, QPW>(o, m, l, qr, lim, sq, send > 0 ? send - s0 : 0, Kt, Vt, kmask, ks, HD,
+                         scale);
     ATT_UNROLL
-    for (int c = 0; c < DPL; c++) {
-        int d = c * 32 + lane;
-        if (d < HD) wo[warp][d] = o[c];
-    }
-    __syncthreads();
-    float M = wm[0];
-    for (int w = 1; w < ATT_WARPS; w++) M = fmaxf(M, wm[w]);
-    float L = 0.0f, a[ATT_WARPS];
-    for (int w = 0; w < ATT_WARPS; w++) {
-        a[w] = wm[w] == -INFINITY ? 0.0f : expf(wm[w] - M);
-        L += wl[w] * a[w];
-    }
-    for (int d = threadIdx.x; d < HD; d += blockDim.x) {
-        float acc = 0.0f;
-        for (int w = 0; w < ATT_WARPS; w++) acc += wo[w][d] * a[w];
-        out[((size_t)r * NH + h) * HD + d] = L > 0.0f ? acc / L : 0.0f; /* nothing seen: 0 */
-    }
+    for (int i = 0; i < QPW; i++)
+        if (hq[i] < rep)
+            att_finish<DPL>(out + ((size_t)r * NH + (size_t)g * rep + hq[i]) * HD, NULL, o[i], m[i],
+                            l[i], HD);
 }
 
+/* A group's rep query heads: one a warp while they fit in ATT_MAX_WARPS warps, else ATT_QPW a
+ * warp in blocks of at most ATT_MAX_WARPS / 2 warps (8 queries a warp take up to 123 registers a
+ * thread at sm_90; 16 such warps would need all of an SM's 64K), in as many blocks (chunks) as it
+ * takes. */
 template <int DPL>
 static void launch_decode(cuda_ctx *ctx, float *out, const float *q, const float *kcache,
                           const float *vcache, const int32_t *cache_mask, const int32_t *len,
                           int32_t R, int32_t S, int32_t NH, int32_t NKV, int32_t HD) {
-    dim3 grid((unsigned)NH, (unsigned)R);
-    GRPO_LAUNCH(attention_decode_kernel<DPL>, grid, ATT_THREADS, 0, ctx->stream, out, q, kcache,
-                vcache, cache_mask, len, S, NH, NKV, HD, 1.0f / sqrtf((float)HD));
+    const int rep = NH / NKV, qpw = rep <= ATT_MAX_WARPS ? 1 : ATT_QPW(DPL);
+    const int cap = qpw == 1 ? ATT_MAX_WARPS : ATT_MAX_WARPS / 2, need = (rep + qpw - 1) / qpw;
+    const int warps = need < cap ? need : cap;
+    const int chunks = (rep + warps * qpw - 1) / (warps * qpw);
+    const dim3 grid((unsigned)(NKV * chunks), (unsigned)R);
+    const float scale = 1.0f / sqrtf((float)HD);
+    const auto kernel = qpw == 1 ? attention_decode_kernel<DPL, 1>
+                                 : attention_decode_kernel<DPL, ATT_QPW(DPL)>;
+    GRPO_LAUNCH(kernel, grid, warps * 32, kv_tiles_bytes(HD), ctx->stream, out, q, kcache, vcache,
+                cache_mask, len, S, NH, NKV, HD, chunks, scale);
     CUDA_CHECK_LAUNCH("attention_decode");
 }
 
