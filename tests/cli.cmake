@@ -45,3 +45,9 @@ add_test(NAME cli_code_sandbox
          COMMAND bash ${PROJECT_SOURCE_DIR}/tests/cli/code_sandbox.sh $<TARGET_FILE:grpo_cli>
                  ${PROJECT_SOURCE_DIR})
 set_tests_properties(cli_code_sandbox PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
+# reward_overlap: rewards scored while the batch decodes (workers = 1, 4, isolated) give the bytes
+# of scoring after the batch, and their calls really began before the batch's last row ended.
+add_test(NAME cli_reward_overlap
+         COMMAND bash ${PROJECT_SOURCE_DIR}/tests/cli/reward_overlap.sh $<TARGET_FILE:grpo_cli>
+                 ${PROJECT_SOURCE_DIR} ${CMAKE_CURRENT_BINARY_DIR}/plugins/misbehave)
+set_tests_properties(cli_reward_overlap PROPERTIES TIMEOUT 300)

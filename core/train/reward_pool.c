@@ -42,8 +42,8 @@ struct grpo_reward_pool {
     uint32_t *group_of;     /* [n] sample -> group */
     uint32_t *group_first;  /* [U + 1] group g is samples group_first[g] .. group_first[g+1]-1 */
     uint32_t *left;         /* [U] samples of group g not yet done */
-    int decoding;           /* 1 between begin and finish */
-    uint32_t early, parts;  /* parts begun while decoding, all parts */
+    uint32_t rows_left;     /* samples not yet done: rows still decoding */
+    uint32_t early, parts;  /* parts begun while rows_left > 0, all parts */
     int failed_k;
 };
 
@@ -63,7 +63,7 @@ static void run_part(worker_arg *a, uint32_t part) {
     grpo_reward_pool *p = a->pool;
     reward_q *q = &p->q[a->k];
     int skip = q->lost[0] || q->failed; /* the batch's scores of k are lost or failed already */
-    p->early += p->decoding != 0, p->parts++;
+    p->early += p->rows_left > 0, p->parts++;
     uint32_t first, n;
     part_span(p, a->k, part, &first, &n);
     pthread_mutex_unlock(&p->lock);
@@ -184,7 +184,7 @@ int grpo_reward_pool_begin(grpo_reward_pool *p, const grpo_sample *samples, uint
         q->head = q->tail = q->pending = 0, q->lost[0] = '\0', q->failed = 0;
     }
     if (ok && n + 1 > p->cap) p->cap = n + 1;
-    p->samples = samples, p->n = n, p->R = R, p->decoding = 1;
+    p->samples = samples, p->n = n, p->R = R, p->rows_left = n;
     p->early = p->parts = 0, p->failed_k = INT32_MAX;
     pthread_mutex_unlock(&p->lock);
     return ok ? GRPO_OK : grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory for the reward "
@@ -199,6 +199,7 @@ static void enqueue(grpo_reward_pool *p, int k, uint32_t part) {
 void grpo_reward_pool_row_done(grpo_reward_pool *p, uint32_t i) {
     pthread_mutex_lock(&p->lock);
     uint32_t g = p->group_of[i];
+    p->rows_left--;
     int group_done = --p->left[g] == 0;
     for (int k = 0; k < p->plan.K; k++) {
         if (!p->plan.threads[k]) continue;
@@ -211,7 +212,6 @@ void grpo_reward_pool_row_done(grpo_reward_pool *p, uint32_t i) {
 
 int grpo_reward_pool_finish(grpo_reward_pool *p, int complete, grpo_error *err) {
     pthread_mutex_lock(&p->lock);
-    p->decoding = 0;
     for (int k = 0; k < p->plan.K; k++)
         while (p->q[k].pending) pthread_cond_wait(&p->idle, &p->lock);
     pthread_mutex_unlock(&p->lock); /* every thread now waits for work */
