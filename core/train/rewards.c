@@ -292,8 +292,8 @@ static int reward_check_row(const grpo_reward_spec *spec, const grpo_sample *sam
 
 /* A plugin that declares a `timeout` key of its own gets the section's value and keeps it itself
  * (builtin.exec: the deadline of its exchange, after which it kills its program and scores NaN;
- * builtin.http: per attempt, with retries). The host's deadline for it is a backstop at this
- * many times the value, for a plugin that fails to keep it. */
+ * builtin.http: of the whole call, requests, retries and waits). The host's deadline for it is a
+ * backstop at this many times the value, for a plugin that fails to keep it. */
 #define OWN_TIMEOUT_BACKSTOP 10.0
 
 /* The deadline of one score call of spec, in seconds (0: none). */

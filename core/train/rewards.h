@@ -20,7 +20,7 @@
  * - Every score call has a deadline: the section's `timeout` (seconds; default 60, or the
  *   manifest's default of a `timeout` key the plugin declares itself, as builtin.exec does: such a
  *   plugin gets the value and keeps it itself, and the host's deadline is a backstop at 10 x the
- *   value; builtin.http's is per attempt, with retries). An
+ *   value; builtin.http's bounds its whole call, retries included). An
  *   in-process call past it cannot be stopped safely: the run ends with an error naming the
  *   plugin, the section and the deadline (call_deadline.h). Create and destroy have none.
  * - Scoring overlaps decoding (reward_pool.h): an isolated reward, or an in-process one whose
