@@ -25,11 +25,11 @@ the same model, prompts and settings: CPU seconds per optimizer step and peak RS
 
 --reward-latency runs only the C side three times on the same step: as is, then with an exec
 reward that waits 50 ms per sample (bench/slow_reward.py: latency, not CPU) scored by 1 and by 8
-workers ([reward.slow] workers = N), and prints each one's median step wall time and what the
-slow reward adds to it (issue 33: with workers = 8 at most 10 %). builtin.exec scores a group per
-call (G = 8 samples, 0.4 s), so here at most B = 2 calls run at once; the bench model has no EOS,
-so every row ends at the last decode step and scoring cannot overlap decoding: what it measures
-is the workers' parallelism, the worst case for scoring while decoding.
+workers ([reward.slow] workers = N, rows_independent = true: the program scores each row alone,
+one row per call), and prints each one's median step wall time and what the slow reward adds to
+it (issue 33: with workers = 8 at most 10 %). The bench model has no EOS, so every row ends at
+the last decode step and scoring cannot overlap decoding: what it measures is the workers'
+parallelism (16 rows / 8 workers x 50 ms), the worst case for scoring while decoding.
 
 --all runs issue 14's whole benchmark in one go and writes its tables into BENCHMARKS.md
 (bench/bench_grpo_step_all.py: MiniMind2-small at 128 and 512 new tokens and the embedded
@@ -347,6 +347,7 @@ command = python3
 command = {script}
 command = 0.05
 weight = 0.0
+rows_independent = true
 workers = {workers}
 """
 

@@ -101,7 +101,7 @@ static void reward_plan(grpo_reward_set *set, int k) {
     int per_worker = spec->isolate || ts == GRPO_THREAD_PER_INSTANCE;
     int workers = spec->workers > 0 ? spec->workers : 1;
     set->pooled[k] = spec->isolate || ts != GRPO_THREAD_UNSAFE ? workers : 0;
-    set->rows_independent[k] = e && e->rows_independent;
+    set->rows_independent[k] = spec->rows_independent;
     set->inst0[k + 1] = set->inst0[k] + (per_worker ? workers : 1);
 }
 

@@ -6,7 +6,9 @@
 #      mb.rank (a group's rows together: it ranks lengths within the group; per instance), is run
 #      after the batch (their _serial twins, not thread-safe), with workers = 1, workers = 4, and
 #      isolated with workers = 2; metrics.jsonl (less timings and perf/) and completions.jsonl
-#      must be byte-identical across all four;
+#      must be byte-identical across all four, and with mb.hash forced to groups by the run
+#      file's rows_independent = false; mb.rank forced row by row (rows_independent = true) must
+#      change (every row ranks 0: the override is obeyed);
 #   2. the pooled runs really overlapped decoding: perf/rewards_scored_while_decoding (the share
 #      of the pooled calls begun before the batch's last row ended) is > 0 in some step, and
 #      absent from the after-the-batch run, which has no pooled reward.
@@ -85,9 +87,15 @@ run w4 "workers = 4" "workers = 4" mb.hash mb.rank
 run iso "isolate = true
 workers = 2" "isolate = true
 workers = 2" mb.hash mb.rank
+# the run file's rows_independent overrides the manifest's: mb.hash by groups is the same; mb.rank
+# row by row sees no other member, so it ranks every row 0 (only its hash / 1000 is left)
+run groups "rows_independent = false
+workers = 3" "workers = 2" mb.hash mb.rank
+run rows "workers = 2" "rows_independent = true
+workers = 2" mb.hash mb.rank
 
 fail=0
-for r in w1 w4 iso; do
+for r in w1 w4 iso groups; do
     cmp -s after.metrics "$r.metrics" ||
         { echo "FAIL: metrics of $r differ from scoring after the batch"; diff after.metrics "$r.metrics" | head -5; fail=1; }
     cmp -s after/completions.jsonl "$r/completions.jsonl" ||
@@ -105,6 +113,13 @@ if not any(r["rewards/rank/mean"] > 0.5 for r in rows):
     print("FAIL: rank never saw a group with different lengths:", [r["rewards/rank/mean"] for r in rows])
     sys.exit(1)
 PY
+python3 - rows/metrics.jsonl <<'PY' || fail=1
+import json, sys
+m = [json.loads(l)["rewards/rank/mean"] for l in open(sys.argv[1])]
+if max(m) >= 0.01:
+    print("FAIL: rows_independent = true did not split mb.rank's groups: means %r" % m)
+    sys.exit(1)
+PY
 grep -q 'perf/rewards_scored_while_decoding' after/metrics.jsonl &&
     { echo "FAIL: the after-the-batch run reports pooled calls"; fail=1; }
 for r in w1 w4 iso; do
@@ -117,5 +132,5 @@ if None in v or max(v) <= 0:
 print("%s: share of calls scored while decoding per step: %r" % (sys.argv[2], v))
 PY
 done
-[ "$fail" = 0 ] && echo "reward_overlap: 4 orders byte-identical; scoring overlapped decoding"
+[ "$fail" = 0 ] && echo "reward_overlap: 5 orders byte-identical; scoring overlapped decoding"
 exit "$fail"
