@@ -210,6 +210,19 @@ void grpo_reward_pool_row_done(grpo_reward_pool *p, uint32_t i) {
     pthread_mutex_unlock(&p->lock);
 }
 
+void grpo_reward_pool_all_done(grpo_reward_pool *p) {
+    pthread_mutex_lock(&p->lock);
+    p->rows_left = 0; /* nothing decodes: no part counts as early */
+    for (int k = 0; k < p->plan.K; k++) {
+        if (!p->plan.threads[k]) continue;
+        uint32_t parts = p->plan.rows_independent[k] ? p->n : p->U;
+        for (uint32_t u = 0; u < parts; u++) enqueue(p, k, u);
+    }
+    for (uint32_t g = 0; g < p->U; g++) p->left[g] = 0;
+    pthread_cond_broadcast(&p->work);
+    pthread_mutex_unlock(&p->lock);
+}
+
 int grpo_reward_pool_finish(grpo_reward_pool *p, int complete, grpo_error *err) {
     pthread_mutex_lock(&p->lock);
     for (int k = 0; k < p->plan.K; k++)

@@ -58,6 +58,8 @@ void grpo_reward_pool_stop(grpo_reward_pool *pool);
 int grpo_reward_pool_begin(grpo_reward_pool *pool, const grpo_sample *samples, uint32_t n,
                            uint32_t G, float *R, grpo_error *err);
 void grpo_reward_pool_row_done(grpo_reward_pool *pool, uint32_t i);
+/* Every sample is done at once (a batch scored after it decoded): every part is queued. */
+void grpo_reward_pool_all_done(grpo_reward_pool *pool);
 /* Waits until every queued part is scored. complete = 1: every row was done; NaN columns and
  * their warnings for lost workers, and the first error (see above). complete = 0: drops it all. */
 int grpo_reward_pool_finish(grpo_reward_pool *pool, int complete, grpo_error *err);

@@ -437,23 +437,25 @@ void grpo_reward_set_row_done(grpo_reward_set *set, uint32_t i) {
 }
 
 int grpo_reward_set_finish(grpo_reward_set *set, int complete, grpo_error *err) {
+    int failed_k = set->n, rc = GRPO_OK;
+    if (complete) /* this thread's rewards while the pool's threads finish theirs */
+        rc = score_on_caller(set, set->samples, set->n_samples, set->R, &failed_k, err);
     grpo_error perr;
     grpo_error_init(&perr);
-    int rc = set->pool ? grpo_reward_pool_finish(set->pool, complete, &perr) : GRPO_OK;
+    int rc2 = set->pool ? grpo_reward_pool_finish(set->pool, complete, &perr) : GRPO_OK;
     if (!complete) return GRPO_OK; /* the batch failed before its rows ended: the caller's error */
-    /* the caller's-thread rewards; of two errors, the one of the reward listed first */
-    int failed_k, rc2 = score_on_caller(set, set->samples, set->n_samples, set->R, &failed_k, err);
-    if (rc != GRPO_OK && (rc2 == GRPO_OK || grpo_reward_pool_failed(set->pool) < failed_k)) {
+    /* of two errors, the one of the reward listed first */
+    if (rc2 != GRPO_OK && (rc == GRPO_OK || grpo_reward_pool_failed(set->pool) < failed_k)) {
         *err = perr;
-        return rc;
+        return rc2;
     }
-    return rc2;
+    return rc;
 }
 
 int grpo_reward_set_score(grpo_reward_set *set, const grpo_sample *samples, uint32_t n, float *R,
                           grpo_error *err) {
     int rc = grpo_reward_set_begin(set, samples, n, 0, R, err);
-    for (uint32_t i = 0; rc == GRPO_OK && i < n; i++) grpo_reward_set_row_done(set, i);
+    if (rc == GRPO_OK && set->pool) grpo_reward_pool_all_done(set->pool);
     return rc == GRPO_OK ? grpo_reward_set_finish(set, 1, err) : rc;
 }
 

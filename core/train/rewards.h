@@ -97,7 +97,7 @@ void grpo_reward_set_free(grpo_reward_set *set);
  * (the layout reward_sum.h combines). NaN ("no opinion") passes through; an infinite score or a
  * plugin error fails with the section, plugin and sample named (of several, the first reward's).
  * samples is never handed to a plugin (see above): it is unchanged afterwards whatever the
- * plugins do. The same as begin, row_done for every sample, finish. */
+ * plugins do. The same as begin, every sample done at once, finish. */
 int grpo_reward_set_score(grpo_reward_set *set, const grpo_sample *samples, uint32_t n, float *R,
                           grpo_error *err);
 
@@ -105,8 +105,8 @@ int grpo_reward_set_score(grpo_reward_set *set, const grpo_sample *samples, uint
  * read only after row_done(i)) into R (n, K); G > 0: group g is samples g*G .. g*G+G-1, else a
  * group is a run of samples with the same group number. row_done(i): sample i is complete;
  * pooled rewards score it (rows_independent) or its group once the group is complete, on their
- * threads. finish(complete = 1): every sample was done; waits for the pool, then scores the
- * batch with the other rewards on this thread; errors as grpo_reward_set_score. complete = 0:
+ * threads. finish(complete = 1): every sample was done; scores the batch with the other
+ * rewards on this thread, then waits for the pool; errors as grpo_reward_set_score. complete = 0:
  * the batch failed; waits and drops what was scored. */
 int grpo_reward_set_begin(grpo_reward_set *set, const grpo_sample *samples, uint32_t n,
                           uint32_t G, float *R, grpo_error *err);
