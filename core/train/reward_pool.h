@@ -16,7 +16,7 @@
  * worker that died or was killed makes that reward's whole batch NaN with one warning, and its
  * parts not yet sent are not sent (a hang costs one deadline, not one per part).
  *
- * Counters for the metrics (perf/rewards_scored_while_decoding): the parts of the last batch
+ * Counters for the metrics (time/rewards_scored_while_decoding): the parts of the last batch
  * begun while some of its rows were still decoding (not yet row_done), and all its parts.
  */
 #ifndef GRPO_REWARD_POOL_H

@@ -257,13 +257,14 @@ static int resample(trainer *t, grpo_error *err) {
     return rc;
 }
 
-/* perf/rewards_scored_while_decoding: the share of the pooled rewards' calls of this step begun
- * while rows still decoded (reward_pool.h); absent without pooled rewards. */
+/* time/rewards_scored_while_decoding: the share of the pooled rewards' calls of this step begun
+ * while rows still decoded (reward_pool.h); absent without pooled rewards. A timing (it depends
+ * on when calls ran), logged with them, first. */
 static void log_overlap(const trainer *t, grpo_metric_row *row) {
     uint32_t early = 0, parts = 0;
     for (int a = 0; a < t->n_chunks; a++)
         early += t->chunks[a].rb.parts_early, parts += t->chunks[a].rb.parts;
-    if (parts) grpo_metric_set(row, "perf/rewards_scored_while_decoding", (double)early / parts);
+    if (parts) grpo_metric_set(row, "time/rewards_scored_while_decoding", (double)early / parts);
 }
 
 /* ---- loss over the chunks ----------------------------------------------------------------- */
@@ -481,12 +482,12 @@ static int train_step(grpo_session *s, void *ctx, grpo_error *err) {
     grpo_metric_row row;
     grpo_metric_row_clear(&row);
     grpo_trainer_log_metrics(t, &sums, &row);
-    log_overlap(t, &row);
     if (grpo_comm_size() > 1) /* this rank's seconds in collectives (waits included) */
         grpo_metric_set(&row, "time/comm", grpo_comm_seconds() - comm0);
     if ((rc = grpo_trainer_evaluate_due(t, &row, err)) != GRPO_OK) return rc;
     grpo_metric_row timings;
     grpo_metric_row_clear(&timings);
+    log_overlap(t, &timings);
     grpo_trainer_log_timings(t, &timings);
     if ((rc = grpo_session_log(s, &row, &os, t0, tokens, &timings, err)) != GRPO_OK) return rc;
     if (cfg->log_completions_every > 0 && s->st.step % cfg->log_completions_every == 0 &&

@@ -9,7 +9,7 @@
 #      must be byte-identical across all four, and with mb.hash forced to groups by the run
 #      file's rows_independent = false; mb.rank forced row by row (rows_independent = true) must
 #      change (every row ranks 0: the override is obeyed);
-#   2. the pooled runs really overlapped decoding: perf/rewards_scored_while_decoding (the share
+#   2. the pooled runs really overlapped decoding: time/rewards_scored_while_decoding (the share
 #      of the pooled calls begun before the batch's last row ended) is > 0 in some step, and
 #      absent from the after-the-batch run, which has no pooled reward.
 set -euo pipefail
@@ -120,12 +120,12 @@ if max(m) >= 0.01:
     print("FAIL: rows_independent = true did not split mb.rank's groups: means %r" % m)
     sys.exit(1)
 PY
-grep -q 'perf/rewards_scored_while_decoding' after/metrics.jsonl &&
+grep -q 'time/rewards_scored_while_decoding' after/metrics.jsonl &&
     { echo "FAIL: the after-the-batch run reports pooled calls"; fail=1; }
 for r in w1 w4 iso; do
     python3 - "$r/metrics.jsonl" "$r" <<'PY' || fail=1
 import json, sys
-v = [json.loads(l).get("perf/rewards_scored_while_decoding") for l in open(sys.argv[1])]
+v = [json.loads(l).get("time/rewards_scored_while_decoding") for l in open(sys.argv[1])]
 if None in v or max(v) <= 0:
     print("FAIL: %s: no call was scored while rows still decoded: %r" % (sys.argv[2], v))
     sys.exit(1)
