@@ -421,7 +421,9 @@ static void unknown_plugin_key(loader *L, const grpo_ini_section *s, const grpo_
              en->id, s->name, near);
     else
         fail(L, e->line, "unknown key '%s' for plugin %s in [%s] (its keys: %s)", e->key, en->id,
-             s->name, m ? known : "none besides plugin, weight, isolate, timeout, workers and rows_independent");
+             s->name,
+             m ? known : "none besides plugin, weight, isolate, timeout, workers and "
+                         "rows_independent");
     free(names);
 }
 

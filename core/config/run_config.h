@@ -143,10 +143,10 @@ char *grpo_run_config_input_path(const grpo_run_config *cfg, const char *value);
 
 /* Every resolved value, in the dump's order: fn(ctx, section, key, value, mark) for each key of
  * each section ([env]'s plugin keys after its own), then each reward's plugin, weight, isolate,
- * timeout, workers, rows_independent and plugin keys (a plugin key named timeout is the host's, visited once). mark is NULL
- * for a value the file set, else "default", "from --set", ...; flags are the key's GRPO_KEY_*
- * flags (0 for a plugin's keys). Returns the OR of fn's results (every
- * value is visited). */
+ * timeout, workers, rows_independent and plugin keys (a plugin key named timeout is the host's,
+ * visited once). mark is NULL for a value the file set, else "default", "from --set", ...;
+ * flags are the key's GRPO_KEY_* flags (0 for a plugin's keys). Returns the OR of fn's results
+ * (every value is visited). */
 typedef int (*grpo_run_config_fn)(void *ctx, const char *section, const char *key,
                                   const char *value, const char *mark, unsigned flags);
 int grpo_run_config_visit(const grpo_run_config *cfg, grpo_run_config_fn fn, void *ctx);

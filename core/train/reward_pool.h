@@ -2,11 +2,12 @@
  * reward_pool.h — the threads that score a batch while it still decodes (issue 33, item 1).
  *
  * Each pooled reward k of a set (rewards.h: isolated, or declared thread_safe = true or
- * per_instance) has `workers` threads of its own (plan.threads); thread j scores with worker j's instance (its
- * worker process when isolated). A reward's work comes in parts: one sample when its manifest
- * says rows_independent = true, else one group (all its members), queued as soon as the part's
- * last sample is done (grpo_reward_pool_row_done, called by the sampler's row_end hook through
- * rewards.h) and taken in queue order by the first free thread of that reward.
+ * per_instance) has `workers` threads of its own (plan.threads); thread j scores with worker
+ * j's instance (its worker process when isolated). A reward's work comes in parts: one sample
+ * when its rows are independent (the run file's or manifest's rows_independent), else one group
+ * (all its members), queued as soon as the part's last sample is done (row_done, called by the
+ * sampler's row_end hook through rewards.h) and taken in queue order by the first free thread
+ * of that reward.
  *
  * Dimension letters: N samples of the batch, U its groups, K rewards.
  *

@@ -97,7 +97,8 @@ workers = 2" mb.hash mb.rank
 fail=0
 for r in w1 w4 iso groups; do
     cmp -s after.metrics "$r.metrics" ||
-        { echo "FAIL: metrics of $r differ from scoring after the batch"; diff after.metrics "$r.metrics" | head -5; fail=1; }
+        { echo "FAIL: metrics of $r differ from scoring after the batch"
+          diff after.metrics "$r.metrics" | head -5; fail=1; }
     cmp -s after/completions.jsonl "$r/completions.jsonl" ||
         { echo "FAIL: completions of $r differ from scoring after the batch"; fail=1; }
 done
@@ -110,7 +111,8 @@ for r in rows:
     if not (r["rewards/hash/nan_frac"] == 0 and r["rewards/rank/nan_frac"] == 0):
         print("FAIL: NaN scores in", r); sys.exit(1)
 if not any(r["rewards/rank/mean"] > 0.5 for r in rows):
-    print("FAIL: rank never saw a group with different lengths:", [r["rewards/rank/mean"] for r in rows])
+    print("FAIL: rank never saw a group with different lengths:",
+          [r["rewards/rank/mean"] for r in rows])
     sys.exit(1)
 PY
 python3 - rows/metrics.jsonl <<'PY' || fail=1

@@ -212,7 +212,8 @@ static int32_t rank_score(void *state, const grpo_sample *s, uint32_t n, float *
     for (uint32_t i = 0; i < n; i++) {
         int shorter = 0;
         for (uint32_t j = 0; j < n; j++)
-            shorter += s[j].group == s[i].group && strlen(s[j].completion) < strlen(s[i].completion);
+            shorter += s[j].group == s[i].group &&
+                       strlen(s[j].completion) < strlen(s[i].completion);
         out[i] = (float)shorter + text_hash(s[i].completion) / 1000.0f;
     }
     return GRPO_OK;
