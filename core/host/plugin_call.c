@@ -115,13 +115,31 @@ static void crash_handler(int sig) {
 }
 
 /* A stack for the handler when the plugin overflowed its own; only where none is set (a
- * sanitizer may have one). Main thread only, like the marker. */
+ * sanitizer may have one). For the thread that marks the first call (the main thread); other
+ * threads that call plugins get theirs from grpo_plugin_call_thread_begin. */
 static void alt_stack_install(void) {
     static char alt[1 << 16];
     stack_t old;
     if (sigaltstack(NULL, &old) != 0 || !(old.ss_flags & SS_DISABLE)) return;
     stack_t ss = {.ss_sp = alt, .ss_size = sizeof alt, .ss_flags = 0};
     sigaltstack(&ss, NULL);
+}
+
+static _Thread_local void *thread_alt; /* grpo_plugin_call_thread_begin's stack, or NULL */
+
+void grpo_plugin_call_thread_begin(void) {
+    stack_t old;
+    if (sigaltstack(NULL, &old) != 0 || !(old.ss_flags & SS_DISABLE)) return;
+    if (!(thread_alt = malloc(1 << 16))) return;
+    stack_t ss = {.ss_sp = thread_alt, .ss_size = 1 << 16, .ss_flags = 0};
+    if (sigaltstack(&ss, NULL) != 0) free(thread_alt), thread_alt = NULL;
+}
+
+void grpo_plugin_call_thread_end(void) {
+    if (!thread_alt) return;
+    stack_t off = {.ss_flags = SS_DISABLE};
+    sigaltstack(&off, NULL);
+    free(thread_alt), thread_alt = NULL;
 }
 
 static void crash_guard_install(void) {

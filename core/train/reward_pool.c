@@ -1,6 +1,8 @@
 /* reward_pool.c — the threads that score a batch while it decodes (see reward_pool.h). */
 #include "train/reward_pool.h"
 
+#include "host/plugin_call.h"
+
 #include <math.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -92,6 +94,7 @@ static void *worker_main(void *arg) {
     worker_arg *a = arg;
     grpo_reward_pool *p = a->pool;
     reward_q *q = &p->q[a->k];
+    grpo_plugin_call_thread_begin(); /* a crash report's stack */
     pthread_mutex_lock(&p->lock);
     for (;;) {
         while (!p->stopping && q->head == q->tail) pthread_cond_wait(&p->work, &p->lock);
@@ -99,6 +102,7 @@ static void *worker_main(void *arg) {
         run_part(a, q->items[q->head++]);
     }
     pthread_mutex_unlock(&p->lock);
+    grpo_plugin_call_thread_end();
     return NULL;
 }
 

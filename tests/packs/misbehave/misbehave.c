@@ -245,6 +245,10 @@ static const grpo_reward_desc rewards[] = {
     MB_REWARD("mb.rank", "a slow rank of each completion's length in its group (per instance)",
               rank_score),
     MB_REWARD("mb.rank_serial", "mb.rank, declared not thread-safe", rank_score),
+    MB_REWARD("mb.null_pooled", "mb.null declared thread-safe (scored on a pool thread)",
+              null_score),
+    MB_REWARD("mb.deep_pooled", "mb.deep declared thread-safe (scored on a pool thread)",
+              deep_score),
 };
 
 static const grpo_reward_desc *get_reward(uint32_t i) {
