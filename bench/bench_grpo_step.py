@@ -23,6 +23,14 @@ times the C step at train.threads = 2 alone and next to a spinning process (the 
 --sides c,torch,trl adds TRL's GRPOTrainer (bench/bench_grpo_step_trl.py; pip install trl) on
 the same model, prompts and settings: CPU seconds per optimizer step and peak RSS.
 
+--reward-latency runs only the C side three times on the same step: as is, then with an exec
+reward that waits 50 ms per sample (bench/slow_reward.py: latency, not CPU) scored by 1 and by 8
+workers ([reward.slow] workers = N, rows_independent = true: the program scores each row alone,
+one row per call), and prints each one's median step wall time and what the slow reward adds to
+it (issue 33: with workers = 8 at most 10 %). The bench model has no EOS, so every row ends at
+the last decode step and scoring cannot overlap decoding: what it measures is the workers'
+parallelism (16 rows / 8 workers x 50 ms), the worst case for scoring while decoding.
+
 --all runs issue 14's whole benchmark in one go and writes its tables into BENCHMARKS.md
 (bench/bench_grpo_step_all.py: MiniMind2-small at 128 and 512 new tokens and the embedded
 default, 1 and 2 threads, all three sides, rooflines, busy core); --all --quick is the same
@@ -32,6 +40,7 @@ Usage (from the repository root, after building):
   python3 bench/bench_grpo_step.py [--rounds 3] [--steps 4] [--warmup 1] [--micro-batch 0]
                                    [--new-tokens 128] [--gradient-checkpointing] [--rooflines]
                                    [--busy-core] [--sides c,torch,trl]
+  python3 bench/bench_grpo_step.py --reward-latency [--steps 4] [--warmup 1] [--rounds 3]
   python3 bench/bench_grpo_step.py --all [--quick]
 """
 import argparse
@@ -144,15 +153,15 @@ def rows_of(a):
 
 def setting(a):
     """The tag of a's settings in file names: micro-batch, new tokens, recomputation, threads."""
-    return (("arith_" if is_arith(a) else "") + f"mb{a.micro_batch}"
+    return (("arith_" if is_arith(a) else "") + getattr(a, "reward_tag", "") + f"mb{a.micro_batch}"
             + (f"_n{a.new_tokens}" if a.new_tokens != 128 else "")
             + ("_gc" if a.gradient_checkpointing else "")
             + (f"_t{a.threads}" if getattr(a, "threads", 1) != 1 else ""))
 
 
 def run_file(a):
-    """The committed run file with a's steps, micro_batch, completion length and recomputation,
-    written under OUT."""
+    """The committed run file with a's steps, micro_batch, completion length and recomputation
+    (and a's extra reward section, if any), written under OUT."""
     steps, micro_batch, tag = a.steps, a.micro_batch, setting(a)
     src = open(os.path.join(ROOT, "bench", "bench_grpo_step.ini")).read()
     src = src.replace("path = ../build/bench_grpo_step/model", "path = model")
@@ -166,6 +175,7 @@ def run_file(a):
     if a.gradient_checkpointing:
         src = src.replace("micro_batch = ", "gradient_checkpointing = true\nmicro_batch = ")
     src = re.sub(r"(?m)^dir = build/bench_grpo_step/runs", f"dir = {OUT}/runs_{tag}", src)
+    src += getattr(a, "extra_reward", "")
     path = os.path.join(OUT, f"run_{tag}.ini")
     with open(path, "w") as f:
         f.write(src)
@@ -330,6 +340,43 @@ def roofline_shares(a, res, tokens, sgemm, read):
     return out
 
 
+SLOW_REWARD = """
+[reward.slow]
+plugin = builtin.exec
+command = python3
+command = {script}
+command = 0.05
+weight = 0.0
+rows_independent = true
+workers = {workers}
+"""
+
+
+def reward_latency(a):
+    """--reward-latency: the C step as is, and with bench/slow_reward.py (50 ms per sample) at
+    workers = 1 and 8; median wall s/step of each round, then the medians and the added share."""
+    script = os.path.join(ROOT, "bench", "slow_reward.py")
+    cases = [("none", ""), ("workers=1", SLOW_REWARD.format(script=script, workers=1)),
+             ("workers=8", SLOW_REWARD.format(script=script, workers=8))]
+    times = {name: [] for name, _ in cases}
+    for r in range(a.rounds):
+        for name, extra in (cases if r % 2 == 0 else cases[::-1]):
+            b = argparse.Namespace(**vars(a))
+            b.extra_reward, b.reward_tag = extra, "slow_" + name.replace("=", "") + "_"
+            res = run_c(b, f"c_{setting(b)}_r{r}")
+            times[name].append(res["median"])
+            print(f"round {r + 1} {name:9s}: steps {' '.join(f'{s:.3f}' for s in res['steps'])} s"
+                  f" -> median {res['median']:.3f} s", flush=True)
+    base = statistics.median(times["none"])
+    print(f"\nno slow reward: {base:.3f} s/step wall")
+    for name in ("workers=1", "workers=8"):
+        t = statistics.median(times[name])
+        print(f"exec reward, 50 ms per sample, {name}: {t:.3f} s/step wall, adds "
+              f"{t - base:+.3f} s = {100 * (t - base) / base:+.1f} %"
+              + (" (target <= 10 %: " + ("met" if t - base <= 0.1 * base else "NOT met") + ")"
+                 if name == "workers=8" else ""))
+
+
 def busy_core_slowdown(a):
     """The C step at train.threads = 2, alone and with another process spinning on one of the
     cores: median wall s/step of each and their ratio (issue 14: at most ~2.5x)."""
@@ -362,6 +409,9 @@ def main():
                         "phase's share of them")
     p.add_argument("--busy-core", action="store_true",
                    help="also time the C step at 2 threads alone and next to a spinning process")
+    p.add_argument("--reward-latency", action="store_true",
+                   help="the C step alone, then with an exec reward that waits 50 ms per sample "
+                        "at workers = 1 and 8: the wall time each adds (issue 33)")
     p.add_argument("--all", action="store_true",
                    help="issue 14's whole benchmark in one run (bench/bench_grpo_step_all.py): "
                         "MiniMind2-small at 128 and 512 new tokens and the embedded default, "
@@ -380,6 +430,9 @@ def main():
     if not os.path.exists(os.path.join(OUT, "model", "model.safetensors")):
         subprocess.run(["python3", os.path.join(ROOT, "bench", "bench_grpo_step_torch.py"),
                         "--make", os.path.join(OUT, "model")], check=True)
+    if a.reward_latency:
+        reward_latency(a)
+        return
     c_all, t_all, trl_all = [], [], []
     runs = {"c": (run_c, c_all), "torch": (run_torch, t_all), "trl": (run_trl, trl_all)}
     for r in range(a.rounds):

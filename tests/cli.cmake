@@ -48,3 +48,9 @@ set_tests_properties(cli_code_sandbox PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300
 # logprobs_batch: `grpo logprobs` prints the same bits at --batch 1, 7 and 4 on 2 threads.
 add_test(NAME cli_logprobs_batch_invariant
          COMMAND bash ${PROJECT_SOURCE_DIR}/tests/cli/logprobs_batch.sh $<TARGET_FILE:grpo_cli>)
+# reward_overlap: rewards scored while the batch decodes (workers = 1, 4, isolated) give the bytes
+# of scoring after the batch, and their calls really began before the batch's last row ended.
+add_test(NAME cli_reward_overlap
+         COMMAND bash ${PROJECT_SOURCE_DIR}/tests/cli/reward_overlap.sh $<TARGET_FILE:grpo_cli>
+                 ${PROJECT_SOURCE_DIR} ${CMAKE_CURRENT_BINARY_DIR}/plugins/misbehave)
+set_tests_properties(cli_reward_overlap PROPERTIES TIMEOUT 300)

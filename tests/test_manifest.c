@@ -145,7 +145,7 @@ END_TEST
 START_TEST(unknown_key_names_line_and_suggests) {
     expect_error(PACK_HEAD "[demo.f]\nkind = reward\ndescripton = x\n", 8,
                  "unknown key 'descripton' in [demo.f]; expected one of kind, description, "
-                 "architectures (did you mean 'description'?)");
+                 "architectures, rows_independent, thread_safe (did you mean 'description'?)");
     expect_error(PACK_HEAD "[demo.f]\nkind = reward\ndescription = x\n[demo.f:k]\ntype = int\n"
                  "colour = red\n",
                  11, "unknown key 'colour' in [demo.f:k]; expected one of type, default, help");
@@ -333,6 +333,37 @@ START_TEST(entries_are_checked) {
 }
 END_TEST
 
+/* rows_independent and thread_safe (how the host may spread a reward's calls, reward_pool.h):
+ * read when given, their defaults when not, refused on a bad value or a non-reward entry. */
+START_TEST(reward_concurrency_keys_are_read_and_checked) {
+    grpo_pack pack;
+    grpo_error err;
+    const char *both = PACK_HEAD "[demo.a]\nkind = reward\ndescription = x\n"
+                                 "rows_independent = true\nthread_safe = per_instance\n"
+                                 "[demo.b]\nkind = reward\ndescription = y\nthread_safe = true\n"
+                                 "[demo.c]\nkind = reward\ndescription = z\n";
+    ck_assert_int_eq(parse_text(both, &pack, &err), GRPO_OK);
+    ck_assert_int_eq(pack.n_entries, 3);
+    ck_assert_int_eq(pack.entries[0].rows_independent, 1);
+    ck_assert_int_eq(pack.entries[0].thread_safe, GRPO_THREAD_PER_INSTANCE);
+    ck_assert_int_eq(pack.entries[0].thread_safe_set, 1);
+    ck_assert_int_eq(pack.entries[1].rows_independent, 0);
+    ck_assert_int_eq(pack.entries[1].thread_safe, GRPO_THREAD_SAFE);
+    ck_assert_int_eq(pack.entries[2].thread_safe, GRPO_THREAD_UNSAFE);
+    ck_assert_int_eq(pack.entries[2].thread_safe_set, 0); /* the library's flag decides */
+    grpo_pack_free(&pack);
+    expect_error(PACK_HEAD "[demo.f]\nkind = reward\ndescription = x\nrows_independent = yes"
+                 "please\n", 9, "rows_independent of [demo.f] is 'yesplease'; expected true or "
+                 "false");
+    expect_error(PACK_HEAD "[demo.f]\nkind = reward\ndescription = x\nthread_safe = maybe\n", 9,
+                 "thread_safe of [demo.f] is 'maybe'; expected false (one call at a time, on the "
+                 "trainer's thread), per_instance (separate instances may score at once, on any "
+                 "thread) or true (one instance may score on several threads at once)");
+    expect_error(PACK_HEAD "[demo.f]\nkind = env\ndescription = x\nthread_safe = true\n", 9,
+                 "[demo.f] is an env but sets thread_safe; expected it only with kind = reward");
+}
+END_TEST
+
 START_TEST(key_sections_are_checked) {
     const char *head = PACK_HEAD "[demo.f]\nkind = reward\ndescription = x\n";
     char text[1024];
@@ -448,6 +479,7 @@ int main(void) {
     tcase_add_test(tc, ids_are_read_from_a_broken_manifest);
     tcase_add_test(tc, entries_are_checked);
     tcase_add_test(tc, key_sections_are_checked);
+    tcase_add_test(tc, reward_concurrency_keys_are_read_and_checked);
     tcase_add_test(tc, malformed_lines_are_refused);
     tcase_add_test(tc, missing_file_is_an_io_error);
     tcase_add_test(tc, mutated_manifests_fail_cleanly);

@@ -137,6 +137,14 @@ START_TEST(stack_overflow_in_a_plugin_names_it) {
 }
 END_TEST
 
+/* The same on a scoring thread of the pool (a reward declared thread-safe, reward_pool.h): the
+ * record of the call is the crashing thread's, and that thread has a stack for the report. */
+START_TEST(crash_on_a_pool_thread_names_the_plugin) {
+    check_crash("mb.null_pooled", SIGSEGV, "SIGSEGV (segmentation fault)");
+    check_crash("mb.deep_pooled", SIGSEGV, "SIGSEGV (segmentation fault)");
+}
+END_TEST
+
 /* Outside a plugin call the handler says nothing and the signal does what it did before. */
 START_TEST(crash_outside_a_plugin_is_not_blamed_on_one) {
     fflush(NULL);
@@ -227,6 +235,7 @@ int main(void) {
     tcase_add_test(tc, abort_in_a_plugin_names_it_and_still_aborts);
     tcase_add_test(tc, segfault_in_a_plugin_names_it_and_still_segfaults);
     tcase_add_test(tc, stack_overflow_in_a_plugin_names_it);
+    tcase_add_test(tc, crash_on_a_pool_thread_names_the_plugin);
     tcase_add_test(tc, crash_outside_a_plugin_is_not_blamed_on_one);
     tcase_add_test(tc, plugin_stdout_goes_to_stderr);
     tcase_add_test(tc, all_nan_reward_is_warned_once_and_measured);

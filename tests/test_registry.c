@@ -329,7 +329,7 @@ START_TEST(broken_manifest_is_skipped_and_explained) {
     ck_assert_int_eq(reg.n_broken, 1);
     char want[PATH_MAX + 400];
     snprintf(want, sizeof want, "%s:10: unknown key 'colour' in [two.x]; expected one of kind, "
-             "description, architectures", bad);
+             "description, architectures, rows_independent, thread_safe", bad);
     ck_assert_str_eq(reg.broken[0].message, want);
     ck_assert_str_eq(reg.broken[0].manifest_path, bad);
     ck_assert_int_eq(reg.broken[0].n_ids, 1);

@@ -165,7 +165,7 @@ static int count(const char *hay, const char *needle) {
 
 START_TEST(exec_values_nulls_and_ids) {
     serve("--mode", "ok", NULL);
-    void *st = make("timeout", "5", NULL);
+    void *st = make("attempt_timeout", "5", NULL);
     const char *c[] = {"abc", "none", "hello"};
     float r[3];
     for (int round = 0; round < 2; round++) {
@@ -346,7 +346,7 @@ END_TEST
 
 START_TEST(slow_reply_times_out_in_bounded_time) {
     serve("--mode", "slow", "--delay", "5", NULL);
-    void *st = make("timeout", "0.3", "retries", "1", "backoff", "0.1", NULL);
+    void *st = make("attempt_timeout", "0.3", "retries", "1", "backoff", "0.1", NULL);
     const char *c[] = {"ab"};
     float r[1];
     double took = batch(st, c, 1, r);
@@ -401,7 +401,7 @@ END_TEST
 
 START_TEST(server_that_never_answers) {
     serve("--mode", "hang", NULL);
-    void *st = make("mode", "judge", "model", "m", "timeout", "0.4", "retries", "0", NULL);
+    void *st = make("mode", "judge", "model", "m", "attempt_timeout", "0.4", "retries", "0", NULL);
     const char *c[] = {"1", "2", "3", "4"};
     float r[4];
     double took = batch(st, c, 4, r); /* four requests in parallel, one deadline each */
@@ -439,6 +439,38 @@ START_TEST(concurrency_limit) {
     ck_assert_int_eq(peak, 3);
     ck_assert_msg(took >= 1.15, "took %g s: three rounds of 0.4 s expected", took);
     desc->destroy(st);
+}
+END_TEST
+
+/* The section's timeout bounds the whole call: attempts of 0.3 s with 10 retries would take
+ * over 4 s, but the call ends at 1 s, saying why; with max_concurrency = 1 against a server that
+ * never answers, the requests still queued at the deadline are not sent. */
+START_TEST(call_timeout_bounds_the_whole_call) {
+    serve("--mode", "slow", "--delay", "5", NULL);
+    void *st = make("attempt_timeout", "0.3", "retries", "10", "backoff", "0.05", "timeout", "1",
+                    NULL);
+    const char *c[] = {"ab"};
+    float r[1];
+    double took = batch(st, c, 1, r);
+    ck_assert(isnan(r[0]));
+    ck_assert_msg(took >= 0.9 && took < 1.8, "took %g s", took);
+    ck_assert_ptr_nonnull(strstr(warned, "the call's timeout = 1 s ran out"));
+    desc->destroy(st);
+    int before = requests(NULL);
+    ck_assert_msg(before >= 2 && before <= 4, "%d attempts", before); /* ~1 s / (0.3 + waits) */
+    kill(server_pid, SIGKILL), waitpid(server_pid, NULL, 0), server_pid = 0;
+    unlink(logfile);
+    serve("--mode", "hang", NULL);
+    st = make("mode", "judge", "model", "m", "max_concurrency", "1", "retries", "0",
+              "timeout", "0.5", NULL);
+    const char *four[] = {"1", "2", "3", "4"};
+    float r4[4];
+    took = batch(st, four, 4, r4);
+    for (int i = 0; i < 4; i++) ck_assert(isnan(r4[i]));
+    ck_assert_msg(took >= 0.45 && took < 1.5, "took %g s", took);
+    ck_assert_ptr_nonnull(strstr(warned, "4 of 4 requests failed"));
+    desc->destroy(st);
+    ck_assert_int_eq(requests(NULL), 1); /* the other three were never sent */
 }
 END_TEST
 
@@ -572,6 +604,7 @@ static Suite *suite(void) {
     tcase_add_test(t, judge_garbage_json_is_nan);
     tcase_add_test(t, dropped_connection_retried_then_nan);
     tcase_add_test(t, server_that_never_answers);
+    tcase_add_test(t, call_timeout_bounds_the_whole_call);
     tcase_add_test(t, nothing_listening);
     tcase_add_test(t, concurrency_limit);
     tcase_add_test(t, breaker_opens_with_one_warning);

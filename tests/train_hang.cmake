@@ -2,8 +2,9 @@
 # reward section's `timeout`; each kind is run with a reward that never answers:
 #  - in-process (mb.sleep, never returns from its 2nd call): the run ends at the deadline with an
 #    error naming the plugin, section and deadline (exit 75), and the checkpoint of step 1 resumes;
-#  - isolated (the same reward, isolate = true, train.threads = 2): its worker is killed at the
-#    deadline, that step's rewards/hang/nan_frac is 1 with one warning, the next step's new
+#  - isolated (the same reward, isolate = true, train.threads = 2; it hangs on its 3rd call, the
+#    first of step 2: an isolated reward is called once per group, 2 a step): its worker is
+#    killed at the deadline, that step's rewards/hang/nan_frac is 1 with one warning, the next step's new
 #    worker scores again and the run finishes;
 #  - builtin.exec whose program (sleep) never replies: NaN batches, the run finishes;
 #  - the reward-model scorer (reward_model.score) isolated at train.threads = 2, which a bare
@@ -94,7 +95,7 @@ if(NOT rc EQUAL 75 OR at LESS 0)
 endif()
 
 # ---- isolated at threads = 2: killed at the deadline, that step NaN, the run goes on
-write_run(iso 3 2 "[reward.hang]\nplugin = mb.sleep\nafter = 1\ntimeout = 1\nisolate = true\n")
+write_run(iso 3 2 "[reward.hang]\nplugin = mb.sleep\nafter = 2\ntimeout = 1\nisolate = true\n")
 grpo(train iso.ini --plugin-path ${MISBEHAVE})
 if(NOT rc EQUAL 0)
   fail("an isolated reward that hangs at step 2: exit ${rc}\n${err}")

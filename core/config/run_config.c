@@ -421,14 +421,17 @@ static void unknown_plugin_key(loader *L, const grpo_ini_section *s, const grpo_
              en->id, s->name, near);
     else
         fail(L, e->line, "unknown key '%s' for plugin %s in [%s] (its keys: %s)", e->key, en->id,
-             s->name, m ? known : "none besides plugin, weight and isolate");
+             s->name,
+             m ? known : "none besides plugin, weight, isolate, timeout, workers and "
+                         "rows_independent");
     free(names);
 }
 
 /* Keys of every [reward.NAME] section that the host reads; the plugin never sees them. */
 static int host_reward_key(const char *key) {
     return strcmp(key, "plugin") == 0 || strcmp(key, "weight") == 0 ||
-           strcmp(key, "isolate") == 0 || strcmp(key, "timeout") == 0;
+           strcmp(key, "isolate") == 0 || strcmp(key, "timeout") == 0 ||
+           strcmp(key, "workers") == 0 || strcmp(key, "rows_independent") == 0;
 }
 
 /* The first line of r's host key (0 when not set yet). */
@@ -436,6 +439,8 @@ static int *host_key_line(grpo_reward_spec *r, const char *key) {
     return !strcmp(key, "plugin")    ? &r->plugin_line
            : !strcmp(key, "weight")  ? &r->weight_line
            : !strcmp(key, "isolate") ? &r->isolate_line
+           : !strcmp(key, "workers") ? &r->workers_line
+           : !strcmp(key, "rows_independent") ? &r->rows_independent_line
                                      : &r->timeout_line;
 }
 
@@ -455,6 +460,19 @@ static void read_host_reward_key(loader *L, const grpo_ini_section *s, grpo_rewa
             fail(L, e->line, "%s.weight: %s", s->name, why);
         else
             grpo_text_double(e->value, &r->weight), r->weight_line = e->line;
+    } else if (!strcmp(e->key, "rows_independent")) {
+        if (!grpo_key_value_ok(GRPO_KEY_BOOL, e->value, why, sizeof why))
+            fail(L, e->line, "%s.rows_independent: %s", s->name, why);
+        else
+            grpo_text_bool(e->value, &r->rows_independent), r->rows_independent_line = e->line;
+    } else if (!strcmp(e->key, "workers")) {
+        int64_t w = 0;
+        if (!grpo_text_int(e->value, &w) || w < 1 || w > GRPO_REWARD_WORKERS_MAX)
+            fail(L, e->line, "%s.workers: expected an integer in [1, %d] (how many calls of the "
+                 "reward may score at once), got '%s'", s->name, GRPO_REWARD_WORKERS_MAX,
+                 e->value);
+        else
+            r->workers = (int32_t)w, r->workers_line = e->line;
     } else { /* timeout */
         double t = 0;
         if (!grpo_key_value_ok(GRPO_KEY_FLOAT, e->value, why, sizeof why))
@@ -570,6 +588,7 @@ static void read_reward_section(loader *L, const grpo_ini_section *s) {
     r->dir = run_dir(L);
     r->line = s->line;
     r->weight = 1.0;
+    r->workers = 1;
     for (int j = 0; j < s->n_entries; j++) {
         const grpo_ini_entry *e = &s->entries[j];
         if (!host_reward_key(e->key)) continue;
@@ -601,6 +620,7 @@ static void read_reward_section(loader *L, const grpo_ini_section *s) {
         return;
     }
     default_timeout(r);
+    if (!r->rows_independent_line) r->rows_independent = r->entry->rows_independent;
     resolve_plugin_keys(L, s, r, host_reward_key);
 }
 
@@ -1082,6 +1102,11 @@ int grpo_run_config_visit(const grpo_run_config *cfg, grpo_run_config_fn fn, voi
         char t[40];
         format_double(r->timeout, t, sizeof t);
         bad |= fn(ctx, r->section, "timeout", t, set_mark(r->timeout_line, "default"), 0);
+        char wk[24];
+        snprintf(wk, sizeof wk, "%d", (int)r->workers);
+        bad |= fn(ctx, r->section, "workers", wk, set_mark(r->workers_line, "default"), 0);
+        bad |= fn(ctx, r->section, "rows_independent", r->rows_independent ? "true" : "false",
+                  set_mark(r->rows_independent_line, "default (manifest)"), 0);
         for (uint32_t j = 0; j < r->n; j++)
             if (strcmp(r->keys[j], "timeout") != 0) /* the host's, visited above */
                 bad |= fn(ctx, r->section, r->keys[j], r->values[j],
@@ -1155,5 +1180,10 @@ void grpo_run_config_document(FILE *out) {
                  ";                  ; instead of ending the run\n"
                  "; timeout = 60     ; seconds one score call may take (builtin.exec: its\n"
                  ";                  ; exchange); past it an isolated worker is killed\n"
-                 ";                  ; (NaN), else the run ends\n");
+                 ";                  ; (NaN), else the run ends\n"
+                 "; workers = 1      ; calls that may score at once, while the batch still\n"
+                 ";                  ; decodes (isolated or per-instance plugins: processes)\n"
+                 "; rows_independent ; (default: the manifest's) true: a row's score needs no\n"
+                 ";                  ; other row, so each row is scored as it ends; false:\n"
+                 ";                  ; a group's rows are scored together\n");
 }

@@ -9,6 +9,8 @@
  *     weight = 1.0                ; r = sum_k weight_k * r_k (default 1.0)
  *     isolate = false             ; true: score in a worker process (see rewards.h)
  *     timeout = 60                ; seconds one score call may take (see rewards.h)
+ *     workers = 1                 ; score calls that may run at once (see reward_pool.h)
+ *     rows_independent = false    ; default: the manifest's (see reward_pool.h)
  *     pattern = ^<answer>         ; then the plugin's own keys, as its pack.ini declares them
  * A list key is written once per element; when the file sets it, its elements replace the
  * manifest's default list. A key whose manifest gives no default must be set.
@@ -41,6 +43,8 @@ enum {
 
 /* The default of a reward section's `timeout` (seconds) when its plugin declares none. */
 #define GRPO_REWARD_TIMEOUT_DEFAULT 60.0
+/* The most workers one reward section may have. */
+#define GRPO_REWARD_WORKERS_MAX 64
 
 /* One [reward.NAME] section, resolved against the plugin's manifest. */
 typedef struct grpo_reward_spec {
@@ -57,6 +61,12 @@ typedef struct grpo_reward_spec {
                                * manifest's `timeout` default when the plugin declares one, else
                                * GRPO_REWARD_TIMEOUT_DEFAULT; 0 = none (an isolated worker's own) */
     int timeout_line;         /* 0 = default */
+    int32_t workers;          /* score calls that may run at once (reward_pool.h); default 1 */
+    int workers_line;         /* 0 = default */
+    int32_t rows_independent; /* 1: a row's score needs no other row (scored row by row while
+                               * decoding), else a group's rows are scored together; default
+                               * the manifest's rows_independent */
+    int rows_independent_line; /* 0 = default */
     char *dir;                /* the run file's directory: plugins resolve relative paths here */
     const grpo_entry *entry;  /* the manifest entry, borrowed from the registry passed to load */
     /* The plugin's keys in manifest order, list keys once per element, defaults filled in (a
@@ -133,10 +143,10 @@ char *grpo_run_config_input_path(const grpo_run_config *cfg, const char *value);
 
 /* Every resolved value, in the dump's order: fn(ctx, section, key, value, mark) for each key of
  * each section ([env]'s plugin keys after its own), then each reward's plugin, weight, isolate,
- * timeout and plugin keys (a plugin key named timeout is the host's, visited once). mark is NULL
- * for a value the file set, else "default", "from --set", ...; flags are the key's GRPO_KEY_*
- * flags (0 for a plugin's keys). Returns the OR of fn's results (every
- * value is visited). */
+ * timeout, workers, rows_independent and plugin keys (a plugin key named timeout is the host's,
+ * visited once). mark is NULL for a value the file set, else "default", "from --set", ...;
+ * flags are the key's GRPO_KEY_* flags (0 for a plugin's keys). Returns the OR of fn's results
+ * (every value is visited). */
 typedef int (*grpo_run_config_fn)(void *ctx, const char *section, const char *key,
                                   const char *value, const char *mark, unsigned flags);
 int grpo_run_config_visit(const grpo_run_config *cfg, grpo_run_config_fn fn, void *ctx);

@@ -7,8 +7,9 @@
  *   error: plugin ID (section [S]) did not return from WHAT within timeout = T s; an in-process
  *   call cannot be stopped safely, so the run ends (checkpoints already written are intact; ...)
  * and ends the process with GRPO_EXIT_PLUGIN_TIMEOUT. Checkpoints are written by rename, never
- * inside a plugin call, so the last one stays whole. One call is armed at a time (the thread
- * that calls the plugins); the strings are borrowed until disarm.
+ * inside a plugin call, so the last one stays whole. Each thread arms its own call (reward
+ * scorers run on several threads at once; up to 64 threads, more run without a deadline); the
+ * strings are borrowed until disarm.
  */
 #ifndef GRPO_CALL_DEADLINE_H
 #define GRPO_CALL_DEADLINE_H
@@ -22,7 +23,7 @@
  * thread cannot be started (the call then runs without a deadline). */
 int grpo_call_deadline_arm(double seconds, double timeout, const char *plugin,
                            const char *section, const char *what);
-/* The call returned in time. */
+/* This thread's call returned in time. */
 void grpo_call_deadline_disarm(void);
 
 #endif

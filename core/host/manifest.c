@@ -66,6 +66,7 @@ typedef struct mentry { /* one [ID] section */
     char *id;
     int line;
     mval kind, description;
+    mval rows_independent, thread_safe; /* reward entries: how its calls may be spread */
     mval *archs; /* [n_archs] one per architectures line, split on commas at the end */
     int n_archs;
 } mentry;
@@ -136,6 +137,7 @@ static void parser_free(manifest_parser *p) {
         mentry *e = &p->entries[i];
         free(e->id);
         mval_free(&e->kind), mval_free(&e->description);
+        mval_free(&e->rows_independent), mval_free(&e->thread_safe);
         for (int j = 0; j < e->n_archs; j++) mval_free(&e->archs[j]);
         free(e->archs);
     }
@@ -225,7 +227,8 @@ static void section_begin(manifest_parser *p, const char *name) {
 
 static const char *const pack_keys[] = {"name",   "version", "abi",      "library", "author",
                                         "license", "homepage", "min_grpo", NULL};
-static const char *const entry_keys[] = {"kind", "description", "architectures", NULL};
+static const char *const entry_keys[] = {"kind", "description", "architectures",
+                                         "rows_independent", "thread_safe", NULL};
 static const char *const key_keys[] = {"type", "default", "help", NULL};
 
 /* "unknown key 'x' in [s]; expected one of ... (did you mean 'y'?)" into msg. */
@@ -299,6 +302,9 @@ static int manifest_key(manifest_parser *p, const char *name, const char *value)
         mentry *e = &p->entries[p->sec_index];
         if (strcmp(name, "kind") == 0) return set_once(p, &e->kind, name, value);
         if (strcmp(name, "description") == 0) return set_once(p, &e->description, name, value);
+        if (strcmp(name, "rows_independent") == 0)
+            return set_once(p, &e->rows_independent, name, value);
+        if (strcmp(name, "thread_safe") == 0) return set_once(p, &e->thread_safe, name, value);
         if (strcmp(name, "architectures") == 0) {
             append_line(p, &e->archs, &e->n_archs, value);
             return 1;
@@ -422,6 +428,31 @@ const char *grpo_entry_kind_name(grpo_entry_kind k) {
     return k == GRPO_KIND_MODEL ? "model" : k == GRPO_KIND_ENV ? "env" : "reward";
 }
 
+/* A reward entry's rows_independent (bool) and thread_safe (false, per_instance or true):
+ * how the host may spread its score calls (registry.h). */
+static int check_concurrency(manifest_parser *p, const mentry *m, grpo_entry *e) {
+    const mval *ri = &m->rows_independent, *ts = &m->thread_safe;
+    const mval *set = ri->text ? ri : ts->text ? ts : NULL;
+    if (set && e->kind != GRPO_KIND_REWARD)
+        return perr(p, set->line, "[%s] is a%s %s but sets %s; expected it only with kind = "
+                    "reward", m->id, e->kind == GRPO_KIND_ENV ? "n" : "",
+                    grpo_entry_kind_name(e->kind), ri->text ? "rows_independent" : "thread_safe");
+    if (ri->text && !grpo_text_bool(ri->text, &e->rows_independent))
+        return perr(p, ri->line, "rows_independent of [%s] is '%s'; expected true or false",
+                    m->id, ri->text);
+    static const char *const ts_words[] = {"false", "per_instance", "true"};
+    for (int i = 0; ts->text && i < 3; i++)
+        if (!strcmp(ts->text, ts_words[i])) e->thread_safe = (grpo_thread_safety)i;
+    e->thread_safe_set = ts->text != NULL;
+    if (ts->text && strcmp(ts->text, ts_words[e->thread_safe]) != 0)
+        return perr(p, ts->line, "thread_safe of [%s] is '%s'; expected false (one call at a "
+                    "time, on the trainer's thread), per_instance (separate instances may score "
+                    "at once, on any thread) or true (one instance may score on several threads "
+                    "at once)",
+                    m->id, ts->text);
+    return 1;
+}
+
 static int check_entry(manifest_parser *p, const mentry *m, grpo_entry *e) {
     size_t nl = strlen(p->name.text);
     if (strncmp(m->id, p->name.text, nl) != 0 || m->id[nl] != '.' || !m->id[nl + 1])
@@ -451,7 +482,7 @@ static int check_entry(manifest_parser *p, const mentry *m, grpo_entry *e) {
     e->id = xstrdup(m->id);
     e->description = xstrdup(m->description.text);
     split_architectures(m, e);
-    return 1;
+    return check_concurrency(p, m, e);
 }
 
 /* The default lines of a key: a list takes each default line as an element (empty ones give

@@ -1,6 +1,7 @@
 /* plugin_call.c — the record of the plugin call in progress (see plugin_call.h). */
 #include "host/plugin_call.h"
 
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,13 +15,17 @@ typedef struct plugin_call {
     const char *pack, *library; /* NULL until grpo_plugin_call_origin */
 } plugin_call;
 
-/* Read by the signal handler: a call's record is complete before call_depth counts it. */
-static plugin_call calls[MAX_CALL_DEPTH];
-static volatile sig_atomic_t call_depth;
+/* Each thread's calls (reward scorers run on several threads, train/reward_pool.h); read by the
+ * signal handler and the exit guard on the thread that crashed or exited: a call's record is
+ * complete before call_depth counts it. */
+static _Thread_local plugin_call calls[MAX_CALL_DEPTH];
+static _Thread_local volatile sig_atomic_t call_depth;
 static volatile long progress_step, progress_batch;
 static int guard_registered;
 static volatile sig_atomic_t guard_in_child; /* an isolated score call's child: the parent reports */
 static int saved_stdout = -1; /* fd 1 as it was before the outermost call, or -1 */
+static int stdout_users;      /* threads inside a call: fd 1 is redirected while any is */
+static pthread_mutex_t stdout_lock = PTHREAD_MUTEX_INITIALIZER;
 static int plugin_stdout = STDERR_FILENO; /* where fd 1 points during calls */
 
 static const plugin_call *innermost(void) {
@@ -110,13 +115,31 @@ static void crash_handler(int sig) {
 }
 
 /* A stack for the handler when the plugin overflowed its own; only where none is set (a
- * sanitizer may have one). Main thread only, like the marker. */
+ * sanitizer may have one). For the thread that marks the first call (the main thread); other
+ * threads that call plugins get theirs from grpo_plugin_call_thread_begin. */
 static void alt_stack_install(void) {
     static char alt[1 << 16];
     stack_t old;
     if (sigaltstack(NULL, &old) != 0 || !(old.ss_flags & SS_DISABLE)) return;
     stack_t ss = {.ss_sp = alt, .ss_size = sizeof alt, .ss_flags = 0};
     sigaltstack(&ss, NULL);
+}
+
+static _Thread_local void *thread_alt; /* grpo_plugin_call_thread_begin's stack, or NULL */
+
+void grpo_plugin_call_thread_begin(void) {
+    stack_t old;
+    if (sigaltstack(NULL, &old) != 0 || !(old.ss_flags & SS_DISABLE)) return;
+    if (!(thread_alt = malloc(1 << 16))) return;
+    stack_t ss = {.ss_sp = thread_alt, .ss_size = 1 << 16, .ss_flags = 0};
+    if (sigaltstack(&ss, NULL) != 0) free(thread_alt), thread_alt = NULL;
+}
+
+void grpo_plugin_call_thread_end(void) {
+    if (!thread_alt) return;
+    stack_t off = {.ss_flags = SS_DISABLE};
+    sigaltstack(&off, NULL);
+    free(thread_alt), thread_alt = NULL;
 }
 
 static void crash_guard_install(void) {
@@ -140,23 +163,31 @@ static void guards_install(void) {
     crash_guard_install();
 }
 
-/* fd 1 becomes fd 2 (or the caller's trap) for the outermost call (plugin_call.h); our own
- * buffered output goes first. */
+/* fd 1 becomes fd 2 (or the caller's trap) while any thread is in a call (plugin_call.h); our
+ * own buffered output goes first. */
 static void stdout_to_stderr(void) {
+    pthread_mutex_lock(&stdout_lock);
+    if (stdout_users++ > 0) {
+        pthread_mutex_unlock(&stdout_lock);
+        return;
+    }
     fflush(stdout);
     saved_stdout = dup(STDOUT_FILENO);
     if (saved_stdout >= 0 && dup2(plugin_stdout, STDOUT_FILENO) < 0) {
         close(saved_stdout);
         saved_stdout = -1;
     }
+    pthread_mutex_unlock(&stdout_lock);
 }
 
 static void stdout_restore(void) {
-    fflush(stdout); /* the plugin's buffered text, to stderr */
-    if (saved_stdout < 0) return;
-    dup2(saved_stdout, STDOUT_FILENO);
-    close(saved_stdout);
-    saved_stdout = -1;
+    pthread_mutex_lock(&stdout_lock);
+    if (--stdout_users == 0) {
+        fflush(stdout); /* the plugins' buffered text, to stderr */
+        if (saved_stdout >= 0) dup2(saved_stdout, STDOUT_FILENO), close(saved_stdout);
+        saved_stdout = -1;
+    }
+    pthread_mutex_unlock(&stdout_lock);
 }
 
 void grpo_plugin_call_stdout(int fd) { plugin_stdout = fd >= 0 ? fd : STDERR_FILENO; }

@@ -52,6 +52,12 @@ void grpo_plugin_call_progress(long step, long batch);
  * (the pack self-tests count what a plugin prints); -1 returns to stderr. */
 void grpo_plugin_call_stdout(int fd);
 
+/* A thread other than the main one that calls plugins (the reward pool's, train/reward_pool.h)
+ * gives itself a stack of its own for the crash report above (so a plugin that overflows its
+ * stack there is reported too) at its start, and frees it with _end before it ends. */
+void grpo_plugin_call_thread_begin(void);
+void grpo_plugin_call_thread_end(void);
+
 /* A plugin filled err (grpo_error_set, or by hand): forces the NUL it may have left out (the host
  * never reads past the buffer) and returns the message, or "no message" when it is empty. */
 const char *grpo_plugin_message(grpo_error *err);

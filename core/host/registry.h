@@ -99,10 +99,25 @@ typedef struct grpo_selftest {
     double tolerance;
 } grpo_selftest;
 
+/* How a reward's score calls may run at once (pack.ini thread_safe; without it the library's
+ * GRPO_REWARD_THREADSAFE flag, grpo/reward.h, means per_instance). */
+typedef enum grpo_thread_safety {
+    GRPO_THREAD_UNSAFE = 0,       /* false (default): one call at a time, on the trainer's thread */
+    GRPO_THREAD_PER_INSTANCE = 1, /* per_instance: separate instances may score at once, each
+                                   * one call at a time, from any thread */
+    GRPO_THREAD_SAFE = 2          /* true: one instance may score on several threads at once */
+} grpo_thread_safety;
+
 typedef struct grpo_entry {
     char *id; /* "pack.name" */
     grpo_entry_kind kind;
     char *description;
+    int32_t rows_independent;       /* reward: a row's score depends on that row alone, so rows
+                                     * may be scored one by one (else whole groups: a group's rows
+                                     * are scored together) */
+    grpo_thread_safety thread_safe; /* reward: see grpo_thread_safety */
+    int thread_safe_set;            /* 1: the manifest says; 0: the library's descriptor flag
+                                     * GRPO_REWARD_THREADSAFE decides (per_instance, else false) */
     char **architectures; /* [n_architectures] model entries: HF architecture names served */
     int n_architectures;
     grpo_key_def *keys; /* [n_keys] in manifest order */

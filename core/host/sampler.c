@@ -349,7 +349,8 @@ static int end_turn(sampler_state *s, const grpo_sampler_opts *o, int32_t n, grp
 
 /* Drops the rows that just ended (EOS or T tokens); *live becomes the new live count. */
 static int drop_finished(grpo_model *m, sampler_state *s, const grpo_sampler_opts *o,
-                         int32_t *live, grpo_rollout *out, grpo_error *err) {
+                         const grpo_sampler_row_end *row_end, int32_t *live, grpo_rollout *out,
+                         grpo_error *err) {
     for (int32_t i = *live - 1; i >= 0; i--) {
         int32_t n = s->row[i], last = *live - 1;
         int eos = !s->last_forced[n] && grpo_sampler_is_eos(o, s->tok[i]), rc = GRPO_OK;
@@ -359,7 +360,8 @@ static int drop_finished(grpo_model *m, sampler_state *s, const grpo_sampler_opt
         if (!ended && out->len[n] >= out->T) ended = 1, cut = 1;
         if (!ended) continue;
         out->truncated[n] = (uint8_t)cut;
-        if (i != last) rc = move_row(m, s, i, last, s->len[last] - 1, err);
+        if (row_end) rc = row_end->fn(row_end->user, n, err);
+        if (rc == GRPO_OK && i != last) rc = move_row(m, s, i, last, s->len[last] - 1, err);
         if (rc != GRPO_OK) return rc;
         (*live)--;
     }
@@ -368,7 +370,7 @@ static int drop_finished(grpo_model *m, sampler_state *s, const grpo_sampler_opt
 
 static int run(grpo_model *m, const grpo_sampler_opts *o, const int32_t *prompt,
                const int32_t *pmask, int32_t B, int32_t P, grpo_rng *rng, grpo_rng *row_rng,
-               grpo_rollout *out, grpo_error *err) {
+               const grpo_sampler_row_end *row_end, grpo_rollout *out, grpo_error *err) {
     const grpo_ops *ops = m->ops;
     if (B <= 0 || P <= 0 || o->G <= 0 || o->max_new <= 0)
         return grpo_error_set(err, GRPO_ERR_INVALID,
@@ -411,7 +413,7 @@ static int run(grpo_model *m, const grpo_sampler_opts *o, const int32_t *prompt,
             draw_tokens_device(m, &s, o, live, rng, row_rng, out);
         else
             draw_tokens_host(m, &s, o, live, first, rng, row_rng, out);
-        rc = drop_finished(m, &s, o, &live, out, err);
+        rc = drop_finished(m, &s, o, row_end, &live, out, err);
         if (rc != GRPO_OK || live == 0) break;
         for (int32_t i = 0; i < live; i++) s.cmask[(size_t)i * s.S + s.len[i] - 1] = 1;
         ops->upload(ops->ctx, s.d_tok, s.tok, (uint64_t)live * sizeof(int32_t));
@@ -430,11 +432,18 @@ static int run(grpo_model *m, const grpo_sampler_opts *o, const int32_t *prompt,
 int grpo_sampler_run(grpo_model *m, const grpo_sampler_opts *o, const int32_t *prompt,
                      const int32_t *pmask, int32_t B, int32_t P, grpo_rng *rng, grpo_rollout *out,
                      grpo_error *err) {
-    return run(m, o, prompt, pmask, B, P, rng, NULL, out, err);
+    return run(m, o, prompt, pmask, B, P, rng, NULL, NULL, out, err);
 }
 
 int grpo_sampler_run_rows(grpo_model *m, const grpo_sampler_opts *o, const int32_t *prompt,
                           const int32_t *pmask, int32_t B, int32_t P, grpo_rng *row_rng,
                           grpo_rollout *out, grpo_error *err) {
-    return run(m, o, prompt, pmask, B, P, NULL, row_rng, out, err);
+    return run(m, o, prompt, pmask, B, P, NULL, row_rng, NULL, out, err);
+}
+
+int grpo_sampler_run_rows_each(grpo_model *m, const grpo_sampler_opts *o, const int32_t *prompt,
+                               const int32_t *pmask, int32_t B, int32_t P, grpo_rng *row_rng,
+                               const grpo_sampler_row_end *row_end, grpo_rollout *out,
+                               grpo_error *err) {
+    return run(m, o, prompt, pmask, B, P, NULL, row_rng, row_end, out, err);
 }

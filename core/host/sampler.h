@@ -92,6 +92,20 @@ int grpo_sampler_run_rows(grpo_model *m, const grpo_sampler_opts *o, const int32
                             const int32_t *pmask, int32_t B, int32_t P, grpo_rng *row_rng,
                             grpo_rollout *out, grpo_error *err);
 
+/* Called on the sampler's thread once per row n as it ends, with its ids, mask, logp, len and
+ * truncated final (the trainer's rewards score it while other rows decode: train/rollout.c). A
+ * non-OK return ends the rollout with that error. */
+typedef struct grpo_sampler_row_end {
+    int (*fn)(void *user, int32_t n, grpo_error *err);
+    void *user;
+} grpo_sampler_row_end;
+
+/* grpo_sampler_run_rows, calling row_end as each row ends. */
+int grpo_sampler_run_rows_each(grpo_model *m, const grpo_sampler_opts *o, const int32_t *prompt,
+                               const int32_t *pmask, int32_t B, int32_t P, grpo_rng *row_rng,
+                               const grpo_sampler_row_end *row_end, grpo_rollout *out,
+                               grpo_error *err);
+
 void grpo_rollout_free(grpo_rollout *r);
 
 #endif

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "host/call_deadline.h"
+#include "train/reward_pool.h"
 
 /* The score buffer's fill before each call: a quiet NaN with a payload no arithmetic produces,
  * so a value still holding it afterwards was not written by the plugin. */
@@ -37,41 +38,44 @@ static void call_begin(const grpo_reward_spec *spec, const char *what) {
 }
 
 void grpo_reward_set_free(grpo_reward_set *set) {
-    for (int k = 0; set->workers && k < set->n; k++) grpo_reward_worker_stop(&set->workers[k]);
-    for (int k = 0; k < set->n; k++)
-        if (set->states && set->states[k]) {
-            call_begin(set->specs[k], "destroy");
-            set->descs[k]->destroy(set->states[k]);
-            grpo_plugin_call_end();
-        }
+    grpo_reward_pool_stop(set->pool); /* its threads first: they use what follows */
+    int n_inst = set->inst0 ? set->inst0[set->n] : 0;
+    for (int i = 0; set->workers && i < n_inst; i++) grpo_reward_worker_stop(&set->workers[i]);
+    for (int k = 0; set->inst0 && k < set->n; k++)
+        for (int i = set->inst0[k]; set->states && i < set->inst0[k + 1]; i++)
+            if (set->states[i]) {
+                call_begin(set->specs[k], "destroy");
+                set->descs[k]->destroy(set->states[i]);
+                grpo_plugin_call_end();
+            }
     free(set->specs);
     free(set->descs);
+    free(set->inst0);
     free(set->states);
+    free(set->pooled);
+    free(set->rows_independent);
     free(set->warned);
     free(set->warned_nan);
-    free(set->lend);
-    free(set->lend_master);
+    grpo_reward_lend_free(&set->lend);
     free(set->workers);
     grpo_reward_worker_env_free(&set->worker_env);
     *set = (grpo_reward_set){0};
 }
 
-static int reward_create_one(grpo_reward_set *set, int k, grpo_registry *reg,
-                             const grpo_host *host, grpo_error *err) {
+/* Creates instance i of reward k: in its worker process when isolated, else in process. */
+static int reward_create_one(grpo_reward_set *set, int k, int i, const grpo_host *host,
+                             grpo_error *err) {
     const grpo_reward_spec *spec = set->specs[k];
     if (spec->isolate) /* loaded and created in its worker alone */
-        return grpo_reward_worker_start(&set->workers[k], &set->worker_env, spec, err);
-    const void *desc = NULL;
-    if (grpo_registry_load(reg, spec->entry, host, &desc, err) != GRPO_OK) return err->status;
-    set->descs[k] = desc;
+        return grpo_reward_worker_start(&set->workers[i], &set->worker_env, spec, err);
     grpo_config cfg = grpo_reward_spec_config(spec);
     grpo_error inner;
     grpo_error_init(&inner);
     call_begin(spec, "create");
-    int32_t st = set->descs[k]->create(host, &cfg, &set->states[k], &inner);
+    int32_t st = set->descs[k]->create(host, &cfg, &set->states[i], &inner);
     grpo_plugin_call_end();
     if (st != GRPO_OK) {
-        set->states[k] = NULL;
+        set->states[i] = NULL;
         /* the host names the section; a message that starts with it too (the SDK's getters,
          * grpo/config.h, and packs written to the old advice) would say it twice */
         const char *msg = grpo_plugin_message(&inner);
@@ -84,35 +88,82 @@ static int reward_create_one(grpo_reward_set *set, int k, grpo_registry *reg,
     return GRPO_OK;
 }
 
+/* How reward k runs (rewards.h): on the pool when isolated or thread-safe, with one instance
+ * per worker when isolated or safe per instance. An in-process reward's thread safety is its
+ * manifest's thread_safe, else its library's GRPO_REWARD_THREADSAFE flag (per instance). */
+static void reward_plan(grpo_reward_set *set, int k) {
+    const grpo_reward_spec *spec = set->specs[k];
+    const grpo_entry *e = spec->entry;
+    grpo_thread_safety ts = e && e->thread_safe_set ? e->thread_safe : GRPO_THREAD_UNSAFE;
+    if (!(e && e->thread_safe_set) && set->descs[k] &&
+        (set->descs[k]->flags & GRPO_REWARD_THREADSAFE))
+        ts = GRPO_THREAD_PER_INSTANCE;
+    int per_worker = spec->isolate || ts == GRPO_THREAD_PER_INSTANCE;
+    int workers = spec->workers > 0 ? spec->workers : 1;
+    set->pooled[k] = spec->isolate || ts != GRPO_THREAD_UNSAFE ? workers : 0;
+    set->rows_independent[k] = spec->rows_independent;
+    set->inst0[k + 1] = set->inst0[k] + (per_worker ? workers : 1);
+}
+
+/* The arrays of K rewards, each in-process reward's library loaded, and its plan. */
+static int reward_set_alloc(grpo_reward_set *set, const grpo_run_config *cfg,
+                            grpo_registry *reg, const grpo_host *host, grpo_error *err) {
+    int K = cfg->n_rewards;
+    set->specs = calloc(K ? K : 1, sizeof *set->specs);
+    set->descs = calloc(K ? K : 1, sizeof *set->descs);
+    set->inst0 = calloc((size_t)K + 1, sizeof *set->inst0);
+    set->pooled = calloc(K ? K : 1, sizeof *set->pooled);
+    set->rows_independent = calloc(K ? K : 1, sizeof *set->rows_independent);
+    set->warned = calloc(K ? K : 1, sizeof *set->warned);
+    set->warned_nan = calloc(K ? K : 1, sizeof *set->warned_nan);
+    if (!set->specs || !set->descs || !set->inst0 || !set->pooled || !set->rows_independent ||
+        !set->warned || !set->warned_nan)
+        return grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory creating %d rewards", K);
+    set->n = K;
+    for (int k = 0; k < K; k++) {
+        const void *desc = NULL;
+        set->specs[k] = &cfg->rewards[k];
+        if (!cfg->rewards[k].isolate && /* an isolated one is loaded in its worker alone */
+            grpo_registry_load(reg, cfg->rewards[k].entry, host, &desc, err) != GRPO_OK)
+            return err->status;
+        set->descs[k] = desc;
+        reward_plan(set, k);
+    }
+    int n_inst = set->inst0[K];
+    set->states = calloc(n_inst ? n_inst : 1, sizeof *set->states);
+    set->workers = calloc(n_inst ? n_inst : 1, sizeof *set->workers);
+    if (!set->states || !set->workers)
+        return grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory creating %d rewards", K);
+    return GRPO_OK;
+}
+
+static int start_pool(grpo_reward_set *set, grpo_error *err);
+
 int grpo_reward_set_create(grpo_reward_set *set, const grpo_run_config *cfg, grpo_registry *reg,
                            const grpo_host *host, grpo_error *err) {
     int K = cfg->n_rewards;
     *set = (grpo_reward_set){0};
-    set->specs = calloc(K ? K : 1, sizeof *set->specs);
-    set->descs = calloc(K ? K : 1, sizeof *set->descs);
-    set->states = calloc(K ? K : 1, sizeof *set->states);
-    set->warned = calloc(K ? K : 1, sizeof *set->warned);
-    set->warned_nan = calloc(K ? K : 1, sizeof *set->warned_nan);
-    set->workers = calloc(K ? K : 1, sizeof *set->workers);
-    if (!set->specs || !set->descs || !set->states || !set->warned || !set->warned_nan ||
-        !set->workers) {
+    if (reward_set_alloc(set, cfg, reg, host, err) != GRPO_OK) {
         grpo_reward_set_free(set);
-        return grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory creating %d rewards", K);
+        return err->status;
     }
-    set->n = K;
-    int isolated = 0;
-    for (int k = 0; k < K; k++) set->specs[k] = &cfg->rewards[k];
-    for (int k = 0; k < K; k++) isolated |= cfg->rewards[k].isolate;
+    int isolated = 0, pooled = 0;
+    for (int k = 0; k < K; k++) isolated |= cfg->rewards[k].isolate, pooled |= set->pooled[k];
     if (isolated && grpo_reward_worker_env_init(&set->worker_env, reg, host,
                                                 (int32_t)cfg->train_threads, err) != GRPO_OK) {
         grpo_reward_set_free(set);
         return err->status;
     }
     for (int k = 0; k < K; k++)
-        if (reward_create_one(set, k, reg, host, err) != GRPO_OK) {
-            grpo_reward_set_free(set);
-            return err->status;
-        }
+        for (int i = set->inst0[k]; i < set->inst0[k + 1]; i++)
+            if (reward_create_one(set, k, i, host, err) != GRPO_OK) {
+                grpo_reward_set_free(set);
+                return err->status;
+            }
+    if (pooled && start_pool(set, err) != GRPO_OK) {
+        grpo_reward_set_free(set);
+        return err->status;
+    }
     return GRPO_OK;
 }
 
@@ -174,28 +225,33 @@ static void lend_copy(arena *a, const grpo_sample *src, uint32_t n) {
     }
 }
 
-/* Builds set->lend (the plugins' copy of samples) and its master copy. */
-static int lend_prepare(grpo_reward_set *set, const grpo_sample *samples, uint32_t n,
+void grpo_reward_lend_free(grpo_reward_lend *l) {
+    free(l->buf), free(l->master);
+    *l = (grpo_reward_lend){0};
+}
+
+/* Builds l->buf (the plugins' copy of samples[n]) and its master copy. */
+static int lend_prepare(grpo_reward_lend *l, const grpo_sample *samples, uint32_t n,
                         grpo_error *err) {
     arena measure = {NULL, 0};
     lend_copy(&measure, samples, n);
     size_t size = measure.used ? measure.used : 1;
-    if (size > set->lend_cap) {
-        free(set->lend), free(set->lend_master);
-        set->lend = malloc(size); /* aligned for any of the structs it holds */
-        set->lend_master = malloc(size);
-        set->lend_cap = set->lend && set->lend_master ? size : 0;
-        if (!set->lend_cap) {
-            free(set->lend), free(set->lend_master);
-            set->lend = set->lend_master = NULL;
+    if (size > l->cap) {
+        free(l->buf), free(l->master);
+        l->buf = malloc(size); /* aligned for any of the structs it holds */
+        l->master = malloc(size);
+        l->cap = l->buf && l->master ? size : 0;
+        if (!l->cap) {
+            free(l->buf), free(l->master);
+            l->buf = l->master = NULL;
             return grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory copying %u samples for "
                                   "the rewards (%zu bytes)", n, size);
         }
     }
-    arena a = {set->lend, 0};
+    arena a = {l->buf, 0};
     lend_copy(&a, samples, n);
-    memcpy(set->lend_master, set->lend, a.used);
-    set->lend_size = a.used;
+    memcpy(l->master, l->buf, a.used);
+    l->size = a.used;
     return GRPO_OK;
 }
 
@@ -208,36 +264,36 @@ static size_t sample_size_for(unsigned abi_minor) {
 }
 
 /* Repacks the lent samples (n, host layout) in place at the stride of reward k's library; the
- * next reward's restore from lend_master undoes it. */
-static void lend_repack(grpo_reward_set *set, int k, uint32_t n) {
+ * next reward's restore from the master copy undoes it. */
+static void lend_repack(const grpo_reward_set *set, grpo_reward_lend *l, int k, uint32_t n) {
     if (set->specs[k]->isolate) return; /* its worker repacks its own copy */
     const grpo_entry *e = set->specs[k]->entry;
     size_t size = e && e->pack ? sample_size_for(e->pack->lib_abi_minor) : sizeof(grpo_sample);
     if (size == sizeof(grpo_sample)) return;
     for (uint32_t i = 0; i < n; i++) { /* forwards: each destination lies at or before its source */
-        grpo_sample s = ((grpo_sample *)set->lend)[i];
+        grpo_sample s = ((grpo_sample *)l->buf)[i];
         s.struct_size = (uint32_t)size;
-        memmove(set->lend + (size_t)i * size, &s, size);
+        memmove(l->buf + (size_t)i * size, &s, size);
     }
 }
 
 /* Checks one reward's scores (n): NaN is "no opinion", infinities are a plugin bug. */
-static int reward_check_row(const grpo_reward_spec *spec, const grpo_sample *samples, uint32_t n,
-                            const float *row, grpo_error *err) {
+static int reward_check_row(const grpo_reward_spec *spec, const grpo_sample *samples,
+                            uint32_t first, uint32_t n, const float *row, grpo_error *err) {
     for (uint32_t i = 0; i < n; i++)
         if (isinf(row[i]))
             return grpo_error_set(err, GRPO_ERR_INVALID,
                                   "[%s] (plugin %s) returned %g for sample %u (group %u, member %u); "
                                   "expected a finite reward or NaN for no opinion",
-                                  spec->section, spec->plugin, row[i], i, samples[i].group,
-                                  samples[i].member);
+                                  spec->section, spec->plugin, row[i], first + i,
+                                  samples[i].group, samples[i].member);
     return GRPO_OK;
 }
 
 /* A plugin that declares a `timeout` key of its own gets the section's value and keeps it itself
  * (builtin.exec: the deadline of its exchange, after which it kills its program and scores NaN;
- * builtin.http: per attempt, with retries). The host's deadline for it is a backstop at this
- * many times the value, for a plugin that fails to keep it. */
+ * builtin.http: of the whole call, requests, retries and waits). The host's deadline for it is a
+ * backstop at this many times the value, for a plugin that fails to keep it. */
 #define OWN_TIMEOUT_BACKSTOP 10.0
 
 /* The deadline of one score call of spec, in seconds (0: none). */
@@ -247,13 +303,12 @@ static double call_deadline(const grpo_reward_spec *spec) {
     return spec->timeout;
 }
 
-/* Reward k scores in its worker (started again when a previous batch ended it). 0 with *st and
+/* Reward k scores in worker w (started again when a previous call ended it). 0 with *st and
  * inner as a direct call fills them, or -1 with why set: the batch is NaN. */
-static int score_isolated(grpo_reward_set *set, int k, const grpo_sample *lent, uint32_t n,
-                          float *row, int32_t *st, grpo_error *inner, char *why,
-                          size_t why_size) {
+static int score_isolated(grpo_reward_set *set, int k, grpo_reward_worker *w,
+                          const grpo_sample *lent, uint32_t n, float *row, int32_t *st,
+                          grpo_error *inner, char *why, size_t why_size) {
     const grpo_reward_spec *spec = set->specs[k];
-    grpo_reward_worker *w = &set->workers[k];
     if (w->pid <= 0) {
         grpo_error e;
         grpo_error_init(&e);
@@ -266,36 +321,28 @@ static int score_isolated(grpo_reward_set *set, int k, const grpo_sample *lent, 
                                     why_size);
 }
 
-/* Reward k scores the lent batch into row (n). NaN for scores it left unwritten (one warning per
- * reward) and, when isolated, for all of them when its worker died or was killed at its
- * deadline (one warning per batch). An in-process call past its deadline ends the process
- * (call_deadline.h). */
-static int score_one(grpo_reward_set *set, int k, const grpo_sample *lent, uint32_t n,
-                     float *row, grpo_error *err) {
+/* Instance i of reward k scores the lent part into row (n). NaN for scores it left unwritten
+ * (one warning per reward); why set when its isolated worker died or was killed at its
+ * deadline. An in-process call past its deadline ends the process (call_deadline.h). */
+static int score_one(grpo_reward_set *set, int k, int i, const grpo_sample *lent, uint32_t n,
+                     float *row, char *why, size_t why_size, grpo_error *err) {
     const grpo_reward_spec *spec = set->specs[k];
     const grpo_reward_desc *d = set->descs[k];
-    for (uint32_t i = 0; i < n; i++) row[i] = unwritten_value();
+    for (uint32_t j = 0; j < n; j++) row[j] = unwritten_value();
     grpo_error inner;
     grpo_error_init(&inner);
-    char why[300] = "";
     int32_t st = GRPO_OK;
     if (spec->isolate) {
-        score_isolated(set, k, lent, n, row, &st, &inner, why, sizeof why);
+        score_isolated(set, k, &set->workers[i], lent, n, row, &st, &inner, why, why_size);
     } else {
         call_begin(spec, "score");
         grpo_call_deadline_arm(call_deadline(spec), spec->timeout, spec->plugin, spec->section,
                                "score");
-        st = d->score(set->states[k], lent, n, row, &inner);
+        st = d->score(set->states[i], lent, n, row, &inner);
         grpo_call_deadline_disarm();
         grpo_plugin_call_end();
     }
-    if (why[0]) {
-        fprintf(stderr, "warning: [%s] (plugin %s) %s while scoring %u samples in its isolated "
-                "child process; its scores for this batch are NaN (no opinion)\n", spec->section,
-                spec->plugin, why, n);
-        for (uint32_t i = 0; i < n; i++) row[i] = NAN;
-        return GRPO_OK;
-    }
+    if (why[0]) return GRPO_OK;
     if (st != GRPO_OK && spec->isolate) /* the worker's message names section and plugin */
         return grpo_error_set(err, inner.status ? inner.status : GRPO_ERR_INTERNAL, "%s",
                               grpo_plugin_message(&inner));
@@ -304,32 +351,112 @@ static int score_one(grpo_reward_set *set, int k, const grpo_sample *lent, uint3
                               "[%s] (plugin %s) failed to score: %s", spec->section, spec->plugin,
                               grpo_plugin_message(&inner));
     uint32_t unwritten = 0;
-    for (uint32_t i = 0; i < n; i++)
-        if (is_unwritten(row[i])) row[i] = NAN, unwritten++;
-    if (unwritten && !set->warned[k]) {
-        set->warned[k] = 1;
+    for (uint32_t j = 0; j < n; j++)
+        if (is_unwritten(row[j])) row[j] = NAN, unwritten++;
+    if (unwritten && !__atomic_exchange_n(&set->warned[k], 1, __ATOMIC_RELAXED))
         fprintf(stderr, "warning: [%s] (plugin %s) left %u of %u scores unwritten; they count as "
                 "NaN (no opinion) (said once per reward)\n", spec->section, spec->plugin,
                 unwritten, n);
-    }
     return GRPO_OK;
+}
+
+/* The pool's score call (reward_pool.h): the part samples[n], sample first of the batch, with
+ * worker j's instance of reward k, through the thread's own lent copy (*scratch). */
+static int score_part(void *user, int k, int j, void **scratch, const grpo_sample *samples,
+                      uint32_t first, uint32_t n, float *row, char *why, size_t why_size,
+                      grpo_error *err) {
+    grpo_reward_set *set = user;
+    int n_inst = set->inst0[k + 1] - set->inst0[k];
+    why[0] = '\0';
+    if (!*scratch && !(*scratch = calloc(1, sizeof(grpo_reward_lend))))
+        return grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory scoring %u samples", n);
+    grpo_reward_lend *lend = *scratch;
+    int rc = lend_prepare(lend, samples, n, err);
+    if (rc != GRPO_OK) return rc;
+    lend_repack(set, lend, k, n);
+    rc = score_one(set, k, set->inst0[k] + j % n_inst, (const grpo_sample *)lend->buf, n, row,
+                   why, why_size, err);
+    return rc == GRPO_OK && !why[0] ? reward_check_row(set->specs[k], samples, first, n, row, err)
+                                    : rc;
+}
+
+/* The pool's one warning of a batch whose scores of reward k are lost. */
+static void warn_lost(void *user, int k, const char *why, uint32_t n) {
+    const grpo_reward_set *set = user;
+    fprintf(stderr, "warning: [%s] (plugin %s) %s while scoring %u samples in its isolated "
+            "child process; its scores for this batch are NaN (no opinion)\n",
+            set->specs[k]->section, set->specs[k]->plugin, why, n);
+}
+
+static void free_lend(void *scratch) {
+    grpo_reward_lend_free(scratch);
+    free(scratch);
+}
+
+static int start_pool(grpo_reward_set *set, grpo_error *err) {
+    grpo_reward_pool_plan plan = {set->n, set->pooled, set->rows_independent, set, score_part,
+                                  warn_lost, free_lend};
+    return grpo_reward_pool_start(&set->pool, &plan, err);
+}
+
+/* The rewards scored on the caller's thread (not pooled), each on the whole batch: R column k
+ * of each. Between rewards the lent copy is restored, undoing a plugin's writes. */
+static int score_on_caller(grpo_reward_set *set, const grpo_sample *samples, uint32_t n,
+                           float *R, int *failed_k, grpo_error *err) {
+    int K = set->n, rc = GRPO_OK, lent = 0;
+    *failed_k = K;
+    float *row = NULL;
+    for (int k = 0; rc == GRPO_OK && k < K; k++) {
+        if (set->pooled[k]) continue;
+        if (!row && !(row = malloc((n ? n : 1) * sizeof *row)))
+            return grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory scoring %u samples", n);
+        if (!lent) rc = lend_prepare(&set->lend, samples, n, err), lent = 1;
+        else memcpy(set->lend.buf, set->lend.master, set->lend.size); /* undo the last's writes */
+        if (rc != GRPO_OK) break;
+        lend_repack(set, &set->lend, k, n);
+        char why[300];
+        why[0] = '\0';
+        rc = score_one(set, k, set->inst0[k], (const grpo_sample *)set->lend.buf, n, row, why,
+                       sizeof why, err);
+        if (rc == GRPO_OK) rc = reward_check_row(set->specs[k], samples, 0, n, row, err);
+        for (uint32_t i = 0; rc == GRPO_OK && i < n; i++) R[(size_t)i * K + k] = row[i];
+        if (rc != GRPO_OK) *failed_k = k;
+    }
+    free(row);
+    return rc;
+}
+
+int grpo_reward_set_begin(grpo_reward_set *set, const grpo_sample *samples, uint32_t n,
+                          uint32_t G, float *R, grpo_error *err) {
+    set->samples = samples, set->n_samples = n, set->R = R;
+    return set->pool ? grpo_reward_pool_begin(set->pool, samples, n, G, R, err) : GRPO_OK;
+}
+
+void grpo_reward_set_row_done(grpo_reward_set *set, uint32_t i) {
+    if (set->pool) grpo_reward_pool_row_done(set->pool, i);
+}
+
+int grpo_reward_set_finish(grpo_reward_set *set, int complete, grpo_error *err) {
+    int failed_k = set->n, rc = GRPO_OK;
+    if (complete) /* this thread's rewards while the pool's threads finish theirs */
+        rc = score_on_caller(set, set->samples, set->n_samples, set->R, &failed_k, err);
+    grpo_error perr;
+    grpo_error_init(&perr);
+    int rc2 = set->pool ? grpo_reward_pool_finish(set->pool, complete, &perr) : GRPO_OK;
+    if (!complete) return GRPO_OK; /* the batch failed before its rows ended: the caller's error */
+    /* of two errors, the one of the reward listed first */
+    if (rc2 != GRPO_OK && (rc == GRPO_OK || grpo_reward_pool_failed(set->pool) < failed_k)) {
+        *err = perr;
+        return rc2;
+    }
+    return rc;
 }
 
 int grpo_reward_set_score(grpo_reward_set *set, const grpo_sample *samples, uint32_t n, float *R,
                           grpo_error *err) {
-    float *row = malloc((n ? n : 1) * sizeof *row);
-    if (!row) return grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory scoring %u samples", n);
-    int K = set->n, rc = lend_prepare(set, samples, n, err);
-    const grpo_sample *lent = (const grpo_sample *)set->lend;
-    for (int k = 0; rc == GRPO_OK && k < K; k++) {
-        if (k) memcpy(set->lend, set->lend_master, set->lend_size); /* undo reward k-1's writes */
-        lend_repack(set, k, n);
-        rc = score_one(set, k, lent, n, row, err);
-        if (rc == GRPO_OK) rc = reward_check_row(set->specs[k], samples, n, row, err);
-        for (uint32_t i = 0; rc == GRPO_OK && i < n; i++) R[(size_t)i * K + k] = row[i];
-    }
-    free(row);
-    return rc;
+    int rc = grpo_reward_set_begin(set, samples, n, 0, R, err);
+    if (rc == GRPO_OK && set->pool) grpo_reward_pool_all_done(set->pool);
+    return rc == GRPO_OK ? grpo_reward_set_finish(set, 1, err) : rc;
 }
 
 void grpo_reward_set_nan_check(grpo_reward_set *set, const float *R, int N, long step,

@@ -6,6 +6,7 @@
 
 #include "base/nomem.h"
 #include "train/reward_batch.h"
+#include "train/reward_pool.h"
 
 int grpo_rollout_batch_begin(grpo_rollout_batch *b, int32_t B, int32_t G, grpo_error *err) {
     memset(b, 0, sizeof *b);
@@ -49,13 +50,21 @@ static int pad_prompts(grpo_rollout_batch *b, int32_t pad_id, grpo_error *err) {
                                                  (int)b->B) : GRPO_OK;
 }
 
-/* completion[N]: the text of each completion row (special tokens skipped). */
-static int decode_completions(grpo_rollout_batch *b, const grpo_run *r, grpo_error *err) {
-    if (!(b->completion = calloc((size_t)b->N, sizeof *b->completion)))
+static int alloc_completions(grpo_rollout_batch *b, grpo_error *err) {
+    if (!b->completion && !(b->completion = calloc((size_t)b->N, sizeof *b->completion)))
         return grpo_nomem(err, "the completions' texts", (uint64_t)b->N * sizeof *b->completion);
-    for (int32_t i = 0; i < b->N; i++)
-        b->completion[i] = grpo_run_decode(r, b->roll.ids + (size_t)i * b->roll.T, b->roll.len[i]);
     return GRPO_OK;
+}
+
+/* completion[N]: the text of each completion row (special tokens skipped); rows decoded when
+ * they ended (streamed scoring) are kept. */
+static int decode_completions(grpo_rollout_batch *b, const grpo_run *r, grpo_error *err) {
+    int rc = alloc_completions(b, err);
+    for (int32_t i = 0; rc == GRPO_OK && i < b->N; i++)
+        if (!b->completion[i])
+            b->completion[i] = grpo_run_decode(r, b->roll.ids + (size_t)i * b->roll.T,
+                                               b->roll.len[i]);
+    return rc;
 }
 
 /* With an environment: every sample's fields are its row's, then the episode's results. */
@@ -73,17 +82,78 @@ static int episode_fields(grpo_rollout_batch *b, grpo_reward_batch *rb, grpo_err
     return GRPO_OK;
 }
 
-static int score(grpo_rollout_batch *b, grpo_reward_set *rs, grpo_error *err) {
-    grpo_reward_batch rb = {0};
+static int alloc_scores(grpo_rollout_batch *b, const grpo_reward_set *rs, grpo_error *err) {
     if (!(b->R = malloc(((size_t)b->N * rs->n + 1) * sizeof(float))))
         return grpo_nomem(err, "the reward scores (N,K)", ((uint64_t)b->N * rs->n + 1) * 4);
-    int rc = grpo_reward_batch_from_rollout(&rb, b->prompt_text, b->ex, b->G, b->completion,
+    return GRPO_OK;
+}
+
+/* Scores the whole batch after it decoded. */
+static int score(grpo_rollout_batch *b, grpo_reward_set *rs, grpo_error *err) {
+    grpo_reward_batch rb = {0};
+    int rc = alloc_scores(b, rs, err);
+    if (rc == GRPO_OK)
+        rc = grpo_reward_batch_from_rollout(&rb, b->prompt_text, b->ex, b->G, b->completion,
                                             &b->roll, err);
     if (rc == GRPO_OK && b->env) rc = episode_fields(b, &rb, err);
     if (rc == GRPO_OK) grpo_reward_batch_set_progress(&rb, b->step, b->total_steps);
     if (rc == GRPO_OK) rc = grpo_reward_set_score(rs, rb.samples, rb.n, b->R, err);
     grpo_reward_batch_free(&rb);
     return rc;
+}
+
+/* ---- scoring while decoding: a row's sample is made as the row ends (rewards.h) ------------- */
+
+typedef struct stream {
+    grpo_rollout_batch *b;
+    const grpo_run *r;
+    grpo_reward_set *rs;
+    grpo_reward_batch rb; /* [N] sample n set when row n ended */
+} stream;
+
+/* The sampler's row_end: row n's text and sample, then the pooled rewards may score it. */
+static int stream_row_end(void *user, int32_t n, grpo_error *err) {
+    stream *st = user;
+    grpo_rollout_batch *b = st->b;
+    const int32_t *ids = b->roll.ids + (size_t)n * b->roll.T;
+    b->completion[n] = grpo_run_decode(st->r, ids, b->roll.len[n]);
+    if (!b->completion[n]) return grpo_nomem(err, "a completion's text", b->roll.len[n]);
+    int32_t k = n / b->G;
+    grpo_reward_batch_set(&st->rb, (uint32_t)n, b->prompt_text[k], b->ex[k], b->completion[n],
+                          ids, (uint32_t)b->roll.len[n], (uint32_t)k, (uint32_t)(n % b->G),
+                          b->roll.truncated[n]);
+    st->rb.samples[n].step = b->step, st->rb.samples[n].total_steps = b->total_steps;
+    grpo_reward_set_row_done(st->rs, (uint32_t)n);
+    return GRPO_OK;
+}
+
+/* Samples with o while the pooled rewards score each row or group as it ends; then the rest. */
+static int sample_streamed(grpo_rollout_batch *b, const grpo_run *r, grpo_model *m,
+                           const grpo_sampler_opts *o, grpo_reward_set *rs, grpo_error *err) {
+    stream st = {b, r, rs, {0}};
+    int rc = alloc_completions(b, err);
+    if (rc == GRPO_OK) rc = alloc_scores(b, rs, err);
+    if (rc == GRPO_OK) rc = grpo_reward_batch_init(&st.rb, (uint32_t)b->N, err);
+    if (rc == GRPO_OK)
+        rc = grpo_reward_set_begin(rs, st.rb.samples, (uint32_t)b->N, (uint32_t)b->G, b->R, err);
+    if (rc != GRPO_OK) {
+        grpo_reward_batch_free(&st.rb);
+        return rc;
+    }
+    grpo_sampler_row_end hook = {stream_row_end, &st};
+    rc = grpo_sampler_run_rows_each(m, o, b->prompt, b->pmask, b->B, b->P, b->row_rng, &hook,
+                                    &b->roll, err);
+    int rc2 = grpo_reward_set_finish(rs, rc == GRPO_OK, err);
+    grpo_reward_pool_parts(rs->pool, &b->parts_early, &b->parts);
+    grpo_reward_batch_free(&st.rb);
+    return rc != GRPO_OK ? rc : rc2;
+}
+
+/* Rows can be scored as they end: pooled rewards, one stream per row (the trainer's: a row's
+ * tokens do not depend on when others end), and no environment (an episode's fields are final
+ * only once every episode is). */
+static int streams(const grpo_rollout_batch *b, const grpo_reward_set *rs) {
+    return rs->pool && b->row_rng && !b->env;
 }
 
 int grpo_rollout_batch_run(grpo_rollout_batch *b, const grpo_run *r, grpo_model *m,
@@ -95,6 +165,10 @@ int grpo_rollout_batch_run(grpo_rollout_batch *b, const grpo_run *r, grpo_model 
                               (int)b->n_prompts, (int)b->B, (int)b->G, (int)so->G);
     grpo_sampler_opts o = *so;
     int rc = pad_prompts(b, r->pad_id, err);
+    if (rc == GRPO_OK && streams(b, rs)) {
+        rc = sample_streamed(b, r, m, &o, rs, err);
+        return rc == GRPO_OK ? decode_completions(b, r, err) : rc;
+    }
     if (rc == GRPO_OK && b->env) {
         rc = grpo_episodes_begin(b->env, b->prompt_text, b->ex, b->B, b->G, err);
         o.turns = grpo_episodes_turns(b->env);
@@ -110,6 +184,7 @@ int grpo_rollout_batch_run(grpo_rollout_batch *b, const grpo_run *r, grpo_model 
     }
     if (rc == GRPO_OK) rc = decode_completions(b, r, err);
     if (rc == GRPO_OK) rc = score(b, rs, err);
+    if (rc == GRPO_OK) grpo_reward_pool_parts(rs->pool, &b->parts_early, &b->parts);
     return rc;
 }
 

@@ -39,6 +39,8 @@ typedef struct grpo_rollout_batch {
                                 so->max_new is then env.max_episode_tokens); NULL = single-turn;
                                 borrowed. After run, env->ep[N] holds each episode's results */
     grpo_field *fields;      /* (N, fields per row) the samples' fields with env (owned) */
+    uint32_t parts_early, parts; /* after run: the pooled rewards' calls (rows or groups) begun
+                                    while rows still decoded, and all (reward_pool.h) */
 } grpo_rollout_batch;
 
 /* Room for B prompts with G completions each; b is zeroed first (the trainer then sets step and
@@ -52,7 +54,8 @@ int grpo_rollout_batch_add(grpo_rollout_batch *b, grpo_run *r, const grpo_datase
 
 /* With all B prompts added: left-pads them, samples so->G (= G) completions each with m (rng
  * advances, or row_rng when set), decodes them and scores them with every reward of
- * rs into R (N,K). */
+ * rs into R (N,K). With row_rng, no env and pooled rewards (rewards.h), those score each row
+ * or group as soon as it ends, while the other rows still decode; the scores are the same. */
 int grpo_rollout_batch_run(grpo_rollout_batch *b, const grpo_run *r, grpo_model *m,
                            const grpo_sampler_opts *so, grpo_rng *rng, grpo_reward_set *rs,
                            grpo_error *err);

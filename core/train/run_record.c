@@ -15,16 +15,25 @@
 /* Keys that say only where and how often a run writes, and which checkpoints it keeps: they may
  * change between a checkpoint and its resume (a resumed best of another metric or mode is dropped,
  * best.h), and between ranks (rank 0 alone writes). So may a reward's deadline
- * (reward.NAME.timeout): it says how long to wait, not what is scored; and checkpoints written
- * before it was a host key lack it. */
+ * (reward.NAME.timeout), its workers and rows_independent: they say how long to wait, how many
+ * calls run at once and how a batch is split into calls, not what is scored (a reward whose rows
+ * are independent scores a row the same alone or in a group); and checkpoints written before
+ * they were host keys lack them. */
 static const char *const free_keys[] = {
     "log.dir",         "log.every",       "log.completions_every",  "log.tensorboard",
     "checkpoint.dir",  "checkpoint.every", "checkpoint.keep",       "checkpoint.best_metric",
     "checkpoint.best_mode"};
 
+/* reward.NAME.KEY for a host key that says how, not what, is scored. */
+static int is_free_reward_key(const char *key, const char *tail) {
+    size_t n = strlen(key), t = strlen(tail);
+    return !strncmp(key, "reward.", 7) && n > t && !strcmp(key + n - t, tail);
+}
+
 static int is_free(const char *key) {
-    size_t n = strlen(key), t = strlen(".timeout");
-    if (!strncmp(key, "reward.", 7) && n > t && !strcmp(key + n - t, ".timeout")) return 1;
+    if (is_free_reward_key(key, ".timeout") || is_free_reward_key(key, ".workers") ||
+        is_free_reward_key(key, ".rows_independent"))
+        return 1;
     for (size_t i = 0; i < sizeof free_keys / sizeof *free_keys; i++)
         if (!strcmp(key, free_keys[i])) return 1;
     return 0;

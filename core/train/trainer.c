@@ -257,6 +257,16 @@ static int resample(trainer *t, grpo_error *err) {
     return rc;
 }
 
+/* time/rewards_scored_while_decoding: the share of the pooled rewards' calls of this step begun
+ * while rows still decoded (reward_pool.h); absent without pooled rewards. A timing (it depends
+ * on when calls ran), logged with them, first. */
+static void log_overlap(const trainer *t, grpo_metric_row *row) {
+    uint32_t early = 0, parts = 0;
+    for (int a = 0; a < t->n_chunks; a++)
+        early += t->chunks[a].rb.parts_early, parts += t->chunks[a].rb.parts;
+    if (parts) grpo_metric_set(row, "time/rewards_scored_while_decoding", (double)early / parts);
+}
+
 /* ---- loss over the chunks ----------------------------------------------------------------- */
 
 static void loss_add(loss_sums *s, const grpo_loss_metrics *m) {
@@ -477,6 +487,7 @@ static int train_step(grpo_session *s, void *ctx, grpo_error *err) {
     if ((rc = grpo_trainer_evaluate_due(t, &row, err)) != GRPO_OK) return rc;
     grpo_metric_row timings;
     grpo_metric_row_clear(&timings);
+    log_overlap(t, &timings);
     grpo_trainer_log_timings(t, &timings);
     if ((rc = grpo_session_log(s, &row, &os, t0, tokens, &timings, err)) != GRPO_OK) return rc;
     if (cfg->log_completions_every > 0 && s->st.step % cfg->log_completions_every == 0 &&

@@ -7,8 +7,10 @@
  * mode = judge: an OpenAI-compatible chat-completions judge, one request per sample
  * (http_judge.h).
  *
- * Requests run concurrently (max_concurrency), each attempt under `timeout` seconds, retried with
- * backoff on 429, 5xx and transport failures (http_client.h). Whatever fails costs its samples
+ * Requests run concurrently (max_concurrency), each attempt under `attempt_timeout` seconds,
+ * retried with backoff on 429, 5xx and transport failures, the whole score call under the
+ * section's `timeout` (the host's key, which this reward keeps itself: what is unanswered then
+ * is NaN; http_client.h). Whatever fails costs its samples
  * (NaN, "no opinion") with one warning per batch, never the run; a dead endpoint opens the
  * circuit breaker (http_breaker.h). The API key is read from the environment variable that
  * api_key_env names, at create; it lives only in the request header and is cut out of every
@@ -246,10 +248,12 @@ static int32_t read_key(http_state *s, const grpo_config *cfg, char **header, gr
     return GRPO_OK;
 }
 
-static int32_t read_limits(http_state *s, const grpo_config *cfg, double *t, int32_t *conc,
-                           double *backoff, double *cap, grpo_error *err) {
+/* The limits of the requests: *t per attempt, *call for the whole score call, and the rest. */
+static int32_t read_limits(http_state *s, const grpo_config *cfg, double *t, double *call,
+                           int32_t *conc, double *backoff, double *cap, grpo_error *err) {
     int32_t retries = 0, fails = 0, batch = 0;
-    int32_t rc = grpo_config_double(cfg, "timeout", 30, 0.001, 1e6, t, err);
+    int32_t rc = grpo_config_double(cfg, "attempt_timeout", 30, 0.001, 1e6, t, err);
+    if (rc == GRPO_OK) rc = grpo_config_double(cfg, "timeout", 120, 0.001, 1e6, call, err);
     if (rc == GRPO_OK) rc = grpo_config_int(cfg, "max_concurrency", 8, 1, 1024, conc, err);
     if (rc == GRPO_OK) rc = grpo_config_int(cfg, "retries", 3, 0, 100, &retries, err);
     if (rc == GRPO_OK) rc = grpo_config_double(cfg, "backoff", 0.5, 0, 3600, backoff, err);
@@ -266,7 +270,7 @@ static int32_t read_limits(http_state *s, const grpo_config *cfg, double *t, int
 static int32_t http_configure(http_state *s, const grpo_config *cfg, grpo_error *err) {
     static const char *const modes[] = {"exec", "judge", NULL};
     int32_t mode = 0, conc = 8;
-    double timeout = 30, backoff = 0.5, cap = 10;
+    double timeout = 30, call = 120, backoff = 0.5, cap = 10;
     const char *url = grpo_config_get(cfg, "url");
     char why[256], *header = NULL;
     if (!url || http_url_check(url, why, sizeof why) != 0)
@@ -275,12 +279,13 @@ static int32_t http_configure(http_state *s, const grpo_config *cfg, grpo_error 
     if (!(s->url = strdup(url)))
         return grpo_error_set(err, GRPO_ERR_NOMEM, "[%s] out of memory", cfg->section);
     int32_t rc = grpo_config_choice(cfg, "mode", modes, 0, &mode, err);
-    if (rc == GRPO_OK) rc = read_limits(s, cfg, &timeout, &conc, &backoff, &cap, err);
+    if (rc == GRPO_OK) rc = read_limits(s, cfg, &timeout, &call, &conc, &backoff, &cap, err);
     if (rc == GRPO_OK && (s->judge = mode == 1)) rc = http_judge_create(&s->j, cfg, err);
     if (rc == GRPO_OK) rc = read_key(s, cfg, &header, err);
     if (rc == GRPO_OK && http_client_init(&s->client, url, header, timeout, (uint32_t)conc, backoff,
                                           cap, why, sizeof why) != 0)
         rc = grpo_error_set(err, GRPO_ERR_NOMEM, "[%s] %s", cfg->section, why);
+    s->client.call_timeout = call;
     if (header) explicit_bzero(header, strlen(header)), free(header);
     return rc;
 }

@@ -42,8 +42,9 @@ static void set_protocols(CURL *e) {
 #endif
 }
 
-/* Starts the next attempt of c on a fresh easy handle; -1 when libcurl cannot make one. */
-static int start_attempt(http_client *cl, http_call *c) {
+/* Starts the next attempt of c on a fresh easy handle, for at most `seconds`; -1 when libcurl
+ * cannot make one. */
+static int start_attempt(http_client *cl, http_call *c, double seconds) {
     CURL *e = curl_easy_init();
     if (!e) return -1;
     free(c->reply);
@@ -57,7 +58,7 @@ static int start_attempt(http_client *cl, http_call *c) {
     curl_easy_setopt(e, CURLOPT_WRITEDATA, c);
     curl_easy_setopt(e, CURLOPT_PRIVATE, c);
     curl_easy_setopt(e, CURLOPT_ERRORBUFFER, c->errbuf);
-    curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)ceil(cl->timeout * 1000));
+    curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)ceil(seconds * 1000));
     curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
     curl_easy_setopt(e, CURLOPT_USERAGENT, "grpo builtin.http");
@@ -97,8 +98,20 @@ void http_scrub(char *text, size_t *len, const char *secret) {
     }
 }
 
+/* c ends for want of time in the batch's deadline: its last failure (if any), then why. */
+static void out_of_time(const http_client *cl, http_call *c, const char *what) {
+    char tail[128];
+    snprintf(tail, sizeof tail, "%sthe call's timeout = %g s ran out%s", c->why[0] ? "; then " : "",
+             cl->call_timeout, what);
+    size_t used = strnlen(c->why, sizeof c->why - 1), room = sizeof c->why - 1 - used;
+    size_t add = strlen(tail) < room ? strlen(tail) : room;
+    memcpy(c->why + used, tail, add);
+    c->why[used + add] = '\0';
+}
+
 /* An attempt of c ended with rc: done, or a retry scheduled. */
-static void finish_attempt(http_client *cl, http_call *c, CURL *e, CURLcode rc, uint32_t retries) {
+static void finish_attempt(http_client *cl, http_call *c, CURL *e, CURLcode rc, uint32_t retries,
+                           double deadline) {
     long status = 0;
     http_scrub(c->reply, &c->reply_len, cl->secret); /* a server may echo the key back */
     curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &status);
@@ -121,19 +134,26 @@ static void finish_attempt(http_client *cl, http_call *c, CURL *e, CURLcode rc, 
     }
     if (retry && c->attempts <= retries) c->not_before = http_now() + retry_wait(cl, c, e);
     else c->done = 1;
+    if (!c->done && deadline > 0 && c->not_before >= deadline) /* no time left for a retry */
+        c->done = 1, out_of_time(cl, c, "; no retry");
 }
 
-/* Starts what may start now; returns the earliest time a waiting call may start. */
+/* Starts what may start now, each attempt ending by deadline (0: none); past the deadline what
+ * waits is done. Returns the earliest time a waiting call may start. */
 static double start_due(http_client *cl, http_call *calls, uint32_t n, uint32_t *active,
-                        uint32_t *left) {
+                        uint32_t *left, double deadline) {
     double now = http_now(), wake = now + HTTP_POLL_MS / 1000.0;
+    double seconds = deadline > 0 && deadline - now < cl->timeout ? deadline - now : cl->timeout;
     for (uint32_t i = 0; i < n; i++) {
         http_call *c = &calls[i];
         if (c->done || c->active) continue;
-        if (c->not_before > now) {
+        if (deadline > 0 && seconds < 0.001) {
+            c->done = 1, (*left)--;
+            out_of_time(cl, c, c->attempts ? "; no retry" : "; not sent");
+        } else if (c->not_before > now) {
             if (c->not_before < wake) wake = c->not_before;
         } else if (*active < cl->concurrency) {
-            if (start_attempt(cl, c) == 0) {
+            if (start_attempt(cl, c, seconds) == 0) {
                 (*active)++;
             } else {
                 snprintf(c->why, sizeof c->why, "libcurl cannot start a request (out of memory?)");
@@ -153,12 +173,13 @@ static void reset_call(http_call *c) {
 
 void http_client_run(http_client *cl, http_call *calls, uint32_t n, uint32_t retries) {
     uint32_t left = n, active = 0;
+    double deadline = cl->call_timeout > 0 ? http_now() + cl->call_timeout : 0;
     for (uint32_t i = 0; i < n; i++) {
         reset_call(&calls[i]);
         if (!calls[i].body) calls[i].done = 1, left--; /* no request could be made */
     }
     while (left) {
-        double wake = start_due(cl, calls, n, &active, &left);
+        double wake = start_due(cl, calls, n, &active, &left, deadline);
         int running = 0, queued = 0;
         curl_multi_perform(cl->multi, &running);
         CURLMsg *m;
@@ -167,7 +188,7 @@ void http_client_run(http_client *cl, http_call *calls, uint32_t n, uint32_t ret
             CURL *e = m->easy_handle;
             http_call *c = NULL;
             curl_easy_getinfo(e, CURLINFO_PRIVATE, (char **)&c);
-            finish_attempt(cl, c, e, m->data.result, retries);
+            finish_attempt(cl, c, e, m->data.result, retries, deadline);
             curl_multi_remove_handle(cl->multi, e);
             curl_easy_cleanup(e);
             active--;

@@ -7,9 +7,11 @@
  * half a reply, the attempt's deadline). Not retried: any other status (a 4xx says the request
  * itself is wrong) and a 2xx, whatever its body. The wait before retry k (1, 2, ...) is
  * min(backoff_max, backoff * 2^(k-1)) seconds, or the server's Retry-After when that is longer,
- * still capped by backoff_max. So one call takes at most
- *   (retries + 1) * timeout + the sum of its waits
- * and a batch at most that times ceil(calls / concurrency).
+ * still capped by backoff_max. A batch (http_client_run) has a deadline of its own, call_timeout
+ * seconds (the reward section's `timeout`): no attempt outlasts it, no retry starts after it, and
+ * a request not yet sent then is not sent (each fails with the reason). So one request takes at
+ * most min(call_timeout, (retries + 1) * attempt_timeout + the sum of its waits), and a batch at
+ * most call_timeout.
  *
  * Redirects are not followed, only http and https are spoken, and the request headers (which may
  * hold an API key) are never logged nor put into a failure's cause; every reply has the key
@@ -44,17 +46,20 @@ typedef struct http_client {
     void *headers;               /* struct curl_slist: Content-Type, Authorization */
     char *url;
     char *secret;                /* the key of the Authorization header, scrubbed from replies */
-    double timeout;              /* seconds per attempt */
+    double timeout;              /* seconds per attempt (attempt_timeout) */
+    double call_timeout;         /* seconds per batch, all attempts and waits (timeout); 0: none */
     double backoff, backoff_max; /* seconds */
     uint32_t concurrency;
 } http_client;
 
-/* A client for url; auth_header ("Authorization: Bearer ...") may be NULL. 0, or -1 (why set). */
+/* A client for url; auth_header ("Authorization: Bearer ...") may be NULL. timeout is per
+ * attempt; set c->call_timeout after for a batch deadline. 0, or -1 (why set). */
 int http_client_init(http_client *c, const char *url, const char *auth_header, double timeout,
                      uint32_t concurrency, double backoff, double backoff_max, char *why,
                      size_t why_size);
 /* Runs calls[n] (results reset first) with up to `retries` retries each; returns when every
- * call has succeeded or failed for good. A call whose body is NULL is skipped (not ok). */
+ * call has succeeded or failed for good, by call_timeout at the latest. A call whose body is
+ * NULL is skipped (not ok). */
 void http_client_run(http_client *c, http_call *calls, uint32_t n, uint32_t retries);
 /* Frees the replies of calls[n]. */
 void http_calls_release(http_call *calls, uint32_t n);

@@ -7,8 +7,10 @@
 
 #include <math.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 GRPO_PLUGIN_MAGIC()
@@ -23,6 +25,7 @@ static int32_t fail_without_nul(grpo_error *err) {
 typedef struct mb_state {
     int status;        /* mb.exit: the status for exit() */
     long after, calls; /* mb.abort: abort on score call number after + 1 (after > 0) */
+    long sleep_ms;     /* mb.rank*, mb.hash*: the latency of each score call */
 } mb_state;
 
 static int32_t mb_create(const grpo_host *host, const grpo_config *cfg, void **state,
@@ -44,6 +47,8 @@ static int32_t mb_create(const grpo_host *host, const grpo_config *cfg, void **s
     if (!st) return grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory");
     st->status = status ? atoi(status) : 0;
     st->after = after ? atol(after) : 0;
+    const char *sleep_ms = grpo_config_get(cfg, "sleep_ms");
+    st->sleep_ms = sleep_ms ? atol(sleep_ms) : 0;
     *state = st;
     return GRPO_OK;
 }
@@ -177,6 +182,43 @@ static int32_t sleep_score(void *state, const grpo_sample *s, uint32_t n, float 
     return GRPO_OK;
 }
 
+/* The FNV-1a hash of s, in [0, 1). */
+static float text_hash(const char *s) {
+    uint32_t h = 2166136261u;
+    for (; s && *s; s++) h = (h ^ (unsigned char)*s) * 16777619u;
+    return (float)(h % 10007u) / 10007.0f;
+}
+
+static void latency(const mb_state *st) {
+    if (st->sleep_ms > 0) usleep((useconds_t)st->sleep_ms * 1000);
+}
+
+/* mb.hash, mb.hash_serial: each row's hash of its completion (a row alone decides its score),
+ * after sleep_ms: a slow scorer whose rows are independent. */
+static int32_t hash_score(void *state, const grpo_sample *s, uint32_t n, float *out,
+                          grpo_error *err) {
+    (void)err;
+    latency(state);
+    for (uint32_t i = 0; i < n; i++) out[i] = text_hash(s[i].completion);
+    return GRPO_OK;
+}
+
+/* mb.rank, mb.rank_serial: how many members of the row's group in this call have a shorter
+ * completion, plus its hash / 1000, after sleep_ms: a score that needs the whole group. */
+static int32_t rank_score(void *state, const grpo_sample *s, uint32_t n, float *out,
+                          grpo_error *err) {
+    (void)err;
+    latency(state);
+    for (uint32_t i = 0; i < n; i++) {
+        int shorter = 0;
+        for (uint32_t j = 0; j < n; j++)
+            shorter += s[j].group == s[i].group &&
+                       strlen(s[j].completion) < strlen(s[i].completion);
+        out[i] = (float)shorter + text_hash(s[i].completion) / 1000.0f;
+    }
+    return GRPO_OK;
+}
+
 #define MB_REWARD(ID, DESC, SCORE)                                                             \
     {(uint32_t)sizeof(grpo_reward_desc), ID, DESC, 0, mb_create, SCORE, mb_destroy}
 
@@ -196,6 +238,17 @@ static const grpo_reward_desc rewards[] = {
     MB_REWARD("mb.range", "scores 1; create refuses min > max", ones_score),
     MB_REWARD("mb.sleep", "never returns from score", sleep_score),
     MB_REWARD("mb.sleep_own", "never returns from score; declares a timeout key", sleep_score),
+    MB_REWARD("mb.hash", "a slow hash of each completion (rows independent, thread-safe)",
+              hash_score),
+    MB_REWARD("mb.hash_serial", "mb.hash, declared neither thread-safe nor row by row",
+              hash_score),
+    MB_REWARD("mb.rank", "a slow rank of each completion's length in its group (per instance)",
+              rank_score),
+    MB_REWARD("mb.rank_serial", "mb.rank, declared not thread-safe", rank_score),
+    MB_REWARD("mb.null_pooled", "mb.null declared thread-safe (scored on a pool thread)",
+              null_score),
+    MB_REWARD("mb.deep_pooled", "mb.deep declared thread-safe (scored on a pool thread)",
+              deep_score),
 };
 
 static const grpo_reward_desc *get_reward(uint32_t i) {
