@@ -1,0 +1,253 @@
+/*
+ * gemm_nt.c — the forward product of the linear layer and of the LM head, batch-invariant:
+ *   out (N,OC) = scale * (inp (N,IC) @ w (OC,IC)^T + bias (OC))     (bias NULL: + 0)
+ *
+ * Every output is ONE chain acc = x[i] * w[i] + acc over i = 0..IC-1 from acc = 0 (an fma a
+ * term with AVX-512 or AVX2, a product then a sum on the baseline), then scale * (acc + bias):
+ * the sum cpu_matmul_small_forward makes (matmul_small.c, same ISA rule cpu_simd_level). So a
+ * row's outputs are the same bits whatever N is, which other rows share the batch, how many
+ * threads run it, and whether N takes the small path or this one (issue 32).
+ *
+ * The layout is BLIS's, with the outputs in vector lanes and the inputs broadcast:
+ *   for each block of NC outputs (columns of out, rows of w)
+ *     for each block of KC of the reduction (i), in order
+ *       pack w's block into wp: panels of NR outputs, wp[k][j] (w widened to fp32 here, so
+ *       bf16 weights take the same kernel); it stays in L2, one panel (KC x NR) in L1
+ *       for each block of MC rows: pack inp's block into xp, panels of MR rows, xp[k][r]
+ *         for each panel of NR outputs, for each panel of MR rows: the register tile
+ *         (gemm_nt_kernel.h) continues the MR x NR chains in out from this block's KC terms
+ *       after the last KC block: out = scale * (out + bias) on the block (still in cache)
+ * The partial chains live in out as fp32 between KC blocks, which continues them exactly.
+ * Register tiles: 12 rows x 32 outputs on AVX-512 (24 zmm accumulators), 6 x 16 on AVX2 (12 ymm),
+ * 6 x 8 on the baseline (12 4-float vectors). Tails of rows and outputs are computed on zero
+ * padding in a tile-sized buffer and only their real part stored.
+ * Threads take tiles of a grid over out (cpu_tile_grid), each running the serial algorithm with
+ * its own packing buffers: a tile's outputs do not depend on the grid.
+ */
+#include <string.h>
+
+#include "cpu/cpu_backend.h"
+#include "cpu/fastmath.h"
+
+#define GEMM_KC 256  /* reduction terms per block: a w panel (KC x 32 fp32 = 32 KiB) in L1 */
+#define GEMM_MC 240  /* rows per block, a multiple of every MR: xp (MC x KC = 240 KiB) in L2 */
+#define GEMM_NC 1024 /* outputs per block, a multiple of every NR: wp (KC x NC = 1 MiB) in L2 */
+#define GEMM_MR_MAX 12
+#define GEMM_NR_MAX 32
+
+/* the register tile: c (MR,NR) = (first ? 0 : c) + xp (kc,MR)^T @ wp (kc,NR) */
+typedef void gemm_kern_fn(int32_t kc, const float *xp, const float *wp, float *c, int32_t ldc,
+                          int first);
+
+#if defined(__GNUC__)
+typedef float gemm_v16 __attribute__((vector_size(16 * sizeof(float)), aligned(4)));
+typedef float gemm_v8 __attribute__((vector_size(8 * sizeof(float)), aligned(4)));
+typedef float gemm_v4 __attribute__((vector_size(4 * sizeof(float)), aligned(4)));
+
+#if defined(__x86_64__)
+#define GK_NAME gemm_kern_avx512
+#define GK_ATTR CPU_FMA_CONTRACT __attribute__((target("avx512f")))
+#define GK_VEC gemm_v16
+#define GK_VL 16
+#define GK_MR 12
+#define GK_NV 2
+#include "cpu/gemm_nt_kernel.h"
+
+#define GK_NAME gemm_kern_avx2
+#define GK_ATTR CPU_FMA_CONTRACT __attribute__((target("avx2,fma")))
+#define GK_VEC gemm_v8
+#define GK_VL 8
+#define GK_MR 6
+#define GK_NV 2
+#include "cpu/gemm_nt_kernel.h"
+#endif
+
+/* the baseline: the build's target (SSE2 on x86-64: no fma, so a product then a sum) */
+#define GK_NAME gemm_kern_base
+#define GK_ATTR CPU_FMA_CONTRACT
+#define GK_VEC gemm_v4
+#define GK_VL 4
+#define GK_MR 6
+#define GK_NV 2
+#include "cpu/gemm_nt_kernel.h"
+#else
+#define GK_NAME gemm_kern_base
+#define GK_ATTR
+#define GK_VEC float
+#define GK_VL 1
+#define GK_MR 6
+#define GK_NV 8
+#include "cpu/gemm_nt_kernel.h"
+#endif
+
+typedef struct gemm_isa {
+    gemm_kern_fn *kern;
+    int32_t mr, nr; /* rows and outputs of its tile */
+} gemm_isa;
+
+/* The register tile of the ISA cpu_simd_level picks under limit (matmul_small.c's rule). */
+static gemm_isa gemm_pick(int32_t limit) {
+    int32_t level = cpu_simd_level(limit);
+#if defined(__GNUC__) && defined(__x86_64__)
+    if (level == CPU_SIMD_AVX512) return (gemm_isa){gemm_kern_avx512, 12, 32};
+    if (level == CPU_SIMD_AVX2) return (gemm_isa){gemm_kern_avx2, 6, 16};
+#else
+    (void)level;
+#endif
+    return (gemm_isa){gemm_kern_base, 6, 8};
+}
+
+/* One product: what every tile of it reads and writes. */
+typedef struct gemm_job {
+    float *out;
+    int32_t ldo;
+    const float *inp; /* (N,IC) */
+    const void *w;    /* (OC,IC) of wtype */
+    int32_t wtype;
+    const float *bias; /* (OC) or NULL */
+    float scale;
+    int32_t IC;
+} gemm_job;
+
+static int32_t imin(int32_t a, int32_t b) { return a < b ? a : b; }
+static int32_t round_up(int32_t x, int32_t a) { return (x + a - 1) / a * a; }
+
+/* xp (ceil(mc/mr), kc, mr) = inp rows r0..r0+mc, columns k0..k0+kc; rows past mc are 0. */
+static void pack_x(float *xp, const float *inp, int32_t IC, int32_t r0, int32_t mc, int32_t mr,
+                   int32_t k0, int32_t kc) {
+    for (int32_t p = 0; p < mc; p += mr) {
+        float *d = xp + (size_t)p * kc;
+        for (int32_t r = 0; r < mr; r++) {
+            if (p + r < mc) {
+                const float *s = inp + (size_t)(r0 + p + r) * IC + k0;
+                for (int32_t k = 0; k < kc; k++) d[(size_t)k * mr + r] = s[k];
+            } else {
+                for (int32_t k = 0; k < kc; k++) d[(size_t)k * mr + r] = 0.0f;
+            }
+        }
+    }
+}
+
+/* wp (ceil(nc/nr), kc, nr) = w rows c0..c0+nc, columns k0..k0+kc, as fp32; rows past nc are 0.
+ * The dtype's loop is chosen once per row (bf16 widens exactly). */
+static void pack_w(float *wp, const void *w, int32_t wtype, int32_t IC, int32_t c0, int32_t nc,
+                   int32_t nr, int32_t k0, int32_t kc) {
+    for (int32_t q = 0; q < nc; q += nr) {
+        float *d = wp + (size_t)q * kc;
+        for (int32_t j = 0; j < nr; j++) {
+            size_t at = (size_t)(c0 + q + j) * IC + k0;
+            if (q + j >= nc) {
+                for (int32_t k = 0; k < kc; k++) d[(size_t)k * nr + j] = 0.0f;
+            } else if (wtype == GRPO_DTYPE_F32) {
+                const float *s = (const float *)w + at;
+                for (int32_t k = 0; k < kc; k++) d[(size_t)k * nr + j] = s[k];
+            } else {
+                const uint16_t *s = (const uint16_t *)w + at;
+                for (int32_t k = 0; k < kc; k++) d[(size_t)k * nr + j] = grpo_bf16_to_f32(s[k]);
+            }
+        }
+    }
+}
+
+/* The register tiles of one (mc rows, nc outputs) block at out[r0][c0] over kc terms. A tile
+ * that overhangs the block runs in a tile-sized buffer and stores only its real part. */
+static void block_tiles(const gemm_isa *isa, const gemm_job *jb, const float *xp,
+                        const float *wp, int32_t r0, int32_t mc, int32_t c0, int32_t nc,
+                        int32_t kc, int first) {
+    const int32_t mr = isa->mr, nr = isa->nr, ldo = jb->ldo;
+    float t[GEMM_MR_MAX * GEMM_NR_MAX];
+    for (int32_t jr = 0; jr < nc; jr += nr) {
+        for (int32_t ir = 0; ir < mc; ir += mr) {
+            float *c = jb->out + (size_t)(r0 + ir) * ldo + c0 + jr;
+            const float *x = xp + (size_t)ir * kc, *wv = wp + (size_t)jr * kc;
+            if (ir + mr <= mc && jr + nr <= nc) {
+                isa->kern(kc, x, wv, c, ldo, first);
+                continue;
+            }
+            int32_t m = imin(mr, mc - ir), n = imin(nr, nc - jr);
+            for (int32_t r = 0; r < m && !first; r++)
+                memcpy(t + (size_t)r * nr, c + (size_t)r * ldo, (size_t)n * sizeof(float));
+            isa->kern(kc, x, wv, t, nr, first);
+            for (int32_t r = 0; r < m; r++)
+                memcpy(c + (size_t)r * ldo, t + (size_t)r * nr, (size_t)n * sizeof(float));
+        }
+    }
+}
+
+/* out = scale * (acc + bias) on the block's finished chains (no fma: a sum, then a product). */
+static void epilogue(const gemm_job *jb, int32_t r0, int32_t mc, int32_t c0, int32_t nc) {
+    for (int32_t r = r0; r < r0 + mc; r++) {
+        float *o = jb->out + (size_t)r * jb->ldo;
+        for (int32_t c = c0; c < c0 + nc; c++)
+            o[c] = jb->scale * (o[c] + (jb->bias ? jb->bias[c] : 0.0f));
+    }
+}
+
+/* Floats of the packed w block (wp) and then of the packed input block (xp) for a tile of
+ * rows x cols (any ISA). */
+static size_t kc_cap(int32_t IC) { return IC < 1 ? 1 : IC < GEMM_KC ? (size_t)IC : GEMM_KC; }
+static size_t wp_floats(int32_t cols, int32_t IC) {
+    return kc_cap(IC) * round_up(imin(cols, GEMM_NC), GEMM_NR_MAX);
+}
+static size_t work_floats(int32_t rows, int32_t cols, int32_t IC) {
+    return wp_floats(cols, IC) +
+           kc_cap(IC) * round_up(imin(rows, GEMM_MC), GEMM_MR_MAX);
+}
+
+/* The tile out[r0..r1, c0..c1) by the serial algorithm (top of the file), work of
+ * work_floats(r1 - r0, c1 - c0, IC) floats. IC = 0 runs one empty block: acc = 0. */
+static void gemm_tile(const gemm_isa *isa, const gemm_job *jb, int32_t r0, int32_t r1,
+                      int32_t c0, int32_t c1, float *work) {
+    const int32_t IC = jb->IC;
+    float *wp = work;
+    float *xp = work + wp_floats(c1 - c0, IC);
+    for (int32_t jc = c0; jc < c1; jc += GEMM_NC) {
+        int32_t nc = imin(GEMM_NC, c1 - jc);
+        for (int32_t pc = 0; pc == 0 || pc < IC; pc += GEMM_KC) {
+            int32_t kc = imin(GEMM_KC, IC - pc);
+            pack_w(wp, jb->w, jb->wtype, IC, jc, nc, isa->nr, pc, kc);
+            for (int32_t ic = r0; ic < r1; ic += GEMM_MC) {
+                int32_t mc = imin(GEMM_MC, r1 - ic);
+                pack_x(xp, jb->inp, IC, ic, mc, isa->mr, pc, kc);
+                block_tiles(isa, jb, xp, wp, ic, mc, jc, nc, kc, pc == 0);
+                if (pc + kc >= IC) epilogue(jb, ic, mc, jc, nc);
+            }
+        }
+    }
+}
+
+size_t cpu_gemm_nt_work(int32_t N, int32_t IC, int32_t OC) { return work_floats(N, OC, IC); }
+
+void cpu_gemm_nt_serial(int32_t simd_limit, float *out, int32_t ldo, const float *inp,
+                        const void *w, int32_t wtype, const float *bias, float scale, int32_t N,
+                        int32_t IC, int32_t OC, float *work) {
+    CPU_CHECK(wtype == GRPO_DTYPE_F32 || wtype == GRPO_DTYPE_BF16, "gemm_nt", "unknown dtype");
+    if (N <= 0 || OC <= 0) return;
+    gemm_isa isa = gemm_pick(simd_limit);
+    gemm_job jb = {out, ldo, inp, w, wtype, bias, scale, IC < 0 ? 0 : IC};
+    gemm_tile(&isa, &jb, 0, N, 0, OC, work);
+}
+
+void cpu_gemm_nt(cpu_ctx *ctx, float *out, int32_t ldo, const float *inp, const void *w,
+                 int32_t wtype, const float *bias, float scale, int32_t N, int32_t IC,
+                 int32_t OC) {
+    CPU_CHECK(wtype == GRPO_DTYPE_F32 || wtype == GRPO_DTYPE_BF16, "gemm_nt", "unknown dtype");
+    if (N <= 0 || OC <= 0) return;
+    if (IC < 0) IC = 0;
+    gemm_isa isa = gemm_pick(ctx->simd_limit);
+    gemm_job jb = {out, ldo, inp, w, wtype, bias, scale, IC};
+    int nt = cpu_threads_for(ctx, (double)N * OC * (IC > 0 ? IC : 1) / 64.0);
+    int32_t tm = N, tn = OC, pn = 1;
+    if (nt > 1) cpu_tile_grid(nt, N, OC, isa.mr, isa.nr, &tm, &tn, &pn);
+    int32_t tiles = nt > 1 ? nt : 1;
+    size_t per = work_floats(tm, tn, IC);
+    float *work = cpu_scratch(ctx, per * (size_t)tiles);
+    CPU_CHECK(work != NULL, "gemm_nt", "out of memory for the packing buffers");
+#pragma omp parallel for num_threads(nt) schedule(static)
+    for (int32_t tile = 0; tile < tiles; tile++) {
+        int32_t r0 = tile / pn * tm, c0 = tile % pn * tn;
+        if (r0 < N && c0 < OC)
+            gemm_tile(&isa, &jb, r0, imin(r0 + tm, N), c0, imin(c0 + tn, OC),
+                      work + per * (size_t)tile);
+    }
+}
