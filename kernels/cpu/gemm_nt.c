@@ -9,11 +9,12 @@
  * threads run it, and whether N takes the small path or this one (issue 32).
  *
  * The layout is BLIS's, with the outputs in vector lanes and the inputs broadcast:
- *   for each block of NC outputs (columns of out, rows of w)
- *     for each block of KC of the reduction (i), in order
+ *   for each block of KC of the reduction (i), in order
+ *     pack the tile's rows of inp into xp, panels of MR rows, xp[k][r] (once per KC block)
+ *     for each block of NC outputs (columns of out, rows of w)
  *       pack w's block into wp: panels of NR outputs, wp[k][j] (w widened to fp32 here, so
  *       bf16 weights take the same kernel); it stays in L2, one panel (KC x NR) in L1
- *       for each block of MC rows: pack inp's block into xp, panels of MR rows, xp[k][r]
+ *       for each block of MC rows (its part of xp streams from L2)
  *         for each panel of NR outputs, for each panel of MR rows: the register tile
  *         (gemm_nt_kernel.h) continues the MR x NR chains in out from this block's KC terms
  *       after the last KC block: out = scale * (out + bias) on the block (still in cache)
@@ -29,9 +30,10 @@
 #include "cpu/cpu_backend.h"
 #include "cpu/fastmath.h"
 
-#define GEMM_KC 256  /* reduction terms per block: a w panel (KC x 32 fp32 = 32 KiB) in L1 */
+#define GEMM_KC 384  /* reduction terms per block: a w panel (KC x 32 fp32 = 32 KiB) in L1 */
 #define GEMM_MC 240  /* rows per block, a multiple of every MR: xp (MC x KC = 240 KiB) in L2 */
-#define GEMM_NC 1024 /* outputs per block, a multiple of every NR: wp (KC x NC = 1 MiB) in L2 */
+#define GEMM_NC 4096 /* outputs per block, a multiple of every NR: wp (KC x NC, 4 MiB) */
+#define GEMM_RB 4096 /* rows per packed block of inp, a multiple of MC: xp (KC x RB, 4 MiB) */
 #define GEMM_MR_MAX 12
 #define GEMM_NR_MAX 32
 
@@ -112,40 +114,99 @@ typedef struct gemm_job {
 static int32_t imin(int32_t a, int32_t b) { return a < b ? a : b; }
 static int32_t round_up(int32_t x, int32_t a) { return (x + a - 1) / a * a; }
 
-/* xp (ceil(mc/mr), kc, mr) = inp rows r0..r0+mc, columns k0..k0+kc; rows past mc are 0. */
-static void pack_x(float *xp, const float *inp, int32_t IC, int32_t r0, int32_t mc, int32_t mr,
-                   int32_t k0, int32_t kc) {
-    for (int32_t p = 0; p < mc; p += mr) {
-        float *d = xp + (size_t)p * kc;
-        for (int32_t r = 0; r < mr; r++) {
-            if (p + r < mc) {
-                const float *s = inp + (size_t)(r0 + p + r) * IC + k0;
-                for (int32_t k = 0; k < kc; k++) d[(size_t)k * mr + r] = s[k];
-            } else {
-                for (int32_t k = 0; k < kc; k++) d[(size_t)k * mr + r] = 0.0f;
-            }
-        }
-    }
+/* ---- packing: panels of rows transposed, d[k][j] = row j's element k ---------------------- */
+
+/* 4 elements of a row from k (dtype fp32 or bf16, widened exactly) as fp32, and one */
+static inline float elem(const void *row, int32_t dtype, int32_t k) {
+    return dtype == GRPO_DTYPE_F32 ? ((const float *)row)[k]
+                                   : grpo_bf16_to_f32(((const uint16_t *)row)[k]);
 }
 
-/* wp (ceil(nc/nr), kc, nr) = w rows c0..c0+nc, columns k0..k0+kc, as fp32; rows past nc are 0.
- * The dtype's loop is chosen once per row (bf16 widens exactly). */
-static void pack_w(float *wp, const void *w, int32_t wtype, int32_t IC, int32_t c0, int32_t nc,
-                   int32_t nr, int32_t k0, int32_t kc) {
-    for (int32_t q = 0; q < nc; q += nr) {
-        float *d = wp + (size_t)q * kc;
-        for (int32_t j = 0; j < nr; j++) {
-            size_t at = (size_t)(c0 + q + j) * IC + k0;
-            if (q + j >= nc) {
-                for (int32_t k = 0; k < kc; k++) d[(size_t)k * nr + j] = 0.0f;
-            } else if (wtype == GRPO_DTYPE_F32) {
-                const float *s = (const float *)w + at;
-                for (int32_t k = 0; k < kc; k++) d[(size_t)k * nr + j] = s[k];
-            } else {
-                const uint16_t *s = (const uint16_t *)w + at;
-                for (int32_t k = 0; k < kc; k++) d[(size_t)k * nr + j] = grpo_bf16_to_f32(s[k]);
-            }
-        }
+#if defined(__GNUC__) && !defined(__clang__)
+#define GEMM_PACK_VEC 1
+typedef int32_t gemm_i4 __attribute__((vector_size(16)));
+typedef uint16_t gemm_h4 __attribute__((vector_size(8), aligned(2)));
+typedef uint32_t gemm_u4 __attribute__((vector_size(16)));
+
+static inline gemm_v4 load4(const void *row, int32_t dtype, int32_t k) {
+    gemm_v4 v;
+    if (dtype == GRPO_DTYPE_F32) {
+        memcpy(&v, (const float *)row + k, sizeof v);
+    } else {
+        gemm_h4 h;
+        memcpy(&h, (const uint16_t *)row + k, sizeof h);
+        gemm_u4 u = __builtin_convertvector(h, gemm_u4) << 16;
+        memcpy(&v, &u, sizeof v); /* the bits of the floats */
+    }
+    return v;
+}
+
+/* d[q * width + 0..3] = element k + q of the rows a, b, c, e (4 rows of 4 transposed in
+ * registers: two rounds of interleaving, unpck/shufps) */
+static inline void transpose4_store(float *d, int32_t width, gemm_v4 a, gemm_v4 b, gemm_v4 c,
+                                    gemm_v4 e) {
+    gemm_v4 t0 = __builtin_shuffle(a, b, (gemm_i4){0, 4, 1, 5});
+    gemm_v4 t1 = __builtin_shuffle(a, b, (gemm_i4){2, 6, 3, 7});
+    gemm_v4 t2 = __builtin_shuffle(c, e, (gemm_i4){0, 4, 1, 5});
+    gemm_v4 t3 = __builtin_shuffle(c, e, (gemm_i4){2, 6, 3, 7});
+    gemm_v4 o0 = __builtin_shuffle(t0, t2, (gemm_i4){0, 1, 4, 5});
+    gemm_v4 o1 = __builtin_shuffle(t0, t2, (gemm_i4){2, 3, 6, 7});
+    gemm_v4 o2 = __builtin_shuffle(t1, t3, (gemm_i4){0, 1, 4, 5});
+    gemm_v4 o3 = __builtin_shuffle(t1, t3, (gemm_i4){2, 3, 6, 7});
+    memcpy(d, &o0, sizeof o0);
+    memcpy(d + width, &o1, sizeof o1);
+    memcpy(d + 2 * width, &o2, sizeof o2);
+    memcpy(d + 3 * width, &o3, sizeof o3);
+}
+#endif
+
+/* d (kc, width) = the n <= width rows src[j] (kc elements of dtype each) transposed, as fp32;
+ * columns n..width of d are 0. Written in order, 4 k at a time, each 4 x 4 block of rows and k
+ * transposed in registers. Inlined with a constant dtype. */
+__attribute__((always_inline))
+static inline void pack_panel_t(float *d, const void *const *src, int32_t dtype, int32_t n,
+                                int32_t width, int32_t kc) {
+    int32_t k = 0, n4 = 0;
+#if defined(GEMM_PACK_VEC)
+    n4 = n & ~3;
+    int32_t k4 = kc & ~3;
+    for (int32_t j = 0; j < n4; j += 4) {
+        const void *a = src[j], *b = src[j + 1], *c = src[j + 2], *e = src[j + 3];
+        for (k = 0; k < k4; k += 4)
+            transpose4_store(d + (size_t)k * width + j, width, load4(a, dtype, k),
+                             load4(b, dtype, k), load4(c, dtype, k), load4(e, dtype, k));
+    }
+    for (k = 0; k < k4; k++)
+        for (int32_t j = n4; j < n; j++) d[(size_t)k * width + j] = elem(src[j], dtype, k);
+    k = k4;
+#endif
+    for (; k < kc; k++)
+        for (int32_t j = 0; j < n; j++) d[(size_t)k * width + j] = elem(src[j], dtype, k);
+    (void)n4;
+    if (n < width)
+        for (k = 0; k < kc; k++)
+            for (int32_t j = n; j < width; j++) d[(size_t)k * width + j] = 0.0f;
+}
+
+static void pack_panel(float *d, const void *const *src, int32_t dtype, int32_t n,
+                       int32_t width, int32_t kc) {
+    if (dtype == GRPO_DTYPE_F32)
+        pack_panel_t(d, src, GRPO_DTYPE_F32, n, width, kc);
+    else
+        pack_panel_t(d, src, GRPO_DTYPE_BF16, n, width, kc);
+}
+
+/* p (ceil(rows/width), kc, width) = rows r0..r0+rows of m (row stride ld elements of dtype),
+ * columns k0..k0+kc, in panels of width rows (the last one padded with 0): xp and wp. */
+static void pack(float *p, const void *m, int32_t dtype, int32_t ld, int32_t r0, int32_t rows,
+                 int32_t width, int32_t k0, int32_t kc) {
+    const size_t esz = grpo_dtype_size(dtype);
+    for (int32_t q = 0; q < rows; q += width) {
+        const void *src[GEMM_NR_MAX];
+        int32_t n = imin(width, rows - q);
+        for (int32_t j = 0; j < n; j++)
+            src[j] = (const char *)m + ((size_t)(r0 + q + j) * ld + k0) * esz;
+        pack_panel(p + (size_t)q * kc, src, dtype, n, width, kc);
     }
 }
 
@@ -174,24 +235,30 @@ static void block_tiles(const gemm_isa *isa, const gemm_job *jb, const float *xp
     }
 }
 
-/* out = scale * (acc + bias) on the block's finished chains (no fma: a sum, then a product). */
+/* out = scale * (acc + bias) on the block's finished chains: a sum, then a product, lane by
+ * lane (omp simd vectorises it; no fma, no reordering: each output is its own two operations). */
 static void epilogue(const gemm_job *jb, int32_t r0, int32_t mc, int32_t c0, int32_t nc) {
+    const float scale = jb->scale, *bias = jb->bias ? jb->bias + c0 : NULL;
     for (int32_t r = r0; r < r0 + mc; r++) {
-        float *o = jb->out + (size_t)r * jb->ldo;
-        for (int32_t c = c0; c < c0 + nc; c++)
-            o[c] = jb->scale * (o[c] + (jb->bias ? jb->bias[c] : 0.0f));
+        float *o = jb->out + (size_t)r * jb->ldo + c0;
+        if (bias) {
+#pragma omp simd
+            for (int32_t c = 0; c < nc; c++) o[c] = scale * (o[c] + bias[c]);
+        } else {
+#pragma omp simd
+            for (int32_t c = 0; c < nc; c++) o[c] = scale * (o[c] + 0.0f);
+        }
     }
 }
 
-/* Floats of the packed w block (wp) and then of the packed input block (xp) for a tile of
- * rows x cols (any ISA). */
+/* Floats of the packed w block (wp), then of the packed input block (xp) of a tile of rows x
+ * cols (any ISA: 12 and 32 are multiples of every MR and NR). */
 static size_t kc_cap(int32_t IC) { return IC < 1 ? 1 : IC < GEMM_KC ? (size_t)IC : GEMM_KC; }
 static size_t wp_floats(int32_t cols, int32_t IC) {
     return kc_cap(IC) * round_up(imin(cols, GEMM_NC), GEMM_NR_MAX);
 }
 static size_t work_floats(int32_t rows, int32_t cols, int32_t IC) {
-    return wp_floats(cols, IC) +
-           kc_cap(IC) * round_up(imin(rows, GEMM_MC), GEMM_MR_MAX);
+    return wp_floats(cols, IC) + kc_cap(IC) * round_up(imin(rows, GEMM_RB), GEMM_MR_MAX);
 }
 
 /* The tile out[r0..r1, c0..c1) by the serial algorithm (top of the file), work of
@@ -199,18 +266,21 @@ static size_t work_floats(int32_t rows, int32_t cols, int32_t IC) {
 static void gemm_tile(const gemm_isa *isa, const gemm_job *jb, int32_t r0, int32_t r1,
                       int32_t c0, int32_t c1, float *work) {
     const int32_t IC = jb->IC;
-    float *wp = work;
-    float *xp = work + wp_floats(c1 - c0, IC);
-    for (int32_t jc = c0; jc < c1; jc += GEMM_NC) {
-        int32_t nc = imin(GEMM_NC, c1 - jc);
-        for (int32_t pc = 0; pc == 0 || pc < IC; pc += GEMM_KC) {
-            int32_t kc = imin(GEMM_KC, IC - pc);
-            pack_w(wp, jb->w, jb->wtype, IC, jc, nc, isa->nr, pc, kc);
-            for (int32_t ic = r0; ic < r1; ic += GEMM_MC) {
-                int32_t mc = imin(GEMM_MC, r1 - ic);
-                pack_x(xp, jb->inp, IC, ic, mc, isa->mr, pc, kc);
-                block_tiles(isa, jb, xp, wp, ic, mc, jc, nc, kc, pc == 0);
-                if (pc + kc >= IC) epilogue(jb, ic, mc, jc, nc);
+    float *wp = work, *xp = work + wp_floats(c1 - c0, IC);
+    for (int32_t ib = r0; ib < r1; ib += GEMM_RB) {
+        int32_t rb = imin(GEMM_RB, r1 - ib);
+        for (int32_t jc = c0; jc < c1; jc += GEMM_NC) {
+            int32_t nc = imin(GEMM_NC, c1 - jc);
+            for (int32_t pc = 0; pc == 0 || pc < IC; pc += GEMM_KC) {
+                int32_t kc = imin(GEMM_KC, IC - pc);
+                pack(xp, jb->inp, GRPO_DTYPE_F32, IC, ib, rb, isa->mr, pc, kc);
+                pack(wp, jb->w, jb->wtype, IC, jc, nc, isa->nr, pc, kc);
+                for (int32_t ic = ib; ic < ib + rb; ic += GEMM_MC) {
+                    int32_t mc = imin(GEMM_MC, ib + rb - ic);
+                    block_tiles(isa, jb, xp + (size_t)(ic - ib) * kc, wp, ic, mc, jc, nc, kc,
+                                pc == 0);
+                    if (pc + kc >= IC) epilogue(jb, ic, mc, jc, nc);
+                }
             }
         }
     }
