@@ -30,7 +30,7 @@
 #include "cpu/cpu_backend.h"
 #include "cpu/fastmath.h"
 
-#define GEMM_KC 384  /* reduction terms per block: a w panel (KC x 32 fp32 = 32 KiB) in L1 */
+#define GEMM_KC 256  /* reduction terms per block: a w panel (KC x 32 fp32 = 32 KiB) in L1 */
 #define GEMM_MC 240  /* rows per block, a multiple of every MR: xp (MC x KC = 240 KiB) in L2 */
 #define GEMM_NC 4096 /* outputs per block, a multiple of every NR: wp (KC x NC, 4 MiB) */
 #define GEMM_RB 4096 /* rows per packed block of inp, a multiple of MC: xp (KC x RB, 4 MiB) */
