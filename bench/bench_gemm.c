@@ -8,8 +8,10 @@
  *
  * Shapes (hidden C 512, intermediate I 1408, vocab V 6400, 2 kv heads of 64):
  *   q/o (N,512)x(512,512)^T, k/v (N,512)x(128,512)^T, gate/up (N,512)x(1408,512)^T,
- *   down (N,1408)x(512,1408)^T, head (N,512)x(6400,512)^T, and the head's own block: 256 rows x
- *   a 512-entry vocab chunk on one thread (cpu_gemm_nt_serial, as head.c calls it).
+ *   down (N,1408)x(512,1408)^T, and the vocabulary: "head" (N,512)x(6400,512)^T as one product
+ *   (no path of grpo runs it so: its output of N x 6400 floats leaves the caches) and "headblk",
+ *   the head's own block, 256 rows x a 512-entry vocab chunk on one thread (cpu_gemm_nt_serial,
+ *   as head.c calls it once per chunk; the OpenBLAS side is the cblas_sgemm head.c ran before).
  * Each figure is the best of >= 3 runs and >= 0.3 s; the two sides alternate shape by shape in
  * the same run, so the ratio holds under the same load (print the load average with it).
  */

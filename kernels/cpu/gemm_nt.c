@@ -9,15 +9,15 @@
  * threads run it, and whether N takes the small path or this one (issue 32).
  *
  * The layout is BLIS's, with the outputs in vector lanes and the inputs broadcast:
- *   for each block of KC of the reduction (i), in order
- *     pack the tile's rows of inp into xp, panels of MR rows, xp[k][r] (once per KC block)
- *     for each block of NC outputs (columns of out, rows of w)
- *       pack w's block into wp: panels of NR outputs, wp[k][j] (w widened to fp32 here, so
- *       bf16 weights take the same kernel); it stays in L2, one panel (KC x NR) in L1
- *       for each block of MC rows (its part of xp streams from L2)
- *         for each panel of NR outputs, for each panel of MR rows: the register tile
- *         (gemm_nt_kernel.h) continues the MR x NR chains in out from this block's KC terms
- *       after the last KC block: out = scale * (out + bias) on the block (still in cache)
+ *   for each block of RB rows, for each block of NC outputs (columns of out, rows of w)
+ *     for each block of KC terms of the reduction (i), in order
+ *       pack the block's rows of inp into xp: panels of MR rows, xp[k][r]
+ *       pack w's rows into wp: panels of NR outputs, wp[k][j] (w widened to fp32 here, so
+ *       bf16 weights take the same kernel)
+ *       for each block of MC rows (its part of xp in L2)
+ *         for each panel of NR outputs (KC x NR in L1), for each panel of MR rows: the register
+ *         tile (gemm_nt_kernel.h) continues the MR x NR chains in out with the KC terms
+ *         after the last KC block: out = scale * (out + bias) on the block (still in cache)
  * The partial chains live in out as fp32 between KC blocks, which continues them exactly.
  * Register tiles: 12 rows x 32 outputs on AVX-512 (24 zmm accumulators), 6 x 16 on AVX2 (12 ymm),
  * 6 x 8 on the baseline (12 4-float vectors). Tails of rows and outputs are computed on zero
@@ -30,10 +30,13 @@
 #include "cpu/cpu_backend.h"
 #include "cpu/fastmath.h"
 
+/* Block sizes, measured at the MiniMind2-small shapes (bench/bench_gemm.c, 1 thread, AVX-512):
+ * KC 512 makes one pass over out at IC 512 but its w panel (64 KiB) leaves L1: 5-10 % slower on
+ * the head's 256-row blocks, a few % faster on (3008,512)x(512,512); KC 256 is kept. */
 #define GEMM_KC 256  /* reduction terms per block: a w panel (KC x 32 fp32 = 32 KiB) in L1 */
-#define GEMM_MC 240  /* rows per block, a multiple of every MR: xp (MC x KC = 240 KiB) in L2 */
-#define GEMM_NC 4096 /* outputs per block, a multiple of every NR: wp (KC x NC, 4 MiB) */
-#define GEMM_RB 4096 /* rows per packed block of inp, a multiple of MC: xp (KC x RB, 4 MiB) */
+#define GEMM_MC 240  /* rows per block, a multiple of every MR: their xp (240 KiB) in L2 */
+#define GEMM_NC 4096 /* outputs per packed block, a multiple of every NR: wp (KC x NC, 4 MiB) */
+#define GEMM_RB 4096 /* rows per packed block: xp (KC x RB, 4 MiB) */
 #define GEMM_MR_MAX 12
 #define GEMM_NR_MAX 32
 
@@ -116,7 +119,7 @@ static int32_t round_up(int32_t x, int32_t a) { return (x + a - 1) / a * a; }
 
 /* ---- packing: panels of rows transposed, d[k][j] = row j's element k ---------------------- */
 
-/* 4 elements of a row from k (dtype fp32 or bf16, widened exactly) as fp32, and one */
+/* element k of a row of dtype (fp32, or bf16 widened exactly) as fp32; load4: 4 from k */
 static inline float elem(const void *row, int32_t dtype, int32_t k) {
     return dtype == GRPO_DTYPE_F32 ? ((const float *)row)[k]
                                    : grpo_bf16_to_f32(((const uint16_t *)row)[k]);
@@ -216,7 +219,7 @@ static void block_tiles(const gemm_isa *isa, const gemm_job *jb, const float *xp
                         const float *wp, int32_t r0, int32_t mc, int32_t c0, int32_t nc,
                         int32_t kc, int first) {
     const int32_t mr = isa->mr, nr = isa->nr, ldo = jb->ldo;
-    float t[GEMM_MR_MAX * GEMM_NR_MAX];
+    float t[GEMM_MR_MAX * GEMM_NR_MAX] = {0}; /* its padding stays finite (0 or earlier sums) */
     for (int32_t jr = 0; jr < nc; jr += nr) {
         for (int32_t ir = 0; ir < mc; ir += mr) {
             float *c = jb->out + (size_t)(r0 + ir) * ldo + c0 + jr;
