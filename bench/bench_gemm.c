@@ -5,6 +5,9 @@
  *
  *   bench_gemm [N [threads...]]   (defaults: N = 3008 = B 2 x G 8 x (~60 prompt + 128 new)
  *                                  rows of one GRPO step; threads 1 2)
+ *   BENCH_CLOCK=cpu                  time the calling thread's CPU time (see now())
+ *   BENCH_GEMM_SIMD=avx2|base        limit gemm_nt's ISA (cpu_ctx.simd_limit) to time the
+ *                                  other register tiles (OpenBLAS keeps its own)
  *
  * Shapes (hidden C 512, intermediate I 1408, vocab V 6400, 2 kv heads of 64):
  *   q/o (N,512)x(512,512)^T, k/v (N,512)x(128,512)^T, gate/up (N,512)x(1408,512)^T,
@@ -17,13 +20,18 @@
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "cpu/cpu_backend.h"
 
+/* wall time, or with BENCH_CLOCK=cpu the calling thread's CPU time (1 thread on a loaded
+ * machine: about the time alone; with more threads it counts the caller's share only) */
+static clockid_t bench_clock = CLOCK_MONOTONIC;
+
 static double now(void) {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(bench_clock, &ts);
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
@@ -94,8 +102,20 @@ static void bench_shape(cpu_ctx *ctx, const char *name, int32_t N, int32_t IC, i
     free(j.x), free(j.w), free(j.y), free(j.work);
 }
 
+/* CPU_SIMD_* from BENCH_GEMM_SIMD */
+static int32_t simd_limit(void) {
+    const char *e = getenv("BENCH_GEMM_SIMD");
+    if (!e || !*e) return CPU_SIMD_ANY;
+    if (!strcmp(e, "avx2")) return CPU_SIMD_AVX2;
+    if (!strcmp(e, "base")) return CPU_SIMD_BASE;
+    fprintf(stderr, "bench_gemm: BENCH_GEMM_SIMD must be avx2 or base, not %s\n", e);
+    exit(1);
+}
+
 int main(int argc, char **argv) {
     int32_t N = argc > 1 ? atoi(argv[1]) : 3008;
+    const char *clk = getenv("BENCH_CLOCK");
+    if (clk && !strcmp(clk, "cpu")) bench_clock = CLOCK_THREAD_CPUTIME_ID;
     int threads[8] = {1, 2}, nth = 2;
     if (argc > 2) {
         nth = 0;
@@ -108,10 +128,12 @@ int main(int argc, char **argv) {
         if (fscanf(f, "%lf %lf %lf", &la[0], &la[1], &la[2]) != 3) la[0] = -1;
         fclose(f);
     }
-    printf("load average %.2f %.2f %.2f\n", la[0], la[1], la[2]);
+    printf("load average %.2f %.2f %.2f, gemm_nt ISA %d (CPU_SIMD_*: 1 base, 2 avx2, 3 avx512)\n",
+           la[0], la[1], la[2], cpu_simd_level(simd_limit()));
     for (int t = 0; t < nth; t++) {
         cpu_ctx *ctx = cpu_ctx_new(threads[t]);
         if (!ctx) return 1;
+        ctx->simd_limit = simd_limit();
         bench_shape(ctx, "q/o", N, C, C, 0);
         bench_shape(ctx, "k/v", N, C, KV, 0);
         bench_shape(ctx, "gate/up", N, C, I, 0);
@@ -119,6 +141,7 @@ int main(int argc, char **argv) {
         bench_shape(ctx, "head", N, C, V, 0);
         if (t == 0) { /* the head's block, serial, as head.c runs it per thread */
             cpu_ctx *one = cpu_ctx_new(1);
+            one->simd_limit = ctx->simd_limit;
             bench_shape(one, "headblk", 256, C, 512, 1);
             cpu_ctx_free(one);
         }
