@@ -14,7 +14,8 @@
  * index or a dropped term is off by O(1e-1).
  * bf16 weights (matmul_forward_w): the same properties, and the same bits as the fp32 forward
  * of the widened weight. The fused head (head_forward, head_forward_w): a row's logp, lse and
- * entropy are the same bits alone and among 100 rows (some without target), at 1 and 2 threads.
+ * entropy are the same bits alone and among 100 rows (some without target), at 1 and 2 threads,
+ * and its logits are scale times matmul_forward's outputs, bit for bit.
  */
 #include <check.h>
 #include <math.h>
@@ -258,6 +259,31 @@ START_TEST(head_rows_same_alone_and_in_batch) {
 }
 END_TEST
 
+/* With one vocabulary entry lse = m + log(e^0) is the logit itself, so lse shows z: in a batch
+ * of 100 rows (C past the 256-term block) it is, bit for bit, scale times matmul_forward's output
+ * for the row alone (head.c's product is the linear layer's). */
+START_TEST(head_logit_is_matmul_forward_times_scale) {
+    enum { N = 100 };
+    const int32_t Cs[2] = {72, 600};
+    for (int k = 0; k < 2; k++) {
+        int32_t C = Cs[k];
+        float *h = randv((size_t)N * C), *w = randv(C), lse[N], logp[N];
+        int32_t tg[N];
+        for (int32_t n = 0; n < N; n++) tg[n] = 0;
+        ops->head_forward(ops->ctx, logp, lse, NULL, h, w, tg, N, C, 1, 0.7f);
+        for (int32_t n = 0; n < N; n++) {
+            float y, z;
+            ops->matmul_forward(ops->ctx, &y, h + (size_t)n * C, w, NULL, 1, C, 1);
+            z = 0.7f * y;
+            ck_assert_msg(!memcmp(&z, &lse[n], sizeof z) && logp[n] == 0.0f,
+                          "C %d row %d: head logit %.9g, 0.7 * matmul_forward %.9g", C, n,
+                          (double)lse[n], (double)z);
+        }
+        free(h), free(w);
+    }
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("gemm_invariance");
     TCase *tc = tcase_create("core");
@@ -268,6 +294,7 @@ int main(void) {
     tcase_add_test(tc, matmul_bf16_rows_same_in_every_batch);
     tcase_add_test(tc, isa_paths_are_different_chains);
     tcase_add_test(tc, head_rows_same_alone_and_in_batch);
+    tcase_add_test(tc, head_logit_is_matmul_forward_times_scale);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
