@@ -2,15 +2,16 @@
  * weights.c — weights held in another dtype than fp32 (grpo/ops.h 1.5: bf16 for a frozen LoRA
  * base or the rollout's copy of the policy), read by the compute as fp32.
  *
- * A weight (rows, cols) of dtype is read in panels of whole rows: cpu_weight_rows() (widen.c)
- * hands back the fp32 rows, in place for fp32 and widened into a buffer otherwise, and the fp32
- * kernels run on the panel. Widening bf16 is exact, so every op here computes the fp32 op of the
- * widened weight: the forward bit for bit, the backward up to the order of its sums.
+ * The forward kernels widen the weight where they copy it anyway (matmul_small's blocks,
+ * gemm_nt's packed panels); the backward reads it in panels of whole rows: cpu_weight_rows()
+ * (widen.c) hands back the fp32 rows, in place for fp32 and widened into a buffer otherwise, and
+ * the fp32 kernels run on the panel. Widening bf16 is exact, so every op here computes the fp32
+ * op of the widened weight: the forward bit for bit, the backward up to the order of its sums.
  *   matmul_forward_w:  decode rows (N <= CPU_SMALL_M): matmul_small.c, each thread widening its
  *                      block of weight rows into cache; more rows: gemm_nt.c, widening w as it
  *                      packs it (the same sums as the fp32 forward of the widened weight)
  *   matmul_backward_w: dinp (N,IC) = sum over panels of dout[:, o0:o1] @ w[o0:o1]
- * A decode step then reads 2 bytes per weight from memory instead of 4; the widened panel
+ * A decode step then reads 2 bytes per weight from memory instead of 4; a widened panel
  * (OP x IC fp32) stays in cache for the fp32 kernel.
  */
 #include <string.h>
