@@ -18,7 +18,8 @@
  *         for each panel of NR outputs (KC x NR in L1), for each panel of MR rows: the register
  *         tile (gemm_nt_kernel.h) continues the MR x NR chains in out with the KC terms
  *         after the last KC block: out = scale * (out + bias) on the block (still in cache)
- * The partial chains live in out as fp32 between KC blocks, which continues them exactly.
+ * The partial chains live in out as fp32 between KC blocks, which continues them exactly. While
+ * a tile computes, the next tile's rows of out and a slice of the next w panel are prefetched.
  * Register tiles: 12 rows x 32 outputs on AVX-512 (24 zmm accumulators), 6 x 16 on AVX2 (12 ymm),
  * 6 x 8 on the baseline (12 4-float vectors). Tails of rows and outputs are computed on zero
  * padding in a tile-sized buffer and only their real part stored.
@@ -213,17 +214,36 @@ static void pack(float *p, const void *m, int32_t dtype, int32_t ld, int32_t r0,
     }
 }
 
+/* Asks for the m rows of n floats at c (rows ldo apart: the next tile of out) to be brought
+ * into the cache for writing while the current tile computes: a tile reads its partial sums
+ * first, and when out is larger than the caches (N x 6400 logits) that read would stall. */
+static void prefetch_tile(const float *c, int32_t ldo, int32_t m, int32_t n) {
+    for (int32_t r = 0; r < m; r++) {
+        const float *row = c + (size_t)r * ldo;
+        for (int32_t j = 0; j < n; j += 16) __builtin_prefetch(row + j, 1, 3);
+        __builtin_prefetch(row + n - 1, 1, 3);
+    }
+}
+
 /* The register tiles of one (mc rows, nc outputs) block at out[r0][c0] over kc terms. A tile
- * that overhangs the block runs in a tile-sized buffer and stores only its real part. */
+ * that overhangs the block runs in a tile-sized buffer and stores only its real part. Each tile
+ * of a panel's column prefetches 1/tiles of the next w panel (into L2), so that it has arrived
+ * when the column ends. */
 static void block_tiles(const gemm_isa *isa, const gemm_job *jb, const float *xp,
                         const float *wp, int32_t r0, int32_t mc, int32_t c0, int32_t nc,
                         int32_t kc, int first) {
     const int32_t mr = isa->mr, nr = isa->nr, ldo = jb->ldo;
     float t[GEMM_MR_MAX * GEMM_NR_MAX] = {0}; /* its padding stays finite (0 or earlier sums) */
+    const int32_t tiles = (mc + mr - 1) / mr, lines = kc * nr / 16;
+    const int32_t per = (lines + tiles - 1) / tiles;
     for (int32_t jr = 0; jr < nc; jr += nr) {
-        for (int32_t ir = 0; ir < mc; ir += mr) {
+        const float *nextw = wp + (size_t)(jr + nr) * kc; /* the next panel, if any */
+        for (int32_t ir = 0, ti = 0; ir < mc; ir += mr, ti++) {
             float *c = jb->out + (size_t)(r0 + ir) * ldo + c0 + jr;
             const float *x = xp + (size_t)ir * kc, *wv = wp + (size_t)jr * kc;
+            prefetch_tile(c + (size_t)mr * ldo, ldo, imin(mr, mc - ir - mr), imin(nr, nc - jr));
+            for (int32_t l = ti * per; jr + nr < nc && l < lines && l < (ti + 1) * per; l++)
+                __builtin_prefetch(nextw + (size_t)l * 16, 0, 2);
             if (ir + mr <= mc && jr + nr <= nc) {
                 isa->kern(kc, x, wv, c, ldo, first);
                 continue;
