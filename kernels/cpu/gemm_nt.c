@@ -20,6 +20,7 @@
  *         after the last KC block: out = scale * (out + bias) on the block (still in cache)
  * The partial chains live in out as fp32 between KC blocks, which continues them exactly. While
  * a tile computes, the next tile's rows of out and a slice of the next w panel are prefetched.
+ * The block sizes do not change any sum (each output's chain is the same in any blocking).
  * Register tiles: 12 rows x 32 outputs on AVX-512 (24 zmm accumulators), 6 x 16 on AVX2 (12 ymm),
  * 6 x 8 on the baseline (12 4-float vectors). Tails of rows and outputs are computed on zero
  * padding in a tile-sized buffer and only their real part stored.
@@ -31,13 +32,19 @@
 #include "cpu/cpu_backend.h"
 #include "cpu/fastmath.h"
 
-/* Block sizes, measured at the MiniMind2-small shapes (bench/bench_gemm.c, 1 thread, AVX-512):
- * KC 512 makes one pass over out at IC 512 but its w panel (64 KiB) leaves L1: 5-10 % slower on
- * the head's 256-row blocks, a few % faster on (3008,512)x(512,512); KC 256 is kept. */
-#define GEMM_KC 256  /* reduction terms per block: a w panel (KC x 32 fp32 = 32 KiB) in L1 */
-#define GEMM_MC 240  /* rows per block, a multiple of every MR: their xp (240 KiB) in L2 */
-#define GEMM_NC 4096 /* outputs per packed block, a multiple of every NR: wp (KC x NC, 4 MiB) */
-#define GEMM_RB 4096 /* rows per packed block: xp (KC x RB, 4 MiB) */
+/* Block sizes, measured at the MiniMind2-small shapes (bench/bench_gemm.c, 1 thread, AVX-512).
+ * KC: every KC block is one more pass over the tile's out (read and written). When out is small
+ * (the head's 256 x 512 blocks) it stays in L2 and KC 256 keeps a w panel (32 KiB) in L1: KC 512
+ * was 5-10 % slower there. When out is larger than L2 (N x 1408, N x 6400) the passes cost
+ * more than L1 misses on w: KC 128 / 256 / 512 gave 0.53 / 0.74 / ~0.8 of OpenBLAS on
+ * (3008,512)x(6400,512)^T. So KC_WIDE for tiles of more than WIDE_OUT outputs. */
+#define GEMM_KC 256        /* reduction terms per block, out's tile in L2 */
+#define GEMM_KC_WIDE 512   /* the same for a tile of out larger than GEMM_WIDE_OUT floats */
+#define GEMM_WIDE_OUT (1 << 18) /* 1 MiB of fp32: half of L2 */
+#define GEMM_WIDE_COLS 1024     /* and more outputs than this (at 512 KC 256 was faster) */
+#define GEMM_MC 240  /* rows per block, a multiple of every MR: their xp (<= 480 KiB) in L2 */
+#define GEMM_NC 2048 /* outputs per packed block, a multiple of every NR: wp (KC x NC, <= 4 MiB) */
+#define GEMM_RB 2048 /* rows per packed block: xp (KC x RB, <= 4 MiB) */
 #define GEMM_MR_MAX 12
 #define GEMM_NR_MAX 32
 
@@ -276,26 +283,32 @@ static void epilogue(const gemm_job *jb, int32_t r0, int32_t mc, int32_t c0, int
 
 /* Floats of the packed w block (wp), then of the packed input block (xp) of a tile of rows x
  * cols (any ISA: 12 and 32 are multiples of every MR and NR). */
-static size_t kc_cap(int32_t IC) { return IC < 1 ? 1 : IC < GEMM_KC ? (size_t)IC : GEMM_KC; }
-static size_t wp_floats(int32_t cols, int32_t IC) {
-    return kc_cap(IC) * round_up(imin(cols, GEMM_NC), GEMM_NR_MAX);
+static int32_t kc_block(int32_t rows, int32_t cols) {
+    return cols > GEMM_WIDE_COLS && (int64_t)rows * cols > GEMM_WIDE_OUT ? GEMM_KC_WIDE : GEMM_KC;
+}
+static size_t kc_cap(int32_t rows, int32_t cols, int32_t IC) {
+    return (size_t)(IC < 1 ? 1 : imin(IC, kc_block(rows, cols)));
+}
+static size_t wp_floats(int32_t rows, int32_t cols, int32_t IC) {
+    return kc_cap(rows, cols, IC) * round_up(imin(cols, GEMM_NC), GEMM_NR_MAX);
 }
 static size_t work_floats(int32_t rows, int32_t cols, int32_t IC) {
-    return wp_floats(cols, IC) + kc_cap(IC) * round_up(imin(rows, GEMM_RB), GEMM_MR_MAX);
+    return wp_floats(rows, cols, IC) +
+           kc_cap(rows, cols, IC) * round_up(imin(rows, GEMM_RB), GEMM_MR_MAX);
 }
 
 /* The tile out[r0..r1, c0..c1) by the serial algorithm (top of the file), work of
  * work_floats(r1 - r0, c1 - c0, IC) floats. IC = 0 runs one empty block: acc = 0. */
 static void gemm_tile(const gemm_isa *isa, const gemm_job *jb, int32_t r0, int32_t r1,
                       int32_t c0, int32_t c1, float *work) {
-    const int32_t IC = jb->IC;
-    float *wp = work, *xp = work + wp_floats(c1 - c0, IC);
+    const int32_t IC = jb->IC, KC = kc_block(r1 - r0, c1 - c0);
+    float *wp = work, *xp = work + wp_floats(r1 - r0, c1 - c0, IC);
     for (int32_t ib = r0; ib < r1; ib += GEMM_RB) {
         int32_t rb = imin(GEMM_RB, r1 - ib);
         for (int32_t jc = c0; jc < c1; jc += GEMM_NC) {
             int32_t nc = imin(GEMM_NC, c1 - jc);
-            for (int32_t pc = 0; pc == 0 || pc < IC; pc += GEMM_KC) {
-                int32_t kc = imin(GEMM_KC, IC - pc);
+            for (int32_t pc = 0; pc == 0 || pc < IC; pc += KC) {
+                int32_t kc = imin(KC, IC - pc);
                 pack(xp, jb->inp, GRPO_DTYPE_F32, IC, ib, rb, isa->mr, pc, kc);
                 pack(wp, jb->w, jb->wtype, IC, jc, nc, isa->nr, pc, kc);
                 for (int32_t ic = ib; ic < ib + rb; ic += GEMM_MC) {
