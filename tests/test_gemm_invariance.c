@@ -5,13 +5,13 @@
  * matmul_forward takes matmul_small.c for N <= CPU_SMALL_M (48) and gemm_nt.c above; both must
  * make every output the one sequential chain over the reduction, so for random inputs, weights
  * and biases and shapes with IC and OC off every tile and block size (IC past the 256-term block,
- * OC past the 32-output panel), the rows of a batch of N equal (memcmp) the same rows computed
- * alone (N = 1, the small path) and placed elsewhere in other batches, for N = 1 .. 200, at 1 and
- * 2 threads, with the ISA limited to AVX2 and to the baseline too (the chain is fma or mul+add
- * by ISA: each limit is compared with itself). The values are checked against a double
- * reference within the rigorous bound of a sequential fp32 sum: |err| <= (IC + 1) u
- * (sum_i |x_i w_i| + |b|), u = 2^-24, and to within that bound on each of a few rows: a wrong
- * index or a dropped term is off by O(1e-1).
+ * OC past the 32-output panel, and past 1024 where the block size changes), the rows of a batch
+ * of N equal (memcmp) the same rows computed alone (N = 1, the small path) and placed elsewhere
+ * in other batches, for N = 1 .. 260, at 1 and 2 threads, with the ISA limited to AVX2 and to
+ * the baseline too (the chain is fma or mul+add by ISA: each limit is compared with itself).
+ * A few rows' values are checked against a double reference within the rigorous bound of a
+ * sequential fp32 sum, |err| <= (IC + 1) u (sum_i |x_i w_i| + |b|), u = 2^-24: a wrong index or
+ * a dropped term is off by O(1e-1).
  * bf16 weights (matmul_forward_w): the same properties, and the same bits as the fp32 forward
  * of the widened weight. The fused head (head_forward, head_forward_w): a row's logp, lse and
  * entropy are the same bits alone and among 100 rows (some without target), at 1 and 2 threads,
@@ -66,7 +66,7 @@ static float *outv(size_t n) {
 
 /* ---- matmul_forward ------------------------------------------------------------------------ */
 
-#define POOL 200 /* input rows the batches are cut from */
+#define POOL 260 /* input rows the batches are cut from */
 
 /* One shape: POOL input rows, w (OC,IC) as fp32 (wf, the widened bf16 when wb) and bf16 (wb or
  * NULL), bias. */
@@ -120,7 +120,7 @@ static void mm_check_value(const mm_case *c, const float *o, int32_t r, const fl
  * offset equals the row computed alone, at 1 and 2 threads, for the context's ISA limit. */
 static void mm_sweep(const mm_case *c, int bf16, int every_n) {
     const int32_t IC = c->IC, OC = c->OC;
-    static const int32_t spread[] = {1, 2, 3, 11, 12, 13, 47, 48, 49, 50, 61, 97, 128, 151, 200};
+    static const int32_t spread[] = {1, 2, 3, 11, 12, 13, 47, 48, 49, 50, 61, 97, 128, 200, 260};
     for (int with_bias = 0; with_bias < 2; with_bias++) {
         const float *bias = with_bias ? c->bias : NULL;
         float *alone = outv((size_t)POOL * OC);
@@ -155,7 +155,10 @@ static void mm_sweep(const mm_case *c, int bf16, int every_n) {
     }
 }
 
-static const int32_t shapes[][2] = {{37, 45}, {64, 96}, {300, 77}, {600, 129}, {5, 33}};
+/* the last: a tile of more than 1024 columns and 2^18 outputs takes gemm_nt's wide KC (512)
+ * at 1 thread, the narrow one (256) in halves at 2 */
+static const int32_t shapes[][2] = {{37, 45}, {64, 96}, {300, 77}, {600, 129}, {5, 33},
+                                    {700, 1300}};
 #define NSHAPES ((int)(sizeof shapes / sizeof shapes[0]))
 
 static void mm_all_shapes(int bf16) {
@@ -202,7 +205,7 @@ START_TEST(isa_paths_are_different_chains) {
     mm_run(&c, b, 0, POOL, 0, c.bias);
     ctx()->simd_limit = CPU_SIMD_ANY;
     ck_assert_msg(memcmp(a, b, (size_t)POOL * c.OC * sizeof(float)) != 0,
-                  "fma and mul+add chains gave the same bits on 25800 outputs");
+                  "fma and mul+add chains gave the same bits on %d outputs", POOL * c.OC);
     free(a), free(b);
     mm_free(&c);
 }

@@ -37,11 +37,12 @@
  * (the head's 256 x 512 blocks) it stays in L2 and KC 256 keeps a w panel (32 KiB) in L1: KC 512
  * was 5-10 % slower there. When out is larger than L2 (N x 1408, N x 6400) the passes cost
  * more than L1 misses on w: KC 128 / 256 / 512 gave 0.53 / 0.74 / ~0.8 of OpenBLAS on
- * (3008,512)x(6400,512)^T. So KC_WIDE for tiles of more than WIDE_OUT outputs. */
+ * (3008,512)x(6400,512)^T. So KC_WIDE for tiles of more than WIDE_OUT outputs and more than
+ * WIDE_COLS columns (at 512 columns, (3008,512)x(512,512)^T, KC 256 was a few % faster). */
 #define GEMM_KC 256        /* reduction terms per block, out's tile in L2 */
 #define GEMM_KC_WIDE 512   /* the same for a tile of out larger than GEMM_WIDE_OUT floats */
 #define GEMM_WIDE_OUT (1 << 18) /* 1 MiB of fp32: half of L2 */
-#define GEMM_WIDE_COLS 1024     /* and more outputs than this (at 512 KC 256 was faster) */
+#define GEMM_WIDE_COLS 1024     /* and more columns than this */
 #define GEMM_MC 240  /* rows per block, a multiple of every MR: their xp (<= 480 KiB) in L2 */
 #define GEMM_NC 2048 /* outputs per packed block, a multiple of every NR: wp (KC x NC, <= 4 MiB) */
 #define GEMM_RB 2048 /* rows per packed block: xp (KC x RB, <= 4 MiB) */
