@@ -26,9 +26,9 @@
 #include "grpo/ops.h"
 #include "grpo/plugin.h"
 
-/* The widest vector ISA a kernel with per-ISA code (matmul_small.c) may use; the CPU's best
- * when CPU_SIMD_ANY. Tests lower it to run every code path on one machine. */
-enum { CPU_SIMD_ANY = 0, CPU_SIMD_BASE = 1, CPU_SIMD_AVX2 = 2 };
+/* The widest vector ISA a kernel with per-ISA code (matmul_small.c, gemm_nt.c) may use; the
+ * CPU's best when CPU_SIMD_ANY. Tests lower it to run every code path on one machine. */
+enum { CPU_SIMD_ANY = 0, CPU_SIMD_BASE = 1, CPU_SIMD_AVX2 = 2, CPU_SIMD_AVX512 = 3 };
 
 typedef struct cpu_ctx {
     int32_t threads;       /* OpenMP and OpenBLAS threads used by every op (>= 1) */
@@ -45,6 +45,12 @@ typedef struct cpu_ctx {
 static inline int cpu_threads_for(const void *ctx, double work) {
     return work < CPU_MIN_PARALLEL_WORK ? 1 : ((const cpu_ctx *)ctx)->threads;
 }
+
+/* The ISA the per-ISA kernels use under limit (CPU_SIMD_*): CPU_SIMD_AVX512 (avx512f),
+ * CPU_SIMD_AVX2 (avx2 and fma) or CPU_SIMD_BASE (SSE2 or any other target: no fma, a product
+ * then a sum), the best this CPU has within the limit. One rule for every such kernel, so that
+ * they compute the same chains of fma or mul+add (cpu_ctx.c). */
+int32_t cpu_simd_level(int32_t limit);
 
 /* ---- cpu_backend.c: the table -------------------------------------------------------- */
 
@@ -75,6 +81,28 @@ void cpu_check_failed(const char *file, int line, const char *op, const char *wh
 void cpu_sgemm(cpu_ctx *ctx, int trans_a, int trans_b, int32_t M, int32_t N, int32_t K,
                float alpha, const float *A, int32_t lda, const float *B, int32_t ldb, float beta,
                float *C, int32_t ldc);
+/* The tile of a grid of nt tiles over C (M,N) with the smallest tm + tn (the packing every
+ * tile repeats), tm a multiple of am and tn of an: *tm rows, *tn columns, *pn tiles a row. */
+void cpu_tile_grid(int nt, int32_t M, int32_t N, int32_t am, int32_t an, int32_t *tm,
+                   int32_t *tn, int32_t *pn);
+
+/* ---- gemm_nt.c: the batch-invariant forward product ---------------------------------------- */
+/* out (N,OC) = scale * (inp (N,IC) @ w (OC,IC)^T + bias (OC, or NULL: 0)), w of wtype
+ * (GRPO_DTYPE_*), out's rows ldo floats apart. Every output is the chain acc = x[i] * w[i] + acc
+ * over i = 0..IC-1 from 0 (one fma a term, or a product then a sum on CPU_SIMD_BASE), then
+ * scale * (acc + bias): the sum cpu_matmul_small_forward makes, bit for bit, whatever N, the
+ * thread count or the output's place in the batch. On ctx's threads, its scratch as packing
+ * buffers; call it outside parallel regions. */
+void cpu_gemm_nt(cpu_ctx *ctx, float *out, int32_t ldo, const float *inp, const void *w,
+                 int32_t wtype, const float *bias, float scale, int32_t N, int32_t IC,
+                 int32_t OC);
+/* Floats of the work buffer cpu_gemm_nt_serial needs for these sizes. */
+size_t cpu_gemm_nt_work(int32_t N, int32_t IC, int32_t OC);
+/* The same on the calling thread (e.g. inside a parallel region) with the ISA rule of
+ * simd_limit and work of cpu_gemm_nt_work floats. */
+void cpu_gemm_nt_serial(int32_t simd_limit, float *out, int32_t ldo, const float *inp,
+                        const void *w, int32_t wtype, const float *bias, float scale, int32_t N,
+                        int32_t IC, int32_t OC, float *work);
 
 /* ---- attend.c: the batch-invariant attention core (attention.c's forward and decode) ---- */
 /* One key sequence: np prefix keys/values (row stride ks, pk/pv; NULL when np = 0), then the

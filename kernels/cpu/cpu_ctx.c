@@ -1,7 +1,8 @@
 /*
  * cpu_ctx.c — the CPU backend's context: its creation with the thread policy (one OpenMP pool,
  * OpenBLAS on one thread; cpu_backend.h), the shared scratch buffer, and the check that aborts
- * an op called with impossible arguments. Every kernel calls into this file; it calls none.
+ * an op called with impossible arguments, and the ISA rule of the per-ISA kernels. Every kernel
+ * calls into this file; it calls none.
  */
 #include "cpu/cpu_backend.h"
 
@@ -43,4 +44,18 @@ float *cpu_scratch(cpu_ctx *ctx, size_t n) {
     ctx->scratch = p;
     ctx->scratch_floats = n;
     return p;
+}
+
+int32_t cpu_simd_level(int32_t limit) {
+#if defined(__GNUC__) && defined(__x86_64__)
+    __builtin_cpu_init();
+    if ((limit == CPU_SIMD_ANY || limit >= CPU_SIMD_AVX512) && __builtin_cpu_supports("avx512f"))
+        return CPU_SIMD_AVX512;
+    if ((limit == CPU_SIMD_ANY || limit >= CPU_SIMD_AVX2) && __builtin_cpu_supports("avx2") &&
+        __builtin_cpu_supports("fma"))
+        return CPU_SIMD_AVX2;
+#else
+    (void)limit;
+#endif
+    return CPU_SIMD_BASE;
 }

@@ -9,6 +9,7 @@
  * the softmax sums >= 1 it is added to; -inf gives it too); above, 2^k would overflow the exponent
  * field (+inf gives exp(88)). NaN stays NaN. Everything is a select, so loops vectorise.
  *
+ * CPU_FMA_CONTRACT lets the compiler fuse a product and a sum into one fma.
  * CPU_VECTOR_CLONES marks a hot function to be compiled for AVX-512, AVX2 and the baseline (SSE2),
  * the best chosen at load time (GCC function multi-versioning), so one binary runs everywhere.
  */
@@ -22,6 +23,14 @@
 #define CPU_VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
 #define CPU_VECTOR_CLONES
+#endif
+
+/* x * w + a as one FMA where the target has it (the build's -std=c11 turns contraction off):
+ * on the functions of the per-ISA product kernels (matmul_small.c, gemm_nt_kernel.h) */
+#if defined(__GNUC__) && !defined(__clang__)
+#define CPU_FMA_CONTRACT __attribute__((optimize("fp-contract=fast")))
+#else
+#define CPU_FMA_CONTRACT
 #endif
 
 /* a where mask is all ones, b where it is 0 (a select GCC vectorises at -O2; ?: it may not) */

@@ -6,7 +6,7 @@
  * into a grid of tiles of C, one per thread, each computed by a single-threaded cblas_sgemm.
  * The grid is chosen so that tiles are as square as possible, since every thread packs its own
  * rows of A and columns of B: the packing each thread repeats is (tm + tn) * K for tm * tn * K
- * of arithmetic.
+ * of arithmetic (cpu_tile_grid, which gemm_nt.c uses too).
  */
 #include "cpu/blas.h"
 #include "cpu/cpu_backend.h"
@@ -14,6 +14,16 @@
 #define GEMM_ALIGN 16 /* tile edges are multiples of this (the SIMD width of AVX-512 fp32) */
 
 static int32_t round_up(int32_t x, int32_t a) { return (x + a - 1) / a * a; }
+
+void cpu_tile_grid(int nt, int32_t M, int32_t N, int32_t am, int32_t an, int32_t *tm,
+                   int32_t *tn, int32_t *pn) {
+    int32_t best = -1;
+    for (int32_t p = 1; p <= nt; p++) { /* p tiles down, nt / p across */
+        if (nt % p) continue;
+        int32_t m = round_up((M + p - 1) / p, am), n = round_up((N + nt / p - 1) / (nt / p), an);
+        if (best < 0 || m + n < best) best = m + n, *tm = m, *tn = n, *pn = nt / p;
+    }
+}
 
 void cpu_sgemm(cpu_ctx *ctx, int trans_a, int trans_b, int32_t M, int32_t N, int32_t K,
                float alpha, const float *A, int32_t lda, const float *B, int32_t ldb, float beta,
@@ -26,16 +36,9 @@ void cpu_sgemm(cpu_ctx *ctx, int trans_a, int trans_b, int32_t M, int32_t N, int
         cblas_sgemm(CblasRowMajor, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
         return;
     }
-    /* the pm x pn grid of nt tiles with the smallest tm + tn */
-    int32_t pm = 1, pn = nt, best = -1;
-    for (int32_t p = 1; p <= nt; p++) {
-        if (nt % p) continue;
-        int32_t tm = round_up((M + p - 1) / p, GEMM_ALIGN);
-        int32_t tn = round_up((N + nt / p - 1) / (nt / p), GEMM_ALIGN);
-        if (best < 0 || tm + tn < best) best = tm + tn, pm = p, pn = nt / p;
-    }
-    int32_t tm = round_up((M + pm - 1) / pm, GEMM_ALIGN);
-    int32_t tn = round_up((N + pn - 1) / pn, GEMM_ALIGN);
+    int32_t tm, tn, pn;
+    cpu_tile_grid(nt, M, N, GEMM_ALIGN, GEMM_ALIGN, &tm, &tn, &pn);
+    int32_t pm = nt / pn;
 #pragma omp parallel for num_threads(nt) schedule(static)
     for (int32_t tile = 0; tile < pm * pn; tile++) {
         int32_t m0 = tile / pn * tm, n0 = tile % pn * tn;

@@ -1,7 +1,9 @@
 /*
  * head.c — the fused LM head: log p(target) without ever holding the (N,V) logits.
  *
- *   z (N,V) = scale * hidden (N,C) @ w (V,C)^T, made one (NB,VC) block at a time by sgemm
+ *   z (N,V) = scale * hidden (N,C) @ w (V,C)^T, made one (NB,VC) block at a time by the
+ *             batch-invariant product of gemm_nt.c: z of a row is scale times matmul_forward's
+ *             output for it, the same bits whichever rows share its block
  *   lse (N) = logsumexp_j z_j, kept with an online (running max) update across vocab chunks
  *   logp (N) = z[target] - lse
  *   entropy (N) = -sum_j p_j log p_j = log s - sum_j e^{z_j-m} (z_j-m) / s, where m is the
@@ -17,9 +19,11 @@
  *   dhidden (N,C) = sum over chunks of G @ w_chunk      (written)
  *   dw (V,C)     += G^T @ hidden                        (accumulated)
  * Forward: each OpenMP thread takes blocks of rows through all vocab chunks on its own (its own
- * single-threaded sgemm and (NB,VC) buffer): no synchronisation. Backward: per vocab chunk, the
- * threads fill G for up to NS rows (and their dhidden rows) in row blocks, then dw's chunk is one
- * parallel GEMM over those rows; G lives in the context's scratch.
+ * single-threaded product and (NB,VC) buffer): no synchronisation. Backward: per vocab chunk,
+ * the threads fill G for up to NS rows (and their dhidden rows) in row blocks, then dw's chunk
+ * is one parallel GEMM over those rows; G lives in the context's scratch. The backward's
+ * products, z's recomputation included, are OpenBLAS's (z may differ from the forward's in the
+ * last bits there).
  */
 #include "cpu/blas.h"
 #include <math.h>
@@ -122,22 +126,21 @@ static void gather_rows(float *hb, const float *hidden, const int32_t *idx, int3
         memcpy(hb + (size_t)i * C, hidden + (size_t)idx[i] * C, (size_t)C * sizeof(float));
 }
 
-/* logp, lse, entropy of the m rows idx[0..m-1]; hb (NB,C) and z (NB,VC) are work buffers, wb
- * (VC,C) too when w is not fp32 (each chunk of w is widened into it). */
+/* logp, lse, entropy of the m rows idx[0..m-1]; hb (NB,C) and z (NB,VC) are work buffers, gw
+ * too (cpu_gemm_nt_work(NB, C, VC) floats: the product packs each chunk of w into it, widened
+ * when w is not fp32), simd_limit the context's. */
 static void head_forward_rows(float *logp, float *lse, float *entropy, const float *hidden,
                               const void *w, int32_t wtype, const int32_t *targets,
                               const int32_t *idx, int32_t m, int32_t C, int32_t V, float scale,
-                              float *hb, float *z, float *wb) {
+                              int32_t simd_limit, float *hb, float *z, float *gw) {
     row_stats st[NB];
     float zt[NB]; /* target logits */
     for (int32_t i = 0; i < m; i++) st[i] = (row_stats){0.0, 0.0, 0.0}, zt[i] = 0.0f;
     gather_rows(hb, hidden, idx, m, C);
     for (int32_t v0 = 0; v0 < V; v0 += VC) {
         int32_t vc = v0 + VC < V ? VC : V - v0;
-        const float *wc = cpu_weight_rows(NULL, w, wtype, (uint64_t)v0, (uint64_t)vc,
-                                          (uint64_t)C, wb);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, vc, C, scale, hb, C, wc, C, 0.0f,
-                    z, vc);
+        const void *wc = (const char *)w + (size_t)v0 * C * grpo_dtype_size(wtype);
+        cpu_gemm_nt_serial(simd_limit, z, vc, hb, wc, wtype, NULL, scale, m, C, vc, gw);
         for (int32_t i = 0; i < m; i++) {
             const float *zi = z + (size_t)i * vc;
             stats_update(&st[i], zi, vc);
@@ -173,15 +176,15 @@ void cpu_head_forward_w(void *ctx_, float *logp, float *lse, float *entropy, con
     int32_t nb = rows_per_task(nv, nt), tasks = (nv + nb - 1) / nb;
 #pragma omp parallel num_threads(nt)
     {
-        size_t wfl = wtype == GRPO_DTYPE_F32 ? 0 : (size_t)VC * C; /* a widened chunk of w */
-        float *z = malloc(((size_t)nb * (VC + C) + wfl) * sizeof(float));
+        size_t gwf = cpu_gemm_nt_work(nb, C, VC); /* the product's packing buffers */
+        float *z = malloc(((size_t)nb * (VC + C) + gwf) * sizeof(float));
         CPU_CHECK(z != NULL, "head_forward", "out of memory for a logits block");
-        float *hb = z + (size_t)nb * VC, *wb = hb + (size_t)nb * C;
+        float *hb = z + (size_t)nb * VC, *gw = hb + (size_t)nb * C;
 #pragma omp for schedule(static)
         for (int32_t task = 0; task < tasks; task++) {
             int32_t r0 = task * nb, m = r0 + nb < nv ? nb : nv - r0;
             head_forward_rows(logp, lse, entropy, hidden, w, wtype, targets, idx + r0, m, C, V,
-                              scale, hb, z, wb);
+                              scale, ctx->simd_limit, hb, z, gw);
         }
         free(z);
     }

@@ -1,11 +1,13 @@
 /*
- * matmul.c — linear layer in PyTorch's layout, the products as OpenBLAS GEMMs (the forward of
- * at most CPU_SMALL_M rows goes to matmul_small.c, which reads each weight once instead).
+ * matmul.c — linear layer in PyTorch's layout. The forward is batch-invariant: at most
+ * CPU_SMALL_M rows go to matmul_small.c (each weight read once), more to gemm_nt.c, and both
+ * make every output the same chain of sums (a row's outputs do not depend on the batch). The
+ * backward products are OpenBLAS GEMMs.
  *   forward:  out (N,OC) = inp (N,IC) @ w (OC,IC)^T + bias (OC)
  *   backward: dinp (N,IC) = dout (N,OC) @ w (OC,IC)          (written)
  *             dw (OC,IC) += dout (N,OC)^T @ inp (N,IC)        (accumulated)
  *             dbias (OC) += sum over N of dout (N,OC)         (accumulated)
- * The GEMMs run on the context's threads through cpu_sgemm (gemm.c).
+ * The backward GEMMs run on the context's threads through cpu_sgemm (gemm.c).
  */
 #include "cpu/cpu_backend.h"
 
@@ -16,18 +18,7 @@ void cpu_matmul_forward(void *ctx, float *out, const float *inp, const float *w,
         cpu_matmul_small_forward(ctx, out, inp, w, bias, N, IC, OC);
         return;
     }
-    float beta = 0.0f;
-    if (bias) {
-        /* out starts as the bias in every row, then the GEMM adds to it */
-        int nt = cpu_threads_for(ctx, (double)N * OC);
-#pragma omp parallel for num_threads(nt) schedule(static)
-        for (int32_t n = 0; n < N; n++) {
-            float *o = out + (size_t)n * OC;
-            for (int32_t j = 0; j < OC; j++) o[j] = bias[j];
-        }
-        beta = 1.0f;
-    }
-    cpu_sgemm(ctx, 0, 1, N, OC, IC, 1.0f, inp, IC, w, IC, beta, out, OC);
+    cpu_gemm_nt(ctx, out, OC, inp, w, GRPO_DTYPE_F32, bias, 1.0f, N, IC, OC);
 }
 
 /* Column sums of dout, split into column slices so that each thread owns its outputs. */

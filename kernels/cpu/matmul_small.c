@@ -30,6 +30,7 @@
 #include <string.h>
 
 #include "cpu/cpu_backend.h"
+#include "cpu/fastmath.h"
 
 #define SMALL_LANES 16  /* rows of out per vector accumulator: one AVX-512 register of fp32 */
 #define SMALL_OB_MAX 8  /* the most weight rows per block (AVX-512) */
@@ -56,16 +57,9 @@ typedef void small_block_fn(float *acc, const float *xt, const float *wb, const 
 typedef float small_v16 __attribute__((vector_size(16 * sizeof(float)), aligned(4)));
 typedef float small_v8 __attribute__((vector_size(8 * sizeof(float)), aligned(4)));
 
-/* x * w + a as one FMA where the target has it (the build's -std=c11 turns contraction off) */
-#if !defined(__clang__)
-#define SMALL_CONTRACT __attribute__((optimize("fp-contract=fast")))
-#else
-#define SMALL_CONTRACT
-#endif
-
 /* The block kernel for a constant ob with one 16-float vector per accumulator (AVX-512),
  * inlined into the function of its ISA below. */
-SMALL_CONTRACT __attribute__((always_inline))
+CPU_FMA_CONTRACT __attribute__((always_inline))
 static inline void small_block_v16(float *acc, const float *xt, const float *wb,
                                    const float *next, int32_t IC, int32_t W, const int32_t ob) {
     small_v16 a[SMALL_OB_MAX];
@@ -83,7 +77,7 @@ static inline void small_block_v16(float *acc, const float *xt, const float *wb,
 
 /* The same with each accumulator as two 8-float halves (lanes 0-7, 8-15): AVX2 registers hold
  * 8 floats, and a 16-float generic vector would live on the stack there. */
-SMALL_CONTRACT __attribute__((always_inline))
+CPU_FMA_CONTRACT __attribute__((always_inline))
 static inline void small_block_v8(float *acc, const float *xt, const float *wb,
                                   const float *next, int32_t IC, int32_t W, const int32_t ob) {
     small_v8 lo[SMALL_OB_MAX], hi[SMALL_OB_MAX];
@@ -107,13 +101,13 @@ static inline void small_block_v8(float *acc, const float *xt, const float *wb,
 }
 
 #if defined(__x86_64__)
-SMALL_CONTRACT __attribute__((target("avx512f")))
+CPU_FMA_CONTRACT __attribute__((target("avx512f")))
 static void small_block_avx512(float *acc, const float *xt, const float *wb, const float *next,
                                int32_t IC, int32_t W) {
     small_block_v16(acc, xt, wb, next, IC, W, 8);
 }
 
-SMALL_CONTRACT __attribute__((target("avx2,fma")))
+CPU_FMA_CONTRACT __attribute__((target("avx2,fma")))
 static void small_block_avx2(float *acc, const float *xt, const float *wb, const float *next,
                              int32_t IC, int32_t W) {
     small_block_v8(acc, xt, wb, next, IC, W, 4);
@@ -123,7 +117,7 @@ static void small_block_avx2(float *acc, const float *xt, const float *wb, const
 /* The baseline (SSE2, or any other GCC target such as NEON): ob = 2, 4-float vectors, the
  * register width every SIMD ISA has. */
 typedef float small_v4 __attribute__((vector_size(4 * sizeof(float)), aligned(4)));
-SMALL_CONTRACT
+CPU_FMA_CONTRACT
 static void small_block_base(float *acc, const float *xt, const float *wb, const float *next,
                              int32_t IC, int32_t W) {
     small_v4 a[2][4];
@@ -156,19 +150,18 @@ static void small_block_base(float *acc, const float *xt, const float *wb, const
 
 /* The block kernel of this CPU, at most the ISA limit (CPU_SIMD_*), and its rows per block. */
 static small_block_fn *small_pick(int32_t limit, int32_t *ob) {
+    int32_t level = cpu_simd_level(limit);
 #if defined(__GNUC__) && defined(__x86_64__)
-    __builtin_cpu_init();
-    if (limit == CPU_SIMD_ANY && __builtin_cpu_supports("avx512f")) {
+    if (level == CPU_SIMD_AVX512) {
         *ob = 8;
         return small_block_avx512;
     }
-    if ((limit == CPU_SIMD_ANY || limit >= CPU_SIMD_AVX2) && __builtin_cpu_supports("avx2") &&
-        __builtin_cpu_supports("fma")) {
+    if (level == CPU_SIMD_AVX2) {
         *ob = 4;
         return small_block_avx2;
     }
 #else
-    (void)limit;
+    (void)level;
 #endif
     *ob = 2;
     return small_block_base;

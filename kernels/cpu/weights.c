@@ -2,15 +2,16 @@
  * weights.c — weights held in another dtype than fp32 (grpo/ops.h 1.5: bf16 for a frozen LoRA
  * base or the rollout's copy of the policy), read by the compute as fp32.
  *
- * A weight (rows, cols) of dtype is read in panels of whole rows: cpu_weight_rows() (widen.c)
- * hands back the fp32 rows, in place for fp32 and widened into a buffer otherwise, and the fp32
- * kernels run on the panel. Widening bf16 is exact, so every op here computes the fp32 op of the
- * widened weight; only the order of the sums across panels can differ.
+ * The forward kernels widen the weight where they copy it anyway (matmul_small's blocks,
+ * gemm_nt's packed panels); the backward reads it in panels of whole rows: cpu_weight_rows()
+ * (widen.c) hands back the fp32 rows, in place for fp32 and widened into a buffer otherwise, and
+ * the fp32 kernels run on the panel. Widening bf16 is exact, so every op here computes the fp32
+ * op of the widened weight: the forward bit for bit, the backward up to the order of its sums.
  *   matmul_forward_w:  decode rows (N <= CPU_SMALL_M): matmul_small.c, each thread widening its
- *                      block of weight rows into cache; more rows: panel by panel of OP rows of
- *                      w, out[:, o0:o1] the fp32 GEMM of the widened panel
+ *                      block of weight rows into cache; more rows: gemm_nt.c, widening w as it
+ *                      packs it (the same sums as the fp32 forward of the widened weight)
  *   matmul_backward_w: dinp (N,IC) = sum over panels of dout[:, o0:o1] @ w[o0:o1]
- * A decode step then reads 2 bytes per weight from memory instead of 4; the widened panel
+ * A decode step then reads 2 bytes per weight from memory instead of 4; a widened panel
  * (OP x IC fp32) stays in cache for the fp32 kernel.
  */
 #include <string.h>
@@ -47,21 +48,7 @@ void cpu_matmul_forward_w(void *ctx_, float *out, const float *inp, const void *
         cpu_matmul_small_forward_w(ctx, out, inp, w, wtype, bias, N, IC, OC);
         return;
     }
-    /* the panel (OP,IC), then its product y (N,op) before it goes to out's columns o0.. */
-    float *panel = cpu_weight_panel(ctx, (uint64_t)OP * IC + (uint64_t)N * OP);
-    float *y = panel + (size_t)OP * IC;
-    for (int32_t o0 = 0; o0 < OC; o0 += OP) {
-        int32_t op = OC - o0 < OP ? OC - o0 : OP;
-        const float *wp = cpu_weight_rows(ctx, w, wtype, (uint64_t)o0, (uint64_t)op,
-                                          (uint64_t)IC, panel);
-        if (op == OC) {
-            cpu_matmul_forward(ctx, out, inp, wp, bias, N, IC, OC);
-            return;
-        }
-        cpu_matmul_forward(ctx, y, inp, wp, bias ? bias + o0 : NULL, N, IC, op);
-        for (int32_t n = 0; n < N; n++)
-            memcpy(out + (size_t)n * OC + o0, y + (size_t)n * op, (size_t)op * sizeof(float));
-    }
+    cpu_gemm_nt(ctx, out, OC, inp, w, wtype, bias, 1.0f, N, IC, OC); /* widened as packed */
 }
 
 void cpu_matmul_backward_w(void *ctx_, float *dinp, const float *dout, const void *w,

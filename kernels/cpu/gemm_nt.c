@@ -1,0 +1,360 @@
+/*
+ * gemm_nt.c — the forward product of the linear layer and of the LM head, batch-invariant:
+ *   out (N,OC) = scale * (inp (N,IC) @ w (OC,IC)^T + bias (OC))     (bias NULL: + 0)
+ *
+ * Every output is ONE chain acc = x[i] * w[i] + acc over i = 0..IC-1 from acc = 0 (an fma a
+ * term with AVX-512 or AVX2, a product then a sum on the baseline), then scale * (acc + bias):
+ * the sum cpu_matmul_small_forward makes (matmul_small.c, same ISA rule cpu_simd_level). So a
+ * row's outputs are the same bits whatever N is, which other rows share the batch, how many
+ * threads run it, and whether N takes the small path or this one (issue 32).
+ *
+ * The layout is BLIS's, with the outputs in vector lanes and the inputs broadcast:
+ *   for each block of RB rows, for each block of NC outputs (columns of out, rows of w)
+ *     for each block of KC terms of the reduction (i), in order
+ *       pack the block's rows of inp into xp: panels of MR rows, xp[k][r]
+ *       pack w's rows into wp: panels of NR outputs, wp[k][j] (w widened to fp32 here, so
+ *       bf16 weights take the same kernel)
+ *       for each block of MC rows (its part of xp in L2)
+ *         for each panel of NR outputs (KC x NR in L1), for each panel of MR rows: the register
+ *         tile (gemm_nt_kernel.h) continues the MR x NR chains in out with the KC terms
+ *         after the last KC block: out = scale * (out + bias) on the block (still in cache)
+ * The partial chains live in out as fp32 between KC blocks, which continues them exactly. While
+ * a tile computes, the next tile's rows of out and a slice of the next w panel are prefetched.
+ * The block sizes do not change any sum (each output's chain is the same in any blocking).
+ * Register tiles: 12 rows x 32 outputs on AVX-512 (24 zmm accumulators), 6 x 16 on AVX2 (12 ymm),
+ * 6 x 8 on the baseline (12 4-float vectors). Tails of rows and outputs are computed on zero
+ * padding in a tile-sized buffer and only their real part stored.
+ * Threads take tiles of a grid over out (cpu_tile_grid), each running the serial algorithm with
+ * its own packing buffers: a tile's outputs do not depend on the grid.
+ */
+#include <string.h>
+
+#include "cpu/cpu_backend.h"
+#include "cpu/fastmath.h"
+
+/* Block sizes, measured at the MiniMind2-small shapes (bench/bench_gemm.c, 1 thread, AVX-512).
+ * KC: every KC block is one more pass over the tile's out (read and written). When out is small
+ * (the head's 256 x 512 blocks) it stays in L2 and KC 256 keeps a w panel (32 KiB) in L1: KC 512
+ * was 5-10 % slower there. When out is larger than L2 (N x 1408, N x 6400) the passes cost
+ * more than L1 misses on w: KC 128 / 256 / 512 gave 0.53 / 0.74 / ~0.8 of OpenBLAS on
+ * (3008,512)x(6400,512)^T. So KC_WIDE for tiles of more than WIDE_OUT outputs and more than
+ * WIDE_COLS columns (at 512 columns, (3008,512)x(512,512)^T, KC 256 was a few % faster). */
+#define GEMM_KC 256        /* reduction terms per block, out's tile in L2 */
+#define GEMM_KC_WIDE 512   /* the same for a tile of out larger than GEMM_WIDE_OUT floats */
+#define GEMM_WIDE_OUT (1 << 18) /* 1 MiB of fp32: half of L2 */
+#define GEMM_WIDE_COLS 1024     /* and more columns than this */
+#define GEMM_MC 240  /* rows per block, a multiple of every MR: their xp (<= 480 KiB) in L2 */
+#define GEMM_NC 2048 /* outputs per packed block, a multiple of every NR: wp (KC x NC, <= 4 MiB) */
+#define GEMM_RB 2048 /* rows per packed block: xp (KC x RB, <= 4 MiB) */
+#define GEMM_MR_MAX 12
+#define GEMM_NR_MAX 32
+
+/* the register tile: c (MR,NR) = (first ? 0 : c) + xp (kc,MR)^T @ wp (kc,NR) */
+typedef void gemm_kern_fn(int32_t kc, const float *xp, const float *wp, float *c, int32_t ldc,
+                          int first);
+
+#if defined(__GNUC__)
+typedef float gemm_v16 __attribute__((vector_size(16 * sizeof(float)), aligned(4)));
+typedef float gemm_v8 __attribute__((vector_size(8 * sizeof(float)), aligned(4)));
+typedef float gemm_v4 __attribute__((vector_size(4 * sizeof(float)), aligned(4)));
+
+#if defined(__x86_64__)
+#define GK_NAME gemm_kern_avx512
+#define GK_ATTR CPU_FMA_CONTRACT __attribute__((target("avx512f")))
+#define GK_VEC gemm_v16
+#define GK_VL 16
+#define GK_MR 12
+#define GK_NV 2
+#include "cpu/gemm_nt_kernel.h"
+
+#define GK_NAME gemm_kern_avx2
+#define GK_ATTR CPU_FMA_CONTRACT __attribute__((target("avx2,fma")))
+#define GK_VEC gemm_v8
+#define GK_VL 8
+#define GK_MR 6
+#define GK_NV 2
+#include "cpu/gemm_nt_kernel.h"
+#endif
+
+/* the baseline: the build's target (SSE2 on x86-64: no fma, so a product then a sum) */
+#define GK_NAME gemm_kern_base
+#define GK_ATTR CPU_FMA_CONTRACT
+#define GK_VEC gemm_v4
+#define GK_VL 4
+#define GK_MR 6
+#define GK_NV 2
+#include "cpu/gemm_nt_kernel.h"
+#else
+#define GK_NAME gemm_kern_base
+#define GK_ATTR
+#define GK_VEC float
+#define GK_VL 1
+#define GK_MR 6
+#define GK_NV 8
+#include "cpu/gemm_nt_kernel.h"
+#endif
+
+typedef struct gemm_isa {
+    gemm_kern_fn *kern;
+    int32_t mr, nr; /* rows and outputs of its tile */
+} gemm_isa;
+
+/* The register tile of the ISA cpu_simd_level picks under limit (matmul_small.c's rule). */
+static gemm_isa gemm_pick(int32_t limit) {
+    int32_t level = cpu_simd_level(limit);
+#if defined(__GNUC__) && defined(__x86_64__)
+    if (level == CPU_SIMD_AVX512) return (gemm_isa){gemm_kern_avx512, 12, 32};
+    if (level == CPU_SIMD_AVX2) return (gemm_isa){gemm_kern_avx2, 6, 16};
+#else
+    (void)level;
+#endif
+    return (gemm_isa){gemm_kern_base, 6, 8};
+}
+
+/* One product: what every tile of it reads and writes. */
+typedef struct gemm_job {
+    float *out;
+    int32_t ldo;
+    const float *inp; /* (N,IC) */
+    const void *w;    /* (OC,IC) of wtype */
+    int32_t wtype;
+    const float *bias; /* (OC) or NULL */
+    float scale;
+    int32_t IC;
+} gemm_job;
+
+static int32_t imin(int32_t a, int32_t b) { return a < b ? a : b; }
+static int32_t round_up(int32_t x, int32_t a) { return (x + a - 1) / a * a; }
+
+/* ---- packing: panels of rows transposed, d[k][j] = row j's element k ---------------------- */
+
+/* element k of a row of dtype (fp32, or bf16 widened exactly) as fp32; load4: 4 from k */
+static inline float elem(const void *row, int32_t dtype, int32_t k) {
+    return dtype == GRPO_DTYPE_F32 ? ((const float *)row)[k]
+                                   : grpo_bf16_to_f32(((const uint16_t *)row)[k]);
+}
+
+#if defined(__GNUC__) && !defined(__clang__)
+#define GEMM_PACK_VEC 1
+typedef int32_t gemm_i4 __attribute__((vector_size(16)));
+typedef uint16_t gemm_h4 __attribute__((vector_size(8), aligned(2)));
+typedef uint32_t gemm_u4 __attribute__((vector_size(16)));
+
+static inline gemm_v4 load4(const void *row, int32_t dtype, int32_t k) {
+    gemm_v4 v;
+    if (dtype == GRPO_DTYPE_F32) {
+        memcpy(&v, (const float *)row + k, sizeof v);
+    } else {
+        gemm_h4 h;
+        memcpy(&h, (const uint16_t *)row + k, sizeof h);
+        gemm_u4 u = __builtin_convertvector(h, gemm_u4) << 16;
+        memcpy(&v, &u, sizeof v); /* the bits of the floats */
+    }
+    return v;
+}
+
+/* d[q * width + 0..3] = element k + q of the rows a, b, c, e (4 rows of 4 transposed in
+ * registers: two rounds of interleaving, unpck/shufps) */
+static inline void transpose4_store(float *d, int32_t width, gemm_v4 a, gemm_v4 b, gemm_v4 c,
+                                    gemm_v4 e) {
+    gemm_v4 t0 = __builtin_shuffle(a, b, (gemm_i4){0, 4, 1, 5});
+    gemm_v4 t1 = __builtin_shuffle(a, b, (gemm_i4){2, 6, 3, 7});
+    gemm_v4 t2 = __builtin_shuffle(c, e, (gemm_i4){0, 4, 1, 5});
+    gemm_v4 t3 = __builtin_shuffle(c, e, (gemm_i4){2, 6, 3, 7});
+    gemm_v4 o0 = __builtin_shuffle(t0, t2, (gemm_i4){0, 1, 4, 5});
+    gemm_v4 o1 = __builtin_shuffle(t0, t2, (gemm_i4){2, 3, 6, 7});
+    gemm_v4 o2 = __builtin_shuffle(t1, t3, (gemm_i4){0, 1, 4, 5});
+    gemm_v4 o3 = __builtin_shuffle(t1, t3, (gemm_i4){2, 3, 6, 7});
+    memcpy(d, &o0, sizeof o0);
+    memcpy(d + width, &o1, sizeof o1);
+    memcpy(d + 2 * width, &o2, sizeof o2);
+    memcpy(d + 3 * width, &o3, sizeof o3);
+}
+#endif
+
+/* d (kc, width) = the n <= width rows src[j] (kc elements of dtype each) transposed, as fp32;
+ * columns n..width of d are 0. Written in order, 4 k at a time, each 4 x 4 block of rows and k
+ * transposed in registers. Inlined with a constant dtype. */
+__attribute__((always_inline))
+static inline void pack_panel_t(float *d, const void *const *src, int32_t dtype, int32_t n,
+                                int32_t width, int32_t kc) {
+    int32_t k = 0, n4 = 0;
+#if defined(GEMM_PACK_VEC)
+    n4 = n & ~3;
+    int32_t k4 = kc & ~3;
+    for (int32_t j = 0; j < n4; j += 4) {
+        const void *a = src[j], *b = src[j + 1], *c = src[j + 2], *e = src[j + 3];
+        for (k = 0; k < k4; k += 4)
+            transpose4_store(d + (size_t)k * width + j, width, load4(a, dtype, k),
+                             load4(b, dtype, k), load4(c, dtype, k), load4(e, dtype, k));
+    }
+    for (k = 0; k < k4; k++)
+        for (int32_t j = n4; j < n; j++) d[(size_t)k * width + j] = elem(src[j], dtype, k);
+    k = k4;
+#endif
+    for (; k < kc; k++)
+        for (int32_t j = 0; j < n; j++) d[(size_t)k * width + j] = elem(src[j], dtype, k);
+    (void)n4;
+    if (n < width)
+        for (k = 0; k < kc; k++)
+            for (int32_t j = n; j < width; j++) d[(size_t)k * width + j] = 0.0f;
+}
+
+static void pack_panel(float *d, const void *const *src, int32_t dtype, int32_t n,
+                       int32_t width, int32_t kc) {
+    if (dtype == GRPO_DTYPE_F32)
+        pack_panel_t(d, src, GRPO_DTYPE_F32, n, width, kc);
+    else
+        pack_panel_t(d, src, GRPO_DTYPE_BF16, n, width, kc);
+}
+
+/* p (ceil(rows/width), kc, width) = rows r0..r0+rows of m (row stride ld elements of dtype),
+ * columns k0..k0+kc, in panels of width rows (the last one padded with 0): xp and wp. */
+static void pack(float *p, const void *m, int32_t dtype, int32_t ld, int32_t r0, int32_t rows,
+                 int32_t width, int32_t k0, int32_t kc) {
+    const size_t esz = grpo_dtype_size(dtype);
+    for (int32_t q = 0; q < rows; q += width) {
+        const void *src[GEMM_NR_MAX];
+        int32_t n = imin(width, rows - q);
+        for (int32_t j = 0; j < n; j++)
+            src[j] = (const char *)m + ((size_t)(r0 + q + j) * ld + k0) * esz;
+        pack_panel(p + (size_t)q * kc, src, dtype, n, width, kc);
+    }
+}
+
+/* Asks for the m rows of n floats at c (rows ldo apart: the next tile of out) to be brought
+ * into the cache for writing while the current tile computes: a tile reads its partial sums
+ * first, and when out is larger than the caches (N x 6400 logits) that read would stall. */
+static void prefetch_tile(const float *c, int32_t ldo, int32_t m, int32_t n) {
+    for (int32_t r = 0; r < m; r++) {
+        const float *row = c + (size_t)r * ldo;
+        for (int32_t j = 0; j < n; j += 16) __builtin_prefetch(row + j, 1, 3);
+        __builtin_prefetch(row + n - 1, 1, 3);
+    }
+}
+
+/* The register tiles of one (mc rows, nc outputs) block at out[r0][c0] over kc terms. A tile
+ * that overhangs the block runs in a tile-sized buffer and stores only its real part. Each tile
+ * of a panel's column prefetches 1/tiles of the next w panel (into L2), so that it has arrived
+ * when the column ends. */
+static void block_tiles(const gemm_isa *isa, const gemm_job *jb, const float *xp,
+                        const float *wp, int32_t r0, int32_t mc, int32_t c0, int32_t nc,
+                        int32_t kc, int first) {
+    const int32_t mr = isa->mr, nr = isa->nr, ldo = jb->ldo;
+    float t[GEMM_MR_MAX * GEMM_NR_MAX] = {0}; /* its padding stays finite (0 or earlier sums) */
+    const int32_t tiles = (mc + mr - 1) / mr, lines = kc * nr / 16;
+    const int32_t per = (lines + tiles - 1) / tiles;
+    for (int32_t jr = 0; jr < nc; jr += nr) {
+        const float *nextw = wp + (size_t)(jr + nr) * kc; /* the next panel, if any */
+        for (int32_t ir = 0, ti = 0; ir < mc; ir += mr, ti++) {
+            float *c = jb->out + (size_t)(r0 + ir) * ldo + c0 + jr;
+            const float *x = xp + (size_t)ir * kc, *wv = wp + (size_t)jr * kc;
+            prefetch_tile(c + (size_t)mr * ldo, ldo, imin(mr, mc - ir - mr), imin(nr, nc - jr));
+            for (int32_t l = ti * per; jr + nr < nc && l < lines && l < (ti + 1) * per; l++)
+                __builtin_prefetch(nextw + (size_t)l * 16, 0, 2);
+            if (ir + mr <= mc && jr + nr <= nc) {
+                isa->kern(kc, x, wv, c, ldo, first);
+                continue;
+            }
+            int32_t m = imin(mr, mc - ir), n = imin(nr, nc - jr);
+            for (int32_t r = 0; r < m && !first; r++)
+                memcpy(t + (size_t)r * nr, c + (size_t)r * ldo, (size_t)n * sizeof(float));
+            isa->kern(kc, x, wv, t, nr, first);
+            for (int32_t r = 0; r < m; r++)
+                memcpy(c + (size_t)r * ldo, t + (size_t)r * nr, (size_t)n * sizeof(float));
+        }
+    }
+}
+
+/* out = scale * (acc + bias) on the block's finished chains: a sum, then a product, lane by
+ * lane (omp simd vectorises it; no fma, no reordering: each output is its own two operations). */
+static void epilogue(const gemm_job *jb, int32_t r0, int32_t mc, int32_t c0, int32_t nc) {
+    const float scale = jb->scale, *bias = jb->bias ? jb->bias + c0 : NULL;
+    for (int32_t r = r0; r < r0 + mc; r++) {
+        float *o = jb->out + (size_t)r * jb->ldo + c0;
+        if (bias) {
+#pragma omp simd
+            for (int32_t c = 0; c < nc; c++) o[c] = scale * (o[c] + bias[c]);
+        } else {
+#pragma omp simd
+            for (int32_t c = 0; c < nc; c++) o[c] = scale * (o[c] + 0.0f);
+        }
+    }
+}
+
+/* Floats of the packed w block (wp), then of the packed input block (xp) of a tile of rows x
+ * cols (any ISA: 12 and 32 are multiples of every MR and NR). */
+static int32_t kc_block(int32_t rows, int32_t cols) {
+    return cols > GEMM_WIDE_COLS && (int64_t)rows * cols > GEMM_WIDE_OUT ? GEMM_KC_WIDE : GEMM_KC;
+}
+static size_t kc_cap(int32_t rows, int32_t cols, int32_t IC) {
+    return (size_t)(IC < 1 ? 1 : imin(IC, kc_block(rows, cols)));
+}
+static size_t wp_floats(int32_t rows, int32_t cols, int32_t IC) {
+    return kc_cap(rows, cols, IC) * round_up(imin(cols, GEMM_NC), GEMM_NR_MAX);
+}
+static size_t work_floats(int32_t rows, int32_t cols, int32_t IC) {
+    return wp_floats(rows, cols, IC) +
+           kc_cap(rows, cols, IC) * round_up(imin(rows, GEMM_RB), GEMM_MR_MAX);
+}
+
+/* The tile out[r0..r1, c0..c1) by the serial algorithm (top of the file), work of
+ * work_floats(r1 - r0, c1 - c0, IC) floats. IC = 0 runs one empty block: acc = 0. */
+static void gemm_tile(const gemm_isa *isa, const gemm_job *jb, int32_t r0, int32_t r1,
+                      int32_t c0, int32_t c1, float *work) {
+    const int32_t IC = jb->IC, KC = kc_block(r1 - r0, c1 - c0);
+    float *wp = work, *xp = work + wp_floats(r1 - r0, c1 - c0, IC);
+    for (int32_t ib = r0; ib < r1; ib += GEMM_RB) {
+        int32_t rb = imin(GEMM_RB, r1 - ib);
+        for (int32_t jc = c0; jc < c1; jc += GEMM_NC) {
+            int32_t nc = imin(GEMM_NC, c1 - jc);
+            for (int32_t pc = 0; pc == 0 || pc < IC; pc += KC) {
+                int32_t kc = imin(KC, IC - pc);
+                pack(xp, jb->inp, GRPO_DTYPE_F32, IC, ib, rb, isa->mr, pc, kc);
+                pack(wp, jb->w, jb->wtype, IC, jc, nc, isa->nr, pc, kc);
+                for (int32_t ic = ib; ic < ib + rb; ic += GEMM_MC) {
+                    int32_t mc = imin(GEMM_MC, ib + rb - ic);
+                    block_tiles(isa, jb, xp + (size_t)(ic - ib) * kc, wp, ic, mc, jc, nc, kc,
+                                pc == 0);
+                    if (pc + kc >= IC) epilogue(jb, ic, mc, jc, nc);
+                }
+            }
+        }
+    }
+}
+
+size_t cpu_gemm_nt_work(int32_t N, int32_t IC, int32_t OC) { return work_floats(N, OC, IC); }
+
+void cpu_gemm_nt_serial(int32_t simd_limit, float *out, int32_t ldo, const float *inp,
+                        const void *w, int32_t wtype, const float *bias, float scale, int32_t N,
+                        int32_t IC, int32_t OC, float *work) {
+    CPU_CHECK(wtype == GRPO_DTYPE_F32 || wtype == GRPO_DTYPE_BF16, "gemm_nt", "unknown dtype");
+    if (N <= 0 || OC <= 0) return;
+    gemm_isa isa = gemm_pick(simd_limit);
+    gemm_job jb = {out, ldo, inp, w, wtype, bias, scale, IC < 0 ? 0 : IC};
+    gemm_tile(&isa, &jb, 0, N, 0, OC, work);
+}
+
+void cpu_gemm_nt(cpu_ctx *ctx, float *out, int32_t ldo, const float *inp, const void *w,
+                 int32_t wtype, const float *bias, float scale, int32_t N, int32_t IC,
+                 int32_t OC) {
+    CPU_CHECK(wtype == GRPO_DTYPE_F32 || wtype == GRPO_DTYPE_BF16, "gemm_nt", "unknown dtype");
+    if (N <= 0 || OC <= 0) return;
+    if (IC < 0) IC = 0;
+    gemm_isa isa = gemm_pick(ctx->simd_limit);
+    gemm_job jb = {out, ldo, inp, w, wtype, bias, scale, IC};
+    int nt = cpu_threads_for(ctx, (double)N * OC * (IC > 0 ? IC : 1) / 64.0);
+    int32_t tm = N, tn = OC, pn = 1;
+    if (nt > 1) cpu_tile_grid(nt, N, OC, isa.mr, isa.nr, &tm, &tn, &pn);
+    int32_t tiles = nt > 1 ? nt : 1;
+    size_t per = work_floats(tm, tn, IC);
+    float *work = cpu_scratch(ctx, per * (size_t)tiles);
+    CPU_CHECK(work != NULL, "gemm_nt", "out of memory for the packing buffers");
+#pragma omp parallel for num_threads(nt) schedule(static)
+    for (int32_t tile = 0; tile < tiles; tile++) {
+        int32_t r0 = tile / pn * tm, c0 = tile % pn * tn;
+        if (r0 < N && c0 < OC)
+            gemm_tile(&isa, &jb, r0, imin(r0 + tm, N), c0, imin(c0 + tn, OC),
+                      work + per * (size_t)tile);
+    }
+}
