@@ -707,13 +707,17 @@ static const char *progress_run(const char *name, int rounds) {
  * rewards/step/mean is the steps taken before the batch (logged step - 1), rewards/total/mean is
  * train.steps; and dynamic sampling logs the fraction of groups it dropped (every group here:
  * pg.step and pg.total give all members the same reward). With resample_rounds = 2 each step
- * generates 2 more batches of 2 fresh prompts (all dropped again): about 3x the tokens. */
+ * generates 2 more batches of 2 fresh prompts (all dropped again): about 3x the tokens.
+ * train/padding_frac (the padded share of the policy micro-batches' positions) is logged every
+ * step, in [0, 1). */
 START_TEST(rewards_see_the_training_step) {
     const char *metrics = progress_run("progress", 0);
     for (int step = 1; step <= 3; step++) {
         ck_assert_double_eq(mean_metric(metrics, "rewards/step/mean", step, step), step - 1);
         ck_assert_double_eq(mean_metric(metrics, "rewards/total/mean", step, step), 3);
         ck_assert_double_eq(mean_metric(metrics, "frac_groups_dropped", step, step), 1);
+        double pad = mean_metric(metrics, "train/padding_frac", step, step); /* every step */
+        ck_assert_msg(pad >= 0 && pad < 1, "train/padding_frac %g at step %d", pad, step);
     }
     double once = mean_metric(metrics, "num_tokens", 3, 3);
     metrics = progress_run("resampled", 2);

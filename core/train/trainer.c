@@ -350,11 +350,19 @@ static int micro_policy(trainer *t, chunk *c, int32_t r0, int32_t rows, const gr
     return rc == GRPO_OK ? grpo_session_dropout(&t->s, 0, 0, err) : rc;
 }
 
+/* Adds the (B,T) positions of batch sb and its padding ones (mask 0) to sums. */
+static void count_padding(const grpo_seqbatch *sb, loss_sums *sums) {
+    size_t n = (size_t)sb->B * sb->T, pad = 0;
+    for (size_t i = 0; i < n; i++) pad += sb->mask[i] == 0;
+    sums->positions += (double)n, sums->padded += (double)pad;
+}
+
 /* Loss and backward of rows [r0, r0+rows) of chunk c; buf holds 6 (rows, c->T) arrays. */
 static int micro_step(trainer *t, chunk *c, int32_t r0, int32_t rows, const grpo_loss_opts *lo,
                       float *buf, loss_sums *sums, grpo_error *err) {
     int rc = chunk_batch(t, c, r0, rows, err);
     float *ref = buf + (size_t)rows * c->T;
+    if (rc == GRPO_OK) count_padding(&t->sb, sums);
     double w0 = grpo_now(), c0 = grpo_cpu_now();
     if (rc == GRPO_OK && grpo_reference_on(&t->ref))
         rc = grpo_reference_logp(&t->ref, &t->s, &t->sb, t->scale, c->rb.P, c->T, ref, err);
@@ -416,7 +424,7 @@ static int reduce_step(trainer *t, loss_sums *s, double *tokens, grpo_error *err
     uint64_t n = l->n ? l->floats : t->s.policy->section;
     int rc = grpo_comm_allreduce_f32(grads, n, GRPO_COMM_SUM, err);
     double sum[] = {s->loss, s->tokens, s->kl, s->entropy, s->low, s->high, s->region, s->cispo,
-                    s->aux, *tokens};
+                    s->aux, *tokens, s->positions, s->padded};
     if (rc == GRPO_OK)
         rc = grpo_comm_allreduce_f64(sum, sizeof sum / sizeof *sum, GRPO_COMM_SUM, err);
     if (rc == GRPO_OK) rc = grpo_comm_allreduce_f64(&s->low_min, 1, GRPO_COMM_MIN, err);
@@ -426,6 +434,7 @@ static int reduce_step(trainer *t, loss_sums *s, double *tokens, grpo_error *err
         rc = grpo_comm_allreduce_f64(t->load, (size_t)t->load_L * t->load_E, GRPO_COMM_SUM, err);
     s->loss = sum[0], s->tokens = sum[1], s->kl = sum[2], s->entropy = sum[3], s->low = sum[4];
     s->high = sum[5], s->region = sum[6], s->cispo = sum[7], s->aux = sum[8], *tokens = sum[9];
+    s->positions = sum[10], s->padded = sum[11];
     return rc;
 }
 

@@ -50,6 +50,8 @@ typedef struct loss_sums {
     double loss, tokens, kl, entropy, low, high, region, cispo;
     double low_min, high_max;
     double aux; /* mean MoE auxiliary loss over the micro-batches */
+    double positions, padded; /* positions handed to the model in the policy micro-batches, and
+                                 of them padding (mask 0): train/padding_frac */
 } loss_sums;
 
 typedef struct trainer {

@@ -6,6 +6,9 @@
  *   q (B,T,NH,HD), k/v (B,T,NKV,HD), mask (B,T) 1 = real, out (B,T,NH,HD), lse (B,NH,T)
  *   query head h reads key/value head h / (NH/NKV) (Hugging Face's repeat_kv order)
  *   query t attends to keys s <= t with mask[b,s] = 1; padding queries get out = 0, lse = 0
+ *   since ABI 1.7 a mask value > 0 is a segment id (packed rows): query t attends to keys
+ *   s <= t with mask[b,s] = mask[b,t], each segment as if it were a row of its own (same bits);
+ *   0/1 masks are one segment per row, as before (prefix attention: nonzero = real, as before)
  *   scores are scale * q.k with scale = 1/sqrt(HD); lse = log sum_s exp(score)
  *
  * Forward and decode run one block of queries at a time through cpu_attend (attend.c), whose
@@ -98,7 +101,27 @@ typedef struct att_rows {
     const int32_t **km;
     int32_t *kmbuf; /* (B, P+T) backing store of the prefixed km */
     int32_t PT;     /* the longest key set: T + P */
+    int32_t *sg0;   /* (B,T) plain attention, rows with a segment id > 1: the first key of
+                     * position t's segment (mask value); NULL row entries elsewhere */
+    int32_t **sg;   /* (B) row b's part of sg0, or NULL when the row is one segment (0/1) */
 } att_rows;
+
+/* Row b's segment starts when its mask holds an id > 1 (since ABI 1.7), else NULL: st[t] =
+ * the first s with mask[s] = mask[t] (mask[t] = 0: t). */
+static int32_t *segment_starts(const int32_t *mb, int32_t T, int32_t *st) {
+    int32_t s = 0;
+    while (s < T && mb[s] <= 1) s++;
+    if (s == T) return NULL;
+    for (int32_t t = 0; t < T; t++) {
+        st[t] = t;
+        for (int32_t u = t - 1; u >= 0 && mb[t]; u--)
+            if (mb[u] == mb[t]) { /* st[u] is already its segment's first */
+                st[t] = st[u];
+                break;
+            }
+    }
+    return st;
+}
 
 static att_rows rows_make(const char *op, const int32_t *mask, int32_t B, int32_t T,
                           const att_prefix_args *pa, int32_t NKV, int32_t HD) {
@@ -108,11 +131,15 @@ static att_rows rows_make(const char *op, const int32_t *mask, int32_t B, int32_
     r.k0 = malloc(nb * sizeof *r.k0), r.pf = calloc(nb, sizeof *r.pf);
     r.km = malloc(nb * sizeof *r.km);
     r.kmbuf = pa ? malloc(nb * (P + (size_t)T) * sizeof(int32_t)) : NULL;
-    CPU_CHECK(r.k0 && r.pf && r.km && (!pa || r.kmbuf), op, "out of memory for the row keys");
+    r.sg = pa ? NULL : calloc(nb, sizeof *r.sg);
+    r.sg0 = pa ? NULL : malloc(nb * (size_t)(T > 0 ? T : 1) * sizeof *r.sg0);
+    CPU_CHECK(r.k0 && r.pf && r.km && (!pa || r.kmbuf) && (pa || (r.sg && r.sg0)), op,
+              "out of memory for the row keys");
     for (int32_t b = 0; b < B; b++) {
         const int32_t *mb = mask + (size_t)b * T;
         r.k0[b] = first_real(mb, T);
         r.km[b] = mb + r.k0[b];
+        if (!pa) r.sg[b] = segment_starts(mb, T, r.sg0 + (size_t)b * T);
         if (!pa) continue;
         int32_t j = pa->prefix_of[b];
         CPU_CHECK(j >= 0 && j < pa->BP, op, "prefix_of[b] must lie in [0, BP)");
@@ -129,7 +156,9 @@ static att_rows rows_make(const char *op, const int32_t *mask, int32_t B, int32_
     return r;
 }
 
-static void rows_free(att_rows *r) { free(r->k0), free(r->pf), free(r->km), free(r->kmbuf); }
+static void rows_free(att_rows *r) {
+    free(r->k0), free(r->pf), free(r->km), free(r->kmbuf), free(r->sg), free(r->sg0);
+}
 
 /* Forward of the query block t0..t0+nq-1 of head h in row b, whose first real own key is k0,
  * after pf->n prefix keys (0: plain attention); km: the block's key mask (att_rows), the keys
@@ -159,6 +188,38 @@ static void attention_forward_block(float *out, float *lse, const float *q, cons
                work);
 }
 
+/* Forward of the query block t0..t0+nq-1 of head h in a row of several segments (st: its
+ * segment starts, att_rows): each run of queries of one segment attends to that segment's keys
+ * from its first, one sequence for cpu_attend, as if the segment were a row of its own (the
+ * same bits). kmr: T ints of work (the run's key mask, 1 = same segment). */
+static void attention_forward_segments(float *out, float *lse, const float *q, const float *k,
+                                       const float *v, const int32_t *mask_b, const int32_t *st,
+                                       int32_t b, int32_t h, int32_t t0, int32_t nq, int32_t T,
+                                       int32_t NH, int32_t NKV, int32_t HD, int32_t *kmr,
+                                       float *work) {
+    const int32_t g = h / (NH / NKV), qs = NH * HD, ks = NKV * HD;
+    for (int32_t a = t0, e; a < t0 + nq; a = e) {
+        int32_t id = mask_b[a], s0 = st[a];
+        for (e = a + 1; e < t0 + nq && mask_b[e] == id; e++) {}
+        float *ob = out + ((size_t)b * T + a) * qs + (size_t)h * HD;
+        float *lb = lse ? lse + ((size_t)b * NH + h) * T + a : NULL;
+        if (!id) { /* padding queries */
+            for (int32_t t = a; t < e; t++) {
+                memset(ob + (size_t)(t - a) * qs, 0, (size_t)HD * sizeof(float));
+                if (lb) lb[t - a] = 0.0f;
+            }
+            continue;
+        }
+        for (int32_t s = s0; s < e; s++) kmr[s - s0] = mask_b[s] == id;
+        cpu_att_keys K = {NULL, NULL, k + ((size_t)b * T + s0) * ks + (size_t)g * HD,
+                          v + ((size_t)b * T + s0) * ks + (size_t)g * HD, 0, ks, kmr, e - s0};
+        int32_t nvalid[QB];
+        for (int32_t t = a; t < e; t++) nvalid[t - a] = t - s0 + 1;
+        cpu_attend(ob, qs, lb, q + ((size_t)b * T + a) * qs + (size_t)h * HD, qs, &K, nvalid,
+                   e - a, HD, work);
+    }
+}
+
 /* attention_forward, or with pa the prefix-attention forward. */
 static void forward_rows(cpu_ctx *ctx, const char *op, float *out, float *lse, const float *q,
                          const float *k, const float *v, const int32_t *mask, int32_t B,
@@ -171,16 +232,21 @@ static void forward_rows(cpu_ctx *ctx, const char *op, float *out, float *lse, c
 #pragma omp parallel num_threads(nt)
     {
         float *work = malloc(cpu_attend_scratch(QB, r.PT, HD) * sizeof(float));
-        CPU_CHECK(work != NULL, op, "out of memory for a score block");
+        int32_t *kmr = malloc((size_t)(T > 0 ? T : 1) * sizeof(int32_t));
+        CPU_CHECK(work != NULL && kmr != NULL, op, "out of memory for a score block");
         /* tasks are (query block, b, h), the last blocks (the most keys) handed out first */
 #pragma omp for schedule(dynamic, 1)
         for (int32_t task = 0; task < nblocks * heads; task++) {
             int32_t blk = nblocks - 1 - task / heads, b = task % heads / NH, h = task % NH;
             int32_t t0 = blk * QB, nq = t0 + QB < T ? QB : T - t0;
-            attention_forward_block(out, lse, q, k, v, mask + (size_t)b * T, &r.pf[b], r.km[b], b,
-                                    h, t0, nq, r.k0[b], T, NH, NKV, HD, work);
+            if (r.sg && r.sg[b])
+                attention_forward_segments(out, lse, q, k, v, mask + (size_t)b * T, r.sg[b], b,
+                                           h, t0, nq, T, NH, NKV, HD, kmr, work);
+            else
+                attention_forward_block(out, lse, q, k, v, mask + (size_t)b * T, &r.pf[b],
+                                        r.km[b], b, h, t0, nq, r.k0[b], T, NH, NKV, HD, work);
         }
-        free(work);
+        free(work), free(kmr);
     }
     rows_free(&r);
 }
@@ -209,17 +275,33 @@ typedef struct att_head_grads {
     float *dkp, *dvp;
 } att_head_grads;
 
+/* The first key the queries t0..t1-1 of a row of segments (st, att_rows) reach: the earliest
+ * start of their segments (padding queries reach none), at least k0, the row's first real. */
+static int32_t block_first_key(const int32_t *mask_b, const int32_t *st, int32_t t0, int32_t t1,
+                               int32_t k0) {
+    int32_t first = t1;
+    for (int32_t t = t0; t < t1; t++)
+        if (mask_b[t] && st[t] < first) first = st[t];
+    return first > k0 ? first : k0;
+}
+
 /* Backward of one (b, h) whose row has prefix pf (pf->n = 0: none) and key mask km (att_rows);
- * kb/vb, pk/pv: kv head g's own and prefix keys and values. sc, dp: QB * PT floats each. */
+ * kb/vb, pk/pv: kv head g's own and prefix keys and values. sc, dp: QB * PT floats each.
+ * st (plain attention, a row of segments; else NULL): the segment starts (att_rows); each query
+ * block's keys then start at its earliest segment start and a query's score row keeps only the
+ * keys of its own segment, kq (T ints of work) their mask. */
 static void attention_backward_head(const att_head_grads *gr, const float *dob, const float *ob,
                                     const float *lb, const float *qb, const float *kb,
                                     const float *vb, const float *pk, const float *pv,
-                                    const int32_t *mask_b, const int32_t *km, int32_t np,
-                                    int32_t k0, int32_t T, int32_t qs, int32_t ks, int32_t HD,
-                                    float scale, float *sc, float *dp) {
+                                    const int32_t *mask_b, const int32_t *km, const int32_t *st,
+                                    int32_t np, int32_t krow0, int32_t T, int32_t qs, int32_t ks,
+                                    int32_t HD, float scale, float *sc, float *dp, int32_t *kq) {
     float *dqb = gr->dq;
     for (int32_t t0 = 0; t0 < T; t0 += QB) {
-        int32_t t1 = t0 + QB < T ? t0 + QB : T, nq = t1 - t0, nk = t1 - k0, nt = np + nk;
+        int32_t t1 = t0 + QB < T ? t0 + QB : T, nq = t1 - t0;
+        int32_t k0 = st ? block_first_key(mask_b, st, t0, t1, krow0) : krow0;
+        int32_t nk = t1 - k0, nt = np + nk;
+        if (st) km = mask_b + k0;
         if (nk <= 0) {
             if (dqb)
                 for (int32_t t = t0; t < t1; t++)
@@ -251,7 +333,13 @@ static void attention_backward_head(const att_head_grads *gr, const float *dob, 
             float D = 0.0f;
 #pragma omp simd reduction(+ : D)
             for (int32_t d = 0; d < HD; d++) D += d_o[d] * o[d];
-            dsoftmax_row(p, ds, km, np + t - k0 + 1, nt, lb[t], D, scale);
+            const int32_t *kmt = km;
+            if (st) { /* keys of other segments: p = 0 */
+                for (int32_t j = 0; j <= t - k0; j++) kq[j] = km[j] == mask_b[t];
+                for (int32_t j = t - k0 + 1; j < nk; j++) kq[j] = 0;
+                kmt = kq;
+            }
+            dsoftmax_row(p, ds, kmt, np + t - k0 + 1, nt, lb[t], D, scale);
         }
         if (dqb) { /* dQ (nq,HD) = dS [Kp|K] */
             if (np)
@@ -366,6 +454,8 @@ static void backward_rows(cpu_ctx *ctx, const char *op, const att_grads_out *go,
         float *sc = malloc(((size_t)2 * QB * r.PT + (by_group ? 2 * hf : 0)) * sizeof(float));
         CPU_CHECK(sc != NULL, op, "out of memory for a score block");
         float *kbuf = sc + (size_t)2 * QB * r.PT, *vbuf = kbuf + hf;
+        int32_t *kq = malloc((size_t)(T > 0 ? T : 1) * sizeof(int32_t));
+        CPU_CHECK(kq != NULL, op, "out of memory for a key mask");
 #pragma omp for schedule(static)
         for (int32_t task = 0; task < tasks; task++) {
             int32_t b = by_group ? task / NKV : task / NH;
@@ -391,8 +481,8 @@ static void backward_rows(cpu_ctx *ctx, const char *op, const att_grads_out *go,
                                         lse + ((size_t)b * NH + h) * T, q + qoff, k + koff,
                                         v + koff, f->k ? f->k + (size_t)g * HD : NULL,
                                         f->v ? f->v + (size_t)g * HD : NULL, mask + (size_t)b * T,
-                                        r.km[b], f->n, r.k0[b], T, qs, ks, HD, scale, sc,
-                                        sc + (size_t)QB * r.PT);
+                                        r.km[b], r.sg ? r.sg[b] : NULL, f->n, r.k0[b], T, qs, ks,
+                                        HD, scale, sc, sc + (size_t)QB * r.PT, kq);
                 if (!by_group) continue;
                 if (h == h0) { /* the group's dk/dv start at 0 */
                     for (int32_t t = 0; t < T && dk; t++)
@@ -404,7 +494,7 @@ static void backward_rows(cpu_ctx *ctx, const char *op, const att_grads_out *go,
                 if (dv) add_rows(dv + koff, ks, gr.dv, T, HD);
             }
         }
-        free(sc);
+        free(sc), free(kq);
     }
     if (dkh_all) sum_groups(ctx, dk, dkh_all, B, T, NH, NKV, HD);
     if (dvh_all) sum_groups(ctx, dv, dvh_all, B, T, NH, NKV, HD);

@@ -72,7 +72,11 @@
      *    q (B,T,NH,HD), k/v (B,T,NKV,HD), mask (B,T): 1 = real token, 0 = padding (never          \
      *    attended to; a padding query gets zeros). out (B,T,NH,HD); lse (B,NH,T) saved for        \
      *    backward, which recomputes the probabilities instead of storing (B,NH,T,T).              \
-     *    scale = 1/sqrt(HD). -- */                                                                \
+     *    scale = 1/sqrt(HD).                                                                      \
+     *    Since 1.7 (packed rows) a mask value > 0 is a segment id: query t of row b attends to    \
+     *    keys s <= t with mask[b,s] = mask[b,t], each segment as if it were a row of its own      \
+     *    (positions and targets are the caller's). 0/1 masks: one segment per row, as before.     \
+     *    The cpu backend implements segments; a backend that does not must be given 0/1. -- */   \
     X(D, 0, 0, void, attention_forward,                                                            \
       (void *ctx, float *out, float *lse, const float *q, const float *k, const float *v,          \
        const int32_t *mask, int32_t B, int32_t T, int32_t NH, int32_t NKV, int32_t HD))            \
