@@ -19,6 +19,10 @@ static int32_t get_integer(const cJSON *o, const char *key, int64_t def, int32_t
             return grpo_error_set(err, GRPO_ERR_INVALID,
                                   "config.json: missing \"%s\" (expected a %s integer)", key,
                                   min ? "positive" : "non-negative");
+        if (def > 1000000000) /* a default derived from another key (intermediate_size) */
+            return grpo_error_set(err, GRPO_ERR_INVALID,
+                                  "config.json: \"%s\" missing and its default %lld is above "
+                                  "1e9 (expected a smaller model)", key, (long long)def);
         *out = (int32_t)def;
         return GRPO_OK;
     }
@@ -33,6 +37,10 @@ static int32_t get_integer(const cJSON *o, const char *key, int64_t def, int32_t
 
 int32_t lm_json_int(const cJSON *o, const char *key, int64_t def, int32_t *out, grpo_error *err) {
     return get_integer(o, key, def, 1, out, err);
+}
+
+int64_t lm_json_minimind_intermediate(int32_t C) {
+    return 64 * (((int64_t)C * 8 / 3 + 63) / 64);
 }
 
 int32_t lm_json_count(const cJSON *o, const char *key, int32_t def, int32_t *out,

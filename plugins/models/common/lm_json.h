@@ -15,6 +15,9 @@ const cJSON *lm_json_get(const cJSON *o, const char *key);
 /* Positive integer key; required (an error naming it) when def < 0, else def when absent. */
 int32_t lm_json_int(const cJSON *o, const char *key, int64_t def, int32_t *out, grpo_error *err);
 /* Integer key that may be 0 (non-negative), def when absent. */
+/* MiniMind's intermediate_size when config.json has none: 64 * ceil((C * 8 / 3) / 64), in 64
+ * bits (no overflow at any hidden size C). */
+int64_t lm_json_minimind_intermediate(int32_t C);
 int32_t lm_json_count(const cJSON *o, const char *key, int32_t def, int32_t *out,
                       grpo_error *err);
 /* Positive number key, def when absent. */

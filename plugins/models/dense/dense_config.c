@@ -82,7 +82,7 @@ static int32_t parse(dense_config *c, const cJSON *o, grpo_error *err) {
         (st = lm_json_int(o, "num_hidden_layers", -1, &c->L, err)) != GRPO_OK ||
         (st = lm_json_int(o, "vocab_size", -1, &c->V, err)) != GRPO_OK)
         return st;
-    int64_t idef = minimind ? 64 * (((int64_t)(c->attn.C * 8 / 3) + 63) / 64) : -1;
+    int64_t idef = minimind ? lm_json_minimind_intermediate(c->attn.C) : -1;
     if ((st = lm_json_int(o, "intermediate_size", idef, &c->I, err)) != GRPO_OK ||
         (st = parse_variant(c, o, type, err)) != GRPO_OK)
         return st;

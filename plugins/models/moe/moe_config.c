@@ -64,7 +64,7 @@ static int32_t parse_minimind(moe_config *c, const cJSON *o, grpo_error *err) {
         return grpo_error_set(err, GRPO_ERR_UNSUPPORTED,
                               "config.json: scoring_func other than \"softmax\" is not supported");
     if ((st = parse_attention(c, o, 1e-5, 1e6, err)) != GRPO_OK) return st;
-    int64_t idef = 64 * (((int64_t)(c->attn.C * 8 / 3) + 63) / 64);
+    int64_t idef = lm_json_minimind_intermediate(c->attn.C);
     if ((st = lm_json_int(o, "intermediate_size", idef, &c->I, err)) != GRPO_OK ||
         (st = lm_json_int(o, "n_routed_experts", 4, &c->E, err)) != GRPO_OK ||
         (st = lm_json_int(o, "num_experts_per_tok", 2, &c->K, err)) != GRPO_OK ||
