@@ -146,14 +146,35 @@ def is_arith(a):
     return getattr(a, "shape", "minimind") == "arith"
 
 
+def is_qwen(a):
+    return getattr(a, "shape", "minimind") == "qwen05b"
+
+
+QWEN_DIR = os.path.join(ROOT, "build", "bench_lora", "qwen2.5-0.5b")  # bench/lora_memory.py's
+QWEN_LORA = "\n[lora]\nr = 16\nalpha = 32\ntarget_modules = all-linear\n"
+
+
 def rows_of(a):
-    """B * G: 2 x 8 on the MiniMind2-small shape, 8 x 16 on the embedded default."""
-    return 128 if is_arith(a) else 16
+    """B * G: 2 x 8 on the MiniMind2-small shape, 8 x 16 on the embedded default, 1 x 4 on the
+    Qwen2.5-0.5B shape."""
+    return 128 if is_arith(a) else 4 if is_qwen(a) else 16
+
+
+def make_qwen():
+    """The Qwen2.5-0.5B-shaped model (its config's sizes, random init, vocabulary 151936, tied;
+    the tokenizer of the MiniMind2-small benchmark model, without EOS), made once by
+    bench/lora_memory.py under build/bench_lora/."""
+    if not os.path.exists(os.path.join(QWEN_DIR, "model.safetensors")):
+        import lora_memory
+        lora_memory.make("qwen2.5-0.5b", lora_memory.SHAPES["qwen2.5-0.5b"],
+                         os.path.join(OUT, "model"))
 
 
 def setting(a):
     """The tag of a's settings in file names: micro-batch, new tokens, recomputation, threads."""
-    return (("arith_" if is_arith(a) else "") + getattr(a, "reward_tag", "") + f"mb{a.micro_batch}"
+    return (("arith_" if is_arith(a) else "q05_" if is_qwen(a) else "")
+            + ("full_" if getattr(a, "full_finetune", False) else "")
+            + getattr(a, "reward_tag", "") + f"mb{a.micro_batch}"
             + (f"_n{a.new_tokens}" if a.new_tokens != 128 else "")
             + ("_gc" if a.gradient_checkpointing else "")
             + (f"_t{a.threads}" if getattr(a, "threads", 1) != 1 else ""))
@@ -175,6 +196,11 @@ def run_file(a):
     if a.gradient_checkpointing:
         src = src.replace("micro_batch = ", "gradient_checkpointing = true\nmicro_batch = ")
     src = re.sub(r"(?m)^dir = build/bench_grpo_step/runs", f"dir = {OUT}/runs_{tag}", src)
+    if is_qwen(a):  # B = 1 x G = 4, LoRA r = 16 on every linear layer unless --full-finetune
+        src = src.replace("path = model", f"path = {QWEN_DIR}")
+        src = re.sub(r"(?m)^num_generations = .*$", "num_generations = 4", src)
+        src = re.sub(r"(?m)^batch_prompts = .*$", "batch_prompts = 1", src)
+        src += "" if getattr(a, "full_finetune", False) else QWEN_LORA
     src += getattr(a, "extra_reward", "")
     path = os.path.join(OUT, f"run_{tag}.ini")
     with open(path, "w") as f:
@@ -269,6 +295,10 @@ def run_trl(a, tag):
         cmd[3] = ARITH_MODEL[0]
         cmd[5] = os.path.join(ROOT, "examples", "arith", "train.jsonl")
         cmd.append("--arith")
+    if is_qwen(a):  # the same B, G and adapters through peft (pip install peft)
+        cmd[3] = QWEN_DIR
+        cmd += ["--B", "1", "--G", "4"] + ([] if getattr(a, "full_finetune", False)
+                                            else ["--lora", "16"])
     text, res = timed(cmd, tag, env=env_of(threads_of(a)))
     cpu = [float(x) for x in re.findall(r"(?m)^step \d+ cpu ([0-9.]+)", text)]
     wall = [float(x) for x in re.findall(r"(?m)^step \d+ cpu [0-9.]+ wall ([0-9.]+)", text)]
@@ -318,7 +348,8 @@ def roofline_shares(a, res, tokens, sgemm, read):
     against the streaming read; the reference forward and the policy forward + backward (x3; x4
     with recomputation) FLOPs against sgemm. tokens: real tokens of the step's B*G rows; new:
     the decode steps (default a.new_tokens; the longest row where rows end at EOS)."""
-    wbytes, kvbytes, fwd = model_cost(ARITH_MODEL[0] if is_arith(a) else None)
+    wbytes, kvbytes, fwd = model_cost(ARITH_MODEL[0] if is_arith(a) else
+                                      QWEN_DIR if is_qwen(a) else None)
     R = rows_of(a)
     T = tokens / R  # mean row length
     new = res.get("decode_steps", a.new_tokens)
@@ -417,19 +448,27 @@ def main():
                         "MiniMind2-small at 128 and 512 new tokens and the embedded default, "
                         "1 and 2 threads, grpo / PyTorch / TRL, rooflines, busy core; writes "
                         "the tables into BENCHMARKS.md (the other options are ignored)")
+    p.add_argument("--shape", choices=("minimind", "qwen05b"), default="minimind",
+                   help="qwen05b: the Qwen2.5-0.5B shape (its config's sizes, random init, "
+                        "vocabulary 151936), B=1 x G=4, LoRA r=16 on all linear layers (TRL with "
+                        "peft: pip install peft); sides c and trl")
+    p.add_argument("--full-finetune", action="store_true",
+                   help="with --shape qwen05b: no LoRA (the full fine-tune step, for memory)")
     p.add_argument("--quick", action="store_true",
                    help="with --all: short completions, few steps, a 100-step SFT (tests the "
                         "pipeline in minutes; not the benchmark's numbers)")
+    p.add_argument("--threads", type=int, default=1, help="train.threads (and the other sides')")
     a = p.parse_args()
     if a.all or a.quick:
         import bench_grpo_step_all
         bench_grpo_step_all.main(sys.argv[1:], a.quick)
         return
-    a.threads = 1
     os.makedirs(OUT, exist_ok=True)
     if not os.path.exists(os.path.join(OUT, "model", "model.safetensors")):
         subprocess.run(["python3", os.path.join(ROOT, "bench", "bench_grpo_step_torch.py"),
                         "--make", os.path.join(OUT, "model")], check=True)
+    if is_qwen(a):
+        make_qwen()
     if a.reward_latency:
         reward_latency(a)
         return

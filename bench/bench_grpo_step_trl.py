@@ -101,6 +101,12 @@ def main():
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--new-tokens", type=int, default=128)
     ap.add_argument("--gradient-checkpointing", action="store_true")
+    ap.add_argument("--B", type=int, default=2, help="prompts per step (not with --arith)")
+    ap.add_argument("--G", type=int, default=8, help="completions per prompt (not with --arith)")
+    ap.add_argument("--lora", type=int, default=0, metavar="R",
+                    help="train LoRA adapters of rank R (alpha 2R) on all linear layers through "
+                         "peft (pip install peft); TRL's reference is then the base with the "
+                         "adapters off, as grpo's")
     ap.add_argument("--arith", action="store_true",
                     help="the embedded default's settings (examples/arith.ini), see above")
     a = ap.parse_args()
@@ -118,7 +124,7 @@ def main():
                                 for r in rows[: B * max(a.steps, 1)]])
         rewards, weights, gen = [accuracy_reward, format_reward], [1.0, 0.5], {}
     else:
-        B, G, beta, loss, lr = 2, 8, 0.02, "grpo", 1e-6
+        B, G, beta, loss, lr = a.B, a.G, 0.02, "grpo", 1e-6
         ds = Dataset.from_list([{"prompt": r["prompt"]} for r in rows])
         # the tokenizer has no EOS: -1 matches no token, so every row runs to the limit
         rewards, weights, gen = [format_reward, tags_reward], [1.0, 1.0], {"eos_token_id": -1}
@@ -159,8 +165,13 @@ def main():
                 print(f"  tokens {logs['completions/mean_length'] * B * G:.0f} longest "
                       f"{logs['completions/max_length']:.0f}", flush=True)
 
-    trainer = GRPOTrainer(model=model, reward_funcs=rewards, args=cfg,
-                          train_dataset=ds, processing_class=tok, callbacks=[Clock()])
+    peft_config = None
+    if a.lora:
+        from peft import LoraConfig
+        peft_config = LoraConfig(r=a.lora, lora_alpha=2 * a.lora, lora_dropout=0.0,
+                                 target_modules="all-linear", task_type="CAUSAL_LM")
+    trainer = GRPOTrainer(model=model, reward_funcs=rewards, args=cfg, train_dataset=ds,
+                          processing_class=tok, callbacks=[Clock()], peft_config=peft_config)
     if not a.arith:
         trainer.eos_token_ids = [-1]  # its completion mask's end ids: none (see generation_kwargs)
     timed_phases(trainer, ph)

@@ -552,6 +552,16 @@ int grpo_st_open(grpo_safetensors **out, const char *path, grpo_error *err) {
     return GRPO_OK;
 }
 
+/* Drops the mapped pages that lie wholly inside t's bytes from this process's memory once they
+ * are copied out: a model's load then peaks at its weights plus one tensor, not plus the whole
+ * file. The mapping is private, read-only and never written, so a later read of t (a tied
+ * weight read twice) faults the same bytes back in from the file. */
+static void release_pages(const grpo_st_tensor *t) {
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), a = (uintptr_t)t->data;
+    uintptr_t lo = (a + page - 1) / page * page, hi = (a + t->nbytes) / page * page;
+    if (hi > lo) (void)madvise((void *)lo, hi - lo, MADV_DONTNEED);
+}
+
 static int read_f32(const grpo_safetensors *st, const char *name, float *out, int ndim,
                     const int64_t *shape, grpo_error *err) {
     const grpo_st_tensor *t = grpo_st_find(st, name);
@@ -571,7 +581,9 @@ static int read_f32(const grpo_safetensors *st, const char *name, float *out, in
         return grpo_error_set(err, GRPO_ERR_UNSUPPORTED,
                               "%s: tensor '%s' has dtype %s; only F32, F16 and BF16 can be "
                               "loaded", t->file, name, grpo_st_dtype_name(t->dtype));
-    return grpo_st_convert_f32(out, t->data, t->dtype, t->numel, err);
+    int rc = grpo_st_convert_f32(out, t->data, t->dtype, t->numel, err);
+    release_pages(t);
+    return rc;
 }
 
 int grpo_st_read_f32(const grpo_safetensors *st, const char *name, float *out, int ndim,
