@@ -552,14 +552,29 @@ int grpo_st_open(grpo_safetensors **out, const char *path, grpo_error *err) {
     return GRPO_OK;
 }
 
-/* Drops the mapped pages that lie wholly inside t's bytes from this process's memory once they
- * are copied out: a model's load then peaks at its weights plus one tensor, not plus the whole
- * file. The mapping is private, read-only and never written, so a later read of t (a tied
- * weight read twice) faults the same bytes back in from the file. */
-static void release_pages(const grpo_st_tensor *t) {
-    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), a = (uintptr_t)t->data;
-    uintptr_t lo = (a + page - 1) / page * page, hi = (a + t->nbytes) / page * page;
+/* Drops the mapped pages that lie wholly inside [p, p + n) from this process's memory once they
+ * are copied out: a model's load then peaks at its weights plus a slice, not plus the whole
+ * file. The mapping is private, read-only and never written, so a later read of the same bytes
+ * (a tied weight read twice) faults them back in from the file. */
+static void release_pages(const void *p, uint64_t n) {
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), a = (uintptr_t)p;
+    uintptr_t lo = (a + page - 1) / page * page, hi = (a + n) / page * page;
     if (hi > lo) (void)madvise((void *)lo, hi - lo, MADV_DONTNEED);
+}
+
+/* t's elements into out, a slice of RELEASE_SLICE elements at a time, each slice's mapped pages
+ * released after it (release_pages). */
+enum { RELEASE_SLICE = 1 << 22 };
+static int convert_releasing(float *out, const grpo_st_tensor *t, grpo_error *err) {
+    uint64_t size = t->nbytes / (t->numel ? t->numel : 1);
+    for (uint64_t k = 0; k < t->numel; k += RELEASE_SLICE) {
+        uint64_t n = t->numel - k < RELEASE_SLICE ? t->numel - k : RELEASE_SLICE;
+        const char *src = (const char *)t->data + k * size;
+        int rc = grpo_st_convert_f32(out + k, src, t->dtype, n, err);
+        if (rc != GRPO_OK) return rc;
+        release_pages(src, n * size);
+    }
+    return GRPO_OK;
 }
 
 static int read_f32(const grpo_safetensors *st, const char *name, float *out, int ndim,
@@ -581,9 +596,7 @@ static int read_f32(const grpo_safetensors *st, const char *name, float *out, in
         return grpo_error_set(err, GRPO_ERR_UNSUPPORTED,
                               "%s: tensor '%s' has dtype %s; only F32, F16 and BF16 can be "
                               "loaded", t->file, name, grpo_st_dtype_name(t->dtype));
-    int rc = grpo_st_convert_f32(out, t->data, t->dtype, t->numel, err);
-    release_pages(t);
-    return rc;
+    return convert_releasing(out, t, err);
 }
 
 int grpo_st_read_f32(const grpo_safetensors *st, const char *name, float *out, int ndim,
