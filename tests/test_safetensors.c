@@ -471,6 +471,61 @@ END_TEST
 START_TEST(write_read_round_trip_bf16) { round_trip(GRPO_ST_BF16); }
 END_TEST
 
+/* KiB of the mapping that holds address p resident in this process (/proc/self/smaps "Rss:" of
+ * the region whose range contains p), or -1 when not found. */
+static long mapping_rss_kib(const void *p) {
+    FILE *f = fopen("/proc/self/smaps", "r");
+    if (!f) return -1;
+    char line[512];
+    long rss = -1;
+    int inside = 0;
+    uintptr_t a = (uintptr_t)p;
+    while (fgets(line, sizeof line, f)) {
+        unsigned long lo, hi;
+        if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, '-') < strchr(line, ' '))
+            inside = a >= lo && a < hi;
+        else if (inside && sscanf(line, "Rss: %ld kB", &rss) == 1)
+            break;
+    }
+    fclose(f);
+    return rss;
+}
+
+/* A read tensor's bytes leave the process's memory as they are converted (the file is mapped:
+ * a model's load must not hold the file beside its weights); reading it again gives the same
+ * values (the pages come back from the file). */
+START_TEST(read_releases_the_mapped_pages) {
+    enum { N = 3 << 20 }; /* 12 MiB of F32: several of the reader's slices */
+    float *big = malloc((size_t)N * sizeof *big), *got = malloc((size_t)N * sizeof *got);
+    for (uint32_t k = 0; k < N; k++) big[k] = (float)k * 0.5f;
+    grpo_st_out o = {.name = "w", .data = big, .ndim = 1, .shape = {N}};
+    char path[512];
+    snprintf(path, sizeof path, "%s/big.safetensors", scratch);
+    grpo_error err;
+    grpo_error_init(&err);
+    ck_assert_msg(grpo_st_write(path, &o, 1, GRPO_ST_F32, &err) == GRPO_OK, "%s", err.message);
+    grpo_safetensors *st;
+    ck_assert_msg(grpo_st_open(&st, path, &err) == GRPO_OK, "%s", err.message);
+    const grpo_st_tensor *t = grpo_st_find(st, "w");
+    volatile float touch = 0;
+    for (uint64_t k = 0; k < N; k += 1024) touch += ((const float *)t->data)[k]; /* fault in */
+    long before = mapping_rss_kib(t->data);
+    ck_assert_msg(before > 10 * 1024, "the mapping should be resident after touching: %ld KiB",
+                  before);
+    for (int pass = 0; pass < 2; pass++) {
+        int64_t shape[1] = {N};
+        ck_assert_msg(grpo_st_read_f32(st, "w", got, 1, shape, &err) == GRPO_OK, "%s",
+                      err.message);
+        long after = mapping_rss_kib(t->data);
+        ck_assert_msg(after >= 0 && after < 64, "pass %d: %ld KiB of the mapping still resident "
+                      "after the read (before: %ld)", pass, after, before);
+        ck_assert_int_eq(memcmp(got, big, (size_t)N * sizeof *got), 0);
+    }
+    grpo_st_close(st);
+    free(big), free(got);
+}
+END_TEST
+
 /* The byte layout rules the reference library relies on, checked on our raw output. */
 START_TEST(writer_byte_layout) {
     char path[512];
@@ -643,6 +698,7 @@ int main(void) {
     tcase_add_test(wr, write_read_round_trip_f32);
     tcase_add_test(wr, write_read_round_trip_bf16);
     tcase_add_test(wr, writer_byte_layout);
+    tcase_add_test(wr, read_releases_the_mapped_pages);
     tcase_add_test(wr, writer_escapes_names);
     tcase_add_test(wr, writer_rejects_bad_input);
     tcase_add_test(wr, failed_write_keeps_previous_file);
