@@ -342,12 +342,14 @@ def model_cost(model_dir=None):
     return 4.0 * mm, 4.0 * L * 2 * NKV * HD, lambda T: 2.0 * mm + 2.0 * L * T * NH * HD
 
 
-def roofline_shares(a, res, tokens, sgemm, read):
-    """res's phases as shares of the rooflines (CPU time): the rollout's reads (per new token one
-    pass over the weights and the 16 rows' KV caches, prefill and rewards counted in its time)
-    against the streaming read; the reference forward and the policy forward + backward (x3; x4
-    with recomputation) FLOPs against sgemm. tokens: real tokens of the step's B*G rows; new:
-    the decode steps (default a.new_tokens; the longest row where rows end at EOS)."""
+def phase_floors(a, res, tokens, sgemm, read):
+    """The fp32 floor of each phase on this machine, in seconds (issue 30): the rollout's reads
+    (per decode step one pass over the weights and the rows' KV caches) at the streaming read,
+    the reference forward's and the policy's forward + backward (x3; x4 with recomputation)
+    FLOPs at sgemm, AdamW's traffic (weights, gradients, two moments read, three written) at the
+    streaming read. tokens: real tokens of the step's rows; the decode steps are res's
+    (default a.new_tokens; the longest row where rows end at EOS). Phases that did not run (a
+    reference under a millisecond: beta 0) have no floor."""
     wbytes, kvbytes, fwd = model_cost(ARITH_MODEL[0] if is_arith(a) else
                                       QWEN_DIR if is_qwen(a) else None)
     R = rows_of(a)
@@ -359,16 +361,28 @@ def roofline_shares(a, res, tokens, sgemm, read):
     pol = ph.get("policy", ph.get("policy_fwd", 0) + ph.get("policy_bwd", 0))
     ref = ph.get("reference")
     passes = 4 if a.gradient_checkpointing else 3
-    out = {}  # (a phase under a millisecond did not run: beta 0 has no reference pass)
-    roll, ref, pol = [x if x and x > 1e-3 else None for x in (roll, ref, pol)]
-    if roll:
-        step_bytes = wbytes + R * kvbytes * cached
-        out["rollout % of stream read"] = 100 * new * step_bytes / roll / 1e9 / read
-    if ref:
-        out["reference % of sgemm"] = 100 * fwd(T) * tokens / ref / 1e9 / sgemm
-    if pol:
-        out["policy % of sgemm"] = 100 * passes * fwd(T) * tokens / pol / 1e9 / sgemm
+    out = {}
+    if roll and roll > 1e-3:
+        out["rollout"] = new * (wbytes + R * kvbytes * cached) / 1e9 / read
+    if ref and ref > 1e-3:
+        out["reference"] = fwd(T) * tokens / 1e9 / sgemm
+    if pol and pol > 1e-3:
+        out["policy"] = passes * fwd(T) * tokens / 1e9 / sgemm
+    if not is_qwen(a):  # full fine-tuning: AdamW reads 4 and writes 3 arrays of the weights
+        out["optimizer"] = 7 * wbytes / 1e9 / read
     return out
+
+
+def roofline_shares(a, res, tokens, sgemm, read):
+    """res's phases as shares of their floors (phase_floors): the rollout against the streaming
+    read (prefill and rewards counted in its time), the reference and policy against sgemm."""
+    ph = res.get("phases", {})
+    got = {"rollout": ph.get("rollout", ph.get("generate")), "reference": ph.get("reference"),
+           "policy": ph.get("policy", ph.get("policy_fwd", 0) + ph.get("policy_bwd", 0))}
+    names = {"rollout": "rollout % of stream read", "reference": "reference % of sgemm",
+             "policy": "policy % of sgemm"}
+    return {names[k]: 100 * f / got[k] for k, f in phase_floors(a, res, tokens, sgemm, read).items()
+            if k in names}
 
 
 SLOW_REWARD = """

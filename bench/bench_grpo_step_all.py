@@ -9,7 +9,15 @@ the PyTorch eager script, TRL's GRPOTrainer), one process per side, case and thr
   (b) the embedded default: the model of `grpo init-model` + `grpo sft examples/arith_sft.ini`
       (as scripts/arith.sh makes it; transformers loads the same directory and tokenizer) run
       with examples/arith.ini's settings (B=8 x G=16, <= 40 new tokens ending at EOS, dapo,
-      beta 0, lr 1e-4).
+      beta 0, lr 1e-4);
+  (c) the Qwen2.5-0.5B shape (issue 30: its config's sizes, random init, vocabulary 151936;
+      bench/lora_memory.py makes it): LoRA r=16 on all linear layers, B=1 x G=4, 256 new tokens,
+      grpo against TRL + peft (the PyTorch script has no LoRA), and one full fine-tuning step of
+      grpo alone for its memory.
+
+Targets include the fp32 floor (issue 30): grpo's 1-thread step against the sum of its phases'
+floors (bench_grpo_step.phase_floors: decode reads at the streaming read, forward/backward
+FLOPs at sgemm, AdamW's traffic).
 
 Then the busy-core slowdown (grpo at 2 threads next to a spinning process against the same
 run alone) and the sgemm / streaming-read rooflines (build/bench/bench_dense, at the start and
@@ -30,7 +38,7 @@ import bench_grpo_step as g
 MARK_BEGIN = "<!-- grpo_step:begin -->"
 MARK_END = "<!-- grpo_step:end -->"
 SIDES = ("c", "torch", "trl")
-BUDGET_S = {True: 20 * 60, False: 38 * 60}  # the runs (--quick or not), see limit()
+BUDGET_S = {True: 20 * 60, False: 75 * 60}  # the runs (--quick or not), see limit()
 DEADLINE = [None]  # time.monotonic() after which no program starts
 NAMES = {"c": "grpo (C)", "torch": "PyTorch eager", "trl": "TRL GRPOTrainer"}
 MM = "MiniMind2-small"
@@ -52,7 +60,11 @@ def cases(quick):
             ("arith", "embedded default (arith.ini: B=8 x G=16, <= 40 new tokens, dapo, beta 0)",
              "arith", 40, 5, 1, 120, True),
             ("mm512", f"{MM}, B=2 x G=8, 512 new tokens, beta 0.02", "minimind", 512, 1, 0, 420,
-             False)]
+             False),
+            ("q05", "Qwen2.5-0.5B shape, LoRA r=16 on all linear layers, B=1 x G=4, 256 new "
+             "tokens, beta 0.02 (TRL with peft)", "qwen05b", 256, 2, 1, 900, False),
+            ("q05full", "Qwen2.5-0.5B shape, full fine-tuning (memory), B=1 x G=4, 256 new "
+             "tokens, beta 0.02", "qwen05b-full", 256, 1, 0, 600, False)]
 
 
 def make_models(quick):
@@ -62,6 +74,8 @@ def make_models(quick):
     if not os.path.exists(os.path.join(g.OUT, "model", "model.safetensors")):
         subprocess.run(["python3", os.path.join(g.ROOT, "bench", "bench_grpo_step_torch.py"),
                         "--make", os.path.join(g.OUT, "model")], check=True)
+    if not quick:
+        g.make_qwen()
     grpo = os.path.join(g.ROOT, "build", "grpo")
     init = os.path.join(g.ARITH, "init")
     if not os.path.exists(os.path.join(init, "model.safetensors")):
@@ -90,9 +104,15 @@ def limit(case_limit):
 def run_case(key, shape, new, steps, warmup, threads, order, case_limit):
     """Every side of one case at `threads` threads, in `order`: {side: result}; a side that ran
     past its time limit (or was not started: the budget was spent) is {"overtime": seconds}."""
-    a = argparse.Namespace(shape=shape, new_tokens=new, steps=steps, warmup=warmup,
-                           micro_batch=0, gradient_checkpointing=False, threads=threads)
+    full = shape.endswith("-full")  # the Qwen shape without LoRA: grpo's memory, 1 thread only
+    a = argparse.Namespace(shape=shape.replace("-full", ""), new_tokens=new, steps=steps,
+                           warmup=warmup, micro_batch=0, gradient_checkpointing=False,
+                           threads=threads, full_finetune=full)
     out = {}
+    if g.is_qwen(a):  # no LoRA in the PyTorch script: grpo against TRL + peft
+        order = ["c"] if full else [x for x in order if x != "torch"]
+        if full and threads != 1:
+            return out
     for side in order:
         run = {"c": g.run_c, "torch": g.run_torch, "trl": g.run_trl}[side]
         if not limit(case_limit):
@@ -143,6 +163,8 @@ def phases5(res):
 def prompt_tokens(shape):
     """Real prompt tokens of one step's rows: 8 x 16 rows of 6 (`ab+cd=`) on the embedded
     default; 8 rows each of the 87- and 82-token prompts on the MiniMind2-small shape."""
+    if shape.startswith("qwen05b"):  # 4 rows of the first prompt
+        return 4 * 87
     return 128 * 6 if shape == "arith" else 8 * (87 + 82)
 
 
@@ -246,6 +268,35 @@ def target_rows(allruns, busy_res, roof, quick):
             rows.append(("decode ≥ 80 % of the streaming read (grpo's rollout, 1 thread; "
                          "prefill and rewards counted in its time)", key, f"{sh:.0f} %",
                          verdict(sh >= 80)))
+    for key, title, r in allruns:
+        if r["shape"] != "qwen05b":
+            continue
+        for th in (1, 2):
+            c, o = r["runs"].get(th, {}).get("c"), r["runs"].get(th, {}).get("trl")
+            where = f"{key}, {th} thr"
+            if not c or not o:
+                continue
+            if not done(c) or not done(o):
+                rows.append(("grpo ≥ 2× TRL + peft (CPU s/step)",) +
+                            killed(where, c if not done(c) else o))
+                continue
+            q, m = o["cpu_median"] / c["cpu_median"], c["rss_mib"] / o["rss_mib"]
+            rows.append(("grpo ≥ 2× TRL + peft (CPU s/step)", where, f"{q:.2f}×",
+                         verdict(q >= 2)))
+            rows.append(("peak RSS ≤ 0.5× TRL + peft", where,
+                         f"{m:.2f}× ({c['rss_mib']:.0f} / {o['rss_mib']:.0f} MiB)",
+                         verdict(m <= 0.5)))
+    for key, title, r in mm:
+        c1 = r["runs"].get(1, {}).get("c")
+        if done(c1):
+            a = c1["args"]
+            fl = g.phase_floors(a, c1, prompt_tokens(a.shape) + c1["completion_tokens"], *roof)
+            q = c1["cpu_median"] / sum(fl.values())
+            rows.append(("the fp32 floor: step ≤ 1.2× the sum of its phases' floors (grpo, 1 "
+                         "thread, CPU s)", key,
+                         f"{q:.2f}× ({c1['cpu_median']:.2f} s against "
+                         + " + ".join(f"{k} {v:.2f}" for k, v in fl.items())
+                         + f" = {sum(fl.values()):.2f} s)", verdict(q <= 1.2)))
     for key, (idle, hot) in busy_res.items():
         target = "busy core: 2-thread step next to a spinning process ≤ 2.5× alone (wall)"
         if hot is None:
@@ -294,10 +345,9 @@ def header(command, started, roofs, loads, quick):
                    "{trl.__version__}')"])
     (s1, r1), (s2, r2) = roofs
     what = " (--quick: a pipeline test, not the benchmark)" if quick else ""
-    lines = [f"### All cases in one run{what} — before shared-prefix training", "",
+    lines = [f"### All cases in one run{what}", "",
              "Written by the command below (do not edit by hand: the next run replaces "
-             "everything between the two markers). Numbers are **before the shared-prefix "
-             "training path** (issue 14: prompts computed once per group) was merged.", "",
+             "everything between the two markers).", "",
              "```", command, "```", "",
              f"- {started:%Y-%m-%d %H:%M} – {datetime.datetime.now(datetime.timezone.utc):%H:%M}"
              f" UTC; `lscpu` model name: {model.group(1) if model else '?'}, {os.cpu_count()} "
