@@ -206,7 +206,7 @@ START_TEST(the_sampler_log_probs_are_compared_on_every_run) {
 END_TEST
 
 /* train.max_tokens_per_microbatch: the micro-batches of 3 rows run packed, in passes of at most
- * 60 tokens (48-token prompts at most + 12 completion tokens: about one or two rows a pass), with
+ * 20 tokens (8-token prompts at most + 12 completion tokens: one row a pass here), with
  * no padding (train/padding_frac 0, where the padded run pads its left-padded prompts and short
  * completions), and the update is the padded run's: grad_norm within fp32 rounding (the loss of
  * each pack is normalised as its whole micro-batch; the forward's bits are the padded ones,
@@ -214,9 +214,9 @@ END_TEST
 START_TEST(packed_microbatches_have_no_padding_and_the_same_update) {
     char plain[512], keyed[512];
     const char *grpo = "loss_type = grpo\nbeta = 0.04\n";
-    key_run_sets("plain", "", grpo, "data.max_prompt_length=48", NULL, plain, sizeof plain);
-    key_run_sets("keyed", "", grpo, "data.max_prompt_length=48",
-                 "train.max_tokens_per_microbatch=60", keyed, sizeof keyed);
+    key_run_sets("plain", "", grpo, "data.max_prompt_length=8", NULL, plain, sizeof plain);
+    key_run_sets("keyed", "", grpo, "data.max_prompt_length=8",
+                 "train.max_tokens_per_microbatch=20", keyed, sizeof keyed);
     for (int s = 1; s <= 2; s++) {
         double pa = metric_at(plain, "train/padding_frac", s);
         double pk = metric_at(keyed, "train/padding_frac", s);
