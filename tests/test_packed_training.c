@@ -18,7 +18,7 @@
  *   - every parameter gradient is within 1e-5 of the largest gradient entry and the gradient's
  *     norm within 1e-5 relative (the same products, summed over tokens in other groupings).
  * Also with gradient checkpointing, LoRA adapters and the MoE pack (whose router statistics count
- * segment ids > 0 as real tokens). A packed loss normalised by the pack instead of the micro-batch
+ * segment ids > 0 as real tokens, and whose seq_aux loss takes each segment as a sequence). A packed loss normalised by the pack instead of the micro-batch
  * is off by the ratio of their rows or tokens, far outside these bounds.
  */
 #include <check.h>
@@ -49,6 +49,7 @@ typedef struct fixture {
     grpo_rollout r;
     float mask[N * T], adv[N], old_logp[N * T], ref_logp[N * T];
     grpo_seqbatch sb;
+    float aux_weight; /* d loss / d aux of each pass (MoE; 0 = none) */
 } fixture;
 
 static void ck_ok(int rc, const grpo_error *err) {
@@ -114,7 +115,7 @@ static void fixture_close(fixture *f) {
 
 typedef struct result {
     float logp[N * T];
-    double loss;
+    double loss, aux; /* summed over the passes */
     float *grads;
     size_t n_grads;
     int passes;
@@ -125,7 +126,9 @@ static void pass(fixture *f, int32_t r0, int32_t rows, const grpo_loss_opts *lo,
     grpo_error err;
     grpo_error_init(&err);
     float logp[N * T], ent[N * T], dl[N * T], de[N * T];
+    f->sb.aux_weight = f->aux_weight;
     ck_ok(grpo_seqbatch_forward(&f->sb, f->m, 1, 1.0f, &err), &err);
+    if (f->m->desc->aux_loss) out->aux += f->m->desc->aux_loss(f->m->inst);
     grpo_seqbatch_completion(&f->sb, f->sb.logp, T, logp);
     grpo_seqbatch_completion(&f->sb, f->sb.entropy, T, ent);
     memcpy(out->logp + (size_t)r0 * T, logp, (size_t)rows * T * sizeof(float));
@@ -292,6 +295,29 @@ START_TEST(packed_moe) {
 }
 END_TEST
 
+/* The MoE router's aux loss counts each segment of a packed row as a sequence of its own
+ * (MiniMind2's seq_aux: per sequence, its real tokens only), so a pack holding a micro-batch's
+ * rows gives the padded micro-batch's aux loss and aux gradient (aux_weight 0.5 here). Counted
+ * per row, the pack would be one long sequence: another value. */
+START_TEST(packed_moe_aux_loss_counts_each_segment) {
+    fixture f;
+    fixture_open(&f, "moe/minimind2", 1);
+    f.aux_weight = 0.5f;
+    const char *name;
+    grpo_loss_opts o = loss_case(0, &name);
+    for (int32_t micro = N; micro >= 5; micro = micro == N ? 5 : 0) {
+        result *padded = train(&f, &o, micro, 0), *packed = train(&f, &o, micro, N * (P + T));
+        ck_assert_int_eq(packed->passes, padded->passes);
+        ck_assert_msg(padded->aux > 0 && fabs(packed->aux - padded->aux) <= 1e-6 * padded->aux,
+                      "micro-batch %d: aux loss packed %.9g, padded %.9g", micro, packed->aux,
+                      padded->aux);
+        compare("minimind2 with its aux loss", packed, padded, 1);
+        result_free(padded), result_free(packed);
+    }
+    fixture_close(&f);
+}
+END_TEST
+
 /* The pack's layout: segment k + 1 per row, positions from 0 in each, targets at the cell before
  * each completion token, the mapping back to (row, j). */
 START_TEST(a_pack_lays_out_its_rows_back_to_back) {
@@ -336,6 +362,7 @@ int main(void) {
     tcase_add_test(tc, packed_with_gradient_checkpointing);
     tcase_add_test(tc, packed_with_lora_adapters);
     tcase_add_test(tc, packed_moe);
+    tcase_add_test(tc, packed_moe_aux_loss_counts_each_segment);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
