@@ -18,8 +18,9 @@
  *   - every parameter gradient is within 1e-5 of the largest gradient entry and the gradient's
  *     norm within 1e-5 relative (the same products, summed over tokens in other groupings).
  * Also with gradient checkpointing, LoRA adapters and the MoE pack (whose router statistics count
- * segment ids > 0 as real tokens, and whose seq_aux loss takes each segment as a sequence). A packed loss normalised by the pack instead of the micro-batch
- * is off by the ratio of their rows or tokens, far outside these bounds.
+ * segment ids > 0 as real tokens, and whose seq_aux loss takes each segment as a sequence). A
+ * packed loss normalised by the pack instead of the micro-batch is off by the ratio of their rows
+ * or tokens, far outside these bounds.
  */
 #include <check.h>
 #include <math.h>

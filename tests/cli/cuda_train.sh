@@ -138,7 +138,8 @@ else
 fi
 # (3) packed micro-batches (train.max_tokens_per_microbatch) need the cpu attention's segment ids:
 # refused at start on cuda, naming the key (kernels/cuda/attention.cu takes 0/1 masks only).
-if "$G" train cuda.ini --set train.max_tokens_per_microbatch=4096 >packed.log 2>&1 ||
+if "$G" train cuda.ini --set train.max_tokens_per_microbatch=4096 --set log.dir=packed \
+       --set checkpoint.dir=packed/checkpoints >packed.log 2>&1 ||
    ! grep -q "train.max_tokens_per_microbatch = 4096 on the cuda backend" packed.log; then
     echo "packed on cuda: expected a refusal naming train.max_tokens_per_microbatch:"
     cat packed.log; fail=1

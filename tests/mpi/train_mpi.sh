@@ -160,7 +160,8 @@ for s in 1 2 3; do
     "$compare" params "$(ckpt pone $s)" "$(ckpt ptwo $s)" 1e-5 ||
         fail "packed step $s: parameters differ"
 done
-"$compare" metrics pone/metrics.jsonl ptwo/metrics.jsonl 1e-5 "$atol" || fail "packed: metrics differ"
+"$compare" metrics pone/metrics.jsonl ptwo/metrics.jsonl 1e-5 "$atol" ||
+    fail "packed: metrics differ"
 grep -q '"train/padding_frac": 0[,}]' ptwo/metrics.jsonl || fail "packed: padding_frac is not 0"
 [[ $failed == 0 ]] && echo "ok   packed parity: 2 ranks = 1 process (parameters, metrics)"
 
