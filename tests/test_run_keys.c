@@ -12,6 +12,8 @@
  *   - where a metric says the path ran (frac_groups_dropped, the bf16 copy's log-prob
  *     difference), it is there and not 0;
  *   - the sampler's log-probs are compared with training's on every run (fp32: rounding only);
+ *   - train.max_tokens_per_microbatch (packed micro-batches) removes the padding
+ *     (train/padding_frac 0) and leaves the update the padded run's, to fp32 rounding;
  *   - keys that must not change the results: train.gradient_checkpointing shrinks the policy's
  *     activation bytes per token (metric perf/activation_bytes_per_token; that the results stay
  *     the same is test_trainer.c's); train.shared_prefix is test_trainer.c's (it agrees with the
@@ -38,8 +40,8 @@ static void teardown(void) { sh("rm -rf '%s'", tmp); }
  * two rewards (the accuracy, 0 here, and a length window that splits about half the groups),
  * sampling keys sampling_extra, [grpo] keys grpo_extra (which may open further sections after
  * it), and --set set unless NULL. Its metrics.jsonl path into metrics. */
-static void key_run(const char *name, const char *sampling_extra, const char *grpo_extra,
-                    const char *set, char *metrics, size_t size) {
+static void key_run_sets(const char *name, const char *sampling_extra, const char *grpo_extra,
+                         const char *set, const char *set2, char *metrics, size_t size) {
     char path[512], log[512];
     snprintf(path, sizeof path, "%s/%s.ini", tmp, name);
     FILE *f = fopen(path, "w");
@@ -57,10 +59,18 @@ static void key_run(const char *name, const char *sampling_extra, const char *gr
             tmp, GRPO_SOURCE_DIR, sampling_extra, grpo_extra, tmp, name, tmp, name);
     fclose(f);
     snprintf(log, sizeof log, "%s/%s.log", tmp, name);
-    char *args[] = {"grpo", "train", path, "--plugin-path", GRPO_PACK_BUILD_DIR, NULL, NULL, NULL};
+    char *args[] = {"grpo", "train", path, "--plugin-path", GRPO_PACK_BUILD_DIR,
+                    NULL,   NULL,    NULL, NULL,           NULL};
     if (set) args[5] = "--set", args[6] = (char *)set;
+    if (set && set2) args[7] = "--set", args[8] = (char *)set2;
     ck_assert_msg(run_grpo(log, args) == 0, "run %s failed, see %s", name, log);
     snprintf(metrics, size, "%s/%s/metrics.jsonl", tmp, name);
+}
+
+/* key_run_sets with one --set at most. */
+static void key_run(const char *name, const char *sampling_extra, const char *grpo_extra,
+                    const char *set, char *metrics, size_t size) {
+    key_run_sets(name, sampling_extra, grpo_extra, set, NULL, metrics, size);
 }
 
 /* Metric name of step in a metrics.jsonl; NaN when the line has no such metric. */
@@ -195,6 +205,37 @@ START_TEST(the_sampler_log_probs_are_compared_on_every_run) {
 }
 END_TEST
 
+/* train.max_tokens_per_microbatch: the micro-batches of 3 rows run packed, in passes of at most
+ * 20 tokens (8-token prompts at most + 12 completion tokens: one row a pass here), with
+ * no padding (train/padding_frac 0, where the padded run pads its left-padded prompts and short
+ * completions), and the update is the padded run's: grad_norm within fp32 rounding (the loss of
+ * each pack is normalised as its whole micro-batch; the forward's bits are the padded ones,
+ * test_packed_training.c). The reference pass (beta) runs packed too. */
+START_TEST(packed_microbatches_have_no_padding_and_the_same_update) {
+    char plain[512], keyed[512];
+    const char *grpo = "loss_type = grpo\nbeta = 0.04\n";
+    key_run_sets("plain", "", grpo, "data.max_prompt_length=8", NULL, plain, sizeof plain);
+    key_run_sets("keyed", "", grpo, "data.max_prompt_length=8",
+                 "train.max_tokens_per_microbatch=20", keyed, sizeof keyed);
+    for (int s = 1; s <= 2; s++) {
+        double pa = metric_at(plain, "train/padding_frac", s);
+        double pk = metric_at(keyed, "train/padding_frac", s);
+        double ga = metric_at(plain, "grad_norm", s), gk = metric_at(keyed, "grad_norm", s);
+        double la = metric_at(plain, "loss", s), lk = metric_at(keyed, "loss", s);
+        if (getenv("GRPO_TEST_VERBOSE"))
+            printf("step %d: padding_frac %g -> %g, grad_norm %.9g -> %.9g, loss %.9g -> %.9g\n",
+                   s, pa, pk, ga, gk, la, lk);
+        ck_assert_msg(pa > 0, "step %d: the padded run's padding_frac %g: expected padding", s,
+                      pa);
+        ck_assert_msg(pk == 0, "step %d: the packed run's padding_frac %g: expected 0", s, pk);
+        ck_assert_msg(ga > 0 && fabs(ga - gk) <= 1e-5 * ga,
+                      "step %d: grad_norm packed %.9g, padded %.9g", s, gk, ga);
+        ck_assert_msg(fabs(la - lk) <= 1e-5 * fabs(la) + 1e-9, "step %d: loss packed %.9g, "
+                      "padded %.9g", s, lk, la);
+    }
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("run_keys");
     TCase *tc = tcase_create("keys");
@@ -204,6 +245,7 @@ int main(void) {
                         (int)(sizeof maths_keys / sizeof maths_keys[0]));
     tcase_add_test(tc, gradient_checkpointing_shrinks_the_activations);
     tcase_add_test(tc, the_sampler_log_probs_are_compared_on_every_run);
+    tcase_add_test(tc, packed_microbatches_have_no_padding_and_the_same_update);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

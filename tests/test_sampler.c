@@ -254,7 +254,7 @@ START_TEST(training_logp_equals_sampling_logp) {
                                      &err), &err);
     ck_ok(grpo_seqbatch_forward(&sb, f.m, 0, 1.0f / temp, &err), &err);
     float *logp = malloc((size_t)r.N * T * sizeof(float));
-    grpo_seqbatch_completion(&sb, sb.logp, f.P, T, logp);
+    grpo_seqbatch_completion(&sb, sb.logp, T, logp);
     for (int32_t n = 0; n < r.N; n++)
         for (int32_t j = 0; j < r.len[n]; j++) {
             float want = r.logp[(size_t)n * r.T + j], got = logp[(size_t)n * T + j];

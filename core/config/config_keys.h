@@ -154,6 +154,9 @@
     I(train, grad_accum, "1", "[1, 65536]",                                                     \
       "generation batches whose gradients are summed per optimizer step")                       \
     I(train, micro_batch, "0", ">= 0", "completions per forward/backward pass; 0 = all at once")  \
+    I(train, max_tokens_per_microbatch, "0", ">= 0",                                            \
+      "packed training: each micro-batch's rows are packed back to back into forward/backward " \
+      "passes of at most this many tokens (no padding; the loss is unchanged); 0 = off (padded)") \
     I(train, seed, "42", ">= 0", "seed of every random choice not given its own seed")          \
     B(train, gradient_checkpointing, "false", 0,                                                \
       "recompute each layer's activations in backward, keeping only its input: much less memory, " \

@@ -68,11 +68,17 @@ static double row_len(const grpo_loss_inputs *in, int i) {
     return L;
 }
 
+/* The rows of the micro-batch the normalisers count: the logical micro-batch's (norm_rows) when
+ * the inputs are one of its packs, else the inputs'. */
+static double norm_n(const grpo_loss_inputs *in, const grpo_loss_opts *o) {
+    return o->norm_rows > 0 ? o->norm_rows : in->N;
+}
+
 /* The normalisers: the weight of row i's tokens in the loss, mask not included (total: the
  * micro-batch's mask sum). Per row: 1 / (max(L_i, 1) N grad_accum_steps). */
 static double norm_row(const grpo_loss_inputs *in, const grpo_loss_opts *o, int i, double total) {
     (void)total;
-    return 1.0 / (fmax(row_len(in, i), 1.0) * in->N * o->grad_accum_steps);
+    return 1.0 / (fmax(row_len(in, i), 1.0) * norm_n(in, o) * o->grad_accum_steps);
 }
 
 /* Per micro-batch token: 1 / (max(sum_it m, 1) grad_accum_steps). */
@@ -86,7 +92,13 @@ static double norm_batch(const grpo_loss_inputs *in, const grpo_loss_opts *o, in
 static double norm_constant(const grpo_loss_inputs *in, const grpo_loss_opts *o, int i,
                             double total) {
     (void)i, (void)total;
-    return 1.0 / ((double)in->N * o->max_completion_length * o->grad_accum_steps);
+    return 1.0 / (norm_n(in, o) * o->max_completion_length * o->grad_accum_steps);
+}
+
+/* The mask sum the normalisers count: the logical micro-batch's (norm_tokens) when the inputs
+ * are one of its packs, else the inputs' (total). */
+static double norm_total(const grpo_loss_opts *o, double total) {
+    return o->norm_tokens > 0.0 ? o->norm_tokens : total;
 }
 
 /* Per token of the generation batch: 1 / max(num_items_in_batch, 1). */
@@ -198,6 +210,8 @@ static const char *check_opts(const grpo_loss_opts *o) {
     if (!(o->top_entropy_quantile > 0.0 && o->top_entropy_quantile <= 1.0))
         return "top_entropy_quantile in (0, 1]";
     if (!isfinite(o->entropy_coef)) return "a finite entropy_coef";
+    if (o->norm_rows < 0 || !(o->norm_tokens >= 0.0 && isfinite(o->norm_tokens)))
+        return "norm_rows >= 0 and a finite norm_tokens >= 0 (0 = the inputs')";
     return kinds[o->type].check ? kinds[o->type].check(o) : NULL;
 }
 
@@ -326,6 +340,8 @@ static token_terms token_forward_backward(const grpo_loss_inputs *in, const grpo
 static double bonus_denominator(const grpo_loss_inputs *in, const grpo_loss_opts *o,
                                 const loss_ctx *c) {
     if (o->entropy_coef == 0.0) return 0.0;
+    if (!c->ent_masked && o->norm_tokens > 0.0) /* M = m: the logical micro-batch's mask sum */
+        return fmax(o->norm_tokens, 1.0) * o->grad_accum_steps;
     double kept = 0.0;
     for (size_t it = 0; it < (size_t)in->N * in->T; it++)
         if (in->mask[it] != 0.0f) kept += in->mask[it] * entropy_keep(in, c, it);
@@ -354,7 +370,8 @@ int32_t grpo_loss_forward(grpo_loss_metrics *out, const grpo_loss_inputs *in,
     clip_sums cs = {0.0, 0.0, 0.0, 0.0, NAN, NAN};
     for (int i = 0; i < N; i++) total += row_len(in, i);
     for (int i = 0; i < N; i++) {
-        double A = in->adv[i], L = row_len(in, i), scale = c.kind->norm(in, o, i, total);
+        double A = in->adv[i], L = row_len(in, i);
+        double scale = c.kind->norm(in, o, i, norm_total(o, total));
         double r_seq = c.seq ? exp(row_log_ratio(in, i)) : 0.0;
         double row_low = 0.0, row_high = 0.0;
         for (int t = 0; t < T; t++) {
@@ -412,7 +429,7 @@ int32_t grpo_loss_backward(float *dlogp, const grpo_loss_inputs *in, const grpo_
     double total = 0.0; /* read by bnpo's normaliser only */
     for (int i = 0; i < N; i++) total += row_len(in, i);
     for (int i = 0; i < N; i++) {
-        double A = in->adv[i], scale = c.kind->norm(in, o, i, total);
+        double A = in->adv[i], scale = c.kind->norm(in, o, i, norm_total(o, total));
         double r_seq = c.seq ? exp(row_log_ratio(in, i)) : 0.0, g = 0.0;
         if (c.seq) { /* d ratio / d logp[i,t] = ratio * m[i,t] / max(L_i, 1): the row's tokens
                       * share the ratio, so each gets the row's summed d loss / d ratio */

@@ -113,6 +113,13 @@ typedef struct grpo_loss_opts {
     double sapo_temperature_pos, sapo_temperature_neg; /* > 0; TRL 1.0 and 1.05 */
     double top_entropy_quantile; /* (0, 1]; 1 = every token (TRL default); < 1 needs entropy */
     double entropy_coef;         /* entropy bonus weight; 0 = none (TRL default) */
+    /* Packed training (train.max_tokens_per_microbatch): the inputs are one pack of a logical
+     * micro-batch, and its normalisers are the logical micro-batch's. norm_rows: its rows (the N
+     * of grpo, sapo, dr_grpo); norm_tokens: its mask sum (bnpo's sum_it m, and the entropy
+     * bonus's sum M when there is no entropy mask). 0 = take them from the inputs (N, sum m). The
+     * metrics stay this call's own (masked means over its tokens, n_tokens its mask sum). */
+    int norm_rows;
+    double norm_tokens;
 } grpo_loss_opts;
 
 /* epsilon_low = epsilon_high = 0.2, dapo, no delta, beta 0, grad_accum_steps 1, token level,

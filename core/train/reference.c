@@ -54,11 +54,11 @@ int grpo_reference_open(grpo_reference *r, grpo_session *s, grpo_error *err) {
 int grpo_reference_on(const grpo_reference *r) { return r->model || r->is_base; }
 
 int grpo_reference_logp(const grpo_reference *r, grpo_session *s, grpo_seqbatch *sb, float scale,
-                        int32_t P, int32_t T, float *out, grpo_error *err) {
+                        int32_t T, float *out, grpo_error *err) {
     int rc = r->is_base ? grpo_lora_enable(&s->lora, 0, err) : GRPO_OK;
     if (rc == GRPO_OK)
         rc = grpo_seqbatch_forward(sb, r->is_base ? s->policy : r->model, 0, scale, err);
-    if (rc == GRPO_OK) grpo_seqbatch_completion(sb, sb->logp, P, T, out);
+    if (rc == GRPO_OK) grpo_seqbatch_completion(sb, sb->logp, T, out);
     if (r->is_base) { /* the adapters back on, also after a failed forward */
         int on = grpo_lora_enable(&s->lora, 1, err);
         if (rc == GRPO_OK) rc = on;

@@ -28,11 +28,12 @@ int grpo_reference_open(grpo_reference *r, grpo_session *s, grpo_error *err);
 /* Whether there is a reference (beta > 0). */
 int grpo_reference_on(const grpo_reference *r);
 
-/* The reference log-probs of the batch in sb (prompts of P tokens, completions of T) into out
- * (rows, T): the reference model, or for a LoRA run the policy with its adapters switched off for
- * this one forward (and back on, also after a failed forward). scale: 1 / temperature. */
+/* The reference log-probs of the completions of the batch in sb (padded or packed rollout rows,
+ * seqbatch.h) into out (rows, T): the reference model, or for a LoRA run the policy with its
+ * adapters switched off for this one forward (and back on, also after a failed forward).
+ * scale: 1 / temperature. */
 int grpo_reference_logp(const grpo_reference *r, grpo_session *s, grpo_seqbatch *sb, float scale,
-                        int32_t P, int32_t T, float *out, grpo_error *err);
+                        int32_t T, float *out, grpo_error *err);
 
 /* grpo.sync_ref_every (TRL's sync_ref_model, TR-DPO): ref = alpha * policy + (1 - alpha) * ref
  * over every parameter (ops->scale, ops->accumulate: in fp32, per element

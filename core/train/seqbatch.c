@@ -1,4 +1,5 @@
-/* seqbatch.c — (B,T) sequence batches on the backend (see seqbatch.h). */
+/* seqbatch.c — (B,T) sequence batches on the backend: rollout rows padded or packed into them,
+ * their completion cells, forward and backward (see seqbatch.h). */
 #include "train/seqbatch.h"
 
 #include <stdlib.h>
@@ -7,6 +8,7 @@
 static void release(grpo_seqbatch *s) {
     free(s->ids), free(s->mask), free(s->pos), free(s->targets);
     free(s->logp), free(s->entropy), free(s->dlogp), free(s->dentropy);
+    free(s->row_col), free(s->row_len);
     void *d[] = {s->d_ids,  s->d_mask,    s->d_pos,   s->d_targets,
                  s->d_logp, s->d_entropy, s->d_dlogp, s->d_dentropy};
     for (size_t i = 0; s->ops && i < sizeof d / sizeof d[0]; i++)
@@ -23,7 +25,7 @@ int grpo_seqbatch_reset(grpo_seqbatch *s, const grpo_ops *ops, int32_t B, int32_
     size_t n = (size_t)B * T;
     if (n > s->cap || s->ops != ops) {
         release(s);
-        memset(s, 0, sizeof *s);
+        memset(s, 0, sizeof *s); /* the rows' arrays too: the builders reserve them again */
         s->ops = ops, s->cap = n;
         uint64_t bi = n * sizeof(int32_t), bf = n * sizeof(float);
         s->ids = malloc(bi), s->mask = malloc(bi), s->pos = malloc(bi), s->targets = malloc(bi);
@@ -51,12 +53,27 @@ int grpo_seqbatch_reset(grpo_seqbatch *s, const grpo_ops *ops, int32_t B, int32_
 
 void grpo_seqbatch_positions(grpo_seqbatch *s) {
     for (int32_t b = 0; b < s->B; b++) {
-        int32_t real = 0;
+        int32_t real = 0, seg = 0;
         for (int32_t t = 0; t < s->T; t++) {
             size_t i = (size_t)b * s->T + t;
+            if (s->mask[i] && s->mask[i] != seg) seg = s->mask[i], real = 0;
             s->pos[i] = s->mask[i] ? real++ : 0;
         }
     }
+}
+
+/* Room for the mapping of n rollout rows (row_col, row_len); s->rows = n. */
+static int rows_reserve(grpo_seqbatch *s, int32_t n, grpo_error *err) {
+    if ((size_t)n > s->rows_cap) {
+        free(s->row_col), free(s->row_len);
+        s->row_col = malloc((size_t)n * sizeof(int32_t));
+        s->row_len = malloc((size_t)n * sizeof(int32_t));
+        s->rows_cap = s->row_col && s->row_len ? (size_t)n : 0;
+        if (!s->rows_cap)
+            return grpo_error_set(err, GRPO_ERR_NOMEM, "batch: out of memory for %d rows", n);
+    }
+    s->rows = n;
+    return GRPO_OK;
 }
 
 static grpo_batch device_batch(const grpo_seqbatch *s) {
@@ -98,35 +115,90 @@ int grpo_seqbatch_backward(grpo_seqbatch *s, grpo_model *m, int with_entropy, fl
                                        err);
 }
 
+/* Completion of rollout row i from cell at of the batch (ids, mask, targets): its first n tokens
+ * (pad_id, mask 0 past r->len[i]) with mask value seg, each target at the cell before it. */
+static void put_completion(grpo_seqbatch *s, size_t at, const grpo_rollout *r, int32_t i,
+                           int32_t n, int32_t seg, int32_t pad_id) {
+    for (int32_t j = 0; j < n; j++) {
+        int real = j < r->len[i];
+        s->ids[at + j] = real ? r->ids[(size_t)i * r->T + j] : pad_id;
+        s->mask[at + j] = real ? seg : 0;
+        if (real) s->targets[at + j - 1] = s->ids[at + j];
+    }
+}
+
 int grpo_seqbatch_from_rollout(grpo_seqbatch *s, const grpo_ops *ops, const int32_t *prompt,
                                const int32_t *pmask, int32_t P, int32_t G, const grpo_rollout *r,
                                int32_t r0, int32_t rows, int32_t T, int32_t pad_id,
                                grpo_error *err) {
     int32_t L = P + T;
     int rc = grpo_seqbatch_reset(s, ops, rows, L, err);
+    if (rc == GRPO_OK) rc = rows_reserve(s, rows, err);
     if (rc != GRPO_OK) return rc;
     for (int32_t k = 0; k < rows; k++) {
         int32_t i = r0 + k, b = i / G;
-        int32_t *ids = s->ids + (size_t)k * L, *mask = s->mask + (size_t)k * L;
-        int32_t *tg = s->targets + (size_t)k * L;
-        memcpy(ids, prompt + (size_t)b * P, (size_t)P * sizeof(int32_t));
-        memcpy(mask, pmask + (size_t)b * P, (size_t)P * sizeof(int32_t));
-        for (int32_t j = 0; j < T; j++) {
-            int real = j < r->len[i];
-            ids[P + j] = real ? r->ids[(size_t)i * r->T + j] : pad_id;
-            mask[P + j] = real;
-            if (real) tg[P - 1 + j] = ids[P + j];
-        }
+        size_t at = (size_t)k * L;
+        memcpy(s->ids + at, prompt + (size_t)b * P, (size_t)P * sizeof(int32_t));
+        memcpy(s->mask + at, pmask + (size_t)b * P, (size_t)P * sizeof(int32_t));
+        put_completion(s, at + P, r, i, T, 1, pad_id);
+        s->row_col[k] = (int32_t)(at + P - 1), s->row_len[k] = T;
     }
     grpo_seqbatch_positions(s);
     s->shared_prefix = P;
     return GRPO_OK;
 }
 
-void grpo_seqbatch_completion(const grpo_seqbatch *s, const float *src, int32_t P, int32_t T,
-                              float *out) {
-    for (int32_t k = 0; k < s->B; k++)
-        memcpy(out + (size_t)k * T, src + (size_t)k * s->T + P - 1, (size_t)T * sizeof(float));
+int32_t grpo_seqbatch_row_tokens(const int32_t *pmask, int32_t P, int32_t G,
+                                 const grpo_rollout *r, int32_t i) {
+    int32_t n = r->len[i];
+    for (int32_t p = 0; p < P; p++) n += pmask[(size_t)(i / G) * P + p] != 0;
+    return n;
+}
+
+int32_t grpo_seqbatch_pack_fit(const int32_t *pmask, int32_t P, int32_t G, const grpo_rollout *r,
+                               int32_t r0, int32_t rows, int64_t K) {
+    int64_t n = grpo_seqbatch_row_tokens(pmask, P, G, r, r0);
+    int32_t k = 1;
+    while (k < rows && (n += grpo_seqbatch_row_tokens(pmask, P, G, r, r0 + k)) <= K) k++;
+    return k;
+}
+
+int grpo_seqbatch_pack_rollout(grpo_seqbatch *s, const grpo_ops *ops, const int32_t *prompt,
+                               const int32_t *pmask, int32_t P, int32_t G, const grpo_rollout *r,
+                               int32_t r0, int32_t rows, grpo_error *err) {
+    int32_t n = 0;
+    for (int32_t k = 0; k < rows; k++) n += grpo_seqbatch_row_tokens(pmask, P, G, r, r0 + k);
+    int rc = grpo_seqbatch_reset(s, ops, 1, n, err);
+    if (rc == GRPO_OK) rc = rows_reserve(s, rows, err);
+    if (rc != GRPO_OK) return rc;
+    size_t at = 0;
+    for (int32_t k = 0; k < rows; k++) {
+        int32_t i = r0 + k, b = i / G;
+        for (int32_t p = 0; p < P; p++) /* the prompt's real tokens, in order */
+            if (pmask[(size_t)b * P + p])
+                s->ids[at] = prompt[(size_t)b * P + p], s->mask[at++] = k + 1;
+        s->row_col[k] = (int32_t)at - 1, s->row_len[k] = r->len[i];
+        put_completion(s, at, r, i, r->len[i], k + 1, 0);
+        at += (size_t)r->len[i];
+    }
+    grpo_seqbatch_positions(s);
+    return GRPO_OK;
+}
+
+void grpo_seqbatch_completion(const grpo_seqbatch *s, const float *src, int32_t T, float *out) {
+    for (int32_t k = 0; k < s->rows; k++) {
+        float *o = out + (size_t)k * T;
+        int32_t n = s->row_len[k] < T ? s->row_len[k] : T;
+        memcpy(o, src + s->row_col[k], (size_t)n * sizeof(float));
+        memset(o + n, 0, (size_t)(T - n) * sizeof(float));
+    }
+}
+
+void grpo_seqbatch_scatter(const grpo_seqbatch *s, const float *src, int32_t T, float *dst) {
+    for (int32_t k = 0; k < s->rows; k++) {
+        int32_t n = s->row_len[k] < T ? s->row_len[k] : T;
+        memcpy(dst + s->row_col[k], src + (size_t)k * T, (size_t)n * sizeof(float));
+    }
 }
 
 int grpo_seqbatch_aux_loss(grpo_seqbatch *s, const grpo_model *m, double coef, int shares,

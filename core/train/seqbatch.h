@@ -27,6 +27,11 @@ typedef struct grpo_seqbatch {
     int32_t shared_prefix; /* columns that consecutive rows may share (a prompt and its
                               completions): forward passes it to the model's set_shared_prefix
                               (grpo/model.h, 1.6), which computes equal prefixes once; 0 = none */
+    /* The rollout rows in the batch (made by grpo_seqbatch_from_rollout or _pack_rollout): row k's
+     * completion token j is predicted at cell row_col[k] + j of the (B,T) arrays, j < row_len[k] */
+    int32_t rows;
+    size_t rows_cap;
+    int32_t *row_col, *row_len; /* (rows) */
 } grpo_seqbatch;
 
 /* Sets the shape to (B,T), growing the buffers if needed; the host arrays are cleared:
@@ -35,23 +40,45 @@ int grpo_seqbatch_reset(grpo_seqbatch *s, const grpo_ops *ops, int32_t B, int32_
                         grpo_error *err);
 void grpo_seqbatch_free(grpo_seqbatch *s);
 
-/* pos from mask: the running count of real tokens minus 1, 0 on padding. */
+/* pos from mask: the running count of real tokens minus 1, 0 on padding; the count starts over
+ * where a segment id (a mask value > 0) differs from the last one of the row (packed rows). */
 void grpo_seqbatch_positions(grpo_seqbatch *s);
 
 /* The rows [r0, r0+rows) of a rollout as a training batch of width L = P + T: each row is its
  * prompt (prompt/pmask (B,P), left-padded; row i belongs to prompt i / G) followed by its first
  * T completion tokens (pad_id, mask 0 past its length); targets put completion token j at column
  * P-1+j (the position that predicts it), -1 elsewhere. Resets s to (rows, L) with
- * shared_prefix = P (the rows of one prompt share it; the caller may set 0). */
+ * shared_prefix = P (the rows of one prompt share it; the caller may set 0); row_len[k] = T. */
 int grpo_seqbatch_from_rollout(grpo_seqbatch *s, const grpo_ops *ops, const int32_t *prompt,
                                const int32_t *pmask, int32_t P, int32_t G, const grpo_rollout *r,
                                int32_t r0, int32_t rows, int32_t T, int32_t pad_id,
                                grpo_error *err);
 
-/* The completion columns of a (rows, P+T) array of a batch made by grpo_seqbatch_from_rollout
- * (e.g. s->logp) into out (rows, T). */
-void grpo_seqbatch_completion(const grpo_seqbatch *s, const float *src, int32_t P, int32_t T,
-                              float *out);
+/* Packed training: the tokens of rollout row i without padding, its prompt's real tokens (pmask
+ * != 0) and its r->len[i] completion tokens. */
+int32_t grpo_seqbatch_row_tokens(const int32_t *pmask, int32_t P, int32_t G,
+                                 const grpo_rollout *r, int32_t i);
+
+/* How many of the rows [r0, r0+rows) fit one pack of at most K tokens, taken in order: at least
+ * 1 (a row longer than K alone; the trainer refuses such a K at start). */
+int32_t grpo_seqbatch_pack_fit(const int32_t *pmask, int32_t P, int32_t G, const grpo_rollout *r,
+                               int32_t r0, int32_t rows, int64_t K);
+
+/* The rows [r0, r0+rows) packed back to back into one row (1, n), n the sum of their
+ * grpo_seqbatch_row_tokens: row k is segment k + 1 (mask value, since ABI 1.7 the attention's
+ * segment id), its own positions from 0, its targets as grpo_seqbatch_from_rollout's; no padding,
+ * shared_prefix 0, row_len[k] = r->len[r0 + k]. */
+int grpo_seqbatch_pack_rollout(grpo_seqbatch *s, const grpo_ops *ops, const int32_t *prompt,
+                               const int32_t *pmask, int32_t P, int32_t G, const grpo_rollout *r,
+                               int32_t r0, int32_t rows, grpo_error *err);
+
+/* The completion cells of a (B,T) array of the batch (e.g. s->logp) into out (rows, T): row k's
+ * first row_len[k] values, 0 after them. */
+void grpo_seqbatch_completion(const grpo_seqbatch *s, const float *src, int32_t T, float *out);
+
+/* The inverse: (rows, T) per-token values src (e.g. d loss / d logp) into the completion cells of
+ * dst, a (B,T) array of the batch (e.g. s->dlogp); the other cells are left as they are. */
+void grpo_seqbatch_scatter(const grpo_seqbatch *s, const float *src, int32_t T, float *dst);
 
 /* Uploads, runs m's forward (reserving its activations; with s->shared_prefix), downloads logp
  * (and entropy when want_entropy). scale multiplies the logits (1 / sampling temperature). */

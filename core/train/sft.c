@@ -159,6 +159,11 @@ int grpo_sft(const grpo_sft_opts *o, grpo_error *err) {
                             "there is no metric to keep the best of; expected it empty (it is "
                             "for grpo train with train.eval_every and data.eval_path)",
                             ses.cfg->path, ses.cfg->checkpoint_best_metric);
+    if (rc == GRPO_OK && ses.cfg->train_max_tokens_per_microbatch > 0)
+        rc = grpo_error_set(err, GRPO_ERR_UNSUPPORTED,
+                            "%s: train.max_tokens_per_microbatch = %lld: grpo sft does not pack "
+                            "its micro-batches yet; expected 0 (packing is for grpo train)",
+                            ses.cfg->path, ses.cfg->train_max_tokens_per_microbatch);
     if (rc == GRPO_OK && o->out_dir) /* before any step: --out must not overwrite the model */
         rc = grpo_dirs_apart(o->out_dir, "--out", ses.run.model_dir, "the model directory", err);
     if (rc == GRPO_OK) rc = grpo_session_run(&ses, sft_step, &s, err);

@@ -123,6 +123,35 @@ static int check_ranks(const grpo_run_config *cfg, const grpo_ops *ops, grpo_err
     return GRPO_OK;
 }
 
+/* train.max_tokens_per_microbatch: every row (its prompt and its completion) must fit a pack,
+ * and packed rows need the segment ids of the cpu attention (ABI 1.7). A micro-batch that must
+ * see its entropies whole (top_entropy_quantile < 1) and may not fit one pack is checked at the
+ * step, where its rows' lengths are known. */
+static int check_packing(const grpo_run_config *cfg, const grpo_ops *ops, grpo_error *err) {
+    long long K = cfg->train_max_tokens_per_microbatch;
+    if (K == 0) return GRPO_OK;
+    long long C = cfg->env.entry ? cfg->env_max_episode_tokens
+                                 : cfg->sampling_max_completion_length; /* the sampler's max_new */
+    long long row = cfg->data_max_prompt_length + C;
+    if (K < row)
+        return grpo_error_set(err, GRPO_ERR_INVALID,
+                              "%s: train.max_tokens_per_microbatch = %lld is smaller than the "
+                              "longest row, %lld tokens (data.max_prompt_length = %lld + %s = "
+                              "%lld); expected at least %lld",
+                              cfg->path, K, row, cfg->data_max_prompt_length,
+                              cfg->env.entry ? "env.max_episode_tokens"
+                                             : "sampling.max_completion_length",
+                              C, row);
+    if (strcmp(ops->name, "cpu") != 0)
+        return grpo_error_set(err, GRPO_ERR_UNSUPPORTED,
+                              "%s: train.max_tokens_per_microbatch = %lld on the %s backend: "
+                              "packed rows need attention by segment id (ABI 1.7), which only "
+                              "the cpu backend implements yet; set it to 0 (padded micro-batches) "
+                              "or model.backend = cpu",
+                              cfg->path, K, ops->name);
+    return GRPO_OK;
+}
+
 /* [env]: the environment plugin (evaluations run episodes too); a run whose rewards never read
  * the episodes' reward is warned of. */
 static int open_env(trainer *t, grpo_error *err) {
@@ -143,6 +172,7 @@ int grpo_trainer_setup(trainer *t, grpo_error *err) {
     int rc = refuse_options(cfg, t->s.policy, err);
     if (rc == GRPO_OK && grpo_comm_rank() == 0) grpo_run_config_warn_cannot_learn(cfg, stderr);
     if (rc == GRPO_OK) rc = check_ranks(cfg, t->s.run.proc.ops, err);
+    if (rc == GRPO_OK) rc = check_packing(cfg, t->s.run.proc.ops, err);
     if (rc == GRPO_OK) rc = grpo_reference_open(&t->ref, &t->s, err);
     if (rc == GRPO_OK) rc = open_rollout(t, err);
     if (rc == GRPO_OK) rc = open_eval(t, err);

@@ -167,18 +167,44 @@ static int chunk_mask(trainer *t, chunk *c, grpo_error *err) {
     return GRPO_OK;
 }
 
-/* Fills t->sb with rows [r0, r0+rows) of c (prompt, then completion; see seqbatch.h). */
+/* Fills t->sb with rows [r0, r0+rows) of c: padded (prompt, then completion), or packed into one
+ * row when train.max_tokens_per_microbatch > 0 (seqbatch.h). */
 static int chunk_batch(trainer *t, chunk *c, int32_t r0, int32_t rows, grpo_error *err) {
-    int rc = grpo_seqbatch_from_rollout(&t->sb, t->s.run.proc.ops, c->rb.prompt, c->rb.pmask,
-                                        c->rb.P, c->rb.G, &c->rb.roll, r0, rows, c->T,
-                                        t->s.run.pad_id, err);
+    const grpo_ops *ops = t->s.run.proc.ops;
+    if (t->cfg->train_max_tokens_per_microbatch > 0)
+        return grpo_seqbatch_pack_rollout(&t->sb, ops, c->rb.prompt, c->rb.pmask, c->rb.P,
+                                          c->rb.G, &c->rb.roll, r0, rows, err);
+    int rc = grpo_seqbatch_from_rollout(&t->sb, ops, c->rb.prompt, c->rb.pmask, c->rb.P, c->rb.G,
+                                        &c->rb.roll, r0, rows, c->T, t->s.run.pad_id, err);
     if (!t->cfg->train_shared_prefix) t->sb.shared_prefix = 0; /* every row in full */
     return rc;
 }
 
-/* The completion columns (rows, T) of a (rows, P+T) array of the current batch. */
+/* How many of the rows [r0, r0+rows) of c the next forward/backward pass takes: all of them
+ * (padded), or as many as fit train.max_tokens_per_microbatch tokens (packed). */
+static int32_t pass_rows(const trainer *t, const chunk *c, int32_t r0, int32_t rows) {
+    int64_t K = t->cfg->train_max_tokens_per_microbatch;
+    return K > 0 ? grpo_seqbatch_pack_fit(c->rb.pmask, c->rb.P, c->rb.G, &c->rb.roll, r0, rows, K)
+                 : rows;
+}
+
+/* The rows of the micro-batch at r0 of c: train.micro_batch, fewer at the chunk's end. */
+static int32_t micro_rows(const trainer *t, const chunk *c, int32_t r0) {
+    return c->rb.N - r0 < t->micro ? c->rb.N - r0 : t->micro;
+}
+
+/* The forward/backward passes of chunk c: one per micro-batch, or per pack. */
+static int chunk_passes(const trainer *t, const chunk *c) {
+    int n = 0;
+    for (int32_t r0 = 0; r0 < c->rb.N; r0 += t->micro)
+        for (int32_t p0 = r0, end = r0 + micro_rows(t, c, r0); p0 < end; n++)
+            p0 += pass_rows(t, c, p0, end - p0);
+    return n;
+}
+
+/* The completion columns (rows, T) of an array of the current batch. */
 static void completion_cols(const trainer *t, const chunk *c, const float *src, float *out) {
-    grpo_seqbatch_completion(&t->sb, src, c->rb.P, c->T, out);
+    grpo_seqbatch_completion(&t->sb, src, c->T, out);
 }
 
 /* The sampler's log-probs of the chunk's tokens (the rollout copy's, or the policy's at decode),
@@ -199,8 +225,8 @@ static int chunk_old_logp(trainer *t, chunk *c, grpo_error *err) {
     c->old_logp = malloc((size_t)c->rb.N * c->T * sizeof(float));
     if (!c->old_logp)
         return grpo_nomem(err, "the old policy's log-probs (N,T)", (uint64_t)c->rb.N * c->T * 4);
-    for (int32_t r0 = 0; r0 < c->rb.N; r0 += t->micro) {
-        int32_t rows = c->rb.N - r0 < t->micro ? c->rb.N - r0 : t->micro;
+    for (int32_t r0 = 0, rows; r0 < c->rb.N; r0 += rows) { /* forward only: any grouping */
+        rows = pass_rows(t, c, r0, micro_rows(t, c, r0));
         int rc = chunk_batch(t, c, r0, rows, err);
         if (rc == GRPO_OK) rc = grpo_seqbatch_forward(&t->sb, t->s.policy, 0, t->scale, err);
         if (rc != GRPO_OK) return rc;
@@ -336,16 +362,11 @@ static int micro_policy(trainer *t, chunk *c, int32_t r0, int32_t rows, const gr
     if (rc == GRPO_OK && bonus) rc = grpo_loss_entropy_backward(de, &in, lo, &why);
     if (rc != GRPO_OK) return grpo_error_set(err, rc, "loss: %s", why.message);
     loss_add(sums, &m);
-    double aux; /* MoE: the router loss enters with its share (model.h) */
-    if (grpo_seqbatch_aux_loss(&t->sb, t->s.policy, t->cfg->grpo_aux_loss_coef,
-                               lo->grad_accum_steps, &aux))
-        sums->aux += aux / lo->grad_accum_steps;
-    int32_t L = c->rb.P + c->T;
-    for (int32_t k = 0; k < rows; k++) {
-        size_t at = (size_t)k * L + c->rb.P - 1, from = (size_t)k * c->T;
-        memcpy(t->sb.dlogp + at, dl + from, (size_t)c->T * sizeof(float));
-        if (bonus) memcpy(t->sb.dentropy + at, de + from, (size_t)c->T * sizeof(float));
-    }
+    double aux; /* MoE: the router loss enters with its share per pass (model.h) */
+    if (grpo_seqbatch_aux_loss(&t->sb, t->s.policy, t->cfg->grpo_aux_loss_coef, t->passes, &aux))
+        sums->aux += aux / t->passes;
+    grpo_seqbatch_scatter(&t->sb, dl, c->T, t->sb.dlogp);
+    if (bonus) grpo_seqbatch_scatter(&t->sb, de, c->T, t->sb.dentropy);
     rc = grpo_seqbatch_backward(&t->sb, t->s.policy, bonus, t->scale, err);
     return rc == GRPO_OK ? grpo_session_dropout(&t->s, 0, 0, err) : rc;
 }
@@ -357,19 +378,47 @@ static void count_padding(const grpo_seqbatch *sb, loss_sums *sums) {
     sums->positions += (double)n, sums->padded += (double)pad;
 }
 
-/* Loss and backward of rows [r0, r0+rows) of chunk c; buf holds 6 (rows, c->T) arrays. */
-static int micro_step(trainer *t, chunk *c, int32_t r0, int32_t rows, const grpo_loss_opts *lo,
-                      float *buf, loss_sums *sums, grpo_error *err) {
+/* One forward/backward pass over rows [r0, r0+rows) of chunk c (a micro-batch, or one pack of
+ * it); buf holds 6 (rows, c->T) arrays. */
+static int pass_step(trainer *t, chunk *c, int32_t r0, int32_t rows, const grpo_loss_opts *lo,
+                     float *buf, loss_sums *sums, grpo_error *err) {
     int rc = chunk_batch(t, c, r0, rows, err);
     float *ref = buf + (size_t)rows * c->T;
     if (rc == GRPO_OK) count_padding(&t->sb, sums);
     double w0 = grpo_now(), c0 = grpo_cpu_now();
     if (rc == GRPO_OK && grpo_reference_on(&t->ref))
-        rc = grpo_reference_logp(&t->ref, &t->s, &t->sb, t->scale, c->rb.P, c->T, ref, err);
+        rc = grpo_reference_logp(&t->ref, &t->s, &t->sb, t->scale, c->T, ref, err);
     phase_add(t, PH_REFERENCE, w0, c0);
     w0 = grpo_now(), c0 = grpo_cpu_now();
     if (rc == GRPO_OK) rc = micro_policy(t, c, r0, rows, lo, buf, sums, err);
     phase_add(t, PH_POLICY, w0, c0);
+    return rc;
+}
+
+/* Loss and backward of the micro-batch [r0, r0+rows) of chunk c: one pass, or (packed) one per
+ * pack, each normalised as the whole micro-batch (loss.h norm_rows, norm_tokens). */
+static int micro_step(trainer *t, chunk *c, int32_t r0, int32_t rows, const grpo_loss_opts *lo,
+                      float *buf, loss_sums *sums, grpo_error *err) {
+    grpo_loss_opts plo = *lo;
+    int32_t first = pass_rows(t, c, r0, rows);
+    if (t->cfg->train_max_tokens_per_microbatch > 0) {
+        plo.norm_rows = rows, plo.norm_tokens = grpo_mask_sum(c->mask + (size_t)r0 * c->T, rows,
+                                                               c->T);
+        if (first < rows && lo->top_entropy_quantile < 1.0)
+            return grpo_error_set(err, GRPO_ERR_UNSUPPORTED,
+                                  "%s: step %ld: grpo.top_entropy_quantile = %g needs the "
+                                  "entropies of a whole micro-batch (%d rows) before its "
+                                  "backward, but it does not fit one pack of "
+                                  "train.max_tokens_per_microbatch = %lld tokens; raise that key "
+                                  "or lower train.micro_batch",
+                                  t->cfg->path, t->s.st.step + 1, lo->top_entropy_quantile, rows,
+                                  t->cfg->train_max_tokens_per_microbatch);
+    }
+    int rc = GRPO_OK;
+    for (int32_t p0 = r0, n = first; rc == GRPO_OK && p0 < r0 + rows; p0 += n) {
+        if (p0 > r0) n = pass_rows(t, c, p0, r0 + rows - p0);
+        rc = pass_step(t, c, p0, n, &plo, buf, sums, err);
+    }
     return rc;
 }
 
@@ -385,19 +434,21 @@ static int train_on_chunks(trainer *t, loss_sums *sums, grpo_error *err) {
     lo.top_entropy_quantile = cfg->grpo_top_entropy_quantile;
     lo.entropy_coef = cfg->grpo_entropy_coef;
     lo.max_completion_length = (int)cfg->sampling_max_completion_length;
-    int micro_batches = 0;
+    int micro_batches = 0, passes = 0;
     int32_t Tmax = 1;
     lo.num_items_in_batch = 0;
     for (int a = 0; a < t->n_chunks; a++) {
         chunk *c = &t->chunks[a];
         lo.num_items_in_batch += grpo_mask_sum(c->mask, c->rb.N, c->T);
         micro_batches += (c->rb.N + t->micro - 1) / t->micro;
+        passes += chunk_passes(t, c);
         Tmax = c->T > Tmax ? c->T : Tmax;
     }
-    double global[2] = {lo.num_items_in_batch, micro_batches}; /* over every rank's rows */
-    int rc = grpo_comm_allreduce_f64(global, 2, GRPO_COMM_SUM, err);
+    double global[3] = {lo.num_items_in_batch, micro_batches, passes}; /* every rank's rows */
+    int rc = grpo_comm_allreduce_f64(global, 3, GRPO_COMM_SUM, err);
     if (rc != GRPO_OK) return rc;
     lo.num_items_in_batch = global[0], lo.grad_accum_steps = (int)global[1];
+    t->passes = (int)global[2]; /* the MoE aux loss's share per forward (model.h) */
     if (t->load) memset(t->load, 0, (size_t)t->load_L * t->load_E * sizeof *t->load);
     float *buf = malloc((size_t)t->micro * Tmax * 6 * sizeof(float)); /* micro_step's six */
     if (!buf)
@@ -406,8 +457,7 @@ static int train_on_chunks(trainer *t, loss_sums *sums, grpo_error *err) {
     for (int a = 0; rc == GRPO_OK && a < t->n_chunks; a++) {
         chunk *c = &t->chunks[a];
         for (int32_t r0 = 0; rc == GRPO_OK && r0 < c->rb.N; r0 += t->micro)
-            rc = micro_step(t, c, r0, c->rb.N - r0 < t->micro ? c->rb.N - r0 : t->micro, &lo, buf,
-                            sums, err);
+            rc = micro_step(t, c, r0, micro_rows(t, c, r0), &lo, buf, sums, err);
     }
     free(buf);
     return rc;

@@ -67,7 +67,8 @@ typedef struct trainer {
     grpo_sampler_opts so;
     grpo_advantage_opts ao;
     float scale;   /* 1 / temperature for the log-probs */
-    int32_t micro; /* rows per forward/backward */
+    int32_t micro; /* rows per micro-batch (the loss's unit; one forward/backward unpacked) */
+    int passes;    /* forward/backward passes of this step over every rank (packs when packed) */
     chunk *chunks; /* [grad_accum + grpo.resample_rounds]: n_chunks in use this step */
     int n_chunks, cap_chunks;
     grpo_seqbatch sb;

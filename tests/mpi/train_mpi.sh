@@ -9,7 +9,8 @@
 #      of zero-mean advantages) carries their rounding, fp32's epsilon 1.2e-7, not a fraction of
 #      its value (tests/mpi/compare.c)
 #      (and a LoRA run's adapters: 1b; multi-turn episodes of an environment: 1c); on both, the
-#      sampler's log-probs equal the training forward's (sampling_logp_difference/max 0)
+#      sampler's log-probs equal the training forward's (sampling_logp_difference/max 0); packed
+#      micro-batches (train.max_tokens_per_microbatch): 1d
 #   2. a rank killed with SIGKILL ends the other; mpirun names the rank (no hang: timeout)
 #   3. a rank that fails (rank 1 alone gets a missing data.path) ends the job with a line naming
 #      the rank and the cause
@@ -147,6 +148,22 @@ grep -q '"env/observation_tokens": [1-9]' eone/metrics.jsonl ||
 diff <(sed 's/"rank":[01],//' eone/completions.jsonl) <(sed 's/"rank":[01],//' etwo/completions.jsonl) \
     >/dev/null || fail "env: the 2 ranks' episodes differ from one process's"
 [[ $failed == 0 ]] && echo "ok   env parity: 2 ranks = 1 process (episodes, parameters, metrics)"
+
+# 1d. packed micro-batches (train.max_tokens_per_microbatch): the passes are counted over every
+# rank and each pack is normalised as its micro-batch, so 2 ranks packed = 1 process packed
+pk=(--set train.max_tokens_per_microbatch=48 --set train.micro_batch=3)
+"$grpo" train run.ini "${pk[@]}" --set log.dir=pone --set checkpoint.dir=pone/ck >pone.log 2>&1 ||
+    { cat pone.log; fail "packed: one process"; }
+timeout 120 "${mpi[@]}" "$grpo" train run.ini "${pk[@]}" --set log.dir=ptwo \
+    --set checkpoint.dir=ptwo/ck > ptwo.log 2>&1 || { cat ptwo.log; fail "packed: mpirun -np 2"; }
+for s in 1 2 3; do
+    "$compare" params "$(ckpt pone $s)" "$(ckpt ptwo $s)" 1e-5 ||
+        fail "packed step $s: parameters differ"
+done
+"$compare" metrics pone/metrics.jsonl ptwo/metrics.jsonl 1e-5 "$atol" ||
+    fail "packed: metrics differ"
+grep -q '"train/padding_frac": 0[,}]' ptwo/metrics.jsonl || fail "packed: padding_frac is not 0"
+[[ $failed == 0 ]] && echo "ok   packed parity: 2 ranks = 1 process (parameters, metrics)"
 
 # 2. a killed rank ends the other
 export GRPO_TEST_MARK=$$-$RANDOM

@@ -34,8 +34,10 @@
  * with count = top-k assignments and psum = summed router probabilities of the real tokens of
  * the group; d aux / d p_{n,e} = coef_g(n) * count_{g(n),e}.                                  */
 enum {
-    MOE_AUX_SEQ,    /* MiniMind2 seq_aux: group = (layer, row); coef = alpha E / (B' K S_b^2),
-                       B' rows with real tokens, S_b real tokens of row b; summed over layers */
+    MOE_AUX_SEQ,    /* MiniMind2 seq_aux: group = (layer, sequence); coef =
+                       alpha E / (B' K S_b^2),
+                       B' sequences with real tokens, S_b real tokens of sequence b; summed over
+                       layers. A sequence is a row, or a segment of a packed row (mask value) */
     MOE_AUX_TOKEN,  /* MiniMind2 seq_aux = false: group = layer; coef = alpha E / (K N_r^2) */
     MOE_AUX_GLOBAL  /* Qwen3-MoE (transformers load_balancing_loss_func): one group over every
                        layer; coef = coef E / (L N_r)^2 */
@@ -109,14 +111,19 @@ typedef struct moe_model {
     /* router state on the host, per pass (forward, prefill or decode) */
     int32_t B, T;           /* shape of the last pass */
     int32_t *eoff;          /* (L, E+1) first routed row of each expert, per layer */
-    float *count;           /* (L, B, E) top-k assignments of real tokens */
-    float *psum;            /* (L, B, E) summed probabilities of real tokens */
+    float *count;           /* (L, NG, E) top-k assignments of real tokens */
+    float *psum;            /* (L, NG, E) summed probabilities of real tokens */
     int32_t *hmask;         /* (B,T) host copy of the mask */
+    /* The aux loss's sequences: one per row, or per segment of a packed row (a mask value > 0 is
+     * a segment id, ABI 1.7): group g = (row, segment id) with real tokens, in order */
+    int32_t NG;             /* groups of the last pass */
+    int32_t *grp;           /* (B,T) each real token's group, -1 on padding */
+    int32_t *gid, *greal;   /* (NG) the group's segment id, its real tokens */
     float *load;            /* (L, E) expert_load() */
     float aux;              /* coef * aux of the last forward */
     float *hbuf;            /* host scratch, hbuf_floats */
     uint64_t hbuf_floats;
-    int32_t cap_B, cap_N;   /* capacity of count/psum (rows) and hmask (tokens) */
+    int32_t cap_G, cap_N;   /* capacity of count/psum (groups) and of hmask, grp (tokens) */
 } moe_model;
 
 /* The MoE block as the skeleton's feed-forward half (moe_plugin.c). */

@@ -41,7 +41,7 @@ static void moe_free(moe_model *m) {
     free(m->load);
     free(m->count);
     free(m->psum);
-    free(m->hmask);
+    free(m->hmask), free(m->grp), free(m->gid), free(m->greal);
     free(m->hbuf);
     free(m);
 }

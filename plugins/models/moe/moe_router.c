@@ -4,8 +4,10 @@
  * the M = N*K assignments by expert (a counting sort: expert e owns routed rows
  * [eoff[e], eoff[e+1])), the load-balancing statistics, and the backward of all of it.
  *
- * Only real tokens (mask = 1) enter the counts and probability sums of the aux loss and the
- * expert load; padding tokens are routed (their rows are computed) but never counted.
+ * Only real tokens (mask != 0) enter the counts and probability sums of the aux loss and the
+ * expert load; padding tokens are routed (their rows are computed) but never counted. The aux
+ * loss's sequences are the rows, or the segments of packed rows (a mask value > 0 is a segment
+ * id, ABI 1.7): a packed row's sequences weigh as they would in rows of their own.
  *
  * Backward, per token with chosen experts e_k, probabilities p, weights w_k and upstream dw_k:
  *   norm_topk: w_k = p_{e_k} / s, s = sum_j p_{e_j} + eps  =>  dp_{e_j} += (dw_j - sum_k dw_k w_k) / s
@@ -33,30 +35,67 @@ static float *hbuf(moe_model *m, uint64_t n, grpo_error *err) {
     return m->hbuf;
 }
 
+/* The groups of the host mask (moe.h): each real token's group (row, segment id), numbered in
+ * order of first appearance, and each group's real tokens. Returns the group count. */
+static int32_t groups_make(moe_model *m, int32_t B, int32_t T) {
+    int32_t NG = 0;
+    for (int32_t b = 0; b < B; b++) {
+        int32_t first = NG, last_id = 0, g = -1;
+        for (int32_t t = 0; t < T; t++) {
+            size_t n = (size_t)b * T + t;
+            int32_t id = m->hmask[n];
+            m->grp[n] = -1;
+            if (!id) continue;
+            if (id != last_id) { /* the row's group of this id, or a new one */
+                for (g = first; g < NG && m->gid[g] != id; g++) {}
+                if (g == NG) m->gid[NG] = id, m->greal[NG++] = 0;
+                last_id = id;
+            }
+            m->grp[n] = g, m->greal[g]++;
+        }
+    }
+    return NG;
+}
+
+/* Room for N tokens (hmask, grp, and at most N groups' gid, greal). */
+static int32_t tokens_reserve(moe_model *m, int32_t N, grpo_error *err) {
+    if (N <= m->cap_N) return GRPO_OK;
+    int32_t *hm = realloc(m->hmask, (size_t)N * sizeof(int32_t));
+    if (hm) m->hmask = hm;
+    int32_t *gr = realloc(m->grp, (size_t)N * sizeof(int32_t));
+    if (gr) m->grp = gr;
+    int32_t *gi = realloc(m->gid, (size_t)N * sizeof(int32_t));
+    if (gi) m->gid = gi;
+    int32_t *re = realloc(m->greal, (size_t)N * sizeof(int32_t));
+    if (re) m->greal = re;
+    if (!hm || !gr || !gi || !re)
+        return grpo_error_set(err, GRPO_ERR_NOMEM, "moe: router: out of memory");
+    m->cap_N = N;
+    return GRPO_OK;
+}
+
 int32_t moe_router_begin(lm_decoder *d, const int32_t *mask, int32_t B, int32_t T,
                          grpo_error *err) {
     moe_model *m = (moe_model *)d;
     const moe_config *c = &m->cfg;
     int32_t N = B * T;
-    if (B > m->cap_B) {
-        float *cnt = realloc(m->count, (size_t)c->L * B * c->E * sizeof(float));
-        if (cnt) m->count = cnt;
-        float *ps = realloc(m->psum, (size_t)c->L * B * c->E * sizeof(float));
-        if (ps) m->psum = ps;
-        if (!cnt || !ps) return grpo_error_set(err, GRPO_ERR_NOMEM, "moe: router: out of memory");
-        m->cap_B = B;
-    }
-    if (N > m->cap_N) {
-        int32_t *hm = realloc(m->hmask, (size_t)N * sizeof(int32_t));
-        if (!hm) return grpo_error_set(err, GRPO_ERR_NOMEM, "moe: router: out of memory");
-        m->hmask = hm, m->cap_N = N;
-    }
+    if (tokens_reserve(m, N, err) != GRPO_OK) return err->status;
     if (mask)
         m->dec.ops->download(m->dec.ops->ctx, m->hmask, mask, (uint64_t)N * sizeof(int32_t));
     else
         for (int32_t n = 0; n < N; n++) m->hmask[n] = 1;
-    memset(m->count, 0, (size_t)c->L * B * c->E * sizeof(float));
-    memset(m->psum, 0, (size_t)c->L * B * c->E * sizeof(float));
+    m->NG = groups_make(m, B, T);
+    int32_t G = m->NG > 0 ? m->NG : 1;
+    if (G > m->cap_G) {
+        float *cnt = realloc(m->count, (size_t)c->L * G * c->E * sizeof(float));
+        if (cnt) m->count = cnt;
+        float *ps = realloc(m->psum, (size_t)c->L * G * c->E * sizeof(float));
+        if (ps) m->psum = ps;
+        if (!cnt || !ps) return grpo_error_set(err, GRPO_ERR_NOMEM, "moe: router: out of memory");
+        m->cap_G = G;
+    }
+    memset(m->count, 0, (size_t)c->L * G * c->E * sizeof(float));
+    memset(m->psum, 0, (size_t)c->L * G * c->E * sizeof(float));
     m->B = B, m->T = T, m->aux = 0.0f;
     return GRPO_OK;
 }
@@ -97,19 +136,19 @@ int32_t moe_router_forward(moe_model *m, moe_layer_acts *a, int32_t l, grpo_erro
     float *tw = p + (size_t)N * E + M, *w = p + (size_t)N * E + 4 * (size_t)M;
     int32_t *slot = tok + M, *off = m->eoff + (size_t)l * (E + 1);
     o->download(o->ctx, p, a->probs, (uint64_t)N * E * sizeof(float));
-    float *count = m->count + (size_t)l * m->B * E, *psum = m->psum + (size_t)l * m->B * E;
+    float *count = m->count + (size_t)l * m->NG * E, *psum = m->psum + (size_t)l * m->NG * E;
     memset(off, 0, (size_t)(E + 1) * sizeof(int32_t));
     /* layer l's statistics start over: a layer recomputed in backward (gradient checkpointing)
      * counts its tokens once, with the bits of the forward */
-    memset(count, 0, (size_t)m->B * E * sizeof(float));
-    memset(psum, 0, (size_t)m->B * E * sizeof(float));
+    memset(count, 0, (size_t)m->NG * E * sizeof(float));
+    memset(psum, 0, (size_t)m->NG * E * sizeof(float));
     for (int32_t n = 0; n < N; n++) {
         float *pn = p + (size_t)n * E;
         softmax_row(pn, E);
         topk_row(tidx + (size_t)n * K, tw + (size_t)n * K, pn, c);
         for (int32_t k = 0; k < K; k++) off[tidx[(size_t)n * K + k] + 1]++;
         if (!m->hmask[n]) continue;
-        int32_t b = n / m->T;
+        int32_t b = m->grp[n];
         for (int32_t k = 0; k < K; k++) count[(size_t)b * E + tidx[(size_t)n * K + k]] += 1.0f;
         for (int32_t e = 0; e < E; e++) psum[(size_t)b * E + e] += pn[e];
     }
@@ -128,27 +167,22 @@ int32_t moe_router_forward(moe_model *m, moe_layer_acts *a, int32_t l, grpo_erro
     return GRPO_OK;
 }
 
-/* Real tokens of row b, and in the whole batch. */
-static int32_t real_in_row(const moe_model *m, int32_t b) {
-    int32_t s = 0;
-    for (int32_t t = 0; t < m->T; t++) s += m->hmask[(size_t)b * m->T + t] != 0;
-    return s;
+/* Real tokens of the pass (the groups' sum). */
+static int32_t real_tokens(const moe_model *m) {
+    int32_t Nr = 0;
+    for (int32_t g = 0; g < m->NG; g++) Nr += m->greal[g];
+    return Nr;
 }
 
-/* coef_g * count_{g,e} for token row b of layer l: d aux / d p_{n,e} (moe.h). Fills g (E). */
+/* coef_g * count_{g,e} for token group b of layer l: d aux / d p_{n,e} (moe.h). Fills g (E). */
 static void aux_grad_row(const moe_model *m, float *g, int32_t l, int32_t b) {
     const moe_config *c = &m->cfg;
-    int32_t E = c->E, B = m->B;
-    int32_t rows = 0, Nr = 0;
-    for (int32_t r = 0; r < B; r++) {
-        int32_t s = real_in_row(m, r);
-        rows += s > 0, Nr += s;
-    }
+    int32_t E = c->E, B = m->NG, rows = m->NG, Nr = real_tokens(m);
     for (int32_t e = 0; e < E; e++) g[e] = 0.0f;
     if (Nr == 0) return;
     const float *cnt = m->count;
     if (c->aux_kind == MOE_AUX_SEQ) {
-        double Sb = real_in_row(m, b);
+        double Sb = m->greal[b];
         double coef = c->aux_coef * E / ((double)rows * c->K * Sb * Sb);
         for (int32_t e = 0; e < E; e++)
             g[e] = (float)(coef * cnt[((size_t)l * B + b) * E + e]);
@@ -168,11 +202,7 @@ static void aux_grad_row(const moe_model *m, float *g, int32_t l, int32_t b) {
 void moe_router_end(lm_decoder *d) {
     moe_model *m = (moe_model *)d;
     const moe_config *c = &m->cfg;
-    int32_t E = c->E, B = m->B, rows = 0, Nr = 0;
-    for (int32_t b = 0; b < B; b++) {
-        int32_t s = real_in_row(m, b);
-        rows += s > 0, Nr += s;
-    }
+    int32_t E = c->E, B = m->NG, rows = m->NG, Nr = real_tokens(m);
     for (int32_t l = 0; l < c->L; l++)
         for (int32_t e = 0; e < E; e++) {
             float s = 0.0f;
@@ -190,7 +220,7 @@ void moe_router_end(lm_decoder *d) {
             for (int32_t b = 0; b < B; b++) {
                 const float *cn = m->count + ((size_t)l * B + b) * E;
                 const float *ps = m->psum + ((size_t)l * B + b) * E;
-                double Sb = real_in_row(m, b), dot = 0.0;
+                double Sb = m->greal[b], dot = 0.0;
                 for (int32_t e = 0; e < E; e++) {
                     dot += (double)cn[e] * ps[e];
                     lc[e] += cn[e], lpp[e] += ps[e];
@@ -252,7 +282,7 @@ int32_t moe_router_backward(moe_model *m, float *dlogits, const float *dw,
             for (int32_t k = 0; k < K; k++) dn[ek[k]] += dwk[k];
         }
         if (aux_weight != 0.0f && c->aux_coef > 0 && m->hmask[n]) {
-            int32_t b = n / m->T;
+            int32_t b = m->grp[n];
             if (b != g_row) aux_grad_row(m, g, l, b), g_row = b;
             for (int32_t e = 0; e < E; e++) dn[e] += aux_weight * g[e];
         }
