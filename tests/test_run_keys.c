@@ -4,11 +4,12 @@
  * run without it.
  *   - keys that change the maths (loss types and their normalisers, GSPO's sequence-level ratio,
  *     the top-entropy mask, dynamic sampling, GDPO, the importance weights of a bf16 rollout
- *     copy, a LoRA base held in bf16, over-sampling, a step's token budget): the gradient (grad_norm of step 1 or 2) differs from the
- *     plain run's by more than fp32 rounding (1e-4 relative; the same run repeats bit for bit,
- *     test_trainer.c). A key the trainer ignored would give the plain run's numbers. Keys that
- *     only act off-policy (GSPO, sapo, cispo: at ratio 1 they give the plain gradient) run with
- *     num_iterations = 2 on both sides, so step 2 is off-policy;
+ *     copy, a LoRA base held in bf16, over-sampling, a step's token budget): the gradient
+ *     (grad_norm of step 1 or 2) differs from the plain run's by more than fp32 rounding (1e-4
+ *     relative; the same run repeats bit for bit, test_trainer.c). A key the trainer ignored
+ *     would give the plain run's numbers. Keys that only act off-policy (GSPO, sapo, cispo: at
+ *     ratio 1 they give the plain gradient) run with num_iterations = 2 on both sides, so step 2
+ *     is off-policy;
  *   - where a metric says the path ran (frac_groups_dropped, the bf16 copy's log-prob
  *     difference, over-sampling's aborted tokens, the rows a token budget cut), it is there and
  *     not 0;

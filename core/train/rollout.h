@@ -64,10 +64,11 @@ int grpo_rollout_batch_begin(grpo_rollout_batch *b, int32_t B, int32_t G, grpo_e
 int grpo_rollout_batch_add(grpo_rollout_batch *b, grpo_run *r, const grpo_dataset *ds,
                            const grpo_example *ex, int *keep, grpo_error *err);
 
-/* With all B prompts added (keep: see over-sampling above): left-pads them, samples so->G (= G) completions each with m (rng
- * advances, or row_rng when set), decodes them and scores them with every reward of
- * rs into R (N,K). With row_rng, no env and pooled rewards (rewards.h), those score each row
- * or group as soon as it ends, while the other rows still decode; the scores are the same. */
+/* With all B prompts added: left-pads them, samples so->G (= G) completions each with m (rng
+ * advances, or row_rng when set), decodes them and scores them with every reward of rs into
+ * R (N,K); with keep, over-sampling as above. With row_rng, no env and pooled rewards
+ * (rewards.h), those score each row or group as soon as it ends, while the other rows still
+ * decode; the scores are the same. */
 int grpo_rollout_batch_run(grpo_rollout_batch *b, const grpo_run *r, grpo_model *m,
                            const grpo_sampler_opts *so, grpo_rng *rng, grpo_reward_set *rs,
                            grpo_error *err);
