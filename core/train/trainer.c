@@ -303,11 +303,13 @@ static int chunk_generate(trainer *t, chunk *c, int32_t B, grpo_error *err) {
 
 /* DAPO's resampling (grpo.resample_rounds): while groups were dropped, one more chunk of as many
  * fresh prompts as were dropped in the last round, its own zero-std groups dropped in turn. The
- * extra chunks train with the others (they share num_items_in_batch and the accumulation). */
+ * extra chunks train with the others (they share num_items_in_batch and the accumulation). A
+ * spent token budget (sampling.max_step_tokens) ends the rounds: their rows would be empty. */
 static int resample(trainer *t, grpo_error *err) {
     int dropped = 0, rc = GRPO_OK;
     for (int a = 0; a < t->n_chunks; a++) dropped += t->chunks[a].dropped;
-    while (rc == GRPO_OK && dropped > 0 && t->n_chunks < t->cap_chunks) {
+    while (rc == GRPO_OK && dropped > 0 && t->n_chunks < t->cap_chunks &&
+           !(t->so.budget && t->budget_left <= 0)) {
         chunk *c = &t->chunks[t->n_chunks++];
         rc = chunk_generate(t, c, dropped, err);
         dropped = c->dropped;
