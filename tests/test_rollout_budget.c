@@ -6,7 +6,8 @@
  *     rewards; no group dropped) and aborts the rest: sampling/aborted_tokens is at least the
  *     4 groups left out x 4 rows x 1 token. The plain dynamic-sampling run of the same data drops
  *     groups, so the keeping is the over-sampling's doing;
- *   - the over-sampled run repeats byte for byte (metrics but timings, completions, weights), and
+ *   - with a pooled reward (scored by group on threads of its own) among the rewards, the
+ *     over-sampled run repeats byte for byte (metrics but timings, completions, weights), and
  *     a run stopped at step 2 and resumed ends with the same completions and weights as one that
  *     never stopped (the data cursor advances by the started prompts, resumed from checkpoints);
  *   - max_step_tokens = 100 with two chunks a step: the step generates at least 100 tokens and
@@ -28,10 +29,15 @@
 
 static char tmp[256];
 static int max_chars = 10; /* the length reward's window: 0 .. max_chars characters */
+/* A reward scored on threads of its own by group (reward_pool.h), always 0 (its pattern never
+ * matches): over-sampling waits for each completed group's pooled scores before judging it. */
+#define POOLED "[reward.fmt]\nplugin = builtin.format\npattern = ^never$\nworkers = 2\n" \
+               "rows_independent = false\n"
+static const char *extra_rewards = ""; /* more [reward.NAME] sections */
 
 static void setup(void) {
     tiny_model_dir(tmp, sizeof tmp, "rollout_budget");
-    max_chars = 10;
+    max_chars = 10, extra_rewards = "";
 }
 
 static void teardown(void) { sh("rm -rf '%s'", tmp); }
@@ -56,9 +62,9 @@ static void write_run(const char *name, int steps, const char *sampling_extra,
             "[checkpoint]\ndir = %s/%s/ckpt\nevery = 2\n"
             "[reward.acc]\nplugin = builtin.accuracy\n"
             "[reward.short]\nplugin = builtin.length\nmin_chars = 0\nmax_chars = %d\n"
-            "inside = 1\noutside = 0\n",
+            "inside = 1\noutside = 0\n%s",
             tmp, GRPO_SOURCE_DIR, sampling_extra, grpo_extra, steps, train_extra, tmp, name, tmp,
-            name, max_chars);
+            name, max_chars, extra_rewards);
     fclose(f);
 }
 
@@ -116,6 +122,7 @@ static int step_rewards(const char *name, int step, double *r, int cap) {
 #define DYNAMIC "drop_zero_std_groups = true\n"
 
 START_TEST(oversampling_keeps_groups_with_a_spread_and_aborts_the_rest) {
+    extra_rewards = POOLED;
     write_run("plain", 4, "", DYNAMIC, "");
     write_run("over", 4, OVER, DYNAMIC, "");
     train("plain", 0);
@@ -132,6 +139,8 @@ START_TEST(oversampling_keeps_groups_with_a_spread_and_aborts_the_rest) {
                       "left out draw at least 16 tokens", s, aborted);
         ck_assert_msg(dropped == 0, "step %d: frac_groups_dropped %g: every kept group should "
                       "have a spread", s, dropped);
+        ck_assert_msg(metric("over", "time/rewards_scored_while_decoding", s) >= 0,
+                      "step %d: no pooled reward's call counted: the pool was not used", s);
         double r[64];
         int n = step_rewards("over", s, r, 64);
         ck_assert_msg(n == 16, "step %d: %d completions logged, expected 4 groups x 4", s, n);
@@ -155,6 +164,7 @@ START_TEST(oversampling_keeps_groups_with_a_spread_and_aborts_the_rest) {
 END_TEST
 
 START_TEST(an_oversampled_run_resumes_exactly) {
+    extra_rewards = POOLED;
     write_run("whole", 4, OVER, DYNAMIC, "");
     write_run("cut", 2, OVER, DYNAMIC, "");
     train("whole", 0);

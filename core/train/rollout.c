@@ -1,6 +1,7 @@
 /* rollout.c — prompts → sampler → completions → rewards, for train and eval (rollout.h). */
 #include "train/rollout.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -186,29 +187,30 @@ static int over_alloc(over *o, grpo_error *err) {
     if (rc == GRPO_OK && !(o->left && o->done_at && o->pass && o->kept && o->fresh))
         rc = grpo_nomem(err, "the over-sampled groups' state", (uint64_t)B * 14);
     for (int32_t k = 0; rc == GRPO_OK && k < B; k++) o->left[k] = o->st.b->G, o->done_at[k] = -1;
+    /* NaN until scored: a pooled reward that failed or lost its worker leaves its rows so */
+    for (size_t i = 0; rc == GRPO_OK && i < (size_t)o->st.b->N * o->st.rs->n; i++)
+        o->st.b->R[i] = NAN;
     return rc;
 }
 
-/* The sampler's row_end: row n's sample; its group joins this step's completed ones when it
- * was the group's last row. */
+/* The sampler's row_end: row n's sample, which the pooled rewards may score (as
+ * stream_row_end); its group joins this step's completed ones when it was the group's last
+ * row. */
 static int over_row_end(void *user, int32_t n, grpo_error *err) {
     over *o = user;
-    int rc = row_sample(&o->st, n, err);
+    int rc = stream_row_end(&o->st, n, err);
     int32_t k = n / o->st.b->G;
     if (rc == GRPO_OK && --o->left[k] == 0) o->fresh[o->n_fresh++] = k;
     return rc;
 }
 
-/* Scores group k (its G samples, every reward: the pooled ones on their threads) into R. */
+/* Group k's scores (G,K) in R: the rewards scored on this thread score its G samples as one
+ * batch now; the pooled ones (which took its rows or the group as they ended) are waited for. */
 static int over_score(over *o, int32_t k, grpo_error *err) {
     grpo_rollout_batch *b = o->st.b;
     int32_t G = b->G;
     float *R = b->R + (size_t)k * G * o->st.rs->n;
-    int rc = grpo_reward_set_score(o->st.rs, o->st.rb.samples + (size_t)k * G, (uint32_t)G, R,
-                                   err);
-    uint32_t early = 0, parts = 0;
-    grpo_reward_pool_parts(o->st.rs->pool, &early, &parts);
-    b->parts += parts, b->parts_early += o->n_done < b->B ? parts : 0; /* rows still decode */
+    int rc = grpo_reward_set_score_group(o->st.rs, (uint32_t)(k * G), (uint32_t)G, err);
     int pass = 0;
     if (rc == GRPO_OK) rc = b->spread(b->spread_user, R, G, &pass, err);
     o->pass[k] = (uint8_t)pass;
@@ -296,10 +298,18 @@ static int sample_over(grpo_rollout_batch *b, const grpo_run *r, grpo_model *m,
     memset(&o, 0, sizeof o);
     o.st.b = b, o.st.r = r, o.st.rs = rs;
     int rc = over_alloc(&o, err);
-    grpo_sampler_row_end hook = {over_row_end, &o, over_step_end};
     if (rc == GRPO_OK)
-        rc = grpo_sampler_run_rows_each(m, so, b->prompt, b->pmask, b->B, b->P, b->row_rng, &hook,
-                                        &b->roll, err);
+        rc = grpo_reward_set_begin(rs, o.st.rb.samples, (uint32_t)b->N, (uint32_t)b->G, b->R, err);
+    if (rc != GRPO_OK) {
+        over_free(&o);
+        return rc;
+    }
+    grpo_sampler_row_end hook = {over_row_end, &o, over_step_end};
+    rc = grpo_sampler_run_rows_each(m, so, b->prompt, b->pmask, b->B, b->P, b->row_rng, &hook,
+                                    &b->roll, err);
+    if (rc == GRPO_OK) rc = grpo_reward_set_finish_groups(rs, err);
+    else grpo_reward_set_finish(rs, 0, NULL); /* drains the pool; the sampler's error stands */
+    grpo_reward_pool_parts(rs->pool, &b->parts_early, &b->parts);
     if (rc == GRPO_OK) {
         over_fill(&o);
         over_compact(b, o.kept, rs->n);
