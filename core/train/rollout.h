@@ -42,8 +42,9 @@ typedef struct grpo_rollout_batch {
     uint32_t parts_early, parts; /* after run: the pooled rewards' calls (rows or groups) begun
                                     while rows still decoded, and all (reward_pool.h) */
     /* Over-sampling (the trainer's sampling.oversample; needs row_rng and no env). keep > 0: of
-     * the B groups started, keep that many. Each group is scored (every reward, on this thread,
-     * its G samples as one batch) as soon as its G rows have ended; the rollout stops once
+     * the B groups started, keep that many. Each group is scored as soon as its G rows have
+     * ended (pooled rewards took its rows or the group as they ended; the others score its G
+     * samples as one batch on this thread: rewards.h score_group); the rollout stops once
      * `keep` complete groups pass spread() (their rewards differ), taken by the decode step
      * they completed in, ties by group index, and the rows still live are aborted. When fewer
      * pass by the time every row has ended, groups that do not pass fill the batch in the same
