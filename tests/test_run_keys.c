@@ -4,13 +4,15 @@
  * run without it.
  *   - keys that change the maths (loss types and their normalisers, GSPO's sequence-level ratio,
  *     the top-entropy mask, dynamic sampling, GDPO, the importance weights of a bf16 rollout
- *     copy, a LoRA base held in bf16): the gradient (grad_norm of step 1 or 2) differs from the
- *     plain run's by more than fp32 rounding (1e-4 relative; the same run repeats bit for bit,
- *     test_trainer.c). A key the trainer ignored would give the plain run's numbers. Keys that
- *     only act off-policy (GSPO, sapo, cispo: at ratio 1 they give the plain gradient) run with
- *     num_iterations = 2 on both sides, so step 2 is off-policy;
+ *     copy, a LoRA base held in bf16, over-sampling, a step's token budget): the gradient
+ *     (grad_norm of step 1 or 2) differs from the plain run's by more than fp32 rounding (1e-4
+ *     relative; the same run repeats bit for bit, test_trainer.c). A key the trainer ignored
+ *     would give the plain run's numbers. Keys that only act off-policy (GSPO, sapo, cispo: at
+ *     ratio 1 they give the plain gradient) run with num_iterations = 2 on both sides, so step 2
+ *     is off-policy;
  *   - where a metric says the path ran (frac_groups_dropped, the bf16 copy's log-prob
- *     difference), it is there and not 0;
+ *     difference, over-sampling's aborted tokens, the rows a token budget cut), it is there and
+ *     not 0;
  *   - the sampler's log-probs are compared with training's on every run (fp32: rounding only);
  *   - train.max_tokens_per_microbatch (packed micro-batches) removes the padding
  *     (train/padding_frac 0) and leaves the update the padded run's, to fp32 rounding;
@@ -131,6 +133,13 @@ static const key_case maths_keys[] = {
      "loss_type = dapo\n", "sampling/sampling_logp_difference/mean"},
     {"lora.base_dtype = bf16", "", "loss_type = dapo\n[lora]\nr = 4\nalpha = 8\n", "",
      "loss_type = dapo\n[lora]\nr = 4\nalpha = 8\nbase_dtype = bf16\n", NULL},
+    /* over-sampling keeps other groups than the first 4 prompts (and none without a spread) */
+    {"sampling.oversample = 2", "", "loss_type = dapo\ndrop_zero_std_groups = true\n",
+     "oversample = 2\n", "loss_type = dapo\ndrop_zero_std_groups = true\n",
+     "sampling/aborted_tokens"},
+    /* a budget of 60 tokens cuts the 16 rows of up to 12 tokens short */
+    {"sampling.max_step_tokens = 60", "", "loss_type = dapo\n", "max_step_tokens = 60\n",
+     "loss_type = dapo\n", "sampling/budget_cut_rows"},
 };
 #undef OFF
 

@@ -7,6 +7,7 @@
  * EOS at which rows stop at different steps; transformers pads finished rows with 0). With
  * temperature 0 every one of the G rows of a prompt must equal transformers' row exactly (the
  * fixture script checks a top-1/top-2 margin > 1e-3 at every step, far above fp32 noise).
+ * The row_end hook's step_end (abort) and a token budget (rows cut truncated) at the end.
  */
 #include <check.h>
 #include <math.h>
@@ -79,7 +80,7 @@ static void fixture_close(fixture *f) {
 }
 
 static grpo_sampler_opts greedy_opts(int32_t G, int32_t T) {
-    grpo_sampler_opts o = {{0.0f, 0, 1.0f, 0.0f, 1.0f}, G, T, {0}, 0, PAD, 0, NULL};
+    grpo_sampler_opts o = {{0.0f, 0, 1.0f, 0.0f, 1.0f}, G, T, {0}, 0, PAD, 0, NULL, NULL};
     return o;
 }
 
@@ -428,6 +429,99 @@ START_TEST(device_draw_path_equals_host_path) {
 }
 END_TEST
 
+/* A token budget (grpo_sampler_opts.budget, the trainer's sampling.max_step_tokens): greedy rows
+ * without an EOS all live, so each decode step takes N tokens; a budget of 2N + 1 is spent after
+ * the third step, which then ends every row at 3 tokens, truncated, each handed to row_end; the
+ * tokens are transformers' first 3. A second rollout on the spent budget ends its rows at 0
+ * tokens. The budget is overdrawn by less than one step's rows. */
+typedef struct hook_count {
+    int ends, steps, stop_after;
+} hook_count;
+
+static int count_end(void *user, int32_t n, grpo_error *err) {
+    (void)n, (void)err;
+    ((hook_count *)user)->ends++;
+    return GRPO_OK;
+}
+
+static int count_step(void *user, int *stop, grpo_error *err) {
+    (void)err;
+    hook_count *h = user;
+    *stop = ++h->steps == h->stop_after;
+    return GRPO_OK;
+}
+
+START_TEST(a_token_budget_ends_the_live_rows_truncated) {
+    fixture f;
+    fixture_open(&f, fixtures[_i]);
+    grpo_error err;
+    grpo_error_init(&err);
+    const int32_t G = 2, N = f.R * G;
+    ck_assert_int_ge(f.N, 4);
+    int32_t *want = ref_i32(&f, "genb.out");
+    int64_t budget = 2 * (int64_t)N + 1;
+    grpo_sampler_opts o = greedy_opts(G, f.N);
+    o.budget = &budget;
+    grpo_rng *rng = malloc((size_t)N * sizeof *rng);
+    for (int32_t i = 0; i < N; i++) grpo_rng_seed_stream(&rng[i], 3, 0, (uint64_t)i);
+    hook_count h = {0, 0, 0};
+    grpo_sampler_row_end hook = {count_end, &h, count_step};
+    grpo_rollout r = {0};
+    ck_ok(grpo_sampler_run_rows_each(f.m, &o, f.prompt, f.mask, f.R, f.P, rng, &hook, &r, &err),
+          &err);
+    ck_assert_int_eq(r.budget_cut, N);
+    ck_assert_int_eq(h.ends, N);
+    ck_assert_int_eq(h.steps, 3);
+    ck_assert_msg(budget <= 0 && budget > -N, "budget left %lld", (long long)budget);
+    for (int32_t n = 0; n < N; n++) {
+        ck_assert_int_eq(r.len[n], 3);
+        ck_assert_int_eq(r.truncated[n], 1);
+        ck_assert_mem_eq(r.ids + (size_t)n * f.N, want + (size_t)(n / G) * f.N,
+                         3 * sizeof(int32_t));
+        ck_assert(r.mask[(size_t)n * f.N + 3] == 0.0f && r.ids[(size_t)n * f.N + 3] == PAD);
+    }
+    h = (hook_count){0, 0, 0};
+    ck_ok(grpo_sampler_run_rows_each(f.m, &o, f.prompt, f.mask, f.R, f.P, rng, &hook, &r, &err),
+          &err);
+    ck_assert_int_eq(r.budget_cut, N);
+    ck_assert_int_eq(h.ends, N);
+    for (int32_t n = 0; n < N; n++) ck_assert(r.len[n] == 0 && r.truncated[n] == 1);
+    grpo_rollout_free(&r);
+    free(rng), free(want);
+    fixture_close(&f);
+}
+END_TEST
+
+/* step_end's stop (the trainer's over-sampling) aborts the live rows: no row_end for them, and
+ * each keeps the tokens it drew (transformers' first 2 after two steps), not truncated. */
+START_TEST(step_end_stops_and_aborts_the_live_rows) {
+    fixture f;
+    fixture_open(&f, fixtures[_i]);
+    grpo_error err;
+    grpo_error_init(&err);
+    const int32_t G = 2, N = f.R * G;
+    int32_t *want = ref_i32(&f, "genb.out");
+    grpo_sampler_opts o = greedy_opts(G, f.N);
+    grpo_rng *rng = malloc((size_t)N * sizeof *rng);
+    for (int32_t i = 0; i < N; i++) grpo_rng_seed_stream(&rng[i], 3, 0, (uint64_t)i);
+    hook_count h = {0, 0, 2};
+    grpo_sampler_row_end hook = {count_end, &h, count_step};
+    grpo_rollout r = {0};
+    ck_ok(grpo_sampler_run_rows_each(f.m, &o, f.prompt, f.mask, f.R, f.P, rng, &hook, &r, &err),
+          &err);
+    ck_assert_int_eq(h.ends, 0);
+    ck_assert_int_eq(h.steps, 2);
+    for (int32_t n = 0; n < N; n++) {
+        ck_assert(r.len[n] == 2 && r.truncated[n] == 0);
+        ck_assert_mem_eq(r.ids + (size_t)n * f.N, want + (size_t)(n / G) * f.N,
+                         2 * sizeof(int32_t));
+    }
+    grpo_rollout_free(&r);
+    free(rng), free(want);
+    fixture_close(&f);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("sampler");
     TCase *tc = tcase_create("rollout");
@@ -440,6 +534,8 @@ int main(void) {
     tcase_add_test(tc, right_padded_prompt_is_refused);
     tcase_add_test(tc, out_of_vocabulary_ids_are_refused);
     tcase_add_loop_test(tc, device_draw_path_equals_host_path, 0, N_FIXTURES);
+    tcase_add_loop_test(tc, a_token_budget_ends_the_live_rows_truncated, 0, N_FIXTURES);
+    tcase_add_loop_test(tc, step_end_stops_and_aborts_the_live_rows, 0, N_FIXTURES);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -101,6 +101,10 @@
     E(sampling, is_mode, "sequence_mask", is_mode,                                              \
       "bf16 rollout: IS correction per token/sequence, ratio past is_cap cut or masked")        \
     F(sampling, is_cap, "3.0", "> 0", "cap of the correction's ratio (TRL vllm_importance_sampling_cap)") \
+    F(sampling, oversample, "1", "[1, 64]",                                                     \
+      "drop_zero_std_groups: start ceil(F x batch_prompts) groups, keep the first batch_prompts with a reward spread, abort the rest; 1 = off") \
+    I(sampling, max_step_tokens, "0", ">= 0",                                                   \
+      "token budget of a step's rollout (this rank): rows still decoding when it is spent end truncated; 0 = off") \
     /* [grpo] advantages and loss */                                                            \
     E(grpo, loss_type, "dapo", loss_type,                                                       \
       "normalisation: grpo per sequence, bnpo per token, dr_grpo B*max_len, dapo batch tokens, "  \

@@ -368,6 +368,36 @@ static int drop_finished(grpo_model *m, sampler_state *s, const grpo_sampler_opt
     return GRPO_OK;
 }
 
+/* Whether o's token budget is spent (no budget: never). */
+static int budget_spent(const grpo_sampler_opts *o) { return o->budget && *o->budget <= 0; }
+
+/* The token budget ran out: every live row ends where it is, truncated (cut by the budget, as
+ * a row cut at T is), and goes to row_end; *live becomes 0. */
+static int cut_live(const sampler_state *s, const grpo_sampler_row_end *row_end, int32_t *live,
+                    grpo_rollout *out, grpo_error *err) {
+    for (int32_t i = *live - 1; i >= 0; i--) {
+        int32_t n = s->row[i];
+        out->truncated[n] = 1, out->budget_cut++;
+        int rc = row_end ? row_end->fn(row_end->user, n, err) : GRPO_OK;
+        if (rc != GRPO_OK) return rc;
+        (*live)--;
+    }
+    return GRPO_OK;
+}
+
+/* After a decode step's draws: its tokens leave the budget, the rows that ended leave the batch,
+ * the rest are cut when the budget is spent, and step_end may stop the rollout (*stop). */
+static int step_done(grpo_model *m, sampler_state *s, const grpo_sampler_opts *o,
+                     const grpo_sampler_row_end *row_end, int32_t *live, grpo_rollout *out,
+                     int *stop, grpo_error *err) {
+    if (o->budget) *o->budget -= *live; /* one token (drawn or forced) per live row */
+    int rc = drop_finished(m, s, o, row_end, live, out, err);
+    if (rc == GRPO_OK && budget_spent(o)) rc = cut_live(s, row_end, live, out, err);
+    if (rc == GRPO_OK && row_end && row_end->step_end)
+        rc = row_end->step_end(row_end->user, stop, err);
+    return rc;
+}
+
 static int run(grpo_model *m, const grpo_sampler_opts *o, const int32_t *prompt,
                const int32_t *pmask, int32_t B, int32_t P, grpo_rng *rng, grpo_rng *row_rng,
                const grpo_sampler_row_end *row_end, grpo_rollout *out, grpo_error *err) {
@@ -408,13 +438,18 @@ static int run(grpo_model *m, const grpo_sampler_opts *o, const int32_t *prompt,
         queue_force(&s, n, obs, n_obs < o->max_new ? n_obs : o->max_new, out);
     }
     int32_t live = s.N;
+    int stop = 0;
+    if (rc == GRPO_OK && budget_spent(o)) /* spent by the step's earlier rollouts */
+        rc = cut_live(&s, row_end, &live, out, err);
+    if (rc == GRPO_OK && live == 0 && row_end && row_end->step_end)
+        rc = row_end->step_end(row_end->user, &stop, err);
     for (int first = 1; rc == GRPO_OK && live > 0; first = 0) {
         if (s.dev)
             draw_tokens_device(m, &s, o, live, rng, row_rng, out);
         else
             draw_tokens_host(m, &s, o, live, first, rng, row_rng, out);
-        rc = drop_finished(m, &s, o, row_end, &live, out, err);
-        if (rc != GRPO_OK || live == 0) break;
+        rc = step_done(m, &s, o, row_end, &live, out, &stop, err);
+        if (rc != GRPO_OK || live == 0 || stop) break;
         for (int32_t i = 0; i < live; i++) s.cmask[(size_t)i * s.S + s.len[i] - 1] = 1;
         ops->upload(ops->ctx, s.d_tok, s.tok, (uint64_t)live * sizeof(int32_t));
         ops->upload(ops->ctx, s.d_pos, s.pos, (uint64_t)live * sizeof(int32_t));

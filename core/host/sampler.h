@@ -16,7 +16,8 @@
  * RNG state and the same model give the same completions.
  *
  * completion_mask: 1 for every generated token up to and including the first EOS, 0 after.
- * A row that reached T tokens without an EOS is truncated (TRL's mask_truncated_completions).
+ * A row that reached T tokens without an EOS is truncated (TRL's mask_truncated_completions),
+ * and so is a row still live when the opts' token budget runs out (sampling.max_step_tokens).
  *
  * Multi-turn (opts.turns, for environments: train/episode.h): a row's completion is an episode.
  * Tokens the host forces into a row (an observation) are fed through decode like drawn ones, so
@@ -58,6 +59,11 @@ typedef struct grpo_sampler_opts {
     int32_t pad_id;                    /* written after a completion's end */
     int32_t policy_logp;               /* 1: also record grpo_rollout.plogp (below) */
     const grpo_sampler_turns *turns;   /* NULL: one turn per row (the completion) */
+    int64_t *budget;                   /* NULL: none. Else the tokens the rollout may still
+                                          generate (sampling.max_step_tokens), shared by the
+                                          rollouts of a step: each decode step takes one token
+                                          per live row from it; once it is <= 0 every live row
+                                          ends truncated (grpo_rollout.budget_cut) */
 } grpo_sampler_opts;
 
 /* One generation batch's completions, host memory, owned by the struct (grpo_rollout_free). */
@@ -71,6 +77,7 @@ typedef struct grpo_rollout {
     float *logp;        /* (N,T) log-prob of each drawn token under the distribution it was drawn
                            from (softmax of the processed logits; greedy: of the penalised
                            logits); 0 past the end */
+    int32_t budget_cut; /* rows ended (truncated) because the opts' budget ran out */
     float *plogp;       /* (N,T) with grpo_sampler_opts.policy_logp, else NULL: the drawn token's
                            log softmax(logits / temperature) (temperature 0: 1) of the model's
                            logits before penalties and filters, which is what a training forward
@@ -94,10 +101,15 @@ int grpo_sampler_run_rows(grpo_model *m, const grpo_sampler_opts *o, const int32
 
 /* Called on the sampler's thread once per row n as it ends, with its ids, mask, logp, len and
  * truncated final (the trainer's rewards score it while other rows decode: train/rollout.c). A
- * non-OK return ends the rollout with that error. */
+ * non-OK return ends the rollout with that error.
+ * step_end (NULL: none) is called after each decode step, once the rows that ended in it were
+ * handed to fn; *stop = 1 ends the rollout there: the rows still live are aborted (fn is never
+ * called for them; their ids, len and logp hold what they generated so far). The trainer's
+ * over-sampling (train/rollout.h) stops this way once enough groups are complete. */
 typedef struct grpo_sampler_row_end {
     int (*fn)(void *user, int32_t n, grpo_error *err);
     void *user;
+    int (*step_end)(void *user, int *stop, grpo_error *err);
 } grpo_sampler_row_end;
 
 /* grpo_sampler_run_rows, calling row_end as each row ends. */

@@ -44,6 +44,7 @@ struct grpo_reward_pool {
     uint32_t *group_of;     /* [n] sample -> group */
     uint32_t *group_first;  /* [U + 1] group g is samples group_first[g] .. group_first[g+1]-1 */
     uint32_t *left;         /* [U] samples of group g not yet done */
+    uint32_t *pending_of;   /* [U] parts of group g (every reward's) queued or being scored */
     uint32_t rows_left;     /* samples not yet done: rows still decoding */
     uint32_t early, parts;  /* parts begun while rows_left > 0, all parts */
     int failed_k;
@@ -57,6 +58,11 @@ static void part_span(const grpo_reward_pool *p, int k, uint32_t part, uint32_t 
     } else {
         *first = p->group_first[part], *n = p->group_first[part + 1] - p->group_first[part];
     }
+}
+
+/* The group part p of reward k belongs to. */
+static uint32_t part_group(const grpo_reward_pool *p, int k, uint32_t part) {
+    return p->plan.rows_independent[k] ? p->group_of[part] : part;
 }
 
 /* Scores one part of reward k outside the lock, then records it under the lock (held on entry
@@ -87,7 +93,8 @@ static void run_part(worker_arg *a, uint32_t part) {
     if (why[0] && !q->lost[0]) snprintf(q->lost, sizeof q->lost, "%s", why);
     if (rc != GRPO_OK && (!q->failed || part < q->err_part))
         q->failed = 1, q->err_part = part, q->err = err;
-    if (--q->pending == 0) pthread_cond_broadcast(&p->idle);
+    int group_idle = --p->pending_of[part_group(p, a->k, part)] == 0;
+    if (--q->pending == 0 || group_idle) pthread_cond_broadcast(&p->idle);
 }
 
 static void *worker_main(void *arg) {
@@ -118,6 +125,7 @@ void grpo_reward_pool_stop(grpo_reward_pool *p) {
         if (p->args[t].scratch && p->plan.free_scratch) p->plan.free_scratch(p->args[t].scratch);
     for (int k = 0; p->q && k < p->plan.K; k++) free(p->q[k].items);
     free(p->q), free(p->args), free(p->group_of), free(p->group_first), free(p->left);
+    free(p->pending_of);
     pthread_mutex_destroy(&p->lock);
     pthread_cond_destroy(&p->work);
     pthread_cond_destroy(&p->idle);
@@ -158,11 +166,12 @@ int grpo_reward_pool_start(grpo_reward_pool **out, const grpo_reward_pool_plan *
 
 /* group_of, group_first, left for a batch of n in groups of G, or by samples' group runs. */
 static int group_batch(grpo_reward_pool *p, const grpo_sample *samples, uint32_t n, uint32_t G) {
-    free(p->group_of), free(p->group_first), free(p->left);
+    free(p->group_of), free(p->group_first), free(p->left), free(p->pending_of);
     p->group_of = malloc((n + 1) * sizeof *p->group_of);
     p->group_first = malloc((n + 2) * sizeof *p->group_first);
     p->left = malloc((n + 1) * sizeof *p->left);
-    if (!p->group_of || !p->group_first || !p->left) return 0;
+    p->pending_of = calloc(n + 1, sizeof *p->pending_of);
+    if (!p->group_of || !p->group_first || !p->left || !p->pending_of) return 0;
     uint32_t U = 0;
     for (uint32_t i = 0; i < n; i++) {
         int starts = G ? i % G == 0 : i == 0 || samples[i].group != samples[i - 1].group;
@@ -198,6 +207,7 @@ int grpo_reward_pool_begin(grpo_reward_pool *p, const grpo_sample *samples, uint
 static void enqueue(grpo_reward_pool *p, int k, uint32_t part) {
     reward_q *q = &p->q[k];
     q->items[q->tail++] = part, q->pending++;
+    p->pending_of[part_group(p, k, part)]++;
 }
 
 void grpo_reward_pool_row_done(grpo_reward_pool *p, uint32_t i) {
@@ -224,6 +234,13 @@ void grpo_reward_pool_all_done(grpo_reward_pool *p) {
     }
     for (uint32_t g = 0; g < p->U; g++) p->left[g] = 0;
     pthread_cond_broadcast(&p->work);
+    pthread_mutex_unlock(&p->lock);
+}
+
+void grpo_reward_pool_wait_group(grpo_reward_pool *p, uint32_t i) {
+    pthread_mutex_lock(&p->lock);
+    uint32_t g = p->group_of[i];
+    while (p->pending_of[g]) pthread_cond_wait(&p->idle, &p->lock);
     pthread_mutex_unlock(&p->lock);
 }
 

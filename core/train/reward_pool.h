@@ -61,6 +61,9 @@ int grpo_reward_pool_begin(grpo_reward_pool *pool, const grpo_sample *samples, u
 void grpo_reward_pool_row_done(grpo_reward_pool *pool, uint32_t i);
 /* Every sample is done at once (a batch scored after it decoded): every part is queued. */
 void grpo_reward_pool_all_done(grpo_reward_pool *pool);
+/* Waits until every part of the group of sample i (all of whose samples are done) is scored:
+ * its scores are in R, unless that reward failed or lost its worker (finish says so). */
+void grpo_reward_pool_wait_group(grpo_reward_pool *pool, uint32_t i);
 /* Waits until every queued part is scored. complete = 1: every row was done; NaN columns and
  * their warnings for lost workers, and the first error (see above). complete = 0: drops it all. */
 int grpo_reward_pool_finish(grpo_reward_pool *pool, int complete, grpo_error *err);

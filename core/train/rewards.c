@@ -452,6 +452,19 @@ int grpo_reward_set_finish(grpo_reward_set *set, int complete, grpo_error *err) 
     return rc;
 }
 
+int grpo_reward_set_score_group(grpo_reward_set *set, uint32_t first, uint32_t n,
+                                grpo_error *err) {
+    int failed_k;
+    int rc = score_on_caller(set, set->samples + first, n, set->R + (size_t)first * set->n,
+                             &failed_k, err);
+    if (rc == GRPO_OK && set->pool) grpo_reward_pool_wait_group(set->pool, first);
+    return rc;
+}
+
+int grpo_reward_set_finish_groups(grpo_reward_set *set, grpo_error *err) {
+    return set->pool ? grpo_reward_pool_finish(set->pool, 1, err) : GRPO_OK;
+}
+
 int grpo_reward_set_score(grpo_reward_set *set, const grpo_sample *samples, uint32_t n, float *R,
                           grpo_error *err) {
     int rc = grpo_reward_set_begin(set, samples, n, 0, R, err);

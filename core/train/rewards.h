@@ -112,6 +112,15 @@ int grpo_reward_set_begin(grpo_reward_set *set, const grpo_sample *samples, uint
                           uint32_t G, float *R, grpo_error *err);
 void grpo_reward_set_row_done(grpo_reward_set *set, uint32_t i);
 int grpo_reward_set_finish(grpo_reward_set *set, int complete, grpo_error *err);
+/* A batch begun with begin and scored group by group as each completes (the trainer's
+ * over-sampling, train/rollout.c), whose other rows may never be done. score_group: samples
+ * [first, first+n) (one group, every row done) with this thread's rewards, then waits for the
+ * pool's parts of that group: their scores are all in R. finish_groups (instead of finish):
+ * waits for the pool; NaN columns of lost workers, the pooled rewards' first error; nothing is
+ * scored again. After a failure, finish(complete = 0) drains the pool. */
+int grpo_reward_set_score_group(grpo_reward_set *set, uint32_t first, uint32_t n,
+                                grpo_error *err);
+int grpo_reward_set_finish_groups(grpo_reward_set *set, grpo_error *err);
 
 void grpo_reward_lend_free(grpo_reward_lend *l);
 

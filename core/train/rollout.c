@@ -1,6 +1,7 @@
 /* rollout.c — prompts → sampler → completions → rewards, for train and eval (rollout.h). */
 #include "train/rollout.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -111,9 +112,8 @@ typedef struct stream {
     grpo_reward_batch rb; /* [N] sample n set when row n ended */
 } stream;
 
-/* The sampler's row_end: row n's text and sample, then the pooled rewards may score it. */
-static int stream_row_end(void *user, int32_t n, grpo_error *err) {
-    stream *st = user;
+/* Row n just ended: its text and its sample (st->rb.samples[n]). */
+static int row_sample(stream *st, int32_t n, grpo_error *err) {
     grpo_rollout_batch *b = st->b;
     const int32_t *ids = b->roll.ids + (size_t)n * b->roll.T;
     b->completion[n] = grpo_run_decode(st->r, ids, b->roll.len[n]);
@@ -123,30 +123,199 @@ static int stream_row_end(void *user, int32_t n, grpo_error *err) {
                           ids, (uint32_t)b->roll.len[n], (uint32_t)k, (uint32_t)(n % b->G),
                           b->roll.truncated[n]);
     st->rb.samples[n].step = b->step, st->rb.samples[n].total_steps = b->total_steps;
-    grpo_reward_set_row_done(st->rs, (uint32_t)n);
     return GRPO_OK;
+}
+
+/* The sampler's row_end: row n's text and sample, then the pooled rewards may score it. */
+static int stream_row_end(void *user, int32_t n, grpo_error *err) {
+    stream *st = user;
+    int rc = row_sample(st, n, err);
+    if (rc == GRPO_OK) grpo_reward_set_row_done(st->rs, (uint32_t)n);
+    return rc;
+}
+
+/* The texts, scores (N,K) and samples of a batch whose rows are scored as they end. */
+static int stream_alloc(stream *st, grpo_error *err) {
+    int rc = alloc_completions(st->b, err);
+    if (rc == GRPO_OK) rc = alloc_scores(st->b, st->rs, err);
+    if (rc == GRPO_OK) rc = grpo_reward_batch_init(&st->rb, (uint32_t)st->b->N, err);
+    return rc;
 }
 
 /* Samples with o while the pooled rewards score each row or group as it ends; then the rest. */
 static int sample_streamed(grpo_rollout_batch *b, const grpo_run *r, grpo_model *m,
                            const grpo_sampler_opts *o, grpo_reward_set *rs, grpo_error *err) {
     stream st = {b, r, rs, {0}};
-    int rc = alloc_completions(b, err);
-    if (rc == GRPO_OK) rc = alloc_scores(b, rs, err);
-    if (rc == GRPO_OK) rc = grpo_reward_batch_init(&st.rb, (uint32_t)b->N, err);
+    int rc = stream_alloc(&st, err);
     if (rc == GRPO_OK)
         rc = grpo_reward_set_begin(rs, st.rb.samples, (uint32_t)b->N, (uint32_t)b->G, b->R, err);
     if (rc != GRPO_OK) {
         grpo_reward_batch_free(&st.rb);
         return rc;
     }
-    grpo_sampler_row_end hook = {stream_row_end, &st};
+    grpo_sampler_row_end hook = {.fn = stream_row_end, .user = &st};
     rc = grpo_sampler_run_rows_each(m, o, b->prompt, b->pmask, b->B, b->P, b->row_rng, &hook,
                                     &b->roll, err);
     int rc2 = grpo_reward_set_finish(rs, rc == GRPO_OK, err);
     grpo_reward_pool_parts(rs->pool, &b->parts_early, &b->parts);
     grpo_reward_batch_free(&st.rb);
     return rc != GRPO_OK ? rc : rc2;
+}
+
+/* ---- over-sampling: each group scored as it completes, the first `keep` with a spread kept --- */
+
+typedef struct over {
+    stream st;                /* the rows' samples, made as they end */
+    int32_t *left;            /* [B] rows of group k still decoding */
+    int32_t *done_at;         /* [B] the decode step group k completed in; -1: not complete */
+    uint8_t *pass, *kept;     /* [B] its rewards have a spread; it is kept */
+    int32_t *fresh, n_fresh;  /* [B] the groups completed in the current decode step */
+    int32_t step, n_done, n_kept;
+} over;
+
+static void over_free(over *o) {
+    free(o->left), free(o->done_at), free(o->pass), free(o->kept), free(o->fresh);
+    grpo_reward_batch_free(&o->st.rb);
+}
+
+static int over_alloc(over *o, grpo_error *err) {
+    int32_t B = o->st.b->B;
+    int rc = stream_alloc(&o->st, err);
+    o->left = malloc((size_t)B * sizeof *o->left), o->done_at = malloc((size_t)B * sizeof(int32_t));
+    o->pass = calloc((size_t)B, 1), o->kept = calloc((size_t)B, 1);
+    o->fresh = malloc((size_t)B * sizeof *o->fresh);
+    if (rc == GRPO_OK && !(o->left && o->done_at && o->pass && o->kept && o->fresh))
+        rc = grpo_nomem(err, "the over-sampled groups' state", (uint64_t)B * 14);
+    for (int32_t k = 0; rc == GRPO_OK && k < B; k++) o->left[k] = o->st.b->G, o->done_at[k] = -1;
+    /* NaN until scored: a pooled reward that failed or lost its worker leaves its rows so */
+    for (size_t i = 0; rc == GRPO_OK && i < (size_t)o->st.b->N * o->st.rs->n; i++)
+        o->st.b->R[i] = NAN;
+    return rc;
+}
+
+/* The sampler's row_end: row n's sample, which the pooled rewards may score (as
+ * stream_row_end); its group joins this step's completed ones when it was the group's last
+ * row. */
+static int over_row_end(void *user, int32_t n, grpo_error *err) {
+    over *o = user;
+    int rc = stream_row_end(&o->st, n, err);
+    int32_t k = n / o->st.b->G;
+    if (rc == GRPO_OK && --o->left[k] == 0) o->fresh[o->n_fresh++] = k;
+    return rc;
+}
+
+/* Group k's scores (G,K) in R: the rewards scored on this thread score its G samples as one
+ * batch now; the pooled ones (which took its rows or the group as they ended) are waited for. */
+static int over_score(over *o, int32_t k, grpo_error *err) {
+    grpo_rollout_batch *b = o->st.b;
+    int32_t G = b->G;
+    float *R = b->R + (size_t)k * G * o->st.rs->n;
+    int rc = grpo_reward_set_score_group(o->st.rs, (uint32_t)(k * G), (uint32_t)G, err);
+    int pass = 0;
+    if (rc == GRPO_OK) rc = b->spread(b->spread_user, R, G, &pass, err);
+    o->pass[k] = (uint8_t)pass;
+    return rc;
+}
+
+/* The sampler's step_end: the groups completed in this step are scored in group order, those
+ * with a spread kept until `keep` are; then the rollout stops (*stop). */
+static int over_step_end(void *user, int *stop, grpo_error *err) {
+    over *o = user;
+    grpo_rollout_batch *b = o->st.b;
+    for (int32_t i = 1; i < o->n_fresh; i++) /* group index order (insertion sort) */
+        for (int32_t j = i; j > 0 && o->fresh[j - 1] > o->fresh[j]; j--) {
+            int32_t x = o->fresh[j];
+            o->fresh[j] = o->fresh[j - 1], o->fresh[j - 1] = x;
+        }
+    o->n_done += o->n_fresh;
+    int rc = GRPO_OK;
+    for (int32_t i = 0; rc == GRPO_OK && i < o->n_fresh; i++) {
+        int32_t k = o->fresh[i];
+        o->done_at[k] = o->step;
+        rc = over_score(o, k, err);
+        if (rc == GRPO_OK && o->pass[k] && o->n_kept < b->keep) o->kept[k] = 1, o->n_kept++;
+    }
+    o->n_fresh = 0, o->step++;
+    *stop = o->n_kept == b->keep;
+    return rc;
+}
+
+/* Every row ended with fewer than `keep` groups passing: complete groups that did not pass fill
+ * the batch, by the step they completed in, then group index. */
+static void over_fill(over *o) {
+    grpo_rollout_batch *b = o->st.b;
+    for (int32_t s = 0; s < o->step && o->n_kept < b->keep; s++)
+        for (int32_t k = 0; k < b->B && o->n_kept < b->keep; k++)
+            if (o->done_at[k] == s && !o->kept[k]) o->kept[k] = 1, o->n_kept++;
+}
+
+/* Moves sample row src of b to row dst (dst < src): tokens, mask, log-probs, text, scores. */
+static void move_sample(grpo_rollout_batch *b, int32_t dst, int32_t src, int K) {
+    grpo_rollout *ro = &b->roll;
+    size_t T = (size_t)ro->T, d = (size_t)dst * T, f = (size_t)src * T;
+    memcpy(ro->ids + d, ro->ids + f, T * sizeof *ro->ids);
+    memcpy(ro->mask + d, ro->mask + f, T * sizeof *ro->mask);
+    memcpy(ro->logp + d, ro->logp + f, T * sizeof *ro->logp);
+    if (ro->plogp) memcpy(ro->plogp + d, ro->plogp + f, T * sizeof *ro->plogp);
+    ro->len[dst] = ro->len[src], ro->truncated[dst] = ro->truncated[src];
+    b->completion[dst] = b->completion[src], b->completion[src] = NULL;
+    memcpy(b->R + (size_t)dst * K, b->R + (size_t)src * K, (size_t)K * sizeof *b->R);
+}
+
+/* Leaves the kept groups only, in group order: b->B becomes their count; the others' tokens
+ * are counted in aborted_tokens, their texts freed. */
+static void over_compact(grpo_rollout_batch *b, const uint8_t *kept, int K) {
+    int32_t G = b->G, P = b->P, j = 0;
+    for (int32_t k = 0; k < b->B; k++) {
+        if (!kept[k]) {
+            for (int32_t g = 0; g < G; g++) {
+                b->aborted_tokens += b->roll.len[k * G + g];
+                free(b->completion[k * G + g]), b->completion[k * G + g] = NULL;
+            }
+            free(b->prompt_text[k]), b->prompt_text[k] = NULL;
+            continue;
+        }
+        if (j != k) {
+            b->prompt_text[j] = b->prompt_text[k], b->prompt_text[k] = NULL, b->ex[j] = b->ex[k];
+            memcpy(b->prompt + (size_t)j * P, b->prompt + (size_t)k * P, P * sizeof *b->prompt);
+            memcpy(b->pmask + (size_t)j * P, b->pmask + (size_t)k * P, P * sizeof *b->pmask);
+            for (int32_t g = 0; g < G; g++) move_sample(b, j * G + g, k * G + g, K);
+        }
+        j++;
+    }
+    b->B = b->n_prompts = j, b->N = b->roll.N = j * G;
+}
+
+/* Samples the B started groups, scoring each as it completes, until `keep` pass (above). */
+static int sample_over(grpo_rollout_batch *b, const grpo_run *r, grpo_model *m,
+                       const grpo_sampler_opts *so, grpo_reward_set *rs, grpo_error *err) {
+    if (!b->row_rng || b->env || !b->spread || b->keep > b->B)
+        return grpo_error_set(err, GRPO_ERR_INVALID,
+                              "rollout: over-sampling keeps %d of %d groups; it needs one "
+                              "sampling stream per row, no environment and a spread test",
+                              (int)b->keep, (int)b->B);
+    over o;
+    memset(&o, 0, sizeof o);
+    o.st.b = b, o.st.r = r, o.st.rs = rs;
+    int rc = over_alloc(&o, err);
+    if (rc == GRPO_OK)
+        rc = grpo_reward_set_begin(rs, o.st.rb.samples, (uint32_t)b->N, (uint32_t)b->G, b->R, err);
+    if (rc != GRPO_OK) {
+        over_free(&o);
+        return rc;
+    }
+    grpo_sampler_row_end hook = {over_row_end, &o, over_step_end};
+    rc = grpo_sampler_run_rows_each(m, so, b->prompt, b->pmask, b->B, b->P, b->row_rng, &hook,
+                                    &b->roll, err);
+    if (rc == GRPO_OK) rc = grpo_reward_set_finish_groups(rs, err);
+    else grpo_reward_set_finish(rs, 0, NULL); /* drains the pool; the sampler's error stands */
+    grpo_reward_pool_parts(rs->pool, &b->parts_early, &b->parts);
+    if (rc == GRPO_OK) {
+        over_fill(&o);
+        over_compact(b, o.kept, rs->n);
+    }
+    over_free(&o);
+    return rc;
 }
 
 /* Rows can be scored as they end: pooled rewards, one stream per row (the trainer's: a row's
@@ -165,6 +334,7 @@ int grpo_rollout_batch_run(grpo_rollout_batch *b, const grpo_run *r, grpo_model 
                               (int)b->n_prompts, (int)b->B, (int)b->G, (int)so->G);
     grpo_sampler_opts o = *so;
     int rc = pad_prompts(b, r->pad_id, err);
+    if (rc == GRPO_OK && b->keep > 0) return sample_over(b, r, m, &o, rs, err);
     if (rc == GRPO_OK && streams(b, rs)) {
         rc = sample_streamed(b, r, m, &o, rs, err);
         return rc == GRPO_OK ? decode_completions(b, r, err) : rc;

@@ -41,6 +41,19 @@ typedef struct grpo_rollout_batch {
     grpo_field *fields;      /* (N, fields per row) the samples' fields with env (owned) */
     uint32_t parts_early, parts; /* after run: the pooled rewards' calls (rows or groups) begun
                                     while rows still decoded, and all (reward_pool.h) */
+    /* Over-sampling (the trainer's sampling.oversample; needs row_rng and no env). keep > 0: of
+     * the B groups started, keep that many. Each group is scored as soon as its G rows have
+     * ended (pooled rewards took its rows or the group as they ended; the others score its G
+     * samples as one batch on this thread: rewards.h score_group); the rollout stops once
+     * `keep` complete groups pass spread() (their rewards differ), taken by the decode step
+     * they completed in, ties by group index, and the rows still live are aborted. When fewer
+     * pass by the time every row has ended, groups that do not pass fill the batch in the same
+     * order (grpo.drop_zero_std_groups then leaves them out of the loss). After run, B = keep,
+     * the kept groups in started order (group index ascending). */
+    int32_t keep;
+    int (*spread)(void *user, const float *R, int32_t G, int *pass, grpo_error *err);
+    void *spread_user;          /* R: a group's scores (G,K) */
+    int64_t aborted_tokens;     /* after run: the tokens generated for the groups not kept */
 } grpo_rollout_batch;
 
 /* Room for B prompts with G completions each; b is zeroed first (the trainer then sets step and
@@ -53,9 +66,10 @@ int grpo_rollout_batch_add(grpo_rollout_batch *b, grpo_run *r, const grpo_datase
                            const grpo_example *ex, int *keep, grpo_error *err);
 
 /* With all B prompts added: left-pads them, samples so->G (= G) completions each with m (rng
- * advances, or row_rng when set), decodes them and scores them with every reward of
- * rs into R (N,K). With row_rng, no env and pooled rewards (rewards.h), those score each row
- * or group as soon as it ends, while the other rows still decode; the scores are the same. */
+ * advances, or row_rng when set), decodes them and scores them with every reward of rs into
+ * R (N,K); with keep, over-sampling as above. With row_rng, no env and pooled rewards
+ * (rewards.h), those score each row or group as soon as it ends, while the other rows still
+ * decode; the scores are the same. */
 int grpo_rollout_batch_run(grpo_rollout_batch *b, const grpo_run *r, grpo_model *m,
                            const grpo_sampler_opts *so, grpo_rng *rng, grpo_reward_set *rs,
                            grpo_error *err);

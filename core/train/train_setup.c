@@ -166,10 +166,31 @@ static int open_env(trainer *t, grpo_error *err) {
     return grpo_episodes_open(&t->episodes, &t->s.run, err);
 }
 
+/* sampling.oversample keeps the groups with a reward spread: dynamic sampling's rule, so it
+ * needs drop_zero_std_groups; its groups are scored as they complete, which an environment's
+ * episodes (final only once every episode is) do not allow. */
+static int check_oversample(const grpo_run_config *cfg, grpo_error *err) {
+    if (!(cfg->sampling_oversample > 1)) return GRPO_OK;
+    if (!cfg->grpo_drop_zero_std_groups)
+        return grpo_error_set(err, GRPO_ERR_INVALID,
+                              "%s: sampling.oversample = %g needs grpo.drop_zero_std_groups = "
+                              "true (it keeps the groups whose rewards differ); expected "
+                              "oversample = 1 or dynamic sampling on",
+                              cfg->path, cfg->sampling_oversample);
+    if (cfg->env.entry)
+        return grpo_error_set(err, GRPO_ERR_UNSUPPORTED,
+                              "%s: sampling.oversample = %g with env.plugin = %s: a group is "
+                              "scored as it completes, and an episode's fields are final only "
+                              "once every episode is; expected oversample = 1",
+                              cfg->path, cfg->sampling_oversample, cfg->env_plugin);
+    return GRPO_OK;
+}
+
 /* What GRPO adds to the session: reference, rewards, sampler and advantage options, chunks. */
 int grpo_trainer_setup(trainer *t, grpo_error *err) {
     const grpo_run_config *cfg = t->cfg = t->s.cfg;
     int rc = refuse_options(cfg, t->s.policy, err);
+    if (rc == GRPO_OK) rc = check_oversample(cfg, err);
     if (rc == GRPO_OK && grpo_comm_rank() == 0) grpo_run_config_warn_cannot_learn(cfg, stderr);
     if (rc == GRPO_OK) rc = check_ranks(cfg, t->s.run.proc.ops, err);
     if (rc == GRPO_OK) rc = check_packing(cfg, t->s.run.proc.ops, err);
@@ -194,7 +215,8 @@ int grpo_trainer_setup(trainer *t, grpo_error *err) {
                             t->s.run.n_eos,
                             t->s.run.pad_id,
                             1, /* the sampler's log-probs, compared with training's */
-                            NULL}; /* rollout.c sets turns for a chunk with episodes */
+                            NULL,   /* rollout.c sets turns for a chunk with episodes */
+                            NULL};  /* train_step points it at the step's token budget */
     memcpy(so.eos, t->s.run.eos, sizeof so.eos);
     t->so = so;
     t->scale = grpo_sampling_logit_scale(&so.sampling); /* the sampler's: the same log-probs */

@@ -38,32 +38,55 @@ static int prompt_fits(trainer *t, const grpo_example *ex, int *keep, grpo_error
     return rc;
 }
 
-/* The next B usable prompts of the data order (one order on every rank) are the chunk's; this
- * rank takes its contiguous share into c->rb, each completion with its own sampling stream. */
+/* The prompts a rank starts for its share Bl of a chunk's groups: Bl, or ceil(F x Bl) when
+ * over-sampling by F = sampling.oversample (a hair below the product: 1.1 x 10 is 11). */
+static int32_t prompts_started(const trainer *t, int32_t Bl) {
+    double F = t->cfg->sampling_oversample;
+    return F > 1 ? (int32_t)ceil(F * Bl - 1e-9) : Bl;
+}
+
+/* Over-sampling's test of a complete group's scores R (G,K): its summed rewards have a spread,
+ * as chunk_drop_groups judges (grpo_zero_std_groups). */
+static int group_has_spread(void *user, const float *R, int32_t G, int *pass, grpo_error *err) {
+    const trainer *t = user;
+    float *r = malloc((size_t)G * sizeof *r);
+    if (!r) return grpo_nomem(err, "a group's summed rewards", (uint64_t)G * sizeof *r);
+    unsigned char keep = 0;
+    grpo_reward_sum(r, R, t->w, G, t->rewards.n);
+    grpo_zero_std_groups(&keep, r, 1, G);
+    free(r);
+    *pass = keep;
+    return GRPO_OK;
+}
+
+/* The next usable prompts of the data order (one order on every rank) are the chunk's: W x Bs
+ * (Bs = prompts_started of the rank's share B / W); this rank takes its contiguous share into
+ * c->rb, each completion with its own sampling stream, and keeps B / W groups of them. */
 static int chunk_prompts(trainer *t, chunk *c, int32_t B, grpo_error *err) {
     int W = grpo_comm_size();
-    int32_t Bl = B / W, first = grpo_comm_rank() * Bl; /* B % W == 0: setup */
-    c->gB = B, c->g0 = first;
-    for (chunk *p = t->chunks; p < c; p++) c->g0 += p->gB;
-    int rc = grpo_rollout_batch_begin(&c->rb, Bl, t->so.G, err);
+    int32_t Bl = B / W, Bs = prompts_started(t, Bl), first = grpo_comm_rank() * Bs;
+    c->gB = B, c->gP = Bs * W, c->g0 = first; /* B % W == 0: setup */
+    for (chunk *p = t->chunks; p < c; p++) c->g0 += p->gP;
+    int rc = grpo_rollout_batch_begin(&c->rb, Bs, t->so.G, err);
+    if (Bs > Bl) c->rb.keep = Bl, c->rb.spread = group_has_spread, c->rb.spread_user = t;
     int32_t G = t->so.G; /* row g of global group k draws from stream k*G + g of the step */
-    if (rc == GRPO_OK && !(c->row_rng = malloc((size_t)Bl * G * sizeof *c->row_rng)))
-        rc = grpo_nomem(err, "the chunk's sampling streams", (uint64_t)Bl * G * sizeof *c->row_rng);
-    for (int32_t i = 0; rc == GRPO_OK && i < Bl * G; i++)
+    if (rc == GRPO_OK && !(c->row_rng = malloc((size_t)Bs * G * sizeof *c->row_rng)))
+        rc = grpo_nomem(err, "the chunk's sampling streams", (uint64_t)Bs * G * sizeof *c->row_rng);
+    for (int32_t i = 0; rc == GRPO_OK && i < Bs * G; i++)
         grpo_rng_seed_stream(&c->row_rng[i], (uint64_t)t->cfg->sampling_seed,
                              (uint64_t)t->s.st.step, (uint64_t)c->g0 * G + (uint64_t)i);
     c->rb.row_rng = c->row_rng;
     c->rb.env = t->episodes.desc ? &t->episodes : NULL;
     size_t tries = 0;
-    for (int32_t k = 0; rc == GRPO_OK && k < B;) {
-        if (tries++ > t->s.data->n + (size_t)B)
+    for (int32_t k = 0; rc == GRPO_OK && k < c->gP;) {
+        if (tries++ > t->s.data->n + (size_t)c->gP)
             return grpo_error_set(err, GRPO_ERR_INVALID,
                                   "%s: every prompt is longer than data.max_prompt_length = %lld "
                                   "(data.truncation = skip)",
                                   t->s.data->path, t->cfg->data_max_prompt_length);
         const grpo_example *ex = &t->s.data->examples[grpo_data_order_next(&t->s.order)];
         int keep = 0;
-        rc = k >= first && k < first + Bl
+        rc = k >= first && k < first + Bs
                  ? grpo_rollout_batch_add(&c->rb, &t->s.run, t->s.data, ex, &keep, err)
                  : prompt_fits(t, ex, &keep, err);
         k += keep;
@@ -250,6 +273,40 @@ static void chunk_env_stats(chunk *c) {
     }
 }
 
+/* Adds the chunk's rollout to the step's sums: tokens generated (kept and aborted), tokens
+ * aborted, rows cut by the token budget. */
+static void chunk_rollout_sums(trainer *t, const chunk *c) {
+    double kept = 0;
+    for (int32_t i = 0; i < c->rb.N; i++) kept += c->rb.roll.len[i];
+    t->rollout_sums[0] += kept + (double)c->rb.aborted_tokens;
+    t->rollout_sums[1] += (double)c->rb.aborted_tokens;
+    t->rollout_sums[2] += c->rb.roll.budget_cut;
+}
+
+/* A step's rollout begins: its sums are zeroed and its token budget (sampling.max_step_tokens)
+ * refilled; every chunk and resampling round of the step draws from that one budget. */
+static void rollout_begin(trainer *t) {
+    memset(t->rollout_sums, 0, sizeof t->rollout_sums);
+    t->budget_left = (int64_t)t->cfg->sampling_max_step_tokens;
+    t->so.budget = t->cfg->sampling_max_step_tokens > 0 ? &t->budget_left : NULL;
+}
+
+/* The step's rollout sums over the ranks (a collective: every rank calls it) as metrics:
+ * sampling/aborted_tokens with over-sampling, sampling/step_tokens and
+ * sampling/budget_cut_rows with a token budget. */
+static int log_rollout_sums(const trainer *t, grpo_metric_row *row, grpo_error *err) {
+    double s[3];
+    memcpy(s, t->rollout_sums, sizeof s);
+    int rc = grpo_comm_allreduce_f64(s, 3, GRPO_COMM_SUM, err);
+    if (rc == GRPO_OK && t->cfg->sampling_oversample > 1)
+        grpo_metric_set(row, "sampling/aborted_tokens", s[1]);
+    if (rc == GRPO_OK && t->cfg->sampling_max_step_tokens > 0) {
+        grpo_metric_set(row, "sampling/step_tokens", s[0]);
+        grpo_metric_set(row, "sampling/budget_cut_rows", s[2]);
+    }
+    return rc;
+}
+
 /* One chunk's rollout (rollout.h), then what training needs of it: advantages, loss mask and,
  * with num_iterations > 1, the old policy's log-probs. */
 static int chunk_generate(trainer *t, chunk *c, int32_t B, grpo_error *err) {
@@ -261,6 +318,7 @@ static int chunk_generate(trainer *t, chunk *c, int32_t B, grpo_error *err) {
     if (rc == GRPO_OK)
         rc = grpo_rollout_batch_run(&c->rb, &t->s.run, sampler, &t->so, &t->s.st.rng,
                                     &t->rewards, err);
+    if (rc == GRPO_OK) chunk_rollout_sums(t, c);
     if (rc == GRPO_OK && c->rb.env) chunk_env_stats(c);
     if (rc == GRPO_OK) rc = chunk_rewards(t, c, err);
     if (rc == GRPO_OK) rc = chunk_mask(t, c, err);
@@ -271,11 +329,13 @@ static int chunk_generate(trainer *t, chunk *c, int32_t B, grpo_error *err) {
 
 /* DAPO's resampling (grpo.resample_rounds): while groups were dropped, one more chunk of as many
  * fresh prompts as were dropped in the last round, its own zero-std groups dropped in turn. The
- * extra chunks train with the others (they share num_items_in_batch and the accumulation). */
+ * extra chunks train with the others (they share num_items_in_batch and the accumulation). A
+ * spent token budget (sampling.max_step_tokens) ends the rounds: their rows would be empty. */
 static int resample(trainer *t, grpo_error *err) {
     int dropped = 0, rc = GRPO_OK;
     for (int a = 0; a < t->n_chunks; a++) dropped += t->chunks[a].dropped;
-    while (rc == GRPO_OK && dropped > 0 && t->n_chunks < t->cap_chunks) {
+    while (rc == GRPO_OK && dropped > 0 && t->n_chunks < t->cap_chunks &&
+           !(t->so.budget && t->budget_left <= 0)) {
         chunk *c = &t->chunks[t->n_chunks++];
         rc = chunk_generate(t, c, dropped, err);
         dropped = c->dropped;
@@ -518,6 +578,7 @@ static int train_step(grpo_session *s, void *ctx, grpo_error *err) {
                 s->st.step + 1);
     if (fresh) t->n_chunks = (int)cfg->train_grad_accum;
     memset(t->phase, 0, sizeof t->phase);
+    rollout_begin(t);
     double w0 = grpo_now(), c0 = grpo_cpu_now();
     for (int a = 0; fresh && rc == GRPO_OK && a < t->n_chunks; a++)
         rc = chunk_generate(t, &t->chunks[a], (int32_t)cfg->train_batch_prompts, err);
@@ -541,6 +602,7 @@ static int train_step(grpo_session *s, void *ctx, grpo_error *err) {
     grpo_metric_row row;
     grpo_metric_row_clear(&row);
     grpo_trainer_log_metrics(t, &sums, &row);
+    if ((rc = log_rollout_sums(t, &row, err)) != GRPO_OK) return rc;
     if (grpo_comm_size() > 1) /* this rank's seconds in collectives (waits included) */
         grpo_metric_set(&row, "time/comm", grpo_comm_seconds() - comm0);
     if ((rc = grpo_trainer_evaluate_due(t, &row, err)) != GRPO_OK) return rc;

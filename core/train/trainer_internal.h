@@ -32,6 +32,8 @@ typedef struct chunk {
     int dropped;           /* groups left out of the loss (grpo.drop_zero_std_groups) */
     /* Data parallel (comm.h): this rank holds rows [rank*N, (rank+1)*N) of the chunk's gN rows */
     int32_t gB, g0;        /* the chunk's prompts over all ranks; global index of the first here */
+    int32_t gP;            /* prompts it started over all ranks: gB, more when over-sampling
+                              (sampling.oversample); the next chunk's g0 counts these */
     grpo_rng *row_rng;     /* [N] sampling stream of each completion: (seed, step, global row) */
     int32_t gN, gdropped;  /* rows and dropped groups over all ranks */
     float *gR, *gr, *gadv; /* (gN,K), (gN), (gN): every rank's rewards, sums, advantages */
@@ -78,6 +80,11 @@ typedef struct trainer {
     double *load; /* (load_L,load_E) MoE expert load summed over the step's policy forwards */
     int32_t load_L, load_E;
     double phase[2][PHASES]; /* this step's wall / CPU seconds per phase (time/... metrics) */
+    int64_t budget_left; /* sampling.max_step_tokens: tokens this step's rollout may still draw
+                            (so.budget points here when the key is set) */
+    double rollout_sums[3]; /* this step, this rank: tokens generated, aborted (over-sampling),
+                               rows cut by the token budget */
+
 } trainer;
 
 #endif
