@@ -246,7 +246,7 @@ static inline void grpo_emu_launch_kernel(const char *what, void (*kernel)(P...)
 }
 
 #define GRPO_LAUNCH(kernel, grid, block, shmem, stream, ...)                                      \
-    grpo_emu_launch_kernel("kernel " #kernel, (kernel), dim3(grid), dim3(block), (size_t)(shmem),          \
-                           (stream), ##__VA_ARGS__)
+    grpo_emu_launch_kernel("kernel " #kernel, (kernel), dim3(grid), dim3(block),               \
+                           (size_t)(shmem), (stream), ##__VA_ARGS__)
 
 #endif /* GRPO_CUDA_EMU_H */
