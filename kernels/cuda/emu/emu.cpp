@@ -449,14 +449,16 @@ size_t page_round(size_t n) {
     return (n + page - 1) / page * page;
 }
 
-/* The live allocation whose bytes [start, start + size] hold p (the end itself included: a
- * pointer one past an allocation is a valid empty range), or NULL. */
-const std::pair<const uintptr_t, Region> *region_of(const Strict &st, const void *p) {
+/* The live allocation whose bytes [start, start + size) hold p, or NULL; with_end: its end too
+ * (a pointer one past an allocation is a valid empty range of it). */
+const std::pair<const uintptr_t, Region> *region_of(const Strict &st, const void *p,
+                                                    bool with_end = true) {
     uintptr_t a = (uintptr_t)p;
     auto it = st.regions.upper_bound(a); /* the first allocation starting after p */
     if (it == st.regions.begin()) return nullptr;
     --it;
-    return a - it->first <= it->second.size ? &*it : nullptr;
+    size_t off = a - it->first;
+    return off < it->second.size || (with_end && off == it->second.size) ? &*it : nullptr;
 }
 
 /* Whether [p, p + bytes) lies inside one live device allocation. */
@@ -509,7 +511,7 @@ static void check_side(const Strict &st, const char *call, const char *side, con
     if (device && !device_range(st, p, bytes))
         not_device(st, what, p, bytes, "a host pointer where the copy's kind says device (CUDA "
                                        "refuses it: invalid argument, or faults)");
-    if (!device && region_of(st, p)) {
+    if (!device && region_of(st, p, false)) {
         char msg[400];
         snprintf(msg, sizeof msg,
                  "strict mode: %s: %p is device memory where the copy's kind says host", what,
