@@ -142,32 +142,54 @@ static inline grpo_model *bench_open(const char *bench, grpo_process *proc, cons
 }
 
 /* ---- the measurements ---------------------------------------------------------------------- */
+/* n bytes of the model's backend memory holding host's (the model API takes backend memory:
+ * device memory on a GPU backend, grpo/model.h). Exits when out of memory. */
+static inline void *bench_upload(const char *bench, const grpo_ops *o, const void *host,
+                                 uint64_t bytes) {
+    void *d = o->alloc(o->ctx, bytes);
+    if (!d) {
+        fprintf(stderr, "%s: backend out of memory for %llu bytes\n", bench,
+                (unsigned long long)bytes);
+        exit(1);
+    }
+    o->upload(o->ctx, d, host, bytes);
+    return d;
+}
+
 /* Best seconds of a->steps forward + backward steps (after one warm-up) of (B,T) tokens of a
- * vocab of V: log-probs of the next tokens, d logp = 1/N, aux_weight for MoE aux losses. */
+ * vocab of V: log-probs of the next tokens, d logp = 1/N, aux_weight for MoE aux losses. The
+ * batch, logp and dlogp are uploaded to the backend once, before the clock, as a trainer's
+ * micro-batch is; a step is forward + backward on them. */
 static inline double bench_fwd_bwd(const char *bench, grpo_model *m, const bench_args *a,
                                    int V, float aux_weight) {
     int B = a->B, T = a->T, N = B * T;
+    const grpo_ops *o = m->ops;
     grpo_error err;
     grpo_error_init(&err);
     int32_t *ids = malloc(N * 4), *mask = malloc(N * 4), *pos = malloc(N * 4), *tgt = malloc(N * 4);
-    float *logp = malloc(N * 4), *dlogp = malloc(N * 4);
+    float *dlogp = malloc(N * 4);
     for (int i = 0; i < N; i++) {
         ids[i] = (int32_t)(i * 7919 % V), mask[i] = 1, pos[i] = i % T;
         tgt[i] = i % T + 1 < T ? (int32_t)((i + 1) * 7919 % V) : -1, dlogp[i] = 1.0f / N;
     }
-    grpo_batch b = {sizeof b, B, T, ids, mask, pos, tgt, aux_weight};
+    void *dev[6] = {bench_upload(bench, o, ids, N * 4), bench_upload(bench, o, mask, N * 4),
+                    bench_upload(bench, o, pos, N * 4), bench_upload(bench, o, tgt, N * 4),
+                    bench_upload(bench, o, dlogp, N * 4), bench_upload(bench, o, dlogp, N * 4)};
+    float *d_logp = dev[4], *d_dlogp = dev[5]; /* logp: any values, forward overwrites them */
+    grpo_batch b = {sizeof b, B, T, dev[0], dev[1], dev[2], dev[3], aux_weight};
     double best = 1e30;
     for (int s = 0; s <= a->steps; s++) { /* step 0 warms up */
         double t0 = bench_now();
         grpo_model_zero_grad(m);
-        if (grpo_model_forward(m, &b, logp, NULL, 1.0f, &err) ||
-            grpo_model_backward(m, &b, dlogp, 1.0f, &err))
+        if (grpo_model_forward(m, &b, d_logp, NULL, 1.0f, &err) ||
+            grpo_model_backward(m, &b, d_dlogp, 1.0f, &err))
             bench_fail(bench, &err);
-        m->ops->sync(m->ops->ctx); /* a GPU backend queues the backward */
+        o->sync(o->ctx); /* a GPU backend queues the backward */
         double dt = bench_now() - t0;
         if (s > 0 && dt < best) best = dt;
     }
-    free(ids), free(mask), free(pos), free(tgt), free(logp), free(dlogp);
+    for (int i = 0; i < 6; i++) o->free(o->ctx, dev[i]);
+    free(ids), free(mask), free(pos), free(tgt), free(dlogp);
     return best;
 }
 

@@ -4,7 +4,9 @@
 # machines this project is lent). Before: `scripts/gpu-deps.sh` on a Debian 12 build machine
 # downloads the build dependencies' .deb files into .deps/debs; carry .deps with the tree.
 # Usage: scripts/gpu-check.sh OUT_DIR        (aim: under 8 minutes on one H200)
-# Writes OUT_DIR/summary.txt (what ran, pass/fail, the numbers) and OUT_DIR/*.log.
+# Writes OUT_DIR/summary.txt (what ran, pass/fail, the numbers; the last lines of every failed
+# test and bench, so an abort's message is in the summary) and OUT_DIR/*.log. Exits 1 when
+# anything failed (the summary's last line says what), else 0.
 #  1. unpacks the .debs into .deps/prefix (dpkg -x: nothing is installed), points pkg-config there
 #  2. builds grpo, the CUDA backend (nvcc) and the tests (Release, all cores)
 #  3. runs the cuda tests natively: op parity (test_cuda_*), whole-model parity against the
@@ -22,6 +24,7 @@ cd "$root"
 summary=$out/summary.txt
 : >"$summary"
 say() { echo "$*" | tee -a "$summary"; }
+failures=()
 t0=$(date +%s)
 say "gpu-check $(git rev-parse --short HEAD 2>/dev/null || echo '?') on $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)"
 
@@ -69,16 +72,51 @@ fi
 
 # ---- 3. tests on the GPU -------------------------------------------------------------------
 tests='^(test_cuda_[a-z_]+|test_dense_cuda|test_moe_cuda|test_lora_cuda|cli_cuda_train)$'
+# Each failed test of a ctest --output-on-failure log (ctest prints a test's output right after
+# its result line, up to the next Start or result line): its first 3 messages from grpo (an
+# abort's "grpo: FILE:LINE: ..." and "fatal: ..."), then its last 8 lines.
+failed_tails() { # LOG
+    awk -v keep=8 '
+        function flush(  i, s) {
+            if (name != "") {
+                print "  -- " name ": its first grpo messages, then its last lines --"
+                for (i = 1; i <= m; i++) print "     " msg[i]
+                if (m) print "     ..."
+                s = n > keep ? n - keep : 0
+                for (i = s + 1; i <= n; i++) print "     " buf[i]
+            }
+            name = ""; n = 0; m = 0
+        }
+        /^ *[0-9]+\/[0-9]+ Test +#[0-9]+: / {
+            flush(); if ($0 !~ /(Passed|Skipped)/) name = $4; next
+        }
+        /^ *Start +[0-9]+: / || /tests passed, / { flush(); next }
+        name != "" && NF { buf[++n] = $0; if (m < 3 && /^(grpo|fatal):/) msg[++m] = $0 }
+        END { flush() }' "$1"
+}
 ctest --test-dir "$build" -R "$tests" -E '_emu$' -j4 --timeout 300 --output-on-failure \
       >"$out/tests.log" 2>&1
 say "tests (native GPU): $(grep -E 'tests passed|tests failed' "$out/tests.log" | tail -1)"
 grep -E '^ *[0-9]+/[0-9]+ Test' "$out/tests.log" | sed 's/^ */  /' >>"$summary"
+failed_tails "$out/tests.log" >>"$summary"
+grep -qE '^100% tests passed' "$out/tests.log" || failures+=(tests)
 
 # ---- 4. benches ----------------------------------------------------------------------------
+# A bench that fails (an abort, a signal, the timeout) says so with its exit status and its
+# last lines: its numbers alone would hide where it stopped.
 bench() { # NAME COMMAND...
-    local name=$1; shift
-    if timeout 240 "$@" >"$out/$name.log" 2>&1; then say "bench $name:"; else say "bench $name: FAILED"; fi
+    local name=$1 rc; shift
+    timeout 240 "$@" >"$out/$name.log" 2>&1; rc=$?
+    if [ $rc -eq 0 ]; then say "bench $name:"
+    elif [ $rc -eq 124 ]; then say "bench $name: FAILED (timed out after 240 s)"
+    elif [ $rc -gt 128 ]; then say "bench $name: FAILED (killed by signal $((rc - 128)))"
+    else say "bench $name: FAILED (exit $rc)"; fi
     grep -E '^(decode|fwd\+bwd|shape|step|ratio|peak|gpu)' "$out/$name.log" | sed 's/^/  /' >>"$summary"
+    if [ $rc -ne 0 ]; then
+        failures+=("bench $name")
+        echo "  -- $name: last lines of its output --" >>"$summary"
+        tail -n 12 "$out/$name.log" | sed 's/^/     /' >>"$summary"
+    fi
 }
 bench qwen05b_grpo "$build/bench/bench_gpu" --shape qwen2.5-0.5b --dtype bf16 --rows 64 \
       --prompt 64 --new 128 --batch 8 --seq 512 --steps 5
@@ -89,3 +127,8 @@ bench minimind_grpo "$build/bench/bench_gpu" --shape minimind2-small --dtype bf1
 bench minimind_torch env LD_LIBRARY_PATH= python3 bench/bench_gpu_torch.py \
       --shape minimind2-small --rows 64 --prompt 64 --new 128 --batch 16 --seq 256 --steps 5
 say "total $(( $(date +%s) - t0 )) s"
+if [ ${#failures[@]} -gt 0 ]; then
+    say "RESULT: FAILED: ${failures[*]}"
+    exit 1
+fi
+say "RESULT: ok"

@@ -3,7 +3,9 @@
 # embedded default's model on cuda against cpu (tests/cli/cuda_train.sh). Each twice: NAME_cuda
 # on a real GPU (skipped, exit 77, where none is) and NAME_cuda_emu under the host emulation of
 # kernels/cuda (always runs: what CI checks) in its strict mode, where host code that reads or
-# writes device memory directly (the packs, the host, these tests) faults as it would on a GPU. Natively the suites run unforked (CK_FORK=no): a
+# writes device memory directly (the packs, the host, these tests) faults as it would on a GPU,
+# and device work given host memory (a kernel's pointer argument, a copy's device side) stops with
+# a message (kernels/cuda/emu/emu.h). Natively the suites run unforked (CK_FORK=no): a
 # CUDA context does not survive fork, and test_backend_require opens the backend in main.
 # The _emu model runs are labelled cuda_emu_model: the sanitizer pass of scripts/test.sh skips
 # them (minutes each at -O0; the kernels' own parity tests do run under ASan+UBSan, and the packs

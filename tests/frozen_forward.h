@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "host/model_instance.h"
+#include "test_model_io.h"
 
 static void check_frozen_forward_in_chunks(grpo_model *train, grpo_model *frozen, const char *who,
                                            const int32_t *ids0, const int32_t *mask0,
@@ -32,7 +33,9 @@ static void check_frozen_forward_in_chunks(grpo_model *train, grpo_model *frozen
             ids[i] = (ids0[j] + shift) % V, mask[i] = mask0[j], pos[i] = pos0[j];
             tg[i] = tg0[j] >= 0 ? (tg0[j] + shift) % V : -1;
         }
-    grpo_batch b = {sizeof(grpo_batch), B, T, ids, mask, pos, tg, 0.0f};
+    /* each model's own copy: the two may be on two opened backends (streams) */
+    test_batch bt = test_batch_make(train->ops, B, T, ids, mask, pos, tg, 0.0f);
+    test_batch bf = test_batch_make(frozen->ops, B, T, ids, mask, pos, tg, 0.0f);
     frozen->fwd_budget = 1;
     ck_assert_msg(grpo_model_reserve_acts(train, B, T, &err) == GRPO_OK, "%s", err.message);
     ck_assert_msg(grpo_model_reserve_acts(frozen, B, T, &err) == GRPO_OK, "%s", err.message);
@@ -40,10 +43,8 @@ static void check_frozen_forward_in_chunks(grpo_model *train, grpo_model *frozen
     ck_assert_int_eq(frozen->acts_B, rows);
     if (chunks) ck_assert_int_lt(rows, B); /* the forward below runs in several chunks */
     float *lt = calloc(n, 4), *et = calloc(n, 4), *lf = calloc(n, 4), *ef = calloc(n, 4);
-    ck_assert_msg(grpo_model_forward(train, &b, lt, et, 0.8f, &err) == GRPO_OK, "%s",
-                  err.message);
-    ck_assert_msg(grpo_model_forward(frozen, &b, lf, ef, 0.8f, &err) == GRPO_OK, "%s",
-                  err.message);
+    ck_assert_msg(test_forward(train, &bt.b, lt, et, 0.8f, &err) == GRPO_OK, "%s", err.message);
+    ck_assert_msg(test_forward(frozen, &bf.b, lf, ef, 0.8f, &err) == GRPO_OK, "%s", err.message);
     size_t real = 0;
     for (size_t i = 0; i < n; i++) real += tg[i] >= 0 && lt[i] != 0.0f;
     ck_assert_msg(real > n / 4, "%s: only %zu log-probs computed", who, real);
@@ -52,6 +53,7 @@ static void check_frozen_forward_in_chunks(grpo_model *train, grpo_model *frozen
     /* longer rows later: the block holds fewer of them instead of keeping the old row count */
     ck_assert_msg(grpo_model_reserve_acts(frozen, B, 4 * T, &err) == GRPO_OK, "%s", err.message);
     ck_assert_int_eq(frozen->acts_B, chunks ? (GRPO_FWD_MIN_TOKENS + 4 * T - 1) / (4 * T) : B);
+    test_batch_free(&bt), test_batch_free(&bf);
     free(ids), free(mask), free(pos), free(tg), free(lt), free(et), free(lf), free(ef);
 }
 

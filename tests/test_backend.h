@@ -50,7 +50,8 @@ static inline void test_backend_require(void) {
 }
 
 /* Backend memory is read and written through the op table only (on a GPU it is device memory;
- * the emulation's strict mode faults on a direct access): */
+ * the emulation's strict mode faults on a direct access, and stops device work given host
+ * memory). The model API's arrays are backend memory too: tests/test_model_io.h. */
 
 /* A malloc'd host copy of n floats at dev. */
 static inline float *test_host_floats(const grpo_ops *o, const float *dev, uint64_t n) {

@@ -32,6 +32,7 @@
 #include "io/hfdir.h"
 #include "host/model_instance.h"
 #include "frozen_forward.h"
+#include "test_model_io.h"
 #include "host/host.h"
 #include "host/registry.h"
 #include "io/safetensors.h"
@@ -49,7 +50,8 @@ typedef struct fixture {
     grpo_model *m;
     grpo_safetensors *ref;
     int32_t B, T, V;
-    int32_t *ids, *mask, *pos, *targets; /* (B,T) */
+    int32_t *ids, *mask, *pos, *targets; /* (B,T) host arrays */
+    test_batch dev;                      /* the same in backend memory */
 } fixture;
 
 /* GRPO_TEST_VERBOSE=1 prints the measured errors (for the record in reports). */
@@ -98,9 +100,11 @@ static void fixture_open(fixture *f, const char *name, int trainable) {
     f->V = grpo_model_vocab(f->m);
     f->ids = ref_tensor(f, "ids", NULL), f->mask = ref_tensor(f, "mask", NULL);
     f->pos = ref_tensor(f, "pos", NULL), f->targets = ref_tensor(f, "targets", NULL);
+    f->dev = test_batch_make(f->ops, f->B, f->T, f->ids, f->mask, f->pos, f->targets, 0.0f);
 }
 
 static void fixture_close(fixture *f) {
+    test_batch_free(&f->dev);
     free(f->ids), free(f->mask), free(f->pos), free(f->targets);
     grpo_st_close(f->ref);
     grpo_model_close(f->m);
@@ -108,10 +112,8 @@ static void fixture_close(fixture *f) {
     grpo_backend_close(f->ops);
 }
 
-static grpo_batch full_batch(const fixture *f) {
-    grpo_batch b = {sizeof(grpo_batch), f->B, f->T, f->ids, f->mask, f->pos, f->targets, 0.0f};
-    return b;
-}
+/* The fixture's batch in backend memory (what grpo_model_forward takes). */
+static grpo_batch full_batch(const fixture *f) { return f->dev.b; }
 
 /* Columns [0,t) of a (B,T) array into a (B,t) one. */
 static int32_t *columns(const int32_t *a, int32_t B, int32_t T, int32_t t) {
@@ -131,7 +133,7 @@ START_TEST(logp_matches_transformers) {
     ck_ok(grpo_model_reserve_acts(f.m, f.B, f.T, &err), &err);
     grpo_batch b = full_batch(&f);
     float *logp = calloc((size_t)f.B * f.T, sizeof(float));
-    ck_ok(grpo_model_forward(f.m, &b, logp, NULL, 1.0f, &err), &err);
+    ck_ok(test_forward(f.m, &b, logp, NULL, 1.0f, &err), &err);
     float *ref = ref_tensor(&f, "logp", NULL);
     double worst = 0;
     for (int32_t i = 0; i < f.B * f.T; i++)
@@ -156,7 +158,7 @@ START_TEST(scaled_logp_and_entropy_match_transformers_logits) {
     float *logp = calloc(NT, sizeof(float)), *ent = calloc(NT, sizeof(float));
     float *logits = ref_tensor(&f, "logits", NULL);
     const float scale = 0.7f;
-    ck_ok(grpo_model_forward(f.m, &b, logp, ent, scale, &err), &err);
+    ck_ok(test_forward(f.m, &b, logp, ent, scale, &err), &err);
     double worst_lp = 0, worst_ent = 0;
     for (size_t n = 0; n < NT; n++) {
         if (!f.mask[n]) continue;
@@ -202,8 +204,7 @@ START_TEST(prefill_logits_match_transformers) {
         if (!all_real) continue;
         int32_t *ids = columns(f.ids, f.B, f.T, t), *mask = columns(f.mask, f.B, f.T, t);
         int32_t *pos = columns(f.pos, f.B, f.T, t);
-        grpo_batch p = {sizeof(grpo_batch), f.B, t, ids, mask, pos, NULL, 0.0f};
-        ck_ok(grpo_model_prefill(f.m, &p, logits, &err), &err);
+        ck_ok(test_prefill(f.m, f.B, t, ids, mask, pos, logits, &err), &err);
         double worst = 0;
         for (int32_t b = 0; b < f.B; b++)
             for (int32_t v = 0; v < f.V; v++)
@@ -234,8 +235,7 @@ START_TEST(decode_logits_match_forward) {
     float *logits = malloc((size_t)f.B * f.V * sizeof(float));
     int32_t *ids = columns(f.ids, f.B, f.T, t0), *mask = columns(f.mask, f.B, f.T, t0);
     int32_t *pos = columns(f.pos, f.B, f.T, t0);
-    grpo_batch p = {sizeof(grpo_batch), f.B, t0, ids, mask, pos, NULL, 0.0f};
-    ck_ok(grpo_model_prefill(f.m, &p, logits, &err), &err);
+    ck_ok(test_prefill(f.m, f.B, t0, ids, mask, pos, logits, &err), &err);
     int32_t *cmask = calloc((size_t)f.B * S, sizeof(int32_t));
     int32_t tok[8], tpos[8], len[8];
     for (int32_t t = t0; t < f.T; t++) {
@@ -243,7 +243,7 @@ START_TEST(decode_logits_match_forward) {
             for (int32_t s = 0; s <= t; s++) cmask[b * S + s] = f.mask[b * f.T + s];
             tok[b] = f.ids[b * f.T + t], tpos[b] = f.pos[b * f.T + t], len[b] = t + 1;
         }
-        ck_ok(grpo_model_decode(f.m, f.B, tok, tpos, cmask, len, logits, &err), &err);
+        ck_ok(test_decode(f.m, f.B, tok, tpos, cmask, len, logits, &err), &err);
         double worst = 0;
         for (int32_t b = 0; b < f.B; b++)
             for (int32_t v = 0; v < f.V; v++)
@@ -297,14 +297,14 @@ START_TEST(every_gradient_matches_transformers) {
     float *logp = calloc((size_t)f.B * f.T, sizeof(float));
     float *dlogp = ref_tensor(&f, "dlogp", NULL);
     grpo_model_zero_grad(f.m);
-    ck_ok(grpo_model_forward(f.m, &b, logp, NULL, 1.0f, &err), &err);
-    ck_ok(grpo_model_backward(f.m, &b, dlogp, 1.0f, &err), &err);
+    ck_ok(test_forward(f.m, &b, logp, NULL, 1.0f, &err), &err);
+    ck_ok(test_backward(f.m, &b, dlogp, 1.0f, &err), &err);
     int compared = compare_grads(&f, f.ref, fixtures[_i]);
     ck_assert_int_eq(compared, (int)f.m->n_params - (strcmp(fixtures[_i], "qwen3") == 0));
     /* a second backward accumulates: grads double */
     float *g0 = test_host_floats(f.ops, f.m->grad_ptr[0], f.m->numel[0]);
-    ck_ok(grpo_model_forward(f.m, &b, logp, NULL, 1.0f, &err), &err);
-    ck_ok(grpo_model_backward(f.m, &b, dlogp, 1.0f, &err), &err);
+    ck_ok(test_forward(f.m, &b, logp, NULL, 1.0f, &err), &err);
+    ck_ok(test_backward(f.m, &b, dlogp, 1.0f, &err), &err);
     float *g1 = test_host_floats(f.ops, f.m->grad_ptr[0], f.m->numel[0]);
     for (uint64_t k = 0; k < f.m->numel[0]; k++)
         ck_assert(fabsf(g1[k] - 2 * g0[k]) <= 1e-5f + 1e-5f * fabsf(g0[k]));
@@ -338,14 +338,14 @@ START_TEST(entropy_gradient_matches_transformers) {
     size_t n = (size_t)f.B * f.T;
     float *logp = calloc(n, sizeof(float)), *ent = calloc(n, sizeof(float));
     grpo_model_zero_grad(f.m);
-    ck_ok(grpo_model_forward(f.m, &b, logp, ent, scale, &err), &err);
+    ck_ok(test_forward(f.m, &b, logp, ent, scale, &err), &err);
     double worst = 0;
     for (size_t i = 0; i < n; i++)
         if (f.targets[i] >= 0) worst = fmax(worst, fabs(ent[i] - want_ent[i]));
     report("entropy at scale 0.7", name, worst);
     ck_assert_msg(worst < 1e-4, "%s: max |entropy - transformers| = %g", name, worst);
     ck_assert(grpo_model_has_entropy_backward(f.m));
-    ck_ok(grpo_model_backward_entropy(f.m, &b, dlogp, dent, ent, scale, &err), &err);
+    ck_ok(test_backward_entropy(f.m, &b, dlogp, dent, ent, scale, &err), &err);
     ck_assert_int_eq(compare_grads(&f, ref, name),
                      (int)f.m->n_params - (strcmp(name, "qwen3") == 0));
     /* as a pack built before 1.4 exports it: the host refuses, naming the pack */
@@ -354,7 +354,7 @@ START_TEST(entropy_gradient_matches_transformers) {
     old.struct_size = (uint32_t)offsetof(grpo_model_desc, backward_entropy);
     f.m->desc = &old;
     ck_assert(!grpo_model_has_entropy_backward(f.m));
-    ck_assert_int_eq(grpo_model_backward_entropy(f.m, &b, dlogp, dent, ent, scale, &err),
+    ck_assert_int_eq(test_backward_entropy(f.m, &b, dlogp, dent, ent, scale, &err),
                      GRPO_ERR_UNSUPPORTED);
     ck_assert_msg(strstr(err.message, real->id) && strstr(err.message, "1.4"), "%s", err.message);
     f.m->desc = real;
@@ -426,8 +426,7 @@ START_TEST(prompt_fan_out_by_kv_copy_row) {
     int32_t *mask = malloc(P * sizeof(int32_t)), *pos = malloc(P * sizeof(int32_t));
     for (int32_t t = 0; t < P; t++) mask[t] = 1, pos[t] = t;
     float *logits = malloc((size_t)G * f.V * sizeof(float));
-    grpo_batch pb = {sizeof(grpo_batch), 1, (int32_t)P, prompt, mask, pos, NULL, 0.0f};
-    ck_ok(grpo_model_prefill(f.m, &pb, logits, &err), &err);
+    ck_ok(test_prefill(f.m, 1, (int32_t)P, prompt, mask, pos, logits, &err), &err);
     for (int32_t r = 1; r < G; r++)
         ck_ok(grpo_model_kv_copy_row(f.m, r, 0, (int32_t)P, &err), &err);
     int32_t cmask[G * 16] = {0}, tok[G], tpos[G], len[G];
@@ -437,7 +436,7 @@ START_TEST(prompt_fan_out_by_kv_copy_row) {
             for (int32_t s = 0; s <= (int32_t)P + step; s++) cmask[r * S + s] = 1;
             tok[r] = want[step], tpos[r] = (int32_t)P + step, len[r] = (int32_t)P + step + 1;
         }
-        ck_ok(grpo_model_decode(f.m, G, tok, tpos, cmask, len, logits, &err), &err);
+        ck_ok(test_decode(f.m, G, tok, tpos, cmask, len, logits, &err), &err);
         for (int32_t r = 0; r < G; r++) {
             int32_t best = 0;
             for (int32_t v = 1; v < f.V; v++)

@@ -35,6 +35,7 @@
 #include "io/safetensors.h"
 #include "kernels.h"
 #include "test_backend.h"
+#include "test_model_io.h"
 #include "tmpdir.h"
 
 /* The fixtures: base model directory, adapter targets, adapters, modules named in the config. */
@@ -55,7 +56,8 @@ typedef struct fixture {
     grpo_lora lora;
     grpo_safetensors *dense, *ref;
     int32_t B, T;
-    grpo_batch b;
+    const int32_t *targets; /* (B,T) the batch's, host memory (the reference file's) */
+    test_batch b;           /* the batch in backend memory: b.b is what the model takes */
     char dir[4096];
 } fixture;
 
@@ -93,10 +95,11 @@ static void fixture_open(fixture *f, int i) {
     ck_ok(grpo_st_open(&f->ref, path, &err), &err);
     const grpo_st_tensor *ids = grpo_st_find(f->dense, "ids");
     f->B = (int32_t)ids->shape[0], f->T = (int32_t)ids->shape[1];
-    f->b = (grpo_batch){sizeof(grpo_batch), f->B, f->T, (const int32_t *)ids->data,
-                        (const int32_t *)grpo_st_find(f->dense, "mask")->data,
-                        (const int32_t *)grpo_st_find(f->dense, "pos")->data,
-                        (const int32_t *)grpo_st_find(f->dense, "targets")->data, 0.0f};
+    f->targets = (const int32_t *)grpo_st_find(f->dense, "targets")->data;
+    f->b = test_batch_make(f->ops, f->B, f->T, (const int32_t *)ids->data,
+                           (const int32_t *)grpo_st_find(f->dense, "mask")->data,
+                           (const int32_t *)grpo_st_find(f->dense, "pos")->data, f->targets,
+                           0.0f);
     grpo_lora_opts o = opts(i, targets[i]);
     ck_ok(grpo_lora_attach(&f->lora, f->m, &o, 1, &err), &err);
     ck_ok(grpo_lora_load(&f->lora, f->dir, &err), &err);
@@ -104,6 +107,7 @@ static void fixture_open(fixture *f, int i) {
 }
 
 static void fixture_close(fixture *f) {
+    test_batch_free(&f->b);
     grpo_lora_free(&f->lora);
     grpo_st_close(f->dense), grpo_st_close(f->ref);
     grpo_model_close(f->m);
@@ -117,10 +121,10 @@ static double logp_error(fixture *f, const float *want) {
     grpo_error_init(&err);
     size_t n = (size_t)f->B * f->T;
     float *logp = calloc(n, sizeof(float));
-    ck_ok(grpo_model_forward(f->m, &f->b, logp, NULL, 1.0f, &err), &err);
+    ck_ok(test_forward(f->m, &f->b.b, logp, NULL, 1.0f, &err), &err);
     double worst = 0;
     for (size_t k = 0; k < n; k++)
-        if (f->b.targets[k] >= 0) worst = fmax(worst, fabs(logp[k] - want[k]));
+        if (f->targets[k] >= 0) worst = fmax(worst, fabs(logp[k] - want[k]));
     free(logp);
     return worst;
 }
@@ -134,7 +138,7 @@ START_TEST(peft_adapters_give_peft_logp_and_gradients) {
     double e = logp_error(&f, tensor(f.ref, "logp"));
     ck_assert_msg(e < 1e-4, "%s: max |logp - peft| = %g", names[_i], e);
     grpo_lora_zero_grad(&f.lora);
-    ck_ok(grpo_model_backward(f.m, &f.b, tensor(f.dense, "dlogp"), 1.0f, &err), &err);
+    ck_ok(test_backward(f.m, &f.b.b, tensor(f.dense, "dlogp"), 1.0f, &err), &err);
     size_t P = f.lora.floats;
     float *g = test_host_floats(f.ops, f.lora.block + P, P); /* the adapters' gradients */
     for (uint32_t i = 0; i < f.lora.n; i++) {
@@ -323,10 +327,10 @@ static double weighted_logp(fixture *f, const float *w) {
     grpo_error_init(&err);
     size_t n = (size_t)f->B * f->T;
     float *logp = calloc(n, sizeof(float));
-    ck_ok(grpo_model_forward(f->m, &f->b, logp, NULL, 1.0f, &err), &err);
+    ck_ok(test_forward(f->m, &f->b.b, logp, NULL, 1.0f, &err), &err);
     double s = 0;
     for (size_t k = 0; k < n; k++)
-        if (f->b.targets[k] >= 0) s += (double)w[k] * logp[k];
+        if (f->targets[k] >= 0) s += (double)w[k] * logp[k];
     free(logp);
     return s;
 }
@@ -350,8 +354,8 @@ START_TEST(dropout_gradients_are_the_derivatives_of_the_dropped_pass) {
     grpo_lora_zero_grad(&f.lora);
     size_t n = (size_t)f.B * f.T;
     float *lp = calloc(n, sizeof(float));
-    ck_ok(grpo_model_forward(f.m, &f.b, lp, NULL, 1.0f, &err), &err);
-    ck_ok(grpo_model_backward(f.m, &f.b, w, 1.0f, &err), &err);
+    ck_ok(test_forward(f.m, &f.b.b, lp, NULL, 1.0f, &err), &err);
+    ck_ok(test_backward(f.m, &f.b.b, w, 1.0f, &err), &err);
     free(lp);
     uint32_t which[2] = {0, f.lora.n - 1};
     int checked = 0;

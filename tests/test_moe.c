@@ -36,6 +36,7 @@
 #include "test_backend.h"
 #include "host/model_instance.h"
 #include "frozen_forward.h"
+#include "test_model_io.h"
 #include "host/host.h"
 #include "host/registry.h"
 #include "io/safetensors.h"
@@ -54,7 +55,8 @@ typedef struct fixture {
     grpo_model *m;
     grpo_safetensors *ref;
     int32_t B, T, V;
-    int32_t *ids, *mask, *pos, *targets; /* (B,T) */
+    int32_t *ids, *mask, *pos, *targets; /* (B,T) host arrays */
+    test_batch dev;                      /* the same in backend memory */
 } fixture;
 
 /* GRPO_TEST_VERBOSE=1 prints the measured errors (for the record in reports). */
@@ -114,9 +116,11 @@ static void fixture_open(fixture *f, const char *name, int trainable) {
     f->V = grpo_model_vocab(f->m);
     f->ids = ref_tensor(f, "ids", NULL), f->mask = ref_tensor(f, "mask", NULL);
     f->pos = ref_tensor(f, "pos", NULL), f->targets = ref_tensor(f, "targets", NULL);
+    f->dev = test_batch_make(f->ops, f->B, f->T, f->ids, f->mask, f->pos, f->targets, 0.0f);
 }
 
 static void fixture_close(fixture *f) {
+    test_batch_free(&f->dev);
     free(f->ids), free(f->mask), free(f->pos), free(f->targets);
     grpo_st_close(f->ref);
     grpo_model_close(f->m);
@@ -124,9 +128,10 @@ static void fixture_close(fixture *f) {
     grpo_backend_close(f->ops);
 }
 
+/* The fixture's batch in backend memory (what grpo_model_forward takes). */
 static grpo_batch full_batch(const fixture *f, float aux_weight) {
-    grpo_batch b = {sizeof(grpo_batch), f->B, f->T, f->ids, f->mask, f->pos, f->targets,
-                    aux_weight};
+    grpo_batch b = f->dev.b;
+    b.aux_weight = aux_weight;
     return b;
 }
 
@@ -146,7 +151,7 @@ START_TEST(logp_aux_and_load_match_reference) {
     ck_ok(grpo_model_reserve_acts(f.m, f.B, f.T, &err), &err);
     grpo_batch b = full_batch(&f, 0.0f);
     float *logp = calloc((size_t)f.B * f.T, sizeof(float));
-    ck_ok(grpo_model_forward(f.m, &b, logp, NULL, 1.0f, &err), &err);
+    ck_ok(test_forward(f.m, &b, logp, NULL, 1.0f, &err), &err);
     float *ref = ref_tensor(&f, "logp", NULL);
     double worst = 0;
     for (int32_t i = 0; i < f.B * f.T; i++)
@@ -190,8 +195,7 @@ START_TEST(prefill_logits_match_reference) {
         if (!all_real) continue;
         int32_t *ids = columns(f.ids, f.B, f.T, t), *mask = columns(f.mask, f.B, f.T, t);
         int32_t *pos = columns(f.pos, f.B, f.T, t);
-        grpo_batch p = {sizeof(grpo_batch), f.B, t, ids, mask, pos, NULL, 0.0f};
-        ck_ok(grpo_model_prefill(f.m, &p, logits, &err), &err);
+        ck_ok(test_prefill(f.m, f.B, t, ids, mask, pos, logits, &err), &err);
         double worst = 0;
         for (int32_t b = 0; b < f.B; b++)
             for (int32_t v = 0; v < f.V; v++)
@@ -222,8 +226,7 @@ START_TEST(decode_logits_match_reference) {
     float *logits = malloc((size_t)f.B * f.V * sizeof(float));
     int32_t *ids = columns(f.ids, f.B, f.T, t0), *mask = columns(f.mask, f.B, f.T, t0);
     int32_t *pos = columns(f.pos, f.B, f.T, t0);
-    grpo_batch p = {sizeof(grpo_batch), f.B, t0, ids, mask, pos, NULL, 0.0f};
-    ck_ok(grpo_model_prefill(f.m, &p, logits, &err), &err);
+    ck_ok(test_prefill(f.m, f.B, t0, ids, mask, pos, logits, &err), &err);
     int32_t *cmask = calloc((size_t)f.B * S, sizeof(int32_t));
     int32_t tok[8], tpos[8], len[8];
     for (int32_t t = t0; t < f.T; t++) {
@@ -231,7 +234,7 @@ START_TEST(decode_logits_match_reference) {
             for (int32_t s = 0; s <= t; s++) cmask[b * S + s] = f.mask[b * f.T + s];
             tok[b] = f.ids[b * f.T + t], tpos[b] = f.pos[b * f.T + t], len[b] = t + 1;
         }
-        ck_ok(grpo_model_decode(f.m, f.B, tok, tpos, cmask, len, logits, &err), &err);
+        ck_ok(test_decode(f.m, f.B, tok, tpos, cmask, len, logits, &err), &err);
         double worst = 0;
         for (int32_t b = 0; b < f.B; b++)
             for (int32_t v = 0; v < f.V; v++)
@@ -278,8 +281,8 @@ START_TEST(every_gradient_matches_reference) {
     float *logp = calloc((size_t)f.B * f.T, sizeof(float));
     float *dlogp = ref_tensor(&f, "dlogp", NULL);
     grpo_model_zero_grad(f.m);
-    ck_ok(grpo_model_forward(f.m, &b, logp, NULL, 1.0f, &err), &err);
-    ck_ok(grpo_model_backward(f.m, &b, dlogp, 1.0f, &err), &err);
+    ck_ok(test_forward(f.m, &b, logp, NULL, 1.0f, &err), &err);
+    ck_ok(test_backward(f.m, &b, dlogp, 1.0f, &err), &err);
     int compared = 0, tied = 0;
     for (uint32_t i = 0; i < f.m->n_params; i++) {
         if (f.m->params[i].flags & GRPO_PARAM_TIED) { /* its grad is its target's */
@@ -292,8 +295,8 @@ START_TEST(every_gradient_matches_reference) {
     ck_assert_int_eq(compared + tied, (int)f.m->n_params);
     /* a second forward+backward accumulates: grads double */
     float *g0 = test_host_floats(f.ops, f.m->grad_ptr[0], f.m->numel[0]);
-    ck_ok(grpo_model_forward(f.m, &b, logp, NULL, 1.0f, &err), &err);
-    ck_ok(grpo_model_backward(f.m, &b, dlogp, 1.0f, &err), &err);
+    ck_ok(test_forward(f.m, &b, logp, NULL, 1.0f, &err), &err);
+    ck_ok(test_backward(f.m, &b, dlogp, 1.0f, &err), &err);
     float *g1 = test_host_floats(f.ops, f.m->grad_ptr[0], f.m->numel[0]);
     for (uint64_t k = 0; k < f.m->numel[0]; k++)
         ck_assert(fabsf(g1[k] - 2 * g0[k]) <= 1e-5f + 1e-5f * fabsf(g0[k]));
@@ -313,8 +316,8 @@ START_TEST(aux_gradient_alone_matches_reference) {
     float *logp = calloc((size_t)f.B * f.T, sizeof(float));
     float *dlogp = calloc((size_t)f.B * f.T, sizeof(float));
     grpo_model_zero_grad(f.m);
-    ck_ok(grpo_model_forward(f.m, &b, logp, NULL, 1.0f, &err), &err);
-    ck_ok(grpo_model_backward(f.m, &b, dlogp, 1.0f, &err), &err);
+    ck_ok(test_forward(f.m, &b, logp, NULL, 1.0f, &err), &err);
+    ck_ok(test_backward(f.m, &b, dlogp, 1.0f, &err), &err);
     int routers = 0;
     for (uint32_t i = 0; i < f.m->n_params; i++)
         if (strstr(f.m->params[i].name, ".mlp.gate.weight")) {
@@ -327,8 +330,8 @@ START_TEST(aux_gradient_alone_matches_reference) {
     /* aux_weight 0: no gradient at all */
     grpo_model_zero_grad(f.m);
     b.aux_weight = 0.0f;
-    ck_ok(grpo_model_forward(f.m, &b, logp, NULL, 1.0f, &err), &err);
-    ck_ok(grpo_model_backward(f.m, &b, dlogp, 1.0f, &err), &err);
+    ck_ok(test_forward(f.m, &b, logp, NULL, 1.0f, &err), &err);
+    ck_ok(test_backward(f.m, &b, dlogp, 1.0f, &err), &err);
     for (uint32_t i = 0; i < f.m->n_params; i++) {
         float *g = test_host_floats(f.ops, f.m->grad_ptr[i], f.m->numel[i]);
         for (uint64_t k = 0; k < f.m->numel[i]; k++)
@@ -456,13 +459,13 @@ START_TEST(adamw_steps_raise_logp) {
     float *params = f.m->block; /* the params section */
     for (int step = 1; step <= 20; step++) {
         grpo_model_zero_grad(f.m);
-        ck_ok(grpo_model_forward(f.m, &b, logp, NULL, 1.0f, &err), &err);
+        ck_ok(test_forward(f.m, &b, logp, NULL, 1.0f, &err), &err);
         double mean = 0;
         for (int32_t i = 0; i < n; i++) mean += logp[i] / count;
         if (step == 1) first = mean;
         last = mean;
         ck_assert(isfinite(f.desc->aux_loss(f.m->inst)));
-        ck_ok(grpo_model_backward(f.m, &b, dlogp, 1.0f, &err), &err);
+        ck_ok(test_backward(f.m, &b, dlogp, 1.0f, &err), &err);
         o->adamw(o->ctx, params, f.m->grads, f.m->adam_m, f.m->adam_v, P, 1e-2f, 0.9f, 0.999f,
                  1e-8f, 0.0f, step);
     }
@@ -487,7 +490,7 @@ START_TEST(router_aux_coef_key_overrides_config) {
     ck_ok(grpo_model_reserve_acts(m, f.B, f.T, &err), &err);
     grpo_batch b = full_batch(&f, 0.0f);
     float *logp = calloc((size_t)f.B * f.T, sizeof(float));
-    ck_ok(grpo_model_forward(m, &b, logp, NULL, 1.0f, &err), &err);
+    ck_ok(test_forward(m, &b, logp, NULL, 1.0f, &err), &err);
     float *aux = ref_tensor(&f, "aux", NULL), got = f.desc->aux_loss(m->inst);
     ck_assert_msg(fabs(got - 2.5 * aux[0]) <= 1e-5 * aux[0], "aux %g, want 2.5 x %g", got, aux[0]);
     values[0] = "zero";

@@ -36,6 +36,7 @@
 #include "host/model_instance.h"
 #include "host/registry.h"
 #include "kernels.h"
+#include "test_model_io.h"
 #include "test_skip.h"
 
 enum { NP = 4, P = 9, TC = 7, T = P + TC };
@@ -68,7 +69,7 @@ typedef struct fixture {
     grpo_model *m;
     grpo_lora lora;
     int32_t ids[B * T], mask[B * T], pos[B * T], targets[B * T];
-    grpo_batch b;
+    test_batch b; /* the same in backend memory: b.b is what the model takes */
     float dlogp[B * T], dentropy[B * T];
 } fixture;
 
@@ -101,7 +102,7 @@ static void make_batch(fixture *f, int32_t V) {
         f->dlogp[i] = f->targets[i] >= 0 ? (float)sin(0.7 * i + 0.3) : 0.0f;
         f->dentropy[i] = f->targets[i] >= 0 ? (float)cos(1.3 * i) : 0.0f;
     }
-    f->b = (grpo_batch){sizeof(grpo_batch), B, T, f->ids, f->mask, f->pos, f->targets, 0.5f};
+    f->b = test_batch_make(&f->table, B, T, f->ids, f->mask, f->pos, f->targets, 0.5f);
 }
 
 /* Opens tests/fixtures/BASE (trainable, or frozen for LoRA) on a copy of BACKEND's table:
@@ -133,6 +134,7 @@ static void fixture_open(fixture *f, const char *base, int trainable, int strip)
 }
 
 static void fixture_close(fixture *f) {
+    test_batch_free(&f->b);
     grpo_lora_free(&f->lora);
     grpo_model_close(f->m);
     grpo_registry_free(&f->reg);
@@ -156,12 +158,9 @@ static pass *run_pass(fixture *f, int32_t share, int entropy) {
     ck_ok(grpo_model_set_shared_prefix(f->m, share, &err), &err);
     if (f->lora.n) grpo_lora_zero_grad(&f->lora);
     else grpo_model_zero_grad(f->m);
-    ck_ok(grpo_model_forward(f->m, &f->b, p->logp, p->ent, 1.0f, &err), &err);
-    if (entropy)
-        ck_ok(grpo_model_backward_entropy(f->m, &f->b, f->dlogp, f->dentropy, p->ent, 1.0f,
-                                          &err), &err);
-    else
-        ck_ok(grpo_model_backward(f->m, &f->b, f->dlogp, 1.0f, &err), &err);
+    ck_ok(test_forward(f->m, &f->b.b, p->logp, p->ent, 1.0f, &err), &err);
+    ck_ok(test_backward_entropy(f->m, &f->b.b, f->dlogp, entropy ? f->dentropy : NULL, p->ent,
+                                1.0f, &err), &err);
     const float *g = f->lora.n ? f->lora.block + f->lora.floats : f->m->grads; /* backend's */
     p->n_grads = f->lora.n ? f->lora.floats : f->m->section;
     p->grads = malloc(p->n_grads * sizeof(float));

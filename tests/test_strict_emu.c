@@ -13,6 +13,11 @@
  *     siglongjmp, so the test also holds under ASan), while download reads the value;
  *   - the control, GRPO_CUDA_EMU_STRICT=0 set before the open: the same read gives the value, so
  *     the pointer is valid host memory and only strict mode makes it fault.
+ * The other direction, device work given host memory (which the emulation's kernels could read,
+ * but a GPU cannot): a kernel launch with a host pointer argument, a download from a host
+ * source, an upload to a host destination and a zero of host memory each stop the process with
+ * a message naming the call and the address (run in a child whose stderr is read back); the
+ * same op on the device buffer runs, so it is the pointer that is refused.
  */
 #include <check.h>
 #include <setjmp.h>
@@ -82,6 +87,81 @@ START_TEST(without_strict_mode_the_same_read_gives_the_value) {
 }
 END_TEST
 
+/* What a child that runs bad(o, dev, host) prints to stderr before it ends; 1 when it was
+ * stopped by SIGABRT. */
+static int aborts_saying(void (*bad)(grpo_ops *, float *, float *), char *said, size_t cap) {
+    int fd[2];
+    ck_assert(pipe(fd) == 0);
+    fflush(stdout), fflush(stderr);
+    pid_t pid = fork();
+    ck_assert(pid >= 0);
+    if (pid == 0) {
+        dup2(fd[1], 2), close(fd[0]), close(fd[1]);
+        float *dev, host[4] = {0};
+        grpo_ops *o = open_with_buffer(&dev);
+        bad(o, dev, host);
+        _exit(0); /* not stopped: the parent's check fails */
+    }
+    close(fd[1]);
+    size_t n = 0;
+    ssize_t r;
+    while (n + 1 < cap && (r = read(fd[0], said + n, cap - 1 - n)) > 0) n += (size_t)r;
+    said[n] = 0;
+    close(fd[0]);
+    int status = 0;
+    ck_assert(waitpid(pid, &status, 0) == pid);
+    return WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT;
+}
+
+static void scale_host(grpo_ops *o, float *dev, float *host) {
+    o->scale(o->ctx, dev, 2.0f, 4); /* the device buffer: runs */
+    o->scale(o->ctx, host, 2.0f, 4);
+}
+static void download_from_host(grpo_ops *o, float *dev, float *host) {
+    float back[4];
+    o->download(o->ctx, back, dev, sizeof back);
+    o->download(o->ctx, back, host, sizeof back);
+}
+static void upload_to_host(grpo_ops *o, float *dev, float *host) {
+    const float v[4] = {1, 2, 3, 4};
+    o->upload(o->ctx, dev, v, sizeof v);
+    o->upload(o->ctx, host, v, sizeof v);
+}
+static void zero_host(grpo_ops *o, float *dev, float *host) {
+    o->zero(o->ctx, dev, 4 * sizeof(float));
+    o->zero(o->ctx, host, 4 * sizeof(float));
+}
+static void download_past_the_end(grpo_ops *o, float *dev, float *host) {
+    (void)host;
+    float back[128];
+    o->download(o->ctx, back, dev, 256); /* cudaMalloc's 256 bytes: the whole allocation */
+    o->download(o->ctx, back, dev + 1, 256);
+}
+
+static const struct {
+    void (*bad)(grpo_ops *, float *, float *);
+    const char *want[2];
+} device_work_cases[] = {
+    {scale_host, {"kernel scale_kernel: argument 0", "a host pointer passed to a device kernel"}},
+    {download_from_host, {"cudaMemcpy (DeviceToHost) of 16 bytes: the source side",
+                          "not device memory"}},
+    {upload_to_host, {"cudaMemcpy (HostToDevice) of 16 bytes: the destination side",
+                      "not device memory"}},
+    {zero_host, {"cudaMemsetAsync", "not device memory"}},
+    {download_past_the_end, {"256 bytes at", "run past the end of the device allocation of 256"}},
+};
+
+START_TEST(device_work_on_host_memory_stops_in_strict_mode) {
+    char said[4096];
+    int stopped = aborts_saying(device_work_cases[_i].bad, said, sizeof said);
+    ck_assert_msg(stopped, "case %d: not stopped; it said: %s", _i, said);
+    for (int k = 0; k < 2; k++)
+        ck_assert_msg(strstr(said, device_work_cases[_i].want[k]), "case %d: '%s' lacks '%s'", _i,
+                      said, device_work_cases[_i].want[k]);
+    ck_assert_msg(strstr(said, "0x"), "case %d: no address in '%s'", _i, said);
+}
+END_TEST
+
 /* Strict mode and the emulation are asked for (exit 2 if not), and the backend opens (in a child:
  * this process must not have read the variable before the cases do): skip or fail if not. */
 static void require_emulated_strict(void) {
@@ -119,6 +199,8 @@ int main(void) {
     TCase *tc = tcase_create("strict");
     tcase_add_test(tc, a_host_read_of_device_memory_faults_in_strict_mode);
     tcase_add_test(tc, without_strict_mode_the_same_read_gives_the_value);
+    tcase_add_loop_test(tc, device_work_on_host_memory_stops_in_strict_mode, 0,
+                        (int)(sizeof device_work_cases / sizeof device_work_cases[0]));
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_set_fork_status(sr, CK_FORK); /* each case its own process (see the header) */

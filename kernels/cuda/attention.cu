@@ -889,10 +889,10 @@ static void launch_decode(cuda_ctx *ctx, float *out, const float *q, const float
     const int chunks = (rep + warps * qpw - 1) / (warps * qpw);
     const dim3 grid((unsigned)(NKV * chunks), (unsigned)R);
     const float scale = 1.0f / sqrtf((float)HD);
-    const auto kernel = qpw == 1 ? attention_decode_kernel<DPL, 1>
-                                 : attention_decode_kernel<DPL, ATT_QPW(DPL)>;
-    GRPO_LAUNCH(kernel, grid, warps * 32, kv_tiles_bytes(HD), ctx->stream, out, q, kcache, vcache,
-                cache_mask, len, S, NH, NKV, HD, chunks, scale);
+    const auto decode_kernel = qpw == 1 ? attention_decode_kernel<DPL, 1>
+                                        : attention_decode_kernel<DPL, ATT_QPW(DPL)>;
+    GRPO_LAUNCH(decode_kernel, grid, warps * 32, kv_tiles_bytes(HD), ctx->stream, out, q, kcache,
+                vcache, cache_mask, len, S, NH, NKV, HD, chunks, scale);
     CUDA_CHECK_LAUNCH("attention_decode");
 }
 

@@ -117,6 +117,8 @@ void cuda_gemm(cuda_ctx *ctx, int trans_a, int trans_b, int32_t M, int32_t N, in
                             trans_b ? K : N, &ldb);
 #ifdef GRPO_CUDA_EMU
     CUDA_CHECK(cudaStreamSynchronize(ctx->stream), "gemm");
+    const void *operands[] = {a, b, C}; /* cuBLAS's operands are device memory too */
+    for (int i = 0; i < 3; i++) grpo_emu_check_device("gemm (A, B, C)", i, operands[i]);
     grpo_emu_device_begin(); /* sgemm stands in for the device here (emu.h: strict mode) */
     cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
                 trans_b ? CblasTrans : CblasNoTrans, M, N, K, alpha, (const float *)a, lda,

@@ -28,6 +28,7 @@
 #include <ucontext.h>
 #include <unistd.h>
 
+#include <map>
 #include <memory>
 #include <vector>
 
@@ -420,13 +421,15 @@ struct grpo_emu_stream {
 
 namespace {
 struct Region {
-    void *p;
-    size_t bytes; /* whole pages */
+    size_t size;  /* what cudaMalloc gave (256-byte multiple): the device bytes */
+    size_t bytes; /* whole pages mapped */
 };
 struct Strict {
-    int on = -1;                 /* -1: not read from the environment yet */
-    int depth = 0;               /* nested grpo_emu_device_begin */
-    std::vector<Region> regions; /* every live device allocation (mmap'd) */
+    int on = -1;   /* -1: not read from the environment yet */
+    int depth = 0; /* nested grpo_emu_device_begin */
+    /* every live device allocation (mmap'd), by start address: the pointer checks find the one
+     * holding an address with one ordered lookup */
+    std::map<uintptr_t, Region> regions;
 };
 Strict &strict() {
     static Strict st;
@@ -437,12 +440,46 @@ Strict &strict() {
     return st;
 }
 void protect_all(Strict &st, int prot) {
-    for (const Region &r : st.regions)
-        if (mprotect(r.p, r.bytes, prot) != 0) emu_fail("strict mode: mprotect failed");
+    for (const auto &r : st.regions)
+        if (mprotect((void *)r.first, r.second.bytes, prot) != 0)
+            emu_fail("strict mode: mprotect failed");
 }
 size_t page_round(size_t n) {
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
     return (n + page - 1) / page * page;
+}
+
+/* The live allocation whose bytes [start, start + size) hold p, or NULL; with_end: its end too
+ * (a pointer one past an allocation is a valid empty range of it). */
+const std::pair<const uintptr_t, Region> *region_of(const Strict &st, const void *p,
+                                                    bool with_end = true) {
+    uintptr_t a = (uintptr_t)p;
+    auto it = st.regions.upper_bound(a); /* the first allocation starting after p */
+    if (it == st.regions.begin()) return nullptr;
+    --it;
+    size_t off = a - it->first;
+    return off < it->second.size || (with_end && off == it->second.size) ? &*it : nullptr;
+}
+
+/* Whether [p, p + bytes) lies inside one live device allocation. */
+bool device_range(const Strict &st, const void *p, size_t bytes) {
+    const auto *r = region_of(st, p);
+    return r && bytes <= r->second.size - ((uintptr_t)p - r->first);
+}
+
+[[noreturn]] void not_device(const Strict &st, const char *what, const void *p, size_t bytes,
+                             const char *why) {
+    char msg[400];
+    const auto *r = region_of(st, p);
+    if (r)
+        snprintf(msg, sizeof msg,
+                 "strict mode: %s: %zu bytes at %p run past the end of the device allocation "
+                 "of %zu bytes at %p", what, bytes, p, r->second.size, (void *)r->first);
+    else
+        snprintf(msg, sizeof msg,
+                 "strict mode: %s: %p is not device memory (no live cudaMalloc allocation "
+                 "holds it): %s", what, p, why);
+    emu_fail(msg);
 }
 } // namespace
 
@@ -456,24 +493,61 @@ extern "C" void grpo_emu_device_end(void) {
     if (st.on && --st.depth == 0) protect_all(st, PROT_NONE);
 }
 
+extern "C" void grpo_emu_check_device(const char *what, int index, const void *p) {
+    Strict &st = strict();
+    if (!st.on || !p || region_of(st, p)) return;
+    char where[300];
+    snprintf(where, sizeof where, "%s: argument %d (counting from 0)", what, index);
+    not_device(st, where, p, 0, "a host pointer passed to a device kernel (a GPU faults on it)");
+}
+
+/* A copy's or memset's sides, as cudaMemcpy's kind names them: device sides must lie inside
+ * one allocation, host sides outside every allocation (a device pointer where the kind says
+ * host is undefined behaviour in CUDA). */
+static void check_side(const Strict &st, const char *call, const char *side, const void *p,
+                       size_t bytes, int device) {
+    char what[200];
+    snprintf(what, sizeof what, "%s: the %s side (%s)", call, side, device ? "device" : "host");
+    if (device && !device_range(st, p, bytes))
+        not_device(st, what, p, bytes, "a host pointer where the copy's kind says device (CUDA "
+                                       "refuses it: invalid argument, or faults)");
+    if (!device && region_of(st, p, false)) {
+        char msg[400];
+        snprintf(msg, sizeof msg,
+                 "strict mode: %s: %p is device memory where the copy's kind says host", what,
+                 p);
+        emu_fail(msg);
+    }
+}
+
+static void check_copy(const void *dst, const void *src, size_t bytes, cudaMemcpyKind kind) {
+    Strict &st = strict();
+    if (!st.on || !bytes || kind == cudaMemcpyDefault) return;
+    int dst_dev = kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice;
+    int src_dev = kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice;
+    static const char *const names[] = {"HostToHost", "HostToDevice", "DeviceToHost",
+                                        "DeviceToDevice"};
+    char call[80];
+    snprintf(call, sizeof call, "cudaMemcpy (%s) of %zu bytes", names[kind], bytes);
+    check_side(st, call, "destination", dst, bytes, dst_dev);
+    check_side(st, call, "source", src, bytes, src_dev);
+}
+
 /* Device memory of strict mode: whole pages of their own, closed unless device work runs. */
 static void *strict_alloc(Strict &st, size_t size) {
     size_t bytes = page_round(size);
     void *p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) return nullptr;
-    st.regions.push_back({p, bytes});
+    st.regions[(uintptr_t)p] = Region{size, bytes};
     if (st.depth == 0 && mprotect(p, bytes, PROT_NONE) != 0) emu_fail("strict mode: mprotect");
     return p;
 }
 
 static void strict_free(Strict &st, void *ptr) {
-    for (size_t i = 0; i < st.regions.size(); i++)
-        if (st.regions[i].p == ptr) {
-            munmap(ptr, st.regions[i].bytes);
-            st.regions.erase(st.regions.begin() + (long)i);
-            return;
-        }
-    emu_fail("cudaFree of a pointer cudaMalloc did not return");
+    auto it = st.regions.find((uintptr_t)ptr);
+    if (it == st.regions.end()) emu_fail("cudaFree of a pointer cudaMalloc did not return");
+    munmap(ptr, it->second.bytes);
+    st.regions.erase(it);
 }
 
 extern "C" cudaError_t cudaMalloc(void **ptr, size_t bytes) {
@@ -501,6 +575,7 @@ extern "C" cudaError_t cudaFree(void *ptr) {
 extern "C" cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind) {
     if ((unsigned)kind > (unsigned)cudaMemcpyDefault) return fail(cudaErrorInvalidValue);
     if (bytes && (!dst || !src)) return fail(cudaErrorInvalidValue);
+    check_copy(dst, src, bytes, kind);
     grpo_emu_device_begin();
     if (bytes && dst != src) memmove(dst, src, bytes);
     grpo_emu_device_end();
@@ -514,6 +589,9 @@ extern "C" cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes,
 
 extern "C" cudaError_t cudaMemsetAsync(void *ptr, int value, size_t bytes, cudaStream_t) {
     if (bytes && !ptr) return fail(cudaErrorInvalidValue);
+    Strict &st = strict();
+    if (st.on && bytes && !device_range(st, ptr, bytes))
+        not_device(st, "cudaMemsetAsync", ptr, bytes, "a host pointer given to a device memset");
     grpo_emu_device_begin();
     if (bytes) memset(ptr, value, bytes);
     grpo_emu_device_end();

@@ -197,6 +197,21 @@ void grpo_emu_launch(dim3 grid, dim3 block, size_t shmem, void (*body)(void *), 
  * device (gemm.cu's sgemm), between these two calls (they nest). No-ops when not strict. */
 void grpo_emu_device_begin(void);
 void grpo_emu_device_end(void);
+
+/* Strict mode also checks that device work gets device memory, which a GPU needs and the
+ * emulation (whose kernels could read any host address) would otherwise not notice:
+ *   - every pointer argument of a launch (GRPO_LAUNCH) is NULL or inside a live cudaMalloc
+ *     allocation (its end included: an empty range there is valid);
+ *   - cudaMemcpy/cudaMemcpyAsync of kind HostToDevice, DeviceToHost, DeviceToDevice: each device
+ *     side's whole range lies in one allocation, each host side outside all of them
+ *     (cudaMemcpyDefault is not checked: any pointer is valid there);
+ *   - cudaMemsetAsync: the whole range lies in one allocation.
+ * A failed check stops the process with a message naming the call (the kernel and the
+ * argument's position) and the address. This checks the pointer given, not the bytes a kernel
+ * reaches through it, nor pointers inside structs passed by value (the kernels take none).
+ * grpo_emu_check_device is the check of one argument; host code that stands in for the device
+ * (gemm.cu's sgemm) calls it for its operands too. No-op when not strict. */
+void grpo_emu_check_device(const char *what, int index, const void *p);
 }
 
 /* cuda_runtime.h's typed overload, so `float *p; cudaMalloc(&p, n)` compiles in both builds. */
@@ -204,21 +219,34 @@ template <typename T> static inline cudaError_t cudaMalloc(T **ptr, size_t bytes
     return cudaMalloc((void **)ptr, bytes);
 }
 
-/* GRPO_LAUNCH: the arguments are converted to the kernel's parameter types once, then every
- * thread calls the kernel with copies of them. */
+/* GRPO_LAUNCH: the arguments are converted to the kernel's parameter types once, their
+ * pointers checked (strict mode, above), then every thread calls the kernel with copies of
+ * them. */
 template <typename F> static void grpo_emu_call(void *closure) { (*(F *)closure)(); }
 
+template <typename T> static inline void grpo_emu_check_arg(const char *what, int i, const T &v) {
+    if constexpr (std::is_pointer<T>::value) grpo_emu_check_device(what, i, (const void *)v);
+}
+
+template <typename Tuple, size_t... I>
+static inline void grpo_emu_check_args(const char *what, const Tuple &t,
+                                       std::index_sequence<I...>) {
+    (grpo_emu_check_arg(what, (int)I, std::get<I>(t)), ...);
+}
+
 template <typename... P, typename... A>
-static inline void grpo_emu_launch_kernel(void (*kernel)(P...), dim3 grid, dim3 block,
-                                          size_t shmem, cudaStream_t stream, A &&...args) {
+static inline void grpo_emu_launch_kernel(const char *what, void (*kernel)(P...), dim3 grid,
+                                          dim3 block, size_t shmem, cudaStream_t stream,
+                                          A &&...args) {
     (void)stream;
     std::tuple<typename std::decay<P>::type...> bound(std::forward<A>(args)...);
+    grpo_emu_check_args(what, bound, std::index_sequence_for<P...>{});
     auto body = [&]() { std::apply(kernel, bound); };
     grpo_emu_launch(grid, block, shmem, &grpo_emu_call<decltype(body)>, &body);
 }
 
 #define GRPO_LAUNCH(kernel, grid, block, shmem, stream, ...)                                      \
-    grpo_emu_launch_kernel((kernel), dim3(grid), dim3(block), (size_t)(shmem),                   \
-                           (stream), ##__VA_ARGS__)
+    grpo_emu_launch_kernel("kernel " #kernel, (kernel), dim3(grid), dim3(block),               \
+                           (size_t)(shmem), (stream), ##__VA_ARGS__)
 
 #endif /* GRPO_CUDA_EMU_H */
