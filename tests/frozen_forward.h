@@ -6,16 +6,27 @@
  * targets), tiled and shifted through the vocabulary; the frozen model is forced to the fewest
  * rows a chunk may have (GRPO_FWD_MIN_TOKENS tokens) by a 1-byte budget. chunks = 0 (a mixture
  * of experts): the frozen model must not chunk at all, and still match.
+ * Bit for bit where the kernels are batch-invariant: the cpu backend and the emulated cuda one
+ * (whose GEMMs are the host's). A real GPU's cuBLAS picks its kernels by shape, so fewer rows
+ * per call may round differently (README, "Sampler against trainer"): there the two must agree
+ * within 1e-5 instead (the H200 run of 2026-12-04 showed this test failing bitwise).
  */
 #ifndef GRPO_TEST_FROZEN_FORWARD_H
 #define GRPO_TEST_FROZEN_FORWARD_H
 
 #include <check.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "host/model_instance.h"
 #include "test_model_io.h"
+
+/* Whether the test backend's frozen chunks must give the training forward's bits (see above). */
+static int frozen_forward_bitwise(void) {
+    const char *emu = getenv("GRPO_CUDA_EMULATION");
+    return strcmp(test_backend_name(), "cuda") != 0 || (emu && strcmp(emu, "1") == 0);
+}
 
 static void check_frozen_forward_in_chunks(grpo_model *train, grpo_model *frozen, const char *who,
                                            const int32_t *ids0, const int32_t *mask0,
@@ -48,8 +59,16 @@ static void check_frozen_forward_in_chunks(grpo_model *train, grpo_model *frozen
     size_t real = 0;
     for (size_t i = 0; i < n; i++) real += tg[i] >= 0 && lt[i] != 0.0f;
     ck_assert_msg(real > n / 4, "%s: only %zu log-probs computed", who, real);
-    ck_assert_msg(!memcmp(lt, lf, n * 4), "%s: chunked frozen log-probs differ", who);
-    ck_assert_msg(!memcmp(et, ef, n * 4), "%s: chunked frozen entropies differ", who);
+    if (frozen_forward_bitwise()) {
+        ck_assert_msg(!memcmp(lt, lf, n * 4), "%s: chunked frozen log-probs differ", who);
+        ck_assert_msg(!memcmp(et, ef, n * 4), "%s: chunked frozen entropies differ", who);
+    } else {
+        double dl = 0, de = 0;
+        for (size_t i = 0; i < n; i++)
+            dl = fmax(dl, fabs(lt[i] - lf[i])), de = fmax(de, fabs(et[i] - ef[i]));
+        ck_assert_msg(dl < 1e-5 && de < 1e-5, "%s: chunked frozen log-probs differ by %g, "
+                      "entropies by %g (at most 1e-5 on a GPU)", who, dl, de);
+    }
     /* longer rows later: the block holds fewer of them instead of keeping the old row count */
     ck_assert_msg(grpo_model_reserve_acts(frozen, B, 4 * T, &err) == GRPO_OK, "%s", err.message);
     ck_assert_int_eq(frozen->acts_B, chunks ? (GRPO_FWD_MIN_TOKENS + 4 * T - 1) / (4 * T) : B);
