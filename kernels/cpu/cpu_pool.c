@@ -114,9 +114,10 @@ static uint64_t work(cpu_pool *p, uint32_t gen, int32_t tid) {
     return ran;
 }
 
-/* Spins, then parks, until *w != seen; returns the new value. *parks counts the parks. */
+/* Spins, then parks, until *w != seen; returns the new value. *parks counts the parks (as
+ * they begin: a thread asleep now is counted). */
 static uint32_t await_change(cpu_pool *p, _Atomic uint32_t *w, uint32_t seen,
-                             _Atomic int32_t *announce, uint64_t *parks) {
+                             _Atomic int32_t *announce, _Atomic uint64_t *parks) {
     uint32_t v;
     for (int i = 0; i < CPU_POOL_SPIN; i++) {
         if ((v = atomic_load_explicit(w, memory_order_acquire)) != seen) return v;
@@ -124,7 +125,7 @@ static uint32_t await_change(cpu_pool *p, _Atomic uint32_t *w, uint32_t seen,
     }
     atomic_fetch_add(announce, 1);
     while ((v = atomic_load(w)) == seen) {
-        ++*parks;
+        atomic_fetch_add_explicit(parks, 1, memory_order_relaxed);
         word_wait(p, w, seen);
     }
     atomic_fetch_sub(announce, 1);
@@ -137,9 +138,7 @@ static void *worker_main(void *wp) {
     tls_in_pool = 1;
     uint32_t seen = 0; /* the epoch at creation */
     for (;;) {
-        uint64_t parks = 0;
-        seen = await_change(p, &p->epoch, seen, &p->sleepers, &parks);
-        if (parks) atomic_fetch_add_explicit(&p->c_wparks, parks, memory_order_relaxed);
+        seen = await_change(p, &p->epoch, seen, &p->sleepers, &p->c_wparks);
         if (atomic_load(&p->stop)) break;
         uint32_t gen = (uint32_t)(atomic_load(&p->ticket) >> 32);
         uint64_t ran = work(p, gen, me->tid);
@@ -222,10 +221,9 @@ void cpu_pool_run(cpu_pool *p, int64_t n_tasks, int32_t max_threads, cpu_pool_fn
         atomic_fetch_add_explicit(&p->c_wakes, 1, memory_order_relaxed);
     }
     work(p, gen, 0);
-    uint64_t parks = 0;
     uint32_t d = atomic_load(&p->done);
-    while (d != (uint32_t)n_tasks) d = await_change(p, &p->done, d, &p->caller_sleeping, &parks);
-    atomic_fetch_add_explicit(&p->c_cparks, parks, memory_order_relaxed);
+    while (d != (uint32_t)n_tasks)
+        d = await_change(p, &p->done, d, &p->caller_sleeping, &p->c_cparks);
     atomic_fetch_add_explicit(&p->c_jobs, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&p->c_tasks, (uint64_t)n_tasks, memory_order_relaxed);
     tls_in_pool = 0;
