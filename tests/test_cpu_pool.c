@@ -46,7 +46,8 @@ static void run_counted(cpu_pool *p, int64_t n, int32_t uneven) {
     ck_assert_ptr_nonnull(j.hits);
     cpu_pool_run(p, n, 0, count_task, &j);
     for (int64_t t = 0; t < n; t++)
-        ck_assert_msg(atomic_load(&j.hits[t]) == 1, "%d threads, %lld tasks: task %lld ran %d times",
+        ck_assert_msg(atomic_load(&j.hits[t]) == 1,
+                      "%d threads, %lld tasks: task %lld ran %d times",
                       cpu_pool_threads(p), (long long)n, (long long)t, atomic_load(&j.hits[t]));
     ck_assert_msg(!atomic_load(&j.bad_tid), "a thread index outside [0, threads)");
     free(j.hits);

@@ -63,7 +63,8 @@ typedef struct sumsq_args {
 static void sumsq_block(void *arg, int64_t bl, int32_t tid) {
     const sumsq_args *a = arg;
     (void)tid;
-    uint64_t i0 = (uint64_t)bl * SUMSQ_BLOCK, i1 = i0 + SUMSQ_BLOCK < a->n ? i0 + SUMSQ_BLOCK : a->n;
+    uint64_t i0 = (uint64_t)bl * SUMSQ_BLOCK;
+    uint64_t i1 = i0 + SUMSQ_BLOCK < a->n ? i0 + SUMSQ_BLOCK : a->n;
     double acc = 0.0;
 #pragma omp simd reduction(+ : acc)
     for (uint64_t i = i0; i < i1; i++) acc += (double)a->x[i] * (double)a->x[i];
