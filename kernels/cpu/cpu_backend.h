@@ -110,8 +110,8 @@ const char *cpu_family_name(cpu_family f);
 
 /* ---- cpu_backend.c: the table -------------------------------------------------------- */
 
-/* Opens the CPU backend with `threads` threads (<= 0: cpu_pool_default_threads). Returns a table the
- * caller frees with cpu_backend_close, or NULL with err set. */
+/* Opens the CPU backend with `threads` threads (<= 0: cpu_pool_default_threads). Returns a
+ * table the caller frees with cpu_backend_close, or NULL with err set. */
 grpo_ops *cpu_backend_open(int32_t threads, grpo_error *err);
 void cpu_backend_close(grpo_ops *ops);
 

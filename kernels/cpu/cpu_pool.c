@@ -10,7 +10,8 @@
  * caller publishes a job (fn, arg, n, then the ticket), bumps the epoch word the idle workers
  * wait on, runs tasks itself, and waits on the done word until n tasks have returned.
  *
- * Waiting is spin then park: CPU_POOL_SPIN pause instructions watching the word, then a futex
+ * Waiting is spin then park: CPU_POOL_SPIN_NS of pause instructions watching the word (the clock
+ * read every SPIN_CHECK of them), then a futex
  * wait on it (FUTEX_WAIT_PRIVATE; elsewhere a mutex and condition variable). Sleepers announce
  * themselves (the sleepers count, the caller_sleeping flag) before they re-check the word and
  * sleep, and the side that changes the word reads that announcement after the change (both
@@ -25,6 +26,7 @@
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <time.h>
 #include <unistd.h>
 #if defined(__linux__)
 #include <linux/futex.h>
@@ -38,6 +40,7 @@
 #endif
 
 #define POOL_MAX_TASKS 0xFFFFFFFFu /* the ticket's 32-bit count */
+#define SPIN_CHECK 16              /* pauses between two reads of the clock while spinning */
 
 typedef struct pool_worker {
     struct cpu_pool *pool;
@@ -114,14 +117,22 @@ static uint64_t work(cpu_pool *p, uint32_t gen, int32_t tid) {
     return ran;
 }
 
+static int64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
 /* Spins, then parks, until *w != seen; returns the new value. *parks counts the parks (as
  * they begin: a thread asleep now is counted). */
 static uint32_t await_change(cpu_pool *p, _Atomic uint32_t *w, uint32_t seen,
                              _Atomic int32_t *announce, _Atomic uint64_t *parks) {
     uint32_t v;
-    for (int i = 0; i < CPU_POOL_SPIN; i++) {
+    int64_t t0 = now_ns();
+    for (int i = 1;; i++) {
         if ((v = atomic_load_explicit(w, memory_order_acquire)) != seen) return v;
         POOL_PAUSE();
+        if (i % SPIN_CHECK == 0 && now_ns() - t0 > CPU_POOL_SPIN_NS) break;
     }
     atomic_fetch_add(announce, 1);
     while ((v = atomic_load(w)) == seen) {

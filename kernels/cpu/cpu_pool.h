@@ -10,8 +10,8 @@
  * task must never change what it computes (each task writes fixed outputs in a fixed order),
  * so results do not depend on the thread count or the schedule.
  *
- * Waiting: an idle worker spins briefly (CPU_POOL_SPIN pause instructions, a few microseconds)
- * for the next job, then parks on a futex (Linux; a condition variable elsewhere); the caller
+ * Waiting: an idle worker spins briefly (pause instructions for CPU_POOL_SPIN_NS, 25 us) for
+ * the next job, then parks on a futex (Linux; a condition variable elsewhere); the caller
  * waits for the last task the same way. So a hand-off between consecutive ops is cheap and a
  * waiting thread does not burn the time slice of a process that needs the core.
  *
@@ -28,8 +28,11 @@ typedef struct cpu_pool cpu_pool;
 /* One task: task in [0, n_tasks); tid in [0, threads) the running thread (0: the caller). */
 typedef void cpu_pool_fn(void *arg, int64_t task, int32_t tid);
 
-/* Pause instructions an idle thread spins before it parks (a few microseconds). */
-#define CPU_POOL_SPIN 2048
+/* How long an idle thread spins before it parks, in nanoseconds: long enough to catch the next
+ * op of a step (the host's work between two ops is mostly shorter), short next to a scheduler
+ * time slice (ms), so a thread spinning beside a busy process costs it little. Measured by the
+ * clock, not in pause instructions, whose length varies 10x between CPUs. */
+#define CPU_POOL_SPIN_NS 25000
 
 typedef struct cpu_pool_counters {
     uint64_t jobs;          /* cpu_pool_run calls that woke workers (fork/joins) */

@@ -18,9 +18,9 @@
  *             - dentropy * scale * exp(z - lse) * (z - lse + H)     (entropy term, when asked)
  *   dhidden (N,C) = sum over chunks of G @ w_chunk      (written)
  *   dw (V,C)     += G^T @ hidden                        (accumulated)
- * Forward: each pool task takes a block of rows through all vocab chunks on its own (its
- * thread's single-threaded product and (NB,VC) buffer): no synchronisation. Backward: per vocab
- * chunk, the threads fill G for up to NS rows (and their dhidden rows) in row blocks, then dw's chunk
+ * Forward: each pool task takes blocks of rows through all vocab chunks on its own (its own
+ * single-threaded product and (NB,VC) buffer): no synchronisation. Backward: per vocab chunk,
+ * the threads fill G for up to NS rows (and their dhidden rows) in row blocks, then dw's chunk
  * is one parallel GEMM over those rows; G lives in the context's scratch. The backward's
  * products, z's recomputation included, are OpenBLAS's (z may differ from the forward's in the
  * last bits there).
