@@ -135,10 +135,10 @@ static void sleep_ms(int ms) {
     while (nanosleep(&ts, &ts)) continue;
 }
 
-/* a worker's task sleeps 20 ms; the caller's return at once */
+/* a worker's task sleeps 20 ms, the caller's 1 ms (time for the woken workers to claim some) */
 static void slow_on_worker(void *arg, int64_t task, int32_t tid) {
     (void)arg, (void)task;
-    if (tid != 0) sleep_ms(20);
+    sleep_ms(tid != 0 ? 20 : 1);
 }
 
 START_TEST(idle_threads_park) {
@@ -155,7 +155,7 @@ START_TEST(idle_threads_park) {
     ck_assert_uint_eq(c1.worker_parks, c0.worker_parks);
     /* parked workers are woken by the next job, and a caller left waiting parks */
     for (int i = 0; i < 50 && c1.caller_parks == 0; i++) {
-        cpu_pool_run(p, 3, 0, slow_on_worker, NULL);
+        cpu_pool_run(p, 6, 0, slow_on_worker, NULL);
         cpu_pool_counters_get(p, &c1);
     }
     ck_assert_msg(c1.worker_tasks > 0 && c1.wake_calls > 0, "no worker woke for a job");
