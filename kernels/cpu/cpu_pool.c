@@ -109,7 +109,8 @@ static uint64_t work(cpu_pool *p, uint32_t gen, int32_t tid) {
         uint32_t n = p->n;
         p->fn(p->arg, (int64_t)(n - left), tid);
         ran++;
-        /* after this add the caller may return and publish the next job: p is read no more */
+        /* after this add the caller may return and publish the next job: fn, arg and n are
+         * read no more (a wake the caller no longer needs is harmless) */
         if (atomic_fetch_add(&p->done, 1) + 1 == n && atomic_load(&p->caller_sleeping))
             word_wake(p, &p->done, 1);
         tk = atomic_load(&p->ticket);
