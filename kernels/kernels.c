@@ -34,7 +34,7 @@ static grpo_ops *open_auto(const grpo_backend_options *o, grpo_error *err) {
 grpo_ops *grpo_backend_open_with(const char *name, const grpo_backend_options *opt,
                                  grpo_error *err) {
     grpo_backend_options o = opt ? *opt : (grpo_backend_options){0, GRPO_DTYPE_F32};
-    if (o.threads > GRPO_MAX_THREADS) { /* libgomp crashes creating tens of thousands */
+    if (o.threads > GRPO_MAX_THREADS) { /* a thread each: tens of thousands exhaust the process */
         grpo_error_set(err, GRPO_ERR_INVALID,
                        "threads = %d: expected at most %d (0: all cores)", o.threads,
                        GRPO_MAX_THREADS);

@@ -3,11 +3,11 @@
  * (sdk/include/grpo/ops.h) because model plugins call it; this header is the host's side:
  * how a backend is opened and closed.
  *
- * Backends, the entries of the registry (backend_registry.c): "cpu" (OpenBLAS for GEMMs, OpenMP
- * for the rest; built in) and "cuda" (kernels/cuda: a module, libgrpo_kernels_cuda.so, built
- * when the build found a CUDA toolkit and loaded with dlopen when opened, so the grpo binary
- * and model packs never link CUDA). "auto" is cuda when its module loads and finds a device,
- * else cpu (quietly).
+ * Backends, the entries of the registry (backend_registry.c): "cpu" (OpenBLAS for GEMMs, its own
+ * thread pool for the rest; built in) and "cuda" (kernels/cuda: a module,
+ * libgrpo_kernels_cuda.so, built when the build found a CUDA toolkit and loaded with dlopen when
+ * opened, so the grpo binary and model packs never link CUDA). "auto" is cuda when its module
+ * loads and finds a device, else cpu (quietly).
  *
  * Finding the cuda module, first match wins:
  *   1. $GRPO_CUDA_BACKEND: the module's path (or a directory holding it);
@@ -21,10 +21,10 @@
  * grpo_backend_close after freeing every buffer it allocated through it. Calls on one table are
  * issued from one thread at a time.
  *
- * Threads (cpu): every op runs on one OpenMP team of `threads` threads; GEMMs are tiled over that
- * team, each tile a single-threaded OpenBLAS call. Opening the cpu backend therefore sets
- * OpenBLAS to one thread for the whole process (openblas_set_num_threads(1)): host code that
- * wants a parallel GEMM calls ops->matmul_forward rather than cblas directly.
+ * Threads (cpu): every op runs on one pool of `threads` threads (kernels/cpu/cpu_pool.h); GEMMs
+ * are tiled over that pool, each tile a single-threaded OpenBLAS call. Opening the cpu backend
+ * therefore sets OpenBLAS to one thread for the whole process (openblas_set_num_threads(1)):
+ * host code that wants a parallel GEMM calls ops->matmul_forward rather than cblas directly.
  * Ops with impossible arguments (NH not a multiple of NKV, odd HD for RoPE, a target >= V, ...)
  * abort with file:line and what was expected; the table has no error return.
  */
@@ -42,7 +42,7 @@ extern "C" {
 #define GRPO_MAX_THREADS 1024
 
 /* Opens the backend called `name` ("cpu" or "cuda") using `threads` CPU threads (<= 0: the
- * OpenMP default, i.e. OMP_NUM_THREADS or the number of cores; > GRPO_MAX_THREADS: an error). Returns the op table, owned by
+ * default, i.e. OMP_NUM_THREADS or the number of cores; > GRPO_MAX_THREADS: an error). Returns the op table, owned by
  * the caller, or NULL with err set: GRPO_ERR_UNSUPPORTED for a backend that is not built here,
  * GRPO_ERR_INVALID for an unknown name, GRPO_ERR_NOMEM. */
 grpo_ops *grpo_backend_open(const char *name, int32_t threads, grpo_error *err);

@@ -17,9 +17,6 @@ set_tests_properties(cli_report_browser PROPERTIES SKIP_RETURN_CODE 77)
 # model_fallback: a model pack that cannot be loaded does not stop a model another pack serves.
 add_test(NAME cli_model_fallback
          COMMAND bash ${PROJECT_SOURCE_DIR}/tests/cli/model_fallback.sh $<TARGET_FILE:grpo_cli>)
-# omp_wait: grpo picks a short OpenMP spin itself (re-exec), and the user's OMP settings win.
-add_test(NAME cli_omp_wait
-         COMMAND bash ${PROJECT_SOURCE_DIR}/tests/cli/omp_wait.sh $<TARGET_FILE:grpo_cli>)
 # oom: under a memory limit an allocation that does not fit names its buffer and size (exit 1).
 add_test(NAME cli_oom_names_the_buffer
          COMMAND bash ${PROJECT_SOURCE_DIR}/tests/cli/oom.sh $<TARGET_FILE:grpo_cli> ${GRPO_SANITIZE})

@@ -68,7 +68,7 @@ int cmd_generate(int argc, char **argv) {
             ok = grpo_cli_int64(CMD, a, v, 0, INT64_MAX, &seed), seed_set = 1;
         else if (!strcmp(a, "--eos")) /* -1: none */
             ok = grpo_cli_int(CMD, a, v, -1, INT32_MAX, &eos), eos_set = 1;
-        else if (!strcmp(a, "--threads")) /* as train.threads; 0: OpenMP's default */
+        else if (!strcmp(a, "--threads")) /* as train.threads; 0: all cores or OMP_NUM_THREADS */
             ok = grpo_cli_int(CMD, a, v, 0, 1024, &threads);
         else if (!strcmp(a, "--plugin-path") && n_dirs < 16) plugin_dirs[n_dirs++] = v;
         else return fprintf(stderr, "grpo generate: unknown option %s\n", a), usage(stderr), 2;

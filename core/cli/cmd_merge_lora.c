@@ -55,7 +55,7 @@ int cmd_merge_lora(int argc, char **argv) {
             if (strcmp(a, "--plugin-path") && strcmp(a, "--threads"))
                 return fprintf(stderr, "grpo merge-lora: unknown option '%s'\n", a), usage(stderr);
             if (!v) return fprintf(stderr, "grpo merge-lora: %s needs a value\n", a), usage(stderr);
-            if (!strcmp(a, "--threads")) { /* as train.threads; 0: OpenMP's default */
+            if (!strcmp(a, "--threads")) { /* as train.threads; 0: all cores or OMP_NUM_THREADS */
                 if (!grpo_cli_int("merge-lora", a, v, 0, 1024, &threads)) return 2;
             } else if (n_dirs < 16)
                 dirs[n_dirs++] = v;

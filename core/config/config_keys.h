@@ -169,7 +169,7 @@
       "compute each prompt once for its G completions in training passes: fewer FLOPs, " \
       "the same results up to fp32 rounding; false: every row in full")                        \
     I(train, threads, "0", "[0, 1024]",                                                        \
-      "CPU threads, at most 1024 (libgomp crashes on absurd counts); 0 = OpenMP's default")     \
+      "CPU threads, at most 1024 (a thread each); 0 = all cores or OMP_NUM_THREADS")           \
     I(train, eval_every, "0", ">= 0",                                                          \
       "evaluate on data.eval_path every this many steps (greedy; metrics eval/*); 0 = never")  \
     I(train, eval_limit, "0", ">= 0", "evaluate on the first this many eval prompts; 0 = all")  \

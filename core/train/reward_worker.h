@@ -1,7 +1,7 @@
 /*
  * reward_worker.h — an isolated reward (`isolate = true`): its plugin runs in a worker process,
  * a fresh exec of the grpo binary in its hidden worker mode (`grpo __reward-worker`), never a
- * bare fork of the trainer. The trainer may hold OpenMP/BLAS thread pools, CUDA state and locks
+ * bare fork of the trainer. The trainer may hold its CPU thread pool, CUDA state and locks
  * other threads took; a forked copy that uses them deadlocks. The worker opens its own process
  * context (the packs of the trainer's registry, its backend and thread count), loads the pack,
  * creates the reward and scores batch after batch, its state kept between batches.

@@ -12,17 +12,20 @@
 
 #include "cpu/cpu_backend.h"
 
-void cpu_adamw(void *ctx, float *param, const float *grad, float *m, float *v, uint64_t n,
-               double lr, double beta1, double beta2, double eps, double weight_decay, int32_t t) {
-    CPU_CHECK(t >= 1, "adamw", "step t must be >= 1");
-    const float decay = (float)(1.0 - lr * weight_decay);
-    const float w1 = (float)(1.0 - beta1), b2 = (float)beta2, w2 = (float)(1.0 - beta2);
-    const float step_size = (float)(lr / (1.0 - pow(beta1, (double)t)));
-    const float bc2_sqrt = (float)sqrt(1.0 - pow(beta2, (double)t));
-    const float epsf = (float)eps;
-    int nt = cpu_threads_for(ctx, (double)n * 8);
-#pragma omp parallel for num_threads(nt) schedule(static)
-    for (uint64_t i = 0; i < n; i++) {
+typedef struct adamw_args {
+    float *param, *m, *v;
+    const float *grad;
+    float decay, w1, b2, w2, step_size, bc2_sqrt, epsf;
+} adamw_args;
+
+static void adamw_range(void *arg, int64_t i0, int64_t i1, int32_t tid) {
+    const adamw_args *a = arg;
+    (void)tid;
+    float *param = a->param, *m = a->m, *v = a->v;
+    const float *grad = a->grad;
+    const float decay = a->decay, w1 = a->w1, b2 = a->b2, w2 = a->w2;
+    const float step_size = a->step_size, bc2_sqrt = a->bc2_sqrt, epsf = a->epsf;
+    for (int64_t i = i0; i < i1; i++) {
         float g = grad[i], p = param[i] * decay;
         float mi = m[i] + w1 * (g - m[i]);
         float vi = v[i] * b2 + w2 * g * g;
@@ -30,4 +33,15 @@ void cpu_adamw(void *ctx, float *param, const float *grad, float *m, float *v, u
         v[i] = vi;
         param[i] = p - step_size * (mi / (sqrtf(vi) / bc2_sqrt + epsf));
     }
+}
+
+void cpu_adamw(void *ctx, float *param, const float *grad, float *m, float *v, uint64_t n,
+               double lr, double beta1, double beta2, double eps, double weight_decay, int32_t t) {
+    CPU_CHECK(t >= 1, "adamw", "step t must be >= 1");
+    adamw_args a = {param, m, v, grad, (float)(1.0 - lr * weight_decay), (float)(1.0 - beta1),
+                    (float)beta2, (float)(1.0 - beta2),
+                    (float)(lr / (1.0 - pow(beta1, (double)t))),
+                    (float)sqrt(1.0 - pow(beta2, (double)t)), (float)eps};
+    cpu_parallel_range(ctx, CPU_FAM_OPTIMIZER, cpu_threads_for(ctx, (double)n * 8), (int64_t)n,
+                       4096, adamw_range, &a);
 }

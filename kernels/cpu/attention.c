@@ -26,7 +26,7 @@
  * cpu_attention_backward): threads never share an output, and the result has the same bits
  * whatever the thread count.
  *
- * Threads: OpenMP over (query block, b, head) forward and (b, head) backward.
+ * Threads: pool tasks (cpu_pool.h) over (query block, b, head) forward and (b, head) backward.
  * Prefix attention (ABI 1.6, grpo/ops.h) is the same code with a second key segment: a row's
  * keys are [its prefix's keys | its own keys], one sequence for the forward's softmax; the
  * backward's score block holds both side by side (two GEMMs into one block) and splits again;
@@ -220,6 +220,34 @@ static void attention_forward_segments(float *out, float *lse, const float *q, c
     }
 }
 
+/* forward_rows' tasks: (query block, b, h), the last blocks (the most keys) handed out first;
+ * work and kmr per thread */
+typedef struct att_fwd_job {
+    float *out, *lse;
+    const float *q, *k, *v;
+    const int32_t *mask;
+    const att_rows *r;
+    int32_t B, T, NH, NKV, HD, nblocks, heads;
+    cpu_locals work, kmr;
+} att_fwd_job;
+
+static void att_fwd_task(void *arg, int64_t task, int32_t tid) {
+    att_fwd_job *j = arg;
+    const att_rows *r = j->r;
+    const int32_t T = j->T, NH = j->NH, heads = j->heads;
+    float *work = cpu_local(&j->work, tid);
+    int32_t *kmr = cpu_local(&j->kmr, tid);
+    int32_t blk = j->nblocks - 1 - (int32_t)task / heads, b = (int32_t)task % heads / NH;
+    int32_t h = (int32_t)task % NH, t0 = blk * QB, nq = t0 + QB < T ? QB : T - t0;
+    if (r->sg && r->sg[b])
+        attention_forward_segments(j->out, j->lse, j->q, j->k, j->v, j->mask + (size_t)b * T,
+                                   r->sg[b], b, h, t0, nq, T, NH, j->NKV, j->HD, kmr, work);
+    else
+        attention_forward_block(j->out, j->lse, j->q, j->k, j->v, j->mask + (size_t)b * T,
+                                &r->pf[b], r->km[b], b, h, t0, nq, r->k0[b], T, NH, j->NKV,
+                                j->HD, work);
+}
+
 /* attention_forward, or with pa the prefix-attention forward. */
 static void forward_rows(cpu_ctx *ctx, const char *op, float *out, float *lse, const float *q,
                          const float *k, const float *v, const int32_t *mask, int32_t B,
@@ -228,26 +256,12 @@ static void forward_rows(cpu_ctx *ctx, const char *op, float *out, float *lse, c
     check_shapes(op, NH, NKV, HD);
     const int32_t nblocks = (T + QB - 1) / QB, heads = B * NH;
     att_rows r = rows_make(op, mask, B, T, pa, NKV, HD);
-    int nt = cpu_threads_for(ctx, (double)B * NH * T * r.PT * HD);
-#pragma omp parallel num_threads(nt)
-    {
-        float *work = malloc(cpu_attend_scratch(QB, r.PT, HD) * sizeof(float));
-        int32_t *kmr = malloc((size_t)(T > 0 ? T : 1) * sizeof(int32_t));
-        CPU_CHECK(work != NULL && kmr != NULL, op, "out of memory for a score block");
-        /* tasks are (query block, b, h), the last blocks (the most keys) handed out first */
-#pragma omp for schedule(dynamic, 1)
-        for (int32_t task = 0; task < nblocks * heads; task++) {
-            int32_t blk = nblocks - 1 - task / heads, b = task % heads / NH, h = task % NH;
-            int32_t t0 = blk * QB, nq = t0 + QB < T ? QB : T - t0;
-            if (r.sg && r.sg[b])
-                attention_forward_segments(out, lse, q, k, v, mask + (size_t)b * T, r.sg[b], b,
-                                           h, t0, nq, T, NH, NKV, HD, kmr, work);
-            else
-                attention_forward_block(out, lse, q, k, v, mask + (size_t)b * T, &r.pf[b],
-                                        r.km[b], b, h, t0, nq, r.k0[b], T, NH, NKV, HD, work);
-        }
-        free(work), free(kmr);
-    }
+    att_fwd_job j = {out, lse, q, k, v, mask, &r, B, T, NH, NKV, HD, nblocks, heads, {0}, {0}};
+    cpu_locals_init(&j.work, ctx, cpu_attend_scratch(QB, r.PT, HD) * sizeof(float), op);
+    cpu_locals_init(&j.kmr, ctx, (size_t)(T > 0 ? T : 1) * sizeof(int32_t), op);
+    cpu_parallel(ctx, CPU_FAM_ATTENTION, cpu_threads_for(ctx, (double)B * NH * T * r.PT * HD),
+                 (int64_t)nblocks * heads, att_fwd_task, &j);
+    cpu_locals_free(&j.work), cpu_locals_free(&j.kmr);
     rows_free(&r);
 }
 
@@ -363,20 +377,54 @@ static void attention_backward_head(const att_head_grads *gr, const float *dob, 
     }
 }
 
+/* The arguments of sum_groups and add_prefix_parts' tasks. */
+typedef struct att_sum_job {
+    float *dst;
+    const float *part;
+    const int32_t *prefix_of;
+    int32_t B, T, NH, NKV, HD;
+} att_sum_job;
+
+static void sum_groups_range(void *arg, int64_t bt0, int64_t bt1, int32_t tid) {
+    const att_sum_job *j = arg;
+    const int32_t T = j->T, NH = j->NH, NKV = j->NKV, HD = j->HD, rep = NH / NKV;
+    (void)tid;
+    for (int64_t bt = bt0; bt < bt1; bt++) {
+        int32_t b = (int32_t)(bt / T), t = (int32_t)(bt % T);
+        for (int32_t g = 0; g < NKV; g++) {
+            float *o = j->dst + ((size_t)bt * NKV + g) * HD;
+            for (int32_t d = 0; d < HD; d++) o[d] = 0.0f;
+            for (int32_t i = 0; i < rep; i++) {
+                const float *p = j->part + (((size_t)b * NH + g * rep + i) * T + t) * HD;
+                for (int32_t d = 0; d < HD; d++) o[d] += p[d];
+            }
+        }
+    }
+}
+
 /* dst (B,T,NKV,HD) = sum over the rep query heads of each group of part (B,NH,T,HD). */
 static void sum_groups(void *ctx, float *dst, const float *part, int32_t B, int32_t T,
                        int32_t NH, int32_t NKV, int32_t HD) {
-    int32_t rep = NH / NKV;
-    int nt = cpu_threads_for(ctx, (double)B * T * NH * HD);
-#pragma omp parallel for num_threads(nt) schedule(static)
-    for (int32_t bt = 0; bt < B * T; bt++) {
-        int32_t b = bt / T, t = bt % T;
-        for (int32_t g = 0; g < NKV; g++) {
-            float *o = dst + ((size_t)bt * NKV + g) * HD;
-            for (int32_t d = 0; d < HD; d++) o[d] = 0.0f;
-            for (int32_t j = 0; j < rep; j++) {
-                const float *p = part + (((size_t)b * NH + g * rep + j) * T + t) * HD;
-                for (int32_t d = 0; d < HD; d++) o[d] += p[d];
+    att_sum_job j = {dst, part, NULL, B, T, NH, NKV, HD};
+    cpu_parallel_range(ctx, CPU_FAM_ATTENTION, cpu_threads_for(ctx, (double)B * T * NH * HD),
+                       (int64_t)B * T, 1, sum_groups_range, &j);
+}
+
+/* rows [jp0, jp1) of add_prefix_parts; j->T is P, j->B the rows */
+static void prefix_parts_range(void *arg, int64_t jp0, int64_t jp1, int32_t tid) {
+    const att_sum_job *j = arg;
+    const int32_t P = j->T, NH = j->NH, NKV = j->NKV, HD = j->HD, rep = NH / NKV;
+    (void)tid;
+    for (int64_t jp = jp0; jp < jp1; jp++) {
+        int32_t jj = (int32_t)(jp / P), p = (int32_t)(jp % P);
+        for (int32_t b = 0; b < j->B; b++) {
+            if (j->prefix_of[b] != jj) continue;
+            for (int32_t g = 0; g < NKV; g++) {
+                float *o = j->dst + ((size_t)jp * NKV + g) * HD;
+                for (int32_t i = 0; i < rep; i++) {
+                    const float *s = j->part + (((size_t)b * NH + g * rep + i) * P + p) * HD;
+                    for (int32_t d = 0; d < HD; d++) o[d] += s[d];
+                }
             }
         }
     }
@@ -387,22 +435,9 @@ static void sum_groups(void *ctx, float *dst, const float *part, int32_t B, int3
 static void add_prefix_parts(void *ctx, float *dst, const float *part, const int32_t *prefix_of,
                              int32_t B, int32_t BP, int32_t P, int32_t NH, int32_t NKV,
                              int32_t HD) {
-    int32_t rep = NH / NKV;
-    int nt = cpu_threads_for(ctx, (double)B * P * NH * HD);
-#pragma omp parallel for num_threads(nt) schedule(static)
-    for (int32_t jp = 0; jp < BP * P; jp++) {
-        int32_t j = jp / P, p = jp % P;
-        for (int32_t b = 0; b < B; b++) {
-            if (prefix_of[b] != j) continue;
-            for (int32_t g = 0; g < NKV; g++) {
-                float *o = dst + ((size_t)jp * NKV + g) * HD;
-                for (int32_t i = 0; i < rep; i++) {
-                    const float *s = part + (((size_t)b * NH + g * rep + i) * P + p) * HD;
-                    for (int32_t d = 0; d < HD; d++) o[d] += s[d];
-                }
-            }
-        }
-    }
+    att_sum_job j = {dst, part, prefix_of, B, P, NH, NKV, HD};
+    cpu_parallel_range(ctx, CPU_FAM_ATTENTION, cpu_threads_for(ctx, (double)B * P * NH * HD),
+                       (int64_t)BP * P, 1, prefix_parts_range, &j);
 }
 
 /* dst (T rows of HD, row stride ld) += src (T,HD) */
@@ -417,6 +452,64 @@ typedef struct att_grads_out {
     float *dq, *dk, *dv, *dkp, *dvp;
 } att_grads_out;
 
+/* backward_rows' tasks: a (row, kv head) group or a (row, head), see backward_rows. */
+typedef struct att_bwd_job {
+    float *dq, *dk, *dv, *dkh_all, *dvh_all, *dkp_all, *dvp_all;
+    const float *dout, *out, *lse, *q, *k, *v;
+    const int32_t *mask;
+    const att_rows *r;
+    int32_t T, NH, NKV, HD, by_group;
+    size_t pf; /* one head's dkp floats */
+    float scale;
+    cpu_locals sc, kq;
+} att_bwd_job;
+
+static void att_bwd_task(void *arg, int64_t task_, int32_t tid) {
+    att_bwd_job *j = arg;
+    const att_rows *r = j->r;
+    const int32_t T = j->T, NH = j->NH, NKV = j->NKV, HD = j->HD, rep = NH / NKV;
+    const int32_t qs = NH * HD, ks = NKV * HD, by_group = j->by_group, task = (int32_t)task_;
+    const size_t hf = (size_t)T * HD;
+    float *sc = cpu_local(&j->sc, tid), *kbuf = sc + (size_t)2 * QB * r->PT, *vbuf = kbuf + hf;
+    int32_t *kq = cpu_local(&j->kq, tid);
+    float *dk = j->dk, *dv = j->dv;
+    int32_t b = by_group ? task / NKV : task / NH;
+    int32_t h0 = by_group ? task % NKV * rep : task % NH;
+    int32_t h1 = by_group ? h0 + rep : h0 + 1, g = h0 / rep;
+    size_t koff = (size_t)b * T * ks + (size_t)g * HD;
+    const att_prefix *f = &r->pf[b];
+    att_head_grads gr = {NULL, by_group ? (dk ? kbuf : NULL)
+                                        : (j->dkh_all ? j->dkh_all + (size_t)task * hf : NULL),
+                         by_group ? (dv ? vbuf : NULL)
+                                  : (j->dvh_all ? j->dvh_all + (size_t)task * hf : NULL),
+                         HD, NULL, NULL};
+    for (int32_t h = h0; h < h1; h++) {
+        size_t qoff = (size_t)b * T * qs + (size_t)h * HD, po = ((size_t)b * NH + h) * j->pf;
+        gr.dq = j->dq ? j->dq + qoff : NULL;
+        gr.dkp = j->dkp_all ? j->dkp_all + po + (size_t)f->p0 * HD : NULL;
+        gr.dvp = j->dvp_all ? j->dvp_all + po + (size_t)f->p0 * HD : NULL;
+        if (gr.dk) memset(gr.dk, 0, hf * sizeof(float));
+        if (gr.dv) memset(gr.dv, 0, hf * sizeof(float));
+        if (j->dkp_all) memset(j->dkp_all + po, 0, j->pf * sizeof(float));
+        if (j->dvp_all) memset(j->dvp_all + po, 0, j->pf * sizeof(float));
+        attention_backward_head(&gr, j->dout + qoff, j->out + qoff,
+                                j->lse + ((size_t)b * NH + h) * T, j->q + qoff, j->k + koff,
+                                j->v + koff, f->k ? f->k + (size_t)g * HD : NULL,
+                                f->v ? f->v + (size_t)g * HD : NULL, j->mask + (size_t)b * T,
+                                r->km[b], r->sg ? r->sg[b] : NULL, f->n, r->k0[b], T, qs, ks, HD,
+                                j->scale, sc, sc + (size_t)QB * r->PT, kq);
+        if (!by_group) continue;
+        if (h == h0) { /* the group's dk/dv start at 0 */
+            for (int32_t t = 0; t < T && dk; t++)
+                memset(dk + koff + (size_t)t * ks, 0, (size_t)HD * sizeof(float));
+            for (int32_t t = 0; t < T && dv; t++)
+                memset(dv + koff + (size_t)t * ks, 0, (size_t)HD * sizeof(float));
+        }
+        if (dk) add_rows(dk + koff, ks, gr.dk, T, HD);
+        if (dv) add_rows(dv + koff, ks, gr.dv, T, HD);
+    }
+}
+
 /* attention_backward, or with pa the prefix-attention backward. */
 static void backward_rows(cpu_ctx *ctx, const char *op, const att_grads_out *go,
                           const float *dout, const float *out, const float *lse, const float *q,
@@ -427,7 +520,7 @@ static void backward_rows(cpu_ctx *ctx, const char *op, const att_grads_out *go,
     float *dq = go->dq, *dk = go->dk, *dv = go->dv;
     float *dkp = pa ? go->dkp : NULL, *dvp = pa ? go->dvp : NULL;
     if (!dq && !dk && !dv && !dkp && !dvp) return;
-    const int32_t rep = NH / NKV, qs = NH * HD, ks = NKV * HD, P = pa ? pa->P : 0;
+    const int32_t P = pa ? pa->P : 0;
     const float scale = 1.0f / sqrtf((float)HD);
     const size_t hf = (size_t)T * HD, pf = (size_t)P * HD; /* one head's dk / dkp floats */
     att_rows r = rows_make(op, mask, B, T, pa, NKV, HD);
@@ -448,54 +541,14 @@ static void backward_rows(cpu_ctx *ctx, const char *op, const att_grads_out *go,
     float *dkp_all = dkp ? part + n_own : NULL, *dvp_all = dvp ? part + n_own + (dkp ? pall : 0)
                                                                : NULL;
     int32_t tasks = by_group ? B * NKV : B * NH;
-#pragma omp parallel num_threads(nt)
-    {
-        /* score and dP blocks, then (group tasks) one head's dk and dv */
-        float *sc = malloc(((size_t)2 * QB * r.PT + (by_group ? 2 * hf : 0)) * sizeof(float));
-        CPU_CHECK(sc != NULL, op, "out of memory for a score block");
-        float *kbuf = sc + (size_t)2 * QB * r.PT, *vbuf = kbuf + hf;
-        int32_t *kq = malloc((size_t)(T > 0 ? T : 1) * sizeof(int32_t));
-        CPU_CHECK(kq != NULL, op, "out of memory for a key mask");
-#pragma omp for schedule(static)
-        for (int32_t task = 0; task < tasks; task++) {
-            int32_t b = by_group ? task / NKV : task / NH;
-            int32_t h0 = by_group ? task % NKV * rep : task % NH;
-            int32_t h1 = by_group ? h0 + rep : h0 + 1, g = h0 / rep;
-            size_t koff = (size_t)b * T * ks + (size_t)g * HD;
-            const att_prefix *f = &r.pf[b];
-            att_head_grads gr = {NULL, by_group ? (dk ? kbuf : NULL)
-                                                : (dkh_all ? dkh_all + (size_t)task * hf : NULL),
-                                 by_group ? (dv ? vbuf : NULL)
-                                          : (dvh_all ? dvh_all + (size_t)task * hf : NULL),
-                                 HD, NULL, NULL};
-            for (int32_t h = h0; h < h1; h++) {
-                size_t qoff = (size_t)b * T * qs + (size_t)h * HD, po = ((size_t)b * NH + h) * pf;
-                gr.dq = dq ? dq + qoff : NULL;
-                gr.dkp = dkp_all ? dkp_all + po + (size_t)f->p0 * HD : NULL;
-                gr.dvp = dvp_all ? dvp_all + po + (size_t)f->p0 * HD : NULL;
-                if (gr.dk) memset(gr.dk, 0, hf * sizeof(float));
-                if (gr.dv) memset(gr.dv, 0, hf * sizeof(float));
-                if (dkp_all) memset(dkp_all + po, 0, pf * sizeof(float));
-                if (dvp_all) memset(dvp_all + po, 0, pf * sizeof(float));
-                attention_backward_head(&gr, dout + qoff, out + qoff,
-                                        lse + ((size_t)b * NH + h) * T, q + qoff, k + koff,
-                                        v + koff, f->k ? f->k + (size_t)g * HD : NULL,
-                                        f->v ? f->v + (size_t)g * HD : NULL, mask + (size_t)b * T,
-                                        r.km[b], r.sg ? r.sg[b] : NULL, f->n, r.k0[b], T, qs, ks,
-                                        HD, scale, sc, sc + (size_t)QB * r.PT, kq);
-                if (!by_group) continue;
-                if (h == h0) { /* the group's dk/dv start at 0 */
-                    for (int32_t t = 0; t < T && dk; t++)
-                        memset(dk + koff + (size_t)t * ks, 0, (size_t)HD * sizeof(float));
-                    for (int32_t t = 0; t < T && dv; t++)
-                        memset(dv + koff + (size_t)t * ks, 0, (size_t)HD * sizeof(float));
-                }
-                if (dk) add_rows(dk + koff, ks, gr.dk, T, HD);
-                if (dv) add_rows(dv + koff, ks, gr.dv, T, HD);
-            }
-        }
-        free(sc), free(kq);
-    }
+    att_bwd_job j = {dq, dk, dv, dkh_all, dvh_all, dkp_all, dvp_all, dout, out, lse, q, k, v,
+                     mask, &r, T, NH, NKV, HD, by_group, pf, scale, {0}, {0}};
+    /* per thread: score and dP blocks, then (group tasks) one head's dk and dv; a key mask */
+    cpu_locals_init(&j.sc, ctx, ((size_t)2 * QB * r.PT + (by_group ? 2 * hf : 0)) * sizeof(float),
+                    op);
+    cpu_locals_init(&j.kq, ctx, (size_t)(T > 0 ? T : 1) * sizeof(int32_t), op);
+    cpu_parallel(ctx, CPU_FAM_ATTENTION, nt, tasks, att_bwd_task, &j);
+    cpu_locals_free(&j.sc), cpu_locals_free(&j.kq);
     if (dkh_all) sum_groups(ctx, dk, dkh_all, B, T, NH, NKV, HD);
     if (dvh_all) sum_groups(ctx, dv, dvh_all, B, T, NH, NKV, HD);
     if (dkp_all) add_prefix_parts(ctx, dkp, dkp_all, pa->prefix_of, B, pa->BP, P, NH, NKV, HD);
@@ -566,6 +619,26 @@ static void prefetch_group(const float *kcache, const float *vcache, const int32
         }
 }
 
+/* cpu_attention_decode's tasks: the (row, kv head) groups; work: the scores per thread */
+typedef struct att_dec_job {
+    float *out;
+    const float *q, *kcache, *vcache;
+    const int32_t *cache_mask, *len;
+    int32_t R, S, NH, NKV, HD;
+    cpu_locals work;
+} att_dec_job;
+
+static void att_dec_task(void *arg, int64_t task, int32_t tid) {
+    att_dec_job *j = arg;
+    const int32_t NKV = j->NKV, rg = (int32_t)task;
+    float *work = cpu_local(&j->work, tid);
+    if (rg + 1 < j->R * NKV) /* the next group, likely this thread's or a neighbour's */
+        prefetch_group(j->kcache, j->vcache, j->cache_mask, j->len[(rg + 1) / NKV],
+                       (rg + 1) / NKV, (rg + 1) % NKV, j->S, NKV, j->HD);
+    attention_decode_group(j->out, j->q, j->kcache, j->vcache, j->cache_mask, j->len[rg / NKV],
+                           rg / NKV, rg % NKV, j->S, j->NH, NKV, j->HD, work);
+}
+
 void cpu_attention_decode(void *ctx, float *out, const float *q, const float *kcache,
                           const float *vcache, const int32_t *cache_mask, const int32_t *len,
                           int32_t R, int32_t S, int32_t NH, int32_t NKV, int32_t HD) {
@@ -575,19 +648,10 @@ void cpu_attention_decode(void *ctx, float *out, const float *q, const float *kc
         CPU_CHECK(len[r] >= 0 && len[r] <= S, "attention_decode", "len[r] must lie in [0, S]");
     CPU_CHECK(rep <= CPU_ATT_REP_MAX, "attention_decode",
               "at most CPU_ATT_REP_MAX = 64 query heads per key/value head");
-    int nt = cpu_threads_for(ctx, (double)R * NH * S * HD * 2);
-#pragma omp parallel num_threads(nt)
-    {
-        float *work = malloc(cpu_attend_scratch(rep, S > 0 ? S : 1, HD) * sizeof(float));
-        CPU_CHECK(work != NULL, "attention_decode", "out of memory for the scores");
-#pragma omp for schedule(static)
-        for (int32_t rg = 0; rg < R * NKV; rg++) {
-            if (rg + 1 < R * NKV)
-                prefetch_group(kcache, vcache, cache_mask, len[(rg + 1) / NKV], (rg + 1) / NKV,
-                               (rg + 1) % NKV, S, NKV, HD);
-            attention_decode_group(out, q, kcache, vcache, cache_mask, len[rg / NKV], rg / NKV,
-                                   rg % NKV, S, NH, NKV, HD, work);
-        }
-        free(work);
-    }
+    att_dec_job j = {out, q, kcache, vcache, cache_mask, len, R, S, NH, NKV, HD, {0}};
+    cpu_locals_init(&j.work, ctx, cpu_attend_scratch(rep, S > 0 ? S : 1, HD) * sizeof(float),
+                    "attention_decode");
+    cpu_parallel(ctx, CPU_FAM_ATTENTION, cpu_threads_for(ctx, (double)R * NH * S * HD * 2),
+                 (int64_t)R * NKV, att_dec_task, &j);
+    cpu_locals_free(&j.work);
 }

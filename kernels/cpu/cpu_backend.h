@@ -8,10 +8,12 @@
  * family), and cpu_backend.c (open, close, the table: it only names kernels).
  *
  * Every op takes the context (cpu_ctx *) as a void * first argument, as the table demands.
- * Threading: one pool, OpenMP's, of ctx->threads threads. OpenBLAS is set to one thread when the
- * backend opens; GEMMs are parallelised by cpu_sgemm (gemm.c), which gives each OpenMP thread a
- * tile, or are called per thread inside an op's own parallel region (attention, head). Two pools
- * taking turns on the same cores (OpenBLAS's pthreads spin after each call) would oversubscribe.
+ * Threading: one pool (cpu_pool.h) of ctx->threads threads, the caller included. Every parallel
+ * region is a cpu_parallel call (cpu_ctx.c): tasks claimed dynamically, work too small for a
+ * fork/join run inline. OpenBLAS is set to one thread when the backend opens; GEMMs are
+ * parallelised by cpu_sgemm (gemm.c), which gives each task a tile, or are called inside an
+ * op's own tasks (attention, head). Two pools taking turns on the same cores (OpenBLAS's
+ * pthreads spin after each call) would oversubscribe.
  *
  * Shapes use the letters of ops.h: N tokens, B rows, T time, C channels, I intermediate, V vocab,
  * NH query heads, NKV key/value heads, HD head dim, R decode rows, S cache length.
@@ -23,6 +25,7 @@
 #include <stdint.h>
 
 #include "backend_ops.h"
+#include "cpu/cpu_pool.h"
 #include "grpo/ops.h"
 #include "grpo/plugin.h"
 
@@ -30,8 +33,31 @@
  * CPU's best when CPU_SIMD_ANY. Tests lower it to run every code path on one machine. */
 enum { CPU_SIMD_ANY = 0, CPU_SIMD_BASE = 1, CPU_SIMD_AVX2 = 2, CPU_SIMD_AVX512 = 3 };
 
+/* The op families whose parallel regions are counted apart (cpu_parallel, cpu_ctx_stats). */
+typedef enum cpu_family {
+    CPU_FAM_GEMM_FWD,   /* the batch-invariant forward products: gemm_nt.c, matmul_small.c */
+    CPU_FAM_GEMM_BLAS,  /* OpenBLAS tiles (cpu_sgemm: backward and LoRA products) */
+    CPU_FAM_ATTENTION,  /* attention forward, backward, decode and their reductions */
+    CPU_FAM_HEAD,       /* the fused LM head and logits_logp */
+    CPU_FAM_NORM,       /* rmsnorm, rope */
+    CPU_FAM_ELEMENT,    /* residual, swiglu, dropout, rows, scale, sumsq, bias gradients */
+    CPU_FAM_EMBEDDING,  /* embedding forward and backward */
+    CPU_FAM_OPTIMIZER,  /* adamw */
+    CPU_FAM_WEIGHTS,    /* weights of another dtype: widening, bf16 copies */
+    CPU_FAMILIES
+} cpu_family;
+
+/* Per family: the parallel runs (fork/joins of the pool) and the runs kept on the caller
+ * (work below the threshold, one task, or one thread). */
+typedef struct cpu_ctx_stats {
+    uint64_t forks[CPU_FAMILIES];
+    uint64_t inline_runs[CPU_FAMILIES];
+} cpu_ctx_stats;
+
 typedef struct cpu_ctx {
-    int32_t threads;       /* OpenMP and OpenBLAS threads used by every op (>= 1) */
+    int32_t threads;       /* threads used by every op, the caller included (>= 1) */
+    cpu_pool *pool;        /* its threads - 1 workers (NULL when threads == 1) */
+    cpu_ctx_stats stats;   /* counted by cpu_parallel (the caller's thread only) */
     float *scratch;        /* grow-only work buffer shared by ops (one caller thread at a time) */
     size_t scratch_floats; /* its capacity */
     int32_t simd_limit;    /* CPU_SIMD_*: 0 (any) when the backend opens */
@@ -39,8 +65,8 @@ typedef struct cpu_ctx {
     uint64_t panel_floats; /* its capacity */
 } cpu_ctx;
 
-/* OpenMP threads for a parallel region over `work` scalar operations: 1 for small work, where
- * waking the team costs more than it saves. */
+/* Threads for a parallel region over `work` scalar operations: 1 for small work, where waking
+ * the workers costs more than it saves. */
 #define CPU_MIN_PARALLEL_WORK 32768
 static inline int cpu_threads_for(const void *ctx, double work) {
     return work < CPU_MIN_PARALLEL_WORK ? 1 : ((const cpu_ctx *)ctx)->threads;
@@ -52,17 +78,48 @@ static inline int cpu_threads_for(const void *ctx, double work) {
  * they compute the same chains of fma or mul+add (cpu_ctx.c). */
 int32_t cpu_simd_level(int32_t limit);
 
+/* Runs fn(arg, task, tid) for every task in [0, n_tasks) on the context's pool (tid < threads,
+ * 0 the caller; cpu_pool.h), or inline on the caller when nt <= 1 (cpu_threads_for said the work
+ * is too small) or n_tasks == 1; counted under family. Each task must compute fixed outputs in
+ * a fixed order, whichever thread runs it. Call it outside parallel regions. */
+void cpu_parallel(void *ctx, cpu_family family, int nt, int64_t n_tasks, cpu_pool_fn *fn,
+                  void *arg);
+/* A range [i0, i1) of an index space, the task form of cpu_parallel_range. */
+typedef void cpu_range_fn(void *arg, int64_t i0, int64_t i1, int32_t tid);
+/* cpu_parallel over [0, n) cut into ranges of at least grain indices (a few per thread, so
+ * that a thread whose core is busy elsewhere leaves its share to the others): for loops whose
+ * every index is computed on its own, whatever range it falls in. */
+void cpu_parallel_range(void *ctx, cpu_family family, int nt, int64_t n, int64_t grain,
+                        cpu_range_fn *fn, void *arg);
+/* Per-thread buffers of one parallel region: slot tid is allocated by thread tid on first use
+ * (cpu_local; aborts naming op when out of memory), all freed by cpu_locals_free. */
+typedef struct cpu_locals {
+    void **slot;
+    int32_t n;
+    size_t bytes;
+    const char *op;
+} cpu_locals;
+void cpu_locals_init(cpu_locals *l, const cpu_ctx *ctx, size_t bytes, const char *op);
+void *cpu_local(cpu_locals *l, int32_t tid);
+void cpu_locals_free(cpu_locals *l);
+/* The context's per-family counts so far (for the bench and tests; GRPO_CPU_POOL_STATS=1 also
+ * prints them when the context is freed) and its pool's counters (pool may be NULL). */
+void cpu_ctx_stats_get(const cpu_ctx *ctx, cpu_ctx_stats *st, cpu_pool_counters *pool);
+/* The family's name, as the stats print it. */
+const char *cpu_family_name(cpu_family f);
+
 /* ---- cpu_backend.c: the table -------------------------------------------------------- */
 
-/* Opens the CPU backend with `threads` threads (<= 0: OpenMP's default). Returns a table the
- * caller frees with cpu_backend_close, or NULL with err set. */
+/* Opens the CPU backend with `threads` threads (<= 0: cpu_pool_default_threads). Returns a
+ * table the caller frees with cpu_backend_close, or NULL with err set. */
 grpo_ops *cpu_backend_open(int32_t threads, grpo_error *err);
 void cpu_backend_close(grpo_ops *ops);
 
 /* ---- cpu_ctx.c: context, scratch, checks, thread policy ------------------------------- */
 
-/* A new context running ops on `threads` threads (<= 0: OpenMP's default); NULL when out of
- * memory. Sets OpenBLAS to one thread for the process (the one pool is OpenMP's, above). */
+/* A new context running ops on `threads` threads (<= 0: cpu_pool_default_threads), its pool
+ * started; NULL when out of memory or threads. Sets OpenBLAS to one thread for the process (the
+ * one pool is the context's, above). */
 cpu_ctx *cpu_ctx_new(int32_t threads);
 void cpu_ctx_free(cpu_ctx *ctx);
 /* A work buffer of at least n floats owned by ctx, valid until the next call; NULL if out of

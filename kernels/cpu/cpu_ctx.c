@@ -1,15 +1,16 @@
 /*
- * cpu_ctx.c — the CPU backend's context: its creation with the thread policy (one OpenMP pool,
- * OpenBLAS on one thread; cpu_backend.h), the shared scratch buffer, and the check that aborts
- * an op called with impossible arguments, and the ISA rule of the per-ISA kernels. Every kernel
- * calls into this file; it calls none.
+ * cpu_ctx.c — the CPU backend's context: its creation with the thread policy (one pool,
+ * cpu_pool.h, OpenBLAS on one thread; cpu_backend.h), the parallel regions on that pool with
+ * their per-family counts, the shared scratch buffer, the check that aborts an op called with
+ * impossible arguments, and the ISA rule of the per-ISA kernels. Every kernel calls into this
+ * file; it calls only cpu_pool.c.
  */
 #include "cpu/cpu_backend.h"
 
 #include "cpu/blas.h"
-#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 void cpu_check_failed(const char *file, int line, const char *op, const char *what) {
     fprintf(stderr, "grpo: %s:%d: cpu backend: %s: %s\n", file, line, op, what);
@@ -19,18 +20,118 @@ void cpu_check_failed(const char *file, int line, const char *op, const char *wh
 cpu_ctx *cpu_ctx_new(int32_t threads) {
     cpu_ctx *ctx = calloc(1, sizeof *ctx);
     if (!ctx) return NULL;
-    ctx->threads = threads > 0 ? threads : omp_get_max_threads();
+    ctx->threads = threads > 0 ? threads : cpu_pool_default_threads();
     if (ctx->threads < 1) ctx->threads = 1;
-    /* one thread pool: OpenMP's (see cpu_backend.h); this is process-wide */
+    if (ctx->threads > 1 && !(ctx->pool = cpu_pool_new(ctx->threads))) {
+        free(ctx);
+        return NULL;
+    }
+    /* one thread pool: the context's (see cpu_backend.h); this is process-wide */
     openblas_set_num_threads(1);
     return ctx;
 }
 
+static const char *const family_names[CPU_FAMILIES] = {
+    "gemm_fwd", "gemm_blas", "attention", "head", "norm", "element", "embedding", "optimizer",
+    "weights"};
+
+const char *cpu_family_name(cpu_family f) {
+    return f >= 0 && f < CPU_FAMILIES ? family_names[f] : "?";
+}
+
+void cpu_ctx_stats_get(const cpu_ctx *ctx, cpu_ctx_stats *st, cpu_pool_counters *pool) {
+    if (st) *st = ctx->stats;
+    if (pool) cpu_pool_counters_get(ctx->pool, pool);
+}
+
+/* GRPO_CPU_POOL_STATS=1 (a debug switch): the counts on stderr when the context closes. */
+static void stats_print(const cpu_ctx *ctx) {
+    const char *env = getenv("GRPO_CPU_POOL_STATS");
+    if (!env || strcmp(env, "1")) return;
+    cpu_pool_counters pc;
+    cpu_pool_counters_get(ctx->pool, &pc);
+    fprintf(stderr, "grpo: cpu pool: %d threads: %llu fork/joins, %llu inline runs, %llu tasks "
+            "(%llu by workers), %llu worker parks, %llu caller parks, %llu wake calls\n",
+            ctx->threads, (unsigned long long)pc.jobs, (unsigned long long)pc.inline_jobs,
+            (unsigned long long)pc.tasks, (unsigned long long)pc.worker_tasks,
+            (unsigned long long)pc.worker_parks, (unsigned long long)pc.caller_parks,
+            (unsigned long long)pc.wake_calls);
+    for (int f = 0; f < CPU_FAMILIES; f++)
+        fprintf(stderr, "grpo: cpu pool: %-10s %10llu fork/joins %10llu inline\n",
+                family_names[f], (unsigned long long)ctx->stats.forks[f],
+                (unsigned long long)ctx->stats.inline_runs[f]);
+}
+
 void cpu_ctx_free(cpu_ctx *ctx) {
     if (!ctx) return;
+    stats_print(ctx);
+    cpu_pool_free(ctx->pool);
     free(ctx->scratch);
     free(ctx->panel);
     free(ctx);
+}
+
+void cpu_parallel(void *ctx_, cpu_family family, int nt, int64_t n_tasks, cpu_pool_fn *fn,
+                  void *arg) {
+    cpu_ctx *ctx = ctx_;
+    if (n_tasks <= 0) return;
+    if (nt <= 1 || n_tasks == 1 || !ctx->pool) {
+        ctx->stats.inline_runs[family]++;
+        for (int64_t t = 0; t < n_tasks; t++) fn(arg, t, 0);
+        return;
+    }
+    ctx->stats.forks[family]++;
+    cpu_pool_run(ctx->pool, n_tasks, nt, fn, arg);
+}
+
+typedef struct range_job {
+    cpu_range_fn *fn;
+    void *arg;
+    int64_t n, chunk;
+} range_job;
+
+static void range_task(void *arg, int64_t task, int32_t tid) {
+    const range_job *j = arg;
+    int64_t i0 = task * j->chunk, i1 = i0 + j->chunk < j->n ? i0 + j->chunk : j->n;
+    j->fn(j->arg, i0, i1, tid);
+}
+
+/* ranges a thread on average: enough that a descheduled thread's share is taken by others */
+#define RANGES_PER_THREAD 4
+
+void cpu_parallel_range(void *ctx, cpu_family family, int nt, int64_t n, int64_t grain,
+                        cpu_range_fn *fn, void *arg) {
+    if (n <= 0) return;
+    int64_t chunk = nt > 1 ? (n + (int64_t)nt * RANGES_PER_THREAD - 1) / ((int64_t)nt *
+                                                                           RANGES_PER_THREAD)
+                           : n;
+    if (chunk < grain) chunk = grain;
+    if (chunk > n) chunk = n;
+    range_job j = {fn, arg, n, chunk};
+    cpu_parallel(ctx, family, nt, (n + chunk - 1) / chunk, range_task, &j);
+}
+
+void cpu_locals_init(cpu_locals *l, const cpu_ctx *ctx, size_t bytes, const char *op) {
+    l->n = ctx->threads;
+    l->bytes = bytes ? bytes : 1;
+    l->op = op;
+    l->slot = calloc((size_t)l->n, sizeof *l->slot);
+    CPU_CHECK(l->slot != NULL, op, "out of memory for the per-thread buffers");
+}
+
+void *cpu_local(cpu_locals *l, int32_t tid) {
+    CPU_CHECK(tid >= 0 && tid < l->n, l->op, "a thread index within the pool");
+    if (!l->slot[tid]) { /* only thread tid touches slot tid */
+        l->slot[tid] = malloc(l->bytes);
+        CPU_CHECK(l->slot[tid] != NULL, l->op, "out of memory for a per-thread buffer");
+    }
+    return l->slot[tid];
+}
+
+void cpu_locals_free(cpu_locals *l) {
+    for (int32_t t = 0; t < l->n; t++) free(l->slot[t]);
+    free(l->slot);
+    l->slot = NULL;
 }
 
 float *cpu_scratch(cpu_ctx *ctx, size_t n) {

@@ -335,6 +335,24 @@ void cpu_gemm_nt_serial(int32_t simd_limit, float *out, int32_t ldo, const float
     gemm_tile(&isa, &jb, 0, N, 0, OC, work);
 }
 
+/* cpu_gemm_nt's tiles, one pool task each, each with its own packing buffers */
+typedef struct nt_grid {
+    const gemm_isa *isa;
+    const gemm_job *jb;
+    int32_t N, OC, tm, tn, pn;
+    size_t per;
+    float *work;
+} nt_grid;
+
+static void nt_tile(void *arg, int64_t tile, int32_t tid) {
+    const nt_grid *g = arg;
+    (void)tid;
+    int32_t r0 = (int32_t)tile / g->pn * g->tm, c0 = (int32_t)tile % g->pn * g->tn;
+    if (r0 < g->N && c0 < g->OC)
+        gemm_tile(g->isa, g->jb, r0, imin(r0 + g->tm, g->N), c0, imin(c0 + g->tn, g->OC),
+                  g->work + g->per * (size_t)tile);
+}
+
 void cpu_gemm_nt(cpu_ctx *ctx, float *out, int32_t ldo, const float *inp, const void *w,
                  int32_t wtype, const float *bias, float scale, int32_t N, int32_t IC,
                  int32_t OC) {
@@ -350,11 +368,6 @@ void cpu_gemm_nt(cpu_ctx *ctx, float *out, int32_t ldo, const float *inp, const 
     size_t per = work_floats(tm, tn, IC);
     float *work = cpu_scratch(ctx, per * (size_t)tiles);
     CPU_CHECK(work != NULL, "gemm_nt", "out of memory for the packing buffers");
-#pragma omp parallel for num_threads(nt) schedule(static)
-    for (int32_t tile = 0; tile < tiles; tile++) {
-        int32_t r0 = tile / pn * tm, c0 = tile % pn * tn;
-        if (r0 < N && c0 < OC)
-            gemm_tile(&isa, &jb, r0, imin(r0 + tm, N), c0, imin(c0 + tn, OC),
-                      work + per * (size_t)tile);
-    }
+    nt_grid g = {&isa, &jb, N, OC, tm, tn, pn, per, work};
+    cpu_parallel(ctx, CPU_FAM_GEMM_FWD, nt, tiles, nt_tile, &g);
 }

@@ -18,7 +18,7 @@
  *             - dentropy * scale * exp(z - lse) * (z - lse + H)     (entropy term, when asked)
  *   dhidden (N,C) = sum over chunks of G @ w_chunk      (written)
  *   dw (V,C)     += G^T @ hidden                        (accumulated)
- * Forward: each OpenMP thread takes blocks of rows through all vocab chunks on its own (its own
+ * Forward: each pool task takes blocks of rows through all vocab chunks on its own (its own
  * single-threaded product and (NB,VC) buffer): no synchronisation. Backward: per vocab chunk,
  * the threads fill G for up to NS rows (and their dhidden rows) in row blocks, then dw's chunk
  * is one parallel GEMM over those rows; G lives in the context's scratch. The backward's
@@ -157,6 +157,30 @@ static void head_forward_rows(float *logp, float *lse, float *entropy, const flo
     }
 }
 
+/* head_forward_w's row blocks, one pool task each; z: a logits block, the gathered rows and
+ * the product's buffers per thread */
+typedef struct head_fwd_job {
+    float *logp, *lse, *entropy;
+    const float *hidden;
+    const void *w;
+    int32_t wtype;
+    const int32_t *targets, *idx;
+    int32_t nv, nb, C, V;
+    float scale;
+    int32_t simd_limit;
+    size_t gwf;
+    cpu_locals z;
+} head_fwd_job;
+
+static void head_fwd_task(void *arg, int64_t task, int32_t tid) {
+    head_fwd_job *j = arg;
+    float *z = cpu_local(&j->z, tid);
+    float *hb = z + (size_t)j->nb * VC, *gw = hb + (size_t)j->nb * j->C;
+    int32_t r0 = (int32_t)task * j->nb, m = r0 + j->nb < j->nv ? j->nb : j->nv - r0;
+    head_forward_rows(j->logp, j->lse, j->entropy, j->hidden, j->w, j->wtype, j->targets,
+                      j->idx + r0, m, j->C, j->V, j->scale, j->simd_limit, hb, z, gw);
+}
+
 void cpu_head_forward_w(void *ctx_, float *logp, float *lse, float *entropy, const float *hidden,
                         const void *w, int32_t wtype, const int32_t *targets, int32_t N, int32_t C,
                         int32_t V, float scale) {
@@ -174,20 +198,12 @@ void cpu_head_forward_w(void *ctx_, float *logp, float *lse, float *entropy, con
     }
     int nt = cpu_threads_for(ctx, (double)nv * V * C);
     int32_t nb = rows_per_task(nv, nt), tasks = (nv + nb - 1) / nb;
-#pragma omp parallel num_threads(nt)
-    {
-        size_t gwf = cpu_gemm_nt_work(nb, C, VC); /* the product's packing buffers */
-        float *z = malloc(((size_t)nb * (VC + C) + gwf) * sizeof(float));
-        CPU_CHECK(z != NULL, "head_forward", "out of memory for a logits block");
-        float *hb = z + (size_t)nb * VC, *gw = hb + (size_t)nb * C;
-#pragma omp for schedule(static)
-        for (int32_t task = 0; task < tasks; task++) {
-            int32_t r0 = task * nb, m = r0 + nb < nv ? nb : nv - r0;
-            head_forward_rows(logp, lse, entropy, hidden, w, wtype, targets, idx + r0, m, C, V,
-                              scale, ctx->simd_limit, hb, z, gw);
-        }
-        free(z);
-    }
+    size_t gwf = cpu_gemm_nt_work(nb, C, VC); /* the product's packing buffers */
+    head_fwd_job j = {logp, lse, entropy, hidden, w, wtype, targets, idx, nv, nb, C, V, scale,
+                      ctx->simd_limit, gwf, {0}};
+    cpu_locals_init(&j.z, ctx, ((size_t)nb * (VC + C) + gwf) * sizeof(float), "head_forward");
+    cpu_parallel(ctx, CPU_FAM_HEAD, nt, tasks, head_fwd_task, &j);
+    cpu_locals_free(&j.z);
     free(idx);
 }
 
@@ -203,22 +219,33 @@ static float row_logp(const float *lrow, int32_t V, int32_t tg, float scale, flo
     return target_logp(scale * lrow[tg], row_lse(&st));
 }
 
+typedef struct logp_job {
+    float *logp;
+    const float *logits;
+    const int32_t *rows, *ids;
+    int32_t V;
+    float scale;
+    cpu_locals zc; /* a chunk of VC floats per thread */
+} logp_job;
+
+static void logp_range(void *arg, int64_t r0, int64_t r1, int32_t tid) {
+    logp_job *j = arg;
+    float *zc = cpu_local(&j->zc, tid);
+    for (int64_t r = r0; r < r1; r++) {
+        CPU_CHECK(j->ids[r] >= 0 && j->ids[r] < j->V, "logits_logp", "ids[r] must lie in [0, V)");
+        j->logp[r] = row_logp(j->logits + (size_t)j->rows[r] * j->V, j->V, j->ids[r], j->scale, zc);
+    }
+}
+
 void cpu_logits_logp(void *ctx, float *logp, const float *logits, const int32_t *rows,
                      const int32_t *ids, int32_t R, int32_t V, float scale) {
     if (R <= 0) return;
     CPU_CHECK(V > 0, "logits_logp", "V must be > 0");
-    int nt = cpu_threads_for(ctx, (double)R * V * 8);
-#pragma omp parallel num_threads(nt)
-    {
-        float *zc = malloc((size_t)VC * sizeof(float));
-        CPU_CHECK(zc != NULL, "logits_logp", "out of memory for a logits chunk");
-#pragma omp for schedule(static)
-        for (int32_t r = 0; r < R; r++) {
-            CPU_CHECK(ids[r] >= 0 && ids[r] < V, "logits_logp", "ids[r] must lie in [0, V)");
-            logp[r] = row_logp(logits + (size_t)rows[r] * V, V, ids[r], scale, zc);
-        }
-        free(zc);
-    }
+    logp_job j = {logp, logits, rows, ids, V, scale, {0}};
+    cpu_locals_init(&j.zc, ctx, (size_t)VC * sizeof(float), "logits_logp");
+    cpu_parallel_range(ctx, CPU_FAM_HEAD, cpu_threads_for(ctx, (double)R * V * 8), R, 1,
+                       logp_range, &j);
+    cpu_locals_free(&j.zc);
 }
 
 void cpu_head_forward(void *ctx, float *logp, float *lse, float *entropy, const float *hidden,
@@ -226,6 +253,46 @@ void cpu_head_forward(void *ctx, float *logp, float *lse, float *entropy, const 
                       float scale) {
     cpu_head_forward_w(ctx, logp, lse, entropy, hidden, w, GRPO_DTYPE_F32, targets, N, C, V,
                        scale);
+}
+
+/* head_backward's row blocks of one slice of rows (and one vocab chunk, head_grad_task) */
+typedef struct head_bwd_job {
+    float *g, *hb, *dh;
+    const float *hidden, *wc, *dlogp, *dentropy, *entropy, *lse;
+    const int32_t *targets, *ix;
+    int32_t rows, nb, C, v0, vc;
+    float scale;
+    int dhidden;
+} head_bwd_job;
+
+static void head_gather_task(void *arg, int64_t task, int32_t tid) {
+    const head_bwd_job *j = arg;
+    (void)tid;
+    int32_t r0 = (int32_t)task * j->nb, m = r0 + j->nb < j->rows ? j->nb : j->rows - r0;
+    gather_rows(j->hb + (size_t)r0 * j->C, j->hidden, j->ix + r0, m, j->C);
+}
+
+static void head_grad_task(void *arg, int64_t task, int32_t tid) {
+    const head_bwd_job *j = arg;
+    (void)tid;
+    const int32_t C = j->C, vc = j->vc, v0 = j->v0;
+    const float scale = j->scale;
+    int32_t r0 = (int32_t)task * j->nb, m = r0 + j->nb < j->rows ? j->nb : j->rows - r0;
+    float *gb = j->g + (size_t)r0 * vc;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, vc, C, scale,
+                j->hb + (size_t)r0 * C, C, j->wc, C, 0.0f, gb, vc);
+    for (int32_t i = 0; i < m; i++) {
+        int32_t n = j->ix[r0 + i];
+        float *gi = gb + (size_t)i * vc;
+        if (j->dentropy && j->dentropy[n] != 0.0f)
+            grad_row_entropy(gi, vc, j->dlogp[n] * scale, j->dentropy[n] * scale, j->lse[n],
+                             j->entropy[n], j->targets[n] - v0);
+        else
+            grad_row(gi, vc, j->dlogp[n] * scale, j->lse[n], j->targets[n] - v0);
+    }
+    if (j->dhidden) /* dh (m,C) (+)= G (m,vc) @ w_chunk (vc,C) */
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, C, vc, 1.0f, gb, vc, j->wc, C,
+                    v0 == 0 ? 0.0f : 1.0f, j->dh + (size_t)r0 * C, C);
 }
 
 /* Every backward op: dentropy and entropy NULL for head_backward; w of wtype (dw NULL unless
@@ -256,34 +323,15 @@ static void head_backward(cpu_ctx *ctx, float *dhidden, float *dw, const float *
     for (int32_t s0 = 0; s0 < nv; s0 += ns) {
         int32_t rows = s0 + ns < nv ? ns : nv - s0, tasks = (rows + nb - 1) / nb;
         const int32_t *ix = idx + s0;
-#pragma omp parallel for num_threads(nt) schedule(static)
-        for (int32_t task = 0; task < tasks; task++) {
-            int32_t r0 = task * nb, m = r0 + nb < rows ? nb : rows - r0;
-            gather_rows(hb + (size_t)r0 * C, hidden, ix + r0, m, C);
-        }
+        head_bwd_job j = {g, hb, dh, hidden, NULL, dlogp, dentropy, entropy, lse, targets,
+                          ix, rows, nb, C, 0, 0, scale, dhidden != NULL};
+        cpu_parallel(ctx, CPU_FAM_HEAD, nt, tasks, head_gather_task, &j);
         for (int32_t v0 = 0; v0 < V; v0 += VC) {
             int32_t vc = v0 + VC < V ? VC : V - v0;
             const float *wc = cpu_weight_rows(ctx, w, wtype, (uint64_t)v0, (uint64_t)vc,
                                               (uint64_t)C, wb);
-#pragma omp parallel for num_threads(nt) schedule(static)
-            for (int32_t task = 0; task < tasks; task++) {
-                int32_t r0 = task * nb, m = r0 + nb < rows ? nb : rows - r0;
-                float *gb = g + (size_t)r0 * vc;
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, vc, C, scale,
-                            hb + (size_t)r0 * C, C, wc, C, 0.0f, gb, vc);
-                for (int32_t i = 0; i < m; i++) {
-                    int32_t n = ix[r0 + i];
-                    float *gi = gb + (size_t)i * vc;
-                    if (dentropy && dentropy[n] != 0.0f)
-                        grad_row_entropy(gi, vc, dlogp[n] * scale, dentropy[n] * scale, lse[n],
-                                         entropy[n], targets[n] - v0);
-                    else
-                        grad_row(gi, vc, dlogp[n] * scale, lse[n], targets[n] - v0);
-                }
-                if (dhidden) /* dh (m,C) (+)= G (m,vc) @ w_chunk (vc,C) */
-                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, C, vc, 1.0f, gb, vc,
-                                wc, C, v0 == 0 ? 0.0f : 1.0f, dh + (size_t)r0 * C, C);
-            }
+            j.wc = wc, j.v0 = v0, j.vc = vc;
+            cpu_parallel(ctx, CPU_FAM_HEAD, nt, tasks, head_grad_task, &j);
             if (dw) /* dw_chunk (vc,C) += G^T (vc,rows) @ hb (rows,C) */
                 cpu_sgemm(ctx, 1, 0, vc, C, rows, 1.0f, g, vc, hb, C, 1.0f, dw + (size_t)v0 * C,
                           C);

@@ -24,19 +24,29 @@ void cpu_matmul_forward(void *ctx, float *out, const float *inp, const float *w,
 /* Column sums of dout, split into column slices so that each thread owns its outputs. */
 #define BIAS_SLICE 16 /* one cache line of each row */
 
+typedef struct bias_args {
+    float *dbias;
+    const float *dout;
+    int32_t N, OC;
+} bias_args;
+
+static void bias_task(void *arg, int64_t s, int32_t tid) {
+    const bias_args *a = arg;
+    (void)tid;
+    int32_t j0 = (int32_t)s * BIAS_SLICE, j1 = j0 + BIAS_SLICE < a->OC ? j0 + BIAS_SLICE : a->OC;
+    float acc[BIAS_SLICE] = {0};
+    for (int32_t n = 0; n < a->N; n++) {
+        const float *d = a->dout + (size_t)n * a->OC;
+        for (int32_t j = j0; j < j1; j++) acc[j - j0] += d[j];
+    }
+    for (int32_t j = j0; j < j1; j++) a->dbias[j] += acc[j - j0];
+}
+
 static void bias_backward(void *ctx, float *dbias, const float *dout, int32_t N, int32_t OC) {
     int32_t slices = (OC + BIAS_SLICE - 1) / BIAS_SLICE;
-    int nt = cpu_threads_for(ctx, (double)N * OC);
-#pragma omp parallel for num_threads(nt) schedule(static)
-    for (int32_t s = 0; s < slices; s++) {
-        int32_t j0 = s * BIAS_SLICE, j1 = j0 + BIAS_SLICE < OC ? j0 + BIAS_SLICE : OC;
-        float acc[BIAS_SLICE] = {0};
-        for (int32_t n = 0; n < N; n++) {
-            const float *d = dout + (size_t)n * OC;
-            for (int32_t j = j0; j < j1; j++) acc[j - j0] += d[j];
-        }
-        for (int32_t j = j0; j < j1; j++) dbias[j] += acc[j - j0];
-    }
+    bias_args a = {dbias, dout, N, OC};
+    cpu_parallel(ctx, CPU_FAM_ELEMENT, cpu_threads_for(ctx, (double)N * OC), slices, bias_task,
+                 &a);
 }
 
 void cpu_matmul_backward(void *ctx, float *dinp, float *dw, float *dbias, const float *dout,

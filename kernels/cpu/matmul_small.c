@@ -26,7 +26,6 @@
  * the same sum in the same order whatever the thread count: a block's result does not depend
  * on which thread runs it.
  */
-#include <omp.h>
 #include <string.h>
 
 #include "cpu/cpu_backend.h"
@@ -210,6 +209,26 @@ static void column_block(small_block_fn *block, float *out, const float *xt, con
     }
 }
 
+/* cpu_matmul_small_forward_w's column blocks, one pool task each; wls: a widened block per
+ * thread (bf16) */
+typedef struct small_job {
+    small_block_fn *block;
+    float *out;
+    const float *xt;
+    const void *w;
+    int32_t wtype;
+    float *wls;
+    const float *bias;
+    int32_t ob, M, IC, OC, MT;
+} small_job;
+
+static void small_task(void *arg, int64_t blk, int32_t tid) {
+    const small_job *j = arg;
+    column_block(j->block, j->out, j->xt, j->w, j->wtype,
+                 j->wls ? j->wls + (size_t)tid * j->ob * j->IC : NULL, j->bias, (int32_t)blk,
+                 j->ob, j->M, j->IC, j->OC, j->MT);
+}
+
 void cpu_matmul_small_forward(cpu_ctx *ctx, float *out, const float *inp, const float *w,
                               const float *bias, int32_t M, int32_t IC, int32_t OC) {
     cpu_matmul_small_forward_w(ctx, out, inp, w, GRPO_DTYPE_F32, bias, M, IC, OC);
@@ -242,10 +261,8 @@ void cpu_matmul_small_forward_w(cpu_ctx *ctx, float *out, const float *inp, cons
      * point waits for a time slice (measured slower so) */
     transpose_rows(xt, inp, M, IC, MT);
     /* bf16: a widened block of ob rows per thread */
-    float *wls = wtype == GRPO_DTYPE_F32 ? NULL : cpu_weight_panel(ctx, (uint64_t)nt * ob * IC);
-#pragma omp parallel for num_threads(nt) schedule(static)
-    for (int32_t blk = 0; blk < blocks; blk++)
-        column_block(block, out, xt, w, wtype,
-                     wls ? wls + (size_t)omp_get_thread_num() * ob * IC : NULL, bias, blk, ob,
-                     M, IC, OC, MT);
+    int32_t nb = nt > 1 ? ctx->threads : 1; /* a pool task may run on any thread */
+    float *wls = wtype == GRPO_DTYPE_F32 ? NULL : cpu_weight_panel(ctx, (uint64_t)nb * ob * IC);
+    small_job j = {block, out, xt, w, wtype, wls, bias, ob, M, IC, OC, MT};
+    cpu_parallel(ctx, CPU_FAM_GEMM_FWD, nt, blocks, small_task, &j);
 }

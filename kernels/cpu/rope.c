@@ -13,6 +13,37 @@
 
 #include "cpu/cpu_backend.h"
 
+typedef struct rope_args {
+    float *out;
+    const float *inp, *inv_freq;
+    const int32_t *pos;
+    int32_t NH, HD;
+    float dir;
+    cpu_locals cs; /* per thread: cos (h) then sin (h) of one token */
+} rope_args;
+
+static void rope_range(void *arg, int64_t n0, int64_t n1, int32_t tid) {
+    rope_args *a = arg;
+    const int32_t NH = a->NH, HD = a->HD, h = HD / 2;
+    float *cs = cpu_local(&a->cs, tid);
+    for (int64_t n = n0; n < n1; n++) {
+        for (int32_t i = 0; i < h; i++) {
+            float angle = (float)a->pos[n] * a->inv_freq[i];
+            cs[i] = cosf(angle);
+            cs[h + i] = a->dir * sinf(angle);
+        }
+        for (int32_t hh = 0; hh < NH; hh++) {
+            const float *x = a->inp + ((size_t)n * NH + hh) * HD;
+            float *o = a->out + ((size_t)n * NH + hh) * HD;
+            for (int32_t i = 0; i < h; i++) {
+                float x1 = x[i], x2 = x[i + h], c = cs[i], s = cs[h + i];
+                o[i] = x1 * c - x2 * s;
+                o[i + h] = x2 * c + x1 * s;
+            }
+        }
+    }
+}
+
 /* dir = +1 rotates by +angle (forward), -1 by -angle (backward). */
 static void rope_rotate(void *ctx, float *out, const float *inp, const int32_t *pos, int32_t N,
                         int32_t NH, int32_t HD, float theta, float dir, const char *op) {
@@ -21,30 +52,11 @@ static void rope_rotate(void *ctx, float *out, const float *inp, const int32_t *
     float *inv_freq = malloc((size_t)h * sizeof(float));
     CPU_CHECK(inv_freq != NULL, op, "out of memory for inv_freq");
     for (int32_t i = 0; i < h; i++) inv_freq[i] = 1.0f / powf(theta, (float)(2 * i) / (float)HD);
-    int nt = cpu_threads_for(ctx, (double)N * NH * HD * 4);
-#pragma omp parallel num_threads(nt)
-    {
-        float *cs = malloc((size_t)HD * sizeof(float)); /* cos (h) then sin (h) of this token */
-        CPU_CHECK(cs != NULL, op, "out of memory for the cos/sin table");
-#pragma omp for schedule(static)
-        for (int32_t n = 0; n < N; n++) {
-            for (int32_t i = 0; i < h; i++) {
-                float angle = (float)pos[n] * inv_freq[i];
-                cs[i] = cosf(angle);
-                cs[h + i] = dir * sinf(angle);
-            }
-            for (int32_t hh = 0; hh < NH; hh++) {
-                const float *x = inp + ((size_t)n * NH + hh) * HD;
-                float *o = out + ((size_t)n * NH + hh) * HD;
-                for (int32_t i = 0; i < h; i++) {
-                    float x1 = x[i], x2 = x[i + h], c = cs[i], s = cs[h + i];
-                    o[i] = x1 * c - x2 * s;
-                    o[i + h] = x2 * c + x1 * s;
-                }
-            }
-        }
-        free(cs);
-    }
+    rope_args a = {out, inp, inv_freq, pos, NH, HD, dir, {0}};
+    cpu_locals_init(&a.cs, ctx, (size_t)HD * sizeof(float), op);
+    cpu_parallel_range(ctx, CPU_FAM_NORM, cpu_threads_for(ctx, (double)N * NH * HD * 4), N, 1,
+                       rope_range, &a);
+    cpu_locals_free(&a.cs);
     free(inv_freq);
 }
 

@@ -45,26 +45,40 @@ static void swiglu_backward_slice(float *dgate, float *dup, const float *dout, c
     }
 }
 
+typedef struct swiglu_args {
+    float *out, *dgate, *dup;
+    const float *gate, *up, *dout;
+    int64_t n;
+} swiglu_args;
+
+static void forward_task(void *arg, int64_t s, int32_t tid) {
+    const swiglu_args *a = arg;
+    (void)tid;
+    int64_t i0 = s * SWIGLU_SLICE, len = a->n - i0 < SWIGLU_SLICE ? a->n - i0 : SWIGLU_SLICE;
+    swiglu_forward_slice(a->out + i0, a->gate + i0, a->up + i0, len);
+}
+
+static void backward_task(void *arg, int64_t s, int32_t tid) {
+    const swiglu_args *a = arg;
+    (void)tid;
+    int64_t i0 = s * SWIGLU_SLICE, len = a->n - i0 < SWIGLU_SLICE ? a->n - i0 : SWIGLU_SLICE;
+    swiglu_backward_slice(a->dgate ? a->dgate + i0 : NULL, a->dup ? a->dup + i0 : NULL,
+                          a->dout + i0, a->gate + i0, a->up + i0, len);
+}
+
 void cpu_swiglu_forward(void *ctx, float *out, const float *gate, const float *up, int32_t N,
                         int32_t I) {
     int64_t n = (int64_t)N * I, slices = (n + SWIGLU_SLICE - 1) / SWIGLU_SLICE;
-    int nt = cpu_threads_for(ctx, (double)n * 8);
-#pragma omp parallel for num_threads(nt) schedule(static)
-    for (int64_t s = 0; s < slices; s++) {
-        int64_t i0 = s * SWIGLU_SLICE, len = n - i0 < SWIGLU_SLICE ? n - i0 : SWIGLU_SLICE;
-        swiglu_forward_slice(out + i0, gate + i0, up + i0, len);
-    }
+    swiglu_args a = {out, NULL, NULL, gate, up, NULL, n};
+    cpu_parallel(ctx, CPU_FAM_ELEMENT, cpu_threads_for(ctx, (double)n * 8), slices, forward_task,
+                 &a);
 }
 
 void cpu_swiglu_backward(void *ctx, float *dgate, float *dup, const float *dout,
                          const float *gate, const float *up, int32_t N, int32_t I) {
     if (!dgate && !dup) return;
     int64_t n = (int64_t)N * I, slices = (n + SWIGLU_SLICE - 1) / SWIGLU_SLICE;
-    int nt = cpu_threads_for(ctx, (double)n * 8);
-#pragma omp parallel for num_threads(nt) schedule(static)
-    for (int64_t s = 0; s < slices; s++) {
-        int64_t i0 = s * SWIGLU_SLICE, len = n - i0 < SWIGLU_SLICE ? n - i0 : SWIGLU_SLICE;
-        swiglu_backward_slice(dgate ? dgate + i0 : NULL, dup ? dup + i0 : NULL, dout + i0,
-                              gate + i0, up + i0, len);
-    }
+    swiglu_args a = {NULL, dgate, dup, gate, up, dout, n};
+    cpu_parallel(ctx, CPU_FAM_ELEMENT, cpu_threads_for(ctx, (double)n * 8), slices,
+                 backward_task, &a);
 }

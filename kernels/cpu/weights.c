@@ -20,6 +20,21 @@
 
 #define OP 256 /* weight rows per panel */
 
+typedef struct narrow_args {
+    void *dst;
+    const void *src;
+    const int32_t *ids;
+    int32_t C;
+} narrow_args;
+
+static void narrow_range(void *arg, int64_t i0, int64_t i1, int32_t tid) {
+    const narrow_args *a = arg;
+    const float *f = a->src;
+    uint16_t *h = a->dst;
+    (void)tid;
+    for (int64_t i = i0; i < i1; i++) h[i] = grpo_bf16_from_f32(f[i]);
+}
+
 void cpu_convert(void *ctx, void *dst, int32_t dst_type, const void *src, int32_t src_type,
                  uint64_t n) {
     CPU_CHECK(grpo_dtype_size(dst_type) && grpo_dtype_size(src_type), "convert", "unknown dtype");
@@ -28,11 +43,9 @@ void cpu_convert(void *ctx, void *dst, int32_t dst_type, const void *src, int32_
     } else if (dst_type == GRPO_DTYPE_F32) {
         cpu_widen_rows(ctx, dst, src, src_type, n);
     } else {
-        const float *f = src;
-        uint16_t *h = dst;
-        int nt = cpu_threads_for(ctx, (double)n);
-#pragma omp parallel for num_threads(nt) schedule(static)
-        for (uint64_t i = 0; i < n; i++) h[i] = grpo_bf16_from_f32(f[i]);
+        narrow_args a = {dst, src, NULL, 0};
+        cpu_parallel_range(ctx, CPU_FAM_WEIGHTS, cpu_threads_for(ctx, (double)n), (int64_t)n,
+                           4096, narrow_range, &a);
     }
 }
 
@@ -74,6 +87,18 @@ void cpu_matmul_backward_w(void *ctx_, float *dinp, const float *dout, const voi
     }
 }
 
+/* rows [n0, n1) of embedding_forward_w: a->dst the fp32 out, a->src the bf16 table */
+static void embedding_range(void *arg, int64_t n0, int64_t n1, int32_t tid) {
+    const narrow_args *a = arg;
+    (void)tid;
+    for (int64_t n = n0; n < n1; n++) {
+        CPU_CHECK(a->ids[n] >= 0, "embedding_forward_w", "token id < 0");
+        const uint16_t *row = (const uint16_t *)a->src + (size_t)a->ids[n] * a->C;
+        float *o = (float *)a->dst + (size_t)n * a->C;
+        for (int32_t c = 0; c < a->C; c++) o[c] = grpo_bf16_to_f32(row[c]);
+    }
+}
+
 void cpu_embedding_forward_w(void *ctx, float *out, const int32_t *ids, const void *wte,
                              int32_t wtype, int32_t N, int32_t C) {
     if (wtype == GRPO_DTYPE_F32) {
@@ -81,13 +106,7 @@ void cpu_embedding_forward_w(void *ctx, float *out, const int32_t *ids, const vo
         return;
     }
     CPU_CHECK(wtype == GRPO_DTYPE_BF16, "embedding_forward_w", "unknown dtype");
-    const uint16_t *h = wte;
-    int nt = cpu_threads_for(ctx, (double)N * C);
-#pragma omp parallel for num_threads(nt) schedule(static)
-    for (int32_t n = 0; n < N; n++) {
-        CPU_CHECK(ids[n] >= 0, "embedding_forward_w", "token id < 0");
-        const uint16_t *row = h + (size_t)ids[n] * C;
-        float *o = out + (size_t)n * C;
-        for (int32_t c = 0; c < C; c++) o[c] = grpo_bf16_to_f32(row[c]);
-    }
+    narrow_args a = {out, wte, ids, C};
+    cpu_parallel_range(ctx, CPU_FAM_EMBEDDING, cpu_threads_for(ctx, (double)N * C), N, 1,
+                       embedding_range, &a);
 }

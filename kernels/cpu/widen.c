@@ -27,24 +27,30 @@ static void widen_bf16(float *dst, const uint16_t *src, uint64_t n) {
 
 #define WIDEN_SLICE 4096 /* elements per task of a parallel widening */
 
+typedef struct widen_args {
+    float *dst;
+    const uint16_t *src;
+} widen_args;
+
+static void widen_range(void *arg, int64_t i0, int64_t i1, int32_t tid) {
+    const widen_args *a = arg;
+    (void)tid;
+    widen_bf16(a->dst + i0, a->src + i0, (uint64_t)(i1 - i0));
+}
+
 void cpu_widen_rows(void *ctx, float *dst, const void *src, int32_t dtype, uint64_t n) {
     CPU_CHECK(dtype == GRPO_DTYPE_BF16 || dtype == GRPO_DTYPE_F32, "widen", "unknown dtype");
     if (dtype == GRPO_DTYPE_F32) {
         memcpy(dst, src, n * sizeof(float));
         return;
     }
-    const uint16_t *h = src;
     int nt = ctx ? cpu_threads_for(ctx, (double)n) : 1;
     if (nt <= 1) {
-        widen_bf16(dst, h, n);
+        widen_bf16(dst, src, n);
         return;
     }
-    int64_t slices = (int64_t)((n + WIDEN_SLICE - 1) / WIDEN_SLICE);
-#pragma omp parallel for num_threads(nt) schedule(static)
-    for (int64_t s = 0; s < slices; s++) {
-        uint64_t i0 = (uint64_t)s * WIDEN_SLICE, m = n - i0 < WIDEN_SLICE ? n - i0 : WIDEN_SLICE;
-        widen_bf16(dst + i0, h + i0, m);
-    }
+    widen_args a = {dst, src};
+    cpu_parallel_range(ctx, CPU_FAM_WEIGHTS, nt, (int64_t)n, WIDEN_SLICE, widen_range, &a);
 }
 
 const float *cpu_weight_rows(void *ctx, const void *w, int32_t dtype, uint64_t row0,
