@@ -119,7 +119,7 @@
     F(grpo, sapo_temperature_pos, "1.0", "> 0", "sapo: gate temperature where the advantage is > 0 (TRL 1.0)") \
     F(grpo, sapo_temperature_neg, "1.05", "> 0", "sapo: gate temperature where the advantage is <= 0 (TRL 1.05)") \
     F(grpo, beta, "0.0", ">= 0", "KL coefficient (k3 estimator); 0 = no reference model (TRL 0; MiniMind 0.02)") \
-    E(grpo, ref_compute_dtype, "fp32", ref_compute_dtype,                                           \
+    E(grpo, ref_compute_dtype, "fp32", ref_compute_dtype,                                       \
       "bf16 = the reference pass's matmuls as bf16 products, fp32 sums (CPUs with avx512_bf16)") \
     F(grpo, epsilon_low, "0.2", "[0, 1)", "clip the ratio below at 1 - epsilon_low")            \
     F(grpo, epsilon_high, "@grpo.epsilon_low", ">= 0",                                          \
@@ -172,7 +172,7 @@
     B(train, shared_prefix, "true", 0,                                                          \
       "compute each prompt once for its G completions in training passes: fewer FLOPs, " \
       "the same results up to fp32 rounding; false: every row in full")                        \
-    E(train, compute_dtype, "fp32", train_compute_dtype,                                              \
+    E(train, compute_dtype, "fp32", train_compute_dtype,                                        \
       "the policy's forward and backward; bf16 is not implemented yet (refused)")               \
     I(train, threads, "0", "[0, 1024]",                                                        \
       "CPU threads, at most 1024 (libgomp crashes on absurd counts); 0 = OpenMP's default")     \

@@ -165,7 +165,9 @@ static gemm_isa gemm_pick(int32_t limit, int32_t cdtype) {
 }
 
 /* Kernel steps of kc terms. */
-static int32_t ksteps(const gemm_isa *isa, int32_t kc) { return (kc + isa->kstep - 1) / isa->kstep; }
+static int32_t ksteps(const gemm_isa *isa, int32_t kc) {
+    return (kc + isa->kstep - 1) / isa->kstep;
+}
 
 /* One product: what every tile of it reads and writes. */
 typedef struct gemm_job {
