@@ -280,32 +280,47 @@ static void pack(float *p, const void *m, int32_t dtype, int32_t ld, int32_t r0,
     }
 }
 
-/* bf16 element k of a row of dtype: fp32 rounded to nearest even, bf16 as it is. */
+/* h (n) = src (n of dtype) as bf16: fp32 rounded to nearest even (NaN kept quiet), bit for bit
+ * grpo_bf16_from_f32, written without branches so that the compiler vectorises it. */
 __attribute__((always_inline))
-static inline uint32_t bf16_elem(const void *row, int32_t dtype, int32_t k) {
-    return dtype == GRPO_DTYPE_F32 ? grpo_bf16_from_f32(((const float *)row)[k])
-                                   : ((const uint16_t *)row)[k];
+static inline void bf16_row(uint16_t *h, const void *src, int32_t dtype, int32_t n) {
+    if (dtype != GRPO_DTYPE_F32) {
+        memcpy(h, src, (size_t)n * sizeof *h);
+        return;
+    }
+    const float *x = src;
+#pragma omp simd
+    for (int32_t k = 0; k < n; k++) {
+        uint32_t u;
+        memcpy(&u, &x[k], sizeof u);
+        uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16, q = (u >> 16) | 0x40u;
+        h[k] = (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? q : r);
+    }
 }
 
 /* d (ceil(kc/2), width) of 32-bit bf16 pairs from the n <= width rows src[j]: d[q][j] holds
  * elements 2q (low half) and 2q + 1 (high half; 0 past kc) of row j; columns n..width are 0.
- * Inlined with a constant dtype. */
+ * Each row is rounded into h first, then its pairs stored. */
 __attribute__((always_inline))
 static inline void pack_pair_panel_t(uint32_t *d, const void *const *src, int32_t dtype,
                                      int32_t n, int32_t width, int32_t kc) {
-    const int32_t kp = kc / 2;
+    const int32_t kp = (kc + 1) / 2;
+    uint16_t h[GEMM_KC_WIDE + 2];
     for (int32_t j = 0; j < n; j++) {
-        const void *row = src[j];
+        bf16_row(h, src[j], dtype, kc);
+        h[kc] = 0;
         for (int32_t q = 0; q < kp; q++)
-            d[(size_t)q * width + j] =
-                bf16_elem(row, dtype, 2 * q) | bf16_elem(row, dtype, 2 * q + 1) << 16;
-        if (kc & 1) d[(size_t)kp * width + j] = bf16_elem(row, dtype, kc - 1);
+            d[(size_t)q * width + j] = (uint32_t)h[2 * q] | (uint32_t)h[2 * q + 1] << 16;
     }
-    for (int32_t q = 0; q < (kc + 1) / 2; q++)
+    for (int32_t q = 0; q < kp; q++)
         for (int32_t j = n; j < width; j++) d[(size_t)q * width + j] = 0;
 }
 
-/* pack's bf16 form (gemm_pack_fn): panels (ceil(kc/2), width) of bf16 pairs. */
+/* pack's bf16 form (gemm_pack_fn): panels (ceil(kc/2), width) of bf16 pairs. Only the bf16
+ * tile uses it, so it is compiled for AVX-512 where the build can. */
+#if defined(__GNUC__) && defined(__x86_64__)
+__attribute__((target("avx512f,avx512bw,avx512vl")))
+#endif
 static void pack_pairs(float *p, const void *m, int32_t dtype, int32_t ld, int32_t r0,
                        int32_t rows, int32_t width, int32_t k0, int32_t kc) {
     const size_t esz = grpo_dtype_size(dtype), kp = (size_t)(kc + 1) / 2;
