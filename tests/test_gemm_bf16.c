@@ -19,7 +19,8 @@
  *   - head: a row's logp, lse, entropy are the same bits alone and among 100 rows, 1 and 2
  *     threads, and its logit is scale times the bf16 matmul_forward's output, bit for bit.
  * Everywhere: bf16 compute is refused (GRPO_ERR_UNSUPPORTED naming avx512_bf16) under the ISA
- * limit AVX2 and with GRPO_TEST_NO_AVX512BF16 set, and the refusal leaves the context in f32.
+ * limit AVX2 and with GRPO_TEST_NO_AVX512BF16 set, and the refusal leaves the context in f32;
+ * the cuda backend (its host emulation) refuses it too.
  */
 #include <check.h>
 #include <math.h>
@@ -294,6 +295,25 @@ START_TEST(bf16_refused_without_the_instructions) {
 }
 END_TEST
 
+/* The cuda backend (its host emulation here) computes per pass in f32 only: bf16 is refused,
+ * naming the backend, f32 accepted. Skipped where the emulation module is not built. */
+START_TEST(bf16_refused_on_the_cuda_backend) {
+    setenv("GRPO_CUDA_EMULATION", "1", 1);
+    grpo_error err;
+    grpo_error_init(&err);
+    grpo_ops *cuda = grpo_backend_open("cuda", 1, &err);
+    unsetenv("GRPO_CUDA_EMULATION");
+    if (!cuda) {
+        fprintf(stderr, "test_gemm_bf16: no cuda emulation here: %s\n", err.message);
+        return;
+    }
+    ck_assert_int_eq(grpo_backend_set_compute(cuda, GRPO_DTYPE_BF16, &err), GRPO_ERR_UNSUPPORTED);
+    ck_assert_msg(strstr(err.message, "backend 'cuda'") != NULL, "%s", err.message);
+    ck_assert_int_eq(grpo_backend_set_compute(cuda, GRPO_DTYPE_F32, &err), GRPO_OK);
+    grpo_backend_close(cuda);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("gemm_bf16");
     TCase *tc = tcase_create("core");
@@ -303,6 +323,7 @@ int main(void) {
     tcase_add_test(tc, bf16_head_rows_same_alone_and_in_batch);
     tcase_add_test(tc, bf16_head_logit_is_matmul_forward_times_scale);
     tcase_add_test(tc, bf16_refused_without_the_instructions);
+    tcase_add_test(tc, bf16_refused_on_the_cuda_backend);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
