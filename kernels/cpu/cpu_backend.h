@@ -65,6 +65,8 @@ int32_t cpu_simd_level(int32_t limit);
  * (VDPBF16PS) on this CPU; 0 otherwise, and also when the environment sets
  * GRPO_TEST_NO_AVX512BF16 (tests only: the refusal of a CPU without it, on any CPU). */
 int cpu_bf16_compute(int32_t limit);
+/* The same without the test switch: what the bf16 kernels check on every call (cheap). */
+int cpu_bf16_isa(int32_t limit);
 /* ctx's forward products compute in dtype from now on: GRPO_DTYPE_F32, or GRPO_DTYPE_BF16 (bf16
  * products, fp32 sums) when cpu_bf16_compute(ctx->simd_limit); else GRPO_ERR_UNSUPPORTED in
  * err naming the missing instruction set, ctx unchanged. */

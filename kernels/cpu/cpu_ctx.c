@@ -62,15 +62,19 @@ int32_t cpu_simd_level(int32_t limit) {
     return CPU_SIMD_BASE;
 }
 
-int cpu_bf16_compute(int32_t limit) {
-    const char *off = getenv("GRPO_TEST_NO_AVX512BF16");
-    if (off && *off && strcmp(off, "0") != 0) return 0;
+int cpu_bf16_isa(int32_t limit) {
 #if defined(__GNUC__) && defined(__x86_64__)
     return cpu_simd_level(limit) == CPU_SIMD_AVX512 && __builtin_cpu_supports("avx512bf16");
 #else
     (void)limit;
     return 0;
 #endif
+}
+
+int cpu_bf16_compute(int32_t limit) {
+    const char *off = getenv("GRPO_TEST_NO_AVX512BF16");
+    if (off && *off && strcmp(off, "0") != 0) return 0;
+    return cpu_bf16_isa(limit);
 }
 
 int32_t cpu_set_compute_dtype(cpu_ctx *ctx, int32_t dtype, grpo_error *err) {

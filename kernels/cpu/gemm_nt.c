@@ -152,7 +152,7 @@ static gemm_isa gemm_pick(int32_t limit, int32_t cdtype) {
     int32_t level = cpu_simd_level(limit);
 #if defined(__GNUC__) && defined(__x86_64__)
     if (cdtype == GRPO_DTYPE_BF16) {
-        CPU_CHECK(cpu_bf16_compute(limit), "gemm_nt", "bf16 compute without avx512_bf16");
+        CPU_CHECK(cpu_bf16_isa(limit), "gemm_nt", "bf16 compute without avx512_bf16");
         return (gemm_isa){gemm_kern_bf16, pack_pairs, 12, 32, 2};
     }
     if (level == CPU_SIMD_AVX512) return (gemm_isa){gemm_kern_avx512, pack, 12, 32, 1};

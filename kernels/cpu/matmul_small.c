@@ -214,7 +214,7 @@ static small_isa small_pick(int32_t limit, int32_t cdtype) {
     int32_t level = cpu_simd_level(limit);
 #if defined(__GNUC__) && defined(__x86_64__)
     if (cdtype == GRPO_DTYPE_BF16) {
-        CPU_CHECK(cpu_bf16_compute(limit), "matmul_small_forward",
+        CPU_CHECK(cpu_bf16_isa(limit), "matmul_small_forward",
                   "bf16 compute without avx512_bf16");
         return (small_isa){small_block_bf16, 8, 1};
     }
