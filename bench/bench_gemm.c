@@ -8,6 +8,9 @@
  *   BENCH_CLOCK=cpu                  time the calling thread's CPU time (see now())
  *   BENCH_GEMM_SIMD=avx2|base        limit gemm_nt's ISA (cpu_ctx.simd_limit) to time the
  *                                  other register tiles (OpenBLAS keeps its own)
+ *   BENCH_GEMM_BF16=1                also time gemm_nt computing in bf16 (cpu_ctx.compute_dtype:
+ *                                  VDPBF16PS, fp32 sums; fp32 inputs and weights rounded as
+ *                                  packed) and print its GFLOP/s and its speed-up over fp32
  *
  * Shapes (hidden C 512, intermediate I 1408, vocab V 6400, 2 kv heads of 64):
  *   q/o (N,512)x(512,512)^T, k/v (N,512)x(128,512)^T, gate/up (N,512)x(1408,512)^T,
@@ -52,11 +55,13 @@ static float *rnd(size_t n) {
 typedef struct job {
     cpu_ctx *ctx;
     int side; /* 0 gemm_nt, 1 OpenBLAS, 2 gemm_nt serial with a work buffer */
+    int32_t cdtype; /* gemm_nt's compute dtype (GRPO_DTYPE_*) */
     int32_t N, IC, OC;
     float *x, *w, *b, *y, *work;
 } job;
 
 static void run(job *j) {
+    j->ctx->compute_dtype = j->cdtype;
     if (j->side == 0)
         cpu_gemm_nt(j->ctx, j->y, j->OC, j->x, j->w, GRPO_DTYPE_F32, j->b, 1.0f, j->N, j->IC,
                     j->OC);
@@ -64,8 +69,15 @@ static void run(job *j) {
         cpu_sgemm(j->ctx, 0, 1, j->N, j->OC, j->IC, 1.0f, j->x, j->IC, j->w, j->IC, 0.0f, j->y,
                   j->OC);
     else
-        cpu_gemm_nt_serial(j->ctx->simd_limit, j->y, j->OC, j->x, j->w, GRPO_DTYPE_F32, NULL,
-                           1.0f, j->N, j->IC, j->OC, j->work);
+        cpu_gemm_nt_serial(j->ctx->simd_limit, j->cdtype, j->y, j->OC, j->x, j->w,
+                           GRPO_DTYPE_F32, NULL, 1.0f, j->N, j->IC, j->OC, j->work);
+    j->ctx->compute_dtype = GRPO_DTYPE_F32;
+}
+
+/* BENCH_GEMM_BF16 set (and not 0): the bf16-compute side too (where the CPU has it) */
+static int bench_bf16(const cpu_ctx *ctx) {
+    const char *e = getenv("BENCH_GEMM_BF16");
+    return e && *e && strcmp(e, "0") != 0 && cpu_bf16_compute(ctx->simd_limit);
 }
 
 /* best seconds of one run */
@@ -84,20 +96,30 @@ static double best_time(job *j) {
 /* prints one line: the shape, both sides' GFLOP/s and their ratio */
 static void bench_shape(cpu_ctx *ctx, const char *name, int32_t N, int32_t IC, int32_t OC,
                         int serial) {
-    job j = {ctx, 0, N, IC, OC, rnd((size_t)N * IC), rnd((size_t)OC * IC), NULL,
+    job j = {ctx, 0, GRPO_DTYPE_F32, N, IC, OC, rnd((size_t)N * IC), rnd((size_t)OC * IC), NULL,
              rnd((size_t)N * OC), NULL};
     if (serial) {
         j.work = malloc(cpu_gemm_nt_work(N, IC, OC) * sizeof(float));
         if (!j.work) exit(1);
         j.side = 2;
     }
-    double flops = 2.0 * N * IC * OC, t_nt = best_time(&j);
+    double flops = 2.0 * N * IC * OC, t_nt = best_time(&j), t_bf = 0;
+    if (bench_bf16(ctx)) {
+        j.cdtype = GRPO_DTYPE_BF16;
+        t_bf = best_time(&j);
+        j.cdtype = GRPO_DTYPE_F32;
+    }
+    int side = j.side;
     j.side = 1;
     double t_blas = best_time(&j);
+    j.side = side;
     printf("%-8s N %5d IC %5d OC %5d threads %d: gemm_nt %6.1f GFLOP/s, OpenBLAS %6.1f GFLOP/s, "
-           "gemm_nt/OpenBLAS %.3f\n",
+           "gemm_nt/OpenBLAS %.3f",
            name, N, IC, OC, ctx->threads, flops / t_nt * 1e-9, flops / t_blas * 1e-9,
            t_blas / t_nt);
+    if (t_bf > 0)
+        printf(", gemm_nt bf16 %6.1f GFLOP/s, bf16/fp32 %.3f", flops / t_bf * 1e-9, t_nt / t_bf);
+    printf("\n");
     fflush(stdout);
     free(j.x), free(j.w), free(j.y), free(j.work);
 }

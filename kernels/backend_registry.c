@@ -27,11 +27,15 @@ static int cpu_close(grpo_ops *ops) {
     return 1;
 }
 
+static int32_t cpu_set_compute(const grpo_ops *ops, int32_t dtype, grpo_error *err) {
+    return cpu_set_compute_dtype(ops->ctx, dtype, err);
+}
+
 /* ---- the registry --------------------------------------------------------------------------- */
 
 static const grpo_backend_entry entries[] = {
-    {"cuda", cuda_module_probe, cuda_module_open, cuda_module_close},
-    {"cpu", cpu_probe, cpu_open, cpu_close},
+    {"cuda", cuda_module_probe, cuda_module_open, cuda_module_close, NULL},
+    {"cpu", cpu_probe, cpu_open, cpu_close, cpu_set_compute},
 };
 
 const grpo_backend_entry *grpo_backend_entries(int *n) {

@@ -14,6 +14,9 @@ typedef struct grpo_backend_entry {
     grpo_ops *(*open)(const grpo_backend_options *opt, grpo_error *err);
     /* closes ops if this backend opened it; 0 when ops is not one of its tables */
     int (*close)(grpo_ops *ops);
+    /* sets the compute dtype of ops, one of its tables (grpo_backend_set_compute); NULL: the
+     * backend computes its forward products in f32 only */
+    int32_t (*set_compute)(const grpo_ops *ops, int32_t dtype, grpo_error *err);
 } grpo_backend_entry;
 
 /* The entries in "auto"'s order of preference, the last the one that always opens (cpu); n

@@ -59,6 +59,16 @@ grpo_ops *grpo_backend_open(const char *name, int32_t threads, grpo_error *err) 
     return grpo_backend_open_with(name, &o, err);
 }
 
+int32_t grpo_backend_set_compute(const grpo_ops *ops, int32_t dtype, grpo_error *err) {
+    const grpo_backend_entry *e = ops->name ? grpo_backend_find(ops->name) : NULL;
+    if (e && e->set_compute) return e->set_compute(ops, dtype, err);
+    if (dtype == GRPO_DTYPE_F32) return GRPO_OK;
+    return grpo_error_set(err, GRPO_ERR_UNSUPPORTED,
+                          "backend '%s': bf16 compute per pass is not supported (its forward "
+                          "products are f32 unless the whole backend runs bf16: model.dtype)",
+                          ops->name ? ops->name : "?");
+}
+
 void grpo_backend_close(grpo_ops *ops) {
     if (!ops) return;
     int n;

@@ -59,6 +59,14 @@ typedef struct grpo_backend_options {
 grpo_ops *grpo_backend_open_with(const char *name, const grpo_backend_options *opt,
                                  grpo_error *err);
 
+/* The dtype ops's forward products (matmul_forward, matmul_forward_w, head_forward,
+ * head_forward_w: the linear layers and the LM head) compute in from the next call on:
+ * GRPO_DTYPE_F32 (every backend; what a table opens with), or GRPO_DTYPE_BF16 (bf16 products,
+ * fp32 accumulation) on the cpu backend where the CPU has avx512_bf16. GRPO_OK, or
+ * GRPO_ERR_UNSUPPORTED in err (naming the missing instruction set, or the backend) with ops
+ * unchanged. Like an op: from one thread at a time. A pass sets it and sets f32 back after. */
+int32_t grpo_backend_set_compute(const grpo_ops *ops, int32_t dtype, grpo_error *err);
+
 /* Closes a table returned by grpo_backend_open or grpo_backend_open_with (NULL is ignored),
  * through the module for a cuda table (the module stays mapped: the CUDA libraries cannot be
  * unloaded safely). */

@@ -20,6 +20,13 @@
  *     activation bytes per token (metric perf/activation_bytes_per_token; that the results stay
  *     the same is test_trainer.c's); train.shared_prefix is test_trainer.c's (it agrees with the
  *     plain path to rounding, and differs from it in the last bits, which shows it ran).
+ *   - the bf16-compute keys (CPUs with avx512_bf16; skipped elsewhere, where test_gemm_bf16.c
+ *     and the bad_inputs cases show the refusal): grpo.ref_compute_dtype = bf16 makes the KL of
+ *     step 1 (policy = reference) > 0, where the fp32 reference gives exactly 0;
+ *     sampling.compute_dtype = bf16 changes the sampler's log-probs: their mean difference from
+ *     training's (sampling_logp_difference, > 0) differs from the bf16 copy's computed in fp32 by
+ *     more than rounding (the same run repeats bit for bit), the importance ratio is not 1; the
+ *     loss, KL and grad_norm stay finite.
  * Whether each path is right is the business of test_loss.c, test_advantage.c, test_recompute.c,
  * test_shared_prefix.c and test_trainer.c; this file only shows that the key reaches it.
  */
@@ -31,6 +38,7 @@
 #include <string.h>
 
 #include "grpo_cli_test.h"
+#include "kernels.h"
 
 static char tmp[256];
 
@@ -245,6 +253,65 @@ START_TEST(packed_microbatches_have_no_padding_and_the_same_update) {
 }
 END_TEST
 
+/* 1 when this CPU computes in bf16 (the cpu backend's rule: grpo_backend_set_compute); else 0
+ * and a note. */
+static int bf16_cpu(void) {
+    grpo_error err;
+    grpo_error_init(&err);
+    grpo_ops *ops = grpo_backend_open("cpu", 1, &err);
+    ck_assert_msg(ops != NULL, "cpu backend: %s", err.message);
+    int ok = grpo_backend_set_compute(ops, GRPO_DTYPE_BF16, &err) == GRPO_OK;
+    if (!ok) fprintf(stderr, "test_run_keys: bf16 compute skipped: %s\n", err.message);
+    grpo_backend_close(ops);
+    return ok;
+}
+
+/* The learning metrics of both steps are finite. */
+static void assert_finite(const char *metrics) {
+    static const char *const names[] = {"loss", "grad_norm", "kl"};
+    for (int s = 1; s <= 2; s++)
+        for (int k = 0; k < 3; k++) {
+            double v = metric_at(metrics, names[k], s);
+            ck_assert_msg(isfinite(v), "%s: step %d %s = %g", metrics, s, names[k], v);
+        }
+}
+
+START_TEST(ref_compute_dtype_bf16_computes_the_reference_in_bf16) {
+    if (!bf16_cpu()) return;
+    char plain[512], keyed[512];
+    key_run("plain", "", "loss_type = dapo\nbeta = 0.04\n", NULL, plain, sizeof plain);
+    key_run("keyed", "", "loss_type = dapo\nbeta = 0.04\nref_compute_dtype = bf16\n", NULL,
+            keyed, sizeof keyed);
+    double a = metric_at(plain, "kl", 1), b = metric_at(keyed, "kl", 1);
+    if (getenv("GRPO_TEST_VERBOSE")) printf("kl at step 1: fp32 reference %g, bf16 %g\n", a, b);
+    ck_assert_msg(a == 0, "fp32 reference: kl %g at step 1 (the policy is the reference)", a);
+    ck_assert_msg(b > 0, "grpo.ref_compute_dtype = bf16: kl %g at step 1: the reference pass "
+                  "gave the policy's fp32 log-probs", b);
+    assert_finite(keyed);
+}
+END_TEST
+
+START_TEST(sampling_compute_dtype_bf16_computes_the_rollout_in_bf16) {
+    if (!bf16_cpu()) return;
+    char plain[512], keyed[512];
+    key_run("plain", "weights_dtype = bf16\n", "loss_type = dapo\nbeta = 0.04\n", NULL, plain,
+            sizeof plain);
+    key_run("keyed", "weights_dtype = bf16\ncompute_dtype = bf16\n",
+            "loss_type = dapo\nbeta = 0.04\n", NULL, keyed, sizeof keyed);
+    double a = metric_at(plain, "sampling/sampling_logp_difference/mean", 1);
+    double b = metric_at(keyed, "sampling/sampling_logp_difference/mean", 1);
+    double r = metric_at(keyed, "sampling/importance_sampling_ratio/max", 1);
+    if (getenv("GRPO_TEST_VERBOSE"))
+        printf("logp difference mean at step 1: bf16 copy %g, bf16 compute %g (ratio max %g)\n",
+               a, b, r);
+    ck_assert_msg(isfinite(b) && b > 0 && differs(a, b), "sampling.compute_dtype = bf16: the "
+                  "sampler's log-probs are %.9g from training's, as the bf16 copy's in fp32 "
+                  "(%.9g): the key was ignored", b, a);
+    ck_assert_msg(r != 1, "importance ratio max %g: the rollout's log-probs are training's", r);
+    assert_finite(keyed);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("run_keys");
     TCase *tc = tcase_create("keys");
@@ -255,6 +322,8 @@ int main(void) {
     tcase_add_test(tc, gradient_checkpointing_shrinks_the_activations);
     tcase_add_test(tc, the_sampler_log_probs_are_compared_on_every_run);
     tcase_add_test(tc, packed_microbatches_have_no_padding_and_the_same_update);
+    tcase_add_test(tc, ref_compute_dtype_bf16_computes_the_reference_in_bf16);
+    tcase_add_test(tc, sampling_compute_dtype_bf16_computes_the_rollout_in_bf16);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -29,6 +29,12 @@
 #define GRPO_CHOICES_dtype(C) C(GRPO_CFG_DTYPE_F32, f32) C(GRPO_CFG_DTYPE_BF16, bf16) C(GRPO_CFG_DTYPE_F16, f16)
 #define GRPO_CHOICES_weights_dtype(C) C(GRPO_WEIGHTS_F32, f32) C(GRPO_WEIGHTS_BF16, bf16)
 #define GRPO_CHOICES_base_dtype(C) C(GRPO_BASE_F32, f32) C(GRPO_BASE_BF16, bf16)
+/* The compute-dtype keys (one list each: a list makes its key's enum): fp32 and f32 are one
+ * value (the keys' own spelling, and the weights keys' f32). */
+#define GRPO_COMPUTE_CHOICES_(C, P) C(P##_FP32, fp32) C(P##_BF16, bf16) C(P##_F32, f32)
+#define GRPO_CHOICES_compute_dtype(C) GRPO_COMPUTE_CHOICES_(C, GRPO_COMPUTE)
+#define GRPO_CHOICES_ref_compute_dtype(C) GRPO_COMPUTE_CHOICES_(C, GRPO_REF_COMPUTE)
+#define GRPO_CHOICES_train_compute_dtype(C) GRPO_COMPUTE_CHOICES_(C, GRPO_TRAIN_COMPUTE)
 #define GRPO_CHOICES_is_mode(C)                                                                 \
     C(GRPO_IS_TOKEN_TRUNCATE, token_truncate) C(GRPO_IS_TOKEN_MASK, token_mask)                 \
     C(GRPO_IS_SEQUENCE_TRUNCATE, sequence_truncate) C(GRPO_IS_SEQUENCE_MASK, sequence_mask)
@@ -98,6 +104,9 @@
     I(sampling, seed, "@train.seed", ">= 0", "seed of the sampler")                             \
     E(sampling, weights_dtype, "f32", weights_dtype,                                            \
       "bf16 = sample from a bf16 copy of the policy refreshed every step (off-policy: is_mode)") \
+    E(sampling, compute_dtype, "fp32", compute_dtype,                                           \
+      "bf16 = the rollout's matmuls as bf16 products, fp32 sums (CPUs with avx512_bf16; needs "  \
+      "weights_dtype = bf16); fp32 (or f32)")                                                   \
     E(sampling, is_mode, "sequence_mask", is_mode,                                              \
       "bf16 rollout: IS correction per token/sequence, ratio past is_cap cut or masked")        \
     F(sampling, is_cap, "3.0", "> 0", "cap of the correction's ratio (TRL vllm_importance_sampling_cap)") \
@@ -114,6 +123,8 @@
     F(grpo, sapo_temperature_pos, "1.0", "> 0", "sapo: gate temperature where the advantage is > 0 (TRL 1.0)") \
     F(grpo, sapo_temperature_neg, "1.05", "> 0", "sapo: gate temperature where the advantage is <= 0 (TRL 1.05)") \
     F(grpo, beta, "0.0", ">= 0", "KL coefficient (k3 estimator); 0 = no reference model (TRL 0; MiniMind 0.02)") \
+    E(grpo, ref_compute_dtype, "fp32", ref_compute_dtype,                                       \
+      "bf16 = the reference pass's matmuls as bf16 products, fp32 sums (CPUs with avx512_bf16)") \
     F(grpo, epsilon_low, "0.2", "[0, 1)", "clip the ratio below at 1 - epsilon_low")            \
     F(grpo, epsilon_high, "@grpo.epsilon_low", ">= 0",                                          \
       "clip the ratio above at 1 + epsilon_high (DAPO: 0.28)")                                  \
@@ -168,6 +179,8 @@
     B(train, shared_prefix, "true", 0,                                                          \
       "compute each prompt once for its G completions in training passes: fewer FLOPs, " \
       "the same results up to fp32 rounding; false: every row in full")                        \
+    E(train, compute_dtype, "fp32", train_compute_dtype,                                        \
+      "the policy's forward and backward; bf16 is not implemented yet (refused)")               \
     I(train, threads, "0", "[0, 1024]",                                                        \
       "CPU threads, at most 1024 (a thread each); 0 = all cores or OMP_NUM_THREADS")           \
     I(train, eval_every, "0", ">= 0",                                                          \

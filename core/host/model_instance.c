@@ -209,6 +209,28 @@ static void model_call(const grpo_model *m, const char *what) {
     grpo_plugin_call_begin(m->desc->id, NULL, what);
 }
 
+/* A pass of m computes in m->compute_dtype (checked by grpo_model_set_compute, so these cannot
+ * fail); the backend is back in f32 after it. Nothing is set for an f32 model. */
+static void compute_begin(const grpo_model *m) {
+    grpo_error err;
+    grpo_error_init(&err);
+    if (m->compute_dtype != GRPO_DTYPE_F32)
+        grpo_backend_set_compute(m->ops, m->compute_dtype, &err);
+}
+
+static void compute_end(const grpo_model *m) {
+    grpo_error err;
+    grpo_error_init(&err);
+    if (m->compute_dtype != GRPO_DTYPE_F32) grpo_backend_set_compute(m->ops, GRPO_DTYPE_F32, &err);
+}
+
+int grpo_model_set_compute(grpo_model *m, int32_t dtype, grpo_error *err) {
+    int rc = grpo_backend_set_compute(m->ops, dtype, err);
+    if (rc != GRPO_OK) return rc;
+    m->compute_dtype = dtype;
+    return grpo_backend_set_compute(m->ops, GRPO_DTYPE_F32, err);
+}
+
 int grpo_model_open(grpo_model **out, const grpo_model_desc *desc, const grpo_host *host,
                     const char *dir, const grpo_config *cfg, int trainable, grpo_error *err) {
     return grpo_model_open_as(out, desc, host, dir, cfg, trainable, GRPO_DTYPE_F32, err);
@@ -431,8 +453,10 @@ int grpo_model_forward(grpo_model *m, const grpo_batch *b, float *logp, float *e
         grpo_batch c = batch_rows(b, r0, rows);
         size_t o = (size_t)r0 * b->T;
         model_call(m, "forward");
+        compute_begin(m);
         rc = m->desc->forward(m->inst, &c, m->acts, logp + o, entropy ? entropy + o : NULL,
                               scale, err);
+        compute_end(m);
         grpo_plugin_call_end();
     }
     return plugin_status(rc, err);
@@ -454,7 +478,9 @@ int grpo_model_backward(grpo_model *m, const grpo_batch *b, const float *dlogp, 
     int rc = backward_ready(m, b, err);
     if (rc != GRPO_OK) return rc;
     model_call(m, "backward");
+    compute_begin(m);
     rc = m->desc->backward(m->inst, b, m->acts, dlogp, scale, err);
+    compute_end(m);
     grpo_plugin_call_end();
     return plugin_status(rc, err);
 }
@@ -540,7 +566,9 @@ int grpo_model_backward_entropy(grpo_model *m, const grpo_batch *b, const float 
     int rc = backward_ready(m, b, err);
     if (rc != GRPO_OK) return rc;
     model_call(m, "backward_entropy");
+    compute_begin(m);
     rc = m->desc->backward_entropy(m->inst, b, m->acts, dlogp, dentropy, entropy, scale, err);
+    compute_end(m);
     grpo_plugin_call_end();
     return plugin_status(rc, err);
 }
@@ -555,7 +583,9 @@ int grpo_model_prefill(grpo_model *m, const grpo_batch *prompt, float *logits, g
                               "model: prefill of (%d,%d) but the cache is reserved for (%d,%d)",
                               prompt->B, prompt->T, m->scratch_R, m->scratch_T);
     model_call(m, "prefill");
+    compute_begin(m);
     int rc = m->desc->prefill(m->inst, &m->kv, prompt, m->scratch, logits, err);
+    compute_end(m);
     grpo_plugin_call_end();
     return plugin_status(rc, err);
 }
@@ -566,8 +596,10 @@ int grpo_model_decode(grpo_model *m, int32_t R, const int32_t *tokens, const int
     if (!m->kv.data)
         return grpo_error_set(err, GRPO_ERR_INVALID, "model: decode without a reserved cache");
     model_call(m, "decode");
+    compute_begin(m);
     int rc = m->desc->decode(m->inst, &m->kv, R, tokens, pos, cache_mask, len, m->scratch, logits,
                              err);
+    compute_end(m);
     grpo_plugin_call_end();
     return plugin_status(rc, err);
 }

@@ -37,7 +37,9 @@ typedef struct grpo_model {
     grpo_hf_files tok_files; /* dir's tokenizer files as they were at open (saved with it) */
     int trainable;
     int adapters_train; /* LoRA adapters with gradients are set (backward runs on a frozen base) */
-    int32_t weight_dtype; /* GRPO_DTYPE_* every tensor of 2+ dimensions is held as (1-D: fp32) */ /* LoRA adapters with gradients are set (backward runs on a frozen base) */
+    int32_t weight_dtype; /* GRPO_DTYPE_* every tensor of 2+ dimensions is held as (1-D: fp32) */
+    int32_t compute_dtype; /* GRPO_DTYPE_* its passes compute their products in
+                            * (grpo_model_set_compute; f32 when opened) */
 
     uint32_t n_params;
     grpo_param_desc *params; /* [n_params] names owned by the plugin instance */
@@ -90,6 +92,12 @@ int grpo_model_read_param(const grpo_model *m, uint32_t i, float *x, grpo_error 
 /* dst's weights = src's (the same pack and shapes, e.g. a bf16 rollout copy of the policy
  * opened from the same directory), converted to dst's dtypes on the backend. */
 int grpo_model_copy_weights(grpo_model *dst, const grpo_model *src, grpo_error *err);
+
+/* The dtype m's passes (forward, backward, prefill, decode) compute their matmul products in:
+ * GRPO_DTYPE_F32 (as opened), or GRPO_DTYPE_BF16 where the backend can (grpo_backend_set_compute:
+ * the cpu backend on a CPU with avx512_bf16). The backend is set for each pass and back to f32
+ * after it. An error naming what is missing leaves m as it was. */
+int grpo_model_set_compute(grpo_model *m, int32_t dtype, grpo_error *err);
 
 /* Index of the parameter called name, or -1. */
 int grpo_model_param_index(const grpo_model *m, const char *name);

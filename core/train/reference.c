@@ -36,9 +36,24 @@ static int open_saved(grpo_reference *r, grpo_session *s, grpo_error *err) {
     return grpo_run_open_model(&s->run, saved, 0, &r->model, err);
 }
 
-int grpo_reference_open(grpo_reference *r, grpo_session *s, grpo_error *err) {
+/* The model the reference pass runs. */
+static grpo_model *ref_model(const grpo_reference *r, const grpo_session *s) {
+    return r->is_base ? s->policy : r->model;
+}
+
+/* grpo.ref_compute_dtype = bf16: checked on the backend, kept for each pass (the model itself
+ * left in f32: for a LoRA run it is the policy). */
+static int ref_compute(grpo_reference *r, grpo_session *s, grpo_error *err) {
+    if (s->cfg->grpo_ref_compute_dtype != GRPO_REF_COMPUTE_BF16) return GRPO_OK;
+    grpo_model *m = ref_model(r, s);
+    int rc = grpo_run_compute_bf16(&s->run, m, "grpo.ref_compute_dtype", err);
+    if (rc == GRPO_OK) rc = grpo_model_set_compute(m, GRPO_DTYPE_F32, err);
+    if (rc == GRPO_OK) r->compute_dtype = GRPO_DTYPE_BF16;
+    return rc;
+}
+
+static int open_model(grpo_reference *r, grpo_session *s, grpo_error *err) {
     const grpo_run_config *cfg = s->cfg;
-    if (!(cfg->grpo_beta > 0)) return GRPO_OK;
     if (s->lora.n && !cfg->line[GRPO_KEYIDX_reference_path]) { /* no second copy */
         r->is_base = 1;
         return GRPO_OK;
@@ -51,13 +66,23 @@ int grpo_reference_open(grpo_reference *r, grpo_session *s, grpo_error *err) {
     return rc;
 }
 
+int grpo_reference_open(grpo_reference *r, grpo_session *s, grpo_error *err) {
+    r->compute_dtype = GRPO_DTYPE_F32;
+    if (!(s->cfg->grpo_beta > 0)) return GRPO_OK;
+    int rc = open_model(r, s, err);
+    return rc == GRPO_OK ? ref_compute(r, s, err) : rc;
+}
+
 int grpo_reference_on(const grpo_reference *r) { return r->model || r->is_base; }
 
 int grpo_reference_logp(const grpo_reference *r, grpo_session *s, grpo_seqbatch *sb, float scale,
                         int32_t T, float *out, grpo_error *err) {
     int rc = r->is_base ? grpo_lora_enable(&s->lora, 0, err) : GRPO_OK;
-    if (rc == GRPO_OK)
-        rc = grpo_seqbatch_forward(sb, r->is_base ? s->policy : r->model, 0, scale, err);
+    grpo_model *m = ref_model(r, s);
+    int32_t keep = m->compute_dtype;
+    m->compute_dtype = r->compute_dtype; /* checked by ref_compute */
+    if (rc == GRPO_OK) rc = grpo_seqbatch_forward(sb, m, 0, scale, err);
+    m->compute_dtype = keep;
     if (rc == GRPO_OK) grpo_seqbatch_completion(sb, sb->logp, T, out);
     if (r->is_base) { /* the adapters back on, also after a failed forward */
         int on = grpo_lora_enable(&s->lora, 1, err);

@@ -18,11 +18,14 @@
 typedef struct grpo_reference {
     grpo_model *model; /* the reference model (beta > 0), else NULL */
     int is_base;       /* LoRA, beta > 0: the reference is the policy with its adapters off */
+    int32_t compute_dtype; /* GRPO_DTYPE_* of its pass's products (grpo.ref_compute_dtype) */
 } grpo_reference;
 
 /* beta > 0: reference.path, which follows model.path (or the --model override) unless the run
  * file sets it; a LoRA run without reference.path uses its frozen base (no second copy); a run
- * resumed after a refresh loads checkpoint.dir/reference-STEP. Nothing when beta = 0. */
+ * resumed after a refresh loads checkpoint.dir/reference-STEP. Nothing when beta = 0.
+ * grpo.ref_compute_dtype = bf16: its pass computes in bf16, refused here where the backend
+ * cannot (the missing instruction set named). */
 int grpo_reference_open(grpo_reference *r, grpo_session *s, grpo_error *err);
 
 /* Whether there is a reference (beta > 0). */
@@ -30,8 +33,8 @@ int grpo_reference_on(const grpo_reference *r);
 
 /* The reference log-probs of the completions of the batch in sb (padded or packed rollout rows,
  * seqbatch.h) into out (rows, T): the reference model, or for a LoRA run the policy with its
- * adapters switched off for this one forward (and back on, also after a failed forward).
- * scale: 1 / temperature. */
+ * adapters switched off for this one forward (and back on, also after a failed forward), in
+ * r->compute_dtype. scale: 1 / temperature. */
 int grpo_reference_logp(const grpo_reference *r, grpo_session *s, grpo_seqbatch *sb, float scale,
                         int32_t T, float *out, grpo_error *err);
 

@@ -175,6 +175,15 @@ int grpo_run_open_model_as(grpo_run *r, const char *dir, int trainable, int32_t 
     return GRPO_OK;
 }
 
+int grpo_run_compute_bf16(const grpo_run *r, grpo_model *m, const char *key, grpo_error *err) {
+    grpo_error inner;
+    grpo_error_init(&inner);
+    int rc = grpo_model_set_compute(m, GRPO_DTYPE_BF16, &inner);
+    return rc == GRPO_OK ? GRPO_OK
+                         : grpo_error_set(err, rc, "%s: %s = bf16: %s", r->cfg.path, key,
+                                          inner.message);
+}
+
 char *grpo_run_path(const grpo_run *r, const char *value) {
     return grpo_run_config_input_path(&r->cfg, value);
 }

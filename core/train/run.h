@@ -68,6 +68,11 @@ int grpo_run_open_model(grpo_run *r, const char *dir, int trainable, grpo_model 
 int grpo_run_open_model_as(grpo_run *r, const char *dir, int trainable, int32_t weight_dtype,
                            grpo_model **out, grpo_error *err);
 
+/* key = bf16 (a compute-dtype key of the run file): m's passes compute their products in bf16
+ * (grpo_model_set_compute); else the backend's refusal (the missing instruction set) prefixed
+ * with the run file and the key, m unchanged. */
+int grpo_run_compute_bf16(const grpo_run *r, grpo_model *m, const char *key, grpo_error *err);
+
 /* An input path of the run file resolved against its directory (malloc'd). */
 char *grpo_run_path(const grpo_run *r, const char *value);
 

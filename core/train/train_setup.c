@@ -30,8 +30,11 @@ static int open_rollout(trainer *t, grpo_error *err) {
     t->is = grpo_is_sums_init();
     int rc = grpo_run_open_model_as(&t->s.run, t->s.policy->dir, 0, GRPO_DTYPE_BF16, &t->rollout,
                                     err);
+    if (rc == GRPO_OK && t->cfg->sampling_compute_dtype == GRPO_COMPUTE_BF16)
+        rc = grpo_run_compute_bf16(&t->s.run, t->rollout, "sampling.compute_dtype", err);
     return rc == GRPO_OK ? grpo_model_copy_weights(t->rollout, t->s.policy, err) : rc;
 }
+
 
 /* train.eval_every > 0: the eval prompts (data.eval_path), scored during training. */
 static int open_eval(trainer *t, grpo_error *err) {
@@ -90,6 +93,29 @@ static int refuse_options(const grpo_run_config *cfg, const grpo_model *policy, 
                               "samples from its frozen base; hold that base in bf16 instead "
                               "(lora.base_dtype = bf16: exact, no correction needed)",
                               cfg->lora_r);
+    if (cfg->train_compute_dtype == GRPO_TRAIN_COMPUTE_BF16)
+        return grpo_error_set(err, GRPO_ERR_UNSUPPORTED,
+                              "%s: train.compute_dtype = bf16 is not implemented yet (the "
+                              "policy's forward and backward compute in fp32); expected fp32 "
+                              "(sampling.compute_dtype and grpo.ref_compute_dtype take bf16)",
+                              cfg->path);
+    if (cfg->sampling_compute_dtype == GRPO_COMPUTE_BF16 &&
+        cfg->sampling_weights_dtype != GRPO_WEIGHTS_BF16)
+        return grpo_error_set(err, GRPO_ERR_INVALID,
+                              "%s: sampling.compute_dtype = bf16 needs sampling.weights_dtype = "
+                              "bf16: the rollout computes in bf16 on the bf16 copy of the policy "
+                              "that weights_dtype = bf16 keeps; set both, or compute_dtype = fp32",
+                              cfg->path);
+    if (cfg->sampling_compute_dtype == GRPO_COMPUTE_BF16 && cfg->lora_r > 0)
+        return grpo_error_set(err, GRPO_ERR_UNSUPPORTED,
+                              "%s: sampling.compute_dtype = bf16 with [lora] r = %lld is not "
+                              "implemented yet (a LoRA run samples from its policy, not from a "
+                              "bf16 copy); expected compute_dtype = fp32", cfg->path, cfg->lora_r);
+    if (cfg->grpo_ref_compute_dtype == GRPO_REF_COMPUTE_BF16 && !(cfg->grpo_beta > 0))
+        return grpo_error_set(err, GRPO_ERR_INVALID,
+                              "%s: grpo.ref_compute_dtype = bf16 needs grpo.beta > 0: with beta = "
+                              "0 no reference model is loaded, so there is no reference pass",
+                              cfg->path);
     if (cfg->grpo_sync_ref_every > 0 && !(cfg->grpo_beta > 0))
         return grpo_error_set(err, GRPO_ERR_INVALID,
                               "grpo.sync_ref_every = %lld needs grpo.beta > 0: with beta = 0 no "

@@ -63,7 +63,17 @@ typedef struct cpu_ctx {
     int32_t simd_limit;    /* CPU_SIMD_*: 0 (any) when the backend opens */
     float *panel;          /* grow-only buffer of widen.c: a weight panel widened to fp32 */
     uint64_t panel_floats; /* its capacity */
+    int32_t compute_dtype; /* GRPO_DTYPE_*: what the forward products compute in (gemm_nt.c,
+                            * matmul_small.c); F32 when the backend opens, BF16 only where
+                            * cpu_bf16_compute (cpu_set_compute_dtype) */
 } cpu_ctx;
+
+/* 32 bits read from memory written as other types (packed bf16 pairs, bf16 weight rows) */
+#if defined(__GNUC__)
+typedef uint32_t cpu_u32a __attribute__((may_alias));
+#else
+typedef uint32_t cpu_u32a;
+#endif
 
 /* Threads for a parallel region over `work` scalar operations: 1 for small work, where waking
  * the workers costs more than it saves. */
@@ -77,6 +87,16 @@ static inline int cpu_threads_for(const void *ctx, double work) {
  * then a sum), the best this CPU has within the limit. One rule for every such kernel, so that
  * they compute the same chains of fma or mul+add (cpu_ctx.c). */
 int32_t cpu_simd_level(int32_t limit);
+/* 1 when the bf16-compute kernels can run under limit: the AVX-512 level and avx512_bf16
+ * (VDPBF16PS) on this CPU; 0 otherwise, and also when the environment sets
+ * GRPO_TEST_NO_AVX512BF16 (tests only: the refusal of a CPU without it, on any CPU). */
+int cpu_bf16_compute(int32_t limit);
+/* The same without the test switch: what the bf16 kernels check on every call (cheap). */
+int cpu_bf16_isa(int32_t limit);
+/* ctx's forward products compute in dtype from now on: GRPO_DTYPE_F32, or GRPO_DTYPE_BF16 (bf16
+ * products, fp32 sums) when cpu_bf16_compute(ctx->simd_limit); else GRPO_ERR_UNSUPPORTED in
+ * err naming the missing instruction set, ctx unchanged. */
+int32_t cpu_set_compute_dtype(cpu_ctx *ctx, int32_t dtype, grpo_error *err);
 
 /* Runs fn(arg, task, tid) for every task in [0, n_tasks) on the context's pool (tid < threads,
  * 0 the caller; cpu_pool.h), or inline on the caller when nt <= 1 (cpu_threads_for said the work
@@ -148,18 +168,20 @@ void cpu_tile_grid(int nt, int32_t M, int32_t N, int32_t am, int32_t an, int32_t
  * (GRPO_DTYPE_*), out's rows ldo floats apart. Every output is the chain acc = x[i] * w[i] + acc
  * over i = 0..IC-1 from 0 (one fma a term, or a product then a sum on CPU_SIMD_BASE), then
  * scale * (acc + bias): the sum cpu_matmul_small_forward makes, bit for bit, whatever N, the
- * thread count or the output's place in the batch. On ctx's threads, its scratch as packing
- * buffers; call it outside parallel regions. */
+ * thread count or the output's place in the batch (ctx->compute_dtype = BF16: the chain over
+ * pairs of bf16 terms, gemm_nt.c). On ctx's threads, its scratch as packing buffers; call it
+ * outside parallel regions. */
 void cpu_gemm_nt(cpu_ctx *ctx, float *out, int32_t ldo, const float *inp, const void *w,
                  int32_t wtype, const float *bias, float scale, int32_t N, int32_t IC,
                  int32_t OC);
 /* Floats of the work buffer cpu_gemm_nt_serial needs for these sizes. */
 size_t cpu_gemm_nt_work(int32_t N, int32_t IC, int32_t OC);
 /* The same on the calling thread (e.g. inside a parallel region) with the ISA rule of
- * simd_limit and work of cpu_gemm_nt_work floats. */
-void cpu_gemm_nt_serial(int32_t simd_limit, float *out, int32_t ldo, const float *inp,
-                        const void *w, int32_t wtype, const float *bias, float scale, int32_t N,
-                        int32_t IC, int32_t OC, float *work);
+ * simd_limit, computing in cdtype (ctx->compute_dtype's values), and work of cpu_gemm_nt_work
+ * floats. */
+void cpu_gemm_nt_serial(int32_t simd_limit, int32_t cdtype, float *out, int32_t ldo,
+                        const float *inp, const void *w, int32_t wtype, const float *bias,
+                        float scale, int32_t N, int32_t IC, int32_t OC, float *work);
 
 /* ---- attend.c: the batch-invariant attention core (attention.c's forward and decode) ---- */
 /* One key sequence: np prefix keys/values (row stride ks, pk/pv; NULL when np = 0), then the

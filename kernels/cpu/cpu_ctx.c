@@ -2,8 +2,9 @@
  * cpu_ctx.c — the CPU backend's context: its creation with the thread policy (one pool,
  * cpu_pool.h, OpenBLAS on one thread; cpu_backend.h), the parallel regions on that pool with
  * their per-family counts, the shared scratch buffer, the check that aborts an op called with
- * impossible arguments, and the ISA rule of the per-ISA kernels. Every kernel calls into this
- * file; it calls only cpu_pool.c.
+ * impossible arguments, the ISA rule of the per-ISA kernels, and the compute dtype of the
+ * forward products (bf16 where the CPU has avx512_bf16). Every kernel calls into this file; it
+ * calls only cpu_pool.c.
  */
 #include "cpu/cpu_backend.h"
 
@@ -159,4 +160,36 @@ int32_t cpu_simd_level(int32_t limit) {
     (void)limit;
 #endif
     return CPU_SIMD_BASE;
+}
+
+int cpu_bf16_isa(int32_t limit) {
+#if defined(__GNUC__) && defined(__x86_64__)
+    return cpu_simd_level(limit) == CPU_SIMD_AVX512 && __builtin_cpu_supports("avx512bf16");
+#else
+    (void)limit;
+    return 0;
+#endif
+}
+
+int cpu_bf16_compute(int32_t limit) {
+    const char *off = getenv("GRPO_TEST_NO_AVX512BF16");
+    if (off && *off && strcmp(off, "0") != 0) return 0;
+    return cpu_bf16_isa(limit);
+}
+
+int32_t cpu_set_compute_dtype(cpu_ctx *ctx, int32_t dtype, grpo_error *err) {
+    if (dtype == GRPO_DTYPE_F32) {
+        ctx->compute_dtype = dtype;
+        return GRPO_OK;
+    }
+    if (dtype != GRPO_DTYPE_BF16)
+        return grpo_error_set(err, GRPO_ERR_INVALID,
+                              "backend 'cpu': compute dtype %d: expected f32 (%d) or bf16 (%d)",
+                              dtype, GRPO_DTYPE_F32, GRPO_DTYPE_BF16);
+    if (!cpu_bf16_compute(ctx->simd_limit))
+        return grpo_error_set(err, GRPO_ERR_UNSUPPORTED,
+                              "backend 'cpu': bf16 compute needs the AVX-512 BF16 instructions "
+                              "(avx512_bf16: VDPBF16PS), which this CPU does not have");
+    ctx->compute_dtype = dtype;
+    return GRPO_OK;
 }

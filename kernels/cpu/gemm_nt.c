@@ -26,8 +26,20 @@
  * padding in a tile-sized buffer and only their real part stored.
  * Threads take tiles of a grid over out (cpu_tile_grid), each running the serial algorithm with
  * its own packing buffers: a tile's outputs do not depend on the grid.
+ *
+ * bf16 compute (cdtype GRPO_DTYPE_BF16, CPUs with avx512_bf16: cpu_bf16_compute): the same
+ * blocking with the terms taken in pairs. Both packed blocks hold bf16 pairs (inputs and fp32
+ * weights rounded to nearest even as packed, bf16 weights as they are; an odd last term paired
+ * with 0), xp[q][r] and wp[q][j] one 32-bit pair each, and the register tile (12 x 32, 24 zmm)
+ * continues acc = acc + x[2q+1] w[2q+1] + x[2q] w[2q] (one VDPBF16PS a pair; fp32 accumulation,
+ * the products exact) for q in order. KC blocks are even, so a pair never straddles two of
+ * them: each output is again one chain whatever the blocking, the batch or the threads, and the
+ * chain matmul_small.c's bf16 block makes.
  */
 #include <string.h>
+#if defined(__GNUC__) && defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 #include "cpu/cpu_backend.h"
 #include "cpu/fastmath.h"
@@ -49,9 +61,14 @@
 #define GEMM_MR_MAX 12
 #define GEMM_NR_MAX 32
 
-/* the register tile: c (MR,NR) = (first ? 0 : c) + xp (kc,MR)^T @ wp (kc,NR) */
-typedef void gemm_kern_fn(int32_t kc, const float *xp, const float *wp, float *c, int32_t ldc,
+/* the register tile: c (MR,NR) = (first ? 0 : c) + xp (ku,MR)^T @ wp (ku,NR) over ku steps
+ * (a term each in fp32, a pair of terms each in bf16) */
+typedef void gemm_kern_fn(int32_t ku, const float *xp, const float *wp, float *c, int32_t ldc,
                           int first);
+/* p = rows r0..r0+rows of m (row stride ld elements of dtype), columns k0..k0+kc, packed in
+ * panels of width rows (the last padded with 0) as the kernel reads them */
+typedef void gemm_pack_fn(float *p, const void *m, int32_t dtype, int32_t ld, int32_t r0,
+                          int32_t rows, int32_t width, int32_t k0, int32_t kc);
 
 #if defined(__GNUC__)
 typedef float gemm_v16 __attribute__((vector_size(16 * sizeof(float)), aligned(4)));
@@ -74,6 +91,32 @@ typedef float gemm_v4 __attribute__((vector_size(4 * sizeof(float)), aligned(4))
 #define GK_MR 6
 #define GK_NV 2
 #include "cpu/gemm_nt_kernel.h"
+
+/* The bf16 tile, 12 rows x 32 outputs: xp (ku,12) and wp (ku,32) of bf16 pairs (32 bits each);
+ * at every step one pair of x broadcast against two vectors of 16 weight pairs. */
+__attribute__((target("avx512f,avx512bf16")))
+static void gemm_kern_bf16(int32_t ku, const float *xp_, const float *wp_, float *c, int32_t ldc,
+                           int first) {
+    const cpu_u32a *xp = (const cpu_u32a *)xp_, *wp = (const cpu_u32a *)wp_;
+    __m512 acc[12][2];
+#pragma GCC unroll 12
+    for (int32_t r = 0; r < 12; r++)
+        for (int32_t v = 0; v < 2; v++)
+            acc[r][v] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(c + (size_t)r * ldc + 16 * v);
+    for (int32_t q = 0; q < ku; q++) {
+        __m512bh w0 = (__m512bh)_mm512_loadu_si512(wp), w1 = (__m512bh)_mm512_loadu_si512(wp + 16);
+#pragma GCC unroll 12
+        for (int32_t r = 0; r < 12; r++) {
+            __m512bh x = (__m512bh)_mm512_set1_epi32((int32_t)xp[r]);
+            acc[r][0] = _mm512_dpbf16_ps(acc[r][0], x, w0);
+            acc[r][1] = _mm512_dpbf16_ps(acc[r][1], x, w1);
+        }
+        xp += 12, wp += 32;
+    }
+#pragma GCC unroll 12
+    for (int32_t r = 0; r < 12; r++)
+        for (int32_t v = 0; v < 2; v++) _mm512_storeu_ps(c + (size_t)r * ldc + 16 * v, acc[r][v]);
+}
 #endif
 
 /* the baseline: the build's target (SSE2 on x86-64: no fma, so a product then a sum) */
@@ -96,19 +139,34 @@ typedef float gemm_v4 __attribute__((vector_size(4 * sizeof(float)), aligned(4))
 
 typedef struct gemm_isa {
     gemm_kern_fn *kern;
+    gemm_pack_fn *pack;
     int32_t mr, nr; /* rows and outputs of its tile */
+    int32_t kstep;  /* terms of the reduction per kernel step: 1 (fp32), 2 (bf16 pairs) */
 } gemm_isa;
 
-/* The register tile of the ISA cpu_simd_level picks under limit (matmul_small.c's rule). */
-static gemm_isa gemm_pick(int32_t limit) {
+static gemm_pack_fn pack, pack_pairs;
+
+/* The register tile of the ISA cpu_simd_level picks under limit (matmul_small.c's rule), or
+ * the bf16 tile when cdtype is GRPO_DTYPE_BF16 (refused where the CPU lacks it). */
+static gemm_isa gemm_pick(int32_t limit, int32_t cdtype) {
     int32_t level = cpu_simd_level(limit);
 #if defined(__GNUC__) && defined(__x86_64__)
-    if (level == CPU_SIMD_AVX512) return (gemm_isa){gemm_kern_avx512, 12, 32};
-    if (level == CPU_SIMD_AVX2) return (gemm_isa){gemm_kern_avx2, 6, 16};
+    if (cdtype == GRPO_DTYPE_BF16) {
+        CPU_CHECK(cpu_bf16_isa(limit), "gemm_nt", "bf16 compute without avx512_bf16");
+        return (gemm_isa){gemm_kern_bf16, pack_pairs, 12, 32, 2};
+    }
+    if (level == CPU_SIMD_AVX512) return (gemm_isa){gemm_kern_avx512, pack, 12, 32, 1};
+    if (level == CPU_SIMD_AVX2) return (gemm_isa){gemm_kern_avx2, pack, 6, 16, 1};
 #else
     (void)level;
+    CPU_CHECK(cdtype == GRPO_DTYPE_F32, "gemm_nt", "bf16 compute without avx512_bf16");
 #endif
-    return (gemm_isa){gemm_kern_base, 6, 8};
+    return (gemm_isa){gemm_kern_base, pack, 6, 8, 1};
+}
+
+/* Kernel steps of kc terms. */
+static int32_t ksteps(const gemm_isa *isa, int32_t kc) {
+    return (kc + isa->kstep - 1) / isa->kstep;
 }
 
 /* One product: what every tile of it reads and writes. */
@@ -222,6 +280,63 @@ static void pack(float *p, const void *m, int32_t dtype, int32_t ld, int32_t r0,
     }
 }
 
+/* h (n) = src (n of dtype) as bf16: fp32 rounded to nearest even (NaN kept quiet), bit for bit
+ * grpo_bf16_from_f32, written without branches so that the compiler vectorises it. */
+__attribute__((always_inline))
+static inline void bf16_row(uint16_t *h, const void *src, int32_t dtype, int32_t n) {
+    if (dtype != GRPO_DTYPE_F32) {
+        memcpy(h, src, (size_t)n * sizeof *h);
+        return;
+    }
+    const float *x = src;
+#pragma omp simd
+    for (int32_t k = 0; k < n; k++) {
+        uint32_t u;
+        memcpy(&u, &x[k], sizeof u);
+        uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16, q = (u >> 16) | 0x40u;
+        h[k] = (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? q : r);
+    }
+}
+
+/* d (ceil(kc/2), width) of 32-bit bf16 pairs from the n <= width rows src[j]: d[q][j] holds
+ * elements 2q (low half) and 2q + 1 (high half; 0 past kc) of row j; columns n..width are 0.
+ * Each row is rounded into h first, then its pairs stored. */
+__attribute__((always_inline))
+static inline void pack_pair_panel_t(uint32_t *d, const void *const *src, int32_t dtype,
+                                     int32_t n, int32_t width, int32_t kc) {
+    const int32_t kp = (kc + 1) / 2;
+    uint16_t h[GEMM_KC_WIDE + 2];
+    for (int32_t j = 0; j < n; j++) {
+        bf16_row(h, src[j], dtype, kc);
+        h[kc] = 0;
+        for (int32_t q = 0; q < kp; q++)
+            d[(size_t)q * width + j] = (uint32_t)h[2 * q] | (uint32_t)h[2 * q + 1] << 16;
+    }
+    for (int32_t q = 0; q < kp; q++)
+        for (int32_t j = n; j < width; j++) d[(size_t)q * width + j] = 0;
+}
+
+/* pack's bf16 form (gemm_pack_fn): panels (ceil(kc/2), width) of bf16 pairs. Only the bf16
+ * tile uses it, so it is compiled for AVX-512 where the build can. */
+#if defined(__GNUC__) && defined(__x86_64__)
+__attribute__((target("avx512f,avx512bw,avx512vl")))
+#endif
+static void pack_pairs(float *p, const void *m, int32_t dtype, int32_t ld, int32_t r0,
+                       int32_t rows, int32_t width, int32_t k0, int32_t kc) {
+    const size_t esz = grpo_dtype_size(dtype), kp = (size_t)(kc + 1) / 2;
+    for (int32_t q = 0; q < rows; q += width) {
+        const void *src[GEMM_NR_MAX];
+        int32_t n = imin(width, rows - q);
+        for (int32_t j = 0; j < n; j++)
+            src[j] = (const char *)m + ((size_t)(r0 + q + j) * ld + k0) * esz;
+        uint32_t *d = (uint32_t *)p + (size_t)q * kp;
+        if (dtype == GRPO_DTYPE_F32)
+            pack_pair_panel_t(d, src, GRPO_DTYPE_F32, n, width, kc);
+        else
+            pack_pair_panel_t(d, src, GRPO_DTYPE_BF16, n, width, kc);
+    }
+}
+
 /* Asks for the m rows of n floats at c (rows ldo apart: the next tile of out) to be brought
  * into the cache for writing while the current tile computes: a tile reads its partial sums
  * first, and when out is larger than the caches (N x 6400 logits) that read would stall. */
@@ -240,26 +355,26 @@ static void prefetch_tile(const float *c, int32_t ldo, int32_t m, int32_t n) {
 static void block_tiles(const gemm_isa *isa, const gemm_job *jb, const float *xp,
                         const float *wp, int32_t r0, int32_t mc, int32_t c0, int32_t nc,
                         int32_t kc, int first) {
-    const int32_t mr = isa->mr, nr = isa->nr, ldo = jb->ldo;
+    const int32_t mr = isa->mr, nr = isa->nr, ldo = jb->ldo, ku = ksteps(isa, kc);
     float t[GEMM_MR_MAX * GEMM_NR_MAX] = {0}; /* its padding stays finite (0 or earlier sums) */
-    const int32_t tiles = (mc + mr - 1) / mr, lines = kc * nr / 16;
+    const int32_t tiles = (mc + mr - 1) / mr, lines = ku * nr / 16;
     const int32_t per = (lines + tiles - 1) / tiles;
     for (int32_t jr = 0; jr < nc; jr += nr) {
-        const float *nextw = wp + (size_t)(jr + nr) * kc; /* the next panel, if any */
+        const float *nextw = wp + (size_t)(jr + nr) * ku; /* the next panel, if any */
         for (int32_t ir = 0, ti = 0; ir < mc; ir += mr, ti++) {
             float *c = jb->out + (size_t)(r0 + ir) * ldo + c0 + jr;
-            const float *x = xp + (size_t)ir * kc, *wv = wp + (size_t)jr * kc;
+            const float *x = xp + (size_t)ir * ku, *wv = wp + (size_t)jr * ku;
             prefetch_tile(c + (size_t)mr * ldo, ldo, imin(mr, mc - ir - mr), imin(nr, nc - jr));
             for (int32_t l = ti * per; jr + nr < nc && l < lines && l < (ti + 1) * per; l++)
                 __builtin_prefetch(nextw + (size_t)l * 16, 0, 2);
             if (ir + mr <= mc && jr + nr <= nc) {
-                isa->kern(kc, x, wv, c, ldo, first);
+                isa->kern(ku, x, wv, c, ldo, first);
                 continue;
             }
             int32_t m = imin(mr, mc - ir), n = imin(nr, nc - jr);
             for (int32_t r = 0; r < m && !first; r++)
                 memcpy(t + (size_t)r * nr, c + (size_t)r * ldo, (size_t)n * sizeof(float));
-            isa->kern(kc, x, wv, t, nr, first);
+            isa->kern(ku, x, wv, t, nr, first);
             for (int32_t r = 0; r < m; r++)
                 memcpy(c + (size_t)r * ldo, t + (size_t)r * nr, (size_t)n * sizeof(float));
         }
@@ -310,12 +425,12 @@ static void gemm_tile(const gemm_isa *isa, const gemm_job *jb, int32_t r0, int32
             int32_t nc = imin(GEMM_NC, c1 - jc);
             for (int32_t pc = 0; pc == 0 || pc < IC; pc += KC) {
                 int32_t kc = imin(KC, IC - pc);
-                pack(xp, jb->inp, GRPO_DTYPE_F32, IC, ib, rb, isa->mr, pc, kc);
-                pack(wp, jb->w, jb->wtype, IC, jc, nc, isa->nr, pc, kc);
+                isa->pack(xp, jb->inp, GRPO_DTYPE_F32, IC, ib, rb, isa->mr, pc, kc);
+                isa->pack(wp, jb->w, jb->wtype, IC, jc, nc, isa->nr, pc, kc);
                 for (int32_t ic = ib; ic < ib + rb; ic += GEMM_MC) {
                     int32_t mc = imin(GEMM_MC, ib + rb - ic);
-                    block_tiles(isa, jb, xp + (size_t)(ic - ib) * kc, wp, ic, mc, jc, nc, kc,
-                                pc == 0);
+                    block_tiles(isa, jb, xp + (size_t)(ic - ib) * ksteps(isa, kc), wp, ic, mc,
+                                jc, nc, kc, pc == 0);
                     if (pc + kc >= IC) epilogue(jb, ic, mc, jc, nc);
                 }
             }
@@ -325,12 +440,12 @@ static void gemm_tile(const gemm_isa *isa, const gemm_job *jb, int32_t r0, int32
 
 size_t cpu_gemm_nt_work(int32_t N, int32_t IC, int32_t OC) { return work_floats(N, OC, IC); }
 
-void cpu_gemm_nt_serial(int32_t simd_limit, float *out, int32_t ldo, const float *inp,
-                        const void *w, int32_t wtype, const float *bias, float scale, int32_t N,
-                        int32_t IC, int32_t OC, float *work) {
+void cpu_gemm_nt_serial(int32_t simd_limit, int32_t cdtype, float *out, int32_t ldo,
+                        const float *inp, const void *w, int32_t wtype, const float *bias,
+                        float scale, int32_t N, int32_t IC, int32_t OC, float *work) {
     CPU_CHECK(wtype == GRPO_DTYPE_F32 || wtype == GRPO_DTYPE_BF16, "gemm_nt", "unknown dtype");
     if (N <= 0 || OC <= 0) return;
-    gemm_isa isa = gemm_pick(simd_limit);
+    gemm_isa isa = gemm_pick(simd_limit, cdtype);
     gemm_job jb = {out, ldo, inp, w, wtype, bias, scale, IC < 0 ? 0 : IC};
     gemm_tile(&isa, &jb, 0, N, 0, OC, work);
 }
@@ -359,7 +474,7 @@ void cpu_gemm_nt(cpu_ctx *ctx, float *out, int32_t ldo, const float *inp, const 
     CPU_CHECK(wtype == GRPO_DTYPE_F32 || wtype == GRPO_DTYPE_BF16, "gemm_nt", "unknown dtype");
     if (N <= 0 || OC <= 0) return;
     if (IC < 0) IC = 0;
-    gemm_isa isa = gemm_pick(ctx->simd_limit);
+    gemm_isa isa = gemm_pick(ctx->simd_limit, ctx->compute_dtype);
     gemm_job jb = {out, ldo, inp, w, wtype, bias, scale, IC};
     int nt = cpu_threads_for(ctx, (double)N * OC * (IC > 0 ? IC : 1) / 64.0);
     int32_t tm = N, tn = OC, pn = 1;

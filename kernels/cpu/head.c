@@ -3,7 +3,8 @@
  *
  *   z (N,V) = scale * hidden (N,C) @ w (V,C)^T, made one (NB,VC) block at a time by the
  *             batch-invariant product of gemm_nt.c: z of a row is scale times matmul_forward's
- *             output for it, the same bits whichever rows share its block
+ *             output for it, the same bits whichever rows share its block (in bf16 products
+ *             with fp32 sums when the context computes in bf16: cpu_set_compute_dtype)
  *   lse (N) = logsumexp_j z_j, kept with an online (running max) update across vocab chunks
  *   logp (N) = z[target] - lse
  *   entropy (N) = -sum_j p_j log p_j = log s - sum_j e^{z_j-m} (z_j-m) / s, where m is the
@@ -128,11 +129,11 @@ static void gather_rows(float *hb, const float *hidden, const int32_t *idx, int3
 
 /* logp, lse, entropy of the m rows idx[0..m-1]; hb (NB,C) and z (NB,VC) are work buffers, gw
  * too (cpu_gemm_nt_work(NB, C, VC) floats: the product packs each chunk of w into it, widened
- * when w is not fp32), simd_limit the context's. */
+ * when w is not fp32), ctx's ISA limit and compute dtype (bf16: bf16 products). */
 static void head_forward_rows(float *logp, float *lse, float *entropy, const float *hidden,
                               const void *w, int32_t wtype, const int32_t *targets,
                               const int32_t *idx, int32_t m, int32_t C, int32_t V, float scale,
-                              int32_t simd_limit, float *hb, float *z, float *gw) {
+                              const cpu_ctx *ctx, float *hb, float *z, float *gw) {
     row_stats st[NB];
     float zt[NB]; /* target logits */
     for (int32_t i = 0; i < m; i++) st[i] = (row_stats){0.0, 0.0, 0.0}, zt[i] = 0.0f;
@@ -140,7 +141,8 @@ static void head_forward_rows(float *logp, float *lse, float *entropy, const flo
     for (int32_t v0 = 0; v0 < V; v0 += VC) {
         int32_t vc = v0 + VC < V ? VC : V - v0;
         const void *wc = (const char *)w + (size_t)v0 * C * grpo_dtype_size(wtype);
-        cpu_gemm_nt_serial(simd_limit, z, vc, hb, wc, wtype, NULL, scale, m, C, vc, gw);
+        cpu_gemm_nt_serial(ctx->simd_limit, ctx->compute_dtype, z, vc, hb, wc, wtype, NULL,
+                           scale, m, C, vc, gw);
         for (int32_t i = 0; i < m; i++) {
             const float *zi = z + (size_t)i * vc;
             stats_update(&st[i], zi, vc);
@@ -167,7 +169,7 @@ typedef struct head_fwd_job {
     const int32_t *targets, *idx;
     int32_t nv, nb, C, V;
     float scale;
-    int32_t simd_limit;
+    const cpu_ctx *ctx;
     size_t gwf;
     cpu_locals z;
 } head_fwd_job;
@@ -178,7 +180,7 @@ static void head_fwd_task(void *arg, int64_t task, int32_t tid) {
     float *hb = z + (size_t)j->nb * VC, *gw = hb + (size_t)j->nb * j->C;
     int32_t r0 = (int32_t)task * j->nb, m = r0 + j->nb < j->nv ? j->nb : j->nv - r0;
     head_forward_rows(j->logp, j->lse, j->entropy, j->hidden, j->w, j->wtype, j->targets,
-                      j->idx + r0, m, j->C, j->V, j->scale, j->simd_limit, hb, z, gw);
+                      j->idx + r0, m, j->C, j->V, j->scale, j->ctx, hb, z, gw);
 }
 
 void cpu_head_forward_w(void *ctx_, float *logp, float *lse, float *entropy, const float *hidden,
@@ -200,7 +202,7 @@ void cpu_head_forward_w(void *ctx_, float *logp, float *lse, float *entropy, con
     int32_t nb = rows_per_task(nv, nt), tasks = (nv + nb - 1) / nb;
     size_t gwf = cpu_gemm_nt_work(nb, C, VC); /* the product's packing buffers */
     head_fwd_job j = {logp, lse, entropy, hidden, w, wtype, targets, idx, nv, nb, C, V, scale,
-                      ctx->simd_limit, gwf, {0}};
+                      ctx, gwf, {0}};
     cpu_locals_init(&j.z, ctx, ((size_t)nb * (VC + C) + gwf) * sizeof(float), "head_forward");
     cpu_parallel(ctx, CPU_FAM_HEAD, nt, tasks, head_fwd_task, &j);
     cpu_locals_free(&j.z);

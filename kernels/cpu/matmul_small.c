@@ -25,8 +25,18 @@
  * GCC/clang get plain loops. Every output is
  * the same sum in the same order whatever the thread count: a block's result does not depend
  * on which thread runs it.
+ *
+ * bf16 compute (ctx->compute_dtype = GRPO_DTYPE_BF16, avx512_bf16): the terms go in pairs. xt
+ * holds (ceil(IC/2), MT, L) 32-bit pairs of bf16 inputs (rounded to nearest even; an odd last
+ * term paired with 0), a block's weight rows are pairs too (bf16 rows of even IC read in place,
+ * others rounded into the thread's buffer), and each accumulator continues
+ * acc = acc + x[2q+1] w[2q+1] + x[2q] w[2q] for q in order (one VDPBF16PS per pair and weight
+ * row): gemm_nt.c's bf16 chain, bit for bit.
  */
 #include <string.h>
+#if defined(__GNUC__) && defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 #include "cpu/cpu_backend.h"
 #include "cpu/fastmath.h"
@@ -42,6 +52,29 @@ static void transpose_rows(float *xt, const float *inp, int32_t M, int32_t IC, i
         float *x = xt + (size_t)i * W;
         for (int32_t m = 0; m < M; m++) x[m] = inp[(size_t)m * IC + i];
         for (int32_t m = M; m < W; m++) x[m] = 0.0f;
+    }
+}
+
+/* bf16 element k of a row of IC of dtype (fp32 rounded to nearest even, bf16 as it is), 0
+ * past IC. */
+static inline uint32_t bf16_at(const void *row, int32_t dtype, int32_t k, int32_t IC) {
+    if (k >= IC) return 0;
+    return dtype == GRPO_DTYPE_F32 ? grpo_bf16_from_f32(((const float *)row)[k])
+                                   : ((const uint16_t *)row)[k];
+}
+
+/* Pair q of a row: elements 2q (low half) and 2q + 1 (high half). */
+static inline uint32_t pair_at(const void *row, int32_t dtype, int32_t q, int32_t IC) {
+    return bf16_at(row, dtype, 2 * q, IC) | bf16_at(row, dtype, 2 * q + 1, IC) << 16;
+}
+
+/* xt (ceil(IC/2), MT, L) of bf16 pairs from inp (M,IC), zero in the lanes of rows >= M. */
+static void transpose_pairs(uint32_t *xt, const float *inp, int32_t M, int32_t IC, int32_t MT) {
+    const int32_t W = MT * SMALL_LANES, kp = (IC + 1) / 2;
+    for (int32_t q = 0; q < kp; q++) {
+        uint32_t *x = xt + (size_t)q * W;
+        for (int32_t m = 0; m < M; m++) x[m] = pair_at(inp + (size_t)m * IC, GRPO_DTYPE_F32, q, IC);
+        for (int32_t m = M; m < W; m++) x[m] = 0;
     }
 }
 
@@ -111,6 +144,27 @@ static void small_block_avx2(float *acc, const float *xt, const float *wb, const
                              int32_t IC, int32_t W) {
     small_block_v8(acc, xt, wb, next, IC, W, 4);
 }
+
+/* The bf16 block, ob = 8: xt and wb hold bf16 pairs (IC here counts pairs, the rows of wb
+ * are IC pairs apart); the pair of weight row j broadcast against 16 lanes of input pairs. */
+__attribute__((target("avx512f,avx512bf16")))
+static void small_block_bf16(float *acc, const float *xt_, const float *wb_, const float *next,
+                             int32_t IC, int32_t W) {
+    const cpu_u32a *xt = (const cpu_u32a *)xt_, *wb = (const cpu_u32a *)wb_;
+    __m512 a[8];
+#pragma GCC unroll 8
+    for (int32_t j = 0; j < 8; j++) a[j] = _mm512_setzero_ps();
+    for (int32_t q = 0; q < IC; q++) {
+        __builtin_prefetch(next + (size_t)q * 8, 0, 2);
+        __m512bh x = (__m512bh)_mm512_loadu_si512(xt + (size_t)q * W);
+#pragma GCC unroll 8
+        for (int32_t j = 0; j < 8; j++)
+            a[j] = _mm512_dpbf16_ps(a[j], x,
+                                    (__m512bh)_mm512_set1_epi32((int32_t)wb[(size_t)j * IC + q]));
+    }
+#pragma GCC unroll 8
+    for (int32_t j = 0; j < 8; j++) _mm512_storeu_ps(acc + (size_t)j * SMALL_LANES, a[j]);
+}
 #endif
 
 /* The baseline (SSE2, or any other GCC target such as NEON): ob = 2, 4-float vectors, the
@@ -147,23 +201,29 @@ static void small_block_base(float *acc, const float *xt, const float *wb, const
 }
 #endif
 
-/* The block kernel of this CPU, at most the ISA limit (CPU_SIMD_*), and its rows per block. */
-static small_block_fn *small_pick(int32_t limit, int32_t *ob) {
+/* The block kernel of this CPU, at most the ISA limit (CPU_SIMD_*), or the bf16 one when cdtype
+ * is GRPO_DTYPE_BF16 (refused where the CPU lacks it), its rows per block, and whether it takes
+ * bf16 pairs. */
+typedef struct small_isa {
+    small_block_fn *block;
+    int32_t ob, pairs;
+} small_isa;
+
+static small_isa small_pick(int32_t limit, int32_t cdtype) {
     int32_t level = cpu_simd_level(limit);
 #if defined(__GNUC__) && defined(__x86_64__)
-    if (level == CPU_SIMD_AVX512) {
-        *ob = 8;
-        return small_block_avx512;
+    if (cdtype == GRPO_DTYPE_BF16) {
+        CPU_CHECK(cpu_bf16_isa(limit), "matmul_small_forward",
+                  "bf16 compute without avx512_bf16");
+        return (small_isa){small_block_bf16, 8, 1};
     }
-    if (level == CPU_SIMD_AVX2) {
-        *ob = 4;
-        return small_block_avx2;
-    }
+    if (level == CPU_SIMD_AVX512) return (small_isa){small_block_avx512, 8, 0};
+    if (level == CPU_SIMD_AVX2) return (small_isa){small_block_avx2, 4, 0};
 #else
     (void)level;
+    CPU_CHECK(cdtype == GRPO_DTYPE_F32, "matmul_small_forward", "bf16 compute without avx512_bf16");
 #endif
-    *ob = 2;
-    return small_block_base;
+    return (small_isa){small_block_base, 2, 0};
 }
 
 /* Where the ob rows of w (esz bytes an element) after the block at row o0 start, for the
@@ -185,21 +245,39 @@ static const float *block_rows(const void *w, int32_t wtype, int32_t o0, int32_t
     return wl;
 }
 
+/* Block rows o0 .. o0+ob of w as bf16 pairs (ob, ceil(IC/2)): bf16 rows of even IC in place,
+ * others paired (fp32 rounded to nearest even) into wl. */
+static const float *block_pairs(const void *w, int32_t wtype, int32_t o0, int32_t ob, int32_t IC,
+                                float *wl) {
+    if (wtype == GRPO_DTYPE_BF16 && IC % 2 == 0)
+        return (const float *)((const uint16_t *)w + (size_t)o0 * IC);
+    const int32_t kp = (IC + 1) / 2;
+    const size_t esz = grpo_dtype_size(wtype);
+    uint32_t *d = (uint32_t *)wl;
+    for (int32_t j = 0; j < ob; j++) {
+        const void *row = (const char *)w + (size_t)(o0 + j) * IC * esz;
+        for (int32_t q = 0; q < kp; q++) d[(size_t)j * kp + q] = pair_at(row, wtype, q, IC);
+    }
+    return wl;
+}
+
 /* Block blk of the output columns: out[:, first .. o1) from the ob weight rows at o0 (the last
  * block, when OC is not a multiple of ob, is computed over the ob columns ending at OC so that
  * it reads only rows of w, and stores the columns no earlier block has). */
-static void column_block(small_block_fn *block, float *out, const float *xt, const void *w,
-                         int32_t wtype, float *wl, const float *bias, int32_t blk, int32_t ob,
-                         int32_t M, int32_t IC, int32_t OC, int32_t MT) {
-    const int32_t W = MT * SMALL_LANES, first = blk * ob;
+static void column_block(const small_isa *isa, float *out, const float *xt, const void *w,
+                         int32_t wtype, float *wl, const float *bias, int32_t blk, int32_t M,
+                         int32_t IC, int32_t OC, int32_t MT) {
+    const int32_t ob = isa->ob, W = MT * SMALL_LANES, first = blk * ob;
     const int32_t o0 = OC >= ob && first + ob > OC ? OC - ob : first;
     const int32_t o1 = first + ob < OC ? first + ob : OC;
-    const float *wb = block_rows(w, wtype, o0, ob, IC, wl);
+    const int32_t ku = isa->pairs ? (IC + 1) / 2 : IC; /* the block kernel's steps */
+    const float *wb = isa->pairs ? block_pairs(w, wtype, o0, ob, IC, wl)
+                                 : block_rows(w, wtype, o0, ob, IC, wl);
     const float *next = next_block(w, grpo_dtype_size(wtype), wb, o0, OC, IC, ob);
     float acc[SMALL_OB_MAX * SMALL_LANES];
     for (int32_t t = 0; t < MT; t++) {
         /* the next block is fetched during the last lane tile (earlier ones reuse wb) */
-        block(acc, xt + (size_t)t * SMALL_LANES, wb, t + 1 < MT ? wb : next, IC, W);
+        isa->block(acc, xt + (size_t)t * SMALL_LANES, wb, t + 1 < MT ? wb : next, ku, W);
         int32_t m1 = M - t * SMALL_LANES < SMALL_LANES ? M - t * SMALL_LANES : SMALL_LANES;
         for (int32_t l = 0; l < m1; l++) {
             float *o = out + (size_t)(t * SMALL_LANES + l) * OC;
@@ -212,7 +290,7 @@ static void column_block(small_block_fn *block, float *out, const float *xt, con
 /* cpu_matmul_small_forward_w's column blocks, one pool task each; wls: a widened block per
  * thread (bf16) */
 typedef struct small_job {
-    small_block_fn *block;
+    const small_isa *isa;
     float *out;
     const float *xt;
     const void *w;
@@ -224,9 +302,9 @@ typedef struct small_job {
 
 static void small_task(void *arg, int64_t blk, int32_t tid) {
     const small_job *j = arg;
-    column_block(j->block, j->out, j->xt, j->w, j->wtype,
+    column_block(j->isa, j->out, j->xt, j->w, j->wtype,
                  j->wls ? j->wls + (size_t)tid * j->ob * j->IC : NULL, j->bias, (int32_t)blk,
-                 j->ob, j->M, j->IC, j->OC, j->MT);
+                 j->M, j->IC, j->OC, j->MT);
 }
 
 void cpu_matmul_small_forward(cpu_ctx *ctx, float *out, const float *inp, const float *w,
@@ -241,11 +319,12 @@ void cpu_matmul_small_forward_w(cpu_ctx *ctx, float *out, const float *inp, cons
               "rows must lie in [1, CPU_SMALL_M = 48]");
     if (OC <= 0) return;
     if (IC < 0) IC = 0;
-    int32_t ob;
-    small_block_fn *block = small_pick(ctx->simd_limit, &ob);
+    const small_isa isa = small_pick(ctx->simd_limit, ctx->compute_dtype);
+    const int32_t ob = isa.ob, ku = isa.pairs ? (IC + 1) / 2 : IC;
     const int32_t MT = (M + SMALL_LANES - 1) / SMALL_LANES, W = MT * SMALL_LANES;
-    /* scratch: xt (IC, W), then (OC < ob only) w padded with zero rows to (ob, IC) */
-    size_t nx = (size_t)IC * W, np = OC < ob ? (size_t)ob * IC : 0;
+    /* scratch: xt (ku, W) (floats or bf16 pairs), then (OC < ob only) w padded with zero rows
+     * to (ob, IC) */
+    size_t nx = (size_t)ku * W, np = OC < ob ? (size_t)ob * IC : 0;
     float *xt = cpu_scratch(ctx, nx + np > 0 ? nx + np : 1);
     CPU_CHECK(xt != NULL, "matmul_small_forward", "out of memory for the transposed input");
     if (np) { /* the padded copy is fp32 whatever w is */
@@ -259,10 +338,15 @@ void cpu_matmul_small_forward_w(cpu_ctx *ctx, float *out, const float *inp, cons
     if (nt > blocks) nt = blocks;
     /* on one thread: split, it would add a barrier, and with a core busy elsewhere every sync
      * point waits for a time slice (measured slower so) */
-    transpose_rows(xt, inp, M, IC, MT);
-    /* bf16: a widened block of ob rows per thread */
+    if (isa.pairs)
+        transpose_pairs((uint32_t *)xt, inp, M, IC, MT);
+    else
+        transpose_rows(xt, inp, M, IC, MT);
+    /* bf16 weights or compute: a widened (or paired) block of ob rows per thread */
     int32_t nb = nt > 1 ? ctx->threads : 1; /* a pool task may run on any thread */
-    float *wls = wtype == GRPO_DTYPE_F32 ? NULL : cpu_weight_panel(ctx, (uint64_t)nb * ob * IC);
-    small_job j = {block, out, xt, w, wtype, wls, bias, ob, M, IC, OC, MT};
+    float *wls = wtype == GRPO_DTYPE_F32 && !isa.pairs
+                     ? NULL
+                     : cpu_weight_panel(ctx, (uint64_t)nb * ob * IC);
+    small_job j = {&isa, out, xt, w, wtype, wls, bias, ob, M, IC, OC, MT};
     cpu_parallel(ctx, CPU_FAM_GEMM_FWD, nt, blocks, small_task, &j);
 }

@@ -63,7 +63,11 @@ run_case() {
   eval "set -- $line"
   local input=/dev/null
   [ -f stdin ] && input=stdin
-  timeout -k 5 "$limit" "$grpo" "$@" <"$input" >stdout 2>stderr
+  # env: NAME=VALUE lines set for the grpo run only (test-only switches such as
+  # GRPO_TEST_NO_AVX512BF16)
+  local vars=()
+  [ -f env ] && mapfile -t vars < <(grep -v '^[[:space:]]*#' env | grep .)
+  env ${vars[@]+"${vars[@]}"} timeout -k 5 "$limit" "$grpo" "$@" <"$input" >stdout 2>stderr
   local rc=$?
   local want_rc
   want_rc=$(sed -n 's/^exit \([0-9]*\)$/\1/p' expect | head -n 1)

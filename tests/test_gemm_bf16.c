@@ -1,0 +1,333 @@
+/*
+ * test_gemm_bf16.c — the CPU backend's bf16-compute forward products (grpo_backend_set_compute
+ * with GRPO_DTYPE_BF16: VDPBF16PS, pairs of bf16 products with fp32 accumulation; gemm_nt.c,
+ * matmul_small.c, the head through gemm_nt).
+ *
+ * On a CPU with avx512_bf16, for random inputs, weights (fp32, and held as bf16) and biases and
+ * shapes off every tile and block size (odd IC, IC past the 256- and 512-term blocks, OC past
+ * the 32-output panel and the 8-row decode block, OC < 8):
+ *   - value: each output is within the rigorous bound of a sequential fp32 sum of the exact
+ *     products of the bf16-rounded operands, |err| <= (IC + 2) u (sum_i |x~_i w~_i| + |b|),
+ *     u = 2^-24, against a double reference on the rounded operands (x~ = bf16(x) to nearest
+ *     even): a wrong pairing, a dropped term or an unrounded operand is far outside it;
+ *   - near fp32: |bf16 - fp32 forward| <= 2^-7 (sum_i |x_i w_i| + |b|), the stated bf16
+ *     tolerance (each product of two rounded operands is within 2^-8 (1 + 2^-9) of the exact
+ *     one), and the bf16 path differs from fp32 somewhere (it ran);
+ *   - invariance: a row's outputs are the same bits alone (N = 1: matmul_small.c) and in batches
+ *     of N = 1 .. 260 (both paths) at any offset, at 1 and 2 threads; bf16 weights give the same
+ *     bits as their fp32 widening (one weight mechanism: rounding an exact bf16 is the identity);
+ *   - head: a row's logp, lse, entropy are the same bits alone and among 100 rows, 1 and 2
+ *     threads, and its logit is scale times the bf16 matmul_forward's output, bit for bit.
+ * Everywhere: bf16 compute is refused (GRPO_ERR_UNSUPPORTED naming avx512_bf16) under the ISA
+ * limit AVX2 and with GRPO_TEST_NO_AVX512BF16 set, and the refusal leaves the context in f32;
+ * the cuda backend (its host emulation) refuses it too.
+ */
+#include <check.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu/cpu_backend.h"
+#include "kernels.h"
+
+static grpo_ops *ops;
+
+static void setup(void) {
+    grpo_error err;
+    grpo_error_init(&err);
+    ops = grpo_backend_open("cpu", 2, &err);
+    ck_assert_msg(ops != NULL, "cpu backend: %s", err.message);
+}
+
+static void teardown(void) {
+    grpo_backend_close(ops);
+    ops = NULL;
+}
+
+static cpu_ctx *ctx(void) { return ops->ctx; }
+
+/* Sets the compute dtype; 0 (and a note) when this CPU cannot compute in bf16. */
+static int compute(int32_t dtype) {
+    grpo_error err;
+    grpo_error_init(&err);
+    int32_t rc = grpo_backend_set_compute(ops, dtype, &err);
+    if (rc != GRPO_OK) {
+        ck_assert_int_eq(rc, GRPO_ERR_UNSUPPORTED);
+        fprintf(stderr, "test_gemm_bf16: skipped on this CPU: %s\n", err.message);
+        return 0;
+    }
+    return 1;
+}
+
+static uint64_t rng = 0x13198A2E03707344ull;
+
+/* uniform in [-1, 1) */
+static float frand(void) {
+    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+    return (float)((double)(rng >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+}
+
+static float *randv(size_t n) {
+    float *p = malloc((n ? n : 1) * sizeof(float));
+    ck_assert_ptr_nonnull(p);
+    for (size_t i = 0; i < n; i++) p[i] = frand();
+    return p;
+}
+
+static float *outv(size_t n) {
+    float *p = malloc((n ? n : 1) * sizeof(float));
+    ck_assert_ptr_nonnull(p);
+    for (size_t i = 0; i < n; i++) p[i] = NAN;
+    return p;
+}
+
+static double rounded(float x) { return (double)grpo_bf16_to_f32(grpo_bf16_from_f32(x)); }
+
+#define POOL 260
+
+/* One shape: POOL input rows, w (OC,IC) fp32 (w) and its bf16 rounding (wb) with that rounding
+ * widened (wr), bias. */
+typedef struct mm_case {
+    int32_t IC, OC;
+    float *x, *w, *wr, *bias;
+    uint16_t *wb;
+} mm_case;
+
+static mm_case mm_new(int32_t IC, int32_t OC) {
+    size_t n = (size_t)OC * IC;
+    mm_case c = {IC, OC, randv((size_t)POOL * IC), randv(n), outv(n), randv(OC), NULL};
+    c.wb = malloc((n ? n : 1) * sizeof(uint16_t));
+    ck_assert_ptr_nonnull(c.wb);
+    for (size_t i = 0; i < n; i++) {
+        c.wb[i] = grpo_bf16_from_f32(c.w[i]);
+        c.wr[i] = grpo_bf16_to_f32(c.wb[i]);
+    }
+    return c;
+}
+
+static void mm_free(mm_case *c) { free(c->x), free(c->w), free(c->wr), free(c->bias), free(c->wb); }
+
+/* out (N,OC) of pool rows off..off+N: w fp32 (wsel 0), widened bf16 (1), or bf16 (2) */
+static void mm_run(const mm_case *c, float *out, int32_t off, int32_t N, int wsel,
+                   const float *bias) {
+    const float *x = c->x + (size_t)off * c->IC;
+    if (wsel == 2)
+        ops->matmul_forward_w(ops->ctx, out, x, c->wb, GRPO_DTYPE_BF16, bias, N, c->IC, c->OC);
+    else
+        ops->matmul_forward(ops->ctx, out, x, wsel ? c->wr : c->w, bias, N, c->IC, c->OC);
+}
+
+/* Row r's outputs o (bf16 compute) against the double sum of the rounded operands, and f (the
+ * fp32 forward, fp32 w) within the bf16 tolerance; returns how many of them differ from f. */
+static int mm_check_row(const mm_case *c, const float *o, const float *f, int32_t r,
+                        const float *bias) {
+    int differ = 0;
+    for (int32_t j = 0; j < c->OC; j++) {
+        double s = 0.0, mag = 0.0, mag32 = 0.0;
+        for (int32_t i = 0; i < c->IC; i++) {
+            float xi = c->x[(size_t)r * c->IC + i], wi = c->w[(size_t)j * c->IC + i];
+            double t = rounded(xi) * rounded(wi);
+            s += t, mag += fabs(t), mag32 += fabs((double)xi * wi);
+        }
+        double b = bias ? bias[j] : 0.0;
+        s += b, mag += fabs(b), mag32 += fabs(b);
+        double bound = (c->IC + 2.0) * 0x1p-24 * mag * 1.0001 + 1e-30;
+        ck_assert_msg(fabs(o[j] - s) <= bound, "IC %d OC %d row %d out %d: %.9g vs %.9g (bound "
+                      "%.3g)", c->IC, c->OC, r, j, (double)o[j], s, bound);
+        double tol = 0x1p-7 * mag32 + 1e-30;
+        ck_assert_msg(fabs((double)o[j] - f[j]) <= tol, "IC %d OC %d row %d out %d: bf16 %.9g, "
+                      "fp32 %.9g (tolerance %.3g)", c->IC, c->OC, r, j, (double)o[j],
+                      (double)f[j], tol);
+        differ += o[j] != f[j];
+    }
+    return differ;
+}
+
+/* The properties of the header for one shape. */
+static void mm_sweep(const mm_case *c) {
+    const int32_t IC = c->IC, OC = c->OC;
+    static const int32_t spread[] = {1, 2, 3, 11, 12, 13, 47, 48, 49, 50, 61, 97, 128, 200, 260};
+    const int32_t count = (int32_t)(sizeof spread / sizeof spread[0]);
+    for (int with_bias = 0; with_bias < 2; with_bias++) {
+        const float *bias = with_bias ? c->bias : NULL;
+        float *alone = outv((size_t)POOL * OC), *f32 = outv((size_t)POOL * OC);
+        float *out = outv((size_t)POOL * OC);
+        compute(GRPO_DTYPE_F32);
+        mm_run(c, f32, 0, POOL, 0, bias);
+        compute(GRPO_DTYPE_BF16);
+        ctx()->threads = 1;
+        for (int32_t r = 0; r < POOL; r++) mm_run(c, alone + (size_t)r * OC, r, 1, 0, bias);
+        int differ = 0;
+        for (int32_t r = 0; r < POOL; r += 37)
+            differ += mm_check_row(c, alone + (size_t)r * OC, f32 + (size_t)r * OC, r, bias);
+        ck_assert_msg(IC < 2 || differ > 0, "IC %d OC %d: bf16 compute gave the fp32 bits", IC,
+                      OC);
+        for (int wsel = 0; wsel < 3; wsel++)
+            for (int32_t t = 1; t <= 2; t++) {
+                ctx()->threads = t;
+                for (int32_t k = 0; k < count; k++) {
+                    int32_t N = spread[k], off = (k * 37 + t + wsel) % (POOL - N + 1);
+                    mm_run(c, out, off, N, wsel, bias);
+                    /* wsel 0: the fp32 weight itself; 1, 2: its rounding, widened or as bf16,
+                     * which must equal the fp32 weight rounded while packed */
+                    for (int32_t n = 0; n < N; n++)
+                        ck_assert_msg(!memcmp(out + (size_t)n * OC,
+                                              alone + (size_t)(off + n) * OC,
+                                              (size_t)OC * sizeof(float)),
+                                      "IC %d OC %d bias %d weights %d threads %d: row %d of a "
+                                      "batch of %d differs from the row alone (fp32 weights, "
+                                      "1 thread)",
+                                      IC, OC, with_bias, wsel, t, n, N);
+                }
+            }
+        ctx()->threads = 2;
+        compute(GRPO_DTYPE_F32);
+        free(out), free(alone), free(f32);
+    }
+}
+
+/* {IC, OC}: odd IC and OC < 8; tiles and panels off; IC past the 256-term block; a tile of more
+ * than 1024 columns and 2^18 outputs (gemm_nt's 512-term block at 1 thread) */
+static const int32_t shapes[][2] = {{37, 45}, {64, 96}, {1, 5}, {301, 77}, {600, 129},
+                                    {5, 3}, {700, 1300}};
+#define NSHAPES ((int)(sizeof shapes / sizeof shapes[0]))
+
+START_TEST(bf16_matmul_values_and_invariance) {
+    if (!compute(GRPO_DTYPE_BF16)) return;
+    for (int s = 0; s < NSHAPES; s++) {
+        mm_case c = mm_new(shapes[s][0], shapes[s][1]);
+        mm_sweep(&c);
+        mm_free(&c);
+    }
+}
+END_TEST
+
+/* head_forward in bf16: a row alone and among N, 1 and 2 threads; differs from fp32 */
+START_TEST(bf16_head_rows_same_alone_and_in_batch) {
+    if (!compute(GRPO_DTYPE_BF16)) return;
+    enum { N = 100, C = 301, V = 1100 };
+    float *h = randv((size_t)N * C), *w = randv((size_t)V * C);
+    uint16_t *wb = malloc((size_t)V * C * sizeof(uint16_t));
+    ck_assert_ptr_nonnull(wb);
+    for (size_t i = 0; i < (size_t)V * C; i++) wb[i] = grpo_bf16_from_f32(w[i]);
+    int32_t tg[N];
+    for (int32_t n = 0; n < N; n++)
+        tg[n] = n % 7 == 3 ? -1 : (int32_t)((frand() + 1.0f) * 0.5f * (float)V) % V;
+    float one[3][N], all[3][N], f32[3][N];
+    compute(GRPO_DTYPE_F32);
+    ops->head_forward(ops->ctx, f32[0], f32[1], f32[2], h, w, tg, N, C, V, 0.7f);
+    compute(GRPO_DTYPE_BF16);
+    for (int bf16w = 0; bf16w < 2; bf16w++)
+        for (int32_t t = 1; t <= 2; t++) {
+            ctx()->threads = t;
+            for (int32_t n = 0; n < N; n++) {
+                if (tg[n] < 0) continue;
+                const float *hn = h + (size_t)n * C;
+                ops->head_forward_w(ops->ctx, &one[0][n], &one[1][n], &one[2][n], hn,
+                                    bf16w ? (const void *)wb : w,
+                                    bf16w ? GRPO_DTYPE_BF16 : GRPO_DTYPE_F32, &tg[n], 1, C, V,
+                                    0.7f);
+            }
+            ops->head_forward_w(ops->ctx, all[0], all[1], all[2], h,
+                                bf16w ? (const void *)wb : w,
+                                bf16w ? GRPO_DTYPE_BF16 : GRPO_DTYPE_F32, tg, N, C, V, 0.7f);
+            int differ = 0;
+            for (int32_t n = 0; n < N; n++) {
+                if (tg[n] < 0) continue;
+                ck_assert_msg(isfinite(one[0][n]) && fabsf(one[0][n] - f32[0][n]) < 0.05f,
+                              "row %d: logp %g, fp32 %g", n, (double)one[0][n],
+                              (double)f32[0][n]);
+                differ += one[0][n] != f32[0][n];
+                for (int k = 0; k < 3; k++)
+                    ck_assert_msg(!memcmp(&one[k][n], &all[k][n], sizeof(float)),
+                                  "bf16 w %d threads %d row %d: output %d alone %.9g, among %d "
+                                  "%.9g", bf16w, t, n, k, (double)one[k][n], N,
+                                  (double)all[k][n]);
+            }
+            ck_assert_msg(differ > 0, "bf16 head gave the fp32 log-probs");
+        }
+    ctx()->threads = 2;
+    compute(GRPO_DTYPE_F32);
+    free(h), free(w), free(wb);
+}
+END_TEST
+
+/* With one vocabulary entry lse is the logit: scale times the bf16 matmul_forward's output */
+START_TEST(bf16_head_logit_is_matmul_forward_times_scale) {
+    if (!compute(GRPO_DTYPE_BF16)) return;
+    enum { N = 100, C = 600 };
+    float *h = randv((size_t)N * C), *w = randv(C), lse[N], logp[N];
+    int32_t tg[N];
+    for (int32_t n = 0; n < N; n++) tg[n] = 0;
+    ops->head_forward(ops->ctx, logp, lse, NULL, h, w, tg, N, C, 1, 0.7f);
+    for (int32_t n = 0; n < N; n++) {
+        float y, z;
+        ops->matmul_forward(ops->ctx, &y, h + (size_t)n * C, w, NULL, 1, C, 1);
+        z = 0.7f * y;
+        ck_assert_msg(!memcmp(&z, &lse[n], sizeof z), "row %d: head logit %.9g, 0.7 * "
+                      "matmul_forward %.9g", n, (double)lse[n], (double)z);
+    }
+    compute(GRPO_DTYPE_F32);
+    free(h), free(w);
+}
+END_TEST
+
+/* Asserts that bf16 compute is refused now, naming the instruction set, and leaves f32. */
+static void assert_refused(const char *why) {
+    grpo_error err;
+    grpo_error_init(&err);
+    ck_assert_int_eq(grpo_backend_set_compute(ops, GRPO_DTYPE_BF16, &err), GRPO_ERR_UNSUPPORTED);
+    ck_assert_msg(strstr(err.message, "avx512_bf16") != NULL, "%s: %s", why, err.message);
+    ck_assert_int_eq(ctx()->compute_dtype, GRPO_DTYPE_F32);
+}
+
+START_TEST(bf16_refused_without_the_instructions) {
+    ctx()->simd_limit = CPU_SIMD_AVX2;
+    assert_refused("ISA limited to AVX2");
+    ctx()->simd_limit = CPU_SIMD_ANY;
+    setenv("GRPO_TEST_NO_AVX512BF16", "1", 1);
+    assert_refused("GRPO_TEST_NO_AVX512BF16");
+    unsetenv("GRPO_TEST_NO_AVX512BF16");
+    grpo_error err;
+    grpo_error_init(&err);
+    ck_assert_int_eq(grpo_backend_set_compute(ops, GRPO_DTYPE_F32, &err), GRPO_OK);
+}
+END_TEST
+
+/* The cuda backend (its host emulation here) computes per pass in f32 only: bf16 is refused,
+ * naming the backend, f32 accepted. Skipped where the emulation module is not built. */
+START_TEST(bf16_refused_on_the_cuda_backend) {
+    setenv("GRPO_CUDA_EMULATION", "1", 1);
+    grpo_error err;
+    grpo_error_init(&err);
+    grpo_ops *cuda = grpo_backend_open("cuda", 1, &err);
+    unsetenv("GRPO_CUDA_EMULATION");
+    if (!cuda) {
+        fprintf(stderr, "test_gemm_bf16: no cuda emulation here: %s\n", err.message);
+        return;
+    }
+    ck_assert_int_eq(grpo_backend_set_compute(cuda, GRPO_DTYPE_BF16, &err), GRPO_ERR_UNSUPPORTED);
+    ck_assert_msg(strstr(err.message, "backend 'cuda'") != NULL, "%s", err.message);
+    ck_assert_int_eq(grpo_backend_set_compute(cuda, GRPO_DTYPE_F32, &err), GRPO_OK);
+    grpo_backend_close(cuda);
+}
+END_TEST
+
+int main(void) {
+    Suite *s = suite_create("gemm_bf16");
+    TCase *tc = tcase_create("core");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 600);
+    tcase_add_test(tc, bf16_matmul_values_and_invariance);
+    tcase_add_test(tc, bf16_head_rows_same_alone_and_in_batch);
+    tcase_add_test(tc, bf16_head_logit_is_matmul_forward_times_scale);
+    tcase_add_test(tc, bf16_refused_without_the_instructions);
+    tcase_add_test(tc, bf16_refused_on_the_cuda_backend);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
