@@ -60,27 +60,8 @@ static int compute(int32_t dtype) {
     return 1;
 }
 
-static uint64_t rng = 0x13198A2E03707344ull;
-
-/* uniform in [-1, 1) */
-static float frand(void) {
-    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
-    return (float)((double)(rng >> 11) / 9007199254740992.0 * 2.0 - 1.0);
-}
-
-static float *randv(size_t n) {
-    float *p = malloc((n ? n : 1) * sizeof(float));
-    ck_assert_ptr_nonnull(p);
-    for (size_t i = 0; i < n; i++) p[i] = frand();
-    return p;
-}
-
-static float *outv(size_t n) {
-    float *p = malloc((n ? n : 1) * sizeof(float));
-    ck_assert_ptr_nonnull(p);
-    for (size_t i = 0; i < n; i++) p[i] = NAN;
-    return p;
-}
+#define TEST_RNG_SEED 0x13198A2E03707344ull
+#include "test_random.h"
 
 static double rounded(float x) { return (double)grpo_bf16_to_f32(grpo_bf16_from_f32(x)); }
 

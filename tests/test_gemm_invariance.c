@@ -42,27 +42,8 @@ static void teardown(void) {
 
 static cpu_ctx *ctx(void) { return ops->ctx; }
 
-static uint64_t rng = 0x243F6A8885A308D3ull;
-
-/* uniform in [-1, 1) */
-static float frand(void) {
-    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
-    return (float)((double)(rng >> 11) / 9007199254740992.0 * 2.0 - 1.0);
-}
-
-static float *randv(size_t n) {
-    float *p = malloc((n ? n : 1) * sizeof(float));
-    ck_assert_ptr_nonnull(p);
-    for (size_t i = 0; i < n; i++) p[i] = frand();
-    return p;
-}
-
-static float *outv(size_t n) {
-    float *p = malloc((n ? n : 1) * sizeof(float));
-    ck_assert_ptr_nonnull(p);
-    for (size_t i = 0; i < n; i++) p[i] = NAN;
-    return p;
-}
+#define TEST_RNG_SEED 0x243F6A8885A308D3ull
+#include "test_random.h"
 
 /* ---- matmul_forward ------------------------------------------------------------------------ */
 
