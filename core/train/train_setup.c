@@ -35,7 +35,6 @@ static int open_rollout(trainer *t, grpo_error *err) {
     return rc == GRPO_OK ? grpo_model_copy_weights(t->rollout, t->s.policy, err) : rc;
 }
 
-
 /* train.eval_every > 0: the eval prompts (data.eval_path), scored during training. */
 static int open_eval(trainer *t, grpo_error *err) {
     const grpo_run_config *cfg = t->cfg;

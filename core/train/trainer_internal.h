@@ -84,7 +84,6 @@ typedef struct trainer {
                             (so.budget points here when the key is set) */
     double rollout_sums[3]; /* this step, this rank: tokens generated, aborted (over-sampling),
                                rows cut by the token budget */
-
 } trainer;
 
 #endif
