@@ -177,7 +177,8 @@ def setting(a):
             + getattr(a, "reward_tag", "") + f"mb{a.micro_batch}"
             + (f"_n{a.new_tokens}" if a.new_tokens != 128 else "")
             + ("_gc" if a.gradient_checkpointing else "")
-            + (f"_t{a.threads}" if getattr(a, "threads", 1) != 1 else ""))
+            + (f"_t{a.threads}" if getattr(a, "threads", 1) != 1 else "")
+            + ("_bf16" if getattr(a, "bf16", False) else ""))
 
 
 def run_file(a):
@@ -195,6 +196,10 @@ def run_file(a):
     src = re.sub(r"(?m)^threads = .*$", f"threads = {getattr(a, 'threads', 1)}", src)
     if a.gradient_checkpointing:
         src = src.replace("micro_batch = ", "gradient_checkpointing = true\nmicro_batch = ")
+    if getattr(a, "bf16", False):  # bf16 dot products in the frozen passes (issue 30)
+        src = src.replace("[sampling]\n", "[sampling]\nweights_dtype = bf16\n"
+                          "compute_dtype = bf16\n", 1)
+        src = src.replace("[grpo]\n", "[grpo]\nref_compute_dtype = bf16\n", 1)
     src = re.sub(r"(?m)^dir = build/bench_grpo_step/runs", f"dir = {OUT}/runs_{tag}", src)
     if is_qwen(a):  # B = 1 x G = 4, LoRA r = 16 on every linear layer unless --full-finetune
         src = src.replace("path = model", f"path = {QWEN_DIR}")
@@ -261,7 +266,8 @@ def run_torch(a, tag):
            os.path.join(OUT, "model"), "--steps", str(a.steps), "--warmup", str(a.warmup),
            "--threads", str(threads_of(a)), "--micro-batch", str(a.micro_batch),
            "--max-new-tokens", str(a.new_tokens)] + (
-               ["--gradient-checkpointing"] if a.gradient_checkpointing else [])
+               ["--gradient-checkpointing"] if a.gradient_checkpointing else []) + (
+               ["--autocast"] if getattr(a, "bf16", False) else [])
     if is_arith(a):  # examples/arith.ini's settings on the same SFT model
         cmd[3] = ARITH_MODEL[0]
         cmd += ["--data", os.path.join(ROOT, "examples", "arith", "train.jsonl"), "--B", "8",
@@ -472,6 +478,11 @@ def main():
                    help="with --all: short completions, few steps, a 100-step SFT (tests the "
                         "pipeline in minutes; not the benchmark's numbers)")
     p.add_argument("--threads", type=int, default=1, help="train.threads (and the other sides')")
+    p.add_argument("--bf16", action="store_true",
+                   help="bf16 compute where each side offers it (the CPU needs avx512_bf16): "
+                        "grpo's sampling.weights_dtype/compute_dtype = bf16 and "
+                        "grpo.ref_compute_dtype = bf16; PyTorch's torch.autocast('cpu', bf16) "
+                        "around generate and both forwards (sides c and torch)")
     a = p.parse_args()
     if a.all or a.quick:
         import bench_grpo_step_all

@@ -25,6 +25,9 @@ Two modes:
                train.micro_batch), the loss still averaged over all B*G sequences.
                --gradient-checkpointing: the policy's model.gradient_checkpointing_enable()
                (recompute each layer in backward; train.gradient_checkpointing on the C side).
+               --autocast: torch.autocast("cpu", dtype=torch.bfloat16) around generate, the
+               reference pass and the policy's forward (master weights, backward's weight
+               gradients and AdamW fp32), PyTorch's bf16 mixed precision on the CPU.
                --beta 0: no reference model; --loss-type dapo: token mean over the batch;
                --rewards arith --stop-at-eos with --data examples/arith/train.jsonl --B 8
                --G 16: the embedded default's step (examples/arith.ini) on the model of
@@ -140,6 +143,11 @@ def completion_mask(completion, eos):
     return (torch.arange(completion.shape[1])[None, :] <= first[:, None]).float()
 
 
+def autocast(a):
+    """bf16 autocast on the CPU with --autocast, else a context that does nothing."""
+    return torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.autocast)
+
+
 def grpo_step(a, policy, ref, tok, opt, prompt_ids, prompt_mask, answers):
     """One full step; returns a dict of a few numbers (so the work cannot be skipped).
     ref None (beta 0): no reference pass, no KL. answers: the gold answers of the B prompts
@@ -148,7 +156,7 @@ def grpo_step(a, policy, ref, tok, opt, prompt_ids, prompt_mask, answers):
     ph = {}  # CPU seconds per phase
     t0 = CLOCK()
     policy.eval()
-    with torch.no_grad():
+    with torch.no_grad(), autocast(a):
         out = policy.generate(input_ids=prompt_ids, attention_mask=prompt_mask, do_sample=True,
                               temperature=a.temperature, top_k=0, top_p=1.0,
                               max_new_tokens=a.max_new_tokens,
@@ -183,10 +191,11 @@ def grpo_step(a, policy, ref, tok, opt, prompt_ids, prompt_mask, answers):
         ta = CLOCK()
         tb = ta
         if ref is not None:
-            with torch.no_grad():
-                ref_logp = per_token_logps(ref, out[rows], attn[rows], T)  # (mb, T)
+            with torch.no_grad(), autocast(a):
+                ref_logp = per_token_logps(ref, out[rows], attn[rows], T).float()  # (mb, T)
             tb = CLOCK()
-        logp = per_token_logps(policy, out[rows], attn[rows], T)  # (mb, T)
+        with autocast(a):
+            logp = per_token_logps(policy, out[rows], attn[rows], T).float()  # (mb, T)
         per_token = -(torch.exp(logp - logp.detach()) * adv[rows])
         if ref is not None:
             d = ref_logp - logp
@@ -252,7 +261,8 @@ def run(a):
         pmask[b, P - len(e):] = 1
     print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, B={a.B} G={a.G} "
           f"prompt lengths {[len(e) for e in enc]}, max_new_tokens {a.max_new_tokens}, "
-          f"beta {a.beta}, micro_batch {a.micro_batch or a.B * a.G}", flush=True)
+          f"beta {a.beta}, micro_batch {a.micro_batch or a.B * a.G}"
+          + (", bf16 autocast" if a.autocast else ""), flush=True)
     times, cpus = [], []
     for s in range(a.steps):
         t0, c0 = time.perf_counter(), time.process_time()
@@ -291,6 +301,8 @@ def main():
     p.add_argument("--warmup", type=int, default=1)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--seed", type=int, default=42)
+    p.add_argument("--autocast", action="store_true",
+                   help="bf16 autocast (CPU) around generate and the forwards")
     p.add_argument("--gradient-checkpointing", action="store_true",
                    help="recompute the policy's layers in backward (TRL's GRPO default)")
     p.add_argument("--loss-type", choices=("grpo", "dapo"), default="grpo",
