@@ -19,6 +19,9 @@ Targets include the fp32 floor (issue 30): grpo's 1-thread step against the sum 
 floors (bench_grpo_step.phase_floors: decode reads at the streaming read, forward/backward
 FLOPs at sgemm, AdamW's traffic).
 
+Last, issue 31's long-tail case (bench/bench_grpo_step_tail.py; --continuous [ROWS] adds its
+continuous-decode arms, --pack-tokens K its pack size) into its own block of BENCHMARKS.md.
+
 Then the busy-core slowdown (grpo at 2 threads next to a spinning process against the same
 run alone) and the sgemm / streaming-read rooflines (build/bench/bench_dense, at the start and
 at the end). The markdown tables replace the block between MARK_BEGIN and MARK_END in
@@ -392,7 +395,7 @@ def write_block(lines):
     print(f"wrote the table into {path}")
 
 
-def main(argv, quick):
+def main(argv, quick, a=None):
     started = datetime.datetime.now(datetime.timezone.utc)
     command = " ".join(["python3", "bench/bench_grpo_step.py"] + argv)
     os.makedirs(g.OUT, exist_ok=True)
@@ -426,3 +429,6 @@ def main(argv, quick):
     lines += [""] + [f"- {x}" for x in info_rows(allruns)]
     print("\n".join(lines))
     write_block(lines)
+    import bench_grpo_step_tail
+    bench_grpo_step_tail.main(argv, quick, getattr(a, "continuous", None),
+                              getattr(a, "pack_tokens", 1024))
