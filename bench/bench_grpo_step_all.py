@@ -19,14 +19,15 @@ Targets include the fp32 floor (issue 30): grpo's 1-thread step against the sum 
 floors (bench_grpo_step.phase_floors: decode reads at the streaming read, forward/backward
 FLOPs at sgemm, AdamW's traffic).
 
-Last, issue 31's long-tail case (bench/bench_grpo_step_tail.py; --continuous [ROWS] adds its
-continuous-decode arms, --pack-tokens K its pack size) into its own block of BENCHMARKS.md.
-
 Then the busy-core slowdown (grpo at 2 threads next to a spinning process against the same
 run alone) and the sgemm / streaming-read rooflines (build/bench/bench_dense, at the start and
 at the end). The markdown tables replace the block between MARK_BEGIN and MARK_END in
 BENCHMARKS.md and are printed. --quick: short completions, few steps, a 100-step SFT — the same
 pipeline in a few minutes, to test it (its numbers are not the benchmark's).
+
+Last, issue 31's long-tail case (bench/bench_grpo_step_tail.py, outside the budget above;
+--continuous [ROWS] adds its continuous-decode arms, --pack-tokens K sets its pack size) into
+its own block of BENCHMARKS.md.
 """
 import argparse
 import datetime
