@@ -31,6 +31,12 @@ it (issue 33: with workers = 8 at most 10 %). The bench model has no EOS, so eve
 the last decode step and scoring cannot overlap decoding: what it measures is the workers'
 parallelism (16 rows / 8 workers x 50 ms), the worst case for scoring while decoding.
 
+--long-tail runs issue 31's long-tail case instead (bench/bench_grpo_step_tail.py: B=4 x G=8 x
+grad_accum 2, completion lengths forced to a heavy-tailed schedule on both sides, grpo padded vs
+packed, static vs continuous decode, TRL on the same lengths; its block in BENCHMARKS.md);
+--continuous [ROWS] adds the continuous-decode arms (sampling.max_live_rows = ROWS, default
+B x G), --pack-tokens K sets train.max_tokens_per_microbatch (1024), --quick its pipeline test.
+
 --all runs issue 14's whole benchmark in one go and writes its tables into BENCHMARKS.md
 (bench/bench_grpo_step_all.py: MiniMind2-small at 128 and 512 new tokens and the embedded
 default, 1 and 2 threads, all three sides, rooflines, busy core); --all --quick is the same
@@ -41,7 +47,8 @@ Usage (from the repository root, after building):
                                    [--new-tokens 128] [--gradient-checkpointing] [--rooflines]
                                    [--busy-core] [--sides c,torch,trl]
   python3 bench/bench_grpo_step.py --reward-latency [--steps 4] [--warmup 1] [--rounds 3]
-  python3 bench/bench_grpo_step.py --all [--quick]
+  python3 bench/bench_grpo_step.py --all [--quick] [--continuous [ROWS]]
+  python3 bench/bench_grpo_step.py --long-tail [--quick] [--continuous [ROWS]] [--pack-tokens K]
 """
 import argparse
 import json
@@ -155,8 +162,10 @@ QWEN_LORA = "\n[lora]\nr = 16\nalpha = 32\ntarget_modules = all-linear\n"
 
 
 def rows_of(a):
-    """B * G: 2 x 8 on the MiniMind2-small shape, 8 x 16 on the embedded default, 1 x 4 on the
-    Qwen2.5-0.5B shape."""
+    """Completion rows of a step: 2 x 8 on the MiniMind2-small shape, 8 x 16 on the embedded
+    default, 1 x 4 on the Qwen2.5-0.5B shape; a.rows where a case sets it (the long tail)."""
+    if getattr(a, "rows", None):
+        return a.rows
     return 128 if is_arith(a) else 4 if is_qwen(a) else 16
 
 
@@ -236,14 +245,23 @@ def run_c(a, tag):
     else:
         cmd = [os.path.join(ROOT, "build", "grpo"), "train", run_file(a)]
         metrics = os.path.join(OUT, f"runs_{setting(a)}", "metrics.jsonl")
+    return c_result(a, cmd, metrics, tag, env_of(threads_of(a)))
+
+
+def c_result(a, cmd, metrics, tag, env):
+    """Runs grpo's cmd (its metrics file: metrics) under timed() and reads its steps: wall and
+    CPU seconds per step (medians after a.warmup), tokens, CPU seconds per phase; res["rows"] the
+    metrics lines. Rows must run to a.new_tokens unless a.lengths_free (EOS: the embedded
+    default; the long tail's forced lengths, checked by its caller)."""
     # a fresh log.dir each time: grpo refuses to overwrite another run's logs
     shutil.rmtree(os.path.dirname(metrics), ignore_errors=True)
-    _, res = timed(cmd, tag, watch=metrics, env=env_of(threads_of(a)))
+    _, res = timed(cmd, tag, watch=metrics, env=env)
     with open(metrics) as f:
         rows = [json.loads(line) for line in f]
     steps = [r["step_time"] for r in rows]
-    assert is_arith(a) or all(r["completions/mean_length"] == a.new_tokens for r in rows), \
-        "a row stopped early"
+    assert is_arith(a) or getattr(a, "lengths_free", False) or all(
+        r["completions/mean_length"] == a.new_tokens for r in rows), "a row stopped early"
+    res["rows"] = rows
     res["steps"] = steps
     res["median"] = statistics.median(steps[a.warmup:])
     m = res["cpu_marks"]  # CPU time between metrics lines = CPU time of steps 2..
@@ -305,7 +323,9 @@ def run_trl(a, tag):
         cmd[3] = QWEN_DIR
         cmd += ["--B", "1", "--G", "4"] + ([] if getattr(a, "full_finetune", False)
                                             else ["--lora", "16"])
+    cmd += getattr(a, "trl_args", [])  # the long tail: its model, data, batch and lengths
     text, res = timed(cmd, tag, env=env_of(threads_of(a)))
+    res["text"] = text
     cpu = [float(x) for x in re.findall(r"(?m)^step \d+ cpu ([0-9.]+)", text)]
     wall = [float(x) for x in re.findall(r"(?m)^step \d+ cpu [0-9.]+ wall ([0-9.]+)", text)]
     res["cpu_steps"] = cpu[a.warmup:] or cpu
@@ -483,10 +503,25 @@ def main():
                         "grpo's sampling.weights_dtype/compute_dtype = bf16 and "
                         "grpo.ref_compute_dtype = bf16; PyTorch's torch.autocast('cpu', bf16) "
                         "around generate and both forwards (sides c and torch)")
+    p.add_argument("--long-tail", action="store_true",
+                   help="issue 31's long-tail case (bench/bench_grpo_step_tail.py): forced "
+                        "heavy-tailed lengths, grpo padded/packed x static/continuous, TRL; "
+                        "writes its block into BENCHMARKS.md (the other options but --quick, "
+                        "--continuous and --pack-tokens are ignored)")
+    p.add_argument("--continuous", type=int, nargs="?", const=0, default=None, metavar="ROWS",
+                   help="with --long-tail or --all: the continuous-decode arms "
+                        "(sampling.max_live_rows = ROWS; default B x G)")
+    p.add_argument("--pack-tokens", type=int, default=1024, metavar="K",
+                   help="with --long-tail or --all: the packed arms' "
+                        "train.max_tokens_per_microbatch")
     a = p.parse_args()
+    if a.long_tail:
+        import bench_grpo_step_tail
+        bench_grpo_step_tail.main(sys.argv[1:], a.quick, a.continuous, a.pack_tokens)
+        return
     if a.all or a.quick:
         import bench_grpo_step_all
-        bench_grpo_step_all.main(sys.argv[1:], a.quick)
+        bench_grpo_step_all.main(sys.argv[1:], a.quick, a)
         return
     os.makedirs(OUT, exist_ok=True)
     if not os.path.exists(os.path.join(OUT, "model", "model.safetensors")):

@@ -24,6 +24,10 @@ run alone) and the sgemm / streaming-read rooflines (build/bench/bench_dense, at
 at the end). The markdown tables replace the block between MARK_BEGIN and MARK_END in
 BENCHMARKS.md and are printed. --quick: short completions, few steps, a 100-step SFT — the same
 pipeline in a few minutes, to test it (its numbers are not the benchmark's).
+
+Last, issue 31's long-tail case (bench/bench_grpo_step_tail.py, outside the budget above;
+--continuous [ROWS] adds its continuous-decode arms, --pack-tokens K sets its pack size) into
+its own block of BENCHMARKS.md.
 """
 import argparse
 import datetime
@@ -436,7 +440,7 @@ def write_block(lines):
     print(f"wrote the table into {path}")
 
 
-def main(argv, quick):
+def main(argv, quick, a=None):
     started = datetime.datetime.now(datetime.timezone.utc)
     command = " ".join(["python3", "bench/bench_grpo_step.py"] + argv)
     os.makedirs(g.OUT, exist_ok=True)
@@ -473,3 +477,6 @@ def main(argv, quick):
     lines += [""] + [f"- {x}" for x in info_rows(allruns)]
     print("\n".join(lines))
     write_block(lines)
+    import bench_grpo_step_tail
+    bench_grpo_step_tail.main(argv, quick, getattr(a, "continuous", None),
+                              getattr(a, "pack_tokens", 1024))

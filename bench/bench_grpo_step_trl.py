@@ -18,6 +18,15 @@ out), so no chat template is applied.
 (no reference model), lr 1e-4; rewards accuracy (the last <answer>, trimmed, equal to the row's
 answer) + 0.5 x format.
 
+--end-at L_0,...,L_{G-1} (the long-tail case, bench/bench_grpo_step_tail.py; the model's
+tokenizer must have an EOS): row i of each generation batch ends with the tokenizer's EOS at
+length L_{i % G} (TRL's RepeatSampler puts a prompt's G completions next to each other), as
+grpo's GRPO_BENCH_END_AT does: a LogitsProcessor given to model.generate leaves only the EOS at
+that token (a point mass) and bans the EOS before it; every generate call's lengths are checked
+against the schedule ("  forced lengths ok: N rows", or the script stops). --grad-accum K:
+gradient_accumulation_steps = K (TRL's default steps_per_generation = K: the K micro-batches of
+B x G completions are generated in one generate call of K x B x G rows).
+
 Prints the CPU and wall seconds of each optimizer step (time.process_time() / perf_counter()
 between TrainerCallback's on_step_begin and on_step_end: generation, reference, loss, backward
 and AdamW), its CPU seconds per phase (the trainer's methods wrapped: rollout =
@@ -68,6 +77,46 @@ def accuracy_reward(completions, answer, **kw):
     return out
 
 
+class ForcedEnd:
+    """A LogitsProcessor: row r (of the generate batch) ends with eos at length ends[r % G]; the
+    eos is banned before it. P: the prompt columns (tokens generated = input_ids width - P)."""
+
+    def __init__(self, P, ends, eos):
+        self.P, self.ends, self.eos = P, torch.tensor(ends), eos
+
+    def __call__(self, input_ids, scores):
+        k = input_ids.shape[1] - self.P  # tokens generated so far: the next is token k + 1
+        rows = torch.arange(scores.shape[0])
+        last = k + 1 >= self.ends[rows % len(self.ends)]  # (N) the next token is the row's last
+        scores = scores.clone()
+        scores[:, self.eos] = float("-inf")
+        scores[last] = float("-inf")
+        scores[last, self.eos] = 0.0
+        return scores
+
+
+def force_lengths(model, ends, eos):
+    """Wraps model.generate (what TRL calls) with ForcedEnd and checks each row's length (first
+    eos + 1) against the schedule; prints how many rows matched."""
+    from transformers import LogitsProcessorList
+    inner = model.generate
+
+    def generate(*args, **kw):
+        P = kw["input_ids"].shape[1]
+        kw["logits_processor"] = LogitsProcessorList([ForcedEnd(P, ends, eos)])
+        out = inner(*args, **kw)
+        comp = out[:, P:]
+        for r in range(comp.shape[0]):
+            hit = (comp[r] == eos).nonzero()
+            got = int(hit[0]) + 1 if len(hit) else comp.shape[1]
+            if got != ends[r % len(ends)]:
+                raise SystemExit(f"forced lengths: row {r} has {got} tokens, expected "
+                                 f"{ends[r % len(ends)]}")
+        print(f"  forced lengths ok: {comp.shape[0]} rows", flush=True)
+        return out
+    model.generate = generate
+
+
 def timed_phases(trainer, ph):
     """Wraps the trainer's methods so that each adds its CPU seconds to ph (see the docstring)."""
     def wrap(obj, name, key, pick=None):
@@ -107,6 +156,11 @@ def main():
                     help="train LoRA adapters of rank R (alpha 2R) on all linear layers through "
                          "peft (pip install peft); TRL's reference is then the base with the "
                          "adapters off, as grpo's")
+    ap.add_argument("--grad-accum", type=int, default=1,
+                    help="gradient_accumulation_steps (micro-batches of B x G per step)")
+    ap.add_argument("--end-at", default="",
+                    help="L_0,...,L_{G-1}: row i of a group ends with the tokenizer's EOS at "
+                         "length L_{i %% G} (the long-tail case)")
     ap.add_argument("--arith", action="store_true",
                     help="the embedded default's settings (examples/arith.ini), see above")
     a = ap.parse_args()
@@ -129,10 +183,15 @@ def main():
         # the tokenizer has no EOS: -1 matches no token, so every row runs to the limit
         rewards, weights, gen = [format_reward, tags_reward], [1.0, 1.0], {"eos_token_id": -1}
     tok = AutoTokenizer.from_pretrained(a.model)
+    ends = [int(x) for x in a.end_at.split(",")] if a.end_at else []
+    if ends:  # the long tail: the tokenizer's EOS (TRL's own eos_token_ids) ends the rows
+        assert len(ends) == G and tok.eos_token_id is not None, "--end-at: G lengths, an EOS"
+        gen = {}
     model = AutoModelForCausalLM.from_pretrained(a.model, dtype=torch.float32)
     cfg = GRPOConfig(
         output_dir=tempfile.mkdtemp(prefix="bench_trl_"), use_cpu=True, max_steps=a.steps,
-        per_device_train_batch_size=B * G, gradient_accumulation_steps=1, num_generations=G,
+        per_device_train_batch_size=B * G, gradient_accumulation_steps=a.grad_accum,
+        num_generations=G,
         max_completion_length=a.new_tokens, temperature=1.0, beta=beta, loss_type=loss,
         learning_rate=lr, max_grad_norm=1.0, logging_steps=1, report_to="none",
         save_strategy="no", gradient_checkpointing=a.gradient_checkpointing, bf16=False,
@@ -162,8 +221,11 @@ def main():
 
         def on_log(self, args, state, control, logs=None, **kw):
             if logs and "completions/mean_length" in logs:
-                print(f"  tokens {logs['completions/mean_length'] * B * G:.0f} longest "
-                      f"{logs['completions/max_length']:.0f}", flush=True)
+                print(f"  tokens {logs['completions/mean_length'] * B * G * a.grad_accum:.0f} "
+                      f"longest {logs['completions/max_length']:.0f} shortest "
+                      f"{logs['completions/min_length']:.0f} mean "
+                      f"{logs['completions/mean_length']:.4f} clipped "
+                      f"{logs.get('completions/clipped_ratio', 0):.4f}", flush=True)
 
     peft_config = None
     if a.lora:
@@ -172,7 +234,9 @@ def main():
                                  target_modules="all-linear", task_type="CAUSAL_LM")
     trainer = GRPOTrainer(model=model, reward_funcs=rewards, args=cfg, train_dataset=ds,
                           processing_class=tok, callbacks=[Clock()], peft_config=peft_config)
-    if not a.arith:
+    if ends:
+        force_lengths(trainer.model, ends, tok.eos_token_id)
+    elif not a.arith:
         trainer.eos_token_ids = [-1]  # its completion mask's end ids: none (see generation_kwargs)
     timed_phases(trainer, ph)
     trainer.train()

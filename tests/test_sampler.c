@@ -7,7 +7,8 @@
  * EOS at which rows stop at different steps; transformers pads finished rows with 0). With
  * temperature 0 every one of the G rows of a prompt must equal transformers' row exactly (the
  * fixture script checks a top-1/top-2 margin > 1e-3 at every step, far above fp32 noise).
- * The row_end hook's step_end (abort) and a token budget (rows cut truncated) at the end.
+ * The row_end hook's step_end (abort), a token budget (rows cut truncated) and the forced
+ * lengths of the long-tail benchmark (grpo_sampler_opts.end_at) at the end.
  */
 #include <check.h>
 #include <math.h>
@@ -522,6 +523,70 @@ START_TEST(step_end_stops_and_aborts_the_live_rows) {
 }
 END_TEST
 
+/* Forced lengths (grpo_sampler_opts.end_at, the long-tail benchmark's hook): row n ends with
+ * eos[0] exactly at its length end_at[n % G] (mask 1 up to it, PAD and mask 0 after, not
+ * truncated), the forced EOS has logp 0 (a point mass) and its plogp is the model's own
+ * log-prob of that token (the training forward's, 1e-4 as above). The EOS is a token the
+ * unforced run with the same streams drew as row 0's first token: row 0 (forced to the full
+ * length) must draw something else there, so no EOS id is drawn before a row's end. A run
+ * without an EOS id is refused. */
+START_TEST(forced_lengths_end_rows_exactly) {
+    fixture f;
+    fixture_open(&f, fixtures[_i]);
+    grpo_error err;
+    grpo_error_init(&err);
+    const int32_t G = 4, N = f.R * G, T = f.N;
+    ck_assert_int_ge(T, 4);
+    const int32_t end_at[4] = {T, 1, 3, 2};
+    grpo_sampler_opts o = greedy_opts(G, T);
+    o.sampling.temperature = 1.0f, o.policy_logp = 1;
+    grpo_rng *rng = malloc((size_t)N * sizeof *rng);
+    grpo_rollout free_run = {0}, r = {0};
+    for (int32_t i = 0; i < N; i++) grpo_rng_seed_stream(&rng[i], 11, 1, (uint64_t)i);
+    ck_ok(grpo_sampler_run_rows(f.m, &o, f.prompt, f.mask, f.R, f.P, rng, &free_run, &err), &err);
+    const int32_t eos = free_run.ids[0];
+    o.end_at = end_at;
+    ck_assert_int_eq(grpo_sampler_run_rows(f.m, &o, f.prompt, f.mask, f.R, f.P, rng, &r, &err),
+                     GRPO_ERR_INVALID);
+    ck_assert_msg(strstr(err.message, "forced completion lengths") != NULL, "%s", err.message);
+    o.eos[0] = eos, o.n_eos = 1;
+    for (int32_t i = 0; i < N; i++) grpo_rng_seed_stream(&rng[i], 11, 1, (uint64_t)i);
+    ck_ok(grpo_sampler_run_rows(f.m, &o, f.prompt, f.mask, f.R, f.P, rng, &r, &err), &err);
+    ck_assert_int_ne(r.ids[0], eos);
+    for (int32_t n = 0; n < N; n++) {
+        int32_t L = end_at[n % G];
+        const int32_t *ids = r.ids + (size_t)n * T;
+        ck_assert_int_eq(r.len[n], L);
+        ck_assert_int_eq(r.truncated[n], 0);
+        ck_assert_int_eq(ids[L - 1], eos);
+        ck_assert(r.logp[(size_t)n * T + L - 1] == 0.0f);
+        ck_assert_msg(r.plogp[(size_t)n * T + L - 1] < -1e-3f, "row %d: the forced EOS's plogp "
+                      "is the point mass's, not the model's", n);
+        for (int32_t t = 0; t < T; t++) {
+            ck_assert_msg(t == L - 1 || ids[t] != eos, "row %d drew the EOS at %d", n, t);
+            ck_assert(r.mask[(size_t)n * T + t] == (t < L ? 1.0f : 0.0f));
+            ck_assert(t < L || ids[t] == PAD);
+        }
+    }
+    grpo_seqbatch sb = {0};
+    ck_ok(grpo_seqbatch_from_rollout(&sb, f.ops, f.prompt, f.mask, f.P, G, &r, 0, N, T, PAD,
+                                     &err), &err);
+    ck_ok(grpo_seqbatch_forward(&sb, f.m, 0, 1.0f, &err), &err);
+    float *logp = malloc((size_t)N * T * sizeof(float));
+    grpo_seqbatch_completion(&sb, sb.logp, T, logp);
+    for (int32_t n = 0; n < N; n++)
+        for (int32_t j = 0; j < r.len[n]; j++)
+            ck_assert_msg(fabsf(logp[(size_t)n * T + j] - r.plogp[(size_t)n * T + j]) <= 1e-4f,
+                          "%s row %d token %d: training logp %.6f, plogp %.6f", fixtures[_i], n,
+                          j, logp[(size_t)n * T + j], r.plogp[(size_t)n * T + j]);
+    free(logp);
+    grpo_seqbatch_free(&sb);
+    grpo_rollout_free(&free_run), grpo_rollout_free(&r);
+    free(rng);
+    fixture_close(&f);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("sampler");
     TCase *tc = tcase_create("rollout");
@@ -536,6 +601,7 @@ int main(void) {
     tcase_add_loop_test(tc, device_draw_path_equals_host_path, 0, N_FIXTURES);
     tcase_add_loop_test(tc, a_token_budget_ends_the_live_rows_truncated, 0, N_FIXTURES);
     tcase_add_loop_test(tc, step_end_stops_and_aborts_the_live_rows, 0, N_FIXTURES);
+    tcase_add_loop_test(tc, forced_lengths_end_rows_exactly, 0, N_FIXTURES);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -71,6 +71,7 @@ typedef struct sampler_state {
     const int32_t **force; /* (N) */
     int32_t *n_force, *i_force, *turn_start; /* (N) */
     uint8_t *last_forced;                    /* (N) */
+    float *end_logits; /* (V) o->end_at: the row's logits as the forced lengths draw from */
 } sampler_state;
 
 static void state_free(grpo_model *m, sampler_state *s) {
@@ -78,7 +79,7 @@ static void state_free(grpo_model *m, sampler_state *s) {
     free(s->n_hist), free(s->logits), free(s->row_logits), free(s->scratch);
     free(s->force), free(s->n_force), free(s->i_force), free(s->turn_start), free(s->last_forced);
     free(s->u), free(s->lp), free(s->plp), free(s->nh), free(s->ids);
-    free(s->lrow), free(s->lid), free(s->lout), free(s->lplp);
+    free(s->lrow), free(s->lid), free(s->lout), free(s->lplp), free(s->end_logits);
     void *d[] = {s->d_tok, s->d_pos,  s->d_len, s->d_cmask, s->d_logits, s->d_u,  s->d_lp,
                  s->d_plp, s->d_nh,   s->d_ids, s->d_hist,  s->d_lrow,   s->d_lid, s->d_lplp};
     for (size_t i = 0; i < sizeof d / sizeof d[0]; i++)
@@ -271,6 +272,51 @@ static void policy_logps(const grpo_ops *ops, sampler_state *s, const grpo_sampl
     }
 }
 
+/* ---- forced lengths (o->end_at: the long-tail benchmark's hook) ------------------------------ */
+
+/* Checks that o->end_at can be kept on this run (an EOS id, no turns, the host path with
+ * logits_logp for the policy log-probs) and allocates its logits row. */
+static int end_at_setup(sampler_state *s, const grpo_sampler_opts *o, grpo_error *err) {
+    if (!o->end_at) return GRPO_OK;
+    if (o->n_eos < 1 || o->eos[0] < 0 || o->eos[0] >= s->V)
+        return grpo_error_set(err, GRPO_ERR_INVALID,
+                              "sampler: forced completion lengths need an EOS id in [0, %d) to "
+                              "end the rows with (got %d ids, the first %d)",
+                              s->V, o->n_eos, o->n_eos ? o->eos[0] : -1);
+    if (s->dev || o->turns || (o->policy_logp && !s->d_lplp))
+        return grpo_error_set(err, GRPO_ERR_UNSUPPORTED,
+                              "sampler: forced completion lengths work on one-turn rows drawn "
+                              "on the host with ops->logits_logp (the cpu backend) only");
+    for (int32_t g = 0; g < o->G; g++)
+        if (o->end_at[g] < 1)
+            return grpo_error_set(err, GRPO_ERR_INVALID,
+                                  "sampler: forced length of group row %d is %d; expected >= 1",
+                                  g, o->end_at[g]);
+    if (!(s->end_logits = malloc((size_t)s->V * sizeof(float))))
+        return grpo_nomem(err, "the forced lengths' logits row (vocab)",
+                          (uint64_t)s->V * sizeof(float));
+    return GRPO_OK;
+}
+
+/* Row n's draw of its token `at` (0-based) from its raw logits (V) under o->end_at: eos[0]
+ * from a point mass (*lp = 0) when it is the row's token end_at[n % G], else the row's usual
+ * draw with every EOS id's logit at -inf. The policy log-prob stays the model's (logits_logp on
+ * the raw logits, policy_logps). */
+static int32_t end_at_draw(const grpo_sampler_opts *o, sampler_state *s, const float *logits,
+                           int32_t n, int32_t at, float u, float *lp) {
+    float *w = s->end_logits;
+    if (at + 1 >= o->end_at[n % o->G]) {
+        for (int32_t v = 0; v < s->V; v++) w[v] = -INFINITY;
+        w[o->eos[0]] = 0.0f;
+    } else {
+        memcpy(w, logits, (size_t)s->V * sizeof *w);
+        for (int32_t i = 0; i < o->n_eos; i++)
+            if (o->eos[i] >= 0 && o->eos[i] < s->V) w[o->eos[i]] = -INFINITY;
+    }
+    return grpo_sample_row(&o->sampling, w, s->V, s->hist + (size_t)n * s->H, s->n_hist[n], u,
+                           lp, NULL, s->row_logits, s->scratch);
+}
+
 /* Host path: draws one token for each live row from its logits, downloaded into s->logits (the
  * prompt's prefill logits on the first step). A row with observation tokens pending takes its
  * next one instead. */
@@ -286,10 +332,12 @@ static void draw_tokens_host(grpo_model *m, sampler_state *s, const grpo_sampler
             continue;
         }
         float u = uniform_for(o, n, rng, row_rng), lp, plp = 0.0f;
-        int32_t t = grpo_sample_row(&o->sampling, s->logits + (size_t)r * s->V, s->V,
-                                    s->hist + (size_t)n * s->H, s->n_hist[n], u, &lp,
-                                    out->plogp && !by_op ? &plp : NULL, s->row_logits,
-                                    s->scratch);
+        int32_t t = o->end_at
+                        ? end_at_draw(o, s, s->logits + (size_t)r * s->V, n, out->len[n], u, &lp)
+                        : grpo_sample_row(&o->sampling, s->logits + (size_t)r * s->V, s->V,
+                                          s->hist + (size_t)n * s->H, s->n_hist[n], u, &lp,
+                                          out->plogp && !by_op ? &plp : NULL, s->row_logits,
+                                          s->scratch);
         record_draw(s, i, n, t, lp, plp, out);
         if (by_op) s->lrow[k] = r, s->lid[k] = t, s->lout[k++] = n;
     }
@@ -429,7 +477,8 @@ static int run(grpo_model *m, const grpo_sampler_opts *o, const int32_t *prompt,
         return grpo_nomem(err, what, (uint64_t)s.N * per_row);
     }
     for (size_t i = 0; i < (size_t)s.N * o->max_new; i++) out->ids[i] = o->pad_id;
-    rc = prefill(m, &s, prompt, pmask, B, P, err);
+    rc = end_at_setup(&s, o, err);
+    if (rc == GRPO_OK) rc = prefill(m, &s, prompt, pmask, B, P, err);
     if (rc == GRPO_OK) rc = fan_out(m, &s, prompt, pmask, B, P, o->G, err);
     for (int32_t n = 0; rc == GRPO_OK && o->turns && n < s.N; n++) {
         const int32_t *obs = NULL;

@@ -15,6 +15,11 @@
  * sampling.h (transformers' processor order) from one RNG, live rows in cache order, so the same
  * RNG state and the same model give the same completions.
  *
+ * Forced lengths (opts.end_at; only the long-tail benchmark's hook GRPO_BENCH_END_AT sets it):
+ * row n's token end_at[n % G] is the first EOS id, drawn from a point mass, and before it the
+ * EOS ids are out of every draw (logits -inf ahead of the processors), so each row has exactly
+ * its length on any model, as a logits processor does it in transformers (bench/grpo_step.md).
+ *
  * completion_mask: 1 for every generated token up to and including the first EOS, 0 after.
  * A row that reached T tokens without an EOS is truncated (TRL's mask_truncated_completions),
  * and so is a row still live when the opts' token budget runs out (sampling.max_step_tokens).
@@ -64,6 +69,12 @@ typedef struct grpo_sampler_opts {
                                           rollouts of a step: each decode step takes one token
                                           per live row from it; once it is <= 0 every live row
                                           ends truncated (grpo_rollout.budget_cut) */
+    const int32_t *end_at;             /* NULL: none. Else (G) forced lengths, a benchmark's
+                                          hook (GRPO_BENCH_END_AT, train/train_setup.c): row n
+                                          draws no EOS id before token end_at[n % G] (1-based),
+                                          which is eos[0] from a point mass (logp 0; plogp the
+                                          model's, as always). Needs an EOS id and the host
+                                          path with ops->logits_logp (the cpu backend) */
 } grpo_sampler_opts;
 
 /* One generation batch's completions, host memory, owned by the struct (grpo_rollout_free). */

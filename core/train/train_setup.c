@@ -211,6 +211,43 @@ static int check_oversample(const grpo_run_config *cfg, grpo_error *err) {
     return GRPO_OK;
 }
 
+/* The long-tail benchmark's hook (bench/grpo_step.md), read here and nowhere else: the
+ * environment variable GRPO_BENCH_END_AT = "L_0,...,L_{G-1}" forces row j of every group to end
+ * with the first EOS id at length L_j (grpo_sampler_opts.end_at), so that grpo and TRL generate
+ * the same tokens on a random model. Unset: t->end_at stays NULL. Said on stderr at the start. */
+static int bench_end_at(trainer *t, grpo_error *err) {
+    const char *v = getenv("GRPO_BENCH_END_AT");
+    const grpo_run_config *cfg = t->cfg;
+    if (!v) return GRPO_OK;
+    int32_t G = (int32_t)cfg->sampling_num_generations, n = 0;
+    long long T = cfg->sampling_max_completion_length;
+    if (!(t->end_at = malloc((size_t)G * sizeof *t->end_at)))
+        return grpo_nomem(err, "GRPO_BENCH_END_AT's lengths", (uint64_t)G * sizeof *t->end_at);
+    int ok = 1;
+    for (const char *p = v; ok;) {
+        char *end;
+        long long L = strtoll(p, &end, 10);
+        ok = end != p && L >= 1 && L <= T && n < G && (*end == ',' || *end == 0);
+        if (ok) t->end_at[n++] = (int32_t)L;
+        if (!ok || *end == 0) break;
+        p = end + 1;
+    }
+    const grpo_ops *ops = t->s.run.proc.ops; /* the sampler's host draw path, logits_logp */
+    int host = !grpo_ops_supports(ops, sample_rows) && grpo_ops_supports(ops, logits_logp);
+    if (!ok || n != G || cfg->env.entry || t->s.run.n_eos < 1 || !host)
+        return grpo_error_set(err, GRPO_ERR_INVALID,
+                              "GRPO_BENCH_END_AT = \"%s\" (the long-tail benchmark's forced "
+                              "completion lengths): expected %d comma-separated lengths in [1, "
+                              "sampling.max_completion_length = %lld], a tokenizer with an EOS id "
+                              "(it has %d), no [env] and the cpu backend",
+                              v, G, T, t->s.run.n_eos);
+    if (grpo_comm_rank() == 0)
+        fprintf(stderr, "grpo: GRPO_BENCH_END_AT = %s: completion lengths are forced by the "
+                "benchmark hook (row j of each group ends with EOS id %d at length L_j); not a "
+                "training run\n", v, t->s.run.eos[0]);
+    return GRPO_OK;
+}
+
 /* What GRPO adds to the session: reference, rewards, sampler and advantage options, chunks. */
 int grpo_trainer_setup(trainer *t, grpo_error *err) {
     const grpo_run_config *cfg = t->cfg = t->s.cfg;
@@ -226,6 +263,7 @@ int grpo_trainer_setup(trainer *t, grpo_error *err) {
     if (rc == GRPO_OK)
         rc = grpo_reward_set_create(&t->rewards, cfg, &t->s.run.proc.reg, &t->s.run.proc.host, err);
     if (rc == GRPO_OK) rc = grpo_best_open(&t->s, &t->rewards, cfg->env.entry != NULL, err);
+    if (rc == GRPO_OK) rc = bench_end_at(t, err);
     if (rc != GRPO_OK) return rc;
     if (!(t->w = malloc((size_t)t->rewards.n * sizeof(float))))
         return grpo_error_set(err, GRPO_ERR_NOMEM, "out of memory");
@@ -241,8 +279,10 @@ int grpo_trainer_setup(trainer *t, grpo_error *err) {
                             t->s.run.pad_id,
                             1, /* the sampler's log-probs, compared with training's */
                             NULL,   /* rollout.c sets turns for a chunk with episodes */
-                            NULL};  /* train_step points it at the step's token budget */
+                            NULL,   /* train_step points it at the step's token budget */
+                            NULL};  /* bench_end_at's lengths, set below */
     memcpy(so.eos, t->s.run.eos, sizeof so.eos);
+    so.end_at = t->end_at;
     t->so = so;
     t->scale = grpo_sampling_logit_scale(&so.sampling); /* the sampler's: the same log-probs */
     t->ao = grpo_advantage_opts_default();
@@ -269,7 +309,7 @@ int grpo_trainer_setup(trainer *t, grpo_error *err) {
 int grpo_trainer_teardown(trainer *t, grpo_error *err) {
     int rc = grpo_run_log_close(&t->completions, err);
     for (int a = 0; t->chunks && a < t->cap_chunks; a++) grpo_trainer_chunk_clear(&t->chunks[a]);
-    free(t->chunks), free(t->w), free(t->load);
+    free(t->chunks), free(t->w), free(t->load), free(t->end_at);
     grpo_seqbatch_free(&t->sb);
     grpo_episodes_close(&t->episodes);
     grpo_reward_set_free(&t->rewards);
