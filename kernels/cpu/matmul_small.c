@@ -8,11 +8,12 @@
  *
  *   1. inp is transposed into xt (IC, MT, L): row i holds inp[m][i] for the MT * L lanes
  *      m = 0..MT*L-1 (L = SMALL_LANES, MT = ceil(M / L) lane tiles, rows >= M are zero).
- *   2. Output columns are cut into blocks of OB weight rows, parallel over blocks on the
- *      context's threads. For a block and a lane tile, OB vector accumulators (one per weight
- *      row, L rows of out each) take acc[j] += xt[i] * w[o0 + j][i] for i = 0..IC-1: one
- *      vector load of xt and OB scalar broadcasts of w per step, no horizontal sums. The next
- *      block of w is prefetched meanwhile (the product is bound by memory bandwidth).
+ *   2. Output columns are cut into blocks of OB weight rows, parallel over chunks of
+ *      consecutive blocks (about 64 KiB of w each) on the context's threads. For a block and
+ *      a lane tile, OB vector accumulators (one per weight row, L rows of out each) take
+ *      acc[j] += xt[i] * w[o0 + j][i] for i = 0..IC-1: one vector load of xt and OB scalar
+ *      broadcasts of w per step, no horizontal sums. The chunk's next block of w is prefetched
+ *      meanwhile, one cache line per prefetch (the product is bound by memory bandwidth).
  *   3. The accumulators are written to out's columns o0..o0+OB-1 with the bias added.
  *
  * OB is 8 with AVX-512 (8 zmm accumulators + 1 input; 16 would fit the vector registers, but
@@ -43,6 +44,7 @@
 
 #define SMALL_LANES 16  /* rows of out per vector accumulator: one AVX-512 register of fp32 */
 #define SMALL_OB_MAX 8  /* the most weight rows per block (AVX-512) */
+#define SMALL_LINE 16   /* floats per 64-byte cache line: one prefetch of the next block each */
 
 /* xt (IC, MT, L) from inp (M,IC), zero in the lanes of rows >= M. Written in order; the M
  * input rows are read in parallel, each of their cache lines used for 16 steps of i. */
@@ -97,9 +99,20 @@ static inline void small_block_v16(float *acc, const float *xt, const float *wb,
     small_v16 a[SMALL_OB_MAX];
 #pragma GCC unroll 16
     for (int32_t j = 0; j < ob; j++) a[j] = (small_v16){0};
-    for (int32_t i = 0; i < IC; i++) {
-        small_v16 x;
+    const int32_t u = SMALL_LINE / ob; /* steps per cache line of the next block */
+    int32_t i = 0;
+    for (; i + u <= IC; i += u) {
         __builtin_prefetch(next + (size_t)i * ob, 0, 2);
+#pragma GCC unroll 16
+        for (int32_t s = i; s < i + u; s++) {
+            small_v16 x;
+            memcpy(&x, xt + (size_t)s * W, sizeof x);
+#pragma GCC unroll 16
+            for (int32_t j = 0; j < ob; j++) a[j] += x * wb[(size_t)j * IC + s];
+        }
+    }
+    for (; i < IC; i++) {
+        small_v16 x;
         memcpy(&x, xt + (size_t)i * W, sizeof x);
 #pragma GCC unroll 16
         for (int32_t j = 0; j < ob; j++) a[j] += x * wb[(size_t)j * IC + i];
@@ -117,7 +130,7 @@ static inline void small_block_v8(float *acc, const float *xt, const float *wb,
     for (int32_t j = 0; j < ob; j++) lo[j] = hi[j] = (small_v8){0};
     for (int32_t i = 0; i < IC; i++) {
         small_v8 xl, xh;
-        __builtin_prefetch(next + (size_t)i * ob, 0, 2);
+        if (i % (SMALL_LINE / ob) == 0) __builtin_prefetch(next + (size_t)i * ob, 0, 2);
         memcpy(&xl, xt + (size_t)i * W, sizeof xl);
         memcpy(&xh, xt + (size_t)i * W + 8, sizeof xh);
 #pragma GCC unroll 16
@@ -263,17 +276,18 @@ static const float *block_pairs(const void *w, int32_t wtype, int32_t o0, int32_
 
 /* Block blk of the output columns: out[:, first .. o1) from the ob weight rows at o0 (the last
  * block, when OC is not a multiple of ob, is computed over the ob columns ending at OC so that
- * it reads only rows of w, and stores the columns no earlier block has). */
+ * it reads only rows of w, and stores the columns no earlier block has). fetch: whether to
+ * prefetch the next block's rows (only when the same thread computes it next). */
 static void column_block(const small_isa *isa, float *out, const float *xt, const void *w,
                          int32_t wtype, float *wl, const float *bias, int32_t blk, int32_t M,
-                         int32_t IC, int32_t OC, int32_t MT) {
+                         int32_t IC, int32_t OC, int32_t MT, int fetch) {
     const int32_t ob = isa->ob, W = MT * SMALL_LANES, first = blk * ob;
     const int32_t o0 = OC >= ob && first + ob > OC ? OC - ob : first;
     const int32_t o1 = first + ob < OC ? first + ob : OC;
     const int32_t ku = isa->pairs ? (IC + 1) / 2 : IC; /* the block kernel's steps */
     const float *wb = isa->pairs ? block_pairs(w, wtype, o0, ob, IC, wl)
                                  : block_rows(w, wtype, o0, ob, IC, wl);
-    const float *next = next_block(w, grpo_dtype_size(wtype), wb, o0, OC, IC, ob);
+    const float *next = fetch ? next_block(w, grpo_dtype_size(wtype), wb, o0, OC, IC, ob) : wb;
     float acc[SMALL_OB_MAX * SMALL_LANES];
     for (int32_t t = 0; t < MT; t++) {
         /* the next block is fetched during the last lane tile (earlier ones reuse wb) */
@@ -287,8 +301,10 @@ static void column_block(const small_isa *isa, float *out, const float *xt, cons
     }
 }
 
-/* cpu_matmul_small_forward_w's column blocks, one pool task each; wls: a widened block per
- * thread (bf16) */
+/* cpu_matmul_small_forward_w's column blocks in chunks of `chunk` consecutive blocks, one pool
+ * task each: a thread streams a contiguous stretch of w (whole pages) and prefetches only the
+ * blocks it computes itself (the next block of a chunk; a block another thread may claim would
+ * be fetched into the wrong core's cache). wls: a widened block per thread (bf16) */
 typedef struct small_job {
     const small_isa *isa;
     float *out;
@@ -297,14 +313,28 @@ typedef struct small_job {
     int32_t wtype;
     float *wls;
     const float *bias;
-    int32_t ob, M, IC, OC, MT;
+    int32_t ob, M, IC, OC, MT, blocks, chunk;
 } small_job;
 
-static void small_task(void *arg, int64_t blk, int32_t tid) {
+static void small_task(void *arg, int64_t task, int32_t tid) {
     const small_job *j = arg;
-    column_block(j->isa, j->out, j->xt, j->w, j->wtype,
-                 j->wls ? j->wls + (size_t)tid * j->ob * j->IC : NULL, j->bias, (int32_t)blk,
-                 j->M, j->IC, j->OC, j->MT);
+    int32_t b0 = (int32_t)task * j->chunk;
+    int32_t b1 = b0 + j->chunk < j->blocks ? b0 + j->chunk : j->blocks;
+    for (int32_t b = b0; b < b1; b++)
+        column_block(j->isa, j->out, j->xt, j->w, j->wtype,
+                     j->wls ? j->wls + (size_t)tid * j->ob * j->IC : NULL, j->bias, b, j->M,
+                     j->IC, j->OC, j->MT, b + 1 < b1);
+}
+
+/* Blocks per task on nt threads: all of them on one thread (one stream, each block prefetched
+ * by the one before), else about SMALL_CHUNK_BYTES of w each (several tasks per thread, so
+ * that a thread whose core is busy elsewhere leaves its share to the others). */
+#define SMALL_CHUNK_BYTES (64 << 10)
+static int32_t chunk_blocks(int nt, int32_t blocks, int32_t ob, int32_t IC, size_t esz) {
+    if (nt <= 1) return blocks > 0 ? blocks : 1;
+    size_t block_bytes = (size_t)ob * (IC > 0 ? IC : 1) * esz;
+    int32_t c = (int32_t)(SMALL_CHUNK_BYTES / block_bytes);
+    return c < 1 ? 1 : c;
 }
 
 void cpu_matmul_small_forward(cpu_ctx *ctx, float *out, const float *inp, const float *w,
@@ -347,6 +377,7 @@ void cpu_matmul_small_forward_w(cpu_ctx *ctx, float *out, const float *inp, cons
     float *wls = wtype == GRPO_DTYPE_F32 && !isa.pairs
                      ? NULL
                      : cpu_weight_panel(ctx, (uint64_t)nb * ob * IC);
-    small_job j = {&isa, out, xt, w, wtype, wls, bias, ob, M, IC, OC, MT};
-    cpu_parallel(ctx, CPU_FAM_GEMM_FWD, nt, blocks, small_task, &j);
+    const int32_t chunk = chunk_blocks(nt, blocks, ob, IC, grpo_dtype_size(wtype));
+    small_job j = {&isa, out, xt, w, wtype, wls, bias, ob, M, IC, OC, MT, blocks, chunk};
+    cpu_parallel(ctx, CPU_FAM_GEMM_FWD, nt, (blocks + chunk - 1) / chunk, small_task, &j);
 }
