@@ -46,15 +46,121 @@
 #define SMALL_OB_MAX 8  /* the most weight rows per block (AVX-512) */
 #define SMALL_LINE 16   /* floats per 64-byte cache line: one prefetch of the next block each */
 
-/* xt (IC, MT, L) from inp (M,IC), zero in the lanes of rows >= M. Written in order; the M
- * input rows are read in parallel, each of their cache lines used for 16 steps of i. */
-static void transpose_rows(float *xt, const float *inp, int32_t M, int32_t IC, int32_t MT) {
+/* xt[i][m] for i in [i0, IC) (xt (IC, MT, L) from inp (M,IC)), zero in the lanes of rows >= M.
+ * Written in order; the M input rows are read in parallel, each of their cache lines used for
+ * 16 steps of i. */
+static void transpose_tail(float *xt, const float *inp, int32_t M, int32_t IC, int32_t MT,
+                           int32_t i0) {
     const int32_t W = MT * SMALL_LANES;
-    for (int32_t i = 0; i < IC; i++) {
+    for (int32_t i = i0; i < IC; i++) {
         float *x = xt + (size_t)i * W;
         for (int32_t m = 0; m < M; m++) x[m] = inp[(size_t)m * IC + i];
         for (int32_t m = M; m < W; m++) x[m] = 0.0f;
     }
+}
+
+#if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__)
+typedef float small_t16 __attribute__((vector_size(16 * sizeof(float)), aligned(4)));
+typedef int32_t small_i16 __attribute__((vector_size(16 * sizeof(int32_t))));
+
+/* One stage of the 16 x 16 transpose in registers: for rows r and r + d (r without bit d),
+ * the d x d blocks off the diagonal of each 2d x 2d block swap places (a[j] for j with bit d
+ * set takes b[j - d], b[j] for j without it takes a[j + d]). Four stages (d = 8, 4, 2, 1)
+ * transpose the tile. */
+#define SMALL_T_STAGE(d, ma, mb)                                                              \
+    _Pragma("GCC unroll 16") for (int32_t r = 0; r < 16; r++)                                 \
+        if (!(r & (d))) {                                                                     \
+            small_t16 a = v[r], b = v[r + (d)];                                               \
+            v[r] = __builtin_shuffle(a, b, (small_i16)ma);                                    \
+            v[r + (d)] = __builtin_shuffle(a, b, (small_i16)mb);                              \
+        }
+
+/* v (16 rows of 16) transposed in place: 64 two-source permutes. */
+__attribute__((target("avx512f"), always_inline))
+static inline void transpose16(small_t16 *v) {
+    SMALL_T_STAGE(8, ((small_i16){0, 1, 2, 3, 4, 5, 6, 7,
+                                  16, 17, 18, 19, 20, 21, 22, 23}),
+                  ((small_i16){8, 9, 10, 11, 12, 13, 14, 15,
+                               24, 25, 26, 27, 28, 29, 30, 31}))
+    SMALL_T_STAGE(4, ((small_i16){0, 1, 2, 3, 16, 17, 18, 19,
+                                  8, 9, 10, 11, 24, 25, 26, 27}),
+                  ((small_i16){4, 5, 6, 7, 20, 21, 22, 23,
+                               12, 13, 14, 15, 28, 29, 30, 31}))
+    SMALL_T_STAGE(2, ((small_i16){0, 1, 16, 17, 4, 5, 20, 21,
+                                  8, 9, 24, 25, 12, 13, 28, 29}),
+                  ((small_i16){2, 3, 18, 19, 6, 7, 22, 23,
+                               10, 11, 26, 27, 14, 15, 30, 31}))
+    SMALL_T_STAGE(1, ((small_i16){0, 16, 2, 18, 4, 20, 6, 22,
+                                  8, 24, 10, 26, 12, 28, 14, 30}),
+                  ((small_i16){1, 17, 3, 19, 5, 21, 7, 23,
+                               9, 25, 11, 27, 13, 29, 15, 31}))
+}
+#undef SMALL_T_STAGE
+
+/* The same with AVX-512: 16 x 16 tiles (16 steps of i, one lane tile of 16 rows) transposed in
+ * registers, 16 vector loads and stores each instead of 256 strided scalar ones; the tail of IC
+ * (not a multiple of 16) as above. Only data moves: the bits are those of the scalar loop. */
+__attribute__((target("avx512f")))
+static void transpose_rows_avx512(float *xt, const float *inp, int32_t M, int32_t IC,
+                                  int32_t MT) {
+    const int32_t W = MT * SMALL_LANES, i16 = IC & ~15;
+    for (int32_t i = 0; i < i16; i += 16)
+        for (int32_t t = 0; t < MT; t++) {
+            small_t16 v[16];
+#pragma GCC unroll 16
+            for (int32_t l = 0; l < 16; l++) {
+                int32_t m = t * SMALL_LANES + l;
+                if (m < M)
+                    memcpy(&v[l], inp + (size_t)m * IC + i, sizeof v[l]);
+                else
+                    v[l] = (small_t16){0};
+            }
+            transpose16(v);
+#pragma GCC unroll 16
+            for (int32_t k = 0; k < 16; k++)
+                memcpy(xt + (size_t)(i + k) * W + t * SMALL_LANES, &v[k], sizeof v[k]);
+        }
+    transpose_tail(xt, inp, M, IC, MT, i16);
+}
+
+/* A block's results into out (column_block's store, AVX-512): acc (ob <= 16, L) transposed in
+ * registers, then for each of the m1 rows out[l][first .. o1) = acc[c - o0][l] + bias[c] (+ 0
+ * without bias) by one masked add and store: the sums of the scalar loop, bit for bit. o: out's
+ * row of the tile's first lane, rows OC floats apart. */
+__attribute__((target("avx512f")))
+static void store_block_avx512(float *o, int32_t OC, const float *acc, int32_t ob, int32_t o0,
+                               int32_t first, int32_t o1, int32_t m1, const float *bias) {
+    small_t16 v[16];
+#pragma GCC unroll 16
+    for (int32_t j = 0; j < 16; j++) {
+        if (j < ob)
+            memcpy(&v[j], acc + (size_t)j * SMALL_LANES, sizeof v[j]);
+        else
+            v[j] = (small_t16){0};
+    }
+    transpose16(v);
+    const __mmask16 k = (__mmask16)(((1u << (o1 - o0)) - 1) & ~((1u << (first - o0)) - 1));
+    const __m512 b = bias ? _mm512_maskz_loadu_ps(k, bias + o0) : _mm512_setzero_ps();
+    for (int32_t l = 0; l < m1; l++) {
+        __m512 r;
+        memcpy(&r, &v[l], sizeof r);
+        _mm512_mask_storeu_ps(o + (size_t)l * OC + o0, k, _mm512_add_ps(r, b));
+    }
+}
+#endif
+
+/* xt (IC, MT, L) from inp (M,IC), zero in the lanes of rows >= M: in 16 x 16 register tiles
+ * where the CPU has AVX-512 (level: cpu_simd_level), else element by element. */
+static void transpose_rows(float *xt, const float *inp, int32_t M, int32_t IC, int32_t MT,
+                           int32_t level) {
+#if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__)
+    if (level == CPU_SIMD_AVX512) {
+        transpose_rows_avx512(xt, inp, M, IC, MT);
+        return;
+    }
+#endif
+    (void)level;
+    transpose_tail(xt, inp, M, IC, MT, 0);
 }
 
 /* bf16 element k of a row of IC of dtype (fp32 rounded to nearest even, bf16 as it is), 0
@@ -220,6 +326,7 @@ static void small_block_base(float *acc, const float *xt, const float *wb, const
 typedef struct small_isa {
     small_block_fn *block;
     int32_t ob, pairs;
+    int32_t level; /* CPU_SIMD_*: for the input's transposition and the block's store */
 } small_isa;
 
 static small_isa small_pick(int32_t limit, int32_t cdtype) {
@@ -228,15 +335,15 @@ static small_isa small_pick(int32_t limit, int32_t cdtype) {
     if (cdtype == GRPO_DTYPE_BF16) {
         CPU_CHECK(cpu_bf16_isa(limit), "matmul_small_forward",
                   "bf16 compute without avx512_bf16");
-        return (small_isa){small_block_bf16, 8, 1};
+        return (small_isa){small_block_bf16, 8, 1, CPU_SIMD_AVX512};
     }
-    if (level == CPU_SIMD_AVX512) return (small_isa){small_block_avx512, 8, 0};
-    if (level == CPU_SIMD_AVX2) return (small_isa){small_block_avx2, 4, 0};
+    if (level == CPU_SIMD_AVX512) return (small_isa){small_block_avx512, 8, 0, level};
+    if (level == CPU_SIMD_AVX2) return (small_isa){small_block_avx2, 4, 0, level};
 #else
     (void)level;
     CPU_CHECK(cdtype == GRPO_DTYPE_F32, "matmul_small_forward", "bf16 compute without avx512_bf16");
 #endif
-    return (small_isa){small_block_base, 2, 0};
+    return (small_isa){small_block_base, 2, 0, CPU_SIMD_BASE};
 }
 
 /* Where the ob rows of w (esz bytes an element) after the block at row o0 start, for the
@@ -293,10 +400,16 @@ static void column_block(const small_isa *isa, float *out, const float *xt, cons
         /* the next block is fetched during the last lane tile (earlier ones reuse wb) */
         isa->block(acc, xt + (size_t)t * SMALL_LANES, wb, t + 1 < MT ? wb : next, ku, W);
         int32_t m1 = M - t * SMALL_LANES < SMALL_LANES ? M - t * SMALL_LANES : SMALL_LANES;
-        for (int32_t l = 0; l < m1; l++) {
-            float *o = out + (size_t)(t * SMALL_LANES + l) * OC;
-            for (int32_t c = first; c < o1; c++)
-                o[c] = acc[(c - o0) * SMALL_LANES + l] + (bias ? bias[c] : 0.0f);
+        float *o = out + (size_t)t * SMALL_LANES * OC;
+#if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__)
+        if (isa->level == CPU_SIMD_AVX512) {
+            store_block_avx512(o, OC, acc, ob, o0, first, o1, m1, bias);
+            continue;
+        }
+#endif
+        for (int32_t c = first; c < o1; c++) { /* column c: its lanes read in order */
+            const float b = bias ? bias[c] : 0.0f, *a = acc + (size_t)(c - o0) * SMALL_LANES;
+            for (int32_t l = 0; l < m1; l++) o[(size_t)l * OC + c] = a[l] + b;
         }
     }
 }
@@ -371,7 +484,7 @@ void cpu_matmul_small_forward_w(cpu_ctx *ctx, float *out, const float *inp, cons
     if (isa.pairs)
         transpose_pairs((uint32_t *)xt, inp, M, IC, MT);
     else
-        transpose_rows(xt, inp, M, IC, MT);
+        transpose_rows(xt, inp, M, IC, MT, isa.level);
     /* bf16 weights or compute: a widened (or paired) block of ob rows per thread */
     int32_t nb = nt > 1 ? ctx->threads : 1; /* a pool task may run on any thread */
     float *wls = wtype == GRPO_DTYPE_F32 && !isa.pairs
