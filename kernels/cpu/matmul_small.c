@@ -7,14 +7,16 @@
  * 4-byte weight. Here every weight is read exactly once and used for all M rows:
  *
  *   1. inp is transposed into xt (IC, MT, L): row i holds inp[m][i] for the MT * L lanes
- *      m = 0..MT*L-1 (L = SMALL_LANES, MT = ceil(M / L) lane tiles, rows >= M are zero).
+ *      m = 0..MT*L-1 (L = SMALL_LANES, MT = ceil(M / L) lane tiles, rows >= M are zero);
+ *      with AVX-512 in 16 x 16 tiles transposed in registers.
  *   2. Output columns are cut into blocks of OB weight rows, parallel over chunks of
  *      consecutive blocks (4 a thread) on the context's threads. For a block and
  *      a lane tile, OB vector accumulators (one per weight row, L rows of out each) take
  *      acc[j] += xt[i] * w[o0 + j][i] for i = 0..IC-1: one vector load of xt and OB scalar
  *      broadcasts of w per step, no horizontal sums. The chunk's next block of w is prefetched
  *      meanwhile, one cache line per prefetch (the product is bound by memory bandwidth).
- *   3. The accumulators are written to out's columns o0..o0+OB-1 with the bias added.
+ *   3. The accumulators are written to out's columns o0..o0+OB-1 with the bias added (with
+ *      AVX-512 transposed in registers, a masked vector add and store per row of out).
  *
  * OB is 8 with AVX-512 (8 zmm accumulators + 1 input; 16 would fit the vector registers, but
  * its 16 weight-row addresses do not fit the general registers: GCC spilled them and the
