@@ -7,7 +7,8 @@
  *   - yielding, checked by behaviour and not by timing: idle workers park on the futex (their
  *     park count grows while nothing runs), a caller left waiting for a worker's long task parks
  *     too, and an op too small for a fork/join runs on the caller (the backend's inline count
- *     grows, its fork count does not) while a large one forks;
+ *     grows, its fork count does not) while a large one forks; a decode step's RoPE runs
+ *     inline and its small-row matmul forks once with 4 tasks a thread;
  *   - ops give the same bits at 1, 2, 3 and 4 threads (rmsnorm backward's dw partial sums, a
  *     long residual, adamw), whichever thread ran which task;
  *   - the default thread count follows OMP_NUM_THREADS as OpenMP's did.
@@ -196,6 +197,37 @@ START_TEST(small_ops_run_inline) {
 }
 END_TEST
 
+/* A decode step's ops at the MiniMind2-small shape (16 rows, 8 heads of 64, 512 -> 1408) on 2
+ * threads: RoPE of the step's rows stays on the caller while a prefill's (256 rows) forks, and
+ * the small-row matmul forks once with 4 tasks a thread, each a stretch of consecutive weight
+ * rows (8, whatever the ISA's block height), not one task per block of 8, 4 or 2 rows. */
+START_TEST(decode_ops_fork_little) {
+    grpo_ops *ops = open_cpu(2);
+    cpu_ctx *ctx = ops->ctx;
+    enum { R = 16, NH = 8, HD = 64, P = 256, IC = 512, OC = 1408 };
+    float *q = calloc((size_t)P * NH * HD, sizeof(float)), *w = calloc((size_t)OC * IC, 4);
+    float *x = calloc((size_t)R * IC, 4), *y = calloc((size_t)R * OC, 4);
+    int32_t *pos = calloc(P, sizeof(int32_t));
+    ck_assert(q && w && x && y && pos);
+    cpu_ctx_stats s0, s1, s2, s3;
+    cpu_pool_counters p2, p3;
+    cpu_ctx_stats_get(ctx, &s0, NULL);
+    ops->rope_forward(ctx, q, q, pos, R, NH, HD, 10000.0f);
+    cpu_ctx_stats_get(ctx, &s1, NULL);
+    ck_assert_uint_eq(s1.forks[CPU_FAM_NORM], s0.forks[CPU_FAM_NORM]);
+    ck_assert_uint_eq(s1.inline_runs[CPU_FAM_NORM], s0.inline_runs[CPU_FAM_NORM] + 1);
+    ops->rope_forward(ctx, q, q, pos, P, NH, HD, 10000.0f);
+    cpu_ctx_stats_get(ctx, &s2, &p2);
+    ck_assert_uint_eq(s2.forks[CPU_FAM_NORM], s1.forks[CPU_FAM_NORM] + 1);
+    ops->matmul_forward(ctx, y, x, w, NULL, R, IC, OC);
+    cpu_ctx_stats_get(ctx, &s3, &p3);
+    ck_assert_uint_eq(s3.forks[CPU_FAM_GEMM_FWD], s2.forks[CPU_FAM_GEMM_FWD] + 1);
+    ck_assert_uint_eq(p3.tasks - p2.tasks, 2 * 4);
+    free(q), free(w), free(x), free(y), free(pos);
+    grpo_backend_close(ops);
+}
+END_TEST
+
 static uint32_t lcg(uint32_t *s) { return *s = *s * 1664525u + 1013904223u; }
 static float frand(uint32_t *s) { return (float)(lcg(s) >> 8) / (float)(1u << 24) - 0.5f; }
 
@@ -255,6 +287,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, nested_runs_inline);
     tcase_add_test(tc, idle_threads_park);
     tcase_add_test(tc, small_ops_run_inline);
+    tcase_add_test(tc, decode_ops_fork_little);
     tcase_add_test(tc, thread_count_invariant);
     tcase_add_test(tc, default_threads);
     suite_add_tcase(s, tc);
