@@ -363,7 +363,7 @@ static int drop_finished(grpo_model *m, sampler_state *s, const grpo_sampler_opt
         if (!ended && out->len[n] >= out->T) ended = 1, cut = 1;
         if (!ended) continue;
         out->truncated[n] = (uint8_t)cut;
-        if (row_end) rc = row_end->fn(row_end->user, n, err);
+        if (row_end && row_end->fn) rc = row_end->fn(row_end->user, n, err);
         if (rc == GRPO_OK && i != last) rc = move_row(m, s, i, last, s->len[last] - 1, err);
         if (rc != GRPO_OK) return rc;
         (*live)--;
@@ -381,7 +381,7 @@ static int cut_live(const sampler_state *s, const grpo_sampler_row_end *row_end,
     for (int32_t i = *live - 1; i >= 0; i--) {
         int32_t n = s->row[i];
         out->truncated[n] = 1, out->budget_cut++;
-        int rc = row_end ? row_end->fn(row_end->user, n, err) : GRPO_OK;
+        int rc = row_end && row_end->fn ? row_end->fn(row_end->user, n, err) : GRPO_OK;
         if (rc != GRPO_OK) return rc;
         (*live)--;
     }

@@ -82,6 +82,8 @@ typedef struct trainer {
     double phase[2][PHASES]; /* this step's wall / CPU seconds per phase (time/... metrics) */
     int64_t budget_left; /* sampling.max_step_tokens: tokens this step's rollout may still draw
                             (so.budget points here when the key is set) */
+    grpo_sampler_stats decode; /* this step, this rank: the most rows decoded together
+                                  (max over the step's sampler runs), rows that refilled */
     double rollout_sums[3]; /* this step, this rank: tokens generated, aborted (over-sampling),
                                rows cut by the token budget */
 } trainer;
