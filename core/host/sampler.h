@@ -8,6 +8,8 @@
  * row n belongs to prompt n / G), P prompt columns (left-padded), T = max_completion_length,
  * V vocabulary.
  *
+ * Continuous decode over several batches (the trainer's chunks): grpo_sampler_run_queue below.
+ *
  * How: the B prompts are prefilled ONCE into cache rows 0..B-1, each prompt's
  * cache is copied into its G rows (kv_copy_row), then all live rows decode together, one token
  * per row per step. A row stops after it emits any of the EOS ids, or after T tokens; a finished
