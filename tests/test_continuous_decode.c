@@ -12,6 +12,8 @@
  * rows decoded together, rows entered mid-rollout (refills) when rows waited, and the KV cache
  * has max_live + ceil(max_live / G) rows. On the dense fixtures (head dims 8, 16) and a
  * generated model of head dim 64 (one full key block of the cpu attention).
+ * A shared token budget cuts rows to prefixes of their static selves (the cut ones counted),
+ * rows still waiting end empty.
  * The callbacks: a batch's rows reach row_end once each, after its begin and before its
  * finish, batches in order, with the row's final outputs; a step_end stop of the first batch
  * aborts its rest and leaves the second batch's completions as they were.
@@ -275,6 +277,51 @@ START_TEST(callbacks_keep_batch_order_and_a_stop_aborts_one_batch) {
 }
 END_TEST
 
+/* A token budget shared by the queue: each row is its static self cut short (its tokens a prefix
+ * of the static row's), the rows it cut are the truncated ones shorter than their static row,
+ * counted in their batch's budget_cut, rows still waiting end empty; at most one step's live
+ * rows past the budget. */
+START_TEST(a_budget_cuts_live_and_waiting_rows_to_prefixes) {
+    fixture f;
+    fixture_open(&f, 0);
+    ragged_eos(&f);
+    grpo_rollout ref[NB] = {{0}};
+    grpo_rng ref_rng[NB][MAXB * G];
+    run_static(&f, ref, ref_rng);
+    grpo_error err;
+    grpo_error_init(&err);
+    grpo_rollout out[NB] = {{0}};
+    grpo_rng rng[NB][MAXB * G];
+    grpo_sampler_batch q[NB];
+    for (int32_t b = 0; b < NB; b++) {
+        seed_streams(rng[b], b);
+        q[b] = (grpo_sampler_batch){f.prompt[b], f.pmask[b], Bs[b], Ps[b], rng[b], NULL, &out[b]};
+    }
+    int64_t budget = 25;
+    f.o.budget = &budget;
+    ck_ok(grpo_sampler_run_queue(f.m, &f.o, q, NB, 3, NULL, &err), &err);
+    int32_t cut = 0, counted = 0, empty = 0, tokens = 0;
+    for (int32_t b = 0; b < NB; b++) {
+        counted += out[b].budget_cut;
+        for (int32_t n = 0; n < out[b].N; n++) {
+            int32_t len = out[b].len[n];
+            size_t at = (size_t)n * TN;
+            tokens += len;
+            ck_assert_int_le(len, ref[b].len[n]);
+            ck_assert(!memcmp(out[b].ids + at, ref[b].ids + at, (size_t)len * 4));
+            ck_assert(!memcmp(out[b].logp + at, ref[b].logp + at, (size_t)len * 4));
+            if (len < ref[b].len[n]) ck_assert(out[b].truncated[n]), cut++;
+            empty += len == 0;
+        }
+    }
+    ck_assert_msg(cut > 0 && counted == cut, "rows cut %d, counted %d", cut, counted);
+    ck_assert_msg(empty > 0, "no waiting row was cut empty");
+    ck_assert_msg(tokens >= 25 && tokens <= 25 + 3, "%d tokens for a budget of 25", tokens);
+    for (int32_t b = 0; b < NB; b++) grpo_rollout_free(&out[b]), grpo_rollout_free(&ref[b]);
+    fixture_close(&f);
+}
+END_TEST
+
 /* One batch that fits max_live runs the static schedule (today's cache: its rows only). */
 START_TEST(one_batch_within_the_cap_runs_static) {
     fixture f;
@@ -302,6 +349,7 @@ int main(void) {
     tcase_set_timeout(tc, 600);
     tcase_add_loop_test(tc, continuous_rows_equal_the_static_schedules, 0, 3);
     tcase_add_test(tc, callbacks_keep_batch_order_and_a_stop_aborts_one_batch);
+    tcase_add_test(tc, a_budget_cuts_live_and_waiting_rows_to_prefixes);
     tcase_add_test(tc, one_batch_within_the_cap_runs_static);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
