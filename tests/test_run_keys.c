@@ -27,6 +27,11 @@
  *     training's (sampling_logp_difference, > 0) differs from the bf16 copy's computed in fp32 by
  *     more than rounding (the same run repeats bit for bit), the importance ratio is not 1; the
  *     loss, KL and grad_norm stay finite.
+ *   - sampling.max_live_rows (continuous decode): with grad_accum = 2 the default (one chunk's
+ *     16 rows) refills the decode batch with the second chunk's rows (sampling/refills > 0,
+ *     sampling/live_rows_max 16); a cap of 3 keeps sampling/live_rows_max at 3 or less; every
+ *     metric of the results (rewards, lengths, loss, grad_norm) is the same bits in both (a row's
+ *     tokens do not depend on the schedule: test_continuous_decode.c).
  * Whether each path is right is the business of test_loss.c, test_advantage.c, test_recompute.c,
  * test_shared_prefix.c and test_trainer.c; this file only shows that the key reaches it.
  */
@@ -253,6 +258,36 @@ START_TEST(packed_microbatches_have_no_padding_and_the_same_update) {
 }
 END_TEST
 
+/* sampling.max_live_rows: the cap is kept, the rows refill, the results stay (above). */
+START_TEST(max_live_rows_caps_the_decode_batch_and_keeps_the_results) {
+    char plain[512], keyed[512];
+    const char *grpo = "loss_type = dapo\n";
+    key_run_sets("plain", "", grpo, "train.grad_accum=2", NULL, plain, sizeof plain);
+    key_run_sets("keyed", "", grpo, "train.grad_accum=2", "sampling.max_live_rows=3", keyed,
+                 sizeof keyed);
+    static const char *const same[] = {"reward", "reward_std", "completions/mean_length",
+                                       "completions/min_length", "completions/max_length",
+                                       "loss", "grad_norm", "num_tokens"};
+    for (int s = 1; s <= 2; s++) {
+        double lp = metric_at(plain, "sampling/live_rows_max", s);
+        double lk = metric_at(keyed, "sampling/live_rows_max", s);
+        double rp = metric_at(plain, "sampling/refills", s);
+        double rk = metric_at(keyed, "sampling/refills", s);
+        if (getenv("GRPO_TEST_VERBOSE"))
+            printf("step %d: live_rows_max %g -> %g, refills %g -> %g\n", s, lp, lk, rp, rk);
+        ck_assert_msg(lp == 16 && rp > 0, "step %d: default cap: live_rows_max %g (expected "
+                      "16), refills %g (expected > 0: the second chunk refills)", s, lp, rp);
+        ck_assert_msg(lk > 0 && lk <= 3 && rk > 0, "step %d: max_live_rows = 3: live_rows_max "
+                      "%g, refills %g", s, lk, rk);
+        for (size_t k = 0; k < sizeof same / sizeof same[0]; k++) {
+            double a = metric_at(plain, same[k], s), b = metric_at(keyed, same[k], s);
+            ck_assert_msg(memcmp(&a, &b, sizeof a) == 0, "step %d: %s %.17g with "
+                          "max_live_rows = 3, %.17g with the default", s, same[k], b, a);
+        }
+    }
+}
+END_TEST
+
 /* 1 when this CPU computes in bf16 (the cpu backend's rule: grpo_backend_set_compute); else 0
  * and a note. */
 static int bf16_cpu(void) {
@@ -322,6 +357,7 @@ int main(void) {
     tcase_add_test(tc, gradient_checkpointing_shrinks_the_activations);
     tcase_add_test(tc, the_sampler_log_probs_are_compared_on_every_run);
     tcase_add_test(tc, packed_microbatches_have_no_padding_and_the_same_update);
+    tcase_add_test(tc, max_live_rows_caps_the_decode_batch_and_keeps_the_results);
     tcase_add_test(tc, ref_compute_dtype_bf16_computes_the_reference_in_bf16);
     tcase_add_test(tc, sampling_compute_dtype_bf16_computes_the_rollout_in_bf16);
     suite_add_tcase(s, tc);

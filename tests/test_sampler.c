@@ -466,7 +466,7 @@ START_TEST(a_token_budget_ends_the_live_rows_truncated) {
     grpo_rng *rng = malloc((size_t)N * sizeof *rng);
     for (int32_t i = 0; i < N; i++) grpo_rng_seed_stream(&rng[i], 3, 0, (uint64_t)i);
     hook_count h = {0, 0, 0};
-    grpo_sampler_row_end hook = {count_end, &h, count_step};
+    grpo_sampler_row_end hook = {count_end, &h, count_step, NULL, NULL};
     grpo_rollout r = {0};
     ck_ok(grpo_sampler_run_rows_each(f.m, &o, f.prompt, f.mask, f.R, f.P, rng, &hook, &r, &err),
           &err);
@@ -506,7 +506,7 @@ START_TEST(step_end_stops_and_aborts_the_live_rows) {
     grpo_rng *rng = malloc((size_t)N * sizeof *rng);
     for (int32_t i = 0; i < N; i++) grpo_rng_seed_stream(&rng[i], 3, 0, (uint64_t)i);
     hook_count h = {0, 0, 2};
-    grpo_sampler_row_end hook = {count_end, &h, count_step};
+    grpo_sampler_row_end hook = {count_end, &h, count_step, NULL, NULL};
     grpo_rollout r = {0};
     ck_ok(grpo_sampler_run_rows_each(f.m, &o, f.prompt, f.mask, f.R, f.P, rng, &hook, &r, &err),
           &err);

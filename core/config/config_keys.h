@@ -114,6 +114,8 @@
       "drop_zero_std_groups: start ceil(F x batch_prompts) groups, keep the first batch_prompts with a reward spread, abort the rest; 1 = off") \
     I(sampling, max_step_tokens, "0", ">= 0",                                                   \
       "token budget of a step's rollout (this rank): rows still decoding when it is spent end truncated; 0 = off") \
+    I(sampling, max_live_rows, "0", ">= 0",                                                     \
+      "continuous decode: most rows decoded together; finished rows' cache rows are refilled from the step's next chunks; 0 = one chunk's rows (batch_prompts x num_generations)") \
     /* [grpo] advantages and loss */                                                            \
     E(grpo, loss_type, "dapo", loss_type,                                                       \
       "normalisation: grpo per sequence, bnpo per token, dr_grpo B*max_len, dapo batch tokens, "  \

@@ -42,14 +42,15 @@ static int rollout_alloc(grpo_rollout *r, int32_t N, int32_t T, int policy_logp)
 
 /* Host state of the decode batch: cache row i (of the live rows) holds output row row[i]. */
 typedef struct sampler_state {
-    int32_t N, S, H, V; /* rows, cache slots (P+T), history width (P+T), vocab */
+    int32_t N, S, H, V; /* cache rows, cache slots (P+T), history width (P+T), vocab */
+    int32_t Nout;       /* output rows (N, or a queue's rows: continuous decode) */
     int32_t *row;       /* (N) output row of each live cache row */
     int32_t *tok;       /* (N) next input token */
     int32_t *pos;       /* (N) its RoPE position */
     int32_t *len;       /* (N) cache slots in use once it is written */
     int32_t *cmask;     /* (N,S) 1 = slot attended to */
-    int32_t *hist;      /* (N,H) by output row: real prompt tokens, then completion tokens */
-    int32_t *n_hist;    /* (N) */
+    int32_t *hist;      /* (Nout,H) by output row: real prompt tokens, then completion tokens */
+    int32_t *n_hist;    /* (Nout) */
     float *logits;      /* (N,V) host copy of the last logits */
     float *row_logits;  /* (V) the row being sampled (the processors work in place) */
     void *scratch;      /* 12*V bytes for sampling.h */
@@ -68,9 +69,9 @@ typedef struct sampler_state {
     float *lplp, *d_lplp;
     /* multi-turn (o->turns), by output row: the tokens being forced, where the current turn
      * began in the row, whether the row's last token was forced */
-    const int32_t **force; /* (N) */
-    int32_t *n_force, *i_force, *turn_start; /* (N) */
-    uint8_t *last_forced;                    /* (N) */
+    const int32_t **force; /* (Nout) */
+    int32_t *n_force, *i_force, *turn_start; /* (Nout) */
+    uint8_t *last_forced;                    /* (Nout) */
     float *end_logits; /* (V) o->end_at: the row's logits as the forced lengths draw from */
 } sampler_state;
 
@@ -114,22 +115,23 @@ static int logp_state_alloc(const grpo_ops *o, sampler_state *s) {
 
 static int state_alloc(grpo_model *m, sampler_state *s, int32_t B, int32_t P, int policy_logp) {
     const grpo_ops *o = m->ops;
-    int32_t N = s->N, S = s->S, V = s->V;
+    int32_t N = s->N, S = s->S, V = s->V, No = s->Nout;
     size_t big = (size_t)(B * P > N ? B * P : N);
     s->row = malloc(N * sizeof(int32_t)), s->tok = malloc(N * sizeof(int32_t));
     s->pos = malloc(N * sizeof(int32_t)), s->len = malloc(N * sizeof(int32_t));
     s->cmask = calloc((size_t)N * S, sizeof(int32_t));
-    s->hist = malloc((size_t)N * s->H * sizeof(int32_t));
-    s->n_hist = calloc((size_t)N, sizeof(int32_t));
+    s->hist = malloc((size_t)No * s->H * sizeof(int32_t));
+    s->n_hist = calloc((size_t)No, sizeof(int32_t));
     s->d_tok = o->alloc(o->ctx, big * sizeof(int32_t));
     s->d_pos = o->alloc(o->ctx, big * sizeof(int32_t));
     s->d_len = o->alloc(o->ctx, (uint64_t)N * sizeof(int32_t));
     s->d_cmask = o->alloc(o->ctx, (uint64_t)(N * S > B * P ? N * S : B * P) * sizeof(int32_t));
     s->d_logits = o->alloc(o->ctx, (uint64_t)N * V * sizeof(float));
-    s->force = calloc((size_t)N, sizeof *s->force);
-    s->n_force = calloc((size_t)N, sizeof(int32_t)), s->i_force = calloc((size_t)N, sizeof(int32_t));
-    s->turn_start = calloc((size_t)N, sizeof(int32_t));
-    s->last_forced = calloc((size_t)N, sizeof(uint8_t));
+    s->force = calloc((size_t)No, sizeof *s->force);
+    s->n_force = calloc((size_t)No, sizeof(int32_t));
+    s->i_force = calloc((size_t)No, sizeof(int32_t));
+    s->turn_start = calloc((size_t)No, sizeof(int32_t));
+    s->last_forced = calloc((size_t)No, sizeof(uint8_t));
     if (!s->force || !s->n_force || !s->i_force || !s->turn_start || !s->last_forced) return 0;
     if (s->dev && !dev_state_alloc(o, s)) return 0;
     if (!s->dev) { /* the host path's logits and sampling buffers */
@@ -258,12 +260,13 @@ static float uniform_for(const grpo_sampler_opts *o, int32_t n, grpo_rng *rng,
 }
 
 /* The policy log-probs of the k tokens just drawn (s->lrow, lid, lout) by ops->logits_logp on
- * the logits in backend memory: summed as the training forward's head sums them. */
+ * the logits (rows lrow of d_logits, backend memory): summed as the training forward's head
+ * sums them. */
 static void policy_logps(const grpo_ops *ops, sampler_state *s, const grpo_sampler_opts *o,
-                         int32_t k, grpo_rollout *out) {
+                         const float *d_logits, int32_t k, grpo_rollout *out) {
     ops->upload(ops->ctx, s->d_lrow, s->lrow, (uint64_t)k * sizeof(int32_t));
     ops->upload(ops->ctx, s->d_lid, s->lid, (uint64_t)k * sizeof(int32_t));
-    ops->logits_logp(ops->ctx, s->d_lplp, s->d_logits, s->d_lrow, s->d_lid, k, s->V,
+    ops->logits_logp(ops->ctx, s->d_lplp, d_logits, s->d_lrow, s->d_lid, k, s->V,
                      grpo_sampling_logit_scale(&o->sampling));
     ops->download(ops->ctx, s->lplp, s->d_lplp, (uint64_t)k * sizeof(float));
     for (int32_t j = 0; j < k; j++) { /* the token is the row's last one recorded */
@@ -341,7 +344,7 @@ static void draw_tokens_host(grpo_model *m, sampler_state *s, const grpo_sampler
         record_draw(s, i, n, t, lp, plp, out);
         if (by_op) s->lrow[k] = r, s->lid[k] = t, s->lout[k++] = n;
     }
-    if (k) policy_logps(m->ops, s, o, k, out);
+    if (k) policy_logps(m->ops, s, o, s->d_logits, k, out);
 }
 
 /* Device path: the same draws by ops->sample_rows on the live rows' logits in d_logits; the
@@ -408,7 +411,7 @@ static int drop_finished(grpo_model *m, sampler_state *s, const grpo_sampler_opt
         if (!ended && out->len[n] >= out->T) ended = 1, cut = 1;
         if (!ended) continue;
         out->truncated[n] = (uint8_t)cut;
-        if (row_end) rc = row_end->fn(row_end->user, n, err);
+        if (row_end && row_end->fn) rc = row_end->fn(row_end->user, n, err);
         if (rc == GRPO_OK && i != last) rc = move_row(m, s, i, last, s->len[last] - 1, err);
         if (rc != GRPO_OK) return rc;
         (*live)--;
@@ -426,23 +429,41 @@ static int cut_live(const sampler_state *s, const grpo_sampler_row_end *row_end,
     for (int32_t i = *live - 1; i >= 0; i--) {
         int32_t n = s->row[i];
         out->truncated[n] = 1, out->budget_cut++;
-        int rc = row_end ? row_end->fn(row_end->user, n, err) : GRPO_OK;
+        int rc = row_end && row_end->fn ? row_end->fn(row_end->user, n, err) : GRPO_OK;
         if (rc != GRPO_OK) return rc;
         (*live)--;
     }
     return GRPO_OK;
 }
 
-/* After a decode step's draws: its tokens leave the budget, the rows that ended leave the batch,
- * the rest are cut when the budget is spent, and step_end may stop the rollout (*stop). */
+/* After a decode step's draws (drawn tokens: one, drawn or forced, per row that took one): they
+ * leave the budget, the rows that ended leave the batch, the rest are cut when the budget is
+ * spent, and step_end may stop the rollout (*stop). */
 static int step_done(grpo_model *m, sampler_state *s, const grpo_sampler_opts *o,
-                     const grpo_sampler_row_end *row_end, int32_t *live, grpo_rollout *out,
-                     int *stop, grpo_error *err) {
-    if (o->budget) *o->budget -= *live; /* one token (drawn or forced) per live row */
+                     const grpo_sampler_row_end *row_end, int32_t drawn, int32_t *live,
+                     grpo_rollout *out, int *stop, grpo_error *err) {
+    if (o->budget) *o->budget -= drawn;
     int rc = drop_finished(m, s, o, row_end, live, out, err);
     if (rc == GRPO_OK && budget_spent(o)) rc = cut_live(s, row_end, live, out, err);
     if (rc == GRPO_OK && row_end && row_end->step_end)
         rc = row_end->step_end(row_end->user, stop, err);
+    return rc;
+}
+
+/* One decode step of the live rows 0..live-1: each row's last token goes into its next cache
+ * slot; their logits (live,V) land in d_logits (and s->logits on the host path). */
+static int decode_live(grpo_model *m, sampler_state *s, int32_t live, grpo_error *err) {
+    const grpo_ops *ops = m->ops;
+    for (int32_t i = 0; i < live; i++) s->cmask[(size_t)i * s->S + s->len[i] - 1] = 1;
+    ops->upload(ops->ctx, s->d_tok, s->tok, (uint64_t)live * sizeof(int32_t));
+    ops->upload(ops->ctx, s->d_pos, s->pos, (uint64_t)live * sizeof(int32_t));
+    ops->upload(ops->ctx, s->d_len, s->len, (uint64_t)live * sizeof(int32_t));
+    ops->upload(ops->ctx, s->d_cmask, s->cmask, (uint64_t)live * s->S * sizeof(int32_t));
+    int rc = grpo_model_decode(m, live, s->d_tok, s->d_pos, s->d_cmask, s->d_len, s->d_logits,
+                               err);
+    if (rc == GRPO_OK && !s->dev)
+        ops->download(ops->ctx, s->logits, s->d_logits, (uint64_t)live * s->V * sizeof(float));
+    for (int32_t i = 0; i < live; i++) s->pos[i]++, s->len[i]++;
     return rc;
 }
 
@@ -462,7 +483,8 @@ static int run(grpo_model *m, const grpo_sampler_opts *o, const int32_t *prompt,
                                   b);
     sampler_state s = {0};
     s.dev = grpo_ops_supports(ops, sample_rows);
-    s.N = B * o->G, s.S = P + o->max_new, s.H = P + o->max_new, s.V = grpo_model_vocab(m);
+    s.N = s.Nout = B * o->G, s.S = P + o->max_new, s.H = P + o->max_new;
+    s.V = grpo_model_vocab(m);
     int rc = grpo_model_reserve_kv(m, s.N, s.S, P, err);
     if (rc != GRPO_OK) return rc;
     if (!rollout_alloc(out, s.N, o->max_new, o->policy_logp) ||
@@ -497,17 +519,9 @@ static int run(grpo_model *m, const grpo_sampler_opts *o, const int32_t *prompt,
             draw_tokens_device(m, &s, o, live, rng, row_rng, out);
         else
             draw_tokens_host(m, &s, o, live, first, rng, row_rng, out);
-        rc = step_done(m, &s, o, row_end, &live, out, &stop, err);
+        rc = step_done(m, &s, o, row_end, live, &live, out, &stop, err);
         if (rc != GRPO_OK || live == 0 || stop) break;
-        for (int32_t i = 0; i < live; i++) s.cmask[(size_t)i * s.S + s.len[i] - 1] = 1;
-        ops->upload(ops->ctx, s.d_tok, s.tok, (uint64_t)live * sizeof(int32_t));
-        ops->upload(ops->ctx, s.d_pos, s.pos, (uint64_t)live * sizeof(int32_t));
-        ops->upload(ops->ctx, s.d_len, s.len, (uint64_t)live * sizeof(int32_t));
-        ops->upload(ops->ctx, s.d_cmask, s.cmask, (uint64_t)live * s.S * sizeof(int32_t));
-        rc = grpo_model_decode(m, live, s.d_tok, s.d_pos, s.d_cmask, s.d_len, s.d_logits, err);
-        if (rc == GRPO_OK && !s.dev)
-            ops->download(ops->ctx, s.logits, s.d_logits, (uint64_t)live * s.V * sizeof(float));
-        for (int32_t i = 0; i < live; i++) s.pos[i]++, s.len[i]++;
+        rc = decode_live(m, &s, live, err);
     }
     state_free(m, &s);
     return rc;
@@ -530,4 +544,428 @@ int grpo_sampler_run_rows_each(grpo_model *m, const grpo_sampler_opts *o, const 
                                const grpo_sampler_row_end *row_end, grpo_rollout *out,
                                grpo_error *err) {
     return run(m, o, prompt, pmask, B, P, NULL, row_rng, row_end, out, err);
+}
+
+/* ---- continuous decode (grpo_sampler_run_queue) -------------------------------------------
+ *
+ * Cache rows [0, cap) are decode rows (live rows 0..live-1, as above); rows [cap, cap+spare)
+ * are prompt rows: a group's prompt KV, prefilled when its first row enters and copied into
+ * the cache row of each of its rows as it enters. Every row is named by its queue row gn
+ * (batch b's row n is base[b] + n; its group gn / G). The rows' outputs are written to `all`
+ * (by queue row) and copied to their batch's rollout as they end. A row that enters draws its
+ * first token at once from its prompt's logits (kept with the prompt row), so every live row
+ * has a token to decode. */
+
+typedef struct queue {
+    const grpo_sampler_batch *q;
+    int32_t nq, G, cap, spare, total; /* batches, G, decode rows, prompt rows, queue rows */
+    int32_t *base;                    /* [nq+1] first queue row of each batch */
+    grpo_rollout all;                 /* (total,T) every row's outputs by queue row */
+    grpo_rng *rng;                    /* [total] the batches' row streams, copied back at end */
+    int32_t next;                     /* the next queue row to enter */
+    int32_t head;                     /* the batch whose callbacks fire */
+    int32_t *left;                    /* [nq] rows of batch b not ended yet (0 once stopped) */
+    uint8_t *stopped;                 /* [nq] b's step_end stopped it */
+    int32_t *held, n_held;            /* [total] rows of batches after head that ended */
+    int32_t *slot_group;              /* [spare] the group in prompt row cap+j, -1: free */
+    float *plog, *d_plog;             /* (spare,V) its prompt's last logits: host, backend */
+    int32_t budget_cut_seen;          /* all.budget_cut already counted to a batch */
+    int32_t steps;                    /* decode steps so far */
+    grpo_sampler_stats *stats;
+} queue;
+
+static int32_t batch_of(const queue *q, int32_t gn) {
+    int32_t b = 0;
+    while (gn >= q->base[b + 1]) b++;
+    return b;
+}
+
+/* Copies queue row gn's outputs (ids, mask, log-probs, length, truncation) to its batch's. */
+static void hand_over_row(queue *q, int32_t gn) {
+    int32_t b = batch_of(q, gn), n = gn - q->base[b];
+    grpo_rollout *o = q->q[b].out, *a = &q->all;
+    size_t T = (size_t)a->T, d = (size_t)n * T, f = (size_t)gn * T;
+    memcpy(o->ids + d, a->ids + f, T * sizeof *o->ids);
+    memcpy(o->mask + d, a->mask + f, T * sizeof *o->mask);
+    memcpy(o->logp + d, a->logp + f, T * sizeof *o->logp);
+    if (o->plogp) memcpy(o->plogp + d, a->plogp + f, T * sizeof *o->plogp);
+    o->len[n] = a->len[gn], o->truncated[n] = a->truncated[gn];
+}
+
+/* Fires batch b's row_end for its row n (none: nothing to call). */
+static int batch_row_end(const queue *q, int32_t b, int32_t n, grpo_error *err) {
+    const grpo_sampler_row_end *re = q->q[b].row_end;
+    return re && re->fn ? re->fn(re->user, n, err) : GRPO_OK;
+}
+
+/* The engine's row_end: queue row gn ended (EOS, T tokens or the budget). It goes to its batch
+ * now when that batch is the head, else it is held until it is. */
+static int queue_row_ended(void *user, int32_t gn, grpo_error *err) {
+    queue *q = user;
+    int32_t b = batch_of(q, gn);
+    hand_over_row(q, gn);
+    if (q->all.budget_cut != q->budget_cut_seen) /* cut_live counted it just before the call */
+        q->q[b].out->budget_cut++, q->budget_cut_seen = q->all.budget_cut;
+    q->left[b]--;
+    if (b == q->head) return batch_row_end(q, b, gn - q->base[b], err);
+    q->held[q->n_held++] = gn;
+    return GRPO_OK;
+}
+
+/* The prompt row holding group grp, or -1. */
+static int32_t prompt_row_of(const queue *q, int32_t grp) {
+    for (int32_t j = 0; j < q->spare; j++)
+        if (q->slot_group[j] == grp) return j;
+    return -1;
+}
+
+static int32_t free_prompt_rows(const queue *q) {
+    int32_t k = 0;
+    for (int32_t j = 0; j < q->spare; j++) k += q->slot_group[j] < 0;
+    return k;
+}
+
+/* Prefills groups k0 .. k0+k-1 of batch b (one prefill, the batch's P) into prompt rows. The
+ * prefill writes cache rows 0..k-1: the live rows there are moved past the live ones first
+ * (k <= the free decode rows) and back after. */
+static int prefill_groups(grpo_model *m, sampler_state *s, queue *q, int32_t b, int32_t k0,
+                          int32_t k, int32_t live, grpo_error *err) {
+    const grpo_sampler_batch *bt = &q->q[b];
+    int32_t lo = live < k ? live : k, hi = live > k ? live : k, P = bt->P, rc = GRPO_OK;
+    for (int32_t j = 0; rc == GRPO_OK && j < lo; j++)
+        rc = move_row(m, s, hi + j, j, s->len[j] - 1, err);
+    if (rc == GRPO_OK)
+        rc = prefill(m, s, bt->prompt + (size_t)k0 * P, bt->pmask + (size_t)k0 * P, k, P, err);
+    for (int32_t j = 0, slot = 0; rc == GRPO_OK && j < k; j++) {
+        while (q->slot_group[slot] >= 0) slot++;
+        q->slot_group[slot] = (q->base[b] / q->G) + k0 + j;
+        rc = grpo_model_kv_copy_row(m, q->cap + slot, j, P, err);
+        memcpy(q->plog + (size_t)slot * s->V, s->logits + (size_t)j * s->V,
+               (size_t)s->V * sizeof(float));
+        if (q->d_plog) /* the policy log-probs of first tokens read the backend's copy */
+            m->ops->copy(m->ops->ctx, q->d_plog + (size_t)slot * s->V,
+                         s->d_logits + (size_t)j * s->V, (uint64_t)s->V * sizeof(float));
+    }
+    for (int32_t j = 0; rc == GRPO_OK && j < lo; j++)
+        rc = move_row(m, s, j, hi + j, s->len[hi + j] - 1, err);
+    return rc;
+}
+
+/* Queue row gn enters decode row i from prompt row slot and draws its first token from the
+ * prompt's logits (its policy log-prob, by ops->logits_logp, is queued as the k-th). */
+static int enter_row(grpo_model *m, sampler_state *s, queue *q, const grpo_sampler_opts *o,
+                     int32_t i, int32_t gn, int32_t slot, int32_t *k, grpo_error *err) {
+    int32_t b = batch_of(q, gn), n = gn - q->base[b], P = q->q[b].P, real = 0;
+    const int32_t *pr = q->q[b].prompt + (size_t)(n / q->G) * P;
+    const int32_t *pm = q->q[b].pmask + (size_t)(n / q->G) * P;
+    int rc = grpo_model_kv_copy_row(m, i, q->cap + slot, P, err);
+    if (rc != GRPO_OK) return rc;
+    int32_t *cm = s->cmask + (size_t)i * s->S, *h = s->hist + (size_t)gn * s->H;
+    memset(cm, 0, (size_t)s->S * sizeof *cm);
+    for (int32_t t = 0; t < P; t++) {
+        cm[t] = pm[t] != 0;
+        if (pm[t]) h[real++] = pr[t];
+    }
+    s->n_hist[gn] = real;
+    s->row[i] = gn, s->pos[i] = real, s->len[i] = P + 1;
+    int by_op = q->all.plogp && q->d_plog;
+    float u = uniform_for(o, gn, NULL, q->rng), lp, plp = 0.0f;
+    const float *logits = q->plog + (size_t)slot * s->V;
+    int32_t t = o->end_at ? end_at_draw(o, s, logits, gn, 0, u, &lp)
+                          : grpo_sample_row(&o->sampling, logits, s->V, h, real, u, &lp,
+                                            q->all.plogp && !by_op ? &plp : NULL, s->row_logits,
+                                            s->scratch);
+    record_draw(s, i, gn, t, lp, plp, &q->all);
+    if (by_op) s->lrow[*k] = slot, s->lid[*k] = t, s->lout[(*k)++] = gn;
+    return GRPO_OK;
+}
+
+/* The policy log-probs of the first tokens drawn since the last flush (prompt rows' logits). */
+static void flush_first_logps(grpo_model *m, sampler_state *s, queue *q,
+                              const grpo_sampler_opts *o, int32_t *k) {
+    if (*k) policy_logps(m->ops, s, o, q->d_plog, *k, &q->all);
+    *k = 0;
+}
+
+/* Skips the waiting rows of stopped batches. */
+static void skip_stopped(queue *q) {
+    while (q->next < q->total && q->stopped[batch_of(q, q->next)])
+        q->next = q->base[batch_of(q, q->next) + 1];
+}
+
+/* Enters waiting rows into the free decode rows live..cap-1 (prefilling groups as needed);
+ * returns the count in *entered. */
+static int enter_rows(grpo_model *m, sampler_state *s, queue *q, const grpo_sampler_opts *o,
+                      int32_t live, int32_t *entered, grpo_error *err) {
+    int32_t e = 0, k = 0, G = q->G;
+    int rc = GRPO_OK;
+    for (skip_stopped(q); rc == GRPO_OK && q->next < q->total && live + e < q->cap;
+         skip_stopped(q)) {
+        int32_t gn = q->next, grp = gn / G, slot = prompt_row_of(q, grp);
+        if (slot < 0) { /* prefill this group and the next ones the free rows will take */
+            int32_t b = batch_of(q, gn), k0 = grp - q->base[b] / G;
+            int32_t want = (q->cap - live - e + G - 1) / G, left = q->q[b].B - k0;
+            int32_t kn = want < left ? want : left, room = free_prompt_rows(q);
+            kn = kn < room ? kn : room;
+            flush_first_logps(m, s, q, o, &k); /* prefill reuses the rows the op reads */
+            rc = prefill_groups(m, s, q, b, k0, kn, live + e, err);
+            slot = prompt_row_of(q, grp);
+        }
+        if (rc == GRPO_OK) rc = enter_row(m, s, q, o, live + e, gn, slot, &k, err);
+        if (rc != GRPO_OK) break;
+        if (q->steps > 0) q->stats->refills++;
+        e++, q->next++;
+        if (q->next % G == 0) q->slot_group[slot] = -1; /* the group's last row entered */
+    }
+    if (rc == GRPO_OK) flush_first_logps(m, s, q, o, &k);
+    *entered = e;
+    return rc;
+}
+
+/* The budget is spent: the rows still waiting end at once, truncated and empty. */
+static int cut_waiting(queue *q, grpo_error *err) {
+    int rc = GRPO_OK;
+    for (skip_stopped(q); rc == GRPO_OK && q->next < q->total; skip_stopped(q)) {
+        q->all.truncated[q->next] = 1, q->all.budget_cut++;
+        rc = queue_row_ended(q, q->next++, err);
+    }
+    return rc;
+}
+
+/* Fills the free decode rows while rows wait; rows that end at their first token free their
+ * row again. */
+static int refill(grpo_model *m, sampler_state *s, queue *q, const grpo_sampler_opts *o,
+                  const grpo_sampler_row_end *re, int32_t *live, grpo_error *err) {
+    int rc = GRPO_OK, stop = 0;
+    while (rc == GRPO_OK && *live < q->cap) {
+        if (budget_spent(o)) return cut_waiting(q, err);
+        int32_t e = 0;
+        rc = enter_rows(m, s, q, o, *live, &e, err);
+        if (rc != GRPO_OK || e == 0) break;
+        *live += e;
+        if (*live > q->stats->live_rows_max) q->stats->live_rows_max = *live;
+        rc = step_done(m, s, o, re, e, live, &q->all, &stop, err);
+    }
+    return rc;
+}
+
+/* Batch b stopped (its step_end): its live rows leave the cache unended (aborted: their outputs
+ * hold what they generated), its waiting rows never enter, its prompt rows are freed. */
+static int stop_batch(grpo_model *m, sampler_state *s, queue *q, int32_t b, int32_t *live,
+                      grpo_error *err) {
+    int rc = GRPO_OK;
+    q->stopped[b] = 1, q->left[b] = 0;
+    for (int32_t i = *live - 1; rc == GRPO_OK && i >= 0; i--) {
+        if (batch_of(q, s->row[i]) != b) continue;
+        int32_t last = *live - 1;
+        if (i != last) rc = move_row(m, s, i, last, s->len[last] - 1, err);
+        (*live)--;
+    }
+    for (int32_t j = 0; j < q->spare; j++)
+        if (q->slot_group[j] >= q->base[b] / q->G && q->slot_group[j] < q->base[b + 1] / q->G)
+            q->slot_group[j] = -1;
+    return rc;
+}
+
+/* Batch b becomes the head: begin, then the rows of b that ended before, in order. */
+static int head_begin(queue *q, int32_t b, grpo_error *err) {
+    const grpo_sampler_row_end *re = q->q[b].row_end;
+    int rc = re && re->begin ? re->begin(re->user, err) : GRPO_OK;
+    int32_t kept = 0;
+    for (int32_t j = 0; j < q->n_held; j++) {
+        int32_t gn = q->held[j];
+        if (batch_of(q, gn) != b) q->held[kept++] = gn;
+        else if (rc == GRPO_OK) rc = batch_row_end(q, b, gn - q->base[b], err);
+    }
+    q->n_held = kept;
+    return rc;
+}
+
+/* Batch b is over: every row's outputs (aborted ones: what they generated) go to its rollout
+ * and its finish is called. */
+static int head_finish(queue *q, int32_t b, grpo_error *err) {
+    for (int32_t gn = q->base[b]; gn < q->base[b + 1]; gn++) hand_over_row(q, gn);
+    const grpo_sampler_row_end *re = q->q[b].row_end;
+    return re && re->finish ? re->finish(re->user, err) : GRPO_OK;
+}
+
+/* After a step: the head batch's step_end (which may stop it); a finished head hands over to
+ * the next batch (begin, its held rows, its step_end), and so on. */
+static int after_step(grpo_model *m, sampler_state *s, queue *q, int32_t *live,
+                      grpo_error *err) {
+    int rc = GRPO_OK;
+    while (rc == GRPO_OK && q->head < q->nq) {
+        int32_t b = q->head;
+        const grpo_sampler_row_end *re = q->q[b].row_end;
+        int stop = 0;
+        if (!q->stopped[b] && re && re->step_end) rc = re->step_end(re->user, &stop, err);
+        if (rc == GRPO_OK && stop) rc = stop_batch(m, s, q, b, live, err);
+        if (rc != GRPO_OK || q->left[b] > 0) break;
+        rc = head_finish(q, b, err);
+        if (rc == GRPO_OK && ++q->head < q->nq) rc = head_begin(q, q->head, err);
+    }
+    return rc;
+}
+
+static void queue_free(grpo_model *m, queue *q) {
+    if (q->rng) /* the streams advance as the batches' own would */
+        for (int32_t b = 0; b < q->nq; b++)
+            memcpy(q->q[b].row_rng, q->rng + q->base[b],
+                   (size_t)(q->base[b + 1] - q->base[b]) * sizeof *q->rng);
+    free(q->base), free(q->rng), free(q->left), free(q->stopped), free(q->held);
+    free(q->slot_group), free(q->plog);
+    if (q->d_plog) m->ops->free(m->ops->ctx, q->d_plog);
+    grpo_rollout_free(&q->all);
+}
+
+/* The queue's tables, its outputs (all, and each batch's own), its streams. */
+static int queue_alloc(grpo_model *m, queue *q, const grpo_sampler_opts *o, int32_t V) {
+    int32_t nq = q->nq;
+    q->base = malloc((size_t)(nq + 1) * sizeof *q->base);
+    q->left = malloc((size_t)nq * sizeof *q->left), q->stopped = calloc((size_t)nq, 1);
+    if (!q->base || !q->left || !q->stopped) return 0;
+    q->base[0] = 0;
+    for (int32_t b = 0; b < nq; b++) {
+        q->left[b] = q->q[b].B * q->G, q->base[b + 1] = q->base[b] + q->left[b];
+        if (!rollout_alloc(q->q[b].out, q->left[b], o->max_new, o->policy_logp)) return 0;
+        for (size_t i = 0; i < (size_t)q->left[b] * o->max_new; i++)
+            q->q[b].out->ids[i] = o->pad_id;
+    }
+    q->total = q->base[nq];
+    q->held = malloc((size_t)q->total * sizeof *q->held);
+    if (!(q->rng = malloc((size_t)q->total * sizeof *q->rng))) return 0;
+    for (int32_t b = 0; b < nq; b++)
+        memcpy(q->rng + q->base[b], q->q[b].row_rng,
+               (size_t)(q->base[b + 1] - q->base[b]) * sizeof *q->rng);
+    q->slot_group = malloc((size_t)q->spare * sizeof *q->slot_group);
+    q->plog = malloc((size_t)q->spare * V * sizeof *q->plog);
+    if (!q->held || !q->slot_group || !q->plog) return 0;
+    for (int32_t j = 0; j < q->spare; j++) q->slot_group[j] = -1;
+    if (o->policy_logp && grpo_ops_supports(m->ops, logits_logp) &&
+        !(q->d_plog = m->ops->alloc(m->ops->ctx, (uint64_t)q->spare * V * sizeof(float))))
+        return 0;
+    if (!rollout_alloc(&q->all, q->total, o->max_new, o->policy_logp)) return 0;
+    for (size_t i = 0; i < (size_t)q->total * o->max_new; i++) q->all.ids[i] = o->pad_id;
+    return 1;
+}
+
+/* Whether rows wait to enter (stopped batches' rows never do). */
+static int rows_waiting(queue *q) {
+    skip_stopped(q);
+    return q->next < q->total;
+}
+
+/* Refills and hands the head on until the decode rows are full or nothing waits (a batch its
+ * step_end stopped frees rows that refill again). */
+static int fill(grpo_model *m, sampler_state *s, queue *q, const grpo_sampler_opts *o,
+                const grpo_sampler_row_end *re, int32_t *live, grpo_error *err) {
+    int rc;
+    do {
+        rc = refill(m, s, q, o, re, live, err);
+        if (rc == GRPO_OK) rc = after_step(m, s, q, live, err);
+    } while (rc == GRPO_OK && *live < q->cap && rows_waiting(q) && !budget_spent(o));
+    return rc;
+}
+
+/* The continuous schedule: fill, then decode steps until no row is live or waiting. */
+static int run_continuous(grpo_model *m, sampler_state *s, queue *q, const grpo_sampler_opts *o,
+                          grpo_error *err) {
+    grpo_sampler_row_end re = {queue_row_ended, q, NULL, NULL, NULL};
+    int32_t live = 0;
+    int stop = 0;
+    int rc = head_begin(q, 0, err);
+    if (rc == GRPO_OK) rc = fill(m, s, q, o, &re, &live, err);
+    while (rc == GRPO_OK && live > 0) {
+        rc = decode_live(m, s, live, err);
+        if (rc != GRPO_OK) break;
+        q->steps++;
+        draw_tokens_host(m, s, o, live, 0, NULL, q->rng, &q->all);
+        rc = step_done(m, s, o, &re, live, &live, &q->all, &stop, err);
+        if (rc == GRPO_OK) rc = fill(m, s, q, o, &re, &live, err);
+    }
+    if (rc == GRPO_OK && q->head < q->nq)
+        return grpo_error_set(err, GRPO_ERR_INVALID,
+                              "sampler: the queue ended with batch %d of %d unfinished",
+                              q->head, q->nq);
+    return rc;
+}
+
+/* Checks q's batches (as run() does) and the cap; sets the cache's size. */
+static int queue_check(const queue *q, const grpo_sampler_opts *o, int32_t *maxP,
+                       grpo_error *err) {
+    *maxP = 0;
+    for (int32_t b = 0; b < q->nq; b++) {
+        const grpo_sampler_batch *bt = &q->q[b];
+        if (bt->B <= 0 || bt->P <= 0 || !bt->row_rng || !bt->out)
+            return grpo_error_set(err, GRPO_ERR_INVALID,
+                                  "sampler: queue batch %d needs B, P > 0, row streams and an "
+                                  "output (got B %d, P %d)", b, bt->B, bt->P);
+        for (int32_t k = 0; k < bt->B; k++)
+            if (!bt->pmask[(size_t)k * bt->P + bt->P - 1])
+                return grpo_error_set(err, GRPO_ERR_INVALID,
+                                      "sampler: queue batch %d prompt row %d is not left-padded "
+                                      "(last column is padding)", b, k);
+        *maxP = bt->P > *maxP ? bt->P : *maxP;
+    }
+    if (o->G <= 0 || o->max_new <= 0 || q->cap <= 0)
+        return grpo_error_set(err, GRPO_ERR_INVALID,
+                              "sampler: need G, max_completion_length, max live rows > 0 (got "
+                              "%d %d %d)", o->G, o->max_new, q->cap);
+    return GRPO_OK;
+}
+
+/* The static schedule: each batch alone, as grpo_sampler_run_rows_each, with its callbacks. */
+static int run_static(grpo_model *m, const grpo_sampler_opts *o, const grpo_sampler_batch *q,
+                      int32_t nq, grpo_sampler_stats *st, grpo_error *err) {
+    int rc = GRPO_OK;
+    for (int32_t b = 0; rc == GRPO_OK && b < nq; b++) {
+        const grpo_sampler_row_end *re = q[b].row_end;
+        if (re && re->begin) rc = re->begin(re->user, err);
+        if (rc == GRPO_OK)
+            rc = run(m, o, q[b].prompt, q[b].pmask, q[b].B, q[b].P, NULL, q[b].row_rng, re,
+                     q[b].out, err);
+        if (rc == GRPO_OK && re && re->finish) rc = re->finish(re->user, err);
+        if (q[b].B * o->G > st->live_rows_max) st->live_rows_max = q[b].B * o->G;
+    }
+    return rc;
+}
+
+int grpo_sampler_run_queue(grpo_model *m, const grpo_sampler_opts *o, const grpo_sampler_batch *q,
+                           int32_t nq, int32_t max_live, grpo_sampler_stats *stats,
+                           grpo_error *err) {
+    grpo_sampler_stats own = {0};
+    grpo_sampler_stats *st = stats ? stats : &own;
+    memset(st, 0, sizeof *st);
+    if (nq <= 0) return GRPO_OK;
+    queue qu = {.q = q, .nq = nq, .G = o->G, .stats = st};
+    qu.cap = max_live > 0 ? max_live : q[0].B * o->G;
+    int32_t maxP = 0;
+    int rc = queue_check(&qu, o, &maxP, err);
+    if (rc != GRPO_OK) return rc;
+    int continuous = !grpo_ops_supports(m->ops, sample_rows) && !o->turns &&
+                     (nq > 1 || q[0].B * o->G > qu.cap);
+    if (!continuous) return run_static(m, o, q, nq, st, err);
+    st->continuous = 1;
+    int32_t groups = 0;
+    for (int32_t b = 0; b < nq; b++) groups += q[b].B;
+    qu.cap = qu.cap < groups * o->G ? qu.cap : groups * o->G; /* no room for rows never there */
+    qu.spare = (qu.cap + o->G - 1) / o->G;
+    qu.spare = qu.spare < groups ? qu.spare : groups;
+    sampler_state s = {0};
+    s.N = qu.cap + qu.spare, s.S = s.H = maxP + o->max_new, s.V = grpo_model_vocab(m);
+    s.Nout = groups * o->G;
+    rc = grpo_model_reserve_kv(m, s.N, s.S, maxP, err);
+    if (rc != GRPO_OK) return rc;
+    if (!queue_alloc(m, &qu, o, s.V) || !state_alloc(m, &s, s.N, maxP, o->policy_logp)) {
+        state_free(m, &s), queue_free(m, &qu);
+        return grpo_nomem(err, "the continuous sampler's buffers (rows x tokens, cache rows x "
+                               "vocab)",
+                          (uint64_t)s.Nout * (o->max_new * 32 + s.H * 8) +
+                              (uint64_t)s.N * s.V * 8);
+    }
+    rc = end_at_setup(&s, o, err);
+    if (rc == GRPO_OK) rc = run_continuous(m, &s, &qu, o, err);
+    state_free(m, &s);
+    queue_free(m, &qu);
+    return rc;
 }

@@ -8,6 +8,8 @@
  * row n belongs to prompt n / G), P prompt columns (left-padded), T = max_completion_length,
  * V vocabulary.
  *
+ * Continuous decode over several batches (the trainer's chunks): grpo_sampler_run_queue below.
+ *
  * How: the B prompts are prefilled ONCE into cache rows 0..B-1, each prompt's
  * cache is copied into its G rows (kv_copy_row), then all live rows decode together, one token
  * per row per step. A row stops after it emits any of the EOS ids, or after T tokens; a finished
@@ -121,6 +123,10 @@ typedef struct grpo_sampler_row_end {
     int (*fn)(void *user, int32_t n, grpo_error *err);
     void *user;
     int (*step_end)(void *user, int *stop, grpo_error *err);
+    /* grpo_sampler_run_queue only (NULL: none): begin before the batch's first fn or step_end,
+     * finish once every row of the batch has ended or was aborted (its rollout is final then) */
+    int (*begin)(void *user, grpo_error *err);
+    int (*finish)(void *user, grpo_error *err);
 } grpo_sampler_row_end;
 
 /* grpo_sampler_run_rows, calling row_end as each row ends. */
@@ -128,6 +134,41 @@ int grpo_sampler_run_rows_each(grpo_model *m, const grpo_sampler_opts *o, const 
                                const int32_t *pmask, int32_t B, int32_t P, grpo_rng *row_rng,
                                const grpo_sampler_row_end *row_end, grpo_rollout *out,
                                grpo_error *err);
+
+/* ---- continuous decode: a queue of generation batches -------------------------------------
+ *
+ * One batch of the queue: B prompts (B,P) left-padded, its row streams row_rng[B*G] (advance),
+ * its callbacks (row_end, NULL: none) and its output (out, (re)allocated to B*G rows). */
+typedef struct grpo_sampler_batch {
+    const int32_t *prompt, *pmask;
+    int32_t B, P;
+    grpo_rng *row_rng;
+    const grpo_sampler_row_end *row_end;
+    grpo_rollout *out;
+} grpo_sampler_batch;
+
+/* What a queue run did: the most rows decoded together (sampling/live_rows_max), the rows that
+ * entered a cache row after decoding began (sampling/refills), and whether it ran continuous. */
+typedef struct grpo_sampler_stats {
+    int32_t live_rows_max, refills, continuous;
+} grpo_sampler_stats;
+
+/* Samples every batch of q[nq] as grpo_sampler_run_rows_each would one after the other, and
+ * gives each the same completions (a row's tokens depend only on its prompt and its stream),
+ * but decodes them as one continuous batch: at most max_live rows (0: the first batch's B*G)
+ * are live; when rows end, their cache rows are refilled at once with the next rows waiting
+ * (their group's prompt prefilled once when its first row enters, kept in a prompt row of the
+ * cache until its last row entered), so the batch stays full while a batch's tail decodes.
+ * The KV cache holds max_live + ceil(max_live / G) rows, not all the rows.
+ * Callbacks keep batch order: batch b's begin, fn and step_end fire once every earlier batch
+ * finished; rows of b that end before are handed to fn then, in the order they ended, followed
+ * by one step_end. A step_end stop aborts the rest of that batch only. The budget is shared:
+ * once spent, live rows and the rows still waiting end truncated (budget_cut).
+ * Continuous needs host sampling (no grpo_ops.sample_rows), no turns and more rows than
+ * max_live or several batches; otherwise the batches run one after the other (static). */
+int grpo_sampler_run_queue(grpo_model *m, const grpo_sampler_opts *o, const grpo_sampler_batch *q,
+                           int32_t nq, int32_t max_live, grpo_sampler_stats *stats,
+                           grpo_error *err);
 
 void grpo_rollout_free(grpo_rollout *r);
 

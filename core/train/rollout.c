@@ -142,26 +142,6 @@ static int stream_alloc(stream *st, grpo_error *err) {
     return rc;
 }
 
-/* Samples with o while the pooled rewards score each row or group as it ends; then the rest. */
-static int sample_streamed(grpo_rollout_batch *b, const grpo_run *r, grpo_model *m,
-                           const grpo_sampler_opts *o, grpo_reward_set *rs, grpo_error *err) {
-    stream st = {b, r, rs, {0}};
-    int rc = stream_alloc(&st, err);
-    if (rc == GRPO_OK)
-        rc = grpo_reward_set_begin(rs, st.rb.samples, (uint32_t)b->N, (uint32_t)b->G, b->R, err);
-    if (rc != GRPO_OK) {
-        grpo_reward_batch_free(&st.rb);
-        return rc;
-    }
-    grpo_sampler_row_end hook = {.fn = stream_row_end, .user = &st};
-    rc = grpo_sampler_run_rows_each(m, o, b->prompt, b->pmask, b->B, b->P, b->row_rng, &hook,
-                                    &b->roll, err);
-    int rc2 = grpo_reward_set_finish(rs, rc == GRPO_OK, err);
-    grpo_reward_pool_parts(rs->pool, &b->parts_early, &b->parts);
-    grpo_reward_batch_free(&st.rb);
-    return rc != GRPO_OK ? rc : rc2;
-}
-
 /* ---- over-sampling: each group scored as it completes, the first `keep` with a spread kept --- */
 
 typedef struct over {
@@ -175,6 +155,7 @@ typedef struct over {
 
 static void over_free(over *o) {
     free(o->left), free(o->done_at), free(o->pass), free(o->kept), free(o->fresh);
+    o->left = o->done_at = o->fresh = NULL, o->pass = o->kept = NULL;
     grpo_reward_batch_free(&o->st.rb);
 }
 
@@ -286,36 +267,57 @@ static void over_compact(grpo_rollout_batch *b, const uint8_t *kept, int K) {
     b->B = b->n_prompts = j, b->N = b->roll.N = j * G;
 }
 
-/* Samples the B started groups, scoring each as it completes, until `keep` pass (above). */
-static int sample_over(grpo_rollout_batch *b, const grpo_run *r, grpo_model *m,
-                       const grpo_sampler_opts *so, grpo_reward_set *rs, grpo_error *err) {
-    if (!b->row_rng || b->env || !b->spread || b->keep > b->B)
-        return grpo_error_set(err, GRPO_ERR_INVALID,
-                              "rollout: over-sampling keeps %d of %d groups; it needs one "
-                              "sampling stream per row, no environment and a spread test",
-                              (int)b->keep, (int)b->B);
-    over o;
-    memset(&o, 0, sizeof o);
-    o.st.b = b, o.st.r = r, o.st.rs = rs;
-    int rc = over_alloc(&o, err);
+/* ---- a queue of batches through one sampler run (grpo_sampler_run_queue) ------------------ */
+
+enum { PLAIN, STREAMED, OVER }; /* scored after; scored as rows end; over-sampled */
+
+/* One batch of the queue: how it is scored, its callbacks' state and where it is. */
+typedef struct runner {
+    over o; /* o.st: the rows' samples (STREAMED, OVER); the groups' state (OVER) */
+    int mode, begun, finished;
+    grpo_sampler_row_end hook;
+} runner;
+
+/* The sampler's begin: the batch's samples, and the reward set takes it (one batch at a time:
+ * the queue begins a batch once the one before finished). */
+static int runner_begin(void *user, grpo_error *err) {
+    runner *u = user;
+    grpo_rollout_batch *b = u->o.st.b;
+    int rc = u->mode == OVER ? over_alloc(&u->o, err) : stream_alloc(&u->o.st, err);
     if (rc == GRPO_OK)
-        rc = grpo_reward_set_begin(rs, o.st.rb.samples, (uint32_t)b->N, (uint32_t)b->G, b->R, err);
-    if (rc != GRPO_OK) {
-        over_free(&o);
+        rc = grpo_reward_set_begin(u->o.st.rs, u->o.st.rb.samples, (uint32_t)b->N,
+                                   (uint32_t)b->G, b->R, err);
+    u->begun = rc == GRPO_OK;
+    return rc;
+}
+
+/* The sampler's finish: the batch's rows are final; the rest of its scoring, its texts. */
+static int runner_finish(void *user, grpo_error *err) {
+    runner *u = user;
+    grpo_rollout_batch *b = u->o.st.b;
+    grpo_reward_set *rs = u->o.st.rs;
+    int rc = GRPO_OK;
+    u->finished = 1;
+    if (u->mode == PLAIN) {
+        rc = decode_completions(b, u->o.st.r, err);
+        if (rc == GRPO_OK) rc = score(b, rs, err);
+        if (rc == GRPO_OK) grpo_reward_pool_parts(rs->pool, &b->parts_early, &b->parts);
         return rc;
     }
-    grpo_sampler_row_end hook = {over_row_end, &o, over_step_end};
-    rc = grpo_sampler_run_rows_each(m, so, b->prompt, b->pmask, b->B, b->P, b->row_rng, &hook,
-                                    &b->roll, err);
-    if (rc == GRPO_OK) rc = grpo_reward_set_finish_groups(rs, err);
-    else grpo_reward_set_finish(rs, 0, NULL); /* drains the pool; the sampler's error stands */
+    rc = u->mode == OVER ? grpo_reward_set_finish_groups(rs, err)
+                         : grpo_reward_set_finish(rs, 1, err);
     grpo_reward_pool_parts(rs->pool, &b->parts_early, &b->parts);
-    if (rc == GRPO_OK) {
-        over_fill(&o);
-        over_compact(b, o.kept, rs->n);
-    }
-    over_free(&o);
+    if (rc == GRPO_OK && u->mode == OVER) over_fill(&u->o), over_compact(b, u->o.kept, rs->n);
+    if (rc == GRPO_OK && u->mode == STREAMED) rc = decode_completions(b, u->o.st.r, err);
+    over_free(&u->o);
     return rc;
+}
+
+/* After a failed run: a batch the reward set took is drained; every runner's state freed. */
+static void runner_free(runner *u) {
+    if (u->begun && !u->finished && u->mode != PLAIN)
+        grpo_reward_set_finish(u->o.st.rs, 0, NULL);
+    over_free(&u->o);
 }
 
 /* Rows can be scored as they end: pooled rewards, one stream per row (the trainer's: a row's
@@ -325,20 +327,60 @@ static int streams(const grpo_rollout_batch *b, const grpo_reward_set *rs) {
     return rs->pool && b->row_rng && !b->env;
 }
 
-int grpo_rollout_batch_run(grpo_rollout_batch *b, const grpo_run *r, grpo_model *m,
-                           const grpo_sampler_opts *so, grpo_rng *rng, grpo_reward_set *rs,
-                           grpo_error *err) {
+/* Batch b's checks, its prompts left-padded, its runner set up. */
+static int runner_init(runner *u, grpo_rollout_batch *b, const grpo_run *r,
+                       const grpo_sampler_opts *so, grpo_reward_set *rs, grpo_error *err) {
+    memset(u, 0, sizeof *u);
+    u->o.st.b = b, u->o.st.r = r, u->o.st.rs = rs;
     if (b->n_prompts != b->B || so->G != b->G)
         return grpo_error_set(err, GRPO_ERR_INVALID,
                               "rollout: %d of %d prompts added, %d completions each (sampler: %d)",
                               (int)b->n_prompts, (int)b->B, (int)b->G, (int)so->G);
-    grpo_sampler_opts o = *so;
-    int rc = pad_prompts(b, r->pad_id, err);
-    if (rc == GRPO_OK && b->keep > 0) return sample_over(b, r, m, &o, rs, err);
-    if (rc == GRPO_OK && streams(b, rs)) {
-        rc = sample_streamed(b, r, m, &o, rs, err);
-        return rc == GRPO_OK ? decode_completions(b, r, err) : rc;
+    if (b->keep > 0 && (!b->row_rng || b->env || !b->spread || b->keep > b->B))
+        return grpo_error_set(err, GRPO_ERR_INVALID,
+                              "rollout: over-sampling keeps %d of %d groups; it needs one "
+                              "sampling stream per row, no environment and a spread test",
+                              (int)b->keep, (int)b->B);
+    u->mode = b->keep > 0 ? OVER : streams(b, rs) ? STREAMED : PLAIN;
+    /* one user for every callback: u is &u->o is &u->o.st (first members) */
+    u->hook = (grpo_sampler_row_end){NULL, u, NULL, runner_begin, runner_finish};
+    if (u->mode == STREAMED) u->hook.fn = stream_row_end;
+    if (u->mode == OVER) u->hook.fn = over_row_end, u->hook.step_end = over_step_end;
+    if (u->mode == PLAIN) u->hook.begin = NULL;
+    return pad_prompts(b, r->pad_id, err);
+}
+
+int grpo_rollout_batches_run(grpo_rollout_batch **bs, int32_t n, const grpo_run *r,
+                             grpo_model *m, const grpo_sampler_opts *so, grpo_reward_set *rs,
+                             int32_t max_live, grpo_sampler_stats *stats, grpo_error *err) {
+    runner *u = calloc((size_t)n, sizeof *u);
+    grpo_sampler_batch *q = calloc((size_t)n, sizeof *q);
+    int rc = u && q ? GRPO_OK
+                    : grpo_nomem(err, "the rollout's batch table", (uint64_t)n * (sizeof *u +
+                                                                                  sizeof *q));
+    for (int32_t i = 0; rc == GRPO_OK && i < n; i++) {
+        grpo_rollout_batch *b = bs[i];
+        if (!b->row_rng || b->env)
+            rc = grpo_error_set(err, GRPO_ERR_INVALID,
+                                "rollout: batch %d of a queue needs one sampling stream per row "
+                                "and no environment", (int)i);
+        if (rc == GRPO_OK) rc = runner_init(&u[i], b, r, so, rs, err);
+        q[i] = (grpo_sampler_batch){b->prompt, b->pmask, b->B, b->P, b->row_rng, &u[i].hook,
+                                    &b->roll};
     }
+    if (rc == GRPO_OK) rc = grpo_sampler_run_queue(m, so, q, n, max_live, stats, err);
+    for (int32_t i = 0; u && i < n; i++) runner_free(&u[i]);
+    free(u), free(q);
+    return rc;
+}
+
+int grpo_rollout_batch_run(grpo_rollout_batch *b, const grpo_run *r, grpo_model *m,
+                           const grpo_sampler_opts *so, grpo_rng *rng, grpo_reward_set *rs,
+                           grpo_error *err) {
+    if (b->row_rng && !b->env) return grpo_rollout_batches_run(&b, 1, r, m, so, rs, 0, NULL, err);
+    runner u;
+    int rc = runner_init(&u, b, r, so, rs, err); /* PLAIN: eval's rows, or an environment's */
+    grpo_sampler_opts o = *so;
     if (rc == GRPO_OK && b->env) {
         rc = grpo_episodes_begin(b->env, b->prompt_text, b->ex, b->B, b->G, err);
         o.turns = grpo_episodes_turns(b->env);
@@ -352,9 +394,7 @@ int grpo_rollout_batch_run(grpo_rollout_batch *b, const grpo_run *r, grpo_model 
         int rc2 = grpo_episodes_finish(b->env, rc == GRPO_OK ? err : NULL);
         if (rc == GRPO_OK) rc = rc2;
     }
-    if (rc == GRPO_OK) rc = decode_completions(b, r, err);
-    if (rc == GRPO_OK) rc = score(b, rs, err);
-    if (rc == GRPO_OK) grpo_reward_pool_parts(rs->pool, &b->parts_early, &b->parts);
+    if (rc == GRPO_OK) rc = runner_finish(&u, err);
     return rc;
 }
 

@@ -74,6 +74,16 @@ int grpo_rollout_batch_run(grpo_rollout_batch *b, const grpo_run *r, grpo_model 
                            const grpo_sampler_opts *so, grpo_rng *rng, grpo_reward_set *rs,
                            grpo_error *err);
 
+/* grpo_rollout_batch_run for the n batches bs[n] of one step (each with row_rng, no env), as
+ * one continuous sampler run (host/sampler.h grpo_sampler_run_queue): at most max_live rows
+ * (0: the first batch's B*G) decode together and the rows of a batch start while the one
+ * before still decodes its tail. Each batch gets the completions and scores it would get alone;
+ * the reward set takes the batches one at a time, in order (rows of a later batch that end
+ * early are scored once the batches before it finished). stats: NULL or what the run did. */
+int grpo_rollout_batches_run(grpo_rollout_batch **bs, int32_t n, const grpo_run *r,
+                             grpo_model *m, const grpo_sampler_opts *so, grpo_reward_set *rs,
+                             int32_t max_live, grpo_sampler_stats *stats, grpo_error *err);
+
 void grpo_rollout_batch_free(grpo_rollout_batch *b);
 
 #endif

@@ -287,17 +287,24 @@ static void chunk_rollout_sums(trainer *t, const chunk *c) {
  * refilled; every chunk and resampling round of the step draws from that one budget. */
 static void rollout_begin(trainer *t) {
     memset(t->rollout_sums, 0, sizeof t->rollout_sums);
+    memset(&t->decode, 0, sizeof t->decode);
     t->budget_left = (int64_t)t->cfg->sampling_max_step_tokens;
     t->so.budget = t->cfg->sampling_max_step_tokens > 0 ? &t->budget_left : NULL;
 }
 
 /* The step's rollout sums over the ranks (a collective: every rank calls it) as metrics:
  * sampling/aborted_tokens with over-sampling, sampling/step_tokens and
- * sampling/budget_cut_rows with a token budget. */
+ * sampling/budget_cut_rows with a token budget; always sampling/live_rows_max (the most rows
+ * a rank decoded together: sampling.max_live_rows keeps it) and sampling/refills (rows that
+ * entered the decode batch after it began: continuous decode ran). */
 static int log_rollout_sums(const trainer *t, grpo_metric_row *row, grpo_error *err) {
-    double s[3];
+    double s[3], live = t->decode.live_rows_max, refills = t->decode.refills;
     memcpy(s, t->rollout_sums, sizeof s);
     int rc = grpo_comm_allreduce_f64(s, 3, GRPO_COMM_SUM, err);
+    if (rc == GRPO_OK) rc = grpo_comm_allreduce_f64(&live, 1, GRPO_COMM_MAX, err);
+    if (rc == GRPO_OK) rc = grpo_comm_allreduce_f64(&refills, 1, GRPO_COMM_SUM, err);
+    if (rc == GRPO_OK) grpo_metric_set(row, "sampling/live_rows_max", live);
+    if (rc == GRPO_OK) grpo_metric_set(row, "sampling/refills", refills);
     if (rc == GRPO_OK && t->cfg->sampling_oversample > 1)
         grpo_metric_set(row, "sampling/aborted_tokens", s[1]);
     if (rc == GRPO_OK && t->cfg->sampling_max_step_tokens > 0) {
@@ -307,23 +314,59 @@ static int log_rollout_sums(const trainer *t, grpo_metric_row *row, grpo_error *
     return rc;
 }
 
-/* One chunk's rollout (rollout.h), then what training needs of it: advantages, loss mask and,
- * with num_iterations > 1, the old policy's log-probs. */
-static int chunk_generate(trainer *t, chunk *c, int32_t B, grpo_error *err) {
-    grpo_trainer_chunk_clear(c);
-    grpo_plugin_call_progress(t->s.st.step + 1, (long)(c - t->chunks) + 1); /* for a crash report */
-    int rc = chunk_prompts(t, c, B, err);
-    c->rb.step = (uint64_t)t->s.st.step, c->rb.total_steps = (uint64_t)t->cfg->train_steps;
+/* The sampler's stats of one run join the step's: the most rows live, the refills summed. */
+static void decode_stats_add(trainer *t, const grpo_sampler_stats *st) {
+    if (st->live_rows_max > t->decode.live_rows_max)
+        t->decode.live_rows_max = st->live_rows_max;
+    t->decode.refills += st->refills, t->decode.continuous |= st->continuous;
+}
+
+/* Chunks c[0..n) of the step: their prompts, then one continuous rollout of all of them
+ * (rollout.h grpo_rollout_batches_run; with an environment, one static rollout each). */
+static int chunks_rollout(trainer *t, chunk *c, int n, int32_t B, grpo_error *err) {
+    int rc = GRPO_OK;
+    for (int a = 0; rc == GRPO_OK && a < n; a++) {
+        grpo_trainer_chunk_clear(&c[a]);
+        grpo_plugin_call_progress(t->s.st.step + 1, (long)(c + a - t->chunks) + 1); /* crash */
+        rc = chunk_prompts(t, &c[a], B, err);
+        c[a].rb.step = (uint64_t)t->s.st.step, c[a].rb.total_steps = (uint64_t)t->cfg->train_steps;
+    }
     grpo_model *sampler = t->rollout ? t->rollout : t->s.policy;
-    if (rc == GRPO_OK)
-        rc = grpo_rollout_batch_run(&c->rb, &t->s.run, sampler, &t->so, &t->s.st.rng,
-                                    &t->rewards, err);
-    if (rc == GRPO_OK) chunk_rollout_sums(t, c);
-    if (rc == GRPO_OK && c->rb.env) chunk_env_stats(c);
-    if (rc == GRPO_OK) rc = chunk_rewards(t, c, err);
+    if (rc != GRPO_OK || n == 0) return rc;
+    if (c[0].rb.env) {
+        for (int a = 0; rc == GRPO_OK && a < n; a++)
+            rc = grpo_rollout_batch_run(&c[a].rb, &t->s.run, sampler, &t->so, &t->s.st.rng,
+                                        &t->rewards, err);
+        return rc;
+    }
+    grpo_rollout_batch *bs[64];
+    grpo_sampler_stats st;
+    for (int32_t a0 = 0; rc == GRPO_OK && a0 < n; a0 += 64) { /* 64 chunks a run */
+        int32_t k = n - a0 < 64 ? n - a0 : 64;
+        for (int32_t a = 0; a < k; a++) bs[a] = &c[a0 + a].rb;
+        rc = grpo_rollout_batches_run(bs, k, &t->s.run, sampler, &t->so, &t->rewards,
+                                      (int32_t)t->cfg->sampling_max_live_rows, &st, err);
+        if (rc == GRPO_OK) decode_stats_add(t, &st);
+    }
+    return rc;
+}
+
+/* What training needs of a chunk after its rollout: advantages, loss mask and, with
+ * num_iterations > 1, the old policy's log-probs. */
+static int chunk_prepare(trainer *t, chunk *c, grpo_error *err) {
+    chunk_rollout_sums(t, c);
+    if (c->rb.env) chunk_env_stats(c);
+    int rc = chunk_rewards(t, c, err);
     if (rc == GRPO_OK) rc = chunk_mask(t, c, err);
     if (rc == GRPO_OK) rc = chunk_samp_logp(c, err);
     if (rc == GRPO_OK && t->cfg->grpo_num_iterations > 1) rc = chunk_old_logp(t, c, err);
+    return rc;
+}
+
+/* The rollout of chunks c[0..n) (one sampler run), then each chunk prepared for training. */
+static int chunks_generate(trainer *t, chunk *c, int n, int32_t B, grpo_error *err) {
+    int rc = chunks_rollout(t, c, n, B, err);
+    for (int a = 0; rc == GRPO_OK && a < n; a++) rc = chunk_prepare(t, &c[a], err);
     return rc;
 }
 
@@ -337,7 +380,7 @@ static int resample(trainer *t, grpo_error *err) {
     while (rc == GRPO_OK && dropped > 0 && t->n_chunks < t->cap_chunks &&
            !(t->so.budget && t->budget_left <= 0)) {
         chunk *c = &t->chunks[t->n_chunks++];
-        rc = chunk_generate(t, c, dropped, err);
+        rc = chunks_generate(t, c, 1, dropped, err);
         dropped = c->dropped;
     }
     return rc;
@@ -580,8 +623,8 @@ static int train_step(grpo_session *s, void *ctx, grpo_error *err) {
     memset(t->phase, 0, sizeof t->phase);
     rollout_begin(t);
     double w0 = grpo_now(), c0 = grpo_cpu_now();
-    for (int a = 0; fresh && rc == GRPO_OK && a < t->n_chunks; a++)
-        rc = chunk_generate(t, &t->chunks[a], (int32_t)cfg->train_batch_prompts, err);
+    if (fresh)
+        rc = chunks_generate(t, t->chunks, t->n_chunks, (int32_t)cfg->train_batch_prompts, err);
     if (fresh && rc == GRPO_OK) rc = resample(t, err);
     phase_add(t, PH_ROLLOUT, w0, c0);
     loss_sums sums = {0};

@@ -84,6 +84,8 @@ typedef struct trainer {
                             (so.budget points here when the key is set) */
     int32_t *end_at; /* (G) GRPO_BENCH_END_AT's forced completion lengths (so.end_at: the
                         long-tail benchmark's hook, train_setup.c), else NULL */
+    grpo_sampler_stats decode; /* this step, this rank: the most rows decoded together
+                                  (max over the step's sampler runs), rows that refilled */
     double rollout_sums[3]; /* this step, this rank: tokens generated, aborted (over-sampling),
                                rows cut by the token budget */
 } trainer;

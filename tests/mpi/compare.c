@@ -9,7 +9,8 @@
  *       zero-mean advantages of size ~1), whose difference is the rounding of their O(1) terms,
  *       not a fraction of their value (train_mpi.sh: 1e-7, fp32's epsilon for terms of size
  *       <= 1). Not compared: the timings (time/comm, logged by several ranks only, and the
- *       phases time/...) and world_size, which differ between runs by design
+ *       phases time/...), world_size and the decode schedule (sampling/live_rows_max and
+ *       sampling/refills: a rank decodes its own share of rows), which differ by design
  * Prints the largest difference and what broke the tolerance; exit 0 when within it, 1 when not,
  * 2 on unreadable input.
  */
@@ -61,7 +62,8 @@ static int params(const char *a, const char *b, double tol) {
 
 static int skipped(const char *key) {
     return !strcmp(key, "step_time") || !strcmp(key, "throughput/tokens_per_s") ||
-           !strcmp(key, "world_size") || !strncmp(key, "time/", 5); /* comm, phases */
+           !strcmp(key, "world_size") || !strncmp(key, "time/", 5) || /* comm, phases */
+           !strcmp(key, "sampling/live_rows_max") || !strcmp(key, "sampling/refills");
 }
 
 /* |a - b| over max(|a|, |b|) (0 when both are 0); NaN when either is. */
