@@ -67,6 +67,12 @@ grpo_ops *grpo_backend_open_with(const char *name, const grpo_backend_options *o
  * unchanged. Like an op: from one thread at a time. A pass sets it and sets f32 back after. */
 int32_t grpo_backend_set_compute(const grpo_ops *ops, int32_t dtype, grpo_error *err);
 
+/* 1 when the buffers of ops are host memory that host code may read directly (the cpu backend:
+ * a reader may point at them instead of downloading a copy), 0 when they are reached through
+ * upload/download only (cuda; an unknown table). Reads after the ops that wrote them (a cpu op
+ * has returned when it is done). */
+int grpo_backend_host_memory(const grpo_ops *ops);
+
 /* Closes a table returned by grpo_backend_open or grpo_backend_open_with (NULL is ignored),
  * through the module for a cuda table (the module stays mapped: the CUDA libraries cannot be
  * unloaded safely). */

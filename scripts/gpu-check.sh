@@ -10,7 +10,9 @@
 #  1. unpacks the .debs into .deps/prefix (dpkg -x: nothing is installed), points pkg-config there
 #  2. builds grpo, the CUDA backend (nvcc) and the tests (Release, all cores)
 #  3. runs the cuda tests natively: op parity (test_cuda_*), whole-model parity against the
-#     transformers fixtures (test_dense/test_moe/test_lora with GRPO_TEST_BACKEND=cuda) and
+#     transformers fixtures (test_dense/test_moe/test_lora with GRPO_TEST_BACKEND=cuda), packed
+#     against padded training and streamed checkpoints (test_packed_training,
+#     test_checkpoint_stream: the same) and
 #     `grpo train` of the embedded default on cuda against cpu (cli_cuda_train)
 #  4. benches against PyTorch on the same GPU (bench/bench_gpu.c, bench/bench_gpu_torch.py):
 #     decode tokens/s at 64 rows and fwd+bwd bf16 MFU on random Qwen2.5-0.5B- and
@@ -71,7 +73,7 @@ fi
 [ -f "$build/backends/libgrpo_kernels_cuda.so" ] || say "build: no CUDA backend module was built"
 
 # ---- 3. tests on the GPU -------------------------------------------------------------------
-tests='^(test_cuda_[a-z_]+|test_dense_cuda|test_moe_cuda|test_lora_cuda|cli_cuda_train)$'
+tests='^(test_cuda_[a-z_]+|test_(dense|moe|lora|packed_training|checkpoint_stream)_cuda|cli_cuda_train)$'
 # Each failed test of a ctest --output-on-failure log (ctest prints a test's output right after
 # its result line, up to the next Start or result line): its first 3 messages from grpo (an
 # abort's "grpo: FILE:LINE: ..." and "fatal: ..."), then its last 8 lines.

@@ -433,10 +433,10 @@ static float wa[6] = {1.0f, -2.0f, 0.1f, 1e-40f, 3.0e38f, -0.0f};
 static float wb[3] = {0.5f, 1.0f + 0x1p-8f, 65504.0f};
 static float wscalar[1] = {7.0f};
 static const grpo_st_out outs[] = {
-    {"model.embed.weight", wa, 2, {2, 3}},
-    {"model.norm.weight", wb, 1, {3}},
-    {"empty", NULL, 2, {0, 5}},
-    {"scalar", wscalar, 0, {0}},
+    {"model.embed.weight", wa, 2, {2, 3}, NULL, NULL},
+    {"model.norm.weight", wb, 1, {3}, NULL, NULL},
+    {"empty", NULL, 2, {0, 5}, NULL, NULL},
+    {"scalar", wscalar, 0, {0}, NULL, NULL},
 };
 #define N_OUTS (sizeof outs / sizeof outs[0])
 
@@ -565,7 +565,7 @@ START_TEST(writer_escapes_names) {
     char path[512];
     snprintf(path, sizeof path, "%s/esc.safetensors", scratch);
     float v = 1.0f;
-    grpo_st_out t = {"we\"ird\\name\n", &v, 1, {1}};
+    grpo_st_out t = {"we\"ird\\name\n", &v, 1, {1}, NULL, NULL};
     grpo_error err;
     grpo_error_init(&err);
     ck_assert_int_eq(grpo_st_write(path, &t, 1, GRPO_ST_F32, &err), GRPO_OK);
@@ -612,7 +612,7 @@ START_TEST(failed_write_keeps_previous_file) {
     size_t nb = 0, na = 0;
     ck_assert_int_eq(grpo_read_file(path, &before, &nb, &err), GRPO_OK);
     static float big[4096];
-    grpo_st_out t = {"big", big, 1, {4096}};
+    grpo_st_out t = {"big", big, 1, {4096}, NULL, NULL};
     pid_t pid = fork();
     if (pid == 0) {
         signal(SIGXFSZ, SIG_IGN);
@@ -631,6 +631,90 @@ START_TEST(failed_write_keeps_previous_file) {
     ck_assert_int_eq(count_entries(scratch), 1); /* the temp file was removed */
     free(before);
     free(after);
+}
+END_TEST
+
+/* A reader (grpo_st_out.read): copies the tensor it stands for into the writer's buffer and
+ * records the buffer; fail makes it return an error instead. */
+typedef struct reader_ctx {
+    const grpo_st_out *src;
+    int calls, fail;
+    float *buf;
+} reader_ctx;
+
+static int test_reader(void *ctx, float *buf, grpo_error *err) {
+    reader_ctx *r = ctx;
+    r->calls++;
+    r->buf = buf;
+    if (r->fail) return grpo_error_set(err, GRPO_ERR_IO, "reader of %s failed", r->src->name);
+    uint64_t n = 1;
+    for (int d = 0; d < r->src->ndim; d++) n *= (uint64_t)r->src->shape[d];
+    memcpy(buf, r->src->data, n * sizeof(float));
+    return GRPO_OK;
+}
+
+/* outs with every tensor but the empty one given by a reader (fail: the last one fails). */
+static void by_readers(grpo_st_out *t, reader_ctx *r, int fail) {
+    for (size_t i = 0; i < N_OUTS; i++) {
+        t[i] = outs[i];
+        r[i] = (reader_ctx){&outs[i], 0, 0, NULL};
+        if (!outs[i].data) continue;
+        t[i].data = NULL, t[i].read = test_reader, t[i].ctx = &r[i];
+    }
+    r[N_OUTS - 1].fail = fail;
+}
+
+/* Tensors given by readers are written with the bytes of the same tensors given as data (F32
+ * and BF16), each read once, in order, into one buffer of the writer's. */
+START_TEST(readers_write_the_bytes_of_data) {
+    char a[512], b[512];
+    grpo_error err;
+    grpo_error_init(&err);
+    for (int k = 0; k < 2; k++) {
+        grpo_st_dtype dt = k ? GRPO_ST_BF16 : GRPO_ST_F32;
+        grpo_st_out t[N_OUTS];
+        reader_ctx r[N_OUTS];
+        by_readers(t, r, 0);
+        snprintf(a, sizeof a, "%s/data.safetensors", scratch);
+        snprintf(b, sizeof b, "%s/readers.safetensors", scratch);
+        ck_assert_int_eq(grpo_st_write(a, outs, N_OUTS, dt, &err), GRPO_OK);
+        ck_assert_msg(grpo_st_write(b, t, N_OUTS, dt, &err) == GRPO_OK, "%s", err.message);
+        char *x = NULL, *y = NULL;
+        size_t nx = 0, ny = 0;
+        ck_assert_int_eq(grpo_read_file(a, &x, &nx, &err), GRPO_OK);
+        ck_assert_int_eq(grpo_read_file(b, &y, &ny, &err), GRPO_OK);
+        ck_assert_msg(nx == ny && memcmp(x, y, nx) == 0, "dtype %d: the bytes differ", k);
+        free(x), free(y);
+        float *buf = NULL;
+        for (size_t i = 0; i < N_OUTS; i++) {
+            if (!outs[i].data) continue;
+            ck_assert_int_eq(r[i].calls, 1);
+            if (!buf) buf = r[i].buf;
+            ck_assert_ptr_eq(r[i].buf, buf); /* one buffer for every tensor */
+        }
+    }
+}
+END_TEST
+
+/* A reader's error ends the write: the error is returned, the previous file stays. */
+START_TEST(a_failed_reader_keeps_the_previous_file) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/keep.safetensors", scratch);
+    grpo_error err;
+    grpo_error_init(&err);
+    ck_assert_int_eq(grpo_st_write(path, outs, 2, GRPO_ST_F32, &err), GRPO_OK);
+    char *before = NULL, *after = NULL;
+    size_t nb = 0, na = 0;
+    ck_assert_int_eq(grpo_read_file(path, &before, &nb, &err), GRPO_OK);
+    grpo_st_out t[N_OUTS];
+    reader_ctx r[N_OUTS];
+    by_readers(t, r, 1);
+    ck_assert_int_eq(grpo_st_write(path, t, N_OUTS, GRPO_ST_F32, &err), GRPO_ERR_IO);
+    ck_assert_msg(strstr(err.message, "reader of scalar failed"), "%s", err.message);
+    ck_assert_int_eq(grpo_read_file(path, &after, &na, &err), GRPO_OK);
+    ck_assert(na == nb && memcmp(before, after, nb) == 0);
+    ck_assert_int_eq(count_entries(scratch), 1); /* the temp file was removed */
+    free(before), free(after);
 }
 END_TEST
 
@@ -702,6 +786,8 @@ int main(void) {
     tcase_add_test(wr, writer_escapes_names);
     tcase_add_test(wr, writer_rejects_bad_input);
     tcase_add_test(wr, failed_write_keeps_previous_file);
+    tcase_add_test(wr, readers_write_the_bytes_of_data);
+    tcase_add_test(wr, a_failed_reader_keeps_the_previous_file);
     tcase_add_test(wr, atomic_text_file);
     suite_add_tcase(s, wr);
     SRunner *sr = srunner_create(s);

@@ -11,6 +11,7 @@
 #include "base/rng.h"
 #include "io/safetensors.h"
 #include "base/nomem.h"
+#include "host/backend_out.h"
 
 #define PEFT_PREFIX "base_model.model."
 
@@ -187,31 +188,37 @@ static char *config_json(const grpo_lora *l, const char *base_model) {
     return text;
 }
 
+/* The tensor to write for adapter matrix x of shape (rows, cols), read from the backend's
+ * memory as the writer reaches it (host/backend_out.h). */
+static void adapter_out(const grpo_lora *l, const float *x, int64_t rows, int64_t cols,
+                        const char *name, grpo_st_out *o, grpo_backend_src *src) {
+    *o = (grpo_st_out){.name = name, .ndim = 2, .shape = {rows, cols}};
+    grpo_backend_out(o, src, l->m->ops, x, (uint64_t)rows * (uint64_t)cols);
+}
+
 int grpo_lora_save(const grpo_lora *l, const char *dir, const char *base_model, grpo_error *err) {
-    float *host = malloc((l->floats ? l->floats : 1) * sizeof(float));
-    grpo_st_out *t = calloc(2 * (size_t)l->n, sizeof *t);
-    char (*names)[600] = calloc(2 * (size_t)l->n, sizeof *names);
+    size_t n = 2 * (size_t)l->n;
+    grpo_st_out *t = calloc(n ? n : 1, sizeof *t);
+    grpo_backend_src *src = calloc(n ? n : 1, sizeof *src);
+    char (*names)[600] = calloc(n ? n : 1, sizeof *names);
     char path[4200];
-    int rc = host && t && names ? GRPO_OK
-                                : grpo_error_set(err, GRPO_ERR_NOMEM, "LoRA: out of memory");
-    if (rc == GRPO_OK) {
-        l->m->ops->download(l->m->ops->ctx, host, l->block, l->floats * sizeof(float));
-        for (uint32_t i = 0; i < l->n; i++) {
-            const grpo_param_desc *d = &l->m->params[l->ad[i].param];
-            grpo_lora_names(l, i, names[2 * i], names[2 * i + 1], sizeof names[0]);
-            t[2 * i] = (grpo_st_out){names[2 * i], host + (l->ad[i].A - l->block), 2,
-                                     {l->r, d->shape[1]}};
-            t[2 * i + 1] = (grpo_st_out){names[2 * i + 1], host + (l->ad[i].B - l->block), 2,
-                                         {d->shape[0], l->r}};
-        }
-        rc = grpo_path_join(path, sizeof path, dir, "adapter_model.safetensors", err);
+    int rc = t && src && names ? GRPO_OK
+                               : grpo_error_set(err, GRPO_ERR_NOMEM, "LoRA: out of memory");
+    for (uint32_t i = 0; rc == GRPO_OK && i < l->n; i++) {
+        const grpo_param_desc *d = &l->m->params[l->ad[i].param];
+        grpo_lora_names(l, i, names[2 * i], names[2 * i + 1], sizeof names[0]);
+        adapter_out(l, l->ad[i].A, l->r, d->shape[1], names[2 * i], &t[2 * i], &src[2 * i]);
+        adapter_out(l, l->ad[i].B, d->shape[0], l->r, names[2 * i + 1], &t[2 * i + 1],
+                    &src[2 * i + 1]);
     }
-    if (rc == GRPO_OK) rc = grpo_st_write(path, t, 2 * (size_t)l->n, GRPO_ST_F32, err);
+    if (rc == GRPO_OK)
+        rc = grpo_path_join(path, sizeof path, dir, "adapter_model.safetensors", err);
+    if (rc == GRPO_OK) rc = grpo_st_write(path, t, n, GRPO_ST_F32, err);
     char *json = rc == GRPO_OK ? config_json(l, base_model) : NULL;
     if (rc == GRPO_OK && !json) rc = grpo_error_set(err, GRPO_ERR_NOMEM, "LoRA: out of memory");
     if (rc == GRPO_OK) rc = grpo_path_join(path, sizeof path, dir, "adapter_config.json", err);
     if (rc == GRPO_OK) rc = grpo_write_file_atomic(path, json, strlen(json), err);
-    free(json), free(host), free(t), free(names);
+    free(json), free(src), free(t), free(names);
     return rc;
 }
 

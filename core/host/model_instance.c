@@ -13,6 +13,7 @@
 
 #include "kernels.h"
 #include "base/files.h"
+#include "host/backend_out.h"
 #include "io/hfdir.h"
 #include "io/safetensors.h"
 #include "base/nomem.h"
@@ -638,37 +639,51 @@ int32_t grpo_model_vocab(const grpo_model *m) {
     return i < 0 ? -1 : (int32_t)m->params[i].shape[0];
 }
 
+/* A parameter to save: its model and index; src when it is read where it lies (backend_out.h). */
+typedef struct saved_param {
+    const grpo_model *m;
+    uint32_t i;
+    grpo_backend_src src;
+} saved_param;
+
+/* grpo_st_reader of a parameter that must be converted (bf16 storage) or relaid out first: read
+ * as fp32 into the writer's buffer, then in its saved layout. */
+static int read_saved_param(void *ctx, float *buf, grpo_error *err) {
+    const saved_param *p = ctx;
+    int rc = grpo_model_read_param(p->m, p->i, buf, err);
+    if (rc == GRPO_OK && has_relayout(p->m))
+        rc = p->m->desc->relayout(p->m->inst, p->i, buf, GRPO_RELAYOUT_SAVE, err);
+    return rc;
+}
+
+/* The tensor to write for parameter i (its name and shape; its values come from the backend's
+ * memory one tensor at a time as the writer reaches it: no host copy of the whole model). */
+static void saved_out(const grpo_model *m, uint32_t i, grpo_st_out *o, saved_param *p) {
+    const grpo_param_desc *d = &m->params[i];
+    *p = (saved_param){m, i, {0}};
+    *o = (grpo_st_out){.name = d->name, .ndim = d->ndim};
+    for (int j = 0; j < d->ndim; j++) o->shape[j] = d->shape[j];
+    if (m->dtype[i] == GRPO_DTYPE_F32 && !has_relayout(m))
+        grpo_backend_out(o, &p->src, m->ops, m->param_ptr[i], m->numel[i]);
+    else
+        o->read = read_saved_param, o->ctx = p;
+}
+
 int grpo_model_save(const grpo_model *m, const char *dir, grpo_error *err) {
-    grpo_st_out *outs = calloc(m->n_params ? m->n_params : 1, sizeof *outs);
-    uint64_t floats = 0, *at = calloc(m->n_params ? m->n_params : 1, sizeof *at);
-    for (uint32_t i = 0; at && i < m->n_params; i++) at[i] = floats, floats += m->numel[i];
-    float *host = malloc((floats ? floats : 1) * sizeof(float)); /* every tensor as fp32 */
+    size_t cap = m->n_params ? m->n_params : 1;
+    grpo_st_out *outs = calloc(cap, sizeof *outs);
+    saved_param *ps = calloc(cap, sizeof *ps);
     char *cfg_text = NULL;
-    int rc = outs && host && at ? grpo_hf_config_set_dtype(m->config_json, GRPO_ST_F32, &cfg_text, err)
-                          : grpo_error_set(err, GRPO_ERR_NOMEM, "model: out of memory saving %s",
-                                           dir);
+    int rc = outs && ps ? grpo_hf_config_set_dtype(m->config_json, GRPO_ST_F32, &cfg_text, err)
+                        : grpo_error_set(err, GRPO_ERR_NOMEM, "model: out of memory saving %s",
+                                         dir);
     size_t n = 0;
-    if (rc == GRPO_OK) {
-        for (uint32_t i = 0; i < m->n_params; i++) {
-            const grpo_param_desc *d = &m->params[i];
-            if (d->flags & GRPO_PARAM_TIED) continue; /* transformers re-ties it on load */
-            grpo_st_out *o = &outs[n++];
-            o->name = d->name;
-            o->data = host + at[i];
-            if ((rc = grpo_model_read_param(m, i, host + at[i], err)) != GRPO_OK) break;
-            if (has_relayout(m) &&
-                (rc = m->desc->relayout(m->inst, i, host + at[i], GRPO_RELAYOUT_SAVE, err)) !=
-                    GRPO_OK)
-                break;
-            o->ndim = d->ndim;
-            for (int j = 0; j < d->ndim; j++) o->shape[j] = d->shape[j];
-        }
-        if (rc == GRPO_OK)
-            rc = grpo_hf_save(dir, cfg_text, outs, n, GRPO_ST_F32, &m->tok_files, err);
-    }
+    for (uint32_t i = 0; rc == GRPO_OK && i < m->n_params; i++)
+        if (!(m->params[i].flags & GRPO_PARAM_TIED)) /* transformers re-ties it on load */
+            saved_out(m, i, &outs[n], &ps[n]), n++;
+    if (rc == GRPO_OK) rc = grpo_hf_save(dir, cfg_text, outs, n, GRPO_ST_F32, &m->tok_files, err);
     free(outs);
-    free(host);
-    free(at);
+    free(ps);
     free(cfg_text);
     return rc;
 }

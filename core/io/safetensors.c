@@ -636,9 +636,9 @@ static int check_outputs(const char *path, const grpo_st_out *t, size_t n, uint6
                 ne > (UINT64_MAX >> 3))
                 return grpo_error_set(err, GRPO_ERR_INVALID,
                                       "%s: tensor '%s': invalid shape", path, t[i].name);
-        if (ne > 0 && !t[i].data)
-            return grpo_error_set(err, GRPO_ERR_INVALID, "%s: tensor '%s': data is NULL", path,
-                                  t[i].name);
+        if (ne > 0 && !t[i].data && !t[i].read)
+            return grpo_error_set(err, GRPO_ERR_INVALID,
+                                  "%s: tensor '%s': data and read are NULL", path, t[i].name);
         numel[i] = ne;
     }
     return check_unique_names(path, t, n, err);
@@ -694,6 +694,36 @@ static int write_tensor_data(grpo_atomic_file *af, const float *x, uint64_t n,
     return GRPO_OK;
 }
 
+/* The buffer for the tensors given by a reader: the largest of them (NULL with GRPO_OK when
+ * there is none). */
+static int reader_buffer(const char *path, const grpo_st_out *t, size_t n, const uint64_t *numel,
+                         float **buf, grpo_error *err) {
+    uint64_t most = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!t[i].data && numel[i] > most) most = numel[i];
+    *buf = NULL;
+    if (!most) return GRPO_OK;
+    if (most > SIZE_MAX / sizeof(float) || !(*buf = malloc((size_t)most * sizeof(float))))
+        return grpo_error_set(err, GRPO_ERR_NOMEM, "%s: out of memory for a tensor of %llu "
+                              "floats to write", path, (unsigned long long)most);
+    return GRPO_OK;
+}
+
+/* The data section: each tensor from its data, or read into buf first. */
+static int write_data(grpo_atomic_file *af, const grpo_st_out *t, size_t n,
+                      const uint64_t *numel, float *buf, grpo_st_dtype dtype, grpo_error *err) {
+    int rc = GRPO_OK;
+    for (size_t i = 0; i < n && rc == GRPO_OK; i++) {
+        const float *x = t[i].data;
+        if (!x && numel[i] > 0) {
+            rc = t[i].read(t[i].ctx, buf, err);
+            x = buf;
+        }
+        if (rc == GRPO_OK) rc = write_tensor_data(af, x, numel[i], dtype, err);
+    }
+    return rc;
+}
+
 int grpo_st_write(const char *path, const grpo_st_out *tensors, size_t n, grpo_st_dtype dtype,
                   grpo_error *err) {
     if (dtype != GRPO_ST_F32 && dtype != GRPO_ST_BF16)
@@ -703,21 +733,23 @@ int grpo_st_write(const char *path, const grpo_st_out *tensors, size_t n, grpo_s
     uint64_t *numel = malloc((n ? n : 1) * sizeof *numel);
     if (!numel) return grpo_error_set(err, GRPO_ERR_NOMEM, "%s: out of memory", path);
     char *hdr = NULL;
+    float *buf = NULL;
     size_t hdr_len = 0;
     int rc = check_outputs(path, tensors, n, numel, err);
     if (rc == GRPO_OK && build_header(&hdr, &hdr_len, tensors, n, numel, dtype) != GRPO_OK)
         rc = grpo_error_set(err, GRPO_ERR_NOMEM, "%s: out of memory", path);
+    if (rc == GRPO_OK) rc = reader_buffer(path, tensors, n, numel, &buf, err);
     grpo_atomic_file af = {0};
     if (rc == GRPO_OK) rc = grpo_atomic_open(&af, path, err);
     if (rc == GRPO_OK) {
         uint64_t hlen = hdr_len; /* little-endian host: the bytes are the on-disk form */
         rc = grpo_atomic_write(&af, &hlen, 8, err);
         if (rc == GRPO_OK) rc = grpo_atomic_write(&af, hdr, hdr_len, err);
-        for (size_t i = 0; i < n && rc == GRPO_OK; i++)
-            rc = write_tensor_data(&af, tensors[i].data, numel[i], dtype, err);
+        if (rc == GRPO_OK) rc = write_data(&af, tensors, n, numel, buf, dtype, err);
         if (rc == GRPO_OK) rc = grpo_atomic_commit(&af, err);
         else grpo_atomic_abort(&af);
     }
+    free(buf);
     free(hdr);
     free(numel);
     return rc;

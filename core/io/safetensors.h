@@ -14,7 +14,9 @@
  *
  * Writing: grpo_st_write() writes named fp32 tensors as F32 or BF16 with __metadata__
  * {"format":"pt"}, atomically (temp file in the same directory, fsync, rename, fsync dir): a
- * failure at any point leaves the previous file untouched.
+ * failure at any point leaves the previous file untouched. It streams: the header first, then
+ * each tensor's bytes from the caller's memory, or (a tensor given by a reader) from one buffer
+ * that holds one tensor at a time, so a file of many tensors never needs a copy of them all.
  *
  * Errors: every function that can fail returns GRPO_OK or a negative GRPO_ERR_* status and writes
  * one line into err naming the file, the tensor and what was expected. Host must be little-endian.
@@ -105,18 +107,28 @@ int grpo_st_read_f32(const grpo_safetensors *st, const char *name, float *out, i
 
 /* ---- writing ----------------------------------------------------------------------------- */
 
-/* One tensor to write: borrowed fp32 data of product(shape) floats. */
+/* Puts a tensor's product(shape) fp32 values into buf (grpo_st_out.read): GRPO_OK, or a status
+ * with err set, which ends the write (the previous file stays). */
+typedef int (*grpo_st_reader)(void *ctx, float *buf, grpo_error *err);
+
+/* One tensor to write: borrowed fp32 data of product(shape) floats, or (data NULL) read, called
+ * once with ctx when the tensor's turn comes, to fill a buffer of the writer's (e.g. from device
+ * memory). */
 typedef struct grpo_st_out {
     const char *name;
     const float *data;
     int ndim;                       /* 0..GRPO_ST_MAX_DIMS */
     int64_t shape[GRPO_ST_MAX_DIMS];
+    grpo_st_reader read;            /* with data NULL */
+    void *ctx;
 } grpo_st_out;
 
 /* Writes the n tensors, in the given order, to path as dtype (GRPO_ST_F32 or GRPO_ST_BF16), with
  * __metadata__ {"format":"pt"} and the header padded with spaces to a multiple of 8 bytes, so the
  * data section (and every F32 tensor) starts 8-byte aligned. Atomic: path is either the previous
- * file or the complete new one. Names must be unique and non-empty. */
+ * file or the complete new one. Names must be unique and non-empty. Memory: one buffer of the
+ * largest tensor given by a reader (none without readers) besides the header; the bytes written
+ * do not depend on how each tensor was given. */
 int grpo_st_write(const char *path, const grpo_st_out *tensors, size_t n, grpo_st_dtype dtype,
                   grpo_error *err);
 

@@ -148,8 +148,13 @@ static int check_ranks(const grpo_run_config *cfg, const grpo_ops *ops, grpo_err
     return GRPO_OK;
 }
 
+/* The backends whose attention takes a mask value > 1 as a segment id (ABI 1.7): packed rows. */
+static int backend_has_segments(const grpo_ops *ops) {
+    return strcmp(ops->name, "cpu") == 0 || strcmp(ops->name, "cuda") == 0;
+}
+
 /* train.max_tokens_per_microbatch: every row (its prompt and its completion) must fit a pack,
- * and packed rows need the segment ids of the cpu attention (ABI 1.7). A micro-batch that must
+ * and packed rows need a backend with segment ids (ABI 1.7: cpu, cuda). A micro-batch that must
  * see its entropies whole (top_entropy_quantile < 1) and may not fit one pack is checked at the
  * step, where its rows' lengths are known. */
 static int check_packing(const grpo_run_config *cfg, const grpo_ops *ops, grpo_error *err) {
@@ -167,12 +172,12 @@ static int check_packing(const grpo_run_config *cfg, const grpo_ops *ops, grpo_e
                               cfg->env.entry ? "env.max_episode_tokens"
                                              : "sampling.max_completion_length",
                               C, row);
-    if (strcmp(ops->name, "cpu") != 0)
+    if (!backend_has_segments(ops))
         return grpo_error_set(err, GRPO_ERR_UNSUPPORTED,
                               "%s: train.max_tokens_per_microbatch = %lld on the %s backend: "
                               "packed rows need attention by segment id (ABI 1.7), which only "
-                              "the cpu backend implements yet; set it to 0 (padded micro-batches) "
-                              "or model.backend = cpu",
+                              "the cpu and cuda backends implement; set it to 0 (padded "
+                              "micro-batches) or model.backend = cpu",
                               cfg->path, K, ops->name);
     return GRPO_OK;
 }

@@ -18,6 +18,7 @@
 #include "train/run.h"
 #include "io/safetensors.h"
 #include "base/nomem.h"
+#include "host/backend_out.h"
 
 /* What the optimizer trains, for its moments in optimizer.safetensors: the policy's non-tied
  * tensors (under their names), or its LoRA adapters (under PEFT's tensor names). */
@@ -69,32 +70,30 @@ static int moments_of(moments *ms, const grpo_model *m, const grpo_lora *l, grpo
     return GRPO_OK;
 }
 
-/* The moments, downloaded, under exp_avg.NAME / exp_avg_sq.NAME. */
+/* The moments under exp_avg.NAME / exp_avg_sq.NAME, each read from the backend's memory as the
+ * writer reaches it (host/backend_out.h: no host copy of the moment blocks). */
 static int write_moments(grpo_ckpt *c, const moments *ms, grpo_error *err) {
-    float *host = malloc((ms->P ? 2 * ms->P : 1) * sizeof(float));
-    grpo_st_out *outs = calloc(2 * ms->n + 1, sizeof *outs);
-    char (*names)[620] = calloc(2 * ms->n + 1, sizeof *names);
-    int rc = host && outs && names
+    size_t cap = 2 * ms->n + 1;
+    grpo_st_out *outs = calloc(cap, sizeof *outs);
+    grpo_backend_src *src = calloc(cap, sizeof *src);
+    char (*names)[620] = calloc(cap, sizeof *names);
+    int rc = outs && src && names
                  ? GRPO_OK
-                 : grpo_nomem(err, "the optimizer moments to save",
-                              (ms->P ? 2 * ms->P : 1) * sizeof(float));
+                 : grpo_nomem(err, "the optimizer moments' names to save",
+                              cap * (sizeof *outs + sizeof *src + sizeof *names));
     size_t n = 0;
-    if (rc == GRPO_OK) {
-        ms->ops->download(ms->ops->ctx, host, ms->m, ms->P * sizeof(float));
-        ms->ops->download(ms->ops->ctx, host + ms->P, ms->v, ms->P * sizeof(float));
-        for (size_t i = 0; i < ms->n; i++)
-            for (int k = 0; k < 2; k++, n++) {
-                const moment_tensor *t = &ms->t[i];
-                snprintf(names[n], sizeof names[n], "%s.%s", k ? "exp_avg_sq" : "exp_avg",
-                         t->name);
-                outs[n] = (grpo_st_out){names[n], host + k * ms->P + t->off, t->ndim, {0}};
-                memcpy(outs[n].shape, t->shape, sizeof t->shape);
-            }
-    }
+    for (size_t i = 0; rc == GRPO_OK && i < ms->n; i++)
+        for (int k = 0; k < 2; k++, n++) {
+            const moment_tensor *t = &ms->t[i];
+            snprintf(names[n], sizeof names[n], "%s.%s", k ? "exp_avg_sq" : "exp_avg", t->name);
+            outs[n] = (grpo_st_out){.name = names[n], .ndim = t->ndim};
+            memcpy(outs[n].shape, t->shape, sizeof t->shape);
+            grpo_backend_out(&outs[n], &src[n], ms->ops, (k ? ms->v : ms->m) + t->off, t->numel);
+        }
     char path[4200];
     grpo_ckpt_path(c, "optimizer.safetensors", path, sizeof path);
     if (rc == GRPO_OK) rc = grpo_st_write(path, outs, n, GRPO_ST_F32, err);
-    free(names), free(outs), free(host);
+    free(names), free(outs), free(src);
     return rc;
 }
 

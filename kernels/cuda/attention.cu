@@ -6,6 +6,15 @@
  *   q (B,T,NH,HD), k/v (B,T,NKV,HD), mask (B,T) 1 = real, out (B,T,NH,HD), lse (B,NH,T)
  *   query head h reads kv head h / (NH/NKV); query t sees keys s <= t with mask[b,s] = 1;
  *   a padding query gets out = 0, lse = 0 (and dq = 0); score = q.k / sqrt(HD).
+ *   since ABI 1.7 (packed rows) a mask value > 0 is a segment id: query t sees keys s <= t with
+ *   mask[b,s] = mask[b,t], each segment as if it were a row of its own (0/1 masks: one segment).
+ *
+ * Segments (plain attention; prefix attention takes mask != 0 as real, as the cpu backend does):
+ * a key's tile tag (kmask) is its mask value and a query sees it when the tag is its own
+ * (att_sees). The forward runs the queries of a tile one segment at a time (att_run), each
+ * against its segment's keys from their first (att_seq.id), so a segment has the bits of the
+ * same tokens in a row of their own; dq walks the keys the tile's segments reach and dk/dv the
+ * queries up to the end of the key tile's segments (att_reach), not the whole packed row.
  *
  * Tiles: a key tile is 32 keys, one per lane of a warp (ATT_BK), held in shared memory transposed,
  * Kt[d][j] with a row stride of 33 floats so that both "lane = key" reads (scores) and "lane = dim"
@@ -100,11 +109,28 @@ struct att_seq {
     const float *k, *v;
     const int32_t *m;
     int n;
+    int id; /* 0: an own key is real when its mask is nonzero; else when its mask = id (a segment
+             * of a packed row, ABI 1.7) */
 };
 
 /* Whether key j (< sq.n) of the sequence is real. */
 static __device__ __forceinline__ bool att_col_real(const att_seq &sq, int j) {
-    return j < sq.np ? sq.pm && sq.pm[j] : sq.m[j - sq.np] != 0;
+    if (j < sq.np) return sq.pm && sq.pm[j];
+    const int32_t x = sq.m[j - sq.np];
+    return sq.id ? x == sq.id : x != 0;
+}
+
+/* Key j's tag in a tile's kmask: 0 when it is not real (att_col_real), else 1 for a prefix key and
+ * its mask value (its segment id) for an own key. */
+static __device__ __forceinline__ int att_col_tag(const att_seq &sq, int j) {
+    if (j >= sq.n || !att_col_real(sq, j)) return 0;
+    return j < sq.np ? 1 : sq.m[j - sq.np];
+}
+
+/* Whether a query of mask value qid (nonzero) sees a key of tag kt (att_col_tag), causality
+ * aside: seg (plain attention, ABI 1.7): kt = qid, the same segment; else any real key. */
+static __device__ __forceinline__ bool att_sees(int kt, int qid, bool seg) {
+    return seg ? kt == qid : kt != 0;
 }
 
 /* The real span of the sequence: first real key and last real + 1 (sq.n and 0 when none),
@@ -128,7 +154,8 @@ static __device__ void att_real_span(const att_seq &sq, int *red, int *first, in
 }
 
 /* Kt, Vt (HD rows of ATT_LD) = the key/value tile of keys s0.. of the sequence (0 for padding and
- * keys >= sq.n, which are never read), kmask (ATT_BK) whether each is real. Coalesced reads. */
+ * keys >= sq.n, which are never read), kmask (ATT_BK) their tags (att_col_tag: 0 = not real).
+ * Coalesced reads. */
 static __device__ void att_load_kv(float *Kt, float *Vt, int *kmask, const att_seq &sq, int s0,
                                    int ks, int HD) {
     for (int i = threadIdx.x; i < ATT_BK * HD; i += blockDim.x) {
@@ -139,10 +166,7 @@ static __device__ void att_load_kv(float *Kt, float *Vt, int *kmask, const att_s
         if (Kt) Kt[d * ATT_LD + j] = in ? ksrc[off] : 0.0f;
         if (Vt) Vt[d * ATT_LD + j] = in ? vsrc[off] : 0.0f;
     }
-    if (threadIdx.x < ATT_BK) {
-        int s = s0 + threadIdx.x;
-        kmask[threadIdx.x] = s < sq.n && att_col_real(sq, s);
-    }
+    if (threadIdx.x < ATT_BK) kmask[threadIdx.x] = att_col_tag(sq, s0 + threadIdx.x);
 }
 
 /* The prefix-attention arguments (grpo/ops.h): kp/vp (BP,P,NKV,HD), pmask (BP,P), prefix_of (B).
@@ -161,7 +185,7 @@ static __device__ att_seq att_row_keys(const att_prefix_args &pa, const float *k
                                        int ks, int HD) {
     const size_t own = (size_t)b * T * ks + (size_t)g * HD;
     att_seq r = {NULL, NULL, NULL, pa.P, k ? k + own : NULL, v ? v + own : NULL,
-                 mask + (size_t)b * T, pa.P + lim};
+                 mask + (size_t)b * T, pa.P + lim, 0};
     const int j = pa.P > 0 ? pa.prefix_of[b] : -1;
     if (j >= 0 && j < pa.BP) {
         r.pk = pa.kp + (size_t)j * pa.P * ks + (size_t)g * HD;
@@ -176,18 +200,52 @@ static __device__ att_seq att_row_keys(const att_prefix_args &pa, const float *k
  * *kend: the last real own key + 1 (0 when none). Holes after the first real key stay (they are
  * masked). Computed by the whole block. */
 static __device__ att_seq att_trim(const att_seq &row, int ks, int *red, int *k0, int *kend) {
-    const att_seq pre = {row.pk, row.pv, row.pm, row.np, NULL, NULL, NULL, row.np};
-    const att_seq own = {NULL, NULL, NULL, 0, row.k, row.v, row.m, row.n - row.np};
+    const att_seq pre = {row.pk, row.pv, row.pm, row.np, NULL, NULL, NULL, row.np, 0};
+    const att_seq own = {NULL, NULL, NULL, 0, row.k, row.v, row.m, row.n - row.np, row.id};
     int p0, pend;
     att_real_span(pre, red, &p0, &pend);
     att_real_span(own, red, k0, kend);
-    att_seq r = {NULL, NULL, NULL, row.np - p0, NULL, NULL, row.m + *k0, 0};
+    att_seq r = {NULL, NULL, NULL, row.np - p0, NULL, NULL, row.m + *k0, 0, row.id};
     if (r.np > 0) r.pk = row.pk + (size_t)p0 * ks, r.pv = row.pv + (size_t)p0 * ks;
     if (r.np > 0) r.pm = row.pm + p0;
     if (row.k) r.k = row.k + (size_t)*k0 * ks;
     if (row.v) r.v = row.v + (size_t)*k0 * ks;
     r.n = r.np + own.n - *k0;
     return r;
+}
+
+/* The run of queries from a (< tend) of one class: with seg (plain attention) one mask value,
+ * else (prefix attention) real or padding alike. Returns its end; *id: the class (0: padding;
+ * with seg the segment id, else 1). Block-uniform: every thread reads the same mask entries. */
+static __device__ __forceinline__ int att_run(const int32_t *mb, int a, int tend, bool seg,
+                                              int *id) {
+    const int c = seg ? mb[a] : mb[a] != 0;
+    int e = a + 1;
+    while (e < tend && (seg ? mb[e] : mb[e] != 0) == c) e++;
+    *id = c;
+    return e;
+}
+
+/* The columns [*first, *end) of `cols` (a row's [prefix | own keys]) that the queries t0 .. tend-1
+ * of the row (mask mb) can reach: without seg, the real span of cols; with seg (plain attention,
+ * cols the own keys) the union of the real spans of the segments of those queries (first = n,
+ * end = 0 when they are all padding). Computed by the whole block. */
+static __device__ void att_reach(att_seq cols, const int32_t *mb, int t0, int tend, bool seg,
+                                 int *red, int *first, int *end) {
+    if (!seg) {
+        att_real_span(cols, red, first, end);
+        return;
+    }
+    int lo = cols.n, hi = 0;
+    for (int a = t0, e, id; a < tend; a = e) { /* block-uniform */
+        e = att_run(mb, a, tend, true, &id);
+        if (!id) continue;
+        cols.id = id;
+        int f, x;
+        att_real_span(cols, red, &f, &x);
+        lo = imin(lo, f), hi = imax(hi, x);
+    }
+    *first = lo, *end = hi;
 }
 
 /* acc[i] += x_i . tile[:, lane] for the QPW register-held vectors x (DPL per lane, lane l holding
@@ -310,7 +368,10 @@ static __device__ __forceinline__ void att_finish(float *orow, float *lse, const
 
 /* Block (query tile, h, b): each warp owns QPW queries of the tile; query t (real) sees the keys
  * j < lim = np + t - k0 + 1 of its row's sequence (att_trim: np real-from-the-first prefix keys,
- * then the own keys from the first real one, k0). */
+ * then the own keys from the first real one, k0). Plain attention (seg): the sequence of a
+ * query's segment (att_seq.id = its mask value), from that segment's first key, so a segment
+ * computes as a row of its own (the same bits); the tile's queries run one pass per run of one
+ * segment (att_run), which changes no query's bits (att_attend). Padding queries get zeros. */
 template <int DPL>
 __global__ void attention_forward_kernel(float *out, float *lse, const float *q, const float *k,
                                          const float *v, const int32_t *mask,
@@ -327,10 +388,7 @@ __global__ void attention_forward_kernel(float *out, float *lse, const float *q,
     const int qs = NH * HD, ks = NKV * HD;
     const int32_t *mb = mask + (size_t)b * T;
     const int tend = imin(T, t0 + BQ);
-    /* the keys of the queries < tend; k0, kend: the first and last + 1 real own key before tend */
-    const att_seq row = att_row_keys(pa, k, v, mask, b, g, T, tend, ks, HD);
-    int k0, kend;
-    const att_seq sq = att_trim(row, ks, red, &k0, &kend);
+    const bool seg = pa.P == 0; /* a mask value is a segment id (ABI 1.7) */
 
     float qr[QPW][DPL], o[QPW][DPL], m[QPW], l[QPW];
     int tq[QPW], lim[QPW];
@@ -338,15 +396,37 @@ __global__ void attention_forward_kernel(float *out, float *lse, const float *q,
     for (int i = 0; i < QPW; i++) {
         tq[i] = t0 + warp * QPW + i;
         bool real = tq[i] < T && mb[imin(tq[i], T - 1)];
-        lim[i] = real ? sq.np + tq[i] - k0 + 1 : 0; /* real: k0 <= tq */
         att_load_row<DPL>(qr[i], q + ((size_t)b * T + tq[i]) * qs + (size_t)h * HD, real, HD,
                           lane);
+        m[i] = -INFINITY, l[i] = 0.0f; /* what a padding query finishes with: zeros */
+        ATT_UNROLL
+        for (int c = 0; c < DPL; c++) o[i][c] = 0.0f;
     }
-    att_attend<DPL, QPW>(o, m, l, qr, lim, sq, kend > 0 ? sq.np + kend - k0 : 0, Kt, Vt, kmask,
-                         ks, HD, scale);
+    for (int a = t0, e, id; a < tend; a = e) { /* block-uniform */
+        e = att_run(mb, a, tend, seg, &id);
+        if (!id) continue; /* padding queries */
+        /* the keys of the queries < tend; k0, kend: the first and last + 1 real own key of the
+         * run's segment (seg) or of the row before tend */
+        att_seq row = att_row_keys(pa, k, v, mask, b, g, T, tend, ks, HD);
+        row.id = seg ? id : 0;
+        int k0, kend;
+        const att_seq sq = att_trim(row, ks, red, &k0, &kend);
+        ATT_UNROLL
+        for (int i = 0; i < QPW; i++) /* in the run: real, k0 <= tq */
+            lim[i] = tq[i] >= a && tq[i] < e ? sq.np + tq[i] - k0 + 1 : 0;
+        att_attend<DPL, QPW>(o, m, l, qr, lim, sq, kend > 0 ? sq.np + kend - k0 : 0, Kt, Vt,
+                             kmask, ks, HD, scale);
+        ATT_UNROLL
+        for (int i = 0; i < QPW; i++) {
+            if (tq[i] < a || tq[i] >= e) continue;
+            att_finish<DPL>(out + ((size_t)b * T + tq[i]) * qs + (size_t)h * HD,
+                            lse ? lse + ((size_t)b * NH + h) * T + tq[i] : NULL, o[i], m[i], l[i],
+                            HD);
+        }
+    }
     ATT_UNROLL
     for (int i = 0; i < QPW; i++) {
-        if (tq[i] >= T) continue;
+        if (tq[i] >= T || mb[tq[i]]) continue;
         att_finish<DPL>(out + ((size_t)b * T + tq[i]) * qs + (size_t)h * HD,
                         lse ? lse + ((size_t)b * NH + h) * T + tq[i] : NULL, o[i], m[i], l[i],
                         HD);
@@ -444,21 +524,23 @@ __global__ void attention_dq_kernel(float *dq, const float *dout, const float *D
     const int qs = NH * HD, ks = NKV * HD;
     const int32_t *mb = mask + (size_t)b * T;
     const int tend = imin(T, t0 + BQ);
-    /* whole columns [prefix | own keys]: query t is column P + t; [first, end) the real span of
-     * the columns before tend */
+    const bool seg = pa.P == 0; /* a mask value is a segment id (ABI 1.7) */
+    /* whole columns [prefix | own keys]: query t is column P + t; [first, end) the columns before
+     * tend that the tile's queries reach (att_reach) */
     const att_seq row = att_row_keys(pa, k, v, mask, b, g, T, T, ks, HD);
     att_seq upto = row;
     upto.n = row.np + tend;
     int first, end;
-    att_real_span(upto, red, &first, &end);
+    att_reach(upto, mb, t0, tend, seg, red, &first, &end);
 
     float qr[QPW][DPL], dor[QPW][DPL], acc[QPW][DPL], lq[QPW], Dq[QPW];
-    int tq[QPW];
+    int tq[QPW], qid[QPW];
     bool real[QPW];
     ATT_UNROLL
     for (int i = 0; i < QPW; i++) {
         tq[i] = t0 + warp * QPW + i;
-        real[i] = tq[i] < T && mb[imin(tq[i], T - 1)];
+        qid[i] = tq[i] < T ? mb[imin(tq[i], T - 1)] : 0;
+        real[i] = qid[i] != 0;
         size_t off = ((size_t)b * T + tq[i]) * qs + (size_t)h * HD;
         att_load_row<DPL>(qr[i], q + off, real[i], HD, lane);
         att_load_row<DPL>(dor[i], dout + off, real[i], HD, lane);
@@ -480,7 +562,7 @@ __global__ void attention_dq_kernel(float *dq, const float *dout, const float *D
         const int s = s0 + lane;
         ATT_UNROLL
         for (int i = 0; i < QPW; i++) {
-            bool valid = real[i] && kmask[lane] && s <= row.np + tq[i];
+            bool valid = real[i] && att_sees(kmask[lane], qid[i], seg) && s <= row.np + tq[i];
             float p = valid ? expf(sc[i] * scale - lq[i]) : 0.0f;
             sc[i] = p * (dp[i] - Dq[i]) * scale; /* dS */
         }
@@ -500,7 +582,7 @@ __global__ void attention_dq_kernel(float *dq, const float *dout, const float *D
 
 /* The dk/dv passes' shared buffers: the key tile (Kt, Vt, kmask), a query tile's q and dout
  * (Qs, dOs: BQ2 rows of HD), its P and dS against the key tile (Ps, dSs: BQ2 rows of ATT_LD),
- * and its queries' lse, D and whether real (BQ2 each). */
+ * and its queries' lse, D and mask values (qreal: 0 = padding; BQ2 each). */
 struct att_dkdv_sm {
     const float *Kt, *Vt;
     const int *kmask;
@@ -510,14 +592,15 @@ struct att_dkdv_sm {
 
 /* dka, dva += the share of query head h of row b, queries [tb, te), in query tiles of BQ2 from tb,
  * for the key tile loaded in sm (key s0 + j; own keys when causal: query t sees it when
- * s0 + j <= t; a prefix's keys otherwise: every real query sees them). Thread (warp w, lane j)
- * owns key j of the tile and the dims w, w + 4, ... of dka/dva. */
+ * s0 + j <= t, and with seg (plain attention) when it is of t's segment; a prefix's keys
+ * otherwise: every real query sees them). Thread (warp w, lane j) owns key j of the tile and the
+ * dims w, w + 4, ... of dka/dva. */
 template <int DPL>
 static __device__ __forceinline__ void
 att_dkdv_accum(float (&dka)[8 * DPL], float (&dva)[8 * DPL], const att_dkdv_sm &sm,
                const float *dout, const float *D, const float *lse, const float *q,
-               const int32_t *mb, int b, int h, int tb, int te, int s0, bool causal, int T, int NH,
-               int HD, float scale) {
+               const int32_t *mb, int b, int h, int tb, int te, int s0, bool causal, bool seg,
+               int T, int NH, int HD, float scale) {
     constexpr int BQ2 = ATT_BQ2(DPL), RPW = BQ2 / ATT_WARPS, NE = 8 * DPL;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, qs = NH * HD;
     for (int t0 = tb; t0 < te; t0 += BQ2) {
@@ -531,9 +614,10 @@ att_dkdv_accum(float (&dka)[8 * DPL], float (&dva)[8 * DPL], const att_dkdv_sm &
         }
         if (threadIdx.x < BQ2) {
             int t = t0 + threadIdx.x;
-            bool r = t < T && mb[imin(t, T - 1)];
+            int id = t < T ? mb[imin(t, T - 1)] : 0;
+            bool r = id != 0;
             size_t lo = ((size_t)b * NH + h) * T + imin(t, T - 1);
-            sm.qreal[threadIdx.x] = r;
+            sm.qreal[threadIdx.x] = id;
             sm.lq[threadIdx.x] = r ? lse[lo] : 0.0f;
             sm.Dq[threadIdx.x] = r ? D[lo] : 0.0f;
         }
@@ -554,7 +638,8 @@ att_dkdv_accum(float (&dka)[8 * DPL], float (&dva)[8 * DPL], const att_dkdv_sm &
         ATT_UNROLL
         for (int r = 0; r < RPW; r++) {
             int qi = warp + ATT_WARPS * r, s = s0 + lane;
-            bool valid = sm.qreal[qi] && sm.kmask[lane] && (!causal || s <= t0 + qi);
+            bool valid = sm.qreal[qi] && att_sees(sm.kmask[lane], sm.qreal[qi], seg) &&
+                         (!causal || s <= t0 + qi);
             float p = valid ? expf(sc[r] * scale - sm.lq[qi]) : 0.0f;
             sm.Ps[qi * ATT_LD + lane] = p;
             sm.dSs[qi * ATT_LD + lane] = p * (dp[r] - sm.Dq[qi]) * scale;
@@ -618,12 +703,13 @@ static __device__ __forceinline__ void att_dkdv_store(float *dst, const float (&
  *   split = 0: the query heads of kv head g = blockIdx.y, in order: dk/dv (B,T,NKV,HD) themselves;
  *   split = 1: query head h = blockIdx.y alone: its share into (B,NH,T,HD), summed afterwards.
  * Thread (warp w, lane j) owns key s0 + j and the dims w, w + 4, ... (NE = ceil(HD/4) <= 8*DPL).
- * A row's own keys are seen by its own queries alone, prefix or not. */
+ * A row's own keys are seen by its own queries alone, prefix or not; with seg (plain attention)
+ * by the queries of their segment alone, those up to the last of the tile's segments. */
 template <int DPL>
 __global__ void attention_dkdv_kernel(float *dk, float *dv, const float *dout, const float *D,
                                       const float *lse, const float *q, const float *k,
                                       const float *v, const int32_t *mask, int T, int NH,
-                                      int NKV, int HD, float scale, int split) {
+                                      int NKV, int HD, float scale, int split, int seg) {
     ATT_DKDV_SHARED(DPL);
     const int rep = NH / NKV;
     const int b = blockIdx.z, s0 = blockIdx.x * ATT_BK;
@@ -631,15 +717,15 @@ __global__ void attention_dkdv_kernel(float *dk, float *dv, const float *dout, c
     const int ks = NKV * HD;
     const int32_t *mb = mask + (size_t)b * T;
     const size_t own = (size_t)b * T * ks + (size_t)g * HD;
-    const att_seq row = {NULL, NULL, NULL, 0, k + own, v + own, mb, T}; /* the own keys */
-    int first, end;
-    att_real_span(row, red, &first, &end);
+    const att_seq row = {NULL, NULL, NULL, 0, k + own, v + own, mb, T, 0}; /* the own keys */
+    int first, end; /* the real span of the row, or (seg) of the segments of the tile's keys */
+    att_reach(row, mb, s0, imin(T, s0 + ATT_BK), seg != 0, red, &first, &end);
     att_load_kv(Kt, Vt, kmask, row, s0, ks, HD);
     /* queries after the last real token, and key tiles wholly before the first, give nothing */
     const bool live = s0 + ATT_BK > first && s0 < end;
     for (int hh = 0; live && hh < nh; hh++)
-        att_dkdv_accum<DPL>(dka, dva, sm, dout, D, lse, q, mb, b, h0 + hh, s0, end, s0, true, T,
-                            NH, HD, scale);
+        att_dkdv_accum<DPL>(dka, dva, sm, dout, D, lse, q, mb, b, h0 + hh, s0, end, s0, true,
+                            seg != 0, T, NH, HD, scale);
     const int rs = split ? HD : ks; /* row stride of dst */
     const size_t base = split ? ((size_t)b * NH + h0) * T * HD : (size_t)b * T * ks + g * HD;
     if (dk) att_dkdv_store<NE>(dk + base, dka, att_sm, s0, T, rs, HD, false);
@@ -667,17 +753,17 @@ __global__ void attention_prefix_dkdv_kernel(float *dkp, float *dvp, const float
     const int ks = NKV * HD;
     const size_t poff = (size_t)j * P * ks + (size_t)g * HD;
     const att_seq pre = {pa.kp + poff, pa.vp + poff, pa.pmask + (size_t)j * P, P,
-                         NULL, NULL, NULL, P}; /* the prefix's keys alone */
+                         NULL, NULL, NULL, P, 0}; /* the prefix's keys alone */
     att_load_kv(Kt, Vt, kmask, pre, s0, ks, HD);
     for (int b = 0; b < B; b++) {
         if (pa.prefix_of[b] != j) continue; /* block-uniform */
         const int32_t *mb = mask + (size_t)b * T;
-        const att_seq row = {NULL, NULL, NULL, 0, NULL, NULL, mb, T};
+        const att_seq row = {NULL, NULL, NULL, 0, NULL, NULL, mb, T, 0};
         int first, end; /* the row's real queries lie in [first, end) */
         att_real_span(row, red, &first, &end);
         for (int hh = 0; hh < nh; hh++)
             att_dkdv_accum<DPL>(dka, dva, sm, dout, D, lse, q, mb, b, h0 + hh, first, end, s0,
-                                false, T, NH, HD, scale);
+                                false, false, T, NH, HD, scale);
     }
     const int rs = split ? HD : ks;
     const size_t base = split ? ((size_t)j * NH + h0) * P * HD : poff;
@@ -779,7 +865,7 @@ static void launch_backward(cuda_ctx *ctx, float *dq, float *dk, float *dv, floa
         dim3 grid(cuda_blocks((uint64_t)T, ATT_BK), (unsigned)(split ? NH : NKV), (unsigned)B);
         GRPO_LAUNCH(attention_dkdv_kernel<DPL>, grid, ATT_THREADS, dkdv_shmem(ATT_BQ2(DPL), HD),
                     ctx->stream, pk, pv, dout, D, lse, q, k, v, mask, T, NH, NKV, HD, scale,
-                    split);
+                    split, pa.P == 0);
         CUDA_CHECK_LAUNCH("attention_backward (dk, dv)");
         if (split && dk) group_sum(ctx, dk, pk, B, T, NH, NKV, HD, 0);
         if (split && dv) group_sum(ctx, dv, pv, B, T, NH, NKV, HD, 0);
@@ -852,7 +938,7 @@ __global__ void attention_decode_kernel(float *out, const float *q, const float 
     const int n = imax(0, imin(len[r], S));
     const size_t base = (size_t)r * S * ks + (size_t)g * HD;
     const att_seq row = {NULL, NULL, NULL, 0, kcache + base, vcache + base,
-                         cache_mask + (size_t)r * S, n};
+                         cache_mask + (size_t)r * S, n, 0};
     int s0, send; /* the first and last + 1 real slots */
     const att_seq sq = att_trim(row, ks, red, &s0, &send);
 

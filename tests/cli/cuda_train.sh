@@ -29,7 +29,14 @@
 # <= 2u: measured max 2.9e-3) + 2u relative; kl within (2u)^2 = 6.1e-5 absolute (second order in
 # the rounding). And the bf16 path ran: the sampling/importance_sampling_ratio metrics are
 # logged and grad_norm differs from the f32 cuda run's by more than 1e-5 relative.
-# (3) train.max_tokens_per_microbatch (packed rows) is refused on cuda, naming the key.
+# (3) packed micro-batches on cuda: prompts of 4 to 31 characters (arith's are all 6, and a random
+# model's completions all run to the limit: no padding to pack away), padded (cuda_rag) and packed
+# (train.max_tokens_per_microbatch = 100: rows of at most 32 + 16 tokens, so each micro-batch's 8
+# rows go into several packs of 2 or more). Both train two steps; train/padding_frac is 0 at each
+# step of the packed run and not 0 in the padded one; and the packed step equals the padded one:
+# the same reward (the rollout does not pack) and loss, entropy, grad_norm and kl within (1)'s
+# bounds (packing changes how rows are grouped, not what is summed: the forward differs by fp32
+# rounding only, tests/test_packed_training.c).
 set -euo pipefail
 G=$(realpath "$1"); SRC=$(realpath "$2")
 . "$SRC/tests/cli/skip.sh"
@@ -136,17 +143,38 @@ if [ -f cuda_bf16/metrics.jsonl ]; then
 else
     echo "bf16: no metrics"; fail=1
 fi
-# (3) packed micro-batches (train.max_tokens_per_microbatch) need the cpu attention's segment ids:
-# refused at start on cuda, naming the key (kernels/cuda/attention.cu takes 0/1 masks only).
-if "$G" train cuda.ini --set train.max_tokens_per_microbatch=4096 --set log.dir=packed \
-       --set checkpoint.dir=packed/checkpoints >packed.log 2>&1 ||
-   ! grep -q "train.max_tokens_per_microbatch = 4096 on the cuda backend" packed.log; then
-    echo "packed on cuda: expected a refusal naming train.max_tokens_per_microbatch:"
-    cat packed.log; fail=1
+# (3) packed micro-batches on cuda against padded ones, on ragged prompts
+printf '{"prompt": "%s", "answer": "%s"}\n' "1+2=" 3 "123+4567=" 4690 "7+80=" 87 \
+    "1000+2000+3000+4000+5000+6000=" 21000 "55+5=" 60 "9999+1=" 10000 >ragged.jsonl
+packed_step() { # N
+    local a=cuda_rag b=packed
+    [ "$(metric $a "$1" reward)" = "$(metric $b "$1" reward)" ] ||
+        { echo "packed step $1 reward: padded $(metric $a "$1" reward)," \
+               "packed $(metric $b "$1" reward)"; return 1; }
+    [ "$(metric $b "$1" train/padding_frac)" = 0 ] &&
+    [ "$(metric $a "$1" train/padding_frac)" != 0 ] ||
+        { echo "packed step $1: padding_frac $(metric $b "$1" train/padding_frac) (padded" \
+               "run: $(metric $a "$1" train/padding_frac)): expected 0 (and not 0)"; return 1; }
+    close "$(metric $a "$1" entropy)" "$(metric $b "$1" entropy)" 1e-4 "packed $1 entropy" &&
+    close "$(metric $a "$1" grad_norm)" "$(metric $b "$1" grad_norm)" 1e-4 "packed $1 grad_norm" &&
+    close "$(metric $a "$1" loss)" "$(metric $b "$1" loss)" 1e-4 "packed $1 loss" 1e-9 &&
+    close "$(metric $a "$1" kl)" "$(metric $b "$1" kl)" 1e-4 "packed step $1 kl" 1e-9
+}
+rag=(--set data.path=ragged.jsonl)
+if "$G" train cuda.ini "${rag[@]}" --set log.dir=cuda_rag --set checkpoint.dir=cuda_rag/ck \
+       >cuda_rag.log 2>&1 &&
+   "$G" train cuda.ini "${rag[@]}" --set train.max_tokens_per_microbatch=100 \
+       --set log.dir=packed --set checkpoint.dir=packed/ck >packed.log 2>&1 &&
+   [ "$(wc -l < cuda_rag/metrics.jsonl)" = 2 ] && [ "$(wc -l < packed/metrics.jsonl)" = 2 ]; then
+    packed_step 1 || fail=1
+    packed_step 2 || fail=1
+else
+    echo "packed on cuda: expected 2 steps of each run:"; cat cuda_rag.log packed.log; fail=1
 fi
 [ $fail = 0 ] || { echo "cuda_train: FAILED"; exit 1; }
 echo "cuda_train: steps 1 and 2 on cuda match cpu (rewards $(metric cuda 1 reward)," \
      "$(metric cuda 2 reward); grad_norm cpu $(metric cpu 1 grad_norm), $(metric cpu 2 grad_norm)," \
      "cuda $(metric cuda 1 grad_norm), $(metric cuda 2 grad_norm)); bf16 within 2u = $u2:" \
      "grad_norm $(metric cuda_bf16 1 grad_norm), $(metric cuda_bf16 2 grad_norm)," \
-     "loss $(metric cuda_bf16 1 loss), $(metric cuda_bf16 2 loss)"
+     "loss $(metric cuda_bf16 1 loss), $(metric cuda_bf16 2 loss); packed (padding_frac 0)" \
+     "grad_norm $(metric packed 1 grad_norm), $(metric packed 2 grad_norm)"
