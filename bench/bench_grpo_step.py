@@ -34,8 +34,8 @@ parallelism (16 rows / 8 workers x 50 ms), the worst case for scoring while deco
 --long-tail runs issue 31's long-tail case instead (bench/bench_grpo_step_tail.py: B=4 x G=8 x
 grad_accum 2, completion lengths forced to a heavy-tailed schedule on both sides, grpo padded vs
 packed, static vs continuous decode, TRL on the same lengths; its block in BENCHMARKS.md);
---continuous [ROWS] adds the continuous-decode arms (sampling.max_live_rows = ROWS, default
-B x G), --pack-tokens K sets train.max_tokens_per_microbatch (1024), --quick its pipeline test.
+--continuous ROWS caps the continuous-decode arms' rows (sampling.max_live_rows = ROWS; default
+one chunk's B x G), --pack-tokens K sets train.max_tokens_per_microbatch (1024), --quick its pipeline test.
 
 --all runs issue 14's whole benchmark in one go and writes its tables into BENCHMARKS.md
 (bench/bench_grpo_step_all.py: MiniMind2-small at 128 and 512 new tokens and the embedded
@@ -509,8 +509,8 @@ def main():
                         "writes its block into BENCHMARKS.md (the other options but --quick, "
                         "--continuous and --pack-tokens are ignored)")
     p.add_argument("--continuous", type=int, nargs="?", const=0, default=None, metavar="ROWS",
-                   help="with --long-tail or --all: the continuous-decode arms "
-                        "(sampling.max_live_rows = ROWS; default B x G)")
+                   help="with --long-tail or --all: the continuous-decode arms' cap "
+                        "(sampling.max_live_rows = ROWS; default one chunk's B x G)")
     p.add_argument("--pack-tokens", type=int, default=1024, metavar="K",
                    help="with --long-tail or --all: the packed arms' "
                         "train.max_tokens_per_microbatch")

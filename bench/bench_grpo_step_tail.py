@@ -22,9 +22,9 @@ medians of the rest:
   grpo padded + static      the defaults: a micro-batch (here a chunk, train.micro_batch = 0)
                             padded to its longest row; the decode batch shrinks as rows end
   grpo packed + static      train.max_tokens_per_microbatch = K (--pack-tokens, default 1024)
-  grpo padded / packed + continuous   with --continuous [ROWS]: sampling.max_live_rows = ROWS
-                            (default B x G = 32); "not available" when this grpo does not know
-                            the key (`grpo config keys`, or the run refuses it)
+  grpo padded / packed + continuous   the default sampling.continuous = true (the static arms
+                            set it false); --continuous ROWS caps the rows decoded together
+                            (sampling.max_live_rows = ROWS; default one chunk's B x G = 32)
   TRL GRPOTrainer           per_device_train_batch_size 32, gradient_accumulation_steps 2 (its
                             default steps_per_generation = 2: one generate call of 64 rows),
                             the same lengths
@@ -119,25 +119,18 @@ def make_inputs():
     return eos
 
 
-def continuous_known():
-    """Whether this grpo has the continuous decode's key (sampling.max_live_rows)."""
-    keys = sh([os.path.join(g.ROOT, "build", "grpo"), "config", "keys"])  # a run file: [sampling]
-    part = re.search(r"(?ms)^\[sampling\]$(.*?)(?=^\[|\Z)", keys)
-    return bool(part and re.search(r"(?m)^;? ?max_live_rows =", part.group(1)))
-
-
 def arms(o):
-    """(key, name, tail, packed, continuous, shared prefix) of the run: o.continuous None = not
-    asked. The uniform padded arm without train.shared_prefix shows what packing itself costs:
-    a pack computes every row's prompt (seqbatch.h), a padded micro-batch each group's once."""
+    """(key, name, tail, packed, continuous, shared prefix) of the run. The uniform arms compare
+    the long tail's best setting (packed + continuous) with the old default (padded + static)
+    where there is nothing to save; the uniform padded arm without train.shared_prefix shows
+    what packing itself costs when a pack computes every row's prompt."""
     out = [("padded_static", "grpo padded + static", True, False, False, True),
-           ("packed_static", "grpo packed + static", True, True, False, True)]
-    if o.continuous is not None:
-        out += [("padded_cont", "grpo padded + continuous", True, False, True, True),
-                ("packed_cont", "grpo packed + continuous", True, True, True, True)]
+           ("packed_static", "grpo packed + static", True, True, False, True),
+           ("padded_cont", "grpo padded + continuous", True, False, True, True),
+           ("packed_cont", "grpo packed + continuous", True, True, True, True)]
     out += [("trl", "TRL GRPOTrainer", True, False, False, True),
-            ("uni_padded", "grpo uniform, padded", False, False, False, True),
-            ("uni_packed", "grpo uniform, packed", False, True, False, True),
+            ("uni_padded", "grpo uniform, padded + static", False, False, False, True),
+            ("uni_packed", "grpo uniform, packed + continuous", False, True, True, True),
             ("uni_padded_nosp", "grpo uniform, padded, train.shared_prefix = false", False,
              False, False, False)]
     return out
@@ -165,10 +158,10 @@ def run_grpo(o, key, tail, packed, cont, prefix):
         sets["train.max_tokens_per_microbatch"] = K
     if not prefix:
         sets["train.shared_prefix"] = "false"
-    if cont:
-        if not o.cont_known:
-            return {"absent": "not available (this grpo has no sampling.max_live_rows)"}
-        sets["sampling.max_live_rows"] = o.continuous or B * G
+    if not cont:  # continuous decode is the default since issue 31
+        sets["sampling.continuous"] = "false"
+    elif o.continuous:
+        sets["sampling.max_live_rows"] = o.continuous
     cmd = [os.path.join(g.ROOT, "build", "grpo"), "train",
            os.path.join(g.ROOT, "bench", "bench_grpo_step.ini")]
     for k, v in sets.items():
@@ -177,12 +170,7 @@ def run_grpo(o, key, tail, packed, cont, prefix):
     env.pop("GRPO_BENCH_END_AT", None)
     if tail:
         env["GRPO_BENCH_END_AT"] = ",".join(map(str, o.lengths))
-    try:
-        res = g.c_result(a, cmd, os.path.join(runs, "metrics.jsonl"), f"tail_{key}", env)
-    except SystemExit as e:  # timed() exits on a failed run: an unknown key is "not available"
-        if cont and "max_live_rows" in str(e):
-            return {"absent": "not available (grpo refused sampling.max_live_rows)"}
-        raise
+    res = g.c_result(a, cmd, os.path.join(runs, "metrics.jsonl"), f"tail_{key}", env)
     want = o.lengths if tail else [a.new_tokens]
     res["lengths_ok"] = all(
         r["completions/min_length"] == min(want) and r["completions/max_length"] == max(want)
@@ -334,7 +322,7 @@ def options(quick, continuous=None, pack_tokens=1024):
     return argparse.Namespace(quick=quick, max_new=top, uniform=16 if quick else 128,
                               lengths=tail_lengths(top), steps=1 if quick else 3,
                               warmup=0 if quick else 1, continuous=continuous,
-                              pack_tokens=pack_tokens, cont_known=continuous_known())
+                              pack_tokens=pack_tokens)
 
 
 def main(argv, quick, continuous=None, pack_tokens=1024):
@@ -344,8 +332,8 @@ def main(argv, quick, continuous=None, pack_tokens=1024):
     make_inputs()
     o = options(quick, continuous, pack_tokens)
     print(f"long tail: lengths {o.lengths}, max {o.max_new}, packed K = {o.pack_tokens}, "
-          f"continuous {'not asked' if continuous is None else o.continuous or B * G}"
-          + ("" if o.cont_known or continuous is None else " (not available)"), flush=True)
+          f"continuous arms' sampling.max_live_rows {o.continuous or f'default ({B * G})'}",
+          flush=True)
     runs = run_all(o)
     lines = block(o, runs, " ".join(["python3", "bench/bench_grpo_step.py"] + argv), started)
     print("\n".join(lines))

@@ -32,6 +32,8 @@
  *     sampling/live_rows_max 16); a cap of 3 keeps sampling/live_rows_max at 3 or less; every
  *     metric of the results (rewards, lengths, loss, grad_norm) is the same bits in both (a row's
  *     tokens do not depend on the schedule: test_continuous_decode.c).
+ *   - sampling.continuous = false: with grad_accum = 2 each chunk decodes alone (refills 0,
+ *     live_rows_max 16), the results the same bits as the default's.
  * Whether each path is right is the business of test_loss.c, test_advantage.c, test_recompute.c,
  * test_shared_prefix.c and test_trainer.c; this file only shows that the key reaches it.
  */
@@ -288,6 +290,30 @@ START_TEST(max_live_rows_caps_the_decode_batch_and_keeps_the_results) {
 }
 END_TEST
 
+/* sampling.continuous = false: each chunk decodes alone (no refills), the results stay. */
+START_TEST(continuous_false_decodes_each_chunk_alone) {
+    char plain[512], keyed[512];
+    const char *grpo = "loss_type = dapo\n";
+    key_run_sets("plain", "", grpo, "train.grad_accum=2", NULL, plain, sizeof plain);
+    key_run_sets("static", "", grpo, "train.grad_accum=2", "sampling.continuous=false", keyed,
+                 sizeof keyed);
+    static const char *const same[] = {"reward", "completions/mean_length", "loss", "grad_norm"};
+    for (int s = 1; s <= 2; s++) {
+        double rp = metric_at(plain, "sampling/refills", s);
+        double rk = metric_at(keyed, "sampling/refills", s);
+        double lk = metric_at(keyed, "sampling/live_rows_max", s);
+        ck_assert_msg(rp > 0 && rk == 0 && lk == 16, "step %d: refills %g by default, %g with "
+                      "continuous = false (expected 0), live_rows_max %g (expected 16)", s, rp,
+                      rk, lk);
+        for (size_t k = 0; k < sizeof same / sizeof same[0]; k++) {
+            double a = metric_at(plain, same[k], s), b = metric_at(keyed, same[k], s);
+            ck_assert_msg(memcmp(&a, &b, sizeof a) == 0, "step %d: %s %.17g with "
+                          "continuous = false, %.17g with the default", s, same[k], b, a);
+        }
+    }
+}
+END_TEST
+
 /* 1 when this CPU computes in bf16 (the cpu backend's rule: grpo_backend_set_compute); else 0
  * and a note. */
 static int bf16_cpu(void) {
@@ -358,6 +384,7 @@ int main(void) {
     tcase_add_test(tc, the_sampler_log_probs_are_compared_on_every_run);
     tcase_add_test(tc, packed_microbatches_have_no_padding_and_the_same_update);
     tcase_add_test(tc, max_live_rows_caps_the_decode_batch_and_keeps_the_results);
+    tcase_add_test(tc, continuous_false_decodes_each_chunk_alone);
     tcase_add_test(tc, ref_compute_dtype_bf16_computes_the_reference_in_bf16);
     tcase_add_test(tc, sampling_compute_dtype_bf16_computes_the_rollout_in_bf16);
     suite_add_tcase(s, tc);

@@ -116,6 +116,8 @@
       "token budget of a step's rollout (this rank): rows still decoding when it is spent end truncated; 0 = off") \
     I(sampling, max_live_rows, "0", ">= 0",                                                     \
       "continuous decode: most rows decoded together; finished rows' cache rows are refilled from the step's next chunks; 0 = one chunk's rows (batch_prompts x num_generations)") \
+    B(sampling, continuous, "true", 0,                                                          \
+      "continuous decode (cpu): a step's chunks in one decode batch, finished rows refilled; false: each chunk decoded alone, its batch shrinking as rows end (needs max_live_rows = 0)") \
     /* [grpo] advantages and loss */                                                            \
     E(grpo, loss_type, "dapo", loss_type,                                                       \
       "normalisation: grpo per sequence, bnpo per token, dr_grpo B*max_len, dapo batch tokens, "  \

@@ -216,6 +216,17 @@ static int check_oversample(const grpo_run_config *cfg, grpo_error *err) {
     return GRPO_OK;
 }
 
+/* sampling.continuous = false decodes each chunk alone, all its rows at once: a cap on the rows
+ * decoded together (sampling.max_live_rows) needs the continuous schedule. */
+static int check_continuous(const grpo_run_config *cfg, grpo_error *err) {
+    if (cfg->sampling_continuous || cfg->sampling_max_live_rows == 0) return GRPO_OK;
+    return grpo_error_set(err, GRPO_ERR_INVALID,
+                          "%s: sampling.max_live_rows = %lld needs sampling.continuous = true "
+                          "(a cap on the rows decoded together refills their cache rows); "
+                          "expected max_live_rows = 0 or continuous = true",
+                          cfg->path, cfg->sampling_max_live_rows);
+}
+
 /* The long-tail benchmark's hook (bench/grpo_step.md), read here and nowhere else: the
  * environment variable GRPO_BENCH_END_AT = "L_0,...,L_{G-1}" forces row j of every group to end
  * with the first EOS id at length L_j (grpo_sampler_opts.end_at), so that grpo and TRL generate
@@ -258,6 +269,7 @@ int grpo_trainer_setup(trainer *t, grpo_error *err) {
     const grpo_run_config *cfg = t->cfg = t->s.cfg;
     int rc = refuse_options(cfg, t->s.policy, err);
     if (rc == GRPO_OK) rc = check_oversample(cfg, err);
+    if (rc == GRPO_OK) rc = check_continuous(cfg, err);
     if (rc == GRPO_OK && grpo_comm_rank() == 0) grpo_run_config_warn_cannot_learn(cfg, stderr);
     if (rc == GRPO_OK) rc = check_ranks(cfg, t->s.run.proc.ops, err);
     if (rc == GRPO_OK) rc = check_packing(cfg, t->s.run.proc.ops, err);

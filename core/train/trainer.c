@@ -341,8 +341,9 @@ static int chunks_rollout(trainer *t, chunk *c, int n, int32_t B, grpo_error *er
     }
     grpo_rollout_batch *bs[64];
     grpo_sampler_stats st;
-    for (int32_t a0 = 0; rc == GRPO_OK && a0 < n; a0 += 64) { /* 64 chunks a run */
-        int32_t k = n - a0 < 64 ? n - a0 : 64;
+    int32_t per_run = t->cfg->sampling_continuous ? 64 : 1; /* chunks a sampler run decodes */
+    for (int32_t a0 = 0; rc == GRPO_OK && a0 < n; a0 += per_run) {
+        int32_t k = n - a0 < per_run ? n - a0 : per_run;
         for (int32_t a = 0; a < k; a++) bs[a] = &c[a0 + a].rb;
         rc = grpo_rollout_batches_run(bs, k, &t->s.run, sampler, &t->so, &t->rewards,
                                       (int32_t)t->cfg->sampling_max_live_rows, &st, err);
