@@ -638,11 +638,18 @@ int32_t grpo_model_vocab(const grpo_model *m) {
     return i < 0 ? -1 : (int32_t)m->params[i].shape[0];
 }
 
+/* Whether grpo_model_save writes tensor i from where it lives: fp32 in host memory (the cpu
+ * backend) and no relayout to undo; else from a host copy. */
+static int saved_in_place(const grpo_model *m, uint32_t i) {
+    return m->dtype[i] == GRPO_DTYPE_F32 && !has_relayout(m) && grpo_backend_host_memory(m->ops);
+}
+
 int grpo_model_save(const grpo_model *m, const char *dir, grpo_error *err) {
     grpo_st_out *outs = calloc(m->n_params ? m->n_params : 1, sizeof *outs);
     uint64_t floats = 0, *at = calloc(m->n_params ? m->n_params : 1, sizeof *at);
-    for (uint32_t i = 0; at && i < m->n_params; i++) at[i] = floats, floats += m->numel[i];
-    float *host = malloc((floats ? floats : 1) * sizeof(float)); /* every tensor as fp32 */
+    for (uint32_t i = 0; at && i < m->n_params; i++)
+        if (!saved_in_place(m, i)) at[i] = floats, floats += m->numel[i];
+    float *host = malloc((floats ? floats : 1) * sizeof(float)); /* the copied tensors as fp32 */
     char *cfg_text = NULL;
     int rc = outs && host && at ? grpo_hf_config_set_dtype(m->config_json, GRPO_ST_F32, &cfg_text, err)
                           : grpo_error_set(err, GRPO_ERR_NOMEM, "model: out of memory saving %s",
@@ -654,14 +661,15 @@ int grpo_model_save(const grpo_model *m, const char *dir, grpo_error *err) {
             if (d->flags & GRPO_PARAM_TIED) continue; /* transformers re-ties it on load */
             grpo_st_out *o = &outs[n++];
             o->name = d->name;
-            o->data = host + at[i];
+            o->ndim = d->ndim;
+            for (int j = 0; j < d->ndim; j++) o->shape[j] = d->shape[j];
+            o->data = saved_in_place(m, i) ? m->param_ptr[i] : host + at[i];
+            if (saved_in_place(m, i)) continue;
             if ((rc = grpo_model_read_param(m, i, host + at[i], err)) != GRPO_OK) break;
             if (has_relayout(m) &&
                 (rc = m->desc->relayout(m->inst, i, host + at[i], GRPO_RELAYOUT_SAVE, err)) !=
                     GRPO_OK)
                 break;
-            o->ndim = d->ndim;
-            for (int j = 0; j < d->ndim; j++) o->shape[j] = d->shape[j];
         }
         if (rc == GRPO_OK)
             rc = grpo_hf_save(dir, cfg_text, outs, n, GRPO_ST_F32, &m->tok_files, err);

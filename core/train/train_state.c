@@ -18,6 +18,7 @@
 #include "train/run.h"
 #include "io/safetensors.h"
 #include "base/nomem.h"
+#include "kernels.h"
 
 /* What the optimizer trains, for its moments in optimizer.safetensors: the policy's non-tied
  * tensors (under their names), or its LoRA adapters (under PEFT's tensor names). */
@@ -69,25 +70,31 @@ static int moments_of(moments *ms, const grpo_model *m, const grpo_lora *l, grpo
     return GRPO_OK;
 }
 
-/* The moments, downloaded, under exp_avg.NAME / exp_avg_sq.NAME. */
+/* The moments under exp_avg.NAME / exp_avg_sq.NAME: written from where they are when the
+ * backend's memory is host memory, else from a downloaded copy (2P floats). */
 static int write_moments(grpo_ckpt *c, const moments *ms, grpo_error *err) {
-    float *host = malloc((ms->P ? 2 * ms->P : 1) * sizeof(float));
+    int in_place = grpo_backend_host_memory(ms->ops);
+    float *host = in_place ? NULL : malloc((ms->P ? 2 * ms->P : 1) * sizeof(float));
     grpo_st_out *outs = calloc(2 * ms->n + 1, sizeof *outs);
     char (*names)[620] = calloc(2 * ms->n + 1, sizeof *names);
-    int rc = host && outs && names
+    int rc = (in_place || host) && outs && names
                  ? GRPO_OK
                  : grpo_nomem(err, "the optimizer moments to save",
                               (ms->P ? 2 * ms->P : 1) * sizeof(float));
     size_t n = 0;
     if (rc == GRPO_OK) {
-        ms->ops->download(ms->ops->ctx, host, ms->m, ms->P * sizeof(float));
-        ms->ops->download(ms->ops->ctx, host + ms->P, ms->v, ms->P * sizeof(float));
+        const float *mv[2] = {ms->m, ms->v};
+        if (!in_place) {
+            ms->ops->download(ms->ops->ctx, host, ms->m, ms->P * sizeof(float));
+            ms->ops->download(ms->ops->ctx, host + ms->P, ms->v, ms->P * sizeof(float));
+            mv[0] = host, mv[1] = host + ms->P;
+        }
         for (size_t i = 0; i < ms->n; i++)
             for (int k = 0; k < 2; k++, n++) {
                 const moment_tensor *t = &ms->t[i];
                 snprintf(names[n], sizeof names[n], "%s.%s", k ? "exp_avg_sq" : "exp_avg",
                          t->name);
-                outs[n] = (grpo_st_out){names[n], host + k * ms->P + t->off, t->ndim, {0}};
+                outs[n] = (grpo_st_out){names[n], mv[k] + t->off, t->ndim, {0}};
                 memcpy(outs[n].shape, t->shape, sizeof t->shape);
             }
     }
