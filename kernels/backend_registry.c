@@ -34,8 +34,8 @@ static int32_t cpu_set_compute(const grpo_ops *ops, int32_t dtype, grpo_error *e
 /* ---- the registry --------------------------------------------------------------------------- */
 
 static const grpo_backend_entry entries[] = {
-    {"cuda", cuda_module_probe, cuda_module_open, cuda_module_close, NULL, 0},
-    {"cpu", cpu_probe, cpu_open, cpu_close, cpu_set_compute, 1},
+    {"cuda", cuda_module_probe, cuda_module_open, cuda_module_close, NULL},
+    {"cpu", cpu_probe, cpu_open, cpu_close, cpu_set_compute},
 };
 
 const grpo_backend_entry *grpo_backend_entries(int *n) {

@@ -17,8 +17,6 @@ typedef struct grpo_backend_entry {
     /* sets the compute dtype of ops, one of its tables (grpo_backend_set_compute); NULL: the
      * backend computes its forward products in f32 only */
     int32_t (*set_compute)(const grpo_ops *ops, int32_t dtype, grpo_error *err);
-    /* 1 when its buffers are host memory a caller may read in place (grpo_backend_host_memory) */
-    int host_memory;
 } grpo_backend_entry;
 
 /* The entries in "auto"'s order of preference, the last the one that always opens (cpu); n

@@ -69,11 +69,6 @@ int32_t grpo_backend_set_compute(const grpo_ops *ops, int32_t dtype, grpo_error 
                           ops->name ? ops->name : "?");
 }
 
-int grpo_backend_host_memory(const grpo_ops *ops) {
-    const grpo_backend_entry *e = ops->name ? grpo_backend_find(ops->name) : NULL;
-    return e && e->host_memory;
-}
-
 void grpo_backend_close(grpo_ops *ops) {
     if (!ops) return;
     int n;

@@ -67,10 +67,6 @@ grpo_ops *grpo_backend_open_with(const char *name, const grpo_backend_options *o
  * unchanged. Like an op: from one thread at a time. A pass sets it and sets f32 back after. */
 int32_t grpo_backend_set_compute(const grpo_ops *ops, int32_t dtype, grpo_error *err);
 
-/* 1 when the buffers of ops (its alloc's) are host memory that the host may read in place, as
- * download would copy them (cpu), else 0: then only download reads them. */
-int grpo_backend_host_memory(const grpo_ops *ops);
-
 /* Closes a table returned by grpo_backend_open or grpo_backend_open_with (NULL is ignored),
  * through the module for a cuda table (the module stays mapped: the CUDA libraries cannot be
  * unloaded safely). */

@@ -542,14 +542,14 @@ static void write_variant(const char *dir, const char *drop, const char *extra,
         if (drop && strcmp(t->name, drop) == 0) continue;
         float *d = malloc(t->numel * sizeof(float));
         ck_ok(grpo_st_read_f32(st, t->name, d, t->ndim, t->shape, &err), &err);
-        outs[k] = (grpo_st_out){t->name, d, t->ndim, {0}};
+        outs[k] = (grpo_st_out){.name = t->name, .data = d, .ndim = t->ndim};
         memcpy(outs[k].shape, t->shape, sizeof t->shape);
         if (reshape && strcmp(t->name, reshape) == 0) /* same numel, transposed shape */
             outs[k].shape[0] = t->shape[1], outs[k].shape[1] = t->shape[0];
         k++;
     }
     static float zeros[4];
-    if (extra) outs[k++] = (grpo_st_out){extra, zeros, 1, {4}};
+    if (extra) outs[k++] = (grpo_st_out){.name = extra, .data = zeros, .ndim = 1, .shape = {4}};
     char *json = NULL;
     ck_ok(grpo_hf_read_config(fixture_dir("llama"), &json, &err), &err);
     ck_ok(grpo_hf_save(dir, json, outs, k, GRPO_ST_F32, NULL, &err), &err);

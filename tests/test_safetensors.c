@@ -433,10 +433,10 @@ static float wa[6] = {1.0f, -2.0f, 0.1f, 1e-40f, 3.0e38f, -0.0f};
 static float wb[3] = {0.5f, 1.0f + 0x1p-8f, 65504.0f};
 static float wscalar[1] = {7.0f};
 static const grpo_st_out outs[] = {
-    {"model.embed.weight", wa, 2, {2, 3}},
-    {"model.norm.weight", wb, 1, {3}},
-    {"empty", NULL, 2, {0, 5}},
-    {"scalar", wscalar, 0, {0}},
+    {.name = "model.embed.weight", .data = wa, .ndim = 2, .shape = {2, 3}},
+    {.name = "model.norm.weight", .data = wb, .ndim = 1, .shape = {3}},
+    {.name = "empty", .data = NULL, .ndim = 2, .shape = {0, 5}},
+    {.name = "scalar", .data = wscalar, .ndim = 0, .shape = {0}},
 };
 #define N_OUTS (sizeof outs / sizeof outs[0])
 
@@ -469,6 +469,45 @@ START_TEST(write_read_round_trip_f32) { round_trip(GRPO_ST_F32); }
 END_TEST
 
 START_TEST(write_read_round_trip_bf16) { round_trip(GRPO_ST_BF16); }
+END_TEST
+
+/* grpo_st_out.fill of the test below: outs[key]'s data, each call counted in *ctx. */
+static int fill_from_outs(void *ctx, uint64_t key, float *buf, grpo_error *err) {
+    (void)err;
+    ++*(int *)ctx;
+    uint64_t n = 1;
+    for (int d = 0; d < outs[key].ndim; d++) n *= (uint64_t)outs[key].shape[d];
+    memcpy(buf, outs[key].data, n * sizeof(float));
+    return GRPO_OK;
+}
+
+/* Tensors given through fill (data NULL) are written as the same tensors given as data: the
+ * same bytes, fill called once per non-empty tensor. */
+START_TEST(fill_writes_the_same_bytes_as_data) {
+    char a[512], b[512];
+    snprintf(a, sizeof a, "%s/data.safetensors", scratch);
+    snprintf(b, sizeof b, "%s/fill.safetensors", scratch);
+    grpo_st_out filled[N_OUTS];
+    int calls = 0;
+    for (size_t i = 0; i < N_OUTS; i++) {
+        filled[i] = outs[i];
+        filled[i].data = NULL, filled[i].fill = fill_from_outs;
+        filled[i].ctx = &calls, filled[i].key = i;
+    }
+    grpo_error err;
+    grpo_error_init(&err);
+    ck_assert_msg(grpo_st_write(a, outs, N_OUTS, GRPO_ST_BF16, &err) == GRPO_OK, "%s", err.message);
+    ck_assert_msg(grpo_st_write(b, filled, N_OUTS, GRPO_ST_BF16, &err) == GRPO_OK, "%s",
+                  err.message);
+    ck_assert_int_eq(calls, 3); /* "empty" has no elements */
+    char *x, *y;
+    size_t nx, ny;
+    ck_assert_int_eq(grpo_read_file(a, &x, &nx, &err), GRPO_OK);
+    ck_assert_int_eq(grpo_read_file(b, &y, &ny, &err), GRPO_OK);
+    ck_assert_uint_eq(nx, ny);
+    ck_assert(memcmp(x, y, nx) == 0);
+    free(x), free(y);
+}
 END_TEST
 
 /* KiB of the mapping that holds address p resident in this process (/proc/self/smaps "Rss:" of
@@ -565,7 +604,7 @@ START_TEST(writer_escapes_names) {
     char path[512];
     snprintf(path, sizeof path, "%s/esc.safetensors", scratch);
     float v = 1.0f;
-    grpo_st_out t = {"we\"ird\\name\n", &v, 1, {1}};
+    grpo_st_out t = {.name = "we\"ird\\name\n", .data = &v, .ndim = 1, .shape = {1}};
     grpo_error err;
     grpo_error_init(&err);
     ck_assert_int_eq(grpo_st_write(path, &t, 1, GRPO_ST_F32, &err), GRPO_OK);
@@ -612,7 +651,7 @@ START_TEST(failed_write_keeps_previous_file) {
     size_t nb = 0, na = 0;
     ck_assert_int_eq(grpo_read_file(path, &before, &nb, &err), GRPO_OK);
     static float big[4096];
-    grpo_st_out t = {"big", big, 1, {4096}};
+    grpo_st_out t = {.name = "big", .data = big, .ndim = 1, .shape = {4096}};
     pid_t pid = fork();
     if (pid == 0) {
         signal(SIGXFSZ, SIG_IGN);
@@ -697,6 +736,7 @@ int main(void) {
     tcase_add_checked_fixture(wr, scratch_setup, scratch_teardown);
     tcase_add_test(wr, write_read_round_trip_f32);
     tcase_add_test(wr, write_read_round_trip_bf16);
+    tcase_add_test(wr, fill_writes_the_same_bytes_as_data);
     tcase_add_test(wr, writer_byte_layout);
     tcase_add_test(wr, read_releases_the_mapped_pages);
     tcase_add_test(wr, writer_escapes_names);

@@ -167,7 +167,7 @@ START_TEST(save_rejects_bad_config_text) {
     grpo_error err;
     grpo_error_init(&err);
     float v = 1;
-    grpo_st_out t = {"w", &v, 1, {1}};
+    grpo_st_out t = {.name = "w", .data = &v, .ndim = 1, .shape = {1}};
     ck_assert_int_eq(grpo_hf_save(scratch, "not json", &t, 1, GRPO_ST_F32, NULL, &err),
                      GRPO_ERR_INVALID);
     assert_mentions(err.message, NEEDLES(scratch, "config.json", "JSON object"));
@@ -192,7 +192,7 @@ START_TEST(save_copies_tokenizer_files) {
     grpo_error err;
     grpo_error_init(&err);
     float v = 1;
-    grpo_st_out t = {"w", &v, 1, {1}};
+    grpo_st_out t = {.name = "w", .data = &v, .ndim = 1, .shape = {1}};
     grpo_hf_files tok;
     ck_assert_msg(grpo_hf_files_read(&tok, src, &err) == GRPO_OK, "%s", err.message);
     ck_assert_msg(grpo_hf_save(scratch, "{}", &t, 1, GRPO_ST_F32, &tok, &err) == GRPO_OK, "%s",

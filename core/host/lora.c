@@ -199,10 +199,12 @@ int grpo_lora_save(const grpo_lora *l, const char *dir, const char *base_model, 
         for (uint32_t i = 0; i < l->n; i++) {
             const grpo_param_desc *d = &l->m->params[l->ad[i].param];
             grpo_lora_names(l, i, names[2 * i], names[2 * i + 1], sizeof names[0]);
-            t[2 * i] = (grpo_st_out){names[2 * i], host + (l->ad[i].A - l->block), 2,
-                                     {l->r, d->shape[1]}};
-            t[2 * i + 1] = (grpo_st_out){names[2 * i + 1], host + (l->ad[i].B - l->block), 2,
-                                         {d->shape[0], l->r}};
+            t[2 * i] = (grpo_st_out){.name = names[2 * i],
+                                     .data = host + (l->ad[i].A - l->block), .ndim = 2,
+                                     .shape = {l->r, d->shape[1]}};
+            t[2 * i + 1] = (grpo_st_out){.name = names[2 * i + 1],
+                                         .data = host + (l->ad[i].B - l->block), .ndim = 2,
+                                         .shape = {d->shape[0], l->r}};
         }
         rc = grpo_path_join(path, sizeof path, dir, "adapter_model.safetensors", err);
     }

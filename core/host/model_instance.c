@@ -638,45 +638,33 @@ int32_t grpo_model_vocab(const grpo_model *m) {
     return i < 0 ? -1 : (int32_t)m->params[i].shape[0];
 }
 
-/* Whether grpo_model_save writes tensor i from where it lives: fp32 in host memory (the cpu
- * backend) and no relayout to undo; else from a host copy. */
-static int saved_in_place(const grpo_model *m, uint32_t i) {
-    return m->dtype[i] == GRPO_DTYPE_F32 && !has_relayout(m) && grpo_backend_host_memory(m->ops);
+/* grpo_st_out.fill of grpo_model_save: parameter key of the model ctx, as fp32 in the file's
+ * layout. */
+static int fill_param(void *ctx, uint64_t key, float *buf, grpo_error *err) {
+    const grpo_model *m = ctx;
+    uint32_t i = (uint32_t)key;
+    int rc = grpo_model_read_param(m, i, buf, err);
+    if (rc == GRPO_OK && has_relayout(m))
+        rc = m->desc->relayout(m->inst, i, buf, GRPO_RELAYOUT_SAVE, err);
+    return rc;
 }
 
 int grpo_model_save(const grpo_model *m, const char *dir, grpo_error *err) {
     grpo_st_out *outs = calloc(m->n_params ? m->n_params : 1, sizeof *outs);
-    uint64_t floats = 0, *at = calloc(m->n_params ? m->n_params : 1, sizeof *at);
-    for (uint32_t i = 0; at && i < m->n_params; i++)
-        if (!saved_in_place(m, i)) at[i] = floats, floats += m->numel[i];
-    float *host = malloc((floats ? floats : 1) * sizeof(float)); /* the copied tensors as fp32 */
     char *cfg_text = NULL;
-    int rc = outs && host && at ? grpo_hf_config_set_dtype(m->config_json, GRPO_ST_F32, &cfg_text, err)
-                          : grpo_error_set(err, GRPO_ERR_NOMEM, "model: out of memory saving %s",
-                                           dir);
+    int rc = outs ? grpo_hf_config_set_dtype(m->config_json, GRPO_ST_F32, &cfg_text, err)
+                  : grpo_error_set(err, GRPO_ERR_NOMEM, "model: out of memory saving %s", dir);
     size_t n = 0;
-    if (rc == GRPO_OK) {
-        for (uint32_t i = 0; i < m->n_params; i++) {
-            const grpo_param_desc *d = &m->params[i];
-            if (d->flags & GRPO_PARAM_TIED) continue; /* transformers re-ties it on load */
-            grpo_st_out *o = &outs[n++];
-            o->name = d->name;
-            o->ndim = d->ndim;
-            for (int j = 0; j < d->ndim; j++) o->shape[j] = d->shape[j];
-            o->data = saved_in_place(m, i) ? m->param_ptr[i] : host + at[i];
-            if (saved_in_place(m, i)) continue;
-            if ((rc = grpo_model_read_param(m, i, host + at[i], err)) != GRPO_OK) break;
-            if (has_relayout(m) &&
-                (rc = m->desc->relayout(m->inst, i, host + at[i], GRPO_RELAYOUT_SAVE, err)) !=
-                    GRPO_OK)
-                break;
-        }
-        if (rc == GRPO_OK)
-            rc = grpo_hf_save(dir, cfg_text, outs, n, GRPO_ST_F32, &m->tok_files, err);
+    for (uint32_t i = 0; rc == GRPO_OK && i < m->n_params; i++) {
+        const grpo_param_desc *d = &m->params[i];
+        if (d->flags & GRPO_PARAM_TIED) continue; /* transformers re-ties it on load */
+        grpo_st_out *o = &outs[n++]; /* read one at a time as the writer reaches it */
+        *o = (grpo_st_out){.name = d->name, .ndim = d->ndim, .fill = fill_param,
+                           .ctx = (void *)m, .key = i};
+        for (int j = 0; j < d->ndim; j++) o->shape[j] = d->shape[j];
     }
+    if (rc == GRPO_OK) rc = grpo_hf_save(dir, cfg_text, outs, n, GRPO_ST_F32, &m->tok_files, err);
     free(outs);
-    free(host);
-    free(at);
     free(cfg_text);
     return rc;
 }

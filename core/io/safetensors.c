@@ -636,9 +636,9 @@ static int check_outputs(const char *path, const grpo_st_out *t, size_t n, uint6
                 ne > (UINT64_MAX >> 3))
                 return grpo_error_set(err, GRPO_ERR_INVALID,
                                       "%s: tensor '%s': invalid shape", path, t[i].name);
-        if (ne > 0 && !t[i].data)
-            return grpo_error_set(err, GRPO_ERR_INVALID, "%s: tensor '%s': data is NULL", path,
-                                  t[i].name);
+        if (ne > 0 && !t[i].data && !t[i].fill)
+            return grpo_error_set(err, GRPO_ERR_INVALID, "%s: tensor '%s': data and fill are "
+                                  "NULL", path, t[i].name);
         numel[i] = ne;
     }
     return check_unique_names(path, t, n, err);
@@ -694,6 +694,39 @@ static int write_tensor_data(grpo_atomic_file *af, const float *x, uint64_t n,
     return GRPO_OK;
 }
 
+/* The floats of the largest tensor written through fill (0 without). */
+static uint64_t fill_floats(const grpo_st_out *t, size_t n, const uint64_t *numel) {
+    uint64_t most = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!t[i].data && numel[i] > most) most = numel[i];
+    return most;
+}
+
+/* Tensor t's data (numel floats): its own, or fill's into buf. */
+static int tensor_data(const grpo_st_out *t, uint64_t numel, float *buf, const float **x,
+                       grpo_error *err) {
+    *x = t->data ? t->data : buf;
+    return t->data || !numel ? GRPO_OK : t->fill(t->ctx, t->key, buf, err);
+}
+
+/* The file's bytes after its header: every tensor's data, in order. */
+static int write_data(grpo_atomic_file *af, const char *path, const grpo_st_out *t, size_t n,
+                      const uint64_t *numel, grpo_st_dtype dtype, grpo_error *err) {
+    uint64_t most = fill_floats(t, n, numel);
+    float *buf = most ? malloc(most * sizeof(float)) : NULL;
+    if (most && !buf)
+        return grpo_error_set(err, GRPO_ERR_NOMEM, "%s: out of memory for a tensor of %llu "
+                              "floats", path, (unsigned long long)most);
+    int rc = GRPO_OK;
+    for (size_t i = 0; i < n && rc == GRPO_OK; i++) {
+        const float *x;
+        rc = tensor_data(&t[i], numel[i], buf, &x, err);
+        if (rc == GRPO_OK) rc = write_tensor_data(af, x, numel[i], dtype, err);
+    }
+    free(buf);
+    return rc;
+}
+
 int grpo_st_write(const char *path, const grpo_st_out *tensors, size_t n, grpo_st_dtype dtype,
                   grpo_error *err) {
     if (dtype != GRPO_ST_F32 && dtype != GRPO_ST_BF16)
@@ -713,8 +746,7 @@ int grpo_st_write(const char *path, const grpo_st_out *tensors, size_t n, grpo_s
         uint64_t hlen = hdr_len; /* little-endian host: the bytes are the on-disk form */
         rc = grpo_atomic_write(&af, &hlen, 8, err);
         if (rc == GRPO_OK) rc = grpo_atomic_write(&af, hdr, hdr_len, err);
-        for (size_t i = 0; i < n && rc == GRPO_OK; i++)
-            rc = write_tensor_data(&af, tensors[i].data, numel[i], dtype, err);
+        if (rc == GRPO_OK) rc = write_data(&af, path, tensors, n, numel, dtype, err);
         if (rc == GRPO_OK) rc = grpo_atomic_commit(&af, err);
         else grpo_atomic_abort(&af);
     }

@@ -105,12 +105,18 @@ int grpo_st_read_f32(const grpo_safetensors *st, const char *name, float *out, i
 
 /* ---- writing ----------------------------------------------------------------------------- */
 
-/* One tensor to write: borrowed fp32 data of product(shape) floats. */
+/* One tensor to write: borrowed fp32 data of product(shape) floats, or (data NULL) fill, which
+ * puts them in buf when the writer reaches the tensor: a caller whose tensors are not fp32 host
+ * arrays (a device's, bf16, another layout) hands them over one at a time, and the writer holds
+ * the floats of one tensor (the largest such), not of all. */
 typedef struct grpo_st_out {
     const char *name;
     const float *data;
     int ndim;                       /* 0..GRPO_ST_MAX_DIMS */
     int64_t shape[GRPO_ST_MAX_DIMS];
+    int (*fill)(void *ctx, uint64_t key, float *buf, grpo_error *err); /* GRPO_OK or an error */
+    void *ctx;                      /* fill's, with key */
+    uint64_t key;
 } grpo_st_out;
 
 /* Writes the n tensors, in the given order, to path as dtype (GRPO_ST_F32 or GRPO_ST_BF16), with

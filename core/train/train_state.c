@@ -18,7 +18,6 @@
 #include "train/run.h"
 #include "io/safetensors.h"
 #include "base/nomem.h"
-#include "kernels.h"
 
 /* What the optimizer trains, for its moments in optimizer.safetensors: the policy's non-tied
  * tensors (under their names), or its LoRA adapters (under PEFT's tensor names). */
@@ -70,38 +69,38 @@ static int moments_of(moments *ms, const grpo_model *m, const grpo_lora *l, grpo
     return GRPO_OK;
 }
 
-/* The moments under exp_avg.NAME / exp_avg_sq.NAME: written from where they are when the
- * backend's memory is host memory, else from a downloaded copy (2P floats). */
+/* grpo_st_out.fill of write_moments: key = 2 * tensor + (0 exp_avg, 1 exp_avg_sq),
+ * downloaded. */
+static int fill_moment(void *ctx, uint64_t key, float *buf, grpo_error *err) {
+    (void)err;
+    const moments *ms = ctx;
+    const moment_tensor *t = &ms->t[key / 2];
+    ms->ops->download(ms->ops->ctx, buf, (key % 2 ? ms->v : ms->m) + t->off,
+                      t->numel * sizeof(float));
+    return GRPO_OK;
+}
+
+/* The moments under exp_avg.NAME / exp_avg_sq.NAME, downloaded one tensor at a time as the
+ * writer reaches it. */
 static int write_moments(grpo_ckpt *c, const moments *ms, grpo_error *err) {
-    int in_place = grpo_backend_host_memory(ms->ops);
-    float *host = in_place ? NULL : malloc((ms->P ? 2 * ms->P : 1) * sizeof(float));
     grpo_st_out *outs = calloc(2 * ms->n + 1, sizeof *outs);
     char (*names)[620] = calloc(2 * ms->n + 1, sizeof *names);
-    int rc = (in_place || host) && outs && names
-                 ? GRPO_OK
-                 : grpo_nomem(err, "the optimizer moments to save",
-                              (ms->P ? 2 * ms->P : 1) * sizeof(float));
+    int rc = outs && names ? GRPO_OK
+                           : grpo_nomem(err, "the optimizer moments' names to save",
+                                        (2 * ms->n + 1) * (sizeof *outs + sizeof *names));
     size_t n = 0;
-    if (rc == GRPO_OK) {
-        const float *mv[2] = {ms->m, ms->v};
-        if (!in_place) {
-            ms->ops->download(ms->ops->ctx, host, ms->m, ms->P * sizeof(float));
-            ms->ops->download(ms->ops->ctx, host + ms->P, ms->v, ms->P * sizeof(float));
-            mv[0] = host, mv[1] = host + ms->P;
+    for (size_t i = 0; rc == GRPO_OK && i < ms->n; i++)
+        for (int k = 0; k < 2; k++, n++) {
+            const moment_tensor *t = &ms->t[i];
+            snprintf(names[n], sizeof names[n], "%s.%s", k ? "exp_avg_sq" : "exp_avg", t->name);
+            outs[n] = (grpo_st_out){.name = names[n], .ndim = t->ndim, .fill = fill_moment,
+                                    .ctx = (void *)ms, .key = n};
+            memcpy(outs[n].shape, t->shape, sizeof t->shape);
         }
-        for (size_t i = 0; i < ms->n; i++)
-            for (int k = 0; k < 2; k++, n++) {
-                const moment_tensor *t = &ms->t[i];
-                snprintf(names[n], sizeof names[n], "%s.%s", k ? "exp_avg_sq" : "exp_avg",
-                         t->name);
-                outs[n] = (grpo_st_out){names[n], mv[k] + t->off, t->ndim, {0}};
-                memcpy(outs[n].shape, t->shape, sizeof t->shape);
-            }
-    }
     char path[4200];
     grpo_ckpt_path(c, "optimizer.safetensors", path, sizeof path);
     if (rc == GRPO_OK) rc = grpo_st_write(path, outs, n, GRPO_ST_F32, err);
-    free(names), free(outs), free(host);
+    free(names), free(outs);
     return rc;
 }
 
