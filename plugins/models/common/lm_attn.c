@@ -59,7 +59,7 @@ static uint64_t acts_layout(lm_attn_acts *a, float *block, const lm_attn_config 
     } else if (kept) {
         a->qraw = a->q, a->kraw = a->k, a->q_rstd = a->k_rstd = NULL;
     }
-    PLACE(redone, att, N * Q);
+    PLACE(kept, att, N * Q);
     PLACE(kept, att_lse, N * c->NH);
     PLACE(kept, h, N * c->C);
 #undef PLACE
@@ -166,7 +166,6 @@ void lm_attn_forward(const grpo_ops *o, const lm_attn_config *c, lm_attn_acts *a
 void lm_attn_redo(const grpo_ops *o, const lm_attn_config *c, const lm_attn_acts *a,
                   float *const *p, const lm_rows *rows) {
     o->rmsnorm_forward(o->ctx, a->ln1, a->ln1_rstd, a->x, p[AP_LN1], rows->N, c->C, c->eps);
-    core_forward(o, c, a, rows);
 }
 
 void lm_attn_backward(const grpo_ops *o, const lm_attn_config *c, float *dx, const float *dh,

@@ -47,7 +47,8 @@ int32_t lm_attn_param_shape(const lm_attn_config *c, int32_t s, int64_t shape[2]
 enum { LM_ACTS_KEPT = 1, LM_ACTS_REDONE = 2, LM_ACTS_ALL = 3 };
 
 /* Activations of one layer's block; with qk_norm off, qraw/kraw alias q/k (RoPE in place).
- * Redone: ln1 (from x and ln1_rstd) and att (from q, k, v); the others are kept. */
+ * Redone: ln1 (from x and ln1_rstd); the others are kept (att too: attention again would cost
+ * more time than its memory is worth). */
 typedef struct lm_attn_acts {
     float *x;        /* (N,C) block input (the residual stream) */
     float *ln1;      /* (N,C) (redone) */
@@ -59,7 +60,7 @@ typedef struct lm_attn_acts {
     float *q;        /* (N,Q) after norm and RoPE */
     float *k;        /* (N,KV) after norm and RoPE */
     float *v;        /* (N,KV) */
-    float *att;      /* (N,Q) attention output before o_proj (redone) */
+    float *att;      /* (N,Q) attention output before o_proj */
     float *att_lse;  /* (B,NH,T) */
     float *h;        /* (N,C) x + attention */
 } lm_attn_acts;
@@ -89,8 +90,8 @@ float *lm_attn_grads_carve(lm_attn_grads *g, float *block, const lm_attn_config 
  * pointers; tmp (N,C) scratch. */
 void lm_attn_forward(const grpo_ops *o, const lm_attn_config *c, lm_attn_acts *a, float *tmp,
                      float *const *p, const lm_rows *rows);
-/* The redone tensors of a (ln1, att) again from its kept ones, by the ops of lm_attn_forward
- * (the same bits; ln1_rstd and att_lse are written again with the bits they hold). */
+/* The redone tensor of a (ln1) again from its kept ones, by the op of lm_attn_forward (the
+ * same bits; ln1_rstd is written again with the bits it holds). */
 void lm_attn_redo(const grpo_ops *o, const lm_attn_config *c, const lm_attn_acts *a,
                   float *const *p, const lm_rows *rows);
 /* dh (N,C) = d loss/d h -> dx (N,C) = d loss/d x (written, residual included); parameter grads
