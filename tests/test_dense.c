@@ -313,6 +313,62 @@ START_TEST(every_gradient_matches_transformers) {
 }
 END_TEST
 
+/* A frozen model sharing the policy's work memory (grpo_model_share_work: a reference, a
+ * rollout copy) runs its forward and its prefill between the policy's passes without changing
+ * a bit of the policy's gradients or of its own log-probs; a policy backward, or a decode,
+ * after another model's pass took the memory is refused instead of reading its data. */
+START_TEST(shared_work_memory_between_passes) {
+    fixture f;
+    grpo_error err;
+    grpo_error_init(&err);
+    fixture_open(&f, fixtures[_i], 1);
+    grpo_model *fr = NULL;
+    ck_ok(grpo_model_open_dir(&fr, &f.reg, &f.host, fixture_dir(fixtures[_i]), 0, &err), &err);
+    grpo_batch b = full_batch(&f);
+    size_t n = (size_t)f.B * f.T;
+    float *logp = calloc(n, 4), *lf0 = calloc(n, 4), *lf1 = calloc(n, 4), *lg = malloc(4096 * 4);
+    float *dlogp = ref_tensor(&f, "dlogp", NULL);
+    ck_assert_int_le((int64_t)f.B * f.V, 4096);
+    int32_t *ones = malloc(n * 4), *pos = malloc(n * 4); /* a prompt without padding */
+    for (size_t i = 0; i < n; i++) ones[i] = 1, pos[i] = (int32_t)(i % (size_t)f.T);
+    /* alone: the frozen model's log-probs, the policy's gradients */
+    ck_ok(grpo_model_reserve_acts(fr, f.B, f.T, &err), &err);
+    ck_ok(test_forward(fr, &b, lf0, NULL, 1.0f, &err), &err);
+    grpo_model_zero_grad(f.m);
+    ck_ok(grpo_model_reserve_acts(f.m, f.B, f.T, &err), &err);
+    ck_ok(test_forward(f.m, &b, logp, NULL, 1.0f, &err), &err);
+    ck_ok(test_backward(f.m, &b, dlogp, 1.0f, &err), &err);
+    float *g0 = test_host_floats(f.ops, f.m->grads, f.m->section);
+    /* shared: a prefill and a forward of the frozen model, then the policy's step */
+    ck_ok(grpo_model_share_work(fr, f.m, &err), &err);
+    ck_ok(grpo_model_reserve_kv(fr, f.B, f.T, f.T, &err), &err);
+    ck_ok(test_prefill(fr, f.B, f.T, f.ids, ones, pos, lg, &err), &err);
+    ck_ok(grpo_model_reserve_acts(fr, f.B, f.T, &err), &err);
+    ck_ok(test_forward(fr, &b, lf1, NULL, 1.0f, &err), &err);
+    ck_assert(memcmp(lf0, lf1, n * 4) == 0);
+    grpo_model_zero_grad(f.m);
+    ck_ok(grpo_model_reserve_acts(f.m, f.B, f.T, &err), &err);
+    ck_ok(test_forward(f.m, &b, logp, NULL, 1.0f, &err), &err);
+    ck_ok(test_backward(f.m, &b, dlogp, 1.0f, &err), &err);
+    float *g1 = test_host_floats(f.ops, f.m->grads, f.m->section);
+    ck_assert(memcmp(g0, g1, f.m->section * 4) == 0);
+    /* a pass in between: the policy's backward, the frozen model's decode are refused */
+    ck_ok(test_forward(f.m, &b, logp, NULL, 1.0f, &err), &err);
+    ck_ok(grpo_model_reserve_acts(fr, f.B, f.T, &err), &err);
+    ck_ok(test_forward(fr, &b, lf1, NULL, 1.0f, &err), &err);
+    ck_assert_int_eq(test_backward(f.m, &b, dlogp, 1.0f, &err), GRPO_ERR_INVALID);
+    ck_assert_msg(strstr(err.message, "another model's pass"), "%s", err.message);
+    ck_ok(grpo_model_reserve_kv(fr, f.B, f.T, f.T, &err), &err);
+    ck_ok(grpo_model_reserve_acts(f.m, f.B, f.T, &err), &err);
+    ck_assert_int_eq(test_prefill(fr, f.B, f.T, f.ids, ones, pos, lg, &err),
+                     GRPO_ERR_INVALID);
+    free(g0), free(g1), free(logp), free(lf0), free(lf1), free(lg), free(dlogp);
+    free(ones), free(pos);
+    grpo_model_close(fr);
+    fixture_close(&f);
+}
+END_TEST
+
 /* The entropy bonus (ABI 1.4): forward at scale 0.7 gives transformers' entropies, and
  * backward_entropy of sum(w * logp + u * entropy) gives every gradient (entropy.safetensors, made
  * by tools/make_entropy_fixtures.py for llama, untied head, and qwen3, tied). A descriptor from a
@@ -646,6 +702,7 @@ int main(void) {
     tcase_add_test(tc, kv_copy_row_outside_the_cache_is_refused);
     tcase_add_loop_test(tc, frozen_forward_in_chunks_matches_training_forward, 0, N_FIXTURES);
     tcase_add_loop_test(tc, save_reload_round_trip, 0, N_FIXTURES);
+    tcase_add_loop_test(tc, shared_work_memory_between_passes, 0, N_FIXTURES);
     tcase_add_test(tc, load_errors_name_the_tensor);
     tcase_add_test(tc, unsupported_config_is_refused);
     suite_add_tcase(s, tc);

@@ -256,8 +256,9 @@ int grpo_model_open_as(grpo_model **out, const grpo_model_desc *desc, const grpo
     m->weight_dtype = weight_dtype;
     m->fwd_budget = GRPO_FWD_BUDGET;
     m->dir = strdup(dir);
+    m->work = grpo_work_new(m->ops);
     char cfg_path[PATH_MAX];
-    int rc = m->dir ? grpo_path_join(cfg_path, sizeof cfg_path, dir, GRPO_HF_CONFIG, err)
+    int rc = m->dir && m->work ? grpo_path_join(cfg_path, sizeof cfg_path, dir, GRPO_HF_CONFIG, err)
                     : grpo_error_set(err, GRPO_ERR_NOMEM, "model: out of memory");
     if (rc == GRPO_OK) rc = grpo_hf_read_config(dir, &m->config_json, err);
     if (rc == GRPO_OK) {
@@ -360,10 +361,8 @@ void grpo_model_close(grpo_model *m) {
     }
     if (m->ops) {
         if (m->block) m->ops->free(m->ops->ctx, m->block);
-        if (m->acts) m->ops->free(m->ops->ctx, m->acts);
-        if (m->kv.data) m->ops->free(m->ops->ctx, m->kv.data);
-        if (m->scratch) m->ops->free(m->ops->ctx, m->scratch);
     }
+    grpo_work_release(m->work);
     free(m->params);
     free(m->numel);
     free(m->offset);
@@ -399,37 +398,59 @@ static int32_t forward_rows(const grpo_model *m, int32_t B, int32_t T) {
 
 int grpo_model_reserve_acts(grpo_model *m, int32_t B, int32_t T, grpo_error *err) {
     if (forward_only(m)) B = forward_rows(m, B, T);
-    if (m->acts && B <= m->acts_B && T <= m->acts_T) return GRPO_OK;
-    if (m->acts) m->ops->free(m->ops->ctx, m->acts);
     int32_t nB = B > m->acts_B ? B : m->acts_B, nT = T > m->acts_T ? T : m->acts_T;
     if (forward_only(m)) nB = forward_rows(m, nB, nT); /* longer rows: fewer fit the budget */
-    uint64_t n = m->desc->activation_floats(m->inst, nB, nT);
-    m->acts = m->ops->alloc(m->ops->ctx, n * sizeof(float));
-    if (!m->acts) {
-        m->acts_B = m->acts_T = 0;
+    uint64_t bytes = m->desc->activation_floats(m->inst, nB, nT) * sizeof(float);
+    m->acts_bytes = 0, m->acts_B = m->acts_T = 0;
+    if (!grpo_work_reserve(m->work, m, bytes))
         return grpo_error_set(err, GRPO_ERR_NOMEM,
                               "model %s: cannot allocate %llu MiB of activations for (%d,%d)",
-                              m->desc->id, (unsigned long long)(n * 4 >> 20), nB, nT);
-    }
-    m->acts_B = nB, m->acts_T = nT;
+                              m->desc->id, (unsigned long long)(bytes >> 20), nB, nT);
+    m->acts_bytes = bytes, m->acts_B = nB, m->acts_T = nT;
     return GRPO_OK;
 }
 
+/* The activation block while m holds it (reserved, and no other model's pass since), or NULL. */
+static float *acts_held(const grpo_model *m) {
+    return grpo_work_held(m->work, m, m->acts_bytes);
+}
+
+/* The end of an error about activations that are not held: why, when reserved. */
+static const char *acts_lost(const grpo_model *m) {
+    return m->acts_bytes ? " and another model's pass has used its work memory since" : "";
+}
+
 int grpo_model_reserve_kv(grpo_model *m, int32_t R, int32_t S, int32_t P, grpo_error *err) {
-    if (m->kv.data) m->ops->free(m->ops->ctx, m->kv.data);
-    if (m->scratch) m->ops->free(m->ops->ctx, m->scratch);
     m->kv = (grpo_kv_cache){sizeof(grpo_kv_cache), NULL, R, S};
-    uint64_t nkv = m->desc->kv_floats(m->inst, R, S);
+    m->scratch = NULL, m->kv_bytes = 0;
+    uint64_t nkv = (m->desc->kv_floats(m->inst, R, S) + 15) & ~(uint64_t)15; /* 64-byte aligned */
     uint64_t ns = m->desc->scratch_floats(m->inst, R, P);
     uint64_t nd = m->desc->scratch_floats(m->inst, R, 1);
     if (nd > ns) ns = nd;
-    m->kv.data = m->ops->alloc(m->ops->ctx, nkv * sizeof(float));
-    m->scratch = m->ops->alloc(m->ops->ctx, ns * sizeof(float));
-    if (!m->kv.data || !m->scratch)
+    float *buf = grpo_work_reserve(m->work, m, (nkv + ns) * sizeof(float));
+    if (!buf)
         return grpo_error_set(err, GRPO_ERR_NOMEM,
                               "model %s: cannot allocate a KV cache of %d rows x %d slots "
                               "(%llu MiB)", m->desc->id, R, S, (unsigned long long)(nkv * 4 >> 20));
+    m->ops->zero(m->ops->ctx, buf, nkv * sizeof(float)); /* a fresh cache, as a new block */
+    m->kv.data = buf, m->scratch = buf + nkv, m->kv_bytes = (nkv + ns) * sizeof(float);
     m->scratch_R = R, m->scratch_T = P;
+    return GRPO_OK;
+}
+
+/* Whether the KV cache is reserved and m still holds it (no other model's pass since). */
+static int kv_held(const grpo_model *m) {
+    return m->kv.data && grpo_work_held(m->work, m, m->kv_bytes) == m->kv.data;
+}
+
+int grpo_model_share_work(grpo_model *m, grpo_model *with, grpo_error *err) {
+    if (m->ops != with->ops)
+        return grpo_error_set(err, GRPO_ERR_INVALID, "model %s: sharing work memory with a "
+                              "model on another backend", m->desc->id);
+    if (m->work == with->work) return GRPO_OK;
+    grpo_work_release(m->work);
+    m->work = grpo_work_share(with->work);
+    m->acts_bytes = 0, m->acts_B = m->acts_T = 0, m->kv.data = NULL, m->kv_bytes = 0;
     return GRPO_OK;
 }
 
@@ -444,10 +465,11 @@ static grpo_batch batch_rows(const grpo_batch *b, int32_t r0, int32_t rows) {
 
 int grpo_model_forward(grpo_model *m, const grpo_batch *b, float *logp, float *entropy,
                        float scale, grpo_error *err) {
-    if (!m->acts || (!forward_only(m) && b->B > m->acts_B) || b->T > m->acts_T)
+    float *acts = acts_held(m);
+    if (!acts || (!forward_only(m) && b->B > m->acts_B) || b->T > m->acts_T)
         return grpo_error_set(err, GRPO_ERR_INVALID,
-                              "model: forward of (%d,%d) but activations are reserved for (%d,%d)",
-                              b->B, b->T, m->acts_B, m->acts_T);
+                              "model: forward of (%d,%d) but activations are reserved for "
+                              "(%d,%d)%s", b->B, b->T, m->acts_B, m->acts_T, acts_lost(m));
     int rc = GRPO_OK;
     for (int32_t r0 = 0; rc == GRPO_OK && (r0 == 0 || r0 < b->B); r0 += m->acts_B) {
         int32_t rows = b->B - r0 < m->acts_B ? b->B - r0 : m->acts_B;
@@ -455,7 +477,7 @@ int grpo_model_forward(grpo_model *m, const grpo_batch *b, float *logp, float *e
         size_t o = (size_t)r0 * b->T;
         model_call(m, "forward");
         compute_begin(m);
-        rc = m->desc->forward(m->inst, &c, m->acts, logp + o, entropy ? entropy + o : NULL,
+        rc = m->desc->forward(m->inst, &c, acts, logp + o, entropy ? entropy + o : NULL,
                               scale, err);
         compute_end(m);
         grpo_plugin_call_end();
@@ -467,10 +489,10 @@ int grpo_model_forward(grpo_model *m, const grpo_batch *b, float *logp, float *e
 static int backward_ready(const grpo_model *m, const grpo_batch *b, grpo_error *err) {
     if (!m->trainable && !m->adapters_train)
         return grpo_error_set(err, GRPO_ERR_INVALID, "model: backward on a frozen model");
-    if (!m->acts || b->B > m->acts_B || b->T > m->acts_T)
+    if (!acts_held(m) || b->B > m->acts_B || b->T > m->acts_T)
         return grpo_error_set(err, GRPO_ERR_INVALID,
-                              "model: backward of (%d,%d) but activations are reserved for (%d,%d)",
-                              b->B, b->T, m->acts_B, m->acts_T);
+                              "model: backward of (%d,%d) but activations are reserved for "
+                              "(%d,%d)%s", b->B, b->T, m->acts_B, m->acts_T, acts_lost(m));
     return GRPO_OK;
 }
 
@@ -480,7 +502,7 @@ int grpo_model_backward(grpo_model *m, const grpo_batch *b, const float *dlogp, 
     if (rc != GRPO_OK) return rc;
     model_call(m, "backward");
     compute_begin(m);
-    rc = m->desc->backward(m->inst, b, m->acts, dlogp, scale, err);
+    rc = m->desc->backward(m->inst, b, acts_held(m), dlogp, scale, err);
     compute_end(m);
     grpo_plugin_call_end();
     return plugin_status(rc, err);
@@ -530,9 +552,9 @@ int grpo_model_set_gradient_checkpointing(grpo_model *m, int on, grpo_error *err
     model_call(m, "set_gradient_checkpointing");
     int rc = m->desc->set_gradient_checkpointing(m->inst, on ? 1 : 0, err);
     grpo_plugin_call_end();
-    if (rc == GRPO_OK && m->acts) { /* sized for the other layout */
-        m->ops->free(m->ops->ctx, m->acts);
-        m->acts = NULL, m->acts_B = m->acts_T = 0;
+    if (rc == GRPO_OK && m->acts_bytes) { /* sized for the other layout */
+        grpo_work_drop(m->work);
+        m->acts_bytes = 0, m->acts_B = m->acts_T = 0;
     }
     return plugin_status(rc, err);
 }
@@ -568,7 +590,7 @@ int grpo_model_backward_entropy(grpo_model *m, const grpo_batch *b, const float 
     if (rc != GRPO_OK) return rc;
     model_call(m, "backward_entropy");
     compute_begin(m);
-    rc = m->desc->backward_entropy(m->inst, b, m->acts, dlogp, dentropy, entropy, scale, err);
+    rc = m->desc->backward_entropy(m->inst, b, acts_held(m), dlogp, dentropy, entropy, scale, err);
     compute_end(m);
     grpo_plugin_call_end();
     return plugin_status(rc, err);
@@ -579,7 +601,7 @@ void grpo_model_zero_grad(grpo_model *m) {
 }
 
 int grpo_model_prefill(grpo_model *m, const grpo_batch *prompt, float *logits, grpo_error *err) {
-    if (!m->kv.data || prompt->B > m->scratch_R || prompt->T > m->scratch_T)
+    if (!kv_held(m) || prompt->B > m->scratch_R || prompt->T > m->scratch_T)
         return grpo_error_set(err, GRPO_ERR_INVALID,
                               "model: prefill of (%d,%d) but the cache is reserved for (%d,%d)",
                               prompt->B, prompt->T, m->scratch_R, m->scratch_T);
@@ -594,8 +616,9 @@ int grpo_model_prefill(grpo_model *m, const grpo_batch *prompt, float *logits, g
 int grpo_model_decode(grpo_model *m, int32_t R, const int32_t *tokens, const int32_t *pos,
                       const int32_t *cache_mask, const int32_t *len, float *logits,
                       grpo_error *err) {
-    if (!m->kv.data)
-        return grpo_error_set(err, GRPO_ERR_INVALID, "model: decode without a reserved cache");
+    if (!kv_held(m))
+        return grpo_error_set(err, GRPO_ERR_INVALID, "model: decode without a reserved cache "
+                              "(or another model's pass has used its work memory since)");
     model_call(m, "decode");
     compute_begin(m);
     int rc = m->desc->decode(m->inst, &m->kv, R, tokens, pos, cache_mask, len, m->scratch, logits,
@@ -606,7 +629,7 @@ int grpo_model_decode(grpo_model *m, int32_t R, const int32_t *tokens, const int
 }
 
 int grpo_model_kv_copy_row(grpo_model *m, int32_t dst, int32_t src, int32_t n, grpo_error *err) {
-    if (!m->kv.data || dst < 0 || src < 0 || dst >= m->kv.R || src >= m->kv.R || n < 0 ||
+    if (!kv_held(m) || dst < 0 || src < 0 || dst >= m->kv.R || src >= m->kv.R || n < 0 ||
         n > m->kv.S)
         return grpo_error_set(err, GRPO_ERR_INVALID,
                               "model %s: kv_copy_row of %d slots from row %d to row %d, but the "

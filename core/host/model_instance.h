@@ -14,6 +14,8 @@
  *   kv      the KV cache for R rows of S slots + the prefill/decode scratch
  *           (grpo_model_reserve_kv); only the functions below touch it (reserve, prefill, decode,
  *           kv_copy_row), and the one decode loop that drives them is the sampler (sampler.h)
+ *   acts and kv are never used at once: they share one block of work memory (work_memory.h),
+ *           which models whose passes never overlap may share too (grpo_model_share_work)
  *
  * Ownership: grpo_model_open() returns a model the caller MUST grpo_model_close(); the model
  * owns the plugin instance, every buffer above and a copy of the host table (so the host passed
@@ -25,6 +27,7 @@
 #include "grpo/model.h"
 #include "grpo/ops.h"
 #include "io/hfdir.h"
+#include "host/work_memory.h"
 #include "host/registry.h"
 
 typedef struct grpo_model {
@@ -52,12 +55,15 @@ typedef struct grpo_model {
     float **grad_ptr;        /* [n_params] into the grads section, NULL when frozen */
     float *grads, *adam_m, *adam_v; /* section starts, NULL when frozen */
 
-    float *acts; /* activation block */
+    grpo_work *work;     /* where the activations, KV cache and scratch live, one at a time;
+                            maybe shared with other models (work_memory.h) */
+    uint64_t acts_bytes; /* of the activation block reserved for (acts_B, acts_T), 0: none */
     int32_t acts_B, acts_T;
     uint64_t fwd_budget; /* frozen: bytes a forward chunk's activation block may take */
 
-    grpo_kv_cache kv;   /* kv.data NULL until reserved */
-    float *scratch;
+    grpo_kv_cache kv;   /* kv.data: the work block when reserved, else NULL */
+    float *scratch;     /* after the cache in the work block */
+    uint64_t kv_bytes;  /* of the cache and scratch, 0 until reserved */
     int32_t scratch_R, scratch_T; /* scratch fits prefill of (scratch_R, scratch_T) */
 } grpo_model;
 
@@ -115,8 +121,14 @@ int grpo_model_param_index(const grpo_model *m, const char *name);
 #define GRPO_FWD_BUDGET (128ull << 20)
 #define GRPO_FWD_MIN_TOKENS 256
 int grpo_model_reserve_acts(grpo_model *m, int32_t B, int32_t T, grpo_error *err);
-/* Makes a KV cache of R rows by S slots and scratch for a prefill of (R, P) prompts. */
+/* Makes a KV cache of R rows by S slots (zeroed) and scratch for a prefill of (R, P) prompts. */
 int grpo_model_reserve_kv(grpo_model *m, int32_t R, int32_t S, int32_t P, grpo_error *err);
+
+/* From now on m's passes work in with's work memory (its own freed), for models whose passes
+ * never overlap: a pass reserves (acts or kv) right before it runs, and a training forward is
+ * followed by its backward before another sharing model reserves. A pass whose memory another
+ * model took in between fails (work_memory.h). Both on the same backend. */
+int grpo_model_share_work(grpo_model *m, grpo_model *with, grpo_error *err);
 
 /* Forward / backward of one micro-batch through the reserved activations (see grpo/model.h);
  * a frozen model's forward runs in row chunks (grpo_model_reserve_acts). */

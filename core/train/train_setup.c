@@ -35,6 +35,14 @@ static int open_rollout(trainer *t, grpo_error *err) {
     return rc == GRPO_OK ? grpo_model_copy_weights(t->rollout, t->s.policy, err) : rc;
 }
 
+/* The reference and the rollout copy run their passes between the policy's (a step: rollout,
+ * then per micro-batch the reference, the policy's forward and its backward), never inside one:
+ * they work in the policy's work memory, one block the size of the largest pass's. */
+static int share_work(trainer *t, grpo_error *err) {
+    int rc = t->ref.model ? grpo_model_share_work(t->ref.model, t->s.policy, err) : GRPO_OK;
+    return rc == GRPO_OK && t->rollout ? grpo_model_share_work(t->rollout, t->s.policy, err) : rc;
+}
+
 /* train.eval_every > 0: the eval prompts (data.eval_path), scored during training. */
 static int open_eval(trainer *t, grpo_error *err) {
     const grpo_run_config *cfg = t->cfg;
@@ -275,6 +283,7 @@ int grpo_trainer_setup(trainer *t, grpo_error *err) {
     if (rc == GRPO_OK) rc = check_packing(cfg, t->s.run.proc.ops, err);
     if (rc == GRPO_OK) rc = grpo_reference_open(&t->ref, &t->s, err);
     if (rc == GRPO_OK) rc = open_rollout(t, err);
+    if (rc == GRPO_OK) rc = share_work(t, err);
     if (rc == GRPO_OK) rc = open_eval(t, err);
     if (rc == GRPO_OK && cfg->env.entry) rc = open_env(t, err);
     if (rc == GRPO_OK)

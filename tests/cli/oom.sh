@@ -7,7 +7,7 @@
 set -uo pipefail
 grpo=$1 sanitize=$2
 work=$(mktemp -d) && trap 'rm -rf "$work"' EXIT && cd "$work" || exit 1
-"$grpo" init-model init --hidden 32 --layers 1 --heads 2 --kv-heads 1 --intermediate 64 \
+"$grpo" init-model init --hidden 64 --layers 1 --heads 2 --kv-heads 2 --intermediate 64 \
     --seed 3 >/dev/null 2>&1 || { echo "FAIL: init-model"; exit 1; }
 printf '{"prompt": "1+1=", "answer": "2"}\n' > data.jsonl
 cat > run.ini <<INI
@@ -27,8 +27,8 @@ dir = log
 [reward.len]
 plugin = builtin.length
 INI
-# 256 rows x (32768 + prompt) slots x 1 layer x (K,V) x 16 floats: 16 GiB of KV cache, and
-# the activations of 256 rows
+# 256 rows x (32768 + prompt) slots x 1 layer x (K,V) x 64 floats: 4 GiB of KV cache, and
+# the activations of 256 rows (which reuse the cache's memory: host/work_memory.h)
 if [[ $sanitize == ON ]]; then
     export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}allocator_may_return_null=1:max_allocation_size_mb=1024"
     timeout 60 "$grpo" train run.ini > out.log 2>&1

@@ -35,39 +35,44 @@ int32_t lm_attn_param_shape(const lm_attn_config *c, int32_t s, int64_t shape[2]
 /* Rounds each tensor up to 16 floats so every one starts 64-byte aligned. */
 static uint64_t padded(uint64_t f) { return (f + 15) & ~(uint64_t)15; }
 
-/* Carves or sizes: with block NULL only counts. Returns floats used. */
-static uint64_t acts_layout(lm_attn_acts *a, float *block, const lm_attn_config *c, uint64_t N) {
+/* Carves or sizes the tensors of parts (LM_ACTS_*): with block NULL only counts. Returns floats
+ * used. */
+static uint64_t acts_layout(lm_attn_acts *a, float *block, const lm_attn_config *c, uint64_t N,
+                            int32_t parts) {
     uint64_t Q = (uint64_t)c->NH * c->HD, KV = (uint64_t)c->NKV * c->HD, used = 0;
+    int32_t kept = parts & LM_ACTS_KEPT, redone = parts & LM_ACTS_REDONE;
     lm_attn_acts dummy;
     if (!a) a = &dummy;
-#define PLACE(f, sz) (a->f = block ? block + used : NULL, used += padded(sz))
-    PLACE(x, N * c->C);
-    PLACE(ln1, N * c->C);
-    PLACE(ln1_rstd, N);
-    PLACE(q, N * Q);
-    PLACE(k, N * KV);
-    PLACE(v, N * KV);
+#define PLACE(part, f, sz) ((part) ? (void)(a->f = block ? block + used : NULL, \
+                                            used += padded(sz)) : (void)0)
+    PLACE(kept, x, N * c->C);
+    PLACE(redone, ln1, N * c->C);
+    PLACE(kept, ln1_rstd, N);
+    PLACE(kept, q, N * Q);
+    PLACE(kept, k, N * KV);
+    PLACE(kept, v, N * KV);
     if (c->qk_norm) {
-        PLACE(qraw, N * Q);
-        PLACE(q_rstd, N * c->NH);
-        PLACE(kraw, N * KV);
-        PLACE(k_rstd, N * c->NKV);
-    } else {
+        PLACE(kept, qraw, N * Q);
+        PLACE(kept, q_rstd, N * c->NH);
+        PLACE(kept, kraw, N * KV);
+        PLACE(kept, k_rstd, N * c->NKV);
+    } else if (kept) {
         a->qraw = a->q, a->kraw = a->k, a->q_rstd = a->k_rstd = NULL;
     }
-    PLACE(att, N * Q);
-    PLACE(att_lse, N * c->NH);
-    PLACE(h, N * c->C);
+    PLACE(kept, att, N * Q);
+    PLACE(kept, att_lse, N * c->NH);
+    PLACE(kept, h, N * c->C);
 #undef PLACE
     return used;
 }
 
-uint64_t lm_attn_acts_floats(const lm_attn_config *c, uint64_t N) {
-    return acts_layout(NULL, NULL, c, N);
+uint64_t lm_attn_acts_floats(const lm_attn_config *c, uint64_t N, int32_t parts) {
+    return acts_layout(NULL, NULL, c, N, parts);
 }
 
-float *lm_attn_acts_carve(lm_attn_acts *a, float *block, const lm_attn_config *c, uint64_t N) {
-    return block + acts_layout(a, block, c, N);
+float *lm_attn_acts_carve(lm_attn_acts *a, float *block, const lm_attn_config *c, uint64_t N,
+                          int32_t parts) {
+    return block + acts_layout(a, block, c, N, parts);
 }
 
 static uint64_t grads_layout(lm_attn_grads *g, float *block, const lm_attn_config *c,
@@ -120,7 +125,7 @@ static void qkv_forward(const grpo_ops *o, const lm_attn_config *c, lm_attn_acts
 
 /* Attention over the rows' tokens: plain rows in one call; with shared prefixes the prefix
  * rows first (plain), then the rows against them (lm_prefix.h). */
-static void core_forward(const grpo_ops *o, const lm_attn_config *c, lm_attn_acts *a,
+static void core_forward(const grpo_ops *o, const lm_attn_config *c, const lm_attn_acts *a,
                          const lm_rows *r) {
     size_t np = (size_t)r->BP * r->P, Q = (size_t)c->NH * c->HD, KV = (size_t)c->NKV * c->HD;
     int32_t B = r->BP ? r->BP : r->B, T = r->BP ? r->P : r->T;
@@ -156,6 +161,11 @@ void lm_attn_forward(const grpo_ops *o, const lm_attn_config *c, lm_attn_acts *a
     core_forward(o, c, a, rows);
     lm_linear_forward(o, c->lin, tmp, a->att, p[AP_WO], p[AP_BO], N, Q, c->C);
     o->residual_forward(o->ctx, a->h, a->x, tmp, (uint64_t)N * c->C);
+}
+
+void lm_attn_redo(const grpo_ops *o, const lm_attn_config *c, const lm_attn_acts *a,
+                  float *const *p, const lm_rows *rows) {
+    o->rmsnorm_forward(o->ctx, a->ln1, a->ln1_rstd, a->x, p[AP_LN1], rows->N, c->C, c->eps);
 }
 
 void lm_attn_backward(const grpo_ops *o, const lm_attn_config *c, float *dx, const float *dh,

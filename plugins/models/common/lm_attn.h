@@ -39,10 +39,19 @@ extern const uint32_t lm_attn_param_inits[AP_COUNT];
  *   o_proj (C,Q), its bias (C). */
 int32_t lm_attn_param_shape(const lm_attn_config *c, int32_t s, int64_t shape[2]);
 
-/* Activations of one layer's block; with qk_norm off, qraw/kraw alias q/k (RoPE in place). */
+/* Which of a layer's activation tensors a layout places (lm_attn_acts_carve, and
+ * lm_arch.layer_layout of lm_decoder.h): the kept ones, which a training pass holds for every
+ * layer until backward; the redone ones, which backward recomputes from the kept ones by the op
+ * that made them (the same inputs, so the same bits) and which all the layers of a training
+ * pass share; or both (one set, for every layer of a forward-only or a recomputing pass). */
+enum { LM_ACTS_KEPT = 1, LM_ACTS_REDONE = 2, LM_ACTS_ALL = 3 };
+
+/* Activations of one layer's block; with qk_norm off, qraw/kraw alias q/k (RoPE in place).
+ * Redone: ln1 (from x and ln1_rstd); the others are kept (att too: attention again would cost
+ * more time than its memory is worth). */
 typedef struct lm_attn_acts {
     float *x;        /* (N,C) block input (the residual stream) */
-    float *ln1;      /* (N,C) */
+    float *ln1;      /* (N,C) (redone) */
     float *ln1_rstd; /* (N) */
     float *qraw;     /* (N,Q) q_proj output (qk_norm only, else == q) */
     float *q_rstd;   /* (N*NH) (qk_norm only) */
@@ -65,10 +74,13 @@ typedef struct lm_attn_grads {
     float *dqraw, *dkraw; /* (N,Q), (N,KV) */
 } lm_attn_grads;
 
-/* Floats of the forward activations of one layer (lm_attn_acts) for N tokens. */
-uint64_t lm_attn_acts_floats(const lm_attn_config *c, uint64_t N);
-/* Points a at block (which holds lm_attn_acts_floats floats, 64-byte aligned); returns the end. */
-float *lm_attn_acts_carve(lm_attn_acts *a, float *block, const lm_attn_config *c, uint64_t N);
+/* Floats of the forward activations of one layer (lm_attn_acts) for N tokens, of the tensors
+ * of parts (LM_ACTS_*). */
+uint64_t lm_attn_acts_floats(const lm_attn_config *c, uint64_t N, int32_t parts);
+/* Points the tensors of parts in a at block (which holds lm_attn_acts_floats floats, 64-byte
+ * aligned), leaving the others as they are; returns the end. */
+float *lm_attn_acts_carve(lm_attn_acts *a, float *block, const lm_attn_config *c, uint64_t N,
+                          int32_t parts);
 /* The same for the gradient buffers. */
 uint64_t lm_attn_grads_floats(const lm_attn_config *c, uint64_t N);
 float *lm_attn_grads_carve(lm_attn_grads *g, float *block, const lm_attn_config *c, uint64_t N);
@@ -78,6 +90,10 @@ float *lm_attn_grads_carve(lm_attn_grads *g, float *block, const lm_attn_config 
  * pointers; tmp (N,C) scratch. */
 void lm_attn_forward(const grpo_ops *o, const lm_attn_config *c, lm_attn_acts *a, float *tmp,
                      float *const *p, const lm_rows *rows);
+/* The redone tensor of a (ln1) again from its kept ones, by the op of lm_attn_forward (the
+ * same bits; ln1_rstd is written again with the bits it holds). */
+void lm_attn_redo(const grpo_ops *o, const lm_attn_config *c, const lm_attn_acts *a,
+                  float *const *p, const lm_rows *rows);
 /* dh (N,C) = d loss/d h -> dx (N,C) = d loss/d x (written, residual included); parameter grads
  * g (AP_COUNT pointers, NULL entries skipped) accumulated. */
 void lm_attn_backward(const grpo_ops *o, const lm_attn_config *c, float *dx, const float *dh,

@@ -85,31 +85,44 @@ static int32_t shared_layers(const lm_decoder *d, int32_t train) {
     return !train || d->recompute;
 }
 
+/* Floats of the tensors of parts (LM_ACTS_*) of one layer: the attention block's and the pack's. */
+static uint64_t layer_floats(const lm_decoder *d, uint64_t N, int32_t parts) {
+    return lm_attn_acts_floats(d->attn, N, parts) + d->arch->layer_layout(d, NULL, NULL, N, parts);
+}
+
+/* Points the tensors of parts of the layer struct la at p; returns the end. */
+static float *carve_layer(const lm_decoder *d, void *la, float *p, uint64_t N, int32_t parts) {
+    p = lm_attn_acts_carve(la, p, d->attn, N, parts);
+    return p + d->arch->layer_layout(d, la, p, N, parts);
+}
+
 uint64_t lm_decoder_acts_floats(const lm_decoder *d, int32_t B, int32_t T, int32_t train) {
     uint64_t N = (uint64_t)B * T, L = (uint64_t)d->L;
-    uint64_t layer = lm_attn_acts_floats(d->attn, N) + d->arch->layer_layout(d, NULL, NULL, N);
-    uint64_t layers = !shared_layers(d, train) ? layer * L
-                      : train ? layer + L * lm_padded(N * d->attn->C) /* + the kept inputs */
-                              : layer;
+    uint64_t layers; /* shared: one set (train: + the kept inputs); else kept per layer */
+    if (shared_layers(d, train))
+        layers = layer_floats(d, N, LM_ACTS_ALL) + (train ? L * lm_padded(N * d->attn->C) : 0);
+    else
+        layers = layer_floats(d, N, LM_ACTS_REDONE) + L * layer_floats(d, N, LM_ACTS_KEPT);
     return layers + top_layout(d, NULL, NULL, N, train);
 }
 
 void lm_decoder_acts_carve(lm_decoder *d, lm_decoder_acts *a, float *block, int32_t B,
                            int32_t T, int32_t train) {
     uint64_t N = (uint64_t)B * T;
+    int32_t shared = shared_layers(d, train);
     *a = (lm_decoder_acts){0};
     a->l = d->la;
     a->ffn = train ? d->grads : NULL;
-    float *p = block;
+    float *redone = block, *p = shared ? block : block + layer_floats(d, N, LM_ACTS_REDONE);
     for (int32_t l = 0; l < d->L; l++) {
         lm_attn_acts *la = lm_decoder_layer(d, a, l);
-        if (shared_layers(d, train) && l > 0) { /* every layer reuses layer 0's buffers */
+        if (shared && l > 0) { /* every layer reuses layer 0's buffers */
             memcpy(la, a->l, d->layer_size);
             continue;
         }
         memset(la, 0, d->layer_size);
-        p = lm_attn_acts_carve(la, p, d->attn, N);
-        p += d->arch->layer_layout(d, la, p, N);
+        if (!shared) carve_layer(d, la, redone, N, LM_ACTS_REDONE); /* the same for every layer */
+        p = carve_layer(d, la, p, N, shared ? LM_ACTS_ALL : LM_ACTS_KEPT);
     }
     if (train && d->recompute) { /* each layer's input apart; the shared x: recomputed outputs */
         a->xr = lm_decoder_layer(d, a, 0)->x;
@@ -368,6 +381,14 @@ static int32_t recompute_layer(lm_decoder *d, lm_decoder_acts *a, lm_attn_acts *
     return d->arch->forward(d, a->xr, la, a->tmp, l, rows->N, err);
 }
 
+/* Without recomputation: layer l's redone tensors (LM_ACTS_REDONE) again from its kept ones,
+ * into the buffers all layers share. */
+static int32_t redo_layer(lm_decoder *d, lm_attn_acts *la, int32_t l, const lm_rows *rows,
+                          grpo_error *err) {
+    lm_attn_redo(d->ops, d->attn, la, d->w[l].p, rows);
+    return d->arch->redo ? d->arch->redo(d, la, l, rows->N, err) : GRPO_OK;
+}
+
 /* d loss/d norm(x_L) (B*T,C) in dlnf back to the packed tokens (rows->N,C) of the layers:
  * a shared column's rows add up (scatter_add_rows, in row order). Returns where it is. */
 static const float *unpack_grad(const lm_decoder *d, float *dst, const float *dlnf,
@@ -420,7 +441,8 @@ static int32_t backward(lm_decoder *d, const grpo_batch *batch, float *acts, con
     o->rmsnorm_backward(o->ctx, a.dx, d->dwnorm, dlnf, a.xL, d->wnorm, a.lnf_rstd, rows.N, C);
     for (int32_t l = d->L - 1; l >= 0; l--) {
         lm_attn_acts *la = lm_decoder_layer(d, &a, l);
-        int32_t st = d->recompute ? recompute_layer(d, &a, la, l, &rows, err) : GRPO_OK;
+        int32_t st = d->recompute ? recompute_layer(d, &a, la, l, &rows, err)
+                                  : redo_layer(d, la, l, &rows, err);
         if (st == GRPO_OK) st = d->arch->backward(d, &a, la, l, rows.N, aux_weight, err);
         if (st != GRPO_OK) return st;
         lm_attn_backward(o, d->attn, a.dx, a.dh, &a.ag, la, d->w[l].p, d->w[l].g, &rows);

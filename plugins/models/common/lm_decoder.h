@@ -49,9 +49,11 @@ typedef struct lm_decoder_acts {
 /* What a pack plugs into the skeleton. Every hook gets the decoder (the pack's model). */
 typedef struct lm_arch {
     /* Places (block != NULL) or only counts the pack's part of one layer's activations for N
-     * tokens, into the layer struct la (lm_attn_acts first); returns the floats used, each
-     * tensor rounded up with lm_padded(). */
-    uint64_t (*layer_layout)(const lm_decoder *d, void *la, float *block, uint64_t N);
+     * tokens, its tensors of parts (LM_ACTS_* of lm_attn.h: kept, redone or both), into the
+     * layer struct la (lm_attn_acts first), leaving its other tensors as they are; returns the
+     * floats used, each tensor rounded up with lm_padded(). A pack without redo() keeps all. */
+    uint64_t (*layer_layout)(const lm_decoder *d, void *la, float *block, uint64_t N,
+                             int32_t parts);
     /* (optional) The same for the pack's gradient buffers of a training pass (into
      * lm_decoder.grads). */
     uint64_t (*grads_layout)(const lm_decoder *d, void *ga, float *block, uint64_t N);
@@ -64,6 +66,10 @@ typedef struct lm_arch {
                        grpo_error *err);
     /* (optional) After the last layer of a pass that succeeded. */
     void (*end)(lm_decoder *d);
+    /* (optional) Before its backward in a training pass without recomputation: layer l's
+     * redone tensors (LM_ACTS_REDONE) again from its kept ones, by the ops of forward (the
+     * same bits). */
+    int32_t (*redo)(lm_decoder *d, void *la, int32_t l, int32_t N, grpo_error *err);
     /* Its backward: a->dx (N,C) = d loss/d out -> a->dh (N,C) = d loss/d h (residual
      * included); parameter grads accumulated. aux_weight: grpo_batch.aux_weight (0 without). */
     int32_t (*backward)(lm_decoder *d, lm_decoder_acts *a, const void *la, int32_t l,
@@ -133,10 +139,13 @@ int32_t lm_decoder_add_attn(lm_decoder *d, int32_t l);
 
 /* Floats of the activations of a (B,T) pass (train = 0: the forward-only subset for
  * prefill/decode/hidden, where all L layers share one set of layer buffers; train with
- * d->recompute: that one set, plus each layer's input x (N,C) kept apart). */
+ * d->recompute: that one set, plus each layer's input x (N,C) kept apart; train without: each
+ * layer's kept tensors, plus one set of redone tensors (LM_ACTS_REDONE) all layers share). */
 uint64_t lm_decoder_acts_floats(const lm_decoder *d, int32_t B, int32_t T, int32_t train);
-/* Points a (and d->la, d->grads) into block, in order: per layer the attention block's tensors
- * then the pack's (one such layer when shared), then (train with recompute) the L layer inputs,
+/* Points a (and d->la, d->grads) into block, in order: (train without recompute) the shared
+ * redone tensors, then per layer the attention block's tensors then the pack's (its kept ones
+ * only when the redone are shared; one such layer when all are), then (train with recompute)
+ * the L layer inputs,
  * then xL lnf lnf_rstd head_lse tmp, then (train) dx dh, the pack's gradient buffers, the
  * attention block's. */
 void lm_decoder_acts_carve(lm_decoder *d, lm_decoder_acts *a, float *block, int32_t B,

@@ -61,11 +61,11 @@ typedef struct dense_layer_params {
 /* ---- activations: the skeleton's block (common/lm_decoder.c) plus the MLP's (dense_mlp.c) --- */
 typedef struct dense_layer_acts {
     lm_attn_acts at; /* x (layer input, the residual stream) .. h (after attention): lm_attn.h */
-    float *ln2;      /* (N,C) */
+    float *ln2;      /* (N,C) (redone) */
     float *ln2_rstd; /* (N) */
     float *gate;     /* (N,I) */
     float *up;       /* (N,I) */
-    float *swi;      /* (N,I) silu(gate)*up */
+    float *swi;      /* (N,I) silu(gate)*up (redone) */
 } dense_layer_acts;
 
 /* The MLP's gradient buffers (written, not accumulated). */
@@ -112,11 +112,15 @@ int32_t dense_params_build(dense_model *m, grpo_error *err);
 /* ---- the skeleton's hooks (common/lm_decoder.h lm_arch): dense_arch ------------------------- */
 extern const lm_arch dense_arch;
 /* dense_mlp.c: the MLP half of a layer and its activation layout. */
-uint64_t dense_layer_layout(const lm_decoder *d, void *la, float *block, uint64_t N);
+uint64_t dense_layer_layout(const lm_decoder *d, void *la, float *block, uint64_t N,
+                            int32_t parts);
 uint64_t dense_grads_layout(const lm_decoder *d, void *ga, float *block, uint64_t N);
 /* out (N,C) = h + down(silu(gate(ln2 h)) * up(ln2 h)); tmp (N,C) is scratch. */
 int32_t dense_mlp_forward(lm_decoder *d, float *out, void *la, float *tmp, int32_t l, int32_t N,
                           grpo_error *err);
+/* The redone ln2 (from h and ln2_rstd) and swi (from gate and up) of layer l, as forward
+ * made them. */
+int32_t dense_mlp_redo(lm_decoder *d, void *la, int32_t l, int32_t N, grpo_error *err);
 /* a->dx = d/d out (N,C) -> a->dh (N,C) = d loss/d h, including the residual. */
 int32_t dense_mlp_backward(lm_decoder *d, lm_decoder_acts *a, const void *la, int32_t l,
                            int32_t N, float aux_weight, grpo_error *err);

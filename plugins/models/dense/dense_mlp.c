@@ -11,17 +11,22 @@
 _Static_assert(offsetof(dense_model, dec) == 0, "lm_decoder must come first");
 _Static_assert(offsetof(dense_layer_acts, at) == 0, "lm_attn_acts must come first");
 
-/* Places (block != NULL) or only counts one layer's MLP tensors; returns the floats used. */
-uint64_t dense_layer_layout(const lm_decoder *d, void *la, float *block, uint64_t N) {
+/* Places (block != NULL) or only counts one layer's MLP tensors of parts (LM_ACTS_*: ln2 and
+ * swi are redone, the others kept); returns the floats used. */
+uint64_t dense_layer_layout(const lm_decoder *d, void *la, float *block, uint64_t N,
+                            int32_t parts) {
     const dense_config *c = &((const dense_model *)d)->cfg;
     uint64_t C = c->attn.C, I = c->I, used = 0;
+    int32_t kept = parts & LM_ACTS_KEPT, redone = parts & LM_ACTS_REDONE;
     dense_layer_acts *a = la;
-#define PLACE(f, sz) ((block ? (void)(a->f = block + used) : (void)0), used += lm_padded(sz))
-    PLACE(ln2, N * C);
-    PLACE(ln2_rstd, N);
-    PLACE(gate, N * I);
-    PLACE(up, N * I);
-    PLACE(swi, N * I);
+#define PLACE_IF(part, f, sz) \
+    ((part) ? ((block ? (void)(a->f = block + used) : (void)0), used += lm_padded(sz)) : 0)
+    PLACE_IF(redone, ln2, N * C);
+    PLACE_IF(kept, ln2_rstd, N);
+    PLACE_IF(kept, gate, N * I);
+    PLACE_IF(kept, up, N * I);
+    PLACE_IF(redone, swi, N * I);
+#undef PLACE_IF
     return used;
 }
 
@@ -29,6 +34,7 @@ uint64_t dense_layer_layout(const lm_decoder *d, void *la, float *block, uint64_
 uint64_t dense_grads_layout(const lm_decoder *d, void *ga, float *block, uint64_t N) {
     uint64_t I = ((const dense_model *)d)->cfg.I, used = 0;
     dense_grads *a = ga;
+#define PLACE(f, sz) ((block ? (void)(a->f = block + used) : (void)0), used += lm_padded(sz))
     PLACE(dswi, N * I);
     PLACE(dgate, N * I);
     PLACE(dup, N * I);
@@ -51,6 +57,18 @@ int32_t dense_mlp_forward(lm_decoder *d, float *out, void *layer, float *tmp, in
     o->swiglu_forward(o->ctx, la->swi, la->gate, la->up, N, c->I);
     lm_linear_forward(o, &d->lin, tmp, la->swi, lp->p[LP_WDOWN], NULL, N, c->I, C);
     o->residual_forward(o->ctx, out, la->at.h, tmp, (uint64_t)N * C);
+    return GRPO_OK;
+}
+
+int32_t dense_mlp_redo(lm_decoder *d, void *layer, int32_t l, int32_t N, grpo_error *err) {
+    (void)err;
+    dense_model *m = (dense_model *)d;
+    const grpo_ops *o = d->ops;
+    const dense_config *c = &m->cfg;
+    dense_layer_acts *la = layer;
+    o->rmsnorm_forward(o->ctx, la->ln2, la->ln2_rstd, la->at.h, m->lp[l].p[LP_LN2], N, c->attn.C,
+                       c->attn.eps);
+    o->swiglu_forward(o->ctx, la->swi, la->gate, la->up, N, c->I);
     return GRPO_OK;
 }
 

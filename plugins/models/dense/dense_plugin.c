@@ -17,6 +17,7 @@ const lm_arch dense_arch = {
     .layer_layout = dense_layer_layout,
     .grads_layout = dense_grads_layout,
     .forward = dense_mlp_forward,
+    .redo = dense_mlp_redo,
     .backward = dense_mlp_backward,
     .bind = dense_bind_slot,
 };

@@ -97,7 +97,8 @@ typedef struct moe_grads {
 } moe_grads;
 
 /* The skeleton's layout hooks (moe_acts.c). Integer tensors (tok, slot) take float-sized slots. */
-uint64_t moe_layer_layout(const lm_decoder *d, void *la, float *block, uint64_t N);
+uint64_t moe_layer_layout(const lm_decoder *d, void *la, float *block, uint64_t N,
+                          int32_t parts);
 uint64_t moe_grads_layout(const lm_decoder *d, void *ga, float *block, uint64_t N);
 
 /* ---- the model ------------------------------------------------------------------------------ */

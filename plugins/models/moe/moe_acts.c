@@ -12,11 +12,14 @@
 _Static_assert(offsetof(moe_model, dec) == 0, "lm_decoder must come first");
 _Static_assert(offsetof(moe_layer_acts, at) == 0, "lm_attn_acts must come first");
 
-/* Places (block != NULL) or only counts the MoE part of one layer; returns floats used. */
-uint64_t moe_layer_layout(const lm_decoder *d, void *la, float *block, uint64_t N) {
+/* Places (block != NULL) or only counts the MoE part of one layer; returns floats used. The
+ * block keeps every tensor (no redo hook): all of them are LM_ACTS_KEPT. */
+uint64_t moe_layer_layout(const lm_decoder *d, void *la, float *block, uint64_t N,
+                          int32_t parts) {
     const moe_config *c = &((const moe_model *)d)->cfg;
     uint64_t C = c->attn.C, M = N * c->K, I = c->I, used = 0;
     moe_layer_acts *a = la;
+    if (!(parts & LM_ACTS_KEPT)) return 0;
 #define PLACE(f, sz) \
     ((block ? (void)(a->f = (void *)(block + used)) : (void)0), used += lm_padded(sz))
     PLACE(ln2, N * C);
