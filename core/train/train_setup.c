@@ -149,7 +149,8 @@ static int check_ranks(const grpo_run_config *cfg, const grpo_ops *ops, grpo_err
 }
 
 /* train.max_tokens_per_microbatch: every row (its prompt and its completion) must fit a pack,
- * and packed rows need the segment ids of the cpu attention (ABI 1.7). A micro-batch that must
+ * and packed rows need the segment ids of the cpu attention (ABI 1.7; sharing prompts with
+ * train.shared_prefix, its parent and child segments, ABI 1.8). A micro-batch that must
  * see its entropies whole (top_entropy_quantile < 1) and may not fit one pack is checked at the
  * step, where its rows' lengths are known. */
 static int check_packing(const grpo_run_config *cfg, const grpo_ops *ops, grpo_error *err) {
@@ -167,6 +168,15 @@ static int check_packing(const grpo_run_config *cfg, const grpo_ops *ops, grpo_e
                               cfg->env.entry ? "env.max_episode_tokens"
                                              : "sampling.max_completion_length",
                               C, row);
+    if (strcmp(ops->name, "cpu") != 0 && cfg->train_shared_prefix)
+        return grpo_error_set(err, GRPO_ERR_UNSUPPORTED,
+                              "%s: train.max_tokens_per_microbatch = %lld with "
+                              "train.shared_prefix = true on the %s backend: packs that share "
+                              "their prompts need attention by parent and child segment (ABI "
+                              "1.8), which only the cpu backend implements yet; set "
+                              "train.shared_prefix = false, or train.max_tokens_per_microbatch "
+                              "= 0, or model.backend = cpu",
+                              cfg->path, K, ops->name);
     if (strcmp(ops->name, "cpu") != 0)
         return grpo_error_set(err, GRPO_ERR_UNSUPPORTED,
                               "%s: train.max_tokens_per_microbatch = %lld on the %s backend: "
