@@ -21,6 +21,13 @@
  * segment ids > 0 as real tokens, and whose seq_aux loss takes each segment as a sequence). A
  * packed loss normalised by the pack instead of the micro-batch is off by the ratio of their rows
  * or tokens, far outside these bounds.
+ * With train.shared_prefix (fixture.share): the padded run with the model's shared prefix (each
+ * prompt's layers once per micro-batch) against packs whose rows of one prompt share it (parent
+ * and child segments, ABI 1.8, grpo_seqbatch_pack_rollout share = 1): the same three bounds, the
+ * log-probs bit for bit (a child's queries see [parent | own] keys as one sequence, as a padded
+ * completion sees [prefix | own]), and a pack holding a whole micro-batch computes fewer tokens
+ * than the unshared pack. Without the parent's keys the log-probs differ; without the children's
+ * gradients into the parent's keys the gradient is off by ~40 % of its norm (both tried).
  */
 #include <check.h>
 #include <math.h>

@@ -37,6 +37,9 @@
  * backward's score block holds both side by side (two GEMMs into one block) and splits again;
  * a prefix's dkp/dvp get one (P,HD) part per (row, head), added up per prefix afterwards
  * (add_prefix_parts).
+ * A row of segments runs, in each query block, one segment's queries at a time against [its
+ * parent's keys | its own from the segment's first] (the same two GEMMs); a parent's dk/dv
+ * take its children's gradients in place (each (b, head) owns its row's buffers).
  * Keys before a row's first real token are skipped (left padding costs nothing). Other padded
  * keys enter the sums with probability 0, so k and v must be finite there too (as they are
  * when computed from padding tokens). */
