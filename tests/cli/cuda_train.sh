@@ -29,7 +29,8 @@
 # <= 2u: measured max 2.9e-3) + 2u relative; kl within (2u)^2 = 6.1e-5 absolute (second order in
 # the rounding). And the bf16 path ran: the sampling/importance_sampling_ratio metrics are
 # logged and grad_norm differs from the f32 cuda run's by more than 1e-5 relative.
-# (3) train.max_tokens_per_microbatch (packed rows) is refused on cuda, naming the key.
+# (3) train.max_tokens_per_microbatch (packed rows) is refused on cuda, naming the key (and
+# train.shared_prefix when it is on).
 set -euo pipefail
 G=$(realpath "$1"); SRC=$(realpath "$2")
 . "$SRC/tests/cli/skip.sh"
@@ -137,11 +138,19 @@ else
     echo "bf16: no metrics"; fail=1
 fi
 # (3) packed micro-batches (train.max_tokens_per_microbatch) need the cpu attention's segment ids:
-# refused at start on cuda, naming the key (kernels/cuda/attention.cu takes 0/1 masks only).
+# refused at start on cuda, naming the key (kernels/cuda/attention.cu takes 0/1 masks only);
+# with train.shared_prefix (the default) naming both keys (packs that share prompts: ABI 1.8).
 if "$G" train cuda.ini --set train.max_tokens_per_microbatch=4096 --set log.dir=packed \
-       --set checkpoint.dir=packed/checkpoints >packed.log 2>&1 ||
+       --set train.shared_prefix=false --set checkpoint.dir=packed/checkpoints >packed.log 2>&1 ||
    ! grep -q "train.max_tokens_per_microbatch = 4096 on the cuda backend" packed.log; then
     echo "packed on cuda: expected a refusal naming train.max_tokens_per_microbatch:"
+    cat packed.log; fail=1
+fi
+if "$G" train cuda.ini --set train.max_tokens_per_microbatch=4096 --set log.dir=packed \
+       --set checkpoint.dir=packed/checkpoints >packed.log 2>&1 ||
+   ! grep -q "train.max_tokens_per_microbatch = 4096 with train.shared_prefix = true on the cuda" \
+       packed.log; then
+    echo "packed, shared prompts on cuda: expected a refusal naming both keys:"
     cat packed.log; fail=1
 fi
 [ $fail = 0 ] || { echo "cuda_train: FAILED"; exit 1; }
