@@ -112,7 +112,8 @@ START_TEST(test_children_see_their_parent) {
         for (int32_t t = 0; t < c_len[c]; t++) {
             int32_t at = c_at[c] + t, to = c * TC + t;
             mask[at] = 1 << 16 | (c + 1), cmask[to] = 1;
-            memcpy(cq + to * qr, q + at * qr, qr * 4), memcpy(cdout + to * qr, dout + at * qr, qr * 4);
+            memcpy(cq + to * qr, q + at * qr, qr * 4);
+            memcpy(cdout + to * qr, dout + at * qr, qr * 4);
             memcpy(ck + to * kr, k + at * kr, kr * 4), memcpy(cv + to * kr, v + at * kr, kr * 4);
         }
     ops->attention_forward(ops->ctx, out, lse, q, k, v, mask, 1, T, NH, NKV, HD);
