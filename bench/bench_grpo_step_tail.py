@@ -32,9 +32,10 @@ medians of the rest:
                             row 128 new tokens (--quick 16), packed with K = 32 x (87 + 128):
                             one pack holds the padded chunk's rows, so the ratio is what
                             packing costs where there is no padding to save; and the padded
-                            arm with train.shared_prefix = false: a pack computes each row's
-                            prompt, a padded micro-batch each group's once (the default), so
-                            this pair isolates packing's own cost
+                            arm with train.shared_prefix = false: a padded micro-batch computes
+                            each group's prompt once (the default), and so does a pack (its
+                            rows of one prompt share it: parent and child segments, seqbatch.h),
+                            so this arm shows what the sharing saves either way
 Each arm's lengths are checked: grpo's completions/{min,mean,max}_length against the schedule;
 TRL's script checks every row of every generate call and its logged lengths are compared here.
 Per arm: CPU and wall s/step, completion tokens per step, train/padding_frac (grpo), and
@@ -123,7 +124,8 @@ def arms(o):
     """(key, name, tail, packed, continuous, shared prefix) of the run. The uniform arms compare
     the long tail's best setting (packed + continuous) with the old default (padded + static)
     where there is nothing to save; the uniform padded arm without train.shared_prefix shows
-    what packing itself costs when a pack computes every row's prompt."""
+    what computing every row's prompt costs (padded micro-batches and packs compute each
+    group's prompt once: seqbatch.h)."""
     out = [("padded_static", "grpo padded + static", True, False, False, True),
            ("packed_static", "grpo packed + static", True, True, False, True),
            ("padded_cont", "grpo padded + continuous", True, False, True, True),
@@ -263,8 +265,8 @@ def targets(runs):
                       "packed", runs, "padded_static", "packed_static", None),
             ratio_row("uniform lengths: packed no more than 3 % slower than padded (packed / "
                       "padded CPU s/step ≤ 1.03)", runs, "uni_packed", "uni_padded", 1.03, "<="),
-            ratio_row("(not a target) uniform: packed / padded without the shared prefix "
-                      "(packing's own cost)", runs, "uni_packed", "uni_padded_nosp", None),
+            ratio_row("(not a target) uniform: packed / padded without the shared prefix",
+                      runs, "uni_packed", "uni_padded_nosp", None),
             ratio_row(f"grpo ({label}) ≥ 4× TRL GRPOTrainer (CPU s/step)", runs, "trl", best, 4)]
 
 

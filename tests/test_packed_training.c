@@ -28,6 +28,14 @@
  * instead of bit for bit: a segment's attention has the bits of its row alone
  * (tests/test_cuda_attention_segments.c), but the GEMMs (cuBLAS, OpenBLAS under the emulation)
  * make no promise of the same bits for another row count.
+ *
+ * With train.shared_prefix (fixture.share): the padded run with the model's shared prefix (each
+ * prompt's layers once per micro-batch) against packs whose rows of one prompt share it (parent
+ * and child segments, ABI 1.8, grpo_seqbatch_pack_rollout share = 1): the same three bounds, the
+ * log-probs bit for bit (a child's queries see [parent | own] keys as one sequence, as a padded
+ * completion sees [prefix | own]), and a pack holding a whole micro-batch computes fewer tokens
+ * than the unshared pack. Without the parent's keys the log-probs differ; without the children's
+ * gradients into the parent's keys the gradient is off by ~40 % of its norm (both tried).
  */
 #include <check.h>
 #include <math.h>
@@ -59,6 +67,8 @@ typedef struct fixture {
     float mask[N * T], adv[N], old_logp[N * T], ref_logp[N * T];
     grpo_seqbatch sb;
     float aux_weight; /* d loss / d aux of each pass (MoE; 0 = none) */
+    int share;        /* train.shared_prefix: padded with the model's shared prefix, packs that
+                       * share their groups' prompts (parent and child segments) */
 } fixture;
 
 static void ck_ok(int rc, const grpo_error *err) {
@@ -128,7 +138,17 @@ typedef struct result {
     float *grads;
     size_t n_grads;
     int passes;
+    int64_t tokens; /* the packs' cells: the tokens computed */
 } result;
+
+/* The tokens of a pack of rows [r0, r0+n): each row's prompt and completion, or (share) a
+ * group's prompt once and one cell more per further row (its copy of the prompt's last token). */
+static int64_t pack_tokens(int32_t r0, int32_t n, int share) {
+    int64_t t = 0;
+    for (int32_t i = r0; i < r0 + n; i++)
+        t += (share && i > r0 && i / G == (i - 1) / G ? 1 : plen[i / G]) + clen[i];
+    return t;
+}
 
 /* One forward/backward pass over rows [r0, r0+rows) in f->sb, as trainer.c's micro_policy. */
 static void pass(fixture *f, int32_t r0, int32_t rows, const grpo_loss_opts *lo, result *out) {
@@ -171,18 +191,21 @@ static result *train(fixture *f, const grpo_loss_opts *base, int32_t micro, int6
         if (K > 0) /* the micro-batch's normalisers (trainer.c micro_step) */
             plo.norm_rows = rows, plo.norm_tokens = grpo_mask_sum(f->mask + r0 * T, rows, T);
         for (int32_t p0 = r0, n; p0 < r0 + rows; p0 += n) {
-            n = K > 0 ? grpo_seqbatch_pack_fit(f->pmask, P, G, &f->r, p0, r0 + rows - p0, K)
+            n = K > 0 ? grpo_seqbatch_pack_fit(f->pmask, P, G, &f->r, p0, r0 + rows - p0, K,
+                                               f->share)
                       : rows;
             if (K > 0) {
                 ck_ok(grpo_seqbatch_pack_rollout(&f->sb, f->ops, f->prompt, f->pmask, P, G, &f->r,
-                                                 p0, n, &err), &err);
+                                                 p0, n, f->share, &err), &err);
                 ck_assert_int_eq(f->sb.B, 1);
                 ck_assert_int_le(f->sb.T, K);
+                ck_assert_int_eq(f->sb.T, pack_tokens(p0, n, f->share));
                 for (int32_t c = 0; c < f->sb.T; c++) ck_assert_int_gt(f->sb.mask[c], 0);
+                out->tokens += f->sb.T;
             } else {
                 ck_ok(grpo_seqbatch_from_rollout(&f->sb, f->ops, f->prompt, f->pmask, P, G,
                                                  &f->r, p0, n, T, 0, &err), &err);
-                f->sb.shared_prefix = 0;
+                if (!f->share) f->sb.shared_prefix = 0;
             }
             pass(f, p0, n, &plo, out);
         }
@@ -254,6 +277,8 @@ static void every_loss_type(fixture *f, const char *model, int bitwise_logp, int
                 snprintf(what, sizeof what, "%s, %s, micro-batch %d, K = %lld (%d passes)", model,
                          name, micro, (long long)K, packed->passes);
                 if (K == longest) ck_assert_int_gt(packed->passes, padded->passes);
+                if (f->share && K == whole) /* the groups' prompts once: fewer tokens */
+                    ck_assert_int_lt(packed->tokens, pack_tokens(0, N, 0));
                 compare(what, packed, padded, bitwise_logp);
                 result_free(packed);
             }
@@ -266,6 +291,38 @@ START_TEST(packed_equals_padded_for_every_loss_type) {
     fixture f;
     fixture_open(&f, "dense/llama", 1);
     every_loss_type(&f, "llama", 1, 7);
+    fixture_close(&f);
+}
+END_TEST
+
+/* With train.shared_prefix: packs whose rows share their prompts against the padded layout with
+ * the model's shared prefix (each prompt's layers once), as the trainer pairs them. */
+START_TEST(shared_packs_equal_the_padded_shared_prefix_for_every_loss_type) {
+    fixture f;
+    fixture_open(&f, "dense/llama", 1);
+    f.share = 1;
+    every_loss_type(&f, "llama, shared prompts", 1, 7);
+    fixture_close(&f);
+}
+END_TEST
+
+START_TEST(shared_packs_with_checkpointing_and_lora) {
+    fixture f;
+    grpo_error err;
+    grpo_error_init(&err);
+    fixture_open(&f, "dense/qwen3", 1);
+    f.share = 1;
+    ck_ok(grpo_model_set_gradient_checkpointing(f.m, 1, &err), &err);
+    every_loss_type(&f, "qwen3 with gradient checkpointing, shared prompts", 1, 2);
+    fixture_close(&f);
+    fixture_open(&f, "dense/llama", 0);
+    f.share = 1;
+    grpo_lora_opts o = {4, 8.0, 0, "all-linear", 0.0};
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s/tests/fixtures/lora/llama", GRPO_SOURCE_DIR);
+    ck_ok(grpo_lora_attach(&f.lora, f.m, &o, 1, &err), &err);
+    ck_ok(grpo_lora_load(&f.lora, dir, &err), &err);
+    every_loss_type(&f, "llama with LoRA, shared prompts", 1, 2);
     fixture_close(&f);
 }
 END_TEST
@@ -334,7 +391,7 @@ START_TEST(a_pack_lays_out_its_rows_back_to_back) {
     grpo_error err;
     grpo_error_init(&err);
     fixture_open(&f, "dense/llama", 1);
-    ck_ok(grpo_seqbatch_pack_rollout(&f.sb, f.ops, f.prompt, f.pmask, P, G, &f.r, 3, 3, &err),
+    ck_ok(grpo_seqbatch_pack_rollout(&f.sb, f.ops, f.prompt, f.pmask, P, G, &f.r, 3, 3, 0, &err),
           &err);
     int32_t want = plen[0] + clen[3] + plen[1] + clen[4] + plen[1] + clen[5]; /* rows 3, 4, 5 */
     ck_assert_int_eq(f.sb.T, want);
@@ -356,8 +413,50 @@ START_TEST(a_pack_lays_out_its_rows_back_to_back) {
         at += n;
     }
     /* from row 3 in packs of at most 20 tokens: row 3 (9 + 3) alone, row 4 (5 + 22) next */
-    ck_assert_int_eq(grpo_seqbatch_pack_fit(f.pmask, P, G, &f.r, 3, 9, 20), 1);
-    ck_assert_int_eq(grpo_seqbatch_pack_fit(f.pmask, P, G, &f.r, 5, 3, 100), 3);
+    ck_assert_int_eq(grpo_seqbatch_pack_fit(f.pmask, P, G, &f.r, 3, 9, 20, 0), 1);
+    ck_assert_int_eq(grpo_seqbatch_pack_fit(f.pmask, P, G, &f.r, 5, 3, 100, 0), 3);
+    fixture_close(&f);
+}
+END_TEST
+
+/* Sharing prompts: rows 3 (prompt 0) and 4, 5 (prompt 1) as parent 1 = prompt 0 but its last
+ * token, child 1 << 16 | 1 = [that token | row 3's completion], parent 2 = prompt 1 but its
+ * last, children 2 << 16 | 2 and 2 << 16 | 3 = [prompt 1's last token | row 4's, 5's]; a child's
+ * positions continue its parent's; its first cell predicts its first completion token. */
+START_TEST(a_shared_pack_lays_out_parents_and_children) {
+    fixture f;
+    grpo_error err;
+    grpo_error_init(&err);
+    fixture_open(&f, "dense/llama", 1);
+    ck_ok(grpo_seqbatch_pack_rollout(&f.sb, f.ops, f.prompt, f.pmask, P, G, &f.r, 3, 3, 1, &err),
+          &err);
+    ck_assert_int_eq(f.sb.T, plen[0] + clen[3] + plen[1] + clen[4] + 1 + clen[5]);
+    int32_t at = 0;
+    for (int32_t k = 0; k < 3; k++) {
+        int32_t i = 3 + k, b = i / G, L = plen[b];
+        const int32_t *pr = f.prompt + b * P + P - L;
+        if (k != 2) { /* a new prompt: its parent */
+            for (int32_t c = 0; c < L - 1; c++) {
+                ck_assert_int_eq(f.sb.mask[at + c], b + 1);
+                ck_assert_int_eq(f.sb.pos[at + c], c);
+                ck_assert_int_eq(f.sb.ids[at + c], pr[c]);
+                ck_assert_int_eq(f.sb.targets[at + c], -1);
+            }
+            at += L - 1;
+        }
+        for (int32_t c = 0; c <= clen[i]; c++) {
+            ck_assert_int_eq(f.sb.mask[at + c], (b + 1) << 16 | (k + 1));
+            ck_assert_int_eq(f.sb.pos[at + c], L - 1 + c);
+            ck_assert_int_eq(f.sb.ids[at + c], c ? f.r.ids[i * T + c - 1] : pr[L - 1]);
+            ck_assert_int_eq(f.sb.targets[at + c], c < clen[i] ? f.r.ids[i * T + c] : -1);
+        }
+        ck_assert_int_eq(f.sb.row_col[k], at);
+        at += 1 + clen[i];
+    }
+    /* from row 4 in packs of 34 tokens: 5 + 22, then 1 + 4 more is 32, then 1 + 1 is 34; the
+     * next (row 7, prompt 1's last, 1 + 5) no longer fits */
+    ck_assert_int_eq(grpo_seqbatch_pack_fit(f.pmask, P, G, &f.r, 4, 8, 34, 1), 3);
+    ck_assert_int_eq(grpo_seqbatch_pack_fit(f.pmask, P, G, &f.r, 4, 8, 34, 0), 1);
     fixture_close(&f);
 }
 END_TEST
@@ -368,7 +467,13 @@ int main(void) {
     TCase *tc = tcase_create("packed");
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, a_pack_lays_out_its_rows_back_to_back);
+    tcase_add_test(tc, a_shared_pack_lays_out_parents_and_children);
     tcase_add_test(tc, packed_equals_padded_for_every_loss_type);
+    if (strcmp(test_backend_name(), "cpu") == 0) { /* parent/child segments: cpu only yet (the
+                                                      trainer refuses them on cuda) */
+        tcase_add_test(tc, shared_packs_equal_the_padded_shared_prefix_for_every_loss_type);
+        tcase_add_test(tc, shared_packs_with_checkpointing_and_lora);
+    }
     tcase_add_test(tc, packed_with_gradient_checkpointing);
     tcase_add_test(tc, packed_with_lora_adapters);
     tcase_add_test(tc, packed_moe);

@@ -314,6 +314,31 @@ START_TEST(continuous_false_decodes_each_chunk_alone) {
 }
 END_TEST
 
+/* Packs that share their groups' prompts (train.shared_prefix, the default) against packs that
+ * do not: fewer positions (train/positions: each prompt once per pack instead of once per row;
+ * micro-batches of 3 rows, one pack each at K = 600), the same update within fp32 rounding. */
+START_TEST(packed_microbatches_share_their_prompts) {
+    char plain[512], keyed[512];
+    const char *grpo = "loss_type = grpo\nbeta = 0.04\n";
+    key_run_sets("pk_noshare", "", grpo, "train.max_tokens_per_microbatch=600",
+                 "train.shared_prefix=false", plain, sizeof plain);
+    key_run_sets("pk_share", "", grpo, "train.max_tokens_per_microbatch=600", NULL, keyed,
+                 sizeof keyed);
+    for (int s = 1; s <= 2; s++) {
+        double pa = metric_at(plain, "train/positions", s);
+        double pk = metric_at(keyed, "train/positions", s);
+        double ga = metric_at(plain, "grad_norm", s), gk = metric_at(keyed, "grad_norm", s);
+        if (getenv("GRPO_TEST_VERBOSE"))
+            printf("step %d: positions %g -> %g, grad_norm %.9g -> %.9g\n", s, pa, pk, ga, gk);
+        ck_assert_msg(pk > 0 && pk < pa, "step %d: positions shared %g, unshared %g: expected "
+                      "fewer", s, pk, pa);
+        ck_assert_msg(metric_at(keyed, "train/padding_frac", s) == 0, "step %d: padding", s);
+        ck_assert_msg(ga > 0 && fabs(ga - gk) <= 1e-5 * ga,
+                      "step %d: grad_norm shared %.9g, unshared %.9g", s, gk, ga);
+    }
+}
+END_TEST
+
 /* 1 when this CPU computes in bf16 (the cpu backend's rule: grpo_backend_set_compute); else 0
  * and a note. */
 static int bf16_cpu(void) {
@@ -385,6 +410,7 @@ int main(void) {
     tcase_add_test(tc, packed_microbatches_have_no_padding_and_the_same_update);
     tcase_add_test(tc, max_live_rows_caps_the_decode_batch_and_keeps_the_results);
     tcase_add_test(tc, continuous_false_decodes_each_chunk_alone);
+    tcase_add_test(tc, packed_microbatches_share_their_prompts);
     tcase_add_test(tc, ref_compute_dtype_bf16_computes_the_reference_in_bf16);
     tcase_add_test(tc, sampling_compute_dtype_bf16_computes_the_rollout_in_bf16);
     suite_add_tcase(s, tc);

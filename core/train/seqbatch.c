@@ -51,12 +51,23 @@ int grpo_seqbatch_reset(grpo_seqbatch *s, const grpo_ops *ops, int32_t B, int32_
     return GRPO_OK;
 }
 
+/* The first position of a segment of row b starting at column t with id: 0, or (a child,
+ * GRPO_SEG_CHILD_SHIFT) one past its parent's last position (the parent's last cell before t). */
+static int32_t segment_first_pos(const grpo_seqbatch *s, int32_t b, int32_t t, int32_t id) {
+    int32_t pid = id >> GRPO_SEG_CHILD_SHIFT;
+    const int32_t *mb = s->mask + (size_t)b * s->T, *pb = s->pos + (size_t)b * s->T;
+    for (int32_t u = t - 1; u >= 0 && pid; u--)
+        if (mb[u] == pid) return pb[u] + 1;
+    return 0;
+}
+
 void grpo_seqbatch_positions(grpo_seqbatch *s) {
     for (int32_t b = 0; b < s->B; b++) {
         int32_t real = 0, seg = 0;
         for (int32_t t = 0; t < s->T; t++) {
             size_t i = (size_t)b * s->T + t;
-            if (s->mask[i] && s->mask[i] != seg) seg = s->mask[i], real = 0;
+            if (s->mask[i] && s->mask[i] != seg)
+                seg = s->mask[i], real = segment_first_pos(s, b, t, seg);
             s->pos[i] = s->mask[i] ? real++ : 0;
         }
     }
@@ -155,32 +166,79 @@ int32_t grpo_seqbatch_row_tokens(const int32_t *pmask, int32_t P, int32_t G,
     return n;
 }
 
+/* The real tokens of prompt b (pmask != 0). */
+static int32_t prompt_tokens(const int32_t *pmask, int32_t P, int32_t b) {
+    int32_t n = 0;
+    for (int32_t p = 0; p < P; p++) n += pmask[(size_t)b * P + p] != 0;
+    return n;
+}
+
+/* Whether rollout row i shares its prompt with row i - 1 in a pack that starts at row r0 (a
+ * prompt of one token has nothing to share: its rows stay whole). */
+static int shares_prompt(int share, const int32_t *pmask, int32_t P, int32_t G, int32_t r0,
+                         int32_t i) {
+    return share && i > r0 && i / G == (i - 1) / G && prompt_tokens(pmask, P, i / G) > 1;
+}
+
+/* The tokens rollout row i adds to a pack that starts at r0: its row's tokens, or (sharing its
+ * prompt with the row before) its completion and the prompt's last token. */
+static int64_t pack_cost(const int32_t *pmask, int32_t P, int32_t G, const grpo_rollout *r,
+                         int32_t r0, int32_t i, int share) {
+    return shares_prompt(share, pmask, P, G, r0, i) ? 1 + (int64_t)r->len[i]
+                                          : grpo_seqbatch_row_tokens(pmask, P, G, r, i);
+}
+
 int32_t grpo_seqbatch_pack_fit(const int32_t *pmask, int32_t P, int32_t G, const grpo_rollout *r,
-                               int32_t r0, int32_t rows, int64_t K) {
-    int64_t n = grpo_seqbatch_row_tokens(pmask, P, G, r, r0);
+                               int32_t r0, int32_t rows, int64_t K, int share) {
+    int64_t n = pack_cost(pmask, P, G, r, r0, r0, share);
     int32_t k = 1;
-    while (k < rows && (n += grpo_seqbatch_row_tokens(pmask, P, G, r, r0 + k)) <= K) k++;
+    while (k < rows && k < GRPO_SEG_MAX - 1 &&
+           (n += pack_cost(pmask, P, G, r, r0, r0 + k, share)) <= K)
+        k++;
     return k;
+}
+
+/* Cells [at, at + n) of the pack: ids, mask value id. */
+static void put_cells(grpo_seqbatch *s, size_t at, const int32_t *ids, int32_t n, int32_t id) {
+    for (int32_t c = 0; c < n; c++) s->ids[at + (size_t)c] = ids[c], s->mask[at + (size_t)c] = id;
 }
 
 int grpo_seqbatch_pack_rollout(grpo_seqbatch *s, const grpo_ops *ops, const int32_t *prompt,
                                const int32_t *pmask, int32_t P, int32_t G, const grpo_rollout *r,
-                               int32_t r0, int32_t rows, grpo_error *err) {
-    int32_t n = 0;
-    for (int32_t k = 0; k < rows; k++) n += grpo_seqbatch_row_tokens(pmask, P, G, r, r0 + k);
-    int rc = grpo_seqbatch_reset(s, ops, 1, n, err);
+                               int32_t r0, int32_t rows, int share, grpo_error *err) {
+    if (rows >= GRPO_SEG_MAX)
+        return grpo_error_set(err, GRPO_ERR_INVALID, "batch: a pack of %d rows; at most %d",
+                              rows, GRPO_SEG_MAX - 1);
+    int64_t n = 0;
+    for (int32_t k = 0; k < rows; k++) n += pack_cost(pmask, P, G, r, r0, r0 + k, share);
+    int rc = grpo_seqbatch_reset(s, ops, 1, (int32_t)n, err);
     if (rc == GRPO_OK) rc = rows_reserve(s, rows, err);
     if (rc != GRPO_OK) return rc;
+    int32_t *real = malloc(((size_t)P + 1) * sizeof(int32_t)); /* the prompt's real tokens */
+    if (!real) return grpo_error_set(err, GRPO_ERR_NOMEM, "batch: out of memory for a prompt");
     size_t at = 0;
-    for (int32_t k = 0; k < rows; k++) {
-        int32_t i = r0 + k, b = i / G;
-        for (int32_t p = 0; p < P; p++) /* the prompt's real tokens, in order */
-            if (pmask[(size_t)b * P + p])
-                s->ids[at] = prompt[(size_t)b * P + p], s->mask[at++] = k + 1;
+    for (int32_t k = 0, id = 0, np = 0; k < rows; k++) {
+        int32_t i = r0 + k, b = i / G, seg;
+        if (!shares_prompt(share, pmask, P, G, r0, i)) { /* the prompt's real tokens, in order */
+            np = 0;
+            for (int32_t p = 0; p < P; p++)
+                if (pmask[(size_t)b * P + p]) real[np++] = prompt[(size_t)b * P + p];
+            id++;
+            if (share && np > 1) /* the parent: all but the last prompt token */
+                put_cells(s, at, real, np - 1, id), at += (size_t)np - 1;
+        }
+        if (share && np > 1) { /* a child: the prompt's last token, then the completion */
+            seg = id << GRPO_SEG_CHILD_SHIFT | (k + 1);
+            put_cells(s, at, real + np - 1, 1, seg), at++;
+        } else {
+            seg = share ? id : k + 1;
+            put_cells(s, at, real, np, seg), at += (size_t)np;
+        }
         s->row_col[k] = (int32_t)at - 1, s->row_len[k] = r->len[i];
-        put_completion(s, at, r, i, r->len[i], k + 1, 0);
+        put_completion(s, at, r, i, r->len[i], seg, 0);
         at += (size_t)r->len[i];
     }
+    free(real);
     grpo_seqbatch_positions(s);
     return GRPO_OK;
 }

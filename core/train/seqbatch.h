@@ -40,8 +40,16 @@ int grpo_seqbatch_reset(grpo_seqbatch *s, const grpo_ops *ops, int32_t B, int32_
                         grpo_error *err);
 void grpo_seqbatch_free(grpo_seqbatch *s);
 
+/* Packed rows sharing a prompt (ABI 1.8, grpo/ops_list.h attention_forward): a segment id >=
+ * 1 << GRPO_SEG_CHILD_SHIFT is a child of the parent segment id >> GRPO_SEG_CHILD_SHIFT; parent
+ * and plain ids and child indices are below GRPO_SEG_MAX, so a pack holds fewer rows. */
+#define GRPO_SEG_CHILD_SHIFT GRPO_ATTN_CHILD_SHIFT /* grpo/ops.h */
+#define GRPO_SEG_MAX (1 << 15)
+
 /* pos from mask: the running count of real tokens minus 1, 0 on padding; the count starts over
- * where a segment id (a mask value > 0) differs from the last one of the row (packed rows). */
+ * where a segment id (a mask value > 0) differs from the last one of the row (packed rows), at
+ * 0, or for a child segment one past its parent's last position (the parent's last cell before
+ * it in the row). */
 void grpo_seqbatch_positions(grpo_seqbatch *s);
 
 /* The rows [r0, r0+rows) of a rollout as a training batch of width L = P + T: each row is its
@@ -59,18 +67,26 @@ int grpo_seqbatch_from_rollout(grpo_seqbatch *s, const grpo_ops *ops, const int3
 int32_t grpo_seqbatch_row_tokens(const int32_t *pmask, int32_t P, int32_t G,
                                  const grpo_rollout *r, int32_t i);
 
-/* How many of the rows [r0, r0+rows) fit one pack of at most K tokens, taken in order: at least
- * 1 (a row longer than K alone; the trainer refuses such a K at start). */
+/* How many of the rows [r0, r0+rows) fit one pack of at most K tokens (as _pack_rollout with
+ * share lays them out), taken in order: at least 1 (a row longer than K alone; the trainer
+ * refuses such a K at start), fewer than GRPO_SEG_MAX. */
 int32_t grpo_seqbatch_pack_fit(const int32_t *pmask, int32_t P, int32_t G, const grpo_rollout *r,
-                               int32_t r0, int32_t rows, int64_t K);
+                               int32_t r0, int32_t rows, int64_t K, int share);
 
-/* The rows [r0, r0+rows) packed back to back into one row (1, n), n the sum of their
- * grpo_seqbatch_row_tokens: row k is segment k + 1 (mask value, since ABI 1.7 the attention's
- * segment id), its own positions from 0, its targets as grpo_seqbatch_from_rollout's; no padding,
- * shared_prefix 0, row_len[k] = r->len[r0 + k]. */
+/* The rows [r0, r0+rows) packed back to back into one row (1, n), no padding, shared_prefix 0,
+ * row_len[k] = r->len[r0 + k], targets as grpo_seqbatch_from_rollout's (completion token j at
+ * the cell before it), positions by grpo_seqbatch_positions.
+ * share = 0: row k is segment k + 1 (mask value, since ABI 1.7 the attention's segment id),
+ * [its prompt's real tokens | its completion], n the sum of their grpo_seqbatch_row_tokens.
+ * share = 1 (train.shared_prefix): the consecutive rows of one prompt in the pack share it: the
+ * prompt's real tokens but the last appear once, as parent segment p (1, 2, ... per prompt in the
+ * pack), and each of its rows k is the child segment p << GRPO_SEG_CHILD_SHIFT | (k + 1),
+ * [the prompt's last token | its completion], its positions continuing the parent's; its
+ * queries see the parent's keys, so each log-prob is the padded shared-prefix layout's. A prompt
+ * of one token is not shared (its rows are plain segments p). rows < GRPO_SEG_MAX. */
 int grpo_seqbatch_pack_rollout(grpo_seqbatch *s, const grpo_ops *ops, const int32_t *prompt,
                                const int32_t *pmask, int32_t P, int32_t G, const grpo_rollout *r,
-                               int32_t r0, int32_t rows, grpo_error *err);
+                               int32_t r0, int32_t rows, int share, grpo_error *err);
 
 /* The completion cells of a (B,T) array of the batch (e.g. s->logp) into out (rows, T): row k's
  * first row_len[k] values, 0 after them. */

@@ -117,6 +117,8 @@ static void loss_metrics(trainer *t, const loss_sums *s, grpo_metric_row *row) {
     if (t->cfg->grpo_beta > 0) grpo_metric_set(row, "kl", s->kl / w);
     grpo_metric_set(row, "entropy", s->entropy / w);
     grpo_metric_set(row, "train/padding_frac", s->positions > 0 ? s->padded / s->positions : 0);
+    if (t->cfg->train_max_tokens_per_microbatch > 0) /* packed: the cells computed */
+        grpo_metric_set(row, "train/positions", s->positions);
     grpo_loss_clip clip = grpo_loss_type_clip(t->cfg->grpo_loss_type);
     if (clip == GRPO_CLIP_CAP) grpo_metric_set(row, "cispo_clip_ratio", s->cispo / w);
     if (clip != GRPO_CLIP_PPO) return; /* TRL logs no clip ratio for cispo and sapo */

@@ -162,7 +162,9 @@ static int backend_has_segments(const grpo_ops *ops) {
 }
 
 /* train.max_tokens_per_microbatch: every row (its prompt and its completion) must fit a pack,
- * and packed rows need a backend with segment ids (ABI 1.7: cpu, cuda). A micro-batch that must
+ * and packed rows need a backend with segment ids (ABI 1.7: cpu, cuda); packs that share their
+ * prompts (train.shared_prefix) need parent and child segments (ABI 1.8: cpu). A micro-batch
+ * that must
  * see its entropies whole (top_entropy_quantile < 1) and may not fit one pack is checked at the
  * step, where its rows' lengths are known. */
 static int check_packing(const grpo_run_config *cfg, const grpo_ops *ops, grpo_error *err) {
@@ -180,6 +182,15 @@ static int check_packing(const grpo_run_config *cfg, const grpo_ops *ops, grpo_e
                               cfg->env.entry ? "env.max_episode_tokens"
                                              : "sampling.max_completion_length",
                               C, row);
+    if (strcmp(ops->name, "cpu") != 0 && cfg->train_shared_prefix)
+        return grpo_error_set(err, GRPO_ERR_UNSUPPORTED,
+                              "%s: train.max_tokens_per_microbatch = %lld with "
+                              "train.shared_prefix = true on the %s backend: packs that share "
+                              "their prompts need attention by parent and child segment (ABI "
+                              "1.8), which only the cpu backend implements yet; set "
+                              "train.shared_prefix = false, or train.max_tokens_per_microbatch "
+                              "= 0, or model.backend = cpu",
+                              cfg->path, K, ops->name);
     if (!backend_has_segments(ops))
         return grpo_error_set(err, GRPO_ERR_UNSUPPORTED,
                               "%s: train.max_tokens_per_microbatch = %lld on the %s backend: "

@@ -190,13 +190,21 @@ static int chunk_mask(trainer *t, chunk *c, grpo_error *err) {
     return GRPO_OK;
 }
 
+/* Whether packs share their groups' prompts (seqbatch.h): train.shared_prefix, as the padded
+ * layout shares them (the model's set_shared_prefix), which it does not for a model with per-row
+ * statistics (a MoE router's aux loss counts every row's prompt) or with LoRA dropout. */
+static int pack_share(const trainer *t) {
+    return t->cfg->train_shared_prefix && !t->s.policy->desc->aux_loss &&
+           !(t->cfg->lora_r > 0 && t->cfg->lora_dropout > 0);
+}
+
 /* Fills t->sb with rows [r0, r0+rows) of c: padded (prompt, then completion), or packed into one
  * row when train.max_tokens_per_microbatch > 0 (seqbatch.h). */
 static int chunk_batch(trainer *t, chunk *c, int32_t r0, int32_t rows, grpo_error *err) {
     const grpo_ops *ops = t->s.run.proc.ops;
     if (t->cfg->train_max_tokens_per_microbatch > 0)
         return grpo_seqbatch_pack_rollout(&t->sb, ops, c->rb.prompt, c->rb.pmask, c->rb.P,
-                                          c->rb.G, &c->rb.roll, r0, rows, err);
+                                          c->rb.G, &c->rb.roll, r0, rows, pack_share(t), err);
     int rc = grpo_seqbatch_from_rollout(&t->sb, ops, c->rb.prompt, c->rb.pmask, c->rb.P, c->rb.G,
                                         &c->rb.roll, r0, rows, c->T, t->s.run.pad_id, err);
     if (!t->cfg->train_shared_prefix) t->sb.shared_prefix = 0; /* every row in full */
@@ -207,7 +215,8 @@ static int chunk_batch(trainer *t, chunk *c, int32_t r0, int32_t rows, grpo_erro
  * (padded), or as many as fit train.max_tokens_per_microbatch tokens (packed). */
 static int32_t pass_rows(const trainer *t, const chunk *c, int32_t r0, int32_t rows) {
     int64_t K = t->cfg->train_max_tokens_per_microbatch;
-    return K > 0 ? grpo_seqbatch_pack_fit(c->rb.pmask, c->rb.P, c->rb.G, &c->rb.roll, r0, rows, K)
+    return K > 0 ? grpo_seqbatch_pack_fit(c->rb.pmask, c->rb.P, c->rb.G, &c->rb.roll, r0, rows, K,
+                                          pack_share(t))
                  : rows;
 }
 

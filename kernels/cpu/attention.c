@@ -9,6 +9,11 @@
  *   since ABI 1.7 a mask value > 0 is a segment id (packed rows): query t attends to keys
  *   s <= t with mask[b,s] = mask[b,t], each segment as if it were a row of its own (same bits);
  *   0/1 masks are one segment per row, as before (prefix attention: nonzero = real, as before)
+ *   since ABI 1.8 a segment id >= 2^16 is a child of the parent segment id >> 16 (packed rows
+ *   sharing a prompt, grpo/ops_list.h): its queries attend to every key of the parent (the
+ *   last segment of that id before the child: a parent is contiguous and precedes its
+ *   children), then to their own segment's keys s <= t, one key sequence [parent | own] as
+ *   prefix attention's [prefix | own]: the bits of the row [parent | child] alone
  *   scores are scale * q.k with scale = 1/sqrt(HD); lse = log sum_s exp(score)
  *
  * Forward and decode run one block of queries at a time through cpu_attend (attend.c), whose
@@ -32,6 +37,9 @@
  * backward's score block holds both side by side (two GEMMs into one block) and splits again;
  * a prefix's dkp/dvp get one (P,HD) part per (row, head), added up per prefix afterwards
  * (add_prefix_parts).
+ * A row of segments runs, in each query block, one segment's queries at a time against [its
+ * parent's keys | its own from the segment's first] (the same two GEMMs); a parent's dk/dv
+ * take its children's gradients in place (each (b, head) owns its row's buffers).
  * Keys before a row's first real token are skipped (left padding costs nothing). Other padded
  * keys enter the sums with probability 0, so k and v must be finite there too (as they are
  * when computed from padding tokens). */
@@ -104,11 +112,15 @@ typedef struct att_rows {
     int32_t *sg0;   /* (B,T) plain attention, rows with a segment id > 1: the first key of
                      * position t's segment (mask value); NULL row entries elsewhere */
     int32_t **sg;   /* (B) row b's part of sg0, or NULL when the row is one segment (0/1) */
+    int32_t *pp0;   /* (B,T,2) with sg: position t's parent keys (a child segment, ABI 1.8):
+                     * [2t] the parent's first column, [2t+1] its key count (0: no parent) */
 } att_rows;
 
+
 /* Row b's segment starts when its mask holds an id > 1 (since ABI 1.7), else NULL: st[t] =
- * the first s with mask[s] = mask[t] (mask[t] = 0: t). */
-static int32_t *segment_starts(const int32_t *mb, int32_t T, int32_t *st) {
+ * the first s with mask[s] = mask[t] (mask[t] = 0: t); pp (T,2) each position's parent keys
+ * (att_rows.pp0). */
+static int32_t *segment_starts(const int32_t *mb, int32_t T, int32_t *st, int32_t *pp) {
     int32_t s = 0;
     while (s < T && mb[s] <= 1) s++;
     if (s == T) return NULL;
@@ -117,6 +129,17 @@ static int32_t *segment_starts(const int32_t *mb, int32_t T, int32_t *st) {
         for (int32_t u = t - 1; u >= 0 && mb[t]; u--)
             if (mb[u] == mb[t]) { /* st[u] is already its segment's first */
                 st[t] = st[u];
+                break;
+            }
+        pp[2 * t] = t, pp[2 * t + 1] = 0;
+        if (st[t] != t) { /* the segment's first position has it */
+            pp[2 * t] = pp[2 * st[t]], pp[2 * t + 1] = pp[2 * st[t] + 1];
+            continue;
+        }
+        int32_t pid = mb[t] >> GRPO_ATTN_CHILD_SHIFT;
+        for (int32_t u = t - 1; u >= 0 && pid; u--)
+            if (mb[u] == pid) { /* the parent's last key: its first is st[u] */
+                pp[2 * t] = st[u], pp[2 * t + 1] = u - st[u] + 1;
                 break;
             }
     }
@@ -133,13 +156,15 @@ static att_rows rows_make(const char *op, const int32_t *mask, int32_t B, int32_
     r.kmbuf = pa ? malloc(nb * (P + (size_t)T) * sizeof(int32_t)) : NULL;
     r.sg = pa ? NULL : calloc(nb, sizeof *r.sg);
     r.sg0 = pa ? NULL : malloc(nb * (size_t)(T > 0 ? T : 1) * sizeof *r.sg0);
-    CPU_CHECK(r.k0 && r.pf && r.km && (!pa || r.kmbuf) && (pa || (r.sg && r.sg0)), op,
+    r.pp0 = pa ? NULL : malloc(nb * (size_t)(T > 0 ? T : 1) * 2 * sizeof *r.pp0);
+    CPU_CHECK(r.k0 && r.pf && r.km && (!pa || r.kmbuf) && (pa || (r.sg && r.sg0 && r.pp0)), op,
               "out of memory for the row keys");
     for (int32_t b = 0; b < B; b++) {
         const int32_t *mb = mask + (size_t)b * T;
         r.k0[b] = first_real(mb, T);
         r.km[b] = mb + r.k0[b];
-        if (!pa) r.sg[b] = segment_starts(mb, T, r.sg0 + (size_t)b * T);
+        if (!pa)
+            r.sg[b] = segment_starts(mb, T, r.sg0 + (size_t)b * T, r.pp0 + (size_t)b * T * 2);
         if (!pa) continue;
         int32_t j = pa->prefix_of[b];
         CPU_CHECK(j >= 0 && j < pa->BP, op, "prefix_of[b] must lie in [0, BP)");
@@ -158,6 +183,7 @@ static att_rows rows_make(const char *op, const int32_t *mask, int32_t B, int32_
 
 static void rows_free(att_rows *r) {
     free(r->k0), free(r->pf), free(r->km), free(r->kmbuf), free(r->sg), free(r->sg0);
+    free(r->pp0);
 }
 
 /* Forward of the query block t0..t0+nq-1 of head h in row b, whose first real own key is k0,
@@ -189,14 +215,15 @@ static void attention_forward_block(float *out, float *lse, const float *q, cons
 }
 
 /* Forward of the query block t0..t0+nq-1 of head h in a row of several segments (st: its
- * segment starts, att_rows): each run of queries of one segment attends to that segment's keys
- * from its first, one sequence for cpu_attend, as if the segment were a row of its own (the
- * same bits). kmr: T ints of work (the run's key mask, 1 = same segment). */
+ * segment starts, pp its parent keys, att_rows): each run of queries of one segment attends to
+ * its parent's keys (a child) and its own segment's keys from its first, one sequence for
+ * cpu_attend, as if [parent | segment] were a row of its own (the same bits). kmr: T ints of
+ * work (the run's key mask, 1 = same segment). */
 static void attention_forward_segments(float *out, float *lse, const float *q, const float *k,
                                        const float *v, const int32_t *mask_b, const int32_t *st,
-                                       int32_t b, int32_t h, int32_t t0, int32_t nq, int32_t T,
-                                       int32_t NH, int32_t NKV, int32_t HD, int32_t *kmr,
-                                       float *work) {
+                                       const int32_t *pp, int32_t b, int32_t h, int32_t t0,
+                                       int32_t nq, int32_t T, int32_t NH, int32_t NKV, int32_t HD,
+                                       int32_t *kmr, float *work) {
     const int32_t g = h / (NH / NKV), qs = NH * HD, ks = NKV * HD;
     for (int32_t a = t0, e; a < t0 + nq; a = e) {
         int32_t id = mask_b[a], s0 = st[a];
@@ -210,11 +237,16 @@ static void attention_forward_segments(float *out, float *lse, const float *q, c
             }
             continue;
         }
-        for (int32_t s = s0; s < e; s++) kmr[s - s0] = mask_b[s] == id;
-        cpu_att_keys K = {NULL, NULL, k + ((size_t)b * T + s0) * ks + (size_t)g * HD,
-                          v + ((size_t)b * T + s0) * ks + (size_t)g * HD, 0, ks, kmr, e - s0};
+        int32_t p0 = pp[2 * a], np = pp[2 * a + 1]; /* the parent's keys (np = 0: none) */
+        for (int32_t s = 0; s < np; s++) kmr[s] = 1;
+        for (int32_t s = s0; s < e; s++) kmr[np + s - s0] = mask_b[s] == id;
+        const float *pk = np ? k + ((size_t)b * T + p0) * ks + (size_t)g * HD : NULL;
+        const float *pv = np ? v + ((size_t)b * T + p0) * ks + (size_t)g * HD : NULL;
+        cpu_att_keys K = {pk, pv, k + ((size_t)b * T + s0) * ks + (size_t)g * HD,
+                          v + ((size_t)b * T + s0) * ks + (size_t)g * HD, np, ks, kmr,
+                          np + e - s0};
         int32_t nvalid[QB];
-        for (int32_t t = a; t < e; t++) nvalid[t - a] = t - s0 + 1;
+        for (int32_t t = a; t < e; t++) nvalid[t - a] = np + t - s0 + 1;
         cpu_attend(ob, qs, lb, q + ((size_t)b * T + a) * qs + (size_t)h * HD, qs, &K, nvalid,
                    e - a, HD, work);
     }
@@ -241,7 +273,8 @@ static void att_fwd_task(void *arg, int64_t task, int32_t tid) {
     int32_t h = (int32_t)task % NH, t0 = blk * QB, nq = t0 + QB < T ? QB : T - t0;
     if (r->sg && r->sg[b])
         attention_forward_segments(j->out, j->lse, j->q, j->k, j->v, j->mask + (size_t)b * T,
-                                   r->sg[b], b, h, t0, nq, T, NH, j->NKV, j->HD, kmr, work);
+                                   r->sg[b], r->pp0 + (size_t)b * T * 2, b, h, t0, nq, T, NH,
+                                   j->NKV, j->HD, kmr, work);
     else
         attention_forward_block(j->out, j->lse, j->q, j->k, j->v, j->mask + (size_t)b * T,
                                 &r->pf[b], r->km[b], b, h, t0, nq, r->k0[b], T, NH, j->NKV,
@@ -289,91 +322,109 @@ typedef struct att_head_grads {
     float *dkp, *dvp;
 } att_head_grads;
 
-/* The first key the queries t0..t1-1 of a row of segments (st, att_rows) reach: the earliest
- * start of their segments (padding queries reach none), at least k0, the row's first real. */
-static int32_t block_first_key(const int32_t *mask_b, const int32_t *st, int32_t t0, int32_t t1,
-                               int32_t k0) {
-    int32_t first = t1;
-    for (int32_t t = t0; t < t1; t++)
-        if (mask_b[t] && st[t] < first) first = st[t];
-    return first > k0 ? first : k0;
+/* The keys of one run of queries t0..t1-1 in a backward: np prefix keys pk/pv (a prefix, or a
+ * child segment's parent; row stride ks), then own keys from column k0 with mask km (from k0). */
+typedef struct att_bwd_keys {
+    const float *pk, *pv, *kb, *vb; /* kb/vb: the row's own keys from column 0 */
+    const int32_t *km;
+    int32_t np, k0;
+} att_bwd_keys;
+
+/* Backward of the queries t0..t1-1 (at most QB) of one (b, h) against the keys K: dq rows
+ * written, gr's dk/dv (own keys from K->k0) and dkp/dvp (the np prefix keys) accumulated.
+ * sc, dp: QB * (np + t1 - k0) floats each. */
+static void backward_block(const att_head_grads *gr, const float *dob, const float *ob,
+                           const float *lb, const float *qb, const int32_t *mask_b,
+                           const att_bwd_keys *K, int32_t t0, int32_t t1, int32_t qs, int32_t ks,
+                           int32_t HD, float scale, float *sc, float *dp) {
+    const int32_t nq = t1 - t0, k0 = K->k0, nk = t1 - k0, np = K->np, nt = np + nk;
+    const float *pk = K->pk, *pv = K->pv;
+    float *dqb = gr->dq;
+    if (nk <= 0) {
+        if (dqb)
+            for (int32_t t = t0; t < t1; t++)
+                memset(dqb + (size_t)t * qs, 0, (size_t)HD * sizeof(float));
+        return;
+    }
+    const float *qblk = qb + (size_t)t0 * qs, *doblk = dob + (size_t)t0 * qs;
+    const float *kk = K->kb + (size_t)k0 * ks, *vk = K->vb + (size_t)k0 * ks;
+    /* P (nq,nt) = exp(scale * Q [Kp|K]^T - lse), masked; dP (nq,nt) = dO [Vp|V]^T */
+    if (np) {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nq, np, HD, scale, qblk, qs, pk, ks,
+                    0.0f, sc, nt);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nq, np, HD, 1.0f, doblk, qs, pv, ks,
+                    0.0f, dp, nt);
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nq, nk, HD, scale, qblk, qs, kk, ks,
+                0.0f, sc + np, nt);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nq, nk, HD, 1.0f, doblk, qs, vk, ks,
+                0.0f, dp + np, nt);
+    for (int32_t i = 0; i < nq; i++) {
+        int32_t t = t0 + i;
+        float *p = sc + (size_t)i * nt, *ds = dp + (size_t)i * nt;
+        if (!mask_b[t]) {
+            memset(p, 0, (size_t)nt * sizeof(float));
+            memset(ds, 0, (size_t)nt * sizeof(float));
+            continue;
+        }
+        const float *o = ob + (size_t)t * qs, *d_o = dob + (size_t)t * qs;
+        float D = 0.0f;
+#pragma omp simd reduction(+ : D)
+        for (int32_t d = 0; d < HD; d++) D += d_o[d] * o[d];
+        dsoftmax_row(p, ds, K->km, np + t - k0 + 1, nt, lb[t], D, scale);
+    }
+    if (dqb) { /* dQ (nq,HD) = dS [Kp|K] */
+        if (np)
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nq, HD, np, 1.0f, dp, nt, pk,
+                        ks, 0.0f, dqb + (size_t)t0 * qs, qs);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nq, HD, nk, 1.0f, dp + np, nt, kk,
+                    ks, np ? 1.0f : 0.0f, dqb + (size_t)t0 * qs, qs);
+    }
+    if (gr->dk) /* dK (nk,HD) += dS^T Q */
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, nk, HD, nq, 1.0f, dp + np, nt, qblk,
+                    qs, 1.0f, gr->dk + (size_t)k0 * gr->ld, gr->ld);
+    if (gr->dv) /* dV (nk,HD) += P^T dO */
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, nk, HD, nq, 1.0f, sc + np, nt, doblk,
+                    qs, 1.0f, gr->dv + (size_t)k0 * gr->ld, gr->ld);
+    if (np && gr->dkp) /* the prefix's: dKp (np,HD) += dS^T Q, dVp += P^T dO */
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, np, HD, nq, 1.0f, dp, nt, qblk, qs,
+                    1.0f, gr->dkp, gr->ld);
+    if (np && gr->dvp)
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, np, HD, nq, 1.0f, sc, nt, doblk, qs,
+                    1.0f, gr->dvp, gr->ld);
 }
 
 /* Backward of one (b, h) whose row has prefix pf (pf->n = 0: none) and key mask km (att_rows);
  * kb/vb, pk/pv: kv head g's own and prefix keys and values. sc, dp: QB * PT floats each.
- * st (plain attention, a row of segments; else NULL): the segment starts (att_rows); each query
- * block's keys then start at its earliest segment start and a query's score row keeps only the
- * keys of its own segment, kq (T ints of work) their mask. */
+ * st, pp (plain attention, a row of segments; else NULL): the segment starts and parent keys
+ * (att_rows); each query block then runs one segment's queries at a time against [its parent's
+ * keys | its segment's keys from the first], a parent's gradients added to its own dk/dv; kq
+ * (T ints of work) their mask. */
 static void attention_backward_head(const att_head_grads *gr, const float *dob, const float *ob,
                                     const float *lb, const float *qb, const float *kb,
                                     const float *vb, const float *pk, const float *pv,
                                     const int32_t *mask_b, const int32_t *km, const int32_t *st,
-                                    int32_t np, int32_t krow0, int32_t T, int32_t qs, int32_t ks,
-                                    int32_t HD, float scale, float *sc, float *dp, int32_t *kq) {
-    float *dqb = gr->dq;
+                                    const int32_t *pp, int32_t np, int32_t krow0, int32_t T,
+                                    int32_t qs, int32_t ks, int32_t HD, float scale, float *sc,
+                                    float *dp, int32_t *kq) {
     for (int32_t t0 = 0; t0 < T; t0 += QB) {
-        int32_t t1 = t0 + QB < T ? t0 + QB : T, nq = t1 - t0;
-        int32_t k0 = st ? block_first_key(mask_b, st, t0, t1, krow0) : krow0;
-        int32_t nk = t1 - k0, nt = np + nk;
-        if (st) km = mask_b + k0;
-        if (nk <= 0) {
-            if (dqb)
-                for (int32_t t = t0; t < t1; t++)
-                    memset(dqb + (size_t)t * qs, 0, (size_t)HD * sizeof(float));
+        int32_t t1 = t0 + QB < T ? t0 + QB : T;
+        if (!st) {
+            att_bwd_keys K = {pk, pv, kb, vb, km, np, krow0};
+            backward_block(gr, dob, ob, lb, qb, mask_b, &K, t0, t1, qs, ks, HD, scale, sc, dp);
             continue;
         }
-        const float *qblk = qb + (size_t)t0 * qs, *doblk = dob + (size_t)t0 * qs;
-        const float *kk = kb + (size_t)k0 * ks, *vk = vb + (size_t)k0 * ks;
-        /* P (nq,nt) = exp(scale * Q [Kp|K]^T - lse), masked; dP (nq,nt) = dO [Vp|V]^T */
-        if (np) {
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nq, np, HD, scale, qblk, qs, pk,
-                        ks, 0.0f, sc, nt);
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nq, np, HD, 1.0f, doblk, qs, pv,
-                        ks, 0.0f, dp, nt);
+        for (int32_t a = t0, e; a < t1; a = e) { /* one segment's queries */
+            for (e = a + 1; e < t1 && mask_b[e] == mask_b[a]; e++) {}
+            int32_t p0 = pp[2 * a], npar = mask_b[a] ? pp[2 * a + 1] : 0;
+            int32_t s0 = mask_b[a] ? st[a] : e; /* padding queries: no keys */
+            for (int32_t j = 0; j < npar + e - s0; j++) kq[j] = 1;
+            att_bwd_keys K = {kb + (size_t)p0 * ks, vb + (size_t)p0 * ks, kb, vb, kq, npar, s0};
+            att_head_grads g = *gr;
+            g.dkp = gr->dk ? gr->dk + (size_t)p0 * gr->ld : NULL;
+            g.dvp = gr->dv ? gr->dv + (size_t)p0 * gr->ld : NULL;
+            backward_block(&g, dob, ob, lb, qb, mask_b, &K, a, e, qs, ks, HD, scale, sc, dp);
         }
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nq, nk, HD, scale, qblk, qs, kk, ks,
-                    0.0f, sc + np, nt);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nq, nk, HD, 1.0f, doblk, qs, vk, ks,
-                    0.0f, dp + np, nt);
-        for (int32_t i = 0; i < nq; i++) {
-            int32_t t = t0 + i;
-            float *p = sc + (size_t)i * nt, *ds = dp + (size_t)i * nt;
-            if (!mask_b[t]) {
-                memset(p, 0, (size_t)nt * sizeof(float));
-                memset(ds, 0, (size_t)nt * sizeof(float));
-                continue;
-            }
-            const float *o = ob + (size_t)t * qs, *d_o = dob + (size_t)t * qs;
-            float D = 0.0f;
-#pragma omp simd reduction(+ : D)
-            for (int32_t d = 0; d < HD; d++) D += d_o[d] * o[d];
-            const int32_t *kmt = km;
-            if (st) { /* keys of other segments: p = 0 */
-                for (int32_t j = 0; j <= t - k0; j++) kq[j] = km[j] == mask_b[t];
-                for (int32_t j = t - k0 + 1; j < nk; j++) kq[j] = 0;
-                kmt = kq;
-            }
-            dsoftmax_row(p, ds, kmt, np + t - k0 + 1, nt, lb[t], D, scale);
-        }
-        if (dqb) { /* dQ (nq,HD) = dS [Kp|K] */
-            if (np)
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nq, HD, np, 1.0f, dp, nt,
-                            pk, ks, 0.0f, dqb + (size_t)t0 * qs, qs);
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nq, HD, nk, 1.0f, dp + np, nt,
-                        kk, ks, np ? 1.0f : 0.0f, dqb + (size_t)t0 * qs, qs);
-        }
-        if (gr->dk) /* dK (nk,HD) += dS^T Q */
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, nk, HD, nq, 1.0f, dp + np, nt,
-                        qblk, qs, 1.0f, gr->dk + (size_t)k0 * gr->ld, gr->ld);
-        if (gr->dv) /* dV (nk,HD) += P^T dO */
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, nk, HD, nq, 1.0f, sc + np, nt,
-                        doblk, qs, 1.0f, gr->dv + (size_t)k0 * gr->ld, gr->ld);
-        if (np && gr->dkp) /* the prefix's: dKp (np,HD) += dS^T Q, dVp += P^T dO */
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, np, HD, nq, 1.0f, dp, nt, qblk,
-                        qs, 1.0f, gr->dkp, HD);
-        if (np && gr->dvp)
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, np, HD, nq, 1.0f, sc, nt, doblk,
-                        qs, 1.0f, gr->dvp, HD);
     }
 }
 
@@ -496,8 +547,9 @@ static void att_bwd_task(void *arg, int64_t task_, int32_t tid) {
                                 j->lse + ((size_t)b * NH + h) * T, j->q + qoff, j->k + koff,
                                 j->v + koff, f->k ? f->k + (size_t)g * HD : NULL,
                                 f->v ? f->v + (size_t)g * HD : NULL, j->mask + (size_t)b * T,
-                                r->km[b], r->sg ? r->sg[b] : NULL, f->n, r->k0[b], T, qs, ks, HD,
-                                j->scale, sc, sc + (size_t)QB * r->PT, kq);
+                                r->km[b], r->sg ? r->sg[b] : NULL,
+                                r->sg ? r->pp0 + (size_t)b * T * 2 : NULL, f->n, r->k0[b], T, qs,
+                                ks, HD, j->scale, sc, sc + (size_t)QB * r->PT, kq);
         if (!by_group) continue;
         if (h == h0) { /* the group's dk/dv start at 0 */
             for (int32_t t = 0; t < T && dk; t++)

@@ -36,7 +36,9 @@
 # step of the packed run and not 0 in the padded one; and the packed step equals the padded one:
 # the same reward (the rollout does not pack) and loss, entropy, grad_norm and kl within (1)'s
 # bounds (packing changes how rows are grouped, not what is summed: the forward differs by fp32
-# rounding only, tests/test_packed_training.c).
+# rounding only, tests/test_packed_training.c). The packed run sets train.shared_prefix = false:
+# packs that share their prompts (parent and child segments, ABI 1.8) are cpu-only yet, and
+# (4) with train.shared_prefix on (the default) packing on cuda is refused naming both keys.
 set -euo pipefail
 G=$(realpath "$1"); SRC=$(realpath "$2")
 . "$SRC/tests/cli/skip.sh"
@@ -143,7 +145,7 @@ if [ -f cuda_bf16/metrics.jsonl ]; then
 else
     echo "bf16: no metrics"; fail=1
 fi
-# (3) packed micro-batches on cuda against padded ones, on ragged prompts
+# (3) packed micro-batches on cuda against padded ones, on ragged prompts (packs not sharing)
 printf '{"prompt": "%s", "answer": "%s"}\n' "1+2=" 3 "123+4567=" 4690 "7+80=" 87 \
     "1000+2000+3000+4000+5000+6000=" 21000 "55+5=" 60 "9999+1=" 10000 >ragged.jsonl
 packed_step() { # N
@@ -164,12 +166,21 @@ rag=(--set data.path=ragged.jsonl)
 if "$G" train cuda.ini "${rag[@]}" --set log.dir=cuda_rag --set checkpoint.dir=cuda_rag/ck \
        >cuda_rag.log 2>&1 &&
    "$G" train cuda.ini "${rag[@]}" --set train.max_tokens_per_microbatch=100 \
+       --set train.shared_prefix=false \
        --set log.dir=packed --set checkpoint.dir=packed/ck >packed.log 2>&1 &&
    [ "$(wc -l < cuda_rag/metrics.jsonl)" = 2 ] && [ "$(wc -l < packed/metrics.jsonl)" = 2 ]; then
     packed_step 1 || fail=1
     packed_step 2 || fail=1
 else
     echo "packed on cuda: expected 2 steps of each run:"; cat cuda_rag.log packed.log; fail=1
+fi
+# (4) packs that share their prompts: refused on cuda, naming both keys
+if "$G" train cuda.ini --set train.max_tokens_per_microbatch=4096 --set log.dir=packed_sp \
+       --set checkpoint.dir=packed_sp/checkpoints >packed.log 2>&1 ||
+   ! grep -q "train.max_tokens_per_microbatch = 4096 with train.shared_prefix = true on the cuda" \
+       packed.log; then
+    echo "packed, shared prompts on cuda: expected a refusal naming both keys:"
+    cat packed.log; fail=1
 fi
 [ $fail = 0 ] || { echo "cuda_train: FAILED"; exit 1; }
 echo "cuda_train: steps 1 and 2 on cuda match cpu (rewards $(metric cuda 1 reward)," \

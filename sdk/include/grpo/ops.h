@@ -47,6 +47,11 @@ typedef struct grpo_ops {
 #define grpo_ops_supports(ops, op)                                                              \
     ((ops)->struct_size >= offsetof(grpo_ops, op) + sizeof((ops)->op) && (ops)->op != NULL)
 
+/* -- 1.8: attention_forward/_backward's mask: a segment id >= 1 << GRPO_ATTN_CHILD_SHIFT is a
+ * child of the parent segment id >> GRPO_ATTN_CHILD_SHIFT (grpo/ops_list.h, packed rows that
+ * share a prompt) -- */
+#define GRPO_ATTN_CHILD_SHIFT 16
+
 /* -- 1.5: element types of weights (grpo_model_desc.bind_typed, the *_w ops) -- */
 #define GRPO_DTYPE_F32 0  /* IEEE binary32 */
 #define GRPO_DTYPE_BF16 1 /* bfloat16: the high 16 bits of a binary32 (8-bit exponent) */

@@ -76,6 +76,13 @@
      *    Since 1.7 (packed rows) a mask value > 0 is a segment id: query t of row b attends to    \
      *    keys s <= t with mask[b,s] = mask[b,t], each segment as if it were a row of its own      \
      *    (positions and targets are the caller's). 0/1 masks: one segment per row, as before.     \
+     *    Since 1.8 (packed rows sharing a prompt) an id c >= 1 << GRPO_ATTN_CHILD_SHIFT (ops.h)   \
+     *    is a child of the parent segment p = c >> GRPO_ATTN_CHILD_SHIFT (p in [1, 2^15)): a      \
+     *    child's query t attends to every key of p (the last run of id p before the child; a      \
+     *    parent is contiguous and precedes its children), then to its own keys s <= t, in one     \
+     *    softmax: the result of the row [parent | child] alone; a parent's queries see only the   \
+     *    parent. Backward: a parent's dk/dv sum its own queries' and its children's gradients.    \
+     *    A child without such a parent is a plain segment.                                        \
      *    The cpu backend implements segments; a backend that does not must be given 0/1. -- */   \
     X(D, 0, 0, void, attention_forward,                                                            \
       (void *ctx, float *out, float *lse, const float *q, const float *k, const float *v,          \

@@ -62,6 +62,8 @@
  *         |            | and change no layout: no minor of their own
  *   1.7   | ops.h      | logits_logp (a drawn token's log-prob summed as head_forward sums;
  *         |            | optional)
+ *   1.8   | ops.h      | attention masks: child segments (id >= 1 << GRPO_ATTN_CHILD_SHIFT)
+ *         |            | attend to their parent segment's keys (packed rows sharing a prompt)
  *
  * The tokenizer services (tokenizer, tokenize, detokenize) were marked provisional in 1.0; they
  * are sealed: their signatures have not changed since 1.0, the builtin packs and reward_model
@@ -91,7 +93,7 @@ extern "C" {
 #endif
 
 #define GRPO_ABI_MAJOR 1
-#define GRPO_ABI_MINOR 7
+#define GRPO_ABI_MINOR 8
 #define GRPO_MAGIC_TAG "GRPOPLG" /* 7 chars + NUL */
 
 #if defined(_WIN32)
