@@ -418,7 +418,9 @@ static void attention_backward_head(const att_head_grads *gr, const float *dob, 
             for (e = a + 1; e < t1 && mask_b[e] == mask_b[a]; e++) {}
             int32_t p0 = pp[2 * a], npar = mask_b[a] ? pp[2 * a + 1] : 0;
             int32_t s0 = mask_b[a] ? st[a] : e; /* padding queries: no keys */
-            for (int32_t j = 0; j < npar + e - s0; j++) kq[j] = 1;
+            for (int32_t j = 0; j < npar; j++) kq[j] = 1;
+            for (int32_t s = s0; s < e; s++) /* a segment need not be contiguous */
+                kq[npar + s - s0] = mask_b[s] == mask_b[a];
             att_bwd_keys K = {kb + (size_t)p0 * ks, vb + (size_t)p0 * ks, kb, vb, kq, npar, s0};
             att_head_grads g = *gr;
             g.dkp = gr->dk ? gr->dk + (size_t)p0 * gr->ld : NULL;
