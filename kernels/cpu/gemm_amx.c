@@ -1,0 +1,315 @@
+/*
+ * gemm_amx.c — bf16 compute on Intel AMX tiles (TDPBF16PS), batch-invariant:
+ *   out (N,OC) = scale * (inp (N,IC) @ w (OC,IC)^T + bias (OC))     (bias NULL: + 0)
+ * the forward product of gemm_nt.c and matmul_small.c when ctx->compute_dtype is bf16 and
+ * cpu_amx_bf16_ready() (the CPU has amx_bf16 and amx_tile and Linux granted the tile data).
+ *
+ * The product is computed transposed, out^T = w @ inp^T, so that w is the A operand read by
+ * rows (a bf16 weight row of IC % 32 == 0 is loaded in place, others are rounded to bf16 into
+ * a padded copy) and the inputs the B operand, packed once per block of rows as 32-bit pairs
+ * (VNNI): xv[group of 16 rows][pair q][row l] = bf16(x[l][2q]) | bf16(x[l][2q+1]) << 16,
+ * rounded to nearest even (grpo_bf16_from_f32), zero past IC and past the last row.
+ * A k-tile is 32 terms (16 pairs); IC is padded with zeros to a multiple of 32.
+ *
+ * Each output is ONE chain: acc = 0, then acc = TDPBF16PS(acc, k-tile t) for t = 0, 1, ... in
+ * order (fp32 accumulation of exact bf16 products; the instruction's order inside a k-tile
+ * depends only on that output's own row of w and row of inp), then scale * (acc + bias). The
+ * register blocking (2 x 2 or 2 x 1 tiles of 16 x 16), the row blocks, the thread grid
+ * (partitioned over rows and columns of out, never over IC) and the batch size change which
+ * tiles share an instruction, never that chain: the same bits whatever N, the row's place in
+ * the batch, the thread count, and whether the decode path (matmul_small.c) or the prefill
+ * path (gemm_nt.c) runs it. The bits differ from the VDPBF16PS chain (another order).
+ *
+ * Built with -mamx-tile -mamx-bf16 on this file alone (CMake: GRPO_HAVE_AMX, where the
+ * compiler takes them); elsewhere cpu_amx_bf16_ready() is 0 and the rest are never called.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* syscall */
+#endif
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu/cpu_backend.h"
+
+#if defined(GRPO_HAVE_AMX) && defined(__x86_64__) && defined(__linux__)
+#include <cpuid.h>
+#include <immintrin.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#define AMX_BUILT 1
+#endif
+
+#define AMX_RB 512        /* rows per packed input block (xv: AMX_RB * IC * 2 bytes) */
+#define AMX_ARCH_GET_PERM 0x1022
+#define AMX_ARCH_REQ_PERM 0x1023
+#define AMX_XTILEDATA 18
+
+static pthread_once_t amx_once = PTHREAD_ONCE_INIT;
+static int amx_ok;
+static const char *amx_why = "not built with -mamx-tile -mamx-bf16";
+
+/* Once a process: CPUID.(7,0):EDX bits 22 (amx_bf16) and 24 (amx_tile), then Linux's
+ * permission for the tile data (arch_prctl ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA). */
+static void amx_detect(void) {
+#if defined(AMX_BUILT)
+    unsigned a, b, c, d;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(d & (1u << 22)) || !(d & (1u << 24))) {
+        amx_why = "this CPU has no amx_bf16/amx_tile";
+        return;
+    }
+    unsigned long perm = 0;
+    if (syscall(SYS_arch_prctl, AMX_ARCH_REQ_PERM, AMX_XTILEDATA) != 0 ||
+        syscall(SYS_arch_prctl, AMX_ARCH_GET_PERM, &perm) != 0 ||
+        !(perm & (1ul << AMX_XTILEDATA))) {
+        amx_why = "the OS refused the AMX tile data (arch_prctl ARCH_REQ_XCOMP_PERM)";
+        return;
+    }
+    amx_ok = 1;
+    amx_why = "";
+#endif
+}
+
+int cpu_amx_bf16_ready(void) {
+    pthread_once(&amx_once, amx_detect);
+    return amx_ok;
+}
+
+const char *cpu_amx_bf16_why(void) {
+    pthread_once(&amx_once, amx_detect);
+    return amx_why;
+}
+
+/* Pairs of the padded reduction: IC rounded up to a multiple of 32 terms, halved. */
+static int32_t kpairs(int32_t IC) { return (IC + 31) / 32 * 16; }
+static int32_t imin(int32_t a, int32_t b) { return a < b ? a : b; }
+
+/* 32-bit words of one task's work: xv for min(rows, AMX_RB) rows (16-row groups) and a packed
+ * pair of 16-row groups of w. */
+static size_t amx_words(int32_t rows, int32_t IC) {
+    size_t r = (size_t)(imin(rows, AMX_RB) + 15) / 16 * 16;
+    return (r + 32) * (size_t)kpairs(IC);
+}
+
+size_t cpu_amx_work(int32_t N, int32_t IC, int32_t OC) {
+    (void)OC;
+    return amx_words(N, IC); /* floats: one 32-bit word each */
+}
+
+/* h (2 * kp) = row (n of dtype) as bf16 (fp32 rounded to nearest even, branch-free so that it
+ * vectorises: grpo_bf16_from_f32 bit for bit), zero from n on. */
+static void bf16_row(uint16_t *h, const void *row, int32_t dtype, int32_t n, int32_t kp) {
+    if (dtype == GRPO_DTYPE_F32) {
+        const float *x = row;
+#pragma omp simd
+        for (int32_t k = 0; k < n; k++) {
+            uint32_t u;
+            memcpy(&u, &x[k], sizeof u);
+            uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16, q = (u >> 16) | 0x40u;
+            h[k] = (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? q : r);
+        }
+    } else {
+        memcpy(h, row, (size_t)n * sizeof *h);
+    }
+    for (int32_t k = n; k < 2 * kp; k++) h[k] = 0;
+}
+
+#if defined(AMX_BUILT)
+/* One product: what every task reads and writes. */
+typedef struct amx_job {
+    float *out;
+    int32_t ldo;
+    const float *inp; /* (N,IC) */
+    const void *w;    /* (OC,IC) of wtype */
+    int32_t wtype;
+    const float *bias;
+    float scale;
+    int32_t N, IC, OC;
+} amx_job;
+
+/* palette 1, all eight tiles 16 rows of 64 bytes (fp32 16 x 16, bf16 16 x 32, pairs 16 x 16) */
+typedef struct amx_cfg {
+    uint8_t palette, start_row, reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+} amx_cfg;
+
+static void amx_config(void) {
+    amx_cfg c;
+    memset(&c, 0, sizeof c);
+    c.palette = 1;
+    for (int t = 0; t < 8; t++) c.colsb[t] = 64, c.rows[t] = 16;
+    _tile_loadconfig(&c);
+}
+
+/* xv (groups of 16 rows, kp, 16) of pairs from rows r0 .. r0+n of inp (N,IC); the rows of the
+ * last group past n are zero. h: 2 * kp bf16 of work. */
+static void pack_x(uint32_t *xv, const amx_job *jb, int32_t r0, int32_t n, int32_t kp,
+                   uint16_t *h) {
+    const int32_t groups = (n + 15) / 16;
+    memset(xv + (size_t)(groups - 1) * kp * 16, 0, (size_t)kp * 16 * sizeof *xv);
+    for (int32_t r = 0; r < n; r++) {
+        bf16_row(h, jb->inp + (size_t)(r0 + r) * jb->IC, GRPO_DTYPE_F32, jb->IC, kp);
+        uint32_t *d = xv + (size_t)(r / 16) * kp * 16 + r % 16;
+        for (int32_t q = 0; q < kp; q++)
+            d[(size_t)q * 16] = (uint32_t)h[2 * q] | (uint32_t)h[2 * q + 1] << 16;
+    }
+}
+
+/* The A operand for w's rows c .. c+32: in place (bf16 rows, IC % 32 == 0, all 32 rows in w),
+ * else rounded into wa (32, 2 * kp) bf16 with zero rows past OC. *stride: bytes between rows. */
+static const uint16_t *w_rows(const amx_job *jb, int32_t c, uint16_t *wa, int32_t kp,
+                              size_t *stride) {
+    if (jb->wtype == GRPO_DTYPE_BF16 && jb->IC % 32 == 0 && c + 32 <= jb->OC) {
+        *stride = (size_t)jb->IC * 2;
+        return (const uint16_t *)jb->w + (size_t)c * jb->IC;
+    }
+    const size_t esz = grpo_dtype_size(jb->wtype);
+    for (int32_t j = 0; j < 32; j++) {
+        uint16_t *d = wa + (size_t)j * 2 * kp;
+        if (c + j < jb->OC)
+            bf16_row(d, (const char *)jb->w + (size_t)(c + j) * jb->IC * esz, jb->wtype,
+                     jb->IC, kp);
+        else
+            memset(d, 0, (size_t)2 * kp * sizeof *d);
+    }
+    *stride = (size_t)kp * 4;
+    return wa;
+}
+
+/* ct[i][j] (16 w rows x 16 input rows, fp32) for w groups a0, a1 (i) and input groups b0, b1
+ * (j; nb = 1: b0 alone) over kt k-tiles, each chain from 0 in the order of t. */
+static void amx_kern(const uint16_t *a0, const uint16_t *a1, size_t sa, const uint32_t *b0,
+                     const uint32_t *b1, int32_t nb, int32_t kt, float *ct) {
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_zero(2);
+    _tile_zero(3);
+    if (nb == 2) {
+        for (int32_t t = 0; t < kt; t++) {
+            _tile_loadd(4, a0 + (size_t)t * 32, sa);
+            _tile_loadd(5, a1 + (size_t)t * 32, sa);
+            _tile_loadd(6, b0 + (size_t)t * 256, 64);
+            _tile_loadd(7, b1 + (size_t)t * 256, 64);
+            _tile_dpbf16ps(0, 4, 6);
+            _tile_dpbf16ps(1, 4, 7);
+            _tile_dpbf16ps(2, 5, 6);
+            _tile_dpbf16ps(3, 5, 7);
+        }
+    } else {
+        for (int32_t t = 0; t < kt; t++) {
+            _tile_loadd(4, a0 + (size_t)t * 32, sa);
+            _tile_loadd(5, a1 + (size_t)t * 32, sa);
+            _tile_loadd(6, b0 + (size_t)t * 256, 64);
+            _tile_dpbf16ps(0, 4, 6);
+            _tile_dpbf16ps(2, 5, 6);
+        }
+    }
+    _tile_stored(0, ct, 64);
+    _tile_stored(1, ct + 256, 64);
+    _tile_stored(2, ct + 512, 64);
+    _tile_stored(3, ct + 768, 64);
+}
+
+/* out[r + l][c + n] = scale * (acc + bias[c + n]) for l < m, n < nc: acc from ct, tile (n / 16,
+ * l / 16), element [n % 16][l % 16]. */
+static void store_tiles(const amx_job *jb, const float *ct, int32_t r, int32_t m, int32_t c,
+                        int32_t nc) {
+    const float s = jb->scale;
+    for (int32_t l = 0; l < m; l++) {
+        float *o = jb->out + (size_t)(r + l) * jb->ldo + c;
+        const float *t = ct + (size_t)(l / 16) * 256 + l % 16;
+        for (int32_t n = 0; n < nc; n++) {
+            float acc = t[(size_t)(n / 16) * 512 + (size_t)(n % 16) * 16];
+            o[n] = s * (acc + (jb->bias ? jb->bias[c + n] : 0.0f));
+        }
+    }
+}
+
+/* out[r0..r1, c0..c1) on the calling thread with work of amx_words(r1 - r0, IC) words. */
+static void amx_block(const amx_job *jb, int32_t r0, int32_t r1, int32_t c0, int32_t c1,
+                      uint32_t *work) {
+    const int32_t kp = kpairs(jb->IC), kt = kp / 16;
+    uint16_t *wa = (uint16_t *)work;
+    uint32_t *xv = work + (size_t)32 * kp;
+    uint16_t h[2 * kp + 2];
+    float ct[1024];
+    amx_config();
+    for (int32_t rb = r0; rb < r1; rb += AMX_RB) {
+        const int32_t n = imin(AMX_RB, r1 - rb);
+        pack_x(xv, jb, rb, n, kp, h);
+        for (int32_t c = c0; c < c1; c += 32) {
+            size_t sa;
+            const uint16_t *a = w_rows(jb, c, wa, kp, &sa);
+            const uint16_t *a1 = a + sa / 2 * 16;
+            const int32_t nc = imin(32, c1 - c);
+            for (int32_t r = 0; r < n; r += 32) {
+                const int32_t m = imin(32, n - r);
+                const uint32_t *b0 = xv + (size_t)(r / 16) * kp * 16;
+                amx_kern(a, a1, sa, b0, b0 + (size_t)kp * 16, m > 16 ? 2 : 1, kt, ct);
+                store_tiles(jb, ct, rb + r, m, c, nc);
+            }
+        }
+    }
+    _tile_release();
+}
+
+void cpu_amx_gemm_serial(float *out, int32_t ldo, const float *inp, const void *w,
+                         int32_t wtype, const float *bias, float scale, int32_t N, int32_t IC,
+                         int32_t OC, float *work) {
+    CPU_CHECK(amx_ok, "gemm_amx", "AMX tiles used without cpu_amx_bf16_ready");
+    if (N <= 0 || OC <= 0) return;
+    amx_job jb = {out, ldo, inp, w, wtype, bias, scale, N, IC < 0 ? 0 : IC, OC};
+    amx_block(&jb, 0, N, 0, OC, (uint32_t *)work);
+}
+
+/* cpu_amx_gemm's tiles of a grid over out, one pool task each with its own work */
+typedef struct amx_grid {
+    const amx_job *jb;
+    int32_t tm, tn, pn;
+    size_t per;
+    uint32_t *work;
+} amx_grid;
+
+static void amx_task(void *arg, int64_t tile, int32_t tid) {
+    const amx_grid *g = arg;
+    (void)tid;
+    int32_t r0 = (int32_t)tile / g->pn * g->tm, c0 = (int32_t)tile % g->pn * g->tn;
+    if (r0 < g->jb->N && c0 < g->jb->OC)
+        amx_block(g->jb, r0, imin(r0 + g->tm, g->jb->N), c0, imin(c0 + g->tn, g->jb->OC),
+                  g->work + g->per * (size_t)tile);
+}
+
+void cpu_amx_gemm(cpu_ctx *ctx, float *out, int32_t ldo, const float *inp, const void *w,
+                  int32_t wtype, const float *bias, float scale, int32_t N, int32_t IC,
+                  int32_t OC) {
+    CPU_CHECK(amx_ok, "gemm_amx", "AMX tiles used without cpu_amx_bf16_ready");
+    CPU_CHECK(wtype == GRPO_DTYPE_F32 || wtype == GRPO_DTYPE_BF16, "gemm_amx", "unknown dtype");
+    if (N <= 0 || OC <= 0) return;
+    amx_job jb = {out, ldo, inp, w, wtype, bias, scale, N, IC < 0 ? 0 : IC, OC};
+    int nt = cpu_threads_for(ctx, (double)N * OC * (IC > 0 ? IC : 1) / 256.0);
+    int32_t tm = N, tn = OC, pn = 1;
+    if (nt > 1) cpu_tile_grid(nt, N, OC, 32, 32, &tm, &tn, &pn);
+    int32_t tiles = nt > 1 ? nt : 1;
+    size_t per = amx_words(tm, jb.IC);
+    uint32_t *work = (uint32_t *)cpu_scratch(ctx, per * (size_t)tiles);
+    CPU_CHECK(work != NULL, "gemm_amx", "out of memory for the packing buffers");
+    amx_grid g = {&jb, tm, tn, pn, per, work};
+    cpu_parallel(ctx, CPU_FAM_GEMM_FWD, nt, tiles, amx_task, &g);
+}
+#else
+void cpu_amx_gemm_serial(float *out, int32_t ldo, const float *inp, const void *w,
+                         int32_t wtype, const float *bias, float scale, int32_t N, int32_t IC,
+                         int32_t OC, float *work) {
+    (void)out, (void)ldo, (void)inp, (void)w, (void)wtype, (void)bias, (void)scale, (void)N;
+    (void)IC, (void)OC, (void)work, (void)bf16_row;
+    CPU_CHECK(0, "gemm_amx", "AMX tiles: not built with -mamx-tile -mamx-bf16");
+}
+
+void cpu_amx_gemm(cpu_ctx *ctx, float *out, int32_t ldo, const float *inp, const void *w,
+                  int32_t wtype, const float *bias, float scale, int32_t N, int32_t IC,
+                  int32_t OC) {
+    (void)ctx;
+    cpu_amx_gemm_serial(out, ldo, inp, w, wtype, bias, scale, N, IC, OC, NULL);
+}
+#endif
