@@ -8,7 +8,8 @@
  * rows (a bf16 weight row of IC % 32 == 0 is loaded in place, others are rounded to bf16 into
  * a padded copy) and the inputs the B operand, packed once per block of rows as 32-bit pairs
  * (VNNI): xv[group of 16 rows][pair q][row l] = bf16(x[l][2q]) | bf16(x[l][2q+1]) << 16,
- * rounded to nearest even (grpo_bf16_from_f32), zero past IC and past the last row.
+ * rounded by VCVTNE2PS2BF16 (nearest even, as grpo_bf16_from_f32, except that a denormal
+ * becomes 0: TDPBF16PS reads bf16 denormals as 0 anyway), zero past IC and the last row.
  * A k-tile is 32 terms (16 pairs); IC is padded with zeros to a multiple of 32.
  *
  * Each output is ONE chain: acc = 0, then acc = TDPBF16PS(acc, k-tile t) for t = 0, 1, ... in
@@ -40,7 +41,9 @@
 #define AMX_BUILT 1
 #endif
 
-#define AMX_RB 512        /* rows per packed input block (xv: AMX_RB * IC * 2 bytes) */
+#define AMX_RB 512 /* rows per packed input block (xv: AMX_RB * IC * 2 bytes, in L2) */
+#define AMX_NB 256 /* outputs per block of w (its bf16 rows: AMX_NB * IC * 2 bytes, in L2): a
+                    * block of 32 rows of out is written as AMX_NB contiguous floats a row */
 #define AMX_ARCH_GET_PERM 0x1022
 #define AMX_ARCH_REQ_PERM 0x1023
 #define AMX_XTILEDATA 18
@@ -54,8 +57,10 @@ static const char *amx_why = "not built with -mamx-tile -mamx-bf16";
 static void amx_detect(void) {
 #if defined(AMX_BUILT)
     unsigned a, b, c, d;
-    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(d & (1u << 22)) || !(d & (1u << 24))) {
-        amx_why = "this CPU has no amx_bf16/amx_tile";
+    __builtin_cpu_init();
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(d & (1u << 22)) || !(d & (1u << 24)) ||
+        !__builtin_cpu_supports("avx512f")) {
+        amx_why = "this CPU has no amx_bf16/amx_tile (with avx512f)";
         return;
     }
     unsigned long perm = 0;
@@ -85,33 +90,15 @@ static int32_t kpairs(int32_t IC) { return (IC + 31) / 32 * 16; }
 static int32_t imin(int32_t a, int32_t b) { return a < b ? a : b; }
 
 /* 32-bit words of one task's work: xv for min(rows, AMX_RB) rows (16-row groups) and a packed
- * pair of 16-row groups of w. */
+ * block of AMX_NB rows of w. */
 static size_t amx_words(int32_t rows, int32_t IC) {
     size_t r = (size_t)(imin(rows, AMX_RB) + 15) / 16 * 16;
-    return (r + 32) * (size_t)kpairs(IC);
+    return (r + AMX_NB) * (size_t)kpairs(IC);
 }
 
 size_t cpu_amx_work(int32_t N, int32_t IC, int32_t OC) {
     (void)OC;
     return amx_words(N, IC); /* floats: one 32-bit word each */
-}
-
-/* h (2 * kp) = row (n of dtype) as bf16 (fp32 rounded to nearest even, branch-free so that it
- * vectorises: grpo_bf16_from_f32 bit for bit), zero from n on. */
-static void bf16_row(uint16_t *h, const void *row, int32_t dtype, int32_t n, int32_t kp) {
-    if (dtype == GRPO_DTYPE_F32) {
-        const float *x = row;
-#pragma omp simd
-        for (int32_t k = 0; k < n; k++) {
-            uint32_t u;
-            memcpy(&u, &x[k], sizeof u);
-            uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16, q = (u >> 16) | 0x40u;
-            h[k] = (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? q : r);
-        }
-    } else {
-        memcpy(h, row, (size_t)n * sizeof *h);
-    }
-    for (int32_t k = n; k < 2 * kp; k++) h[k] = 0;
 }
 
 #if defined(AMX_BUILT)
@@ -142,36 +129,79 @@ static void amx_config(void) {
     _tile_loadconfig(&c);
 }
 
-/* xv (groups of 16 rows, kp, 16) of pairs from rows r0 .. r0+n of inp (N,IC); the rows of the
- * last group past n are zero. h: 2 * kp bf16 of work. */
-static void pack_x(uint32_t *xv, const amx_job *jb, int32_t r0, int32_t n, int32_t kp,
-                   uint16_t *h) {
-    const int32_t groups = (n + 15) / 16;
-    memset(xv + (size_t)(groups - 1) * kp * 16, 0, (size_t)kp * 16 * sizeof *xv);
-    for (int32_t r = 0; r < n; r++) {
-        bf16_row(h, jb->inp + (size_t)(r0 + r) * jb->IC, GRPO_DTYPE_F32, jb->IC, kp);
-        uint32_t *d = xv + (size_t)(r / 16) * kp * 16 + r % 16;
-        for (int32_t q = 0; q < kp; q++)
-            d[(size_t)q * 16] = (uint32_t)h[2 * q] | (uint32_t)h[2 * q + 1] << 16;
+/* One stage of the 16 x 16 transpose in registers (matmul_small.c's): for rows r and r + d,
+ * the d x d blocks off the diagonal of each 2d x 2d block swap places. */
+#define AMX_T_STAGE(d, ma, mb)                                                                \
+    _Pragma("GCC unroll 16") for (int32_t r = 0; r < 16; r++) if (!(r & (d))) {               \
+        __m512 a = v[r], b = v[r + (d)];                                                      \
+        v[r] = _mm512_permutex2var_ps(a, _mm512_setr_epi32 ma, b);                            \
+        v[r + (d)] = _mm512_permutex2var_ps(a, _mm512_setr_epi32 mb, b);                      \
     }
+
+/* v (16 rows of 16) transposed in place. */
+__attribute__((target("avx512f"), always_inline))
+static inline void transpose16(__m512 *v) {
+    AMX_T_STAGE(8, (0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23),
+                (8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31))
+    AMX_T_STAGE(4, (0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27),
+                (4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31))
+    AMX_T_STAGE(2, (0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29),
+                (2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31))
+    AMX_T_STAGE(1, (0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30),
+                (1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31))
+}
+#undef AMX_T_STAGE
+
+/* The 16 pairs of k-tile t of an fp32 row of IC (terms 32t .. 32t+31, zero past IC), rounded
+ * to bf16 by VCVTNE2PS2BF16 (nearest even; a denormal becomes 0, as TDPBF16PS reads one). */
+__attribute__((target("avx512f,avx512bf16"), always_inline))
+static inline __m512 tile_pairs(const float *row, int32_t IC, int32_t t) {
+    const int32_t rem = IC - 32 * t;
+    const __mmask16 lo = rem >= 16 ? 0xffff : (__mmask16)((1u << rem) - 1);
+    const __mmask16 hi = rem >= 32 ? 0xffff : rem > 16 ? (__mmask16)((1u << (rem - 16)) - 1) : 0;
+    __m512 a = _mm512_maskz_loadu_ps(lo, row + 32 * t);
+    __m512 b = _mm512_maskz_loadu_ps(hi, row + 32 * t + 16);
+    return (__m512)_mm512_cvtne2ps_pbh(b, a);
+}
+
+/* xv (groups of 16 rows, kp, 16) of pairs from rows r0 .. r0+n of inp (N,IC); the rows of the
+ * last group past n are zero. A group's k-tile: 16 rows of 16 pairs, transposed in registers. */
+__attribute__((target("avx512f,avx512bf16")))
+static void pack_x(uint32_t *xv, const amx_job *jb, int32_t r0, int32_t n, int32_t kp) {
+    for (int32_t g = 0; g * 16 < n; g++)
+        for (int32_t t = 0; t < kp / 16; t++) {
+            __m512 v[16];
+            for (int32_t l = 0; l < 16; l++)
+                v[l] = g * 16 + l < n ? tile_pairs(jb->inp + (size_t)(r0 + g * 16 + l) * jb->IC,
+                                                   jb->IC, t)
+                                      : _mm512_setzero_ps();
+            transpose16(v);
+            float *d = (float *)(xv + ((size_t)g * kp + (size_t)t * 16) * 16);
+#pragma GCC unroll 16
+            for (int32_t q = 0; q < 16; q++) _mm512_storeu_ps(d + 16 * q, v[q]);
+        }
 }
 
 /* The A operand for w's rows c .. c+32: in place (bf16 rows, IC % 32 == 0, all 32 rows in w),
- * else rounded into wa (32, 2 * kp) bf16 with zero rows past OC. *stride: bytes between rows. */
+ * else as bf16 into wa (32, 2 * kp) with zero rows past OC. *stride: bytes between rows. */
+__attribute__((target("avx512f,avx512bf16")))
 static const uint16_t *w_rows(const amx_job *jb, int32_t c, uint16_t *wa, int32_t kp,
                               size_t *stride) {
-    if (jb->wtype == GRPO_DTYPE_BF16 && jb->IC % 32 == 0 && c + 32 <= jb->OC) {
-        *stride = (size_t)jb->IC * 2;
-        return (const uint16_t *)jb->w + (size_t)c * jb->IC;
+    const int32_t IC = jb->IC;
+    if (jb->wtype == GRPO_DTYPE_BF16 && IC % 32 == 0 && c + 32 <= jb->OC) {
+        *stride = (size_t)IC * 2;
+        return (const uint16_t *)jb->w + (size_t)c * IC;
     }
-    const size_t esz = grpo_dtype_size(jb->wtype);
     for (int32_t j = 0; j < 32; j++) {
         uint16_t *d = wa + (size_t)j * 2 * kp;
-        if (c + j < jb->OC)
-            bf16_row(d, (const char *)jb->w + (size_t)(c + j) * jb->IC * esz, jb->wtype,
-                     jb->IC, kp);
-        else
-            memset(d, 0, (size_t)2 * kp * sizeof *d);
+        memset(d, 0, (size_t)2 * kp * sizeof *d);
+        if (c + j >= jb->OC) continue;
+        if (jb->wtype == GRPO_DTYPE_BF16) {
+            memcpy(d, (const uint16_t *)jb->w + (size_t)(c + j) * IC, (size_t)IC * sizeof *d);
+            continue;
+        }
+        const float *row = (const float *)jb->w + (size_t)(c + j) * IC;
+        for (int32_t t = 0; t < kp / 16; t++) _mm512_storeu_ps(d + 32 * t, tile_pairs(row, IC, t));
     }
     *stride = (size_t)kp * 4;
     return wa;
@@ -211,43 +241,59 @@ static void amx_kern(const uint16_t *a0, const uint16_t *a1, size_t sa, const ui
     _tile_stored(3, ct + 768, 64);
 }
 
-/* out[r + l][c + n] = scale * (acc + bias[c + n]) for l < m, n < nc: acc from ct, tile (n / 16,
- * l / 16), element [n % 16][l % 16]. */
+/* out[r + l][c + n] = scale * (acc + bias[c + n]) (+ 0 without bias) for l < m, n < nc: acc
+ * from ct, tile (n / 16, l / 16), element [n % 16][l % 16]; each 16 x 16 tile transposed in
+ * registers, then a sum and a product lane by lane (no fma) and a masked store a row. */
+__attribute__((target("avx512f")))
 static void store_tiles(const amx_job *jb, const float *ct, int32_t r, int32_t m, int32_t c,
                         int32_t nc) {
-    const float s = jb->scale;
-    for (int32_t l = 0; l < m; l++) {
-        float *o = jb->out + (size_t)(r + l) * jb->ldo + c;
-        const float *t = ct + (size_t)(l / 16) * 256 + l % 16;
-        for (int32_t n = 0; n < nc; n++) {
-            float acc = t[(size_t)(n / 16) * 512 + (size_t)(n % 16) * 16];
-            o[n] = s * (acc + (jb->bias ? jb->bias[c + n] : 0.0f));
+    const __m512 s = _mm512_set1_ps(jb->scale);
+    for (int32_t i = 0; i < 2 && 16 * i < nc; i++) {
+        const int32_t n = imin(16, nc - 16 * i);
+        const __mmask16 k = (__mmask16)((1u << n) - 1);
+        const __m512 b = jb->bias ? _mm512_maskz_loadu_ps(k, jb->bias + c + 16 * i)
+                                  : _mm512_setzero_ps();
+        for (int32_t j = 0; j < 2 && 16 * j < m; j++) {
+            __m512 v[16];
+            const float *t = ct + (size_t)(2 * i + j) * 256;
+#pragma GCC unroll 16
+            for (int32_t q = 0; q < 16; q++) v[q] = _mm512_loadu_ps(t + 16 * q);
+            transpose16(v);
+            for (int32_t l = 0; l < imin(16, m - 16 * j); l++)
+                _mm512_mask_storeu_ps(jb->out + (size_t)(r + 16 * j + l) * jb->ldo + c + 16 * i,
+                                      k, _mm512_mul_ps(s, _mm512_add_ps(v[l], b)));
         }
     }
 }
 
-/* out[r0..r1, c0..c1) on the calling thread with work of amx_words(r1 - r0, IC) words. */
+/* out[r0..r1, c0..c1) on the calling thread with work of amx_words(r1 - r0, IC) words: for
+ * each block of AMX_RB rows (packed once), each block of AMX_NB outputs (w's rows as bf16),
+ * each 32 rows, each 32 outputs: one call of the tiles. */
 static void amx_block(const amx_job *jb, int32_t r0, int32_t r1, int32_t c0, int32_t c1,
                       uint32_t *work) {
     const int32_t kp = kpairs(jb->IC), kt = kp / 16;
     uint16_t *wa = (uint16_t *)work;
-    uint32_t *xv = work + (size_t)32 * kp;
-    uint16_t h[2 * kp + 2];
+    uint32_t *xv = work + (size_t)AMX_NB * kp;
     float ct[1024];
+    const uint16_t *a[AMX_NB / 32];
+    size_t sa[AMX_NB / 32];
     amx_config();
     for (int32_t rb = r0; rb < r1; rb += AMX_RB) {
         const int32_t n = imin(AMX_RB, r1 - rb);
-        pack_x(xv, jb, rb, n, kp, h);
-        for (int32_t c = c0; c < c1; c += 32) {
-            size_t sa;
-            const uint16_t *a = w_rows(jb, c, wa, kp, &sa);
-            const uint16_t *a1 = a + sa / 2 * 16;
-            const int32_t nc = imin(32, c1 - c);
+        pack_x(xv, jb, rb, n, kp);
+        for (int32_t cb = c0; cb < c1; cb += AMX_NB) {
+            const int32_t pairs = (imin(AMX_NB, c1 - cb) + 31) / 32;
+            for (int32_t p = 0; p < pairs; p++)
+                a[p] = w_rows(jb, cb + 32 * p, wa + (size_t)p * 64 * kp, kp, &sa[p]);
             for (int32_t r = 0; r < n; r += 32) {
                 const int32_t m = imin(32, n - r);
                 const uint32_t *b0 = xv + (size_t)(r / 16) * kp * 16;
-                amx_kern(a, a1, sa, b0, b0 + (size_t)kp * 16, m > 16 ? 2 : 1, kt, ct);
-                store_tiles(jb, ct, rb + r, m, c, nc);
+                for (int32_t p = 0; p < pairs; p++) {
+                    const int32_t c = cb + 32 * p;
+                    amx_kern(a[p], a[p] + sa[p] / 2 * 16, sa[p], b0, b0 + (size_t)kp * 16,
+                             m > 16 ? 2 : 1, kt, ct);
+                    store_tiles(jb, ct, rb + r, m, c, imin(32, c1 - c));
+                }
             }
         }
     }
@@ -302,7 +348,7 @@ void cpu_amx_gemm_serial(float *out, int32_t ldo, const float *inp, const void *
                          int32_t wtype, const float *bias, float scale, int32_t N, int32_t IC,
                          int32_t OC, float *work) {
     (void)out, (void)ldo, (void)inp, (void)w, (void)wtype, (void)bias, (void)scale, (void)N;
-    (void)IC, (void)OC, (void)work, (void)bf16_row;
+    (void)IC, (void)OC, (void)work;
     CPU_CHECK(0, "gemm_amx", "AMX tiles: not built with -mamx-tile -mamx-bf16");
 }
 
