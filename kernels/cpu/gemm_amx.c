@@ -22,69 +22,22 @@
  * path (gemm_nt.c) runs it. The bits differ from the VDPBF16PS chain (another order).
  *
  * Built with -mamx-tile -mamx-bf16 on this file alone (CMake: GRPO_HAVE_AMX, where the
- * compiler takes them); elsewhere cpu_amx_bf16_ready() is 0 and the rest are never called.
+ * compiler takes them); elsewhere cpu_amx_bf16_ready() (amx_detect.c) is 0 and these are never
+ * called.
  */
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE /* syscall */
-#endif
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cpu/cpu_backend.h"
 
 #if defined(GRPO_HAVE_AMX) && defined(__x86_64__) && defined(__linux__)
-#include <cpuid.h>
 #include <immintrin.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 #define AMX_BUILT 1
 #endif
 
 #define AMX_RB 512 /* rows per packed input block (xv: AMX_RB * IC * 2 bytes, in L2) */
 #define AMX_NB 256 /* outputs per block of w (its bf16 rows: AMX_NB * IC * 2 bytes, in L2): a
                     * block of 32 rows of out is written as AMX_NB contiguous floats a row */
-#define AMX_ARCH_GET_PERM 0x1022
-#define AMX_ARCH_REQ_PERM 0x1023
-#define AMX_XTILEDATA 18
-
-static pthread_once_t amx_once = PTHREAD_ONCE_INIT;
-static int amx_ok;
-static const char *amx_why = "not built with -mamx-tile -mamx-bf16";
-
-/* Once a process: CPUID.(7,0):EDX bits 22 (amx_bf16) and 24 (amx_tile), then Linux's
- * permission for the tile data (arch_prctl ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA). */
-static void amx_detect(void) {
-#if defined(AMX_BUILT)
-    unsigned a, b, c, d;
-    __builtin_cpu_init();
-    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(d & (1u << 22)) || !(d & (1u << 24)) ||
-        !__builtin_cpu_supports("avx512f")) {
-        amx_why = "this CPU has no amx_bf16/amx_tile (with avx512f)";
-        return;
-    }
-    unsigned long perm = 0;
-    if (syscall(SYS_arch_prctl, AMX_ARCH_REQ_PERM, AMX_XTILEDATA) != 0 ||
-        syscall(SYS_arch_prctl, AMX_ARCH_GET_PERM, &perm) != 0 ||
-        !(perm & (1ul << AMX_XTILEDATA))) {
-        amx_why = "the OS refused the AMX tile data (arch_prctl ARCH_REQ_XCOMP_PERM)";
-        return;
-    }
-    amx_ok = 1;
-    amx_why = "";
-#endif
-}
-
-int cpu_amx_bf16_ready(void) {
-    pthread_once(&amx_once, amx_detect);
-    return amx_ok;
-}
-
-const char *cpu_amx_bf16_why(void) {
-    pthread_once(&amx_once, amx_detect);
-    return amx_why;
-}
-
 /* Pairs of the padded reduction: IC rounded up to a multiple of 32 terms, halved. */
 static int32_t kpairs(int32_t IC) { return (IC + 31) / 32 * 16; }
 static int32_t imin(int32_t a, int32_t b) { return a < b ? a : b; }
@@ -303,7 +256,7 @@ static void amx_block(const amx_job *jb, int32_t r0, int32_t r1, int32_t c0, int
 void cpu_amx_gemm_serial(float *out, int32_t ldo, const float *inp, const void *w,
                          int32_t wtype, const float *bias, float scale, int32_t N, int32_t IC,
                          int32_t OC, float *work) {
-    CPU_CHECK(amx_ok, "gemm_amx", "AMX tiles used without cpu_amx_bf16_ready");
+    CPU_CHECK(cpu_amx_bf16_ready(), "gemm_amx", "AMX tiles used without cpu_amx_bf16_ready");
     if (N <= 0 || OC <= 0) return;
     amx_job jb = {out, ldo, inp, w, wtype, bias, scale, N, IC < 0 ? 0 : IC, OC};
     amx_block(&jb, 0, N, 0, OC, (uint32_t *)work);
@@ -329,7 +282,7 @@ static void amx_task(void *arg, int64_t tile, int32_t tid) {
 void cpu_amx_gemm(cpu_ctx *ctx, float *out, int32_t ldo, const float *inp, const void *w,
                   int32_t wtype, const float *bias, float scale, int32_t N, int32_t IC,
                   int32_t OC) {
-    CPU_CHECK(amx_ok, "gemm_amx", "AMX tiles used without cpu_amx_bf16_ready");
+    CPU_CHECK(cpu_amx_bf16_ready(), "gemm_amx", "AMX tiles used without cpu_amx_bf16_ready");
     CPU_CHECK(wtype == GRPO_DTYPE_F32 || wtype == GRPO_DTYPE_BF16, "gemm_amx", "unknown dtype");
     if (N <= 0 || OC <= 0) return;
     amx_job jb = {out, ldo, inp, w, wtype, bias, scale, N, IC < 0 ? 0 : IC, OC};
