@@ -286,7 +286,7 @@ void cpu_amx_gemm(cpu_ctx *ctx, float *out, int32_t ldo, const float *inp, const
     CPU_CHECK(wtype == GRPO_DTYPE_F32 || wtype == GRPO_DTYPE_BF16, "gemm_amx", "unknown dtype");
     if (N <= 0 || OC <= 0) return;
     amx_job jb = {out, ldo, inp, w, wtype, bias, scale, N, IC < 0 ? 0 : IC, OC};
-    int nt = cpu_threads_for(ctx, (double)N * OC * (IC > 0 ? IC : 1) / 256.0);
+    int nt = cpu_threads_for(ctx, (double)N * OC * (IC > 0 ? IC : 1) / 64.0); /* gemm_nt.c's */
     int32_t tm = N, tn = OC, pn = 1;
     if (nt > 1) cpu_tile_grid(nt, N, OC, 32, 32, &tm, &tn, &pn);
     int32_t tiles = nt > 1 ? nt : 1;
