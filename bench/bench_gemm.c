@@ -10,14 +10,17 @@
  *                                  other register tiles (OpenBLAS keeps its own)
  *   BENCH_GEMM_BF16=1                also time gemm_nt computing in bf16 (cpu_ctx.compute_dtype:
  *                                  VDPBF16PS, fp32 sums; fp32 inputs and weights rounded as
- *                                  packed) and print its GFLOP/s and its speed-up over fp32
+ *                                  packed) and print its GFLOP/s and its speed-up over fp32;
+ *                                  where the CPU has AMX (cpu_amx_bf16_ready) the same on AMX
+ *                                  tiles (gemm_amx.c), with its speed-up over fp32 and VDPBF16PS
  *
  * Shapes (hidden C 512, intermediate I 1408, vocab V 6400, 2 kv heads of 64):
  *   q/o (N,512)x(512,512)^T, k/v (N,512)x(128,512)^T, gate/up (N,512)x(1408,512)^T,
  *   down (N,1408)x(512,1408)^T, and the vocabulary: "head" (N,512)x(6400,512)^T as one product
  *   (no path of grpo runs it so: its output of N x 6400 floats leaves the caches) and "headblk",
  *   the head's own block, 256 rows x a 512-entry vocab chunk on one thread (cpu_gemm_nt_serial,
- *   as head.c calls it once per chunk; the OpenBLAS side is the cblas_sgemm head.c ran before).
+ *   as head.c calls it once per chunk; the OpenBLAS side is the cblas_sgemm head.c ran before),
+ *   and "dec16", 16 decode rows of gate/up through matmul_small.c.
  * Each figure is the best of >= 3 runs and >= 0.3 s; the two sides alternate shape by shape in
  * the same run, so the ratio holds under the same load (print the load average with it).
  */
@@ -56,22 +59,28 @@ typedef struct job {
     cpu_ctx *ctx;
     int side; /* 0 gemm_nt, 1 OpenBLAS, 2 gemm_nt serial with a work buffer */
     int32_t cdtype; /* gemm_nt's compute dtype (GRPO_DTYPE_*) */
+    int32_t amx;    /* bf16 on AMX tiles (cpu_ctx.bf16_amx) */
     int32_t N, IC, OC;
     float *x, *w, *b, *y, *work;
 } job;
 
 static void run(job *j) {
     j->ctx->compute_dtype = j->cdtype;
-    if (j->side == 0)
+    j->ctx->bf16_amx = j->amx;
+    if (j->side == 0 && j->N <= CPU_SMALL_M) /* decode rows: matmul_small.c (AMX: gemm_amx.c) */
+        cpu_matmul_small_forward_w(j->ctx, j->y, j->x, j->w, GRPO_DTYPE_F32, j->b, j->N, j->IC,
+                                   j->OC);
+    else if (j->side == 0)
         cpu_gemm_nt(j->ctx, j->y, j->OC, j->x, j->w, GRPO_DTYPE_F32, j->b, 1.0f, j->N, j->IC,
                     j->OC);
     else if (j->side == 1)
         cpu_sgemm(j->ctx, 0, 1, j->N, j->OC, j->IC, 1.0f, j->x, j->IC, j->w, j->IC, 0.0f, j->y,
                   j->OC);
     else
-        cpu_gemm_nt_serial(j->ctx->simd_limit, j->cdtype, j->y, j->OC, j->x, j->w,
+        cpu_gemm_nt_serial(j->ctx->simd_limit, cpu_gemm_cdtype(j->ctx), j->y, j->OC, j->x, j->w,
                            GRPO_DTYPE_F32, NULL, 1.0f, j->N, j->IC, j->OC, j->work);
     j->ctx->compute_dtype = GRPO_DTYPE_F32;
+    j->ctx->bf16_amx = 0;
 }
 
 /* BENCH_GEMM_BF16 set (and not 0): the bf16-compute side too (where the CPU has it) */
@@ -96,17 +105,22 @@ static double best_time(job *j) {
 /* prints one line: the shape, both sides' GFLOP/s and their ratio */
 static void bench_shape(cpu_ctx *ctx, const char *name, int32_t N, int32_t IC, int32_t OC,
                         int serial) {
-    job j = {ctx, 0, GRPO_DTYPE_F32, N, IC, OC, rnd((size_t)N * IC), rnd((size_t)OC * IC), NULL,
+    job j = {ctx, 0, GRPO_DTYPE_F32, 0, N, IC, OC, rnd((size_t)N * IC), rnd((size_t)OC * IC), NULL,
              rnd((size_t)N * OC), NULL};
     if (serial) {
         j.work = malloc(cpu_gemm_nt_work(N, IC, OC) * sizeof(float));
         if (!j.work) exit(1);
         j.side = 2;
     }
-    double flops = 2.0 * N * IC * OC, t_nt = best_time(&j), t_bf = 0;
+    double flops = 2.0 * N * IC * OC, t_nt = best_time(&j), t_bf = 0, t_amx = 0;
     if (bench_bf16(ctx)) {
         j.cdtype = GRPO_DTYPE_BF16;
         t_bf = best_time(&j);
+        if (cpu_amx_bf16_ready()) {
+            j.amx = 1;
+            t_amx = best_time(&j);
+            j.amx = 0;
+        }
         j.cdtype = GRPO_DTYPE_F32;
     }
     int side = j.side;
@@ -119,6 +133,9 @@ static void bench_shape(cpu_ctx *ctx, const char *name, int32_t N, int32_t IC, i
            t_blas / t_nt);
     if (t_bf > 0)
         printf(", gemm_nt bf16 %6.1f GFLOP/s, bf16/fp32 %.3f", flops / t_bf * 1e-9, t_nt / t_bf);
+    if (t_amx > 0)
+        printf(", AMX %6.1f GFLOP/s, amx/fp32 %.2f, amx/vdpbf16 %.2f", flops / t_amx * 1e-9,
+               t_nt / t_amx, t_bf / t_amx);
     printf("\n");
     fflush(stdout);
     free(j.x), free(j.w), free(j.y), free(j.work);
@@ -161,6 +178,7 @@ int main(int argc, char **argv) {
         bench_shape(ctx, "gate/up", N, C, I, 0);
         bench_shape(ctx, "down", N, I, C, 0);
         bench_shape(ctx, "head", N, C, V, 0);
+        bench_shape(ctx, "dec16", 16, C, I, 0); /* decode rows: matmul_small's shape */
         if (t == 0) { /* the head's block, serial, as head.c runs it per thread */
             cpu_ctx *one = cpu_ctx_new(1);
             one->simd_limit = ctx->simd_limit;

@@ -1,7 +1,13 @@
 /*
  * test_gemm_bf16.c — the CPU backend's bf16-compute forward products (grpo_backend_set_compute
  * with GRPO_DTYPE_BF16: VDPBF16PS, pairs of bf16 products with fp32 accumulation; gemm_nt.c,
- * matmul_small.c, the head through gemm_nt).
+ * matmul_small.c, the head through gemm_nt; or, where the CPU has AMX and the OS grants it,
+ * TDPBF16PS on AMX tiles, gemm_amx.c, for all three).
+ *
+ * Every bf16 test runs twice: on the path the backend picks (AMX where cpu_amx_bf16_ready) and
+ * with GRPO_TEST_NO_AMX set (VDPBF16PS); the AMX run says in one line when it is skipped
+ * because the CPU or the OS has no AMX. The properties below hold for each path on its own
+ * (each is its own chain: their bits differ).
  *
  * On a CPU with avx512_bf16, for random inputs, weights (fp32, and held as bf16) and biases and
  * shapes off every tile and block size (odd IC, IC past the 256- and 512-term blocks, OC past
@@ -14,7 +20,7 @@
  *     tolerance (each product of two rounded operands is within 2^-8 (1 + 2^-9) of the exact
  *     one), and the bf16 path differs from fp32 somewhere (it ran);
  *   - invariance: a row's outputs are the same bits alone (N = 1: matmul_small.c) and in batches
- *     of N = 1 .. 260 (both paths) at any offset, at 1 and 2 threads; bf16 weights give the same
+ *     of N = 1 .. 260 (both paths) at any offset, at 1, 2 and 3 threads; bf16 weights give the same
  *     bits as their fp32 widening (one weight mechanism: rounding an exact bf16 is the identity);
  *   - head: a row's logp, lse, entropy are the same bits alone and among 100 rows, 1 and 2
  *     threads, and its logit is scale times the bf16 matmul_forward's output, bit for bit.
@@ -36,7 +42,7 @@ static grpo_ops *ops;
 static void setup(void) {
     grpo_error err;
     grpo_error_init(&err);
-    ops = grpo_backend_open("cpu", 2, &err);
+    ops = grpo_backend_open("cpu", 3, &err);
     ck_assert_msg(ops != NULL, "cpu backend: %s", err.message);
 }
 
@@ -47,14 +53,44 @@ static void teardown(void) {
 
 static cpu_ctx *ctx(void) { return ops->ctx; }
 
+/* 1: bf16 on VDPBF16PS even where AMX is there (GRPO_TEST_NO_AMX), the loop tests' second run */
+static int no_amx;
+
 /* Sets the compute dtype; 0 (and a note) when this CPU cannot compute in bf16. */
 static int compute(int32_t dtype) {
     grpo_error err;
+    if (no_amx)
+        setenv("GRPO_TEST_NO_AMX", "1", 1);
+    else
+        unsetenv("GRPO_TEST_NO_AMX");
     grpo_error_init(&err);
     int32_t rc = grpo_backend_set_compute(ops, dtype, &err);
     if (rc != GRPO_OK) {
         ck_assert_int_eq(rc, GRPO_ERR_UNSUPPORTED);
         fprintf(stderr, "test_gemm_bf16: skipped on this CPU: %s\n", err.message);
+        return 0;
+    }
+    return 1;
+}
+
+/* ops anew on t threads (a pool of that size: per-thread buffers are sized by it), computing
+ * in dtype. */
+static void reopen(int t, int32_t dtype) {
+    grpo_error err;
+    grpo_error_init(&err);
+    grpo_backend_close(ops);
+    ops = grpo_backend_open("cpu", t, &err);
+    ck_assert_msg(ops != NULL, "cpu backend: %s", err.message);
+    ck_assert(compute(dtype));
+}
+
+/* The path of run i of a loop test: 0 AMX (0 and a note where the CPU or OS has none), 1 the
+ * VDPBF16PS chain. 0 also when bf16 is refused. */
+static int path(int i) {
+    no_amx = i;
+    if (!compute(GRPO_DTYPE_BF16)) return 0;
+    if (!no_amx && !ctx()->bf16_amx) {
+        fprintf(stderr, "test_gemm_bf16: AMX run skipped: %s\n", cpu_amx_bf16_why());
         return 0;
     }
     return 1;
@@ -137,7 +173,8 @@ static void mm_sweep(const mm_case *c) {
         compute(GRPO_DTYPE_F32);
         mm_run(c, f32, 0, POOL, 0, bias);
         compute(GRPO_DTYPE_BF16);
-        ctx()->threads = 1;
+        ck_assert_int_eq(ctx()->bf16_amx, !no_amx);
+        reopen(1, GRPO_DTYPE_BF16);
         for (int32_t r = 0; r < POOL; r++) mm_run(c, alone + (size_t)r * OC, r, 1, 0, bias);
         int differ = 0;
         for (int32_t r = 0; r < POOL; r += 37)
@@ -145,8 +182,8 @@ static void mm_sweep(const mm_case *c) {
         ck_assert_msg(IC < 2 || differ > 0, "IC %d OC %d: bf16 compute gave the fp32 bits", IC,
                       OC);
         for (int wsel = 0; wsel < 3; wsel++)
-            for (int32_t t = 1; t <= 2; t++) {
-                ctx()->threads = t;
+            for (int32_t t = 1; t <= 3; t++) {
+                reopen(t, GRPO_DTYPE_BF16);
                 for (int32_t k = 0; k < count; k++) {
                     int32_t N = spread[k], off = (k * 37 + t + wsel) % (POOL - N + 1);
                     mm_run(c, out, off, N, wsel, bias);
@@ -162,8 +199,7 @@ static void mm_sweep(const mm_case *c) {
                                       IC, OC, with_bias, wsel, t, n, N);
                 }
             }
-        ctx()->threads = 2;
-        compute(GRPO_DTYPE_F32);
+        reopen(3, GRPO_DTYPE_F32);
         free(out), free(alone), free(f32);
     }
 }
@@ -175,7 +211,7 @@ static const int32_t shapes[][2] = {{37, 45}, {64, 96}, {1, 5}, {301, 77}, {600,
 #define NSHAPES ((int)(sizeof shapes / sizeof shapes[0]))
 
 START_TEST(bf16_matmul_values_and_invariance) {
-    if (!compute(GRPO_DTYPE_BF16)) return;
+    if (!path(_i)) return;
     for (int s = 0; s < NSHAPES; s++) {
         mm_case c = mm_new(shapes[s][0], shapes[s][1]);
         mm_sweep(&c);
@@ -184,9 +220,9 @@ START_TEST(bf16_matmul_values_and_invariance) {
 }
 END_TEST
 
-/* head_forward in bf16: a row alone and among N, 1 and 2 threads; differs from fp32 */
+/* head_forward in bf16: a row alone and among N, 1, 2 and 3 threads; differs from fp32 */
 START_TEST(bf16_head_rows_same_alone_and_in_batch) {
-    if (!compute(GRPO_DTYPE_BF16)) return;
+    if (!path(_i)) return;
     enum { N = 100, C = 301, V = 1100 };
     float *h = randv((size_t)N * C), *w = randv((size_t)V * C);
     uint16_t *wb = malloc((size_t)V * C * sizeof(uint16_t));
@@ -200,8 +236,8 @@ START_TEST(bf16_head_rows_same_alone_and_in_batch) {
     ops->head_forward(ops->ctx, f32[0], f32[1], f32[2], h, w, tg, N, C, V, 0.7f);
     compute(GRPO_DTYPE_BF16);
     for (int bf16w = 0; bf16w < 2; bf16w++)
-        for (int32_t t = 1; t <= 2; t++) {
-            ctx()->threads = t;
+        for (int32_t t = 1; t <= 3; t++) {
+            reopen(t, GRPO_DTYPE_BF16);
             for (int32_t n = 0; n < N; n++) {
                 if (tg[n] < 0) continue;
                 const float *hn = h + (size_t)n * C;
@@ -228,15 +264,14 @@ START_TEST(bf16_head_rows_same_alone_and_in_batch) {
             }
             ck_assert_msg(differ > 0, "bf16 head gave the fp32 log-probs");
         }
-    ctx()->threads = 2;
-    compute(GRPO_DTYPE_F32);
+    reopen(3, GRPO_DTYPE_F32);
     free(h), free(w), free(wb);
 }
 END_TEST
 
 /* With one vocabulary entry lse is the logit: scale times the bf16 matmul_forward's output */
 START_TEST(bf16_head_logit_is_matmul_forward_times_scale) {
-    if (!compute(GRPO_DTYPE_BF16)) return;
+    if (!path(_i)) return;
     enum { N = 100, C = 600 };
     float *h = randv((size_t)N * C), *w = randv(C), lse[N], logp[N];
     int32_t tg[N];
@@ -251,6 +286,26 @@ START_TEST(bf16_head_logit_is_matmul_forward_times_scale) {
     }
     compute(GRPO_DTYPE_F32);
     free(h), free(w);
+}
+END_TEST
+
+/* Where the CPU has AMX and the OS grants it, bf16 compute runs on it, and GRPO_TEST_NO_AMX
+ * moves it to VDPBF16PS; elsewhere it never does (and the line says why). */
+START_TEST(bf16_on_amx_where_granted) {
+    no_amx = 0;
+    if (!compute(GRPO_DTYPE_BF16)) return;
+    if (!cpu_amx_bf16_ready()) {
+        fprintf(stderr, "test_gemm_bf16: no AMX here: %s\n", cpu_amx_bf16_why());
+        ck_assert_int_eq(ctx()->bf16_amx, 0);
+        return;
+    }
+    ck_assert_int_eq(ctx()->bf16_amx, 1);
+    no_amx = 1;
+    ck_assert(compute(GRPO_DTYPE_BF16));
+    ck_assert_int_eq(ctx()->bf16_amx, 0);
+    no_amx = 0;
+    compute(GRPO_DTYPE_F32);
+    unsetenv("GRPO_TEST_NO_AMX");
 }
 END_TEST
 
@@ -300,9 +355,10 @@ int main(void) {
     TCase *tc = tcase_create("core");
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 600);
-    tcase_add_test(tc, bf16_matmul_values_and_invariance);
-    tcase_add_test(tc, bf16_head_rows_same_alone_and_in_batch);
-    tcase_add_test(tc, bf16_head_logit_is_matmul_forward_times_scale);
+    tcase_add_loop_test(tc, bf16_matmul_values_and_invariance, 0, 2);
+    tcase_add_loop_test(tc, bf16_head_rows_same_alone_and_in_batch, 0, 2);
+    tcase_add_loop_test(tc, bf16_head_logit_is_matmul_forward_times_scale, 0, 2);
+    tcase_add_test(tc, bf16_on_amx_where_granted);
     tcase_add_test(tc, bf16_refused_without_the_instructions);
     tcase_add_test(tc, bf16_refused_on_the_cuda_backend);
     suite_add_tcase(s, tc);

@@ -66,6 +66,8 @@ typedef struct cpu_ctx {
     int32_t compute_dtype; /* GRPO_DTYPE_*: what the forward products compute in (gemm_nt.c,
                             * matmul_small.c); F32 when the backend opens, BF16 only where
                             * cpu_bf16_compute (cpu_set_compute_dtype) */
+    int32_t bf16_amx;      /* 1: bf16 compute runs on AMX tiles (gemm_amx.c), decided by
+                            * cpu_set_compute_dtype; 0: on VDPBF16PS */
 } cpu_ctx;
 
 /* 32 bits read from memory written as other types (packed bf16 pairs, bf16 weight rows) */
@@ -97,6 +99,10 @@ int cpu_bf16_isa(int32_t limit);
  * products, fp32 sums) when cpu_bf16_compute(ctx->simd_limit); else GRPO_ERR_UNSUPPORTED in
  * err naming the missing instruction set, ctx unchanged. */
 int32_t cpu_set_compute_dtype(cpu_ctx *ctx, int32_t dtype, grpo_error *err);
+/* 1 when bf16 compute runs on AMX tiles (cpu_amx_bf16_ready, unless the environment sets
+ * GRPO_TEST_NO_AMX: tests of the VDPBF16PS path on an AMX CPU); says on stderr, once a
+ * process, which instructions bf16 compute runs on and why not AMX. */
+int cpu_bf16_amx(void);
 
 /* Runs fn(arg, task, tid) for every task in [0, n_tasks) on the context's pool (tid < threads,
  * 0 the caller; cpu_pool.h), or inline on the caller when nt <= 1 (cpu_threads_for said the work
@@ -162,6 +168,30 @@ void cpu_sgemm(cpu_ctx *ctx, int trans_a, int trans_b, int32_t M, int32_t N, int
  * tile repeats), tm a multiple of am and tn of an: *tm rows, *tn columns, *pn tiles a row. */
 void cpu_tile_grid(int nt, int32_t M, int32_t N, int32_t am, int32_t an, int32_t *tm,
                    int32_t *tn, int32_t *pn);
+
+/* ---- gemm_amx.c: bf16 compute on AMX tiles --------------------------------------------------- */
+/* cdtype of cpu_gemm_nt_serial for bf16 on AMX tiles (not a GRPO_DTYPE_*) */
+#define CPU_CDTYPE_AMX_BF16 0x7f10
+/* 1 when this CPU has amx_bf16 and amx_tile and the OS granted the tile data (asked once a
+ * process); else 0, and cpu_amx_bf16_why() says why. */
+int cpu_amx_bf16_ready(void);
+const char *cpu_amx_bf16_why(void);
+/* What ctx's forward products compute in, for cpu_gemm_nt_serial: its compute dtype, or
+ * CPU_CDTYPE_AMX_BF16 when bf16 runs on AMX tiles. */
+static inline int32_t cpu_gemm_cdtype(const cpu_ctx *ctx) {
+    return ctx->compute_dtype == GRPO_DTYPE_BF16 && ctx->bf16_amx ? CPU_CDTYPE_AMX_BF16
+                                                                    : ctx->compute_dtype;
+}
+/* cpu_gemm_nt's product on AMX tiles (bf16 products, fp32 sums in k-tiles of 32 terms in
+ * order: one chain per output whatever N, the row's place or the threads; gemm_amx.c); only
+ * after cpu_amx_bf16_ready(). The serial form takes cpu_amx_work floats of work. */
+void cpu_amx_gemm(cpu_ctx *ctx, float *out, int32_t ldo, const float *inp, const void *w,
+                  int32_t wtype, const float *bias, float scale, int32_t N, int32_t IC,
+                  int32_t OC);
+size_t cpu_amx_work(int32_t N, int32_t IC, int32_t OC);
+void cpu_amx_gemm_serial(float *out, int32_t ldo, const float *inp, const void *w,
+                         int32_t wtype, const float *bias, float scale, int32_t N, int32_t IC,
+                         int32_t OC, float *work);
 
 /* ---- gemm_nt.c: the batch-invariant forward product ---------------------------------------- */
 /* out (N,OC) = scale * (inp (N,IC) @ w (OC,IC)^T + bias (OC, or NULL: 0)), w of wtype

@@ -9,6 +9,7 @@
 #include "cpu/cpu_backend.h"
 
 #include "cpu/blas.h"
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -191,5 +192,18 @@ int32_t cpu_set_compute_dtype(cpu_ctx *ctx, int32_t dtype, grpo_error *err) {
                               "backend 'cpu': bf16 compute needs the AVX-512 BF16 instructions "
                               "(avx512_bf16: VDPBF16PS), which this CPU does not have");
     ctx->compute_dtype = dtype;
+    ctx->bf16_amx = cpu_bf16_amx();
     return GRPO_OK;
+}
+
+int cpu_bf16_amx(void) {
+    static atomic_int told;
+    const char *off = getenv("GRPO_TEST_NO_AMX");
+    int amx = !(off && *off && strcmp(off, "0") != 0) && cpu_amx_bf16_ready();
+    if (!atomic_exchange(&told, 1)) /* once a process: which instructions bf16 runs on */
+        fprintf(stderr, "grpo: backend 'cpu': bf16 compute on %s%s\n",
+                amx ? "AMX tiles (TDPBF16PS)" : "AVX512-BF16 (VDPBF16PS); AMX: ",
+                amx ? "" : (off && *off && strcmp(off, "0") != 0 ? "off (GRPO_TEST_NO_AMX)"
+                                                                  : cpu_amx_bf16_why()));
+    return amx;
 }

@@ -35,6 +35,8 @@
  * the products exact) for q in order. KC blocks are even, so a pair never straddles two of
  * them: each output is again one chain whatever the blocking, the batch or the threads, and the
  * chain matmul_small.c's bf16 block makes.
+ * Where the context runs bf16 on AMX tiles (ctx->bf16_amx, cdtype CPU_CDTYPE_AMX_BF16 in the
+ * serial form) the product is gemm_amx.c's instead: its own chain, in the decode path too.
  */
 #include <string.h>
 #if defined(__GNUC__) && defined(__x86_64__)
@@ -438,13 +440,20 @@ static void gemm_tile(const gemm_isa *isa, const gemm_job *jb, int32_t r0, int32
     }
 }
 
-size_t cpu_gemm_nt_work(int32_t N, int32_t IC, int32_t OC) { return work_floats(N, OC, IC); }
+size_t cpu_gemm_nt_work(int32_t N, int32_t IC, int32_t OC) {
+    size_t f = work_floats(N, OC, IC), a = cpu_amx_work(N, IC, OC);
+    return f > a ? f : a;
+}
 
 void cpu_gemm_nt_serial(int32_t simd_limit, int32_t cdtype, float *out, int32_t ldo,
                         const float *inp, const void *w, int32_t wtype, const float *bias,
                         float scale, int32_t N, int32_t IC, int32_t OC, float *work) {
     CPU_CHECK(wtype == GRPO_DTYPE_F32 || wtype == GRPO_DTYPE_BF16, "gemm_nt", "unknown dtype");
     if (N <= 0 || OC <= 0) return;
+    if (cdtype == CPU_CDTYPE_AMX_BF16) {
+        cpu_amx_gemm_serial(out, ldo, inp, w, wtype, bias, scale, N, IC, OC, work);
+        return;
+    }
     gemm_isa isa = gemm_pick(simd_limit, cdtype);
     gemm_job jb = {out, ldo, inp, w, wtype, bias, scale, IC < 0 ? 0 : IC};
     gemm_tile(&isa, &jb, 0, N, 0, OC, work);
@@ -474,6 +483,10 @@ void cpu_gemm_nt(cpu_ctx *ctx, float *out, int32_t ldo, const float *inp, const 
     CPU_CHECK(wtype == GRPO_DTYPE_F32 || wtype == GRPO_DTYPE_BF16, "gemm_nt", "unknown dtype");
     if (N <= 0 || OC <= 0) return;
     if (IC < 0) IC = 0;
+    if (cpu_gemm_cdtype(ctx) == CPU_CDTYPE_AMX_BF16) { /* AMX tiles: gemm_amx.c */
+        cpu_amx_gemm(ctx, out, ldo, inp, w, wtype, bias, scale, N, IC, OC);
+        return;
+    }
     gemm_isa isa = gemm_pick(ctx->simd_limit, ctx->compute_dtype);
     gemm_job jb = {out, ldo, inp, w, wtype, bias, scale, IC};
     int nt = cpu_threads_for(ctx, (double)N * OC * (IC > 0 ? IC : 1) / 64.0);

@@ -141,7 +141,7 @@ static void head_forward_rows(float *logp, float *lse, float *entropy, const flo
     for (int32_t v0 = 0; v0 < V; v0 += VC) {
         int32_t vc = v0 + VC < V ? VC : V - v0;
         const void *wc = (const char *)w + (size_t)v0 * C * grpo_dtype_size(wtype);
-        cpu_gemm_nt_serial(ctx->simd_limit, ctx->compute_dtype, z, vc, hb, wc, wtype, NULL,
+        cpu_gemm_nt_serial(ctx->simd_limit, cpu_gemm_cdtype(ctx), z, vc, hb, wc, wtype, NULL,
                            scale, m, C, vc, gw);
         for (int32_t i = 0; i < m; i++) {
             const float *zi = z + (size_t)i * vc;

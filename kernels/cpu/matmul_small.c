@@ -34,7 +34,8 @@
  * term paired with 0), a block's weight rows are pairs too (bf16 rows of even IC read in place,
  * others rounded into the thread's buffer), and each accumulator continues
  * acc = acc + x[2q+1] w[2q+1] + x[2q] w[2q] for q in order (one VDPBF16PS per pair and weight
- * row): gemm_nt.c's bf16 chain, bit for bit.
+ * row): gemm_nt.c's bf16 chain, bit for bit. Where bf16 runs on AMX tiles (ctx->bf16_amx),
+ * gemm_amx.c computes these rows too: the chain of gemm_nt's AMX path, bit for bit.
  */
 #include <string.h>
 #if defined(__GNUC__) && defined(__x86_64__)
@@ -476,6 +477,10 @@ void cpu_matmul_small_forward_w(cpu_ctx *ctx, float *out, const float *inp, cons
               "rows must lie in [1, CPU_SMALL_M = 48]");
     if (OC <= 0) return;
     if (IC < 0) IC = 0;
+    if (cpu_gemm_cdtype(ctx) == CPU_CDTYPE_AMX_BF16) { /* AMX tiles: gemm_amx.c's chain */
+        cpu_amx_gemm(ctx, out, OC, inp, w, wtype, bias, 1.0f, M, IC, OC);
+        return;
+    }
     const small_isa isa = small_pick(ctx->simd_limit, ctx->compute_dtype);
     const int32_t ob = isa.ob, ku = isa.pairs ? (IC + 1) / 2 : IC;
     const int32_t MT = (M + SMALL_LANES - 1) / SMALL_LANES, W = MT * SMALL_LANES;
