@@ -138,6 +138,23 @@ static void ck_same(const grpo_rollout *a, const grpo_rollout *b, const char *wh
                   "truncated", what, cap, batch);
 }
 
+/* The continuous run of both batches at cap: out[NB] and rng[NB] filled, its stats returned. */
+static grpo_sampler_stats run_queue(fixture *f, int32_t cap, grpo_rollout *out,
+                                    grpo_rng rng[NB][MAXB * G]) {
+    grpo_error err;
+    grpo_error_init(&err);
+    grpo_sampler_batch q[NB];
+    for (int32_t b = 0; b < NB; b++) {
+        seed_streams(rng[b], b);
+        q[b] = (grpo_sampler_batch){f->prompt[b], f->pmask[b], Bs[b], Ps[b], rng[b], NULL,
+                                    &out[b]};
+    }
+    grpo_sampler_stats st;
+    ck_ok(grpo_sampler_run_queue(f->m, &f->o, q, NB, cap, &st, &err), &err);
+    ck_assert(st.continuous);
+    return st;
+}
+
 static const char *names[] = {"llama", "qwen3", "hd64"};
 
 START_TEST(continuous_rows_equal_the_static_schedules) {
@@ -157,19 +174,9 @@ START_TEST(continuous_rows_equal_the_static_schedules) {
                   longest);
     const int32_t caps[] = {1, 3, 5, Bs[0] * G, 64};
     for (size_t c = 0; c < sizeof caps / sizeof caps[0]; c++) {
-        grpo_error err;
-        grpo_error_init(&err);
         grpo_rollout out[NB] = {{0}};
         grpo_rng rng[NB][MAXB * G];
-        grpo_sampler_batch q[NB];
-        for (int32_t b = 0; b < NB; b++) {
-            seed_streams(rng[b], b);
-            q[b] = (grpo_sampler_batch){f.prompt[b], f.pmask[b], Bs[b], Ps[b], rng[b], NULL,
-                                        &out[b]};
-        }
-        grpo_sampler_stats st;
-        ck_ok(grpo_sampler_run_queue(f.m, &f.o, q, NB, caps[c], &st, &err), &err);
-        ck_assert(st.continuous);
+        grpo_sampler_stats st = run_queue(&f, caps[c], out, rng);
         ck_assert_msg(st.live_rows_max <= caps[c] && st.live_rows_max > 0,
                       "cap %d: %d rows decoded together", caps[c], st.live_rows_max);
         if (caps[c] < ROWS)
@@ -204,19 +211,9 @@ START_TEST(forced_lengths_keep_the_static_rows) {
         for (int32_t n = 0; n < ref[b].N; n++) ck_assert_int_eq(ref[b].len[n], end_at[n % G]);
     const int32_t caps[] = {1, 3, 64};
     for (size_t c = 0; c < sizeof caps / sizeof caps[0]; c++) {
-        grpo_error err;
-        grpo_error_init(&err);
         grpo_rollout out[NB] = {{0}};
         grpo_rng rng[NB][MAXB * G];
-        grpo_sampler_batch q[NB];
-        for (int32_t b = 0; b < NB; b++) {
-            seed_streams(rng[b], b);
-            q[b] = (grpo_sampler_batch){f.prompt[b], f.pmask[b], Bs[b], Ps[b], rng[b], NULL,
-                                        &out[b]};
-        }
-        grpo_sampler_stats st;
-        ck_ok(grpo_sampler_run_queue(f.m, &f.o, q, NB, caps[c], &st, &err), &err);
-        ck_assert(st.continuous);
+        run_queue(&f, caps[c], out, rng);
         for (int32_t b = 0; b < NB; b++) {
             ck_same(&out[b], &ref[b], "forced lengths", caps[c], b);
             grpo_rollout_free(&out[b]);

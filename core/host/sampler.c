@@ -23,6 +23,15 @@ static int grpo_sampler_is_eos(const grpo_sampler_opts *o, int32_t id) {
     return 0;
 }
 
+void grpo_rollout_copy_row(grpo_rollout *dst, int32_t dn, const grpo_rollout *src, int32_t sn) {
+    size_t T = (size_t)src->T, d = (size_t)dn * T, f = (size_t)sn * T;
+    memmove(dst->ids + d, src->ids + f, T * sizeof *dst->ids);
+    memmove(dst->mask + d, src->mask + f, T * sizeof *dst->mask);
+    memmove(dst->logp + d, src->logp + f, T * sizeof *dst->logp);
+    if (dst->plogp) memmove(dst->plogp + d, src->plogp + f, T * sizeof *dst->plogp);
+    dst->len[dn] = src->len[sn], dst->truncated[dn] = src->truncated[sn];
+}
+
 void grpo_rollout_free(grpo_rollout *r) {
     free(r->ids), free(r->mask), free(r->len), free(r->truncated), free(r->logp), free(r->plogp);
     memset(r, 0, sizeof *r);
@@ -582,14 +591,8 @@ static int32_t batch_of(const queue *q, int32_t gn) {
 
 /* Copies queue row gn's outputs (ids, mask, log-probs, length, truncation) to its batch's. */
 static void hand_over_row(queue *q, int32_t gn) {
-    int32_t b = batch_of(q, gn), n = gn - q->base[b];
-    grpo_rollout *o = q->q[b].out, *a = &q->all;
-    size_t T = (size_t)a->T, d = (size_t)n * T, f = (size_t)gn * T;
-    memcpy(o->ids + d, a->ids + f, T * sizeof *o->ids);
-    memcpy(o->mask + d, a->mask + f, T * sizeof *o->mask);
-    memcpy(o->logp + d, a->logp + f, T * sizeof *o->logp);
-    if (o->plogp) memcpy(o->plogp + d, a->plogp + f, T * sizeof *o->plogp);
-    o->len[n] = a->len[gn], o->truncated[n] = a->truncated[gn];
+    int32_t b = batch_of(q, gn);
+    grpo_rollout_copy_row(q->q[b].out, gn - q->base[b], &q->all, gn);
 }
 
 /* Fires batch b's row_end for its row n (none: nothing to call). */

@@ -170,6 +170,10 @@ int grpo_sampler_run_queue(grpo_model *m, const grpo_sampler_opts *o, const grpo
                            int32_t nq, int32_t max_live, grpo_sampler_stats *stats,
                            grpo_error *err);
 
+/* Row sn of src (ids, mask, logp, plogp, len, truncated) into row dn of dst (same T; dst may be
+ * src). */
+void grpo_rollout_copy_row(grpo_rollout *dst, int32_t dn, const grpo_rollout *src, int32_t sn);
+
 void grpo_rollout_free(grpo_rollout *r);
 
 #endif

@@ -232,13 +232,7 @@ static void over_fill(over *o) {
 
 /* Moves sample row src of b to row dst (dst < src): tokens, mask, log-probs, text, scores. */
 static void move_sample(grpo_rollout_batch *b, int32_t dst, int32_t src, int K) {
-    grpo_rollout *ro = &b->roll;
-    size_t T = (size_t)ro->T, d = (size_t)dst * T, f = (size_t)src * T;
-    memcpy(ro->ids + d, ro->ids + f, T * sizeof *ro->ids);
-    memcpy(ro->mask + d, ro->mask + f, T * sizeof *ro->mask);
-    memcpy(ro->logp + d, ro->logp + f, T * sizeof *ro->logp);
-    if (ro->plogp) memcpy(ro->plogp + d, ro->plogp + f, T * sizeof *ro->plogp);
-    ro->len[dst] = ro->len[src], ro->truncated[dst] = ro->truncated[src];
+    grpo_rollout_copy_row(&b->roll, dst, &b->roll, src);
     b->completion[dst] = b->completion[src], b->completion[src] = NULL;
     memcpy(b->R + (size_t)dst * K, b->R + (size_t)src * K, (size_t)K * sizeof *b->R);
 }
