@@ -115,6 +115,17 @@ static double metric_at(const char *path, const char *name, int step) {
 /* Whether a and b differ by more than rounding: 1e-4 relative to the larger. */
 static int differs(double a, double b) { return fabs(a - b) > 1e-4 * fmax(fabs(a), fabs(b)); }
 
+/* Metrics names[0..n) at step s are the same bits in both runs' files (a schedule that must not
+ * change the results: `keyed` names the key in the message). */
+static void ck_same_bits(const char *plain, const char *keyed, const char *const *names, size_t n,
+                         int s, const char *key) {
+    for (size_t k = 0; k < n; k++) {
+        double a = metric_at(plain, names[k], s), b = metric_at(keyed, names[k], s);
+        ck_assert_msg(memcmp(&a, &b, sizeof a) == 0, "step %d: %s %.17g with %s, %.17g with "
+                      "the default", s, names[k], b, key, a);
+    }
+}
+
 /* A key that changes the maths: the run with sampling/grpo keys `key` against the run with
  * `plain`; ran, when not NULL, a metric the keyed run logs > 0 at step 1 or 2 when its path ran. */
 typedef struct key_case {
@@ -281,11 +292,7 @@ START_TEST(max_live_rows_caps_the_decode_batch_and_keeps_the_results) {
                       "16), refills %g (expected > 0: the second chunk refills)", s, lp, rp);
         ck_assert_msg(lk > 0 && lk <= 3 && rk > 0, "step %d: max_live_rows = 3: live_rows_max "
                       "%g, refills %g", s, lk, rk);
-        for (size_t k = 0; k < sizeof same / sizeof same[0]; k++) {
-            double a = metric_at(plain, same[k], s), b = metric_at(keyed, same[k], s);
-            ck_assert_msg(memcmp(&a, &b, sizeof a) == 0, "step %d: %s %.17g with "
-                          "max_live_rows = 3, %.17g with the default", s, same[k], b, a);
-        }
+        ck_same_bits(plain, keyed, same, sizeof same / sizeof same[0], s, "max_live_rows = 3");
     }
 }
 END_TEST
@@ -305,11 +312,7 @@ START_TEST(continuous_false_decodes_each_chunk_alone) {
         ck_assert_msg(rp > 0 && rk == 0 && lk == 16, "step %d: refills %g by default, %g with "
                       "continuous = false (expected 0), live_rows_max %g (expected 16)", s, rp,
                       rk, lk);
-        for (size_t k = 0; k < sizeof same / sizeof same[0]; k++) {
-            double a = metric_at(plain, same[k], s), b = metric_at(keyed, same[k], s);
-            ck_assert_msg(memcmp(&a, &b, sizeof a) == 0, "step %d: %s %.17g with "
-                          "continuous = false, %.17g with the default", s, same[k], b, a);
-        }
+        ck_same_bits(plain, keyed, same, sizeof same / sizeof same[0], s, "continuous = false");
     }
 }
 END_TEST
