@@ -15,6 +15,19 @@
  *      segment leaking in is off by the size of the values). Padding queries give zeros.
  *   2. Parity: out, lse, dq, dk, dv of the whole call against the cpu backend (the reference), with
  *      test_cuda_attention.c's tolerances, the dk/dv pass both ways (GRPO_CUDA_ATTENTION_SPLIT).
+ * Parent and child segments (ABI 1.8: an id c >= 1 << 16 is a child of segment c >> 16, its
+ * queries see [parent | own keys <= t]), as grpo_seqbatch_pack_rollout lays out packs that share
+ * their prompts (core/train/seqbatch.c):
+ *   3. Parity with the cpu backend as in 2, on two rows: row 0 a pack (parent 1 of 12 tokens with
+ *      children of 8, 25 and 3; parent 2 of 20 with children of 17 and 6; a plain segment of 5;
+ *      no padding; the 25 and parent 2 cross 32-key and 32-query tiles), row 1 left padding,
+ *      parent 3 (30) with children of 40 and 1, a child of 9 whose parent is absent (a plain
+ *      segment), right padding. Without the parent's keys out differs by the size of the values; without the
+ *      children's share of the parent's dk/dv the parent's gradient misses most of its terms.
+ *   4. Alone: row 1's parent against itself as a 0/1 row, its two children against two rows of
+ *      prefix attention on the parent's keys (the padded shared-prefix layout): out and lse bit for
+ *      bit (both walk [parent | own keys] in the same tiles), dq, dk, dv within 1e-5 relative, the
+ *      parent's dk/dv its own attention's plus the prefix's dkp/dvp (its children's).
  * Shapes: GQA (NH 4 over NKV 2) with HD 16 (one dim a lane) and HD 40 (two dims a lane, not a
  * multiple of 32).
  */
@@ -44,6 +57,25 @@ static void make_mask(int32_t *m) {
     for (int r = 0; r < NRUN; r++)
         for (int32_t t = 0; t < run_len[r]; t++) m[run_at[r] + t] = run_id[r];
     for (int32_t t = 10; t < T - 4; t++) m[T + t] = t != 30; /* row 1: 0/1, a hole */
+}
+
+/* Packs that share their prompts (case 3): runs of (length, id) from each row's first column,
+ * id 0 padding; CHILD(p, k) is row k of parent p's group. */
+#define CHILD(p, k) ((p) << 16 | (k))
+enum { NSH0 = 8, NSH1 = 6 };
+static const int32_t sh0_len[NSH0] = {12, 8, 25, 3, 20, 17, 6, 5};
+static const int32_t sh0_id[NSH0] = {1, CHILD(1, 1), CHILD(1, 2), CHILD(1, 3),
+                                     2, CHILD(2, 4), CHILD(2, 5), 6};
+static const int32_t sh1_len[NSH1] = {4, 30, 40, 1, 9, 12};
+static const int32_t sh1_id[NSH1] = {0, 3, CHILD(3, 1), CHILD(3, 2), CHILD(9, 3), 0};
+
+static void make_shared_mask(int32_t *m) {
+    int32_t at = 0;
+    for (int r = 0; r < NSH0; r++)
+        for (int32_t t = 0; t < sh0_len[r]; t++) m[at++] = sh0_id[r];
+    for (int r = 0; r < NSH1; r++)
+        for (int32_t t = 0; t < sh1_len[r]; t++) m[at++] = sh1_id[r];
+    ck_assert_int_eq(at, B * T);
 }
 
 /* The op outputs of one call: out, lse, dq, dk, dv (device). */
@@ -137,14 +169,120 @@ static void check_alone(int32_t HD) {
     for (int i = 0; i < 4; i++) cuda_pair_free(&P, ps[i]);
 }
 
+/* A new zeroed device buffer of n slots of `slot` rows of `row` floats, slot i holding the len[i]
+ * rows of the host buffer h from row at[i]. */
+static void *dev_runs(const float *h, uint64_t row, const int32_t *at, const int32_t *len, int n,
+                      int32_t slot) {
+    uint64_t all = (uint64_t)n * slot * row;
+    float *buf = calloc(all, sizeof(float));
+    for (int i = 0; i < n; i++)
+        memcpy(buf + (uint64_t)i * slot * row, h + (uint64_t)at[i] * row,
+               (uint64_t)len[i] * row * sizeof(float));
+    void *d = dev_new(buf, all * sizeof(float));
+    free(buf);
+    return d;
+}
+
+/* q, k, v, dout (device) of n runs of the host buffers h (dev_runs). */
+static void dev_qkvd(void *dst[4], const float *const h[4], uint64_t qr, uint64_t kr,
+                     const int32_t *at, const int32_t *len, int n, int32_t slot) {
+    for (int i = 0; i < 4; i++)
+        dst[i] = dev_runs(h[i], i == 0 || i == 3 ? qr : kr, at, len, n, slot);
+}
+
+static void dev_free_all(void **bufs, int n) {
+    for (int i = 0; i < n; i++) P.cuda->free(P.cuda->ctx, bufs[i]);
+}
+
+/* Case 4 for head width HD: row 1 of make_shared_mask (parent 3 at column 4, its children at
+ * 34 and 74, the orphan at 75) against its parent alone and its children as prefix attention. */
+static void check_children(int32_t HD) {
+    enum { PA = 4, PN = 30, TC = 40, OA = 75, ON = 9 };
+    const int32_t c_at[2] = {PA + PN, PA + PN + TC}, c_len[2] = {TC, 1};
+    const int32_t rc_at[2] = {T + c_at[0], T + c_at[1]}, rp_at = T + PA, rp_n = PN;
+    const int32_t ro_at = T + OA, ro_n = ON;
+    uint64_t qr = (uint64_t)NH * HD, kr = (uint64_t)NKV * HD;
+    int32_t mask[B * T], ones[TC], cmask[2 * TC] = {0}, prefix_of[2] = {0, 0};
+    make_shared_mask(mask);
+    ck_assert_int_eq(mask[T + PA], 3);
+    ck_assert_int_eq(mask[T + OA], CHILD(9, 3));
+    for (int32_t t = 0; t < TC; t++) ones[t] = 1;
+    for (int c = 0; c < 2; c++)
+        for (int32_t t = 0; t < c_len[c]; t++) cmask[c * TC + t] = 1;
+    cuda_pair q = cuda_pair_rand(&P, (uint64_t)B * T * qr, -1.5f, 1.5f);
+    cuda_pair k = cuda_pair_rand(&P, (uint64_t)B * T * kr, -1.5f, 1.5f);
+    cuda_pair v = cuda_pair_rand(&P, (uint64_t)B * T * kr, -1.0f, 1.0f);
+    cuda_pair dout = cuda_pair_rand(&P, (uint64_t)B * T * qr, -1.0f, 1.0f);
+    void *dmask = dev_new(mask, sizeof mask), *dones = dev_new(ones, sizeof ones);
+    void *dcmask = dev_new(cmask, sizeof cmask), *dprefix = dev_new(prefix_of, sizeof prefix_of);
+    att_out all = run_cuda(q.dev, k.dev, v.dev, dout.dev, dmask, B, T, HD);
+    float *out = dev_get(all.out, B * T * qr), *lse = dev_get(all.lse, (uint64_t)B * NH * T);
+    float *dq = dev_get(all.dq, B * T * qr), *dk = dev_get(all.dk, B * T * kr);
+    float *dv = dev_get(all.dv, B * T * kr);
+    const float *const src[4] = {q.cpu, k.cpu, v.cpu, dout.cpu};
+    /* the parent alone, the orphan alone, the children as two rows of TC */
+    void *pb[4], *ob[4], *cb[4];
+    dev_qkvd(pb, src, qr, kr, &rp_at, &rp_n, 1, PN);
+    dev_qkvd(ob, src, qr, kr, &ro_at, &ro_n, 1, ON);
+    dev_qkvd(cb, src, qr, kr, rc_at, c_len, 2, TC);
+    att_out par = run_cuda(pb[0], pb[1], pb[2], pb[3], dones, 1, PN, HD);
+    att_out orph = run_cuda(ob[0], ob[1], ob[2], ob[3], dones, 1, ON, HD);
+    void *pk = pb[1], *pv = pb[2];
+    grpo_ops *o = P.cuda;
+    att_out ch = {o->alloc(o->ctx, 2 * TC * qr * 4), o->alloc(o->ctx, 2 * NH * TC * 4),
+                  o->alloc(o->ctx, 2 * TC * qr * 4), o->alloc(o->ctx, 2 * TC * kr * 4),
+                  o->alloc(o->ctx, 2 * TC * kr * 4)};
+    /* the prefix backward adds the children's share to the parent's dk/dv */
+    o->prefix_attention_forward(o->ctx, ch.out, ch.lse, cb[0], cb[1], cb[2], dcmask, pk, pv,
+                                dones, dprefix, 2, TC, 1, PN, NH, NKV, HD);
+    o->prefix_attention_backward(o->ctx, ch.dq, ch.dk, ch.dv, par.dk, par.dv, cb[3], ch.out,
+                                 ch.lse, cb[0], cb[1], cb[2], dcmask, pk, pv, dones, dprefix, 2,
+                                 TC, 1, PN, NH, NKV, HD);
+    const uint64_t r1q = T * qr, r1k = T * kr; /* row 1's first float */
+    float *po = dev_get(par.out, PN * qr), *pl = dev_get(par.lse, (uint64_t)NH * PN);
+    float *pdq = dev_get(par.dq, PN * qr), *pdk = dev_get(par.dk, PN * kr);
+    float *pdv = dev_get(par.dv, PN * kr), *oo = dev_get(orph.out, ON * qr);
+    ck_assert_msg(memcmp(po, out + r1q + PA * qr, PN * qr * 4) == 0, "HD %d parent: out bits", HD);
+    for (int h = 0; h < NH; h++)
+        ck_assert_msg(memcmp(pl + h * PN, lse + (size_t)(NH + h) * T + PA, PN * 4) == 0,
+                      "HD %d parent head %d: lse bits", HD, h);
+    near(dq + r1q + PA * qr, pdq, PN * qr, "parent dq", 0);
+    near(dk + r1k + PA * kr, pdk, PN * kr, "parent dk (with its children's)", 0);
+    near(dv + r1k + PA * kr, pdv, PN * kr, "parent dv (with its children's)", 0);
+    ck_assert_msg(memcmp(oo, out + r1q + OA * qr, ON * qr * 4) == 0, "HD %d orphan: out bits",
+                  HD);
+    float *co = dev_get(ch.out, 2 * TC * qr), *cl = dev_get(ch.lse, 2 * NH * TC);
+    float *cdq = dev_get(ch.dq, 2 * TC * qr), *cdk = dev_get(ch.dk, 2 * TC * kr);
+    float *cdv = dev_get(ch.dv, 2 * TC * kr);
+    for (int c = 0; c < 2; c++) {
+        int32_t n = c_len[c], a = c_at[c];
+        ck_assert_msg(memcmp(co + c * TC * qr, out + r1q + a * qr, n * qr * 4) == 0,
+                      "HD %d child %d: out bits", HD, c);
+        for (int h = 0; h < NH; h++)
+            ck_assert_msg(memcmp(cl + ((size_t)c * NH + h) * TC, lse + (size_t)(NH + h) * T + a,
+                                 n * 4) == 0, "HD %d child %d head %d: lse bits", HD, c, h);
+        near(dq + r1q + a * qr, cdq + c * TC * qr, n * qr, "child dq", c);
+        near(dk + r1k + a * kr, cdk + c * TC * kr, n * kr, "child dk", c);
+        near(dv + r1k + a * kr, cdv + c * TC * kr, n * kr, "child dv", c);
+    }
+    float *hs[] = {out, lse, dq, dk, dv, po, pl, pdq, pdk, pdv, oo, co, cl, cdq, cdk, cdv};
+    for (size_t i = 0; i < sizeof hs / sizeof *hs; i++) free(hs[i]);
+    out_free(&all), out_free(&par), out_free(&orph), out_free(&ch);
+    void *dev[] = {dmask, dones, dcmask, dprefix};
+    dev_free_all(dev, 4), dev_free_all(pb, 4), dev_free_all(ob, 4), dev_free_all(cb, 4);
+    cuda_pair *ps[] = {&q, &k, &v, &dout};
+    for (int i = 0; i < 4; i++) cuda_pair_free(&P, ps[i]);
+}
+
 /* The buffer of the side being run: the cpu backend's (side 0) or the device's (side 1). */
 #define AT(b) ((void *)(side ? (b).dev : (b).cpu))
 
-/* Case 2 for head width HD: the whole call against the cpu backend. */
-static void check_parity(int32_t HD) {
+/* Cases 2 and 3 for head width HD: the whole call on the mask make_fn makes (named `kind`)
+ * against the cpu backend. */
+static void check_parity(int32_t HD, void (*make_fn)(int32_t *), const char *kind) {
     uint64_t nq = (uint64_t)B * T * NH * HD, nkv = (uint64_t)B * T * NKV * HD;
     int32_t mask[B * T];
-    make_mask(mask);
+    make_fn(mask);
     cuda_pair m = cuda_pair_new(&P, mask, sizeof mask);
     cuda_pair q = cuda_pair_rand(&P, nq, -1.5f, 1.5f), k = cuda_pair_rand(&P, nkv, -1.5f, 1.5f);
     cuda_pair v = cuda_pair_rand(&P, nkv, -1.0f, 1.0f), d = cuda_pair_rand(&P, nq, -1.0f, 1.0f);
@@ -156,9 +294,9 @@ static void check_parity(int32_t HD) {
                              HD);
     }
     char what[96];
-    snprintf(what, sizeof what, "segments HD %d: out", HD);
+    snprintf(what, sizeof what, "%s HD %d: out", kind, HD);
     ck_assert_int_eq(cuda_pair_compare(&P, &out, nq, 1e-5, 1e-4, what), 0);
-    snprintf(what, sizeof what, "segments HD %d: lse", HD);
+    snprintf(what, sizeof what, "%s HD %d: lse", kind, HD);
     ck_assert_int_eq(cuda_pair_compare(&P, &lse, (uint64_t)B * NH * T, 1e-5, 1e-4, what), 0);
     for (int split = 0; split < 2; split++) {
         setenv("GRPO_CUDA_ATTENTION_SPLIT", split ? "1" : "0", 1);
@@ -169,11 +307,11 @@ static void check_parity(int32_t HD) {
             o->attention_backward(o->ctx, AT(dq), AT(dk), AT(dv), AT(d), AT(out), AT(lse), AT(q),
                                   AT(k), AT(v), AT(m), B, T, NH, NKV, HD);
         }
-        snprintf(what, sizeof what, "segments HD %d split %d: dq", HD, split);
+        snprintf(what, sizeof what, "%s HD %d split %d: dq", kind, HD, split);
         ck_assert_int_eq(cuda_pair_compare(&P, &dq, nq, 2e-5, 1e-4, what), 0);
-        snprintf(what, sizeof what, "segments HD %d split %d: dk", HD, split);
+        snprintf(what, sizeof what, "%s HD %d split %d: dk", kind, HD, split);
         ck_assert_int_eq(cuda_pair_compare(&P, &dk, nkv, 2e-5, 1e-4, what), 0);
-        snprintf(what, sizeof what, "segments HD %d split %d: dv", HD, split);
+        snprintf(what, sizeof what, "%s HD %d split %d: dv", kind, HD, split);
         ck_assert_int_eq(cuda_pair_compare(&P, &dv, nkv, 2e-5, 1e-4, what), 0);
         cuda_pair_free(&P, &dq), cuda_pair_free(&P, &dk), cuda_pair_free(&P, &dv);
     }
@@ -189,8 +327,20 @@ START_TEST(a_segment_computes_as_a_row_of_its_own) {
 END_TEST
 
 START_TEST(segments_match_the_cpu_backend) {
-    check_parity(16);
-    check_parity(40);
+    check_parity(16, make_mask, "segments");
+    check_parity(40, make_mask, "segments");
+}
+END_TEST
+
+START_TEST(parents_and_children_match_the_cpu_backend) {
+    check_parity(16, make_shared_mask, "parents and children");
+    check_parity(40, make_shared_mask, "parents and children");
+}
+END_TEST
+
+START_TEST(children_compute_as_prefix_attention_on_their_parent) {
+    check_children(16);
+    check_children(40);
 }
 END_TEST
 
@@ -221,6 +371,8 @@ int main(void) {
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, a_segment_computes_as_a_row_of_its_own);
     tcase_add_test(tc, segments_match_the_cpu_backend);
+    tcase_add_test(tc, parents_and_children_match_the_cpu_backend);
+    tcase_add_test(tc, children_compute_as_prefix_attention_on_their_parent);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

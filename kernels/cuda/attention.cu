@@ -8,13 +8,20 @@
  *   a padding query gets out = 0, lse = 0 (and dq = 0); score = q.k / sqrt(HD).
  *   since ABI 1.7 (packed rows) a mask value > 0 is a segment id: query t sees keys s <= t with
  *   mask[b,s] = mask[b,t], each segment as if it were a row of its own (0/1 masks: one segment).
+ *   since ABI 1.8 (packed rows sharing a prompt) an id c >= 1 << GRPO_ATTN_CHILD_SHIFT is a child
+ *   of the parent segment c >> GRPO_ATTN_CHILD_SHIFT: its query t sees every key of the parent
+ *   (contiguous, before the child), then its own keys s <= t, one softmax; the parent's queries
+ *   see the parent alone; the parent's dk/dv also sum its children's gradients.
  *
  * Segments (plain attention; prefix attention takes mask != 0 as real, as the cpu backend does):
- * a key's tile tag (kmask) is its mask value and a query sees it when the tag is its own
- * (att_sees). The forward runs the queries of a tile one segment at a time (att_run), each
- * against its segment's keys from their first (att_seq.id), so a segment has the bits of the
- * same tokens in a row of their own; dq walks the keys the tile's segments reach and dk/dv the
- * queries up to the end of the key tile's segments (att_reach), not the whole packed row.
+ * a key's tile tag (kmask) is its mask value and a query sees it when the tag is its own or its
+ * parent's (att_sees; a parent lies wholly before its children, so causality keeps a child's
+ * query to the parent before it). The forward runs the queries of a tile one segment at a time
+ * (att_run), each against its segment's keys from their first (att_seq.id), after a child's
+ * parent's keys (att_with_parent: [parent | own] as prefix attention's [prefix | own]), so a
+ * segment has the bits of the same tokens in a row of their own; dq walks the keys the tile's
+ * segments reach (and their parents), dk/dv the queries up to the end of the key tile's segments
+ * and of their children (att_reach), not the whole packed row.
  *
  * Tiles: a key tile is 32 keys, one per lane of a warp (ATT_BK), held in shared memory transposed,
  * Kt[d][j] with a row stride of 33 floats so that both "lane = key" reads (scores) and "lane = dim"
@@ -110,14 +117,18 @@ struct att_seq {
     const int32_t *m;
     int n;
     int id; /* 0: an own key is real when its mask is nonzero; else when its mask = id (a segment
-             * of a packed row, ABI 1.7) */
+             * of a packed row, ABI 1.7); id < 0: when it is a child of segment -id (1.8) */
 };
+
+/* The parent segment of segment id (ABI 1.8), or 0 when id is no child. */
+static __device__ __forceinline__ int att_parent(int id) { return id >> GRPO_ATTN_CHILD_SHIFT; }
 
 /* Whether key j (< sq.n) of the sequence is real. */
 static __device__ __forceinline__ bool att_col_real(const att_seq &sq, int j) {
     if (j < sq.np) return sq.pm && sq.pm[j];
     const int32_t x = sq.m[j - sq.np];
-    return sq.id ? x == sq.id : x != 0;
+    if (!sq.id) return x != 0;
+    return sq.id > 0 ? x == sq.id : x > 0 && att_parent(x) == -sq.id;
 }
 
 /* Key j's tag in a tile's kmask: 0 when it is not real (att_col_real), else 1 for a prefix key and
@@ -128,9 +139,10 @@ static __device__ __forceinline__ int att_col_tag(const att_seq &sq, int j) {
 }
 
 /* Whether a query of mask value qid (nonzero) sees a key of tag kt (att_col_tag), causality
- * aside: seg (plain attention, ABI 1.7): kt = qid, the same segment; else any real key. */
+ * aside: seg (plain attention, ABI 1.7): kt = qid, the same segment, or (1.8) qid's parent;
+ * else any real key. */
 static __device__ __forceinline__ bool att_sees(int kt, int qid, bool seg) {
-    return seg ? kt == qid : kt != 0;
+    return seg ? kt == qid || (kt != 0 && kt == att_parent(qid)) : kt != 0;
 }
 
 /* The real span of the sequence: first real key and last real + 1 (sq.n and 0 when none),
@@ -214,6 +226,23 @@ static __device__ att_seq att_trim(const att_seq &row, int ks, int *red, int *k0
     return r;
 }
 
+/* A child's sequence (ABI 1.8): *sq (att_trim's of a plain row: no prefix keys) gains, as its
+ * prefix part, the keys of segment id's parent among the row's own keys before the child's first,
+ * k0: the parent whole (a parent is contiguous and precedes its children), so a child's queries
+ * walk [parent | own keys] as prefix attention's walk [prefix | own keys]. *sq is left as it is
+ * when id is no child or its parent is not there. Computed by the whole block. */
+static __device__ void att_with_parent(att_seq *sq, const att_seq &row, int id, int k0, int ks,
+                                       int *red) {
+    if (!att_parent(id)) return; /* block-uniform */
+    att_seq par = row;
+    par.n = k0, par.id = att_parent(id);
+    int f, e;
+    att_real_span(par, red, &f, &e);
+    if (e == 0) return;
+    sq->pk = row.k + (size_t)f * ks, sq->pv = row.v + (size_t)f * ks, sq->pm = row.m + f;
+    sq->np = e - f, sq->n += e - f;
+}
+
 /* The run of queries from a (< tend) of one class: with seg (plain attention) one mask value,
  * else (prefix attention) real or padding alike. Returns its end; *id: the class (0: padding;
  * with seg the segment id, else 1). Block-uniform: every thread reads the same mask entries. */
@@ -226,12 +255,17 @@ static __device__ __forceinline__ int att_run(const int32_t *mb, int a, int tend
     return e;
 }
 
-/* The columns [*first, *end) of `cols` (a row's [prefix | own keys]) that the queries t0 .. tend-1
- * of the row (mask mb) can reach: without seg, the real span of cols; with seg (plain attention,
- * cols the own keys) the union of the real spans of the segments of those queries (first = n,
- * end = 0 when they are all padding). Computed by the whole block. */
+/* What att_reach spans: the keys that queries see (dq), or the queries that see keys (dk/dv). */
+enum att_reach_dir { ATT_REACH_KEYS, ATT_REACH_QUERIES };
+
+/* The columns [*first, *end) of `cols` (a row's [prefix | own keys]) that the positions
+ * t0 .. tend-1 of the row (mask mb) reach: without seg, the real span of cols; with seg (plain
+ * attention, cols the own keys) the union of the real spans of the segments of those positions
+ * and, ABI 1.8, of their parents (dir ATT_REACH_KEYS: the keys a child's queries see) or of
+ * their children (ATT_REACH_QUERIES: the queries that see a parent's keys); first = n, end = 0
+ * when they are all padding. Computed by the whole block. */
 static __device__ void att_reach(att_seq cols, const int32_t *mb, int t0, int tend, bool seg,
-                                 int *red, int *first, int *end) {
+                                 att_reach_dir dir, int *red, int *first, int *end) {
     if (!seg) {
         att_real_span(cols, red, first, end);
         return;
@@ -240,10 +274,13 @@ static __device__ void att_reach(att_seq cols, const int32_t *mb, int t0, int te
     for (int a = t0, e, id; a < tend; a = e) { /* block-uniform */
         e = att_run(mb, a, tend, true, &id);
         if (!id) continue;
-        cols.id = id;
-        int f, x;
-        att_real_span(cols, red, &f, &x);
-        lo = imin(lo, f), hi = imax(hi, x);
+        const int kin = dir == ATT_REACH_KEYS ? att_parent(id) : att_parent(id) ? 0 : id;
+        for (int pass = 0; pass < (kin ? 2 : 1); pass++) {
+            cols.id = !pass ? id : dir == ATT_REACH_KEYS ? kin : -kin;
+            int f, x;
+            att_real_span(cols, red, &f, &x);
+            lo = imin(lo, f), hi = imax(hi, x);
+        }
     }
     *first = lo, *end = hi;
 }
@@ -370,8 +407,10 @@ static __device__ __forceinline__ void att_finish(float *orow, float *lse, const
  * j < lim = np + t - k0 + 1 of its row's sequence (att_trim: np real-from-the-first prefix keys,
  * then the own keys from the first real one, k0). Plain attention (seg): the sequence of a
  * query's segment (att_seq.id = its mask value), from that segment's first key, so a segment
- * computes as a row of its own (the same bits); the tile's queries run one pass per run of one
- * segment (att_run), which changes no query's bits (att_attend). Padding queries get zeros. */
+ * computes as a row of its own (the same bits), a child's after its parent's keys (ABI 1.8:
+ * att_with_parent, the bits of the row [parent | child]); the tile's queries run one pass per run
+ * of one segment (att_run), which changes no query's bits (att_attend). Padding queries get
+ * zeros. */
 template <int DPL>
 __global__ void attention_forward_kernel(float *out, float *lse, const float *q, const float *k,
                                          const float *v, const int32_t *mask,
@@ -410,7 +449,8 @@ __global__ void attention_forward_kernel(float *out, float *lse, const float *q,
         att_seq row = att_row_keys(pa, k, v, mask, b, g, T, tend, ks, HD);
         row.id = seg ? id : 0;
         int k0, kend;
-        const att_seq sq = att_trim(row, ks, red, &k0, &kend);
+        att_seq sq = att_trim(row, ks, red, &k0, &kend);
+        if (seg) att_with_parent(&sq, row, id, k0, ks, red); /* a child: [parent | own] */
         ATT_UNROLL
         for (int i = 0; i < QPW; i++) /* in the run: real, k0 <= tq */
             lim[i] = tq[i] >= a && tq[i] < e ? sq.np + tq[i] - k0 + 1 : 0;
@@ -531,7 +571,7 @@ __global__ void attention_dq_kernel(float *dq, const float *dout, const float *D
     att_seq upto = row;
     upto.n = row.np + tend;
     int first, end;
-    att_reach(upto, mb, t0, tend, seg, red, &first, &end);
+    att_reach(upto, mb, t0, tend, seg, ATT_REACH_KEYS, red, &first, &end);
 
     float qr[QPW][DPL], dor[QPW][DPL], acc[QPW][DPL], lq[QPW], Dq[QPW];
     int tq[QPW], qid[QPW];
@@ -592,9 +632,9 @@ struct att_dkdv_sm {
 
 /* dka, dva += the share of query head h of row b, queries [tb, te), in query tiles of BQ2 from tb,
  * for the key tile loaded in sm (key s0 + j; own keys when causal: query t sees it when
- * s0 + j <= t, and with seg (plain attention) when it is of t's segment; a prefix's keys
- * otherwise: every real query sees them). Thread (warp w, lane j) owns key j of the tile and the
- * dims w, w + 4, ... of dka/dva. */
+ * s0 + j <= t, and with seg (plain attention) when it is of t's segment or its parent; a
+ * prefix's keys otherwise: every real query sees them). Thread (warp w, lane j) owns key j of the
+ * tile and the dims w, w + 4, ... of dka/dva. */
 template <int DPL>
 static __device__ __forceinline__ void
 att_dkdv_accum(float (&dka)[8 * DPL], float (&dva)[8 * DPL], const att_dkdv_sm &sm,
@@ -704,7 +744,9 @@ static __device__ __forceinline__ void att_dkdv_store(float *dst, const float (&
  *   split = 1: query head h = blockIdx.y alone: its share into (B,NH,T,HD), summed afterwards.
  * Thread (warp w, lane j) owns key s0 + j and the dims w, w + 4, ... (NE = ceil(HD/4) <= 8*DPL).
  * A row's own keys are seen by its own queries alone, prefix or not; with seg (plain attention)
- * by the queries of their segment alone, those up to the last of the tile's segments. */
+ * by the queries of their segment and (a parent's keys, ABI 1.8) of its children alone, those up
+ * to the last of the tile's segments and their children: a parent's dk/dv sum its own queries'
+ * gradients and its children's, in query order. */
 template <int DPL>
 __global__ void attention_dkdv_kernel(float *dk, float *dv, const float *dout, const float *D,
                                       const float *lse, const float *q, const float *k,
@@ -719,7 +761,8 @@ __global__ void attention_dkdv_kernel(float *dk, float *dv, const float *dout, c
     const size_t own = (size_t)b * T * ks + (size_t)g * HD;
     const att_seq row = {NULL, NULL, NULL, 0, k + own, v + own, mb, T, 0}; /* the own keys */
     int first, end; /* the real span of the row, or (seg) of the segments of the tile's keys */
-    att_reach(row, mb, s0, imin(T, s0 + ATT_BK), seg != 0, red, &first, &end);
+    att_reach(row, mb, s0, imin(T, s0 + ATT_BK), seg != 0, ATT_REACH_QUERIES, red, &first,
+              &end);
     att_load_kv(Kt, Vt, kmask, row, s0, ks, HD);
     /* queries after the last real token, and key tiles wholly before the first, give nothing */
     const bool live = s0 + ATT_BK > first && s0 < end;
