@@ -156,17 +156,18 @@ static int check_ranks(const grpo_run_config *cfg, const grpo_ops *ops, grpo_err
     return GRPO_OK;
 }
 
-/* The backends whose attention takes a mask value > 1 as a segment id (ABI 1.7): packed rows. */
+/* The backends whose attention takes a mask value > 1 as a segment id (ABI 1.7: packed rows)
+ * and one >= 1 << GRPO_ATTN_CHILD_SHIFT as a child of a parent segment (1.8: packs that share
+ * their prompts, train.shared_prefix). */
 static int backend_has_segments(const grpo_ops *ops) {
     return strcmp(ops->name, "cpu") == 0 || strcmp(ops->name, "cuda") == 0;
 }
 
 /* train.max_tokens_per_microbatch: every row (its prompt and its completion) must fit a pack,
- * and packed rows need a backend with segment ids (ABI 1.7: cpu, cuda); packs that share their
- * prompts (train.shared_prefix) need parent and child segments (ABI 1.8: cpu). A micro-batch
- * that must
- * see its entropies whole (top_entropy_quantile < 1) and may not fit one pack is checked at the
- * step, where its rows' lengths are known. */
+ * and packed rows need a backend with segment ids, and parent and child segments when they share
+ * their prompts (cpu, cuda). A micro-batch that must see its entropies whole
+ * (top_entropy_quantile < 1) and may not fit one pack is checked at the step, where its rows'
+ * lengths are known. */
 static int check_packing(const grpo_run_config *cfg, const grpo_ops *ops, grpo_error *err) {
     long long K = cfg->train_max_tokens_per_microbatch;
     if (K == 0) return GRPO_OK;
@@ -182,20 +183,11 @@ static int check_packing(const grpo_run_config *cfg, const grpo_ops *ops, grpo_e
                               cfg->env.entry ? "env.max_episode_tokens"
                                              : "sampling.max_completion_length",
                               C, row);
-    if (strcmp(ops->name, "cpu") != 0 && cfg->train_shared_prefix)
-        return grpo_error_set(err, GRPO_ERR_UNSUPPORTED,
-                              "%s: train.max_tokens_per_microbatch = %lld with "
-                              "train.shared_prefix = true on the %s backend: packs that share "
-                              "their prompts need attention by parent and child segment (ABI "
-                              "1.8), which only the cpu backend implements yet; set "
-                              "train.shared_prefix = false, or train.max_tokens_per_microbatch "
-                              "= 0, or model.backend = cpu",
-                              cfg->path, K, ops->name);
     if (!backend_has_segments(ops))
         return grpo_error_set(err, GRPO_ERR_UNSUPPORTED,
                               "%s: train.max_tokens_per_microbatch = %lld on the %s backend: "
-                              "packed rows need attention by segment id (ABI 1.7), which only "
-                              "the cpu and cuda backends implement; set it to 0 (padded "
+                              "packed rows need attention by segment id (ABI 1.7, 1.8), which "
+                              "only the cpu and cuda backends implement; set it to 0 (padded "
                               "micro-batches) or model.backend = cpu",
                               cfg->path, K, ops->name);
     return GRPO_OK;

@@ -36,9 +36,11 @@
 # step of the packed run and not 0 in the padded one; and the packed step equals the padded one:
 # the same reward (the rollout does not pack) and loss, entropy, grad_norm and kl within (1)'s
 # bounds (packing changes how rows are grouped, not what is summed: the forward differs by fp32
-# rounding only, tests/test_packed_training.c). The packed run sets train.shared_prefix = false:
-# packs that share their prompts (parent and child segments, ABI 1.8) are cpu-only yet, and
-# (4) with train.shared_prefix on (the default) packing on cuda is refused naming both keys.
+# rounding only, tests/test_packed_training.c). The packed run sets train.shared_prefix = false.
+# (4) packs that share their prompts (train.shared_prefix on, the default: parent and child
+# segments, ABI 1.8) on cuda: the same checks against the same padded run (which shares its
+# prompts through prefix attention), and each step computes fewer positions (train/positions)
+# than the unshared packs of (3): the groups' prompts once per pack.
 set -euo pipefail
 G=$(realpath "$1"); SRC=$(realpath "$2")
 . "$SRC/tests/cli/skip.sh"
@@ -148,8 +150,8 @@ fi
 # (3) packed micro-batches on cuda against padded ones, on ragged prompts (packs not sharing)
 printf '{"prompt": "%s", "answer": "%s"}\n' "1+2=" 3 "123+4567=" 4690 "7+80=" 87 \
     "1000+2000+3000+4000+5000+6000=" 21000 "55+5=" 60 "9999+1=" 10000 >ragged.jsonl
-packed_step() { # N
-    local a=cuda_rag b=packed
+packed_step() { # N RUN: step N of a packed run against the padded one
+    local a=cuda_rag b=$2
     [ "$(metric $a "$1" reward)" = "$(metric $b "$1" reward)" ] ||
         { echo "packed step $1 reward: padded $(metric $a "$1" reward)," \
                "packed $(metric $b "$1" reward)"; return 1; }
@@ -169,18 +171,28 @@ if "$G" train cuda.ini "${rag[@]}" --set log.dir=cuda_rag --set checkpoint.dir=c
        --set train.shared_prefix=false \
        --set log.dir=packed --set checkpoint.dir=packed/ck >packed.log 2>&1 &&
    [ "$(wc -l < cuda_rag/metrics.jsonl)" = 2 ] && [ "$(wc -l < packed/metrics.jsonl)" = 2 ]; then
-    packed_step 1 || fail=1
-    packed_step 2 || fail=1
+    packed_step 1 packed || fail=1
+    packed_step 2 packed || fail=1
 else
     echo "packed on cuda: expected 2 steps of each run:"; cat cuda_rag.log packed.log; fail=1
 fi
-# (4) packs that share their prompts: refused on cuda, naming both keys
-if "$G" train cuda.ini --set train.max_tokens_per_microbatch=4096 --set log.dir=packed_sp \
-       --set checkpoint.dir=packed_sp/checkpoints >packed.log 2>&1 ||
-   ! grep -q "train.max_tokens_per_microbatch = 4096 with train.shared_prefix = true on the cuda" \
-       packed.log; then
-    echo "packed, shared prompts on cuda: expected a refusal naming both keys:"
-    cat packed.log; fail=1
+# (4) packs that share their prompts on cuda
+fewer_positions() { # N: the shared packs of step N computed fewer positions than the unshared
+    local s p
+    s=$(metric packed_sp "$1" train/positions) p=$(metric packed "$1" train/positions)
+    awk -v s="$s" -v p="$p" 'BEGIN { exit !(s > 0 && s < p) }' ||
+        { echo "shared packs step $1: train/positions $s, unshared $p: expected fewer"
+          return 1; }
+}
+if "$G" train cuda.ini "${rag[@]}" --set train.max_tokens_per_microbatch=100 \
+       --set log.dir=packed_sp --set checkpoint.dir=packed_sp/ck >packed_sp.log 2>&1 &&
+   [ "$(wc -l < packed_sp/metrics.jsonl)" = 2 ]; then
+    packed_step 1 packed_sp || fail=1
+    packed_step 2 packed_sp || fail=1
+    fewer_positions 1 || fail=1
+    fewer_positions 2 || fail=1
+else
+    echo "packed with shared prompts on cuda: expected 2 steps:"; cat packed_sp.log; fail=1
 fi
 [ $fail = 0 ] || { echo "cuda_train: FAILED"; exit 1; }
 echo "cuda_train: steps 1 and 2 on cuda match cpu (rewards $(metric cuda 1 reward)," \
@@ -188,4 +200,6 @@ echo "cuda_train: steps 1 and 2 on cuda match cpu (rewards $(metric cuda 1 rewar
      "cuda $(metric cuda 1 grad_norm), $(metric cuda 2 grad_norm)); bf16 within 2u = $u2:" \
      "grad_norm $(metric cuda_bf16 1 grad_norm), $(metric cuda_bf16 2 grad_norm)," \
      "loss $(metric cuda_bf16 1 loss), $(metric cuda_bf16 2 loss); packed (padding_frac 0)" \
-     "grad_norm $(metric packed 1 grad_norm), $(metric packed 2 grad_norm)"
+     "grad_norm $(metric packed 1 grad_norm), $(metric packed 2 grad_norm); shared packs" \
+     "grad_norm $(metric packed_sp 1 grad_norm), $(metric packed_sp 2 grad_norm), positions" \
+     "$(metric packed_sp 1 train/positions) vs $(metric packed 1 train/positions)"
