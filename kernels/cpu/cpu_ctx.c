@@ -69,6 +69,7 @@ void cpu_ctx_free(cpu_ctx *ctx) {
     stats_print(ctx);
     cpu_pool_free(ctx->pool);
     free(ctx->scratch);
+    free(ctx->pack);
     free(ctx->panel);
     free(ctx);
 }
@@ -136,17 +137,24 @@ void cpu_locals_free(cpu_locals *l) {
     l->slot = NULL;
 }
 
-float *cpu_scratch(cpu_ctx *ctx, size_t n) {
-    if (n <= ctx->scratch_floats) return ctx->scratch;
-    free(ctx->scratch);
-    ctx->scratch = NULL;
-    ctx->scratch_floats = 0;
+/* *buf grown to at least n floats (64-byte aligned, contents lost), or NULL */
+static float *grow(float **buf, size_t *cap, size_t n) {
+    if (n <= *cap) return *buf;
+    free(*buf);
+    *buf = NULL;
+    *cap = 0;
     size_t bytes = (n * sizeof(float) + 63u) / 64u * 64u;
     float *p = aligned_alloc(64, bytes);
     if (!p) return NULL;
-    ctx->scratch = p;
-    ctx->scratch_floats = n;
+    *buf = p;
+    *cap = n;
     return p;
+}
+
+float *cpu_scratch(cpu_ctx *ctx, size_t n) { return grow(&ctx->scratch, &ctx->scratch_floats, n); }
+
+float *cpu_work(cpu_ctx *ctx, size_t n, int apart) {
+    return apart ? grow(&ctx->pack, &ctx->pack_floats, n) : cpu_scratch(ctx, n);
 }
 
 int32_t cpu_simd_level(int32_t limit) {
