@@ -419,7 +419,8 @@ END_TEST
 /* |a - b| / |b| over n values (norms) */
 static double rel_diff(const float *a, const float *b, size_t n) {
     double d = 0.0, m = 0.0;
-    for (size_t i = 0; i < n; i++) d += ((double)a[i] - b[i]) * ((double)a[i] - b[i]), m += (double)b[i] * b[i];
+    for (size_t i = 0; i < n; i++)
+        d += ((double)a[i] - b[i]) * ((double)a[i] - b[i]), m += (double)b[i] * b[i];
     return sqrt(d / (m > 0 ? m : 1e-300));
 }
 

@@ -35,8 +35,9 @@ enum { CPU_SIMD_ANY = 0, CPU_SIMD_BASE = 1, CPU_SIMD_AVX2 = 2, CPU_SIMD_AVX512 =
 
 /* The op families whose parallel regions are counted apart (cpu_parallel, cpu_ctx_stats). */
 typedef enum cpu_family {
-    CPU_FAM_GEMM_FWD,   /* the batch-invariant forward products: gemm_nt.c, matmul_small.c */
-    CPU_FAM_GEMM_BLAS,  /* OpenBLAS tiles (cpu_sgemm: backward and LoRA products) */
+    CPU_FAM_GEMM_FWD,   /* the batch-invariant products: gemm_nt.c, matmul_small.c (and
+                         * cpu_sgemm's in bf16 compute) */
+    CPU_FAM_GEMM_BLAS,  /* OpenBLAS tiles (cpu_sgemm in fp32: backward and LoRA products) */
     CPU_FAM_ATTENTION,  /* attention forward, backward, decode and their reductions */
     CPU_FAM_HEAD,       /* the fused LM head and logits_logp */
     CPU_FAM_NORM,       /* rmsnorm, rope */
@@ -157,6 +158,10 @@ float *cpu_scratch(cpu_ctx *ctx, size_t n);
 /* The same, or (apart = 1) ctx's second buffer (pack) for a product whose caller holds the
  * scratch. */
 float *cpu_work(cpu_ctx *ctx, size_t n, int apart);
+/* The tile of a grid of nt tiles over C (M,N) with the smallest tm + tn (the packing every
+ * tile repeats), tm a multiple of am and tn of an: *tm rows, *tn columns, *pn tiles a row. */
+void cpu_tile_grid(int nt, int32_t M, int32_t N, int32_t am, int32_t an, int32_t *tm,
+                   int32_t *tn, int32_t *pn);
 /* Aborts with file:line and what was expected when an op is called with impossible arguments
  * (the op table has no error return; a shape bug in a model must not become silent garbage). */
 void cpu_check_failed(const char *file, int line, const char *op, const char *what);
@@ -183,10 +188,6 @@ void cpu_sgemm_serial(int32_t simd_limit, int32_t cdtype, int trans_a, int trans
  * operands), rounded to bf16 as they are packed: each output one chain over k in order from 0
  * (beta = 0; the output times alpha after it) or from C's value (beta = 1, alpha = 1: C is
  * accumulated into); other betas are refused. */
-/* The tile of a grid of nt tiles over C (M,N) with the smallest tm + tn (the packing every
- * tile repeats), tm a multiple of am and tn of an: *tm rows, *tn columns, *pn tiles a row. */
-void cpu_tile_grid(int nt, int32_t M, int32_t N, int32_t am, int32_t an, int32_t *tm,
-                   int32_t *tn, int32_t *pn);
 
 /* ---- gemm_amx.c: bf16 compute on AMX tiles --------------------------------------------------- */
 /* cdtype of cpu_gemm_nt_serial for bf16 on AMX tiles (not a GRPO_DTYPE_*) */

@@ -2,9 +2,9 @@
  * cpu_ctx.c — the CPU backend's context: its creation with the thread policy (one pool,
  * cpu_pool.h, OpenBLAS on one thread; cpu_backend.h), the parallel regions on that pool with
  * their per-family counts, the shared scratch buffer, the check that aborts an op called with
- * impossible arguments, the ISA rule of the per-ISA kernels, and the compute dtype of the
- * forward products (bf16 where the CPU has avx512_bf16). Every kernel calls into this file; it
- * calls only cpu_pool.c.
+ * impossible arguments, the ISA rule of the per-ISA kernels, the compute dtype of the
+ * products (bf16 where the CPU has avx512_bf16), and the grid of tiles the parallel products
+ * share (cpu_tile_grid). Every kernel calls into this file; it calls only cpu_pool.c.
  */
 #include "cpu/cpu_backend.h"
 
@@ -214,4 +214,18 @@ int cpu_bf16_amx(void) {
                 amx ? "" : (off && *off && strcmp(off, "0") != 0 ? "off (GRPO_TEST_NO_AMX)"
                                                                   : cpu_amx_bf16_why()));
     return amx;
+}
+
+static int32_t round_up(int32_t x, int32_t a) { return (x + a - 1) / a * a; }
+
+/* The grid of every tiled product (gemm.c, gemm_nt.c, gemm_amx.c): tiles as square as
+ * possible, since every thread packs its own rows and columns. */
+void cpu_tile_grid(int nt, int32_t M, int32_t N, int32_t am, int32_t an, int32_t *tm,
+                   int32_t *tn, int32_t *pn) {
+    int32_t best = -1;
+    for (int32_t p = 1; p <= nt; p++) { /* p tiles down, nt / p across */
+        if (nt % p) continue;
+        int32_t m = round_up((M + p - 1) / p, am), n = round_up((N + nt / p - 1) / (nt / p), an);
+        if (best < 0 || m + n < best) best = m + n, *tm = m, *tn = n, *pn = nt / p;
+    }
 }

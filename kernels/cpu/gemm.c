@@ -7,7 +7,7 @@
  * the pool: a thread whose core is busy elsewhere leaves its tile to another).
  * The grid is chosen so that tiles are as square as possible, since every thread packs its own
  * rows of A and columns of B: the packing each thread repeats is (tm + tn) * K for tm * tn * K
- * of arithmetic (cpu_tile_grid, which gemm_nt.c uses too).
+ * of arithmetic (cpu_tile_grid, cpu_ctx.c, which gemm_nt.c uses too).
  *
  * With bf16 compute (ctx->compute_dtype BF16: train.compute_dtype = bf16, the policy's backward)
  * the same product is gemm_nt.c's (or gemm_amx.c's) NT product instead, its operands read in
@@ -18,18 +18,6 @@
 #include "cpu/cpu_backend.h"
 
 #define GEMM_ALIGN 16 /* tile edges are multiples of this (the SIMD width of AVX-512 fp32) */
-
-static int32_t round_up(int32_t x, int32_t a) { return (x + a - 1) / a * a; }
-
-void cpu_tile_grid(int nt, int32_t M, int32_t N, int32_t am, int32_t an, int32_t *tm,
-                   int32_t *tn, int32_t *pn) {
-    int32_t best = -1;
-    for (int32_t p = 1; p <= nt; p++) { /* p tiles down, nt / p across */
-        if (nt % p) continue;
-        int32_t m = round_up((M + p - 1) / p, am), n = round_up((N + nt / p - 1) / (nt / p), an);
-        if (best < 0 || m + n < best) best = m + n, *tm = m, *tn = n, *pn = nt / p;
-    }
-}
 
 typedef struct sgemm_args {
     enum CBLAS_TRANSPOSE ta, tb;

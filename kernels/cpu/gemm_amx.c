@@ -21,6 +21,11 @@
  * the batch, the thread count, and whether the decode path (matmul_small.c) or the prefill
  * path (gemm_nt.c) runs it. The bits differ from the VDPBF16PS chain (another order).
  *
+ * The backward's bf16 products (cpu_nt with transposed operands, gemm.c) run here too: a
+ * transposed input is packed from two of its rows per pair (tile_pairs_t), a transposed w is
+ * transposed in registers into wa (w_rows_t), and an accumulating product adds the finished
+ * chain to out (out + acc, no scale or bias).
+ *
  * Built with -mamx-tile -mamx-bf16 on this file alone (CMake: GRPO_HAVE_AMX, where the
  * compiler takes them); elsewhere cpu_amx_bf16_ready() (amx_detect.c) is 0 and these are never
  * called.
@@ -243,8 +248,9 @@ static void amx_kern(const uint16_t *a0, const uint16_t *a1, size_t sa, const ui
 }
 
 /* out[r + l][c + n] = scale * (acc + bias[c + n]) (+ 0 without bias), or out + acc (jb->acc),
- * for l < m, n < nc: acc from ct, tile (n / 16, l / 16), element [n % 16][l % 16]; each 16 x 16 tile transposed in
- * registers, then a sum and a product lane by lane (no fma) and a masked store a row. */
+ * for l < m, n < nc: acc from ct, tile (n / 16, l / 16), element [n % 16][l % 16]; each
+ * 16 x 16 tile transposed in registers, then a sum and a product lane by lane (no fma) and a
+ * masked store a row. */
 __attribute__((target("avx512f")))
 static void store_tiles(const amx_job *jb, const float *ct, int32_t r, int32_t m, int32_t c,
                         int32_t nc) {

@@ -37,6 +37,12 @@
  * chain matmul_small.c's bf16 block makes.
  * Where the context runs bf16 on AMX tiles (ctx->bf16_amx, cdtype CPU_CDTYPE_AMX_BF16 in the
  * serial form) the product is gemm_amx.c's instead: its own chain, in the decode path too.
+ *
+ * The backward's products in bf16 (cpu_sgemm's bf16 form, gemm.c: dX = dY W, dW += dY^T X, the
+ * head's) are this product too (cpu_nt): an operand stored transposed, (K, rows), is packed by
+ * pack_pairs_t into the same panels (two rows of it rounded and interleaved per pair), and an
+ * accumulating product (acc) starts each chain from out's value instead of 0, with no epilogue.
+ * The chains keep every property above (one per output, k in order, any grid of threads).
  */
 #include <string.h>
 #if defined(__GNUC__) && defined(__x86_64__)
@@ -352,7 +358,8 @@ static void pack_pairs_t(float *p, const void *m_, int32_t dtype, int32_t ld, in
                 bf16_row(hi, a + ld, GRPO_DTYPE_F32, n);
             else
                 memset(hi, 0, (size_t)n * sizeof *hi);
-            for (int32_t j = 0; j < n; j++) d[s * width + j] = (uint32_t)lo[j] | (uint32_t)hi[j] << 16;
+            for (int32_t j = 0; j < n; j++)
+                d[s * width + j] = (uint32_t)lo[j] | (uint32_t)hi[j] << 16;
             for (int32_t j = n; j < width; j++) d[s * width + j] = 0;
         }
     }
