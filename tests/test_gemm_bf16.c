@@ -24,6 +24,13 @@
  *     bits as their fp32 widening (one weight mechanism: rounding an exact bf16 is the identity);
  *   - head: a row's logp, lse, entropy are the same bits alone and among 100 rows, 1 and 2
  *     threads, and its logit is scale times the bf16 matmul_forward's output, bit for bit.
+ * The backward's products (train.compute_dtype = bf16: cpu_sgemm's bf16 form), both paths:
+ *   - matmul_backward's dinp and dw (accumulated into a random dw) within the stated tolerance
+ *     of fp32's, |bf16 - fp32| <= (2^-7 (1 + 2^-9) + 2 (K + 2) 2^-24) sum_k |a_k b_k| (+ 2^-23
+ *     |dw0|), not fp32's bits, dbias fp32's; the same bits at 1, 2 and 3 threads (a split
+ *     product: the pool forked); a context back in f32 gives OpenBLAS's bits again;
+ *   - head_backward's dhidden and dw within 1e-2 of fp32's (relative norm; the probabilities
+ *     come from bf16 logits too), not fp32's bits, the same bits at 1, 2 and 3 threads.
  * Everywhere: bf16 compute is refused (GRPO_ERR_UNSUPPORTED naming avx512_bf16) under the ISA
  * limit AVX2 and with GRPO_TEST_NO_AVX512BF16 set, and the refusal leaves the context in f32;
  * the cuda backend (its host emulation) refuses it too.
