@@ -187,7 +187,9 @@ def setting(a):
             + (f"_n{a.new_tokens}" if a.new_tokens != 128 else "")
             + ("_gc" if a.gradient_checkpointing else "")
             + (f"_t{a.threads}" if getattr(a, "threads", 1) != 1 else "")
-            + ("_bf16" if getattr(a, "bf16", False) else ""))
+            + ("_bf16" if getattr(a, "bf16", False) else "")
+            + ("frozen" if getattr(a, "bf16", False) and getattr(a, "frozen_bf16_only", False)
+               else ""))
 
 
 def run_file(a):
@@ -205,10 +207,12 @@ def run_file(a):
     src = re.sub(r"(?m)^threads = .*$", f"threads = {getattr(a, 'threads', 1)}", src)
     if a.gradient_checkpointing:
         src = src.replace("micro_batch = ", "gradient_checkpointing = true\nmicro_batch = ")
-    if getattr(a, "bf16", False):  # bf16 dot products in the frozen passes (issue 30)
+    if getattr(a, "bf16", False):  # bf16 dot products in every pass (issue 30)
         src = src.replace("[sampling]\n", "[sampling]\nweights_dtype = bf16\n"
                           "compute_dtype = bf16\n", 1)
         src = src.replace("[grpo]\n", "[grpo]\nref_compute_dtype = bf16\n", 1)
+        if not getattr(a, "frozen_bf16_only", False):  # the policy's forward and backward too
+            src = src.replace("[train]\n", "[train]\ncompute_dtype = bf16\n", 1)
     src = re.sub(r"(?m)^dir = build/bench_grpo_step/runs", f"dir = {OUT}/runs_{tag}", src)
     if is_qwen(a):  # B = 1 x G = 4, LoRA r = 16 on every linear layer unless --full-finetune
         src = src.replace("path = model", f"path = {QWEN_DIR}")
@@ -500,9 +504,14 @@ def main():
     p.add_argument("--threads", type=int, default=1, help="train.threads (and the other sides')")
     p.add_argument("--bf16", action="store_true",
                    help="bf16 compute where each side offers it (the CPU needs avx512_bf16): "
-                        "grpo's sampling.weights_dtype/compute_dtype = bf16 and "
-                        "grpo.ref_compute_dtype = bf16; PyTorch's torch.autocast('cpu', bf16) "
-                        "around generate and both forwards (sides c and torch)")
+                        "grpo's sampling.weights_dtype/compute_dtype = bf16, "
+                        "grpo.ref_compute_dtype = bf16 and train.compute_dtype = bf16 (the "
+                        "policy's forward and backward; not with --bf16-frozen-only); "
+                        "PyTorch's torch.autocast('cpu', bf16) around generate and both "
+                        "forwards (sides c and torch)")
+    p.add_argument("--bf16-frozen-only", dest="frozen_bf16_only", action="store_true",
+                   help="with --bf16: grpo's frozen passes only (the rollout and the "
+                        "reference), the policy's forward and backward in fp32")
     p.add_argument("--long-tail", action="store_true",
                    help="issue 31's long-tail case (bench/bench_grpo_step_tail.py): forced "
                         "heavy-tailed lengths, grpo padded/packed x static/continuous, TRL; "

@@ -64,7 +64,8 @@ def cases(quick):
     return [("mm128", f"{MM}, B=2 x G=8, 128 new tokens, beta 0.02", "minimind", 128, 2, 1, 240,
              True),
             ("mm128bf16", f"{MM}, B=2 x G=8, 128 new tokens, beta 0.02, bf16 compute (grpo: "
-             "sampling.weights_dtype/compute_dtype and grpo.ref_compute_dtype = bf16; PyTorch: "
+             "sampling.weights_dtype/compute_dtype, grpo.ref_compute_dtype and "
+             "train.compute_dtype = bf16; PyTorch: "
              "autocast), 1 thread", "minimind-bf16", 128, 2, 1, 240, False),
             ("arith", "embedded default (arith.ini: B=8 x G=16, <= 40 new tokens, dapo, beta 0)",
              "arith", 40, 5, 1, 120, True),

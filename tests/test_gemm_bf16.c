@@ -24,6 +24,13 @@
  *     bits as their fp32 widening (one weight mechanism: rounding an exact bf16 is the identity);
  *   - head: a row's logp, lse, entropy are the same bits alone and among 100 rows, 1 and 2
  *     threads, and its logit is scale times the bf16 matmul_forward's output, bit for bit.
+ * The backward's products (train.compute_dtype = bf16: cpu_sgemm's bf16 form), both paths:
+ *   - matmul_backward's dinp and dw (accumulated into a random dw) within the stated tolerance
+ *     of fp32's, |bf16 - fp32| <= (2^-7 (1 + 2^-9) + 2 (K + 2) 2^-24) sum_k |a_k b_k| (+ 2^-23
+ *     |dw0|), not fp32's bits, dbias fp32's; the same bits at 1, 2 and 3 threads (a split
+ *     product: the pool forked); a context back in f32 gives OpenBLAS's bits again;
+ *   - head_backward's dhidden and dw within 1e-2 of fp32's (relative norm; the probabilities
+ *     come from bf16 logits too), not fp32's bits, the same bits at 1, 2 and 3 threads.
  * Everywhere: bf16 compute is refused (GRPO_ERR_UNSUPPORTED naming avx512_bf16) under the ISA
  * limit AVX2 and with GRPO_TEST_NO_AVX512BF16 set, and the refusal leaves the context in f32;
  * the cuda backend (its host emulation) refuses it too.
@@ -289,6 +296,174 @@ START_TEST(bf16_head_logit_is_matmul_forward_times_scale) {
 }
 END_TEST
 
+/* ---- the backward's products (cpu_sgemm's bf16 form: train.compute_dtype = bf16) ---------- */
+
+/* The stated tolerance of a bf16 product against fp32: each operand rounded to bf16 (8
+ * significant bits, relative error <= 2^-8) makes each product within 2^-7 (1 + 2^-9) of the
+ * exact one, and both sides' fp32 sums of K terms are within (K + 2) 2^-24 of theirs, so
+ *   |bf16 - fp32| <= (2^-7 (1 + 2^-9) + 2 (K + 2) 2^-24) sum_k |a_k b_k| + 2^-23 |c0|
+ * (c0: the value accumulated into): about 7.8e-3 of the sum of magnitudes (a bound; the
+ * errors of random data mostly cancel). */
+static double bwd_tol(int32_t K, double mag, double c0) {
+    return (0x1p-7 * (1 + 0x1p-9) + 2.0 * (K + 2) * 0x1p-24) * mag + 0x1p-23 * fabs(c0) + 1e-30;
+}
+
+/* One backward case: dout (N,OC), inp (N,IC), w (OC,IC); dw starts at dw0. */
+typedef struct bwd_case {
+    int32_t N, IC, OC;
+    float *dout, *inp, *w, *dw0;
+} bwd_case;
+
+static bwd_case bwd_new(int32_t N, int32_t IC, int32_t OC) {
+    bwd_case c = {N, IC, OC, randv((size_t)N * OC), randv((size_t)N * IC), randv((size_t)OC * IC),
+                  randv((size_t)OC * IC)};
+    return c;
+}
+
+static void bwd_free(bwd_case *c) { free(c->dout), free(c->inp), free(c->w), free(c->dw0); }
+
+/* matmul_backward of c: dinp (N,IC) written, dw (OC,IC) = dw0 + the product, dbias (OC) */
+static void bwd_run(const bwd_case *c, float *dinp, float *dw, float *dbias) {
+    memcpy(dw, c->dw0, (size_t)c->OC * c->IC * sizeof(float));
+    memset(dbias, 0, (size_t)c->OC * sizeof(float));
+    ops->matmul_backward(ops->ctx, dinp, dw, dbias, c->dout, c->inp, c->w, c->N, c->IC, c->OC);
+}
+
+/* bf16's dinp and dw (b) against fp32's (f) within bwd_tol; dbias the same bits (a plain fp32
+ * sum in both); returns how many outputs differ from fp32's. */
+static int bwd_check(const bwd_case *c, const float *bi, const float *bw, const float *bb,
+                     const float *fi, const float *fw, const float *fb) {
+    const int32_t N = c->N, IC = c->IC, OC = c->OC;
+    int differ = 0;
+    for (int32_t n = 0; n < N; n++)
+        for (int32_t i = 0; i < IC; i++) {
+            double mag = 0.0;
+            for (int32_t o = 0; o < OC; o++)
+                mag += fabs((double)c->dout[(size_t)n * OC + o] * c->w[(size_t)o * IC + i]);
+            size_t k = (size_t)n * IC + i;
+            ck_assert_msg(fabs((double)bi[k] - fi[k]) <= bwd_tol(OC, mag, 0.0),
+                          "N %d IC %d OC %d dinp[%d][%d]: bf16 %.9g, fp32 %.9g", N, IC, OC, n, i,
+                          (double)bi[k], (double)fi[k]);
+            differ += bi[k] != fi[k];
+        }
+    for (int32_t o = 0; o < OC; o++)
+        for (int32_t i = 0; i < IC; i++) {
+            double mag = 0.0;
+            for (int32_t n = 0; n < N; n++)
+                mag += fabs((double)c->dout[(size_t)n * OC + o] * c->inp[(size_t)n * IC + i]);
+            size_t k = (size_t)o * IC + i;
+            ck_assert_msg(fabs((double)bw[k] - fw[k]) <= bwd_tol(N, mag, c->dw0[k]),
+                          "N %d IC %d OC %d dw[%d][%d]: bf16 %.9g, fp32 %.9g", N, IC, OC, o, i,
+                          (double)bw[k], (double)fw[k]);
+            differ += bw[k] != fw[k];
+        }
+    ck_assert(!memcmp(bb, fb, (size_t)OC * sizeof(float)));
+    return differ;
+}
+
+/* {N, IC, OC}: odd sizes off every tile, panel and k-tile; N past the decode block and the
+ * 256-term block (dw's reduction runs over N); a case large enough for 2 threads to split */
+static const int32_t bwd_shapes[][3] = {{97, 37, 45}, {49, 301, 77}, {300, 64, 129},
+                                        {600, 130, 33}, {5, 3, 1}};
+#define NBWD ((int)(sizeof bwd_shapes / sizeof bwd_shapes[0]))
+
+/* matmul_backward in bf16: dinp and dw within the stated tolerance of fp32 and not its bits,
+ * dbias fp32's; the same bits at 1, 2 and 3 threads (2 threads did split the work: the pool
+ * forked for it). */
+START_TEST(bf16_matmul_backward_near_fp32_and_thread_invariant) {
+    if (!path(_i)) return;
+    for (int s = 0; s < NBWD; s++) {
+        bwd_case c = bwd_new(bwd_shapes[s][0], bwd_shapes[s][1], bwd_shapes[s][2]);
+        size_t ni = (size_t)c.N * c.IC, nw = (size_t)c.OC * c.IC;
+        float *fi = outv(ni), *fw = outv(nw), *fb = outv(c.OC);
+        float *bi = outv(ni), *bw = outv(nw), *bb = outv(c.OC);
+        float *ti = outv(ni), *tw = outv(nw), *tb = outv(c.OC);
+        reopen(1, GRPO_DTYPE_F32);
+        bwd_run(&c, fi, fw, fb);
+        reopen(1, GRPO_DTYPE_BF16);
+        bwd_run(&c, bi, bw, bb);
+        int differ = bwd_check(&c, bi, bw, bb, fi, fw, fb);
+        ck_assert_msg(differ > 0, "N %d IC %d OC %d: bf16 backward gave the fp32 bits", c.N,
+                      c.IC, c.OC);
+        for (int32_t t = 2; t <= 3; t++) {
+            reopen(t, GRPO_DTYPE_BF16);
+            bwd_run(&c, ti, tw, tb);
+            ck_assert_msg(!memcmp(ti, bi, ni * sizeof(float)) &&
+                              !memcmp(tw, bw, nw * sizeof(float)),
+                          "N %d IC %d OC %d: %d threads differ from 1", c.N, c.IC, c.OC, t);
+            if ((double)c.N * c.IC * c.OC / 64.0 >= CPU_MIN_PARALLEL_WORK)
+                ck_assert_msg(ctx()->stats.forks[CPU_FAM_GEMM_FWD] > 0,
+                              "N %d IC %d OC %d: %d threads never split the product", c.N, c.IC,
+                              c.OC, t);
+        }
+        reopen(3, GRPO_DTYPE_F32);
+        free(fi), free(fw), free(fb), free(bi), free(bw), free(bb), free(ti), free(tw), free(tb);
+        bwd_free(&c);
+    }
+}
+END_TEST
+
+/* The fp32 backward is OpenBLAS's, as before: a context set back to f32 after bf16 gives the
+ * bits of one that never computed in bf16. */
+START_TEST(fp32_matmul_backward_unchanged_after_bf16) {
+    if (!path(_i)) return;
+    bwd_case c = bwd_new(97, 37, 45);
+    size_t ni = (size_t)c.N * c.IC, nw = (size_t)c.OC * c.IC;
+    float *fi = outv(ni), *fw = outv(nw), *fb = outv(c.OC);
+    float *gi = outv(ni), *gw = outv(nw), *gb = outv(c.OC);
+    reopen(1, GRPO_DTYPE_F32);
+    bwd_run(&c, fi, fw, fb);
+    compute(GRPO_DTYPE_BF16);
+    bwd_run(&c, gi, gw, gb);
+    compute(GRPO_DTYPE_F32);
+    bwd_run(&c, gi, gw, gb);
+    ck_assert(!memcmp(fi, gi, ni * sizeof(float)) && !memcmp(fw, gw, nw * sizeof(float)));
+    free(fi), free(fw), free(fb), free(gi), free(gw), free(gb);
+    bwd_free(&c);
+}
+END_TEST
+
+/* |a - b| / |b| over n values (norms) */
+static double rel_diff(const float *a, const float *b, size_t n) {
+    double d = 0.0, m = 0.0;
+    for (size_t i = 0; i < n; i++)
+        d += ((double)a[i] - b[i]) * ((double)a[i] - b[i]), m += (double)b[i] * b[i];
+    return sqrt(d / (m > 0 ? m : 1e-300));
+}
+
+/* head_backward in bf16: dhidden and dw near fp32's (relative norm of the difference < 1e-2:
+ * the softmax's probabilities come from bf16 logits too, so no per-product bound holds), not
+ * their bits, and the same bits at 1, 2 and 3 threads. */
+START_TEST(bf16_head_backward_near_fp32_and_thread_invariant) {
+    if (!path(_i)) return;
+    enum { N = 120, C = 301, V = 1100 };
+    float *h = randv((size_t)N * C), *w = randv((size_t)V * C), *dl = randv(N);
+    for (size_t i = 0; i < (size_t)V * C; i++) w[i] *= 0.1f; /* logits of a few units */
+    int32_t tg[N];
+    for (int32_t n = 0; n < N; n++)
+        tg[n] = n % 7 == 3 ? -1 : (int32_t)((frand() + 1.0f) * 0.5f * (float)V) % V;
+    float lse[N], logp[N];
+    float *dh[4], *dw[4];
+    for (int32_t t = 0; t <= 3; t++) { /* t = 0: fp32, 1 thread */
+        reopen(t ? t : 1, t ? GRPO_DTYPE_BF16 : GRPO_DTYPE_F32);
+        dh[t] = outv((size_t)N * C), dw[t] = calloc((size_t)V * C, sizeof(float));
+        ops->head_forward(ops->ctx, logp, lse, NULL, h, w, tg, N, C, V, 0.7f);
+        ops->head_backward(ops->ctx, dh[t], dw[t], dl, h, w, tg, lse, N, C, V, 0.7f);
+    }
+    double eh = rel_diff(dh[1], dh[0], (size_t)N * C), ew = rel_diff(dw[1], dw[0], (size_t)V * C);
+    ck_assert_msg(eh < 1e-2 && ew < 1e-2 && eh > 0 && ew > 0,
+                  "bf16 head backward: dhidden %.3g, dw %.3g from fp32 (expected in (0, 1e-2))",
+                  eh, ew);
+    for (int32_t t = 2; t <= 3; t++)
+        ck_assert_msg(!memcmp(dh[t], dh[1], (size_t)N * C * sizeof(float)) &&
+                          !memcmp(dw[t], dw[1], (size_t)V * C * sizeof(float)),
+                      "bf16 head backward: %d threads differ from 1", t);
+    reopen(3, GRPO_DTYPE_F32);
+    for (int32_t t = 0; t <= 3; t++) free(dh[t]), free(dw[t]);
+    free(h), free(w), free(dl);
+}
+END_TEST
+
 /* Where the CPU has AMX and the OS grants it, bf16 compute runs on it, and GRPO_TEST_NO_AMX
  * moves it to VDPBF16PS; elsewhere it never does (and the line says why). */
 START_TEST(bf16_on_amx_where_granted) {
@@ -358,6 +533,9 @@ int main(void) {
     tcase_add_loop_test(tc, bf16_matmul_values_and_invariance, 0, 2);
     tcase_add_loop_test(tc, bf16_head_rows_same_alone_and_in_batch, 0, 2);
     tcase_add_loop_test(tc, bf16_head_logit_is_matmul_forward_times_scale, 0, 2);
+    tcase_add_loop_test(tc, bf16_matmul_backward_near_fp32_and_thread_invariant, 0, 2);
+    tcase_add_loop_test(tc, fp32_matmul_backward_unchanged_after_bf16, 0, 2);
+    tcase_add_loop_test(tc, bf16_head_backward_near_fp32_and_thread_invariant, 0, 2);
     tcase_add_test(tc, bf16_on_amx_where_granted);
     tcase_add_test(tc, bf16_refused_without_the_instructions);
     tcase_add_test(tc, bf16_refused_on_the_cuda_backend);

@@ -26,7 +26,9 @@
  *     sampling.compute_dtype = bf16 changes the sampler's log-probs: their mean difference from
  *     training's (sampling_logp_difference, > 0) differs from the bf16 copy's computed in fp32 by
  *     more than rounding (the same run repeats bit for bit), the importance ratio is not 1; the
- *     loss, KL and grad_norm stay finite.
+ *     loss, KL and grad_norm stay finite; train.compute_dtype = bf16 makes the KL of step 1 > 0
+ *     and training's log-probs differ from the (fp32) sampler's, and leaves step 1's grad_norm
+ *     within 2 % of fp32's, not equal to it.
  *   - sampling.max_live_rows (continuous decode): with grad_accum = 2 the default (one chunk's
  *     16 rows) refills the decode batch with the second chunk's rows (sampling/refills > 0,
  *     sampling/live_rows_max 16); a cap of 3 keeps sampling/live_rows_max at 3 or less; every
@@ -401,6 +403,38 @@ START_TEST(sampling_compute_dtype_bf16_computes_the_rollout_in_bf16) {
 }
 END_TEST
 
+/* train.compute_dtype = bf16: the policy's training passes in bf16. Step 1 samples the same
+ * completions (the rollout stays fp32), so its numbers compare: the KL against the fp32
+ * reference (= the policy) is > 0 where fp32 gives exactly 0 (the forward ran in bf16), the
+ * sampler's log-probs differ from training's (sampling_logp_difference, 0 up to rounding in
+ * fp32), and the gradient norm is fp32's within 2 % (the products' errors are bounded by
+ * 2^-7 of their magnitudes each, test_gemm_bf16.c, and mostly cancel) but not its value. That
+ * the backward's products themselves run in bf16 is test_gemm_bf16.c's (cpu_sgemm follows the
+ * compute dtype the pass sets). */
+START_TEST(train_compute_dtype_bf16_computes_the_policy_in_bf16) {
+    if (!bf16_cpu()) return;
+    char plain[512], keyed[512];
+    key_run("plain", "", "loss_type = dapo\nbeta = 0.04\n", NULL, plain, sizeof plain);
+    key_run("keyed", "", "loss_type = dapo\nbeta = 0.04\n", "train.compute_dtype=bf16", keyed,
+            sizeof keyed);
+    double ka = metric_at(plain, "kl", 1), kb = metric_at(keyed, "kl", 1);
+    double da = metric_at(plain, "sampling/sampling_logp_difference/mean", 1);
+    double db = metric_at(keyed, "sampling/sampling_logp_difference/mean", 1);
+    double ga = metric_at(plain, "grad_norm", 1), gb = metric_at(keyed, "grad_norm", 1);
+    if (getenv("GRPO_TEST_VERBOSE"))
+        printf("step 1: kl %g -> %g, logp difference %g -> %g, grad_norm %.9g -> %.9g\n", ka,
+               kb, da, db, ga, gb);
+    ck_assert_msg(ka == 0 && kb > 0, "train.compute_dtype = bf16: kl at step 1 %g (fp32 %g): "
+                  "the policy's forward gave the fp32 reference's log-probs", kb, ka);
+    ck_assert_msg(db > da && differs(da, db), "sampling_logp_difference %g with bf16, %g with "
+                  "fp32: training's log-probs are the sampler's", db, da);
+    ck_assert_msg(ga > 0 && fabs(gb - ga) <= 0.02 * ga && gb != ga,
+                  "grad_norm at step 1: bf16 %.9g, fp32 %.9g: expected within 2 %% and not equal",
+                  gb, ga);
+    assert_finite(keyed);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("run_keys");
     TCase *tc = tcase_create("keys");
@@ -416,6 +450,7 @@ int main(void) {
     tcase_add_test(tc, packed_microbatches_share_their_prompts);
     tcase_add_test(tc, ref_compute_dtype_bf16_computes_the_reference_in_bf16);
     tcase_add_test(tc, sampling_compute_dtype_bf16_computes_the_rollout_in_bf16);
+    tcase_add_test(tc, train_compute_dtype_bf16_computes_the_policy_in_bf16);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

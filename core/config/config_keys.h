@@ -184,7 +184,8 @@
       "compute each prompt once for its G completions in training passes: fewer FLOPs, " \
       "the same results up to fp32 rounding; false: every row in full")                        \
     E(train, compute_dtype, "fp32", train_compute_dtype,                                        \
-      "the policy's forward and backward; bf16 is not implemented yet (refused)")               \
+      "bf16 = the policy's training forward and backward as bf16 products, fp32 sums (CPUs "     \
+      "with avx512_bf16); weights, gradients and AdamW stay fp32; fp32 (or f32)")               \
     I(train, threads, "0", "[0, 1024]",                                                        \
       "CPU threads, at most 1024 (a thread each); 0 = all cores or OMP_NUM_THREADS")           \
     I(train, eval_every, "0", ">= 0",                                                          \

@@ -111,6 +111,17 @@ static int check_log_dir(const grpo_session *s, grpo_error *err) {
     return GRPO_OK;
 }
 
+/* train.compute_dtype = bf16: checked on the backend (refused naming the key and what the CPU
+ * or the backend lacks), kept for the training passes; the policy itself left in f32. */
+static int train_compute(grpo_session *s, grpo_error *err) {
+    s->compute_dtype = GRPO_DTYPE_F32;
+    if (s->cfg->train_compute_dtype != GRPO_TRAIN_COMPUTE_BF16) return GRPO_OK;
+    int rc = grpo_run_compute_bf16(&s->run, s->policy, "train.compute_dtype", err);
+    if (rc == GRPO_OK) rc = grpo_model_set_compute(s->policy, GRPO_DTYPE_F32, err);
+    if (rc == GRPO_OK) s->compute_dtype = GRPO_DTYPE_BF16;
+    return rc;
+}
+
 int grpo_session_open(grpo_session *s, const grpo_run_args *a, int resume, grpo_error *err) {
     memset(s, 0, sizeof *s);
     s->resumed = resume;
@@ -126,6 +137,7 @@ int grpo_session_open(grpo_session *s, const grpo_run_args *a, int resume, grpo_
     if (grpo_comm_rank() == 0 && (rc = grpo_ckpt_prepare(cfg->checkpoint_dir, err)) != GRPO_OK)
         return rc;
     if ((rc = open_policy(s, err)) != GRPO_OK) return rc;
+    if ((rc = train_compute(s, err)) != GRPO_OK) return rc;
     if (cfg->train_gradient_checkpointing &&
         (rc = grpo_model_set_gradient_checkpointing(s->policy, 1, err)) != GRPO_OK)
         return rc;
@@ -137,6 +149,10 @@ int grpo_session_open(grpo_session *s, const grpo_run_args *a, int resume, grpo_
     s->opt.step = s->st.optimizer_step;
     if (grpo_comm_rank() == 0 && (rc = check_log_dir(s, err)) != GRPO_OK) return rc;
     return open_data(s, err);
+}
+
+void grpo_session_train_compute(grpo_session *s, int on) {
+    s->policy->compute_dtype = on ? s->compute_dtype : GRPO_DTYPE_F32; /* checked at open */
 }
 
 int grpo_session_dropout(grpo_session *s, int on, uint64_t pass, grpo_error *err) {

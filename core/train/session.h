@@ -47,6 +47,7 @@ typedef struct grpo_session {
     grpo_metric_row last;    /* the metrics of the last step, for the model card */
     double start;     /* grpo_now() when this process's first step began */
     long steps_done;  /* steps taken by this process (the progress line's rate) */
+    int32_t compute_dtype; /* GRPO_DTYPE_* of the policy's training passes (train.compute_dtype) */
 } grpo_session;
 
 /* LoRA dropout (lora.dropout > 0) on for the policy's training pass number `pass` of this step
@@ -54,6 +55,10 @@ typedef struct grpo_session {
  * the same ones; off (on = 0) after its backward. Nothing to do without LoRA dropout. */
 int grpo_session_dropout(grpo_session *s, int on, uint64_t pass, grpo_error *err);
 
+/* train.compute_dtype = bf16: the policy computes in s->compute_dtype from on = 1 to on = 0,
+ * around its training passes (forward and backward, the old log-probs' forward); its other
+ * passes (the rollout, evaluation) stay fp32. Nothing to do for fp32. */
+void grpo_session_train_compute(grpo_session *s, int on);
 /* Opens everything above (ownership: grpo_session_close() frees it, also after a failure). */
 int grpo_session_open(grpo_session *s, const grpo_run_args *a, int resume, grpo_error *err);
 /* Opens log.dir/name (creating log.dir): fresh, or on resume cut back to the resumed step. */

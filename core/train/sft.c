@@ -98,7 +98,7 @@ static int next_batch(sft *s, double *tokens, grpo_error *err) {
 
 /* Forward, mean NLL over the response tokens (+ a MoE policy's router aux loss times
  * grpo.aux_loss_coef, as in GRPO), backward (gradient / accum). Adds the loss. */
-static int sft_micro(sft *s, long pass, double *loss, double *tokens, grpo_error *err) {
+static int sft_passes(sft *s, long pass, double *loss, double *tokens, grpo_error *err) {
     const grpo_run_config *cfg = s->ses->cfg;
     grpo_model *policy = s->ses->policy;
     int rc = next_batch(s, tokens, err);
@@ -119,6 +119,14 @@ static int sft_micro(sft *s, long pass, double *loss, double *tokens, grpo_error
         *loss += cfg->grpo_aux_loss_coef / (double)cfg->train_grad_accum * aux;
     rc = grpo_seqbatch_backward(&s->sb, policy, 0, 1.0f, err);
     return rc == GRPO_OK ? grpo_session_dropout(s->ses, 0, 0, err) : rc;
+}
+
+/* sft_passes in train.compute_dtype. */
+static int sft_micro(sft *s, long pass, double *loss, double *tokens, grpo_error *err) {
+    grpo_session_train_compute(s->ses, 1);
+    int rc = sft_passes(s, pass, loss, tokens, err);
+    grpo_session_train_compute(s->ses, 0);
+    return rc;
 }
 
 /* One optimizer step over train.grad_accum batches (grpo_session_step_fn). */

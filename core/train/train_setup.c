@@ -100,12 +100,6 @@ static int refuse_options(const grpo_run_config *cfg, const grpo_model *policy, 
                               "samples from its frozen base; hold that base in bf16 instead "
                               "(lora.base_dtype = bf16: exact, no correction needed)",
                               cfg->lora_r);
-    if (cfg->train_compute_dtype == GRPO_TRAIN_COMPUTE_BF16)
-        return grpo_error_set(err, GRPO_ERR_UNSUPPORTED,
-                              "%s: train.compute_dtype = bf16 is not implemented yet (the "
-                              "policy's forward and backward compute in fp32); expected fp32 "
-                              "(sampling.compute_dtype and grpo.ref_compute_dtype take bf16)",
-                              cfg->path);
     if (cfg->sampling_compute_dtype == GRPO_COMPUTE_BF16 &&
         cfg->sampling_weights_dtype != GRPO_WEIGHTS_BF16)
         return grpo_error_set(err, GRPO_ERR_INVALID,

@@ -260,7 +260,9 @@ static int chunk_old_logp(trainer *t, chunk *c, grpo_error *err) {
     for (int32_t r0 = 0, rows; r0 < c->rb.N; r0 += rows) { /* forward only: any grouping */
         rows = pass_rows(t, c, r0, micro_rows(t, c, r0));
         int rc = chunk_batch(t, c, r0, rows, err);
+        grpo_session_train_compute(&t->s, 1); /* the training forward's dtype: ratio 1 at mu 0 */
         if (rc == GRPO_OK) rc = grpo_seqbatch_forward(&t->sb, t->s.policy, 0, t->scale, err);
+        grpo_session_train_compute(&t->s, 0);
         if (rc != GRPO_OK) return rc;
         completion_cols(t, c, t->sb.logp, c->old_logp + (size_t)r0 * c->T);
     }
@@ -438,8 +440,9 @@ static int expert_load_add(trainer *t, grpo_error *err) {
     return GRPO_OK;
 }
 
-/* The policy's part of micro_step: forward, loss, backward (reference log-probs in buf + n). */
-static int micro_policy(trainer *t, chunk *c, int32_t r0, int32_t rows, const grpo_loss_opts *lo,
+/* The policy's part of micro_step: forward, loss, backward (reference log-probs in buf + n),
+ * the passes in train.compute_dtype (micro_policy). */
+static int micro_passes(trainer *t, chunk *c, int32_t r0, int32_t rows, const grpo_loss_opts *lo,
                         float *buf, loss_sums *sums, grpo_error *err) {
     size_t n = (size_t)rows * c->T;
     float *logp = buf, *ref = buf + n, *ent = buf + 2 * n, *dl = buf + 3 * n, *de = buf + 4 * n;
@@ -482,6 +485,14 @@ static int micro_policy(trainer *t, chunk *c, int32_t r0, int32_t rows, const gr
     if (bonus) grpo_seqbatch_scatter(&t->sb, de, c->T, t->sb.dentropy);
     rc = grpo_seqbatch_backward(&t->sb, t->s.policy, bonus, t->scale, err);
     return rc == GRPO_OK ? grpo_session_dropout(&t->s, 0, 0, err) : rc;
+}
+
+static int micro_policy(trainer *t, chunk *c, int32_t r0, int32_t rows, const grpo_loss_opts *lo,
+                        float *buf, loss_sums *sums, grpo_error *err) {
+    grpo_session_train_compute(&t->s, 1);
+    int rc = micro_passes(t, c, r0, rows, lo, buf, sums, err);
+    grpo_session_train_compute(&t->s, 0);
+    return rc;
 }
 
 /* Adds the (B,T) positions of batch sb and its padding ones (mask 0) to sums. */

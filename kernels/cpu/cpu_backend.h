@@ -35,8 +35,9 @@ enum { CPU_SIMD_ANY = 0, CPU_SIMD_BASE = 1, CPU_SIMD_AVX2 = 2, CPU_SIMD_AVX512 =
 
 /* The op families whose parallel regions are counted apart (cpu_parallel, cpu_ctx_stats). */
 typedef enum cpu_family {
-    CPU_FAM_GEMM_FWD,   /* the batch-invariant forward products: gemm_nt.c, matmul_small.c */
-    CPU_FAM_GEMM_BLAS,  /* OpenBLAS tiles (cpu_sgemm: backward and LoRA products) */
+    CPU_FAM_GEMM_FWD,   /* the batch-invariant products: gemm_nt.c, matmul_small.c (and
+                         * cpu_sgemm's in bf16 compute) */
+    CPU_FAM_GEMM_BLAS,  /* OpenBLAS tiles (cpu_sgemm in fp32: backward and LoRA products) */
     CPU_FAM_ATTENTION,  /* attention forward, backward, decode and their reductions */
     CPU_FAM_HEAD,       /* the fused LM head and logits_logp */
     CPU_FAM_NORM,       /* rmsnorm, rope */
@@ -60,12 +61,15 @@ typedef struct cpu_ctx {
     cpu_ctx_stats stats;   /* counted by cpu_parallel (the caller's thread only) */
     float *scratch;        /* grow-only work buffer shared by ops (one caller thread at a time) */
     size_t scratch_floats; /* its capacity */
+    float *pack;           /* grow-only packing buffers of cpu_sgemm's bf16 form, apart from
+                            * scratch (which its callers may hold: head_backward's G) */
+    size_t pack_floats;    /* its capacity */
     int32_t simd_limit;    /* CPU_SIMD_*: 0 (any) when the backend opens */
     float *panel;          /* grow-only buffer of widen.c: a weight panel widened to fp32 */
     uint64_t panel_floats; /* its capacity */
-    int32_t compute_dtype; /* GRPO_DTYPE_*: what the forward products compute in (gemm_nt.c,
-                            * matmul_small.c); F32 when the backend opens, BF16 only where
-                            * cpu_bf16_compute (cpu_set_compute_dtype) */
+    int32_t compute_dtype; /* GRPO_DTYPE_*: what the products compute in (gemm_nt.c,
+                            * matmul_small.c, cpu_sgemm); F32 when the backend opens, BF16
+                            * only where cpu_bf16_compute (cpu_set_compute_dtype) */
     int32_t bf16_amx;      /* 1: bf16 compute runs on AMX tiles (gemm_amx.c), decided by
                             * cpu_set_compute_dtype; 0: on VDPBF16PS */
 } cpu_ctx;
@@ -151,6 +155,13 @@ void cpu_ctx_free(cpu_ctx *ctx);
 /* A work buffer of at least n floats owned by ctx, valid until the next call; NULL if out of
  * memory. Not thread-safe: call it outside parallel regions. */
 float *cpu_scratch(cpu_ctx *ctx, size_t n);
+/* The same, or (apart = 1) ctx's second buffer (pack) for a product whose caller holds the
+ * scratch. */
+float *cpu_work(cpu_ctx *ctx, size_t n, int apart);
+/* The tile of a grid of nt tiles over C (M,N) with the smallest tm + tn (the packing every
+ * tile repeats), tm a multiple of am and tn of an: *tm rows, *tn columns, *pn tiles a row. */
+void cpu_tile_grid(int nt, int32_t M, int32_t N, int32_t am, int32_t an, int32_t *tm,
+                   int32_t *tn, int32_t *pn);
 /* Aborts with file:line and what was expected when an op is called with impossible arguments
  * (the op table has no error return; a shape bug in a model must not become silent garbage). */
 void cpu_check_failed(const char *file, int line, const char *op, const char *what);
@@ -164,10 +175,19 @@ void cpu_check_failed(const char *file, int line, const char *op, const char *wh
 void cpu_sgemm(cpu_ctx *ctx, int trans_a, int trans_b, int32_t M, int32_t N, int32_t K,
                float alpha, const float *A, int32_t lda, const float *B, int32_t ldb, float beta,
                float *C, int32_t ldc);
-/* The tile of a grid of nt tiles over C (M,N) with the smallest tm + tn (the packing every
- * tile repeats), tm a multiple of am and tn of an: *tm rows, *tn columns, *pn tiles a row. */
-void cpu_tile_grid(int nt, int32_t M, int32_t N, int32_t am, int32_t an, int32_t *tm,
-                   int32_t *tn, int32_t *pn);
+/* The same on the calling thread (e.g. inside a parallel region), computing in cdtype
+ * (cpu_gemm_cdtype: F32 is OpenBLAS's sgemm; bf16 is gemm_nt.c's or gemm_amx.c's product, see
+ * cpu_sgemm's bf16 form below) with work of cpu_gemm_nt_work(M, K, N) floats (NULL for F32). */
+void cpu_sgemm_serial(int32_t simd_limit, int32_t cdtype, int trans_a, int trans_b, int32_t M,
+                      int32_t N, int32_t K, float alpha, const float *A, int32_t lda,
+                      const float *B, int32_t ldb, float beta, float *C, int32_t ldc,
+                      float *work);
+/* cpu_sgemm computes in ctx->compute_dtype: F32 on OpenBLAS (the backward and LoRA products as
+ * they always were); BF16 (train.compute_dtype = bf16: the policy's backward) as the NT product
+ * of gemm_nt.c / gemm_amx.c with x = op(A) and w = op(B)^T read in place (cpu_nt's transposed
+ * operands), rounded to bf16 as they are packed: each output one chain over k in order from 0
+ * (beta = 0; the output times alpha after it) or from C's value (beta = 1, alpha = 1: C is
+ * accumulated into); other betas are refused. */
 
 /* ---- gemm_amx.c: bf16 compute on AMX tiles --------------------------------------------------- */
 /* cdtype of cpu_gemm_nt_serial for bf16 on AMX tiles (not a GRPO_DTYPE_*) */
@@ -182,16 +202,30 @@ static inline int32_t cpu_gemm_cdtype(const cpu_ctx *ctx) {
     return ctx->compute_dtype == GRPO_DTYPE_BF16 && ctx->bf16_amx ? CPU_CDTYPE_AMX_BF16
                                                                     : ctx->compute_dtype;
 }
+/* One product of gemm_nt.c or gemm_amx.c:
+ *   out (M,N) = scale * (x (M,K) @ w (N,K)^T + bias (N, or NULL: 0))        (acc = 0)
+ *   out (M,N) = out + x (M,K) @ w (N,K)^T               (acc = 1: scale 1 and no bias)
+ * out's rows ldo floats apart. x is fp32; w of wtype (GRPO_DTYPE_*). Each operand is stored by
+ * rows (row r's K terms contiguous, rows ld apart) or transposed (xt, wt: (K, rows), element
+ * (r,k) at [k * ld + r]; fp32, bf16 compute only: the backward's dX = dY W and dW = dY^T X). */
+typedef struct cpu_nt {
+    float *out;
+    int32_t ldo;
+    const float *x;
+    int32_t ldx, xt;
+    const void *w;
+    int32_t wtype, ldw, wt;
+    const float *bias;
+    float scale;
+    int32_t M, N, K;
+    int acc;
+} cpu_nt;
 /* cpu_gemm_nt's product on AMX tiles (bf16 products, fp32 sums in k-tiles of 32 terms in
- * order: one chain per output whatever N, the row's place or the threads; gemm_amx.c); only
+ * order: one chain per output whatever M, the row's place or the threads; gemm_amx.c); only
  * after cpu_amx_bf16_ready(). The serial form takes cpu_amx_work floats of work. */
-void cpu_amx_gemm(cpu_ctx *ctx, float *out, int32_t ldo, const float *inp, const void *w,
-                  int32_t wtype, const float *bias, float scale, int32_t N, int32_t IC,
-                  int32_t OC);
+void cpu_amx_gemm(cpu_ctx *ctx, const cpu_nt *p, int apart);
 size_t cpu_amx_work(int32_t N, int32_t IC, int32_t OC);
-void cpu_amx_gemm_serial(float *out, int32_t ldo, const float *inp, const void *w,
-                         int32_t wtype, const float *bias, float scale, int32_t N, int32_t IC,
-                         int32_t OC, float *work);
+void cpu_amx_gemm_serial(const cpu_nt *p, float *work);
 
 /* ---- gemm_nt.c: the batch-invariant forward product ---------------------------------------- */
 /* out (N,OC) = scale * (inp (N,IC) @ w (OC,IC)^T + bias (OC, or NULL: 0)), w of wtype
@@ -212,6 +246,12 @@ size_t cpu_gemm_nt_work(int32_t N, int32_t IC, int32_t OC);
 void cpu_gemm_nt_serial(int32_t simd_limit, int32_t cdtype, float *out, int32_t ldo,
                         const float *inp, const void *w, int32_t wtype, const float *bias,
                         float scale, int32_t N, int32_t IC, int32_t OC, float *work);
+/* The product p (cpu_nt) on ctx's threads (in ctx's compute dtype; its packing buffers from
+ * cpu_work(ctx, ., apart)), and on the calling thread (in cdtype, work of
+ * cpu_gemm_nt_work(p->M, p->K, p->N) floats): what the two above and cpu_sgemm's bf16 form
+ * run. Transposed operands and acc only with bf16 compute. */
+void cpu_gemm_nt_run(cpu_ctx *ctx, const cpu_nt *p, int apart);
+void cpu_gemm_nt_run_serial(int32_t simd_limit, int32_t cdtype, const cpu_nt *p, float *work);
 
 /* ---- attend.c: the batch-invariant attention core (attention.c's forward and decode) ---- */
 /* One key sequence: np prefix keys/values (row stride ks, pk/pv; NULL when np = 0), then the

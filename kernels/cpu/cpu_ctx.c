@@ -2,9 +2,9 @@
  * cpu_ctx.c — the CPU backend's context: its creation with the thread policy (one pool,
  * cpu_pool.h, OpenBLAS on one thread; cpu_backend.h), the parallel regions on that pool with
  * their per-family counts, the shared scratch buffer, the check that aborts an op called with
- * impossible arguments, the ISA rule of the per-ISA kernels, and the compute dtype of the
- * forward products (bf16 where the CPU has avx512_bf16). Every kernel calls into this file; it
- * calls only cpu_pool.c.
+ * impossible arguments, the ISA rule of the per-ISA kernels, the compute dtype of the
+ * products (bf16 where the CPU has avx512_bf16), and the grid of tiles the parallel products
+ * share (cpu_tile_grid). Every kernel calls into this file; it calls only cpu_pool.c.
  */
 #include "cpu/cpu_backend.h"
 
@@ -69,6 +69,7 @@ void cpu_ctx_free(cpu_ctx *ctx) {
     stats_print(ctx);
     cpu_pool_free(ctx->pool);
     free(ctx->scratch);
+    free(ctx->pack);
     free(ctx->panel);
     free(ctx);
 }
@@ -136,17 +137,24 @@ void cpu_locals_free(cpu_locals *l) {
     l->slot = NULL;
 }
 
-float *cpu_scratch(cpu_ctx *ctx, size_t n) {
-    if (n <= ctx->scratch_floats) return ctx->scratch;
-    free(ctx->scratch);
-    ctx->scratch = NULL;
-    ctx->scratch_floats = 0;
+/* *buf grown to at least n floats (64-byte aligned, contents lost), or NULL */
+static float *grow(float **buf, size_t *cap, size_t n) {
+    if (n <= *cap) return *buf;
+    free(*buf);
+    *buf = NULL;
+    *cap = 0;
     size_t bytes = (n * sizeof(float) + 63u) / 64u * 64u;
     float *p = aligned_alloc(64, bytes);
     if (!p) return NULL;
-    ctx->scratch = p;
-    ctx->scratch_floats = n;
+    *buf = p;
+    *cap = n;
     return p;
+}
+
+float *cpu_scratch(cpu_ctx *ctx, size_t n) { return grow(&ctx->scratch, &ctx->scratch_floats, n); }
+
+float *cpu_work(cpu_ctx *ctx, size_t n, int apart) {
+    return apart ? grow(&ctx->pack, &ctx->pack_floats, n) : cpu_scratch(ctx, n);
 }
 
 int32_t cpu_simd_level(int32_t limit) {
@@ -206,4 +214,18 @@ int cpu_bf16_amx(void) {
                 amx ? "" : (off && *off && strcmp(off, "0") != 0 ? "off (GRPO_TEST_NO_AMX)"
                                                                   : cpu_amx_bf16_why()));
     return amx;
+}
+
+static int32_t round_up(int32_t x, int32_t a) { return (x + a - 1) / a * a; }
+
+/* The grid of every tiled product (gemm.c, gemm_nt.c, gemm_amx.c): tiles as square as
+ * possible, since every thread packs its own rows and columns. */
+void cpu_tile_grid(int nt, int32_t M, int32_t N, int32_t am, int32_t an, int32_t *tm,
+                   int32_t *tn, int32_t *pn) {
+    int32_t best = -1;
+    for (int32_t p = 1; p <= nt; p++) { /* p tiles down, nt / p across */
+        if (nt % p) continue;
+        int32_t m = round_up((M + p - 1) / p, am), n = round_up((N + nt / p - 1) / (nt / p), an);
+        if (best < 0 || m + n < best) best = m + n, *tm = m, *tn = n, *pn = nt / p;
+    }
 }

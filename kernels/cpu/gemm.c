@@ -7,24 +7,17 @@
  * the pool: a thread whose core is busy elsewhere leaves its tile to another).
  * The grid is chosen so that tiles are as square as possible, since every thread packs its own
  * rows of A and columns of B: the packing each thread repeats is (tm + tn) * K for tm * tn * K
- * of arithmetic (cpu_tile_grid, which gemm_nt.c uses too).
+ * of arithmetic (cpu_tile_grid, cpu_ctx.c, which gemm_nt.c uses too).
+ *
+ * With bf16 compute (ctx->compute_dtype BF16: train.compute_dtype = bf16, the policy's backward)
+ * the same product is gemm_nt.c's (or gemm_amx.c's) NT product instead, its operands read in
+ * place, transposed or not (cpu_nt), and rounded to bf16 as they are packed: fp32 sums of
+ * bf16 products, each output one chain over k in order (thread- and batch-invariant).
  */
 #include "cpu/blas.h"
 #include "cpu/cpu_backend.h"
 
 #define GEMM_ALIGN 16 /* tile edges are multiples of this (the SIMD width of AVX-512 fp32) */
-
-static int32_t round_up(int32_t x, int32_t a) { return (x + a - 1) / a * a; }
-
-void cpu_tile_grid(int nt, int32_t M, int32_t N, int32_t am, int32_t an, int32_t *tm,
-                   int32_t *tn, int32_t *pn) {
-    int32_t best = -1;
-    for (int32_t p = 1; p <= nt; p++) { /* p tiles down, nt / p across */
-        if (nt % p) continue;
-        int32_t m = round_up((M + p - 1) / p, am), n = round_up((N + nt / p - 1) / (nt / p), an);
-        if (best < 0 || m + n < best) best = m + n, *tm = m, *tn = n, *pn = nt / p;
-    }
-}
 
 typedef struct sgemm_args {
     enum CBLAS_TRANSPOSE ta, tb;
@@ -48,10 +41,43 @@ static void sgemm_tile(void *arg, int64_t tile, int32_t tid) {
                 g->C + (size_t)m0 * g->ldc + n0, g->ldc);
 }
 
+/* cpu_sgemm's product as the NT product of gemm_nt.c: x = op(A) (M rows of K terms: A's rows,
+ * or its columns when trans_a), w = op(B)^T (N rows of K: B's rows when trans_b, else its
+ * columns, i.e. B read transposed). */
+static cpu_nt blas_nt(int trans_a, int trans_b, int32_t M, int32_t N, int32_t K, float alpha,
+                      const float *A, int32_t lda, const float *B, int32_t ldb, float beta,
+                      float *C, int32_t ldc) {
+    CPU_CHECK(beta == 0.0f || (beta == 1.0f && alpha == 1.0f), "sgemm",
+              "bf16 compute: beta 0, or beta 1 with alpha 1");
+    return (cpu_nt){.out = C, .ldo = ldc, .x = A, .ldx = lda, .xt = trans_a != 0, .w = B,
+                    .wtype = GRPO_DTYPE_F32, .ldw = ldb, .wt = !trans_b, .scale = alpha, .M = M,
+                    .N = N, .K = K, .acc = beta == 1.0f};
+}
+
+void cpu_sgemm_serial(int32_t simd_limit, int32_t cdtype, int trans_a, int trans_b, int32_t M,
+                      int32_t N, int32_t K, float alpha, const float *A, int32_t lda,
+                      const float *B, int32_t ldb, float beta, float *C, int32_t ldc,
+                      float *work) {
+    if (M <= 0 || N <= 0) return;
+    if (cdtype == GRPO_DTYPE_F32) {
+        cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+                    trans_b ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B, ldb, beta, C,
+                    ldc);
+        return;
+    }
+    cpu_nt p = blas_nt(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    cpu_gemm_nt_run_serial(simd_limit, cdtype, &p, work);
+}
+
 void cpu_sgemm(cpu_ctx *ctx, int trans_a, int trans_b, int32_t M, int32_t N, int32_t K,
                float alpha, const float *A, int32_t lda, const float *B, int32_t ldb, float beta,
                float *C, int32_t ldc) {
     if (M <= 0 || N <= 0) return;
+    if (ctx->compute_dtype != GRPO_DTYPE_F32) { /* bf16: gemm_nt.c's product, scratch kept */
+        cpu_nt p = blas_nt(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        cpu_gemm_nt_run(ctx, &p, 1);
+        return;
+    }
     enum CBLAS_TRANSPOSE ta = trans_a ? CblasTrans : CblasNoTrans;
     enum CBLAS_TRANSPOSE tb = trans_b ? CblasTrans : CblasNoTrans;
     int nt = cpu_threads_for(ctx, (double)M * N * (K > 0 ? K : 1) / 64.0);

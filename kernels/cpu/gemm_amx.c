@@ -21,6 +21,11 @@
  * the batch, the thread count, and whether the decode path (matmul_small.c) or the prefill
  * path (gemm_nt.c) runs it. The bits differ from the VDPBF16PS chain (another order).
  *
+ * The backward's bf16 products (cpu_nt with transposed operands, gemm.c) run here too: a
+ * transposed input is packed from two of its rows per pair (tile_pairs_t), a transposed w is
+ * transposed in registers into wa (w_rows_t), and an accumulating product adds the finished
+ * chain to out (out + acc, no scale or bias).
+ *
  * Built with -mamx-tile -mamx-bf16 on this file alone (CMake: GRPO_HAVE_AMX, where the
  * compiler takes them); elsewhere cpu_amx_bf16_ready() (amx_detect.c) is 0 and these are never
  * called.
@@ -55,17 +60,8 @@ size_t cpu_amx_work(int32_t N, int32_t IC, int32_t OC) {
 }
 
 #if defined(AMX_BUILT)
-/* One product: what every task reads and writes. */
-typedef struct amx_job {
-    float *out;
-    int32_t ldo;
-    const float *inp; /* (N,IC) */
-    const void *w;    /* (OC,IC) of wtype */
-    int32_t wtype;
-    const float *bias;
-    float scale;
-    int32_t N, IC, OC;
-} amx_job;
+/* One product (cpu_backend.h): what every task reads and writes. */
+typedef cpu_nt amx_job;
 
 /* palette 1, all eight tiles 16 rows of 64 bytes (fp32 16 x 16, bf16 16 x 32, pairs 16 x 16) */
 typedef struct amx_cfg {
@@ -117,46 +113,103 @@ static inline __m512 tile_pairs(const float *row, int32_t IC, int32_t t) {
     return (__m512)_mm512_cvtne2ps_pbh(b, a);
 }
 
-/* xv (groups of 16 rows, kp, 16) of pairs from rows r0 .. r0+n of inp (N,IC); the rows of the
- * last group past n are zero. A group's k-tile: 16 rows of 16 pairs, transposed in registers. */
+/* The 16 pairs q of k-tile t for the 16 rows r .. r+16 of a transposed fp32 operand (K, ?)
+ * (element (r,k) at m[k * ld + r]), as 16 words (one per row l: terms 32t + 2q, 32t + 2q + 1;
+ * zero past K and past the n rows there are), into d[q][l]: two rows of m loaded, rounded by
+ * VCVTNEPS2BF16 and interleaved. */
+__attribute__((target("avx512f,avx512bf16"), always_inline))
+static inline void tile_pairs_t(float *d, const float *m, int32_t ld, int32_t r, int32_t n,
+                                int32_t K, int32_t t) {
+    const __mmask16 rows = n >= 16 ? 0xffff : (__mmask16)((1u << n) - 1);
+    for (int32_t q = 0; q < 16; q++) {
+        const int32_t k = 32 * t + 2 * q;
+        __m512 a = k < K ? _mm512_maskz_loadu_ps(rows, m + (size_t)k * ld + r)
+                         : _mm512_setzero_ps();
+        __m512 b = k + 1 < K ? _mm512_maskz_loadu_ps(rows, m + (size_t)(k + 1) * ld + r)
+                             : _mm512_setzero_ps();
+        __m512i lo = _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(a));
+        __m512i hi = _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(b));
+        _mm512_storeu_si512(d + 16 * q, _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
+    }
+}
+
+/* xv (groups of 16 rows, kp, 16) of pairs from rows r0 .. r0+n of x (M,K); the rows of the
+ * last group past n are zero. A group's k-tile: 16 rows of 16 pairs, transposed in registers
+ * (x by rows), or read across 16 rows at once (x transposed: tile_pairs_t). */
 __attribute__((target("avx512f,avx512bf16")))
 static void pack_x(uint32_t *xv, const amx_job *jb, int32_t r0, int32_t n, int32_t kp) {
     for (int32_t g = 0; g * 16 < n; g++)
         for (int32_t t = 0; t < kp / 16; t++) {
+            float *d = (float *)(xv + ((size_t)g * kp + (size_t)t * 16) * 16);
+            if (jb->xt) {
+                tile_pairs_t(d, jb->x, jb->ldx, r0 + g * 16, n - g * 16, jb->K, t);
+                continue;
+            }
             __m512 v[16];
             for (int32_t l = 0; l < 16; l++)
-                v[l] = g * 16 + l < n ? tile_pairs(jb->inp + (size_t)(r0 + g * 16 + l) * jb->IC,
-                                                   jb->IC, t)
+                v[l] = g * 16 + l < n ? tile_pairs(jb->x + (size_t)(r0 + g * 16 + l) * jb->ldx,
+                                                   jb->K, t)
                                       : _mm512_setzero_ps();
             transpose16(v);
-            float *d = (float *)(xv + ((size_t)g * kp + (size_t)t * 16) * 16);
 #pragma GCC unroll 16
             for (int32_t q = 0; q < 16; q++) _mm512_storeu_ps(d + 16 * q, v[q]);
         }
 }
 
-/* The A operand for w's rows c .. c+32: in place (bf16 rows, IC % 32 == 0, all 32 rows in w),
- * else as bf16 into wa (32, 2 * kp) with zero rows past OC. *stride: bytes between rows. */
+/* wa's 32 rows (2 * kp bf16 each) from the columns c .. c+32 of a transposed fp32 w (K, N):
+ * per k-tile, two 16 x 16 blocks of 16 rows each loaded across (zero past K and N),
+ * transposed in registers and rounded in pairs (tile_pairs's rounding). */
+__attribute__((target("avx512f,avx512bf16")))
+static void w_rows_t(const amx_job *jb, int32_t c, uint16_t *wa, int32_t kp) {
+    const float *w = jb->w;
+    for (int32_t h = 0; h < 2; h++) {
+        const int32_t cols = imin(16, jb->N - c - 16 * h);
+        const __mmask16 m = cols >= 16 ? 0xffff : cols <= 0 ? 0 : (__mmask16)((1u << cols) - 1);
+        for (int32_t t = 0; t < kp / 16; t++) {
+            __m512 lo[16], hi[16];
+            for (int32_t l = 0; l < 16; l++) {
+                const int32_t k = 32 * t + l;
+                lo[l] = k < jb->K ? _mm512_maskz_loadu_ps(m, w + (size_t)k * jb->ldw + c + 16 * h)
+                                  : _mm512_setzero_ps();
+                hi[l] = k + 16 < jb->K
+                            ? _mm512_maskz_loadu_ps(m, w + (size_t)(k + 16) * jb->ldw + c + 16 * h)
+                            : _mm512_setzero_ps();
+            }
+            transpose16(lo);
+            transpose16(hi);
+            for (int32_t j = 0; j < 16; j++)
+                _mm512_storeu_ps((float *)(wa + (size_t)(16 * h + j) * 2 * kp + 32 * t),
+                                 (__m512)_mm512_cvtne2ps_pbh(hi[j], lo[j]));
+        }
+    }
+}
+
+/* The A operand for w's rows c .. c+32: in place (bf16 rows, K % 32 == 0, all 32 rows in w),
+ * else as bf16 into wa (32, 2 * kp) with zero rows past N. *stride: bytes between rows. */
 __attribute__((target("avx512f,avx512bf16")))
 static const uint16_t *w_rows(const amx_job *jb, int32_t c, uint16_t *wa, int32_t kp,
                               size_t *stride) {
-    const int32_t IC = jb->IC;
-    if (jb->wtype == GRPO_DTYPE_BF16 && IC % 32 == 0 && c + 32 <= jb->OC) {
-        *stride = (size_t)IC * 2;
-        return (const uint16_t *)jb->w + (size_t)c * IC;
+    const int32_t K = jb->K;
+    *stride = (size_t)kp * 4;
+    if (jb->wt) {
+        w_rows_t(jb, c, wa, kp);
+        return wa;
+    }
+    if (jb->wtype == GRPO_DTYPE_BF16 && K % 32 == 0 && c + 32 <= jb->N) {
+        *stride = (size_t)jb->ldw * 2;
+        return (const uint16_t *)jb->w + (size_t)c * jb->ldw;
     }
     for (int32_t j = 0; j < 32; j++) {
         uint16_t *d = wa + (size_t)j * 2 * kp;
         memset(d, 0, (size_t)2 * kp * sizeof *d);
-        if (c + j >= jb->OC) continue;
+        if (c + j >= jb->N) continue;
         if (jb->wtype == GRPO_DTYPE_BF16) {
-            memcpy(d, (const uint16_t *)jb->w + (size_t)(c + j) * IC, (size_t)IC * sizeof *d);
+            memcpy(d, (const uint16_t *)jb->w + (size_t)(c + j) * jb->ldw, (size_t)K * sizeof *d);
             continue;
         }
-        const float *row = (const float *)jb->w + (size_t)(c + j) * IC;
-        for (int32_t t = 0; t < kp / 16; t++) _mm512_storeu_ps(d + 32 * t, tile_pairs(row, IC, t));
+        const float *row = (const float *)jb->w + (size_t)(c + j) * jb->ldw;
+        for (int32_t t = 0; t < kp / 16; t++) _mm512_storeu_ps(d + 32 * t, tile_pairs(row, K, t));
     }
-    *stride = (size_t)kp * 4;
     return wa;
 }
 
@@ -194,9 +247,10 @@ static void amx_kern(const uint16_t *a0, const uint16_t *a1, size_t sa, const ui
     _tile_stored(3, ct + 768, 64);
 }
 
-/* out[r + l][c + n] = scale * (acc + bias[c + n]) (+ 0 without bias) for l < m, n < nc: acc
- * from ct, tile (n / 16, l / 16), element [n % 16][l % 16]; each 16 x 16 tile transposed in
- * registers, then a sum and a product lane by lane (no fma) and a masked store a row. */
+/* out[r + l][c + n] = scale * (acc + bias[c + n]) (+ 0 without bias), or out + acc (jb->acc),
+ * for l < m, n < nc: acc from ct, tile (n / 16, l / 16), element [n % 16][l % 16]; each
+ * 16 x 16 tile transposed in registers, then a sum and a product lane by lane (no fma) and a
+ * masked store a row. */
 __attribute__((target("avx512f")))
 static void store_tiles(const amx_job *jb, const float *ct, int32_t r, int32_t m, int32_t c,
                         int32_t nc) {
@@ -212,9 +266,12 @@ static void store_tiles(const amx_job *jb, const float *ct, int32_t r, int32_t m
 #pragma GCC unroll 16
             for (int32_t q = 0; q < 16; q++) v[q] = _mm512_loadu_ps(t + 16 * q);
             transpose16(v);
-            for (int32_t l = 0; l < imin(16, m - 16 * j); l++)
-                _mm512_mask_storeu_ps(jb->out + (size_t)(r + 16 * j + l) * jb->ldo + c + 16 * i,
-                                      k, _mm512_mul_ps(s, _mm512_add_ps(v[l], b)));
+            for (int32_t l = 0; l < imin(16, m - 16 * j); l++) {
+                float *o = jb->out + (size_t)(r + 16 * j + l) * jb->ldo + c + 16 * i;
+                __m512 y = jb->acc ? _mm512_add_ps(_mm512_maskz_loadu_ps(k, o), v[l])
+                                   : _mm512_mul_ps(s, _mm512_add_ps(v[l], b));
+                _mm512_mask_storeu_ps(o, k, y);
+            }
         }
     }
 }
@@ -224,7 +281,7 @@ static void store_tiles(const amx_job *jb, const float *ct, int32_t r, int32_t m
  * each 32 rows, each 32 outputs: one call of the tiles. */
 static void amx_block(const amx_job *jb, int32_t r0, int32_t r1, int32_t c0, int32_t c1,
                       uint32_t *work) {
-    const int32_t kp = kpairs(jb->IC), kt = kp / 16;
+    const int32_t kp = kpairs(jb->K), kt = kp / 16;
     uint16_t *wa = (uint16_t *)work;
     uint32_t *xv = work + (size_t)AMX_NB * kp;
     float ct[1024];
@@ -253,13 +310,12 @@ static void amx_block(const amx_job *jb, int32_t r0, int32_t r1, int32_t c0, int
     _tile_release();
 }
 
-void cpu_amx_gemm_serial(float *out, int32_t ldo, const float *inp, const void *w,
-                         int32_t wtype, const float *bias, float scale, int32_t N, int32_t IC,
-                         int32_t OC, float *work) {
+void cpu_amx_gemm_serial(const cpu_nt *p, float *work) {
     CPU_CHECK(cpu_amx_bf16_ready(), "gemm_amx", "AMX tiles used without cpu_amx_bf16_ready");
-    if (N <= 0 || OC <= 0) return;
-    amx_job jb = {out, ldo, inp, w, wtype, bias, scale, N, IC < 0 ? 0 : IC, OC};
-    amx_block(&jb, 0, N, 0, OC, (uint32_t *)work);
+    if (p->M <= 0 || p->N <= 0) return;
+    amx_job jb = *p;
+    jb.K = p->K < 0 ? 0 : p->K;
+    amx_block(&jb, 0, jb.M, 0, jb.N, (uint32_t *)work);
 }
 
 /* cpu_amx_gemm's tiles of a grid over out, one pool task each with its own work */
@@ -274,41 +330,38 @@ static void amx_task(void *arg, int64_t tile, int32_t tid) {
     const amx_grid *g = arg;
     (void)tid;
     int32_t r0 = (int32_t)tile / g->pn * g->tm, c0 = (int32_t)tile % g->pn * g->tn;
-    if (r0 < g->jb->N && c0 < g->jb->OC)
-        amx_block(g->jb, r0, imin(r0 + g->tm, g->jb->N), c0, imin(c0 + g->tn, g->jb->OC),
+    if (r0 < g->jb->M && c0 < g->jb->N)
+        amx_block(g->jb, r0, imin(r0 + g->tm, g->jb->M), c0, imin(c0 + g->tn, g->jb->N),
                   g->work + g->per * (size_t)tile);
 }
 
-void cpu_amx_gemm(cpu_ctx *ctx, float *out, int32_t ldo, const float *inp, const void *w,
-                  int32_t wtype, const float *bias, float scale, int32_t N, int32_t IC,
-                  int32_t OC) {
+void cpu_amx_gemm(cpu_ctx *ctx, const cpu_nt *p, int apart) {
     CPU_CHECK(cpu_amx_bf16_ready(), "gemm_amx", "AMX tiles used without cpu_amx_bf16_ready");
-    CPU_CHECK(wtype == GRPO_DTYPE_F32 || wtype == GRPO_DTYPE_BF16, "gemm_amx", "unknown dtype");
-    if (N <= 0 || OC <= 0) return;
-    amx_job jb = {out, ldo, inp, w, wtype, bias, scale, N, IC < 0 ? 0 : IC, OC};
+    CPU_CHECK(p->wtype == GRPO_DTYPE_F32 || p->wtype == GRPO_DTYPE_BF16, "gemm_amx",
+              "unknown dtype");
+    CPU_CHECK(!p->wt || p->wtype == GRPO_DTYPE_F32, "gemm_amx", "a transposed w must be fp32");
+    if (p->M <= 0 || p->N <= 0) return;
+    amx_job jb = *p;
+    jb.K = p->K < 0 ? 0 : p->K;
+    const int32_t N = jb.M, OC = jb.N, IC = jb.K;
     int nt = cpu_threads_for(ctx, (double)N * OC * (IC > 0 ? IC : 1) / 64.0); /* gemm_nt.c's */
     int32_t tm = N, tn = OC, pn = 1;
     if (nt > 1) cpu_tile_grid(nt, N, OC, 32, 32, &tm, &tn, &pn);
     int32_t tiles = nt > 1 ? nt : 1;
-    size_t per = amx_words(tm, jb.IC);
-    uint32_t *work = (uint32_t *)cpu_scratch(ctx, per * (size_t)tiles);
+    size_t per = amx_words(tm, IC);
+    uint32_t *work = (uint32_t *)cpu_work(ctx, per * (size_t)tiles, apart);
     CPU_CHECK(work != NULL, "gemm_amx", "out of memory for the packing buffers");
     amx_grid g = {&jb, tm, tn, pn, per, work};
     cpu_parallel(ctx, CPU_FAM_GEMM_FWD, nt, tiles, amx_task, &g);
 }
 #else
-void cpu_amx_gemm_serial(float *out, int32_t ldo, const float *inp, const void *w,
-                         int32_t wtype, const float *bias, float scale, int32_t N, int32_t IC,
-                         int32_t OC, float *work) {
-    (void)out, (void)ldo, (void)inp, (void)w, (void)wtype, (void)bias, (void)scale, (void)N;
-    (void)IC, (void)OC, (void)work;
+void cpu_amx_gemm_serial(const cpu_nt *p, float *work) {
+    (void)p, (void)work;
     CPU_CHECK(0, "gemm_amx", "AMX tiles: not built with -mamx-tile -mamx-bf16");
 }
 
-void cpu_amx_gemm(cpu_ctx *ctx, float *out, int32_t ldo, const float *inp, const void *w,
-                  int32_t wtype, const float *bias, float scale, int32_t N, int32_t IC,
-                  int32_t OC) {
+void cpu_amx_gemm(cpu_ctx *ctx, const cpu_nt *p, int apart) {
     (void)ctx;
-    cpu_amx_gemm_serial(out, ldo, inp, w, wtype, bias, scale, N, IC, OC, NULL);
+    cpu_amx_gemm_serial(p, NULL);
 }
 #endif

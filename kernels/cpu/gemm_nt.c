@@ -37,6 +37,12 @@
  * chain matmul_small.c's bf16 block makes.
  * Where the context runs bf16 on AMX tiles (ctx->bf16_amx, cdtype CPU_CDTYPE_AMX_BF16 in the
  * serial form) the product is gemm_amx.c's instead: its own chain, in the decode path too.
+ *
+ * The backward's products in bf16 (cpu_sgemm's bf16 form, gemm.c: dX = dY W, dW += dY^T X, the
+ * head's) are this product too (cpu_nt): an operand stored transposed, (K, rows), is packed by
+ * pack_pairs_t into the same panels (two rows of it rounded and interleaved per pair), and an
+ * accumulating product (acc) starts each chain from out's value instead of 0, with no epilogue.
+ * The chains keep every property above (one per output, k in order, any grid of threads).
  */
 #include <string.h>
 #if defined(__GNUC__) && defined(__x86_64__)
@@ -171,17 +177,8 @@ static int32_t ksteps(const gemm_isa *isa, int32_t kc) {
     return (kc + isa->kstep - 1) / isa->kstep;
 }
 
-/* One product: what every tile of it reads and writes. */
-typedef struct gemm_job {
-    float *out;
-    int32_t ldo;
-    const float *inp; /* (N,IC) */
-    const void *w;    /* (OC,IC) of wtype */
-    int32_t wtype;
-    const float *bias; /* (OC) or NULL */
-    float scale;
-    int32_t IC;
-} gemm_job;
+/* One product (cpu_backend.h): what every tile of it reads and writes. */
+typedef cpu_nt gemm_job;
 
 static int32_t imin(int32_t a, int32_t b) { return a < b ? a : b; }
 static int32_t round_up(int32_t x, int32_t a) { return (x + a - 1) / a * a; }
@@ -339,6 +336,35 @@ static void pack_pairs(float *p, const void *m, int32_t dtype, int32_t ld, int32
     }
 }
 
+/* pack_pairs for m stored transposed (fp32 (K, ?), element (r,k) at m[k * ld + r]: the
+ * backward's operands, cpu_nt's xt and wt): the same panels, each pair's two terms rounded from
+ * rows k and k + 1 of m (contiguous over the panel's rows; 0 past kc). */
+#if defined(__GNUC__) && defined(__x86_64__)
+__attribute__((target("avx512f,avx512bw,avx512vl")))
+#endif
+static void pack_pairs_t(float *p, const void *m_, int32_t dtype, int32_t ld, int32_t r0,
+                         int32_t rows, int32_t width, int32_t k0, int32_t kc) {
+    CPU_CHECK(dtype == GRPO_DTYPE_F32, "gemm_nt", "a transposed operand must be fp32");
+    const float *m = m_;
+    const size_t kp = (size_t)(kc + 1) / 2;
+    uint16_t lo[GEMM_NR_MAX], hi[GEMM_NR_MAX];
+    for (int32_t q = 0; q < rows; q += width) {
+        int32_t n = imin(width, rows - q);
+        uint32_t *d = (uint32_t *)p + (size_t)q * kp;
+        for (size_t s = 0; s < kp; s++) {
+            const float *a = m + (size_t)(k0 + 2 * s) * ld + r0 + q;
+            bf16_row(lo, a, GRPO_DTYPE_F32, n);
+            if ((int32_t)(2 * s + 1) < kc)
+                bf16_row(hi, a + ld, GRPO_DTYPE_F32, n);
+            else
+                memset(hi, 0, (size_t)n * sizeof *hi);
+            for (int32_t j = 0; j < n; j++)
+                d[s * width + j] = (uint32_t)lo[j] | (uint32_t)hi[j] << 16;
+            for (int32_t j = n; j < width; j++) d[s * width + j] = 0;
+        }
+    }
+}
+
 /* Asks for the m rows of n floats at c (rows ldo apart: the next tile of out) to be brought
  * into the cache for writing while the current tile computes: a tile reads its partial sums
  * first, and when out is larger than the caches (N x 6400 logits) that read would stall. */
@@ -386,6 +412,7 @@ static void block_tiles(const gemm_isa *isa, const gemm_job *jb, const float *xp
 /* out = scale * (acc + bias) on the block's finished chains: a sum, then a product, lane by
  * lane (omp simd vectorises it; no fma, no reordering: each output is its own two operations). */
 static void epilogue(const gemm_job *jb, int32_t r0, int32_t mc, int32_t c0, int32_t nc) {
+    if (jb->acc) return; /* out + the chains: nothing after them */
     const float scale = jb->scale, *bias = jb->bias ? jb->bias + c0 : NULL;
     for (int32_t r = r0; r < r0 + mc; r++) {
         float *o = jb->out + (size_t)r * jb->ldo + c0;
@@ -416,24 +443,27 @@ static size_t work_floats(int32_t rows, int32_t cols, int32_t IC) {
 }
 
 /* The tile out[r0..r1, c0..c1) by the serial algorithm (top of the file), work of
- * work_floats(r1 - r0, c1 - c0, IC) floats. IC = 0 runs one empty block: acc = 0. */
+ * work_floats(r1 - r0, c1 - c0, K) floats. K = 0 runs one empty block: acc = 0. The chains
+ * start from 0, or from out's values when jb->acc. A transposed operand is packed by
+ * pack_pairs_t (bf16 tile only: checked by check_job). */
 static void gemm_tile(const gemm_isa *isa, const gemm_job *jb, int32_t r0, int32_t r1,
                       int32_t c0, int32_t c1, float *work) {
-    const int32_t IC = jb->IC, KC = kc_block(r1 - r0, c1 - c0);
-    float *wp = work, *xp = work + wp_floats(r1 - r0, c1 - c0, IC);
+    const int32_t K = jb->K, KC = kc_block(r1 - r0, c1 - c0);
+    gemm_pack_fn *px = jb->xt ? pack_pairs_t : isa->pack, *pw = jb->wt ? pack_pairs_t : isa->pack;
+    float *wp = work, *xp = work + wp_floats(r1 - r0, c1 - c0, K);
     for (int32_t ib = r0; ib < r1; ib += GEMM_RB) {
         int32_t rb = imin(GEMM_RB, r1 - ib);
         for (int32_t jc = c0; jc < c1; jc += GEMM_NC) {
             int32_t nc = imin(GEMM_NC, c1 - jc);
-            for (int32_t pc = 0; pc == 0 || pc < IC; pc += KC) {
-                int32_t kc = imin(KC, IC - pc);
-                isa->pack(xp, jb->inp, GRPO_DTYPE_F32, IC, ib, rb, isa->mr, pc, kc);
-                isa->pack(wp, jb->w, jb->wtype, IC, jc, nc, isa->nr, pc, kc);
+            for (int32_t pc = 0; pc == 0 || pc < K; pc += KC) {
+                int32_t kc = imin(KC, K - pc);
+                px(xp, jb->x, GRPO_DTYPE_F32, jb->ldx, ib, rb, isa->mr, pc, kc);
+                pw(wp, jb->w, jb->wtype, jb->ldw, jc, nc, isa->nr, pc, kc);
                 for (int32_t ic = ib; ic < ib + rb; ic += GEMM_MC) {
                     int32_t mc = imin(GEMM_MC, ib + rb - ic);
                     block_tiles(isa, jb, xp + (size_t)(ic - ib) * ksteps(isa, kc), wp, ic, mc,
-                                jc, nc, kc, pc == 0);
-                    if (pc + kc >= IC) epilogue(jb, ic, mc, jc, nc);
+                                jc, nc, kc, pc == 0 && !jb->acc);
+                    if (pc + kc >= K) epilogue(jb, ic, mc, jc, nc);
                 }
             }
         }
@@ -445,18 +475,36 @@ size_t cpu_gemm_nt_work(int32_t N, int32_t IC, int32_t OC) {
     return f > a ? f : a;
 }
 
-void cpu_gemm_nt_serial(int32_t simd_limit, int32_t cdtype, float *out, int32_t ldo,
-                        const float *inp, const void *w, int32_t wtype, const float *bias,
-                        float scale, int32_t N, int32_t IC, int32_t OC, float *work) {
-    CPU_CHECK(wtype == GRPO_DTYPE_F32 || wtype == GRPO_DTYPE_BF16, "gemm_nt", "unknown dtype");
-    if (N <= 0 || OC <= 0) return;
+/* What every product is checked for: a known w dtype; transposed operands and accumulation
+ * only in bf16 (OpenBLAS computes them in fp32: cpu_sgemm), accumulation without scale or bias. */
+static void check_job(const gemm_job *jb, int32_t cdtype) {
+    CPU_CHECK(jb->wtype == GRPO_DTYPE_F32 || jb->wtype == GRPO_DTYPE_BF16, "gemm_nt",
+              "unknown dtype");
+    CPU_CHECK(cdtype != GRPO_DTYPE_F32 || (!jb->xt && !jb->wt && !jb->acc), "gemm_nt",
+              "transposed operands or accumulation in fp32");
+    CPU_CHECK(!jb->acc || (jb->scale == 1.0f && !jb->bias), "gemm_nt",
+              "accumulation with a scale or a bias");
+}
+
+void cpu_gemm_nt_run_serial(int32_t simd_limit, int32_t cdtype, const cpu_nt *p, float *work) {
+    check_job(p, cdtype);
+    if (p->M <= 0 || p->N <= 0) return;
+    gemm_job jb = *p;
+    jb.K = p->K < 0 ? 0 : p->K;
     if (cdtype == CPU_CDTYPE_AMX_BF16) {
-        cpu_amx_gemm_serial(out, ldo, inp, w, wtype, bias, scale, N, IC, OC, work);
+        cpu_amx_gemm_serial(&jb, work);
         return;
     }
     gemm_isa isa = gemm_pick(simd_limit, cdtype);
-    gemm_job jb = {out, ldo, inp, w, wtype, bias, scale, IC < 0 ? 0 : IC};
-    gemm_tile(&isa, &jb, 0, N, 0, OC, work);
+    gemm_tile(&isa, &jb, 0, jb.M, 0, jb.N, work);
+}
+
+void cpu_gemm_nt_serial(int32_t simd_limit, int32_t cdtype, float *out, int32_t ldo,
+                        const float *inp, const void *w, int32_t wtype, const float *bias,
+                        float scale, int32_t N, int32_t IC, int32_t OC, float *work) {
+    cpu_nt p = {.out = out, .ldo = ldo, .x = inp, .ldx = IC, .w = w, .wtype = wtype, .ldw = IC,
+                .bias = bias, .scale = scale, .M = N, .N = OC, .K = IC};
+    cpu_gemm_nt_run_serial(simd_limit, cdtype, &p, work);
 }
 
 /* cpu_gemm_nt's tiles, one pool task each, each with its own packing buffers */
@@ -477,25 +525,33 @@ static void nt_tile(void *arg, int64_t tile, int32_t tid) {
                   g->work + g->per * (size_t)tile);
 }
 
-void cpu_gemm_nt(cpu_ctx *ctx, float *out, int32_t ldo, const float *inp, const void *w,
-                 int32_t wtype, const float *bias, float scale, int32_t N, int32_t IC,
-                 int32_t OC) {
-    CPU_CHECK(wtype == GRPO_DTYPE_F32 || wtype == GRPO_DTYPE_BF16, "gemm_nt", "unknown dtype");
-    if (N <= 0 || OC <= 0) return;
-    if (IC < 0) IC = 0;
-    if (cpu_gemm_cdtype(ctx) == CPU_CDTYPE_AMX_BF16) { /* AMX tiles: gemm_amx.c */
-        cpu_amx_gemm(ctx, out, ldo, inp, w, wtype, bias, scale, N, IC, OC);
+void cpu_gemm_nt_run(cpu_ctx *ctx, const cpu_nt *p, int apart) {
+    const int32_t cdtype = cpu_gemm_cdtype(ctx);
+    check_job(p, cdtype);
+    if (p->M <= 0 || p->N <= 0) return;
+    gemm_job jb = *p;
+    jb.K = p->K < 0 ? 0 : p->K;
+    if (cdtype == CPU_CDTYPE_AMX_BF16) { /* AMX tiles: gemm_amx.c */
+        cpu_amx_gemm(ctx, &jb, apart);
         return;
     }
+    const int32_t N = jb.M, OC = jb.N, IC = jb.K;
     gemm_isa isa = gemm_pick(ctx->simd_limit, ctx->compute_dtype);
-    gemm_job jb = {out, ldo, inp, w, wtype, bias, scale, IC};
     int nt = cpu_threads_for(ctx, (double)N * OC * (IC > 0 ? IC : 1) / 64.0);
     int32_t tm = N, tn = OC, pn = 1;
     if (nt > 1) cpu_tile_grid(nt, N, OC, isa.mr, isa.nr, &tm, &tn, &pn);
     int32_t tiles = nt > 1 ? nt : 1;
     size_t per = work_floats(tm, tn, IC);
-    float *work = cpu_scratch(ctx, per * (size_t)tiles);
+    float *work = cpu_work(ctx, per * (size_t)tiles, apart);
     CPU_CHECK(work != NULL, "gemm_nt", "out of memory for the packing buffers");
     nt_grid g = {&isa, &jb, N, OC, tm, tn, pn, per, work};
     cpu_parallel(ctx, CPU_FAM_GEMM_FWD, nt, tiles, nt_tile, &g);
+}
+
+void cpu_gemm_nt(cpu_ctx *ctx, float *out, int32_t ldo, const float *inp, const void *w,
+                 int32_t wtype, const float *bias, float scale, int32_t N, int32_t IC,
+                 int32_t OC) {
+    cpu_nt p = {.out = out, .ldo = ldo, .x = inp, .ldx = IC, .w = w, .wtype = wtype, .ldw = IC,
+                .bias = bias, .scale = scale, .M = N, .N = OC, .K = IC};
+    cpu_gemm_nt_run(ctx, &p, 0);
 }

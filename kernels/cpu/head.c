@@ -23,10 +23,11 @@
  * single-threaded product and (NB,VC) buffer): no synchronisation. Backward: per vocab chunk,
  * the threads fill G for up to NS rows (and their dhidden rows) in row blocks, then dw's chunk
  * is one parallel GEMM over those rows; G lives in the context's scratch. The backward's
- * products, z's recomputation included, are OpenBLAS's (z may differ from the forward's in the
- * last bits there).
+ * products, z's recomputation included, are OpenBLAS's in fp32 (z may differ from the
+ * forward's in the last bits there); with bf16 compute they are cpu_sgemm's bf16 form
+ * (gemm_nt.c or gemm_amx.c, each thread with its own packing buffers), and z is then the
+ * forward's bit for bit (the same NT product of the same rows and chunk).
  */
-#include "cpu/blas.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -265,6 +266,8 @@ typedef struct head_bwd_job {
     int32_t rows, nb, C, v0, vc;
     float scale;
     int dhidden;
+    int32_t simd_limit, cdtype; /* the products' (cpu_sgemm_serial) */
+    cpu_locals work;            /* their packing buffers per thread (bf16 compute only) */
 } head_bwd_job;
 
 static void head_gather_task(void *arg, int64_t task, int32_t tid) {
@@ -275,14 +278,14 @@ static void head_gather_task(void *arg, int64_t task, int32_t tid) {
 }
 
 static void head_grad_task(void *arg, int64_t task, int32_t tid) {
-    const head_bwd_job *j = arg;
-    (void)tid;
+    head_bwd_job *j = arg;
     const int32_t C = j->C, vc = j->vc, v0 = j->v0;
     const float scale = j->scale;
     int32_t r0 = (int32_t)task * j->nb, m = r0 + j->nb < j->rows ? j->nb : j->rows - r0;
     float *gb = j->g + (size_t)r0 * vc;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, vc, C, scale,
-                j->hb + (size_t)r0 * C, C, j->wc, C, 0.0f, gb, vc);
+    float *work = j->cdtype == GRPO_DTYPE_F32 ? NULL : cpu_local(&j->work, tid);
+    cpu_sgemm_serial(j->simd_limit, j->cdtype, 0, 1, m, vc, C, scale, j->hb + (size_t)r0 * C, C,
+                     j->wc, C, 0.0f, gb, vc, work);
     for (int32_t i = 0; i < m; i++) {
         int32_t n = j->ix[r0 + i];
         float *gi = gb + (size_t)i * vc;
@@ -293,8 +296,8 @@ static void head_grad_task(void *arg, int64_t task, int32_t tid) {
             grad_row(gi, vc, j->dlogp[n] * scale, j->lse[n], j->targets[n] - v0);
     }
     if (j->dhidden) /* dh (m,C) (+)= G (m,vc) @ w_chunk (vc,C) */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, C, vc, 1.0f, gb, vc, j->wc, C,
-                    v0 == 0 ? 0.0f : 1.0f, j->dh + (size_t)r0 * C, C);
+        cpu_sgemm_serial(j->simd_limit, j->cdtype, 0, 0, m, C, vc, 1.0f, gb, vc, j->wc, C,
+                         v0 == 0 ? 0.0f : 1.0f, j->dh + (size_t)r0 * C, C, work);
 }
 
 /* Every backward op: dentropy and entropy NULL for head_backward; w of wtype (dw NULL unless
@@ -325,8 +328,13 @@ static void head_backward(cpu_ctx *ctx, float *dhidden, float *dw, const float *
     for (int32_t s0 = 0; s0 < nv; s0 += ns) {
         int32_t rows = s0 + ns < nv ? ns : nv - s0, tasks = (rows + nb - 1) / nb;
         const int32_t *ix = idx + s0;
-        head_bwd_job j = {g, hb, dh, hidden, NULL, dlogp, dentropy, entropy, lse, targets,
-                          ix, rows, nb, C, 0, 0, scale, dhidden != NULL};
+        head_bwd_job j = {.g = g, .hb = hb, .dh = dh, .hidden = hidden, .dlogp = dlogp,
+                          .dentropy = dentropy, .entropy = entropy, .lse = lse,
+                          .targets = targets, .ix = ix, .rows = rows, .nb = nb, .C = C,
+                          .scale = scale, .dhidden = dhidden != NULL,
+                          .simd_limit = ctx->simd_limit, .cdtype = cpu_gemm_cdtype(ctx)};
+        size_t wf = cpu_gemm_nt_work(nb, C, VC), wf2 = cpu_gemm_nt_work(nb, VC, C);
+        cpu_locals_init(&j.work, ctx, (wf > wf2 ? wf : wf2) * sizeof(float), "head_backward");
         cpu_parallel(ctx, CPU_FAM_HEAD, nt, tasks, head_gather_task, &j);
         for (int32_t v0 = 0; v0 < V; v0 += VC) {
             int32_t vc = v0 + VC < V ? VC : V - v0;
@@ -338,6 +346,7 @@ static void head_backward(cpu_ctx *ctx, float *dhidden, float *dw, const float *
                 cpu_sgemm(ctx, 1, 0, vc, C, rows, 1.0f, g, vc, hb, C, 1.0f, dw + (size_t)v0 * C,
                           C);
         }
+        cpu_locals_free(&j.work);
         if (dhidden)
             for (int32_t i = 0; i < rows; i++)
                 memcpy(dhidden + (size_t)ix[i] * C, dh + (size_t)i * C, (size_t)C * sizeof(float));

@@ -1,13 +1,15 @@
 /*
  * matmul.c — linear layer in PyTorch's layout. The forward is batch-invariant: at most
  * CPU_SMALL_M rows go to matmul_small.c (each weight read once), more to gemm_nt.c, and both
- * make every output the same chain of sums (a row's outputs do not depend on the batch). The
- * backward products are OpenBLAS GEMMs.
+ * make every output the same chain of sums (a row's outputs do not depend on the batch).
  *   forward:  out (N,OC) = inp (N,IC) @ w (OC,IC)^T + bias (OC)
  *   backward: dinp (N,IC) = dout (N,OC) @ w (OC,IC)          (written)
  *             dw (OC,IC) += dout (N,OC)^T @ inp (N,IC)        (accumulated)
  *             dbias (OC) += sum over N of dout (N,OC)         (accumulated)
- * The backward GEMMs run on the context's threads through cpu_sgemm (gemm.c).
+ * The backward GEMMs run on the context's threads through cpu_sgemm (gemm.c): OpenBLAS in fp32;
+ * with bf16 compute (train.compute_dtype = bf16) gemm_nt.c's / gemm_amx.c's bf16 products with
+ * fp32 sums, dout, w and inp read in place and rounded as packed (dw's chain over N starts from
+ * dw's value: the accumulation is part of it).
  */
 #include "cpu/cpu_backend.h"
 

@@ -478,7 +478,9 @@ void cpu_matmul_small_forward_w(cpu_ctx *ctx, float *out, const float *inp, cons
     if (OC <= 0) return;
     if (IC < 0) IC = 0;
     if (cpu_gemm_cdtype(ctx) == CPU_CDTYPE_AMX_BF16) { /* AMX tiles: gemm_amx.c's chain */
-        cpu_amx_gemm(ctx, out, OC, inp, w, wtype, bias, 1.0f, M, IC, OC);
+        cpu_nt p = {.out = out, .ldo = OC, .x = inp, .ldx = IC, .w = w, .wtype = wtype,
+                    .ldw = IC, .bias = bias, .scale = 1.0f, .M = M, .N = OC, .K = IC};
+        cpu_amx_gemm(ctx, &p, 0);
         return;
     }
     const small_isa isa = small_pick(ctx->simd_limit, ctx->compute_dtype);
