@@ -17,6 +17,9 @@
  * dots are reduced together with shuffles (reduce16) that compute exactly tree16 per key.
  * Keys past nvalid contribute p_j = 0 (exact: adding zeros leaves every sum as it was), so a
  * block of queries with different causal limits can share one pass over the keys.
+ * The keys may also lie in the pages of a paged KV cache (cpu_att_keys.pt): where a key lies
+ * never changes a sum (a tile of 16 keys within one page is read as contiguous rows, else key
+ * by key; both make the same products and sums).
  * A product and the sum it enters are one FMA where the ISA clone has it (the same function
  * makes a sum for the training forward and for decode, so they round alike).
  */
@@ -29,13 +32,27 @@
 #define ATT_LANES 16 /* the lanes of every dot product and sum */
 #define ATT_QP 8     /* queries per pass over the values (one vector register each) */
 
+/* Own key j's row in a paged sequence (K->pt): base is K->k or K->v. */
+static inline const float *att_paged(const cpu_att_keys *K, const float *base, int32_t j) {
+    int32_t s = K->off + j;
+    return base + (size_t)K->pt[s / K->pg] * (size_t)K->pstride + (size_t)(s % K->pg) * K->ks;
+}
+
 static inline const float *att_key(const cpu_att_keys *K, int32_t j) {
     if (j >= K->n) j = 0; /* a tile's lanes past the last key: any real memory, unused */
+    if (K->pt) return att_paged(K, K->k, j);
     return j < K->np ? K->pk + (size_t)j * K->ks : K->k + (size_t)(j - K->np) * K->ks;
 }
 
 static inline const float *att_value(const cpu_att_keys *K, int32_t j) {
+    if (K->pt) return att_paged(K, K->v, j);
     return j < K->np ? K->pv + (size_t)j * K->ks : K->v + (size_t)(j - K->np) * K->ks;
+}
+
+/* Whether own keys j0 .. j1-1 of a paged sequence lie in one page (then they are rows ks
+ * apart, as unpaged keys are). */
+static inline int att_one_page(const cpu_att_keys *K, int32_t j0, int32_t j1) {
+    return (K->off + j0) / K->pg == (K->off + j1 - 1) / K->pg;
 }
 
 /* The fixed tree over 16 lane sums (see the file comment). */
@@ -133,7 +150,12 @@ static void dots16(float *s, const float *qp, const cpu_att_keys *K, int32_t j0,
     att_v16 P[ATT_LANES];
     const int32_t j1 = j0 + ATT_LANES, nch = (HD + ATT_LANES - 1) / ATT_LANES;
     const float *k0 = NULL, *kr[ATT_LANES];
-    if (j1 <= K->np) { /* the whole tile in the prefix, or in the row's own keys */
+    if (K->pt) { /* paged: a tile within one page is contiguous, else key by key */
+        if (j1 <= K->n && att_one_page(K, j0, j1))
+            k0 = att_paged(K, K->k, j0);
+        else
+            for (int32_t i = 0; i < ATT_LANES; i++) kr[i] = att_key(K, j0 + i);
+    } else if (j1 <= K->np) { /* the whole tile in the prefix, or in the row's own keys */
         k0 = K->pk + (size_t)j0 * K->ks;
     } else if (j0 >= K->np && j1 <= K->n) {
         k0 = K->k + (size_t)(j0 - K->np) * K->ks;
