@@ -148,9 +148,13 @@ typedef struct grpo_sampler_batch {
 } grpo_sampler_batch;
 
 /* What a queue run did: the most rows decoded together (sampling/live_rows_max), the rows that
- * entered a cache row after decoding began (sampling/refills), and whether it ran continuous. */
+ * entered a cache row after decoding began (sampling/refills), and whether it ran continuous;
+ * its KV cache's memory: the most pages in use at once (sampling/kv_pages_max; 0 when the cache
+ * was not paged) and their bytes (sampling/kv_bytes_max; unpaged: the whole cache). */
 typedef struct grpo_sampler_stats {
     int32_t live_rows_max, refills, continuous;
+    int32_t kv_pages_max;
+    double kv_bytes_max;
 } grpo_sampler_stats;
 
 /* Samples every batch of q[nq] as grpo_sampler_run_rows_each would one after the other, and

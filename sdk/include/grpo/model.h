@@ -272,10 +272,10 @@ typedef struct grpo_model_desc {
 
     /* -- 1.9 -- */
     /* (optional) A paged KV cache (grpo_kv_cache.page > 0): the floats of one page of `page`
-     * positions (every layer's keys and values; the layout inside a page is the pack's). A pack
-     * that has it runs prefill() and decode() on a paged cache (decode by
-     * grpo_ops.attention_decode_paged, which the host checks the backend has); without it the
-     * host gives the pack the unpaged cache of kv_floats(R, S). */
+     * positions (every layer's keys and values; the layout inside a page is the pack's), or 0
+     * when it cannot run on one now (e.g. its backend lacks grpo_ops.attention_decode_paged). A
+     * pack that answers > 0 runs prefill() and decode() on a paged cache; without the slot, or
+     * on 0, the host gives the pack the unpaged cache of kv_floats(R, S). */
     uint64_t (*kv_page_floats)(void *model, int32_t page);
 } grpo_model_desc;
 
