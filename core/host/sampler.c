@@ -479,9 +479,23 @@ static int decode_live(grpo_model *m, sampler_state *s, int32_t live, grpo_error
     return rc;
 }
 
+/* The run's KV cache memory into st: the most pages in use at once and their bytes when paged,
+ * else the whole cache of rows x S positions (as the pack sizes it). */
+static void kv_stats(const grpo_model *m, grpo_sampler_stats *st, int32_t rows, int32_t S) {
+    uint64_t page_bytes = 0;
+    int32_t pages = grpo_model_kv_pages_max(m, &page_bytes);
+    double bytes = grpo_model_kv_paged(m)
+                       ? (double)pages * (double)page_bytes
+                       : (double)m->desc->kv_floats(m->inst, rows, S) * sizeof(float);
+    if (pages > st->kv_pages_max) st->kv_pages_max = pages;
+    if (bytes > st->kv_bytes_max) st->kv_bytes_max = bytes;
+}
+
+/* The static schedule of one batch (st: its KV memory joins it; NULL: not wanted). */
 static int run(grpo_model *m, const grpo_sampler_opts *o, const int32_t *prompt,
                const int32_t *pmask, int32_t B, int32_t P, grpo_rng *rng, grpo_rng *row_rng,
-               const grpo_sampler_row_end *row_end, grpo_rollout *out, grpo_error *err) {
+               const grpo_sampler_row_end *row_end, grpo_rollout *out, grpo_sampler_stats *st,
+               grpo_error *err) {
     const grpo_ops *ops = m->ops;
     if (B <= 0 || P <= 0 || o->G <= 0 || o->max_new <= 0)
         return grpo_error_set(err, GRPO_ERR_INVALID,
@@ -497,11 +511,11 @@ static int run(grpo_model *m, const grpo_sampler_opts *o, const int32_t *prompt,
     s.dev = grpo_ops_supports(ops, sample_rows);
     s.N = s.Nout = B * o->G, s.S = P + o->max_new, s.H = P + o->max_new;
     s.V = grpo_model_vocab(m);
-    int rc = grpo_model_reserve_kv(m, s.N, s.S, P, err);
+    int rc = grpo_model_reserve_kv_paged(m, s.N, s.S, P, GRPO_KV_PAGE, err);
     if (rc != GRPO_OK) return rc;
     if (!rollout_alloc(out, s.N, o->max_new, o->policy_logp) ||
         !state_alloc(m, &s, B, P, o->policy_logp)) {
-        state_free(m, &s);
+        state_free(m, &s), grpo_model_release_kv(m);
         /* the (N,T) outputs, (N,S) slot mask and history, (N,V) logits on host and backend */
         uint64_t per_row = (uint64_t)o->max_new * 4 * sizeof(float) +
                            2 * (uint64_t)s.S * sizeof(int32_t) + 2 * (uint64_t)s.V * sizeof(float);
@@ -535,6 +549,8 @@ static int run(grpo_model *m, const grpo_sampler_opts *o, const int32_t *prompt,
         if (rc != GRPO_OK || live == 0 || stop) break;
         rc = decode_live(m, &s, live, err);
     }
+    if (st) kv_stats(m, st, s.N, s.S);
+    grpo_model_release_kv(m);
     state_free(m, &s);
     return rc;
 }
@@ -542,20 +558,20 @@ static int run(grpo_model *m, const grpo_sampler_opts *o, const int32_t *prompt,
 int grpo_sampler_run(grpo_model *m, const grpo_sampler_opts *o, const int32_t *prompt,
                      const int32_t *pmask, int32_t B, int32_t P, grpo_rng *rng, grpo_rollout *out,
                      grpo_error *err) {
-    return run(m, o, prompt, pmask, B, P, rng, NULL, NULL, out, err);
+    return run(m, o, prompt, pmask, B, P, rng, NULL, NULL, out, NULL, err);
 }
 
 int grpo_sampler_run_rows(grpo_model *m, const grpo_sampler_opts *o, const int32_t *prompt,
                           const int32_t *pmask, int32_t B, int32_t P, grpo_rng *row_rng,
                           grpo_rollout *out, grpo_error *err) {
-    return run(m, o, prompt, pmask, B, P, NULL, row_rng, NULL, out, err);
+    return run(m, o, prompt, pmask, B, P, NULL, row_rng, NULL, out, NULL, err);
 }
 
 int grpo_sampler_run_rows_each(grpo_model *m, const grpo_sampler_opts *o, const int32_t *prompt,
                                const int32_t *pmask, int32_t B, int32_t P, grpo_rng *row_rng,
                                const grpo_sampler_row_end *row_end, grpo_rollout *out,
                                grpo_error *err) {
-    return run(m, o, prompt, pmask, B, P, NULL, row_rng, row_end, out, err);
+    return run(m, o, prompt, pmask, B, P, NULL, row_rng, row_end, out, NULL, err);
 }
 
 /* ---- continuous decode (grpo_sampler_run_queue) -------------------------------------------
@@ -924,18 +940,6 @@ static int queue_check(const queue *q, const grpo_sampler_opts *o, int32_t *maxP
     return GRPO_OK;
 }
 
-/* The run's KV cache memory into st: the most pages in use at once and their bytes when paged,
- * else the whole cache of rows x S positions (as the pack sizes it). */
-static void kv_stats(const grpo_model *m, grpo_sampler_stats *st, int32_t rows, int32_t S) {
-    uint64_t page_bytes = 0;
-    int32_t pages = grpo_model_kv_pages_max(m, &page_bytes);
-    double bytes = grpo_model_kv_paged(m)
-                       ? (double)pages * (double)page_bytes
-                       : (double)m->desc->kv_floats(m->inst, rows, S) * sizeof(float);
-    if (pages > st->kv_pages_max) st->kv_pages_max = pages;
-    if (bytes > st->kv_bytes_max) st->kv_bytes_max = bytes;
-}
-
 /* The static schedule: each batch alone, as grpo_sampler_run_rows_each, with its callbacks. */
 static int run_static(grpo_model *m, const grpo_sampler_opts *o, const grpo_sampler_batch *q,
                       int32_t nq, grpo_sampler_stats *st, grpo_error *err) {
@@ -945,7 +949,7 @@ static int run_static(grpo_model *m, const grpo_sampler_opts *o, const grpo_samp
         if (re && re->begin) rc = re->begin(re->user, err);
         if (rc == GRPO_OK)
             rc = run(m, o, q[b].prompt, q[b].pmask, q[b].B, q[b].P, NULL, q[b].row_rng, re,
-                     q[b].out, err);
+                     q[b].out, st, err);
         if (rc == GRPO_OK && re && re->finish) rc = re->finish(re->user, err);
         if (q[b].B * o->G > st->live_rows_max) st->live_rows_max = q[b].B * o->G;
     }
@@ -979,7 +983,7 @@ int grpo_sampler_run_queue(grpo_model *m, const grpo_sampler_opts *o, const grpo
     rc = grpo_model_reserve_kv_paged(m, s.N, s.S, maxP, GRPO_KV_PAGE, err);
     if (rc != GRPO_OK) return rc;
     if (!queue_alloc(m, &qu, o, s.V) || !state_alloc(m, &s, s.N, maxP, o->policy_logp)) {
-        state_free(m, &s), queue_free(m, &qu);
+        state_free(m, &s), queue_free(m, &qu), grpo_model_release_kv(m);
         return grpo_nomem(err, "the continuous sampler's buffers (rows x tokens, cache rows x "
                                "vocab)",
                           (uint64_t)s.Nout * (o->max_new * 32 + s.H * 8) +
