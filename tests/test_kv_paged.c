@@ -13,8 +13,10 @@
  * (2 prompts x ceil(21/16) = 2 blocks: 4 pages, not 6 x 2); the first decode writes slot 21
  * (block 1, shared by 3 rows): two rows copy it, the last sharer keeps it, so 2 + 6 pages;
  * dropping every row frees every page.
+ * A pool the backend cannot grow is an error naming the model and the page counts.
  */
 #include <check.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -128,12 +130,65 @@ START_TEST(paged_decode_has_the_unpaged_logits) {
 }
 END_TEST
 
+/* ---- a pool that cannot grow -------------------------------------------------------------- */
+
+/* The cpu table with an alloc that fails above `limit` bytes (the pool's growth). */
+static grpo_ops real_ops, small_ops;
+static uint64_t limit;
+static void *small_alloc(void *ctx, uint64_t bytes) {
+    return bytes > limit ? NULL : real_ops.alloc(ctx, bytes);
+}
+
+/* Decode past the first pool when the backend refuses a larger one: an error that names the
+ * model, the page counts and out of memory, not a crash. */
+START_TEST(a_pool_that_cannot_grow_is_an_error) {
+    grpo_error err;
+    grpo_error_init(&err);
+    grpo_ops *ops = grpo_backend_open("cpu", 1, &err);
+    ck_assert_msg(ops != NULL, "%s", err.message);
+    real_ops = *ops, small_ops = *ops, small_ops.alloc = small_alloc, limit = UINT64_MAX;
+    grpo_host host = *grpo_default_host();
+    host.ops = &small_ops;
+    grpo_registry reg;
+    char *pack_dirs[] = {GRPO_PACK_BUILD_DIR, NULL};
+    ck_ok(grpo_registry_scan(&reg, pack_dirs, &err), &err);
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s/tests/fixtures/dense/llama", GRPO_SOURCE_DIR);
+    grpo_model *m = NULL;
+    ck_ok(grpo_model_open_dir(&m, &reg, &host, dir, 0, &err), &err);
+    int32_t V = grpo_model_vocab(m), ids[16], mask[16], pos[16], cm[S] = {0}, len = 16;
+    ck_ok(grpo_model_reserve_kv_paged(m, 1, S, 16, GRPO_KV_PAGE, &err), &err);
+    ck_assert_int_eq(m->pages.n_pages, 2); /* 1 row x (1 prompt page + 1) */
+    limit = m->pages.page_floats * sizeof(float) * 2; /* no pool larger than today's */
+    for (int32_t t = 0; t < 16; t++) ids[t] = t + 1, mask[t] = 1, pos[t] = t, cm[t] = 1;
+    float *logits = malloc((size_t)V * sizeof(float));
+    ck_ok(test_prefill(m, 1, 16, ids, mask, pos, logits, &err), &err);
+    int rc = GRPO_OK;
+    for (int32_t step = 0; step < 40 && rc == GRPO_OK; step++) { /* pages 2, 3: the third fails */
+        int32_t tok = 5, p = len;
+        cm[len++] = 1;
+        rc = test_decode(m, 1, &tok, &p, cm, &len, logits, &err);
+    }
+    ck_assert_int_eq(rc, GRPO_ERR_NOMEM);
+    ck_assert_msg(strstr(err.message, "cannot grow from 2 to 18 pages") &&
+                      strstr(err.message, "out of memory") && strstr(err.message, "model "),
+                  "%s", err.message);
+    ck_assert_int_eq(len, 16 + 17); /* slots 16..31 fit the second page; slot 32 needs a third */
+    limit = UINT64_MAX;
+    free(logits);
+    grpo_model_close(m);
+    grpo_registry_free(&reg);
+    grpo_backend_close(ops);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("kv_paged");
     TCase *tc = tcase_create("core");
     tcase_set_timeout(tc, 300);
     tcase_add_loop_test(tc, paged_decode_has_the_unpaged_logits, 0,
                         (int)(sizeof dirs / sizeof dirs[0]));
+    tcase_add_test(tc, a_pool_that_cannot_grow_is_an_error);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
