@@ -13,9 +13,11 @@
  * (2 prompts x ceil(21/16) = 2 blocks: 4 pages, not 6 x 2); the first decode writes slot 21
  * (block 1, shared by 3 rows): two rows copy it, the last sharer keeps it, so 2 + 6 pages;
  * dropping every row frees every page.
- * A pool the backend cannot grow is an error naming the model and the page counts.
+ * A pool the backend cannot grow is an error naming the model and the page counts; a pack built
+ * before ABI 1.9 gets the unpaged cache.
  */
 #include <check.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -130,6 +132,45 @@ START_TEST(paged_decode_has_the_unpaged_logits) {
 }
 END_TEST
 
+/* A pack built before ABI 1.9 (its descriptor's struct_size ends before kv_page_floats) gets
+ * the unpaged cache, and decodes on it as before. */
+START_TEST(a_pack_before_1_9_keeps_the_unpaged_cache) {
+    grpo_error err;
+    grpo_error_init(&err);
+    grpo_ops *ops = grpo_backend_open("cpu", 1, &err);
+    ck_assert_msg(ops != NULL, "%s", err.message);
+    grpo_host host = *grpo_default_host();
+    host.ops = ops;
+    grpo_registry reg;
+    char *pack_dirs[] = {GRPO_PACK_BUILD_DIR, NULL};
+    ck_ok(grpo_registry_scan(&reg, pack_dirs, &err), &err);
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s/tests/fixtures/dense/llama", GRPO_SOURCE_DIR);
+    grpo_model *m = NULL;
+    ck_ok(grpo_model_open_dir(&m, &reg, &host, dir, 0, &err), &err);
+    const grpo_model_desc *desc = m->desc;
+    grpo_model_desc old = *desc;
+    old.struct_size = (uint32_t)offsetof(grpo_model_desc, kv_page_floats);
+    m->desc = &old;
+    ck_ok(grpo_model_reserve_kv_paged(m, 2, S, P, GRPO_KV_PAGE, &err), &err);
+    ck_assert_int_eq(grpo_model_kv_paged(m), 0);
+    ck_assert_ptr_null(m->pages.pool);
+    int32_t V = grpo_model_vocab(m), ids[P], mask[P], pos[P], cm[2 * S] = {0}, tok[2] = {4, 5};
+    int32_t tpos[2] = {P, P}, len[2] = {P + 1, P + 1};
+    for (int32_t t = 0; t < P; t++) ids[t] = t + 1, mask[t] = 1, pos[t] = t;
+    for (int32_t t = 0; t <= P; t++) cm[t] = cm[S + t] = 1;
+    float *logits = malloc((size_t)2 * V * sizeof(float));
+    ck_ok(test_prefill(m, 1, P, ids, mask, pos, logits, &err), &err);
+    ck_ok(grpo_model_kv_copy_row(m, 1, 0, P, &err), &err);
+    ck_ok(test_decode(m, 2, tok, tpos, cm, len, logits, &err), &err);
+    m->desc = desc;
+    free(logits);
+    grpo_model_close(m);
+    grpo_registry_free(&reg);
+    grpo_backend_close(ops);
+}
+END_TEST
+
 /* ---- a pool that cannot grow -------------------------------------------------------------- */
 
 /* The cpu table with an alloc that fails above `limit` bytes (the pool's growth). */
@@ -189,6 +230,7 @@ int main(void) {
     tcase_add_loop_test(tc, paged_decode_has_the_unpaged_logits, 0,
                         (int)(sizeof dirs / sizeof dirs[0]));
     tcase_add_test(tc, a_pool_that_cannot_grow_is_an_error);
+    tcase_add_test(tc, a_pack_before_1_9_keeps_the_unpaged_cache);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -429,6 +429,7 @@ static uint64_t scratch_floats(const grpo_model *m, int32_t R, int32_t P) {
 }
 
 void grpo_model_release_kv(grpo_model *m) {
+    if (m->pages.pool) m->kv.data = NULL; /* the pool it pointed at */
     grpo_kv_pages_free(&m->pages);
     free(m->kv_hlen);
     m->kv_hlen = NULL, m->kv.page = 0, m->kv.n_pages = 0, m->kv.table = m->kv.table_host = NULL;
@@ -729,15 +730,22 @@ int grpo_model_decode(grpo_model *m, int32_t R, const int32_t *tokens, const int
     return plugin_status(rc, err);
 }
 
-int grpo_model_kv_copy_row(grpo_model *m, int32_t dst, int32_t src, int32_t n, grpo_error *err) {
+/* The rows and slots of a row copy or move (what: its name) lie in the reserved cache. */
+static int kv_rows_check(const grpo_model *m, const char *what, int32_t dst, int32_t src,
+                         int32_t n, grpo_error *err) {
     if (!kv_held(m) || dst < 0 || src < 0 || dst >= m->kv.R || src >= m->kv.R || n < 0 ||
         n > m->kv.S)
         return grpo_error_set(err, GRPO_ERR_INVALID,
-                              "model %s: kv_copy_row of %d slots from row %d to row %d, but the "
-                              "cache is reserved for %d rows x %d slots",
-                              m->desc->id, n, src, dst, m->kv.data ? m->kv.R : 0,
+                              "model %s: %s of %d slots from row %d to row %d, but the cache is "
+                              "reserved for %d rows x %d slots",
+                              m->desc->id, what, n, src, dst, m->kv.data ? m->kv.R : 0,
                               m->kv.data ? m->kv.S : 0);
-    if (dst == src || n <= 0) return GRPO_OK;
+    return GRPO_OK;
+}
+
+int grpo_model_kv_copy_row(grpo_model *m, int32_t dst, int32_t src, int32_t n, grpo_error *err) {
+    int rc = kv_rows_check(m, "kv_copy_row", dst, src, n, err);
+    if (rc != GRPO_OK || dst == src || n <= 0) return rc;
     if (m->pages.pool)
         grpo_kv_pages_share_row(&m->pages, dst, src, n);
     else
@@ -747,8 +755,8 @@ int grpo_model_kv_copy_row(grpo_model *m, int32_t dst, int32_t src, int32_t n, g
 
 int grpo_model_kv_move_row(grpo_model *m, int32_t dst, int32_t src, int32_t n, grpo_error *err) {
     if (!m->pages.pool) return grpo_model_kv_copy_row(m, dst, src, n, err);
-    int rc = grpo_model_kv_copy_row(m, dst, src, n, err); /* its checks; shares */
-    if (rc == GRPO_OK && dst != src) grpo_kv_pages_move_row(&m->pages, dst, src);
+    int rc = kv_rows_check(m, "kv_move_row", dst, src, n, err);
+    if (rc == GRPO_OK) grpo_kv_pages_move_row(&m->pages, dst, src);
     return rc;
 }
 
