@@ -212,7 +212,7 @@ static void attention_forward_block(float *out, float *lse, const float *q, cons
     cpu_att_keys K = {pf->k ? pf->k + (size_t)g * HD : NULL, pf->v ? pf->v + (size_t)g * HD : NULL,
                       k + ((size_t)b * T + k0) * ks + (size_t)g * HD,
                       v + ((size_t)b * T + k0) * ks + (size_t)g * HD, np, ks, km, nt,
-                      NULL, 0, 0, 0};
+                      NULL, 0, 0, 0, -1};
     int32_t nvalid[QB];
     for (int32_t i = 0; i < nq; i++) nvalid[i] = mask_b[t0 + i] ? np + t0 + i - k0 + 1 : 0;
     cpu_attend(ob, qs, lb, q + ((size_t)b * T + t0) * qs + (size_t)h * HD, qs, &K, nvalid, nq, HD,
@@ -249,7 +249,7 @@ static void attention_forward_segments(float *out, float *lse, const float *q, c
         const float *pv = np ? v + ((size_t)b * T + p0) * ks + (size_t)g * HD : NULL;
         cpu_att_keys K = {pk, pv, k + ((size_t)b * T + s0) * ks + (size_t)g * HD,
                           v + ((size_t)b * T + s0) * ks + (size_t)g * HD, np, ks, kmr,
-                          np + e - s0, NULL, 0, 0, 0};
+                          np + e - s0, NULL, 0, 0, 0, -1};
         int32_t nvalid[QB];
         for (int32_t t = a; t < e; t++) nvalid[t - a] = np + t - s0 + 1;
         cpu_attend(ob, qs, lb, q + ((size_t)b * T + a) * qs + (size_t)h * HD, qs, &K, nvalid,
@@ -646,6 +646,7 @@ typedef struct att_dec_cache {
     const int32_t *table;
     int32_t nblk, page;
     int64_t pstride;
+    int32_t pgs; /* log2(page) when a power of two, else -1 */
 } att_dec_cache;
 
 /* Float offset, from c->k (or c->v), of slot s of row r, kv head 0 (ks = NKV * HD). */
@@ -670,11 +671,11 @@ static void attention_decode_group(float *out, const float *q, const att_dec_cac
         memset(og, 0, (size_t)rep * HD * sizeof(float));
         return;
     }
-    cpu_att_keys K = {NULL, NULL, NULL, NULL, 0, ks, cm + s0, n - s0, NULL, 0, 0, 0};
+    cpu_att_keys K = {NULL, NULL, NULL, NULL, 0, ks, cm + s0, n - s0, NULL, 0, 0, 0, -1};
     if (c->table) { /* key j is slot s0 + j through the row's page table */
         K.k = c->k + (size_t)g * HD, K.v = c->v + (size_t)g * HD;
         K.pt = c->table + (size_t)r * c->nblk, K.pg = c->page, K.off = s0;
-        K.pstride = c->pstride;
+        K.pstride = c->pstride, K.pgs = c->pgs;
     } else {
         size_t off = ((size_t)r * S + s0) * ks + (size_t)g * HD;
         K.k = c->k + off, K.v = c->v + off;
@@ -744,7 +745,7 @@ static void attention_decode_run(void *ctx, const char *op, float *out, const fl
 void cpu_attention_decode(void *ctx, float *out, const float *q, const float *kcache,
                           const float *vcache, const int32_t *cache_mask, const int32_t *len,
                           int32_t R, int32_t S, int32_t NH, int32_t NKV, int32_t HD) {
-    att_dec_cache c = {kcache, vcache, NULL, 0, 0, 0};
+    att_dec_cache c = {kcache, vcache, NULL, 0, 0, 0, -1};
     attention_decode_run(ctx, "attention_decode", out, q, &c, cache_mask, len, R, S, NH, NKV,
                          HD);
 }
@@ -773,7 +774,9 @@ void cpu_attention_decode_paged(void *ctx, float *out, const float *q, const flo
         CPU_CHECK(len[r] >= 0 && len[r] <= S, "attention_decode_paged",
                   "len[r] must lie in [0, S]");
     check_table(table, cache_mask, len, R, S, nblk, page);
-    att_dec_cache c = {kpool, vpool, table, nblk, page, pstride};
+    int32_t pgs = -1;
+    for (int32_t e = 0; e < 31 && pgs < 0; e++) pgs = (1 << e) == page ? e : -1;
+    att_dec_cache c = {kpool, vpool, table, nblk, page, pstride, pgs};
     attention_decode_run(ctx, "attention_decode_paged", out, q, &c, cache_mask, len, R, S, NH,
                          NKV, HD);
 }
