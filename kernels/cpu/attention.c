@@ -693,12 +693,16 @@ static void attention_decode_group(float *out, const float *q, const att_dec_cac
 static void prefetch_group(const att_dec_cache *c, const int32_t *cache_mask, int32_t n,
                            int32_t r, int32_t g, int32_t S, int32_t NKV, int32_t HD) {
     const int32_t ks = NKV * HD;
-    for (int32_t s = first_real(cache_mask + (size_t)r * S, n); s < n; s++) {
+    for (int32_t s = first_real(cache_mask + (size_t)r * S, n), e; s < n; s = e) {
+        /* a run of slots lying together: to the end of s's page, or to n */
+        e = c->table ? (s / c->page + 1) * c->page : n;
+        e = e < n ? e : n;
         size_t off = dec_slot(c, r, s, S, ks) + (size_t)g * HD;
-        for (int32_t e = 0; e < HD; e += 16) { /* one 64-byte line per 16 floats */
-            __builtin_prefetch(c->k + off + e, 0, 2);
-            __builtin_prefetch(c->v + off + e, 0, 2);
-        }
+        for (int32_t t = 0; t < e - s; t++, off += (size_t)ks)
+            for (int32_t d = 0; d < HD; d += 16) { /* one 64-byte line per 16 floats */
+                __builtin_prefetch(c->k + off + d, 0, 2);
+                __builtin_prefetch(c->v + off + d, 0, 2);
+            }
     }
 }
 
