@@ -163,7 +163,9 @@ typedef struct grpo_sampler_stats {
  * are live; when rows end, their cache rows are refilled at once with the next rows waiting
  * (their group's prompt prefilled once when its first row enters, kept in a prompt row of the
  * cache until its last row entered), so the batch stays full while a batch's tail decodes.
- * The KV cache holds max_live + ceil(max_live / G) rows, not all the rows.
+ * The KV cache holds max_live + ceil(max_live / G) rows, not all the rows, paged where the pack
+ * and the backend can (grpo_model_reserve_kv_paged: pages follow the live tokens, a group's rows
+ * share its prompt's pages); so is the static schedule's (grpo_sampler_run and the others).
  * Callbacks keep batch order: batch b's begin, fn and step_end fire once every earlier batch
  * finished; rows of b that end before are handed to fn then, in the order they ended, followed
  * by one step_end. A step_end stop aborts the rest of that batch only. The budget is shared:

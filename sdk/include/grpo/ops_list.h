@@ -276,15 +276,15 @@
       (void *ctx, float *logp, const float *logits, const int32_t *rows, const int32_t *ids,       \
        int32_t R, int32_t V, float scale))                                                         \
     /* -- 1.9: attention_decode against a paged KV cache (grpo_kv_cache.page > 0). Slot s of       \
-     *    row r is position s % page of page table[r * nblk + s / page] (nblk = ceil(S/page));     \
-     *    that page's keys of it start at kpool + page_id * pstride + (s % page) * NKV * HD,       \
-     *    its values the same from vpool (a pool of pages, each pstride floats apart, with a       \
-     *    page's (page,NKV,HD) keys and values inside it). q (R,NH,HD), cache_mask (R,S) and       \
-     *    len (R) as in attention_decode; table (R,nblk) in backend memory; a block whose slots    \
-     *    are all >= len[r] or masked out is not read (its id may be -1). out (R,NH,HD): the       \
-     *    same as attention_decode on the cache laid out unpaged (on cpu the same bits: the        \
-     *    key order and every sum are the unpaged op's). Optional: a host tests                    \
-     *    grpo_ops_supports and keeps the unpaged cache without it. -- */                          \
+     *    row r is position s % page of page id = table[r * nblk + s / page] (nblk =               \
+     *    ceil(S/page)); its keys (NKV,HD) are at kpool + id * pstride + (s % page) * NKV * HD,    \
+     *    its values at the same offset from vpool (a pool of pages pstride floats apart, each     \
+     *    holding its (page,NKV,HD) keys and values). q (R,NH,HD), cache_mask (R,S) and len (R)    \
+     *    as in attention_decode; table (R,nblk) in backend memory. Only the blocks from the       \
+     *    row's first real slot to slot len[r] - 1 are read (the others' ids may be -1).           \
+     *    out (R,NH,HD): attention_decode's on the same cache laid out unpaged (on cpu the same    \
+     *    bits: the same keys in the same order, every sum the unpaged op's). Optional: a host     \
+     *    tests grpo_ops_supports and keeps the unpaged cache without it. -- */                    \
     X(D, 9, 1, void, attention_decode_paged,                                                       \
       (void *ctx, float *out, const float *q, const float *kpool, const float *vpool,              \
        int64_t pstride, const int32_t *table, int32_t nblk, int32_t page,                          \
