@@ -661,7 +661,7 @@ static int prefill_groups(grpo_model *m, sampler_state *s, queue *q, int32_t b, 
     for (int32_t j = 0, slot = 0; rc == GRPO_OK && j < k; j++) {
         while (q->slot_group[slot] >= 0) slot++;
         q->slot_group[slot] = (q->base[b] / q->G) + k0 + j;
-        if (rc == GRPO_OK) rc = grpo_model_kv_move_row(m, q->cap + slot, j, P, err);
+        rc = grpo_model_kv_move_row(m, q->cap + slot, j, P, err);
         memcpy(q->plog + (size_t)slot * s->V, s->logits + (size_t)j * s->V,
                (size_t)s->V * sizeof(float));
         if (q->d_plog) /* the policy log-probs of first tokens read the backend's copy */
