@@ -10,9 +10,10 @@
  * 1. Raw cblas_sgemm GFLOP/s for every GEMM of one transformer layer and of the head, in the
  *    three forms the backend uses (forward NT, dinp NN, dw TN) with N = B*T tokens.
  * 2. Every op through the backend table, fwd and bwd (and, not part of section 3,
- *    attention_decode of 64 rows against a cache of T positions and the head with half of the
- *    rows prompt tokens, which it skips), as time and as GFLOP/s of its useful
- *    arithmetic (causal attention counts half of the T*T scores; the head counts 2NVC forward
+ *    attention_decode of 64 rows against a cache of T positions (also paged:
+ *    attention_decode_paged; and with odd rows padded so that key tiles span two pages) and the
+ *    head with half of the rows prompt tokens, which it skips), as time and as GFLOP/s of its
+ *    useful arithmetic (causal attention counts half of the T*T scores; the head counts 2NVC forward
  *    and 4NVC backward, not the recomputation), next to the sgemm rate of section 1.
  * 3. The whole model's fwd+bwd (L = 8 layers, one head) in total, as a fraction of the sgemm
  *    rate: the figure of merit of the backend (the target is >= 50%).
@@ -28,6 +29,7 @@
 
 enum { C = 512, I = 1408, V = 6400, NH = 8, NKV = 2, HD = 64, L = 8 };
 enum { DR = 64 }; /* decode rows (a GRPO generation batch) for attention_decode */
+enum { PAGE = 16 }; /* attention_decode_paged's page (the sampler's GRPO_KV_PAGE) */
 
 /* Wall time, or with BENCH_CLOCK=cpu the calling thread's CPU time: on a shared, loaded machine
  * and with threads 1, that is about the time the kernels would take alone. */
@@ -99,6 +101,9 @@ typedef struct op_arg {
     int32_t *mask, *pos, *targets, *half_targets, *cmask, *len;
     float *kc, *vc;
     int IC, OC;
+    float *pool;     /* the cache above in pages of PAGE slots (k | v per page), shuffled ids */
+    int32_t *table;  /* (DR, T / PAGE) */
+    int32_t *cmask5; /* the cache mask with odd rows' padding T/8 + 5: tiles across pages */
 } op_arg;
 
 static void run_mm_fwd(void *p) {
@@ -124,6 +129,47 @@ static void run_decode(void *p) {
     a->ops->attention_decode(a->ops->ctx, a->y, a->q, a->kc, a->vc, a->cmask, a->len, DR, a->T,
                              NH, NKV, HD);
 }
+static void run_decode5(void *p) {
+    op_arg *a = p;
+    a->ops->attention_decode(a->ops->ctx, a->y, a->q, a->kc, a->vc, a->cmask5, a->len, DR, a->T,
+                             NH, NKV, HD);
+}
+static void run_decode_paged(void *p) {
+    op_arg *a = p;
+    a->ops->attention_decode_paged(a->ops->ctx, a->y, a->q, a->pool, a->pool + PAGE * NKV * HD,
+                                   2 * PAGE * NKV * HD, a->table, (a->T + PAGE - 1) / PAGE, PAGE, a->cmask,
+                                   a->len, DR, a->T, NH, NKV, HD);
+}
+static void run_decode_paged5(void *p) {
+    op_arg *a = p;
+    a->ops->attention_decode_paged(a->ops->ctx, a->y, a->q, a->pool, a->pool + PAGE * NKV * HD,
+                                   2 * PAGE * NKV * HD, a->table, (a->T + PAGE - 1) / PAGE, PAGE, a->cmask5,
+                                   a->len, DR, a->T, NH, NKV, HD);
+}
+
+/* The cache kc/vc (DR,T,NKV,HD) as pages of PAGE slots, keys then values in each, the page ids
+ * a fixed shuffle (pages scattered as a long run leaves them). */
+static void make_pages(op_arg *a) {
+    const int nblk = (a->T + PAGE - 1) / PAGE, np = DR * nblk, ks = NKV * HD;
+    a->pool = malloc((size_t)np * 2 * PAGE * ks * sizeof(float));
+    a->table = malloc((size_t)np * sizeof(int32_t));
+    a->cmask5 = malloc((size_t)DR * a->T * sizeof(int32_t));
+    if (!a->pool || !a->table || !a->cmask5) {
+        fprintf(stderr, "bench_kernels: out of memory for the paged cache\n");
+        exit(1);
+    }
+    for (int i = 0; i < np; i++) a->table[i] = (int32_t)(((int64_t)i * 7919) % np);
+    for (int r = 0; r < DR; r++)
+        for (int t = 0; t < a->T; t++) {
+            float *pg = a->pool + (size_t)a->table[r * nblk + t / PAGE] * 2 * PAGE * ks;
+            memcpy(pg + (size_t)(t % PAGE) * ks, a->kc + ((size_t)r * a->T + t) * ks,
+                   ks * sizeof(float));
+            memcpy(pg + (size_t)(PAGE + t % PAGE) * ks, a->vc + ((size_t)r * a->T + t) * ks,
+                   ks * sizeof(float));
+            a->cmask5[r * a->T + t] = t >= (r % 2 ? a->T / 8 + 5 : 0);
+        }
+}
+
 static void run_head_fwd(void *p) {
     op_arg *a = p;
     a->ops->head_forward(a->ops->ctx, a->logp, a->hlse, NULL, a->x, a->w, a->targets, a->N, C, V,
@@ -236,6 +282,7 @@ int main(int argc, char **argv) {
         a.len[r] = T;
         for (int t = 0; t < T; t++) a.cmask[r * T + t] = t >= (r % 2 ? T / 8 : 0);
     }
+    make_pages(&a);
     for (int n = 0; n < N; n++) {
         int t = n % T, npad = (n / T) % 2 ? T / 8 : 0; /* every other row left-padded by T/8 */
         a.mask[n] = t >= npad;
@@ -258,6 +305,10 @@ int main(int argc, char **argv) {
         {"attention fwd", run_att_fwd, 2.0 * B * NH * (double)T * T * HD, 0, 0, L},
         {"attention bwd", run_att_bwd, 4.0 * B * NH * (double)T * T * HD, 0, 0, L},
         {"attention decode (64 rows)", run_decode, 4.0 * DR * NH * (double)T * HD, 0, 0, 0},
+        {"attention decode paged", run_decode_paged, 4.0 * DR * NH * (double)T * HD, 0, 0, 0},
+        {"attention decode, pad +5", run_decode5, 4.0 * DR * NH * (double)T * HD, 0, 0, 0},
+        {"attention decode paged, pad +5", run_decode_paged5, 4.0 * DR * NH * (double)T * HD, 0,
+         0, 0},
         {"rmsnorm fwd", run_rms_fwd, 0, 0, 0, 2 * L + 1},
         {"rmsnorm bwd", run_rms_bwd, 0, 0, 0, 2 * L + 1},
         {"rope (q and k, fwd and bwd)", run_rope_fwd, 0, 0, 0, 4 * L},
@@ -295,6 +346,7 @@ int main(int argc, char **argv) {
     free(a.o), free(a.dq), free(a.dk), free(a.dv), free(a.dout), free(a.lse), free(a.rstd);
     free(a.g), free(a.u), free(a.logp), free(a.hlse), free(a.dlogp), free(a.mask), free(a.pos);
     free(a.targets), free(a.half_targets), free(a.kc), free(a.vc), free(a.cmask), free(a.len);
+    free(a.pool), free(a.table), free(a.cmask5);
     grpo_backend_close(ops);
     return 0;
 }

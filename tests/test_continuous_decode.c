@@ -12,6 +12,8 @@
  * rows decoded together, rows entered mid-rollout (refills) when rows waited, and the KV cache
  * has max_live + ceil(max_live / G) rows. On the dense fixtures (head dims 8, 16) and a
  * generated model of head dim 64 (one full key block of the cpu attention).
+ * The KV cache is paged (the default on cpu): completions are the unpaged cache's, and on a
+ * long-tail schedule the pages held at once stay within bounds counted by reasoning.
  * A shared token budget cuts rows to prefixes of their static selves (the cut ones counted),
  * rows still waiting end empty.
  * The callbacks: a batch's rows reach row_end once each, after its begin and before its
@@ -224,6 +226,52 @@ START_TEST(forced_lengths_keep_the_static_rows) {
 }
 END_TEST
 
+/* The paged KV cache (the default on cpu) on a long-tail schedule: per group one row runs to
+ * the max (TL = 160 tokens), the others stop after 6, 10 and 3 (the median ~5 % of the max).
+ * Paged and unpaged runs give the same bytes, and the pages held at once follow the live
+ * tokens. Pages of 16 slots; S = 9 + 160 = 169 slots, 11 blocks a row. A row of prompt width P
+ * and L tokens writes slots [0, P + L - 1), so it holds at most ceil((P + L) / 16) pages of its
+ * own; a prompt row ceil(P / 16) = 1.
+ * - cap 64 (all 20 rows live at once, 5 prompt rows): the unpaged cache is 25 rows x 11 =
+ *   275 pages. Paged, at most the sum over rows: P 9: 11 + 1 + 2 + 1 (+1 prompt) = 16 per
+ *   group x 3, P 7: 11 + 1 + 2 + 1 (+1) = 16 x 2: 80 pages; at least the 5 long rows' 11 pages
+ *   each at their last step (their first decode copies the shared prompt page): 55.
+ * - cap 3 (rows end and free their pages, 1 prompt row): at most 3 live rows x 11 + 1 = 34, well
+ *   below the 80 pages the rows would hold if ended rows kept theirs. */
+START_TEST(paged_cache_follows_live_tokens) {
+    enum { TL = 160, PAGES = 11 };
+    fixture f;
+    fixture_open(&f, 0);
+    const int32_t end_at[G] = {TL, 6, 10, 3};
+    f.o.eos[0] = 3, f.o.n_eos = 1, f.o.end_at = end_at, f.o.max_new = TL;
+    const int32_t caps[] = {64, 3}, most[] = {80, 34}, least[] = {55, 1};
+    for (size_t c = 0; c < sizeof caps / sizeof caps[0]; c++) {
+        grpo_rollout ou[NB] = {{0}}, op[NB] = {{0}};
+        grpo_rng rng[NB][MAXB * G];
+        f.m->kv_unpaged = 1;
+        grpo_sampler_stats su = run_queue(&f, caps[c], ou, rng);
+        int32_t rows = f.m->kv.R;
+        f.m->kv_unpaged = 0;
+        grpo_sampler_stats sp = run_queue(&f, caps[c], op, rng);
+        for (int32_t b = 0; b < NB; b++) {
+            ck_same(&op[b], &ou[b], "paged vs unpaged", caps[c], b);
+            for (int32_t n = 0; n < op[b].N; n++) ck_assert_int_eq(op[b].len[n], end_at[n % G]);
+            grpo_rollout_free(&ou[b]), grpo_rollout_free(&op[b]);
+        }
+        ck_assert_int_eq(su.kv_pages_max, 0);
+        ck_assert_msg(sp.kv_pages_max >= least[c] && sp.kv_pages_max <= most[c],
+                      "cap %d: %d pages at most in use, expected %d..%d (unpaged: %d)", caps[c],
+                      sp.kv_pages_max, least[c], most[c], rows * PAGES);
+        double page_bytes = (double)f.m->desc->kv_page_floats(f.m->inst, 16) * sizeof(float);
+        ck_assert(sp.kv_bytes_max == sp.kv_pages_max * page_bytes);
+        ck_assert(su.kv_bytes_max == (double)f.m->desc->kv_floats(f.m->inst, rows, 9 + TL) * 4);
+        ck_assert(su.kv_bytes_max == rows * PAGES * page_bytes - (PAGES * 16 - 169) * rows *
+                                         page_bytes / 16);
+    }
+    fixture_close(&f);
+}
+END_TEST
+
 /* ---- callbacks ---------------------------------------------------------------------------- */
 
 typedef struct hook {
@@ -387,6 +435,7 @@ int main(void) {
     tcase_add_test(tc, a_budget_cuts_live_and_waiting_rows_to_prefixes);
     tcase_add_test(tc, one_batch_within_the_cap_runs_static);
     tcase_add_test(tc, forced_lengths_keep_the_static_rows);
+    tcase_add_test(tc, paged_cache_follows_live_tokens);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

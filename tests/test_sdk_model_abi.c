@@ -53,8 +53,14 @@ START_TEST(each_minor_appends_its_slots) {
     /* 1.6: set_shared_prefix after them, last */
     ck_assert_uint_eq(offsetof(grpo_model_desc, set_shared_prefix),
                       offsetof(grpo_model_desc, set_gradient_checkpointing) + fn);
-    ck_assert_uint_eq(sizeof(grpo_model_desc),
+    /* 1.9: kv_page_floats (a paged KV cache) after it, last */
+    ck_assert_uint_eq(offsetof(grpo_model_desc, kv_page_floats),
                       offsetof(grpo_model_desc, set_shared_prefix) + fn);
+    ck_assert_uint_eq(sizeof(grpo_model_desc), offsetof(grpo_model_desc, kv_page_floats) + fn);
+    /* 1.9: the paged cache's fields after R, S (a 1.0 cache's struct_size ends before them) */
+    ck_assert_uint_eq(offsetof(grpo_kv_cache, page),
+                      offsetof(grpo_kv_cache, S) + sizeof(int32_t));
+    ck_assert_uint_lt(offsetof(grpo_kv_cache, page), offsetof(grpo_kv_cache, table_host));
     /* the op table: head_backward_entropy (1.4) after scatter_add_rows_backward (1.0), then the
      * 1.5 typed-weight ops and dropout in order, last */
     ck_assert_uint_eq(offsetof(grpo_ops, head_backward_entropy),
@@ -72,8 +78,10 @@ START_TEST(each_minor_appends_its_slots) {
     ck_assert_uint_eq(offsetof(grpo_ops, prefix_attention_backward), at += fn);
     /* 1.6: sample_rows (sampling on the device) after them */
     ck_assert_uint_eq(offsetof(grpo_ops, sample_rows), at += fn);
-    /* 1.7: logits_logp (the sampler's log-probs summed as the head sums), last */
+    /* 1.7: logits_logp (the sampler's log-probs summed as the head sums) */
     ck_assert_uint_eq(offsetof(grpo_ops, logits_logp), at += fn);
+    /* 1.9: attention_decode_paged, last */
+    ck_assert_uint_eq(offsetof(grpo_ops, attention_decode_paged), at += fn);
     ck_assert_uint_eq(sizeof(grpo_ops), at + fn);
 }
 END_TEST

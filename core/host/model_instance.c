@@ -362,6 +362,7 @@ void grpo_model_close(grpo_model *m) {
     if (m->ops) {
         if (m->block) m->ops->free(m->ops->ctx, m->block);
     }
+    grpo_model_release_kv(m);
     grpo_work_release(m->work);
     free(m->params);
     free(m->numel);
@@ -420,13 +421,26 @@ static const char *acts_lost(const grpo_model *m) {
     return m->acts_bytes ? " and another model's pass has used its work memory since" : "";
 }
 
-int grpo_model_reserve_kv(grpo_model *m, int32_t R, int32_t S, int32_t P, grpo_error *err) {
-    m->kv = (grpo_kv_cache){sizeof(grpo_kv_cache), NULL, R, S};
-    m->scratch = NULL, m->kv_bytes = 0;
-    uint64_t nkv = (m->desc->kv_floats(m->inst, R, S) + 15) & ~(uint64_t)15; /* 64-byte aligned */
+/* The prefill/decode scratch's floats for (R, P) prompts or R decode rows. */
+static uint64_t scratch_floats(const grpo_model *m, int32_t R, int32_t P) {
     uint64_t ns = m->desc->scratch_floats(m->inst, R, P);
     uint64_t nd = m->desc->scratch_floats(m->inst, R, 1);
-    if (nd > ns) ns = nd;
+    return nd > ns ? nd : ns;
+}
+
+void grpo_model_release_kv(grpo_model *m) {
+    if (m->pages.pool) m->kv.data = NULL; /* the pool it pointed at */
+    grpo_kv_pages_free(&m->pages);
+    free(m->kv_hlen);
+    m->kv_hlen = NULL, m->kv.page = 0, m->kv.n_pages = 0, m->kv.table = m->kv.table_host = NULL;
+}
+
+int grpo_model_reserve_kv(grpo_model *m, int32_t R, int32_t S, int32_t P, grpo_error *err) {
+    grpo_model_release_kv(m);
+    m->kv = (grpo_kv_cache){sizeof(grpo_kv_cache), NULL, R, S, 0, 0, NULL, NULL};
+    m->scratch = NULL, m->kv_bytes = 0;
+    uint64_t nkv = (m->desc->kv_floats(m->inst, R, S) + 15) & ~(uint64_t)15; /* 64-byte aligned */
+    uint64_t ns = scratch_floats(m, R, P);
     float *buf = grpo_work_reserve(m->work, m, (nkv + ns) * sizeof(float));
     if (!buf)
         return grpo_error_set(err, GRPO_ERR_NOMEM,
@@ -438,8 +452,58 @@ int grpo_model_reserve_kv(grpo_model *m, int32_t R, int32_t S, int32_t P, grpo_e
     return GRPO_OK;
 }
 
+/* The floats of one page when m's pack and backend can run on a paged cache, else 0. */
+static uint64_t page_floats(const grpo_model *m, int32_t page) {
+    if (page <= 0 || m->kv_unpaged || !GRPO_HAS_FIELD(m->desc, grpo_model_desc, kv_page_floats) ||
+        !m->desc->kv_page_floats || !grpo_ops_supports(m->ops, attention_decode_paged))
+        return 0;
+    return m->desc->kv_page_floats(m->inst, page);
+}
+
+/* m->kv's paged fields from m->pages (after any change to the pool). */
+static void kv_from_pages(grpo_model *m) {
+    m->kv.data = m->pages.pool, m->kv.n_pages = m->pages.n_pages;
+}
+
+int grpo_model_reserve_kv_paged(grpo_model *m, int32_t R, int32_t S, int32_t P, int32_t page,
+                                grpo_error *err) {
+    uint64_t pf = page_floats(m, page);
+    if (!pf) return grpo_model_reserve_kv(m, R, S, P, err);
+    grpo_model_release_kv(m);
+    m->kv = (grpo_kv_cache){sizeof(grpo_kv_cache), NULL, R, S, 0, 0, NULL, NULL};
+    m->scratch = NULL, m->kv_bytes = 0;
+    uint64_t ns = scratch_floats(m, R, P);
+    float *buf = grpo_work_reserve(m->work, m, ns * sizeof(float));
+    if (!buf)
+        return grpo_error_set(err, GRPO_ERR_NOMEM,
+                              "model %s: cannot allocate the prefill/decode scratch of %d rows x "
+                              "%d slots (%llu MiB)", m->desc->id, R, P,
+                              (unsigned long long)(ns * 4 >> 20));
+    /* to start: every row's prompt and one page to grow into; more as rows grow */
+    int32_t n0 = R * ((P + page - 1) / page + 1);
+    int rc = grpo_kv_pages_init(&m->pages, m->ops, m->desc->id, R, S, page, pf, n0, err);
+    if (rc == GRPO_OK && !(m->kv_hlen = malloc((size_t)R * sizeof *m->kv_hlen))) {
+        grpo_kv_pages_free(&m->pages);
+        rc = grpo_error_set(err, GRPO_ERR_NOMEM, "model %s: out of memory for %d decode lengths",
+                            m->desc->id, R);
+    }
+    if (rc != GRPO_OK) return rc;
+    m->kv.page = page, m->kv.table = m->pages.d_table, m->kv.table_host = m->pages.table;
+    kv_from_pages(m);
+    m->scratch = buf, m->kv_bytes = ns * sizeof(float), m->scratch_R = R, m->scratch_T = P;
+    return GRPO_OK;
+}
+
+int32_t grpo_model_kv_paged(const grpo_model *m) { return m->pages.pool ? m->kv.page : 0; }
+
+int32_t grpo_model_kv_pages_max(const grpo_model *m, uint64_t *page_bytes) {
+    *page_bytes = m->pages.pool ? m->pages.page_floats * sizeof(float) : 0;
+    return m->pages.pool ? m->pages.in_use_max : 0;
+}
+
 /* Whether the KV cache is reserved and m still holds it (no other model's pass since). */
 static int kv_held(const grpo_model *m) {
+    if (m->pages.pool) return grpo_work_held(m->work, m, m->kv_bytes) == m->scratch;
     return m->kv.data && grpo_work_held(m->work, m, m->kv_bytes) == m->kv.data;
 }
 
@@ -450,6 +514,7 @@ int grpo_model_share_work(grpo_model *m, grpo_model *with, grpo_error *err) {
     if (m->work == with->work) return GRPO_OK;
     grpo_work_release(m->work);
     m->work = grpo_work_share(with->work);
+    grpo_model_release_kv(m);
     m->acts_bytes = 0, m->acts_B = m->acts_T = 0, m->kv.data = NULL, m->kv_bytes = 0;
     return GRPO_OK;
 }
@@ -600,14 +665,49 @@ void grpo_model_zero_grad(grpo_model *m) {
     if (m->grads) m->ops->zero(m->ops->ctx, m->grads, m->section * sizeof(float));
 }
 
+/* Paged: rows 0..B-1 get fresh pages for slots [0, T) (what they held before is dropped). */
+static int pages_for_prefill(grpo_model *m, int32_t B, int32_t T, grpo_error *err) {
+    int rc = GRPO_OK;
+    for (int32_t r = 0; r < B && rc == GRPO_OK; r++) {
+        grpo_kv_pages_drop_row(&m->pages, r);
+        for (int32_t blk = 0; blk < (T + m->kv.page - 1) / m->kv.page && rc == GRPO_OK; blk++)
+            rc = grpo_kv_pages_own(&m->pages, r, blk, err);
+    }
+    kv_from_pages(m);
+    grpo_kv_pages_sync(&m->pages);
+    return rc;
+}
+
+/* Paged: the block of slot len[r]-1 of rows 0..R-1 (the slot decode writes) gets a page of
+ * its own (copy-on-write when shared). len is backend memory: downloaded (R ints). */
+static int pages_for_decode(grpo_model *m, int32_t R, const int32_t *len, grpo_error *err) {
+    if (R <= 0 || R > m->kv.R)
+        return grpo_error_set(err, GRPO_ERR_INVALID, "model %s: decode of %d rows with a cache "
+                              "of %d rows", m->desc->id, R, m->kv.R);
+    m->ops->download(m->ops->ctx, m->kv_hlen, len, (uint64_t)R * sizeof(int32_t));
+    int rc = GRPO_OK;
+    for (int32_t r = 0; r < R && rc == GRPO_OK; r++) {
+        int32_t s = m->kv_hlen[r] - 1;
+        if (s < 0 || s >= m->kv.S)
+            return grpo_error_set(err, GRPO_ERR_INVALID, "model %s: decode: len[%d] = %d, "
+                                  "expected 1..%d (cache slots)", m->desc->id, r, s + 1, m->kv.S);
+        rc = grpo_kv_pages_own(&m->pages, r, s / m->kv.page, err);
+    }
+    kv_from_pages(m);
+    grpo_kv_pages_sync(&m->pages);
+    return rc;
+}
+
 int grpo_model_prefill(grpo_model *m, const grpo_batch *prompt, float *logits, grpo_error *err) {
     if (!kv_held(m) || prompt->B > m->scratch_R || prompt->T > m->scratch_T)
         return grpo_error_set(err, GRPO_ERR_INVALID,
                               "model: prefill of (%d,%d) but the cache is reserved for (%d,%d)",
                               prompt->B, prompt->T, m->scratch_R, m->scratch_T);
+    int rc = m->pages.pool ? pages_for_prefill(m, prompt->B, prompt->T, err) : GRPO_OK;
+    if (rc != GRPO_OK) return rc;
     model_call(m, "prefill");
     compute_begin(m);
-    int rc = m->desc->prefill(m->inst, &m->kv, prompt, m->scratch, logits, err);
+    rc = m->desc->prefill(m->inst, &m->kv, prompt, m->scratch, logits, err);
     compute_end(m);
     grpo_plugin_call_end();
     return plugin_status(rc, err);
@@ -619,25 +719,49 @@ int grpo_model_decode(grpo_model *m, int32_t R, const int32_t *tokens, const int
     if (!kv_held(m))
         return grpo_error_set(err, GRPO_ERR_INVALID, "model: decode without a reserved cache "
                               "(or another model's pass has used its work memory since)");
+    int rc = m->pages.pool ? pages_for_decode(m, R, len, err) : GRPO_OK;
+    if (rc != GRPO_OK) return rc;
     model_call(m, "decode");
     compute_begin(m);
-    int rc = m->desc->decode(m->inst, &m->kv, R, tokens, pos, cache_mask, len, m->scratch, logits,
+    rc = m->desc->decode(m->inst, &m->kv, R, tokens, pos, cache_mask, len, m->scratch, logits,
                              err);
     compute_end(m);
     grpo_plugin_call_end();
     return plugin_status(rc, err);
 }
 
-int grpo_model_kv_copy_row(grpo_model *m, int32_t dst, int32_t src, int32_t n, grpo_error *err) {
+/* The rows and slots of a row copy or move (what: its name) lie in the reserved cache. */
+static int kv_rows_check(const grpo_model *m, const char *what, int32_t dst, int32_t src,
+                         int32_t n, grpo_error *err) {
     if (!kv_held(m) || dst < 0 || src < 0 || dst >= m->kv.R || src >= m->kv.R || n < 0 ||
         n > m->kv.S)
         return grpo_error_set(err, GRPO_ERR_INVALID,
-                              "model %s: kv_copy_row of %d slots from row %d to row %d, but the "
-                              "cache is reserved for %d rows x %d slots",
-                              m->desc->id, n, src, dst, m->kv.data ? m->kv.R : 0,
+                              "model %s: %s of %d slots from row %d to row %d, but the cache is "
+                              "reserved for %d rows x %d slots",
+                              m->desc->id, what, n, src, dst, m->kv.data ? m->kv.R : 0,
                               m->kv.data ? m->kv.S : 0);
-    if (dst != src && n > 0) m->desc->kv_copy_row(m->inst, &m->kv, dst, src, n);
     return GRPO_OK;
+}
+
+int grpo_model_kv_copy_row(grpo_model *m, int32_t dst, int32_t src, int32_t n, grpo_error *err) {
+    int rc = kv_rows_check(m, "kv_copy_row", dst, src, n, err);
+    if (rc != GRPO_OK || dst == src || n <= 0) return rc;
+    if (m->pages.pool)
+        grpo_kv_pages_share_row(&m->pages, dst, src, n);
+    else
+        m->desc->kv_copy_row(m->inst, &m->kv, dst, src, n);
+    return GRPO_OK;
+}
+
+int grpo_model_kv_move_row(grpo_model *m, int32_t dst, int32_t src, int32_t n, grpo_error *err) {
+    if (!m->pages.pool) return grpo_model_kv_copy_row(m, dst, src, n, err);
+    int rc = kv_rows_check(m, "kv_move_row", dst, src, n, err);
+    if (rc == GRPO_OK) grpo_kv_pages_move_row(&m->pages, dst, src);
+    return rc;
+}
+
+void grpo_model_kv_drop_row(grpo_model *m, int32_t r) {
+    if (m->pages.pool && r >= 0 && r < m->kv.R) grpo_kv_pages_drop_row(&m->pages, r);
 }
 
 int grpo_model_check_ids(const grpo_model *m, const int32_t *ids, size_t n, const char *what,

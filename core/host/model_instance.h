@@ -14,6 +14,9 @@
  *   kv      the KV cache for R rows of S slots + the prefill/decode scratch
  *           (grpo_model_reserve_kv); only the functions below touch it (reserve, prefill, decode,
  *           kv_copy_row), and the one decode loop that drives them is the sampler (sampler.h)
+ *           paged (grpo_model_reserve_kv_paged, when the pack and backend can, ABI 1.9): the
+ *           cache is a pool of pages in memory of its own (kv_pages.h), given to rows as they
+ *           grow and freed when they end; only the scratch lies in the work memory
  *   acts and kv are never used at once: they share one block of work memory (work_memory.h),
  *           which models whose passes never overlap may share too (grpo_model_share_work)
  *
@@ -27,6 +30,7 @@
 #include "grpo/model.h"
 #include "grpo/ops.h"
 #include "io/hfdir.h"
+#include "host/kv_pages.h"
 #include "host/work_memory.h"
 #include "host/registry.h"
 
@@ -65,6 +69,10 @@ typedef struct grpo_model {
     float *scratch;     /* after the cache in the work block */
     uint64_t kv_bytes;  /* of the cache and scratch, 0 until reserved */
     int32_t scratch_R, scratch_T; /* scratch fits prefill of (scratch_R, scratch_T) */
+    grpo_kv_pages pages;          /* the paged cache's pages (pages.pool NULL: not paged) */
+    int32_t *kv_hlen;             /* (kv.R) host copy of a paged decode's len */
+    int kv_unpaged;               /* 1: grpo_model_reserve_kv_paged makes the unpaged cache
+                                   * (a test's reference run); 0 when opened */
 } grpo_model;
 
 /* Creates the plugin instance from dir/config.json, allocates the block (params only when
@@ -123,6 +131,20 @@ int grpo_model_param_index(const grpo_model *m, const char *name);
 int grpo_model_reserve_acts(grpo_model *m, int32_t B, int32_t T, grpo_error *err);
 /* Makes a KV cache of R rows by S slots (zeroed) and scratch for a prefill of (R, P) prompts. */
 int grpo_model_reserve_kv(grpo_model *m, int32_t R, int32_t S, int32_t P, grpo_error *err);
+/* Positions per page of a paged cache: the cpu decode attention's key tile (16 keys,
+ * kernels/cpu/attend.c), so a row whose first real slot is on a page boundary reads each page
+ * as one tile. */
+#define GRPO_KV_PAGE 16
+/* The same cache paged in pages of `page` positions when the pack (kv_page_floats) and the
+ * backend (attention_decode_paged) can run on one, else grpo_model_reserve_kv's; rows start
+ * without pages. grpo_model_kv_paged tells which it made. */
+int grpo_model_reserve_kv_paged(grpo_model *m, int32_t R, int32_t S, int32_t P, int32_t page,
+                                grpo_error *err);
+/* Positions per page of the reserved cache; 0: not paged. */
+int32_t grpo_model_kv_paged(const grpo_model *m);
+/* Frees a paged cache's pool (the scratch stays reserved until another pass takes the work
+ * memory); a no-op on an unpaged cache. */
+void grpo_model_release_kv(grpo_model *m);
 
 /* From now on m's passes work in with's work memory (its own freed), for models whose passes
  * never overlap: a pass reserves (acts or kv) right before it runs, and a training forward is
@@ -172,6 +194,15 @@ int grpo_model_decode(grpo_model *m, int32_t R, const int32_t *tokens, const int
  * fan-out to its G rows and the move of the last live row into a finished one. A row copied onto
  * itself is left as it is. Errors name the rows when they lie outside the reserved cache. */
 int grpo_model_kv_copy_row(grpo_model *m, int32_t dst, int32_t src, int32_t n, grpo_error *err);
+/* Paged: prefill() gives its rows fresh pages; decode() gives each row's written block a page
+ * of its own first (copy-on-write). kv_copy_row makes dst share src's pages of slots [0,n);
+ * kv_move_row gives dst src's pages (src left empty); kv_drop_row frees row r's. Unpaged:
+ * kv_move_row is kv_copy_row and kv_drop_row does nothing. */
+int grpo_model_kv_move_row(grpo_model *m, int32_t dst, int32_t src, int32_t n, grpo_error *err);
+void grpo_model_kv_drop_row(grpo_model *m, int32_t r);
+/* Pages of a paged cache in use at most since it was reserved, and the bytes of one page; 0 and
+ * 0 when not paged. */
+int32_t grpo_model_kv_pages_max(const grpo_model *m, uint64_t *page_bytes);
 
 /* Saves a Hugging Face directory through grpo_hf_save(): dir/model.safetensors (F32, every
  * non-tied parameter under its HF name), dir/config.json (the loaded text with its dtype set to

@@ -218,10 +218,11 @@ static int fan_out(grpo_model *m, sampler_state *s, const int32_t *prompt, const
     return GRPO_OK;
 }
 
-/* Moves live cache row src into row dst (host state and KV cache slots [0,n)). */
+/* Moves live cache row src into row dst (host state and KV cache slots [0,n); a paged cache
+ * hands src's pages to dst, whose own go back to the pool). */
 static int move_row(grpo_model *m, sampler_state *s, int32_t dst, int32_t src, int32_t n,
                     grpo_error *err) {
-    int rc = grpo_model_kv_copy_row(m, dst, src, n, err);
+    int rc = grpo_model_kv_move_row(m, dst, src, n, err);
     if (rc != GRPO_OK) return rc;
     s->row[dst] = s->row[src], s->tok[dst] = s->tok[src];
     s->pos[dst] = s->pos[src], s->len[dst] = s->len[src];
@@ -423,6 +424,7 @@ static int drop_finished(grpo_model *m, sampler_state *s, const grpo_sampler_opt
         if (row_end && row_end->fn) rc = row_end->fn(row_end->user, n, err);
         if (rc == GRPO_OK && i != last) rc = move_row(m, s, i, last, s->len[last] - 1, err);
         if (rc != GRPO_OK) return rc;
+        grpo_model_kv_drop_row(m, last); /* moved into i, or the row that ended */
         (*live)--;
     }
     return GRPO_OK;
@@ -433,13 +435,14 @@ static int budget_spent(const grpo_sampler_opts *o) { return o->budget && *o->bu
 
 /* The token budget ran out: every live row ends where it is, truncated (cut by the budget, as
  * a row cut at T is), and goes to row_end; *live becomes 0. */
-static int cut_live(const sampler_state *s, const grpo_sampler_row_end *row_end, int32_t *live,
-                    grpo_rollout *out, grpo_error *err) {
+static int cut_live(grpo_model *m, const sampler_state *s, const grpo_sampler_row_end *row_end,
+                    int32_t *live, grpo_rollout *out, grpo_error *err) {
     for (int32_t i = *live - 1; i >= 0; i--) {
         int32_t n = s->row[i];
         out->truncated[n] = 1, out->budget_cut++;
         int rc = row_end && row_end->fn ? row_end->fn(row_end->user, n, err) : GRPO_OK;
         if (rc != GRPO_OK) return rc;
+        grpo_model_kv_drop_row(m, i);
         (*live)--;
     }
     return GRPO_OK;
@@ -453,7 +456,7 @@ static int step_done(grpo_model *m, sampler_state *s, const grpo_sampler_opts *o
                      grpo_rollout *out, int *stop, grpo_error *err) {
     if (o->budget) *o->budget -= drawn;
     int rc = drop_finished(m, s, o, row_end, live, out, err);
-    if (rc == GRPO_OK && budget_spent(o)) rc = cut_live(s, row_end, live, out, err);
+    if (rc == GRPO_OK && budget_spent(o)) rc = cut_live(m, s, row_end, live, out, err);
     if (rc == GRPO_OK && row_end && row_end->step_end)
         rc = row_end->step_end(row_end->user, stop, err);
     return rc;
@@ -476,9 +479,23 @@ static int decode_live(grpo_model *m, sampler_state *s, int32_t live, grpo_error
     return rc;
 }
 
+/* The run's KV cache memory into st: the most pages in use at once and their bytes when paged,
+ * else the whole cache of rows x S positions (as the pack sizes it). */
+static void kv_stats(const grpo_model *m, grpo_sampler_stats *st, int32_t rows, int32_t S) {
+    uint64_t page_bytes = 0;
+    int32_t pages = grpo_model_kv_pages_max(m, &page_bytes);
+    double bytes = grpo_model_kv_paged(m)
+                       ? (double)pages * (double)page_bytes
+                       : (double)m->desc->kv_floats(m->inst, rows, S) * sizeof(float);
+    if (pages > st->kv_pages_max) st->kv_pages_max = pages;
+    if (bytes > st->kv_bytes_max) st->kv_bytes_max = bytes;
+}
+
+/* The static schedule of one batch (st: its KV memory joins it; NULL: not wanted). */
 static int run(grpo_model *m, const grpo_sampler_opts *o, const int32_t *prompt,
                const int32_t *pmask, int32_t B, int32_t P, grpo_rng *rng, grpo_rng *row_rng,
-               const grpo_sampler_row_end *row_end, grpo_rollout *out, grpo_error *err) {
+               const grpo_sampler_row_end *row_end, grpo_rollout *out, grpo_sampler_stats *st,
+               grpo_error *err) {
     const grpo_ops *ops = m->ops;
     if (B <= 0 || P <= 0 || o->G <= 0 || o->max_new <= 0)
         return grpo_error_set(err, GRPO_ERR_INVALID,
@@ -494,11 +511,11 @@ static int run(grpo_model *m, const grpo_sampler_opts *o, const int32_t *prompt,
     s.dev = grpo_ops_supports(ops, sample_rows);
     s.N = s.Nout = B * o->G, s.S = P + o->max_new, s.H = P + o->max_new;
     s.V = grpo_model_vocab(m);
-    int rc = grpo_model_reserve_kv(m, s.N, s.S, P, err);
+    int rc = grpo_model_reserve_kv_paged(m, s.N, s.S, P, GRPO_KV_PAGE, err);
     if (rc != GRPO_OK) return rc;
     if (!rollout_alloc(out, s.N, o->max_new, o->policy_logp) ||
         !state_alloc(m, &s, B, P, o->policy_logp)) {
-        state_free(m, &s);
+        state_free(m, &s), grpo_model_release_kv(m);
         /* the (N,T) outputs, (N,S) slot mask and history, (N,V) logits on host and backend */
         uint64_t per_row = (uint64_t)o->max_new * 4 * sizeof(float) +
                            2 * (uint64_t)s.S * sizeof(int32_t) + 2 * (uint64_t)s.V * sizeof(float);
@@ -520,7 +537,7 @@ static int run(grpo_model *m, const grpo_sampler_opts *o, const int32_t *prompt,
     int32_t live = s.N;
     int stop = 0;
     if (rc == GRPO_OK && budget_spent(o)) /* spent by the step's earlier rollouts */
-        rc = cut_live(&s, row_end, &live, out, err);
+        rc = cut_live(m, &s, row_end, &live, out, err);
     if (rc == GRPO_OK && live == 0 && row_end && row_end->step_end)
         rc = row_end->step_end(row_end->user, &stop, err);
     for (int first = 1; rc == GRPO_OK && live > 0; first = 0) {
@@ -532,6 +549,8 @@ static int run(grpo_model *m, const grpo_sampler_opts *o, const int32_t *prompt,
         if (rc != GRPO_OK || live == 0 || stop) break;
         rc = decode_live(m, &s, live, err);
     }
+    if (st) kv_stats(m, st, s.N, s.S);
+    grpo_model_release_kv(m);
     state_free(m, &s);
     return rc;
 }
@@ -539,20 +558,20 @@ static int run(grpo_model *m, const grpo_sampler_opts *o, const int32_t *prompt,
 int grpo_sampler_run(grpo_model *m, const grpo_sampler_opts *o, const int32_t *prompt,
                      const int32_t *pmask, int32_t B, int32_t P, grpo_rng *rng, grpo_rollout *out,
                      grpo_error *err) {
-    return run(m, o, prompt, pmask, B, P, rng, NULL, NULL, out, err);
+    return run(m, o, prompt, pmask, B, P, rng, NULL, NULL, out, NULL, err);
 }
 
 int grpo_sampler_run_rows(grpo_model *m, const grpo_sampler_opts *o, const int32_t *prompt,
                           const int32_t *pmask, int32_t B, int32_t P, grpo_rng *row_rng,
                           grpo_rollout *out, grpo_error *err) {
-    return run(m, o, prompt, pmask, B, P, NULL, row_rng, NULL, out, err);
+    return run(m, o, prompt, pmask, B, P, NULL, row_rng, NULL, out, NULL, err);
 }
 
 int grpo_sampler_run_rows_each(grpo_model *m, const grpo_sampler_opts *o, const int32_t *prompt,
                                const int32_t *pmask, int32_t B, int32_t P, grpo_rng *row_rng,
                                const grpo_sampler_row_end *row_end, grpo_rollout *out,
                                grpo_error *err) {
-    return run(m, o, prompt, pmask, B, P, NULL, row_rng, row_end, out, err);
+    return run(m, o, prompt, pmask, B, P, NULL, row_rng, row_end, out, NULL, err);
 }
 
 /* ---- continuous decode (grpo_sampler_run_queue) -------------------------------------------
@@ -642,7 +661,7 @@ static int prefill_groups(grpo_model *m, sampler_state *s, queue *q, int32_t b, 
     for (int32_t j = 0, slot = 0; rc == GRPO_OK && j < k; j++) {
         while (q->slot_group[slot] >= 0) slot++;
         q->slot_group[slot] = (q->base[b] / q->G) + k0 + j;
-        rc = grpo_model_kv_copy_row(m, q->cap + slot, j, P, err);
+        rc = grpo_model_kv_move_row(m, q->cap + slot, j, P, err);
         memcpy(q->plog + (size_t)slot * s->V, s->logits + (size_t)j * s->V,
                (size_t)s->V * sizeof(float));
         if (q->d_plog) /* the policy log-probs of first tokens read the backend's copy */
@@ -718,7 +737,10 @@ static int enter_rows(grpo_model *m, sampler_state *s, queue *q, const grpo_samp
         if (rc != GRPO_OK) break;
         if (q->steps > 0) q->stats->refills++;
         e++, q->next++;
-        if (q->next % G == 0) q->slot_group[slot] = -1; /* the group's last row entered */
+        if (q->next % G == 0) { /* the group's last row entered: its prompt row is free */
+            q->slot_group[slot] = -1;
+            grpo_model_kv_drop_row(m, q->cap + slot);
+        }
     }
     if (rc == GRPO_OK) flush_first_logps(m, s, q, o, &k);
     *entered = e;
@@ -762,11 +784,12 @@ static int stop_batch(grpo_model *m, sampler_state *s, queue *q, int32_t b, int3
         if (batch_of(q, s->row[i]) != b) continue;
         int32_t last = *live - 1;
         if (i != last) rc = move_row(m, s, i, last, s->len[last] - 1, err);
+        grpo_model_kv_drop_row(m, last);
         (*live)--;
     }
     for (int32_t j = 0; j < q->spare; j++)
         if (q->slot_group[j] >= q->base[b] / q->G && q->slot_group[j] < q->base[b + 1] / q->G)
-            q->slot_group[j] = -1;
+            q->slot_group[j] = -1, grpo_model_kv_drop_row(m, q->cap + j);
     return rc;
 }
 
@@ -926,7 +949,7 @@ static int run_static(grpo_model *m, const grpo_sampler_opts *o, const grpo_samp
         if (re && re->begin) rc = re->begin(re->user, err);
         if (rc == GRPO_OK)
             rc = run(m, o, q[b].prompt, q[b].pmask, q[b].B, q[b].P, NULL, q[b].row_rng, re,
-                     q[b].out, err);
+                     q[b].out, st, err);
         if (rc == GRPO_OK && re && re->finish) rc = re->finish(re->user, err);
         if (q[b].B * o->G > st->live_rows_max) st->live_rows_max = q[b].B * o->G;
     }
@@ -957,10 +980,10 @@ int grpo_sampler_run_queue(grpo_model *m, const grpo_sampler_opts *o, const grpo
     sampler_state s = {0};
     s.N = qu.cap + qu.spare, s.S = s.H = maxP + o->max_new, s.V = grpo_model_vocab(m);
     s.Nout = groups * o->G;
-    rc = grpo_model_reserve_kv(m, s.N, s.S, maxP, err);
+    rc = grpo_model_reserve_kv_paged(m, s.N, s.S, maxP, GRPO_KV_PAGE, err);
     if (rc != GRPO_OK) return rc;
     if (!queue_alloc(m, &qu, o, s.V) || !state_alloc(m, &s, s.N, maxP, o->policy_logp)) {
-        state_free(m, &s), queue_free(m, &qu);
+        state_free(m, &s), queue_free(m, &qu), grpo_model_release_kv(m);
         return grpo_nomem(err, "the continuous sampler's buffers (rows x tokens, cache rows x "
                                "vocab)",
                           (uint64_t)s.Nout * (o->max_new * 32 + s.H * 8) +
@@ -968,6 +991,8 @@ int grpo_sampler_run_queue(grpo_model *m, const grpo_sampler_opts *o, const grpo
     }
     rc = end_at_setup(&s, o, err);
     if (rc == GRPO_OK) rc = run_continuous(m, &s, &qu, o, err);
+    kv_stats(m, st, s.N, s.S);
+    grpo_model_release_kv(m);
     state_free(m, &s);
     queue_free(m, &qu);
     return rc;

@@ -148,9 +148,13 @@ typedef struct grpo_sampler_batch {
 } grpo_sampler_batch;
 
 /* What a queue run did: the most rows decoded together (sampling/live_rows_max), the rows that
- * entered a cache row after decoding began (sampling/refills), and whether it ran continuous. */
+ * entered a cache row after decoding began (sampling/refills), and whether it ran continuous;
+ * its KV cache's memory: the most pages in use at once (sampling/kv_pages_max; 0 when the cache
+ * was not paged) and their bytes (sampling/kv_bytes_max; unpaged: the whole cache). */
 typedef struct grpo_sampler_stats {
     int32_t live_rows_max, refills, continuous;
+    int32_t kv_pages_max;
+    double kv_bytes_max;
 } grpo_sampler_stats;
 
 /* Samples every batch of q[nq] as grpo_sampler_run_rows_each would one after the other, and
@@ -159,7 +163,9 @@ typedef struct grpo_sampler_stats {
  * are live; when rows end, their cache rows are refilled at once with the next rows waiting
  * (their group's prompt prefilled once when its first row enters, kept in a prompt row of the
  * cache until its last row entered), so the batch stays full while a batch's tail decodes.
- * The KV cache holds max_live + ceil(max_live / G) rows, not all the rows.
+ * The KV cache holds max_live + ceil(max_live / G) rows, not all the rows, paged where the pack
+ * and the backend can (grpo_model_reserve_kv_paged: pages follow the live tokens, a group's rows
+ * share its prompt's pages); so is the static schedule's (grpo_sampler_run and the others).
  * Callbacks keep batch order: batch b's begin, fn and step_end fire once every earlier batch
  * finished; rows of b that end before are handed to fn then, in the order they ended, followed
  * by one step_end. A step_end stop aborts the rest of that batch only. The budget is shared:

@@ -303,6 +303,16 @@ static void rollout_begin(trainer *t) {
     t->so.budget = t->cfg->sampling_max_step_tokens > 0 ? &t->budget_left : NULL;
 }
 
+/* sampling/kv_pages_max and sampling/kv_bytes_max: the most KV cache pages a rank held at once
+ * in the step's rollouts and their bytes (an unpaged cache: 0 pages, its whole size). */
+static int log_kv_memory(const trainer *t, grpo_metric_row *row, grpo_error *err) {
+    double kv[2] = {t->decode.kv_pages_max, t->decode.kv_bytes_max};
+    int rc = grpo_comm_allreduce_f64(kv, 2, GRPO_COMM_MAX, err);
+    if (rc == GRPO_OK) grpo_metric_set(row, "sampling/kv_pages_max", kv[0]);
+    if (rc == GRPO_OK) grpo_metric_set(row, "sampling/kv_bytes_max", kv[1]);
+    return rc;
+}
+
 /* The step's rollout sums over the ranks (a collective: every rank calls it) as metrics:
  * sampling/aborted_tokens with over-sampling, sampling/step_tokens and
  * sampling/budget_cut_rows with a token budget; always sampling/live_rows_max (the most rows
@@ -316,6 +326,7 @@ static int log_rollout_sums(const trainer *t, grpo_metric_row *row, grpo_error *
     if (rc == GRPO_OK) rc = grpo_comm_allreduce_f64(&refills, 1, GRPO_COMM_SUM, err);
     if (rc == GRPO_OK) grpo_metric_set(row, "sampling/live_rows_max", live);
     if (rc == GRPO_OK) grpo_metric_set(row, "sampling/refills", refills);
+    if (rc == GRPO_OK) rc = log_kv_memory(t, row, err);
     if (rc == GRPO_OK && t->cfg->sampling_oversample > 1)
         grpo_metric_set(row, "sampling/aborted_tokens", s[1]);
     if (rc == GRPO_OK && t->cfg->sampling_max_step_tokens > 0) {
@@ -330,6 +341,8 @@ static void decode_stats_add(trainer *t, const grpo_sampler_stats *st) {
     if (st->live_rows_max > t->decode.live_rows_max)
         t->decode.live_rows_max = st->live_rows_max;
     t->decode.refills += st->refills, t->decode.continuous |= st->continuous;
+    if (st->kv_pages_max > t->decode.kv_pages_max) t->decode.kv_pages_max = st->kv_pages_max;
+    if (st->kv_bytes_max > t->decode.kv_bytes_max) t->decode.kv_bytes_max = st->kv_bytes_max;
 }
 
 /* Chunks c[0..n) of the step: their prompts, then one continuous rollout of all of them

@@ -17,6 +17,9 @@
  * dots are reduced together with shuffles (reduce16) that compute exactly tree16 per key.
  * Keys past nvalid contribute p_j = 0 (exact: adding zeros leaves every sum as it was), so a
  * block of queries with different causal limits can share one pass over the keys.
+ * The keys may also lie in the pages of a paged KV cache (cpu_att_keys.pt): where a key lies
+ * never changes a sum (a tile of 16 keys within one page is read as contiguous rows, else key
+ * by key; both make the same products and sums).
  * A product and the sum it enters are one FMA where the ISA clone has it (the same function
  * makes a sum for the training forward and for decode, so they round alike).
  */
@@ -29,13 +32,37 @@
 #define ATT_LANES 16 /* the lanes of every dot product and sum */
 #define ATT_QP 8     /* queries per pass over the values (one vector register each) */
 
+/* Own key j's row in a paged sequence (K->pt): base is K->k or K->v. */
+static inline const float *att_paged(const cpu_att_keys *K, const float *base, int32_t j) {
+    int32_t s = K->off + j, b, o;
+    if (K->pgs >= 0) /* a power-of-two page: no division per key */
+        b = s >> K->pgs, o = s & (K->pg - 1);
+    else
+        b = s / K->pg, o = s % K->pg;
+    return base + (size_t)K->pt[b] * (size_t)K->pstride + (size_t)o * K->ks;
+}
+
 static inline const float *att_key(const cpu_att_keys *K, int32_t j) {
     if (j >= K->n) j = 0; /* a tile's lanes past the last key: any real memory, unused */
+    if (K->pt) return att_paged(K, K->k, j);
     return j < K->np ? K->pk + (size_t)j * K->ks : K->k + (size_t)(j - K->np) * K->ks;
 }
 
 static inline const float *att_value(const cpu_att_keys *K, int32_t j) {
+    if (K->pt) return att_paged(K, K->v, j);
     return j < K->np ? K->pv + (size_t)j * K->ks : K->v + (size_t)(j - K->np) * K->ks;
+}
+
+/* Own key j's position in its page (a paged sequence). */
+static inline int32_t att_page_pos(const cpu_att_keys *K, int32_t j) {
+    return K->pgs >= 0 ? (K->off + j) & (K->pg - 1) : (K->off + j) % K->pg;
+}
+
+/* Whether own keys j0 .. j1-1 of a paged sequence lie in one page (then they are rows ks
+ * apart, as unpaged keys are). */
+static inline int att_one_page(const cpu_att_keys *K, int32_t j0, int32_t j1) {
+    if (K->pgs >= 0) return (K->off + j0) >> K->pgs == (K->off + j1 - 1) >> K->pgs;
+    return (K->off + j0) / K->pg == (K->off + j1 - 1) / K->pg;
 }
 
 /* The fixed tree over 16 lane sums (see the file comment). */
@@ -112,6 +139,25 @@ __attribute__((always_inline)) static inline void lane_dots(att_v16 *P, const fl
     }
 }
 
+/* The same for a tile in two runs of rows (a paged cache's tile across two pages): key i's row
+ * at k0 + i * ks for i < split, else k1 + (i - split) * ks. The same products and sums. */
+__attribute__((always_inline)) static inline void lane_dots2(att_v16 *P, const float *qp,
+                                                              const float *k0, const float *k1,
+                                                              int32_t split, size_t ks,
+                                                              int32_t HD, const int32_t nch) {
+#pragma GCC unroll 16
+    for (int32_t i = 0; i < ATT_LANES; i++) P[i] = (att_v16){0};
+    for (int32_t c = 0; c < nch; c++) {
+        att_v16 qc;
+        memcpy(&qc, qp + (size_t)ATT_LANES * c, sizeof qc);
+#pragma GCC unroll 16
+        for (int32_t i = 0; i < ATT_LANES; i++) {
+            const float *kr = i < split ? k0 + i * ks : k1 + (i - split) * ks;
+            P[i] += qc * load_chunk(kr, c, HD);
+        }
+    }
+}
+
 /* The same with key i's row at kr[i] (a tile across the prefix's end, or past the last key).
  * Inlined like lane_dots, into dots16's ISA clone and contraction: both paths must round alike
  * (a separate function here was compiled without fma and gave a partial tile other bits). */
@@ -132,15 +178,29 @@ static void dots16(float *s, const float *qp, const cpu_att_keys *K, int32_t j0,
                    float scale) {
     att_v16 P[ATT_LANES];
     const int32_t j1 = j0 + ATT_LANES, nch = (HD + ATT_LANES - 1) / ATT_LANES;
-    const float *k0 = NULL, *kr[ATT_LANES];
-    if (j1 <= K->np) { /* the whole tile in the prefix, or in the row's own keys */
+    const float *k0 = NULL, *k1 = NULL, *kr[ATT_LANES];
+    int32_t split = 0;
+    if (K->pt) { /* paged: a tile within one page is contiguous, one across two is two runs */
+        if (j1 <= K->n && att_one_page(K, j0, j1)) {
+            k0 = att_paged(K, K->k, j0);
+        } else if (j1 <= K->n) {
+            split = K->pg - att_page_pos(K, j0);
+            k1 = att_paged(K, K->k, j0 + split), k0 = att_paged(K, K->k, j0);
+        } else {
+            for (int32_t i = 0; i < ATT_LANES; i++) kr[i] = att_key(K, j0 + i);
+        }
+    } else if (j1 <= K->np) { /* the whole tile in the prefix, or in the row's own keys */
         k0 = K->pk + (size_t)j0 * K->ks;
     } else if (j0 >= K->np && j1 <= K->n) {
         k0 = K->k + (size_t)(j0 - K->np) * K->ks;
     } else { /* across the two, or past the last key */
         for (int32_t i = 0; i < ATT_LANES; i++) kr[i] = att_key(K, j0 + i);
     }
-    if (k0 && nch == 4) /* HD 64: the chunk loop with a constant count */
+    if (k1 && nch == 4) /* a paged tile across two pages */
+        lane_dots2(P, qp, k0, k1, split, (size_t)K->ks, HD, 4);
+    else if (k1)
+        lane_dots2(P, qp, k0, k1, split, (size_t)K->ks, HD, nch);
+    else if (k0 && nch == 4) /* HD 64: the chunk loop with a constant count */
         lane_dots(P, qp, k0, (size_t)K->ks, HD, 4);
     else if (k0)
         lane_dots(P, qp, k0, (size_t)K->ks, HD, nch);

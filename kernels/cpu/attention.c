@@ -40,6 +40,10 @@
  * A row of segments runs, in each query block, one segment's queries at a time against [its
  * parent's keys | its own from the segment's first] (the same two GEMMs); a parent's dk/dv
  * take its children's gradients in place (each (b, head) owns its row's buffers).
+ * Decode against a paged cache (ABI 1.9, attention_decode_paged) is the same code: the key
+ * sequence is the row's slots from its first real one, found through the page table, so its
+ * sums are the unpaged decode's, bit for bit (a key tile that spans two pages is read key by
+ * key, as a tile across the prefix's end is).
  * Keys before a row's first real token are skipped (left padding costs nothing). Other padded
  * keys enter the sums with probability 0, so k and v must be finite there too (as they are
  * when computed from padding tokens). */
@@ -207,7 +211,8 @@ static void attention_forward_block(float *out, float *lse, const float *q, cons
     }
     cpu_att_keys K = {pf->k ? pf->k + (size_t)g * HD : NULL, pf->v ? pf->v + (size_t)g * HD : NULL,
                       k + ((size_t)b * T + k0) * ks + (size_t)g * HD,
-                      v + ((size_t)b * T + k0) * ks + (size_t)g * HD, np, ks, km, nt};
+                      v + ((size_t)b * T + k0) * ks + (size_t)g * HD, np, ks, km, nt,
+                      NULL, 0, 0, 0, -1};
     int32_t nvalid[QB];
     for (int32_t i = 0; i < nq; i++) nvalid[i] = mask_b[t0 + i] ? np + t0 + i - k0 + 1 : 0;
     cpu_attend(ob, qs, lb, q + ((size_t)b * T + t0) * qs + (size_t)h * HD, qs, &K, nvalid, nq, HD,
@@ -244,7 +249,7 @@ static void attention_forward_segments(float *out, float *lse, const float *q, c
         const float *pv = np ? v + ((size_t)b * T + p0) * ks + (size_t)g * HD : NULL;
         cpu_att_keys K = {pk, pv, k + ((size_t)b * T + s0) * ks + (size_t)g * HD,
                           v + ((size_t)b * T + s0) * ks + (size_t)g * HD, np, ks, kmr,
-                          np + e - s0};
+                          np + e - s0, NULL, 0, 0, 0, -1};
         int32_t nvalid[QB];
         for (int32_t t = a; t < e; t++) nvalid[t - a] = np + t - s0 + 1;
         cpu_attend(ob, qs, lb, q + ((size_t)b * T + a) * qs + (size_t)h * HD, qs, &K, nvalid,
@@ -634,14 +639,30 @@ void cpu_prefix_attention_backward(void *ctx, float *dq, float *dk, float *dv, f
 
 /* ---- decode: one new query per row against the KV cache ---------------------------------- */
 
+/* A decode call's cache: unpaged (table NULL: k/v (R,S,NKV,HD)) or paged (ABI 1.9: k/v pools
+ * of pages pstride floats apart, table (R,nblk) the page of each block of page slots). */
+typedef struct att_dec_cache {
+    const float *k, *v;
+    const int32_t *table;
+    int32_t nblk, page;
+    int64_t pstride;
+    int32_t pgs; /* log2(page) when a power of two, else -1 */
+} att_dec_cache;
+
+/* Float offset, from c->k (or c->v), of slot s of row r, kv head 0 (ks = NKV * HD). */
+static size_t dec_slot(const att_dec_cache *c, int32_t r, int32_t s, int32_t S, int32_t ks) {
+    if (!c->table) return ((size_t)r * S + s) * ks;
+    int32_t p = c->table[(size_t)r * c->nblk + s / c->page];
+    return (size_t)p * (size_t)c->pstride + (size_t)(s % c->page) * ks;
+}
+
 /* Row r, kv head g: the rep query heads of the group against the n cached keys from the row's
  * first real slot, by cpu_attend (attend.c): each cached key and value is read once per group,
- * and each head's output has the bits the training forward gives its query.
- * work: cpu_attend_scratch(rep, S, HD) floats. */
-static void attention_decode_group(float *out, const float *q, const float *kcache,
-                                   const float *vcache, const int32_t *cache_mask, int32_t n,
-                                   int32_t r, int32_t g, int32_t S, int32_t NH, int32_t NKV,
-                                   int32_t HD, float *work) {
+ * and each head's output has the bits the training forward gives its query (paged or not: the
+ * same key sequence, only where each key lies differs). work: cpu_attend_scratch(rep, S, HD). */
+static void attention_decode_group(float *out, const float *q, const att_dec_cache *c,
+                                   const int32_t *cache_mask, int32_t n, int32_t r, int32_t g,
+                                   int32_t S, int32_t NH, int32_t NKV, int32_t HD, float *work) {
     const int32_t rep = NH / NKV, ks = NKV * HD;
     const int32_t *cm = cache_mask + (size_t)r * S;
     float *og = out + ((size_t)r * NH + (size_t)g * rep) * HD;
@@ -650,8 +671,15 @@ static void attention_decode_group(float *out, const float *q, const float *kcac
         memset(og, 0, (size_t)rep * HD * sizeof(float));
         return;
     }
-    size_t off = ((size_t)r * S + s0) * ks + (size_t)g * HD;
-    cpu_att_keys K = {NULL, NULL, kcache + off, vcache + off, 0, ks, cm + s0, n - s0};
+    cpu_att_keys K = {NULL, NULL, NULL, NULL, 0, ks, cm + s0, n - s0, NULL, 0, 0, 0, -1};
+    if (c->table) { /* key j is slot s0 + j through the row's page table */
+        K.k = c->k + (size_t)g * HD, K.v = c->v + (size_t)g * HD;
+        K.pt = c->table + (size_t)r * c->nblk, K.pg = c->page, K.off = s0;
+        K.pstride = c->pstride, K.pgs = c->pgs;
+    } else {
+        size_t off = ((size_t)r * S + s0) * ks + (size_t)g * HD;
+        K.k = c->k + off, K.v = c->v + off;
+    }
     int32_t nvalid[CPU_ATT_REP_MAX];
     for (int32_t j = 0; j < rep; j++) nvalid[j] = n - s0;
     cpu_attend(og, HD, NULL, q + ((size_t)r * NH + (size_t)g * rep) * HD, HD, &K, nvalid, rep,
@@ -662,21 +690,27 @@ static void attention_decode_group(float *out, const float *q, const float *kcac
  * to be brought into L2 while the group before it is computed: in a decode step the cache is
  * read from memory (all the weights of the step pass through the caches between two reads of
  * it), and the GEMMs alone leave the memory idle while they compute. */
-static void prefetch_group(const float *kcache, const float *vcache, const int32_t *cache_mask,
-                           int32_t n, int32_t r, int32_t g, int32_t S, int32_t NKV, int32_t HD) {
+static void prefetch_group(const att_dec_cache *c, const int32_t *cache_mask, int32_t n,
+                           int32_t r, int32_t g, int32_t S, int32_t NKV, int32_t HD) {
     const int32_t ks = NKV * HD;
-    size_t off = (size_t)r * S * ks + (size_t)g * HD;
-    for (int32_t s = first_real(cache_mask + (size_t)r * S, n); s < n; s++)
-        for (int32_t e = 0; e < HD; e += 16) { /* one 64-byte line per 16 floats */
-            __builtin_prefetch(kcache + off + (size_t)s * ks + e, 0, 2);
-            __builtin_prefetch(vcache + off + (size_t)s * ks + e, 0, 2);
-        }
+    for (int32_t s = first_real(cache_mask + (size_t)r * S, n), e; s < n; s = e) {
+        /* a run of slots lying together: to the end of s's page, or to n */
+        e = c->table ? (s / c->page + 1) * c->page : n;
+        e = e < n ? e : n;
+        size_t off = dec_slot(c, r, s, S, ks) + (size_t)g * HD;
+        for (int32_t t = 0; t < e - s; t++, off += (size_t)ks)
+            for (int32_t d = 0; d < HD; d += 16) { /* one 64-byte line per 16 floats */
+                __builtin_prefetch(c->k + off + d, 0, 2);
+                __builtin_prefetch(c->v + off + d, 0, 2);
+            }
+    }
 }
 
-/* cpu_attention_decode's tasks: the (row, kv head) groups; work: the scores per thread */
+/* the decode ops' tasks: the (row, kv head) groups; work: the scores per thread */
 typedef struct att_dec_job {
     float *out;
-    const float *q, *kcache, *vcache;
+    const float *q;
+    att_dec_cache c;
     const int32_t *cache_mask, *len;
     int32_t R, S, NH, NKV, HD;
     cpu_locals work;
@@ -687,25 +721,66 @@ static void att_dec_task(void *arg, int64_t task, int32_t tid) {
     const int32_t NKV = j->NKV, rg = (int32_t)task;
     float *work = cpu_local(&j->work, tid);
     if (rg + 1 < j->R * NKV) /* the next group, likely this thread's or a neighbour's */
-        prefetch_group(j->kcache, j->vcache, j->cache_mask, j->len[(rg + 1) / NKV],
-                       (rg + 1) / NKV, (rg + 1) % NKV, j->S, NKV, j->HD);
-    attention_decode_group(j->out, j->q, j->kcache, j->vcache, j->cache_mask, j->len[rg / NKV],
-                           rg / NKV, rg % NKV, j->S, j->NH, NKV, j->HD, work);
+        prefetch_group(&j->c, j->cache_mask, j->len[(rg + 1) / NKV], (rg + 1) / NKV,
+                       (rg + 1) % NKV, j->S, NKV, j->HD);
+    attention_decode_group(j->out, j->q, &j->c, j->cache_mask, j->len[rg / NKV], rg / NKV,
+                           rg % NKV, j->S, j->NH, NKV, j->HD, work);
+}
+
+/* Both decode ops: checks, then the (row, kv head) groups on the pool. */
+static void attention_decode_run(void *ctx, const char *op, float *out, const float *q,
+                                 const att_dec_cache *c, const int32_t *cache_mask,
+                                 const int32_t *len, int32_t R, int32_t S, int32_t NH,
+                                 int32_t NKV, int32_t HD) {
+    check_shapes(op, NH, NKV, HD);
+    const int32_t rep = NH / NKV;
+    for (int32_t r = 0; r < R; r++)
+        CPU_CHECK(len[r] >= 0 && len[r] <= S, op, "len[r] must lie in [0, S]");
+    CPU_CHECK(rep <= CPU_ATT_REP_MAX, op,
+              "at most CPU_ATT_REP_MAX = 64 query heads per key/value head");
+    att_dec_job j = {out, q, *c, cache_mask, len, R, S, NH, NKV, HD, {0}};
+    cpu_locals_init(&j.work, ctx, cpu_attend_scratch(rep, S > 0 ? S : 1, HD) * sizeof(float),
+                    op);
+    cpu_parallel(ctx, CPU_FAM_ATTENTION, cpu_threads_for(ctx, (double)R * NH * S * HD * 2),
+                 (int64_t)R * NKV, att_dec_task, &j);
+    cpu_locals_free(&j.work);
 }
 
 void cpu_attention_decode(void *ctx, float *out, const float *q, const float *kcache,
                           const float *vcache, const int32_t *cache_mask, const int32_t *len,
                           int32_t R, int32_t S, int32_t NH, int32_t NKV, int32_t HD) {
-    check_shapes("attention_decode", NH, NKV, HD);
-    const int32_t rep = NH / NKV;
+    att_dec_cache c = {kcache, vcache, NULL, 0, 0, 0, -1};
+    attention_decode_run(ctx, "attention_decode", out, q, &c, cache_mask, len, R, S, NH, NKV,
+                         HD);
+}
+
+/* The page table must give a page to every block a row reads: from its first real slot to
+ * len[r] - 1. */
+static void check_table(const int32_t *table, const int32_t *cache_mask, const int32_t *len,
+                        int32_t R, int32_t S, int32_t nblk, int32_t page) {
+    for (int32_t r = 0; r < R; r++) {
+        int32_t n = len[r] < S ? len[r] : S, s0 = first_real(cache_mask + (size_t)r * S, n);
+        for (int32_t b = s0 / page; s0 < n && b <= (n - 1) / page; b++)
+            CPU_CHECK(table[(size_t)r * nblk + b] >= 0, "attention_decode_paged",
+                      "a block a row reads has no page (table id -1)");
+    }
+}
+
+void cpu_attention_decode_paged(void *ctx, float *out, const float *q, const float *kpool,
+                                const float *vpool, int64_t pstride, const int32_t *table,
+                                int32_t nblk, int32_t page, const int32_t *cache_mask,
+                                const int32_t *len, int32_t R, int32_t S, int32_t NH,
+                                int32_t NKV, int32_t HD) {
+    CPU_CHECK(page > 0 && (int64_t)nblk * page >= S && pstride >= (int64_t)page * NKV * HD,
+              "attention_decode_paged",
+              "need page > 0, nblk * page >= S and pstride >= page * NKV * HD");
     for (int32_t r = 0; r < R; r++)
-        CPU_CHECK(len[r] >= 0 && len[r] <= S, "attention_decode", "len[r] must lie in [0, S]");
-    CPU_CHECK(rep <= CPU_ATT_REP_MAX, "attention_decode",
-              "at most CPU_ATT_REP_MAX = 64 query heads per key/value head");
-    att_dec_job j = {out, q, kcache, vcache, cache_mask, len, R, S, NH, NKV, HD, {0}};
-    cpu_locals_init(&j.work, ctx, cpu_attend_scratch(rep, S > 0 ? S : 1, HD) * sizeof(float),
-                    "attention_decode");
-    cpu_parallel(ctx, CPU_FAM_ATTENTION, cpu_threads_for(ctx, (double)R * NH * S * HD * 2),
-                 (int64_t)R * NKV, att_dec_task, &j);
-    cpu_locals_free(&j.work);
+        CPU_CHECK(len[r] >= 0 && len[r] <= S, "attention_decode_paged",
+                  "len[r] must lie in [0, S]");
+    check_table(table, cache_mask, len, R, S, nblk, page);
+    int32_t pgs = -1;
+    for (int32_t e = 0; e < 31 && pgs < 0; e++) pgs = (1 << e) == page ? e : -1;
+    att_dec_cache c = {kpool, vpool, table, nblk, page, pstride, pgs};
+    attention_decode_run(ctx, "attention_decode_paged", out, q, &c, cache_mask, len, R, S, NH,
+                         NKV, HD);
 }

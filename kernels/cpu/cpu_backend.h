@@ -255,12 +255,18 @@ void cpu_gemm_nt_run_serial(int32_t simd_limit, int32_t cdtype, const cpu_nt *p,
 
 /* ---- attend.c: the batch-invariant attention core (attention.c's forward and decode) ---- */
 /* One key sequence: np prefix keys/values (row stride ks, pk/pv; NULL when np = 0), then the
- * row's own from k/v; n keys in all; km (n) their mask, 1 = real. */
+ * row's own from k/v; n keys in all; km (n) their mask, 1 = real.
+ * Paged (pt != NULL, np = 0: decode against a paged cache): own key j is slot off + j of the
+ * row, at k + pt[(off + j) / pg] * pstride + ((off + j) % pg) * ks (values the same from v). */
 typedef struct cpu_att_keys {
     const float *pk, *pv, *k, *v;
     int32_t np, ks;
     const int32_t *km;
     int32_t n;
+    const int32_t *pt; /* the row's page ids by block, or NULL: k/v are contiguous rows */
+    int32_t pg, off;   /* positions per page; the slot of key 0 */
+    int64_t pstride;   /* floats from one page to the next */
+    int32_t pgs;       /* log2(pg) when pg is a power of two, else -1 */
 } cpu_att_keys;
 #define CPU_ATT_REP_MAX 64 /* the most query heads one decode call puts on a key/value head */
 /* The work floats cpu_attend needs for nq queries against nkeys keys of HD. */

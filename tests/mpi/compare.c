@@ -9,8 +9,9 @@
  *       zero-mean advantages of size ~1), whose difference is the rounding of their O(1) terms,
  *       not a fraction of their value (train_mpi.sh: 1e-7, fp32's epsilon for terms of size
  *       <= 1). Not compared: the timings (time/comm, logged by several ranks only, and the
- *       phases time/...), world_size, the decode schedule (sampling/live_rows_max and
- *       sampling/refills: a rank decodes its own share of rows) and train/positions (the cells
+ *       phases time/...), world_size, the decode schedule (sampling/live_rows_max,
+ *       sampling/refills and the KV memory it held, sampling/kv_pages_max and kv_bytes_max: a
+ *       rank decodes its own share of rows) and train/positions (the cells
  *       computed: how rows fall into packs depends on the ranks), which differ by design
  * Prints the largest difference and what broke the tolerance; exit 0 when within it, 1 when not,
  * 2 on unreadable input.
@@ -67,6 +68,7 @@ static int skipped(const char *key) {
     return !strcmp(key, "step_time") || !strcmp(key, "throughput/tokens_per_s") ||
            !strcmp(key, "world_size") || !strncmp(key, "time/", 5) || /* comm, phases */
            !strcmp(key, "sampling/live_rows_max") || !strcmp(key, "sampling/refills") ||
+           !strcmp(key, "sampling/kv_pages_max") || !strcmp(key, "sampling/kv_bytes_max") ||
            !strcmp(key, "train/positions");
 }
 

@@ -195,20 +195,32 @@ void lm_attn_backward(const grpo_ops *o, const lm_attn_config *c, float *dx, con
     o->accumulate(o->ctx, dx, dh, (uint64_t)N * c->C); /* residual path */
 }
 
+/* Float offset of slot s of row r from kl->k (or kl->v). */
+static uint64_t kv_slot(const lm_kv_layer *kl, int32_t r, int32_t s, uint64_t KV) {
+    if (!kl->table) return ((uint64_t)r * kl->S + (uint64_t)s) * KV;
+    int32_t pg = kl->table_host[(uint64_t)r * kl->nblk + (uint64_t)(s / kl->page)];
+    return (uint64_t)pg * (uint64_t)kl->pstride + (uint64_t)(s % kl->page) * KV;
+}
+
 void lm_attn_decode(const grpo_ops *o, const lm_attn_config *c, lm_attn_acts *a, float *tmp,
-                    float *const *p, float *kcache, float *vcache, int32_t S,
-                    const int32_t *pos, const int32_t *cache_mask, const int32_t *len,
-                    const int32_t *hlen, int32_t R) {
+                    float *const *p, const lm_kv_layer *kl, const int32_t *pos,
+                    const int32_t *cache_mask, const int32_t *len, const int32_t *hlen,
+                    int32_t R) {
     int32_t Q = c->NH * c->HD, KV = c->NKV * c->HD;
     uint64_t bytes = (uint64_t)KV * sizeof(float);
     qkv_forward(o, c, a, p, pos, R);
     for (int32_t r = 0; r < R; r++) {
-        uint64_t slot = ((uint64_t)r * S + (uint64_t)(hlen[r] - 1)) * KV;
-        o->copy(o->ctx, kcache + slot, a->k + (uint64_t)r * KV, bytes);
-        o->copy(o->ctx, vcache + slot, a->v + (uint64_t)r * KV, bytes);
+        uint64_t slot = kv_slot(kl, r, hlen[r] - 1, (uint64_t)KV);
+        o->copy(o->ctx, kl->k + slot, a->k + (uint64_t)r * KV, bytes);
+        o->copy(o->ctx, kl->v + slot, a->v + (uint64_t)r * KV, bytes);
     }
-    o->attention_decode(o->ctx, a->att, a->q, kcache, vcache, cache_mask, len, R, S, c->NH,
-                        c->NKV, c->HD);
+    if (kl->table)
+        o->attention_decode_paged(o->ctx, a->att, a->q, kl->k, kl->v, kl->pstride, kl->table,
+                                  kl->nblk, kl->page, cache_mask, len, R, kl->S, c->NH, c->NKV,
+                                  c->HD);
+    else
+        o->attention_decode(o->ctx, a->att, a->q, kl->k, kl->v, cache_mask, len, R, kl->S, c->NH,
+                            c->NKV, c->HD);
     lm_linear_forward(o, c->lin, tmp, a->att, p[AP_WO], p[AP_BO], R, Q, c->C);
     o->residual_forward(o->ctx, a->h, a->x, tmp, (uint64_t)R * c->C);
 }

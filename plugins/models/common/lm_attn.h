@@ -99,12 +99,23 @@ void lm_attn_redo(const grpo_ops *o, const lm_attn_config *c, const lm_attn_acts
 void lm_attn_backward(const grpo_ops *o, const lm_attn_config *c, float *dx, const float *dh,
                       const lm_attn_grads *gb, const lm_attn_acts *a, float *const *p,
                       float *const *g, const lm_rows *rows);
+/* Where one layer's keys and values lie in a KV cache (lm_infer.h makes it): unpaged (table
+ * NULL: k/v the layer's (R',S,NKV,HD) planes) or paged (ABI 1.9: slot s of row r at position
+ * s % page of page table[r * nblk + s / page]; k/v the layer's keys and values in page 0, pages
+ * pstride floats apart; table in backend memory for the op, table_host for the writes). */
+typedef struct lm_kv_layer {
+    float *k, *v;
+    int32_t S;
+    const int32_t *table, *table_host;
+    int32_t nblk, page;
+    int64_t pstride;
+} lm_kv_layer;
 /* One decode step for R rows: a->x (R,C) -> a->h (R,C). This step's k/v are written to cache
- * slot hlen[r]-1 (hlen: host copy of len) of kcache/vcache (R',S,NKV,HD) planes, rows 0..R-1;
- * len/cache_mask as in attention_decode. */
+ * slot hlen[r]-1 (hlen: host copy of len) of rows 0..R-1 of kl; len/cache_mask as in
+ * attention_decode (attention_decode_paged on a paged cache). */
 void lm_attn_decode(const grpo_ops *o, const lm_attn_config *c, lm_attn_acts *a, float *tmp,
-                    float *const *p, float *kcache, float *vcache, int32_t S,
-                    const int32_t *pos, const int32_t *cache_mask, const int32_t *len,
-                    const int32_t *hlen, int32_t R);
+                    float *const *p, const lm_kv_layer *kl, const int32_t *pos,
+                    const int32_t *cache_mask, const int32_t *len, const int32_t *hlen,
+                    int32_t R);
 
 #endif

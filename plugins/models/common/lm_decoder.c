@@ -205,7 +205,7 @@ static int32_t body_forward(lm_decoder *d, lm_decoder_acts *a, const int32_t *id
         lm_attn_acts *la = lm_decoder_layer(d, a, l);
         float *out = l + 1 < d->L ? lm_decoder_layer(d, a, l + 1)->x : a->xL;
         lm_attn_forward(o, d->attn, la, a->tmp, d->w[l].p, rows);
-        if (kv) lm_kv_store(o, kv, kv_width(d), l, la->k, la->v, rows->B, rows->T);
+        if (kv) lm_kv_store(o, kv, kv_width(d), d->L, l, la->k, la->v, rows->B, rows->T);
         st = h->forward(d, out, la, a->tmp, l, N, err);
     }
     if (st == GRPO_OK && h->end) h->end(d);
@@ -225,8 +225,8 @@ static int32_t body_decode(lm_decoder *d, lm_decoder_acts *a, const grpo_kv_cach
     for (int32_t l = 0; l < d->L && st == GRPO_OK; l++) {
         lm_attn_acts *la = lm_decoder_layer(d, a, l);
         float *out = l + 1 < d->L ? lm_decoder_layer(d, a, l + 1)->x : a->xL;
-        lm_attn_decode(o, d->attn, la, a->tmp, d->w[l].p, lm_kv_at(kv, KV, l, 0, 0, 0),
-                       lm_kv_at(kv, KV, l, 1, 0, 0), kv->S, pos, cache_mask, len, hlen, R);
+        lm_kv_layer kl = lm_kv_layer_of(kv, KV, d->L, l);
+        lm_attn_decode(o, d->attn, la, a->tmp, d->w[l].p, &kl, pos, cache_mask, len, hlen, R);
         st = h->forward(d, out, la, a->tmp, l, R, err);
     }
     if (st == GRPO_OK && h->end) h->end(d);
@@ -499,6 +499,13 @@ uint64_t lm_decoder_kv_floats(void *model, int32_t R, int32_t S) {
 
 uint64_t lm_decoder_scratch_floats(void *model, int32_t R, int32_t T) {
     return lm_decoder_acts_floats(model, R, T, 0);
+}
+
+uint64_t lm_decoder_kv_page_floats(void *model, int32_t page) {
+    lm_decoder *d = model;
+    /* a backend without the paged op: no paged cache (the host then gives the unpaged one) */
+    if (!grpo_ops_supports(d->ops, attention_decode_paged)) return 0;
+    return lm_kv_page_floats(d->L, kv_width(d), page);
 }
 
 void lm_decoder_kv_copy_row(void *model, const grpo_kv_cache *kv, int32_t dst, int32_t src,

@@ -188,6 +188,9 @@ int32_t lm_decoder_prefill(void *model, const grpo_kv_cache *kv, const grpo_batc
 int32_t lm_decoder_decode(void *model, const grpo_kv_cache *kv, int32_t R, const int32_t *tokens,
                           const int32_t *pos, const int32_t *cache_mask, const int32_t *len,
                           float *scratch, float *logits, grpo_error *err);
+/* The kv_page_floats() slot (ABI 1.9): L*2*page*NKV*HD; 0 on a backend without
+ * attention_decode_paged. */
+uint64_t lm_decoder_kv_page_floats(void *model, int32_t page);
 void lm_decoder_kv_copy_row(void *model, const grpo_kv_cache *kv, int32_t dst, int32_t src,
                             int32_t n);
 /* hidden_size() = C; hidden(): out (B,T,C) = norm(x_L) over the forward-only scratch. */
@@ -207,7 +210,8 @@ int32_t lm_decoder_vocab_size(void *model);
     .vocab_size = lm_decoder_vocab_size, .backward_entropy = lm_decoder_backward_entropy,       \
     .set_lora = lm_decoder_set_lora, .bind_typed = lm_decoder_bind_typed,                       \
     .set_gradient_checkpointing = lm_decoder_set_gradient_checkpointing,                       \
-    .set_shared_prefix = lm_decoder_set_shared_prefix
+    .set_shared_prefix = lm_decoder_set_shared_prefix,                                         \
+    .kv_page_floats = lm_decoder_kv_page_floats
 int32_t lm_decoder_hidden(void *model, const grpo_batch *batch, float *scratch, float *out,
                           grpo_error *err);
 

@@ -114,12 +114,28 @@ typedef struct grpo_lora_adapter {
     uint64_t seed;
 } grpo_lora_adapter;
 
-/* A KV cache: kv_floats(R, S) floats of backend memory owned by the host. */
+/* A KV cache: kv_floats(R, S) floats of backend memory owned by the host; or, since 1.9, paged
+ * (page > 0, only for a pack with kv_page_floats): a pool of pages of `page` positions each.
+ * A pack reads the 1.9 fields only when GRPO_HAS_FIELD(kv, grpo_kv_cache, table_host); a
+ * cache whose struct_size ends before them is not paged. */
 typedef struct grpo_kv_cache {
     uint32_t struct_size;
     /* -- 1.0 -- */
-    float *data;
+    float *data;  /* not paged: kv_floats(R, S) floats; paged: the pool, n_pages pages of
+                   * kv_page_floats(page) floats, page p at data + p * kv_page_floats(page) */
     int32_t R, S; /* rows and positions it was sized for */
+    /* -- 1.9: paging. Slot s of row r lies in block s / page, held by page
+     *    table[r * ceil(S / page) + s / page] at position s % page of the page; -1: the block
+     *    has no page (never read or written). The host owns the pages: before prefill() and
+     *    decode() it gives every slot they write a page of its own (one no other block holds),
+     *    and blocks that only hold slots to be read may share a page (the G rows of one prompt
+     *    share its full pages). It copies a page as a whole (kv_page_floats(page) floats), never
+     *    calls kv_copy_row() on a paged cache, and may grow the pool between calls (data and
+     *    n_pages change; page ids do not). -- */
+    int32_t page;              /* positions per page; 0: not paged */
+    int32_t n_pages;           /* pages in the pool */
+    const int32_t *table;      /* (R, ceil(S/page)) page ids, backend memory (the op reads it) */
+    const int32_t *table_host; /* the same, host memory (the pack's copies read it) */
 } grpo_kv_cache;
 
 typedef struct grpo_model_desc {
@@ -253,6 +269,14 @@ typedef struct grpo_model_desc {
      * are never shared, so a P that does not fit a batch costs nothing but the check; a pack
      * may also run any batch in full (a backend without the 1.6 ops, LoRA dropout, ...). */
     int32_t (*set_shared_prefix)(void *model, int32_t P, grpo_error *err);
+
+    /* -- 1.9 -- */
+    /* (optional) A paged KV cache (grpo_kv_cache.page > 0): the floats of one page of `page`
+     * positions (every layer's keys and values; the layout inside a page is the pack's), or 0
+     * when it cannot run on one now (e.g. its backend lacks grpo_ops.attention_decode_paged). A
+     * pack that answers > 0 runs prefill() and decode() on a paged cache; without the slot, or
+     * on 0, the host gives the pack the unpaged cache of kv_floats(R, S). */
+    uint64_t (*kv_page_floats)(void *model, int32_t page);
 } grpo_model_desc;
 
 #define GRPO_RELAYOUT_LOAD 0 /* file -> plugin */

@@ -83,7 +83,7 @@
      *    softmax: the result of the row [parent | child] alone; a parent's queries see only the   \
      *    parent. Backward: a parent's dk/dv sum its own queries' and its children's gradients.    \
      *    A child without such a parent is a plain segment.                                        \
-     *    The cpu backend implements segments; a backend that does not must be given 0/1. -- */   \
+     *    The cpu backend implements segments; a backend that does not must be given 0/1. -- */    \
     X(D, 0, 0, void, attention_forward,                                                            \
       (void *ctx, float *out, float *lse, const float *q, const float *k, const float *v,          \
        const int32_t *mask, int32_t B, int32_t T, int32_t NH, int32_t NKV, int32_t HD))            \
@@ -264,7 +264,7 @@
     X(D, 6, 1, void, sample_rows,                                                                  \
       (void *ctx, int32_t *ids, float *logp, float *plogp, const float *logits, const float *u,    \
        int32_t *hist, const int32_t *n_hist, int32_t H, int32_t R, int32_t V,                      \
-       float temperature, int32_t top_k, float top_p, float min_p, float repetition_penalty))   \
+       float temperature, int32_t top_k, float top_p, float min_p, float repetition_penalty))      \
     /* -- 1.7: a drawn token's log-prob by the head's own reduction (optional: without it the      \
      *    host computes it). logp[r] = log softmax(scale * logits[rows[r]])[ids[r]] for r < R:     \
      *    logits (X,V) with rows (R) in [0,X), ids (R) in [0,V), logp (R) written, every buffer    \
@@ -274,7 +274,22 @@
      *    scale the forward's. -- */                                                               \
     X(D, 7, 1, void, logits_logp,                                                                  \
       (void *ctx, float *logp, const float *logits, const int32_t *rows, const int32_t *ids,       \
-       int32_t R, int32_t V, float scale))
+       int32_t R, int32_t V, float scale))                                                         \
+    /* -- 1.9: attention_decode against a paged KV cache (grpo_kv_cache.page > 0). Slot s of       \
+     *    row r is position s % page of page id = table[r * nblk + s / page] (nblk =               \
+     *    ceil(S/page)); its keys (NKV,HD) are at kpool + id * pstride + (s % page) * NKV * HD,    \
+     *    its values at the same offset from vpool (a pool of pages pstride floats apart, each     \
+     *    holding its (page,NKV,HD) keys and values). q (R,NH,HD), cache_mask (R,S) and len (R)    \
+     *    as in attention_decode; table (R,nblk) in backend memory. Only the blocks from the       \
+     *    row's first real slot to slot len[r] - 1 are read (the others' ids may be -1).           \
+     *    out (R,NH,HD): attention_decode's on the same cache laid out unpaged (on cpu the same    \
+     *    bits: the same keys in the same order, every sum the unpaged op's). Optional: a host     \
+     *    tests grpo_ops_supports and keeps the unpaged cache without it. -- */                    \
+    X(D, 9, 1, void, attention_decode_paged,                                                       \
+      (void *ctx, float *out, const float *q, const float *kpool, const float *vpool,              \
+       int64_t pstride, const int32_t *table, int32_t nblk, int32_t page,                          \
+       const int32_t *cache_mask, const int32_t *len, int32_t R, int32_t S, int32_t NH,            \
+       int32_t NKV, int32_t HD))
 /* clang-format on */
 
 #endif /* GRPO_OPS_LIST_H */

@@ -64,6 +64,9 @@
  *         |            | optional)
  *   1.8   | ops.h      | attention masks: child segments (id >= 1 << GRPO_ATTN_CHILD_SHIFT)
  *         |            | attend to their parent segment's keys (packed rows sharing a prompt)
+ *   1.9   | ops.h      | attention_decode_paged (decode against a paged KV cache; optional)
+ *         | model.h    | grpo_kv_cache.page, n_pages, table, table_host (a paged cache);
+ *         |            | grpo_model_desc.kv_page_floats (the pack can use one; optional)
  *
  * The tokenizer services (tokenizer, tokenize, detokenize) were marked provisional in 1.0; they
  * are sealed: their signatures have not changed since 1.0, the builtin packs and reward_model
@@ -93,7 +96,7 @@ extern "C" {
 #endif
 
 #define GRPO_ABI_MAJOR 1
-#define GRPO_ABI_MINOR 8
+#define GRPO_ABI_MINOR 9
 #define GRPO_MAGIC_TAG "GRPOPLG" /* 7 chars + NUL */
 
 #if defined(_WIN32)
