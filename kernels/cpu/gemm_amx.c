@@ -220,16 +220,28 @@ static const uint16_t *w_rows(const amx_job *jb, int32_t c, uint16_t *wa, int32_
     return wa;
 }
 
+/* Into L2, ahead of use: k-tile t's line of each of the 32 rows of the next group of w (pf,
+ * sp bytes between rows; NULL: none), while one input group streams w (decode: every group of
+ * w is read once, from L3 or memory). */
+static inline void amx_prefetch(const uint16_t *pf, size_t sp, int32_t t) {
+    if (!pf) return;
+    const char *b = (const char *)(pf + (size_t)t * 32);
+    for (int32_t i = 0; i < 32; i++) _mm_prefetch(b + i * sp, _MM_HINT_T1);
+}
+
 /* ct[i][j] (16 w rows x 16 input rows, fp32) for w groups a0, a1 (i) and input groups b0, b1
- * (j; nb = 1: b0 alone) over kt k-tiles, each chain from 0 in the order of t. */
+ * (j; nb = 1: b0 alone) over kt k-tiles, each chain from 0 in the order of t; pf as
+ * amx_prefetch's. */
 static void amx_kern(const uint16_t *a0, const uint16_t *a1, size_t sa, const uint32_t *b0,
-                     const uint32_t *b1, int32_t nb, int32_t kt, float *ct) {
+                     const uint32_t *b1, int32_t nb, int32_t kt, float *ct, const uint16_t *pf,
+                     size_t sp) {
     _tile_zero(0);
     _tile_zero(1);
     _tile_zero(2);
     _tile_zero(3);
     if (nb == 2) {
         for (int32_t t = 0; t < kt; t++) {
+            amx_prefetch(pf, sp, t);
             _tile_loadd(4, a0 + (size_t)t * 32, sa);
             _tile_loadd(5, a1 + (size_t)t * 32, sa);
             _tile_loadd(6, b0 + (size_t)t * 256, 64);
@@ -241,6 +253,7 @@ static void amx_kern(const uint16_t *a0, const uint16_t *a1, size_t sa, const ui
         }
     } else {
         for (int32_t t = 0; t < kt; t++) {
+            amx_prefetch(pf, sp, t);
             _tile_loadd(4, a0 + (size_t)t * 32, sa);
             _tile_loadd(5, a1 + (size_t)t * 32, sa);
             _tile_loadd(6, b0 + (size_t)t * 256, 64);
@@ -313,8 +326,15 @@ static void amx_block(const amx_job *jb, int32_t r0, int32_t r1, int32_t c0, int
                 const uint32_t *b0 = xv + (size_t)(r / 16) * kp * 16;
                 for (int32_t p = 0; p < pairs; p++) {
                     const int32_t c = cb + 32 * p;
+                    /* one input group: the next group of w, in place, fetched ahead */
+                    const uint16_t *pf = n > 32 ? NULL : p + 1 < pairs ? a[p + 1] : NULL;
+                    size_t sp = p + 1 < pairs ? sa[p + 1] : 0;
+                    if (n <= 32 && p + 1 == pairs && cb + AMX_NB < c1) {
+                        pf = w_rows(jb, cb + AMX_NB, wa, kp, &sp, 0);
+                        if (pf == wa) pf = NULL; /* not in place: packed later, nothing to fetch */
+                    }
                     amx_kern(a[p], a[p] + sa[p] / 2 * 16, sa[p], b0, b0 + (size_t)kp * 16,
-                             m > 16 ? 2 : 1, kt, ct);
+                             m > 16 ? 2 : 1, kt, ct, pf, sp);
                     store_tiles(jb, ct, rb + r, m, c, imin(32, c1 - c));
                 }
             }
