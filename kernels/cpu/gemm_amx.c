@@ -6,7 +6,9 @@
  *
  * The product is computed transposed, out^T = w @ inp^T, so that w is the A operand read by
  * rows (a bf16 weight row of IC % 32 == 0 is loaded in place, others are rounded to bf16 into
- * a padded copy) and the inputs the B operand, packed once per block of rows as 32-bit pairs
+ * a padded copy: once per product, also when its rows span several input blocks; with one
+ * input group, decode, the next group of in-place rows is prefetched into L2 while a group
+ * computes) and the inputs the B operand, packed once per block of rows as 32-bit pairs
  * (VNNI): xv[group of 16 rows][pair q][row l] = bf16(x[l][2q]) | bf16(x[l][2q+1]) << 16,
  * rounded by VCVTNE2PS2BF16 (nearest even, as grpo_bf16_from_f32, except that a denormal
  * becomes 0: TDPBF16PS reads bf16 denormals as 0 anyway), zero past IC and the last row.
