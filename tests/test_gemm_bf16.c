@@ -20,7 +20,8 @@
  *     tolerance (each product of two rounded operands is within 2^-8 (1 + 2^-9) of the exact
  *     one), and the bf16 path differs from fp32 somewhere (it ran);
  *   - invariance: a row's outputs are the same bits alone (N = 1: matmul_small.c) and in batches
- *     of N = 1 .. 260 (both paths) at any offset, at 1, 2 and 3 threads; bf16 weights give the same
+ *     of N = 1 .. 260 (both paths) at any offset, at 1, 2 and 3 threads, and in a batch of 1100
+ *     rows (three of AMX's packed input blocks) at 1 and 2 threads; bf16 weights give the same
  *     bits as their fp32 widening (one weight mechanism: rounding an exact bf16 is the identity);
  *   - head: a row's logp, lse, entropy are the same bits alone and among 100 rows, 1 and 2
  *     threads, and its logit is scale times the bf16 matmul_forward's output, bit for bit.
@@ -222,6 +223,42 @@ START_TEST(bf16_matmul_values_and_invariance) {
     for (int s = 0; s < NSHAPES; s++) {
         mm_case c = mm_new(shapes[s][0], shapes[s][1]);
         mm_sweep(&c);
+        mm_free(&c);
+    }
+}
+END_TEST
+
+/* A batch of more rows than one packed block of inputs (gemm_amx.c's AMX_RB = 512: three of
+ * them here, w packed once for all): each row the same bits as alone, fp32 and bf16 weights, 1
+ * and 2 threads; IC and OC off the k-tile and the 32-row groups (w rounded into a copy) and on
+ * them (bf16 w read in place). */
+START_TEST(bf16_matmul_rows_same_in_many_row_blocks) {
+    if (!path(_i)) return;
+    enum { N = 1100 };
+    static const int32_t big[][2] = {{130, 300}, {128, 96}};
+    for (int s = 0; s < 2; s++) {
+        const int32_t IC = big[s][0], OC = big[s][1];
+        mm_case c = mm_new(IC, OC);
+        float *x = c.x;
+        c.x = randv((size_t)N * IC);
+        float *alone = outv((size_t)N * OC), *out = outv((size_t)N * OC);
+        for (int wsel = 0; wsel < 3; wsel += 2) {
+            reopen(1, GRPO_DTYPE_BF16);
+            for (int32_t r = 0; r < N; r++)
+                mm_run(&c, alone + (size_t)r * OC, r, 1, wsel, c.bias);
+            for (int32_t t = 1; t <= 2; t++) {
+                reopen(t, GRPO_DTYPE_BF16);
+                mm_run(&c, out, 0, N, wsel, c.bias);
+                for (int32_t n = 0; n < N; n++)
+                    ck_assert_msg(!memcmp(out + (size_t)n * OC, alone + (size_t)n * OC,
+                                          (size_t)OC * sizeof(float)),
+                                  "IC %d OC %d weights %d threads %d: row %d of %d differs from "
+                                  "the row alone", IC, OC, wsel, t, n, N);
+            }
+        }
+        reopen(3, GRPO_DTYPE_F32);
+        free(c.x), c.x = x;
+        free(alone), free(out);
         mm_free(&c);
     }
 }
@@ -531,6 +568,7 @@ int main(void) {
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 600);
     tcase_add_loop_test(tc, bf16_matmul_values_and_invariance, 0, 2);
+    tcase_add_loop_test(tc, bf16_matmul_rows_same_in_many_row_blocks, 0, 2);
     tcase_add_loop_test(tc, bf16_head_rows_same_alone_and_in_batch, 0, 2);
     tcase_add_loop_test(tc, bf16_head_logit_is_matmul_forward_times_scale, 0, 2);
     tcase_add_loop_test(tc, bf16_matmul_backward_near_fp32_and_thread_invariant, 0, 2);

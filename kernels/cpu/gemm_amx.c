@@ -6,7 +6,9 @@
  *
  * The product is computed transposed, out^T = w @ inp^T, so that w is the A operand read by
  * rows (a bf16 weight row of IC % 32 == 0 is loaded in place, others are rounded to bf16 into
- * a padded copy) and the inputs the B operand, packed once per block of rows as 32-bit pairs
+ * a padded copy: once per product, also when its rows span several input blocks; with one
+ * input group, decode, the next group of in-place rows is prefetched into L2 while a group
+ * computes) and the inputs the B operand, packed once per block of rows as 32-bit pairs
  * (VNNI): xv[group of 16 rows][pair q][row l] = bf16(x[l][2q]) | bf16(x[l][2q+1]) << 16,
  * rounded by VCVTNE2PS2BF16 (nearest even, as grpo_bf16_from_f32, except that a denormal
  * becomes 0: TDPBF16PS reads bf16 denormals as 0 anyway), zero past IC and the last row.
@@ -47,16 +49,21 @@
 static int32_t kpairs(int32_t IC) { return (IC + 31) / 32 * 16; }
 static int32_t imin(int32_t a, int32_t b) { return a < b ? a : b; }
 
-/* 32-bit words of one task's work: xv for min(rows, AMX_RB) rows (16-row groups) and a packed
- * block of AMX_NB rows of w. */
-static size_t amx_words(int32_t rows, int32_t IC) {
+/* Rows of w packed at once for a task of rows x cols of out: a block of AMX_NB when the task is
+ * one block of inputs, else all its cols (32-row groups), packed once for every input block. */
+static int32_t amx_wrows(int32_t rows, int32_t cols) {
+    return rows > AMX_RB ? (cols + 31) / 32 * 32 : AMX_NB;
+}
+
+/* 32-bit words of one task's work: xv for min(rows, AMX_RB) rows (16-row groups) and the packed
+ * rows of w (amx_wrows). */
+static size_t amx_words(int32_t rows, int32_t cols, int32_t IC) {
     size_t r = (size_t)(imin(rows, AMX_RB) + 15) / 16 * 16;
-    return (r + AMX_NB) * (size_t)kpairs(IC);
+    return (r + (size_t)amx_wrows(rows, cols)) * (size_t)kpairs(IC);
 }
 
 size_t cpu_amx_work(int32_t N, int32_t IC, int32_t OC) {
-    (void)OC;
-    return amx_words(N, IC); /* floats: one 32-bit word each */
+    return amx_words(N, OC, IC); /* floats: one 32-bit word each */
 }
 
 #if defined(AMX_BUILT)
@@ -185,19 +192,21 @@ static void w_rows_t(const amx_job *jb, int32_t c, uint16_t *wa, int32_t kp) {
 }
 
 /* The A operand for w's rows c .. c+32: in place (bf16 rows, K % 32 == 0, all 32 rows in w),
- * else as bf16 into wa (32, 2 * kp) with zero rows past N. *stride: bytes between rows. */
+ * else as bf16 into wa (32, 2 * kp) with zero rows past N, written when pack (else wa already
+ * holds them). *stride: bytes between rows. */
 __attribute__((target("avx512f,avx512bf16")))
 static const uint16_t *w_rows(const amx_job *jb, int32_t c, uint16_t *wa, int32_t kp,
-                              size_t *stride) {
+                              size_t *stride, int pack) {
     const int32_t K = jb->K;
     *stride = (size_t)kp * 4;
+    if (!jb->wt && jb->wtype == GRPO_DTYPE_BF16 && K % 32 == 0 && c + 32 <= jb->N) {
+        *stride = (size_t)jb->ldw * 2;
+        return (const uint16_t *)jb->w + (size_t)c * jb->ldw;
+    }
+    if (!pack) return wa;
     if (jb->wt) {
         w_rows_t(jb, c, wa, kp);
         return wa;
-    }
-    if (jb->wtype == GRPO_DTYPE_BF16 && K % 32 == 0 && c + 32 <= jb->N) {
-        *stride = (size_t)jb->ldw * 2;
-        return (const uint16_t *)jb->w + (size_t)c * jb->ldw;
     }
     for (int32_t j = 0; j < 32; j++) {
         uint16_t *d = wa + (size_t)j * 2 * kp;
@@ -213,16 +222,28 @@ static const uint16_t *w_rows(const amx_job *jb, int32_t c, uint16_t *wa, int32_
     return wa;
 }
 
+/* Into L2, ahead of use: k-tile t's line of each of the 32 rows of the next group of w (pf,
+ * sp bytes between rows; NULL: none), while one input group streams w (decode: every group of
+ * w is read once, from L3 or memory). */
+static inline void amx_prefetch(const uint16_t *pf, size_t sp, int32_t t) {
+    if (!pf) return;
+    const char *b = (const char *)(pf + (size_t)t * 32);
+    for (int32_t i = 0; i < 32; i++) _mm_prefetch(b + i * sp, _MM_HINT_T1);
+}
+
 /* ct[i][j] (16 w rows x 16 input rows, fp32) for w groups a0, a1 (i) and input groups b0, b1
- * (j; nb = 1: b0 alone) over kt k-tiles, each chain from 0 in the order of t. */
+ * (j; nb = 1: b0 alone) over kt k-tiles, each chain from 0 in the order of t; pf as
+ * amx_prefetch's. */
 static void amx_kern(const uint16_t *a0, const uint16_t *a1, size_t sa, const uint32_t *b0,
-                     const uint32_t *b1, int32_t nb, int32_t kt, float *ct) {
+                     const uint32_t *b1, int32_t nb, int32_t kt, float *ct, const uint16_t *pf,
+                     size_t sp) {
     _tile_zero(0);
     _tile_zero(1);
     _tile_zero(2);
     _tile_zero(3);
     if (nb == 2) {
         for (int32_t t = 0; t < kt; t++) {
+            amx_prefetch(pf, sp, t);
             _tile_loadd(4, a0 + (size_t)t * 32, sa);
             _tile_loadd(5, a1 + (size_t)t * 32, sa);
             _tile_loadd(6, b0 + (size_t)t * 256, 64);
@@ -234,6 +255,7 @@ static void amx_kern(const uint16_t *a0, const uint16_t *a1, size_t sa, const ui
         }
     } else {
         for (int32_t t = 0; t < kt; t++) {
+            amx_prefetch(pf, sp, t);
             _tile_loadd(4, a0 + (size_t)t * 32, sa);
             _tile_loadd(5, a1 + (size_t)t * 32, sa);
             _tile_loadd(6, b0 + (size_t)t * 256, 64);
@@ -276,32 +298,45 @@ static void store_tiles(const amx_job *jb, const float *ct, int32_t r, int32_t m
     }
 }
 
-/* out[r0..r1, c0..c1) on the calling thread with work of amx_words(r1 - r0, IC) words: for
- * each block of AMX_RB rows (packed once), each block of AMX_NB outputs (w's rows as bf16),
- * each 32 rows, each 32 outputs: one call of the tiles. */
+/* out[r0..r1, c0..c1) on the calling thread with work of amx_words(r1 - r0, c1 - c0, IC)
+ * words: for each block of AMX_RB rows (packed once), each block of AMX_NB outputs (w's rows as
+ * bf16: packed for the block, or all of them once before the first row block when there are
+ * several, amx_wrows), each 32 rows, each 32 outputs: one call of the tiles. */
 static void amx_block(const amx_job *jb, int32_t r0, int32_t r1, int32_t c0, int32_t c1,
                       uint32_t *work) {
-    const int32_t kp = kpairs(jb->K), kt = kp / 16;
+    const int32_t kp = kpairs(jb->K), kt = kp / 16, whole = r1 - r0 > AMX_RB;
     uint16_t *wa = (uint16_t *)work;
-    uint32_t *xv = work + (size_t)AMX_NB * kp;
+    uint32_t *xv = work + (size_t)amx_wrows(r1 - r0, c1 - c0) * kp;
     float ct[1024];
     const uint16_t *a[AMX_NB / 32];
     size_t sa[AMX_NB / 32];
     amx_config();
+    for (int32_t c = c0; whole && c < c1; c += 32) /* every group of w's rows, once */
+        w_rows(jb, c, wa + (size_t)(c - c0) * 2 * kp, kp, &sa[0], 1);
     for (int32_t rb = r0; rb < r1; rb += AMX_RB) {
         const int32_t n = imin(AMX_RB, r1 - rb);
         pack_x(xv, jb, rb, n, kp);
         for (int32_t cb = c0; cb < c1; cb += AMX_NB) {
             const int32_t pairs = (imin(AMX_NB, c1 - cb) + 31) / 32;
-            for (int32_t p = 0; p < pairs; p++)
-                a[p] = w_rows(jb, cb + 32 * p, wa + (size_t)p * 64 * kp, kp, &sa[p]);
+            for (int32_t p = 0; p < pairs; p++) {
+                const int32_t c = cb + 32 * p;
+                a[p] = whole ? w_rows(jb, c, wa + (size_t)(c - c0) * 2 * kp, kp, &sa[p], 0)
+                             : w_rows(jb, c, wa + (size_t)p * 64 * kp, kp, &sa[p], 1);
+            }
             for (int32_t r = 0; r < n; r += 32) {
                 const int32_t m = imin(32, n - r);
                 const uint32_t *b0 = xv + (size_t)(r / 16) * kp * 16;
                 for (int32_t p = 0; p < pairs; p++) {
                     const int32_t c = cb + 32 * p;
+                    /* one input group: the next group of w, in place, fetched ahead */
+                    const uint16_t *pf = n > 32 ? NULL : p + 1 < pairs ? a[p + 1] : NULL;
+                    size_t sp = p + 1 < pairs ? sa[p + 1] : 0;
+                    if (n <= 32 && p + 1 == pairs && cb + AMX_NB < c1) {
+                        pf = w_rows(jb, cb + AMX_NB, wa, kp, &sp, 0);
+                        if (pf == wa) pf = NULL; /* not in place: packed later, nothing to fetch */
+                    }
                     amx_kern(a[p], a[p] + sa[p] / 2 * 16, sa[p], b0, b0 + (size_t)kp * 16,
-                             m > 16 ? 2 : 1, kt, ct);
+                             m > 16 ? 2 : 1, kt, ct, pf, sp);
                     store_tiles(jb, ct, rb + r, m, c, imin(32, c1 - c));
                 }
             }
@@ -348,7 +383,7 @@ void cpu_amx_gemm(cpu_ctx *ctx, const cpu_nt *p, int apart) {
     int32_t tm = N, tn = OC, pn = 1;
     if (nt > 1) cpu_tile_grid(nt, N, OC, 32, 32, &tm, &tn, &pn);
     int32_t tiles = nt > 1 ? nt : 1;
-    size_t per = amx_words(tm, IC);
+    size_t per = amx_words(tm, tn, IC);
     uint32_t *work = (uint32_t *)cpu_work(ctx, per * (size_t)tiles, apart);
     CPU_CHECK(work != NULL, "gemm_amx", "out of memory for the packing buffers");
     amx_grid g = {&jb, tm, tn, pn, per, work};
