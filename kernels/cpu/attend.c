@@ -125,22 +125,8 @@ __attribute__((always_inline)) static inline att_v16 reduce16(att_v16 *P) {
 }
 
 /* P[i] = the 16 lane sums of q . key i, chunk after chunk in order (nch chunks), key i's row
- * at k0 + i * ks. */
-__attribute__((always_inline)) static inline void lane_dots(att_v16 *P, const float *qp,
-                                                             const float *k0, size_t ks,
-                                                             int32_t HD, const int32_t nch) {
-#pragma GCC unroll 16
-    for (int32_t i = 0; i < ATT_LANES; i++) P[i] = (att_v16){0};
-    for (int32_t c = 0; c < nch; c++) {
-        att_v16 qc;
-        memcpy(&qc, qp + (size_t)ATT_LANES * c, sizeof qc);
-#pragma GCC unroll 16
-        for (int32_t i = 0; i < ATT_LANES; i++) P[i] += qc * load_chunk(k0 + i * ks, c, HD);
-    }
-}
-
-/* The same for a tile in two runs of rows (a paged cache's tile across two pages): key i's row
- * at k0 + i * ks for i < split, else k1 + (i - split) * ks. The same products and sums. */
+ * at k0 + i * ks for i < split, else k1 + (i - split) * ks (a paged cache's tile across two
+ * pages; split = ATT_LANES: one run of rows, the condition folded away once inlined). */
 __attribute__((always_inline)) static inline void lane_dots2(att_v16 *P, const float *qp,
                                                               const float *k0, const float *k1,
                                                               int32_t split, size_t ks,
@@ -156,6 +142,13 @@ __attribute__((always_inline)) static inline void lane_dots2(att_v16 *P, const f
             P[i] += qc * load_chunk(kr, c, HD);
         }
     }
+}
+
+/* lane_dots2 on one run of rows: key i's row at k0 + i * ks. */
+__attribute__((always_inline)) static inline void lane_dots(att_v16 *P, const float *qp,
+                                                             const float *k0, size_t ks,
+                                                             int32_t HD, const int32_t nch) {
+    lane_dots2(P, qp, k0, k0, ATT_LANES, ks, HD, nch);
 }
 
 /* The same with key i's row at kr[i] (a tile across the prefix's end, or past the last key).
