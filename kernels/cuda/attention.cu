@@ -47,6 +47,8 @@
  *   decode    block (kv head g, row r) against the KV cache: one warp per query head of the
  *             group (several a warp, and more than one block, when the group has over 16), the
  *             cached keys from the row's first real slot walked by the forward's att_attend.
+             On a paged cache (ABI 1.9, attention_decode_paged) the same kernel reads each key
+             through the row's page table (att_seq.pg, att_own_off): the same bits.
  *
  * Decode and the training forward give a query the same bits (issue 32): both take the same key
  * sequence (from the first real key, so padding and where the keys lie do not matter), cut it
