@@ -1,6 +1,7 @@
 # The CUDA backend on whole models: the transformers-parity suites (test_dense, test_moe,
 # test_lora), packed against padded training (test_packed_training: segment ids, ABI 1.7) and
-# checkpoints streamed from device memory (test_checkpoint_stream) again with
+# checkpoints streamed from device memory (test_checkpoint_stream), decode and the sampler on a
+# paged KV cache against the unpaged one (test_kv_paged) again with
 # GRPO_TEST_BACKEND=cuda (tests/test_backend.h), and `grpo train` of the embedded default's model
 # on cuda against cpu (tests/cli/cuda_train.sh). Each twice: NAME_cuda
 # on a real GPU (skipped, exit 77, where none is) and NAME_cuda_emu under the host emulation of
@@ -12,7 +13,8 @@
 # The _emu model runs are labelled cuda_emu_model: the sanitizer pass of scripts/test.sh skips
 # them (minutes each at -O0; the kernels' own parity tests do run under ASan+UBSan, and the packs
 # run under it on the cpu backend).
-foreach(suite test_dense test_moe test_lora test_packed_training test_checkpoint_stream)
+foreach(suite test_dense test_moe test_lora test_packed_training test_checkpoint_stream
+        test_kv_paged)
   add_test(NAME ${suite}_cuda COMMAND ${suite})
   add_test(NAME ${suite}_cuda_emu COMMAND ${suite})
   set_tests_properties(${suite}_cuda PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 1800

@@ -13,8 +13,16 @@
  * (2 prompts x ceil(21/16) = 2 blocks: 4 pages, not 6 x 2); the first decode writes slot 21
  * (block 1, shared by 3 rows): two rows copy it, the last sharer keeps it, so 2 + 6 pages;
  * dropping every row frees every page.
+ * The sampler (grpo_sampler_run_queue of one batch: the static schedule; on cuda the device
+ * sampling path) gives paged and unpaged runs the same bytes (ids, logp, plogp, len), with
+ * EOS ids taken from a first run so that rows end at different lengths (the host moves the last
+ * live row into an ended one's cache row and drops its pages), and reports pages in use only
+ * when paged.
  * A pool the backend cannot grow is an error naming the model and the page counts; a pack built
  * before ABI 1.9 gets the unpaged cache.
+ * The backend is GRPO_TEST_BACKEND (tests/test_backend.h; default cpu): tests/cuda_models.cmake
+ * registers the suite again on cuda (test_kv_paged_cuda_emu: the host emulation), where the
+ * paged decode is kernels/cuda/attention.cu's and the same bits are asked for.
  */
 #include <check.h>
 #include <stddef.h>
@@ -26,7 +34,9 @@
 #include "host/host.h"
 #include "host/model_instance.h"
 #include "host/registry.h"
+#include "host/sampler.h"
 #include "kernels.h"
+#include "test_backend.h"
 #include "test_model_io.h"
 
 enum { B = 2, G = 3, N = B * G, P = 21, STEPS = 60, MOVE_AT = 12, S = P + STEPS, PAD1 = 5 };
@@ -94,11 +104,11 @@ static void run(grpo_model *m, const run_in *in, int paged, float *out) {
 START_TEST(paged_decode_has_the_unpaged_logits) {
     grpo_error err;
     grpo_error_init(&err);
-    grpo_ops *ops = grpo_backend_open("cpu", 2, &err);
+    grpo_ops *ops = test_backend_open(2, &err);
     ck_assert_msg(ops != NULL, "%s", err.message);
     grpo_host host = *grpo_default_host();
     host.ops = ops;
-    grpo_registry reg;
+    grpo_registry reg = {0};
     char *pack_dirs[] = {GRPO_PACK_BUILD_DIR, NULL};
     ck_ok(grpo_registry_scan(&reg, pack_dirs, &err), &err);
     char dir[4096];
@@ -137,11 +147,11 @@ END_TEST
 START_TEST(a_pack_before_1_9_keeps_the_unpaged_cache) {
     grpo_error err;
     grpo_error_init(&err);
-    grpo_ops *ops = grpo_backend_open("cpu", 1, &err);
+    grpo_ops *ops = test_backend_open(1, &err);
     ck_assert_msg(ops != NULL, "%s", err.message);
     grpo_host host = *grpo_default_host();
     host.ops = ops;
-    grpo_registry reg;
+    grpo_registry reg = {0};
     char *pack_dirs[] = {GRPO_PACK_BUILD_DIR, NULL};
     ck_ok(grpo_registry_scan(&reg, pack_dirs, &err), &err);
     char dir[4096];
@@ -173,7 +183,7 @@ END_TEST
 
 /* ---- a pool that cannot grow -------------------------------------------------------------- */
 
-/* The cpu table with an alloc that fails above `limit` bytes (the pool's growth). */
+/* The test backend's table with an alloc that fails above `limit` bytes (the pool's growth). */
 static grpo_ops real_ops, small_ops;
 static uint64_t limit;
 static void *small_alloc(void *ctx, uint64_t bytes) {
@@ -185,12 +195,12 @@ static void *small_alloc(void *ctx, uint64_t bytes) {
 START_TEST(a_pool_that_cannot_grow_is_an_error) {
     grpo_error err;
     grpo_error_init(&err);
-    grpo_ops *ops = grpo_backend_open("cpu", 1, &err);
+    grpo_ops *ops = test_backend_open(1, &err);
     ck_assert_msg(ops != NULL, "%s", err.message);
     real_ops = *ops, small_ops = *ops, small_ops.alloc = small_alloc, limit = UINT64_MAX;
     grpo_host host = *grpo_default_host();
     host.ops = &small_ops;
-    grpo_registry reg;
+    grpo_registry reg = {0};
     char *pack_dirs[] = {GRPO_PACK_BUILD_DIR, NULL};
     ck_ok(grpo_registry_scan(&reg, pack_dirs, &err), &err);
     char dir[4096];
@@ -223,11 +233,78 @@ START_TEST(a_pool_that_cannot_grow_is_an_error) {
 }
 END_TEST
 
+/* ---- the sampler ---------------------------------------------------------------------------- */
+
+enum { SB = 2, SG = 4, SP = 9, ST = 40 }; /* SP + ST = 49 slots: 4 pages a row */
+
+/* One batch of SB prompts (the second left-padded by 3) through grpo_sampler_run_queue with
+ * m's cache paged or not; its stats returned. */
+static grpo_sampler_stats sample(grpo_model *m, const grpo_sampler_opts *o, int paged,
+                                 grpo_rollout *out) {
+    grpo_error err;
+    grpo_error_init(&err);
+    int32_t prompt[SB * SP], pmask[SB * SP];
+    uint32_t seed = 9;
+    for (int32_t i = 0; i < SB * SP; i++) {
+        pmask[i] = i < SP || i % SP >= 3;
+        prompt[i] = pmask[i] ? (int32_t)(lcg(&seed) % (uint32_t)(grpo_model_vocab(m) - 1)) + 1
+                             : 0;
+    }
+    grpo_rng rng[SB * SG];
+    for (int32_t i = 0; i < SB * SG; i++) grpo_rng_seed_stream(&rng[i], 11, 3, (uint64_t)i);
+    grpo_sampler_batch q = {prompt, pmask, SB, SP, rng, NULL, out};
+    grpo_sampler_stats st;
+    m->kv_unpaged = !paged;
+    ck_ok(grpo_sampler_run_queue(m, o, &q, 1, 0, &st, &err), &err);
+    m->kv_unpaged = 0;
+    return st;
+}
+
+START_TEST(the_sampler_pages_with_the_unpaged_completions) {
+    grpo_error err;
+    grpo_error_init(&err);
+    grpo_ops *ops = test_backend_open(1, &err);
+    ck_assert_msg(ops != NULL, "%s", err.message);
+    grpo_host host = *grpo_default_host();
+    host.ops = ops;
+    grpo_registry reg = {0};
+    char *pack_dirs[] = {GRPO_PACK_BUILD_DIR, NULL};
+    ck_ok(grpo_registry_scan(&reg, pack_dirs, &err), &err);
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s/tests/fixtures/%s", GRPO_SOURCE_DIR, dirs[_i]);
+    grpo_model *m = NULL;
+    ck_ok(grpo_model_open_dir(&m, &reg, &host, dir, 1, &err), &err);
+    grpo_sampler_opts o = {{0.8f, 0, 1.0f, 0.0f, 1.0f}, SG, ST, {0}, 0, 0, 1, NULL, NULL, NULL};
+    grpo_rollout first = {0}, u = {0}, p = {0};
+    sample(m, &o, 0, &first); /* EOS ids that rows draw early: ragged lengths */
+    o.eos[0] = first.ids[3], o.eos[1] = first.ids[(size_t)5 * ST + 7], o.n_eos = 2;
+    grpo_sampler_stats su = sample(m, &o, 0, &u), sp = sample(m, &o, 1, &p);
+    size_t nt = (size_t)SB * SG * ST;
+    ck_assert_int_eq(u.N, p.N);
+    ck_assert_msg(!memcmp(u.ids, p.ids, nt * 4), "%s: paged ids differ", dirs[_i]);
+    ck_assert_msg(!memcmp(u.logp, p.logp, nt * 4), "%s: paged logp differ", dirs[_i]);
+    ck_assert_msg(!memcmp(u.plogp, p.plogp, nt * 4), "%s: paged plogp differ", dirs[_i]);
+    ck_assert_msg(!memcmp(u.len, p.len, (size_t)u.N * 4), "%s: paged len differ", dirs[_i]);
+    int32_t shortest = ST;
+    for (int32_t n = 0; n < u.N; n++) shortest = u.len[n] < shortest ? u.len[n] : shortest;
+    ck_assert_msg(shortest < ST && u.len[5] < ST, "%s: no row ended early", dirs[_i]);
+    ck_assert_int_eq(su.kv_pages_max, 0);
+    ck_assert_int_gt(sp.kv_pages_max, 0);
+    grpo_rollout_free(&first), grpo_rollout_free(&u), grpo_rollout_free(&p);
+    grpo_model_close(m);
+    grpo_registry_free(&reg);
+    grpo_backend_close(ops);
+}
+END_TEST
+
 int main(void) {
+    test_backend_require();
     Suite *s = suite_create("kv_paged");
     TCase *tc = tcase_create("core");
     tcase_set_timeout(tc, 300);
     tcase_add_loop_test(tc, paged_decode_has_the_unpaged_logits, 0,
+                        (int)(sizeof dirs / sizeof dirs[0]));
+    tcase_add_loop_test(tc, the_sampler_pages_with_the_unpaged_completions, 0,
                         (int)(sizeof dirs / sizeof dirs[0]));
     tcase_add_test(tc, a_pool_that_cannot_grow_is_an_error);
     tcase_add_test(tc, a_pack_before_1_9_keeps_the_unpaged_cache);

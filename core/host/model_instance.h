@@ -133,7 +133,7 @@ int grpo_model_reserve_acts(grpo_model *m, int32_t B, int32_t T, grpo_error *err
 int grpo_model_reserve_kv(grpo_model *m, int32_t R, int32_t S, int32_t P, grpo_error *err);
 /* Positions per page of a paged cache: the cpu decode attention's key tile (16 keys,
  * kernels/cpu/attend.c), so a row whose first real slot is on a page boundary reads each page
- * as one tile. */
+ * as one tile (the cuda decode's tiles of 32 keys read two or three pages each). */
 #define GRPO_KV_PAGE 16
 /* The same cache paged in pages of `page` positions when the pack (kv_page_floats) and the
  * backend (attention_decode_paged) can run on one, else grpo_model_reserve_kv's; rows start

@@ -47,6 +47,8 @@
  *   decode    block (kv head g, row r) against the KV cache: one warp per query head of the
  *             group (several a warp, and more than one block, when the group has over 16), the
  *             cached keys from the row's first real slot walked by the forward's att_attend.
+             On a paged cache (ABI 1.9, attention_decode_paged) the same kernel reads each key
+             through the row's page table (att_seq.pg, att_own_off): the same bits.
  *
  * Decode and the training forward give a query the same bits (issue 32): both take the same key
  * sequence (from the first real key, so padding and where the keys lie do not matter), cut it
@@ -104,11 +106,22 @@
 static __device__ __forceinline__ int imin(int a, int b) { return a < b ? a : b; }
 static __device__ __forceinline__ int imax(int a, int b) { return a > b ? a : b; }
 
+/* Where a decode row's keys lie in a paged KV cache (ABI 1.9, attention_decode_paged): own key j
+ * of the sequence is slot off + j of the row, at position (off + j) % page of page
+ * table[(off + j) / page], pages pstride floats apart from k (v). table NULL: not paged (own
+ * key j at k + j * ks). */
+struct att_pages {
+    const int32_t *table; /* the row's (nblk) page ids */
+    int page, off;
+    long long pstride;
+};
+
 /* A key sequence at kv head g (rows of stride ks = NKV*HD): key j < np is prefix key j (pk, pv,
- * mask pm; pm NULL: none of them is real), key j >= np is own key j - np (k, v, mask m); n keys
- * in all. The backward walks whole rows (np = P, own keys from column 0: query t is column
- * P + t); the forward and decode walk the sequence from the first real prefix key and the first
- * real own key (att_trim), so that its tiles and lanes depend on the keys alone. */
+ * mask pm; pm NULL: none of them is real), key j >= np is own key j - np (k, v, mask m; paged
+ * when pg.table is set: att_own_off); n keys in all. The backward walks whole rows (np = P, own
+ * keys from column 0: query t is column P + t); the forward and decode walk the sequence from
+ * the first real prefix key and the first real own key (att_trim), so that its tiles and lanes
+ * depend on the keys alone. */
 struct att_seq {
     const float *pk, *pv;
     const int32_t *pm;
@@ -118,7 +131,16 @@ struct att_seq {
     int n;
     int id; /* 0: an own key is real when its mask is nonzero; else when its mask = id (a segment
              * of a packed row, ABI 1.7); id < 0: when it is a child of segment -id (1.8) */
+    att_pages pg; /* decode on a paged cache; zeros elsewhere */
 };
+
+/* Float offset from sq.k (sq.v) of own key j's row (ks floats); -1 when its page is missing
+ * (an id < 0: a host error; the key then reads as zeros). */
+static __device__ __forceinline__ long long att_own_off(const att_seq &sq, int j, int ks) {
+    if (!sq.pg.table) return (long long)j * ks;
+    const int s = sq.pg.off + j, id = sq.pg.table[s / sq.pg.page];
+    return id < 0 ? -1 : id * sq.pg.pstride + (long long)(s % sq.pg.page) * ks;
+}
 
 /* The parent segment of segment id (ABI 1.8), or 0 when id is no child. */
 static __device__ __forceinline__ int att_parent(int id) { return id >> GRPO_ATTN_CHILD_SHIFT; }
@@ -172,11 +194,13 @@ static __device__ void att_load_kv(float *Kt, float *Vt, int *kmask, const att_s
                                    int ks, int HD) {
     for (int i = threadIdx.x; i < ATT_BK * HD; i += blockDim.x) {
         int j = i / HD, d = i % HD, s = s0 + j;
-        bool in = s < sq.n && att_col_real(sq, s);
         const float *ksrc = s < sq.np ? sq.pk : sq.k, *vsrc = s < sq.np ? sq.pv : sq.v;
-        size_t off = (size_t)(s < sq.np ? s : s - sq.np) * ks + d;
-        if (Kt) Kt[d * ATT_LD + j] = in ? ksrc[off] : 0.0f;
-        if (Vt) Vt[d * ATT_LD + j] = in ? vsrc[off] : 0.0f;
+        /* a key's place is read only when it is real (a paged row's table ends at its len) */
+        long long off = s < sq.n && att_col_real(sq, s)
+                            ? s < sq.np ? (long long)s * ks : att_own_off(sq, s - sq.np, ks)
+                            : -1;
+        if (Kt) Kt[d * ATT_LD + j] = off >= 0 ? ksrc[off + d] : 0.0f;
+        if (Vt) Vt[d * ATT_LD + j] = off >= 0 ? vsrc[off + d] : 0.0f;
     }
     if (threadIdx.x < ATT_BK) kmask[threadIdx.x] = att_col_tag(sq, s0 + threadIdx.x);
 }
@@ -197,7 +221,7 @@ static __device__ att_seq att_row_keys(const att_prefix_args &pa, const float *k
                                        int ks, int HD) {
     const size_t own = (size_t)b * T * ks + (size_t)g * HD;
     att_seq r = {NULL, NULL, NULL, pa.P, k ? k + own : NULL, v ? v + own : NULL,
-                 mask + (size_t)b * T, pa.P + lim, 0};
+                 mask + (size_t)b * T, pa.P + lim, 0, {}};
     const int j = pa.P > 0 ? pa.prefix_of[b] : -1;
     if (j >= 0 && j < pa.BP) {
         r.pk = pa.kp + (size_t)j * pa.P * ks + (size_t)g * HD;
@@ -212,16 +236,21 @@ static __device__ att_seq att_row_keys(const att_prefix_args &pa, const float *k
  * *kend: the last real own key + 1 (0 when none). Holes after the first real key stay (they are
  * masked). Computed by the whole block. */
 static __device__ att_seq att_trim(const att_seq &row, int ks, int *red, int *k0, int *kend) {
-    const att_seq pre = {row.pk, row.pv, row.pm, row.np, NULL, NULL, NULL, row.np, 0};
-    const att_seq own = {NULL, NULL, NULL, 0, row.k, row.v, row.m, row.n - row.np, row.id};
+    const att_seq pre = {row.pk, row.pv, row.pm, row.np, NULL, NULL, NULL, row.np, 0, {}};
+    const att_seq own = {NULL, NULL, NULL, 0, row.k, row.v, row.m, row.n - row.np, row.id,
+                         {}};
     int p0, pend;
     att_real_span(pre, red, &p0, &pend);
     att_real_span(own, red, k0, kend);
-    att_seq r = {NULL, NULL, NULL, row.np - p0, NULL, NULL, row.m + *k0, 0, row.id};
+    att_seq r = {NULL, NULL, NULL, row.np - p0, NULL, NULL, row.m + *k0, 0, row.id, row.pg};
     if (r.np > 0) r.pk = row.pk + (size_t)p0 * ks, r.pv = row.pv + (size_t)p0 * ks;
     if (r.np > 0) r.pm = row.pm + p0;
-    if (row.k) r.k = row.k + (size_t)*k0 * ks;
-    if (row.v) r.v = row.v + (size_t)*k0 * ks;
+    if (row.pg.table) { /* paged: the keys stay where they are, counted from slot k0 */
+        r.k = row.k, r.v = row.v, r.pg.off += *k0;
+    } else {
+        if (row.k) r.k = row.k + (size_t)*k0 * ks;
+        if (row.v) r.v = row.v + (size_t)*k0 * ks;
+    }
     r.n = r.np + own.n - *k0;
     return r;
 }
@@ -759,7 +788,7 @@ __global__ void attention_dkdv_kernel(float *dk, float *dv, const float *dout, c
     const int ks = NKV * HD;
     const int32_t *mb = mask + (size_t)b * T;
     const size_t own = (size_t)b * T * ks + (size_t)g * HD;
-    const att_seq row = {NULL, NULL, NULL, 0, k + own, v + own, mb, T, 0}; /* the own keys */
+    const att_seq row = {NULL, NULL, NULL, 0, k + own, v + own, mb, T, 0, {}}; /* own keys */
     int first, end; /* the real span of the row, or (seg) of the segments of the tile's keys */
     att_reach(row, mb, s0, imin(T, s0 + ATT_BK), seg != 0, ATT_REACH_QUERIES, red, &first,
               &end);
@@ -796,12 +825,12 @@ __global__ void attention_prefix_dkdv_kernel(float *dkp, float *dvp, const float
     const int ks = NKV * HD;
     const size_t poff = (size_t)j * P * ks + (size_t)g * HD;
     const att_seq pre = {pa.kp + poff, pa.vp + poff, pa.pmask + (size_t)j * P, P,
-                         NULL, NULL, NULL, P, 0}; /* the prefix's keys alone */
+                         NULL, NULL, NULL, P, 0, {}}; /* the prefix's keys alone */
     att_load_kv(Kt, Vt, kmask, pre, s0, ks, HD);
     for (int b = 0; b < B; b++) {
         if (pa.prefix_of[b] != j) continue; /* block-uniform */
         const int32_t *mb = mask + (size_t)b * T;
-        const att_seq row = {NULL, NULL, NULL, 0, NULL, NULL, mb, T, 0};
+        const att_seq row = {NULL, NULL, NULL, 0, NULL, NULL, mb, T, 0, {}};
         int first, end; /* the row's real queries lie in [first, end) */
         att_real_span(row, red, &first, &end);
         for (int hh = 0; hh < nh; hh++)
@@ -965,12 +994,15 @@ void cuda_prefix_attention_backward(void *ctx, float *dq, float *dk, float *dv, 
  * (HPB = warps * QPW, QPW a warp) of row r against the row's cached keys, as the sequence from
  * its first real slot up to len (att_trim): the keys the forward's query at position len - 1
  * sees, walked by the same att_attend, so the same bits. Each key tile is read from the cache
- * once per block, for all its heads. */
+ * once per block, for all its heads. Paged (pg.table set: the (R,nblk) page table, ABI 1.9):
+ * kcache/vcache are the pools and slot s of row r lies at position s % page of page
+ * table[r * nblk + s / page] (att_own_off); the same sequence, tiles and sums, so the unpaged
+ * bits. */
 template <int DPL, int QPW>
 __global__ void attention_decode_kernel(float *out, const float *q, const float *kcache,
-                                        const float *vcache, const int32_t *cache_mask,
-                                        const int32_t *len, int S, int NH, int NKV, int HD,
-                                        int chunks, float scale) {
+                                        const float *vcache, att_pages pg, int nblk,
+                                        const int32_t *cache_mask, const int32_t *len, int S,
+                                        int NH, int NKV, int HD, int chunks, float scale) {
     GRPO_SHARED_DYN(float, att_sm);
     __shared__ int kmask[ATT_BK];
     __shared__ int red[2 * ATT_MAX_WARPS];
@@ -979,9 +1011,10 @@ __global__ void attention_decode_kernel(float *out, const float *q, const float 
     const int hb = blockIdx.x % chunks * (blockDim.x / 32 * QPW); /* the block's first head */
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, ks = NKV * HD;
     const int n = imax(0, imin(len[r], S));
-    const size_t base = (size_t)r * S * ks + (size_t)g * HD;
-    const att_seq row = {NULL, NULL, NULL, 0, kcache + base, vcache + base,
-                         cache_mask + (size_t)r * S, n, 0};
+    const size_t base = (pg.table ? 0 : (size_t)r * S * ks) + (size_t)g * HD;
+    att_seq row = {NULL, NULL, NULL, 0, kcache + base, vcache + base,
+                   cache_mask + (size_t)r * S, n, 0, pg};
+    if (pg.table) row.pg.table = pg.table + (size_t)r * nblk;
     int s0, send; /* the first and last + 1 real slots */
     const att_seq sq = att_trim(row, ks, red, &s0, &send);
 
@@ -1009,9 +1042,10 @@ __global__ void attention_decode_kernel(float *out, const float *q, const float 
  * thread at sm_90; 16 such warps would need all of an SM's 64K), in as many blocks (chunks) as it
  * takes. */
 template <int DPL>
-static void launch_decode(cuda_ctx *ctx, float *out, const float *q, const float *kcache,
-                          const float *vcache, const int32_t *cache_mask, const int32_t *len,
-                          int32_t R, int32_t S, int32_t NH, int32_t NKV, int32_t HD) {
+static void launch_decode(cuda_ctx *ctx, const char *op, float *out, const float *q,
+                          const float *kcache, const float *vcache, att_pages pg, int nblk,
+                          const int32_t *cache_mask, const int32_t *len, int32_t R, int32_t S,
+                          int32_t NH, int32_t NKV, int32_t HD) {
     const int rep = NH / NKV, qpw = rep <= ATT_MAX_WARPS ? 1 : ATT_QPW(DPL);
     const int cap = qpw == 1 ? ATT_MAX_WARPS : ATT_MAX_WARPS / 2, need = (rep + qpw - 1) / qpw;
     const int warps = need < cap ? need : cap;
@@ -1021,18 +1055,42 @@ static void launch_decode(cuda_ctx *ctx, float *out, const float *q, const float
     const auto decode_kernel = qpw == 1 ? attention_decode_kernel<DPL, 1>
                                         : attention_decode_kernel<DPL, ATT_QPW(DPL)>;
     GRPO_LAUNCH(decode_kernel, grid, warps * 32, kv_tiles_bytes(HD), ctx->stream, out, q, kcache,
-                vcache, cache_mask, len, S, NH, NKV, HD, chunks, scale);
-    CUDA_CHECK_LAUNCH("attention_decode");
+                vcache, pg, nblk, cache_mask, len, S, NH, NKV, HD, chunks, scale);
+    CUDA_CHECK_LAUNCH(op);
 }
 
-void cuda_attention_decode(void *ctx_, float *out, const float *q, const float *kcache,
-                           const float *vcache, const int32_t *cache_mask, const int32_t *len,
-                           int32_t R, int32_t S, int32_t NH, int32_t NKV, int32_t HD) {
-    cuda_ctx *ctx = (cuda_ctx *)ctx_;
-    check_shapes("attention_decode", NH, NKV, HD);
+/* Either decode (pg.table NULL: unpaged), launched by dims per lane, (HD + 31) / 32. */
+static void decode(cuda_ctx *ctx, const char *op, float *out, const float *q, const float *k,
+                   const float *v, att_pages pg, int nblk, const int32_t *cache_mask,
+                   const int32_t *len, int32_t R, int32_t S, int32_t NH, int32_t NKV,
+                   int32_t HD) {
+    check_shapes(op, NH, NKV, HD);
     if (R <= 0) return;
-    /* by dims per lane, (HD + 31) / 32 */
     static decltype(&launch_decode<1>) const launch[4] = {launch_decode<1>, launch_decode<2>,
                                                          launch_decode<3>, launch_decode<4>};
-    launch[(HD - 1) / 32](ctx, out, q, kcache, vcache, cache_mask, len, R, S, NH, NKV, HD);
+    launch[(HD - 1) / 32](ctx, op, out, q, k, v, pg, nblk, cache_mask, len, R, S, NH, NKV, HD);
+}
+
+void cuda_attention_decode(void *ctx, float *out, const float *q, const float *kcache,
+                           const float *vcache, const int32_t *cache_mask, const int32_t *len,
+                           int32_t R, int32_t S, int32_t NH, int32_t NKV, int32_t HD) {
+    const att_pages none = {NULL, 0, 0, 0};
+    decode((cuda_ctx *)ctx, "attention_decode", out, q, kcache, vcache, none, 0, cache_mask, len,
+           R, S, NH, NKV, HD);
+}
+
+/* The table's ids and len live on the device: a missing page (id < 0) in the slots a row reads
+ * reads as zeros (att_own_off), len is clamped to [0, S] (no check here: it would cost a sync
+ * per layer and token; the cpu backend checks both). */
+void cuda_attention_decode_paged(void *ctx, float *out, const float *q, const float *kpool,
+                                 const float *vpool, int64_t pstride, const int32_t *table,
+                                 int32_t nblk, int32_t page, const int32_t *cache_mask,
+                                 const int32_t *len, int32_t R, int32_t S, int32_t NH,
+                                 int32_t NKV, int32_t HD) {
+    CUDA_REQUIRE(page > 0 && (int64_t)nblk * page >= S && pstride >= (int64_t)page * NKV * HD,
+                 "attention_decode_paged",
+                 "need page > 0, nblk * page >= S and pstride >= page * NKV * HD");
+    const att_pages pg = {table, page, 0, (long long)pstride};
+    decode((cuda_ctx *)ctx, "attention_decode_paged", out, q, kpool, vpool, pg, nblk, cache_mask,
+           len, R, S, NH, NKV, HD);
 }

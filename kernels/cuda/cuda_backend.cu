@@ -15,7 +15,6 @@
 
 /* Optional ops this backend leaves out (NULL in its table; backend_ops.h). */
 #define cuda_logits_logp NULL /* its sampler is sample_rows, which computes plogp on the device */
-#define cuda_attention_decode_paged NULL /* its sampler keeps the unpaged KV cache */
 
 extern "C" GRPO_CUDA_EXPORT grpo_ops *grpo_cuda_backend_open(const grpo_cuda_options *opt,
                                                              grpo_error *err) {

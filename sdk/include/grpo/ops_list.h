@@ -282,9 +282,9 @@
      *    holding its (page,NKV,HD) keys and values). q (R,NH,HD), cache_mask (R,S) and len (R)    \
      *    as in attention_decode; table (R,nblk) in backend memory. Only the blocks from the       \
      *    row's first real slot to slot len[r] - 1 are read (the others' ids may be -1).           \
-     *    out (R,NH,HD): attention_decode's on the same cache laid out unpaged (on cpu the same    \
-     *    bits: the same keys in the same order, every sum the unpaged op's). Optional: a host     \
-     *    tests grpo_ops_supports and keeps the unpaged cache without it. -- */                    \
+     *    out (R,NH,HD): attention_decode's on the same cache laid out unpaged (cpu, cuda: the     \
+     *    same bits: the same keys in the same order, every sum the unpaged op's). Optional: a     \
+     *    host tests grpo_ops_supports and keeps the unpaged cache without it. -- */               \
     X(D, 9, 1, void, attention_decode_paged,                                                       \
       (void *ctx, float *out, const float *q, const float *kpool, const float *vpool,              \
        int64_t pstride, const int32_t *table, int32_t nblk, int32_t page,                          \
