@@ -17,6 +17,8 @@
 
 #include <math.h>
 #include <stdint.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,6 +60,26 @@ static inline void cuda_parity_close(cuda_parity *p) {
     grpo_backend_close(p->cuda);
     grpo_backend_close(p->cpu);
     memset(p, 0, sizeof *p);
+}
+
+/* For suites that open the cuda backend in each test's own (forked) process: probes in a child
+ * first that cuda_parity_open succeeds, and exits with the child's status (77: skipped) when it
+ * does not. test: the test's name, for the one line said when the probe itself fails. */
+static inline void cuda_parity_skip_unless_available(const char *test) {
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        cuda_parity probe;
+        cuda_parity_open(&probe); /* exits 77 when unavailable */
+        cuda_parity_close(&probe);
+        _exit(0);
+    }
+    int status = 0;
+    if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) {
+        fprintf(stderr, "%s: the availability probe failed\n", test);
+        exit(1);
+    }
+    if (WEXITSTATUS(status) != 0) exit(WEXITSTATUS(status));
 }
 
 /* Deterministic uniform floats in [lo, hi). */

@@ -225,27 +225,8 @@ START_TEST(prefix_ops_with_no_prefix_columns_are_attention) {
 }
 END_TEST
 
-/* The cuda backend opens in each test's own process (a CUDA context does not survive fork), so
- * availability is probed in a child first: exit 77 (skipped) without a GPU or the emulation. */
-static void skip_unless_available(void) {
-    fflush(stdout);
-    pid_t pid = fork();
-    if (pid == 0) {
-        cuda_parity probe;
-        cuda_parity_open(&probe); /* exits 77 when unavailable */
-        cuda_parity_close(&probe);
-        _exit(0);
-    }
-    int status = 0;
-    if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) {
-        fprintf(stderr, "test_cuda_prefix_attention: the availability probe failed\n");
-        exit(1);
-    }
-    if (WEXITSTATUS(status) != 0) exit(WEXITSTATUS(status));
-}
-
 int main(void) {
-    skip_unless_available();
+    cuda_parity_skip_unless_available("test_cuda_prefix_attention");
     Suite *s = suite_create("cuda_prefix_attention");
     TCase *tc = tcase_create("parity");
     tcase_add_checked_fixture(tc, setup, teardown);

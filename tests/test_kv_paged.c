@@ -101,20 +101,50 @@ static void run(grpo_model *m, const run_in *in, int paged, float *out) {
     free(logits);
 }
 
+/* A model of tests/fixtures/DIR on a host whose ops are host_ops (the backend, or a table
+ * wrapping it); the host and the registry live in the fixture, as long as the model. */
+typedef struct fixture {
+    grpo_host host;
+    grpo_registry reg;
+    grpo_model *m;
+} fixture;
+
+static grpo_ops *backend(int32_t threads) {
+    grpo_error err;
+    grpo_error_init(&err);
+    grpo_ops *ops = test_backend_open(threads, &err);
+    ck_assert_msg(ops != NULL, "%s", err.message);
+    return ops;
+}
+
+static grpo_model *fixture_open(fixture *f, grpo_ops *host_ops, const char *fixture_dir,
+                                int flags) {
+    grpo_error err;
+    grpo_error_init(&err);
+    f->host = *grpo_default_host();
+    f->host.ops = host_ops;
+    memset(&f->reg, 0, sizeof f->reg);
+    char *pack_dirs[] = {GRPO_PACK_BUILD_DIR, NULL};
+    ck_ok(grpo_registry_scan(&f->reg, pack_dirs, &err), &err);
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s/tests/fixtures/%s", GRPO_SOURCE_DIR, fixture_dir);
+    f->m = NULL;
+    ck_ok(grpo_model_open_dir(&f->m, &f->reg, &f->host, dir, flags, &err), &err);
+    return f->m;
+}
+
+static void fixture_close(fixture *f, grpo_ops *ops) {
+    grpo_model_close(f->m);
+    grpo_registry_free(&f->reg);
+    grpo_backend_close(ops);
+}
+
 START_TEST(paged_decode_has_the_unpaged_logits) {
     grpo_error err;
     grpo_error_init(&err);
-    grpo_ops *ops = test_backend_open(2, &err);
-    ck_assert_msg(ops != NULL, "%s", err.message);
-    grpo_host host = *grpo_default_host();
-    host.ops = ops;
-    grpo_registry reg = {0};
-    char *pack_dirs[] = {GRPO_PACK_BUILD_DIR, NULL};
-    ck_ok(grpo_registry_scan(&reg, pack_dirs, &err), &err);
-    char dir[4096];
-    snprintf(dir, sizeof dir, "%s/tests/fixtures/%s", GRPO_SOURCE_DIR, dirs[_i]);
-    grpo_model *m = NULL;
-    ck_ok(grpo_model_open_dir(&m, &reg, &host, dir, 0, &err), &err);
+    grpo_ops *ops = backend(2);
+    fixture f;
+    grpo_model *m = fixture_open(&f, ops, dirs[_i], 0);
     int32_t V = grpo_model_vocab(m);
     run_in *in = calloc(1, sizeof *in);
     uint32_t seed = 5;
@@ -136,9 +166,7 @@ START_TEST(paged_decode_has_the_unpaged_logits) {
                                   (size_t)V * sizeof(float)),
                           "%s: step %d row %d: paged logits differ", dirs[_i], s, r);
     free(a), free(p), free(in);
-    grpo_model_close(m);
-    grpo_registry_free(&reg);
-    grpo_backend_close(ops);
+    fixture_close(&f, ops);
 }
 END_TEST
 
@@ -147,17 +175,9 @@ END_TEST
 START_TEST(a_pack_before_1_9_keeps_the_unpaged_cache) {
     grpo_error err;
     grpo_error_init(&err);
-    grpo_ops *ops = test_backend_open(1, &err);
-    ck_assert_msg(ops != NULL, "%s", err.message);
-    grpo_host host = *grpo_default_host();
-    host.ops = ops;
-    grpo_registry reg = {0};
-    char *pack_dirs[] = {GRPO_PACK_BUILD_DIR, NULL};
-    ck_ok(grpo_registry_scan(&reg, pack_dirs, &err), &err);
-    char dir[4096];
-    snprintf(dir, sizeof dir, "%s/tests/fixtures/dense/llama", GRPO_SOURCE_DIR);
-    grpo_model *m = NULL;
-    ck_ok(grpo_model_open_dir(&m, &reg, &host, dir, 0, &err), &err);
+    grpo_ops *ops = backend(1);
+    fixture f;
+    grpo_model *m = fixture_open(&f, ops, "dense/llama", 0);
     const grpo_model_desc *desc = m->desc;
     grpo_model_desc old = *desc;
     old.struct_size = (uint32_t)offsetof(grpo_model_desc, kv_page_floats);
@@ -175,9 +195,7 @@ START_TEST(a_pack_before_1_9_keeps_the_unpaged_cache) {
     ck_ok(test_decode(m, 2, tok, tpos, cm, len, logits, &err), &err);
     m->desc = desc;
     free(logits);
-    grpo_model_close(m);
-    grpo_registry_free(&reg);
-    grpo_backend_close(ops);
+    fixture_close(&f, ops);
 }
 END_TEST
 
@@ -195,18 +213,10 @@ static void *small_alloc(void *ctx, uint64_t bytes) {
 START_TEST(a_pool_that_cannot_grow_is_an_error) {
     grpo_error err;
     grpo_error_init(&err);
-    grpo_ops *ops = test_backend_open(1, &err);
-    ck_assert_msg(ops != NULL, "%s", err.message);
+    grpo_ops *ops = backend(1);
     real_ops = *ops, small_ops = *ops, small_ops.alloc = small_alloc, limit = UINT64_MAX;
-    grpo_host host = *grpo_default_host();
-    host.ops = &small_ops;
-    grpo_registry reg = {0};
-    char *pack_dirs[] = {GRPO_PACK_BUILD_DIR, NULL};
-    ck_ok(grpo_registry_scan(&reg, pack_dirs, &err), &err);
-    char dir[4096];
-    snprintf(dir, sizeof dir, "%s/tests/fixtures/dense/llama", GRPO_SOURCE_DIR);
-    grpo_model *m = NULL;
-    ck_ok(grpo_model_open_dir(&m, &reg, &host, dir, 0, &err), &err);
+    fixture f;
+    grpo_model *m = fixture_open(&f, &small_ops, "dense/llama", 0);
     int32_t V = grpo_model_vocab(m), ids[16], mask[16], pos[16], cm[S] = {0}, len = 16;
     ck_ok(grpo_model_reserve_kv_paged(m, 1, S, 16, GRPO_KV_PAGE, &err), &err);
     ck_assert_int_eq(m->pages.n_pages, 2); /* 1 row x (1 prompt page + 1) */
@@ -227,9 +237,7 @@ START_TEST(a_pool_that_cannot_grow_is_an_error) {
     ck_assert_int_eq(len, 16 + 17); /* slots 16..31 fit the second page; slot 32 needs a third */
     limit = UINT64_MAX;
     free(logits);
-    grpo_model_close(m);
-    grpo_registry_free(&reg);
-    grpo_backend_close(ops);
+    fixture_close(&f, ops);
 }
 END_TEST
 
@@ -263,17 +271,9 @@ static grpo_sampler_stats sample(grpo_model *m, const grpo_sampler_opts *o, int 
 START_TEST(the_sampler_pages_with_the_unpaged_completions) {
     grpo_error err;
     grpo_error_init(&err);
-    grpo_ops *ops = test_backend_open(1, &err);
-    ck_assert_msg(ops != NULL, "%s", err.message);
-    grpo_host host = *grpo_default_host();
-    host.ops = ops;
-    grpo_registry reg = {0};
-    char *pack_dirs[] = {GRPO_PACK_BUILD_DIR, NULL};
-    ck_ok(grpo_registry_scan(&reg, pack_dirs, &err), &err);
-    char dir[4096];
-    snprintf(dir, sizeof dir, "%s/tests/fixtures/%s", GRPO_SOURCE_DIR, dirs[_i]);
-    grpo_model *m = NULL;
-    ck_ok(grpo_model_open_dir(&m, &reg, &host, dir, 1, &err), &err);
+    grpo_ops *ops = backend(1);
+    fixture f;
+    grpo_model *m = fixture_open(&f, ops, dirs[_i], 1);
     grpo_sampler_opts o = {{0.8f, 0, 1.0f, 0.0f, 1.0f}, SG, ST, {0}, 0, 0, 1, NULL, NULL, NULL};
     grpo_rollout first = {0}, u = {0}, p = {0};
     sample(m, &o, 0, &first); /* EOS ids that rows draw early: ragged lengths */
@@ -291,9 +291,7 @@ START_TEST(the_sampler_pages_with_the_unpaged_completions) {
     ck_assert_int_eq(su.kv_pages_max, 0);
     ck_assert_int_gt(sp.kv_pages_max, 0);
     grpo_rollout_free(&first), grpo_rollout_free(&u), grpo_rollout_free(&p);
-    grpo_model_close(m);
-    grpo_registry_free(&reg);
-    grpo_backend_close(ops);
+    fixture_close(&f, ops);
 }
 END_TEST
 
