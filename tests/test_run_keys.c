@@ -435,6 +435,34 @@ START_TEST(train_compute_dtype_bf16_computes_the_policy_in_bf16) {
 }
 END_TEST
 
+/* sampling.compute_dtype = bf16 in a LoRA run: the policy (base + adapters) samples with bf16
+ * products, so the sampler's log-probs differ from training's fp32 ones, and the importance
+ * weights enter the loss. Both runs mask every token whose ratio passes a cap of 0.5
+ * (sampling.is_mode = token_mask): every ratio is near 1, so with the weights applied every
+ * token's policy term is 0, and at step 1 (adapters B = 0: policy = reference, the KL's gradient
+ * exactly 0) the gradient norm is exactly 0; the fp32 run applies no weights (grad_norm > 0)
+ * and its log-probs are training's (difference 0). */
+START_TEST(lora_sampling_compute_dtype_bf16_samples_in_bf16_with_is_weights) {
+    if (!bf16_cpu()) return;
+    char plain[512], keyed[512];
+    const char *lora = "loss_type = dapo\nbeta = 0.04\n[lora]\nr = 4\nalpha = 8\n";
+    key_run("plain", "is_mode = token_mask\nis_cap = 0.5\n", lora, NULL, plain, sizeof plain);
+    key_run("keyed", "is_mode = token_mask\nis_cap = 0.5\ncompute_dtype = bf16\n", lora, NULL,
+            keyed, sizeof keyed);
+    double da = metric_at(plain, "sampling/sampling_logp_difference/mean", 1);
+    double db = metric_at(keyed, "sampling/sampling_logp_difference/mean", 1);
+    double ga = metric_at(plain, "grad_norm", 1), gb = metric_at(keyed, "grad_norm", 1);
+    if (getenv("GRPO_TEST_VERBOSE"))
+        printf("LoRA step 1: logp difference %g -> %g, grad_norm %.9g -> %.9g\n", da, db, ga, gb);
+    ck_assert_msg(da == 0 && db > 0, "LoRA sampling.compute_dtype = bf16: sampler-training logp "
+                  "difference %g (fp32 sampling %g): the rollout did not run in bf16", db, da);
+    ck_assert_msg(ga > 0 && gb == 0, "grad_norm at step 1 with every ratio masked: %.9g (fp32 "
+                  "sampling, no weights: %.9g): the importance weights did not enter the loss",
+                  gb, ga);
+    assert_finite(keyed);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("run_keys");
     TCase *tc = tcase_create("keys");
@@ -451,6 +479,7 @@ int main(void) {
     tcase_add_test(tc, ref_compute_dtype_bf16_computes_the_reference_in_bf16);
     tcase_add_test(tc, sampling_compute_dtype_bf16_computes_the_rollout_in_bf16);
     tcase_add_test(tc, train_compute_dtype_bf16_computes_the_policy_in_bf16);
+    tcase_add_test(tc, lora_sampling_compute_dtype_bf16_samples_in_bf16_with_is_weights);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

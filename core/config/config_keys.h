@@ -106,7 +106,7 @@
       "bf16 = sample from a bf16 copy of the policy refreshed every step (off-policy: is_mode)") \
     E(sampling, compute_dtype, "fp32", compute_dtype,                                           \
       "bf16 = the rollout's matmuls as bf16 products, fp32 sums (CPUs with avx512_bf16; needs "  \
-      "weights_dtype = bf16); fp32 (or f32)")                                                   \
+      "weights_dtype = bf16, or a LoRA run); fp32 (or f32)")                                     \
     E(sampling, is_mode, "sequence_mask", is_mode,                                              \
       "bf16 rollout: IS correction per token/sequence, ratio past is_cap cut or masked")        \
     F(sampling, is_cap, "3.0", "> 0", "cap of the correction's ratio (TRL vllm_importance_sampling_cap)") \

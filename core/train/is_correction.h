@@ -1,6 +1,7 @@
 /*
  * is_correction.h — importance-sampling correction of completions sampled by another model than
- * the one trained (sampling.weights_dtype = bf16: the rollout reads a bf16 copy of the policy),
+ * the one trained (sampling.weights_dtype = bf16: the rollout reads a bf16 copy of the policy;
+ * or a LoRA run's rollout computed in bf16, sampling.compute_dtype = bf16),
  * as TRL's vllm_importance_sampling_correction does for vLLM's samples.
  *
  * Dimension letters: N completions (rows), T completion tokens, row-major (N,T); m the

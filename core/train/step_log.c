@@ -74,7 +74,8 @@ static void reward_metrics(trainer *t, grpo_metric_row *row) {
 }
 
 /* The sampler's log-probs against the training forward's (TRL's names), on every run; the
- * importance-sampling ratio applies to the loss only with a rollout copy (is_correction.h). */
+ * importance-sampling ratio applies to the loss only with a rollout copy or a LoRA run's bf16
+ * rollout (is_correction.h). */
 static void is_metrics(const trainer *t, grpo_metric_row *row) {
     const grpo_is_sums *s = &t->is;
     if (s->ratio_n <= 0) return;

@@ -19,6 +19,16 @@ void grpo_trainer_chunk_clear(chunk *c) {
     memset(c, 0, sizeof *c);
 }
 
+/* A LoRA run with sampling.compute_dtype = bf16: the policy itself (its base, bf16 or fp32,
+ * and the adapters) samples with bf16 products; checked here (refused naming the key and what
+ * the CPU lacks), switched on around each rollout (trainer.c), the loss's importance weights on. */
+static int lora_sample_bf16(trainer *t, grpo_error *err) {
+    int rc = grpo_run_compute_bf16(&t->s.run, t->s.policy, "sampling.compute_dtype", err);
+    if (rc == GRPO_OK) rc = grpo_model_set_compute(t->s.policy, GRPO_DTYPE_F32, err);
+    if (rc == GRPO_OK) t->sample_dtype = GRPO_DTYPE_BF16, t->is = grpo_is_sums_init();
+    return rc;
+}
+
 /* sampling.weights_dtype = bf16 (full fine-tuning), or model.dtype = bf16 (a GPU run, whose
  * matmuls are bf16 anyway): a bf16 copy of the policy for the rollout, half the bytes a decode
  * step reads and no per-step rounding of fp32 weights. A LoRA run with lora.base_dtype = bf16
@@ -26,6 +36,9 @@ void grpo_trainer_chunk_clear(chunk *c) {
 static int open_rollout(trainer *t, grpo_error *err) {
     int bf16 = t->cfg->sampling_weights_dtype == GRPO_WEIGHTS_BF16 ||
                t->cfg->model_dtype == GRPO_CFG_DTYPE_BF16;
+    t->sample_dtype = GRPO_DTYPE_F32;
+    if (t->cfg->lora_r > 0 && t->cfg->sampling_compute_dtype == GRPO_COMPUTE_BF16)
+        return lora_sample_bf16(t, err);
     if (!bf16 || t->cfg->lora_r > 0) return GRPO_OK;
     t->is = grpo_is_sums_init();
     int rc = grpo_run_open_model_as(&t->s.run, t->s.policy->dir, 0, GRPO_DTYPE_BF16, &t->rollout,
@@ -100,18 +113,13 @@ static int refuse_options(const grpo_run_config *cfg, const grpo_model *policy, 
                               "samples from its frozen base; hold that base in bf16 instead "
                               "(lora.base_dtype = bf16: exact, no correction needed)",
                               cfg->lora_r);
-    if (cfg->sampling_compute_dtype == GRPO_COMPUTE_BF16 &&
+    if (cfg->sampling_compute_dtype == GRPO_COMPUTE_BF16 && cfg->lora_r == 0 &&
         cfg->sampling_weights_dtype != GRPO_WEIGHTS_BF16)
         return grpo_error_set(err, GRPO_ERR_INVALID,
                               "%s: sampling.compute_dtype = bf16 needs sampling.weights_dtype = "
                               "bf16: the rollout computes in bf16 on the bf16 copy of the policy "
                               "that weights_dtype = bf16 keeps; set both, or compute_dtype = fp32",
                               cfg->path);
-    if (cfg->sampling_compute_dtype == GRPO_COMPUTE_BF16 && cfg->lora_r > 0)
-        return grpo_error_set(err, GRPO_ERR_UNSUPPORTED,
-                              "%s: sampling.compute_dtype = bf16 with [lora] r = %lld is not "
-                              "implemented yet (a LoRA run samples from its policy, not from a "
-                              "bf16 copy); expected compute_dtype = fp32", cfg->path, cfg->lora_r);
     if (cfg->grpo_ref_compute_dtype == GRPO_REF_COMPUTE_BF16 && !(cfg->grpo_beta > 0))
         return grpo_error_set(err, GRPO_ERR_INVALID,
                               "%s: grpo.ref_compute_dtype = bf16 needs grpo.beta > 0: with beta = "

@@ -347,7 +347,7 @@ static void decode_stats_add(trainer *t, const grpo_sampler_stats *st) {
 
 /* Chunks c[0..n) of the step: their prompts, then one continuous rollout of all of them
  * (rollout.h grpo_rollout_batches_run; with an environment, one static rollout each). */
-static int chunks_rollout(trainer *t, chunk *c, int n, int32_t B, grpo_error *err) {
+static int chunks_sample(trainer *t, chunk *c, int n, int32_t B, grpo_error *err) {
     int rc = GRPO_OK;
     for (int a = 0; rc == GRPO_OK && a < n; a++) {
         grpo_trainer_chunk_clear(&c[a]);
@@ -373,6 +373,15 @@ static int chunks_rollout(trainer *t, chunk *c, int n, int32_t B, grpo_error *er
                                       (int32_t)t->cfg->sampling_max_live_rows, &st, err);
         if (rc == GRPO_OK) decode_stats_add(t, &st);
     }
+    return rc;
+}
+
+/* chunks_sample with the policy in t->sample_dtype when it samples itself (a LoRA run with
+ * sampling.compute_dtype = bf16); its other passes stay f32. */
+static int chunks_rollout(trainer *t, chunk *c, int n, int32_t B, grpo_error *err) {
+    if (!t->rollout) t->s.policy->compute_dtype = t->sample_dtype;
+    int rc = chunks_sample(t, c, n, B, err);
+    if (!t->rollout) t->s.policy->compute_dtype = GRPO_DTYPE_F32;
     return rc;
 }
 
@@ -477,9 +486,9 @@ static int micro_passes(trainer *t, chunk *c, int32_t r0, int32_t rows, const gr
                            ent,
                            rows,
                            c->T,
-                           t->rollout ? is_w : NULL};
+                           t->rollout || t->sample_dtype != GRPO_DTYPE_F32 ? is_w : NULL};
     /* the loss's old log-probs against the sampler's, measured on every run (is_correction.h);
-     * the weights enter the loss only for a rollout copy's samples */
+     * the weights enter the loss only for samples of a rollout copy or of bf16 compute */
     grpo_is_weights(is_w, in.old_logp ? in.old_logp : logp, c->samp_logp + (size_t)r0 * c->T,
                     in.mask, rows, c->T, t->cfg->sampling_is_mode, t->cfg->sampling_is_cap,
                     &t->is);

@@ -62,7 +62,9 @@ typedef struct trainer {
     grpo_reference ref;         /* reference model (beta > 0) or the LoRA base; else empty */
     grpo_model *rollout;        /* sampling.weights_dtype = bf16: the policy's bf16 copy the
                                    rollout samples from, refreshed after each update; else NULL */
-    grpo_is_sums is;            /* this step's importance-sampling metrics (rollout only) */
+    grpo_is_sums is;            /* this step's importance-sampling metrics */
+    int32_t sample_dtype;       /* GRPO_DTYPE_* the policy samples in: bf16 for a LoRA run with
+                                   sampling.compute_dtype = bf16 (no rollout copy); else f32 */
     grpo_reward_set rewards;
     grpo_episodes episodes; /* [env] (episode.h) when env.plugin is set; desc NULL otherwise */
     float *w; /* (K) reward weights */
