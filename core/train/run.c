@@ -184,6 +184,11 @@ int grpo_run_compute_bf16(const grpo_run *r, grpo_model *m, const char *key, grp
                                           inner.message);
 }
 
+int grpo_run_check_bf16(const grpo_run *r, grpo_model *m, const char *key, grpo_error *err) {
+    int rc = grpo_run_compute_bf16(r, m, key, err);
+    return rc == GRPO_OK ? grpo_model_set_compute(m, GRPO_DTYPE_F32, err) : rc;
+}
+
 char *grpo_run_path(const grpo_run *r, const char *value) {
     return grpo_run_config_input_path(&r->cfg, value);
 }

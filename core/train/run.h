@@ -72,6 +72,9 @@ int grpo_run_open_model_as(grpo_run *r, const char *dir, int trainable, int32_t 
  * (grpo_model_set_compute); else the backend's refusal (the missing instruction set) prefixed
  * with the run file and the key, m unchanged. */
 int grpo_run_compute_bf16(const grpo_run *r, grpo_model *m, const char *key, grpo_error *err);
+/* grpo_run_compute_bf16's check alone, m left computing in f32: for a model whose bf16 passes
+ * the caller switches on around them (the policy's training passes, a LoRA run's rollout). */
+int grpo_run_check_bf16(const grpo_run *r, grpo_model *m, const char *key, grpo_error *err);
 
 /* An input path of the run file resolved against its directory (malloc'd). */
 char *grpo_run_path(const grpo_run *r, const char *value);

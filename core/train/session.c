@@ -116,8 +116,7 @@ static int check_log_dir(const grpo_session *s, grpo_error *err) {
 static int train_compute(grpo_session *s, grpo_error *err) {
     s->compute_dtype = GRPO_DTYPE_F32;
     if (s->cfg->train_compute_dtype != GRPO_TRAIN_COMPUTE_BF16) return GRPO_OK;
-    int rc = grpo_run_compute_bf16(&s->run, s->policy, "train.compute_dtype", err);
-    if (rc == GRPO_OK) rc = grpo_model_set_compute(s->policy, GRPO_DTYPE_F32, err);
+    int rc = grpo_run_check_bf16(&s->run, s->policy, "train.compute_dtype", err);
     if (rc == GRPO_OK) s->compute_dtype = GRPO_DTYPE_BF16;
     return rc;
 }

@@ -23,8 +23,7 @@ void grpo_trainer_chunk_clear(chunk *c) {
  * and the adapters) samples with bf16 products; checked here (refused naming the key and what
  * the CPU lacks), switched on around each rollout (trainer.c), the loss's importance weights on. */
 static int lora_sample_bf16(trainer *t, grpo_error *err) {
-    int rc = grpo_run_compute_bf16(&t->s.run, t->s.policy, "sampling.compute_dtype", err);
-    if (rc == GRPO_OK) rc = grpo_model_set_compute(t->s.policy, GRPO_DTYPE_F32, err);
+    int rc = grpo_run_check_bf16(&t->s.run, t->s.policy, "sampling.compute_dtype", err);
     if (rc == GRPO_OK) t->sample_dtype = GRPO_DTYPE_BF16, t->is = grpo_is_sums_init();
     return rc;
 }
