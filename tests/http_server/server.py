@@ -66,8 +66,18 @@ class Handler(BaseHTTPRequestHandler):
             self.send_header(k, v)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
+        self.leave()  # before the body: the client cannot start its next request before this
         self.end_headers()
         self.wfile.write(data)
+
+    def leave(self):
+        """Counts this request out of "inflight" (once). It must happen before the reply can
+        reach the client: counted after, the client's next request may arrive first and the
+        log would show one more in flight than the client ever had."""
+        with lock:
+            if self.counted:
+                state["inflight"] -= 1
+                self.counted = False
 
     def do_POST(self):
         a = self.server.args
@@ -76,6 +86,7 @@ class Handler(BaseHTTPRequestHandler):
         with lock:
             state["n"] += 1
             state["inflight"] += 1
+            self.counted = True
             n, inflight = state["n"], state["inflight"]
             if a.log:
                 with open(a.log, "a") as f:
@@ -84,8 +95,7 @@ class Handler(BaseHTTPRequestHandler):
         try:
             self.answer(a, raw, auth, n)
         finally:
-            with lock:
-                state["inflight"] -= 1
+            self.leave()
 
     def answer(self, a, raw, auth, n):
         if a.key is not None and auth != "Bearer " + a.key:
