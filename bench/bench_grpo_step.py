@@ -359,6 +359,29 @@ def machine_rooflines():
     return sgemm, read
 
 
+def bf16_rate():
+    """This machine's bf16 product rate right now (GFLOP/s, 1 thread, CPU time) at the
+    MiniMind2-small shapes, from build/bench/bench_gemm with BENCH_GEMM_BF16=1: AMX tiles where
+    grpo uses them, else VDPBF16PS. One forward's products (per layer q, k, v, o, gate, up,
+    down; the head in the blocks head.c runs) over the sum of their times at each shape's rate;
+    None where bench_gemm prints no bf16 rate (a CPU without avx512_bf16)."""
+    env = dict(ENV, BENCH_CLOCK="cpu", BENCH_GEMM_BF16="1")
+    out = subprocess.run([os.path.join(ROOT, "build", "bench", "bench_gemm"), "3008", "1"],
+                         cwd=ROOT, env=env, capture_output=True, text=True, check=True).stdout
+    c = json.load(open(os.path.join(OUT, "model", "config.json")))
+    L, V = c["num_hidden_layers"], c["vocab_size"]
+    count = {"q/o": 2 * L, "k/v": 2 * L, "gate/up": 2 * L, "down": L, "headblk": V / 512}
+    flops = secs = 0.0
+    for line in out.splitlines():
+        m = re.match(r"(\S+)\s+N\s+\d+ IC\s+(\d+) OC\s+(\d+) .*?gemm_nt bf16\s+([0-9.]+) "
+                     r"GFLOP/s(?:.*?AMX\s+([0-9.]+) GFLOP/s)?", line)
+        if m and m.group(1) in count:
+            f = count[m.group(1)] * 2.0 * int(m.group(2)) * int(m.group(3))
+            flops += f
+            secs += f / float(m.group(5) or m.group(4))
+    return flops / secs if secs > 0 else None
+
+
 def model_cost(model_dir=None):
     """From the benchmark model's config.json: weight bytes a decode step reads (every matmul
     weight once), KV-cache bytes per cached position of one row (keys and values of every
@@ -372,16 +395,20 @@ def model_cost(model_dir=None):
     return 4.0 * mm, 4.0 * L * 2 * NKV * HD, lambda T: 2.0 * mm + 2.0 * L * T * NH * HD
 
 
-def phase_floors(a, res, tokens, sgemm, read):
+def phase_floors(a, res, tokens, sgemm, read, bf16=None):
     """The fp32 floor of each phase on this machine, in seconds (issue 30): the rollout's reads
     (per decode step one pass over the weights and the rows' KV caches) at the streaming read,
     the reference forward's and the policy's forward + backward (x3; x4 with recomputation)
     FLOPs at sgemm, AdamW's traffic (weights, gradients, two moments read, three written) at the
     streaming read. tokens: real tokens of the step's rows; the decode steps are res's
     (default a.new_tokens; the longest row where rows end at EOS). Phases that did not run (a
-    reference under a millisecond: beta 0) have no floor."""
+    reference under a millisecond: beta 0) have no floor. bf16 (GFLOP/s, bf16_rate): the floor
+    of a step with every pass in bf16 instead: decode reads the weights' bf16 copy (half the
+    bytes; the KV cache stays fp32), the products run at that rate, AdamW is fp32 as before."""
     wbytes, kvbytes, fwd = model_cost(ARITH_MODEL[0] if is_arith(a) else
                                       QWEN_DIR if is_qwen(a) else None)
+    wread = wbytes / 2 if bf16 else wbytes
+    sgemm = bf16 or sgemm
     R = rows_of(a)
     T = tokens / R  # mean row length
     new = res.get("decode_steps", a.new_tokens)
@@ -393,7 +420,7 @@ def phase_floors(a, res, tokens, sgemm, read):
     passes = 4 if a.gradient_checkpointing else 3
     out = {}
     if roll and roll > 1e-3:
-        out["rollout"] = new * (wbytes + R * kvbytes * cached) / 1e9 / read
+        out["rollout"] = new * (wread + R * kvbytes * cached) / 1e9 / read
     if ref and ref > 1e-3:
         out["reference"] = fwd(T) * tokens / 1e9 / sgemm
     if pol and pol > 1e-3:
@@ -565,11 +592,21 @@ def main():
         sgemm, read = machine_rooflines()
         print(f"rooflines (1 thread, CPU time): sgemm {sgemm:.1f} GFLOP/s, streaming read "
               f"{read:.1f} GB/s")
+        rate = bf16_rate() if getattr(a, "bf16", False) else None
+        if rate:
+            print(f"bf16 products (bench_gemm, 1 thread, CPU time): {rate:.1f} GFLOP/s")
         for side, res in (("C", c_all), ("torch", t_all)):
             for r, x in enumerate(res):
                 shares = roofline_shares(a, x, c_all[0]["tokens"], sgemm, read)
                 print(f"  {side} round {r + 1}: "
                       + ", ".join(f"{k} {v:.0f}%" for k, v in shares.items()))
+        for r, x in enumerate(c_all):
+            fl = phase_floors(a, x, c_all[0]["tokens"], sgemm, read, rate)
+            print(f"  C round {r + 1}: {x['cpu_median']:.2f} CPU s against its "
+                  f"{'bf16' if rate else 'fp32'} floor " + " + ".join(
+                      f"{k} {v:.2f}" for k, v in fl.items())
+                  + f" = {sum(fl.values()):.2f} s: {x['cpu_median'] / sum(fl.values()):.2f}x "
+                  f"(target <= 1.2x: {'met' if x['cpu_median'] <= 1.2 * sum(fl.values()) else 'NOT met'})")
     if a.busy_core:
         idle, busy = busy_core_slowdown(a)
         print(f"busy core (C, 2 threads): {idle:.2f} s/step alone, {busy:.2f} s/step next to a "

@@ -17,7 +17,8 @@ the PyTorch eager script, TRL's GRPOTrainer), one process per side, case and thr
 
 Targets include the fp32 floor (issue 30): grpo's 1-thread step against the sum of its phases'
 floors (bench_grpo_step.phase_floors: decode reads at the streaming read, forward/backward
-FLOPs at sgemm, AdamW's traffic).
+FLOPs at sgemm, AdamW's traffic), and the bf16 floor of the bf16 case (the same with decode
+reading the bf16 weights and the products at bench_gemm's bf16 rate: bench_grpo_step.bf16_rate).
 
 Then the busy-core slowdown (grpo at 2 threads next to a spinning process against the same
 run alone) and the sgemm / streaming-read rooflines (build/bench/bench_dense, at the start and
@@ -250,7 +251,7 @@ def verdict(ok):
     return "met" if ok else "**NOT met**"
 
 
-def target_rows(allruns, busy_res, roof, quick):
+def target_rows(allruns, busy_res, roof, rate, quick):
     """The issue's targets, one row per case and thread count: (target, where, value, verdict)."""
     rows = []
     mm = [(k, t, r) for k, t, r in allruns if r["shape"] == "minimind"]
@@ -325,6 +326,19 @@ def target_rows(allruns, busy_res, roof, quick):
                          f"{q:.2f}× ({c1['cpu_median']:.2f} s against "
                          + " + ".join(f"{k} {v:.2f}" for k, v in fl.items())
                          + f" = {sum(fl.values()):.2f} s)", verdict(q <= 1.2)))
+    for key, title, r in allruns:
+        c1 = r["runs"].get(1, {}).get("c")
+        if r["shape"] == "minimind-bf16" and rate and done(c1):
+            a = c1["args"]
+            fl = g.phase_floors(a, c1, prompt_tokens(a.shape) + c1["completion_tokens"], *roof,
+                                bf16=rate)
+            q = c1["cpu_median"] / sum(fl.values())
+            rows.append(("the bf16 floor: step ≤ 1.2× the sum of its phases' bf16 floors (grpo, "
+                         "every pass bf16, 1 thread, CPU s; products at the bf16 rate, decode "
+                         "reading the bf16 weights)", key,
+                         f"{q:.2f}× ({c1['cpu_median']:.2f} s against "
+                         + " + ".join(f"{k} {v:.2f}" for k, v in fl.items())
+                         + f" = {sum(fl.values()):.2f} s)", verdict(q <= 1.2)))
     for key, (idle, hot) in busy_res.items():
         target = "busy core: 2-thread step next to a spinning process ≤ 2.5× alone (wall)"
         if hot is None:
@@ -387,7 +401,7 @@ def sh(cmd):
         return "?"
 
 
-def header(command, started, roofs, loads, quick):
+def header(command, started, roofs, rates, loads, quick):
     model = re.search(r"(?m)^Model name:\s*(.*)$", sh(["lscpu"]))
     versions = sh(["python3", "-c", "import torch, transformers, trl; print(f'PyTorch "
                    "{torch.__version__}, transformers {transformers.__version__}, TRL "
@@ -404,7 +418,10 @@ def header(command, started, roofs, loads, quick):
              f"RelWithDebInfo; {versions}.",
              f"- Rooflines (build/bench/bench_dense, 1 thread, CPU time), at the start / the "
              f"end: sgemm {s1:.1f} / {s2:.1f} GFLOP/s, streaming read {r1:.1f} / {r2:.1f} GB/s; "
-             f"the shares below use the higher of each.",
+             f"the shares below use the higher of each."
+             + (f" bf16 products (build/bench/bench_gemm with BENCH_GEMM_BF16=1: AMX where "
+                f"grpo uses it, one forward's layer and head products): {rates[0]:.1f} / "
+                f"{rates[1]:.1f} GFLOP/s, the bf16 floor at the higher." if all(rates) else ""),
              f"- **The machine's {os.cpu_count()} cores were shared with other jobs** (1-minute "
              f"load average {min(loads):.1f}–{max(loads):.1f} at the end of the runs, column "
              "`load`): wall times are disturbed, so the speed and memory ratios are on **CPU "
@@ -447,6 +464,7 @@ def main(argv, quick, a=None):
     os.makedirs(g.OUT, exist_ok=True)
     make_models(quick)
     roofs = [g.machine_rooflines()]
+    rates = [g.bf16_rate() if has_bf16_dot() else None]
     print(f"rooflines: sgemm {roofs[0][0]:.1f} GFLOP/s, stream read {roofs[0][1]:.1f} GB/s",
           flush=True)
     allruns, busy_res = [], {}
@@ -462,10 +480,11 @@ def main(argv, quick, a=None):
             busy_res[key] = (runs[2]["c"], busy(key, shape, new, steps, warmup))
     g.TIME_LIMIT[0] = None
     roofs.append(g.machine_rooflines())
+    rates.append(g.bf16_rate() if has_bf16_dot() else None)
     roof = (max(r[0] for r in roofs), max(r[1] for r in roofs))
     loads = [res["load"] for _, _, r in allruns for x in r["runs"].values() for res in x.values()
              if "load" in res] or [os.getloadavg()[0]]
-    lines = header(command, started, roofs, loads, quick)
+    lines = header(command, started, roofs, rates, loads, quick)
     for key, title, r in allruns:
         a = next(iter(r["runs"][1].values()))["args"]
         timed = (f"{a.steps - a.warmup} timed step(s) after {a.warmup} warm-up" if a.warmup
@@ -474,7 +493,8 @@ def main(argv, quick, a=None):
     lines += ["#### Targets (issues 14 and 30)", "", "| target | case | measured | |",
               "|---|---|---|---|"]
     lines += [f"| {t} | {w} | {v} | {ok} |" for t, w, v, ok in
-              target_rows(allruns, busy_res, roof, quick)]
+              target_rows(allruns, busy_res, roof, max(rates) if all(rates) else None,
+                          quick)]
     lines += [""] + [f"- {x}" for x in info_rows(allruns)]
     print("\n".join(lines))
     write_block(lines)
