@@ -47,6 +47,7 @@ BUDGET_S = {True: 20 * 60, False: 75 * 60}  # the runs (--quick or not), see lim
 DEADLINE = [None]  # time.monotonic() after which no program starts
 NAMES = {"c": "grpo (C)", "torch": "PyTorch eager", "trl": "TRL GRPOTrainer"}
 MM = "MiniMind2-small"
+QUIET_LOAD = 0.75  # load average per core at or under which the header calls the machine quiet
 
 
 def cases(quick):
@@ -422,12 +423,15 @@ def header(command, started, roofs, rates, loads, quick):
              + (f" bf16 products (build/bench/bench_gemm with BENCH_GEMM_BF16=1: AMX where "
                 f"grpo uses it, one forward's layer and head products): {rates[0]:.1f} / "
                 f"{rates[1]:.1f} GFLOP/s, the bf16 floor at the higher." if all(rates) else ""),
-             f"- **The machine's {os.cpu_count()} cores were shared with other jobs** (1-minute "
-             f"load average {min(loads):.1f}–{max(loads):.1f} at the end of the runs, column "
-             "`load`): wall times are disturbed, so the speed and memory ratios are on **CPU "
-             "seconds per step** (all threads of the process; a spinning OpenMP wait counts "
-             "too). The 2-thread speed-up and the busy-core slowdown can only be wall-time "
-             "ratios and carry that noise; `cores used` = CPU s / wall s.",
+             (f"- **The machine's {os.cpu_count()} cores were shared with other jobs** "
+              if max(loads) > QUIET_LOAD * os.cpu_count() else
+              f"- Quiet machine: nothing else ran beside the benchmark's own programs ")
+             + f"(1-minute load average {min(loads):.1f}–{max(loads):.1f} at the end of the "
+             "runs, column `load`; the busy-core check's spinner counts too). The speed and "
+             "memory ratios are on **CPU seconds per step** (all threads of the process; a "
+             "spinning OpenMP wait counts too). The 2-thread speed-up and the busy-core "
+             "slowdown can only be wall-time ratios and carry any noise; `cores used` = CPU s / "
+             "wall s.",
              "- At 2 threads on a loaded machine PyTorch and TRL (their OpenMP pool spins while "
              "it waits for a busy core) burn far more CPU time than at 1 thread: their 2-thread "
              "rows and ratios measure that cliff, not their kernels; the 1-thread rows compare "
