@@ -47,7 +47,7 @@ BUDGET_S = {True: 20 * 60, False: 75 * 60}  # the runs (--quick or not), see lim
 DEADLINE = [None]  # time.monotonic() after which no program starts
 NAMES = {"c": "grpo (C)", "torch": "PyTorch eager", "trl": "TRL GRPOTrainer"}
 MM = "MiniMind2-small"
-QUIET_LOAD = 0.75  # load average per core at or under which the header calls the machine quiet
+QUIET_LOAD = 0.75  # load per core beyond a run's own threads at or under which it counts as quiet
 
 
 def cases(quick):
@@ -403,6 +403,10 @@ def sh(cmd):
 
 
 def header(command, started, roofs, rates, loads, quick):
+    """loads: (1-minute load average at the end of a run, that run's threads) for each run;
+    the machine counts as quiet when no run ended with more than QUIET_LOAD per core beyond its
+    own threads."""
+    others = max(load - threads for load, threads in loads)
     model = re.search(r"(?m)^Model name:\s*(.*)$", sh(["lscpu"]))
     versions = sh(["python3", "-c", "import torch, transformers, trl; print(f'PyTorch "
                    "{torch.__version__}, transformers {transformers.__version__}, TRL "
@@ -424,10 +428,13 @@ def header(command, started, roofs, rates, loads, quick):
                 f"grpo uses it, one forward's layer and head products): {rates[0]:.1f} / "
                 f"{rates[1]:.1f} GFLOP/s, the bf16 floor at the higher." if all(rates) else ""),
              (f"- **The machine's {os.cpu_count()} cores were shared with other jobs** "
-              if max(loads) > QUIET_LOAD * os.cpu_count() else
+              if others > QUIET_LOAD * os.cpu_count() else
               f"- Quiet machine: nothing else ran beside the benchmark's own programs ")
-             + f"(1-minute load average {min(loads):.1f}–{max(loads):.1f} at the end of the "
-             "runs, column `load`; the busy-core check's spinner counts too). The speed and "
+             + f"(1-minute load average {min(l for l, _ in loads):.1f}–"
+             f"{max(l for l, _ in loads):.1f} at the end of the runs, column `load`, which "
+             f"counts the run's own threads; beyond them at most {max(others, 0):.1f}, the "
+             "average lagging after the 2-thread runs and the busy-core check's spinner). The "
+             "speed and "
              "memory ratios are on **CPU seconds per step** (all threads of the process; a "
              "spinning OpenMP wait counts too). The 2-thread speed-up and the busy-core "
              "slowdown can only be wall-time ratios and carry any noise; `cores used` = CPU s / "
@@ -486,8 +493,9 @@ def main(argv, quick, a=None):
     roofs.append(g.machine_rooflines())
     rates.append(g.bf16_rate() if has_bf16_dot() else None)
     roof = (max(r[0] for r in roofs), max(r[1] for r in roofs))
-    loads = [res["load"] for _, _, r in allruns for x in r["runs"].values() for res in x.values()
-             if "load" in res] or [os.getloadavg()[0]]
+    loads = [(res["load"], res["args"].threads) for _, _, r in allruns
+             for x in r["runs"].values() for res in x.values() if "load" in res] \
+        or [(os.getloadavg()[0], 0)]
     lines = header(command, started, roofs, rates, loads, quick)
     for key, title, r in allruns:
         a = next(iter(r["runs"][1].values()))["args"]
