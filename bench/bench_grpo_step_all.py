@@ -47,6 +47,11 @@ BUDGET_S = {True: 20 * 60, False: 75 * 60}  # the runs (--quick or not), see lim
 DEADLINE = [None]  # time.monotonic() after which no program starts
 NAMES = {"c": "grpo (C)", "torch": "PyTorch eager", "trl": "TRL GRPOTrainer"}
 MM = "MiniMind2-small"
+FLOOR_TARGET = {False: "the fp32 floor: step ≤ 1.2× the sum of its phases' floors (grpo, 1 "
+                       "thread, CPU s)",
+                True: "the bf16 floor: step ≤ 1.2× the sum of its phases' bf16 floors (grpo, "
+                      "every pass bf16, 1 thread, CPU s; products at the bf16 rate, decode "
+                      "reading the bf16 weights)"}
 QUIET_LOAD = 0.75  # load per core beyond a run's own threads at or under which it counts as quiet
 
 
@@ -317,30 +322,14 @@ def target_rows(allruns, busy_res, roof, rate, quick):
             rows.append(("peak RSS ≤ 0.5× TRL + peft", where,
                          f"{m:.2f}× ({c['rss_mib']:.0f} / {o['rss_mib']:.0f} MiB)",
                          verdict(m <= 0.5)))
-    for key, title, r in mm:
-        c1 = r["runs"].get(1, {}).get("c")
-        if done(c1):
-            a = c1["args"]
-            fl = g.phase_floors(a, c1, prompt_tokens(a.shape) + c1["completion_tokens"], *roof)
-            q = c1["cpu_median"] / sum(fl.values())
-            rows.append(("the fp32 floor: step ≤ 1.2× the sum of its phases' floors (grpo, 1 "
-                         "thread, CPU s)", key,
-                         f"{q:.2f}× ({c1['cpu_median']:.2f} s against "
-                         + " + ".join(f"{k} {v:.2f}" for k, v in fl.items())
-                         + f" = {sum(fl.values()):.2f} s)", verdict(q <= 1.2)))
-    for key, title, r in allruns:
-        c1 = r["runs"].get(1, {}).get("c")
-        if r["shape"] == "minimind-bf16" and rate and done(c1):
-            a = c1["args"]
-            fl = g.phase_floors(a, c1, prompt_tokens(a.shape) + c1["completion_tokens"], *roof,
-                                bf16=rate)
-            q = c1["cpu_median"] / sum(fl.values())
-            rows.append(("the bf16 floor: step ≤ 1.2× the sum of its phases' bf16 floors (grpo, "
-                         "every pass bf16, 1 thread, CPU s; products at the bf16 rate, decode "
-                         "reading the bf16 weights)", key,
-                         f"{q:.2f}× ({c1['cpu_median']:.2f} s against "
-                         + " + ".join(f"{k} {v:.2f}" for k, v in fl.items())
-                         + f" = {sum(fl.values()):.2f} s)", verdict(q <= 1.2)))
+    for key, title, r in allruns:  # the fp32 floor (fp32 cases), the bf16 floor (bf16 case)
+        c1, bf16 = r["runs"].get(1, {}).get("c"), r["shape"] == "minimind-bf16"
+        if r["shape"] not in ("minimind", "minimind-bf16") or not done(c1) or bf16 and not rate:
+            continue
+        a = c1["args"]
+        q, text = g.against_floor(a, c1, prompt_tokens(a.shape) + c1["completion_tokens"], *roof,
+                                  bf16=rate if bf16 else None)
+        rows.append((FLOOR_TARGET[bf16], key, f"{q:.2f}× ({text})", verdict(q <= 1.2)))
     for key, (idle, hot) in busy_res.items():
         target = "busy core: 2-thread step next to a spinning process ≤ 2.5× alone (wall)"
         if hot is None:
@@ -403,10 +392,11 @@ def sh(cmd):
         return "?"
 
 
-def header(command, started, roofs, rates, loads, quick):
+def header(command, started, roofs, rates, loads, around, quick):
     """loads: (1-minute load average at the end of a run, that run's threads) for each run;
     the machine counts as quiet when no run ended with more than QUIET_LOAD per core beyond its
-    own threads."""
+    own threads. around: the 1-minute load average before the command's first program and
+    after its last."""
     others = max(load - threads for load, threads in loads)
     model = re.search(r"(?m)^Model name:\s*(.*)$", sh(["lscpu"]))
     versions = sh(["python3", "-c", "import torch, transformers, trl; print(f'PyTorch "
@@ -434,7 +424,8 @@ def header(command, started, roofs, rates, loads, quick):
              + f"(1-minute load average {min(l for l, _ in loads):.1f}–"
              f"{max(l for l, _ in loads):.1f} at the end of the runs, column `load`, which "
              f"counts the run's own threads; beyond them at most {max(others, 0):.1f}, the "
-             "average lagging after the 2-thread runs and the busy-core check's spinner). The "
+             "average lagging after the 2-thread runs and the busy-core check's spinner; "
+             f"{around[0]:.2f} before the first program, {around[1]:.2f} after the last). The "
              "speed and "
              "memory ratios are on **CPU seconds per step** (all threads of the process; a "
              "spinning OpenMP wait counts too). The 2-thread speed-up and the busy-core "
@@ -472,6 +463,7 @@ def write_block(lines):
 
 def main(argv, quick, a=None):
     started = datetime.datetime.now(datetime.timezone.utc)
+    load_before = os.getloadavg()[0]
     command = " ".join(["python3", "bench/bench_grpo_step.py"] + argv)
     os.makedirs(g.OUT, exist_ok=True)
     make_models(quick)
@@ -497,7 +489,8 @@ def main(argv, quick, a=None):
     loads = [(res["load"], res["args"].threads) for _, _, r in allruns
              for x in r["runs"].values() for res in x.values() if "load" in res] \
         or [(os.getloadavg()[0], 0)]
-    lines = header(command, started, roofs, rates, loads, quick)
+    lines = header(command, started, roofs, rates, loads, (load_before, os.getloadavg()[0]),
+                   quick)
     for key, title, r in allruns:
         a = next(iter(r["runs"][1].values()))["args"]
         timed = (f"{a.steps - a.warmup} timed step(s) after {a.warmup} warm-up" if a.warmup

@@ -56,6 +56,8 @@ def exec_reply(body):
 
 
 class Handler(BaseHTTPRequestHandler):
+    counted = False  # this request is in state["inflight"] (leave() takes it out once)
+
     def log_message(self, *args):
         pass
 
