@@ -9,6 +9,9 @@
  * gap, as a model pack lays them out per layer); blocks a row never reads have no page (-1),
  * and every float of the pool outside the rows' slots is NaN (a read there would show). Done
  * for HD 64 (the unrolled chunk loop) and HD 24 (a partial last chunk), GQA and plain heads.
+ * With 8 query heads on a kv head, attend.c transposes each key tile once for the 8 (HD 64):
+ * each head must then have the bits it has decoded alone (one head on one kv head: the lane
+ * dots and their shuffle reduction), paged tiles across two pages included.
  */
 #include <check.h>
 #include <math.h>
@@ -23,6 +26,32 @@ static const int32_t pad[R] = {0, 3, 16, 21, 37}, len[R] = {90, 40, 17, 22, 75};
 static float frand(uint32_t *s) {
     *s = *s * 1103515245u + 12345u;
     return (float)((*s >> 8) & 0xffff) / 32768.0f - 1.0f;
+}
+
+/* Each query head h of a (R rows, NH heads of HD) decoded alone against its kv head's cache
+ * (one head on one kv head) must give a's bits for that head. */
+static void check_heads_alone(grpo_ops *ops, const float *a, const float *q, const float *kc,
+                              const float *vc, const int32_t *cm, int32_t NH, int32_t NKV,
+                              int32_t HD) {
+    const int32_t rep = NH / NKV;
+    float *k1 = malloc((size_t)R * S * HD * 4), *v1 = malloc((size_t)R * S * HD * 4);
+    float *q1 = malloc((size_t)R * HD * 4), *o1 = malloc((size_t)R * HD * 4);
+    for (int32_t h = 0; h < NH; h++) {
+        const int32_t g = h / rep;
+        for (size_t rs = 0; rs < (size_t)R * S; rs++) {
+            memcpy(k1 + rs * HD, kc + (rs * NKV + g) * HD, (size_t)HD * 4);
+            memcpy(v1 + rs * HD, vc + (rs * NKV + g) * HD, (size_t)HD * 4);
+        }
+        for (int32_t r = 0; r < R; r++)
+            memcpy(q1 + (size_t)r * HD, q + ((size_t)r * NH + h) * HD, (size_t)HD * 4);
+        ops->attention_decode(ops->ctx, o1, q1, k1, v1, cm, len, R, S, 1, 1, HD);
+        for (int32_t r = 0; r < R; r++)
+            ck_assert_msg(memcmp(o1 + (size_t)r * HD, a + ((size_t)r * NH + h) * HD,
+                                 (size_t)HD * 4) == 0,
+                          "row %d head %d of %d on %d kv heads, HD %d: alone, other bits", r, h,
+                          NH, NKV, HD);
+    }
+    free(k1), free(v1), free(q1), free(o1);
 }
 
 /* One case: NH query heads on NKV kv heads of HD. */
@@ -63,6 +92,7 @@ static void paged_case(grpo_ops *ops, int32_t NH, int32_t NKV, int32_t HD) {
     ops->attention_decode_paged(ops->ctx, b, q, pool, pool + pagef, (int64_t)pstride, table,
                                 NBLK, PG, cm, len, R, S, NH, NKV, HD);
     for (size_t i = 0; i < (size_t)R * NH * HD; i++) ck_assert(!isnan(a[i]));
+    if (NH / NKV >= 8) check_heads_alone(ops, a, q, kc, vc, cm, NH, NKV, HD);
     for (int32_t r = 0; r < R; r++)
         ck_assert_msg(memcmp(a + (size_t)r * NH * HD, b + (size_t)r * NH * HD,
                              (size_t)NH * HD * 4) == 0,
@@ -79,6 +109,7 @@ START_TEST(paged_decode_has_the_unpaged_bits) {
         ck_assert_msg(ops != NULL, "cpu backend: %s", err.message);
         ck_assert(grpo_ops_supports(ops, attention_decode_paged));
         paged_case(ops, 4, 2, 64);
+        paged_case(ops, 16, 2, 64);
         paged_case(ops, 2, 2, 24);
         paged_case(ops, 8, 1, 16);
         grpo_backend_close(ops);

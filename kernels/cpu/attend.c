@@ -22,6 +22,14 @@
  * by key; both make the same products and sums).
  * A product and the sum it enters are one FMA where the ISA clone has it (the same function
  * makes a sum for the training forward and for decode, so they round alike).
+ *
+ * Speed without a change of bits: the scores are taken tile by tile, every query on a tile of
+ * 16 keys while it is in L1 (dots_tile). With HD 64 and 8 or more queries on a tile (the
+ * training forward, a decode of 8+ query heads per kv head) the tile is transposed once, one
+ * float of all 16 keys per vector, and tree16 is taken vector-wide (tree_dots): the lanes' sums
+ * and the tree are the same, the shuffles of reduce16 are gone. Fewer queries (decode) take the
+ * lane dots key by key with the shuffle reduction. The values pass reads each value row once
+ * for four queries (values_rows4, HD 64), row runs found once per page or prefix.
  */
 #include <math.h>
 #include <string.h>
@@ -31,6 +39,7 @@
 
 #define ATT_LANES 16 /* the lanes of every dot product and sum */
 #define ATT_QP 8     /* queries per pass over the values (one vector register each) */
+#define ATT_TRANSPOSE_MIN 8 /* queries on a key tile from which it is transposed (HD 64) */
 
 /* Own key j's row in a paged sequence (K->pt): base is K->k or K->v. */
 static inline const float *att_paged(const cpu_att_keys *K, const float *base, int32_t j) {
@@ -131,6 +140,23 @@ __attribute__((always_inline)) static inline void lane_dots2(att_v16 *P, const f
                                                               const float *k0, const float *k1,
                                                               int32_t split, size_t ks,
                                                               int32_t HD, const int32_t nch) {
+    if (nch == 4 && HD == 4 * ATT_LANES) { /* key by key, its four chunks in order */
+        att_v16 q0, q1, q2, q3;
+        memcpy(&q0, qp, sizeof q0), memcpy(&q1, qp + 16, sizeof q1);
+        memcpy(&q2, qp + 32, sizeof q2), memcpy(&q3, qp + 48, sizeof q3);
+        const float *kr = k0;
+#pragma GCC unroll 16
+        for (int32_t i = 0; i < ATT_LANES; i++, kr += ks) {
+            if (i == split) kr = k1;
+            att_v16 a = {0}, k;
+            memcpy(&k, kr, sizeof k), a += q0 * k;
+            memcpy(&k, kr + 16, sizeof k), a += q1 * k;
+            memcpy(&k, kr + 32, sizeof k), a += q2 * k;
+            memcpy(&k, kr + 48, sizeof k), a += q3 * k;
+            P[i] = a;
+        }
+        return;
+    }
 #pragma GCC unroll 16
     for (int32_t i = 0; i < ATT_LANES; i++) P[i] = (att_v16){0};
     for (int32_t c = 0; c < nch; c++) {
@@ -165,52 +191,128 @@ __attribute__((always_inline)) static inline void lane_dots_rows(att_v16 *P, con
     }
 }
 
-/* s[0..15] = scale * dot(q, key j0 + i) for 16 keys; qp: q zero-padded to whole chunks. */
-CPU_VECTOR_CLONES ATT_CONTRACT
-static void dots16(float *s, const float *qp, const cpu_att_keys *K, int32_t j0, int32_t HD,
-                   float scale) {
-    att_v16 P[ATT_LANES];
-    const int32_t j1 = j0 + ATT_LANES, nch = (HD + ATT_LANES - 1) / ATT_LANES;
-    const float *k0 = NULL, *k1 = NULL, *kr[ATT_LANES];
-    int32_t split = 0;
+/* The rows of one tile's 16 keys j0 .. j0+15: one run of rows from *k0 (*k1 NULL), two runs
+ * split at *split (a paged tile across two pages), or kr[i] key by key (*k0 NULL: a tile across
+ * the prefix's end or past the last key). */
+__attribute__((always_inline)) static inline void tile_rows(const cpu_att_keys *K, int32_t j0,
+                                                             const float **k0, const float **k1,
+                                                             int32_t *split, const float **kr) {
+    const int32_t j1 = j0 + ATT_LANES;
+    *k0 = NULL, *k1 = NULL, *split = 0;
     if (K->pt) { /* paged: a tile within one page is contiguous, one across two is two runs */
         if (j1 <= K->n && att_one_page(K, j0, j1)) {
-            k0 = att_paged(K, K->k, j0);
-        } else if (j1 <= K->n) {
-            split = K->pg - att_page_pos(K, j0);
-            k1 = att_paged(K, K->k, j0 + split), k0 = att_paged(K, K->k, j0);
-        } else {
-            for (int32_t i = 0; i < ATT_LANES; i++) kr[i] = att_key(K, j0 + i);
+            *k0 = att_paged(K, K->k, j0);
+            return;
+        }
+        if (j1 <= K->n) {
+            *split = K->pg - att_page_pos(K, j0);
+            *k1 = att_paged(K, K->k, j0 + *split), *k0 = att_paged(K, K->k, j0);
+            return;
         }
     } else if (j1 <= K->np) { /* the whole tile in the prefix, or in the row's own keys */
-        k0 = K->pk + (size_t)j0 * K->ks;
+        *k0 = K->pk + (size_t)j0 * K->ks;
+        return;
     } else if (j0 >= K->np && j1 <= K->n) {
-        k0 = K->k + (size_t)(j0 - K->np) * K->ks;
-    } else { /* across the two, or past the last key */
-        for (int32_t i = 0; i < ATT_LANES; i++) kr[i] = att_key(K, j0 + i);
+        *k0 = K->k + (size_t)(j0 - K->np) * K->ks;
+        return;
     }
-    if (k1 && nch == 4) /* a paged tile across two pages */
-        lane_dots2(P, qp, k0, k1, split, (size_t)K->ks, HD, 4);
-    else if (k1)
-        lane_dots2(P, qp, k0, k1, split, (size_t)K->ks, HD, nch);
-    else if (k0 && nch == 4) /* HD 64: the chunk loop with a constant count */
-        lane_dots(P, qp, k0, (size_t)K->ks, HD, 4);
-    else if (k0)
-        lane_dots(P, qp, k0, (size_t)K->ks, HD, nch);
-    else
-        lane_dots_rows(P, qp, kr, HD);
-    att_v16 r = reduce16(P) * scale;
-    memcpy(s, &r, sizeof r);
+    for (int32_t i = 0; i < ATT_LANES; i++) kr[i] = att_key(K, j0 + i); /* across, or past */
+}
+
+/* The tile's keys transposed for HD 64: Kt[d * 16 + i] = float d of key i, so that one vector
+ * holds one float of all 16 keys. */
+__attribute__((always_inline)) static inline void tile_transpose(float *Kt, const float *k0,
+                                                                  const float *k1, int32_t split,
+                                                                  const float *const *kr,
+                                                                  size_t ks) {
+    for (int32_t i = 0; i < ATT_LANES; i++) {
+        const float *row = !k0 ? kr[i] : i < split ? k0 + i * ks : k1 + (i - split) * ks;
+        for (int32_t d = 0; d < 4 * ATT_LANES; d++) Kt[d * ATT_LANES + i] = row[d];
+    }
+}
+
+__attribute__((always_inline)) static inline att_v16 kt_row(const float *Kt, int32_t d) {
+    att_v16 v;
+    memcpy(&v, Kt + (size_t)d * ATT_LANES, sizeof v);
+    return v;
+}
+
+/* Lane sum l of q against the 16 keys of Kt, one key per vector lane: q[l + 16c] k[l + 16c]
+ * over c = 0..3 in order, as lane_dots makes lane l of each key. */
+__attribute__((always_inline)) static inline att_v16 leaf_dots(const float *Kt, const float *q,
+                                                               int32_t l) {
+    att_v16 a = {0};
+    a += q[l] * kt_row(Kt, l);
+    a += q[l + 16] * kt_row(Kt, l + 16);
+    a += q[l + 32] * kt_row(Kt, l + 32);
+    a += q[l + 48] * kt_row(Kt, l + 48);
+    return a;
+}
+
+/* The 16 keys' dots with q (HD 64) from the transposed tile: tree16 over the lane sums, taken
+ * vector-wide, so the same bits as reduce16 of lane_dots without a shuffle. */
+__attribute__((always_inline)) static inline att_v16 tree_dots(const float *Kt, const float *q) {
+#define ATT_H(l) (leaf_dots(Kt, q, l) + leaf_dots(Kt, q, (l) + 8))
+    att_v16 e0 = (ATT_H(0) + ATT_H(4)) + (ATT_H(2) + ATT_H(6));
+    att_v16 e1 = (ATT_H(1) + ATT_H(5)) + (ATT_H(3) + ATT_H(7));
+#undef ATT_H
+    return e0 + e1;
+}
+
+/* sc[i * ld + j0 .. +15] = scale * dot(q_i, key j0 + l) for the 16 keys of the tile at j0 and
+ * every query i < nq with nvalid[i] > j0; qp: the queries zero-padded to whole chunks (nch * 16
+ * floats each). The tile's keys stay in L1 while every query passes over them. */
+CPU_VECTOR_CLONES ATT_CONTRACT
+static void dots_tile(float *sc, int32_t ld, const float *qp, const int32_t *nvalid, int32_t nq,
+                      const cpu_att_keys *K, int32_t j0, int32_t HD, float scale) {
+    att_v16 P[ATT_LANES];
+    const int32_t nch = (HD + ATT_LANES - 1) / ATT_LANES;
+    const float *k0, *k1, *kr[ATT_LANES];
+    int32_t split;
+    const size_t ks = (size_t)K->ks;
+    tile_rows(K, j0, &k0, &k1, &split, kr);
+    int32_t nlive = 0;
+    for (int32_t i = 0; i < nq; i++) nlive += nvalid[i] > j0;
+    if (HD == 4 * ATT_LANES && nlive >= ATT_TRANSPOSE_MIN) { /* transpose once, no shuffles */
+        float Kt[4 * ATT_LANES * ATT_LANES] __attribute__((aligned(64)));
+        tile_transpose(Kt, k0, k1, k1 ? split : ATT_LANES, kr, ks);
+        for (int32_t i = 0; i < nq; i++) {
+            if (nvalid[i] <= j0) continue;
+            att_v16 r = tree_dots(Kt, qp + (size_t)i * 4 * ATT_LANES) * scale;
+            memcpy(sc + (size_t)i * ld + j0, &r, sizeof r);
+        }
+        return;
+    }
+    for (int32_t i = 0; i < nq; i++) {
+        if (nvalid[i] <= j0) continue;
+        const float *q = qp + (size_t)i * nch * ATT_LANES;
+        if (k1 && nch == 4) /* a paged tile across two pages */
+            lane_dots2(P, q, k0, k1, split, ks, HD, 4);
+        else if (k1)
+            lane_dots2(P, q, k0, k1, split, ks, HD, nch);
+        else if (k0 && nch == 4) /* HD 64: the chunk loop with a constant count */
+            lane_dots(P, q, k0, ks, HD, 4);
+        else if (k0)
+            lane_dots(P, q, k0, ks, HD, nch);
+        else
+            lane_dots_rows(P, q, kr, HD);
+        att_v16 r = reduce16(P) * scale;
+        memcpy(sc + (size_t)i * ld + j0, &r, sizeof r);
+    }
 }
 #else
 /* The same sums with plain loops: each lane, and tree16, in the order above. */
-static void dots16(float *s, const float *qp, const cpu_att_keys *K, int32_t j0, int32_t HD,
-                   float scale) {
-    for (int32_t i = 0; i < ATT_LANES; i++) {
-        const float *k = att_key(K, j0 + i);
-        float P[ATT_LANES] = {0};
-        for (int32_t d = 0; d < HD; d++) P[d % ATT_LANES] += qp[d] * k[d];
-        s[i] = tree16(P) * scale;
+static void dots_tile(float *sc, int32_t ld, const float *qp, const int32_t *nvalid, int32_t nq,
+                      const cpu_att_keys *K, int32_t j0, int32_t HD, float scale) {
+    const int32_t hp = (HD + ATT_LANES - 1) / ATT_LANES * ATT_LANES;
+    for (int32_t i = 0; i < nq; i++) {
+        if (nvalid[i] <= j0) continue;
+        for (int32_t l = 0; l < ATT_LANES; l++) {
+            const float *k = att_key(K, j0 + l), *q = qp + (size_t)i * hp;
+            float P[ATT_LANES] = {0};
+            for (int32_t d = 0; d < HD; d++) P[d % ATT_LANES] += q[d] * k[d];
+            sc[(size_t)i * ld + j0 + l] = tree16(P) * scale;
+        }
     }
 }
 #endif
@@ -232,8 +334,18 @@ static void softmax_lanes(float *p, float *lse, float *inv, const int32_t *km, i
         p[j] = km[j] ? e : 0.0f;
     }
     for (int32_t j = nvalid; j < n16; j++) p[j] = 0.0f;
+#if defined(__GNUC__) && !defined(__clang__)
+    att_v16 acc = {0}; /* lane l's sum in a register, not stored back per tile */
+    for (int32_t j0 = 0; j0 < n16; j0 += ATT_LANES) {
+        att_v16 x;
+        memcpy(&x, p + j0, sizeof x);
+        acc += x;
+    }
+    memcpy(lane, &acc, sizeof acc);
+#else
     for (int32_t j0 = 0; j0 < n16; j0 += ATT_LANES)
         for (int32_t l = 0; l < ATT_LANES; l++) lane[l] += p[j0 + l];
+#endif
     float sum = tree16(lane);
     *lse = mx + logf(sum);
     *inv = 1.0f / sum;
@@ -260,10 +372,59 @@ __attribute__((always_inline)) static inline void values_chunk(float *acc,
         memcpy(acc + (size_t)i * HD + (size_t)ATT_LANES * c, &A[i], (size_t)n * sizeof(float));
 }
 
+/* The rows of values j .. j + *len - 1 lie ks apart from the one returned (a run within the
+ * prefix, the own keys or one page). */
+static inline const float *value_run(const cpu_att_keys *K, int32_t j, int32_t jn, int32_t *len) {
+    int32_t end = jn;
+    if (K->pt)
+        end = j + K->pg - att_page_pos(K, j);
+    else if (j < K->np)
+        end = K->np;
+    *len = (end < jn ? end : jn) - j;
+    return att_value(K, j);
+}
+
+/* HD 64, four queries: acc[i] = sum over j < jn, ascending, of p[i][j] * v_j, each value row
+ * read once for the four (16 accumulators in registers: named, as GCC keeps an array of vectors
+ * in memory). The sums of values_chunk. */
+__attribute__((always_inline)) static inline void values_rows4(float *acc, const float *const *p,
+                                                                const cpu_att_keys *K,
+                                                                int32_t jn) {
+    att_v16 a00 = {0}, a01 = {0}, a02 = {0}, a03 = {0}, a10 = {0}, a11 = {0}, a12 = {0},
+            a13 = {0}, a20 = {0}, a21 = {0}, a22 = {0}, a23 = {0}, a30 = {0}, a31 = {0},
+            a32 = {0}, a33 = {0};
+    const float *p0 = p[0], *p1 = p[1], *p2 = p[2], *p3 = p[3];
+    for (int32_t j = 0, len; j < jn; j += len) {
+        const float *v = value_run(K, j, jn, &len);
+        for (int32_t r = j; r < j + len; r++, v += K->ks) {
+            att_v16 v0, v1, v2, v3;
+            memcpy(&v0, v, sizeof v0), memcpy(&v1, v + 16, sizeof v1);
+            memcpy(&v2, v + 32, sizeof v2), memcpy(&v3, v + 48, sizeof v3);
+            a00 += p0[r] * v0, a01 += p0[r] * v1, a02 += p0[r] * v2, a03 += p0[r] * v3;
+            a10 += p1[r] * v0, a11 += p1[r] * v1, a12 += p1[r] * v2, a13 += p1[r] * v3;
+            a20 += p2[r] * v0, a21 += p2[r] * v1, a22 += p2[r] * v2, a23 += p2[r] * v3;
+            a30 += p3[r] * v0, a31 += p3[r] * v1, a32 += p3[r] * v2, a33 += p3[r] * v3;
+        }
+    }
+    const att_v16 out[16] = {a00, a01, a02, a03, a10, a11, a12, a13,
+                             a20, a21, a22, a23, a30, a31, a32, a33};
+    memcpy(acc, out, sizeof out);
+}
+
 /* acc[i] (HD) = sum over j < jn, ascending, of p[i][j] * v_j, for m <= ATT_QP queries. */
 CPU_VECTOR_CLONES ATT_CONTRACT
 static void values_pass(float *acc, const float *const *p, int32_t m, const cpu_att_keys *K,
                         int32_t jn, int32_t HD) {
+    if (HD == 4 * ATT_LANES) { /* four queries at a time, every chunk of a row at once */
+        for (int32_t i = 0; i < m; i += 4) {
+            float part[4 * 64] __attribute__((aligned(64)));
+            const float *p4[4];
+            for (int32_t t = 0; t < 4; t++) p4[t] = p[i + t < m ? i + t : i]; /* m - i < 4: */
+            values_rows4(i + 4 <= m ? acc + (size_t)i * 64 : part, p4, K, jn); /* spare rows */
+            if (i + 4 > m) memcpy(acc + (size_t)i * 64, part, (size_t)(m - i) * 64 * sizeof(float));
+        }
+        return;
+    }
     for (int32_t c = 0; c < (HD + ATT_LANES - 1) / ATT_LANES; c++) switch (m) {
         case 1: values_chunk(acc, p, K, jn, HD, c, 1); break;
         case 2: values_chunk(acc, p, K, jn, HD, c, 2); break;
@@ -291,8 +452,8 @@ static void values_pass(float *acc, const float *const *p, int32_t m, const cpu_
 static int32_t round16(int32_t n) { return (n + ATT_LANES - 1) / ATT_LANES * ATT_LANES; }
 
 uint64_t cpu_attend_scratch(int32_t nq, int32_t nkeys, int32_t HD) {
-    /* scores (nq, ld), the padded query, the value accumulators, 1/sum */
-    return (uint64_t)nq * round16(nkeys) + (uint64_t)round16(HD) + (uint64_t)ATT_QP * HD +
+    /* scores (nq, ld), the padded queries, the value accumulators, 1/sum */
+    return (uint64_t)nq * round16(nkeys) + (uint64_t)nq * round16(HD) + (uint64_t)ATT_QP * HD +
            (uint64_t)nq;
 }
 
@@ -300,22 +461,25 @@ void cpu_attend(float *out, int32_t os, float *lse, const float *q, int32_t qs,
                 const cpu_att_keys *K, const int32_t *nvalid, int32_t nq, int32_t HD,
                 float *work) {
     const float scale = 1.0f / sqrtf((float)HD);
+    const int32_t hp = round16(HD);
     int32_t nmax = 0;
     for (int32_t i = 0; i < nq; i++) nmax = nvalid[i] > nmax ? nvalid[i] : nmax;
     const int32_t ld = round16(K->n), n16 = round16(nmax);
-    float *sc = work, *qp = sc + (size_t)nq * ld, *acc = qp + round16(HD), *inv = acc + ATT_QP * HD;
-    memset(qp, 0, (size_t)round16(HD) * sizeof(float));
+    float *sc = work, *qp = sc + (size_t)nq * ld, *acc = qp + (size_t)nq * hp;
+    float *inv = acc + ATT_QP * HD;
+    for (int32_t i = 0; i < nq; i++) { /* (nq, hp): each query zero-padded to whole chunks */
+        memcpy(qp + (size_t)i * hp, q + (size_t)i * qs, (size_t)HD * sizeof(float));
+        memset(qp + (size_t)i * hp + HD, 0, (size_t)(hp - HD) * sizeof(float));
+    }
+    for (int32_t j0 = 0; j0 < nmax; j0 += ATT_LANES) /* tile by tile, every query on each */
+        dots_tile(sc, ld, qp, nvalid, nq, K, j0, HD, scale);
     for (int32_t i = 0; i < nq; i++) {
         float *row = sc + (size_t)i * ld, li = 0.0f;
         inv[i] = 0.0f;
-        if (nvalid[i] > 0) {
-            memcpy(qp, q + (size_t)i * qs, (size_t)HD * sizeof(float));
-            for (int32_t j0 = 0; j0 < nvalid[i]; j0 += ATT_LANES)
-                dots16(row + j0, qp, K, j0, HD, scale);
+        if (nvalid[i] > 0)
             softmax_lanes(row, &li, &inv[i], K->km, nvalid[i], n16);
-        } else {
+        else
             memset(row, 0, (size_t)n16 * sizeof(float));
-        }
         if (lse) lse[i] = li;
     }
     for (int32_t i0 = 0; i0 < nq; i0 += ATT_QP) {
