@@ -33,12 +33,28 @@ static void top_k_filter(float *logits, int32_t V, int32_t k, float *tmp /* V */
         if (logits[i] < threshold) logits[i] = -INFINITY;
 }
 
+/* The softmax's parts: e (V) = exp(logits - mx) in double, mx the max logit, sum their sum in
+ * order; the one pass of exps that softmax, pick and log_prob share. */
+typedef struct exp_sum {
+    float mx;
+    double sum;
+} exp_sum;
+
+static exp_sum exps(const float *logits, int32_t V, double *e) {
+    exp_sum r = {-INFINITY, 0.0};
+    for (int32_t i = 0; i < V; i++) r.mx = logits[i] > r.mx ? logits[i] : r.mx;
+    for (int32_t i = 0; i < V; i++) r.sum += e[i] = exp((double)logits[i] - r.mx);
+    return r;
+}
+
+/* log softmax(logits)[t] from its exp_sum. */
+static float log_prob_of(const float *logits, exp_sum es, int32_t t) {
+    return (float)((double)logits[t] - es.mx - log(es.sum));
+}
+
 /* softmax(logits) into probs (V), in double for the sums; returns the max probability. */
 static double softmax(const float *logits, int32_t V, double *probs) {
-    float mx = -INFINITY;
-    for (int32_t i = 0; i < V; i++) mx = logits[i] > mx ? logits[i] : mx;
-    double sum = 0.0, pmax = 0.0;
-    for (int32_t i = 0; i < V; i++) sum += probs[i] = exp((double)logits[i] - mx);
+    double sum = exps(logits, V, probs).sum, pmax = 0.0;
     for (int32_t i = 0; i < V; i++) {
         probs[i] /= sum;
         pmax = probs[i] > pmax ? probs[i] : pmax;
@@ -92,41 +108,43 @@ void grpo_logits_process(const grpo_sampling *p, float *logits, int32_t V, const
     min_p_filter(logits, V, p->min_p, probs);
 }
 
-/* The token of processed logits: argmax when greedy, else the inverse-CDF draw of u. */
+/* The token of processed logits: argmax when greedy, else the inverse-CDF draw of u over the
+ * softmax (each probability divided as it is reached). *logp (if logp): its log-prob, from the
+ * same exps. */
 static int32_t pick(const grpo_sampling *p, const float *logits, int32_t V, float u,
-                    double *probs /* V */) {
+                    double *probs /* V */, float *logp) {
     if (grpo_sampling_greedy(p)) {
         int32_t best = 0;
         for (int32_t i = 1; i < V; i++)
             if (logits[i] > logits[best]) best = i;
+        if (logp) *logp = log_prob_of(logits, exps(logits, V, probs), best);
         return best;
     }
-    softmax(logits, V, probs);
+    exp_sum es = exps(logits, V, probs);
     double cum = 0.0;
     int32_t last = 0;
     for (int32_t i = 0; i < V; i++) {
-        if (probs[i] <= 0.0) continue;
+        double pi = probs[i] / es.sum;
+        if (pi <= 0.0) continue;
         last = i;
-        cum += probs[i];
-        if (cum > u) return i;
+        cum += pi;
+        if (cum > u) break;
     }
-    return last; /* rounding left cum just below u: the last possible token */
+    /* at the end without a break: rounding left cum just below u, the last possible token */
+    if (logp) *logp = log_prob_of(logits, es, last);
+    return last;
 }
 
 int32_t grpo_sample_token(const grpo_sampling *p, float *logits, int32_t V, const int32_t *prev,
                           int32_t n_prev, grpo_rng *rng, void *scratch) {
     grpo_logits_process(p, logits, V, prev, n_prev, scratch);
     float u = grpo_sampling_greedy(p) ? 0.0f : grpo_rng_uniform(rng);
-    return pick(p, logits, V, u, scratch);
+    return pick(p, logits, V, u, scratch, NULL);
 }
 
 /* log softmax(logits)[t] over the V logits (-INFINITY entries are filtered tokens). */
-static float log_prob(const float *logits, int32_t V, int32_t t) {
-    float mx = -INFINITY;
-    for (int32_t v = 0; v < V; v++) mx = logits[v] > mx ? logits[v] : mx;
-    double sum = 0.0;
-    for (int32_t v = 0; v < V; v++) sum += exp((double)logits[v] - mx);
-    return (float)((double)logits[t] - mx - log(sum));
+static float log_prob(const float *logits, int32_t V, int32_t t, double *e /* V */) {
+    return log_prob_of(logits, exps(logits, V, e), t);
 }
 
 /* Whether grpo_logits_process leaves every logit as it is (temperature 1, no penalty, no
@@ -141,14 +159,13 @@ int32_t grpo_sample_row(const grpo_sampling *p, const float *logits, int32_t V,
                         float *work, void *scratch) {
     memcpy(work, logits, (size_t)V * sizeof *work);
     grpo_logits_process(p, work, V, prev, n_prev, scratch);
-    int32_t t = pick(p, work, V, u, scratch);
-    *logp = log_prob(work, V, t);
+    int32_t t = pick(p, work, V, u, scratch, logp);
     if (plogp && unprocessed(p, V)) {
         *plogp = *logp; /* work holds the logits as they came: the same log-softmax */
     } else if (plogp) {
         float inv = grpo_sampling_logit_scale(p);
         for (int32_t v = 0; v < V; v++) work[v] = logits[v] * inv;
-        *plogp = log_prob(work, V, t);
+        *plogp = log_prob(work, V, t, scratch);
     }
     return t;
 }
