@@ -109,7 +109,8 @@ int grpo_optimizer_step(grpo_optimizer *opt, grpo_optim_stats *stats, grpo_error
     double coef = grpo_grad_clip_coef(norm, opt->o.max_grad_norm);
     for (int i = 0; i < opt->n_tensors; i++) {
         grpo_optim_tensor *t = &opt->t[i];
-        if (opt->o.max_grad_norm > 0) ops->scale(ops->ctx, t->grad, (float)coef, t->n);
+        if (opt->o.max_grad_norm > 0 && (float)coef != 1.0f) /* x * 1 = x: no pass */
+            ops->scale(ops->ctx, t->grad, (float)coef, t->n);
         ops->adamw(ops->ctx, t->param, t->grad, t->m, t->v, t->n, stats->lr, opt->o.beta1,
                    opt->o.beta2, opt->o.eps, t->decay ? opt->o.weight_decay : 0.0,
                    (int32_t)(opt->step + 1));
