@@ -178,7 +178,7 @@ __attribute__((always_inline)) static inline void lane_dots(att_v16 *P, const fl
 }
 
 /* The same with key i's row at kr[i] (a tile across the prefix's end, or past the last key).
- * Inlined like lane_dots, into dots16's ISA clone and contraction: both paths must round alike
+ * Inlined like lane_dots, into dots_tile's ISA clone and contraction: both paths must round alike
  * (a separate function here was compiled without fma and gave a partial tile other bits). */
 __attribute__((always_inline)) static inline void lane_dots_rows(att_v16 *P, const float *qp,
                                                                   const float *const *kr,
