@@ -9,9 +9,10 @@
  * gap, as a model pack lays them out per layer); blocks a row never reads have no page (-1),
  * and every float of the pool outside the rows' slots is NaN (a read there would show). Done
  * for HD 64 (the unrolled chunk loop) and HD 24 (a partial last chunk), GQA and plain heads.
- * With 8 query heads on a kv head, attend.c transposes each key tile once for the 8 (HD 64):
- * each head must then have the bits it has decoded alone (one head on one kv head: the lane
- * dots and their shuffle reduction), paged tiles across two pages included.
+ * With 8 query heads on a kv head, attend.c transposes each key tile once for the 8 (HD 64,
+ * 128, and 40: a partial last chunk): each head must then have the bits it has decoded alone
+ * (one head on one kv head: the lane dots and their shuffle reduction), paged tiles across two
+ * pages included.
  */
 #include <check.h>
 #include <math.h>
@@ -110,6 +111,8 @@ START_TEST(paged_decode_has_the_unpaged_bits) {
         ck_assert(grpo_ops_supports(ops, attention_decode_paged));
         paged_case(ops, 4, 2, 64);
         paged_case(ops, 16, 2, 64);
+        paged_case(ops, 16, 2, 128);
+        paged_case(ops, 8, 1, 40);
         paged_case(ops, 2, 2, 24);
         paged_case(ops, 8, 1, 16);
         grpo_backend_close(ops);

@@ -24,8 +24,8 @@
  * makes a sum for the training forward and for decode, so they round alike).
  *
  * Speed without a change of bits: the scores are taken tile by tile, every query on a tile of
- * 16 keys while it is in L1 (dots_tile). With HD 64 and 8 or more queries on a tile (the
- * training forward, a decode of 8+ query heads per kv head) the tile is transposed once, one
+ * 16 keys while it is in L1 (dots_tile). With 8 or more queries on a tile (the training
+ * forward, a decode of 8+ query heads per kv head; HD <= 256) the tile is transposed once, one
  * float of all 16 keys per vector, and tree16 is taken vector-wide (tree_dots): the lanes' sums
  * and the tree are the same, the shuffles of reduce16 are gone. Fewer queries (decode) take the
  * lane dots key by key with the shuffle reduction. The values pass reads each value row once
@@ -39,7 +39,8 @@
 
 #define ATT_LANES 16 /* the lanes of every dot product and sum */
 #define ATT_QP 8     /* queries per pass over the values (one vector register each) */
-#define ATT_TRANSPOSE_MIN 8 /* queries on a key tile from which it is transposed (HD 64) */
+#define ATT_TRANSPOSE_MIN 8  /* queries on a key tile from which it is transposed */
+#define ATT_TRANSPOSE_NCH 16 /* chunks of HD up to which it is (HD <= 256; 16 KB of stack) */
 
 /* Own key j's row in a paged sequence (K->pt): base is K->k or K->v. */
 static inline const float *att_paged(const cpu_att_keys *K, const float *base, int32_t j) {
@@ -219,15 +220,17 @@ __attribute__((always_inline)) static inline void tile_rows(const cpu_att_keys *
     for (int32_t i = 0; i < ATT_LANES; i++) kr[i] = att_key(K, j0 + i); /* across, or past */
 }
 
-/* The tile's keys transposed for HD 64: Kt[d * 16 + i] = float d of key i, so that one vector
- * holds one float of all 16 keys. */
+/* The tile's keys transposed: Kt[d * 16 + i] = float d of key i (0 from HD up to nch * 16),
+ * so that one vector holds one float of all 16 keys. */
 __attribute__((always_inline)) static inline void tile_transpose(float *Kt, const float *k0,
                                                                   const float *k1, int32_t split,
                                                                   const float *const *kr,
-                                                                  size_t ks) {
+                                                                  size_t ks, int32_t HD,
+                                                                  const int32_t nch) {
     for (int32_t i = 0; i < ATT_LANES; i++) {
         const float *row = !k0 ? kr[i] : i < split ? k0 + i * ks : k1 + (i - split) * ks;
-        for (int32_t d = 0; d < 4 * ATT_LANES; d++) Kt[d * ATT_LANES + i] = row[d];
+        for (int32_t d = 0; d < HD; d++) Kt[d * ATT_LANES + i] = row[d];
+        for (int32_t d = HD; d < nch * ATT_LANES; d++) Kt[d * ATT_LANES + i] = 0.0f;
     }
 }
 
@@ -237,26 +240,41 @@ __attribute__((always_inline)) static inline att_v16 kt_row(const float *Kt, int
     return v;
 }
 
-/* Lane sum l of q against the 16 keys of Kt, one key per vector lane: q[l + 16c] k[l + 16c]
- * over c = 0..3 in order, as lane_dots makes lane l of each key. */
+/* Lane sum l of q (zero-padded to nch chunks) against the 16 keys of Kt, one key per vector
+ * lane: q[l + 16c] k[l + 16c] over c = 0 .. nch-1 in order, as lane_dots makes lane l of each
+ * key (past HD both are 0 in both, so the sums are the same there too). */
 __attribute__((always_inline)) static inline att_v16 leaf_dots(const float *Kt, const float *q,
-                                                               int32_t l) {
+                                                               int32_t l, const int32_t nch) {
     att_v16 a = {0};
-    a += q[l] * kt_row(Kt, l);
-    a += q[l + 16] * kt_row(Kt, l + 16);
-    a += q[l + 32] * kt_row(Kt, l + 32);
-    a += q[l + 48] * kt_row(Kt, l + 48);
+#pragma GCC unroll 16
+    for (int32_t c = 0; c < nch; c++)
+        a += q[l + ATT_LANES * c] * kt_row(Kt, l + ATT_LANES * c);
     return a;
 }
 
-/* The 16 keys' dots with q (HD 64) from the transposed tile: tree16 over the lane sums, taken
+/* The 16 keys' dots with q from the transposed tile: tree16 over the lane sums, taken
  * vector-wide, so the same bits as reduce16 of lane_dots without a shuffle. */
-__attribute__((always_inline)) static inline att_v16 tree_dots(const float *Kt, const float *q) {
-#define ATT_H(l) (leaf_dots(Kt, q, l) + leaf_dots(Kt, q, (l) + 8))
+__attribute__((always_inline)) static inline att_v16 tree_dots(const float *Kt, const float *q,
+                                                               const int32_t nch) {
+#define ATT_H(l) (leaf_dots(Kt, q, l, nch) + leaf_dots(Kt, q, (l) + 8, nch))
     att_v16 e0 = (ATT_H(0) + ATT_H(4)) + (ATT_H(2) + ATT_H(6));
     att_v16 e1 = (ATT_H(1) + ATT_H(5)) + (ATT_H(3) + ATT_H(7));
 #undef ATT_H
     return e0 + e1;
+}
+
+/* sc[i * ld + j0 .. +15] = scale * the dots of query i (qp: nch chunks each) with the
+ * transposed tile Kt, for the queries with nvalid[i] > j0. */
+__attribute__((always_inline)) static inline void tree_tile(float *sc, int32_t ld,
+                                                             const float *Kt, const float *qp,
+                                                             const int32_t *nvalid, int32_t nq,
+                                                             int32_t j0, float scale,
+                                                             const int32_t nch) {
+    for (int32_t i = 0; i < nq; i++) {
+        if (nvalid[i] <= j0) continue;
+        att_v16 r = tree_dots(Kt, qp + (size_t)i * nch * ATT_LANES, nch) * scale;
+        memcpy(sc + (size_t)i * ld + j0, &r, sizeof r);
+    }
 }
 
 /* sc[i * ld + j0 .. +15] = scale * dot(q_i, key j0 + l) for the 16 keys of the tile at j0 and
@@ -273,14 +291,16 @@ static void dots_tile(float *sc, int32_t ld, const float *qp, const int32_t *nva
     tile_rows(K, j0, &k0, &k1, &split, kr);
     int32_t nlive = 0;
     for (int32_t i = 0; i < nq; i++) nlive += nvalid[i] > j0;
-    if (HD == 4 * ATT_LANES && nlive >= ATT_TRANSPOSE_MIN) { /* transpose once, no shuffles */
-        float Kt[4 * ATT_LANES * ATT_LANES] __attribute__((aligned(64)));
-        tile_transpose(Kt, k0, k1, k1 ? split : ATT_LANES, kr, ks);
-        for (int32_t i = 0; i < nq; i++) {
-            if (nvalid[i] <= j0) continue;
-            att_v16 r = tree_dots(Kt, qp + (size_t)i * 4 * ATT_LANES) * scale;
-            memcpy(sc + (size_t)i * ld + j0, &r, sizeof r);
-        }
+    if (nlive >= ATT_TRANSPOSE_MIN && HD == 4 * ATT_LANES) { /* transpose once: HD 64, */
+        float Kt[4 * ATT_LANES * ATT_LANES] __attribute__((aligned(64))); /* unrolled */
+        tile_transpose(Kt, k0, k1, k1 ? split : ATT_LANES, kr, ks, 4 * ATT_LANES, 4);
+        tree_tile(sc, ld, Kt, qp, nvalid, nq, j0, scale, 4);
+        return;
+    }
+    if (nlive >= ATT_TRANSPOSE_MIN && nch <= ATT_TRANSPOSE_NCH) { /* any other HD <= 256 */
+        float Kt[ATT_TRANSPOSE_NCH * ATT_LANES * ATT_LANES] __attribute__((aligned(64)));
+        tile_transpose(Kt, k0, k1, k1 ? split : ATT_LANES, kr, ks, HD, nch);
+        tree_tile(sc, ld, Kt, qp, nvalid, nq, j0, scale, nch);
         return;
     }
     for (int32_t i = 0; i < nq; i++) {
