@@ -192,14 +192,14 @@ __attribute__((always_inline)) static inline void lane_dots_rows(att_v16 *P, con
     }
 }
 
-/* The rows of one tile's 16 keys j0 .. j0+15: one run of rows from *k0 (*k1 NULL), two runs
- * split at *split (a paged tile across two pages), or kr[i] key by key (*k0 NULL: a tile across
- * the prefix's end or past the last key). */
+/* The rows of one tile's 16 keys j0 .. j0+15: one run of rows from *k0 (*k1 NULL, *split 16),
+ * two runs split at *split (a paged tile across two pages), or kr[i] key by key (*k0 NULL: a
+ * tile across the prefix's end or past the last key). */
 __attribute__((always_inline)) static inline void tile_rows(const cpu_att_keys *K, int32_t j0,
                                                              const float **k0, const float **k1,
                                                              int32_t *split, const float **kr) {
     const int32_t j1 = j0 + ATT_LANES;
-    *k0 = NULL, *k1 = NULL, *split = 0;
+    *k0 = NULL, *k1 = NULL, *split = ATT_LANES;
     if (K->pt) { /* paged: a tile within one page is contiguous, one across two is two runs */
         if (j1 <= K->n && att_one_page(K, j0, j1)) {
             *k0 = att_paged(K, K->k, j0);
@@ -293,13 +293,13 @@ static void dots_tile(float *sc, int32_t ld, const float *qp, const int32_t *nva
     for (int32_t i = 0; i < nq; i++) nlive += nvalid[i] > j0;
     if (nlive >= ATT_TRANSPOSE_MIN && HD == 4 * ATT_LANES) { /* transpose once: HD 64, */
         float Kt[4 * ATT_LANES * ATT_LANES] __attribute__((aligned(64))); /* unrolled */
-        tile_transpose(Kt, k0, k1, k1 ? split : ATT_LANES, kr, ks, 4 * ATT_LANES, 4);
+        tile_transpose(Kt, k0, k1, split, kr, ks, 4 * ATT_LANES, 4);
         tree_tile(sc, ld, Kt, qp, nvalid, nq, j0, scale, 4);
         return;
     }
     if (nlive >= ATT_TRANSPOSE_MIN && nch <= ATT_TRANSPOSE_NCH) { /* any other HD <= 256 */
         float Kt[ATT_TRANSPOSE_NCH * ATT_LANES * ATT_LANES] __attribute__((aligned(64)));
-        tile_transpose(Kt, k0, k1, k1 ? split : ATT_LANES, kr, ks, HD, nch);
+        tile_transpose(Kt, k0, k1, split, kr, ks, HD, nch);
         tree_tile(sc, ld, Kt, qp, nvalid, nq, j0, scale, nch);
         return;
     }
