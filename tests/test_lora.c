@@ -11,7 +11,8 @@
  *   - the adapters load from peft's own file and give peft's log-probs (1e-4, as test_dense);
  *   - every adapter gradient matches (per tensor 1e-4 of its max, as test_dense);
  *   - disabled, the model is the base again (the reference of a LoRA run): the dense fixture's
- *     log-probs;
+ *     log-probs, from the smaller forward-only activation block; enabled again, the adapted
+ *     log-probs and the same gradients after a new reservation;
  *   - saved again, the file holds peft's names with the same values, and adapter_config.json
  *     says LORA, r, lora_alpha, use_rslora;
  *   - peft's adapter_config.json opens the directory, and merging gives merge_and_unload()'s
@@ -163,14 +164,31 @@ START_TEST(peft_adapters_give_peft_logp_and_gradients) {
                           names[_i], key, worst, scale);
         }
     }
-    free(g);
-    /* disabled: the base model, i.e. the dense fixture's log-probs */
+    /* disabled: the base model, i.e. the dense fixture's log-probs, */
     ck_ok(grpo_lora_enable(&f.lora, 0, &err), &err);
     e = logp_error(&f, tensor(f.dense, "logp"));
     ck_assert_msg(e < 1e-4, "%s: adapters off: max |logp - base| = %g", names[_i], e);
+    /* ... in the forward-only layout (lm_decoder.c frozen): a smaller block, reserved as such;
+     * turning the adapters on drops that reservation (core/host/model_instance.c) */
+    uint64_t off = f.m->desc->activation_floats(f.m->inst, f.B, f.T);
+    ck_ok(grpo_model_reserve_acts(f.m, f.B, f.T, &err), &err);
+    ck_assert_uint_eq(f.m->acts_bytes, off * sizeof(float));
     ck_ok(grpo_lora_enable(&f.lora, 1, &err), &err);
+    ck_assert_uint_lt(off, f.m->desc->activation_floats(f.m->inst, f.B, f.T));
+    ck_assert_uint_eq(f.m->acts_bytes, 0);
+    size_t n = (size_t)f.B * f.T;
+    float *logp = calloc(n, sizeof(float));
+    ck_assert_int_eq(test_forward(f.m, &f.b.b, logp, NULL, 1.0f, &err), GRPO_ERR_INVALID);
+    free(logp);
+    ck_ok(grpo_model_reserve_acts(f.m, f.B, f.T, &err), &err);
     e = logp_error(&f, tensor(f.ref, "logp"));
     ck_assert_msg(e < 1e-4, "%s: adapters on again: max |logp - peft| = %g", names[_i], e);
+    grpo_lora_zero_grad(&f.lora); /* backward again after the new reservation: the same bits */
+    ck_ok(test_backward(f.m, &f.b.b, tensor(f.dense, "dlogp"), 1.0f, &err), &err);
+    float *g2 = test_host_floats(f.ops, f.lora.block + P, P);
+    ck_assert_msg(!memcmp(g, g2, P * sizeof(float)), "%s: gradients after re-enabling differ",
+                  names[_i]);
+    free(g), free(g2);
     fixture_close(&f);
 }
 END_TEST

@@ -387,12 +387,14 @@ static int rows_independent(const grpo_model *m) {
  * whole batch's activations for backward). */
 static int forward_only(const grpo_model *m) { return !m->trainable && !m->adapters_train; }
 
-/* The rows of a frozen model's forward chunk for a (B,T) batch (grpo_model_reserve_acts). */
+/* The rows of a frozen model's forward chunk for a (B,T) batch (grpo_model_reserve_acts): those
+ * that fit its budget, or the work block it shares when that is larger (no new memory). */
 static int32_t forward_rows(const grpo_model *m, int32_t B, int32_t T) {
     if (T <= 0 || !rows_independent(m)) return B; /* empty: the plugin refuses it */
     int32_t min_rows = (GRPO_FWD_MIN_TOKENS + T - 1) / T, rows = B;
+    uint64_t budget = m->fwd_budget > m->work->bytes ? m->fwd_budget : m->work->bytes;
     while (rows > min_rows && m->desc->activation_floats(m->inst, rows, T) * sizeof(float) >
-                                  m->fwd_budget)
+                                  budget)
         rows--;
     return rows;
 }
@@ -603,6 +605,9 @@ int grpo_model_set_lora(grpo_model *m, const grpo_lora_adapter *adapters, uint32
     for (uint32_t i = 0; rc == GRPO_OK && enabled && i < n; i++)
         train |= adapters[i].dA || adapters[i].dB;
     if (rc == GRPO_OK) m->adapters_train = train;
+    if (rc == GRPO_OK && m->acts_bytes && /* adapters that train on: the pack's layout grows */
+        m->desc->activation_floats(m->inst, m->acts_B, m->acts_T) * sizeof(float) > m->acts_bytes)
+        m->acts_bytes = 0, m->acts_B = m->acts_T = 0; /* the next pass reserves it again */
     return rc;
 }
 

@@ -341,8 +341,18 @@ int32_t lm_decoder_bind_typed(void *model, void *const *params, const int32_t *d
     return bind(model, params, dtypes, grads, err);
 }
 
+/* A bound instance whose pass has nothing to differentiate: no parameter gradients, and no
+ * enabled LoRA adapters that train (a LoRA policy's reference pass has them disabled). Its
+ * forward keeps the layout of a forward-only pass (one set of layer buffers for all layers, no
+ * gradient buffers): the same ops in the same order, so the same bits, in a fraction of the
+ * training block (a sixth at the MiniMind2-small shape), so that a frozen forward's row chunks
+ * (core/host/model_instance.h) hold whole groups and share their prompt. */
+static int32_t frozen(const lm_decoder *d) {
+    return d->bound && !d->dwte && !(lm_lora_active(&d->lin.lora) && lm_lora_trains(&d->lin.lora));
+}
+
 uint64_t lm_decoder_activation_floats(void *model, int32_t B, int32_t T) {
-    return lm_decoder_acts_floats(model, B, T, 1);
+    return lm_decoder_acts_floats(model, B, T, !frozen(model));
 }
 
 /* The training forward: log-probs of the targets (the (N,V) logits are never stored); every
@@ -362,7 +372,8 @@ int32_t lm_decoder_forward(void *model, const grpo_batch *batch, float *acts, fl
     lm_rows rows;
     const int32_t *ids;
     if ((st = training_rows(d, batch, &rows, &ids, err)) != GRPO_OK) return st;
-    if ((st = normed_forward(d, &a, batch, &rows, ids, acts, 1, NULL, err)) != GRPO_OK) return st;
+    st = normed_forward(d, &a, batch, &rows, ids, acts, !frozen(d), NULL, err);
+    if (st != GRPO_OK) return st;
     if (d->lin.wtype == GRPO_DTYPE_F32)
         o->head_forward(o->ctx, logp, a.head_lse, entropy, a.lnf, d->whead, batch->targets, N, C,
                         d->V, scale);
@@ -408,7 +419,7 @@ static int32_t backward(lm_decoder *d, const grpo_batch *batch, float *acts, con
                         grpo_error *err) {
     const grpo_ops *o = d->ops;
     int32_t B = batch->B, T = batch->T, N = B * T, C = d->attn->C;
-    if (!d->bound || (!d->dwte && !(lm_lora_active(&d->lin.lora) && lm_lora_trains(&d->lin.lora))))
+    if (!d->bound || frozen(d))
         return grpo_error_set(err, GRPO_ERR_INVALID,
                               "%s: backward needs bound gradients or trained LoRA adapters "
                               "(this instance is frozen)", d->who);
