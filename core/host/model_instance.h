@@ -117,11 +117,12 @@ int grpo_model_set_compute(grpo_model *m, int32_t dtype, grpo_error *err);
 int grpo_model_param_index(const grpo_model *m, const char *name);
 
 /* Makes the activation block large enough for (B,T) micro-batches (keeps a larger one).
- * A frozen model (a reference, grpo logprobs) never runs backward; the plugin's forward may keep
- * every layer's activations, and room for their gradients, as for one (packs before lm_decoder's
- * forward-only layout for frozen instances): so its block holds only the rows whose activations
- * fit m->fwd_budget (GRPO_FWD_BUDGET when opened) or, when larger, the work block it shares with
- * the policy (a training step's reference: no new memory), at least one row
+ * A frozen model (a reference, grpo logprobs) never runs backward, but a pack's forward may keep
+ * every layer's activations, and room for their gradients, as for one (lm_decoder's packs keep
+ * a forward-only layout for a frozen instance; other packs need not): so its block holds only
+ * the rows whose activations fit m->fwd_budget (GRPO_FWD_BUDGET when opened) or, when larger,
+ * the work block it shares with the policy (a training step's reference: no new memory), at
+ * least one row
  * and at least GRPO_FWD_MIN_TOKENS tokens (so each chunk's matmuls take the same GEMM path as
  * the whole batch would), and grpo_model_forward runs a batch in chunks of that many rows. Rows
  * are independent in forward: the log-probs are the whole batch's, bit for bit (tests/test_dense.c
