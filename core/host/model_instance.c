@@ -644,6 +644,22 @@ int grpo_model_set_shared_prefix(grpo_model *m, int32_t P, grpo_error *err) {
     return plugin_status(rc, err);
 }
 
+int grpo_model_can_keep_rollout(const grpo_model *m) {
+    return GRPO_HAS_FIELD(m->desc, grpo_model_desc, keep_rollout) && m->desc->keep_rollout;
+}
+
+int grpo_model_keep_rollout(grpo_model *m, const grpo_rollout_keep *keep, grpo_error *err) {
+    if (!grpo_model_can_keep_rollout(m))
+        return keep ? grpo_error_set(err, GRPO_ERR_UNSUPPORTED,
+                                     "model %s: the pack has no keep_rollout (grpo/model.h, 1.10)",
+                                     m->desc->id)
+                    : GRPO_OK;
+    model_call(m, "keep_rollout");
+    int rc = m->desc->keep_rollout(m->inst, keep, err);
+    grpo_plugin_call_end();
+    return plugin_status(rc, err);
+}
+
 int grpo_model_has_entropy_backward(const grpo_model *m) {
     return GRPO_HAS_FIELD(m->desc, grpo_model_desc, backward_entropy) &&
            m->desc->backward_entropy != NULL;

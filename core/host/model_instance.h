@@ -183,6 +183,10 @@ int grpo_model_set_gradient_checkpointing(grpo_model *m, int on, grpo_error *err
 /* Bytes of the activation block per token of a 1024-token training row, for the setting in
  * force (gradient checkpointing keeps less): the pack's activation_floats(1, 1024) * 4 / 1024. */
 double grpo_model_activation_bytes_per_token(const grpo_model *m);
+/* Rollout keep (grpo/model.h keep_rollout, 1.10 draft): whether the pack has it; arms it
+ * (keep NULL: off, a no-op without the slot). */
+int grpo_model_can_keep_rollout(const grpo_model *m);
+int grpo_model_keep_rollout(grpo_model *m, const grpo_rollout_keep *keep, grpo_error *err);
 /* Shared prefixes (grpo/model.h set_shared_prefix, ABI 1.6): the next forward may compute the
  * first P columns of equal consecutive rows once. A pack without the slot computes every row in
  * full: a no-op (GRPO_OK), as is P = 0 there. */

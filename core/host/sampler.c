@@ -526,6 +526,8 @@ static int run(grpo_model *m, const grpo_sampler_opts *o, const int32_t *prompt,
     }
     for (size_t i = 0; i < (size_t)s.N * o->max_new; i++) out->ids[i] = o->pad_id;
     rc = end_at_setup(&s, o, err);
+    if (rc == GRPO_OK && o->keep) o->keep->row_of = s.row; /* live row -> output row */
+    if (rc == GRPO_OK) rc = grpo_model_keep_rollout(m, o->keep, err); /* or off */
     if (rc == GRPO_OK) rc = prefill(m, &s, prompt, pmask, B, P, err);
     if (rc == GRPO_OK) rc = fan_out(m, &s, prompt, pmask, B, P, o->G, err);
     for (int32_t n = 0; rc == GRPO_OK && o->turns && n < s.N; n++) {
@@ -990,6 +992,7 @@ int grpo_sampler_run_queue(grpo_model *m, const grpo_sampler_opts *o, const grpo
                               (uint64_t)s.N * s.V * 8);
     }
     rc = end_at_setup(&s, o, err);
+    if (rc == GRPO_OK) rc = grpo_model_keep_rollout(m, NULL, err); /* the static schedule's only */
     if (rc == GRPO_OK) rc = run_continuous(m, &s, &qu, o, err);
     kv_stats(m, st, s.N, s.S);
     grpo_model_release_kv(m);

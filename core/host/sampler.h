@@ -77,6 +77,10 @@ typedef struct grpo_sampler_opts {
                                           which is eos[0] from a point mass (logp 0; plogp the
                                           model's, as always). Needs an EOS id and the host
                                           path with ops->logits_logp (the cpu backend) */
+    grpo_rollout_keep *keep;           /* NULL: none. Else the static schedule (grpo_sampler_run)
+                                          keeps its rows' activations for the training forward
+                                          of (B*G, P + max_new): keep->acts, B, P, Tc, BP,
+                                          prefix_of set by the caller; row_of is the sampler's */
 } grpo_sampler_opts;
 
 /* One generation batch's completions, host memory, owned by the struct (grpo_rollout_free). */

@@ -123,10 +123,30 @@ static void qkv_forward(const grpo_ops *o, const lm_attn_config *c, lm_attn_acts
     o->rope_forward(o->ctx, a->k, a->k, pos, N, c->NKV, c->HD, c->rope_theta);
 }
 
+int32_t lm_attn_kept(const lm_attn_config *c, lm_kept *out) {
+    uint64_t Q = (uint64_t)c->NH * c->HD, KV = (uint64_t)c->NKV * c->HD;
+    int32_t n = 0;
+#define KEPT(f, w) (out[n++] = (lm_kept){offsetof(lm_attn_acts, f), (w)})
+    KEPT(x, c->C);
+    KEPT(ln1_rstd, 1);
+    KEPT(q, Q);
+    KEPT(k, KV);
+    KEPT(v, KV);
+    if (c->qk_norm) {
+        KEPT(qraw, Q);
+        KEPT(q_rstd, c->NH);
+        KEPT(kraw, KV);
+        KEPT(k_rstd, c->NKV);
+    }
+    KEPT(h, c->C);
+#undef KEPT
+    return n;
+}
+
 /* Attention over the rows' tokens: plain rows in one call; with shared prefixes the prefix
  * rows first (plain), then the rows against them (lm_prefix.h). */
-static void core_forward(const grpo_ops *o, const lm_attn_config *c, const lm_attn_acts *a,
-                         const lm_rows *r) {
+void lm_attn_core_forward(const grpo_ops *o, const lm_attn_config *c, const lm_attn_acts *a,
+                          const lm_rows *r) {
     size_t np = (size_t)r->BP * r->P, Q = (size_t)c->NH * c->HD, KV = (size_t)c->NKV * c->HD;
     int32_t B = r->BP ? r->BP : r->B, T = r->BP ? r->P : r->T;
     o->attention_forward(o->ctx, a->att, a->att_lse, a->q, a->k, a->v, r->mask, B, T, c->NH,
@@ -158,7 +178,7 @@ void lm_attn_forward(const grpo_ops *o, const lm_attn_config *c, lm_attn_acts *a
                      float *const *p, const lm_rows *rows) {
     int32_t N = rows->N, Q = c->NH * c->HD;
     qkv_forward(o, c, a, p, rows->pos, N);
-    core_forward(o, c, a, rows);
+    lm_attn_core_forward(o, c, a, rows);
     lm_linear_forward(o, c->lin, tmp, a->att, p[AP_WO], p[AP_BO], N, Q, c->C);
     o->residual_forward(o->ctx, a->h, a->x, tmp, (uint64_t)N * c->C);
 }

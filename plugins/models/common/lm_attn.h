@@ -65,6 +65,22 @@ typedef struct lm_attn_acts {
     float *h;        /* (N,C) x + attention */
 } lm_attn_acts;
 
+/* One kept tensor of a layer struct, token-major: where its pointer lies in the struct and its
+ * floats per token (rollout keep, lm_decoder.h). */
+typedef struct lm_kept {
+    size_t off;
+    uint64_t width;
+} lm_kept;
+
+/* The attention block's kept tensors that a training forward takes from the rollout's
+ * prefill/decode (x, ln1_rstd, q, k, v, with qk_norm qraw q_rstd kraw k_rstd, h) into out (at
+ * most 10); returns their count. att and att_lse are not among them: lm_attn_core_forward
+ * computes them again from q, k, v. */
+int32_t lm_attn_kept(const lm_attn_config *c, lm_kept *out);
+/* The attention itself over rows (q, k, v -> att, att_lse; lm_attn_forward's middle step). */
+void lm_attn_core_forward(const grpo_ops *o, const lm_attn_config *c, const lm_attn_acts *a,
+                          const lm_rows *rows);
+
 /* Gradient work buffers of the backward pass (written, never accumulated across calls);
  * dqraw/dkraw alias dq/dk when qk_norm is off. */
 typedef struct lm_attn_grads {

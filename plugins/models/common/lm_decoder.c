@@ -23,6 +23,8 @@ int32_t lm_decoder_init(lm_decoder *d, const char *who, const grpo_host *host,
 }
 
 void lm_decoder_free(lm_decoder *d) {
+    free(d->keep.prefix_of), free(d->keep.steps), free(d->keep.la);
+    d->keep = (lm_keep){0};
     lm_lora_free(&d->lin.lora);
     if (d->ops) lm_prefix_free(&d->pfx, d->ops);
     lm_params_free(&d->pt);
@@ -106,12 +108,13 @@ uint64_t lm_decoder_acts_floats(const lm_decoder *d, int32_t B, int32_t T, int32
     return layers + top_layout(d, NULL, NULL, N, train);
 }
 
-void lm_decoder_acts_carve(lm_decoder *d, lm_decoder_acts *a, float *block, int32_t B,
-                           int32_t T, int32_t train) {
+/* lm_decoder_acts_carve with the layer structs in la ([L] of layer_size bytes). */
+static void carve_into(lm_decoder *d, lm_decoder_acts *a, void *la, float *block, int32_t B,
+                       int32_t T, int32_t train) {
     uint64_t N = (uint64_t)B * T;
     int32_t shared = shared_layers(d, train);
     *a = (lm_decoder_acts){0};
-    a->l = d->la;
+    a->l = la;
     a->ffn = train ? d->grads : NULL;
     float *redone = block, *p = shared ? block : block + layer_floats(d, N, LM_ACTS_REDONE);
     for (int32_t l = 0; l < d->L; l++) {
@@ -130,6 +133,11 @@ void lm_decoder_acts_carve(lm_decoder *d, lm_decoder_acts *a, float *block, int3
             lm_decoder_layer(d, a, l)->x = p;
     }
     top_layout(d, a, p, N, train);
+}
+
+void lm_decoder_acts_carve(lm_decoder *d, lm_decoder_acts *a, float *block, int32_t B,
+                           int32_t T, int32_t train) {
+    carve_into(d, a, d->la, block, B, T, train);
 }
 
 /* ---- checks ---------------------------------------------------------------------------------- */
@@ -189,12 +197,66 @@ static void embed(const lm_decoder *d, float *out, const int32_t *ids, int32_t N
         o->embedding_forward_w(o->ctx, out, ids, d->wte, d->lin.wtype, N, d->attn->C);
 }
 
+/* ---- rollout keep (lm_keep) -------------------------------------------------------------- */
+
+/* Where a prefill or decode call keeps its tokens: n tokens from token 0 (prefill: the prefix
+ * rows), or decode row r at token idx[r] (-1: nowhere) of the R rows. */
+typedef struct keep_at {
+    const int64_t *idx;
+    uint64_t n;
+    int32_t R;
+} keep_at;
+
+/* A tensor of a layer struct (or of lm_decoder_acts) by its offset. */
+static float *tensor_at(const void *s, size_t off) { return *(float *const *)((const char *)s + off); }
+
+/* dst (tokens of width w) <- src (the call's tokens) as at says. */
+static void keep_rows(const lm_decoder *d, float *dst, const float *src, uint64_t w,
+                      const keep_at *at) {
+    const grpo_ops *o = d->ops;
+    if (!at->idx) {
+        o->copy(o->ctx, dst, src, at->n * w * sizeof(float));
+        return;
+    }
+    for (int32_t r = 0; r < at->R; r++)
+        if (at->idx[r] >= 0)
+            o->copy(o->ctx, dst + (uint64_t)at->idx[r] * w, src + (uint64_t)r * w,
+                    w * sizeof(float));
+}
+
+/* The kept tensors [i0, i1) of layer l from the call's layer struct la into the keep's. */
+static void keep_layer(const lm_decoder *d, const void *la, int32_t l, int32_t i0, int32_t i1,
+                       const keep_at *at) {
+    const lm_keep *k = &d->keep;
+    const char *kl = (const char *)k->la + (size_t)l * d->layer_size;
+    for (int32_t i = i0; i < i1; i++)
+        keep_rows(d, tensor_at(kl, k->kept[i].off), tensor_at(la, k->kept[i].off),
+                  k->kept[i].width, at);
+}
+
+/* The kept token of each of R decode rows (host, R; NULL: out of memory): row_of[r]'s
+ * completion token hlen[r] - 1 - P, or -1 (no row, or past Tc); steps updated. */
+static int64_t *keep_tokens(lm_decoder *d, const int32_t *hlen, int32_t R) {
+    lm_keep *k = &d->keep;
+    int64_t *idx = d->host->alloc((uint64_t)R * sizeof *idx);
+    if (!idx) return NULL;
+    for (int32_t r = 0; r < R; r++) {
+        int32_t b = k->k.row_of[r], s = hlen[r] - 1 - k->k.P;
+        idx[r] = -1;
+        if (b < 0 || b >= k->k.B || s < 0 || s >= k->k.Tc) continue;
+        idx[r] = (int64_t)k->k.BP * k->k.P + (int64_t)b * k->k.Tc + s;
+        if (s + 1 > k->steps[b]) k->steps[b] = s + 1;
+    }
+    return idx;
+}
+
 /* Embedding + all layers over the tokens of rows (ids (rows->N)): fills the layers of a and
  * a->xL. When kv is not NULL (prefill, plain rows), each layer's rotated keys and values go to
  * cache rows 0..B-1, slots 0..T-1. begin() (a pack's per-row statistics) sees plain rows only
  * (lm_prefix_possible). */
 static int32_t body_forward(lm_decoder *d, lm_decoder_acts *a, const int32_t *ids,
-                            const lm_rows *rows, const grpo_kv_cache *kv, grpo_error *err) {
+                            const lm_rows *rows, const grpo_kv_cache *kv, const keep_at *at,
+                            grpo_error *err) {
     const grpo_ops *o = d->ops;
     const lm_arch *h = d->arch;
     int32_t N = rows->N;
@@ -206,8 +268,11 @@ static int32_t body_forward(lm_decoder *d, lm_decoder_acts *a, const int32_t *id
         float *out = l + 1 < d->L ? lm_decoder_layer(d, a, l + 1)->x : a->xL;
         lm_attn_forward(o, d->attn, la, a->tmp, d->w[l].p, rows);
         if (kv) lm_kv_store(o, kv, kv_width(d), d->L, l, la->k, la->v, rows->B, rows->T);
+        if (at) keep_layer(d, la, l, 0, d->keep.n_attn, at); /* before out overwrites x */
         st = h->forward(d, out, la, a->tmp, l, N, err);
+        if (at && st == GRPO_OK) keep_layer(d, la, l, d->keep.n_attn, d->keep.n, at);
     }
+    if (at && st == GRPO_OK) keep_rows(d, d->keep.top.xL, a->xL, (uint64_t)d->attn->C, at);
     if (st == GRPO_OK && h->end) h->end(d);
     return st;
 }
@@ -215,7 +280,8 @@ static int32_t body_forward(lm_decoder *d, lm_decoder_acts *a, const int32_t *id
 /* One decode step of R rows (tokens (R)) through every layer: a->xL (R,C). */
 static int32_t body_decode(lm_decoder *d, lm_decoder_acts *a, const grpo_kv_cache *kv, int32_t R,
                            const int32_t *tokens, const int32_t *pos, const int32_t *cache_mask,
-                           const int32_t *len, const int32_t *hlen, grpo_error *err) {
+                           const int32_t *len, const int32_t *hlen, const keep_at *at,
+                           grpo_error *err) {
     const grpo_ops *o = d->ops;
     const lm_arch *h = d->arch;
     uint64_t KV = kv_width(d);
@@ -227,27 +293,36 @@ static int32_t body_decode(lm_decoder *d, lm_decoder_acts *a, const grpo_kv_cach
         float *out = l + 1 < d->L ? lm_decoder_layer(d, a, l + 1)->x : a->xL;
         lm_kv_layer kl = lm_kv_layer_of(kv, KV, d->L, l);
         lm_attn_decode(o, d->attn, la, a->tmp, d->w[l].p, &kl, pos, cache_mask, len, hlen, R);
+        if (at) keep_layer(d, la, l, 0, d->keep.n_attn, at);
         st = h->forward(d, out, la, a->tmp, l, R, err);
+        if (at && st == GRPO_OK) keep_layer(d, la, l, d->keep.n_attn, d->keep.n, at);
     }
+    if (at && st == GRPO_OK) keep_rows(d, d->keep.top.xL, a->xL, (uint64_t)d->attn->C, at);
     if (st == GRPO_OK && h->end) h->end(d);
     return st;
 }
 
+/* out (BT,C) = norm(a->xL) in the (B,T) layout of the rows' batch: packed rows are normed in
+ * a->tmp and gathered back (lm_prefix.h). */
+static void final_norm(const lm_decoder *d, lm_decoder_acts *a, const lm_rows *rows, int32_t BT,
+                       float *out) {
+    const grpo_ops *o = d->ops;
+    int32_t C = d->attn->C;
+    o->rmsnorm_forward(o->ctx, rows->BP ? a->tmp : out, a->lnf_rstd, a->xL, d->wnorm, rows->N, C,
+                       d->attn->eps);
+    if (rows->BP) o->gather_rows(o->ctx, out, a->tmp, d->pfx.idx, BT, C);
+}
+
 /* The batch through the body (over rows, ids) and the final norm: out (B,T,C) = norm(x_L) (out
- * NULL: a->lnf), a carved from block (train: the training layout). Packed rows are normed in
- * a->tmp and gathered back to the (B,T) layout (lm_prefix.h). */
+ * NULL: a->lnf), a carved from block (train: the training layout). */
 static int32_t normed_forward(lm_decoder *d, lm_decoder_acts *a, const grpo_batch *batch,
                               const lm_rows *rows, const int32_t *ids, float *block,
                               int32_t train, float *out, grpo_error *err) {
-    const grpo_ops *o = d->ops;
-    int32_t B = batch->B, T = batch->T, C = d->attn->C;
+    int32_t B = batch->B, T = batch->T;
     lm_decoder_acts_carve(d, a, block, B, T, train);
-    int32_t st = body_forward(d, a, ids, rows, NULL, err);
+    int32_t st = body_forward(d, a, ids, rows, NULL, NULL, err);
     if (st != GRPO_OK) return st;
-    out = out ? out : a->lnf;
-    o->rmsnorm_forward(o->ctx, rows->BP ? a->tmp : out, a->lnf_rstd, a->xL, d->wnorm, rows->N, C,
-                       d->attn->eps);
-    if (rows->BP) o->gather_rows(o->ctx, out, a->tmp, d->pfx.idx, B * T, C);
+    final_norm(d, a, rows, B * T, out ? out : a->lnf);
     return GRPO_OK;
 }
 
@@ -355,6 +430,122 @@ uint64_t lm_decoder_activation_floats(void *model, int32_t B, int32_t T) {
     return lm_decoder_acts_floats(model, B, T, !frozen(model));
 }
 
+/* Whether keep's fields describe a batch: sizes, and prefix_of runs 0, 1, .. BP-1 over
+ * consecutive rows. */
+static int32_t keep_valid(const grpo_rollout_keep *k) {
+    if (k->struct_size < sizeof *k || !k->acts || !k->prefix_of || !k->row_of || k->B <= 0 ||
+        k->P <= 0 || k->Tc <= 0 || k->BP <= 0 || k->BP > k->B || k->prefix_of[0] != 0)
+        return 0;
+    for (int32_t b = 1; b < k->B; b++) {
+        int32_t step = k->prefix_of[b] - k->prefix_of[b - 1];
+        if (step != 0 && step != 1) return 0;
+    }
+    return k->prefix_of[k->B - 1] == k->BP - 1;
+}
+
+/* The kept lists cover every kept tensor of a layer: for 16 tokens (no padding) the layout's
+ * kept floats are 16 x the listed widths, plus att (Q) and att_lse (NH), which the forward
+ * computes again. */
+static int32_t keep_covers(const lm_decoder *d, const lm_keep *k) {
+    uint64_t w = (uint64_t)d->attn->NH * d->attn->HD + (uint64_t)d->attn->NH;
+    for (int32_t i = 0; i < k->n; i++) w += k->kept[i].width;
+    return layer_floats(d, 16, LM_ACTS_KEPT) == 16 * w;
+}
+
+/* Why this instance cannot keep a rollout, or NULL. */
+static const char *keep_refused(const lm_decoder *d) {
+    if (!d->bound) return "before bind";
+    if (frozen(d)) return "on a frozen instance (it has no training forward)";
+    if (!d->arch->kept) return "in this pack";
+    if (lm_lora_active(&d->lin.lora)) return "with LoRA adapters on";
+    if (d->recompute) return "with gradient checkpointing";
+    return NULL;
+}
+
+int32_t lm_decoder_keep_rollout(void *model, const grpo_rollout_keep *keep, grpo_error *err) {
+    lm_decoder *d = model;
+    lm_keep *k = &d->keep;
+    k->on = 0;
+    if (!keep) return GRPO_OK;
+    const char *why = keep_refused(d);
+    if (why)
+        return grpo_error_set(err, GRPO_ERR_UNSUPPORTED, "%s: keep_rollout: not available %s",
+                              d->who, why);
+    if (!keep_valid(keep))
+        return grpo_error_set(err, GRPO_ERR_INVALID,
+                              "%s: keep_rollout: bad batch (B %d, P %d, Tc %d, BP %d; prefix_of "
+                              "must run 0 .. BP-1 over consecutive rows)", d->who, keep->B,
+                              keep->P, keep->Tc, keep->BP);
+    k->n_attn = lm_attn_kept(d->attn, k->kept);
+    k->n = k->n_attn + d->arch->kept(d, k->kept + k->n_attn);
+    if (!keep_covers(d, k))
+        return grpo_error_set(err, GRPO_ERR_UNSUPPORTED,
+                              "%s: keep_rollout: the pack's kept tensors are not all listed",
+                              d->who);
+    int32_t *pre = realloc(k->prefix_of, (size_t)keep->B * sizeof *pre);
+    if (pre) k->prefix_of = pre;
+    int32_t *steps = pre ? realloc(k->steps, (size_t)keep->B * sizeof *steps) : NULL;
+    if (steps) k->steps = steps;
+    void *la = k->la ? k->la : calloc((size_t)d->L, d->layer_size);
+    if (la) k->la = la;
+    if (!pre || !steps || !la)
+        return grpo_error_set(err, GRPO_ERR_NOMEM, "%s: keep_rollout: out of memory", d->who);
+    k->k = *keep;
+    memcpy(k->prefix_of, keep->prefix_of, (size_t)keep->B * sizeof *pre);
+    memset(k->steps, 0, (size_t)keep->B * sizeof *steps);
+    carve_into(d, &k->top, k->la, keep->acts, keep->B, keep->P + keep->Tc, 1);
+    k->on = 1;
+    return GRPO_OK;
+}
+
+/* grpo_batch.kept (1.10 draft); 0 from an older host. */
+static int32_t batch_kept(const grpo_batch *b) {
+    return b->struct_size >= offsetof(grpo_batch, kept) + sizeof(int32_t) && b->kept;
+}
+
+/* The kept rollout is this forward's: the block, the batch's shape and its packed layout (the
+ * prompts' rows, each row's prompt) are those keep_rollout was armed with. */
+static int32_t keep_matches(const lm_decoder *d, const grpo_batch *b, const float *acts) {
+    const lm_keep *k = &d->keep;
+    const lm_rows *r = &d->pfx.rows;
+    if (!k->on || acts != k->k.acts || b->B != k->k.B || b->T != k->k.P + k->k.Tc ||
+        !d->pfx.active || r->BP != k->k.BP || r->P != k->k.P)
+        return 0;
+    return memcmp(d->pfx.host_prefix_of, k->prefix_of, (size_t)b->B * sizeof(int32_t)) == 0;
+}
+
+/* Zeroes the tokens of tensor t (w floats each) that no decode call kept: row b's completion
+ * tokens from steps[b] on (the last token, which no decode step computes, and the padding),
+ * so that every token the forward reads is finite. */
+static void keep_zero_rest(const lm_decoder *d, float *t, uint64_t w) {
+    const grpo_ops *o = d->ops;
+    const lm_keep *k = &d->keep;
+    uint64_t base = (uint64_t)k->k.BP * k->k.P;
+    for (int32_t b = 0; b < k->k.B; b++) {
+        uint64_t from = base + (uint64_t)b * k->k.Tc + (uint64_t)k->steps[b];
+        uint64_t n = (uint64_t)(k->k.Tc - k->steps[b]);
+        if (n) o->zero(o->ctx, t + from * w, n * w * sizeof(float));
+    }
+}
+
+/* The forward's layers from the kept rollout (keep_matches): the kept tensors are in place in
+ * acts (the training layout); what is not kept is computed: the untouched tokens zeroed, each
+ * layer's attention (att, att_lse) from its q, k, v, and the final norm. Consumes the keep. */
+static void keep_forward(lm_decoder *d, lm_decoder_acts *a, const grpo_batch *b,
+                         const lm_rows *rows, float *acts) {
+    lm_keep *k = &d->keep;
+    lm_decoder_acts_carve(d, a, acts, b->B, b->T, 1); /* the keep's layout: the same pointers */
+    for (int32_t l = 0; l < d->L; l++) {
+        lm_attn_acts *la = lm_decoder_layer(d, a, l);
+        for (int32_t i = 0; i < k->n; i++)
+            keep_zero_rest(d, tensor_at(la, k->kept[i].off), k->kept[i].width);
+        lm_attn_core_forward(d->ops, d->attn, la, rows);
+    }
+    keep_zero_rest(d, a->xL, (uint64_t)d->attn->C);
+    final_norm(d, a, rows, b->B * b->T, a->lnf);
+    k->on = 0;
+}
+
 /* The training forward: log-probs of the targets (the (N,V) logits are never stored); every
  * activation backward needs stays in acts. */
 int32_t lm_decoder_forward(void *model, const grpo_batch *batch, float *acts, float *logp,
@@ -372,8 +563,18 @@ int32_t lm_decoder_forward(void *model, const grpo_batch *batch, float *acts, fl
     lm_rows rows;
     const int32_t *ids;
     if ((st = training_rows(d, batch, &rows, &ids, err)) != GRPO_OK) return st;
-    st = normed_forward(d, &a, batch, &rows, ids, acts, !frozen(d), NULL, err);
-    if (st != GRPO_OK) return st;
+    if (batch_kept(batch)) {
+        if (!keep_matches(d, batch, acts))
+            return grpo_error_set(err, GRPO_ERR_INVALID,
+                                  "%s: forward of a kept (%d,%d) batch, but no rollout was kept "
+                                  "for it (keep_rollout armed for another batch, or dropped)",
+                                  d->who, B, T);
+        keep_forward(d, &a, batch, &rows, acts);
+    } else {
+        d->keep.on = 0; /* another pass: the kept rollout is dropped */
+        st = normed_forward(d, &a, batch, &rows, ids, acts, !frozen(d), NULL, err);
+        if (st != GRPO_OK) return st;
+    }
     if (d->lin.wtype == GRPO_DTYPE_F32)
         o->head_forward(o->ctx, logp, a.head_lse, entropy, a.lnf, d->whead, batch->targets, N, C,
                         d->V, scale);
@@ -540,7 +741,9 @@ int32_t lm_decoder_prefill(void *model, const grpo_kv_cache *kv, const grpo_batc
     lm_decoder_acts a;
     lm_decoder_acts_carve(d, &a, scratch, B, T, 0);
     lm_rows rows = lm_rows_plain(prompt);
-    st = body_forward(d, &a, prompt->ids, &rows, kv, err);
+    if (d->keep.on && (B != d->keep.k.BP || T != d->keep.k.P)) d->keep.on = 0; /* not its prompts */
+    keep_at at = {NULL, (uint64_t)B * T, 0};
+    st = body_forward(d, &a, prompt->ids, &rows, kv, d->keep.on ? &at : NULL, err);
     if (st != GRPO_OK) return st;
     lm_last_columns(d->ops, a.tmp, a.xL, B, T, d->attn->C); /* tmp (B,C) */
     logits_forward(d, logits, &a, a.tmp, B);
@@ -560,7 +763,13 @@ int32_t lm_decoder_decode(void *model, const grpo_kv_cache *kv, int32_t R, const
     if (st != GRPO_OK) return st;
     lm_decoder_acts a;
     lm_decoder_acts_carve(d, &a, scratch, R, 1, 0);
-    st = body_decode(d, &a, kv, R, tokens, pos, cache_mask, len, hlen, err);
+    int64_t *idx = d->keep.on ? keep_tokens(d, hlen, R) : NULL;
+    keep_at at = {idx, 0, R};
+    if (d->keep.on && !idx)
+        st = grpo_error_set(err, GRPO_ERR_NOMEM, "%s: decode: out of memory", d->who);
+    else
+        st = body_decode(d, &a, kv, R, tokens, pos, cache_mask, len, hlen, idx ? &at : NULL, err);
+    d->host->free(idx);
     d->host->free(hlen);
     if (st != GRPO_OK) return st;
     logits_forward(d, logits, &a, a.xL, R);
@@ -575,6 +784,7 @@ int32_t lm_decoder_hidden(void *model, const grpo_batch *batch, float *scratch, 
                           grpo_error *err) {
     lm_decoder *d = model;
     d->B = d->T = 0;
+    d->keep.on = 0; /* another pass: a kept rollout is dropped */
     int32_t st = check_bound(d, "hidden", err);
     if (st == GRPO_OK) st = check_batch(d, "hidden", batch->B, batch->T, err);
     if (st == GRPO_OK) st = lm_lora_reserve(&d->lin.lora, (int64_t)batch->B * batch->T, d->who, err);

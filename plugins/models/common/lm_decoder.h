@@ -77,7 +77,25 @@ typedef struct lm_arch {
     /* bind() of one parameter outside embedding/norm/head: table slot `slot` of layer `layer`
      * (-1 outside the layers); g is NULL when frozen. */
     void (*bind)(lm_decoder *d, int32_t slot, int32_t layer, float *p, float *g);
+    /* (optional) The pack's kept tensors of a layer struct (lm_kept, at most 6) into out;
+     * returns their count. Without it the pack cannot keep a rollout (keep_rollout). */
+    int32_t (*kept)(const lm_decoder *d, lm_kept *out);
 } lm_arch;
+
+/* Rollout keep (keep_rollout, 1.10 draft): where prefill and decode write what the training
+ * forward of keep's batch keeps; that forward then runs only the attention (att, att_lse), the
+ * final norm and the head. */
+typedef struct lm_keep {
+    int32_t on;
+    grpo_rollout_keep k;  /* the caller's (row_of read at each decode) */
+    int32_t *prefix_of;   /* (B) host copy */
+    int32_t *steps;       /* (B) completion tokens kept so far per row (decode writes them in
+                             order); the rest are zeroed before the forward reads them */
+    void *la;             /* [L] layer structs carved on k.acts (the training layout) */
+    lm_decoder_acts top;  /* its top-level tensors (xL) */
+    lm_kept kept[16];     /* the attention block's kept tensors [0, n_attn), the pack's [.., n) */
+    int32_t n_attn, n;
+} lm_keep;
 
 /* A layer's parameter and gradient slots, the attention block's AP_* first (the pack's arrays). */
 typedef struct lm_layer_weights {
@@ -114,6 +132,7 @@ struct lm_decoder {
     int32_t share_P;            /* set_shared_prefix (ABI 1.6): the columns rows may share */
     lm_prefix pfx;              /* the last training forward's shared-prefix layout
                                    (lm_prefix.h): rows sharing a prompt compute it once */
+    lm_keep keep;               /* keep_rollout (1.10 draft) */
 };
 
 /* Rounds a tensor up to 16 floats so every one starts 64-byte aligned. */
@@ -193,6 +212,8 @@ int32_t lm_decoder_decode(void *model, const grpo_kv_cache *kv, int32_t R, const
 uint64_t lm_decoder_kv_page_floats(void *model, int32_t page);
 void lm_decoder_kv_copy_row(void *model, const grpo_kv_cache *kv, int32_t dst, int32_t src,
                             int32_t n);
+/* keep_rollout (1.10 draft): lm_keep above. */
+int32_t lm_decoder_keep_rollout(void *model, const grpo_rollout_keep *keep, grpo_error *err);
 /* hidden_size() = C; hidden(): out (B,T,C) = norm(x_L) over the forward-only scratch. */
 int32_t lm_decoder_hidden_size(void *model);
 /* The vocabulary: rows of the embedding (grpo_model_desc.vocab_size, 1.3). */
@@ -211,7 +232,7 @@ int32_t lm_decoder_vocab_size(void *model);
     .set_lora = lm_decoder_set_lora, .bind_typed = lm_decoder_bind_typed,                       \
     .set_gradient_checkpointing = lm_decoder_set_gradient_checkpointing,                       \
     .set_shared_prefix = lm_decoder_set_shared_prefix,                                         \
-    .kv_page_floats = lm_decoder_kv_page_floats
+    .kv_page_floats = lm_decoder_kv_page_floats, .keep_rollout = lm_decoder_keep_rollout
 int32_t lm_decoder_hidden(void *model, const grpo_batch *batch, float *scratch, float *out,
                           grpo_error *err);
 

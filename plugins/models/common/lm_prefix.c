@@ -84,7 +84,7 @@ int32_t lm_prefix_build(lm_prefix *p, const grpo_ops *o, const grpo_batch *b, in
     o->upload(o->ctx, dv[3], hidx, n * sizeof(int32_t));
     o->upload(o->ctx, p->dev + 4 * n, hpre, (uint64_t)B * sizeof(int32_t));
     p->rows = (lm_rows){(int32_t)np, B, T - P, dv[1], dv[2], BP, P, p->dev + 4 * n};
-    p->ids = dv[0], p->idx = dv[3], p->active = 1;
+    p->ids = dv[0], p->idx = dv[3], p->host_prefix_of = hpre, p->active = 1;
     return GRPO_OK;
 }
 

@@ -49,6 +49,7 @@ typedef struct lm_prefix {
     lm_rows rows;
     const int32_t *ids;    /* (N') device, packed ids */
     const int32_t *idx;    /* (B*T) device: the packed token of column t of row b */
+    const int32_t *host_prefix_of; /* (B) host copy of rows.prefix_of */
     int32_t *dev;          /* device block: ids mask pos idx (cap each) prefix_of (capB) */
     int32_t *host;         /* host block: the batch's ids mask pos, packed ids mask pos idx,
                               prefix_of */

@@ -115,6 +115,7 @@ extern const lm_arch dense_arch;
 uint64_t dense_layer_layout(const lm_decoder *d, void *la, float *block, uint64_t N,
                             int32_t parts);
 uint64_t dense_grads_layout(const lm_decoder *d, void *ga, float *block, uint64_t N);
+int32_t dense_kept(const lm_decoder *d, lm_kept *out);
 /* out (N,C) = h + down(silu(gate(ln2 h)) * up(ln2 h)); tmp (N,C) is scratch. */
 int32_t dense_mlp_forward(lm_decoder *d, float *out, void *la, float *tmp, int32_t l, int32_t N,
                           grpo_error *err);

@@ -30,6 +30,15 @@ uint64_t dense_layer_layout(const lm_decoder *d, void *la, float *block, uint64_
     return used;
 }
 
+/* The MLP's kept tensors (lm_arch.kept): ln2_rstd, gate, up. */
+int32_t dense_kept(const lm_decoder *d, lm_kept *out) {
+    uint64_t I = (uint64_t)((const dense_model *)d)->cfg.I;
+    out[0] = (lm_kept){offsetof(dense_layer_acts, ln2_rstd), 1};
+    out[1] = (lm_kept){offsetof(dense_layer_acts, gate), I};
+    out[2] = (lm_kept){offsetof(dense_layer_acts, up), I};
+    return 3;
+}
+
 /* The MLP's gradient buffers of a training pass. */
 uint64_t dense_grads_layout(const lm_decoder *d, void *ga, float *block, uint64_t N) {
     uint64_t I = ((const dense_model *)d)->cfg.I, used = 0;

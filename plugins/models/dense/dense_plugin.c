@@ -20,6 +20,7 @@ const lm_arch dense_arch = {
     .redo = dense_mlp_redo,
     .backward = dense_mlp_backward,
     .bind = dense_bind_slot,
+    .kept = dense_kept,
 };
 
 static void dense_destroy(void *model) {

@@ -91,6 +91,9 @@ typedef struct grpo_batch {
      * gives this micro-batch's dlogp (e.g. 1 / gradient-accumulation steps). 0, or a
      * struct_size that ends before this field: no aux gradient. Unused by forward. */
     float aux_weight;
+    /* -- 1.10 (draft): 1: forward() takes this batch's activations from the rollout that
+     *    keep_rollout() armed (the batch must be the one it was armed for); 0: computes them. -- */
+    int32_t kept;
 } grpo_batch;
 
 /* -- 1.4: a LoRA adapter (PEFT's), on one (OC,IC) linear weight W of the model:
@@ -113,6 +116,20 @@ typedef struct grpo_lora_adapter {
     float dropout;   /* p in [0, 1); 0: none */
     uint64_t seed;
 } grpo_lora_adapter;
+
+/* -- 1.10 (draft): what a rollout keeps for the training forward of its rows (keep_rollout).
+ *    The batch: B rows, prompts left-padded to P columns, completions right-padded to Tc; the
+ *    prompts are prefilled as BP rows, and batch row b's prompt is prefill row prefix_of[b]
+ *    (consecutive rows share one). Decode row r of a decode() call holds batch row row_of[r]
+ *    (-1: kept nowhere); its new token is completion token len[r] - 1 - P. prefix_of and
+ *    row_of are host arrays the caller keeps alive and current while keeping is on. -- */
+typedef struct grpo_rollout_keep {
+    uint32_t struct_size;
+    float *acts;
+    int32_t B, P, Tc, BP;
+    const int32_t *prefix_of; /* (B) */
+    const int32_t *row_of;    /* (decode rows) */
+} grpo_rollout_keep;
 
 /* A KV cache: kv_floats(R, S) floats of backend memory owned by the host; or, since 1.9, paged
  * (page > 0, only for a pack with kv_page_floats): a pool of pages of `page` positions each.
@@ -277,6 +294,17 @@ typedef struct grpo_model_desc {
      * pack that answers > 0 runs prefill() and decode() on a paged cache; without the slot, or
      * on 0, the host gives the pack the unpaged cache of kv_floats(R, S). */
     uint64_t (*kv_page_floats)(void *model, int32_t page);
+
+    /* -- 1.10 (draft) -- */
+    /* (optional) Rollout keep: from now on, prefill() and decode() also write the activations
+     * a training forward() of the batch keep describes would keep (its layout: the acts block
+     * of activation_floats(keep->B, keep->P + keep->Tc), shared prefixes on) into keep->acts,
+     * as they compute them; a forward() of that batch with grpo_batch.kept = 1 then takes them
+     * instead of computing its layers again (the same bits: decode and the training forward
+     * compute every token alike), and backward() follows as after any forward(). keep NULL:
+     * off. Consumed by that forward(), or dropped by any other pass. GRPO_ERR_UNSUPPORTED when
+     * the instance cannot (LoRA adapters on, recomputation, a pack without it). */
+    int32_t (*keep_rollout)(void *model, const grpo_rollout_keep *keep, grpo_error *err);
 } grpo_model_desc;
 
 #define GRPO_RELAYOUT_LOAD 0 /* file -> plugin */

@@ -1,0 +1,242 @@
+/*
+ * test_rollout_keep.c — keep_rollout (grpo/model.h, 1.10 draft): the sampler's prefill and
+ * decode write what the training forward of their rows keeps, and that forward
+ * (grpo_batch.kept = 1) takes it instead of running its layers again.
+ *
+ * For each fixture (llama; qwen3: q/k norm, tied head; a model of head dim 64): G rows per
+ * prompt decode at temperature 0.8, ending at different steps (EOS ids from a first run), with
+ * the keep armed. Then:
+ *   - the kept forward's log-probs and entropies, and every parameter gradient of a backward
+ *     from it, have the bits of a forward that computes the layers (memcmp), and its log-probs
+ *     are the sampler's;
+ *   - the kept forward reads the rollout, not the layers: with a layer-0 weight changed after
+ *     the rollout, a computing forward's log-probs move and the kept forward's do not;
+ *   - a kept forward is refused once the keep is consumed, and keep_rollout refuses a
+ *     prefix_of that does not run over consecutive rows.
+ */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "host/host.h"
+#include "host/model_instance.h"
+#include "host/registry.h"
+#include "host/sampler.h"
+#include "host/sampling.h"
+#include "kernels.h"
+
+enum { NP = 2, G = 3, TN = 8, P = 7, N = NP * G, T = P + TN };
+static const float SCALE = 1.25f; /* 1 / temperature 0.8 */
+
+typedef struct fixture {
+    grpo_ops *ops;
+    grpo_host host;
+    grpo_registry reg;
+    grpo_model *m;
+} fixture;
+
+static void ck_ok(int rc, const grpo_error *err) {
+    ck_assert_msg(rc == GRPO_OK, "status %d: %s", rc, err->message);
+}
+
+static uint32_t lcg(uint32_t *s) { return (*s = *s * 1103515245u + 12345u) >> 8; }
+
+static void fixture_open(fixture *f, const char *dir) {
+    grpo_error err;
+    grpo_error_init(&err);
+    memset(f, 0, sizeof *f);
+    f->ops = grpo_backend_open("cpu", 1, &err);
+    ck_assert_msg(f->ops != NULL, "%s", err.message);
+    f->host = *grpo_default_host();
+    f->host.ops = f->ops;
+    char *dirs[] = {GRPO_PACK_BUILD_DIR, NULL};
+    ck_ok(grpo_registry_scan(&f->reg, dirs, &err), &err);
+    ck_ok(grpo_model_open_dir(&f->m, &f->reg, &f->host, dir, 1, &err), &err);
+}
+
+static void fixture_close(fixture *f) {
+    grpo_model_close(f->m);
+    grpo_registry_free(&f->reg);
+    grpo_backend_close(f->ops);
+}
+
+/* The training batch of the rollout's rows (seqbatch.c's layout): prompts left-padded to P,
+ * completions right-padded to TN; completion token c of row n is the target at P + c - 1. */
+typedef struct batch {
+    int32_t ids[N * T], mask[N * T], pos[N * T], targets[N * T];
+} batch;
+
+static void batch_make(batch *b, const int32_t *prompt, const int32_t *pmask,
+                       const grpo_rollout *ro) {
+    memset(b, 0, sizeof *b);
+    for (int32_t n = 0; n < N; n++) {
+        int32_t *ids = b->ids + n * T, *mk = b->mask + n * T, *tg = b->targets + n * T;
+        for (int32_t c = 0; c < P; c++)
+            ids[c] = prompt[(n / G) * P + c], mk[c] = pmask[(n / G) * P + c];
+        for (int32_t c = 0; c < ro->len[n]; c++) ids[P + c] = ro->ids[n * TN + c], mk[P + c] = 1;
+        for (int32_t c = 0; c < T; c++) tg[c] = -1;
+        for (int32_t c = 0; c < ro->len[n]; c++) tg[P + c - 1] = ro->ids[n * TN + c];
+        for (int32_t c = 0, k = 0; c < T; c++) b->pos[n * T + c] = mk[c] ? k++ : 0;
+    }
+}
+
+typedef struct pass {
+    float logp[N * T], ent[N * T];
+    float *grads;
+} pass;
+
+/* forward (kept or computing) into acts, then backward of dlogp: logp, entropy, gradients. */
+static int pass_run(fixture *f, const batch *b, int kept, float *acts, const float *dlogp,
+                    pass *out, grpo_error *err) {
+    const grpo_model_desc *d = f->m->desc;
+    grpo_batch gb = {sizeof(grpo_batch), N, T, b->ids, b->mask, b->pos, b->targets, 0.0f, kept};
+    memset(out->logp, 0, sizeof out->logp), memset(out->ent, 0, sizeof out->ent);
+    int rc = d->forward(f->m->inst, &gb, acts, out->logp, out->ent, SCALE, err);
+    if (rc != GRPO_OK || !dlogp) return rc;
+    grpo_model_zero_grad(f->m);
+    rc = d->backward(f->m->inst, &gb, acts, dlogp, SCALE, err);
+    if (rc == GRPO_OK) memcpy(out->grads, f->m->grads, f->m->section * sizeof(float));
+    return rc;
+}
+
+/* The rollout of the fixed prompts (seed 5) with keep armed (NULL: none). */
+static void rollout(fixture *f, grpo_sampler_opts *o, grpo_rollout_keep *keep,
+                    const int32_t *prompt, const int32_t *pmask, grpo_rollout *ro) {
+    grpo_error err;
+    grpo_error_init(&err);
+    grpo_rng rng;
+    grpo_rng_seed(&rng, 5);
+    grpo_rollout_free(ro);
+    memset(ro, 0, sizeof *ro);
+    o->keep = keep;
+    ck_ok(grpo_sampler_run(f->m, o, prompt, pmask, NP, P, &rng, ro, &err), &err);
+}
+
+/* Whether the completion positions of a and b hold the same bits. */
+static int same_at_targets(const batch *b, const float *x, const float *y) {
+    for (int32_t i = 0; i < N * T; i++)
+        if (b->targets[i] >= 0 && memcmp(&x[i], &y[i], sizeof x[i]) != 0) return 0;
+    return 1;
+}
+
+static void keep_case(const char *dir) {
+    fixture f;
+    fixture_open(&f, dir);
+    grpo_error err;
+    grpo_error_init(&err);
+    ck_assert_msg(grpo_model_can_keep_rollout(f.m), "%s: no keep_rollout", dir);
+    const int32_t pl[NP] = {5, 7};
+    int32_t prompt[NP * P] = {0}, pmask[NP * P] = {0};
+    uint32_t r = 99;
+    for (int32_t j = 0; j < NP; j++)
+        for (int32_t c = P - pl[j]; c < P; c++)
+            prompt[j * P + c] = (int32_t)(lcg(&r) % (uint32_t)(grpo_model_vocab(f.m) - 1)) + 1,
+                       pmask[j * P + c] = 1;
+    grpo_sampler_opts o = {{0.8f, 0, 1.0f, 0.0f, 1.0f}, G, TN, {0}, 0, 0, 1,
+                           NULL, NULL, NULL, NULL};
+    grpo_rollout ro = {0};
+    rollout(&f, &o, NULL, prompt, pmask, &ro); /* EOS ids drawn early: rows end apart */
+    o.eos[0] = ro.ids[2], o.eos[1] = ro.ids[TN + 4], o.n_eos = 2;
+    ck_ok(grpo_model_set_shared_prefix(f.m, P, &err), &err);
+    uint64_t floats = f.m->desc->activation_floats(f.m->inst, N, T);
+    float *kept = aligned_alloc(64, (floats * sizeof(float) + 63) / 64 * 64);
+    float *fresh = aligned_alloc(64, (floats * sizeof(float) + 63) / 64 * 64);
+    int32_t prefix_of[N];
+    for (int32_t n = 0; n < N; n++) prefix_of[n] = n / G;
+    grpo_rollout_keep keep = {sizeof keep, kept, N, P, TN, NP, prefix_of, NULL};
+    rollout(&f, &o, &keep, prompt, pmask, &ro);
+    int32_t shortest = TN, longest = 0;
+    for (int32_t n = 0; n < N; n++)
+        shortest = ro.len[n] < shortest ? ro.len[n] : shortest,
+        longest = ro.len[n] > longest ? ro.len[n] : longest;
+    ck_assert_msg(shortest < longest, "%s: every row ran as long", dir);
+    batch b;
+    batch_make(&b, prompt, pmask, &ro);
+    float dlogp[N * T];
+    for (int32_t i = 0; i < N * T; i++)
+        dlogp[i] = b.targets[i] >= 0 ? (float)(lcg(&r) % 2001) / 1000.0f - 1.0f : 0.0f;
+    pass *a = calloc(1, sizeof *a), *c = calloc(1, sizeof *c);
+    a->grads = malloc(f.m->section * sizeof(float)), c->grads = malloc(f.m->section * sizeof(float));
+    ck_ok(pass_run(&f, &b, 1, kept, dlogp, a, &err), &err);
+    ck_ok(pass_run(&f, &b, 0, fresh, dlogp, c, &err), &err);
+    ck_assert_msg(same_at_targets(&b, a->logp, c->logp), "%s: kept log-probs differ", dir);
+    ck_assert_msg(same_at_targets(&b, a->ent, c->ent), "%s: kept entropies differ", dir);
+    int nonzero = 0;
+    for (uint64_t i = 0; i < f.m->section; i++) nonzero |= c->grads[i] != 0.0f;
+    ck_assert_msg(nonzero, "%s: all gradients 0: the comparison would prove nothing", dir);
+    ck_assert_msg(memcmp(a->grads, c->grads, f.m->section * sizeof(float)) == 0,
+                  "%s: gradients from the kept forward differ", dir);
+    for (int32_t n = 0; n < N; n++)
+        for (int32_t t = 0; t < ro.len[n]; t++) {
+            float got = ro.plogp[n * TN + t], want = a->logp[n * T + P + t - 1];
+            ck_assert_msg(memcmp(&got, &want, sizeof got) == 0,
+                          "%s row %d token %d: sampler %.9g, kept forward %.9g", dir, n, t,
+                          (double)got, (double)want);
+        }
+    /* consumed: a second kept forward is refused */
+    grpo_error_init(&err);
+    ck_assert_int_eq(pass_run(&f, &b, 1, kept, NULL, c, &err), GRPO_ERR_INVALID);
+    ck_assert_msg(strstr(err.message, "no rollout was kept") != NULL, "%s", err.message);
+    /* the kept forward reads the rollout: a layer-0 weight changed after it moves a computing
+     * forward's log-probs, not the kept forward's */
+    rollout(&f, &o, &keep, prompt, pmask, &ro);
+    int wi = grpo_model_param_index(f.m, "model.layers.0.mlp.up_proj.weight");
+    ck_assert_int_ge(wi, 0);
+    uint64_t wn = f.m->numel[wi];
+    float *w = malloc(wn * sizeof(float));
+    ck_ok(grpo_model_read_param(f.m, (uint32_t)wi, w, &err), &err);
+    for (uint64_t i = 0; i < wn; i++) w[i] *= 1.5f;
+    ck_ok(grpo_model_write_param(f.m, (uint32_t)wi, w, &err), &err);
+    free(w);
+    ck_ok(pass_run(&f, &b, 1, kept, NULL, c, &err), &err);
+    ck_assert_msg(same_at_targets(&b, a->logp, c->logp), "%s: the kept forward moved", dir);
+    ck_ok(pass_run(&f, &b, 0, fresh, NULL, c, &err), &err);
+    ck_assert_msg(!same_at_targets(&b, a->logp, c->logp),
+                  "%s: the changed weight moved nothing: the check proves nothing", dir);
+    /* a prefix_of that jumps is refused */
+    int32_t bad[N];
+    for (int32_t n = 0; n < N; n++) bad[n] = n / G * 2;
+    grpo_rollout_keep wrong = {sizeof wrong, kept, N, P, TN, NP, bad, prefix_of};
+    grpo_error_init(&err);
+    ck_assert_int_eq(grpo_model_keep_rollout(f.m, &wrong, &err), GRPO_ERR_INVALID);
+    ck_assert_msg(strstr(err.message, "prefix_of") != NULL, "%s", err.message);
+    free(a->grads), free(c->grads), free(a), free(c), free(kept), free(fresh);
+    grpo_rollout_free(&ro);
+    fixture_close(&f);
+}
+
+/* A model of head dim 64 made by `grpo init-model` into the build tree. */
+static const char *model_hd64(void) {
+    static char dir[4096];
+    char cmd[8192];
+    snprintf(dir, sizeof dir, "%s/tests/rollout_keep_models/hd64", GRPO_BINARY_DIR);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' && '%s/grpo' init-model '%s' --hidden 128 --heads 2 "
+             "--kv-heads 1 --layers 2 --seed 5 >/dev/null", dir, GRPO_BINARY_DIR, dir);
+    ck_assert_msg(system(cmd) == 0, "%s: failed", cmd);
+    return dir;
+}
+
+START_TEST(kept_forward_is_the_computing_forward) {
+    char dir[4096];
+    static const char *const bases[] = {"dense/llama", "dense/qwen3"};
+    if (_i < 2)
+        snprintf(dir, sizeof dir, "%s/tests/fixtures/%s", GRPO_SOURCE_DIR, bases[_i]);
+    else
+        snprintf(dir, sizeof dir, "%s", model_hd64());
+    keep_case(dir);
+}
+END_TEST
+
+int main(void) {
+    Suite *s = suite_create("rollout_keep");
+    TCase *tc = tcase_create("rollout_keep");
+    tcase_set_timeout(tc, 120);
+    tcase_add_loop_test(tc, kept_forward_is_the_computing_forward, 0, 3);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
