@@ -1,20 +1,25 @@
 /*
- * test_rollout_keep.c — keep_rollout (grpo/model.h, 1.10 draft): the sampler's prefill and
- * decode write what the training forward of their rows keeps, and that forward
- * (grpo_batch.kept = 1) takes it instead of running its layers again.
+ * test_rollout_keep.c — the rollout's activations reused by the training forward
+ * (train.reuse_rollout; grpo/model.h keep_rollout, 1.10): the sampler's prefill and decode
+ * (grpo_sampler_opts.keep) write what the training forward of their rows keeps into the model's
+ * keep block, and a forward of those rows with grpo_batch.kept = 1 takes it instead of running
+ * its layers again.
  *
  * For each fixture (llama; qwen3: q/k norm, tied head; a model of head dim 64): G rows per
- * prompt decode at temperature 0.8, ending at different steps (EOS ids from a first run), with
- * the keep armed. Then:
+ * prompt decode at temperature 0.8, ending at different steps before max_new (the sampler's
+ * end_at hook), with the keep armed. Then, for the training batch as wide as its longest completion (the trainer's,
+ * narrower than the keep when no row ran to max_new) and as wide as max_new:
  *   - the kept forward's log-probs and entropies, and every parameter gradient of a backward
  *     from it, have the bits of a forward that computes the layers (memcmp), and its log-probs
  *     are the sampler's;
  *   - the kept forward reads the rollout, not the layers: with a layer-0 weight changed after
  *     the rollout, a computing forward's log-probs move and the kept forward's do not;
+ *   - what the rollout does not write (the keep block is NaN before it) reaches no result;
  *   - a kept forward is refused once the keep is consumed, and keep_rollout refuses a
  *     prefix_of that does not run over consecutive rows.
  */
 #include <check.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,7 +31,7 @@
 #include "host/sampling.h"
 #include "kernels.h"
 
-enum { NP = 2, G = 3, TN = 8, P = 7, N = NP * G, T = P + TN };
+enum { NP = 2, G = 3, TN = 10, P = 7, N = NP * G, TMAX = P + TN };
 static const float SCALE = 1.25f; /* 1 / temperature 0.8 */
 
 typedef struct fixture {
@@ -62,14 +67,16 @@ static void fixture_close(fixture *f) {
 }
 
 /* The training batch of the rollout's rows (seqbatch.c's layout): prompts left-padded to P,
- * completions right-padded to TN; completion token c of row n is the target at P + c - 1. */
+ * completions right-padded to tc; completion token c of row n is the target at P + c - 1. */
 typedef struct batch {
-    int32_t ids[N * T], mask[N * T], pos[N * T], targets[N * T];
+    int32_t T;
+    int32_t ids[N * TMAX], mask[N * TMAX], pos[N * TMAX], targets[N * TMAX];
 } batch;
 
-static void batch_make(batch *b, const int32_t *prompt, const int32_t *pmask,
+static void batch_make(batch *b, int32_t tc, const int32_t *prompt, const int32_t *pmask,
                        const grpo_rollout *ro) {
     memset(b, 0, sizeof *b);
+    int32_t T = b->T = P + tc;
     for (int32_t n = 0; n < N; n++) {
         int32_t *ids = b->ids + n * T, *mk = b->mask + n * T, *tg = b->targets + n * T;
         for (int32_t c = 0; c < P; c++)
@@ -82,42 +89,119 @@ static void batch_make(batch *b, const int32_t *prompt, const int32_t *pmask,
 }
 
 typedef struct pass {
-    float logp[N * T], ent[N * T];
+    float logp[N * TMAX], ent[N * TMAX];
     float *grads;
 } pass;
 
-/* forward (kept or computing) into acts, then backward of dlogp: logp, entropy, gradients. */
-static int pass_run(fixture *f, const batch *b, int kept, float *acts, const float *dlogp,
-                    pass *out, grpo_error *err) {
-    const grpo_model_desc *d = f->m->desc;
-    grpo_batch gb = {sizeof(grpo_batch), N, T, b->ids, b->mask, b->pos, b->targets, 0.0f, kept};
+/* The kept (kept = 1) or computing forward of b, then (dlogp not NULL) the backward of dlogp:
+ * log-probs, entropies, gradients into out. */
+static int pass_run(fixture *f, const batch *b, int kept, const float *dlogp, pass *out,
+                    grpo_error *err) {
+    grpo_batch gb = {sizeof(grpo_batch), N, b->T, b->ids, b->mask, b->pos, b->targets, 0.0f,
+                     kept};
     memset(out->logp, 0, sizeof out->logp), memset(out->ent, 0, sizeof out->ent);
-    int rc = d->forward(f->m->inst, &gb, acts, out->logp, out->ent, SCALE, err);
+    int rc = kept ? GRPO_OK : grpo_model_reserve_acts(f->m, N, b->T, err);
+    if (rc == GRPO_OK) rc = grpo_model_forward(f->m, &gb, out->logp, out->ent, SCALE, err);
     if (rc != GRPO_OK || !dlogp) return rc;
     grpo_model_zero_grad(f->m);
-    rc = d->backward(f->m->inst, &gb, acts, dlogp, SCALE, err);
+    rc = grpo_model_backward(f->m, &gb, dlogp, SCALE, err);
     if (rc == GRPO_OK) memcpy(out->grads, f->m->grads, f->m->section * sizeof(float));
     return rc;
 }
 
-/* The rollout of the fixed prompts (seed 5) with keep armed (NULL: none). */
-static void rollout(fixture *f, grpo_sampler_opts *o, grpo_rollout_keep *keep,
-                    const int32_t *prompt, const int32_t *pmask, grpo_rollout *ro) {
+/* The rollout of the prompts (seed 5), its rows' activations kept (keep) or not. The keep
+ * block is NaN before a kept rollout: what it does not write must not reach the results. */
+static void rollout(fixture *f, grpo_sampler_opts *o, int keep, const int32_t *prompt,
+                    const int32_t *pmask, grpo_rollout *ro) {
     grpo_error err;
     grpo_error_init(&err);
-    grpo_rng rng;
-    grpo_rng_seed(&rng, 5);
+    if (keep) {
+        int32_t prefix_of[N];
+        for (int32_t n = 0; n < N; n++) prefix_of[n] = n / G;
+        grpo_rollout_keep k;
+        ck_ok(grpo_model_keep_for(f->m, N, P, TN, NP, prefix_of, &k, &err), &err);
+        for (uint64_t i = 0; i < f->m->keep_bytes / sizeof(float); i++) k.acts[i] = NAN;
+    }
+    grpo_rng rng[N]; /* one stream a row, as the trainer's */
+    for (int32_t n = 0; n < N; n++) grpo_rng_seed_stream(&rng[n], 5, 0, (uint64_t)n);
     grpo_rollout_free(ro);
     memset(ro, 0, sizeof *ro);
     o->keep = keep;
-    ck_ok(grpo_sampler_run(f->m, o, prompt, pmask, NP, P, &rng, ro, &err), &err);
+    grpo_sampler_batch q = {prompt, pmask, NP, P, rng, NULL, ro};
+    grpo_sampler_stats st;
+    ck_ok(grpo_sampler_run_queue(f->m, o, &q, 1, 0, &st, &err), &err);
+    ck_assert_int_eq(st.kept, keep);
 }
 
-/* Whether the completion positions of a and b hold the same bits. */
+/* Whether x and y hold the same bits at b's completion positions. */
 static int same_at_targets(const batch *b, const float *x, const float *y) {
-    for (int32_t i = 0; i < N * T; i++)
+    for (int32_t i = 0; i < N * b->T; i++)
         if (b->targets[i] >= 0 && memcmp(&x[i], &y[i], sizeof x[i]) != 0) return 0;
     return 1;
+}
+
+/* Layer 0's up_proj weight times s. */
+static void scale_weight(fixture *f, float s) {
+    grpo_error err;
+    grpo_error_init(&err);
+    int wi = grpo_model_param_index(f->m, "model.layers.0.mlp.up_proj.weight");
+    ck_assert_int_ge(wi, 0);
+    uint64_t wn = f->m->numel[wi];
+    float *w = malloc(wn * sizeof(float));
+    ck_ok(grpo_model_read_param(f->m, (uint32_t)wi, w, &err), &err);
+    for (uint64_t i = 0; i < wn; i++) w[i] *= s;
+    ck_ok(grpo_model_write_param(f->m, (uint32_t)wi, w, &err), &err);
+    free(w);
+}
+
+/* The checks of the file's header on the batch of width tc. */
+static void keep_width(fixture *f, grpo_sampler_opts *o, int32_t tc, const int32_t *prompt,
+                       const int32_t *pmask, const char *dir) {
+    grpo_error err;
+    grpo_error_init(&err);
+    grpo_rollout ro = {0};
+    rollout(f, o, 1, prompt, pmask, &ro);
+    batch b;
+    batch_make(&b, tc, prompt, pmask, &ro);
+    uint32_t r = 7;
+    float dlogp[N * TMAX];
+    for (int32_t i = 0; i < N * b.T; i++)
+        dlogp[i] = b.targets[i] >= 0 ? (float)(lcg(&r) % 2001) / 1000.0f - 1.0f : 0.0f;
+    pass *a = calloc(1, sizeof *a), *c = calloc(1, sizeof *c);
+    a->grads = malloc(f->m->section * sizeof(float));
+    c->grads = malloc(f->m->section * sizeof(float));
+    ck_ok(pass_run(f, &b, 1, dlogp, a, &err), &err);
+    ck_ok(pass_run(f, &b, 0, dlogp, c, &err), &err);
+    ck_assert_msg(same_at_targets(&b, a->logp, c->logp), "%s width %d: log-probs differ", dir,
+                  tc);
+    ck_assert_msg(same_at_targets(&b, a->ent, c->ent), "%s width %d: entropies differ", dir, tc);
+    int nonzero = 0;
+    for (uint64_t i = 0; i < f->m->section; i++) nonzero |= c->grads[i] != 0.0f;
+    ck_assert_msg(nonzero, "%s: all gradients 0: the comparison would prove nothing", dir);
+    ck_assert_msg(memcmp(a->grads, c->grads, f->m->section * sizeof(float)) == 0,
+                  "%s width %d: gradients from the kept forward differ", dir, tc);
+    for (int32_t n = 0; n < N; n++)
+        for (int32_t t = 0; t < ro.len[n]; t++) {
+            float got = ro.plogp[n * TN + t], want = a->logp[n * b.T + P + t - 1];
+            ck_assert_msg(memcmp(&got, &want, sizeof got) == 0,
+                          "%s row %d token %d: sampler %.9g, kept forward %.9g", dir, n, t,
+                          (double)got, (double)want);
+        }
+    /* consumed: a second kept forward is refused */
+    grpo_error_init(&err);
+    ck_assert_int_eq(pass_run(f, &b, 1, NULL, c, &err), GRPO_ERR_INVALID);
+    ck_assert_msg(strstr(err.message, "no rollout was kept") != NULL, "%s", err.message);
+    /* it reads the rollout: a layer weight changed after it moves only a computing forward */
+    rollout(f, o, 1, prompt, pmask, &ro);
+    scale_weight(f, 1.5f);
+    ck_ok(pass_run(f, &b, 1, NULL, c, &err), &err);
+    ck_assert_msg(same_at_targets(&b, a->logp, c->logp), "%s: the kept forward moved", dir);
+    ck_ok(pass_run(f, &b, 0, NULL, c, &err), &err);
+    ck_assert_msg(!same_at_targets(&b, a->logp, c->logp),
+                  "%s: the changed weight moved nothing: the check proves nothing", dir);
+    scale_weight(f, 1.0f / 1.5f);
+    free(a->grads), free(c->grads), free(a), free(c);
+    grpo_rollout_free(&ro);
 }
 
 static void keep_case(const char *dir) {
@@ -134,75 +218,30 @@ static void keep_case(const char *dir) {
             prompt[j * P + c] = (int32_t)(lcg(&r) % (uint32_t)(grpo_model_vocab(f.m) - 1)) + 1,
                        pmask[j * P + c] = 1;
     grpo_sampler_opts o = {{0.8f, 0, 1.0f, 0.0f, 1.0f}, G, TN, {0}, 0, 0, 1,
-                           NULL, NULL, NULL, NULL};
+                           NULL, NULL, NULL, 0};
+    static const int32_t end_at[G] = {3, 8, 6}; /* rows end apart, all before max_new */
+    o.end_at = end_at, o.eos[0] = 1, o.n_eos = 1;
     grpo_rollout ro = {0};
-    rollout(&f, &o, NULL, prompt, pmask, &ro); /* EOS ids drawn early: rows end apart */
-    o.eos[0] = ro.ids[2], o.eos[1] = ro.ids[TN + 4], o.n_eos = 2;
-    ck_ok(grpo_model_set_shared_prefix(f.m, P, &err), &err);
-    uint64_t floats = f.m->desc->activation_floats(f.m->inst, N, T);
-    float *kept = aligned_alloc(64, (floats * sizeof(float) + 63) / 64 * 64);
-    float *fresh = aligned_alloc(64, (floats * sizeof(float) + 63) / 64 * 64);
-    int32_t prefix_of[N];
-    for (int32_t n = 0; n < N; n++) prefix_of[n] = n / G;
-    grpo_rollout_keep keep = {sizeof keep, kept, N, P, TN, NP, prefix_of, NULL};
-    rollout(&f, &o, &keep, prompt, pmask, &ro);
+    rollout(&f, &o, 0, prompt, pmask, &ro);
     int32_t shortest = TN, longest = 0;
     for (int32_t n = 0; n < N; n++)
         shortest = ro.len[n] < shortest ? ro.len[n] : shortest,
         longest = ro.len[n] > longest ? ro.len[n] : longest;
     ck_assert_msg(shortest < longest, "%s: every row ran as long", dir);
-    batch b;
-    batch_make(&b, prompt, pmask, &ro);
-    float dlogp[N * T];
-    for (int32_t i = 0; i < N * T; i++)
-        dlogp[i] = b.targets[i] >= 0 ? (float)(lcg(&r) % 2001) / 1000.0f - 1.0f : 0.0f;
-    pass *a = calloc(1, sizeof *a), *c = calloc(1, sizeof *c);
-    a->grads = malloc(f.m->section * sizeof(float)), c->grads = malloc(f.m->section * sizeof(float));
-    ck_ok(pass_run(&f, &b, 1, kept, dlogp, a, &err), &err);
-    ck_ok(pass_run(&f, &b, 0, fresh, dlogp, c, &err), &err);
-    ck_assert_msg(same_at_targets(&b, a->logp, c->logp), "%s: kept log-probs differ", dir);
-    ck_assert_msg(same_at_targets(&b, a->ent, c->ent), "%s: kept entropies differ", dir);
-    int nonzero = 0;
-    for (uint64_t i = 0; i < f.m->section; i++) nonzero |= c->grads[i] != 0.0f;
-    ck_assert_msg(nonzero, "%s: all gradients 0: the comparison would prove nothing", dir);
-    ck_assert_msg(memcmp(a->grads, c->grads, f.m->section * sizeof(float)) == 0,
-                  "%s: gradients from the kept forward differ", dir);
-    for (int32_t n = 0; n < N; n++)
-        for (int32_t t = 0; t < ro.len[n]; t++) {
-            float got = ro.plogp[n * TN + t], want = a->logp[n * T + P + t - 1];
-            ck_assert_msg(memcmp(&got, &want, sizeof got) == 0,
-                          "%s row %d token %d: sampler %.9g, kept forward %.9g", dir, n, t,
-                          (double)got, (double)want);
-        }
-    /* consumed: a second kept forward is refused */
-    grpo_error_init(&err);
-    ck_assert_int_eq(pass_run(&f, &b, 1, kept, NULL, c, &err), GRPO_ERR_INVALID);
-    ck_assert_msg(strstr(err.message, "no rollout was kept") != NULL, "%s", err.message);
-    /* the kept forward reads the rollout: a layer-0 weight changed after it moves a computing
-     * forward's log-probs, not the kept forward's */
-    rollout(&f, &o, &keep, prompt, pmask, &ro);
-    int wi = grpo_model_param_index(f.m, "model.layers.0.mlp.up_proj.weight");
-    ck_assert_int_ge(wi, 0);
-    uint64_t wn = f.m->numel[wi];
-    float *w = malloc(wn * sizeof(float));
-    ck_ok(grpo_model_read_param(f.m, (uint32_t)wi, w, &err), &err);
-    for (uint64_t i = 0; i < wn; i++) w[i] *= 1.5f;
-    ck_ok(grpo_model_write_param(f.m, (uint32_t)wi, w, &err), &err);
-    free(w);
-    ck_ok(pass_run(&f, &b, 1, kept, NULL, c, &err), &err);
-    ck_assert_msg(same_at_targets(&b, a->logp, c->logp), "%s: the kept forward moved", dir);
-    ck_ok(pass_run(&f, &b, 0, fresh, NULL, c, &err), &err);
-    ck_assert_msg(!same_at_targets(&b, a->logp, c->logp),
-                  "%s: the changed weight moved nothing: the check proves nothing", dir);
+    ck_assert_msg(longest < TN, "%s: a row ran to max_new: the narrower batch is not tried", dir);
+    grpo_rollout_free(&ro);
+    ck_ok(grpo_model_set_shared_prefix(f.m, P, &err), &err);
+    keep_width(&f, &o, longest, prompt, pmask, dir); /* the trainer's: narrower than the keep */
+    keep_width(&f, &o, TN, prompt, pmask, dir);
     /* a prefix_of that jumps is refused */
-    int32_t bad[N];
-    for (int32_t n = 0; n < N; n++) bad[n] = n / G * 2;
-    grpo_rollout_keep wrong = {sizeof wrong, kept, N, P, TN, NP, bad, prefix_of};
+    int32_t bad[N], row_of[N];
+    for (int32_t n = 0; n < N; n++) bad[n] = n / G * 2, row_of[n] = n;
+    grpo_rollout_keep wrong;
+    ck_ok(grpo_model_keep_for(f.m, N, P, TN, NP, bad, &wrong, &err), &err);
+    wrong.row_of = row_of;
     grpo_error_init(&err);
     ck_assert_int_eq(grpo_model_keep_rollout(f.m, &wrong, &err), GRPO_ERR_INVALID);
     ck_assert_msg(strstr(err.message, "prefix_of") != NULL, "%s", err.message);
-    free(a->grads), free(c->grads), free(a), free(c), free(kept), free(fresh);
-    grpo_rollout_free(&ro);
     fixture_close(&f);
 }
 

@@ -56,7 +56,13 @@ START_TEST(each_minor_appends_its_slots) {
     /* 1.9: kv_page_floats (a paged KV cache) after it, last */
     ck_assert_uint_eq(offsetof(grpo_model_desc, kv_page_floats),
                       offsetof(grpo_model_desc, set_shared_prefix) + fn);
-    ck_assert_uint_eq(sizeof(grpo_model_desc), offsetof(grpo_model_desc, kv_page_floats) + fn);
+    /* 1.10: keep_rollout (a rollout's kept activations) after it, last; grpo_batch.kept after
+     * aux_weight, last */
+    ck_assert_uint_eq(offsetof(grpo_model_desc, keep_rollout),
+                      offsetof(grpo_model_desc, kv_page_floats) + fn);
+    ck_assert_uint_eq(sizeof(grpo_model_desc), offsetof(grpo_model_desc, keep_rollout) + fn);
+    ck_assert_uint_eq(offsetof(grpo_batch, kept), offsetof(grpo_batch, aux_weight) + sizeof(float));
+    ck_assert_uint_eq(sizeof(grpo_batch), offsetof(grpo_batch, kept) + sizeof(int32_t));
     /* 1.9: the paged cache's fields after R, S (a 1.0 cache's struct_size ends before them) */
     ck_assert_uint_eq(offsetof(grpo_kv_cache, page),
                       offsetof(grpo_kv_cache, S) + sizeof(int32_t));

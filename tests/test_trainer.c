@@ -266,6 +266,52 @@ START_TEST(gradient_checkpointing_does_not_change_training) {
 }
 END_TEST
 
+/* perf/rollout_reused of every line of a metrics file: each equals want. */
+static void rollout_reused_is(const char *path, double want, int want_lines) {
+    char *text = slurp(path), *save = NULL;
+    int lines = 0;
+    for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        cJSON *j = cJSON_Parse(line);
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, "perf/rollout_reused");
+        ck_assert_msg(cJSON_IsNumber(v) && v->valuedouble == want,
+                      "%s line %d: perf/rollout_reused is not %g", path, lines + 1, want);
+        cJSON_Delete(j), lines++;
+    }
+    ck_assert_int_eq(lines, want_lines);
+    free(text);
+}
+
+/* train.reuse_rollout (the default): the policy's training forward takes the activations its
+ * rollout computed (the same bits as computing them): every metric of a 3-step run with one
+ * pass per generation batch (micro_batch 0) and a reference (beta) equals the run with the key
+ * off, and perf/rollout_reused shows the path ran: 1 on every step with it, 0 without. With
+ * micro-batches of 3 rows (not the whole batch) nothing is reused. */
+START_TEST(reusing_the_rollout_does_not_change_training) {
+    char ini[512], log[512], a_path[512], b_path[512];
+    write_run("rra", ""), write_run("rrb", ""), write_run("rrc", "");
+    snprintf(ini, sizeof ini, "%s/rra.ini", tmp), snprintf(log, sizeof log, "%s/rra.log", tmp);
+    char *a_args[] = {"grpo", "train", ini, "--set", "train.steps=3", "--set",
+                      "train.micro_batch=0", "--set", "train.reuse_rollout=false",
+                      "--plugin-path", GRPO_PACK_BUILD_DIR, NULL};
+    ck_assert_msg(run_grpo(log, a_args) == 0, "run without reuse failed, see %s", log);
+    snprintf(ini, sizeof ini, "%s/rrb.ini", tmp), snprintf(log, sizeof log, "%s/rrb.log", tmp);
+    char *b_args[] = {"grpo", "train", ini, "--set", "train.steps=3", "--set",
+                      "train.micro_batch=0", "--plugin-path", GRPO_PACK_BUILD_DIR, NULL};
+    ck_assert_msg(run_grpo(log, b_args) == 0, "run with reuse failed, see %s", log);
+    snprintf(a_path, sizeof a_path, "%s/rra/metrics.jsonl", tmp);
+    snprintf(b_path, sizeof b_path, "%s/rrb/metrics.jsonl", tmp);
+    same_metrics(a_path, b_path, 3);
+    rollout_reused_is(a_path, 0, 3);
+    rollout_reused_is(b_path, 1, 3);
+    snprintf(ini, sizeof ini, "%s/rrc.ini", tmp), snprintf(log, sizeof log, "%s/rrc.log", tmp);
+    char *c_args[] = {"grpo", "train", ini, "--set", "train.steps=1", "--plugin-path",
+                      GRPO_PACK_BUILD_DIR, NULL};
+    ck_assert_msg(run_grpo(log, c_args) == 0, "run in micro-batches failed, see %s", log);
+    snprintf(a_path, sizeof a_path, "%s/rrc/metrics.jsonl", tmp);
+    rollout_reused_is(a_path, 0, 1);
+}
+END_TEST
+
 /* train.shared_prefix (the default) computes each prompt once for its completions in the
  * reference and policy passes: every metric of a 3-step run agrees with the run that computes
  * every row in full, to fp32 rounding carried through 3 optimizer steps: 2e-5 relative (the
@@ -924,6 +970,7 @@ int main(void) {
     tcase_add_test(tc, evaluation_does_not_change_training);
     tcase_add_test(tc, gradient_checkpointing_does_not_change_training);
     tcase_add_test(tc, shared_prefix_changes_training_only_by_rounding);
+    tcase_add_test(tc, reusing_the_rollout_does_not_change_training);
     tcase_add_test(tc, metrics_end_with_the_phase_timings);
     tcase_add_test(tc, the_entropy_bonus_alone_raises_the_entropy);
     tcase_add_test(tc, lora_grpo_learns_on_an_sft_model);

@@ -183,6 +183,9 @@
     B(train, shared_prefix, "true", 0,                                                          \
       "compute each prompt once for its G completions in training passes: fewer FLOPs, " \
       "the same results up to fp32 rounding; false: every row in full")                        \
+    B(train, reuse_rollout, "true", 0,                                                          \
+      "the policy's training forward takes its rollout's activations (the same bits) instead " \
+      "of computing them again, where it can (README); false: always computed")                \
     E(train, compute_dtype, "fp32", train_compute_dtype,                                        \
       "bf16 = the policy's training forward and backward as bf16 products, fp32 sums (CPUs "     \
       "with avx512_bf16); weights, gradients and AdamW stay fp32; fp32 (or f32)")               \

@@ -361,6 +361,7 @@ void grpo_model_close(grpo_model *m) {
     }
     if (m->ops) {
         if (m->block) m->ops->free(m->ops->ctx, m->block);
+        if (m->keep_block) m->ops->free(m->ops->ctx, m->keep_block);
     }
     grpo_model_release_kv(m);
     grpo_work_release(m->work);
@@ -530,8 +531,24 @@ static grpo_batch batch_rows(const grpo_batch *b, int32_t r0, int32_t rows) {
     return c;
 }
 
+/* grpo_batch.kept (1.10) of a batch the host made. */
+static int batch_kept(const grpo_batch *b) {
+    return b->struct_size >= offsetof(grpo_batch, kept) + sizeof(int32_t) && b->kept;
+}
+
 int grpo_model_forward(grpo_model *m, const grpo_batch *b, float *logp, float *entropy,
                        float scale, grpo_error *err) {
+    m->keep_fwd = batch_kept(b);
+    if (m->keep_fwd) { /* one pass over the kept block: the plugin checks the batch */
+        if (!m->keep_block)
+            return grpo_error_set(err, GRPO_ERR_INVALID, "model: kept forward without a keep");
+        model_call(m, "forward");
+        compute_begin(m);
+        int rc = m->desc->forward(m->inst, b, m->keep_block, logp, entropy, scale, err);
+        compute_end(m);
+        grpo_plugin_call_end();
+        return plugin_status(rc, err);
+    }
     float *acts = acts_held(m);
     if (!acts || (!forward_only(m) && b->B > m->acts_B) || b->T > m->acts_T)
         return grpo_error_set(err, GRPO_ERR_INVALID,
@@ -556,11 +573,17 @@ int grpo_model_forward(grpo_model *m, const grpo_batch *b, float *logp, float *e
 static int backward_ready(const grpo_model *m, const grpo_batch *b, grpo_error *err) {
     if (!m->trainable && !m->adapters_train)
         return grpo_error_set(err, GRPO_ERR_INVALID, "model: backward on a frozen model");
+    if (m->keep_fwd) return GRPO_OK; /* the kept block: the plugin checks the batch */
     if (!acts_held(m) || b->B > m->acts_B || b->T > m->acts_T)
         return grpo_error_set(err, GRPO_ERR_INVALID,
                               "model: backward of (%d,%d) but activations are reserved for "
                               "(%d,%d)%s", b->B, b->T, m->acts_B, m->acts_T, acts_lost(m));
     return GRPO_OK;
+}
+
+/* The block the last forward wrote. */
+static float *backward_acts(const grpo_model *m) {
+    return m->keep_fwd ? m->keep_block : acts_held(m);
 }
 
 int grpo_model_backward(grpo_model *m, const grpo_batch *b, const float *dlogp, float scale,
@@ -569,7 +592,7 @@ int grpo_model_backward(grpo_model *m, const grpo_batch *b, const float *dlogp, 
     if (rc != GRPO_OK) return rc;
     model_call(m, "backward");
     compute_begin(m);
-    rc = m->desc->backward(m->inst, b, acts_held(m), dlogp, scale, err);
+    rc = m->desc->backward(m->inst, b, backward_acts(m), dlogp, scale, err);
     compute_end(m);
     grpo_plugin_call_end();
     return plugin_status(rc, err);
@@ -660,6 +683,23 @@ int grpo_model_keep_rollout(grpo_model *m, const grpo_rollout_keep *keep, grpo_e
     return plugin_status(rc, err);
 }
 
+int grpo_model_keep_for(grpo_model *m, int32_t B, int32_t P, int32_t Tc, int32_t BP,
+                        const int32_t *prefix_of, grpo_rollout_keep *k, grpo_error *err) {
+    uint64_t bytes = m->desc->activation_floats(m->inst, B, P + Tc) * sizeof(float);
+    if (bytes > m->keep_bytes) {
+        if (m->keep_block) m->ops->free(m->ops->ctx, m->keep_block);
+        m->keep_block = m->ops->alloc(m->ops->ctx, bytes), m->keep_bytes = 0;
+        if (!m->keep_block)
+            return grpo_error_set(err, GRPO_ERR_NOMEM,
+                                  "model %s: cannot allocate %llu MiB of activations for (%d,%d) "
+                                  "(the rollout's, kept for the training forward)", m->desc->id,
+                                  (unsigned long long)(bytes >> 20), B, P + Tc);
+        m->keep_bytes = bytes;
+    }
+    *k = (grpo_rollout_keep){sizeof *k, m->keep_block, B, P, Tc, BP, prefix_of, NULL};
+    return GRPO_OK;
+}
+
 int grpo_model_has_entropy_backward(const grpo_model *m) {
     return GRPO_HAS_FIELD(m->desc, grpo_model_desc, backward_entropy) &&
            m->desc->backward_entropy != NULL;
@@ -676,7 +716,8 @@ int grpo_model_backward_entropy(grpo_model *m, const grpo_batch *b, const float 
     if (rc != GRPO_OK) return rc;
     model_call(m, "backward_entropy");
     compute_begin(m);
-    rc = m->desc->backward_entropy(m->inst, b, acts_held(m), dlogp, dentropy, entropy, scale, err);
+    rc = m->desc->backward_entropy(m->inst, b, backward_acts(m), dlogp, dentropy, entropy, scale,
+                                   err);
     compute_end(m);
     grpo_plugin_call_end();
     return plugin_status(rc, err);

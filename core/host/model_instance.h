@@ -73,6 +73,11 @@ typedef struct grpo_model {
     int32_t *kv_hlen;             /* (kv.R) host copy of a paged decode's len */
     int kv_unpaged;               /* 1: grpo_model_reserve_kv_paged makes the unpaged cache
                                    * (a test's reference run); 0 when opened */
+    float *keep_block;  /* the kept rollout's training activations (grpo_model_keep_for), apart
+                           from work: they live through the rollout's cache and other models'
+                           passes until the kept forward */
+    uint64_t keep_bytes;
+    int keep_fwd;       /* the last forward read keep_block (backward then does too) */
 } grpo_model;
 
 /* Creates the plugin instance from dir/config.json, allocates the block (params only when
@@ -183,10 +188,16 @@ int grpo_model_set_gradient_checkpointing(grpo_model *m, int on, grpo_error *err
 /* Bytes of the activation block per token of a 1024-token training row, for the setting in
  * force (gradient checkpointing keeps less): the pack's activation_floats(1, 1024) * 4 / 1024. */
 double grpo_model_activation_bytes_per_token(const grpo_model *m);
-/* Rollout keep (grpo/model.h keep_rollout, 1.10 draft): whether the pack has it; arms it
+/* Rollout keep (grpo/model.h keep_rollout, 1.10): whether the pack has it; arms it
  * (keep NULL: off, a no-op without the slot). */
 int grpo_model_can_keep_rollout(const grpo_model *m);
 int grpo_model_keep_rollout(grpo_model *m, const grpo_rollout_keep *keep, grpo_error *err);
+/* A keep for the training batch of B rows (prompts of P columns, BP of them, row b's prompt
+ * prefix_of[b], completions up to Tc) into *k: m->keep_block grown to its activations (no
+ * row_of: the sampler sets it). A forward of a batch with grpo_batch.kept = 1 then reads
+ * keep_block, and the backward after it too. */
+int grpo_model_keep_for(grpo_model *m, int32_t B, int32_t P, int32_t Tc, int32_t BP,
+                        const int32_t *prefix_of, grpo_rollout_keep *k, grpo_error *err);
 /* Shared prefixes (grpo/model.h set_shared_prefix, ABI 1.6): the next forward may compute the
  * first P columns of equal consecutive rows once. A pack without the slot computes every row in
  * full: a no-op (GRPO_OK), as is P = 0 there. */

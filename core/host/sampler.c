@@ -13,6 +13,7 @@
 #include "base/nomem.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -491,6 +492,31 @@ static void kv_stats(const grpo_model *m, grpo_sampler_stats *st, int32_t rows, 
     if (bytes > st->kv_bytes_max) st->kv_bytes_max = bytes;
 }
 
+/* grpo_sampler_opts.keep: the batch's rows keep their training activations (the model's
+ * keep_block, its live rows mapped by s->row) where the model can, st->kept saying so; else any
+ * keep of the model is dropped. */
+static int keep_arm(grpo_model *m, const grpo_sampler_opts *o, sampler_state *s, int32_t B,
+                    int32_t P, grpo_sampler_stats *st, grpo_error *err) {
+    if (st) st->kept = 0;
+    if (!o->keep || !grpo_model_can_keep_rollout(m)) return grpo_model_keep_rollout(m, NULL, err);
+    int32_t *prefix_of = malloc((size_t)s->N * sizeof *prefix_of);
+    if (!prefix_of) return grpo_nomem(err, "the kept rows' prompts", (uint64_t)s->N * 4);
+    for (int32_t n = 0; n < s->N; n++) prefix_of[n] = n / o->G;
+    grpo_rollout_keep k;
+    int rc = grpo_model_keep_for(m, s->N, P, o->max_new, B, prefix_of, &k, err);
+    k.row_of = s->row; /* live row -> output row, as rows end and move */
+    if (rc == GRPO_OK) rc = grpo_model_keep_rollout(m, &k, err);
+    free(prefix_of);
+    if (rc == GRPO_ERR_NOMEM) /* the forward computes them, in memory it shares with the cache */
+        fprintf(stderr, "warning: %s: the training forward computes them again\n", err->message);
+    if (rc == GRPO_ERR_UNSUPPORTED || rc == GRPO_ERR_NOMEM) { /* (UNSUPPORTED: LoRA on, ...) */
+        grpo_error_init(err);
+        return grpo_model_keep_rollout(m, NULL, err);
+    }
+    if (rc == GRPO_OK && st) st->kept = 1;
+    return rc;
+}
+
 /* The static schedule of one batch (st: its KV memory joins it; NULL: not wanted). */
 static int run(grpo_model *m, const grpo_sampler_opts *o, const int32_t *prompt,
                const int32_t *pmask, int32_t B, int32_t P, grpo_rng *rng, grpo_rng *row_rng,
@@ -526,8 +552,7 @@ static int run(grpo_model *m, const grpo_sampler_opts *o, const int32_t *prompt,
     }
     for (size_t i = 0; i < (size_t)s.N * o->max_new; i++) out->ids[i] = o->pad_id;
     rc = end_at_setup(&s, o, err);
-    if (rc == GRPO_OK && o->keep) o->keep->row_of = s.row; /* live row -> output row */
-    if (rc == GRPO_OK) rc = grpo_model_keep_rollout(m, o->keep, err); /* or off */
+    if (rc == GRPO_OK) rc = keep_arm(m, o, &s, B, P, st, err);
     if (rc == GRPO_OK) rc = prefill(m, &s, prompt, pmask, B, P, err);
     if (rc == GRPO_OK) rc = fan_out(m, &s, prompt, pmask, B, P, o->G, err);
     for (int32_t n = 0; rc == GRPO_OK && o->turns && n < s.N; n++) {

@@ -77,10 +77,11 @@ typedef struct grpo_sampler_opts {
                                           which is eos[0] from a point mass (logp 0; plogp the
                                           model's, as always). Needs an EOS id and the host
                                           path with ops->logits_logp (the cpu backend) */
-    grpo_rollout_keep *keep;           /* NULL: none. Else the static schedule (grpo_sampler_run)
-                                          keeps its rows' activations for the training forward
-                                          of (B*G, P + max_new): keep->acts, B, P, Tc, BP,
-                                          prefix_of set by the caller; row_of is the sampler's */
+    int32_t keep;                      /* 1: a batch of the static schedule keeps its rows'
+                                          training activations for their forward
+                                          (grpo_model_keep_for: B*G rows, the prompts' P
+                                          columns, max_new; grpo_sampler_stats.kept), where the
+                                          model can; 0: any keep of the model is dropped */
 } grpo_sampler_opts;
 
 /* One generation batch's completions, host memory, owned by the struct (grpo_rollout_free). */
@@ -157,6 +158,7 @@ typedef struct grpo_sampler_batch {
  * was not paged) and their bytes (sampling/kv_bytes_max; unpaged: the whole cache). */
 typedef struct grpo_sampler_stats {
     int32_t live_rows_max, refills, continuous;
+    int32_t kept; /* the last batch's activations are kept (grpo_sampler_opts.keep) */
     int32_t kv_pages_max;
     double kv_bytes_max;
 } grpo_sampler_stats;

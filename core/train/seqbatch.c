@@ -42,7 +42,7 @@ int grpo_seqbatch_reset(grpo_seqbatch *s, const grpo_ops *ops, int32_t B, int32_
             return grpo_error_set(err, GRPO_ERR_NOMEM, "batch: out of memory for (%d,%d)", B, T);
         }
     }
-    s->B = B, s->T = T, s->aux_weight = 0.0f, s->shared_prefix = 0;
+    s->B = B, s->T = T, s->aux_weight = 0.0f, s->shared_prefix = 0, s->kept = 0;
     memset(s->ids, 0, n * sizeof(int32_t));
     memset(s->mask, 0, n * sizeof(int32_t));
     memset(s->dlogp, 0, n * sizeof(float));
@@ -88,8 +88,8 @@ static int rows_reserve(grpo_seqbatch *s, int32_t n, grpo_error *err) {
 }
 
 static grpo_batch device_batch(const grpo_seqbatch *s) {
-    grpo_batch b = {sizeof(grpo_batch), s->B,     s->T,         s->d_ids,
-                    s->d_mask,          s->d_pos, s->d_targets, s->aux_weight};
+    grpo_batch b = {sizeof(grpo_batch), s->B,     s->T,         s->d_ids,     s->d_mask,
+                    s->d_pos,           s->d_targets, s->aux_weight, s->kept};
     return b;
 }
 
@@ -99,7 +99,7 @@ int grpo_seqbatch_forward(grpo_seqbatch *s, grpo_model *m, int want_entropy, flo
     uint64_t bi = (uint64_t)s->B * s->T * sizeof(int32_t),
              bf = (uint64_t)s->B * s->T * sizeof(float);
     int rc = grpo_model_check_ids(m, s->ids, (size_t)s->B * s->T, "batch", err);
-    if (rc == GRPO_OK) rc = grpo_model_reserve_acts(m, s->B, s->T, err);
+    if (rc == GRPO_OK && !s->kept) rc = grpo_model_reserve_acts(m, s->B, s->T, err);
     if (rc == GRPO_OK) rc = grpo_model_set_shared_prefix(m, s->shared_prefix, err);
     if (rc != GRPO_OK) return rc;
     o->upload(o->ctx, s->d_ids, s->ids, bi);

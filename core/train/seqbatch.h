@@ -24,6 +24,8 @@ typedef struct grpo_seqbatch {
     int32_t *d_ids, *d_mask, *d_pos, *d_targets; /* backend copies */
     float *d_logp, *d_entropy, *d_dlogp, *d_dentropy;
     float aux_weight; /* d loss / d aux_loss() for backward (MoE); 0 = none (grpo_batch) */
+    int32_t kept;          /* 1: the next forward takes the activations the rollout of these
+                              rows kept (grpo_batch.kept; the model's keep_block) */
     int32_t shared_prefix; /* columns that consecutive rows may share (a prompt and its
                               completions): forward passes it to the model's set_shared_prefix
                               (grpo/model.h, 1.6), which computes equal prefixes once; 0 = none */

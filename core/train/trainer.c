@@ -345,10 +345,37 @@ static void decode_stats_add(trainer *t, const grpo_sampler_stats *st) {
     if (st->kv_bytes_max > t->decode.kv_bytes_max) t->decode.kv_bytes_max = st->kv_bytes_max;
 }
 
+/* Whether no two neighbouring prompts of b are the same: the training pass then shares each
+ * prompt with exactly its own G rows, as the rollout prefilled them (the kept layout). */
+static int distinct_prompts(const grpo_rollout_batch *b) {
+    for (int32_t k = 1; k < b->B; k++)
+        if (b->n_ids[k] == b->n_ids[k - 1] &&
+            !memcmp(b->ids[k], b->ids[k - 1], (size_t)b->n_ids[k] * sizeof(int32_t)))
+            return 0;
+    return 1;
+}
+
+/* Whether the rollout of chunk c (n chunks in it) keeps its rows' activations for their training
+ * forward (train.reuse_rollout): the step's only chunk (no accumulation, no resampling round
+ * yet), the policy samples itself and trains in fp32, the chunk is one pass (a micro-batch of
+ * all its rows, not packed, prompts shared), one update per generation batch, no LoRA, no
+ * checkpointing, no over-sampling (its kept rows leave in another order). */
+static int keep_wanted(const trainer *t, const chunk *c, int n) {
+    const grpo_run_config *cfg = t->cfg;
+    return cfg->train_reuse_rollout && n == 1 && t->n_chunks == 1 && distinct_prompts(&c->rb) &&
+           !t->rollout &&
+           t->sample_dtype == GRPO_DTYPE_F32 && cfg->train_compute_dtype != GRPO_TRAIN_COMPUTE_BF16 &&
+           cfg->grpo_num_iterations == 1 && cfg->lora_r == 0 &&
+           !cfg->train_gradient_checkpointing && cfg->train_max_tokens_per_microbatch == 0 &&
+           pack_share(t) && t->micro >= c->rb.N && c->rb.keep == 0 && !c->rb.env;
+}
+
 /* Chunks c[0..n) of the step: their prompts, then one continuous rollout of all of them
- * (rollout.h grpo_rollout_batches_run; with an environment, one static rollout each). */
+ * (rollout.h grpo_rollout_batches_run; with an environment, one static rollout each). A rollout
+ * drops what an earlier one kept (the policy keeps one batch). */
 static int chunks_sample(trainer *t, chunk *c, int n, int32_t B, grpo_error *err) {
     int rc = GRPO_OK;
+    for (int a = 0; a < t->n_chunks; a++) t->chunks[a].kept = 0;
     for (int a = 0; rc == GRPO_OK && a < n; a++) {
         grpo_trainer_chunk_clear(&c[a]);
         grpo_plugin_call_progress(t->s.st.step + 1, (long)(c + a - t->chunks) + 1); /* crash */
@@ -369,9 +396,12 @@ static int chunks_sample(trainer *t, chunk *c, int n, int32_t B, grpo_error *err
     for (int32_t a0 = 0; rc == GRPO_OK && a0 < n; a0 += per_run) {
         int32_t k = n - a0 < per_run ? n - a0 : per_run;
         for (int32_t a = 0; a < k; a++) bs[a] = &c[a0 + a].rb;
+        t->so.keep = keep_wanted(t, &c[a0], n);
         rc = grpo_rollout_batches_run(bs, k, &t->s.run, sampler, &t->so, &t->rewards,
                                       (int32_t)t->cfg->sampling_max_live_rows, &st, err);
         if (rc == GRPO_OK) decode_stats_add(t, &st);
+        c[a0].kept = rc == GRPO_OK && t->so.keep && st.kept && !st.continuous;
+        t->so.keep = 0; /* evaluation's rollouts keep nothing */
     }
     return rc;
 }
@@ -473,7 +503,12 @@ static int micro_passes(trainer *t, chunk *c, int32_t r0, int32_t rows, const gr
     /* LoRA dropout's masks: a pass per chunk, rank (its first global row) and micro-batch */
     uint64_t pass = (uint64_t)(c - t->chunks) << 48 ^ (uint64_t)c->g0 << 24 ^ (uint64_t)r0;
     int rc = grpo_session_dropout(&t->s, 1, pass, err);
+    /* the rollout's activations when it kept this whole chunk as laid out here */
+    t->sb.kept = c->kept && r0 == 0 && rows == c->rb.N;
+    c->kept = 0; /* used now, or dropped by the forward that computes */
+    sums->passes++, sums->reused += t->sb.kept;
     if (rc == GRPO_OK) rc = grpo_seqbatch_forward(&t->sb, t->s.policy, 1, t->scale, err);
+    t->sb.kept = 0;
     if (rc == GRPO_OK) rc = expert_load_add(t, err);
     if (rc != GRPO_OK) return rc;
     completion_cols(t, c, t->sb.logp, logp);

@@ -40,6 +40,8 @@ typedef struct chunk {
     float *glen, *gtrunc;  /* (gN) completion lengths, truncation flags */
     double env[ENV_STATS]; /* [env]: this rank's episode sums (env_stats) */
     float *env_rows;       /* (N,4) [env]: each episode's reward, turns, tool calls, tool errors */
+    int kept;              /* its rollout kept the rows' training activations (train.reuse_rollout)
+                              and no pass has used or dropped them yet */
 } chunk;
 
 /* The phases of a step timed into time/... metrics: generation with its rewards and advantages
@@ -54,6 +56,8 @@ typedef struct loss_sums {
     double aux; /* mean MoE auxiliary loss over the micro-batches */
     double positions, padded; /* positions handed to the model in the policy micro-batches, and
                                  of them padding (mask 0): train/padding_frac */
+    double passes, reused;    /* policy passes, and of them those that took the rollout's
+                                 activations (train.reuse_rollout): perf/rollout_reused */
 } loss_sums;
 
 typedef struct trainer {

@@ -28,7 +28,8 @@ dir = log
 plugin = builtin.length
 INI
 # 256 rows x (32768 + prompt) slots x 1 layer x (K,V) x 64 floats: 4 GiB of KV cache, and
-# the activations of 256 rows (which reuse the cache's memory: host/work_memory.h)
+# the activations of 256 rows (which reuse the cache's memory: host/work_memory.h; the
+# rollout's kept activations, which do not, only warn and are computed again)
 if [[ $sanitize == ON ]]; then
     export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}allocator_may_return_null=1:max_allocation_size_mb=1024"
     timeout 60 "$grpo" train run.ini > out.log 2>&1

@@ -23,7 +23,7 @@ int32_t lm_decoder_init(lm_decoder *d, const char *who, const grpo_host *host,
 }
 
 void lm_decoder_free(lm_decoder *d) {
-    free(d->keep.prefix_of), free(d->keep.steps), free(d->keep.la);
+    free(d->keep.prefix_of), free(d->keep.steps), free(d->keep.la), free(d->keep.moves);
     d->keep = (lm_keep){0};
     lm_lora_free(&d->lin.lora);
     if (d->ops) lm_prefix_free(&d->pfx, d->ops);
@@ -206,6 +206,12 @@ typedef struct keep_at {
     uint64_t n;
     int32_t R;
 } keep_at;
+
+/* One kept tensor in the keep's layout and in the batch's (w floats a token). */
+typedef struct kept_move {
+    float *from, *to;
+    uint64_t w;
+} kept_move;
 
 /* A tensor of a layer struct (or of lm_decoder_acts) by its offset. */
 static float *tensor_at(const void *s, size_t off) { return *(float *const *)((const char *)s + off); }
@@ -488,7 +494,9 @@ int32_t lm_decoder_keep_rollout(void *model, const grpo_rollout_keep *keep, grpo
     if (steps) k->steps = steps;
     void *la = k->la ? k->la : calloc((size_t)d->L, d->layer_size);
     if (la) k->la = la;
-    if (!pre || !steps || !la)
+    void *mv = realloc(k->moves, ((size_t)d->L * (size_t)k->n + 1) * sizeof(kept_move));
+    if (mv) k->moves = mv;
+    if (!pre || !steps || !la || !mv)
         return grpo_error_set(err, GRPO_ERR_NOMEM, "%s: keep_rollout: out of memory", d->who);
     k->k = *keep;
     memcpy(k->prefix_of, keep->prefix_of, (size_t)keep->B * sizeof *pre);
@@ -498,50 +506,96 @@ int32_t lm_decoder_keep_rollout(void *model, const grpo_rollout_keep *keep, grpo
     return GRPO_OK;
 }
 
-/* grpo_batch.kept (1.10 draft); 0 from an older host. */
+/* grpo_batch.kept (1.10); 0 from an older host. */
 static int32_t batch_kept(const grpo_batch *b) {
     return b->struct_size >= offsetof(grpo_batch, kept) + sizeof(int32_t) && b->kept;
 }
 
-/* The kept rollout is this forward's: the block, the batch's shape and its packed layout (the
- * prompts' rows, each row's prompt) are those keep_rollout was armed with. */
+/* The kept rollout is this forward's: the block, the rows, the prompts' columns and their
+ * packed layout (the prompts' rows, each row's prompt) are those keep_rollout was armed with,
+ * and the completion columns are at most the keep's and hold every kept token. */
 static int32_t keep_matches(const lm_decoder *d, const grpo_batch *b, const float *acts) {
     const lm_keep *k = &d->keep;
     const lm_rows *r = &d->pfx.rows;
-    if (!k->on || acts != k->k.acts || b->B != k->k.B || b->T != k->k.P + k->k.Tc ||
+    if (!k->on || acts != k->k.acts || b->B != k->k.B || b->T > k->k.P + k->k.Tc ||
         !d->pfx.active || r->BP != k->k.BP || r->P != k->k.P)
         return 0;
+    for (int32_t i = 0; i < b->B; i++)
+        if (k->steps[i] > r->T) return 0;
     return memcmp(d->pfx.host_prefix_of, k->prefix_of, (size_t)b->B * sizeof(int32_t)) == 0;
 }
 
+/* dst = src, n floats, dst <= src in one block (they may overlap): copied in pieces no longer
+ * than their distance, lowest first. */
+static void move_down(const lm_decoder *d, float *dst, const float *src, uint64_t n) {
+    const grpo_ops *o = d->ops;
+    uint64_t gap = (uint64_t)(src - dst);
+    if (!gap) return;
+    for (uint64_t at = 0, len; at < n; at += len) {
+        len = n - at < gap ? n - at : gap;
+        o->copy(o->ctx, dst + at, src + at, len * sizeof(float));
+    }
+}
+
+/* The kept tensors from the keep's layout (completion width Tc) to a's (the batch's Tc' =
+ * rows->T < Tc, the same carve, every tensor smaller, so none lies higher): tensor by tensor
+ * from the lowest, the prefix tokens, then each row's first Tc' tokens, each moved down. */
+static void keep_narrow(lm_decoder *d, const lm_decoder_acts *a, const lm_rows *rows) {
+    lm_keep *k = &d->keep;
+    int32_t n = 0;
+    kept_move *mv = k->moves;
+    for (int32_t l = 0; l < d->L; l++) {
+        const char *kl = (const char *)k->la + (size_t)l * d->layer_size;
+        const lm_attn_acts *la = lm_decoder_layer(d, a, l);
+        for (int32_t i = 0; i < k->n; i++)
+            mv[n++] = (kept_move){tensor_at(kl, k->kept[i].off), tensor_at(la, k->kept[i].off),
+                                  k->kept[i].width};
+    }
+    mv[n++] = (kept_move){k->top.xL, a->xL, (uint64_t)d->attn->C};
+    for (int32_t i = 1; i < n; i++) /* by address in the keep's layout */
+        for (int32_t j = i; j > 0 && mv[j].from < mv[j - 1].from; j--) {
+            kept_move t = mv[j];
+            mv[j] = mv[j - 1], mv[j - 1] = t;
+        }
+    uint64_t np = (uint64_t)rows->BP * rows->P, tc = (uint64_t)k->k.Tc, tn = (uint64_t)rows->T;
+    for (int32_t i = 0; i < n; i++) {
+        move_down(d, mv[i].to, mv[i].from, np * mv[i].w);
+        for (int32_t b = 0; b < rows->B; b++)
+            move_down(d, mv[i].to + (np + b * tn) * mv[i].w, mv[i].from + (np + b * tc) * mv[i].w,
+                      tn * mv[i].w);
+    }
+}
+
 /* Zeroes the tokens of tensor t (w floats each) that no decode call kept: row b's completion
- * tokens from steps[b] on (the last token, which no decode step computes, and the padding),
- * so that every token the forward reads is finite. */
-static void keep_zero_rest(const lm_decoder *d, float *t, uint64_t w) {
+ * tokens from steps[b] to Tc' = rows->T (the last token, which no decode step computes, and the
+ * padding), so that every token the forward reads is finite. */
+static void keep_zero_rest(const lm_decoder *d, float *t, uint64_t w, const lm_rows *rows) {
     const grpo_ops *o = d->ops;
     const lm_keep *k = &d->keep;
-    uint64_t base = (uint64_t)k->k.BP * k->k.P;
-    for (int32_t b = 0; b < k->k.B; b++) {
-        uint64_t from = base + (uint64_t)b * k->k.Tc + (uint64_t)k->steps[b];
-        uint64_t n = (uint64_t)(k->k.Tc - k->steps[b]);
+    uint64_t base = (uint64_t)rows->BP * rows->P;
+    for (int32_t b = 0; b < rows->B; b++) {
+        uint64_t from = base + (uint64_t)b * rows->T + (uint64_t)k->steps[b];
+        uint64_t n = (uint64_t)(rows->T - k->steps[b]);
         if (n) o->zero(o->ctx, t + from * w, n * w * sizeof(float));
     }
 }
 
-/* The forward's layers from the kept rollout (keep_matches): the kept tensors are in place in
- * acts (the training layout); what is not kept is computed: the untouched tokens zeroed, each
- * layer's attention (att, att_lse) from its q, k, v, and the final norm. Consumes the keep. */
+/* The forward's layers from the kept rollout (keep_matches): the kept tensors are in acts, in
+ * the training layout (moved to the batch's narrower one when its completions are shorter than
+ * the keep's); what is not kept is computed: the untouched tokens zeroed, each layer's
+ * attention (att, att_lse) from its q, k, v, and the final norm. Consumes the keep. */
 static void keep_forward(lm_decoder *d, lm_decoder_acts *a, const grpo_batch *b,
                          const lm_rows *rows, float *acts) {
     lm_keep *k = &d->keep;
-    lm_decoder_acts_carve(d, a, acts, b->B, b->T, 1); /* the keep's layout: the same pointers */
+    lm_decoder_acts_carve(d, a, acts, b->B, b->T, 1);
+    if (rows->T < k->k.Tc) keep_narrow(d, a, rows);
     for (int32_t l = 0; l < d->L; l++) {
         lm_attn_acts *la = lm_decoder_layer(d, a, l);
         for (int32_t i = 0; i < k->n; i++)
-            keep_zero_rest(d, tensor_at(la, k->kept[i].off), k->kept[i].width);
+            keep_zero_rest(d, tensor_at(la, k->kept[i].off), k->kept[i].width, rows);
         lm_attn_core_forward(d->ops, d->attn, la, rows);
     }
-    keep_zero_rest(d, a->xL, (uint64_t)d->attn->C);
+    keep_zero_rest(d, a->xL, (uint64_t)d->attn->C, rows);
     final_norm(d, a, rows, b->B * b->T, a->lnf);
     k->on = 0;
 }

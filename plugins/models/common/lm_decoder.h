@@ -82,7 +82,7 @@ typedef struct lm_arch {
     int32_t (*kept)(const lm_decoder *d, lm_kept *out);
 } lm_arch;
 
-/* Rollout keep (keep_rollout, 1.10 draft): where prefill and decode write what the training
+/* Rollout keep (keep_rollout, 1.10): where prefill and decode write what the training
  * forward of keep's batch keeps; that forward then runs only the attention (att, att_lse), the
  * final norm and the head. */
 typedef struct lm_keep {
@@ -95,6 +95,7 @@ typedef struct lm_keep {
     lm_decoder_acts top;  /* its top-level tensors (xL) */
     lm_kept kept[16];     /* the attention block's kept tensors [0, n_attn), the pack's [.., n) */
     int32_t n_attn, n;
+    void *moves;          /* [L * n + 1] work of a forward narrower than the keep */
 } lm_keep;
 
 /* A layer's parameter and gradient slots, the attention block's AP_* first (the pack's arrays). */
@@ -132,7 +133,7 @@ struct lm_decoder {
     int32_t share_P;            /* set_shared_prefix (ABI 1.6): the columns rows may share */
     lm_prefix pfx;              /* the last training forward's shared-prefix layout
                                    (lm_prefix.h): rows sharing a prompt compute it once */
-    lm_keep keep;               /* keep_rollout (1.10 draft) */
+    lm_keep keep;               /* keep_rollout (1.10) */
 };
 
 /* Rounds a tensor up to 16 floats so every one starts 64-byte aligned. */
@@ -212,7 +213,7 @@ int32_t lm_decoder_decode(void *model, const grpo_kv_cache *kv, int32_t R, const
 uint64_t lm_decoder_kv_page_floats(void *model, int32_t page);
 void lm_decoder_kv_copy_row(void *model, const grpo_kv_cache *kv, int32_t dst, int32_t src,
                             int32_t n);
-/* keep_rollout (1.10 draft): lm_keep above. */
+/* keep_rollout (1.10): lm_keep above. */
 int32_t lm_decoder_keep_rollout(void *model, const grpo_rollout_keep *keep, grpo_error *err);
 /* hidden_size() = C; hidden(): out (B,T,C) = norm(x_L) over the forward-only scratch. */
 int32_t lm_decoder_hidden_size(void *model);

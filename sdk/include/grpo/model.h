@@ -91,8 +91,8 @@ typedef struct grpo_batch {
      * gives this micro-batch's dlogp (e.g. 1 / gradient-accumulation steps). 0, or a
      * struct_size that ends before this field: no aux gradient. Unused by forward. */
     float aux_weight;
-    /* -- 1.10 (draft): 1: forward() takes this batch's activations from the rollout that
-     *    keep_rollout() armed (the batch must be the one it was armed for); 0: computes them. -- */
+    /* -- 1.10: 1: forward() takes this batch's activations from the rollout that
+     *    keep_rollout() armed (grpo_model_desc.keep_rollout); 0: computes them. -- */
     int32_t kept;
 } grpo_batch;
 
@@ -117,7 +117,7 @@ typedef struct grpo_lora_adapter {
     uint64_t seed;
 } grpo_lora_adapter;
 
-/* -- 1.10 (draft): what a rollout keeps for the training forward of its rows (keep_rollout).
+/* -- 1.10: what a rollout keeps for the training forward of its rows (keep_rollout).
  *    The batch: B rows, prompts left-padded to P columns, completions right-padded to Tc; the
  *    prompts are prefilled as BP rows, and batch row b's prompt is prefill row prefix_of[b]
  *    (consecutive rows share one). Decode row r of a decode() call holds batch row row_of[r]
@@ -295,15 +295,18 @@ typedef struct grpo_model_desc {
      * on 0, the host gives the pack the unpaged cache of kv_floats(R, S). */
     uint64_t (*kv_page_floats)(void *model, int32_t page);
 
-    /* -- 1.10 (draft) -- */
+    /* -- 1.10 -- */
     /* (optional) Rollout keep: from now on, prefill() and decode() also write the activations
      * a training forward() of the batch keep describes would keep (its layout: the acts block
      * of activation_floats(keep->B, keep->P + keep->Tc), shared prefixes on) into keep->acts,
-     * as they compute them; a forward() of that batch with grpo_batch.kept = 1 then takes them
-     * instead of computing its layers again (the same bits: decode and the training forward
-     * compute every token alike), and backward() follows as after any forward(). keep NULL:
-     * off. Consumed by that forward(), or dropped by any other pass. GRPO_ERR_UNSUPPORTED when
-     * the instance cannot (LoRA adapters on, recomputation, a pack without it). */
+     * as they compute them. A forward() with grpo_batch.kept = 1 of those rows (prompts in the
+     * first P columns, each completion's tokens after them, at most Tc completion columns and
+     * at least each row's kept tokens) on keep->acts then takes them instead of computing its
+     * layers again: the same bits, as decode and the training forward compute every token
+     * alike; backward() follows as after any forward(). GRPO_ERR_INVALID from that forward()
+     * when nothing matching is kept. keep NULL: off. Consumed by that forward(), dropped by any
+     * other forward() or a prefill() of other prompts. GRPO_ERR_UNSUPPORTED when the instance
+     * cannot (LoRA adapters on, recomputation, a pack without it). */
     int32_t (*keep_rollout)(void *model, const grpo_rollout_keep *keep, grpo_error *err);
 } grpo_model_desc;
 

@@ -67,6 +67,8 @@
  *   1.9   | ops.h      | attention_decode_paged (decode against a paged KV cache; optional)
  *         | model.h    | grpo_kv_cache.page, n_pages, table, table_host (a paged cache);
  *         |            | grpo_model_desc.kv_page_floats (the pack can use one; optional)
+ *   1.10  | model.h    | grpo_rollout_keep, grpo_model_desc.keep_rollout (prefill/decode keep
+ *         |            | the training forward's activations; optional), grpo_batch.kept
  *
  * The tokenizer services (tokenizer, tokenize, detokenize) were marked provisional in 1.0; they
  * are sealed: their signatures have not changed since 1.0, the builtin packs and reward_model
@@ -96,7 +98,7 @@ extern "C" {
 #endif
 
 #define GRPO_ABI_MAJOR 1
-#define GRPO_ABI_MINOR 9
+#define GRPO_ABI_MINOR 10
 #define GRPO_MAGIC_TAG "GRPOPLG" /* 7 chars + NUL */
 
 #if defined(_WIN32)
