@@ -7,8 +7,9 @@
  *
  * For each fixture (llama; qwen3: q/k norm, tied head; a model of head dim 64): G rows per
  * prompt decode at temperature 0.8, ending at different steps before max_new (the sampler's
- * end_at hook), with the keep armed. Then, for the training batch as wide as its longest completion (the trainer's,
- * narrower than the keep when no row ran to max_new) and as wide as max_new:
+ * end_at hook), with the keep armed. Then, for the training batch as wide as its longest
+ * completion (the trainer's, narrower than the keep when no row ran to max_new) and as wide as
+ * max_new:
  *   - the kept forward's log-probs and entropies, and every parameter gradient of a backward
  *     from it, have the bits of a forward that computes the layers (memcmp), and its log-probs
  *     are the sampler's;

@@ -365,7 +365,8 @@ static int keep_wanted(const trainer *t, const chunk *c, int n) {
     const grpo_run_config *cfg = t->cfg;
     return cfg->train_reuse_rollout && n == 1 && t->n_chunks == 1 && distinct_prompts(&c->rb) &&
            !strcmp(t->s.policy->ops->name, "cpu") && !t->rollout &&
-           t->sample_dtype == GRPO_DTYPE_F32 && cfg->train_compute_dtype != GRPO_TRAIN_COMPUTE_BF16 &&
+           t->sample_dtype == GRPO_DTYPE_F32 &&
+           cfg->train_compute_dtype != GRPO_TRAIN_COMPUTE_BF16 &&
            cfg->grpo_num_iterations == 1 && cfg->lora_r == 0 &&
            !cfg->train_gradient_checkpointing && cfg->train_max_tokens_per_microbatch == 0 &&
            pack_share(t) && t->micro >= c->rb.N && c->rb.keep == 0 && !c->rb.env;

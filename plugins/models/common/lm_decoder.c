@@ -214,7 +214,9 @@ typedef struct kept_move {
 } kept_move;
 
 /* A tensor of a layer struct (or of lm_decoder_acts) by its offset. */
-static float *tensor_at(const void *s, size_t off) { return *(float *const *)((const char *)s + off); }
+static float *tensor_at(const void *s, size_t off) {
+    return *(float *const *)((const char *)s + off);
+}
 
 /* dst (tokens of width w) <- src (the call's tokens) as at says. */
 static void keep_rows(const lm_decoder *d, float *dst, const float *src, uint64_t w,
