@@ -82,7 +82,7 @@ static double forward_seconds(grpo_model *m, const bench_args *a) {
     for (int i = 0; i < N; i++)
         ids[i] = (int32_t)(i * 7919 % V), mask[i] = 1, pos[i] = i % a->T,
         tgt[i] = (int32_t)((i + 1) * 7919 % V);
-    grpo_batch b = {sizeof b, a->B, a->T, ids, mask, pos, tgt, 0.0f};
+    grpo_batch b = {sizeof b, a->B, a->T, ids, mask, pos, tgt, 0.0f, 0};
     double best = 1e30;
     for (int rep = 0; rep < 3; rep++) {
         double c0 = cpu_now();

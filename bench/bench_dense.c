@@ -300,7 +300,7 @@ int main(int argc, char **argv) {
         tgt[i] = i % T + 1 < T ? (int32_t)((i + 1) * 7919 % V) : -1, dlogp[i] = 1.0f / N;
         if (G > 0 && i % T < Q - 1) tgt[i] = -1; /* GRPO: log-probs of the completions only */
     }
-    grpo_batch b = {sizeof b, B, T, ids, mask, pos, tgt, 0.0f};
+    grpo_batch b = {sizeof b, B, T, ids, mask, pos, tgt, 0.0f, 0};
     double best, best_cpu;
     time_fwd_bwd(m, &b, logp, dlogp, steps, 0, &best, &best_cpu);
     double flops = 3 * fwd_flops_per_token(T) * N;

@@ -176,7 +176,7 @@ static inline double bench_fwd_bwd(const char *bench, grpo_model *m, const bench
                     bench_upload(bench, o, pos, N * 4), bench_upload(bench, o, tgt, N * 4),
                     bench_upload(bench, o, dlogp, N * 4), bench_upload(bench, o, dlogp, N * 4)};
     float *d_logp = dev[4], *d_dlogp = dev[5]; /* logp: any values, forward overwrites them */
-    grpo_batch b = {sizeof b, B, T, dev[0], dev[1], dev[2], dev[3], aux_weight};
+    grpo_batch b = {sizeof b, B, T, dev[0], dev[1], dev[2], dev[3], aux_weight, 0};
     double best = 1e30;
     for (int s = 0; s <= a->steps; s++) { /* step 0 warms up */
         double t0 = bench_now();
@@ -207,7 +207,7 @@ static inline void bench_generate(const char *bench, grpo_model *m, int R, int P
     grpo_error_init(&err);
     int32_t *prompt = malloc((size_t)R * P * 4), *pmask = malloc((size_t)R * P * 4);
     for (int i = 0; i < R * P; i++) prompt[i] = (int32_t)(i * 104729 % V), pmask[i] = 1;
-    grpo_sampler_opts so = {{0.0f, 0, 1.0f, 0.0f, 1.0f}, 1, NEW, {0}, 0, 0, 0, NULL, NULL, NULL};
+    grpo_sampler_opts so = {{0.0f, 0, 1.0f, 0.0f, 1.0f}, 1, NEW, {0}, 0, 0, 0, NULL, NULL, NULL, 0};
     grpo_rollout roll = {0};
     grpo_rng rng;
     grpo_rng_seed(&rng, 1);

@@ -156,7 +156,7 @@ static void batch_forward(fixture *f, batch *b, int share, int ckpt, float scale
     grpo_error err;
     grpo_error_init(&err);
     int32_t T = b->P + b->TC;
-    grpo_batch gb = {sizeof(grpo_batch), b->B, T, b->ids, b->mask, b->pos, b->targets, 0.0f};
+    grpo_batch gb = {sizeof(grpo_batch), b->B, T, b->ids, b->mask, b->pos, b->targets, 0.0f, 0};
     ck_ok(grpo_model_set_gradient_checkpointing(f->m, ckpt, &err), &err); /* then the layout */
     ck_ok(grpo_model_reserve_acts(f->m, b->B, T, &err), &err);
     ck_ok(grpo_model_set_shared_prefix(f->m, share ? b->P : 0, &err), &err);
@@ -312,7 +312,7 @@ static void decode_case(const char *base, const char *lora) {
         for (int32_t c = P - pl[b]; c < P; c++)
             prompt[b * P + c] = (int32_t)(lcg(&r) % (uint32_t)(grpo_model_vocab(f.m) - 1)) + 1,
                          pmask[b * P + c] = 1;
-    grpo_sampler_opts o = {{0.8f, 0, 1.0f, 0.0f, 1.0f}, G, TN, {0}, 0, 0, 1, NULL, NULL, NULL};
+    grpo_sampler_opts o = {{0.8f, 0, 1.0f, 0.0f, 1.0f}, G, TN, {0}, 0, 0, 1, NULL, NULL, NULL, 0};
     ck_assert(grpo_sampling_logit_scale(&o.sampling) == SCALE);
     grpo_rollout ro = {0};
     grpo_rng rng;

@@ -269,7 +269,7 @@ static void batch_row(batch *b, int32_t r, const int32_t *tokens, int32_t len) {
 
 static grpo_batch view(const batch *b) {
     grpo_batch g = {sizeof(grpo_batch), b->B,       b->T,         b->ids,
-                    b->mask,            b->pos,     b->targets,   b->aux_weight};
+                    b->mask,            b->pos,     b->targets,   b->aux_weight, 0};
     return g;
 }
 

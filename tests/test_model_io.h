@@ -44,7 +44,7 @@ static inline test_batch test_batch_make(const grpo_ops *o, int32_t B, int32_t T
                                          float aux_weight) {
     uint64_t bytes = (uint64_t)B * T * sizeof(int32_t);
     const int32_t *host[4] = {ids, mask, pos, targets};
-    test_batch t = {o, {sizeof(grpo_batch), B, T, NULL, NULL, NULL, NULL, aux_weight}, {0}};
+    test_batch t = {o, {sizeof(grpo_batch), B, T, NULL, NULL, NULL, NULL, aux_weight, 0}, {0}};
     for (int i = 0; i < 4; i++) t.dev[i] = host[i] ? test_dev_copy(o, host[i], bytes) : NULL;
     t.b.ids = t.dev[0], t.b.mask = t.dev[1], t.b.pos = t.dev[2], t.b.targets = t.dev[3];
     return t;

@@ -80,7 +80,7 @@ static void fixture_open(fixture *f, const char *base, int trainable) {
     int32_t B = (int32_t)ids->shape[0], T = (int32_t)ids->shape[1];
     /* aux_weight 0.5: the MoE router's aux-loss gradient is part of what is compared */
     f->b = (grpo_batch){sizeof(grpo_batch), B, T, ref_data(f, "ids"), ref_data(f, "mask"),
-                        ref_data(f, "pos"), ref_data(f, "targets"), 0.5f};
+                        ref_data(f, "pos"), ref_data(f, "targets"), 0.5f, 0};
     f->n = (size_t)B * T;
     f->dlogp = malloc(f->n * sizeof(float)), f->dentropy = malloc(f->n * sizeof(float));
     for (size_t i = 0; i < f->n; i++) { /* any fixed weights of both signs */

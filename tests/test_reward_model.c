@@ -406,7 +406,7 @@ START_TEST(classifier_model_has_no_lm_path) {
     int32_t ids[2] = {5, 6}, mask[2] = {1, 1}, pos[2] = {0, 1}, tg[2] = {6, -1};
     float logp[2];
     ck_ok(grpo_model_reserve_acts(m, 1, 2, &err), &err);
-    grpo_batch b = {sizeof b, 1, 2, ids, mask, pos, tg, 0.0f};
+    grpo_batch b = {sizeof b, 1, 2, ids, mask, pos, tg, 0.0f, 0};
     ck_assert_int_eq(grpo_model_forward(m, &b, logp, NULL, 1.0f, &err), GRPO_ERR_UNSUPPORTED);
     ck_assert_msg(strstr(err.message, "score.weight"), "%s", err.message);
     grpo_model_close(m);

@@ -249,7 +249,7 @@ static void keep_case(const char *dir) {
 /* A model of head dim 64 made by `grpo init-model` into the build tree. */
 static const char *model_hd64(void) {
     static char dir[4096];
-    char cmd[8192];
+    char cmd[3 * 4096];
     snprintf(dir, sizeof dir, "%s/tests/rollout_keep_models/hd64", GRPO_BINARY_DIR);
     snprintf(cmd, sizeof cmd, "rm -rf '%s' && '%s/grpo' init-model '%s' --hidden 128 --heads 2 "
              "--kv-heads 1 --layers 2 --seed 5 >/dev/null", dir, GRPO_BINARY_DIR, dir);

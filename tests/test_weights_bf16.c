@@ -210,7 +210,7 @@ static void pair_open(pair *p, int i) {
                         (const int32_t *)ids->data,
                         (const int32_t *)grpo_st_find(p->ref, "mask")->data,
                         (const int32_t *)grpo_st_find(p->ref, "pos")->data,
-                        (const int32_t *)grpo_st_find(p->ref, "targets")->data, 0.0f};
+                        (const int32_t *)grpo_st_find(p->ref, "targets")->data, 0.0f, 0};
     ck_ok(grpo_model_reserve_acts(p->f32, p->b.B, p->b.T, &err), &err);
     ck_ok(grpo_model_reserve_acts(p->bf16, p->b.B, p->b.T, &err), &err);
 }

@@ -100,7 +100,7 @@ static int run_batch(grpo_model *m, const seq *seqs, int n, const char *file, FI
         }
     }
     /* the batch arrays live in host memory: fine for the cpu backend this command opens */
-    grpo_batch batch = {sizeof(grpo_batch), n, T, ids, mask, pos, tgt, 0.0f};
+    grpo_batch batch = {sizeof(grpo_batch), n, T, ids, mask, pos, tgt, 0.0f, 0};
     if (rc == GRPO_OK) rc = grpo_model_reserve_acts(m, n, T, err);
     if (rc == GRPO_OK) rc = grpo_model_forward(m, &batch, logp, NULL, 1.0f, err);
     int first_bad = -1;

@@ -252,7 +252,7 @@ int32_t grpo_hm_hidden(grpo_host_model *hm, const int32_t *ids, const int32_t *m
         o->upload(o->ctx, hm->d_ids, ids, N * sizeof(int32_t));
         o->upload(o->ctx, hm->d_mask, mask, N * sizeof(int32_t));
         o->upload(o->ctx, hm->d_pos, pos, N * sizeof(int32_t));
-        grpo_batch batch = {sizeof batch, B, T, hm->d_ids, hm->d_mask, hm->d_pos, NULL, 0.0f};
+        grpo_batch batch = {sizeof batch, B, T, hm->d_ids, hm->d_mask, hm->d_pos, NULL, 0.0f, 0};
         grpo_plugin_call_begin(hm->m->desc->id, NULL, "model_hidden");
         rc = sealed(hm->m->desc->hidden(hm->m->inst, &batch, hm->d_scratch, hm->d_out, err), err);
         grpo_plugin_call_end();

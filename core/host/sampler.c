@@ -177,7 +177,7 @@ static int prefill(grpo_model *m, sampler_state *s, const int32_t *prompt, const
     o->upload(o->ctx, s->d_pos, ppos, (uint64_t)B * P * sizeof(int32_t));
     o->upload(o->ctx, s->d_cmask, pmask, (uint64_t)B * P * sizeof(int32_t));
     free(ppos);
-    grpo_batch pb = {sizeof(grpo_batch), B, P, s->d_tok, s->d_cmask, s->d_pos, NULL, 0.0f};
+    grpo_batch pb = {sizeof(grpo_batch), B, P, s->d_tok, s->d_cmask, s->d_pos, NULL, 0.0f, 0};
     rc = grpo_model_prefill(m, &pb, s->d_logits, err);
     if (rc == GRPO_OK && !s->dev)
         o->download(o->ctx, s->logits, s->d_logits, (uint64_t)B * s->V * sizeof(float));

@@ -310,7 +310,8 @@ int grpo_trainer_setup(trainer *t, grpo_error *err) {
                             1, /* the sampler's log-probs, compared with training's */
                             NULL,   /* rollout.c sets turns for a chunk with episodes */
                             NULL,   /* train_step points it at the step's token budget */
-                            NULL};  /* bench_end_at's lengths, set below */
+                            NULL,   /* bench_end_at's lengths, set below */
+                            0};     /* keep: chunks_sample decides per rollout */
     memcpy(so.eos, t->s.run.eos, sizeof so.eos);
     so.end_at = t->end_at;
     t->so = so;
