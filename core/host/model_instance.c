@@ -536,18 +536,24 @@ static int batch_kept(const grpo_batch *b) {
     return b->struct_size >= offsetof(grpo_batch, kept) + sizeof(int32_t) && b->kept;
 }
 
+/* One forward() call of the plugin over batch c into acts (its status, not yet checked). */
+static int forward_call(grpo_model *m, const grpo_batch *c, float *acts, float *logp,
+                        float *entropy, float scale, grpo_error *err) {
+    model_call(m, "forward");
+    compute_begin(m);
+    int rc = m->desc->forward(m->inst, c, acts, logp, entropy, scale, err);
+    compute_end(m);
+    grpo_plugin_call_end();
+    return rc;
+}
+
 int grpo_model_forward(grpo_model *m, const grpo_batch *b, float *logp, float *entropy,
                        float scale, grpo_error *err) {
     m->keep_fwd = batch_kept(b);
     if (m->keep_fwd) { /* one pass over the kept block: the plugin checks the batch */
         if (!m->keep_block)
             return grpo_error_set(err, GRPO_ERR_INVALID, "model: kept forward without a keep");
-        model_call(m, "forward");
-        compute_begin(m);
-        int rc = m->desc->forward(m->inst, b, m->keep_block, logp, entropy, scale, err);
-        compute_end(m);
-        grpo_plugin_call_end();
-        return plugin_status(rc, err);
+        return plugin_status(forward_call(m, b, m->keep_block, logp, entropy, scale, err), err);
     }
     float *acts = acts_held(m);
     if (!acts || (!forward_only(m) && b->B > m->acts_B) || b->T > m->acts_T)
@@ -559,12 +565,7 @@ int grpo_model_forward(grpo_model *m, const grpo_batch *b, float *logp, float *e
         int32_t rows = b->B - r0 < m->acts_B ? b->B - r0 : m->acts_B;
         grpo_batch c = batch_rows(b, r0, rows);
         size_t o = (size_t)r0 * b->T;
-        model_call(m, "forward");
-        compute_begin(m);
-        rc = m->desc->forward(m->inst, &c, acts, logp + o, entropy ? entropy + o : NULL,
-                              scale, err);
-        compute_end(m);
-        grpo_plugin_call_end();
+        rc = forward_call(m, &c, acts, logp + o, entropy ? entropy + o : NULL, scale, err);
     }
     return plugin_status(rc, err);
 }
