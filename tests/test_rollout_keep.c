@@ -5,14 +5,18 @@
  * keep block, and a forward of those rows with grpo_batch.kept = 1 takes it instead of running
  * its layers again.
  *
- * For each fixture (llama; qwen3: q/k norm, tied head; a model of head dim 64): G rows per
+ * For each fixture (llama; qwen3: q/k norm, tied head; a model of head dim 64; llama and qwen3
+ * as frozen bases under their peft LoRA adapters, tests/fixtures/lora): G rows per
  * prompt decode at temperature 0.8, ending at different steps before max_new (the sampler's
  * end_at hook), with the keep armed. Then, for the training batch as wide as its longest
  * completion (the trainer's, narrower than the keep when no row ran to max_new) and as wide as
  * max_new:
  *   - the kept forward's log-probs and entropies, and every parameter gradient of a backward
- *     from it, have the bits of a forward that computes the layers (memcmp), and its log-probs
- *     are the sampler's;
+ *     from it (the adapters' with LoRA), have the bits of a forward that computes the layers
+ *     (memcmp), and its log-probs are the sampler's;
+ *   - with LoRA, the reference's pass (the base, adapters off) between the rollout and the
+ *     kept forward leaves the keep (its log-probs differ from the adapted model's: the
+ *     adapters count), and a kept forward with LoRA dropout on is refused;
  *   - the kept forward reads the rollout, not the layers: with a layer-0 weight changed after
  *     the rollout, a computing forward's log-probs move and the kept forward's do not;
  *   - what the rollout does not write (the keep block is NaN before it) reaches no result;
@@ -26,6 +30,7 @@
 #include <string.h>
 
 #include "host/host.h"
+#include "host/lora.h"
 #include "host/model_instance.h"
 #include "host/registry.h"
 #include "host/sampler.h"
@@ -40,6 +45,7 @@ typedef struct fixture {
     grpo_host host;
     grpo_registry reg;
     grpo_model *m;
+    grpo_lora lora; /* adapters on a frozen base, or none (lora.n 0) */
 } fixture;
 
 static void ck_ok(int rc, const grpo_error *err) {
@@ -48,7 +54,9 @@ static void ck_ok(int rc, const grpo_error *err) {
 
 static uint32_t lcg(uint32_t *s) { return (*s = *s * 1103515245u + 12345u) >> 8; }
 
-static void fixture_open(fixture *f, const char *dir) {
+/* The model of dir; lora: the peft adapters of tests/fixtures/lora/LORA on it, frozen (NULL: a
+ * trainable model). */
+static void fixture_open(fixture *f, const char *dir, const char *lora) {
     grpo_error err;
     grpo_error_init(&err);
     memset(f, 0, sizeof *f);
@@ -58,10 +66,17 @@ static void fixture_open(fixture *f, const char *dir) {
     f->host.ops = f->ops;
     char *dirs[] = {GRPO_PACK_BUILD_DIR, NULL};
     ck_ok(grpo_registry_scan(&f->reg, dirs, &err), &err);
-    ck_ok(grpo_model_open_dir(&f->m, &f->reg, &f->host, dir, 1, &err), &err);
+    ck_ok(grpo_model_open_dir(&f->m, &f->reg, &f->host, dir, lora == NULL, &err), &err);
+    if (!lora) return;
+    grpo_lora_opts o = {4, 8.0, strcmp(lora, "qwen3") == 0, "all-linear", 0.0};
+    char ldir[4096];
+    snprintf(ldir, sizeof ldir, "%s/tests/fixtures/lora/%s", GRPO_SOURCE_DIR, lora);
+    ck_ok(grpo_lora_attach(&f->lora, f->m, &o, 1, &err), &err);
+    ck_ok(grpo_lora_load(&f->lora, ldir, &err), &err);
 }
 
 static void fixture_close(fixture *f) {
+    grpo_lora_free(&f->lora);
     grpo_model_close(f->m);
     grpo_registry_free(&f->reg);
     grpo_backend_close(f->ops);
@@ -94,6 +109,16 @@ typedef struct pass {
     float *grads;
 } pass;
 
+/* The gradients a backward writes: the adapters' with LoRA, else the model's. */
+static float *grads_of(const fixture *f) {
+    return f->lora.n ? f->lora.block + f->lora.floats : f->m->grads;
+}
+static uint64_t grad_floats(const fixture *f) {
+    return f->lora.n ? f->lora.floats : f->m->section;
+}
+
+static int same_at_targets(const batch *b, const float *x, const float *y);
+
 /* The kept (kept = 1) or computing forward of b, then (dlogp not NULL) the backward of dlogp:
  * log-probs, entropies, gradients into out. */
 static int pass_run(fixture *f, const batch *b, int kept, const float *dlogp, pass *out,
@@ -104,10 +129,28 @@ static int pass_run(fixture *f, const batch *b, int kept, const float *dlogp, pa
     int rc = kept ? GRPO_OK : grpo_model_reserve_acts(f->m, N, b->T, err);
     if (rc == GRPO_OK) rc = grpo_model_forward(f->m, &gb, out->logp, out->ent, SCALE, err);
     if (rc != GRPO_OK || !dlogp) return rc;
-    grpo_model_zero_grad(f->m);
+    if (f->lora.n)
+        grpo_lora_zero_grad(&f->lora);
+    else
+        grpo_model_zero_grad(f->m);
     rc = grpo_model_backward(f->m, &gb, dlogp, SCALE, err);
-    if (rc == GRPO_OK) memcpy(out->grads, f->m->grads, f->m->section * sizeof(float));
+    if (rc == GRPO_OK) memcpy(out->grads, grads_of(f), grad_floats(f) * sizeof(float));
     return rc;
+}
+
+/* With LoRA: the KL reference's pass between the rollout and the kept forward (the trainer's
+ * order): the base model's forward of b, adapters off, which must leave the keep; its
+ * log-probs must differ from the adapted model's (adapted), or the adapters prove nothing. */
+static void reference_pass(fixture *f, const batch *b, const float *adapted, const char *dir) {
+    grpo_error err;
+    grpo_error_init(&err);
+    pass *r = calloc(1, sizeof *r);
+    ck_ok(grpo_lora_enable(&f->lora, 0, &err), &err);
+    ck_ok(pass_run(f, b, 0, NULL, r, &err), &err);
+    ck_ok(grpo_lora_enable(&f->lora, 1, &err), &err);
+    ck_assert_msg(!same_at_targets(b, r->logp, adapted),
+                  "%s: the base's log-probs are the adapted model's: LoRA proves nothing", dir);
+    free(r);
 }
 
 /* The rollout of the prompts (seed 5), its rows' activations kept (keep) or not. The keep
@@ -169,17 +212,26 @@ static void keep_width(fixture *f, grpo_sampler_opts *o, int32_t tc, const int32
     for (int32_t i = 0; i < N * b.T; i++)
         dlogp[i] = b.targets[i] >= 0 ? (float)(lcg(&r) % 2001) / 1000.0f - 1.0f : 0.0f;
     pass *a = calloc(1, sizeof *a), *c = calloc(1, sizeof *c);
-    a->grads = malloc(f->m->section * sizeof(float));
-    c->grads = malloc(f->m->section * sizeof(float));
+    const uint64_t ng = grad_floats(f);
+    a->grads = malloc(ng * sizeof(float));
+    c->grads = malloc(ng * sizeof(float));
+    const int lora = f->lora.n > 0;
+    if (lora) { /* the adapted log-probs to tell the base's from: the sampler's */
+        float sampled[N * TMAX] = {0};
+        for (int32_t n = 0; n < N; n++)
+            for (int32_t t = 0; t < ro.len[n]; t++)
+                sampled[n * b.T + P + t - 1] = ro.plogp[n * TN + t];
+        reference_pass(f, &b, sampled, dir);
+    }
     ck_ok(pass_run(f, &b, 1, dlogp, a, &err), &err);
     ck_ok(pass_run(f, &b, 0, dlogp, c, &err), &err);
     ck_assert_msg(same_at_targets(&b, a->logp, c->logp), "%s width %d: log-probs differ", dir,
                   tc);
     ck_assert_msg(same_at_targets(&b, a->ent, c->ent), "%s width %d: entropies differ", dir, tc);
     int nonzero = 0;
-    for (uint64_t i = 0; i < f->m->section; i++) nonzero |= c->grads[i] != 0.0f;
+    for (uint64_t i = 0; i < ng; i++) nonzero |= c->grads[i] != 0.0f;
     ck_assert_msg(nonzero, "%s: all gradients 0: the comparison would prove nothing", dir);
-    ck_assert_msg(memcmp(a->grads, c->grads, f->m->section * sizeof(float)) == 0,
+    ck_assert_msg(memcmp(a->grads, c->grads, ng * sizeof(float)) == 0,
                   "%s width %d: gradients from the kept forward differ", dir, tc);
     for (int32_t n = 0; n < N; n++)
         for (int32_t t = 0; t < ro.len[n]; t++) {
@@ -192,6 +244,16 @@ static void keep_width(fixture *f, grpo_sampler_opts *o, int32_t tc, const int32
     grpo_error_init(&err);
     ck_assert_int_eq(pass_run(f, &b, 1, NULL, c, &err), GRPO_ERR_INVALID);
     ck_assert_msg(strstr(err.message, "no rollout was kept") != NULL, "%s", err.message);
+    if (lora) { /* LoRA dropout on (a training pass's): the kept rollout is not its forward
+                 * (refused twice over: the keep checks it, and dropout turns the prefix off) */
+        rollout(f, o, 1, prompt, pmask, &ro);
+        f->lora.dropout = 0.25;
+        ck_ok(grpo_lora_dropout(&f->lora, 1, 3, &err), &err);
+        grpo_error_init(&err);
+        ck_assert_int_eq(pass_run(f, &b, 1, NULL, c, &err), GRPO_ERR_INVALID);
+        ck_ok(grpo_lora_dropout(&f->lora, 0, 0, &err), &err);
+        f->lora.dropout = 0.0;
+    }
     /* it reads the rollout: a layer weight changed after it moves only a computing forward */
     rollout(f, o, 1, prompt, pmask, &ro);
     scale_weight(f, 1.5f);
@@ -205,9 +267,9 @@ static void keep_width(fixture *f, grpo_sampler_opts *o, int32_t tc, const int32
     grpo_rollout_free(&ro);
 }
 
-static void keep_case(const char *dir) {
+static void keep_case(const char *dir, const char *lora) {
     fixture f;
-    fixture_open(&f, dir);
+    fixture_open(&f, dir, lora);
     grpo_error err;
     grpo_error_init(&err);
     ck_assert_msg(grpo_model_can_keep_rollout(f.m), "%s: no keep_rollout", dir);
@@ -260,11 +322,12 @@ static const char *model_hd64(void) {
 START_TEST(kept_forward_is_the_computing_forward) {
     char dir[4096];
     static const char *const bases[] = {"dense/llama", "dense/qwen3"};
-    if (_i < 2)
-        snprintf(dir, sizeof dir, "%s/tests/fixtures/%s", GRPO_SOURCE_DIR, bases[_i]);
-    else
+    static const char *const loras[] = {"llama", "qwen3"};
+    if (_i == 2)
         snprintf(dir, sizeof dir, "%s", model_hd64());
-    keep_case(dir);
+    else
+        snprintf(dir, sizeof dir, "%s/tests/fixtures/%s", GRPO_SOURCE_DIR, bases[_i % 3]);
+    keep_case(dir, _i >= 3 ? loras[_i - 3] : NULL); /* 3, 4: the bases of 0, 1 with LoRA */
 }
 END_TEST
 
@@ -272,7 +335,7 @@ int main(void) {
     Suite *s = suite_create("rollout_keep");
     TCase *tc = tcase_create("rollout_keep");
     tcase_set_timeout(tc, 120);
-    tcase_add_loop_test(tc, kept_forward_is_the_computing_forward, 0, 3);
+    tcase_add_loop_test(tc, kept_forward_is_the_computing_forward, 0, 5);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

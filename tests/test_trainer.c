@@ -285,10 +285,13 @@ static void rollout_reused_is(const char *path, double want, int want_lines) {
  * rollout computed (the same bits as computing them): every metric of a 3-step run with one
  * pass per generation batch (micro_batch 0) and a reference (beta) equals the run with the key
  * off, and perf/rollout_reused shows the path ran: 1 on every step with it, 0 without. With
- * micro-batches of 3 rows (not the whole batch) nothing is reused. */
+ * micro-batches of 3 rows (not the whole batch) nothing is reused. The same with LoRA adapters
+ * (loop 1), whose reference pass (the base, adapters off) runs between the rollout and the
+ * policy's forward on the same model. */
 START_TEST(reusing_the_rollout_does_not_change_training) {
     char ini[512], log[512], a_path[512], b_path[512];
-    write_run("rra", ""), write_run("rrb", ""), write_run("rrc", "");
+    const char *extra = _i ? "[lora]\nr = 4\nalpha = 8\n" : "";
+    write_run("rra", extra), write_run("rrb", extra), write_run("rrc", extra);
     snprintf(ini, sizeof ini, "%s/rra.ini", tmp), snprintf(log, sizeof log, "%s/rra.log", tmp);
     char *a_args[] = {"grpo", "train", ini, "--set", "train.steps=3", "--set",
                       "train.micro_batch=0", "--set", "train.reuse_rollout=false",
@@ -970,7 +973,7 @@ int main(void) {
     tcase_add_test(tc, evaluation_does_not_change_training);
     tcase_add_test(tc, gradient_checkpointing_does_not_change_training);
     tcase_add_test(tc, shared_prefix_changes_training_only_by_rounding);
-    tcase_add_test(tc, reusing_the_rollout_does_not_change_training);
+    tcase_add_loop_test(tc, reusing_the_rollout_does_not_change_training, 0, 2);
     tcase_add_test(tc, metrics_end_with_the_phase_timings);
     tcase_add_test(tc, the_entropy_bonus_alone_raises_the_entropy);
     tcase_add_test(tc, lora_grpo_learns_on_an_sft_model);

@@ -360,14 +360,17 @@ static int distinct_prompts(const grpo_rollout_batch *b) {
  * yet), on the cpu backend (the pack copies each decode row's tensors apart: one call each, too
  * many for a GPU), the policy samples itself and trains in fp32, the chunk is one pass (a
  * micro-batch of all its rows, not packed, prompts shared), one update per generation batch, no
- * LoRA, no checkpointing, no over-sampling (its kept rows leave in another order). */
+ * LoRA dropout (the training forward's adapter input differs from decode's), no checkpointing,
+ * no over-sampling (its kept rows leave in another order). A LoRA run's reference pass (the
+ * base, adapters off) runs between the rollout and the policy's forward without dropping it. */
 static int keep_wanted(const trainer *t, const chunk *c, int n) {
     const grpo_run_config *cfg = t->cfg;
     return cfg->train_reuse_rollout && n == 1 && t->n_chunks == 1 && distinct_prompts(&c->rb) &&
            !strcmp(t->s.policy->ops->name, "cpu") && !t->rollout &&
            t->sample_dtype == GRPO_DTYPE_F32 &&
            cfg->train_compute_dtype != GRPO_TRAIN_COMPUTE_BF16 &&
-           cfg->grpo_num_iterations == 1 && cfg->lora_r == 0 &&
+           cfg->grpo_num_iterations == 1 &&
+           !(cfg->lora_r > 0 && cfg->lora_dropout > 0) &&
            !cfg->train_gradient_checkpointing && cfg->train_max_tokens_per_microbatch == 0 &&
            pack_share(t) && t->micro >= c->rb.N && c->rb.keep == 0 && !c->rb.env;
 }

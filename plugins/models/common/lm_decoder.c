@@ -465,7 +465,6 @@ static const char *keep_refused(const lm_decoder *d) {
     if (!d->bound) return "before bind";
     if (frozen(d)) return "on a frozen instance (it has no training forward)";
     if (!d->arch->kept) return "in this pack";
-    if (lm_lora_active(&d->lin.lora)) return "with LoRA adapters on";
     if (d->recompute) return "with gradient checkpointing";
     return NULL;
 }
@@ -504,8 +503,16 @@ int32_t lm_decoder_keep_rollout(void *model, const grpo_rollout_keep *keep, grpo
     memcpy(k->prefix_of, keep->prefix_of, (size_t)keep->B * sizeof *pre);
     memset(k->steps, 0, (size_t)keep->B * sizeof *steps);
     carve_into(d, &k->top, k->la, keep->acts, keep->B, keep->P + keep->Tc, 1);
+    k->lora = lm_lora_active(&d->lin.lora);
     k->on = 1;
     return GRPO_OK;
+}
+
+/* A pass of the base model under its LoRA adapters, switched off (the KL reference of a LoRA
+ * run): it reads only the frozen base weights, so a rollout of the adapted model kept before
+ * it is still the one the next training forward would compute. Every other pass drops it. */
+static int32_t base_pass(const lm_decoder *d) {
+    return d->lin.lora.n > 0 && !d->lin.lora.enabled;
 }
 
 /* grpo_batch.kept (1.10); 0 from an older host. */
@@ -520,7 +527,8 @@ static int32_t keep_matches(const lm_decoder *d, const grpo_batch *b, const floa
     const lm_keep *k = &d->keep;
     const lm_rows *r = &d->pfx.rows;
     if (!k->on || acts != k->k.acts || b->B != k->k.B || b->T > k->k.P + k->k.Tc ||
-        !d->pfx.active || r->BP != k->k.BP || r->P != k->k.P)
+        !d->pfx.active || r->BP != k->k.BP || r->P != k->k.P ||
+        lm_lora_active(&d->lin.lora) != k->lora || lm_lora_drops(&d->lin.lora))
         return 0;
     for (int32_t i = 0; i < b->B; i++)
         if (k->steps[i] > r->T) return 0;
@@ -627,7 +635,7 @@ int32_t lm_decoder_forward(void *model, const grpo_batch *batch, float *acts, fl
                                   d->who, B, T);
         keep_forward(d, &a, batch, &rows, acts);
     } else {
-        d->keep.on = 0; /* another pass: the kept rollout is dropped */
+        if (!base_pass(d)) d->keep.on = 0; /* another pass: the kept rollout is dropped */
         st = normed_forward(d, &a, batch, &rows, ids, acts, !frozen(d), NULL, err);
         if (st != GRPO_OK) return st;
     }

@@ -95,6 +95,7 @@ typedef struct lm_keep {
     lm_decoder_acts top;  /* its top-level tensors (xL) */
     lm_kept kept[16];     /* the attention block's kept tensors [0, n_attn), the pack's [.., n) */
     int32_t n_attn, n;
+    int32_t lora;         /* the LoRA adapters were on when it was armed (lm_lora_active) */
     void *moves;          /* [L * n + 1] work of a forward narrower than the keep */
 } lm_keep;
 

@@ -305,8 +305,11 @@ typedef struct grpo_model_desc {
      * layers again: the same bits, as decode and the training forward compute every token
      * alike; backward() follows as after any forward(). GRPO_ERR_INVALID from that forward()
      * when nothing matching is kept. keep NULL: off. Consumed by that forward(), dropped by any
-     * other forward() or a prefill() of other prompts. GRPO_ERR_UNSUPPORTED when the instance
-     * cannot (LoRA adapters on, recomputation, a pack without it). */
+     * other forward() or a prefill() of other prompts, but for a forward() of the base under
+     * LoRA adapters switched off (set_lora enabled = 0: a LoRA run's KL reference, which reads
+     * only frozen weights); a kept forward() is refused when the adapters are not as they were
+     * at the rollout or drop (LoRA dropout). GRPO_ERR_UNSUPPORTED when the instance cannot
+     * (recomputation, a pack without it). */
     int32_t (*keep_rollout)(void *model, const grpo_rollout_keep *keep, grpo_error *err);
 } grpo_model_desc;
 
