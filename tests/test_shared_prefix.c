@@ -211,6 +211,49 @@ static void same_as_full(fixture *f, const char *model) {
 
 static const char *const dense[] = {"dense/llama", "dense/qwen3"};
 
+/* A frozen model (the reference) that runs a batch in row chunks (model_instance.h) ends each
+ * chunk where a prompt ends: 3 prompts of 4 rows of 64 tokens, a block of 6 rows, give chunks
+ * of 4, 4, 4 (each prompt's prefix computed once; 6 + 6 would split the second prompt), with the
+ * log-probs and entropies of one chunk of all 12 rows, bit for bit. */
+START_TEST(frozen_chunks_end_where_prompts_do) {
+    enum { NQ = 3, GQ = 4, BQ = NQ * GQ, PQ = 40, TQ = 64 };
+    fixture f;
+    fixture_open(&f, "dense/llama", 0, 0);
+    grpo_error err;
+    grpo_error_init(&err);
+    int32_t V = f.m->desc->vocab_size(f.m->inst);
+    static int32_t ids[BQ * TQ], mask[BQ * TQ], pos[BQ * TQ], tg[BQ * TQ];
+    uint32_t s = 777;
+    for (int32_t r = 0; r < BQ; r++)
+        for (int32_t c = 0; c < TQ; c++) {
+            int32_t i = r * TQ + c;
+            if (c < PQ && r % GQ) ids[i] = ids[i - TQ]; /* the group's prompt */
+            else ids[i] = (int32_t)((s = s * 1103515245u + 12345u) >> 8) % (V - 1) + 1;
+            mask[i] = 1, pos[i] = c, tg[i] = c >= PQ - 1 && c + 1 < TQ ? ids[i + 1] : -1;
+        }
+    test_batch b = test_batch_make(&f.table, BQ, TQ, ids, mask, pos, tg, 0.0f);
+    static float l6[BQ * TQ], e6[BQ * TQ], l12[BQ * TQ], e12[BQ * TQ];
+    ck_ok(grpo_model_set_shared_prefix(f.m, PQ, &err), &err);
+    f.m->fwd_budget = f.m->desc->activation_floats(f.m->inst, 6, TQ) * sizeof(float);
+    ck_ok(grpo_model_reserve_acts(f.m, BQ, TQ, &err), &err);
+    ck_assert_int_eq(f.m->acts_B, 6);
+    ck_ok(test_forward(f.m, &b.b, l6, e6, 1.0f, &err), &err);
+    ck_assert_int_eq(f.m->fwd_chunks, 3);
+    f.m->fwd_budget = UINT64_MAX;
+    ck_ok(grpo_model_reserve_acts(f.m, BQ, TQ, &err), &err);
+    ck_assert_int_eq(f.m->acts_B, BQ);
+    ck_ok(test_forward(f.m, &b.b, l12, e12, 1.0f, &err), &err);
+    ck_assert_int_eq(f.m->fwd_chunks, 1);
+    int real = 0;
+    for (int32_t i = 0; i < BQ * TQ; i++) real += tg[i] >= 0 && l12[i] != 0.0f;
+    ck_assert_int_gt(real, BQ * (TQ - PQ) / 2);
+    ck_assert_msg(!memcmp(l6, l12, sizeof l6) && !memcmp(e6, e12, sizeof e6),
+                  "chunks of 4 rows against one of 12: log-probs or entropies differ");
+    test_batch_free(&b);
+    fixture_close(&f);
+}
+END_TEST
+
 START_TEST(shared_prompts_give_the_same_logprobs_and_gradients) {
     fixture f;
     fixture_open(&f, dense[_i], 1, 0);
@@ -324,6 +367,7 @@ int main(int argc, char **argv) {
     tcase_add_loop_test(tc, shared_prompts_give_the_same_logprobs_and_gradients, 0, 2);
     tcase_add_loop_test(tc, shared_prompts_with_gradient_checkpointing, 0, 2);
     tcase_add_loop_test(tc, shared_prompts_with_lora_adapters, 0, 2);
+    tcase_add_test(tc, frozen_chunks_end_where_prompts_do);
     tcase_add_test(tc, a_backend_without_prefix_attention_runs_every_row);
     tcase_add_test(tc, the_moe_pack_runs_every_row);
     tcase_add_test(tc, a_pack_without_the_slot_is_left_alone);

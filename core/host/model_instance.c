@@ -547,9 +547,24 @@ static int forward_call(grpo_model *m, const grpo_batch *c, float *acts, float *
     return rc;
 }
 
+/* The rows of the chunk of b from row r0, at most max: up to the last prompt boundary inside
+ * them (a row whose first share_P ids differ from the row before) that leaves the chunk
+ * GRPO_FWD_MIN_TOKENS tokens, so that a prompt's rows share its prefix in as few chunks as fit;
+ * all max where none does, or where the batch ends. */
+static int32_t chunk_rows(const grpo_model *m, const grpo_batch *b, int32_t r0, int32_t max) {
+    int32_t P = m->share_P < b->T ? m->share_P : b->T;
+    if (P <= 0 || r0 + max >= b->B) return max;
+    for (int32_t k = max; k > 0 && (int64_t)k * b->T >= GRPO_FWD_MIN_TOKENS; k--) {
+        const int32_t *prev = b->ids + (size_t)(r0 + k - 1) * b->T, *row = prev + b->T;
+        if (memcmp(prev, row, (size_t)P * sizeof *row) != 0) return k;
+    }
+    return max;
+}
+
 int grpo_model_forward(grpo_model *m, const grpo_batch *b, float *logp, float *entropy,
                        float scale, grpo_error *err) {
     m->keep_fwd = batch_kept(b);
+    m->fwd_chunks = 1;
     if (m->keep_fwd) { /* one pass over the kept block: the plugin checks the batch */
         if (!m->keep_block)
             return grpo_error_set(err, GRPO_ERR_INVALID, "model: kept forward without a keep");
@@ -561,12 +576,15 @@ int grpo_model_forward(grpo_model *m, const grpo_batch *b, float *logp, float *e
                               "model: forward of (%d,%d) but activations are reserved for "
                               "(%d,%d)%s", b->B, b->T, m->acts_B, m->acts_T, acts_lost(m));
     int rc = GRPO_OK;
-    for (int32_t r0 = 0; rc == GRPO_OK && (r0 == 0 || r0 < b->B); r0 += m->acts_B) {
-        int32_t rows = b->B - r0 < m->acts_B ? b->B - r0 : m->acts_B;
+    int32_t r0 = 0;
+    m->fwd_chunks = 0;
+    do { /* one call for an empty batch: the plugin checks it */
+        int32_t rows = chunk_rows(m, b, r0, b->B - r0 < m->acts_B ? b->B - r0 : m->acts_B);
         grpo_batch c = batch_rows(b, r0, rows);
         size_t o = (size_t)r0 * b->T;
         rc = forward_call(m, &c, acts, logp + o, entropy ? entropy + o : NULL, scale, err);
-    }
+        r0 += rows, m->fwd_chunks++;
+    } while (rc == GRPO_OK && r0 < b->B);
     return plugin_status(rc, err);
 }
 
@@ -665,6 +683,7 @@ int grpo_model_set_shared_prefix(grpo_model *m, int32_t P, grpo_error *err) {
     model_call(m, "set_shared_prefix");
     int rc = m->desc->set_shared_prefix(m->inst, P, err);
     grpo_plugin_call_end();
+    m->share_P = rc == GRPO_OK ? P : 0;
     return plugin_status(rc, err);
 }
 

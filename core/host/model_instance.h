@@ -64,6 +64,8 @@ typedef struct grpo_model {
     uint64_t acts_bytes; /* of the activation block reserved for (acts_B, acts_T), 0: none */
     int32_t acts_B, acts_T;
     uint64_t fwd_budget; /* frozen: bytes a forward chunk's activation block may take */
+    int32_t share_P;     /* the shared prefix of the next forward (set_shared_prefix), 0: none */
+    int32_t fwd_chunks;  /* the plugin's forward calls in the last grpo_model_forward */
 
     grpo_kv_cache kv;   /* kv.data: the work block when reserved, else NULL */
     float *scratch;     /* after the cache in the work block */
@@ -129,12 +131,14 @@ int grpo_model_param_index(const grpo_model *m, const char *name);
  * the work block it shares with the policy (a training step's reference: no new memory), at
  * least one row
  * and at least GRPO_FWD_MIN_TOKENS tokens (so each chunk's matmuls take the same GEMM path as
- * the whole batch would), and grpo_model_forward runs a batch in chunks of that many rows. Rows
+ * the whole batch would), and grpo_model_forward runs a batch in chunks of up to that many rows,
+ * each ending where a prompt does when one ends inside it (with a shared prefix: a prompt's rows
+ * in as few chunks as fit, its prefix computed once in each). Rows
  * are independent in forward: the log-probs are the whole batch's, bit for bit (tests/test_dense.c
  * frozen_forward_in_chunks_matches_training_forward). Not for a mixture of experts (a plugin with
  * aux_loss or expert_load): its expert matmuls see the tokens of all rows, and their row count
  * would change the bits, so it keeps the whole micro-batch's block (tests/test_moe.c). */
-#define GRPO_FWD_BUDGET (128ull << 20)
+#define GRPO_FWD_BUDGET (64ull << 20)
 #define GRPO_FWD_MIN_TOKENS 256
 int grpo_model_reserve_acts(grpo_model *m, int32_t B, int32_t T, grpo_error *err);
 /* Makes a KV cache of R rows by S slots (zeroed) and scratch for a prefill of (R, P) prompts. */
