@@ -435,6 +435,33 @@ START_TEST(train_compute_dtype_bf16_computes_the_policy_in_bf16) {
 }
 END_TEST
 
+/* bf16 end to end: the bf16 rollout copy decoding in bf16 compute (sampling.weights_dtype and
+ * compute_dtype) and the policy training in bf16 compute on its fp32 masters
+ * (train.compute_dtype) compute every token alike: the same bf16 weights (the copy's, or the
+ * masters rounded as packed), the embedding rows at bf16 precision on both sides
+ * (kernels/cpu/embedding.c), the same product chains. So the sampler's log-probs are training's,
+ * bit for bit, on every step (difference 0, importance ratios exactly 1), where the bf16 copy
+ * with fp32 training differs by bf16 rounding (the_sampler_log_probs_are_compared_on_every_run). */
+START_TEST(bf16_sampling_and_bf16_training_compute_alike) {
+    if (!bf16_cpu()) return;
+    char keyed[512];
+    key_run("keyed", "weights_dtype = bf16\ncompute_dtype = bf16\n",
+            "loss_type = dapo\nbeta = 0.04\n", "train.compute_dtype=bf16", keyed, sizeof keyed);
+    for (int s = 1; s <= 2; s++) {
+        double d = metric_at(keyed, "sampling/sampling_logp_difference/max", s);
+        double rmin = metric_at(keyed, "sampling/importance_sampling_ratio/min", s);
+        double rmax = metric_at(keyed, "sampling/importance_sampling_ratio/max", s);
+        if (getenv("GRPO_TEST_VERBOSE"))
+            printf("step %d: bf16 sampler vs bf16 training, logp difference max %g, ratio "
+                   "[%.9g, %.9g]\n", s, d, rmin, rmax);
+        ck_assert_msg(d == 0 && rmin == 1 && rmax == 1, "step %d: bf16 sampler against bf16 "
+                      "training: logp difference max %g, importance ratio in [%.9g, %.9g]: "
+                      "expected the same bits", s, d, rmin, rmax);
+    }
+    assert_finite(keyed);
+}
+END_TEST
+
 /* sampling.compute_dtype = bf16 in a LoRA run: the policy (base + adapters) samples with bf16
  * products, so the sampler's log-probs differ from training's fp32 ones, and the importance
  * weights enter the loss. Both runs mask every token whose ratio passes a cap of 0.5
@@ -479,6 +506,7 @@ int main(void) {
     tcase_add_test(tc, ref_compute_dtype_bf16_computes_the_reference_in_bf16);
     tcase_add_test(tc, sampling_compute_dtype_bf16_computes_the_rollout_in_bf16);
     tcase_add_test(tc, train_compute_dtype_bf16_computes_the_policy_in_bf16);
+    tcase_add_test(tc, bf16_sampling_and_bf16_training_compute_alike);
     tcase_add_test(tc, lora_sampling_compute_dtype_bf16_samples_in_bf16_with_is_weights);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);

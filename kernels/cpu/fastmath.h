@@ -33,6 +33,13 @@
 #define CPU_FMA_CONTRACT
 #endif
 
+/* The bf16 bits (low 16) of the float with bits u: grpo_bf16_from_f32's rounding to nearest
+ * even, a NaN kept quiet, written without branches so that loops over it vectorise. */
+static inline uint32_t cpu_bf16_bits(uint32_t u) {
+    uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16, q = (u >> 16) | 0x40u;
+    return (u & 0x7fffffffu) > 0x7f800000u ? q : r;
+}
+
 /* a where mask is all ones, b where it is 0 (a select GCC vectorises at -O2; ?: it may not) */
 static inline int32_t cpu_blend(int32_t mask, int32_t a, int32_t b) {
     return (a & mask) | (b & ~mask);

@@ -325,8 +325,7 @@ static inline void bf16_row(uint16_t *h, const void *src, int32_t dtype, int32_t
     for (int32_t k = 0; k < n; k++) {
         uint32_t u;
         memcpy(&u, &x[k], sizeof u);
-        uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16, q = (u >> 16) | 0x40u;
-        h[k] = (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? q : r);
+        h[k] = (uint16_t)cpu_bf16_bits(u);
     }
 }
 
