@@ -564,10 +564,11 @@ static int32_t chunk_rows(const grpo_model *m, const grpo_batch *b, int32_t r0, 
 int grpo_model_forward(grpo_model *m, const grpo_batch *b, float *logp, float *entropy,
                        float scale, grpo_error *err) {
     m->keep_fwd = batch_kept(b);
-    m->fwd_chunks = 1;
+    m->fwd_chunks = 0;
     if (m->keep_fwd) { /* one pass over the kept block: the plugin checks the batch */
         if (!m->keep_block)
             return grpo_error_set(err, GRPO_ERR_INVALID, "model: kept forward without a keep");
+        m->fwd_chunks = 1;
         return plugin_status(forward_call(m, b, m->keep_block, logp, entropy, scale, err), err);
     }
     float *acts = acts_held(m);
@@ -577,7 +578,6 @@ int grpo_model_forward(grpo_model *m, const grpo_batch *b, float *logp, float *e
                               "(%d,%d)%s", b->B, b->T, m->acts_B, m->acts_T, acts_lost(m));
     int rc = GRPO_OK;
     int32_t r0 = 0;
-    m->fwd_chunks = 0;
     do { /* one call for an empty batch: the plugin checks it */
         int32_t rows = chunk_rows(m, b, r0, b->B - r0 < m->acts_B ? b->B - r0 : m->acts_B);
         grpo_batch c = batch_rows(b, r0, rows);
