@@ -207,7 +207,7 @@ static inline void bench_generate(const char *bench, grpo_model *m, int R, int P
     grpo_error_init(&err);
     int32_t *prompt = malloc((size_t)R * P * 4), *pmask = malloc((size_t)R * P * 4);
     for (int i = 0; i < R * P; i++) prompt[i] = (int32_t)(i * 104729 % V), pmask[i] = 1;
-    grpo_sampler_opts so = {{0.0f, 0, 1.0f, 0.0f, 1.0f}, 1, NEW, {0}, 0, 0, 0, NULL, NULL, NULL, 0};
+    grpo_sampler_opts so = {{0.0f, 0, 1.0f, 0.0f, 1.0f}, 1, NEW, {0}, 0, 0, 0, NULL, NULL, NULL, 0, 0};
     grpo_rollout roll = {0};
     grpo_rng rng;
     grpo_rng_seed(&rng, 1);

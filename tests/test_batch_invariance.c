@@ -312,7 +312,7 @@ static void decode_case(const char *base, const char *lora) {
         for (int32_t c = P - pl[b]; c < P; c++)
             prompt[b * P + c] = (int32_t)(lcg(&r) % (uint32_t)(grpo_model_vocab(f.m) - 1)) + 1,
                          pmask[b * P + c] = 1;
-    grpo_sampler_opts o = {{0.8f, 0, 1.0f, 0.0f, 1.0f}, G, TN, {0}, 0, 0, 1, NULL, NULL, NULL, 0};
+    grpo_sampler_opts o = {{0.8f, 0, 1.0f, 0.0f, 1.0f}, G, TN, {0}, 0, 0, 1, NULL, NULL, NULL, 0, 0};
     ck_assert(grpo_sampling_logit_scale(&o.sampling) == SCALE);
     grpo_rollout ro = {0};
     grpo_rng rng;

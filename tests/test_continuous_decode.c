@@ -93,7 +93,7 @@ static void fixture_open(fixture *f, int which) {
                     (int32_t)(lcg(&r) % (uint32_t)(grpo_model_vocab(f->m) - 1)) + 1;
                 f->pmask[b][k * Ps[b] + c] = 1;
             }
-    grpo_sampler_opts o = {{0.8f, 0, 1.0f, 0.0f, 1.0f}, G, TN, {0}, 0, 0, 1, NULL, NULL, NULL, 0};
+    grpo_sampler_opts o = {{0.8f, 0, 1.0f, 0.0f, 1.0f}, G, TN, {0}, 0, 0, 1, NULL, NULL, NULL, 0, 0};
     f->o = o;
 }
 

@@ -192,7 +192,7 @@ START_TEST(rollout_on_cuda_equals_cpu) {
     const int32_t pmask[B * PL] = {0, 0, 1, 1, 1, 1, 1, 1, 1, 1};
     for (int k = 0; k < 2; k++) {
         grpo_sampler_opts o = {{0.0f, 0, 1.0f, 0.0f, 1.3f}, G, T, {0}, 0, 0, 1,
-                               NULL, NULL, NULL, 0};
+                               NULL, NULL, NULL, 0, 0};
         if (k == 0) o.sampling = (grpo_sampling){1.2f, 20, 0.9f, 0.02f, 1.2f};
         grpo_rollout a = {0}, b = {0};
         for (int pass = 0; pass < 2; pass++) { /* pass 0 picks an EOS the run draws early */

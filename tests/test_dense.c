@@ -440,7 +440,7 @@ static void check_generate(fixture *f, const char *prompt_name, const char *mask
     int32_t N = (int32_t)grpo_st_find(f->ref, out_name)->shape[1];
     /* the sampler, greedy, one completion per prompt, stopping at eos (-1: never) */
     grpo_sampler_opts o = {{0.0f, 0, 1.0f, 0.0f, 1.0f}, 1, N, {eos}, eos >= 0, 0, 0, NULL, NULL,
-                           NULL, 0};
+                           NULL, 0, 0};
     grpo_rollout out = {0};
     grpo_rng rng;
     grpo_rng_seed(&rng, 1);

@@ -150,7 +150,7 @@ START_TEST(generate_command_samples_like_the_sampler) {
     ck_assert_msg(grpo_model_open_dir(&m, &proc.reg, &proc.host, FIXTURE, 0, &err) == GRPO_OK, "%s",
                   err.message);
     int32_t prompt[5] = {1, 2, 3, 4, 5}, mask[5] = {1, 1, 1, 1, 1};
-    grpo_sampler_opts so = {{1.0f, 0, 1.0f, 0.0f, 1.0f}, 1, 12, {0}, 0, 0, 0, NULL, NULL, NULL, 0};
+    grpo_sampler_opts so = {{1.0f, 0, 1.0f, 0.0f, 1.0f}, 1, 12, {0}, 0, 0, 0, NULL, NULL, NULL, 0, 0};
     grpo_rng rng;
     grpo_rng_seed(&rng, 7);
     grpo_rollout r = {0};

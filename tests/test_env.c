@@ -131,7 +131,7 @@ static void fixture_open_tpl(fixture *f, const char *env, const char *extra_env,
     f->r.proc.host.log = counting_log;
     ck_ok(grpo_episodes_open(&f->E, &f->r, &err), &err);
     grpo_sampler_opts so = {{0.0f, 0, 1.0f, 0.0f, 1.0f}, G, T, {0}, 0, f->r.pad_id, 0, NULL,
-                            NULL, NULL, 0};
+                            NULL, NULL, 0, 0};
     f->so = so;
 }
 

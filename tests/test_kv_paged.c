@@ -274,7 +274,7 @@ START_TEST(the_sampler_pages_with_the_unpaged_completions) {
     grpo_ops *ops = backend(1);
     fixture f;
     grpo_model *m = fixture_open(&f, ops, dirs[_i], 1);
-    grpo_sampler_opts o = {{0.8f, 0, 1.0f, 0.0f, 1.0f}, SG, ST, {0}, 0, 0, 1, NULL, NULL, NULL, 0};
+    grpo_sampler_opts o = {{0.8f, 0, 1.0f, 0.0f, 1.0f}, SG, ST, {0}, 0, 0, 1, NULL, NULL, NULL, 0, 0};
     grpo_rollout first = {0}, u = {0}, p = {0};
     sample(m, &o, 0, &first); /* EOS ids that rows draw early: ragged lengths */
     o.eos[0] = first.ids[3], o.eos[1] = first.ids[(size_t)5 * ST + 7], o.n_eos = 2;

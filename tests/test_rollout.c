@@ -114,7 +114,7 @@ START_TEST(stage_scores_what_it_sampled) {
     ck_ok(grpo_run_dataset(&r, path, &ds, &err), &err);
     ck_ok(grpo_reward_set_create(&rs, &r.cfg, &r.proc.reg, &r.proc.host, &err), &err);
     grpo_sampler_opts so = {{1.0f, 0, 1.0f, 0.0f, 1.0f}, 3, 6, {0}, r.n_eos, r.pad_id,
-                            0, NULL, NULL, NULL, 0};
+                            0, NULL, NULL, NULL, 0, 0};
     memcpy(so.eos, r.eos, sizeof so.eos);
     grpo_rng rng;
     grpo_rng_seed(&rng, 11);

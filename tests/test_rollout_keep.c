@@ -22,6 +22,14 @@
  *   - what the rollout does not write (the keep block is NaN before it) reaches no result;
  *   - a kept forward is refused once the keep is consumed, and keep_rollout refuses a
  *     prefix_of that does not run over consecutive rows.
+ *
+ * The LoRA reference decoded beside the rollout (grpo_sampler_opts.ref_logp; grpo/model.h
+ * set_lora_rows, 1.11), for both LoRA fixtures, with the keep armed and not: the same rollout
+ * with its reference rows has the same completions (ids, lengths, log-probs) as without; each
+ * token's reference log-prob (grpo_rollout.rlogp) has the bits of the reference forward (the
+ * base, adapters off) of the training batch, as the rows end apart (the reference rows leave
+ * with theirs); a kept rollout is still the computing forward's. MoE packs refuse
+ * set_lora_rows (their experts run gathered rows).
  */
 #include <check.h>
 #include <math.h>
@@ -153,10 +161,19 @@ static void reference_pass(fixture *f, const batch *b, const float *adapted, con
     free(r);
 }
 
+static void rollout_ref(fixture *f, grpo_sampler_opts *o, int keep, int ref,
+                        const int32_t *prompt, const int32_t *pmask, grpo_rollout *ro);
+
 /* The rollout of the prompts (seed 5), its rows' activations kept (keep) or not. The keep
  * block is NaN before a kept rollout: what it does not write must not reach the results. */
 static void rollout(fixture *f, grpo_sampler_opts *o, int keep, const int32_t *prompt,
                     const int32_t *pmask, grpo_rollout *ro) {
+    rollout_ref(f, o, keep, 0, prompt, pmask, ro);
+}
+
+/* A run with the base's reference rows (ref) or without. */
+static void rollout_ref(fixture *f, grpo_sampler_opts *o, int keep, int ref,
+                        const int32_t *prompt, const int32_t *pmask, grpo_rollout *ro) {
     grpo_error err;
     grpo_error_init(&err);
     if (keep) {
@@ -170,11 +187,14 @@ static void rollout(fixture *f, grpo_sampler_opts *o, int keep, const int32_t *p
     for (int32_t n = 0; n < N; n++) grpo_rng_seed_stream(&rng[n], 5, 0, (uint64_t)n);
     grpo_rollout_free(ro);
     memset(ro, 0, sizeof *ro);
-    o->keep = keep;
+    o->keep = keep, o->ref_logp = ref;
     grpo_sampler_batch q = {prompt, pmask, NP, P, rng, NULL, ro};
     grpo_sampler_stats st;
     ck_ok(grpo_sampler_run_queue(f->m, o, &q, 1, 0, &st, &err), &err);
+    o->ref_logp = 0;
     ck_assert_int_eq(st.kept, keep);
+    ck_assert_int_eq(st.ref_rows, ref);
+    ck_assert(ref ? ro->rlogp != NULL : ro->rlogp == NULL);
 }
 
 /* Whether x and y hold the same bits at b's completion positions. */
@@ -267,23 +287,31 @@ static void keep_width(fixture *f, grpo_sampler_opts *o, int32_t tc, const int32
     grpo_rollout_free(&ro);
 }
 
+/* The prompts of the cases (lengths 5 and 7, left-padded to P) and the sampler's options: G
+ * rows per prompt at temperature 0.8 that end apart (end_at), all before max_new. */
+static grpo_sampler_opts case_setup(const fixture *f, int32_t *prompt, int32_t *pmask) {
+    const int32_t pl[NP] = {5, 7};
+    uint32_t r = 99;
+    memset(prompt, 0, NP * P * sizeof *prompt), memset(pmask, 0, NP * P * sizeof *pmask);
+    for (int32_t j = 0; j < NP; j++)
+        for (int32_t c = P - pl[j]; c < P; c++)
+            prompt[j * P + c] = (int32_t)(lcg(&r) % (uint32_t)(grpo_model_vocab(f->m) - 1)) + 1,
+                       pmask[j * P + c] = 1;
+    grpo_sampler_opts o = {{0.8f, 0, 1.0f, 0.0f, 1.0f}, G, TN, {0}, 0, 0, 1,
+                           NULL, NULL, NULL, 0, 0};
+    static const int32_t end_at[G] = {3, 8, 6};
+    o.end_at = end_at, o.eos[0] = 1, o.n_eos = 1;
+    return o;
+}
+
 static void keep_case(const char *dir, const char *lora) {
     fixture f;
     fixture_open(&f, dir, lora);
     grpo_error err;
     grpo_error_init(&err);
     ck_assert_msg(grpo_model_can_keep_rollout(f.m), "%s: no keep_rollout", dir);
-    const int32_t pl[NP] = {5, 7};
-    int32_t prompt[NP * P] = {0}, pmask[NP * P] = {0};
-    uint32_t r = 99;
-    for (int32_t j = 0; j < NP; j++)
-        for (int32_t c = P - pl[j]; c < P; c++)
-            prompt[j * P + c] = (int32_t)(lcg(&r) % (uint32_t)(grpo_model_vocab(f.m) - 1)) + 1,
-                       pmask[j * P + c] = 1;
-    grpo_sampler_opts o = {{0.8f, 0, 1.0f, 0.0f, 1.0f}, G, TN, {0}, 0, 0, 1,
-                           NULL, NULL, NULL, 0};
-    static const int32_t end_at[G] = {3, 8, 6}; /* rows end apart, all before max_new */
-    o.end_at = end_at, o.eos[0] = 1, o.n_eos = 1;
+    int32_t prompt[NP * P], pmask[NP * P];
+    grpo_sampler_opts o = case_setup(&f, prompt, pmask);
     grpo_rollout ro = {0};
     rollout(&f, &o, 0, prompt, pmask, &ro);
     int32_t shortest = TN, longest = 0;
@@ -331,11 +359,86 @@ START_TEST(kept_forward_is_the_computing_forward) {
 }
 END_TEST
 
+/* The checks of the header's second paragraph, on the LoRA fixture lora over its base. */
+static void ref_rows_case(const char *lora, int keep) {
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s/tests/fixtures/dense/%s", GRPO_SOURCE_DIR, lora);
+    fixture f;
+    fixture_open(&f, dir, lora);
+    grpo_error err;
+    grpo_error_init(&err);
+    int32_t prompt[NP * P], pmask[NP * P];
+    grpo_sampler_opts o = case_setup(&f, prompt, pmask);
+    ck_ok(grpo_model_set_shared_prefix(f.m, P, &err), &err);
+    grpo_rollout plain = {0}, ro = {0};
+    rollout_ref(&f, &o, keep, 0, prompt, pmask, &plain);
+    rollout_ref(&f, &o, keep, 1, prompt, pmask, &ro);
+    int32_t longest = 0;
+    for (int32_t n = 0; n < N; n++) longest = ro.len[n] > longest ? ro.len[n] : longest;
+    ck_assert_msg(memcmp(plain.len, ro.len, sizeof ro.len[0] * N) == 0 &&
+                      memcmp(plain.ids, ro.ids, sizeof ro.ids[0] * N * TN) == 0 &&
+                      memcmp(plain.logp, ro.logp, sizeof ro.logp[0] * N * TN) == 0 &&
+                      memcmp(plain.plogp, ro.plogp, sizeof ro.plogp[0] * N * TN) == 0,
+                  "%s: the reference rows changed the completions", lora);
+    batch b;
+    batch_make(&b, longest, prompt, pmask, &ro);
+    pass *ref = calloc(1, sizeof *ref), *kept = calloc(1, sizeof *kept);
+    pass *full = calloc(1, sizeof *full);
+    ck_ok(grpo_lora_enable(&f.lora, 0, &err), &err); /* the reference forward: adapters off */
+    ck_ok(pass_run(&f, &b, 0, NULL, ref, &err), &err);
+    ck_ok(grpo_lora_enable(&f.lora, 1, &err), &err);
+    int differ = 0;
+    for (int32_t n = 0; n < N; n++)
+        for (int32_t t = 0; t < ro.len[n]; t++) {
+            float got = ro.rlogp[n * TN + t], want = ref->logp[n * b.T + P + t - 1];
+            ck_assert_msg(memcmp(&got, &want, sizeof got) == 0,
+                          "%s row %d token %d: decoded reference %.9g, reference forward %.9g",
+                          lora, n, t, (double)got, (double)want);
+            differ |= got != ro.plogp[n * TN + t];
+        }
+    ck_assert_msg(differ, "%s: the reference is the adapted model: the check proves nothing",
+                  lora);
+    if (keep) { /* the reference rows are not kept: the kept forward is still the policy's */
+        ck_ok(pass_run(&f, &b, 1, NULL, kept, &err), &err);
+        ck_ok(pass_run(&f, &b, 0, NULL, full, &err), &err);
+        ck_assert_msg(same_at_targets(&b, kept->logp, full->logp) &&
+                          same_at_targets(&b, kept->ent, full->ent),
+                      "%s: the kept forward differs beside reference rows", lora);
+    }
+    free(ref), free(kept), free(full);
+    grpo_rollout_free(&plain), grpo_rollout_free(&ro);
+    fixture_close(&f);
+}
+
+START_TEST(reference_rows_are_the_reference_forward) {
+    ref_rows_case(_i % 2 ? "qwen3" : "llama", _i / 2);
+}
+END_TEST
+
+/* An MoE pack runs its experts on gathered rows: it refuses set_lora_rows (the sampler then
+ * leaves the reference to its forward); every row again (n < 0) is no change. */
+START_TEST(moe_refuses_lora_rows) {
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s/tests/fixtures/moe/qwen3moe", GRPO_SOURCE_DIR);
+    fixture f;
+    fixture_open(&f, dir, NULL);
+    grpo_error err;
+    grpo_error_init(&err);
+    ck_assert_int_eq(grpo_model_set_lora_rows(f.m, 2, &err), GRPO_ERR_UNSUPPORTED);
+    ck_assert_msg(strstr(err.message, "set_lora_rows") != NULL, "%s", err.message);
+    grpo_error_init(&err);
+    ck_ok(grpo_model_set_lora_rows(f.m, -1, &err), &err);
+    fixture_close(&f);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("rollout_keep");
     TCase *tc = tcase_create("rollout_keep");
     tcase_set_timeout(tc, 120);
     tcase_add_loop_test(tc, kept_forward_is_the_computing_forward, 0, 5);
+    tcase_add_loop_test(tc, reference_rows_are_the_reference_forward, 0, 4);
+    tcase_add_test(tc, moe_refuses_lora_rows);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -81,7 +81,7 @@ static void fixture_close(fixture *f) {
 }
 
 static grpo_sampler_opts greedy_opts(int32_t G, int32_t T) {
-    grpo_sampler_opts o = {{0.0f, 0, 1.0f, 0.0f, 1.0f}, G, T, {0}, 0, PAD, 0, NULL, NULL, NULL, 0};
+    grpo_sampler_opts o = {{0.0f, 0, 1.0f, 0.0f, 1.0f}, G, T, {0}, 0, PAD, 0, NULL, NULL, NULL, 0, 0};
     return o;
 }
 

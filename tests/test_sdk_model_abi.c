@@ -60,7 +60,10 @@ START_TEST(each_minor_appends_its_slots) {
      * aux_weight, last */
     ck_assert_uint_eq(offsetof(grpo_model_desc, keep_rollout),
                       offsetof(grpo_model_desc, kv_page_floats) + fn);
-    ck_assert_uint_eq(sizeof(grpo_model_desc), offsetof(grpo_model_desc, keep_rollout) + fn);
+    /* 1.11: set_lora_rows (the base's rows beside the adapted ones) after it, last */
+    ck_assert_uint_eq(offsetof(grpo_model_desc, set_lora_rows),
+                      offsetof(grpo_model_desc, keep_rollout) + fn);
+    ck_assert_uint_eq(sizeof(grpo_model_desc), offsetof(grpo_model_desc, set_lora_rows) + fn);
     ck_assert_uint_eq(offsetof(grpo_batch, kept), offsetof(grpo_batch, aux_weight) + sizeof(float));
     ck_assert_uint_eq(sizeof(grpo_batch), offsetof(grpo_batch, kept) + sizeof(int32_t));
     /* 1.9: the paged cache's fields after R, S (a 1.0 cache's struct_size ends before them) */

@@ -105,7 +105,7 @@ int cmd_generate(int argc, char **argv) {
     if (rc == GRPO_OK && !mask) rc = grpo_error_set(&err, GRPO_ERR_NOMEM, "out of memory");
     /* one prompt, one completion; no top-k/top-p/min-p, no repetition penalty */
     grpo_sampler_opts so = {{(float)temperature, 0, 1.0f, 0.0f, 1.0f}, 1, max_new, {0}, 0, 0,
-                            0, NULL, NULL, NULL, 0};
+                            0, NULL, NULL, NULL, 0, 0};
     grpo_rollout roll = {0};
     grpo_rng rng;
     grpo_rng_seed(&rng, (uint64_t)seed);

@@ -687,6 +687,18 @@ int grpo_model_set_shared_prefix(grpo_model *m, int32_t P, grpo_error *err) {
     return plugin_status(rc, err);
 }
 
+int grpo_model_set_lora_rows(grpo_model *m, int32_t n, grpo_error *err) {
+    if (!(GRPO_HAS_FIELD(m->desc, grpo_model_desc, set_lora_rows) && m->desc->set_lora_rows))
+        return n < 0 ? GRPO_OK
+                     : grpo_error_set(err, GRPO_ERR_UNSUPPORTED,
+                                      "model %s: the pack has no set_lora_rows (grpo/model.h, "
+                                      "1.11)", m->desc->id);
+    model_call(m, "set_lora_rows");
+    int rc = m->desc->set_lora_rows(m->inst, n, err);
+    grpo_plugin_call_end();
+    return plugin_status(rc, err);
+}
+
 int grpo_model_can_keep_rollout(const grpo_model *m) {
     return GRPO_HAS_FIELD(m->desc, grpo_model_desc, keep_rollout) && m->desc->keep_rollout;
 }

@@ -185,6 +185,10 @@ int grpo_model_param_relaid(grpo_model *m, uint32_t i, int *relaid, grpo_error *
  * has none. enabled = 0: the base alone. */
 int grpo_model_set_lora(grpo_model *m, const grpo_lora_adapter *adapters, uint32_t n,
                         int32_t enabled, grpo_error *err);
+/* LoRA rows (grpo/model.h set_lora_rows, ABI 1.11): prefill/decode rows n and up run the base
+ * (n < 0: every row adapted); GRPO_ERR_UNSUPPORTED naming the pack when it cannot (no slot, or
+ * it refuses); n < 0 on a pack without the slot is a no-op. */
+int grpo_model_set_lora_rows(grpo_model *m, int32_t n, grpo_error *err);
 /* Activation recomputation (grpo/model.h set_gradient_checkpointing, ABI 1.5), before or
  * between steps: the activation block is sized again at the next reserve. on = 1 on a pack
  * without the slot is GRPO_ERR_UNSUPPORTED naming it; on = 0 there is a no-op. */

@@ -30,17 +30,20 @@ void grpo_rollout_copy_row(grpo_rollout *dst, int32_t dn, const grpo_rollout *sr
     memmove(dst->mask + d, src->mask + f, T * sizeof *dst->mask);
     memmove(dst->logp + d, src->logp + f, T * sizeof *dst->logp);
     if (dst->plogp) memmove(dst->plogp + d, src->plogp + f, T * sizeof *dst->plogp);
+    if (dst->rlogp) memmove(dst->rlogp + d, src->rlogp + f, T * sizeof *dst->rlogp);
     dst->len[dn] = src->len[sn], dst->truncated[dn] = src->truncated[sn];
 }
 
 void grpo_rollout_free(grpo_rollout *r) {
     free(r->ids), free(r->mask), free(r->len), free(r->truncated), free(r->logp), free(r->plogp);
+    free(r->rlogp);
     memset(r, 0, sizeof *r);
 }
 
-static int rollout_alloc(grpo_rollout *r, int32_t N, int32_t T, int policy_logp) {
+static int rollout_alloc(grpo_rollout *r, int32_t N, int32_t T, int policy_logp, int ref_logp) {
     grpo_rollout_free(r);
     if (policy_logp && !(r->plogp = calloc((size_t)N * T, sizeof *r->plogp))) return 0;
+    if (ref_logp && !(r->rlogp = calloc((size_t)N * T, sizeof *r->rlogp))) return 0;
     r->N = N, r->T = T;
     r->ids = malloc((size_t)N * T * sizeof *r->ids);
     r->mask = calloc((size_t)N * T, sizeof *r->mask);
@@ -50,10 +53,14 @@ static int rollout_alloc(grpo_rollout *r, int32_t N, int32_t T, int policy_logp)
     return r->ids && r->mask && r->len && r->truncated && r->logp;
 }
 
-/* Host state of the decode batch: cache row i (of the live rows) holds output row row[i]. */
+/* Host state of the decode batch: cache row i (of the live rows) holds output row row[i].
+ * With the reference rows (Ns = N: grpo_sampler_opts.ref_logp), live rows [0, live) are the
+ * completions and rows [live, 2 live) the base's copies of them, one each in any order, row[]
+ * naming the completion a copy follows; the per-row arrays hold N + Ns rows. */
 typedef struct sampler_state {
     int32_t N, S, H, V; /* cache rows, cache slots (P+T), history width (P+T), vocab */
     int32_t Nout;       /* output rows (N, or a queue's rows: continuous decode) */
+    int32_t Ns, B;      /* reference rows (0 or N); prompts (their prefill rows: B + Ns / G) */
     int32_t *row;       /* (N) output row of each live cache row */
     int32_t *tok;       /* (N) next input token */
     int32_t *pos;       /* (N) its RoPE position */
@@ -125,7 +132,8 @@ static int logp_state_alloc(const grpo_ops *o, sampler_state *s) {
 
 static int state_alloc(grpo_model *m, sampler_state *s, int32_t B, int32_t P, int policy_logp) {
     const grpo_ops *o = m->ops;
-    int32_t N = s->N, S = s->S, V = s->V, No = s->Nout;
+    int32_t N = s->N + s->Ns, S = s->S, V = s->V, No = s->Nout;
+    if (s->Ns) B *= 2; /* the prompts prefilled twice: adapted, then the base */
     size_t big = (size_t)(B * P > N ? B * P : N);
     s->row = malloc(N * sizeof(int32_t)), s->tok = malloc(N * sizeof(int32_t));
     s->pos = malloc(N * sizeof(int32_t)), s->len = malloc(N * sizeof(int32_t));
@@ -149,7 +157,8 @@ static int state_alloc(grpo_model *m, sampler_state *s, int32_t B, int32_t P, in
         s->row_logits = malloc((size_t)V * sizeof(float));
         s->scratch = malloc((size_t)V * 12);
         if (!s->logits || !s->row_logits || !s->scratch) return 0;
-        if (policy_logp && grpo_ops_supports(o, logits_logp) && !logp_state_alloc(o, s))
+        if ((policy_logp || s->Ns) && grpo_ops_supports(o, logits_logp) &&
+            !logp_state_alloc(o, s))
             return 0;
     }
     return s->row && s->tok && s->pos && s->len && s->cmask && s->hist && s->n_hist && s->d_tok &&
@@ -409,6 +418,21 @@ static int end_turn(sampler_state *s, const grpo_sampler_opts *o, int32_t n, grp
     return GRPO_OK;
 }
 
+/* Live row n's reference row leaves with it (L rows were live, the completion's slot L-1 is
+ * free): the last reference row takes its place, and the one before it moves to L-1, so that
+ * the L-1 left fill [L-1, 2L-2) (two row moves at most). */
+static int drop_ref_row(grpo_model *m, sampler_state *s, int32_t n, int32_t L, grpo_error *err) {
+    int32_t p = L;
+    while (p < 2 * L - 1 && s->row[p] != n) p++;
+    int rc = p == 2 * L - 1 ? GRPO_OK : move_row(m, s, p, 2 * L - 1, s->len[2 * L - 1] - 1, err);
+    if (rc != GRPO_OK) return rc;
+    grpo_model_kv_drop_row(m, 2 * L - 1);
+    if (L < 2) return GRPO_OK;
+    rc = move_row(m, s, L - 1, 2 * L - 2, s->len[2 * L - 2] - 1, err);
+    if (rc == GRPO_OK) grpo_model_kv_drop_row(m, 2 * L - 2);
+    return rc;
+}
+
 /* Drops the rows that just ended (EOS or T tokens); *live becomes the new live count. */
 static int drop_finished(grpo_model *m, sampler_state *s, const grpo_sampler_opts *o,
                          const grpo_sampler_row_end *row_end, int32_t *live, grpo_rollout *out,
@@ -426,6 +450,7 @@ static int drop_finished(grpo_model *m, sampler_state *s, const grpo_sampler_opt
         if (rc == GRPO_OK && i != last) rc = move_row(m, s, i, last, s->len[last] - 1, err);
         if (rc != GRPO_OK) return rc;
         grpo_model_kv_drop_row(m, last); /* moved into i, or the row that ended */
+        if (s->Ns && (rc = drop_ref_row(m, s, n, last + 1, err)) != GRPO_OK) return rc;
         (*live)--;
     }
     return GRPO_OK;
@@ -438,6 +463,7 @@ static int budget_spent(const grpo_sampler_opts *o) { return o->budget && *o->bu
  * a row cut at T is), and goes to row_end; *live becomes 0. */
 static int cut_live(grpo_model *m, const sampler_state *s, const grpo_sampler_row_end *row_end,
                     int32_t *live, grpo_rollout *out, grpo_error *err) {
+    for (int32_t j = s->Ns ? 2 * *live - 1 : -1; j >= *live; j--) grpo_model_kv_drop_row(m, j);
     for (int32_t i = *live - 1; i >= 0; i--) {
         int32_t n = s->row[i];
         out->truncated[n] = 1, out->budget_cut++;
@@ -463,20 +489,23 @@ static int step_done(grpo_model *m, sampler_state *s, const grpo_sampler_opts *o
     return rc;
 }
 
-/* One decode step of the live rows 0..live-1: each row's last token goes into its next cache
- * slot; their logits (live,V) land in d_logits (and s->logits on the host path). */
+/* One decode step of the live rows 0..live-1 (and their reference rows after them, the base
+ * alone): each row's last token goes into its next cache slot; their logits land in d_logits
+ * (and the live rows' in s->logits on the host path). */
 static int decode_live(grpo_model *m, sampler_state *s, int32_t live, grpo_error *err) {
     const grpo_ops *ops = m->ops;
-    for (int32_t i = 0; i < live; i++) s->cmask[(size_t)i * s->S + s->len[i] - 1] = 1;
-    ops->upload(ops->ctx, s->d_tok, s->tok, (uint64_t)live * sizeof(int32_t));
-    ops->upload(ops->ctx, s->d_pos, s->pos, (uint64_t)live * sizeof(int32_t));
-    ops->upload(ops->ctx, s->d_len, s->len, (uint64_t)live * sizeof(int32_t));
-    ops->upload(ops->ctx, s->d_cmask, s->cmask, (uint64_t)live * s->S * sizeof(int32_t));
-    int rc = grpo_model_decode(m, live, s->d_tok, s->d_pos, s->d_cmask, s->d_len, s->d_logits,
-                               err);
+    int32_t R = s->Ns ? 2 * live : live;
+    for (int32_t i = 0; i < R; i++) s->cmask[(size_t)i * s->S + s->len[i] - 1] = 1;
+    ops->upload(ops->ctx, s->d_tok, s->tok, (uint64_t)R * sizeof(int32_t));
+    ops->upload(ops->ctx, s->d_pos, s->pos, (uint64_t)R * sizeof(int32_t));
+    ops->upload(ops->ctx, s->d_len, s->len, (uint64_t)R * sizeof(int32_t));
+    ops->upload(ops->ctx, s->d_cmask, s->cmask, (uint64_t)R * s->S * sizeof(int32_t));
+    int rc = s->Ns ? grpo_model_set_lora_rows(m, live, err) : GRPO_OK;
+    if (rc == GRPO_OK)
+        rc = grpo_model_decode(m, R, s->d_tok, s->d_pos, s->d_cmask, s->d_len, s->d_logits, err);
     if (rc == GRPO_OK && !s->dev)
         ops->download(ops->ctx, s->logits, s->d_logits, (uint64_t)live * s->V * sizeof(float));
-    for (int32_t i = 0; i < live; i++) s->pos[i]++, s->len[i]++;
+    for (int32_t i = 0; i < R; i++) s->pos[i]++, s->len[i]++;
     return rc;
 }
 
@@ -490,6 +519,85 @@ static void kv_stats(const grpo_model *m, grpo_sampler_stats *st, int32_t rows, 
                        : (double)m->desc->kv_floats(m->inst, rows, S) * sizeof(float);
     if (pages > st->kv_pages_max) st->kv_pages_max = pages;
     if (bytes > st->kv_bytes_max) st->kv_bytes_max = bytes;
+}
+
+/* ---- the reference rows (grpo_sampler_opts.ref_logp) -------------------------------------- */
+
+/* Whether this run decodes the base beside its rows: asked for, the host path with
+ * ops->logits_logp, and a pack that can leave rows to the base (set_lora_rows, 1.11; the probe
+ * leaves it set until ref_rows_off). */
+static int ref_rows_on(grpo_model *m, const grpo_sampler_opts *o, const sampler_state *s) {
+    if (!o->ref_logp || s->dev || !grpo_ops_supports(m->ops, logits_logp)) return 0;
+    grpo_error probe;
+    grpo_error_init(&probe);
+    return grpo_model_set_lora_rows(m, s->N, &probe) == GRPO_OK;
+}
+
+static void ref_rows_off(grpo_model *m, const sampler_state *s) {
+    grpo_error ignored; /* every row adapted again: a pack that took the limit takes this */
+    grpo_error_init(&ignored);
+    if (s->Ns) grpo_model_set_lora_rows(m, -1, &ignored);
+}
+
+/* The B prompts prefilled as 2B rows: 0..B-1 adapted, B..2B-1 the base alone (set_lora_rows);
+ * without reference rows, the B rows alone. */
+static int prefill_rows(grpo_model *m, sampler_state *s, const int32_t *prompt,
+                        const int32_t *pmask, int32_t B, int32_t P, grpo_error *err) {
+    if (!s->Ns) return prefill(m, s, prompt, pmask, B, P, err);
+    size_t n = (size_t)B * P;
+    int32_t *two = malloc(4 * n * sizeof *two); /* (2B,P) ids, then (2B,P) mask */
+    if (!two) return grpo_nomem(err, "the prompts twice (ids and mask)", 16 * (uint64_t)n);
+    memcpy(two, prompt, n * sizeof *two), memcpy(two + n, prompt, n * sizeof *two);
+    memcpy(two + 2 * n, pmask, n * sizeof *two), memcpy(two + 3 * n, pmask, n * sizeof *two);
+    int rc = grpo_model_set_lora_rows(m, B, err);
+    if (rc == GRPO_OK) rc = prefill(m, s, two, two + 2 * n, 2 * B, P, err);
+    free(two);
+    return rc;
+}
+
+/* The base's prompt rows B..2B-1 into cache rows N + b*G + g, before fan_out overwrites them
+ * (N >= 2B when G >= 2; with G = 1 each is already in place). */
+static int fan_out_ref(grpo_model *m, const sampler_state *s, int32_t B, int32_t P, int32_t G,
+                       grpo_error *err) {
+    for (int32_t b = B - 1; s->Ns && b >= 0; b--)
+        for (int32_t g = G - 1; g >= 0; g--) {
+            int32_t dst = s->N + b * G + g;
+            int rc = dst == B + b ? GRPO_OK : grpo_model_kv_copy_row(m, dst, B + b, P, err);
+            if (rc != GRPO_OK) return rc;
+        }
+    return GRPO_OK;
+}
+
+/* After fan_out: reference row N + n starts as completion row n (its slots, position). */
+static void ref_rows_state(sampler_state *s) {
+    for (int32_t n = 0; n < s->Ns; n++) {
+        int32_t i = s->N + n;
+        s->row[i] = n, s->pos[i] = s->pos[n], s->len[i] = s->len[n];
+        memcpy(s->cmask + (size_t)i * s->S, s->cmask + (size_t)n * s->S,
+               (size_t)s->S * sizeof(int32_t));
+    }
+}
+
+/* The base's log-probs of the tokens the live rows just took (drawn or forced) into
+ * out->rlogp, by ops->logits_logp on the reference rows' logits (on the first step, their
+ * prompt's base row of the prefill); each reference row takes that token as its next input. */
+static void ref_logps(grpo_model *m, sampler_state *s, const grpo_sampler_opts *o, int32_t live,
+                      int first, grpo_rollout *out) {
+    const grpo_ops *ops = m->ops;
+    for (int32_t j = 0; j < live; j++) {
+        int32_t i = live + j, n = s->row[i];
+        s->tok[i] = out->ids[(size_t)n * out->T + out->len[n] - 1];
+        s->lrow[j] = first ? s->B + n / o->G : i, s->lid[j] = s->tok[i], s->lout[j] = n;
+    }
+    ops->upload(ops->ctx, s->d_lrow, s->lrow, (uint64_t)live * sizeof(int32_t));
+    ops->upload(ops->ctx, s->d_lid, s->lid, (uint64_t)live * sizeof(int32_t));
+    ops->logits_logp(ops->ctx, s->d_lplp, s->d_logits, s->d_lrow, s->d_lid, live, s->V,
+                     grpo_sampling_logit_scale(&o->sampling));
+    ops->download(ops->ctx, s->lplp, s->d_lplp, (uint64_t)live * sizeof(float));
+    for (int32_t j = 0; j < live; j++) {
+        int32_t n = s->lout[j];
+        out->rlogp[(size_t)n * out->T + out->len[n] - 1] = s->lplp[j];
+    }
 }
 
 /* grpo_sampler_opts.keep: the batch's rows keep their training activations (the model's
@@ -536,12 +644,13 @@ static int run(grpo_model *m, const grpo_sampler_opts *o, const int32_t *prompt,
     sampler_state s = {0};
     s.dev = grpo_ops_supports(ops, sample_rows);
     s.N = s.Nout = B * o->G, s.S = P + o->max_new, s.H = P + o->max_new;
-    s.V = grpo_model_vocab(m);
-    int rc = grpo_model_reserve_kv_paged(m, s.N, s.S, P, GRPO_KV_PAGE, err);
-    if (rc != GRPO_OK) return rc;
-    if (!rollout_alloc(out, s.N, o->max_new, o->policy_logp) ||
+    s.V = grpo_model_vocab(m), s.B = B;
+    s.Ns = ref_rows_on(m, o, &s) ? s.N : 0;
+    int rc = grpo_model_reserve_kv_paged(m, s.N + s.Ns, s.S, P, GRPO_KV_PAGE, err);
+    if (rc != GRPO_OK) return ref_rows_off(m, &s), rc;
+    if (!rollout_alloc(out, s.N, o->max_new, o->policy_logp, s.Ns > 0) ||
         !state_alloc(m, &s, B, P, o->policy_logp)) {
-        state_free(m, &s), grpo_model_release_kv(m);
+        ref_rows_off(m, &s), state_free(m, &s), grpo_model_release_kv(m);
         /* the (N,T) outputs, (N,S) slot mask and history, (N,V) logits on host and backend */
         uint64_t per_row = (uint64_t)o->max_new * 4 * sizeof(float) +
                            2 * (uint64_t)s.S * sizeof(int32_t) + 2 * (uint64_t)s.V * sizeof(float);
@@ -553,8 +662,10 @@ static int run(grpo_model *m, const grpo_sampler_opts *o, const int32_t *prompt,
     for (size_t i = 0; i < (size_t)s.N * o->max_new; i++) out->ids[i] = o->pad_id;
     rc = end_at_setup(&s, o, err);
     if (rc == GRPO_OK) rc = keep_arm(m, o, &s, B, P, st, err);
-    if (rc == GRPO_OK) rc = prefill(m, &s, prompt, pmask, B, P, err);
+    if (rc == GRPO_OK) rc = prefill_rows(m, &s, prompt, pmask, B, P, err);
+    if (rc == GRPO_OK) rc = fan_out_ref(m, &s, B, P, o->G, err);
     if (rc == GRPO_OK) rc = fan_out(m, &s, prompt, pmask, B, P, o->G, err);
+    if (rc == GRPO_OK) ref_rows_state(&s);
     for (int32_t n = 0; rc == GRPO_OK && o->turns && n < s.N; n++) {
         const int32_t *obs = NULL;
         int32_t n_obs = 0;
@@ -572,11 +683,14 @@ static int run(grpo_model *m, const grpo_sampler_opts *o, const int32_t *prompt,
             draw_tokens_device(m, &s, o, live, rng, row_rng, out);
         else
             draw_tokens_host(m, &s, o, live, first, rng, row_rng, out);
+        if (s.Ns) ref_logps(m, &s, o, live, first, out);
         rc = step_done(m, &s, o, row_end, live, &live, out, &stop, err);
         if (rc != GRPO_OK || live == 0 || stop) break;
         rc = decode_live(m, &s, live, err);
     }
-    if (st) kv_stats(m, st, s.N, s.S);
+    if (st) kv_stats(m, st, s.N + s.Ns, s.S);
+    if (st) st->ref_rows = s.Ns > 0;
+    ref_rows_off(m, &s);
     grpo_model_release_kv(m);
     state_free(m, &s);
     return rc;
@@ -880,7 +994,7 @@ static int queue_alloc(grpo_model *m, queue *q, const grpo_sampler_opts *o, int3
     q->base[0] = 0;
     for (int32_t b = 0; b < nq; b++) {
         q->left[b] = q->q[b].B * q->G, q->base[b + 1] = q->base[b] + q->left[b];
-        if (!rollout_alloc(q->q[b].out, q->left[b], o->max_new, o->policy_logp)) return 0;
+        if (!rollout_alloc(q->q[b].out, q->left[b], o->max_new, o->policy_logp, 0)) return 0;
         for (size_t i = 0; i < (size_t)q->left[b] * o->max_new; i++)
             q->q[b].out->ids[i] = o->pad_id;
     }
@@ -897,7 +1011,7 @@ static int queue_alloc(grpo_model *m, queue *q, const grpo_sampler_opts *o, int3
     if (o->policy_logp && grpo_ops_supports(m->ops, logits_logp) &&
         !(q->d_plog = m->ops->alloc(m->ops->ctx, (uint64_t)q->spare * V * sizeof(float))))
         return 0;
-    if (!rollout_alloc(&q->all, q->total, o->max_new, o->policy_logp)) return 0;
+    if (!rollout_alloc(&q->all, q->total, o->max_new, o->policy_logp, 0)) return 0;
     for (size_t i = 0; i < (size_t)q->total * o->max_new; i++) q->all.ids[i] = o->pad_id;
     return 1;
 }

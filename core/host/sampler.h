@@ -82,6 +82,13 @@ typedef struct grpo_sampler_opts {
                                           (grpo_model_keep_for: B*G rows, the prompts' P
                                           columns, max_new; grpo_sampler_stats.kept), where the
                                           model can; 0: any keep of the model is dropped */
+    int32_t ref_logp;                  /* 1: a LoRA run's KL reference decoded beside its
+                                          rollout: the static schedule's host path, on a pack
+                                          with set_lora_rows (1.11), runs a row of the base
+                                          (adapters off) beside each completion, fed its tokens,
+                                          in the same decode calls (each weight read once for
+                                          both), and records grpo_rollout.rlogp
+                                          (grpo_sampler_stats.ref_rows); elsewhere nothing */
 } grpo_sampler_opts;
 
 /* One generation batch's completions, host memory, owned by the struct (grpo_rollout_free). */
@@ -100,6 +107,10 @@ typedef struct grpo_rollout {
                            log softmax(logits / temperature) (temperature 0: 1) of the model's
                            logits before penalties and filters, which is what a training forward
                            at that temperature computes (importance sampling, is_correction.h);
+                           0 past the end */
+    float *rlogp;       /* (N,T) where grpo_sampler_opts.ref_logp ran, else NULL: each token's
+                           log softmax(logits / temperature) under the base alone (adapters off),
+                           as plogp is the model's: the LoRA reference forward's log-probs;
                            0 past the end */
 } grpo_rollout;
 
@@ -159,6 +170,7 @@ typedef struct grpo_sampler_batch {
 typedef struct grpo_sampler_stats {
     int32_t live_rows_max, refills, continuous;
     int32_t kept; /* the last batch's activations are kept (grpo_sampler_opts.keep) */
+    int32_t ref_rows; /* the last batch decoded its reference rows (grpo_sampler_opts.ref_logp) */
     int32_t kv_pages_max;
     double kv_bytes_max;
 } grpo_sampler_stats;

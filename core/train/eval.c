@@ -91,7 +91,7 @@ int grpo_evaluate(grpo_run *r, grpo_model *m, grpo_reward_set *rs, grpo_episodes
                             {0},
                             r->n_eos,
                             r->pad_id,
-                            0, NULL, NULL, NULL, 0};
+                            0, NULL, NULL, NULL, 0, 0};
     memcpy(so.eos, r->eos, sizeof so.eos);
     eval_env es = {0};
     for (size_t i = 0; rc == GRPO_OK && i < n; i += EVAL_BATCH)

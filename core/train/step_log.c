@@ -119,6 +119,9 @@ static void loss_metrics(trainer *t, const loss_sums *s, grpo_metric_row *row) {
     grpo_metric_set(row, "entropy", s->entropy / w);
     grpo_metric_set(row, "train/padding_frac", s->positions > 0 ? s->padded / s->positions : 0);
     grpo_metric_set(row, "perf/rollout_reused", s->passes > 0 ? s->reused / s->passes : 0);
+    if (t->cfg->grpo_beta > 0)
+        grpo_metric_set(row, "perf/reference_decoded",
+                        s->passes > 0 ? s->ref_decoded / s->passes : 0);
     if (t->cfg->train_max_tokens_per_microbatch > 0) /* packed: the cells computed */
         grpo_metric_set(row, "train/positions", s->positions);
     grpo_loss_clip clip = grpo_loss_type_clip(t->cfg->grpo_loss_type);

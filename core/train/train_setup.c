@@ -14,6 +14,7 @@
 void grpo_trainer_chunk_clear(chunk *c) {
     grpo_rollout_batch_free(&c->rb);
     free(c->r), free(c->adv), free(c->mask), free(c->old_logp), free(c->samp_logp);
+    free(c->ref_logp);
     free(c->row_rng);
     free(c->gR), free(c->gr), free(c->gadv), free(c->glen), free(c->gtrunc), free(c->env_rows);
     memset(c, 0, sizeof *c);
@@ -311,7 +312,7 @@ int grpo_trainer_setup(trainer *t, grpo_error *err) {
                             NULL,   /* rollout.c sets turns for a chunk with episodes */
                             NULL,   /* train_step points it at the step's token budget */
                             NULL,   /* bench_end_at's lengths, set below */
-                            0};     /* keep: chunks_sample decides per rollout */
+                            0, 0}; /* keep, ref_logp: chunks_sample decides per rollout */
     memcpy(so.eos, t->s.run.eos, sizeof so.eos);
     so.end_at = t->end_at;
     t->so = so;

@@ -239,17 +239,25 @@ static void completion_cols(const trainer *t, const chunk *c, const float *src, 
     grpo_seqbatch_completion(&t->sb, src, c->T, out);
 }
 
-/* The sampler's log-probs of the chunk's tokens (the rollout copy's, or the policy's at decode),
- * (N, c->T) out of the sampler's (N,T). */
-static int chunk_samp_logp(chunk *c, grpo_error *err) {
+/* A (N, c->T) copy in *out of the rollout's (N,T) log-probs lp (NULL: *out stays NULL). */
+static int chunk_cols(const chunk *c, const float *lp, float **out, const char *what,
+                      grpo_error *err) {
     const grpo_rollout *ro = &c->rb.roll;
-    c->samp_logp = malloc((size_t)ro->N * c->T * sizeof(float));
-    if (!c->samp_logp)
-        return grpo_nomem(err, "the sampler's log-probs (N,T)", (uint64_t)ro->N * c->T * 4);
+    if (!lp) return GRPO_OK;
+    if (!(*out = malloc((size_t)ro->N * c->T * sizeof(float))))
+        return grpo_nomem(err, what, (uint64_t)ro->N * c->T * sizeof(float));
     for (int32_t i = 0; i < ro->N; i++)
-        memcpy(c->samp_logp + (size_t)i * c->T, ro->plogp + (size_t)i * ro->T,
-               (size_t)c->T * sizeof(float));
+        memcpy(*out + (size_t)i * c->T, lp + (size_t)i * ro->T, (size_t)c->T * sizeof(float));
     return GRPO_OK;
+}
+
+/* The sampler's log-probs of the chunk's tokens (the rollout copy's, or the policy's at decode),
+ * and the KL reference's where the rollout decoded it (grpo.ref_from_rollout). */
+static int chunk_samp_logp(chunk *c, grpo_error *err) {
+    int rc = chunk_cols(c, c->rb.roll.plogp, &c->samp_logp, "the sampler's log-probs (N,T)", err);
+    return rc == GRPO_OK ? chunk_cols(c, c->rb.roll.rlogp, &c->ref_logp,
+                                      "the reference log-probs (N,T)", err)
+                         : rc;
 }
 
 /* Old-policy log-probs of the whole chunk (num_iterations > 1), before any update. */
@@ -363,6 +371,16 @@ static int distinct_prompts(const grpo_rollout_batch *b) {
  * LoRA dropout (the training forward's adapter input differs from decode's), no checkpointing,
  * no over-sampling (its kept rows leave in another order). A LoRA run's reference pass (the
  * base, adapters off) runs between the rollout and the policy's forward without dropping it. */
+/* Whether the rollout decodes the KL reference beside its rows (grpo.ref_from_rollout): a LoRA
+ * run whose reference is its base in fp32, the policy sampling itself in fp32 on the cpu backend
+ * (where decode and the reference forward compute every token alike; both take the logits at
+ * t->scale, the sampler's). The sampler does it where it can (its static schedule). */
+static int ref_decode_wanted(const trainer *t) {
+    return t->cfg->grpo_ref_from_rollout && t->ref.is_base &&
+           t->ref.compute_dtype == GRPO_DTYPE_F32 && !t->rollout &&
+           t->sample_dtype == GRPO_DTYPE_F32 && !strcmp(t->s.policy->ops->name, "cpu");
+}
+
 static int keep_wanted(const trainer *t, const chunk *c, int n) {
     const grpo_run_config *cfg = t->cfg;
     return cfg->train_reuse_rollout && n == 1 && t->n_chunks == 1 && distinct_prompts(&c->rb) &&
@@ -401,12 +419,12 @@ static int chunks_sample(trainer *t, chunk *c, int n, int32_t B, grpo_error *err
     for (int32_t a0 = 0; rc == GRPO_OK && a0 < n; a0 += per_run) {
         int32_t k = n - a0 < per_run ? n - a0 : per_run;
         for (int32_t a = 0; a < k; a++) bs[a] = &c[a0 + a].rb;
-        t->so.keep = keep_wanted(t, &c[a0], n);
+        t->so.keep = keep_wanted(t, &c[a0], n), t->so.ref_logp = ref_decode_wanted(t);
         rc = grpo_rollout_batches_run(bs, k, &t->s.run, sampler, &t->so, &t->rewards,
                                       (int32_t)t->cfg->sampling_max_live_rows, &st, err);
         if (rc == GRPO_OK) decode_stats_add(t, &st);
         c[a0].kept = rc == GRPO_OK && t->so.keep && st.kept && !st.continuous;
-        t->so.keep = 0; /* evaluation's rollouts keep nothing */
+        t->so.keep = t->so.ref_logp = 0; /* evaluation's rollouts keep nothing */
     }
     return rc;
 }
@@ -572,7 +590,10 @@ static int pass_step(trainer *t, chunk *c, int32_t r0, int32_t rows, const grpo_
     float *ref = buf + (size_t)rows * c->T;
     if (rc == GRPO_OK) count_padding(&t->sb, sums);
     double w0 = grpo_now(), c0 = grpo_cpu_now();
-    if (rc == GRPO_OK && grpo_reference_on(&t->ref))
+    if (rc == GRPO_OK && c->ref_logp) { /* decoded beside the rollout: the same bits */
+        memcpy(ref, c->ref_logp + (size_t)r0 * c->T, (size_t)rows * c->T * sizeof(float));
+        sums->ref_decoded++;
+    } else if (rc == GRPO_OK && grpo_reference_on(&t->ref))
         rc = grpo_reference_logp(&t->ref, &t->s, &t->sb, t->scale, c->T, ref, err);
     phase_add(t, PH_REFERENCE, w0, c0);
     w0 = grpo_now(), c0 = grpo_cpu_now();

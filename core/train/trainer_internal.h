@@ -28,6 +28,8 @@ typedef struct chunk {
     float *mask;           /* (N,T) loss mask (truncated rows zeroed when asked) */
     float *old_logp;       /* (N,T) when num_iterations > 1, else NULL */
     float *samp_logp;      /* (N,T) the rollout copy's log-probs of the tokens (bf16 rollout) */
+    float *ref_logp;       /* (N,T) the KL reference's, decoded beside the rollout
+                              (grpo.ref_from_rollout), else NULL: the reference forward runs */
     grpo_advantage_metrics am; /* of the whole chunk, every rank's rows */
     int dropped;           /* groups left out of the loss (grpo.drop_zero_std_groups) */
     /* Data parallel (comm.h): this rank holds rows [rank*N, (rank+1)*N) of the chunk's gN rows */
@@ -58,6 +60,8 @@ typedef struct loss_sums {
                                  of them padding (mask 0): train/padding_frac */
     double passes, reused;    /* policy passes, and of them those that took the rollout's
                                  activations (train.reuse_rollout): perf/rollout_reused */
+    double ref_decoded;       /* passes whose reference log-probs came from the rollout
+                                 (grpo.ref_from_rollout): perf/reference_decoded */
 } loss_sums;
 
 typedef struct trainer {

@@ -248,8 +248,9 @@ static int64_t *keep_tokens(lm_decoder *d, const int32_t *hlen, int32_t R) {
     lm_keep *k = &d->keep;
     int64_t *idx = d->host->alloc((uint64_t)R * sizeof *idx);
     if (!idx) return NULL;
+    int32_t adapted = lm_lora_adapted_rows(&d->lin.lora, R); /* the base's rows: not kept */
     for (int32_t r = 0; r < R; r++) {
-        int32_t b = k->k.row_of[r], s = hlen[r] - 1 - k->k.P;
+        int32_t b = r < adapted ? k->k.row_of[r] : -1, s = hlen[r] - 1 - k->k.P;
         idx[r] = -1;
         if (b < 0 || b >= k->k.B || s < 0 || s >= k->k.Tc) continue;
         idx[r] = (int64_t)k->k.BP * k->k.P + (int64_t)b * k->k.Tc + s;
@@ -737,6 +738,15 @@ int32_t lm_decoder_set_lora(void *model, const grpo_lora_adapter *adapters, uint
                        d->who, err);
 }
 
+int32_t lm_decoder_set_lora_rows(void *model, int32_t n, grpo_error *err) {
+    lm_decoder *d = model;
+    if (n >= 0 && !d->arch->rows_in_order)
+        return grpo_error_set(err, GRPO_ERR_UNSUPPORTED, "%s: set_lora_rows: this pack runs "
+                              "linear layers on rows gathered out of order (experts)", d->who);
+    d->lin.lora.limited = n >= 0, d->lin.lora.rows = n >= 0 ? n : 0;
+    return GRPO_OK;
+}
+
 int32_t lm_decoder_set_gradient_checkpointing(void *model, int32_t on, grpo_error *err) {
     (void)err;
     lm_decoder *d = model;
@@ -805,8 +815,10 @@ int32_t lm_decoder_prefill(void *model, const grpo_kv_cache *kv, const grpo_batc
     lm_decoder_acts a;
     lm_decoder_acts_carve(d, &a, scratch, B, T, 0);
     lm_rows rows = lm_rows_plain(prompt);
-    if (d->keep.on && (B != d->keep.k.BP || T != d->keep.k.P)) d->keep.on = 0; /* not its prompts */
-    keep_at at = {NULL, (uint64_t)B * T, 0};
+    lm_lora_pass_rows(&d->lin.lora, B, T);
+    int32_t Bk = lm_lora_adapted_rows(&d->lin.lora, B); /* kept: the adapted rows, the first */
+    if (d->keep.on && (Bk != d->keep.k.BP || T != d->keep.k.P)) d->keep.on = 0; /* not its prompts */
+    keep_at at = {NULL, (uint64_t)Bk * T, 0};
     st = body_forward(d, &a, prompt->ids, &rows, kv, d->keep.on ? &at : NULL, err);
     if (st != GRPO_OK) return st;
     lm_last_columns(d->ops, a.tmp, a.xL, B, T, d->attn->C); /* tmp (B,C) */
@@ -827,6 +839,7 @@ int32_t lm_decoder_decode(void *model, const grpo_kv_cache *kv, int32_t R, const
     if (st != GRPO_OK) return st;
     lm_decoder_acts a;
     lm_decoder_acts_carve(d, &a, scratch, R, 1, 0);
+    lm_lora_pass_rows(&d->lin.lora, R, 1);
     int64_t *idx = d->keep.on ? keep_tokens(d, hlen, R) : NULL;
     keep_at at = {idx, 0, R};
     if (d->keep.on && !idx)

@@ -80,6 +80,10 @@ typedef struct lm_arch {
     /* (optional) The pack's kept tensors of a layer struct (lm_kept, at most 6) into out;
      * returns their count. Without it the pack cannot keep a rollout (keep_rollout). */
     int32_t (*kept)(const lm_decoder *d, lm_kept *out);
+    /* 1: every linear layer of the pack runs on a pass's tokens in their order, so
+     * set_lora_rows (1.11) can leave a pass's last rows to the base; 0 (MoE experts run on
+     * rows gathered by expert): set_lora_rows is refused. */
+    int32_t rows_in_order;
 } lm_arch;
 
 /* Rollout keep (keep_rollout, 1.10): where prefill and decode write what the training
@@ -216,6 +220,8 @@ void lm_decoder_kv_copy_row(void *model, const grpo_kv_cache *kv, int32_t dst, i
                             int32_t n);
 /* keep_rollout (1.10): lm_keep above. */
 int32_t lm_decoder_keep_rollout(void *model, const grpo_rollout_keep *keep, grpo_error *err);
+/* set_lora_rows (1.11): prefill/decode rows from n on run the base (lm_lora_pass_rows). */
+int32_t lm_decoder_set_lora_rows(void *model, int32_t n, grpo_error *err);
 /* hidden_size() = C; hidden(): out (B,T,C) = norm(x_L) over the forward-only scratch. */
 int32_t lm_decoder_hidden_size(void *model);
 /* The vocabulary: rows of the embedding (grpo_model_desc.vocab_size, 1.3). */
@@ -234,7 +240,8 @@ int32_t lm_decoder_vocab_size(void *model);
     .set_lora = lm_decoder_set_lora, .bind_typed = lm_decoder_bind_typed,                       \
     .set_gradient_checkpointing = lm_decoder_set_gradient_checkpointing,                       \
     .set_shared_prefix = lm_decoder_set_shared_prefix,                                         \
-    .kv_page_floats = lm_decoder_kv_page_floats, .keep_rollout = lm_decoder_keep_rollout
+    .kv_page_floats = lm_decoder_kv_page_floats, .keep_rollout = lm_decoder_keep_rollout,         \
+    .set_lora_rows = lm_decoder_set_lora_rows
 int32_t lm_decoder_hidden(void *model, const grpo_batch *batch, float *scratch, float *out,
                           grpo_error *err);
 

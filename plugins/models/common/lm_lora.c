@@ -45,7 +45,8 @@ int32_t lm_lora_set(lm_lora *l, const grpo_ops *o, const grpo_lora_adapter *adap
                     uint32_t n_params, const char *who, grpo_error *err) {
     lm_lora old = *l; /* kept until the new set is complete */
     memset(l, 0, sizeof *l);
-    l->o = o, l->enabled = enabled;
+    l->o = o, l->enabled = enabled; /* limited = 0: every row (set_lora_rows is undone) */
+    l->on = -1;
     l->buf = old.buf, l->cap = old.cap, old.buf = NULL;
     if (n > 0) {
         l->a = malloc(n * sizeof *l->a), l->w = malloc(n * sizeof *l->w);
@@ -91,6 +92,7 @@ int32_t lm_lora_set(lm_lora *l, const grpo_ops *o, const grpo_lora_adapter *adap
 }
 
 int32_t lm_lora_reserve(lm_lora *l, int64_t N, const char *who, grpo_error *err) {
+    l->on = -1; /* a new pass: every token, until lm_lora_pass_rows says otherwise */
     if (!lm_lora_active(l)) return GRPO_OK;
     uint64_t need = (uint64_t)N * (uint64_t)l->width;
     if (need <= l->cap) return GRPO_OK;
@@ -101,6 +103,14 @@ int32_t lm_lora_reserve(lm_lora *l, int64_t N, const char *who, grpo_error *err)
         return grpo_error_set(err, GRPO_ERR_NOMEM, "%s: out of memory for LoRA scratch of %lld "
                               "rows", who, (long long)N);
     return GRPO_OK;
+}
+
+int32_t lm_lora_adapted_rows(const lm_lora *l, int32_t B) {
+    return l->limited && l->rows < B ? l->rows : B;
+}
+
+void lm_lora_pass_rows(lm_lora *l, int32_t B, int32_t T) {
+    l->on = l->limited ? (int64_t)lm_lora_adapted_rows(l, B) * T : -1;
 }
 
 /* The adapter on w, or NULL (none, or adapters off). */
@@ -124,7 +134,8 @@ static const float *dropped_input(const grpo_ops *o, const lm_lora *l,
 void lm_lora_forward_add(const grpo_ops *o, const lm_lora *l, float *out, const float *inp,
                          const float *w, int32_t N, int32_t IC, int32_t OC) {
     const grpo_lora_adapter *a = adapter_of(l, w);
-    if (!a) return;
+    if (l->on >= 0 && l->on < N) N = (int32_t)l->on; /* the base's rows after them: as is */
+    if (!a || N == 0) return;
     float *h = l->buf, *t = h + (size_t)N * a->r; /* h (N,r), t (N,OC) */
     inp = dropped_input(o, l, a, inp, N, IC);
     o->matmul_forward(o->ctx, h, inp, a->A, NULL, N, IC, a->r);

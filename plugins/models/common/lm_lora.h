@@ -28,6 +28,10 @@ typedef struct lm_lora {
     float *buf;           /* scratch, cap floats */
     uint64_t cap;
     int64_t width;        /* max over adapters of 2 r + max(IC, OC): floats per row */
+    int32_t limited, rows; /* set_lora_rows (1.11): limited = 1: prefill/decode rows >= rows
+                            * run the base; 0 (after create and set_lora): every row adapted */
+    int64_t on;           /* tokens of the current pass that take the adapters, its first ones;
+                           * -1: all (lm_lora_reserve resets it, lm_lora_pass_rows sets it) */
 } lm_lora;
 
 /* Sets the adapters (see set_lora): each adapter's param must be a 2-D (OC,IC) tensor; params[i]
@@ -38,6 +42,11 @@ int32_t lm_lora_set(lm_lora *l, const grpo_ops *o, const grpo_lora_adapter *adap
                     uint32_t n_params, const char *who, grpo_error *err);
 /* Scratch for passes of up to N rows (no-op without active adapters). */
 int32_t lm_lora_reserve(lm_lora *l, int64_t N, const char *who, grpo_error *err);
+/* A prefill or decode pass of B rows of T tokens (after lm_lora_reserve): under set_lora_rows,
+ * only the tokens of its first rows take the adapters. */
+void lm_lora_pass_rows(lm_lora *l, int32_t B, int32_t T);
+/* The rows of a B-row prefill/decode pass that take the adapters (B without set_lora_rows). */
+int32_t lm_lora_adapted_rows(const lm_lora *l, int32_t B);
 /* 1 when adapters are set and enabled. */
 int32_t lm_lora_active(const lm_lora *l);
 /* 1 when some adapter has gradients (a frozen base may then run backward). */
@@ -46,7 +55,8 @@ int32_t lm_lora_trains(const lm_lora *l);
 int32_t lm_lora_drops(const lm_lora *l);
 void lm_lora_free(lm_lora *l);
 
-/* out (N,OC) += w's adapter term s (inp A^T) B^T (nothing without one, or adapters off). */
+/* out (N,OC) += w's adapter term s (inp A^T) B^T (nothing without one, or adapters off; under
+ * lm_lora_pass_rows, on the pass's first tokens only). */
 void lm_lora_forward_add(const grpo_ops *o, const lm_lora *l, float *out, const float *inp,
                          const float *w, int32_t N, int32_t IC, int32_t OC);
 /* The adapter's backward: dA, dB accumulated, its share added to dinp (when not NULL). */

@@ -21,6 +21,7 @@ const lm_arch dense_arch = {
     .backward = dense_mlp_backward,
     .bind = dense_bind_slot,
     .kept = dense_kept,
+    .rows_in_order = 1,
 };
 
 static void dense_destroy(void *model) {

@@ -311,6 +311,16 @@ typedef struct grpo_model_desc {
      * at the rollout or drop (LoRA dropout). GRPO_ERR_UNSUPPORTED when the instance cannot
      * (recomputation, a pack without it). */
     int32_t (*keep_rollout)(void *model, const grpo_rollout_keep *keep, grpo_error *err);
+
+    /* -- 1.11 -- */
+    /* (optional) LoRA rows: from now on prefill() and decode() add the adapters (set_lora,
+     * enabled) to the tokens of their rows 0..n-1 only; rows n and up run the base alone, as
+     * with enabled = 0, and a rollout keep takes only rows below n. One call so decodes a LoRA
+     * run's rollout and its KL reference (the base, fed the same tokens) together, reading each
+     * weight once. n < 0: every row (the state after create() and after each set_lora()).
+     * forward(), backward() and hidden() are unaffected. GRPO_ERR_UNSUPPORTED when the pack
+     * cannot (e.g. it runs adapted weights on rows gathered out of order, MoE experts). */
+    int32_t (*set_lora_rows)(void *model, int32_t n, grpo_error *err);
 } grpo_model_desc;
 
 #define GRPO_RELAYOUT_LOAD 0 /* file -> plugin */

@@ -69,6 +69,8 @@
  *         |            | grpo_model_desc.kv_page_floats (the pack can use one; optional)
  *   1.10  | model.h    | grpo_rollout_keep, grpo_model_desc.keep_rollout (prefill/decode keep
  *         |            | the training forward's activations; optional), grpo_batch.kept
+ *   1.11  | model.h    | grpo_model_desc.set_lora_rows (prefill/decode rows past n run the base:
+ *         |            | a LoRA run's KL reference decoded beside its rollout; optional)
  *
  * The tokenizer services (tokenizer, tokenize, detokenize) were marked provisional in 1.0; they
  * are sealed: their signatures have not changed since 1.0, the builtin packs and reward_model
@@ -98,7 +100,7 @@ extern "C" {
 #endif
 
 #define GRPO_ABI_MAJOR 1
-#define GRPO_ABI_MINOR 10
+#define GRPO_ABI_MINOR 11
 #define GRPO_MAGIC_TAG "GRPOPLG" /* 7 chars + NUL */
 
 #if defined(_WIN32)
