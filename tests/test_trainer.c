@@ -82,10 +82,12 @@ static int metric_agrees(const cJSON *x, const cJSON *y, double tol) {
     return fabs(a - b) <= tol * fmax(fabs(a), fabs(b)) + 1e-12;
 }
 
-/* Whether metric name is a timing or a perf/ figure (what the run costs, not what it learns). */
+/* Whether metric name is a timing, a perf/ figure or the KV cache's memory (what the run
+ * costs, not what it learns). */
 static int not_a_result(const char *name) {
     return !strcmp(name, "step_time") || !strncmp(name, "throughput/", 11) ||
-           !strncmp(name, "time/", 5) || !strncmp(name, "perf/", 5);
+           !strncmp(name, "time/", 5) || !strncmp(name, "perf/", 5) ||
+           !strncmp(name, "sampling/kv_", 12);
 }
 
 /* Compares two metrics.jsonl files line by line, skipping the timing and perf/ metrics: values
@@ -266,19 +268,23 @@ START_TEST(gradient_checkpointing_does_not_change_training) {
 }
 END_TEST
 
-/* perf/rollout_reused of every line of a metrics file: each equals want. */
-static void rollout_reused_is(const char *path, double want, int want_lines) {
+/* Metric key of every line of a metrics file: each equals want. */
+static void metric_is(const char *path, const char *key, double want, int want_lines) {
     char *text = slurp(path), *save = NULL;
     int lines = 0;
     for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
         cJSON *j = cJSON_Parse(line);
-        const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, "perf/rollout_reused");
-        ck_assert_msg(cJSON_IsNumber(v) && v->valuedouble == want,
-                      "%s line %d: perf/rollout_reused is not %g", path, lines + 1, want);
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, key);
+        ck_assert_msg(cJSON_IsNumber(v) && v->valuedouble == want, "%s line %d: %s is not %g",
+                      path, lines + 1, key, want);
         cJSON_Delete(j), lines++;
     }
     ck_assert_int_eq(lines, want_lines);
     free(text);
+}
+
+static void rollout_reused_is(const char *path, double want, int want_lines) {
+    metric_is(path, "perf/rollout_reused", want, want_lines);
 }
 
 /* train.reuse_rollout (the default): the policy's training forward takes the activations its
@@ -312,6 +318,44 @@ START_TEST(reusing_the_rollout_does_not_change_training) {
     ck_assert_msg(run_grpo(log, c_args) == 0, "run in micro-batches failed, see %s", log);
     snprintf(a_path, sizeof a_path, "%s/rrc/metrics.jsonl", tmp);
     rollout_reused_is(a_path, 0, 1);
+}
+END_TEST
+
+/* grpo.ref_from_rollout (the default): a LoRA run's KL reference (the base, adapters off) is
+ * decoded beside its rollout and its log-probs taken there (the same bits as the reference
+ * forward): every metric of a 3-step run (kl included) equals the run with the key off, and
+ * perf/reference_decoded shows the path ran: 1 on every step with it, 0 without. Loop 1 trains
+ * in micro-batches of 3 rows (the decoded reference serves every pass of the chunk) and loop 2
+ * with packed rows. Without LoRA the reference is another model: nothing is decoded. */
+START_TEST(decoding_the_reference_does_not_change_training) {
+    static const char *const pass[] = {"train.micro_batch=0", "train.micro_batch=3",
+                                       "train.max_tokens_per_microbatch=600"};
+    char ini[512], log[512], a_path[512], b_path[512];
+    const char *lora = "[lora]\nr = 4\nalpha = 8\n";
+    write_run("dra", lora), write_run("drb", lora), write_run("drc", "");
+    snprintf(ini, sizeof ini, "%s/dra.ini", tmp), snprintf(log, sizeof log, "%s/dra.log", tmp);
+    char *a_args[] = {"grpo", "train", ini, "--set", "train.steps=3", "--set", (char *)pass[_i],
+                      "--set", "grpo.ref_from_rollout=false", "--plugin-path",
+                      GRPO_PACK_BUILD_DIR, NULL};
+    ck_assert_msg(run_grpo(log, a_args) == 0, "run with the reference forward failed, see %s",
+                  log);
+    snprintf(ini, sizeof ini, "%s/drb.ini", tmp), snprintf(log, sizeof log, "%s/drb.log", tmp);
+    char *b_args[] = {"grpo", "train", ini, "--set", "train.steps=3", "--set", (char *)pass[_i],
+                      "--plugin-path", GRPO_PACK_BUILD_DIR, NULL};
+    ck_assert_msg(run_grpo(log, b_args) == 0, "run with the decoded reference failed, see %s",
+                  log);
+    snprintf(a_path, sizeof a_path, "%s/dra/metrics.jsonl", tmp);
+    snprintf(b_path, sizeof b_path, "%s/drb/metrics.jsonl", tmp);
+    same_metrics(a_path, b_path, 3);
+    metric_is(a_path, "perf/reference_decoded", 0, 3);
+    metric_is(b_path, "perf/reference_decoded", 1, 3);
+    if (_i) return;
+    snprintf(ini, sizeof ini, "%s/drc.ini", tmp), snprintf(log, sizeof log, "%s/drc.log", tmp);
+    char *c_args[] = {"grpo", "train", ini, "--set", "train.steps=1", "--plugin-path",
+                      GRPO_PACK_BUILD_DIR, NULL};
+    ck_assert_msg(run_grpo(log, c_args) == 0, "run without LoRA failed, see %s", log);
+    snprintf(a_path, sizeof a_path, "%s/drc/metrics.jsonl", tmp);
+    metric_is(a_path, "perf/reference_decoded", 0, 1);
 }
 END_TEST
 
@@ -974,6 +1018,7 @@ int main(void) {
     tcase_add_test(tc, gradient_checkpointing_does_not_change_training);
     tcase_add_test(tc, shared_prefix_changes_training_only_by_rounding);
     tcase_add_loop_test(tc, reusing_the_rollout_does_not_change_training, 0, 2);
+    tcase_add_loop_test(tc, decoding_the_reference_does_not_change_training, 0, 3);
     tcase_add_test(tc, metrics_end_with_the_phase_timings);
     tcase_add_test(tc, the_entropy_bonus_alone_raises_the_entropy);
     tcase_add_test(tc, lora_grpo_learns_on_an_sft_model);

@@ -130,9 +130,8 @@
     E(grpo, ref_compute_dtype, "fp32", ref_compute_dtype,                                       \
       "bf16 = the reference pass's matmuls as bf16 products, fp32 sums (CPUs with avx512_bf16)") \
     B(grpo, ref_from_rollout, "true", 0,                                                        \
-      "a LoRA run's KL reference (its base, adapters off) decoded beside the rollout in the "  \
-      "same decode calls, its log-probs taken there (the same bits) instead of a reference "   \
-      "forward, where it can (README); false: always the reference forward")                  \
+      "LoRA: decode the KL reference (the base) beside the rollout and take its log-probs "   \
+      "there (the same bits) instead of a reference forward (README); false: always the forward") \
     F(grpo, epsilon_low, "0.2", "[0, 1)", "clip the ratio below at 1 - epsilon_low")            \
     F(grpo, epsilon_high, "@grpo.epsilon_low", ">= 0",                                          \
       "clip the ratio above at 1 + epsilon_high (DAPO: 0.28)")                                  \
