@@ -59,8 +59,9 @@ static void teardown(void) { sh("rm -rf '%s'", tmp); }
  * two rewards (the accuracy, 0 here, and a length window that splits about half the groups),
  * sampling keys sampling_extra, [grpo] keys grpo_extra (which may open further sections after
  * it), and --set set unless NULL. Its metrics.jsonl path into metrics. */
-static void key_run_sets(const char *name, const char *sampling_extra, const char *grpo_extra,
-                         const char *set, const char *set2, char *metrics, size_t size) {
+static void key_run_sets3(const char *name, const char *sampling_extra, const char *grpo_extra,
+                          const char *set, const char *set2, const char *set3, char *metrics,
+                          size_t size) {
     char path[512], log[512];
     snprintf(path, sizeof path, "%s/%s.ini", tmp, name);
     FILE *f = fopen(path, "w");
@@ -79,11 +80,18 @@ static void key_run_sets(const char *name, const char *sampling_extra, const cha
     fclose(f);
     snprintf(log, sizeof log, "%s/%s.log", tmp, name);
     char *args[] = {"grpo", "train", path, "--plugin-path", GRPO_PACK_BUILD_DIR,
-                    NULL,   NULL,    NULL, NULL,           NULL};
+                    NULL,   NULL,    NULL, NULL,           NULL, NULL, NULL};
     if (set) args[5] = "--set", args[6] = (char *)set;
     if (set && set2) args[7] = "--set", args[8] = (char *)set2;
+    if (set && set2 && set3) args[9] = "--set", args[10] = (char *)set3;
     ck_assert_msg(run_grpo(log, args) == 0, "run %s failed, see %s", name, log);
     snprintf(metrics, size, "%s/%s/metrics.jsonl", tmp, name);
+}
+
+/* key_run_sets3 with two --set at most. */
+static void key_run_sets(const char *name, const char *sampling_extra, const char *grpo_extra,
+                         const char *set, const char *set2, char *metrics, size_t size) {
+    key_run_sets3(name, sampling_extra, grpo_extra, set, set2, NULL, metrics, size);
 }
 
 /* key_run_sets with one --set at most. */
@@ -462,6 +470,35 @@ START_TEST(bf16_sampling_and_bf16_training_compute_alike) {
 }
 END_TEST
 
+/* With every pass in bf16, the rollout copy's activations serve the policy's bf16 training
+ * forward (train.reuse_rollout; grpo_rollout_keep.written, 1.11): the copy's prefill and decode
+ * write them into the policy's keep block, and the policy takes them as written. Every metric
+ * of both steps is the same bits as with the key off, and perf/rollout_reused shows the path
+ * ran (1 against 0). One pass per generation batch (train.micro_batch = 0). */
+START_TEST(bf16_training_reuses_the_bf16_copys_rollout) {
+    if (!bf16_cpu()) return;
+    static const char *const same[] = {"loss", "grad_norm", "kl", "entropy", "reward",
+                                       "sampling/sampling_logp_difference/max",
+                                       "sampling/importance_sampling_ratio/min"};
+    char plain[512], keyed[512];
+    const char *samp = "weights_dtype = bf16\ncompute_dtype = bf16\n";
+    const char *grpo = "loss_type = dapo\nbeta = 0.04\n";
+    key_run_sets3("plain", samp, grpo, "train.compute_dtype=bf16", "train.micro_batch=0",
+                  "train.reuse_rollout=false", plain, sizeof plain);
+    key_run_sets3("keyed", samp, grpo, "train.compute_dtype=bf16", "train.micro_batch=0", NULL,
+                  keyed, sizeof keyed);
+    for (int s = 1; s <= 2; s++) {
+        ck_same_bits(plain, keyed, same, sizeof same / sizeof same[0], s, "reuse_rollout");
+        ck_assert_msg(metric_at(plain, "perf/rollout_reused", s) == 0 &&
+                          metric_at(keyed, "perf/rollout_reused", s) == 1,
+                      "step %d: perf/rollout_reused %g (key off: %g): expected 1 (0)", s,
+                      metric_at(keyed, "perf/rollout_reused", s),
+                      metric_at(plain, "perf/rollout_reused", s));
+    }
+    assert_finite(keyed);
+}
+END_TEST
+
 /* sampling.compute_dtype = bf16 in a LoRA run: the policy (base + adapters) samples with bf16
  * products, so the sampler's log-probs differ from training's fp32 ones, and the importance
  * weights enter the loss. Both runs mask every token whose ratio passes a cap of 0.5
@@ -507,6 +544,7 @@ int main(void) {
     tcase_add_test(tc, sampling_compute_dtype_bf16_computes_the_rollout_in_bf16);
     tcase_add_test(tc, train_compute_dtype_bf16_computes_the_policy_in_bf16);
     tcase_add_test(tc, bf16_sampling_and_bf16_training_compute_alike);
+    tcase_add_test(tc, bf16_training_reuses_the_bf16_copys_rollout);
     tcase_add_test(tc, lora_sampling_compute_dtype_bf16_samples_in_bf16_with_is_weights);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);

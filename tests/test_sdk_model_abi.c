@@ -60,6 +60,11 @@ START_TEST(each_minor_appends_its_slots) {
      * aux_weight, last */
     ck_assert_uint_eq(offsetof(grpo_model_desc, keep_rollout),
                       offsetof(grpo_model_desc, kv_page_floats) + fn);
+    /* 1.11: grpo_rollout_keep.written (a keep another instance wrote) after row_of, last */
+    ck_assert_uint_eq(offsetof(grpo_rollout_keep, written),
+                      offsetof(grpo_rollout_keep, row_of) + sizeof(void *));
+    ck_assert_uint_eq(sizeof(grpo_rollout_keep),
+                      offsetof(grpo_rollout_keep, written) + sizeof(void *));
     /* 1.11: set_lora_rows (the base's rows beside the adapted ones) after it, last */
     ck_assert_uint_eq(offsetof(grpo_model_desc, set_lora_rows),
                       offsetof(grpo_model_desc, keep_rollout) + fn);

@@ -728,7 +728,7 @@ int grpo_model_keep_for(grpo_model *m, int32_t B, int32_t P, int32_t Tc, int32_t
                                   (unsigned long long)(bytes >> 20), B, P + Tc);
         m->keep_bytes = bytes;
     }
-    *k = (grpo_rollout_keep){sizeof *k, m->keep_block, B, P, Tc, BP, prefix_of, NULL};
+    *k = (grpo_rollout_keep){sizeof *k, m->keep_block, B, P, Tc, BP, prefix_of, NULL, NULL};
     return GRPO_OK;
 }
 

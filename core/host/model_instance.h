@@ -80,6 +80,9 @@ typedef struct grpo_model {
                            passes until the kept forward */
     uint64_t keep_bytes;
     int keep_fwd;       /* the last forward read keep_block (backward then does too) */
+    struct grpo_model *keep_into; /* the model whose training forward takes what this one's
+                                     rollout keeps (a bf16 rollout copy's policy): the sampler
+                                     writes into its keep_block; NULL: this model's own */
 } grpo_model;
 
 /* Creates the plugin instance from dir/config.json, allocates the block (params only when

@@ -611,7 +611,8 @@ static int keep_arm(grpo_model *m, const grpo_sampler_opts *o, sampler_state *s,
     if (!prefix_of) return grpo_nomem(err, "the kept rows' prompts", (uint64_t)s->N * 4);
     for (int32_t n = 0; n < s->N; n++) prefix_of[n] = n / o->G;
     grpo_rollout_keep k;
-    int rc = grpo_model_keep_for(m, s->N, P, o->max_new, B, prefix_of, &k, err);
+    grpo_model *into = m->keep_into ? m->keep_into : m; /* whose forward takes them */
+    int rc = grpo_model_keep_for(into, s->N, P, o->max_new, B, prefix_of, &k, err);
     k.row_of = s->row; /* live row -> output row, as rows end and move */
     if (rc == GRPO_OK) rc = grpo_model_keep_rollout(m, &k, err);
     free(prefix_of);

@@ -45,6 +45,7 @@ static int open_rollout(trainer *t, grpo_error *err) {
                                     err);
     if (rc == GRPO_OK && t->cfg->sampling_compute_dtype == GRPO_COMPUTE_BF16)
         rc = grpo_run_compute_bf16(&t->s.run, t->rollout, "sampling.compute_dtype", err);
+    if (rc == GRPO_OK) t->rollout->keep_into = t->s.policy; /* its kept rollout: the policy's */
     return rc == GRPO_OK ? grpo_model_copy_weights(t->rollout, t->s.policy, err) : rc;
 }
 

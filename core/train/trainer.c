@@ -381,16 +381,45 @@ static int ref_decode_wanted(const trainer *t) {
            t->sample_dtype == GRPO_DTYPE_F32 && !strcmp(t->s.policy->ops->name, "cpu");
 }
 
+/* Whether the model that samples computes every token as the policy's training forward will:
+ * the policy itself in fp32 both ways, or the bf16 rollout copy under bf16 compute and the
+ * policy's bf16 training forward (the copy holds the bf16 values the policy's products round
+ * its fp32 weights to: test_run_keys `bf16_sampling_and_bf16_training_compute_alike`). */
+static int sampler_alike(const trainer *t) {
+    const grpo_run_config *cfg = t->cfg;
+    if (!t->rollout)
+        return t->sample_dtype == GRPO_DTYPE_F32 &&
+               cfg->train_compute_dtype != GRPO_TRAIN_COMPUTE_BF16;
+    return cfg->sampling_compute_dtype == GRPO_COMPUTE_BF16 &&
+           cfg->train_compute_dtype == GRPO_TRAIN_COMPUTE_BF16;
+}
+
 static int keep_wanted(const trainer *t, const chunk *c, int n) {
     const grpo_run_config *cfg = t->cfg;
     return cfg->train_reuse_rollout && n == 1 && t->n_chunks == 1 && distinct_prompts(&c->rb) &&
-           !strcmp(t->s.policy->ops->name, "cpu") && !t->rollout &&
-           t->sample_dtype == GRPO_DTYPE_F32 &&
-           cfg->train_compute_dtype != GRPO_TRAIN_COMPUTE_BF16 &&
+           !strcmp(t->s.policy->ops->name, "cpu") && sampler_alike(t) &&
            cfg->grpo_num_iterations == 1 &&
            !(cfg->lora_r > 0 && cfg->lora_dropout > 0) &&
            !cfg->train_gradient_checkpointing && cfg->train_max_tokens_per_microbatch == 0 &&
            pack_share(t) && t->micro >= c->rb.N && c->rb.keep == 0 && !c->rb.env;
+}
+
+/* The rollout copy wrote chunk c's activations into the policy's keep block (keep_into): the
+ * policy takes them as written, each row's completion tokens but its last (never fed to a
+ * decode step). */
+static int keep_adopt(trainer *t, chunk *c, grpo_error *err) {
+    const grpo_rollout *ro = &c->rb.roll;
+    int32_t *pre = malloc((size_t)ro->N * 2 * sizeof *pre), *written = pre + ro->N;
+    if (!pre) return grpo_nomem(err, "the kept rows' prompts", (uint64_t)ro->N * 8);
+    for (int32_t n = 0; n < ro->N; n++)
+        pre[n] = n / c->rb.G, written[n] = ro->len[n] > 0 ? ro->len[n] - 1 : 0;
+    grpo_rollout_keep k;
+    int rc = grpo_model_keep_for(t->s.policy, ro->N, c->rb.P, t->so.max_new, c->rb.B, pre, &k,
+                                 err);
+    k.written = written;
+    if (rc == GRPO_OK) rc = grpo_model_keep_rollout(t->s.policy, &k, err);
+    free(pre);
+    return rc;
 }
 
 /* Chunks c[0..n) of the step: their prompts, then one continuous rollout of all of them
@@ -424,6 +453,7 @@ static int chunks_sample(trainer *t, chunk *c, int n, int32_t B, grpo_error *err
                                       (int32_t)t->cfg->sampling_max_live_rows, &st, err);
         if (rc == GRPO_OK) decode_stats_add(t, &st);
         c[a0].kept = rc == GRPO_OK && t->so.keep && st.kept && !st.continuous;
+        if (c[a0].kept && t->rollout) rc = keep_adopt(t, &c[a0], err);
         t->so.keep = t->so.ref_logp = 0; /* evaluation's rollouts keep nothing */
     }
     return rc;

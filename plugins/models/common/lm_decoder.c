@@ -439,11 +439,17 @@ uint64_t lm_decoder_activation_floats(void *model, int32_t B, int32_t T) {
     return lm_decoder_acts_floats(model, B, T, !frozen(model));
 }
 
+/* grpo_rollout_keep.written (1.11), or NULL (a 1.10 host's keep: this instance writes it). */
+static const int32_t *keep_written(const grpo_rollout_keep *k) {
+    return GRPO_HAS_FIELD(k, grpo_rollout_keep, written) ? k->written : NULL;
+}
+
 /* Whether keep's fields describe a batch: sizes, and prefix_of runs 0, 1, .. BP-1 over
- * consecutive rows. */
+ * consecutive rows (row_of: only for a keep this instance writes). */
 static int32_t keep_valid(const grpo_rollout_keep *k) {
-    if (k->struct_size < sizeof *k || !k->acts || !k->prefix_of || !k->row_of || k->B <= 0 ||
-        k->P <= 0 || k->Tc <= 0 || k->BP <= 0 || k->BP > k->B || k->prefix_of[0] != 0)
+    if (k->struct_size < offsetof(grpo_rollout_keep, row_of) + sizeof k->row_of || !k->acts ||
+        !k->prefix_of || (!k->row_of && !keep_written(k)) || k->B <= 0 || k->P <= 0 ||
+        k->Tc <= 0 || k->BP <= 0 || k->BP > k->B || k->prefix_of[0] != 0)
         return 0;
     for (int32_t b = 1; b < k->B; b++) {
         int32_t step = k->prefix_of[b] - k->prefix_of[b - 1];
@@ -461,10 +467,11 @@ static int32_t keep_covers(const lm_decoder *d, const lm_keep *k) {
     return layer_floats(d, 16, LM_ACTS_KEPT) == 16 * w;
 }
 
-/* Why this instance cannot keep a rollout, or NULL. */
-static const char *keep_refused(const lm_decoder *d) {
+/* Why this instance cannot keep a rollout (written: taking one another instance wrote), or
+ * NULL. A frozen instance (a rollout copy) may write one for another instance's forward. */
+static const char *keep_refused(const lm_decoder *d, const int32_t *written) {
     if (!d->bound) return "before bind";
-    if (frozen(d)) return "on a frozen instance (it has no training forward)";
+    if (frozen(d) && written) return "on a frozen instance (it has no training forward)";
     if (!d->arch->kept) return "in this pack";
     if (d->recompute) return "with gradient checkpointing";
     return NULL;
@@ -475,7 +482,7 @@ int32_t lm_decoder_keep_rollout(void *model, const grpo_rollout_keep *keep, grpo
     lm_keep *k = &d->keep;
     k->on = 0;
     if (!keep) return GRPO_OK;
-    const char *why = keep_refused(d);
+    const char *why = keep_refused(d, keep_written(keep));
     if (why)
         return grpo_error_set(err, GRPO_ERR_UNSUPPORTED, "%s: keep_rollout: not available %s",
                               d->who, why);
@@ -502,7 +509,12 @@ int32_t lm_decoder_keep_rollout(void *model, const grpo_rollout_keep *keep, grpo
         return grpo_error_set(err, GRPO_ERR_NOMEM, "%s: keep_rollout: out of memory", d->who);
     k->k = *keep;
     memcpy(k->prefix_of, keep->prefix_of, (size_t)keep->B * sizeof *pre);
-    memset(k->steps, 0, (size_t)keep->B * sizeof *steps);
+    const int32_t *written = keep_written(keep);
+    k->adopted = written != NULL;
+    for (int32_t b = 0; b < keep->B; b++) /* what another instance wrote, or nothing yet */
+        k->steps[b] = written ? (written[b] < 0 ? 0 : written[b] > keep->Tc ? keep->Tc
+                                                                              : written[b])
+                              : 0;
     carve_into(d, &k->top, k->la, keep->acts, keep->B, keep->P + keep->Tc, 1);
     k->lora = lm_lora_active(&d->lin.lora);
     k->on = 1;
@@ -629,7 +641,7 @@ int32_t lm_decoder_forward(void *model, const grpo_batch *batch, float *acts, fl
     const int32_t *ids;
     if ((st = training_rows(d, batch, &rows, &ids, err)) != GRPO_OK) return st;
     if (batch_kept(batch)) {
-        if (!keep_matches(d, batch, acts))
+        if (frozen(d) || !keep_matches(d, batch, acts))
             return grpo_error_set(err, GRPO_ERR_INVALID,
                                   "%s: forward of a kept (%d,%d) batch, but no rollout was kept "
                                   "for it (keep_rollout armed for another batch, or dropped)",
@@ -817,7 +829,8 @@ int32_t lm_decoder_prefill(void *model, const grpo_kv_cache *kv, const grpo_batc
     lm_rows rows = lm_rows_plain(prompt);
     lm_lora_pass_rows(&d->lin.lora, B, T);
     int32_t Bk = lm_lora_adapted_rows(&d->lin.lora, B); /* kept: the adapted rows, the first */
-    if (d->keep.on && (Bk != d->keep.k.BP || T != d->keep.k.P)) d->keep.on = 0; /* not its prompts */
+    if (d->keep.on && (Bk != d->keep.k.BP || T != d->keep.k.P || d->keep.adopted))
+        d->keep.on = 0; /* not its prompts, or another instance's rollout */
     keep_at at = {NULL, (uint64_t)Bk * T, 0};
     st = body_forward(d, &a, prompt->ids, &rows, kv, d->keep.on ? &at : NULL, err);
     if (st != GRPO_OK) return st;
@@ -840,6 +853,7 @@ int32_t lm_decoder_decode(void *model, const grpo_kv_cache *kv, int32_t R, const
     lm_decoder_acts a;
     lm_decoder_acts_carve(d, &a, scratch, R, 1, 0);
     lm_lora_pass_rows(&d->lin.lora, R, 1);
+    if (d->keep.adopted) d->keep.on = 0; /* another instance's rollout: this one decodes anew */
     int64_t *idx = d->keep.on ? keep_tokens(d, hlen, R) : NULL;
     keep_at at = {idx, 0, R};
     if (d->keep.on && !idx)

@@ -100,6 +100,7 @@ typedef struct lm_keep {
     lm_kept kept[16];     /* the attention block's kept tensors [0, n_attn), the pack's [.., n) */
     int32_t n_attn, n;
     int32_t lora;         /* the LoRA adapters were on when it was armed (lm_lora_active) */
+    int32_t adopted;      /* written by another instance (grpo_rollout_keep.written, 1.11) */
     void *moves;          /* [L * n + 1] work of a forward narrower than the keep */
 } lm_keep;
 

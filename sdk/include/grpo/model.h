@@ -129,6 +129,14 @@ typedef struct grpo_rollout_keep {
     int32_t B, P, Tc, BP;
     const int32_t *prefix_of; /* (B) */
     const int32_t *row_of;    /* (decode rows) */
+    /* -- 1.11: (B) host array, or NULL. Not NULL: acts already holds the batch's activations,
+     *    written by the prefill and decode of another instance of this pack and configuration
+     *    whose weights compute alike (the rollout copy of a bf16 run: bf16 weights under bf16
+     *    compute, as this instance's bf16 training forward): row b's first written[b]
+     *    completion tokens. This instance's kept forward() takes them; its own prefill() and
+     *    decode() drop them. (Another instance, frozen or not, may write a keep for this.) A
+     *    pack reads it only when GRPO_HAS_FIELD says the host's struct has it. -- */
+    const int32_t *written;
 } grpo_rollout_keep;
 
 /* A KV cache: kv_floats(R, S) floats of backend memory owned by the host; or, since 1.9, paged

@@ -70,7 +70,9 @@
  *   1.10  | model.h    | grpo_rollout_keep, grpo_model_desc.keep_rollout (prefill/decode keep
  *         |            | the training forward's activations; optional), grpo_batch.kept
  *   1.11  | model.h    | grpo_model_desc.set_lora_rows (prefill/decode rows past n run the base:
- *         |            | a LoRA run's KL reference decoded beside its rollout; optional)
+ *         |            | a LoRA run's KL reference decoded beside its rollout; optional);
+ *         |            | grpo_rollout_keep.written (a keep another instance wrote: a bf16 run's
+ *         |            | rollout copy for the policy)
  *
  * The tokenizer services (tokenizer, tokenize, detokenize) were marked provisional in 1.0; they
  * are sealed: their signatures have not changed since 1.0, the builtin packs and reward_model
