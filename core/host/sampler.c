@@ -60,7 +60,8 @@ static int rollout_alloc(grpo_rollout *r, int32_t N, int32_t T, int policy_logp,
 typedef struct sampler_state {
     int32_t N, S, H, V; /* cache rows, cache slots (P+T), history width (P+T), vocab */
     int32_t Nout;       /* output rows (N, or a queue's rows: continuous decode) */
-    int32_t Ns, B;      /* reference rows (0 or N); prompts (their prefill rows: B + Ns / G) */
+    int32_t Ns, B;      /* reference rows (0 or N); prompts (prefill row B + b: prompt b's base
+                           row, with reference rows) */
     int32_t *row;       /* (N) output row of each live cache row */
     int32_t *tok;       /* (N) next input token */
     int32_t *pos;       /* (N) its RoPE position */
