@@ -464,7 +464,8 @@ static int budget_spent(const grpo_sampler_opts *o) { return o->budget && *o->bu
  * a row cut at T is), and goes to row_end; *live becomes 0. */
 static int cut_live(grpo_model *m, const sampler_state *s, const grpo_sampler_row_end *row_end,
                     int32_t *live, grpo_rollout *out, grpo_error *err) {
-    for (int32_t j = s->Ns ? 2 * *live - 1 : -1; j >= *live; j--) grpo_model_kv_drop_row(m, j);
+    for (int32_t j = *live; s->Ns && j < 2 * *live; j++) /* the reference rows leave too */
+        grpo_model_kv_drop_row(m, j);
     for (int32_t i = *live - 1; i >= 0; i--) {
         int32_t n = s->row[i];
         out->truncated[n] = 1, out->budget_cut++;

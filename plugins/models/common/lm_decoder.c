@@ -511,10 +511,10 @@ int32_t lm_decoder_keep_rollout(void *model, const grpo_rollout_keep *keep, grpo
     memcpy(k->prefix_of, keep->prefix_of, (size_t)keep->B * sizeof *pre);
     const int32_t *written = keep_written(keep);
     k->adopted = written != NULL;
-    for (int32_t b = 0; b < keep->B; b++) /* what another instance wrote, or nothing yet */
-        k->steps[b] = written ? (written[b] < 0 ? 0 : written[b] > keep->Tc ? keep->Tc
-                                                                              : written[b])
-                              : 0;
+    for (int32_t b = 0; b < keep->B; b++) { /* what another instance wrote, or nothing yet */
+        int32_t w = written ? written[b] : 0;
+        k->steps[b] = w < 0 ? 0 : w > keep->Tc ? keep->Tc : w;
+    }
     carve_into(d, &k->top, k->la, keep->acts, keep->B, keep->P + keep->Tc, 1);
     k->lora = lm_lora_active(&d->lin.lora);
     k->on = 1;
