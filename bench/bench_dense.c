@@ -4,6 +4,7 @@
  *
  *   build/bench/bench_dense [--threads N] [--batch B] [--seq T] [--rows R] [--prompt P]
  *                           [--new N] [--steps S] [--recompute 0|1] [--group G --prefix Q]
+ *   build/bench/bench_dense --stream-mb MB[,MB...]
  * Packs are looked for in <dir of the executable>/../packs (the build tree) and the usual path.
  *
  * Writes a random model (Llama naming, tied) to a temp HF directory, loads it through the
@@ -20,9 +21,12 @@
  *   decode     the sampler (greedy) on R rows: P-token prompts + N new tokens each (no EOS):
  *              new tokens/s over the whole call (prefill included)
  *   matmul R   the backend's matmul_forward of R rows at each weight shape of the model, over
- *              copies of w that fill 128 MB (so w comes from memory, as in a decode step):
- *              GFLOP/s and GB/s of weights read, next to a plain streaming read of the same
- *              128 MB at 1 and at --threads threads (the memory roofline); wall and CPU time
+ *              copies of w that fill 128 MB (more than the model, as in a decode step; this
+ *              machine's 480 MB L3 holds it): GFLOP/s and GB/s of weights read, next to a plain
+ *              streaming read of the same 128 MB at 1 and at --threads threads (the roofline
+ *              of reading them); wall and CPU time
+ *   --stream-mb  only the 1-thread streaming read of a buffer of each size (MB), a line each,
+ *              then exit: bench_grpo_step.py's decode floors, at each model's working set
  * fwd+bwd and decode are reported twice: by wall time and by the process's CPU time (all its
  * threads), which a shared machine disturbs less (it does not count time the process waits
  * for a core; at 1 thread it is the compute time).
@@ -34,6 +38,9 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #include "bench_util.h"
 #include "host/process.h"
@@ -132,24 +139,73 @@ static double bench_sgemm(int N, double *cpu_rate) {
     return 2.0 * N * C * IM * reps / dt;
 }
 
-/* Streaming read of n bytes on `threads` threads (4 independent sums of 64-bit words each),
- * best of 3: GB/s by wall time, *cpu_rate by CPU time (all threads). */
+/* 16 floats: one 64-byte line, a vector register where the target has them (generic vector
+ * extension; the compiler picks the loads) */
+typedef float line16 __attribute__((vector_size(64)));
+
+/* The sum of the lines [i0, i1) of p, four independent sums: one vector load a cache line
+ * (compiled for AVX-512, AVX2 or the baseline, chosen at run time), so that the out-of-order
+ * window holds many lines in flight. A loop of 64-bit scalar loads (8 a line) read 128 MB at
+ * 9 GB/s where this reads it at 20 (and 2 GB at 9 instead of 15, less than the decode kernel
+ * itself reached): it measured the loop, not the memory. */
+__attribute__((target_clones("avx512f", "avx2", "default")))
+static float line_sum(const line16 *p, size_t i0, size_t i1) {
+    line16 a = {0}, b = {0}, c = {0}, d = {0};
+    size_t i = i0;
+    for (; i + 4 <= i1; i += 4) a += p[i], b += p[i + 1], c += p[i + 2], d += p[i + 3];
+    for (; i < i1; i++) a += p[i];
+    a += b + c + d;
+    float s = 0.0f;
+    for (int k = 0; k < 16; k++) s += a[k];
+    return s;
+}
+
+/* Streaming read of n bytes (a multiple of 64, p 64-byte aligned) on `threads` threads, each a
+ * contiguous stretch, best of 3: GB/s by wall time, *cpu_rate by CPU time (all threads). */
 static double stream_read(const void *p, size_t n, int threads, double *cpu_rate) {
     double best = 1e30, best_cpu = 1e30;
-    uint64_t sum = 0;
+    const size_t lines = n / 64;
+    float sum = 0.0f;
     for (int rep = 0; rep < 3; rep++) {
-        const uint64_t *u = p;
         double t0 = now(), c0 = cpu_now();
-#pragma omp parallel for num_threads(threads) schedule(static) reduction(+ : sum)
-        for (size_t i = 0; i < n / 32; i++)
-            sum += u[4 * i] + u[4 * i + 1] + u[4 * i + 2] + u[4 * i + 3];
+#pragma omp parallel num_threads(threads)
+        {
+#ifdef _OPENMP
+            int t = omp_get_thread_num(), nt = omp_get_num_threads();
+#else
+            int t = 0, nt = 1;
+#endif
+            float part = line_sum(p, lines * t / nt, lines * (t + 1) / nt);
+#pragma omp atomic
+            sum += part;
+        }
         double dt = now() - t0, dc = cpu_now() - c0;
         if (dt < best) best = dt;
         if (dc < best_cpu) best_cpu = dc;
     }
-    if (sum == 42) printf("(checksum %llu)\n", (unsigned long long)sum); /* keeps the reads */
+    if (sum == 42.0f) printf("(checksum %g)\n", sum); /* keeps the reads */
     *cpu_rate = n / best_cpu / 1e9;
     return n / best / 1e9;
+}
+
+/* The 1-thread streaming read of a buffer of each size in list (MB, comma-separated: the
+ * working sets of the models a benchmark reads, so that each is measured where it lives, L2,
+ * L3 or memory): one line each. */
+static void stream_sizes(const char *list) {
+    for (const char *q = list; *q;) {
+        size_t mb = strtoul(q, NULL, 10), n = mb << 20;
+        float *buf = n ? aligned_alloc(64, n) : NULL;
+        if (buf) {
+            for (size_t i = 0; i < n / 4; i++) buf[i] = randn_ish();
+            double cpu, wall = stream_read(buf, n, 1, &cpu);
+            printf("stream read of %zu MB, 1 thread: %.1f GB/s, cpu time: %.1f GB/s\n", mb, wall,
+                   cpu);
+            free(buf);
+        }
+        q = strchr(q, ',');
+        if (!q) break;
+        q++;
+    }
 }
 
 /* matmul_forward of R rows at the model's weight shapes, w cycling through 128 MB of copies:
@@ -234,7 +290,10 @@ int main(int argc, char **argv) {
     int G = 0, Q = 0;
     for (int i = 1; i + 1 < argc; i += 2) {
         int v = atoi(argv[i + 1]);
-        if (!strcmp(argv[i], "--threads")) threads = v;
+        if (!strcmp(argv[i], "--stream-mb")) { /* only these reads, then exit */
+            stream_sizes(argv[i + 1]);
+            return 0;
+        } else if (!strcmp(argv[i], "--threads")) threads = v;
         else if (!strcmp(argv[i], "--batch")) B = v;
         else if (!strcmp(argv[i], "--seq")) T = v;
         else if (!strcmp(argv[i], "--rows")) R = v;

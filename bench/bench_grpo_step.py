@@ -347,16 +347,42 @@ def run_trl(a, tag):
     return res
 
 
+# Buffer sizes (MB) of the streaming-read probe: a decode step reads each model's weights
+# (3 MB arith, 52 / 104 MB MiniMind2-small bf16 / fp32, 2 GB Qwen2.5-0.5B) from L2, L3 (480 MB
+# here) or memory, and the rate differs by 2x between them (30 / 20 / 15 GB/s on this machine).
+STREAM_MB = (4, 16, 64, 128, 256, 2048)
+
+
 def machine_rooflines():
-    """This machine's sgemm GFLOP/s and 1-thread streaming-read GB/s right now, both by CPU time:
-    the lines of build/bench/bench_dense (a short run of it)."""
-    out = subprocess.run([os.path.join(ROOT, "build", "bench", "bench_dense"), "--threads", "1",
-                          "--steps", "1", "--rows", "2", "--new", "2"], cwd=ROOT, env=ENV,
-                         capture_output=True, text=True, check=True).stdout
+    """This machine's sgemm GFLOP/s and 1-thread streaming read right now, both by CPU time,
+    from build/bench/bench_dense: (sgemm, {MB: GB/s}), the read of a buffer of each of
+    STREAM_MB (read_rate picks one for a working set)."""
+    exe = os.path.join(ROOT, "build", "bench", "bench_dense")
+    out = subprocess.run([exe, "--threads", "1", "--steps", "1", "--rows", "2", "--new", "2"],
+                         cwd=ROOT, env=ENV, capture_output=True, text=True, check=True).stdout
     sgemm = float(re.search(r"(?m)^sgemm .*cpu time: ([0-9.]+) GFLOP/s", out).group(1))
-    read = float(re.search(r"(?m)^stream read .*, 1 thread: .*cpu time: ([0-9.]+) GB/s",
-                           out).group(1))
-    return sgemm, read
+    out = subprocess.run([exe, "--stream-mb", ",".join(str(m) for m in STREAM_MB)], cwd=ROOT,
+                         env=ENV, capture_output=True, text=True, check=True).stdout
+    reads = {int(mb): float(r) for mb, r in re.findall(
+        r"(?m)^stream read of ([0-9]+) MB, 1 thread: .*cpu time: ([0-9.]+) GB/s", out)}
+    return sgemm, reads
+
+
+def read_rate(reads, nbytes):
+    """The streaming read (GB/s) of a working set of nbytes: the probe's rate at the smallest
+    buffer that holds it (the largest probe past them all)."""
+    fits = [mb for mb in sorted(reads) if mb * 2 ** 20 >= nbytes]
+    return reads[fits[0] if fits else max(reads)]
+
+
+def reads_text(reads):
+    """'4 MB 29.4, 64 MB 24.0, ... GB/s'"""
+    return ", ".join(f"{mb} MB {r:.1f}" for mb, r in sorted(reads.items())) + " GB/s"
+
+
+def best_reads(a, b):
+    """The higher rate of two probes at each size."""
+    return {mb: max(a[mb], b.get(mb, 0.0)) for mb in a}
 
 
 def bf16_rate():
@@ -425,7 +451,8 @@ def phase_floors(a, res, tokens, sgemm, read, bf16=None):
     (per decode step one pass over the weights and the rows' KV caches) at the streaming read,
     the reference forward's and the policy's forward + backward (x3; x4 with recomputation)
     FLOPs at sgemm, AdamW's traffic (weights, gradients, two moments read, three written) at the
-    streaming read. tokens: real tokens of the step's rows; the decode steps are res's
+    streaming read. read: machine_rooflines' {MB: GB/s}, each phase at its working set's.
+    tokens: real tokens of the step's rows; the decode steps are res's
     (default a.new_tokens; the longest row where rows end at EOS). Phases that did not run (a
     reference under a millisecond: beta 0) have no floor. bf16 (GFLOP/s, bf16_rate): the floor
     of a step with every pass in bf16 instead: decode reads the weights' bf16 copy (half the
@@ -445,13 +472,14 @@ def phase_floors(a, res, tokens, sgemm, read, bf16=None):
     passes = 4 if a.gradient_checkpointing else 3
     out = {}
     if roll and roll > 1e-3:
-        out["rollout"] = new * (wread + R * kvbytes * cached) / 1e9 / read
+        step = wread + R * kvbytes * cached  # bytes one decode step reads
+        out["rollout"] = new * step / 1e9 / read_rate(read, step)
     if ref and ref > 1e-3:
         out["reference"] = fwd(T) * tokens / 1e9 / sgemm
     if pol and pol > 1e-3:
         out["policy"] = passes * fwd(T) * tokens / 1e9 / sgemm
     if not is_qwen(a):  # full fine-tuning: AdamW reads 4 and writes 3 arrays of the weights
-        out["optimizer"] = 7 * wbytes / 1e9 / read
+        out["optimizer"] = 7 * wbytes / 1e9 / read_rate(read, 4 * wbytes)
     return out
 
 
@@ -616,7 +644,7 @@ def main():
     if a.rooflines and c_all:
         sgemm, read = machine_rooflines()
         print(f"rooflines (1 thread, CPU time): sgemm {sgemm:.1f} GFLOP/s, streaming read "
-              f"{read:.1f} GB/s")
+              f"{reads_text(read)}")
         rate = bf16_rate() if getattr(a, "bf16", False) else None
         if rate:
             print(f"bf16 products (bench_gemm, 1 thread, CPU time): {rate:.1f} GFLOP/s")

@@ -413,8 +413,9 @@ def header(command, started, roofs, rates, loads, around, quick):
              f"cores; git {sh(['git', 'describe', '--always', '--dirty'])}; grpo "
              f"RelWithDebInfo; {versions}.",
              f"- Rooflines (build/bench/bench_dense, 1 thread, CPU time), at the start / the "
-             f"end: sgemm {s1:.1f} / {s2:.1f} GFLOP/s, streaming read {r1:.1f} / {r2:.1f} GB/s; "
-             f"the shares below use the higher of each."
+             f"end: sgemm {s1:.1f} / {s2:.1f} GFLOP/s, streaming read (vector loads, a buffer of "
+             f"each size) {g.reads_text(r1)} / {g.reads_text(r2)}; the shares below use the "
+             f"higher of each, each phase at the size that holds what it reads."
              + (f" bf16 products (build/bench/bench_gemm with BENCH_GEMM_BF16=1: AMX where "
                 f"grpo uses it, one forward's layer and head products): {rates[0]:.1f} / "
                 f"{rates[1]:.1f} GFLOP/s, the bf16 floor at the higher." if all(rates) else ""),
@@ -442,8 +443,8 @@ def header(command, started, roofs, rates, loads, around, quick):
              "PyTorch script's own clocks (rollout = generate + rewards), TRL's methods wrapped "
              "(bench/bench_grpo_step_trl.py). tokens / CPU s = completion tokens per CPU second "
              "of the whole step. Roofline shares: rollout = weights + KV cache read per decode "
-             "step against the streaming read (on the embedded default the 3 MB of weights "
-             "stay in cache, so its share says little); reference / policy = 2 FLOPs per "
+             "step against the streaming read of a buffer that holds them (L2 for the embedded "
+             "default's 3 MB, L3 for MiniMind2-small, memory for Qwen2.5-0.5B); reference / policy = 2 FLOPs per "
              "weight per token + attention (× 3 for forward + backward) against sgemm.", ""]
     return lines
 
@@ -469,8 +470,8 @@ def main(argv, quick, a=None):
     make_models(quick)
     roofs = [g.machine_rooflines()]
     rates = [g.bf16_rate() if has_bf16_dot() else None]
-    print(f"rooflines: sgemm {roofs[0][0]:.1f} GFLOP/s, stream read {roofs[0][1]:.1f} GB/s",
-          flush=True)
+    print(f"rooflines: sgemm {roofs[0][0]:.1f} GFLOP/s, stream read "
+          f"{g.reads_text(roofs[0][1])}", flush=True)
     allruns, busy_res = [], {}
     DEADLINE[0] = time.monotonic() + BUDGET_S[quick]
     for key, title, shape, new, steps, warmup, case_limit, check_busy in cases(quick):
@@ -485,7 +486,7 @@ def main(argv, quick, a=None):
     g.TIME_LIMIT[0] = None
     roofs.append(g.machine_rooflines())
     rates.append(g.bf16_rate() if has_bf16_dot() else None)
-    roof = (max(r[0] for r in roofs), max(r[1] for r in roofs))
+    roof = (max(r[0] for r in roofs), g.best_reads(roofs[0][1], roofs[1][1]))
     loads = [(res["load"], res["args"].threads) for _, _, r in allruns
              for x in r["runs"].values() for res in x.values() if "load" in res] \
         or [(os.getloadavg()[0], 0)]
