@@ -141,10 +141,25 @@ static void transpose_rows_avx512(float *xt, const float *inp, int32_t M, int32_
     transpose_tail(xt, inp, M, IC, MT, i16);
 }
 
+/* Rows of a block's outputs into out: out[m][first .. o1) = acc[m][c - o0] + bias[c] (+ 0
+ * without bias) for the M rows m, acc[m] the block's outputs o0..o0+15 in lanes, out's rows OC
+ * floats apart: one masked add and store a row. */
+__attribute__((target("avx512f")))
+static void store_rows_avx512(float *out, int32_t OC, const small_t16 *acc, int32_t M,
+                              int32_t o0, int32_t first, int32_t o1, const float *bias) {
+    const __mmask16 k = (__mmask16)(((1u << (o1 - o0)) - 1) & ~((1u << (first - o0)) - 1));
+    const __m512 b = bias ? _mm512_maskz_loadu_ps(k, bias + o0) : _mm512_setzero_ps();
+    for (int32_t m = 0; m < M; m++) {
+        __m512 r;
+        memcpy(&r, &acc[m], sizeof r);
+        _mm512_mask_storeu_ps(out + (size_t)m * OC + o0, k, _mm512_add_ps(r, b));
+    }
+}
+
 /* A block's results into out (column_block's store, AVX-512): acc (ob <= 16, L) transposed in
- * registers, then for each of the m1 rows out[l][first .. o1) = acc[c - o0][l] + bias[c] (+ 0
- * without bias) by one masked add and store: the sums of the scalar loop, bit for bit. o: out's
- * row of the tile's first lane, rows OC floats apart. */
+ * registers, then stored by store_rows_avx512 for the m1 rows: out[l][first .. o1) =
+ * acc[c - o0][l] + bias[c] (+ 0 without bias), the sums of the scalar loop, bit for bit. o:
+ * out's row of the tile's first lane, rows OC floats apart. */
 __attribute__((target("avx512f")))
 static void store_block_avx512(float *o, int32_t OC, const float *acc, int32_t ob, int32_t o0,
                                int32_t first, int32_t o1, int32_t m1, const float *bias) {
@@ -157,13 +172,7 @@ static void store_block_avx512(float *o, int32_t OC, const float *acc, int32_t o
             v[j] = (small_t16){0};
     }
     transpose16(v);
-    const __mmask16 k = (__mmask16)(((1u << (o1 - o0)) - 1) & ~((1u << (first - o0)) - 1));
-    const __m512 b = bias ? _mm512_maskz_loadu_ps(k, bias + o0) : _mm512_setzero_ps();
-    for (int32_t l = 0; l < m1; l++) {
-        __m512 r;
-        memcpy(&r, &v[l], sizeof r);
-        _mm512_mask_storeu_ps(o + (size_t)l * OC + o0, k, _mm512_add_ps(r, b));
-    }
+    store_rows_avx512(o, OC, v, m1, o0, first, o1, bias);
 }
 
 /* The column kernel's block (AVX-512, MP rows, MP a multiple of SMALL_COLS_G up to
@@ -174,6 +183,18 @@ static void store_block_avx512(float *o, int32_t OC, const float *acc, int32_t o
  * line of the next block's row at the same columns (next, rows IC floats apart) is prefetched
  * into L2. The tail of IC (IC % 16 terms) is a tile loaded with zeros past IC, of which only the
  * real steps are taken. */
+/* One step of every row's chain: acc[m] = fma(w, x[m * IC], acc[m]) for m < MP (w: the 16
+ * outputs' weights of the step, x: the rows' inputs of the step, rows IC floats apart). */
+__attribute__((target("avx512f"), always_inline))
+static inline void cols_step(__m512 *acc, const small_t16 *w, const float *x, int32_t IC,
+                             const int32_t MP) {
+    __m512 ws;
+    memcpy(&ws, w, sizeof ws);
+#pragma GCC unroll 16
+    for (int32_t m = 0; m < MP; m++)
+        acc[m] = _mm512_fmadd_ps(ws, _mm512_set1_ps(x[(size_t)m * IC]), acc[m]);
+}
+
 __attribute__((target("avx512f"), always_inline))
 static inline void cols_block_v(small_t16 *out, const float *xs, const float *wb,
                                 const float *next, int32_t IC, const int32_t MP) {
@@ -191,25 +212,11 @@ static inline void cols_block_v(small_t16 *out, const float *xs, const float *wb
             __builtin_prefetch(next + (size_t)r * IC + i0, 0, 2);
         }
         transpose16(v);
-        if (steps == 16) {
+        if (steps == 16) { /* a whole tile: the steps unrolled */
 #pragma GCC unroll 16
-            for (int32_t s = 0; s < 16; s++) {
-                __m512 ws;
-                memcpy(&ws, &v[s], sizeof ws);
-#pragma GCC unroll 16
-                for (int32_t m = 0; m < MP; m++)
-                    acc[m] = _mm512_fmadd_ps(ws, _mm512_set1_ps(xs[(size_t)m * IC + i0 + s]),
-                                             acc[m]);
-            }
+            for (int32_t s = 0; s < 16; s++) cols_step(acc, &v[s], xs + i0 + s, IC, MP);
         } else {
-            for (int32_t s = 0; s < steps; s++) {
-                __m512 ws;
-                memcpy(&ws, &v[s], sizeof ws);
-#pragma GCC unroll 16
-                for (int32_t m = 0; m < MP; m++)
-                    acc[m] = _mm512_fmadd_ps(ws, _mm512_set1_ps(xs[(size_t)m * IC + i0 + s]),
-                                             acc[m]);
-            }
+            for (int32_t s = 0; s < steps; s++) cols_step(acc, &v[s], xs + i0 + s, IC, MP);
         }
     }
 #pragma GCC unroll 16
@@ -228,19 +235,6 @@ static void cols_block_avx512(small_t16 *out, const float *xs, const float *wb,
     }
 }
 
-/* Block rows o0..o0+15 into out[m][first .. o1) = acc[m] + bias (+ 0 without bias) for the
- * M real rows: a masked add and store each, as store_block_avx512's. */
-__attribute__((target("avx512f")))
-static void cols_store_avx512(float *out, int32_t OC, const small_t16 *acc, int32_t M,
-                              int32_t o0, int32_t first, int32_t o1, const float *bias) {
-    const __mmask16 k = (__mmask16)(((1u << (o1 - o0)) - 1) & ~((1u << (first - o0)) - 1));
-    const __m512 b = bias ? _mm512_maskz_loadu_ps(k, bias + o0) : _mm512_setzero_ps();
-    for (int32_t m = 0; m < M; m++) {
-        __m512 r;
-        memcpy(&r, &acc[m], sizeof r);
-        _mm512_mask_storeu_ps(out + (size_t)m * OC + o0, k, _mm512_add_ps(r, b));
-    }
-}
 #endif
 
 /* xt (IC, MT, L) from inp (M,IC), zero in the lanes of rows >= M: in 16 x 16 register tiles
@@ -559,7 +553,7 @@ static void cols_column_block(const small_job *j, int32_t blk, int fetch) {
     const float *next = fetch ? next_block(j->w, sizeof(float), wb, o0, OC, IC, SMALL_COLS) : wb;
     small_t16 acc[SMALL_COLS_M];
     cols_block_avx512(acc, j->xt, wb, next, IC, j->MP);
-    cols_store_avx512(j->out, OC, acc, j->M, o0, first, o1, j->bias);
+    store_rows_avx512(j->out, OC, acc, j->M, o0, first, o1, j->bias);
 }
 #endif
 
