@@ -175,14 +175,6 @@ static void store_block_avx512(float *o, int32_t OC, const float *acc, int32_t o
     store_rows_avx512(o, OC, v, m1, o0, first, o1, bias);
 }
 
-/* The column kernel's block (AVX-512, MP rows, MP a multiple of SMALL_COLS_G up to
- * SMALL_COLS_M): acc[m] (16 outputs o0..o0+15 in lanes) = the chain over i of
- * fma(wb[.][i], xs[m][i], acc[m]) from 0, wb (16, IC) with rows IC floats apart, xs (MP, IC).
- * Each 16 x 16 tile of wb (16 rows, 16 steps of i) is loaded as 16 row vectors and transposed in
- * registers (v[k] = the 16 rows' weights of step i0 + k); as a row of the tile is loaded, the
- * line of the next block's row at the same columns (next, rows IC floats apart) is prefetched
- * into L2. The tail of IC (IC % 16 terms) is a tile loaded with zeros past IC, of which only the
- * real steps are taken. */
 /* One step of every row's chain: acc[m] = fma(w, x[m * IC], acc[m]) for m < MP (w: the 16
  * outputs' weights of the step, x: the rows' inputs of the step, rows IC floats apart). */
 __attribute__((target("avx512f"), always_inline))
@@ -195,6 +187,14 @@ static inline void cols_step(__m512 *acc, const small_t16 *w, const float *x, in
         acc[m] = _mm512_fmadd_ps(ws, _mm512_set1_ps(x[(size_t)m * IC]), acc[m]);
 }
 
+/* The column kernel's block (AVX-512, MP rows, MP a multiple of SMALL_COLS_G up to
+ * SMALL_COLS_M): acc[m] (16 outputs o0..o0+15 in lanes) = the chain over i of
+ * fma(wb[.][i], xs[m][i], acc[m]) from 0, wb (16, IC) with rows IC floats apart, xs (MP, IC).
+ * Each 16 x 16 tile of wb (16 rows, 16 steps of i) is loaded as 16 row vectors and transposed in
+ * registers (v[k] = the 16 rows' weights of step i0 + k); as a row of the tile is loaded, the
+ * line of the next block's row at the same columns (next, rows IC floats apart) is prefetched
+ * into L2. The tail of IC (IC % 16 terms) is a tile loaded with zeros past IC, of which only the
+ * real steps are taken. */
 __attribute__((target("avx512f"), always_inline))
 static inline void cols_block_v(small_t16 *out, const float *xs, const float *wb,
                                 const float *next, int32_t IC, const int32_t MP) {
