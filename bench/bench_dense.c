@@ -195,7 +195,9 @@ static void stream_sizes(const char *list) {
     for (const char *q = list; *q;) {
         size_t mb = strtoul(q, NULL, 10), n = mb << 20;
         float *buf = n ? aligned_alloc(64, n) : NULL;
-        if (buf) {
+        if (!buf)
+            fprintf(stderr, "bench_dense: --stream-mb %zu: no buffer of that size\n", mb);
+        else {
             for (size_t i = 0; i < n / 4; i++) buf[i] = randn_ish();
             double cpu, wall = stream_read(buf, n, 1, &cpu);
             printf("stream read of %zu MB, 1 thread: %.1f GB/s, cpu time: %.1f GB/s\n", mb, wall,

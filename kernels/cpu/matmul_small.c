@@ -447,13 +447,19 @@ static int32_t small_cols(const small_isa *isa, int32_t wtype, int32_t M) {
 #endif
 }
 
+/* The first weight row of the block of ob rows whose outputs start at `first`: first itself,
+ * or for the last block, when OC is not a multiple of ob, OC - ob (it overlaps its predecessor
+ * so that it reads only rows of w; it stores only the columns no earlier block has). */
+static int32_t block_start(int32_t first, int32_t ob, int32_t OC) {
+    return OC >= ob && first + ob > OC ? OC - ob : first;
+}
+
 /* Where the ob rows of w (esz bytes an element) after the block at row o0 start, for the
  * prefetch; the block's own rows wb when none follow. */
 static const float *next_block(const void *w, size_t esz, const float *wb, int32_t o0,
                                int32_t OC, int32_t IC, int32_t ob) {
-    int32_t n0 = o0 + ob;
-    if (n0 >= OC) return wb;
-    if (n0 + ob > OC) n0 = OC - ob; /* the last block overlaps its predecessor */
+    if (o0 + ob >= OC) return wb;
+    const int32_t n0 = block_start(o0 + ob, ob, OC);
     return (const float *)((const char *)w + (size_t)n0 * IC * esz);
 }
 
@@ -482,16 +488,14 @@ static const float *block_pairs(const void *w, int32_t wtype, int32_t o0, int32_
     return wl;
 }
 
-/* Block blk of the output columns: out[:, first .. o1) from the ob weight rows at o0 (the last
- * block, when OC is not a multiple of ob, is computed over the ob columns ending at OC so that
- * it reads only rows of w, and stores the columns no earlier block has). fetch: whether to
- * prefetch the next block's rows (only when the same thread computes it next). */
+/* Block blk of the output columns: out[:, first .. o1) from the ob weight rows at o0
+ * (block_start). fetch: whether to prefetch the next block's rows (only when the same thread
+ * computes it next). */
 static void column_block(const small_isa *isa, float *out, const float *xt, const void *w,
                          int32_t wtype, float *wl, const float *bias, int32_t blk, int32_t M,
                          int32_t IC, int32_t OC, int32_t MT, int fetch) {
     const int32_t ob = isa->ob, W = MT * SMALL_LANES, first = blk * ob;
-    const int32_t o0 = OC >= ob && first + ob > OC ? OC - ob : first;
-    const int32_t o1 = first + ob < OC ? first + ob : OC;
+    const int32_t o0 = block_start(first, ob, OC), o1 = first + ob < OC ? first + ob : OC;
     const int32_t ku = isa->pairs ? (IC + 1) / 2 : IC; /* the block kernel's steps */
     const float *wb = isa->pairs ? block_pairs(w, wtype, o0, ob, IC, wl)
                                  : block_rows(w, wtype, o0, ob, IC, wl);
@@ -534,20 +538,18 @@ typedef struct small_job {
 
 /* Asks for the weight rows of block b (column_block's o0) to be brought into L2. */
 static void prefetch_block(const small_job *j, int32_t b) {
-    int32_t o0 = b * j->ob;
-    if (j->OC >= j->ob && o0 + j->ob > j->OC) o0 = j->OC - j->ob;
+    const int32_t o0 = block_start(b * j->ob, j->ob, j->OC);
     const size_t esz = grpo_dtype_size(j->wtype), n = (size_t)j->ob * j->IC * esz;
     const char *p = (const char *)j->w + (size_t)o0 * j->IC * esz;
     for (size_t q = 0; q < n; q += 64) __builtin_prefetch(p + q, 0, 2);
 }
 
 #if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__)
-/* Block blk of the column kernel: out[:, first .. o1) from the 16 weight rows at o0 (the last
- * block overlapping its predecessor as column_block's), xt the input rows (MP, IC). fetch:
- * whether to prefetch the next block's rows. */
+/* Block blk of the column kernel: out[:, first .. o1) from the 16 weight rows at o0
+ * (block_start), xt the input rows (MP, IC). fetch: whether to prefetch the next block's rows. */
 static void cols_column_block(const small_job *j, int32_t blk, int fetch) {
     const int32_t OC = j->OC, IC = j->IC, first = blk * SMALL_COLS;
-    const int32_t o0 = OC >= SMALL_COLS && first + SMALL_COLS > OC ? OC - SMALL_COLS : first;
+    const int32_t o0 = block_start(first, SMALL_COLS, OC);
     const int32_t o1 = first + SMALL_COLS < OC ? first + SMALL_COLS : OC;
     const float *wb = (const float *)j->w + (size_t)o0 * IC;
     const float *next = fetch ? next_block(j->w, sizeof(float), wb, o0, OC, IC, SMALL_COLS) : wb;
