@@ -8,7 +8,10 @@
  *     park count grows while nothing runs), a caller left waiting for a worker's long task parks
  *     too, and an op too small for a fork/join runs on the caller (the backend's inline count
  *     grows, its fork count does not) while a large one forks; a decode step's RoPE runs
- *     inline and its small-row matmul forks once with 4 tasks a thread;
+ *     inline and its small-row matmul forks once with one range of work stealing a thread;
+ *   - work stealing (cpu_parallel_steal): every item once for 1..4 threads and 0..1000 items,
+ *     a range's own items in order with the next one announced, and a range whose task
+ *     stalls (sleeps) taken over by the others from its back;
  *   - ops give the same bits at 1, 2, 3 and 4 threads (rmsnorm backward's dw partial sums, a
  *     long residual, adamw), whichever thread ran which task;
  *   - the default thread count follows OMP_NUM_THREADS as OpenMP's did.
@@ -199,8 +202,8 @@ END_TEST
 
 /* A decode step's ops at the MiniMind2-small shape (16 rows, 8 heads of 64, 512 -> 1408) on 2
  * threads: RoPE of the step's rows stays on the caller while a prefill's (256 rows) forks, and
- * the small-row matmul forks once with 4 tasks a thread, each a stretch of consecutive weight
- * rows (8, whatever the ISA's block height), not one task per block of 8, 4 or 2 rows. */
+ * the small-row matmul forks once with one task a thread (a range of consecutive weight
+ * blocks, the rest by stealing), not one task per block. */
 START_TEST(decode_ops_fork_little) {
     grpo_ops *ops = open_cpu(2);
     cpu_ctx *ctx = ops->ctx;
@@ -222,9 +225,65 @@ START_TEST(decode_ops_fork_little) {
     ops->matmul_forward(ctx, y, x, w, NULL, R, IC, OC);
     cpu_ctx_stats_get(ctx, &s3, &p3);
     ck_assert_uint_eq(s3.forks[CPU_FAM_GEMM_FWD], s2.forks[CPU_FAM_GEMM_FWD] + 1);
-    ck_assert_uint_eq(p3.tasks - p2.tasks, 2 * 4);
+    ck_assert_uint_eq(p3.tasks - p2.tasks, 2);
     free(q), free(w), free(x), free(y), free(pos);
     grpo_backend_close(ops);
+}
+END_TEST
+
+typedef struct steal_check {
+    _Atomic int32_t *hits;
+    _Atomic int32_t *by;       /* the range whose task took the item */
+    _Atomic int32_t bad;       /* an own item out of order, or a wrong next */
+    int32_t stall_part;        /* this range's task sleeps before it claims (-1: none) */
+} steal_check;
+
+static void steal_check_task(void *arg, cpu_steal *s, int32_t part, int32_t tid) {
+    (void)tid;
+    steal_check *c = arg;
+    if (part == c->stall_part) nanosleep(&(struct timespec){0, 20000000}, NULL);
+    int64_t i, next, expect = -1;
+    while ((i = cpu_steal_claim(s, part, &next)) >= 0) {
+        if (expect >= 0 && i != expect && atomic_load(&c->hits[expect]) == 0)
+            atomic_store(&c->bad, 1); /* an announced own item skipped, not taken by anyone */
+        if (next >= 0 && next != i + 1) atomic_store(&c->bad, 1);
+        atomic_fetch_add(&c->hits[i], 1);
+        atomic_store(&c->by[i], part);
+        expect = next;
+    }
+}
+
+/* Every item exactly once whatever the threads and items; and a range whose task stalls
+ * leaves its items to the others, which take them from its back. */
+START_TEST(steal_every_item_once) {
+    enum { NMAX = 1000 };
+    _Atomic int32_t hits[NMAX], by[NMAX];
+    for (int32_t threads = 1; threads <= 4; threads++) {
+        grpo_ops *ops = open_cpu(threads);
+        const int64_t sizes[] = {0, 1, 2, 3, 7, 64, 999, NMAX};
+        for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+            const int64_t n = sizes[k];
+            for (int32_t stall = -1; stall < (threads > 1 ? 2 : 0); stall++) {
+                for (int64_t i = 0; i < NMAX; i++) atomic_init(&hits[i], 0), atomic_init(&by[i], -1);
+                steal_check c = {hits, by, 0, stall};
+                cpu_parallel_steal(ops->ctx, CPU_FAM_ELEMENT, threads, n, steal_check_task, &c);
+                for (int64_t i = 0; i < NMAX; i++)
+                    ck_assert_msg(atomic_load(&hits[i]) == (i < n), "threads %d n %lld stall %d: "
+                                  "item %lld taken %d times", threads, (long long)n, stall,
+                                  (long long)i, atomic_load(&hits[i]));
+                ck_assert_int_eq(atomic_load(&c.bad), 0);
+                if (stall == 1 && n >= 64) { /* range 1 is [n/t, 2n/t): others took its back */
+                    int64_t taken = 0;
+                    for (int64_t i = n / threads; i < 2 * n / threads; i++)
+                        taken += atomic_load(&by[i]) != 1;
+                    ck_assert_msg(taken > 0 && atomic_load(&by[2 * n / threads - 1]) != 1,
+                                  "threads %d n %lld: the stalled range's back was not stolen "
+                                  "(%lld taken)", threads, (long long)n, (long long)taken);
+                }
+            }
+        }
+        grpo_backend_close(ops);
+    }
 }
 END_TEST
 
@@ -288,6 +347,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, idle_threads_park);
     tcase_add_test(tc, small_ops_run_inline);
     tcase_add_test(tc, decode_ops_fork_little);
+    tcase_add_test(tc, steal_every_item_once);
     tcase_add_test(tc, thread_count_invariant);
     tcase_add_test(tc, default_threads);
     suite_add_tcase(s, tc);

@@ -18,6 +18,8 @@
  * EOS ids taken from a first run so that rows end at different lengths (the host moves the last
  * live row into an ended one's cache row and drops its pages), and reports pages in use only
  * when paged.
+ * A second paged run on the same model starts with the pages the first one's pool ended with
+ * (grpo_model.kv_pages_last): it never grows the pool, and its logits are the same bits.
  * A pool the backend cannot grow is an error naming the model and the page counts; a pack built
  * before ABI 1.9 gets the unpaged cache.
  * The backend is GRPO_TEST_BACKEND (tests/test_backend.h; default cpu): tests/cuda_models.cmake
@@ -54,6 +56,9 @@ typedef struct run_in {
     int32_t tok[STEPS][N];
 } run_in;
 
+/* The paged pool of the last run(): its pages when reserved and at the end, its growths. */
+static int32_t pages_first, pages_end, pages_grows;
+
 /* Prefill, fan-out, decode: the logits of every step (STEPS, N, V) into out. */
 static void run(grpo_model *m, const run_in *in, int paged, float *out) {
     grpo_error err;
@@ -62,6 +67,7 @@ static void run(grpo_model *m, const run_in *in, int paged, float *out) {
     m->kv_unpaged = !paged;
     ck_ok(grpo_model_reserve_kv_paged(m, N, S, P, GRPO_KV_PAGE, &err), &err);
     ck_assert_int_eq(grpo_model_kv_paged(m), paged ? GRPO_KV_PAGE : 0);
+    pages_first = m->pages.n_pages;
     float *logits = malloc((size_t)N * V * sizeof(float));
     ck_ok(test_prefill(m, B, P, in->prompt, in->pmask, in->ppos, logits, &err), &err);
     for (int32_t b = B - 1; b >= 0; b--)
@@ -96,6 +102,7 @@ static void run(grpo_model *m, const run_in *in, int paged, float *out) {
         ck_assert_int_gt(m->pages.n_pages, N * ((P + GRPO_KV_PAGE - 1) / GRPO_KV_PAGE + 1));
         for (int32_t r = 0; r < N; r++) grpo_model_kv_drop_row(m, r);
         ck_assert_int_eq(m->pages.in_use, 0);
+        pages_end = m->pages.n_pages, pages_grows = m->pages.grows;
     }
     grpo_model_release_kv(m);
     free(logits);
@@ -158,14 +165,24 @@ START_TEST(paged_decode_has_the_unpaged_logits) {
         for (int32_t r = 0; r < N; r++) in->tok[s][r] = (int32_t)(lcg(&seed) % (uint32_t)V);
     size_t n = (size_t)STEPS * N * V;
     float *a = calloc(n, sizeof(float)), *p = calloc(n, sizeof(float));
+    float *again = calloc(n, sizeof(float));
     run(m, in, 0, a);
     run(m, in, 1, p);
+    ck_assert_int_gt(pages_grows, 0); /* the first pool grew: 18 pages to start */
+    int32_t first_end = pages_end;
+    run(m, in, 1, again); /* the next starts with the pages the first ended with */
+    ck_assert_int_eq(pages_first, first_end);
+    ck_assert_int_eq(pages_grows, 0);
     for (int32_t s = 0; s < STEPS; s++)
-        for (int32_t r = 0; r < N; r++)
-            ck_assert_msg(!memcmp(a + ((size_t)s * N + r) * V, p + ((size_t)s * N + r) * V,
-                                  (size_t)V * sizeof(float)),
+        for (int32_t r = 0; r < N; r++) {
+            size_t at = ((size_t)s * N + r) * V;
+            ck_assert_msg(!memcmp(a + at, p + at, (size_t)V * sizeof(float)),
                           "%s: step %d row %d: paged logits differ", dirs[_i], s, r);
-    free(a), free(p), free(in);
+            ck_assert_msg(!memcmp(p + at, again + at, (size_t)V * sizeof(float)),
+                          "%s: step %d row %d: a second paged run's logits differ", dirs[_i],
+                          s, r);
+        }
+    free(a), free(p), free(again), free(in);
     fixture_close(&f, ops);
 }
 END_TEST

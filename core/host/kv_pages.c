@@ -63,7 +63,7 @@ static int grow(grpo_kv_pages *p, grpo_error *err) {
     p->ops->free(p->ops->ctx, p->pool);
     p->pool = pool;
     for (int32_t i = m - 1; i >= n; i--) p->ref[i] = 0, p->free_ids[p->n_free++] = i;
-    p->n_pages = m;
+    p->n_pages = m, p->grows++;
     return GRPO_OK;
 }
 

@@ -5,7 +5,8 @@
  *
  *   pool    n_pages * page_floats floats of backend memory, its own allocation (not the work
  *           memory): it grows while a rollout runs (a new allocation of more pages, the old
- *           pages copied, page ids unchanged) and is freed when the rollout ends
+ *           pages copied, page ids unchanged) and is freed when the rollout ends (the
+ *           model's next pool starts with as many pages: grpo_model.kv_pages_last)
  *   table   (R, nblk) page ids, -1: no page; host copy, uploaded to the backend copy before a
  *           pass reads it (grpo_kv_pages_sync)
  *   ref     [n_pages] how many (row, block) entries hold each page; 0: on the free list
@@ -34,6 +35,7 @@ typedef struct grpo_kv_pages {
     int32_t *d_table;      /* backend (R, nblk) */
     int dirty;             /* the host table changed since the last upload */
     int32_t in_use, in_use_max;
+    int32_t grows;         /* the pool's growths since it was made */
 } grpo_kv_pages;
 
 /* A pool of n0 pages (at least 1) for R rows of S positions in pages of `page`; every block

@@ -432,7 +432,7 @@ static uint64_t scratch_floats(const grpo_model *m, int32_t R, int32_t P) {
 }
 
 void grpo_model_release_kv(grpo_model *m) {
-    if (m->pages.pool) m->kv.data = NULL; /* the pool it pointed at */
+    if (m->pages.pool) m->kv.data = NULL, m->kv_pages_last = m->pages.n_pages;
     grpo_kv_pages_free(&m->pages);
     free(m->kv_hlen);
     m->kv_hlen = NULL, m->kv.page = 0, m->kv.n_pages = 0, m->kv.table = m->kv.table_host = NULL;
@@ -482,8 +482,12 @@ int grpo_model_reserve_kv_paged(grpo_model *m, int32_t R, int32_t S, int32_t P, 
                               "model %s: cannot allocate the prefill/decode scratch of %d rows x "
                               "%d slots (%llu MiB)", m->desc->id, R, P,
                               (unsigned long long)(ns * 4 >> 20));
-    /* to start: every row's prompt and one page to grow into; more as rows grow */
+    /* to start: every row's prompt and one page to grow into, or as many pages as the last
+     * rollout's cache ended with (at most every block of every row): a rollout like the last
+     * one then never grows the pool (each growth copies it into a new, zeroed allocation) */
     int32_t n0 = R * ((P + page - 1) / page + 1);
+    int64_t most = (int64_t)R * ((S + page - 1) / page);
+    if (m->kv_pages_last > n0) n0 = (int32_t)(m->kv_pages_last < most ? m->kv_pages_last : most);
     int rc = grpo_kv_pages_init(&m->pages, m->ops, m->desc->id, R, S, page, pf, n0, err);
     if (rc == GRPO_OK && !(m->kv_hlen = malloc((size_t)R * sizeof *m->kv_hlen))) {
         grpo_kv_pages_free(&m->pages);

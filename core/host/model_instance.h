@@ -73,6 +73,8 @@ typedef struct grpo_model {
     int32_t scratch_R, scratch_T; /* scratch fits prefill of (scratch_R, scratch_T) */
     grpo_kv_pages pages;          /* the paged cache's pages (pages.pool NULL: not paged) */
     int32_t *kv_hlen;             /* (kv.R) host copy of a paged decode's len */
+    int32_t kv_pages_last;        /* the pages the last paged cache had when released: the
+                                   * next one starts with as many (no growing, no copies) */
     int kv_unpaged;               /* 1: grpo_model_reserve_kv_paged makes the unpaged cache
                                    * (a test's reference run); 0 when opened */
     float *keep_block;  /* the kept rollout's training activations (grpo_model_keep_for), apart

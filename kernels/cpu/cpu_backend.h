@@ -22,6 +22,7 @@
 #define GRPO_CPU_BACKEND_H
 
 #include <stddef.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "backend_ops.h"
@@ -121,6 +122,29 @@ typedef void cpu_range_fn(void *arg, int64_t i0, int64_t i1, int32_t tid);
  * every index is computed on its own, whatever range it falls in. */
 void cpu_parallel_range(void *ctx, cpu_family family, int nt, int64_t n, int64_t grain,
                         cpu_range_fn *fn, void *arg);
+/* Work stealing over [0, n): the items cut into `parts` contiguous ranges, one pool task
+ * each (cpu_parallel_steal). A task takes the items of its own range from the front, in
+ * order (so it streams contiguous memory and knows which item it takes next, for a
+ * prefetch), then takes items one at a time from the back of the other ranges: a thread
+ * whose core is busy elsewhere holds up at most the one item it is computing, and nobody
+ * waits for a fixed share. Which thread computes an item must never change what it
+ * computes. */
+typedef struct cpu_steal_range {
+    _Alignas(64) _Atomic uint64_t span; /* front << 32 | back: the items [front, back) left */
+} cpu_steal_range;
+typedef struct cpu_steal {
+    cpu_steal_range *range;
+    int32_t parts;
+} cpu_steal;
+/* The next item for the task of range part, or -1 when none is left anywhere. *next: the item
+ * this task takes after it (its own range's next, when any is left there now), else -1. */
+int64_t cpu_steal_claim(cpu_steal *s, int32_t part, int64_t *next);
+/* One task: claims items of s with cpu_steal_claim(s, part, ...) until it returns -1. */
+typedef void cpu_steal_fn(void *arg, cpu_steal *s, int32_t part, int32_t tid);
+/* cpu_parallel over the items [0, n) (n < 2^32) in ranges of work stealing, one range a
+ * thread (nt of them; one range, inline, when nt <= 1). */
+void cpu_parallel_steal(void *ctx, cpu_family family, int nt, int64_t n, cpu_steal_fn *fn,
+                        void *arg);
 /* Per-thread buffers of one parallel region: slot tid is allocated by thread tid on first use
  * (cpu_local; aborts naming op when out of memory), all freed by cpu_locals_free. */
 typedef struct cpu_locals {

@@ -114,6 +114,64 @@ void cpu_parallel_range(void *ctx, cpu_family family, int nt, int64_t n, int64_t
     cpu_parallel(ctx, family, nt, (n + chunk - 1) / chunk, range_task, &j);
 }
 
+/* ---- work stealing (cpu_steal) -------------------------------------------------------------- */
+
+#define STEAL_MAX_PARTS 256 /* ranges of one region (more threads: they share the ranges) */
+
+/* Takes the front item of r (own = 1) or its back item (own = 0); -1 when r is empty. *left:
+ * the items left in r after the claim. */
+static int64_t steal_take(cpu_steal_range *r, int own, int64_t *left) {
+    uint64_t sp = atomic_load_explicit(&r->span, memory_order_relaxed);
+    for (;;) {
+        uint32_t front = (uint32_t)(sp >> 32), back = (uint32_t)sp;
+        if (front >= back) return -1;
+        uint64_t want = own ? (uint64_t)(front + 1) << 32 | back
+                            : (uint64_t)front << 32 | (back - 1);
+        if (atomic_compare_exchange_weak_explicit(&r->span, &sp, want, memory_order_relaxed,
+                                                  memory_order_relaxed)) {
+            *left = (int64_t)back - front - 1;
+            return own ? front : back - 1;
+        }
+    }
+}
+
+int64_t cpu_steal_claim(cpu_steal *s, int32_t part, int64_t *next) {
+    int64_t left, i = steal_take(&s->range[part], 1, &left);
+    *next = i >= 0 && left > 0 ? i + 1 : -1;
+    if (i >= 0) return i;
+    for (int32_t k = 1; k < s->parts; k++) { /* the others, from the next one on */
+        int32_t q = (part + k) % s->parts;
+        if ((i = steal_take(&s->range[q], 0, &left)) >= 0) return i;
+    }
+    return -1;
+}
+
+typedef struct steal_job {
+    cpu_steal s;
+    cpu_steal_fn *fn;
+    void *arg;
+} steal_job;
+
+static void steal_task(void *arg, int64_t task, int32_t tid) {
+    steal_job *j = arg;
+    j->fn(j->arg, &j->s, (int32_t)task, tid);
+}
+
+void cpu_parallel_steal(void *ctx, cpu_family family, int nt, int64_t n, cpu_steal_fn *fn,
+                        void *arg) {
+    if (n <= 0) return;
+    CPU_CHECK(n <= (int64_t)UINT32_MAX, "cpu_parallel_steal", "fewer than 2^32 items");
+    int32_t parts = nt < 1 ? 1 : nt > STEAL_MAX_PARTS ? STEAL_MAX_PARTS : nt;
+    if (parts > n) parts = (int32_t)n;
+    cpu_steal_range range[STEAL_MAX_PARTS];
+    for (int32_t p = 0; p < parts; p++) { /* range p: [n p / parts, n (p + 1) / parts) */
+        uint64_t a = (uint64_t)(n * p / parts), b = (uint64_t)(n * (p + 1) / parts);
+        atomic_init(&range[p].span, a << 32 | b);
+    }
+    steal_job j = {{range, parts}, fn, arg};
+    cpu_parallel(ctx, family, parts, parts, steal_task, &j);
+}
+
 void cpu_locals_init(cpu_locals *l, const cpu_ctx *ctx, size_t bytes, const char *op) {
     l->n = ctx->threads;
     l->bytes = bytes ? bytes : 1;

@@ -9,12 +9,17 @@
  *   1. inp is transposed into xt (IC, MT, L): row i holds inp[m][i] for the MT * L lanes
  *      m = 0..MT*L-1 (L = SMALL_LANES, MT = ceil(M / L) lane tiles, rows >= M are zero);
  *      with AVX-512 in 16 x 16 tiles transposed in registers.
- *   2. Output columns are cut into blocks of OB weight rows, parallel over chunks of
- *      consecutive blocks (4 a thread) on the context's threads. For a block and
+ *   2. Output columns are cut into blocks of OB weight rows, parallel by work stealing
+ *      (cpu_parallel_steal): each thread streams a contiguous range of blocks, then takes
+ *      blocks one at a time from the back of the others' ranges. For a block and
  *      a lane tile, OB vector accumulators (one per weight row, L rows of out each) take
  *      acc[j] += xt[i] * w[o0 + j][i] for i = 0..IC-1: one vector load of xt and OB scalar
- *      broadcasts of w per step, no horizontal sums. The chunk's next block of w is prefetched
+ *      broadcasts of w per step, no horizontal sums. The range's next block of w is prefetched
  *      meanwhile, one cache line per prefetch (the product is bound by memory bandwidth).
+ *      Measured at MiniMind2-small's decode (16 rows, its 8 layers and head, 2 threads):
+ *      ranges and stealing 5.4-5.6 ms a step against 6.0-6.2 with 4 fixed chunks a thread
+ *      (whose first blocks were not prefetched and whose last chunk one thread ran alone);
+ *      the 1-thread step 9.9-10.2 ms.
  *   3. The accumulators are written to out's columns o0..o0+OB-1 with the bias added (with
  *      AVX-512 transposed in registers, a masked vector add and store per row of out).
  *
@@ -519,11 +524,10 @@ static void column_block(const small_isa *isa, float *out, const float *xt, cons
     }
 }
 
-/* cpu_matmul_small_forward_w's column blocks in chunks of `chunk` consecutive blocks, one pool
- * task each: a thread streams a contiguous stretch of w and prefetches only the blocks it
- * computes itself (its chunk's first as it starts, then each block the next; a block another
- * thread may claim would be fetched into the wrong core's cache). wls: a widened block per
- * thread (bf16) */
+/* cpu_matmul_small_forward_w's column blocks, the items of cpu_parallel_steal: a thread
+ * streams its range of w and prefetches only the blocks it computes itself (a range's first as
+ * it starts, then each block the next of its range; a stolen block as it is taken). wls: a
+ * widened block per thread (bf16) */
 typedef struct small_job {
     const small_isa *isa;
     float *out;
@@ -532,7 +536,7 @@ typedef struct small_job {
     int32_t wtype;
     float *wls;
     const float *bias;
-    int32_t ob, M, IC, OC, MT, blocks, chunk;
+    int32_t ob, M, IC, OC, MT;
     int32_t MP; /* the column kernel's rows, M and the zero rows after them (xt (MP, IC)) */
 } small_job;
 
@@ -559,33 +563,24 @@ static void cols_column_block(const small_job *j, int32_t blk, int fetch) {
 }
 #endif
 
-static void small_task(void *arg, int64_t task, int32_t tid) {
+/* One range of the column blocks (cpu_parallel_steal): its blocks in order, each prefetching
+ * the next, then blocks taken from the back of the others' ranges. A block nobody prefetched
+ * (the range's first, a stolen one) is asked for as it starts. */
+static void small_task(void *arg, cpu_steal *s, int32_t part, int32_t tid) {
     const small_job *j = arg;
-    int32_t b0 = (int32_t)task * j->chunk;
-    int32_t b1 = b0 + j->chunk < j->blocks ? b0 + j->chunk : j->blocks;
-    prefetch_block(j, b0);
+    int64_t b, next, fetched = -1; /* fetched: the block the one before prefetched */
+    while ((b = cpu_steal_claim(s, part, &next)) >= 0) {
+        if (b != fetched) prefetch_block(j, (int32_t)b);
 #if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__)
-    if (j->isa->cols) {
-        for (int32_t b = b0; b < b1; b++) cols_column_block(j, b, b + 1 < b1);
-        return;
-    }
+        if (j->isa->cols)
+            cols_column_block(j, (int32_t)b, next >= 0);
+        else
 #endif
-    for (int32_t b = b0; b < b1; b++)
-        column_block(j->isa, j->out, j->xt, j->w, j->wtype,
-                     j->wls ? j->wls + (size_t)tid * j->ob * j->IC : NULL, j->bias, b, j->M,
-                     j->IC, j->OC, j->MT, b + 1 < b1);
-}
-
-/* Blocks per task on nt threads: all of them on one thread (one stream, each block prefetched
- * by the one before), else SMALL_TASKS_PER_THREAD tasks a thread (so that a thread whose core
- * is busy elsewhere leaves its share to the others) of as many blocks as that leaves: a
- * chunk's first block is not prefetched by a block before it (measured: 4-block chunks read w
- * ~8 % slower than one stream; 1-2 % with the first block prefetched as the task starts). */
-#define SMALL_TASKS_PER_THREAD 4
-static int32_t chunk_blocks(int nt, int32_t blocks) {
-    if (nt <= 1) return blocks > 0 ? blocks : 1;
-    int32_t tasks = nt * SMALL_TASKS_PER_THREAD;
-    return blocks > tasks ? (blocks + tasks - 1) / tasks : 1;
+            column_block(j->isa, j->out, j->xt, j->w, j->wtype,
+                         j->wls ? j->wls + (size_t)tid * j->ob * j->IC : NULL, j->bias,
+                         (int32_t)b, j->M, j->IC, j->OC, j->MT, next >= 0);
+        fetched = next;
+    }
 }
 
 void cpu_matmul_small_forward(cpu_ctx *ctx, float *out, const float *inp, const float *w,
@@ -640,7 +635,6 @@ void cpu_matmul_small_forward_w(cpu_ctx *ctx, float *out, const float *inp, cons
     float *wls = wtype == GRPO_DTYPE_F32 && !isa.pairs
                      ? NULL
                      : cpu_weight_panel(ctx, (uint64_t)nb * ob * IC);
-    const int32_t chunk = chunk_blocks(nt, blocks);
-    small_job j = {&isa, out, xt, w, wtype, wls, bias, ob, M, IC, OC, MT, blocks, chunk, MP};
-    cpu_parallel(ctx, CPU_FAM_GEMM_FWD, nt, (blocks + chunk - 1) / chunk, small_task, &j);
+    small_job j = {&isa, out, xt, w, wtype, wls, bias, ob, M, IC, OC, MT, MP};
+    cpu_parallel_steal(ctx, CPU_FAM_GEMM_FWD, nt, blocks, small_task, &j);
 }
