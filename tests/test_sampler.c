@@ -8,7 +8,9 @@
  * temperature 0 every one of the G rows of a prompt must equal transformers' row exactly (the
  * fixture script checks a top-1/top-2 margin > 1e-3 at every step, far above fp32 noise).
  * The row_end hook's step_end (abort), a token budget (rows cut truncated) and the forced
- * lengths of the long-tail benchmark (grpo_sampler_opts.end_at) at the end.
+ * lengths of the long-tail benchmark (grpo_sampler_opts.end_at) at the end. The host path's
+ * draws on the backend's threads (ops->parallel_for, ABI 1.12) give the bits of the draws one
+ * row after another.
  */
 #include <check.h>
 #include <math.h>
@@ -16,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpu/cpu_backend.h"
 #include "kernels.h"
 #include "host/model_instance.h"
 #include "host/host.h"
@@ -51,13 +54,14 @@ static int32_t *ref_i32(const fixture *f, const char *name) {
     return p;
 }
 
-static void fixture_open(fixture *f, const char *name) {
+/* The fixture on the cpu backend at `threads` (0: the machine's). */
+static void fixture_open_threads(fixture *f, const char *name, int32_t threads) {
     grpo_error err;
     grpo_error_init(&err);
     memset(f, 0, sizeof *f);
     char dir[4096], path[4200];
     snprintf(dir, sizeof dir, "%s/tests/fixtures/dense/%s", GRPO_SOURCE_DIR, name);
-    f->ops = grpo_backend_open("cpu", 0, &err);
+    f->ops = grpo_backend_open("cpu", threads, &err);
     ck_assert_msg(f->ops != NULL, "%s", err.message);
     f->host = *grpo_default_host();
     f->host.ops = f->ops;
@@ -71,6 +75,8 @@ static void fixture_open(fixture *f, const char *name) {
     f->N = (int32_t)grpo_st_find(f->ref, "genb.out")->shape[1];
     f->prompt = ref_i32(f, "genb.prompt"), f->mask = ref_i32(f, "genb.mask");
 }
+
+static void fixture_open(fixture *f, const char *name) { fixture_open_threads(f, name, 0); }
 
 static void fixture_close(fixture *f) {
     free(f->prompt), free(f->mask);
@@ -430,6 +436,44 @@ START_TEST(device_draw_path_equals_host_path) {
 }
 END_TEST
 
+/* The host path's draws by ops->parallel_for on 3 threads (one row a call, in any order, on a
+ * buffer per part) give the rollout of the draws one row after another (parallel_for NULL),
+ * bit for bit: every processor on, one stream or per-row streams, EOS ids that end rows at
+ * different steps, multi-turn observations forced mid-row, greedy with a penalty. Enough rows
+ * that the draws are worth a fork (the host family forked). */
+START_TEST(parallel_draws_equal_serial_draws) {
+    fixture par, ser;
+    fixture_open_threads(&par, fixtures[_i], 3);
+    fixture_open_threads(&ser, fixtures[_i], 3);
+    ser.ops->parallel_for = NULL; /* the sampler reads it when a rollout starts */
+    grpo_sampler_turns turns = {NULL, script_begin, script_turn_end};
+    const int32_t G = 8;
+    ck_assert_int_le(par.R * G, 64);
+    cpu_ctx_stats st0, st1;
+    cpu_ctx_stats_get(par.ops->ctx, &st0, NULL);
+    for (int k = 0; k < 6; k++) {
+        int rows = k % 2, multi = k / 2 == 1, greedy = k / 2 == 2;
+        grpo_sampler_opts o = greedy_opts(G, 24);
+        if (!greedy) o.sampling = (grpo_sampling){1.3f, 20, 0.9f, 0.02f, 1.2f};
+        else o.sampling.repetition_penalty = 1.5f;
+        o.policy_logp = 1, o.turns = multi ? &turns : NULL;
+        grpo_rollout a = {0}, b = {0};
+        run_seeded(&ser, &o, rows, &a); /* EOS: tokens the first run drew early */
+        o.eos[0] = a.ids[1], o.eos[1] = a.ids[2], o.eos[2] = a.ids[(size_t)a.T + 1];
+        o.eos[3] = a.ids[(size_t)a.T + 2], o.n_eos = 4;
+        run_seeded(&ser, &o, rows, &a);
+        run_seeded(&par, &o, rows, &b);
+        ck_assert_msg(rollouts_same_bits(&a, &b), "%s case %d: parallel draws != serial draws",
+                      fixtures[_i], k);
+        grpo_rollout_free(&a), grpo_rollout_free(&b);
+    }
+    cpu_ctx_stats_get(par.ops->ctx, &st1, NULL);
+    ck_assert_msg(st1.forks[CPU_FAM_HOST] > st0.forks[CPU_FAM_HOST],
+                  "the draws never forked (%llu)", (unsigned long long)st1.forks[CPU_FAM_HOST]);
+    fixture_close(&ser), fixture_close(&par);
+}
+END_TEST
+
 /* A token budget (grpo_sampler_opts.budget, the trainer's sampling.max_step_tokens): greedy rows
  * without an EOS all live, so each decode step takes N tokens; a budget of 2N + 1 is spent after
  * the third step, which then ends every row at 3 tokens, truncated, each handed to row_end; the
@@ -599,6 +643,7 @@ int main(void) {
     tcase_add_test(tc, right_padded_prompt_is_refused);
     tcase_add_test(tc, out_of_vocabulary_ids_are_refused);
     tcase_add_loop_test(tc, device_draw_path_equals_host_path, 0, N_FIXTURES);
+    tcase_add_loop_test(tc, parallel_draws_equal_serial_draws, 0, N_FIXTURES);
     tcase_add_loop_test(tc, a_token_budget_ends_the_live_rows_truncated, 0, N_FIXTURES);
     tcase_add_loop_test(tc, step_end_stops_and_aborts_the_live_rows, 0, N_FIXTURES);
     tcase_add_loop_test(tc, forced_lengths_end_rows_exactly, 0, N_FIXTURES);

@@ -94,8 +94,10 @@ START_TEST(each_minor_appends_its_slots) {
     ck_assert_uint_eq(offsetof(grpo_ops, sample_rows), at += fn);
     /* 1.7: logits_logp (the sampler's log-probs summed as the head sums) */
     ck_assert_uint_eq(offsetof(grpo_ops, logits_logp), at += fn);
-    /* 1.9: attention_decode_paged, last */
+    /* 1.9: attention_decode_paged */
     ck_assert_uint_eq(offsetof(grpo_ops, attention_decode_paged), at += fn);
+    /* 1.12: parallel_for (host work on the backend's threads), last */
+    ck_assert_uint_eq(offsetof(grpo_ops, parallel_for), at += fn);
     ck_assert_uint_eq(sizeof(grpo_ops), at + fn);
 }
 END_TEST

@@ -81,12 +81,12 @@ static const struct {
 
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
 
-/* 1.7 appended one op (logits_logp) after the 1.6 table, which stays its prefix, and 1.9 one
- * more (attention_decode_paged) after it. */
+/* 1.7 appended one op (logits_logp) after the 1.6 table, which stays its prefix, 1.9 one
+ * more (attention_decode_paged) after it, and 1.12 one after that (parallel_for). */
 START_TEST(the_generated_table_keeps_the_1_6_layout) {
     const size_t fn = sizeof(void (*)(void));
-    ck_assert_uint_eq(sizeof(grpo_ops), OPS_SIZE_1_6 + 2 * fn);
-    ck_assert_uint_eq(COUNT(layout_now), COUNT(layout_1_6) + 2);
+    ck_assert_uint_eq(sizeof(grpo_ops), OPS_SIZE_1_6 + 3 * fn);
+    ck_assert_uint_eq(COUNT(layout_now), COUNT(layout_1_6) + 3);
     for (size_t i = 0; i < COUNT(layout_1_6); i++) {
         ck_assert_str_eq(layout_now[i].member, layout_1_6[i].member);
         ck_assert_uint_eq(layout_now[i].offset, layout_1_6[i].offset);
@@ -95,6 +95,8 @@ START_TEST(the_generated_table_keeps_the_1_6_layout) {
     ck_assert_uint_eq(layout_now[COUNT(layout_1_6)].offset, OPS_SIZE_1_6);
     ck_assert_str_eq(layout_now[COUNT(layout_1_6) + 1].member, "attention_decode_paged");
     ck_assert_uint_eq(layout_now[COUNT(layout_1_6) + 1].offset, OPS_SIZE_1_6 + fn);
+    ck_assert_str_eq(layout_now[COUNT(layout_1_6) + 2].member, "parallel_for");
+    ck_assert_uint_eq(layout_now[COUNT(layout_1_6) + 2].offset, OPS_SIZE_1_6 + 2 * fn);
 }
 END_TEST
 

@@ -6,7 +6,10 @@
  * memory (the op appends each drawn token; a forced one is uploaded), the host draws the same
  * uniforms from the same RNG streams in the same order and uploads them (R floats), and only R
  * ids, logp (and plogp) come back. The cpu backend has no sample_rows: its rollouts are the host
- * path's, which is also the op's reference (grpo_sample_row). On the host path the policy
+ * path's, which is also the op's reference (grpo_sample_row); its rows draw on the backend's
+ * threads when the backend has grpo_ops.parallel_for (ABI 1.12: a row's draw reads the whole
+ * vocabulary, and a step's draws were the serial part of a multi-threaded decode), with the
+ * uniforms taken in row order first, so the bits are the one-thread draws'. On the host path the policy
  * log-probs (plogp) come from grpo_ops.logits_logp when the backend has it: summed as its head
  * sums the training forward's, so that on cpu they equal the training log-probs bit for bit. */
 #include "host/sampler.h"
@@ -70,12 +73,17 @@ typedef struct sampler_state {
     int32_t *hist;      /* (Nout,H) by output row: real prompt tokens, then completion tokens */
     int32_t *n_hist;    /* (Nout) */
     float *logits;      /* (N,V) host copy of the last logits */
-    float *row_logits;  /* (V) the row being sampled (the processors work in place) */
-    void *scratch;      /* 12*V bytes for sampling.h */
+    /* the host path's draws run on ops->parallel_for (one a row) when the backend has it, in
+     * `parts` parts at most, each with its buffers: */
+    int32_t parts;
+    float *row_logits;  /* (parts,V) the row being sampled (the processors work in place) */
+    void *scratch;      /* parts x 12*V bytes for sampling.h */
+    int32_t *todo;      /* (N) the live rows that draw this step (host path) */
     int32_t *d_tok, *d_pos, *d_len, *d_cmask; /* backend copies */
     float *d_logits;
     /* sampling on the device (dev = 1: ops->sample_rows), by live row: uniforms, history
-     * lengths, the drawn ids and log-probs (host copies and backend ones); the histories (N,H) */
+     * lengths, the drawn ids and log-probs (host copies and backend ones); the histories (N,H).
+     * The host path draws into u, lp, plp and ids too. */
     int dev;
     float *u, *lp, *plp;
     int32_t *nh, *ids;
@@ -90,12 +98,12 @@ typedef struct sampler_state {
     const int32_t **force; /* (Nout) */
     int32_t *n_force, *i_force, *turn_start; /* (Nout) */
     uint8_t *last_forced;                    /* (Nout) */
-    float *end_logits; /* (V) o->end_at: the row's logits as the forced lengths draw from */
+    float *end_logits; /* (parts,V) o->end_at: a row's logits as the forced lengths draw from */
 } sampler_state;
 
 static void state_free(grpo_model *m, sampler_state *s) {
     free(s->row), free(s->tok), free(s->pos), free(s->len), free(s->cmask), free(s->hist);
-    free(s->n_hist), free(s->logits), free(s->row_logits), free(s->scratch);
+    free(s->n_hist), free(s->logits), free(s->row_logits), free(s->scratch), free(s->todo);
     free(s->force), free(s->n_force), free(s->i_force), free(s->turn_start), free(s->last_forced);
     free(s->u), free(s->lp), free(s->plp), free(s->nh), free(s->ids);
     free(s->lrow), free(s->lid), free(s->lout), free(s->lplp), free(s->end_logits);
@@ -153,11 +161,20 @@ static int state_alloc(grpo_model *m, sampler_state *s, int32_t B, int32_t P, in
     s->last_forced = calloc((size_t)No, sizeof(uint8_t));
     if (!s->force || !s->n_force || !s->i_force || !s->turn_start || !s->last_forced) return 0;
     if (s->dev && !dev_state_alloc(o, s)) return 0;
-    if (!s->dev) { /* the host path's logits and sampling buffers */
+    if (!s->dev) { /* the host path's logits and sampling buffers (a set per part) */
+        s->parts = grpo_ops_supports(o, parallel_for) ? o->parallel_for(o->ctx, 0, 0, NULL, NULL)
+                                                      : 1;
+        s->parts = s->parts < 1 ? 1 : s->parts > N ? N : s->parts;
+        size_t np = (size_t)s->parts;
         s->logits = malloc((size_t)N * V * sizeof(float));
-        s->row_logits = malloc((size_t)V * sizeof(float));
-        s->scratch = malloc((size_t)V * 12);
-        if (!s->logits || !s->row_logits || !s->scratch) return 0;
+        s->row_logits = malloc(np * V * sizeof(float));
+        s->scratch = malloc(np * V * 12);
+        s->todo = malloc((size_t)N * sizeof(int32_t));
+        s->u = malloc(N * sizeof(float)), s->lp = malloc(N * sizeof(float));
+        s->plp = malloc(N * sizeof(float)), s->ids = malloc(N * sizeof(int32_t));
+        if (!s->logits || !s->row_logits || !s->scratch || !s->todo || !s->u || !s->lp ||
+            !s->plp || !s->ids)
+            return 0;
         if ((policy_logp || s->Ns) && grpo_ops_supports(o, logits_logp) &&
             !logp_state_alloc(o, s))
             return 0;
@@ -316,19 +333,19 @@ static int end_at_setup(sampler_state *s, const grpo_sampler_opts *o, grpo_error
             return grpo_error_set(err, GRPO_ERR_INVALID,
                                   "sampler: forced length of group row %d is %d; expected >= 1",
                                   g, o->end_at[g]);
-    if (!(s->end_logits = malloc((size_t)s->V * sizeof(float))))
-        return grpo_nomem(err, "the forced lengths' logits row (vocab)",
-                          (uint64_t)s->V * sizeof(float));
+    if (!(s->end_logits = malloc((size_t)s->parts * s->V * sizeof(float))))
+        return grpo_nomem(err, "the forced lengths' logits rows (vocab, one a draw part)",
+                          (uint64_t)s->parts * s->V * sizeof(float));
     return GRPO_OK;
 }
 
 /* Row n's draw of its token `at` (0-based) from its raw logits (V) under o->end_at: eos[0]
  * from a point mass (*lp = 0) when it is the row's token end_at[n % G], else the row's usual
  * draw with every EOS id's logit at -inf. The policy log-prob stays the model's (logits_logp on
- * the raw logits, policy_logps). */
+ * the raw logits, policy_logps). part: whose buffers (draw_row). */
 static int32_t end_at_draw(const grpo_sampler_opts *o, sampler_state *s, const float *logits,
-                           int32_t n, int32_t at, float u, float *lp) {
-    float *w = s->end_logits;
+                           int32_t n, int32_t at, float u, float *lp, int32_t part) {
+    float *w = s->end_logits + (size_t)part * s->V;
     if (at + 1 >= o->end_at[n % o->G]) {
         for (int32_t v = 0; v < s->V; v++) w[v] = -INFINITY;
         w[o->eos[0]] = 0.0f;
@@ -338,34 +355,66 @@ static int32_t end_at_draw(const grpo_sampler_opts *o, sampler_state *s, const f
             if (o->eos[i] >= 0 && o->eos[i] < s->V) w[o->eos[i]] = -INFINITY;
     }
     return grpo_sample_row(&o->sampling, w, s->V, s->hist + (size_t)n * s->H, s->n_hist[n], u,
-                           lp, NULL, s->row_logits, s->scratch);
+                           lp, NULL, s->row_logits + (size_t)part * s->V,
+                           (char *)s->scratch + (size_t)part * s->V * 12);
+}
+
+/* The rows that draw in one step of the host path (draw_row's argument). */
+typedef struct draw_step {
+    const grpo_sampler_opts *o;
+    sampler_state *s;
+    const grpo_rollout *out;
+    int first;    /* the first step: the rows draw from their prompt's logits */
+    int want_plp; /* the policy log-prob from the draw's exps (no logits_logp) */
+} draw_step;
+
+/* The j-th drawing row of the step (live row todo[j]): its token and log-probs from its logits
+ * and uniform s->u into s->ids, lp, plp; on part's buffers. A row reads only its own history:
+ * the rows draw in any order, on any thread, with the bits of a draw in row order. */
+static void draw_row(void *arg, int64_t j, int32_t part) {
+    const draw_step *d = arg;
+    sampler_state *s = d->s;
+    const grpo_sampler_opts *o = d->o;
+    int32_t i = s->todo[j], n = s->row[i], r = d->first ? n / o->G : i;
+    const float *logits = s->logits + (size_t)r * s->V;
+    s->plp[i] = 0.0f;
+    s->ids[i] = o->end_at
+                    ? end_at_draw(o, s, logits, n, d->out->len[n], s->u[i], &s->lp[i], part)
+                    : grpo_sample_row(&o->sampling, logits, s->V, s->hist + (size_t)n * s->H,
+                                      s->n_hist[n], s->u[i], &s->lp[i],
+                                      d->want_plp ? &s->plp[i] : NULL,
+                                      s->row_logits + (size_t)part * s->V,
+                                      (char *)s->scratch + (size_t)part * s->V * 12);
 }
 
 /* Host path: draws one token for each live row from its logits, downloaded into s->logits (the
  * prompt's prefill logits on the first step). A row with observation tokens pending takes its
- * next one instead. */
+ * next one instead. The uniforms are taken in row order, then the rows draw (on the backend's
+ * threads by ops->parallel_for: a draw reads the whole vocabulary), then record in row order. */
 static void draw_tokens_host(grpo_model *m, sampler_state *s, const grpo_sampler_opts *o,
                              int32_t live, int first, grpo_rng *rng, grpo_rng *row_rng,
                              grpo_rollout *out) {
+    const grpo_ops *ops = m->ops;
     int by_op = out->plogp && s->d_lplp; /* policy log-probs by ops->logits_logp */
-    int32_t k = 0;
+    int32_t k = 0, nd = 0;
     for (int32_t i = 0; i < live; i++) {
-        int32_t n = s->row[i], r = first ? n / o->G : i;
-        if (forcing(s, n)) {
-            force_token(m->ops, s, i, n, out);
-            continue;
-        }
-        float u = uniform_for(o, n, rng, row_rng), lp, plp = 0.0f;
-        int32_t t = o->end_at
-                        ? end_at_draw(o, s, s->logits + (size_t)r * s->V, n, out->len[n], u, &lp)
-                        : grpo_sample_row(&o->sampling, s->logits + (size_t)r * s->V, s->V,
-                                          s->hist + (size_t)n * s->H, s->n_hist[n], u, &lp,
-                                          out->plogp && !by_op ? &plp : NULL, s->row_logits,
-                                          s->scratch);
-        record_draw(s, i, n, t, lp, plp, out);
-        if (by_op) s->lrow[k] = r, s->lid[k] = t, s->lout[k++] = n;
+        int32_t n = s->row[i];
+        if (forcing(s, n))
+            force_token(ops, s, i, n, out);
+        else
+            s->u[i] = uniform_for(o, n, rng, row_rng), s->todo[nd++] = i;
     }
-    if (k) policy_logps(m->ops, s, o, s->d_logits, k, out);
+    draw_step d = {o, s, out, first, out->plogp && !by_op};
+    if (s->parts > 1) /* a draw: a few passes over the V logits (exps, sums, the CDF) */
+        ops->parallel_for(ops->ctx, nd, 16.0 * s->V, draw_row, &d);
+    else
+        for (int32_t j = 0; j < nd; j++) draw_row(&d, j, 0);
+    for (int32_t j = 0; j < nd; j++) {
+        int32_t i = s->todo[j], n = s->row[i], r = first ? n / o->G : i;
+        record_draw(s, i, n, s->ids[i], s->lp[i], s->plp[i], out);
+        if (by_op) s->lrow[k] = r, s->lid[k] = s->ids[i], s->lout[k++] = n;
+    }
+    if (k) policy_logps(ops, s, o, s->d_logits, k, out);
 }
 
 /* Device path: the same draws by ops->sample_rows on the live rows' logits in d_logits; the
@@ -837,7 +886,7 @@ static int enter_row(grpo_model *m, sampler_state *s, queue *q, const grpo_sampl
     int by_op = q->all.plogp && q->d_plog;
     float u = uniform_for(o, gn, NULL, q->rng), lp, plp = 0.0f;
     const float *logits = q->plog + (size_t)slot * s->V;
-    int32_t t = o->end_at ? end_at_draw(o, s, logits, gn, 0, u, &lp)
+    int32_t t = o->end_at ? end_at_draw(o, s, logits, gn, 0, u, &lp, 0)
                           : grpo_sample_row(&o->sampling, logits, s->V, h, real, u, &lp,
                                             q->all.plogp && !by_op ? &plp : NULL, s->row_logits,
                                             s->scratch);

@@ -35,7 +35,7 @@ cpu_ctx *cpu_ctx_new(int32_t threads) {
 
 static const char *const family_names[CPU_FAMILIES] = {
     "gemm_fwd", "gemm_blas", "attention", "head", "norm", "element", "embedding", "optimizer",
-    "weights"};
+    "weights", "host"};
 
 const char *cpu_family_name(cpu_family f) {
     return f >= 0 && f < CPU_FAMILIES ? family_names[f] : "?";
@@ -74,17 +74,23 @@ void cpu_ctx_free(cpu_ctx *ctx) {
     free(ctx);
 }
 
+#include <time.h>
+double TMP_t[2][CPU_FAMILIES];
+static double TMP_now(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec + t.tv_nsec * 1e-9; }
 void cpu_parallel(void *ctx_, cpu_family family, int nt, int64_t n_tasks, cpu_pool_fn *fn,
                   void *arg) {
     cpu_ctx *ctx = ctx_;
     if (n_tasks <= 0) return;
+    double t0 = TMP_now();
     if (nt <= 1 || n_tasks == 1 || !ctx->pool) {
         ctx->stats.inline_runs[family]++;
         for (int64_t t = 0; t < n_tasks; t++) fn(arg, t, 0);
+        TMP_t[1][family] += TMP_now() - t0;
         return;
     }
     ctx->stats.forks[family]++;
     cpu_pool_run(ctx->pool, n_tasks, nt, fn, arg);
+    TMP_t[0][family] += TMP_now() - t0;
 }
 
 typedef struct range_job {
@@ -170,6 +176,30 @@ void cpu_parallel_steal(void *ctx, cpu_family family, int nt, int64_t n, cpu_ste
     }
     steal_job j = {{range, parts}, fn, arg};
     cpu_parallel(ctx, family, parts, parts, steal_task, &j);
+}
+
+/* ---- the host's work (grpo_ops.parallel_for) ------------------------------------------------ */
+
+typedef struct host_job {
+    void (*fn)(void *arg, int64_t i, int32_t part);
+    void *arg;
+} host_job;
+
+static void host_part(void *arg, cpu_steal *s, int32_t part, int32_t tid) {
+    (void)tid;
+    const host_job *j = arg;
+    int64_t i, next;
+    while ((i = cpu_steal_claim(s, part, &next)) >= 0) j->fn(j->arg, i, part);
+}
+
+int32_t cpu_parallel_for(void *ctx, int64_t n, double work,
+                         void (*fn)(void *arg, int64_t i, int32_t part), void *arg) {
+    if (n > 0) {
+        host_job j = {fn, arg};
+        cpu_parallel_steal(ctx, CPU_FAM_HOST, cpu_threads_for(ctx, (double)n * work), n,
+                           host_part, &j);
+    }
+    return ((const cpu_ctx *)ctx)->threads;
 }
 
 void cpu_locals_init(cpu_locals *l, const cpu_ctx *ctx, size_t bytes, const char *op) {

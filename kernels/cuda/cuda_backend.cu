@@ -15,6 +15,7 @@
 
 /* Optional ops this backend leaves out (NULL in its table; backend_ops.h). */
 #define cuda_logits_logp NULL /* its sampler is sample_rows, which computes plogp on the device */
+#define cuda_parallel_for NULL /* its host work is the sampler's bookkeeping: nothing to split */
 
 extern "C" GRPO_CUDA_EXPORT grpo_ops *grpo_cuda_backend_open(const grpo_cuda_options *opt,
                                                              grpo_error *err) {

@@ -289,7 +289,18 @@
       (void *ctx, float *out, const float *q, const float *kpool, const float *vpool,              \
        int64_t pstride, const int32_t *table, int32_t nblk, int32_t page,                          \
        const int32_t *cache_mask, const int32_t *len, int32_t R, int32_t S, int32_t NH,            \
-       int32_t NKV, int32_t HD))
+       int32_t NKV, int32_t HD))                                                                   \
+    /* -- 1.12: parallel_for: host work between ops on the backend's threads (the sampler's        \
+     *    draws, one a row). Calls fn(arg, i, part) once for every i in [0, n) and returns when    \
+     *    every call has returned; part < min(n, parts), parts the value it returns (the same      \
+     *    for every call on one backend: its threads); calls with the same part never overlap      \
+     *    (a buffer per part). Each i must compute the same whichever part runs it. work:          \
+     *    scalar operations per i, for the backend's rule of when a fork pays (small work runs     \
+     *    on the caller as part 0). n = 0: only the parts. fn and arg are host memory. Optional:   \
+     *    without it the host loops itself. -- */                                                  \
+    X(D, 12, 1, int32_t, parallel_for,                                                             \
+      (void *ctx, int64_t n, double work, void (*fn)(void *arg, int64_t i, int32_t part),          \
+       void *arg))
 /* clang-format on */
 
 #endif /* GRPO_OPS_LIST_H */

@@ -73,6 +73,8 @@
  *         |            | a LoRA run's KL reference decoded beside its rollout; optional);
  *         |            | grpo_rollout_keep.written (a keep another instance wrote: a bf16 run's
  *         |            | rollout copy for the policy)
+ *   1.12  | ops.h      | parallel_for (host work between ops, such as the sampler's draws, on
+ *         |            | the backend's threads; optional)
  *
  * The tokenizer services (tokenizer, tokenize, detokenize) were marked provisional in 1.0; they
  * are sealed: their signatures have not changed since 1.0, the builtin packs and reward_model
@@ -102,7 +104,7 @@ extern "C" {
 #endif
 
 #define GRPO_ABI_MAJOR 1
-#define GRPO_ABI_MINOR 11
+#define GRPO_ABI_MINOR 12
 #define GRPO_MAGIC_TAG "GRPOPLG" /* 7 chars + NUL */
 
 #if defined(_WIN32)
