@@ -619,7 +619,6 @@ static int pass_step(trainer *t, chunk *c, int32_t r0, int32_t rows, const grpo_
     int rc = chunk_batch(t, c, r0, rows, err);
     float *ref = buf + (size_t)rows * c->T;
     if (rc == GRPO_OK) count_padding(&t->sb, sums);
-    extern double TMP_t[2][9]; double sn[2][9]; memcpy(sn, TMP_t, sizeof sn);
     double w0 = grpo_now(), c0 = grpo_cpu_now();
     if (rc == GRPO_OK && c->ref_logp) { /* decoded beside the rollout: the same bits */
         memcpy(ref, c->ref_logp + (size_t)r0 * c->T, (size_t)rows * c->T * sizeof(float));
@@ -627,12 +626,9 @@ static int pass_step(trainer *t, chunk *c, int32_t r0, int32_t rows, const grpo_
     } else if (rc == GRPO_OK && grpo_reference_on(&t->ref))
         rc = grpo_reference_logp(&t->ref, &t->s, &t->sb, t->scale, c->T, ref, err);
     phase_add(t, PH_REFERENCE, w0, c0);
-    fprintf(stderr, "TMP ref wall %.3f:", grpo_now() - w0); for (int f = 0; f < 9; f++) fprintf(stderr, " %d:%.3f/%.3f", f, TMP_t[0][f]-sn[0][f], TMP_t[1][f]-sn[1][f]); fprintf(stderr, "\n");
-    memcpy(sn, TMP_t, sizeof sn);
     w0 = grpo_now(), c0 = grpo_cpu_now();
     if (rc == GRPO_OK) rc = micro_policy(t, c, r0, rows, lo, buf, sums, err);
     phase_add(t, PH_POLICY, w0, c0);
-    fprintf(stderr, "TMP pol wall %.3f:", grpo_now() - w0); for (int f = 0; f < 9; f++) fprintf(stderr, " %d:%.3f/%.3f", f, TMP_t[0][f]-sn[0][f], TMP_t[1][f]-sn[1][f]); fprintf(stderr, "\n");
     return rc;
 }
 

@@ -74,23 +74,17 @@ void cpu_ctx_free(cpu_ctx *ctx) {
     free(ctx);
 }
 
-#include <time.h>
-double TMP_t[2][CPU_FAMILIES];
-static double TMP_now(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec + t.tv_nsec * 1e-9; }
 void cpu_parallel(void *ctx_, cpu_family family, int nt, int64_t n_tasks, cpu_pool_fn *fn,
                   void *arg) {
     cpu_ctx *ctx = ctx_;
     if (n_tasks <= 0) return;
-    double t0 = TMP_now();
     if (nt <= 1 || n_tasks == 1 || !ctx->pool) {
         ctx->stats.inline_runs[family]++;
         for (int64_t t = 0; t < n_tasks; t++) fn(arg, t, 0);
-        TMP_t[1][family] += TMP_now() - t0;
         return;
     }
     ctx->stats.forks[family]++;
     cpu_pool_run(ctx->pool, n_tasks, nt, fn, arg);
-    TMP_t[0][family] += TMP_now() - t0;
 }
 
 typedef struct range_job {
