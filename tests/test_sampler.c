@@ -394,6 +394,24 @@ static void run_seeded(fixture *f, const grpo_sampler_opts *o, int rows, grpo_ro
     free(all);
 }
 
+/* Case k (0..5) of the draw-path comparisons: per-row streams when k is odd; every processor
+ * on (k < 2), with multi-turn observations (k 2, 3), or greedy with a repetition penalty
+ * (k 4, 5); four EOS ids taken from a first run on f (tokens it drew early), so that rows end
+ * at different steps. The case's first rollout on f in *a. */
+static grpo_sampler_opts draw_case(fixture *f, int k, int32_t G, grpo_sampler_turns *turns,
+                                   grpo_rollout *a) {
+    int rows = k % 2, multi = k / 2 == 1, greedy = k / 2 == 2;
+    grpo_sampler_opts o = greedy_opts(G, 24);
+    if (!greedy) o.sampling = (grpo_sampling){1.3f, 20, 0.9f, 0.02f, 1.2f};
+    else o.sampling.repetition_penalty = 1.5f;
+    o.policy_logp = 1, o.turns = multi ? turns : NULL;
+    run_seeded(f, &o, rows, a);
+    o.eos[0] = a->ids[1], o.eos[1] = a->ids[2], o.eos[2] = a->ids[(size_t)a->T + 1];
+    o.eos[3] = a->ids[(size_t)a->T + 2], o.n_eos = 4;
+    run_seeded(f, &o, rows, a);
+    return o;
+}
+
 /* The device path (a backend with sample_rows) and the host path give the same rollout, bit for
  * bit, with every processor on, one stream or per-row streams, EOS ids that end rows at
  * different steps (live rows reordered), and multi-turn observations forced mid-row; and the same
@@ -409,17 +427,10 @@ START_TEST(device_draw_path_equals_host_path) {
     const int32_t G = 3;
     ck_assert_int_le(host.R * G, 64);
     for (int k = 0; k < 6; k++) {
-        int rows = k % 2, multi = k / 2 == 1, greedy = k / 2 == 2;
-        grpo_sampler_opts o = greedy_opts(G, 24);
-        if (!greedy) o.sampling = (grpo_sampling){1.3f, 20, 0.9f, 0.02f, 1.2f};
-        else o.sampling.repetition_penalty = 1.5f;
-        o.policy_logp = 1, o.turns = multi ? &turns : NULL;
+        int multi = k / 2 == 1;
         grpo_rollout a = {0}, b = {0};
-        run_seeded(&host, &o, rows, &a); /* EOS: tokens the first run drew early */
-        o.eos[0] = a.ids[1], o.eos[1] = a.ids[2], o.eos[2] = a.ids[(size_t)a.T + 1];
-        o.eos[3] = a.ids[(size_t)a.T + 2], o.n_eos = 4;
-        run_seeded(&host, &o, rows, &a);
-        run_seeded(&dev, &o, rows, &b);
+        grpo_sampler_opts o = draw_case(&host, k, G, &turns, &a);
+        run_seeded(&dev, &o, k % 2, &b);
         ck_assert_msg(rollouts_same_bits(&a, &b), "%s case %d: device path != host path",
                       fixtures[_i], k);
         int ended = 0, turned = 0; /* a row ended early; an observation followed a draw */
@@ -452,17 +463,9 @@ START_TEST(parallel_draws_equal_serial_draws) {
     cpu_ctx_stats st0, st1;
     cpu_ctx_stats_get(par.ops->ctx, &st0, NULL);
     for (int k = 0; k < 6; k++) {
-        int rows = k % 2, multi = k / 2 == 1, greedy = k / 2 == 2;
-        grpo_sampler_opts o = greedy_opts(G, 24);
-        if (!greedy) o.sampling = (grpo_sampling){1.3f, 20, 0.9f, 0.02f, 1.2f};
-        else o.sampling.repetition_penalty = 1.5f;
-        o.policy_logp = 1, o.turns = multi ? &turns : NULL;
         grpo_rollout a = {0}, b = {0};
-        run_seeded(&ser, &o, rows, &a); /* EOS: tokens the first run drew early */
-        o.eos[0] = a.ids[1], o.eos[1] = a.ids[2], o.eos[2] = a.ids[(size_t)a.T + 1];
-        o.eos[3] = a.ids[(size_t)a.T + 2], o.n_eos = 4;
-        run_seeded(&ser, &o, rows, &a);
-        run_seeded(&par, &o, rows, &b);
+        grpo_sampler_opts o = draw_case(&ser, k, G, &turns, &a);
+        run_seeded(&par, &o, k % 2, &b);
         ck_assert_msg(rollouts_same_bits(&a, &b), "%s case %d: parallel draws != serial draws",
                       fixtures[_i], k);
         grpo_rollout_free(&a), grpo_rollout_free(&b);
