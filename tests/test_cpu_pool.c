@@ -264,7 +264,8 @@ START_TEST(steal_every_item_once) {
         for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
             const int64_t n = sizes[k];
             for (int32_t stall = -1; stall < (threads > 1 ? 2 : 0); stall++) {
-                for (int64_t i = 0; i < NMAX; i++) atomic_init(&hits[i], 0), atomic_init(&by[i], -1);
+                for (int64_t i = 0; i < NMAX; i++)
+                    atomic_init(&hits[i], 0), atomic_init(&by[i], -1);
                 steal_check c = {hits, by, 0, stall};
                 cpu_parallel_steal(ops->ctx, CPU_FAM_ELEMENT, threads, n, steal_check_task, &c);
                 for (int64_t i = 0; i < NMAX; i++)

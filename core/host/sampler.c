@@ -9,9 +9,10 @@
  * path's, which is also the op's reference (grpo_sample_row); its rows draw on the backend's
  * threads when the backend has grpo_ops.parallel_for (ABI 1.12: a row's draw reads the whole
  * vocabulary, and a step's draws were the serial part of a multi-threaded decode), with the
- * uniforms taken in row order first, so the bits are the one-thread draws'. On the host path the policy
- * log-probs (plogp) come from grpo_ops.logits_logp when the backend has it: summed as its head
- * sums the training forward's, so that on cpu they equal the training log-probs bit for bit. */
+ * uniforms taken in row order first, so the bits are the one-thread draws'. On the host path
+ * the policy log-probs (plogp) come from grpo_ops.logits_logp when the backend has it: summed
+ * as its head sums the training forward's, so that on cpu they equal the training log-probs
+ * bit for bit. */
 #include "host/sampler.h"
 #include "base/nomem.h"
 
@@ -339,6 +340,14 @@ static int end_at_setup(sampler_state *s, const grpo_sampler_opts *o, grpo_error
     return GRPO_OK;
 }
 
+/* Draw part `part`'s work row (V floats) and sampling.h scratch (12 V bytes). */
+static float *part_logits(const sampler_state *s, int32_t part) {
+    return s->row_logits + (size_t)part * s->V;
+}
+static void *part_scratch(const sampler_state *s, int32_t part) {
+    return (char *)s->scratch + (size_t)part * s->V * 12;
+}
+
 /* Row n's draw of its token `at` (0-based) from its raw logits (V) under o->end_at: eos[0]
  * from a point mass (*lp = 0) when it is the row's token end_at[n % G], else the row's usual
  * draw with every EOS id's logit at -inf. The policy log-prob stays the model's (logits_logp on
@@ -355,8 +364,7 @@ static int32_t end_at_draw(const grpo_sampler_opts *o, sampler_state *s, const f
             if (o->eos[i] >= 0 && o->eos[i] < s->V) w[o->eos[i]] = -INFINITY;
     }
     return grpo_sample_row(&o->sampling, w, s->V, s->hist + (size_t)n * s->H, s->n_hist[n], u,
-                           lp, NULL, s->row_logits + (size_t)part * s->V,
-                           (char *)s->scratch + (size_t)part * s->V * 12);
+                           lp, NULL, part_logits(s, part), part_scratch(s, part));
 }
 
 /* The rows that draw in one step of the host path (draw_row's argument). */
@@ -382,9 +390,8 @@ static void draw_row(void *arg, int64_t j, int32_t part) {
                     ? end_at_draw(o, s, logits, n, d->out->len[n], s->u[i], &s->lp[i], part)
                     : grpo_sample_row(&o->sampling, logits, s->V, s->hist + (size_t)n * s->H,
                                       s->n_hist[n], s->u[i], &s->lp[i],
-                                      d->want_plp ? &s->plp[i] : NULL,
-                                      s->row_logits + (size_t)part * s->V,
-                                      (char *)s->scratch + (size_t)part * s->V * 12);
+                                      d->want_plp ? &s->plp[i] : NULL, part_logits(s, part),
+                                      part_scratch(s, part));
 }
 
 /* Host path: draws one token for each live row from its logits, downloaded into s->logits (the
@@ -888,8 +895,8 @@ static int enter_row(grpo_model *m, sampler_state *s, queue *q, const grpo_sampl
     const float *logits = q->plog + (size_t)slot * s->V;
     int32_t t = o->end_at ? end_at_draw(o, s, logits, gn, 0, u, &lp, 0)
                           : grpo_sample_row(&o->sampling, logits, s->V, h, real, u, &lp,
-                                            q->all.plogp && !by_op ? &plp : NULL, s->row_logits,
-                                            s->scratch);
+                                            q->all.plogp && !by_op ? &plp : NULL,
+                                            part_logits(s, 0), part_scratch(s, 0));
     record_draw(s, i, gn, t, lp, plp, &q->all);
     if (by_op) s->lrow[*k] = slot, s->lid[*k] = t, s->lout[(*k)++] = gn;
     return GRPO_OK;
