@@ -218,6 +218,14 @@ static float *tensor_at(const void *s, size_t off) {
     return *(float *const *)((const char *)s + off);
 }
 
+/* Decode row r (width w) of src into its token at->idx[r] of dst (-1: nowhere). */
+static void keep_row(const grpo_ops *o, float *dst, const float *src, uint64_t w,
+                     const keep_at *at, int32_t r) {
+    if (at->idx[r] >= 0)
+        o->copy(o->ctx, dst + (uint64_t)at->idx[r] * w, src + (uint64_t)r * w,
+                w * sizeof(float));
+}
+
 /* dst (tokens of width w) <- src (the call's tokens) as at says. */
 static void keep_rows(const lm_decoder *d, float *dst, const float *src, uint64_t w,
                       const keep_at *at) {
@@ -226,17 +234,39 @@ static void keep_rows(const lm_decoder *d, float *dst, const float *src, uint64_
         o->copy(o->ctx, dst, src, at->n * w * sizeof(float));
         return;
     }
-    for (int32_t r = 0; r < at->R; r++)
-        if (at->idx[r] >= 0)
-            o->copy(o->ctx, dst + (uint64_t)at->idx[r] * w, src + (uint64_t)r * w,
-                    w * sizeof(float));
+    for (int32_t r = 0; r < at->R; r++) keep_row(o, dst, src, w, at, r);
 }
 
-/* The kept tensors [i0, i1) of layer l from the call's layer struct la into the keep's. */
+/* keep_layer's decode rows on the backend's threads: item = tensor (from i0) x row. */
+typedef struct keep_job {
+    const lm_decoder *d;
+    const char *kl; /* the keep's layer struct */
+    const void *la; /* the call's */
+    const keep_at *at;
+    int32_t i0;
+} keep_job;
+
+static void keep_item(void *arg, int64_t item, int32_t part) {
+    (void)part;
+    const keep_job *j = arg;
+    const lm_kept *t = &j->d->keep.kept[j->i0 + item / j->at->R];
+    keep_row(j->d->ops, tensor_at(j->kl, t->off), tensor_at(j->la, t->off), t->width, j->at,
+             (int32_t)(item % j->at->R));
+}
+
+/* The kept tensors [i0, i1) of layer l from the call's layer struct la into the keep's. A
+ * decode step's rows go to tokens far apart (one per completion): many small copies, split
+ * over the backend's threads when it has parallel_for (ABI 1.12). */
 static void keep_layer(const lm_decoder *d, const void *la, int32_t l, int32_t i0, int32_t i1,
                        const keep_at *at) {
     const lm_keep *k = &d->keep;
     const char *kl = (const char *)k->la + (size_t)l * d->layer_size;
+    if (at->idx && i1 > i0 && grpo_ops_supports(d->ops, parallel_for)) {
+        keep_job j = {d, kl, la, at, i0};
+        d->ops->parallel_for(d->ops->ctx, (int64_t)(i1 - i0) * at->R, (double)d->attn->C,
+                             keep_item, &j);
+        return;
+    }
     for (int32_t i = i0; i < i1; i++)
         keep_rows(d, tensor_at(kl, k->kept[i].off), tensor_at(la, k->kept[i].off),
                   k->kept[i].width, at);

@@ -296,8 +296,9 @@
      *    for every call on one backend: its threads); calls with the same part never overlap      \
      *    (a buffer per part). Each i must compute the same whichever part runs it. work:          \
      *    scalar operations per i, for the backend's rule of when a fork pays (small work runs     \
-     *    on the caller as part 0). n = 0: only the parts. fn and arg are host memory. Optional:   \
-     *    without it the host loops itself. -- */                                                  \
+     *    on the caller as part 0). n = 0: only the parts. fn and arg are host memory; fn may      \
+     *    call the memory ops (copy, upload, download, zero), no other op. Optional: without it    \
+     *    the caller loops itself (the sampler's draws; a pack's copies of kept rows). -- */       \
     X(D, 12, 1, int32_t, parallel_for,                                                             \
       (void *ctx, int64_t n, double work, void (*fn)(void *arg, int64_t i, int32_t part),          \
        void *arg))
