@@ -46,7 +46,7 @@ typedef enum cpu_family {
     CPU_FAM_EMBEDDING,  /* embedding forward and backward */
     CPU_FAM_OPTIMIZER,  /* adamw */
     CPU_FAM_WEIGHTS,    /* weights of another dtype: widening, bf16 copies */
-    CPU_FAM_HOST,       /* the host's work by parallel_for (the sampler's draws) */
+    CPU_FAM_HOST,       /* the host's work by parallel_for (draws, a pack's kept-row copies) */
     CPU_FAMILIES
 } cpu_family;
 
