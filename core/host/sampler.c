@@ -79,7 +79,7 @@ typedef struct sampler_state {
     int32_t parts;
     float *row_logits;  /* (parts,V) the row being sampled (the processors work in place) */
     void *scratch;      /* parts x 12*V bytes for sampling.h */
-    int32_t *todo;      /* (N) the live rows that draw this step (host path) */
+    int32_t *drawing;   /* (N) the live rows that draw this step (host path) */
     int32_t *d_tok, *d_pos, *d_len, *d_cmask; /* backend copies */
     float *d_logits;
     /* sampling on the device (dev = 1: ops->sample_rows), by live row: uniforms, history
@@ -104,7 +104,7 @@ typedef struct sampler_state {
 
 static void state_free(grpo_model *m, sampler_state *s) {
     free(s->row), free(s->tok), free(s->pos), free(s->len), free(s->cmask), free(s->hist);
-    free(s->n_hist), free(s->logits), free(s->row_logits), free(s->scratch), free(s->todo);
+    free(s->n_hist), free(s->logits), free(s->row_logits), free(s->scratch), free(s->drawing);
     free(s->force), free(s->n_force), free(s->i_force), free(s->turn_start), free(s->last_forced);
     free(s->u), free(s->lp), free(s->plp), free(s->nh), free(s->ids);
     free(s->lrow), free(s->lid), free(s->lout), free(s->lplp), free(s->end_logits);
@@ -170,10 +170,10 @@ static int state_alloc(grpo_model *m, sampler_state *s, int32_t B, int32_t P, in
         s->logits = malloc((size_t)N * V * sizeof(float));
         s->row_logits = malloc(np * V * sizeof(float));
         s->scratch = malloc(np * V * 12);
-        s->todo = malloc((size_t)N * sizeof(int32_t));
+        s->drawing = malloc((size_t)N * sizeof(int32_t));
         s->u = malloc(N * sizeof(float)), s->lp = malloc(N * sizeof(float));
         s->plp = malloc(N * sizeof(float)), s->ids = malloc(N * sizeof(int32_t));
-        if (!s->logits || !s->row_logits || !s->scratch || !s->todo || !s->u || !s->lp ||
+        if (!s->logits || !s->row_logits || !s->scratch || !s->drawing || !s->u || !s->lp ||
             !s->plp || !s->ids)
             return 0;
         if ((policy_logp || s->Ns) && grpo_ops_supports(o, logits_logp) &&
@@ -376,14 +376,14 @@ typedef struct draw_step {
     int want_plp; /* the policy log-prob from the draw's exps (no logits_logp) */
 } draw_step;
 
-/* The j-th drawing row of the step (live row todo[j]): its token and log-probs from its logits
- * and uniform s->u into s->ids, lp, plp; on part's buffers. A row reads only its own history:
- * the rows draw in any order, on any thread, with the bits of a draw in row order. */
+/* The j-th drawing row of the step (live row drawing[j]): its token and log-probs from its
+ * logits and uniform s->u into s->ids, lp, plp; on part's buffers. A row reads only its own
+ * history: the rows draw in any order, on any thread, with the bits of a draw in row order. */
 static void draw_row(void *arg, int64_t j, int32_t part) {
     const draw_step *d = arg;
     sampler_state *s = d->s;
     const grpo_sampler_opts *o = d->o;
-    int32_t i = s->todo[j], n = s->row[i], r = d->first ? n / o->G : i;
+    int32_t i = s->drawing[j], n = s->row[i], r = d->first ? n / o->G : i;
     const float *logits = s->logits + (size_t)r * s->V;
     s->plp[i] = 0.0f;
     s->ids[i] = o->end_at
@@ -409,7 +409,7 @@ static void draw_tokens_host(grpo_model *m, sampler_state *s, const grpo_sampler
         if (forcing(s, n))
             force_token(ops, s, i, n, out);
         else
-            s->u[i] = uniform_for(o, n, rng, row_rng), s->todo[nd++] = i;
+            s->u[i] = uniform_for(o, n, rng, row_rng), s->drawing[nd++] = i;
     }
     draw_step d = {o, s, out, first, out->plogp && !by_op};
     if (s->parts > 1) /* a draw: a few passes over the V logits (exps, sums, the CDF) */
@@ -417,7 +417,7 @@ static void draw_tokens_host(grpo_model *m, sampler_state *s, const grpo_sampler
     else
         for (int32_t j = 0; j < nd; j++) draw_row(&d, j, 0);
     for (int32_t j = 0; j < nd; j++) {
-        int32_t i = s->todo[j], n = s->row[i], r = first ? n / o->G : i;
+        int32_t i = s->drawing[j], n = s->row[i], r = first ? n / o->G : i;
         record_draw(s, i, n, s->ids[i], s->lp[i], s->plp[i], out);
         if (by_op) s->lrow[k] = r, s->lid[k] = s->ids[i], s->lout[k++] = n;
     }
