@@ -123,6 +123,7 @@ static double matmul_gbs(const grpo_ops *o, int R, int IC, int OC, int32_t dtype
 }
 
 int main(int argc, char **argv) {
+    grpo_cpu_blas_core_pick(); /* OpenBLAS's kernels for this CPU (blas_core.c) */
     bench_args a = bench_parse_args(argc, argv);
     grpo_error err;
     grpo_error_init(&err);

@@ -288,6 +288,7 @@ static double group_flops(int B, int T, int G, int Q, int shared) {
 }
 
 int main(int argc, char **argv) {
+    grpo_cpu_blas_core_pick(); /* OpenBLAS's kernels for this CPU (blas_core.c) */
     int threads = 2, B = 4, T = 256, R = 16, P = 32, NEW = 128, steps = 3, recompute = 0;
     int G = 0, Q = 0;
     for (int i = 1; i + 1 < argc; i += 2) {

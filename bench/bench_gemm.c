@@ -10,7 +10,9 @@
  *                                  other register tiles (OpenBLAS keeps its own)
  *   BENCH_GEMM_BF16=1                also time gemm_nt computing in bf16 (cpu_ctx.compute_dtype:
  *                                  VDPBF16PS, fp32 sums; fp32 inputs and weights rounded as
- *                                  packed) and print its GFLOP/s and its speed-up over fp32;
+ *                                  packed) and print its GFLOP/s and its speed-up over fp32
+ *                                  (on Intel cores the chain on fp32 fmas, as grpo runs it
+ *                                  there: cpu_bf16_fma, with VDPBF16PS's rate beside it);
  *                                  where the CPU has AMX (cpu_amx_bf16_ready) the same on AMX
  *                                  tiles (gemm_amx.c), with its speed-up over fp32 and VDPBF16PS
  *
@@ -30,6 +32,7 @@
 #include <time.h>
 
 #include "cpu/cpu_backend.h"
+#include "kernels.h"
 
 /* wall time, or with BENCH_CLOCK=cpu the calling thread's CPU time (1 thread on a loaded
  * machine: about the time alone; with more threads it counts the caller's share only) */
@@ -60,6 +63,7 @@ typedef struct job {
     int side; /* 0 gemm_nt, 1 OpenBLAS, 2 gemm_nt serial with a work buffer */
     int32_t cdtype; /* gemm_nt's compute dtype (GRPO_DTYPE_*) */
     int32_t amx;    /* bf16 on AMX tiles (cpu_ctx.bf16_amx) */
+    int32_t fma;    /* bf16 on fp32 fmas (cpu_ctx.bf16_fma) */
     int32_t N, IC, OC;
     float *x, *w, *b, *y, *work;
 } job;
@@ -67,6 +71,7 @@ typedef struct job {
 static void run(job *j) {
     j->ctx->compute_dtype = j->cdtype;
     j->ctx->bf16_amx = j->amx;
+    j->ctx->bf16_fma = j->fma;
     if (j->side == 0 && j->N <= CPU_SMALL_M) /* decode rows: matmul_small.c (AMX: gemm_amx.c) */
         cpu_matmul_small_forward_w(j->ctx, j->y, j->x, j->w, GRPO_DTYPE_F32, j->b, j->N, j->IC,
                                    j->OC);
@@ -80,7 +85,7 @@ static void run(job *j) {
         cpu_gemm_nt_serial(j->ctx->simd_limit, cpu_gemm_cdtype(j->ctx), j->y, j->OC, j->x, j->w,
                            GRPO_DTYPE_F32, NULL, 1.0f, j->N, j->IC, j->OC, j->work);
     j->ctx->compute_dtype = GRPO_DTYPE_F32;
-    j->ctx->bf16_amx = 0;
+    j->ctx->bf16_amx = j->ctx->bf16_fma = 0;
 }
 
 /* BENCH_GEMM_BF16 set (and not 0): the bf16-compute side too (where the CPU has it) */
@@ -105,17 +110,22 @@ static double best_time(job *j) {
 /* prints one line: the shape, both sides' GFLOP/s and their ratio */
 static void bench_shape(cpu_ctx *ctx, const char *name, int32_t N, int32_t IC, int32_t OC,
                         int serial) {
-    job j = {ctx, 0, GRPO_DTYPE_F32, 0, N, IC, OC, rnd((size_t)N * IC), rnd((size_t)OC * IC), NULL,
-             rnd((size_t)N * OC), NULL};
+    job j = {ctx, 0, GRPO_DTYPE_F32, 0, 0, N, IC, OC, rnd((size_t)N * IC), rnd((size_t)OC * IC),
+             NULL, rnd((size_t)N * OC), NULL};
     if (serial) {
         j.work = malloc(cpu_gemm_nt_work(N, IC, OC) * sizeof(float));
         if (!j.work) exit(1);
         j.side = 2;
     }
-    double flops = 2.0 * N * IC * OC, t_nt = best_time(&j), t_bf = 0, t_amx = 0;
+    double flops = 2.0 * N * IC * OC, t_nt = best_time(&j), t_bf = 0, t_dot = 0, t_amx = 0;
     if (bench_bf16(ctx)) {
         j.cdtype = GRPO_DTYPE_BF16;
-        t_bf = best_time(&j);
+        t_bf = t_dot = best_time(&j);
+        if (cpu_bf16_fma()) { /* grpo's bf16 without AMX here: the chain on fp32 fmas */
+            j.fma = 1;
+            t_bf = best_time(&j);
+            j.fma = 0;
+        }
         if (cpu_amx_bf16_ready()) {
             j.amx = 1;
             t_amx = best_time(&j);
@@ -133,6 +143,8 @@ static void bench_shape(cpu_ctx *ctx, const char *name, int32_t N, int32_t IC, i
            t_blas / t_nt);
     if (t_bf > 0)
         printf(", gemm_nt bf16 %6.1f GFLOP/s, bf16/fp32 %.3f", flops / t_bf * 1e-9, t_nt / t_bf);
+    if (t_bf > 0 && t_dot != t_bf)
+        printf(" (on fp32 fmas; on VDPBF16PS %6.1f GFLOP/s)", flops / t_dot * 1e-9);
     if (t_amx > 0)
         printf(", AMX %6.1f GFLOP/s, amx/fp32 %.2f, amx/vdpbf16 %.2f", flops / t_amx * 1e-9,
                t_nt / t_amx, t_bf / t_amx);
@@ -152,6 +164,7 @@ static int32_t simd_limit(void) {
 }
 
 int main(int argc, char **argv) {
+    grpo_cpu_blas_core_pick(); /* OpenBLAS's kernels for this CPU (blas_core.c) */
     int32_t N = argc > 1 ? atoi(argv[1]) : 3008;
     const char *clk = getenv("BENCH_CLOCK");
     if (clk && !strcmp(clk, "cpu")) bench_clock = CLOCK_THREAD_CPUTIME_ID;

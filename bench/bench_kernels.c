@@ -213,6 +213,7 @@ static void run_swiglu_bwd(void *p) {
 }
 
 int main(int argc, char **argv) {
+    grpo_cpu_blas_core_pick(); /* OpenBLAS's kernels for this CPU (blas_core.c) */
     int B = argc > 1 ? atoi(argv[1]) : 4, T = argc > 2 ? atoi(argv[2]) : 256;
     int threads = argc > 3 ? atoi(argv[3]) : 0;
     const char *filter = argc > 4 ? argv[4] : NULL;

@@ -80,6 +80,7 @@ static double fwd_flops_per_token(int T) {
 }
 
 int main(int argc, char **argv) {
+    grpo_cpu_blas_core_pick(); /* OpenBLAS's kernels for this CPU (blas_core.c) */
     bench_args a = bench_parse_args(argc, argv);
     grpo_error err;
     grpo_error_init(&err);

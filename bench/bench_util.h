@@ -17,6 +17,7 @@
 #include "host/model_instance.h"
 #include "io/safetensors.h"
 #include "host/sampler.h"
+#include "kernels.h"
 
 static inline double bench_now(void) {
     struct timespec ts;

@@ -78,6 +78,17 @@ int grpo_backend_host_memory(const grpo_ops *ops);
  * unloaded safely). */
 void grpo_backend_close(grpo_ops *ops);
 
+/* OpenBLAS's kernels for this CPU (kernels/cpu/blas_core.c). Called first thing in a program
+ * (main, or a constructor): where OpenBLAS took a CPU with AVX2 and FMA for an older one (a
+ * release that does not know the CPU's model) and OPENBLAS_CORETYPE is not set, sets it to the
+ * kernels the CPU allows and executes the program again with the same arguments; otherwise
+ * returns. */
+void grpo_cpu_blas_core_pick(void);
+/* The name of the kernels OpenBLAS runs in this process (openblas_get_corename), and the name of
+ * those OpenBLAS had chosen itself where grpo_cpu_blas_core_pick chose others (NULL if not). */
+const char *grpo_cpu_blas_core(void);
+const char *grpo_cpu_blas_core_was(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -51,3 +51,8 @@ add_test(NAME cli_reward_overlap
          COMMAND bash ${PROJECT_SOURCE_DIR}/tests/cli/reward_overlap.sh $<TARGET_FILE:grpo_cli>
                  ${PROJECT_SOURCE_DIR} ${CMAKE_CURRENT_BINARY_DIR}/plugins/misbehave)
 set_tests_properties(cli_reward_overlap PROPERTIES TIMEOUT 300)
+# blas_core: on a CPU with AVX2 and FMA grpo runs OpenBLAS kernels built on them, even where
+# OpenBLAS took the CPU for an older one (kernels/cpu/blas_core.c); a user's OPENBLAS_CORETYPE
+# is kept.
+add_test(NAME cli_blas_core
+         COMMAND bash ${PROJECT_SOURCE_DIR}/tests/cli/blas_core.sh $<TARGET_FILE:grpo_cli>)

@@ -61,16 +61,22 @@ static void teardown(void) {
 
 static cpu_ctx *ctx(void) { return ops->ctx; }
 
-/* 1: bf16 on VDPBF16PS even where AMX is there (GRPO_TEST_NO_AMX), the loop tests' second run */
-static int no_amx;
+/* The bf16 path under test, the loop tests' run: 0 the backend's pick (AMX where there is),
+ * 1 VDPBF16PS (GRPO_TEST_NO_AMX, GRPO_TEST_BF16_PATH=dot), 2 the same chain on fp32 fmas
+ * (GRPO_TEST_BF16_PATH=fma) */
+static int bf16_path;
 
 /* Sets the compute dtype; 0 (and a note) when this CPU cannot compute in bf16. */
 static int compute(int32_t dtype) {
     grpo_error err;
-    if (no_amx)
+    if (bf16_path)
         setenv("GRPO_TEST_NO_AMX", "1", 1);
     else
         unsetenv("GRPO_TEST_NO_AMX");
+    if (bf16_path)
+        setenv("GRPO_TEST_BF16_PATH", bf16_path == 1 ? "dot" : "fma", 1);
+    else
+        unsetenv("GRPO_TEST_BF16_PATH");
     grpo_error_init(&err);
     int32_t rc = grpo_backend_set_compute(ops, dtype, &err);
     if (rc != GRPO_OK) {
@@ -93,14 +99,15 @@ static void reopen(int t, int32_t dtype) {
 }
 
 /* The path of run i of a loop test: 0 AMX (0 and a note where the CPU or OS has none), 1 the
- * VDPBF16PS chain. 0 also when bf16 is refused. */
+ * VDPBF16PS chain, 2 that chain on fp32 fmas. 0 also when bf16 is refused. */
 static int path(int i) {
-    no_amx = i;
+    bf16_path = i;
     if (!compute(GRPO_DTYPE_BF16)) return 0;
-    if (!no_amx && !ctx()->bf16_amx) {
+    if (!bf16_path && !ctx()->bf16_amx) {
         fprintf(stderr, "test_gemm_bf16: AMX run skipped: %s\n", cpu_amx_bf16_why());
         return 0;
     }
+    ck_assert_int_eq(ctx()->bf16_fma, bf16_path == 2);
     return 1;
 }
 
@@ -181,7 +188,7 @@ static void mm_sweep(const mm_case *c) {
         compute(GRPO_DTYPE_F32);
         mm_run(c, f32, 0, POOL, 0, bias);
         compute(GRPO_DTYPE_BF16);
-        ck_assert_int_eq(ctx()->bf16_amx, !no_amx);
+        ck_assert_int_eq(ctx()->bf16_amx, !bf16_path);
         reopen(1, GRPO_DTYPE_BF16);
         for (int32_t r = 0; r < POOL; r++) mm_run(c, alone + (size_t)r * OC, r, 1, 0, bias);
         int differ = 0;
@@ -504,7 +511,7 @@ END_TEST
 /* Where the CPU has AMX and the OS grants it, bf16 compute runs on it, and GRPO_TEST_NO_AMX
  * moves it to VDPBF16PS; elsewhere it never does (and the line says why). */
 START_TEST(bf16_on_amx_where_granted) {
-    no_amx = 0;
+    bf16_path = 0;
     if (!compute(GRPO_DTYPE_BF16)) return;
     if (!cpu_amx_bf16_ready()) {
         fprintf(stderr, "test_gemm_bf16: no AMX here: %s\n", cpu_amx_bf16_why());
@@ -512,12 +519,106 @@ START_TEST(bf16_on_amx_where_granted) {
         return;
     }
     ck_assert_int_eq(ctx()->bf16_amx, 1);
-    no_amx = 1;
+    bf16_path = 1;
     ck_assert(compute(GRPO_DTYPE_BF16));
     ck_assert_int_eq(ctx()->bf16_amx, 0);
-    no_amx = 0;
+    bf16_path = 0;
     compute(GRPO_DTYPE_F32);
     unsetenv("GRPO_TEST_NO_AMX");
+}
+END_TEST
+
+/* Without AMX, bf16 runs on fp32 fmas on Intel cores and on VDPBF16PS elsewhere
+ * (cpu_bf16_fma), and the two are one chain: for inputs and weights (fp32, and bf16 read in
+ * place) with magnitudes from 2^-140 (denormal as bf16: VDPBF16PS takes them as 0) and products
+ * below the normal range to 2^60, signed zeros and cancelling terms, whole rows whose sums are
+ * denormal (VDPBF16PS flushes them to 0) or whose terms are, the forward of 1..260 rows
+ * (the decode rows of matmul_small.c and gemm_nt.c's tiles), with and without bias, and the
+ * backward's dinp and dw (transposed operands, dw accumulated) give the same bits on both, at 1
+ * and 3 threads. */
+static float wild(void) {
+    static const int scales[] = {0, -140, -126, -70, -64, -40, -20, 0, 0, 0, 20, 60};
+    float v = frand();
+    int k = (int)((frand() + 1.0f) * 0.5f * (float)(sizeof scales / sizeof scales[0]));
+    if (k >= (int)(sizeof scales / sizeof scales[0])) k = 1;
+    if (k <= 0) return frand() < 0.0f ? -0.0f : 0.0f;
+    return ldexpf(v, scales[k]);
+}
+
+static float *wildv(size_t n) {
+    float *v = malloc((n ? n : 1) * sizeof *v);
+    ck_assert_ptr_nonnull(v);
+    for (size_t i = 0; i < n; i++) v[i] = wild();
+    return v;
+}
+
+/* the batches of both_run's forward, BOTH_ROWS rows in all */
+static const int32_t both_rows[] = {1, 3, 8, 16, 17, 48, 49, 260};
+#define BOTH_ROWS (1 + 3 + 8 + 16 + 17 + 48 + 49 + 260)
+
+/* forward (batches of both_rows of x's first rows, fp32 w and bf16 wb) and backward of one shape
+ * on path p */
+static void both_run(int p, int32_t t, int32_t IC, int32_t OC, const float *x, const float *w,
+                     const uint16_t *wb, const float *bias, const bwd_case *bc, float *fw,
+                     float *fb, float *di, float *dw, float *db) {
+    bf16_path = p;
+    reopen(t, GRPO_DTYPE_BF16);
+    size_t at = 0;
+    for (size_t k = 0; k < sizeof both_rows / sizeof both_rows[0]; k++) {
+        const int32_t *rows = both_rows;
+        ops->matmul_forward(ops->ctx, fw + at, x, w, bias, rows[k], IC, OC);
+        ops->matmul_forward_w(ops->ctx, fb + at, x, wb, GRPO_DTYPE_BF16, NULL, rows[k], IC, OC);
+        at += (size_t)rows[k] * OC;
+    }
+    bwd_run(bc, di, dw, db);
+}
+
+START_TEST(bf16_fma_chain_is_the_vdpbf16ps_chain) {
+    bf16_path = 1;
+    if (!compute(GRPO_DTYPE_BF16)) return;
+    static const int32_t shapes2[][2] = {{37, 45}, {64, 96}, {301, 77}, {600, 40}};
+    for (size_t s = 0; s < sizeof shapes2 / sizeof shapes2[0]; s++) {
+        const int32_t IC = shapes2[s][0], OC = shapes2[s][1], N = BOTH_ROWS;
+        float *x = wildv((size_t)260 * IC), *w = wildv((size_t)OC * IC), *bias = wildv(OC);
+        /* whole rows small enough for their sums to be denormal (flushed by VDPBF16PS) or for
+         * their terms to be denormal as bf16 (taken as 0) */
+        for (int32_t r = 0; r < 260; r++)
+            for (int32_t i = 0; i < IC && r % 7 >= 5; i++)
+                x[(size_t)r * IC + i] = ldexpf(frand(), r % 7 == 5 ? -70 : -130);
+        for (int32_t o = 0; o < OC; o += 5)
+            for (int32_t i = 0; i < IC; i++) w[(size_t)o * IC + i] = ldexpf(frand(), -64);
+        uint16_t *wb = malloc((size_t)OC * IC * sizeof *wb);
+        ck_assert_ptr_nonnull(wb);
+        for (size_t i = 0; i < (size_t)OC * IC; i++) wb[i] = grpo_bf16_from_f32(w[i]);
+        bwd_case bc = {97, IC, OC, wildv((size_t)97 * OC), wildv((size_t)97 * IC), w,
+                       wildv((size_t)OC * IC)};
+        float *out[2][5];
+        size_t len[5] = {(size_t)N * OC, (size_t)N * OC, (size_t)97 * IC, (size_t)OC * IC,
+                         (size_t)OC};
+        for (int32_t t = 1; t <= 3; t += 2) {
+            for (int p = 0; p < 2; p++) {
+                for (int k = 0; k < 5; k++) out[p][k] = outv(len[k]);
+                both_run(p + 1, t, IC, OC, x, w, wb, bias, &bc, out[p][0], out[p][1],
+                         out[p][2], out[p][3], out[p][4]);
+                ck_assert_int_eq(ctx()->bf16_fma, p);
+            }
+            static const char *const what[5] = {"forward (fp32 w)", "forward (bf16 w)", "dinp",
+                                                "dw", "dbias"};
+            for (int k = 0; k < 5; k++) {
+                size_t diff = 0, first = 0;
+                for (size_t i = len[k]; i-- > 0;)
+                    if (memcmp(&out[0][k][i], &out[1][k][i], sizeof(float))) diff++, first = i;
+                ck_assert_msg(diff == 0, "IC %d OC %d threads %d %s: %zu of %zu differ, first "
+                              "at %zu: VDPBF16PS %a, fmas %a", IC, OC, t, what[k], diff, len[k],
+                              first, (double)out[0][k][first], (double)out[1][k][first]);
+            }
+            for (int p = 0; p < 2; p++)
+                for (int k = 0; k < 5; k++) free(out[p][k]);
+        }
+        free(bc.dout), free(bc.inp), free(bc.dw0), free(x), free(w), free(bias), free(wb);
+    }
+    bf16_path = 0;
+    reopen(3, GRPO_DTYPE_F32);
 }
 END_TEST
 
@@ -567,14 +668,15 @@ int main(void) {
     TCase *tc = tcase_create("core");
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 600);
-    tcase_add_loop_test(tc, bf16_matmul_values_and_invariance, 0, 2);
-    tcase_add_loop_test(tc, bf16_matmul_rows_same_in_many_row_blocks, 0, 2);
-    tcase_add_loop_test(tc, bf16_head_rows_same_alone_and_in_batch, 0, 2);
-    tcase_add_loop_test(tc, bf16_head_logit_is_matmul_forward_times_scale, 0, 2);
-    tcase_add_loop_test(tc, bf16_matmul_backward_near_fp32_and_thread_invariant, 0, 2);
-    tcase_add_loop_test(tc, fp32_matmul_backward_unchanged_after_bf16, 0, 2);
-    tcase_add_loop_test(tc, bf16_head_backward_near_fp32_and_thread_invariant, 0, 2);
+    tcase_add_loop_test(tc, bf16_matmul_values_and_invariance, 0, 3);
+    tcase_add_loop_test(tc, bf16_matmul_rows_same_in_many_row_blocks, 0, 3);
+    tcase_add_loop_test(tc, bf16_head_rows_same_alone_and_in_batch, 0, 3);
+    tcase_add_loop_test(tc, bf16_head_logit_is_matmul_forward_times_scale, 0, 3);
+    tcase_add_loop_test(tc, bf16_matmul_backward_near_fp32_and_thread_invariant, 0, 3);
+    tcase_add_loop_test(tc, fp32_matmul_backward_unchanged_after_bf16, 0, 3);
+    tcase_add_loop_test(tc, bf16_head_backward_near_fp32_and_thread_invariant, 0, 3);
     tcase_add_test(tc, bf16_on_amx_where_granted);
+    tcase_add_test(tc, bf16_fma_chain_is_the_vdpbf16ps_chain);
     tcase_add_test(tc, bf16_refused_without_the_instructions);
     tcase_add_test(tc, bf16_refused_on_the_cuda_backend);
     suite_add_tcase(s, tc);

@@ -2,6 +2,7 @@
 #include "cli/cli.h"
 
 #include "grpo/plugin.h"
+#include "kernels.h"
 #include "train/reward_worker.h"
 
 #include <stdio.h>
@@ -30,7 +31,7 @@ static const grpo_command commands[] = {
     {"merge-lora", cmd_merge_lora, "fold a PEFT LoRA adapter into its base model (a Hugging Face directory)"},
     {"plot", cmd_plot, "draw metrics.jsonl as an SVG chart"},
     {"report", cmd_report, "one HTML page of a run: curves, run file, sampled completions"},
-    {"version", cmd_version, "print the version and the plugin ABI version"},
+    {"version", cmd_version, "print the version, the plugin ABI version and the BLAS kernels"},
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 
@@ -40,6 +41,10 @@ static int cmd_version(int argc, char **argv) {
         return 2;
     }
     printf("grpo %s (plugin ABI %d.%d)\n", GRPO_VERSION, GRPO_ABI_MAJOR, GRPO_ABI_MINOR);
+    const char *was = grpo_cpu_blas_core_was();
+    printf("cpu backend: OpenBLAS %s kernels", grpo_cpu_blas_core());
+    if (was) printf(" (chosen by grpo: OpenBLAS took this CPU for %s)", was);
+    printf("\n");
     return 0;
 }
 

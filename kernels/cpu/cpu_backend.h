@@ -73,7 +73,10 @@ typedef struct cpu_ctx {
                             * matmul_small.c, cpu_sgemm); F32 when the backend opens, BF16
                             * only where cpu_bf16_compute (cpu_set_compute_dtype) */
     int32_t bf16_amx;      /* 1: bf16 compute runs on AMX tiles (gemm_amx.c), decided by
-                            * cpu_set_compute_dtype; 0: on VDPBF16PS */
+                            * cpu_set_compute_dtype; 0: on VDPBF16PS or fp32 fmas */
+    int32_t bf16_fma;      /* 1 (without AMX): the bf16 chain on fp32 fmas (gemm_nt.c's
+                            * pack_fma_pairs), where VDPBF16PS runs at half the fma rate;
+                            * decided by cpu_set_compute_dtype (cpu_bf16_fma) */
 } cpu_ctx;
 
 /* 32 bits read from memory written as other types (packed bf16 pairs, bf16 weight rows) */
@@ -101,6 +104,11 @@ int32_t cpu_simd_level(int32_t limit);
 int cpu_bf16_compute(int32_t limit);
 /* The same without the test switch: what the bf16 kernels check on every call (cheap). */
 int cpu_bf16_isa(int32_t limit);
+/* The OpenBLAS kernels to ask for (OPENBLAS_CORETYPE) where it runs `current` on a CPU of ISA
+ * level simd (CPU_SIMD_*; AVX-512 with the subsets OpenBLAS's SkylakeX kernels use): NULL where
+ * current is built on AVX2 or AVX-512 or the CPU lacks AVX2, else "SkylakeX" (AVX-512) or
+ * "Haswell" (blas_core.c). */
+const char *cpu_blas_core_for(const char *current, int32_t simd);
 /* ctx's forward products compute in dtype from now on: GRPO_DTYPE_F32, or GRPO_DTYPE_BF16 (bf16
  * products, fp32 sums) when cpu_bf16_compute(ctx->simd_limit); else GRPO_ERR_UNSUPPORTED in
  * err naming the missing instruction set, ctx unchanged. */
@@ -221,11 +229,20 @@ void cpu_sgemm_serial(int32_t simd_limit, int32_t cdtype, int trans_a, int trans
  * process); else 0, and cpu_amx_bf16_why() says why. */
 int cpu_amx_bf16_ready(void);
 const char *cpu_amx_bf16_why(void);
+/* cdtype of cpu_gemm_nt_serial for bf16 on fp32 fmas: gemm_nt.c's bf16 chain, bit for bit
+ * (the pairs' products are exact in fp32, denormals flushed as VDPBF16PS flushes them), on the
+ * fp32 tile (pack_fma_pairs) */
+#define CPU_CDTYPE_FMA_BF16 0x7f11
+/* 1 when bf16 compute without AMX should run on fp32 fmas: on Intel cores, whose VDPBF16PS runs
+ * at half the rate of their fmas (86 against 175 GFLOP/s on a Xeon of family 6, model 207).
+ * GRPO_TEST_BF16_PATH = dot or fma in the environment (tests) picks either on any CPU. */
+int cpu_bf16_fma(void);
 /* What ctx's forward products compute in, for cpu_gemm_nt_serial: its compute dtype, or
- * CPU_CDTYPE_AMX_BF16 when bf16 runs on AMX tiles. */
+ * CPU_CDTYPE_AMX_BF16 when bf16 runs on AMX tiles, or CPU_CDTYPE_FMA_BF16 on fp32 fmas. */
 static inline int32_t cpu_gemm_cdtype(const cpu_ctx *ctx) {
-    return ctx->compute_dtype == GRPO_DTYPE_BF16 && ctx->bf16_amx ? CPU_CDTYPE_AMX_BF16
-                                                                    : ctx->compute_dtype;
+    if (ctx->compute_dtype != GRPO_DTYPE_BF16) return ctx->compute_dtype;
+    return ctx->bf16_amx ? CPU_CDTYPE_AMX_BF16
+                         : ctx->bf16_fma ? CPU_CDTYPE_FMA_BF16 : GRPO_DTYPE_BF16;
 }
 /* One product of gemm_nt.c or gemm_amx.c:
  *   out (M,N) = scale * (x (M,K) @ w (N,K)^T + bias (N, or NULL: 0))        (acc = 0)

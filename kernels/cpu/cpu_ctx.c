@@ -283,18 +283,38 @@ int32_t cpu_set_compute_dtype(cpu_ctx *ctx, int32_t dtype, grpo_error *err) {
                               "(avx512_bf16: VDPBF16PS), which this CPU does not have");
     ctx->compute_dtype = dtype;
     ctx->bf16_amx = cpu_bf16_amx();
+    ctx->bf16_fma = !ctx->bf16_amx && cpu_bf16_fma();
     return GRPO_OK;
+}
+
+static int env_on(const char *name) {
+    const char *v = getenv(name);
+    return v && *v && strcmp(v, "0") != 0;
+}
+
+int cpu_bf16_fma(void) {
+    const char *path = getenv("GRPO_TEST_BF16_PATH");
+    if (path && !strcmp(path, "dot")) return 0;
+    if (path && !strcmp(path, "fma")) return 1;
+#if defined(__GNUC__) && defined(__x86_64__)
+    __builtin_cpu_init();
+    return __builtin_cpu_is("intel");
+#else
+    return 0;
+#endif
 }
 
 int cpu_bf16_amx(void) {
     static atomic_int told;
-    const char *off = getenv("GRPO_TEST_NO_AMX");
-    int amx = !(off && *off && strcmp(off, "0") != 0) && cpu_amx_bf16_ready();
+    int off = env_on("GRPO_TEST_NO_AMX"), amx = !off && cpu_amx_bf16_ready();
     if (!atomic_exchange(&told, 1)) /* once a process: which instructions bf16 runs on */
         fprintf(stderr, "grpo: backend 'cpu': bf16 compute on %s%s\n",
-                amx ? "AMX tiles (TDPBF16PS)" : "AVX512-BF16 (VDPBF16PS); AMX: ",
-                amx ? "" : (off && *off && strcmp(off, "0") != 0 ? "off (GRPO_TEST_NO_AMX)"
-                                                                  : cpu_amx_bf16_why()));
+                amx ? "AMX tiles (TDPBF16PS)"
+                    : cpu_bf16_fma() ? "fp32 fmas of bf16 operands (VDPBF16PS runs at half "
+                                       "their rate on Intel cores: without AMX, bf16 compute "
+                                       "is not faster than fp32 here); AMX: "
+                                     : "AVX512-BF16 (VDPBF16PS); AMX: ",
+                amx ? "" : (off ? "off (GRPO_TEST_NO_AMX)" : cpu_amx_bf16_why()));
     return amx;
 }
 

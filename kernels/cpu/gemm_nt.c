@@ -38,6 +38,13 @@
  * chain matmul_small.c's bf16 block makes.
  * Where the context runs bf16 on AMX tiles (ctx->bf16_amx, cdtype CPU_CDTYPE_AMX_BF16 in the
  * serial form) the product is gemm_amx.c's instead: its own chain, in the decode path too.
+ * On Intel cores without AMX (ctx->bf16_fma, cdtype CPU_CDTYPE_FMA_BF16) VDPBF16PS runs at half
+ * the rate of the fp32 fmas (bench/bench_gemm: 76 against 151 GFLOP/s at the MiniMind2-small
+ * shapes, a Xeon of family 6 model 207), so the same chain runs on the fp32 tile: the operands
+ * are rounded and widened as packed, each pair's high term first (pack_fma_pairs), the products
+ * of two bf16 values are exact in fp32, and MXCSR flushes denormals as VDPBF16PS does. The
+ * bits are VDPBF16PS's (test_gemm_bf16), so matmul_small.c's decode rows, which stay on
+ * VDPBF16PS, are still the same chain.
  *
  * The backward's products in bf16 (cpu_sgemm's bf16 form, gemm.c: dX = dY W, dW += dY^T X, the
  * head's) are this product too (cpu_nt): an operand stored transposed, (K, rows), is packed by
@@ -147,34 +154,38 @@ static void gemm_kern_bf16(int32_t ku, const float *xp_, const float *wp_, float
 
 typedef struct gemm_isa {
     gemm_kern_fn *kern;
-    gemm_pack_fn *pack;
-    int32_t mr, nr; /* rows and outputs of its tile */
-    int32_t kstep;  /* terms of the reduction per kernel step: 1 (fp32), 2 (bf16 pairs) */
+    gemm_pack_fn *pack;   /* an operand stored by rows */
+    gemm_pack_fn *pack_t; /* one stored transposed (bf16 only) */
+    int32_t mr, nr;       /* rows and outputs of its tile */
+    int32_t kstep;        /* terms of the reduction per kernel step: 1 (fp32), 2 (bf16 pairs) */
+    int32_t pad2;         /* 1: kc padded to even (bf16 on fp32 fmas: a pair is two steps) */
 } gemm_isa;
 
-static gemm_pack_fn pack, pack_pairs;
+static gemm_pack_fn pack, pack_pairs, pack_pairs_t, pack_fma_pairs, pack_fma_pairs_t;
 
 /* The register tile of the ISA cpu_simd_level picks under limit (matmul_small.c's rule), or
  * the bf16 tile when cdtype is GRPO_DTYPE_BF16 (refused where the CPU lacks it). */
 static gemm_isa gemm_pick(int32_t limit, int32_t cdtype) {
     int32_t level = cpu_simd_level(limit);
 #if defined(__GNUC__) && defined(__x86_64__)
-    if (cdtype == GRPO_DTYPE_BF16) {
+    if (cdtype == GRPO_DTYPE_BF16 || cdtype == CPU_CDTYPE_FMA_BF16) {
         CPU_CHECK(cpu_bf16_isa(limit), "gemm_nt", "bf16 compute without avx512_bf16");
-        return (gemm_isa){gemm_kern_bf16, pack_pairs, 12, 32, 2};
+        if (cdtype == CPU_CDTYPE_FMA_BF16) /* the fp32 tile on pairs widened, hi term first */
+            return (gemm_isa){gemm_kern_avx512, pack_fma_pairs, pack_fma_pairs_t, 12, 32, 1, 1};
+        return (gemm_isa){gemm_kern_bf16, pack_pairs, pack_pairs_t, 12, 32, 2, 0};
     }
-    if (level == CPU_SIMD_AVX512) return (gemm_isa){gemm_kern_avx512, pack, 12, 32, 1};
-    if (level == CPU_SIMD_AVX2) return (gemm_isa){gemm_kern_avx2, pack, 6, 16, 1};
+    if (level == CPU_SIMD_AVX512) return (gemm_isa){gemm_kern_avx512, pack, NULL, 12, 32, 1, 0};
+    if (level == CPU_SIMD_AVX2) return (gemm_isa){gemm_kern_avx2, pack, NULL, 6, 16, 1, 0};
 #else
     (void)level;
     CPU_CHECK(cdtype == GRPO_DTYPE_F32, "gemm_nt", "bf16 compute without avx512_bf16");
 #endif
-    return (gemm_isa){gemm_kern_base, pack, 6, 8, 1};
+    return (gemm_isa){gemm_kern_base, pack, NULL, 6, 8, 1, 0};
 }
 
 /* Kernel steps of kc terms. */
 static int32_t ksteps(const gemm_isa *isa, int32_t kc) {
-    return (kc + isa->kstep - 1) / isa->kstep;
+    return isa->pad2 ? (kc + 1) / 2 * 2 : (kc + isa->kstep - 1) / isa->kstep;
 }
 
 /* One product (cpu_backend.h): what every tile of it reads and writes. */
@@ -397,6 +408,77 @@ static void pack_pairs_t(float *p, const void *m_, int32_t dtype, int32_t ld, in
     }
 }
 
+/* The bf16 chain on fp32 fmas (cdtype CPU_CDTYPE_FMA_BF16): panels of fp32 terms (2 ceil(kc/2),
+ * width) in which pair q's terms come high first, d[2q][j] = row j's element 2q + 1 and
+ * d[2q + 1][j] = its element 2q, each rounded to bf16 and widened back (exact; 0 past kc and in
+ * columns n..width). The fp32 tile then continues acc = fma(x[2q+1], w[2q+1], acc), then
+ * fma(x[2q], w[2q], acc): the products of two bf16 values are exact in fp32, so each step is
+ * the one rounded sum VDPBF16PS makes, in its order (with its flush of denormals: MXCSR's FTZ
+ * and DAZ while the tiles run, block_tiles). */
+__attribute__((always_inline))
+static inline void pack_fma_panel(float *d, const uint16_t *lo, const uint16_t *hi, int32_t n,
+                                  int32_t width) {
+    for (int32_t j = 0; j < n; j++) {
+        d[j] = grpo_bf16_to_f32(hi[j]);
+        d[width + j] = grpo_bf16_to_f32(lo[j]);
+    }
+    for (int32_t j = n; j < width; j++) d[j] = d[width + j] = 0.0f;
+}
+
+#if defined(__GNUC__) && defined(__x86_64__)
+__attribute__((target("avx512f,avx512bw,avx512vl")))
+#endif
+static void pack_fma_pairs(float *p, const void *m, int32_t dtype, int32_t ld, int32_t r0,
+                           int32_t rows, int32_t width, int32_t k0, int32_t kc) {
+    const size_t esz = grpo_dtype_size(dtype), kp = (size_t)(kc + 1) / 2;
+    uint16_t h[GEMM_NR_MAX][GEMM_KC_WIDE + 2], lo[GEMM_NR_MAX], hi[GEMM_NR_MAX];
+    for (int32_t q = 0; q < rows; q += width) {
+        int32_t n = imin(width, rows - q);
+        for (int32_t j = 0; j < n; j++) {
+            const void *src = (const char *)m + ((size_t)(r0 + q + j) * ld + k0) * esz;
+            if (dtype == GRPO_DTYPE_F32)
+                bf16_row(h[j], src, GRPO_DTYPE_F32, kc);
+            else
+                bf16_row(h[j], src, GRPO_DTYPE_BF16, kc);
+            h[j][kc] = 0;
+        }
+        float *d = p + (size_t)q * 2 * kp;
+        for (size_t s = 0; s < kp; s++) {
+            for (int32_t j = 0; j < n; j++) lo[j] = h[j][2 * s], hi[j] = h[j][2 * s + 1];
+            pack_fma_panel(d + 2 * s * width, lo, hi, n, width);
+        }
+    }
+}
+
+/* pack_fma_pairs for m stored transposed (pack_pairs_t's operands) */
+#if defined(__GNUC__) && defined(__x86_64__)
+__attribute__((target("avx512f,avx512bw,avx512vl")))
+#endif
+static void pack_fma_pairs_t(float *p, const void *m_, int32_t dtype, int32_t ld, int32_t r0,
+                             int32_t rows, int32_t width, int32_t k0, int32_t kc) {
+    CPU_CHECK(dtype == GRPO_DTYPE_F32, "gemm_nt", "a transposed operand must be fp32");
+    const float *m = m_;
+    const size_t kp = (size_t)(kc + 1) / 2;
+    uint16_t lo[GEMM_NR_MAX], hi[GEMM_NR_MAX];
+    for (int32_t q = 0; q < rows; q += width) {
+        int32_t n = imin(width, rows - q);
+        float *d = p + (size_t)q * 2 * kp;
+        for (size_t s = 0; s < kp; s++) {
+            const float *a = m + (size_t)(k0 + 2 * s) * ld + r0 + q;
+            bf16_row(lo, a, GRPO_DTYPE_F32, n);
+            if ((int32_t)(2 * s + 1) < kc)
+                bf16_row(hi, a + ld, GRPO_DTYPE_F32, n);
+            else
+                memset(hi, 0, (size_t)n * sizeof *hi);
+            pack_fma_panel(d + 2 * s * width, lo, hi, n, width);
+        }
+    }
+}
+
+/* MXCSR with FTZ (bit 15) and DAZ (bit 6): denormal results and inputs taken as zero, as
+ * VDPBF16PS takes them, for the fp32 tiles of the bf16 chain. */
+#define GEMM_MXCSR_FTZ_DAZ 0x8040u
+
 /* Asks for the m rows of n floats at c (rows ldo apart: the next tile of out) to be brought
  * into the cache for writing while the current tile computes: a tile reads its partial sums
  * first, and when out is larger than the caches (N x 6400 logits) that read would stall. */
@@ -417,6 +499,10 @@ static void block_tiles(const gemm_isa *isa, const gemm_job *jb, const float *xp
                         int32_t kc, int first) {
     const int32_t mr = isa->mr, nr = isa->nr, ldo = jb->ldo, ku = ksteps(isa, kc);
     float t[GEMM_MR_MAX * GEMM_NR_MAX] = {0}; /* its padding stays finite (0 or earlier sums) */
+#if defined(__GNUC__) && defined(__x86_64__)
+    const unsigned mxcsr = __builtin_ia32_stmxcsr();
+    if (isa->pad2) __builtin_ia32_ldmxcsr(mxcsr | GEMM_MXCSR_FTZ_DAZ);
+#endif
     const int32_t tiles = (mc + mr - 1) / mr, lines = ku * nr / 16;
     const int32_t per = (lines + tiles - 1) / tiles;
     for (int32_t jr = 0; jr < nc; jr += nr) {
@@ -439,6 +525,9 @@ static void block_tiles(const gemm_isa *isa, const gemm_job *jb, const float *xp
                 memcpy(c + (size_t)r * ldo, t + (size_t)r * nr, (size_t)n * sizeof(float));
         }
     }
+#if defined(__GNUC__) && defined(__x86_64__)
+    if (isa->pad2) __builtin_ia32_ldmxcsr(mxcsr);
+#endif
 }
 
 /* out = scale * (acc + bias) on the block's finished chains: a sum, then a product, lane by
@@ -464,7 +553,7 @@ static int32_t kc_block(int32_t rows, int32_t cols) {
     return cols > GEMM_WIDE_COLS && (int64_t)rows * cols > GEMM_WIDE_OUT ? GEMM_KC_WIDE : GEMM_KC;
 }
 static size_t kc_cap(int32_t rows, int32_t cols, int32_t IC) {
-    return (size_t)(IC < 1 ? 1 : imin(IC, kc_block(rows, cols)));
+    return (size_t)(IC < 1 ? 2 : round_up(imin(IC, kc_block(rows, cols)), 2)); /* pad2's too */
 }
 static size_t wp_floats(int32_t rows, int32_t cols, int32_t IC) {
     return kc_cap(rows, cols, IC) * round_up(imin(cols, GEMM_NC), GEMM_NR_MAX);
@@ -481,7 +570,7 @@ static size_t work_floats(int32_t rows, int32_t cols, int32_t IC) {
 static void gemm_tile(const gemm_isa *isa, const gemm_job *jb, int32_t r0, int32_t r1,
                       int32_t c0, int32_t c1, float *work) {
     const int32_t K = jb->K, KC = kc_block(r1 - r0, c1 - c0);
-    gemm_pack_fn *px = jb->xt ? pack_pairs_t : isa->pack, *pw = jb->wt ? pack_pairs_t : isa->pack;
+    gemm_pack_fn *px = jb->xt ? isa->pack_t : isa->pack, *pw = jb->wt ? isa->pack_t : isa->pack;
     float *wp = work, *xp = work + wp_floats(r1 - r0, c1 - c0, K);
     for (int32_t jc = c0; jc < c1; jc += GEMM_NC) {
         int32_t nc = imin(GEMM_NC, c1 - jc);
@@ -564,7 +653,7 @@ void cpu_gemm_nt_run(cpu_ctx *ctx, const cpu_nt *p, int apart) {
         return;
     }
     const int32_t N = jb.M, OC = jb.N, IC = jb.K;
-    gemm_isa isa = gemm_pick(ctx->simd_limit, ctx->compute_dtype);
+    gemm_isa isa = gemm_pick(ctx->simd_limit, cdtype);
     int nt = cpu_threads_for(ctx, (double)N * OC * (IC > 0 ? IC : 1) / 64.0);
     int32_t tm = N, tn = OC, pn = 1;
     if (nt > 1) cpu_tile_grid(nt, N, OC, isa.mr, isa.nr, &tm, &tn, &pn);

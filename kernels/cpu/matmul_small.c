@@ -52,7 +52,9 @@
  * others rounded into the thread's buffer), and each accumulator continues
  * acc = acc + x[2q+1] w[2q+1] + x[2q] w[2q] for q in order (one VDPBF16PS per pair and weight
  * row): gemm_nt.c's bf16 chain, bit for bit. Where bf16 runs on AMX tiles (ctx->bf16_amx),
- * gemm_amx.c computes these rows too: the chain of gemm_nt's AMX path, bit for bit.
+ * gemm_amx.c computes these rows too: the chain of gemm_nt's AMX path, bit for bit. Where
+ * gemm_nt.c runs the bf16 chain on fp32 fmas (ctx->bf16_fma: Intel cores without AMX), these
+ * rows stay on VDPBF16PS: the same bits (test_gemm_bf16), and at 16 rows the faster here.
  */
 #include <string.h>
 #if defined(__GNUC__) && defined(__x86_64__)
