@@ -14,7 +14,8 @@
  *                                  (on Intel cores the chain on fp32 fmas, as grpo runs it
  *                                  there: cpu_bf16_fma, with VDPBF16PS's rate beside it);
  *                                  where the CPU has AMX (cpu_amx_bf16_ready) the same on AMX
- *                                  tiles (gemm_amx.c), with its speed-up over fp32 and VDPBF16PS
+ *                                  tiles (gemm_amx.c), with its speed-up over fp32 and VDPBF16PS;
+ *                                  first the core's peak rate of fp32 fmas and of VDPBF16PS
  *
  * Shapes (hidden C 512, intermediate I 1408, vocab V 6400, 2 kv heads of 64):
  *   q/o (N,512)x(512,512)^T, k/v (N,512)x(128,512)^T, gate/up (N,512)x(1408,512)^T,
@@ -163,6 +164,59 @@ static int32_t simd_limit(void) {
     exit(1);
 }
 
+#if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__)
+#include <immintrin.h>
+#define PEAK_CHAINS 16 /* independent accumulators: past every latency, so the rate is the ports' */
+#define PEAK_STEPS 20000000L
+
+/* GFLOP/s of PEAK_CHAINS chains of VDPBF16PS (64 FLOPs each: 16 lanes x 2 products and sums) */
+__attribute__((target("avx512f,avx512bf16"), noinline)) static double peak_dot(void) {
+    __m512 a[PEAK_CHAINS];
+    for (int i = 0; i < PEAK_CHAINS; i++) a[i] = _mm512_setzero_ps();
+    __m512bh x = (__m512bh)_mm512_set1_epi32(0x3f803f80), w = x;
+    double t0 = now();
+    for (long k = 0; k < PEAK_STEPS; k++) {
+#pragma GCC unroll 16
+        for (int i = 0; i < PEAK_CHAINS; i++) a[i] = _mm512_dpbf16_ps(a[i], x, w);
+        __asm__ volatile("" : "+v"(x)); /* a new x each step: the loop is not folded */
+    }
+    double t = now() - t0;
+    __m512 s = a[0];
+    for (int i = 1; i < PEAK_CHAINS; i++) s = _mm512_add_ps(s, a[i]);
+    volatile float sink = _mm512_reduce_add_ps(s);
+    (void)sink;
+    return PEAK_STEPS * PEAK_CHAINS * 64.0 / t * 1e-9;
+}
+
+/* the same with fp32 fmas (32 FLOPs each) */
+__attribute__((target("avx512f"), noinline)) static double peak_fma(void) {
+    __m512 a[PEAK_CHAINS];
+    for (int i = 0; i < PEAK_CHAINS; i++) a[i] = _mm512_setzero_ps();
+    __m512 x = _mm512_set1_ps(1e-9f), w = _mm512_set1_ps(1.0f);
+    double t0 = now();
+    for (long k = 0; k < PEAK_STEPS; k++) {
+#pragma GCC unroll 16
+        for (int i = 0; i < PEAK_CHAINS; i++) a[i] = _mm512_fmadd_ps(x, w, a[i]);
+        __asm__ volatile("" : "+v"(x));
+    }
+    double t = now() - t0;
+    __m512 s = a[0];
+    for (int i = 1; i < PEAK_CHAINS; i++) s = _mm512_add_ps(s, a[i]);
+    volatile float sink = _mm512_reduce_add_ps(s);
+    (void)sink;
+    return PEAK_STEPS * PEAK_CHAINS * 32.0 / t * 1e-9;
+}
+
+/* BENCH_GEMM_BF16 on a CPU with avx512_bf16: the core's peak rate of each instruction, which
+ * decides where grpo runs the bf16 chain without AMX (cpu_bf16_fma) */
+static void print_peaks(void) {
+    printf("peak, 1 thread, %d chains: fp32 fma %.1f GFLOP/s, VDPBF16PS %.1f GFLOP/s\n",
+           PEAK_CHAINS, peak_fma(), peak_dot());
+}
+#else
+static void print_peaks(void) {}
+#endif
+
 int main(int argc, char **argv) {
     grpo_cpu_blas_core_pick(); /* OpenBLAS's kernels for this CPU (blas_core.c) */
     int32_t N = argc > 1 ? atoi(argv[1]) : 3008;
@@ -182,6 +236,9 @@ int main(int argc, char **argv) {
     }
     printf("load average %.2f %.2f %.2f, gemm_nt ISA %d (CPU_SIMD_*: 1 base, 2 avx2, 3 avx512)\n",
            la[0], la[1], la[2], cpu_simd_level(simd_limit()));
+    cpu_ctx *probe = cpu_ctx_new(1);
+    if (probe && bench_bf16(probe)) print_peaks();
+    cpu_ctx_free(probe);
     for (int t = 0; t < nth; t++) {
         cpu_ctx *ctx = cpu_ctx_new(threads[t]);
         if (!ctx) return 1;
