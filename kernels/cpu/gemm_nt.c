@@ -379,6 +379,19 @@ static void pack_pairs(float *p, const void *m, int32_t dtype, int32_t ld, int32
     }
 }
 
+/* Pair s of a transposed fp32 operand's n columns from column c0 (element (r,k) at
+ * m[k * ld + r]): lo = its terms k0 + 2s and hi = k0 + 2s + 1 (0 past kc), rounded to bf16. */
+__attribute__((always_inline))
+static inline void pair_rows_t(uint16_t *lo, uint16_t *hi, const float *m, int32_t ld,
+                               int32_t c0, int32_t n, int32_t k0, int32_t kc, size_t s) {
+    const float *a = m + (size_t)(k0 + 2 * s) * ld + c0;
+    bf16_row(lo, a, GRPO_DTYPE_F32, n);
+    if ((int32_t)(2 * s + 1) < kc)
+        bf16_row(hi, a + ld, GRPO_DTYPE_F32, n);
+    else
+        memset(hi, 0, (size_t)n * sizeof *hi);
+}
+
 /* pack_pairs for m stored transposed (fp32 (K, ?), element (r,k) at m[k * ld + r]: the
  * backward's operands, cpu_nt's xt and wt): the same panels, each pair's two terms rounded from
  * rows k and k + 1 of m (contiguous over the panel's rows; 0 past kc). */
@@ -395,12 +408,7 @@ static void pack_pairs_t(float *p, const void *m_, int32_t dtype, int32_t ld, in
         int32_t n = imin(width, rows - q);
         uint32_t *d = (uint32_t *)p + (size_t)q * kp;
         for (size_t s = 0; s < kp; s++) {
-            const float *a = m + (size_t)(k0 + 2 * s) * ld + r0 + q;
-            bf16_row(lo, a, GRPO_DTYPE_F32, n);
-            if ((int32_t)(2 * s + 1) < kc)
-                bf16_row(hi, a + ld, GRPO_DTYPE_F32, n);
-            else
-                memset(hi, 0, (size_t)n * sizeof *hi);
+            pair_rows_t(lo, hi, m, ld, r0 + q, n, k0, kc, s);
             for (int32_t j = 0; j < n; j++)
                 d[s * width + j] = (uint32_t)lo[j] | (uint32_t)hi[j] << 16;
             for (int32_t j = n; j < width; j++) d[s * width + j] = 0;
@@ -464,12 +472,7 @@ static void pack_fma_pairs_t(float *p, const void *m_, int32_t dtype, int32_t ld
         int32_t n = imin(width, rows - q);
         float *d = p + (size_t)q * 2 * kp;
         for (size_t s = 0; s < kp; s++) {
-            const float *a = m + (size_t)(k0 + 2 * s) * ld + r0 + q;
-            bf16_row(lo, a, GRPO_DTYPE_F32, n);
-            if ((int32_t)(2 * s + 1) < kc)
-                bf16_row(hi, a + ld, GRPO_DTYPE_F32, n);
-            else
-                memset(hi, 0, (size_t)n * sizeof *hi);
+            pair_rows_t(lo, hi, m, ld, r0 + q, n, k0, kc, s);
             pack_fma_panel(d + 2 * s * width, lo, hi, n, width);
         }
     }
