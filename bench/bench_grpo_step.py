@@ -388,7 +388,7 @@ def best_reads(a, b):
 def bf16_rate():
     """This machine's bf16 product rate right now (GFLOP/s, 1 thread, CPU time) at the
     MiniMind2-small shapes, from build/bench/bench_gemm with BENCH_GEMM_BF16=1: AMX tiles where
-    grpo uses them, else VDPBF16PS. One forward's products (per layer q, k, v, o, gate, up,
+    grpo uses them, else its chain on fp32 fmas (Intel cores) or VDPBF16PS. One forward's products (per layer q, k, v, o, gate, up,
     down; the head in the blocks head.c runs) over the sum of their times at each shape's rate;
     None where bench_gemm prints no bf16 rate (a CPU without avx512_bf16)."""
     env = dict(ENV, BENCH_CLOCK="cpu", BENCH_GEMM_BF16="1")

@@ -416,8 +416,8 @@ def header(command, started, roofs, rates, loads, around, quick):
              f"end: sgemm {s1:.1f} / {s2:.1f} GFLOP/s, streaming read (vector loads, a buffer of "
              f"each size) {g.reads_text(r1)} / {g.reads_text(r2)}; the shares below use the "
              f"higher of each, each phase at the size that holds what it reads."
-             + (f" bf16 products (build/bench/bench_gemm with BENCH_GEMM_BF16=1: AMX where "
-                f"grpo uses it, one forward's layer and head products): {rates[0]:.1f} / "
+             + (f" bf16 products (build/bench/bench_gemm with BENCH_GEMM_BF16=1: on the path grpo "
+                f"takes, AMX, fp32 fmas or VDPBF16PS; one forward's layer and head products): {rates[0]:.1f} / "
                 f"{rates[1]:.1f} GFLOP/s, the bf16 floor at the higher." if all(rates) else ""),
              (f"- **The machine's {os.cpu_count()} cores were shared with other jobs** "
               if others > QUIET_LOAD * os.cpu_count() else

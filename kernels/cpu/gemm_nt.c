@@ -392,30 +392,6 @@ static inline void pair_rows_t(uint16_t *lo, uint16_t *hi, const float *m, int32
         memset(hi, 0, (size_t)n * sizeof *hi);
 }
 
-/* pack_pairs for m stored transposed (fp32 (K, ?), element (r,k) at m[k * ld + r]: the
- * backward's operands, cpu_nt's xt and wt): the same panels, each pair's two terms rounded from
- * rows k and k + 1 of m (contiguous over the panel's rows; 0 past kc). */
-#if defined(__GNUC__) && defined(__x86_64__)
-__attribute__((target("avx512f,avx512bw,avx512vl")))
-#endif
-static void pack_pairs_t(float *p, const void *m_, int32_t dtype, int32_t ld, int32_t r0,
-                         int32_t rows, int32_t width, int32_t k0, int32_t kc) {
-    CPU_CHECK(dtype == GRPO_DTYPE_F32, "gemm_nt", "a transposed operand must be fp32");
-    const float *m = m_;
-    const size_t kp = (size_t)(kc + 1) / 2;
-    uint16_t lo[GEMM_NR_MAX], hi[GEMM_NR_MAX];
-    for (int32_t q = 0; q < rows; q += width) {
-        int32_t n = imin(width, rows - q);
-        uint32_t *d = (uint32_t *)p + (size_t)q * kp;
-        for (size_t s = 0; s < kp; s++) {
-            pair_rows_t(lo, hi, m, ld, r0 + q, n, k0, kc, s);
-            for (int32_t j = 0; j < n; j++)
-                d[s * width + j] = (uint32_t)lo[j] | (uint32_t)hi[j] << 16;
-            for (int32_t j = n; j < width; j++) d[s * width + j] = 0;
-        }
-    }
-}
-
 /* The bf16 chain on fp32 fmas (cdtype CPU_CDTYPE_FMA_BF16): panels of fp32 terms (2 ceil(kc/2),
  * width) in which pair q's terms come high first, d[2q][j] = row j's element 2q + 1 and
  * d[2q + 1][j] = its element 2q, each rounded to bf16 and widened back (exact; 0 past kc and in
@@ -458,24 +434,48 @@ static void pack_fma_pairs(float *p, const void *m, int32_t dtype, int32_t ld, i
     }
 }
 
-/* pack_fma_pairs for m stored transposed (pack_pairs_t's operands) */
-#if defined(__GNUC__) && defined(__x86_64__)
-__attribute__((target("avx512f,avx512bw,avx512vl")))
-#endif
-static void pack_fma_pairs_t(float *p, const void *m_, int32_t dtype, int32_t ld, int32_t r0,
-                             int32_t rows, int32_t width, int32_t k0, int32_t kc) {
+/* A transposed fp32 operand (element (r,k) at m[k * ld + r]: the backward's operands, cpu_nt's
+ * xt and wt) packed into pack_pairs' panels of bf16 pairs (fma 0) or pack_fma_pairs' fp32
+ * panels (fma 1), each pair's two terms rounded from rows k and k + 1 of m (contiguous over the
+ * panel's rows; 0 past kc). */
+__attribute__((always_inline))
+static inline void pack_transposed(float *p, const void *m_, int32_t dtype, int32_t ld,
+                                   int32_t r0, int32_t rows, int32_t width, int32_t k0,
+                                   int32_t kc, int fma) {
     CPU_CHECK(dtype == GRPO_DTYPE_F32, "gemm_nt", "a transposed operand must be fp32");
     const float *m = m_;
     const size_t kp = (size_t)(kc + 1) / 2;
     uint16_t lo[GEMM_NR_MAX], hi[GEMM_NR_MAX];
     for (int32_t q = 0; q < rows; q += width) {
         int32_t n = imin(width, rows - q);
-        float *d = p + (size_t)q * 2 * kp;
+        float *d = p + (size_t)q * kp * (fma ? 2 : 1);
         for (size_t s = 0; s < kp; s++) {
             pair_rows_t(lo, hi, m, ld, r0 + q, n, k0, kc, s);
-            pack_fma_panel(d + 2 * s * width, lo, hi, n, width);
+            if (fma) {
+                pack_fma_panel(d + 2 * s * width, lo, hi, n, width);
+                continue;
+            }
+            uint32_t *du = (uint32_t *)d + s * width;
+            for (int32_t j = 0; j < n; j++) du[j] = (uint32_t)lo[j] | (uint32_t)hi[j] << 16;
+            for (int32_t j = n; j < width; j++) du[j] = 0;
         }
     }
+}
+
+#if defined(__GNUC__) && defined(__x86_64__)
+__attribute__((target("avx512f,avx512bw,avx512vl")))
+#endif
+static void pack_pairs_t(float *p, const void *m, int32_t dtype, int32_t ld, int32_t r0,
+                         int32_t rows, int32_t width, int32_t k0, int32_t kc) {
+    pack_transposed(p, m, dtype, ld, r0, rows, width, k0, kc, 0);
+}
+
+#if defined(__GNUC__) && defined(__x86_64__)
+__attribute__((target("avx512f,avx512bw,avx512vl")))
+#endif
+static void pack_fma_pairs_t(float *p, const void *m, int32_t dtype, int32_t ld, int32_t r0,
+                             int32_t rows, int32_t width, int32_t k0, int32_t kc) {
+    pack_transposed(p, m, dtype, ld, r0, rows, width, k0, kc, 1);
 }
 
 /* MXCSR with FTZ (bit 15) and DAZ (bit 6): denormal results and inputs taken as zero, as
