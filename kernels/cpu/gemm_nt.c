@@ -414,23 +414,32 @@ __attribute__((target("avx512f,avx512bw,avx512vl")))
 #endif
 static void pack_fma_pairs(float *p, const void *m, int32_t dtype, int32_t ld, int32_t r0,
                            int32_t rows, int32_t width, int32_t k0, int32_t kc) {
-    const size_t esz = grpo_dtype_size(dtype), kp = (size_t)(kc + 1) / 2;
-    uint16_t h[GEMM_NR_MAX][GEMM_KC_WIDE + 2], lo[GEMM_NR_MAX], hi[GEMM_NR_MAX];
+    const size_t esz = grpo_dtype_size(dtype);
+    const int32_t kc2 = (kc + 1) / 2 * 2; /* fp32 terms a row: pairs of two */
+    uint16_t h[GEMM_KC_WIDE + 2];
+    float t[GEMM_NR_MAX][GEMM_KC_WIDE + 2]; /* each row's terms rounded, pairs swapped */
+    const void *tp[GEMM_NR_MAX];
     for (int32_t q = 0; q < rows; q += width) {
         int32_t n = imin(width, rows - q);
         for (int32_t j = 0; j < n; j++) {
             const void *src = (const char *)m + ((size_t)(r0 + q + j) * ld + k0) * esz;
             if (dtype == GRPO_DTYPE_F32)
-                bf16_row(h[j], src, GRPO_DTYPE_F32, kc);
+                bf16_row(h, src, GRPO_DTYPE_F32, kc);
             else
-                bf16_row(h[j], src, GRPO_DTYPE_BF16, kc);
-            h[j][kc] = 0;
+                bf16_row(h, src, GRPO_DTYPE_BF16, kc);
+            h[kc] = 0;
+            cpu_u32a *u = (cpu_u32a *)t[j]; /* the floats' bits */
+#pragma omp simd
+            for (int32_t s = 0; s < kc2 / 2; s++) {
+                uint32_t pair;
+                memcpy(&pair, h + 2 * s, sizeof pair); /* element 2s low, 2s + 1 high */
+                u[2 * s] = pair & 0xffff0000u;
+                u[2 * s + 1] = pair << 16;
+            }
+            tp[j] = t[j];
         }
-        float *d = p + (size_t)q * 2 * kp;
-        for (size_t s = 0; s < kp; s++) {
-            for (int32_t j = 0; j < n; j++) lo[j] = h[j][2 * s], hi[j] = h[j][2 * s + 1];
-            pack_fma_panel(d + 2 * s * width, lo, hi, n, width);
-        }
+        /* then the fp32 packing's transpose of the rows */
+        pack_panel_t(p + (size_t)q * kc2, tp, GRPO_DTYPE_F32, n, width, kc2, NULL, 0);
     }
 }
 
