@@ -23,7 +23,7 @@
  *   3. The accumulators are written to out's columns o0..o0+OB-1 with the bias added (with
  *      AVX-512 transposed in registers, a masked vector add and store per row of out).
  *
- * With AVX-512, fp32 weights and compute and at most 16 rows (SMALL_COLS_M) the column kernel
+ * With AVX-512, fp32 weights and compute and at most 8 rows (SMALL_COLS_M) the column kernel
  * runs instead: with rows in the lanes, M <= 8 fills half of each accumulator and every weight
  * still costs one fma (8 chains in flight), so the product was bound by the fmas at ~10 GB/s
  * of weights, under one core's streaming read. The column kernel puts a block's 16 outputs
@@ -34,6 +34,10 @@
  * tile's row is loaded the line of the next block's row at the same columns is prefetched.
  * Measured at the Qwen2.5-0.5B shapes from memory (one decode step's 24 layers and head, 1
  * thread): 10.2 -> 13.5 GB/s of weights at 8 rows, 10.2 -> 14.5 at 4, ~10.3 -> 10.4-11.8 at 16.
+ * Above 8 rows it no longer pays: its 16 accumulators and the 16 vectors of a transposed tile
+ * take all 32 registers, and GCC spills. At MiniMind2-small's decode (8 layers and head, 16
+ * rows, 1 thread, weights from L3, Emerald Rapids) a step's products took 10.5-10.7 ms on it
+ * against 8.4-9.4 on the lanes kernel; at 10 and 12 rows the two are within noise (8.9-10.0 ms).
  *
  * OB is 8 with AVX-512 (8 zmm accumulators + 1 input; 16 would fit the vector registers, but
  * its 16 weight-row addresses do not fit the general registers: GCC spilled them and the
@@ -68,7 +72,7 @@
 #define SMALL_OB_MAX 8  /* the most weight rows per block (AVX-512) */
 #define SMALL_LINE 16   /* floats per 64-byte cache line: one prefetch of the next block each */
 #define SMALL_COLS 16   /* outputs per block of the column kernel (AVX-512, few rows) */
-#define SMALL_COLS_M 16 /* the most rows the column kernel takes */
+#define SMALL_COLS_M 8  /* the most rows the column kernel takes */
 #define SMALL_COLS_G 4  /* its rows in multiples of this (the input copied with zero rows) */
 
 /* xt[i][m] for i in [i0, IC) (xt (IC, MT, L) from inp (M,IC)), zero in the lanes of rows >= M.
@@ -234,12 +238,10 @@ static inline void cols_block_v(small_t16 *out, const float *xs, const float *wb
 __attribute__((target("avx512f")))
 static void cols_block_avx512(small_t16 *out, const float *xs, const float *wb,
                               const float *next, int32_t IC, int32_t MP) {
-    switch (MP) {
-    case 4: cols_block_v(out, xs, wb, next, IC, 4); break;
-    case 8: cols_block_v(out, xs, wb, next, IC, 8); break;
-    case 12: cols_block_v(out, xs, wb, next, IC, 12); break;
-    default: cols_block_v(out, xs, wb, next, IC, 16); break;
-    }
+    if (MP == 4)
+        cols_block_v(out, xs, wb, next, IC, 4);
+    else
+        cols_block_v(out, xs, wb, next, IC, SMALL_COLS_M);
 }
 
 #endif
@@ -443,7 +445,7 @@ static small_isa small_pick(int32_t limit, int32_t cdtype) {
 }
 
 /* Whether the column kernel computes these M rows: AVX-512, fp32 weights and compute, at most
- * SMALL_COLS_M rows (where the lanes kernel would fill at most one lane tile). */
+ * SMALL_COLS_M rows (where the lanes kernel would fill at most half a lane tile). */
 static int32_t small_cols(const small_isa *isa, int32_t wtype, int32_t M) {
 #if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__)
     return isa->level == CPU_SIMD_AVX512 && !isa->pairs && wtype == GRPO_DTYPE_F32 &&
