@@ -1,9 +1,14 @@
 # arith_learns: a shorter run of the embedded default (scripts/arith.sh) as an end-to-end test that
 # fails if learning stops: init-model, SFT 800 steps, held-out eval, GRPO 50 steps, held-out eval;
-# held-out greedy accuracy must rise by at least 0.15. Measured on the AVX-512 EPYC with per-row
+# held-out greedy accuracy must rise by at least 0.10. Measured on the AVX-512 EPYC with per-row
 # sampling streams (issue 21): 0.086 -> 0.343 (RelWithDebInfo), 0.090 -> 0.403 (the ASan+UBSan
 # Debug build, whose kernels round differently). With 30 GRPO steps the Debug build rose only
 # 0.133 (0.083 -> 0.333 in the release build before the stream change), too close to the bar.
+# On an Emerald Rapids: 0.083 -> 0.673 and 0.106 -> 0.683 (Debug) with OpenBLAS's SkylakeX
+# kernels, but 0.066 -> 0.196 with its Cooperlake kernels (same sgemm rate, other rounding):
+# the rise moves with the kernels' rounding from 0.13 to 0.59, so the bar, once 0.15, is 0.10.
+# A run that does not learn rises by about 0 (300 held-out prompts: one accuracy's standard
+# error is at most 0.029, a difference's 0.041), so 0.10 still tells learning from none.
 if(NOT CMAKE_SCRIPT_MODE_FILE)
   add_test(NAME arith_learns COMMAND ${CMAKE_COMMAND} -DGRPO=$<TARGET_FILE:grpo_cli>
     -DSRC=${PROJECT_SOURCE_DIR} -DWORK_DIR=${CMAKE_CURRENT_BINARY_DIR}/arith_learns
@@ -50,8 +55,8 @@ grpo_run(after eval examples/arith.ini)
 accuracy_permille("${before}" a0)
 accuracy_permille("${after}" a1)
 math(EXPR gain "${a1} - ${a0}")
-if(gain LESS 150)
+if(gain LESS 100)
   message(FATAL_ERROR "arith_learns: held-out accuracy ${a0} -> ${a1} per mille; expected a rise "
-    "of at least 150 (learning stopped?)\nbefore: ${before}\nafter: ${after}")
+    "of at least 100 (learning stopped?)\nbefore: ${before}\nafter: ${after}")
 endif()
 message(STATUS "arith_learns: held-out greedy accuracy ${a0} -> ${a1} per mille")
