@@ -43,8 +43,8 @@
  * shapes, a Xeon of family 6 model 207), so the same chain runs on the fp32 tile: the operands
  * are rounded and widened as packed, each pair's high term first (pack_fma_pairs), the products
  * of two bf16 values are exact in fp32, and MXCSR flushes denormals as VDPBF16PS does. The
- * bits are VDPBF16PS's (test_gemm_bf16), so matmul_small.c's decode rows, which stay on
- * VDPBF16PS, are still the same chain.
+ * bits are VDPBF16PS's (test_gemm_bf16), and matmul_small.c's decode rows make the same
+ * chain on the same fmas.
  *
  * The backward's products in bf16 (cpu_sgemm's bf16 form, gemm.c: dX = dY W, dW += dY^T X, the
  * head's) are this product too (cpu_nt): an operand stored transposed, (K, rows), is packed by

@@ -57,8 +57,13 @@
  * acc = acc + x[2q+1] w[2q+1] + x[2q] w[2q] for q in order (one VDPBF16PS per pair and weight
  * row): gemm_nt.c's bf16 chain, bit for bit. Where bf16 runs on AMX tiles (ctx->bf16_amx),
  * gemm_amx.c computes these rows too: the chain of gemm_nt's AMX path, bit for bit. Where
- * gemm_nt.c runs the bf16 chain on fp32 fmas (ctx->bf16_fma: Intel cores without AMX), these
- * rows stay on VDPBF16PS: the same bits (test_gemm_bf16), and at 16 rows the faster here.
+ * gemm_nt.c runs the bf16 chain on fp32 fmas (ctx->bf16_fma: Intel cores without AMX), so do
+ * these rows (isa.fma): xt holds the inputs rounded to bf16 with each pair's terms high first
+ * (xt[2q] = x[2q+1], xt[2q+1] = x[2q]), each block's weight rows are widened so into the
+ * thread's buffer, and the fp32 lanes kernel runs on them with MXCSR's FTZ and DAZ: each pair's
+ * two fmas make VDPBF16PS's one rounded sum (the products of bf16 values are exact in fp32).
+ * Measured at MiniMind2-small's decode (16 rows, bf16 weights, 1 thread, Emerald Rapids):
+ * VDPBF16PS's lanes kernel ran at 23 GFLOP/s, bound by its 8 chains of VDPBF16PS.
  */
 #include <string.h>
 #if defined(__GNUC__) && defined(__x86_64__)
@@ -283,6 +288,22 @@ static void transpose_pairs(uint32_t *xt, const float *inp, int32_t M, int32_t I
     }
 }
 
+/* d (M, k2) from inp (M,IC), k2 = 2 ceil(IC/2): each row rounded to bf16 (and widened back),
+ * each pair's terms high first: d[m][2q] = inp[m][2q + 1] (0 past IC), d[m][2q + 1] =
+ * inp[m][2q]. */
+static void round_swap_rows(float *d, const float *inp, int32_t M, int32_t IC) {
+    const int32_t k2 = (IC + 1) / 2 * 2;
+    for (int32_t m = 0; m < M; m++) {
+        const float *x = inp + (size_t)m * IC;
+        float *r = d + (size_t)m * k2;
+        for (int32_t q = 0; q < k2 / 2; q++) {
+            uint32_t p = pair_at(x, GRPO_DTYPE_F32, q, IC);
+            r[2 * q] = grpo_bf16_to_f32((uint16_t)(p >> 16));
+            r[2 * q + 1] = grpo_bf16_to_f32((uint16_t)p);
+        }
+    }
+}
+
 /* One block: acc (ob, L) with acc[j][l] = sum over i of xt[i][l] * wb[j][i], wb (ob, IC) with
  * rows IC floats apart. next: the ob * IC floats of w read after this block, prefetched into
  * L2 one cache line per step of i so that they arrive while this block is computed. */
@@ -425,31 +446,40 @@ typedef struct small_isa {
     int32_t ob, pairs;
     int32_t level; /* CPU_SIMD_*: for the input's transposition and the block's store */
     int32_t cols;  /* the column kernel instead (small_cols): ob = SMALL_COLS, no xt */
+    int32_t fma;   /* the bf16 chain on fp32 fmas: xt and the widened rows hold each pair's
+                    * terms high first, rounded to bf16 (block_fma_pairs) */
 } small_isa;
 
-static small_isa small_pick(int32_t limit, int32_t cdtype) {
+static small_isa small_pick(int32_t limit, int32_t cdtype, int32_t fma) {
     int32_t level = cpu_simd_level(limit);
 #if defined(__GNUC__) && defined(__x86_64__)
     if (cdtype == GRPO_DTYPE_BF16) {
         CPU_CHECK(cpu_bf16_isa(limit), "matmul_small_forward",
                   "bf16 compute without avx512_bf16");
-        return (small_isa){small_block_bf16, 8, 1, CPU_SIMD_AVX512, 0};
+        if (fma) return (small_isa){small_block_avx512, 8, 0, CPU_SIMD_AVX512, 0, 1};
+        return (small_isa){small_block_bf16, 8, 1, CPU_SIMD_AVX512, 0, 0};
     }
-    if (level == CPU_SIMD_AVX512) return (small_isa){small_block_avx512, 8, 0, level, 0};
-    if (level == CPU_SIMD_AVX2) return (small_isa){small_block_avx2, 4, 0, level, 0};
+    if (level == CPU_SIMD_AVX512) return (small_isa){small_block_avx512, 8, 0, level, 0, 0};
+    if (level == CPU_SIMD_AVX2) return (small_isa){small_block_avx2, 4, 0, level, 0, 0};
 #else
-    (void)level;
+    (void)level, (void)fma;
     CPU_CHECK(cdtype == GRPO_DTYPE_F32, "matmul_small_forward", "bf16 compute without avx512_bf16");
 #endif
-    return (small_isa){small_block_base, 2, 0, CPU_SIMD_BASE, 0};
+    return (small_isa){small_block_base, 2, 0, CPU_SIMD_BASE, 0, 0};
+}
+
+/* The block kernel's steps over IC inputs: IC, or in bf16 pairs ceil(IC/2), or on fmas two
+ * terms per pair. */
+static int32_t small_steps(const small_isa *isa, int32_t IC) {
+    return isa->pairs ? (IC + 1) / 2 : isa->fma ? (IC + 1) / 2 * 2 : IC;
 }
 
 /* Whether the column kernel computes these M rows: AVX-512, fp32 weights and compute, at most
  * SMALL_COLS_M rows (where the lanes kernel would fill at most half a lane tile). */
 static int32_t small_cols(const small_isa *isa, int32_t wtype, int32_t M) {
 #if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__)
-    return isa->level == CPU_SIMD_AVX512 && !isa->pairs && wtype == GRPO_DTYPE_F32 &&
-           M <= SMALL_COLS_M;
+    return isa->level == CPU_SIMD_AVX512 && !isa->pairs && !isa->fma &&
+           wtype == GRPO_DTYPE_F32 && M <= SMALL_COLS_M;
 #else
     (void)isa, (void)wtype, (void)M;
     return 0;
@@ -497,6 +527,58 @@ static const float *block_pairs(const void *w, int32_t wtype, int32_t o0, int32_
     return wl;
 }
 
+/* n bf16 pairs p (low half element 2q) as two floats each, the high term first: d[q] = (p &
+ * 0xffff0000) | p << 48 (the low half of the 64 bits is the first float). With AVX-512 eight
+ * pairs a step: widened to 64-bit lanes, then one byte shuffle. */
+#if defined(__GNUC__) && defined(__x86_64__)
+__attribute__((target("avx512f,avx512bw")))
+#endif
+static void widen_swapped_pairs(uint64_t *d, const uint32_t *src, size_t n) {
+    size_t q = 0;
+#if defined(__GNUC__) && defined(__x86_64__)
+    /* per 64-bit lane: bytes 0-1 zero, 2-3 the high term, 4-5 zero, 6-7 the low term */
+    const __m512i sh = _mm512_broadcast_i32x4(
+        _mm_setr_epi8(-128, -128, 2, 3, -128, -128, 0, 1, -128, -128, 10, 11, -128, -128, 8, 9));
+    for (; q + 8 <= n; q += 8) {
+        __m512i p = _mm512_cvtepu32_epi64(_mm256_loadu_si256((const __m256i *)(src + q)));
+        _mm512_storeu_si512(d + q, _mm512_shuffle_epi8(p, sh));
+    }
+#endif
+    for (; q < n; q++) {
+        uint64_t p = src[q];
+        d[q] = (p & 0xffff0000u) | p << 48;
+    }
+}
+
+/* Block rows o0 .. o0+ob of w for the bf16 chain on fp32 fmas, into wl (ob, 2 ceil(IC/2)):
+ * each pair's terms high first, rounded to bf16 and widened back (exact): wl[j][2q] =
+ * w[o0+j][2q+1] (0 past IC), wl[j][2q+1] = w[o0+j][2q]. bf16 rows of even IC by
+ * widen_swapped_pairs, the rest (fp32 rows rounded on the fly, odd IC) pair by pair. */
+static const float *block_fma_pairs(const void *w, int32_t wtype, int32_t o0, int32_t ob,
+                                    int32_t IC, float *wl) {
+    const int32_t kp = (IC + 1) / 2;
+    if (wtype == GRPO_DTYPE_BF16 && IC % 2 == 0) {
+        widen_swapped_pairs((uint64_t *)wl,
+                            (const uint32_t *)((const uint16_t *)w + (size_t)o0 * IC),
+                            (size_t)ob * kp);
+        return wl;
+    }
+    const size_t esz = grpo_dtype_size(wtype);
+    for (int32_t j = 0; j < ob; j++) {
+        const void *row = (const char *)w + (size_t)(o0 + j) * IC * esz;
+        float *d = wl + (size_t)j * 2 * kp;
+        for (int32_t q = 0; q < kp; q++) {
+            uint32_t p = pair_at(row, wtype, q, IC);
+            d[2 * q] = grpo_bf16_to_f32((uint16_t)(p >> 16));
+            d[2 * q + 1] = grpo_bf16_to_f32((uint16_t)p);
+        }
+    }
+    return wl;
+}
+
+/* MXCSR with FTZ (bit 15) and DAZ (bit 6): denormals taken as zero, as VDPBF16PS takes them. */
+#define SMALL_MXCSR_FTZ_DAZ 0x8040u
+
 /* Block blk of the output columns: out[:, first .. o1) from the ob weight rows at o0
  * (block_start). fetch: whether to prefetch the next block's rows (only when the same thread
  * computes it next). */
@@ -505,14 +587,22 @@ static void column_block(const small_isa *isa, float *out, const float *xt, cons
                          int32_t IC, int32_t OC, int32_t MT, int fetch) {
     const int32_t ob = isa->ob, W = MT * SMALL_LANES, first = blk * ob;
     const int32_t o0 = block_start(first, ob, OC), o1 = first + ob < OC ? first + ob : OC;
-    const int32_t ku = isa->pairs ? (IC + 1) / 2 : IC; /* the block kernel's steps */
+    const int32_t ku = small_steps(isa, IC); /* the block kernel's steps */
     const float *wb = isa->pairs ? block_pairs(w, wtype, o0, ob, IC, wl)
+                      : isa->fma ? block_fma_pairs(w, wtype, o0, ob, IC, wl)
                                  : block_rows(w, wtype, o0, ob, IC, wl);
     const float *next = fetch ? next_block(w, grpo_dtype_size(wtype), wb, o0, OC, IC, ob) : wb;
     float acc[SMALL_OB_MAX * SMALL_LANES];
     for (int32_t t = 0; t < MT; t++) {
+#if defined(__GNUC__) && defined(__x86_64__)
+        const unsigned mxcsr = __builtin_ia32_stmxcsr();
+        if (isa->fma) __builtin_ia32_ldmxcsr(mxcsr | SMALL_MXCSR_FTZ_DAZ);
+#endif
         /* the next block is fetched during the last lane tile (earlier ones reuse wb) */
         isa->block(acc, xt + (size_t)t * SMALL_LANES, wb, t + 1 < MT ? wb : next, ku, W);
+#if defined(__GNUC__) && defined(__x86_64__)
+        if (isa->fma) __builtin_ia32_ldmxcsr(mxcsr);
+#endif
         int32_t m1 = M - t * SMALL_LANES < SMALL_LANES ? M - t * SMALL_LANES : SMALL_LANES;
         float *o = out + (size_t)t * SMALL_LANES * OC;
 #if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__)
@@ -581,7 +671,9 @@ static void small_task(void *arg, cpu_steal *s, int32_t part, int32_t tid) {
         else
 #endif
             column_block(j->isa, j->out, j->xt, j->w, j->wtype,
-                         j->wls ? j->wls + (size_t)tid * j->ob * j->IC : NULL, j->bias,
+                         j->wls ? j->wls + (size_t)tid * j->ob * small_steps(j->isa, j->IC)
+                                : NULL,
+                         j->bias,
                          (int32_t)b, j->M, j->IC, j->OC, j->MT, next >= 0);
         fetched = next;
     }
@@ -605,16 +697,19 @@ void cpu_matmul_small_forward_w(cpu_ctx *ctx, float *out, const float *inp, cons
         cpu_amx_gemm(ctx, &p, 0);
         return;
     }
-    small_isa isa = small_pick(ctx->simd_limit, ctx->compute_dtype);
+    small_isa isa = small_pick(ctx->simd_limit, ctx->compute_dtype,
+                               cpu_gemm_cdtype(ctx) == CPU_CDTYPE_FMA_BF16);
     isa.cols = small_cols(&isa, wtype, M);
     if (isa.cols) isa.ob = SMALL_COLS;
-    const int32_t ob = isa.ob, ku = isa.pairs ? (IC + 1) / 2 : IC;
+    const int32_t ob = isa.ob, ku = small_steps(&isa, IC);
     const int32_t MT = (M + SMALL_LANES - 1) / SMALL_LANES, W = MT * SMALL_LANES;
     const int32_t MP = (M + SMALL_COLS_G - 1) / SMALL_COLS_G * SMALL_COLS_G;
     /* scratch: xt (ku, W) (floats or bf16 pairs; the column kernel's (MP, IC): the rows as they
-     * are, then zero rows), then (OC < ob only) w padded with zero rows to (ob, IC) */
+     * are, then zero rows), then (OC < ob only) w padded with zero rows to (ob, IC), then (fma
+     * only) the rows rounded and swapped (M, ku) before their transposition */
     size_t nx = isa.cols ? (size_t)MP * IC : (size_t)ku * W, np = OC < ob ? (size_t)ob * IC : 0;
-    float *xt = cpu_scratch(ctx, nx + np > 0 ? nx + np : 1);
+    size_t nr = isa.fma ? (size_t)M * ku : 0;
+    float *xt = cpu_scratch(ctx, nx + np + nr > 0 ? nx + np + nr : 1);
     CPU_CHECK(xt != NULL, "matmul_small_forward", "out of memory for the transposed input");
     if (np) { /* the padded copy is fp32 whatever w is */
         cpu_widen_rows(NULL, xt + nx, w, wtype, (uint64_t)OC * IC);
@@ -630,15 +725,19 @@ void cpu_matmul_small_forward_w(cpu_ctx *ctx, float *out, const float *inp, cons
     if (isa.cols) {
         memcpy(xt, inp, (size_t)M * IC * sizeof(float));
         memset(xt + (size_t)M * IC, 0, (size_t)(MP - M) * IC * sizeof(float));
-    } else if (isa.pairs)
+    } else if (isa.pairs) {
         transpose_pairs((uint32_t *)xt, inp, M, IC, MT);
-    else
+    } else if (isa.fma) {
+        round_swap_rows(xt + nx + np, inp, M, IC);
+        transpose_rows(xt, xt + nx + np, M, ku, MT, isa.level);
+    } else {
         transpose_rows(xt, inp, M, IC, MT, isa.level);
+    }
     /* bf16 weights or compute: a widened (or paired) block of ob rows per thread */
     int32_t nb = nt > 1 ? ctx->threads : 1; /* a pool task may run on any thread */
-    float *wls = wtype == GRPO_DTYPE_F32 && !isa.pairs
+    float *wls = wtype == GRPO_DTYPE_F32 && !isa.pairs && !isa.fma
                      ? NULL
-                     : cpu_weight_panel(ctx, (uint64_t)nb * ob * IC);
+                     : cpu_weight_panel(ctx, (uint64_t)nb * ob * ku);
     small_job j = {&isa, out, xt, w, wtype, wls, bias, ob, M, IC, OC, MT, MP};
     cpu_parallel_steal(ctx, CPU_FAM_GEMM_FWD, nt, blocks, small_task, &j);
 }
