@@ -4,6 +4,7 @@
  *
  *   build/bench/bench_dense [--threads N] [--batch B] [--seq T] [--rows R] [--prompt P]
  *                           [--new N] [--steps S] [--recompute 0|1] [--group G --prefix Q]
+ *                           [--matmul-mb MB]
  *   build/bench/bench_dense --stream-mb MB[,MB...]
  * Packs are looked for in <dir of the executable>/../packs (the build tree) and the usual path.
  *
@@ -24,7 +25,9 @@
  *              copies of w that fill 128 MB (more than the model, as in a decode step; this
  *              machine's 480 MB L3 holds it): GFLOP/s and GB/s of weights read, next to a plain
  *              streaming read of the same 128 MB at 1 and at --threads threads (the roofline
- *              of reading them); wall and CPU time
+ *              of reading them); wall and CPU time. --matmul-mb MB: copies filling MB instead
+ *              (at least the head's 13 MB; 14 keeps them in L3, the kernels' own rate);
+ *              --matmul-mb 0: no matmul lines (decode alone, e.g. under perf)
  *   --stream-mb  only the 1-thread streaming read of a buffer of each size (MB), a line each,
  *              then exit: bench_grpo_step.py's decode floors, at each model's working set
  * fwd+bwd and decode are reported twice: by wall time and by the process's CPU time (all its
@@ -213,10 +216,10 @@ static void stream_sizes(const char *list) {
 /* matmul_forward of R rows at the model's weight shapes, w cycling through 128 MB of copies:
  * GB/s of weights read, by wall and by CPU time, and as a share of the streaming read at the
  * same thread count (the memory roofline of a decode step). */
-static void bench_matmul_rows(const grpo_ops *o, int R, int threads) {
+static void bench_matmul_rows(const grpo_ops *o, int R, int threads, int mb) {
     const int shapes[5][2] = {{C, NH * HD}, {C, NKV * HD}, {C, IM}, {IM, C}, {C, V}};
     const char *names[5] = {"q, o", "k, v", "gate, up", "down", "head"};
-    const size_t pool = (size_t)128 << 20; /* bytes of weight copies */
+    const size_t pool = (size_t)mb << 20; /* bytes of weight copies */
     float *host = malloc(pool), *x = malloc((size_t)R * IM * 4);
     for (size_t i = 0; i < pool / 4; i++) host[i] = randn_ish();
     for (int i = 0; i < R * IM; i++) x[i] = randn_ish();
@@ -290,7 +293,7 @@ static double group_flops(int B, int T, int G, int Q, int shared) {
 int main(int argc, char **argv) {
     grpo_cpu_blas_core_pick(); /* OpenBLAS's kernels for this CPU (blas_core.c) */
     int threads = 2, B = 4, T = 256, R = 16, P = 32, NEW = 128, steps = 3, recompute = 0;
-    int G = 0, Q = 0;
+    int G = 0, Q = 0, matmul_mb = 128;
     for (int i = 1; i + 1 < argc; i += 2) {
         int v = atoi(argv[i + 1]);
         if (!strcmp(argv[i], "--stream-mb")) { /* only these reads, then exit */
@@ -306,6 +309,11 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--recompute")) recompute = v;
         else if (!strcmp(argv[i], "--group")) G = v;
         else if (!strcmp(argv[i], "--prefix")) Q = v;
+        else if (!strcmp(argv[i], "--matmul-mb")) matmul_mb = v;
+    }
+    if (matmul_mb < 0 || (matmul_mb != 0 && (size_t)matmul_mb << 20 < (size_t)C * V * 4)) {
+        fprintf(stderr, "bench_dense: --matmul-mb must be 0 or hold the head's weights (13)\n");
+        return 1;
     }
     if (G > 0 && !(Q > 0 && Q < T)) {
         fprintf(stderr, "bench_dense: --group needs --prefix Q in (0, --seq)\n");
@@ -390,7 +398,7 @@ int main(int argc, char **argv) {
     printf("decode %d rows, prompt %d, %d new cpu time: %.2f s, %.0f new tokens/s\n", R, P, NEW,
            dc, (double)R * NEW / dc);
 
-    bench_matmul_rows(proc.ops, R, threads);
+    if (matmul_mb) bench_matmul_rows(proc.ops, R, threads, matmul_mb);
 
     grpo_model_close(m);
     grpo_process_close(&proc);
