@@ -290,20 +290,21 @@ static void transpose_pairs(uint32_t *xt, const float *inp, int32_t M, int32_t I
     }
 }
 
-/* d (M, k2) from inp (M,IC), k2 = 2 ceil(IC/2): each row rounded to bf16 (and widened back),
- * each pair's terms high first: d[m][2q] = inp[m][2q + 1] (0 past IC), d[m][2q + 1] =
- * inp[m][2q]. */
+/* d (2 ceil(IC/2)) from a row of IC of dtype: rounded to bf16 (and widened back), each pair's
+ * terms high first: d[2q] = row[2q + 1] (0 past IC), d[2q + 1] = row[2q]. */
+static void swap_pairs_row(float *d, const void *row, int32_t dtype, int32_t IC) {
+    for (int32_t q = 0; q < (IC + 1) / 2; q++) {
+        uint32_t p = pair_at(row, dtype, q, IC);
+        d[2 * q] = grpo_bf16_to_f32((uint16_t)(p >> 16));
+        d[2 * q + 1] = grpo_bf16_to_f32((uint16_t)p);
+    }
+}
+
+/* d (M, 2 ceil(IC/2)) from inp (M,IC): each row by swap_pairs_row. */
 static void round_swap_rows(float *d, const float *inp, int32_t M, int32_t IC) {
     const int32_t k2 = (IC + 1) / 2 * 2;
-    for (int32_t m = 0; m < M; m++) {
-        const float *x = inp + (size_t)m * IC;
-        float *r = d + (size_t)m * k2;
-        for (int32_t q = 0; q < k2 / 2; q++) {
-            uint32_t p = pair_at(x, GRPO_DTYPE_F32, q, IC);
-            r[2 * q] = grpo_bf16_to_f32((uint16_t)(p >> 16));
-            r[2 * q + 1] = grpo_bf16_to_f32((uint16_t)p);
-        }
-    }
+    for (int32_t m = 0; m < M; m++)
+        swap_pairs_row(d + (size_t)m * k2, inp + (size_t)m * IC, GRPO_DTYPE_F32, IC);
 }
 
 /* One block: acc (ob, L) with acc[j][l] = sum over i of xt[i][l] * wb[j][i], wb (ob, IC) with
@@ -555,7 +556,7 @@ static void widen_swapped_pairs(uint64_t *d, const uint32_t *src, size_t n) {
 /* Block rows o0 .. o0+ob of w for the bf16 chain on fp32 fmas, into wl (ob, 2 ceil(IC/2)):
  * each pair's terms high first, rounded to bf16 and widened back (exact): wl[j][2q] =
  * w[o0+j][2q+1] (0 past IC), wl[j][2q+1] = w[o0+j][2q]. bf16 rows of even IC by
- * widen_swapped_pairs, the rest (fp32 rows rounded on the fly, odd IC) pair by pair. */
+ * widen_swapped_pairs, the rest (fp32 rows rounded on the fly, odd IC) by swap_pairs_row. */
 static const float *block_fma_pairs(const void *w, int32_t wtype, int32_t o0, int32_t ob,
                                     int32_t IC, float *wl) {
     const int32_t kp = (IC + 1) / 2;
@@ -566,15 +567,9 @@ static const float *block_fma_pairs(const void *w, int32_t wtype, int32_t o0, in
         return wl;
     }
     const size_t esz = grpo_dtype_size(wtype);
-    for (int32_t j = 0; j < ob; j++) {
-        const void *row = (const char *)w + (size_t)(o0 + j) * IC * esz;
-        float *d = wl + (size_t)j * 2 * kp;
-        for (int32_t q = 0; q < kp; q++) {
-            uint32_t p = pair_at(row, wtype, q, IC);
-            d[2 * q] = grpo_bf16_to_f32((uint16_t)(p >> 16));
-            d[2 * q + 1] = grpo_bf16_to_f32((uint16_t)p);
-        }
-    }
+    for (int32_t j = 0; j < ob; j++)
+        swap_pairs_row(wl + (size_t)j * 2 * kp, (const char *)w + (size_t)(o0 + j) * IC * esz,
+                       wtype, IC);
     return wl;
 }
 
