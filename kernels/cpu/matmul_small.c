@@ -291,12 +291,34 @@ static void transpose_pairs(uint32_t *xt, const float *inp, int32_t M, int32_t I
 }
 
 /* d (2 ceil(IC/2)) from a row of IC of dtype: rounded to bf16 (and widened back), each pair's
- * terms high first: d[2q] = row[2q + 1] (0 past IC), d[2q + 1] = row[2q]. */
+ * terms high first: d[2q] = row[2q + 1] (0 past IC), d[2q + 1] = row[2q]. fp32 rows with
+ * cpu_bf16_bits (grpo_bf16_from_f32's rounding, branch-free: the loop vectorises), bf16 rows
+ * as they are; an odd last term pair by pair. */
+#if defined(__GNUC__) && defined(__x86_64__)
+__attribute__((target("avx512f")))
+#endif
 static void swap_pairs_row(float *d, const void *row, int32_t dtype, int32_t IC) {
-    for (int32_t q = 0; q < (IC + 1) / 2; q++) {
-        uint32_t p = pair_at(row, dtype, q, IC);
-        d[2 * q] = grpo_bf16_to_f32((uint16_t)(p >> 16));
-        d[2 * q + 1] = grpo_bf16_to_f32((uint16_t)p);
+    const int32_t kf = IC / 2; /* whole pairs */
+    cpu_u32a *du = (cpu_u32a *)d;
+    if (dtype == GRPO_DTYPE_F32) {
+        const cpu_u32a *u = row;
+#pragma omp simd
+        for (int32_t q = 0; q < kf; q++) {
+            du[2 * q] = cpu_bf16_bits(u[2 * q + 1]) << 16;
+            du[2 * q + 1] = cpu_bf16_bits(u[2 * q]) << 16;
+        }
+    } else {
+        const uint16_t *h = row;
+#pragma omp simd
+        for (int32_t q = 0; q < kf; q++) {
+            du[2 * q] = (uint32_t)h[2 * q + 1] << 16;
+            du[2 * q + 1] = (uint32_t)h[2 * q] << 16;
+        }
+    }
+    if (IC % 2) {
+        uint32_t p = pair_at(row, dtype, kf, IC);
+        d[2 * kf] = grpo_bf16_to_f32((uint16_t)(p >> 16));
+        d[2 * kf + 1] = grpo_bf16_to_f32((uint16_t)p);
     }
 }
 
