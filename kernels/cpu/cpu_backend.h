@@ -237,6 +237,27 @@ const char *cpu_amx_bf16_why(void);
  * at half the rate of their fmas (86 against 175 GFLOP/s on a Xeon of family 6, model 207).
  * GRPO_TEST_BF16_PATH = dot or fma in the environment (tests) picks either on any CPU. */
 int cpu_bf16_fma(void);
+/* The bf16 chain on fp32 fmas flushes denormals as VDPBF16PS does: MXCSR's FTZ (bit 15) and DAZ
+ * (bit 6) set while its products run (on: whether they are that chain). cpu_flush_begin returns
+ * the MXCSR that cpu_flush_end puts back; both do nothing when off. */
+static inline unsigned cpu_flush_begin(int on) {
+#if defined(__GNUC__) && defined(__x86_64__)
+    if (!on) return 0;
+    const unsigned mxcsr = __builtin_ia32_stmxcsr();
+    __builtin_ia32_ldmxcsr(mxcsr | 0x8040u);
+    return mxcsr;
+#else
+    (void)on;
+    return 0;
+#endif
+}
+static inline void cpu_flush_end(unsigned mxcsr, int on) {
+#if defined(__GNUC__) && defined(__x86_64__)
+    if (on) __builtin_ia32_ldmxcsr(mxcsr);
+#else
+    (void)mxcsr, (void)on;
+#endif
+}
 /* What ctx's forward products compute in, for cpu_gemm_nt_serial: its compute dtype, or
  * CPU_CDTYPE_AMX_BF16 when bf16 runs on AMX tiles, or CPU_CDTYPE_FMA_BF16 on fp32 fmas. */
 static inline int32_t cpu_gemm_cdtype(const cpu_ctx *ctx) {

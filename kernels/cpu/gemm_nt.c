@@ -487,10 +487,6 @@ static void pack_fma_pairs_t(float *p, const void *m, int32_t dtype, int32_t ld,
     pack_transposed(p, m, dtype, ld, r0, rows, width, k0, kc, 1);
 }
 
-/* MXCSR with FTZ (bit 15) and DAZ (bit 6): denormal results and inputs taken as zero, as
- * VDPBF16PS takes them, for the fp32 tiles of the bf16 chain. */
-#define GEMM_MXCSR_FTZ_DAZ 0x8040u
-
 /* Asks for the m rows of n floats at c (rows ldo apart: the next tile of out) to be brought
  * into the cache for writing while the current tile computes: a tile reads its partial sums
  * first, and when out is larger than the caches (N x 6400 logits) that read would stall. */
@@ -511,10 +507,7 @@ static void block_tiles(const gemm_isa *isa, const gemm_job *jb, const float *xp
                         int32_t kc, int first) {
     const int32_t mr = isa->mr, nr = isa->nr, ldo = jb->ldo, ku = ksteps(isa, kc);
     float t[GEMM_MR_MAX * GEMM_NR_MAX] = {0}; /* its padding stays finite (0 or earlier sums) */
-#if defined(__GNUC__) && defined(__x86_64__)
-    const unsigned mxcsr = __builtin_ia32_stmxcsr();
-    if (isa->pad2) __builtin_ia32_ldmxcsr(mxcsr | GEMM_MXCSR_FTZ_DAZ);
-#endif
+    const unsigned mxcsr = cpu_flush_begin(isa->pad2); /* the bf16 chain on fmas */
     const int32_t tiles = (mc + mr - 1) / mr, lines = ku * nr / 16;
     const int32_t per = (lines + tiles - 1) / tiles;
     for (int32_t jr = 0; jr < nc; jr += nr) {
@@ -537,9 +530,7 @@ static void block_tiles(const gemm_isa *isa, const gemm_job *jb, const float *xp
                 memcpy(c + (size_t)r * ldo, t + (size_t)r * nr, (size_t)n * sizeof(float));
         }
     }
-#if defined(__GNUC__) && defined(__x86_64__)
-    if (isa->pad2) __builtin_ia32_ldmxcsr(mxcsr);
-#endif
+    cpu_flush_end(mxcsr, isa->pad2);
 }
 
 /* out = scale * (acc + bias) on the block's finished chains: a sum, then a product, lane by

@@ -595,9 +595,6 @@ static const float *block_fma_pairs(const void *w, int32_t wtype, int32_t o0, in
     return wl;
 }
 
-/* MXCSR with FTZ (bit 15) and DAZ (bit 6): denormals taken as zero, as VDPBF16PS takes them. */
-#define SMALL_MXCSR_FTZ_DAZ 0x8040u
-
 /* Block blk of the output columns: out[:, first .. o1) from the ob weight rows at o0
  * (block_start). fetch: whether to prefetch the next block's rows (only when the same thread
  * computes it next). */
@@ -613,15 +610,10 @@ static void column_block(const small_isa *isa, float *out, const float *xt, cons
     const float *next = fetch ? next_block(w, grpo_dtype_size(wtype), wb, o0, OC, IC, ob) : wb;
     float acc[SMALL_OB_MAX * SMALL_LANES];
     for (int32_t t = 0; t < MT; t++) {
-#if defined(__GNUC__) && defined(__x86_64__)
-        const unsigned mxcsr = __builtin_ia32_stmxcsr();
-        if (isa->fma) __builtin_ia32_ldmxcsr(mxcsr | SMALL_MXCSR_FTZ_DAZ);
-#endif
+        const unsigned mxcsr = cpu_flush_begin(isa->fma); /* not while the bias is added */
         /* the next block is fetched during the last lane tile (earlier ones reuse wb) */
         isa->block(acc, xt + (size_t)t * SMALL_LANES, wb, t + 1 < MT ? wb : next, ku, W);
-#if defined(__GNUC__) && defined(__x86_64__)
-        if (isa->fma) __builtin_ia32_ldmxcsr(mxcsr);
-#endif
+        cpu_flush_end(mxcsr, isa->fma);
         int32_t m1 = M - t * SMALL_LANES < SMALL_LANES ? M - t * SMALL_LANES : SMALL_LANES;
         float *o = out + (size_t)t * SMALL_LANES * OC;
 #if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__)
