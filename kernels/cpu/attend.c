@@ -27,8 +27,12 @@
  * 16 keys while it is in L1 (dots_tile). With 8 or more queries on a tile (the training
  * forward, a decode of 8+ query heads per kv head; HD <= 256) the tile is transposed once, one
  * float of all 16 keys per vector, and tree16 is taken vector-wide (tree_dots): the lanes' sums
- * and the tree are the same, the shuffles of reduce16 are gone. Fewer queries (decode) take the
- * lane dots key by key with the shuffle reduction. The values pass reads each value row once
+ * and the tree are the same, the shuffles of reduce16 are gone. At HD 64 the transpose is made
+ * of register shuffles (AVX-512; elsewhere element by element) and four queries pass over the
+ * transposed tile together (tree_dots4), each of its vectors loaded once for the four: one query
+ * alone loads a vector of the tile for every four FMAs, as many loads as its broadcasts of q,
+ * and the loads, not the FMAs, bound it. Fewer queries (decode) take the lane dots key by key
+ * with the shuffle reduction. The values pass reads each value row once
  * for four queries (values_rows4, HD 64), row runs found once per page or prefix.
  */
 #include <math.h>
@@ -41,6 +45,7 @@
 #define ATT_QP 8     /* queries per pass over the values (one vector register each) */
 #define ATT_TRANSPOSE_MIN 8  /* queries on a key tile from which it is transposed */
 #define ATT_TRANSPOSE_NCH 16 /* chunks of HD up to which it is (HD <= 256; 16 KB of stack) */
+
 
 /* Own key j's row in a paged sequence (K->pt): base is K->k or K->v. */
 static inline const float *att_paged(const cpu_att_keys *K, const float *base, int32_t j) {
@@ -234,6 +239,60 @@ __attribute__((always_inline)) static inline void tile_transpose(float *Kt, cons
     }
 }
 
+/* The shuffles of transpose16: stage b swaps bit b of a vector's index (the key) with bit b of
+ * a lane's (the float): x[p], x[p | 2^b] (bit b of p clear) become their lanes with that bit
+ * clear (lo) and set (hi), each taking the other vector's lanes across the bit. */
+static const att_i16 att_tr_lo[4] = {
+    {0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30},
+    {0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29},
+    {0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27},
+    {0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23}};
+static const att_i16 att_tr_hi[4] = {
+    {1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31},
+    {2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31},
+    {4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31},
+    {8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31}};
+
+/* x (16 vectors of 16 floats) transposed in registers: x[d] lane i = the old x[i] lane d. */
+__attribute__((always_inline)) static inline void transpose16(att_v16 *x) {
+#pragma GCC unroll 4
+    for (int32_t b = 0; b < 4; b++)
+#pragma GCC unroll 16
+        for (int32_t p = 0; p < ATT_LANES; p++) {
+            if (p & (1 << b)) continue;
+            att_v16 lo = __builtin_shuffle(x[p], x[p | 1 << b], att_tr_lo[b]);
+            att_v16 hi = __builtin_shuffle(x[p], x[p | 1 << b], att_tr_hi[b]);
+            x[p] = lo, x[p | 1 << b] = hi;
+        }
+}
+
+/* Whether tile_transpose64's shuffles are single instructions here (AVX-512: vpermt2ps); in
+ * the other ISA clones GCC builds each from scalar moves, slower than tile_transpose's. */
+#if defined(__x86_64__)
+#define ATT_SHUFFLE_TRANSPOSE __builtin_cpu_supports("avx512f")
+#else
+#define ATT_SHUFFLE_TRANSPOSE 0
+#endif
+
+/* tile_transpose for HD 64 with vector shuffles (the same Kt): 16 keys' chunk c at a time. */
+__attribute__((always_inline)) static inline void tile_transpose64(float *Kt, const float *k0,
+                                                                    const float *k1,
+                                                                    int32_t split,
+                                                                    const float *const *kr,
+                                                                    size_t ks) {
+#pragma GCC unroll 1
+    for (int32_t c = 0; c < 4; c++) {
+        att_v16 x[ATT_LANES];
+#pragma GCC unroll 16
+        for (int32_t i = 0; i < ATT_LANES; i++) {
+            const float *row = !k0 ? kr[i] : i < split ? k0 + i * ks : k1 + (i - split) * ks;
+            memcpy(&x[i], row + ATT_LANES * c, sizeof x[i]);
+        }
+        transpose16(x);
+        memcpy(Kt + (size_t)ATT_LANES * ATT_LANES * c, x, sizeof x);
+    }
+}
+
 __attribute__((always_inline)) static inline att_v16 kt_row(const float *Kt, int32_t d) {
     att_v16 v;
     memcpy(&v, Kt + (size_t)d * ATT_LANES, sizeof v);
@@ -263,17 +322,80 @@ __attribute__((always_inline)) static inline att_v16 tree_dots(const float *Kt, 
     return e0 + e1;
 }
 
+/* leaf_dots of four queries: each row of Kt loaded once for the four. */
+__attribute__((always_inline)) static inline void leaf_dots4(att_v16 *a, const float *Kt,
+                                                              const float *const *q, int32_t l,
+                                                              const int32_t nch) {
+#pragma GCC unroll 4
+    for (int32_t t = 0; t < 4; t++) a[t] = (att_v16){0};
+#pragma GCC unroll 16
+    for (int32_t c = 0; c < nch; c++) {
+        att_v16 k = kt_row(Kt, l + ATT_LANES * c);
+#pragma GCC unroll 4
+        for (int32_t t = 0; t < 4; t++) a[t] += q[t][l + ATT_LANES * c] * k;
+    }
+}
+
+/* o[t] = the pair sum h_l of tree16 for query t: leaf l + leaf l+8. */
+__attribute__((always_inline)) static inline void half_dots4(att_v16 *o, const float *Kt,
+                                                              const float *const *q, int32_t l,
+                                                              const int32_t nch) {
+    att_v16 a[4], b[4];
+    leaf_dots4(a, Kt, q, l, nch);
+    leaf_dots4(b, Kt, q, l + 8, nch);
+#pragma GCC unroll 4
+    for (int32_t t = 0; t < 4; t++) o[t] = a[t] + b[t];
+}
+
+/* tree_dots of four queries (the same sums, in the same order, for each): one query alone
+ * loads a row of Kt for every four FMAs, as many loads as its broadcasts of q, and the loads
+ * bound it; four share them. */
+__attribute__((always_inline)) static inline void tree_dots4(att_v16 *r, const float *Kt,
+                                                              const float *const *q,
+                                                              const int32_t nch) {
+    att_v16 x[4], y[4], e0[4];
+    half_dots4(x, Kt, q, 0, nch), half_dots4(y, Kt, q, 4, nch);
+#pragma GCC unroll 4
+    for (int32_t t = 0; t < 4; t++) e0[t] = x[t] + y[t];
+    half_dots4(x, Kt, q, 2, nch), half_dots4(y, Kt, q, 6, nch);
+#pragma GCC unroll 4
+    for (int32_t t = 0; t < 4; t++) e0[t] = e0[t] + (x[t] + y[t]);
+    half_dots4(x, Kt, q, 1, nch), half_dots4(y, Kt, q, 5, nch);
+#pragma GCC unroll 4
+    for (int32_t t = 0; t < 4; t++) r[t] = x[t] + y[t];
+    half_dots4(x, Kt, q, 3, nch), half_dots4(y, Kt, q, 7, nch);
+#pragma GCC unroll 4
+    for (int32_t t = 0; t < 4; t++) r[t] = e0[t] + (r[t] + (x[t] + y[t]));
+}
+
 /* sc[i * ld + j0 .. +15] = scale * the dots of query i (qp: nch chunks each) with the
- * transposed tile Kt, for the queries with nvalid[i] > j0. */
+ * transposed tile Kt, for the queries with nvalid[i] > j0: four at a time, the rest alone. */
 __attribute__((always_inline)) static inline void tree_tile(float *sc, int32_t ld,
                                                              const float *Kt, const float *qp,
                                                              const int32_t *nvalid, int32_t nq,
                                                              int32_t j0, float scale,
                                                              const int32_t nch) {
-    for (int32_t i = 0; i < nq; i++) {
-        if (nvalid[i] <= j0) continue;
-        att_v16 r = tree_dots(Kt, qp + (size_t)i * nch * ATT_LANES, nch) * scale;
-        memcpy(sc + (size_t)i * ld + j0, &r, sizeof r);
+    int32_t live[4], n = 0; /* the live queries not yet done */
+    for (int32_t i = 0; i <= nq; i++) {
+        if (i < nq && nvalid[i] > j0) live[n++] = i;
+        if (n == 4 && nch == 4) { /* HD 64 (other HD: one query at a time, less code) */
+            const float *q[4];
+            att_v16 r[4];
+            for (int32_t t = 0; t < 4; t++) q[t] = qp + (size_t)live[t] * nch * ATT_LANES;
+            tree_dots4(r, Kt, q, nch);
+            for (int32_t t = 0; t < 4; t++) {
+                r[t] *= scale;
+                memcpy(sc + (size_t)live[t] * ld + j0, &r[t], sizeof r[t]);
+            }
+            n = 0;
+        }
+        if (n == 4 || i == nq) { /* other HD, or the last one to three */
+            for (int32_t t = 0; t < n; t++) {
+                att_v16 r = tree_dots(Kt, qp + (size_t)live[t] * nch * ATT_LANES, nch) * scale;
+                memcpy(sc + (size_t)live[t] * ld + j0, &r, sizeof r);
+            }
+            n = 0;
+        }
     }
 }
 
@@ -293,7 +415,10 @@ static void dots_tile(float *sc, int32_t ld, const float *qp, const int32_t *nva
     for (int32_t i = 0; i < nq; i++) nlive += nvalid[i] > j0;
     if (nlive >= ATT_TRANSPOSE_MIN && HD == 4 * ATT_LANES) { /* transpose once: HD 64, */
         float Kt[4 * ATT_LANES * ATT_LANES] __attribute__((aligned(64))); /* unrolled */
-        tile_transpose(Kt, k0, k1, split, kr, ks, 4 * ATT_LANES, 4);
+        if (ATT_SHUFFLE_TRANSPOSE)
+            tile_transpose64(Kt, k0, k1, split, kr, ks);
+        else
+            tile_transpose(Kt, k0, k1, split, kr, ks, 4 * ATT_LANES, 4);
         tree_tile(sc, ld, Kt, qp, nvalid, nq, j0, scale, 4);
         return;
     }
