@@ -135,8 +135,21 @@ static int64_t steal_take(cpu_steal_range *r, int own, int64_t *left) {
     }
 }
 
+/* steal_take of the front with one range, run inline: no other thread can claim, so a plain
+ * load and store (a compare-exchange is a locked instruction: it waits for the loads before it,
+ * a stall per item in the products that stream their weights) */
+static int64_t take_alone(cpu_steal_range *r, int64_t *left) {
+    uint64_t sp = atomic_load_explicit(&r->span, memory_order_relaxed);
+    uint32_t front = (uint32_t)(sp >> 32), back = (uint32_t)sp;
+    if (front >= back) return -1;
+    atomic_store_explicit(&r->span, (uint64_t)(front + 1) << 32 | back, memory_order_relaxed);
+    *left = (int64_t)back - front - 1;
+    return front;
+}
+
 int64_t cpu_steal_claim(cpu_steal *s, int32_t part, int64_t *next) {
-    int64_t left, i = steal_take(&s->range[part], 1, &left);
+    int64_t left, i = s->parts == 1 ? take_alone(&s->range[0], &left)
+                                    : steal_take(&s->range[part], 1, &left);
     *next = i >= 0 && left > 0 ? i + 1 : -1;
     if (i >= 0) return i;
     for (int32_t k = 1; k < s->parts; k++) { /* the others, from the next one on */
