@@ -32,8 +32,8 @@
  * transposed tile together (tree_dots4), each of its vectors loaded once for the four: one query
  * alone loads a vector of the tile for every four FMAs, as many loads as its broadcasts of q,
  * and the loads, not the FMAs, bound it. Fewer queries (decode) take the lane dots key by key
- * with the shuffle reduction. The values pass reads each value row once
- * for four queries (values_rows4, HD 64), row runs found once per page or prefix.
+ * with the shuffle reduction. The values pass reads each value row once for four queries
+ * (values_rows4, HD 64), row runs found once per page or prefix.
  */
 #include <math.h>
 #include <string.h>
@@ -45,7 +45,6 @@
 #define ATT_QP 8     /* queries per pass over the values (one vector register each) */
 #define ATT_TRANSPOSE_MIN 8  /* queries on a key tile from which it is transposed */
 #define ATT_TRANSPOSE_NCH 16 /* chunks of HD up to which it is (HD <= 256; 16 KB of stack) */
-
 
 /* Own key j's row in a paged sequence (K->pt): base is K->k or K->v. */
 static inline const float *att_paged(const cpu_att_keys *K, const float *base, int32_t j) {
@@ -266,15 +265,9 @@ __attribute__((always_inline)) static inline void transpose16(att_v16 *x) {
         }
 }
 
-/* Whether tile_transpose64's shuffles are single instructions here (AVX-512: vpermt2ps); in
- * the other ISA clones GCC builds each from scalar moves, slower than tile_transpose's. */
-#if defined(__x86_64__)
-#define ATT_SHUFFLE_TRANSPOSE __builtin_cpu_supports("avx512f")
-#else
-#define ATT_SHUFFLE_TRANSPOSE 0
-#endif
-
-/* tile_transpose for HD 64 with vector shuffles (the same Kt): 16 keys' chunk c at a time. */
+/* tile_transpose for HD 64 with vector shuffles (the same Kt): 16 keys' chunk c at a time.
+ * Single instructions (vpermt2ps) in the AVX-512 clone only: in the others GCC builds each
+ * shuffle from scalar moves, slower than tile_transpose's copy. */
 __attribute__((always_inline)) static inline void tile_transpose64(float *Kt, const float *k0,
                                                                     const float *k1,
                                                                     int32_t split,
@@ -401,10 +394,11 @@ __attribute__((always_inline)) static inline void tree_tile(float *sc, int32_t l
 
 /* sc[i * ld + j0 .. +15] = scale * dot(q_i, key j0 + l) for the 16 keys of the tile at j0 and
  * every query i < nq with nvalid[i] > j0; qp: the queries zero-padded to whole chunks (nch * 16
- * floats each). The tile's keys stay in L1 while every query passes over them. */
+ * floats each). The tile's keys stay in L1 while every query passes over them. avx512: this
+ * CPU's level is AVX-512 (cpu_simd_level), so the AVX-512 clone runs (tile_transpose64). */
 CPU_VECTOR_CLONES ATT_CONTRACT
 static void dots_tile(float *sc, int32_t ld, const float *qp, const int32_t *nvalid, int32_t nq,
-                      const cpu_att_keys *K, int32_t j0, int32_t HD, float scale) {
+                      const cpu_att_keys *K, int32_t j0, int32_t HD, float scale, int avx512) {
     att_v16 P[ATT_LANES];
     const int32_t nch = (HD + ATT_LANES - 1) / ATT_LANES;
     const float *k0, *k1, *kr[ATT_LANES];
@@ -415,7 +409,7 @@ static void dots_tile(float *sc, int32_t ld, const float *qp, const int32_t *nva
     for (int32_t i = 0; i < nq; i++) nlive += nvalid[i] > j0;
     if (nlive >= ATT_TRANSPOSE_MIN && HD == 4 * ATT_LANES) { /* transpose once: HD 64, */
         float Kt[4 * ATT_LANES * ATT_LANES] __attribute__((aligned(64))); /* unrolled */
-        if (ATT_SHUFFLE_TRANSPOSE)
+        if (avx512)
             tile_transpose64(Kt, k0, k1, split, kr, ks);
         else
             tile_transpose(Kt, k0, k1, split, kr, ks, 4 * ATT_LANES, 4);
@@ -448,7 +442,8 @@ static void dots_tile(float *sc, int32_t ld, const float *qp, const int32_t *nva
 #else
 /* The same sums with plain loops: each lane, and tree16, in the order above. */
 static void dots_tile(float *sc, int32_t ld, const float *qp, const int32_t *nvalid, int32_t nq,
-                      const cpu_att_keys *K, int32_t j0, int32_t HD, float scale) {
+                      const cpu_att_keys *K, int32_t j0, int32_t HD, float scale, int avx512) {
+    (void)avx512;
     const int32_t hp = (HD + ATT_LANES - 1) / ATT_LANES * ATT_LANES;
     for (int32_t i = 0; i < nq; i++) {
         if (nvalid[i] <= j0) continue;
@@ -616,8 +611,9 @@ void cpu_attend(float *out, int32_t os, float *lse, const float *q, int32_t qs,
         memcpy(qp + (size_t)i * hp, q + (size_t)i * qs, (size_t)HD * sizeof(float));
         memset(qp + (size_t)i * hp + HD, 0, (size_t)(hp - HD) * sizeof(float));
     }
+    const int avx512 = cpu_simd_level(CPU_SIMD_ANY) == CPU_SIMD_AVX512;
     for (int32_t j0 = 0; j0 < nmax; j0 += ATT_LANES) /* tile by tile, every query on each */
-        dots_tile(sc, ld, qp, nvalid, nq, K, j0, HD, scale);
+        dots_tile(sc, ld, qp, nvalid, nq, K, j0, HD, scale, avx512);
     for (int32_t i = 0; i < nq; i++) {
         float *row = sc + (size_t)i * ld, li = 0.0f;
         inv[i] = 0.0f;
