@@ -459,21 +459,41 @@ static void dots_tile(float *sc, int32_t ld, const float *qp, const int32_t *nva
 
 /* Row p (n16 floats, scores of keys 0..nvalid-1 first) into probabilities: p_j for the valid
  * keys, 0 for the rest up to n16. Writes lse and 1/sum. */
-CPU_VECTOR_CLONES
+CPU_VECTOR_CLONES CPU_FMA_CONTRACT
 static void softmax_lanes(float *p, float *lse, float *inv, const int32_t *km, int32_t nvalid,
                           int32_t n16) {
+    /* Whole vectors only: the keys of the row's last tile past nvalid take the mask 0 (kt), so
+     * neither loop has a scalar tail (up to 15 exps one by one: as long as the vector part of
+     * a row of ~270 keys). Their scores are there and finite: dots_tile writes whole tiles. */
+    const int32_t nf = nvalid / ATT_LANES * ATT_LANES;
+    int32_t kt[ATT_LANES] = {0};
+    for (int32_t l = 0; l < nvalid - nf; l++) kt[l] = km[nf + l];
     float mx = -INFINITY, lane[ATT_LANES] = {0};
 #pragma omp simd reduction(max : mx)
-    for (int32_t j = 0; j < nvalid; j++) {
+    for (int32_t j = 0; j < nf; j++) {
         float s = km[j] ? p[j] : -INFINITY;
         mx = s > mx ? s : mx;
     }
+    if (nf < nvalid) {
+#pragma omp simd reduction(max : mx)
+        for (int32_t l = 0; l < ATT_LANES; l++) {
+            float s = kt[l] ? p[nf + l] : -INFINITY;
+            mx = s > mx ? s : mx;
+        }
+    }
 #pragma omp simd
-    for (int32_t j = 0; j < nvalid; j++) {
+    for (int32_t j = 0; j < nf; j++) {
         float e = cpu_expf(p[j] - mx); /* computed everywhere, kept where real: no branch */
         p[j] = km[j] ? e : 0.0f;
     }
-    for (int32_t j = nvalid; j < n16; j++) p[j] = 0.0f;
+    if (nf < nvalid) {
+#pragma omp simd
+        for (int32_t l = 0; l < ATT_LANES; l++) {
+            float e = cpu_expf(p[nf + l] - mx);
+            p[nf + l] = kt[l] ? e : 0.0f;
+        }
+    }
+    for (int32_t j = (nvalid + ATT_LANES - 1) / ATT_LANES * ATT_LANES; j < n16; j++) p[j] = 0.0f;
 #if defined(__GNUC__) && !defined(__clang__)
     att_v16 acc = {0}; /* lane l's sum in a register, not stored back per tile */
     for (int32_t j0 = 0; j0 < n16; j0 += ATT_LANES) {

@@ -71,7 +71,7 @@ static void check_shapes(const char *op, int32_t NH, int32_t NKV, int32_t HD) {
 
 /* Backward of one score row: p (nk) holds the scores, ds (nk) dout.v; on return p holds the
  * probabilities exp(score - l) and ds the score gradient scale * p * (ds - D). */
-CPU_VECTOR_CLONES
+CPU_VECTOR_CLONES CPU_FMA_CONTRACT
 static void dsoftmax_row(float *p, float *ds, const int32_t *mask, int32_t nvalid, int32_t nk,
                          float l, float D, float scale) {
     /* whole vectors where the row has room (the extra keys are in the future, their scores

@@ -47,7 +47,7 @@ typedef struct row_stats {
 } row_stats;
 
 /* Folds one chunk row z (vc) into st. */
-CPU_VECTOR_CLONES
+CPU_VECTOR_CLONES CPU_FMA_CONTRACT
 static void stats_update(row_stats *st, const float *z, int32_t vc) {
     float cm = -INFINITY;
 #pragma omp simd reduction(max : cm)
@@ -79,7 +79,7 @@ static float target_logp(float zt, double l) { return (float)((double)zt - l); }
 
 /* One row of the backward block: g (vc) holds the logits z on entry and
  * coef * (delta_{j,tg} - exp(z_j - l)) on return (tg relative to the chunk, may be outside). */
-CPU_VECTOR_CLONES
+CPU_VECTOR_CLONES CPU_FMA_CONTRACT
 static void grad_row(float *g, int32_t vc, float coef, float l, int32_t tg) {
     if (coef == 0.0f) {
         for (int32_t j = 0; j < vc; j++) g[j] = 0.0f;
@@ -92,7 +92,7 @@ static void grad_row(float *g, int32_t vc, float coef, float l, int32_t tg) {
 
 /* grad_row plus the entropy term: g (vc) holds z on entry and, on return,
  * coef * (delta_{j,tg} - p_j) - ecoef * p_j * (z_j - l + h) with p_j = exp(z_j - l). */
-CPU_VECTOR_CLONES
+CPU_VECTOR_CLONES CPU_FMA_CONTRACT
 static void grad_row_entropy(float *g, int32_t vc, float coef, float ecoef, float l, float h,
                              int32_t tg) {
 #pragma omp simd
