@@ -457,18 +457,25 @@ static void dots_tile(float *sc, int32_t ld, const float *qp, const int32_t *nva
 }
 #endif
 
-/* Row p (n16 floats, scores of keys 0..nvalid-1 first) into probabilities: p_j for the valid
- * keys, 0 for the rest up to n16. Writes lse and 1/sum. */
-CPU_VECTOR_CLONES CPU_FMA_CONTRACT
-static void softmax_lanes(float *p, float *lse, float *inv, const int32_t *km, int32_t nvalid,
-                          int32_t n16) {
-    /* Whole vectors only: the keys of the row's last tile past nvalid take the mask 0 (kt), so
-     * neither loop has a scalar tail (up to 15 exps one by one: as long as the vector part of
-     * a row of ~270 keys). Their scores are there and finite: dots_tile writes whole tiles. */
+/* The row's whole tiles of keys: nvalid rounded down to a multiple of 16 (returned), and kt the
+ * mask of its last, partial tile (keys past nvalid 0). The softmax's loops run over whole
+ * vectors only, that tile masked by kt, so they have no scalar tail (up to 15 exps one by one:
+ * as long as the vector part of a row of ~270 keys). The tile's scores past nvalid are there
+ * and finite: dots_tile writes whole tiles. */
+static inline int32_t last_tile(int32_t *kt, const int32_t *km, int32_t nvalid) {
     const int32_t nf = nvalid / ATT_LANES * ATT_LANES;
-    int32_t kt[ATT_LANES] = {0};
-    for (int32_t l = 0; l < nvalid - nf; l++) kt[l] = km[nf + l];
-    float mx = -INFINITY, lane[ATT_LANES] = {0};
+    for (int32_t l = 0; l < ATT_LANES; l++) kt[l] = nf + l < nvalid ? km[nf + l] : 0;
+    return nf;
+}
+
+/* The largest score of row p among its valid keys (j < nvalid, km[j] != 0); -inf if none.
+ * Its own pass, taken for every row of a block before their softmaxes: its last step is a
+ * chain of 16 scalar maxes (GCC's reduction epilogue) that the next row's pass overlaps. */
+CPU_VECTOR_CLONES
+static float row_max(const float *p, const int32_t *km, int32_t nvalid) {
+    int32_t kt[ATT_LANES];
+    const int32_t nf = last_tile(kt, km, nvalid);
+    float mx = -INFINITY;
 #pragma omp simd reduction(max : mx)
     for (int32_t j = 0; j < nf; j++) {
         float s = km[j] ? p[j] : -INFINITY;
@@ -481,6 +488,17 @@ static void softmax_lanes(float *p, float *lse, float *inv, const int32_t *km, i
             mx = s > mx ? s : mx;
         }
     }
+    return mx;
+}
+
+/* Row p (n16 floats, scores of keys 0..nvalid-1 first, mx their row_max) into probabilities:
+ * p_j for the valid keys, 0 for the rest up to n16. Writes lse and 1/sum. */
+CPU_VECTOR_CLONES CPU_FMA_CONTRACT
+static void softmax_lanes(float *p, float *lse, float *inv, const int32_t *km, int32_t nvalid,
+                          int32_t n16, float mx) {
+    int32_t kt[ATT_LANES];
+    const int32_t nf = last_tile(kt, km, nvalid);
+    float lane[ATT_LANES] = {0};
 #pragma omp simd
     for (int32_t j = 0; j < nf; j++) {
         float e = cpu_expf(p[j] - mx); /* computed everywhere, kept where real: no branch */
@@ -634,11 +652,13 @@ void cpu_attend(float *out, int32_t os, float *lse, const float *q, int32_t qs,
     const int avx512 = cpu_simd_level(CPU_SIMD_ANY) == CPU_SIMD_AVX512;
     for (int32_t j0 = 0; j0 < nmax; j0 += ATT_LANES) /* tile by tile, every query on each */
         dots_tile(sc, ld, qp, nvalid, nq, K, j0, HD, scale, avx512);
+    for (int32_t i = 0; i < nq; i++) /* inv holds each row's max until its softmax */
+        inv[i] = nvalid[i] > 0 ? row_max(sc + (size_t)i * ld, K->km, nvalid[i]) : 0.0f;
     for (int32_t i = 0; i < nq; i++) {
-        float *row = sc + (size_t)i * ld, li = 0.0f;
+        float *row = sc + (size_t)i * ld, li = 0.0f, mx = inv[i];
         inv[i] = 0.0f;
         if (nvalid[i] > 0)
-            softmax_lanes(row, &li, &inv[i], K->km, nvalid[i], n16);
+            softmax_lanes(row, &li, &inv[i], K->km, nvalid[i], n16, mx);
         else
             memset(row, 0, (size_t)n16 * sizeof(float));
         if (lse) lse[i] = li;
