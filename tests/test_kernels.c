@@ -688,6 +688,26 @@ START_TEST(attention_forward_matches_reference_gqa) {
 }
 END_TEST
 
+START_TEST(attention_forward_matches_reference_hd64) {
+    rng_seed(17);
+    /* HD 64 takes attend.c's own paths (the transposed key tile, four queries per pass over the
+     * values); T = 150: a query block of 64 reads its values in blocks of 64 keys (ATT_VB), each
+     * query's sums continued from block to block */
+    att_case c = att_make(3, 150, 4, 2, 64, 21);
+    size_t nq = (size_t)c.B * c.T * c.NH * c.HD, nkv = (size_t)c.B * c.T * c.NKV * c.HD;
+    size_t nl = (size_t)c.B * c.NH * c.T;
+    float *out = nanv(nq), *lse = nanv(nl);
+    ops->attention_forward(ops->ctx, out, lse, c.q, c.k, c.v, c.mask, c.B, c.T, c.NH, c.NKV, c.HD);
+    double *qd = widen(c.q, nq), *kd = widen(c.k, nkv), *vd = widen(c.v, nkv);
+    double *want = dvec(nq), *want_lse = dvec(nl);
+    ref_attention(want, want_lse, qd, kd, vd, c.mask, c.B, c.T, c.NH, c.NKV, c.HD);
+    expect_close("attention out", out, want, nq, 1e-5, 1e-4);
+    expect_close("attention lse", lse, want_lse, nl, 1e-5, 1e-5);
+    free(out), free(lse), free(qd), free(kd), free(vd), free(want), free(want_lse);
+    att_free(&c);
+}
+END_TEST
+
 START_TEST(attention_padded_keys_get_no_attention) {
     rng_seed(8);
     /* Row 1 is left-padded by npad: its real part must give exactly what the same tokens give
@@ -1548,6 +1568,7 @@ int main(void) {
     tcase_add_test(tc, swiglu_matches_reference_and_gradient);
     tcase_add_test(tc, elementwise_ops_match_reference);
     tcase_add_test(tc, attention_forward_matches_reference_gqa);
+    tcase_add_test(tc, attention_forward_matches_reference_hd64);
     tcase_add_test(tc, attention_padded_keys_get_no_attention);
     tcase_add_test(tc, attention_all_padding_row_is_zero);
     tcase_add_test(tc, attention_backward_finite_differences);

@@ -43,6 +43,7 @@
 
 #define ATT_LANES 16 /* the lanes of every dot product and sum */
 #define ATT_QP 8     /* queries per pass over the values (one vector register each) */
+#define ATT_VB 64    /* keys per block of the values pass (16 KB of HD-64 rows, in L1) */
 #define ATT_TRANSPOSE_MIN 8  /* queries on a key tile from which it is transposed */
 #define ATT_TRANSPOSE_NCH 16 /* chunks of HD up to which it is (HD <= 256; 16 KB of stack) */
 
@@ -530,22 +531,26 @@ static void softmax_lanes(float *p, float *lse, float *inv, const int32_t *km, i
 }
 
 #if defined(__GNUC__) && !defined(__clang__)
-/* acc[i] chunk c (16 floats of HD) = sum over j < jn, ascending, of p[i][j] * v_j for the m
- * queries, in m vector registers. */
+/* acc[i] chunk c (16 floats of HD) continued (first: from 0) by p[i][j] * v_j over j0 <= j <
+ * j1, ascending, for the m queries, in m vector registers. */
 __attribute__((always_inline)) static inline void values_chunk(float *acc,
                                                                 const float *const *p,
-                                                                const cpu_att_keys *K, int32_t jn,
-                                                                int32_t HD, int32_t c,
-                                                                const int32_t m) {
+                                                                const cpu_att_keys *K, int32_t j0,
+                                                                int32_t j1, int32_t HD, int32_t c,
+                                                                int first, const int32_t m) {
     att_v16 A[ATT_QP];
+    int32_t n = HD - ATT_LANES * c < ATT_LANES ? HD - ATT_LANES * c : ATT_LANES;
 #pragma GCC unroll 8
-    for (int32_t i = 0; i < m; i++) A[i] = (att_v16){0};
-    for (int32_t j = 0; j < jn; j++) {
+    for (int32_t i = 0; i < m; i++) {
+        A[i] = (att_v16){0};
+        if (!first)
+            memcpy(&A[i], acc + (size_t)i * HD + (size_t)ATT_LANES * c, (size_t)n * sizeof(float));
+    }
+    for (int32_t j = j0; j < j1; j++) {
         att_v16 v = load_chunk(att_value(K, j), c, HD);
 #pragma GCC unroll 8
         for (int32_t i = 0; i < m; i++) A[i] += p[i][j] * v;
     }
-    int32_t n = HD - ATT_LANES * c < ATT_LANES ? HD - ATT_LANES * c : ATT_LANES;
     for (int32_t i = 0; i < m; i++)
         memcpy(acc + (size_t)i * HD + (size_t)ATT_LANES * c, &A[i], (size_t)n * sizeof(float));
 }
@@ -562,18 +567,20 @@ static inline const float *value_run(const cpu_att_keys *K, int32_t j, int32_t j
     return att_value(K, j);
 }
 
-/* HD 64, four queries: acc[i] = sum over j < jn, ascending, of p[i][j] * v_j, each value row
- * read once for the four (16 accumulators in registers: named, as GCC keeps an array of vectors
- * in memory). The sums of values_chunk. */
+/* HD 64, four queries: acc[i] continued (first: from 0) by p[i][j] * v_j over j0 <= j < j1,
+ * ascending, each value row read once for the four (16 accumulators in registers: named, as GCC
+ * keeps an array of vectors in memory). The sums of values_chunk. */
 __attribute__((always_inline)) static inline void values_rows4(float *acc, const float *const *p,
-                                                                const cpu_att_keys *K,
-                                                                int32_t jn) {
-    att_v16 a00 = {0}, a01 = {0}, a02 = {0}, a03 = {0}, a10 = {0}, a11 = {0}, a12 = {0},
-            a13 = {0}, a20 = {0}, a21 = {0}, a22 = {0}, a23 = {0}, a30 = {0}, a31 = {0},
-            a32 = {0}, a33 = {0};
+                                                                const cpu_att_keys *K, int32_t j0,
+                                                                int32_t j1, int first) {
+    att_v16 a[16] = {{0}};
+    if (!first) memcpy(a, acc, sizeof a);
+    att_v16 a00 = a[0], a01 = a[1], a02 = a[2], a03 = a[3], a10 = a[4], a11 = a[5], a12 = a[6],
+            a13 = a[7], a20 = a[8], a21 = a[9], a22 = a[10], a23 = a[11], a30 = a[12],
+            a31 = a[13], a32 = a[14], a33 = a[15];
     const float *p0 = p[0], *p1 = p[1], *p2 = p[2], *p3 = p[3];
-    for (int32_t j = 0, len; j < jn; j += len) {
-        const float *v = value_run(K, j, jn, &len);
+    for (int32_t j = j0, len; j < j1; j += len) {
+        const float *v = value_run(K, j, j1, &len);
         for (int32_t r = j; r < j + len; r++, v += K->ks) {
             att_v16 v0, v1, v2, v3;
             memcpy(&v0, v, sizeof v0), memcpy(&v1, v + 16, sizeof v1);
@@ -589,37 +596,42 @@ __attribute__((always_inline)) static inline void values_rows4(float *acc, const
     memcpy(acc, out, sizeof out);
 }
 
-/* acc[i] (HD) = sum over j < jn, ascending, of p[i][j] * v_j, for m <= ATT_QP queries. */
+/* acc[i] (HD) continued (first: from 0) by p[i][j] * v_j over j0 <= j < j1, ascending, for
+ * m <= ATT_QP queries. */
 CPU_VECTOR_CLONES ATT_CONTRACT
 static void values_pass(float *acc, const float *const *p, int32_t m, const cpu_att_keys *K,
-                        int32_t jn, int32_t HD) {
+                        int32_t j0, int32_t j1, int32_t HD, int first) {
     if (HD == 4 * ATT_LANES) { /* four queries at a time, every chunk of a row at once */
         for (int32_t i = 0; i < m; i += 4) {
             float part[4 * 64] __attribute__((aligned(64)));
             const float *p4[4];
-            for (int32_t t = 0; t < 4; t++) p4[t] = p[i + t < m ? i + t : i]; /* m - i < 4: */
-            values_rows4(i + 4 <= m ? acc + (size_t)i * 64 : part, p4, K, jn); /* spare rows */
-            if (i + 4 > m) memcpy(acc + (size_t)i * 64, part, (size_t)(m - i) * 64 * sizeof(float));
+            const int32_t r = m - i < 4 ? m - i : 4; /* r < 4: spare rows in part */
+            for (int32_t t = 0; t < 4; t++) p4[t] = p[i + t < m ? i + t : i];
+            float *a = r == 4 ? acc + (size_t)i * 64 : part;
+            if (r < 4) memcpy(part, acc + (size_t)i * 64, (size_t)r * 64 * sizeof(float));
+            values_rows4(a, p4, K, j0, j1, first);
+            if (r < 4) memcpy(acc + (size_t)i * 64, part, (size_t)r * 64 * sizeof(float));
         }
         return;
     }
     for (int32_t c = 0; c < (HD + ATT_LANES - 1) / ATT_LANES; c++) switch (m) {
-        case 1: values_chunk(acc, p, K, jn, HD, c, 1); break;
-        case 2: values_chunk(acc, p, K, jn, HD, c, 2); break;
-        case 3: values_chunk(acc, p, K, jn, HD, c, 3); break;
-        case 4: values_chunk(acc, p, K, jn, HD, c, 4); break;
-        case 5: values_chunk(acc, p, K, jn, HD, c, 5); break;
-        case 6: values_chunk(acc, p, K, jn, HD, c, 6); break;
-        case 7: values_chunk(acc, p, K, jn, HD, c, 7); break;
-        default: values_chunk(acc, p, K, jn, HD, c, 8); break;
+        case 1: values_chunk(acc, p, K, j0, j1, HD, c, first, 1); break;
+        case 2: values_chunk(acc, p, K, j0, j1, HD, c, first, 2); break;
+        case 3: values_chunk(acc, p, K, j0, j1, HD, c, first, 3); break;
+        case 4: values_chunk(acc, p, K, j0, j1, HD, c, first, 4); break;
+        case 5: values_chunk(acc, p, K, j0, j1, HD, c, first, 5); break;
+        case 6: values_chunk(acc, p, K, j0, j1, HD, c, first, 6); break;
+        case 7: values_chunk(acc, p, K, j0, j1, HD, c, first, 7); break;
+        default: values_chunk(acc, p, K, j0, j1, HD, c, first, 8); break;
         }
 }
 #else
-/* acc[i] (HD) = sum over j < jn, ascending, of p[i][j] * v_j, for m <= ATT_QP queries. */
+/* acc[i] (HD) continued (first: from 0) by p[i][j] * v_j over j0 <= j < j1, ascending, for
+ * m <= ATT_QP queries. */
 static void values_pass(float *acc, const float *const *p, int32_t m, const cpu_att_keys *K,
-                        int32_t jn, int32_t HD) {
-    memset(acc, 0, (size_t)m * HD * sizeof(float));
-    for (int32_t j = 0; j < jn; j++) {
+                        int32_t j0, int32_t j1, int32_t HD, int first) {
+    if (first) memset(acc, 0, (size_t)m * HD * sizeof(float));
+    for (int32_t j = j0; j < j1; j++) {
         const float *v = att_value(K, j);
         for (int32_t i = 0; i < m; i++)
             for (int32_t d = 0; d < HD; d++) acc[(size_t)i * HD + d] += p[i][j] * v[d];
@@ -630,8 +642,8 @@ static void values_pass(float *acc, const float *const *p, int32_t m, const cpu_
 static int32_t round16(int32_t n) { return (n + ATT_LANES - 1) / ATT_LANES * ATT_LANES; }
 
 uint64_t cpu_attend_scratch(int32_t nq, int32_t nkeys, int32_t HD) {
-    /* scores (nq, ld), the padded queries, the value accumulators, 1/sum */
-    return (uint64_t)nq * round16(nkeys) + (uint64_t)nq * round16(HD) + (uint64_t)ATT_QP * HD +
+    /* scores (nq, ld), the padded queries, the value accumulators (nq, HD), 1/sum */
+    return (uint64_t)nq * round16(nkeys) + (uint64_t)nq * round16(HD) + (uint64_t)nq * HD +
            (uint64_t)nq;
 }
 
@@ -644,7 +656,7 @@ void cpu_attend(float *out, int32_t os, float *lse, const float *q, int32_t qs,
     for (int32_t i = 0; i < nq; i++) nmax = nvalid[i] > nmax ? nvalid[i] : nmax;
     const int32_t ld = round16(K->n), n16 = round16(nmax);
     float *sc = work, *qp = sc + (size_t)nq * ld, *acc = qp + (size_t)nq * hp;
-    float *inv = acc + ATT_QP * HD;
+    float *inv = acc + (size_t)nq * HD;
     for (int32_t i = 0; i < nq; i++) { /* (nq, hp): each query zero-padded to whole chunks */
         memcpy(qp + (size_t)i * hp, q + (size_t)i * qs, (size_t)HD * sizeof(float));
         memset(qp + (size_t)i * hp + HD, 0, (size_t)(hp - HD) * sizeof(float));
@@ -663,17 +675,24 @@ void cpu_attend(float *out, int32_t os, float *lse, const float *q, int32_t qs,
             memset(row, 0, (size_t)n16 * sizeof(float));
         if (lse) lse[i] = li;
     }
-    for (int32_t i0 = 0; i0 < nq; i0 += ATT_QP) {
-        int32_t m = nq - i0 < ATT_QP ? nq - i0 : ATT_QP, jn = 0;
-        const float *p[ATT_QP];
-        for (int32_t i = 0; i < m; i++) {
-            p[i] = sc + (size_t)(i0 + i) * ld;
-            jn = nvalid[i0 + i] > jn ? nvalid[i0 + i] : jn;
+    /* the values in blocks of ATT_VB keys, every group of queries on a block while its rows
+     * are in L1; each query's sums continue from block to block in order (one group: one
+     * block, nothing to share) */
+    const int32_t vb = nq > ATT_QP ? ATT_VB : nmax > 0 ? nmax : 1;
+    for (int32_t j0 = 0; j0 < (nmax > 0 ? nmax : 1); j0 += vb)
+        for (int32_t i0 = 0; i0 < nq; i0 += ATT_QP) {
+            int32_t m = nq - i0 < ATT_QP ? nq - i0 : ATT_QP, jn = 0;
+            const float *p[ATT_QP];
+            for (int32_t i = 0; i < m; i++) {
+                p[i] = sc + (size_t)(i0 + i) * ld;
+                jn = nvalid[i0 + i] > jn ? nvalid[i0 + i] : jn;
+            }
+            if (j0 == 0 || j0 < jn)
+                values_pass(acc + (size_t)i0 * HD, p, m, K, j0, j0 + vb < jn ? j0 + vb : jn, HD,
+                            j0 == 0);
         }
-        values_pass(acc, p, m, K, jn, HD);
-        for (int32_t i = 0; i < m; i++) {
-            float *o = out + (size_t)(i0 + i) * os, s = inv[i0 + i];
-            for (int32_t d = 0; d < HD; d++) o[d] = acc[(size_t)i * HD + d] * s;
-        }
+    for (int32_t i = 0; i < nq; i++) {
+        float *o = out + (size_t)i * os, s = inv[i];
+        for (int32_t d = 0; d < HD; d++) o[d] = acc[(size_t)i * HD + d] * s;
     }
 }
