@@ -33,7 +33,10 @@
  * alone loads a vector of the tile for every four FMAs, as many loads as its broadcasts of q,
  * and the loads, not the FMAs, bound it. Fewer queries (decode) take the lane dots key by key
  * with the shuffle reduction. The values pass reads each value row once for four queries
- * (values_rows4, HD 64), row runs found once per page or prefix.
+ * (values_rows4, HD 64), row runs found once per page or prefix, and with more than ATT_QP
+ * queries it takes the keys in blocks of ATT_VB, every query on a block while its rows are in
+ * L1, each sum continued from block to block in order. The softmax runs on whole vectors (the
+ * last tile masked: last_tile) with its products and sums as FMAs, like the dots and values.
  */
 #include <math.h>
 #include <string.h>
@@ -471,7 +474,8 @@ static inline int32_t last_tile(int32_t *kt, const int32_t *km, int32_t nvalid) 
 
 /* The largest score of row p among its valid keys (j < nvalid, km[j] != 0); -inf if none.
  * Its own pass, taken for every row of a block before their softmaxes: its last step is a
- * chain of 16 scalar maxes (GCC's reduction epilogue) that the next row's pass overlaps. */
+ * chain of 16 scalar maxes (GCC's reduction epilogue), which the next row's pass can overlap
+ * there (~1 % of the forward's time, bench_kernels). Max is exact: the same bits in any order. */
 CPU_VECTOR_CLONES
 static float row_max(const float *p, const int32_t *km, int32_t nvalid) {
     int32_t kt[ATT_LANES];
