@@ -670,21 +670,27 @@ static att_case att_make(int32_t B, int32_t T, int32_t NH, int32_t NKV, int32_t 
 
 static void att_free(att_case *c) { free(c->mask), free(c->q), free(c->k), free(c->v); }
 
+/* attention_forward of case c against the double reference (out and lse), then c is freed. */
+static void expect_forward_matches_reference(att_case *c) {
+    size_t nq = (size_t)c->B * c->T * c->NH * c->HD, nkv = (size_t)c->B * c->T * c->NKV * c->HD;
+    size_t nl = (size_t)c->B * c->NH * c->T;
+    float *out = nanv(nq), *lse = nanv(nl);
+    ops->attention_forward(ops->ctx, out, lse, c->q, c->k, c->v, c->mask, c->B, c->T, c->NH,
+                           c->NKV, c->HD);
+    double *qd = widen(c->q, nq), *kd = widen(c->k, nkv), *vd = widen(c->v, nkv);
+    double *want = dvec(nq), *want_lse = dvec(nl);
+    ref_attention(want, want_lse, qd, kd, vd, c->mask, c->B, c->T, c->NH, c->NKV, c->HD);
+    expect_close("attention out", out, want, nq, 1e-5, 1e-4);
+    expect_close("attention lse", lse, want_lse, nl, 1e-5, 1e-5);
+    free(out), free(lse), free(qd), free(kd), free(vd), free(want), free(want_lse);
+    att_free(c);
+}
+
 START_TEST(attention_forward_matches_reference_gqa) {
     rng_seed(7);
     /* T = 150 spans three 64-query blocks; NH = 4 query heads share NKV = 2 kv heads */
     att_case c = att_make(3, 150, 4, 2, 16, 37);
-    size_t nq = (size_t)c.B * c.T * c.NH * c.HD, nkv = (size_t)c.B * c.T * c.NKV * c.HD;
-    size_t nl = (size_t)c.B * c.NH * c.T;
-    float *out = nanv(nq), *lse = nanv(nl);
-    ops->attention_forward(ops->ctx, out, lse, c.q, c.k, c.v, c.mask, c.B, c.T, c.NH, c.NKV, c.HD);
-    double *qd = widen(c.q, nq), *kd = widen(c.k, nkv), *vd = widen(c.v, nkv);
-    double *want = dvec(nq), *want_lse = dvec(nl);
-    ref_attention(want, want_lse, qd, kd, vd, c.mask, c.B, c.T, c.NH, c.NKV, c.HD);
-    expect_close("attention out", out, want, nq, 1e-5, 1e-4);
-    expect_close("attention lse", lse, want_lse, nl, 1e-5, 1e-5);
-    free(out), free(lse), free(qd), free(kd), free(vd), free(want), free(want_lse);
-    att_free(&c);
+    expect_forward_matches_reference(&c);
 }
 END_TEST
 
@@ -694,17 +700,7 @@ START_TEST(attention_forward_matches_reference_hd64) {
      * values); T = 150: a query block of 64 reads its values in blocks of 64 keys (ATT_VB), each
      * query's sums continued from block to block */
     att_case c = att_make(3, 150, 4, 2, 64, 21);
-    size_t nq = (size_t)c.B * c.T * c.NH * c.HD, nkv = (size_t)c.B * c.T * c.NKV * c.HD;
-    size_t nl = (size_t)c.B * c.NH * c.T;
-    float *out = nanv(nq), *lse = nanv(nl);
-    ops->attention_forward(ops->ctx, out, lse, c.q, c.k, c.v, c.mask, c.B, c.T, c.NH, c.NKV, c.HD);
-    double *qd = widen(c.q, nq), *kd = widen(c.k, nkv), *vd = widen(c.v, nkv);
-    double *want = dvec(nq), *want_lse = dvec(nl);
-    ref_attention(want, want_lse, qd, kd, vd, c.mask, c.B, c.T, c.NH, c.NKV, c.HD);
-    expect_close("attention out", out, want, nq, 1e-5, 1e-4);
-    expect_close("attention lse", lse, want_lse, nl, 1e-5, 1e-5);
-    free(out), free(lse), free(qd), free(kd), free(vd), free(want), free(want_lse);
-    att_free(&c);
+    expect_forward_matches_reference(&c);
 }
 END_TEST
 
