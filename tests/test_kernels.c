@@ -249,6 +249,56 @@ START_TEST(memory_ops_round_trip) {
 }
 END_TEST
 
+/* The VmFlags line of the mapping of /proc/self/smaps that holds address a, into flags (""
+ * when none does). */
+static void vm_flags_at(const void *a, char *flags, size_t n) {
+    FILE *f = fopen("/proc/self/smaps", "r");
+    char line[512];
+    int in = 0;
+    flags[0] = 0;
+    ck_assert_ptr_nonnull(f);
+    while (fgets(line, sizeof line, f)) {
+        unsigned long lo, hi;
+        if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, '-') < strchr(line, ' '))
+            in = (uintptr_t)a >= lo && (uintptr_t)a < hi;
+        else if (in && !strncmp(line, "VmFlags:", 8)) {
+            snprintf(flags, n, "%s", line + 8);
+            break;
+        }
+    }
+    fclose(f);
+}
+
+/* A block of 2 MiB or more starts on a 2 MiB boundary, zeroed, its whole 2 MiB pages advised as
+ * transparent huge pages (VmFlags "hg") and the tail under 2 MiB not; a small one is neither. */
+START_TEST(large_blocks_are_huge_page_advised) {
+    const size_t mib = (size_t)1 << 20, bytes = 5 * mib + 100;
+    unsigned char *big = ops->alloc(ops->ctx, bytes), *small = ops->alloc(ops->ctx, 4096);
+    ck_assert_ptr_nonnull(big);
+    ck_assert_ptr_nonnull(small);
+    ck_assert_uint_eq((uintptr_t)big % (2 * mib), 0);
+    ck_assert(big[0] == 0 && big[bytes / 2] == 0 && big[bytes - 1] == 0);
+    FILE *thp = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
+    if (!thp) {
+        printf("large_blocks_are_huge_page_advised: no transparent huge pages in this kernel; "
+               "the advice is not checked\n");
+    } else {
+        fclose(thp);
+        char flags[512];
+        vm_flags_at(big, flags, sizeof flags);
+        ck_assert_msg(strstr(flags, " hg"), "first 2 MiB page not advised: VmFlags%s", flags);
+        vm_flags_at(big + 4 * mib - 1, flags, sizeof flags);
+        ck_assert_msg(strstr(flags, " hg"), "second 2 MiB page not advised: VmFlags%s", flags);
+        vm_flags_at(big + 4 * mib, flags, sizeof flags);
+        ck_assert_msg(!strstr(flags, " hg"), "the tail under 2 MiB is advised: VmFlags%s", flags);
+        vm_flags_at(small, flags, sizeof flags);
+        ck_assert_msg(!strstr(flags, " hg"), "a 4 KiB block is advised: VmFlags%s", flags);
+    }
+    ops->free(ops->ctx, big);
+    ops->free(ops->ctx, small);
+}
+END_TEST
+
 /* ---- embedding ------------------------------------------------------------------------------ */
 
 typedef struct emb_st {
@@ -1555,6 +1605,7 @@ int main(void) {
     tcase_add_test(tc, missing_cuda_module_names_the_paths);
     tcase_add_test(tc, too_many_threads_is_refused);
     tcase_add_test(tc, memory_ops_round_trip);
+    tcase_add_test(tc, large_blocks_are_huge_page_advised);
     tcase_add_test(tc, embedding_matches_reference_and_gradient);
     tcase_add_test(tc, matmul_matches_reference_and_gradient);
     tcase_add_test(tc, matmul_small_rows_match_reference);

@@ -341,6 +341,13 @@ void cpu_attend(float *out, int32_t os, float *lse, const float *q, int32_t qs,
                 const cpu_att_keys *K, const int32_t *nvalid, int32_t nq, int32_t HD,
                 float *work);
 
+/* ---- cpu_memory.c -------------------------------------------------------------------------- */
+
+/* A block of at least `bytes` for free(): 64-byte aligned, and from 2 MiB up on a 2 MiB
+ * boundary with its whole 2 MiB pages advised as transparent huge pages; NULL when out of
+ * memory. Not zeroed. */
+void *cpu_block(size_t bytes);
+
 /* ---- the ops: cpu_alloc ... cpu_sample_rows, one per entry of grpo/ops_list.h ------------ */
 GRPO_BACKEND_DECLARE_OPS(cpu)
 

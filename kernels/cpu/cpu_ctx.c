@@ -238,8 +238,7 @@ static float *grow(float **buf, size_t *cap, size_t n) {
     free(*buf);
     *buf = NULL;
     *cap = 0;
-    size_t bytes = (n * sizeof(float) + 63u) / 64u * 64u;
-    float *p = aligned_alloc(64, bytes);
+    float *p = cpu_block(n * sizeof(float));
     if (!p) return NULL;
     *buf = p;
     *cap = n;
