@@ -49,6 +49,7 @@
 #include "host/process.h"
 #include "host/model_instance.h"
 #include "io/safetensors.h"
+#include "cpu/cpu_backend.h"
 #include <cblas.h>
 #undef I
 
@@ -197,7 +198,7 @@ static double stream_read(const void *p, size_t n, int threads, double *cpu_rate
 static void stream_sizes(const char *list) {
     for (const char *q = list; *q;) {
         size_t mb = strtoul(q, NULL, 10), n = mb << 20;
-        float *buf = n ? aligned_alloc(64, n) : NULL;
+        float *buf = n ? cpu_block(n) : NULL; /* on huge pages, as the CPU backend's memory */
         if (!buf)
             fprintf(stderr, "bench_dense: --stream-mb %zu: no buffer of that size\n", mb);
         else {
@@ -220,7 +221,7 @@ static void bench_matmul_rows(const grpo_ops *o, int R, int threads, int mb) {
     const int shapes[5][2] = {{C, NH * HD}, {C, NKV * HD}, {C, IM}, {IM, C}, {C, V}};
     const char *names[5] = {"q, o", "k, v", "gate, up", "down", "head"};
     const size_t pool = (size_t)mb << 20; /* bytes of weight copies */
-    float *host = malloc(pool), *x = malloc((size_t)R * IM * 4);
+    float *host = cpu_block(pool), *x = malloc((size_t)R * IM * 4);
     for (size_t i = 0; i < pool / 4; i++) host[i] = randn_ish();
     for (int i = 0; i < R * IM; i++) x[i] = randn_ish();
     double read1_cpu, read1 = stream_read(host, pool, 1, &read1_cpu), read_cpu;
