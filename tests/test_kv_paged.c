@@ -19,7 +19,8 @@
  * live row into an ended one's cache row and drops its pages), and reports pages in use only
  * when paged.
  * A second paged run on the same model starts with the pages the first one's pool ended with
- * (grpo_model.kv_pages_last): it never grows the pool, and its logits are the same bits.
+ * (grpo_model.kv_pages_last): it never grows the pool, and its logits are the same bits. Its
+ * pool is the first one's memory (kept as the spare, no fresh pages), zeroed as a new one is.
  * A pool the backend cannot grow is an error naming the model and the page counts; a pack built
  * before ABI 1.9 gets the unpaged cache.
  * The backend is GRPO_TEST_BACKEND (tests/test_backend.h; default cpu): tests/cuda_models.cmake
@@ -56,8 +57,21 @@ typedef struct run_in {
     int32_t tok[STEPS][N];
 } run_in;
 
-/* The paged pool of the last run(): its pages when reserved and at the end, its growths. */
+/* The paged pool of the last run(): its pages when reserved and at the end, its growths, its
+ * memory when reserved and at the end. */
 static int32_t pages_first, pages_end, pages_grows;
+static const float *pool_first, *pool_end;
+
+/* Every float of the paged pool is zero (as reserved). */
+static void expect_pool_zeroed(const grpo_model *m) {
+    size_t n = (size_t)m->pages.n_pages * m->pages.page_floats;
+    float *h = malloc(n * sizeof(float));
+    m->ops->download(m->ops->ctx, h, m->pages.pool, n * sizeof(float));
+    m->ops->sync(m->ops->ctx);
+    for (size_t i = 0; i < n; i++)
+        ck_assert_msg(h[i] == 0.0f, "pool float %zu of %zu is %g, not zero", i, n, h[i]);
+    free(h);
+}
 
 /* Prefill, fan-out, decode: the logits of every step (STEPS, N, V) into out. */
 static void run(grpo_model *m, const run_in *in, int paged, float *out) {
@@ -67,7 +81,8 @@ static void run(grpo_model *m, const run_in *in, int paged, float *out) {
     m->kv_unpaged = !paged;
     ck_ok(grpo_model_reserve_kv_paged(m, N, S, P, GRPO_KV_PAGE, &err), &err);
     ck_assert_int_eq(grpo_model_kv_paged(m), paged ? GRPO_KV_PAGE : 0);
-    pages_first = m->pages.n_pages;
+    pages_first = m->pages.n_pages, pool_first = m->pages.pool;
+    if (paged) expect_pool_zeroed(m);
     float *logits = malloc((size_t)N * V * sizeof(float));
     ck_ok(test_prefill(m, B, P, in->prompt, in->pmask, in->ppos, logits, &err), &err);
     for (int32_t b = B - 1; b >= 0; b--)
@@ -102,7 +117,7 @@ static void run(grpo_model *m, const run_in *in, int paged, float *out) {
         ck_assert_int_gt(m->pages.n_pages, N * ((P + GRPO_KV_PAGE - 1) / GRPO_KV_PAGE + 1));
         for (int32_t r = 0; r < N; r++) grpo_model_kv_drop_row(m, r);
         ck_assert_int_eq(m->pages.in_use, 0);
-        pages_end = m->pages.n_pages, pages_grows = m->pages.grows;
+        pages_end = m->pages.n_pages, pages_grows = m->pages.grows, pool_end = m->pages.pool;
     }
     grpo_model_release_kv(m);
     free(logits);
@@ -170,8 +185,10 @@ START_TEST(paged_decode_has_the_unpaged_logits) {
     run(m, in, 1, p);
     ck_assert_int_gt(pages_grows, 0); /* the first pool grew: 18 pages to start */
     int32_t first_end = pages_end;
+    const float *first_pool = pool_end;
     run(m, in, 1, again); /* the next starts with the pages the first ended with */
     ck_assert_int_eq(pages_first, first_end);
+    ck_assert_ptr_eq(pool_first, first_pool); /* in the first one's memory, kept */
     ck_assert_int_eq(pages_grows, 0);
     for (int32_t s = 0; s < STEPS; s++)
         for (int32_t r = 0; r < N; r++) {

@@ -10,16 +10,26 @@
 int grpo_kv_pages_init(grpo_kv_pages *p, const grpo_ops *ops, const char *who, int32_t R,
                        int32_t S, int32_t page, uint64_t page_floats, int32_t n0,
                        grpo_error *err) {
+    float *spare = p->spare;
+    uint64_t spare_floats = p->spare_floats;
     memset(p, 0, sizeof *p);
     p->ops = ops, p->who = who, p->R = R, p->page = page, p->nblk = (S + page - 1) / page;
     p->page_floats = page_floats;
     size_t nt = (size_t)R * p->nblk;
     n0 = n0 > 0 ? n0 : 1;
+    if (spare && page_floats && spare_floats / page_floats >= (uint64_t)n0 &&
+        spare_floats / page_floats <= INT32_MAX) {
+        n0 = (int32_t)(spare_floats / page_floats);
+        p->pool = spare; /* the last pool: no fresh pages to fault in */
+        ops->zero(ops->ctx, spare, (uint64_t)n0 * page_floats * sizeof(float));
+    } else if (spare) {
+        ops->free(ops->ctx, spare);
+    }
     p->table = malloc(nt * sizeof *p->table);
     p->d_table = ops->alloc(ops->ctx, nt * sizeof *p->d_table);
     p->ref = calloc((size_t)n0, sizeof *p->ref);
     p->free_ids = malloc((size_t)n0 * sizeof *p->free_ids);
-    p->pool = ops->alloc(ops->ctx, (uint64_t)n0 * page_floats * sizeof(float));
+    if (!p->pool) p->pool = ops->alloc(ops->ctx, (uint64_t)n0 * page_floats * sizeof(float));
     if (!p->table || !p->d_table || !p->ref || !p->free_ids || !p->pool) {
         uint64_t mib = ((uint64_t)n0 * page_floats * sizeof(float)) >> 20;
         grpo_kv_pages_free(p);
@@ -36,10 +46,24 @@ int grpo_kv_pages_init(grpo_kv_pages *p, const grpo_ops *ops, const char *who, i
 }
 
 void grpo_kv_pages_free(grpo_kv_pages *p) {
+    if (p->spare) p->ops->free(p->ops->ctx, p->spare);
     if (p->pool) p->ops->free(p->ops->ctx, p->pool);
     if (p->d_table) p->ops->free(p->ops->ctx, p->d_table);
     free(p->table), free(p->ref), free(p->free_ids);
     memset(p, 0, sizeof *p);
+}
+
+void grpo_kv_pages_release(grpo_kv_pages *p) {
+    float *spare = p->spare;
+    uint64_t floats = p->spare_floats;
+    if (p->pool) { /* the pool replaces the spare */
+        if (spare) p->ops->free(p->ops->ctx, spare);
+        spare = p->pool, floats = (uint64_t)p->n_pages * p->page_floats;
+    }
+    const grpo_ops *ops = p->ops;
+    p->pool = NULL, p->spare = NULL;
+    grpo_kv_pages_free(p);
+    p->ops = ops, p->spare = spare, p->spare_floats = floats;
 }
 
 /* Makes room for at least one more free page: a pool a quarter larger (at least 16 pages),

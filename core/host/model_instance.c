@@ -364,6 +364,7 @@ void grpo_model_close(grpo_model *m) {
         if (m->keep_block) m->ops->free(m->ops->ctx, m->keep_block);
     }
     grpo_model_release_kv(m);
+    grpo_kv_pages_free(&m->pages);
     grpo_work_release(m->work);
     free(m->params);
     free(m->numel);
@@ -433,13 +434,14 @@ static uint64_t scratch_floats(const grpo_model *m, int32_t R, int32_t P) {
 
 void grpo_model_release_kv(grpo_model *m) {
     if (m->pages.pool) m->kv.data = NULL, m->kv_pages_last = m->pages.n_pages;
-    grpo_kv_pages_free(&m->pages);
+    grpo_kv_pages_release(&m->pages); /* the pool kept for the next rollout's */
     free(m->kv_hlen);
     m->kv_hlen = NULL, m->kv.page = 0, m->kv.n_pages = 0, m->kv.table = m->kv.table_host = NULL;
 }
 
 int grpo_model_reserve_kv(grpo_model *m, int32_t R, int32_t S, int32_t P, grpo_error *err) {
     grpo_model_release_kv(m);
+    grpo_kv_pages_free(&m->pages); /* no paged pool to keep for */
     m->kv = (grpo_kv_cache){sizeof(grpo_kv_cache), NULL, R, S, 0, 0, NULL, NULL};
     m->scratch = NULL, m->kv_bytes = 0;
     uint64_t nkv = (m->desc->kv_floats(m->inst, R, S) + 15) & ~(uint64_t)15; /* 64-byte aligned */
