@@ -9,8 +9,13 @@
  * the kernel's setting is "madvise", Debian's, only memory so advised gets them). Decode reads
  * its ~100 MB of weights once a token: on 4 KiB pages that is a TLB miss every 4 KiB, a page
  * walk each (two levels of them in a virtual machine), and the products' loop ran at 7.3-9.4
- * GB/s from memory where on huge pages it reads 10.5-12.2 (BENCHMARKS.md, issue 30). The tail
- * under 2 MiB is not advised, so no block holds memory it does not use.
+ * GB/s from memory where on huge pages it reads 10.0-11.9 (BENCHMARKS.md, issue 30). The tail
+ * under 2 MiB is not advised, so no block holds memory it does not use. The cost: where a
+ * virtual machine hands free guest memory back to its host (free page reporting, which takes
+ * only whole 2 MiB blocks), a huge page's first touch waits for the host: ~3 s of system time
+ * a GB on the machine of BENCHMARKS.md, against ~0.45 on 4 KiB pages, paid once as the model
+ * and its work memory are first written; memory kept and reused (the KV pool, kv_pages.c) does
+ * not pay it again.
  */
 #include "cpu/cpu_backend.h"
 
