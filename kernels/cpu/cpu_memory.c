@@ -8,7 +8,7 @@
  * their whole 2 MiB pages are asked for as transparent huge pages (madvise MADV_HUGEPAGE: where
  * the kernel's setting is "madvise", Debian's, only memory so advised gets them). Decode reads
  * its ~100 MB of weights once a token: on 4 KiB pages that is a TLB miss every 4 KiB, a page
- * walk each (two levels of them in a virtual machine), and the products' loop ran at 7.3-9.4
+ * walk each (two levels of them in a virtual machine), and the products' loop ran at 7.9-10.2
  * GB/s from memory where on huge pages it reads 10.0-11.9 (BENCHMARKS.md, issue 30). The tail
  * under 2 MiB is not advised, so no block holds memory it does not use. The cost: where a
  * virtual machine hands free guest memory back to its host (free page reporting, which takes
@@ -34,7 +34,8 @@ void *cpu_block(size_t bytes) {
     if (posix_memalign(&p, size >= CPU_HUGE_PAGE ? CPU_HUGE_PAGE : 64, size)) return NULL;
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
     /* best effort: a kernel without transparent huge pages refuses, and 4 KiB pages remain */
-    if (size >= CPU_HUGE_PAGE) (void)madvise(p, size / CPU_HUGE_PAGE * CPU_HUGE_PAGE, MADV_HUGEPAGE);
+    if (size >= CPU_HUGE_PAGE)
+        (void)madvise(p, size / CPU_HUGE_PAGE * CPU_HUGE_PAGE, MADV_HUGEPAGE);
 #endif
     return p;
 }
