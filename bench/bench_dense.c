@@ -20,7 +20,10 @@
  *              timed with every row in full and with the prompts computed once
  *              (train.shared_prefix), next to the model FLOPs of each (group_flops)
  *   decode     the sampler (greedy) on R rows: P-token prompts + N new tokens each (no EOS):
- *              new tokens/s over the whole call (prefill included)
+ *              new tokens/s over the whole call (prefill included), timed on the second of
+ *              two calls, as grpo's rollouts after the first run (the KV pool kept, the
+ *              memory touched); the first call's time, with the first touch of its memory
+ *              (the kernel zeroing fresh pages), is printed beside it
  *   matmul R   the backend's matmul_forward of R rows at each weight shape of the model, over
  *              copies of w that fill 128 MB (more than the model, as in a decode step; this
  *              machine's 480 MB L3 holds it): GFLOP/s and GB/s of weights read, next to a plain
@@ -392,10 +395,13 @@ int main(int argc, char **argv) {
     }
 
     double t0 = now(), c0 = cpu_now();
+    bench_generate("bench_dense", m, R, P, NEW, V); /* cold: the memory's first touch */
+    double cold = cpu_now() - c0;
+    t0 = now(), c0 = cpu_now();
     bench_generate("bench_dense", m, R, P, NEW, V);
     double dt = now() - t0, dc = cpu_now() - c0;
-    printf("decode %d rows, prompt %d, %d new: %.2f s, %.0f new tokens/s\n", R, P, NEW, dt,
-           (double)R * NEW / dt);
+    printf("decode %d rows, prompt %d, %d new: %.2f s, %.0f new tokens/s (first call %.2f cpu s)\n",
+           R, P, NEW, dt, (double)R * NEW / dt, cold);
     printf("decode %d rows, prompt %d, %d new cpu time: %.2f s, %.0f new tokens/s\n", R, P, NEW,
            dc, (double)R * NEW / dc);
 

@@ -666,8 +666,10 @@ void cpu_attend(float *out, int32_t os, float *lse, const float *q, int32_t qs,
         memset(qp + (size_t)i * hp + HD, 0, (size_t)(hp - HD) * sizeof(float));
     }
     const int avx512 = cpu_simd_level(CPU_SIMD_ANY) == CPU_SIMD_AVX512;
-    for (int32_t j0 = 0; j0 < nmax; j0 += ATT_LANES) /* tile by tile, every query on each */
+    for (int32_t j0 = 0; j0 < nmax; j0 += ATT_LANES) { /* tile by tile, every query on each */
         dots_tile(sc, ld, qp, nvalid, nq, K, j0, HD, scale, avx512);
+        if (K->tick) K->tick(K->tick_arg);
+    }
     for (int32_t i = 0; i < nq; i++) /* inv holds each row's max until its softmax */
         inv[i] = nvalid[i] > 0 ? row_max(sc + (size_t)i * ld, K->km, nvalid[i]) : 0.0f;
     for (int32_t i = 0; i < nq; i++) {

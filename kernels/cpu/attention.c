@@ -212,7 +212,7 @@ static void attention_forward_block(float *out, float *lse, const float *q, cons
     cpu_att_keys K = {pf->k ? pf->k + (size_t)g * HD : NULL, pf->v ? pf->v + (size_t)g * HD : NULL,
                       k + ((size_t)b * T + k0) * ks + (size_t)g * HD,
                       v + ((size_t)b * T + k0) * ks + (size_t)g * HD, np, ks, km, nt,
-                      NULL, 0, 0, 0, -1};
+                      NULL, 0, 0, 0, -1, NULL, NULL};
     int32_t nvalid[QB];
     for (int32_t i = 0; i < nq; i++) nvalid[i] = mask_b[t0 + i] ? np + t0 + i - k0 + 1 : 0;
     cpu_attend(ob, qs, lb, q + ((size_t)b * T + t0) * qs + (size_t)h * HD, qs, &K, nvalid, nq, HD,
@@ -249,7 +249,7 @@ static void attention_forward_segments(float *out, float *lse, const float *q, c
         const float *pv = np ? v + ((size_t)b * T + p0) * ks + (size_t)g * HD : NULL;
         cpu_att_keys K = {pk, pv, k + ((size_t)b * T + s0) * ks + (size_t)g * HD,
                           v + ((size_t)b * T + s0) * ks + (size_t)g * HD, np, ks, kmr,
-                          np + e - s0, NULL, 0, 0, 0, -1};
+                          np + e - s0, NULL, 0, 0, 0, -1, NULL, NULL};
         int32_t nvalid[QB];
         for (int32_t t = a; t < e; t++) nvalid[t - a] = np + t - s0 + 1;
         cpu_attend(ob, qs, lb, q + ((size_t)b * T + a) * qs + (size_t)h * HD, qs, &K, nvalid,
@@ -652,17 +652,19 @@ typedef struct att_dec_cache {
 /* Float offset, from c->k (or c->v), of slot s of row r, kv head 0 (ks = NKV * HD). */
 static size_t dec_slot(const att_dec_cache *c, int32_t r, int32_t s, int32_t S, int32_t ks) {
     if (!c->table) return ((size_t)r * S + s) * ks;
-    int32_t p = c->table[(size_t)r * c->nblk + s / c->page];
-    return (size_t)p * (size_t)c->pstride + (size_t)(s % c->page) * ks;
+    int32_t b = c->pgs >= 0 ? s >> c->pgs : s / c->page, o = s - b * c->page;
+    return (size_t)c->table[(size_t)r * c->nblk + b] * (size_t)c->pstride + (size_t)o * ks;
 }
 
 /* Row r, kv head g: the rep query heads of the group against the n cached keys from the row's
  * first real slot, by cpu_attend (attend.c): each cached key and value is read once per group,
  * and each head's output has the bits the training forward gives its query (paged or not: the
- * same key sequence, only where each key lies differs). work: cpu_attend_scratch(rep, S, HD). */
+ * same key sequence, only where each key lies differs). tick/arg: cpu_att_keys's (or NULL).
+ * work: cpu_attend_scratch(rep, S, HD). */
 static void attention_decode_group(float *out, const float *q, const att_dec_cache *c,
                                    const int32_t *cache_mask, int32_t n, int32_t r, int32_t g,
-                                   int32_t S, int32_t NH, int32_t NKV, int32_t HD, float *work) {
+                                   int32_t S, int32_t NH, int32_t NKV, int32_t HD,
+                                   void (*tick)(void *), void *arg, float *work) {
     const int32_t rep = NH / NKV, ks = NKV * HD;
     const int32_t *cm = cache_mask + (size_t)r * S;
     float *og = out + ((size_t)r * NH + (size_t)g * rep) * HD;
@@ -671,7 +673,8 @@ static void attention_decode_group(float *out, const float *q, const att_dec_cac
         memset(og, 0, (size_t)rep * HD * sizeof(float));
         return;
     }
-    cpu_att_keys K = {NULL, NULL, NULL, NULL, 0, ks, cm + s0, n - s0, NULL, 0, 0, 0, -1};
+    cpu_att_keys K = {NULL, NULL, NULL, NULL, 0, ks, cm + s0, n - s0, NULL, 0, 0, 0, -1,
+                      tick, arg};
     if (c->table) { /* key j is slot s0 + j through the row's page table */
         K.k = c->k + (size_t)g * HD, K.v = c->v + (size_t)g * HD;
         K.pt = c->table + (size_t)r * c->nblk, K.pg = c->page, K.off = s0;
@@ -686,24 +689,32 @@ static void attention_decode_group(float *out, const float *q, const att_dec_cac
                HD, work);
 }
 
-/* Asks for the n cached keys and values of row r, kv head g (from the row's first real slot)
- * to be brought into L2 while the group before it is computed: in a decode step the cache is
- * read from memory (all the weights of the step pass through the caches between two reads of
- * it), and the GEMMs alone leave the memory idle while they compute. */
-static void prefetch_group(const att_dec_cache *c, const int32_t *cache_mask, int32_t n,
-                           int32_t r, int32_t g, int32_t S, int32_t NKV, int32_t HD) {
-    const int32_t ks = NKV * HD;
-    for (int32_t s = first_real(cache_mask + (size_t)r * S, n), e; s < n; s = e) {
-        /* a run of slots lying together: to the end of s's page, or to n */
-        e = c->table ? (s / c->page + 1) * c->page : n;
-        e = e < n ? e : n;
-        size_t off = dec_slot(c, r, s, S, ks) + (size_t)g * HD;
-        for (int32_t t = 0; t < e - s; t++, off += (size_t)ks)
-            for (int32_t d = 0; d < HD; d += 16) { /* one 64-byte line per 16 floats */
-                __builtin_prefetch(c->k + off + d, 0, 2);
-                __builtin_prefetch(c->v + off + d, 0, 2);
-            }
+/* The cached keys and values of one group (row r, kv head g: slots s .. n-1) brought into L2
+ * while the group before it is computed, `per` slots at each of that group's key tiles: in a
+ * decode step the cache is read from memory (all the weights of the step pass through the
+ * caches between two reads of it). Spread over the tiles, the reads overlap the products; all
+ * at once, the prefetches wait on memory with nothing to compute beside them. */
+typedef struct dec_prefetch {
+    const att_dec_cache *c;
+    int32_t r, g, s, n, S, NKV, HD, per;
+} dec_prefetch;
+
+/* The next `count` slots of p (fewer at its end). */
+static void prefetch_slots(dec_prefetch *p, int32_t count) {
+    const att_dec_cache *c = p->c;
+    const int32_t ks = p->NKV * p->HD, e = p->n - p->s < count ? p->n : p->s + count;
+    for (; p->s < e; p->s++) {
+        size_t off = dec_slot(c, p->r, p->s, p->S, ks) + (size_t)p->g * p->HD;
+        for (int32_t d = 0; d < p->HD; d += 16) { /* one 64-byte line per 16 floats */
+            __builtin_prefetch(c->k + off + d, 0, 2);
+            __builtin_prefetch(c->v + off + d, 0, 2);
+        }
     }
+}
+
+static void prefetch_tick(void *arg) {
+    dec_prefetch *p = arg;
+    prefetch_slots(p, p->per);
 }
 
 /* the decode ops' tasks: the (row, kv head) groups; work: the scores per thread */
@@ -716,15 +727,24 @@ typedef struct att_dec_job {
     cpu_locals work;
 } att_dec_job;
 
+/* Group rg, with the next group's cache (likely this thread's or a neighbour's task) read in
+ * over its key tiles. */
 static void att_dec_task(void *arg, int64_t task, int32_t tid) {
     att_dec_job *j = arg;
-    const int32_t NKV = j->NKV, rg = (int32_t)task;
+    const int32_t NKV = j->NKV, rg = (int32_t)task, r = rg / NKV;
     float *work = cpu_local(&j->work, tid);
-    if (rg + 1 < j->R * NKV) /* the next group, likely this thread's or a neighbour's */
-        prefetch_group(&j->c, j->cache_mask, j->len[(rg + 1) / NKV], (rg + 1) / NKV,
-                       (rg + 1) % NKV, j->S, NKV, j->HD);
-    attention_decode_group(j->out, j->q, &j->c, j->cache_mask, j->len[rg / NKV], rg / NKV,
-                           rg % NKV, j->S, j->NH, NKV, j->HD, work);
+    dec_prefetch pf = {&j->c, 0, 0, 0, 0, j->S, NKV, j->HD, 0};
+    if (rg + 1 < j->R * NKV) {
+        const int32_t nr = (rg + 1) / NKV, nn = j->len[nr];
+        const int32_t n = j->len[r] - first_real(j->cache_mask + (size_t)r * j->S, j->len[r]);
+        pf.r = nr, pf.g = (rg + 1) % NKV, pf.n = nn;
+        pf.s = first_real(j->cache_mask + (size_t)nr * j->S, nn);
+        const int32_t tiles = (n + 15) / 16;
+        pf.per = tiles > 0 ? (pf.n - pf.s + tiles - 1) / tiles : pf.n - pf.s;
+    }
+    attention_decode_group(j->out, j->q, &j->c, j->cache_mask, j->len[r], r, rg % NKV, j->S,
+                           j->NH, NKV, j->HD, pf.per > 0 ? prefetch_tick : NULL, &pf, work);
+    prefetch_slots(&pf, pf.n - pf.s); /* what the tiles left (none, or a group with no keys) */
 }
 
 /* Both decode ops: checks, then the (row, kv head) groups on the pool. */

@@ -330,6 +330,8 @@ typedef struct cpu_att_keys {
     int32_t pg, off;   /* positions per page; the slot of key 0 */
     int64_t pstride;   /* floats from one page to the next */
     int32_t pgs;       /* log2(pg) when pg is a power of two, else -1 */
+    void (*tick)(void *arg); /* or NULL: called after each tile of keys of the dots pass */
+    void *tick_arg;          /* (decode: the next group's cache read in, a slice a tile) */
 } cpu_att_keys;
 #define CPU_ATT_REP_MAX 64 /* the most query heads one decode call puts on a key/value head */
 /* The work floats cpu_attend needs for nq queries against nkeys keys of HD. */
