@@ -739,7 +739,7 @@ static void att_dec_task(void *arg, int64_t task, int32_t tid) {
         const int32_t n = j->len[r] - first_real(j->cache_mask + (size_t)r * j->S, j->len[r]);
         pf.r = nr, pf.g = (rg + 1) % NKV, pf.n = nn;
         pf.s = first_real(j->cache_mask + (size_t)nr * j->S, nn);
-        const int32_t tiles = (n + 15) / 16;
+        const int32_t tiles = (n + 15) / 16; /* the dots pass's tiles of 16 keys (attend.c) */
         pf.per = tiles > 0 ? (pf.n - pf.s + tiles - 1) / tiles : pf.n - pf.s;
     }
     attention_decode_group(j->out, j->q, &j->c, j->cache_mask, j->len[r], r, rg % NKV, j->S,
